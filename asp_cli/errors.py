@@ -1,0 +1,70 @@
+"""The library's exceptions and the exit codes the CLI maps them to.
+
+One base class, subclasses named after the condition (the scikit-learn and httpie way). Messages name the
+file, line or row, column or id, and the fix; they never echo prompt text.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Documented exit codes of every ``asp`` command (see docs/errors.md)."""
+
+    OK = 0
+    CHECK_FAILED = 1  # `asp report --check`: a threshold was broken
+    USAGE = 2  # the command line itself is wrong (unknown option, missing argument)
+    BAD_INPUT = 3  # an input file is unreadable, malformed or inconsistent
+    BAD_SETTINGS = 4  # the settings make no sense (zero instances, a budget below one prompt, ...)
+    PREDICTOR = 5  # a predictor file is missing, of another format, or not safe to load
+    SCHEDULE_FORMAT = 6  # a file is not an asp schedule, or of a newer format version
+    OUTPUT = 7  # the output exists (no --force), equals an input, or cannot be written
+    INTERNAL = 70  # a bug in asp: please report it with --traceback output
+    INTERRUPTED = 130  # Ctrl-C or SIGTERM; nothing was written
+
+
+class AspError(Exception):
+    """Base class of every error asp raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+
+class InputError(AspError):
+    """An input file (prompts, history, lengths, dataset) is unreadable or malformed."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class SettingsError(AspError):
+    """A setting or a combination of settings makes no sense."""
+
+    exit_code = ExitCode.BAD_SETTINGS
+
+
+class PredictorError(AspError):
+    """A predictor file cannot be used."""
+
+    exit_code = ExitCode.PREDICTOR
+
+
+class UnsafePredictorError(PredictorError):
+    """A predictor file asks to load a type that is not on asp's trusted list."""
+
+
+class ScheduleFormatError(AspError):
+    """A file is not an asp schedule, or was written by a newer format version."""
+
+    exit_code = ExitCode.SCHEDULE_FORMAT
+
+
+class OutputError(AspError):
+    """The output cannot be written where asked."""
+
+    exit_code = ExitCode.OUTPUT
+
+
+class CheckFailed(AspError):
+    """A `--check` threshold was broken; the message lists which."""
+
+    exit_code = ExitCode.CHECK_FAILED

@@ -1,0 +1,684 @@
+"""Reading prompt files and length files (history, rollout logs) into Polars frames.
+
+Formats are JSONL (``.jsonl``/``.ndjson``), JSON arrays (``.json``), Parquet and CSV/TSV, optionally gzipped
+(``.gz``). The fast path hands the file to PyArrow's or Polars' native readers; when that fails, a slow
+line-by-line pass finds the exact line and column to name in the error, or skips bad rows when asked
+(``on_bad_row="skip"``). Nothing here prints: skipped rows are counted in the returned report.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+
+from . import columns as C
+from .errors import InputError
+
+OnBadRow = Literal["error", "skip"]
+
+_JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+_JSON_SUFFIXES = {".json"}
+_PARQUET_SUFFIXES = {".parquet", ".pq"}
+_CSV_SUFFIXES = {".csv", ".tsv"}
+_LINE = "\x00line"  # hidden column: the 1-based source line of a row read by the slow path
+_BAD_ROW_FIX = "fix the row, or pass --on-bad-row skip to skip bad rows"
+
+
+@dataclass
+class ReadReport:
+    """What a read found: the columns it used per file and the rows it skipped."""
+
+    rows: int = 0
+    skipped_rows: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
+    columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def skip(self, where: str) -> None:
+        self.skipped_rows += 1
+        if len(self.skipped_examples) < 5:
+            self.skipped_examples.append(where)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Format detection and raw tables
+
+
+def file_format(path: Path) -> tuple[str, bool]:
+    """Return (format, gzipped) from the file name: format is jsonl, json, parquet or csv."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    gzipped = bool(suffixes) and suffixes[-1] == ".gz"
+    if gzipped:
+        suffixes = suffixes[:-1]
+    ext = suffixes[-1] if suffixes else ""
+    if ext in _JSONL_SUFFIXES:
+        return "jsonl", gzipped
+    if ext in _JSON_SUFFIXES:
+        return "json", gzipped
+    if ext in _PARQUET_SUFFIXES:
+        return "parquet", gzipped
+    if ext in _CSV_SUFFIXES:
+        return "csv", gzipped
+    raise InputError(
+        f"{path}: unknown file type {ext or '(no extension)'!r}; "
+        "name it .jsonl, .json, .parquet or .csv (optionally .gz)"
+    )
+
+
+def _read_bytes(path: Path, gzipped: bool) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory; name a file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    if gzipped:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"{path}: not a valid gzip file ({exc}); drop the .gz suffix if it is plain") from None
+    return data
+
+
+def _sniff(data: bytes) -> str:
+    """Guess what a file really holds from its first bytes."""
+    if data[:4] == b"PAR1":
+        return "parquet"
+    head = data[:4096].lstrip()
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:].lstrip()
+    if head.startswith(b"["):
+        return "json"
+    if head.startswith(b"{"):
+        return "jsonl"
+    if data[:2] == b"\x1f\x8b":
+        return "gzip"
+    return "csv"
+
+
+def _check_not_empty(path: Path, data: bytes) -> None:
+    if not data.strip():
+        raise InputError(f"{path}: the file is empty; give a file with at least one row")
+
+
+def _mismatch(path: Path, declared: str, data: bytes) -> InputError:
+    actual = _sniff(data)
+    described = {"parquet": "a Parquet file", "json": "a JSON array", "jsonl": "JSON lines", "gzip": "gzip data",
+                 "csv": "text (CSV?)"}[actual]
+    return InputError(
+        f"{path}: the name says {declared} but the file looks like {described}; rename it to match its content"
+    )
+
+
+def _check_utf8(path: Path, data: bytes) -> None:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(
+            f"{path}:{line}: not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8, "
+            "for example with `iconv -f LATIN1 -t UTF-8`"
+        ) from None
+
+
+def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport | None = None) -> pl.DataFrame:
+    """Read a whole file into a frame of the user's own columns, choosing the reader by the file name.
+
+    Malformed JSON lines raise, or are skipped and counted in ``report`` when ``on_bad_row="skip"``.
+
+    Raises
+    ------
+    InputError
+        For a missing, empty, malformed or mislabelled file, naming the line where one can be found.
+    """
+    path = Path(path)
+    fmt, gzipped = file_format(path)
+    data = _read_bytes(path, gzipped)
+    _check_not_empty(path, data)
+    if fmt == "parquet":
+        return _read_parquet(path, data)
+    if _sniff(data) == "parquet" or _sniff(data) == "gzip":
+        raise _mismatch(path, fmt.upper() if fmt != "jsonl" else "JSON lines", data)
+    if fmt == "jsonl":
+        return _read_jsonl(path, data, on_bad_row, report)
+    if fmt == "json":
+        return _read_json_array(path, data)
+    return _read_csv(path, data)
+
+
+def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
+    if data[:4] != b"PAR1":
+        raise _mismatch(path, "Parquet", data)
+    try:
+        frame = pl.read_parquet(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - any reader failure is the file's fault here
+        raise InputError(f"{path}: unreadable Parquet file ({_first_line(exc)}); rewrite it") from None
+    if frame.height == 0:
+        raise InputError(f"{path}: the file has no rows; give a file with at least one row")
+    return frame
+
+
+def _read_jsonl(path: Path, data: bytes, on_bad_row: OnBadRow, report: ReadReport | None) -> pl.DataFrame:
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
+    if _sniff(data) == "json":
+        raise InputError(f"{path}: holds a JSON array, not JSON lines; rename it to .json")
+    try:
+        table = pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=1 << 26))
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pl.exceptions.PolarsError):
+        if on_bad_row == "error":
+            _check_utf8(path, data)
+        frame = _read_jsonl_slow(path, data, on_bad_row=on_bad_row, report=report)
+    if frame.height == 0:
+        raise InputError(f"{path}: the file has no rows; give a file with at least one row")
+    return frame
+
+
+def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: ReadReport | None) -> pl.DataFrame:
+    """Parse JSON lines one by one: exact line numbers, bad rows skipped on request, mixed types kept as text."""
+    records: list[dict[str, Any]] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        problem = None
+        try:
+            value = json.loads(raw)
+            if not isinstance(value, dict):
+                problem = f"expected a JSON object, found {type(value).__name__}"
+        except UnicodeDecodeError:
+            problem = "not valid UTF-8; re-encode the file as UTF-8"
+        except json.JSONDecodeError as exc:
+            problem = f"malformed JSON at column {exc.colno} ({exc.msg})"
+        if problem is not None:
+            if on_bad_row == "skip" and report is not None:
+                report.skip(f"{path}:{number}")
+                continue
+            raise InputError(f"{path}:{number}: {problem}; {_BAD_ROW_FIX}")
+        value["\x00line"] = number
+        records.append(value)
+    if not records:
+        raise InputError(f"{path}: no readable rows; give a file with at least one JSON object per line")
+    return _records_to_frame(records)
+
+
+def _records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
+    """Build a frame from parsed JSON objects; a column whose values mix JSON types is kept as JSON text."""
+    keys: dict[str, None] = {}
+    for record in records:
+        for key in record:
+            keys.setdefault(key, None)
+    data: dict[str, list[Any]] = {}
+    for key in keys:
+        values = [record.get(key) for record in records]
+        kinds = {_json_kind(v) for v in values if v is not None}
+        if len(kinds) > 1 and kinds != {"int", "float"}:
+            values = [v if v is None or isinstance(v, str) else _Mixed(v) for v in values]
+        data[key] = values
+    series = []
+    for key, values in data.items():
+        if any(isinstance(v, _Mixed) for v in values):
+            # Keep the kind of each value visible to validators: text stays text, the rest becomes JSON.
+            series.append(pl.Series(key, [None if v is None else (v if isinstance(v, str) else "\x00json:" + json.dumps(v.value)) for v in values], dtype=pl.String))
+        else:
+            try:
+                series.append(pl.Series(key, values, strict=False))
+            except Exception:  # noqa: BLE001 - unrepresentable nesting: keep it as JSON text
+                series.append(pl.Series(key, [None if v is None else json.dumps(v) for v in values], dtype=pl.String))
+    return pl.DataFrame(series)
+
+
+class _Mixed:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "list"
+    return "object"
+
+
+def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
+    _check_utf8(path, data)
+    if _sniff(data) == "jsonl":
+        # A single object is fine as JSON lines; several lines of objects are not a .json array.
+        raise InputError(f"{path}: holds JSON objects, not a JSON array; rename it to .jsonl")
+    try:
+        value = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: malformed JSON at column {exc.colno} ({exc.msg}); fix the file") from None
+    if not isinstance(value, list):
+        raise InputError(f"{path}: expected a JSON array of objects; found {type(value).__name__}")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise InputError(f"{path}: element {index} of the array is {type(item).__name__}, not an object; fix it")
+        item["\x00line"] = index + 1
+    if not value:
+        raise InputError(f"{path}: the array is empty; give at least one object")
+    return _records_to_frame(value)
+
+
+def _read_csv(path: Path, data: bytes) -> pl.DataFrame:
+    _check_utf8(path, data)
+    separator = "\t" if Path(path).suffixes and ".tsv" in [s.lower() for s in Path(path).suffixes] else ","
+    try:
+        frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000)
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{path}: unreadable CSV ({_first_line(exc)}); check quoting and the separator") from None
+    if frame.height == 0:
+        raise InputError(f"{path}: the file has a header but no rows; give at least one row")
+    return frame
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------------------------------------
+# Column detection
+
+
+def find_column(
+    frame: pl.DataFrame,
+    candidates: Sequence[str],
+    override: str | None,
+    *,
+    what: str,
+    flag: str,
+    path: Path,
+    required: bool = True,
+) -> str | None:
+    """Return the column to use: the override if given, else the first candidate present."""
+    present = [c for c in frame.columns if not c.startswith("\x00")]
+    if override is not None:
+        if override not in frame.columns:
+            raise InputError(
+                f"{path}: no column {override!r} (from {flag}); columns are: {', '.join(present)}"
+            )
+        return override
+    lowered = {c.lower(): c for c in present}
+    for candidate in candidates:
+        if candidate in lowered:
+            return lowered[candidate]
+    if required:
+        raise InputError(
+            f"{path}: no {what} column found (looked for {', '.join(candidates)}); columns are: "
+            f"{', '.join(present)}; name the right one with {flag}"
+        )
+    return None
+
+
+def _row_location(path: Path, frame: pl.DataFrame, index: int, fmt: str) -> str:
+    """Say where row ``index`` of ``frame`` is in its file: a line for text files, a row for Parquet."""
+    if "\x00line" in frame.columns:
+        return f"{path}:{frame[_LINE][index]}"
+    if fmt == "jsonl":
+        return f"{path}:{_jsonl_line_of_row(path, index)}"
+    if fmt == "csv":
+        return f"{path}: row {index + 1} (after the header)"
+    return f"{path}: row {index}"
+
+
+def _jsonl_line_of_row(path: Path, index: int) -> int:
+    """The 1-based line of the ``index``-th non-blank line (error path only: it rereads the file)."""
+    data = _read_bytes(path, file_format(path)[1])
+    seen = -1
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if raw.strip():
+            seen += 1
+            if seen == index:
+                return number
+    return index + 1
+
+
+# --------------------------------------------------------------------------------------------------------
+# Prompts
+
+
+_CHAT_CONTENT = "content"
+
+
+def _prompt_text(
+    frame: pl.DataFrame, column: str, path: Path, fmt: str
+) -> tuple[pl.Expr, pl.Expr, pl.Expr | None]:
+    """Expressions for (prompt text, number of messages, bad-row mask) of a prompt column."""
+    dtype = frame.schema[column]
+    if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+        fields = {f.name for f in dtype.inner.fields}
+        if _CHAT_CONTENT not in fields:
+            raise InputError(
+                f"{path}: column {column!r} is a list of objects without a 'content' field; "
+                "give chat messages as [{\"role\": ..., \"content\": ...}]"
+            )
+        content = pl.col(column).list.eval(pl.element().struct.field(_CHAT_CONTENT).cast(pl.String))
+        text = content.list.join("\n")
+        return text, pl.col(column).list.len().cast(pl.Int32), pl.col(column).is_null()
+    if dtype == pl.String:
+        col = pl.col(column)
+        mixed = col.str.starts_with("\x00json:")
+        chat_like = col.str.strip_chars_start().str.starts_with("[{")
+        if column.lower() == "messages" or frame.select(chat_like.fill_null(False).all()).item():
+            # Chat lists stored as JSON text (e.g. the RollPacker files); parse them.
+            decoded = col.str.strip_prefix("\x00json:").str.json_decode(
+                pl.List(pl.Struct({"role": pl.String, _CHAT_CONTENT: pl.String}))
+            )
+            text = decoded.list.eval(pl.element().struct.field(_CHAT_CONTENT)).list.join("\n")
+            messages = decoded.list.len().cast(pl.Int32)
+            is_chat = col.str.strip_prefix("\x00json:").str.strip_chars_start().str.starts_with("[")
+            text = pl.when(is_chat).then(text).otherwise(col)
+            messages = pl.when(is_chat).then(messages).otherwise(pl.lit(1, pl.Int32))
+            bad = col.is_null() | (mixed & ~is_chat)
+            return text, messages, bad
+        return col, pl.lit(1, pl.Int32), col.is_null() | mixed
+    raise InputError(
+        f"{path}: column {column!r} holds {dtype}, not text or a chat-message list; "
+        "name the prompt column with --prompt-key"
+    )
+
+
+def _choose_prompt_column(frame: pl.DataFrame, override: str | None, path: Path) -> str:
+    if override is not None:
+        return find_column(frame, (), override, what="prompt", flag="--prompt-key", path=path)  # type: ignore[return-value]
+    # A chat list under `prompt` (verl) wins; then `messages`; then the text columns in order.
+    for name in frame.columns:
+        if name.lower() == "prompt" and isinstance(frame.schema[name], pl.List):
+            return name
+    lowered = {c.lower(): c for c in frame.columns}
+    if "messages" in lowered:
+        return lowered["messages"]
+    return find_column(frame, C.PROMPT_KEYS, None, what="prompt", flag="--prompt-key", path=path)  # type: ignore[return-value]
+
+
+def read_prompts(
+    paths: Sequence[Path],
+    *,
+    prompt_key: str | None = None,
+    id_key: str | None = None,
+    on_bad_row: OnBadRow = "error",
+) -> tuple[pl.DataFrame, ReadReport]:
+    """Read one or more prompt files into one frame, inputs concatenated in the order given.
+
+    Returns
+    -------
+    (frame, report)
+        ``frame`` has columns ``row`` (int64, 0-based over all inputs), ``prompt_id`` (str), ``prompt_text``
+        (str; a chat list joined by newlines), ``n_messages`` (int32), ``data_source`` (str or null),
+        ``difficulty`` (float64 or null), ``source_file`` (str).
+
+    Raises
+    ------
+    InputError
+        Missing, empty or malformed files, a missing prompt column, a prompt that is not text or a chat
+        list, duplicate ids.
+    """
+    report = ReadReport()
+    parts: list[pl.DataFrame] = []
+    offset = 0
+    for path in paths:
+        path = Path(path)
+        fmt, _ = file_format(path)
+        frame = read_table(path, on_bad_row=on_bad_row, report=report)
+        part = _extract_prompts(frame, path, fmt, prompt_key, id_key, on_bad_row, report, offset)
+        offset += frame.height
+        parts.append(part)
+    if not parts:
+        raise InputError("no input files given; name at least one prompt file")
+    frame = pl.concat(parts, how="vertical")
+    if frame.height == 0:
+        raise InputError("no usable prompts left after skipping bad rows; fix the input files")
+    _check_unique_ids(frame)
+    report.rows = frame.height
+    return frame, report
+
+
+def _extract_prompts(
+    frame: pl.DataFrame,
+    path: Path,
+    fmt: str,
+    prompt_key: str | None,
+    id_key: str | None,
+    on_bad_row: OnBadRow,
+    report: ReadReport,
+    offset: int,
+) -> pl.DataFrame:
+    prompt_col = _choose_prompt_column(frame, prompt_key, path)
+    id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag="--id-key", path=path, required=False)
+    source_col = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
+    difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
+                                 required=False)
+    report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)"}
+    text, messages, bad = _prompt_text(frame, prompt_col, path, fmt)
+    row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
+    if id_col is None:
+        prompt_id = row.cast(pl.String)
+    else:
+        prompt_id = _id_expr(frame, id_col, path)
+    selected = frame.select(
+        row,
+        prompt_id.alias(C.PROMPT_ID),
+        text.alias(C.PROMPT_TEXT),
+        messages.alias(C.N_MESSAGES),
+        _source_expr(frame, source_col).alias(C.DATA_SOURCE),
+        _difficulty_expr(frame, difficulty_col).alias(C.DIFFICULTY),
+        pl.lit(str(path)).alias("source_file"),
+        (bad | text.is_null()).alias("\x00bad"),
+        (prompt_id.is_null() if id_col is not None else pl.lit(False)).alias("\x00noid"),
+    )
+    problems = selected.select(pl.col("\x00bad") | pl.col("\x00noid")).to_series()
+    if problems.any():
+        indices = problems.arg_true().to_list()
+        if on_bad_row == "skip":
+            for index in indices:
+                report.skip(_row_location(path, frame, index, fmt))
+            selected = selected.filter(~problems)
+        else:
+            index = indices[0]
+            where = _row_location(path, frame, index, fmt)
+            if selected["\x00noid"][index]:
+                raise InputError(f"{where}: column {id_col!r} (the id) is missing; give every row an id, or {_BAD_ROW_FIX}")
+            raise InputError(
+                f"{where}: column {prompt_col!r} is not text or a chat-message list (or is missing); {_BAD_ROW_FIX}"
+            )
+    return selected.drop("\x00bad", "\x00noid")
+
+
+def _id_expr(frame: pl.DataFrame, column: str, path: Path) -> pl.Expr:
+    dtype = frame.schema[column]
+    if dtype == pl.String:
+        return pl.col(column).str.strip_prefix("\x00json:")
+    if dtype.is_integer() or dtype == pl.Boolean:
+        return pl.col(column).cast(pl.String)
+    if dtype.is_float():
+        # 3.0 -> "3": ids written by tools that turn integers into floats.
+        return (
+            pl.when(pl.col(column) == pl.col(column).floor())
+            .then(pl.col(column).cast(pl.Int64, strict=False).cast(pl.String))
+            .otherwise(pl.col(column).cast(pl.String))
+        )
+    raise InputError(f"{path}: id column {column!r} holds {dtype}; ids must be text or integers (--id-key)")
+
+
+def _source_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
+    if column is None:
+        return pl.lit(None, dtype=pl.String)
+    dtype = frame.schema[column]
+    if dtype == pl.String or dtype.is_numeric() or dtype == pl.Boolean:
+        return pl.col(column).cast(pl.String)
+    return pl.lit(None, dtype=pl.String)
+
+
+def _difficulty_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
+    if column is None:
+        return pl.lit(None, dtype=pl.Float64)
+    dtype = frame.schema[column]
+    if dtype.is_numeric():
+        return pl.col(column).cast(pl.Float64)
+    if dtype == pl.String:
+        # "Level 5" (MATH) or "6.5" (DeepMath): take the first number.
+        return pl.col(column).str.extract(r"(-?\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
+    return pl.lit(None, dtype=pl.Float64)
+
+
+def _check_unique_ids(frame: pl.DataFrame) -> None:
+    duplicated = frame.filter(pl.col(C.PROMPT_ID).is_duplicated())
+    if duplicated.height:
+        first = duplicated[C.PROMPT_ID][0]
+        rows = duplicated.filter(pl.col(C.PROMPT_ID) == first)
+        places = ", ".join(f"{f} row {r}" for f, r in zip(rows["source_file"], rows[C.ROW], strict=False))
+        raise InputError(
+            f"duplicate prompt id {first!r} ({places}); {duplicated[C.PROMPT_ID].n_unique()} ids repeat. "
+            "Make ids unique, or pass --id-key to use another column"
+        )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Lengths: history, rollout logs, observed lengths
+
+
+def read_lengths(
+    paths: Sequence[Path],
+    *,
+    id_key: str | None = None,
+    length_key: str | None = None,
+    on_bad_row: OnBadRow = "error",
+) -> tuple[pl.DataFrame, ReadReport]:
+    """Read observed response lengths: one row per sample, or one row per prompt with a list of lengths.
+
+    Returns
+    -------
+    (frame, report)
+        ``frame`` has one row per observed sample: ``prompt_id`` (str), ``response_tokens`` (int64),
+        ``truncated`` (bool or null when the file does not say), ``epoch`` (int32 or null).
+
+    Raises
+    ------
+    InputError
+        A missing id or length column, or lengths that are negative, missing, fractional or not numbers.
+    """
+    report = ReadReport()
+    parts = []
+    for path in paths:
+        path = Path(path)
+        fmt, _ = file_format(path)
+        frame = read_table(path, on_bad_row=on_bad_row, report=report)
+        id_col = find_column(frame, C.ID_KEYS, id_key, what="prompt id", flag="--history-id-key", path=path)
+        length_col = find_column(frame, C.LENGTH_KEYS, length_key, what="response length",
+                                 flag="--history-length-key", path=path)
+        assert id_col is not None and length_col is not None
+        report.columns_used[str(path)] = {"id": id_col, "length": length_col}
+        parts.append(_extract_lengths(frame, path, fmt, id_col, length_col, on_bad_row, report))
+    if not parts:
+        raise InputError("no length files given")
+    frame = pl.concat(parts, how="vertical")
+    if frame.height == 0:
+        raise InputError("no usable lengths left after skipping bad rows; fix the length files")
+    report.rows = frame.height
+    return frame, report
+
+
+def _extract_lengths(
+    frame: pl.DataFrame,
+    path: Path,
+    fmt: str,
+    id_col: str,
+    length_col: str,
+    on_bad_row: OnBadRow,
+    report: ReadReport,
+) -> pl.DataFrame:
+    dtype = frame.schema[length_col]
+    listed = isinstance(dtype, pl.List)
+    inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
+    line = pl.col("\x00line") if "\x00line" in frame.columns else pl.int_range(0, pl.len(), dtype=pl.Int64)
+    truncated_col = C.TRUNCATED if C.TRUNCATED in frame.columns else None
+    epoch_col = C.EPOCH if C.EPOCH in frame.columns and frame.schema[C.EPOCH].is_integer() else None
+    base = frame.select(
+        _id_expr(frame, id_col, path).alias(C.PROMPT_ID),
+        pl.col(length_col).alias("\x00len"),
+        (pl.col(truncated_col).cast(pl.Boolean, strict=False) if truncated_col else pl.lit(None, pl.Boolean))
+        .alias(C.TRUNCATED),
+        (pl.col(epoch_col).cast(pl.Int32) if epoch_col else pl.lit(None, pl.Int32)).alias(C.EPOCH),
+        line.alias("\x00where"),
+    )
+    if listed:
+        if truncated_col is not None and isinstance(frame.schema[truncated_col], pl.List):
+            base = base.with_columns(pl.col(C.TRUNCATED).cast(pl.List(pl.Boolean), strict=False))
+            base = base.explode(["\x00len", C.TRUNCATED])
+        else:
+            base = base.explode("\x00len")
+    if inner == pl.String:
+        numeric = pl.col("\x00len").str.strip_chars().cast(pl.Float64, strict=False)
+    elif inner.is_numeric() or inner == pl.Null:
+        numeric = pl.col("\x00len").cast(pl.Float64)
+    else:
+        raise InputError(f"{path}: length column {length_col!r} holds {dtype}; give whole token counts")
+    base = base.with_columns(numeric.alias("\x00num"))
+    bad = (
+        pl.col(C.PROMPT_ID).is_null()
+        | pl.col("\x00num").is_null()
+        | pl.col("\x00num").is_nan()
+        | (pl.col("\x00num") < 0)
+        | (pl.col("\x00num") != pl.col("\x00num").floor())
+    )
+    flagged = base.with_columns(bad.alias("\x00bad"))
+    if flagged["\x00bad"].any():
+        bad_rows = flagged.filter(pl.col("\x00bad"))
+        if on_bad_row == "skip":
+            for where in bad_rows["\x00where"].to_list():
+                report.skip(_length_location(path, fmt, where, frame))
+            flagged = flagged.filter(~pl.col("\x00bad"))
+        else:
+            first = bad_rows.row(0, named=True)
+            where = _length_location(path, fmt, first["\x00where"], frame)
+            if first[C.PROMPT_ID] is None:
+                reason = f"column {id_col!r} (the prompt id) is missing"
+            else:
+                raw = first["\x00len"]
+                value = first["\x00num"]
+                if raw is None:
+                    reason = f"column {length_col!r} is missing"
+                elif value is None or (isinstance(value, float) and math.isnan(value)):
+                    reason = f"column {length_col!r} is not a number"
+                elif value < 0:
+                    reason = f"column {length_col!r} is negative ({value:g})"
+                else:
+                    reason = f"column {length_col!r} is not a whole token count ({value:g})"
+            raise InputError(f"{where}: {reason} for prompt id {first[C.PROMPT_ID]!r}; {_BAD_ROW_FIX}")
+    return flagged.select(
+        C.PROMPT_ID,
+        pl.col("\x00num").cast(pl.Int64).alias(C.RESPONSE_TOKENS),
+        C.TRUNCATED,
+        C.EPOCH,
+    )
+
+
+def _length_location(path: Path, fmt: str, where: int, frame: pl.DataFrame) -> str:
+    if "\x00line" in frame.columns:
+        return f"{path}:{where}"
+    if fmt == "jsonl":
+        return f"{path}:{_jsonl_line_of_row(path, where)}"
+    if fmt == "csv":
+        return f"{path}: row {where + 1} (after the header)"
+    return f"{path}: row {where}"
