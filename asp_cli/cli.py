@@ -1,0 +1,67 @@
+"""The `asp` command line: a thin layer that parses options, calls the library and renders the result.
+
+Each command group lives in its own ``cli_*.py`` module with a ``register(app)`` function; this module only
+assembles them and holds the global options.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from . import __version__
+from .cli_common import set_traceback
+
+app = typer.Typer(
+    name="asp",
+    help="Adaptive Scheduling Pipeline: offline rollout schedules for LLM RL training.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"asp {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    traceback: bool = typer.Option(
+        False, "--traceback", help="Show the Python traceback of an error (or set ASP_TRACEBACK=1)."
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Adaptive Scheduling Pipeline: offline rollout schedules for LLM RL training."""
+    set_traceback(traceback)
+
+
+def _register_all() -> None:
+    from . import cli_schedule
+
+    for module in (cli_schedule,):
+        module.register(app)
+    for name in ("cli_predictor", "cli_simulate", "cli_report", "cli_pipeline"):
+        try:
+            module = __import__(f"{__package__}.{name}", fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{name}":
+                raise
+            continue
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()
