@@ -1,0 +1,241 @@
+"""The cost model of rollout instances and the trainer, shared by the scheduler's estimates and the simulator.
+
+Decode is memory-bandwidth bound: a step reads the weights once and the KV cache of every live sequence
+(the additive roofline of ../shared/docs/rollout-cost-model.md, section 4.3, after llm-analysis and Vidur):
+
+    t_step(b, ctx) = t_o + max(W / BW', 2·N·b / F') + kv_bytes · ctx / BW'
+
+where b is the number of live sequences, ctx their summed context, BW' = eta_bw·BW and F' = eta_f·F.
+Prefill is compute bound: t_prefill(P) = 2·N·P / F'. Presets hold public hardware and model figures; every
+field can be overridden from a JSON calibration file (`load_preset`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import SettingsError
+
+
+@dataclass(frozen=True)
+class HardwarePreset:
+    """One rollout instance (one engine, one model copy) and the trainer it feeds."""
+
+    name: str
+    description: str
+    weights_bytes: float
+    params: float
+    kv_bytes_per_token: float
+    bandwidth_bytes_per_s: float
+    eta_bandwidth: float
+    flops_per_s: float
+    eta_flops: float
+    hbm_bytes: float
+    gpu_memory_utilization: float = 0.90
+    activation_reserve_bytes: float = 2e9
+    step_overhead_s: float = 0.0002
+    max_num_seqs: int = 1024
+    # Trainer: seconds per step = train_fixed_s + train_per_token_s * tokens, then a weight sync.
+    train_fixed_s: float = 2.0
+    train_per_token_s: float = 2.2e-5
+    weight_sync_s: float = 1.1
+
+    @property
+    def weight_read_s(self) -> float:
+        """Seconds to stream the weights once (the floor of every decode step)."""
+        return self.weights_bytes / (self.eta_bandwidth * self.bandwidth_bytes_per_s)
+
+    @property
+    def compute_s_per_token(self) -> float:
+        """Seconds of GEMM compute per decoded token (2·N FLOPs)."""
+        return 2.0 * self.params / (self.eta_flops * self.flops_per_s)
+
+    @property
+    def kv_s_per_token(self) -> float:
+        """Seconds to read one token of KV cache once."""
+        return self.kv_bytes_per_token / (self.eta_bandwidth * self.bandwidth_bytes_per_s)
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens of KV cache that fit beside the weights and the activation reserve."""
+        free = self.hbm_bytes * self.gpu_memory_utilization - self.weights_bytes - self.activation_reserve_bytes
+        return max(int(free / self.kv_bytes_per_token), 0)
+
+    def step_seconds(self, live: np.ndarray | float, context_tokens: np.ndarray | float) -> np.ndarray:
+        """Decode-step time for ``live`` sequences holding ``context_tokens`` tokens in all."""
+        live = np.asarray(live, dtype=np.float64)
+        gemm = np.maximum(self.weight_read_s, self.compute_s_per_token * live)
+        return self.step_overhead_s + gemm + self.kv_s_per_token * np.asarray(context_tokens, dtype=np.float64)
+
+    def prefill_seconds(self, prompt_tokens: np.ndarray | float) -> np.ndarray:
+        """Compute-bound prefill time of prompts."""
+        return self.compute_s_per_token * np.asarray(prompt_tokens, dtype=np.float64)
+
+    def train_step_seconds(self, tokens: np.ndarray | float) -> np.ndarray:
+        """Trainer time for one step over ``tokens`` (prompt + response, all samples), without the sync."""
+        return self.train_fixed_s + self.train_per_token_s * np.asarray(tokens, dtype=np.float64)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _trainer_per_token_s(params: float, flops: float, mfu: float = 0.35, gpus: int = 8) -> float:
+    # fwd+bwd (6N) plus the old-policy log-probs (2N) per token, on `gpus` trainer GPUs at `mfu`
+    # (rollout-cost-model.md section 6.5, an engineering assumption).
+    return 8.0 * params / (flops * mfu * gpus)
+
+
+def _preset(**kwargs: object) -> HardwarePreset:
+    params = float(kwargs["params"])  # type: ignore[arg-type]
+    flops = float(kwargs["flops_per_s"])  # type: ignore[arg-type]
+    weights = float(kwargs["weights_bytes"])  # type: ignore[arg-type]
+    kwargs.setdefault("train_per_token_s", _trainer_per_token_s(params, flops))
+    # Weight sync over a 25 GB/s path plus a fixed 0.5 s (rollout-cost-model.md section 6.5).
+    kwargs.setdefault("weight_sync_s", weights / 25e9 + 0.5)
+    return HardwarePreset(**kwargs)  # type: ignore[arg-type]
+
+
+# Figures: rollout-cost-model.md sections 1.3 and 6.5 (H100/H800 3.35 TB/s and 989 dense bf16 TFLOP/s;
+# A100-80 2.039 TB/s and 312; Ascend 910B ~1.6 TB/s (uncertain) and ~320; Qwen2.5-7B 15.23 GB of bf16
+# weights and 57,344 B of KV per token; Llama-2-7B 13.5 GB and 524,288 B).
+PRESETS: dict[str, HardwarePreset] = {
+    p.name: p
+    for p in (
+        _preset(
+            name="h100-qwen2.5-7b",
+            description="H100 SXM 80 GB, Qwen2.5-7B (GQA), bf16, vLLM defaults",
+            weights_bytes=15.23e9, params=7.62e9, kv_bytes_per_token=57_344,
+            bandwidth_bytes_per_s=3.35e12, eta_bandwidth=0.80, flops_per_s=989e12, eta_flops=0.60,
+            hbm_bytes=80e9, step_overhead_s=0.0002, max_num_seqs=1024,
+        ),
+        _preset(
+            name="h800-qwen2.5-7b",
+            description="H800 SXM 80 GB (same die as H100), Qwen2.5-7B (GQA), bf16",
+            weights_bytes=15.23e9, params=7.62e9, kv_bytes_per_token=57_344,
+            bandwidth_bytes_per_s=3.35e12, eta_bandwidth=0.80, flops_per_s=989e12, eta_flops=0.60,
+            hbm_bytes=80e9, step_overhead_s=0.0002, max_num_seqs=1024,
+        ),
+        _preset(
+            name="a100-llama2-7b",
+            description="A100 SXM 80 GB, Llama-2-7B (MHA), bf16",
+            weights_bytes=13.5e9, params=6.74e9, kv_bytes_per_token=524_288,
+            bandwidth_bytes_per_s=2.039e12, eta_bandwidth=0.80, flops_per_s=312e12, eta_flops=0.60,
+            hbm_bytes=80e9, step_overhead_s=0.0002, max_num_seqs=256,
+        ),
+        _preset(
+            name="ascend910b-qwen2.5-7b",
+            description="Ascend 910B 64 GB, Qwen2.5-7B (GQA); bandwidth uncertain, calibrate",
+            weights_bytes=15.23e9, params=7.62e9, kv_bytes_per_token=57_344,
+            bandwidth_bytes_per_s=1.6e12, eta_bandwidth=0.60, flops_per_s=320e12, eta_flops=0.50,
+            hbm_bytes=64e9, step_overhead_s=0.0005, max_num_seqs=256,
+        ),
+    )
+}
+DEFAULT_PRESET = "h100-qwen2.5-7b"
+
+
+def load_preset(name_or_path: str | Path = DEFAULT_PRESET, **overrides: float) -> HardwarePreset:
+    """A preset by name, or a JSON calibration file: ``{"base": "<preset>", "<field>": value, ...}``.
+
+    Raises
+    ------
+    SettingsError
+        For an unknown preset, an unreadable file or an unknown field.
+    """
+    text = str(name_or_path)
+    if text in PRESETS:
+        preset = PRESETS[text]
+    else:
+        path = Path(text)
+        if not path.is_file():
+            raise SettingsError(
+                f"unknown hardware preset {text!r}; use one of {', '.join(PRESETS)} or a JSON calibration file"
+            )
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SettingsError(f"{path}: unreadable calibration file ({exc}); give a JSON object") from None
+        if not isinstance(document, dict):
+            raise SettingsError(f"{path}: a calibration file is a JSON object of preset fields")
+        base = document.pop("base", DEFAULT_PRESET)
+        if base not in PRESETS:
+            raise SettingsError(f"{path}: unknown base preset {base!r}; use one of {', '.join(PRESETS)}")
+        preset = _override(PRESETS[base], document, str(path))
+        preset = dataclasses.replace(preset, name=document.get("name", f"{base}+{path.name}"))
+    return _override(preset, overrides, "overrides") if overrides else preset
+
+
+def _override(preset: HardwarePreset, values: dict, where: str) -> HardwarePreset:
+    fields = {f.name: f for f in dataclasses.fields(HardwarePreset)}
+    clean: dict = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise SettingsError(f"{where}: unknown preset field {key!r}; fields are {', '.join(fields)}")
+        if key in ("name", "description"):
+            clean[key] = str(value)
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+            raise SettingsError(f"{where}: field {key!r} must be a non-negative number")
+        clean[key] = int(value) if key == "max_num_seqs" else float(value)
+    return dataclasses.replace(preset, **clean)
+
+
+# --------------------------------------------------------------------------------------------------------
+# One inference minibatch (one blocking generate() call), continuous batching inside
+
+
+def wave_decode_seconds(
+    preset: HardwarePreset, response_tokens: np.ndarray, prompt_tokens: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """Time of one wave of sequences that all start together and each stop at its own length.
+
+    Exact for the step model above when every sequence is admitted at step 0 (the batch fits in
+    ``max_num_seqs`` and the KV cache): step s has b(s) = #{L_i >= s} live sequences. Returns the
+    wave's total seconds (prefill included) and each sequence's finish offset in seconds.
+    """
+    lengths = np.asarray(response_tokens, dtype=np.float64)
+    prompts = np.asarray(prompt_tokens, dtype=np.float64)
+    if lengths.size == 0:
+        return 0.0, lengths
+    prefill = float(preset.prefill_seconds(prompts.sum()))
+    order = np.argsort(-lengths, kind="stable")
+    sorted_len = lengths[order]
+    # Between consecutive distinct lengths, the live count is constant: k sequences for
+    # (L_(k) - L_(k+1)) steps, sorted descending. Summed context grows linearly inside each stretch.
+    count = np.arange(1, lengths.size + 1, dtype=np.float64)
+    next_len = np.append(sorted_len[1:], 0.0)
+    stretch = sorted_len - next_len  # steps with exactly k live sequences
+    gemm = np.maximum(preset.weight_read_s, preset.compute_s_per_token * count)
+    fixed_per_step = preset.step_overhead_s + gemm
+    # Stretches happen in time order k = n-1 (all live) .. 0 (only the longest left); sequence k stops at the
+    # end of stretch k, so its fixed-part finish is the sum over stretches j >= k.
+    fixed_stretch = stretch * fixed_per_step
+    fixed_until = np.cumsum(fixed_stretch[::-1])[::-1]
+    # KV part: each sequence i reads its context at every step it is live: P_i*L_i + L_i(L_i+1)/2 over its
+    # life; at step s the others live at s add their own. Finish offset of sequence with length x:
+    # sum_j kv * (P_j*min(L_j,x) + min(L_j,x)(min(L_j,x)+1)/2).
+    total_kv = preset.kv_s_per_token * float(np.sum(prompts * lengths + lengths * (lengths + 1) / 2))
+    finish_sorted = prefill + fixed_until + _kv_until(preset, sorted_len, prompts[order])
+    total = prefill + float(fixed_until[0]) + total_kv
+    finish = np.empty_like(finish_sorted)
+    finish[order] = finish_sorted
+    return total, finish
+
+
+def _kv_until(preset: HardwarePreset, sorted_len: np.ndarray, sorted_prompts: np.ndarray) -> np.ndarray:
+    """KV-read seconds elapsed when each sequence (sorted by length, descending) emits its last token."""
+    # For x = L_(k): sequences j < k (longer) contribute P_j*x + x(x+1)/2; sequences j >= k contribute their
+    # whole life P_j*L_j + L_j(L_j+1)/2. Prefix sums over the descending order make this O(n).
+    n = sorted_len.size
+    life = sorted_prompts * sorted_len + sorted_len * (sorted_len + 1) / 2
+    suffix_life = np.cumsum(life[::-1])[::-1]  # sum over j >= k
+    prefix_prompts = np.concatenate(([0.0], np.cumsum(sorted_prompts)))[:n]  # sum over j < k
+    idx = np.arange(n, dtype=np.float64)
+    x = sorted_len
+    longer = prefix_prompts * x + idx * x * (x + 1) / 2
+    return preset.kv_s_per_token * (longer + suffix_life)

@@ -1,0 +1,186 @@
+"""The schedule file: a public, versioned Parquet contract (docs/schedule-format.md).
+
+One row per (epoch, prompt), sorted by ``seq``. The Parquet key/value metadata holds one JSON document under
+``asp.schedule`` with the format version, the asp version, every setting, the input and predictor
+fingerprints and the command line. Writing is deterministic (fixed writer options, sorted JSON) and atomic.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .errors import ScheduleFormatError
+from .output import atomic_path
+
+FORMAT_NAME = "asp.schedule"
+# Major bumps when a reader of the previous major would misread a file (a required column removed, renamed,
+# retyped or given a new meaning); minor bumps for compatible additions (a new optional column or key).
+FORMAT_VERSION = "1.0"
+METADATA_KEY = b"asp.schedule"
+
+# Required columns, in file order, with their types.
+REQUIRED_COLUMNS: dict[str, pl.DataType] = {
+    "seq": pl.Int64(),
+    "instance": pl.Int32(),
+    "minibatch": pl.Int64(),
+    "epoch": pl.Int32(),
+    "row": pl.Int64(),
+    "prompt_id": pl.String(),
+    "predicted_tokens": pl.Int64(),
+    "train_step": pl.Int64(),
+}
+
+# Optional columns asp writes today (readers must ignore columns they do not know).
+OPTIONAL_COLUMNS: dict[str, pl.DataType] = {
+    "predicted_max_tokens": pl.Int64(),
+    "predicted_mean_tokens": pl.Int64(),
+    "prompt_tokens": pl.Int64(),
+    "prediction_source": pl.String(),
+    "length_class": pl.Int32(),
+    "position_in_minibatch": pl.Int32(),
+    "expected_start_s": pl.Float64(),
+    "expected_finish_s": pl.Float64(),
+    "expected_minibatch_end_s": pl.Float64(),
+    "expected_policy_version": pl.Int64(),
+    "expected_lag": pl.Int64(),
+}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A schedule read back from disk: the rows (sorted by ``seq``) and the metadata document."""
+
+    frame: pl.DataFrame
+    metadata: dict[str, Any]
+    path: Path | None = None
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.metadata.get("settings", {})
+
+    @property
+    def instances(self) -> int:
+        return int(self.settings.get("instances", int(self.frame["instance"].max()) + 1))
+
+
+def _parse_version(text: str) -> tuple[int, int]:
+    major, _, minor = str(text).partition(".")
+    return int(major), int(minor or 0)
+
+
+def write_schedule(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) -> None:
+    """Validate and write a schedule atomically, byte-for-byte deterministic for the same inputs."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    validate_frame(frame, where=str(output))
+    ordered = [*REQUIRED_COLUMNS, *[c for c in OPTIONAL_COLUMNS if c in frame.columns]]
+    extra = [c for c in frame.columns if c not in ordered]
+    frame = frame.select([*ordered, *extra]).sort("seq")
+    document = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **metadata}
+    table = frame.to_arrow()
+    table = table.replace_schema_metadata(
+        {METADATA_KEY: json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()}
+    )
+    # Convert Arrow's large_string to string for the widest reader support.
+    table = table.cast(
+        pa.schema(
+            [
+                pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type, nullable=True)
+                for f in table.schema
+            ],
+            metadata=table.schema.metadata,
+        )
+    )
+    with atomic_path(output) as tmp:
+        pq.write_table(
+            table,
+            tmp,
+            compression="zstd",
+            compression_level=3,
+            use_dictionary=True,
+            write_statistics=True,
+            row_group_size=1 << 20,
+        )
+
+
+def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
+    """Check the required columns, their types and the ordering invariants of a schedule.
+
+    Raises
+    ------
+    ScheduleFormatError
+        Naming the column or invariant that fails.
+    """
+    for name, dtype in REQUIRED_COLUMNS.items():
+        if name not in frame.columns:
+            raise ScheduleFormatError(f"{where}: required column {name!r} is missing")
+        if frame.schema[name] != dtype:
+            raise ScheduleFormatError(f"{where}: column {name!r} is {frame.schema[name]}, expected {dtype}")
+    if frame.height == 0:
+        raise ScheduleFormatError(f"{where}: the schedule has no rows")
+    seq = frame["seq"]
+    if seq.null_count() or seq.min() != 0 or seq.max() != frame.height - 1 or seq.n_unique() != frame.height:
+        raise ScheduleFormatError(f"{where}: column 'seq' is not a permutation of 0..rows-1")
+    spans = frame.group_by("minibatch").agg(
+        pl.col("instance").n_unique().alias("instances"),
+        (pl.col("seq").max() - pl.col("seq").min() + 1 - pl.len()).alias("gaps"),
+    )
+    if (spans["instances"] > 1).any():
+        raise ScheduleFormatError(f"{where}: a minibatch spans several instances")
+    if (spans["gaps"] != 0).any():
+        raise ScheduleFormatError(f"{where}: a minibatch's rows are not contiguous in 'seq'")
+    duplicated = frame.select(pl.struct("epoch", "prompt_id").is_duplicated().any()).item()
+    if duplicated:
+        raise ScheduleFormatError(f"{where}: a prompt appears twice in one epoch")
+
+
+def read_schedule(path: Path) -> Schedule:
+    """Read and check a schedule file.
+
+    Raises
+    ------
+    ScheduleFormatError
+        When the file is not Parquet, not an asp schedule, of a newer major format version, or breaks the
+        format's invariants.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise ScheduleFormatError(f"{path}: no such schedule file")
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+    if magic != b"PAR1":
+        raise ScheduleFormatError(f"{path}: not a Parquet file, so not an asp schedule; give the file `asp schedule -o` wrote")
+    try:
+        schema = pq.read_schema(path)
+    except Exception as exc:  # noqa: BLE001 - a damaged file
+        raise ScheduleFormatError(f"{path}: unreadable Parquet file ({exc}); write the schedule again") from None
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        raise ScheduleFormatError(f"{path}: a Parquet file without asp schedule metadata; it is not an asp schedule")
+    try:
+        metadata = json.loads(raw)
+        version = _parse_version(metadata["format_version"])
+    except (ValueError, KeyError, TypeError):
+        raise ScheduleFormatError(f"{path}: damaged asp schedule metadata; write the schedule again") from None
+    supported = _parse_version(FORMAT_VERSION)
+    if version[0] > supported[0]:
+        raise ScheduleFormatError(
+            f"{path}: schedule format {metadata['format_version']} is newer than this asp reads "
+            f"({FORMAT_VERSION}); upgrade asp (pip install -U asp-cli)"
+        )
+    if version[0] < supported[0]:
+        raise ScheduleFormatError(
+            f"{path}: schedule format {metadata['format_version']} is older than this asp reads "
+            f"({FORMAT_VERSION}); make the schedule again with this asp"
+        )
+    frame = pl.read_parquet(path)
+    validate_frame(frame, where=str(path))
+    return Schedule(frame=frame.sort("seq"), metadata=metadata, path=path)

@@ -1,0 +1,68 @@
+"""Scheduler settings: one frozen dataclass, validated once, recorded in every schedule.
+
+Defaults suit a 7B model on 80 GB GPUs (the `h100-qwen2.5-7b` preset): 4 rollout instances, GRPO groups of
+8, 128 prompts per training step, minibatches of up to 32 prompts (256 sequences, where an H100 decode step
+is still cheap) whose predicted KV footprint fits the instance's cache, and an 8k generation cap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import SettingsError
+
+PlanWith = Literal["max", "mean"]
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    """Everything that shapes a schedule besides the prompts and the predictions."""
+
+    instances: int = 4
+    samples_per_prompt: int = 8
+    epochs: int = 1
+    train_batch_size: int = 128
+    minibatch_size: int = 32
+    max_tokens_per_minibatch: int | None = None  # None: the preset's KV-cache capacity
+    max_response_tokens: int = 8192
+    max_lag: int | None = None
+    seed: int = 0
+    plan_with: PlanWith = "max"
+    preset: str = "h100-qwen2.5-7b"
+    length_classes: int = 8
+
+    def __post_init__(self) -> None:
+        positive = {
+            "instances": ("--instances", self.instances),
+            "samples_per_prompt": ("--samples-per-prompt", self.samples_per_prompt),
+            "epochs": ("--epochs", self.epochs),
+            "train_batch_size": ("--train-batch-size", self.train_batch_size),
+            "minibatch_size": ("--minibatch-size", self.minibatch_size),
+            "max_response_tokens": ("--max-response-tokens", self.max_response_tokens),
+            "length_classes": ("--length-classes", self.length_classes),
+        }
+        for flag, value in positive.values():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SettingsError(f"{flag} must be a whole number of at least 1 (got {value!r})")
+        if self.max_tokens_per_minibatch is not None and self.max_tokens_per_minibatch < 1:
+            raise SettingsError(
+                f"--max-tokens-per-minibatch must be at least 1 (got {self.max_tokens_per_minibatch})"
+            )
+        if self.max_lag is not None and self.max_lag < 0:
+            raise SettingsError(f"--max-lag must be 0 or more (got {self.max_lag})")
+        if self.plan_with not in ("max", "mean"):
+            raise SettingsError(f"--plan-with must be 'max' or 'mean' (got {self.plan_with!r})")
+        if self.seed < 0:
+            raise SettingsError(f"--seed must be 0 or more (got {self.seed})")
+        if self.instances > 100_000:
+            raise SettingsError(f"--instances {self.instances} is not a rollout fleet; give at most 100000")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ScheduleSettings:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
