@@ -1,0 +1,426 @@
+"""The Python twin of `asp schedule`: read prompts, predict lengths, pack, interleave, estimate, write.
+
+`arrange` is the pure core (frames in, schedule frame out); `schedule` adds files, fingerprints and
+metadata. The CLI only parses options, calls `schedule` and renders its `ScheduleResult`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from . import __version__
+from . import columns as C
+from .costmodel import HardwarePreset, load_preset
+from .errors import SettingsError
+from .interleaving import dispatch_order, ideal_start_s, length_classes, list_schedule
+from .packing import pack
+from .schedule_format import FORMAT_VERSION, write_schedule
+from .settings import ScheduleSettings
+from .timeline import minibatch_times, policy_version_at, trainer_timeline
+
+# Relative noise on log length when ordering prompts for packing; keeps epochs different while moving a
+# prompt by at most a few percent of its length (well inside the predictor's own error).
+_PACKING_JITTER = 0.02
+# Rounds of holding minibatches back to honour --max-lag before giving up.
+_MAX_LAG_ROUNDS = 60
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ScheduleResult:
+    """What `schedule` made: the rows, the metadata written with them, and a summary for people."""
+
+    frame: pl.DataFrame
+    metadata: dict[str, Any]
+    summary: dict[str, Any] = field(default_factory=dict)
+    output: Path | None = None
+
+
+# --------------------------------------------------------------------------------------------------------
+# The core
+
+
+def minibatch_token_budget(settings: ScheduleSettings, preset: HardwarePreset) -> int:
+    """The per-minibatch KV budget in tokens: the user's, or the preset's cache capacity."""
+    if settings.max_tokens_per_minibatch is not None:
+        return settings.max_tokens_per_minibatch
+    return max(preset.kv_capacity_tokens, 1)
+
+
+def arrange(
+    prompts: pl.DataFrame,
+    predictions: pl.DataFrame,
+    settings: ScheduleSettings,
+    *,
+    preset: HardwarePreset | None = None,
+) -> pl.DataFrame:
+    """Arrange prompts into a schedule frame (all epochs), sorted by ``seq``.
+
+    Parameters
+    ----------
+    prompts
+        At least ``row`` and ``prompt_id`` (as `reading.read_prompts` returns).
+    predictions
+        Aligned with ``prompts``: ``prompt_tokens``, ``predicted_max_tokens``, ``predicted_mean_tokens``,
+        ``predicted_tokens``, ``prediction_source`` (as `prediction.predict_lengths` returns).
+    settings
+        The scheduler settings.
+    preset
+        The cost model; by default ``settings.preset``.
+
+    Raises
+    ------
+    SettingsError
+        When one prompt does not fit the minibatch token budget, or ``max_lag`` cannot be honoured.
+    """
+    preset = preset or load_preset(settings.preset)
+    if prompts.height != predictions.height:
+        raise ValueError("prompts and predictions differ in length")
+    n = settings.samples_per_prompt
+    planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
+    top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
+    mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
+    prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
+    # KV footprint of a whole group at its planned length: what must fit in the cache at once.
+    footprint = (n * (prompt_tokens + planned)).astype(np.int64)
+    budget = minibatch_token_budget(settings, preset)
+    if footprint.size and footprint.max() > budget:
+        worst = int(np.argmax(footprint))
+        raise SettingsError(
+            f"--max-tokens-per-minibatch {budget} is smaller than one prompt: prompt id "
+            f"{prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
+            f"(prompt + planned response)); raise it to at least {int(footprint[worst])}"
+        )
+    epochs = []
+    free_at = np.zeros(settings.instances, dtype=np.float64)
+    minibatch_offset = 0
+    for epoch in range(settings.epochs):
+        rng = np.random.default_rng([settings.seed, epoch])
+        local = pack(planned, footprint, max_prompts=settings.minibatch_size, max_tokens=budget, rng=rng,
+                     jitter=_PACKING_JITTER)
+        m = int(local.max()) + 1
+        duration, finish_offset = minibatch_times(preset, local, m, prompt_tokens, top, mean, n)
+        classes = length_classes(duration, settings.length_classes)
+        ideal = ideal_start_s(duration, classes, settings.instances)
+        order = dispatch_order(ideal, duration)
+        instance, start, free_at = list_schedule(order, duration, free_at)
+        rank = np.empty(m, dtype=np.int64)
+        rank[order] = np.arange(m)
+        epochs.append(
+            {
+                "epoch": epoch,
+                "minibatch_local": local,
+                "minibatch_global": rank[local] + minibatch_offset,
+                "duration": duration,
+                "dispatch_rank": rank,
+                "instance": instance,
+                "start": start,
+                "finish_offset": finish_offset,
+                "classes": classes,
+            }
+        )
+        minibatch_offset += m
+    return _assemble(prompts, predictions, settings, preset, epochs)
+
+
+def _assemble(
+    prompts: pl.DataFrame,
+    predictions: pl.DataFrame,
+    settings: ScheduleSettings,
+    preset: HardwarePreset,
+    epochs: list[dict[str, Any]],
+) -> pl.DataFrame:
+    """Turn per-epoch arrays into rows; estimate training steps and lag; honour max_lag."""
+    p = prompts.height
+    n = settings.samples_per_prompt
+    # Global minibatch arrays (dispatch order across epochs is epoch-major, then dispatch rank).
+    mb_instance = np.concatenate([e["instance"][np.argsort(e["dispatch_rank"])] for e in epochs])
+    mb_duration = np.concatenate([e["duration"][np.argsort(e["dispatch_rank"])] for e in epochs])
+    mb_start = np.concatenate([e["start"][np.argsort(e["dispatch_rank"])] for e in epochs])
+    mb_class = np.concatenate([e["classes"][np.argsort(e["dispatch_rank"])] for e in epochs])
+    row_mb = np.concatenate([e["minibatch_global"] for e in epochs])
+    row_offset = np.concatenate([e["finish_offset"] for e in epochs])
+    row_epoch = np.repeat(np.arange(len(epochs), dtype=np.int32), p)
+    row_prompt = np.tile(np.arange(p, dtype=np.int64), len(epochs))
+    planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
+    mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
+    prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
+    step_tokens = np.tile(n * (prompt_tokens + mean), len(epochs))
+
+    start = mb_start.copy()
+    hold = np.zeros_like(start)
+    for _ in range(_MAX_LAG_ROUNDS + 1):
+        start = _replay_starts(mb_instance, mb_duration, hold, settings.instances)
+        finish = start[row_mb] + row_offset
+        train_step, _, step_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size)
+        version = policy_version_at(step_end, start)[row_mb]
+        lag = train_step - version
+        if settings.max_lag is None or lag.max() <= settings.max_lag:
+            break
+        # Hold each offending minibatch until the policy it needs is live.
+        need = np.zeros(mb_start.size, dtype=np.int64)
+        np.maximum.at(need, row_mb, train_step - settings.max_lag)
+        ready_at = np.where(need > 0, step_end[np.clip(need - 1, 0, step_end.size - 1)], 0.0)
+        too_early = (policy_version_at(step_end, start) < need) & (ready_at > start)
+        if not too_early.any():
+            break
+        hold = np.maximum(hold, np.where(too_early, ready_at, 0.0))
+    if settings.max_lag is not None and lag.max() > settings.max_lag:
+        worst = int(np.argmax(lag))
+        raise SettingsError(
+            f"--max-lag {settings.max_lag} cannot be met: prompt id {prompts[C.PROMPT_ID][int(row_prompt[worst])]!r} "
+            f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
+            "raise --train-batch-size, or give more --instances"
+        )
+    version_rows = policy_version_at(step_end, start)[row_mb]
+    # Dispatch order: by (expected start, instance, minibatch); rows in a minibatch longest first.
+    mb_order = np.lexsort((np.arange(start.size), mb_instance, start))
+    mb_rank = np.empty(start.size, dtype=np.int64)
+    mb_rank[mb_order] = np.arange(start.size)
+    row_planned = np.tile(planned, len(epochs))
+    row_order = np.lexsort((row_prompt, -row_planned, mb_rank[row_mb]))
+    seq = np.empty(row_order.size, dtype=np.int64)
+    seq[row_order] = np.arange(row_order.size)
+    position = np.empty(row_order.size, dtype=np.int64)
+    sorted_mb = mb_rank[row_mb][row_order]
+    first_of_mb = np.searchsorted(sorted_mb, sorted_mb, side="left")
+    position[row_order] = np.arange(row_order.size) - first_of_mb
+
+    pred = predictions
+    frame = pl.DataFrame(
+        {
+            "seq": seq,
+            "instance": mb_instance[row_mb].astype(np.int32),
+            "minibatch": mb_rank[row_mb].astype(np.int64),
+            "epoch": row_epoch,
+            "row": prompts[C.ROW].to_numpy().astype(np.int64)[row_prompt],
+            "prompt_id": prompts[C.PROMPT_ID].gather(row_prompt),
+            "predicted_tokens": row_planned,
+            "train_step": train_step.astype(np.int64),
+            "predicted_max_tokens": pred[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.int64)[row_prompt],
+            "predicted_mean_tokens": pred[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.int64)[row_prompt],
+            "prompt_tokens": pred[C.PROMPT_TOKENS].to_numpy().astype(np.int64)[row_prompt],
+            "prediction_source": pred[C.PREDICTION_SOURCE].gather(row_prompt),
+            "length_class": mb_class[row_mb].astype(np.int32),
+            "position_in_minibatch": position.astype(np.int32),
+            "expected_start_s": np.round(start[row_mb], 6),
+            "expected_finish_s": np.round(finish, 6),
+            "expected_minibatch_end_s": np.round((start + mb_duration)[row_mb], 6),
+            "expected_policy_version": version_rows.astype(np.int64),
+            "expected_lag": lag.astype(np.int64),
+        },
+        schema_overrides={"prompt_id": pl.String, "prediction_source": pl.String},
+    )
+    return frame.sort("seq")
+
+
+def _replay_starts(instance: np.ndarray, duration: np.ndarray, hold: np.ndarray, instances: int) -> np.ndarray:
+    """Start times when each instance runs its minibatches in order, none before its hold time."""
+    start = np.empty(duration.size, dtype=np.float64)
+    free = np.zeros(instances, dtype=np.float64)
+    for m in range(duration.size):
+        k = instance[m]
+        start[m] = max(free[k], hold[m])
+        free[k] = start[m] + duration[m]
+    return start
+
+
+# --------------------------------------------------------------------------------------------------------
+# Summary
+
+
+def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwarePreset) -> dict[str, Any]:
+    """The few facts people and scripts want first: sizes, padding, balance, lag."""
+    n = settings.samples_per_prompt
+    per_mb = frame.group_by("minibatch").agg(
+        pl.col("instance").first(),
+        pl.col("expected_start_s").first().alias("start"),
+        pl.col("expected_minibatch_end_s").first().alias("end"),
+        pl.col("predicted_tokens").max().alias("longest"),
+        pl.col("predicted_tokens").sum().alias("tokens"),
+        pl.len().alias("prompts"),
+    )
+    # Predicted padding: slot-steps a static batch of each minibatch would leave idle.
+    slots = (per_mb["longest"] * per_mb["prompts"]).sum()
+    padding = 1.0 - float(per_mb["tokens"].sum()) / float(slots) if slots else 0.0
+    busy = per_mb.group_by("instance").agg(
+        (pl.col("end") - pl.col("start")).sum().alias("busy_s"), pl.col("end").max().alias("end_s")
+    ).sort("instance")
+    busy_s = busy["busy_s"].to_numpy()
+    end_s = busy["end_s"].to_numpy()
+    makespan = float(end_s.max()) if end_s.size else 0.0
+    return {
+        "prompts": int(frame.filter(pl.col("epoch") == 0).height),
+        "epochs": settings.epochs,
+        "rows": frame.height,
+        "instances": settings.instances,
+        "samples_per_prompt": n,
+        "minibatches": int(per_mb.height),
+        "train_steps": int(frame["train_step"].max()) + 1,
+        "predicted_padding_fraction": round(padding, 4),
+        "predicted_rollout_makespan_s": round(makespan, 3),
+        "predicted_instance_busy_s": [round(float(x), 3) for x in busy_s],
+        "predicted_instance_finish_spread_s": round(float(end_s.max() - end_s.min()), 3) if end_s.size else 0.0,
+        "predicted_instance_imbalance": round(float(busy_s.max() / busy_s.mean()), 4) if busy_s.size else 1.0,
+        "expected_lag_mean": round(float(frame["expected_lag"].mean()), 3),
+        "expected_lag_max": int(frame["expected_lag"].max()),
+        "prompts_from_history": int(frame.filter((pl.col("epoch") == 0) & (pl.col("prediction_source") == "history")).height),
+    }
+
+
+# --------------------------------------------------------------------------------------------------------
+# Files in, file out
+
+
+def file_fingerprint(paths: Sequence[Path]) -> str:
+    """SHA-256 over the bytes of the files, in order (names excluded, so a moved file keeps its print)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(chunk)
+        digest.update(b"\x00asp-file-boundary\x00")
+    return "sha256:" + digest.hexdigest()
+
+
+def schedule(
+    inputs: Sequence[Path],
+    output: Path | None = None,
+    *,
+    settings: ScheduleSettings | None = None,
+    predictor: Path | None = None,
+    history: Sequence[Path] = (),
+    prompt_key: str | None = None,
+    id_key: str | None = None,
+    history_id_key: str | None = None,
+    history_length_key: str | None = None,
+    tokenizer: Path | None = None,
+    on_bad_row: str = "error",
+    command_line: Sequence[str] | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> ScheduleResult:
+    """Make a schedule from prompt files; write it to ``output`` when given.
+
+    This is what `asp schedule` runs. See the README for the options; every setting lives in
+    ``settings`` (a `ScheduleSettings`).
+
+    Raises
+    ------
+    AspError
+        Its subclasses for bad input, settings, predictor files or outputs; nothing is written then.
+    """
+    from .output import check_output_path
+    from .prediction import predict_lengths
+    from .reading import read_lengths, read_prompts
+
+    settings = settings or ScheduleSettings()
+    note = progress or (lambda _msg: None)
+    inputs = [Path(p) for p in inputs]
+    history = [Path(p) for p in history]
+    if output is not None:
+        check_output_path(Path(output), [*inputs, *history, *([predictor] if predictor else [])], force=force)
+    preset = load_preset(settings.preset)
+    note("reading prompts")
+    prompts, read_report = read_prompts(inputs, prompt_key=prompt_key, id_key=id_key, on_bad_row=on_bad_row)  # type: ignore[arg-type]
+    history_frame = None
+    history_print = None
+    history_report = None
+    if history:
+        note("reading history")
+        history_frame, history_report = read_lengths(
+            history, id_key=history_id_key, length_key=history_length_key, on_bad_row=on_bad_row  # type: ignore[arg-type]
+        )
+        history_print = file_fingerprint(history)
+    note("predicting lengths")
+    predictions, info = predict_lengths(
+        prompts,
+        predictor=predictor,
+        history=history_frame,
+        history_fingerprint=history_print,
+        samples_per_prompt=settings.samples_per_prompt,
+        max_response_tokens=settings.max_response_tokens,
+        plan_with=settings.plan_with,
+        tokenizer=tokenizer,
+    )
+    note("packing and interleaving")
+    frame = arrange(prompts, predictions, settings, preset=preset)
+    summary = summarize(frame, settings, preset)
+    summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
+    metadata = {
+        "asp_version": __version__,
+        "created_by": f"asp {__version__}",
+        "format_version": FORMAT_VERSION,
+        "settings": settings.to_dict(),
+        "preset": preset.to_dict(),
+        "max_tokens_per_minibatch_used": minibatch_token_budget(settings, preset),
+        "inputs": [{"name": p.name, "fingerprint": file_fingerprint([p])} for p in inputs],
+        "input_fingerprint": file_fingerprint(inputs),
+        "predictor": {
+            "name": info.predictor_name,
+            "fingerprint": info.predictor_fingerprint,
+            "history_fingerprint": info.history_fingerprint,
+            "prompts_from_history": info.prompts_from_history,
+            "prompts_from_model": info.prompts_from_model,
+        },
+        "columns_used": read_report.columns_used,
+        "skipped_rows": summary["skipped_rows"],
+        "command_line": _recorded_command_line(command_line),
+        "summary": _finite(summary),
+    }
+    result = ScheduleResult(frame=frame, metadata=metadata, summary=summary)
+    if output is not None:
+        note("writing schedule")
+        write_schedule(frame, metadata, Path(output))
+        result.output = Path(output)
+    return result
+
+
+_NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--no-progress"}
+_VALUE_NOT_RECORDED = {"-o", "--output"}
+
+
+def _recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:
+    """The command line, without options that change where or how output goes but not the schedule.
+
+    The output path is written as OUT so that the same schedule made to two paths is byte-identical.
+    """
+    if argv is None:
+        return None
+    recorded: list[str] = []
+    skip_next = False
+    for arg in argv:
+        if skip_next:
+            recorded.append("OUT")
+            skip_next = False
+            continue
+        if arg in _NOT_RECORDED:
+            continue
+        if arg in _VALUE_NOT_RECORDED:
+            recorded.append(arg)
+            skip_next = True
+            continue
+        if arg.startswith("--output="):
+            recorded.append("--output=OUT")
+            continue
+        recorded.append(arg)
+    return recorded
+
+
+def _finite(document: Any) -> Any:
+    if isinstance(document, float) and not math.isfinite(document):
+        return None
+    if isinstance(document, dict):
+        return {k: _finite(v) for k, v in document.items()}
+    if isinstance(document, list):
+        return [_finite(v) for v in document]
+    return document
