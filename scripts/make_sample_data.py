@@ -32,16 +32,16 @@ def _row(uid: str, source: str, text: str, answer: str, split: str, index: int, 
 
 def build(shared: Path) -> list[dict]:
     rows: list[dict] = []
-    gsm = _jsonl(shared / "gsm8k" / "train.jsonl")[:1000]
-    for i, r in enumerate(gsm):
-        rows.append(_row(f"gsm8k-train-{i}", "openai/gsm8k", r["question"], r["answer"].split("####")[-1].strip(),
-                         "train", i))
+    zeroeval = _jsonl(shared / "zeroeval_math_gsm_outputs" / "problems.jsonl")
+    # GSM8K test and MATH level 5 as ZeroEval lists them, so their ids match ZeroEval's real output lengths.
+    for i, r in enumerate(r for r in zeroeval if r["dataset"] == "gsm"):
+        rows.append(_row(f"gsm-{r['id']}", "openai/gsm8k", r["problem"], r["answer"].lstrip("# ").strip(),
+                         "test", i))
     for i, r in enumerate(_jsonl(shared / "math_eval_prompts_limo" / "math500.jsonl")):
         rows.append(_row(f"math500-{i}", "HuggingFaceH4/MATH-500", r["problem"], r["answer"], "test", i,
                          r.get("level")))
-    for i, r in enumerate(_jsonl(shared / "zeroeval_math_gsm_outputs" / "problems.jsonl")):
-        if r["dataset"] == "math-l5":
-            rows.append(_row(f"math-l5-{r['id']}", "math-l5", r["problem"], r["answer"], "test", i, 5))
+    for i, r in enumerate(r for r in zeroeval if r["dataset"] == "math-l5"):
+        rows.append(_row(f"math-l5-{r['id']}", "math-l5", r["problem"], r["answer"], "test", i, 5))
     deep = _jsonl(shared / "deepmath_rl_prompts_rollpacker" / "math_deepmath_deal_new.jsonl")[:1000]
     for i, r in enumerate(deep):
         rows.append(_row(f"deepmath-{r['id']}", "deepmath_103k", r["prompt"], r["ground_truth"], "train", i,
