@@ -1,0 +1,206 @@
+"""Prompt features for the length predictor, computed with vectorised Polars expressions and NumPy.
+
+Two kinds of features:
+
+- **dense** features, one row per prompt: token count, characters, words, lines, numbers, LaTeX and
+  formula marks, chat structure (``n_messages``), difficulty and a data-source code when present;
+- **words**: counts of the words of a learned vocabulary (lower-cased, split on whitespace), scaled by
+  ``1/sqrt(number of words)``. The predictor turns them into one score with a linear model; on the predict
+  path that score is a gather and a segment sum over the exploded words, with no sparse matrix built.
+
+Why a learned vocabulary and not a hashing trick: Polars' ``hash`` is only stable within one Polars version,
+so hashed buckets written into a model file could silently change meaning after an upgrade, and hashing
+in Python is far too slow for a million prompts. Casting the exploded words to a ``pl.Enum`` of the
+vocabulary costs the same as hashing and is stable. Character n-grams were measured too slow for the
+predict-path budget (a few seconds per million prompts on 2 cores; about 250 n-grams per prompt); the
+character-class counts below (``$``, ``\\``, ``^``, digits) carry what they add for math prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from . import columns as C
+from .errors import InputError
+
+FEATURE_SET = "asp-features-1"
+
+# OpenAI's rule of thumb is about 4 characters per token for English; math prompts with LaTeX tokenize
+# denser, so the approximation counts bytes / 4 plus one token per non-alphanumeric mark cluster is not
+# worth its cost: plain bytes / 4 keeps the ranking and the scale within ~30%.
+BYTES_PER_TOKEN = 4.0
+
+# Literal marks counted per prompt: formulae and structure (cheap: one pass each, run in parallel).
+_LITERAL_COUNTS: tuple[tuple[str, str], ...] = (
+    ("n_dollar", "$"),
+    ("n_backslash", "\\"),
+    ("n_frac", "\\frac"),
+    ("n_equals", "="),
+    ("n_caret", "^"),
+    ("n_underscore", "_"),
+    ("n_paren", "("),
+    ("n_comma", ","),
+    ("n_question", "?"),
+    ("n_newline", "\n"),
+)
+
+DENSE_FEATURES: tuple[str, ...] = (
+    "log_prompt_tokens",
+    "log_chars",
+    "log_words",
+    *(name for name, _ in _LITERAL_COUNTS),
+    "n_numbers",
+    "n_long_numbers",
+    "n_messages",
+    "difficulty",
+    "data_source_code",
+)
+
+
+@dataclass(frozen=True)
+class WordIndex:
+    """The exploded words of a batch of prompts: vocabulary index per word and words per prompt."""
+
+    index: np.ndarray  # int64, one per word occurrence, len(vocabulary) for words outside it
+    counts: np.ndarray  # int64, words per prompt
+
+    @property
+    def offsets(self) -> np.ndarray:
+        offsets = np.zeros(len(self.counts), dtype=np.int64)
+        np.cumsum(self.counts[:-1], out=offsets[1:])
+        return offsets
+
+
+def _words_expr() -> pl.Expr:
+    return pl.col(C.PROMPT_TEXT).str.to_lowercase().str.split(" ")
+
+
+def learn_vocabulary(texts: pl.Series, *, max_words: int = 4000, min_df: int = 3) -> tuple[str, ...]:
+    """The ``max_words`` most frequent words by document frequency (at least ``min_df`` prompts).
+
+    Ties break by the word itself, so the vocabulary is deterministic.
+    """
+    frame = pl.DataFrame({C.PROMPT_TEXT: texts})
+    counts = (
+        frame.lazy()
+        .with_row_index("\x00doc")
+        .select("\x00doc", _words_expr().alias("word"))
+        .explode("word")
+        .filter(pl.col("word").str.len_bytes() > 0)
+        .unique(["\x00doc", "word"])
+        .group_by("word")
+        .agg(pl.len().alias("df"))
+        .filter(pl.col("df") >= min_df)
+        .sort(["df", "word"], descending=[True, False])
+        .head(max_words)
+        .collect()
+    )
+    return tuple(counts["word"].to_list())
+
+
+def word_index(prompts: pl.DataFrame, vocabulary: Sequence[str]) -> WordIndex:
+    """Explode each prompt into words and look each word up in ``vocabulary`` (stable; no hashing)."""
+    enum = pl.Enum(list(vocabulary))
+    lazy = prompts.lazy().select(_words_expr().alias("w"))
+    counts = lazy.select(pl.col("w").list.len()).collect().to_series().to_numpy().astype(np.int64)
+    index = (
+        lazy.select(pl.col("w").explode().cast(enum, strict=False).to_physical().cast(pl.Int64)
+                    .fill_null(len(vocabulary)))
+        .collect()
+        .to_series()
+        .to_numpy()
+    )
+    return WordIndex(index=index, counts=counts)
+
+
+def word_matrix(words: WordIndex, n_vocabulary: int):
+    """Sparse (prompts x vocabulary) counts scaled by 1/sqrt(words in the prompt), for training."""
+    from scipy import sparse
+
+    rows = np.repeat(np.arange(len(words.counts)), words.counts)
+    keep = words.index < n_vocabulary
+    scale = 1.0 / np.sqrt(np.maximum(words.counts, 1))
+    matrix = sparse.csr_matrix(
+        (scale[rows[keep]], (rows[keep], words.index[keep])), shape=(len(words.counts), n_vocabulary)
+    )
+    matrix.sum_duplicates()
+    return matrix
+
+
+def word_scores(words: WordIndex, coef: np.ndarray) -> np.ndarray:
+    """``word_matrix(words) @ coef`` without building the matrix: a gather and a segment sum."""
+    weights = np.append(np.asarray(coef, dtype=np.float64), 0.0)  # the last slot: words outside the vocabulary
+    values = weights[words.index]
+    totals = np.zeros(len(words.counts), dtype=np.float64)
+    nonempty = words.counts > 0
+    if values.size:
+        sums = np.add.reduceat(values, words.offsets[nonempty]) if nonempty.any() else np.zeros(0)
+        totals[nonempty] = sums
+    return totals / np.sqrt(np.maximum(words.counts, 1))
+
+
+def prompt_token_counts(prompts: pl.DataFrame, tokenizer: Path | None = None) -> np.ndarray:
+    """Prompt tokens: exact with a local Hugging Face ``tokenizer.json``, else bytes / 4 (at least 1)."""
+    if tokenizer is None:
+        return (
+            prompts.select((pl.col(C.PROMPT_TEXT).str.len_bytes() / BYTES_PER_TOKEN).ceil().clip(1).cast(pl.Int64))
+            .to_series()
+            .to_numpy()
+        )
+    try:
+        from tokenizers import Tokenizer  # optional dependency, imported only when asked for
+    except ImportError:
+        raise InputError(
+            "--tokenizer needs the `tokenizers` package; install it (pip install tokenizers) or drop --tokenizer"
+        ) from None
+    try:
+        loaded = Tokenizer.from_file(str(tokenizer))
+    except Exception as exc:  # noqa: BLE001 - any failure means the file is not a tokenizer
+        raise InputError(f"{tokenizer}: not a Hugging Face tokenizer.json ({str(exc)[:200]})") from None
+    texts = prompts[C.PROMPT_TEXT].to_list()
+    counts = [len(e.ids) for e in loaded.encode_batch(texts, add_special_tokens=False)]
+    return np.maximum(np.asarray(counts, dtype=np.int64), 1)
+
+
+def dense_features(
+    prompts: pl.DataFrame,
+    words: WordIndex,
+    prompt_tokens: np.ndarray,
+    sources: Sequence[str] = (),
+) -> np.ndarray:
+    """The dense feature matrix (float64, columns in ``DENSE_FEATURES`` order; NaN where unknown).
+
+    ``sources`` is the data-source vocabulary learned at fit time; a source outside it, or none, is NaN.
+    """
+    text = pl.col(C.PROMPT_TEXT)
+    exprs = [
+        text.str.len_chars().cast(pl.Float64).log1p().alias("log_chars"),
+        *(text.str.count_matches(mark, literal=True).cast(pl.Float64).alias(name) for name, mark in _LITERAL_COUNTS),
+        text.str.count_matches(r"\d+").cast(pl.Float64).alias("n_numbers"),
+        text.str.count_matches(r"\d{4,}").cast(pl.Float64).alias("n_long_numbers"),
+    ]
+    schema = prompts.schema
+    exprs.append(
+        (pl.col(C.N_MESSAGES).cast(pl.Float64) if C.N_MESSAGES in schema else pl.lit(1.0)).alias("n_messages")
+    )
+    exprs.append(
+        (pl.col(C.DIFFICULTY).cast(pl.Float64) if C.DIFFICULTY in schema else pl.lit(None, pl.Float64))
+        .alias("difficulty")
+    )
+    if sources and C.DATA_SOURCE in schema:
+        code = pl.col(C.DATA_SOURCE).cast(pl.String).replace_strict(
+            list(sources), list(range(len(sources))), default=None, return_dtype=pl.Float64
+        )
+    else:
+        code = pl.lit(None, pl.Float64)
+    exprs.append(code.alias("data_source_code"))
+    frame = prompts.lazy().select(exprs).collect().with_columns(
+        pl.Series("log_prompt_tokens", np.log1p(prompt_tokens.astype(np.float64))),
+        pl.Series("log_words", np.log1p(words.counts.astype(np.float64))),
+    )
+    return frame.select(DENSE_FEATURES).to_numpy().astype(np.float64)

@@ -1,0 +1,493 @@
+"""The response-length model: fit on observed rollouts, predict per-prompt length distributions, save and load.
+
+The model predicts, for each prompt, the distribution of the log length of one sample as a normal
+``N(mu, sigma^2)`` (lengths are log-normal to a good approximation: within-prompt CV ~0.28 on the AIME
+R1-distill data). From it:
+
+- the typical (mean) length is ``exp(mu + sigma^2 / 2)``;
+- the expected group maximum of N samples is ``exp(mu + sigma * e_N)`` with ``e_N`` the expected maximum
+  of N standard normals (Blom's approximation, ``Phi^-1((N - 0.375) / (N + 0.25))``), so a model fitted on
+  groups of 8 predicts groups of 4 or 16 consistently.
+
+``mu`` comes from a gradient-boosted tree model (scikit-learn ``HistGradientBoostingRegressor``) over the dense
+prompt features plus one text score, itself a ridge regression over word counts (fitted out of fold, so
+the trees do not trust an over-fitted score). ``sigma`` is the pooled within-prompt standard deviation of
+log length in the training data, or 0.3 when no prompt has two samples.
+
+Censoring: a sample that hit the generation cap (``truncated`` true, or length >= ``cap``) is only known to
+be at least the cap; it enters the targets as ``1.25 x`` its length, the mean excess over a threshold
+near the group's upper decile for a log-normal with sigma 0.3 (a fixed, documented imputation, not a Tobit
+fit).
+
+Model files are skops archives loaded with an explicit list of trusted types (never pickle), plus an
+``asp_meta.json`` member holding the format version and the card, readable without loading the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from . import columns as C
+from . import features as F
+from .errors import InputError, PredictorError, UnsafePredictorError
+
+FORMAT_VERSION = 1
+META_MEMBER = "asp_meta.json"
+_CARD_KEYS = ("format_version", "feature_set", "features", "vocabulary_size", "data_sources",
+              "uses_difficulty", "log_spread", "training", "params", "versions")
+DEFAULT_LOG_SPREAD = 0.3  # within-prompt sd of log length; AIME R1-distill median CV is 0.28
+CENSORED_FACTOR = 1.25
+
+# Every type a model file may ask skops to build. Anything else is refused before loading.
+TRUSTED_TYPES: tuple[str, ...] = (
+    "builtins.tuple",
+    "numpy.dtype",
+    "numpy.float64",
+    "numpy.int64",
+    "numpy.ndarray",
+    "sklearn._loss.link.IdentityLink",
+    "sklearn._loss.link.Interval",
+    "sklearn._loss.loss.HalfSquaredError",
+    "sklearn.ensemble._hist_gradient_boosting.binning._BinMapper",
+    "sklearn.ensemble._hist_gradient_boosting.gradient_boosting.HistGradientBoostingRegressor",
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+)
+
+
+def expected_max_z(samples: int | np.ndarray) -> np.ndarray:
+    """Expected maximum of N standard normals (Blom 1958): exact at N=1, within 0.01 for N=2..64."""
+    n = np.maximum(np.asarray(samples, dtype=np.float64), 1.0)
+    p = (n - 0.375) / (n + 0.25)
+    inv = np.vectorize(NormalDist().inv_cdf, otypes=[np.float64])
+    unique, where = np.unique(p, return_inverse=True)
+    return inv(unique)[where].reshape(n.shape)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Training data
+
+
+@dataclass
+class Observations:
+    """Prompts and their observed lengths, as the predictor learns from them."""
+
+    prompts: pl.DataFrame  # read_prompts columns, one row per prompt
+    lengths: pl.DataFrame  # read_lengths columns, one row per sample
+    skipped_rows: int = 0
+    columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def read_observations(
+    paths: Sequence[Path],
+    *,
+    prompt_key: str | None = None,
+    id_key: str | None = None,
+    length_key: str | None = None,
+    on_bad_row: str = "error",
+) -> Observations:
+    """Read files of prompts with observed lengths: one row per sample, or one row per prompt with a list.
+
+    Columns are detected as in ``asp schedule`` (``columns.PROMPT_KEYS``, ``ID_KEYS``, ``LENGTH_KEYS``);
+    the keys override them. Rows of one prompt repeat its text; the first one is kept.
+
+    Raises
+    ------
+    InputError
+        Unreadable files, missing columns, bad lengths, or one id with two different prompt texts.
+    """
+    from . import reading
+
+    report = reading.ReadReport()
+    prompt_parts, length_parts = [], []
+    offset = 0
+    for path in paths:
+        path = Path(path)
+        fmt, _ = reading.file_format(path)
+        frame = reading.read_table(path, on_bad_row=on_bad_row, report=report)  # type: ignore[arg-type]
+        id_col = reading.find_column(frame, C.ID_KEYS, id_key, what="id", flag="--id-key", path=path,
+                                     required=False)
+        if id_col is None:
+            id_col = "\x00row_id"
+            frame = frame.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(id_col))
+        length_col = reading.find_column(frame, C.LENGTH_KEYS, length_key, what="response length",
+                                         flag="--length-key", path=path)
+        prompts = reading._extract_prompts(  # noqa: SLF001 - the same detection as asp schedule
+            frame, path, fmt, prompt_key, id_col, on_bad_row, report, offset  # type: ignore[arg-type]
+        )
+        lengths = reading._extract_lengths(  # noqa: SLF001
+            frame, path, fmt, id_col, length_col, on_bad_row, report  # type: ignore[arg-type]
+        )
+        offset += frame.height
+        prompt_parts.append(prompts)
+        length_parts.append(lengths)
+    if not prompt_parts:
+        raise InputError("no input files given; name at least one file of prompts with observed lengths")
+    prompts = pl.concat(prompt_parts, how="vertical")
+    conflicting = prompts.group_by(C.PROMPT_ID).agg(pl.col(C.PROMPT_TEXT).n_unique().alias("n")).filter(pl.col("n") > 1)
+    if conflicting.height:
+        raise InputError(
+            f"prompt id {conflicting[C.PROMPT_ID].sort()[0]!r} has {conflicting['n'].max()} different prompt "
+            f"texts ({conflicting.height} ids do); give each prompt one id, or pass --id-key"
+        )
+    prompts = prompts.unique(C.PROMPT_ID, keep="first", maintain_order=True)
+    lengths = pl.concat(length_parts, how="vertical")
+    return Observations(prompts, lengths, report.skipped_rows, report.columns_used)
+
+
+def group_targets(lengths: pl.DataFrame, *, cap: int | None = None) -> pl.DataFrame:
+    """Per-prompt summaries of observed lengths: samples, mean and sd of log length, max and mean tokens.
+
+    Truncated samples (flag, or length >= ``cap``) enter the log statistics as ``CENSORED_FACTOR`` x length.
+    """
+    tokens = pl.col(C.RESPONSE_TOKENS).cast(pl.Float64).clip(1.0)
+    censored = pl.col(C.TRUNCATED).fill_null(False)
+    if cap is not None:
+        censored = censored | (pl.col(C.RESPONSE_TOKENS) >= cap)
+    log_len = pl.when(censored).then((tokens * CENSORED_FACTOR).log()).otherwise(tokens.log())
+    return (
+        lengths.with_columns(log_len.alias("\x00log"), censored.alias("\x00cens"))
+        .group_by(C.PROMPT_ID, maintain_order=True)
+        .agg(
+            pl.len().alias("samples"),
+            pl.col("\x00log").mean().alias("log_mean"),
+            pl.col("\x00log").std(ddof=1).alias("log_sd"),
+            pl.col(C.RESPONSE_TOKENS).max().alias("max_tokens"),
+            pl.col(C.RESPONSE_TOKENS).mean().alias("mean_tokens"),
+            pl.col("\x00cens").sum().alias("censored"),
+        )
+    )
+
+
+def fingerprint_observations(prompts: pl.DataFrame, targets: pl.DataFrame) -> str:
+    """A stable SHA-256 of the training prompts and their length summaries (order-independent)."""
+    joined = prompts.select(C.PROMPT_ID, C.PROMPT_TEXT).join(targets, on=C.PROMPT_ID).sort(C.PROMPT_ID)
+    digest = hashlib.sha256()
+    for pid, text, n, mx, mean in zip(joined[C.PROMPT_ID], joined[C.PROMPT_TEXT], joined["samples"],
+                                      joined["max_tokens"], joined["mean_tokens"], strict=True):
+        digest.update(f"{pid}\x1f{text}\x1f{n}\x1f{mx}\x1f{mean:.3f}\x1e".encode())
+    return "sha256:" + digest.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------------
+# The model
+
+
+class LengthPredictor:
+    """Predicts the log-normal distribution of a prompt's response length.
+
+    Parameters follow scikit-learn: ``__init__`` only stores them, ``fit`` returns ``self``, learned state
+    ends in ``_``, randomness comes from ``random_state``.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_vocabulary: int = 4000,
+        min_df: int = 3,
+        ridge_alpha: float = 3.0,
+        max_iter: int = 300,
+        learning_rate: float = 0.05,
+        max_leaf_nodes: int = 15,
+        min_samples_leaf: int = 20,
+        use_metadata: bool = True,
+        random_state: int = 0,
+    ) -> None:
+        self.max_vocabulary = max_vocabulary
+        self.min_df = min_df
+        self.ridge_alpha = ridge_alpha
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
+        self.use_metadata = use_metadata
+        self.random_state = random_state
+
+    def get_params(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (
+            "max_vocabulary", "min_df", "ridge_alpha", "max_iter", "learning_rate", "max_leaf_nodes",
+            "min_samples_leaf", "use_metadata", "random_state")}
+
+    # -- fitting -------------------------------------------------------------------------------------------
+
+    def fit(
+        self,
+        prompts: pl.DataFrame,
+        lengths: pl.DataFrame,
+        *,
+        cap: int | None = None,
+        tokenizer: Path | None = None,
+    ) -> LengthPredictor:
+        """Fit on prompts (``read_prompts`` columns) and observed lengths (``read_lengths`` columns).
+
+        Raises
+        ------
+        InputError
+            When fewer than 10 prompts have observed lengths.
+        """
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from sklearn.linear_model import Ridge
+        from sklearn.model_selection import KFold
+
+        targets = group_targets(lengths, cap=cap)
+        data = prompts.join(targets, on=C.PROMPT_ID, how="inner", maintain_order="left")
+        if data.height < 10:
+            raise InputError(
+                f"only {data.height} prompts have observed lengths; the predictor needs at least 10 "
+                "(check that the ids of the prompts and the lengths match)"
+            )
+        y = data["log_mean"].to_numpy()
+        samples = data["samples"].to_numpy().astype(np.float64)
+        weight = samples / (samples + 1.0)  # more samples, a surer target (normal-normal shrinkage)
+
+        self.vocabulary_ = F.learn_vocabulary(data[C.PROMPT_TEXT], max_words=self.max_vocabulary, min_df=self.min_df)
+        words = F.word_index(data, self.vocabulary_)
+        matrix = F.word_matrix(words, len(self.vocabulary_))
+        # Out-of-fold text scores for the trees (stacking, Wolpert 1992), so they learn how far to trust it.
+        text_score = np.zeros(data.height)
+        folds = KFold(n_splits=5, shuffle=True, random_state=self.random_state)
+        for train, test in folds.split(matrix):
+            ridge = Ridge(alpha=self.ridge_alpha).fit(matrix[train], y[train], sample_weight=weight[train])
+            text_score[test] = ridge.predict(matrix[test])
+        ridge = Ridge(alpha=self.ridge_alpha).fit(matrix, y, sample_weight=weight)
+        self.word_coef_ = ridge.coef_.astype(np.float64)
+        self.word_intercept_ = float(ridge.intercept_)
+
+        self.sources_: tuple[str, ...] = ()
+        if self.use_metadata and C.DATA_SOURCE in data.columns:
+            present = data[C.DATA_SOURCE].drop_nulls().unique().sort().to_list()
+            if 2 <= len(present) <= 250:
+                self.sources_ = tuple(present)
+        self.uses_difficulty_ = bool(self.use_metadata and C.DIFFICULTY in data.columns
+                                     and data[C.DIFFICULTY].null_count() < data.height)
+        tokens = F.prompt_token_counts(data, tokenizer)
+        x = self._design(data, words, tokens, text_score)
+        self.model_ = HistGradientBoostingRegressor(
+            max_iter=self.max_iter,
+            learning_rate=self.learning_rate,
+            max_leaf_nodes=self.max_leaf_nodes,
+            min_samples_leaf=self.min_samples_leaf,
+            l2_regularization=1.0,
+            early_stopping=False,
+            categorical_features=self._categorical_mask(),
+            random_state=self.random_state,
+        ).fit(x, y, sample_weight=weight)
+
+        multi = data.filter(pl.col("samples") >= 2)
+        if multi.height >= 5:
+            dof = (multi["samples"] - 1).to_numpy().astype(np.float64)
+            var = multi["log_sd"].fill_null(0.0).to_numpy() ** 2
+            self.log_spread_ = float(math.sqrt(np.sum(dof * var) / np.sum(dof)))
+        else:
+            self.log_spread_ = DEFAULT_LOG_SPREAD
+        residual = y - self.model_.predict(x)
+        self.train_rmse_log_ = float(np.sqrt(np.average(residual**2, weights=weight)))
+        self.n_prompts_ = int(data.height)
+        self.n_samples_ = int(samples.sum())
+        self.training_fingerprint_ = fingerprint_observations(data, targets)
+        self.max_observed_tokens_ = int(data["max_tokens"].max())
+        self.meta_: dict[str, Any] = {}
+        return self
+
+    def _feature_names(self) -> list[str]:
+        """The dense features this model uses (metadata only when the training data had it), then the text score."""
+        skip = set()
+        if not self.uses_difficulty_:
+            skip.add("difficulty")
+        if not self.sources_:
+            skip.add("data_source_code")
+        return [name for name in F.DENSE_FEATURES if name not in skip] + ["text_score"]
+
+    def _categorical_mask(self) -> list[bool]:
+        return [name == "data_source_code" for name in self._feature_names()]
+
+    def _design(self, prompts: pl.DataFrame, words: F.WordIndex, tokens: np.ndarray, text_score: np.ndarray) -> np.ndarray:
+        dense = F.dense_features(prompts, words, tokens, self.sources_)
+        used = [F.DENSE_FEATURES.index(name) for name in self._feature_names()[:-1]]
+        return np.column_stack([dense[:, used], text_score])
+
+    # -- predicting ----------------------------------------------------------------------------------------
+
+    def predict_log(self, prompts: pl.DataFrame, *, tokenizer: Path | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return ``(mu, sigma, prompt_tokens)`` per prompt: the log-normal parameters of one sample's length."""
+        self._check_fitted()
+        if prompts.height == 0:
+            empty = np.zeros(0)
+            return empty, empty, np.zeros(0, dtype=np.int64)
+        words = F.word_index(prompts, self.vocabulary_)
+        text_score = F.word_scores(words, self.word_coef_) + self.word_intercept_
+        tokens = F.prompt_token_counts(prompts, tokenizer)
+        mu = self.model_.predict(self._design(prompts, words, tokens, text_score))
+        sigma = np.full(prompts.height, self.log_spread_)
+        return mu, sigma, tokens
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "model_"):
+            raise PredictorError("the predictor is not fitted; call fit() or load a model file")
+
+    # -- describing ----------------------------------------------------------------------------------------
+
+    def card(self) -> dict[str, Any]:
+        """What the model is: feature set, training data, versions, figures (JSON-ready)."""
+        self._check_fitted()
+        import sklearn
+
+        card = {
+            "format_version": FORMAT_VERSION,
+            "feature_set": F.FEATURE_SET,
+            "features": self._feature_names(),
+            "vocabulary_size": len(self.vocabulary_),
+            "data_sources": list(self.sources_),
+            "uses_difficulty": self.uses_difficulty_,
+            "log_spread": round(self.log_spread_, 4),
+            "training": {
+                "prompts": self.n_prompts_,
+                "samples": self.n_samples_,
+                "fingerprint": self.training_fingerprint_,
+                "train_rmse_log": round(self.train_rmse_log_, 4),
+                "max_observed_tokens": self.max_observed_tokens_,
+            },
+            "params": self.get_params(),
+            "versions": {
+                "asp": _asp_version(),
+                "scikit-learn": sklearn.__version__,
+                "numpy": np.__version__,
+                "polars": pl.__version__,
+            },
+        }
+        card.update(self.meta_)
+        return card
+
+
+def _asp_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+# --------------------------------------------------------------------------------------------------------
+# Files
+
+
+def save(model: LengthPredictor, path: Path) -> None:
+    """Write ``model`` as a skops archive at ``path`` (plain types and scikit-learn objects only)."""
+    import skops.io as sio
+
+    model._check_fitted()
+    state = {
+        "format_version": FORMAT_VERSION,
+        "params": json.dumps(model.get_params()),
+        "vocabulary": list(model.vocabulary_),
+        "word_coef": model.word_coef_,
+        "word_intercept": model.word_intercept_,
+        "sources": list(model.sources_),
+        "uses_difficulty": model.uses_difficulty_,
+        "log_spread": model.log_spread_,
+        "hgb": model.model_,
+        "card": json.dumps(model.card(), sort_keys=True),
+    }
+    sio.dump(state, path, compression=zipfile.ZIP_DEFLATED, compresslevel=9)
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(META_MEMBER, json.dumps(model.card(), indent=2, sort_keys=True))
+
+
+def read_card(path: Path) -> dict[str, Any]:
+    """The card stored in a model file, read without building any object.
+
+    Raises
+    ------
+    PredictorError
+        Missing file, not an asp model file, or a newer format version.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PredictorError(f"{path}: no such model file; give a file written by `asp predictor fit`")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            raw = archive.read(META_MEMBER)
+        card = json.loads(raw)
+    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError):
+        raise PredictorError(f"{path}: not an asp predictor file (a skops archive from `asp predictor fit`)") from None
+    version = card.get("format_version")
+    if not isinstance(version, int):
+        raise PredictorError(f"{path}: the model file has no format version; refit it with `asp predictor fit`")
+    if version > FORMAT_VERSION:
+        raise PredictorError(
+            f"{path}: model format version {version} is newer than this asp reads ({FORMAT_VERSION}); upgrade asp"
+        )
+    return card
+
+
+def load(path: Path) -> LengthPredictor:
+    """Load a model file, building only the types in ``TRUSTED_TYPES``.
+
+    Raises
+    ------
+    UnsafePredictorError
+        The file asks for a type outside the trusted list (it is not loaded).
+    PredictorError
+        Missing, corrupt or newer-format files.
+    """
+    import skops.io as sio
+
+    path = Path(path)
+    card = read_card(path)
+    try:
+        untrusted = sio.get_untrusted_types(file=path)
+    except Exception as exc:  # noqa: BLE001 - a corrupt archive
+        raise PredictorError(f"{path}: unreadable model file ({str(exc)[:200]})") from None
+    refused = sorted(set(untrusted) - set(TRUSTED_TYPES))
+    if refused:
+        raise UnsafePredictorError(
+            f"{path}: refused to load: the file asks for types asp does not trust ({', '.join(refused[:5])}); "
+            "only load model files written by `asp predictor fit`"
+        )
+    try:
+        state = sio.load(path, trusted=list(TRUSTED_TYPES))
+    except Exception as exc:  # noqa: BLE001 - skops raises many kinds for a bad file
+        raise PredictorError(f"{path}: unreadable model file ({type(exc).__name__}: {str(exc)[:200]})") from None
+    return _from_state(state, card, path)
+
+
+def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor:
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    try:
+        if not isinstance(state, dict) or state.get("format_version") != card["format_version"]:
+            raise TypeError("state")
+        model = LengthPredictor(**json.loads(state["params"]))
+        model.vocabulary_ = tuple(str(w) for w in state["vocabulary"])
+        model.word_coef_ = np.asarray(state["word_coef"], dtype=np.float64)
+        model.word_intercept_ = float(state["word_intercept"])
+        model.sources_ = tuple(str(s) for s in state["sources"])
+        model.uses_difficulty_ = bool(state["uses_difficulty"])
+        model.log_spread_ = float(state["log_spread"])
+        model.model_ = state["hgb"]
+        if not isinstance(model.model_, HistGradientBoostingRegressor) or len(model.word_coef_) != len(model.vocabulary_):
+            raise TypeError("model")
+        training = card.get("training", {})
+        model.n_prompts_ = int(training.get("prompts", 0))
+        model.n_samples_ = int(training.get("samples", 0))
+        model.training_fingerprint_ = str(training.get("fingerprint", ""))
+        model.train_rmse_log_ = float(training.get("train_rmse_log", float("nan")))
+        model.max_observed_tokens_ = int(training.get("max_observed_tokens", 0))
+        model.meta_ = {k: v for k, v in card.items() if k not in _CARD_KEYS}
+    except (TypeError, KeyError, ValueError):
+        raise PredictorError(f"{path}: the model file is damaged or not an asp predictor; refit it") from None
+    return model
+
+
+def file_fingerprint(path: Path) -> str:
+    """SHA-256 of a model file's bytes (what the schedule metadata records)."""
+    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
