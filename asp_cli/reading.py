@@ -174,12 +174,19 @@ def _read_jsonl(path: Path, data: bytes, on_bad_row: OnBadRow, report: ReadRepor
     if _sniff(data) == "json":
         raise InputError(f"{path}: holds a JSON array, not JSON lines; rename it to .json")
     try:
+        data.decode("utf-8")
+        valid_utf8 = True
+    except UnicodeDecodeError:
+        valid_utf8 = False
+    if not valid_utf8 and on_bad_row == "error":
+        _check_utf8(path, data)
+    try:
+        if not valid_utf8:
+            raise pa.ArrowInvalid("invalid UTF-8: parse line by line")
         table = pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=1 << 26))
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pl.exceptions.PolarsError):
-        if on_bad_row == "error":
-            _check_utf8(path, data)
         frame = _read_jsonl_slow(path, data, on_bad_row=on_bad_row, report=report)
     if frame.height == 0:
         raise InputError(f"{path}: the file has no rows; give a file with at least one row")
@@ -211,6 +218,16 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
     if not records:
         raise InputError(f"{path}: no readable rows; give a file with at least one JSON object per line")
     return _records_to_frame(records)
+
+
+def _first_line_is_object(data: bytes) -> bool:
+    for raw in data.split(b"\n"):
+        if raw.strip():
+            try:
+                return isinstance(json.loads(raw), dict)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return False
+    return False
 
 
 def _records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
@@ -262,13 +279,14 @@ def _json_kind(value: Any) -> str:
 
 def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
     _check_utf8(path, data)
-    if _sniff(data) == "jsonl":
-        # A single object is fine as JSON lines; several lines of objects are not a .json array.
-        raise InputError(f"{path}: holds JSON objects, not a JSON array; rename it to .jsonl")
     try:
         value = json.loads(data)
     except json.JSONDecodeError as exc:
+        if _sniff(data) == "jsonl" and _first_line_is_object(data):
+            raise InputError(f"{path}: holds JSON objects one per line, not a JSON array; rename it to .jsonl") from None
         raise InputError(f"{path}:{exc.lineno}: malformed JSON at column {exc.colno} ({exc.msg}); fix the file") from None
+    if isinstance(value, dict):
+        raise InputError(f"{path}: holds one JSON object, not an array of objects; wrap it in [...] or rename it to .jsonl")
     if not isinstance(value, list):
         raise InputError(f"{path}: expected a JSON array of objects; found {type(value).__name__}")
     for index, item in enumerate(value):
@@ -629,7 +647,7 @@ def _extract_lengths(
         else:
             base = base.explode("\x00len")
     if inner == pl.String:
-        numeric = pl.col("\x00len").str.strip_chars().cast(pl.Float64, strict=False)
+        numeric = pl.col("\x00len").str.strip_prefix("\x00json:").str.strip_chars().cast(pl.Float64, strict=False)
     elif inner.is_numeric() or inner == pl.Null:
         numeric = pl.col("\x00len").cast(pl.Float64)
     else:

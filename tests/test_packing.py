@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asp_cli.packing import cut_minibatches, length_order, pack
+
+
+@given(
+    lengths=st.lists(st.integers(1, 20000), min_size=1, max_size=300),
+    max_prompts=st.integers(1, 40),
+    budget_factor=st.floats(1.0, 50.0),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=150, deadline=None)
+def test_every_prompt_once_and_limits_held(lengths, max_prompts, budget_factor, seed):
+    planned = np.array(lengths, dtype=np.int64)
+    footprint = planned * 4
+    budget = int(footprint.max() * budget_factor)
+    minibatch = pack(planned, footprint, max_prompts=max_prompts, max_tokens=budget,
+                     rng=np.random.default_rng(seed))
+    assert minibatch.shape == planned.shape
+    counts = np.bincount(minibatch)
+    assert counts.min() >= 1 and counts.max() <= max_prompts
+    assert np.bincount(minibatch, weights=footprint).max() <= budget
+    assert set(np.unique(minibatch)) == set(range(counts.size))
+
+
+@given(lengths=st.lists(st.integers(1, 5000), min_size=2, max_size=200), seed=st.integers(0, 1000))
+@settings(max_examples=100, deadline=None)
+def test_without_jitter_minibatches_are_length_bands(lengths, seed):
+    planned = np.array(lengths)
+    minibatch = pack(planned, planned, max_prompts=8, max_tokens=10**9, rng=np.random.default_rng(seed))
+    # Minibatch k holds lengths no shorter than any in minibatch k+1: the padding-minimal cut of a sorted list.
+    for k in range(minibatch.max()):
+        assert planned[minibatch == k].min() >= planned[minibatch == k + 1].max()
+
+
+def test_same_seed_same_packing_and_seeds_differ():
+    rng = np.random.default_rng(0)
+    planned = rng.integers(1, 100, 500)  # many ties
+    a = pack(planned, planned, max_prompts=16, max_tokens=10**6, rng=np.random.default_rng(7), jitter=0.02)
+    b = pack(planned, planned, max_prompts=16, max_tokens=10**6, rng=np.random.default_rng(7), jitter=0.02)
+    c = pack(planned, planned, max_prompts=16, max_tokens=10**6, rng=np.random.default_rng(8), jitter=0.02)
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_token_budget_cuts_before_prompt_count():
+    planned = np.array([100, 100, 100, 100])
+    minibatch = cut_minibatches(planned, np.arange(4), max_prompts=4, max_tokens=250)
+    assert minibatch.tolist() == [0, 0, 1, 1]
+
+
+def test_one_prompt_over_budget_is_refused():
+    with pytest.raises(ValueError):
+        cut_minibatches(np.array([10, 300]), np.arange(2), max_prompts=4, max_tokens=100)
+
+
+def test_length_order_is_longest_first():
+    order = length_order(np.array([5, 50, 1, 20]), np.random.default_rng(0))
+    assert order.tolist() == [1, 3, 0, 2]

@@ -1,0 +1,141 @@
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asp_cli.errors import SettingsError
+from asp_cli.pipeline import _recorded_command_line, arrange, schedule
+from asp_cli.schedule_format import read_schedule, validate_frame
+from asp_cli.settings import ScheduleSettings
+
+from util import make_predictions, prompt_frame, write_jsonl, make_prompts
+
+
+def check_invariants(frame: pl.DataFrame, s: ScheduleSettings, count: int, footprint_budget: int | None = None):
+    validate_frame(frame, where="test")
+    assert frame.height == count * s.epochs
+    assert frame["seq"].to_list() == list(range(frame.height))
+    assert frame["instance"].min() >= 0 and frame["instance"].max() < s.instances
+    for epoch in range(s.epochs):
+        ids = frame.filter(pl.col("epoch") == epoch)["prompt_id"]
+        assert ids.n_unique() == count  # every prompt exactly once per epoch
+    sizes = frame.group_by("minibatch").len()
+    assert sizes["len"].max() <= s.minibatch_size
+    # Each instance runs its minibatches in increasing seq, and a minibatch never spans epochs.
+    assert frame.group_by("minibatch").agg(pl.col("epoch").n_unique())["epoch"].max() == 1
+    steps = frame.group_by("train_step").len().sort("train_step")["len"].to_list()
+    assert all(x == s.train_batch_size for x in steps[:-1]) and steps[-1] <= s.train_batch_size
+
+
+@given(
+    count=st.integers(1, 150),
+    instances=st.integers(1, 9),
+    samples=st.integers(1, 16),
+    epochs=st.integers(1, 3),
+    minibatch=st.integers(1, 40),
+    batch=st.integers(1, 64),
+    seed=st.integers(0, 1000),
+)
+@settings(max_examples=40, deadline=None)
+def test_whole_schedules_hold_their_invariants(count, instances, samples, epochs, minibatch, batch, seed):
+    s = ScheduleSettings(instances=instances, samples_per_prompt=samples, epochs=epochs, minibatch_size=minibatch,
+                         train_batch_size=batch, seed=seed, max_tokens_per_minibatch=2_000_000)
+    frame = arrange(prompt_frame(count), make_predictions(count, seed), s)
+    check_invariants(frame, s, count)
+
+
+def test_token_budget_is_respected():
+    s = ScheduleSettings(max_tokens_per_minibatch=200_000, samples_per_prompt=8)
+    preds = make_predictions(500)
+    frame = arrange(prompt_frame(500), preds, s)
+    tokens = frame.group_by("minibatch").agg(
+        (8 * (pl.col("prompt_tokens") + pl.col("predicted_tokens"))).sum().alias("t"))
+    assert tokens["t"].max() <= 200_000
+
+
+def test_budget_below_one_prompt_is_a_settings_error():
+    with pytest.raises(SettingsError, match="smaller than one prompt: prompt id 'p"):
+        arrange(prompt_frame(50), make_predictions(50), ScheduleSettings(max_tokens_per_minibatch=100))
+
+
+def test_epochs_get_fresh_arrangements():
+    s = ScheduleSettings(epochs=2)
+    frame = arrange(prompt_frame(400), make_predictions(400), s)
+    first = frame.filter(pl.col("epoch") == 0)["prompt_id"].to_list()
+    second = frame.filter(pl.col("epoch") == 1)["prompt_id"].to_list()
+    assert first != second and sorted(first) == sorted(second)
+    # Epoch 1 is dispatched after epoch 0.
+    assert frame.filter(pl.col("epoch") == 1)["seq"].min() == 400
+
+
+def test_long_work_starts_early_and_last_minibatches_are_short():
+    preds = make_predictions(2000, seed=5)
+    frame = arrange(prompt_frame(2000), preds, ScheduleSettings(instances=4))
+    per_mb = frame.group_by("minibatch").agg(pl.col("predicted_tokens").max(), pl.col("seq").min()).sort("seq")
+    longest = per_mb.sort("predicted_tokens", descending=True)["minibatch"][0]
+    assert per_mb["minibatch"].to_list().index(longest) < 4  # among the first minibatches dispatched
+    tail = per_mb.tail(4)["predicted_tokens"].to_numpy()
+    assert tail.max() <= np.median(per_mb["predicted_tokens"].to_numpy())
+
+
+def test_instances_are_balanced():
+    frame = arrange(prompt_frame(3000), make_predictions(3000, seed=2), ScheduleSettings(instances=8))
+    ends = frame.group_by("instance").agg(pl.col("expected_minibatch_end_s").max())["expected_minibatch_end_s"]
+    busy = frame.group_by("minibatch").agg(pl.col("instance").first(), (pl.col("expected_minibatch_end_s") - pl.col("expected_start_s")).first().alias("d"))
+    assert ends.max() / ends.min() < 1.05
+    assert busy["d"].sum() / 8 <= ends.max()
+
+
+def test_max_lag_is_respected_by_the_estimate():
+    preds = make_predictions(1500, seed=4)
+    free = arrange(prompt_frame(1500), preds, ScheduleSettings(train_batch_size=32))
+    assert free["expected_lag"].max() > 2
+    bounded = arrange(prompt_frame(1500), preds, ScheduleSettings(train_batch_size=32, max_lag=2))
+    assert bounded["expected_lag"].max() <= 2
+    assert (bounded["expected_lag"] >= 0).all()
+
+
+def test_same_inputs_same_bytes(tmp_path, prompts_file):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    s = ScheduleSettings(epochs=2, seed=3)
+    schedule([prompts_file], a, settings=s, command_line=["asp", "schedule", str(prompts_file), "-o", str(a)])
+    schedule([prompts_file], b, settings=s, command_line=["asp", "schedule", str(prompts_file), "-o", str(b)])
+    assert a.read_bytes() == b.read_bytes()
+    c = tmp_path / "c.parquet"
+    schedule([prompts_file], c, settings=ScheduleSettings(epochs=2, seed=4))
+    assert read_schedule(c).frame["prompt_id"].to_list() != read_schedule(a).frame["prompt_id"].to_list()
+
+
+def test_schedule_records_how_it_was_made(tmp_path, prompts_file):
+    out = tmp_path / "s.parquet"
+    result = schedule([prompts_file], out, settings=ScheduleSettings(instances=3),
+                      command_line=["asp", "schedule", str(prompts_file), "-o", str(out), "--force"])
+    meta = read_schedule(out).metadata
+    assert meta["format_version"] == "1.0"
+    assert meta["settings"]["instances"] == 3
+    assert meta["input_fingerprint"].startswith("sha256:")
+    assert meta["predictor"]["fingerprint"]
+    assert meta["command_line"] == ["asp", "schedule", str(prompts_file), "-o", "OUT"]
+    assert result.summary["prompts"] == 300
+
+
+def test_history_rows_are_marked(tmp_path, prompts_file):
+    history = write_jsonl(tmp_path / "h.jsonl", [{"prompt_id": "p1", "response_tokens": 5000},
+                                                 {"prompt_id": "p1", "response_tokens": 7000}])
+    result = schedule([prompts_file], None, history=[history])
+    row = result.frame.filter(pl.col("prompt_id") == "p1")
+    assert row["prediction_source"][0] == "history"
+
+
+def test_recorded_command_line_drops_output_placement():
+    argv = ["asp", "schedule", "in.jsonl", "-o", "x.parquet", "--force", "--json", "--output=y", "--seed", "3"]
+    assert _recorded_command_line(argv) == ["asp", "schedule", "in.jsonl", "-o", "OUT", "--output=OUT", "--seed", "3"]
+
+
+def test_multiple_inputs_number_rows_across_files(tmp_path):
+    a = write_jsonl(tmp_path / "a.jsonl", make_prompts(10))
+    rows = make_prompts(20)[10:]
+    b = write_jsonl(tmp_path / "b.jsonl", rows)
+    result = schedule([a, b], None)
+    assert sorted(result.frame["row"].to_list()) == list(range(20))

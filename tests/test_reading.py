@@ -1,0 +1,144 @@
+import gzip
+import json
+
+import polars as pl
+import pytest
+
+from asp_cli.errors import InputError
+from asp_cli.reading import read_lengths, read_prompts, read_table
+
+from util import write_jsonl
+
+CHAT = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "what is 2+2?"}]
+
+
+def test_verl_chat_prompt_is_joined_text(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"prompt": CHAT, "uid": "a"}, {"prompt": CHAT[1:], "uid": "b"}])
+    frame, report = read_prompts([path])
+    assert frame["prompt_text"].to_list() == ["be brief\nwhat is 2+2?", "what is 2+2?"]
+    assert frame["n_messages"].to_list() == [2, 1]
+    assert frame["prompt_id"].to_list() == ["a", "b"]
+    assert report.columns_used[str(path)] == {"prompt": "prompt", "id": "uid"}
+
+
+def test_messages_as_json_text_win_over_a_text_prompt(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": 1, "prompt": "system text", "messages": json.dumps(CHAT)}])
+    frame, _ = read_prompts([path])
+    assert frame["prompt_text"][0] == "be brief\nwhat is 2+2?"
+
+
+@pytest.mark.parametrize("key", ["question", "problem", "instruction", "input", "prompt"])
+def test_text_columns_are_found(tmp_path, key):
+    path = write_jsonl(tmp_path / "p.jsonl", [{key: "hello"}])
+    frame, _ = read_prompts([path])
+    assert frame["prompt_text"][0] == "hello" and frame["prompt_id"][0] == "0"
+
+
+def test_all_formats_read_the_same(tmp_path):
+    rows = [{"id": f"q{i}", "question": f"text {i}", "difficulty": "Level 3"} for i in range(5)]
+    frame = pl.DataFrame(rows)
+    paths = [
+        write_jsonl(tmp_path / "a.jsonl", rows),
+        tmp_path / "b.json",
+        tmp_path / "c.parquet",
+        tmp_path / "d.csv",
+        tmp_path / "e.jsonl.gz",
+    ]
+    paths[1].write_text(json.dumps(rows))
+    frame.write_parquet(paths[2])
+    frame.write_csv(paths[3])
+    paths[4].write_bytes(gzip.compress(paths[0].read_bytes()))
+    for path in paths:
+        got, _ = read_prompts([path])
+        assert got["prompt_id"].to_list() == [f"q{i}" for i in range(5)], path
+        assert got["difficulty"].to_list() == [3.0] * 5
+
+
+def test_overrides_and_missing_columns(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"text": "hi", "key": "k1"}])
+    frame, _ = read_prompts([path], prompt_key="text", id_key="key")
+    assert frame["prompt_id"][0] == "k1"
+    with pytest.raises(InputError, match=r"no prompt column found .* columns are: text, key; name the right one with --prompt-key"):
+        read_prompts([path])
+    with pytest.raises(InputError, match="no column 'nope' \\(from --prompt-key\\)"):
+        read_prompts([path], prompt_key="nope")
+
+
+def test_malformed_line_is_named_and_can_be_skipped(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"question": "a"}\n\n{"question": \n{"question": "c"}\n')
+    with pytest.raises(InputError, match=r"p.jsonl:3: malformed JSON"):
+        read_prompts([path])
+    frame, report = read_prompts([path], on_bad_row="skip")
+    assert frame["prompt_text"].to_list() == ["a", "c"]
+    assert report.skipped_rows == 1 and report.skipped_examples == [f"{path}:3"]
+
+
+def test_prompt_that_is_not_text_is_named(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"question": "a"}\n\n{"question": 5}\n')
+    with pytest.raises(InputError, match=r"p.jsonl:3: column 'question' is not text or a chat-message list"):
+        read_prompts([path])
+    path.write_text('{"question": 5}\n{"question": 6}\n')
+    with pytest.raises(InputError, match="not text or a chat-message list"):
+        read_prompts([path])
+
+
+def test_duplicate_ids(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": "x", "question": "a"}, {"id": "x", "question": "b"}])
+    with pytest.raises(InputError, match="duplicate prompt id 'x'"):
+        read_prompts([path])
+
+
+@pytest.mark.parametrize(
+    "name, content, fragment",
+    [
+        ("e.jsonl", b"", "the file is empty"),
+        ("e.jsonl", b"\n  \n", "the file is empty"),
+        ("l.jsonl", b'{"question": "caf\xe9"}\n', "not valid UTF-8"),
+        ("x.parquet", b'{"question": "a"}\n', "the name says Parquet but the file looks like JSON lines"),
+        ("x.jsonl", b"PAR1....", "looks like a Parquet file"),
+        ("x.json", b'{"question": "a"}\n{"question": "b"}\n', "rename it to .jsonl"),
+        ("x.jsonl", b'[{"question": "a"}]', "rename it to .json"),
+        ("x.txt", b"hello", "unknown file type"),
+        ("x.json", b'{"a": ', "malformed JSON"),
+    ],
+)
+def test_bad_files_get_one_clear_error(tmp_path, name, content, fragment):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=fragment):
+        read_prompts([path])
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        read_table(tmp_path / "nope.jsonl")
+
+
+def test_lengths_per_sample_and_per_prompt_lists(tmp_path):
+    per_sample = write_jsonl(tmp_path / "a.jsonl", [{"prompt_id": "a", "completion_tokens": 10},
+                                                     {"prompt_id": "a", "completion_tokens": 20}])
+    per_prompt = write_jsonl(tmp_path / "b.jsonl", [{"uid": "b", "response_length": [1, 2, 3]}])
+    frame, _ = read_lengths([per_sample, per_prompt])
+    assert frame["prompt_id"].to_list() == ["a", "a", "b", "b", "b"]
+    assert frame["response_tokens"].to_list() == [10, 20, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "value, fragment",
+    [(-3, "is negative"), (2.5, "is not a whole token count"), (None, "is missing"), ("many", "is not a number")],
+)
+def test_bad_lengths_are_named(tmp_path, value, fragment):
+    path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": 4}, {"id": "b", "length": value}])
+    with pytest.raises(InputError, match=f"h.jsonl:2: column 'length' {fragment}"):
+        read_lengths([path])
+    frame, report = read_lengths([path], on_bad_row="skip")
+    assert frame["prompt_id"].to_list() == ["a"] and report.skipped_rows == 1
+
+
+def test_csv_lengths_with_overrides(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text("key,tok\nx,5\ny,7\n")
+    frame, _ = read_lengths([path], id_key="key", length_key="tok")
+    assert frame["response_tokens"].to_list() == [5, 7]

@@ -1,0 +1,98 @@
+import json
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from asp_cli.errors import ScheduleFormatError
+from asp_cli.pipeline import arrange
+from asp_cli.schedule_format import FORMAT_VERSION, METADATA_KEY, read_schedule, validate_frame, write_schedule
+from asp_cli.settings import ScheduleSettings
+
+from util import make_predictions, prompt_frame
+
+
+@pytest.fixture
+def frame():
+    return arrange(prompt_frame(100), make_predictions(100), ScheduleSettings(instances=3))
+
+
+def test_round_trip_keeps_rows_types_and_metadata(tmp_path, frame):
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 3}}, path)
+    back = read_schedule(path)
+    assert back.frame.equals(frame)
+    assert back.metadata["format"] == "asp.schedule" and back.metadata["format_version"] == FORMAT_VERSION
+    assert back.instances == 3
+    assert list(back.frame.columns[:8]) == ["seq", "instance", "minibatch", "epoch", "row", "prompt_id",
+                                           "predicted_tokens", "train_step"]
+
+
+def test_writing_twice_gives_the_same_bytes(tmp_path, frame):
+    write_schedule(frame, {"a": 1}, tmp_path / "a.parquet")
+    write_schedule(frame.sample(fraction=1.0, shuffle=True, seed=1), {"a": 1}, tmp_path / "b.parquet")
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+
+
+def _rewrite_metadata(path, **changes):
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta.update(changes)
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), path)
+
+
+def test_newer_major_version_is_refused_minor_is_read(tmp_path, frame):
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {}, path)
+    _rewrite_metadata(path, format_version="1.7")
+    assert read_schedule(path).frame.height == 100
+    _rewrite_metadata(path, format_version="2.0")
+    with pytest.raises(ScheduleFormatError, match="newer than this asp reads"):
+        read_schedule(path)
+
+
+@pytest.mark.parametrize("kind", ["text", "plain-parquet", "missing"])
+def test_not_a_schedule(tmp_path, kind):
+    path = tmp_path / "x.parquet"
+    if kind == "text":
+        path.write_text("hello")
+        fragment = "not a Parquet file"
+    elif kind == "plain-parquet":
+        pl.DataFrame({"a": [1]}).write_parquet(path)
+        fragment = "without asp schedule metadata"
+    else:
+        fragment = "no such schedule file"
+    with pytest.raises(ScheduleFormatError, match=fragment):
+        read_schedule(path)
+
+
+@pytest.mark.parametrize(
+    "mutate, fragment",
+    [
+        (lambda f: f.drop("train_step"), "required column 'train_step' is missing"),
+        (lambda f: f.with_columns(pl.col("instance").cast(pl.Int64)), "column 'instance' is Int64"),
+        (lambda f: f.with_columns(pl.col("seq") * 2), "not a permutation"),
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 0).then(99).otherwise(pl.col("instance")).cast(pl.Int32).alias("instance")),
+         "spans several instances"),
+        (lambda f: f.with_columns(pl.lit("same").alias("prompt_id")), "appears twice in one epoch"),
+    ],
+)
+def test_invariants_are_checked(frame, mutate, fragment):
+    with pytest.raises(ScheduleFormatError, match=fragment):
+        validate_frame(mutate(frame), where="x")
+
+
+def test_interrupted_write_leaves_the_old_file(tmp_path, frame, monkeypatch):
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"v": 1}, path)
+    before = path.read_bytes()
+
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq, "write_table", boom)
+    with pytest.raises(KeyboardInterrupt):
+        write_schedule(frame, {"v": 2}, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["s.parquet"]

@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+
+from asp_cli.costmodel import PRESETS, wave_decode_seconds
+from asp_cli.timeline import minibatch_times, policy_version_at, trainer_timeline
+
+PRESET = PRESETS["h100-qwen2.5-7b"]
+
+
+@pytest.mark.parametrize("samples", [1, 2, 8])
+def test_vectorised_minibatch_times_match_the_single_wave_closed_form(samples):
+    rng = np.random.default_rng(samples)
+    count, waves = 60, 7
+    minibatch = rng.integers(0, waves, count)
+    minibatch[:waves] = np.arange(waves)
+    top = rng.integers(10, 2000, count).astype(float)
+    mean = top * rng.uniform(0.3, 1.0, count)
+    prompts = rng.integers(5, 300, count).astype(float)
+    duration, finish = minibatch_times(PRESET, minibatch, waves, prompts, top, mean, samples)
+    rest = np.clip((samples * mean - top) / max(samples - 1, 1), 1, top)
+    for m in range(waves):
+        idx = np.flatnonzero(minibatch == m)
+        lengths = np.concatenate([top[idx]] + [rest[idx]] * (samples - 1))
+        total, each = wave_decode_seconds(PRESET, lengths, np.concatenate([prompts[idx]] * samples))
+        assert duration[m] == pytest.approx(total, rel=1e-12)
+        assert np.allclose(finish[idx], each[: idx.size], rtol=1e-12)
+
+
+def test_oversized_minibatch_is_stretched():
+    top = np.full(2000, 100.0)
+    duration_small, _ = minibatch_times(PRESET, np.zeros(100, dtype=int), 1, np.full(100, 10.0), top[:100], top[:100], 1)
+    duration_big, _ = minibatch_times(PRESET, np.zeros(2000, dtype=int), 1, np.full(2000, 10.0), top, top, 1)
+    # 2000 sequences exceed max_num_seqs (1024): at least two waves' worth of time.
+    assert duration_big[0] > 1.9 * duration_small[0]
+
+
+def test_trainer_takes_batches_in_arrival_order():
+    arrival = np.array([5.0, 1.0, 3.0, 2.0, 4.0, 6.0])
+    step, start, end = trainer_timeline(PRESET, arrival, np.full(6, 1000.0), train_batch_size=2)
+    assert step.tolist() == [2, 0, 1, 0, 1, 2]
+    assert start[0] == 2.0  # the second arrival completes the first batch
+    assert np.all(start[1:] >= end[:-1])
+    assert np.all(start >= np.array([2.0, 4.0, 6.0]))
+
+
+def test_policy_version_counts_finished_steps():
+    assert policy_version_at(np.array([10.0, 20.0]), np.array([0.0, 10.0, 15.0, 25.0])).tolist() == [0, 1, 1, 2]
