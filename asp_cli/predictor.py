@@ -201,6 +201,7 @@ class LengthPredictor:
         max_leaf_nodes: int = 15,
         min_samples_leaf: int = 20,
         use_metadata: bool = True,
+        log_spread: float | None = None,
         random_state: int = 0,
     ) -> None:
         self.max_vocabulary = max_vocabulary
@@ -211,12 +212,13 @@ class LengthPredictor:
         self.max_leaf_nodes = max_leaf_nodes
         self.min_samples_leaf = min_samples_leaf
         self.use_metadata = use_metadata
+        self.log_spread = log_spread
         self.random_state = random_state
 
     def get_params(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
             "max_vocabulary", "min_df", "ridge_alpha", "max_iter", "learning_rate", "max_leaf_nodes",
-            "min_samples_leaf", "use_metadata", "random_state")}
+            "min_samples_leaf", "use_metadata", "log_spread", "random_state")}
 
     # -- fitting -------------------------------------------------------------------------------------------
 
@@ -284,7 +286,9 @@ class LengthPredictor:
         ).fit(x, y, sample_weight=weight)
 
         multi = data.filter(pl.col("samples") >= 2)
-        if multi.height >= 5:
+        if self.log_spread is not None:
+            self.log_spread_ = float(self.log_spread)
+        elif multi.height >= 5:
             dof = (multi["samples"] - 1).to_numpy().astype(np.float64)
             var = multi["log_sd"].fill_null(0.0).to_numpy() ** 2
             self.log_spread_ = float(math.sqrt(np.sum(dof * var) / np.sum(dof)))
