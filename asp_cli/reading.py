@@ -379,42 +379,95 @@ def _jsonl_line_of_row(path: Path, index: int) -> int:
 _CHAT_CONTENT = "content"
 
 
-def _prompt_text(
-    frame: pl.DataFrame, column: str, path: Path, fmt: str
-) -> tuple[pl.Expr, pl.Expr, pl.Expr | None]:
-    """Expressions for (prompt text, number of messages, bad-row mask) of a prompt column."""
+def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(prompt text, number of messages, bad-row mask) of a prompt column, one value per row."""
     dtype = frame.schema[column]
     if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
-        fields = {f.name for f in dtype.inner.fields}
+        fields = {f.name: f.dtype for f in dtype.inner.fields}
         if _CHAT_CONTENT not in fields:
             raise InputError(
                 f"{path}: column {column!r} is a list of objects without a 'content' field; "
                 "give chat messages as [{\"role\": ..., \"content\": ...}]"
             )
-        content = pl.col(column).list.eval(pl.element().struct.field(_CHAT_CONTENT).cast(pl.String))
-        text = content.list.join("\n")
-        return text, pl.col(column).list.len().cast(pl.Int32), pl.col(column).is_null()
+        if fields[_CHAT_CONTENT] not in (pl.String, pl.Null):
+            raise InputError(
+                f"{path}: the 'content' of the messages in column {column!r} is {fields[_CHAT_CONTENT]}, not text; "
+                "give each message's content as a string"
+            )
+        col = pl.col(column)
+        out = frame.select(
+            col.list.eval(pl.element().struct.field(_CHAT_CONTENT).cast(pl.String)).list.join("\n").alias("t"),
+            col.list.len().cast(pl.Int32).alias("m"),
+            (col.is_null() | col.list.eval(pl.element().struct.field(_CHAT_CONTENT).is_null()).list.any()).alias("b"),
+        )
+        return out["t"], out["m"], out["b"].fill_null(True)
     if dtype == pl.String:
         col = pl.col(column)
-        mixed = col.str.starts_with("\x00json:")
-        chat_like = col.str.strip_chars_start().str.starts_with("[{")
-        if column.lower() == "messages" or frame.select(chat_like.fill_null(False).all()).item():
-            # Chat lists stored as JSON text (e.g. the RollPacker files); parse them.
-            decoded = col.str.strip_prefix("\x00json:").str.json_decode(
-                pl.List(pl.Struct({"role": pl.String, _CHAT_CONTENT: pl.String}))
-            )
-            text = decoded.list.eval(pl.element().struct.field(_CHAT_CONTENT)).list.join("\n")
-            messages = decoded.list.len().cast(pl.Int32)
-            is_chat = col.str.strip_prefix("\x00json:").str.strip_chars_start().str.starts_with("[")
-            text = pl.when(is_chat).then(text).otherwise(col)
-            messages = pl.when(is_chat).then(messages).otherwise(pl.lit(1, pl.Int32))
-            bad = col.is_null() | (mixed & ~is_chat)
-            return text, messages, bad
-        return col, pl.lit(1, pl.Int32), col.is_null() | mixed
+        chat_like = col.str.strip_prefix("\x00json:").str.strip_chars_start().str.starts_with("[")
+        if column.lower() == "messages" or frame.select(
+            col.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()
+        ).item():
+            return _chat_json_text(frame[column], chat_like_all=frame.select(chat_like.fill_null(False)).to_series())
+        out = frame.select(col.alias("t"), (col.is_null() | col.str.starts_with("\x00json:")).alias("b"))
+        return out["t"], pl.Series("m", [1] * frame.height, dtype=pl.Int32), out["b"]
     raise InputError(
         f"{path}: column {column!r} holds {dtype}, not text or a chat-message list; "
         "name the prompt column with --prompt-key"
     )
+
+
+_CHAT_DTYPE = pl.List(pl.Struct({"role": pl.String, _CHAT_CONTENT: pl.String}))
+
+
+def _chat_json_text(values: pl.Series, chat_like_all: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """Chat lists stored as JSON text (e.g. the RollPacker files): parse them; plain text stays text."""
+    stripped = values.str.strip_prefix("\x00json:")
+    try:
+        decoded = stripped.str.json_decode(_CHAT_DTYPE)
+        out = pl.DataFrame({"v": values, "d": decoded, "c": chat_like_all}).select(
+            pl.when(pl.col("c"))
+            .then(pl.col("d").list.eval(pl.element().struct.field(_CHAT_CONTENT)).list.join("\n"))
+            .otherwise(pl.col("v"))
+            .alias("t"),
+            pl.when(pl.col("c")).then(pl.col("d").list.len().cast(pl.Int32)).otherwise(1).alias("m"),
+            (
+                pl.col("v").is_null()
+                | (pl.col("v").str.starts_with("\x00json:") & ~pl.col("c"))
+                | (pl.col("c") & pl.col("d").list.eval(pl.element().struct.field(_CHAT_CONTENT).is_null()).list.any())
+            ).alias("b"),
+        )
+        return out["t"], out["m"], out["b"].fill_null(True)
+    except pl.exceptions.PolarsError:
+        pass
+    # Some row is not a well-formed chat list: parse row by row to find which.
+    texts: list[str | None] = []
+    counts: list[int] = []
+    bad: list[bool] = []
+    for raw in values.to_list():
+        text, count = _parse_chat_json(raw)
+        texts.append(text)
+        counts.append(count)
+        bad.append(text is None)
+    return (pl.Series("t", texts, dtype=pl.String), pl.Series("m", counts, dtype=pl.Int32),
+            pl.Series("b", bad, dtype=pl.Boolean))
+
+
+def _parse_chat_json(raw: str | None) -> tuple[str | None, int]:
+    if raw is None:
+        return None, 0
+    mixed = raw.startswith("\x00json:")
+    body = raw[len("\x00json:"):] if mixed else raw
+    if not body.lstrip().startswith("["):
+        return (None, 0) if mixed else (raw, 1)
+    try:
+        messages = json.loads(body)
+    except json.JSONDecodeError:
+        return (None, 0) if mixed else (raw, 1)
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get(_CHAT_CONTENT), str) for m in messages
+    ):
+        return None, 0
+    return "\n".join(m[_CHAT_CONTENT] for m in messages), len(messages)
 
 
 def _choose_prompt_column(frame: pl.DataFrame, override: str | None, path: Path) -> str:
@@ -488,7 +541,7 @@ def _extract_prompts(
     difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
                                  required=False)
     report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)"}
-    text, messages, bad = _prompt_text(frame, prompt_col, path, fmt)
+    text, messages, bad = _prompt_text(frame, prompt_col, path)
     row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
     if id_col is None:
         prompt_id = row.cast(pl.String)
@@ -497,12 +550,12 @@ def _extract_prompts(
     selected = frame.select(
         row,
         prompt_id.alias(C.PROMPT_ID),
-        text.alias(C.PROMPT_TEXT),
-        messages.alias(C.N_MESSAGES),
+        pl.lit(text).alias(C.PROMPT_TEXT),
+        pl.lit(messages).alias(C.N_MESSAGES),
         _source_expr(frame, source_col).alias(C.DATA_SOURCE),
         _difficulty_expr(frame, difficulty_col).alias(C.DIFFICULTY),
         pl.lit(str(path)).alias("source_file"),
-        (bad | text.is_null()).alias("\x00bad"),
+        (pl.lit(bad) | pl.lit(text).is_null()).alias("\x00bad"),
         (prompt_id.is_null() if id_col is not None else pl.lit(False)).alias("\x00noid"),
     )
     problems = selected.select(pl.col("\x00bad") | pl.col("\x00noid")).to_series()

@@ -1,0 +1,63 @@
+"""Fuzzing the readers: random bytes and random JSON structures give a result or a clean InputError."""
+
+import json
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from asp_cli.errors import InputError
+from asp_cli.reading import read_lengths, read_prompts
+
+SUFFIXES = [".jsonl", ".json", ".csv", ".parquet", ".jsonl.gz", ".csv.gz"]
+
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=False),
+                         st.text(max_size=20))
+json_values = st.recursive(json_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                                 st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                           max_leaves=12)
+keys = st.sampled_from(["prompt", "messages", "question", "id", "uid", "length", "response_tokens", "x", "difficulty",
+                        "data_source", "content", "role"])
+records = st.lists(st.dictionaries(keys, json_values, max_size=5), min_size=0, max_size=6)
+fuzz = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _outcome(call):
+    try:
+        frame, _ = call()
+    except InputError as exc:
+        message = str(exc)
+        assert message and "\n" not in message
+        return None
+    assert isinstance(frame, pl.DataFrame) and frame.height > 0
+    return frame
+
+
+@given(data=st.binary(max_size=400), suffix=st.sampled_from(SUFFIXES))
+@fuzz
+def test_random_bytes(tmp_path_factory, data, suffix):
+    path = tmp_path_factory.mktemp("fuzz") / f"input{suffix}"
+    path.write_bytes(data)
+    _outcome(lambda: read_prompts([path]))
+    _outcome(lambda: read_lengths([path]))
+    _outcome(lambda: read_prompts([path], on_bad_row="skip"))
+
+
+@given(rows=records, as_array=st.booleans(), skip=st.booleans())
+@fuzz
+def test_random_json_structures(tmp_path_factory, rows, as_array, skip):
+    folder = tmp_path_factory.mktemp("fuzz")
+    if as_array:
+        path = folder / "input.json"
+        path.write_text(json.dumps(rows))
+    else:
+        path = folder / "input.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mode = "skip" if skip else "error"
+    frame = _outcome(lambda: read_prompts([path], on_bad_row=mode))
+    if frame is not None:
+        assert frame["prompt_id"].n_unique() == frame.height
+        assert frame["prompt_text"].null_count() == 0
+    lengths = _outcome(lambda: read_lengths([path], on_bad_row=mode))
+    if lengths is not None:
+        assert (lengths["response_tokens"] >= 0).all()
