@@ -620,3 +620,64 @@ def check_report(report: dict[str, Any], limits: CheckLimits) -> dict[str, Any]:
         results.append({"check": name, "flag": flag, "fact": path, "limit": limit, "value": value,
                         "passed": passed, "message": message})
     return {"passed": all(r["passed"] for r in results), "results": results}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Files in, one result out: the Python twin of `asp report`
+
+
+@dataclass
+class ReportResult:
+    """What `report_schedule` found: the report, and the comparison and check results when asked for."""
+
+    report: dict[str, Any]
+    other: dict[str, Any] | None = None
+    comparison: dict[str, Any] | None = None
+    checks: dict[str, Any] | None = None
+
+    def document(self) -> dict[str, Any]:
+        """The JSON document of `asp report --json`: the report plus ``checks`` and ``comparison`` (or null);
+        ``comparison`` holds the facts side by side and, under ``other``, the other schedule's full report."""
+        comparison = None if self.comparison is None else {**self.comparison, "other": self.other}
+        return {**self.report, "checks": self.checks, "comparison": comparison}
+
+
+def report_schedule(
+    schedule: Path,
+    *,
+    lengths: Sequence[Path] = (),
+    lengths_id_key: str | None = None,
+    lengths_length_key: str | None = None,
+    compare: Path | None = None,
+    limits: CheckLimits | None = None,
+) -> ReportResult:
+    """Read a schedule (and optionally observed lengths and a second schedule) and report on it.
+
+    This is what `asp report` runs.
+
+    Raises
+    ------
+    ScheduleFormatError
+        When a file is not an asp schedule or is of a newer format version.
+    InputError
+        When a lengths file is unreadable.
+    """
+    from .reading import read_lengths
+    from .schedule_format import read_schedule
+
+    observed = None
+    if lengths:
+        samples, _ = read_lengths([Path(p) for p in lengths], id_key=lengths_id_key, length_key=lengths_length_key)
+        observed = observed_from_samples(samples, lengths)
+    # Two files of the same name (before/s.parquet, after/s.parquet) are told apart by their paths.
+    same_name = compare is not None and Path(compare).name == Path(schedule).name
+    main = build_report(read_schedule(Path(schedule)), observed=observed,
+                        name=str(schedule) if same_name else None)
+    result = ReportResult(report=main)
+    if compare is not None:
+        result.other = build_report(read_schedule(Path(compare)), observed=observed,
+                                    name=str(compare) if same_name else None)
+        result.comparison = compare_reports(main, result.other)
+    if limits is not None and limits.any():
+        result.checks = check_report(main, limits)
+    return result
