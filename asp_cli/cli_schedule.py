@@ -36,6 +36,7 @@ def schedule_command(
     plan_with: str = typer.Option("max", "--plan-with", help="Plan with the predicted group 'max' or 'mean' length."),
     preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help="Hardware/model preset name or a JSON calibration file."),
     length_classes: int = typer.Option(8, "--length-classes", help="Length classes the interleaver spreads over time."),
+    canonical_order: bool = typer.Option(False, "--canonical-order", help="Make the arrangement independent of the input row order (prompts are taken sorted by id)."),
     predictor: Optional[Path] = typer.Option(None, "--predictor", help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
     history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs (repeatable)."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
@@ -69,6 +70,7 @@ def schedule_command(
             plan_with=plan_with,  # type: ignore[arg-type]
             preset=preset,
             length_classes=length_classes,
+            canonical_order=canonical_order,
         )
         bar = _progress_bar(show_progress(quiet))
         try:

@@ -85,6 +85,11 @@ def arrange(
     preset = preset or load_preset(settings.preset)
     if prompts.height != predictions.height:
         raise ValueError("prompts and predictions differ in length")
+    if settings.canonical_order:
+        # Ids are unique, so sorting by id fixes one order whatever order the rows came in; `row` still
+        # names each prompt's position in the input.
+        by_id = prompts[C.PROMPT_ID].arg_sort()
+        prompts, predictions = prompts[by_id], predictions[by_id]
     n = settings.samples_per_prompt
     planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
     top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)

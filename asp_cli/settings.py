@@ -32,6 +32,7 @@ class ScheduleSettings:
     plan_with: PlanWith = "max"
     preset: str = "h100-qwen2.5-7b"
     length_classes: int = 8
+    canonical_order: bool = False  # arrange as if the prompts came sorted by id: input row order cannot matter
 
     def __post_init__(self) -> None:
         positive = {

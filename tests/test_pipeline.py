@@ -139,3 +139,18 @@ def test_multiple_inputs_number_rows_across_files(tmp_path):
     b = write_jsonl(tmp_path / "b.jsonl", rows)
     result = schedule([a, b], None)
     assert sorted(result.frame["row"].to_list()) == list(range(20))
+
+
+def test_canonical_order_ignores_input_row_order():
+    count = 400
+    preds = make_predictions(count, seed=9)
+    prompts = prompt_frame(count)
+    s = ScheduleSettings(canonical_order=True, epochs=2)
+    a = arrange(prompts, preds, s)
+    shuffled = np.random.default_rng(1).permutation(count)
+    b = arrange(prompts[shuffled].with_columns(pl.Series("row", np.arange(count))), preds[shuffled], s)
+    assert a.drop("row").equals(b.drop("row"))
+    # Without the option, row order is part of the input (tie-breaks follow it).
+    c = arrange(prompts[shuffled], preds[shuffled], ScheduleSettings(epochs=2))
+    d = arrange(prompts, preds, ScheduleSettings(epochs=2))
+    assert not c.drop("row").equals(d.drop("row"))
