@@ -168,8 +168,9 @@ def predict_lengths(
             C.PREDICTED_MAX_TOKENS: pl.Series(group_max, dtype=pl.Int64),
             C.PREDICTED_MEAN_TOKENS: pl.Series(mean, dtype=pl.Int64),
             C.PREDICTED_TOKENS: pl.Series(planned, dtype=pl.Int64),
-            C.PREDICTION_SOURCE: pl.Series(np.where(seen > 0, "history", "model"), dtype=pl.String),
         }
+    ).with_columns(
+        pl.when(pl.Series(seen > 0)).then(pl.lit("history")).otherwise(pl.lit("model")).alias(C.PREDICTION_SOURCE)
     )
     path = Path(predictor) if predictor is not None else DEFAULT_MODEL
     from_history = int((seen > 0).sum())
