@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Stand-in for a rollout engine: replay an asp schedule and write the rollout log a real run would emit.
+
+    python examples/emulate_rollouts.py schedule.parquet -o rollouts.jsonl --epoch-label 0
+
+The log has one JSON line per sample: ``prompt_id``, ``sample`` (0..n-1), ``response_tokens``,
+``truncated``, ``epoch`` (the ``--epoch-label``: the training epoch this replay stands for), ``instance``,
+``minibatch``, ``seq`` and ``train_step`` (from the schedule). Rows follow the schedule's dispatch order.
+Output is deterministic for a given schedule, ``--seed`` and ``--epoch-label``.
+
+Where the lengths come from:
+
+- Prompts with real outputs (the GSM8K and MATH level-5 ids of ``sample_data/prompts.jsonl``): each sample is
+  the length of one of the ~40 models' real answers to that prompt in ZeroEval (github.com/yuchenlin/ZeroEval,
+  commit 570c6269, Apache-2.0), drawn with replacement, whitespace tokens times 1.3 (a typical BPE
+  tokens-per-word ratio). Read from ``../shared/data/zeroeval_math_gsm_outputs/lengths.csv.gz`` when present,
+  else from the copy derived from it in ``examples/data/zeroeval_lengths.csv.gz`` (same numbers).
+- Other prompts (a documented noise model): the prompt's true mean length is the schedule's
+  ``predicted_mean_tokens`` (else ``predicted_tokens``) times exp(N(0, 0.5)), drawn once per prompt id, so it is
+  the same every epoch, as real per-prompt means are (about 0.9 correlation between runs); each sample is
+  that mean times a log-normal factor with 0.28 coefficient of variation (the median within-prompt CV of
+  8-sample reasoning rollouts). Lengths are capped at the schedule's ``max_response_tokens`` and flagged
+  ``truncated`` there.
+
+Because the noise model's per-prompt error is stable, history from one epoch carries real information
+about the next, which is what the feedback loop in examples/pipeline.sh shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+HERE = Path(__file__).resolve().parent
+SHARED_LENGTHS = HERE.parent.parent / "shared" / "data" / "zeroeval_math_gsm_outputs" / "lengths.csv.gz"
+SHIPPED_LENGTHS = HERE / "data" / "zeroeval_lengths.csv.gz"
+TOKENS_PER_WORD = 1.3
+PROMPT_ERROR_SIGMA = 0.5  # log-scale spread of a prompt's true mean around the prediction
+SAMPLE_CV = 0.28  # within-prompt coefficient of variation
+
+
+def derive_lengths(shared_csv: Path) -> pl.DataFrame:
+    """ZeroEval's per-model lengths as (prompt_id, output_ws_tokens 'a;b;c'), ids as sample_data names them."""
+    frame = pl.read_csv(shared_csv, schema_overrides={"id": pl.String})
+    prefix = pl.when(pl.col("dataset") == "gsm").then(pl.lit("gsm-")).otherwise(pl.lit("math-l5-"))
+    frame = frame.with_columns((prefix + pl.col("id")).alias("prompt_id"))
+    return (
+        frame.sort("results_file")
+        .group_by("prompt_id", maintain_order=True)
+        .agg(pl.col("output_ws_tokens").cast(pl.String).str.join(";"))
+        .sort("prompt_id")
+    )
+
+
+def real_lengths() -> dict[str, np.ndarray]:
+    """prompt_id -> real response lengths in tokens (one per model)."""
+    if SHARED_LENGTHS.is_file():
+        frame = derive_lengths(SHARED_LENGTHS)
+    elif SHIPPED_LENGTHS.is_file():
+        frame = pl.read_csv(SHIPPED_LENGTHS)
+    else:
+        return {}
+    out = {}
+    for prompt_id, joined in frame.iter_rows():
+        words = np.array([int(x) for x in joined.split(";")], dtype=np.float64)
+        out[prompt_id] = np.maximum(1, np.round(words * TOKENS_PER_WORD))
+    return out
+
+
+def _stable_seed(*parts: object) -> int:
+    digest = hashlib.sha256("\x00".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def emulate(schedule: Path, *, epoch_label: int, seed: int, schedule_epoch: int | None) -> pl.DataFrame:
+    import pyarrow.parquet as pq
+
+    meta = json.loads(pq.read_schema(schedule).metadata[b"asp.schedule"])
+    settings = meta["settings"]
+    n = int(settings["samples_per_prompt"])
+    cap = int(settings["max_response_tokens"])
+    rows = pl.read_parquet(schedule).sort("seq")
+    if schedule_epoch is not None:
+        rows = rows.filter(pl.col("epoch") == schedule_epoch)
+    mean_col = "predicted_mean_tokens" if "predicted_mean_tokens" in rows.columns else "predicted_tokens"
+    real = real_lengths()
+    sigma = np.sqrt(np.log1p(SAMPLE_CV**2))
+    records = []
+    for row in rows.iter_rows(named=True):
+        prompt_id = row["prompt_id"]
+        rng = np.random.default_rng(_stable_seed(seed, epoch_label, prompt_id))
+        if prompt_id in real:
+            lengths = rng.choice(real[prompt_id], size=n, replace=True)
+        else:
+            # The prompt's own error is seeded by its id only: the same in every epoch.
+            truth = np.random.default_rng(_stable_seed(seed, "truth", prompt_id))
+            mean = max(1.0, float(row[mean_col])) * float(np.exp(truth.normal(0.0, PROMPT_ERROR_SIGMA)))
+            lengths = mean * rng.lognormal(-sigma**2 / 2, sigma, size=n)
+        lengths = np.minimum(np.maximum(1, np.round(lengths)), cap).astype(np.int64)
+        for sample, tokens in enumerate(lengths.tolist()):
+            records.append(
+                {
+                    "prompt_id": prompt_id,
+                    "sample": sample,
+                    "response_tokens": tokens,
+                    "truncated": tokens >= cap,
+                    "epoch": epoch_label,
+                    "instance": row["instance"],
+                    "minibatch": row["minibatch"],
+                    "seq": row["seq"],
+                    "train_step": row["train_step"],
+                }
+            )
+    return pl.DataFrame(records)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("schedule", type=Path, nargs="?")
+    parser.add_argument("-o", "--output", type=Path, help="The rollout log to write (.jsonl).")
+    parser.add_argument("--epoch-label", type=int, default=0, help="The training epoch to record in the log.")
+    parser.add_argument("--schedule-epoch", type=int, default=None, help="Replay one schedule epoch (default all).")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--write-shipped-lengths", action="store_true",
+                        help=f"Rebuild {SHIPPED_LENGTHS.relative_to(HERE.parent)} from ../shared/data and exit.")
+    args = parser.parse_args(argv)
+    if args.write_shipped_lengths:
+        buffer = io.BytesIO()
+        derive_lengths(SHARED_LENGTHS).write_csv(buffer)
+        SHIPPED_LENGTHS.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
+        return 0
+    if args.schedule is None or args.output is None:
+        parser.error("give a schedule and -o OUTPUT")
+    if not args.schedule.is_file():
+        print(f"Error: {args.schedule}: no such schedule", file=sys.stderr)
+        return 3
+    log = emulate(args.schedule, epoch_label=args.epoch_label, seed=args.seed, schedule_epoch=args.schedule_epoch)
+    tmp = args.output.with_name(f".{args.output.name}.tmp")
+    log.write_ndjson(tmp)
+    tmp.replace(args.output)
+    real = len(real_lengths())
+    print(f"Wrote {args.output}: {log.height} samples of {log['prompt_id'].n_unique()} prompts "
+          f"(real ZeroEval lengths available for {real} prompt ids)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
