@@ -1,0 +1,201 @@
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from asp_cli.pipeline import schedule
+from asp_cli.report import (
+    REPORT_VERSION,
+    CheckLimits,
+    build_report,
+    check_report,
+    compare_reports,
+    fact,
+    headline,
+    report_schedule,
+)
+from asp_cli.report_text import render_compare_text, render_text, sparkline
+from asp_cli.schedule_format import OPTIONAL_COLUMNS, read_schedule, write_schedule
+from asp_cli.settings import ScheduleSettings
+
+from util import make_prompts, write_jsonl
+
+TOP_KEYS = {"report_version", "schedule", "provenance", "size", "instances", "predicted_lengths", "minibatches",
+            "padding", "queue", "effective_batch", "lag", "steps", "observed", "minibatch_table"}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    prompts = write_jsonl(folder / "prompts.jsonl", make_prompts(300))
+    settings = ScheduleSettings(instances=3, epochs=2, train_batch_size=32, minibatch_size=16)
+    result = schedule([prompts], folder / "s.parquet", settings=settings, command_line=["asp", "schedule"])
+    return folder, result
+
+
+@pytest.fixture(scope="module")
+def report(made):
+    folder, _ = made
+    return build_report(read_schedule(folder / "s.parquet"))
+
+
+def test_structure_is_complete_and_json_ready(report):
+    assert set(report) == TOP_KEYS
+    assert report["report_version"] == REPORT_VERSION
+    json.dumps(report, allow_nan=False)  # no NaN, no numpy types
+    assert report["size"] == {"prompts": 300, "epochs": 2, "rows": 600, "instances": 3, "samples_per_prompt": 8,
+                              "train_batch_size": 32, "minibatches": report["size"]["minibatches"],
+                              "train_steps": 19}
+    assert len(report["minibatch_table"]) == report["size"]["minibatches"]
+    assert report["provenance"]["input_fingerprint"].startswith("sha256:")
+    assert report["provenance"]["command_line"] == "asp schedule"
+    assert report["observed"] is None
+
+
+def test_facts_agree_with_the_schedule_summary(made, report):
+    _, result = made
+    summary = result.summary
+    assert report["padding"]["fraction"] == pytest.approx(summary["predicted_padding_fraction"], abs=1e-4)
+    assert report["instances"]["busy_s"] == pytest.approx(summary["predicted_instance_busy_s"], abs=1e-3)
+    assert report["instances"]["makespan_s"] == pytest.approx(summary["predicted_rollout_makespan_s"], abs=1e-3)
+    assert report["lag"]["max"] == summary["expected_lag_max"]
+    assert report["lag"]["mean"] == pytest.approx(summary["expected_lag_mean"], abs=1e-3)
+    assert sum(report["instances"]["minibatches"]) == report["size"]["minibatches"]
+    assert sum(report["instances"]["predicted_tokens"]) == int(result.frame["predicted_tokens"].sum())
+    assert sum(c for _, c in report["lag"]["histogram"]) == 600
+    assert sum(report["predicted_lengths"]["histogram"]["counts"]) == 600
+
+
+def test_queue_curves_are_consistent(report):
+    queue = report["queue"]
+    arrived, consumed, depth = queue["arrived_groups"], queue["consumed_groups"], queue["queue_groups"]
+    assert arrived[-1] == consumed[-1] == 600
+    assert all(np.diff(arrived) >= 0) and all(np.diff(consumed) >= 0)
+    assert all(d >= 0 for d in depth)  # the trainer never takes a group before it has arrived
+    assert len(queue["step_start_s"]) == report["size"]["train_steps"]
+    assert 0.0 <= queue["trainer_idle_fraction"] <= 1.0
+    batch = report["effective_batch"]
+    assert min(batch["live_sequences"]) >= 0 and batch["live_sequences"][-1] == 0
+
+
+def test_steps_are_measured_against_their_epoch(report):
+    steps = report["steps"]
+    table = steps["table"]
+    assert [s["step"] for s in table] == list(range(19))
+    assert sum(s["groups"] for s in table) == 600
+    weighted = sum(s["ratio_to_epoch_mean"] * s["groups"] for s in table) / 600
+    assert weighted == pytest.approx(1.0, abs=0.02)
+    assert steps["max_skew"] >= 0
+
+
+def test_the_same_schedule_gives_the_same_bytes(made):
+    folder, _ = made
+    first = json.dumps(build_report(read_schedule(folder / "s.parquet")), sort_keys=True)
+    second = json.dumps(build_report(read_schedule(folder / "s.parquet")), sort_keys=True)
+    assert first == second
+
+
+def test_a_schedule_without_optional_columns_reports_what_it_can(made, tmp_path):
+    folder, result = made
+    bare = result.frame.drop([c for c in OPTIONAL_COLUMNS if c in result.frame.columns])
+    write_schedule(bare, {"settings": {"instances": 3, "samples_per_prompt": 8}}, tmp_path / "bare.parquet")
+    report = build_report(read_schedule(tmp_path / "bare.parquet"))
+    assert report["schedule"]["timing_columns"] is False
+    assert report["queue"] is None and report["effective_batch"] is None and report["lag"] is None
+    assert report["instances"]["busy_s"] is None and report["instances"]["tokens_spread"] is not None
+    json.dumps(report, allow_nan=False)
+    checks = check_report(report, CheckLimits(max_lag=3, max_instance_spread=5.0))
+    by_name = {r["check"]: r for r in checks["results"]}
+    assert not by_name["max_lag"]["passed"] and "missing" in by_name["max_lag"]["message"]
+    assert by_name["max_instance_spread"]["passed"]  # falls back to the token spread
+    assert by_name["max_instance_spread"]["fact"] == "instances.tokens_spread"
+    assert "not available" in render_text(report)
+
+
+def test_observed_lengths_equal_to_the_prediction_score_perfectly(made, tmp_path):
+    folder, result = made
+    first = result.frame.filter(pl.col("epoch") == 0)
+    lengths = tmp_path / "lengths.csv"
+    # One sample per prompt at exactly the planned length, and one prompt the schedule does not know.
+    first.select("prompt_id", pl.col("predicted_tokens").alias("response_tokens")).vstack(
+        pl.DataFrame({"prompt_id": ["unknown"], "response_tokens": [5]})
+    ).write_csv(lengths)
+    done = report_schedule(folder / "s.parquet", lengths=[lengths])
+    observed = done.report["observed"]
+    assert observed["prompts_matched"] == 300 and observed["prompts_unmatched"] == 0
+    assert observed["observed_not_in_schedule"] == 1
+    assert observed["spearman"] == pytest.approx(1.0)
+    assert observed["median_abs_log_error"] == 0.0
+    assert observed["tail_recall"] == 1.0
+    assert observed["padding_fraction"] == pytest.approx(done.report["padding"]["fraction"], abs=1e-4)
+    assert observed["files"] == ["lengths.csv"]
+    text = render_text(done.report)
+    assert "Observed lengths" in text and "Spearman 1.000" in text
+
+
+def test_compare_with_itself_changes_nothing(report):
+    comparison = compare_reports(report, report)
+    assert comparison["facts"]
+    for row in comparison["facts"]:
+        assert row["a"] == row["b"]
+        assert row["change"] in (0, None)
+        assert row["better"] in ("same", None)
+    assert "better" in render_compare_text(comparison)
+
+
+def test_compare_says_which_is_better(report):
+    worse = json.loads(json.dumps(report))
+    worse["padding"]["fraction"] = report["padding"]["fraction"] + 0.1
+    row = next(r for r in compare_reports(report, worse)["facts"] if r["fact"] == "padding.fraction")
+    assert row["better"] == "a" and row["change"] == pytest.approx(0.1)
+
+
+def test_report_schedule_names_same_named_files_by_path(made, tmp_path):
+    folder, _ = made
+    other = tmp_path / "s.parquet"
+    other.write_bytes((folder / "s.parquet").read_bytes())
+    done = report_schedule(folder / "s.parquet", compare=other)
+    assert done.comparison["a"] == str(folder / "s.parquet") and done.comparison["b"] == str(other)
+    document = done.document()
+    assert document["comparison"]["other"]["size"] == done.report["size"]
+    assert document["checks"] is None
+
+
+def test_checks_pass_and_fail_on_the_limits(report):
+    padding = report["padding"]["fraction"]
+    passed = check_report(report, CheckLimits(max_padding=padding, max_lag=report["lag"]["max"]))
+    assert passed["passed"] and len(passed["results"]) == 2
+    failed = check_report(report, CheckLimits(max_padding=padding - 0.001, max_step_skew=1e9,
+                                              max_trainer_idle=1.0))
+    assert not failed["passed"]
+    broken = [r for r in failed["results"] if not r["passed"]]
+    assert [r["flag"] for r in broken] == ["--max-padding"]
+    assert "--max-padding" in broken[0]["message"] and "broken" in broken[0]["message"]
+    assert not CheckLimits().any() and check_report(report, CheckLimits())["passed"]
+
+
+def test_headline_and_fact_paths(report):
+    assert fact(report, "padding.fraction") == report["padding"]["fraction"]
+    assert fact(report, "observed.spearman") is None
+    assert all(row["value"] is not None for row in headline(report))
+
+
+def test_terminal_text_shows_every_part(report):
+    text = render_text(report, checks=check_report(report, CheckLimits(max_lag=0)), width=100)
+    for part in ("asp report: s.parquet", "settings", "predictor", "Instances", "spread", "padding",
+                 "Training queue", "groups finishing", "groups trained", "Expected policy lag",
+                 "Step representativeness", "Checks", "FAIL"):
+        assert part in text, part
+    assert "\x1b[" not in text  # no colour unless asked
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e6), min_size=0, max_size=80))
+def test_sparkline_has_one_block_per_value(values):
+    line = sparkline(values)
+    assert len(line) == len(values)
+    if values and max(values) > 0:
+        assert "█" in line
