@@ -1,0 +1,110 @@
+"""`asp schedule` from the command line: outputs, streams and exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from asp_cli.cli import app
+from asp_cli.schedule_format import read_schedule
+
+from util import SAMPLE_PROMPTS
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_sample_data_schedules_with_defaults(tmp_path):
+    out = tmp_path / "schedule.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    assert "Wrote" in result.stderr and "predicted padding" in result.stderr
+    schedule = read_schedule(out)
+    assert schedule.frame.height == 3540
+    assert schedule.metadata["settings"]["instances"] == 4
+
+
+def test_json_summary_is_the_only_stdout(tmp_path):
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--json", "--quiet", "--instances", "3", "--epochs", "2")
+    assert result.exit_code == 0
+    document = json.loads(result.stdout)
+    assert document["rows"] == 2 * 3540 and document["instances"] == 3
+    assert result.stderr == ""
+
+
+def test_options_reach_the_schedule(tmp_path):
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "-k", "6", "-n", "4", "--train-batch-size", "64",
+                    "--minibatch-size", "16", "--max-response-tokens", "2048", "--seed", "5", "--plan-with", "mean")
+    assert result.exit_code == 0, result.stderr
+    frame = read_schedule(out).frame
+    assert frame["instance"].max() == 5
+    assert frame.group_by("minibatch").len()["len"].max() <= 16
+    assert frame["predicted_tokens"].max() <= 2048
+    assert (frame["predicted_tokens"] == frame["predicted_mean_tokens"]).all()
+
+
+def test_existing_output_needs_force(tmp_path):
+    out = tmp_path / "s.parquet"
+    out.write_bytes(b"old")
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out)
+    assert result.exit_code == 7
+    assert "exists; pass --force" in result.stderr
+    assert out.read_bytes() == b"old"
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--force").exit_code == 0
+
+
+def test_output_equal_to_input_is_refused(tmp_path):
+    copy = tmp_path / "p.jsonl"
+    copy.write_bytes(SAMPLE_PROMPTS.read_bytes())
+    result = invoke("schedule", copy, "-o", copy, "--force")
+    assert result.exit_code == 7 and "is also an input" in result.stderr
+    assert copy.read_bytes() == SAMPLE_PROMPTS.read_bytes()
+
+
+def test_usage_errors_exit_2():
+    assert invoke("schedule", "--no-such-option").exit_code == 2
+    assert invoke("schedule", SAMPLE_PROMPTS).exit_code == 2  # no -o
+
+
+def test_history_changes_the_plan(tmp_path):
+    history = tmp_path / "h.csv"
+    history.write_text("prompt_id,response_tokens\n" + "".join(f"gsm-gsm8k-main-test-#{i},7000\n" for i in range(50)))
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--history", history)
+    assert result.exit_code == 0, result.stderr
+    frame = read_schedule(out).frame
+    observed = frame.filter(pl.col("prediction_source") == "history")
+    assert observed.height == 50
+    assert "lengths from history for 50 prompts" in result.stderr
+
+
+def test_traceback_on_request(tmp_path):
+    env = {**os.environ, "ASP_TRACEBACK": "1"}
+    proc = subprocess.run([sys.executable, "-m", "asp_cli.cli", "schedule", str(tmp_path / "missing.jsonl"), "-o",
+                           str(tmp_path / "o.parquet")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 3
+    assert "Traceback" in proc.stderr and "Error: " in proc.stderr
+    env.pop("ASP_TRACEBACK")
+    proc = subprocess.run([sys.executable, "-m", "asp_cli.cli", "schedule", str(tmp_path / "missing.jsonl"), "-o",
+                           str(tmp_path / "o.parquet")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("flag", ["--help"])
+def test_every_command_has_help(flag):
+    result = invoke(flag)
+    assert result.exit_code == 0
+    for command in ("schedule",):
+        assert command in result.stdout
+        assert invoke(command, flag).exit_code == 0
