@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asp_cli.pipeline import schedule
+from asp_cli.costmodel import load_preset
+from asp_cli.pipeline import arrange, summarize
 from asp_cli.report import (
     REPORT_VERSION,
     CheckLimits,
@@ -21,19 +22,43 @@ from asp_cli.report_text import render_compare_text, render_text, sparkline
 from asp_cli.schedule_format import OPTIONAL_COLUMNS, read_schedule, write_schedule
 from asp_cli.settings import ScheduleSettings
 
-from util import make_prompts, write_jsonl
+from util import make_predictions, prompt_frame
 
 TOP_KEYS = {"report_version", "schedule", "provenance", "size", "instances", "predicted_lengths", "minibatches",
             "padding", "queue", "effective_batch", "lag", "steps", "observed", "minibatch_table"}
 
 
+class Made:
+    """A schedule written for the tests, with the summary `asp schedule` would print for it."""
+
+    def __init__(self, frame: pl.DataFrame, summary: dict) -> None:
+        self.frame, self.summary = frame, summary
+
+
+def make_schedule(path, count: int = 300, **settings_values) -> Made:
+    """Write a schedule of ``count`` long-tailed prompts (no predictor involved, so it is fast and stable)."""
+    values = {"instances": 3, "epochs": 2, "train_batch_size": 32, "minibatch_size": 16, **settings_values}
+    settings = ScheduleSettings(**values)
+    preset = load_preset(settings.preset)
+    frame = arrange(prompt_frame(count), make_predictions(count), settings, preset=preset)
+    metadata = {
+        "asp_version": "0.0-test",
+        "created_by": "asp 0.0-test",
+        "settings": settings.to_dict(),
+        "preset": preset.to_dict(),
+        "inputs": [{"name": "prompts.jsonl", "fingerprint": "sha256:" + "0" * 64}],
+        "input_fingerprint": "sha256:" + "0" * 64,
+        "predictor": {"name": "test", "fingerprint": "sha256:" + "1" * 64, "history_fingerprint": None},
+        "command_line": ["asp", "schedule"],
+    }
+    write_schedule(frame, metadata, path)
+    return Made(frame, summarize(frame, settings, preset))
+
+
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     folder = tmp_path_factory.mktemp("report")
-    prompts = write_jsonl(folder / "prompts.jsonl", make_prompts(300))
-    settings = ScheduleSettings(instances=3, epochs=2, train_batch_size=32, minibatch_size=16)
-    result = schedule([prompts], folder / "s.parquet", settings=settings, command_line=["asp", "schedule"])
-    return folder, result
+    return folder, make_schedule(folder / "s.parquet")
 
 
 @pytest.fixture(scope="module")
