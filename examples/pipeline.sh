@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The epoch feedback loop on the sample data, as a user would run it (docs/pipelines.md explains each step):
+#
+#   for each epoch:
+#     asp schedule   prompts -> schedule (with --history from the epochs before, when there is one)
+#     asp report     gate the schedule (--check; exit 1 stops the pipeline)
+#     asp export     the dataset in schedule order, in verl's layout (what the trainer would read)
+#     rollouts       examples/emulate_rollouts.py stands in for the engine and writes a rollout log
+#     asp simulate   (when the command exists) replay the schedule on the cost model with those lengths
+#     asp observe    append the log's observed lengths to the history
+#     asp report     predicted against observed lengths, as JSON for the record
+#
+# Usage: examples/pipeline.sh [WORKDIR]      (default: a fresh temporary folder, printed at the end)
+# Settings by environment: DATA (prompt file), EPOCHS (2), INSTANCES (4), SAMPLES (8), BATCH (64),
+# ASP (the asp command), PYTHON (the interpreter for the emulator).
+#
+# stdout gets one line per epoch (tab-separated: epoch, schedule, predicted makespan, prompts from history,
+# simulated end-to-end seconds or "-"); everything for people goes to stderr. Any failing step stops the
+# script with that step's exit code (see docs/errors.md); a failed report gate exits with 1.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+data=${DATA:-$root/sample_data/prompts.jsonl}
+epochs=${EPOCHS:-2}
+instances=${INSTANCES:-4}
+samples=${SAMPLES:-8}
+batch=${BATCH:-64}
+asp=${ASP:-asp}
+python=${PYTHON:-python3}
+work=${1:-$(mktemp -d "${TMPDIR:-/tmp}/asp-pipeline.XXXXXX")}
+mkdir -p "$work"
+history=$work/history.parquet
+
+log() { echo "pipeline: $*" >&2; }
+
+# A command another part of asp may not ship yet: use it only when `asp CMD --help` works.
+has_command() { "$asp" "$1" --help >/dev/null 2>&1; }
+
+# Pull one number out of a JSON document on stdin (keys joined by dots).
+json_get() { "$python" -c 'import json, sys
+value = json.load(sys.stdin)
+for key in sys.argv[1].split("."):
+    value = value.get(key) if isinstance(value, dict) else None
+print("-" if value is None else value)' "$1"; }
+
+log "data $data; work folder $work; $epochs epoch(s), K=$instances, n=$samples, G=$batch"
+for ((epoch = 0; epoch < epochs; epoch++)); do
+    schedule=$work/schedule.e$epoch.parquet
+    rollouts=$work/rollouts.e$epoch.jsonl
+    history_args=()
+    if [[ -f $history ]]; then
+        history_args=(--history "$history")
+    fi
+
+    log "epoch $epoch: schedule${history_args[*]:+ with history}"
+    "$asp" schedule "$data" -o "$schedule" --force --quiet --json \
+        --instances "$instances" --samples-per-prompt "$samples" --train-batch-size "$batch" --seed "$epoch" \
+        ${history_args[@]+"${history_args[@]}"} >"$work/schedule.e$epoch.json"
+
+    log "epoch $epoch: gate the schedule"
+    status=0
+    "$asp" report "$schedule" --check --quiet --max-instance-spread 0.10 || status=$?
+    if ((status == 1)); then
+        log "epoch $epoch: the schedule failed its checks; stopping"
+        exit 1
+    elif ((status != 0)); then
+        exit "$status"
+    fi
+
+    log "epoch $epoch: export for the trainer"
+    "$asp" export "$schedule" "$data" -o "$work/train.e$epoch.parquet" --format verl --force --quiet
+
+    log "epoch $epoch: rollouts (emulated)"
+    "$python" "$here/emulate_rollouts.py" "$schedule" -o "$rollouts" --epoch-label "$epoch"
+
+    simulated=-
+    if has_command simulate; then
+        log "epoch $epoch: simulate with the observed lengths"
+        "$asp" simulate "$schedule" --lengths "$rollouts" --json >"$work/simulate.e$epoch.json"
+        simulated=$(json_get end_to_end_s <"$work/simulate.e$epoch.json")
+    fi
+
+    log "epoch $epoch: observe"
+    "$asp" observe "$rollouts" -o "$history" --append --schedule "$schedule" --epoch "$epoch" --quiet \
+        --json >"$work/observe.e$epoch.json"
+
+    log "epoch $epoch: report predicted against observed lengths"
+    "$asp" report "$schedule" --lengths "$rollouts" --json >"$work/report.e$epoch.json"
+
+    makespan=$(json_get predicted_rollout_makespan_s <"$work/schedule.e$epoch.json")
+    from_history=$(json_get prompts_from_history <"$work/schedule.e$epoch.json")
+    printf '%s\t%s\t%s\t%s\t%s\n' "$epoch" "$schedule" "$makespan" "$from_history" "$simulated"
+done
+log "done; history $(json_get history_rows <"$work/observe.e$((epochs - 1)).json") samples in $history"
