@@ -1,0 +1,148 @@
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from asp_cli.cli import app
+from asp_cli.schedule_format import METADATA_KEY
+
+from test_report import make_schedule
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def schedules(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli-report")
+    make_schedule(folder / "a.parquet")
+    make_schedule(folder / "b.parquet", instances=4, max_lag=2)
+    return folder
+
+
+def run(*args):
+    return runner.invoke(app, ["report", *map(str, args)])
+
+
+def test_summary_goes_to_stdout_and_exits_0(schedules):
+    result = run(schedules / "a.parquet")
+    assert result.exit_code == 0, result.stderr
+    assert "asp report: a.parquet" in result.stdout and "Training queue" in result.stdout
+    assert result.stderr == ""
+
+
+def test_json_is_the_only_thing_on_stdout(schedules):
+    result = run(schedules / "a.parquet", "--json")
+    assert result.exit_code == 0
+    document = json.loads(result.stdout)
+    assert document["report_version"] == "1.0"
+    assert document["checks"] is None and document["comparison"] is None
+    assert document["size"]["prompts"] == 300
+
+
+def test_json_is_deterministic(schedules):
+    assert run(schedules / "a.parquet", "--json").stdout == run(schedules / "a.parquet", "--json").stdout
+
+
+def test_compare_shows_both(schedules):
+    result = run(schedules / "a.parquet", "--compare", schedules / "b.parquet")
+    assert result.exit_code == 0
+    assert "A = a.parquet" in result.stdout and "B = b.parquet" in result.stdout
+    document = json.loads(run(schedules / "a.parquet", "--compare", schedules / "b.parquet", "--json").stdout)
+    assert document["comparison"]["b"] == "b.parquet"
+    assert document["comparison"]["other"]["size"]["instances"] == 4
+
+
+def test_passing_checks_exit_0(schedules):
+    result = run(schedules / "a.parquet", "--check", "--max-padding", "0.99", "--max-step-skew", "100", "-q")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+
+
+def test_broken_check_exits_1_and_names_each_threshold(schedules):
+    result = run(schedules / "b.parquet", "--check", "--max-padding", "0", "--max-lag", "0",
+                 "--max-instance-spread", "100", "--json")
+    assert result.exit_code == 1
+    assert "--max-padding 0.0" in result.stderr and "--max-lag 0" in result.stderr
+    assert "--max-instance-spread" not in result.stderr  # it passed
+    assert "2 check(s) broken" in result.stderr
+    document = json.loads(result.stdout)  # the report still comes out, for the pipeline's logs
+    assert document["checks"]["passed"] is False
+
+
+def test_thresholds_need_check_and_check_needs_thresholds(schedules):
+    assert run(schedules / "a.parquet", "--check").exit_code == 4
+    result = run(schedules / "a.parquet", "--max-padding", "0.1")
+    assert result.exit_code == 4 and "add --check" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["text", "plain-parquet", "missing"])
+def test_not_a_schedule_exits_6(schedules, tmp_path, kind):
+    path = tmp_path / "x.parquet"
+    if kind == "text":
+        path.write_text('{"prompt": "hello"}\n')
+    elif kind == "plain-parquet":
+        table = pq.read_table(schedules / "a.parquet")
+        pq.write_table(table.replace_schema_metadata({}), path)
+    result = run(path)
+    assert result.exit_code == 6
+    assert result.stderr.startswith("Error: ") and str(path) in result.stderr
+    assert result.stdout == ""
+
+
+def test_newer_format_exits_6(schedules, tmp_path):
+    table = pq.read_table(schedules / "a.parquet")
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta["format_version"] = "2.0"
+    path = tmp_path / "new.parquet"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), path)
+    result = run(path)
+    assert result.exit_code == 6 and "newer than this asp reads" in result.stderr
+
+
+def test_a_newer_compare_file_exits_6_too(schedules, tmp_path):
+    path = tmp_path / "notes.parquet"
+    path.write_text("not parquet")
+    assert run(schedules / "a.parquet", "--compare", path).exit_code == 6
+
+
+def test_html_is_written_and_never_overwritten_without_force(schedules, tmp_path):
+    out = tmp_path / "report.html"
+    result = run(schedules / "a.parquet", "--html", out, "-q")
+    assert result.exit_code == 0 and out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert f"Wrote {out}" in result.stderr
+    first = out.read_bytes()
+    out.write_text("keep me")
+    result = run(schedules / "a.parquet", "--html", out)
+    assert result.exit_code == 7 and "--force" in result.stderr
+    assert out.read_text() == "keep me"
+    assert run(schedules / "a.parquet", "--html", out, "--force", "-q").exit_code == 0
+    assert out.read_bytes() == first  # deterministic page
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # no temporary file left behind
+
+
+def test_html_equal_to_the_schedule_is_refused(schedules):
+    result = run(schedules / "a.parquet", "--html", schedules / "a.parquet", "--force")
+    assert result.exit_code == 7 and "also an input" in result.stderr
+
+
+def test_lengths_file_problems_exit_3(schedules, tmp_path):
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("prompt_id,response_tokens\np0,-5\n")
+    assert run(schedules / "a.parquet", "--lengths", lengths).exit_code == 3
+
+
+def test_lengths_are_reported(schedules, tmp_path):
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("prompt_id,response_tokens\n" + "".join(f"p{i},{100 + i}\n" for i in range(300)))
+    result = run(schedules / "a.parquet", "--lengths", lengths, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["observed"]["prompts_matched"] == 300
+
+
+def test_help_describes_every_option():
+    result = runner.invoke(app, ["report", "--help"])
+    assert result.exit_code == 0
+    for option in ("--json", "--html", "--force", "--lengths", "--compare", "--check", "--max-padding",
+                   "--max-instance-spread", "--max-lag", "--max-step-skew", "--max-trainer-idle"):
+        assert option in result.stdout
