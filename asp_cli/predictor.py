@@ -322,6 +322,25 @@ class LengthPredictor:
     def _head(self, x: np.ndarray) -> np.ndarray:
         return ((x - self.center_) / self.scale_) @ self.head_coef_ + self.head_intercept_
 
+    def _head_columns(self, dense: np.ndarray, text_score: np.ndarray) -> np.ndarray:
+        """``_head(_expand(...))`` one feature at a time: no (prompts x 80) matrix on the predict path."""
+        coef = self.head_coef_ / self.scale_
+        mu = np.full(len(dense), self.head_intercept_ - float(coef @ self.center_))
+        n_features, n_knots = self.knots_.shape
+        for f in range(n_features):
+            column = dense[:, f]
+            missing = np.isnan(column)
+            filled = np.where(missing, self.fill_[f], column)
+            mu += coef[f] * filled
+            for k in range(n_knots):
+                mu += coef[n_features + f * n_knots + k] * np.maximum(filled - self.knots_[f, k], 0.0)
+            mu += coef[n_features * (1 + n_knots) + f] * missing
+        base = n_features * (2 + n_knots)
+        mu += coef[base] * text_score
+        if self.sources_:
+            mu += np.append(coef[base + 1:], 0.0)[np.where(self._codes >= 0, self._codes, len(self.sources_)).astype(np.int64)]
+        return mu
+
     # -- predicting ----------------------------------------------------------------------------------------
 
     def predict_log(self, prompts: pl.DataFrame, *, tokenizer: Path | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -333,7 +352,7 @@ class LengthPredictor:
         words = F.word_index(prompts, self.vocabulary_)
         text_score = F.word_scores(words, self.word_coef_) + self.word_intercept_
         tokens = F.prompt_token_counts(prompts, tokenizer)
-        mu = self._head(self._expand(self._dense(prompts, words, tokens), text_score))
+        mu = self._head_columns(self._dense(prompts, words, tokens), text_score)
         sigma = np.full(prompts.height, self.log_spread_)
         return mu, sigma, tokens
 
