@@ -146,7 +146,8 @@ def _length_histogram(report: dict[str, Any]) -> str:
     # Shares, not counts, so that predicted (every scheduled group) and observed (matched prompts) compare.
     shares = [[c / max(sum(counts), 1) for c in counts] for counts, _ in series]
     top = max(max(s) for s in shares) or 1.0
-    plot = _Plot((0, bins), (0, top * 1.05), xlabel="predicted (and observed) group length, tokens (log scale)",
+    what = "predicted and observed" if both else "predicted"
+    plot = _Plot((0, bins), (0, top * 1.05), xlabel=f"{what} group length, tokens (log scale)",
                  ylabel="share of groups")
     width = 0.9 / len(series)
     for k, ((_, colour), values) in enumerate(zip(series, shares)):

@@ -69,6 +69,11 @@ def _console(width: int, color: bool):
                    highlight=False, emoji=False, legacy_windows=False)
 
 
+def _trimmed(text: str) -> str:
+    """Drop the spaces rich pads lines with, so that piped output diffs cleanly."""
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
 def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None, width: int = 100,
                 color: bool = False) -> str:
     """Render one report (and optional check results) for a terminal.
@@ -164,7 +169,7 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
         _render_observed(out, report["observed"])
     if checks:
         _render_checks(out, checks)
-    return console.file.getvalue()
+    return _trimmed(console.file.getvalue())
 
 
 def _render_queue(out: Any, report: dict[str, Any]) -> None:
@@ -264,4 +269,4 @@ def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: 
             shown = f"{int(change):+,}"
         table.add_row(row["label"], fmt(row["a"]), fmt(row["b"]), shown, row["better"] or "")
     console.print(table)
-    return console.file.getvalue()
+    return _trimmed(console.file.getvalue())
