@@ -1,0 +1,127 @@
+"""Export: the dataset's rows in schedule order, its formats, and its checks against the schedule."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from _schedules import BATCH, EPOCHS, PROMPTS, built  # noqa: F401 - fixture
+from util import make_prompts, write_jsonl
+
+from asp_cli.errors import InputError, OutputError, SettingsError
+from asp_cli.export import export
+from asp_cli.replay import open_schedule
+
+
+def test_parquet_export_is_the_dataset_in_seq_order(built, tmp_path):  # noqa: F811
+    out = tmp_path / "ordered.parquet"
+    result = export(built["schedule"], [built["prompts"]], out)
+    frame = pl.read_parquet(out)
+    schedule = open_schedule(built["schedule"]).frame
+    assert frame.height == PROMPTS * EPOCHS
+    assert frame["id"].to_list() == schedule["prompt_id"].to_list()
+    assert frame["seq"].to_list() == list(range(frame.height))
+    for column in ("question", "data_source", "answer", "epoch", "instance", "minibatch", "train_step"):
+        assert column in frame.columns
+    assert result.order == "dispatch" and result.trainer_settings == {}
+
+
+def test_verl_export_has_the_rlhf_dataset_columns(built, tmp_path):  # noqa: F811
+    out = tmp_path / "train.parquet"
+    result = export(built["schedule"], [built["prompts"]], out, format="verl")
+    frame = pl.read_parquet(out)
+    assert frame.columns[:5] == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    first = frame.row(0, named=True)
+    assert first["prompt"] == [{"role": "user", "content": first["question"]}]
+    assert first["reward_model"] == {"style": "rule", "ground_truth": first["answer"]}
+    assert first["extra_info"]["prompt_id"] == first["id"]
+    assert first["extra_info"]["index"] == int(first["id"][1:])
+    assert set(frame["data_source"].unique().to_list()) == {"a", "b"}
+    assert result.order == "train"
+    assert result.trainer_settings["data.shuffle"] is False
+    assert result.trainer_settings["data.train_batch_size"] == BATCH
+    assert result.trainer_settings["trainer.total_epochs"] == 1
+    # Rows follow the training steps; the trailing partial batch is announced.
+    steps = frame["train_step"].to_list()
+    assert all(steps[i * BATCH] >= steps[(i - 1) * BATCH] for i in range(1, len(steps) // BATCH))
+    assert result.summary["trailing_rows"] == (PROMPTS * EPOCHS) % BATCH
+    assert any("filter_overlong_prompts" in w for w in result.warnings)
+    one = export(built["schedule"], [built["prompts"]], None, format="verl", epoch=0)
+    assert one.summary["trailing_rows"] == PROMPTS % BATCH > 0
+    assert any("drop_last" in w for w in one.warnings)
+    assert "trainer.total_epochs" not in one.trainer_settings
+
+
+def test_verl_export_keeps_a_verl_dataset_as_it_is(tmp_path):
+    from asp_cli.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    rows = [
+        {"data_source": "gsm", "prompt": [{"role": "user", "content": f"q{i} " * (i + 1)}], "ability": "math",
+         "reward_model": {"style": "rule", "ground_truth": str(i)}, "extra_info": {"index": i, "split": "x"}}
+        for i in range(20)
+    ]
+    data = write_jsonl(tmp_path / "verl.jsonl", rows)
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=2, samples_per_prompt=2, train_batch_size=5))
+    result = export(sched, [data], tmp_path / "out.parquet", format="verl")
+    frame = pl.read_parquet(tmp_path / "out.parquet")
+    by_index = {r["extra_info"]["index"]: r for r in frame.iter_rows(named=True)}
+    for i, row in enumerate(rows):
+        got = by_index[i]
+        assert got["prompt"] == row["prompt"] and got["reward_model"] == row["reward_model"]
+        assert got["extra_info"]["split"] == "x" and got["ability"] == "math" and got["data_source"] == "gsm"
+    assert result.summary["trailing_rows"] == 0
+
+
+def test_jsonl_export_and_one_epoch(built, tmp_path):  # noqa: F811
+    out = tmp_path / "ordered.jsonl"
+    result = export(built["schedule"], [built["prompts"]], out, format="jsonl", epoch=1, order="train")
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == PROMPTS
+    assert {line["epoch"] for line in lines} == {1}
+    expected = open_schedule(built["schedule"]).trainer_order(epoch=1)["prompt_id"].to_list()
+    assert [line["id"] for line in lines] == expected
+    assert result.summary["epochs"] == [1]
+
+
+def test_mismatched_dataset_names_the_id(built, tmp_path):  # noqa: F811
+    rows = make_prompts(PROMPTS)
+    rows[3]["id"] = "intruder"
+    other = write_jsonl(tmp_path / "other.jsonl", rows)
+    with pytest.raises(InputError, match="'intruder'.*'p3'|row 3"):
+        export(built["schedule"], [other], tmp_path / "o.parquet")
+    short = write_jsonl(tmp_path / "short.jsonl", make_prompts(50))
+    with pytest.raises(InputError, match="has 50 rows"):
+        export(built["schedule"], [short], tmp_path / "o.parquet")
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_column_clash_needs_a_prefix(built, tmp_path):  # noqa: F811
+    rows = make_prompts(PROMPTS)
+    for row in rows:
+        row["epoch"] = 9
+    data = write_jsonl(tmp_path / "clash.jsonl", rows)
+    with pytest.raises(InputError, match="--prefix asp_"):
+        export(built["schedule"], [data], tmp_path / "o.parquet")
+    export(built["schedule"], [data], tmp_path / "o.parquet", prefix="asp_")
+    frame = pl.read_parquet(tmp_path / "o.parquet")
+    assert frame["epoch"].unique().to_list() == [9] and "asp_epoch" in frame.columns
+
+
+def test_output_rules_and_determinism(built, tmp_path):  # noqa: F811
+    out = tmp_path / "o.parquet"
+    export(built["schedule"], [built["prompts"]], out, format="verl")
+    first = out.read_bytes()
+    with pytest.raises(OutputError, match="--force"):
+        export(built["schedule"], [built["prompts"]], out, format="verl")
+    export(built["schedule"], [built["prompts"]], out, format="verl", force=True)
+    assert out.read_bytes() == first
+    with pytest.raises(OutputError):
+        export(built["schedule"], [built["prompts"]], built["prompts"], force=True)
+    with pytest.raises(SettingsError, match="--format"):
+        export(built["schedule"], [built["prompts"]], None, format="csv")
+    with pytest.raises(SettingsError, match="no epoch 7"):
+        export(built["schedule"], [built["prompts"]], None, epoch=7)
+    assert not list(tmp_path.glob(".*asp-tmp*"))

@@ -1,0 +1,135 @@
+"""Replay API: walking minibatches, looking rows up, the trainer order and its balancing kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from _schedules import BATCH, EPOCHS, INSTANCES, PROMPTS, SAMPLES, built  # noqa: F401 - fixture
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asp_cli.errors import ScheduleFormatError, SettingsError
+from asp_cli.replay import Replay, balanced_blocks, chunk_capacities, open_schedule
+
+
+@pytest.fixture(scope="module")
+def replay(built):  # noqa: F811
+    return open_schedule(built["schedule"])
+
+
+def test_facts_come_from_the_schedule(replay):
+    assert replay.epochs == list(range(EPOCHS))
+    assert replay.instances == INSTANCES
+    assert replay.samples_per_prompt == SAMPLES
+    assert replay.train_batch_size == BATCH
+    assert replay.frame.height == PROMPTS * EPOCHS
+
+
+def test_minibatches_in_global_order_cover_every_row_once(replay):
+    seen = []
+    for mb in replay.minibatches():
+        seqs = mb.rows["seq"].to_list()
+        assert seqs == list(range(mb.first_seq, mb.first_seq + len(mb)))
+        assert mb.rows["instance"].n_unique() == 1 and mb.rows["minibatch"].n_unique() == 1
+        assert mb.predicted_tokens == max(mb.rows["predicted_tokens"])
+        seen.extend(seqs)
+    assert seen == list(range(replay.frame.height))
+
+
+def test_one_instance_queue_is_its_rows_in_dispatch_order(replay):
+    for k in range(INSTANCES):
+        batches = list(replay.minibatches(instance=k, epoch=1))
+        assert all(mb.instance == k and mb.epoch == 1 for mb in batches)
+        firsts = [mb.first_seq for mb in batches]
+        assert firsts == sorted(firsts)
+    total = sum(len(mb) for k in range(INSTANCES) for mb in replay.minibatches(instance=k, epoch=1))
+    assert total == PROMPTS
+
+
+def test_lookup_by_prompt_id_and_seq(replay):
+    rows = replay.lookup("p7")
+    assert rows["epoch"].to_list() == [0, 1]
+    assert replay.lookup(["p7", "p8"], epoch=0).height == 2
+    row = replay.at_seq(int(rows["seq"][0]))
+    assert row["prompt_id"] == "p7" and row["row"] == 7
+    with pytest.raises(KeyError, match="'nope'"):
+        replay.lookup("nope")
+    with pytest.raises(IndexError):
+        replay.at_seq(10**6)
+
+
+def test_unknown_epoch_or_instance_is_a_settings_error(replay):
+    with pytest.raises(SettingsError, match="no epoch 5"):
+        list(replay.minibatches(epoch=5))
+    with pytest.raises(SettingsError, match="no instance 9"):
+        replay.rows(instance=9)
+
+
+def test_opening_a_non_schedule_fails_clearly(tmp_path):
+    path = tmp_path / "x.parquet"
+    pl.DataFrame({"a": [1]}).write_parquet(path)
+    with pytest.raises(ScheduleFormatError):
+        Replay.open(path)
+
+
+def test_trainer_order_follows_training_steps_and_balances_chunks(replay):
+    order = replay.trainer_order(epoch=0)
+    assert sorted(order["row"].to_list()) == list(range(PROMPTS))
+    steps = order["train_step"].to_numpy()
+    # Batches come in training-step order: no batch holds a step earlier than the previous batch's last.
+    batch = order["trainer_batch"].to_numpy()
+    for b in range(int(batch.max())):
+        assert steps[batch == b].max() <= steps[batch == b + 1].min()
+    full = order.filter(pl.col("trainer_batch") < PROMPTS // BATCH)
+    loads = full.group_by("trainer_batch", "trainer_worker").agg(pl.col("predicted_tokens").sum(), pl.len())
+    assert (loads["len"] == BATCH // INSTANCES + (BATCH % INSTANCES > 0)).any()
+    # Balanced: within each batch the chunks differ by at most the largest item.
+    spread = full.group_by("trainer_batch").agg(pl.col("predicted_tokens").max().alias("top"))
+    per = loads.group_by("trainer_batch").agg((pl.col("predicted_tokens").max() - pl.col("predicted_tokens").min()).alias("gap"))
+    joined = per.join(spread, on="trainer_batch")
+    assert (joined["gap"] <= joined["top"]).all()
+
+
+def test_trainer_order_is_contiguous_per_worker(replay):
+    order = replay.trainer_order(epoch=0, workers=2)
+    for _, group in order.group_by("trainer_batch"):
+        workers = group["trainer_worker"].to_list()
+        assert workers == sorted(workers)
+
+
+def test_dataset_indices_are_the_rows_in_trainer_order(replay):
+    assert replay.dataset_indices(epoch=1) == replay.trainer_order(epoch=1)["row"].to_list()
+    assert len(replay.dataset_indices()) == PROMPTS * EPOCHS
+
+
+def test_chunk_capacities_follow_torch_chunk():
+    assert chunk_capacities(16, 4, 4).tolist() == [4, 4, 4, 4]
+    # 10 prompts x 2 samples = 20 samples in chunks of ceil(20/3) = 7: first samples 0,2,4,6 | 8,10,12 | 14,16,18
+    assert chunk_capacities(10, 2, 3).tolist() == [4, 3, 3]
+    # torch.chunk makes only 2 chunks of 2 from 3 samples over 3 workers... the third gets nothing.
+    assert chunk_capacities(3, 1, 3).tolist() == [1, 1, 1]
+    assert chunk_capacities(0, 4, 2).tolist() == [0, 0]
+
+
+def test_balanced_blocks_beats_contiguous_sorted_chunks():
+    loads = np.array([100, 90, 80, 70, 10, 9, 8, 7], dtype=float)
+    block = balanced_blocks(loads, np.array([4, 4]))
+    sums = np.bincount(block, weights=loads)
+    assert abs(sums[0] - sums[1]) < 20
+    assert np.bincount(block).tolist() == [4, 4]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=60), st.integers(1, 8))
+def test_balanced_blocks_respects_capacities(values, blocks):
+    loads = np.array(values, dtype=float)
+    capacities = np.bincount(np.arange(loads.size) % blocks, minlength=blocks)
+    block = balanced_blocks(loads, capacities)
+    assert np.bincount(block, minlength=blocks).tolist() == capacities.tolist()
+    assert np.array_equal(block, balanced_blocks(loads, capacities))
+
+
+def test_balanced_blocks_rejects_wrong_capacities():
+    with pytest.raises(ValueError):
+        balanced_blocks(np.ones(3), np.array([1, 1]))
