@@ -174,11 +174,14 @@ def _gantt(report: dict[str, Any]) -> str:
     row = max(min(28, 360 // max(k, 1)), 3)
     plot = _Plot((0, end), (0, k), xlabel="expected time, s", ylabel="instance", height=row * k + 52)
     longest = sorted(m["longest_predicted_tokens"] for m in table)
+    first_rank = {}
+    for rank, value in enumerate(longest):
+        first_rank.setdefault(value, rank)
     for m in table:
         if m["length_class"] is not None:
             colour = _CLASSES[min(m["length_class"], len(_CLASSES) - 1)]
         else:  # no class column: colour by the minibatch's rank in predicted length
-            rank = longest.index(m["longest_predicted_tokens"]) / max(len(longest) - 1, 1)
+            rank = first_rank[m["longest_predicted_tokens"]] / max(len(longest) - 1, 1)
             colour = _CLASSES[min(int(rank * len(_CLASSES)), len(_CLASSES) - 1)]
         x0, x1 = plot.px(m["start_s"]), plot.px(m["end_s"])
         y = plot.py(m["instance"] + 0.9)
