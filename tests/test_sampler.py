@@ -1,0 +1,129 @@
+"""The verl sampler: config lookup, dataset checks, and replay through a real torch DataLoader."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+from _schedules import BATCH, EPOCHS, PROMPTS, built  # noqa: F401 - fixture
+
+from asp_cli.errors import InputError, SettingsError
+from asp_cli.replay import open_schedule
+
+
+class Dataset:
+    """A stand-in for verl's RLHFDataset: a length, items, and optionally an HF-like dataframe."""
+
+    def __init__(self, size: int, ids: list[str] | None = None) -> None:
+        self.size = size
+        if ids is not None:
+            self.dataframe = _Frame({"id": ids})
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+class _Frame(dict):
+    @property
+    def column_names(self) -> list[str]:
+        return list(self)
+
+
+def test_importing_asp_does_not_import_torch():
+    code = "import sys, asp_cli, asp_cli.cli, asp_cli.replay, asp_cli.export; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_sampler_works_without_torch(built):  # noqa: F811
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['verl'] = None\n"
+        "from asp_cli.sampler import ScheduleSampler\n"
+        f"s = ScheduleSampler(range({PROMPTS}), {{'asp_schedule': {str(built['schedule'])!r}}})\n"
+        "print(type(s).__mro__[1].__name__, len(list(s)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["object", str(PROMPTS)]
+
+
+def test_each_pass_replays_the_next_epoch(built, monkeypatch):  # noqa: F811
+    from asp_cli.sampler import ScheduleSampler
+
+    replay = open_schedule(built["schedule"])
+    sampler = ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(built["schedule"]), "train_batch_size": BATCH})
+    assert len(sampler) == PROMPTS
+    assert list(sampler) == replay.dataset_indices(epoch=0)
+    assert list(sampler) == replay.dataset_indices(epoch=1)
+    sampler.set_epoch(0)
+    assert list(sampler) == replay.dataset_indices(epoch=0)
+    assert EPOCHS == 2
+
+
+def test_settings_from_nested_key_and_environment(built, monkeypatch):  # noqa: F811
+    from asp_cli.sampler import ScheduleSampler
+
+    nested = ScheduleSampler(Dataset(PROMPTS), {"sampler": {"asp_schedule": str(built["schedule"]), "asp_workers": 2,
+                                                            "asp_first_epoch": 1}})
+    assert nested.workers == 2 and nested.epoch == 1
+    monkeypatch.setenv("ASP_SCHEDULE", str(built["schedule"]))
+    from_env = ScheduleSampler(Dataset(PROMPTS), {})
+    assert list(from_env) == open_schedule(built["schedule"]).dataset_indices(epoch=0)
+
+
+def test_missing_schedule_and_wrong_batch_size(built, monkeypatch):  # noqa: F811
+    from asp_cli.sampler import ScheduleSampler
+
+    monkeypatch.delenv("ASP_SCHEDULE", raising=False)
+    with pytest.raises(SettingsError, match="asp_schedule"):
+        ScheduleSampler(Dataset(PROMPTS), {})
+    with pytest.raises(SettingsError, match="train_batch_size=7"):
+        ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(built["schedule"]), "train_batch_size": 7})
+
+
+def test_a_filtered_or_different_dataset_is_refused(built):  # noqa: F811
+    from asp_cli.sampler import ScheduleSampler
+
+    config = {"asp_schedule": str(built["schedule"])}
+    with pytest.raises(InputError, match="filter_overlong_prompts"):
+        ScheduleSampler(Dataset(PROMPTS - 10), config)
+    ids = [f"p{i}" for i in range(PROMPTS)]
+    ScheduleSampler(Dataset(PROMPTS, ids), config)
+    ids[5] = "other"
+    with pytest.raises(InputError, match="'p5'"):
+        ScheduleSampler(Dataset(PROMPTS, ids), config)
+
+
+def test_real_dataloader_reads_schedule_batches(built):  # noqa: F811
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (the [torch] extra)")
+    from torch.utils.data import DataLoader, Sampler
+
+    from asp_cli.sampler import ScheduleSampler
+
+    replay = open_schedule(built["schedule"])
+    sampler = ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(built["schedule"]), "train_batch_size": BATCH})
+    assert isinstance(sampler, Sampler)
+    loader = DataLoader(Dataset(PROMPTS), batch_size=BATCH, sampler=sampler, drop_last=True, num_workers=0)
+    assert len(loader) == PROMPTS // BATCH
+    for epoch in range(EPOCHS):
+        batches = [b.tolist() for b in loader]
+        expected = replay.dataset_indices(epoch=epoch)
+        assert len(batches) == PROMPTS // BATCH
+        assert [i for b in batches for i in b] == expected[: len(batches) * BATCH]
+        assert all(isinstance(b, list) and len(b) == BATCH for b in batches)
+    assert torch.__version__
+
+
+def test_loading_by_file_path_as_verl_does(built):  # noqa: F811
+    pytest.importorskip("torch", reason="torch is not installed: pip install torch (the [torch] extra)")
+    import asp_cli.sampler as module
+
+    spec = importlib.util.spec_from_file_location("custom_module", module.__file__)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    sampler = loaded.ScheduleSampler(data_source=Dataset(PROMPTS), data_config={"asp_schedule": str(built["schedule"])})
+    assert len(list(sampler)) == PROMPTS
