@@ -270,10 +270,13 @@ def _read_verl_dump(
     contents = _prompt_contents(dataset, read_table)
     index: dict[str, list[tuple[str, str]]] = {}
     for content, prompt_id in contents:
-        index.setdefault(content[:_MATCH_KEY_CHARS], []).append((content, prompt_id))
+        if content:
+            index.setdefault(content[:_MATCH_KEY_CHARS], []).append((content, prompt_id))
+    # Prompts shorter than the key are looked up by each such length.
+    short = sorted({len(c) for c, _ in contents if 0 < len(c) < _MATCH_KEY_CHARS})
     inputs = frame[columns["input"]].cast(pl.String).to_list()
     outputs = frame[columns["output"]].cast(pl.String).to_list()
-    ids: list[str | None] = [_match(text, index) if text else None for text in inputs]
+    ids: list[str | None] = [_match(text, index, short) if text else None for text in inputs]
     counts = _count_tokens(outputs, tokenizer)
     if tokenizer is None:
         summary["estimated_lengths"] += sum(1 for o in outputs if o is not None)
@@ -314,14 +317,19 @@ def _prompt_contents(dataset: list[Path], read_table: Any) -> list[tuple[str, st
     return [(text.strip(), prompt_id) for text, prompt_id in zip(texts, prompts[C.PROMPT_ID].to_list(), strict=True)]
 
 
-def _match(text: str, index: dict[str, list[tuple[str, str]]]) -> str | None:
-    """The id of the longest dataset prompt found in ``text`` where a message's content may start."""
+def _match(text: str, index: dict[str, list[tuple[str, str]]], short: list[int]) -> str | None:
+    """The id of the longest dataset prompt found in ``text`` where a message's content may start.
+
+    ``index`` maps the first `_MATCH_KEY_CHARS` characters of each prompt (the whole prompt when shorter)
+    to the prompts that start so; ``short`` lists the lengths of prompts shorter than that.
+    """
     best: tuple[int, str] | None = None
-    starts = [0, *(m.end() for m in _CONTENT_START.finditer(text))]
-    for start in starts:
-        for content, prompt_id in index.get(text[start:start + _MATCH_KEY_CHARS], ()):
-            if text.startswith(content, start) and (best is None or len(content) > best[0]):
-                best = (len(content), prompt_id)
+    for start in [0, *(m.end() for m in _CONTENT_START.finditer(text))]:
+        keys = [text[start:start + _MATCH_KEY_CHARS], *(text[start:start + n] for n in short)]
+        for key in keys:
+            for content, prompt_id in index.get(key, ()):
+                if text.startswith(content, start) and (best is None or len(content) > best[0]):
+                    best = (len(content), prompt_id)
     return best[1] if best else None
 
 
