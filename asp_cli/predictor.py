@@ -6,7 +6,7 @@ R1-distill data). From it:
 
 - the typical (mean) length is ``exp(mu + sigma^2 / 2)``;
 - the expected group maximum of N samples is ``exp(mu + sigma * e_N)`` with ``e_N`` the expected maximum
-  of N standard normals (Blom's approximation, ``Phi^-1((N - 0.375) / (N + 0.25))``), so a model fitted on
+  of N standard normals (numerical integral), so a model fitted on
   groups of 8 predicts groups of 4 or 16 consistently.
 
 ``mu`` comes from a ridge regression (the "head") over a piecewise-linear expansion of the dense prompt
@@ -53,8 +53,16 @@ DEFAULT_LOG_SPREAD = 0.3  # within-prompt sd of log length; AIME R1-distill medi
 CENSORED_FACTOR = 1.25
 KNOT_QUANTILES = (0.2, 0.4, 0.6, 0.8)  # hinge knots of the piecewise-linear head, at training quantiles
 
-# Every type a model file may ask skops to build. Anything else is refused before loading.
+# Every type a model file may ask skops to build: plain containers and NumPy arrays, nothing else (the
+# model holds no estimator object). Checked against every node of the file's schema, not only against the
+# types skops itself distrusts, so skops' own default trust list does not widen ours.
 TRUSTED_TYPES: tuple[str, ...] = (
+    "builtins.bool",
+    "builtins.dict",
+    "builtins.float",
+    "builtins.int",
+    "builtins.list",
+    "builtins.str",
     "builtins.tuple",
     "numpy.dtype",
     "numpy.float64",
@@ -63,13 +71,18 @@ TRUSTED_TYPES: tuple[str, ...] = (
 )
 
 
+_GRID = np.linspace(-8.0, 8.0, 4001)
+_PDF = np.exp(-_GRID**2 / 2.0) / np.sqrt(2.0 * np.pi)
+_CDF = np.array([NormalDist().cdf(x) for x in _GRID])
+
+
 def expected_max_z(samples: int | np.ndarray) -> np.ndarray:
-    """Expected maximum of N standard normals (Blom 1958): exact at N=1, within 0.01 for N=2..64."""
-    n = np.maximum(np.asarray(samples, dtype=np.float64), 1.0)
-    p = (n - 0.375) / (n + 0.25)
-    inv = np.vectorize(NormalDist().inv_cdf, otypes=[np.float64])
-    unique, where = np.unique(p, return_inverse=True)
-    return inv(unique)[where].reshape(n.shape)
+    """Expected maximum of N standard normals: the integral of x * N * phi(x) * Phi(x)^(N-1), on a grid."""
+    n = np.maximum(np.asarray(samples, dtype=np.int64), 1)
+    unique, where = np.unique(n, return_inverse=True)
+    step = _GRID[1] - _GRID[0]
+    values = np.array([np.sum(_GRID * k * _PDF * _CDF ** (k - 1)) * step for k in unique])
+    return values[where].reshape(n.shape)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -473,10 +486,12 @@ def load(path: Path) -> LengthPredictor:
     path = Path(path)
     card = read_card(path)
     try:
-        untrusted = sio.get_untrusted_types(file=path)
+        with zipfile.ZipFile(path) as archive:
+            schema = json.loads(archive.read("schema.json"))
+        asked = _schema_types(schema) | set(sio.get_untrusted_types(file=path))
     except Exception as exc:  # noqa: BLE001 - a corrupt archive
         raise PredictorError(f"{path}: unreadable model file ({str(exc)[:200]})") from None
-    refused = sorted(set(untrusted) - set(TRUSTED_TYPES))
+    refused = sorted(asked - set(TRUSTED_TYPES))
     if refused:
         raise UnsafePredictorError(
             f"{path}: refused to load: the file asks for types asp does not trust ({', '.join(refused[:5])}); "
@@ -487,6 +502,21 @@ def load(path: Path) -> LengthPredictor:
     except Exception as exc:  # noqa: BLE001 - skops raises many kinds for a bad file
         raise PredictorError(f"{path}: unreadable model file ({type(exc).__name__}: {str(exc)[:200]})") from None
     return _from_state(state, card, path)
+
+
+def _schema_types(node: Any) -> set[str]:
+    """Every ``module.class`` a skops schema asks to build (walks the whole JSON tree)."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "__class__" in item:
+                found.add(f"{item.get('__module__', '?')}.{item['__class__']}")
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
 
 
 def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor:

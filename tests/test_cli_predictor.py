@@ -1,0 +1,82 @@
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from _predictor_data import make_data, write_jsonl
+from asp_cli import cli_predictor
+from asp_cli.cli_common import set_traceback
+
+app = typer.Typer()
+cli_predictor.register(app)
+
+
+@app.callback()
+def _root() -> None:
+    set_traceback(False)
+
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def data_and_model(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    prompts, lengths = make_data()
+    data = folder / "rollouts.jsonl"
+    write_jsonl(data, prompts, lengths)
+    model = folder / "model.skops"
+    result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(model), "--json"])
+    assert result.exit_code == 0, result.output
+    return folder, data, model, result
+
+
+def test_fit_writes_a_model_and_a_card(data_and_model):
+    _, _, model, result = data_and_model
+    card = json.loads(result.stdout)
+    assert model.is_file() and card["training"]["prompts"] == 80 and card["format_version"] == 1
+
+
+def test_fit_refuses_to_overwrite_without_force(data_and_model):
+    _, data, model, _ = data_and_model
+    result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(model)])
+    assert result.exit_code == 7 and "--force" in result.output
+
+
+def test_eval_json(data_and_model):
+    _, data, model, _ = data_and_model
+    result = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--json"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)
+    assert metrics["overall"]["group_max"]["kendall_tau"] > 0.5
+
+
+def test_predict_and_info(data_and_model, tmp_path):
+    folder, _, model, _ = data_and_model
+    prompts, _ = make_data(n_prompts=15)
+    prompt_file = tmp_path / "prompts.jsonl"
+    prompts.rename({"prompt_text": "prompt", "prompt_id": "id"}).select("id", "prompt").write_ndjson(prompt_file)
+    out = tmp_path / "pred.parquet"
+    result = runner.invoke(app, ["predictor", "predict", str(prompt_file), "-o", str(out), "--model", str(model),
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    import polars as pl
+
+    table = pl.read_parquet(out)
+    assert {"prompt_id", "predicted_tokens", "predicted_p90_tokens"} <= set(table.columns)
+    result = runner.invoke(app, ["predictor", "info", str(model), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["training"]["prompts"] == 80
+
+
+def test_missing_and_unsafe_models_exit_5(tmp_path):
+    result = runner.invoke(app, ["predictor", "info", str(tmp_path / "none.skops")])
+    assert result.exit_code == 5 and result.output.startswith("Error:")
+
+
+def test_the_command_group_does_not_import_scikit_learn():
+    import subprocess
+    import sys
+
+    code = "import sys, asp_cli.cli_predictor; sys.exit('sklearn' in sys.modules or 'skops' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

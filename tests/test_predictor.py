@@ -1,0 +1,98 @@
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from _predictor_data import make_data
+from asp_cli import predictor as P
+from asp_cli.errors import InputError, PredictorError, UnsafePredictorError
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    prompts, lengths = make_data()
+    return prompts, lengths, P.LengthPredictor(min_df=1).fit(prompts, lengths)
+
+
+def test_fit_learns_the_ranking(fitted):
+    from asp_cli.predictor_eval import kendall_tau
+
+    prompts, lengths, model = fitted
+    test_prompts, test_lengths = make_data(n_prompts=60, seed=1)
+    mu, sigma, tokens = model.predict_log(test_prompts)
+    observed = P.group_targets(test_lengths)["log_mean"].to_numpy()
+    assert kendall_tau(mu, observed) > 0.6
+    assert 0.1 < sigma[0] < 0.3  # the pooled within-prompt spread (0.2 in the data)
+
+
+def test_round_trip_gives_identical_predictions(fitted, tmp_path):
+    prompts, _, model = fitted
+    path = tmp_path / "m.skops"
+    P.save(model, path)
+    loaded = P.load(path)
+    np.testing.assert_array_equal(model.predict_log(prompts)[0], loaded.predict_log(prompts)[0])
+    assert loaded.card()["training"] == model.card()["training"]
+
+
+def test_training_is_deterministic_with_a_seed():
+    prompts, lengths = make_data()
+    a = P.LengthPredictor(min_df=1, random_state=3).fit(prompts, lengths)
+    b = P.LengthPredictor(min_df=1, random_state=3).fit(prompts, lengths)
+    np.testing.assert_array_equal(a.predict_log(prompts)[0], b.predict_log(prompts)[0])
+    assert a.training_fingerprint_ == b.training_fingerprint_
+
+
+def test_truncated_samples_count_above_the_cap():
+    prompts, lengths = make_data(n_prompts=12, samples=2)
+    plain = P.group_targets(lengths)
+    capped = P.group_targets(lengths, cap=int(lengths["response_tokens"].min()))
+    assert (capped["log_mean"] > plain["log_mean"]).any()
+    assert capped["censored"].sum() >= 1
+
+
+def test_too_little_data_is_an_input_error():
+    prompts, lengths = make_data(n_prompts=5)
+    with pytest.raises(InputError, match="at least 10"):
+        P.LengthPredictor().fit(prompts, lengths)
+
+
+def test_untrusted_type_is_refused(tmp_path):
+    import skops.io as sio
+
+    from collections import OrderedDict
+
+    path = tmp_path / "evil.skops"
+    sio.dump({"format_version": 1, "payload": OrderedDict(a=1)}, path)
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr(P.META_MEMBER, json.dumps({"format_version": 1}))
+    with pytest.raises(UnsafePredictorError, match="refused to load"):
+        P.load(path)
+
+
+def test_newer_format_and_foreign_files_are_refused(fitted, tmp_path):
+    _, _, model = fitted
+    path = tmp_path / "m.skops"
+    P.save(model, path)
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr(P.META_MEMBER + ".tmp", "")
+    newer = tmp_path / "newer.skops"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(newer, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == P.META_MEMBER:
+                data = json.dumps({"format_version": P.FORMAT_VERSION + 1}).encode()
+            dst.writestr(item, data)
+    with pytest.raises(PredictorError, match="newer"):
+        P.load(newer)
+    junk = tmp_path / "junk.skops"
+    junk.write_bytes(b"not a zip")
+    with pytest.raises(PredictorError, match="not an asp predictor"):
+        P.load(junk)
+    with pytest.raises(PredictorError, match="no such model"):
+        P.load(tmp_path / "missing.skops")
+
+
+def test_expected_max_of_normals():
+    z = P.expected_max_z(np.array([1, 2, 8]))
+    np.testing.assert_allclose(z, [0.0, 0.5642, 1.4236], atol=0.02)
