@@ -1,0 +1,74 @@
+"""Nothing half-written: killing `asp schedule` at any moment leaves the old file or the new one."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from asp_cli.output import TMP_MARKER, atomic_path, check_output_path, write_text_atomic
+from asp_cli.errors import OutputError
+from asp_cli.schedule_format import read_schedule
+
+from util import make_prompts, write_jsonl
+
+
+def test_atomic_path_replaces_only_on_success(tmp_path):
+    target = tmp_path / "out.txt"
+    write_text_atomic(target, "one")
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError
+    assert target.read_text() == "one"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_check_output_path(tmp_path):
+    (tmp_path / "a").write_text("x")
+    with pytest.raises(OutputError, match="exists"):
+        check_output_path(tmp_path / "a")
+    check_output_path(tmp_path / "a", force=True)
+    with pytest.raises(OutputError, match="is a directory"):
+        check_output_path(tmp_path, force=True)
+
+
+def _command(source, out):
+    return [sys.executable, "-m", "asp_cli.cli", "schedule", str(source), "-o", str(out), "--force", "--quiet",
+            "--epochs", "3"]
+
+
+@pytest.fixture(scope="module")
+def big_input(tmp_path_factory):
+    """A large input and how long a clean run on it takes here, so kills can land in every phase."""
+    folder = tmp_path_factory.mktemp("big")
+    source = write_jsonl(folder / "prompts.jsonl", make_prompts(60_000, seed=1))
+    start = time.perf_counter()
+    subprocess.run(_command(source, folder / "clean.parquet"), check=True)
+    return source, time.perf_counter() - start
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("fraction", [0.1, 0.4, 0.7, 0.85, 0.95, 0.99])
+def test_kill_at_any_moment_leaves_old_or_new(tmp_path, big_input, sig, fraction):
+    source, clean_s = big_input
+    out = tmp_path / "schedule.parquet"
+    out.write_bytes(b"previous schedule")
+    proc = subprocess.Popen(_command(source, out), stderr=subprocess.PIPE)
+    time.sleep(clean_s * fraction)
+    proc.send_signal(sig)
+    proc.communicate(timeout=120)
+    content = out.read_bytes()
+    if content != b"previous schedule":
+        assert read_schedule(out).frame.height == 3 * 60_000  # the new file, complete
+    leftovers = [p.name for p in tmp_path.iterdir() if TMP_MARKER in p.name]
+    if sig == signal.SIGINT:
+        assert leftovers == [], "Ctrl-C must not leave temporary files"
+        assert proc.returncode in (0, 130)
+    else:
+        # SIGKILL cannot be caught: a temporary file may stay, named so that it is recognisable.
+        assert all(name.startswith(".schedule.parquet" + TMP_MARKER) for name in leftovers)

@@ -1,0 +1,183 @@
+"""Every row of docs/errors.md, tested: the command, its exit code, and the words of its one-line message."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from asp_cli.cli import app
+
+from util import REPO, SAMPLE_PROMPTS, write_jsonl
+
+runner = CliRunner()
+GOOD = [{"id": "a", "question": "What is 2+2?"}, {"id": "b", "question": "Prove that there are infinitely many primes."}]
+
+
+def setup_files(tmp: Path) -> None:
+    write_jsonl(tmp / "good.jsonl", GOOD)
+    (tmp / "malformed.jsonl").write_text('{"question": "a"}\n{"question": \n{"question": "c"}\n')
+    (tmp / "empty.jsonl").write_text("")
+    write_jsonl(tmp / "nocolumn.jsonl", [{"text": "hi", "label": 1}])
+    write_jsonl(tmp / "notext.jsonl", [{"question": "a"}, {"question": {"x": 1}}])
+    write_jsonl(tmp / "dupes.jsonl", [{"id": "x", "question": "a"}, {"id": "x", "question": "b"}])
+    (tmp / "latin1.jsonl").write_bytes('{"question": "café"}\n'.encode("latin-1"))
+    (tmp / "fake.parquet").write_text('{"question": "a"}\n')
+    (tmp / "prompts.txt").write_text("hello\n")
+    write_jsonl(tmp / "huge.jsonl", [{"id": "big", "question": "word " * 4000}])
+    write_jsonl(tmp / "hist_negative.jsonl", [{"prompt_id": "a", "response_tokens": -5}])
+    write_jsonl(tmp / "hist_missing.jsonl", [{"prompt_id": "a", "response_tokens": 5}, {"prompt_id": "b"}])
+    write_jsonl(tmp / "hist_fraction.jsonl", [{"prompt_id": "a", "response_tokens": 12.5}])
+    write_jsonl(tmp / "hist_noid.jsonl", [{"who": "a", "response_tokens": 5}])
+    (tmp / "notmodel.skops").write_text("not a model")
+    (tmp / "cal.json").write_text('{"eta_bandwidth": "fast"}')
+    (tmp / "exists.parquet").write_text("old")
+
+
+def run(tmp: Path, *args: str):
+    return runner.invoke(app, [a.replace("{tmp}", str(tmp)) for a in args])
+
+
+# id, command arguments, exit code, words the message must contain.
+CASES = [
+    ("E01", ["schedule", "{tmp}/malformed.jsonl", "-o", "{tmp}/o.parquet"], 3, "malformed.jsonl:2: malformed JSON"),
+    ("E02", ["schedule", "{tmp}/malformed.jsonl", "-o", "{tmp}/o.parquet", "--on-bad-row", "skip"], 0,
+     "skipped 1 bad rows"),
+    ("E03", ["schedule", "{tmp}/empty.jsonl", "-o", "{tmp}/o.parquet"], 3, "the file is empty"),
+    ("E04", ["schedule", "{tmp}/nocolumn.jsonl", "-o", "{tmp}/o.parquet"], 3, "columns are: text, label"),
+    ("E05", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--prompt-key", "body"], 3,
+     "no column 'body' (from --prompt-key)"),
+    ("E06", ["schedule", "{tmp}/notext.jsonl", "-o", "{tmp}/o.parquet"], 3,
+     "notext.jsonl:2: column 'question' is not text or a chat-message list"),
+    ("E07", ["schedule", "{tmp}/dupes.jsonl", "-o", "{tmp}/o.parquet"], 3, "duplicate prompt id 'x'"),
+    ("E08", ["schedule", "{tmp}/latin1.jsonl", "-o", "{tmp}/o.parquet"], 3, "not valid UTF-8"),
+    ("E09", ["schedule", "{tmp}/fake.parquet", "-o", "{tmp}/o.parquet"], 3,
+     "the name says Parquet but the file looks like JSON lines"),
+    ("E10", ["schedule", "{tmp}/prompts.txt", "-o", "{tmp}/o.parquet"], 3, "unknown file type '.txt'"),
+    ("E11", ["schedule", "{tmp}/missing.jsonl", "-o", "{tmp}/o.parquet"], 3, "no such file"),
+    ("E12", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--instances", "0"], 4,
+     "--instances must be a whole number of at least 1"),
+    ("E13", ["schedule", "{tmp}/huge.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens-per-minibatch", "1000"], 4,
+     "is smaller than one prompt: prompt id 'big'"),
+    ("E14", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--on-bad-row", "maybe"], 4,
+     "--on-bad-row must be 'error' or 'skip'"),
+    ("E15", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--preset", "{tmp}/cal.json"], 4,
+     "field 'eta_bandwidth' must be a non-negative number"),
+    ("E16", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_negative.jsonl"], 3,
+     "column 'response_tokens' is negative"),
+    ("E17", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_missing.jsonl"], 3,
+     "hist_missing.jsonl:2: column 'response_tokens' is missing"),
+    ("E18", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_fraction.jsonl"], 3,
+     "is not a whole token count (12.5)"),
+    ("E19", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_noid.jsonl"], 3,
+     "no prompt id column found"),
+    ("E20", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/notmodel.skops"], 5,
+     "not an asp predictor file"),
+    ("E21", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/nomodel.skops"], 5,
+     "no such model file"),
+    ("E24", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/exists.parquet"], 7, "exists; pass --force to replace it"),
+    ("E25", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/good.jsonl", "--force"], 7, "is also an input"),
+    ("E26", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/nowhere/o.parquet"], 7, "does not exist; create it first"),
+    ("E27", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--no-such-flag"], 2, "No such option"),
+]
+
+
+@pytest.mark.parametrize("case_id, args, code, words", CASES, ids=[c[0] for c in CASES])
+def test_error_row(tmp_path, case_id, args, code, words):
+    setup_files(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    result = run(tmp_path, *args)
+    assert result.exit_code == code, (case_id, result.stderr)
+    assert words in result.stderr, (case_id, result.stderr)
+    assert result.stdout == ""
+    if code != 0:
+        # One line, no traceback, no output file, inputs untouched.
+        assert "Traceback" not in result.stderr
+        if code != 2:
+            assert result.stderr.startswith("Error: ") and result.stderr.strip().count("\n") == 0
+        assert not (tmp_path / "o.parquet").exists()
+        after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+        assert after == before
+
+
+def _schedule(tmp_path: Path) -> Path:
+    out = tmp_path / "s.parquet"
+    assert runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out)]).exit_code == 0
+    return out
+
+
+@pytest.mark.parametrize("case_id", ["E22", "E23"])
+def test_error_row_schedule_files(tmp_path, case_id):
+    if case_id == "E22":
+        target = tmp_path / "plain.parquet"
+        import polars as pl
+
+        pl.DataFrame({"a": [1]}).write_parquet(target)
+        words = "not an asp schedule"
+    else:
+        target = _schedule(tmp_path)
+        table = pq.read_table(target)
+        meta = json.loads(table.schema.metadata[b"asp.schedule"])
+        meta["format_version"] = "9.0"
+        pq.write_table(table.replace_schema_metadata({b"asp.schedule": json.dumps(meta).encode()}), target)
+        words = "newer than this asp reads"
+    commands = [["simulate", str(target)], ["report", str(target)], ["export", str(target), str(SAMPLE_PROMPTS),
+                                                                      "-o", str(tmp_path / "x.parquet")]]
+    known = {c.name for c in app.registered_commands}
+    tried = 0
+    for command in commands:
+        if command[0] not in known:
+            continue
+        tried += 1
+        result = runner.invoke(app, command)
+        assert result.exit_code == 6, (command, result.stderr)
+        assert words in result.stderr
+    assert tried, "no command reads schedules"
+
+
+def test_error_row_internal_error(monkeypatch, tmp_path):
+    """E28: a bug is reported as one, with exit code 70."""
+    import asp_cli.pipeline
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(asp_cli.pipeline, "schedule", broken)
+    result = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(tmp_path / "o.parquet")])
+    assert result.exit_code == 70
+    assert "internal error (RuntimeError: boom); this is a bug in asp" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_error_row_interrupted(tmp_path, sig):
+    """E29: Ctrl-C or SIGTERM: exit 130, the previous output intact, no temporary file left."""
+    out = tmp_path / "s.parquet"
+    out.write_bytes(b"previous")
+    proc = subprocess.Popen([sys.executable, "-m", "asp_cli.cli", "schedule", str(SAMPLE_PROMPTS), "-o", str(out),
+                             "--force"], stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    if proc.returncode == 0:  # finished before the signal: the new file is complete
+        assert out.read_bytes()[:4] == b"PAR1"
+    else:
+        assert proc.returncode == 130, stderr
+        assert "Interrupted; nothing was written." in stderr
+        assert out.read_bytes() == b"previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["s.parquet"]
+
+
+def test_every_documented_row_is_tested():
+    table = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
+    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29"}
+    assert documented == tested
