@@ -1,0 +1,104 @@
+"""`asp export` and `asp observe`: stdout/stderr contract, exit codes, help and docs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
+from typer.testing import CliRunner
+from util import REPO, make_prompts, write_jsonl
+
+from asp_cli.cli import app
+from asp_cli.errors import ExitCode
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_export_writes_and_talks_on_stderr_only(built, tmp_path):  # noqa: F811
+    out = tmp_path / "train.parquet"
+    result = invoke("export", built["schedule"], built["prompts"], "-o", out, "--format", "verl")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert "data.shuffle=False" in result.stderr and "data.train_batch_size=" in result.stderr
+    assert "Warning:" in result.stderr and out.exists()
+
+
+def test_export_json_is_the_only_stdout(built, tmp_path):  # noqa: F811
+    out = tmp_path / "o.jsonl"
+    result = invoke("export", built["schedule"], built["prompts"], "-o", out, "-f", "jsonl", "--json", "-q")
+    assert result.exit_code == 0 and result.stderr == ""
+    document = json.loads(result.stdout)
+    assert document["rows"] == 2 * PROMPTS and document["order"] == "dispatch"
+
+
+@pytest.mark.parametrize(
+    ("case", "code", "message"),
+    [
+        ("mismatch", ExitCode.BAD_INPUT, "prompt id"),
+        ("not_schedule", ExitCode.SCHEDULE_FORMAT, "not"),
+        ("exists", ExitCode.OUTPUT, "--force"),
+        ("format", ExitCode.BAD_SETTINGS, "--format"),
+    ],
+)
+def test_export_exit_codes(built, tmp_path, case, code, message):  # noqa: F811
+    schedule, data, out, extra = built["schedule"], built["prompts"], tmp_path / "o.parquet", []
+    if case == "mismatch":
+        rows = make_prompts(PROMPTS)
+        rows[0]["id"] = "zz"
+        data = write_jsonl(tmp_path / "d.jsonl", rows)
+    elif case == "not_schedule":
+        schedule = built["prompts"]
+    elif case == "exists":
+        out.write_text("x")
+    else:
+        extra = ["--format", "csv"]
+    result = invoke("export", schedule, data, "-o", out, *extra)
+    assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error:") and message in lines[0]
+
+
+def test_observe_appends_and_reports(built, tmp_path):  # noqa: F811
+    rows = [{"prompt_id": f"p{i}", "response_tokens": 50 + s} for i in range(PROMPTS) for s in range(SAMPLES)]
+    rows.append({"prompt_id": "ghost", "response_tokens": 3})
+    log = write_jsonl(tmp_path / "r.jsonl", rows)
+    out = tmp_path / "h.parquet"
+    result = invoke("observe", log, "-o", out, "--schedule", built["schedule"], "--epoch", "0", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["rows_added"] == PROMPTS * SAMPLES and document["unknown_id_rows"] == 1
+    assert "Warning:" in result.stderr and "ghost" in result.stderr
+    assert invoke("observe", log, "-o", out).exit_code == ExitCode.OUTPUT
+    again = invoke("observe", log, "-o", out, "--append", "--json", "-q")
+    assert again.exit_code == 0 and json.loads(again.stdout)["logs_already_observed"] == 1
+
+
+def test_observe_bad_row_exit_code(tmp_path):
+    log = tmp_path / "bad.csv"
+    log.write_text("id,response_tokens\np1,ten\n")
+    result = invoke("observe", log, "-o", tmp_path / "h.parquet")
+    assert result.exit_code == ExitCode.BAD_INPUT
+    assert result.stderr.startswith("Error:") and "bad.csv" in result.stderr
+    assert invoke("observe", log, "-o", tmp_path / "h.parquet", "--unknown-ids", "maybe").exit_code == ExitCode.BAD_SETTINGS
+
+
+@pytest.mark.parametrize("command", ["export", "observe"])
+def test_commands_have_help_and_a_docs_section(command):
+    result = invoke(command, "--help")
+    assert result.exit_code == 0 and len(result.stdout) > 200
+    docs = (REPO / "docs" / "pipelines.md").read_text()
+    assert f"`asp {command}`" in docs
+
+
+def test_integration_docs_cover_the_frameworks():
+    docs = (REPO / "docs" / "integrations.md").read_text()
+    for name in ("verl", "OpenRLHF", "slime", "AReaL", "MindSpeed-RL", "data.shuffle=False",
+                 "filter_overlong_prompts", "ScheduleSampler"):
+        assert name in docs, name
+    assert Path(REPO / "examples" / "pipeline.sh").exists()
