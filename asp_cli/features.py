@@ -30,9 +30,8 @@ from .errors import InputError
 
 FEATURE_SET = "asp-features-1"
 
-# OpenAI's rule of thumb is about 4 characters per token for English; math prompts with LaTeX tokenize
-# denser, so the approximation counts bytes / 4 plus one token per non-alphanumeric mark cluster is not
-# worth its cost: plain bytes / 4 keeps the ranking and the scale within ~30%.
+# OpenAI's rule of thumb: about 4 characters per token of English. LaTeX-heavy math tokenizes a little
+# denser; pass --tokenizer for exact counts.
 BYTES_PER_TOKEN = 4.0
 
 # Literal marks counted per prompt: formulae and structure (cheap: one pass each, run in parallel).
