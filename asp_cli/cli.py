@@ -60,7 +60,11 @@ _register_all()
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # outside a command's own handler (while parsing options)
+        typer.echo("Interrupted; nothing was written.", err=True)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -68,7 +68,9 @@ def test_kill_at_any_moment_leaves_old_or_new(tmp_path, big_input, sig, fraction
     leftovers = [p.name for p in tmp_path.iterdir() if TMP_MARKER in p.name]
     if sig == signal.SIGINT:
         assert leftovers == [], "Ctrl-C must not leave temporary files"
-        assert proc.returncode in (0, 130)
+        # 130, or death by SIGINT itself (-2) when the signal lands before asp's handler is installed
+        # (while Python imports): shells report both as 130.
+        assert proc.returncode in (0, 130, -signal.SIGINT)
     else:
         # SIGKILL cannot be caught: a temporary file may stay, named so that it is recognisable.
         assert all(name.startswith(".schedule.parquet" + TMP_MARKER) for name in leftovers)
