@@ -121,10 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     result = run(args.seeds, args.instances, args.train_batch_size)
     first = result["table"][0]["end_to_end_s"]
-    print(f"| {'':32} | end-to-end s | vs epoch 1 | vs lower bound | rollout s | padding | trainer idle |")
-    print(f"|{'-' * 34}|-------------:|-----------:|---------------:|----------:|--------:|-------------:|")
+    print(f"| {'':40} | end-to-end s | vs epoch 1 | vs lower bound | rollout s | padding | trainer idle |")
+    print(f"|{'-' * 42}|-------------:|-----------:|---------------:|----------:|--------:|-------------:|")
     for row in result["table"]:
-        print(f"| {row['row']:32} | {row['end_to_end_s']:12,.0f} | {row['end_to_end_s'] / first:10.3f} | "
+        print(f"| {row['row']:40} | {row['end_to_end_s']:12,.0f} | {row['end_to_end_s'] / first:10.3f} | "
               f"{row.get('ratio_to_lower_bound', 1.0):14.3f} | {row.get('rollout_makespan_s', float('nan')):9,.0f} | "
               f"{row.get('padding_fraction', float('nan')):7.3f} | {row.get('trainer_idle_fraction', float('nan')):12.3f} |")
     if args.json:
