@@ -250,9 +250,12 @@ def _records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
             series.append(pl.Series(key, [None if v is None else (v if isinstance(v, str) else "\x00json:" + json.dumps(v.value)) for v in values], dtype=pl.String))
         else:
             try:
-                series.append(pl.Series(key, values, strict=False))
+                column = pl.Series(key, values, strict=False)
+                if column.len() != len(values):  # odd nesting Polars flattens: keep it as JSON text
+                    raise ValueError(key)
             except Exception:  # noqa: BLE001 - unrepresentable nesting: keep it as JSON text
-                series.append(pl.Series(key, [None if v is None else json.dumps(v) for v in values], dtype=pl.String))
+                column = pl.Series(key, [None if v is None else json.dumps(v) for v in values], dtype=pl.String)
+            series.append(column)
     return pl.DataFrame(series)
 
 
