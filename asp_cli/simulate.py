@@ -204,7 +204,7 @@ class _Engine:
         return (
             self.idle
             and lengths.size <= self.max_seqs
-            and float(prompts.sum()) <= self.admit_limit
+            and float(prompts.sum()) + lengths.size <= self.admit_limit
             and float(prompts.sum() + lengths.sum()) <= self.capacity
         )
 
@@ -282,7 +282,9 @@ class _Engine:
         while self.waiting and self.live < self.max_seqs:
             j = self.waiting[0]
             need = self.prompt[j] + self.done_before[j]
-            if held + need > self.admit_limit and not force:
+            # Room for the prompt and for one more token of every live sequence, so an admission is never
+            # undone by a preemption at the very next step (which would loop forever).
+            if held + need + self.live + 1 > self.admit_limit and not force:
                 break
             if held + need > self.capacity:
                 self.stats.oversize += 1
@@ -504,6 +506,8 @@ def simulate_arrays(
         open_groups[k] = keep
 
     while True:
+        if held:
+            _wake(trainer, held, events, stats)
         # Arrivals are events too: the trainer decides a step at the time its last group arrives, so a
         # step's publish time is never in the simulated past.
         next_event = events[0][0] if events else math.inf

@@ -1,0 +1,239 @@
+"""The simulator: closed-form segments against token-by-token stepping, queue sanity, modes and dispatch."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+
+import numpy as np
+import polars as pl
+import pytest
+
+from asp_cli.costmodel import load_preset
+from asp_cli.errors import SettingsError
+from asp_cli.simulate import (
+    SimulationSettings,
+    _Engine,
+    _Stats,
+    lengths_for_schedule,
+    sample_lengths,
+    simulate_arrays,
+    simulate_schedule,
+)
+
+
+def _stepwise(preset, lengths, prompts, *, capacity, max_seqs, watermark=0.01):
+    """Reference: vLLM-like continuous batching, one decode step at a time."""
+    n = len(lengths)
+    waiting = deque(range(n))
+    done = [0] * n  # generated tokens
+    live: list[int] = []
+    t = 0.0
+    finish = [0.0] * n
+    while waiting or live:
+        held = sum(prompts[j] + done[j] for j in live)
+        prefill = 0
+        force = not live
+        while waiting and len(live) < max_seqs:
+            j = waiting[0]
+            need = prompts[j] + done[j]
+            if held + need + len(live) + 1 > capacity * (1 - watermark) and not force:
+                break
+            force = False
+            waiting.popleft()
+            live.append(j)
+            held += need
+            prefill += need
+        t += float(preset.prefill_seconds(prefill)) if prefill else 0.0
+        # KV for the next step: every live sequence adds a token; preempt the newest while it overflows.
+        while len(live) > 1 and sum(prompts[j] + done[j] + 1 for j in live) > capacity:
+            victim = live.pop()
+            waiting.appendleft(victim)
+        ctx = sum(prompts[j] + done[j] + 1 for j in live)
+        t += float(preset.step_seconds(len(live), ctx))
+        for j in live:
+            done[j] += 1
+        still = []
+        for j in live:
+            if done[j] >= lengths[j]:
+                finish[j] = t
+            else:
+                still.append(j)
+        live = still
+    return t, np.array(finish)
+
+
+def _engine(preset, capacity, max_seqs):
+    preset = dataclasses.replace(preset, max_num_seqs=max_seqs)
+    n_max = 64
+    finish = np.zeros(n_max)
+    admit = np.zeros(n_max)
+    engine = _Engine(preset, SimulationSettings(samples_per_prompt=1, train_batch_size=1), _Stats(), finish, admit)
+    engine.capacity = capacity
+    engine.admit_limit = capacity * (1 - 0.01)
+    return engine, finish, preset
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_segments_match_token_stepping(case):
+    rng = np.random.default_rng(case)
+    base = load_preset("a100-llama2-7b" if case % 2 else "h100-qwen2.5-7b")
+    n = int(rng.integers(1, 20))
+    lengths = rng.integers(1, 60, n)
+    prompts = rng.integers(1, 30, n)
+    max_seqs = int(rng.integers(1, 12))
+    capacity = float(rng.integers(int(prompts.max() + lengths.max() + 2), 400))
+    engine, finish, preset = _engine(base, capacity, max_seqs)
+    engine.feed(np.arange(n), lengths, prompts)
+    engine.run(drain=True)
+    total, expected = _stepwise(preset, lengths.tolist(), prompts.tolist(), capacity=capacity, max_seqs=max_seqs)
+    assert engine.t == pytest.approx(total, rel=1e-9)
+    np.testing.assert_allclose(finish[:n], expected, rtol=1e-9)
+
+
+def test_wave_matches_general_engine():
+    preset = load_preset()
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(1, 500, 40)
+    prompts = rng.integers(10, 200, 40)
+    a, fa, _ = _engine(preset, 1e9, 1024)
+    a.run_wave(np.arange(40), lengths, prompts)
+    b, fb, _ = _engine(preset, 1e9, 1024)
+    b.feed(np.arange(40), lengths, prompts)
+    b.run(drain=True)
+    assert a.t == pytest.approx(b.t, rel=1e-9)
+    np.testing.assert_allclose(fa[:40], fb[:40], rtol=1e-9)
+    assert a.stats.tail_s == pytest.approx(b.stats.tail_s, rel=1e-9)
+    assert a.stats.live_slot_steps == b.stats.live_slot_steps
+
+
+def _random_run(seed, **overrides):
+    rng = np.random.default_rng(seed)
+    rows, n, k = 96, 4, 3
+    lengths = np.clip(rng.lognormal(5, 1, (rows, n)), 1, 4000).astype(np.int64)
+    prompts = rng.integers(20, 300, rows)
+    mb = np.arange(rows) // 8
+    instance = (mb % k).astype(np.int32)
+    settings = SimulationSettings(samples_per_prompt=n, train_batch_size=16, **overrides)
+    return simulate_arrays(load_preset(), settings, instances=k, row_minibatch=mb, row_instance=instance,
+                           response_tokens=lengths, prompt_tokens=prompts)
+
+
+@pytest.mark.parametrize("mode", ["continuous", "static", "streaming"])
+@pytest.mark.parametrize("max_lag", [None, 0, 2])
+def test_littles_law_and_accounting(mode, max_lag):
+    result = _random_run(1, mode=mode, max_lag=max_lag)
+    m = result.metrics
+    # Time-averaged queue occupancy equals arrival rate times mean wait (Little's law, exact over a run).
+    waits = result.group_consumed_s - result.group_arrival_s
+    assert np.all(waits >= -1e-9)
+    assert m["queue_groups_mean"] == pytest.approx(waits.sum() / m["end_to_end_s"], rel=1e-9)
+    assert m["groups"] == 96 and result.step_groups.sum() == 96
+    assert np.all(result.seq_finish_s > result.seq_admit_s)
+    assert m["rollout_makespan_s"] <= m["end_to_end_s"]
+    assert 0 <= m["trainer_idle_fraction"] <= 1
+    assert np.all(np.diff(result.step_start_s) > 0)
+
+
+def test_max_lag_bounds_the_lag_and_costs_time():
+    free = _random_run(2).metrics
+    held = _random_run(2, max_lag=0).metrics
+    assert held["policy_lag_max"] <= free["policy_lag_max"]
+    assert held["end_to_end_s"] >= free["end_to_end_s"] - 1e-6
+    assert held["policy_lag_mean"] <= 1.0
+
+
+def test_static_is_slower_than_continuous_and_streaming_not_slower():
+    continuous = _random_run(4).metrics
+    static = _random_run(4, mode="static").metrics
+    streaming = _random_run(4, mode="streaming").metrics
+    assert static["rollout_makespan_s"] > continuous["rollout_makespan_s"]
+    assert streaming["rollout_makespan_s"] <= continuous["rollout_makespan_s"] * 1.01
+
+
+def test_free_dispatch_balances_a_skewed_plan():
+    rng = np.random.default_rng(5)
+    rows, n = 64, 2
+    lengths = rng.integers(100, 2000, (rows, n))
+    mb = np.arange(rows) // 4
+    everything_on_zero = np.zeros(rows, dtype=np.int32)
+    common = dict(instances=4, row_minibatch=mb, row_instance=everything_on_zero, response_tokens=lengths,
+                  prompt_tokens=np.full(rows, 50))
+    planned = simulate_arrays(load_preset(), SimulationSettings(n, 8), **common).metrics
+    free = simulate_arrays(load_preset(), SimulationSettings(n, 8, dispatch="free"), **common).metrics
+    assert free["rollout_makespan_s"] < planned["rollout_makespan_s"] / 2
+
+
+def test_kv_pressure_preempts_and_recomputes():
+    preset = load_preset("a100-llama2-7b")  # MHA: a small cache
+    rows, n = 16, 8
+    lengths = np.full((rows, n), 3000)
+    mb = np.zeros(rows, dtype=np.int64)
+    m = simulate_arrays(preset, SimulationSettings(n, 16), instances=1, row_minibatch=mb,
+                        row_instance=np.zeros(rows, dtype=np.int32), response_tokens=lengths,
+                        prompt_tokens=np.full(rows, 500)).metrics
+    assert m["preemptions"] > 0 and m["recomputed_tokens"] > 0
+    assert m["peak_kv_utilization"] <= 1.0 + 1e-9
+
+
+def test_settings_are_checked():
+    with pytest.raises(SettingsError):
+        SimulationSettings(mode="fast")  # type: ignore[arg-type]
+    with pytest.raises(SettingsError):
+        SimulationSettings(dispatch="random")  # type: ignore[arg-type]
+
+
+def _frame(ids, epochs=1):
+    rows = len(ids)
+    return pl.DataFrame({
+        "seq": np.arange(rows * epochs), "instance": np.zeros(rows * epochs, dtype=np.int32),
+        "minibatch": np.arange(rows * epochs) // 2, "epoch": np.repeat(np.arange(epochs), rows).astype(np.int32),
+        "row": np.tile(np.arange(rows), epochs), "prompt_id": ids * epochs,
+        "predicted_tokens": [100] * rows * epochs, "train_step": np.zeros(rows * epochs, dtype=np.int64),
+        "predicted_mean_tokens": [80] * rows * epochs, "prompt_tokens": [30] * rows * epochs,
+    })
+
+
+def test_observed_lengths_first_n_then_resampled_then_noise_model():
+    frame = _frame(["a", "b", "c"])
+    observed = pl.DataFrame({"prompt_id": ["a"] * 5 + ["b"], "response_tokens": [1, 2, 3, 4, 5, 9]})
+    lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=3, seed=1)
+    assert lengths[0].tolist() == [1, 2, 3]
+    assert lengths[1].tolist() == [9, 9, 9]
+    assert info.prompts_observed == 2 and info.prompts_sampled == 1 and info.prompts_resampled == 1
+    again, _ = lengths_for_schedule(frame, observed, samples_per_prompt=3, seed=1)
+    np.testing.assert_array_equal(lengths, again)
+
+
+def test_noise_model_is_centred_and_seeded():
+    mean = np.full(20_000, 400)
+    drawn = sample_lengths(mean, np.arange(20_000), 4, seed=0, max_response_tokens=100_000)
+    assert drawn.mean() == pytest.approx(400, rel=0.03)
+    assert np.array_equal(drawn, sample_lengths(mean, np.arange(20_000), 4, seed=0, max_response_tokens=100_000))
+
+
+def test_simulate_schedule_adds_the_bound():
+    frame = _frame([str(i) for i in range(8)], epochs=2)
+    lengths, _ = lengths_for_schedule(frame, None, samples_per_prompt=2, seed=0)
+    result = simulate_schedule(frame, lengths, load_preset(), SimulationSettings(2, 4), instances=1)
+    m = result.metrics
+    assert m["ratio_to_lower_bound"] >= 1.0
+    assert m["lower_bound_end_to_end_binding"]
+    series = result.timeseries(bins=20)
+    assert series["live_sequences"].shape == (20,)
+    assert series["groups_arrived"][-1] == 16
+
+
+@pytest.mark.slow
+def test_one_million_sequences_is_fast():
+    import time
+
+    rng = np.random.default_rng(0)
+    rows, n = 125_000, 8
+    lengths = np.clip(rng.lognormal(np.log(300), 0.8, (rows, n)), 1, 8192).astype(np.int64)
+    mb = np.arange(rows) // 32
+    started = time.perf_counter()
+    simulate_arrays(load_preset(), SimulationSettings(n, 128), instances=8, row_minibatch=mb,
+                    row_instance=(mb % 8).astype(np.int32), response_tokens=lengths,
+                    prompt_tokens=rng.integers(50, 400, rows))
+    assert time.perf_counter() - started < 20
