@@ -28,7 +28,7 @@ def schedule_command(
     minibatch_size: int = typer.Option(32, "--minibatch-size", help="Most prompts per inference minibatch."),
     max_tokens_per_minibatch: Optional[int] = typer.Option(
         None, "--max-tokens-per-minibatch",
-        help="Most KV tokens per minibatch (N x (prompt + planned response), summed). Default: the preset's KV cache.",
+        help="Most KV tokens per minibatch (N x (prompt + predicted mean response), summed). Default: the preset's KV cache.",
     ),
     max_response_tokens: int = typer.Option(8192, "--max-response-tokens", help="The generation cap in tokens."),
     max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Hold rollout back so no group is expected more than this many policy versions stale."),

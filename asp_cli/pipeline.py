@@ -95,15 +95,18 @@ def arrange(
     top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
-    # KV footprint of a whole group at its planned length: what must fit in the cache at once.
-    footprint = (n * (prompt_tokens + planned)).astype(np.int64)
+    # KV footprint of a group: its N prompts plus all its response tokens, N x (prompt + mean). A wave's cache
+    # use at step s is the sum of (prompt + s) over the sequences still live, which never exceeds the sum of
+    # (prompt + length) over all of them; so minibatches within the budget never overflow the cache (when
+    # the predictions hold), without reserving every sample's maximum.
+    footprint = np.ceil(n * (prompt_tokens + mean)).astype(np.int64)
     budget = minibatch_token_budget(settings, preset)
     if footprint.size and footprint.max() > budget:
         worst = int(np.argmax(footprint))
         raise SettingsError(
             f"--max-tokens-per-minibatch {budget} is smaller than one prompt: prompt id "
             f"{prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
-            f"(prompt + planned response)); raise it to at least {int(footprint[worst])}"
+            f"(prompt + predicted mean response)); raise it to at least {int(footprint[worst])}"
         )
     epochs = []
     free_at = np.zeros(settings.instances, dtype=np.float64)

@@ -50,7 +50,7 @@ def test_token_budget_is_respected():
     preds = make_predictions(500)
     frame = arrange(prompt_frame(500), preds, s)
     tokens = frame.group_by("minibatch").agg(
-        (8 * (pl.col("prompt_tokens") + pl.col("predicted_tokens"))).sum().alias("t"))
+        (8 * (pl.col("prompt_tokens") + pl.col("predicted_mean_tokens"))).sum().alias("t"))
     assert tokens["t"].max() <= 200_000
 
 
