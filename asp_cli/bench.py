@@ -27,6 +27,7 @@ ZEROEVAL_EXCLUDED = ("openai/o1-mini-2024-09-12", "openai/o1-preview-2024-09-12"
 
 ASP = "asp"
 ASP_TRUE = "asp (true lengths)"
+ASP_FREE = "asp, free dispatch"
 LOWER_BOUND = "lower bound"
 
 
@@ -85,9 +86,12 @@ def compare(
     for name, baseline in BASELINES.items():
         if include is None or name in include:
             arrangements.append((name, baseline.arrange(prompts, predictions, settings), baseline.dispatch))
-    if include is None or ASP in include:
+    if include is None or ASP in include or ASP_FREE in include:
         frame = asp_frame if asp_frame is not None else arrange(prompts, predictions, settings, preset=preset)
-        arrangements.append((ASP, frame, "planned"))
+        if include is None or ASP in include:
+            arrangements.append((ASP, frame, "planned"))
+        if include is None or ASP_FREE in include:
+            arrangements.append((ASP_FREE, frame, "free"))
     if include is None or ASP_TRUE in include:
         oracle = true_predictions(truth, predictions[C.PROMPT_TOKENS].to_numpy(), settings.plan_with)
         arrangements.append((ASP_TRUE, arrange(prompts, oracle, settings, preset=preset), "planned"))
@@ -299,3 +303,95 @@ def build_workload(
     predictor = (f"{info.predictor_name} model + history ({info.prompts_from_history} prompts from history, "
                  f"{info.prompts_from_model} from the model)")
     return Workload(name, ", ".join(sources), prompts, predictions, truth, settings, predictor, notes)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The benchmark of docs/benchmarks.md
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One benchmark workload: which sources, and the run's shape."""
+
+    name: str
+    title: str
+    sources: tuple[str, ...]
+    instances: int
+    samples_per_prompt: int
+    train_batch_size: int
+    minibatch_size: int
+    max_response_tokens: int = 16_000
+    max_lag: int | None = 2
+
+    def settings(self, seed: int = 0) -> ScheduleSettings:
+        return ScheduleSettings(
+            instances=self.instances, samples_per_prompt=self.samples_per_prompt,
+            train_batch_size=self.train_batch_size, minibatch_size=self.minibatch_size,
+            max_response_tokens=self.max_response_tokens, max_lag=None, seed=seed,
+        )
+
+
+WORKLOADS: dict[str, WorkloadSpec] = {
+    s.name: s
+    for s in (
+        WorkloadSpec("gsm8k-k4-n8", "short answers: GSM8K test, 4 instances, groups of 8",
+                     ("gsm8k",), 4, 8, 64, 16, max_response_tokens=4096),
+        WorkloadSpec("aime-k8-n4", "long reasoning: AIME R1-distill, 8 instances, groups of 4, 16k cap",
+                     ("aime",), 8, 4, 32, 8),
+        WorkloadSpec("mix-k8-n8", "mix: GSM8K + MATH-L5 + AIME, 8 instances, groups of 8",
+                     ("gsm8k", "math-l5", "aime"), 8, 8, 128, 32),
+        WorkloadSpec("mix-k16-n16", "mix: GSM8K + MATH-L5 + AIME, 16 instances, groups of 16",
+                     ("gsm8k", "math-l5", "aime"), 16, 16, 128, 16),
+        WorkloadSpec("mix-k2-n4", "mix: GSM8K + MATH-L5 + AIME, 2 instances, groups of 4",
+                     ("gsm8k", "math-l5", "aime"), 2, 4, 64, 32),
+    )
+}
+
+
+def run_benchmark(
+    data: Path,
+    preset: HardwarePreset,
+    *,
+    names: tuple[str, ...] | None = None,
+    mode: str = "continuous",
+    max_lag: int | None = None,
+    progress=None,
+) -> list[tuple[WorkloadSpec, Workload, list[dict]]]:
+    """Build each workload from ``data`` and compare every arrangement on it."""
+    results = []
+    for name, spec in WORKLOADS.items():
+        if names is not None and name not in names:
+            continue
+        if progress is not None:
+            progress(f"building {name} ...")
+        settings = spec.settings()
+        workload = build_workload(name, Path(data), spec.sources, settings)
+        lag = max_lag if max_lag is not None else spec.max_lag
+        rows = compare(workload.prompts, workload.predictions, workload.truth, settings, preset, mode=mode,
+                       max_lag=lag)
+        workload.notes.append(f"max_lag {lag}, mode {mode}, preset {preset.name}")
+        results.append((spec, workload, rows))
+    return results
+
+
+def benchmark_markdown(results: list[tuple[WorkloadSpec, Workload, list[dict]]], *, command: str) -> str:
+    """The tables of docs/benchmarks.md's section, each with its workload's description."""
+    lines = []
+    for spec, workload, rows in results:
+        s = workload.settings
+        lines += [
+            f"### {spec.name}: {spec.title}",
+            "",
+            f"{workload.prompts.height:,} prompts x {s.samples_per_prompt} samples; train batch "
+            f"{s.train_batch_size} groups, minibatches of at most {s.minibatch_size} prompts; "
+            f"cap {s.max_response_tokens:,} tokens. Predictor for asp: {workload.predictor}.",
+            "",
+            *[f"- {note}" for note in workload.notes],
+            "",
+            format_table(rows),
+            "",
+        ]
+        bound = rows[-1]
+        lines += [f"Lower bound binds: {bound.get('lower_bound_end_to_end_binding', '')}.", ""]
+    lines.append(f"Reproduce: `{command}`")
+    return "\n".join(lines) + "\n"

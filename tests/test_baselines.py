@@ -1,0 +1,71 @@
+"""Baselines: valid schedule frames, the documented orders and splits."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from asp_cli.baselines import BASELINES, arrange_baseline, rollpacker_rounds
+from asp_cli.schedule_format import REQUIRED_COLUMNS, validate_frame
+from asp_cli.settings import ScheduleSettings
+
+
+def _inputs(rows=40):
+    prompts = pl.DataFrame({"row": np.arange(rows, dtype=np.int64), "prompt_id": [f"p{i}" for i in range(rows)]})
+    planned = (np.arange(rows) * 37 % 101 + 1) * 10
+    predictions = pl.DataFrame({
+        "prompt_tokens": np.full(rows, 50, dtype=np.int64), "predicted_max_tokens": planned,
+        "predicted_mean_tokens": planned // 2, "predicted_tokens": planned,
+        "prediction_source": ["model"] * rows,
+    })
+    return prompts, predictions
+
+
+SETTINGS = ScheduleSettings(instances=3, samples_per_prompt=2, epochs=2, train_batch_size=12, minibatch_size=4)
+
+
+@pytest.mark.parametrize("name", list(BASELINES))
+def test_every_baseline_is_a_valid_schedule(name):
+    prompts, predictions = _inputs()
+    frame = arrange_baseline(name, prompts, predictions, SETTINGS)
+    validate_frame(frame, where=name)
+    for column, dtype in REQUIRED_COLUMNS.items():
+        assert frame.schema[column] == dtype
+    assert frame.height == 80
+    assert frame.group_by("epoch").agg(pl.col("row").n_unique())["row"].to_list() == [40, 40]
+    assert frame.group_by("minibatch").len()["len"].max() <= SETTINGS.minibatch_size
+    assert frame["instance"].max() < SETTINGS.instances
+    again = arrange_baseline(name, prompts, predictions, SETTINGS)
+    assert frame.equals(again)
+
+
+def test_verl_default_splits_contiguous_chunks():
+    prompts, predictions = _inputs()
+    frame = arrange_baseline("verl-default", prompts, predictions, SETTINGS).filter(pl.col("train_step") == 0)
+    # 12 prompts over 3 workers: 4 each, one minibatch each; all rows of a train step are one batch.
+    assert frame.group_by("instance").len().sort("instance")["len"].to_list() == [4, 4, 4]
+    shuffled = arrange_baseline("verl-default", prompts, predictions, SETTINGS)
+    assert shuffled.filter(pl.col("epoch") == 0)["row"].to_list() != list(range(40))
+
+
+def test_sorted_baselines_follow_predicted_length():
+    prompts, predictions = _inputs()
+    short = arrange_baseline("short-first", prompts, predictions, SETTINGS).filter(pl.col("epoch") == 0)
+    steps = short.group_by("train_step").agg(pl.col("predicted_tokens").max()).sort("train_step")
+    assert steps["predicted_tokens"].is_sorted()
+    long = arrange_baseline("long-first", prompts, predictions, SETTINGS).filter(pl.col("epoch") == 0)
+    steps = long.group_by("train_step").agg(pl.col("predicted_tokens").min()).sort("train_step")
+    assert steps["predicted_tokens"].is_sorted(descending=True)
+
+
+def test_count_balance_uses_free_dispatch():
+    assert BASELINES["count-balance"].dispatch == "free"
+
+
+def test_rollpacker_defers_long_prompts_to_their_own_rounds():
+    planned = np.array([1, 100, 2, 3, 200, 4, 5, 300, 6, 7])
+    rounds = rollpacker_rounds(planned, np.arange(10), batch=2, tail_fraction=0.3)
+    long_rounds = [r for r in rounds if set(planned[r]) <= {100, 200, 300}]
+    assert long_rounds and all(planned[r].min() >= 100 for r in long_rounds)
+    assert sorted(np.concatenate(rounds).tolist()) == list(range(10))

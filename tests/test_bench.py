@@ -1,0 +1,68 @@
+"""The comparison table and the benchmark workloads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from asp_cli.bench import ASP, ASP_TRUE, LOWER_BOUND, WORKLOADS, compare, format_table, true_predictions
+from asp_cli.costmodel import load_preset
+from asp_cli.settings import ScheduleSettings
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _workload(rows=120, n=4, seed=0):
+    rng = np.random.default_rng(seed)
+    prompts = pl.DataFrame({"row": np.arange(rows, dtype=np.int64), "prompt_id": [f"q{i}" for i in range(rows)]})
+    mean = np.exp(rng.normal(6, 1.2, rows))
+    truth = np.clip(mean[:, None] * np.exp(rng.normal(0, 0.3, (rows, n))), 1, 16000).astype(np.int64)
+    noisy = np.clip(mean * np.exp(rng.normal(0, 0.4, rows)), 1, 16000)
+    predictions = pl.DataFrame({
+        "prompt_tokens": rng.integers(30, 300, rows), "predicted_max_tokens": (noisy * 1.4).astype(np.int64),
+        "predicted_mean_tokens": noisy.astype(np.int64), "predicted_tokens": (noisy * 1.4).astype(np.int64),
+        "prediction_source": ["model"] * rows,
+    })
+    return prompts, predictions, truth
+
+
+def test_compare_has_every_row_and_none_beats_the_bound():
+    prompts, predictions, truth = _workload()
+    settings = ScheduleSettings(instances=4, samples_per_prompt=4, train_batch_size=16, minibatch_size=8,
+                                max_response_tokens=16000)
+    rows = compare(prompts, predictions, truth, settings, load_preset(), max_lag=2)
+    names = [r["arrangement"] for r in rows]
+    assert names[0] == "verl-default" and ASP in names and ASP_TRUE in names and names[-1] == LOWER_BOUND
+    bound = rows[-1]["end_to_end_s"]
+    assert all(r["end_to_end_s"] >= bound * (1 - 1e-9) for r in rows)
+    assert rows[0]["ratio_to_verl_default"] == 1.0
+    table = format_table(rows)
+    assert table.count("\n") == len(rows) + 1 and "lower bound" in table
+
+
+def test_true_predictions_take_group_max_and_mean():
+    frame = true_predictions(np.array([[1, 3], [5, 5]]), np.array([10, 20]))
+    assert frame["predicted_max_tokens"].to_list() == [3, 5]
+    assert frame["predicted_mean_tokens"].to_list() == [2, 5]
+
+
+def test_workload_shapes_cover_the_issue():
+    specs = WORKLOADS.values()
+    assert {s.instances for s in specs} >= {2, 16}
+    assert {s.samples_per_prompt for s in specs} >= {4, 16}
+    assert any(s.sources == ("aime",) for s in specs) and any(len(s.sources) > 1 for s in specs)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not here (evaluation data, read at run time)")
+def test_real_mix_workload_runs():
+    from asp_cli.bench import run_benchmark
+
+    results = run_benchmark(DATA, load_preset(), names=("aime-k8-n4",))
+    spec, workload, rows = results[0]
+    assert workload.truth.shape[1] == spec.samples_per_prompt
+    assert "history" in workload.predictor
+    assert rows[-1]["arrangement"] == LOWER_BOUND
