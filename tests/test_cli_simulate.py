@@ -1,0 +1,79 @@
+"""`asp simulate` and `asp bench`: stdout/stderr contract, exit codes, outputs."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
+from typer.testing import CliRunner
+
+from asp_cli.cli import app
+from asp_cli.errors import ExitCode
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_simulate_json_on_stdout_summary_on_stderr(built):  # noqa: F811
+    result = invoke("simulate", built["schedule"], "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    m = document["metrics"]
+    assert m["end_to_end_s"] >= m["lower_bound_end_to_end_s"] > 0
+    assert m["groups"] == PROMPTS * 2 and m["sequences"] == PROMPTS * 2 * SAMPLES
+    assert document["lengths"]["prompts_with_sampled_lengths"] == PROMPTS
+    assert "end-to-end" in result.stderr and "lower bound" in result.stderr
+
+
+def test_simulate_with_observed_lengths_and_compare(built, tmp_path):  # noqa: F811
+    ids = pl.read_parquet(built["schedule"])["prompt_id"].unique().sort().to_list()
+    lengths = tmp_path / "lengths.jsonl"
+    lengths.write_text("".join(json.dumps({"prompt_id": i, "response_tokens": 50 + 7 * k})
+                               + "\n" for k, i in enumerate(ids) for _ in range(2)), encoding="utf-8")
+    series = tmp_path / "series.csv"
+    result = invoke("simulate", built["schedule"], "--lengths", lengths, "--compare", "--json",
+                    "--timeseries", series, "--bins", "50", "--mode", "streaming")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["lengths"]["prompts_with_observed_lengths"] == PROMPTS
+    names = [r["arrangement"] for r in document["comparison"]]
+    assert names[0] == "verl-default" and "asp (true lengths)" in names and names[-1] == "lower bound"
+    assert "verl-default" in result.stderr
+    frame = pl.read_csv(series)
+    assert frame.height == 50 and "live_sequences" in frame.columns
+
+
+def test_simulate_free_dispatch_and_static(built):  # noqa: F811
+    for extra in (["--dispatch", "free"], ["--mode", "static"], ["--max-lag", "0", "--preset", "a100-llama2-7b"]):
+        result = invoke("simulate", built["schedule"], "--json", "--quiet", *extra)
+        assert result.exit_code == 0, result.output
+        assert result.stderr == ""
+
+
+def test_simulate_errors(built, tmp_path):  # noqa: F811
+    result = invoke("simulate", built["schedule"], "--mode", "fast")
+    assert result.exit_code == ExitCode.BAD_SETTINGS and "Error: --mode" in result.stderr
+    result = invoke("simulate", built["prompts"])
+    assert result.exit_code == ExitCode.SCHEDULE_FORMAT
+    result = invoke("simulate", built["schedule"], "--timeseries", tmp_path / "x.txt")
+    assert result.exit_code == ExitCode.BAD_SETTINGS
+    result = invoke("simulate", built["schedule"], "--instances", "1")
+    assert result.exit_code == ExitCode.BAD_SETTINGS and "--dispatch free" in result.stderr
+    assert result.stdout == ""
+
+
+def test_bench_skips_without_data(tmp_path):
+    result = invoke("bench", "--data", tmp_path / "nothing")
+    assert result.exit_code == 0 and "Skipped" in result.stderr and result.stdout == ""
+    result = invoke("bench", "--workload", "nope")
+    assert result.exit_code == ExitCode.BAD_SETTINGS
+
+
+def test_help_texts():
+    for command in ("simulate", "bench"):
+        result = invoke(command, "--help")
+        assert result.exit_code == 0 and "Usage" in result.output
