@@ -29,6 +29,7 @@ Model files are skops archives loaded with an explicit list of trusted types (ne
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import zipfile
@@ -481,10 +482,13 @@ def load(path: Path) -> LengthPredictor:
     PredictorError
         Missing, corrupt or newer-format files.
     """
-    import skops.io as sio
-
     path = Path(path)
     card = read_card(path)
+    state = _plain_state(path)
+    if state is not None:
+        return _from_state(state, card, path)
+    import skops.io as sio
+
     try:
         with zipfile.ZipFile(path) as archive:
             schema = json.loads(archive.read("schema.json"))
@@ -502,6 +506,56 @@ def load(path: Path) -> LengthPredictor:
     except Exception as exc:  # noqa: BLE001 - skops raises many kinds for a bad file
         raise PredictorError(f"{path}: unreadable model file ({type(exc).__name__}: {str(exc)[:200]})") from None
     return _from_state(state, card, path)
+
+
+class _NotPlain(Exception):
+    """A skops schema node outside the plain subset `_plain_state` builds itself."""
+
+
+def _plain_state(path: Path) -> dict[str, Any] | None:
+    """Build a model file's state without importing skops, when it holds only plain data.
+
+    Files from `asp predictor fit` hold a dict of strings, numbers, lists and NumPy arrays. Their skops
+    schema (schema.json plus one .npy file per array) is read here directly: JSON values with `json.loads`,
+    arrays with `numpy.load(allow_pickle=False)`. No class is ever looked up or called, so this is at least
+    as safe as skops' trusted loading, and it skips importing skops.io, which imports every scikit-learn
+    estimator (and torch when installed): seconds per process. Anything else in the schema (any other loader
+    or type) returns None, and `load` falls back to skops with its trusted-type check.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            schema = json.loads(archive.read("schema.json"))
+            return _plain_node(schema, archive)
+    except _NotPlain:
+        return None
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError, TypeError):
+        return None
+
+
+_PLAIN_SCALARS = {"builtins.str", "builtins.int", "builtins.float", "builtins.bool", "builtins.NoneType"}
+
+
+def _plain_node(node: Any, archive: zipfile.ZipFile) -> Any:
+    if not isinstance(node, dict):
+        raise _NotPlain
+    loader = node.get("__loader__")
+    kind = f"{node.get('__module__')}.{node.get('__class__')}"
+    if loader == "JsonNode" and kind in _PLAIN_SCALARS:
+        return json.loads(node["content"])
+    if loader == "ListNode" and kind == "builtins.list":
+        return [_plain_node(child, archive) for child in node["content"]]
+    if loader == "DictNode" and kind == "builtins.dict":
+        key_types = node["key_types"]
+        if key_types.get("__loader__") != "ListNode" or any(
+            t.get("__loader__") != "TypeNode" or f"{t.get('__module__')}.{t.get('__class__')}" != "builtins.str"
+            for t in key_types["content"]
+        ):
+            raise _NotPlain
+        return {str(key): _plain_node(child, archive) for key, child in node["content"].items()}
+    if loader == "NdArrayNode" and kind == "numpy.ndarray" and node.get("type") == "numpy":
+        with archive.open(node["file"]) as handle:
+            return np.load(io.BytesIO(handle.read()), allow_pickle=False)
+    raise _NotPlain
 
 
 def _schema_types(node: Any) -> set[str]:

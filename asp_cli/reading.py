@@ -106,7 +106,7 @@ def _sniff(data: bytes) -> str:
 
 
 def _check_not_empty(path: Path, data: bytes) -> None:
-    if not data.strip():
+    if not data or data.isspace():  # isspace stops at the first other byte; strip() would copy the file
         raise InputError(f"{path}: the file is empty; give a file with at least one row")
 
 

@@ -96,3 +96,21 @@ def test_newer_format_and_foreign_files_are_refused(fitted, tmp_path):
 def test_expected_max_of_normals():
     z = P.expected_max_z(np.array([1, 2, 8]))
     np.testing.assert_allclose(z, [0.0, 0.5642, 1.4236], atol=0.02)
+
+
+def test_plain_reader_builds_the_same_state_as_skops():
+    """The skops-free fast path and skops' own trusted loading agree on the bundled model."""
+    import numpy as np
+    import skops.io as sio
+
+    from asp_cli.predictor import TRUSTED_TYPES, _plain_state
+    from asp_cli.prediction import DEFAULT_MODEL
+
+    fast = _plain_state(DEFAULT_MODEL)
+    slow = sio.load(DEFAULT_MODEL, trusted=list(TRUSTED_TYPES))
+    assert fast is not None and fast.keys() == slow.keys()
+    for key in fast:
+        if isinstance(fast[key], np.ndarray):
+            assert np.array_equal(fast[key], slow[key]) and fast[key].dtype == slow[key].dtype
+        else:
+            assert fast[key] == slow[key]
