@@ -290,14 +290,25 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
 
 
 def file_fingerprint(paths: Sequence[Path]) -> str:
-    """SHA-256 over the bytes of the files, in order (names excluded, so a moved file keeps its print)."""
-    digest = hashlib.sha256()
+    """The fingerprint of files' bytes, in order (names excluded, so a moved file keeps its print).
+
+    One file: ``sha256:`` of its bytes. Several: `combine_fingerprints` of theirs.
+    """
+    prints = []
     for path in paths:
+        digest = hashlib.sha256()
         with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 22), b""):
                 digest.update(chunk)
-        digest.update(b"\x00asp-file-boundary\x00")
-    return "sha256:" + digest.hexdigest()
+        prints.append("sha256:" + digest.hexdigest())
+    return combine_fingerprints(prints)
+
+
+def combine_fingerprints(prints: Sequence[str]) -> str:
+    """One fingerprint for several files: the file's own for one, else SHA-256 over theirs joined by newlines."""
+    if len(prints) == 1:
+        return prints[0]
+    return "sha256:" + hashlib.sha256("\n".join(prints).encode()).hexdigest()
 
 
 def schedule(
@@ -371,8 +382,8 @@ def schedule(
         "settings": settings.to_dict(),
         "preset": preset.to_dict(),
         "max_tokens_per_minibatch_used": minibatch_token_budget(settings, preset),
-        "inputs": [{"name": p.name, "fingerprint": file_fingerprint([p])} for p in inputs],
-        "input_fingerprint": file_fingerprint(inputs),
+        "inputs": [{"name": p.name, "fingerprint": read_report.fingerprints[str(p)]} for p in inputs],
+        "input_fingerprint": combine_fingerprints([read_report.fingerprints[str(p)] for p in inputs]),
         "predictor": {
             "name": info.predictor_name,
             "fingerprint": info.predictor_fingerprint,

@@ -9,6 +9,7 @@ line-by-line pass finds the exact line and column to name in the error, or skips
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import math
@@ -37,6 +38,7 @@ class ReadReport:
     """What a read found: the columns it used per file and the rows it skipped."""
 
     rows: int = 0
+    fingerprints: dict[str, str] = field(default_factory=dict)  # per file: "sha256:" of its bytes on disk
     skipped_rows: int = 0
     skipped_examples: list[str] = field(default_factory=list)
     columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -72,7 +74,7 @@ def file_format(path: Path) -> tuple[str, bool]:
     )
 
 
-def _read_bytes(path: Path, gzipped: bool) -> bytes:
+def _read_bytes(path: Path, gzipped: bool, report: ReadReport | None = None) -> bytes:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -81,6 +83,8 @@ def _read_bytes(path: Path, gzipped: bool) -> bytes:
         raise InputError(f"{path}: is a directory; name a file") from None
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
+    if report is not None:
+        report.fingerprints[str(path)] = "sha256:" + hashlib.sha256(data).hexdigest()
     if gzipped:
         try:
             data = gzip.decompress(data)
@@ -119,7 +123,23 @@ def _mismatch(path: Path, declared: str, data: bytes) -> InputError:
     )
 
 
+def _is_utf8(data: bytes) -> bool:
+    """Whether ``data`` is valid UTF-8, checked by Arrow's vectorised validator without building a str
+    (about ten times faster than ``bytes.decode`` and no copy)."""
+    import pyarrow as pa
+
+    offsets = pa.array([0, len(data)], type=pa.int64()).buffers()[1]
+    blob = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)])
+    try:
+        blob.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
 def _check_utf8(path: Path, data: bytes) -> None:
+    if _is_utf8(data):
+        return
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -142,7 +162,7 @@ def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport
     """
     path = Path(path)
     fmt, gzipped = file_format(path)
-    data = _read_bytes(path, gzipped)
+    data = _read_bytes(path, gzipped, report)
     _check_not_empty(path, data)
     if fmt == "parquet":
         return _read_parquet(path, data)
@@ -173,11 +193,7 @@ def _read_jsonl(path: Path, data: bytes, on_bad_row: OnBadRow, report: ReadRepor
 
     if _sniff(data) == "json":
         raise InputError(f"{path}: holds a JSON array, not JSON lines; rename it to .json")
-    try:
-        data.decode("utf-8")
-        valid_utf8 = True
-    except UnicodeDecodeError:
-        valid_utf8 = False
+    valid_utf8 = _is_utf8(data)
     if not valid_utf8 and on_bad_row == "error":
         _check_utf8(path, data)
     try:
