@@ -8,9 +8,10 @@ The idea, in three steps (docs/algorithms.md):
    first. Every class therefore finishes groups at a steady rate over the whole epoch: the trainer sees a
    steady, representative stream (no sorting bubble), long work starts early and never runs last (no
    skewness bubble at the end of the epoch).
-3. Dispatch: minibatches are taken in ideal-start order and each goes to the instance that frees first
-   (list scheduling, Graham 1966). Because the order is a single list, an engine that ignores the planned
-   instance and hands minibatches in ``seq`` order to whichever instance is free reproduces the plan.
+3. Dispatch: ``seq`` is the ideal-start order; an engine that hands minibatches in ``seq`` order to whichever
+   instance is free does list scheduling (Graham 1966) on it and absorbs prediction error as it goes. The
+   planned ``instance`` of each minibatch is list scheduling under a per-class count balance
+   (`balanced_assignment`), so that an engine that keeps to it is hurt less by errors shared by a class.
 
 Kernels take NumPy arrays and return indices; O(M log M) for M minibatches plus O(M log K) for dispatch.
 """
@@ -35,12 +36,25 @@ def length_classes(duration_s: np.ndarray, n_classes: int) -> np.ndarray:
     return (rank * n_classes // m).astype(np.int32)
 
 
-def ideal_start_s(duration_s: np.ndarray, classes: np.ndarray, instances: int, lead: float = 1.0) -> np.ndarray:
+def ideal_start_s(
+    duration_s: np.ndarray,
+    classes: np.ndarray,
+    instances: int,
+    lead: float = 1.0,
+    *,
+    groups: np.ndarray | None = None,
+    warm_groups: int = 0,
+) -> np.ndarray:
     """Each minibatch's ideal start time, relative to the epoch's start.
 
     Inside class c (n_c minibatches, longest one d_c), the j-th longest starts at ``j * span_c / n_c`` with
     ``span_c = max(H - lead * d_c, 0)`` and ``H = sum(durations) / instances``: a class's completions are
     spread evenly over ``[d_c, H]``.
+
+    Warm start: with ``warm_groups`` > 0 (and ``groups``, the groups in each minibatch), the shortest
+    minibatches that together hold ``warm_groups`` groups go first, shortest first (negative ideal starts).
+    Nothing longer can finish before its own duration, so without them the trainer's first step waits for
+    whatever short work the spread happens to put early.
     """
     duration = np.asarray(duration_s, dtype=np.float64)
     m = duration.size
@@ -54,6 +68,12 @@ def ideal_start_s(duration_s: np.ndarray, classes: np.ndarray, instances: int, l
         members = members[np.argsort(-duration[members], kind="stable")]
         span = max(horizon - lead * float(duration[members].max()), 0.0)
         ideal[members] = np.arange(members.size) * (span / members.size)
+    if warm_groups > 0 and groups is not None:
+        # Shortest first (ties: the lower index); enough of them to hold ``warm_groups`` groups.
+        shortest = np.lexsort((np.arange(m), duration))
+        held = np.cumsum(np.asarray(groups, dtype=np.float64)[shortest])
+        count = min(int(np.searchsorted(held, warm_groups, side="left")) + 1, m)
+        ideal[shortest[:count]] = -np.arange(count, 0, -1, dtype=np.float64)
     return ideal
 
 
@@ -95,4 +115,46 @@ def list_schedule(
         end = t + float(duration[m])
         free[k] = end
         heapq.heappush(heap, (end, k))
+    return instance, start, free
+
+
+def balanced_assignment(
+    order: np.ndarray, duration_s: np.ndarray, classes: np.ndarray, free_at_s: np.ndarray, slack: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """List scheduling under a per-class count balance: a fixed instance plan that is robust to bias.
+
+    Minibatches, in ``order``, go to the instance that frees first among those holding at most ``slack``
+    more minibatches of the same length class than the instance with the fewest (ties: the lowest
+    instance). Every instance so gets about ``n_c / K`` minibatches of each class c (within ``slack + 1``):
+    an error shared by a class (a source whose lengths are under-predicted by the same factor) lands on
+    every instance alike instead of on the few that took most of that class. Pure list scheduling
+    balances the *predicted* load exactly and the actual load not at all once a class is mispredicted.
+
+    Returns
+    -------
+    (instance, start_s, free_at_s)
+        As `list_schedule`.
+    """
+    duration = np.asarray(duration_s, dtype=np.float64)
+    free = np.array(free_at_s, dtype=np.float64)
+    k = free.size
+    n_classes = int(np.max(classes)) + 1 if duration.size else 0
+    count = np.zeros((n_classes, k), dtype=np.int64)
+    instance = np.empty(duration.size, dtype=np.int32)
+    start = np.empty(duration.size, dtype=np.float64)
+    lanes = np.arange(k)
+    position, last_free = 0, len(order) - 2 * k
+    for m in order:
+        c = int(classes[m])
+        fewest = count[c] <= count[c].min() + slack
+        if position >= last_free:
+            # The last 2K minibatches are placed freely: they fill the gaps, so the plan still ends level.
+            fewest = np.ones(k, dtype=bool)
+        position += 1
+        # Earliest free among the instances with the fewest of this class; ties to the lowest instance.
+        pick = int(lanes[fewest][np.argmin(free[fewest])])
+        instance[m] = pick
+        start[m] = free[pick]
+        free[pick] += float(duration[m])
+        count[c, pick] += 1
     return instance, start, free

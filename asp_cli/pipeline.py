@@ -20,7 +20,7 @@ from . import __version__
 from . import columns as C
 from .costmodel import HardwarePreset, load_preset
 from .errors import SettingsError
-from .interleaving import dispatch_order, ideal_start_s, length_classes, list_schedule
+from .interleaving import balanced_assignment, dispatch_order, ideal_start_s, length_classes
 from .packing import pack
 from .schedule_format import FORMAT_VERSION, write_schedule
 from .settings import ScheduleSettings
@@ -31,6 +31,10 @@ from .timeline import minibatch_times, policy_version_at, trainer_timeline
 _PACKING_JITTER = 0.02
 # Rounds of holding minibatches back to honour --max-lag before giving up.
 _MAX_LAG_ROUNDS = 60
+# Train batches of the shortest minibatches dispatched first, so the trainer's first step starts at once.
+_WARM_TRAIN_BATCHES = 1
+# How many more minibatches of one length class an instance may hold than the instance with the fewest.
+_CLASS_BALANCE_SLACK = 1
 
 Progress = Callable[[str], None]
 
@@ -118,9 +122,11 @@ def arrange(
         m = int(local.max()) + 1
         duration, finish_offset = minibatch_times(preset, local, m, prompt_tokens, top, mean, n)
         classes = length_classes(duration, settings.length_classes)
-        ideal = ideal_start_s(duration, classes, settings.instances)
+        ideal = ideal_start_s(duration, classes, settings.instances, groups=np.bincount(local, minlength=m),
+                              warm_groups=_WARM_TRAIN_BATCHES * settings.train_batch_size)
         order = dispatch_order(ideal, duration)
-        instance, start, free_at = list_schedule(order, duration, free_at)
+        instance, start, free_at = balanced_assignment(order, duration, classes, free_at,
+                                                       slack=_CLASS_BALANCE_SLACK)
         rank = np.empty(m, dtype=np.int64)
         rank[order] = np.arange(m)
         epochs.append(
@@ -190,8 +196,9 @@ def _assemble(
             "raise --train-batch-size, or give more --instances"
         )
     version_rows = policy_version_at(step_end, start)[row_mb]
-    # Dispatch order: by (expected start, instance, minibatch); rows in a minibatch longest first.
-    mb_order = np.lexsort((np.arange(start.size), mb_instance, start))
+    # Dispatch order: the interleaving's (epoch by epoch), which is also what a free-dispatch engine follows;
+    # rows in a minibatch longest first.
+    mb_order = np.arange(start.size)
     mb_rank = np.empty(start.size, dtype=np.int64)
     mb_rank[mb_order] = np.arange(start.size)
     row_planned = np.tile(planned, len(epochs))

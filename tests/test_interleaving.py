@@ -2,7 +2,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asp_cli.interleaving import dispatch_order, ideal_start_s, length_classes, list_schedule
+from asp_cli.interleaving import (
+    balanced_assignment,
+    dispatch_order,
+    ideal_start_s,
+    length_classes,
+    list_schedule,
+)
 
 
 def test_classes_have_equal_counts_and_follow_duration():
@@ -56,3 +62,48 @@ def test_dispatch_puts_long_work_first_on_distinct_instances():
     assert start[longest[0]] == 0.0
     first_four = order[:4]
     assert len(set(instance[first_four].tolist())) == 4
+
+
+@given(
+    durations=st.lists(st.floats(0.01, 1000.0), min_size=1, max_size=200),
+    instances=st.integers(1, 16),
+    slack=st.integers(0, 2),
+)
+@settings(max_examples=150, deadline=None)
+def test_balanced_assignment_is_valid_and_balances_classes(durations, instances, slack):
+    duration = np.array(durations)
+    classes = length_classes(duration, 8)
+    order = dispatch_order(ideal_start_s(duration, classes, instances), duration)
+    instance, start, free = balanced_assignment(order, duration, classes, np.zeros(instances), slack=slack)
+    assert ((instance >= 0) & (instance < instances)).all()
+    for k in range(instances):
+        mine = order[instance[order] == k]
+        ends = start[mine] + duration[mine]
+        assert np.all(start[mine][1:] >= ends[:-1] - 1e-9)
+        assert np.isclose(free[k], duration[mine].sum())
+    # Outside the last 2K (placed freely), no instance holds more than slack + 1 above another per class.
+    constrained = order[: max(order.size - 2 * instances, 0)]
+    for c in np.unique(classes):
+        counts = np.bincount(instance[constrained[classes[constrained] == c]], minlength=instances)
+        assert counts.max() - counts.min() <= slack + 1
+
+
+def test_balanced_assignment_spreads_a_class_that_list_scheduling_stacks():
+    # Two instances; class 1 (long) would all go to whichever instance short work leaves free.
+    duration = np.array([10.0, 1.0, 1.0, 10.0, 1.0, 1.0, 10.0, 10.0, 1.0, 1.0, 1.0, 1.0])
+    classes = (duration > 5).astype(np.int32)
+    order = np.arange(duration.size)
+    instance, _, _ = balanced_assignment(order, duration, classes, np.zeros(2), slack=0)
+    long_counts = np.bincount(instance[:8][classes[:8] == 1], minlength=2)
+    assert long_counts.tolist() == [2, 2]
+
+
+def test_warm_start_sends_the_shortest_train_batch_first():
+    duration = np.array([50.0, 40.0, 3.0, 30.0, 1.0, 2.0, 20.0, 10.0])
+    groups = np.array([8, 8, 8, 8, 8, 8, 8, 8])
+    classes = length_classes(duration, 4)
+    ideal = ideal_start_s(duration, classes, 2, groups=groups, warm_groups=16)
+    order = dispatch_order(ideal, duration)
+    assert order[:2].tolist() == [4, 5]  # the two shortest hold 16 groups, shortest first
+    assert order[2] == 0  # then the longest
+    assert np.array_equal(ideal_start_s(duration, classes, 2), ideal_start_s(duration, classes, 2, warm_groups=0))
