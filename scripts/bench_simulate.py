@@ -30,23 +30,37 @@ docs/simulation.md; "vs verl" is end-to-end time over verl's default, "vs bound"
 FINDINGS = """\
 ### Where asp wins, where it loses, and why (read from the tables above)
 
-- **Mixed sources, 8 instances (mix-k8-n8)**: asp is 0.60x verl's default, inside the 0.85x goal, and
-  asp given the true lengths is 1.13x the bound (goal 1.3x). But long-first (0.598x) ties asp, and with
-  free dispatch asp is best (0.54x). The gap to the ceiling is prediction error: padding 0.63 against 0.33.
-- **Planned instances do not absorb prediction error.** In every workload "asp, free dispatch" beats "asp"
-  (up to 14%): the schedule's static instance assignment is list scheduling on *predicted* durations, and
-  when a minibatch runs long its instance finishes late (finish spread 430 s on mix-k2-n4).
-- **Two instances (mix-k2-n4)**: asp 0.54x, but plain long-first (0.47x) and short-first (0.50x) win.
-  Sorting globally makes every minibatch homogeneous and puts all long work in the first wave, so the
-  skew tail hides; asp's interleaving starts long work later and, with errors, ends with a long minibatch.
-  The bound is far (1.66x even with true lengths): 32 prompts x 4 samples cap a batch at 128 sequences,
-  well under the 1,024 the bound assumes.
-- **Trainer-bound (mix-k16-n16, gsm8k-k4-n8)**: every arrangement is within 1.1x of the bound except
-  verl; short-first's and count balance's early first batch feeds the trainer sooner. asp's first train
-  step starts later (it front-loads long work), which costs a few percent when the trainer binds.
-- **Long reasoning only (aime-k8-n4)**: asp 0.64x, the best plain arrangement; with 8 instances and 596
-  prompts the bound (longest request, 16k tokens alone) cannot be met by any arrangement (2.0x with true
-  lengths).
+asp dispatches the shortest minibatches holding one train batch first (the trainer's first step starts at
+once), then each length class spread over the epoch, longest first; `seq` is that order, and the planned
+`instance` is list scheduling under a per-class count balance (docs/algorithms.md). Over 6 workload seeds
+(mean end-to-end over verl's default; planned / free dispatch / true lengths): mix-k8-n8 0.551 / 0.524 /
+0.487 (long-first 0.579), mix-k2-n4 0.492 / 0.495 / 0.423 (long-first 0.467), mix-k16-n16 0.927 / 0.909 /
+0.912 (short-first 0.894). Single tables above are one seed and move by +-0.03.
+
+- **Mixed sources, 8 instances (mix-k8-n8)**: asp wins: 0.55x verl's default, below every baseline
+  (long-first 0.60x), and asp given the true lengths is 1.13x the bound. The warm start removes the wait
+  for the first train batch (long work started at time 0 cannot feed it).
+- **Two instances (mix-k2-n4)**: asp (0.51x) ties short-first and loses to long-first (0.48x) by about 5%.
+  The cause is measured: with the same sorted packing, long-first's minibatches of 32 long prompts keep
+  more sequences per decode step, and asp's per-minibatch KV budget (N x (prompt + predicted mean) within
+  the cache) cuts long minibatches to about 23 prompts; summed instance busy time is 6% higher for asp
+  (4,600 s against 4,337 s on seed 0). Raising the budget 1.35x wins here (0.48x) without preemptions, but
+  causes preemptions and loses on mix-k16-n16, so the budget stays. The bound is far (1.6x even with true
+  lengths): 32 prompts x 4 samples cap a batch at 128 sequences, well under the 1,024 the bound assumes.
+- **Trainer-bound (mix-k16-n16)**: 0.85x verl is impossible here: the lower bound itself is 0.86-0.88x
+  (the trainer's work). asp is 1.06x the bound and about 1.5% behind short-first. When the trainer binds,
+  short-first is close to ideal: cheap steps come first while rollout fills the admission window, and the
+  long groups are generated during the long, expensive steps. asp's steps are representative (step length
+  deviation 0.4 against 1.3), so every step needs long groups, and after the warm batch the trainer waits
+  for them for two or three steps (30-50 s each).
+- **Planned instances absorb less prediction error than free dispatch.** Short sources are under-predicted
+  2-5x per minibatch (a minibatch lasts as long as its longest group, and the longest of 32 noisy groups
+  is far above the longest prediction), the long class about 1.1x. The count balance spreads that shared
+  error over every instance; free dispatch remains the most robust (finish spread of seconds, not minutes).
+- **Long reasoning only (aime-k8-n4)**: asp 0.58x, far ahead of every baseline; the bound (the longest
+  request alone) cannot be met by any arrangement (2.0x with true lengths).
+- **Short answers (gsm8k-k4-n8)**: trainer-bound and noisy (one generator's very long outputs decide a
+  minibatch); free dispatch is best (0.90x), the fixed plan is not (1.04x on this seed, 0.93x over 6).
 - Sorting gives the worst step representativeness (step mean length 1.2-1.4 away from the epoch mean);
   asp keeps it at 0.4-0.6 and verl at 0.15.
 """
