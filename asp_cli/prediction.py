@@ -87,6 +87,20 @@ def lengths_from_lognormal(
     return group_max, np.minimum(mean, group_max)
 
 
+# Rows per feature pass: word features explode each prompt into words, so memory grows with the rows in
+# one pass; a million prompts at a time keeps 10M-prompt runs far below the machine's memory.
+_PREDICT_CHUNK_ROWS = 1_000_000
+
+
+def _predict_log_in_chunks(model, prompts: pl.DataFrame, tokenizer: Path | None):
+    """`LengthPredictor.predict_log` over slices of the prompts (it is row-wise, so the result is the same)."""
+    if prompts.height <= _PREDICT_CHUNK_ROWS:
+        return model.predict_log(prompts, tokenizer=tokenizer)
+    parts = [model.predict_log(prompts.slice(start, _PREDICT_CHUNK_ROWS), tokenizer=tokenizer)
+             for start in range(0, prompts.height, _PREDICT_CHUNK_ROWS)]
+    return tuple(np.concatenate([part[i] for part in parts]) for i in range(3))
+
+
 def predict_distribution(
     prompts: pl.DataFrame,
     *,
@@ -99,7 +113,7 @@ def predict_distribution(
     from .history import combine_with_history
 
     model = load_predictor(predictor)
-    mu, sigma, tokens = model.predict_log(prompts, tokenizer=tokenizer)
+    mu, sigma, tokens = _predict_log_in_chunks(model, prompts, tokenizer)
     seen = np.zeros(prompts.height, dtype=np.int64)
     fit = None
     if history is not None and history.height and prompts.height:
