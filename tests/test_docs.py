@@ -1,0 +1,38 @@
+"""Docs coverage: every command has help text and a place in the README (the sqlite-utils habit)."""
+
+import re
+
+from typer.testing import CliRunner
+
+from asp_cli.cli import app
+
+from util import REPO
+
+runner = CliRunner()
+
+
+def _commands():
+    names = [c.name for c in app.registered_commands]
+    groups = [g.name for g in app.registered_groups]
+    return names, groups
+
+
+def test_every_command_has_help_and_a_readme_mention():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    names, groups = _commands()
+    assert {"schedule", "simulate", "bench", "report", "export", "observe"} <= set(names)
+    assert "predictor" in groups
+    for name in names + groups:
+        result = runner.invoke(app, [name, "--help"])
+        assert result.exit_code == 0, name
+        assert "Usage:" in result.stdout
+        assert re.search(rf"\basp {name}\b", readme), f"README does not show `asp {name}`"
+    for sub in ("fit", "eval", "predict", "info"):
+        assert runner.invoke(app, ["predictor", sub, "--help"]).exit_code == 0
+        assert f"asp predictor {sub}" in readme
+
+
+def test_docs_the_readme_links_exist():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(((?:docs|examples)/[^)#]+)\)", readme):
+        assert (REPO / target).exists(), target
