@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.bench import ASP, ASP_TRUE, LOWER_BOUND, compare, load_aime
+from asp_cli.bench import ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND, compare, load_aime
 from asp_cli.costmodel import load_preset
 from asp_cli.observe import observe
 from asp_cli.prediction import predict_lengths
@@ -45,6 +45,9 @@ ROWS = (
     ("epoch 1, no history", "e1", ASP),
     ("epoch 2, no history (control)", "e2_model", ASP),
     ("epoch 2, with epoch-1 history", "e2_history", ASP),
+    ("epoch 1, no history, free dispatch", "e1", ASP_FREE),
+    ("epoch 2, no history, free dispatch", "e2_model", ASP_FREE),
+    ("epoch 2, with history, free dispatch", "e2_history", ASP_FREE),
     ("epoch 2, no history, plan with mean", "e2_model_mean", ASP),
     ("epoch 2, with history, plan with mean", "e2_history_mean", ASP),
     ("epoch 2, true lengths (ceiling)", "e2_history", ASP_TRUE),
@@ -87,7 +90,7 @@ def run(seeds: int, instances: int, batch: int) -> dict:
                  "e2_model_mean": (model_mean, truth["e2"], mean_settings),
                  "e2_history_mean": (history_mean, truth["e2"], mean_settings)}
         for key, (predictions, lengths, chosen) in plans.items():
-            include = (ASP, ASP_TRUE, "verl-default") if key == "e2_history" else (ASP,)
+            include = (ASP, ASP_FREE, ASP_TRUE, "verl-default") if key == "e2_history" else (ASP, ASP_FREE)
             for row in compare(prompts, predictions, lengths, chosen, preset, include=include):
                 results.setdefault(f"{key}/{row['arrangement']}", []).append(row)
     table = []
@@ -106,6 +109,35 @@ def run(seeds: int, instances: int, batch: int) -> dict:
         "prompts_from_history": info.prompts_from_history,
         "table": table,
     }
+
+
+def run_mixes(seeds: int) -> list[dict]:
+    """The loop on the mixed-source workloads of `asp bench` (GSM8K + MATH-L5 + AIME, real lengths).
+
+    Epoch 1 plans from the bundled model alone; epoch 2 plans with the history the workload carries (AIME:
+    samples 0-3; ZeroEval: four generators disjoint from those judged); both are judged on the same true
+    lengths (AIME samples 4-7; the other ZeroEval generators), so the difference is the planning alone.
+    """
+    from asp_cli.bench import WORKLOADS, build_workload
+
+    rows = []
+    for name in ("mix-k8-n8", "mix-k2-n4", "mix-k16-n16"):
+        spec = WORKLOADS[name]
+        times: dict[str, list[float]] = {}
+        for seed in range(seeds):
+            settings = dataclasses.replace(spec.settings(), seed=seed)
+            workload = build_workload(name, DATA, spec.sources, settings, seed=seed)
+            model_only, _ = predict_lengths(workload.prompts, samples_per_prompt=settings.samples_per_prompt,
+                                            max_response_tokens=settings.max_response_tokens)
+            preset = load_preset(settings.preset)
+            for key, predictions in (("epoch 1", model_only), ("epoch 2", workload.predictions)):
+                include = (ASP, ASP_FREE, "verl-default") if key == "epoch 2" else (ASP, ASP_FREE)
+                for row in compare(workload.prompts, predictions, workload.truth, settings, preset,
+                                   max_lag=spec.max_lag, include=include):
+                    times.setdefault(f"{key}/{row['arrangement']}", []).append(row["end_to_end_s"])
+        mean = {k: float(np.mean(v)) for k, v in times.items()}
+        rows.append({"workload": name, **mean})
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +159,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {row['row']:40} | {row['end_to_end_s']:12,.0f} | {row['end_to_end_s'] / first:10.3f} | "
               f"{row.get('ratio_to_lower_bound', 1.0):14.3f} | {row.get('rollout_makespan_s', float('nan')):9,.0f} | "
               f"{row.get('padding_fraction', float('nan')):7.3f} | {row.get('trainer_idle_fraction', float('nan')):12.3f} |")
+    mixes = run_mixes(args.seeds)
+    result["mixes"] = mixes
+    print()
+    print("| workload | epoch 1, no history | epoch 2, with history | change | epoch 1, free dispatch | "
+          "epoch 2, free dispatch | change | verl default |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for row in mixes:
+        e1, e2 = row[f"epoch 1/{ASP}"], row[f"epoch 2/{ASP}"]
+        f1, f2 = row[f"epoch 1/{ASP_FREE}"], row[f"epoch 2/{ASP_FREE}"]
+        print(f"| {row['workload']} | {e1:,.0f} | {e2:,.0f} | {e2 / e1 - 1:+.1%} | {f1:,.0f} | {f2:,.0f} | "
+              f"{f2 / f1 - 1:+.1%} | {row['epoch 2/verl-default']:,.0f} |")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     return 0
