@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from .schedule_format import Schedule
+from .timeline import run_steps
 
 # Bump the major when a key is removed, renamed or changes meaning; the minor for added keys.
 REPORT_VERSION = "1.0"
@@ -283,14 +284,7 @@ def _step_end_times(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> tuple[
                               minlength=steps)
     busy = (float(preset["train_fixed_s"]) + float(preset.get("train_per_token_s", 0.0)) * step_tokens
             + float(preset.get("weight_sync_s", 0.0)))
-    start = np.empty(steps)
-    end = np.empty(steps)
-    previous = 0.0
-    for s in range(steps):
-        start[s] = max(previous, ready[s])
-        end[s] = start[s] + busy[s]
-        previous = end[s]
-    return start, end
+    return run_steps(ready, busy)
 
 
 def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
@@ -681,3 +675,25 @@ def report_schedule(
     if limits is not None and limits.any():
         result.checks = check_report(main, limits)
     return result
+
+
+QUANTILE_NAMES = ("p0", "p10", "p50", "p90", "p100", "mean")
+
+
+def length_quantile_rows(report: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
+    """The rows of the length and padding quantile table both renderers draw: (label, quantiles, kind).
+
+    ``kind`` is "tokens", "ratio" or "percent": how the renderer formats the values.
+    """
+    mbs = report["minibatches"]
+    rows = [
+        ("group length (planned)", report["predicted_lengths"]["quantiles"], "tokens"),
+        ("minibatch: prompts", mbs["prompts"], "tokens"),
+        ("minibatch: longest", mbs["longest_predicted_tokens"], "tokens"),
+        ("minibatch: mean", mbs["mean_predicted_tokens"], "tokens"),
+        ("minibatch: shortest / longest", mbs["shortest_to_longest"], "ratio"),
+        ("minibatch: padding", report["padding"]["per_minibatch"], "percent"),
+    ]
+    if (report.get("observed") or {}).get("quantiles"):
+        rows.insert(1, ("observed group max", report["observed"]["quantiles"], "tokens"))
+    return rows

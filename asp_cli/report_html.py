@@ -378,20 +378,12 @@ def _instances_table(report: dict[str, Any]) -> str:
 
 
 def _quantile_table(report: dict[str, Any]) -> str:
-    names = ("p0", "p10", "p50", "p90", "p100", "mean")
-    mbs = report["minibatches"]
-    rows = [
-        ("group length (planned)", report["predicted_lengths"]["quantiles"], _num),
-        ("minibatch: prompts", mbs["prompts"], _num),
-        ("minibatch: longest", mbs["longest_predicted_tokens"], _num),
-        ("minibatch: mean", mbs["mean_predicted_tokens"], _num),
-        ("minibatch: shortest / longest", mbs["shortest_to_longest"], lambda v: _num(v, 2)),
-        ("minibatch: padding", report["padding"]["per_minibatch"], _pct),
-    ]
-    if (report.get("observed") or {}).get("quantiles"):
-        rows.insert(1, ("observed group max", report["observed"]["quantiles"], _num))
-    return _table(["", *names], [[label, *[fmt(q.get(n)) for n in names]] for label, q, fmt in rows],
-                  classes="num")
+    from .report import QUANTILE_NAMES, length_quantile_rows
+
+    formats = {"tokens": _num, "ratio": lambda v: _num(v, 2), "percent": _pct}
+    rows = [[label, *[formats[kind](q.get(n)) for n in QUANTILE_NAMES]]
+            for label, q, kind in length_quantile_rows(report)]
+    return _table(["", *QUANTILE_NAMES], rows, classes="num")
 
 
 def _observed_section(observed: dict[str, Any]) -> str:

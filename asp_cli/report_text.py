@@ -145,19 +145,13 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     lengths = Table(title="Predicted lengths (tokens) and padding", title_justify="left", show_edge=False,
                     pad_edge=False)
     lengths.add_column("")
-    for q in ("p0", "p10", "p50", "p90", "p100", "mean"):
+    from .report import QUANTILE_NAMES, length_quantile_rows
+
+    for q in QUANTILE_NAMES:
         lengths.add_column(q, justify="right")
-    mbs = report["minibatches"]
-    rows = [
-        ("per group (planned)", report["predicted_lengths"]["quantiles"], _num),
-        ("minibatch: prompts", mbs["prompts"], _num),
-        ("minibatch: longest", mbs["longest_predicted_tokens"], _num),
-        ("minibatch: mean", mbs["mean_predicted_tokens"], _num),
-        ("minibatch: shortest/longest", mbs["shortest_to_longest"], lambda v: _num(v, 2)),
-        ("minibatch: padding", report["padding"]["per_minibatch"], _pct),
-    ]
-    for label, quantiles, fmt in rows:
-        lengths.add_row(label, *[fmt(quantiles.get(q)) for q in ("p0", "p10", "p50", "p90", "p100", "mean")])
+    formats = {"tokens": _num, "ratio": lambda v: _num(v, 2), "percent": _pct}
+    for label, quantiles, kind in length_quantile_rows(report):
+        lengths.add_row(label, *[formats[kind](quantiles.get(q)) for q in QUANTILE_NAMES])
     out(lengths)
     out(f"predicted padding (static-batch slot waste over all minibatches): [bold]{_pct(report['padding']['fraction'])}"
         "[/bold]")

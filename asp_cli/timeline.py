@@ -129,14 +129,20 @@ def trainer_timeline(
     np.maximum.at(ready, train_step, arrival)
     tokens = np.bincount(train_step, weights=np.asarray(step_tokens, dtype=np.float64), minlength=n_steps)
     busy = preset.train_step_seconds(tokens) + preset.weight_sync_s
-    start = np.empty(n_steps)
-    end = np.empty(n_steps)
-    previous = 0.0
-    for s in range(n_steps):
-        start[s] = max(previous, ready[s])
-        end[s] = start[s] + busy[s]
-        previous = end[s]
+    start, end = run_steps(ready, busy)
     return train_step, start, end
+
+
+def run_steps(ready_s: np.ndarray, busy_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of trainer steps run one after another, each no earlier than its inputs are ready."""
+    start = np.empty(len(ready_s))
+    end = np.empty(len(ready_s))
+    previous = 0.0
+    for s in range(len(ready_s)):
+        start[s] = max(previous, ready_s[s])
+        end[s] = start[s] + busy_s[s]
+        previous = end[s]
+    return start, end
 
 
 def policy_version_at(step_end_s: np.ndarray, time_s: np.ndarray) -> np.ndarray:
