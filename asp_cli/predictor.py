@@ -276,6 +276,11 @@ class LengthPredictor:
                 self.sources_ = tuple(present)
         self.uses_difficulty_ = bool(self.use_metadata and C.DIFFICULTY in data.columns
                                      and data[C.DIFFICULTY].null_count() < data.height)
+        self.feature_set_ = F.FEATURE_SET
+        skip = {"difficulty"} if not self.uses_difficulty_ else set()
+        if not self.sources_:
+            skip.add("data_source_code")
+        self.features_ = tuple(name for name in F.DENSE_FEATURES if name not in skip)
         tokens = F.prompt_token_counts(data, tokenizer)
         dense = self._dense(data, words, tokens)
         self.fill_ = np.nan_to_num(np.nanmedian(np.where(np.isnan(dense), np.nan, dense), axis=0), nan=0.0)
@@ -308,13 +313,9 @@ class LengthPredictor:
         return self
 
     def _feature_names(self) -> list[str]:
-        """The dense features this model uses (metadata only when the training data had it)."""
-        skip = set()
-        if not self.uses_difficulty_:
-            skip.add("difficulty")
-        if not self.sources_:
-            skip.add("data_source_code")
-        return [name for name in F.DENSE_FEATURES if name not in skip]
+        """The dense features this model uses, fixed at fit time (a file from an older feature set keeps its
+        own list, a subset of ``F.DENSE_FEATURES``; metadata only when the training data had it)."""
+        return list(self.features_)
 
     def _dense(self, prompts: pl.DataFrame, words: F.WordIndex, tokens: np.ndarray) -> np.ndarray:
         dense = F.dense_features(prompts, words, tokens, self.sources_)
@@ -383,7 +384,7 @@ class LengthPredictor:
 
         card = {
             "format_version": FORMAT_VERSION,
-            "feature_set": F.FEATURE_SET,
+            "feature_set": self.feature_set_,
             "features": self._feature_names() + ["text_score"],
             "vocabulary_size": len(self.vocabulary_),
             "data_sources": list(self.sources_),
@@ -431,6 +432,8 @@ def save(model: LengthPredictor, path: Path) -> None:
         "word_intercept": model.word_intercept_,
         "sources": list(model.sources_),
         "uses_difficulty": model.uses_difficulty_,
+        "feature_set": model.feature_set_,
+        "features": list(model.features_),
         "log_spread": model.log_spread_,
         "fill": model.fill_,
         "knots": model.knots_,
@@ -583,11 +586,19 @@ def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor
         model.word_intercept_ = float(state["word_intercept"])
         model.sources_ = tuple(str(s) for s in state["sources"])
         model.uses_difficulty_ = bool(state["uses_difficulty"])
+        # Files before asp-features-2 hold no feature list in the state; their card names the features.
+        names = state.get("features", [n for n in card.get("features", []) if n != "text_score"])
+        model.features_ = tuple(str(n) for n in names)
+        model.feature_set_ = str(state.get("feature_set", card.get("feature_set", "")))
+        if not model.features_ or any(n not in F.DENSE_FEATURES for n in model.features_):
+            raise TypeError("features")
         model.log_spread_ = float(state["log_spread"])
         for name in ("fill", "knots", "center", "scale", "head_coef"):
             setattr(model, name + "_", np.asarray(state[name], dtype=np.float64))
         model.head_intercept_ = float(state["head_intercept"])
-        if len(model.word_coef_) != len(model.vocabulary_) or len(model.center_) != len(model.head_coef_):
+        head_features = [n for n in model.features_ if n != "data_source_code"]
+        if (len(model.word_coef_) != len(model.vocabulary_) or len(model.center_) != len(model.head_coef_)
+                or model.knots_.shape[0] != len(head_features)):
             raise TypeError("model")
         training = card.get("training", {})
         model.n_prompts_ = int(training.get("prompts", 0))
