@@ -116,7 +116,7 @@ def word_index(prompts: pl.DataFrame, vocabulary: Sequence[str]) -> WordIndex:
     )
     index = (
         prompts.lazy()
-        .select(_words_expr().explode().cast(enum, strict=False).to_physical()
+        .select(_words_expr().explode().cast(enum, strict=False).to_physical().cast(pl.UInt32)
                 .fill_null(len(vocabulary)))
         .collect()
         .to_series()

@@ -38,3 +38,14 @@ def test_dense_features_shape_and_metadata():
     assert col["data_source_code"][0] == 0 and np.isnan(col["data_source_code"][1])
     assert np.isnan(col["difficulty"][1])
     assert (tokens >= 1).all()
+
+
+def test_question_cues_and_periods_are_counted():
+    frame = _frame(["Prove that x. Find all y. How many are there?", "Compute 1.5 + 2"])
+    words = F.word_index(frame, ("x",))
+    dense = F.dense_features(frame, words, F.prompt_token_counts(frame))
+    col = {name: dense[:, i] for i, name in enumerate(F.DENSE_FEATURES)}
+    assert col["n_ask"].tolist() == [3, 0]
+    assert col["n_period"].tolist() == [2, 1]
+    assert col["n_numbers"].tolist() == [0, 3]
+    assert words.index.dtype == np.uint32

@@ -114,3 +114,19 @@ def test_plain_reader_builds_the_same_state_as_skops():
             assert np.array_equal(fast[key], slow[key]) and fast[key].dtype == slow[key].dtype
         else:
             assert fast[key] == slow[key]
+
+
+def test_a_file_of_an_older_feature_set_keeps_its_own_features(fitted, tmp_path):
+    """Files from asp-features-1 hold no feature list in their state; the card's list is used instead."""
+    prompts, _, model = fitted
+    path = tmp_path / "m.skops"
+    P.save(model, path)
+    card = P.read_card(path)
+    state = P._plain_state(path)
+    state.pop("features"), state.pop("feature_set")
+    old = P._from_state(state, card, path)
+    assert old.features_ == model.features_
+    np.testing.assert_array_equal(old.predict_log(prompts)[0], model.predict_log(prompts)[0])
+    card["features"] = ["no_such_feature", "text_score"]
+    with pytest.raises(PredictorError, match="damaged"):
+        P._from_state(state, card, path)
