@@ -189,6 +189,55 @@ def aime_history(prompts: pl.DataFrame, lengths: pl.DataFrame, cap: int) -> list
     return rows
 
 
+def generator_reference(lengths: pl.DataFrame, generators: list[str]) -> list[float]:
+    """Per generator: tau of the other generators' mean centred log length (their actual outputs) against its own.
+
+    A reference for what text alone can reach on one generator's single greedy sample: even the real lengths
+    of 24 other models do not rank it perfectly.
+    """
+    from asp_cli.predictor_eval import kendall_tau
+
+    logs = pl.col(C.RESPONSE_TOKENS).cast(pl.Float64).log()
+    centred = (lengths.filter(pl.col("generator").is_in(generators))
+               .with_columns((logs - logs.mean().over("generator")).alias("c"))
+               .group_by(C.PROMPT_ID, "generator").agg(pl.col("c").mean()))
+    wide = centred.pivot(on="generator", index=C.PROMPT_ID, values="c").sort(C.PROMPT_ID).select(generators).to_numpy()
+    return [kendall_tau(np.delete(wide, j, axis=1).mean(axis=1), wide[:, j]) for j in range(wide.shape[1])]
+
+
+def aime_ceiling(lengths: pl.DataFrame, cap: int, *, draws: int = 100, seed: int = 0) -> dict:
+    """How far label noise alone caps tau on AIME, by simulation from per-prompt fitted log-normals.
+
+    Each prompt's log-length mean (shrunk by empirical Bayes, so sampling noise does not widen the spread of
+    prompts) and sd (shrunk towards the pooled sd) are fitted on all 8 samples; samples are redrawn and capped.
+    ``oracle``: the true expected maximum (perfect knowledge of every prompt) against a drawn maximum.
+    ``four_seen``: the mean log length of 4 drawn samples against the maximum of 4 other draws, the best a
+    history of one 4-sample epoch can do without the model.
+    """
+    from asp_cli.predictor import CENSORED_FACTOR, expected_max_z
+    from asp_cli.predictor_eval import kendall_tau
+
+    wide = lengths.sort(C.PROMPT_ID, "gen_index").group_by(C.PROMPT_ID, maintain_order=True).agg(
+        pl.col(C.RESPONSE_TOKENS))[C.RESPONSE_TOKENS].to_list()
+    x = np.array([row[:8] for row in wide if len(row) >= 8], dtype=np.float64)
+    logs = np.log(np.where(x >= cap, cap * CENSORED_FACTOR, x))
+    mu, sd = logs.mean(axis=1), logs.std(axis=1, ddof=1)
+    pooled = float(np.sqrt(np.mean(sd**2)))
+    between = float(np.var(mu) - pooled**2 / 8)
+    mu = mu.mean() + between / (between + pooled**2 / 8) * (mu - mu.mean())
+    sd = np.sqrt((7 * sd**2 + 8 * pooled**2) / 15)
+    rng = np.random.default_rng(seed)
+    out = {"oracle_max8": [], "oracle_max4": [], "four_seen_max4": [], "epoch1_max_max4": []}
+    for _ in range(draws):
+        draw = np.minimum(np.exp(mu[:, None] + sd[:, None] * rng.standard_normal((len(mu), 12))), cap)
+        out["oracle_max8"].append(kendall_tau(mu + sd * expected_max_z(8), draw[:, :8].max(axis=1)))
+        nxt = draw[:, 4:8].max(axis=1)
+        out["oracle_max4"].append(kendall_tau(mu + sd * expected_max_z(4), nxt))
+        out["four_seen_max4"].append(kendall_tau(np.log(draw[:, 8:12]).mean(axis=1), nxt))
+        out["epoch1_max_max4"].append(kendall_tau(draw[:, 8:12].max(axis=1), nxt))
+    return {k: round(float(np.mean(v)), 3) for k, v in out.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -216,6 +265,12 @@ def main() -> None:
     say(f"median over {len(per_model)} generators: tau {np.median(taus):.3f} (min {np.min(taus):.3f}, max "
         f"{np.max(taus):.3f}); prompt length {np.median(base):.3f}")
     results["rows"].extend(per_model)
+    reference = generator_reference(lengths, generators)
+    results["rows"].append({"set": "reference: other generators' real lengths against one generator, median",
+                            "tau_group_max": float(np.median(reference)), "tau_min": float(np.min(reference)),
+                            "tau_max": float(np.max(reference))})
+    say(f"reference: the {len(generators) - 1} other generators' real lengths rank one generator at median tau "
+        f"{np.median(reference):.3f} (min {np.min(reference):.3f}, max {np.max(reference):.3f})")
     consensus = consensus_lengths(lengths, generators)
     cv = cross_validate(prompts, consensus)
     results["details"]["consensus"] = evaluate_frame(cv)
@@ -246,6 +301,11 @@ def main() -> None:
         results["rows"].append(headline("mix GSM8K+MATH-L5 (Llama-3.1-8B) + AIME (R1-distill)",
                                         results["details"]["mix3"]))
         results["rows"].extend(aime_history(no_difficulty, aime_lengths, cap))
+        ceiling = aime_ceiling(aime_lengths, cap)
+        results["rows"].append({"set": "AIME noise ceilings (simulation from per-prompt fitted log-normals)", **ceiling})
+        say(f"AIME ceilings by simulation: perfect knowledge, max of 8 tau {ceiling['oracle_max8']}; max of 4 "
+            f"{ceiling['oracle_max4']}; 4 seen samples (log mean) -> next max of 4 {ceiling['four_seen_max4']} "
+            f"(seen max {ceiling['epoch1_max_max4']})")
     results["seconds"] = round(time.time() - started, 1)
     say(f"done in {results['seconds']} s")
     if args.json:
