@@ -14,6 +14,7 @@ import io
 import json
 import math
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -39,14 +40,28 @@ class ReadReport:
 
     rows: int = 0
     fingerprints: dict[str, str] = field(default_factory=dict)  # per file: "sha256:" of its bytes on disk
+    pending: dict[str, Future] = field(default_factory=dict, repr=False)
     skipped_rows: int = 0
     skipped_examples: list[str] = field(default_factory=list)
     columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def settle(self) -> None:
+        """Wait for the fingerprints still being computed."""
+        for name, future in self.pending.items():
+            self.fingerprints[name] = future.result()
+        self.pending.clear()
 
     def skip(self, where: str) -> None:
         self.skipped_rows += 1
         if len(self.skipped_examples) < 5:
             self.skipped_examples.append(where)
+
+
+_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asp-hash")
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -84,7 +99,8 @@ def _read_bytes(path: Path, gzipped: bool, report: ReadReport | None = None) -> 
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
     if report is not None:
-        report.fingerprints[str(path)] = "sha256:" + hashlib.sha256(data).hexdigest()
+        # hashlib releases the GIL on large buffers: hash on the second core while the parser runs.
+        report.pending[str(path)] = _HASHER.submit(_sha256, data)
     if gzipped:
         try:
             data = gzip.decompress(data)
@@ -554,6 +570,7 @@ def read_prompts(
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
     _check_unique_ids(frame)
+    report.settle()
     report.rows = frame.height
     return frame, report
 
@@ -699,6 +716,7 @@ def read_lengths(
     frame = pl.concat(parts, how="vertical")
     if frame.height == 0:
         raise InputError("no usable lengths left after skipping bad rows; fix the length files")
+    report.settle()
     report.rows = frame.height
     return frame, report
 

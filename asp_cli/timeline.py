@@ -64,7 +64,11 @@ def minibatch_times(
         wave = np.concatenate((minibatch, minibatch))
     else:
         length, weight, prompt, wave = top, np.ones(prompts_count), p, np.asarray(minibatch)
-    order = np.lexsort((-length, wave))
+    # Sort by (wave, length descending) with one float key: a single argsort is several times faster than
+    # lexsort on millions of items; lengths that differ by less than float precision may swap, which the
+    # closed form (continuous in the lengths) does not notice.
+    span = float(length.max()) + 2.0
+    order = np.argsort(np.asarray(wave, dtype=np.float64) * span + (span - 1.0 - length), kind="stable")
     length, weight, prompt, wave = length[order], weight[order], prompt[order], wave[order]
     starts = _segment_starts(wave)
     # Live weight during each item's stretch, and the stretch itself (steps until the next shorter item).
