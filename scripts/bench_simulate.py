@@ -4,7 +4,8 @@
 
 Builds the workloads of `asp_cli.bench.WORKLOADS` from the real length data (evaluation only, read at run
 time; skipped with a message when absent), replays every arrangement on the same true lengths, and rewrites
-only this section of the document. Takes about ten seconds on two cores.
+only this section of the document: a summary over seeds, the findings, and every table for seed 0.
+Takes under a minute on two cores.
 """
 
 from __future__ import annotations
@@ -28,42 +29,87 @@ docs/simulation.md; "vs verl" is end-to-end time over verl's default, "vs bound"
 
 
 FINDINGS = """\
-### Where asp wins, where it loses, and why (read from the tables above)
+### Where asp wins, where it loses, and why
 
 asp dispatches the shortest minibatches holding one train batch first (the trainer's first step starts at
 once), then each length class spread over the epoch, longest first; `seq` is that order, and the planned
-`instance` is list scheduling under a per-class count balance (docs/algorithms.md). Over 6 workload seeds
-(mean end-to-end over verl's default; planned / free dispatch / true lengths): mix-k8-n8 0.551 / 0.524 /
-0.487 (long-first 0.579), mix-k2-n4 0.492 / 0.495 / 0.423 (long-first 0.467), mix-k16-n16 0.927 / 0.909 /
-0.912 (short-first 0.894). Single tables above are one seed and move by +-0.03.
+`instance` is list scheduling under a per-class count balance (docs/algorithms.md). Read the summary over
+seeds above, not a single table: one seed moves the planned row by a few percent.
 
-- **Mixed sources, 8 instances (mix-k8-n8)**: asp wins: 0.55x verl's default, below every baseline
-  (long-first 0.60x), and asp given the true lengths is 1.13x the bound. The warm start removes the wait
+- **Mixed sources, 8 instances (mix-k8-n8)**: asp is about 0.55x verl's default and below every
+  baseline; given the true lengths it is within about 1.15x of the bound. The warm start removes the wait
   for the first train batch (long work started at time 0 cannot feed it).
-- **Two instances (mix-k2-n4)**: asp (0.51x) ties short-first and loses to long-first (0.48x) by about 5%.
-  The cause is measured: with the same sorted packing, long-first's minibatches of 32 long prompts keep
-  more sequences per decode step, and asp's per-minibatch KV budget (N x (prompt + predicted mean) within
-  the cache) cuts long minibatches to about 23 prompts; summed instance busy time is 6% higher for asp
-  (4,600 s against 4,337 s on seed 0). Raising the budget 1.35x wins here (0.48x) without preemptions, but
-  causes preemptions and loses on mix-k16-n16, so the budget stays. The bound is far (1.6x even with true
-  lengths): 32 prompts x 4 samples cap a batch at 128 sequences, well under the 1,024 the bound assumes.
-- **Trainer-bound (mix-k16-n16)**: 0.85x verl is impossible here: the lower bound itself is 0.86-0.88x
-  (the trainer's work). asp is 1.06x the bound and about 1.5% behind short-first. When the trainer binds,
-  short-first is close to ideal: cheap steps come first while rollout fills the admission window, and the
-  long groups are generated during the long, expensive steps. asp's steps are representative (step length
-  deviation 0.4 against 1.3), so every step needs long groups, and after the warm batch the trainer waits
-  for them for two or three steps (30-50 s each).
-- **Planned instances absorb less prediction error than free dispatch.** Short sources are under-predicted
-  2-5x per minibatch (a minibatch lasts as long as its longest group, and the longest of 32 noisy groups
-  is far above the longest prediction), the long class about 1.1x. The count balance spreads that shared
-  error over every instance; free dispatch remains the most robust (finish spread of seconds, not minutes).
-- **Long reasoning only (aime-k8-n4)**: asp 0.58x, far ahead of every baseline; the bound (the longest
-  request alone) cannot be met by any arrangement (2.0x with true lengths).
-- **Short answers (gsm8k-k4-n8)**: trainer-bound and noisy (one generator's very long outputs decide a
-  minibatch); free dispatch is best (0.90x), the fixed plan is not (1.04x on this seed, 0.93x over 6).
+- **Two instances (mix-k2-n4)**: asp loses to long-first by about 5%. The cause is measured: with the
+  same sorted packing, long-first's minibatches of 32 long prompts keep more sequences per decode step,
+  while asp's per-minibatch KV budget (N x (prompt + predicted mean) within the cache) cuts long
+  minibatches to about 23 prompts, so summed instance busy time is about 6% higher. Raising the budget
+  1.35x wins here without preemptions but causes preemptions and losses with groups of 16, so the budget
+  stays. The bound is far even with true lengths (1.6x): 32 prompts x 4 samples cap a batch at 128
+  sequences, well under the 1,024 the bound assumes.
+- **Trainer-bound (mix-k16-n16)**: 0.85x verl is impossible here: the lower bound itself is about 0.88x
+  (the trainer's own work). Short-first is a few percent ahead of asp: when the trainer binds, cheap steps
+  come first while rollout fills the admission window, and long groups are generated during the long,
+  expensive steps. asp keeps every step representative (step length deviation about 0.4-0.5 against 1.3
+  for the sorts), so every step needs long groups, and the trainer waits for them for a few steps. That is
+  the price of representative steps; short-first's speed comes from training on all-short batches first.
+- **Planned instances absorb less prediction error than free dispatch.** A minibatch lasts as long as its
+  longest group, and the longest of 32 noisy groups is far above the longest prediction, so short sources
+  run 2-5x their predicted minibatch time while the long class is near 1.1x. The count balance spreads
+  that shared error over every instance; an engine that takes minibatches in `seq` order whenever it is
+  free (free dispatch) absorbs the rest and is the most robust way to replay a schedule.
+- **Long reasoning only (aime-k8-n4)**: asp is far ahead of every baseline (about 0.58x verl against
+  0.91x for the best sort); no arrangement can meet the bound here (the longest request alone binds).
+- **Short answers (gsm8k-k4-n8)**: trainer-bound and noisy (a few very long outputs decide a minibatch);
+  free dispatch is best, the fixed plan is level with count balance.
 - Sorting gives the worst step representativeness (step mean length 1.2-1.4 away from the epoch mean);
   asp keeps it at 0.4-0.6 and verl at 0.15.
 """
+
+SUMMARY_SEEDS = 4
+
+
+def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS) -> str:
+    """Mean and spread over workload seeds of end-to-end time relative to verl's default."""
+    import dataclasses
+
+    import numpy as np
+
+    from asp_cli.bench import ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND, WORKLOADS, build_workload, compare
+
+    lines = [
+        f"Summary over {seeds} workload seeds (each seed redraws the samples and the arrangement): end-to-end "
+        "time over verl's default, mean +- standard deviation. Best baseline: the fastest of dataset order, "
+        "short-first, long-first, count balance and RollPacker tail batching.",
+        "",
+        "| workload | best baseline | asp | asp, free dispatch | asp (true lengths) | lower bound | "
+        "asp true / bound |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, spec in WORKLOADS.items():
+        ratios: dict[str, list[float]] = {}
+        bound_ratio = []
+        for seed in range(seeds):
+            settings = dataclasses.replace(spec.settings(), seed=seed)
+            workload = build_workload(name, data, spec.sources, settings, seed=seed)
+            rows = compare(workload.prompts, workload.predictions, workload.truth, settings, preset,
+                           max_lag=spec.max_lag)
+            verl = next(r["end_to_end_s"] for r in rows if r["arrangement"] == "verl-default")
+            for row in rows:
+                ratios.setdefault(row["arrangement"], []).append(row["end_to_end_s"] / verl)
+            true = next(r for r in rows if r["arrangement"] == ASP_TRUE)
+            bound_ratio.append(true["end_to_end_s"] / true["lower_bound_end_to_end_s"])
+        baselines = {k: v for k, v in ratios.items()
+                     if k not in ("verl-default", ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND)}
+        best = min(baselines, key=lambda k: np.mean(baselines[k]))
+
+        def cell(values: list[float]) -> str:
+            return f"{np.mean(values):.3f} +- {np.std(values):.3f}"
+
+        lines.append(
+            f"| {name} | {best} {cell(baselines[best])} | {cell(ratios[ASP])} | {cell(ratios[ASP_FREE])} | "
+            f"{cell(ratios[ASP_TRUE])} | {cell(ratios[LOWER_BOUND])} | {np.mean(bound_ratio):.2f} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -79,7 +125,9 @@ def main() -> None:
 
     results = run_benchmark(args.data, load_preset("h100-qwen2.5-7b"),
                             progress=lambda m: print(m, file=sys.stderr))
-    body = f"{SECTION}\n\n{INTRO}\n{benchmark_markdown(results, command=COMMAND)}\n{FINDINGS}"
+    summary = seed_summary(args.data, load_preset("h100-qwen2.5-7b"))
+    body = (f"{SECTION}\n\n{INTRO}\n{summary}\n{FINDINGS}\n### One seed in full\n\n"
+            f"{benchmark_markdown(results, command=COMMAND)}")
     text = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Benchmarks\n\n"
     if SECTION in text:
         head, _, rest = text.partition(SECTION)
