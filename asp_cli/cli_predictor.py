@@ -48,6 +48,8 @@ def fit_command(
         None, "--max-response-tokens", help="The generation cap of the data: lengths at or above it count as truncated."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
     no_metadata: bool = typer.Option(False, "--no-metadata", help="Ignore data_source and difficulty columns."),
+    char_ngrams: bool = typer.Option(
+        False, "--char-ngrams", help="Also learn from hashed character 3- and 4-grams (slower to predict; see docs)."),
     seed: int = typer.Option(0, "--seed", help="Random state of the cross-fitting folds."),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
@@ -63,7 +65,7 @@ def fit_command(
         started = time.time()
         data = P.read_observations(inputs, prompt_key=prompt_key, id_key=id_key, length_key=length_key,
                                    on_bad_row=on_bad_row)
-        model = P.LengthPredictor(use_metadata=not no_metadata, random_state=seed).fit(
+        model = P.LengthPredictor(use_metadata=not no_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
             data.prompts, data.lengths, cap=max_response_tokens, tokenizer=tokenizer)
         with atomic_path(output) as tmp:
             P.save(model, tmp)
@@ -181,7 +183,9 @@ def info_command(
         card["file_fingerprint"] = file_fingerprint(path)
         training = card["training"]
         say(f"{path}\n  format version {card['format_version']}, features {card['feature_set']} "
-            f"({len(card['features'])} dense + {card['vocabulary_size']} words)\n"
+            f"({len(card['features'])} dense + {card['vocabulary_size']} words"
+            + (f" + 2^{card['char_ngrams']['hash_bits']} hashed character n-grams" if "char_ngrams" in card else "")
+            + ")\n"
             f"  trained on {training['prompts']} prompts, {training['samples']} samples; {training['fingerprint']}\n"
             f"  versions: " + ", ".join(f"{k} {v}" for k, v in card["versions"].items()))
         if "evaluation" in card:

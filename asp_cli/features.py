@@ -6,14 +6,16 @@ Two kinds of features:
   formula marks, chat structure (``n_messages``), difficulty and a data-source code when present;
 - **words**: counts of the words of a learned vocabulary (lower-cased, split on whitespace), scaled by
   ``1/sqrt(number of words)``. The predictor turns them into one score with a linear model; on the predict
-  path that score is a gather and a segment sum over the exploded words, with no sparse matrix built.
+  path that score is a gather and a segment sum over the exploded words, with no sparse matrix built;
+- **character n-grams** (opt-in, ``LengthPredictor(char_ngrams=True)``): hashed counts of every 3- and 4-byte
+  window of the UTF-8 text, computed with NumPy on one byte buffer (``char_ngram_buckets``), scored the same
+  way as the words.
 
 Why a learned vocabulary and not a hashing trick: Polars' ``hash`` is only stable within one Polars version,
 so hashed buckets written into a model file could silently change meaning after an upgrade, and hashing
 in Python is far too slow for a million prompts. Casting the exploded words to a ``pl.Enum`` of the
-vocabulary costs the same as hashing and is stable. Character n-grams were measured too slow for the
-predict-path budget (a few seconds per million prompts on 2 cores; about 250 n-grams per prompt); the
-character-class counts below (``$``, ``\\``, ``^``, digits) carry what they add for math prompts.
+vocabulary costs the same as hashing and is stable. Character n-grams use their own fixed hash (below), not
+Polars'; they are opt-in because they cost about as much again as the whole default predict path.
 """
 
 from __future__ import annotations
@@ -151,6 +153,110 @@ def word_scores(words: WordIndex, coef: np.ndarray) -> np.ndarray:
         sums = np.add.reduceat(values, words.offsets[nonempty], dtype=np.float64) if nonempty.any() else np.zeros(0)
         totals[nonempty] = sums
     return totals / np.sqrt(np.maximum(words.counts, 1))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Character n-grams: a fixed, documented hash over UTF-8 bytes, vectorised with NumPy.
+#
+# Each window of n bytes (n = 3 or 4, windows never cross prompts) is read as a little-endian unsigned integer
+# v = b0 + 256 b1 + 65536 b2 (+ 2^24 b3), after ASCII lower-casing (A-Z -> a-z; other bytes, including every
+# byte of a multi-byte UTF-8 character, are left alone). Its bucket is Knuth's multiplicative hash
+#     bucket = ((v * M_n) mod 2^32) >> (32 - bits)
+# with one odd 32-bit multiplier per n, so 3-grams and 4-grams share the buckets but collide independently.
+# This is written down here and in docs/predictor.md, and depends on no library's hash, so a model file's
+# buckets keep their meaning across versions of Python, NumPy and Polars.
+
+CHAR_NGRAM_SIZES: tuple[int, ...] = (3, 4)
+CHAR_HASH_BITS = 18  # 262,144 buckets: about 250 windows per prompt, a few per bucket in 100k-prompt training sets
+# 2654435769 = floor(2^32 / golden ratio) (Knuth's Fibonacci hashing); 2246822519 = MurmurHash3's PRIME32_2.
+CHAR_HASH_MULTIPLIERS: dict[int, int] = {3: 0x9E3779B9, 4: 0x85EBCA77}
+# Rows per NumPy pass: about 20 bytes of temporaries per text byte, so 65,536 prompts of ~260 bytes stay near
+# 350 MB whatever the number of prompts.
+_CHAR_CHUNK_ROWS = 65_536
+
+
+def _text_bytes(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of all texts as one uint8 buffer, and int64 offsets (len(texts) + 1) into it."""
+    array = texts.fill_null("").cast(pl.String).to_arrow()
+    if hasattr(array, "combine_chunks"):
+        array = array.combine_chunks()
+    import pyarrow as pa
+
+    if array.type != pa.large_string():
+        array = array.cast(pa.large_string())
+    _, offsets_buffer, data_buffer = array.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[array.offset: array.offset + len(array) + 1]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    data = data[offsets[0]: offsets[-1]]
+    return data, offsets - offsets[0]
+
+
+def _hashed_windows(data: np.ndarray, offsets: np.ndarray, sizes: Sequence[int], bits: int) -> list[np.ndarray]:
+    """Per size, the bucket of the window starting at every byte; ``2**bits`` where it runs past its prompt's end."""
+    padded = np.zeros(len(data) + 4, dtype=np.uint8)
+    np.copyto(padded[: len(data)], data)
+    padded[(padded - np.uint8(65)) < np.uint8(26)] += np.uint8(32)  # A-Z -> a-z (a uint8 wrap-around compare)
+    # Every 4-byte window at once: an unaligned little-endian view with a 1-byte stride, copied once.
+    windows = np.ndarray(shape=(len(data),), dtype="<u4", buffer=padded, offset=0, strides=(1,)).copy()
+    starts, ends = offsets[:-1], offsets[1:]
+    out = []
+    for size in sizes:
+        if size not in CHAR_HASH_MULTIPLIERS:
+            raise ValueError(f"character n-grams of {size} bytes are not supported (only {sorted(CHAR_HASH_MULTIPLIERS)})")
+        values = windows & np.uint32((1 << (8 * size)) - 1) if size < 4 else windows.copy()
+        values *= np.uint32(CHAR_HASH_MULTIPLIERS[size])
+        values >>= np.uint32(32 - bits)
+        for back in range(1, size):  # the last size-1 windows of each prompt run past its end
+            where = ends - back
+            values[where[where >= starts]] = np.uint32(1 << bits)
+        out.append(values)
+    return out
+
+
+def char_ngram_counts(offsets: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """Character n-grams per prompt (windows inside the prompt, over all sizes)."""
+    lengths = np.diff(offsets)
+    return sum(np.maximum(lengths - size + 1, 0) for size in sizes)
+
+
+def char_matrix(texts: pl.Series, sizes: Sequence[int] = CHAR_NGRAM_SIZES, bits: int = CHAR_HASH_BITS):
+    """Sparse (prompts x 2**bits) hashed n-gram counts scaled by 1/sqrt(n-grams in the prompt), for training."""
+    from scipy import sparse
+
+    data, offsets = _text_bytes(texts)
+    n = len(offsets) - 1
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    scale = 1.0 / np.sqrt(np.maximum(char_ngram_counts(offsets, sizes), 1))
+    parts_rows, parts_cols = [], []
+    for buckets in _hashed_windows(data, offsets, sizes, bits):
+        keep = buckets < (1 << bits)
+        parts_rows.append(rows[keep])
+        parts_cols.append(buckets[keep].astype(np.int64))
+    row = np.concatenate(parts_rows) if parts_rows else np.zeros(0, np.int64)
+    col = np.concatenate(parts_cols) if parts_cols else np.zeros(0, np.int64)
+    matrix = sparse.csr_matrix((scale[row], (row, col)), shape=(n, 1 << bits))
+    matrix.sum_duplicates()
+    return matrix
+
+
+def char_scores(texts: pl.Series, coef: np.ndarray, sizes: Sequence[int] = CHAR_NGRAM_SIZES,
+                bits: int = CHAR_HASH_BITS) -> np.ndarray:
+    """``char_matrix(texts) @ coef`` without building the matrix: per row chunk, a gather and a segment sum."""
+    weights = np.append(np.asarray(coef, dtype=np.float32), np.float32(0.0))  # last slot: window past the end
+    out = np.zeros(len(texts), dtype=np.float64)
+    for start in range(0, len(texts), _CHAR_CHUNK_ROWS):
+        data, offsets = _text_bytes(texts.slice(start, _CHAR_CHUNK_ROWS))
+        if len(data) == 0:
+            continue
+        values = np.zeros(len(data), dtype=np.float32)
+        for buckets in _hashed_windows(data, offsets, sizes, bits):
+            values += weights[buckets]
+        nonempty = np.diff(offsets) > 0
+        totals = np.zeros(len(offsets) - 1, dtype=np.float64)
+        # float32 sums over a prompt's few hundred windows keep about 6 significant digits (as for the words).
+        totals[nonempty] = np.add.reduceat(values, offsets[:-1][nonempty])
+        out[start: start + len(totals)] = totals / np.sqrt(np.maximum(char_ngram_counts(offsets, sizes), 1))
+    return out
 
 
 def prompt_token_counts(prompts: pl.DataFrame, tokenizer: Path | None = None) -> np.ndarray:

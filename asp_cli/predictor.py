@@ -12,7 +12,9 @@ R1-distill data). From it:
 ``mu`` comes from a ridge regression (the "head") over a piecewise-linear expansion of the dense prompt
 features (each feature plus hinges ``max(0, x - knot)`` at its training quintiles, i.e. a linear spline:
 an additive model) and one text score, itself a ridge regression over word counts fitted out of fold
-(stacking, Wolpert 1992), so the head learns how far to trust it. Gradient-boosted trees were tried first
+(stacking, Wolpert 1992), so the head learns how far to trust it. With ``char_ngrams=True`` a second text
+score over hashed character 3- and 4-grams is fitted the same way and enters the head as one more column
+(opt-in: it roughly doubles the predict time). Gradient-boosted trees were tried first
 and ranked no better on the evaluation sets while taking ~5 s per million prompts to predict; the spline
 head predicts a million prompts in well under a second. ``sigma`` is the pooled within-prompt standard deviation of
 log length in the training data, or 0.3 when no prompt has two samples.
@@ -46,10 +48,13 @@ from . import columns as C
 from . import features as F
 from .errors import InputError, PredictorError, UnsafePredictorError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest format this asp reads
+# Files are written at the oldest version that can read them: 1 without character n-grams, 2 with them, so a
+# character n-gram model is refused by an older asp ("upgrade asp") instead of silently losing its n-gram score.
+_CHAR_NGRAM_FORMAT_VERSION = 2
 META_MEMBER = "asp_meta.json"
 _CARD_KEYS = ("format_version", "feature_set", "features", "vocabulary_size", "data_sources",
-              "uses_difficulty", "log_spread", "training", "params", "versions")
+              "uses_difficulty", "log_spread", "training", "params", "versions", "char_ngrams")
 DEFAULT_LOG_SPREAD = 0.3  # within-prompt sd of log length; AIME R1-distill median CV is 0.28
 CENSORED_FACTOR = 1.25
 KNOT_QUANTILES = (0.2, 0.4, 0.6, 0.8)  # hinge knots of the piecewise-linear head, at training quantiles
@@ -211,6 +216,7 @@ class LengthPredictor:
         head_alpha: float = 10.0,
         use_metadata: bool = True,
         log_spread: float | None = None,
+        char_ngrams: bool = False,
         random_state: int = 0,
     ) -> None:
         self.max_vocabulary = max_vocabulary
@@ -219,11 +225,14 @@ class LengthPredictor:
         self.head_alpha = head_alpha
         self.use_metadata = use_metadata
         self.log_spread = log_spread
+        self.char_ngrams = char_ngrams
         self.random_state = random_state
 
     def get_params(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in (
-            "max_vocabulary", "min_df", "ridge_alpha", "head_alpha", "use_metadata", "log_spread", "random_state")}
+        names = ["max_vocabulary", "min_df", "ridge_alpha", "head_alpha", "use_metadata", "log_spread", "random_state"]
+        if self.char_ngrams:  # only then, so files without them keep exactly the parameters they always had
+            names.insert(-1, "char_ngrams")
+        return {k: getattr(self, k) for k in names}
 
     # -- fitting -------------------------------------------------------------------------------------------
 
@@ -259,15 +268,16 @@ class LengthPredictor:
         self.vocabulary_ = F.learn_vocabulary(data[C.PROMPT_TEXT], max_words=self.max_vocabulary, min_df=self.min_df)
         words = F.word_index(data, self.vocabulary_)
         matrix = F.word_matrix(words, len(self.vocabulary_))
-        # Out-of-fold text scores for the trees (stacking, Wolpert 1992), so they learn how far to trust it.
-        text_score = np.zeros(data.height)
-        folds = KFold(n_splits=5, shuffle=True, random_state=self.random_state)
-        for train, test in folds.split(matrix):
-            ridge = Ridge(alpha=self.ridge_alpha).fit(matrix[train], y[train], sample_weight=weight[train])
-            text_score[test] = ridge.predict(matrix[test])
-        ridge = Ridge(alpha=self.ridge_alpha).fit(matrix, y, sample_weight=weight)
-        self.word_coef_ = ridge.coef_.astype(np.float64)
-        self.word_intercept_ = float(ridge.intercept_)
+        # Out-of-fold text scores for the head (stacking, Wolpert 1992), so it learns how far to trust them.
+        splits = list(KFold(n_splits=5, shuffle=True, random_state=self.random_state).split(matrix))
+        text_score, self.word_coef_, self.word_intercept_ = _stacked_ridge(matrix, y, weight, splits, self.ridge_alpha)
+        self.char_ngram_sizes_: tuple[int, ...] = ()
+        if self.char_ngrams:
+            self.char_ngram_sizes_, self.char_hash_bits_ = F.CHAR_NGRAM_SIZES, F.CHAR_HASH_BITS
+            chars = F.char_matrix(data[C.PROMPT_TEXT], self.char_ngram_sizes_, self.char_hash_bits_)
+            char_score, self.char_coef_, self.char_intercept_ = _stacked_ridge(
+                chars, y, weight, splits, self.ridge_alpha)
+            text_score = np.column_stack([text_score, char_score])
 
         self.sources_: tuple[str, ...] = ()
         if self.use_metadata and C.DATA_SOURCE in data.columns:
@@ -324,11 +334,12 @@ class LengthPredictor:
         return dense[:, [F.DENSE_FEATURES.index(n) for n in names]]
 
     def _expand(self, dense: np.ndarray, text_score: np.ndarray, prompts: pl.DataFrame | None = None) -> np.ndarray:
-        """Piecewise-linear design: each feature, its hinges max(0, x - knot), missing flags, sources one-hot."""
+        """Piecewise-linear design: each feature, its hinges max(0, x - knot), missing flags, the text score(s)
+        (words, then character n-grams when used), sources one-hot."""
         missing = np.isnan(dense)
         filled = np.where(missing, self.fill_, dense)
         hinges = np.maximum(filled[:, :, None] - self.knots_[None, :, :], 0.0).reshape(len(filled), -1)
-        parts = [filled, hinges, missing.astype(np.float64), text_score[:, None]]
+        parts = [filled, hinges, missing.astype(np.float64), text_score.reshape(len(dense), -1)]
         if self.sources_:
             codes = self._codes
             parts.append((codes[:, None] == np.arange(len(self.sources_))[None, :]).astype(np.float64))
@@ -351,7 +362,10 @@ class LengthPredictor:
                 mu += coef[n_features + f * n_knots + k] * np.maximum(filled - self.knots_[f, k], 0.0)
             mu += coef[n_features * (1 + n_knots) + f] * missing
         base = n_features * (2 + n_knots)
-        mu += coef[base] * text_score
+        scores = text_score.reshape(len(dense), -1)
+        for j in range(scores.shape[1]):
+            mu += coef[base + j] * scores[:, j]
+        base += scores.shape[1] - 1
         if self.sources_:
             mu += np.append(coef[base + 1:], 0.0)[np.where(self._codes >= 0, self._codes, len(self.sources_)).astype(np.int64)]
         return mu
@@ -366,6 +380,10 @@ class LengthPredictor:
             return empty, empty, np.zeros(0, dtype=np.int64)
         words = F.word_index(prompts, self.vocabulary_)
         text_score = F.word_scores(words, self.word_coef_) + self.word_intercept_
+        if self.char_ngram_sizes_:
+            char_score = F.char_scores(prompts[C.PROMPT_TEXT], self.char_coef_, self.char_ngram_sizes_,
+                                       self.char_hash_bits_) + self.char_intercept_
+            text_score = np.column_stack([text_score, char_score])
         tokens = F.prompt_token_counts(prompts, tokenizer)
         mu = self._head_columns(self._dense(prompts, words, tokens), text_score)
         sigma = np.full(prompts.height, self.log_spread_)
@@ -383,9 +401,9 @@ class LengthPredictor:
         import sklearn
 
         card = {
-            "format_version": FORMAT_VERSION,
+            "format_version": self._format_version(),
             "feature_set": self.feature_set_,
-            "features": self._feature_names() + ["text_score"],
+            "features": self._feature_names() + ["text_score"] + (["char_score"] if self.char_ngram_sizes_ else []),
             "vocabulary_size": len(self.vocabulary_),
             "data_sources": list(self.sources_),
             "uses_difficulty": self.uses_difficulty_,
@@ -405,8 +423,27 @@ class LengthPredictor:
                 "polars": pl.__version__,
             },
         }
+        if self.char_ngram_sizes_:
+            card["char_ngrams"] = {"sizes": list(self.char_ngram_sizes_), "hash_bits": self.char_hash_bits_,
+                                   "hash": "ASCII lower-case; (little-endian window * M_n mod 2^32) >> (32 - bits)",
+                                   "multipliers": {str(n): F.CHAR_HASH_MULTIPLIERS[n] for n in self.char_ngram_sizes_}}
         card.update(self.meta_)
         return card
+
+    def _format_version(self) -> int:
+        return _CHAR_NGRAM_FORMAT_VERSION if self.char_ngram_sizes_ else 1
+
+
+def _stacked_ridge(matrix, y: np.ndarray, weight: np.ndarray, splits: list, alpha: float):
+    """Out-of-fold ridge predictions over ``splits``, and the coefficients and intercept fitted on all rows."""
+    from sklearn.linear_model import Ridge
+
+    score = np.zeros(len(y))
+    for train, test in splits:
+        ridge = Ridge(alpha=alpha).fit(matrix[train], y[train], sample_weight=weight[train])
+        score[test] = ridge.predict(matrix[test])
+    ridge = Ridge(alpha=alpha).fit(matrix, y, sample_weight=weight)
+    return score, ridge.coef_.astype(np.float64), float(ridge.intercept_)
 
 
 def _asp_version() -> str:
@@ -425,7 +462,7 @@ def save(model: LengthPredictor, path: Path) -> None:
 
     model._check_fitted()
     state = {
-        "format_version": FORMAT_VERSION,
+        "format_version": model._format_version(),
         "params": json.dumps(model.get_params()),
         "vocabulary": list(model.vocabulary_),
         "word_coef": model.word_coef_,
@@ -443,6 +480,9 @@ def save(model: LengthPredictor, path: Path) -> None:
         "head_intercept": model.head_intercept_,
         "card": json.dumps(model.card(), sort_keys=True),
     }
+    if model.char_ngram_sizes_:
+        state.update({"char_ngram_sizes": list(model.char_ngram_sizes_), "char_hash_bits": model.char_hash_bits_,
+                      "char_coef": model.char_coef_, "char_intercept": model.char_intercept_})
     sio.dump(state, path, compression=zipfile.ZIP_DEFLATED, compresslevel=9)
     with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(META_MEMBER, json.dumps(model.card(), indent=2, sort_keys=True))
@@ -596,9 +636,21 @@ def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor
         for name in ("fill", "knots", "center", "scale", "head_coef"):
             setattr(model, name + "_", np.asarray(state[name], dtype=np.float64))
         model.head_intercept_ = float(state["head_intercept"])
+        model.char_ngram_sizes_ = ()
+        if "char_coef" in state:  # format 2: character n-grams (files without them hold none of these keys)
+            model.char_ngram_sizes_ = tuple(int(n) for n in state["char_ngram_sizes"])
+            model.char_hash_bits_ = int(state["char_hash_bits"])
+            model.char_coef_ = np.asarray(state["char_coef"], dtype=np.float64)
+            model.char_intercept_ = float(state["char_intercept"])
+            if (not model.char_ngram_sizes_ or any(n not in F.CHAR_HASH_MULTIPLIERS for n in model.char_ngram_sizes_)
+                    or not 1 <= model.char_hash_bits_ <= 24 or len(model.char_coef_) != 1 << model.char_hash_bits_):
+                raise TypeError("char n-grams")
         head_features = [n for n in model.features_ if n != "data_source_code"]
+        n_scores = 2 if model.char_ngram_sizes_ else 1
         if (len(model.word_coef_) != len(model.vocabulary_) or len(model.center_) != len(model.head_coef_)
-                or model.knots_.shape[0] != len(head_features)):
+                or model.knots_.shape[0] != len(head_features)
+                or len(model.head_coef_) != len(head_features) * (2 + model.knots_.shape[1]) + n_scores
+                + len(model.sources_)):
             raise TypeError("model")
         training = card.get("training", {})
         model.n_prompts_ = int(training.get("prompts", 0))

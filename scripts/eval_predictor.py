@@ -1,10 +1,12 @@
 """Produce the accuracy table of docs/predictor.md from the real datasets in ../shared/data.
 
-    python scripts/eval_predictor.py [--data ../shared/data] [--json results.json] [--quick]
+    python scripts/eval_predictor.py [--data ../shared/data] [--json results.json] [--quick] [--char-ngrams]
 
 Every figure is group-wise cross-validated: 5 folds over prompt ids, so no prompt is in both the training
 and the test part of a fold. Evaluation-only data (the AIME R1-distill lengths) is read at run time and
-skipped with a message when absent. The dataset loaders here are also used by train_default_predictor.py.
+skipped with a message when absent. ``--char-ngrams`` fits every model with the opt-in character n-gram score
+(``LengthPredictor(char_ngrams=True)``) on the same folds, for the with/without comparison in the docs.
+The dataset loaders here are also used by train_default_predictor.py.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ CHARS_PER_TOKEN = 3.12
 # ZeroEval generators left out: o1 models store only the visible answer (hidden reasoning not counted).
 EXCLUDED_GENERATORS = ("openai/o1-mini-2024-09-12", "openai/o1-preview-2024-09-12")
 FOLDS = 5
+PARAMS: dict = {}  # LengthPredictor options for every fit (--char-ngrams sets char_ngrams=True)
 
 
 def say(message: str) -> None:
@@ -129,7 +132,7 @@ def cross_validate(prompts: pl.DataFrame, lengths: pl.DataFrame, *, cap: int | N
     parts = []
     for k in range(FOLDS):
         train, test = data.filter(pl.Series(fold != k)), data.filter(pl.Series(fold == k))
-        model = LengthPredictor(random_state=seed, **params).fit(
+        model = LengthPredictor(random_state=seed, **{**PARAMS, **params}).fit(
             train.select(prompts.columns), lengths.filter(pl.col(C.PROMPT_ID).is_in(train[C.PROMPT_ID].implode())),
             cap=cap)
         mu, sigma, tokens = model.predict_log(test.select(prompts.columns))
@@ -243,9 +246,13 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--json", type=Path, default=None, help="also write all figures here")
     parser.add_argument("--quick", action="store_true", help="fewer generators (a smoke run)")
+    parser.add_argument("--char-ngrams", action="store_true",
+                        help="fit with the opt-in character n-gram score (same folds as without)")
     args = parser.parse_args()
+    if args.char_ngrams:
+        PARAMS["char_ngrams"] = True
     started = time.time()
-    results: dict = {"rows": [], "details": {}}
+    results: dict = {"rows": [], "details": {}, "params": dict(PARAMS)}
 
     prompts, lengths = load_zeroeval(args.data)
     generators = full_generators(lengths, prompts)

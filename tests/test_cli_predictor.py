@@ -1,5 +1,7 @@
 import json
 
+import numpy as np
+
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -80,3 +82,27 @@ def test_the_command_group_does_not_import_scikit_learn():
 
     code = "import sys, asp_cli.cli_predictor; sys.exit('sklearn' in sys.modules or 'skops' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_fit_with_char_ngrams_records_them_and_predict_uses_them(data_and_model, tmp_path):
+    _, data, _, _ = data_and_model
+    model = tmp_path / "chars.skops"
+    result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(model), "--char-ngrams", "--json"])
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.stdout)
+    assert card["features"][-1] == "char_score" and card["char_ngrams"]["hash_bits"] == 18
+    info = runner.invoke(app, ["predictor", "info", str(model)])
+    assert info.exit_code == 0 and "hashed character n-grams" in info.output
+    prompts, _ = make_data(n_prompts=15)
+    prompt_file = tmp_path / "prompts.jsonl"
+    prompts.rename({"prompt_text": "prompt", "prompt_id": "id"}).select("id", "prompt").write_ndjson(prompt_file)
+    out = tmp_path / "p.parquet"
+    result = runner.invoke(app, ["predictor", "predict", str(prompt_file), "--model", str(model), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    import polars as pl
+
+    from asp_cli import predictor as P
+
+    mu = P.load(model).predict_log(prompts)[0]
+    expected = np.clip(np.rint(np.exp(mu)), 1, 8192).astype(np.int64)  # p50 = exp(mu): the char score is applied
+    assert pl.read_parquet(out)["predicted_p50_tokens"].to_list() == expected.tolist()

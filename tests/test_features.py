@@ -49,3 +49,42 @@ def test_question_cues_and_periods_are_counted():
     assert col["n_period"].tolist() == [2, 1]
     assert col["n_numbers"].tolist() == [0, 3]
     assert words.index.dtype == np.uint32
+
+
+def _slow_char_buckets(text, size, bits=F.CHAR_HASH_BITS):
+    """The documented hash, one window at a time in pure Python: the reference for the vectorised one."""
+    raw = bytes(b + 32 if 65 <= b <= 90 else b for b in text.encode("utf-8"))
+    out = []
+    for i in range(len(raw) - size + 1):
+        value = int.from_bytes(raw[i:i + size], "little")
+        out.append(((value * F.CHAR_HASH_MULTIPLIERS[size]) % (1 << 32)) >> (32 - bits))
+    return out
+
+
+def test_char_ngram_hash_matches_a_slow_reference_within_prompts():
+    texts = ["Find x", "", "é∑", "ab", "ÀBC déf ∫∑ 12", "abcd", "Z"]  # multi-byte UTF-8, prompts shorter than a window
+    data, offsets = F._text_bytes(pl.Series(texts))
+    assert bytes(data) == "".join(texts).encode("utf-8")
+    for size, buckets in zip((3, 4), F._hashed_windows(data, offsets, (3, 4), F.CHAR_HASH_BITS), strict=True):
+        for i, text in enumerate(texts):
+            inside = buckets[offsets[i]:offsets[i + 1]]
+            expected = _slow_char_buckets(text, size)
+            assert inside[:len(expected)].tolist() == expected
+            assert (inside[len(expected):] == 1 << F.CHAR_HASH_BITS).all()  # windows crossing into the next prompt
+    # fixed values: the hash must never change meaning (model files store weights by bucket)
+    assert _slow_char_buckets("abc", 3) == [int(F._hashed_windows(*F._text_bytes(pl.Series(["ABC"])), (3,), 18)[0][0])]
+    assert F._hashed_windows(*F._text_bytes(pl.Series(["abcd"])), (3, 4), 18)[1][0] == 206_713
+
+
+def test_char_scores_match_the_sparse_matrix_and_chunks(monkeypatch):
+    texts = pl.Series(["Find all $x$", "", "é∑ abc", None, "Prove that 2+2=4.", "ab"])
+    coef = np.random.default_rng(0).standard_normal(1 << F.CHAR_HASH_BITS)
+    matrix = F.char_matrix(texts)
+    assert matrix.shape == (6, 1 << F.CHAR_HASH_BITS)
+    whole = F.char_scores(texts, coef)
+    np.testing.assert_allclose(whole, matrix @ coef, rtol=1e-5, atol=1e-6)
+    assert whole[1] == whole[3] == whole[5] == 0.0  # empty, null, and shorter than every window
+    monkeypatch.setattr(F, "_CHAR_CHUNK_ROWS", 2)
+    np.testing.assert_array_equal(F.char_scores(texts, coef), whole)
+    counts = F.char_ngram_counts(F._text_bytes(texts)[1], (3, 4))
+    assert counts.tolist() == [10 + 9, 0, 7 + 6, 0, 15 + 14, 0]

@@ -130,3 +130,56 @@ def test_a_file_of_an_older_feature_set_keeps_its_own_features(fitted, tmp_path)
     card["features"] = ["no_such_feature", "text_score"]
     with pytest.raises(PredictorError, match="damaged"):
         P._from_state(state, card, path)
+
+
+@pytest.fixture(scope="module")
+def fitted_chars():
+    prompts, lengths = make_data()
+    return prompts, P.LengthPredictor(min_df=1, char_ngrams=True).fit(prompts, lengths)
+
+
+def test_char_ngrams_fit_predict_and_round_trip_through_the_plain_loader(fitted, fitted_chars, tmp_path):
+    from asp_cli.predictor_eval import kendall_tau
+
+    prompts, model = fitted_chars
+    card = model.card()
+    assert card["features"][-2:] == ["text_score", "char_score"] and card["format_version"] == 2
+    assert card["char_ngrams"]["sizes"] == [3, 4] and card["params"]["char_ngrams"] is True
+    assert len(model.head_coef_) == len(fitted[2].head_coef_) + 1
+    test_prompts, test_lengths = make_data(n_prompts=60, seed=1)
+    mu = model.predict_log(test_prompts)[0]
+    assert kendall_tau(mu, P.group_targets(test_lengths)["log_mean"].to_numpy()) > 0.6
+    assert not np.allclose(mu, fitted[2].predict_log(test_prompts)[0])  # the char score is used
+    path = tmp_path / "chars.skops"
+    P.save(model, path)
+    state = P._plain_state(path)
+    assert state is not None and state["char_coef"].dtype == np.float64  # plain data, no skops needed
+    loaded = P.load(path)
+    assert loaded.char_ngram_sizes_ == (3, 4) and P.read_card(path)["format_version"] == 2
+    np.testing.assert_array_equal(loaded.predict_log(prompts)[0], model.predict_log(prompts)[0])
+    state["char_coef"] = state["char_coef"][:-1]
+    with pytest.raises(PredictorError, match="damaged"):
+        P._from_state(state, P.read_card(path), path)
+
+
+def test_models_without_char_ngrams_keep_their_format_and_predictions(fitted, tmp_path):
+    """Default fits write format 1 with the parameters and state keys they always had; the bundled model loads."""
+    from asp_cli.prediction import DEFAULT_MODEL
+    from asp_cli.reading import read_prompts
+    from util import SAMPLE_PROMPTS
+
+    prompts, _, model = fitted
+    path = tmp_path / "m.skops"
+    P.save(model, path)
+    state = P._plain_state(path)
+    assert state["format_version"] == 1 and not any(k.startswith("char") for k in state)
+    assert "char_ngrams" not in json.loads(state["params"]) and "char_score" not in P.read_card(path)["features"]
+    assert P.load(path).char_ngram_sizes_ == ()
+    default = P.load(DEFAULT_MODEL)
+    assert default.char_ngram_sizes_ == () and P.read_card(DEFAULT_MODEL)["format_version"] == 1
+    sample, _ = read_prompts([SAMPLE_PROMPTS])
+    mu = default.predict_log(sample)[0]
+    # bit for bit what the code before character n-grams (commit 5f0e733) predicted with the bundled model
+    assert mu[:5].tolist() == [5.167078928507973, 4.978924197318372, 5.277803574830903, 4.9673946919426,
+                               5.308507367399437]
+    assert float(mu.sum()) == pytest.approx(19708.29939473353, abs=1e-9)
