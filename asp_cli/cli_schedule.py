@@ -130,6 +130,12 @@ def _summary_text(summary: dict, output: Path) -> str:
         f"{summary['predicted_instance_finish_spread_s']:.1f} s)",
         f"  expected policy lag: mean {summary['expected_lag_mean']:.2f}, max {summary['expected_lag_max']} steps",
     ]
+    if summary.get("trainer_bound"):
+        lines.append(
+            f"  the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:.0f} s against "
+            f"{summary['predicted_rollout_makespan_s']:.0f} s of rollout, so groups queue and lag grows; "
+            "--max-lag holds rollout back (calibrate the trainer with --preset FILE)"
+        )
     if summary.get("prompts_from_history"):
         lines.append(f"  lengths from history for {summary['prompts_from_history']} prompts, the rest from the model")
     if summary.get("skipped_rows"):

@@ -273,6 +273,11 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
     busy_s = busy["busy_s"].to_numpy()
     end_s = busy["end_s"].to_numpy()
     makespan = float(end_s.max()) if end_s.size else 0.0
+    # The trainer's own work, steps back to back: when it exceeds rollout, the trainer binds, groups queue
+    # up and lag grows unless --max-lag holds rollout back.
+    step_tokens = frame.group_by("train_step").agg(
+        (n * (pl.col("prompt_tokens") + pl.col("predicted_mean_tokens"))).sum().alias("tokens"))
+    trainer_s = float(np.sum(preset.train_step_seconds(step_tokens["tokens"].to_numpy()) + preset.weight_sync_s))
     return {
         "prompts": int(frame.filter(pl.col("epoch") == 0).height),
         "epochs": settings.epochs,
@@ -286,6 +291,8 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
         "predicted_instance_busy_s": [round(float(x), 3) for x in busy_s],
         "predicted_instance_finish_spread_s": round(float(end_s.max() - end_s.min()), 3) if end_s.size else 0.0,
         "predicted_instance_imbalance": round(float(busy_s.max() / busy_s.mean()), 4) if busy_s.size else 1.0,
+        "predicted_trainer_busy_s": round(trainer_s, 3),
+        "trainer_bound": bool(trainer_s > makespan),
         "expected_lag_mean": round(float(frame["expected_lag"].mean()), 3),
         "expected_lag_max": int(frame["expected_lag"].max()),
         "prompts_from_history": int(frame.filter((pl.col("epoch") == 0) & (pl.col("prediction_source") == "history")).height),

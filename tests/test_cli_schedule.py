@@ -38,6 +38,7 @@ def test_json_summary_is_the_only_stdout(tmp_path):
     assert result.exit_code == 0
     document = json.loads(result.stdout)
     assert document["rows"] == 2 * 3540 and document["instances"] == 3
+    assert document["trainer_bound"] == (document["predicted_trainer_busy_s"] > document["predicted_rollout_makespan_s"])
     assert result.stderr == ""
 
 
