@@ -60,6 +60,11 @@ def minibatch_token_budget(settings: ScheduleSettings, preset: HardwarePreset) -
     return max(preset.kv_capacity_tokens, 1)
 
 
+def _kv_footprint(prompt_tokens: np.ndarray, top: np.ndarray, mean: np.ndarray, n: int) -> np.ndarray:
+    """KV tokens a group may hold at once: N x (prompt + predicted mean)."""
+    return np.ceil(n * (prompt_tokens + mean)).astype(np.int64)
+
+
 def arrange(
     prompts: pl.DataFrame,
     predictions: pl.DataFrame,
@@ -103,7 +108,7 @@ def arrange(
     # use at step s is the sum of (prompt + s) over the sequences still live, which never exceeds the sum of
     # (prompt + length) over all of them; so minibatches within the budget never overflow the cache (when
     # the predictions hold), without reserving every sample's maximum.
-    footprint = np.ceil(n * (prompt_tokens + mean)).astype(np.int64)
+    footprint = _kv_footprint(prompt_tokens, top, mean, n)
     budget = minibatch_token_budget(settings, preset)
     if footprint.size and footprint.max() > budget:
         worst = int(np.argmax(footprint))
