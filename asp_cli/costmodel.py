@@ -103,23 +103,20 @@ def _preset(**kwargs: object) -> HardwarePreset:
 # Figures: rollout-cost-model.md sections 1.3 and 6.5 (H100/H800 3.35 TB/s and 989 dense bf16 TFLOP/s;
 # A100-80 2.039 TB/s and 312; Ascend 910B ~1.6 TB/s (uncertain) and ~320; Qwen2.5-7B 15.23 GB of bf16
 # weights and 57,344 B of KV per token; Llama-2-7B 13.5 GB and 524,288 B).
+_H100_QWEN = _preset(
+    name="h100-qwen2.5-7b",
+    description="H100 SXM 80 GB, Qwen2.5-7B (GQA), bf16, vLLM defaults",
+    weights_bytes=15.23e9, params=7.62e9, kv_bytes_per_token=57_344,
+    bandwidth_bytes_per_s=3.35e12, eta_bandwidth=0.80, flops_per_s=989e12, eta_flops=0.60,
+    hbm_bytes=80e9, step_overhead_s=0.0002, max_num_seqs=1024,
+)
 PRESETS: dict[str, HardwarePreset] = {
     p.name: p
     for p in (
-        _preset(
-            name="h100-qwen2.5-7b",
-            description="H100 SXM 80 GB, Qwen2.5-7B (GQA), bf16, vLLM defaults",
-            weights_bytes=15.23e9, params=7.62e9, kv_bytes_per_token=57_344,
-            bandwidth_bytes_per_s=3.35e12, eta_bandwidth=0.80, flops_per_s=989e12, eta_flops=0.60,
-            hbm_bytes=80e9, step_overhead_s=0.0002, max_num_seqs=1024,
-        ),
-        _preset(
-            name="h800-qwen2.5-7b",
-            description="H800 SXM 80 GB (same die as H100), Qwen2.5-7B (GQA), bf16",
-            weights_bytes=15.23e9, params=7.62e9, kv_bytes_per_token=57_344,
-            bandwidth_bytes_per_s=3.35e12, eta_bandwidth=0.80, flops_per_s=989e12, eta_flops=0.60,
-            hbm_bytes=80e9, step_overhead_s=0.0002, max_num_seqs=1024,
-        ),
+        _H100_QWEN,
+        # The H800 is the H100 die with a slower NVLink, which a single-GPU 7B instance does not use.
+        dataclasses.replace(_H100_QWEN, name="h800-qwen2.5-7b",
+                            description="H800 SXM 80 GB (same die as H100), Qwen2.5-7B (GQA), bf16"),
         _preset(
             name="a100-llama2-7b",
             description="A100 SXM 80 GB, Llama-2-7B (MHA), bf16",
