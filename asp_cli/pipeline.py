@@ -336,6 +336,7 @@ def schedule(
     *,
     settings: ScheduleSettings | None = None,
     predictor: Path | None = None,
+    predictions: Sequence[Path] = (),
     history: Sequence[Path] = (),
     prompt_key: str | None = None,
     id_key: str | None = None,
@@ -365,8 +366,12 @@ def schedule(
     note = progress or (lambda _msg: None)
     inputs = [Path(p) for p in inputs]
     history = [Path(p) for p in history]
+    predictions = [Path(p) for p in predictions]
+    if predictions and (predictor is not None or history):
+        raise SettingsError("--predictions replaces the predictor: give it without --predictor and --history")
     if output is not None:
-        check_output_path(Path(output), [*inputs, *history, *([predictor] if predictor else [])], force=force)
+        check_output_path(Path(output), [*inputs, *history, *predictions, *([predictor] if predictor else [])],
+                          force=force)
     preset = load_preset(settings.preset)
     note("reading prompts")
     prompts, read_report = read_prompts(inputs, prompt_key=prompt_key, id_key=id_key, on_bad_row=on_bad_row)  # type: ignore[arg-type]
@@ -380,18 +385,26 @@ def schedule(
         )
         history_print = file_fingerprint(history)
     note("predicting lengths")
-    predictions, info = predict_lengths(
-        prompts,
-        predictor=predictor,
-        history=history_frame,
-        history_fingerprint=history_print,
-        samples_per_prompt=settings.samples_per_prompt,
-        max_response_tokens=settings.max_response_tokens,
-        plan_with=settings.plan_with,
-        tokenizer=tokenizer,
-    )
+    if predictions:
+        from .predictions_file import predictions_from_files
+
+        predicted, info = predictions_from_files(
+            prompts, predictions, fingerprint=file_fingerprint(predictions),
+            max_response_tokens=settings.max_response_tokens, plan_with=settings.plan_with,
+        )
+    else:
+        predicted, info = predict_lengths(
+            prompts,
+            predictor=predictor,
+            history=history_frame,
+            history_fingerprint=history_print,
+            samples_per_prompt=settings.samples_per_prompt,
+            max_response_tokens=settings.max_response_tokens,
+            plan_with=settings.plan_with,
+            tokenizer=tokenizer,
+        )
     note("packing and interleaving")
-    frame = arrange(prompts, predictions, settings, preset=preset)
+    frame = arrange(prompts, predicted, settings, preset=preset)
     summary = summarize(frame, settings, preset)
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
     metadata = {

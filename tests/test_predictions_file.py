@@ -1,0 +1,69 @@
+"""`asp schedule --predictions FILE`: lengths predicted elsewhere (a cluster, a model of one's own)."""
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from asp_cli.cli import app
+from asp_cli.errors import InputError, SettingsError
+from asp_cli.pipeline import schedule
+from asp_cli.reading import read_prompts
+
+from util import write_jsonl
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def prompts(tmp_path):
+    return write_jsonl(tmp_path / "p.jsonl", [{"id": f"q{i}", "question": "x " * (i + 1)} for i in range(40)])
+
+
+def test_predictions_from_asp_predictor_predict_give_the_same_schedule(tmp_path, prompts):
+    predicted = tmp_path / "pred.parquet"
+    assert runner.invoke(app, ["predictor", "predict", str(prompts), "-o", str(predicted)]).exit_code == 0
+    own = schedule([prompts], None).frame
+    from_file = schedule([prompts], None, predictions=[predicted]).frame
+    assert from_file["prediction_source"].unique().to_list() == ["file"]
+    assert from_file.drop("prediction_source").equals(own.drop("prediction_source"))
+
+
+def test_one_length_column_is_planned_as_max_and_mean(tmp_path, prompts):
+    path = write_jsonl(tmp_path / "pred.jsonl", [{"uid": f"q{i}", "predicted_tokens": 100 + 10 * i} for i in range(40)])
+    frame = schedule([prompts], None, predictions=[path]).frame.sort("row")
+    assert frame["predicted_tokens"].to_list() == [100 + 10 * i for i in range(40)]
+    assert (frame["predicted_mean_tokens"] == frame["predicted_max_tokens"]).all()
+
+
+def test_several_files_and_the_cap(tmp_path, prompts):
+    a = write_jsonl(tmp_path / "a.jsonl", [{"prompt_id": f"q{i}", "predicted_max_tokens": 50_000} for i in range(20)])
+    b = tmp_path / "b.csv"
+    b.write_text("prompt_id,predicted_max_tokens\n" + "".join(f"q{i},300\n" for i in range(20, 40)))
+    frame = schedule([prompts], None, predictions=[a, b]).frame.sort("row")
+    assert frame["predicted_tokens"].to_list() == [8192] * 20 + [300] * 20
+
+
+@pytest.mark.parametrize(
+    "rows, fragment",
+    [
+        ([{"id": f"q{i}", "predicted_tokens": 5} for i in range(39)], "no prediction for 1 prompt"),
+        ([{"id": "q0", "predicted_tokens": 5}] * 2 + [{"id": f"q{i}", "predicted_tokens": 5} for i in range(1, 40)],
+         "more than once"),
+        ([{"id": f"q{i}", "predicted_tokens": -1 if i == 3 else 5} for i in range(40)],
+         "pred.jsonl:4: column 'predicted_tokens' must be a whole, non-negative token count for prompt id 'q3'"),
+        ([{"id": f"q{i}", "length": 5} for i in range(40)], "no predicted length column"),
+    ],
+)
+def test_bad_prediction_files(tmp_path, prompts, rows, fragment):
+    path = write_jsonl(tmp_path / "pred.jsonl", rows)
+    with pytest.raises(InputError, match=fragment):
+        schedule([prompts], None, predictions=[path])
+
+
+def test_predictions_replace_the_predictor(tmp_path, prompts):
+    path = write_jsonl(tmp_path / "pred.jsonl", [{"id": f"q{i}", "predicted_tokens": 5} for i in range(40)])
+    with pytest.raises(SettingsError, match="--predictions replaces the predictor"):
+        schedule([prompts], None, predictions=[path], history=[path])
+    result = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s.parquet"), "--predictions",
+                                 str(path), "--predictor", str(path)])
+    assert result.exit_code == 4
