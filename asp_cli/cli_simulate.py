@@ -132,7 +132,7 @@ def bench_command(
             raise typer.Exit(0)
         results = run_benchmark(data, load_preset(preset), names=tuple(only) or None, mode=mode, max_lag=max_lag,
                                 progress=say)
-        for spec, workload, rows in results:
+        for spec, _workload, rows in results:
             say(f"\n{spec.name}: {spec.title}")
             say(format_table(rows, markdown=False))
         if markdown is not None:

@@ -112,7 +112,7 @@ def main() -> None:
             (f"asp schedule (K={args.instances}, {args.epochs} epoch(s))", ours),
         ]
         table = [
-            f"| command | wall s | peak RSS GiB |",
+            "| command | wall s | peak RSS GiB |",
             "|---|---|---|",
             *[f"| {name} | {wall:.1f} | {rss:.2f} |" for name, (wall, rss, _) in rows],
             f"| ratio asp / bare | {ours[0] / bare[0]:.2f}x | {ours[1] / bare[1]:.2f}x |",

@@ -19,7 +19,7 @@ def make_data(n_prompts: int = 80, samples: int = 4, seed: int = 0) -> tuple[pl.
         texts.append(" ".join(words) + f" $x^{i % 7}$")
         ids.append(f"p{i}")
         base = 50 + 10 * n_words + 200 * words.count("prove")
-        for s in range(samples):
+        for _ in range(samples):
             rows.append((f"p{i}", int(base * np.exp(rng.normal(0, 0.2)))))
     prompts = pl.DataFrame({
         C.PROMPT_ID: ids, C.PROMPT_TEXT: texts,

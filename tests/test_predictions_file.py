@@ -1,13 +1,11 @@
 """`asp schedule --predictions FILE`: lengths predicted elsewhere (a cluster, a model of one's own)."""
 
-import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from asp_cli.cli import app
 from asp_cli.errors import InputError, SettingsError
 from asp_cli.pipeline import schedule
-from asp_cli.reading import read_prompts
 
 from util import write_jsonl
 

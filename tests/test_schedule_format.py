@@ -1,7 +1,6 @@
 import json
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
