@@ -143,6 +143,42 @@ def test_error_row_schedule_files(tmp_path, case_id):
     assert tried, "no command reads schedules"
 
 
+@pytest.mark.parametrize("case_id", ["E30", "E31"])
+def test_error_row_predictor_files(tmp_path, case_id):
+    """E30: a predictor file of a newer format; E31: one that asks to load an untrusted type. Exit 5."""
+    import zipfile
+    from collections import OrderedDict
+
+    from asp_cli import predictor as P
+    from asp_cli.prediction import DEFAULT_MODEL
+
+    setup_files(tmp_path)
+    model = tmp_path / "model.skops"
+    if case_id == "E30":
+        with zipfile.ZipFile(DEFAULT_MODEL) as src, zipfile.ZipFile(model, "w") as dst:
+            for item in src.infolist():
+                data = src.read(item)
+                if item.filename == P.META_MEMBER:
+                    card = json.loads(data)
+                    card["format_version"] = P.FORMAT_VERSION + 1
+                    data = json.dumps(card).encode()
+                dst.writestr(item, data)
+        words = "is newer than this asp reads"
+    else:
+        import skops.io as sio
+
+        sio.dump({"format_version": 1, "payload": OrderedDict(a=1)}, model)
+        with zipfile.ZipFile(model, "a") as archive:
+            archive.writestr(P.META_MEMBER, json.dumps({"format_version": 1}))
+        words = "refused to load: the file asks for types asp does not trust"
+    for command in (["schedule", str(tmp_path / "good.jsonl"), "-o", str(tmp_path / "o.parquet"), "--predictor",
+                     str(model)], ["predictor", "info", str(model)]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 5, (command, result.stderr)
+        assert words in result.stderr and result.stderr.startswith("Error: ")
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_error_row_internal_error(monkeypatch, tmp_path):
     """E28: a bug is reported as one, with exit code 70."""
     import asp_cli.pipeline
@@ -181,5 +217,5 @@ def test_error_row_interrupted(tmp_path, sig):
 def test_every_documented_row_is_tested():
     table = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
-    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29"}
+    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31"}
     assert documented == tested
