@@ -31,10 +31,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _check_on_bad_row(value: str) -> None:
-    from .errors import SettingsError
+    from .reading import check_on_bad_row
 
-    if value not in ("error", "skip"):
-        raise SettingsError(f"--on-bad-row takes 'error' or 'skip', not {value!r}")
+    check_on_bad_row(value)
 
 
 @predictor_app.command("fit")

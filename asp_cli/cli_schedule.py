@@ -52,12 +52,11 @@ def schedule_command(
 ) -> None:
     """Predict response lengths and write a rollout schedule (Parquet) for K instances."""
     with guarded():
-        from .errors import SettingsError
         from .pipeline import schedule
+        from .reading import check_on_bad_row
         from .settings import ScheduleSettings
 
-        if on_bad_row not in ("error", "skip"):
-            raise SettingsError(f"--on-bad-row must be 'error' or 'skip' (got {on_bad_row!r})")
+        check_on_bad_row(on_bad_row)
         settings = ScheduleSettings(
             instances=instances,
             samples_per_prompt=samples_per_prompt,

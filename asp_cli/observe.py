@@ -113,9 +113,9 @@ def observe(
         When the output exists without ``append`` or ``force``, or equals an input.
     """
     from .output import check_output_path
+    from .reading import check_on_bad_row
 
-    if on_bad_row not in ("error", "skip"):
-        raise SettingsError(f"--on-bad-row must be 'error' or 'skip' (got {on_bad_row!r})")
+    check_on_bad_row(on_bad_row)
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
     logs = [Path(p) for p in logs]

@@ -34,6 +34,14 @@ _LINE = "\x00line"  # hidden column: the 1-based source line of a row read by th
 _BAD_ROW_FIX = "fix the row, or pass --on-bad-row skip to skip bad rows"
 
 
+def check_on_bad_row(value: str) -> None:
+    """Refuse an unknown ``--on-bad-row`` mode (every command that reads user files takes one)."""
+    from .errors import SettingsError
+
+    if value not in ("error", "skip"):
+        raise SettingsError(f"--on-bad-row must be 'error' or 'skip' (got {value!r})")
+
+
 @dataclass
 class ReadReport:
     """What a read found: the columns it used per file and the rows it skipped."""
