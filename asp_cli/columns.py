@@ -48,6 +48,9 @@ DIFFICULTY = "difficulty"
 
 # Columns of the history frame that `reading.read_history` returns (one row per observed sample).
 RESPONSE_TOKENS = "response_tokens"
+# The largest token count (response or prediction) asp accepts in a file: no model generates more, and
+# sums over millions of such counts stay far inside int64.
+MAX_TOKEN_COUNT = 2**31 - 1
 TRUNCATED = "truncated"
 EPOCH = "epoch"
 

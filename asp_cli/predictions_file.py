@@ -107,12 +107,13 @@ def _read_one(path: Path) -> pl.DataFrame:
     out = frame.select(pl.col(id_col).cast(pl.String).alias(C.PROMPT_ID), *keep)
     for column in keep:
         values = out[column].cast(pl.Float64, strict=False)
-        bad = values.is_null() | values.is_nan() | (values < 0) | (values != values.floor())
+        bad = (values.is_null() | values.is_nan() | (values < 0) | (values > C.MAX_TOKEN_COUNT)
+               | (values != values.floor()))
         if bad.any():
             index = int(bad.arg_true()[0])
             where = f"{path}:{index + 1}" if fmt == "jsonl" else f"{path}: row {index}"
             raise InputError(
-                f"{where}: column {column!r} must be a whole, non-negative token count for prompt id "
+                f"{where}: column {column!r} must be a whole token count from 0 to {C.MAX_TOKEN_COUNT:,} for prompt id "
                 f"{out[C.PROMPT_ID][index]!r}"
             )
         out = out.with_columns(values.cast(pl.Int64).alias(column))

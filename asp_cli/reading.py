@@ -743,21 +743,36 @@ def _extract_lengths(
     inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
     line = pl.col("\x00line") if "\x00line" in frame.columns else pl.int_range(0, pl.len(), dtype=pl.Int64)
     truncated_col = C.TRUNCATED if C.TRUNCATED in frame.columns else None
+    if truncated_col is not None:
+        _check_truncated_dtype(frame.schema[truncated_col], listed, path)
     epoch_col = C.EPOCH if C.EPOCH in frame.columns and frame.schema[C.EPOCH].is_integer() else None
     base = frame.select(
         _id_expr(frame, id_col, path).alias(C.PROMPT_ID),
         pl.col(length_col).alias("\x00len"),
-        (pl.col(truncated_col).cast(pl.Boolean, strict=False) if truncated_col else pl.lit(None, pl.Boolean))
+        (_truncated_expr(frame.schema[truncated_col]) if truncated_col else pl.lit(None, pl.Boolean))
         .alias(C.TRUNCATED),
-        (pl.col(epoch_col).cast(pl.Int32) if epoch_col else pl.lit(None, pl.Int32)).alias(C.EPOCH),
+        (pl.col(epoch_col).cast(pl.Int32, strict=False) if epoch_col else pl.lit(None, pl.Int32)).alias(C.EPOCH),
         line.alias("\x00where"),
     )
     if listed:
         if truncated_col is not None and isinstance(frame.schema[truncated_col], pl.List):
-            base = base.with_columns(pl.col(C.TRUNCATED).cast(pl.List(pl.Boolean), strict=False))
+            # A row whose flags do not match its lengths one to one is a bad row (its flags are dropped).
+            flags = pl.col(C.TRUNCATED)
+            mismatch = flags.is_not_null() & (flags.list.len() != pl.col("\x00len").list.len().fill_null(0))
+            base = base.with_columns(
+                pl.when(mismatch).then(None).otherwise(flags).alias(C.TRUNCATED), mismatch.alias("\x00mismatch")
+            )
+            base = base.with_columns(
+                pl.when(pl.col(C.TRUNCATED).is_null() & pl.col("\x00len").is_not_null())
+                .then(pl.col("\x00len").list.eval(pl.lit(None, pl.Boolean)))
+                .otherwise(pl.col(C.TRUNCATED))
+                .alias(C.TRUNCATED)
+            )
             base = base.explode(["\x00len", C.TRUNCATED])
         else:
             base = base.explode("\x00len")
+    if "\x00mismatch" not in base.columns:
+        base = base.with_columns(pl.lit(False).alias("\x00mismatch"))
     if inner == pl.String:
         numeric = pl.col("\x00len").str.strip_prefix("\x00json:").str.strip_chars().cast(pl.Float64, strict=False)
     elif inner.is_numeric() or inner == pl.Null:
@@ -767,9 +782,11 @@ def _extract_lengths(
     base = base.with_columns(numeric.alias("\x00num"))
     bad = (
         pl.col(C.PROMPT_ID).is_null()
+        | pl.col("\x00mismatch")
         | pl.col("\x00num").is_null()
         | pl.col("\x00num").is_nan()
         | (pl.col("\x00num") < 0)
+        | (pl.col("\x00num") > C.MAX_TOKEN_COUNT)
         | (pl.col("\x00num") != pl.col("\x00num").floor())
     )
     flagged = base.with_columns(bad.alias("\x00bad"))
@@ -784,6 +801,8 @@ def _extract_lengths(
             where = _length_location(path, fmt, first["\x00where"], frame)
             if first[C.PROMPT_ID] is None:
                 reason = f"column {id_col!r} (the prompt id) is missing"
+            elif first["\x00mismatch"]:
+                reason = f"column {C.TRUNCATED!r} does not hold one flag per length in {length_col!r}"
             else:
                 raw = first["\x00len"]
                 value = first["\x00num"]
@@ -793,6 +812,8 @@ def _extract_lengths(
                     reason = f"column {length_col!r} is not a number"
                 elif value < 0:
                     reason = f"column {length_col!r} is negative ({value:g})"
+                elif value > C.MAX_TOKEN_COUNT:
+                    reason = f"column {length_col!r} is larger than any response ({value:g} > {C.MAX_TOKEN_COUNT:,})"
                 else:
                     reason = f"column {length_col!r} is not a whole token count ({value:g})"
             raise InputError(f"{where}: {reason} for prompt id {first[C.PROMPT_ID]!r}; {_BAD_ROW_FIX}")
@@ -802,6 +823,30 @@ def _extract_lengths(
         C.TRUNCATED,
         C.EPOCH,
     )
+
+
+def _check_truncated_dtype(dtype: pl.DataType, lengths_listed: bool, path: Path) -> None:
+    """The ``truncated`` flags must be scalars beside scalar lengths, or lists beside lists of lengths."""
+    listed = isinstance(dtype, pl.List)
+    inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
+    castable = inner == pl.Boolean or inner == pl.String or inner == pl.Null or inner.is_numeric()
+    if not castable or (listed and not lengths_listed):
+        shape = "a list of true/false, one per length" if lengths_listed else "true or false"
+        raise InputError(f"{path}: column {C.TRUNCATED!r} holds {dtype}; give {shape} per row")
+
+
+def _truncated_expr(dtype: pl.DataType) -> pl.Expr:
+    """The ``truncated`` column as booleans (lists of them stay lists); text "true"/"false"/"1"/"0" counts."""
+    listed = isinstance(dtype, pl.List)
+    inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
+    value = pl.element() if listed else pl.col(C.TRUNCATED)
+    if inner == pl.String:
+        word = value.str.strip_chars().str.to_lowercase()
+        flag = pl.when(word.is_in(["true", "1", "yes"])).then(True).when(word.is_in(["false", "0", "no"])).then(False)
+        flag = flag.otherwise(None)
+    else:
+        flag = value.cast(pl.Boolean, strict=False)
+    return pl.col(C.TRUNCATED).list.eval(flag) if listed else flag
 
 
 def _length_location(path: Path, fmt: str, where: int, frame: pl.DataFrame) -> str:

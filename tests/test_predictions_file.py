@@ -48,7 +48,7 @@ def test_several_files_and_the_cap(tmp_path, prompts):
         ([{"id": "q0", "predicted_tokens": 5}] * 2 + [{"id": f"q{i}", "predicted_tokens": 5} for i in range(1, 40)],
          "more than once"),
         ([{"id": f"q{i}", "predicted_tokens": -1 if i == 3 else 5} for i in range(40)],
-         "pred.jsonl:4: column 'predicted_tokens' must be a whole, non-negative token count for prompt id 'q3'"),
+         "pred.jsonl:4: column 'predicted_tokens' must be a whole token count from 0 to 2,147,483,647 for prompt id 'q3'"),
         ([{"id": f"q{i}", "length": 5} for i in range(40)], "no predicted length column"),
     ],
 )
