@@ -1,6 +1,7 @@
 """Fuzzing the readers: random bytes and random JSON structures give a result or a clean InputError."""
 
 import json
+import os
 
 import polars as pl
 from hypothesis import HealthCheck, example, given, settings
@@ -21,7 +22,8 @@ keys = st.sampled_from(["prompt", "messages", "question", "id", "uid", "length",
                         "data_source", "content", "role", "epoch", "truncated", "predicted_tokens",
                         "predicted_max_tokens", "prompt_tokens"])
 records = st.lists(st.dictionaries(keys, json_values, max_size=5), min_size=0, max_size=6)
-fuzz = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# ASP_FUZZ_EXAMPLES raises the number of draws when hunting (with HYPOTHESIS_PROFILE=explore).
+fuzz = settings(max_examples=int(os.environ.get("ASP_FUZZ_EXAMPLES", "120")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _outcome(call):
