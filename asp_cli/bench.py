@@ -327,7 +327,7 @@ class WorkloadSpec:
         return ScheduleSettings(
             instances=self.instances, samples_per_prompt=self.samples_per_prompt,
             train_batch_size=self.train_batch_size, minibatch_size=self.minibatch_size,
-            max_response_tokens=self.max_response_tokens, max_lag=None, seed=seed,
+            max_response_tokens=self.max_response_tokens, max_lag=self.max_lag, seed=seed,
         )
 
 

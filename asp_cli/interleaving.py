@@ -44,6 +44,7 @@ def ideal_start_s(
     *,
     groups: np.ndarray | None = None,
     warm_groups: int = 0,
+    horizon_s: float | None = None,
 ) -> np.ndarray:
     """Each minibatch's ideal start time, relative to the epoch's start.
 
@@ -61,6 +62,8 @@ def ideal_start_s(
     if m == 0:
         return np.zeros(0, dtype=np.float64)
     horizon = float(duration.sum()) / instances
+    if horizon_s is not None:
+        horizon = max(horizon, float(horizon_s))
     ideal = np.empty(m, dtype=np.float64)
     for c in np.unique(classes):
         members = np.flatnonzero(classes == c)

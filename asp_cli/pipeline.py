@@ -24,7 +24,7 @@ from .interleaving import balanced_assignment, dispatch_order, ideal_start_s, le
 from .packing import pack
 from .schedule_format import FORMAT_VERSION, write_schedule
 from .settings import ScheduleSettings
-from .timeline import minibatch_times, policy_version_at, trainer_timeline
+from .timeline import minibatch_times, policy_version_at, trainer_seconds, trainer_timeline
 
 # Relative noise on log length when ordering prompts for packing; keeps epochs different while moving a
 # prompt by at most a few percent of its length (well inside the predictor's own error).
@@ -117,6 +117,13 @@ def arrange(
             f"{prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
             f"(prompt + predicted mean response)); raise it to at least {int(footprint[worst])}"
         )
+    # Under a max_lag bound, rollout can run only a few steps ahead of the trainer. When the trainer is the
+    # slower side, the epoch then lasts as long as the trainer's work, and each class is spread over that
+    # horizon, so every stretch of the trainer's timeline gets its share of long groups (front-loading the
+    # long class would fill the admission window with it and leave the trainer waiting). Without a lag bound
+    # rollout runs ahead freely and its own horizon stays (the long tail must start early).
+    trainer_s = (trainer_seconds(preset, n * (prompt_tokens + mean), settings.train_batch_size)
+                 if settings.max_lag is not None else None)
     epochs = []
     free_at = np.zeros(settings.instances, dtype=np.float64)
     minibatch_offset = 0
@@ -128,7 +135,8 @@ def arrange(
         duration, finish_offset = minibatch_times(preset, local, m, prompt_tokens, top, mean, n)
         classes = length_classes(duration, settings.length_classes)
         ideal = ideal_start_s(duration, classes, settings.instances, groups=np.bincount(local, minlength=m),
-                              warm_groups=_WARM_TRAIN_BATCHES * settings.train_batch_size)
+                              warm_groups=_WARM_TRAIN_BATCHES * settings.train_batch_size,
+                              horizon_s=trainer_s)
         order = dispatch_order(ideal, duration)
         instance, start, free_at = balanced_assignment(order, duration, classes, free_at,
                                                        slack=_CLASS_BALANCE_SLACK)

@@ -106,6 +106,14 @@ def minibatch_times(
     return duration, finish[:prompts_count]
 
 
+def trainer_seconds(preset: HardwarePreset, group_tokens: np.ndarray, train_batch_size: int) -> float:
+    """The trainer's busy time for one epoch of groups with these tokens: every step and its weight sync,
+    back to back (the trainer term of `lower_bound`, from predicted tokens)."""
+    tokens = np.asarray(group_tokens, dtype=np.float64)
+    steps = -(-tokens.size // max(int(train_batch_size), 1))
+    return steps * (preset.train_fixed_s + preset.weight_sync_s) + preset.train_per_token_s * float(tokens.sum())
+
+
 def trainer_timeline(
     preset: HardwarePreset,
     arrival_s: np.ndarray,

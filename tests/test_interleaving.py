@@ -31,6 +31,20 @@ def test_ideal_starts_let_every_class_finish_inside_the_horizon():
         assert ideal[members].min() == 0.0
 
 
+def test_a_longer_trainer_horizon_spreads_the_long_class_over_it():
+    rng = np.random.default_rng(1)
+    duration = np.concatenate([rng.uniform(1, 2, 300), rng.uniform(80, 100, 40)])
+    classes = length_classes(duration, 4)
+    rollout = ideal_start_s(duration, classes, instances=8)
+    trainer = ideal_start_s(duration, classes, instances=8, horizon_s=3 * duration.sum() / 8)
+    long = classes == classes.max()
+    # Spread over three times the rollout horizon, the long class no longer sits in the first stretch.
+    assert trainer[long].max() > 2 * rollout[long].max()
+    assert trainer[long].max() + duration[long].max() <= 3 * duration.sum() / 8 + 1e-9
+    # A horizon shorter than the rollout's own changes nothing.
+    np.testing.assert_array_equal(ideal_start_s(duration, classes, instances=8, horizon_s=1.0), rollout)
+
+
 @given(
     durations=st.lists(st.floats(0.01, 1000.0), min_size=1, max_size=200),
     instances=st.integers(1, 16),

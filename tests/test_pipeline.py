@@ -94,6 +94,26 @@ def test_instances_are_balanced():
     assert busy["d"].sum() / 8 <= ends.max()
 
 
+def test_a_lag_bound_spreads_long_work_over_a_slower_trainer():
+    import dataclasses
+
+    from asp_cli.costmodel import load_preset
+
+    slow_trainer = dataclasses.replace(load_preset("h100-qwen2.5-7b"), train_per_token_s=2e-3)
+    preds = make_predictions(2000, seed=5)
+    free = arrange(prompt_frame(2000), preds, ScheduleSettings(instances=8), preset=slow_trainer)
+    held = arrange(prompt_frame(2000), preds, ScheduleSettings(instances=8, max_lag=50), preset=slow_trainer)
+    check_invariants(held, ScheduleSettings(instances=8, max_lag=50), 2000)
+
+    def last_long_seq(frame: pl.DataFrame) -> int:
+        cut = frame["predicted_tokens"].quantile(0.9)
+        return int(frame.filter(pl.col("predicted_tokens") >= cut)["seq"].max())
+
+    # Without a bound, the long tail is front-loaded over the rollout's horizon; held to the trainer's pace, it
+    # is spread over the trainer's, so its last minibatch is dispatched later.
+    assert last_long_seq(held) > last_long_seq(free)
+
+
 def test_max_lag_is_respected_by_the_estimate():
     preds = make_predictions(1500, seed=4)
     free = arrange(prompt_frame(1500), preds, ScheduleSettings(train_batch_size=32))

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from asp_cli.costmodel import PRESETS, wave_decode_seconds
-from asp_cli.timeline import minibatch_times, policy_version_at, trainer_timeline
+from asp_cli.timeline import minibatch_times, policy_version_at, trainer_seconds, trainer_timeline
 
 PRESET = PRESETS["h100-qwen2.5-7b"]
 
@@ -41,6 +41,13 @@ def test_trainer_takes_batches_in_arrival_order():
     assert start[0] == 2.0  # the second arrival completes the first batch
     assert np.all(start[1:] >= end[:-1])
     assert np.all(start >= np.array([2.0, 4.0, 6.0]))
+
+
+def test_trainer_seconds_is_the_timeline_without_waits():
+    tokens = np.linspace(1000.0, 9000.0, 7)
+    arrival = np.zeros(7)  # everything there at once: the trainer never waits
+    _, start, end = trainer_timeline(PRESET, arrival, tokens, train_batch_size=3)
+    assert trainer_seconds(PRESET, tokens, train_batch_size=3) == pytest.approx(end[-1] - start[0])
 
 
 def test_policy_version_counts_finished_steps():
