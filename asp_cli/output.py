@@ -8,8 +8,10 @@ behind, and its name (``.NAME.asp-tmp-*``) says what it is.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -37,26 +39,77 @@ def check_output_path(output: Path, inputs: Iterable[Path] = (), *, force: bool 
         raise OutputError(f"{output} exists; pass --force to replace it")
     if output.exists() and output.is_dir():
         raise OutputError(f"{output} is a directory; name a file")
+    _check_regular(output)
     parent = output.parent if str(output.parent) else Path(".")
     if not parent.is_dir():
         raise OutputError(f"folder {parent} does not exist; create it first")
+    _probe_writable(_target(output))
+
+
+def _check_regular(output: Path) -> None:
+    """Refuse a device, pipe or socket (``-o /dev/null``): renaming onto it would replace the node itself."""
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise OutputError(f"{output} is not a regular file (a device, pipe or socket); name a file")
+
+
+def _target(output: Path) -> Path:
+    """The file to replace: a symlink's target (the link stays a link), else ``output`` itself."""
+    return Path(os.path.realpath(output)) if output.is_symlink() else output
+
+
+def _tmp_path(output: Path) -> Path:
+    parent = output.parent if str(output.parent) else Path(".")
+    return parent / f".{output.name}{TMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _cannot_write(output: Path, exc: OSError) -> OutputError:
+    reason = exc.strerror or type(exc).__name__
+    return OutputError(f"cannot write {output} ({reason}); check the folder's permissions and free space, "
+                       "or write somewhere else")
+
+
+def _probe_writable(output: Path) -> None:
+    """Fail before the work, not after it, when the output's folder cannot take a new file."""
+    probe = _tmp_path(output)
+    try:
+        with open(probe, "xb"):
+            pass
+    except OSError as exc:
+        raise _cannot_write(output, exc) from None
+    with contextlib.suppress(OSError):
+        probe.unlink()
+
+
+# Errors of writing the output whatever the path in them; EACCES and friends count only when they name it.
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 @contextlib.contextmanager
 def atomic_path(output: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``output``; rename it onto ``output`` when the block ends cleanly."""
     output = Path(output)
-    parent = output.parent if str(output.parent) else Path(".")
-    tmp = parent / f".{output.name}{TMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
+    _check_regular(output)
+    target = _target(output)
+    tmp = _tmp_path(target)
     try:
         yield tmp
         if not tmp.exists():
             raise OutputError(f"nothing was written for {output}")
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
-        os.replace(tmp, output)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if exc.errno in _OUTPUT_ERRNOS or str(tmp) in str(exc) or str(target) in str(exc):
+            raise _cannot_write(output, exc) from None
+        raise
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             tmp.unlink()
         raise
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +36,48 @@ def test_check_output_path(tmp_path):
     check_output_path(tmp_path / "a", force=True)
     with pytest.raises(OutputError, match="is a directory"):
         check_output_path(tmp_path, force=True)
+
+
+def test_check_output_path_refuses_devices_and_pipes(tmp_path):
+    """Renaming onto /dev/null (as root) would replace the device node with a file: refuse it and pipes."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target in (fifo, Path("/dev/null")):
+        if not target.exists():
+            continue
+        with pytest.raises(OutputError, match="is not a regular file"):
+            check_output_path(target, force=True)
+        with pytest.raises(OutputError, match="is not a regular file"):
+            write_text_atomic(target, "x")
+    assert Path("/dev/null").is_char_device() or not Path("/dev/null").exists()
+
+
+def test_atomic_path_writes_through_a_symlink(tmp_path):
+    """A symlinked output keeps its link; the file it points to is replaced."""
+    (tmp_path / "real.txt").write_text("old")
+    (tmp_path / "link.txt").symlink_to("real.txt")
+    check_output_path(tmp_path / "link.txt", force=True)
+    write_text_atomic(tmp_path / "link.txt", "new")
+    assert (tmp_path / "link.txt").is_symlink() and (tmp_path / "real.txt").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "real.txt"]
+
+
+def test_unwritable_output_is_an_output_error(tmp_path, monkeypatch):
+    """A folder that cannot take the file, or a full disk, is exit 7 with the path, not an internal error."""
+    import errno
+
+    if Path("/proc/self").is_dir():
+        with pytest.raises(OutputError, match=r"cannot write /proc/o\.parquet \("):
+            check_output_path(Path("/proc/o.parquet"))
+    target = tmp_path / "out.txt"
+    with pytest.raises(OutputError, match="cannot write .*out.txt .*No space left"):
+        with atomic_path(target) as tmp:
+            tmp.write_text("partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError, match="unrelated"):  # other OS errors (an input vanishing) are not relabelled
+        with atomic_path(target):
+            raise FileNotFoundError(errno.ENOENT, "unrelated", "/elsewhere/input.jsonl")
 
 
 def _command(source, out):

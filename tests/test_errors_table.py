@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -40,6 +41,7 @@ def setup_files(tmp: Path) -> None:
     (tmp / "notmodel.skops").write_text("not a model")
     (tmp / "cal.json").write_text('{"eta_bandwidth": "fast"}')
     (tmp / "exists.parquet").write_text("old")
+    os.mkfifo(tmp / "fifo.parquet")
 
 
 def run(tmp: Path, *args: str):
@@ -87,6 +89,8 @@ CASES = [
     ("E25", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/good.jsonl", "--force"], 7, "is also an input"),
     ("E26", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/nowhere/o.parquet"], 7, "does not exist; create it first"),
     ("E27", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--no-such-flag"], 2, "No such option"),
+    ("E32", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/fifo.parquet", "--force"], 7,
+     "fifo.parquet is not a regular file (a device, pipe or socket); name a file"),
 ]
 
 
@@ -179,6 +183,17 @@ def test_error_row_predictor_files(tmp_path, case_id):
     assert not (tmp_path / "o.parquet").exists()
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, where no file can be created")
+def test_error_row_unwritable_folder(tmp_path):
+    """E33: a folder that cannot take a new file (here /proc, unwritable even for root): exit 7, one line."""
+    setup_files(tmp_path)
+    result = run(tmp_path, "schedule", "{tmp}/good.jsonl", "-o", "/proc/asp-o.parquet")
+    assert result.exit_code == 7, result.stderr
+    assert result.stderr.startswith("Error: cannot write /proc/asp-o.parquet (")
+    assert "check the folder's permissions and free space" in result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+
+
 def test_error_row_internal_error(monkeypatch, tmp_path):
     """E28: a bug is reported as one, with exit code 70."""
     import asp_cli.pipeline
@@ -217,5 +232,5 @@ def test_error_row_interrupted(tmp_path, sig):
 def test_every_documented_row_is_tested():
     table = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
-    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31"}
+    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33"}
     assert documented == tested
