@@ -14,6 +14,7 @@ from typing import Any, Literal
 from .errors import SettingsError
 
 PlanWith = Literal["max", "mean"]
+MAX_SETTING = 2**31 - 1  # the largest count or token budget a setting may hold
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,11 @@ class ScheduleSettings:
             raise SettingsError(
                 f"--max-tokens-per-minibatch must be at least 1 (got {self.max_tokens_per_minibatch})"
             )
+        bounded = {**positive, "max_tokens_per_minibatch": ("--max-tokens-per-minibatch", self.max_tokens_per_minibatch),
+                   "max_lag": ("--max-lag", self.max_lag)}
+        for flag, value in bounded.values():
+            if isinstance(value, int) and value > MAX_SETTING:  # beyond 64-bit arithmetic downstream
+                raise SettingsError(f"{flag} must be at most {MAX_SETTING} (got {value})")
         if self.max_lag is not None and self.max_lag < 0:
             raise SettingsError(f"--max-lag must be 0 or more (got {self.max_lag})")
         if self.plan_with not in ("max", "mean"):

@@ -109,3 +109,14 @@ def test_every_command_has_help(flag):
     for command in ("schedule",):
         assert command in result.stdout
         assert invoke(command, flag).exit_code == 0
+
+
+@pytest.mark.parametrize("flag", ["--train-batch-size", "--samples-per-prompt", "--max-tokens-per-minibatch",
+                                  "--max-response-tokens", "--max-lag", "--epochs"])
+def test_huge_settings_are_refused_not_an_internal_error(tmp_path, flag):
+    """A number beyond 64-bit arithmetic (it overflowed as exit 70) is a settings error: exit 4, one line."""
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, flag, "99999999999999999999999")
+    assert result.exit_code == 4, result.stderr
+    assert result.stderr.strip() == f"Error: {flag} must be at most 2147483647 (got 99999999999999999999999)"
+    assert not out.exists()
