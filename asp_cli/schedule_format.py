@@ -109,6 +109,27 @@ def write_schedule(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) 
         )
 
 
+_NON_NEGATIVE = ("seq", "instance", "minibatch", "epoch", "row", "predicted_tokens", "train_step")
+
+
+def _check_settings(metadata: dict[str, Any], path: Path) -> None:
+    """The recorded settings must be settings asp could have run with (commands rebuild them from here)."""
+    from .errors import SettingsError
+    from .settings import ScheduleSettings
+
+    settings = metadata.get("settings", {})
+    if settings is None:
+        return
+    try:
+        if not isinstance(settings, dict):
+            raise TypeError("not an object")
+        ScheduleSettings.from_dict(settings)
+    except (SettingsError, TypeError) as exc:
+        raise ScheduleFormatError(
+            f"{path}: damaged asp schedule metadata (settings: {exc}); write the schedule again"
+        ) from None
+
+
 def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
     """Check the required columns, their types and the ordering invariants of a schedule.
 
@@ -124,6 +145,15 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
             raise ScheduleFormatError(f"{where}: column {name!r} is {frame.schema[name]}, expected {dtype}")
     if frame.height == 0:
         raise ScheduleFormatError(f"{where}: the schedule has no rows")
+    for name in REQUIRED_COLUMNS:
+        missing = frame[name].null_count()
+        if missing:
+            raise ScheduleFormatError(f"{where}: column {name!r} has {missing} missing values; write the schedule again")
+    for name in _NON_NEGATIVE:
+        if frame[name].min() < 0:  # type: ignore[operator]
+            raise ScheduleFormatError(
+                f"{where}: column {name!r} has a negative value ({frame[name].min()}); write the schedule again"
+            )
     seq = frame["seq"]
     if seq.null_count() or seq.min() != 0 or seq.max() != frame.height - 1 or seq.n_unique() != frame.height:
         raise ScheduleFormatError(f"{where}: column 'seq' is not a permutation of 0..rows-1")
@@ -181,6 +211,9 @@ def read_schedule(path: Path) -> Schedule:
             f"{path}: schedule format {metadata['format_version']} is older than this asp reads "
             f"({FORMAT_VERSION}); make the schedule again with this asp"
         )
+    if not isinstance(metadata, dict):
+        raise ScheduleFormatError(f"{path}: damaged asp schedule metadata; write the schedule again")
+    _check_settings(metadata, path)
     frame = pl.read_parquet(path)
     validate_frame(frame, where=str(path))
     return Schedule(frame=frame.sort("seq"), metadata=metadata, path=path)

@@ -51,6 +51,17 @@ def test_newer_major_version_is_refused_minor_is_read(tmp_path, frame):
         read_schedule(path)
 
 
+@pytest.mark.parametrize("settings", [{"instances": "four"}, {"instances": 0}, ["not", "an", "object"]])
+def test_damaged_settings_are_a_format_error(tmp_path, frame, settings):
+    """Commands rebuild settings from the metadata: a bad value was an internal error (report) or a
+    misleading --instances error (simulate); it is a damaged schedule (exit 6) naming the file."""
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 3}}, path)
+    _rewrite_metadata(path, settings=settings)
+    with pytest.raises(ScheduleFormatError, match=r"s\.parquet: damaged asp schedule metadata \(settings: "):
+        read_schedule(path)
+
+
 @pytest.mark.parametrize("kind", ["text", "plain-parquet", "missing"])
 def test_not_a_schedule(tmp_path, kind):
     path = tmp_path / "x.parquet"
@@ -75,6 +86,12 @@ def test_not_a_schedule(tmp_path, kind):
         (lambda f: f.with_columns(pl.when(pl.col("seq") == 0).then(99).otherwise(pl.col("instance")).cast(pl.Int32).alias("instance")),
          "spans several instances"),
         (lambda f: f.with_columns(pl.lit("same").alias("prompt_id")), "appears twice in one epoch"),
+        # Hand-edited files: these reached the report as an internal error (negative instance) or as nonsense.
+        (lambda f: f.with_columns(pl.lit(-1, pl.Int32).alias("instance")), "column 'instance' has a negative value"),
+        (lambda f: f.with_columns(pl.lit(-5, pl.Int64).alias("predicted_tokens")),
+         "column 'predicted_tokens' has a negative value"),
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 3).then(None).otherwise(pl.col("predicted_tokens"))
+                                  .alias("predicted_tokens")), "column 'predicted_tokens' has 1 missing values"),
     ],
 )
 def test_invariants_are_checked(frame, mutate, fragment):
