@@ -85,6 +85,8 @@ def eval_command(
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
+    history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
+    history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The length column in history files."),
     max_response_tokens: Optional[int] = typer.Option(
         None, "--max-response-tokens", help="The generation cap of the data: lengths at or above it count as truncated."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
@@ -100,7 +102,8 @@ def eval_command(
         _check_on_bad_row(on_bad_row)
         data = P.read_observations(inputs, prompt_key=prompt_key, id_key=id_key, length_key=length_key,
                                    on_bad_row=on_bad_row)
-        past = read_lengths(history, on_bad_row=on_bad_row)[0] if history else None  # type: ignore[arg-type]
+        past = read_lengths(history, id_key=history_id_key, length_key=history_length_key,  # type: ignore[arg-type]
+                            on_bad_row=on_bad_row)[0] if history else None
         result = evaluate(data.prompts, data.lengths, predictor=model, history=past,
                           max_response_tokens=max_response_tokens, tokenizer=tokenizer)
         result["model"] = str(model) if model is not None else "default"

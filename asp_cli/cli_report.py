@@ -28,6 +28,7 @@ def report_command(
     lengths_length_key: Optional[str] = typer.Option(
         None, "--lengths-length-key", help="The response length column in --lengths files."
     ),
+    on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
     compare: Optional[Path] = typer.Option(None, "--compare", help="A second schedule to show side by side (B)."),
     check: bool = typer.Option(False, "--check", help="Exit with code 1 when a threshold below is broken."),
     max_padding: Optional[float] = typer.Option(None, "--max-padding", help="Most predicted padding fraction (0-1)."),
@@ -47,10 +48,17 @@ def report_command(
     with guarded():
         from .errors import CheckFailed, SettingsError
         from .output import check_output_path, write_text_atomic
+        from .reading import check_on_bad_row
         from .report import CheckLimits, report_schedule
 
+        check_on_bad_row(on_bad_row)
         limits = CheckLimits(max_padding=max_padding, max_instance_spread=max_instance_spread, max_lag=max_lag,
                              max_step_skew=max_step_skew, max_trainer_idle=max_trainer_idle)
+        thresholds = {"--max-padding": max_padding, "--max-instance-spread": max_instance_spread,
+                      "--max-lag": max_lag, "--max-step-skew": max_step_skew, "--max-trainer-idle": max_trainer_idle}
+        for flag, value in thresholds.items():
+            if value is not None and not value >= 0:  # NaN too: no value would ever pass or break it
+                raise SettingsError(f"{flag} must be a number of at least 0 (got {value})")
         if check and not limits.any():
             raise SettingsError("--check needs at least one threshold, for example --max-padding 0.1")
         if limits.any() and not check:
@@ -59,7 +67,9 @@ def report_command(
             check_output_path(html, [schedule, *lengths, *([compare] if compare else [])], force=force)
         result = report_schedule(schedule, lengths=lengths, lengths_id_key=lengths_id_key,
                                  lengths_length_key=lengths_length_key, compare=compare,
-                                 limits=limits if check else None)
+                                 limits=limits if check else None, on_bad_row=on_bad_row)
+        if result.skipped_rows:
+            say(f"skipped {result.skipped_rows} bad rows of --lengths files (--on-bad-row skip)")
         if html is not None:
             from .report_html import render_html
 

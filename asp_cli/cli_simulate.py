@@ -20,6 +20,7 @@ def simulate_command(
     lengths: list[Path] = typer.Option([], "--lengths", help="Observed response lengths (same formats and columns as --history; repeatable). Without them lengths are sampled around the predictions."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
+    on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Hardware/model preset name or JSON calibration file; default: the schedule's."),
     mode: str = typer.Option("continuous", "--mode", help="Engine: 'continuous' (vLLM), 'static' (HF generate, padded) or 'streaming' (refill from the next minibatch)."),
     dispatch: str = typer.Option("planned", "--dispatch", help="'planned' follows the schedule's instance column; 'free' hands minibatches in seq order to whichever instance is free."),
@@ -37,8 +38,10 @@ def simulate_command(
     with guarded():
         from .errors import SettingsError
         from .output import check_output_path
+        from .reading import check_on_bad_row
         from .simulate import DISPATCHES, MODES, simulate_file
 
+        check_on_bad_row(on_bad_row)
         if mode not in MODES:
             raise SettingsError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
         if dispatch not in DISPATCHES:
@@ -52,7 +55,7 @@ def simulate_command(
         report = simulate_file(
             schedule, lengths, preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag,  # type: ignore[arg-type]
             instances=instances, seed=seed, lengths_id_key=lengths_id_key, lengths_length_key=lengths_length_key,
-            compare=compare,
+            compare=compare, on_bad_row=on_bad_row,
         )
         if timeseries is not None:
             _write_timeseries(report.result.timeseries(bins), timeseries)
@@ -85,6 +88,8 @@ def _summary(document: dict) -> str:
     lengths = document["lengths"]
     source = (f"{lengths['prompts_with_observed_lengths']} prompts with observed lengths, "
               f"{lengths['prompts_with_sampled_lengths']} sampled around predictions")
+    if lengths.get("skipped_rows"):
+        source += f" (skipped {lengths['skipped_rows']} bad rows, --on-bad-row skip)"
     return "\n".join([
         f"Simulated {m['sequences']:,} sequences ({m['groups']:,} groups) on {document['instances']} x "
         f"{document['preset']} ({document['mode']}, {document['dispatch']} dispatch); {source}.",

@@ -240,7 +240,8 @@ def _read_log(
     lowered = {c.lower() for c in frame.columns}
     if not has_id and set(_VERL_DUMP_COLUMNS) <= lowered:
         return _read_verl_dump(path, frame, dataset, tokenizer, summary)
-    lengths, report = read_lengths([path], id_key=id_key, length_key=length_key, on_bad_row=on_bad_row)  # type: ignore[arg-type]
+    lengths, report = read_lengths([path], id_key=id_key, length_key=length_key, on_bad_row=on_bad_row,  # type: ignore[arg-type]
+                                   id_flag="--id-key", length_flag="--length-key")
     summary["bad_rows"] += report.skipped_rows
     summary["bad_row_examples"].extend(report.skipped_examples)
     return lengths.select(

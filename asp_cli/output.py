@@ -35,10 +35,10 @@ def check_output_path(output: Path, inputs: Iterable[Path] = (), *, force: bool 
             raise OutputError(f"output {output} is also an input; write the output somewhere else")
         if os.path.abspath(path) == os.path.abspath(output):
             raise OutputError(f"output {output} is also an input; write the output somewhere else")
+    if output.is_dir():
+        raise OutputError(f"{output} is a directory; name a file")
     if output.exists() and not force:
         raise OutputError(f"{output} exists; pass --force to replace it")
-    if output.exists() and output.is_dir():
-        raise OutputError(f"{output} is a directory; name a file")
     _check_regular(output)
     parent = output.parent if str(output.parent) else Path(".")
     if not parent.is_dir():

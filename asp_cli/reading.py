@@ -693,8 +693,12 @@ def read_lengths(
     id_key: str | None = None,
     length_key: str | None = None,
     on_bad_row: OnBadRow = "error",
+    id_flag: str = "--history-id-key",
+    length_flag: str = "--history-length-key",
 ) -> tuple[pl.DataFrame, ReadReport]:
     """Read observed response lengths: one row per sample, or one row per prompt with a list of lengths.
+
+    ``id_flag`` and ``length_flag`` are the calling command's options for the two columns, named in errors.
 
     Returns
     -------
@@ -713,9 +717,9 @@ def read_lengths(
         path = Path(path)
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=on_bad_row, report=report)
-        id_col = find_column(frame, C.ID_KEYS, id_key, what="prompt id", flag="--history-id-key", path=path)
-        length_col = find_column(frame, C.LENGTH_KEYS, length_key, what="response length",
-                                 flag="--history-length-key", path=path)
+        id_col = find_column(frame, C.ID_KEYS, id_key, what="prompt id", flag=id_flag, path=path)
+        length_col = find_column(frame, C.LENGTH_KEYS, length_key, what="response length", flag=length_flag,
+                                 path=path)
         assert id_col is not None and length_col is not None
         report.columns_used[str(path)] = {"id": id_col, "length": length_col}
         parts.append(_extract_lengths(frame, path, fmt, id_col, length_col, on_bad_row, report))

@@ -628,6 +628,7 @@ class ReportResult:
     other: dict[str, Any] | None = None
     comparison: dict[str, Any] | None = None
     checks: dict[str, Any] | None = None
+    skipped_rows: int = 0  # bad rows of the --lengths files skipped with on_bad_row="skip"
 
     def document(self) -> dict[str, Any]:
         """The JSON document of `asp report --json`: the report plus ``checks`` and ``comparison`` (or null);
@@ -644,6 +645,7 @@ def report_schedule(
     lengths_length_key: str | None = None,
     compare: Path | None = None,
     limits: CheckLimits | None = None,
+    on_bad_row: str = "error",
 ) -> ReportResult:
     """Read a schedule (and optionally observed lengths and a second schedule) and report on it.
 
@@ -660,14 +662,18 @@ def report_schedule(
     from .schedule_format import read_schedule
 
     observed = None
+    skipped = 0
     if lengths:
-        samples, _ = read_lengths([Path(p) for p in lengths], id_key=lengths_id_key, length_key=lengths_length_key)
+        samples, read = read_lengths([Path(p) for p in lengths], id_key=lengths_id_key, length_key=lengths_length_key,
+                                     on_bad_row=on_bad_row, id_flag="--lengths-id-key",  # type: ignore[arg-type]
+                                     length_flag="--lengths-length-key")
+        skipped = read.skipped_rows
         observed = observed_from_samples(samples, lengths)
     # Two files of the same name (before/s.parquet, after/s.parquet) are told apart by their paths.
     same_name = compare is not None and Path(compare).name == Path(schedule).name
     main = build_report(read_schedule(Path(schedule)), observed=observed,
                         name=str(schedule) if same_name else None)
-    result = ReportResult(report=main)
+    result = ReportResult(report=main, skipped_rows=skipped)
     if compare is not None:
         result.other = build_report(read_schedule(Path(compare)), observed=observed,
                                     name=str(compare) if same_name else None)

@@ -903,6 +903,7 @@ def simulate_file(
     lengths_id_key: str | None = None,
     lengths_length_key: str | None = None,
     compare: bool = False,
+    on_bad_row: str = "error",
 ) -> SimulationReport:
     """Read a schedule (and observed lengths), replay it, and optionally compare it with the baselines.
 
@@ -929,9 +930,12 @@ def simulate_file(
     seed = recorded.seed if seed is None else seed
     hardware = load_preset(preset or recorded.preset)
     observed = None
+    skipped = 0
     if lengths_paths:
-        observed, _ = read_lengths([Path(p) for p in lengths_paths], id_key=lengths_id_key,
-                                   length_key=lengths_length_key)
+        observed, read = read_lengths([Path(p) for p in lengths_paths], id_key=lengths_id_key,
+                                      length_key=lengths_length_key, on_bad_row=on_bad_row,  # type: ignore[arg-type]
+                                      id_flag="--lengths-id-key", length_flag="--lengths-length-key")
+        skipped = read.skipped_rows
     frame = schedule.frame.sort("seq")
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=n, seed=seed,
                                          max_response_tokens=recorded.max_response_tokens)
@@ -947,7 +951,7 @@ def simulate_file(
         "samples_per_prompt": n,
         "train_batch_size": recorded.train_batch_size,
         "max_lag": lag,
-        "lengths": info.to_dict(),
+        "lengths": {**info.to_dict(), "skipped_rows": skipped},
         "noise_model": None if info.prompts_sampled == 0 else {
             "prompt_sigma": PROMPT_SIGMA, "sample_sigma": SAMPLE_SIGMA, "seed": seed},
         "metrics": result.metrics,

@@ -106,3 +106,15 @@ def test_fit_with_char_ngrams_records_them_and_predict_uses_them(data_and_model,
     mu = P.load(model).predict_log(prompts)[0]
     expected = np.clip(np.rint(np.exp(mu)), 1, 8192).astype(np.int64)  # p50 = exp(mu): the char score is applied
     assert pl.read_parquet(out)["predicted_p50_tokens"].to_list() == expected.tolist()
+
+
+def test_eval_history_columns_can_be_named(data_and_model, tmp_path):
+    """eval's --history errors said `name the right one with --history-id-key`, an option eval lacked."""
+    _, data, model, _ = data_and_model
+    history = tmp_path / "history.jsonl"
+    history.write_text('{"who": "p0", "tokens": 100}\n')
+    result = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--history", str(history)])
+    assert result.exit_code == 3 and "--history-id-key" in result.stderr
+    result = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--history", str(history),
+                                 "--history-id-key", "who", "--history-length-key", "tokens"])
+    assert result.exit_code == 0, result.output

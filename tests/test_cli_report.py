@@ -146,3 +146,36 @@ def test_help_describes_every_option():
     for option in ("--json", "--html", "--force", "--lengths", "--compare", "--check", "--max-padding",
                    "--max-instance-spread", "--max-lag", "--max-step-skew", "--max-trainer-idle"):
         assert option in result.stdout
+
+
+def test_lengths_errors_name_reports_own_options_and_skip_works(schedules, tmp_path):
+    """The --lengths errors named --history-length-key and --on-bad-row, which `asp report` did not have."""
+    prompts_only = tmp_path / "prompts.jsonl"
+    prompts_only.write_text('{"id": "a", "prompt": "x"}\n')
+    result = run(schedules / "a.parquet", "--lengths", prompts_only)
+    assert result.exit_code == 3 and "name the right one with --lengths-length-key" in result.stderr
+    bad = tmp_path / "lengths.csv"
+    bad.write_text("prompt_id,response_tokens\np0,120\np1,abc\n")
+    result = run(schedules / "a.parquet", "--lengths", bad)
+    assert result.exit_code == 3 and "lengths.csv: row 2 (after the header)" in result.stderr
+    assert "--on-bad-row skip" in result.stderr
+    result = run(schedules / "a.parquet", "--lengths", bad, "--on-bad-row", "skip", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert "skipped 1 bad rows of --lengths files (--on-bad-row skip)" in result.stderr
+    json.loads(result.stdout)
+    result = run(schedules / "a.parquet", "--lengths", bad, "--on-bad-row", "maybe")
+    assert result.exit_code == 4 and "--on-bad-row must be 'error' or 'skip'" in result.stderr
+
+
+@pytest.mark.parametrize("flag, value", [("--max-padding", "nan"), ("--max-padding", "-0.1"), ("--max-lag", "-1"),
+                                         ("--max-trainer-idle", "nan")])
+def test_nonsense_thresholds_are_settings_errors(schedules, flag, value):
+    """A NaN or negative threshold was reported as a broken check (exit 1) whatever the schedule."""
+    result = run(schedules / "a.parquet", "--check", flag, value)
+    assert result.exit_code == 4, result.stderr
+    assert result.stderr.startswith(f"Error: {flag} must be a number of at least 0 (got ")
+
+
+def test_html_into_a_directory_says_so_without_force(schedules, tmp_path):
+    result = run(schedules / "a.parquet", "--html", tmp_path, "-q")
+    assert result.exit_code == 7 and "is a directory; name a file" in result.stderr

@@ -77,3 +77,21 @@ def test_help_texts():
     for command in ("simulate", "bench"):
         result = invoke(command, "--help")
         assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_simulate_lengths_errors_name_its_options_and_skip_bad_rows(built, tmp_path):  # noqa: F811
+    """The --lengths errors named --history-length-key and --on-bad-row, which `asp simulate` did not have."""
+    prompts_only = tmp_path / "prompts.jsonl"
+    prompts_only.write_text('{"id": "a", "prompt": "x"}\n')
+    result = invoke("simulate", built["schedule"], "--lengths", prompts_only, "-q")
+    assert result.exit_code == ExitCode.BAD_INPUT and "name the right one with --lengths-length-key" in result.stderr
+    ids = pl.read_parquet(built["schedule"])["prompt_id"].unique().sort().to_list()
+    lengths = tmp_path / "lengths.jsonl"
+    lengths.write_text("".join(json.dumps({"prompt_id": i, "response_tokens": 80}) + "\n" for i in ids)
+                       + '{"prompt_id": "x", "response_tokens": "many"}\n', encoding="utf-8")
+    result = invoke("simulate", built["schedule"], "--lengths", lengths, "-q")
+    assert result.exit_code == ExitCode.BAD_INPUT and f"lengths.jsonl:{len(ids) + 1}:" in result.stderr
+    result = invoke("simulate", built["schedule"], "--lengths", lengths, "--on-bad-row", "skip", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["lengths"]["skipped_rows"] == 1
+    assert "skipped 1 bad rows, --on-bad-row skip" in result.stderr

@@ -124,3 +124,11 @@ def test_append_to_a_file_that_is_not_a_history(tmp_path):
     log = _log(tmp_path / "r.jsonl", ["p1"])
     with pytest.raises(InputError, match="not an asp history"):
         observe([log], other, append=True)
+
+
+def test_missing_columns_name_observes_own_options(tmp_path):
+    """The error named --history-id-key / --history-length-key; `asp observe` calls them --id-key / --length-key."""
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "tokens": 10}])
+    with pytest.raises(InputError, match="name the right one with --length-key$"):
+        observe([log], tmp_path / "h.parquet")
+    assert observe([log], tmp_path / "h.parquet", length_key="tokens").summary["rows_added"] == 1
