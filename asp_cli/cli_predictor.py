@@ -36,6 +36,16 @@ def _check_on_bad_row(value: str) -> None:
     check_on_bad_row(value)
 
 
+def _check_cap(max_response_tokens: int | None) -> None:
+    """fit and eval take the data's generation cap: a whole number of tokens, like `asp schedule`'s."""
+    from .errors import SettingsError
+    from .settings import MAX_SETTING
+
+    if max_response_tokens is not None and not 1 <= max_response_tokens <= MAX_SETTING:
+        raise SettingsError(f"--max-response-tokens must be a whole number from 1 to {MAX_SETTING} "
+                            f"(got {max_response_tokens})")
+
+
 @predictor_app.command("fit")
 def fit_command(
     inputs: list[Path] = typer.Argument(..., help=_DATA_HELP),
@@ -60,6 +70,11 @@ def fit_command(
         from .output import atomic_path, check_output_path
 
         _check_on_bad_row(on_bad_row)
+        _check_cap(max_response_tokens)
+        if not 0 <= seed <= 2**32 - 1:  # scikit-learn's random_state range
+            from .errors import SettingsError
+
+            raise SettingsError(f"--seed must be a whole number from 0 to {2**32 - 1} (got {seed})")
         check_output_path(output, inputs, force=force)
         started = time.time()
         data = P.read_observations(inputs, prompt_key=prompt_key, id_key=id_key, length_key=length_key,
@@ -100,6 +115,7 @@ def eval_command(
         from .reading import read_lengths
 
         _check_on_bad_row(on_bad_row)
+        _check_cap(max_response_tokens)
         data = P.read_observations(inputs, prompt_key=prompt_key, id_key=id_key, length_key=length_key,
                                    on_bad_row=on_bad_row)
         past = read_lengths(history, id_key=history_id_key, length_key=history_length_key,  # type: ignore[arg-type]

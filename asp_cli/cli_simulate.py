@@ -10,6 +10,10 @@ import typer
 from .cli_common import emit_json, guarded, say
 
 
+MAX_BINS = 1_000_000  # time-series rows; more is memory, not resolution
+MAX_INSTANCES = 100_000  # as `asp schedule --instances`
+
+
 def register(app: typer.Typer) -> None:
     app.command("simulate", no_args_is_help=True)(simulate_command)
     app.command("bench")(bench_command)
@@ -46,8 +50,12 @@ def simulate_command(
             raise SettingsError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
         if dispatch not in DISPATCHES:
             raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {dispatch!r})")
-        if bins < 1:
-            raise SettingsError(f"--bins must be at least 1 (got {bins})")
+        if not 1 <= bins <= MAX_BINS:
+            raise SettingsError(f"--bins must be a whole number from 1 to {MAX_BINS} (got {bins})")
+        if instances is not None and not 1 <= instances <= MAX_INSTANCES:  # a huge fleet ran out of memory
+            raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {instances})")
+        if seed is not None and seed < 0:
+            raise SettingsError(f"--seed must be 0 or more (got {seed})")
         if timeseries is not None:
             if timeseries.suffix.lower() not in (".csv", ".parquet"):
                 raise SettingsError(f"--timeseries {timeseries}: give a .csv or .parquet file name")

@@ -62,10 +62,16 @@ def load_predictor(path: Path | None = None):
 
 
 def _check_settings(samples_per_prompt: int, max_response_tokens: int, plan_with: str) -> None:
+    from .settings import MAX_SETTING
+
     if int(samples_per_prompt) < 1:
         raise SettingsError(f"samples per prompt must be at least 1 (got {samples_per_prompt})")
     if int(max_response_tokens) < 1:
         raise SettingsError(f"the maximum response length must be at least 1 token (got {max_response_tokens})")
+    if int(samples_per_prompt) > MAX_SETTING:  # beyond 64-bit arithmetic downstream
+        raise SettingsError(f"samples per prompt must be at most {MAX_SETTING} (got {samples_per_prompt})")
+    if int(max_response_tokens) > MAX_SETTING:
+        raise SettingsError(f"the maximum response length must be at most {MAX_SETTING} tokens (got {max_response_tokens})")
     if plan_with not in PLAN_WITH:
         raise SettingsError(f"plan with 'max' or 'mean', not {plan_with!r}")
 

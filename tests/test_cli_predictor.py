@@ -118,3 +118,21 @@ def test_eval_history_columns_can_be_named(data_and_model, tmp_path):
     result = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--history", str(history),
                                  "--history-id-key", "who", "--history-length-key", "tokens"])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("command, args, words", [
+    ("fit", ["--max-response-tokens", "0"], "--max-response-tokens must be a whole number from 1 to 2147483647"),
+    ("fit", ["--seed", "-1"], "--seed must be a whole number from 0 to 4294967295"),  # was exit 70
+    ("eval", ["--max-response-tokens", "-3"], "--max-response-tokens must be a whole number from 1 to"),
+    ("predict", ["--samples-per-prompt", "99999999999999999999"], "samples per prompt must be at most"),  # was 70
+])
+def test_predictor_settings_out_of_range_exit_4(data_and_model, tmp_path, command, args, words):
+    _, data, _, _ = data_and_model
+    if command == "predict":
+        data = tmp_path.parent / "prompts-for-predict.jsonl"
+        data.write_text('{"id": "a", "prompt": "x"}\n')
+    out = ["-o", str(tmp_path / "out.bin")] if command in ("fit", "predict") else []
+    result = runner.invoke(app, ["predictor", command, str(data), *out, *args])
+    assert result.exit_code == 4, result.output
+    assert words in result.stderr and result.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []

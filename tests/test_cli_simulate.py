@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
@@ -95,3 +96,16 @@ def test_simulate_lengths_errors_name_its_options_and_skip_bad_rows(built, tmp_p
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["lengths"]["skipped_rows"] == 1
     assert "skipped 1 bad rows, --on-bad-row skip" in result.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--instances", "99999999999999999999"], "--instances must be a whole number from 1 to 100000"),  # was OOM-killed
+    (["--instances", "0"], "--instances must be a whole number from 1 to 100000 (got 0)"),
+    (["--seed", "-1"], "--seed must be 0 or more (got -1)"),  # was exit 70
+    (["--bins", "99999999999999", "--timeseries", "{tmp}/t.csv"], "--bins must be a whole number from 1 to"),  # 70
+])
+def test_simulate_settings_out_of_range_exit_4(built, tmp_path, args, words):  # noqa: F811
+    result = invoke("simulate", built["schedule"], "-q", *[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert result.exit_code == ExitCode.BAD_SETTINGS, result.stderr
+    assert result.stderr.startswith("Error: ") and words in result.stderr
+    assert list(tmp_path.iterdir()) == []
