@@ -54,6 +54,22 @@ class ExportResult:
     trainer_settings: dict[str, Any] = field(default_factory=dict)
 
 
+_SUFFIXES = {"parquet": (".parquet", ".pq"), "verl": (".parquet", ".pq"), "jsonl": (".jsonl", ".ndjson")}
+
+
+def _check_output_suffix(output: Path, format: str) -> None:  # noqa: A002 - the option's name
+    """A Parquet file named .jsonl (or .csv) is read wrongly by whoever trusts the name: refuse the mismatch."""
+    if output.suffix.lower() in _SUFFIXES[format]:
+        return
+    writes = "JSON lines" if format == "jsonl" else "Parquet"
+    other = " or pass --format jsonl" if format != "jsonl" and output.suffix.lower() in _SUFFIXES["jsonl"] else ""
+    other = " or pass --format parquet" if format == "jsonl" and output.suffix.lower() in _SUFFIXES["parquet"] else other
+    raise SettingsError(
+        f"{output}: --format {format} writes {writes}, but the name ends in {output.suffix or '(no extension)'!r}; "
+        f"name it {_SUFFIXES[format][0]}{other}"
+    )
+
+
 def export(
     schedule: str | Path | Replay,
     datasets: Sequence[str | Path],
@@ -118,6 +134,7 @@ def export(
     if output is not None:
         inputs = [*datasets, *([replay.schedule.path] if replay.schedule.path else [])]
         check_output_path(Path(output), inputs, force=force)
+        _check_output_suffix(Path(output), format)
 
     rows = replay.trainer_order(epoch=epoch, workers=workers) if order == "train" else replay.rows(epoch=epoch)
     raw, warnings = _matched_dataset(replay, datasets, rows, prompt_key=prompt_key, id_key=id_key)

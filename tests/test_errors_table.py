@@ -183,6 +183,17 @@ def test_error_row_predictor_files(tmp_path, case_id):
     assert not (tmp_path / "o.parquet").exists()
 
 
+def test_error_row_export_name_and_format(tmp_path):
+    """E34: an export named .jsonl with the default --format parquet: exit 4, nothing written."""
+    setup_files(tmp_path)
+    schedule = _schedule(tmp_path)
+    result = runner.invoke(app, ["export", str(schedule), str(SAMPLE_PROMPTS), "-o", str(tmp_path / "ordered.jsonl")])
+    assert result.exit_code == 4, result.stderr
+    assert "ordered.jsonl: --format parquet writes Parquet, but the name ends in '.jsonl'; name it .parquet or pass " \
+           "--format jsonl" in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "ordered.jsonl").exists()
+
+
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, where no file can be created")
 def test_error_row_unwritable_folder(tmp_path):
     """E33: a folder that cannot take a new file (here /proc, unwritable even for root): exit 7, one line."""
@@ -232,5 +243,5 @@ def test_error_row_interrupted(tmp_path, sig):
 def test_every_documented_row_is_tested():
     table = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
-    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33"}
+    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34"}
     assert documented == tested

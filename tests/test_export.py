@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -12,6 +13,19 @@ from util import make_prompts, write_jsonl
 from asp_cli.errors import InputError, OutputError, SettingsError
 from asp_cli.export import export
 from asp_cli.replay import open_schedule
+
+
+@pytest.mark.parametrize("name, fmt, words", [
+    ("o.csv", "parquet", "--format parquet writes Parquet, but the name ends in '.csv'; name it .parquet"),
+    ("o.jsonl", "parquet", "name it .parquet or pass --format jsonl"),
+    ("o.parquet", "jsonl", "--format jsonl writes JSON lines, but the name ends in '.parquet'"),
+    ("o", "verl", "but the name ends in '(no extension)'"),
+])
+def test_output_name_must_match_the_format(built, tmp_path, name, fmt, words):  # noqa: F811
+    """`-o ordered.jsonl` without --format wrote Parquet bytes into a .jsonl file, silently."""
+    with pytest.raises(SettingsError, match=re.escape(words)):
+        export(built["schedule"], [built["prompts"]], tmp_path / name, format=fmt)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_parquet_export_is_the_dataset_in_seq_order(built, tmp_path):  # noqa: F811
