@@ -118,11 +118,16 @@ def observe(
     check_on_bad_row(on_bad_row)
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
+    if epoch is not None and not 0 <= epoch <= 2**31 - 1:  # stored as int32; epochs count from 0
+        raise SettingsError(f"--epoch must be a whole number from 0 to {2**31 - 1} (got {epoch})")
     logs = [Path(p) for p in logs]
     dataset = [Path(p) for p in dataset]
     if not logs:
         raise InputError("no rollout log given; name at least one log file")
     out = Path(output) if output is not None else None
+    if out is not None and out.suffix.lower() not in (".parquet", ".pq"):
+        # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.
+        raise SettingsError(f"{out}: a history is written as Parquet; name it .parquet")
     existing: pl.DataFrame | None = None
     seen: list[dict[str, Any]] = []
     if out is not None:

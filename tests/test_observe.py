@@ -9,7 +9,7 @@ import pytest
 from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
 from util import write_jsonl
 
-from asp_cli.errors import InputError, OutputError
+from asp_cli.errors import InputError, OutputError, SettingsError
 from asp_cli.observe import observe, read_history
 from asp_cli.reading import read_lengths
 
@@ -132,3 +132,19 @@ def test_missing_columns_name_observes_own_options(tmp_path):
     with pytest.raises(InputError, match="name the right one with --length-key$"):
         observe([log], tmp_path / "h.parquet")
     assert observe([log], tmp_path / "h.parquet", length_key="tokens").summary["rows_added"] == 1
+
+
+@pytest.mark.parametrize("epoch", [-1, 2**31, 10**20])
+def test_epoch_out_of_range_is_a_settings_error(tmp_path, epoch):
+    """--epoch -1 was recorded as is; a huge one was an internal error (exit 70)."""
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "response_tokens": 10}])
+    with pytest.raises(SettingsError, match=r"--epoch must be a whole number from 0 to 2147483647"):
+        observe([log], tmp_path / "h.parquet", epoch=epoch)
+    assert not (tmp_path / "h.parquet").exists()
+
+
+def test_history_must_be_named_parquet(tmp_path):
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "response_tokens": 10}])
+    with pytest.raises(SettingsError, match=r"h\.jsonl: a history is written as Parquet; name it \.parquet"):
+        observe([log], tmp_path / "h.jsonl")
+    assert not (tmp_path / "h.jsonl").exists()
