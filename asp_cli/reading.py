@@ -32,6 +32,7 @@ _PARQUET_SUFFIXES = {".parquet", ".pq"}
 _CSV_SUFFIXES = {".csv", ".tsv"}
 _LINE = "\x00line"  # hidden column: the 1-based source line of a row read by the slow path
 _BAD_ROW_FIX = "fix the row, or pass --on-bad-row skip to skip bad rows"
+_FILE_ROW = "\x00file_row"  # hidden column: a prompt's 0-based row within its own file, for messages
 
 
 def check_on_bad_row(value: str) -> None:
@@ -578,6 +579,7 @@ def read_prompts(
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
     _check_unique_ids(frame)
+    frame = frame.drop(_FILE_ROW)
     report.settle()
     report.rows = frame.height
     return frame, report
@@ -613,6 +615,7 @@ def _extract_prompts(
         _source_expr(frame, source_col).alias(C.DATA_SOURCE),
         _difficulty_expr(frame, difficulty_col).alias(C.DIFFICULTY),
         pl.lit(str(path)).alias("source_file"),
+        pl.int_range(0, pl.len(), dtype=pl.Int64).alias(_FILE_ROW),
         (pl.lit(bad) | pl.lit(text).is_null()).alias("\x00bad"),
         (prompt_id.is_null() if id_col is not None else pl.lit(False)).alias("\x00noid"),
     )
@@ -676,7 +679,8 @@ def _check_unique_ids(frame: pl.DataFrame) -> None:
     if duplicated.height:
         first = duplicated[C.PROMPT_ID][0]
         rows = duplicated.filter(pl.col(C.PROMPT_ID) == first)
-        places = ", ".join(f"{f} row {r}" for f, r in zip(rows["source_file"], rows[C.ROW], strict=False))
+        # Rows are counted within each file (the global row of a second file's row 0 is not where it is).
+        places = ", ".join(f"{f} row {r}" for f, r in zip(rows["source_file"], rows[_FILE_ROW], strict=False))
         raise InputError(
             f"duplicate prompt id {first!r} ({places}); {duplicated[C.PROMPT_ID].n_unique()} ids repeat. "
             "Make ids unique, or pass --id-key to use another column"

@@ -90,6 +90,16 @@ def test_duplicate_ids(tmp_path):
         read_prompts([path])
 
 
+def test_duplicate_ids_across_files_name_each_files_own_row(tmp_path):
+    """The second file's row was given as the row over all inputs (b.jsonl row 2 for its first row)."""
+    a = write_jsonl(tmp_path / "a.jsonl", [{"id": "x", "question": "a"}, {"id": "y", "question": "b"}])
+    b = write_jsonl(tmp_path / "b.jsonl", [{"id": "z", "question": "c"}, {"id": "x", "question": "d"}])
+    with pytest.raises(InputError, match=r"duplicate prompt id 'x' \(.*a\.jsonl row 0, .*b\.jsonl row 1\)"):
+        read_prompts([a, b])
+    frame, _ = read_prompts([a, write_jsonl(tmp_path / "c.jsonl", [{"id": "w", "question": "e"}])])
+    assert frame["row"].to_list() == [0, 1, 2] and not any(c.startswith("\x00") for c in frame.columns)
+
+
 @pytest.mark.parametrize(
     "name, content, fragment",
     [
