@@ -271,6 +271,21 @@ def _first_line_is_object(data: bytes) -> bool:
     return False
 
 
+def _parts_text(parts: list[Any]) -> str:
+    """The text of OpenAI-style multi-part content, ``[{"type": "text", "text": ...}, {"type": "image_url", ...}]``:
+    its text parts joined by newlines (other parts carry no prompt text)."""
+    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def _flatten_content_parts(value: Any) -> Any:
+    """A chat list whose message contents are multi-part lists, with each such content replaced by its text."""
+    if not isinstance(value, list) or not any(isinstance(m, dict) and isinstance(m.get(_CHAT_CONTENT), list)
+                                              for m in value):
+        return value
+    return [{**m, _CHAT_CONTENT: _parts_text(m[_CHAT_CONTENT])}
+            if isinstance(m, dict) and isinstance(m.get(_CHAT_CONTENT), list) else m for m in value]
+
+
 def _records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
     """Build a frame from parsed JSON objects; a column whose values mix JSON types is kept as JSON text."""
     keys: dict[str, None] = {}
@@ -279,7 +294,7 @@ def _records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
             keys.setdefault(key, None)
     data: dict[str, list[Any]] = {}
     for key in keys:
-        values = [record.get(key) for record in records]
+        values = [_flatten_content_parts(record.get(key)) for record in records]
         kinds = {_json_kind(v) for v in values if v is not None}
         if len(kinds) > 1 and kinds != {"int", "float"}:
             values = [v if v is None or isinstance(v, str) else _Mixed(v) for v in values]
@@ -445,14 +460,21 @@ def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Serie
                 f"{path}: column {column!r} is a list of objects without a 'content' field; "
                 "give chat messages as [{\"role\": ..., \"content\": ...}]"
             )
-        if fields[_CHAT_CONTENT] not in (pl.String, pl.Null):
+        content_type = fields[_CHAT_CONTENT]
+        content = pl.element().struct.field(_CHAT_CONTENT)
+        if (isinstance(content_type, pl.List) and isinstance(content_type.inner, pl.Struct)
+                and "text" in {f.name for f in content_type.inner.fields}):
+            # Multi-part content (OpenAI style): a message's text is its text parts, joined.
+            content = content.list.eval(pl.element().struct.field("text").cast(pl.String)).list.drop_nulls()
+            content = content.list.join("\n")
+        elif content_type not in (pl.String, pl.Null):
             raise InputError(
                 f"{path}: the 'content' of the messages in column {column!r} is {fields[_CHAT_CONTENT]}, not text; "
                 "give each message's content as a string"
             )
         col = pl.col(column)
         out = frame.select(
-            col.list.eval(pl.element().struct.field(_CHAT_CONTENT).cast(pl.String)).list.join("\n").alias("t"),
+            col.list.eval(content.cast(pl.String)).list.join("\n").alias("t"),
             col.list.len().cast(pl.Int32).alias("m"),
             (col.is_null() | col.list.eval(pl.element().struct.field(_CHAT_CONTENT).is_null()).list.any()).alias("b"),
         )
@@ -519,6 +541,7 @@ def _parse_chat_json(raw: str | None) -> tuple[str | None, int]:
         messages = json.loads(body)
     except json.JSONDecodeError:
         return (None, 0) if mixed else (raw, 1)
+    messages = _flatten_content_parts(messages)
     if not isinstance(messages, list) or not all(
         isinstance(m, dict) and isinstance(m.get(_CHAT_CONTENT), str) for m in messages
     ):

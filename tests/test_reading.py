@@ -21,6 +21,38 @@ def test_verl_chat_prompt_is_joined_text(tmp_path):
     assert report.columns_used[str(path)] == {"prompt": "prompt", "id": "uid"}
 
 
+PARTS = [{"role": "system", "content": "Be brief."},
+         {"role": "user", "content": [{"type": "text", "text": "What is 2+2?"},
+                                      {"type": "image_url", "image_url": {"url": "file:///x.png"}},
+                                      {"type": "text", "text": "Show work."}]}]
+
+
+@pytest.mark.parametrize("layout", ["jsonl", "mixed-jsonl", "json-text", "json-array", "parquet"])
+def test_multi_part_content_is_scheduled_by_its_text_parts(tmp_path, layout):
+    plain = [{"role": "user", "content": "plain question"}]
+    if layout == "jsonl":
+        path = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "prompt": PARTS}])
+    elif layout == "mixed-jsonl":  # one row with multi-part content, one with a plain string
+        path = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "prompt": PARTS}, {"id": "b", "prompt": plain}])
+    elif layout == "json-text":
+        path = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "messages": json.dumps(PARTS)}])
+    elif layout == "json-array":
+        path = tmp_path / "p.json"
+        path.write_text(json.dumps([{"id": "a", "prompt": PARTS}, {"id": "b", "prompt": plain}]))
+    else:
+        path = tmp_path / "p.parquet"
+        parts = [{"type": "text", "text": "What is 2+2?"}, {"type": "image_url", "text": None},
+                 {"type": "text", "text": "Show work."}]
+        pl.DataFrame({"id": ["a"], "prompt": [[{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                                               {"role": "user", "content": parts}]]}).write_parquet(path)
+    frame, _ = read_prompts([path])
+    row = frame.filter(pl.col("prompt_id") == "a").row(0, named=True)
+    assert row["prompt_text"] == "Be brief.\nWhat is 2+2?\nShow work."
+    assert row["n_messages"] == 2
+    if layout in ("mixed-jsonl", "json-array"):
+        assert frame.filter(pl.col("prompt_id") == "b")["prompt_text"].item() == "plain question"
+
+
 def test_messages_as_json_text_win_over_a_text_prompt(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [{"id": 1, "prompt": "system text", "messages": json.dumps(CHAT)}])
     frame, _ = read_prompts([path])
