@@ -209,6 +209,10 @@ def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
         raise InputError(f"{path}: unreadable Parquet file ({_first_line(exc)}); rewrite it") from None
     if frame.height == 0:
         raise InputError(f"{path}: the file has no rows; give a file with at least one row")
+    # Dictionary-encoded text (pandas `category`, Arrow dictionaries) reads as Categorical: use it as text.
+    categorical = [name for name, dtype in frame.schema.items() if isinstance(dtype, (pl.Categorical, pl.Enum))]
+    if categorical:
+        frame = frame.with_columns(pl.col(categorical).cast(pl.String))
     return frame
 
 
@@ -408,7 +412,11 @@ def find_column(
                 f"{path}: no column {override!r} (from {flag}); columns are: {', '.join(present)}"
             )
         return override
-    lowered = {c.lower(): c for c in present}
+    lowered: dict[str, str] = {}
+    for c in present:
+        # Case-insensitive, but an exact match wins (`id` over `ID` when a file has both).
+        if c.lower() not in lowered or c == c.lower():
+            lowered[c.lower()] = c
     for candidate in candidates:
         if candidate in lowered:
             return lowered[candidate]

@@ -184,3 +184,21 @@ def test_csv_lengths_with_overrides(tmp_path):
     path.write_text("key,tok\nx,5\ny,7\n")
     frame, _ = read_lengths([path], id_key="key", length_key="tok")
     assert frame["response_tokens"].to_list() == [5, 7]
+
+
+def test_dictionary_encoded_parquet_text_is_text(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "cat.parquet"
+    pq.write_table(pa.table({"id": pa.array(["a", "b", "c"]).dictionary_encode(),
+                             "question": pa.array(["q one", "q two", "q one"]).dictionary_encode()}), path)
+    frame, _ = read_prompts([path])
+    assert frame["prompt_id"].to_list() == ["a", "b", "c"]
+    assert frame["prompt_text"].to_list() == ["q one", "q two", "q one"]
+
+
+def test_an_exact_column_name_wins_over_another_case(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": f"a{i}", "ID": f"X{i}", "prompt": "q"} for i in range(3)])
+    frame, _ = read_prompts([path])
+    assert frame["prompt_id"].to_list() == ["a0", "a1", "a2"]
