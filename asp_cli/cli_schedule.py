@@ -141,4 +141,5 @@ def _summary_text(summary: dict, output: Path) -> str:
         lines.append(f"  lengths from history for {summary['prompts_from_history']} prompts, the rest from the model")
     if summary.get("skipped_rows"):
         lines.append(f"  skipped {summary['skipped_rows']} bad rows (--on-bad-row skip)")
+    lines.extend(f"Warning: {warning}" for warning in summary.get("warnings", []))
     return "\n".join(lines)

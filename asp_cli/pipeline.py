@@ -415,6 +415,7 @@ def schedule(
     frame = arrange(prompts, predicted, settings, preset=preset)
     summary = summarize(frame, settings, preset)
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
+    summary["warnings"] = _input_warnings(prompts, history_frame, settings)
     metadata = {
         "asp_version": __version__,
         "created_by": f"asp {__version__}",
@@ -446,6 +447,29 @@ def schedule(
 
 _NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--no-progress"}
 _VALUE_NOT_RECORDED = {"-o", "--output"}
+
+
+def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, settings: ScheduleSettings) -> list[str]:
+    """What is legal but probably not what the user meant: history that matches no prompt, or a train batch
+    larger than an epoch."""
+    warnings = []
+    if history is not None and history.height:
+        ids = history[C.PROMPT_ID].unique()
+        unknown = int((~ids.is_in(prompts[C.PROMPT_ID].implode())).sum())
+        if unknown == ids.len():
+            warnings.append(
+                f"none of the {ids.len():,} prompt ids in --history is among the prompts, so every length comes "
+                "from the model; check --history-id-key, or that the history is of this dataset"
+            )
+        elif unknown:
+            warnings.append(f"{unknown:,} of the {ids.len():,} prompt ids in --history are not among the prompts "
+                            "(their samples are ignored)")
+    if settings.train_batch_size > prompts.height:
+        warnings.append(
+            f"--train-batch-size {settings.train_batch_size} is larger than the {prompts.height:,} prompts of an "
+            "epoch: every training step is the epoch's only, partial batch"
+        )
+    return warnings
 
 
 def _recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:

@@ -205,3 +205,17 @@ def test_same_seed_same_bytes_property(tmp_path_factory, count, instances, epoch
     write_schedule(first, {"settings": s.to_dict()}, folder / "a.parquet")
     write_schedule(second, {"settings": s.to_dict()}, folder / "b.parquet")
     assert (folder / "a.parquet").read_bytes() == (folder / "b.parquet").read_bytes()
+
+
+def test_warnings_for_history_that_matches_nothing_and_an_oversized_train_batch(tmp_path):
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(40))
+    stranger = write_jsonl(tmp_path / "h.jsonl", [{"id": "nobody", "response_tokens": 9}])
+    result = schedule([prompts], None, history=[stranger], settings=ScheduleSettings(train_batch_size=64))
+    assert any("none of the 1 prompt ids in --history" in w for w in result.summary["warnings"])
+    assert any("--train-batch-size 64 is larger than the 40 prompts" in w for w in result.summary["warnings"])
+    ids = [r["id"] for r in make_prompts(40)]
+    partly = write_jsonl(tmp_path / "h2.jsonl", [{"id": ids[0], "response_tokens": 9}, {"id": "x", "response_tokens": 3}])
+    result = schedule([prompts], None, history=[partly], settings=ScheduleSettings(train_batch_size=8))
+    assert result.summary["warnings"] == ["1 of the 2 prompt ids in --history are not among the prompts "
+                                          "(their samples are ignored)"]
+    assert schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8)).summary["warnings"] == []
