@@ -205,14 +205,16 @@ def _matched_dataset(
     if missing.height:
         first = missing.row(0, named=True)
         raise InputError(
-            f"the schedule expects prompt id {first['prompt_id']!r} at dataset row {first['row']}, but the dataset "
-            f"has {raw.height} rows and no usable prompt there; export with the file(s) the schedule was made from"
+            f"{', '.join(str(p) for p in datasets)}: the schedule expects prompt id {first['prompt_id']!r} at "
+            f"dataset row {first['row']}, but the dataset has {raw.height} rows and no usable prompt there; export "
+            "with the file(s) the schedule was made from"
         )
     wrong = joined.filter(pl.col("prompt_id") != pl.col("dataset_id"))
     if wrong.height:
         first = wrong.row(0, named=True)
         raise InputError(
-            f"dataset row {first['row']} has prompt id {first['dataset_id']!r} but the schedule expects "
+            f"{', '.join(str(p) for p in datasets)}: dataset row {first['row']} has prompt id "
+            f"{first['dataset_id']!r} but the schedule expects "
             f"{first['prompt_id']!r} ({wrong.height} rows differ); export with the file(s) the schedule was made "
             "from, in the same order"
         )
