@@ -104,10 +104,10 @@ def test_mismatched_dataset_names_the_id(built, tmp_path):  # noqa: F811
     rows = make_prompts(PROMPTS)
     rows[3]["id"] = "intruder"
     other = write_jsonl(tmp_path / "other.jsonl", rows)
-    with pytest.raises(InputError, match="'intruder'.*'p3'|row 3"):
+    with pytest.raises(InputError, match=r"other\.jsonl: dataset row 3 has prompt id 'intruder'"):
         export(built["schedule"], [other], tmp_path / "o.parquet")
     short = write_jsonl(tmp_path / "short.jsonl", make_prompts(50))
-    with pytest.raises(InputError, match="has 50 rows"):
+    with pytest.raises(InputError, match=r"short\.jsonl: .*has 50 rows"):
         export(built["schedule"], [short], tmp_path / "o.parquet")
     assert not (tmp_path / "o.parquet").exists()
 
