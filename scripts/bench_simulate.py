@@ -87,9 +87,9 @@ the main tables). The same schedules replayed on the simulator's other engine mo
   they would pay on a real GPU.
 - **streaming** (an instance refills freed slots from its next minibatch): the engine removes most padding
   and tail bubbles itself, and every arrangement lands within about 5-20% of verl's default. The planned
-  replay of asp is level with the best baseline, within the seed spread; free dispatch is ahead of every
-  baseline on the mixed 8- and 16-instance workloads and on AIME (by 2-8%), and behind long-first on
-  mix-k2-n4 (0.837x against 0.820x).
+  replay of asp is level with the best baseline within the seed spread, except on mix-k2-n4 where it is
+  6% behind long-first; free dispatch is ahead of every baseline on the mixed 8- and 16-instance
+  workloads and on AIME (by 2-8%), and 2% behind long-first on mix-k2-n4.
 """
 
 SUMMARY_SEEDS = 16
