@@ -106,6 +106,9 @@ def _read_one(path: Path) -> pl.DataFrame:
     keep = [*present, *([C.PROMPT_TOKENS] if C.PROMPT_TOKENS in frame.columns else [])]
     out = frame.select(pl.col(id_col).cast(pl.String).alias(C.PROMPT_ID), *keep)
     for column in keep:
+        dtype = out.schema[column]
+        if not (dtype.is_numeric() or dtype in (pl.String, pl.Null)):
+            raise InputError(f"{path}: column {column!r} holds {dtype}; give one whole token count per prompt")
         values = out[column].cast(pl.Float64, strict=False)
         bad = (values.is_null() | values.is_nan() | (values < 0) | (values > C.MAX_TOKEN_COUNT)
                | (values != values.floor()))

@@ -802,7 +802,8 @@ def _extract_lengths(
                 pl.when(mismatch).then(None).otherwise(flags).alias(C.TRUNCATED), mismatch.alias("\x00mismatch")
             )
             base = base.with_columns(
-                pl.when(pl.col(C.TRUNCATED).is_null() & pl.col("\x00len").is_not_null())
+                pl.when(pl.col("\x00len").is_null()).then(None)  # no lengths, no flags (explode needs both alike)
+                .when(pl.col(C.TRUNCATED).is_null())
                 .then(pl.col("\x00len").list.eval(pl.lit(None, pl.Boolean)))
                 .otherwise(pl.col(C.TRUNCATED))
                 .alias(C.TRUNCATED)

@@ -51,6 +51,9 @@ def test_random_bytes(tmp_path_factory, data, suffix):
 # Found by CI: 2**63 as a float passed the whole-number check and then failed the cast to int64.
 @example(rows=[{"prompt": None, "id": False, "length": 9.223372036854776e18}], as_array=False, skip=False)
 @example(rows=[{"id": 1, "length": float("inf")}, {"id": 2, "length": 5, "epoch": 2**40}], as_array=True, skip=True)
+@example(rows=[{"length": [], "id": False}, {"truncated": []}], as_array=False, skip=False)
+@example(rows=[{"messages": {}}, {"messages": [], "id": False, "predicted_tokens": [False, []]}], as_array=False,
+         skip=True)
 @fuzz
 def test_random_json_structures(tmp_path_factory, rows, as_array, skip):
     folder = tmp_path_factory.mktemp("fuzz")
