@@ -154,6 +154,22 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
             raise ScheduleFormatError(
                 f"{where}: column {name!r} has a negative value ({frame[name].min()}); write the schedule again"
             )
+    for name, dtype in OPTIONAL_COLUMNS.items():
+        # Optional, but when present a consumer relies on it: the documented type, no gaps, finite numbers.
+        if name not in frame.columns:
+            continue
+        if frame.schema[name] != dtype:
+            raise ScheduleFormatError(
+                f"{where}: column {name!r} is {frame.schema[name]}, expected {dtype}; drop the column or write the "
+                "schedule again"
+            )
+        column = frame[name]
+        bad = column.null_count() + (int((~column.is_finite()).sum()) if dtype == pl.Float64 else 0)
+        if bad:
+            raise ScheduleFormatError(
+                f"{where}: column {name!r} has {bad} missing or non-finite values; drop the column or write the "
+                "schedule again"
+            )
     seq = frame["seq"]
     if seq.null_count() or seq.min() != 0 or seq.max() != frame.height - 1 or seq.n_unique() != frame.height:
         raise ScheduleFormatError(f"{where}: column 'seq' is not a permutation of 0..rows-1")

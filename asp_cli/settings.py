@@ -48,6 +48,15 @@ class ScheduleSettings:
         for flag, value in positive.values():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SettingsError(f"{flag} must be a whole number of at least 1 (got {value!r})")
+        optional = {"max_tokens_per_minibatch": self.max_tokens_per_minibatch, "max_lag": self.max_lag}
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise SettingsError(f"--seed must be a whole number (got {self.seed!r})")
+        for name, value in optional.items():
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise SettingsError(f"--{name.replace('_', '-')} must be a whole number (got {value!r})")
+        if not isinstance(self.preset, str) or not isinstance(self.canonical_order, bool):
+            raise SettingsError(f"--preset must be a name or a file, and --canonical-order a flag (got "
+                                f"{self.preset!r}, {self.canonical_order!r})")
         if self.max_tokens_per_minibatch is not None and self.max_tokens_per_minibatch < 1:
             raise SettingsError(
                 f"--max-tokens-per-minibatch must be at least 1 (got {self.max_tokens_per_minibatch})"
@@ -59,7 +68,7 @@ class ScheduleSettings:
                 raise SettingsError(f"{flag} must be at most {MAX_SETTING} (got {value})")
         if self.max_lag is not None and self.max_lag < 0:
             raise SettingsError(f"--max-lag must be 0 or more (got {self.max_lag})")
-        if self.plan_with not in ("max", "mean"):
+        if not isinstance(self.plan_with, str) or self.plan_with not in ("max", "mean"):
             raise SettingsError(f"--plan-with must be 'max' or 'mean' (got {self.plan_with!r})")
         if self.seed < 0:
             raise SettingsError(f"--seed must be 0 or more (got {self.seed})")

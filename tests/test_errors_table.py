@@ -118,9 +118,17 @@ def _schedule(tmp_path: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("case_id", ["E22", "E23"])
+@pytest.mark.parametrize("case_id", ["E22", "E23", "E35"])
 def test_error_row_schedule_files(tmp_path, case_id):
-    if case_id == "E22":
+    if case_id == "E35":
+        import polars as pl
+
+        target = _schedule(tmp_path)
+        table = pq.read_table(target)
+        edited = pl.from_arrow(table).with_columns(pl.col("expected_finish_s").cast(pl.String))
+        pq.write_table(edited.to_arrow().replace_schema_metadata(table.schema.metadata), target)
+        words = "column 'expected_finish_s' is String, expected Float64; drop the column or write the schedule again"
+    elif case_id == "E22":
         target = tmp_path / "plain.parquet"
         import polars as pl
 
@@ -243,5 +251,5 @@ def test_error_row_interrupted(tmp_path, sig):
 def test_every_documented_row_is_tested():
     table = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
-    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34"}
+    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"}
     assert documented == tested
