@@ -35,6 +35,10 @@ _MAX_LAG_ROUNDS = 60
 _WARM_TRAIN_BATCHES = 1
 # How many more minibatches of one length class an instance may hold than the instance with the fewest.
 _CLASS_BALANCE_SLACK = 1
+# Most rows one schedule may hold (epochs x prompts). At about 1.3 kB of peak memory per row (docs/benchmarks.md,
+# 10M prompts) that is already 130 GB; a typo such as `--epochs 100000000` stops here with exit 4 rather than in
+# an out-of-memory kill. Larger runs schedule a few epochs at a time.
+_MAX_ROWS = 100_000_000
 
 Progress = Callable[[str], None]
 
@@ -100,6 +104,12 @@ def arrange(
         by_id = prompts[C.PROMPT_ID].arg_sort()
         prompts, predictions = prompts[by_id], predictions[by_id]
     n = settings.samples_per_prompt
+    rows = prompts.height * settings.epochs
+    if rows > _MAX_ROWS:
+        raise SettingsError(
+            f"--epochs {settings.epochs} x {prompts.height:,} prompts is {rows:,} schedule rows, more than "
+            f"{_MAX_ROWS:,}; schedule a few epochs per run (with a different --seed for each run)"
+        )
     planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
     top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)

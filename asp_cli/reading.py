@@ -364,6 +364,13 @@ def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
 def _read_csv(path: Path, data: bytes) -> pl.DataFrame:
     _check_utf8(path, data)
     separator = "\t" if Path(path).suffixes and ".tsv" in [s.lower() for s in Path(path).suffixes] else ","
+    header = data[: data.find(b"\n") if b"\n" in data else len(data)]
+    if separator == "," and b"," not in header:
+        # Spreadsheet exports in many locales separate with ';', and some tools with tabs: take the header's.
+        for other in (b";", b"\t"):
+            if other in header:
+                separator = other.decode()
+                break
     try:
         frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000)
     except pl.exceptions.PolarsError as exc:

@@ -219,3 +219,8 @@ def test_warnings_for_history_that_matches_nothing_and_an_oversized_train_batch(
     assert result.summary["warnings"] == ["1 of the 2 prompt ids in --history are not among the prompts "
                                           "(their samples are ignored)"]
     assert schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8)).summary["warnings"] == []
+
+
+def test_a_typo_sized_epoch_count_is_refused_before_any_work():
+    with pytest.raises(SettingsError, match=r"--epochs 10000000 x 40 prompts is 400,000,000 schedule rows"):
+        arrange(prompt_frame(40), make_predictions(40), ScheduleSettings(epochs=10_000_000))

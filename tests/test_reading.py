@@ -202,3 +202,12 @@ def test_an_exact_column_name_wins_over_another_case(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [{"id": f"a{i}", "ID": f"X{i}", "prompt": "q"} for i in range(3)])
     frame, _ = read_prompts([path])
     assert frame["prompt_id"].to_list() == ["a0", "a1", "a2"]
+
+
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_csv_with_a_semicolon_or_tab_separator(tmp_path, separator):
+    path = tmp_path / "p.csv"
+    path.write_text(f"id{separator}question\na{separator}What is 2+2?\nb{separator}Prove it, please.\n")
+    frame, _ = read_prompts([path])
+    assert frame["prompt_id"].to_list() == ["a", "b"]
+    assert frame["prompt_text"].to_list() == ["What is 2+2?", "Prove it, please."]
