@@ -119,6 +119,48 @@ def load_aime(data: Path) -> tuple[pl.DataFrame, pl.DataFrame] | None:
     return prompts, lengths
 
 
+# Characters per token of English chat text. Used only for AlpacaEval's character counts; a constant scale
+# changes no ranking figure (tau, Spearman, tail recall), only the MAE of log length.
+CHAT_CHARS_PER_TOKEN = 4.0
+# AlpacaEval result directories that are deliberate length variants or degenerate (see its SOURCE.md).
+ALPACA_VARIANTS = ("concise", "verbose", "NullModel", "gamed")
+ALPACA_GENERATORS = 25
+
+
+def load_alpaca(data: Path) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """AlpacaEval: 805 chat instructions, one output per model (evaluation only; CC BY-NC 4.0).
+
+    Returns (prompts, lengths) with a ``generator`` column in lengths, or None when the folder is absent.
+    """
+    folder = data / "alpaca_eval_outputs"
+    if not (folder / "lengths.csv.gz").is_file():
+        say(f"skipped AlpacaEval: {folder} is absent (evaluation-only data, read at run time)")
+        return None
+    instructions = pl.read_ndjson(folder / "instructions.jsonl")
+    prompts = _prompt_frame(instructions["instruction_id"].cast(pl.String), instructions["instruction"],
+                            source=instructions["dataset"])
+    raw = pl.read_csv(folder / "lengths.csv.gz", schema_overrides={"instruction_id": pl.String})
+    variant = pl.any_horizontal([pl.col("results_dir").str.contains(v, literal=True) for v in ALPACA_VARIANTS])
+    raw = raw.filter(~variant & (pl.col("output_chars") > 0))
+    lengths = raw.select(
+        pl.col("instruction_id").alias(C.PROMPT_ID),
+        (pl.col("output_chars") / CHAT_CHARS_PER_TOKEN).round().clip(1).cast(pl.Int64).alias(C.RESPONSE_TOKENS),
+        pl.lit(None, pl.Boolean).alias(C.TRUNCATED),
+        pl.lit(None, pl.Int32).alias(C.EPOCH),
+        pl.col("results_dir").alias("generator"),
+    )
+    return prompts, lengths
+
+
+def alpaca_generators(lengths: pl.DataFrame, prompts: pl.DataFrame, count: int) -> list[str]:
+    """``count`` generators with an output for every instruction, evenly spaced over the sorted names (fixed)."""
+    full = full_generators(lengths, prompts)
+    if len(full) <= count:
+        return full
+    picks = np.linspace(0, len(full) - 1, count).round().astype(int)
+    return [full[i] for i in picks]
+
+
 # --------------------------------------------------------------------------------------------------------
 
 
@@ -313,6 +355,29 @@ def main() -> None:
         say(f"AIME ceilings by simulation: perfect knowledge, max of 8 tau {ceiling['oracle_max8']}; max of 4 "
             f"{ceiling['oracle_max4']}; 4 seen samples (log mean) -> next max of 4 {ceiling['four_seen_max4']} "
             f"(seen max {ceiling['epoch1_max_max4']})")
+    alpaca = load_alpaca(args.data)
+    if alpaca is not None:
+        chat_prompts, chat_lengths = alpaca
+        chat_generators = alpaca_generators(chat_lengths, chat_prompts, 3 if args.quick else ALPACA_GENERATORS)
+        chat_rows = []
+        for generator in chat_generators:
+            cv = cross_validate(chat_prompts, chat_lengths.filter(pl.col("generator") == generator).drop("generator"))
+            chat_rows.append(headline(f"AlpacaEval chat, one generator: {generator}", evaluate_frame(cv)))
+        taus = [r["tau_group_max"] for r in chat_rows]
+        base = [r["tau_prompt_length"] for r in chat_rows]
+        chat_reference = generator_reference(chat_lengths, chat_generators)
+        results["rows"].append({"set": "AlpacaEval chat, median over generators", "generators": len(chat_rows),
+                                "tau_group_max": float(np.median(taus)), "tau_prompt_length": float(np.median(base)),
+                                "tau_min": float(np.min(taus)), "tau_max": float(np.max(taus)),
+                                "reference_median": float(np.median(chat_reference))})
+        results["rows"].extend(chat_rows)
+        say(f"AlpacaEval: median over {len(chat_rows)} generators tau {np.median(taus):.3f} (min {np.min(taus):.3f}, "
+            f"max {np.max(taus):.3f}); prompt length {np.median(base):.3f}; the other generators' real lengths "
+            f"{np.median(chat_reference):.3f}")
+        chat_consensus = cross_validate(chat_prompts, consensus_lengths(chat_lengths, chat_generators))
+        results["details"]["alpaca_consensus"] = evaluate_frame(chat_consensus)
+        results["rows"].append(headline("AlpacaEval chat, consensus of the generators",
+                                        results["details"]["alpaca_consensus"]))
     results["seconds"] = round(time.time() - started, 1)
     say(f"done in {results['seconds']} s")
     if args.json:
