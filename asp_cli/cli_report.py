@@ -29,6 +29,11 @@ def report_command(
         None, "--lengths-length-key", help="The response length column in --lengths files."
     ),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
+    simulate: bool = typer.Option(
+        False, "--simulate",
+        help="Also replay the schedule in the simulator (on the --lengths when given, else on sampled lengths) "
+             "and show the replay next to the expectations.",
+    ),
     compare: Optional[Path] = typer.Option(None, "--compare", help="A second schedule to show side by side (B)."),
     check: bool = typer.Option(False, "--check", help="Exit with code 1 when a threshold below is broken."),
     max_padding: Optional[float] = typer.Option(None, "--max-padding", help="Most predicted padding fraction (0-1)."),
@@ -67,7 +72,7 @@ def report_command(
             check_output_path(html, [schedule, *lengths, *([compare] if compare else [])], force=force)
         result = report_schedule(schedule, lengths=lengths, lengths_id_key=lengths_id_key,
                                  lengths_length_key=lengths_length_key, compare=compare,
-                                 limits=limits if check else None, on_bad_row=on_bad_row)
+                                 limits=limits if check else None, on_bad_row=on_bad_row, simulate=simulate)
         if result.skipped_rows:
             say(f"skipped {result.skipped_rows} bad rows of --lengths files (--on-bad-row skip)")
         if html is not None:

@@ -26,7 +26,7 @@ from .schedule_format import Schedule
 from .timeline import run_steps
 
 # Bump the major when a key is removed, renamed or changes meaning; the minor for added keys.
-REPORT_VERSION = "1.0"
+REPORT_VERSION = "1.1"
 
 # Points on the time grid of the queue and effective-batch curves: smooth enough for a plot, small in JSON.
 _GRID_POINTS = 160
@@ -127,8 +127,9 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
     dict
         JSON-ready, keys documented in docs/report.md: ``report_version``, ``schedule``, ``provenance``,
         ``size``, ``instances``, ``predicted_lengths``, ``minibatches``, ``padding``, ``queue``,
-        ``effective_batch``, ``lag``, ``steps``, ``observed`` (null without observed lengths) and
-        ``minibatch_table`` (one entry per minibatch, for timelines).
+        ``effective_batch``, ``lag``, ``steps``, ``observed`` (null without observed lengths), ``simulated``
+        (null here; `report_schedule` fills it with ``simulate=True``) and ``minibatch_table`` (one entry per
+        minibatch, for timelines).
     """
     frame = schedule.frame
     meta = schedule.metadata
@@ -164,6 +165,7 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
         "lag": _lag(frame, settings),
         "steps": _steps(frame),
         "observed": _observed(frame, per_mb, observed, instances) if observed is not None else None,
+        "simulated": None,  # filled by `report_schedule(..., simulate=True)` (report_simulated)
         "minibatch_table": _minibatch_table(per_mb, timed),
     }
     return report
@@ -646,10 +648,13 @@ def report_schedule(
     compare: Path | None = None,
     limits: CheckLimits | None = None,
     on_bad_row: str = "error",
+    simulate: bool = False,
 ) -> ReportResult:
     """Read a schedule (and optionally observed lengths and a second schedule) and report on it.
 
-    This is what `asp report` runs.
+    This is what `asp report` runs. With ``simulate``, the schedule is also replayed in the simulator (on the
+    observed lengths when given) and the report's ``simulated`` section holds the replay
+    (`report_simulated.simulated_section`).
 
     Raises
     ------
@@ -673,6 +678,11 @@ def report_schedule(
     same_name = compare is not None and Path(compare).name == Path(schedule).name
     main = build_report(read_schedule(Path(schedule)), observed=observed,
                         name=str(schedule) if same_name else None)
+    if simulate:
+        from .report_simulated import simulated_section
+
+        main["simulated"] = simulated_section(Path(schedule), lengths, lengths_id_key=lengths_id_key,
+                                              lengths_length_key=lengths_length_key, on_bad_row=on_bad_row)
     result = ReportResult(report=main, skipped_rows=skipped)
     if compare is not None:
         result.other = build_report(read_schedule(Path(compare)), observed=observed,

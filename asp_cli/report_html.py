@@ -18,6 +18,7 @@ _PREDICTED = "#0072B2"
 _OBSERVED = "#E69F00"
 _CONSUMED = "#D55E00"
 _QUEUE = "#009E73"
+_SIMULATED = "#CC79A7"  # the replay of `--simulate`, drawn dashed beside the expectations
 _CLASSES = ("#CCE5F6", "#99CBEC", "#66B0E3", "#3396D9", "#0072B2", "#005A8C", "#004266", "#002A40")
 
 
@@ -167,12 +168,18 @@ def _length_histogram(report: dict[str, Any]) -> str:
     return plot.svg("Distribution of predicted lengths", xticks=xticks, yticks=yticks) + _legend(*legend)
 
 
-def _gantt(report: dict[str, Any]) -> str:
-    table = report["minibatch_table"]
+def _gantt(report: dict[str, Any], spans: list[dict[str, Any]] | None = None) -> str:
+    """The expected timeline, or with ``spans`` (the simulated minibatch spans) the replayed one."""
+    expected = report["minibatch_table"]
+    table = expected
+    if spans is not None:
+        facts = {m["minibatch"]: m for m in expected}
+        table = [{**facts[s["minibatch"]], **s} for s in spans if s["minibatch"] in facts]
     k = report["size"]["instances"]
     end = max((m["end_s"] for m in table), default=0.0)
     row = max(min(28, 360 // max(k, 1)), 3)
-    plot = _Plot((0, end), (0, k), xlabel="expected time, s", ylabel="instance", height=row * k + 52)
+    when = "simulated" if spans is not None else "expected"
+    plot = _Plot((0, end), (0, k), xlabel=f"{when} time, s", ylabel="instance", height=row * k + 52)
     longest = sorted(m["longest_predicted_tokens"] for m in table)
     first_rank = {}
     for rank, value in enumerate(longest):
@@ -192,7 +199,8 @@ def _gantt(report: dict[str, Any]) -> str:
                  f'{m["longest_predicted_tokens"]:,} tokens, padding {m["padding"]:.1%}</title></rect>')
     every = max(k // 16, 1)
     yticks = [(i + 0.5, str(i)) for i in range(0, k, every)]
-    svg = plot.svg("Per-instance timeline of minibatches", yticks=yticks)
+    svg = plot.svg("Per-instance timeline of minibatches" + (" (simulated)" if spans is not None else ""),
+                   yticks=yticks)
     return svg + _legend((_CLASSES[1], "short minibatches"), (_CLASSES[4], "medium"),
                          (_CLASSES[7], "long (darker = longer predicted length class)"))
 
@@ -200,14 +208,22 @@ def _gantt(report: dict[str, Any]) -> str:
 def _queue_plots(report: dict[str, Any]) -> str:
     queue = report["queue"]
     grid = queue["grid_s"]
+    simulated = (report.get("simulated") or {}).get("queue")
+    right = max(grid[-1], simulated["grid_s"][-1] if simulated else 0.0)
     top = max(queue["arrived_groups"][-1], 1)
-    plot = _Plot((0, grid[-1]), (0, top * 1.05), xlabel="expected time, s", ylabel="groups (cumulative)")
+    plot = _Plot((0, right), (0, top * 1.05), xlabel="time, s", ylabel="groups (cumulative)")
     plot.add(_polyline(plot, grid, queue["arrived_groups"], _PREDICTED))
-    legend = [(_PREDICTED, "finished groups reaching the training queue")]
+    legend = [(_PREDICTED, "finished groups reaching the training queue (expected)")]
     parts = []
     if queue.get("consumed_groups"):
         plot.add(_polyline(plot, grid, queue["consumed_groups"], _CONSUMED, step=True))
-        legend.append((_CONSUMED, "groups taken by the trainer (one step = one batch)"))
+        legend.append((_CONSUMED, "groups taken by the trainer (expected; one step = one batch)"))
+    if simulated:
+        plot.add(_polyline(plot, simulated["grid_s"], simulated["arrived_groups"], _SIMULATED, dash="6 3"))
+        plot.add(_polyline(plot, simulated["grid_s"], simulated["consumed_groups"], _CONSUMED, step=True,
+                           dash="2 3"))
+        legend.append((_SIMULATED, "arrivals in the simulated replay (dashed)"))
+        legend.append((_CONSUMED, "trainer in the replay (dotted)"))
     parts.append(plot.svg("Arrival versus consumption at the training queue") + _legend(*legend))
     if queue.get("queue_groups"):
         depth = queue["queue_groups"]
@@ -227,11 +243,16 @@ def _queue_plots(report: dict[str, Any]) -> str:
 def _effective_batch(report: dict[str, Any]) -> str:
     batch = report["effective_batch"]
     grid, live = batch["grid_s"], batch["live_sequences"]
-    plot = _Plot((0, grid[-1]), (0, max(max(live), 1) * 1.05), xlabel="expected time, s",
-                 ylabel="live sequences (all instances)", height=200)
+    simulated = (report.get("simulated") or {}).get("effective_batch")
+    right = max(grid[-1], simulated["grid_s"][-1] if simulated else 0.0)
+    top = max(max(live), max(simulated["live_sequences"]) if simulated else 0, 1)
+    plot = _Plot((0, right), (0, top * 1.05), xlabel="time, s", ylabel="live sequences (all instances)", height=200)
     plot.add(_area(plot, grid, live, _PREDICTED))
-    return plot.svg("Effective batch over time") + _legend(
-        (_PREDICTED, "sequences decoding at once (a group counts N until its last sample ends)"))
+    legend = [(_PREDICTED, "expected: sequences decoding at once (a group counts N until its last sample ends)")]
+    if simulated:
+        plot.add(_polyline(plot, simulated["grid_s"], simulated["live_sequences"], _SIMULATED, dash="6 3"))
+        legend.append((_SIMULATED, "simulated replay: sequences decoding at once (dashed)"))
+    return plot.svg("Effective batch over time") + _legend(*legend)
 
 
 def _lag_plots(report: dict[str, Any]) -> str:
@@ -424,6 +445,43 @@ def _comparison_section(comparison: dict[str, Any]) -> str:
             + _table(["", "A", "B", "B - A", "better"], rows, classes="num"))
 
 
+def _simulated_section(report: dict[str, Any]) -> str:
+    simulated = report["simulated"]
+    metrics = simulated["metrics"]
+    queue = report.get("queue") or {}
+    lag = report.get("lag") or {}
+    ends = simulated["instance_end_s"]
+    expected_ends = report["instances"].get("end_s") or []
+    lengths = simulated["lengths"]
+    source = (f"observed lengths for {lengths['prompts_with_observed_lengths']:,} prompts"
+              if lengths["prompts_with_observed_lengths"] else "lengths sampled around the predictions")
+    if lengths["prompts_with_observed_lengths"] and lengths["prompts_with_sampled_lengths"]:
+        source += f", sampled for {lengths['prompts_with_sampled_lengths']:,}"
+
+    def spread(values: list[Any]) -> str:
+        values = [v for v in values if v is not None]
+        return f"{max(values) - min(values):,.1f} s" if values else "-"
+
+    rows = [
+        ["trainer's last step ends, s", _num(queue.get("trainer_end_s")), _num(metrics["end_to_end_s"])],
+        ["rollout makespan, s", _num(report["instances"].get("makespan_s")), _num(metrics["rollout_makespan_s"])],
+        ["instance finish spread", spread(expected_ends), spread(ends)],
+        ["trainer idle (waiting for data)", _pct(queue.get("trainer_idle_fraction")),
+         _pct(metrics["trainer_idle_fraction"])],
+        ["policy lag: mean / max", f"{_num(lag.get('mean'), 2)} / {lag.get('max', '-')}",
+         f"{_num(metrics['policy_lag_mean'], 2)} / {metrics['policy_lag_max']}"],
+        ["padding (idle slot-steps)", "-", _pct(metrics["padding_fraction"])],
+        ["end-to-end over the lower bound", "-", f"{_num(metrics['ratio_to_lower_bound'], 3)} "
+         f"(binds: {_e(metrics['lower_bound_end_to_end_binding'])})"],
+    ]
+    table = _table(["", "expected (schedule)", "simulated replay"], rows)
+    note = (f"<p>Replayed with {_e(source)} on preset <code>{_e(simulated['preset'])}</code>, "
+            f"{_e(simulated['mode'])} engine, {_e(simulated['dispatch'])} dispatch"
+            + (f", max_lag {simulated['max_lag']}" if simulated["max_lag"] is not None else "") + ".</p>")
+    gantt = _gantt(report, simulated["minibatch_spans"]) if report["schedule"]["timing_columns"] else ""
+    return note + table + gantt
+
+
 def _section(anchor: str, title: str, intro: str, body: str) -> str:
     return f'<section id="{anchor}"><h2>{_e(title)}</h2><p class="intro">{intro}</p>{body}</section>'
 
@@ -483,6 +541,11 @@ def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     if report.get("observed"):
         sections.append(_section("observed", "Observed lengths", "Lengths from <code>--lengths</code>, matched "
                                  "to the schedule by prompt id.", _observed_section(report["observed"])))
+    if report.get("simulated"):
+        sections.append(_section(
+            "simulated", "Simulated replay", "The schedule replayed in <code>asp simulate</code>'s engine model "
+            "(<code>--simulate</code>), next to what the schedule expects from its predicted lengths. The queue "
+            "and effective-batch plots above draw the replay dashed.", _simulated_section(report)))
     template = Template(files("asp_cli").joinpath("templates/report.html").read_text(encoding="utf-8"))
     name = report["schedule"]["name"] or "schedule"
     return template.substitute(

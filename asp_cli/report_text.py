@@ -161,6 +161,8 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     _render_lag_and_steps(out, report)
     if report.get("observed"):
         _render_observed(out, report["observed"])
+    if report.get("simulated"):
+        _render_simulated(out, report)
     if checks:
         _render_checks(out, checks)
     return _trimmed(console.file.getvalue())
@@ -231,6 +233,33 @@ def _render_observed(out: Any, observed: dict[str, Any]) -> None:
             f"{_num(observed['median_abs_log_error'], 3)}, longest-10% recall {_pct(observed['tail_recall'])}")
         out(f"  with observed lengths: padding {_pct(observed['padding_fraction'])}, instance token spread "
             f"{_pct(observed['instance_tokens_spread'])}")
+    out()
+
+
+def _render_simulated(out: Any, report: dict[str, Any]) -> None:
+    simulated = report["simulated"]
+    metrics = simulated["metrics"]
+    lengths = simulated["lengths"]
+    source = (f"observed lengths for {lengths['prompts_with_observed_lengths']:,} prompts"
+              if lengths["prompts_with_observed_lengths"] else "lengths sampled around the predictions")
+    queue = report.get("queue") or {}
+    ends = simulated["instance_end_s"]
+    out(f"[bold]Simulated replay[/bold] (--simulate: {source}; {simulated['mode']} engine, preset "
+        f"{simulated['preset']}, {simulated['dispatch']} dispatch)")
+    out(f"  end-to-end {_num(metrics['end_to_end_s'])} s (expected {_num(queue.get('trainer_end_s'))} s); "
+        f"rollout {_num(metrics['rollout_makespan_s'])} s (expected {_num(report['instances'].get('makespan_s'))} s); "
+        f"{_num(metrics['ratio_to_lower_bound'], 3)}x the lower bound ({metrics['lower_bound_end_to_end_binding']})")
+    out(f"  instance finish spread {max(ends) - min(ends):,.1f} s (expected "
+        f"{_num(report['instances'].get('finish_spread_s'))} s); trainer idle "
+        f"{_pct(metrics['trainer_idle_fraction'])} (expected {_pct(queue.get('trainer_idle_fraction'))}); "
+        f"padding {_pct(metrics['padding_fraction'])}; lag mean {_num(metrics['policy_lag_mean'], 2)}, "
+        f"max {metrics['policy_lag_max']}")
+    if queue.get("grid_s"):
+        sim = simulated["queue"]
+        width = _SPARK_WIDTH
+        top = max(_per_bin(sim["arrived_groups"], width).max(), 1)
+        out(f"  groups finishing  {sparkline(_per_bin(sim['arrived_groups'], width), top)}  (replay)")
+        out(f"  groups trained    {sparkline(_per_bin(sim['consumed_groups'], width), top)}  (replay)")
     out()
 
 

@@ -35,8 +35,8 @@ def test_json_is_the_only_thing_on_stdout(schedules):
     result = run(schedules / "a.parquet", "--json")
     assert result.exit_code == 0
     document = json.loads(result.stdout)
-    assert document["report_version"] == "1.0"
-    assert document["checks"] is None and document["comparison"] is None
+    assert document["report_version"] == "1.1"
+    assert document["checks"] is None and document["comparison"] is None and document["simulated"] is None
     assert document["size"]["prompts"] == 300
 
 
@@ -140,10 +140,27 @@ def test_lengths_are_reported(schedules, tmp_path):
     assert json.loads(result.stdout)["observed"]["prompts_matched"] == 300
 
 
+def test_simulate_replays_the_schedule_on_observed_or_sampled_lengths(schedules, tmp_path):
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("prompt_id,response_tokens\n" + "".join(f"p{i},{100 + i}\n" for i in range(300)))
+    observed = json.loads(run(schedules / "a.parquet", "--simulate", "--lengths", lengths, "--json").stdout)
+    simulated = observed["simulated"]
+    assert simulated["lengths"]["prompts_with_observed_lengths"] == 300 and simulated["noise_model"] is None
+    assert simulated["metrics"]["end_to_end_s"] >= simulated["metrics"]["lower_bound_end_to_end_s"]
+    assert simulated["queue"]["arrived_groups"][-1] == observed["size"]["rows"]
+    assert simulated["queue"]["consumed_groups"][-1] == observed["size"]["rows"]
+    assert len(simulated["minibatch_spans"]) == observed["size"]["minibatches"]
+    assert sum(c for _, c in simulated["lag_histogram"]) == observed["size"]["rows"]
+    sampled = json.loads(run(schedules / "a.parquet", "--simulate", "--json").stdout)["simulated"]
+    assert sampled["lengths"]["prompts_with_sampled_lengths"] == 300 and sampled["noise_model"] is not None
+    text = run(schedules / "a.parquet", "--simulate")
+    assert text.exit_code == 0 and "Simulated replay" in text.stdout
+
+
 def test_help_describes_every_option():
     result = runner.invoke(app, ["report", "--help"])
     assert result.exit_code == 0
-    for option in ("--json", "--html", "--force", "--lengths", "--compare", "--check", "--max-padding",
+    for option in ("--json", "--html", "--force", "--lengths", "--simulate", "--compare", "--check", "--max-padding",
                    "--max-instance-spread", "--max-lag", "--max-step-skew", "--max-trainer-idle"):
         assert option in result.stdout
 

@@ -25,7 +25,7 @@ from asp_cli.settings import ScheduleSettings
 from util import make_predictions, prompt_frame
 
 TOP_KEYS = {"report_version", "schedule", "provenance", "size", "instances", "predicted_lengths", "minibatches",
-            "padding", "queue", "effective_batch", "lag", "steps", "observed", "minibatch_table"}
+            "padding", "queue", "effective_batch", "lag", "steps", "observed", "simulated", "minibatch_table"}
 
 
 class Made:

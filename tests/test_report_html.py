@@ -12,6 +12,7 @@ import pytest
 
 from asp_cli.report import CheckLimits, build_report, check_report, compare_reports, observed_from_samples
 from asp_cli.report_html import render_html
+from asp_cli.report_simulated import simulated_section
 from asp_cli.schedule_format import read_schedule
 
 from test_report import make_schedule
@@ -24,6 +25,8 @@ def page_parts(tmp_path_factory):
     first = made.frame.filter(pl.col("epoch") == 0)
     samples = first.select("prompt_id", (pl.col("predicted_tokens") // 2 + 7).alias("response_tokens"))
     report = build_report(read_schedule(folder / "s.parquet"), observed=observed_from_samples(samples, ["l.csv"]))
+    samples.write_csv(folder / "l.csv")
+    report["simulated"] = simulated_section(folder / "s.parquet", [folder / "l.csv"])
     checks = check_report(report, CheckLimits(max_padding=0.0, max_lag=3))
     return report, checks, compare_reports(report, report)
 
@@ -44,15 +47,18 @@ def test_page_is_self_contained(page):
 
 def test_page_has_every_plot_and_section(page):
     for anchor in ("made", "checks", "compare", "lengths", "timeline", "queue", "batch", "lag", "steps",
-                   "observed"):
+                   "observed", "simulated"):
         assert f'id="{anchor}"' in page, anchor
     titles = re.findall(r"<svg[^>]*><title>([^<]+)</title>", page)
     for title in ("Distribution of predicted lengths", "Per-instance timeline of minibatches",
                   "Arrival versus consumption at the training queue", "Training queue depth",
                   "Effective batch over time", "Distribution of expected lag", "Mean expected lag per training step",
-                  "Representativeness of each training step", "Predicted versus observed lengths"):
+                  "Representativeness of each training step", "Predicted versus observed lengths",
+                  "Per-instance timeline of minibatches (simulated)"):
         assert title in titles, title
     assert "observed group maximum" in page  # observed lengths drawn next to the prediction
+    assert "arrivals in the simulated replay" in page and "simulated replay: sequences decoding" in page
+    assert "Replayed with observed lengths for" in page
     assert "Checks FAILED" in page
 
 
@@ -146,7 +152,7 @@ def test_page_renders_in_headless_chromium(page, tmp_path):
     assert (width, height) == (900, 1400)
     assert ink > 0.01, f"the screenshot looks blank ({ink:.2%} ink)"
     assert _console_messages(log) == []
-    assert dom.count("<svg") >= 9 and "Per-instance timeline of minibatches" in dom
+    assert dom.count("<svg") >= 10 and "Per-instance timeline of minibatches (simulated)" in dom
 
 
 @pytest.mark.browser
