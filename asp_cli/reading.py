@@ -792,34 +792,35 @@ def _extract_lengths(
     if truncated_col is not None:
         _check_truncated_dtype(frame.schema[truncated_col], listed, path)
     epoch_col = C.EPOCH if C.EPOCH in frame.columns and frame.schema[C.EPOCH].is_integer() else None
+    flags_listed = truncated_col is not None and isinstance(frame.schema[truncated_col], pl.List)
+    flags = _truncated_expr(frame.schema[truncated_col]) if truncated_col else pl.lit(None, pl.Boolean)
+    # A scalar flag that is there but reads as neither true nor false is a bad row, not a silent "unknown".
+    unreadable = (pl.col(truncated_col).is_not_null() & flags.is_null()
+                  if truncated_col and not flags_listed else pl.lit(False))
     base = frame.select(
         _id_expr(frame, id_col, path).alias(C.PROMPT_ID),
         pl.col(length_col).alias("\x00len"),
-        (_truncated_expr(frame.schema[truncated_col]) if truncated_col else pl.lit(None, pl.Boolean))
-        .alias(C.TRUNCATED),
+        flags.alias(C.TRUNCATED),
+        unreadable.alias("\x00badflags"),
         (pl.col(epoch_col).cast(pl.Int32, strict=False) if epoch_col else pl.lit(None, pl.Int32)).alias(C.EPOCH),
         line.alias("\x00where"),
     )
     if listed:
-        if truncated_col is not None and isinstance(frame.schema[truncated_col], pl.List):
-            # A row whose flags do not match its lengths one to one is a bad row (its flags are dropped).
-            flags = pl.col(C.TRUNCATED)
-            mismatch = flags.is_not_null() & (flags.list.len() != pl.col("\x00len").list.len().fill_null(0))
+        if flags_listed:
+            # A row whose flags do not match its lengths one to one is a bad row (its flags are dropped). The
+            # exploded lists must have equal sizes: no lengths, no flags; missing flags become nulls.
+            flags, lengths = pl.col(C.TRUNCATED), pl.col("\x00len")
+            mismatch = flags.is_not_null() & (flags.list.len() != lengths.list.len().fill_null(0))
             base = base.with_columns(
-                pl.when(mismatch).then(None).otherwise(flags).alias(C.TRUNCATED), mismatch.alias("\x00mismatch")
-            )
-            base = base.with_columns(
-                pl.when(pl.col("\x00len").is_null()).then(None)  # no lengths, no flags (explode needs both alike)
-                .when(pl.col(C.TRUNCATED).is_null())
-                .then(pl.col("\x00len").list.eval(pl.lit(None, pl.Boolean)))
-                .otherwise(pl.col(C.TRUNCATED))
-                .alias(C.TRUNCATED)
+                pl.when(lengths.is_null()).then(None)
+                .when(flags.is_null() | mismatch).then(lengths.list.eval(pl.lit(None, pl.Boolean)))
+                .otherwise(flags)
+                .alias(C.TRUNCATED),
+                mismatch.alias("\x00badflags"),
             )
             base = base.explode(["\x00len", C.TRUNCATED])
         else:
             base = base.explode("\x00len")
-    if "\x00mismatch" not in base.columns:
-        base = base.with_columns(pl.lit(False).alias("\x00mismatch"))
     if inner == pl.String:
         numeric = pl.col("\x00len").str.strip_prefix("\x00json:").str.strip_chars().cast(pl.Float64, strict=False)
     elif inner.is_numeric() or inner == pl.Null:
@@ -829,7 +830,7 @@ def _extract_lengths(
     base = base.with_columns(numeric.alias("\x00num"))
     bad = (
         pl.col(C.PROMPT_ID).is_null()
-        | pl.col("\x00mismatch")
+        | pl.col("\x00badflags")
         | pl.col("\x00num").is_null()
         | pl.col("\x00num").is_nan()
         | (pl.col("\x00num") < 0)
@@ -848,8 +849,10 @@ def _extract_lengths(
             where = _length_location(path, fmt, first["\x00where"], frame)
             if first[C.PROMPT_ID] is None:
                 reason = f"column {id_col!r} (the prompt id) is missing"
-            elif first["\x00mismatch"]:
+            elif first["\x00badflags"] and flags_listed:
                 reason = f"column {C.TRUNCATED!r} does not hold one flag per length in {length_col!r}"
+            elif first["\x00badflags"]:
+                reason = f"column {C.TRUNCATED!r} is not true or false"
             else:
                 raw = first["\x00len"]
                 value = first["\x00num"]

@@ -12,6 +12,8 @@ import math
 from string import Template
 from typing import Any
 
+from .report_simulated import lengths_source
+
 _WIDTH = 860
 # Colour-blind-safe palette (Okabe-Ito), then greys; series keep their colour on every plot.
 _PREDICTED = "#0072B2"
@@ -452,11 +454,7 @@ def _simulated_section(report: dict[str, Any]) -> str:
     lag = report.get("lag") or {}
     ends = simulated["instance_end_s"]
     expected_ends = report["instances"].get("end_s") or []
-    lengths = simulated["lengths"]
-    source = (f"observed lengths for {lengths['prompts_with_observed_lengths']:,} prompts"
-              if lengths["prompts_with_observed_lengths"] else "lengths sampled around the predictions")
-    if lengths["prompts_with_observed_lengths"] and lengths["prompts_with_sampled_lengths"]:
-        source += f", sampled for {lengths['prompts_with_sampled_lengths']:,}"
+    source = lengths_source(simulated)
 
     def spread(values: list[Any]) -> str:
         values = [v for v in values if v is not None]

@@ -95,6 +95,15 @@ def simulated_section(
     }
 
 
+def lengths_source(simulated: dict[str, Any]) -> str:
+    """What lengths the replay ran on, in words, for both renderers."""
+    lengths = simulated["lengths"]
+    observed, sampled = lengths["prompts_with_observed_lengths"], lengths["prompts_with_sampled_lengths"]
+    if not observed:
+        return "lengths sampled around the predictions"
+    return f"observed lengths for {observed:,} prompts" + (f", sampled for {sampled:,}" if sampled else "")
+
+
 def _minibatch_of_rows(schedule: Path) -> np.ndarray:
     """The ``minibatch`` column in ``seq`` order (the order `simulate_file` replays rows in)."""
     from .schedule_format import read_schedule

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from .report_simulated import lengths_source
+
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
 # Headline facts shown as percentages in `--compare` (fractions of 1).
@@ -239,9 +241,7 @@ def _render_observed(out: Any, observed: dict[str, Any]) -> None:
 def _render_simulated(out: Any, report: dict[str, Any]) -> None:
     simulated = report["simulated"]
     metrics = simulated["metrics"]
-    lengths = simulated["lengths"]
-    source = (f"observed lengths for {lengths['prompts_with_observed_lengths']:,} prompts"
-              if lengths["prompts_with_observed_lengths"] else "lengths sampled around the predictions")
+    source = lengths_source(simulated)
     queue = report.get("queue") or {}
     ends = simulated["instance_end_s"]
     out(f"[bold]Simulated replay[/bold] (--simulate: {source}; {simulated['mode']} engine, preset "

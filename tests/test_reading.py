@@ -211,3 +211,25 @@ def test_csv_with_a_semicolon_or_tab_separator(tmp_path, separator):
     frame, _ = read_prompts([path])
     assert frame["prompt_id"].to_list() == ["a", "b"]
     assert frame["prompt_text"].to_list() == ["What is 2+2?", "Prove it, please."]
+
+
+def test_truncated_flags_must_match_the_lengths_one_to_one(tmp_path):
+    path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": [1, 2], "truncated": [True, False]},
+                                             {"id": "b", "length": [5, 6], "truncated": [True]},
+                                             {"id": "c", "length": [7], "truncated": [True]}])
+    with pytest.raises(InputError, match=r"h\.jsonl:2: column 'truncated' does not hold one flag per length"):
+        read_lengths([path])
+    frame, report = read_lengths([path], on_bad_row="skip")
+    assert frame["prompt_id"].to_list() == ["a", "a", "c"]
+    assert frame["truncated"].to_list() == [True, False, True]
+    assert report.skipped_rows == 2  # both samples of the bad row
+
+
+def test_an_unreadable_truncated_flag_is_a_bad_row(tmp_path):
+    path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "response_tokens": 3, "truncated": "yes"},
+                                             {"id": "b", "response_tokens": 4, "truncated": "perhaps"},
+                                             {"id": "c", "response_tokens": 5}])
+    with pytest.raises(InputError, match=r"h\.jsonl:2: column 'truncated' is not true or false"):
+        read_lengths([path])
+    frame, report = read_lengths([path], on_bad_row="skip")
+    assert frame["truncated"].to_list() == [True, None] and report.skipped_rows == 1
