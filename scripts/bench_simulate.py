@@ -47,7 +47,8 @@ seeds above, not a single table: one seed moves the planned row by a few percent
   stays. With 8 instances a looser budget loses even without preemptions: on mix-k8-n8 with the true
   lengths, 0.75x the budget gives 26 long-class minibatches of about 17 prompts instead of 35 of about
   13, the instances' finish spread grows from 187 s to 438 s, and end-to-end time from 1,122 s to 1,368 s
-  (seed 0). Fewer, longer long minibatches are coarser work to balance. The bound is far even with true lengths (1.6x): 32 prompts x 4 samples cap a batch at 128
+  (seed 0; `python scripts/bench_kv_budget.py` prints this for factors 1.0 to 0.6; at 0.6 the cache
+  overflows, 110 preemptions). Fewer, longer long minibatches are coarser work to balance. The bound is far even with true lengths (1.6x): 32 prompts x 4 samples cap a batch at 128
   sequences, well under the 1,024 the bound assumes.
 - **Trainer-bound (mix-k16-n16)**: 0.85x verl is impossible here: the lower bound itself is about 0.88x
   (the trainer's own work). asp is told the run's `--max-lag 2`, and because its predicted trainer time
