@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import SettingsError
+from asp_cli.errors import SettingsError
 
 
 @dataclass(frozen=True)

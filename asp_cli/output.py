@@ -15,7 +15,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .errors import OutputError
+from asp_cli.errors import OutputError
 
 TMP_MARKER = ".asp-tmp-"
 

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import polars as pl
 
-from . import columns as C
-from .errors import InputError
+from asp_cli import columns as C
+from asp_cli.errors import InputError
 
 OnBadRow = Literal["error", "skip"]
 
@@ -37,7 +37,7 @@ _FILE_ROW = "\x00file_row"  # hidden column: a prompt's 0-based row within its o
 
 def check_on_bad_row(value: str) -> None:
     """Refuse an unknown ``--on-bad-row`` mode (every command that reads user files takes one)."""
-    from .errors import SettingsError
+    from asp_cli.errors import SettingsError
 
     if value not in ("error", "skip"):
         raise SettingsError(f"--on-bad-row must be 'error' or 'skip' (got {value!r})")

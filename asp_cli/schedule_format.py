@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from .errors import ScheduleFormatError
-from .output import atomic_path
+from asp_cli.errors import ScheduleFormatError
+from asp_cli.output import atomic_path
 
 FORMAT_NAME = "asp.schedule"
 # Major bumps when a reader of the previous major would misread a file (a required column removed, renamed,
@@ -114,8 +114,8 @@ _NON_NEGATIVE = ("seq", "instance", "minibatch", "epoch", "row", "predicted_toke
 
 def _check_settings(metadata: dict[str, Any], path: Path) -> None:
     """The recorded settings must be settings asp could have run with (commands rebuild them from here)."""
-    from .errors import SettingsError
-    from .settings import ScheduleSettings
+    from asp_cli.errors import SettingsError
+    from asp_cli.settings import ScheduleSettings
 
     settings = metadata.get("settings", {})
     if settings is None:

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import SettingsError
+from asp_cli.errors import SettingsError
 
 PlanWith = Literal["max", "mean"]
 MAX_SETTING = 2**31 - 1  # the largest count or token budget a setting may hold

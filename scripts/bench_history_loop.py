@@ -10,12 +10,12 @@ of the same model on the same prompts, are epoch 2's. So the history never conta
 The loop, as a pipeline runs it:
 
 1. epoch 1: `asp` plans from the bundled predictor alone; the schedule is simulated on samples 0-3;
-2. those samples go through `asp_cli.observe.observe` into a history file (as a rollout log would);
+2. those samples go through `asp_cli.integrate.observe.observe` into a history file (as a rollout log would);
 3. epoch 2: `asp` plans with that history (`asp schedule --history`); simulated on samples 4-7.
 
 Controls on epoch 2's lengths: the same epoch planned without history, asp given the true lengths (the
 scheduling ceiling), verl's default arrangement, and the lower bound. Every row is a simulation with
-`asp_cli.simulate` (continuous batching, H100 + Qwen2.5-7B preset), averaged over arrangement seeds.
+`asp_cli.sim.engine` (continuous batching, H100 + Qwen2.5-7B preset), averaged over arrangement seeds.
 
     python scripts/bench_history_loop.py [--seeds 3] [--json out.json]
 """
@@ -33,10 +33,10 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.bench import ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND, compare, load_aime
+from asp_cli.sim.bench import ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND, compare, load_aime
 from asp_cli.costmodel import load_preset
-from asp_cli.observe import observe
-from asp_cli.prediction import predict_lengths
+from asp_cli.integrate.observe import observe
+from asp_cli.predict.prediction import predict_lengths
 from asp_cli.reading import read_lengths
 from asp_cli.settings import ScheduleSettings
 
@@ -118,7 +118,7 @@ def run_mixes(seeds: int) -> list[dict]:
     samples 0-3; ZeroEval: four generators disjoint from those judged); both are judged on the same true
     lengths (AIME samples 4-7; the other ZeroEval generators), so the difference is the planning alone.
     """
-    from asp_cli.bench import WORKLOADS, build_workload
+    from asp_cli.sim.bench import WORKLOADS, build_workload
 
     rows = []
     for name in ("mix-k8-n8", "mix-k2-n4", "mix-k16-n16"):

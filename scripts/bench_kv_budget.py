@@ -21,11 +21,11 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import asp_cli.pipeline as P  # noqa: E402
+import asp_cli.arrange.pipeline as P  # noqa: E402
 from asp_cli import columns as C  # noqa: E402
-from asp_cli.bench import WORKLOADS, build_workload, true_predictions  # noqa: E402
+from asp_cli.sim.bench import WORKLOADS, build_workload, true_predictions  # noqa: E402
 from asp_cli.costmodel import load_preset  # noqa: E402
-from asp_cli.simulate import SimulationSettings, simulate_schedule  # noqa: E402
+from asp_cli.sim.engine import SimulationSettings, simulate_schedule  # noqa: E402
 
 FACTORS = (1.0, 0.85, 0.75, 0.6)
 LONG_TOKENS = 8000

@@ -101,7 +101,7 @@ def main() -> None:
         print(f"generated {args.prompts:,} prompts ({size_mb:,.0f} MB) in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
         bare = measure([sys.executable, "-c", BARE, str(prompts), str(workdir / "bare.parquet")])
-        asp_cmd = [sys.executable, "-m", "asp_cli.cli", "schedule", str(prompts), "-o",
+        asp_cmd = [sys.executable, "-m", "asp_cli", "schedule", str(prompts), "-o",
                    str(workdir / "schedule.parquet"), "--quiet", "--instances", str(args.instances),
                    "--epochs", str(args.epochs)]
         ours = measure(asp_cmd)

@@ -21,9 +21,9 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.prediction import lengths_from_lognormal
-from asp_cli.predictor import LengthPredictor, group_targets
-from asp_cli.predictor_eval import evaluate_frame, score
+from asp_cli.predict.prediction import lengths_from_lognormal
+from asp_cli.predict.model import LengthPredictor, group_targets
+from asp_cli.predict.evaluate import evaluate_frame, score
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
@@ -203,7 +203,7 @@ def headline(name: str, result: dict) -> dict:
 
 def aime_history(prompts: pl.DataFrame, lengths: pl.DataFrame, cap: int) -> list[dict]:
     """Epoch 1 = samples 0-3, epoch 2 = samples 4-7 of the same prompts; predict epoch 2's group max of 4."""
-    from asp_cli.history import combine_with_history
+    from asp_cli.predict.history import combine_with_history
 
     first = lengths.filter(pl.col("gen_index") < 4)
     second = lengths.filter(pl.col("gen_index") >= 4)
@@ -240,7 +240,7 @@ def generator_reference(lengths: pl.DataFrame, generators: list[str]) -> list[fl
     A reference for what text alone can reach on one generator's single greedy sample: even the real lengths
     of 24 other models do not rank it perfectly.
     """
-    from asp_cli.predictor_eval import kendall_tau
+    from asp_cli.predict.evaluate import kendall_tau
 
     logs = pl.col(C.RESPONSE_TOKENS).cast(pl.Float64).log()
     centred = (lengths.filter(pl.col("generator").is_in(generators))
@@ -259,8 +259,8 @@ def aime_ceiling(lengths: pl.DataFrame, cap: int, *, draws: int = 100, seed: int
     ``four_seen``: the mean log length of 4 drawn samples against the maximum of 4 other draws, the best a
     history of one 4-sample epoch can do without the model.
     """
-    from asp_cli.predictor import CENSORED_FACTOR, expected_max_z
-    from asp_cli.predictor_eval import kendall_tau
+    from asp_cli.predict.model import CENSORED_FACTOR, expected_max_z
+    from asp_cli.predict.evaluate import kendall_tau
 
     wide = lengths.sort(C.PROMPT_ID, "gen_index").group_by(C.PROMPT_ID, maintain_order=True).agg(
         pl.col(C.RESPONSE_TOKENS))[C.RESPONSE_TOKENS].to_list()

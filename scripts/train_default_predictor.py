@@ -27,7 +27,7 @@ from eval_predictor import (  # noqa: E402
 )
 
 from asp_cli import predictor as P  # noqa: E402
-from asp_cli.predictor_eval import evaluate_frame  # noqa: E402
+from asp_cli.predict.evaluate import evaluate_frame  # noqa: E402
 
 PARAMS = {"use_metadata": False, "log_spread": 0.3}
 

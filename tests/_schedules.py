@@ -17,8 +17,8 @@ BATCH = 16  # 120 = 7 x 16 + 8: a trailing partial batch per epoch
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A prompt file and a two-epoch schedule made from it by `asp_cli.pipeline.schedule`."""
-    from asp_cli.pipeline import schedule
+    """A prompt file and a two-epoch schedule made from it by `asp_cli.arrange.pipeline.schedule`."""
+    from asp_cli.arrange.pipeline import schedule
     from asp_cli.settings import ScheduleSettings
 
     folder = tmp_path_factory.mktemp("built")

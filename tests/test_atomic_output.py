@@ -81,7 +81,7 @@ def test_unwritable_output_is_an_output_error(tmp_path, monkeypatch):
 
 
 def _command(source, out):
-    return [sys.executable, "-m", "asp_cli.cli", "schedule", str(source), "-o", str(out), "--force", "--quiet",
+    return [sys.executable, "-m", "asp_cli", "schedule", str(source), "-o", str(out), "--force", "--quiet",
             "--epochs", "3"]
 
 

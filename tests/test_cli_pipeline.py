@@ -10,7 +10,7 @@ from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
 from typer.testing import CliRunner
 from util import REPO, make_prompts, write_jsonl
 
-from asp_cli.cli import app
+from asp_cli.cli.main import app
 from asp_cli.errors import ExitCode
 
 runner = CliRunner()

@@ -7,8 +7,8 @@ import typer
 from typer.testing import CliRunner
 
 from _predictor_data import make_data, write_jsonl
-from asp_cli import cli_predictor
-from asp_cli.cli_common import set_traceback
+from asp_cli.cli import predictor as cli_predictor
+from asp_cli.cli.common import set_traceback
 
 app = typer.Typer()
 cli_predictor.register(app)
@@ -80,7 +80,7 @@ def test_the_command_group_does_not_import_scikit_learn():
     import subprocess
     import sys
 
-    code = "import sys, asp_cli.cli_predictor; sys.exit('sklearn' in sys.modules or 'skops' in sys.modules)"
+    code = "import sys, asp_cli.cli.predictor; sys.exit('sklearn' in sys.modules or 'skops' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
@@ -101,7 +101,7 @@ def test_fit_with_char_ngrams_records_them_and_predict_uses_them(data_and_model,
     assert result.exit_code == 0, result.output
     import polars as pl
 
-    from asp_cli import predictor as P
+    from asp_cli.predict import model as P
 
     mu = P.load(model).predict_log(prompts)[0]
     expected = np.clip(np.rint(np.exp(mu)), 1, 8192).astype(np.int64)  # p50 = exp(mu): the char score is applied

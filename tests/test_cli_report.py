@@ -4,7 +4,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from asp_cli.cli import app
+from asp_cli.cli.main import app
 from asp_cli.schedule_format import METADATA_KEY
 
 from test_report import make_schedule

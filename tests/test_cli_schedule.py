@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from asp_cli.cli import app
+from asp_cli.cli.main import app
 from asp_cli.schedule_format import read_schedule
 
 from util import SAMPLE_PROMPTS
@@ -91,12 +91,12 @@ def test_history_changes_the_plan(tmp_path):
 
 def test_traceback_on_request(tmp_path):
     env = {**os.environ, "ASP_TRACEBACK": "1"}
-    proc = subprocess.run([sys.executable, "-m", "asp_cli.cli", "schedule", str(tmp_path / "missing.jsonl"), "-o",
+    proc = subprocess.run([sys.executable, "-m", "asp_cli", "schedule", str(tmp_path / "missing.jsonl"), "-o",
                            str(tmp_path / "o.parquet")], capture_output=True, text=True, env=env)
     assert proc.returncode == 3
     assert "Traceback" in proc.stderr and "Error: " in proc.stderr
     env.pop("ASP_TRACEBACK")
-    proc = subprocess.run([sys.executable, "-m", "asp_cli.cli", "schedule", str(tmp_path / "missing.jsonl"), "-o",
+    proc = subprocess.run([sys.executable, "-m", "asp_cli", "schedule", str(tmp_path / "missing.jsonl"), "-o",
                            str(tmp_path / "o.parquet")], capture_output=True, text=True, env=env)
     assert proc.returncode == 3 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0

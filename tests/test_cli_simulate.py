@@ -9,7 +9,7 @@ import pytest
 from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
-from asp_cli.cli import app
+from asp_cli.cli.main import app
 from asp_cli.errors import ExitCode
 
 runner = CliRunner()

@@ -4,7 +4,7 @@ import re
 
 from typer.testing import CliRunner
 
-from asp_cli.cli import app
+from asp_cli.cli.main import app
 
 from util import REPO
 

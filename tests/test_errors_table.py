@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from asp_cli.cli import app
+from asp_cli.cli.main import app
 
 from util import REPO, SAMPLE_PROMPTS, write_jsonl
 
@@ -161,8 +161,8 @@ def test_error_row_predictor_files(tmp_path, case_id):
     import zipfile
     from collections import OrderedDict
 
-    from asp_cli import predictor as P
-    from asp_cli.prediction import DEFAULT_MODEL
+    from asp_cli.predict import model as P
+    from asp_cli.predict.prediction import DEFAULT_MODEL
 
     setup_files(tmp_path)
     model = tmp_path / "model.skops"
@@ -215,12 +215,12 @@ def test_error_row_unwritable_folder(tmp_path):
 
 def test_error_row_internal_error(monkeypatch, tmp_path):
     """E28: a bug is reported as one, with exit code 70."""
-    import asp_cli.pipeline
+    import asp_cli.arrange.pipeline
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(asp_cli.pipeline, "schedule", broken)
+    monkeypatch.setattr(asp_cli.arrange.pipeline, "schedule", broken)
     result = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(tmp_path / "o.parquet")])
     assert result.exit_code == 70
     assert "internal error (RuntimeError: boom); this is a bug in asp" in result.stderr
@@ -232,7 +232,7 @@ def test_error_row_interrupted(tmp_path, sig):
     """E29: Ctrl-C or SIGTERM: exit 130, the previous output intact, no temporary file left."""
     out = tmp_path / "s.parquet"
     out.write_bytes(b"previous")
-    proc = subprocess.Popen([sys.executable, "-m", "asp_cli.cli", "schedule", str(SAMPLE_PROMPTS), "-o", str(out),
+    proc = subprocess.Popen([sys.executable, "-m", "asp_cli", "schedule", str(SAMPLE_PROMPTS), "-o", str(out),
                              "--force"], stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)
     proc.send_signal(sig)

@@ -11,8 +11,8 @@ from _schedules import BATCH, EPOCHS, PROMPTS, built  # noqa: F401 - fixture
 from util import make_prompts, write_jsonl
 
 from asp_cli.errors import InputError, OutputError, SettingsError
-from asp_cli.export import export
-from asp_cli.replay import open_schedule
+from asp_cli.integrate.export import export
+from asp_cli.integrate.replay import open_schedule
 
 
 @pytest.mark.parametrize("name, fmt, words", [
@@ -68,7 +68,7 @@ def test_verl_export_has_the_rlhf_dataset_columns(built, tmp_path):  # noqa: F81
 
 
 def test_verl_export_keeps_a_verl_dataset_as_it_is(tmp_path):
-    from asp_cli.pipeline import schedule
+    from asp_cli.arrange.pipeline import schedule
     from asp_cli.settings import ScheduleSettings
 
     rows = [

@@ -2,7 +2,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli import features as F
+from asp_cli.predict import features as F
 
 
 def _frame(texts):

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from asp_cli.errors import InputError
-from asp_cli.predictions_file import predictions_from_files
+from asp_cli.predict.predictions_file import predictions_from_files
 from asp_cli.reading import read_lengths, read_prompts
 
 SUFFIXES = [".jsonl", ".json", ".csv", ".parquet", ".jsonl.gz", ".csv.gz"]

@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from asp_cli.errors import AspError
-from asp_cli.export import export
-from asp_cli.pipeline import schedule
-from asp_cli.replay import open_schedule
-from asp_cli.report import build_report
+from asp_cli.integrate.export import export
+from asp_cli.arrange.pipeline import schedule
+from asp_cli.integrate.replay import open_schedule
+from asp_cli.report.facts import build_report
 from asp_cli.schedule_format import METADATA_KEY, read_schedule
 from asp_cli.settings import ScheduleSettings
-from asp_cli.simulate import simulate_file
+from asp_cli.sim.engine import simulate_file
 
 from util import make_prompts, write_jsonl
 

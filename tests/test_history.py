@@ -2,7 +2,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.history import combine_with_history
+from asp_cli.predict.history import combine_with_history
 
 
 def _history(rows):

@@ -2,7 +2,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asp_cli.interleaving import (
+from asp_cli.arrange.interleaving import (
     balanced_assignment,
     dispatch_order,
     ideal_start_s,

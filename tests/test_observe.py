@@ -10,7 +10,7 @@ from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
 from util import write_jsonl
 
 from asp_cli.errors import InputError, OutputError, SettingsError
-from asp_cli.observe import observe, read_history
+from asp_cli.integrate.observe import observe, read_history
 from asp_cli.reading import read_lengths
 
 

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asp_cli.packing import cut_minibatches, length_order, pack
+from asp_cli.arrange.packing import cut_minibatches, length_order, pack
 
 
 @given(

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asp_cli.errors import SettingsError
-from asp_cli.pipeline import _recorded_command_line, arrange, schedule
+from asp_cli.arrange.pipeline import _recorded_command_line, arrange, schedule
 from asp_cli.schedule_format import read_schedule, validate_frame
 from asp_cli.settings import ScheduleSettings
 

@@ -3,9 +3,9 @@ import pytest
 
 from _predictor_data import make_data
 from asp_cli import columns as C
-from asp_cli import predictor as P
+from asp_cli.predict import model as P
 from asp_cli.errors import PredictorError, SettingsError
-from asp_cli.prediction import predict_lengths
+from asp_cli.predict.prediction import predict_lengths
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-import asp_cli.prediction as prediction
+import asp_cli.predict.prediction as prediction
 from asp_cli.reading import read_prompts
 
 from util import SAMPLE_PROMPTS

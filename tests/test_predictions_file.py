@@ -3,9 +3,9 @@
 import pytest
 from typer.testing import CliRunner
 
-from asp_cli.cli import app
+from asp_cli.cli.main import app
 from asp_cli.errors import InputError, SettingsError
-from asp_cli.pipeline import schedule
+from asp_cli.arrange.pipeline import schedule
 
 from util import write_jsonl
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from _predictor_data import make_data
-from asp_cli import predictor as P
+from asp_cli.predict import model as P
 from asp_cli.errors import InputError, PredictorError, UnsafePredictorError
 
 
@@ -16,7 +16,7 @@ def fitted():
 
 
 def test_fit_learns_the_ranking(fitted):
-    from asp_cli.predictor_eval import kendall_tau
+    from asp_cli.predict.evaluate import kendall_tau
 
     prompts, lengths, model = fitted
     test_prompts, test_lengths = make_data(n_prompts=60, seed=1)
@@ -103,8 +103,8 @@ def test_plain_reader_builds_the_same_state_as_skops():
     import numpy as np
     import skops.io as sio
 
-    from asp_cli.predictor import TRUSTED_TYPES, _plain_state
-    from asp_cli.prediction import DEFAULT_MODEL
+    from asp_cli.predict.model import TRUSTED_TYPES, _plain_state
+    from asp_cli.predict.prediction import DEFAULT_MODEL
 
     fast = _plain_state(DEFAULT_MODEL)
     slow = sio.load(DEFAULT_MODEL, trusted=list(TRUSTED_TYPES))
@@ -139,7 +139,7 @@ def fitted_chars():
 
 
 def test_char_ngrams_fit_predict_and_round_trip_through_the_plain_loader(fitted, fitted_chars, tmp_path):
-    from asp_cli.predictor_eval import kendall_tau
+    from asp_cli.predict.evaluate import kendall_tau
 
     prompts, model = fitted_chars
     card = model.card()
@@ -164,7 +164,7 @@ def test_char_ngrams_fit_predict_and_round_trip_through_the_plain_loader(fitted,
 
 def test_models_without_char_ngrams_keep_their_format_and_predictions(fitted, tmp_path):
     """Default fits write format 1 with the parameters and state keys they always had; the bundled model loads."""
-    from asp_cli.prediction import DEFAULT_MODEL
+    from asp_cli.predict.prediction import DEFAULT_MODEL
     from asp_cli.reading import read_prompts
     from util import SAMPLE_PROMPTS
 

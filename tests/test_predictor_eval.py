@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from asp_cli import predictor_eval as E
+from asp_cli.predict import evaluate as E
 
 
 def test_perfect_and_reversed_rankings():

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asp_cli.errors import ScheduleFormatError, SettingsError
-from asp_cli.replay import Replay, balanced_blocks, chunk_capacities, open_schedule
+from asp_cli.integrate.replay import Replay, balanced_blocks, chunk_capacities, open_schedule
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asp_cli.costmodel import load_preset
-from asp_cli.pipeline import arrange, summarize
-from asp_cli.report import (
+from asp_cli.arrange.pipeline import arrange, summarize
+from asp_cli.report.facts import (
     REPORT_VERSION,
     CheckLimits,
     build_report,
@@ -18,7 +18,7 @@ from asp_cli.report import (
     headline,
     report_schedule,
 )
-from asp_cli.report_text import render_compare_text, render_text, sparkline
+from asp_cli.report.text import render_compare_text, render_text, sparkline
 from asp_cli.schedule_format import OPTIONAL_COLUMNS, read_schedule, write_schedule
 from asp_cli.settings import ScheduleSettings
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from asp_cli.report import CheckLimits, build_report, check_report, compare_reports, observed_from_samples
-from asp_cli.report_html import render_html
-from asp_cli.report_simulated import simulated_section
+from asp_cli.report.facts import CheckLimits, build_report, check_report, compare_reports, observed_from_samples
+from asp_cli.report.html import render_html
+from asp_cli.report.simulated import simulated_section
 from asp_cli.schedule_format import read_schedule
 
 from test_report import make_schedule

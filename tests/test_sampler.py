@@ -10,7 +10,7 @@ import pytest
 from _schedules import BATCH, EPOCHS, PROMPTS, built  # noqa: F401 - fixture
 
 from asp_cli.errors import InputError, SettingsError
-from asp_cli.replay import open_schedule
+from asp_cli.integrate.replay import open_schedule
 
 
 class Dataset:
@@ -35,7 +35,7 @@ class _Frame(dict):
 
 
 def test_importing_asp_does_not_import_torch():
-    code = "import sys, asp_cli, asp_cli.cli, asp_cli.replay, asp_cli.export; print('torch' in sys.modules)"
+    code = "import sys, asp_cli, asp_cli.cli.main, asp_cli.integrate.replay, asp_cli.integrate.export; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -43,7 +43,7 @@ def test_importing_asp_does_not_import_torch():
 def test_sampler_works_without_torch(built):  # noqa: F811
     code = (
         "import sys; sys.modules['torch'] = None; sys.modules['verl'] = None\n"
-        "from asp_cli.sampler import ScheduleSampler\n"
+        "from asp_cli.integrate.sampler import ScheduleSampler\n"
         f"s = ScheduleSampler(range({PROMPTS}), {{'asp_schedule': {str(built['schedule'])!r}}})\n"
         "print(type(s).__mro__[1].__name__, len(list(s)))"
     )
@@ -52,7 +52,7 @@ def test_sampler_works_without_torch(built):  # noqa: F811
 
 
 def test_each_pass_replays_the_next_epoch(built, monkeypatch):  # noqa: F811
-    from asp_cli.sampler import ScheduleSampler
+    from asp_cli.integrate.sampler import ScheduleSampler
 
     replay = open_schedule(built["schedule"])
     sampler = ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(built["schedule"]), "train_batch_size": BATCH})
@@ -65,7 +65,7 @@ def test_each_pass_replays_the_next_epoch(built, monkeypatch):  # noqa: F811
 
 
 def test_settings_from_nested_key_and_environment(built, monkeypatch):  # noqa: F811
-    from asp_cli.sampler import ScheduleSampler
+    from asp_cli.integrate.sampler import ScheduleSampler
 
     nested = ScheduleSampler(Dataset(PROMPTS), {"sampler": {"asp_schedule": str(built["schedule"]), "asp_workers": 2,
                                                             "asp_first_epoch": 1}})
@@ -76,7 +76,7 @@ def test_settings_from_nested_key_and_environment(built, monkeypatch):  # noqa: 
 
 
 def test_missing_schedule_and_wrong_batch_size(built, monkeypatch):  # noqa: F811
-    from asp_cli.sampler import ScheduleSampler
+    from asp_cli.integrate.sampler import ScheduleSampler
 
     monkeypatch.delenv("ASP_SCHEDULE", raising=False)
     with pytest.raises(SettingsError, match="asp_schedule"):
@@ -86,7 +86,7 @@ def test_missing_schedule_and_wrong_batch_size(built, monkeypatch):  # noqa: F81
 
 
 def test_a_filtered_or_different_dataset_is_refused(built):  # noqa: F811
-    from asp_cli.sampler import ScheduleSampler
+    from asp_cli.integrate.sampler import ScheduleSampler
 
     config = {"asp_schedule": str(built["schedule"])}
     with pytest.raises(InputError, match="filter_overlong_prompts"):
@@ -102,7 +102,7 @@ def test_real_dataloader_reads_schedule_batches(built):  # noqa: F811
     torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (the [torch] extra)")
     from torch.utils.data import DataLoader, Sampler
 
-    from asp_cli.sampler import ScheduleSampler
+    from asp_cli.integrate.sampler import ScheduleSampler
 
     replay = open_schedule(built["schedule"])
     sampler = ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(built["schedule"]), "train_batch_size": BATCH})
@@ -120,7 +120,7 @@ def test_real_dataloader_reads_schedule_batches(built):  # noqa: F811
 
 def test_loading_by_file_path_as_verl_does(built):  # noqa: F811
     pytest.importorskip("torch", reason="torch is not installed: pip install torch (the [torch] extra)")
-    import asp_cli.sampler as module
+    import asp_cli.integrate.sampler as module
 
     spec = importlib.util.spec_from_file_location("custom_module", module.__file__)
     loaded = importlib.util.module_from_spec(spec)

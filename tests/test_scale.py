@@ -26,7 +26,7 @@ def test_200k_prompts_stay_columnar(tmp_path):
     source = tmp_path / "prompts.jsonl"
     make_prompts(200_000, source)
     out = tmp_path / "schedule.parquet"
-    process = subprocess.Popen([sys.executable, "-m", "asp_cli.cli", "schedule", str(source), "-o", str(out),
+    process = subprocess.Popen([sys.executable, "-m", "asp_cli", "schedule", str(source), "-o", str(out),
                                 "--quiet", "--instances", "8", "--epochs", "2"], stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, process.stderr.read().decode()

@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from asp_cli.errors import ScheduleFormatError
-from asp_cli.pipeline import arrange
+from asp_cli.arrange.pipeline import arrange
 from asp_cli.schedule_format import FORMAT_VERSION, METADATA_KEY, read_schedule, validate_frame, write_schedule
 from asp_cli.settings import ScheduleSettings
 

@@ -11,7 +11,7 @@ import pytest
 
 from asp_cli.costmodel import load_preset
 from asp_cli.errors import SettingsError
-from asp_cli.simulate import (
+from asp_cli.sim.engine import (
     SimulationSettings,
     _Engine,
     _Stats,

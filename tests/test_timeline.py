@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from asp_cli.costmodel import PRESETS, wave_decode_seconds
-from asp_cli.timeline import minibatch_times, policy_version_at, trainer_seconds, trainer_timeline
+from asp_cli.arrange.timeline import minibatch_times, policy_version_at, trainer_seconds, trainer_timeline
 
 PRESET = PRESETS["h100-qwen2.5-7b"]
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from asp_cli.prediction import predict_lengths
+from asp_cli.predict.prediction import predict_lengths
 from asp_cli.reading import read_prompts
 
 from util import write_jsonl

@@ -1,0 +1,519 @@
+"""The Python twin of `asp schedule`: read prompts, predict lengths, pack, interleave, estimate, write.
+
+`arrange` is the pure core (frames in, schedule frame out); `schedule` adds files, fingerprints and
+metadata. The CLI only parses options, calls `schedule` and renders its `ScheduleResult`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from asp_cli import __version__
+from asp_cli import columns as C
+from asp_cli.costmodel import HardwarePreset, load_preset
+from asp_cli.errors import SettingsError
+from asp_cli.arrange.interleaving import balanced_assignment, dispatch_order, ideal_start_s, length_classes
+from asp_cli.arrange.packing import pack
+from asp_cli.schedule_format import FORMAT_VERSION, write_schedule
+from asp_cli.settings import ScheduleSettings
+from asp_cli.arrange.timeline import minibatch_times, policy_version_at, trainer_seconds, trainer_timeline
+
+# Relative noise on log length when ordering prompts for packing; keeps epochs different while moving a
+# prompt by at most a few percent of its length (well inside the predictor's own error).
+_PACKING_JITTER = 0.02
+# Rounds of holding minibatches back to honour --max-lag before giving up.
+_MAX_LAG_ROUNDS = 60
+# Train batches of the shortest minibatches dispatched first, so the trainer's first step starts at once.
+_WARM_TRAIN_BATCHES = 1
+# How many more minibatches of one length class an instance may hold than the instance with the fewest.
+_CLASS_BALANCE_SLACK = 1
+# Most rows one schedule may hold (epochs x prompts). At about 1.3 kB of peak memory per row (docs/benchmarks.md,
+# 10M prompts) that is already 130 GB; a typo such as `--epochs 100000000` stops here with exit 4 rather than in
+# an out-of-memory kill. Larger runs schedule a few epochs at a time.
+_MAX_ROWS = 100_000_000
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ScheduleResult:
+    """What `schedule` made: the rows, the metadata written with them, and a summary for people."""
+
+    frame: pl.DataFrame
+    metadata: dict[str, Any]
+    summary: dict[str, Any] = field(default_factory=dict)
+    output: Path | None = None
+
+
+# --------------------------------------------------------------------------------------------------------
+# The core
+
+
+def minibatch_token_budget(settings: ScheduleSettings, preset: HardwarePreset) -> int:
+    """The per-minibatch KV budget in tokens: the user's, or the preset's cache capacity."""
+    if settings.max_tokens_per_minibatch is not None:
+        return settings.max_tokens_per_minibatch
+    return max(preset.kv_capacity_tokens, 1)
+
+
+def _kv_footprint(prompt_tokens: np.ndarray, top: np.ndarray, mean: np.ndarray, n: int) -> np.ndarray:
+    """KV tokens a group may hold at once: N x (prompt + predicted mean)."""
+    return np.ceil(n * (prompt_tokens + mean)).astype(np.int64)
+
+
+def arrange(
+    prompts: pl.DataFrame,
+    predictions: pl.DataFrame,
+    settings: ScheduleSettings,
+    *,
+    preset: HardwarePreset | None = None,
+) -> pl.DataFrame:
+    """Arrange prompts into a schedule frame (all epochs), sorted by ``seq``.
+
+    Parameters
+    ----------
+    prompts
+        At least ``row`` and ``prompt_id`` (as `reading.read_prompts` returns).
+    predictions
+        Aligned with ``prompts``: ``prompt_tokens``, ``predicted_max_tokens``, ``predicted_mean_tokens``,
+        ``predicted_tokens``, ``prediction_source`` (as `prediction.predict_lengths` returns).
+    settings
+        The scheduler settings.
+    preset
+        The cost model; by default ``settings.preset``.
+
+    Raises
+    ------
+    SettingsError
+        When one prompt does not fit the minibatch token budget, or ``max_lag`` cannot be honoured.
+    """
+    preset = preset or load_preset(settings.preset)
+    if prompts.height != predictions.height:
+        raise ValueError("prompts and predictions differ in length")
+    if settings.canonical_order:
+        # Ids are unique, so sorting by id fixes one order whatever order the rows came in; `row` still
+        # names each prompt's position in the input.
+        by_id = prompts[C.PROMPT_ID].arg_sort()
+        prompts, predictions = prompts[by_id], predictions[by_id]
+    n = settings.samples_per_prompt
+    rows = prompts.height * settings.epochs
+    if rows > _MAX_ROWS:
+        raise SettingsError(
+            f"--epochs {settings.epochs} x {prompts.height:,} prompts is {rows:,} schedule rows, more than "
+            f"{_MAX_ROWS:,}; schedule a few epochs per run (with a different --seed for each run)"
+        )
+    planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
+    top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
+    mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
+    prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
+    # KV footprint of a group: its N prompts plus all its response tokens, N x (prompt + mean). A wave's cache
+    # use at step s is the sum of (prompt + s) over the sequences still live, which never exceeds the sum of
+    # (prompt + length) over all of them; so minibatches within the budget never overflow the cache (when
+    # the predictions hold), without reserving every sample's maximum.
+    footprint = _kv_footprint(prompt_tokens, top, mean, n)
+    budget = minibatch_token_budget(settings, preset)
+    if footprint.size and footprint.max() > budget:
+        worst = int(np.argmax(footprint))
+        raise SettingsError(
+            f"--max-tokens-per-minibatch {budget} is smaller than one prompt: prompt id "
+            f"{prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
+            f"(prompt + predicted mean response)); raise it to at least {int(footprint[worst])}"
+        )
+    # Under a max_lag bound, rollout can run only a few steps ahead of the trainer. When the trainer is the
+    # slower side, the epoch then lasts as long as the trainer's work, and each class is spread over that
+    # horizon, so every stretch of the trainer's timeline gets its share of long groups (front-loading the
+    # long class would fill the admission window with it and leave the trainer waiting). Without a lag bound
+    # rollout runs ahead freely and its own horizon stays (the long tail must start early).
+    trainer_s = (trainer_seconds(preset, n * (prompt_tokens + mean), settings.train_batch_size)
+                 if settings.max_lag is not None else None)
+    epochs = []
+    free_at = np.zeros(settings.instances, dtype=np.float64)
+    minibatch_offset = 0
+    for epoch in range(settings.epochs):
+        rng = np.random.default_rng([settings.seed, epoch])
+        local = pack(planned, footprint, max_prompts=settings.minibatch_size, max_tokens=budget, rng=rng,
+                     jitter=_PACKING_JITTER)
+        m = int(local.max()) + 1
+        duration, finish_offset = minibatch_times(preset, local, m, prompt_tokens, top, mean, n)
+        classes = length_classes(duration, settings.length_classes)
+        ideal = ideal_start_s(duration, classes, settings.instances, groups=np.bincount(local, minlength=m),
+                              warm_groups=_WARM_TRAIN_BATCHES * settings.train_batch_size,
+                              horizon_s=trainer_s)
+        order = dispatch_order(ideal, duration)
+        instance, start, free_at = balanced_assignment(order, duration, classes, free_at,
+                                                       slack=_CLASS_BALANCE_SLACK)
+        rank = np.empty(m, dtype=np.int64)
+        rank[order] = np.arange(m)
+        epochs.append(
+            {
+                "epoch": epoch,
+                "minibatch_local": local,
+                "minibatch_global": rank[local] + minibatch_offset,
+                "duration": duration,
+                "dispatch_rank": rank,
+                "instance": instance,
+                "start": start,
+                "finish_offset": finish_offset,
+                "classes": classes,
+            }
+        )
+        minibatch_offset += m
+    return _assemble(prompts, predictions, settings, preset, epochs)
+
+
+def _assemble(
+    prompts: pl.DataFrame,
+    predictions: pl.DataFrame,
+    settings: ScheduleSettings,
+    preset: HardwarePreset,
+    epochs: list[dict[str, Any]],
+) -> pl.DataFrame:
+    """Turn per-epoch arrays into rows; estimate training steps and lag; honour max_lag."""
+    p = prompts.height
+    n = settings.samples_per_prompt
+    # Global minibatch arrays (dispatch order across epochs is epoch-major, then dispatch rank).
+    mb_instance = np.concatenate([e["instance"][np.argsort(e["dispatch_rank"])] for e in epochs])
+    mb_duration = np.concatenate([e["duration"][np.argsort(e["dispatch_rank"])] for e in epochs])
+    mb_start = np.concatenate([e["start"][np.argsort(e["dispatch_rank"])] for e in epochs])
+    mb_class = np.concatenate([e["classes"][np.argsort(e["dispatch_rank"])] for e in epochs])
+    row_mb = np.concatenate([e["minibatch_global"] for e in epochs])
+    row_offset = np.concatenate([e["finish_offset"] for e in epochs])
+    row_epoch = np.repeat(np.arange(len(epochs), dtype=np.int32), p)
+    row_prompt = np.tile(np.arange(p, dtype=np.int64), len(epochs))
+    planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
+    mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
+    prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
+    step_tokens = np.tile(n * (prompt_tokens + mean), len(epochs))
+
+    start = mb_start.copy()
+    hold = np.zeros_like(start)
+    for _ in range(_MAX_LAG_ROUNDS + 1):
+        start = _replay_starts(mb_instance, mb_duration, hold, settings.instances)
+        finish = start[row_mb] + row_offset
+        train_step, _, step_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size)
+        version = policy_version_at(step_end, start)[row_mb]
+        lag = train_step - version
+        if settings.max_lag is None or lag.max() <= settings.max_lag:
+            break
+        # Hold each offending minibatch until the policy it needs is live.
+        need = np.zeros(mb_start.size, dtype=np.int64)
+        np.maximum.at(need, row_mb, train_step - settings.max_lag)
+        ready_at = np.where(need > 0, step_end[np.clip(need - 1, 0, step_end.size - 1)], 0.0)
+        too_early = (policy_version_at(step_end, start) < need) & (ready_at > start)
+        if not too_early.any():
+            break
+        hold = np.maximum(hold, np.where(too_early, ready_at, 0.0))
+    if settings.max_lag is not None and lag.max() > settings.max_lag:
+        worst = int(np.argmax(lag))
+        raise SettingsError(
+            f"--max-lag {settings.max_lag} cannot be met: prompt id {prompts[C.PROMPT_ID][int(row_prompt[worst])]!r} "
+            f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
+            "raise --train-batch-size, or give more --instances"
+        )
+    version_rows = policy_version_at(step_end, start)[row_mb]
+    # Dispatch order: the interleaving's (epoch by epoch), which is also what a free-dispatch engine follows;
+    # rows in a minibatch longest first.
+    mb_order = np.arange(start.size)
+    mb_rank = np.empty(start.size, dtype=np.int64)
+    mb_rank[mb_order] = np.arange(start.size)
+    row_planned = np.tile(planned, len(epochs))
+    row_order = np.lexsort((row_prompt, -row_planned, mb_rank[row_mb]))
+    seq = np.empty(row_order.size, dtype=np.int64)
+    seq[row_order] = np.arange(row_order.size)
+    position = np.empty(row_order.size, dtype=np.int64)
+    sorted_mb = mb_rank[row_mb][row_order]
+    first_of_mb = np.searchsorted(sorted_mb, sorted_mb, side="left")
+    position[row_order] = np.arange(row_order.size) - first_of_mb
+
+    pred = predictions
+    frame = pl.DataFrame(
+        {
+            "seq": seq,
+            "instance": mb_instance[row_mb].astype(np.int32),
+            "minibatch": mb_rank[row_mb].astype(np.int64),
+            "epoch": row_epoch,
+            "row": prompts[C.ROW].to_numpy().astype(np.int64)[row_prompt],
+            "prompt_id": prompts[C.PROMPT_ID].gather(row_prompt),
+            "predicted_tokens": row_planned,
+            "train_step": train_step.astype(np.int64),
+            "predicted_max_tokens": pred[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.int64)[row_prompt],
+            "predicted_mean_tokens": pred[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.int64)[row_prompt],
+            "prompt_tokens": pred[C.PROMPT_TOKENS].to_numpy().astype(np.int64)[row_prompt],
+            "prediction_source": pred[C.PREDICTION_SOURCE].gather(row_prompt),
+            "length_class": mb_class[row_mb].astype(np.int32),
+            "position_in_minibatch": position.astype(np.int32),
+            "expected_start_s": np.round(start[row_mb], 6),
+            "expected_finish_s": np.round(finish, 6),
+            "expected_minibatch_end_s": np.round((start + mb_duration)[row_mb], 6),
+            "expected_policy_version": version_rows.astype(np.int64),
+            "expected_lag": lag.astype(np.int64),
+        },
+        schema_overrides={"prompt_id": pl.String, "prediction_source": pl.String},
+    )
+    return frame.sort("seq")
+
+
+def _replay_starts(instance: np.ndarray, duration: np.ndarray, hold: np.ndarray, instances: int) -> np.ndarray:
+    """Start times when each instance runs its minibatches in order, none before its hold time."""
+    start = np.empty(duration.size, dtype=np.float64)
+    free = np.zeros(instances, dtype=np.float64)
+    for m in range(duration.size):
+        k = instance[m]
+        start[m] = max(free[k], hold[m])
+        free[k] = start[m] + duration[m]
+    return start
+
+
+# --------------------------------------------------------------------------------------------------------
+# Summary
+
+
+def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwarePreset) -> dict[str, Any]:
+    """The few facts people and scripts want first: sizes, padding, balance, lag."""
+    n = settings.samples_per_prompt
+    per_mb = frame.group_by("minibatch").agg(
+        pl.col("instance").first(),
+        pl.col("expected_start_s").first().alias("start"),
+        pl.col("expected_minibatch_end_s").first().alias("end"),
+        pl.col("predicted_tokens").max().alias("longest"),
+        pl.col("predicted_tokens").sum().alias("tokens"),
+        pl.len().alias("prompts"),
+    )
+    # Predicted padding: slot-steps a static batch of each minibatch would leave idle.
+    slots = (per_mb["longest"] * per_mb["prompts"]).sum()
+    padding = 1.0 - float(per_mb["tokens"].sum()) / float(slots) if slots else 0.0
+    busy = per_mb.group_by("instance").agg(
+        (pl.col("end") - pl.col("start")).sum().alias("busy_s"), pl.col("end").max().alias("end_s")
+    ).sort("instance")
+    busy_s = busy["busy_s"].to_numpy()
+    end_s = busy["end_s"].to_numpy()
+    makespan = float(end_s.max()) if end_s.size else 0.0
+    # The trainer's own work, steps back to back: when it exceeds rollout, the trainer binds, groups queue
+    # up and lag grows unless --max-lag holds rollout back.
+    step_tokens = frame.group_by("train_step").agg(
+        (n * (pl.col("prompt_tokens") + pl.col("predicted_mean_tokens"))).sum().alias("tokens"))
+    trainer_s = float(np.sum(preset.train_step_seconds(step_tokens["tokens"].to_numpy()) + preset.weight_sync_s))
+    return {
+        "prompts": int(frame.filter(pl.col("epoch") == 0).height),
+        "epochs": settings.epochs,
+        "rows": frame.height,
+        "instances": settings.instances,
+        "samples_per_prompt": n,
+        "minibatches": int(per_mb.height),
+        "train_steps": int(frame["train_step"].max()) + 1,
+        "predicted_padding_fraction": round(padding, 4),
+        "predicted_rollout_makespan_s": round(makespan, 3),
+        "predicted_instance_busy_s": [round(float(x), 3) for x in busy_s],
+        "predicted_instance_finish_spread_s": round(float(end_s.max() - end_s.min()), 3) if end_s.size else 0.0,
+        "predicted_instance_imbalance": round(float(busy_s.max() / busy_s.mean()), 4) if busy_s.size else 1.0,
+        "predicted_trainer_busy_s": round(trainer_s, 3),
+        "trainer_bound": bool(trainer_s > makespan),
+        "expected_lag_mean": round(float(frame["expected_lag"].mean()), 3),
+        "expected_lag_max": int(frame["expected_lag"].max()),
+        "prompts_from_history": int(frame.filter((pl.col("epoch") == 0) & (pl.col("prediction_source") == "history")).height),
+    }
+
+
+# --------------------------------------------------------------------------------------------------------
+# Files in, file out
+
+
+def file_fingerprint(paths: Sequence[Path]) -> str:
+    """The fingerprint of files' bytes, in order (names excluded, so a moved file keeps its print).
+
+    One file: ``sha256:`` of its bytes. Several: `combine_fingerprints` of theirs.
+    """
+    prints = []
+    for path in paths:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(chunk)
+        prints.append("sha256:" + digest.hexdigest())
+    return combine_fingerprints(prints)
+
+
+def combine_fingerprints(prints: Sequence[str]) -> str:
+    """One fingerprint for several files: the file's own for one, else SHA-256 over theirs joined by newlines."""
+    if len(prints) == 1:
+        return prints[0]
+    return "sha256:" + hashlib.sha256("\n".join(prints).encode()).hexdigest()
+
+
+def schedule(
+    inputs: Sequence[Path],
+    output: Path | None = None,
+    *,
+    settings: ScheduleSettings | None = None,
+    predictor: Path | None = None,
+    predictions: Sequence[Path] = (),
+    history: Sequence[Path] = (),
+    prompt_key: str | None = None,
+    id_key: str | None = None,
+    history_id_key: str | None = None,
+    history_length_key: str | None = None,
+    tokenizer: Path | None = None,
+    on_bad_row: str = "error",
+    command_line: Sequence[str] | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> ScheduleResult:
+    """Make a schedule from prompt files; write it to ``output`` when given.
+
+    This is what `asp schedule` runs. See the README for the options; every setting lives in
+    ``settings`` (a `ScheduleSettings`).
+
+    Raises
+    ------
+    AspError
+        Its subclasses for bad input, settings, predictor files or outputs; nothing is written then.
+    """
+    from asp_cli.output import check_output_path
+    from asp_cli.predict.prediction import predict_lengths
+    from asp_cli.reading import read_lengths, read_prompts
+
+    settings = settings or ScheduleSettings()
+    note = progress or (lambda _msg: None)
+    inputs = [Path(p) for p in inputs]
+    history = [Path(p) for p in history]
+    predictions = [Path(p) for p in predictions]
+    if predictions and (predictor is not None or history):
+        raise SettingsError("--predictions replaces the predictor: give it without --predictor and --history")
+    if output is not None:
+        check_output_path(Path(output), [*inputs, *history, *predictions, *([predictor] if predictor else [])],
+                          force=force)
+    preset = load_preset(settings.preset)
+    note("reading prompts")
+    prompts, read_report = read_prompts(inputs, prompt_key=prompt_key, id_key=id_key, on_bad_row=on_bad_row)  # type: ignore[arg-type]
+    history_frame = None
+    history_print = None
+    history_report = None
+    if history:
+        note("reading history")
+        history_frame, history_report = read_lengths(
+            history, id_key=history_id_key, length_key=history_length_key, on_bad_row=on_bad_row  # type: ignore[arg-type]
+        )
+        history_print = file_fingerprint(history)
+    note("predicting lengths")
+    if predictions:
+        from asp_cli.predict.predictions_file import predictions_from_files
+
+        predicted, info = predictions_from_files(
+            prompts, predictions, fingerprint=file_fingerprint(predictions),
+            max_response_tokens=settings.max_response_tokens, plan_with=settings.plan_with,
+        )
+    else:
+        predicted, info = predict_lengths(
+            prompts,
+            predictor=predictor,
+            history=history_frame,
+            history_fingerprint=history_print,
+            samples_per_prompt=settings.samples_per_prompt,
+            max_response_tokens=settings.max_response_tokens,
+            plan_with=settings.plan_with,
+            tokenizer=tokenizer,
+        )
+    note("packing and interleaving")
+    frame = arrange(prompts, predicted, settings, preset=preset)
+    summary = summarize(frame, settings, preset)
+    summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
+    summary["warnings"] = _input_warnings(prompts, history_frame, settings)
+    metadata = {
+        "asp_version": __version__,
+        "created_by": f"asp {__version__}",
+        "format_version": FORMAT_VERSION,
+        "settings": settings.to_dict(),
+        "preset": preset.to_dict(),
+        "max_tokens_per_minibatch_used": minibatch_token_budget(settings, preset),
+        "inputs": [{"name": p.name, "fingerprint": read_report.fingerprints[str(p)]} for p in inputs],
+        "input_fingerprint": combine_fingerprints([read_report.fingerprints[str(p)] for p in inputs]),
+        "predictor": {
+            "name": info.predictor_name,
+            "fingerprint": info.predictor_fingerprint,
+            "history_fingerprint": info.history_fingerprint,
+            "prompts_from_history": info.prompts_from_history,
+            "prompts_from_model": info.prompts_from_model,
+        },
+        "columns_used": read_report.columns_used,
+        "skipped_rows": summary["skipped_rows"],
+        "command_line": _recorded_command_line(command_line),
+        "summary": _finite(summary),
+    }
+    result = ScheduleResult(frame=frame, metadata=metadata, summary=summary)
+    if output is not None:
+        note("writing schedule")
+        write_schedule(frame, metadata, Path(output))
+        result.output = Path(output)
+    return result
+
+
+_NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--no-progress"}
+_VALUE_NOT_RECORDED = {"-o", "--output"}
+
+
+def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, settings: ScheduleSettings) -> list[str]:
+    """What is legal but probably not what the user meant: history that matches no prompt, or a train batch
+    larger than an epoch."""
+    warnings = []
+    if history is not None and history.height:
+        ids = history[C.PROMPT_ID].unique()
+        unknown = int((~ids.is_in(prompts[C.PROMPT_ID].implode())).sum())
+        if unknown == ids.len():
+            warnings.append(
+                f"none of the {ids.len():,} prompt ids in --history is among the prompts, so every length comes "
+                "from the model; check --history-id-key, or that the history is of this dataset"
+            )
+        elif unknown:
+            warnings.append(f"{unknown:,} of the {ids.len():,} prompt ids in --history are not among the prompts "
+                            "(their samples are ignored)")
+    if settings.train_batch_size > prompts.height:
+        warnings.append(
+            f"--train-batch-size {settings.train_batch_size} is larger than the {prompts.height:,} prompts of an "
+            "epoch: every training step is the epoch's only, partial batch"
+        )
+    return warnings
+
+
+def _recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:
+    """The command line, without options that change where or how output goes but not the schedule.
+
+    The output path is written as OUT so that the same schedule made to two paths is byte-identical.
+    """
+    if argv is None:
+        return None
+    recorded: list[str] = []
+    skip_next = False
+    for arg in argv:
+        if skip_next:
+            recorded.append("OUT")
+            skip_next = False
+            continue
+        if arg in _NOT_RECORDED:
+            continue
+        if arg in _VALUE_NOT_RECORDED:
+            recorded.append(arg)
+            skip_next = True
+            continue
+        if arg.startswith("--output="):
+            recorded.append("--output=OUT")
+            continue
+        recorded.append(arg)
+    return recorded
+
+
+def _finite(document: Any) -> Any:
+    if isinstance(document, float) and not math.isfinite(document):
+        return None
+    if isinstance(document, dict):
+        return {k: _finite(v) for k, v in document.items()}
+    if isinstance(document, list):
+        return [_finite(v) for v in document]
+    return document

@@ -1,0 +1,162 @@
+"""The scheduler's own estimates: minibatch durations, group finish times, training steps and policy lag.
+
+These use the same cost model as the simulator (`costmodel`), in a cheaper, vectorised form: every
+minibatch is one wave of continuous batching (all its sequences admitted at once), which the packer
+guarantees for the KV cache and `max_num_seqs` by default; beyond them the wave is stretched in proportion
+(docs/algorithms.md, "Estimates").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asp_cli.costmodel import HardwarePreset
+
+
+def _segment_starts(segment: np.ndarray) -> np.ndarray:
+    starts = np.ones(segment.size, dtype=bool)
+    starts[1:] = segment[1:] != segment[:-1]
+    return starts
+
+
+def _segmented_cumsum(values: np.ndarray, segment: np.ndarray) -> np.ndarray:
+    """Inclusive running sums that restart at each new segment (segments contiguous)."""
+    total = np.cumsum(values)
+    starts = np.flatnonzero(_segment_starts(segment))
+    base = np.zeros(values.size, dtype=np.float64)
+    base[starts] = total[starts] - values[starts]
+    base = np.maximum.accumulate(np.where(_segment_starts(segment), base, -np.inf))
+    return total - base
+
+
+def minibatch_times(
+    preset: HardwarePreset,
+    minibatch: np.ndarray,
+    n_minibatches: int,
+    prompt_tokens: np.ndarray,
+    max_tokens: np.ndarray,
+    mean_tokens: np.ndarray,
+    samples_per_prompt: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted seconds of each minibatch and each group's finish offset inside its minibatch.
+
+    A group of N samples is modelled as one sample at its predicted maximum and N - 1 at the length that
+    keeps the group's total at N times the predicted mean. The wave time is the exact closed form of
+    `costmodel.wave_decode_seconds` for weighted sequences, evaluated for all minibatches at once with
+    segmented prefix sums.
+
+    Returns
+    -------
+    (duration_s, finish_offset_s)
+        ``duration_s[m]`` per minibatch; ``finish_offset_s[i]`` per prompt (its group's last sample).
+    """
+    n = int(samples_per_prompt)
+    p = np.asarray(prompt_tokens, dtype=np.float64)
+    top = np.maximum(np.asarray(max_tokens, dtype=np.float64), 1.0)
+    mean = np.clip(np.asarray(mean_tokens, dtype=np.float64), 1.0, top)
+    rest = np.clip((n * mean - top) / max(n - 1, 1), 1.0, top) if n > 1 else np.zeros_like(top)
+    # Items: (prompt, length, weight). Item 0..P-1: the group maxima; P..2P-1: the other N-1 samples.
+    prompts_count = top.size
+    if n > 1:
+        length = np.concatenate((top, rest))
+        weight = np.concatenate((np.ones(prompts_count), np.full(prompts_count, n - 1.0)))
+        prompt = np.concatenate((p, p))
+        wave = np.concatenate((minibatch, minibatch))
+    else:
+        length, weight, prompt, wave = top, np.ones(prompts_count), p, np.asarray(minibatch)
+    # Sort by (wave, length descending) with one float key: a single argsort is several times faster than
+    # lexsort on millions of items; lengths that differ by less than float precision may swap, which the
+    # closed form (continuous in the lengths) does not notice.
+    span = float(length.max()) + 2.0
+    order = np.argsort(np.asarray(wave, dtype=np.float64) * span + (span - 1.0 - length), kind="stable")
+    length, weight, prompt, wave = length[order], weight[order], prompt[order], wave[order]
+    starts = _segment_starts(wave)
+    # Live weight during each item's stretch, and the stretch itself (steps until the next shorter item).
+    live = _segmented_cumsum(weight, wave)
+    next_length = np.append(length[1:], 0.0)
+    ends = np.append(starts[1:], True)
+    next_length[ends] = 0.0
+    stretch = length - next_length
+    gemm = np.maximum(preset.weight_read_s, preset.compute_s_per_token * live)
+    fixed = stretch * (preset.step_overhead_s + gemm)
+    # Reverse segmented sums: the fixed time until each item's last step (all stretches at or after it).
+    fixed_until = _segmented_cumsum(fixed[::-1], wave[::-1])[::-1]
+    life = weight * (prompt * length + length * (length + 1.0) / 2.0)
+    life_after = _segmented_cumsum(life[::-1], wave[::-1])[::-1]
+    weighted_prompts_before = _segmented_cumsum(weight * prompt, wave) - weight * prompt
+    weight_before = live - weight
+    kv = preset.kv_s_per_token * (
+        weighted_prompts_before * length + weight_before * length * (length + 1.0) / 2.0 + life_after
+    )
+    prefill_tokens = np.bincount(wave, weights=weight * prompt, minlength=n_minibatches)
+    prefill = preset.prefill_seconds(prefill_tokens)
+    finish_sorted = prefill[wave] + fixed_until + kv
+    duration = np.zeros(n_minibatches, dtype=np.float64)
+    first = np.flatnonzero(starts)
+    duration[wave[first]] = finish_sorted[first]
+    # More sequences than the engine's max_num_seqs, or a KV footprint above the cache: several waves.
+    sequences = np.bincount(wave, weights=weight, minlength=n_minibatches)
+    footprint = np.bincount(wave, weights=weight * (prompt + length), minlength=n_minibatches)
+    stretch_factor = np.maximum.reduce(
+        [np.ones(n_minibatches), sequences / preset.max_num_seqs, footprint / max(preset.kv_capacity_tokens, 1)]
+    )
+    duration *= stretch_factor
+    finish = np.empty(length.size, dtype=np.float64)
+    finish[order] = finish_sorted * stretch_factor[wave]
+    return duration, finish[:prompts_count]
+
+
+def trainer_seconds(preset: HardwarePreset, group_tokens: np.ndarray, train_batch_size: int) -> float:
+    """The trainer's busy time for one epoch of groups with these tokens: every step and its weight sync,
+    back to back (the trainer term of `lower_bound`, from predicted tokens)."""
+    tokens = np.asarray(group_tokens, dtype=np.float64)
+    steps = -(-tokens.size // max(int(train_batch_size), 1))
+    return steps * (preset.train_fixed_s + preset.weight_sync_s) + preset.train_per_token_s * float(tokens.sum())
+
+
+def trainer_timeline(
+    preset: HardwarePreset,
+    arrival_s: np.ndarray,
+    step_tokens: np.ndarray,
+    train_batch_size: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Train steps, in arrival order, of groups arriving at ``arrival_s``.
+
+    The trainer takes ``train_batch_size`` complete groups per step in arrival order (ties by index); a
+    step starts when its last group has arrived and the previous step and weight sync are done.
+
+    Returns
+    -------
+    (train_step, step_start_s, step_end_s)
+        Per group its step; per step its start and end (the end includes the weight sync, after which the
+        new policy version is live on the instances).
+    """
+    arrival = np.asarray(arrival_s, dtype=np.float64)
+    order = np.lexsort((np.arange(arrival.size), arrival))
+    rank = np.empty(arrival.size, dtype=np.int64)
+    rank[order] = np.arange(arrival.size)
+    train_step = rank // train_batch_size
+    n_steps = int(train_step.max()) + 1 if arrival.size else 0
+    ready = np.zeros(n_steps)
+    np.maximum.at(ready, train_step, arrival)
+    tokens = np.bincount(train_step, weights=np.asarray(step_tokens, dtype=np.float64), minlength=n_steps)
+    busy = preset.train_step_seconds(tokens) + preset.weight_sync_s
+    start, end = run_steps(ready, busy)
+    return train_step, start, end
+
+
+def run_steps(ready_s: np.ndarray, busy_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of trainer steps run one after another, each no earlier than its inputs are ready."""
+    start = np.empty(len(ready_s))
+    end = np.empty(len(ready_s))
+    previous = 0.0
+    for s in range(len(ready_s)):
+        start[s] = max(previous, ready_s[s])
+        end[s] = start[s] + busy_s[s]
+        previous = end[s]
+    return start, end
+
+
+def policy_version_at(step_end_s: np.ndarray, time_s: np.ndarray) -> np.ndarray:
+    """The policy version live at each time: the number of training steps finished (and synced) by then."""
+    return np.searchsorted(np.asarray(step_end_s), np.asarray(time_s, dtype=np.float64), side="right")

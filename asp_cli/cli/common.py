@@ -1,0 +1,82 @@
+"""What every command shares: error-to-exit-code mapping, stderr messages, JSON on stdout, progress bars.
+
+Library code never prints and never exits; commands call the library inside `guarded`, which turns an
+`AspError` into one ``Error: ...`` line on stderr and its documented exit code (see docs/errors.md).
+``--traceback`` or ``ASP_TRACEBACK=1`` shows the traceback as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+import typer
+
+from asp_cli.errors import AspError, ExitCode
+
+_state = {"traceback": False}
+
+
+def set_traceback(enabled: bool) -> None:
+    _state["traceback"] = enabled
+
+
+def traceback_enabled() -> bool:
+    return _state["traceback"] or os.environ.get("ASP_TRACEBACK", "") not in ("", "0")
+
+
+def say(message: str) -> None:
+    """A message for people: stderr, never stdout."""
+    typer.echo(message, err=True)
+
+
+def emit_json(document: Any) -> None:
+    """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs."""
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def guarded() -> Iterator[None]:
+    """Run a command body, mapping failures to one stderr line and a documented exit code."""
+    previous = signal.getsignal(signal.SIGTERM)
+    with contextlib.suppress(ValueError):  # not in the main thread (tests): keep the default
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    except AspError as exc:
+        if traceback_enabled():
+            traceback.print_exc()
+        say(f"Error: {exc}")
+        raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt:
+        say("Interrupted; nothing was written.")
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
+        if traceback_enabled():
+            traceback.print_exc()
+        say(
+            f"Error: internal error ({type(exc).__name__}: {exc}); this is a bug in asp. "
+            "Rerun with --traceback and report it."
+        )
+        raise typer.Exit(int(ExitCode.INTERNAL)) from None
+    finally:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)
+
+
+def show_progress(quiet: bool) -> bool:
+    """Progress bars only when stderr is a terminal and the user did not ask for quiet."""
+    return not quiet and sys.stderr.isatty()

@@ -1,0 +1,65 @@
+"""The `asp` command line: a thin layer that parses options, calls the library and renders the result.
+
+Each command group lives in its own module of ``asp_cli.cli`` with a ``register(app)`` function; this module only
+assembles them and holds the global options.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from asp_cli import __version__
+from asp_cli.cli.common import set_traceback
+
+app = typer.Typer(
+    name="asp",
+    help="Adaptive Scheduling Pipeline: offline rollout schedules for LLM RL training.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"asp {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    traceback: bool = typer.Option(
+        False, "--traceback", help="Show the Python traceback of an error (or set ASP_TRACEBACK=1)."
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Adaptive Scheduling Pipeline: offline rollout schedules for LLM RL training."""
+    set_traceback(traceback)
+
+
+def _register_all() -> None:
+    # Every command group is imported eagerly: one that fails to import is a bug to report, not a command to
+    # drop silently. The groups import the library lazily, so `asp --help` stays fast.
+    from asp_cli.cli import pipeline, predictor, report, schedule, simulate
+
+    for module in (schedule, predictor, simulate, report, pipeline):
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:  # outside a command's own handler (while parsing options)
+        typer.echo("Interrupted; nothing was written.", err=True)
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

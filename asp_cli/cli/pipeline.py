@@ -1,0 +1,95 @@
+"""`asp export` and `asp observe`: the commands that connect a schedule to a training pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from asp_cli.cli.common import emit_json, guarded, say
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export", no_args_is_help=True)(export_command)
+    app.command("observe", no_args_is_help=True)(observe_command)
+
+
+def export_command(
+    schedule: Path = typer.Argument(..., help="The schedule (.parquet) `asp schedule` wrote."),
+    dataset: list[Path] = typer.Argument(..., help="The prompt file(s) the schedule was made from, in the same order."),
+    output: Path = typer.Option(..., "--output", "-o", help="The ordered dataset to write (.parquet or .jsonl)."),
+    format: str = typer.Option("parquet", "--format", "-f", help="parquet, jsonl, or verl (Parquet in verl's RLHFDataset layout)."),  # noqa: A002
+    epoch: Optional[int] = typer.Option(None, "--epoch", help="Export one epoch (0-based); default all, one after the other."),
+    order: Optional[str] = typer.Option(None, "--order", help="'dispatch' (the schedule's seq) or 'train' (by training step, batches balanced across workers). Default: train for verl, dispatch otherwise."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Contiguous chunks per training batch for --order train (verl: rollout replicas); default the schedule's instances."),
+    prefix: str = typer.Option("", "--prefix", help="Prefix for asp's added columns, e.g. asp_ when the dataset has its own 'epoch'."),
+    prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not the one the schedule recorded."),
+    id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not the one the schedule recorded."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
+    json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary or warnings on stderr."),
+) -> None:
+    """Write the dataset's own rows in the schedule's order, with asp's columns, for a trainer to replay."""
+    with guarded():
+        from asp_cli.integrate.export import export
+
+        result = export(schedule, dataset, output, format=format, epoch=epoch, order=order, workers=workers,
+                        prefix=prefix, prompt_key=prompt_key, id_key=id_key, force=force)
+        if not quiet:
+            summary = result.summary
+            say(
+                f"Wrote {output}: {summary['rows']} rows ({format}, {result.order} order), epochs "
+                f"{', '.join(map(str, summary['epochs']))}; {summary['full_batches']} batches of "
+                f"{summary['train_batch_size']}" + (f" + {summary['trailing_rows']} rows" if summary["trailing_rows"] else "")
+            )
+            if result.trainer_settings:
+                say("  set in verl: " + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
+            elif format == "jsonl":
+                say("  read it in file order (slime: no --rollout-shuffle; OpenRLHF: see docs/integrations.md)")
+            for warning in result.warnings:
+                say(f"Warning: {warning}")
+        if json_output:
+            emit_json({"output": str(output), **result.summary, "trainer_settings": result.trainer_settings,
+                       "warnings": result.warnings})
+
+
+def observe_command(
+    logs: list[Path] = typer.Argument(..., help="Rollout logs: prompt id + response token count per sample (.jsonl, .json, .parquet, .csv), or verl generation dumps."),
+    output: Path = typer.Option(..., "--output", "-o", help="The history file (.parquet) to write or append to."),
+    schedule: Optional[Path] = typer.Option(None, "--schedule", help="The schedule the rollouts replayed: ids outside it are unknown."),
+    dataset: list[Path] = typer.Option([], "--dataset", help="The prompt file(s): ids outside them are unknown; needed for verl dumps (repeatable)."),
+    append: bool = typer.Option(False, "--append", help="Add to an existing history (a log already in it is not added twice)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing history (without --append)."),
+    epoch: Optional[int] = typer.Option(None, "--epoch", help="Epoch to record for rows whose log has no 'epoch' column."),
+    id_key: Optional[str] = typer.Option(None, "--id-key", help="The log's prompt id column, if not detected."),
+    length_key: Optional[str] = typer.Option(None, "--length-key", help="The log's response token count column, if not detected."),
+    on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
+    unknown_ids: str = typer.Option("skip", "--unknown-ids", help="Rows whose id the schedule/dataset lacks: 'skip' (counted, left out), 'keep' (counted, kept) or 'error'."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json to count verl dump outputs exactly."),
+    json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary or warnings on stderr."),
+) -> None:
+    """Ingest rollout logs (observed response lengths) into a history file for `asp schedule --history`."""
+    with guarded():
+        from asp_cli.integrate.observe import observe
+
+        result = observe(logs, output, schedule=schedule, dataset=dataset, append=append, force=force, epoch=epoch,
+                         id_key=id_key, length_key=length_key, on_bad_row=on_bad_row, unknown_ids=unknown_ids,
+                         tokenizer=tokenizer)
+        summary = result.summary
+        if not quiet:
+            say(
+                f"{'Appended to' if append else 'Wrote'} {output}: {summary['rows_added']} samples of "
+                f"{summary['prompts_observed']} prompts from {summary['logs'] - summary['logs_already_observed']} "
+                f"log(s); history now {summary['history_rows']} samples of {summary['history_prompts']} prompts"
+            )
+            for warning in result.warnings:
+                say(f"Warning: {warning}")
+        if json_output:
+            emit_json({"output": str(output), **summary, "warnings": result.warnings})
+
+
+def _hydra(value: object) -> str:
+    """A value as a Hydra override writes it (False, 64)."""
+    return str(value)

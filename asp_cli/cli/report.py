@@ -1,0 +1,97 @@
+"""`asp report`: what a schedule will do, as a terminal summary, JSON, an HTML page, or a pipeline gate."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from asp_cli.cli.common import emit_json, guarded, say
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report", no_args_is_help=True)(report_command)
+
+
+def report_command(
+    schedule: Path = typer.Argument(..., help="A schedule file written by `asp schedule`."),
+    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON document on stdout."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML page with plots here."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --html file."),
+    lengths: list[Path] = typer.Option(
+        [], "--lengths", help="Observed response lengths (rollout logs; repeatable), shown next to the predictions."
+    ),
+    lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in --lengths files."),
+    lengths_length_key: Optional[str] = typer.Option(
+        None, "--lengths-length-key", help="The response length column in --lengths files."
+    ),
+    on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
+    simulate: bool = typer.Option(
+        False, "--simulate",
+        help="Also replay the schedule in the simulator (on the --lengths when given, else on sampled lengths) "
+             "and show the replay next to the expectations.",
+    ),
+    compare: Optional[Path] = typer.Option(None, "--compare", help="A second schedule to show side by side (B)."),
+    check: bool = typer.Option(False, "--check", help="Exit with code 1 when a threshold below is broken."),
+    max_padding: Optional[float] = typer.Option(None, "--max-padding", help="Most predicted padding fraction (0-1)."),
+    max_instance_spread: Optional[float] = typer.Option(
+        None, "--max-instance-spread", help="Most (max - min) / mean of per-instance busy time (tokens without timing)."
+    ),
+    max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Most expected policy lag, in training steps."),
+    max_step_skew: Optional[float] = typer.Option(
+        None, "--max-step-skew", help="Most |step mean length / epoch mean - 1| over full training steps."
+    ),
+    max_trainer_idle: Optional[float] = typer.Option(
+        None, "--max-trainer-idle", help="Most fraction of time the trainer waits for data between steps."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal summary (errors and check failures still show)."),
+) -> None:
+    """Show what a schedule will do: balance, padding, queue flow, lag; gate a pipeline with --check."""
+    with guarded():
+        from asp_cli.errors import CheckFailed, SettingsError
+        from asp_cli.output import check_output_path, write_text_atomic
+        from asp_cli.reading import check_on_bad_row
+        from asp_cli.report.facts import CheckLimits, report_schedule
+
+        check_on_bad_row(on_bad_row)
+        limits = CheckLimits(max_padding=max_padding, max_instance_spread=max_instance_spread, max_lag=max_lag,
+                             max_step_skew=max_step_skew, max_trainer_idle=max_trainer_idle)
+        thresholds = {"--max-padding": max_padding, "--max-instance-spread": max_instance_spread,
+                      "--max-lag": max_lag, "--max-step-skew": max_step_skew, "--max-trainer-idle": max_trainer_idle}
+        for flag, value in thresholds.items():
+            if value is not None and not value >= 0:  # NaN too: no value would ever pass or break it
+                raise SettingsError(f"{flag} must be a number of at least 0 (got {value})")
+        if check and not limits.any():
+            raise SettingsError("--check needs at least one threshold, for example --max-padding 0.1")
+        if limits.any() and not check:
+            raise SettingsError("thresholds are only tested with --check; add --check")
+        if html is not None:
+            check_output_path(html, [schedule, *lengths, *([compare] if compare else [])], force=force)
+        result = report_schedule(schedule, lengths=lengths, lengths_id_key=lengths_id_key,
+                                 lengths_length_key=lengths_length_key, compare=compare,
+                                 limits=limits if check else None, on_bad_row=on_bad_row, simulate=simulate)
+        if result.skipped_rows:
+            say(f"skipped {result.skipped_rows} bad rows of --lengths files (--on-bad-row skip)")
+        if html is not None:
+            from asp_cli.report.html import render_html
+
+            write_text_atomic(html, render_html(result.report, checks=result.checks, comparison=result.comparison))
+            say(f"Wrote {html}")
+        if json_output:
+            emit_json(result.document())
+        elif not quiet:
+            from asp_cli.report.text import render_compare_text, render_text
+
+            color = sys.stdout.isatty()
+            width = min(shutil.get_terminal_size((100, 24)).columns, 120) if color else 100
+            text = render_text(result.report, checks=result.checks, width=width, color=color)
+            if result.comparison is not None:
+                text += "\n" + render_compare_text(result.comparison, width=width, color=color)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        if result.checks is not None and not result.checks["passed"]:
+            broken = [r["message"] for r in result.checks["results"] if not r["passed"]]
+            raise CheckFailed(f"{len(broken)} check(s) broken: " + "; ".join(broken))

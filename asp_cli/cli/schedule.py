@@ -1,0 +1,145 @@
+"""`asp schedule`: prompt files in, a Parquet schedule out."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from asp_cli.cli.common import emit_json, guarded, say, show_progress
+
+_STAGES = ("reading prompts", "reading history", "predicting lengths", "packing and interleaving",
+           "writing schedule")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("schedule", no_args_is_help=True)(schedule_command)
+
+
+def schedule_command(
+    inputs: list[Path] = typer.Argument(..., help="Prompt files: .jsonl, .json, .parquet or .csv (optionally .gz)."),
+    output: Path = typer.Option(..., "--output", "-o", help="The schedule to write (.parquet)."),
+    instances: int = typer.Option(4, "--instances", "-k", help="Rollout instances (engines) K."),
+    samples_per_prompt: int = typer.Option(8, "--samples-per-prompt", "-n", help="Samples per prompt (GRPO group size N)."),
+    epochs: int = typer.Option(1, "--epochs", help="Epochs to schedule; each gets a fresh arrangement."),
+    train_batch_size: int = typer.Option(128, "--train-batch-size", help="Prompts (groups) per training step."),
+    minibatch_size: int = typer.Option(32, "--minibatch-size", help="Most prompts per inference minibatch."),
+    max_tokens_per_minibatch: Optional[int] = typer.Option(
+        None, "--max-tokens-per-minibatch",
+        help="Most KV tokens per minibatch (N x (prompt + predicted mean response), summed). Default: the preset's KV cache.",
+    ),
+    max_response_tokens: int = typer.Option(8192, "--max-response-tokens", help="The generation cap in tokens."),
+    max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Hold rollout back so no group is expected more than this many policy versions stale."),
+    seed: int = typer.Option(0, "--seed", help="Seed for tie-breaks and per-epoch variety."),
+    plan_with: str = typer.Option("max", "--plan-with", help="Plan with the predicted group 'max' or 'mean' length."),
+    preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help="Hardware/model preset name or a JSON calibration file."),
+    length_classes: int = typer.Option(8, "--length-classes", help="Length classes the interleaver spreads over time."),
+    canonical_order: bool = typer.Option(False, "--canonical-order", help="Make the arrangement independent of the input row order (prompts are taken sorted by id)."),
+    predictor: Optional[Path] = typer.Option(None, "--predictor", help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
+    predictions: list[Path] = typer.Option([], "--predictions", help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
+    history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs (repeatable)."),
+    prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
+    id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
+    history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
+    history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The response length column in history files."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
+    on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
+    json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary on stderr."),
+) -> None:
+    """Predict response lengths and write a rollout schedule (Parquet) for K instances."""
+    with guarded():
+        from asp_cli.arrange.pipeline import schedule
+        from asp_cli.reading import check_on_bad_row
+        from asp_cli.settings import ScheduleSettings
+
+        check_on_bad_row(on_bad_row)
+        settings = ScheduleSettings(
+            instances=instances,
+            samples_per_prompt=samples_per_prompt,
+            epochs=epochs,
+            train_batch_size=train_batch_size,
+            minibatch_size=minibatch_size,
+            max_tokens_per_minibatch=max_tokens_per_minibatch,
+            max_response_tokens=max_response_tokens,
+            max_lag=max_lag,
+            seed=seed,
+            plan_with=plan_with,  # type: ignore[arg-type]
+            preset=preset,
+            length_classes=length_classes,
+            canonical_order=canonical_order,
+        )
+        bar = _progress_bar(show_progress(quiet))
+        try:
+            result = schedule(
+                inputs,
+                output,
+                settings=settings,
+                predictor=predictor,
+                predictions=predictions,
+                history=history,
+                prompt_key=prompt_key,
+                id_key=id_key,
+                history_id_key=history_id_key,
+                history_length_key=history_length_key,
+                tokenizer=tokenizer,
+                on_bad_row=on_bad_row,
+                command_line=["asp", *sys.argv[1:]],
+                force=force,
+                progress=bar.step if bar else None,
+            )
+        finally:
+            if bar:
+                bar.close()
+        summary = result.summary
+        if not quiet:
+            say(_summary_text(summary, output))
+        if json_output:
+            emit_json({"output": str(output), **summary})
+
+
+class _StageBar:
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=len(_STAGES), file=sys.stderr, desc="asp schedule", leave=False,
+                         bar_format="{desc}: {n_fmt}/{total_fmt} {postfix}")
+
+    def step(self, stage: str) -> None:
+        self._bar.set_postfix_str(stage)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def _progress_bar(enabled: bool) -> _StageBar | None:
+    return _StageBar() if enabled else None
+
+
+def _summary_text(summary: dict, output: Path) -> str:
+    busy = summary["predicted_instance_busy_s"]
+    lines = [
+        f"Wrote {output}: {summary['prompts']} prompts x {summary['epochs']} epoch(s) = {summary['rows']} rows, "
+        f"{summary['minibatches']} minibatches on {summary['instances']} instances, {summary['train_steps']} train steps.",
+        f"  predicted padding (static-batch slot waste): {summary['predicted_padding_fraction']:.1%}",
+        f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:.1f} s; per-instance busy "
+        f"{min(busy):.1f}-{max(busy):.1f} s (imbalance {summary['predicted_instance_imbalance']:.3f}, finish spread "
+        f"{summary['predicted_instance_finish_spread_s']:.1f} s)",
+        f"  expected policy lag: mean {summary['expected_lag_mean']:.2f}, max {summary['expected_lag_max']} steps",
+    ]
+    if summary.get("trainer_bound"):
+        lines.append(
+            f"  the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:.0f} s against "
+            f"{summary['predicted_rollout_makespan_s']:.0f} s of rollout, so groups queue and lag grows; "
+            "--max-lag holds rollout back (calibrate the trainer with --preset FILE)"
+        )
+    if summary.get("prompts_from_history"):
+        lines.append(f"  lengths from history for {summary['prompts_from_history']} prompts, the rest from the model")
+    if summary.get("skipped_rows"):
+        lines.append(f"  skipped {summary['skipped_rows']} bad rows (--on-bad-row skip)")
+    lines.extend(f"Warning: {warning}" for warning in summary.get("warnings", []))
+    return "\n".join(lines)

@@ -1,0 +1,154 @@
+"""`asp simulate` (replay a schedule on simulated instances and a trainer) and `asp bench` (the benchmark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from asp_cli.cli.common import emit_json, guarded, say
+
+
+MAX_BINS = 1_000_000  # time-series rows; more is memory, not resolution
+MAX_INSTANCES = 100_000  # as `asp schedule --instances`
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate", no_args_is_help=True)(simulate_command)
+    app.command("bench")(bench_command)
+
+
+def simulate_command(
+    schedule: Path = typer.Argument(..., help="A schedule written by `asp schedule` (.parquet)."),
+    lengths: list[Path] = typer.Option([], "--lengths", help="Observed response lengths (same formats and columns as --history; repeatable). Without them lengths are sampled around the predictions."),
+    lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
+    lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
+    on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Hardware/model preset name or JSON calibration file; default: the schedule's."),
+    mode: str = typer.Option("continuous", "--mode", help="Engine: 'continuous' (vLLM), 'static' (HF generate, padded) or 'streaming' (refill from the next minibatch)."),
+    dispatch: str = typer.Option("planned", "--dispatch", help="'planned' follows the schedule's instance column; 'free' hands minibatches in seq order to whichever instance is free."),
+    max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Hold rollout back (AReaL admission rule) so groups stay at most this many versions stale; default: the schedule's setting."),
+    instances: Optional[int] = typer.Option(None, "--instances", "-k", help="Simulated instances; default: the schedule's."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampled lengths; default: the schedule's."),
+    compare: bool = typer.Option(False, "--compare", help="Also replay today's arrangements of the same prompts on the same lengths, and print one table."),
+    timeseries: Optional[Path] = typer.Option(None, "--timeseries", help="Write a binned time series (.csv or .parquet) for plotting."),
+    bins: int = typer.Option(400, "--bins", help="Time bins in --timeseries."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --timeseries file."),
+    json_output: bool = typer.Option(False, "--json", help="Print the metrics as JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+) -> None:
+    """Replay a schedule on K simulated rollout instances and a trainer; report time, bubbles and lag."""
+    with guarded():
+        from asp_cli.errors import SettingsError
+        from asp_cli.output import check_output_path
+        from asp_cli.reading import check_on_bad_row
+        from asp_cli.sim.engine import DISPATCHES, MODES, simulate_file
+
+        check_on_bad_row(on_bad_row)
+        if mode not in MODES:
+            raise SettingsError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
+        if dispatch not in DISPATCHES:
+            raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {dispatch!r})")
+        if not 1 <= bins <= MAX_BINS:
+            raise SettingsError(f"--bins must be a whole number from 1 to {MAX_BINS} (got {bins})")
+        if instances is not None and not 1 <= instances <= MAX_INSTANCES:  # a huge fleet ran out of memory
+            raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {instances})")
+        if seed is not None and seed < 0:
+            raise SettingsError(f"--seed must be 0 or more (got {seed})")
+        if timeseries is not None:
+            if timeseries.suffix.lower() not in (".csv", ".parquet"):
+                raise SettingsError(f"--timeseries {timeseries}: give a .csv or .parquet file name")
+            check_output_path(timeseries, [schedule, *lengths], force=force)
+        report = simulate_file(
+            schedule, lengths, preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag,  # type: ignore[arg-type]
+            instances=instances, seed=seed, lengths_id_key=lengths_id_key, lengths_length_key=lengths_length_key,
+            compare=compare, on_bad_row=on_bad_row,
+        )
+        if timeseries is not None:
+            _write_timeseries(report.result.timeseries(bins), timeseries)
+        if not quiet:
+            say(_summary(report.document))
+            if report.comparison:
+                from asp_cli.sim.bench import format_table
+
+                say("")
+                say(format_table(report.comparison, markdown=False))
+        if json_output:
+            emit_json(report.document)
+
+
+def _write_timeseries(series: dict, path: Path) -> None:
+    import polars as pl
+
+    from asp_cli.output import atomic_path
+
+    frame = pl.DataFrame(series)
+    with atomic_path(path) as tmp:
+        if path.suffix.lower() == ".csv":
+            frame.write_csv(tmp)
+        else:
+            frame.write_parquet(tmp)
+
+
+def _summary(document: dict) -> str:
+    m = document["metrics"]
+    lengths = document["lengths"]
+    source = (f"{lengths['prompts_with_observed_lengths']} prompts with observed lengths, "
+              f"{lengths['prompts_with_sampled_lengths']} sampled around predictions")
+    if lengths.get("skipped_rows"):
+        source += f" (skipped {lengths['skipped_rows']} bad rows, --on-bad-row skip)"
+    return "\n".join([
+        f"Simulated {m['sequences']:,} sequences ({m['groups']:,} groups) on {document['instances']} x "
+        f"{document['preset']} ({document['mode']}, {document['dispatch']} dispatch); {source}.",
+        f"  end-to-end       {m['end_to_end_s']:,.1f} s over {m['train_steps']} steps "
+        f"(mean iteration {m['mean_iteration_s']:.1f} s)",
+        f"  lower bound      {m['lower_bound_end_to_end_s']:,.1f} s (ratio {m['ratio_to_lower_bound']:.3f}; "
+        f"binds: {m['lower_bound_end_to_end_binding']})",
+        f"  rollout          {m['rollout_makespan_s']:,.1f} s (ratio {m['rollout_ratio_to_lower_bound']:.3f}; "
+        f"binds: {m['lower_bound_rollout_binding']})",
+        f"  bubbles          padding {m['padding_fraction']:.1%} of slot-steps, tail {m['tail_time_fraction']:.1%} "
+        f"of busy time, instance finish spread {m['instance_finish_spread_s']:,.1f} s",
+        f"  trainer          idle {m['trainer_idle_fraction']:.1%}, queue mean {m['queue_groups_mean']:.1f} groups "
+        f"(CV {m['queue_groups_cv']:.2f})",
+        f"  policy lag       mean {m['policy_lag_mean']:.2f}, max {m['policy_lag_max']}; step length vs mean "
+        f"{m['step_length_ratio_min']:.2f}-{m['step_length_ratio_max']:.2f}",
+        f"  KV cache         {m['preemptions']:,} preemptions, peak {m['peak_kv_utilization']:.0%}",
+    ])
+
+
+def bench_command(
+    data: Path = typer.Option(Path("../shared/data"), "--data", help="The folder of real length data (evaluation only; read at run time)."),
+    preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help="Hardware/model preset or JSON calibration file."),
+    mode: str = typer.Option("continuous", "--mode", help="Engine mode for every row."),
+    max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Lag bound applied to every arrangement (default: each workload's)."),
+    only: list[str] = typer.Option([], "--workload", help="Run only these workloads (repeatable)."),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write the tables as Markdown to this file."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --markdown file."),
+    json_output: bool = typer.Option(False, "--json", help="Print every row as JSON on stdout."),
+) -> None:
+    """Compare asp with today's arrangements and the lower bound on workloads built from real lengths."""
+    with guarded():
+        from asp_cli.sim.bench import WORKLOADS, benchmark_markdown, format_table, run_benchmark
+        from asp_cli.costmodel import load_preset
+        from asp_cli.errors import SettingsError
+        from asp_cli.output import check_output_path, write_text_atomic
+
+        unknown = [w for w in only if w not in WORKLOADS]
+        if unknown:
+            raise SettingsError(f"unknown --workload {unknown[0]!r}; choose from {', '.join(WORKLOADS)}")
+        if markdown is not None:
+            check_output_path(markdown, force=force)
+        if not data.is_dir():
+            say(f"Skipped: {data} is not there; the benchmark reads the real length data at run time "
+                "(give --data).")
+            raise typer.Exit(0)
+        results = run_benchmark(data, load_preset(preset), names=tuple(only) or None, mode=mode, max_lag=max_lag,
+                                progress=say)
+        for spec, _workload, rows in results:
+            say(f"\n{spec.name}: {spec.title}")
+            say(format_table(rows, markdown=False))
+        if markdown is not None:
+            write_text_atomic(markdown, benchmark_markdown(results, command="asp bench"))
+        if json_output:
+            emit_json({spec.name: rows for spec, _, rows in results})

@@ -1,0 +1,1 @@
+"""Integrations with training frameworks: export, observe, replay iterators and the verl sampler."""

@@ -1,0 +1,448 @@
+"""Export: a schedule plus the dataset it was made from, written as the dataset's own rows in the schedule's
+order, ready for a trainer that reads files in order.
+
+Formats:
+
+- ``parquet`` / ``jsonl``: the user's rows unchanged, plus asp's columns (``epoch``, ``instance``,
+  ``minibatch``, ``seq``, ``train_step``, ``predicted_tokens``). JSONL suits OpenRLHF and slime.
+- ``verl``: Parquet with the five columns verl's ``RLHFDataset`` reads (``data_source``, ``prompt`` as a chat
+  list, ``ability``, ``reward_model``, ``extra_info``), the user's values kept where present and defaults
+  filled in otherwise, plus the user's other columns and asp's.
+
+Orders: ``dispatch`` (the schedule's global ``seq``) or ``train`` (`Replay.trainer_order`: by training
+step, batches of ``train_batch_size`` consecutive rows, each batch laid out for balanced contiguous
+chunking across rollout workers). ``verl`` defaults to ``train``, the others to ``dispatch``.
+
+Nothing here prints; warnings and the trainer settings to use come back in the `ExportResult`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from asp_cli import __version__
+from asp_cli import columns as C
+from asp_cli.errors import InputError, SettingsError
+from asp_cli.integrate.replay import Replay
+
+FORMATS = ("parquet", "jsonl", "verl")
+ORDERS = ("dispatch", "train")
+# Schedule columns copied onto every exported row (with the optional --prefix).
+ASP_COLUMNS = ("epoch", "instance", "minibatch", "seq", "train_step", "predicted_tokens")
+METADATA_KEY = b"asp.export"
+# Where a reference answer may live, for verl's reward_model.ground_truth when the file has no reward_model.
+ANSWER_KEYS = ("ground_truth", "answer", "solution", "label", "target", "gts")
+_VERL_CHAT = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
+
+
+@dataclass
+class ExportResult:
+    """What `export` wrote: the rows, counts for people and scripts, warnings, and trainer settings."""
+
+    frame: pl.DataFrame
+    output: Path | None
+    format: str
+    order: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    trainer_settings: dict[str, Any] = field(default_factory=dict)
+
+
+_SUFFIXES = {"parquet": (".parquet", ".pq"), "verl": (".parquet", ".pq"), "jsonl": (".jsonl", ".ndjson")}
+
+
+def _check_output_suffix(output: Path, format: str) -> None:  # noqa: A002 - the option's name
+    """A Parquet file named .jsonl (or .csv) is read wrongly by whoever trusts the name: refuse the mismatch."""
+    if output.suffix.lower() in _SUFFIXES[format]:
+        return
+    writes = "JSON lines" if format == "jsonl" else "Parquet"
+    other = " or pass --format jsonl" if format != "jsonl" and output.suffix.lower() in _SUFFIXES["jsonl"] else ""
+    other = " or pass --format parquet" if format == "jsonl" and output.suffix.lower() in _SUFFIXES["parquet"] else other
+    raise SettingsError(
+        f"{output}: --format {format} writes {writes}, but the name ends in {output.suffix or '(no extension)'!r}; "
+        f"name it {_SUFFIXES[format][0]}{other}"
+    )
+
+
+def export(
+    schedule: str | Path | Replay,
+    datasets: Sequence[str | Path],
+    output: str | Path | None = None,
+    *,
+    format: str = "parquet",  # noqa: A002 - the CLI's word
+    epoch: int | None = None,
+    order: str | None = None,
+    workers: int | None = None,
+    prefix: str = "",
+    prompt_key: str | None = None,
+    id_key: str | None = None,
+    force: bool = False,
+) -> ExportResult:
+    """Write the dataset's rows in the schedule's order; the Python twin of `asp export`.
+
+    Parameters
+    ----------
+    schedule
+        A schedule file or an opened `Replay`.
+    datasets
+        The prompt file(s) the schedule was made from, in the same order.
+    output
+        Where to write (atomically); ``None`` only builds the frame.
+    format
+        ``parquet``, ``jsonl`` or ``verl``.
+    epoch
+        Export one epoch; default all, one after the other.
+    order
+        ``dispatch`` or ``train``; default ``train`` for verl, ``dispatch`` otherwise.
+    workers
+        Contiguous chunks per training batch for the ``train`` order; default the schedule's instances.
+    prefix
+        Put before asp's column names (``asp_`` when the dataset has its own ``epoch``, ``seq``...).
+    prompt_key, id_key
+        The dataset's prompt and id columns when not those recorded in the schedule.
+    force
+        Replace an existing output.
+
+    Raises
+    ------
+    InputError
+        When the dataset does not match the schedule (naming the row and id), or cannot be read.
+    ScheduleFormatError
+        When the schedule is not one.
+    SettingsError
+        For an unknown format or order, or an epoch the schedule lacks.
+    OutputError
+        When the output exists (without ``force``) or equals an input.
+    """
+    from asp_cli.output import check_output_path
+
+    if format not in FORMATS:
+        raise SettingsError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
+    order = order or ("train" if format == "verl" else "dispatch")
+    if order not in ORDERS:
+        raise SettingsError(f"--order must be one of {', '.join(ORDERS)} (got {order!r})")
+    datasets = [Path(p) for p in datasets]
+    if not datasets:
+        raise InputError("no dataset given; name the prompt file(s) the schedule was made from")
+    replay = schedule if isinstance(schedule, Replay) else Replay.open(Path(schedule))
+    if output is not None:
+        inputs = [*datasets, *([replay.schedule.path] if replay.schedule.path else [])]
+        check_output_path(Path(output), inputs, force=force)
+        _check_output_suffix(Path(output), format)
+
+    rows = replay.trainer_order(epoch=epoch, workers=workers) if order == "train" else replay.rows(epoch=epoch)
+    raw, warnings = _matched_dataset(replay, datasets, rows, prompt_key=prompt_key, id_key=id_key)
+    if format == "verl":
+        raw, verl_notes = to_verl(raw)
+        warnings.extend(verl_notes)
+    clashes = [f"{prefix}{c}" for c in ASP_COLUMNS if f"{prefix}{c}" in raw.columns]
+    if clashes:
+        raise InputError(
+            f"the dataset already has column(s) {', '.join(map(repr, clashes))}, which asp adds; "
+            "pass --prefix asp_ to name asp's columns asp_epoch, asp_seq, ..."
+        )
+    picked = raw.select(pl.all().gather(rows["row"].to_numpy()))
+    asp = rows.select([pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
+    frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
+
+    summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers)
+    warnings.extend(notes)
+    if output is not None:
+        document = {
+            "format": "asp.export",
+            "asp_version": __version__,
+            "export_format": format,
+            "order": order,
+            "epoch": epoch,
+            "schedule": replay.schedule.path.name if replay.schedule.path else None,
+            "schedule_settings": replay.settings,
+            "trainer_settings": trainer,
+        }
+        _write(frame, Path(output), format, document)
+    return ExportResult(frame=frame, output=Path(output) if output else None, format=format, order=order,
+                        summary=summary, warnings=warnings, trainer_settings=trainer)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Matching the dataset to the schedule
+
+
+def _matched_dataset(
+    replay: Replay,
+    datasets: list[Path],
+    rows: pl.DataFrame,
+    *,
+    prompt_key: str | None,
+    id_key: str | None,
+) -> tuple[pl.DataFrame, list[str]]:
+    """Read the dataset's raw rows and check that every scheduled (row, prompt_id) is where the schedule says."""
+    from asp_cli.arrange.pipeline import file_fingerprint
+    from asp_cli.reading import read_prompts, read_table
+
+    warnings: list[str] = []
+    recorded_id, recorded_prompt = _recorded_keys(replay.schedule.metadata)
+    id_key = id_key or recorded_id
+    prompt_key = prompt_key or recorded_prompt
+    prompts, _ = read_prompts(datasets, prompt_key=prompt_key, id_key=id_key, on_bad_row="skip")
+    parts = []
+    offset = 0
+    for path in datasets:
+        part = read_table(path, on_bad_row="skip")
+        part = part.select([c for c in part.columns if not c.startswith("\x00")])
+        parts.append(part.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias("\x00row")))
+        offset += part.height
+    raw = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
+
+    wanted = rows.select("row", "prompt_id").unique("row").sort("row")
+    joined = wanted.join(prompts.select("row", pl.col("prompt_id").alias("dataset_id")), on="row", how="left")
+    missing = joined.filter(pl.col("dataset_id").is_null())
+    if missing.height:
+        first = missing.row(0, named=True)
+        raise InputError(
+            f"{', '.join(str(p) for p in datasets)}: the schedule expects prompt id {first['prompt_id']!r} at "
+            f"dataset row {first['row']}, but the dataset has {raw.height} rows and no usable prompt there; export "
+            "with the file(s) the schedule was made from"
+        )
+    wrong = joined.filter(pl.col("prompt_id") != pl.col("dataset_id"))
+    if wrong.height:
+        first = wrong.row(0, named=True)
+        raise InputError(
+            f"{', '.join(str(p) for p in datasets)}: dataset row {first['row']} has prompt id "
+            f"{first['dataset_id']!r} but the schedule expects "
+            f"{first['prompt_id']!r} ({wrong.height} rows differ); export with the file(s) the schedule was made "
+            "from, in the same order"
+        )
+    scheduled = replay.frame["row"].n_unique()
+    if raw.height > scheduled:
+        warnings.append(
+            f"{raw.height - scheduled} dataset rows are not in the schedule (skipped as bad rows when scheduling?) "
+            "and are not exported"
+        )
+    recorded = replay.schedule.metadata.get("input_fingerprint")
+    if recorded and recorded != file_fingerprint(datasets):
+        warnings.append(
+            "the dataset's bytes differ from the file(s) the schedule was made from; ids match row by row, "
+            "so exporting anyway"
+        )
+    return raw, warnings
+
+
+def _recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The id and prompt columns `asp schedule` used (first input), or None for row numbers / detection."""
+    used = metadata.get("columns_used") or {}
+    first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
+    id_col = first.get("id")
+    if id_col in (None, "(row number)"):
+        id_col = None
+    return id_col, first.get("prompt")
+
+
+# --------------------------------------------------------------------------------------------------------
+# verl's dataset layout
+
+
+def to_verl(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Give a frame the five columns verl's RLHFDataset reads, keeping the user's values where present.
+
+    ``prompt`` becomes a chat list (a chat list under ``prompt`` or ``messages`` is kept; text is wrapped as
+    one user message); ``data_source`` defaults to ``"unknown"``; ``ability`` to ``"unknown"``;
+    ``reward_model`` to ``{"style": "rule", "ground_truth": <answer column or null>}``; ``extra_info`` to
+    ``{"index": <dataset row>, "prompt_id": <id or null>}``.
+
+    Returns
+    -------
+    (frame, notes)
+        The converted frame and warnings for people (defaults verl's reward routing depends on).
+    """
+    notes: list[str] = []
+    lowered = {c.lower(): c for c in raw.columns}
+    out = raw.with_columns(_verl_prompt(raw, lowered).alias("prompt"))
+    if "messages" in lowered and lowered["messages"] != "prompt":
+        out = out.drop(lowered["messages"])
+
+    source = next((lowered[k] for k in C.SOURCE_KEYS if k in lowered), None)
+    if "data_source" not in out.columns or out.schema["data_source"] != pl.String:
+        value = pl.col(source).cast(pl.String) if source else pl.lit(None, pl.String)
+        out = out.with_columns(value.alias("data_source"))
+    if out["data_source"].null_count():
+        notes.append(
+            f"{out['data_source'].null_count()} rows have no data_source; set to 'unknown'. verl picks the "
+            "reward function by data_source: set custom_reward_function.path, or add a data_source column"
+        )
+        out = out.with_columns(pl.col("data_source").fill_null("unknown"))
+
+    if "ability" not in out.columns:
+        out = out.with_columns(pl.lit("unknown").alias("ability"))
+    else:
+        out = out.with_columns(pl.col("ability").cast(pl.String).fill_null("unknown"))
+
+    if "reward_model" not in out.columns or not isinstance(out.schema["reward_model"], pl.Struct):
+        answer = next((lowered[k] for k in ANSWER_KEYS if k in lowered), None)
+        truth = pl.col(answer).cast(pl.String) if answer and _castable(out, answer) else pl.lit(None, pl.String)
+        if answer is None:
+            notes.append(
+                "no answer column (ground_truth, answer, solution, ...): reward_model.ground_truth is empty, "
+                "which verl's rule-based rewards need"
+            )
+        if "reward_model" in out.columns:
+            out = out.drop("reward_model")
+        out = out.with_columns(pl.struct(pl.lit("rule").alias("style"), truth.alias("ground_truth")).alias("reward_model"))
+
+    if "extra_info" not in out.columns or not isinstance(out.schema["extra_info"], pl.Struct):
+        id_col = next((lowered[k] for k in C.ID_KEYS if k in lowered), None)
+        prompt_id = pl.col(id_col).cast(pl.String) if id_col and _castable(out, id_col) else pl.lit(None, pl.String)
+        if "extra_info" in out.columns:
+            out = out.drop("extra_info")
+        out = out.with_columns(
+            pl.struct(pl.col("\x00row").alias("index"), prompt_id.alias("prompt_id")).alias("extra_info")
+        )
+    first = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    return out.select([*first, *[c for c in out.columns if c not in first]]), notes
+
+
+def _castable(frame: pl.DataFrame, column: str) -> bool:
+    dtype = frame.schema[column]
+    return dtype == pl.String or dtype.is_numeric() or dtype == pl.Boolean
+
+
+def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
+    """A chat-list expression for verl's ``prompt`` column."""
+    for name in ("prompt", "messages"):
+        column = lowered.get(name)
+        if column is None:
+            continue
+        dtype = raw.schema[column]
+        if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+            fields = {f.name for f in dtype.inner.fields}
+            if {"role", "content"} <= fields:
+                return pl.col(column)
+        if dtype == pl.String:
+            text = pl.col(column).str.strip_prefix("\x00json:")
+            looks_chat = raw.select(text.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()).item()
+            if looks_chat:
+                return text.str.json_decode(_VERL_CHAT)
+    for name in C.PROMPT_KEYS:
+        column = lowered.get(name)
+        if column is not None and raw.schema[column] == pl.String:
+            return pl.concat_list(
+                pl.struct(pl.lit("user").alias("role"), pl.col(column).alias("content"))
+            ).cast(_VERL_CHAT)
+    raise InputError(
+        "cannot build verl's prompt column: no chat list under 'prompt'/'messages' and no text under "
+        f"{', '.join(C.PROMPT_KEYS)}; rename the prompt column"
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Facts, warnings and trainer settings
+
+
+def _facts(
+    replay: Replay,
+    rows: pl.DataFrame,
+    *,
+    format: str,  # noqa: A002
+    order: str,
+    epoch: int | None,
+    workers: int | None,
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    size = replay.train_batch_size
+    n_rows = rows.height
+    full, trailing = divmod(n_rows, size)
+    epochs = [epoch] if epoch is not None else replay.epochs
+    notes: list[str] = []
+    summary: dict[str, Any] = {
+        "rows": n_rows,
+        "epochs": epochs,
+        "format": format,
+        "order": order,
+        "train_batch_size": size,
+        "full_batches": full,
+        "trailing_rows": trailing,
+        "samples_per_prompt": replay.samples_per_prompt,
+    }
+    trainer: dict[str, Any] = {}
+    if order == "train":
+        batches = rows.group_by("trainer_batch").agg(pl.col("train_step").n_unique().alias("steps"))
+        misaligned = int((batches["steps"] > 1).sum())
+        summary["workers"] = int(workers if workers is not None else replay.instances)
+        summary["batches_spanning_steps"] = misaligned
+        if misaligned:
+            notes.append(
+                f"{misaligned} training batch(es) of {size} rows mix rows the schedule expects in different "
+                "steps (an epoch cut mid-step, or a partial step); the order is kept, only the cut moves"
+            )
+    if format == "verl":
+        trainer = {
+            "data.shuffle": False,
+            "data.train_batch_size": size,
+            "data.filter_overlong_prompts": False,
+            "actor_rollout_ref.rollout.n": replay.samples_per_prompt,
+            "trainer.total_epochs": 1 if epoch is None and len(epochs) > 1 else None,
+        }
+        trainer = {k: v for k, v in trainer.items() if v is not None}
+        if trailing:
+            notes.append(
+                f"the last batch has {trailing} rows, fewer than data.train_batch_size={size}: verl drops it "
+                f"(drop_last=True), so those {trailing} prompts are not trained; schedule with a "
+                "--train-batch-size that divides the row count to avoid it"
+            )
+        notes.append(
+            "verl's data.filter_overlong_prompts=True drops prompts longer than data.max_prompt_length and so "
+            "shifts every later batch; keep it False, or drop such prompts before `asp schedule`"
+        )
+    elif trailing and order == "train":
+        notes.append(
+            f"the last batch has {trailing} rows, fewer than the train batch size {size}; a trainer with "
+            "drop_last drops them"
+        )
+    return summary, trainer, notes
+
+
+# --------------------------------------------------------------------------------------------------------
+# Writing
+
+
+def _write(frame: pl.DataFrame, output: Path, format: str, document: dict[str, Any]) -> None:  # noqa: A002
+    """Write atomically and deterministically (fixed Parquet writer options, ordered JSON lines)."""
+    from asp_cli.output import atomic_path
+
+    if format == "jsonl":
+        with atomic_path(output) as tmp:
+            frame.write_ndjson(tmp)
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = frame.to_arrow()
+    table = table.cast(pa.schema([_narrow(f) for f in table.schema]))
+    table = table.replace_schema_metadata(
+        {METADATA_KEY: json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()}
+    )
+    with atomic_path(output) as tmp:
+        pq.write_table(table, tmp, compression="zstd", compression_level=3, use_dictionary=True,
+                       write_statistics=True, row_group_size=1 << 20)
+
+
+def _narrow(f: Any) -> Any:
+    """Arrow large types to their plain forms, for the widest reader support (HF datasets, pandas)."""
+    import pyarrow as pa
+
+    def narrow(t: Any) -> Any:
+        if pa.types.is_large_string(t):
+            return pa.string()
+        if pa.types.is_large_binary(t):
+            return pa.binary()
+        if pa.types.is_large_list(t) or pa.types.is_list(t):
+            return pa.list_(narrow(t.value_type))
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(c.name, narrow(c.type)) for c in t])
+        return t
+
+    return pa.field(f.name, narrow(f.type), nullable=True)

@@ -1,0 +1,448 @@
+"""Observe: ingest what rollouts really produced and append it to a history file for the next schedule.
+
+A rollout log holds a prompt id and a response token count per sample (or a list of counts per prompt), as
+JSONL, JSON, Parquet or CSV; the columns are found as `asp_cli.reading.read_lengths` finds them. verl's
+generation dumps (``trainer.rollout_data_dir``: ``input``/``output`` text, no id, no count) are read too
+when a dataset is given: each ``input`` is matched to the dataset prompt whose text it contains, and the
+``output`` is counted with a tokenizer (``--tokenizer``) or estimated at 4 bytes per token.
+
+The history is a Parquet file with one row per observed sample: ``prompt_id`` (str), ``response_tokens``
+(int64), ``truncated`` (bool or null), ``epoch`` (int32 or null), ``log`` (the log's file name). Its
+metadata lists the fingerprints of the logs already ingested, so observing the same log twice adds nothing.
+It is what ``asp schedule --history`` and ``asp predictor fit`` read.
+
+Nothing is dropped silently: bad rows (``on_bad_row``) and ids the schedule or dataset do not know
+(``unknown_ids``) are counted in the result, with examples.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from asp_cli import __version__
+from asp_cli import columns as C
+from asp_cli.errors import InputError, SettingsError
+
+HISTORY_SCHEMA: dict[str, pl.DataType] = {
+    "prompt_id": pl.String(),
+    "response_tokens": pl.Int64(),
+    "truncated": pl.Boolean(),
+    "epoch": pl.Int32(),
+    "log": pl.String(),
+}
+METADATA_KEY = b"asp.history"
+HISTORY_FORMAT_VERSION = "1.0"
+UNKNOWN_POLICIES = ("skip", "keep", "error")
+# verl's rollout dumps (RayPPOTrainer._dump_generations): decoded prompt and response text per sample.
+_VERL_DUMP_COLUMNS = ("input", "output")
+# Bytes per token when no tokenizer is given; the same rule predict/features.py uses for prompts.
+_BYTES_PER_TOKEN = 4
+# Text a chat template may put right before a message's content; where matching a dump's input starts.
+_CONTENT_START = re.compile(r"(?:^|[\n>:])[ \t\n]*")
+_MATCH_KEY_CHARS = 48
+
+
+@dataclass
+class ObserveResult:
+    """What `observe` did: the rows it added, the whole history, counts and warnings."""
+
+    added: pl.DataFrame
+    history: pl.DataFrame
+    output: Path | None
+    summary: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def observe(
+    logs: Sequence[str | Path],
+    output: str | Path | None = None,
+    *,
+    schedule: str | Path | None = None,
+    dataset: Sequence[str | Path] = (),
+    append: bool = False,
+    force: bool = False,
+    epoch: int | None = None,
+    id_key: str | None = None,
+    length_key: str | None = None,
+    on_bad_row: str = "error",
+    unknown_ids: str = "skip",
+    tokenizer: str | Path | None = None,
+) -> ObserveResult:
+    """Read rollout logs, validate them, and write (or append to) a history file; the twin of `asp observe`.
+
+    Parameters
+    ----------
+    logs
+        Rollout logs (JSONL, JSON, Parquet, CSV; optionally gzipped) or verl generation dumps.
+    output
+        The history Parquet file; ``None`` only builds the frames.
+    schedule
+        The schedule the rollouts replayed: ids outside it are unknown, and its ``max_response_tokens``
+        marks capped samples as truncated when the log does not say.
+    dataset
+        The prompt file(s): ids outside them are unknown; needed to match verl dumps to prompt ids.
+    append
+        Add to an existing history instead of refusing to replace it.
+    force
+        Replace an existing output (without ``append``).
+    epoch
+        The epoch to record for rows whose log has no ``epoch`` column.
+    id_key, length_key
+        The log's id and length columns, when not detected.
+    on_bad_row
+        ``error`` stops at the first malformed row (naming file and line); ``skip`` skips and counts.
+    unknown_ids
+        ``skip`` (count and leave out), ``keep`` (count and keep) or ``error`` for ids the schedule or dataset
+        do not hold.
+    tokenizer
+        A local ``tokenizer.json`` to count verl dump outputs exactly.
+
+    Raises
+    ------
+    InputError
+        Malformed logs (with ``on_bad_row="error"``), unknown ids (with ``unknown_ids="error"``), a verl dump
+        without a dataset, or an existing history that is not one.
+    OutputError
+        When the output exists without ``append`` or ``force``, or equals an input.
+    """
+    from asp_cli.output import check_output_path
+    from asp_cli.reading import check_on_bad_row
+
+    check_on_bad_row(on_bad_row)
+    if unknown_ids not in UNKNOWN_POLICIES:
+        raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
+    if epoch is not None and not 0 <= epoch <= 2**31 - 1:  # stored as int32; epochs count from 0
+        raise SettingsError(f"--epoch must be a whole number from 0 to {2**31 - 1} (got {epoch})")
+    logs = [Path(p) for p in logs]
+    dataset = [Path(p) for p in dataset]
+    if not logs:
+        raise InputError("no rollout log given; name at least one log file")
+    out = Path(output) if output is not None else None
+    if out is not None and out.suffix.lower() not in (".parquet", ".pq"):
+        # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.
+        raise SettingsError(f"{out}: a history is written as Parquet; name it .parquet")
+    existing: pl.DataFrame | None = None
+    seen: list[dict[str, Any]] = []
+    if out is not None:
+        inputs = [*logs, *dataset, *([Path(schedule)] if schedule else [])]
+        if append and out.exists():
+            check_output_path(out, inputs, force=True)
+            existing, seen = read_history(out)
+        else:
+            check_output_path(out, inputs, force=force)
+
+    from asp_cli.arrange.pipeline import file_fingerprint
+
+    warnings: list[str] = []
+    summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
+                               "bad_row_examples": [], "estimated_lengths": 0}
+    known, cap = _known_ids(schedule, dataset)
+    seen_prints = {entry.get("fingerprint") for entry in seen}
+    parts: list[pl.DataFrame] = []
+    ingested: list[dict[str, Any]] = []
+    for path in logs:
+        fingerprint = file_fingerprint([path])
+        if fingerprint in seen_prints:
+            summary["logs_already_observed"] += 1
+            warnings.append(f"{path}: already in the history (same bytes); not added again")
+            continue
+        seen_prints.add(fingerprint)
+        part = _read_log(path, dataset, id_key, length_key, on_bad_row, tokenizer, summary)
+        part = part.with_columns(
+            pl.col("epoch").fill_null(pl.lit(epoch, dtype=pl.Int32)) if epoch is not None else pl.col("epoch"),
+            pl.lit(path.name).alias("log"),
+        )
+        parts.append(part)
+        ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height})
+    added = pl.concat(parts, how="vertical") if parts else _empty()
+    summary["rows_read"] = added.height + summary["bad_rows"]
+
+    if cap is not None:
+        added = added.with_columns(pl.col("truncated").fill_null(pl.col("response_tokens") >= cap))
+        over = int((added["response_tokens"] > cap).sum())
+        summary["rows_over_max_response_tokens"] = over
+        if over:
+            warnings.append(
+                f"{over} samples are longer than the schedule's max_response_tokens ({cap}); kept as observed"
+            )
+    summary["unknown_id_rows"] = 0
+    summary["unknown_ids"] = 0
+    summary["unknown_id_examples"] = []
+    if known is not None and added.height:
+        unknown = ~pl.col("prompt_id").is_in(list(known))
+        strays = added.filter(unknown)
+        if strays.height:
+            distinct = strays["prompt_id"].unique(maintain_order=True)
+            summary.update(unknown_id_rows=strays.height, unknown_ids=distinct.len(),
+                           unknown_id_examples=distinct.head(5).to_list())
+            against = "schedule" if schedule else "dataset"
+            if unknown_ids == "error":
+                raise InputError(
+                    f"{strays.height} rows ({distinct.len()} ids, first {distinct[0]!r}) name prompts the {against} "
+                    "does not hold; observe with the matching schedule, or pass --unknown-ids skip or keep"
+                )
+            verb = "left out" if unknown_ids == "skip" else "kept"
+            warnings.append(
+                f"{strays.height} rows ({distinct.len()} ids, e.g. {distinct[0]!r}) name prompts the {against} "
+                f"does not hold; {verb} (--unknown-ids)"
+            )
+            if unknown_ids == "skip":
+                added = added.filter(~unknown)
+    if summary["bad_rows"]:
+        warnings.append(f"skipped {summary['bad_rows']} bad rows (--on-bad-row skip), e.g. "
+                        f"{'; '.join(summary['bad_row_examples'][:3])}")
+    if summary["estimated_lengths"]:
+        warnings.append(
+            f"{summary['estimated_lengths']} response lengths are estimated from text at {_BYTES_PER_TOKEN} bytes "
+            "per token; pass --tokenizer tokenizer.json for exact counts"
+        )
+    if schedule and added.height:
+        _coverage(schedule, added, summary, warnings)
+
+    history = added if existing is None else pl.concat([existing, added], how="vertical")
+    summary.update(
+        rows_added=added.height,
+        prompts_observed=added["prompt_id"].n_unique() if added.height else 0,
+        history_rows=history.height,
+        history_prompts=history["prompt_id"].n_unique() if history.height else 0,
+    )
+    if out is not None:
+        if history.height == 0:
+            raise InputError("no usable rows in the logs and no history to keep; nothing to write")
+        write_history(history, out, [*seen, *ingested])
+    return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Reading logs
+
+
+def _empty() -> pl.DataFrame:
+    return pl.DataFrame(schema=HISTORY_SCHEMA)
+
+
+def _read_log(
+    path: Path,
+    dataset: list[Path],
+    id_key: str | None,
+    length_key: str | None,
+    on_bad_row: str,
+    tokenizer: str | Path | None,
+    summary: dict[str, Any],
+) -> pl.DataFrame:
+    from asp_cli.reading import find_column, read_lengths, read_table
+
+    frame = read_table(path, on_bad_row=on_bad_row)  # type: ignore[arg-type]
+    has_id = id_key is not None or find_column(frame, C.ID_KEYS, None, what="prompt id", flag="--id-key",
+                                               path=path, required=False) is not None
+    lowered = {c.lower() for c in frame.columns}
+    if not has_id and set(_VERL_DUMP_COLUMNS) <= lowered:
+        return _read_verl_dump(path, frame, dataset, tokenizer, summary)
+    lengths, report = read_lengths([path], id_key=id_key, length_key=length_key, on_bad_row=on_bad_row,  # type: ignore[arg-type]
+                                   id_flag="--id-key", length_flag="--length-key")
+    summary["bad_rows"] += report.skipped_rows
+    summary["bad_row_examples"].extend(report.skipped_examples)
+    return lengths.select(
+        pl.col(C.PROMPT_ID).cast(pl.String),
+        pl.col(C.RESPONSE_TOKENS).cast(pl.Int64),
+        pl.col(C.TRUNCATED).cast(pl.Boolean),
+        pl.col(C.EPOCH).cast(pl.Int32),
+    )
+
+
+def _read_verl_dump(
+    path: Path,
+    frame: pl.DataFrame,
+    dataset: list[Path],
+    tokenizer: str | Path | None,
+    summary: dict[str, Any],
+) -> pl.DataFrame:
+    """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens."""
+    from asp_cli.reading import read_table
+
+    if not dataset:
+        raise InputError(
+            f"{path}: a verl generation dump (input/output text, no prompt id); pass --dataset with the prompt "
+            "file(s) so asp can match inputs to prompt ids, or log prompt ids and token counts instead"
+        )
+    columns = {c.lower(): c for c in frame.columns}
+    contents = _prompt_contents(dataset, read_table)
+    index: dict[str, list[tuple[str, str]]] = {}
+    for content, prompt_id in contents:
+        if content:
+            index.setdefault(content[:_MATCH_KEY_CHARS], []).append((content, prompt_id))
+    # Prompts shorter than the key are looked up by each such length.
+    short = sorted({len(c) for c, _ in contents if 0 < len(c) < _MATCH_KEY_CHARS})
+    inputs = frame[columns["input"]].cast(pl.String).to_list()
+    outputs = frame[columns["output"]].cast(pl.String).to_list()
+    ids: list[str | None] = [_match(text, index, short) if text else None for text in inputs]
+    counts = _count_tokens(outputs, tokenizer)
+    if tokenizer is None:
+        summary["estimated_lengths"] += sum(1 for o in outputs if o is not None)
+    result = pl.DataFrame(
+        {"prompt_id": ids, "response_tokens": counts},
+        schema={"prompt_id": pl.String, "response_tokens": pl.Int64},
+    )
+    bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
+    if bad.any():
+        where = [f"{path}:{i + 1}" for i in bad.arg_true().to_list()]
+        summary["bad_rows"] += len(where)
+        summary["bad_row_examples"].extend(f"{w}: input matches no dataset prompt" for w in where[:5])
+        result = result.filter(~bad)
+    return result.with_columns(pl.lit(None, pl.Boolean).alias("truncated"), pl.lit(None, pl.Int32).alias("epoch"))
+
+
+def _prompt_contents(dataset: list[Path], read_table: Any) -> list[tuple[str, str]]:
+    """(text of the last message, prompt id) per dataset prompt: what a chat template wraps last."""
+    from asp_cli.reading import read_prompts
+
+    prompts, report = read_prompts(dataset, on_bad_row="skip")
+    texts = prompts[C.PROMPT_TEXT].to_list()
+    multi = prompts.filter(pl.col(C.N_MESSAGES) > 1)
+    if multi.height:
+        # A chat list is joined by newlines in prompt_text; take its last message from the file instead.
+        last: dict[int, str] = {}
+        offset = 0
+        for path in dataset:
+            raw = read_table(path, on_bad_row="skip")
+            column = report.columns_used.get(str(path), {}).get("prompt")
+            dtype = raw.schema.get(column) if column else None
+            if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+                contents = raw[column].list.last().struct.field("content").cast(pl.String).to_list()
+                last.update({offset + i: c for i, c in enumerate(contents) if c is not None})
+            offset += raw.height
+        rows = prompts[C.ROW].to_list()
+        texts = [last.get(row, text) for row, text in zip(rows, texts, strict=True)]
+    return [(text.strip(), prompt_id) for text, prompt_id in zip(texts, prompts[C.PROMPT_ID].to_list(), strict=True)]
+
+
+def _match(text: str, index: dict[str, list[tuple[str, str]]], short: list[int]) -> str | None:
+    """The id of the longest dataset prompt found in ``text`` where a message's content may start.
+
+    ``index`` maps the first `_MATCH_KEY_CHARS` characters of each prompt (the whole prompt when shorter)
+    to the prompts that start so; ``short`` lists the lengths of prompts shorter than that.
+    """
+    best: tuple[int, str] | None = None
+    for start in [0, *(m.end() for m in _CONTENT_START.finditer(text))]:
+        keys = [text[start:start + _MATCH_KEY_CHARS], *(text[start:start + n] for n in short)]
+        for key in keys:
+            for content, prompt_id in index.get(key, ()):
+                if text.startswith(content, start) and (best is None or len(content) > best[0]):
+                    best = (len(content), prompt_id)
+    return best[1] if best else None
+
+
+def _count_tokens(texts: list[str | None], tokenizer: str | Path | None) -> list[int | None]:
+    if tokenizer is None:
+        return [None if t is None else max(1, round(len(t.encode("utf-8")) / _BYTES_PER_TOKEN)) for t in texts]
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise InputError("--tokenizer needs the `tokenizers` package; pip install tokenizers") from None
+    try:
+        loaded = Tokenizer.from_file(str(tokenizer))
+    except Exception as exc:  # noqa: BLE001 - any failure means the file is not a tokenizer
+        raise InputError(f"{tokenizer}: not a Hugging Face tokenizer.json ({str(exc)[:200]})") from None
+    present = [t for t in texts if t is not None]
+    encoded = iter(loaded.encode_batch(present, add_special_tokens=False))
+    return [None if t is None else len(next(encoded).ids) for t in texts]
+
+
+def _known_ids(schedule: str | Path | None, dataset: list[Path]) -> tuple[set[str] | None, int | None]:
+    """Ids a row may name (None: any) and the schedule's generation cap."""
+    known: set[str] | None = None
+    cap = None
+    if schedule:
+        from asp_cli.schedule_format import read_schedule
+
+        sched = read_schedule(Path(schedule))
+        known = set(sched.frame["prompt_id"].unique().to_list())
+        cap = sched.settings.get("max_response_tokens")
+    if dataset:
+        from asp_cli.reading import read_prompts
+
+        prompts, _ = read_prompts(dataset, on_bad_row="skip")
+        ids = set(prompts[C.PROMPT_ID].to_list())
+        known = ids if known is None else known & ids
+    return known, (int(cap) if cap is not None else None)
+
+
+def _coverage(schedule: str | Path, added: pl.DataFrame, summary: dict[str, Any], warnings: list[str]) -> None:
+    """How much of the schedule the logs cover: prompts without samples, groups with fewer than n."""
+    from asp_cli.schedule_format import read_schedule
+
+    sched = read_schedule(Path(schedule))
+    n = int(sched.settings.get("samples_per_prompt", 1))
+    scheduled = sched.frame["prompt_id"].unique()
+    counts = added.group_by("prompt_id").len()
+    missing = scheduled.filter(~scheduled.is_in(counts["prompt_id"].implode()))
+    short = counts.filter(pl.col("len") < n).height
+    summary["scheduled_prompts_without_samples"] = missing.len()
+    summary["prompts_with_fewer_samples_than_n"] = short
+    if missing.len():
+        warnings.append(f"{missing.len()} scheduled prompts have no sample in the logs (e.g. {missing[0]!r})")
+    if short:
+        warnings.append(f"{short} prompts have fewer than samples_per_prompt={n} samples in the logs")
+
+
+# --------------------------------------------------------------------------------------------------------
+# The history file
+
+
+def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """Read a history file written by `observe`: its rows and the list of logs ingested so far.
+
+    Raises
+    ------
+    InputError
+        When the file is not Parquet or lacks the history columns.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        schema = pq.read_schema(path)
+    except Exception:  # noqa: BLE001 - not Parquet, or damaged
+        raise InputError(f"{path}: not a Parquet history file; --append needs a history `asp observe` wrote") from None
+    missing = [c for c in ("prompt_id", "response_tokens") if c not in schema.names]
+    if missing:
+        raise InputError(f"{path}: not an asp history (no column {missing[0]!r}); write to a new file instead")
+    frame = pl.read_parquet(path)
+    for name, dtype in HISTORY_SCHEMA.items():
+        if name not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype).alias(name))
+    frame = frame.select([pl.col(n).cast(t) for n, t in HISTORY_SCHEMA.items()])
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    logs: list[dict[str, Any]] = []
+    if raw:
+        try:
+            logs = list(json.loads(raw).get("logs", []))
+        except (ValueError, AttributeError):
+            logs = []
+    return frame, logs
+
+
+def write_history(frame: pl.DataFrame, output: Path, logs: list[dict[str, Any]]) -> None:
+    """Write a history file atomically with fixed Parquet options and the ingested-log list in metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from asp_cli.output import atomic_path
+
+    frame = frame.select([pl.col(n).cast(t) for n, t in HISTORY_SCHEMA.items()])
+    document = {"format": "asp.history", "format_version": HISTORY_FORMAT_VERSION, "asp_version": __version__,
+                "logs": logs}
+    table = frame.to_arrow()
+    table = table.cast(pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
+                                  for f in table.schema]))
+    table = table.replace_schema_metadata({METADATA_KEY: json.dumps(document, sort_keys=True).encode()})
+    with atomic_path(output) as tmp:
+        pq.write_table(table, tmp, compression="zstd", compression_level=3, write_statistics=True,
+                       row_group_size=1 << 20)

@@ -1,0 +1,175 @@
+"""A sampler that makes verl (or any ``torch.utils.data.DataLoader``) read a dataset in an asp schedule's order.
+
+verl loads it through its curriculum-sampler hook::
+
+    data.sampler.class_path=pkg://asp_cli.integrate.sampler   # or the path of this file
+    data.sampler.class_name=ScheduleSampler
+    +data.asp_schedule=/abs/path/schedule.parquet    # or the ASP_SCHEDULE environment variable
+    data.dataloader_num_workers=0                    # verl requires it for custom samplers
+    data.filter_overlong_prompts=False               # a filtered dataset no longer matches the schedule
+
+and builds it as ``ScheduleSampler(data_source=dataset, data_config=config.data)``. ``train_files`` must be
+the file(s) the schedule was made from, in the same order: the sampler yields their row positions.
+
+Each pass over the sampler (each verl epoch) replays the next schedule epoch in `Replay.trainer_order`:
+rows by training step, every batch of ``data.train_batch_size`` rows laid out so verl's contiguous split
+across rollout workers is balanced. Optional keys (under ``data`` or ``data.sampler``): ``asp_workers``
+(contiguous chunks per batch; default the schedule's instances), ``asp_first_epoch`` (the schedule epoch of
+the first pass, e.g. when resuming a checkpoint taken in epoch 2). Environment variables ``ASP_SCHEDULE``,
+``ASP_WORKERS`` and ``ASP_FIRST_EPOCH`` stand in for missing keys.
+
+Torch is optional: with it the class is a ``torch.utils.data.Sampler`` (verl's ``AbstractSampler`` when verl
+is importable); without it a plain iterable. ``import asp_cli`` never imports this module. Imports are
+absolute because verl may load this file by path, outside its package.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sized
+from typing import Any
+
+_log = logging.getLogger("asp_cli.integrate.sampler")
+
+CONFIG_KEYS = {"schedule": "asp_schedule", "workers": "asp_workers", "first_epoch": "asp_first_epoch"}
+ENV_KEYS = {"schedule": "ASP_SCHEDULE", "workers": "ASP_WORKERS", "first_epoch": "ASP_FIRST_EPOCH"}
+
+
+def _base_class() -> type:
+    """verl's AbstractSampler, else torch's Sampler, else object: whatever this environment has."""
+    try:
+        from verl.experimental.dataset.sampler import AbstractSampler  # type: ignore[import-not-found]
+
+        return AbstractSampler
+    except Exception:  # noqa: BLE001 - verl missing or broken: fall back to torch
+        pass
+    try:
+        from torch.utils.data import Sampler
+
+        return Sampler
+    except ImportError:
+        return object
+
+
+def _lookup(config: Any, key: str) -> Any:
+    """``config[key]`` for dicts and OmegaConf configs alike, or None."""
+    if config is None:
+        return None
+    if isinstance(config, Mapping) or hasattr(config, "get"):
+        try:
+            return config.get(key)
+        except Exception:  # noqa: BLE001 - an OmegaConf struct config without the key
+            return None
+    return getattr(config, key, None)
+
+
+def _setting(config: Any, name: str) -> Any:
+    key = CONFIG_KEYS[name]
+    for where in (config, _lookup(config, "sampler")):
+        value = _lookup(where, key)
+        if value not in (None, ""):
+            return value
+    value = os.environ.get(ENV_KEYS[name], "")
+    return value or None
+
+
+class ScheduleSampler(_base_class()):  # type: ignore[misc]
+    """Yield dataset indices in an asp schedule's order, one schedule epoch per pass.
+
+    Parameters
+    ----------
+    data_source
+        The dataset (verl's RLHFDataset); only its length (and, when it has one, its ``dataframe``'s id
+        column) is read, to check it is the dataset the schedule was made from.
+    data_config
+        verl's ``config.data`` (or any mapping) holding ``asp_schedule`` and optionally ``asp_workers``,
+        ``asp_first_epoch`` and ``train_batch_size``.
+    schedule
+        A schedule path, overriding the config (for use outside verl).
+
+    Raises
+    ------
+    SettingsError
+        When no schedule is named, or ``train_batch_size`` differs from the schedule's.
+    InputError
+        When the dataset does not match the schedule (filtered, truncated or another file).
+    ScheduleFormatError
+        When the file is not an asp schedule.
+    """
+
+    def __init__(self, data_source: Sized, data_config: Any = None, *, schedule: str | os.PathLike | None = None):
+        from asp_cli.errors import SettingsError
+        from asp_cli.integrate.replay import Replay
+
+        path = schedule or _setting(data_config, "schedule")
+        if not path:
+            raise SettingsError(
+                "ScheduleSampler needs a schedule: set +data.asp_schedule=/path/schedule.parquet "
+                "(or the ASP_SCHEDULE environment variable)"
+            )
+        self.replay = Replay.open(os.fspath(path))
+        workers = _setting(data_config, "workers")
+        self.workers = int(workers) if workers is not None else self.replay.instances
+        first = _setting(data_config, "first_epoch")
+        self.epoch = int(first) if first is not None else 0
+        size = _lookup(data_config, "train_batch_size")
+        if size is not None and int(size) != self.replay.train_batch_size:
+            raise SettingsError(
+                f"data.train_batch_size={int(size)} but the schedule was made with --train-batch-size "
+                f"{self.replay.train_batch_size}; make them equal, or the batches will not line up"
+            )
+        self._check_dataset(data_source)
+        self._orders: dict[int, list[int]] = {}
+
+    def _check_dataset(self, data_source: Sized) -> None:
+        from asp_cli.errors import InputError
+
+        rows = self.replay.frame.select("row", "prompt_id").unique("row").sort("row")
+        size = len(data_source)
+        top = int(rows["row"].max())
+        if top >= size:
+            raise InputError(
+                f"the dataset has {size} rows but the schedule uses row {top}: did data.filter_overlong_prompts "
+                "or data.train_max_samples drop rows? Set filter_overlong_prompts=False and train on the "
+                "file(s) the schedule was made from"
+            )
+        if size > rows.height:
+            _log.warning("asp: %d dataset rows are not in the schedule and will not be sampled", size - rows.height)
+        frame = getattr(data_source, "dataframe", None)
+        names = getattr(frame, "column_names", None) or []
+        id_col = next((c for c in ("id", "prompt_id", "uid") if c in names), None)
+        if id_col is None:
+            return
+        ids = frame[id_col]
+        for row, prompt_id in zip(rows["row"].to_list(), rows["prompt_id"].to_list(), strict=True):
+            if str(ids[row]) != prompt_id:
+                raise InputError(
+                    f"dataset row {row} has {id_col} {ids[row]!r} but the schedule expects {prompt_id!r}; "
+                    "train on the file(s) the schedule was made from, unfiltered, in the same order"
+                )
+
+    def _schedule_epoch(self, epoch: int) -> int:
+        epochs = self.replay.epochs
+        if epoch >= len(epochs):
+            _log.warning("asp: pass %d is past the schedule's %d epoch(s); replaying them again", epoch, len(epochs))
+        return epochs[epoch % len(epochs)]
+
+    def indices(self, epoch: int) -> list[int]:
+        """The dataset indices of pass ``epoch`` (0-based), in schedule order."""
+        key = self._schedule_epoch(epoch)
+        if key not in self._orders:
+            self._orders[key] = self.replay.dataset_indices(epoch=key, workers=self.workers)
+        return self._orders[key]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next pass replay schedule epoch ``epoch`` (as DistributedSampler.set_epoch does)."""
+        self.epoch = int(epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        order = self.indices(self.epoch)
+        self.epoch += 1
+        return iter(order)
+
+    def __len__(self) -> int:
+        return len(self.indices(self.epoch))

@@ -1,0 +1,1 @@
+"""Response-length prediction: prompt features, the model, history, predictions made elsewhere, evaluation."""

@@ -1,0 +1,670 @@
+"""The response-length model: fit on observed rollouts, predict per-prompt length distributions, save and load.
+
+The model predicts, for each prompt, the distribution of the log length of one sample as a normal
+``N(mu, sigma^2)`` (lengths are log-normal to a good approximation: within-prompt CV ~0.28 on the AIME
+R1-distill data). From it:
+
+- the typical (mean) length is ``exp(mu + sigma^2 / 2)``;
+- the expected group maximum of N samples is ``exp(mu + sigma * e_N)`` with ``e_N`` the expected maximum
+  of N standard normals (numerical integral), so a model fitted on
+  groups of 8 predicts groups of 4 or 16 consistently.
+
+``mu`` comes from a ridge regression (the "head") over a piecewise-linear expansion of the dense prompt
+features (each feature plus hinges ``max(0, x - knot)`` at its training quintiles, i.e. a linear spline:
+an additive model) and one text score, itself a ridge regression over word counts fitted out of fold
+(stacking, Wolpert 1992), so the head learns how far to trust it. With ``char_ngrams=True`` a second text
+score over hashed character 3- and 4-grams is fitted the same way and enters the head as one more column
+(opt-in: it roughly doubles the predict time). Gradient-boosted trees were tried first
+and ranked no better on the evaluation sets while taking ~5 s per million prompts to predict; the spline
+head predicts a million prompts in well under a second. ``sigma`` is the pooled within-prompt standard deviation of
+log length in the training data, or 0.3 when no prompt has two samples.
+
+Censoring: a sample that hit the generation cap (``truncated`` true, or length >= ``cap``) is only known to
+be at least the cap; it enters the targets as ``1.25 x`` its length, the mean excess over a threshold
+near the group's upper decile for a log-normal with sigma 0.3 (a fixed, documented imputation, not a Tobit
+fit).
+
+Model files are skops archives loaded with an explicit list of trusted types (never pickle), plus an
+``asp_meta.json`` member holding the format version and the card, readable without loading the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.predict import features as F
+from asp_cli.errors import InputError, PredictorError, UnsafePredictorError
+
+FORMAT_VERSION = 2  # the newest format this asp reads
+# Files are written at the oldest version that can read them: 1 without character n-grams, 2 with them, so a
+# character n-gram model is refused by an older asp ("upgrade asp") instead of silently losing its n-gram score.
+_CHAR_NGRAM_FORMAT_VERSION = 2
+META_MEMBER = "asp_meta.json"
+_CARD_KEYS = ("format_version", "feature_set", "features", "vocabulary_size", "data_sources",
+              "uses_difficulty", "log_spread", "training", "params", "versions", "char_ngrams")
+DEFAULT_LOG_SPREAD = 0.3  # within-prompt sd of log length; AIME R1-distill median CV is 0.28
+CENSORED_FACTOR = 1.25
+KNOT_QUANTILES = (0.2, 0.4, 0.6, 0.8)  # hinge knots of the piecewise-linear head, at training quantiles
+
+# Every type a model file may ask skops to build: plain containers and NumPy arrays, nothing else (the
+# model holds no estimator object). Checked against every node of the file's schema, not only against the
+# types skops itself distrusts, so skops' own default trust list does not widen ours.
+TRUSTED_TYPES: tuple[str, ...] = (
+    "builtins.bool",
+    "builtins.dict",
+    "builtins.float",
+    "builtins.int",
+    "builtins.list",
+    "builtins.str",
+    "builtins.tuple",
+    "numpy.dtype",
+    "numpy.float64",
+    "numpy.int64",
+    "numpy.ndarray",
+)
+
+
+_GRID = np.linspace(-8.0, 8.0, 4001)
+_PDF = np.exp(-_GRID**2 / 2.0) / np.sqrt(2.0 * np.pi)
+_CDF = np.array([NormalDist().cdf(x) for x in _GRID])
+
+
+def expected_max_z(samples: int | np.ndarray) -> np.ndarray:
+    """Expected maximum of N standard normals: the integral of x * N * phi(x) * Phi(x)^(N-1), on a grid."""
+    n = np.maximum(np.asarray(samples, dtype=np.int64), 1)
+    unique, where = np.unique(n, return_inverse=True)
+    step = _GRID[1] - _GRID[0]
+    values = np.array([np.sum(_GRID * k * _PDF * _CDF ** (k - 1)) * step for k in unique])
+    return values[where].reshape(n.shape)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Training data
+
+
+@dataclass
+class Observations:
+    """Prompts and their observed lengths, as the predictor learns from them."""
+
+    prompts: pl.DataFrame  # read_prompts columns, one row per prompt
+    lengths: pl.DataFrame  # read_lengths columns, one row per sample
+    skipped_rows: int = 0
+    columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def read_observations(
+    paths: Sequence[Path],
+    *,
+    prompt_key: str | None = None,
+    id_key: str | None = None,
+    length_key: str | None = None,
+    on_bad_row: str = "error",
+) -> Observations:
+    """Read files of prompts with observed lengths: one row per sample, or one row per prompt with a list.
+
+    Columns are detected as in ``asp schedule`` (``columns.PROMPT_KEYS``, ``ID_KEYS``, ``LENGTH_KEYS``);
+    the keys override them. Rows of one prompt repeat its text; the first one is kept.
+
+    Raises
+    ------
+    InputError
+        Unreadable files, missing columns, bad lengths, or one id with two different prompt texts.
+    """
+    from asp_cli import reading
+
+    report = reading.ReadReport()
+    prompt_parts, length_parts = [], []
+    offset = 0
+    for path in paths:
+        path = Path(path)
+        fmt, _ = reading.file_format(path)
+        frame = reading.read_table(path, on_bad_row=on_bad_row, report=report)  # type: ignore[arg-type]
+        id_col = reading.find_column(frame, C.ID_KEYS, id_key, what="id", flag="--id-key", path=path,
+                                     required=False)
+        if id_col is None:
+            id_col = "\x00row_id"
+            frame = frame.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(id_col))
+        length_col = reading.find_column(frame, C.LENGTH_KEYS, length_key, what="response length",
+                                         flag="--length-key", path=path)
+        prompts = reading._extract_prompts(  # noqa: SLF001 - the same detection as asp schedule
+            frame, path, fmt, prompt_key, id_col, on_bad_row, report, offset  # type: ignore[arg-type]
+        )
+        lengths = reading._extract_lengths(  # noqa: SLF001
+            frame, path, fmt, id_col, length_col, on_bad_row, report  # type: ignore[arg-type]
+        )
+        offset += frame.height
+        prompt_parts.append(prompts)
+        length_parts.append(lengths)
+    if not prompt_parts:
+        raise InputError("no input files given; name at least one file of prompts with observed lengths")
+    prompts = pl.concat(prompt_parts, how="vertical")
+    conflicting = prompts.group_by(C.PROMPT_ID).agg(pl.col(C.PROMPT_TEXT).n_unique().alias("n")).filter(pl.col("n") > 1)
+    if conflicting.height:
+        raise InputError(
+            f"prompt id {conflicting[C.PROMPT_ID].sort()[0]!r} has {conflicting['n'].max()} different prompt "
+            f"texts ({conflicting.height} ids do); give each prompt one id, or pass --id-key"
+        )
+    prompts = prompts.unique(C.PROMPT_ID, keep="first", maintain_order=True)
+    lengths = pl.concat(length_parts, how="vertical")
+    return Observations(prompts, lengths, report.skipped_rows, report.columns_used)
+
+
+def group_targets(lengths: pl.DataFrame, *, cap: int | None = None) -> pl.DataFrame:
+    """Per-prompt summaries of observed lengths: samples, mean and sd of log length, max and mean tokens.
+
+    Truncated samples (flag, or length >= ``cap``) enter the log statistics as ``CENSORED_FACTOR`` x length.
+    """
+    tokens = pl.col(C.RESPONSE_TOKENS).cast(pl.Float64).clip(1.0)
+    censored = pl.col(C.TRUNCATED).fill_null(False)
+    if cap is not None:
+        censored = censored | (pl.col(C.RESPONSE_TOKENS) >= cap)
+    log_len = pl.when(censored).then((tokens * CENSORED_FACTOR).log()).otherwise(tokens.log())
+    return (
+        lengths.with_columns(log_len.alias("\x00log"), censored.alias("\x00cens"))
+        .group_by(C.PROMPT_ID, maintain_order=True)
+        .agg(
+            pl.len().alias("samples"),
+            pl.col("\x00log").mean().alias("log_mean"),
+            pl.col("\x00log").std(ddof=1).alias("log_sd"),
+            pl.col(C.RESPONSE_TOKENS).max().alias("max_tokens"),
+            pl.col(C.RESPONSE_TOKENS).mean().alias("mean_tokens"),
+            pl.col("\x00cens").sum().alias("censored"),
+        )
+    )
+
+
+def fingerprint_observations(prompts: pl.DataFrame, targets: pl.DataFrame) -> str:
+    """A stable SHA-256 of the training prompts and their length summaries (order-independent)."""
+    joined = prompts.select(C.PROMPT_ID, C.PROMPT_TEXT).join(targets, on=C.PROMPT_ID).sort(C.PROMPT_ID)
+    digest = hashlib.sha256()
+    for pid, text, n, mx, mean in zip(joined[C.PROMPT_ID], joined[C.PROMPT_TEXT], joined["samples"],
+                                      joined["max_tokens"], joined["mean_tokens"], strict=True):
+        digest.update(f"{pid}\x1f{text}\x1f{n}\x1f{mx}\x1f{mean:.3f}\x1e".encode())
+    return "sha256:" + digest.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------------
+# The model
+
+
+class LengthPredictor:
+    """Predicts the log-normal distribution of a prompt's response length.
+
+    Parameters follow scikit-learn: ``__init__`` only stores them, ``fit`` returns ``self``, learned state
+    ends in ``_``, randomness comes from ``random_state``.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_vocabulary: int = 4000,
+        min_df: int = 3,
+        ridge_alpha: float = 3.0,
+        head_alpha: float = 10.0,
+        use_metadata: bool = True,
+        log_spread: float | None = None,
+        char_ngrams: bool = False,
+        random_state: int = 0,
+    ) -> None:
+        self.max_vocabulary = max_vocabulary
+        self.min_df = min_df
+        self.ridge_alpha = ridge_alpha
+        self.head_alpha = head_alpha
+        self.use_metadata = use_metadata
+        self.log_spread = log_spread
+        self.char_ngrams = char_ngrams
+        self.random_state = random_state
+
+    def get_params(self) -> dict[str, Any]:
+        names = ["max_vocabulary", "min_df", "ridge_alpha", "head_alpha", "use_metadata", "log_spread", "random_state"]
+        if self.char_ngrams:  # only then, so files without them keep exactly the parameters they always had
+            names.insert(-1, "char_ngrams")
+        return {k: getattr(self, k) for k in names}
+
+    # -- fitting -------------------------------------------------------------------------------------------
+
+    def fit(
+        self,
+        prompts: pl.DataFrame,
+        lengths: pl.DataFrame,
+        *,
+        cap: int | None = None,
+        tokenizer: Path | None = None,
+    ) -> LengthPredictor:
+        """Fit on prompts (``read_prompts`` columns) and observed lengths (``read_lengths`` columns).
+
+        Raises
+        ------
+        InputError
+            When fewer than 10 prompts have observed lengths.
+        """
+        from sklearn.linear_model import Ridge
+        from sklearn.model_selection import KFold
+
+        targets = group_targets(lengths, cap=cap)
+        data = prompts.join(targets, on=C.PROMPT_ID, how="inner", maintain_order="left")
+        if data.height < 10:
+            raise InputError(
+                f"only {data.height} prompts have observed lengths; the predictor needs at least 10 "
+                "(check that the ids of the prompts and the lengths match)"
+            )
+        y = data["log_mean"].to_numpy()
+        samples = data["samples"].to_numpy().astype(np.float64)
+        weight = samples / (samples + 1.0)  # more samples, a surer target (normal-normal shrinkage)
+
+        self.vocabulary_ = F.learn_vocabulary(data[C.PROMPT_TEXT], max_words=self.max_vocabulary, min_df=self.min_df)
+        words = F.word_index(data, self.vocabulary_)
+        matrix = F.word_matrix(words, len(self.vocabulary_))
+        # Out-of-fold text scores for the head (stacking, Wolpert 1992), so it learns how far to trust them.
+        splits = list(KFold(n_splits=5, shuffle=True, random_state=self.random_state).split(matrix))
+        text_score, self.word_coef_, self.word_intercept_ = _stacked_ridge(matrix, y, weight, splits, self.ridge_alpha)
+        self.char_ngram_sizes_: tuple[int, ...] = ()
+        if self.char_ngrams:
+            self.char_ngram_sizes_, self.char_hash_bits_ = F.CHAR_NGRAM_SIZES, F.CHAR_HASH_BITS
+            chars = F.char_matrix(data[C.PROMPT_TEXT], self.char_ngram_sizes_, self.char_hash_bits_)
+            char_score, self.char_coef_, self.char_intercept_ = _stacked_ridge(
+                chars, y, weight, splits, self.ridge_alpha)
+            text_score = np.column_stack([text_score, char_score])
+
+        self.sources_: tuple[str, ...] = ()
+        if self.use_metadata and C.DATA_SOURCE in data.columns:
+            present = data[C.DATA_SOURCE].drop_nulls().unique().sort().to_list()
+            if 2 <= len(present) <= 250:
+                self.sources_ = tuple(present)
+        self.uses_difficulty_ = bool(self.use_metadata and C.DIFFICULTY in data.columns
+                                     and data[C.DIFFICULTY].null_count() < data.height)
+        self.feature_set_ = F.FEATURE_SET
+        skip = {"difficulty"} if not self.uses_difficulty_ else set()
+        if not self.sources_:
+            skip.add("data_source_code")
+        self.features_ = tuple(name for name in F.DENSE_FEATURES if name not in skip)
+        tokens = F.prompt_token_counts(data, tokenizer)
+        dense = self._dense(data, words, tokens)
+        self.fill_ = np.nan_to_num(np.nanmedian(np.where(np.isnan(dense), np.nan, dense), axis=0), nan=0.0)
+        filled = np.where(np.isnan(dense), self.fill_, dense)
+        self.knots_ = np.quantile(filled, KNOT_QUANTILES, axis=0).T  # (features, knots)
+        x = self._expand(dense, text_score)
+        self.center_ = np.average(x, axis=0, weights=weight)
+        self.scale_ = np.sqrt(np.average((x - self.center_) ** 2, axis=0, weights=weight))
+        self.scale_[self.scale_ < 1e-9] = 1.0
+        head = Ridge(alpha=self.head_alpha).fit((x - self.center_) / self.scale_, y, sample_weight=weight)
+        self.head_coef_ = head.coef_.astype(np.float64)
+        self.head_intercept_ = float(head.intercept_)
+
+        multi = data.filter(pl.col("samples") >= 2)
+        if self.log_spread is not None:
+            self.log_spread_ = float(self.log_spread)
+        elif multi.height >= 5:
+            dof = (multi["samples"] - 1).to_numpy().astype(np.float64)
+            var = multi["log_sd"].fill_null(0.0).to_numpy() ** 2
+            self.log_spread_ = float(math.sqrt(np.sum(dof * var) / np.sum(dof)))
+        else:
+            self.log_spread_ = DEFAULT_LOG_SPREAD
+        residual = y - self._head(x)
+        self.train_rmse_log_ = float(np.sqrt(np.average(residual**2, weights=weight)))
+        self.n_prompts_ = int(data.height)
+        self.n_samples_ = int(samples.sum())
+        self.training_fingerprint_ = fingerprint_observations(data, targets)
+        self.max_observed_tokens_ = int(data["max_tokens"].max())
+        self.meta_: dict[str, Any] = {}
+        return self
+
+    def _feature_names(self) -> list[str]:
+        """The dense features this model uses, fixed at fit time (a file from an older feature set keeps its
+        own list, a subset of ``F.DENSE_FEATURES``; metadata only when the training data had it)."""
+        return list(self.features_)
+
+    def _dense(self, prompts: pl.DataFrame, words: F.WordIndex, tokens: np.ndarray) -> np.ndarray:
+        dense = F.dense_features(prompts, words, tokens, self.sources_)
+        self._codes = np.nan_to_num(dense[:, F.DENSE_FEATURES.index("data_source_code")], nan=-1.0)
+        names = [n for n in self._feature_names() if n != "data_source_code"]
+        return dense[:, [F.DENSE_FEATURES.index(n) for n in names]]
+
+    def _expand(self, dense: np.ndarray, text_score: np.ndarray, prompts: pl.DataFrame | None = None) -> np.ndarray:
+        """Piecewise-linear design: each feature, its hinges max(0, x - knot), missing flags, the text score(s)
+        (words, then character n-grams when used), sources one-hot."""
+        missing = np.isnan(dense)
+        filled = np.where(missing, self.fill_, dense)
+        hinges = np.maximum(filled[:, :, None] - self.knots_[None, :, :], 0.0).reshape(len(filled), -1)
+        parts = [filled, hinges, missing.astype(np.float64), text_score.reshape(len(dense), -1)]
+        if self.sources_:
+            codes = self._codes
+            parts.append((codes[:, None] == np.arange(len(self.sources_))[None, :]).astype(np.float64))
+        return np.hstack(parts)
+
+    def _head(self, x: np.ndarray) -> np.ndarray:
+        return ((x - self.center_) / self.scale_) @ self.head_coef_ + self.head_intercept_
+
+    def _head_columns(self, dense: np.ndarray, text_score: np.ndarray) -> np.ndarray:
+        """``_head(_expand(...))`` one feature at a time: no (prompts x 80) matrix on the predict path."""
+        coef = self.head_coef_ / self.scale_
+        mu = np.full(len(dense), self.head_intercept_ - float(coef @ self.center_))
+        n_features, n_knots = self.knots_.shape
+        for f in range(n_features):
+            column = dense[:, f]
+            missing = np.isnan(column)
+            filled = np.where(missing, self.fill_[f], column)
+            mu += coef[f] * filled
+            for k in range(n_knots):
+                mu += coef[n_features + f * n_knots + k] * np.maximum(filled - self.knots_[f, k], 0.0)
+            mu += coef[n_features * (1 + n_knots) + f] * missing
+        base = n_features * (2 + n_knots)
+        scores = text_score.reshape(len(dense), -1)
+        for j in range(scores.shape[1]):
+            mu += coef[base + j] * scores[:, j]
+        base += scores.shape[1] - 1
+        if self.sources_:
+            mu += np.append(coef[base + 1:], 0.0)[np.where(self._codes >= 0, self._codes, len(self.sources_)).astype(np.int64)]
+        return mu
+
+    # -- predicting ----------------------------------------------------------------------------------------
+
+    def predict_log(self, prompts: pl.DataFrame, *, tokenizer: Path | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return ``(mu, sigma, prompt_tokens)`` per prompt: the log-normal parameters of one sample's length."""
+        self._check_fitted()
+        if prompts.height == 0:
+            empty = np.zeros(0)
+            return empty, empty, np.zeros(0, dtype=np.int64)
+        words = F.word_index(prompts, self.vocabulary_)
+        text_score = F.word_scores(words, self.word_coef_) + self.word_intercept_
+        if self.char_ngram_sizes_:
+            char_score = F.char_scores(prompts[C.PROMPT_TEXT], self.char_coef_, self.char_ngram_sizes_,
+                                       self.char_hash_bits_) + self.char_intercept_
+            text_score = np.column_stack([text_score, char_score])
+        tokens = F.prompt_token_counts(prompts, tokenizer)
+        mu = self._head_columns(self._dense(prompts, words, tokens), text_score)
+        sigma = np.full(prompts.height, self.log_spread_)
+        return mu, sigma, tokens
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "head_coef_"):
+            raise PredictorError("the predictor is not fitted; call fit() or load a model file")
+
+    # -- describing ----------------------------------------------------------------------------------------
+
+    def card(self) -> dict[str, Any]:
+        """What the model is: feature set, training data, versions, figures (JSON-ready)."""
+        self._check_fitted()
+        import sklearn
+
+        card = {
+            "format_version": self._format_version(),
+            "feature_set": self.feature_set_,
+            "features": self._feature_names() + ["text_score"] + (["char_score"] if self.char_ngram_sizes_ else []),
+            "vocabulary_size": len(self.vocabulary_),
+            "data_sources": list(self.sources_),
+            "uses_difficulty": self.uses_difficulty_,
+            "log_spread": round(self.log_spread_, 4),
+            "training": {
+                "prompts": self.n_prompts_,
+                "samples": self.n_samples_,
+                "fingerprint": self.training_fingerprint_,
+                "train_rmse_log": round(self.train_rmse_log_, 4),
+                "max_observed_tokens": self.max_observed_tokens_,
+            },
+            "params": self.get_params(),
+            "versions": {
+                "asp": _asp_version(),
+                "scikit-learn": sklearn.__version__,
+                "numpy": np.__version__,
+                "polars": pl.__version__,
+            },
+        }
+        if self.char_ngram_sizes_:
+            card["char_ngrams"] = {"sizes": list(self.char_ngram_sizes_), "hash_bits": self.char_hash_bits_,
+                                   "hash": "ASCII lower-case; (little-endian window * M_n mod 2^32) >> (32 - bits)",
+                                   "multipliers": {str(n): F.CHAR_HASH_MULTIPLIERS[n] for n in self.char_ngram_sizes_}}
+        card.update(self.meta_)
+        return card
+
+    def _format_version(self) -> int:
+        return _CHAR_NGRAM_FORMAT_VERSION if self.char_ngram_sizes_ else 1
+
+
+def _stacked_ridge(matrix, y: np.ndarray, weight: np.ndarray, splits: list, alpha: float):
+    """Out-of-fold ridge predictions over ``splits``, and the coefficients and intercept fitted on all rows."""
+    from sklearn.linear_model import Ridge
+
+    score = np.zeros(len(y))
+    for train, test in splits:
+        ridge = Ridge(alpha=alpha).fit(matrix[train], y[train], sample_weight=weight[train])
+        score[test] = ridge.predict(matrix[test])
+    ridge = Ridge(alpha=alpha).fit(matrix, y, sample_weight=weight)
+    return score, ridge.coef_.astype(np.float64), float(ridge.intercept_)
+
+
+def _asp_version() -> str:
+    from asp_cli import __version__
+
+    return __version__
+
+
+# --------------------------------------------------------------------------------------------------------
+# Files
+
+
+def save(model: LengthPredictor, path: Path) -> None:
+    """Write ``model`` as a skops archive at ``path`` (plain types and scikit-learn objects only)."""
+    import skops.io as sio
+
+    model._check_fitted()
+    state = {
+        "format_version": model._format_version(),
+        "params": json.dumps(model.get_params()),
+        "vocabulary": list(model.vocabulary_),
+        "word_coef": model.word_coef_,
+        "word_intercept": model.word_intercept_,
+        "sources": list(model.sources_),
+        "uses_difficulty": model.uses_difficulty_,
+        "feature_set": model.feature_set_,
+        "features": list(model.features_),
+        "log_spread": model.log_spread_,
+        "fill": model.fill_,
+        "knots": model.knots_,
+        "center": model.center_,
+        "scale": model.scale_,
+        "head_coef": model.head_coef_,
+        "head_intercept": model.head_intercept_,
+        "card": json.dumps(model.card(), sort_keys=True),
+    }
+    if model.char_ngram_sizes_:
+        state.update({"char_ngram_sizes": list(model.char_ngram_sizes_), "char_hash_bits": model.char_hash_bits_,
+                      "char_coef": model.char_coef_, "char_intercept": model.char_intercept_})
+    sio.dump(state, path, compression=zipfile.ZIP_DEFLATED, compresslevel=9)
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(META_MEMBER, json.dumps(model.card(), indent=2, sort_keys=True))
+
+
+def read_card(path: Path) -> dict[str, Any]:
+    """The card stored in a model file, read without building any object.
+
+    Raises
+    ------
+    PredictorError
+        Missing file, not an asp model file, or a newer format version.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PredictorError(f"{path}: no such model file; give a file written by `asp predictor fit`")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            raw = archive.read(META_MEMBER)
+        card = json.loads(raw)
+    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError):
+        raise PredictorError(f"{path}: not an asp predictor file (a skops archive from `asp predictor fit`)") from None
+    version = card.get("format_version")
+    if not isinstance(version, int):
+        raise PredictorError(f"{path}: the model file has no format version; refit it with `asp predictor fit`")
+    if version > FORMAT_VERSION:
+        raise PredictorError(
+            f"{path}: model format version {version} is newer than this asp reads ({FORMAT_VERSION}); upgrade asp"
+        )
+    return card
+
+
+def load(path: Path) -> LengthPredictor:
+    """Load a model file, building only the types in ``TRUSTED_TYPES``.
+
+    Raises
+    ------
+    UnsafePredictorError
+        The file asks for a type outside the trusted list (it is not loaded).
+    PredictorError
+        Missing, corrupt or newer-format files.
+    """
+    path = Path(path)
+    card = read_card(path)
+    state = _plain_state(path)
+    if state is not None:
+        return _from_state(state, card, path)
+    import skops.io as sio
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            schema = json.loads(archive.read("schema.json"))
+        asked = _schema_types(schema) | set(sio.get_untrusted_types(file=path))
+    except Exception as exc:  # noqa: BLE001 - a corrupt archive
+        raise PredictorError(f"{path}: unreadable model file ({str(exc)[:200]})") from None
+    refused = sorted(asked - set(TRUSTED_TYPES))
+    if refused:
+        raise UnsafePredictorError(
+            f"{path}: refused to load: the file asks for types asp does not trust ({', '.join(refused[:5])}); "
+            "only load model files written by `asp predictor fit`"
+        )
+    try:
+        state = sio.load(path, trusted=list(TRUSTED_TYPES))
+    except Exception as exc:  # noqa: BLE001 - skops raises many kinds for a bad file
+        raise PredictorError(f"{path}: unreadable model file ({type(exc).__name__}: {str(exc)[:200]})") from None
+    return _from_state(state, card, path)
+
+
+class _NotPlain(Exception):
+    """A skops schema node outside the plain subset `_plain_state` builds itself."""
+
+
+def _plain_state(path: Path) -> dict[str, Any] | None:
+    """Build a model file's state without importing skops, when it holds only plain data.
+
+    Files from `asp predictor fit` hold a dict of strings, numbers, lists and NumPy arrays. Their skops
+    schema (schema.json plus one .npy file per array) is read here directly: JSON values with `json.loads`,
+    arrays with `numpy.load(allow_pickle=False)`. No class is ever looked up or called, so this is at least
+    as safe as skops' trusted loading, and it skips importing skops.io, which imports every scikit-learn
+    estimator (and torch when installed): seconds per process. Anything else in the schema (any other loader
+    or type) returns None, and `load` falls back to skops with its trusted-type check.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            schema = json.loads(archive.read("schema.json"))
+            return _plain_node(schema, archive)
+    except _NotPlain:
+        return None
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError, TypeError):
+        return None
+
+
+_PLAIN_SCALARS = {"builtins.str", "builtins.int", "builtins.float", "builtins.bool", "builtins.NoneType"}
+
+
+def _plain_node(node: Any, archive: zipfile.ZipFile) -> Any:
+    if not isinstance(node, dict):
+        raise _NotPlain
+    loader = node.get("__loader__")
+    kind = f"{node.get('__module__')}.{node.get('__class__')}"
+    if loader == "JsonNode" and kind in _PLAIN_SCALARS:
+        return json.loads(node["content"])
+    if loader == "ListNode" and kind == "builtins.list":
+        return [_plain_node(child, archive) for child in node["content"]]
+    if loader == "DictNode" and kind == "builtins.dict":
+        key_types = node["key_types"]
+        if key_types.get("__loader__") != "ListNode" or any(
+            t.get("__loader__") != "TypeNode" or f"{t.get('__module__')}.{t.get('__class__')}" != "builtins.str"
+            for t in key_types["content"]
+        ):
+            raise _NotPlain
+        return {str(key): _plain_node(child, archive) for key, child in node["content"].items()}
+    if loader == "NdArrayNode" and kind == "numpy.ndarray" and node.get("type") == "numpy":
+        with archive.open(node["file"]) as handle:
+            return np.load(io.BytesIO(handle.read()), allow_pickle=False)
+    raise _NotPlain
+
+
+def _schema_types(node: Any) -> set[str]:
+    """Every ``module.class`` a skops schema asks to build (walks the whole JSON tree)."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "__class__" in item:
+                found.add(f"{item.get('__module__', '?')}.{item['__class__']}")
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor:
+    try:
+        if not isinstance(state, dict) or state.get("format_version") != card["format_version"]:
+            raise TypeError("state")
+        model = LengthPredictor(**json.loads(state["params"]))
+        model.vocabulary_ = tuple(str(w) for w in state["vocabulary"])
+        model.word_coef_ = np.asarray(state["word_coef"], dtype=np.float64)
+        model.word_intercept_ = float(state["word_intercept"])
+        model.sources_ = tuple(str(s) for s in state["sources"])
+        model.uses_difficulty_ = bool(state["uses_difficulty"])
+        # Files before asp-features-2 hold no feature list in the state; their card names the features.
+        names = state.get("features", [n for n in card.get("features", []) if n != "text_score"])
+        model.features_ = tuple(str(n) for n in names)
+        model.feature_set_ = str(state.get("feature_set", card.get("feature_set", "")))
+        if not model.features_ or any(n not in F.DENSE_FEATURES for n in model.features_):
+            raise TypeError("features")
+        model.log_spread_ = float(state["log_spread"])
+        for name in ("fill", "knots", "center", "scale", "head_coef"):
+            setattr(model, name + "_", np.asarray(state[name], dtype=np.float64))
+        model.head_intercept_ = float(state["head_intercept"])
+        model.char_ngram_sizes_ = ()
+        if "char_coef" in state:  # format 2: character n-grams (files without them hold none of these keys)
+            model.char_ngram_sizes_ = tuple(int(n) for n in state["char_ngram_sizes"])
+            model.char_hash_bits_ = int(state["char_hash_bits"])
+            model.char_coef_ = np.asarray(state["char_coef"], dtype=np.float64)
+            model.char_intercept_ = float(state["char_intercept"])
+            if (not model.char_ngram_sizes_ or any(n not in F.CHAR_HASH_MULTIPLIERS for n in model.char_ngram_sizes_)
+                    or not 1 <= model.char_hash_bits_ <= 24 or len(model.char_coef_) != 1 << model.char_hash_bits_):
+                raise TypeError("char n-grams")
+        head_features = [n for n in model.features_ if n != "data_source_code"]
+        n_scores = 2 if model.char_ngram_sizes_ else 1
+        if (len(model.word_coef_) != len(model.vocabulary_) or len(model.center_) != len(model.head_coef_)
+                or model.knots_.shape[0] != len(head_features)
+                or len(model.head_coef_) != len(head_features) * (2 + model.knots_.shape[1]) + n_scores
+                + len(model.sources_)):
+            raise TypeError("model")
+        training = card.get("training", {})
+        model.n_prompts_ = int(training.get("prompts", 0))
+        model.n_samples_ = int(training.get("samples", 0))
+        model.training_fingerprint_ = str(training.get("fingerprint", ""))
+        model.train_rmse_log_ = float(training.get("train_rmse_log", float("nan")))
+        model.max_observed_tokens_ = int(training.get("max_observed_tokens", 0))
+        model.meta_ = {k: v for k, v in card.items() if k not in _CARD_KEYS}
+    except (TypeError, KeyError, ValueError):
+        raise PredictorError(f"{path}: the model file is damaged or not an asp predictor; refit it") from None
+    return model
+
+
+def file_fingerprint(path: Path) -> str:
+    """SHA-256 of a model file's bytes (what the schedule metadata records)."""
+    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+

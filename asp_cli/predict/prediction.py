@@ -1,0 +1,209 @@
+"""Response-length prediction for the scheduler: model predictions, combined with observed history.
+
+``predict_lengths`` is the one call ``asp schedule`` makes. It loads the predictor (the bundled default
+when none is named), predicts each prompt's log-normal length distribution, folds in history when given
+(see ``history``), and turns the distribution into the group maximum over ``samples_per_prompt`` samples
+and the mean, capped at ``max_response_tokens``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.errors import PredictorError, SettingsError
+
+DEFAULT_MODEL = Path(__file__).parent.parent / "models" / "default.skops"
+PLAN_WITH = ("max", "mean")
+
+_cache: dict[tuple[str, int, int], object] = {}
+
+
+@dataclass(frozen=True)
+class PredictionInfo:
+    """How the predictions were made, for the schedule's metadata and the summary."""
+
+    predictor_name: str
+    predictor_fingerprint: str
+    history_fingerprint: str | None = None
+    prompts_from_history: int = 0
+    prompts_from_model: int = 0
+    details: dict = field(default_factory=dict)
+
+
+def load_predictor(path: Path | None = None):
+    """Load a model file (the bundled default when ``path`` is None), cached by path, size and mtime.
+
+    Raises
+    ------
+    PredictorError, UnsafePredictorError
+        Missing, damaged, newer-format or unsafe files.
+    """
+    from asp_cli.predict import model as P
+
+    path = Path(path) if path is not None else DEFAULT_MODEL
+    if path == DEFAULT_MODEL and not path.is_file():
+        raise PredictorError(
+            f"the bundled default model is missing ({path}); reinstall asp or rebuild it with "
+            "scripts/train_default_predictor.py"
+        )
+    if not path.is_file():
+        raise PredictorError(f"{path}: no such model file; give a file written by `asp predictor fit`")
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _cache:
+        _cache.clear()
+        _cache[key] = P.load(path)
+    return _cache[key]
+
+
+def _check_settings(samples_per_prompt: int, max_response_tokens: int, plan_with: str) -> None:
+    from asp_cli.settings import MAX_SETTING
+
+    if int(samples_per_prompt) < 1:
+        raise SettingsError(f"samples per prompt must be at least 1 (got {samples_per_prompt})")
+    if int(max_response_tokens) < 1:
+        raise SettingsError(f"the maximum response length must be at least 1 token (got {max_response_tokens})")
+    if int(samples_per_prompt) > MAX_SETTING:  # beyond 64-bit arithmetic downstream
+        raise SettingsError(f"samples per prompt must be at most {MAX_SETTING} (got {samples_per_prompt})")
+    if int(max_response_tokens) > MAX_SETTING:
+        raise SettingsError(f"the maximum response length must be at most {MAX_SETTING} tokens (got {max_response_tokens})")
+    if plan_with not in PLAN_WITH:
+        raise SettingsError(f"plan with 'max' or 'mean', not {plan_with!r}")
+
+
+def lengths_from_lognormal(
+    mu: np.ndarray, sigma: np.ndarray, samples: int | np.ndarray, cap: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Expected group maximum over ``samples`` draws and the mean of one draw, as whole tokens in [1, cap].
+
+    The mean never exceeds the maximum (they meet at one sample per group).
+    """
+    from asp_cli.predict.model import expected_max_z
+
+    z = expected_max_z(samples)
+    group_max = np.exp(np.minimum(mu + sigma * z, 60.0))
+    mean = np.exp(np.minimum(mu + sigma**2 / 2.0, 60.0))
+    group_max = np.clip(np.rint(group_max), 1, cap).astype(np.int64)
+    mean = np.clip(np.rint(mean), 1, cap).astype(np.int64)
+    return group_max, np.minimum(mean, group_max)
+
+
+# Rows per feature pass: word features explode each prompt into words, so memory grows with the rows in
+# one pass; a million prompts at a time keeps 10M-prompt runs far below the machine's memory.
+_PREDICT_CHUNK_ROWS = 1_000_000
+
+
+def _predict_log_in_chunks(model, prompts: pl.DataFrame, tokenizer: Path | None):
+    """`LengthPredictor.predict_log` over slices of the prompts (it is row-wise, so the result is the same)."""
+    if prompts.height <= _PREDICT_CHUNK_ROWS:
+        return model.predict_log(prompts, tokenizer=tokenizer)
+    parts = [model.predict_log(prompts.slice(start, _PREDICT_CHUNK_ROWS), tokenizer=tokenizer)
+             for start in range(0, prompts.height, _PREDICT_CHUNK_ROWS)]
+    return tuple(np.concatenate([part[i] for part in parts]) for i in range(3))
+
+
+def predict_distribution(
+    prompts: pl.DataFrame,
+    *,
+    predictor: Path | None = None,
+    history: pl.DataFrame | None = None,
+    max_response_tokens: int = 8192,
+    tokenizer: Path | None = None,
+):
+    """The log-normal length parameters per prompt: ``(mu, sigma, prompt_tokens, samples_seen, model, fit)``."""
+    from asp_cli.predict.history import combine_with_history
+
+    model = load_predictor(predictor)
+    mu, sigma, tokens = _predict_log_in_chunks(model, prompts, tokenizer)
+    seen = np.zeros(prompts.height, dtype=np.int64)
+    fit = None
+    if history is not None and history.height and prompts.height:
+        mu, sigma, seen, fit = combine_with_history(
+            prompts[C.PROMPT_ID], mu, sigma, history, cap=max_response_tokens
+        )
+    return mu, sigma, tokens, seen, model, fit
+
+
+def predict_lengths(
+    prompts: pl.DataFrame,
+    *,
+    predictor: Path | None = None,
+    history: pl.DataFrame | None = None,
+    history_fingerprint: str | None = None,
+    samples_per_prompt: int = 8,
+    max_response_tokens: int = 8192,
+    plan_with: str = "max",
+    tokenizer: Path | None = None,
+) -> tuple[pl.DataFrame, PredictionInfo]:
+    """Predict each prompt's response length.
+
+    Parameters
+    ----------
+    prompts
+        ``read_prompts`` frame (``prompt_id``, ``prompt_text``; ``n_messages``, ``data_source``,
+        ``difficulty`` used when present).
+    predictor
+        A model file from ``asp predictor fit``; None for the bundled default.
+    history
+        Observed samples (``read_lengths`` frame); they override the model per prompt, weighted by
+        the number of samples seen (see ``history``).
+    samples_per_prompt
+        N, the GRPO group size: ``predicted_max_tokens`` is the expected maximum of N samples.
+    max_response_tokens
+        The generation cap; every length is clipped to it.
+    plan_with
+        "max" or "mean": which one becomes ``predicted_tokens``.
+
+    Returns
+    -------
+    (frame, info)
+        ``frame`` is aligned with ``prompts`` (same height and order) with Int64 ``prompt_tokens``,
+        ``predicted_max_tokens``, ``predicted_mean_tokens``, ``predicted_tokens`` and String
+        ``prediction_source`` ("history" or "model").
+
+    Raises
+    ------
+    SettingsError
+        Bad N, cap or plan_with.
+    PredictorError, UnsafePredictorError
+        The model file cannot be used.
+    """
+    from asp_cli.predict.model import file_fingerprint
+
+    _check_settings(samples_per_prompt, max_response_tokens, plan_with)
+    mu, sigma, tokens, seen, model, fit = predict_distribution(
+        prompts, predictor=predictor, history=history, max_response_tokens=max_response_tokens,
+        tokenizer=tokenizer,
+    )
+    group_max, mean = lengths_from_lognormal(mu, sigma, int(samples_per_prompt), int(max_response_tokens))
+    planned = group_max if plan_with == "max" else mean
+    frame = pl.DataFrame(
+        {
+            C.PROMPT_TOKENS: pl.Series(tokens, dtype=pl.Int64),
+            C.PREDICTED_MAX_TOKENS: pl.Series(group_max, dtype=pl.Int64),
+            C.PREDICTED_MEAN_TOKENS: pl.Series(mean, dtype=pl.Int64),
+            C.PREDICTED_TOKENS: pl.Series(planned, dtype=pl.Int64),
+        }
+    ).with_columns(
+        pl.when(pl.Series(seen > 0)).then(pl.lit("history")).otherwise(pl.lit("model")).alias(C.PREDICTION_SOURCE)
+    )
+    path = Path(predictor) if predictor is not None else DEFAULT_MODEL
+    from_history = int((seen > 0).sum())
+    details = {"samples_per_prompt": int(samples_per_prompt), "plan_with": plan_with,
+               "log_spread": round(float(model.log_spread_), 4)}
+    if fit is not None:
+        details["history"] = fit.as_dict()
+    info = PredictionInfo(
+        predictor_name="default" if predictor is None else path.name,
+        predictor_fingerprint=file_fingerprint(path),
+        history_fingerprint=history_fingerprint,
+        prompts_from_history=from_history,
+        prompts_from_model=prompts.height - from_history,
+        details=details,
+    )
+    return frame, info

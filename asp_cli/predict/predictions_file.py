@@ -1,0 +1,129 @@
+"""Predictions made elsewhere: a file of per-prompt lengths instead of asp's own predictor.
+
+For predictions computed on a cluster (`asp predictor predict` per shard, Ray Data, Spark) or by a model of
+the user's own. The file holds one row per prompt: the id (found as in prompt files) and the predicted
+lengths, under asp's names (`predicted_max_tokens`, `predicted_mean_tokens`, `predicted_tokens`, optionally
+`prompt_tokens`), as `asp predictor predict` writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.errors import InputError
+from asp_cli.predict.prediction import PredictionInfo
+from asp_cli.reading import file_format, find_column, read_table
+
+LENGTH_COLUMNS = (C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS, C.PREDICTED_TOKENS)
+
+
+def predictions_from_files(
+    prompts: pl.DataFrame,
+    paths: Sequence[Path],
+    *,
+    fingerprint: str,
+    max_response_tokens: int,
+    plan_with: str = "max",
+) -> tuple[pl.DataFrame, PredictionInfo]:
+    """Look up every prompt's predicted lengths in prediction files.
+
+    A file with both ``predicted_max_tokens`` and ``predicted_mean_tokens`` gives both; a file with one of
+    them, or only ``predicted_tokens``, plans with that one length as both the group maximum and the mean.
+    Lengths are capped at ``max_response_tokens``; ``prompt_tokens`` comes from the file when present, else
+    from the prompt text (bytes / 4).
+
+    Returns
+    -------
+    (frame, info)
+        As `prediction.predict_lengths`: aligned with ``prompts``; ``prediction_source`` is "file".
+
+    Raises
+    ------
+    InputError
+        A missing id or length column, a missing, negative or fractional length, an id given twice, or a
+        prompt that no file predicts.
+    """
+    parts = [_read_one(Path(path)) for path in paths]
+    table = pl.concat(parts, how="diagonal_relaxed")
+    repeated = table.filter(pl.col(C.PROMPT_ID).is_duplicated())
+    if repeated.height:
+        raise InputError(
+            f"prediction files give prompt id {repeated[C.PROMPT_ID][0]!r} more than once; keep one row per prompt"
+        )
+    joined = prompts.select(C.PROMPT_ID, C.PROMPT_TEXT).join(table, on=C.PROMPT_ID, how="left",
+                                                             maintain_order="left")
+    missing = joined.filter(pl.col("\x00found").is_null())
+    if missing.height:
+        raise InputError(
+            f"no prediction for {missing.height} prompt(s), for example prompt id {missing[C.PROMPT_ID][0]!r}; "
+            "predict every prompt (asp predictor predict) or drop --predictions"
+        )
+    cap = int(max_response_tokens)
+    top = _first_present(joined, (C.PREDICTED_MAX_TOKENS, C.PREDICTED_TOKENS, C.PREDICTED_MEAN_TOKENS))
+    mean = _first_present(joined, (C.PREDICTED_MEAN_TOKENS, C.PREDICTED_TOKENS, C.PREDICTED_MAX_TOKENS))
+    top = np.clip(top, 1, cap)
+    mean = np.minimum(np.clip(mean, 1, cap), top)
+    if C.PROMPT_TOKENS in joined.columns and joined[C.PROMPT_TOKENS].null_count() == 0:
+        prompt_tokens = joined[C.PROMPT_TOKENS].to_numpy().astype(np.int64)
+    else:
+        prompt_tokens = (
+            joined.select((pl.col(C.PROMPT_TEXT).str.len_bytes() / 4).ceil().clip(1).cast(pl.Int64)).to_series().to_numpy()
+        )
+    planned = top if plan_with == "max" else mean
+    frame = pl.DataFrame(
+        {
+            C.PROMPT_TOKENS: pl.Series(np.maximum(prompt_tokens, 1), dtype=pl.Int64),
+            C.PREDICTED_MAX_TOKENS: pl.Series(top, dtype=pl.Int64),
+            C.PREDICTED_MEAN_TOKENS: pl.Series(mean, dtype=pl.Int64),
+            C.PREDICTED_TOKENS: pl.Series(planned, dtype=pl.Int64),
+            C.PREDICTION_SOURCE: pl.Series(["file"] * prompts.height, dtype=pl.String),
+        }
+    )
+    info = PredictionInfo(
+        predictor_name="file:" + ",".join(Path(p).name for p in paths),
+        predictor_fingerprint=fingerprint,
+        prompts_from_model=0,
+        details={"plan_with": plan_with, "source": "predictions file"},
+    )
+    return frame, info
+
+
+def _read_one(path: Path) -> pl.DataFrame:
+    fmt, _ = file_format(path)
+    frame = read_table(path)
+    id_col = find_column(frame, C.ID_KEYS, None, what="prompt id", flag="(a prompt_id column)", path=path)
+    present = [c for c in LENGTH_COLUMNS if c in frame.columns]
+    if not present:
+        raise InputError(
+            f"{path}: no predicted length column (looked for {', '.join(LENGTH_COLUMNS)}); columns are: "
+            f"{', '.join(c for c in frame.columns if not c.startswith(chr(0)))}"
+        )
+    keep = [*present, *([C.PROMPT_TOKENS] if C.PROMPT_TOKENS in frame.columns else [])]
+    out = frame.select(pl.col(id_col).cast(pl.String).alias(C.PROMPT_ID), *keep)
+    for column in keep:
+        dtype = out.schema[column]
+        if not (dtype.is_numeric() or dtype in (pl.String, pl.Null)):
+            raise InputError(f"{path}: column {column!r} holds {dtype}; give one whole token count per prompt")
+        values = out[column].cast(pl.Float64, strict=False)
+        bad = (values.is_null() | values.is_nan() | (values < 0) | (values > C.MAX_TOKEN_COUNT)
+               | (values != values.floor()))
+        if bad.any():
+            index = int(bad.arg_true()[0])
+            where = f"{path}:{index + 1}" if fmt == "jsonl" else f"{path}: row {index}"
+            raise InputError(
+                f"{where}: column {column!r} must be a whole token count from 0 to {C.MAX_TOKEN_COUNT:,} for prompt id "
+                f"{out[C.PROMPT_ID][index]!r}"
+            )
+        out = out.with_columns(values.cast(pl.Int64).alias(column))
+    return out.with_columns(pl.lit(True).alias("\x00found"))
+
+
+def _first_present(frame: pl.DataFrame, names: Sequence[str]) -> np.ndarray:
+    """Per row, the first of ``names`` that the files give (files may differ in which columns they have)."""
+    present = [pl.col(n) for n in names if n in frame.columns]
+    return frame.select(pl.coalesce(present)).to_series().to_numpy().astype(np.int64)

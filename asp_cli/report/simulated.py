@@ -1,0 +1,111 @@
+"""The `simulated` section of `asp report --simulate`: the schedule replayed, next to its own expectations.
+
+`asp report` alone shows what the schedule *expects* (its ``expected_*`` columns, from predicted lengths).
+With ``--simulate`` it also replays the schedule in `asp_cli.sim.engine` (the same engine model and settings
+as `asp simulate`), on the observed lengths of ``--lengths`` when given, else on lengths drawn around the
+predictions with the documented noise model, and condenses the replay into the curves and figures the page
+draws beside the expected ones. Keys are documented in docs/report.md ("simulated").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Points on the time grid of the simulated curves (as the expected ones in `report`).
+_GRID_POINTS = 160
+_METRICS = ("end_to_end_s", "rollout_makespan_s", "mean_iteration_s", "trainer_idle_fraction", "padding_fraction",
+            "tail_time_fraction", "policy_lag_mean", "policy_lag_max", "queue_groups_cv", "preemptions",
+            "lower_bound_end_to_end_s", "ratio_to_lower_bound", "lower_bound_end_to_end_binding")
+
+
+def _r(value: float, digits: int = 4) -> float:
+    return round(float(value), digits)
+
+
+def simulated_section(
+    schedule: Path,
+    lengths: Sequence[Path] = (),
+    *,
+    lengths_id_key: str | None = None,
+    lengths_length_key: str | None = None,
+    on_bad_row: str = "error",
+) -> dict[str, Any]:
+    """Replay ``schedule`` with `simulate.simulate_file` (planned dispatch, the schedule's own settings) and
+    return the report's ``simulated`` section.
+
+    Raises
+    ------
+    ScheduleFormatError, InputError, SettingsError
+        As `simulate.simulate_file`.
+    """
+    from asp_cli.sim.engine import simulate_file
+
+    replay = simulate_file(schedule, [Path(p) for p in lengths], lengths_id_key=lengths_id_key,
+                           lengths_length_key=lengths_length_key, on_bad_row=on_bad_row)
+    document, result = replay.document, replay.result
+    metrics = result.metrics
+    n = int(document["samples_per_prompt"])
+    rows = result.group_arrival_s.size
+    horizon = float(metrics["end_to_end_s"]) or 1.0
+    grid = np.linspace(0.0, horizon, _GRID_POINTS)
+    arrival = np.sort(result.group_arrival_s)
+    consumed_at = np.cumsum(result.step_groups)
+    taken = np.searchsorted(result.step_start_s, grid, side="right")
+    consumed = np.where(taken > 0, consumed_at[np.clip(taken - 1, 0, None)], 0)
+    live = (np.searchsorted(np.sort(result.seq_admit_s), grid, side="right")
+            - np.searchsorted(np.sort(result.seq_finish_s), grid, side="right"))
+    # Per minibatch (rows are in seq order, N sequences per row): its instance, first admission, last finish.
+    frame_minibatch = _minibatch_of_rows(schedule)
+    change = np.flatnonzero(np.diff(frame_minibatch)) + 1
+    starts = np.concatenate(([0], change))
+    admit = result.seq_admit_s.reshape(rows, n).min(axis=1)
+    finish = result.seq_finish_s.reshape(rows, n).max(axis=1)
+    instance = result.seq_instance.reshape(rows, n)[:, 0]
+    mb_start = np.minimum.reduceat(admit, starts)
+    mb_end = np.maximum.reduceat(finish, starts)
+    spans = [
+        {"minibatch": int(frame_minibatch[s]), "instance": int(instance[s]), "start_s": _r(mb_start[i], 3),
+         "end_s": _r(mb_end[i], 3)}
+        for i, s in enumerate(starts)
+    ]
+    lag = result.group_step - result.group_version
+    values, counts = np.unique(lag, return_counts=True)
+    stats = result.extras["stats"]
+    return {
+        "lengths": document["lengths"],
+        "noise_model": document["noise_model"],
+        "preset": document["preset"],
+        "mode": document["mode"],
+        "dispatch": document["dispatch"],
+        "max_lag": document["max_lag"],
+        "metrics": {k: (_r(metrics[k]) if isinstance(metrics.get(k), float) else metrics.get(k)) for k in _METRICS},
+        "instance_end_s": [_r(s.end_s, 3) for s in stats],
+        "queue": {
+            "grid_s": [_r(t, 3) for t in grid],
+            "arrived_groups": [int(x) for x in np.searchsorted(arrival, grid, side="right")],
+            "consumed_groups": [int(x) for x in consumed],
+        },
+        "effective_batch": {"grid_s": [_r(t, 3) for t in grid], "live_sequences": [int(x) for x in live]},
+        "lag_histogram": [[int(v), int(c)] for v, c in zip(values, counts)],
+        "minibatch_spans": spans,
+    }
+
+
+def lengths_source(simulated: dict[str, Any]) -> str:
+    """What lengths the replay ran on, in words, for both renderers."""
+    lengths = simulated["lengths"]
+    observed, sampled = lengths["prompts_with_observed_lengths"], lengths["prompts_with_sampled_lengths"]
+    if not observed:
+        return "lengths sampled around the predictions"
+    return f"observed lengths for {observed:,} prompts" + (f", sampled for {sampled:,}" if sampled else "")
+
+
+def _minibatch_of_rows(schedule: Path) -> np.ndarray:
+    """The ``minibatch`` column in ``seq`` order (the order `simulate_file` replays rows in)."""
+    from asp_cli.schedule_format import read_schedule
+
+    return read_schedule(Path(schedule)).frame.sort("seq")["minibatch"].to_numpy()

@@ -1,0 +1,295 @@
+"""The terminal view of a report: rich tables and sparklines, rendered to a string (never printed here).
+
+Only renders the dicts of `asp_cli.report.facts`; computes nothing new, so the terminal, the JSON and the HTML page
+always agree.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+from asp_cli.report.simulated import lengths_source
+
+_BLOCKS = "▁▂▃▄▅▆▇█"
+_SPARK_WIDTH = 48
+# Headline facts shown as percentages in `--compare` (fractions of 1).
+_PERCENT_FACTS = {"padding.fraction", "instances.tokens_spread", "instances.busy_spread",
+                  "queue.trainer_idle_fraction", "steps.max_skew", "observed.padding_fraction"}
+
+
+def sparkline(values: Any, top: float | None = None) -> str:
+    """One character per value, ``▁`` (zero) to ``█`` (``top``, by default the largest value)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return ""
+    top = float(values.max()) if top is None else float(top)
+    if top <= 0:
+        return " " * values.size
+    levels = np.clip(np.round(values / top * (len(_BLOCKS) - 1)), 0, len(_BLOCKS) - 1).astype(int)
+    return "".join(" " if v <= 0 else _BLOCKS[level] for v, level in zip(values, levels))
+
+
+def _per_bin(cumulative: list[int], width: int) -> np.ndarray:
+    """Counts per bin from a cumulative curve on an even grid, regrouped into ``width`` bins."""
+    cumulative = np.asarray(cumulative, dtype=np.float64)
+    points = np.linspace(0, cumulative.size - 1, width + 1).round().astype(int)
+    return np.diff(cumulative[points])
+
+
+def _resample(values: list[int], width: int) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    edges = np.linspace(0, values.size, width + 1).round().astype(int)
+    return np.array([values[a:b].mean() if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:])])
+
+
+def _short(fingerprint: Any) -> str:
+    if not isinstance(fingerprint, str):
+        return "-"
+    algo, _, digest = fingerprint.partition(":")
+    return f"{algo}:{digest[:12]}" if digest else fingerprint
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _console(width: int, color: bool):
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), width=width, force_terminal=color, color_system="standard" if color else None,
+                   highlight=False, emoji=False, legacy_windows=False)
+
+
+def _trimmed(text: str) -> str:
+    """Drop the spaces rich pads lines with, so that piped output diffs cleanly."""
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None, width: int = 100,
+                color: bool = False) -> str:
+    """Render one report (and optional check results) for a terminal.
+
+    Parameters
+    ----------
+    report
+        From `report.build_report`.
+    checks
+        From `report.check_report`, or None.
+    width
+        Columns of the terminal.
+    color
+        Emit ANSI colours.
+    """
+    from rich.table import Table
+
+    console = _console(width, color)
+    out = console.print
+    size = report["size"]
+    prov = report["provenance"]
+    name = report["schedule"]["name"] or "schedule"
+    out(f"[bold]asp report: {name}[/bold]  (schedule format {report['schedule']['format_version']}, "
+        f"made by {prov.get('created_by') or 'asp ' + str(prov.get('asp_version'))})")
+
+    made = Table.grid(padding=(0, 2))
+    made.add_column(style="dim")
+    made.add_column(overflow="fold")
+    if prov.get("command_line"):
+        made.add_row("command", str(prov["command_line"]))
+    settings = prov.get("settings") or {}
+    made.add_row("settings", ", ".join(f"{k}={v}" for k, v in sorted(settings.items())))
+    if prov.get("preset"):
+        made.add_row("preset", f"{prov['preset']['name']} ({prov['preset'].get('description') or ''})")
+    for entry in prov.get("inputs") or []:
+        made.add_row("input", f"{entry.get('name')}  {_short(entry.get('fingerprint'))}")
+    predictor = prov.get("predictor") or {}
+    if predictor:
+        text = f"{predictor.get('name')}  {_short(predictor.get('fingerprint'))}"
+        if predictor.get("history_fingerprint"):
+            text += f"; history {_short(predictor['history_fingerprint'])}"
+        if predictor.get("prompts_from_history") is not None:
+            text += (f"; lengths from history for {predictor.get('prompts_from_history')}, "
+                     f"from the model for {predictor.get('prompts_from_model')} prompts")
+        made.add_row("predictor", text)
+    out(made)
+    out(f"{size['prompts']:,} prompts x {size['epochs']} epoch(s) = {size['rows']:,} groups of "
+        f"{size['samples_per_prompt']}; {size['minibatches']:,} minibatches on {size['instances']} instances; "
+        f"{size['train_steps']:,} training steps of {size.get('train_batch_size') or '?'} groups")
+    out()
+
+    inst = report["instances"]
+    table = Table(title="Instances", title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("instance", justify="right")
+    table.add_column("minibatches", justify="right")
+    table.add_column("predicted tokens", justify="right")
+    table.add_column("busy s", justify="right")
+    table.add_column("ends at s", justify="right")
+    for k in range(len(inst["minibatches"])):
+        table.add_row(str(k), _num(inst["minibatches"][k]), _num(inst["predicted_tokens"][k]),
+                      _num(inst["busy_s"][k] if inst["busy_s"] else None),
+                      _num(inst["end_s"][k] if inst["end_s"] else None))
+    table.add_row("spread", "", _pct(inst["tokens_spread"]), _pct(inst["busy_spread"]),
+                  _num(inst["finish_spread_s"]), style="bold")
+    out(table)
+    out("[dim]spread = (max - min) / mean; for end times, max - min in seconds[/dim]")
+    out()
+
+    lengths = Table(title="Predicted lengths (tokens) and padding", title_justify="left", show_edge=False,
+                    pad_edge=False)
+    lengths.add_column("")
+    from asp_cli.report.facts import QUANTILE_NAMES, length_quantile_rows
+
+    for q in QUANTILE_NAMES:
+        lengths.add_column(q, justify="right")
+    formats = {"tokens": _num, "ratio": lambda v: _num(v, 2), "percent": _pct}
+    for label, quantiles, kind in length_quantile_rows(report):
+        lengths.add_row(label, *[formats[kind](quantiles.get(q)) for q in QUANTILE_NAMES])
+    out(lengths)
+    out(f"predicted padding (static-batch slot waste over all minibatches): [bold]{_pct(report['padding']['fraction'])}"
+        "[/bold]")
+    out()
+
+    _render_queue(out, report)
+    _render_lag_and_steps(out, report)
+    if report.get("observed"):
+        _render_observed(out, report["observed"])
+    if report.get("simulated"):
+        _render_simulated(out, report)
+    if checks:
+        _render_checks(out, checks)
+    return _trimmed(console.file.getvalue())
+
+
+def _render_queue(out: Any, report: dict[str, Any]) -> None:
+    queue = report.get("queue")
+    out("[bold]Training queue[/bold]")
+    if not queue:
+        out("  not available: the schedule has no expected_* timing columns")
+        out()
+        return
+    width = _SPARK_WIDTH
+    arrived = _per_bin(queue["arrived_groups"], width)
+    horizon = queue["grid_s"][-1]
+    if queue.get("consumed_groups"):
+        consumed = _per_bin(queue["consumed_groups"], width)
+        top = max(arrived.max(), consumed.max())
+        out(f"  groups finishing  {sparkline(arrived, top)}")
+        out(f"  groups trained    {sparkline(consumed, top)}")
+        out(f"  queue depth       {sparkline(_resample(queue['queue_groups'], width))}  "
+            f"(peak {max(queue['queue_groups']):,} groups)")
+        out(f"  {'':16}  0 s{'':{max(width - 10, 1)}}{horizon:,.0f} s")
+        out(f"  trainer: steps run {queue['trainer_first_start_s']:,.1f}-{queue['trainer_end_s']:,.1f} s, "
+            f"waiting for data {queue['trainer_idle_s']:,.1f} s in between "
+            f"([bold]{_pct(queue['trainer_idle_fraction'])}[/bold] idle)")
+    else:
+        out(f"  groups finishing  {sparkline(arrived)}")
+    out(f"  arrival rate variation (CV over 40 slices of rollout): {_num(queue['arrival_rate_cv'], 2)}")
+    batch = report.get("effective_batch")
+    if batch:
+        out(f"  live sequences    {sparkline(_resample(batch['live_sequences'], width))}  "
+            f"(peak {batch['peak_live_sequences']:,}; {batch['mean_live_sequences_per_instance']}/instance)")
+    out()
+
+
+def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
+    lag = report.get("lag")
+    if lag:
+        bound = "none" if lag["bound"] is None else str(lag["bound"])
+        spread = ", ".join(f"{v}: {c:,}" for v, c in lag["histogram"][:12])
+        out(f"[bold]Expected policy lag[/bold]: mean {lag['mean']} steps, max [bold]{lag['max']}[/bold] "
+            f"(bound --max-lag {bound}); groups per lag: {spread}")
+    else:
+        out("[bold]Expected policy lag[/bold]: not available (no expected_lag column)")
+    steps = report["steps"]
+    ratios = [s["ratio_to_epoch_mean"] for s in steps["table"]]
+    q = steps["ratio"]
+    out(f"[bold]Step representativeness[/bold] (step mean {steps['length_column']} / epoch mean): "
+        f"p10 {q['p10']:.2f}, p50 {q['p50']:.2f}, p90 {q['p90']:.2f}; worst skew [bold]{_pct(steps['max_skew'])}"
+        "[/bold]")
+    if ratios:
+        out(f"  per step  {sparkline(_resample(ratios, min(len(ratios), _SPARK_WIDTH)), max(ratios))}  "
+            f"(full block = {max(ratios):.2f}x)")
+    out()
+
+
+def _render_observed(out: Any, observed: dict[str, Any]) -> None:
+    out(f"[bold]Observed lengths[/bold] ({', '.join(observed['files'])}): {observed['samples']:,} samples for "
+        f"{observed['prompts_observed']:,} prompts; {observed['prompts_matched']:,} scheduled prompts matched, "
+        f"{observed['prompts_unmatched']:,} not observed, {observed['observed_not_in_schedule']:,} observed "
+        "prompts not in the schedule")
+    if observed.get("quantiles"):
+        q = observed["quantiles"]
+        out(f"  observed group max: p10 {_num(q['p10'])}, p50 {_num(q['p50'])}, p90 {_num(q['p90'])}, "
+            f"p100 {_num(q['p100'])}; truncated samples {_pct(observed['truncated_fraction'])}")
+        out(f"  prediction vs observed: Spearman {_num(observed['spearman'], 3)}, median |log error| "
+            f"{_num(observed['median_abs_log_error'], 3)}, longest-10% recall {_pct(observed['tail_recall'])}")
+        out(f"  with observed lengths: padding {_pct(observed['padding_fraction'])}, instance token spread "
+            f"{_pct(observed['instance_tokens_spread'])}")
+    out()
+
+
+def _render_simulated(out: Any, report: dict[str, Any]) -> None:
+    simulated = report["simulated"]
+    metrics = simulated["metrics"]
+    source = lengths_source(simulated)
+    queue = report.get("queue") or {}
+    ends = simulated["instance_end_s"]
+    out(f"[bold]Simulated replay[/bold] (--simulate: {source}; {simulated['mode']} engine, preset "
+        f"{simulated['preset']}, {simulated['dispatch']} dispatch)")
+    out(f"  end-to-end {_num(metrics['end_to_end_s'])} s (expected {_num(queue.get('trainer_end_s'))} s); "
+        f"rollout {_num(metrics['rollout_makespan_s'])} s (expected {_num(report['instances'].get('makespan_s'))} s); "
+        f"{_num(metrics['ratio_to_lower_bound'], 3)}x the lower bound ({metrics['lower_bound_end_to_end_binding']})")
+    out(f"  instance finish spread {max(ends) - min(ends):,.1f} s (expected "
+        f"{_num(report['instances'].get('finish_spread_s'))} s); trainer idle "
+        f"{_pct(metrics['trainer_idle_fraction'])} (expected {_pct(queue.get('trainer_idle_fraction'))}); "
+        f"padding {_pct(metrics['padding_fraction'])}; lag mean {_num(metrics['policy_lag_mean'], 2)}, "
+        f"max {metrics['policy_lag_max']}")
+    if queue.get("grid_s"):
+        sim = simulated["queue"]
+        width = _SPARK_WIDTH
+        top = max(_per_bin(sim["arrived_groups"], width).max(), 1)
+        out(f"  groups finishing  {sparkline(_per_bin(sim['arrived_groups'], width), top)}  (replay)")
+        out(f"  groups trained    {sparkline(_per_bin(sim['consumed_groups'], width), top)}  (replay)")
+    out()
+
+
+def _render_checks(out: Any, checks: dict[str, Any]) -> None:
+    verdict = "[green]passed[/green]" if checks["passed"] else "[red]FAILED[/red]"
+    out(f"[bold]Checks[/bold]: {verdict}")
+    for result in checks["results"]:
+        mark = "ok  " if result["passed"] else "FAIL"
+        out(f"  {mark} {result['message']}")
+    out()
+
+
+def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: bool = False) -> str:
+    """Render `report.compare_reports` output as one side-by-side table."""
+    from rich.table import Table
+
+    console = _console(width, color)
+    table = Table(title=f"A = {comparison['a']}   B = {comparison['b']}", title_justify="left", show_edge=False,
+                  pad_edge=False)
+    table.add_column("")
+    table.add_column("A", justify="right")
+    table.add_column("B", justify="right")
+    table.add_column("B - A", justify="right")
+    table.add_column("better", justify="center")
+    for row in comparison["facts"]:
+        fmt = _pct if row["fact"] in _PERCENT_FACTS else (lambda v: _num(v, 2))
+        change = row["change"]
+        shown = "-" if change is None else (f"{change:+.1%}" if fmt is _pct else f"{change:+,.2f}")
+        if isinstance(change, (int, float)) and isinstance(row["a"], int) and isinstance(row["b"], int):
+            shown = f"{int(change):+,}"
+        table.add_row(row["label"], fmt(row["a"]), fmt(row["b"]), shown, row["better"] or "")
+    console.print(table)
+    return _trimmed(console.file.getvalue())

@@ -1,0 +1,1 @@
+"""Simulation: the rollout engine and trainer model, length sampling, baselines, the benchmark, the bound."""

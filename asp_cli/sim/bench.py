@@ -1,0 +1,397 @@
+"""Side-by-side comparison of arrangements on the same prompts and lengths, and the benchmark workloads.
+
+`compare` replays today's arrangements (`asp_cli.sim.baselines`), asp's own (`asp_cli.arrange.pipeline.arrange` with a
+real prediction), asp given the true lengths (the scheduling ceiling) and the lower bound, all on the same
+true lengths, and returns one row per arrangement. `build_workload` makes the benchmark workloads of
+docs/benchmarks.md from the real length data in ../shared/data (evaluation only; read at run time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.costmodel import HardwarePreset
+from asp_cli.errors import InputError
+from asp_cli.settings import ScheduleSettings
+from asp_cli.sim.engine import SimulationSettings, simulate_schedule
+
+# ZeroEval stores characters; 3.12 characters per token is the ratio over all AIME R1-distill outputs
+# (the same constant as scripts/eval_predictor.py).
+CHARS_PER_TOKEN = 3.12
+ZEROEVAL_EXCLUDED = ("openai/o1-mini-2024-09-12", "openai/o1-preview-2024-09-12")
+
+ASP = "asp"
+ASP_TRUE = "asp (true lengths)"
+ASP_FREE = "asp, free dispatch"
+LOWER_BOUND = "lower bound"
+
+
+@dataclass
+class Workload:
+    """Prompts, a real prediction for them, and the true lengths the arrangements are judged on."""
+
+    name: str
+    description: str
+    prompts: pl.DataFrame  # row, prompt_id, prompt_text, ...
+    predictions: pl.DataFrame  # aligned with prompts (predict_lengths' columns)
+    truth: np.ndarray  # (prompts, samples_per_prompt) true lengths
+    settings: ScheduleSettings
+    predictor: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def true_predictions(truth: np.ndarray, prompt_tokens: np.ndarray, plan_with: str = "max") -> pl.DataFrame:
+    """A predictions frame that knows the true group maximum and mean (for the "true lengths" ceiling)."""
+    top = truth.max(axis=1).astype(np.int64)
+    mean = np.rint(truth.mean(axis=1)).astype(np.int64)
+    return pl.DataFrame(
+        {
+            C.PROMPT_TOKENS: pl.Series(np.asarray(prompt_tokens, dtype=np.int64)),
+            C.PREDICTED_MAX_TOKENS: pl.Series(top),
+            C.PREDICTED_MEAN_TOKENS: pl.Series(mean),
+            C.PREDICTED_TOKENS: pl.Series(top if plan_with == "max" else mean),
+            C.PREDICTION_SOURCE: pl.Series(["truth"] * top.size, dtype=pl.String),
+        }
+    )
+
+
+def compare(
+    prompts: pl.DataFrame,
+    predictions: pl.DataFrame,
+    truth: np.ndarray,
+    settings: ScheduleSettings,
+    preset: HardwarePreset,
+    *,
+    mode: str = "continuous",
+    max_lag: int | None = None,
+    asp_frame: pl.DataFrame | None = None,
+    include: tuple[str, ...] | None = None,
+) -> list[dict]:
+    """Simulate every arrangement on the same true lengths; one dict per row, the lower bound last.
+
+    ``truth`` is aligned with ``prompts`` (row ``i`` of the prompts is ``truth[i]``). ``asp_frame`` replaces
+    the asp row's arrangement (``asp simulate --compare`` passes the schedule being judged).
+    """
+    from asp_cli.sim.baselines import BASELINES
+    from asp_cli.arrange.pipeline import arrange
+
+    prompts = prompts.with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00pos"))
+    position_of_row = dict(zip(prompts[C.ROW].to_list(), prompts["\x00pos"].to_list()))
+    arrangements: list[tuple[str, pl.DataFrame, str]] = []
+    for name, baseline in BASELINES.items():
+        if include is None or name in include:
+            arrangements.append((name, baseline.arrange(prompts, predictions, settings), baseline.dispatch))
+    if include is None or ASP in include or ASP_FREE in include:
+        frame = asp_frame if asp_frame is not None else arrange(prompts, predictions, settings, preset=preset)
+        if include is None or ASP in include:
+            arrangements.append((ASP, frame, "planned"))
+        if include is None or ASP_FREE in include:
+            arrangements.append((ASP_FREE, frame, "free"))
+    if include is None or ASP_TRUE in include:
+        oracle = true_predictions(truth, predictions[C.PROMPT_TOKENS].to_numpy(), settings.plan_with)
+        arrangements.append((ASP_TRUE, arrange(prompts, oracle, settings, preset=preset), "planned"))
+    rows = []
+    bound = None
+    for name, frame, dispatch in arrangements:
+        sim = SimulationSettings(
+            samples_per_prompt=settings.samples_per_prompt,
+            train_batch_size=settings.train_batch_size,
+            mode=mode,  # type: ignore[arg-type]
+            dispatch=dispatch,  # type: ignore[arg-type]
+            max_lag=max_lag,
+        )
+        frame = frame.sort("seq")
+        index = np.fromiter((position_of_row[r] for r in frame[C.ROW].to_list()), dtype=np.int64,
+                            count=frame.height)
+        result = simulate_schedule(frame, truth[index], preset, sim, instances=settings.instances)
+        rows.append({"arrangement": name, "dispatch": dispatch, **result.metrics})
+        bound = result.metrics
+    if bound is not None:
+        rows.append(
+            {
+                "arrangement": LOWER_BOUND,
+                "dispatch": "",
+                "end_to_end_s": bound["lower_bound_end_to_end_s"],
+                "rollout_makespan_s": bound["lower_bound_rollout_s"],
+                "lower_bound_end_to_end_s": bound["lower_bound_end_to_end_s"],
+                "lower_bound_end_to_end_binding": bound["lower_bound_end_to_end_binding"],
+                "lower_bound_rollout_binding": bound["lower_bound_rollout_binding"],
+                "ratio_to_lower_bound": 1.0,
+            }
+        )
+    reference = next((r["end_to_end_s"] for r in rows if r["arrangement"] == "verl-default"), None)
+    for r in rows:
+        r["ratio_to_verl_default"] = r["end_to_end_s"] / reference if reference else None
+    return rows
+
+
+TABLE_COLUMNS = (
+    ("arrangement", "arrangement", "{}"),
+    ("end_to_end_s", "end-to-end s", "{:,.0f}"),
+    ("ratio_to_verl_default", "vs verl", "{:.3f}"),
+    ("ratio_to_lower_bound", "vs bound", "{:.3f}"),
+    ("mean_iteration_s", "iter s", "{:.1f}"),
+    ("rollout_makespan_s", "rollout s", "{:,.0f}"),
+    ("padding_fraction", "padding", "{:.2f}"),
+    ("tail_time_fraction", "tail", "{:.2f}"),
+    ("trainer_idle_fraction", "trainer idle", "{:.2f}"),
+    ("queue_groups_cv", "queue CV", "{:.2f}"),
+    ("policy_lag_mean", "lag mean", "{:.2f}"),
+    ("policy_lag_max", "lag max", "{}"),
+    ("step_length_deviation_mean", "step len dev", "{:.2f}"),
+    ("preemptions", "preempt", "{:,}"),
+)
+
+
+def format_table(rows: list[dict], *, markdown: bool = True) -> str:
+    """The comparison as a Markdown (or plain) table."""
+    header = [h for _, h, _ in TABLE_COLUMNS]
+    lines = []
+    body = []
+    for r in rows:
+        cells = []
+        for key, _, fmt in TABLE_COLUMNS:
+            value = r.get(key)
+            cells.append("" if value is None else fmt.format(value))
+        body.append(cells)
+    if markdown:
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|")
+        lines.extend("| " + " | ".join(c) + " |" for c in body)
+    else:
+        widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(header)]
+        lines.append("  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(header, widths))))
+        for c in body:
+            lines.append("  ".join(x.rjust(w) if i else x.ljust(w) for i, (x, w) in enumerate(zip(c, widths))))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Workloads from ../shared/data (evaluation-only data: read at run time, never shipped)
+
+
+def _prompt_frame(ids: list[str], texts: list[str], sources: list[str]) -> pl.DataFrame:
+    n = len(ids)
+    return pl.DataFrame(
+        {
+            C.ROW: pl.Series(np.arange(n, dtype=np.int64)),
+            C.PROMPT_ID: pl.Series(ids, dtype=pl.String),
+            C.PROMPT_TEXT: pl.Series(texts, dtype=pl.String),
+            C.N_MESSAGES: pl.Series([1] * n, dtype=pl.Int32),
+            C.DATA_SOURCE: pl.Series(sources, dtype=pl.String),
+            C.DIFFICULTY: pl.Series([None] * n, dtype=pl.Float64),
+        }
+    )
+
+
+def _samples(matrix: list[list[int]], n: int, rng: np.random.Generator) -> np.ndarray:
+    """N samples per prompt: the first N, or drawn with replacement when fewer exist."""
+    out = np.empty((len(matrix), n), dtype=np.int64)
+    for i, values in enumerate(matrix):
+        values = np.asarray(values, dtype=np.int64)
+        out[i] = values[:n] if values.size >= n else values[rng.integers(0, values.size, n)]
+    return out
+
+
+def load_zeroeval(data: Path, dataset: str, *, history_generators: int = 4, seed: int = 0):
+    """ZeroEval GSM8K or MATH-L5: truth from some generators, history from other, disjoint ones.
+
+    Returns (prompts, history, truth_lists): history is a lengths frame (prompt_id, response_tokens, ...),
+    truth_lists one list of true lengths per prompt.
+    """
+    folder = data / "zeroeval_math_gsm_outputs"
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not found; the benchmark reads ../shared/data at run time")
+    problems = pl.read_ndjson(folder / "problems.jsonl").filter(pl.col("dataset") == dataset)
+    lengths = pl.read_csv(folder / "lengths.csv.gz", schema_overrides={"id": pl.String}).filter(
+        (pl.col("dataset") == dataset) & ~pl.col("generator").is_in(ZEROEVAL_EXCLUDED)
+    )
+    full = (
+        lengths.group_by("generator").agg(pl.col("id").n_unique().alias("n"))
+        .filter(pl.col("n") == problems.height)["generator"].sort().to_list()
+    )
+    rng = np.random.default_rng([seed, 11])
+    chosen = [full[i] for i in rng.permutation(len(full))]
+    history_set, truth_set = chosen[:history_generators], chosen[history_generators:]
+    tokens = (pl.col("output_chars") / CHARS_PER_TOKEN).ceil().cast(pl.Int64).clip(1)
+    keep = lengths.filter(pl.col("generator").is_in(full)).with_columns(tokens.alias(C.RESPONSE_TOKENS))
+    # Sort generators within a prompt by the chosen order so "the first N samples" is well defined.
+    rank = {g: i for i, g in enumerate(chosen)}
+    keep = keep.with_columns(pl.col("generator").replace_strict(rank, return_dtype=pl.Int64).alias("\x00g"))
+    history = keep.filter(pl.col("generator").is_in(history_set)).sort(["id", "\x00g"]).select(
+        pl.concat_str(pl.lit(f"{dataset}:"), pl.col("id")).alias(C.PROMPT_ID), C.RESPONSE_TOKENS,
+        pl.lit(None, pl.Boolean).alias(C.TRUNCATED), pl.lit(None, pl.Int32).alias(C.EPOCH),
+    )
+    truth = keep.filter(pl.col("generator").is_in(truth_set)).sort(["id", "\x00g"]).group_by(
+        "id", maintain_order=True).agg(pl.col(C.RESPONSE_TOKENS))
+    order = problems.select("id", "problem").join(truth, on="id", how="left", maintain_order="left")
+    ids = [f"{dataset}:{i}" for i in order["id"].to_list()]
+    prompts = _prompt_frame(ids, order["problem"].to_list(), [dataset] * len(ids))
+    return prompts, history, order[C.RESPONSE_TOKENS].to_list(), len(truth_set), len(history_set)
+
+
+def load_aime(data: Path, *, history_samples: int = 4):
+    """AIME R1-distill: samples 0..h-1 are history (an earlier epoch), samples h..7 the truth."""
+    folder = data / "aime_r1distill1.5b_lengths"
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not found; the benchmark reads ../shared/data at run time")
+    gens = pl.read_csv(folder / "generations.csv").filter(pl.col("run") == "A").sort(["aime_id", "gen_index"])
+    problems = pl.read_ndjson(folder / "aime_problems_1983_2024.jsonl")
+    used = gens.select("aime_id").unique(maintain_order=True).join(problems, on="aime_id", how="left")
+    history = gens.filter(pl.col("gen_index") < history_samples).select(
+        pl.concat_str(pl.lit("aime:"), pl.col("aime_id")).alias(C.PROMPT_ID),
+        pl.col("completion_tokens").cast(pl.Int64).alias(C.RESPONSE_TOKENS),
+        pl.col("truncated").cast(pl.Boolean).alias(C.TRUNCATED),
+        pl.lit(None, pl.Int32).alias(C.EPOCH),
+    )
+    truth = gens.filter(pl.col("gen_index") >= history_samples).group_by("aime_id", maintain_order=True).agg(
+        pl.col("completion_tokens").cast(pl.Int64))
+    order = used.join(truth, on="aime_id", how="left", maintain_order="left")
+    ids = [f"aime:{i}" for i in order["aime_id"].to_list()]
+    prompts = _prompt_frame(ids, order["problem"].to_list(), ["aime"] * len(ids))
+    return prompts, history, order["completion_tokens"].to_list()
+
+
+SOURCES = ("gsm8k", "math-l5", "aime")
+
+
+def build_workload(
+    name: str,
+    data: Path,
+    sources: tuple[str, ...],
+    settings: ScheduleSettings,
+    *,
+    seed: int = 0,
+) -> Workload:
+    """Prompts of the given sources, shuffled together, with the real predictor and the true lengths.
+
+    The predictor is asp's own (`asp_cli.predict.prediction.predict_lengths`: the bundled model, with the history
+    frame folded in). History never includes a truth sample: for AIME it is generations 0-3 (truth 4-7);
+    for ZeroEval it is four generators disjoint from the truth generators.
+    """
+    from asp_cli.predict.prediction import predict_lengths
+
+    parts, histories, truths, notes = [], [], [], []
+    rng = np.random.default_rng([seed, 13])
+    for source in sources:
+        if source == "aime":
+            prompts, history, truth = load_aime(data)
+            notes.append(f"aime: {prompts.height} prompts, history = R1-distill samples 0-3, truth = samples 4-7")
+        else:
+            dataset = "gsm" if source == "gsm8k" else source
+            prompts, history, truth, t_gen, h_gen = load_zeroeval(data, dataset, seed=seed)
+            notes.append(f"{source}: {prompts.height} prompts, truth = {t_gen} ZeroEval generators, "
+                         f"history = {h_gen} other generators")
+        parts.append(prompts)
+        histories.append(history)
+        truths.extend(truth)
+    prompts = pl.concat(parts, how="vertical")
+    order = rng.permutation(prompts.height)
+    prompts = prompts[order].with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias(C.ROW))
+    truth = _samples([truths[i] for i in order], settings.samples_per_prompt, rng)
+    truth = np.clip(truth, 1, settings.max_response_tokens)
+    history = pl.concat(histories, how="vertical")
+    predictions, info = predict_lengths(
+        prompts, history=history, samples_per_prompt=settings.samples_per_prompt,
+        max_response_tokens=settings.max_response_tokens, plan_with=settings.plan_with,
+    )
+    predictor = (f"{info.predictor_name} model + history ({info.prompts_from_history} prompts from history, "
+                 f"{info.prompts_from_model} from the model)")
+    return Workload(name, ", ".join(sources), prompts, predictions, truth, settings, predictor, notes)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The benchmark of docs/benchmarks.md
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One benchmark workload: which sources, and the run's shape."""
+
+    name: str
+    title: str
+    sources: tuple[str, ...]
+    instances: int
+    samples_per_prompt: int
+    train_batch_size: int
+    minibatch_size: int
+    max_response_tokens: int = 16_000
+    max_lag: int | None = 2
+
+    def settings(self, seed: int = 0) -> ScheduleSettings:
+        return ScheduleSettings(
+            instances=self.instances, samples_per_prompt=self.samples_per_prompt,
+            train_batch_size=self.train_batch_size, minibatch_size=self.minibatch_size,
+            max_response_tokens=self.max_response_tokens, max_lag=self.max_lag, seed=seed,
+        )
+
+
+WORKLOADS: dict[str, WorkloadSpec] = {
+    s.name: s
+    for s in (
+        WorkloadSpec("gsm8k-k4-n8", "short answers: GSM8K test, 4 instances, groups of 8",
+                     ("gsm8k",), 4, 8, 64, 16, max_response_tokens=4096),
+        WorkloadSpec("aime-k8-n4", "long reasoning: AIME R1-distill, 8 instances, groups of 4, 16k cap",
+                     ("aime",), 8, 4, 32, 8),
+        WorkloadSpec("mix-k8-n8", "mix: GSM8K + MATH-L5 + AIME, 8 instances, groups of 8",
+                     ("gsm8k", "math-l5", "aime"), 8, 8, 128, 32),
+        WorkloadSpec("mix-k16-n16", "mix: GSM8K + MATH-L5 + AIME, 16 instances, groups of 16",
+                     ("gsm8k", "math-l5", "aime"), 16, 16, 128, 16),
+        WorkloadSpec("mix-k2-n4", "mix: GSM8K + MATH-L5 + AIME, 2 instances, groups of 4",
+                     ("gsm8k", "math-l5", "aime"), 2, 4, 64, 32),
+    )
+}
+
+
+def run_benchmark(
+    data: Path,
+    preset: HardwarePreset,
+    *,
+    names: tuple[str, ...] | None = None,
+    mode: str = "continuous",
+    max_lag: int | None = None,
+    progress=None,
+) -> list[tuple[WorkloadSpec, Workload, list[dict]]]:
+    """Build each workload from ``data`` and compare every arrangement on it."""
+    results = []
+    for name, spec in WORKLOADS.items():
+        if names is not None and name not in names:
+            continue
+        if progress is not None:
+            progress(f"building {name} ...")
+        settings = spec.settings()
+        workload = build_workload(name, Path(data), spec.sources, settings)
+        lag = max_lag if max_lag is not None else spec.max_lag
+        rows = compare(workload.prompts, workload.predictions, workload.truth, settings, preset, mode=mode,
+                       max_lag=lag)
+        workload.notes.append(f"max_lag {lag}, mode {mode}, preset {preset.name}")
+        results.append((spec, workload, rows))
+    return results
+
+
+def benchmark_markdown(results: list[tuple[WorkloadSpec, Workload, list[dict]]], *, command: str) -> str:
+    """The tables of docs/benchmarks.md's section, each with its workload's description."""
+    lines = []
+    for spec, workload, rows in results:
+        s = workload.settings
+        lines += [
+            f"### {spec.name}: {spec.title}",
+            "",
+            f"{workload.prompts.height:,} prompts x {s.samples_per_prompt} samples; train batch "
+            f"{s.train_batch_size} groups, minibatches of at most {s.minibatch_size} prompts; "
+            f"cap {s.max_response_tokens:,} tokens. Predictor for asp: {workload.predictor}.",
+            "",
+            *[f"- {note}" for note in workload.notes],
+            "",
+            format_table(rows),
+            "",
+        ]
+        bound = rows[-1]
+        lines += [f"Lower bound binds: {bound.get('lower_bound_end_to_end_binding', '')}.", ""]
+    lines.append(f"Reproduce: `{command}`")
+    return "\n".join(lines) + "\n"
