@@ -15,7 +15,7 @@ The loop, as a pipeline runs it:
 
 Controls on epoch 2's lengths: the same epoch planned without history, asp given the true lengths (the
 scheduling ceiling), verl's default arrangement, and the lower bound. Every row is a simulation with
-`asp_cli.sim.engine` (continuous batching, H100 + Qwen2.5-7B preset), averaged over arrangement seeds.
+`asp_cli.sim` (continuous batching, H100 + Qwen2.5-7B preset), averaged over arrangement seeds.
 
     python scripts/bench_history_loop.py [--seeds 3] [--json out.json]
 """

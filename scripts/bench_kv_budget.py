@@ -25,7 +25,8 @@ import asp_cli.arrange.pipeline as P  # noqa: E402
 from asp_cli import columns as C  # noqa: E402
 from asp_cli.sim.bench import WORKLOADS, build_workload, true_predictions  # noqa: E402
 from asp_cli.costmodel import load_preset  # noqa: E402
-from asp_cli.sim.engine import SimulationSettings, simulate_schedule  # noqa: E402
+from asp_cli.sim.records import SimulationSettings  # noqa: E402
+from asp_cli.sim.run import simulate_schedule
 
 FACTORS = (1.0, 0.85, 0.75, 0.6)
 LONG_TOKENS = 8000

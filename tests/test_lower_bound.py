@@ -7,7 +7,8 @@ import pytest
 
 from asp_cli.costmodel import load_preset
 from asp_cli.sim.lower_bound import lower_bound, rollout_lower_bound
-from asp_cli.sim.engine import SimulationSettings, simulate_arrays
+from asp_cli.sim.records import SimulationSettings
+from asp_cli.sim.run import simulate_arrays
 
 
 def test_longest_request_binds_for_one_huge_request():

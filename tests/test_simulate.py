@@ -11,15 +11,10 @@ import pytest
 
 from asp_cli.costmodel import load_preset
 from asp_cli.errors import SettingsError
-from asp_cli.sim.engine import (
-    SimulationSettings,
-    _Engine,
-    _Stats,
-    lengths_for_schedule,
-    sample_lengths,
-    simulate_arrays,
-    simulate_schedule,
-)
+from asp_cli.sim.engine import Engine as _Engine
+from asp_cli.sim.lengths import lengths_for_schedule, sample_lengths
+from asp_cli.sim.records import SimulationSettings, Stats as _Stats
+from asp_cli.sim.run import simulate_arrays, simulate_schedule
 
 
 def _stepwise(preset, lengths, prompts, *, capacity, max_seqs, watermark=0.01):

@@ -43,7 +43,8 @@ def simulate_command(
         from asp_cli.errors import SettingsError
         from asp_cli.output import check_output_path
         from asp_cli.reading import check_on_bad_row
-        from asp_cli.sim.engine import DISPATCHES, MODES, simulate_file
+        from asp_cli.sim.files import simulate_file
+        from asp_cli.sim.records import DISPATCHES, MODES
 
         check_on_bad_row(on_bad_row)
         if mode not in MODES:

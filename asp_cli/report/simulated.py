@@ -1,7 +1,7 @@
 """The `simulated` section of `asp report --simulate`: the schedule replayed, next to its own expectations.
 
 `asp report` alone shows what the schedule *expects* (its ``expected_*`` columns, from predicted lengths).
-With ``--simulate`` it also replays the schedule in `asp_cli.sim.engine` (the same engine model and settings
+With ``--simulate`` it also replays the schedule in `asp_cli.sim` (the same engine model and settings
 as `asp simulate`), on the observed lengths of ``--lengths`` when given, else on lengths drawn around the
 predictions with the documented noise model, and condenses the replay into the curves and figures the page
 draws beside the expected ones. Keys are documented in docs/report.md ("simulated").
@@ -42,7 +42,7 @@ def simulated_section(
     ScheduleFormatError, InputError, SettingsError
         As `simulate.simulate_file`.
     """
-    from asp_cli.sim.engine import simulate_file
+    from asp_cli.sim.files import simulate_file
 
     replay = simulate_file(schedule, [Path(p) for p in lengths], lengths_id_key=lengths_id_key,
                            lengths_length_key=lengths_length_key, on_bad_row=on_bad_row)

@@ -18,7 +18,8 @@ from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.errors import InputError
 from asp_cli.settings import ScheduleSettings
-from asp_cli.sim.engine import SimulationSettings, simulate_schedule
+from asp_cli.sim.records import SimulationSettings
+from asp_cli.sim.run import simulate_schedule
 
 # ZeroEval stores characters; 3.12 characters per token is the ratio over all AIME R1-distill outputs
 # (the same constant as scripts/eval_predictor.py).

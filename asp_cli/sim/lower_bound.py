@@ -12,7 +12,7 @@ decode steps):
 * **rollout then last step**: the last training step starts after the last sample is generated and is no
   shorter than the cheapest batch it could hold.
 
-The simulator (`asp_cli.sim.engine`) charges at least each of these, so its result is never below the bound;
+The simulator (`asp_cli.sim`) charges at least each of these, so its result is never below the bound;
 ``tests/test_lower_bound.py`` checks that on random schedules.
 """
 

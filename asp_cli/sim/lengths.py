@@ -1,0 +1,111 @@
+"""True lengths for a replay: observed ones where given, otherwise drawn around the predictions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------------------------------------
+# Lengths for a schedule: observed ones, or the noise model around the predictions
+
+# The noise model (docs/simulation.md, "Lengths"): a prompt's true mean is its predicted mean times a
+# lognormal factor of sigma 0.5 (a predictor's typical error on log length), and each sample is that mean
+# times a lognormal factor of sigma 0.3 (the median within-group CV of 0.28 in the AIME R1-distill data,
+# ../shared/data/aime_r1distill1.5b_lengths/SOURCE.md). Both factors have mean 1.
+PROMPT_SIGMA = 0.5
+SAMPLE_SIGMA = 0.3
+# Prefill is charged on this many prompt tokens when the schedule has no prompt_tokens column.
+DEFAULT_PROMPT_TOKENS = 200
+
+
+def sample_lengths(
+    predicted_mean_tokens: np.ndarray,
+    prompt_keys: np.ndarray,
+    samples_per_prompt: int,
+    *,
+    seed: int,
+    max_response_tokens: int,
+    prompt_sigma: float = PROMPT_SIGMA,
+    sample_sigma: float = SAMPLE_SIGMA,
+) -> np.ndarray:
+    """Lengths drawn around predictions: ``(rows, samples_per_prompt)`` int64, in [1, max_response_tokens].
+
+    ``prompt_keys`` (one integer per row) ties the per-prompt factor to the prompt, so every epoch of a
+    prompt shares it.
+    """
+    rng = np.random.default_rng(seed)
+    keys = np.asarray(prompt_keys)
+    n_keys = int(keys.max()) + 1 if keys.size else 0
+    prompt_factor = np.exp(rng.normal(0.0, prompt_sigma, n_keys) - prompt_sigma**2 / 2)
+    sample_factor = np.exp(rng.normal(0.0, sample_sigma, (keys.size, samples_per_prompt)) - sample_sigma**2 / 2)
+    mean = np.maximum(np.asarray(predicted_mean_tokens, dtype=np.float64), 1.0) * prompt_factor[keys]
+    return np.clip(np.rint(mean[:, None] * sample_factor), 1, max_response_tokens).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class LengthInfo:
+    """Where the simulated lengths came from."""
+
+    prompts_observed: int
+    prompts_sampled: int
+    prompts_resampled: int  # observed, but with fewer samples than N (drawn with replacement)
+
+    def to_dict(self) -> dict:
+        return {
+            "prompts_with_observed_lengths": self.prompts_observed,
+            "prompts_with_sampled_lengths": self.prompts_sampled,
+            "prompts_resampled_with_replacement": self.prompts_resampled,
+        }
+
+
+def lengths_for_schedule(
+    frame,  # pl.DataFrame: the schedule rows in seq order
+    observed=None,  # pl.DataFrame | None: prompt_id, response_tokens (one row per sample, file order)
+    *,
+    samples_per_prompt: int,
+    seed: int = 0,
+    max_response_tokens: int = 1 << 30,
+) -> tuple[np.ndarray, LengthInfo]:
+    """True lengths per schedule row: observed where given, otherwise the noise model.
+
+    A prompt with at least N observed samples uses its first N; one with fewer draws N with replacement
+    (deterministically from ``seed``); a prompt absent from ``observed`` is sampled around its prediction.
+    """
+    import polars as pl
+
+    n = samples_per_prompt
+    ids = frame["prompt_id"]
+    keys = ids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    rows = frame.height
+    out = np.zeros((rows, n), dtype=np.int64)
+    have = np.zeros(rows, dtype=bool)
+    resampled = 0
+    if observed is not None and observed.height:
+        obs = observed.select("prompt_id", "response_tokens").with_columns(
+            pl.int_range(0, pl.len()).over("prompt_id").alias("k")
+        )
+        counts = obs.group_by("prompt_id", maintain_order=True).agg(pl.len().alias("count"))
+        counts = counts.with_columns(
+            (pl.col("count").cum_sum() - pl.col("count")).alias("offset")
+        )
+        flat = obs.join(counts, on="prompt_id", how="left").sort(["offset", "k"])["response_tokens"].to_numpy()
+        joined = frame.select("prompt_id").join(counts, on="prompt_id", how="left", maintain_order="left")
+        count = joined["count"].fill_null(0).to_numpy().astype(np.int64)
+        offset = joined["offset"].fill_null(0).to_numpy().astype(np.int64)
+        have = count > 0
+        rng = np.random.default_rng(seed)
+        draws = np.floor(rng.random((rows, n)) * np.maximum(count, 1)[:, None]).astype(np.int64)
+        j = np.arange(n)[None, :]
+        index = np.where(j < count[:, None], j, draws)
+        out[have] = flat[(offset[:, None] + index)[have]]
+        resampled = int(np.sum(have & (count < n)))
+    if not have.all():
+        col = "predicted_mean_tokens" if "predicted_mean_tokens" in frame.columns else "predicted_tokens"
+        mean = frame[col].fill_null(1).to_numpy()
+        drawn = sample_lengths(mean, keys, n, seed=seed, max_response_tokens=max_response_tokens)
+        out[~have] = drawn[~have]
+    observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
+    sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
+    return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, resampled)

@@ -1,0 +1,86 @@
+"""Summary metrics of one replay (docs/simulation.md, "Metrics")."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from asp_cli.costmodel import HardwarePreset
+from asp_cli.sim.records import SimulationResult, SimulationSettings, Stats
+
+
+def replay_metrics(result: SimulationResult, preset: HardwarePreset, settings: SimulationSettings,
+             instances: int) -> dict:
+    stats: list[Stats] = result.extras["stats"]
+    lengths: np.ndarray = result.extras["lengths"]
+    n_rows = lengths.shape[0]
+    steps = result.step_start_s.size
+    end_to_end = float(result.step_end_s.max())
+    rollout = float(result.group_arrival_s.max())
+    train_busy = float(np.sum(result.step_end_s - result.step_start_s))
+    sync_busy = preset.weight_sync_s * max(steps - 1, 0)
+    waits = result.group_consumed_s - result.group_arrival_s
+    # Queue occupancy q(t), groups waiting, time-weighted over [0, end-to-end].
+    times = np.concatenate((result.group_arrival_s, result.group_consumed_s))
+    delta = np.concatenate((np.ones(n_rows), -np.ones(n_rows)))
+    order = np.lexsort((-delta, times))  # at equal times, count the arrival before the consumption
+    t_sorted = times[order]
+    q = np.cumsum(delta[order])
+    span = np.diff(np.append(t_sorted, end_to_end))
+    q_mean = float(np.sum(q * span) / end_to_end) if end_to_end > 0 else 0.0
+    q_sq = float(np.sum(q * q * span) / end_to_end) if end_to_end > 0 else 0.0
+    q_cv = math.sqrt(max(q_sq - q_mean * q_mean, 0.0)) / q_mean if q_mean > 0 else 0.0
+    lag = result.group_step - result.group_version
+    sample_len = lengths.astype(np.float64)
+    tokens_per_group = sample_len.sum(axis=1)
+    lag_token_mean = float(np.sum(lag * tokens_per_group) / tokens_per_group.sum())
+    values, counts = np.unique(lag, return_counts=True)
+    # Representativeness: each step's mean response length against the mean over every sample.
+    overall_mean = float(sample_len.mean())
+    step_tokens = np.bincount(result.group_step, weights=tokens_per_group, minlength=steps)
+    step_samples = np.bincount(result.group_step, minlength=steps) * settings.samples_per_prompt
+    ratio = step_tokens / np.maximum(step_samples, 1) / overall_mean
+    busy = np.array([s.busy_s for s in stats])
+    ends = np.array([s.end_s for s in stats])
+    live_steps = sum(s.live_slot_steps for s in stats)
+    target_steps = sum(s.target_slot_steps for s in stats)
+    decode_steps = sum(s.decode_steps for s in stats)
+    total_busy = float(busy.sum())
+    return {
+        "end_to_end_s": end_to_end,
+        "mean_iteration_s": end_to_end / max(steps, 1),
+        "train_steps": steps,
+        "rollout_makespan_s": rollout,
+        "sequences": int(lengths.size),
+        "groups": int(n_rows),
+        "response_tokens": int(lengths.sum()),
+        "padding_fraction": 1.0 - live_steps / target_steps if target_steps else 0.0,
+        "effective_batch_mean": live_steps / decode_steps if decode_steps else 0.0,
+        "tail_time_fraction": float(sum(s.tail_s for s in stats) / total_busy) if total_busy else 0.0,
+        "instance_busy_fraction_mean": float(np.mean(busy) / rollout) if rollout else 0.0,
+        "instance_busy_fraction_min": float(np.min(busy) / rollout) if rollout else 0.0,
+        "instance_finish_spread_s": float(ends.max() - ends.min()),
+        "instance_busy_imbalance": float(busy.max() / busy.mean()) if busy.mean() > 0 else 1.0,
+        "weight_sync_pause_s": float(sum(s.sync_s for s in stats)),
+        "lag_hold_s": float(sum(s.held_s for s in stats)),
+        "preemptions": int(sum(s.preemptions for s in stats)),
+        "recomputed_tokens": int(sum(s.recomputed_tokens for s in stats)),
+        "oversize_requests": int(sum(s.oversize for s in stats)),
+        "static_batches_over_kv_capacity": int(sum(s.static_over_capacity for s in stats)),
+        "peak_kv_utilization": float(max(s.peak_kv_tokens for s in stats) / preset.kv_capacity_tokens)
+        if preset.kv_capacity_tokens else 0.0,
+        "trainer_idle_fraction": max(0.0, 1.0 - (train_busy + sync_busy) / end_to_end) if end_to_end else 0.0,
+        "trainer_first_step_s": float(result.step_start_s.min()),
+        "queue_groups_mean": q_mean,
+        "queue_groups_cv": q_cv,
+        "queue_wait_mean_s": float(waits.mean()),
+        "policy_lag_mean": float(lag.mean()),
+        "policy_lag_token_weighted_mean": lag_token_mean,
+        "policy_lag_max": int(lag.max()),
+        "policy_lag_histogram": {str(int(v)): int(c) for v, c in zip(values, counts)},
+        "step_length_ratio_min": float(ratio.min()),
+        "step_length_ratio_max": float(ratio.max()),
+        "step_length_deviation_mean": float(np.mean(np.abs(ratio - 1.0))),
+        "steps_beyond_25pct_of_mean": float(np.mean(np.abs(ratio - 1.0) > 0.25)),
+    }

@@ -1,0 +1,77 @@
+"""The simulated trainer: complete groups in arrival order, one step per train batch, then a weight sync."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+import numpy as np
+
+from asp_cli.costmodel import HardwarePreset
+
+
+class Trainer:
+    """Consumes complete groups in arrival order, ``batch`` per step; advanced lazily up to a watermark."""
+
+    def __init__(self, preset: HardwarePreset, batch: int, group_tokens: np.ndarray) -> None:
+        self.preset = preset
+        self.batch = batch
+        self.group_tokens = group_tokens
+        self.total = group_tokens.size
+        self.pending: list[tuple[float, int]] = []  # arrivals not yet moved to the queue
+        self.queue: deque[tuple[float, int]] = deque()
+        self.free_at = 0.0
+        self.published: list[float] = []  # version v is available from published[v - 1]
+        self.consumed = 0
+        self.arrived = 0
+        self.step_start: list[float] = []
+        self.step_end: list[float] = []
+        self.step_groups: list[int] = []
+        self.group_step = np.full(self.total, -1, dtype=np.int64)
+        self.group_consumed = np.zeros(self.total, dtype=np.float64)
+
+    def arrive(self, time: float, group: int) -> None:
+        heapq.heappush(self.pending, (time, group))
+
+    def next_arrival(self) -> float:
+        return self.pending[0][0] if self.pending else math.inf
+
+    def advance(self, now: float) -> None:
+        """Process everything decided by the arrivals up to ``now`` (all arrivals <= now are known)."""
+        while self.pending and self.pending[0][0] <= now:
+            self.queue.append(heapq.heappop(self.pending))
+            self.arrived += 1
+        while self.queue:
+            everything_in = self.arrived == self.total
+            if len(self.queue) < self.batch and not everything_in:
+                return
+            take = min(self.batch, len(self.queue))
+            members = [self.queue.popleft() for _ in range(take)]
+            start = max(self.free_at, members[-1][0])
+            ids = np.fromiter((g for _, g in members), dtype=np.int64, count=take)
+            train = float(self.preset.train_step_seconds(self.group_tokens[ids].sum()))
+            step = len(self.step_start)
+            self.group_step[ids] = step
+            self.group_consumed[ids] = start
+            self.step_start.append(start)
+            self.step_end.append(start + train)
+            self.step_groups.append(take)
+            self.free_at = start + train + self.preset.weight_sync_s
+            self.published.append(self.free_at)
+            self.consumed += take
+
+    def version_at(self, time: float) -> int:
+        # `published` is increasing; a step not yet decided publishes after any time we ask about.
+        lo, hi = 0, len(self.published)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.published[mid] <= time:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def next_publish_after(self, time: float) -> float:
+        v = self.version_at(time)
+        return self.published[v] if v < len(self.published) else math.inf
