@@ -14,7 +14,30 @@ from typing import Any, Literal
 from asp_cli.errors import SettingsError
 
 PlanWith = Literal["max", "mean"]
-MAX_SETTING = 2**31 - 1  # the largest count or token budget a setting may hold
+MAX_SETTING = 2**31 - 1  # the largest count or token budget a setting may hold (64-bit arithmetic downstream)
+MAX_INSTANCES = 100_000  # a larger "fleet" is a typo, and runs out of memory before it runs out of work
+PLAN_WITH: tuple[str, ...] = ("max", "mean")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_count(flag: str, value: object, *, minimum: int, optional: bool = False) -> None:
+    """Refuse a count or token budget that is not a whole number in ``minimum..MAX_SETTING`` (None when optional).
+
+    The one rule for every count setting, wherever its dataclass or entry point takes it.
+    """
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= MAX_SETTING:
+        raise SettingsError(f"{flag} must be a whole number from {minimum} to {MAX_SETTING} (got {value!r})")
+
+
+def check_plan_with(value: object) -> None:
+    """Refuse a ``--plan-with`` other than ``max`` or ``mean``."""
+    if not isinstance(value, str) or value not in PLAN_WITH:
+        raise SettingsError(f"--plan-with must be 'max' or 'mean' (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -36,44 +59,18 @@ class ScheduleSettings:
     canonical_order: bool = False  # arrange as if the prompts came sorted by id: input row order cannot matter
 
     def __post_init__(self) -> None:
-        positive = {
-            "instances": ("--instances", self.instances),
-            "samples_per_prompt": ("--samples-per-prompt", self.samples_per_prompt),
-            "epochs": ("--epochs", self.epochs),
-            "train_batch_size": ("--train-batch-size", self.train_batch_size),
-            "minibatch_size": ("--minibatch-size", self.minibatch_size),
-            "max_response_tokens": ("--max-response-tokens", self.max_response_tokens),
-            "length_classes": ("--length-classes", self.length_classes),
-        }
-        for flag, value in positive.values():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise SettingsError(f"{flag} must be a whole number of at least 1 (got {value!r})")
-        optional = {"max_tokens_per_minibatch": self.max_tokens_per_minibatch, "max_lag": self.max_lag}
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise SettingsError(f"--seed must be a whole number (got {self.seed!r})")
-        for name, value in optional.items():
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise SettingsError(f"--{name.replace('_', '-')} must be a whole number (got {value!r})")
+        for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
+                     "max_response_tokens", "length_classes"):
+            check_count(_flag(name), getattr(self, name), minimum=1)
+        check_count("--max-tokens-per-minibatch", self.max_tokens_per_minibatch, minimum=1, optional=True)
+        check_count("--max-lag", self.max_lag, minimum=0, optional=True)
+        check_count("--seed", self.seed, minimum=0)
+        check_plan_with(self.plan_with)
         if not isinstance(self.preset, str) or not isinstance(self.canonical_order, bool):
             raise SettingsError(f"--preset must be a name or a file, and --canonical-order a flag (got "
                                 f"{self.preset!r}, {self.canonical_order!r})")
-        if self.max_tokens_per_minibatch is not None and self.max_tokens_per_minibatch < 1:
-            raise SettingsError(
-                f"--max-tokens-per-minibatch must be at least 1 (got {self.max_tokens_per_minibatch})"
-            )
-        bounded = {**positive, "max_tokens_per_minibatch": ("--max-tokens-per-minibatch", self.max_tokens_per_minibatch),
-                   "max_lag": ("--max-lag", self.max_lag)}
-        for flag, value in bounded.values():
-            if isinstance(value, int) and value > MAX_SETTING:  # beyond 64-bit arithmetic downstream
-                raise SettingsError(f"{flag} must be at most {MAX_SETTING} (got {value})")
-        if self.max_lag is not None and self.max_lag < 0:
-            raise SettingsError(f"--max-lag must be 0 or more (got {self.max_lag})")
-        if not isinstance(self.plan_with, str) or self.plan_with not in ("max", "mean"):
-            raise SettingsError(f"--plan-with must be 'max' or 'mean' (got {self.plan_with!r})")
-        if self.seed < 0:
-            raise SettingsError(f"--seed must be 0 or more (got {self.seed})")
-        if self.instances > 100_000:
-            raise SettingsError(f"--instances {self.instances} is not a rollout fleet; give at most 100000")
+        if self.instances > MAX_INSTANCES:
+            raise SettingsError(f"--instances {self.instances} is not a rollout fleet; give at most {MAX_INSTANCES}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -22,7 +22,8 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.predict.prediction import lengths_from_lognormal
-from asp_cli.predict.model import LengthPredictor, group_targets
+from asp_cli.predict.model import LengthPredictor
+from asp_cli.predict.targets import group_targets
 from asp_cli.predict.evaluate import evaluate_frame, score
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -259,7 +260,7 @@ def aime_ceiling(lengths: pl.DataFrame, cap: int, *, draws: int = 100, seed: int
     ``four_seen``: the mean log length of 4 drawn samples against the maximum of 4 other draws, the best a
     history of one 4-sample epoch can do without the model.
     """
-    from asp_cli.predict.model import CENSORED_FACTOR, expected_max_z
+    from asp_cli.predict.targets import CENSORED_FACTOR, expected_max_z
     from asp_cli.predict.evaluate import kendall_tau
 
     wide = lengths.sort(C.PROMPT_ID, "gen_index").group_by(C.PROMPT_ID, maintain_order=True).agg(

@@ -101,7 +101,7 @@ def test_simulate_lengths_errors_name_its_options_and_skip_bad_rows(built, tmp_p
 @pytest.mark.parametrize("args, words", [
     (["--instances", "99999999999999999999"], "--instances must be a whole number from 1 to 100000"),  # was OOM-killed
     (["--instances", "0"], "--instances must be a whole number from 1 to 100000 (got 0)"),
-    (["--seed", "-1"], "--seed must be 0 or more (got -1)"),  # was exit 70
+    (["--seed", "-1"], "--seed must be a whole number from 0 to 2147483647 (got -1)"),  # was exit 70
     (["--bins", "99999999999999", "--timeseries", "{tmp}/t.csv"], "--bins must be a whole number from 1 to"),  # 70
 ])
 def test_simulate_settings_out_of_range_exit_4(built, tmp_path, args, words):  # noqa: F811

@@ -66,7 +66,7 @@ CASES = [
     ("E10", ["schedule", "{tmp}/prompts.txt", "-o", "{tmp}/o.parquet"], 3, "unknown file type '.txt'"),
     ("E11", ["schedule", "{tmp}/missing.jsonl", "-o", "{tmp}/o.parquet"], 3, "no such file"),
     ("E12", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--instances", "0"], 4,
-     "--instances must be a whole number of at least 1"),
+     "--instances must be a whole number from 1 to 2147483647"),
     ("E13", ["schedule", "{tmp}/huge.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens-per-minibatch", "1000"], 4,
      "is smaller than one prompt: prompt id 'big'"),
     ("E14", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--on-bad-row", "maybe"], 4,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from asp_cli.errors import InputError
 from asp_cli.predict.predictions_file import predictions_from_files
-from asp_cli.reading import read_lengths, read_prompts
+from asp_cli.reading import ReadOptions, read_lengths, read_prompts
 
 SUFFIXES = [".jsonl", ".json", ".csv", ".parquet", ".jsonl.gz", ".csv.gz"]
 
@@ -44,7 +44,7 @@ def test_random_bytes(tmp_path_factory, data, suffix):
     path.write_bytes(data)
     _outcome(lambda: read_prompts([path]))
     _outcome(lambda: read_lengths([path]))
-    _outcome(lambda: read_prompts([path], on_bad_row="skip"))
+    _outcome(lambda: read_prompts([path], ReadOptions(on_bad_row="skip")))
 
 
 @given(rows=records, as_array=st.booleans(), skip=st.booleans())
@@ -64,11 +64,11 @@ def test_random_json_structures(tmp_path_factory, rows, as_array, skip):
         path = folder / "input.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     mode = "skip" if skip else "error"
-    frame = _outcome(lambda: read_prompts([path], on_bad_row=mode))
+    frame = _outcome(lambda: read_prompts([path], ReadOptions(on_bad_row=mode)))
     if frame is not None:
         assert frame["prompt_id"].n_unique() == frame.height
         assert frame["prompt_text"].null_count() == 0
-    lengths = _outcome(lambda: read_lengths([path], on_bad_row=mode))
+    lengths = _outcome(lambda: read_lengths([path], ReadOptions(on_bad_row=mode)))
     if lengths is not None:
         assert (lengths["response_tokens"] >= 0).all()
     if frame is not None:

@@ -4,6 +4,7 @@ A schedule is a public file that people edit, filter and rewrite with their own 
 `asp simulate`, `asp export` and the replay API must never crash on one.
 """
 
+from dataclasses import replace
 import json
 import os
 
@@ -22,7 +23,7 @@ from asp_cli.integrate.replay import open_schedule
 from asp_cli.report.facts import build_report
 from asp_cli.schedule_format import METADATA_KEY, read_schedule
 from asp_cli.settings import ScheduleSettings
-from asp_cli.sim.files import simulate_file
+from asp_cli.sim.files import SIMULATE_READ, simulate_file
 
 from util import make_prompts, write_jsonl
 
@@ -147,7 +148,7 @@ def test_edited_schedules_give_a_result_or_a_clean_error(made, tmp_path_factory,
     if replay is not None:
         rows = sum(len(mb.rows) for mb in replay.minibatches())
         assert rows == replay.rows().height
-    simulated = _clean(lambda: simulate_file(path, [made["lengths"]], on_bad_row="skip"))
+    simulated = _clean(lambda: simulate_file(path, [made["lengths"]], read=replace(SIMULATE_READ, on_bad_row="skip")))
     if simulated is not None:
         assert np.isfinite(simulated.result.metrics["end_to_end_s"])
     out = path.parent / "ordered.parquet"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -10,7 +11,7 @@ from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
 from util import write_jsonl
 
 from asp_cli.errors import InputError, OutputError, SettingsError
-from asp_cli.integrate.observe import observe, read_history
+from asp_cli.integrate.observe import OBSERVE_READ, observe, read_history
 from asp_cli.reading import read_lengths
 
 
@@ -77,7 +78,7 @@ def test_bad_rows_stop_or_are_counted(tmp_path):
     with pytest.raises(InputError, match=r"bad.jsonl:2"):
         observe([log], tmp_path / "h.parquet")
     assert not (tmp_path / "h.parquet").exists()
-    result = observe([log], tmp_path / "h.parquet", on_bad_row="skip")
+    result = observe([log], tmp_path / "h.parquet", read=replace(OBSERVE_READ, on_bad_row="skip"))
     assert result.summary["bad_rows"] == 1 and result.summary["rows_added"] == 2
     assert any("skipped 1 bad rows" in w for w in result.warnings)
 
@@ -111,7 +112,7 @@ def test_verl_generation_dump_is_matched_through_the_dataset(built, tmp_path):  
     assert observe([tiny], None, dataset=[short]).added["prompt_id"].to_list() == ["s2"]
     with pytest.raises(InputError, match="--dataset"):
         observe([dump], None)
-    result = observe([dump], None, dataset=[built["prompts"]], on_bad_row="skip")
+    result = observe([dump], None, dataset=[built["prompts"]], read=replace(OBSERVE_READ, on_bad_row="skip"))
     assert result.added["prompt_id"].to_list() == [p["id"] for p in prompts[:3]]
     assert result.added["response_tokens"].to_list() == [100, 100, 100]
     assert result.summary["bad_rows"] == 1 and result.summary["estimated_lengths"] == 4
@@ -131,7 +132,7 @@ def test_missing_columns_name_observes_own_options(tmp_path):
     log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "tokens": 10}])
     with pytest.raises(InputError, match="name the right one with --length-key$"):
         observe([log], tmp_path / "h.parquet")
-    assert observe([log], tmp_path / "h.parquet", length_key="tokens").summary["rows_added"] == 1
+    assert observe([log], tmp_path / "h.parquet", read=replace(OBSERVE_READ, length_key="tokens")).summary["rows_added"] == 1
 
 
 @pytest.mark.parametrize("epoch", [-1, 2**31, 10**20])

@@ -6,6 +6,7 @@ import pytest
 
 from _predictor_data import make_data
 from asp_cli.predict import model as P
+from asp_cli.predict.targets import expected_max_z, group_targets
 from asp_cli.errors import InputError, PredictorError, UnsafePredictorError
 
 
@@ -21,7 +22,7 @@ def test_fit_learns_the_ranking(fitted):
     prompts, lengths, model = fitted
     test_prompts, test_lengths = make_data(n_prompts=60, seed=1)
     mu, sigma, tokens = model.predict_log(test_prompts)
-    observed = P.group_targets(test_lengths)["log_mean"].to_numpy()
+    observed = group_targets(test_lengths)["log_mean"].to_numpy()
     assert kendall_tau(mu, observed) > 0.6
     assert 0.1 < sigma[0] < 0.3  # the pooled within-prompt spread (0.2 in the data)
 
@@ -45,8 +46,8 @@ def test_training_is_deterministic_with_a_seed():
 
 def test_truncated_samples_count_above_the_cap():
     prompts, lengths = make_data(n_prompts=12, samples=2)
-    plain = P.group_targets(lengths)
-    capped = P.group_targets(lengths, cap=int(lengths["response_tokens"].min()))
+    plain = group_targets(lengths)
+    capped = group_targets(lengths, cap=int(lengths["response_tokens"].min()))
     assert (capped["log_mean"] > plain["log_mean"]).any()
     assert capped["censored"].sum() >= 1
 
@@ -94,7 +95,7 @@ def test_newer_format_and_foreign_files_are_refused(fitted, tmp_path):
 
 
 def test_expected_max_of_normals():
-    z = P.expected_max_z(np.array([1, 2, 8]))
+    z = expected_max_z(np.array([1, 2, 8]))
     np.testing.assert_allclose(z, [0.0, 0.5642, 1.4236], atol=0.02)
 
 
@@ -148,7 +149,7 @@ def test_char_ngrams_fit_predict_and_round_trip_through_the_plain_loader(fitted,
     assert len(model.head_coef_) == len(fitted[2].head_coef_) + 1
     test_prompts, test_lengths = make_data(n_prompts=60, seed=1)
     mu = model.predict_log(test_prompts)[0]
-    assert kendall_tau(mu, P.group_targets(test_lengths)["log_mean"].to_numpy()) > 0.6
+    assert kendall_tau(mu, group_targets(test_lengths)["log_mean"].to_numpy()) > 0.6
     assert not np.allclose(mu, fitted[2].predict_log(test_prompts)[0])  # the char score is used
     path = tmp_path / "chars.skops"
     P.save(model, path)

@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 
 from asp_cli.errors import InputError
-from asp_cli.reading import read_lengths, read_prompts, read_table
+from asp_cli.reading import ReadOptions, read_lengths, read_prompts, read_table
 
 from util import write_jsonl
 
@@ -88,12 +88,12 @@ def test_all_formats_read_the_same(tmp_path):
 
 def test_overrides_and_missing_columns(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [{"text": "hi", "key": "k1"}])
-    frame, _ = read_prompts([path], prompt_key="text", id_key="key")
+    frame, _ = read_prompts([path], ReadOptions(prompt_key="text", id_key="key"))
     assert frame["prompt_id"][0] == "k1"
     with pytest.raises(InputError, match=r"no prompt column found .* columns are: text, key; name the right one with --prompt-key"):
         read_prompts([path])
     with pytest.raises(InputError, match="no column 'nope' \\(from --prompt-key\\)"):
-        read_prompts([path], prompt_key="nope")
+        read_prompts([path], ReadOptions(prompt_key="nope"))
 
 
 def test_malformed_line_is_named_and_can_be_skipped(tmp_path):
@@ -101,7 +101,7 @@ def test_malformed_line_is_named_and_can_be_skipped(tmp_path):
     path.write_text('{"question": "a"}\n\n{"question": \n{"question": "c"}\n')
     with pytest.raises(InputError, match=r"p.jsonl:3: malformed JSON"):
         read_prompts([path])
-    frame, report = read_prompts([path], on_bad_row="skip")
+    frame, report = read_prompts([path], ReadOptions(on_bad_row="skip"))
     assert frame["prompt_text"].to_list() == ["a", "c"]
     assert report.skipped_rows == 1 and report.skipped_examples == [f"{path}:3"]
 
@@ -175,14 +175,14 @@ def test_bad_lengths_are_named(tmp_path, value, fragment):
     path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": 4}, {"id": "b", "length": value}])
     with pytest.raises(InputError, match=f"h.jsonl:2: column 'length' {fragment}"):
         read_lengths([path])
-    frame, report = read_lengths([path], on_bad_row="skip")
+    frame, report = read_lengths([path], ReadOptions(on_bad_row="skip"))
     assert frame["prompt_id"].to_list() == ["a"] and report.skipped_rows == 1
 
 
 def test_csv_lengths_with_overrides(tmp_path):
     path = tmp_path / "h.csv"
     path.write_text("key,tok\nx,5\ny,7\n")
-    frame, _ = read_lengths([path], id_key="key", length_key="tok")
+    frame, _ = read_lengths([path], ReadOptions(length_id_key="key", length_key="tok"))
     assert frame["response_tokens"].to_list() == [5, 7]
 
 
@@ -219,7 +219,7 @@ def test_truncated_flags_must_match_the_lengths_one_to_one(tmp_path):
                                              {"id": "c", "length": [7], "truncated": [True]}])
     with pytest.raises(InputError, match=r"h\.jsonl:2: column 'truncated' does not hold one flag per length"):
         read_lengths([path])
-    frame, report = read_lengths([path], on_bad_row="skip")
+    frame, report = read_lengths([path], ReadOptions(on_bad_row="skip"))
     assert frame["prompt_id"].to_list() == ["a", "a", "c"]
     assert frame["truncated"].to_list() == [True, False, True]
     assert report.skipped_rows == 2  # both samples of the bad row
@@ -231,5 +231,5 @@ def test_an_unreadable_truncated_flag_is_a_bad_row(tmp_path):
                                              {"id": "c", "response_tokens": 5}])
     with pytest.raises(InputError, match=r"h\.jsonl:2: column 'truncated' is not true or false"):
         read_lengths([path])
-    frame, report = read_lengths([path], on_bad_row="skip")
+    frame, report = read_lengths([path], ReadOptions(on_bad_row="skip"))
     assert frame["truncated"].to_list() == [True, None] and report.skipped_rows == 1

@@ -13,6 +13,7 @@ import pytest
 from asp_cli.report.facts import CheckLimits, build_report, check_report, compare_reports, observed_from_samples
 from asp_cli.report.html import render_html
 from asp_cli.report.simulated import simulated_section
+from asp_cli.reading import read_lengths
 from asp_cli.schedule_format import read_schedule
 
 from test_report import make_schedule
@@ -26,7 +27,7 @@ def page_parts(tmp_path_factory):
     samples = first.select("prompt_id", (pl.col("predicted_tokens") // 2 + 7).alias("response_tokens"))
     report = build_report(read_schedule(folder / "s.parquet"), observed=observed_from_samples(samples, ["l.csv"]))
     samples.write_csv(folder / "l.csv")
-    report["simulated"] = simulated_section(folder / "s.parquet", [folder / "l.csv"])
+    report["simulated"] = simulated_section(read_schedule(folder / "s.parquet"), read_lengths([folder / "l.csv"])[0])
     checks = check_report(report, CheckLimits(max_padding=0.0, max_lag=3))
     return report, checks, compare_reports(report, report)
 

@@ -6,7 +6,6 @@ metadata. The CLI only parses options, calls `schedule` and renders its `Schedul
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,8 @@ from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import SettingsError
+from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
+from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.arrange.interleaving import balanced_assignment, dispatch_order, ideal_start_s, length_classes
 from asp_cli.arrange.packing import pack
 from asp_cli.schedule_format import FORMAT_VERSION, write_schedule
@@ -326,28 +327,6 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
 # Files in, file out
 
 
-def file_fingerprint(paths: Sequence[Path]) -> str:
-    """The fingerprint of files' bytes, in order (names excluded, so a moved file keeps its print).
-
-    One file: ``sha256:`` of its bytes. Several: `combine_fingerprints` of theirs.
-    """
-    prints = []
-    for path in paths:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(chunk)
-        prints.append("sha256:" + digest.hexdigest())
-    return combine_fingerprints(prints)
-
-
-def combine_fingerprints(prints: Sequence[str]) -> str:
-    """One fingerprint for several files: the file's own for one, else SHA-256 over theirs joined by newlines."""
-    if len(prints) == 1:
-        return prints[0]
-    return "sha256:" + hashlib.sha256("\n".join(prints).encode()).hexdigest()
-
-
 def schedule(
     inputs: Sequence[Path],
     output: Path | None = None,
@@ -356,12 +335,7 @@ def schedule(
     predictor: Path | None = None,
     predictions: Sequence[Path] = (),
     history: Sequence[Path] = (),
-    prompt_key: str | None = None,
-    id_key: str | None = None,
-    history_id_key: str | None = None,
-    history_length_key: str | None = None,
-    tokenizer: Path | None = None,
-    on_bad_row: str = "error",
+    read: ReadOptions = DEFAULT_READ,
     command_line: Sequence[str] | None = None,
     force: bool = False,
     progress: Progress | None = None,
@@ -369,7 +343,8 @@ def schedule(
     """Make a schedule from prompt files; write it to ``output`` when given.
 
     This is what `asp schedule` runs. See the README for the options; every setting lives in
-    ``settings`` (a `ScheduleSettings`).
+    ``settings`` (a `ScheduleSettings`), every reading option (columns, ``on_bad_row``, the tokenizer) in ``read``
+    (a `ReadOptions`).
 
     Raises
     ------
@@ -392,15 +367,13 @@ def schedule(
                           force=force)
     preset = load_preset(settings.preset)
     note("reading prompts")
-    prompts, read_report = read_prompts(inputs, prompt_key=prompt_key, id_key=id_key, on_bad_row=on_bad_row)  # type: ignore[arg-type]
+    prompts, read_report = read_prompts(inputs, read)
     history_frame = None
     history_print = None
     history_report = None
     if history:
         note("reading history")
-        history_frame, history_report = read_lengths(
-            history, id_key=history_id_key, length_key=history_length_key, on_bad_row=on_bad_row  # type: ignore[arg-type]
-        )
+        history_frame, history_report = read_lengths(history, read)
         history_print = file_fingerprint(history)
     note("predicting lengths")
     if predictions:
@@ -419,7 +392,7 @@ def schedule(
             samples_per_prompt=settings.samples_per_prompt,
             max_response_tokens=settings.max_response_tokens,
             plan_with=settings.plan_with,
-            tokenizer=tokenizer,
+            tokenizer=read.tokenizer,
         )
     note("packing and interleaving")
     frame = arrange(prompts, predicted, settings, preset=preset)

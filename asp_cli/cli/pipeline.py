@@ -72,11 +72,14 @@ def observe_command(
 ) -> None:
     """Ingest rollout logs (observed response lengths) into a history file for `asp schedule --history`."""
     with guarded():
-        from asp_cli.integrate.observe import observe
+        import dataclasses
 
+        from asp_cli.integrate.observe import OBSERVE_READ, observe
+
+        read = dataclasses.replace(OBSERVE_READ, length_id_key=id_key, length_key=length_key, on_bad_row=on_bad_row,
+                                   tokenizer=tokenizer)
         result = observe(logs, output, schedule=schedule, dataset=dataset, append=append, force=force, epoch=epoch,
-                         id_key=id_key, length_key=length_key, on_bad_row=on_bad_row, unknown_ids=unknown_ids,
-                         tokenizer=tokenizer)
+                         read=read, unknown_ids=unknown_ids)
         summary = result.summary
         if not quiet:
             say(

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from asp_cli.cli.common import emit_json, guarded, say
+from asp_cli.reading.options import DEFAULT_READ
 
 
 def register(app: typer.Typer) -> None:
@@ -28,7 +29,7 @@ def report_command(
     lengths_length_key: Optional[str] = typer.Option(
         None, "--lengths-length-key", help="The response length column in --lengths files."
     ),
-    on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
+    on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
     simulate: bool = typer.Option(
         False, "--simulate",
         help="Also replay the schedule in the simulator (on the --lengths when given, else on sampled lengths) "
@@ -51,28 +52,24 @@ def report_command(
 ) -> None:
     """Show what a schedule will do: balance, padding, queue flow, lag; gate a pipeline with --check."""
     with guarded():
+        import dataclasses
+
         from asp_cli.errors import CheckFailed, SettingsError
         from asp_cli.output import check_output_path, write_text_atomic
-        from asp_cli.reading import check_on_bad_row
-        from asp_cli.report.facts import CheckLimits, report_schedule
+        from asp_cli.report.facts import REPORT_READ, CheckLimits, report_schedule
 
-        check_on_bad_row(on_bad_row)
+        read = dataclasses.replace(REPORT_READ, length_id_key=lengths_id_key, length_key=lengths_length_key,
+                                   on_bad_row=on_bad_row)  # type: ignore[arg-type]
         limits = CheckLimits(max_padding=max_padding, max_instance_spread=max_instance_spread, max_lag=max_lag,
                              max_step_skew=max_step_skew, max_trainer_idle=max_trainer_idle)
-        thresholds = {"--max-padding": max_padding, "--max-instance-spread": max_instance_spread,
-                      "--max-lag": max_lag, "--max-step-skew": max_step_skew, "--max-trainer-idle": max_trainer_idle}
-        for flag, value in thresholds.items():
-            if value is not None and not value >= 0:  # NaN too: no value would ever pass or break it
-                raise SettingsError(f"{flag} must be a number of at least 0 (got {value})")
         if check and not limits.any():
             raise SettingsError("--check needs at least one threshold, for example --max-padding 0.1")
         if limits.any() and not check:
             raise SettingsError("thresholds are only tested with --check; add --check")
         if html is not None:
             check_output_path(html, [schedule, *lengths, *([compare] if compare else [])], force=force)
-        result = report_schedule(schedule, lengths=lengths, lengths_id_key=lengths_id_key,
-                                 lengths_length_key=lengths_length_key, compare=compare,
-                                 limits=limits if check else None, on_bad_row=on_bad_row, simulate=simulate)
+        result = report_schedule(schedule, lengths=lengths, read=read, compare=compare,
+                                 limits=limits if check else None, simulate=simulate)
         if result.skipped_rows:
             say(f"skipped {result.skipped_rows} bad rows of --lengths files (--on-bad-row skip)")
         if html is not None:

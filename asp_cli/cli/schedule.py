@@ -9,6 +9,10 @@ from typing import Optional
 import typer
 
 from asp_cli.cli.common import emit_json, guarded, say, show_progress
+from asp_cli.reading.options import DEFAULT_READ
+from asp_cli.settings import ScheduleSettings
+
+_DEFAULT = ScheduleSettings()  # the CLI's defaults are the library's
 
 _STAGES = ("reading prompts", "reading history", "predicting lengths", "packing and interleaving",
            "writing schedule")
@@ -21,22 +25,22 @@ def register(app: typer.Typer) -> None:
 def schedule_command(
     inputs: list[Path] = typer.Argument(..., help="Prompt files: .jsonl, .json, .parquet or .csv (optionally .gz)."),
     output: Path = typer.Option(..., "--output", "-o", help="The schedule to write (.parquet)."),
-    instances: int = typer.Option(4, "--instances", "-k", help="Rollout instances (engines) K."),
-    samples_per_prompt: int = typer.Option(8, "--samples-per-prompt", "-n", help="Samples per prompt (GRPO group size N)."),
-    epochs: int = typer.Option(1, "--epochs", help="Epochs to schedule; each gets a fresh arrangement."),
-    train_batch_size: int = typer.Option(128, "--train-batch-size", help="Prompts (groups) per training step."),
-    minibatch_size: int = typer.Option(32, "--minibatch-size", help="Most prompts per inference minibatch."),
+    instances: int = typer.Option(_DEFAULT.instances, "--instances", "-k", help="Rollout instances (engines) K."),
+    samples_per_prompt: int = typer.Option(_DEFAULT.samples_per_prompt, "--samples-per-prompt", "-n", help="Samples per prompt (GRPO group size N)."),
+    epochs: int = typer.Option(_DEFAULT.epochs, "--epochs", help="Epochs to schedule; each gets a fresh arrangement."),
+    train_batch_size: int = typer.Option(_DEFAULT.train_batch_size, "--train-batch-size", help="Prompts (groups) per training step."),
+    minibatch_size: int = typer.Option(_DEFAULT.minibatch_size, "--minibatch-size", help="Most prompts per inference minibatch."),
     max_tokens_per_minibatch: Optional[int] = typer.Option(
-        None, "--max-tokens-per-minibatch",
+        _DEFAULT.max_tokens_per_minibatch, "--max-tokens-per-minibatch",
         help="Most KV tokens per minibatch (N x (prompt + predicted mean response), summed). Default: the preset's KV cache.",
     ),
-    max_response_tokens: int = typer.Option(8192, "--max-response-tokens", help="The generation cap in tokens."),
-    max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Hold rollout back so no group is expected more than this many policy versions stale."),
-    seed: int = typer.Option(0, "--seed", help="Seed for tie-breaks and per-epoch variety."),
-    plan_with: str = typer.Option("max", "--plan-with", help="Plan with the predicted group 'max' or 'mean' length."),
-    preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help="Hardware/model preset name or a JSON calibration file."),
-    length_classes: int = typer.Option(8, "--length-classes", help="Length classes the interleaver spreads over time."),
-    canonical_order: bool = typer.Option(False, "--canonical-order", help="Make the arrangement independent of the input row order (prompts are taken sorted by id)."),
+    max_response_tokens: int = typer.Option(_DEFAULT.max_response_tokens, "--max-response-tokens", help="The generation cap in tokens."),
+    max_lag: Optional[int] = typer.Option(_DEFAULT.max_lag, "--max-lag", help="Hold rollout back so no group is expected more than this many policy versions stale."),
+    seed: int = typer.Option(_DEFAULT.seed, "--seed", help="Seed for tie-breaks and per-epoch variety."),
+    plan_with: str = typer.Option(_DEFAULT.plan_with, "--plan-with", help="Plan with the predicted group 'max' or 'mean' length."),
+    preset: str = typer.Option(_DEFAULT.preset, "--preset", help="Hardware/model preset name or a JSON calibration file."),
+    length_classes: int = typer.Option(_DEFAULT.length_classes, "--length-classes", help="Length classes the interleaver spreads over time."),
+    canonical_order: bool = typer.Option(_DEFAULT.canonical_order, "--canonical-order", help="Make the arrangement independent of the input row order (prompts are taken sorted by id)."),
     predictor: Optional[Path] = typer.Option(None, "--predictor", help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
     predictions: list[Path] = typer.Option([], "--predictions", help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
     history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs (repeatable)."),
@@ -45,7 +49,7 @@ def schedule_command(
     history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
     history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The response length column in history files."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
-    on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
+    on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary on stderr."),
@@ -53,10 +57,10 @@ def schedule_command(
     """Predict response lengths and write a rollout schedule (Parquet) for K instances."""
     with guarded():
         from asp_cli.arrange.pipeline import schedule
-        from asp_cli.reading import check_on_bad_row
-        from asp_cli.settings import ScheduleSettings
+        from asp_cli.reading.options import ReadOptions
 
-        check_on_bad_row(on_bad_row)
+        read = ReadOptions(prompt_key=prompt_key, id_key=id_key, length_id_key=history_id_key,
+                           length_key=history_length_key, on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
         settings = ScheduleSettings(
             instances=instances,
             samples_per_prompt=samples_per_prompt,
@@ -81,12 +85,7 @@ def schedule_command(
                 predictor=predictor,
                 predictions=predictions,
                 history=history,
-                prompt_key=prompt_key,
-                id_key=id_key,
-                history_id_key=history_id_key,
-                history_length_key=history_length_key,
-                tokenizer=tokenizer,
-                on_bad_row=on_bad_row,
+                read=read,
                 command_line=["asp", *sys.argv[1:]],
                 force=force,
                 progress=bar.step if bar else None,

@@ -8,10 +8,10 @@ from typing import Optional
 import typer
 
 from asp_cli.cli.common import emit_json, guarded, say
+from asp_cli.reading.options import DEFAULT_READ
+from asp_cli.sim.options import ReplayOptions
 
-
-MAX_BINS = 1_000_000  # time-series rows; more is memory, not resolution
-MAX_INSTANCES = 100_000  # as `asp schedule --instances`
+_DEFAULT = ReplayOptions()  # the CLI's defaults are the library's
 
 
 def register(app: typer.Typer) -> None:
@@ -24,10 +24,10 @@ def simulate_command(
     lengths: list[Path] = typer.Option([], "--lengths", help="Observed response lengths (same formats and columns as --history; repeatable). Without them lengths are sampled around the predictions."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
-    on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
+    on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Hardware/model preset name or JSON calibration file; default: the schedule's."),
-    mode: str = typer.Option("continuous", "--mode", help="Engine: 'continuous' (vLLM), 'static' (HF generate, padded) or 'streaming' (refill from the next minibatch)."),
-    dispatch: str = typer.Option("planned", "--dispatch", help="'planned' follows the schedule's instance column; 'free' hands minibatches in seq order to whichever instance is free."),
+    mode: str = typer.Option(_DEFAULT.mode, "--mode", help="Engine: 'continuous' (vLLM), 'static' (HF generate, padded) or 'streaming' (refill from the next minibatch)."),
+    dispatch: str = typer.Option(_DEFAULT.dispatch, "--dispatch", help="'planned' follows the schedule's instance column; 'free' hands minibatches in seq order to whichever instance is free."),
     max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Hold rollout back (AReaL admission rule) so groups stay at most this many versions stale; default: the schedule's setting."),
     instances: Optional[int] = typer.Option(None, "--instances", "-k", help="Simulated instances; default: the schedule's."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampled lengths; default: the schedule's."),
@@ -40,32 +40,23 @@ def simulate_command(
 ) -> None:
     """Replay a schedule on K simulated rollout instances and a trainer; report time, bubbles and lag."""
     with guarded():
+        import dataclasses
+
         from asp_cli.errors import SettingsError
         from asp_cli.output import check_output_path
-        from asp_cli.reading import check_on_bad_row
-        from asp_cli.sim.files import simulate_file
-        from asp_cli.sim.records import DISPATCHES, MODES
+        from asp_cli.sim.files import SIMULATE_READ, simulate_file
+        from asp_cli.sim.records import check_bins
 
-        check_on_bad_row(on_bad_row)
-        if mode not in MODES:
-            raise SettingsError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
-        if dispatch not in DISPATCHES:
-            raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {dispatch!r})")
-        if not 1 <= bins <= MAX_BINS:
-            raise SettingsError(f"--bins must be a whole number from 1 to {MAX_BINS} (got {bins})")
-        if instances is not None and not 1 <= instances <= MAX_INSTANCES:  # a huge fleet ran out of memory
-            raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {instances})")
-        if seed is not None and seed < 0:
-            raise SettingsError(f"--seed must be 0 or more (got {seed})")
+        options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag,  # type: ignore[arg-type]
+                                instances=instances, seed=seed)
+        read = dataclasses.replace(SIMULATE_READ, length_id_key=lengths_id_key, length_key=lengths_length_key,
+                                   on_bad_row=on_bad_row)  # type: ignore[arg-type]
+        check_bins(bins)
         if timeseries is not None:
             if timeseries.suffix.lower() not in (".csv", ".parquet"):
                 raise SettingsError(f"--timeseries {timeseries}: give a .csv or .parquet file name")
             check_output_path(timeseries, [schedule, *lengths], force=force)
-        report = simulate_file(
-            schedule, lengths, preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag,  # type: ignore[arg-type]
-            instances=instances, seed=seed, lengths_id_key=lengths_id_key, lengths_length_key=lengths_length_key,
-            compare=compare, on_bad_row=on_bad_row,
-        )
+        report = simulate_file(schedule, lengths, options=options, read=read, compare=compare)
         if timeseries is not None:
             _write_timeseries(report.result.timeseries(bins), timeseries)
         if not quiet:

@@ -182,14 +182,14 @@ def _matched_dataset(
     id_key: str | None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """Read the dataset's raw rows and check that every scheduled (row, prompt_id) is where the schedule says."""
-    from asp_cli.arrange.pipeline import file_fingerprint
-    from asp_cli.reading import read_prompts, read_table
+    from asp_cli.fingerprint import file_fingerprint
+    from asp_cli.reading import ReadOptions, read_prompts, read_table
 
     warnings: list[str] = []
     recorded_id, recorded_prompt = _recorded_keys(replay.schedule.metadata)
     id_key = id_key or recorded_id
     prompt_key = prompt_key or recorded_prompt
-    prompts, _ = read_prompts(datasets, prompt_key=prompt_key, id_key=id_key, on_bad_row="skip")
+    prompts, _ = read_prompts(datasets, ReadOptions(prompt_key=prompt_key, id_key=id_key, on_bad_row="skip"))
     parts = []
     offset = 0
     for path in datasets:

@@ -29,6 +29,10 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError
+from asp_cli.reading.options import ReadOptions
+
+# `asp observe` names a log's id and length columns --id-key and --length-key.
+OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key")
 
 HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "prompt_id": pl.String(),
@@ -69,11 +73,8 @@ def observe(
     append: bool = False,
     force: bool = False,
     epoch: int | None = None,
-    id_key: str | None = None,
-    length_key: str | None = None,
-    on_bad_row: str = "error",
+    read: ReadOptions = OBSERVE_READ,
     unknown_ids: str = "skip",
-    tokenizer: str | Path | None = None,
 ) -> ObserveResult:
     """Read rollout logs, validate them, and write (or append to) a history file; the twin of `asp observe`.
 
@@ -94,15 +95,13 @@ def observe(
         Replace an existing output (without ``append``).
     epoch
         The epoch to record for rows whose log has no ``epoch`` column.
-    id_key, length_key
-        The log's id and length columns, when not detected.
-    on_bad_row
-        ``error`` stops at the first malformed row (naming file and line); ``skip`` skips and counts.
+    read
+        The log's id and length columns when not detected (``length_id_key``, ``length_key``), ``on_bad_row``
+        (``error`` stops at the first malformed row, naming file and line; ``skip`` skips and counts), and a
+        local ``tokenizer.json`` to count verl dump outputs exactly.
     unknown_ids
         ``skip`` (count and leave out), ``keep`` (count and keep) or ``error`` for ids the schedule or dataset
         do not hold.
-    tokenizer
-        A local ``tokenizer.json`` to count verl dump outputs exactly.
 
     Raises
     ------
@@ -113,9 +112,6 @@ def observe(
         When the output exists without ``append`` or ``force``, or equals an input.
     """
     from asp_cli.output import check_output_path
-    from asp_cli.reading import check_on_bad_row
-
-    check_on_bad_row(on_bad_row)
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
     if epoch is not None and not 0 <= epoch <= 2**31 - 1:  # stored as int32; epochs count from 0
@@ -138,7 +134,7 @@ def observe(
         else:
             check_output_path(out, inputs, force=force)
 
-    from asp_cli.arrange.pipeline import file_fingerprint
+    from asp_cli.fingerprint import file_fingerprint
 
     warnings: list[str] = []
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
@@ -154,7 +150,7 @@ def observe(
             warnings.append(f"{path}: already in the history (same bytes); not added again")
             continue
         seen_prints.add(fingerprint)
-        part = _read_log(path, dataset, id_key, length_key, on_bad_row, tokenizer, summary)
+        part = _read_log(path, dataset, read, summary)
         part = part.with_columns(
             pl.col("epoch").fill_null(pl.lit(epoch, dtype=pl.Int32)) if epoch is not None else pl.col("epoch"),
             pl.lit(path.name).alias("log"),
@@ -231,22 +227,18 @@ def _empty() -> pl.DataFrame:
 def _read_log(
     path: Path,
     dataset: list[Path],
-    id_key: str | None,
-    length_key: str | None,
-    on_bad_row: str,
-    tokenizer: str | Path | None,
+    read: ReadOptions,
     summary: dict[str, Any],
 ) -> pl.DataFrame:
     from asp_cli.reading import find_column, read_lengths, read_table
 
-    frame = read_table(path, on_bad_row=on_bad_row)  # type: ignore[arg-type]
-    has_id = id_key is not None or find_column(frame, C.ID_KEYS, None, what="prompt id", flag="--id-key",
+    frame = read_table(path, on_bad_row=read.on_bad_row)
+    has_id = read.length_id_key is not None or find_column(frame, C.ID_KEYS, None, what="prompt id", flag="--id-key",
                                                path=path, required=False) is not None
     lowered = {c.lower() for c in frame.columns}
     if not has_id and set(_VERL_DUMP_COLUMNS) <= lowered:
-        return _read_verl_dump(path, frame, dataset, tokenizer, summary)
-    lengths, report = read_lengths([path], id_key=id_key, length_key=length_key, on_bad_row=on_bad_row,  # type: ignore[arg-type]
-                                   id_flag="--id-key", length_flag="--length-key")
+        return _read_verl_dump(path, frame, dataset, read.tokenizer, summary)
+    lengths, report = read_lengths([path], read)
     summary["bad_rows"] += report.skipped_rows
     summary["bad_row_examples"].extend(report.skipped_examples)
     return lengths.select(
@@ -303,7 +295,7 @@ def _prompt_contents(dataset: list[Path], read_table: Any) -> list[tuple[str, st
     """(text of the last message, prompt id) per dataset prompt: what a chat template wraps last."""
     from asp_cli.reading import read_prompts
 
-    prompts, report = read_prompts(dataset, on_bad_row="skip")
+    prompts, report = read_prompts(dataset, ReadOptions(on_bad_row="skip"))
     texts = prompts[C.PROMPT_TEXT].to_list()
     multi = prompts.filter(pl.col(C.N_MESSAGES) > 1)
     if multi.height:
@@ -368,7 +360,7 @@ def _known_ids(schedule: str | Path | None, dataset: list[Path]) -> tuple[set[st
     if dataset:
         from asp_cli.reading import read_prompts
 
-        prompts, _ = read_prompts(dataset, on_bad_row="skip")
+        prompts, _ = read_prompts(dataset, ReadOptions(on_bad_row="skip"))
         ids = set(prompts[C.PROMPT_ID].to_list())
         known = ids if known is None else known & ids
     return known, (int(cap) if cap is not None else None)

@@ -135,7 +135,7 @@ def evaluate(
     observed samples is scored against the expected maximum of 8.
     """
     from asp_cli.predict.prediction import lengths_from_lognormal, predict_distribution
-    from asp_cli.predict.model import group_targets
+    from asp_cli.predict.targets import group_targets
 
     targets = group_targets(lengths, cap=max_response_tokens)
     data = prompts.join(targets, on=C.PROMPT_ID, how="inner", maintain_order="left")

@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.predict.model import group_targets
+from asp_cli.predict.targets import group_targets
 
 MIN_PROMPTS_FOR_SLOPE = 30
 DEFAULT_PRIOR_SAMPLES = 1.0

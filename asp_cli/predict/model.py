@@ -35,10 +35,7 @@ import io
 import json
 import math
 import zipfile
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -46,9 +43,12 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.predict import features as F
-from asp_cli.errors import InputError, PredictorError, UnsafePredictorError
+from asp_cli.errors import InputError, PredictorError, SettingsError, UnsafePredictorError
+from asp_cli.settings import check_count
+from asp_cli.predict.targets import group_targets
 
 FORMAT_VERSION = 2  # the newest format this asp reads
+MAX_RANDOM_STATE = 2**32 - 1  # scikit-learn's random_state range
 # Files are written at the oldest version that can read them: 1 without character n-grams, 2 with them, so a
 # character n-gram model is refused by an older asp ("upgrade asp") instead of silently losing its n-gram score.
 _CHAR_NGRAM_FORMAT_VERSION = 2
@@ -56,7 +56,6 @@ META_MEMBER = "asp_meta.json"
 _CARD_KEYS = ("format_version", "feature_set", "features", "vocabulary_size", "data_sources",
               "uses_difficulty", "log_spread", "training", "params", "versions", "char_ngrams")
 DEFAULT_LOG_SPREAD = 0.3  # within-prompt sd of log length; AIME R1-distill median CV is 0.28
-CENSORED_FACTOR = 1.25
 KNOT_QUANTILES = (0.2, 0.4, 0.6, 0.8)  # hinge knots of the piecewise-linear head, at training quantiles
 
 # Every type a model file may ask skops to build: plain containers and NumPy arrays, nothing else (the
@@ -77,113 +76,8 @@ TRUSTED_TYPES: tuple[str, ...] = (
 )
 
 
-_GRID = np.linspace(-8.0, 8.0, 4001)
-_PDF = np.exp(-_GRID**2 / 2.0) / np.sqrt(2.0 * np.pi)
-_CDF = np.array([NormalDist().cdf(x) for x in _GRID])
-
-
-def expected_max_z(samples: int | np.ndarray) -> np.ndarray:
-    """Expected maximum of N standard normals: the integral of x * N * phi(x) * Phi(x)^(N-1), on a grid."""
-    n = np.maximum(np.asarray(samples, dtype=np.int64), 1)
-    unique, where = np.unique(n, return_inverse=True)
-    step = _GRID[1] - _GRID[0]
-    values = np.array([np.sum(_GRID * k * _PDF * _CDF ** (k - 1)) * step for k in unique])
-    return values[where].reshape(n.shape)
-
-
 # --------------------------------------------------------------------------------------------------------
 # Training data
-
-
-@dataclass
-class Observations:
-    """Prompts and their observed lengths, as the predictor learns from them."""
-
-    prompts: pl.DataFrame  # read_prompts columns, one row per prompt
-    lengths: pl.DataFrame  # read_lengths columns, one row per sample
-    skipped_rows: int = 0
-    columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
-
-
-def read_observations(
-    paths: Sequence[Path],
-    *,
-    prompt_key: str | None = None,
-    id_key: str | None = None,
-    length_key: str | None = None,
-    on_bad_row: str = "error",
-) -> Observations:
-    """Read files of prompts with observed lengths: one row per sample, or one row per prompt with a list.
-
-    Columns are detected as in ``asp schedule`` (``columns.PROMPT_KEYS``, ``ID_KEYS``, ``LENGTH_KEYS``);
-    the keys override them. Rows of one prompt repeat its text; the first one is kept.
-
-    Raises
-    ------
-    InputError
-        Unreadable files, missing columns, bad lengths, or one id with two different prompt texts.
-    """
-    from asp_cli import reading
-
-    report = reading.ReadReport()
-    prompt_parts, length_parts = [], []
-    offset = 0
-    for path in paths:
-        path = Path(path)
-        fmt, _ = reading.file_format(path)
-        frame = reading.read_table(path, on_bad_row=on_bad_row, report=report)  # type: ignore[arg-type]
-        id_col = reading.find_column(frame, C.ID_KEYS, id_key, what="id", flag="--id-key", path=path,
-                                     required=False)
-        if id_col is None:
-            id_col = "\x00row_id"
-            frame = frame.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(id_col))
-        length_col = reading.find_column(frame, C.LENGTH_KEYS, length_key, what="response length",
-                                         flag="--length-key", path=path)
-        prompts = reading._extract_prompts(  # noqa: SLF001 - the same detection as asp schedule
-            frame, path, fmt, prompt_key, id_col, on_bad_row, report, offset  # type: ignore[arg-type]
-        )
-        lengths = reading._extract_lengths(  # noqa: SLF001
-            frame, path, fmt, id_col, length_col, on_bad_row, report  # type: ignore[arg-type]
-        )
-        offset += frame.height
-        prompt_parts.append(prompts)
-        length_parts.append(lengths)
-    if not prompt_parts:
-        raise InputError("no input files given; name at least one file of prompts with observed lengths")
-    prompts = pl.concat(prompt_parts, how="vertical")
-    conflicting = prompts.group_by(C.PROMPT_ID).agg(pl.col(C.PROMPT_TEXT).n_unique().alias("n")).filter(pl.col("n") > 1)
-    if conflicting.height:
-        raise InputError(
-            f"prompt id {conflicting[C.PROMPT_ID].sort()[0]!r} has {conflicting['n'].max()} different prompt "
-            f"texts ({conflicting.height} ids do); give each prompt one id, or pass --id-key"
-        )
-    prompts = prompts.unique(C.PROMPT_ID, keep="first", maintain_order=True)
-    lengths = pl.concat(length_parts, how="vertical")
-    return Observations(prompts, lengths, report.skipped_rows, report.columns_used)
-
-
-def group_targets(lengths: pl.DataFrame, *, cap: int | None = None) -> pl.DataFrame:
-    """Per-prompt summaries of observed lengths: samples, mean and sd of log length, max and mean tokens.
-
-    Truncated samples (flag, or length >= ``cap``) enter the log statistics as ``CENSORED_FACTOR`` x length.
-    """
-    tokens = pl.col(C.RESPONSE_TOKENS).cast(pl.Float64).clip(1.0)
-    censored = pl.col(C.TRUNCATED).fill_null(False)
-    if cap is not None:
-        censored = censored | (pl.col(C.RESPONSE_TOKENS) >= cap)
-    log_len = pl.when(censored).then((tokens * CENSORED_FACTOR).log()).otherwise(tokens.log())
-    return (
-        lengths.with_columns(log_len.alias("\x00log"), censored.alias("\x00cens"))
-        .group_by(C.PROMPT_ID, maintain_order=True)
-        .agg(
-            pl.len().alias("samples"),
-            pl.col("\x00log").mean().alias("log_mean"),
-            pl.col("\x00log").std(ddof=1).alias("log_sd"),
-            pl.col(C.RESPONSE_TOKENS).max().alias("max_tokens"),
-            pl.col(C.RESPONSE_TOKENS).mean().alias("mean_tokens"),
-            pl.col("\x00cens").sum().alias("censored"),
-        )
-    )
 
 
 def fingerprint_observations(prompts: pl.DataFrame, targets: pl.DataFrame) -> str:
@@ -250,10 +144,15 @@ class LengthPredictor:
         ------
         InputError
             When fewer than 10 prompts have observed lengths.
+        SettingsError
+            A ``random_state`` outside scikit-learn's range, or a ``cap`` that is not a whole number of tokens.
         """
         from sklearn.linear_model import Ridge
         from sklearn.model_selection import KFold
 
+        check_count("--max-response-tokens", cap, minimum=1, optional=True)
+        if not isinstance(self.random_state, int) or not 0 <= self.random_state <= MAX_RANDOM_STATE:
+            raise SettingsError(f"--seed must be a whole number from 0 to {MAX_RANDOM_STATE} (got {self.random_state})")
         targets = group_targets(lengths, cap=cap)
         data = prompts.join(targets, on=C.PROMPT_ID, how="inner", maintain_order="left")
         if data.height < 10:
@@ -662,9 +561,3 @@ def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor
     except (TypeError, KeyError, ValueError):
         raise PredictorError(f"{path}: the model file is damaged or not an asp predictor; refit it") from None
     return model
-
-
-def file_fingerprint(path: Path) -> str:
-    """SHA-256 of a model file's bytes (what the schedule metadata records)."""
-    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
-

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import PredictorError, SettingsError
+from asp_cli.errors import PredictorError
+from asp_cli.settings import check_count, check_plan_with
 
 DEFAULT_MODEL = Path(__file__).parent.parent / "models" / "default.skops"
-PLAN_WITH = ("max", "mean")
 
 _cache: dict[tuple[str, int, int], object] = {}
 
@@ -62,18 +63,10 @@ def load_predictor(path: Path | None = None):
 
 
 def _check_settings(samples_per_prompt: int, max_response_tokens: int, plan_with: str) -> None:
-    from asp_cli.settings import MAX_SETTING
-
-    if int(samples_per_prompt) < 1:
-        raise SettingsError(f"samples per prompt must be at least 1 (got {samples_per_prompt})")
-    if int(max_response_tokens) < 1:
-        raise SettingsError(f"the maximum response length must be at least 1 token (got {max_response_tokens})")
-    if int(samples_per_prompt) > MAX_SETTING:  # beyond 64-bit arithmetic downstream
-        raise SettingsError(f"samples per prompt must be at most {MAX_SETTING} (got {samples_per_prompt})")
-    if int(max_response_tokens) > MAX_SETTING:
-        raise SettingsError(f"the maximum response length must be at most {MAX_SETTING} tokens (got {max_response_tokens})")
-    if plan_with not in PLAN_WITH:
-        raise SettingsError(f"plan with 'max' or 'mean', not {plan_with!r}")
+    # The same rules as `ScheduleSettings` (one function each), for callers of the library without one.
+    check_count("--samples-per-prompt", samples_per_prompt, minimum=1)
+    check_count("--max-response-tokens", max_response_tokens, minimum=1)
+    check_plan_with(plan_with)
 
 
 def lengths_from_lognormal(
@@ -83,7 +76,7 @@ def lengths_from_lognormal(
 
     The mean never exceeds the maximum (they meet at one sample per group).
     """
-    from asp_cli.predict.model import expected_max_z
+    from asp_cli.predict.targets import expected_max_z
 
     z = expected_max_z(samples)
     group_max = np.exp(np.minimum(mu + sigma * z, 60.0))
@@ -173,13 +166,29 @@ def predict_lengths(
     PredictorError, UnsafePredictorError
         The model file cannot be used.
     """
-    from asp_cli.predict.model import file_fingerprint
-
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
-    mu, sigma, tokens, seen, model, fit = predict_distribution(
+    distribution = predict_distribution(
         prompts, predictor=predictor, history=history, max_response_tokens=max_response_tokens,
         tokenizer=tokenizer,
     )
+    return lengths_from_distribution(distribution, predictor=predictor, history_fingerprint=history_fingerprint,
+                                     samples_per_prompt=samples_per_prompt, max_response_tokens=max_response_tokens,
+                                     plan_with=plan_with)
+
+
+def lengths_from_distribution(
+    distribution: tuple,
+    *,
+    predictor: Path | None,
+    history_fingerprint: str | None,
+    samples_per_prompt: int,
+    max_response_tokens: int,
+    plan_with: str,
+) -> tuple[pl.DataFrame, PredictionInfo]:
+    """`predict_lengths`' frame and info from a `predict_distribution` result (the model is not run again)."""
+    from asp_cli.fingerprint import file_fingerprint
+
+    mu, sigma, tokens, seen, model, fit = distribution
     group_max, mean = lengths_from_lognormal(mu, sigma, int(samples_per_prompt), int(max_response_tokens))
     planned = group_max if plan_with == "max" else mean
     frame = pl.DataFrame(
@@ -203,7 +212,13 @@ def predict_lengths(
         predictor_fingerprint=file_fingerprint(path),
         history_fingerprint=history_fingerprint,
         prompts_from_history=from_history,
-        prompts_from_model=prompts.height - from_history,
+        prompts_from_model=mu.size - from_history,
         details=details,
     )
     return frame, info
+
+
+def quantile_tokens(mu: np.ndarray, sigma: np.ndarray, quantile: float, cap: int) -> np.ndarray:
+    """The ``quantile`` of one sample's log-normal length, as whole tokens in [1, cap]."""
+    z = NormalDist().inv_cdf(quantile)
+    return np.clip(np.rint(np.exp(np.minimum(mu + z * sigma, 60.0))), 1, cap).astype(np.int64)

@@ -22,8 +22,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from asp_cli.schedule_format import Schedule
 from asp_cli.arrange.timeline import run_steps
+from asp_cli.errors import SettingsError
+from asp_cli.reading.options import ReadOptions
+from asp_cli.schedule_format import Schedule
+
+# `asp report` names the id and length columns of its --lengths files so.
+REPORT_READ = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")
 
 # Bump the major when a key is removed, renamed or changes meaning; the minor for added keys.
 REPORT_VERSION = "1.1"
@@ -575,6 +580,18 @@ class CheckLimits:
     max_step_skew: float | None = None
     max_trainer_idle: float | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("max_padding", "max_instance_spread", "max_lag", "max_step_skew", "max_trainer_idle"):
+            value = getattr(self, name)
+            flag = _CHECKS[name][0]
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                # NaN too: no value would ever pass or break it
+                raise SettingsError(f"{flag} must be a number of at least 0 (got {value})")
+            if name == "max_lag" and not isinstance(value, int):
+                raise SettingsError(f"{flag} must be a whole number of steps (got {value})")
+
     def any(self) -> bool:
         return any(v is not None for v in (self.max_padding, self.max_instance_spread, self.max_lag,
                                             self.max_step_skew, self.max_trainer_idle))
@@ -643,18 +660,16 @@ def report_schedule(
     schedule: Path,
     *,
     lengths: Sequence[Path] = (),
-    lengths_id_key: str | None = None,
-    lengths_length_key: str | None = None,
+    read: ReadOptions = REPORT_READ,
     compare: Path | None = None,
     limits: CheckLimits | None = None,
-    on_bad_row: str = "error",
     simulate: bool = False,
 ) -> ReportResult:
     """Read a schedule (and optionally observed lengths and a second schedule) and report on it.
 
     This is what `asp report` runs. With ``simulate``, the schedule is also replayed in the simulator (on the
     observed lengths when given) and the report's ``simulated`` section holds the replay
-    (`report_simulated.simulated_section`).
+    (`asp_cli.report.simulated.simulated_section`). Each file is read once.
 
     Raises
     ------
@@ -667,22 +682,20 @@ def report_schedule(
     from asp_cli.schedule_format import read_schedule
 
     observed = None
+    samples = None
     skipped = 0
     if lengths:
-        samples, read = read_lengths([Path(p) for p in lengths], id_key=lengths_id_key, length_key=lengths_length_key,
-                                     on_bad_row=on_bad_row, id_flag="--lengths-id-key",  # type: ignore[arg-type]
-                                     length_flag="--lengths-length-key")
-        skipped = read.skipped_rows
+        samples, report = read_lengths([Path(p) for p in lengths], read)
+        skipped = report.skipped_rows
         observed = observed_from_samples(samples, lengths)
     # Two files of the same name (before/s.parquet, after/s.parquet) are told apart by their paths.
     same_name = compare is not None and Path(compare).name == Path(schedule).name
-    main = build_report(read_schedule(Path(schedule)), observed=observed,
-                        name=str(schedule) if same_name else None)
+    loaded = read_schedule(Path(schedule))
+    main = build_report(loaded, observed=observed, name=str(schedule) if same_name else None)
     if simulate:
         from asp_cli.report.simulated import simulated_section
 
-        main["simulated"] = simulated_section(Path(schedule), lengths, lengths_id_key=lengths_id_key,
-                                              lengths_length_key=lengths_length_key, on_bad_row=on_bad_row)
+        main["simulated"] = simulated_section(loaded, samples, skipped_rows=skipped)
     result = ReportResult(report=main, skipped_rows=skipped)
     if compare is not None:
         result.other = build_report(read_schedule(Path(compare)), observed=observed,

@@ -9,11 +9,12 @@ draws beside the expected ones. Keys are documented in docs/report.md ("simulate
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
+
+from asp_cli.schedule_format import Schedule
 
 # Points on the time grid of the simulated curves (as the expected ones in `report`).
 _GRID_POINTS = 160
@@ -27,25 +28,23 @@ def _r(value: float, digits: int = 4) -> float:
 
 
 def simulated_section(
-    schedule: Path,
-    lengths: Sequence[Path] = (),
+    schedule: Schedule,
+    samples: pl.DataFrame | None = None,
     *,
-    lengths_id_key: str | None = None,
-    lengths_length_key: str | None = None,
-    on_bad_row: str = "error",
+    skipped_rows: int = 0,
 ) -> dict[str, Any]:
-    """Replay ``schedule`` with `simulate.simulate_file` (planned dispatch, the schedule's own settings) and
-    return the report's ``simulated`` section.
+    """Replay ``schedule`` with `asp_cli.sim.files.simulate_loaded` (planned dispatch, the schedule's own
+    settings) on the observed ``samples`` (one row per sample; None samples lengths) and return the report's
+    ``simulated`` section.
 
     Raises
     ------
-    ScheduleFormatError, InputError, SettingsError
-        As `simulate.simulate_file`.
+    SettingsError
+        As `asp_cli.sim.files.simulate_loaded`.
     """
-    from asp_cli.sim.files import simulate_file
+    from asp_cli.sim.files import simulate_loaded
 
-    replay = simulate_file(schedule, [Path(p) for p in lengths], lengths_id_key=lengths_id_key,
-                           lengths_length_key=lengths_length_key, on_bad_row=on_bad_row)
+    replay = simulate_loaded(schedule, samples, skipped_rows=skipped_rows)
     document, result = replay.document, replay.result
     metrics = result.metrics
     n = int(document["samples_per_prompt"])
@@ -59,7 +58,7 @@ def simulated_section(
     live = (np.searchsorted(np.sort(result.seq_admit_s), grid, side="right")
             - np.searchsorted(np.sort(result.seq_finish_s), grid, side="right"))
     # Per minibatch (rows are in seq order, N sequences per row): its instance, first admission, last finish.
-    frame_minibatch = _minibatch_of_rows(schedule)
+    frame_minibatch = schedule.frame.sort("seq")["minibatch"].to_numpy()  # the order the replay ran rows in
     change = np.flatnonzero(np.diff(frame_minibatch)) + 1
     starts = np.concatenate(([0], change))
     admit = result.seq_admit_s.reshape(rows, n).min(axis=1)
@@ -102,10 +101,3 @@ def lengths_source(simulated: dict[str, Any]) -> str:
     if not observed:
         return "lengths sampled around the predictions"
     return f"observed lengths for {observed:,} prompts" + (f", sampled for {sampled:,}" if sampled else "")
-
-
-def _minibatch_of_rows(schedule: Path) -> np.ndarray:
-    """The ``minibatch`` column in ``seq`` order (the order `simulate_file` replays rows in)."""
-    from asp_cli.schedule_format import read_schedule
-
-    return read_schedule(Path(schedule)).frame.sort("seq")["minibatch"].to_numpy()

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import polars as pl
+
+from asp_cli.reading.options import ReadOptions
+from asp_cli.schedule_format import Schedule
+from asp_cli.sim.bench import compare as run_compare
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, PROMPT_SIGMA, SAMPLE_SIGMA, lengths_for_schedule
-from asp_cli.sim.records import Dispatch, Mode, SimulationResult, SimulationSettings
+from asp_cli.sim.options import ReplayOptions
+from asp_cli.sim.records import SimulationResult, SimulationSettings
 from asp_cli.sim.run import simulate_schedule
 
 
@@ -18,10 +27,8 @@ class SimulationReport:
     comparison: list[dict] | None = None
 
 
-def schedule_prompts(frame):  # pl.DataFrame -> (prompts, predictions), one row per prompt
+def schedule_prompts(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The prompts and predictions a schedule was made from (first occurrence of each row)."""
-    import polars as pl
-
     first = frame.sort("seq").unique("row", keep="first", maintain_order=True).sort("row")
     predicted = pl.col("predicted_tokens")
     prompts = first.select("row", "prompt_id")
@@ -39,81 +46,83 @@ def schedule_prompts(frame):  # pl.DataFrame -> (prompts, predictions), one row 
     return prompts, predictions
 
 
+# `asp simulate` names the id and length columns of its --lengths files so.
+SIMULATE_READ = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")
 def simulate_file(
-    schedule_path,
-    lengths_paths=(),
+    schedule_path: str | Path,
+    lengths_paths: Sequence[str | Path] = (),
     *,
-    preset: str | None = None,
-    mode: Mode = "continuous",
-    dispatch: Dispatch = "planned",
-    max_lag: int | None = None,
-    use_schedule_max_lag: bool = True,
-    instances: int | None = None,
-    seed: int | None = None,
-    lengths_id_key: str | None = None,
-    lengths_length_key: str | None = None,
+    options: ReplayOptions = ReplayOptions(),
+    read: ReadOptions = SIMULATE_READ,
     compare: bool = False,
-    on_bad_row: str = "error",
 ) -> SimulationReport:
     """Read a schedule (and observed lengths), replay it, and optionally compare it with the baselines.
 
-    Settings the schedule recorded (instances, N, train batch size, cap, preset, max_lag, seed) are used
-    unless given here.
+    This is what `asp simulate` runs. Settings the schedule recorded (instances, N, train batch size, cap,
+    preset, max_lag, seed) are used unless ``options`` gives them.
 
     Raises
     ------
     ScheduleFormatError, InputError, SettingsError
     """
-    from pathlib import Path
-
-    from asp_cli.costmodel import load_preset
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import read_schedule
-    from asp_cli.settings import ScheduleSettings
 
     schedule = read_schedule(Path(schedule_path))
-    recorded = ScheduleSettings.from_dict(schedule.settings) if schedule.settings else ScheduleSettings(
-        instances=schedule.instances)
-    n = recorded.samples_per_prompt
-    k = instances if instances is not None else max(recorded.instances, int(schedule.frame["instance"].max()) + 1)
-    lag = max_lag if max_lag is not None else (recorded.max_lag if use_schedule_max_lag else None)
-    seed = recorded.seed if seed is None else seed
-    hardware = load_preset(preset or recorded.preset)
     observed = None
     skipped = 0
     if lengths_paths:
-        observed, read = read_lengths([Path(p) for p in lengths_paths], id_key=lengths_id_key,
-                                      length_key=lengths_length_key, on_bad_row=on_bad_row,  # type: ignore[arg-type]
-                                      id_flag="--lengths-id-key", length_flag="--lengths-length-key")
-        skipped = read.skipped_rows
+        observed, report = read_lengths([Path(p) for p in lengths_paths], read)
+        skipped = report.skipped_rows
+    return simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,
+                           name=str(schedule_path))
+
+
+def simulate_loaded(
+    schedule: Schedule,
+    observed: pl.DataFrame | None = None,
+    *,
+    options: ReplayOptions = ReplayOptions(),
+    compare: bool = False,
+    skipped_rows: int = 0,
+    name: str | None = None,
+) -> SimulationReport:
+    """`simulate_file` on a schedule and observed lengths already read (one row per sample, as
+    `asp_cli.reading.read_lengths` returns them)."""
+    from asp_cli.costmodel import load_preset
+    from asp_cli.settings import ScheduleSettings
+
+    recorded = ScheduleSettings.from_dict(schedule.settings) if schedule.settings else ScheduleSettings(
+        instances=schedule.instances)
+    n = recorded.samples_per_prompt
+    k = options.instances if options.instances is not None else max(
+        recorded.instances, int(schedule.frame["instance"].max()) + 1)
+    lag = options.max_lag if options.max_lag is not None else (
+        recorded.max_lag if options.use_schedule_max_lag else None)
+    seed = recorded.seed if options.seed is None else options.seed
+    hardware = load_preset(options.preset or recorded.preset)
     frame = schedule.frame.sort("seq")
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=n, seed=seed,
                                          max_response_tokens=recorded.max_response_tokens)
-    settings = SimulationSettings(samples_per_prompt=n, train_batch_size=recorded.train_batch_size, mode=mode,
-                                  dispatch=dispatch, max_lag=lag)
+    settings = SimulationSettings(samples_per_prompt=n, train_batch_size=recorded.train_batch_size,
+                                  mode=options.mode, dispatch=options.dispatch, max_lag=lag)
     result = simulate_schedule(frame, lengths, hardware, settings, instances=k)
     document = {
-        "schedule": str(schedule_path),
+        "schedule": name if name is not None else str(schedule.path),
         "preset": hardware.name,
-        "mode": mode,
-        "dispatch": dispatch,
+        "mode": options.mode,
+        "dispatch": options.dispatch,
         "instances": k,
         "samples_per_prompt": n,
         "train_batch_size": recorded.train_batch_size,
         "max_lag": lag,
-        "lengths": {**info.to_dict(), "skipped_rows": skipped},
+        "lengths": {**info.to_dict(), "skipped_rows": skipped_rows},
         "noise_model": None if info.prompts_sampled == 0 else {
             "prompt_sigma": PROMPT_SIGMA, "sample_sigma": SAMPLE_SIGMA, "seed": seed},
         "metrics": result.metrics,
     }
     comparison = None
     if compare:
-        import dataclasses
-
-        import polars as pl
-
-        from asp_cli.sim.bench import compare as run_compare
-
         prompts, predictions = schedule_prompts(frame)
         truth, _ = lengths_for_schedule(pl.concat([prompts, predictions], how="horizontal"), observed,
                                         samples_per_prompt=n, seed=seed,
@@ -121,7 +130,7 @@ def simulate_file(
         include = None if info.prompts_sampled == 0 else tuple(
             name for name in _COMPARE_ALL if name != "asp (true lengths)")
         recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag)
-        comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
+        comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=options.mode, max_lag=lag,
                                  asp_frame=frame, include=include)
         document["comparison"] = comparison
     return SimulationReport(document, result, comparison)

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
 from asp_cli.errors import SettingsError
+from asp_cli.sim.options import Dispatch, Mode, check_engine
 
-Mode = Literal["continuous", "static", "streaming"]
-Dispatch = Literal["planned", "free"]
-MODES: tuple[str, ...] = ("continuous", "static", "streaming")
-DISPATCHES: tuple[str, ...] = ("planned", "free")
 
 # vLLM keeps ~1% of KV blocks free when admitting (its `watermark`, Vidur's vLLM scheduler does the same).
 KV_WATERMARK = 0.01
@@ -34,14 +30,9 @@ class SimulationSettings:
     tail_threshold: float = TAIL_THRESHOLD
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise SettingsError(f"--mode must be one of {', '.join(MODES)} (got {self.mode!r})")
-        if self.dispatch not in DISPATCHES:
-            raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {self.dispatch!r})")
+        check_engine(self.mode, self.dispatch, self.max_lag)
         if self.samples_per_prompt < 1 or self.train_batch_size < 1:
             raise SettingsError("samples per prompt and train batch size must be at least 1")
-        if self.max_lag is not None and self.max_lag < 0:
-            raise SettingsError(f"--max-lag must be 0 or more (got {self.max_lag})")
 
 
 @dataclass
@@ -63,6 +54,7 @@ class SimulationResult:
 
     def timeseries(self, bins: int = 400) -> dict[str, np.ndarray]:
         """Bin-averaged series over [0, end-to-end]: live sequences, queue occupancy, trainer busy, version."""
+        check_bins(bins)
         end = float(self.metrics["end_to_end_s"]) or 1.0
         edges = np.linspace(0.0, end, bins + 1)
         width = np.diff(edges)
@@ -79,6 +71,15 @@ class SimulationResult:
             "groups_arrived": arrived.astype(np.int64),
             "policy_version": version.astype(np.int64),
         }
+
+
+MAX_BINS = 1_000_000  # time-series rows; more is memory, not resolution
+
+
+def check_bins(bins: int) -> None:
+    """Refuse a time-series bin count outside 1..`MAX_BINS` (``--bins``)."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
+        raise SettingsError(f"--bins must be a whole number from 1 to {MAX_BINS} (got {bins})")
 
 
 def _interval_area(start: np.ndarray, end: np.ndarray, points: np.ndarray) -> np.ndarray:

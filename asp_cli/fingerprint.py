@@ -1,0 +1,38 @@
+"""Fingerprints of files: SHA-256 of their bytes, which schedules, histories and exports record.
+
+Names are left out, so a moved or renamed file keeps its fingerprint; several files in order combine into one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+_CHUNK_BYTES = 1 << 22
+
+
+def bytes_fingerprint(data: bytes) -> str:
+    """``sha256:`` and the hex digest of ``data``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def file_fingerprint(paths: Path | str | Sequence[Path | str]) -> str:
+    """The fingerprint of one file's bytes, or of several files' in order (`combine_fingerprints` of theirs)."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    prints = []
+    for path in paths:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(_CHUNK_BYTES), b""):
+                digest.update(chunk)
+        prints.append("sha256:" + digest.hexdigest())
+    return combine_fingerprints(prints)
+
+
+def combine_fingerprints(prints: Sequence[str]) -> str:
+    """One fingerprint for several files: the file's own for one, else SHA-256 over theirs joined by newlines."""
+    if len(prints) == 1:
+        return prints[0]
+    return "sha256:" + hashlib.sha256("\n".join(prints).encode()).hexdigest()

@@ -1,0 +1,181 @@
+"""The Python twins of `asp predictor fit`, `eval`, `predict` and `info`: files in, results out.
+
+Each command of the ``predictor`` group only parses its options, calls one of these and renders the result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.predict.observations import OBSERVATIONS_READ, read_observations
+from asp_cli.predict.prediction import PredictionInfo
+from asp_cli.reading.options import DEFAULT_READ, ReadOptions
+from asp_cli.settings import check_count
+
+# The quantiles `predict_file` writes beside the group maximum and mean: (column, quantile of one sample).
+QUANTILE_COLUMNS: tuple[tuple[str, float], ...] = (("predicted_p50_tokens", 0.5), ("predicted_p90_tokens", 0.9))
+
+
+@dataclass
+class FitResult:
+    """What `fit_predictor` made: the fitted model, its card, and what was skipped."""
+
+    model: Any  # LengthPredictor
+    card: dict[str, Any]
+    skipped_rows: int
+    seconds: float
+    output: Path | None = None
+
+
+def fit_predictor(
+    inputs: Sequence[Path],
+    output: Path | None = None,
+    *,
+    read: ReadOptions = OBSERVATIONS_READ,
+    max_response_tokens: int | None = None,
+    use_metadata: bool = True,
+    char_ngrams: bool = False,
+    seed: int = 0,
+    force: bool = False,
+) -> FitResult:
+    """Train a length predictor on files of prompts with observed lengths; write it when ``output`` is given.
+
+    This is what `asp predictor fit` runs. ``max_response_tokens`` is the data's generation cap (lengths at or
+    above it count as truncated); ``seed`` the random state of the cross-fitting folds.
+
+    Raises
+    ------
+    InputError, SettingsError, OutputError
+    """
+    from asp_cli.output import atomic_path, check_output_path
+    from asp_cli.predict import model as P
+
+    inputs = [Path(p) for p in inputs]
+    if output is not None:
+        check_output_path(Path(output), inputs, force=force)
+    started = time.perf_counter()
+    data = read_observations(inputs, read)
+    model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
+        data.prompts, data.lengths, cap=max_response_tokens, tokenizer=read.tokenizer)
+    result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started)
+    if output is not None:
+        with atomic_path(Path(output)) as tmp:
+            P.save(model, tmp)
+        result.output = Path(output)
+    return result
+
+
+def evaluate_predictor(
+    inputs: Sequence[Path],
+    *,
+    model: Path | None = None,
+    history: Sequence[Path] = (),
+    read: ReadOptions = OBSERVATIONS_READ,
+    history_read: ReadOptions = DEFAULT_READ,
+    max_response_tokens: int | None = None,
+) -> dict[str, Any]:
+    """Score a model file (the bundled one when None) on prompts with observed lengths.
+
+    This is what `asp predictor eval` runs: Kendall tau, Spearman, tail recall, log error and calibration,
+    overall and per data source (`asp_cli.predict.evaluate`). ``history`` folds earlier epochs' lengths in as
+    `asp schedule --history` does, read with ``history_read``.
+    """
+    from asp_cli.predict.evaluate import evaluate
+    from asp_cli.reading import read_lengths
+
+    check_count("--max-response-tokens", max_response_tokens, minimum=1, optional=True)
+    data = read_observations([Path(p) for p in inputs], read)
+    past = read_lengths([Path(p) for p in history], history_read)[0] if history else None
+    result = evaluate(data.prompts, data.lengths, predictor=model, history=past,
+                      max_response_tokens=max_response_tokens, tokenizer=read.tokenizer)
+    result["model"] = str(model) if model is not None else "default"
+    return result
+
+
+@dataclass
+class PredictResult:
+    """What `predict_file` made: one row per prompt, and how the predictions were made."""
+
+    table: pl.DataFrame
+    info: PredictionInfo
+    output: Path | None = None
+
+
+def predict_file(
+    inputs: Sequence[Path],
+    output: Path | None = None,
+    *,
+    model: Path | None = None,
+    history: Sequence[Path] = (),
+    read: ReadOptions = DEFAULT_READ,
+    samples_per_prompt: int = 8,
+    max_response_tokens: int = 8192,
+    plan_with: str = "max",
+    force: bool = False,
+) -> PredictResult:
+    """Per-prompt length predictions of prompt files, as `asp schedule --predictions` takes them.
+
+    This is what `asp predictor predict` runs. The table holds ``prompt_id``, ``prompt_tokens``,
+    ``predicted_max_tokens``, ``predicted_mean_tokens``, ``predicted_tokens``, ``prediction_source`` and one
+    column per `QUANTILE_COLUMNS` entry; it is written as Parquet when ``output`` is given. The model runs
+    once.
+
+    Raises
+    ------
+    InputError, SettingsError, PredictorError, OutputError
+    """
+    from asp_cli.fingerprint import file_fingerprint
+    from asp_cli.output import atomic_path, check_output_path
+    from asp_cli.predict.prediction import (
+        _check_settings,
+        lengths_from_distribution,
+        predict_distribution,
+        quantile_tokens,
+    )
+    from asp_cli.reading import read_lengths, read_prompts
+
+    _check_settings(samples_per_prompt, max_response_tokens, plan_with)
+    inputs = [Path(p) for p in inputs]
+    history = [Path(p) for p in history]
+    if output is not None:
+        check_output_path(Path(output), [*inputs, *history, *([Path(model)] if model else [])], force=force)
+    prompts, _ = read_prompts(inputs, read)
+    past = read_lengths(history, read)[0] if history else None
+    distribution = predict_distribution(prompts, predictor=model, history=past,
+                                        max_response_tokens=max_response_tokens, tokenizer=read.tokenizer)
+    frame, info = lengths_from_distribution(
+        distribution, predictor=model, history_fingerprint=file_fingerprint(history) if history else None,
+        samples_per_prompt=samples_per_prompt, max_response_tokens=max_response_tokens, plan_with=plan_with)
+    mu, sigma = distribution[0], distribution[1]
+    quantiles = {name: pl.Series(quantile_tokens(mu, sigma, q, max_response_tokens)) for name, q in QUANTILE_COLUMNS}
+    table = pl.concat([prompts.select(C.PROMPT_ID), frame], how="horizontal").with_columns(**quantiles)
+    result = PredictResult(table, info)
+    if output is not None:
+        with atomic_path(Path(output)) as tmp:
+            table.write_parquet(tmp, compression="zstd", statistics=False)
+        result.output = Path(output)
+    return result
+
+
+def predictor_info(model: Path | None = None) -> dict[str, Any]:
+    """A model file's card (the bundled model when None), with its path and fingerprint.
+
+    This is what `asp predictor info` runs; the file is loaded (and refused when unsafe or newer) like every
+    other command loads it.
+    """
+    from asp_cli.fingerprint import file_fingerprint
+    from asp_cli.predict.model import load
+    from asp_cli.predict.prediction import DEFAULT_MODEL
+
+    path = Path(model) if model is not None else DEFAULT_MODEL
+    card = load(path).card()
+    card["file"] = str(path)
+    card["file_fingerprint"] = file_fingerprint(path)
+    return card

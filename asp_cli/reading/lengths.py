@@ -1,0 +1,193 @@
+"""Length files (history, rollout logs, observed lengths): one row per observed sample."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.errors import InputError
+from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
+from asp_cli.reading.prompts import id_expr
+from asp_cli.reading.tables import BAD_ROW_FIX, ReadReport, file_format, find_column, jsonl_line_of_row, read_table
+
+# --------------------------------------------------------------------------------------------------------
+# Lengths: history, rollout logs, observed lengths
+
+
+def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> tuple[pl.DataFrame, ReadReport]:
+    """Read observed response lengths: one row per sample, or one row per prompt with a list of lengths.
+
+    ``options`` names the id and length columns (``length_id_key``, ``length_key``; found by name otherwise), the
+    calling command's flags for them (named in errors) and what to do with a malformed row (``on_bad_row``).
+
+    Returns
+    -------
+    (frame, report)
+        ``frame`` has one row per observed sample: ``prompt_id`` (str), ``response_tokens`` (int64),
+        ``truncated`` (bool or null when the file does not say), ``epoch`` (int32 or null).
+
+    Raises
+    ------
+    InputError
+        A missing id or length column, or lengths that are negative, missing, fractional or not numbers.
+    """
+    report = ReadReport()
+    parts = []
+    for path in paths:
+        path = Path(path)
+        fmt, _ = file_format(path)
+        frame = read_table(path, on_bad_row=options.on_bad_row, report=report)
+        id_col = find_column(frame, C.ID_KEYS, options.length_id_key, what="prompt id", flag=options.length_id_flag,
+                             path=path)
+        length_col = find_column(frame, C.LENGTH_KEYS, options.length_key, what="response length",
+                                 flag=options.length_flag,
+                                 path=path)
+        assert id_col is not None and length_col is not None
+        report.columns_used[str(path)] = {"id": id_col, "length": length_col}
+        parts.append(extract_lengths(frame, path, fmt, id_col, length_col, options.on_bad_row, report))
+    if not parts:
+        raise InputError("no length files given")
+    frame = pl.concat(parts, how="vertical")
+    if frame.height == 0:
+        raise InputError("no usable lengths left after skipping bad rows; fix the length files")
+    report.settle()
+    report.rows = frame.height
+    return frame, report
+
+
+def extract_lengths(
+    frame: pl.DataFrame,
+    path: Path,
+    fmt: str,
+    id_col: str,
+    length_col: str,
+    on_bad_row: OnBadRow,
+    report: ReadReport,
+) -> pl.DataFrame:
+    dtype = frame.schema[length_col]
+    listed = isinstance(dtype, pl.List)
+    inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
+    line = pl.col("\x00line") if "\x00line" in frame.columns else pl.int_range(0, pl.len(), dtype=pl.Int64)
+    truncated_col = C.TRUNCATED if C.TRUNCATED in frame.columns else None
+    if truncated_col is not None:
+        _check_truncated_dtype(frame.schema[truncated_col], listed, path)
+    epoch_col = C.EPOCH if C.EPOCH in frame.columns and frame.schema[C.EPOCH].is_integer() else None
+    flags_listed = truncated_col is not None and isinstance(frame.schema[truncated_col], pl.List)
+    flags = _truncated_expr(frame.schema[truncated_col]) if truncated_col else pl.lit(None, pl.Boolean)
+    # A scalar flag that is there but reads as neither true nor false is a bad row, not a silent "unknown".
+    unreadable = (pl.col(truncated_col).is_not_null() & flags.is_null()
+                  if truncated_col and not flags_listed else pl.lit(False))
+    base = frame.select(
+        id_expr(frame, id_col, path).alias(C.PROMPT_ID),
+        pl.col(length_col).alias("\x00len"),
+        flags.alias(C.TRUNCATED),
+        unreadable.alias("\x00badflags"),
+        (pl.col(epoch_col).cast(pl.Int32, strict=False) if epoch_col else pl.lit(None, pl.Int32)).alias(C.EPOCH),
+        line.alias("\x00where"),
+    )
+    if listed:
+        if flags_listed:
+            # A row whose flags do not match its lengths one to one is a bad row (its flags are dropped). The
+            # exploded lists must have equal sizes: no lengths, no flags; missing flags become nulls.
+            flags, lengths = pl.col(C.TRUNCATED), pl.col("\x00len")
+            mismatch = flags.is_not_null() & (flags.list.len() != lengths.list.len().fill_null(0))
+            base = base.with_columns(
+                pl.when(lengths.is_null()).then(None)
+                .when(flags.is_null() | mismatch).then(lengths.list.eval(pl.lit(None, pl.Boolean)))
+                .otherwise(flags)
+                .alias(C.TRUNCATED),
+                mismatch.alias("\x00badflags"),
+            )
+            base = base.explode(["\x00len", C.TRUNCATED])
+        else:
+            base = base.explode("\x00len")
+    if inner == pl.String:
+        numeric = pl.col("\x00len").str.strip_prefix("\x00json:").str.strip_chars().cast(pl.Float64, strict=False)
+    elif inner.is_numeric() or inner == pl.Null:
+        numeric = pl.col("\x00len").cast(pl.Float64)
+    else:
+        raise InputError(f"{path}: length column {length_col!r} holds {dtype}; give whole token counts")
+    base = base.with_columns(numeric.alias("\x00num"))
+    bad = (
+        pl.col(C.PROMPT_ID).is_null()
+        | pl.col("\x00badflags")
+        | pl.col("\x00num").is_null()
+        | pl.col("\x00num").is_nan()
+        | (pl.col("\x00num") < 0)
+        | (pl.col("\x00num") > C.MAX_TOKEN_COUNT)
+        | (pl.col("\x00num") != pl.col("\x00num").floor())
+    )
+    flagged = base.with_columns(bad.alias("\x00bad"))
+    if flagged["\x00bad"].any():
+        bad_rows = flagged.filter(pl.col("\x00bad"))
+        if on_bad_row == "skip":
+            for where in bad_rows["\x00where"].to_list():
+                report.skip(_length_location(path, fmt, where, frame))
+            flagged = flagged.filter(~pl.col("\x00bad"))
+        else:
+            first = bad_rows.row(0, named=True)
+            where = _length_location(path, fmt, first["\x00where"], frame)
+            if first[C.PROMPT_ID] is None:
+                reason = f"column {id_col!r} (the prompt id) is missing"
+            elif first["\x00badflags"] and flags_listed:
+                reason = f"column {C.TRUNCATED!r} does not hold one flag per length in {length_col!r}"
+            elif first["\x00badflags"]:
+                reason = f"column {C.TRUNCATED!r} is not true or false"
+            else:
+                raw = first["\x00len"]
+                value = first["\x00num"]
+                if raw is None:
+                    reason = f"column {length_col!r} is missing"
+                elif value is None or (isinstance(value, float) and math.isnan(value)):
+                    reason = f"column {length_col!r} is not a number"
+                elif value < 0:
+                    reason = f"column {length_col!r} is negative ({value:g})"
+                elif value > C.MAX_TOKEN_COUNT:
+                    reason = f"column {length_col!r} is larger than any response ({value:g} > {C.MAX_TOKEN_COUNT:,})"
+                else:
+                    reason = f"column {length_col!r} is not a whole token count ({value:g})"
+            raise InputError(f"{where}: {reason} for prompt id {first[C.PROMPT_ID]!r}; {BAD_ROW_FIX}")
+    return flagged.select(
+        C.PROMPT_ID,
+        pl.col("\x00num").cast(pl.Int64).alias(C.RESPONSE_TOKENS),
+        C.TRUNCATED,
+        C.EPOCH,
+    )
+
+
+def _check_truncated_dtype(dtype: pl.DataType, lengths_listed: bool, path: Path) -> None:
+    """The ``truncated`` flags must be scalars beside scalar lengths, or lists beside lists of lengths."""
+    listed = isinstance(dtype, pl.List)
+    inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
+    castable = inner == pl.Boolean or inner == pl.String or inner == pl.Null or inner.is_numeric()
+    if not castable or (listed and not lengths_listed):
+        shape = "a list of true/false, one per length" if lengths_listed else "true or false"
+        raise InputError(f"{path}: column {C.TRUNCATED!r} holds {dtype}; give {shape} per row")
+
+
+def _truncated_expr(dtype: pl.DataType) -> pl.Expr:
+    """The ``truncated`` column as booleans (lists of them stay lists); text "true"/"false"/"1"/"0" counts."""
+    listed = isinstance(dtype, pl.List)
+    inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
+    value = pl.element() if listed else pl.col(C.TRUNCATED)
+    if inner == pl.String:
+        word = value.str.strip_chars().str.to_lowercase()
+        flag = pl.when(word.is_in(["true", "1", "yes"])).then(True).when(word.is_in(["false", "0", "no"])).then(False)
+        flag = flag.otherwise(None)
+    else:
+        flag = value.cast(pl.Boolean, strict=False)
+    return pl.col(C.TRUNCATED).list.eval(flag) if listed else flag
+
+
+def _length_location(path: Path, fmt: str, where: int, frame: pl.DataFrame) -> str:
+    if "\x00line" in frame.columns:
+        return f"{path}:{where}"
+    if fmt == "jsonl":
+        return f"{path}:{jsonl_line_of_row(path, where)}"
+    if fmt == "csv":
+        return f"{path}: row {where + 1} (after the header)"
+    return f"{path}: row {where}"

@@ -1,0 +1,54 @@
+"""How to read user files: which columns hold what, and what to do with a bad row. Validated once, here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from asp_cli.errors import SettingsError
+
+OnBadRow = Literal["error", "skip"]
+ON_BAD_ROW: tuple[str, ...] = ("error", "skip")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The reading options every command that reads prompt or length files takes.
+
+    ``prompt_key`` and ``id_key`` override the prompt and id columns of prompt files; ``length_id_key`` and
+    ``length_key`` the id and length columns of length files (history, observed lengths), which the calling
+    command names ``length_id_flag`` and ``length_flag`` in its messages. ``on_bad_row="skip"`` skips
+    malformed rows and counts them; ``tokenizer`` is a local Hugging Face ``tokenizer.json`` for prompt tokens.
+
+    Raises
+    ------
+    SettingsError
+        An unknown ``on_bad_row``, or a key that is not text.
+    """
+
+    prompt_key: str | None = None
+    id_key: str | None = None
+    length_id_key: str | None = None
+    length_key: str | None = None
+    on_bad_row: OnBadRow = "error"
+    tokenizer: Path | None = None
+    length_id_flag: str = "--history-id-key"
+    length_flag: str = "--history-length-key"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.on_bad_row, str) or self.on_bad_row not in ON_BAD_ROW:
+            raise SettingsError(f"--on-bad-row must be 'error' or 'skip' (got {self.on_bad_row!r})")
+        for name in ("prompt_key", "id_key", "length_id_key", "length_key"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise SettingsError(f"--{name.replace('_', '-')} must name a column (got {value!r})")
+        if self.tokenizer is not None and not isinstance(self.tokenizer, Path):
+            object.__setattr__(self, "tokenizer", Path(self.tokenizer))
+
+    @property
+    def skip_bad_rows(self) -> bool:
+        return self.on_bad_row == "skip"
+
+
+DEFAULT_READ = ReadOptions()

@@ -1,0 +1,291 @@
+"""Prompt files: the prompt text, id and metadata of every row, found by column names (README, "Make a schedule")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.errors import InputError
+from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
+from asp_cli.reading.tables import (
+    BAD_ROW_FIX,
+    CHAT_CONTENT,
+    FILE_ROW,
+    ReadReport,
+    file_format,
+    find_column,
+    flatten_content_parts,
+    read_table,
+    release_arrow_memory,
+    row_location,
+)
+
+# --------------------------------------------------------------------------------------------------------
+# Prompts
+
+
+
+
+def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(prompt text, number of messages, bad-row mask) of a prompt column, one value per row."""
+    dtype = frame.schema[column]
+    if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+        fields = {f.name: f.dtype for f in dtype.inner.fields}
+        if CHAT_CONTENT not in fields:
+            raise InputError(
+                f"{path}: column {column!r} is a list of objects without a 'content' field; "
+                "give chat messages as [{\"role\": ..., \"content\": ...}]"
+            )
+        content_type = fields[CHAT_CONTENT]
+        content = pl.element().struct.field(CHAT_CONTENT)
+        if (isinstance(content_type, pl.List) and isinstance(content_type.inner, pl.Struct)
+                and "text" in {f.name for f in content_type.inner.fields}):
+            # Multi-part content (OpenAI style): a message's text is its text parts, joined.
+            content = content.list.eval(pl.element().struct.field("text").cast(pl.String)).list.drop_nulls()
+            content = content.list.join("\n")
+        elif content_type not in (pl.String, pl.Null):
+            raise InputError(
+                f"{path}: the 'content' of the messages in column {column!r} is {fields[CHAT_CONTENT]}, not text; "
+                "give each message's content as a string"
+            )
+        col = pl.col(column)
+        out = frame.select(
+            col.list.eval(content.cast(pl.String)).list.join("\n").alias("t"),
+            col.list.len().cast(pl.Int32).alias("m"),
+            (col.is_null() | col.list.eval(pl.element().struct.field(CHAT_CONTENT).is_null()).list.any()).alias("b"),
+        )
+        return out["t"], out["m"], out["b"].fill_null(True)
+    if dtype == pl.String:
+        col = pl.col(column)
+        chat_like = col.str.strip_prefix("\x00json:").str.strip_chars_start().str.starts_with("[")
+        if column.lower() == "messages" or frame.select(
+            col.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()
+        ).item():
+            return _chat_json_text(frame[column], chat_like_all=frame.select(chat_like.fill_null(False)).to_series())
+        out = frame.select(col.alias("t"), (col.is_null() | col.str.starts_with("\x00json:")).alias("b"))
+        return out["t"], pl.Series("m", [1] * frame.height, dtype=pl.Int32), out["b"]
+    raise InputError(
+        f"{path}: column {column!r} holds {dtype}, not text or a chat-message list; "
+        "name the prompt column with --prompt-key"
+    )
+
+
+_CHAT_DTYPE = pl.List(pl.Struct({"role": pl.String, CHAT_CONTENT: pl.String}))
+
+
+def _chat_json_text(values: pl.Series, chat_like_all: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """Chat lists stored as JSON text (e.g. the RollPacker files): parse them; plain text stays text."""
+    stripped = values.str.strip_prefix("\x00json:")
+    try:
+        decoded = stripped.str.json_decode(_CHAT_DTYPE)
+        out = pl.DataFrame({"v": values, "d": decoded, "c": chat_like_all}).select(
+            pl.when(pl.col("c"))
+            .then(pl.col("d").list.eval(pl.element().struct.field(CHAT_CONTENT)).list.join("\n"))
+            .otherwise(pl.col("v"))
+            .alias("t"),
+            pl.when(pl.col("c")).then(pl.col("d").list.len().cast(pl.Int32)).otherwise(1).alias("m"),
+            (
+                pl.col("v").is_null()
+                | (pl.col("v").str.starts_with("\x00json:") & ~pl.col("c"))
+                | (pl.col("c") & pl.col("d").list.eval(pl.element().struct.field(CHAT_CONTENT).is_null()).list.any())
+            ).alias("b"),
+        )
+        return out["t"], out["m"], out["b"].fill_null(True)
+    except pl.exceptions.PolarsError:
+        pass
+    # Some row is not a well-formed chat list: parse row by row to find which.
+    texts: list[str | None] = []
+    counts: list[int] = []
+    bad: list[bool] = []
+    for raw in values.to_list():
+        text, count = _parse_chat_json(raw)
+        texts.append(text)
+        counts.append(count)
+        bad.append(text is None)
+    return (pl.Series("t", texts, dtype=pl.String), pl.Series("m", counts, dtype=pl.Int32),
+            pl.Series("b", bad, dtype=pl.Boolean))
+
+
+def _parse_chat_json(raw: str | None) -> tuple[str | None, int]:
+    if raw is None:
+        return None, 0
+    mixed = raw.startswith("\x00json:")
+    body = raw[len("\x00json:"):] if mixed else raw
+    if not body.lstrip().startswith("["):
+        return (None, 0) if mixed else (raw, 1)
+    try:
+        messages = json.loads(body)
+    except json.JSONDecodeError:
+        return (None, 0) if mixed else (raw, 1)
+    messages = flatten_content_parts(messages)
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get(CHAT_CONTENT), str) for m in messages
+    ):
+        return None, 0
+    return "\n".join(m[CHAT_CONTENT] for m in messages), len(messages)
+
+
+def _choose_prompt_column(frame: pl.DataFrame, override: str | None, path: Path) -> str:
+    if override is not None:
+        return find_column(frame, (), override, what="prompt", flag="--prompt-key", path=path)  # type: ignore[return-value]
+    # A chat list under `prompt` (verl) wins; then `messages`; then the text columns in order.
+    for name in frame.columns:
+        if name.lower() == "prompt" and isinstance(frame.schema[name], pl.List):
+            return name
+    lowered = {c.lower(): c for c in frame.columns}
+    if "messages" in lowered:
+        return lowered["messages"]
+    return find_column(frame, C.PROMPT_KEYS, None, what="prompt", flag="--prompt-key", path=path)  # type: ignore[return-value]
+
+
+def read_prompts(
+    paths: Sequence[Path],
+    options: ReadOptions = DEFAULT_READ,
+) -> tuple[pl.DataFrame, ReadReport]:
+    """Read one or more prompt files into one frame, inputs concatenated in the order given.
+
+    ``options`` names the prompt and id columns (``prompt_key``, ``id_key``; found by name otherwise) and what to
+    do with a malformed row (``on_bad_row``).
+
+    Returns
+    -------
+    (frame, report)
+        ``frame`` has columns ``row`` (int64, 0-based over all inputs), ``prompt_id`` (str), ``prompt_text``
+        (str; a chat list joined by newlines), ``n_messages`` (int32), ``data_source`` (str or null),
+        ``difficulty`` (float64 or null), ``source_file`` (str).
+
+    Raises
+    ------
+    InputError
+        Missing, empty or malformed files, a missing prompt column, a prompt that is not text or a chat
+        list, duplicate ids.
+    """
+    report = ReadReport()
+    parts: list[pl.DataFrame] = []
+    offset = 0
+    for path in paths:
+        path = Path(path)
+        fmt, _ = file_format(path)
+        frame = read_table(path, on_bad_row=options.on_bad_row, report=report)
+        part = extract_prompts(frame, path, fmt, options.prompt_key, options.id_key, options.on_bad_row, report,
+                               offset)
+        offset += frame.height
+        parts.append(part)
+        del frame
+        release_arrow_memory()
+    if not parts:
+        raise InputError("no input files given; name at least one prompt file")
+    frame = pl.concat(parts, how="vertical")
+    if frame.height == 0:
+        raise InputError("no usable prompts left after skipping bad rows; fix the input files")
+    _check_unique_ids(frame)
+    frame = frame.drop(FILE_ROW)
+    report.settle()
+    report.rows = frame.height
+    return frame, report
+
+
+def extract_prompts(
+    frame: pl.DataFrame,
+    path: Path,
+    fmt: str,
+    prompt_key: str | None,
+    id_key: str | None,
+    on_bad_row: OnBadRow,
+    report: ReadReport,
+    offset: int,
+) -> pl.DataFrame:
+    prompt_col = _choose_prompt_column(frame, prompt_key, path)
+    id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag="--id-key", path=path, required=False)
+    source_col = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
+    difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
+                                 required=False)
+    report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)"}
+    text, messages, bad = _prompt_text(frame, prompt_col, path)
+    row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
+    if id_col is None:
+        prompt_id = row.cast(pl.String)
+    else:
+        prompt_id = id_expr(frame, id_col, path)
+    selected = frame.select(
+        row,
+        prompt_id.alias(C.PROMPT_ID),
+        pl.lit(text).alias(C.PROMPT_TEXT),
+        pl.lit(messages).alias(C.N_MESSAGES),
+        _source_expr(frame, source_col).alias(C.DATA_SOURCE),
+        _difficulty_expr(frame, difficulty_col).alias(C.DIFFICULTY),
+        pl.lit(str(path)).alias("source_file"),
+        pl.int_range(0, pl.len(), dtype=pl.Int64).alias(FILE_ROW),
+        (pl.lit(bad) | pl.lit(text).is_null()).alias("\x00bad"),
+        (prompt_id.is_null() if id_col is not None else pl.lit(False)).alias("\x00noid"),
+    )
+    problems = selected.select(pl.col("\x00bad") | pl.col("\x00noid")).to_series()
+    if problems.any():
+        indices = problems.arg_true().to_list()
+        if on_bad_row == "skip":
+            for index in indices:
+                report.skip(row_location(path, frame, index, fmt))
+            selected = selected.filter(~problems)
+        else:
+            index = indices[0]
+            where = row_location(path, frame, index, fmt)
+            if selected["\x00noid"][index]:
+                raise InputError(f"{where}: column {id_col!r} (the id) is missing; give every row an id, or {BAD_ROW_FIX}")
+            raise InputError(
+                f"{where}: column {prompt_col!r} is not text or a chat-message list (or is missing); {BAD_ROW_FIX}"
+            )
+    return selected.drop("\x00bad", "\x00noid")
+
+
+def id_expr(frame: pl.DataFrame, column: str, path: Path) -> pl.Expr:
+    dtype = frame.schema[column]
+    if dtype == pl.String:
+        return pl.col(column).str.strip_prefix("\x00json:")
+    if dtype.is_integer() or dtype == pl.Boolean:
+        return pl.col(column).cast(pl.String)
+    if dtype.is_float():
+        # 3.0 -> "3": ids written by tools that turn integers into floats.
+        return (
+            pl.when(pl.col(column) == pl.col(column).floor())
+            .then(pl.col(column).cast(pl.Int64, strict=False).cast(pl.String))
+            .otherwise(pl.col(column).cast(pl.String))
+        )
+    raise InputError(f"{path}: id column {column!r} holds {dtype}; ids must be text or integers (--id-key)")
+
+
+def _source_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
+    if column is None:
+        return pl.lit(None, dtype=pl.String)
+    dtype = frame.schema[column]
+    if dtype == pl.String or dtype.is_numeric() or dtype == pl.Boolean:
+        return pl.col(column).cast(pl.String)
+    return pl.lit(None, dtype=pl.String)
+
+
+def _difficulty_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
+    if column is None:
+        return pl.lit(None, dtype=pl.Float64)
+    dtype = frame.schema[column]
+    if dtype.is_numeric():
+        return pl.col(column).cast(pl.Float64)
+    if dtype == pl.String:
+        # "Level 5" (MATH) or "6.5" (DeepMath): take the first number.
+        return pl.col(column).str.extract(r"(-?\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
+    return pl.lit(None, dtype=pl.Float64)
+
+
+def _check_unique_ids(frame: pl.DataFrame) -> None:
+    duplicated = frame.filter(pl.col(C.PROMPT_ID).is_duplicated())
+    if duplicated.height:
+        first = duplicated[C.PROMPT_ID][0]
+        rows = duplicated.filter(pl.col(C.PROMPT_ID) == first)
+        # Rows are counted within each file (the global row of a second file's row 0 is not where it is).
+        places = ", ".join(f"{f} row {r}" for f, r in zip(rows["source_file"], rows[FILE_ROW], strict=False))
+        raise InputError(
+            f"duplicate prompt id {first!r} ({places}); {duplicated[C.PROMPT_ID].n_unique()} ids repeat. "
+            "Make ids unique, or pass --id-key to use another column"
+        )

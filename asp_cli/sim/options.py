@@ -1,0 +1,48 @@
+"""The options of a replay that the command line sets, validated once, here; light to import (no NumPy), so the
+command line reads its defaults from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from asp_cli.errors import SettingsError
+from asp_cli.settings import MAX_INSTANCES, check_count
+
+Mode = Literal["continuous", "static", "streaming"]
+Dispatch = Literal["planned", "free"]
+MODES: tuple[str, ...] = ("continuous", "static", "streaming")
+DISPATCHES: tuple[str, ...] = ("planned", "free")
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How `asp simulate` replays a schedule; None takes what the schedule recorded. Validated once, here.
+
+    ``use_schedule_max_lag=False`` replays without a lag bound unless ``max_lag`` is given (the benchmark's
+    free-running rows).
+    """
+
+    preset: str | None = None
+    mode: Mode = "continuous"
+    dispatch: Dispatch = "planned"
+    max_lag: int | None = None
+    use_schedule_max_lag: bool = True
+    instances: int | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        check_engine(self.mode, self.dispatch, self.max_lag)
+        if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
+            raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances})")
+        check_count("--seed", self.seed, minimum=0, optional=True)
+
+def check_engine(mode: str, dispatch: str, max_lag: int | None) -> None:
+    """Refuse an unknown engine mode or dispatch, or a lag bound that is not a count (every replay's check)."""
+    if mode not in MODES:
+        raise SettingsError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
+    if dispatch not in DISPATCHES:
+        raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {dispatch!r})")
+    check_count("--max-lag", max_lag, minimum=0, optional=True)
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
