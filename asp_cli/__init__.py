@@ -1,5 +1,53 @@
-"""asp: the Adaptive Scheduling Pipeline, offline rollout schedules for LLM reinforcement-learning training."""
+"""asp: the Adaptive Scheduling Pipeline, offline rollout schedules for LLM reinforcement-learning training.
+
+Every command has a Python twin, re-exported here (loaded on first use, so ``import asp_cli`` stays light):
+
+========================  =====================================================
+``asp schedule``          `schedule` (`asp_cli.arrange.pipeline.arrange` is its pure core)
+``asp report``            `report_schedule`
+``asp simulate``          `simulate_file`
+``asp bench``             `run_benchmark`
+``asp export``            `export`
+``asp observe``           `observe`
+``asp predictor fit``     `fit_predictor`
+``asp predictor eval``    `evaluate_predictor`
+``asp predictor predict`` `predict_file`
+``asp predictor info``    `predictor_info`
+========================  =====================================================
+
+Settings and reading options: `ScheduleSettings`, `ReadOptions`, `ReplayOptions`; a schedule on disk:
+`read_schedule`, `open_schedule`. docs/architecture.md shows how the pieces fit together.
+"""
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import Any
+
 __version__ = "0.1.0"
+
+_TWINS = {
+    "schedule": "asp_cli.arrange.pipeline",
+    "report_schedule": "asp_cli.report.files",
+    "simulate_file": "asp_cli.sim.files",
+    "run_benchmark": "asp_cli.sim.bench",
+    "export": "asp_cli.integrate.export",
+    "observe": "asp_cli.integrate.observe",
+    "fit_predictor": "asp_cli.predict.commands",
+    "evaluate_predictor": "asp_cli.predict.commands",
+    "predict_file": "asp_cli.predict.commands",
+    "predictor_info": "asp_cli.predict.commands",
+    "ScheduleSettings": "asp_cli.settings",
+    "ReadOptions": "asp_cli.reading.options",
+    "ReplayOptions": "asp_cli.sim.options",
+    "read_schedule": "asp_cli.schedule_format",
+    "open_schedule": "asp_cli.integrate.replay",
+}
+
+__all__ = ["__version__", *sorted(_TWINS)]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _TWINS:
+        raise AttributeError(f"module 'asp_cli' has no attribute {name!r}")
+    return getattr(import_module(_TWINS[name]), name)

@@ -36,3 +36,14 @@ def test_docs_the_readme_links_exist():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for target in re.findall(r"\]\(((?:docs|examples)/[^)#]+)\)", readme):
         assert (REPO / target).exists(), target
+
+
+def test_every_command_has_a_python_twin_in_asp_cli_and_in_the_architecture_doc():
+    import asp_cli
+
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    twins = ("schedule", "report_schedule", "simulate_file", "run_benchmark", "export", "observe", "fit_predictor",
+             "evaluate_predictor", "predict_file", "predictor_info")
+    for name in twins:
+        assert name in asp_cli.__all__ and callable(getattr(asp_cli, name)), name
+        assert name in doc, f"docs/architecture.md does not name the twin {name}"

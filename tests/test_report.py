@@ -8,16 +8,9 @@ from hypothesis import strategies as st
 
 from asp_cli.costmodel import load_preset
 from asp_cli.arrange.pipeline import arrange, summarize
-from asp_cli.report.facts import (
-    REPORT_VERSION,
-    CheckLimits,
-    build_report,
-    check_report,
-    compare_reports,
-    fact,
-    headline,
-    report_schedule,
-)
+from asp_cli.report.checks import CheckLimits, check_report, compare_reports, fact, headline
+from asp_cli.report.facts import REPORT_VERSION, build_report
+from asp_cli.report.files import report_schedule
 from asp_cli.report.text import render_compare_text, render_text, sparkline
 from asp_cli.schedule_format import OPTIONAL_COLUMNS, read_schedule, write_schedule
 from asp_cli.settings import ScheduleSettings

@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from asp_cli.report.facts import CheckLimits, build_report, check_report, compare_reports, observed_from_samples
+from asp_cli.report.checks import CheckLimits, check_report, compare_reports
+from asp_cli.report.facts import build_report, observed_from_samples
 from asp_cli.report.html import render_html
 from asp_cli.report.simulated import simulated_section
 from asp_cli.reading import read_lengths

@@ -25,7 +25,7 @@ from asp_cli.arrange.interleaving import balanced_assignment, dispatch_order, id
 from asp_cli.arrange.packing import pack
 from asp_cli.schedule_format import FORMAT_VERSION, write_schedule
 from asp_cli.settings import ScheduleSettings
-from asp_cli.arrange.timeline import minibatch_times, policy_version_at, trainer_seconds, trainer_timeline
+from asp_cli.arrange.timeline import group_tokens, minibatch_times, policy_version_at, trainer_seconds, trainer_timeline
 
 # Relative noise on log length when ordering prompts for packing; keeps epochs different while moving a
 # prompt by at most a few percent of its length (well inside the predictor's own error).
@@ -65,9 +65,9 @@ def minibatch_token_budget(settings: ScheduleSettings, preset: HardwarePreset) -
     return max(preset.kv_capacity_tokens, 1)
 
 
-def _kv_footprint(prompt_tokens: np.ndarray, top: np.ndarray, mean: np.ndarray, n: int) -> np.ndarray:
-    """KV tokens a group may hold at once: N x (prompt + predicted mean)."""
-    return np.ceil(n * (prompt_tokens + mean)).astype(np.int64)
+def _kv_footprint(prompt_tokens: np.ndarray, mean: np.ndarray, n: int) -> np.ndarray:
+    """KV tokens a group may hold at once, whole tokens: N x (prompt + predicted mean)."""
+    return np.ceil(group_tokens(n, prompt_tokens, mean)).astype(np.int64)
 
 
 def arrange(
@@ -119,7 +119,7 @@ def arrange(
     # use at step s is the sum of (prompt + s) over the sequences still live, which never exceeds the sum of
     # (prompt + length) over all of them; so minibatches within the budget never overflow the cache (when
     # the predictions hold), without reserving every sample's maximum.
-    footprint = _kv_footprint(prompt_tokens, top, mean, n)
+    footprint = _kv_footprint(prompt_tokens, mean, n)
     budget = minibatch_token_budget(settings, preset)
     if footprint.size and footprint.max() > budget:
         worst = int(np.argmax(footprint))
@@ -133,7 +133,7 @@ def arrange(
     # horizon, so every stretch of the trainer's timeline gets its share of long groups (front-loading the
     # long class would fill the admission window with it and leave the trainer waiting). Without a lag bound
     # rollout runs ahead freely and its own horizon stays (the long tail must start early).
-    trainer_s = (trainer_seconds(preset, n * (prompt_tokens + mean), settings.train_batch_size)
+    trainer_s = (trainer_seconds(preset, group_tokens(n, prompt_tokens, mean), settings.train_batch_size)
                  if settings.max_lag is not None else None)
     epochs = []
     free_at = np.zeros(settings.instances, dtype=np.float64)
@@ -192,7 +192,7 @@ def _assemble(
     planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
-    step_tokens = np.tile(n * (prompt_tokens + mean), len(epochs))
+    step_tokens = np.tile(group_tokens(n, prompt_tokens, mean), len(epochs))
 
     start = mb_start.copy()
     hold = np.zeros_like(start)
@@ -299,9 +299,11 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
     makespan = float(end_s.max()) if end_s.size else 0.0
     # The trainer's own work, steps back to back: when it exceeds rollout, the trainer binds, groups queue
     # up and lag grows unless --max-lag holds rollout back.
-    step_tokens = frame.group_by("train_step").agg(
-        (n * (pl.col("prompt_tokens") + pl.col("predicted_mean_tokens"))).sum().alias("tokens"))
-    trainer_s = float(np.sum(preset.train_step_seconds(step_tokens["tokens"].to_numpy()) + preset.weight_sync_s))
+    step = frame["train_step"].to_numpy()
+    step_tokens = np.bincount(step, weights=group_tokens(n, frame["prompt_tokens"].to_numpy(),
+                                                         frame["predicted_mean_tokens"].to_numpy()))
+    step_tokens = step_tokens[np.bincount(step) > 0]
+    trainer_s = float(np.sum(preset.train_step_seconds(step_tokens) + preset.weight_sync_s))
     return {
         "prompts": int(frame.filter(pl.col("epoch") == 0).height),
         "epochs": settings.epochs,

@@ -13,6 +13,13 @@ import numpy as np
 from asp_cli.costmodel import HardwarePreset
 
 
+def group_tokens(samples_per_prompt: int, prompt_tokens: np.ndarray, mean_response_tokens: np.ndarray) -> np.ndarray:
+    """Tokens of each GRPO group, N x (prompt + mean response): the most KV cache the group holds at once, and
+    what the trainer trains on (the one home of this formula)."""
+    return samples_per_prompt * (np.asarray(prompt_tokens, dtype=np.float64)
+                                 + np.asarray(mean_response_tokens, dtype=np.float64))
+
+
 def _segment_starts(segment: np.ndarray) -> np.ndarray:
     starts = np.ones(segment.size, dtype=bool)
     starts[1:] = segment[1:] != segment[:-1]

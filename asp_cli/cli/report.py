@@ -56,7 +56,8 @@ def report_command(
 
         from asp_cli.errors import CheckFailed, SettingsError
         from asp_cli.output import check_output_path, write_text_atomic
-        from asp_cli.report.facts import REPORT_READ, CheckLimits, report_schedule
+        from asp_cli.report.checks import CheckLimits
+        from asp_cli.report.files import REPORT_READ, report_schedule
 
         read = dataclasses.replace(REPORT_READ, length_id_key=lengths_id_key, length_key=lengths_length_key,
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]

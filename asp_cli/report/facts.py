@@ -13,6 +13,7 @@ busy time, the training-queue curves, the effective batch and lag. A section who
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,13 +23,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from asp_cli.arrange.timeline import run_steps
-from asp_cli.errors import SettingsError
-from asp_cli.reading.options import ReadOptions
+from asp_cli.arrange.timeline import group_tokens, run_steps
+from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.schedule_format import Schedule
 
-# `asp report` names the id and length columns of its --lengths files so.
-REPORT_READ = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")
 
 # Bump the major when a key is removed, renamed or changes meaning; the minor for added keys.
 REPORT_VERSION = "1.1"
@@ -41,7 +39,7 @@ _QUANTILES = (0.0, 0.1, 0.5, 0.9, 1.0)
 _TIMING_COLUMNS = ("expected_start_s", "expected_finish_s", "expected_minibatch_end_s")
 
 
-def _r(value: float | None, digits: int = 4) -> float | None:
+def rounded(value: float | None, digits: int = 4) -> float | None:
     """Round for output; non-finite values become None (JSON has no NaN)."""
     if value is None:
         return None
@@ -56,8 +54,8 @@ def _quantiles(values: np.ndarray, digits: int = 1) -> dict[str, float | None]:
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         return {**{f"p{int(q * 100)}": None for q in _QUANTILES}, "mean": None}
-    out = {f"p{int(q * 100)}": _r(np.quantile(values, q), digits) for q in _QUANTILES}
-    out["mean"] = _r(values.mean(), digits)
+    out = {f"p{int(q * 100)}": rounded(np.quantile(values, q), digits) for q in _QUANTILES}
+    out["mean"] = rounded(values.mean(), digits)
     return out
 
 
@@ -66,7 +64,7 @@ def _spread(values: np.ndarray) -> float | None:
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0 or values.mean() <= 0:
         return None
-    return _r((values.max() - values.min()) / values.mean())
+    return rounded((values.max() - values.min()) / values.mean())
 
 
 def _log_edges(low: float, high: float, bins: int = 24) -> np.ndarray:
@@ -231,11 +229,11 @@ def _instances(per_mb: pl.DataFrame, instances: int, timed: bool) -> dict[str, A
         end = np.zeros(instances)
         np.maximum.at(end, idx, per_mb["end_s"].to_numpy())
         out.update(
-            busy_s=[_r(x, 3) for x in busy],
-            end_s=[_r(x, 3) for x in end],
+            busy_s=[rounded(x, 3) for x in busy],
+            end_s=[rounded(x, 3) for x in end],
             busy_spread=_spread(busy),
-            finish_spread_s=_r(end.max() - end.min(), 3),
-            makespan_s=_r(end.max(), 3),
+            finish_spread_s=rounded(end.max() - end.min(), 3),
+            makespan_s=rounded(end.max(), 3),
         )
     return out
 
@@ -271,15 +269,15 @@ def _padding(per_mb: pl.DataFrame) -> dict[str, Any]:
     slots = float((per_mb["longest"] * per_mb["prompts"]).sum())
     fraction = 1.0 - float(per_mb["tokens"].sum()) / slots if slots else 0.0
     return {
-        "fraction": _r(fraction),
+        "fraction": rounded(fraction),
         "per_minibatch": _quantiles(per_mb["padding"].to_numpy(), 4),
     }
 
 
 def _step_end_times(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Each training step's start and end (after the weight sync), from the preset's trainer cost."""
-    preset = meta.get("preset") or {}
-    if "train_fixed_s" not in preset:
+    """Each training step's start and end (after the weight sync), from the recorded preset's trainer cost."""
+    trainer = _recorded_trainer(meta)
+    if trainer is None:
         return None
     tokens = frame["predicted_mean_tokens"] if "predicted_mean_tokens" in frame.columns else frame["predicted_tokens"]
     prompt = frame["prompt_tokens"] if "prompt_tokens" in frame.columns else pl.Series([0] * frame.height)
@@ -287,11 +285,18 @@ def _step_end_times(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> tuple[
     steps = int(step.max()) + 1
     ready = np.zeros(steps)
     np.maximum.at(ready, step, frame["expected_finish_s"].to_numpy())
-    step_tokens = np.bincount(step, weights=n * (prompt.to_numpy() + tokens.to_numpy()).astype(np.float64),
-                              minlength=steps)
-    busy = (float(preset["train_fixed_s"]) + float(preset.get("train_per_token_s", 0.0)) * step_tokens
-            + float(preset.get("weight_sync_s", 0.0)))
-    return run_steps(ready, busy)
+    step_tokens = np.bincount(step, weights=group_tokens(n, prompt.to_numpy(), tokens.to_numpy()), minlength=steps)
+    return run_steps(ready, trainer.train_step_seconds(step_tokens) + trainer.weight_sync_s)
+
+
+def _recorded_trainer(meta: dict[str, Any]) -> HardwarePreset | None:
+    """The trainer terms of the preset a schedule recorded (an older or edited file may lack the optional two)."""
+    recorded = meta.get("preset") or {}
+    if "train_fixed_s" not in recorded:
+        return None
+    return dataclasses.replace(load_preset(), train_fixed_s=float(recorded["train_fixed_s"]),
+                               train_per_token_s=float(recorded.get("train_per_token_s", 0.0)),
+                               weight_sync_s=float(recorded.get("weight_sync_s", 0.0)))
 
 
 def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
@@ -306,7 +311,7 @@ def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
     grid = np.linspace(0.0, horizon, _GRID_POINTS)
     arrived = np.searchsorted(arrival, grid, side="right")
     out: dict[str, Any] = {
-        "grid_s": [_r(t, 3) for t in grid],
+        "grid_s": [rounded(t, 3) for t in grid],
         "arrived_groups": [int(x) for x in arrived],
         "consumed_groups": None,
         "queue_groups": None,
@@ -319,7 +324,7 @@ def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
     # How steady the flow is: coefficient of variation of groups arriving per 1/40 of the rollout span.
     bins = np.histogram(arrival, bins=40, range=(0.0, max(float(arrival[-1]), 1e-9)))[0] if arrival.size else []
     if len(bins) and np.mean(bins) > 0:
-        out["arrival_rate_cv"] = _r(np.std(bins) / np.mean(bins))
+        out["arrival_rate_cv"] = rounded(np.std(bins) / np.mean(bins))
     if timing is not None:
         start, end = timing
         consumed_at = np.cumsum(groups_per_step)
@@ -331,12 +336,12 @@ def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
         out.update(
             consumed_groups=[int(x) for x in consumed],
             queue_groups=[int(a - c) for a, c in zip(arrived, consumed)],
-            trainer_first_start_s=_r(start[0], 3),
-            trainer_idle_s=_r(waits.sum(), 3),
-            trainer_idle_fraction=_r(waits.sum() / span if span > 0 else 0.0),
-            trainer_end_s=_r(end[-1], 3),
-            step_start_s=[_r(x, 3) for x in start],
-            step_end_s=[_r(x, 3) for x in end],
+            trainer_first_start_s=rounded(start[0], 3),
+            trainer_idle_s=rounded(waits.sum(), 3),
+            trainer_idle_fraction=rounded(waits.sum() / span if span > 0 else 0.0),
+            trainer_end_s=rounded(end[-1], 3),
+            step_start_s=[rounded(x, 3) for x in start],
+            step_end_s=[rounded(x, 3) for x in end],
         )
     return out
 
@@ -354,9 +359,9 @@ def _effective_batch(frame: pl.DataFrame, n: int, instances: int) -> dict[str, A
     live = n * (np.searchsorted(start, grid, side="right") - np.searchsorted(finish, grid, side="right"))
     busy_mean = float(live[grid < horizon].mean()) if (grid < horizon).any() else 0.0
     return {
-        "grid_s": [_r(t, 3) for t in grid],
+        "grid_s": [rounded(t, 3) for t in grid],
         "live_sequences": [int(x) for x in live],
-        "mean_live_sequences_per_instance": _r(busy_mean / max(instances, 1), 1),
+        "mean_live_sequences_per_instance": rounded(busy_mean / max(instances, 1), 1),
         "peak_live_sequences": int(live.max()) if live.size else 0,
     }
 
@@ -367,7 +372,7 @@ def _lag(frame: pl.DataFrame, settings: dict[str, Any]) -> dict[str, Any] | None
     lag = frame["expected_lag"].to_numpy()
     values, counts = np.unique(lag, return_counts=True)
     return {
-        "mean": _r(lag.mean(), 3),
+        "mean": rounded(lag.mean(), 3),
         "max": int(lag.max()),
         "bound": settings.get("max_lag"),
         "histogram": [[int(v), int(c)] for v, c in zip(values, counts)],
@@ -405,17 +410,17 @@ def _steps(frame: pl.DataFrame) -> dict[str, Any]:
             "step": int(s["train_step"]),
             "epoch": int(s["epoch"]),
             "groups": int(s["groups"]),
-            "mean_tokens": _r(s["mean_tokens"], 1),
-            "ratio_to_epoch_mean": _r(ratio[i]),
-            "tail_share": _r(s["tail_share"]),
-            "lag_mean": _r(s.get("lag_mean"), 3) if "lag_mean" in s else None,
+            "mean_tokens": rounded(s["mean_tokens"], 1),
+            "ratio_to_epoch_mean": rounded(ratio[i]),
+            "tail_share": rounded(s["tail_share"]),
+            "lag_mean": rounded(s.get("lag_mean"), 3) if "lag_mean" in s else None,
         })
     return {
         "length_column": column,
         "ratio": _quantiles(ratio, 4),
         # The last step of a run may be a partial batch; skew counts full steps only when there are any.
-        "max_skew": _r(skew[full].max() if full.any() else skew.max()),
-        "tail_share_expected": _r(1.0 - _TAIL_QUANTILE),
+        "max_skew": rounded(skew[full].max() if full.any() else skew.max()),
+        "tail_share_expected": rounded(1.0 - _TAIL_QUANTILE),
         "table": table,
     }
 
@@ -430,11 +435,11 @@ def _minibatch_table(per_mb: pl.DataFrame, timed: bool) -> list[dict[str, Any]]:
             "epoch": int(m["epoch"]),
             "prompts": int(m["prompts"]),
             "longest_predicted_tokens": int(m["longest"]),
-            "mean_predicted_tokens": _r(m["tokens"] / m["prompts"], 1),
-            "padding": _r(m["padding"]),
+            "mean_predicted_tokens": rounded(m["tokens"] / m["prompts"], 1),
+            "padding": rounded(m["padding"]),
             "length_class": int(m["length_class"]) if has_class and m["length_class"] is not None else None,
-            "start_s": _r(m["start_s"], 3) if timed else None,
-            "end_s": _r(m["end_s"], 3) if timed else None,
+            "start_s": rounded(m["start_s"], 3) if timed else None,
+            "end_s": rounded(m["end_s"], 3) if timed else None,
         }
         table.append(entry)
     return table
@@ -459,7 +464,7 @@ def _observed(frame: pl.DataFrame, per_mb: pl.DataFrame, observed: ObservedLengt
         "prompts_matched": int(scheduled_ids.is_in(obs["prompt_id"].implode()).sum()),
         "prompts_unmatched": int((~scheduled_ids.is_in(obs["prompt_id"].implode())).sum()),
         "observed_not_in_schedule": int((~obs["prompt_id"].is_in(scheduled_ids.implode())).sum()),
-        "truncated_fraction": _r(obs["truncated_samples"].sum() / max(int(obs["samples"].sum()), 1)),
+        "truncated_fraction": rounded(obs["truncated_samples"].sum() / max(int(obs["samples"].sum()), 1)),
     }
     if matched.height == 0:
         out.update(quantiles=None, histogram=None, spearman=None, median_abs_log_error=None, tail_recall=None,
@@ -472,7 +477,7 @@ def _observed(frame: pl.DataFrame, per_mb: pl.DataFrame, observed: ObservedLengt
     edges = _log_edges(min(values.min(), actual.min()), max(values.max(), actual.max()))
     spearman = None
     if once.height > 2 and np.std(predicted) > 0 and np.std(actual) > 0:
-        spearman = _r(np.corrcoef(_rank(predicted), _rank(actual))[0, 1])
+        spearman = rounded(np.corrcoef(_rank(predicted), _rank(actual))[0, 1])
     # Tail recall: of the prompts in the observed longest 10%, the share the prediction also put there.
     k = max(int(round(once.height * (1.0 - _TAIL_QUANTILE))), 1)
     top_actual = set(np.argsort(-actual, kind="stable")[:k].tolist())
@@ -494,216 +499,14 @@ def _observed(frame: pl.DataFrame, per_mb: pl.DataFrame, observed: ObservedLengt
         histogram={"edges": [int(e) for e in edges], "predicted_counts": _histogram(values, edges),
                    "observed_counts": _histogram(actual, edges)},
         spearman=spearman,
-        median_abs_log_error=_r(np.median(np.abs(np.log(np.maximum(predicted, 1)) - np.log(np.maximum(actual, 1))))),
-        tail_recall=_r(len(top_actual & top_predicted) / k),
-        padding_fraction=_r(1.0 - float(mb["tokens"].sum()) / slots if slots else 0.0),
+        median_abs_log_error=rounded(np.median(np.abs(np.log(np.maximum(predicted, 1)) - np.log(np.maximum(actual, 1))))),
+        tail_recall=rounded(len(top_actual & top_predicted) / k),
+        padding_fraction=rounded(1.0 - float(mb["tokens"].sum()) / slots if slots else 0.0),
         instance_tokens=[int(x) for x in tokens],
         instance_tokens_spread=_spread(tokens),
         points=[[int(p), int(a)] for p, a in points[::step].iter_rows()],
     )
     return out
-
-
-# --------------------------------------------------------------------------------------------------------
-# Comparison and checks
-
-# (key path, label, which way is better) of the facts shown side by side by `--compare`.
-HEADLINE: tuple[tuple[str, str, str], ...] = (
-    ("size.prompts", "prompts", ""),
-    ("size.epochs", "epochs", ""),
-    ("size.instances", "instances", ""),
-    ("size.minibatches", "minibatches", ""),
-    ("size.train_steps", "train steps", ""),
-    ("padding.fraction", "predicted padding", "lower"),
-    ("instances.tokens_spread", "instance token spread", "lower"),
-    ("instances.busy_spread", "instance busy spread", "lower"),
-    ("instances.makespan_s", "rollout makespan (s)", "lower"),
-    ("instances.finish_spread_s", "instance finish spread (s)", "lower"),
-    ("queue.arrival_rate_cv", "arrival rate CV", "lower"),
-    ("queue.trainer_idle_fraction", "trainer idle fraction", "lower"),
-    ("queue.trainer_end_s", "last step ends (s)", "lower"),
-    ("effective_batch.mean_live_sequences_per_instance", "mean live seqs / instance", "higher"),
-    ("lag.mean", "mean lag (steps)", "lower"),
-    ("lag.max", "max lag (steps)", "lower"),
-    ("steps.max_skew", "worst step skew", "lower"),
-    ("observed.padding_fraction", "observed padding", "lower"),
-    ("observed.spearman", "Spearman (pred vs obs)", "higher"),
-)
-
-
-def fact(report: dict[str, Any], path: str) -> Any:
-    """The value at a dotted ``path`` of a report, or None where a section is missing."""
-    node: Any = report
-    for key in path.split("."):
-        if not isinstance(node, dict) or node.get(key) is None:
-            return None
-        node = node[key]
-    return node
-
-
-def headline(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The headline facts of one report, in display order (missing ones left out)."""
-    return [{"fact": path, "label": label, "value": fact(report, path), "better": better}
-            for path, label, better in HEADLINE if fact(report, path) is not None]
-
-
-def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Two reports side by side: each headline fact for A and B, the change, and which is better.
-
-    Returns
-    -------
-    dict
-        ``{"report_version", "a": name, "b": name, "facts": [{"fact", "label", "a", "b", "change",
-        "better"}]}`` where ``better`` is "a", "b", "same" or null (a size, not a quality).
-    """
-    facts = []
-    for path, label, better in HEADLINE:
-        va, vb = fact(a, path), fact(b, path)
-        if va is None and vb is None:
-            continue
-        change = _r(vb - va) if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None
-        winner = None
-        if better and change is not None:
-            winner = "same" if change == 0 else ("b" if (change < 0) == (better == "lower") else "a")
-        facts.append({"fact": path, "label": label, "a": va, "b": vb, "change": change, "better": winner})
-    return {"report_version": REPORT_VERSION, "a": a["schedule"]["name"], "b": b["schedule"]["name"],
-            "facts": facts}
-
-
-@dataclass(frozen=True)
-class CheckLimits:
-    """Thresholds for `asp report --check`; None means not checked."""
-
-    max_padding: float | None = None
-    max_instance_spread: float | None = None
-    max_lag: int | None = None
-    max_step_skew: float | None = None
-    max_trainer_idle: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("max_padding", "max_instance_spread", "max_lag", "max_step_skew", "max_trainer_idle"):
-            value = getattr(self, name)
-            flag = _CHECKS[name][0]
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                # NaN too: no value would ever pass or break it
-                raise SettingsError(f"{flag} must be a number of at least 0 (got {value})")
-            if name == "max_lag" and not isinstance(value, int):
-                raise SettingsError(f"{flag} must be a whole number of steps (got {value})")
-
-    def any(self) -> bool:
-        return any(v is not None for v in (self.max_padding, self.max_instance_spread, self.max_lag,
-                                            self.max_step_skew, self.max_trainer_idle))
-
-
-# limit field -> (command-line flag, fact paths tried in order, what the fact is)
-_CHECKS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "max_padding": ("--max-padding", ("padding.fraction",), "predicted padding fraction"),
-    "max_instance_spread": ("--max-instance-spread", ("instances.busy_spread", "instances.tokens_spread"),
-                            "instance spread (max - min) / mean"),
-    "max_lag": ("--max-lag", ("lag.max",), "expected policy lag in steps"),
-    "max_step_skew": ("--max-step-skew", ("steps.max_skew",), "worst |step mean length / epoch mean - 1|"),
-    "max_trainer_idle": ("--max-trainer-idle", ("queue.trainer_idle_fraction",), "trainer idle fraction"),
-}
-
-
-def check_report(report: dict[str, Any], limits: CheckLimits) -> dict[str, Any]:
-    """Test a report against thresholds.
-
-    Returns
-    -------
-    dict
-        ``{"passed": bool, "results": [{"check", "flag", "fact", "limit", "value", "passed", "message"}]}``;
-        a fact the schedule cannot give (missing columns) fails its check, since it cannot be vouched for.
-    """
-    results = []
-    for name, (flag, paths, what) in _CHECKS.items():
-        limit = getattr(limits, name)
-        if limit is None:
-            continue
-        path = next((p for p in paths if fact(report, p) is not None), paths[0])
-        value = fact(report, path)
-        passed = value is not None and value <= limit
-        if value is None:
-            message = f"{flag} {limit}: the schedule has no {what} (its expected_* columns are missing)"
-        else:
-            verdict = "ok" if passed else "broken"
-            message = f"{flag} {limit}: {what} is {value} ({verdict})"
-        results.append({"check": name, "flag": flag, "fact": path, "limit": limit, "value": value,
-                        "passed": passed, "message": message})
-    return {"passed": all(r["passed"] for r in results), "results": results}
-
-
-# --------------------------------------------------------------------------------------------------------
-# Files in, one result out: the Python twin of `asp report`
-
-
-@dataclass
-class ReportResult:
-    """What `report_schedule` found: the report, and the comparison and check results when asked for."""
-
-    report: dict[str, Any]
-    other: dict[str, Any] | None = None
-    comparison: dict[str, Any] | None = None
-    checks: dict[str, Any] | None = None
-    skipped_rows: int = 0  # bad rows of the --lengths files skipped with on_bad_row="skip"
-
-    def document(self) -> dict[str, Any]:
-        """The JSON document of `asp report --json`: the report plus ``checks`` and ``comparison`` (or null);
-        ``comparison`` holds the facts side by side and, under ``other``, the other schedule's full report."""
-        comparison = None if self.comparison is None else {**self.comparison, "other": self.other}
-        return {**self.report, "checks": self.checks, "comparison": comparison}
-
-
-def report_schedule(
-    schedule: Path,
-    *,
-    lengths: Sequence[Path] = (),
-    read: ReadOptions = REPORT_READ,
-    compare: Path | None = None,
-    limits: CheckLimits | None = None,
-    simulate: bool = False,
-) -> ReportResult:
-    """Read a schedule (and optionally observed lengths and a second schedule) and report on it.
-
-    This is what `asp report` runs. With ``simulate``, the schedule is also replayed in the simulator (on the
-    observed lengths when given) and the report's ``simulated`` section holds the replay
-    (`asp_cli.report.simulated.simulated_section`). Each file is read once.
-
-    Raises
-    ------
-    ScheduleFormatError
-        When a file is not an asp schedule or is of a newer format version.
-    InputError
-        When a lengths file is unreadable.
-    """
-    from asp_cli.reading import read_lengths
-    from asp_cli.schedule_format import read_schedule
-
-    observed = None
-    samples = None
-    skipped = 0
-    if lengths:
-        samples, report = read_lengths([Path(p) for p in lengths], read)
-        skipped = report.skipped_rows
-        observed = observed_from_samples(samples, lengths)
-    # Two files of the same name (before/s.parquet, after/s.parquet) are told apart by their paths.
-    same_name = compare is not None and Path(compare).name == Path(schedule).name
-    loaded = read_schedule(Path(schedule))
-    main = build_report(loaded, observed=observed, name=str(schedule) if same_name else None)
-    if simulate:
-        from asp_cli.report.simulated import simulated_section
-
-        main["simulated"] = simulated_section(loaded, samples, skipped_rows=skipped)
-    result = ReportResult(report=main, skipped_rows=skipped)
-    if compare is not None:
-        result.other = build_report(read_schedule(Path(compare)), observed=observed,
-                                    name=str(compare) if same_name else None)
-        result.comparison = compare_reports(main, result.other)
-    if limits is not None and limits.any():
-        result.checks = check_report(main, limits)
-    return result
 
 
 QUANTILE_NAMES = ("p0", "p10", "p50", "p90", "p100", "mean")
