@@ -29,8 +29,8 @@ __version__ = "0.1.0"
 _TWINS = {
     "schedule": "asp_cli.arrange.pipeline",
     "report_schedule": "asp_cli.report.files",
-    "simulate_file": "asp_cli.sim.files",
-    "run_benchmark": "asp_cli.sim.bench",
+    "simulate_file": "asp_cli.bench.simulate",
+    "run_benchmark": "asp_cli.bench.compare",
     "export": "asp_cli.integrate.export",
     "observe": "asp_cli.integrate.observe",
     "fit_predictor": "asp_cli.predict.commands",

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.sim.bench import ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND, compare, load_aime
+from asp_cli.bench.compare import ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND, compare, load_aime
 from asp_cli.costmodel import load_preset
 from asp_cli.integrate.observe import observe
 from asp_cli.predict.prediction import predict_lengths
@@ -118,7 +118,7 @@ def run_mixes(seeds: int) -> list[dict]:
     samples 0-3; ZeroEval: four generators disjoint from those judged); both are judged on the same true
     lengths (AIME samples 4-7; the other ZeroEval generators), so the difference is the planning alone.
     """
-    from asp_cli.sim.bench import WORKLOADS, build_workload
+    from asp_cli.bench.compare import WORKLOADS, build_workload
 
     rows = []
     for name in ("mix-k8-n8", "mix-k2-n4", "mix-k16-n16"):

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 import asp_cli.arrange.pipeline as P  # noqa: E402
 from asp_cli import columns as C  # noqa: E402
-from asp_cli.sim.bench import WORKLOADS, build_workload, true_predictions  # noqa: E402
+from asp_cli.bench.compare import WORKLOADS, build_workload, true_predictions  # noqa: E402
 from asp_cli.costmodel import load_preset  # noqa: E402
 from asp_cli.sim.records import SimulationSettings  # noqa: E402
 from asp_cli.sim.run import simulate_schedule

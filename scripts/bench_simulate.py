@@ -2,7 +2,7 @@
 
     python scripts/bench_simulate.py [--data ../shared/data] [--doc docs/benchmarks.md]
 
-Builds the workloads of `asp_cli.sim.bench.WORKLOADS` from the real length data (evaluation only, read at run
+Builds the workloads of `asp_cli.bench.compare.WORKLOADS` from the real length data (evaluation only, read at run
 time; skipped with a message when absent), replays every arrangement on the same true lengths, and rewrites
 only this section of the document: a summary over seeds, the findings, and every table for seed 0.
 Takes under a minute on two cores.
@@ -106,7 +106,7 @@ def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "co
 
     import numpy as np
 
-    from asp_cli.sim.bench import ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND, WORKLOADS, build_workload, compare
+    from asp_cli.bench.compare import ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND, WORKLOADS, build_workload, compare
 
     lines = [
         f"Engine mode `{mode}`, summary over {seeds} workload seeds (each seed redraws the samples and the "
@@ -154,7 +154,7 @@ def main() -> None:
     if not args.data.is_dir():
         print(f"Skipped: {args.data} is not there (the real length data is read at run time).", file=sys.stderr)
         return
-    from asp_cli.sim.bench import benchmark_markdown, run_benchmark
+    from asp_cli.bench.compare import benchmark_markdown, run_benchmark
     from asp_cli.costmodel import load_preset
 
     results = run_benchmark(args.data, load_preset("h100-qwen2.5-7b"),

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from asp_cli.sim.baselines import BASELINES, arrange_baseline, rollpacker_rounds
+from asp_cli.bench.baselines import BASELINES, arrange_baseline, rollpacker_rounds
 from asp_cli.schedule_format import REQUIRED_COLUMNS, validate_frame
 from asp_cli.settings import ScheduleSettings
 

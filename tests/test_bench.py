@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from asp_cli.sim.bench import ASP, ASP_TRUE, LOWER_BOUND, WORKLOADS, compare, format_table, true_predictions
+from asp_cli.bench.compare import ASP, ASP_TRUE, LOWER_BOUND, WORKLOADS, compare, format_table, true_predictions
 from asp_cli.costmodel import load_preset
 from asp_cli.settings import ScheduleSettings
 
@@ -59,7 +59,7 @@ def test_workload_shapes_cover_the_issue():
 @pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not here (evaluation data, read at run time)")
 def test_real_mix_workload_runs():
-    from asp_cli.sim.bench import run_benchmark
+    from asp_cli.bench.compare import run_benchmark
 
     results = run_benchmark(DATA, load_preset(), names=("aime-k8-n4",))
     spec, workload, rows = results[0]

@@ -23,7 +23,7 @@ from asp_cli.integrate.replay import open_schedule
 from asp_cli.report.facts import build_report
 from asp_cli.schedule_format import METADATA_KEY, read_schedule
 from asp_cli.settings import ScheduleSettings
-from asp_cli.sim.files import SIMULATE_READ, simulate_file
+from asp_cli.bench.simulate import SIMULATE_READ, simulate_file
 
 from util import make_prompts, write_jsonl
 

@@ -44,7 +44,7 @@ def simulate_command(
 
         from asp_cli.errors import SettingsError
         from asp_cli.output import check_output_path
-        from asp_cli.sim.files import SIMULATE_READ, simulate_file
+        from asp_cli.bench.simulate import SIMULATE_READ, simulate_file
         from asp_cli.sim.records import check_bins
 
         options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag,  # type: ignore[arg-type]
@@ -62,7 +62,7 @@ def simulate_command(
         if not quiet:
             say(_summary(report.document))
             if report.comparison:
-                from asp_cli.sim.bench import format_table
+                from asp_cli.bench.compare import format_table
 
                 say("")
                 say(format_table(report.comparison, markdown=False))
@@ -121,7 +121,7 @@ def bench_command(
 ) -> None:
     """Compare asp with today's arrangements and the lower bound on workloads built from real lengths."""
     with guarded():
-        from asp_cli.sim.bench import WORKLOADS, benchmark_markdown, format_table, run_benchmark
+        from asp_cli.bench.compare import WORKLOADS, benchmark_markdown, format_table, run_benchmark
         from asp_cli.costmodel import load_preset
         from asp_cli.errors import SettingsError
         from asp_cli.output import check_output_path, write_text_atomic

@@ -33,16 +33,16 @@ def simulated_section(
     *,
     skipped_rows: int = 0,
 ) -> dict[str, Any]:
-    """Replay ``schedule`` with `asp_cli.sim.files.simulate_loaded` (planned dispatch, the schedule's own
+    """Replay ``schedule`` with `asp_cli.bench.simulate.simulate_loaded` (planned dispatch, the schedule's own
     settings) on the observed ``samples`` (one row per sample; None samples lengths) and return the report's
     ``simulated`` section.
 
     Raises
     ------
     SettingsError
-        As `asp_cli.sim.files.simulate_loaded`.
+        As `asp_cli.bench.simulate.simulate_loaded`.
     """
-    from asp_cli.sim.files import simulate_loaded
+    from asp_cli.bench.simulate import simulate_loaded
 
     replay = simulate_loaded(schedule, samples, skipped_rows=skipped_rows)
     document, result = replay.document, replay.result

@@ -1,6 +1,6 @@
 """Side-by-side comparison of arrangements on the same prompts and lengths, and the benchmark workloads.
 
-`compare` replays today's arrangements (`asp_cli.sim.baselines`), asp's own (`asp_cli.arrange.pipeline.arrange` with a
+`compare` replays today's arrangements (`asp_cli.bench.baselines`), asp's own (`asp_cli.arrange.pipeline.arrange` with a
 real prediction), asp given the true lengths (the scheduling ceiling) and the lower bound, all on the same
 true lengths, and returns one row per arrangement. `build_workload` makes the benchmark workloads of
 docs/benchmarks.md from the real length data in ../shared/data (evaluation only; read at run time).
@@ -78,7 +78,7 @@ def compare(
     ``truth`` is aligned with ``prompts`` (row ``i`` of the prompts is ``truth[i]``). ``asp_frame`` replaces
     the asp row's arrangement (``asp simulate --compare`` passes the schedule being judged).
     """
-    from asp_cli.sim.baselines import BASELINES
+    from asp_cli.bench.baselines import BASELINES
     from asp_cli.arrange.pipeline import arrange
 
     prompts = prompts.with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00pos"))

@@ -11,7 +11,7 @@ import polars as pl
 
 from asp_cli.reading.options import ReadOptions
 from asp_cli.schedule_format import Schedule
-from asp_cli.sim.bench import compare as run_compare
+from asp_cli.bench.compare import compare as run_compare
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, PROMPT_SIGMA, SAMPLE_SIGMA, lengths_for_schedule
 from asp_cli.sim.options import ReplayOptions
 from asp_cli.sim.records import SimulationResult, SimulationSettings
