@@ -17,6 +17,7 @@ PlanWith = Literal["max", "mean"]
 MAX_SETTING = 2**31 - 1  # the largest count or token budget a setting may hold (64-bit arithmetic downstream)
 MAX_INSTANCES = 100_000  # a larger "fleet" is a typo, and runs out of memory before it runs out of work
 PLAN_WITH: tuple[str, ...] = ("max", "mean")
+TRAINER_ORDERS: tuple[str, ...] = ("arrival", "schedule")
 
 
 def _flag(name: str) -> str:
@@ -57,6 +58,10 @@ class ScheduleSettings:
     preset: str = "h100-qwen2.5-7b"
     length_classes: int = 8
     canonical_order: bool = False  # arrange as if the prompts came sorted by id: input row order cannot matter
+    # How the trainer takes groups: "arrival" (the next train batch of finished groups, most frameworks) or
+    # "schedule" (exactly the groups `train_step` assigns to each step, stratified by length: a replay buffer
+    # that follows the schedule, e.g. asp's verl 0.9.1 sampler).
+    trainer: str = "arrival"
 
     def __post_init__(self) -> None:
         for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
@@ -66,6 +71,8 @@ class ScheduleSettings:
         check_count("--max-lag", self.max_lag, minimum=0, optional=True)
         check_count("--seed", self.seed, minimum=0)
         check_plan_with(self.plan_with)
+        if self.trainer not in TRAINER_ORDERS:
+            raise SettingsError(f"--trainer must be one of {', '.join(TRAINER_ORDERS)} (got {self.trainer!r})")
         if not isinstance(self.preset, str) or not isinstance(self.canonical_order, bool):
             raise SettingsError(f"--preset must be a name or a file, and --canonical-order a flag (got "
                                 f"{self.preset!r}, {self.canonical_order!r})")

@@ -25,7 +25,14 @@ from asp_cli.arrange.interleaving import balanced_assignment, dispatch_order, id
 from asp_cli.arrange.packing import pack
 from asp_cli.schedule_format import FORMAT_VERSION, write_schedule
 from asp_cli.settings import ScheduleSettings
-from asp_cli.arrange.timeline import group_tokens, minibatch_times, policy_version_at, trainer_seconds, trainer_timeline
+from asp_cli.arrange.timeline import (
+    group_tokens,
+    minibatch_times,
+    policy_version_at,
+    stratified_steps,
+    trainer_seconds,
+    trainer_timeline,
+)
 
 # Relative noise on log length when ordering prompts for packing; keeps epochs different while moving a
 # prompt by at most a few percent of its length (well inside the predictor's own error).
@@ -219,6 +226,14 @@ def _assemble(
             f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
             "raise --train-batch-size, or give more --instances"
         )
+    if settings.trainer == "schedule":
+        # A trainer that follows the schedule takes the stratified steps assigned here, from the finish times
+        # of the plan that keeps the lag bound; where stratifying would break the bound, arrival order stays.
+        assigned = stratified_steps(finish, mb_class[row_mb], row_epoch, settings.train_batch_size)
+        s_step, _, s_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size, assigned)
+        s_lag = s_step - policy_version_at(s_end, start)[row_mb]
+        if settings.max_lag is None or s_lag.max() <= settings.max_lag:
+            train_step, step_end, lag = s_step, s_end, s_lag
     version_rows = policy_version_at(step_end, start)[row_mb]
     # Dispatch order: the interleaving's (epoch by epoch), which is also what a free-dispatch engine follows;
     # rows in a minibatch longest first.

@@ -126,11 +126,13 @@ def trainer_timeline(
     arrival_s: np.ndarray,
     step_tokens: np.ndarray,
     train_batch_size: int,
+    assigned_step: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Train steps, in arrival order, of groups arriving at ``arrival_s``.
+    """Train steps of groups arriving at ``arrival_s``.
 
-    The trainer takes ``train_batch_size`` complete groups per step in arrival order (ties by index); a
-    step starts when its last group has arrived and the previous step and weight sync are done.
+    By default the trainer takes ``train_batch_size`` complete groups per step in arrival order (ties by
+    index); with ``assigned_step`` (dense, 0-based) step ``s`` takes exactly the groups assigned to it. A step
+    starts when its last group has arrived and the previous step and weight sync are done.
 
     Returns
     -------
@@ -139,10 +141,13 @@ def trainer_timeline(
         new policy version is live on the instances).
     """
     arrival = np.asarray(arrival_s, dtype=np.float64)
-    order = np.lexsort((np.arange(arrival.size), arrival))
-    rank = np.empty(arrival.size, dtype=np.int64)
-    rank[order] = np.arange(arrival.size)
-    train_step = rank // train_batch_size
+    if assigned_step is None:
+        order = np.lexsort((np.arange(arrival.size), arrival))
+        rank = np.empty(arrival.size, dtype=np.int64)
+        rank[order] = np.arange(arrival.size)
+        train_step = rank // train_batch_size
+    else:
+        train_step = np.asarray(assigned_step, dtype=np.int64)
     n_steps = int(train_step.max()) + 1 if arrival.size else 0
     ready = np.zeros(n_steps)
     np.maximum.at(ready, train_step, arrival)
@@ -150,6 +155,39 @@ def trainer_timeline(
     busy = preset.train_step_seconds(tokens) + preset.weight_sync_s
     start, end = run_steps(ready, busy)
     return train_step, start, end
+
+
+def stratified_steps(finish_s: np.ndarray, length_class: np.ndarray, epoch: np.ndarray,
+                     train_batch_size: int) -> np.ndarray:
+    """Assign groups to training steps so that every step holds its share of every length class.
+
+    Inside each epoch, the groups of each class are ranked by expected finish; a group's key is its rank's
+    fraction of its class, ``(rank + 0.5) / n_c``, and consecutive ``train_batch_size`` groups in key order
+    form a step (ties by expected finish, then index). Step ``s`` so takes, from every class, the groups that
+    class finishes in the ``s``-th stretch of its completions: stratified sampling, which keeps each step's
+    mean length at the epoch's (a replay buffer that follows ``train_step`` trains on exactly these). Steps
+    are numbered densely across epochs; an epoch's last step may be partial.
+    """
+    finish = np.asarray(finish_s, dtype=np.float64)
+    classes = np.asarray(length_class, dtype=np.int64)
+    epochs = np.asarray(epoch, dtype=np.int64)
+    steps = np.empty(finish.size, dtype=np.int64)
+    offset = 0
+    for e in np.unique(epochs):
+        members = np.flatnonzero(epochs == e)
+        f, c = finish[members], classes[members]
+        order = np.lexsort((members, f, c))  # by class, then finish, then index
+        sorted_c = c[order]
+        first = np.searchsorted(sorted_c, sorted_c, side="left")
+        count = np.bincount(sorted_c)[sorted_c]
+        key = np.empty(members.size)
+        key[order] = (np.arange(members.size) - first + 0.5) / count
+        within = np.lexsort((members, f, key))
+        local = np.empty(members.size, dtype=np.int64)
+        local[within] = np.arange(members.size) // train_batch_size
+        steps[members] = local + offset
+        offset += int(local.max()) + 1
+    return steps
 
 
 def run_steps(ready_s: np.ndarray, busy_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

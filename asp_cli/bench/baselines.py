@@ -1,9 +1,26 @@
-"""The arrangements people run today, written as schedule frames so the simulator can replay them.
+"""The arrangements people run today, and the same arrangements on equal footing with asp, as schedule frames.
 
-Each function takes the same inputs as `asp_cli.arrange.pipeline.arrange` (prompts, aligned predictions, settings) and
-returns a frame with the schedule's required columns plus ``prompt_tokens``, ``predicted_max_tokens`` and
-``predicted_mean_tokens``, sorted by ``seq``. All of them use the settings' minibatch size (prompts per
-``generate()`` call) and train batch size; none looks at the true lengths. Sources (../shared/docs/peers.md):
+Each function takes the same inputs as `asp_cli.arrange.pipeline.arrange` (prompts, aligned predictions,
+settings, the cost-model preset) and returns a frame with the schedule's required columns plus
+``prompt_tokens``, ``predicted_max_tokens`` and ``predicted_mean_tokens``, sorted by ``seq``; none looks at the
+true lengths.
+
+**Equal footing** (`EQUAL_FOOTING`): the same concurrency as asp. For blocking engines, prompts in the
+baseline's order are cut into minibatches by asp's own packer limits (at most ``minibatch_size`` prompts and
+asp's KV-token budget per ``generate()`` call; `asp_cli.arrange.packing.cut_minibatches`) and handed to
+whichever instance frees first (free dispatch); ``random (asp slots)`` keeps asp's very minibatches, instances
+and order and only fills them with a random permutation of the prompts (what the arrangement adds over
+asp's structure). For engines that refill freed slots (``streaming``), every group is its own request batch,
+each instance keeps up to its ``max_num_seqs`` in flight, and the baselines differ only in order and routing:
+``least-pending`` (verl's server mode: a shuffled stream, each next group to the instance with the fewest
+pending requests, i.e. whichever frees a slot first), ``round-robin`` (the shuffled stream dealt out at once,
+one group per instance in turn), ``length-aware`` (each group, in shuffled order, to the instance with the
+least predicted outstanding tokens) and ``long-first (least-pending)`` (the least-pending router fed longest
+first).
+
+**Today** (verl's chunking): verl cuts each train batch into one contiguous chunk per worker before any
+minibatch cap, so these rows run ``min(minibatch_size, train batch / K)`` prompts per call, fewer than asp
+(the "prompts/call" column of every table says how many). Sources (../shared/docs/peers.md):
 
 * ``verl-default``: verl shuffles the dataset (``data.shuffle: True``, seeded), takes consecutive train
   batches, and ``AgentLoopManager.generate_sequences`` splits each generation batch into contiguous chunks, one
@@ -28,20 +45,29 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
+from asp_cli.arrange.packing import cut_minibatches
+from asp_cli.arrange.timeline import group_tokens
+from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.settings import ScheduleSettings
 
 # RollPacker over-provisions by eta = 1.25, so about 1 - 1/1.25 = 20% of prompts end up in long rounds.
 ROLLPACKER_TAIL_FRACTION = 0.2
 
 
+BLOCKING = ("continuous", "static")
+STREAMING = ("streaming",)
+
+
 @dataclass(frozen=True)
 class Baseline:
-    """One arrangement: how to order and split, and how the engine hands minibatches out."""
+    """One arrangement: how to order and split, how the engine hands minibatches out, and for which engines."""
 
     name: str
     description: str
-    arrange: Callable[[pl.DataFrame, pl.DataFrame, ScheduleSettings], pl.DataFrame]
+    arrange: Callable[..., pl.DataFrame]  # (prompts, predictions, settings, preset) -> frame
     dispatch: str = "planned"
+    modes: tuple[str, ...] = (*BLOCKING, *STREAMING)
+    equal_footing: bool = False
 
 
 def _shuffled(rows: int, settings: ScheduleSettings, epoch: int) -> np.ndarray:
@@ -137,8 +163,9 @@ def _consecutive(order: np.ndarray, batch: int) -> list[np.ndarray]:
 
 
 def _ordered(key: Callable[[pl.DataFrame, pl.DataFrame, ScheduleSettings, int], np.ndarray],
-             split=_contiguous_split) -> Callable[[pl.DataFrame, pl.DataFrame, ScheduleSettings], pl.DataFrame]:
-    def arrange(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings) -> pl.DataFrame:
+             split=_contiguous_split) -> Callable[..., pl.DataFrame]:
+    def arrange(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
+                preset: HardwarePreset | None = None) -> pl.DataFrame:
         rounds = [
             _consecutive(key(prompts, predictions, settings, epoch), settings.train_batch_size)
             for epoch in range(settings.epochs)
@@ -189,13 +216,142 @@ def rollpacker_rounds(planned: np.ndarray, order: np.ndarray, batch: int,
     return rounds
 
 
-def _rollpacker(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings) -> pl.DataFrame:
+def _rollpacker(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
+                preset: HardwarePreset | None = None) -> pl.DataFrame:
     planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
     rounds = [
         rollpacker_rounds(planned, _shuffled(prompts.height, settings, epoch), settings.train_batch_size)
         for epoch in range(settings.epochs)
     ]
     return _frame_from_rounds(prompts, predictions, settings, rounds, _contiguous_split)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Equal footing: asp's concurrency, the baseline's order
+
+
+def _footprint(predictions: pl.DataFrame, settings: ScheduleSettings) -> np.ndarray:
+    return np.ceil(group_tokens(settings.samples_per_prompt, predictions[C.PROMPT_TOKENS].to_numpy(),
+                                predictions[C.PREDICTED_MEAN_TOKENS].to_numpy())).astype(np.int64)
+
+
+def _frame(prompts: pl.DataFrame, predictions: pl.DataFrame, parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
+    """A schedule frame from per-epoch parts: ``position`` (prompt index), ``minibatch`` (epoch-local, in
+    dispatch order), ``instance``, ``train_step`` (epoch-local), all in seq order within the epoch."""
+    positions, minibatch, instance, epoch, step = [], [], [], [], []
+    mb_offset = step_offset = 0
+    for e, part in enumerate(parts):
+        positions.append(part["position"])
+        minibatch.append(part["minibatch"] + mb_offset)
+        instance.append(part["instance"])
+        epoch.append(np.full(part["position"].size, e))
+        step.append(part["train_step"] + step_offset)
+        mb_offset += int(part["minibatch"].max()) + 1 if part["minibatch"].size else 0
+        step_offset += int(part["train_step"].max()) + 1 if part["train_step"].size else 0
+    position = np.concatenate(positions)
+    picked = pl.concat([prompts.select(C.ROW, C.PROMPT_ID), predictions.select(
+        C.PREDICTED_TOKENS, C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS, C.PROMPT_TOKENS)], how="horizontal")[position]
+    return pl.DataFrame({
+        "seq": np.arange(position.size, dtype=np.int64),
+        "instance": np.concatenate(instance).astype(np.int32),
+        "minibatch": np.concatenate(minibatch).astype(np.int64),
+        "epoch": np.concatenate(epoch).astype(np.int32),
+        "row": picked[C.ROW].cast(pl.Int64),
+        "prompt_id": picked[C.PROMPT_ID].cast(pl.String),
+        "predicted_tokens": picked[C.PREDICTED_TOKENS].cast(pl.Int64),
+        "train_step": np.concatenate(step).astype(np.int64),
+        "predicted_max_tokens": picked[C.PREDICTED_MAX_TOKENS].cast(pl.Int64),
+        "predicted_mean_tokens": picked[C.PREDICTED_MEAN_TOKENS].cast(pl.Int64),
+        "prompt_tokens": picked[C.PROMPT_TOKENS].cast(pl.Int64),
+    })
+
+
+def _packed(order_of: Callable[[np.ndarray, np.random.Generator], np.ndarray]) -> Callable[..., pl.DataFrame]:
+    """Blocking engines: prompts in the baseline's order, cut by asp's packer limits, free dispatch."""
+
+    def arrange(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
+                preset: HardwarePreset | None = None) -> pl.DataFrame:
+        from asp_cli.arrange.pipeline import minibatch_token_budget
+
+        preset = preset or load_preset(settings.preset)
+        planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
+        footprint = _footprint(predictions, settings)
+        budget = minibatch_token_budget(settings, preset)
+        parts = []
+        for epoch in range(settings.epochs):
+            rng = np.random.default_rng([settings.seed, epoch, 7])
+            order = order_of(planned, rng)
+            cut = cut_minibatches(footprint, order, max_prompts=settings.minibatch_size, max_tokens=budget)
+            mb = cut[order]
+            rank = np.arange(order.size)
+            parts.append({"position": order, "minibatch": mb, "instance": mb % settings.instances,
+                          "train_step": rank // settings.train_batch_size})
+        return _frame(prompts, predictions, parts)
+
+    return arrange
+
+
+def _streamed(order_of: Callable[[np.ndarray, np.random.Generator], np.ndarray],
+              route: str) -> Callable[..., pl.DataFrame]:
+    """Engines that refill: one group per request batch, in the baseline's order and routing."""
+
+    def arrange(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
+                preset: HardwarePreset | None = None) -> pl.DataFrame:
+        planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
+        work = _footprint(predictions, settings).astype(np.float64)
+        k = settings.instances
+        parts = []
+        for epoch in range(settings.epochs):
+            rng = np.random.default_rng([settings.seed, epoch, 7])
+            order = order_of(planned, rng)
+            if route == "round-robin":
+                instance = np.arange(order.size) % k
+            elif route == "length-aware":
+                instance = _least_loaded(work[order], k)
+            else:  # least-pending: the simulator routes dynamically (free dispatch); the column is a hint
+                instance = np.arange(order.size) % k
+            parts.append({"position": order, "minibatch": np.arange(order.size), "instance": instance,
+                          "train_step": np.arange(order.size) // settings.train_batch_size})
+        return _frame(prompts, predictions, parts)
+
+    return arrange
+
+
+def _least_loaded(work: np.ndarray, instances: int) -> np.ndarray:
+    """Each item, in order, to the instance with the least work so far (ties: the lowest instance)."""
+    load = np.zeros(instances)
+    out = np.empty(work.size, dtype=np.int64)
+    for i, w in enumerate(work.tolist()):
+        k = int(np.argmin(load))
+        out[i] = k
+        load[k] += w
+    return out
+
+
+def _random_order(planned: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return rng.permutation(planned.size)
+
+
+def _by_length(descending: bool) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
+    def order(planned: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        # Ties broken by dataset position, so the sort is stable and deterministic.
+        return np.lexsort((np.arange(planned.size), -planned if descending else planned))
+
+    return order
+
+
+def random_in_asp_slots(asp_frame: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
+    """asp's own minibatches, instances and order, filled with a random permutation of each epoch's prompts:
+    the same structure with the arrangement taken away."""
+    frame = asp_frame.sort("seq")
+    columns = ["row", "prompt_id", "predicted_tokens", "predicted_max_tokens", "predicted_mean_tokens",
+               "prompt_tokens", "prediction_source"]
+    columns = [c for c in columns if c in frame.columns]
+    parts = []
+    for e, part in enumerate(frame.partition_by("epoch", maintain_order=True)):
+        permutation = np.random.default_rng([seed, e, 7]).permutation(part.height)
+        parts.append(part.with_columns(part.select(columns)[permutation]))
+    return pl.concat(parts, how="vertical")
 
 
 BASELINES: dict[str, Baseline] = {
@@ -213,11 +369,30 @@ BASELINES: dict[str, Baseline] = {
                  "(length-blind)", _ordered(_shuffle_key, _round_robin_split), dispatch="free"),
         Baseline("rollpacker-tail", "seeded shuffle, predicted-long 20% deferred to dedicated long rounds",
                  _rollpacker),
+        # Equal footing with asp (the module docstring).
+        Baseline("random (asp sizes)", "seeded shuffle cut by asp's packer limits, free dispatch",
+                 _packed(_random_order), dispatch="free", modes=BLOCKING, equal_footing=True),
+        Baseline("short-first (asp sizes)", "shortest first, cut by asp's packer limits, free dispatch",
+                 _packed(_by_length(descending=False)), dispatch="free", modes=BLOCKING, equal_footing=True),
+        Baseline("long-first (asp sizes)", "longest first, cut by asp's packer limits, free dispatch",
+                 _packed(_by_length(descending=True)), dispatch="free", modes=BLOCKING, equal_footing=True),
+        Baseline("least-pending", "verl's server mode: a shuffled stream, each group to whichever instance "
+                 "frees a slot first", _streamed(_random_order, "least-pending"), dispatch="free",
+                 modes=STREAMING, equal_footing=True),
+        Baseline("round-robin", "a shuffled stream dealt out one group per instance in turn",
+                 _streamed(_random_order, "round-robin"), modes=STREAMING, equal_footing=True),
+        Baseline("length-aware", "a shuffled stream, each group to the instance with the least predicted "
+                 "outstanding tokens", _streamed(_random_order, "length-aware"), modes=STREAMING,
+                 equal_footing=True),
+        Baseline("long-first (least-pending)", "the least-pending router fed longest first",
+                 _streamed(_by_length(descending=True), "least-pending"), dispatch="free", modes=STREAMING,
+                 equal_footing=True),
     )
 }
+RANDOM_IN_ASP_SLOTS = "random (asp slots)"
 
 
 def arrange_baseline(name: str, prompts: pl.DataFrame, predictions: pl.DataFrame,
-                     settings: ScheduleSettings) -> pl.DataFrame:
+                     settings: ScheduleSettings, preset: HardwarePreset | None = None) -> pl.DataFrame:
     """The schedule frame of baseline ``name`` (one of `BASELINES`)."""
-    return BASELINES[name].arrange(prompts, predictions, settings)
+    return BASELINES[name].arrange(prompts, predictions, settings, preset)

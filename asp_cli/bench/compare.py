@@ -76,41 +76,51 @@ def compare(
     """Simulate every arrangement on the same true lengths; one dict per row, the lower bound last.
 
     ``truth`` is aligned with ``prompts`` (row ``i`` of the prompts is ``truth[i]``). ``asp_frame`` replaces
-    the asp row's arrangement (``asp simulate --compare`` passes the schedule being judged).
+    the asp row's arrangement (``asp simulate --compare`` passes the schedule being judged). Only the
+    baselines made for ``mode``'s kind of engine run (`asp_cli.bench.baselines.Baseline.modes`). Each row
+    says whether it is on equal footing with asp (``equal_footing``) and how many prompts it sends per
+    ``generate()`` call on average (``prompts_per_call``).
     """
-    from asp_cli.bench.baselines import BASELINES
     from asp_cli.arrange.pipeline import arrange
+    from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, random_in_asp_slots
 
     prompts = prompts.with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00pos"))
     position_of_row = dict(zip(prompts[C.ROW].to_list(), prompts["\x00pos"].to_list()))
-    arrangements: list[tuple[str, pl.DataFrame, str]] = []
+    wanted = (lambda name: include is None or name in include)  # noqa: E731 - a one-line filter
+    arrangements: list[tuple[str, pl.DataFrame, str, bool]] = []
     for name, baseline in BASELINES.items():
-        if include is None or name in include:
-            arrangements.append((name, baseline.arrange(prompts, predictions, settings), baseline.dispatch))
-    if include is None or ASP in include or ASP_FREE in include:
+        if wanted(name) and mode in baseline.modes:
+            arrangements.append((name, baseline.arrange(prompts, predictions, settings, preset), baseline.dispatch,
+                                 baseline.equal_footing))
+    if wanted(ASP) or wanted(ASP_FREE) or wanted(RANDOM_IN_ASP_SLOTS):
         frame = asp_frame if asp_frame is not None else arrange(prompts, predictions, settings, preset=preset)
-        if include is None or ASP in include:
-            arrangements.append((ASP, frame, "planned"))
-        if include is None or ASP_FREE in include:
-            arrangements.append((ASP_FREE, frame, "free"))
-    if include is None or ASP_TRUE in include:
+        if wanted(RANDOM_IN_ASP_SLOTS):
+            arrangements.append((RANDOM_IN_ASP_SLOTS, random_in_asp_slots(frame, settings.seed), "planned", True))
+        if wanted(ASP):
+            arrangements.append((ASP, frame, "planned", True))
+        if wanted(ASP_FREE):
+            arrangements.append((ASP_FREE, frame, "free", True))
+    if wanted(ASP_TRUE):
         oracle = true_predictions(truth, predictions[C.PROMPT_TOKENS].to_numpy(), settings.plan_with)
-        arrangements.append((ASP_TRUE, arrange(prompts, oracle, settings, preset=preset), "planned"))
+        arrangements.append((ASP_TRUE, arrange(prompts, oracle, settings, preset=preset), "planned", True))
     rows = []
     bound = None
-    for name, frame, dispatch in arrangements:
+    for name, frame, dispatch, equal in arrangements:
         sim = SimulationSettings(
             samples_per_prompt=settings.samples_per_prompt,
             train_batch_size=settings.train_batch_size,
             mode=mode,  # type: ignore[arg-type]
             dispatch=dispatch,  # type: ignore[arg-type]
             max_lag=max_lag,
+            trainer=settings.trainer,  # type: ignore[arg-type]
         )
         frame = frame.sort("seq")
         index = np.fromiter((position_of_row[r] for r in frame[C.ROW].to_list()), dtype=np.int64,
                             count=frame.height)
         result = simulate_schedule(frame, truth[index], preset, sim, instances=settings.instances)
-        rows.append({"arrangement": name, "dispatch": dispatch, **result.metrics})
+        calls = frame.select(pl.col("epoch"), pl.col("minibatch")).n_unique()
+        rows.append({"arrangement": name, "dispatch": dispatch, "equal_footing": equal,
+                     "prompts_per_call": frame.height / max(calls, 1), **result.metrics})
         bound = result.metrics
     if bound is not None:
         rows.append(
@@ -126,14 +136,24 @@ def compare(
             }
         )
     reference = next((r["end_to_end_s"] for r in rows if r["arrangement"] == "verl-default"), None)
+    best = best_equal_footing(rows)
     for r in rows:
         r["ratio_to_verl_default"] = r["end_to_end_s"] / reference if reference else None
+        r["ratio_to_best_equal_footing"] = r["end_to_end_s"] / best["end_to_end_s"] if best else None
     return rows
+
+
+def best_equal_footing(rows: list[dict]) -> dict | None:
+    """The fastest baseline row on equal footing with asp (asp's own rows excluded), or None."""
+    footing = [r for r in rows if r.get("equal_footing") and r["arrangement"] not in (ASP, ASP_FREE, ASP_TRUE)]
+    return min(footing, key=lambda r: r["end_to_end_s"]) if footing else None
 
 
 TABLE_COLUMNS = (
     ("arrangement", "arrangement", "{}"),
     ("end_to_end_s", "end-to-end s", "{:,.0f}"),
+    ("prompts_per_call", "prompts/call", "{:.1f}"),
+    ("ratio_to_best_equal_footing", "vs best equal", "{:.3f}"),
     ("ratio_to_verl_default", "vs verl", "{:.3f}"),
     ("ratio_to_lower_bound", "vs bound", "{:.3f}"),
     ("mean_iteration_s", "iter s", "{:.1f}"),
@@ -145,6 +165,7 @@ TABLE_COLUMNS = (
     ("policy_lag_mean", "lag mean", "{:.2f}"),
     ("policy_lag_max", "lag max", "{}"),
     ("step_length_deviation_mean", "step len dev", "{:.2f}"),
+    ("step_length_deviation_p90", "step dev p90", "{:.2f}"),
     ("preemptions", "preempt", "{:,}"),
 )
 
@@ -323,12 +344,13 @@ class WorkloadSpec:
     minibatch_size: int
     max_response_tokens: int = 16_000
     max_lag: int | None = 2
+    epochs: int = 1
 
     def settings(self, seed: int = 0) -> ScheduleSettings:
         return ScheduleSettings(
             instances=self.instances, samples_per_prompt=self.samples_per_prompt,
             train_batch_size=self.train_batch_size, minibatch_size=self.minibatch_size,
-            max_response_tokens=self.max_response_tokens, max_lag=self.max_lag, seed=seed,
+            max_response_tokens=self.max_response_tokens, max_lag=self.max_lag, seed=seed, epochs=self.epochs,
         )
 
 
@@ -345,6 +367,14 @@ WORKLOADS: dict[str, WorkloadSpec] = {
                      ("gsm8k", "math-l5", "aime"), 16, 16, 128, 16),
         WorkloadSpec("mix-k2-n4", "mix: GSM8K + MATH-L5 + AIME, 2 instances, groups of 4",
                      ("gsm8k", "math-l5", "aime"), 2, 4, 64, 32),
+        # The shapes of real runs (train batches of 256-512 prompts, 8-16 instances, groups of 8-16), two or
+        # three epochs each.
+        WorkloadSpec("mix-k8-n8-b256", "mix, realistic: 8 instances, groups of 8, train batch 256, 2 epochs",
+                     ("gsm8k", "math-l5", "aime"), 8, 8, 256, 32, epochs=2),
+        WorkloadSpec("mix-k16-n16-b512", "mix, realistic: 16 instances, groups of 16, train batch 512, 2 epochs",
+                     ("gsm8k", "math-l5", "aime"), 16, 16, 512, 16, epochs=2),
+        WorkloadSpec("aime-k8-n8-b256", "long reasoning, realistic: 8 instances, groups of 8, train batch 256, "
+                     "3 epochs", ("aime",), 8, 8, 256, 16, epochs=3),
     )
 }
 

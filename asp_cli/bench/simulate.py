@@ -104,8 +104,10 @@ def simulate_loaded(
     frame = schedule.frame.sort("seq")
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=n, seed=seed,
                                          max_response_tokens=recorded.max_response_tokens)
+    trainer = options.trainer or recorded.trainer
     settings = SimulationSettings(samples_per_prompt=n, train_batch_size=recorded.train_batch_size,
-                                  mode=options.mode, dispatch=options.dispatch, max_lag=lag)
+                                  mode=options.mode, dispatch=options.dispatch, max_lag=lag,
+                                  trainer=trainer)  # type: ignore[arg-type]
     result = simulate_schedule(frame, lengths, hardware, settings, instances=k)
     document = {
         "schedule": name if name is not None else str(schedule.path),
@@ -116,6 +118,7 @@ def simulate_loaded(
         "samples_per_prompt": n,
         "train_batch_size": recorded.train_batch_size,
         "max_lag": lag,
+        "trainer": trainer,
         "lengths": {**info.to_dict(), "skipped_rows": skipped_rows},
         "noise_model": None if info.prompts_sampled == 0 else {
             "prompt_sigma": PROMPT_SIGMA, "sample_sigma": SAMPLE_SIGMA, "seed": seed},

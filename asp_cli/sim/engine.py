@@ -60,6 +60,7 @@ class Engine:
         self.heap: list[tuple[int, int, int]] = []  # (finish step, token, local id)
         self.stack: list[int] = []  # live ids in admission order (the newest is preempted first)
         self.waiting: deque[int] = deque()
+        self.finished: list[int] = []  # global ids finished by `run`, for the caller to collect
         self.target = 1
         # Per fed request (local id): global id, length, prompt, generated before its admission, c, token.
         self.gid: list[int] = []
@@ -122,8 +123,10 @@ class Engine:
             st.tail_s += total - float(ordered[last_tail])
         self.t = start + total
 
-    def run(self, *, drain: bool) -> None:
-        """Advance until the waiting queue is empty (``drain=False``) or nothing is live (``drain=True``)."""
+    def run(self, *, drain: bool, one_finish: bool = False) -> None:
+        """Advance until the waiting queue is empty (``drain=False``) or nothing is live (``drain=True``); with
+        ``one_finish``, also stop once some sequences have finished (an engine held by the lag rule keeps
+        decoding what it has and looks again after each completion)."""
         st = self.stats
         while True:
             if self.waiting:
@@ -158,6 +161,7 @@ class Engine:
             self.t += dt
             self.step = s + m
             st.peak_kv_tokens = max(st.peak_kv_tokens, self.sum_c + b * self.step)
+            finished_now = False
             while self.heap and self.heap[0][0] == self.step:
                 _, tok, j = heapq.heappop(self.heap)
                 if self.token[j] != tok:
@@ -166,8 +170,12 @@ class Engine:
                 self.live -= 1
                 self.sum_c -= self.c[j]
                 self.finish_out[self.gid[j]] = self.t
+                self.finished.append(self.gid[j])
+                finished_now = True
             if self.live == 0:
                 self.stack.clear()
+            if one_finish and finished_now:
+                return
 
     def _admit(self, force: bool = False) -> None:
         prefill_tokens = 0

@@ -82,5 +82,6 @@ def replay_metrics(result: SimulationResult, preset: HardwarePreset, settings: S
         "step_length_ratio_min": float(ratio.min()),
         "step_length_ratio_max": float(ratio.max()),
         "step_length_deviation_mean": float(np.mean(np.abs(ratio - 1.0))),
+        "step_length_deviation_p90": float(np.quantile(np.abs(ratio - 1.0), 0.9)),
         "steps_beyond_25pct_of_mean": float(np.mean(np.abs(ratio - 1.0) > 0.25)),
     }

@@ -7,12 +7,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from asp_cli.errors import SettingsError
-from asp_cli.settings import MAX_INSTANCES, check_count
+from asp_cli.settings import MAX_INSTANCES, TRAINER_ORDERS, check_count
 
 Mode = Literal["continuous", "static", "streaming"]
 Dispatch = Literal["planned", "free"]
 MODES: tuple[str, ...] = ("continuous", "static", "streaming")
 DISPATCHES: tuple[str, ...] = ("planned", "free")
+# The trainer takes the next train batch of finished groups in arrival order (most frameworks), or exactly the
+# groups the schedule's `train_step` assigns to each step (a replay buffer that follows the schedule).
+TrainerOrder = Literal["arrival", "schedule"]
 
 @dataclass(frozen=True)
 class ReplayOptions:
@@ -29,20 +32,24 @@ class ReplayOptions:
     use_schedule_max_lag: bool = True
     instances: int | None = None
     seed: int | None = None
+    trainer: TrainerOrder | None = None
 
     def __post_init__(self) -> None:
-        check_engine(self.mode, self.dispatch, self.max_lag)
+        check_engine(self.mode, self.dispatch, self.max_lag, self.trainer or "arrival")
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
             raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances})")
         check_count("--seed", self.seed, minimum=0, optional=True)
 
-def check_engine(mode: str, dispatch: str, max_lag: int | None) -> None:
-    """Refuse an unknown engine mode or dispatch, or a lag bound that is not a count (every replay's check)."""
+def check_engine(mode: str, dispatch: str, max_lag: int | None, trainer: str = "arrival") -> None:
+    """Refuse an unknown engine mode, dispatch or trainer order, or a lag bound that is not a count (every
+    replay's check)."""
     if mode not in MODES:
         raise SettingsError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
     if dispatch not in DISPATCHES:
         raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {dispatch!r})")
     check_count("--max-lag", max_lag, minimum=0, optional=True)
+    if trainer not in TRAINER_ORDERS:
+        raise SettingsError(f"--trainer must be one of {', '.join(TRAINER_ORDERS)} (got {trainer!r})")
 
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from asp_cli.errors import SettingsError
-from asp_cli.sim.options import Dispatch, Mode, check_engine
+from asp_cli.sim.options import Dispatch, Mode, TrainerOrder, check_engine
 
 
 # vLLM keeps ~1% of KV blocks free when admitting (its `watermark`, Vidur's vLLM scheduler does the same).
@@ -28,9 +28,10 @@ class SimulationSettings:
     max_lag: int | None = None
     kv_watermark: float = KV_WATERMARK
     tail_threshold: float = TAIL_THRESHOLD
+    trainer: TrainerOrder = "arrival"
 
     def __post_init__(self) -> None:
-        check_engine(self.mode, self.dispatch, self.max_lag)
+        check_engine(self.mode, self.dispatch, self.max_lag, self.trainer)
         if self.samples_per_prompt < 1 or self.train_batch_size < 1:
             raise SettingsError("samples per prompt and train batch size must be at least 1")
 

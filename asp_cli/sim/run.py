@@ -27,6 +27,7 @@ def simulate_arrays(
     row_instance: np.ndarray,
     response_tokens: np.ndarray,
     prompt_tokens: np.ndarray,
+    row_train_step: np.ndarray | None = None,
 ) -> SimulationResult:
     """Replay a schedule given as arrays in ``seq`` order.
 
@@ -38,6 +39,8 @@ def simulate_arrays(
         ``(rows, samples_per_prompt)`` true lengths of each sample (at least 1 token each).
     prompt_tokens
         Per row.
+    row_train_step
+        Per row, the step the schedule assigns its group to; needed when ``settings.trainer == "schedule"``.
     """
     n_rows = row_minibatch.size
     n = settings.samples_per_prompt
@@ -71,9 +74,14 @@ def simulate_arrays(
     stats = [Stats() for _ in range(instances)]
     engines = [Engine(preset, settings, stats[k], finish, admit) for k in range(instances)]
     loaded = [0] * instances
-    trainer = Trainer(preset, settings.train_batch_size, group_tokens)
-    # Groups whose samples are spread over an instance's stream: report arrival once all N are done.
-    open_groups: list[list[int]] = [[] for _ in range(instances)]
+    assigned = None
+    if settings.trainer == "schedule":
+        if row_train_step is None:
+            raise SettingsError("a trainer that follows the schedule needs its train_step column")
+        _, assigned = np.unique(np.asarray(row_train_step), return_inverse=True)
+    trainer = Trainer(preset, settings.train_batch_size, group_tokens, assigned_step=assigned)
+    # Streaming engines finish a group's samples over time: a group arrives when its last sample is done.
+    remaining = np.full(n_rows, n, dtype=np.int64)
     started_groups = 0
     cap_groups = None if settings.max_lag is None else settings.max_lag + 1
     streaming = settings.mode == "streaming"
@@ -84,16 +92,14 @@ def simulate_arrays(
     counter = instances
     held: dict[int, float] = {}  # instance -> time it started waiting for the lag rule
 
-    def report_groups(k: int, upto: float) -> None:
-        # Streaming engines finish groups over time: release those whose samples all finished by `upto`.
-        keep = []
-        for r in open_groups[k]:
-            done = finish[r * n:(r + 1) * n]
-            if np.all(done > 0) and done.max() <= upto:
-                trainer.arrive(float(done.max()), r)
-            else:
-                keep.append(r)
-        open_groups[k] = keep
+    def report_groups(k: int) -> None:
+        # Release the groups whose last sample the engine has just finished.
+        for gid in engines[k].finished:
+            r = gid // n
+            remaining[r] -= 1
+            if remaining[r] == 0:
+                trainer.arrive(float(finish[r * n:(r + 1) * n].max()), r)
+        engines[k].finished.clear()
 
     while True:
         if held:
@@ -117,7 +123,7 @@ def simulate_arrays(
         if not queue:
             if streaming and not engine.idle:
                 engine.run(drain=True)
-                report_groups(k, math.inf)
+                report_groups(k)
             stats[k].end_s = max(stats[k].end_s, engine.t)
             continue
         mb = queue[0]
@@ -127,8 +133,8 @@ def simulate_arrays(
             if started_groups >= limit:
                 if streaming and not engine.idle:
                     engine.t = max(engine.t, t)
-                    engine.run(drain=True)
-                    report_groups(k, math.inf)
+                    engine.run(drain=True, one_finish=True)
+                    report_groups(k)
                     heapq.heappush(events, (engine.t, counter, k))
                     counter += 1
                 else:
@@ -156,8 +162,7 @@ def simulate_arrays(
             engine.feed(gids, mb_lengths, mb_prompts)
             engine.run(drain=not streaming)
         if streaming:
-            open_groups[k].extend(range(r0, r1))
-            report_groups(k, engine.t)
+            report_groups(k)
         else:
             ends = finish[r0 * n:r1 * n].reshape(rows, n).max(axis=1)
             for r, end in zip(range(r0, r1), ends.tolist()):
@@ -242,6 +247,7 @@ def simulate_schedule(
         instances=instances,
         row_minibatch=frame["minibatch"].to_numpy(),
         row_instance=frame["instance"].to_numpy(),
+        row_train_step=frame["train_step"].to_numpy() if "train_step" in frame.columns else None,
         response_tokens=response_tokens,
         prompt_tokens=prompts,
     )

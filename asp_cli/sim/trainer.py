@@ -12,11 +12,24 @@ from asp_cli.costmodel import HardwarePreset
 
 
 class Trainer:
-    """Consumes complete groups in arrival order, ``batch`` per step; advanced lazily up to a watermark."""
+    """Consumes complete groups, ``batch`` per step; advanced lazily up to a watermark.
 
-    def __init__(self, preset: HardwarePreset, batch: int, group_tokens: np.ndarray) -> None:
+    By default in arrival order (what most trainers do: the next ``batch`` finished groups). With
+    ``assigned_step`` (one step per group, 0-based and dense), step ``s`` takes exactly the groups assigned to
+    it, once all of them have arrived (a replay buffer that follows the schedule's ``train_step``).
+    """
+
+    def __init__(self, preset: HardwarePreset, batch: int, group_tokens: np.ndarray,
+                 assigned_step: np.ndarray | None = None) -> None:
         self.preset = preset
         self.batch = batch
+        self.assigned = None if assigned_step is None else np.asarray(assigned_step, dtype=np.int64)
+        if self.assigned is not None:
+            self.step_size = np.bincount(self.assigned)
+            self.step_arrived = np.zeros(self.step_size.size, dtype=np.int64)
+            self.step_ready = np.zeros(self.step_size.size, dtype=np.float64)
+            self.members = np.argsort(self.assigned, kind="stable")
+            self.member_start = np.concatenate(([0], np.cumsum(self.step_size)))
         self.group_tokens = group_tokens
         self.total = group_tokens.size
         self.pending: list[tuple[float, int]] = []  # arrivals not yet moved to the queue
@@ -39,6 +52,9 @@ class Trainer:
 
     def advance(self, now: float) -> None:
         """Process everything decided by the arrivals up to ``now`` (all arrivals <= now are known)."""
+        if self.assigned is not None:
+            self._advance_assigned(now)
+            return
         while self.pending and self.pending[0][0] <= now:
             self.queue.append(heapq.heappop(self.pending))
             self.arrived += 1
@@ -48,18 +64,34 @@ class Trainer:
                 return
             take = min(self.batch, len(self.queue))
             members = [self.queue.popleft() for _ in range(take)]
-            start = max(self.free_at, members[-1][0])
             ids = np.fromiter((g for _, g in members), dtype=np.int64, count=take)
-            train = float(self.preset.train_step_seconds(self.group_tokens[ids].sum()))
+            self._take(len(self.step_start), ids, max(self.free_at, members[-1][0]))
+
+    def _advance_assigned(self, now: float) -> None:
+        while self.pending and self.pending[0][0] <= now:
+            time, group = heapq.heappop(self.pending)
+            s = int(self.assigned[group])
+            self.step_arrived[s] += 1
+            self.step_ready[s] = max(self.step_ready[s], time)
+            self.arrived += 1
+        while len(self.step_start) < self.step_size.size:
             step = len(self.step_start)
-            self.group_step[ids] = step
-            self.group_consumed[ids] = start
-            self.step_start.append(start)
-            self.step_end.append(start + train)
-            self.step_groups.append(take)
-            self.free_at = start + train + self.preset.weight_sync_s
-            self.published.append(self.free_at)
-            self.consumed += take
+            if self.step_arrived[step] < self.step_size[step]:
+                return
+            ids = self.members[self.member_start[step]:self.member_start[step + 1]]
+            start = max(self.free_at, float(self.step_ready[step]))
+            self._take(step, ids, start)
+
+    def _take(self, step: int, ids: np.ndarray, start: float) -> None:
+        train = float(self.preset.train_step_seconds(self.group_tokens[ids].sum()))
+        self.group_step[ids] = step
+        self.group_consumed[ids] = start
+        self.step_start.append(start)
+        self.step_end.append(start + train)
+        self.step_groups.append(ids.size)
+        self.free_at = start + train + self.preset.weight_sync_s
+        self.published.append(self.free_at)
+        self.consumed += ids.size
 
     def version_at(self, time: float) -> int:
         # `published` is increasing; a step not yet decided publishes after any time we ask about.
