@@ -26,7 +26,7 @@ from eval_predictor import (  # noqa: E402
     DEFAULT_DATA, ROOT, consensus_lengths, cross_validate, full_generators, load_zeroeval,
 )
 
-from asp_cli import predictor as P  # noqa: E402
+from asp_cli.predict import model as P  # noqa: E402
 from asp_cli.predict.evaluate import evaluate_frame  # noqa: E402
 
 PARAMS = {"use_metadata": False, "log_spread": 0.3}
