@@ -221,3 +221,26 @@ def arrange_baseline(name: str, prompts: pl.DataFrame, predictions: pl.DataFrame
                      settings: ScheduleSettings) -> pl.DataFrame:
     """The schedule frame of baseline ``name`` (one of `BASELINES`)."""
     return BASELINES[name].arrange(prompts, predictions, settings)
+
+
+# The denominator of an arrangement's worth: asp's own minibatch sizes, instances and dispatch order, with the
+# prompts dealt into those slots at random. What asp wins against it is the choice of which prompts share a
+# minibatch and when each runs, not the size of its generate() calls (../shared/docs/mission.md, "Compare on
+# equal footing").
+RANDOM_ASP_SIZES = "random (asp sizes)"
+_PROMPT_COLUMNS = (C.ROW, C.PROMPT_ID, C.PREDICTED_TOKENS, C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS,
+                   C.PROMPT_TOKENS, C.PREDICTION_SOURCE)
+
+
+def random_fill(frame: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
+    """A schedule frame with the same slots (``seq``, ``instance``, ``minibatch``, ``train_step``, the times)
+    and, within each epoch, the prompts permuted at random over them (``numpy.random.default_rng([seed, epoch,
+    17])``): every prompt still runs exactly once per epoch."""
+    frame = frame.sort("seq")
+    columns = [c for c in _PROMPT_COLUMNS if c in frame.columns]
+    parts = []
+    for epoch in frame["epoch"].unique().sort().to_list():
+        part = frame.filter(pl.col("epoch") == epoch)
+        perm = pl.Series(np.random.default_rng([seed, int(epoch), 17]).permutation(part.height))
+        parts.append(part.with_columns([pl.col(c).gather(perm) for c in columns]))
+    return pl.concat(parts, how="vertical")

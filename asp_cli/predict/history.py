@@ -66,6 +66,11 @@ from asp_cli import columns as C
 from asp_cli.predict.targets import group_targets
 
 MIN_PROMPTS_FOR_PRIOR = 30
+# The slope of the model's within-group deviations is fitted with this many covered prompts, shrunk towards 1
+# (the model taken at its word) with this prior sd, and kept positive (so it never reorders a group).
+MIN_PROMPTS_FOR_SLOPE = 10
+SLOPE_PRIOR_SD = 0.5
+SLOPE_RANGE = (0.1, 2.0)
 DEFAULT_PRIOR_SAMPLES = 1.0
 PRIOR_SAMPLES_RANGE = (0.25, 16.0)
 SPREAD_PRIOR_DOF = 4.0
@@ -129,6 +134,8 @@ class HistoryFit:
     difficulty_groups: int = 0
     sources: tuple[SourceFit, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    slope: float = 1.0
+    slope_se: float | None = None
 
     @property
     def lower_bound(self) -> bool:
@@ -150,6 +157,8 @@ class HistoryFit:
             "between_source_sd": rounded(self.between_source_sd),
             "between_difficulty_sd": rounded(self.between_difficulty_sd),
             "difficulty_groups": self.difficulty_groups,
+            "slope": round(self.slope, 4),
+            "slope_se": rounded(self.slope_se),
             "sources": [s.as_dict() for s in self.sources],
             "lower_bound": self.lower_bound,
             "notes": list(self.notes),
@@ -275,24 +284,33 @@ def combine_with_history(
         source_spread = None
         base_sigma = sigma_model.copy()
 
-    # 2-3. Group corrections, with k0 (so tau^2) estimated from the residuals they leave.
-    residual = log_len - mu_model[pos]
+    # 2-3. Group corrections and the slope, with k0 (so tau^2) estimated from the residuals they leave.
     within = base_sigma**2
     k0 = DEFAULT_PRIOR_SAMPLES if prior_samples is None else float(prior_samples)
-    groups = _fit_groups(residual, censored, pos, k, within, pooled**2 / k0, source_code, cell_code)
     n_seen = int(seen.sum())
+    finest = np.where(cell_code >= 0, cell_code + source_code.max() + 1, source_code)
+    centre = (np.bincount(finest, weights=mu_model) / np.maximum(np.bincount(finest), 1))[finest]
+    spread = mu_model - centre
+    slope, slope_se = 1.0, None
+    groups = _fit_groups(log_len - mu_model[pos], censored, pos, k, within, pooled**2 / k0, source_code, cell_code)
+    if n_seen >= MIN_PROMPTS_FOR_SLOPE:
+        slope, slope_se = _slope(spread[seen], (observed_mean - mu_model - groups.shift)[seen],
+                                 1.0 / (pooled**2 / k0 + within[seen] / k[seen]))
+    mu_fit = centre + slope * spread
+    if slope != 1.0:
+        groups = _fit_groups(log_len - mu_fit[pos], censored, pos, k, within, pooled**2 / k0, source_code, cell_code)
     if prior_samples is None and n_seen >= MIN_PROMPTS_FOR_PRIOR:
         # tau^2 by moments: the spread of covered prompts' residuals around their groups' corrections, less
         # the part sampling noise explains (imputed capped samples; the Tobit handles them in the groups).
-        left = (observed_mean - mu_model - groups.shift)[seen]
-        fitted_groups = max(groups.fitted_groups, 1)
-        between = float(np.sum(left**2) / max(n_seen - fitted_groups, 1) - np.mean(within[seen] / k[seen]))
+        left = (observed_mean - mu_fit - groups.shift)[seen]
+        fitted = max(groups.fitted_groups + (slope_se is not None), 1)
+        between = float(np.sum(left**2) / max(n_seen - fitted, 1) - np.mean(within[seen] / k[seen]))
         k0 = float(np.clip(pooled**2 / max(between, 1e-6), *PRIOR_SAMPLES_RANGE))
-        groups = _fit_groups(residual, censored, pos, k, within, pooled**2 / k0, source_code, cell_code)
+        groups = _fit_groups(log_len - mu_fit[pos], censored, pos, k, within, pooled**2 / k0, source_code, cell_code)
     tau2 = pooled**2 / k0
 
     # 5. Covered prompts: their observations with the corrected prior.
-    prior_mu = mu_model + groups.shift
+    prior_mu = mu_fit + groups.shift
     mu = prior_mu.copy()
     unc = ~censored
     ku = np.bincount(pos[unc], minlength=n).astype(np.float64)
@@ -315,7 +333,7 @@ def combine_with_history(
     )
 
     fit = _describe(groups, source_code, source_names, k, censored, pos, source_spread, pooled, model_spread,
-                    spread_from_history, k0, n_seen, int(samples.height), int(censored.sum()))
+                    spread_from_history, k0, n_seen, int(samples.height), int(censored.sum()), slope, slope_se)
     return mu, sigma, k.astype(np.int64), fit
 
 
@@ -474,6 +492,26 @@ def _censored_location(e: np.ndarray, censored: np.ndarray, a: np.ndarray, scale
     return theta, variance, has
 
 
+def _slope(x: np.ndarray, r: np.ndarray, w: np.ndarray) -> tuple[float, float | None]:
+    """The within-group slope of the model's log length, shrunk towards 1 and kept in ``SLOPE_RANGE``.
+
+    ``r`` (covered prompts' residuals after the group corrections) is regressed on ``x`` (the model's deviation
+    from its group's mean) by weighted least squares through the origin: ``r = (b - 1) x``. The estimate of
+    ``b - 1`` (its robust variance, at least ``1 / sum(w x^2)``) gets a ``N(0, SLOPE_PRIOR_SD^2)`` prior: the
+    posterior mean. Returns
+    the slope and the standard error of the raw estimate (None when the model does not vary within groups).
+    """
+    sxx = float(np.sum(w * x**2))
+    if sxx <= 1e-12:
+        return 1.0, None
+    raw = float(np.sum(w * x * r)) / sxx
+    # The sandwich (heteroskedasticity-robust, White 1980) variance: it reads the residuals' real spread, which
+    # the weights (from the model's spread) may understate badly, as for a history of random lengths.
+    variance = max(float(np.sum((w * x * (r - raw * x)) ** 2)) / sxx**2, 1.0 / sxx)
+    slope = 1.0 + raw * SLOPE_PRIOR_SD**2 / (SLOPE_PRIOR_SD**2 + variance)
+    return float(np.clip(slope, *SLOPE_RANGE)), math.sqrt(variance)
+
+
 def _between_variance(theta: np.ndarray, v: np.ndarray, use: np.ndarray, parent: np.ndarray) -> float:
     """DerSimonian-Laird estimate of the between-group variance, groups centred within their parent.
 
@@ -533,7 +571,7 @@ def _censored_posterior(rows: np.ndarray, prior_mu: np.ndarray, tau2: float, wit
 def _describe(groups: _Groups, source_code: np.ndarray, source_names: list[str | None], k: np.ndarray,
               censored: np.ndarray, pos: np.ndarray, source_spread: np.ndarray | None, pooled: float,
               model_spread: float, spread_from_history: bool, k0: float, n_seen: int, n_samples: int,
-              n_censored: int) -> HistoryFit:
+              n_censored: int, slope: float, slope_se: float | None) -> HistoryFit:
     seen = k > 0
     n_sources = len(source_names)
     covered = np.bincount(source_code[seen], minlength=n_sources)
@@ -570,4 +608,5 @@ def _describe(groups: _Groups, source_code: np.ndarray, source_names: list[str |
         global_shift=groups.global_shift, global_lower_bound=groups.global_lower_bound,
         between_source_sd=groups.between_source_sd, between_difficulty_sd=groups.between_difficulty_sd,
         difficulty_groups=groups.difficulty_groups, sources=tuple(sources), notes=tuple(notes),
+        slope=slope, slope_se=slope_se,
     )
