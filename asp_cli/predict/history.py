@@ -76,6 +76,9 @@ PRIOR_SAMPLES_RANGE = (0.25, 16.0)
 SPREAD_PRIOR_DOF = 4.0
 SOURCE_SPREAD_PRIOR_DOF = 8.0
 MIN_SPREAD_PROMPTS = 5
+# The least spread the history may set: identical lengths (greedy decoding, a fake server) would otherwise make
+# every weight infinite. 0.05 is a 5% length difference between two samples of one prompt.
+MIN_LOG_SPREAD = 0.05
 # A priori the model's scale may be off by a factor of e^2 (7.4x) either way; this matters only for a history
 # of one or two prompts (with ten prompts the global term is within 2% of its own estimate).
 GLOBAL_PRIOR_SD = 2.0
@@ -272,12 +275,12 @@ def combine_with_history(
     var = np.where(multi, own_sd, 0.0) ** 2
     spread_from_history = int(multi.sum()) >= MIN_SPREAD_PROMPTS
     if spread_from_history:
-        pooled = float(np.sqrt(np.sum(dof * var) / np.sum(dof)))
+        pooled = max(float(np.sqrt(np.sum(dof * var) / np.sum(dof))), MIN_LOG_SPREAD)
         n_sources = len(source_names)
         source_dof = np.bincount(source_code, weights=dof, minlength=n_sources)
         source_ss = np.bincount(source_code, weights=dof * var, minlength=n_sources)
-        source_spread = np.sqrt((source_ss + SOURCE_SPREAD_PRIOR_DOF * pooled**2)
-                                / (source_dof + SOURCE_SPREAD_PRIOR_DOF))
+        source_spread = np.maximum(np.sqrt((source_ss + SOURCE_SPREAD_PRIOR_DOF * pooled**2)
+                                           / (source_dof + SOURCE_SPREAD_PRIOR_DOF)), MIN_LOG_SPREAD)
         base_sigma = source_spread[source_code]
     else:
         pooled = model_spread
@@ -285,7 +288,7 @@ def combine_with_history(
         base_sigma = sigma_model.copy()
 
     # 2-3. Group corrections and the slope, with k0 (so tau^2) estimated from the residuals they leave.
-    within = base_sigma**2
+    within = np.maximum(base_sigma, MIN_LOG_SPREAD) ** 2
     k0 = DEFAULT_PRIOR_SAMPLES if prior_samples is None else float(prior_samples)
     n_seen = int(seen.sum())
     finest = np.where(cell_code >= 0, cell_code + source_code.max() + 1, source_code)
