@@ -27,7 +27,7 @@ own draw (`asp_cli.integrate.probe`: stratified over sources and predicted lengt
   length in the probe: ties within a source);
 - the simulated end-to-end time (`asp_cli.sim`, H100 + Qwen2.5-7B preset, continuous batching) of asp's
   schedule with the calibrated predictions, over asp's schedule with the true lengths, and over a random
-  arrangement with asp's minibatch sizes (`asp_cli.sim.baselines.random_fill` of asp's own frame);
+  arrangement with asp's minibatch sizes (`asp_cli.bench.baselines.random_fill` of asp's own frame);
 - a history of random lengths (log-uniform between 1 and 8,192 tokens) for 5% of the prompts: within-source
   Kendall tau of the corrected predictions against the model alone, on the other prompts;
 - later epochs: a history of epoch 1 (4 samples) covering 80% of the prompts (the rest filtered or failed):
@@ -165,8 +165,8 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
     from asp_cli.integrate.probe import ProbeSettings, allocate, choose
     from asp_cli.predict.history import combine_with_history
     from asp_cli.settings import ScheduleSettings
-    from asp_cli.sim.baselines import random_fill
-    from asp_cli.sim.bench import true_predictions
+    from asp_cli.bench.baselines import random_fill
+    from asp_cli.bench.compare import true_predictions
 
     started = time.time()
     world = build(data, generator)
