@@ -9,6 +9,7 @@ Every command has a Python twin, re-exported here (loaded on first use, so ``imp
 ``asp bench``             `run_benchmark`
 ``asp export``            `export`
 ``asp observe``           `observe`
+``asp probe``             `probe` (settings: `ProbeSettings`)
 ``asp predictor fit``     `fit_predictor`
 ``asp predictor eval``    `evaluate_predictor`
 ``asp predictor predict`` `predict_file`
@@ -33,6 +34,8 @@ _TWINS = {
     "run_benchmark": "asp_cli.bench.compare",
     "export": "asp_cli.integrate.export",
     "observe": "asp_cli.integrate.observe",
+    "probe": "asp_cli.integrate.probe",
+    "ProbeSettings": "asp_cli.integrate.probe",
     "fit_predictor": "asp_cli.predict.commands",
     "evaluate_predictor": "asp_cli.predict.commands",
     "predict_file": "asp_cli.predict.commands",

@@ -20,7 +20,11 @@ from asp_cli.output import atomic_path
 FORMAT_NAME = "asp.schedule"
 # Major bumps when a reader of the previous major would misread a file (a required column removed, renamed,
 # retyped or given a new meaning); minor bumps for compatible additions (a new optional column or key).
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"  # the newest version this asp writes and reads
+# A file is written at the oldest version that describes it (as model files are): 1.1 adds the optional
+# `predictor.calibration` key (what history taught the predictor), so a schedule made without history is still
+# the 1.0 file it always was, byte for byte.
+_VERSION_KEYS: tuple[tuple[str, str, str], ...] = (("1.1", "predictor", "calibration"),)
 METADATA_KEY = b"asp.schedule"
 
 # Required columns, in file order, with their types.
@@ -73,6 +77,16 @@ def _parse_version(text: str) -> tuple[int, int]:
     return int(major), int(minor or 0)
 
 
+def format_version_for(metadata: dict[str, Any]) -> str:
+    """The oldest format version whose keys cover ``metadata``: "1.0", or "1.1" with ``predictor.calibration``."""
+    version = "1.0"
+    for newer, section, key in _VERSION_KEYS:
+        part = metadata.get(section)
+        if isinstance(part, dict) and key in part:
+            version = newer
+    return version
+
+
 def write_schedule(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) -> None:
     """Validate and write a schedule atomically, byte-for-byte deterministic for the same inputs."""
     import pyarrow as pa
@@ -82,7 +96,7 @@ def write_schedule(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) 
     ordered = [*REQUIRED_COLUMNS, *[c for c in OPTIONAL_COLUMNS if c in frame.columns]]
     extra = [c for c in frame.columns if c not in ordered]
     frame = frame.select([*ordered, *extra]).sort("seq")
-    document = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **metadata}
+    document = {"format": FORMAT_NAME, "format_version": format_version_for(metadata), **metadata}
     table = frame.to_arrow()
     table = table.replace_schema_metadata(
         {METADATA_KEY: json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()}

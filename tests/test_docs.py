@@ -42,7 +42,8 @@ def test_every_command_has_a_python_twin_in_asp_cli_and_in_the_architecture_doc(
     import asp_cli
 
     doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
-    twins = ("schedule", "report_schedule", "simulate_file", "run_benchmark", "export", "observe", "fit_predictor",
+    twins = ("schedule", "report_schedule", "simulate_file", "run_benchmark", "export", "observe", "probe",
+             "fit_predictor",
              "evaluate_predictor", "predict_file", "predictor_info")
     for name in twins:
         assert name in asp_cli.__all__ and callable(getattr(asp_cli, name)), name

@@ -89,6 +89,10 @@ CASES = [
     ("E25", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/good.jsonl", "--force"], 7, "is also an input"),
     ("E26", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/nowhere/o.parquet"], 7, "does not exist; create it first"),
     ("E27", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--no-such-flag"], 2, "No such option"),
+    ("E36", ["probe", "{tmp}/good.jsonl", "-o", "{tmp}/o.jsonl", "--fraction", "0"], 4,
+     "--fraction must be a share of the prompts in (0, 1]"),
+    ("E37", ["probe", "{tmp}/good.jsonl", "-o", "{tmp}/o.jsonl", "--prompts", "5000"], 4,
+     "--prompts 5000 is more than the 2 prompts of the input"),
     ("E32", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/fifo.parquet", "--force"], 7,
      "fifo.parquet is not a regular file (a device, pipe or socket); name a file"),
 ]

@@ -149,3 +149,23 @@ def test_history_must_be_named_parquet(tmp_path):
     with pytest.raises(SettingsError, match=r"h\.jsonl: a history is written as Parquet; name it \.parquet"):
         observe([log], tmp_path / "h.jsonl")
     assert not (tmp_path / "h.jsonl").exists()
+
+
+def test_verl_generation_output_is_read_as_samples(tmp_path):
+    """verl.trainer.main_generation_server (verl 0.9.1) writes the dataset's rows plus `responses`, a list of the
+    n response texts of each prompt; each text is one sample, counted at 4 bytes per token without a tokenizer."""
+    frame = pl.DataFrame({"data_source": ["a", "b"], "id": ["q1", "q2"],
+                          "prompt": [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "yo"}]],
+                          "responses": [["x" * 40, "y" * 400], ["z" * 8, "w" * 80]]})
+    log = tmp_path / "gen.parquet"
+    frame.write_parquet(log)
+    result = observe([log], tmp_path / "h.parquet")
+    assert result.added.select("prompt_id", "response_tokens").rows() == [("q1", 10), ("q1", 100), ("q2", 2),
+                                                                          ("q2", 20)]
+    assert result.summary["estimated_lengths"] == 4
+    assert any("estimated from text" in w for w in result.warnings)
+
+
+def test_a_missing_log_is_bad_input(tmp_path):
+    with pytest.raises(InputError, match="no such rollout log"):
+        observe([tmp_path / "absent.jsonl"], tmp_path / "h.parquet")

@@ -155,6 +155,41 @@ def test_history_rows_are_marked(tmp_path, prompts_file):
     assert row["prediction_source"][0] == "history"
 
 
+def test_history_calibrates_every_prompt_and_is_recorded(tmp_path, prompts_file):
+    """History of a few prompts of source "a" at 20x the model's scale: every prompt is corrected, the fit is in
+    the summary and the metadata, and the file is format 1.1 (a new optional key)."""
+    plain = schedule([prompts_file], tmp_path / "plain.parquet")
+    model = dict(zip(plain.frame["prompt_id"].to_list(), plain.frame["predicted_mean_tokens"].to_list()))
+    rows = [{"prompt_id": f"p{i}", "response_tokens": 20 * model[f"p{i}"]} for i in range(0, 40, 2)]
+    history = write_jsonl(tmp_path / "h.jsonl", rows)
+    result = schedule([prompts_file], tmp_path / "s.parquet", history=[history])
+    calibration = result.summary["calibration"]
+    assert calibration["prompts_seen"] == 20
+    assert calibration["global"]["factor"] == pytest.approx(20, rel=0.25)
+    assert any("one data source (a)" in note for note in calibration["notes"])
+    meta = read_schedule(tmp_path / "s.parquet").metadata
+    assert meta["format_version"] == "1.1" and meta["predictor"]["calibration"] == calibration
+    unseen = result.frame.filter(pl.col("prediction_source") == "model")
+    ratio = [mean / model[pid] for pid, mean in zip(unseen["prompt_id"], unseen["predicted_mean_tokens"])]
+    assert min(ratio) > 5  # the prompts without history (both sources) moved to the policy's scale
+
+
+def test_no_history_is_unchanged_format_1_0_without_calibration(tmp_path, prompts_file):
+    result = schedule([prompts_file], tmp_path / "s.parquet")
+    meta = read_schedule(tmp_path / "s.parquet").metadata
+    assert meta["format_version"] == "1.0" and "calibration" not in meta["predictor"]
+    assert "calibration" not in result.summary
+    # Byte-identity with the schedules made before this change: tests/test_architecture.py (GOLDEN).
+
+
+def test_history_matching_no_prompt_warns_and_keeps_the_model(tmp_path, prompts_file):
+    plain = schedule([prompts_file], None)
+    history = write_jsonl(tmp_path / "h.jsonl", [{"prompt_id": "other", "response_tokens": 9000}] * 3)
+    result = schedule([prompts_file], None, history=[history])
+    assert result.frame.equals(plain.frame)
+    assert "calibration" not in result.summary and "none of the 1 prompt ids" in result.summary["warnings"][0]
+
+
 def test_recorded_command_line_drops_output_placement():
     argv = ["asp", "schedule", "in.jsonl", "-o", "x.parquet", "--force", "--json", "--output=y", "--seed", "3"]
     assert _recorded_command_line(argv) == ["asp", "schedule", "in.jsonl", "-o", "OUT", "--output=OUT", "--seed", "3"]

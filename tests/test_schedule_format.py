@@ -22,7 +22,7 @@ def test_round_trip_keeps_rows_types_and_metadata(tmp_path, frame):
     write_schedule(frame, {"settings": {"instances": 3}}, path)
     back = read_schedule(path)
     assert back.frame.equals(frame)
-    assert back.metadata["format"] == "asp.schedule" and back.metadata["format_version"] == FORMAT_VERSION
+    assert back.metadata["format"] == "asp.schedule" and back.metadata["format_version"] == "1.0"
     assert back.instances == 3
     assert list(back.frame.columns[:8]) == ["seq", "instance", "minibatch", "epoch", "row", "prompt_id",
                                            "predicted_tokens", "train_step"]
@@ -112,3 +112,10 @@ def test_interrupted_write_leaves_the_old_file(tmp_path, frame, monkeypatch):
         write_schedule(frame, {"v": 2}, path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["s.parquet"]
+
+
+def test_a_calibration_key_makes_a_1_1_file_that_this_asp_reads(tmp_path, frame):
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 3}, "predictor": {"name": "default", "calibration": {}}}, path)
+    back = read_schedule(path)
+    assert back.metadata["format_version"] == "1.1" == FORMAT_VERSION

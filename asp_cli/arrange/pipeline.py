@@ -23,7 +23,7 @@ from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.arrange.interleaving import balanced_assignment, dispatch_order, ideal_start_s, length_classes
 from asp_cli.arrange.packing import pack
-from asp_cli.schedule_format import FORMAT_VERSION, write_schedule
+from asp_cli.schedule_format import format_version_for, write_schedule
 from asp_cli.settings import ScheduleSettings
 from asp_cli.arrange.timeline import (
     group_tokens,
@@ -416,10 +416,15 @@ def schedule(
     summary = summarize(frame, settings, preset)
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
     summary["warnings"] = _input_warnings(prompts, history_frame, settings)
+    calibration = info.details.get("history")
+    if calibration and calibration.get("prompts_seen"):
+        summary["calibration"] = calibration
+    else:
+        calibration = None
     metadata = {
         "asp_version": __version__,
         "created_by": f"asp {__version__}",
-        "format_version": FORMAT_VERSION,
+        "format_version": "",
         "settings": settings.to_dict(),
         "preset": preset.to_dict(),
         "max_tokens_per_minibatch_used": minibatch_token_budget(settings, preset),
@@ -431,12 +436,14 @@ def schedule(
             "history_fingerprint": info.history_fingerprint,
             "prompts_from_history": info.prompts_from_history,
             "prompts_from_model": info.prompts_from_model,
+            **({"calibration": calibration} if calibration else {}),
         },
         "columns_used": read_report.columns_used,
         "skipped_rows": summary["skipped_rows"],
         "command_line": _recorded_command_line(command_line),
         "summary": _finite(summary),
     }
+    metadata["format_version"] = format_version_for(metadata)
     result = ScheduleResult(frame=frame, metadata=metadata, summary=summary)
     if output is not None:
         note("writing schedule")

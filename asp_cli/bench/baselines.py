@@ -341,16 +341,19 @@ def _by_length(descending: bool) -> Callable[[np.ndarray, np.random.Generator], 
 
 
 def random_in_asp_slots(asp_frame: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
-    """asp's own minibatches, instances and order, filled with a random permutation of each epoch's prompts:
-    the same structure with the arrangement taken away."""
+    """asp's own slots (``seq``, ``instance``, ``minibatch``, ``train_step``, the times), with each epoch's
+    prompts permuted at random over them (``numpy.random.default_rng([seed, epoch, 17])``): the same
+    structure and generate() sizes with the arrangement taken away. What asp wins against it is the choice of
+    which prompts share a minibatch and when each runs (../shared/docs/mission.md, "Compare on equal
+    footing")."""
     frame = asp_frame.sort("seq")
-    columns = ["row", "prompt_id", "predicted_tokens", "predicted_max_tokens", "predicted_mean_tokens",
-               "prompt_tokens", "prediction_source"]
-    columns = [c for c in columns if c in frame.columns]
+    columns = [c for c in (C.ROW, C.PROMPT_ID, C.PREDICTED_TOKENS, C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS,
+                           C.PROMPT_TOKENS, C.PREDICTION_SOURCE) if c in frame.columns]
     parts = []
-    for e, part in enumerate(frame.partition_by("epoch", maintain_order=True)):
-        permutation = np.random.default_rng([seed, e, 7]).permutation(part.height)
-        parts.append(part.with_columns(part.select(columns)[permutation]))
+    for epoch in frame["epoch"].unique().sort().to_list():
+        part = frame.filter(pl.col("epoch") == epoch)
+        permutation = pl.Series(np.random.default_rng([seed, int(epoch), 17]).permutation(part.height))
+        parts.append(part.with_columns([pl.col(c).gather(permutation) for c in columns]))
     return pl.concat(parts, how="vertical")
 
 

@@ -99,6 +99,7 @@ def eval_command(
                                     max_response_tokens=max_response_tokens)
         say(format_report(result, f"model {result['model']}: {result['overall']['prompts']} prompts, "
                                   f"{result['samples']} samples"))
+        _say_calibration(result.get("history"))
         if json_output:
             emit_json(result)
 
@@ -132,12 +133,21 @@ def predict_command(
                               plan_with=plan_with, force=force)
         info = result.info
         say(f"wrote {result.table.height} predictions to {output} ({info.prompts_from_history} from history, "
-            f"{info.prompts_from_model} from the model)")
+            f"{info.prompts_from_model} from the model" + (", corrected by the history)" if info.prompts_from_history
+                                                          else ")"))
+        _say_calibration(info.details.get("history"))
         if json_output:
             emit_json({"output": str(output), "prompts": result.table.height, "predictor": info.predictor_name,
                        "predictor_fingerprint": info.predictor_fingerprint,
                        "prompts_from_history": info.prompts_from_history,
                        "prompts_from_model": info.prompts_from_model, "details": info.details})
+
+
+def _say_calibration(calibration: dict | None) -> None:
+    from asp_cli.predict.history import calibration_lines
+
+    for line in calibration_lines(calibration or {}):
+        say(f"  {line}")
 
 
 @predictor_app.command("info")

@@ -137,7 +137,12 @@ def _summary_text(summary: dict, output: Path) -> str:
             "--max-lag holds rollout back (calibrate the trainer with --preset FILE)"
         )
     if summary.get("prompts_from_history"):
-        lines.append(f"  lengths from history for {summary['prompts_from_history']} prompts, the rest from the model")
+        lines.append(f"  lengths from history for {summary['prompts_from_history']} prompts; the other "
+                     f"{summary['prompts'] - summary['prompts_from_history']} from the model, corrected by the history")
+    if summary.get("calibration"):
+        from asp_cli.predict.history import calibration_lines
+
+        lines.extend(f"  {line}" for line in calibration_lines(summary["calibration"]))
     if summary.get("skipped_rows"):
         lines.append(f"  skipped {summary['skipped_rows']} bad rows (--on-bad-row skip)")
     lines.extend(f"Warning: {warning}" for warning in summary.get("warnings", []))

@@ -57,7 +57,7 @@ class ExportResult:
 _SUFFIXES = {"parquet": (".parquet", ".pq"), "verl": (".parquet", ".pq"), "jsonl": (".jsonl", ".ndjson")}
 
 
-def _check_output_suffix(output: Path, format: str) -> None:  # noqa: A002 - the option's name
+def check_output_suffix(output: Path, format: str) -> None:  # noqa: A002 - the option's name
     """A Parquet file named .jsonl (or .csv) is read wrongly by whoever trusts the name: refuse the mismatch."""
     if output.suffix.lower() in _SUFFIXES[format]:
         return
@@ -134,7 +134,7 @@ def export(
     if output is not None:
         inputs = [*datasets, *([replay.schedule.path] if replay.schedule.path else [])]
         check_output_path(Path(output), inputs, force=force)
-        _check_output_suffix(Path(output), format)
+        check_output_suffix(Path(output), format)
 
     rows = replay.trainer_order(epoch=epoch, workers=workers) if order == "train" else replay.rows(epoch=epoch)
     raw, warnings = _matched_dataset(replay, datasets, rows, prompt_key=prompt_key, id_key=id_key)
@@ -164,7 +164,7 @@ def export(
             "schedule_settings": replay.settings,
             "trainer_settings": trainer,
         }
-        _write(frame, Path(output), format, document)
+        write_rows(frame, Path(output), format, document)
     return ExportResult(frame=frame, output=Path(output) if output else None, format=format, order=order,
                         summary=summary, warnings=warnings, trainer_settings=trainer)
 
@@ -183,21 +183,14 @@ def _matched_dataset(
 ) -> tuple[pl.DataFrame, list[str]]:
     """Read the dataset's raw rows and check that every scheduled (row, prompt_id) is where the schedule says."""
     from asp_cli.fingerprint import file_fingerprint
-    from asp_cli.reading import ReadOptions, read_prompts, read_table
+    from asp_cli.reading import ReadOptions, read_prompts
 
     warnings: list[str] = []
     recorded_id, recorded_prompt = _recorded_keys(replay.schedule.metadata)
     id_key = id_key or recorded_id
     prompt_key = prompt_key or recorded_prompt
     prompts, _ = read_prompts(datasets, ReadOptions(prompt_key=prompt_key, id_key=id_key, on_bad_row="skip"))
-    parts = []
-    offset = 0
-    for path in datasets:
-        part = read_table(path, on_bad_row="skip")
-        part = part.select([c for c in part.columns if not c.startswith("\x00")])
-        parts.append(part.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias("\x00row")))
-        offset += part.height
-    raw = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
+    raw = read_rows(datasets)
 
     wanted = rows.select("row", "prompt_id").unique("row").sort("row")
     joined = wanted.join(prompts.select("row", pl.col("prompt_id").alias("dataset_id")), on="row", how="left")
@@ -231,6 +224,21 @@ def _matched_dataset(
             "so exporting anyway"
         )
     return raw, warnings
+
+
+def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip") -> pl.DataFrame:
+    """The datasets' own rows, concatenated, with ``\x00row``: the 0-based row over all inputs, as
+    `asp_cli.reading.read_prompts` numbers them (so ``row`` of a prompt frame or a schedule finds its row here)."""
+    from asp_cli.reading import read_table
+
+    parts = []
+    offset = 0
+    for path in datasets:
+        part = read_table(Path(path), on_bad_row=on_bad_row)  # type: ignore[arg-type]
+        part = part.select([c for c in part.columns if not c.startswith("\x00")])
+        parts.append(part.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias("\x00row")))
+        offset += part.height
+    return parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
 
 
 def _recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -409,8 +417,10 @@ def _facts(
 # Writing
 
 
-def _write(frame: pl.DataFrame, output: Path, format: str, document: dict[str, Any]) -> None:  # noqa: A002
-    """Write atomically and deterministically (fixed Parquet writer options, ordered JSON lines)."""
+def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[str, Any],  # noqa: A002
+               key: bytes = METADATA_KEY) -> None:
+    """Write rows atomically and deterministically (fixed Parquet writer options, ordered JSON lines); Parquet
+    files carry ``document`` as JSON under ``key`` in their metadata."""
     from asp_cli.output import atomic_path
 
     if format == "jsonl":
@@ -423,7 +433,7 @@ def _write(frame: pl.DataFrame, output: Path, format: str, document: dict[str, A
     table = frame.to_arrow()
     table = table.cast(pa.schema([_narrow(f) for f in table.schema]))
     table = table.replace_schema_metadata(
-        {METADATA_KEY: json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()}
+        {key: json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()}
     )
     with atomic_path(output) as tmp:
         pq.write_table(table, tmp, compression="zstd", compression_level=3, use_dictionary=True,

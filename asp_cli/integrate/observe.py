@@ -46,6 +46,9 @@ HISTORY_FORMAT_VERSION = "1.0"
 UNKNOWN_POLICIES = ("skip", "keep", "error")
 # verl's rollout dumps (RayPPOTrainer._dump_generations): decoded prompt and response text per sample.
 _VERL_DUMP_COLUMNS = ("input", "output")
+# verl's generation entry point (verl.trainer.main_generation_server, verl 0.9.1) writes the dataset's rows plus
+# this column: the n response texts of each prompt.
+_VERL_RESPONSES = "responses"
 # Bytes per token when no tokenizer is given; the same rule predict/features.py uses for prompts.
 _BYTES_PER_TOKEN = 4
 # Text a chat template may put right before a message's content; where matching a dump's input starts.
@@ -144,6 +147,8 @@ def observe(
     parts: list[pl.DataFrame] = []
     ingested: list[dict[str, Any]] = []
     for path in logs:
+        if not path.is_file():
+            raise InputError(f"{path}: no such rollout log; name a file of prompt ids and response lengths")
         fingerprint = file_fingerprint([path])
         if fingerprint in seen_prints:
             summary["logs_already_observed"] += 1
@@ -238,6 +243,10 @@ def _read_log(
     lowered = {c.lower() for c in frame.columns}
     if not has_id and set(_VERL_DUMP_COLUMNS) <= lowered:
         return _read_verl_dump(path, frame, dataset, read.tokenizer, summary)
+    responses = _verl_responses_column(frame)
+    if has_id and responses is not None and read.length_key is None and find_column(
+            frame, C.LENGTH_KEYS, None, what="response length", flag="--length-key", path=path, required=False) is None:
+        return _read_verl_generations(path, frame, responses, read, summary)
     lengths, report = read_lengths([path], read)
     summary["bad_rows"] += report.skipped_rows
     summary["bad_row_examples"].extend(report.skipped_examples)
@@ -287,6 +296,44 @@ def _read_verl_dump(
         where = [f"{path}:{i + 1}" for i in bad.arg_true().to_list()]
         summary["bad_rows"] += len(where)
         summary["bad_row_examples"].extend(f"{w}: input matches no dataset prompt" for w in where[:5])
+        result = result.filter(~bad)
+    return result.with_columns(pl.lit(None, pl.Boolean).alias("truncated"), pl.lit(None, pl.Int32).alias("epoch"))
+
+
+def _verl_responses_column(frame: pl.DataFrame) -> str | None:
+    """The ``responses`` column of verl's generation output (a list of response texts per prompt), if any."""
+    for column in frame.columns:
+        dtype = frame.schema[column]
+        if column.lower() == _VERL_RESPONSES and isinstance(dtype, pl.List) and dtype.inner == pl.String:
+            return column
+    return None
+
+
+def _read_verl_generations(
+    path: Path,
+    frame: pl.DataFrame,
+    responses: str,
+    read: ReadOptions,
+    summary: dict[str, Any],
+) -> pl.DataFrame:
+    """verl's ``main_generation_server`` output: the dataset's rows (with their id) plus ``responses``, the n
+    response texts of each prompt. Each text is one sample, counted with the tokenizer or estimated."""
+    from asp_cli.reading import find_column
+    from asp_cli.reading.prompts import id_expr
+
+    id_col = find_column(frame, C.ID_KEYS, read.length_id_key, what="prompt id", flag=read.length_id_flag, path=path)
+    assert id_col is not None
+    samples = frame.select(id_expr(frame, id_col, path).alias("prompt_id"), pl.col(responses)).explode(responses)
+    texts = samples[responses].to_list()
+    counts = _count_tokens(texts, read.tokenizer)
+    if read.tokenizer is None:
+        summary["estimated_lengths"] += sum(1 for t in texts if t is not None)
+    result = pl.DataFrame({"prompt_id": samples["prompt_id"], "response_tokens": counts},
+                          schema={"prompt_id": pl.String, "response_tokens": pl.Int64})
+    bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
+    if bad.any():
+        summary["bad_rows"] += int(bad.sum())
+        summary["bad_row_examples"].append(f"{path}: {int(bad.sum())} responses without an id or text")
         result = result.filter(~bad)
     return result.with_columns(pl.lit(None, pl.Boolean).alias("truncated"), pl.lit(None, pl.Int32).alias("epoch"))
 

@@ -117,7 +117,9 @@ def predict_distribution(
     fit = None
     if history is not None and history.height and prompts.height:
         mu, sigma, seen, fit = combine_with_history(
-            prompts[C.PROMPT_ID], mu, sigma, history, cap=max_response_tokens
+            prompts[C.PROMPT_ID], mu, sigma, history, cap=max_response_tokens,
+            data_source=prompts[C.DATA_SOURCE] if C.DATA_SOURCE in prompts.columns else None,
+            difficulty=prompts[C.DIFFICULTY] if C.DIFFICULTY in prompts.columns else None,
         )
     return mu, sigma, tokens, seen, model, fit
 

@@ -384,6 +384,10 @@ def _provenance(report: dict[str, Any]) -> str:
         rows.append(["predictor", f"{predictor.get('name')} {predictor.get('fingerprint')}"])
         if predictor.get("history_fingerprint"):
             rows.append(["history", predictor["history_fingerprint"]])
+        from asp_cli.predict.history import calibration_lines
+
+        for i, line in enumerate(calibration_lines(predictor.get("calibration") or {})):
+            rows.append(["calibration" if i == 0 else "", line])
     body = "".join(f"<tr><th>{_e(k)}</th><td><code>{_e(v)}</code></td></tr>" for k, v in rows)
     return f'<table class="kv">{body}</table>'
 

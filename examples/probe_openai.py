@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Generate an `asp probe` file with any OpenAI-compatible server and write a rollout log for `asp observe`.
+
+    python examples/probe_openai.py probe.jsonl -o probe_log.jsonl --base-url http://localhost:8000/v1 \\
+        --model Qwen/Qwen2.5-7B-Instruct --samples 1 --max-tokens 8192 --temperature 1.0
+
+Standard library only (urllib, threads). Each prompt of the probe (a chat list under ``prompt`` or
+``messages``, or text under ``prompt``, ``question``, ``problem``, ``instruction`` or ``input``, which is sent as
+one user message) is sent ``--samples`` times to ``/chat/completions`` with ``n=1``: the server's
+``usage.completion_tokens`` is then exactly one sample's length (with ``n > 1`` servers report the sum), and
+``finish_reason == "length"`` marks a sample that hit ``--max-tokens``. Use the sampling settings of your
+training run (temperature, top_p, max tokens), so the probe sees the lengths training will see.
+
+The log has one JSON line per sample, sorted by prompt and sample: ``prompt_id``, ``sample``,
+``response_tokens``, ``truncated``. Then::
+
+    asp observe probe_log.jsonl -o history.parquet --dataset train.jsonl
+    asp schedule train.jsonl -o schedule.parquet --history history.parquet --max-response-tokens 8192
+
+A request that still fails after ``--retries`` tries is left out and counted; the script exits 1 when any was,
+after writing the rest. The API key, if the server needs one, comes from ``OPENAI_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+# The columns asp looks for, in its order (asp_cli/columns.py).
+ID_KEYS = ("id", "prompt_id", "uid", "unique_id", "question_id", "instruction_id", "problem_id", "index")
+PROMPT_KEYS = ("prompt", "messages", "question", "problem", "instruction", "input")
+
+
+def messages_of(row: dict) -> list[dict]:
+    """The chat messages of one probe row."""
+    for key in PROMPT_KEYS:
+        value = row.get(key)
+        if isinstance(value, list) and value and all(isinstance(m, dict) and "content" in m for m in value):
+            return [{"role": m.get("role", "user"), "content": m["content"]} for m in value]
+        if isinstance(value, str) and value.strip():
+            text = value.strip()
+            if text.startswith("[{"):
+                try:
+                    parsed = json.loads(text)
+                except ValueError:
+                    parsed = None
+                if isinstance(parsed, list):
+                    return messages_of({key: parsed})
+            return [{"role": "user", "content": value}]
+    raise ValueError(f"no prompt (looked for {', '.join(PROMPT_KEYS)})")
+
+
+def id_of(row: dict, id_key: str | None, line: int) -> str:
+    keys = (id_key,) if id_key else ID_KEYS
+    for key in keys:
+        if row.get(key) is not None:
+            return str(row[key])
+    raise ValueError(f"no prompt id (looked for {', '.join(keys)})")
+
+
+def complete(base_url: str, body: dict, api_key: str | None, timeout: float, retries: int) -> dict:
+    """One chat completion; retried with exponential backoff on connection errors and 429/5xx answers."""
+    request = urllib.request.Request(
+        base_url.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})})
+    for attempt in range(retries):
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code not in (408, 429) and exc.code < 500 or attempt == retries - 1:
+                raise
+        except (urllib.error.URLError, TimeoutError):
+            if attempt == retries - 1:
+                raise
+        time.sleep(min(2.0**attempt * 0.5, 30.0))
+    raise RuntimeError("unreachable")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("probe", type=Path, help="the probe, as JSON lines (asp probe ... -o probe.jsonl)")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="the rollout log to write (.jsonl)")
+    parser.add_argument("--base-url", default="http://localhost:8000/v1")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--samples", type=int, default=1, help="samples per prompt (1 is enough to calibrate)")
+    parser.add_argument("--max-tokens", type=int, required=True, help="the training run's response cap")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--id-key", default=None, help="the probe's id column, if not detected")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    parser.add_argument("--retries", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.samples < 1 or args.max_tokens < 1 or args.concurrency < 1 or args.retries < 1:
+        parser.error("--samples, --max-tokens, --concurrency and --retries must be at least 1")
+
+    jobs = []
+    with args.probe.open(encoding="utf-8") as handle:
+        for line, text in enumerate(handle, 1):
+            if not text.strip():
+                continue
+            row = json.loads(text)
+            try:
+                prompt_id, messages = id_of(row, args.id_key, line), messages_of(row)
+            except ValueError as exc:
+                print(f"Error: {args.probe}:{line}: {exc}", file=sys.stderr)
+                return 3
+            jobs.extend((prompt_id, sample, messages) for sample in range(args.samples))
+    api_key = os.environ.get("OPENAI_API_KEY")
+
+    def run(job):
+        prompt_id, sample, messages = job
+        body = {"model": args.model, "messages": messages, "n": 1, "max_tokens": args.max_tokens,
+                "temperature": args.temperature, "top_p": args.top_p}
+        try:
+            answer = complete(args.base_url, body, api_key, args.timeout, args.retries)
+            tokens = int(answer["usage"]["completion_tokens"])
+            reason = answer["choices"][0].get("finish_reason")
+        except Exception as exc:  # noqa: BLE001 - counted and reported, the rest goes on
+            return prompt_id, sample, None, f"{type(exc).__name__}: {str(exc)[:200]}"
+        return prompt_id, sample, {"prompt_id": prompt_id, "sample": sample, "response_tokens": tokens,
+                                   "truncated": reason == "length"}, None
+
+    with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
+        results = list(pool.map(run, jobs))
+    rows = [r[2] for r in results if r[2] is not None]
+    failed = [r for r in results if r[2] is None]
+    order = {pid: i for i, pid in enumerate(dict.fromkeys(j[0] for j in jobs))}
+    rows.sort(key=lambda r: (order[r["prompt_id"]], r["sample"]))
+    partial = args.output.with_name(args.output.name + ".partial")
+    partial.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+    partial.replace(args.output)  # atomic: a reader never sees half a log
+    print(f"wrote {args.output}: {len(rows)} samples of {len({r['prompt_id'] for r in rows})} prompts "
+          f"({sum(r['truncated'] for r in rows)} hit --max-tokens)", file=sys.stderr)
+    for prompt_id, sample, _, error in failed[:5]:
+        print(f"Warning: prompt {prompt_id!r} sample {sample}: {error}", file=sys.stderr)
+    if failed:
+        print(f"Error: {len(failed)} requests failed and are not in the log; rerun them", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

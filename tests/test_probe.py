@@ -1,0 +1,190 @@
+"""`asp probe`: the stratified draw, the rows it writes, its bad settings, and the OpenAI-compatible example."""
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from asp_cli.cli.main import app
+from asp_cli.errors import SettingsError
+from asp_cli.integrate.probe import ProbeSettings, allocate, choose, probe
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _dataset(path: Path, n: int = 200, with_id: bool = True) -> Path:
+    rows = []
+    for i in range(n):
+        source = "aime" if i % 4 == 0 else "gsm"
+        words = " ".join(["word"] * (5 + (i * 37) % 200))
+        row = {"question": f"Problem {i}: {words}?", "data_source": source, "answer": str(i), "extra": i * 2}
+        if with_id:
+            row = {"uid": f"q{i}", **row}
+        rows.append(row)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_settings_are_checked_once():
+    for bad in (0, 0.0, -0.1, 1.5, float("nan"), True):
+        with pytest.raises(SettingsError, match="--fraction"):
+            ProbeSettings(fraction=bad)
+    with pytest.raises(SettingsError, match="not both"):
+        ProbeSettings(fraction=0.1, prompts=3)
+    with pytest.raises(SettingsError, match="--prompts"):
+        ProbeSettings(prompts=0)
+    with pytest.raises(SettingsError, match="--min-per-source"):
+        ProbeSettings(min_per_source=-1)
+    with pytest.raises(SettingsError, match="more than the 10 prompts"):
+        ProbeSettings(prompts=11).target(10)
+    assert ProbeSettings(fraction=1.0).target(10) == 10
+    assert ProbeSettings().target(2636) == 53  # 2% rounded up
+    assert ProbeSettings(fraction=0.001).target(10) == 1
+
+
+def test_allocation_is_proportional_with_a_minimum_per_source():
+    assert allocate(np.array([1000, 100, 10]), 50, 4).tolist() == [41, 5, 4]
+    assert allocate(np.array([1000, 100, 2]), 50, 4).tolist() == [43, 5, 2]  # a source smaller than the minimum
+    assert allocate(np.array([10, 10, 10]), 6, 4).tolist() == [4, 4, 4]  # the minimums win (said in a warning)
+    assert allocate(np.array([5, 5]), 10, 0).tolist() == [5, 5]
+    for sizes, count in ((np.array([7, 300, 41]), 20), (np.array([1, 1, 1000]), 3)):
+        got = allocate(sizes, count, 1)
+        assert got.sum() == max(count, np.minimum(sizes, 1).sum()) and np.all(got <= sizes)
+
+
+def test_the_draw_is_stratified_deterministic_and_holds_the_tail():
+    rng = np.random.default_rng(0)
+    predicted = rng.normal(size=300)
+    code = np.repeat([0, 1], 150)
+    ids = [f"p{i}" for i in range(300)]
+    first = choose(code, predicted, ids, np.array([10, 5]), seed=3)
+    assert np.array_equal(first, choose(code, predicted, ids, np.array([10, 5]), seed=3))
+    assert not np.array_equal(first, choose(code, predicted, ids, np.array([10, 5]), seed=4))
+    assert (code[first] == 0).sum() == 10 and (code[first] == 1).sum() == 5
+    for s in (0, 1):
+        members = np.flatnonzero(code == s)
+        assert members[np.argmax(predicted[members])] in first  # each source's longest prediction
+        ranks = np.argsort(np.argsort(predicted[members]))
+        picked = ranks[np.isin(members, first)]
+        m = (code[first] == s).sum()
+        assert sorted(np.floor(picked * m / members.size).astype(int).tolist()) == list(range(m))  # one per stratum
+
+
+def test_probe_writes_the_inputs_own_rows(tmp_path):
+    data = _dataset(tmp_path / "train.jsonl")
+    result = probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=20, seed=1))
+    rows = [json.loads(line) for line in (tmp_path / "probe.jsonl").read_text().splitlines()]
+    assert len(rows) == 20 == result.summary["probe_prompts"]
+    source = {json.loads(line)["uid"]: json.loads(line) for line in data.read_text().splitlines()}
+    for row in rows:
+        assert row == source[row["uid"]]  # every column, unchanged, the id under its own name
+    assert [r["uid"] for r in rows] == result.prompt_ids
+    counts = {s["data_source"]: s["probe_prompts"] for s in result.summary["sources"]}
+    assert counts == {"aime": 5, "gsm": 15}
+    again = probe([data], tmp_path / "probe2.jsonl", settings=ProbeSettings(prompts=20, seed=1))
+    assert (tmp_path / "probe2.jsonl").read_bytes() == (tmp_path / "probe.jsonl").read_bytes()
+    assert again.prompt_ids == result.prompt_ids
+
+
+def test_probe_parquet_and_verl_layouts(tmp_path):
+    data = _dataset(tmp_path / "train.jsonl")
+    probe([data], tmp_path / "probe.parquet", settings=ProbeSettings(prompts=10))
+    frame = pl.read_parquet(tmp_path / "probe.parquet")
+    assert set(frame.columns) == {"uid", "question", "data_source", "answer", "extra"} and frame.height == 10
+    result = probe([data], tmp_path / "verl.parquet", settings=ProbeSettings(prompts=10), format="verl")
+    verl = pl.read_parquet(tmp_path / "verl.parquet")
+    assert verl.columns[:5] == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    assert verl["prompt"][0].to_list()[0]["role"] == "user"
+    assert verl["reward_model"].struct.field("ground_truth").to_list() == frame["answer"].to_list()
+    assert verl["extra_info"].struct.field("prompt_id").to_list() == result.prompt_ids
+    with pytest.raises(SettingsError, match="Parquet"):
+        probe([data], tmp_path / "verl.jsonl", format="verl")
+    with pytest.raises(SettingsError, match="probe.jsonl or probe.parquet"):
+        probe([data], tmp_path / "probe.csv")
+
+
+def test_a_dataset_without_ids_gets_the_row_number_id(tmp_path):
+    data = _dataset(tmp_path / "train.jsonl", with_id=False)
+    result = probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=8))
+    rows = [json.loads(line) for line in (tmp_path / "probe.jsonl").read_text().splitlines()]
+    assert all(r["question"].startswith(f"Problem {r['prompt_id']}:") for r in rows)
+    assert any("adds `prompt_id`" in w for w in result.warnings)
+
+
+def test_cli_probe_json_and_exit_codes(tmp_path):
+    data = _dataset(tmp_path / "train.jsonl")
+    runner = CliRunner()
+    ok = runner.invoke(app, ["probe", str(data), "-o", str(tmp_path / "p.jsonl"), "--fraction", "0.1", "--json",
+                             "-n", "4"])
+    assert ok.exit_code == 0, ok.output
+    document = json.loads(ok.stdout)
+    assert document["probe_prompts"] == 20 and document["epoch_cost_per_probe_sample"] == pytest.approx(0.1 / 4)
+    for args in (["--fraction", "0"], ["--fraction", "1.01"], ["--prompts", "201"], ["--prompts", "0"],
+                 ["--fraction", "0.1", "--prompts", "3"]):
+        bad = runner.invoke(app, ["probe", str(data), "-o", str(tmp_path / "q.jsonl"), *args])
+        assert bad.exit_code == 4, (args, bad.output)
+        assert bad.output.count("Error:") == 1
+    exists = runner.invoke(app, ["probe", str(data), "-o", str(tmp_path / "p.jsonl")])
+    assert exists.exit_code == 7
+
+
+class _FakeOpenAI(BaseHTTPRequestHandler):
+    """A chat-completions server answering with a length that depends on the prompt (and hits the cap)."""
+
+    calls: list = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _FakeOpenAI.calls.append(body)
+        text = body["messages"][-1]["content"]
+        tokens = min(len(text), body["max_tokens"])
+        answer = {"choices": [{"message": {"role": "assistant", "content": "x"},
+                               "finish_reason": "length" if tokens == body["max_tokens"] else "stop"}],
+                  "usage": {"completion_tokens": tokens, "prompt_tokens": 3}}
+        payload = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+def test_the_openai_example_feeds_observe_and_schedule(tmp_path):
+    data = _dataset(tmp_path / "train.jsonl")
+    probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=12))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "probe_openai.py"), str(tmp_path / "probe.jsonl"), "-o",
+             str(tmp_path / "log.jsonl"), "--base-url", f"http://127.0.0.1:{server.server_address[1]}/v1",
+             "--model", "fake", "--samples", "2", "--max-tokens", "400", "--concurrency", "4", "--timeout", "30"],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert len(log) == 24 and all(call["n"] == 1 and call["max_tokens"] == 400 for call in _FakeOpenAI.calls)
+    assert any(r["truncated"] for r in log) and not all(r["truncated"] for r in log)
+    runner = CliRunner()
+    observed = runner.invoke(app, ["observe", str(tmp_path / "log.jsonl"), "-o", str(tmp_path / "h.parquet"),
+                                   "--dataset", str(data)])
+    assert observed.exit_code == 0, observed.output
+    made = runner.invoke(app, ["schedule", str(data), "-o", str(tmp_path / "s.parquet"), "--history",
+                               str(tmp_path / "h.parquet"), "--max-response-tokens", "400", "--json", "-q"])
+    assert made.exit_code == 0, made.output
+    calibration = json.loads(made.stdout)["calibration"]
+    assert calibration["prompts_seen"] == 12 and calibration["censored_samples"] > 0
+    assert {s["data_source"] for s in calibration["sources"]} == {"aime", "gsm"}
