@@ -24,7 +24,7 @@ FORMAT_VERSION = "1.1"  # the newest version this asp writes and reads
 # A file is written at the oldest version that describes it (as model files are): 1.1 adds the optional
 # `predictor.calibration` key (what history taught the predictor), so a schedule made without history is still
 # the 1.0 file it always was, byte for byte.
-_VERSION_KEYS: tuple[tuple[str, str, str], ...] = (("1.1", "predictor", "calibration"),)
+_VERSION_KEYS: tuple[tuple[str, str, str], ...] = (("1.1", "predictor", "calibration"), ("1.1", "arrangement", "chosen"))
 METADATA_KEY = b"asp.schedule"
 
 # Required columns, in file order, with their types.
@@ -78,7 +78,8 @@ def _parse_version(text: str) -> tuple[int, int]:
 
 
 def format_version_for(metadata: dict[str, Any]) -> str:
-    """The oldest format version whose keys cover ``metadata``: "1.0", or "1.1" with ``predictor.calibration``."""
+    """The oldest format version whose keys cover ``metadata``: "1.0", or "1.1" with ``predictor.calibration`` or
+    ``arrangement``."""
     version = "1.0"
     for newer, section, key in _VERSION_KEYS:
         part = metadata.get(section)

@@ -18,6 +18,8 @@ MAX_SETTING = 2**31 - 1  # the largest count or token budget a setting may hold 
 MAX_INSTANCES = 100_000  # a larger "fleet" is a typo, and runs out of memory before it runs out of work
 PLAN_WITH: tuple[str, ...] = ("max", "mean")
 TRAINER_ORDERS: tuple[str, ...] = ("arrival", "schedule")
+ENGINES: tuple[str, ...] = ("continuous", "static", "streaming")
+ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-first", "shuffle")
 
 
 def _flag(name: str) -> str:
@@ -52,6 +54,9 @@ class ScheduleSettings:
     minibatch_size: int = 32
     max_tokens_per_minibatch: int | None = None  # None: the preset's KV-cache capacity
     max_response_tokens: int = 8192
+    # None: rollout runs ahead freely (a synchronous trainer has no lag at all; an asynchronous one sees the
+    # lag grow wherever the trainer is the slower side). A bound is not the default because one that the
+    # minibatches cannot meet (a minibatch holding more groups than the bound allows) is an error.
     max_lag: int | None = None
     seed: int = 0
     plan_with: PlanWith = "max"
@@ -62,6 +67,11 @@ class ScheduleSettings:
     # "schedule" (exactly the groups `train_step` assigns to each step, stratified by length: a replay buffer
     # that follows the schedule, e.g. asp's verl 0.9.1 sampler).
     trainer: str = "arrival"
+    # The engine the plan is for: "continuous" (blocking generate() calls with continuous batching inside,
+    # vLLM offline), "static" (padded HF generate) or "streaming" (servers that refill freed slots).
+    engine: str = "continuous"
+    # "auto" tries every candidate in asp's own simulator and keeps the fastest (`arrange.choose`); or a name.
+    arrangement: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
@@ -71,6 +81,10 @@ class ScheduleSettings:
         check_count("--max-lag", self.max_lag, minimum=0, optional=True)
         check_count("--seed", self.seed, minimum=0)
         check_plan_with(self.plan_with)
+        if self.engine not in ENGINES:
+            raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
+        if self.arrangement not in ARRANGEMENTS:
+            raise SettingsError(f"--arrangement must be one of {', '.join(ARRANGEMENTS)} (got {self.arrangement!r})")
         if self.trainer not in TRAINER_ORDERS:
             raise SettingsError(f"--trainer must be one of {', '.join(TRAINER_ORDERS)} (got {self.trainer!r})")
         if not isinstance(self.preset, str) or not isinstance(self.canonical_order, bool):

@@ -114,25 +114,36 @@ def test_command_line_does_not_import_the_heavy_libraries():
     assert out.strip() == "[]"
 
 
-# SHA-256 of the schedule of sample_data/prompts.jsonl (named so) with these settings and this command line, made
-# with the code before the architecture step (commit cdf4168) and unchanged by it. A change of the arrangement
-# made on purpose updates them, in the same commit, saying why. Updates: the `trainer` setting recorded in the
-# metadata (issue 17; the rows stayed identical to cdf4168's).
+# Two digests per case, of sample_data/prompts.jsonl (named so) with these settings and this command line:
+# - ROWS: SHA-256 of the rows (as CSV) of the interleave arrangement, made with the code before the
+#   architecture step (commit cdf4168): the step and everything since kept today's arrangement row for row.
+# - FILE: SHA-256 of the whole file with today's defaults (`--arrangement auto`), so any change of bytes shows;
+#   a change made on purpose updates it in the same commit, saying why. Updates: the `trainer`, `engine` and
+#   `arrangement` settings and the `arrangement` metadata key (issue 17).
 COMMAND_LINE = ["asp", "schedule", "prompts.jsonl", "-o", "OUT"]
 GOLDEN = {
-    "defaults": ({}, "cc3f483fd81311ec18a8135310bf3d745cc8387932c9d1636359a41ad861d9a2"),
+    "defaults": ({}, "e704fc8b79216d3f8097e9784734aa723b10ee4e46d79a40116e50bc835a97ef",
+                 "dfe20fe9843652a910b68e5d1dca6d170509ffc866fccf739fe562d785319a7c"),
     "two epochs, lag 2, 8 instances, seed 3": (
         {"epochs": 2, "max_lag": 2, "instances": 8, "seed": 3},
-        "f832062531fa82eb3ccfe2b4ad4cfb410dbd38f11fc4eaefb1b241b4d7fd13de"),
+        "00b87b60de0f7b6d774d6a27da4542008a34d1f66ea943bef190bf0e8e92430b",
+        "30f6c0b8e560b100b2fbfe9f01e7819f62b58a09614a867e095da0546dd7d3dd"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN))
 def test_schedules_are_byte_identical_to_the_recorded_ones(tmp_path, monkeypatch, case):
+    import polars as pl
+
     from asp_cli import ScheduleSettings, schedule
 
-    values, digest = GOLDEN[case]
-    out = tmp_path / "a.parquet"
+    values, rows_digest, file_digest = GOLDEN[case]
     monkeypatch.chdir(PACKAGE.parent)  # the metadata records input paths as given
-    schedule([Path("sample_data/prompts.jsonl")], out, settings=ScheduleSettings(**values), command_line=COMMAND_LINE)
-    assert hashlib.sha256(out.read_bytes()).hexdigest() == digest
+    inputs = [Path("sample_data/prompts.jsonl")]
+    interleave = schedule(inputs, None, settings=ScheduleSettings(arrangement="interleave", **values),
+                          command_line=COMMAND_LINE)
+    assert hashlib.sha256(interleave.frame.write_csv().encode()).hexdigest() == rows_digest
+    out = tmp_path / "a.parquet"
+    schedule(inputs, out, settings=ScheduleSettings(**values), command_line=COMMAND_LINE)
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == file_digest
+    assert pl.read_parquet(out).height == interleave.frame.height

@@ -139,7 +139,8 @@ def test_schedule_records_how_it_was_made(tmp_path, prompts_file):
     result = schedule([prompts_file], out, settings=ScheduleSettings(instances=3),
                       command_line=["asp", "schedule", str(prompts_file), "-o", str(out), "--force"])
     meta = read_schedule(out).metadata
-    assert meta["format_version"] == "1.0"
+    assert meta["format_version"] == "1.1" and meta["arrangement"]["chosen"] in ("interleave", "long-first",
+                                                                               "short-first", "shuffle")
     assert meta["settings"]["instances"] == 3
     assert meta["input_fingerprint"].startswith("sha256:")
     assert meta["predictor"]["fingerprint"]
@@ -177,7 +178,8 @@ def test_history_calibrates_every_prompt_and_is_recorded(tmp_path, prompts_file)
 def test_no_history_is_unchanged_format_1_0_without_calibration(tmp_path, prompts_file):
     result = schedule([prompts_file], tmp_path / "s.parquet")
     meta = read_schedule(tmp_path / "s.parquet").metadata
-    assert meta["format_version"] == "1.0" and "calibration" not in meta["predictor"]
+    assert meta["format_version"] == "1.1" and meta["arrangement"]["chosen"] in ("interleave", "long-first",
+                                                                               "short-first", "shuffle") and "calibration" not in meta["predictor"]
     assert "calibration" not in result.summary
     # Byte-identity with the schedules made before this change: tests/test_architecture.py (GOLDEN).
 

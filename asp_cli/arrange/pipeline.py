@@ -6,6 +6,7 @@ metadata. The CLI only parses options, calls `schedule` and renders its `Schedul
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,8 +22,16 @@ from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import SettingsError
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
-from asp_cli.arrange.interleaving import balanced_assignment, dispatch_order, ideal_start_s, length_classes
-from asp_cli.arrange.packing import pack
+from asp_cli.arrange.choose import ArrangementChoice, choose_arrangement
+from asp_cli.arrange.interleaving import (
+    balanced_assignment,
+    dispatch_order,
+    ideal_start_s,
+    length_classes,
+    list_schedule,
+)
+from asp_cli.arrange.packing import cut_minibatches, pack
+from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, write_schedule
 from asp_cli.settings import ScheduleSettings
 from asp_cli.arrange.timeline import (
@@ -84,7 +93,22 @@ def arrange(
     *,
     preset: HardwarePreset | None = None,
 ) -> pl.DataFrame:
-    """Arrange prompts into a schedule frame (all epochs), sorted by ``seq``.
+    """Arrange prompts into a schedule frame (all epochs), sorted by ``seq``: `plan` without its choice."""
+    return plan(prompts, predictions, settings, preset=preset)[0]
+
+
+def plan(
+    prompts: pl.DataFrame,
+    predictions: pl.DataFrame,
+    settings: ScheduleSettings,
+    *,
+    preset: HardwarePreset | None = None,
+) -> tuple[pl.DataFrame, ArrangementChoice]:
+    """Arrange prompts into a schedule frame (all epochs), sorted by ``seq``, and say which arrangement won.
+
+    With ``settings.arrangement == "auto"`` every candidate of the settings' engine is tried in asp's own
+    simulator under lengths drawn from the predictions (`asp_cli.arrange.choose`); otherwise the named one is
+    used.
 
     Parameters
     ----------
@@ -118,8 +142,6 @@ def arrange(
             f"--epochs {settings.epochs} x {prompts.height:,} prompts is {rows:,} schedule rows, more than "
             f"{_MAX_ROWS:,}; schedule a few epochs per run (with a different --seed for each run)"
         )
-    planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
-    top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
     # KV footprint of a group: its N prompts plus all its response tokens, N x (prompt + mean). A wave's cache
@@ -128,13 +150,33 @@ def arrange(
     # the predictions hold), without reserving every sample's maximum.
     footprint = _kv_footprint(prompt_tokens, mean, n)
     budget = minibatch_token_budget(settings, preset)
-    if footprint.size and footprint.max() > budget:
+    if settings.engine != "streaming" and footprint.size and footprint.max() > budget:
         worst = int(np.argmax(footprint))
         raise SettingsError(
             f"--max-tokens-per-minibatch {budget} is smaller than one prompt: prompt id "
             f"{prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
             f"(prompt + predicted mean response)); raise it to at least {int(footprint[worst])}"
         )
+    if settings.arrangement == "auto":
+        choice = choose_arrangement(_arrange_named, prompts, predictions, settings, preset)
+    else:
+        choice = ArrangementChoice(settings.arrangement, settings.arrangement, settings.engine)
+    frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen), preset)
+    return frame, choice
+
+
+def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
+                   preset: HardwarePreset) -> pl.DataFrame:
+    """The frame of arrangement ``settings.arrangement`` (a name, not auto) for ``settings.engine``."""
+    if settings.engine == "streaming":
+        return plan_streaming(prompts, predictions, settings, preset, settings.arrangement)
+    n = settings.samples_per_prompt
+    planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
+    top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
+    mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
+    prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
+    footprint = _kv_footprint(prompt_tokens, mean, n)
+    budget = minibatch_token_budget(settings, preset)
     # Under a max_lag bound, rollout can run only a few steps ahead of the trainer. When the trainer is the
     # slower side, the epoch then lasts as long as the trainer's work, and each class is spread over that
     # horizon, so every stretch of the trainer's timeline gets its share of long groups (front-loading the
@@ -147,17 +189,32 @@ def arrange(
     minibatch_offset = 0
     for epoch in range(settings.epochs):
         rng = np.random.default_rng([settings.seed, epoch])
-        local = pack(planned, footprint, max_prompts=settings.minibatch_size, max_tokens=budget, rng=rng,
-                     jitter=_PACKING_JITTER)
+        name = settings.arrangement
+        if name == "shuffle":
+            # No length order: a seeded shuffle cut by the same limits (what a plain random arrangement does).
+            local = cut_minibatches(footprint, rng.permutation(planned.size), max_prompts=settings.minibatch_size,
+                                    max_tokens=budget)
+        else:
+            local = pack(planned, footprint, max_prompts=settings.minibatch_size, max_tokens=budget, rng=rng,
+                         jitter=_PACKING_JITTER)
         m = int(local.max()) + 1
         duration, finish_offset = minibatch_times(preset, local, m, prompt_tokens, top, mean, n)
         classes = length_classes(duration, settings.length_classes)
-        ideal = ideal_start_s(duration, classes, settings.instances, groups=np.bincount(local, minlength=m),
-                              warm_groups=_WARM_TRAIN_BATCHES * settings.train_batch_size,
-                              horizon_s=trainer_s)
-        order = dispatch_order(ideal, duration)
-        instance, start, free_at = balanced_assignment(order, duration, classes, free_at,
-                                                       slack=_CLASS_BALANCE_SLACK)
+        if name == "interleave":
+            ideal = ideal_start_s(duration, classes, settings.instances, groups=np.bincount(local, minlength=m),
+                                  warm_groups=_WARM_TRAIN_BATCHES * settings.train_batch_size,
+                                  horizon_s=trainer_s)
+            order = dispatch_order(ideal, duration)
+            instance, start, free_at = balanced_assignment(order, duration, classes, free_at,
+                                                           slack=_CLASS_BALANCE_SLACK)
+        else:
+            if name == "long-first":
+                order = np.lexsort((np.arange(m), -duration))
+            elif name == "short-first":
+                order = np.lexsort((np.arange(m), duration))
+            else:
+                order = np.arange(m)
+            instance, start, free_at = list_schedule(order, duration, free_at)
         rank = np.empty(m, dtype=np.int64)
         rank[order] = np.arange(m)
         epochs.append(
@@ -334,6 +391,7 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
         "predicted_instance_imbalance": round(float(busy_s.max() / busy_s.mean()), 4) if busy_s.size else 1.0,
         "predicted_trainer_busy_s": round(trainer_s, 3),
         "trainer_bound": bool(trainer_s > makespan),
+        "max_lag": settings.max_lag,
         "expected_lag_mean": round(float(frame["expected_lag"].mean()), 3),
         "expected_lag_max": int(frame["expected_lag"].max()),
         "prompts_from_history": int(frame.filter((pl.col("epoch") == 0) & (pl.col("prediction_source") == "history")).height),
@@ -412,8 +470,9 @@ def schedule(
             tokenizer=read.tokenizer,
         )
     note("packing and interleaving")
-    frame = arrange(prompts, predicted, settings, preset=preset)
+    frame, choice = plan(prompts, predicted, settings, preset=preset)
     summary = summarize(frame, settings, preset)
+    summary["arrangement"] = choice.to_dict()
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
     summary["warnings"] = _input_warnings(prompts, history_frame, settings)
     calibration = info.details.get("history")
@@ -438,6 +497,7 @@ def schedule(
             "prompts_from_model": info.prompts_from_model,
             **({"calibration": calibration} if calibration else {}),
         },
+        "arrangement": choice.to_dict(),
         "columns_used": read_report.columns_used,
         "skipped_rows": summary["skipped_rows"],
         "command_line": _recorded_command_line(command_line),

@@ -8,6 +8,7 @@ docs/benchmarks.md from the real length data in ../shared/data (evaluation only;
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,6 +84,9 @@ def compare(
     """
     from asp_cli.arrange.pipeline import arrange
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, random_in_asp_slots
+
+    # asp plans for the engine it is judged on, under the same lag bound.
+    settings = dataclasses.replace(settings, engine=mode, max_lag=max_lag)
 
     prompts = prompts.with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00pos"))
     position_of_row = dict(zip(prompts[C.ROW].to_list(), prompts["\x00pos"].to_list()))

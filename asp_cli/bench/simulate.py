@@ -105,14 +105,15 @@ def simulate_loaded(
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=n, seed=seed,
                                          max_response_tokens=recorded.max_response_tokens)
     trainer = options.trainer or recorded.trainer
+    mode = options.mode or recorded.engine
     settings = SimulationSettings(samples_per_prompt=n, train_batch_size=recorded.train_batch_size,
-                                  mode=options.mode, dispatch=options.dispatch, max_lag=lag,
+                                  mode=mode, dispatch=options.dispatch, max_lag=lag,
                                   trainer=trainer)  # type: ignore[arg-type]
     result = simulate_schedule(frame, lengths, hardware, settings, instances=k)
     document = {
         "schedule": name if name is not None else str(schedule.path),
         "preset": hardware.name,
-        "mode": options.mode,
+        "mode": mode,
         "dispatch": options.dispatch,
         "instances": k,
         "samples_per_prompt": n,
@@ -133,7 +134,7 @@ def simulate_loaded(
         include = None if info.prompts_sampled == 0 else tuple(
             name for name in _COMPARE_ALL if name != "asp (true lengths)")
         recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag)
-        comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=options.mode, max_lag=lag,
+        comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
                                  asp_frame=frame, include=include)
         document["comparison"] = comparison
     return SimulationReport(document, result, comparison)

@@ -41,6 +41,9 @@ def schedule_command(
     preset: str = typer.Option(_DEFAULT.preset, "--preset", help="Hardware/model preset name or a JSON calibration file."),
     length_classes: int = typer.Option(_DEFAULT.length_classes, "--length-classes", help="Length classes the interleaver spreads over time."),
     canonical_order: bool = typer.Option(_DEFAULT.canonical_order, "--canonical-order", help="Make the arrangement independent of the input row order (prompts are taken sorted by id)."),
+    engine: str = typer.Option(_DEFAULT.engine, "--engine", help="The engine to plan for: 'continuous' (blocking generate() calls, vLLM offline), 'static' (padded HF generate) or 'streaming' (servers that refill freed slots)."),
+    arrangement: str = typer.Option(_DEFAULT.arrangement, "--arrangement", help="'auto' tries interleave, long-first, short-first and shuffle in asp's simulator and keeps the fastest; or name one."),
+    trainer: str = typer.Option(_DEFAULT.trainer, "--trainer", help="How the trainer takes groups: 'arrival' (the next train batch of finished groups) or 'schedule' (the groups train_step assigns, stratified by length)."),
     predictor: Optional[Path] = typer.Option(None, "--predictor", help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
     predictions: list[Path] = typer.Option([], "--predictions", help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
     history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs (repeatable)."),
@@ -75,6 +78,9 @@ def schedule_command(
             preset=preset,
             length_classes=length_classes,
             canonical_order=canonical_order,
+            engine=engine,
+            arrangement=arrangement,
+            trainer=trainer,
         )
         bar = _progress_bar(show_progress(quiet))
         try:
@@ -119,6 +125,24 @@ def _progress_bar(enabled: bool) -> _StageBar | None:
     return _StageBar() if enabled else None
 
 
+def _lag_line(summary: dict) -> str:
+    lag = summary.get("max_lag")
+    observed = f"mean {summary['expected_lag_mean']:.2f}, max {summary['expected_lag_max']} steps"
+    if lag is not None:
+        return f"  expected policy lag under --max-lag {lag} (an asynchronous trainer): {observed}"
+    return (f"  expected policy lag if an asynchronous trainer lets rollout run ahead (no --max-lag): {observed}; "
+            "a synchronous trainer (verl's default) has none; bound it with --max-lag N")
+
+
+def arrangement_line(choice: dict) -> str:
+    """Which arrangement was used, and, for auto, what every candidate was expected to take."""
+    if choice["setting"] != "auto":
+        return f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} engine)"
+    candidates = ", ".join(f"{c['name']} {c['expected_end_to_end_s']:,.0f} s" for c in choice["candidates"])
+    return (f"arrangement: {choice['chosen']} (auto, for the {choice['engine']} engine; expected end-to-end "
+            f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts)")
+
+
 def _summary_text(summary: dict, output: Path) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
@@ -128,13 +152,19 @@ def _summary_text(summary: dict, output: Path) -> str:
         f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:.1f} s; per-instance busy "
         f"{min(busy):.1f}-{max(busy):.1f} s (imbalance {summary['predicted_instance_imbalance']:.3f}, finish spread "
         f"{summary['predicted_instance_finish_spread_s']:.1f} s)",
-        f"  expected policy lag: mean {summary['expected_lag_mean']:.2f}, max {summary['expected_lag_max']} steps",
+        _lag_line(summary),
     ]
+    choice = summary.get("arrangement")
+    if choice:
+        lines.append("  " + arrangement_line(choice))
     if summary.get("trainer_bound"):
+        lag = summary.get("max_lag")
+        hold = (f"--max-lag {lag} holds rollout back so that no group is expected more than {lag} steps stale"
+                if lag is not None else "with --max-lag none, groups queue and the lag grows")
         lines.append(
             f"  the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:.0f} s against "
-            f"{summary['predicted_rollout_makespan_s']:.0f} s of rollout, so groups queue and lag grows; "
-            "--max-lag holds rollout back (calibrate the trainer with --preset FILE)"
+            f"{summary['predicted_rollout_makespan_s']:.0f} s of rollout; {hold} (calibrate the trainer with "
+            "--preset FILE)"
         )
     if summary.get("prompts_from_history"):
         lines.append(f"  lengths from history for {summary['prompts_from_history']} prompts; the other "

@@ -26,7 +26,8 @@ def simulate_command(
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Hardware/model preset name or JSON calibration file; default: the schedule's."),
-    mode: str = typer.Option(_DEFAULT.mode, "--mode", help="Engine: 'continuous' (vLLM), 'static' (HF generate, padded) or 'streaming' (refill from the next minibatch)."),
+    mode: Optional[str] = typer.Option(None, "--mode", help="Engine: 'continuous' (blocking generate() calls, vLLM offline), 'static' (HF generate, padded) or 'streaming' (servers that refill freed slots); default: the engine the schedule was planned for (asp schedule --engine)."),
+    trainer: Optional[str] = typer.Option(None, "--trainer", help="'arrival' (the trainer takes the next train batch of finished groups) or 'schedule' (exactly the groups train_step assigns); default: the schedule's."),
     dispatch: str = typer.Option(_DEFAULT.dispatch, "--dispatch", help="'planned' follows the schedule's instance column; 'free' hands minibatches in seq order to whichever instance is free."),
     max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Hold rollout back (AReaL admission rule) so groups stay at most this many versions stale; default: the schedule's setting."),
     instances: Optional[int] = typer.Option(None, "--instances", "-k", help="Simulated instances; default: the schedule's."),
@@ -47,7 +48,7 @@ def simulate_command(
         from asp_cli.bench.simulate import SIMULATE_READ, simulate_file
         from asp_cli.sim.records import check_bins
 
-        options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag,  # type: ignore[arg-type]
+        options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag, trainer=trainer,  # type: ignore[arg-type]
                                 instances=instances, seed=seed)
         read = dataclasses.replace(SIMULATE_READ, length_id_key=lengths_id_key, length_key=lengths_length_key,
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ class ReplayOptions:
     """
 
     preset: str | None = None
-    mode: Mode = "continuous"
+    mode: Mode | None = None  # None: the engine the schedule was planned for
     dispatch: Dispatch = "planned"
     max_lag: int | None = None
     use_schedule_max_lag: bool = True
@@ -35,7 +35,7 @@ class ReplayOptions:
     trainer: TrainerOrder | None = None
 
     def __post_init__(self) -> None:
-        check_engine(self.mode, self.dispatch, self.max_lag, self.trainer or "arrival")
+        check_engine(self.mode or "continuous", self.dispatch, self.max_lag, self.trainer or "arrival")
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
             raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances})")
         check_count("--seed", self.seed, minimum=0, optional=True)

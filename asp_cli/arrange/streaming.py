@@ -1,0 +1,135 @@
+"""Plans for engines that refill freed slots (vLLM and SGLang servers, verl's agent loop, slime, AReaL).
+
+Such an engine has no blocking minibatch: each instance keeps up to ``max_num_seqs`` sequences in flight and
+starts the next request as soon as a slot and the KV cache allow. Packing has no padding to remove there; what
+an offline plan still decides is which instance runs each group and in what order each instance's queue
+starts them. Every group is its own request batch (one ``minibatch`` per group), ``seq`` is the order and
+``instance`` the queue. Orders (`STREAMING_ORDERS`):
+
+* ``interleave``: groups in equal-count length classes by predicted group maximum, dealt in turn from every
+  class (longest class first, longest first inside a class), so finished groups reach the trainer as a steady
+  mix from the start; each group to the instance with the least predicted work so far.
+* ``long-first`` / ``short-first``: by predicted group maximum, each group to the least-loaded instance
+  (longest-processing-time list scheduling, Graham 1969, on predicted tokens).
+* ``shuffle``: a seeded shuffle dealt round-robin (a random deal).
+
+The expected times of such a plan come from the simulator itself (`asp_cli.sim.run.simulate_arrays`) run on
+the point predictions (one sample at the predicted group maximum, the others at the length that keeps the
+group's mean), under the same lag rule as the run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.arrange.timeline import group_tokens, policy_version_at, stratified_steps, trainer_timeline
+from asp_cli.costmodel import HardwarePreset
+from asp_cli.settings import ScheduleSettings
+
+STREAMING_ORDERS: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle")
+
+
+def streaming_order(name: str, top: np.ndarray, work: np.ndarray, instances: int, classes: int,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, instance per position, length class per prompt) of one epoch's groups for plan ``name``."""
+    size = top.size
+    rank = np.empty(size, dtype=np.int64)
+    rank[np.lexsort((np.arange(size), top))] = np.arange(size)  # 0 = shortest
+    n_classes = max(1, min(classes, size))
+    length_class = (rank * n_classes // max(size, 1)).astype(np.int32)
+    if name == "shuffle":
+        order = rng.permutation(size)
+        return order, np.arange(size) % instances, length_class
+    if name == "long-first":
+        order = np.lexsort((np.arange(size), -top))
+    elif name == "short-first":
+        order = np.lexsort((np.arange(size), top))
+    else:
+        # Turn by turn over the classes: the i-th longest of every class, longest class first.
+        within = np.empty(size, dtype=np.int64)
+        by_class = np.lexsort((np.arange(size), -top, -length_class))
+        sorted_class = length_class[by_class]
+        first = np.searchsorted(-sorted_class, -sorted_class, side="left")
+        within[by_class] = np.arange(size) - first
+        order = np.lexsort((np.arange(size), -length_class, within))
+    load = np.zeros(instances)
+    instance = np.empty(size, dtype=np.int64)
+    for position, g in enumerate(order.tolist()):
+        k = int(np.argmin(load))
+        instance[position] = k
+        load[k] += work[g]
+    return order, instance, length_class
+
+
+def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
+                   preset: HardwarePreset, name: str) -> pl.DataFrame:
+    """The schedule frame of streaming plan ``name`` (all epochs), with expected times from the simulator."""
+    from asp_cli.sim.records import SimulationSettings
+    from asp_cli.sim.run import simulate_arrays
+
+    n = settings.samples_per_prompt
+    p = prompts.height
+    top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
+    mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
+    prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.int64)
+    work = group_tokens(n, prompt_tokens, mean)
+    positions, instances, classes, epochs = [], [], [], []
+    for epoch in range(settings.epochs):
+        rng = np.random.default_rng([settings.seed, epoch])
+        order, instance, length_class = streaming_order(name, top, work, settings.instances,
+                                                        settings.length_classes, rng)
+        positions.append(order)
+        instances.append(instance)
+        classes.append(length_class[order])
+        epochs.append(np.full(p, epoch, dtype=np.int32))
+    position = np.concatenate(positions)
+    row_instance = np.concatenate(instances)
+    row_class = np.concatenate(classes)
+    row_epoch = np.concatenate(epochs)
+    rows = position.size
+    # Point predictions: one sample at the group maximum, the others at the length that keeps the mean.
+    rest = np.clip((n * mean - top) / max(n - 1, 1), 1.0, np.maximum(top, 1.0)) if n > 1 else top
+    lengths = np.empty((rows, n), dtype=np.int64)
+    lengths[:, 0] = np.maximum(np.rint(top[position]), 1)
+    if n > 1:
+        lengths[:, 1:] = np.maximum(np.rint(rest[position]), 1)[:, None]
+    sim = SimulationSettings(samples_per_prompt=n, train_batch_size=settings.train_batch_size, mode="streaming",
+                             dispatch="planned", max_lag=settings.max_lag)
+    result = simulate_arrays(preset, sim, instances=settings.instances, row_minibatch=np.arange(rows),
+                             row_instance=row_instance, response_tokens=lengths,
+                             prompt_tokens=prompt_tokens[position])
+    start = result.seq_admit_s.reshape(rows, n).min(axis=1)
+    finish = result.group_arrival_s
+    train_step, version = result.group_step, result.group_version
+    if settings.trainer == "schedule":
+        tokens = group_tokens(n, prompt_tokens[position], mean[position])
+        assigned = stratified_steps(finish, row_class, row_epoch, settings.train_batch_size)
+        train_step, _, step_end = trainer_timeline(preset, finish, tokens, settings.train_batch_size, assigned)
+        version = policy_version_at(step_end, start)
+    planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
+    return pl.DataFrame(
+        {
+            "seq": np.arange(rows, dtype=np.int64),
+            "instance": row_instance.astype(np.int32),
+            "minibatch": np.arange(rows, dtype=np.int64),
+            "epoch": row_epoch,
+            "row": prompts[C.ROW].to_numpy().astype(np.int64)[position],
+            "prompt_id": prompts[C.PROMPT_ID].gather(position),
+            "predicted_tokens": planned[position],
+            "train_step": train_step.astype(np.int64),
+            "predicted_max_tokens": top.astype(np.int64)[position],
+            "predicted_mean_tokens": mean.astype(np.int64)[position],
+            "prompt_tokens": prompt_tokens[position],
+            "prediction_source": predictions[C.PREDICTION_SOURCE].gather(position),
+            "length_class": row_class.astype(np.int32),
+            "position_in_minibatch": np.zeros(rows, dtype=np.int32),
+            "expected_start_s": np.round(start, 6),
+            "expected_finish_s": np.round(finish, 6),
+            "expected_minibatch_end_s": np.round(finish, 6),
+            "expected_policy_version": version.astype(np.int64),
+            "expected_lag": (train_step - version).astype(np.int64),
+        },
+        schema_overrides={"prompt_id": pl.String, "prediction_source": pl.String},
+    )
