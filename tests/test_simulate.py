@@ -232,3 +232,34 @@ def test_one_million_sequences_is_fast():
                     row_instance=(mb % 8).astype(np.int32), response_tokens=lengths,
                     prompt_tokens=rng.integers(50, 400, rows))
     assert time.perf_counter() - started < 20
+
+
+def test_a_trainer_that_follows_the_schedule_takes_exactly_the_assigned_groups():
+    from asp_cli.costmodel import load_preset
+
+    preset = load_preset()
+    rows, n = 12, 2
+    lengths = np.tile(np.arange(1, rows + 1)[:, None] * 50, (1, n))  # later rows are longer
+    assigned = np.array([1, 0, 2] * 4)  # not arrival order
+    settings = SimulationSettings(samples_per_prompt=n, train_batch_size=4, trainer="schedule")
+    result = simulate_arrays(preset, settings, instances=2, row_minibatch=np.arange(rows),
+                             row_instance=np.arange(rows) % 2, response_tokens=lengths,
+                             prompt_tokens=np.full(rows, 10), row_train_step=assigned)
+    assert np.array_equal(result.group_step, assigned)
+    # A step starts only once its last assigned group has arrived.
+    for s in range(3):
+        assert result.step_start_s[s] >= result.group_arrival_s[assigned == s].max()
+    arrival = simulate_arrays(preset, SimulationSettings(samples_per_prompt=n, train_batch_size=4), instances=2,
+                              row_minibatch=np.arange(rows), row_instance=np.arange(rows) % 2,
+                              response_tokens=lengths, prompt_tokens=np.full(rows, 10))
+    assert not np.array_equal(arrival.group_step, assigned)
+
+
+def test_a_schedule_trainer_needs_the_train_step_column():
+    from asp_cli.costmodel import load_preset
+    from asp_cli.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="needs its train_step column"):
+        simulate_arrays(load_preset(), SimulationSettings(samples_per_prompt=1, trainer="schedule"), instances=1,
+                        row_minibatch=np.arange(3), row_instance=np.zeros(3), response_tokens=np.ones((3, 1)),
+                        prompt_tokens=np.ones(3))

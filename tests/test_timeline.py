@@ -52,3 +52,29 @@ def test_trainer_seconds_is_the_timeline_without_waits():
 
 def test_policy_version_counts_finished_steps():
     assert policy_version_at(np.array([10.0, 20.0]), np.array([0.0, 10.0, 15.0, 25.0])).tolist() == [0, 1, 1, 2]
+
+
+def test_stratified_steps_give_every_step_its_share_of_every_class():
+    from asp_cli.arrange.timeline import stratified_steps
+
+    rng = np.random.default_rng(0)
+    classes = np.repeat(np.arange(4), 100)
+    finish = rng.random(400)
+    epoch = np.zeros(400, dtype=np.int64)
+    steps = stratified_steps(finish, classes, epoch, 40)
+    assert np.bincount(steps).tolist() == [40] * 10
+    for s in range(10):
+        assert np.bincount(classes[steps == s], minlength=4).tolist() == [10, 10, 10, 10]
+    # Inside a class, earlier finishers go to earlier steps.
+    for c in range(4):
+        members = np.flatnonzero(classes == c)
+        by_finish = members[np.argsort(finish[members])]
+        assert np.all(np.diff(steps[by_finish]) >= 0)
+
+
+def test_stratified_steps_restart_each_epoch():
+    from asp_cli.arrange.timeline import stratified_steps
+
+    epoch = np.repeat([0, 1], 50)
+    steps = stratified_steps(np.arange(100.0), np.zeros(100, dtype=np.int64), epoch, 32)
+    assert steps[:50].max() == 1 and steps[50:].min() == 2 and steps.max() == 3

@@ -1,0 +1,98 @@
+"""--arrangement auto: candidates judged in asp's own simulator; the choice is deterministic and recorded."""
+
+import dataclasses
+
+import numpy as np
+import polars as pl
+import pytest
+
+from asp_cli.arrange.choose import ArrangementChoice, candidates_for, choose_arrangement, sample_sigma
+from asp_cli.arrange.pipeline import _arrange_named, plan
+from asp_cli.costmodel import load_preset
+from asp_cli.errors import SettingsError
+from asp_cli.predict.targets import expected_max_z
+from asp_cli.settings import ScheduleSettings
+
+from test_pipeline import check_invariants
+from util import make_predictions, prompt_frame
+
+PRESET = load_preset()
+
+
+def test_sample_sigma_reads_back_the_spread_of_a_lognormal_prediction():
+    mu, sigma, n = np.log(np.array([300.0, 2000.0, 9000.0])), np.array([0.1, 0.3, 0.8]), 8
+    top = np.exp(mu + sigma * float(expected_max_z(n)))
+    mean = np.exp(mu + sigma**2 / 2)
+    assert np.allclose(sample_sigma(top, mean, n), sigma, atol=1e-6)
+    assert np.allclose(sample_sigma(top, top, 1), 0.3)  # one sample says nothing about the spread
+
+
+@pytest.mark.parametrize("engine", ["continuous", "streaming"])
+def test_auto_tries_every_candidate_and_keeps_the_fastest_within_the_tie_margin(engine):
+    prompts, preds = prompt_frame(600), make_predictions(600, seed=3)
+    s = ScheduleSettings(instances=4, train_batch_size=64, engine=engine)
+    choice = choose_arrangement(_arrange_named, prompts, preds, s, PRESET)
+    names = [c["name"] for c in choice.candidates]
+    assert names == list(candidates_for(engine))
+    times = {c["name"]: c["expected_end_to_end_s"] for c in choice.candidates}
+    fastest = min(times.values())
+    assert times[choice.chosen] <= fastest * 1.01
+    earlier = names[:names.index(choice.chosen)]
+    assert all(times[n] > fastest * 1.01 for n in earlier)  # an earlier candidate within the margin would win
+    again = choose_arrangement(_arrange_named, prompts, preds, s, PRESET)
+    assert again == choice  # deterministic
+
+
+def test_auto_judges_on_a_sample_of_large_inputs(monkeypatch):
+    import asp_cli.arrange.choose as choose
+
+    monkeypatch.setattr(choose, "SAMPLE_PROMPTS", 200)
+    prompts, preds = prompt_frame(900), make_predictions(900, seed=5)
+    choice = choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(epochs=3), PRESET)
+    assert choice.evaluated_prompts == 200
+
+
+def test_a_named_arrangement_is_used_as_named_and_auto_picks_one_of_the_candidates():
+    prompts, preds = prompt_frame(400), make_predictions(400, seed=2)
+    for name in ("interleave", "long-first", "short-first", "shuffle"):
+        s = ScheduleSettings(arrangement=name, epochs=2)
+        frame, choice = plan(prompts, preds, s, preset=PRESET)
+        assert choice == ArrangementChoice(name, name, "continuous")
+        check_invariants(frame, s, 400)
+    frame, choice = plan(prompts, preds, ScheduleSettings(epochs=2), preset=PRESET)
+    assert choice.setting == "auto" and choice.chosen in candidates_for("continuous")
+    named, _ = plan(prompts, preds, ScheduleSettings(epochs=2, arrangement=choice.chosen), preset=PRESET)
+    assert frame.equals(named)
+
+
+def test_sorted_orders_dispatch_by_predicted_duration():
+    prompts, preds = prompt_frame(300), make_predictions(300, seed=7)
+    long, _ = plan(prompts, preds, ScheduleSettings(arrangement="long-first"), preset=PRESET)
+    short, _ = plan(prompts, preds, ScheduleSettings(arrangement="short-first"), preset=PRESET)
+    first = lambda f: f.sort("seq").group_by("minibatch", maintain_order=True).agg(pl.col("predicted_tokens").max())
+    assert first(long)["predicted_tokens"][0] >= first(long)["predicted_tokens"][-1]
+    assert first(short)["predicted_tokens"][0] <= first(short)["predicted_tokens"][-1]
+
+
+def test_candidates_that_cannot_keep_the_lag_bound_are_skipped():
+    prompts, preds = prompt_frame(1500), make_predictions(1500, seed=4)
+    s = ScheduleSettings(train_batch_size=32, max_lag=2)
+    frame, choice = plan(prompts, preds, s, preset=PRESET)
+    assert frame["expected_lag"].max() <= 2
+    assert choice.chosen in [c["name"] for c in choice.candidates]
+
+
+def test_no_candidate_that_keeps_the_bound_is_an_error():
+    prompts, preds = prompt_frame(8), make_predictions(8, seed=1)
+    with pytest.raises(SettingsError, match="--max-lag 0 cannot be met"):
+        plan(prompts, preds, ScheduleSettings(instances=1, train_batch_size=1, minibatch_size=8, max_lag=0),
+             preset=PRESET)
+
+
+def test_unknown_engine_and_arrangement_are_settings_errors():
+    with pytest.raises(SettingsError, match="--engine must be one of continuous, static, streaming"):
+        ScheduleSettings(engine="vllm")
+    with pytest.raises(SettingsError, match="--arrangement must be one of auto, interleave"):
+        ScheduleSettings(arrangement="best")
+    with pytest.raises(SettingsError, match="--trainer must be one of arrival, schedule"):
+        dataclasses.replace(ScheduleSettings(), trainer="fifo")
