@@ -48,3 +48,17 @@ def test_every_command_has_a_python_twin_in_asp_cli_and_in_the_architecture_doc(
     for name in twins:
         assert name in asp_cli.__all__ and callable(getattr(asp_cli, name)), name
         assert name in doc, f"docs/architecture.md does not name the twin {name}"
+
+
+def test_the_readme_gate_passes_on_the_readme_data(tmp_path, monkeypatch):
+    """The README's `--check` example, run as written on the bundled sample data, passes (exit 0)."""
+    import shlex
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    lines = [line.split("  #")[0].strip() for line in readme.splitlines() if "gated.parquet" in line]
+    assert len(lines) == 2 and lines[0].startswith("asp schedule") and "--check" in lines[1]
+    monkeypatch.chdir(REPO)
+    for line in lines:
+        args = [a.replace("gated.parquet", str(tmp_path / "gated.parquet")) for a in shlex.split(line)[1:]]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (line, result.output)

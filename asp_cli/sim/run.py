@@ -83,7 +83,11 @@ def simulate_arrays(
     # Streaming engines finish a group's samples over time: a group arrives when its last sample is done.
     remaining = np.full(n_rows, n, dtype=np.int64)
     started_groups = 0
-    cap_groups = None if settings.max_lag is None else settings.max_lag + 1
+    # The AReaL admission rule counts groups started against versions published; a trainer that follows the
+    # schedule needs exactly the groups assigned to each step, which a count-based hold can starve (no step
+    # completes, nothing is admitted). There the plan keeps the bound (its train_step assignment), and the
+    # replay reports the lag it sees.
+    cap_groups = None if settings.max_lag is None or settings.trainer == "schedule" else settings.max_lag + 1
     streaming = settings.mode == "streaming"
     static = settings.mode == "static"
 
