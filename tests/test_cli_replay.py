@@ -149,7 +149,11 @@ def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["dry_run"] is True and document["simulated_gpu_minutes_total"] > 0
-    assert document["arrangements"][0]["arrangement"] == "asp" and len(document["arrangements"]) > 2
+    # --compare alone runs asp and the baselines on equal footing with it for the engine.
+    from asp_cli.integrate.replay_plan import equal_footing_names
+
+    names = [a["arrangement"] for a in document["arrangements"]]
+    assert names == ["asp", *equal_footing_names("blocking")] and "random (asp slots)" in names
     assert "Expected GPU time:" in result.stderr and "GPU-minutes" in result.stderr
 
 
@@ -179,7 +183,9 @@ def test_bad_settings_are_refused_before_anything_is_sent(small, tmp_path):  # n
     with FakeServer() as a:
         cases = [
             (["--servers", a.url], "the schedule plans 2 instances but --servers names 1"),
-            (["--servers", f"{a.url},{a.url}", "--baseline", "magic"], "unknown baseline 'magic'"),
+            (["--servers", f"{a.url},{a.url}", "--baseline", "magic"], "--baseline 'magic': no such baseline"),
+            (["--servers", f"{a.url},{a.url}", "--baseline", "least-pending"],
+             "'least-pending' is made for the other engine (--engine streaming)"),
             (["--servers", f"{a.url},{a.url}", "--engine", "eager"], "--engine must be one of blocking, streaming"),
             (["--servers", "localhost:8000,x"], "is not a server URL"),
             (["--servers", f"{a.url},{a.url}", "--synthetic-prompts"], "or --synthetic-prompts (not both)"),

@@ -67,7 +67,7 @@ def replay_command(
     engine: str = typer.Option("blocking", "--engine", help="'blocking' (a minibatch at a time per instance) or 'streaming' (each instance's queue kept full up to --max-in-flight)."),
     max_in_flight: Optional[int] = typer.Option(None, "--max-in-flight", help="Most requests in flight per server; streaming default: the preset's max_num_seqs."),
     baseline: list[str] = typer.Option([], "--baseline", help="Replay this baseline arrangement of the same prompts (repeatable); with --compare, the baselines to run after asp."),
-    compare: bool = typer.Option(False, "--compare", help="Run asp, then the baselines (all, or those named), back to back after one warm-up, and print one table."),
+    compare: bool = typer.Option(False, "--compare", help="Run asp, then the baselines (those named, or the equal-footing ones for the engine), back to back after one warm-up, and print one table."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the GPU time the simulator expects; send nothing."),
     synthetic_prompts: bool = typer.Option(False, "--synthetic-prompts", help="Send token-id prompts of the recorded prompt lengths instead of the dataset's text."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column of the dataset (default: as the schedule recorded)."),
@@ -88,12 +88,14 @@ def replay_command(
 ) -> None:
     """Replay a schedule (and baselines) on real OpenAI-compatible servers with recorded lengths forced."""
     with guarded():
-        from asp_cli.errors import ServerError, SettingsError
-        from asp_cli.integrate.measure import InProcessSettings, replay_schedule
-        from asp_cli.output import check_output_path
-        from asp_cli.reading import check_on_bad_row
+        import dataclasses
 
-        check_on_bad_row(on_bad_row)
+        from asp_cli.errors import ServerError, SettingsError
+        from asp_cli.integrate.measure import REPLAY_READ, InProcessSettings, replay_schedule
+        from asp_cli.output import check_output_path
+
+        read = dataclasses.replace(REPLAY_READ, prompt_key=prompt_key, id_key=id_key, length_id_key=lengths_id_key,
+                                   length_key=lengths_length_key, on_bad_row=on_bad_row)  # type: ignore[arg-type]
         datasets = list(datasets or [])
         if output is None and not dry_run:
             raise SettingsError("name the timeline to write with -o timeline.parquet (or pass --dry-run)")
@@ -118,9 +120,8 @@ def replay_command(
         try:
             report = replay_schedule(
                 schedule, datasets, output=None if dry_run else output, live=live, in_process=local,
-                lengths=lengths, lengths_id_key=lengths_id_key, lengths_length_key=lengths_length_key,
-                on_bad_row=on_bad_row, baselines=baseline, compare=compare, synthetic_prompts=synthetic_prompts,
-                prompt_key=prompt_key, id_key=id_key, preset=preset, seed=seed, dry_run=dry_run,
+                lengths=lengths, read=read, baselines=baseline, compare=compare, synthetic_prompts=synthetic_prompts,
+                preset=preset, seed=seed, dry_run=dry_run,
                 gpus_per_instance=gpus_per_instance, progress=bar)
         finally:
             bar.close()
@@ -140,14 +141,20 @@ def replay_command(
             emit_json({**report.document, "warnings": report.warnings})
 
 
+def _name_width(document: dict) -> int:
+    return max([len("arrangement"), *(len(a["arrangement"]) for a in document["arrangements"])])
+
+
 def _dry_run_summary(document: dict) -> str:
+    w = _name_width(document)
     lines = [f"Plan (dry run, nothing sent): {document['instances']} instances, {document['engine']} engine, "
              f"{document['samples_per_prompt']} samples per prompt, simulated on {document['preset']}.",
-             f"  {'arrangement':<18} {'requests':>9} {'minibatches':>11} {'response tok':>13} {'prompt tok':>12} "
+             f"  {'arrangement':<{w}} {'requests':>9} {'minibatches':>11} {'response tok':>13} {'prompt tok':>12} "
              f"{'simulated s':>12} {'GPU-min':>8}"]
     for a in document["arrangements"]:
-        lines.append(f"  {a['arrangement']:<18} {a['requests']:>9,} {a['minibatches']:>11,} {a['response_tokens']:>13,} "
-                     f"{a['prompt_tokens']:>12,} {a['simulated']['wall_s']:>12,.1f} {a['simulated_gpu_minutes']:>8,.1f}")
+        lines.append(f"  {a['arrangement']:<{w}} {a['requests']:>9,} {a['minibatches']:>11,} "
+                     f"{a['response_tokens']:>13,} {a['prompt_tokens']:>12,} {a['simulated']['wall_s']:>12,.1f} "
+                     f"{a['simulated_gpu_minutes']:>8,.1f}")
     lines.append(f"Expected GPU time: {document['simulated_gpu_minutes_total']:,.1f} GPU-minutes (simulated wall time x "
                  f"{document['instances']} instances x {document['gpus_per_instance']} GPU each), plus the warm-up "
                  "and the servers' start.")
@@ -161,16 +168,17 @@ def _pair(measured: float | None, simulated: float, fmt: str) -> str:
 
 def _summary(document: dict, output: Optional[Path]) -> str:
     models = ", ".join(document.get("model", []))
+    w = _name_width(document)
     lines = [f"Replayed {document['arrangements'][0]['requests']:,} requests per arrangement on {document['instances']} "
              f"servers ({document['engine']}, model {models}); wrote {output}.",
-             f"  {'arrangement':<18} {'measured s':>10} {'simulated s':>11} {'sim error':>9} {'busy m/s':>11} "
+             f"  {'arrangement':<{w}} {'measured s':>10} {'simulated s':>11} {'sim error':>9} {'busy m/s':>11} "
              f"{'spread s m/s':>14} {'eff. batch m/s':>15} {'GPU-min':>8}"]
     for a in document["arrangements"]:
         m = a.get("measured") or {}
         s = a["simulated"]
         error = a.get("simulated_wall_error")
         lines.append(
-            f"  {a['arrangement']:<18} {m.get('wall_s', float('nan')):>10,.1f} {s['wall_s']:>11,.1f} "
+            f"  {a['arrangement']:<{w}} {m.get('wall_s', float('nan')):>10,.1f} {s['wall_s']:>11,.1f} "
             f"{'-' if error is None else format(error, '+.1%'):>9} "
             f"{_pair(m.get('busy_fraction_mean'), s['busy_fraction_mean'], '.2f'):>11} "
             f"{_pair(m.get('finish_spread_s'), s['finish_spread_s'], '.1f'):>14} "

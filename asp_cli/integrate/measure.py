@@ -20,6 +20,7 @@ from asp_cli.errors import ServerError, SettingsError
 from asp_cli.integrate.live import LiveSettings, Progress
 from asp_cli.integrate.replay_plan import ASP, RequestPlan, Simulated
 from asp_cli.integrate.timings import COLUMNS, figures_by_arrangement, rollout_figures, write_timeline
+from asp_cli.reading.options import ReadOptions
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,18 @@ class ReplayReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def arrangement_names(baselines: list[str], compare: bool) -> list[str]:
-    """The run order: asp, then the baselines named (all of them with ``compare`` and none named)."""
-    from asp_cli.integrate.replay_plan import baseline_names
+# `asp replay` names the id and length columns of its --lengths files so.
+REPLAY_READ = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")
+
+
+def arrangement_names(baselines: list[str], compare: bool, engine: str = "blocking") -> list[str]:
+    """The run order: asp, then the baselines named (with ``compare`` and none named: the equal-footing ones
+    for ``engine``)."""
+    from asp_cli.integrate.replay_plan import equal_footing_names
 
     named = list(dict.fromkeys(baselines))
     if compare:
-        return [ASP, *[b for b in (named or baseline_names()) if b != ASP]]
+        return [ASP, *[b for b in (named or equal_footing_names(engine)) if b != ASP]]
     return named or [ASP]
 
 
@@ -63,14 +69,10 @@ def replay_schedule(
     live: LiveSettings | None = None,
     in_process: InProcessSettings | None = None,
     lengths: list[Path] = (),  # type: ignore[assignment]
-    lengths_id_key: str | None = None,
-    lengths_length_key: str | None = None,
-    on_bad_row: str = "error",
+    read: ReadOptions = REPLAY_READ,
     baselines: list[str] = (),  # type: ignore[assignment]
     compare: bool = False,
     synthetic_prompts: bool = False,
-    prompt_key: str | None = None,
-    id_key: str | None = None,
     preset: str | None = None,
     seed: int | None = None,
     dry_run: bool = False,
@@ -90,6 +92,9 @@ def replay_schedule(
     lengths
         Observed response lengths (`asp_cli.reading.read_lengths` formats); prompts without any are sampled
         around their predictions, as in ``asp simulate``.
+    read
+        Which columns of the length files and the dataset to read (default: found by name, or as the
+        schedule recorded), and what to do with a bad row of a length file.
     baselines, compare
         Which arrangements to run (`arrangement_names`).
     preset
@@ -125,14 +130,12 @@ def replay_schedule(
         raise SettingsError(f"the schedule plans {k} instances but --servers names {len(live.servers)}; give one URL "
                             f"per instance, or make the schedule with --instances {len(live.servers)}")
     engine = live.engine if live is not None else "blocking"
-    names = arrangement_names(list(baselines), compare)
+    names = arrangement_names(list(baselines), compare, engine)
     hardware = load_preset(preset or recorded.preset)
     observed = None
     warnings: list[str] = []
     if lengths:
-        observed, _ = read_lengths([Path(p) for p in lengths], id_key=lengths_id_key, length_key=lengths_length_key,
-                                   on_bad_row=on_bad_row,  # type: ignore[arg-type]
-                                   id_flag="--lengths-id-key", length_flag="--lengths-length-key")
+        observed, _ = read_lengths([Path(p) for p in lengths], read)
     rows, truth, info, clipped = prompt_lengths(frame, observed, samples_per_prompt=recorded.samples_per_prompt,
                                                 seed=recorded.seed if seed is None else seed,
                                                 max_response_tokens=recorded.max_response_tokens)
@@ -142,10 +145,11 @@ def replay_schedule(
     if clipped:
         warnings.append(f"{clipped} observed lengths exceed the schedule's --max-response-tokens "
                         f"({recorded.max_response_tokens}) and were cut to it")
-    texts = None if synthetic_prompts else dataset_prompts(list(datasets), schedule.metadata, prompt_key=prompt_key,
-                                                            id_key=id_key)
+    texts = None if synthetic_prompts else dataset_prompts(list(datasets), schedule.metadata,
+                                                            prompt_key=read.prompt_key, id_key=read.id_key)
     settings = ScheduleSettings.from_dict({**recorded.to_dict(), "instances": k})
-    plans = build_plans(arrangements(frame, settings, names), rows, truth, texts, DEFAULT_PROMPT_TOKENS)
+    plans = build_plans(arrangements(frame, settings, names, hardware, engine), rows, truth, texts,
+                        DEFAULT_PROMPT_TOKENS)
     limit = live.max_in_flight if live is not None else None
     if engine == "streaming" and limit is None:
         limit = int(hardware.max_num_seqs)

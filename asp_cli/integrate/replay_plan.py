@@ -4,7 +4,7 @@ lengths and prompts, and the simulator's prediction for the same run.
 Every arrangement (asp's schedule and the baselines rebuilt from its prompts and predictions) replays the
 same true lengths per prompt, like ``asp simulate --compare``: a prompt's N samples have the same lengths in
 every arrangement and every epoch. `arrangements` is the only function that knows
-`asp_cli.sim.baselines`; `simulate_plan` the only one that runs the simulator.
+`asp_cli.bench.baselines`; `simulate_plan` the only one that runs the simulator.
 """
 
 from __future__ import annotations
@@ -36,35 +36,60 @@ class Arrangement:
     dispatch: str  # "planned" (the frame's instance column) or "free" (the next minibatch to a free instance)
 
 
-def baseline_names() -> tuple[str, ...]:
-    """The baselines this asp can rebuild (their set and names follow `asp_cli.sim.baselines`)."""
-    from asp_cli.sim.baselines import BASELINES
-
-    return tuple(BASELINES)
+def _mode(engine: str) -> str:
+    """The simulator's engine mode a replay engine corresponds to."""
+    return "continuous" if engine == "blocking" else "streaming"
 
 
-def arrangements(frame: pl.DataFrame, settings: ScheduleSettings, names: list[str]) -> list[Arrangement]:
+def baseline_names(engine: str = "blocking") -> tuple[str, ...]:
+    """The baselines this asp can rebuild for ``engine`` (their set and names follow `asp_cli.bench.baselines`)."""
+    from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS
+
+    names = [name for name, b in BASELINES.items() if _mode(engine) in b.modes]
+    return (*names, RANDOM_IN_ASP_SLOTS) if engine == "blocking" else tuple(names)
+
+
+def equal_footing_names(engine: str = "blocking") -> tuple[str, ...]:
+    """The baselines on equal footing with asp for ``engine``: what ``--compare`` runs unless told otherwise."""
+    from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS
+
+    names = [name for name, b in BASELINES.items() if b.equal_footing and _mode(engine) in b.modes]
+    return (*names, RANDOM_IN_ASP_SLOTS) if engine == "blocking" else tuple(names)
+
+
+def arrangements(frame: pl.DataFrame, settings: ScheduleSettings, names: list[str], preset: HardwarePreset,
+                 engine: str = "blocking") -> list[Arrangement]:
     """The schedule itself (``"asp"``) and baselines of its prompts, in the order of ``names``.
+
+    This is the one place that knows `asp_cli.bench.baselines`.
 
     Raises
     ------
     SettingsError
-        For a name that is neither ``asp`` nor a baseline.
+        For a name that is neither ``asp`` nor a baseline made for ``engine``.
     """
-    from asp_cli.sim.baselines import BASELINES, arrange_baseline
-    from asp_cli.sim.files import schedule_prompts
+    from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, arrange_baseline, random_in_asp_slots
+    from asp_cli.bench.simulate import schedule_prompts
 
     out = []
     prompts = predictions = None
+    frame = frame.sort("seq")
+    known = baseline_names(engine)
     for name in names:
         if name == ASP:
-            out.append(Arrangement(ASP, frame.sort("seq"), "planned"))
+            out.append(Arrangement(ASP, frame, "planned"))
             continue
-        if name not in BASELINES:
-            raise SettingsError(f"--baseline: unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
+        if name not in known:
+            other = [n for n in baseline_names("streaming" if engine == "blocking" else "blocking") if n not in known]
+            why = f" is made for the other engine (--engine {'streaming' if engine == 'blocking' else 'blocking'})" \
+                if name in other else ": no such baseline"
+            raise SettingsError(f"--baseline {name!r}{why}; with --engine {engine} choose from {', '.join(known)}")
+        if name == RANDOM_IN_ASP_SLOTS:
+            out.append(Arrangement(name, random_in_asp_slots(frame, settings.seed).sort("seq"), "planned"))
+            continue
         if prompts is None:
             prompts, predictions = schedule_prompts(frame)
-        baseline = arrange_baseline(name, prompts, predictions, settings).sort("seq")
+        baseline = arrange_baseline(name, prompts, predictions, settings, preset).sort("seq")
         out.append(Arrangement(name, baseline, BASELINES[name].dispatch))
     return out
 
@@ -111,7 +136,7 @@ def prompt_lengths(frame: pl.DataFrame, observed: pl.DataFrame | None, *, sample
     (row ids, lengths, info, clipped)
         ``clipped`` counts samples above ``max_response_tokens`` that were cut to it.
     """
-    from asp_cli.sim.files import schedule_prompts
+    from asp_cli.bench.simulate import schedule_prompts
     from asp_cli.sim.lengths import lengths_for_schedule
 
     prompts, predictions = schedule_prompts(frame)
@@ -126,12 +151,14 @@ def dataset_prompts(datasets: list[Path], metadata: dict, *, prompt_key: str | N
                     id_key: str | None) -> dict[str, str]:
     """Prompt text by id, read from the dataset(s) the schedule was made from (ids as `asp schedule` found them)."""
     from asp_cli.reading import read_prompts
+    from asp_cli.reading.options import ReadOptions
 
     used = metadata.get("columns_used") or {}
     first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
     recorded_id = first.get("id") if first.get("id") != "(row number)" else None
-    frame, _ = read_prompts(datasets, prompt_key=prompt_key or first.get("prompt"), id_key=id_key or recorded_id,
-                            on_bad_row="skip")
+    options = ReadOptions(prompt_key=prompt_key or first.get("prompt"), id_key=id_key or recorded_id,
+                          on_bad_row="skip")
+    frame, _ = read_prompts(datasets, options)
     return dict(zip(frame["prompt_id"].to_list(), frame["prompt_text"].to_list()))
 
 
