@@ -20,7 +20,7 @@ from asp_cli.costmodel import DEFAULT_PRESET, PRESETS, HardwarePreset, load_pres
 from asp_cli.errors import ServerError, SettingsError
 from asp_cli.integrate.costfit import Fit, fit_timeline, fit_train_steps, preset_document
 from asp_cli.integrate.live import LiveSettings, Progress
-from asp_cli.integrate.replay_plan import RequestPlan, simulate_plan, synthetic_prompt
+from asp_cli.integrate.replay_plan import RequestPlan, simulate_plan
 from asp_cli.integrate.timings import read_timeline, rollout_figures, write_timeline
 
 PROBE_PROMPT_TOKENS = (128, 1024)  # two prompt lengths, so prefill and context cost separate
@@ -180,7 +180,7 @@ def plans_from_timeline(frame: pl.DataFrame, metadata: dict[str, Any]) -> list[R
             seq=per_row["seq"].to_numpy(), epoch=per_row["epoch"].to_numpy(), prompt_id=ids,
             minibatch=per_row["minibatch"].to_numpy(), instance=per_row["instance"].to_numpy(),
             prompt_tokens=per_row["planned_prompt_tokens"].to_numpy().astype(np.int64),
-            lengths=np.vstack(per_row["forced_tokens"].to_list()).astype(np.int64), prompts=[], frame=sim_frame))
+            lengths=np.vstack(per_row["forced_tokens"].to_list()).astype(np.int64), prompts=None, frame=sim_frame))
     return plans
 
 
@@ -242,7 +242,7 @@ def probe_plan(instances: int, *, max_batch: int, response_tokens: int, seed: in
                        prompt_id=ids, minibatch=np.array(minibatch), instance=np.array(instance),
                        prompt_tokens=np.array(prompts, dtype=np.int64),
                        lengths=np.array(lengths, dtype=np.int64)[:, None],
-                       prompts=[synthetic_prompt(i, p, "probe") for i, p in zip(ids, prompts)], frame=frame)
+                       prompts=None, frame=frame)
 
 
 def _probe(live: LiveSettings, base: str, max_batch: int, response_tokens: int,

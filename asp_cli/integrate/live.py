@@ -189,7 +189,7 @@ async def _run_plan(plan: RequestPlan, record: RunRecord, pools: list[ServerPool
     async def send(request: int, k: int) -> None:
         row, sample = divmod(request, n)
         length = int(plan.lengths[row, sample])
-        body = {"model": models[k], "prompt": plan.prompts[row], "max_tokens": length, "min_tokens": length,
+        body = {"model": models[k], "prompt": plan.prompt(row), "max_tokens": length, "min_tokens": length,
                 "ignore_eos": True, "temperature": settings.temperature, "n": 1, "stream": settings.stream}
         if settings.stream:
             body["stream_options"] = {"include_usage": True}

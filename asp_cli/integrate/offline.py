@@ -72,7 +72,7 @@ def _run_plan(llm: Any, vllm: Any, plan: RequestPlan, record: RunRecord, instanc
         for i in requests:
             row, sample = divmod(i, n)
             length = int(plan.lengths[row, sample])
-            prompt = plan.prompts[row]
+            prompt = plan.prompt(row)
             prompts.append(prompt if isinstance(prompt, str) else {"prompt_token_ids": prompt})
             params.append(vllm.SamplingParams(n=1, max_tokens=length, min_tokens=length, ignore_eos=True,
                                               temperature=1.0))

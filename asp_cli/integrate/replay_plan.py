@@ -108,8 +108,14 @@ class RequestPlan:
     instance: np.ndarray  # planned instance per row
     prompt_tokens: np.ndarray  # per row: the recorded (or synthetic, exact) prompt length
     lengths: np.ndarray  # (rows, N) forced response lengths
-    prompts: list[str | list[int]]  # per row
+    prompts: list[str] | None  # per row; None: synthetic token ids of the row's prompt_tokens, made when sent
     frame: pl.DataFrame  # the arrangement's schedule frame (for the simulator)
+
+    def prompt(self, row: int) -> str | list[int]:
+        """What row ``row``'s requests send as their prompt (a run and epoch's own, see `build_plans`)."""
+        if self.prompts is not None:
+            return self.prompts[row]
+        return synthetic_prompt(self.prompt_id[row], int(self.prompt_tokens[row]), f"{self.run}.{int(self.epoch[row])}")
 
     @property
     def samples_per_prompt(self) -> int:
@@ -198,9 +204,9 @@ def build_plans(arranged: list[Arrangement], rows: np.ndarray, truth: np.ndarray
             if missing:
                 raise InputError(f"the dataset has no prompt with id {missing[0]!r} ({len(set(missing))} scheduled ids "
                                  "are missing); give the file(s) the schedule was made from, or --synthetic-prompts")
-            prompts: list[str | list[int]] = [f"[run {run}.{e}] {texts[i]}" for i, e in zip(ids, epochs)]
+            prompts: list[str] | None = [f"[run {run}.{e}] {texts[i]}" for i, e in zip(ids, epochs)]
         else:
-            prompts = [synthetic_prompt(i, p, f"{run}.{e}") for i, p, e in zip(ids, prompt_tokens, epochs)]
+            prompts = None  # made per request when sent (`RequestPlan.prompt`): nothing held in memory
             prompt_tokens = np.maximum(prompt_tokens, 1)
         plans.append(RequestPlan(
             name=arrangement.name, dispatch=arrangement.dispatch, run=run, seq=frame["seq"].to_numpy(),
