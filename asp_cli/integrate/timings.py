@@ -130,7 +130,7 @@ def read_timeline(path: Path) -> Timeline:
 
 
 def rollout_figures(send_s: np.ndarray, finish_s: np.ndarray, instance: np.ndarray,
-                    response_tokens: np.ndarray | None = None) -> dict[str, float]:
+                    response_tokens: np.ndarray | None = None) -> dict[str, Any]:
     """Wall time, per-instance busy time and finish spread, and effective batch of one run.
 
     Parameters
@@ -147,7 +147,8 @@ def rollout_figures(send_s: np.ndarray, finish_s: np.ndarray, instance: np.ndarr
     dict
         ``wall_s`` (last finish minus first send); ``busy_fraction_mean`` / ``busy_fraction_min`` (time with at
         least one request in flight on an instance, over the wall time); ``finish_spread_s`` (last finish of
-        the latest instance minus that of the earliest, over instances that ran something);
+        the latest instance minus that of the earliest, over instances that ran something), with each
+        instance's busy and last finish times (``instance_busy_s``, ``instance_finish_s``);
         ``effective_batch`` (mean requests in flight while an instance is busy: the sum of request lifetimes
         over the sum of busy time).
     """
@@ -155,8 +156,8 @@ def rollout_figures(send_s: np.ndarray, finish_s: np.ndarray, instance: np.ndarr
     finish = np.asarray(finish_s, dtype=np.float64)
     inst = np.asarray(instance, dtype=np.int64)
     if send.size == 0:
-        return {"requests": 0, "wall_s": 0.0, "busy_fraction_mean": 0.0, "busy_fraction_min": 0.0,
-                "finish_spread_s": 0.0, "effective_batch": 0.0}
+        return {"requests": 0, "wall_s": 0.0, "instance_busy_s": [], "instance_finish_s": [],
+                "busy_fraction_mean": 0.0, "busy_fraction_min": 0.0, "finish_spread_s": 0.0, "effective_batch": 0.0}
     start = float(send.min())
     wall = float(finish.max()) - start
     busy = []
@@ -167,9 +168,11 @@ def rollout_figures(send_s: np.ndarray, finish_s: np.ndarray, instance: np.ndarr
         ends.append(float(finish[mine].max()))
     busy_arr = np.asarray(busy)
     total_busy = float(busy_arr.sum())
-    figures = {
+    figures: dict[str, Any] = {
         "requests": int(send.size),
         "wall_s": wall,
+        "instance_busy_s": [float(b) for b in busy],  # per instance that ran something, in instance order
+        "instance_finish_s": ends,
         "busy_fraction_mean": float(busy_arr.mean() / wall) if wall > 0 else 0.0,
         "busy_fraction_min": float(busy_arr.min() / wall) if wall > 0 else 0.0,
         "finish_spread_s": float(max(ends) - min(ends)),
@@ -196,7 +199,7 @@ def _union_length(start: np.ndarray, end: np.ndarray) -> float:
     return float(np.sum(block_end - block_start))
 
 
-def figures_by_arrangement(frame: pl.DataFrame, *, simulated: bool = False) -> dict[str, dict[str, float]]:
+def figures_by_arrangement(frame: pl.DataFrame, *, simulated: bool = False) -> dict[str, dict[str, Any]]:
     """`rollout_figures` of every arrangement in a timeline, measured (or, with ``simulated``, predicted)."""
     out: dict[str, dict[str, float]] = {}
     send, finish = ("simulated_send_s", "simulated_finish_s") if simulated else ("send_s", "finish_s")
