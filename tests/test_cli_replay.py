@@ -160,10 +160,13 @@ def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
 def test_a_server_error_that_recovers_is_retried(small, tmp_path):  # noqa: F811
     out = tmp_path / "t.parquet"
     with FakeServer(time_scale=0.02, faults=Faults(fail_first=3)) as a, FakeServer(time_scale=0.02) as b:
-        result = replay(small, [a, b], out)
+        result = replay(small, [a, b], out, "--no-stream")
     assert result.exit_code == 0, result.output
     frame = read_timeline(out).frame
     assert frame.height == REQUESTS and frame["attempts"].max() > 1
+    # Plain answers: no first-token times, lengths still forced and reported.
+    assert frame["first_token_s"].null_count() == REQUESTS
+    assert (frame["completion_tokens"] == frame["forced_tokens"]).all()
 
 
 def test_a_server_that_keeps_dropping_is_a_clear_error_and_keeps_what_was_measured(small, tmp_path):  # noqa: F811
@@ -278,5 +281,5 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path):  
     timeline = read_timeline(out)
     assert timeline.metadata["complete"] is False and timeline.metadata["interrupted"] is True
     mine = timeline.frame.filter(pl.col("instance") == 0)
-    assert mine.height >= before and not mine.filter(pl.col("seq") == seq).height
+    assert mine.height >= before and not mine.filter((pl.col("seq") == seq) & (pl.col("sample") == 0)).height
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]

@@ -50,7 +50,7 @@ class Completion:
     finish_s: float
     prompt_tokens: int | None  # None when the server reported no usage
     completion_tokens: int | None
-    finish_reason: str | None
+    finish_reason: str | None  # plain answers only
     attempts: int
 
 
