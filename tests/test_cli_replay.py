@@ -283,3 +283,20 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path):  
     mine = timeline.frame.filter(pl.col("instance") == 0)
     assert mine.height >= before and not mine.filter((pl.col("seq") == seq) & (pl.col("sample") == 0)).height
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+
+
+def test_a_schedule_planned_for_a_streaming_engine_replays_streaming(small, tmp_path, monkeypatch):  # noqa: F811
+    planned = tmp_path / "streaming.parquet"
+    result = invoke("schedule", small["prompts"], "-o", planned, "--engine", "streaming", "--instances", INSTANCES,
+                    "--samples-per-prompt", SAMPLES, "--train-batch-size", 8, "--quiet")
+    assert result.exit_code == 0, result.output
+    result = invoke("replay", planned, "--dry-run", "--compare", "--lengths", small["lengths"], "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    from asp_cli.integrate.replay_plan import equal_footing_names
+
+    assert document["engine"] == "streaming" and document["max_in_flight"] > 0
+    assert [a["arrangement"] for a in document["arrangements"]] == ["asp", *equal_footing_names("streaming")]
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace())  # installed, but the plan streams
+    result = invoke("replay", planned, small["prompts"], "--in-process", "m", "-o", tmp_path / "t.parquet")
+    assert result.exit_code == ExitCode.BAD_SETTINGS and "planned for a streaming engine" in result.stderr

@@ -64,7 +64,7 @@ def replay_command(
     in_process: Optional[str] = typer.Option(None, "--in-process", help="Replay through vLLM's offline LLM in this process with this model (needs pip install 'asp-cli[vllm]')."),
     tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", help="With --in-process: GPUs of the engine."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="The timeline to write (.parquet), one row per request."),
-    engine: str = typer.Option("blocking", "--engine", help="'blocking' (a minibatch at a time per instance) or 'streaming' (each instance's queue kept full up to --max-in-flight)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="'blocking' (a minibatch at a time per instance) or 'streaming' (each instance's queue kept full up to --max-in-flight); default: streaming for a schedule planned for a streaming engine, else blocking."),
     max_in_flight: Optional[int] = typer.Option(None, "--max-in-flight", help="Most requests in flight per server; streaming default: the preset's max_num_seqs."),
     baseline: list[str] = typer.Option([], "--baseline", help="Replay this baseline arrangement of the same prompts (repeatable); with --compare, the baselines to run after asp."),
     compare: bool = typer.Option(False, "--compare", help="Run asp, then the baselines (those named, or the equal-footing ones for the engine), back to back after one warm-up, and print one table."),
@@ -109,7 +109,7 @@ def replay_command(
         if servers is not None:
             live = _live_settings(servers, engine=engine, max_in_flight=max_in_flight, no_stream=no_stream, model=model,
                                   retries=retries, retry_backoff=retry_backoff, timeout=timeout, warmup=warmup)
-        elif engine != "blocking" and not dry_run:
+        elif engine not in (None, "blocking") and not dry_run:
             raise SettingsError("--in-process replays blocking minibatches only; drop --engine or serve the model")
         local = InProcessSettings(in_process, tensor_parallel_size) if in_process is not None else None
         if local is not None and not dry_run:

@@ -8,6 +8,7 @@ The estimator is `asp_cli.integrate.costfit.fit_timeline`; the file it writes is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,8 +251,9 @@ def _probe(live: LiveSettings, base: str, max_batch: int, response_tokens: int,
     from asp_cli.integrate.live import run_live
     from asp_cli.integrate.measure import timeline_frame
 
-    if live.engine != "blocking":
+    if live.engine not in (None, "blocking"):
         raise SettingsError("the probe run sends blocking minibatches; drop --engine")
+    live = dataclasses.replace(live, engine="blocking")
     preset = load_preset(base)
     k = len(live.servers)
     plan = probe_plan(k, max_batch=max_batch, response_tokens=response_tokens)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import re
 import signal
@@ -45,7 +46,7 @@ class LiveSettings:
     """How to talk to the servers (validated here, once)."""
 
     servers: tuple[str, ...]
-    engine: str = "blocking"
+    engine: str | None = None  # None: as the schedule was planned (streaming plans stream, others block)
     max_in_flight: int | None = None  # per server; streaming without it: the preset's max_num_seqs
     stream: bool = True  # streaming responses give first-token times (needed by `asp calibrate`)
     model: str | None = None  # None: the first model each server lists under /v1/models
@@ -63,7 +64,7 @@ class LiveSettings:
             raise SettingsError("--servers: name at least one server URL (http://host:8000/v1)")
         for url in self.servers:
             parse_server_url(url)
-        if self.engine not in ENGINES:
+        if self.engine is not None and self.engine not in ENGINES:
             raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise SettingsError(f"--max-in-flight must be at least 1 (got {self.max_in_flight})")
@@ -124,6 +125,7 @@ def run_live(plans: list[RequestPlan], settings: LiveSettings, *, progress: Prog
     SettingsError
         When the process may not open enough connections.
     """
+    settings = dataclasses.replace(settings, engine=settings.engine or "blocking")
     _raise_file_limit(_peak_connections(plans, settings, default_in_flight))
     return asyncio.run(_run_all(plans, settings, progress, default_in_flight, clock))
 

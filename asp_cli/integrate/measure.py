@@ -9,6 +9,7 @@ atomically, also when the run was interrupted or a server failed: what was measu
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,13 @@ def replay_schedule(
     if live is not None and len(live.servers) != k:
         raise SettingsError(f"the schedule plans {k} instances but --servers names {len(live.servers)}; give one URL "
                             f"per instance, or make the schedule with --instances {len(live.servers)}")
-    engine = live.engine if live is not None else "blocking"
+    planned_for = getattr(recorded, "engine", "continuous")
+    engine = (live.engine if live is not None else None) or ("streaming" if planned_for == "streaming" else "blocking")
+    if live is not None:
+        live = dataclasses.replace(live, engine=engine)
+    elif in_process is not None and engine != "blocking":
+        raise SettingsError("--in-process replays blocking minibatches only, and this schedule is planned for a "
+                            "streaming engine; serve the model and pass --servers")
     names = arrangement_names(list(baselines), compare, engine)
     hardware = load_preset(preset or recorded.preset)
     observed = None
