@@ -10,6 +10,8 @@ Every command has a Python twin, re-exported here (loaded on first use, so ``imp
 ``asp export``            `export`
 ``asp observe``           `observe`
 ``asp probe``             `probe` (settings: `ProbeSettings`)
+``asp replay``            `replay_schedule` (settings: `LiveSettings`, `InProcessSettings`)
+``asp calibrate``         `calibrate`
 ``asp predictor fit``     `fit_predictor`
 ``asp predictor eval``    `evaluate_predictor`
 ``asp predictor predict`` `predict_file`
@@ -36,6 +38,10 @@ _TWINS = {
     "observe": "asp_cli.integrate.observe",
     "probe": "asp_cli.integrate.probe",
     "ProbeSettings": "asp_cli.integrate.probe",
+    "replay_schedule": "asp_cli.integrate.measure",
+    "LiveSettings": "asp_cli.integrate.live",
+    "InProcessSettings": "asp_cli.integrate.measure",
+    "calibrate": "asp_cli.integrate.calibrate",
     "fit_predictor": "asp_cli.predict.commands",
     "evaluate_predictor": "asp_cli.predict.commands",
     "predict_file": "asp_cli.predict.commands",

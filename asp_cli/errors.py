@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     PREDICTOR = 5  # a predictor file is missing, of another format, or not safe to load
     SCHEDULE_FORMAT = 6  # a file is not an asp schedule, or of a newer format version
     OUTPUT = 7  # the output exists (no --force), equals an input, or cannot be written
+    SERVER = 8  # `asp replay` / `asp calibrate`: an inference server refused a request or kept failing
     INTERNAL = 70  # a bug in asp: please report it with --traceback output
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; nothing was written
 
@@ -62,6 +63,12 @@ class OutputError(AspError):
     """The output cannot be written where asked."""
 
     exit_code = ExitCode.OUTPUT
+
+
+class ServerError(AspError):
+    """An inference server could not be reached, refused a request, or kept failing after retries."""
+
+    exit_code = ExitCode.SERVER
 
 
 class CheckFailed(AspError):

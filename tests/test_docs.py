@@ -44,7 +44,7 @@ def test_every_command_has_a_python_twin_in_asp_cli_and_in_the_architecture_doc(
     doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     twins = ("schedule", "report_schedule", "simulate_file", "run_benchmark", "export", "observe", "probe",
              "fit_predictor",
-             "evaluate_predictor", "predict_file", "predictor_info")
+             "evaluate_predictor", "predict_file", "predictor_info", "replay_schedule", "calibrate")
     for name in twins:
         assert name in asp_cli.__all__ and callable(getattr(asp_cli, name)), name
         assert name in doc, f"docs/architecture.md does not name the twin {name}"

@@ -252,8 +252,76 @@ def test_error_row_interrupted(tmp_path, sig):
     assert [p.name for p in tmp_path.iterdir()] == ["s.parquet"]
 
 
+def test_error_rows_replay_and_calibrate(tmp_path, monkeypatch):
+    """E38-E44: asp replay and asp calibrate against servers that fail, and their inputs (fake servers)."""
+    import sys
+
+    from fake_openai import FakeServer
+    from util import make_prompts
+
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    rows = make_prompts(24, seed=3)
+    prompts = write_jsonl(tmp_path / "p.jsonl", rows)
+    target = tmp_path / "s.parquet"
+    schedule([prompts], target, settings=ScheduleSettings(instances=2, samples_per_prompt=2, minibatch_size=4,
+                                                          train_batch_size=8, max_response_tokens=16))
+    out = tmp_path / "t.parquet"
+
+    def replay(*extra: str):
+        return runner.invoke(app, ["replay", str(target), str(prompts), "-o", str(out), "--warmup", "0",
+                                   "--retry-backoff", "0.001", *extra])
+
+    def one_line(result, code: int, words: str) -> None:
+        assert result.exit_code == code, result.output
+        assert result.stderr.startswith("Error: ") and result.stderr.strip().count("\n") == 0, result.stderr
+        assert words in result.stderr, result.stderr
+
+    dead = "http://127.0.0.1:9/v1"
+    one_line(replay("--servers", f"{dead},{dead}", "--retries", "0"), 8,
+             f"server {dead}: GET /v1/models failed after 1 attempts (cannot connect")
+    assert not out.exists()
+    with FakeServer() as server:
+        one_line(replay("--servers", f"{server.url},{server.url}", "--model", "other"), 8,
+                 f"server {server.url} serves fake-model, not 'other'; pass --model fake-model")
+        one_line(replay("--servers", server.url), 4, "the schedule plans 2 instances but --servers names 1; give one "
+                 "URL per instance, or make the schedule with --instances 1")
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    one_line(replay("--in-process", "Qwen/Qwen2.5-7B"), 4, "--in-process needs vLLM, which is not installed here")
+    partial = write_jsonl(tmp_path / "partial.jsonl", rows[:-1])
+    result = runner.invoke(app, ["replay", str(target), str(partial), "--dry-run"])
+    one_line(result, 3, f"the dataset has no prompt with id {rows[-1]['id']!r} (1 scheduled ids are missing)")
+    other = tmp_path / "other.parquet"
+    import polars as pl
+
+    pl.DataFrame({"a": [1]}).write_parquet(other)
+    result = runner.invoke(app, ["calibrate", str(other), "-o", str(tmp_path / "p.json")])
+    one_line(result, 3, "other.parquet: not an asp replay timeline (no column 'instance')")
+    assert not out.exists() and not (tmp_path / "p.json").exists()
+
+    # E44: the measurement stopped by Ctrl-C (the real signal is sent in test_cli_replay.py).
+    import asp_cli.integrate.live as live
+
+    def interrupted(plans, settings, **kwargs):
+        outcome = live.LiveOutcome([live.RunRecord(p.requests) for p in plans], interrupted=True)
+        from asp_cli.integrate.serving import Completion
+
+        for i in range(12):
+            outcome.records[0].store(i, 0, Completion(float(i), float(i) + 0.5, float(i) + 1, 3, 4, None, 1))
+        return outcome
+
+    monkeypatch.setattr(live, "run_live", interrupted)
+    result = runner.invoke(app, ["replay", str(target), "--synthetic-prompts", "-o", str(out), "--servers",
+                                 f"{dead},{dead}"])
+    assert result.exit_code == 130, result.output
+    assert result.stderr == f"Interrupted; wrote the 12 requests measured so far to {out}.\n"
+    assert pq.read_table(out).num_rows == 12
+
+
 def test_every_documented_row_is_tested():
     table = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
-    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"}
+    tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
+        f"E{i}" for i in range(38, 45)}
     assert documented == tested

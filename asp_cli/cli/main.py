@@ -43,9 +43,9 @@ def _main(
 def _register_all() -> None:
     # Every command group is imported eagerly: one that fails to import is a bug to report, not a command to
     # drop silently. The groups import the library lazily, so `asp --help` stays fast.
-    from asp_cli.cli import pipeline, predictor, probe, report, schedule, simulate
+    from asp_cli.cli import pipeline, predictor, probe, replay, report, schedule, simulate
 
-    for module in (schedule, probe, predictor, simulate, report, pipeline):
+    for module in (schedule, probe, predictor, simulate, report, pipeline, replay):
         module.register(app)
 
 

@@ -1,0 +1,274 @@
+"""The Python twin of `asp calibrate`: fit the cost-model preset to a replay's timeline (or to a short probe
+run of its own against the servers), write it as a preset JSON, and check it by simulating the same runs
+again with the base and the calibrated preset (docs/replay.md, "Calibrate").
+
+The estimator is `asp_cli.integrate.costfit.fit_timeline`; the file it writes is what
+`asp_cli.costmodel.load_preset` reads, so ``asp schedule --preset`` and ``asp simulate --preset`` take it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from asp_cli.costmodel import DEFAULT_PRESET, PRESETS, HardwarePreset, load_preset
+from asp_cli.errors import ServerError, SettingsError
+from asp_cli.integrate.costfit import Fit, fit_timeline, fit_train_steps, preset_document
+from asp_cli.integrate.live import LiveSettings, Progress
+from asp_cli.integrate.replay_plan import RequestPlan, simulate_plan
+from asp_cli.integrate.timings import read_timeline, rollout_figures, write_timeline
+
+PROBE_PROMPT_TOKENS = (128, 1024)  # two prompt lengths, so prefill and context cost separate
+
+
+@dataclass
+class CalibrationReport:
+    """What `calibrate` wrote and found."""
+
+    preset: dict[str, Any]  # the JSON document written
+    fit: Fit
+    document: dict[str, Any]  # the summary (for --json)
+
+
+def calibrate(
+    timeline: Path | None,
+    output: Path,
+    *,
+    base: str | None = None,
+    live: LiveSettings | None = None,
+    probe_timeline: Path | None = None,
+    probe_max_batch: int = 256,
+    probe_response_tokens: int = 256,
+    kv_cache_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    train_steps: Path | None = None,
+    progress: Progress | None = None,
+) -> CalibrationReport:
+    """Fit a preset to measured timings and write it to ``output`` (atomically).
+
+    Parameters
+    ----------
+    timeline
+        A timeline written by ``asp replay -o``; or None with ``live`` to measure a probe run first.
+    base
+        The preset whose hardware and model figures the fit starts from and keeps (a name or a calibration
+        file; default: the one the timeline's simulation used).
+    probe_timeline
+        Where to keep the probe run's timeline (optional).
+    kv_cache_tokens, max_num_seqs
+        Engine limits to write (default: what the servers reported and the timeline shows, else the base's).
+    train_steps
+        Measured trainer steps (columns ``tokens``, ``step_s``) to fit ``train_fixed_s`` and
+        ``train_per_token_s``.
+
+    Raises
+    ------
+    InputError, SettingsError, ServerError, OutputError
+    """
+    from asp_cli.output import write_text_atomic
+
+    if (timeline is None) == (live is None):
+        raise SettingsError("give a TIMELINE from asp replay, or --servers to measure a probe run (not both)")
+    if live is not None:
+        frame, metadata = _probe(live, base or DEFAULT_PRESET, probe_max_batch, probe_response_tokens, progress)
+        if probe_timeline is not None:
+            write_timeline(frame, metadata, probe_timeline)
+        source = "a probe run of " + ", ".join(live.servers)
+    else:
+        read = read_timeline(Path(timeline))  # type: ignore[arg-type]
+        frame, metadata = read.frame, read.metadata
+        source = str(timeline)
+    base_preset, base_document = _base(base or _recorded_base(metadata))
+    fit = fit_timeline(frame, base_preset)
+    reported = [s.get("kv_cache_tokens") for s in metadata.get("servers", []) if isinstance(s, dict)]
+    reported = [int(v) for v in reported if isinstance(v, int) and v > 0]
+    capacity = kv_cache_tokens or (min(reported) if reported else None)
+    train = None
+    if train_steps is not None:
+        from asp_cli.reading import read_table
+
+        train = fit_train_steps(read_table(Path(train_steps)), str(train_steps))
+    preset = preset_document(
+        base_preset, base_document, fit, kv_cache_tokens=capacity, max_num_seqs=max_num_seqs, train=train,
+        name=f"{base_preset.name}+calibrated",
+        description=(f"calibrated by asp calibrate from {source} ({fit.decode_requests} requests, decode step "
+                     f"error {fit.decode_rel_rmse:.1%} RMS)"))
+    write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n")
+    calibrated = load_preset(output)
+    document = {
+        "output": str(output),
+        "source": source,
+        "base": base_preset.name,
+        "fit": fit.to_dict(),
+        "parameters": _parameters(base_preset, calibrated, fit),
+        "kv_capacity_tokens": {"value": calibrated.kv_capacity_tokens, "source": "given" if kv_cache_tokens else (
+            "reported by the servers" if reported else "base")},
+        "max_num_seqs": {"value": calibrated.max_num_seqs, "source": "given" if max_num_seqs else (
+            "observed" if fit.max_num_seqs else "base")},
+        "train": None if train is None else {"train_fixed_s": calibrated.train_fixed_s,
+                                             "train_per_token_s": calibrated.train_per_token_s},
+        "check": _check(frame, metadata, base_preset, calibrated),
+    }
+    worse = [r for r in document["check"] if r["base_error"] is not None
+             and abs(r["calibrated_error"]) > abs(r["base_error"])]
+    if worse and len(worse) == len(document["check"]):
+        fit.notes.append("the calibrated preset predicts these runs worse than the base one; keep the base preset "
+                         "until a cleaner replay (idle servers, streaming, larger minibatches) fits better")
+        document["fit"] = fit.to_dict()
+    return CalibrationReport(preset, fit, document)
+
+
+def _recorded_base(metadata: dict[str, Any]) -> str:
+    """The preset the replay simulated with, if this machine can still load it, else the default."""
+    for candidate in (metadata.get("preset_source"), metadata.get("preset")):
+        if isinstance(candidate, str) and (candidate in PRESETS or Path(candidate).is_file()):
+            return candidate
+    return DEFAULT_PRESET
+
+
+def _base(name: str) -> tuple[HardwarePreset, dict[str, Any]]:
+    """The base preset and the JSON fields the output starts from (a calibration file's own fields kept)."""
+    preset = load_preset(name)
+    if name in PRESETS:
+        return preset, {"base": name}
+    document = json.loads(Path(name).read_text(encoding="utf-8"))
+    return preset, {"base": document.get("base", DEFAULT_PRESET), **{k: v for k, v in document.items() if k != "base"}}
+
+
+def _parameters(base: HardwarePreset, calibrated: HardwarePreset, fit: Fit) -> list[dict[str, Any]]:
+    rows = []
+    for name, unit in (("step_overhead_s", "s"), ("weight_read_s", "s"), ("compute_s_per_token", "s/token"),
+                       ("kv_s_per_token", "s/token")):
+        rows.append({"parameter": name, "unit": unit, "base": getattr(base, name),
+                     "calibrated": getattr(calibrated, name)})
+    rows.append({"parameter": "prefill_s_per_token (measured)", "unit": "s/token", "base": base.compute_s_per_token,
+                 "calibrated": fit.prefill_s_per_token})
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------------
+# The check: the same runs simulated again
+
+
+def plans_from_timeline(frame: pl.DataFrame, metadata: dict[str, Any]) -> list[RequestPlan]:
+    """Request plans rebuilt from a timeline's complete arrangements (every sample of every row measured)."""
+    entries = {e.get("arrangement"): e for e in metadata.get("arrangements", []) if isinstance(e, dict)}
+    plans = []
+    for name in frame.sort("run")["arrangement"].unique(maintain_order=True).to_list():
+        part = frame.filter(pl.col("arrangement") == name).sort(["seq", "sample"])
+        n = int(part["sample"].max()) + 1
+        per_row = part.group_by("seq", maintain_order=True).agg(
+            pl.len().alias("samples"), pl.col("instance").first(), pl.col("minibatch").first(),
+            pl.col("epoch").first(), pl.col("prompt_id").first(), pl.col("planned_prompt_tokens").first(),
+            pl.col("forced_tokens"))
+        expected = entries.get(name, {}).get("requests", per_row.height * n)
+        if (per_row["samples"] != n).any() or part.height != expected:
+            continue  # an interrupted arrangement: its simulation would not be the same run
+        ids = per_row["prompt_id"].to_list()
+        order = {p: i for i, p in enumerate(dict.fromkeys(ids))}
+        sim_frame = pl.DataFrame({
+            "seq": np.arange(per_row.height, dtype=np.int64), "instance": per_row["instance"].cast(pl.Int32),
+            "minibatch": per_row["minibatch"], "epoch": per_row["epoch"],
+            "row": np.array([order[p] for p in ids], dtype=np.int64), "prompt_id": ids})
+        plans.append(RequestPlan(
+            name=name, dispatch=entries.get(name, {}).get("dispatch", "planned"), run=len(plans),
+            seq=per_row["seq"].to_numpy(), epoch=per_row["epoch"].to_numpy(), prompt_id=ids,
+            minibatch=per_row["minibatch"].to_numpy(), instance=per_row["instance"].to_numpy(),
+            prompt_tokens=per_row["planned_prompt_tokens"].to_numpy().astype(np.int64),
+            lengths=np.vstack(per_row["forced_tokens"].to_list()).astype(np.int64), prompts=None, frame=sim_frame))
+    return plans
+
+
+def _check(frame: pl.DataFrame, metadata: dict[str, Any], base: HardwarePreset,
+           calibrated: HardwarePreset) -> list[dict[str, Any]]:
+    """Measured wall time of every complete arrangement against the simulator's, with each preset."""
+    engine = metadata.get("engine", "blocking")
+    limit = metadata.get("max_in_flight")
+    k = int(metadata.get("instances") or int(frame["instance"].max()) + 1)
+    rows = []
+    for plan in plans_from_timeline(frame, metadata):
+        part = frame.filter(pl.col("arrangement") == plan.name)
+        measured = rollout_figures(part["send_s"].to_numpy(), part["finish_s"].to_numpy(),
+                                   part["instance"].to_numpy())["wall_s"]
+        row: dict[str, Any] = {"arrangement": plan.name, "measured_wall_s": measured}
+        for label, preset in (("base", base), ("calibrated", calibrated)):
+            sim = simulate_plan(plan, preset, engine=engine, instances=k, max_in_flight=limit, train_batch_size=1)
+            wall = rollout_figures(sim.send_s, sim.finish_s, sim.instance)["wall_s"]
+            row[f"{label}_wall_s"] = wall
+            row[f"{label}_error"] = wall / measured - 1.0 if measured > 0 else None
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------------
+# A probe run of its own
+
+
+def probe_plan(instances: int, *, max_batch: int, response_tokens: int, seed: int = 0) -> RequestPlan:
+    """Blocking minibatches of 1, 2, 4, ... up to ``max_batch`` requests per instance, prompts of 128 and 1024
+    tokens, lengths spread over [response_tokens/8, response_tokens] so the live count falls within each.
+
+    Raises
+    ------
+    SettingsError
+        For a batch or length below 1.
+    """
+    if max_batch < 1 or response_tokens < 2:
+        raise SettingsError("--probe-max-batch must be at least 1 and --probe-tokens at least 2")
+    rng = np.random.default_rng(seed)
+    sizes = [1 << i for i in range(max_batch.bit_length()) if 1 << i <= max_batch]
+    if sizes[-1] != max_batch:
+        sizes.append(max_batch)
+    prompts, lengths, minibatch, instance = [], [], [], []
+    mb = 0
+    for size in sizes:
+        for k in range(instances):
+            prompts += rng.choice(PROBE_PROMPT_TOKENS, size).tolist()
+            lengths += rng.integers(max(response_tokens // 8, 1), response_tokens + 1, size).tolist()
+            minibatch += [mb] * size
+            instance += [k] * size
+            mb += 1
+    rows = len(prompts)
+    ids = [f"probe-{i}" for i in range(rows)]
+    frame = pl.DataFrame({"seq": np.arange(rows, dtype=np.int64), "instance": np.array(instance, dtype=np.int32),
+                          "minibatch": np.array(minibatch, dtype=np.int64), "epoch": np.zeros(rows, dtype=np.int32),
+                          "row": np.arange(rows, dtype=np.int64), "prompt_id": ids})
+    return RequestPlan(name="probe", dispatch="planned", run=0, seq=np.arange(rows), epoch=np.zeros(rows, np.int64),
+                       prompt_id=ids, minibatch=np.array(minibatch), instance=np.array(instance),
+                       prompt_tokens=np.array(prompts, dtype=np.int64),
+                       lengths=np.array(lengths, dtype=np.int64)[:, None],
+                       prompts=None, frame=frame)
+
+
+def _probe(live: LiveSettings, base: str, max_batch: int, response_tokens: int,
+           progress: Progress | None) -> tuple[pl.DataFrame, dict[str, Any]]:
+    from asp_cli.integrate.live import run_live
+    from asp_cli.integrate.measure import timeline_frame
+
+    if live.engine not in (None, "blocking"):
+        raise SettingsError("the probe run sends blocking minibatches; drop --engine")
+    live = dataclasses.replace(live, engine="blocking")
+    preset = load_preset(base)
+    k = len(live.servers)
+    plan = probe_plan(k, max_batch=max_batch, response_tokens=response_tokens)
+    outcome = run_live([plan], live, progress=progress)
+    if outcome.error is not None:
+        raise outcome.error
+    if outcome.interrupted:
+        raise KeyboardInterrupt
+    sim = simulate_plan(plan, preset, engine="blocking", instances=k, max_in_flight=live.max_in_flight,
+                        train_batch_size=1)
+    frame = timeline_frame([plan], outcome.records, [sim], list(live.servers))
+    metadata = {"engine": "blocking", "max_in_flight": live.max_in_flight, "instances": k, "preset": preset.name,
+                "preset_source": base, "servers": outcome.servers, "complete": True,
+                "arrangements": [{"arrangement": "probe", "dispatch": "planned", "requests": plan.requests}]}
+    if frame.height == 0:
+        raise ServerError("the probe run measured nothing")
+    return frame, metadata
+

@@ -1,0 +1,365 @@
+"""Sending a replay plan to live servers: one instance per server, blocking or streaming, in schedule order.
+
+* **blocking** (the engines asp schedules for): each instance takes its minibatches in ``seq`` order, sends
+  all requests of one together and the next minibatch when every one of them has finished.
+* **streaming** (engines that refill freed slots): each instance keeps up to ``max_in_flight`` requests in
+  flight, sending the next request in ``seq`` order as soon as one finishes.
+
+With ``dispatch="free"`` (the count-balance baseline) the next minibatch in ``seq`` order goes to whichever
+instance asks first. Each request forces its recorded length: ``max_tokens = min_tokens = L`` and
+``ignore_eos`` (vLLM's and SGLang's OpenAI servers take both), one request per sample: the OpenAI ``n``
+parameter shares one ``max_tokens`` across the samples, and vLLM fans ``n`` out into separate requests
+anyway, so sending N requests costs the engine the same and lets every sample keep its own length.
+
+SIGINT and SIGTERM stop the run cleanly: requests in flight are cancelled and what finished is kept
+(`LiveOutcome.interrupted`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import math
+import re
+import signal
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from asp_cli.errors import ServerError, SettingsError
+from asp_cli.integrate.replay_plan import RequestPlan, synthetic_prompt
+from asp_cli.integrate.serving import DEFAULT_BACKOFF_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_RETRIES, Completion, \
+    ServerPool
+
+ENGINES = ("blocking", "streaming")
+WARMUP_PROMPT_TOKENS = 64
+WARMUP_RESPONSE_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    """How to talk to the servers (validated here, once)."""
+
+    servers: tuple[str, ...]
+    engine: str | None = None  # None: as the schedule was planned (streaming plans stream, others block)
+    max_in_flight: int | None = None  # per server; streaming without it: the preset's max_num_seqs
+    stream: bool = True  # streaming responses give first-token times (needed by `asp calibrate`)
+    model: str | None = None  # None: the first model each server lists under /v1/models
+    retries: int = DEFAULT_RETRIES
+    backoff_s: float = DEFAULT_BACKOFF_S
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    warmup_requests: int = 8  # per server, before the first measured run
+    temperature: float = 1.0
+    api_key: str | None = None
+
+    def __post_init__(self) -> None:
+        from asp_cli.integrate.serving import parse_server_url
+
+        if not self.servers:
+            raise SettingsError("--servers: name at least one server URL (http://host:8000/v1)")
+        for url in self.servers:
+            parse_server_url(url)
+        if self.engine is not None and self.engine not in ENGINES:
+            raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
+        if self.max_in_flight is not None and self.max_in_flight < 1:
+            raise SettingsError(f"--max-in-flight must be at least 1 (got {self.max_in_flight})")
+        if self.retries < 0 or self.backoff_s < 0 or self.idle_timeout_s <= 0 or self.warmup_requests < 0:
+            raise SettingsError("--retries, --retry-backoff and --warmup must be 0 or more, --timeout above 0")
+
+
+class Progress(Protocol):
+    """Where the driver reports progress (the CLI draws a tqdm bar)."""
+
+    def start(self, name: str, total: int) -> None: ...
+
+    def advance(self, count: int) -> None: ...
+
+
+class RunRecord:
+    """What was measured for one plan: per request (``row * N + sample``), filled as requests finish."""
+
+    def __init__(self, requests: int) -> None:
+        self.done = np.zeros(requests, dtype=bool)
+        self.send_s = np.full(requests, math.nan)
+        self.first_token_s = np.full(requests, math.nan)
+        self.finish_s = np.full(requests, math.nan)
+        self.prompt_tokens = np.full(requests, -1, dtype=np.int64)
+        self.completion_tokens = np.full(requests, -1, dtype=np.int64)
+        self.attempts = np.zeros(requests, dtype=np.int32)
+        self.instance = np.full(requests, -1, dtype=np.int32)
+
+    def store(self, request: int, instance: int, result: Completion) -> None:
+        self.send_s[request] = result.send_s
+        self.first_token_s[request] = math.nan if result.first_token_s is None else result.first_token_s
+        self.finish_s[request] = result.finish_s
+        self.prompt_tokens[request] = -1 if result.prompt_tokens is None else result.prompt_tokens
+        self.completion_tokens[request] = -1 if result.completion_tokens is None else result.completion_tokens
+        self.attempts[request] = result.attempts
+        self.instance[request] = instance
+        self.done[request] = True
+
+
+@dataclass
+class LiveOutcome:
+    """Records per plan, whether the run was stopped, the error that stopped it, and what the servers said."""
+
+    records: list[RunRecord]
+    interrupted: bool = False
+    error: ServerError | None = None
+    servers: list[dict] = field(default_factory=list)
+
+
+def run_live(plans: list[RequestPlan], settings: LiveSettings, *, progress: Progress | None = None,
+             default_in_flight: int = 1024, clock: Callable[[], float] = time.perf_counter) -> LiveOutcome:
+    """Warm the servers up, then send every plan in turn (the next when the previous has finished).
+
+    ``default_in_flight`` is the streaming limit when ``settings.max_in_flight`` is None.
+
+    Raises
+    ------
+    SettingsError
+        When the process may not open enough connections.
+    """
+    settings = dataclasses.replace(settings, engine=settings.engine or "blocking")
+    _raise_file_limit(_peak_connections(plans, settings, default_in_flight))
+    return asyncio.run(_run_all(plans, settings, progress, default_in_flight, clock))
+
+
+async def _run_all(plans: list[RequestPlan], settings: LiveSettings, progress: Progress | None,
+                   default_in_flight: int, clock: Callable[[], float]) -> LiveOutcome:
+    outcome = LiveOutcome([RunRecord(p.requests) for p in plans])
+    pools = [ServerPool(url, max_in_flight=settings.max_in_flight if settings.engine == "blocking" else None,
+                        retries=settings.retries, backoff_s=settings.backoff_s,
+                        idle_timeout_s=settings.idle_timeout_s, clock=clock, api_key=settings.api_key)
+             for url in settings.servers]
+    stop = asyncio.Event()
+    restore = _catch_signals(stop)
+    try:
+        main = asyncio.ensure_future(_measure(plans, outcome, pools, settings, progress, default_in_flight))
+        waiter = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({main, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if main.done():
+            waiter.cancel()
+            if isinstance(main.exception(), ServerError):
+                outcome.error = main.exception()  # type: ignore[assignment]
+            else:
+                main.result()
+        else:
+            outcome.interrupted = True
+            main.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ServerError):
+                await main
+    finally:
+        restore()
+        await asyncio.gather(*(p.close() for p in pools), return_exceptions=True)
+    return outcome
+
+
+async def _measure(plans: list[RequestPlan], outcome: LiveOutcome, pools: list[ServerPool],
+                   settings: LiveSettings, progress: Progress | None, default_in_flight: int) -> None:
+    outcome.servers = list(await asyncio.gather(*(_server_info(p, settings.model) for p in pools)))
+    models = [s["model"] for s in outcome.servers]
+    if settings.warmup_requests:
+        await asyncio.gather(*(_warmup(p, m, settings) for p, m in zip(pools, models)))
+    for plan, record in zip(plans, outcome.records):
+        if progress is not None:
+            progress.start(plan.name, plan.requests)
+        await _run_plan(plan, record, pools, models, settings, progress, default_in_flight)
+
+
+async def _run_plan(plan: RequestPlan, record: RunRecord, pools: list[ServerPool], models: list[str],
+                    settings: LiveSettings, progress: Progress | None, default_in_flight: int) -> None:
+    n = plan.samples_per_prompt
+    minibatches = plan.minibatches()
+    k_all = len(pools)
+    if plan.dispatch == "free":
+        shared: deque[int] = deque(range(len(minibatches)))
+        queues = [shared] * k_all
+    else:
+        if minibatches and max(mb[2] for mb in minibatches) >= k_all:
+            raise SettingsError(f"{plan.name}: the schedule uses more instances than the {k_all} servers given")
+        queues = [deque(j for j, mb in enumerate(minibatches) if mb[2] == k) for k in range(k_all)]
+    origin = pools[0].clock()
+    for pool in pools:
+        pool.origin_s = origin
+
+    async def send(request: int, k: int) -> None:
+        row, sample = divmod(request, n)
+        length = int(plan.lengths[row, sample])
+        body = {"model": models[k], "prompt": plan.prompt(row), "max_tokens": length, "min_tokens": length,
+                "ignore_eos": True, "temperature": settings.temperature, "n": 1, "stream": settings.stream}
+        if settings.stream:
+            body["stream_options"] = {"include_usage": True}
+        seq = int(plan.seq[row])
+        label = f"{plan.name} request seq {seq} sample {sample} (prompt id {plan.prompt_id[row]!r})"
+        result = await pools[k].complete(body, label=label, request_id=f"asp-{plan.run}-{seq}-{sample}")
+        record.store(request, k, result)
+        if progress is not None:
+            progress.advance(1)
+
+    def requests_of(j: int) -> range:
+        first, end, _ = minibatches[j]
+        return range(first * n, end * n)
+
+    async def blocking(k: int) -> None:
+        while queues[k]:
+            tasks = [asyncio.ensure_future(send(i, k)) for i in requests_of(queues[k].popleft())]
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                for task in tasks:
+                    task.cancel()
+
+    async def streaming(k: int) -> None:
+        slots = asyncio.Semaphore(settings.max_in_flight or default_in_flight)
+        pending: set[asyncio.Future] = set()
+        failed: list[BaseException] = []
+
+        def finished(task: asyncio.Future) -> None:
+            pending.discard(task)
+            slots.release()
+            if not task.cancelled() and task.exception() is not None:
+                failed.append(task.exception())  # type: ignore[arg-type]
+
+        try:
+            while queues[k]:
+                for i in requests_of(queues[k].popleft()):
+                    await slots.acquire()
+                    if failed:
+                        raise failed[0]
+                    task = asyncio.ensure_future(send(i, k))
+                    pending.add(task)
+                    task.add_done_callback(finished)
+            while pending:
+                await asyncio.wait(set(pending))
+            if failed:
+                raise failed[0]
+        finally:
+            for task in list(pending):
+                task.cancel()
+
+    worker = blocking if settings.engine == "blocking" else streaming
+    workers = [asyncio.ensure_future(worker(k)) for k in range(k_all)]
+    try:
+        done, _ = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Before the measurement: which model, how much KV cache, a warm-up
+
+
+async def _server_info(pool: ServerPool, model: str | None) -> dict:
+    listed = await pool.get_json("/models")
+    names = [m.get("id") for m in listed.get("data", [])] if isinstance(listed, dict) else []
+    names = [n for n in names if isinstance(n, str)]
+    if model is None:
+        if not names:
+            raise ServerError(f"server {pool.url}: /v1/models lists no model; pass --model NAME")
+        model = names[0]
+    elif names and model not in names:
+        raise ServerError(f"server {pool.url} serves {', '.join(names)}, not {model!r}; pass --model "
+                          f"{names[0]}")
+    return {"url": pool.url, "model": model, "kv_cache_tokens": await kv_cache_tokens(pool)}
+
+
+_CACHE_INFO = re.compile(r"^vllm:cache_config_info\{([^}]*)\}", re.M)
+
+
+async def kv_cache_tokens(pool: ServerPool) -> int | None:
+    """The server's KV-cache size in tokens, where it says: vLLM's ``/metrics`` (``cache_config_info``:
+    ``num_gpu_blocks`` x ``block_size``) or SGLang's ``/get_server_info`` (``max_total_num_tokens``)."""
+    saved = pool.retries
+    pool.retries = 0
+    try:
+        with contextlib.suppress(ServerError):
+            match = _CACHE_INFO.search((await pool.get_bytes("/metrics", root=True)).decode("utf-8", "replace"))
+            if match:
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+                with contextlib.suppress(KeyError, ValueError):
+                    return int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+        with contextlib.suppress(ServerError):
+            info = await pool.get_json("/get_server_info", root=True)
+            value = info.get("max_total_num_tokens") if isinstance(info, dict) else None
+            if isinstance(value, int) and value > 0:
+                return value
+    finally:
+        pool.retries = saved
+    return None
+
+
+async def _warmup(pool: ServerPool, model: str, settings: LiveSettings) -> None:
+    body = {"model": model, "max_tokens": WARMUP_RESPONSE_TOKENS, "min_tokens": WARMUP_RESPONSE_TOKENS,
+            "ignore_eos": True, "temperature": settings.temperature, "n": 1, "stream": False}
+    await asyncio.gather(*(
+        pool.complete({**body, "prompt": synthetic_prompt(str(i), WARMUP_PROMPT_TOKENS, "warmup")},
+                      label=f"warm-up request {i}")
+        for i in range(settings.warmup_requests)))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Process limits and signals
+
+
+def _peak_connections(plans: list[RequestPlan], settings: LiveSettings, default_in_flight: int) -> int:
+    """The most connections the run may hold at once (one per request in flight)."""
+    k = len(settings.servers)
+    if settings.engine == "streaming":
+        return k * (settings.max_in_flight or default_in_flight)
+    largest = 0
+    for plan in plans:
+        sizes = [(b - a) * plan.samples_per_prompt for a, b, _ in plan.minibatches()]
+        largest = max(largest, max(sizes, default=0))
+    if settings.max_in_flight is not None:
+        largest = min(largest, settings.max_in_flight)
+    return k * largest
+
+
+def _raise_file_limit(connections: int) -> None:
+    """Raise the open-file soft limit to what the connections need, or say how."""
+    try:
+        import resource
+    except ImportError:  # not Unix
+        return
+    needed = connections + 64  # the interpreter's own files
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    if soft < needed:
+        raise SettingsError(f"the replay holds up to {connections} connections but this process may open {soft} "
+                            f"files; raise the limit (ulimit -n {needed}) or lower --max-in-flight")
+
+
+def _catch_signals(stop: asyncio.Event) -> Callable[[], None]:
+    """Make SIGINT and SIGTERM set ``stop`` during the run; return what restores the previous handlers."""
+    loop = asyncio.get_running_loop()
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.getsignal(sig)
+            loop.add_signal_handler(sig, stop.set)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or not Unix
+            previous.pop(sig, None)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            with contextlib.suppress(ValueError, RuntimeError):
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, handler)
+
+    return restore

@@ -1,0 +1,210 @@
+"""The measured timeline of `asp replay`: its columns, its Parquet file, and the figures read from it.
+
+One row per request (one sample of one prompt of one schedule row), in run order then ``seq`` then
+``sample``. Times are seconds from the start of that arrangement's run, on the client's
+``time.perf_counter``. The Parquet key/value metadata holds one JSON document under ``asp.timeline``: the
+format version, how the run was made (servers, engine mode, model, preset), whether it completed, and the
+measured and simulated figures of every arrangement (docs/replay.md, "The timeline file").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from asp_cli.errors import InputError
+from asp_cli.output import atomic_path
+
+FORMAT_NAME = "asp.timeline"
+FORMAT_VERSION = "1.0"
+METADATA_KEY = b"asp.timeline"
+
+COLUMNS: dict[str, pl.DataType] = {
+    "arrangement": pl.String(),  # "asp" or a baseline's name
+    "run": pl.Int32(),  # position of the arrangement in the run order (0 first)
+    "seq": pl.Int64(),  # the row's seq in that arrangement's schedule frame
+    "epoch": pl.Int32(),
+    "prompt_id": pl.String(),
+    "sample": pl.Int32(),  # 0..samples_per_prompt-1
+    "instance": pl.Int32(),  # the instance (server position in --servers) that ran it
+    "server": pl.String(),
+    "minibatch": pl.Int64(),
+    "forced_tokens": pl.Int64(),  # the response length asked for (max_tokens = min_tokens)
+    "planned_prompt_tokens": pl.Int64(),  # the prompt length the schedule recorded (synthetic prompts: exact)
+    "send_s": pl.Float64(),
+    "first_token_s": pl.Float64(),  # null without streaming
+    "finish_s": pl.Float64(),
+    "prompt_tokens": pl.Int64(),  # as the server reported (null if it did not)
+    "completion_tokens": pl.Int64(),
+    "attempts": pl.Int32(),
+    "simulated_send_s": pl.Float64(),  # the simulator's prediction for the same request
+    "simulated_finish_s": pl.Float64(),
+}
+_REQUIRED = ("instance", "send_s", "finish_s", "forced_tokens", "planned_prompt_tokens")
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A timeline read back: the rows and the metadata document."""
+
+    frame: pl.DataFrame
+    metadata: dict[str, Any]
+    path: Path | None = None
+
+
+def empty_timeline() -> pl.DataFrame:
+    """A timeline frame without rows."""
+    return pl.DataFrame(schema=COLUMNS)
+
+
+def write_timeline(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) -> None:
+    """Write a timeline atomically, with fixed writer options and sorted JSON metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = frame.select([pl.col(name).cast(dtype) for name, dtype in COLUMNS.items()])
+    frame = frame.sort(["run", "seq", "sample"])
+    document = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **metadata}
+    table = frame.to_arrow()
+    schema = pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
+                        for f in table.schema])
+    table = table.cast(schema).replace_schema_metadata(
+        {METADATA_KEY: json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()})
+    with atomic_path(output) as tmp:
+        pq.write_table(table, tmp, compression="zstd", compression_level=3, write_statistics=True)
+
+
+def read_timeline(path: Path) -> Timeline:
+    """Read a timeline written by `asp replay` (or any Parquet file with its required columns).
+
+    Raises
+    ------
+    InputError
+        When the file is missing, not Parquet, or lacks the columns asp needs.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such timeline file; give the file `asp replay -o` wrote")
+    try:
+        schema = pq.read_schema(path)
+        frame = pl.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file
+        raise InputError(f"{path}: not a readable Parquet timeline ({str(exc).splitlines()[0][:120]}); give the "
+                         "file `asp replay -o` wrote") from None
+    missing = [c for c in _REQUIRED if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: not an asp replay timeline (no column {missing[0]!r}); give the file "
+                         "`asp replay -o` wrote")
+    metadata: dict[str, Any] = {}
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    if raw is not None:
+        try:
+            metadata = json.loads(raw)
+        except ValueError:
+            raise InputError(f"{path}: damaged asp timeline metadata; replay again") from None
+        major = str(metadata.get("format_version", "1.0")).partition(".")[0]
+        if major != FORMAT_VERSION.partition(".")[0]:
+            raise InputError(f"{path}: timeline format {metadata.get('format_version')} is not the one this asp "
+                             f"reads ({FORMAT_VERSION}); use the asp that wrote it")
+    for name, dtype in COLUMNS.items():
+        if name not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype).alias(name))
+    frame = frame.select([pl.col(n).cast(d, strict=False) for n, d in COLUMNS.items()])
+    bad = frame.filter(pl.col("send_s").is_null() | pl.col("finish_s").is_null()
+                       | (pl.col("finish_s") < pl.col("send_s")))
+    if bad.height:
+        raise InputError(f"{path}: {bad.height} rows have a missing send or finish time, or finish before they are "
+                         "sent; give the file `asp replay -o` wrote")
+    return Timeline(frame=frame, metadata=metadata, path=path)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Figures of a run, measured or simulated (the same definitions on both sides)
+
+
+def rollout_figures(send_s: np.ndarray, finish_s: np.ndarray, instance: np.ndarray,
+                    response_tokens: np.ndarray | None = None) -> dict[str, Any]:
+    """Wall time, per-instance busy time and finish spread, and effective batch of one run.
+
+    Parameters
+    ----------
+    send_s, finish_s
+        Per request: when it was handed to its instance and when it finished.
+    instance
+        Per request: the instance that ran it.
+    response_tokens
+        Per request (optional): adds ``response_tokens_per_s`` over the wall time.
+
+    Returns
+    -------
+    dict
+        ``wall_s`` (last finish minus first send); ``busy_fraction_mean`` / ``busy_fraction_min`` (time with at
+        least one request in flight on an instance, over the wall time); ``finish_spread_s`` (last finish of
+        the latest instance minus that of the earliest, over instances that ran something), with each
+        instance's busy and last finish times (``instance_busy_s``, ``instance_finish_s``);
+        ``effective_batch`` (mean requests in flight while an instance is busy: the sum of request lifetimes
+        over the sum of busy time).
+    """
+    send = np.asarray(send_s, dtype=np.float64)
+    finish = np.asarray(finish_s, dtype=np.float64)
+    inst = np.asarray(instance, dtype=np.int64)
+    if send.size == 0:
+        return {"requests": 0, "wall_s": 0.0, "instance_busy_s": [], "instance_finish_s": [],
+                "busy_fraction_mean": 0.0, "busy_fraction_min": 0.0, "finish_spread_s": 0.0, "effective_batch": 0.0}
+    start = float(send.min())
+    wall = float(finish.max()) - start
+    busy = []
+    ends = []
+    for k in np.unique(inst):
+        mine = inst == k
+        busy.append(_union_length(send[mine], finish[mine]))
+        ends.append(float(finish[mine].max()))
+    busy_arr = np.asarray(busy)
+    total_busy = float(busy_arr.sum())
+    figures: dict[str, Any] = {
+        "requests": int(send.size),
+        "wall_s": wall,
+        "instance_busy_s": [float(b) for b in busy],  # per instance that ran something, in instance order
+        "instance_finish_s": ends,
+        "busy_fraction_mean": float(busy_arr.mean() / wall) if wall > 0 else 0.0,
+        "busy_fraction_min": float(busy_arr.min() / wall) if wall > 0 else 0.0,
+        "finish_spread_s": float(max(ends) - min(ends)),
+        "effective_batch": float(np.sum(finish - send) / total_busy) if total_busy > 0 else 0.0,
+    }
+    if response_tokens is not None:
+        tokens = float(np.sum(np.asarray(response_tokens, dtype=np.float64)))
+        figures["response_tokens"] = int(tokens)
+        figures["response_tokens_per_s"] = tokens / wall if wall > 0 else 0.0
+    return figures
+
+
+def _union_length(start: np.ndarray, end: np.ndarray) -> float:
+    """Total length of the union of intervals [start_i, end_i]."""
+    order = np.argsort(start, kind="stable")
+    s = start[order]
+    e = np.maximum.accumulate(end[order])
+    # A new block starts where an interval begins after every earlier one has ended.
+    new = np.concatenate(([True], s[1:] > e[:-1]))
+    block = np.cumsum(new) - 1
+    block_start = s[new]
+    block_end = np.zeros(block_start.size)
+    np.maximum.at(block_end, block, e)
+    return float(np.sum(block_end - block_start))
+
+
+def figures_by_arrangement(frame: pl.DataFrame, *, simulated: bool = False) -> dict[str, dict[str, Any]]:
+    """`rollout_figures` of every arrangement in a timeline, measured (or, with ``simulated``, predicted)."""
+    out: dict[str, dict[str, float]] = {}
+    send, finish = ("simulated_send_s", "simulated_finish_s") if simulated else ("send_s", "finish_s")
+    for name in frame.sort("run")["arrangement"].unique(maintain_order=True).to_list():
+        part = frame.filter(pl.col("arrangement") == name).drop_nulls([send, finish])
+        out[name] = rollout_figures(part[send].to_numpy(), part[finish].to_numpy(), part["instance"].to_numpy(),
+                                    part["forced_tokens"].to_numpy())
+    return out

@@ -1,0 +1,192 @@
+"""`asp calibrate`: the fit recovers known step-model parameters from exact (virtual-clock) timelines and stays
+close under timing noise; the preset it writes loads in `asp schedule` and `asp simulate`; errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+from _replay import small  # noqa: F401 - fixture
+from fake_openai import FakeServer, StepModel, virtual_timeline
+from typer.testing import CliRunner
+
+from asp_cli.cli.main import app
+from asp_cli.costmodel import load_preset
+from asp_cli.errors import ExitCode
+from asp_cli.integrate.calibrate import probe_plan
+from asp_cli.integrate.costfit import fit_timeline
+from asp_cli.integrate.timings import COLUMNS, write_timeline
+
+from util import SAMPLE_PROMPTS
+
+runner = CliRunner()
+BASE = load_preset("h100-qwen2.5-7b")
+# Known parameters: t_w / c puts the knee at 160 live sequences, inside the probe's batches of up to 256.
+TRUTH = StepModel(overhead_s=2e-4, weight_read_s=8e-3, compute_s_per_token=5e-5, kv_s_per_token=1.5e-7)
+KV_CACHE_TOKENS = 400_000
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def virtual_frame(model: StepModel, *, instances: int = 2, streaming: int | None = None, jitter: float = 0.0,
+                  observe_noise_s: float = 0.0) -> pl.DataFrame:
+    """The probe workload run on the fake engine's virtual clock: a timeline with exact (or noisy) times."""
+    plan = probe_plan(instances, max_batch=256, response_tokens=200)
+    rng = np.random.default_rng(7)
+    rows = []
+    for k in range(instances):
+        idx = np.flatnonzero(plan.instance == k)
+        arrivals = [(0.0, int(plan.prompt_tokens[i]), int(plan.lengths[i, 0])) for i in idx]
+        minibatches = plan.minibatch[idx]
+        sizes = [int(np.sum(minibatches == m)) for m in dict.fromkeys(minibatches.tolist())]
+        times = virtual_timeline(model, arrivals, blocking_groups=None if streaming else sizes, in_flight=streaming,
+                                 step_jitter=jitter, seed=k)
+        for i, (s, f, e) in zip(idx, times):
+            if observe_noise_s:  # the client sees each event a little late
+                f += abs(rng.normal(0, observe_noise_s))
+                e = max(e + abs(rng.normal(0, observe_noise_s)), f)
+            rows.append({"arrangement": "probe", "run": 0, "seq": int(plan.seq[i]), "epoch": 0,
+                         "prompt_id": plan.prompt_id[i], "sample": 0, "instance": k, "server": f"s{k}",
+                         "minibatch": int(plan.minibatch[i]), "forced_tokens": int(plan.lengths[i, 0]),
+                         "planned_prompt_tokens": int(plan.prompt_tokens[i]), "send_s": s, "first_token_s": f,
+                         "finish_s": e, "prompt_tokens": int(plan.prompt_tokens[i]),
+                         "completion_tokens": int(plan.lengths[i, 0]), "attempts": 1, "simulated_send_s": 0.0,
+                         "simulated_finish_s": 0.0})
+    return pl.DataFrame(rows, schema=COLUMNS)
+
+
+def metadata(frame: pl.DataFrame, engine: str = "blocking", in_flight: int | None = None) -> dict:
+    return {"engine": engine, "max_in_flight": in_flight, "instances": 2, "preset": "h100-qwen2.5-7b",
+            "servers": [{"url": "s0", "kv_cache_tokens": KV_CACHE_TOKENS}] * 2,
+            "arrangements": [{"arrangement": "probe", "dispatch": "planned", "requests": frame.height}]}
+
+
+def close(value, truth, rel):
+    return abs(value / truth - 1.0) <= rel
+
+
+def test_fit_recovers_known_parameters_from_exact_timings():
+    fit = fit_timeline(virtual_frame(TRUTH), BASE)
+    # t_o is kept from the base preset (0.2 ms, the truth here), so the rest is identified exactly.
+    assert fit.overhead_s == BASE.step_overhead_s == TRUTH.overhead_s
+    assert close(fit.weight_read_s, TRUTH.weight_read_s, 0.005)
+    assert close(fit.compute_s_per_token, TRUTH.compute_s_per_token, 0.005)
+    assert close(fit.kv_s_per_token, TRUTH.kv_s_per_token, 0.005)
+    assert close(fit.prefill_s_per_token, TRUTH.compute_s_per_token, 0.005)
+    assert close(fit.knee_live, TRUTH.weight_read_s / TRUTH.compute_s_per_token, 0.005)
+    assert fit.decode_rel_rmse < 0.002 and fit.prefill_rel_rmse < 0.002
+    assert fit.max_num_seqs is None  # nothing waited at the peak
+
+
+def test_fit_sees_the_engine_cap_and_no_compute_bound_step():
+    capped = StepModel(**{**TRUTH.__dict__, "max_num_seqs": 128})
+    fit = fit_timeline(virtual_frame(capped), BASE)
+    assert fit.max_num_seqs == 128 and fit.knee_live is None  # 128 live never passes the knee at 160
+    assert close(fit.weight_read_s, TRUTH.weight_read_s, 0.01) and close(fit.kv_s_per_token, TRUTH.kv_s_per_token, 0.01)
+    assert close(fit.compute_s_per_token, TRUTH.compute_s_per_token, 0.01)  # from prefill
+    assert any("compute term comes from prefill" in note for note in fit.notes)
+
+
+def test_fit_on_a_streaming_timeline():
+    fit = fit_timeline(virtual_frame(TRUTH, streaming=120), BASE)  # under the knee: memory bound
+    assert close(fit.kv_s_per_token, TRUTH.kv_s_per_token, 0.005)
+    assert close(fit.prefill_s_per_token, TRUTH.compute_s_per_token, 0.005)
+    assert close(fit.weight_read_s, TRUTH.weight_read_s, 0.005)
+    assert fit.knee_live is None and fit.decode_rel_rmse < 0.002
+
+
+def test_fit_stays_close_under_step_jitter_and_observation_noise():
+    # Each step 5% slower or faster at random, and every event seen up to a few ms late.
+    fit = fit_timeline(virtual_frame(TRUTH, jitter=0.05, observe_noise_s=0.001), BASE)
+    assert close(fit.weight_read_s, TRUTH.weight_read_s, 0.03)
+    assert close(fit.kv_s_per_token, TRUTH.kv_s_per_token, 0.05)
+    assert close(fit.compute_s_per_token, TRUTH.compute_s_per_token, 0.10)
+    assert close(fit.prefill_s_per_token, TRUTH.compute_s_per_token, 0.05)
+
+
+def test_calibrate_writes_a_preset_that_schedule_and_simulate_take(tmp_path, small):  # noqa: F811
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "timeline.parquet"
+    write_timeline(frame, metadata(frame), timeline)
+    out = tmp_path / "preset.json"
+    result = invoke("calibrate", timeline, "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    preset = load_preset(out)
+    fit = document["fit"]
+    # The derived figures of the preset are the fitted ones; the KV capacity is the one the servers reported.
+    assert close(preset.weight_read_s, fit["weight_read_s"], 1e-9)
+    assert close(preset.kv_s_per_token, fit["kv_s_per_token"], 1e-9)
+    assert close(preset.compute_s_per_token, fit["compute_s_per_token"], 1e-9)
+    assert preset.kv_capacity_tokens == pytest.approx(KV_CACHE_TOKENS, abs=1)
+    assert preset.step_overhead_s == fit["overhead_s"] and preset.params == BASE.params
+    # The check: the same run simulated with each preset, against the measured wall time.
+    check = document["check"][0]
+    assert abs(check["calibrated_error"]) < 0.01 < abs(check["base_error"])
+    assert "Check, probe: measured" in result.stderr and "--preset" in result.stderr
+    # The preset feeds back into asp schedule and asp simulate.
+    schedule = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", schedule, "--preset", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    result = invoke("simulate", small["schedule"], "--preset", out, "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["preset"] == preset.name == "h100-qwen2.5-7b+calibrated"
+    # A calibration file can be the base of the next one (its own fields kept).
+    again = tmp_path / "again.json"
+    result = invoke("calibrate", timeline, "-o", again, "--base", out, "--max-num-seqs", "77", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert load_preset(again).max_num_seqs == 77
+
+
+def test_calibrate_fits_the_trainer_from_measured_steps(tmp_path):
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, metadata(frame), timeline)
+    steps = tmp_path / "steps.csv"
+    steps.write_text("tokens,step_s\n" + "".join(f"{t},{3.0 + 2e-5 * t}\n" for t in (100_000, 250_000, 400_000)))
+    out = tmp_path / "p.json"
+    result = invoke("calibrate", timeline, "-o", out, "--train-steps", steps, "--quiet")
+    assert result.exit_code == 0, result.output
+    preset = load_preset(out)
+    assert preset.train_fixed_s == pytest.approx(3.0) and preset.train_per_token_s == pytest.approx(2e-5)
+
+
+def test_calibrate_runs_on_a_measured_http_replay_and_a_probe_of_its_own(small, tmp_path):  # noqa: F811
+    timeline = tmp_path / "t.parquet"
+    own = tmp_path / "own.json"
+    own.write_text(json.dumps({"base": "a100-llama2-7b", "max_num_seqs": 64}))
+    with FakeServer(time_scale=0.05) as a, FakeServer(time_scale=0.05) as b:
+        result = invoke("replay", small["schedule"], small["prompts"], "--lengths", small["lengths"], "--servers",
+                        f"{a.url},{b.url}", "-o", timeline, "--warmup", "0", "--preset", own)
+        assert result.exit_code == 0, result.output
+        probe = tmp_path / "probe.parquet"
+        result = invoke("calibrate", "-o", tmp_path / "probe.json", "--servers", f"{a.url},{b.url}",
+                        "--probe-max-batch", "8", "--probe-tokens", "12", "--probe-timeline", probe)
+        assert result.exit_code == 0, result.output
+    assert pl.read_parquet(probe).height == 2 * (1 + 2 + 4 + 8)
+    assert load_preset(tmp_path / "probe.json").kv_capacity_tokens == pytest.approx(123_456, abs=1)
+    # The real-time fake is not the step model on a steady clock; the fit must still produce a usable preset.
+    result = invoke("calibrate", timeline, "-o", tmp_path / "p.json", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["base"] == f"a100-llama2-7b+{own.name}"  # the preset the replay simulated with
+    calibrated = load_preset(tmp_path / "p.json")
+    assert calibrated.weight_read_s > 0 and calibrated.params == load_preset("a100-llama2-7b").params
+
+
+def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
+    frame = virtual_frame(TRUTH).with_columns(pl.lit(None, pl.Float64).alias("first_token_s"))
+    plain = tmp_path / "plain.parquet"
+    write_timeline(frame, metadata(frame), plain)
+    result = invoke("calibrate", plain, "-o", tmp_path / "p.json")
+    assert result.exit_code == ExitCode.BAD_INPUT and "replay with streaming" in result.stderr
+    other = tmp_path / "other.parquet"
+    pl.DataFrame({"a": [1]}).write_parquet(other)
+    result = invoke("calibrate", other, "-o", tmp_path / "p.json")
+    assert result.exit_code == ExitCode.BAD_INPUT and "not an asp replay timeline" in result.stderr
+    result = invoke("calibrate", plain, "-o", tmp_path / "p.json", "--servers", "http://127.0.0.1:9/v1")
+    assert result.exit_code == ExitCode.BAD_SETTINGS and "not both" in result.stderr
+    assert not (tmp_path / "p.json").exists()

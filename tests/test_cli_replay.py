@@ -1,0 +1,302 @@
+"""`asp replay` against local fake servers: the order it keeps, the lengths it forces, the timeline it writes,
+baselines and --compare, dry runs, the in-process path, and how it ends (errors, Ctrl-C)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import types
+
+import numpy as np
+import polars as pl
+import pytest
+from _replay import INSTANCES, PROMPTS, SAMPLES, forced_lengths, small  # noqa: F401 - fixture
+from fake_openai import FakeServer, Faults
+from typer.testing import CliRunner
+
+from asp_cli.cli.main import app
+from asp_cli.errors import ExitCode
+from asp_cli.integrate.timings import read_timeline
+
+from util import REPO
+
+runner = CliRunner()
+REQUESTS = PROMPTS * SAMPLES
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def replay(small, servers, out, *extra):  # noqa: F811
+    urls = ",".join(s.url for s in servers)
+    return invoke("replay", small["schedule"], small["prompts"], "--lengths", small["lengths"], "--servers", urls,
+                  "-o", out, "--warmup", "0", "--retry-backoff", "0.001", *extra)
+
+
+def request_ids(server: FakeServer, kind: str) -> list[str]:
+    return [rid for event, rid in server.log if event == kind and rid.startswith("asp-")]
+
+
+def test_blocking_replay_keeps_the_order_forces_the_lengths_and_writes_the_timeline(small, tmp_path):  # noqa: F811
+    out = tmp_path / "timeline.parquet"
+    with FakeServer(time_scale=0.05) as a, FakeServer(time_scale=0.05) as b:
+        result = replay(small, [a, b], out, "--json")
+        logs = [list(a.log), list(b.log)]
+        bodies = {**a.bodies, **b.bodies}
+    assert result.exit_code == 0, result.output
+    timeline = read_timeline(out)
+    frame = timeline.frame
+    assert frame.height == REQUESTS and timeline.metadata["complete"] is True
+    # Lengths: what the server generated is what the lengths file recorded for that prompt's sample.
+    recorded = forced_lengths(small["lengths"])
+    for row in frame.iter_rows(named=True):
+        assert row["forced_tokens"] == row["completion_tokens"] == recorded[row["prompt_id"]][row["sample"]]
+        body = bodies[f"asp-0-{row['seq']}-{row['sample']}"]
+        assert body["max_tokens"] == body["min_tokens"] == row["forced_tokens"] and body["ignore_eos"] is True
+        assert isinstance(body["prompt"], str) and body["n"] == 1
+        assert row["send_s"] <= row["first_token_s"] <= row["finish_s"]
+        assert row["attempts"] == 1 and row["server"] == [a.url, b.url][row["instance"]]
+    # Order: on each server no request of a minibatch arrives before the previous minibatch has finished.
+    schedule = pl.read_parquet(small["schedule"])
+    minibatch_of = dict(zip(schedule["seq"].to_list(), schedule["minibatch"].to_list()))
+    for k, log in enumerate(logs):
+        assert set(schedule.filter(pl.col("instance") == k)["seq"].to_list()) == {
+            int(rid.split("-")[2]) for event, rid in log if event == "arrive"}
+        open_mb, pending = None, 0
+        for event, rid in log:
+            mb = minibatch_of[int(rid.split("-")[2])]
+            if event == "arrive":
+                assert pending == 0 or mb == open_mb, "a minibatch started before the previous one finished"
+                open_mb = mb
+                pending += 1
+            else:
+                pending -= 1
+    # The same from the client's clock, and minibatches in seq order per instance.
+    spans = frame.group_by("instance", "minibatch").agg(pl.col("send_s").min(), pl.col("finish_s").max(),
+                                                        pl.col("seq").min()).sort("instance", "seq")
+    for k in range(INSTANCES):
+        part = spans.filter(pl.col("instance") == k)
+        assert (part["send_s"].to_numpy()[1:] >= part["finish_s"].to_numpy()[:-1]).all()
+    document = json.loads(result.stdout)
+    entry = document["arrangements"][0]
+    assert entry["arrangement"] == "asp" and entry["completed"] == REQUESTS
+    assert entry["measured"]["requests"] == entry["simulated"]["requests"] == REQUESTS
+    assert document["length_mismatches"] == 0 and "measured s" in result.stderr and "simulated s" in result.stderr
+
+
+def test_streaming_keeps_each_queue_full_up_to_the_limit(small, tmp_path):  # noqa: F811
+    out = tmp_path / "t.parquet"
+    # The gate holds the first three requests until all three have arrived, so the limit is reached for sure.
+    with FakeServer(time_scale=0.05, faults=Faults(gate=3)) as a, FakeServer(time_scale=0.05,
+                                                                             faults=Faults(gate=3)) as b:
+        result = invoke("replay", small["schedule"], "--synthetic-prompts", "--lengths", small["lengths"],
+                        "--servers", f"{a.url},{b.url}", "-o", out, "--warmup", "0", "--engine", "streaming",
+                        "--max-in-flight", "3", "--force")
+        peaks = a.max_in_flight, b.max_in_flight
+        bodies = {**a.bodies, **b.bodies}
+        order = [request_ids(a, "arrive"), request_ids(b, "arrive")]
+    assert result.exit_code == 0, result.output
+    assert peaks == (3, 3)
+    frame = read_timeline(out).frame
+    # Client side: never more than 3 in flight per instance.
+    for k in range(INSTANCES):
+        part = frame.filter(pl.col("instance") == k)
+        events = sorted([(t, 1) for t in part["send_s"]] + [(t, -1) for t in part["finish_s"]],
+                        key=lambda e: (e[0], e[1]))
+        assert max(np.cumsum([d for _, d in events])) <= 3
+    # Requests are released in seq order per instance: with at most 3 in flight, one arrives at most 2 places
+    # away from its place in seq order (connections opened at once may race); synthetic prompts have the
+    # recorded prompt length.
+    for ids in order:
+        seqs = [(int(r.split("-")[2]), int(r.split("-")[3])) for r in ids]
+        place = {key: i for i, key in enumerate(sorted(seqs))}
+        assert max(abs(place[key] - i) for i, key in enumerate(seqs)) <= 2
+    for row in frame.iter_rows(named=True):
+        prompt = bodies[f"asp-0-{row['seq']}-{row['sample']}"]["prompt"]
+        assert isinstance(prompt, list) and len(prompt) == row["planned_prompt_tokens"] == row["prompt_tokens"]
+
+
+def test_compare_runs_asp_then_baselines_with_free_dispatch(small, tmp_path):  # noqa: F811
+    out = tmp_path / "t.parquet"
+    with FakeServer(time_scale=0.02) as a, FakeServer(time_scale=0.02) as b:
+        result = replay(small, [a, b], out, "--compare", "--baseline", "count-balance", "--baseline",
+                        "verl-default", "--json", "--warmup", "2")
+        warmups = [rid for event, rid in a.log if event == "arrive" and not rid.startswith("asp-")]
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    names = [e["arrangement"] for e in document["arrangements"]]
+    assert names == ["asp", "count-balance", "verl-default"]
+    assert len(warmups) == 2  # one warm-up, before the first run only
+    frame = read_timeline(out).frame
+    assert frame.group_by("arrangement").len().sort("arrangement")["len"].to_list() == [REQUESTS] * 3
+    # Every arrangement replays the same lengths per prompt sample.
+    per = {name: dict(zip(zip(part["prompt_id"], part["sample"], part["epoch"]), part["forced_tokens"]))
+           for (name,), part in frame.group_by("arrangement")}
+    assert per["asp"] == per["count-balance"] == per["verl-default"]
+    assert set(document["ranking"]["measured"]) == set(names)
+    assert "Fastest first, measured:" in result.stderr
+
+
+def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
+    with FakeServer() as a:
+        result = invoke("replay", small["schedule"], small["prompts"], "--lengths", small["lengths"], "--dry-run",
+                        "--compare", "--json", "--servers", f"{a.url},{a.url}")
+        assert a.log == []
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["dry_run"] is True and document["simulated_gpu_minutes_total"] > 0
+    # --compare alone runs asp and the baselines on equal footing with it for the engine.
+    from asp_cli.integrate.replay_plan import equal_footing_names
+
+    names = [a["arrangement"] for a in document["arrangements"]]
+    assert names == ["asp", *equal_footing_names("blocking")] and "random (asp slots)" in names
+    assert "Expected GPU time:" in result.stderr and "GPU-minutes" in result.stderr
+
+
+def test_a_server_error_that_recovers_is_retried(small, tmp_path):  # noqa: F811
+    out = tmp_path / "t.parquet"
+    with FakeServer(time_scale=0.02, faults=Faults(fail_first=3)) as a, FakeServer(time_scale=0.02) as b:
+        result = replay(small, [a, b], out, "--no-stream")
+    assert result.exit_code == 0, result.output
+    frame = read_timeline(out).frame
+    assert frame.height == REQUESTS and frame["attempts"].max() > 1
+    # Plain answers: no first-token times, lengths still forced and reported.
+    assert frame["first_token_s"].null_count() == REQUESTS
+    assert (frame["completion_tokens"] == frame["forced_tokens"]).all()
+
+
+def test_a_server_that_keeps_dropping_is_a_clear_error_and_keeps_what_was_measured(small, tmp_path):  # noqa: F811
+    out = tmp_path / "t.parquet"
+    with FakeServer(time_scale=0.02, faults=Faults(drop_after=10)) as a, FakeServer(time_scale=0.02) as b:
+        result = replay(small, [a, b], out, "--retries", "1")
+    assert result.exit_code == ExitCode.SERVER, result.output
+    line = result.stderr.strip()
+    assert line.count("\n") == 0 and line.startswith(f"Error: server {a.url}: asp request seq ")
+    assert "failed after 2 attempts" in line and f"measured before it are in {out}" in line
+    timeline = read_timeline(out)
+    assert 10 <= timeline.frame.height < REQUESTS and timeline.metadata["complete"] is False
+
+
+def test_bad_settings_are_refused_before_anything_is_sent(small, tmp_path):  # noqa: F811
+    out = tmp_path / "t.parquet"
+    with FakeServer() as a:
+        cases = [
+            (["--servers", a.url], "the schedule plans 2 instances but --servers names 1"),
+            (["--servers", f"{a.url},{a.url}", "--baseline", "magic"], "--baseline 'magic': no such baseline"),
+            (["--servers", f"{a.url},{a.url}", "--baseline", "least-pending"],
+             "'least-pending' is made for the other engine (--engine streaming)"),
+            (["--servers", f"{a.url},{a.url}", "--engine", "eager"], "--engine must be one of blocking, streaming"),
+            (["--servers", "localhost:8000,x"], "is not a server URL"),
+            (["--servers", f"{a.url},{a.url}", "--synthetic-prompts"], "or --synthetic-prompts (not both)"),
+        ]
+        for extra, words in cases:
+            result = invoke("replay", small["schedule"], small["prompts"], "-o", out, *extra)
+            assert result.exit_code == ExitCode.BAD_SETTINGS, (extra, result.output)
+            assert words in result.stderr and result.stderr.count("\n") == 1
+        assert a.log == [] and not out.exists()
+        result = invoke("replay", small["schedule"], small["prompts"], "--servers", f"{a.url},{a.url}")
+        assert result.exit_code == ExitCode.BAD_SETTINGS and "-o timeline.parquet" in result.stderr
+
+
+def test_a_dataset_without_a_scheduled_prompt_is_refused(small, tmp_path):  # noqa: F811
+    partial = tmp_path / "partial.jsonl"
+    lines = small["prompts"].read_text().splitlines()[:-1]
+    partial.write_text("\n".join(lines) + "\n")
+    result = invoke("replay", small["schedule"], partial, "--dry-run")
+    assert result.exit_code == ExitCode.BAD_INPUT
+    assert "the dataset has no prompt with id" in result.stderr and "--synthetic-prompts" in result.stderr
+
+
+def test_in_process_without_vllm_says_how_to_get_it(small, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
+    result = invoke("replay", small["schedule"], small["prompts"], "--in-process", "Qwen/Qwen2.5-7B", "-o",
+                    tmp_path / "t.parquet")
+    assert result.exit_code == ExitCode.BAD_SETTINGS
+    assert "--in-process needs vLLM" in result.stderr and "pip install 'asp-cli[vllm]'" in result.stderr
+    assert not (tmp_path / "t.parquet").exists()
+
+
+def test_in_process_replays_minibatches_through_the_offline_api(small, tmp_path, monkeypatch):  # noqa: F811
+    calls = []
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.__dict__.update(kwargs)
+
+    class LLM:
+        def __init__(self, model, tensor_parallel_size):
+            self.model = model
+
+        def generate(self, prompts, params, use_tqdm):
+            calls.append(len(prompts))
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=[0] * p.max_tokens)],
+                                          prompt_token_ids=[0] * 5, metrics=None) for p in params]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    out = tmp_path / "t.parquet"
+    result = invoke("replay", small["schedule"], small["prompts"], "--lengths", small["lengths"], "--in-process",
+                    "m", "-o", out)
+    assert result.exit_code == 0, result.output
+    frame = read_timeline(out).frame
+    assert frame.height == REQUESTS and (frame["completion_tokens"] == frame["forced_tokens"]).all()
+    assert sum(calls) == REQUESTS and max(calls) <= 4 * SAMPLES  # one generate() per minibatch
+    for k in range(INSTANCES):  # each instance's minibatches back to back on its own clock from 0
+        part = frame.filter(pl.col("instance") == k).group_by("minibatch").agg(pl.col("send_s").min(),
+                                                                               pl.col("finish_s").max())
+        part = part.sort("send_s")
+        assert part["send_s"][0] == 0.0
+        assert np.allclose(part["send_s"].to_numpy()[1:], part["finish_s"].to_numpy()[:-1])
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
+def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path):  # noqa: F811
+    out = tmp_path / "t.parquet"
+    schedule = pl.read_parquet(small["schedule"])
+    # Hold the first request of instance 0's third minibatch: by then its first two have finished.
+    third = schedule.filter(pl.col("instance") == 0).group_by("minibatch").agg(pl.col("seq").min()).sort("seq")
+    seq = int(third["seq"][2])
+    before = schedule.filter((pl.col("instance") == 0) & (pl.col("seq") < seq)).height * SAMPLES
+    hold = Faults(hold=lambda rid: rid == f"asp-0-{seq}-0")
+    with FakeServer(time_scale=0.02, faults=hold) as a, FakeServer(time_scale=0.02) as b:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "asp_cli", "replay", str(small["schedule"]), str(small["prompts"]), "--lengths",
+             str(small["lengths"]), "--servers", f"{a.url},{b.url}", "-o", str(out), "--warmup", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert hold.held.wait(60), "the held request never arrived"
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=60)
+        finally:
+            hold.release.set()
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().startswith("Interrupted; wrote the ") and stderr.strip().count("\n") == 0
+    assert stdout == ""
+    timeline = read_timeline(out)
+    assert timeline.metadata["complete"] is False and timeline.metadata["interrupted"] is True
+    mine = timeline.frame.filter(pl.col("instance") == 0)
+    assert mine.height >= before and not mine.filter((pl.col("seq") == seq) & (pl.col("sample") == 0)).height
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+
+
+def test_a_schedule_planned_for_a_streaming_engine_replays_streaming(small, tmp_path, monkeypatch):  # noqa: F811
+    planned = tmp_path / "streaming.parquet"
+    result = invoke("schedule", small["prompts"], "-o", planned, "--engine", "streaming", "--instances", INSTANCES,
+                    "--samples-per-prompt", SAMPLES, "--train-batch-size", 8, "--quiet")
+    assert result.exit_code == 0, result.output
+    result = invoke("replay", planned, "--dry-run", "--compare", "--lengths", small["lengths"], "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    from asp_cli.integrate.replay_plan import equal_footing_names
+
+    assert document["engine"] == "streaming" and document["max_in_flight"] > 0
+    assert [a["arrangement"] for a in document["arrangements"]] == ["asp", *equal_footing_names("streaming")]
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace())  # installed, but the plan streams
+    result = invoke("replay", planned, small["prompts"], "--in-process", "m", "-o", tmp_path / "t.parquet")
+    assert result.exit_code == ExitCode.BAD_SETTINGS and "planned for a streaming engine" in result.stderr

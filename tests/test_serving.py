@@ -1,0 +1,134 @@
+"""The asyncio HTTP client against a local OpenAI-compatible fake server: streaming and not, forced lengths,
+retries, dropped and stale connections, and its error messages."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fake_openai import NATURAL_LENGTH, FakeServer, Faults
+
+from asp_cli.errors import ServerError, SettingsError
+from asp_cli.integrate.serving import ServerPool, parse_server_url
+
+
+def body(length: int, *, stream: bool = True, forced: bool = True) -> dict:
+    document = {"model": "fake-model", "prompt": list(range(7)), "max_tokens": length, "stream": stream}
+    if forced:
+        document.update(min_tokens=length, ignore_eos=True)
+    if stream:
+        document["stream_options"] = {"include_usage": True}
+    return document
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_parse_server_url():
+    assert parse_server_url("http://h:8000") == ("http", "h", 8000, "/v1")
+    assert parse_server_url("http://h:8000/v1/") == ("http", "h", 8000, "/v1")
+    assert parse_server_url("https://h/proxy/v1") == ("https", "h", 443, "/proxy/v1")
+    for bad in ("h:8000", "ftp://h/v1", "http://h:port/v1"):
+        with pytest.raises(SettingsError, match="--servers"):
+            parse_server_url(bad)
+
+
+def test_streaming_and_plain_completions_report_times_and_usage():
+    async def main(url):
+        pool = ServerPool(url)
+        streamed = await asyncio.gather(*(pool.complete(body(12), label=f"r{i}", request_id=f"r{i}")
+                                          for i in range(6)))
+        plain = await pool.complete(body(9, stream=False), label="plain")
+        natural = await pool.complete(body(9, forced=False), label="natural")
+        await pool.close()
+        return streamed, plain, natural
+
+    with FakeServer(time_scale=0.05) as server:
+        streamed, plain, natural = run(main(server.url))
+        bodies = server.bodies
+    for result in streamed:
+        assert result.send_s <= result.first_token_s <= result.finish_s
+        assert (result.prompt_tokens, result.completion_tokens, result.attempts) == (7, 12, 1)
+    assert plain.first_token_s is None and plain.send_s <= plain.finish_s
+    assert plain.completion_tokens == 9 and plain.finish_reason == "length"
+    # Unforced, the fake stops at its natural length: forcing is what made the others 12 tokens long.
+    assert natural.completion_tokens == NATURAL_LENGTH
+    assert bodies["r0"]["min_tokens"] == bodies["r0"]["max_tokens"] == 12 and bodies["r0"]["ignore_eos"] is True
+
+
+def test_5xx_answers_are_retried_until_the_server_recovers():
+    async def main(url):
+        pool = ServerPool(url, backoff_s=0.001)
+        result = await pool.complete(body(5), label="r")
+        await pool.close()
+        return result
+
+    with FakeServer(faults=Faults(fail_first=2)) as server:
+        result = run(main(server.url))
+    assert result.attempts == 3 and result.completion_tokens == 5
+
+
+def test_a_dropped_connection_is_retried_then_named_in_one_clear_error():
+    async def main(url):
+        pool = ServerPool(url, retries=2, backoff_s=0.001)
+        try:
+            await pool.complete(body(5), label="asp request seq 3 sample 1 (prompt id 'p7')")
+        finally:
+            await pool.close()
+
+    with FakeServer(faults=Faults(drop_after=0)) as server:
+        with pytest.raises(ServerError) as caught:
+            run(main(server.url))
+        attempts = server.completions
+    message = str(caught.value)
+    assert message.startswith(f"server {server.url}: asp request seq 3 sample 1 (prompt id 'p7') failed after 3 "
+                              "attempts (")
+    assert "curl" in message and "\n" not in message
+    assert attempts == 3
+
+
+def test_a_refused_request_is_not_retried():
+    async def main(url):
+        pool = ServerPool(url, backoff_s=0.001)
+        try:
+            await pool.complete({**body(5), "model": "other"}, label="r")
+        finally:
+            await pool.close()
+
+    with FakeServer() as server:
+        with pytest.raises(ServerError, match="HTTP 404 .model 'other' does not exist"):
+            run(main(server.url))
+        assert server.completions == 1
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_without_spending_an_attempt():
+    async def main(url):
+        pool = ServerPool(url, retries=0)
+        results = [await pool.complete(body(3), label=f"r{i}") for i in range(4)]
+        await pool.close()
+        return results
+
+    with FakeServer(faults=Faults(close_idle=True)) as server:
+        results = run(main(server.url))
+    assert [r.attempts for r in results] == [1, 1, 1, 1]
+
+
+def test_the_in_flight_limit_holds():
+    async def main(url):
+        pool = ServerPool(url, max_in_flight=2)
+        await asyncio.gather(*(pool.complete(body(6), label=f"r{i}") for i in range(8)))
+        await pool.close()
+
+    with FakeServer(time_scale=0.05) as server:
+        run(main(server.url))
+        assert server.max_in_flight <= 2 and server.completions == 8
+
+
+def test_unreachable_server_says_how_to_check_it():
+    async def main():
+        pool = ServerPool("http://127.0.0.1:9/v1", retries=1, backoff_s=0.001)
+        await pool.get_json("/models")
+
+    with pytest.raises(ServerError, match=r"GET /v1/models failed after 2 attempts \(cannot connect"):
+        run(main())
