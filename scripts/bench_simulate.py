@@ -19,82 +19,59 @@ SECTION = "## Simulated end-to-end time against baselines"
 COMMAND = "python scripts/bench_simulate.py"
 
 INTRO = """\
-Each table replays, on the same prompts and the same true lengths, the arrangements people use today, asp's
-schedule (made with a real prediction: the bundled model with history from an earlier epoch, never the
-lengths it is judged on), the same schedule with free dispatch, asp given the true lengths (the scheduling
-ceiling, not a result) and the lower bound of the model. Engine: continuous batching (vLLM), blocking
-minibatches, preset `h100-qwen2.5-7b`, the AReaL admission rule with max_lag 2. Columns are defined in
-docs/simulation.md; "vs verl" is end-to-end time over verl's default, "vs bound" over the lower bound.
+Every table replays, on the same prompts and the same true lengths, asp's schedule (made with a real
+prediction: the bundled model with history from an earlier epoch, never the lengths it is judged on) and the
+baselines, **at equal footing**: the same engine, concurrency, lag rule (AReaL's admission rule, max_lag 2)
+and lengths; only the order differs (docs/simulation.md, "--compare"). On blocking engines the reference is a
+shuffle cut into asp's own minibatch sizes; on engines that refill freed slots it is verl's server mode
+(least-pending routing of a shuffled stream). "asp (auto)" is `asp schedule`'s default: the fastest of its
+candidate arrangements in its own simulator, replayed with the planned instances; "asp, free dispatch" is
+the same schedule replayed the way the baselines are (each instance takes the next minibatch in `seq` order
+when it frees). The gain over verl's default from bigger generate() calls is a column of its own, not part
+of asp's gain. For scale: the ASP paper reports 10.9% shorter mean iterations from scheduling alone.
 """
 
 
 FINDINGS = """\
-### Where asp wins, where it loses, and why
+### What the arrangement wins, and where it does not
 
-asp dispatches the shortest minibatches holding one train batch first (the trainer's first step starts at
-once), then each length class spread over the epoch, longest first; `seq` is that order, and the planned
-`instance` is list scheduling under a per-class count balance (docs/algorithms.md). Read the summary over
-seeds above, not a single table: one seed moves the planned row by a few percent.
-
-- **Mixed sources, 8 instances (mix-k8-n8)**: asp is about 0.55x verl's default and below every
-  baseline; given the true lengths it is within about 1.15x of the bound. The warm start removes the wait
-  for the first train batch (long work started at time 0 cannot feed it).
-- **Two instances (mix-k2-n4)**: asp loses to long-first by about 5%. The cause is measured: with the
-  same sorted packing, long-first's minibatches of 32 long prompts keep more sequences per decode step,
-  while asp's per-minibatch KV budget (N x (prompt + predicted mean) within the cache) cuts long
-  minibatches to about 23 prompts, so summed instance busy time is about 6% higher. Raising the budget
-  1.35x wins here without preemptions but causes preemptions and losses with groups of 16, so the budget
-  stays. With 8 instances a looser budget loses even without preemptions: on mix-k8-n8 with the true
-  lengths, 0.75x the budget gives 26 long-class minibatches of about 17 prompts instead of 35 of about
-  13, the instances' finish spread grows from 187 s to 438 s, and end-to-end time from 1,122 s to 1,368 s
-  (seed 0; `python scripts/bench_kv_budget.py` prints this for factors 1.0 to 0.6; at 0.6 the cache
-  overflows, 110 preemptions). Fewer, longer long minibatches are coarser work to balance. The bound is far even with true lengths (1.6x): 32 prompts x 4 samples cap a batch at 128
-  sequences, well under the 1,024 the bound assumes.
-- **Trainer-bound (mix-k16-n16)**: 0.85x verl is impossible here: the lower bound itself is about 0.88x
-  (the trainer's own work). asp is told the run's `--max-lag 2`, and because its predicted trainer time
-  exceeds the rollout's, it spreads each length class over the trainer's horizon instead of front-loading
-  the long class (docs/algorithms.md, section 5). Over the 16 seeds above that took planned asp from
-  0.944x to 0.910x verl (free dispatch 0.900x to 0.893x) against the code before it (commit 7715f30);
-  short-first is still about 2-3% ahead (0.884x). When the
-  trainer binds, short-first's cheap steps come first while rollout fills the admission window, and its
-  long groups are generated during the long, expensive steps at the end. asp keeps every step
-  representative (step length deviation about 0.4-0.5 against 1.3 for the sorts), so every step needs
-  long groups, and the trainer waits for them for its first few steps (about 80 s of 2,060 on seed 0).
-  That is the price of representative steps; short-first's speed comes from training on all-short
-  batches first.
-- **Planned instances absorb less prediction error than free dispatch.** A minibatch lasts as long as its
-  longest group, and the longest of 32 noisy groups is far above the longest prediction, so short sources
-  run 2-5x their predicted minibatch time while the long class is near 1.1x. The count balance spreads
-  that shared error over every instance; an engine that takes minibatches in `seq` order whenever it is
-  free (free dispatch) absorbs the rest and is the most robust way to replay a schedule.
-- **Long reasoning only (aime-k8-n4)**: asp is far ahead of every baseline (about 0.57x verl against
-  0.91x for the best sort); no arrangement can meet the bound here (the longest request alone binds).
-- **Short answers (gsm8k-k4-n8)**: trainer-bound and noisy (a few very long outputs decide a minibatch);
-  free dispatch is best, and the fixed plan loses to count balance by about 5% (planned asp 0.991x,
-  free dispatch 0.919x, count balance 0.940x; spreading over the trainer's horizon costs the planned row
-  about 1.5% of that, within one standard error).
-- Sorting gives the worst step representativeness (step mean length 1.2-1.4 away from the epoch mean);
-  asp keeps it at 0.4-0.6 and verl at 0.15.
+- **Mixed sources on blocking engines, rollout-bound** (mix-k8-n8, mix-k8-n8-b256, mix-k2-n4): asp is
+  11-20% faster than the best equal-footing baseline on the 8-instance mixes (free dispatch) and about 20%
+  faster than a shuffle in its own sizes; on two instances it is level with long-first (within about 1%,
+  inside one standard deviation) and half a shuffle's time. The true-lengths ceiling is another 5-7% away.
+- **Trainer-bound runs** (mix-k16-n16, mix-k16-n16-b512, gsm8k-k4-n8): the lower bound itself is within
+  5% of a shuffle, so no arrangement can win much; asp is level with the best baseline (0-2%).
+- **Long reasoning only** (AIME): one source, lengths hard to tell apart; asp is level with long-first
+  (within 0.5%) and a shuffle at train batch 256.
+- **Planned instances lose where predictions are noisy.** Replayed with its planned `instance` column, the
+  schedule is 10-14% slower than free dispatch on GSM8K and 4% on AIME with 4 samples: a minibatch lasts as
+  long as its longest group, and an engine that keeps to the plan cannot absorb the error. Prefer an engine
+  that takes the next minibatch in `seq` order when it frees (`--dispatch free` in `asp simulate`).
+- **Bigger calls are a separate gain.** verl's default splits each train batch into one chunk per worker
+  before the minibatch cap, so its calls hold 4-16 prompts where asp's hold 8-31: that alone costs verl
+  7-67% on these workloads (the "verl calls" column), before any arrangement.
+- **Steps are less representative than a shuffle's** when the trainer takes groups in arrival order: asp's
+  homogeneous minibatches arrive whole, so the 90th-percentile step deviation is 0.4-0.9 against 0.1-0.5
+  for the shuffle (and about 3 for the sorts). A trainer that follows the schedule's stratified `train_step`
+  (`asp schedule --trainer schedule`, asp's verl replay buffer) closes that gap without a lag bound (the
+  last table); under a lag bound the stratified steps would make early long groups stale, so asp keeps
+  arrival-order steps there.
 """
 
 OTHER_ENGINES = """\
 ### Other engines
 
-asp plans for blocking inference minibatches with continuous batching inside (vLLM's offline `generate()`,
-the main tables). The same schedules replayed on the simulator's other engine models:
-
-- **static padding** (HF `generate`: a minibatch costs its size times its longest response): asp beats
-  verl's default by far but loses to long-first on the mixed workloads (free dispatch is level with it on
-  mix-k16-n16 only). Planned lengths matter more here
-  (every slot is padded to the realized maximum, so prediction error costs directly), and the simulator does
-  not split a static batch whose cache would overflow, which spares the baselines' larger minibatches a cost
-  they would pay on a real GPU.
-- **streaming** (an instance refills freed slots from its next minibatch): the engine removes most padding
-  and tail bubbles itself, and every arrangement lands within about 5-20% of verl's default. The planned
-  replay of asp is level with the best baseline within the seed spread, except on mix-k2-n4 where it is
-  6% behind long-first; free dispatch is ahead of every baseline on the mixed 8- and 16-instance
-  workloads and on AIME (by 2-8%), and 2% behind long-first on mix-k2-n4.
+- **Engines that refill freed slots** (`streaming`: vLLM/SGLang servers, verl's agent loop): the engine
+  removes padding and tail bubbles itself, and every arrangement, asp's and the true-lengths ceiling
+  included, lands within a few percent of least-pending routing. asp's plan (planned queues, or least-pending
+  routing fed asp's order) is within about 1.5% of the best baseline either way and 4% ahead on AIME at train
+  batch 256 with planned queues; it is not 8% ahead of a random round-robin deal anywhere: in this cost model
+  the room is not there (the ceiling with true lengths is itself level). An offline plan cannot help much
+  on such engines; say so before spending effort on it.
+- **Static padding** (`static`: HF `generate`): long-first in asp's sizes is the best baseline almost
+  everywhere; asp (free dispatch) is within 0.4-1.7% of it, and 29% ahead on mix-k16-n16-b512.
 """
+
 
 SUMMARY_SEEDS = 6
 OTHER_MODE_SEEDS = 4
@@ -102,7 +79,8 @@ REFERENCE = {"continuous": "random (asp sizes)", "static": "random (asp sizes)",
 
 
 def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "continuous",
-                 trainer: str = "arrival", names: tuple[str, ...] | None = None) -> tuple[str, dict]:
+                 trainer: str = "arrival", names: tuple[str, ...] | None = None, max_lag: int | None = None,
+                 lag_given: bool = False) -> tuple[str, dict]:
     """Equal-footing summary over workload seeds: every row over the reference arrangement of its engine
     (a shuffle in asp's own sizes, or verl's least-pending router), mean +- standard deviation."""
     import dataclasses
@@ -113,7 +91,8 @@ def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "co
 
     reference = REFERENCE[mode]
     lines = [
-        f"Engine `{mode}`, trainer taking groups in {'arrival order' if trainer == 'arrival' else 'the order train_step assigns'}, "
+        f"Engine `{mode}`, trainer taking groups in {'arrival order' if trainer == 'arrival' else 'the order train_step assigns'}"
+        + (f", max_lag {max_lag if max_lag is not None else 'none'}" if lag_given else ", max_lag 2") + ", "
         f"{seeds} workload seeds (each redraws the samples and the arrangement). Every figure is end-to-end time "
         f"over **{reference}** (the same concurrency as asp, in a random order), mean +- sd; below 1 is faster. "
         "\"best equal\" is the fastest equal-footing baseline (docs/simulation.md); \"gain\" is asp (free dispatch) "
@@ -133,10 +112,11 @@ def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "co
         deviation: dict[str, list[float]] = {}
         calls: dict[str, list[float]] = {}
         for seed in range(seeds):
-            settings = dataclasses.replace(spec.settings(), seed=seed, trainer=trainer)
+            lag = max_lag if lag_given else spec.max_lag
+            settings = dataclasses.replace(spec.settings(), seed=seed, trainer=trainer, max_lag=lag)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             rows = compare(workload.prompts, workload.predictions, workload.truth, settings, preset,
-                           max_lag=spec.max_lag, mode=mode)
+                           max_lag=lag, mode=mode)
             ref = next(r["end_to_end_s"] for r in rows if r["arrangement"] == reference)
             for row in rows:
                 ratios.setdefault(row["arrangement"], []).append(row["end_to_end_s"] / ref)
@@ -186,7 +166,9 @@ def main() -> None:
         tables.append(seed_summary(args.data, preset, seeds=seeds, mode=mode)[0])
     print("summary: schedule-following trainer ...", file=sys.stderr)
     mixed = ("mix-k8-n8", "mix-k8-n8-b256", "mix-k16-n16-b512", "gsm8k-k4-n8")
-    tables.append(seed_summary(args.data, preset, seeds=OTHER_MODE_SEEDS, trainer="schedule", names=mixed)[0])
+    for trainer_lag in (None, 2):
+        tables.append(seed_summary(args.data, preset, seeds=OTHER_MODE_SEEDS, trainer="schedule", names=mixed,
+                                   max_lag=trainer_lag, lag_given=True)[0])
     summary, *others = tables
     body = (f"{SECTION}\n\n{INTRO}\n{summary}\n{FINDINGS}\n{OTHER_ENGINES}\n" + "\n".join(others) +
             f"\n### One seed in full\n\n{benchmark_markdown(results, command=COMMAND)}")
