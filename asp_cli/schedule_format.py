@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from asp_cli.errors import ScheduleFormatError
+from asp_cli.errors import InputError, ScheduleFormatError
 from asp_cli.output import atomic_path
 
 FORMAT_NAME = "asp.schedule"
@@ -214,7 +214,9 @@ def read_schedule(path: Path) -> Schedule:
 
     path = Path(path)
     if not path.is_file():
-        raise ScheduleFormatError(f"{path}: no such schedule file")
+        # A missing file is a bad input (exit 3) whatever it was meant to hold, as for every other input.
+        what = "is a directory, not a schedule file" if path.is_dir() else "no such file"
+        raise InputError(f"{path}: {what}; give the schedule `asp schedule -o` wrote")
     with open(path, "rb") as handle:
         magic = handle.read(4)
     if magic != b"PAR1":

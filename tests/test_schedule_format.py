@@ -62,19 +62,28 @@ def test_damaged_settings_are_a_format_error(tmp_path, frame, settings):
         read_schedule(path)
 
 
-@pytest.mark.parametrize("kind", ["text", "plain-parquet", "missing"])
+@pytest.mark.parametrize("kind", ["text", "plain-parquet"])
 def test_not_a_schedule(tmp_path, kind):
     path = tmp_path / "x.parquet"
     if kind == "text":
         path.write_text("hello")
         fragment = "not a Parquet file"
-    elif kind == "plain-parquet":
+    else:
         pl.DataFrame({"a": [1]}).write_parquet(path)
         fragment = "without asp schedule metadata"
-    else:
-        fragment = "no such schedule file"
     with pytest.raises(ScheduleFormatError, match=fragment):
         read_schedule(path)
+
+
+def test_a_missing_schedule_is_a_bad_input_not_a_bad_format(tmp_path):
+    # Exit 3 like every other missing input (docs/errors.md E11), not 6 ("not a schedule").
+    from asp_cli.errors import InputError
+
+    with pytest.raises(InputError, match=r"x\.parquet: no such file") as missing:
+        read_schedule(tmp_path / "x.parquet")
+    assert not isinstance(missing.value, ScheduleFormatError)
+    with pytest.raises(InputError, match="is a directory"):
+        read_schedule(tmp_path)
 
 
 @pytest.mark.parametrize(
