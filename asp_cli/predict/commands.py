@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from asp_cli import columns as C
 from asp_cli.predict.observations import OBSERVATIONS_READ, read_observations
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
+from asp_cli.errors import SettingsError
 from asp_cli.settings import check_count
 
 # The quantiles `predict_file` writes beside the group maximum and mean: (column, quantile of one sample).
@@ -32,23 +33,29 @@ class FitResult:
     skipped_rows: int
     seconds: float
     output: Path | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 def fit_predictor(
     inputs: Sequence[Path],
     output: Path | None = None,
     *,
+    history: Sequence[Path] = (),
     read: ReadOptions = OBSERVATIONS_READ,
+    history_read: ReadOptions = DEFAULT_READ,
     max_response_tokens: int | None = None,
     use_metadata: bool = True,
     char_ngrams: bool = False,
     seed: int = 0,
     force: bool = False,
 ) -> FitResult:
-    """Train a length predictor on files of prompts with observed lengths; write it when ``output`` is given.
+    """Train a length predictor on observed lengths; write it when ``output`` is given.
 
-    This is what `asp predictor fit` runs. ``max_response_tokens`` is the data's generation cap (lengths at or
-    above it count as truncated); ``seed`` the random state of the cross-fitting folds.
+    This is what `asp predictor fit` runs. Without ``history``, ``inputs`` hold prompts with their observed
+    lengths; with it, ``inputs`` are prompt files (read as `asp schedule` reads them) and ``history`` the
+    lengths observed for them (`asp observe`'s output, read with ``history_read``), joined by prompt id.
+    ``max_response_tokens`` is the data's generation cap (lengths at or above it count as truncated); ``seed``
+    the random state of the cross-fitting folds.
 
     Raises
     ------
@@ -56,15 +63,21 @@ def fit_predictor(
     """
     from asp_cli.output import atomic_path, check_output_path
     from asp_cli.predict import model as P
+    from asp_cli.predict.observations import join_history
 
     inputs = [Path(p) for p in inputs]
+    history = [Path(p) for p in history]
+    if history and read.length_key is not None:
+        raise SettingsError("--length-key names the length column of prompt files that carry their lengths; "
+                            "with --history, name the history's column with --history-length-key")
     if output is not None:
-        check_output_path(Path(output), inputs, force=force)
+        check_output_path(Path(output), [*inputs, *history], force=force)
     started = time.perf_counter()
-    data = read_observations(inputs, read)
+    data = join_history(inputs, history, read, history_read) if history else read_observations(inputs, read)
     model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
         data.prompts, data.lengths, cap=max_response_tokens, tokenizer=read.tokenizer)
-    result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started)
+    result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started,
+                       warnings=data.warnings)
     if output is not None:
         with atomic_path(Path(output)) as tmp:
             P.save(model, tmp)
