@@ -503,7 +503,7 @@ def schedule(
         "command_line": _recorded_command_line(command_line),
         "summary": _finite(summary),
     }
-    metadata["format_version"] = format_version_for(metadata)
+    metadata["format_version"] = format_version_for(metadata, frame)
     result = ScheduleResult(frame=frame, metadata=metadata, summary=summary)
     if output is not None:
         note("writing schedule")
