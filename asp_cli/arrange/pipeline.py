@@ -512,7 +512,7 @@ def schedule(
     return result
 
 
-_NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--no-progress"}
+_NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--progress", "--no-progress"}
 _VALUE_NOT_RECORDED = {"-o", "--output"}
 
 

@@ -73,6 +73,7 @@ def compare(
     max_lag: int | None = None,
     asp_frame: pl.DataFrame | None = None,
     include: tuple[str, ...] | None = None,
+    progress=None,
 ) -> list[dict]:
     """Simulate every arrangement on the same true lengths; one dict per row, the lower bound last.
 
@@ -80,7 +81,8 @@ def compare(
     the asp row's arrangement (``asp simulate --compare`` passes the schedule being judged). Only the
     baselines made for ``mode``'s kind of engine run (`asp_cli.bench.baselines.Baseline.modes`). Each row
     says whether it is on equal footing with asp (``equal_footing``) and how many prompts it sends per
-    ``generate()`` call on average (``prompts_per_call``).
+    ``generate()`` call on average (``prompts_per_call``). ``progress``, when given, is told
+    "replaying i/n: NAME" before each replay.
     """
     from asp_cli.arrange.pipeline import arrange
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, random_in_asp_slots
@@ -109,7 +111,9 @@ def compare(
         arrangements.append((ASP_TRUE, arrange(prompts, oracle, settings, preset=preset), "planned", True))
     rows = []
     bound = None
-    for name, frame, dispatch, equal in arrangements:
+    for i, (name, frame, dispatch, equal) in enumerate(arrangements):
+        if progress is not None:
+            progress(f"replaying {i + 1}/{len(arrangements)}: {name}")
         sim = SimulationSettings(
             samples_per_prompt=settings.samples_per_prompt,
             train_batch_size=settings.train_batch_size,

@@ -37,7 +37,8 @@ def simulate_command(
     bins: int = typer.Option(400, "--bins", help="Time bins in --timeseries."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --timeseries file."),
     json_output: bool = typer.Option(False, "--json", help="Print the metrics as JSON on stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary on stderr."),
+    progress: bool = typer.Option(False, "--progress", help="Show each stage on stderr even when it is not a terminal (one line per stage)."),
 ) -> None:
     """Replay a schedule on K simulated rollout instances and a trainer; report time, bubbles and lag."""
     with guarded():
@@ -46,6 +47,7 @@ def simulate_command(
         from asp_cli.errors import SettingsError
         from asp_cli.output import check_output_path
         from asp_cli.bench.simulate import SIMULATE_READ, simulate_file
+        from asp_cli.cli.progress import stage_bar
         from asp_cli.sim.records import check_bins
 
         options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag, trainer=trainer,  # type: ignore[arg-type]
@@ -57,7 +59,13 @@ def simulate_command(
             if timeseries.suffix.lower() not in (".csv", ".parquet"):
                 raise SettingsError(f"--timeseries {timeseries}: give a .csv or .parquet file name")
             check_output_path(timeseries, [schedule, *lengths], force=force)
-        report = simulate_file(schedule, lengths, options=options, read=read, compare=compare)
+        bar = stage_bar("asp simulate", quiet=quiet, progress=progress)  # unnumbered: --compare adds stages
+        try:
+            report = simulate_file(schedule, lengths, options=options, read=read, compare=compare,
+                                   progress=bar.step if bar else None)
+        finally:
+            if bar:
+                bar.close()
         if timeseries is not None:
             _write_timeseries(report.result.timeseries(bins), timeseries)
         if not quiet:
