@@ -146,7 +146,7 @@ def test_epoch_out_of_range_is_a_settings_error(tmp_path, epoch):
 
 def test_history_must_be_named_parquet(tmp_path):
     log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "response_tokens": 10}])
-    with pytest.raises(SettingsError, match=r"h\.jsonl: a history is written as Parquet; name it \.parquet"):
+    with pytest.raises(SettingsError, match=r"h\.jsonl: asp observe writes Parquet, but the name ends in .\.jsonl.; name it \.parquet"):
         observe([log], tmp_path / "h.jsonl")
     assert not (tmp_path / "h.jsonl").exists()
 

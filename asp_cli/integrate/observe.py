@@ -114,7 +114,7 @@ def observe(
     OutputError
         When the output exists without ``append`` or ``force``, or equals an input.
     """
-    from asp_cli.output import check_output_path
+    from asp_cli.output import check_output_path, check_parquet_name
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
     if epoch is not None and not 0 <= epoch <= 2**31 - 1:  # stored as int32; epochs count from 0
@@ -124,9 +124,9 @@ def observe(
     if not logs:
         raise InputError("no rollout log given; name at least one log file")
     out = Path(output) if output is not None else None
-    if out is not None and out.suffix.lower() not in (".parquet", ".pq"):
+    if out is not None:
         # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.
-        raise SettingsError(f"{out}: a history is written as Parquet; name it .parquet")
+        check_parquet_name(out, writer="asp observe")
     existing: pl.DataFrame | None = None
     seen: list[dict[str, Any]] = []
     if out is not None:

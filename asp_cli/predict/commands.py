@@ -145,7 +145,7 @@ def predict_file(
     InputError, SettingsError, PredictorError, OutputError
     """
     from asp_cli.fingerprint import file_fingerprint
-    from asp_cli.output import atomic_path, check_output_path
+    from asp_cli.output import atomic_path, check_output_path, check_parquet_name
     from asp_cli.predict.prediction import (
         _check_settings,
         lengths_from_distribution,
@@ -159,6 +159,7 @@ def predict_file(
     history = [Path(p) for p in history]
     if output is not None:
         check_output_path(Path(output), [*inputs, *history, *([Path(model)] if model else [])], force=force)
+        check_parquet_name(Path(output), writer="asp predictor predict")
     prompts, _ = read_prompts(inputs, read)
     past = read_lengths(history, read)[0] if history else None
     distribution = predict_distribution(prompts, predictor=model, history=past,
