@@ -15,6 +15,7 @@ from asp_cli.report.simulated import lengths_source
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
+_LIST_ITEMS = 12  # items of a list shown inline; the rest is summarised, never dropped silently
 # Headline facts shown as percentages in `--compare` (fractions of 1).
 _PERCENT_FACTS = {"padding.fraction", "instances.tokens_spread", "instances.busy_spread",
                   "queue.trainer_idle_fraction", "steps.max_skew", "observed.padding_fraction"}
@@ -43,6 +44,15 @@ def _resample(values: list[int], width: int) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     edges = np.linspace(0, values.size, width + 1).round().astype(int)
     return np.array([values[a:b].mean() if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:])])
+
+
+def _cut(items: list[str], limit: int, *, what: str, rest: list[tuple[Any, int]], unit: str) -> str:
+    """The first ``limit`` items, then what was left out: "..., and 26 more lags (12-37: 1,204 groups)"."""
+    if len(items) <= limit:
+        return ", ".join(items)
+    left = sum(count for _, count in rest)
+    return (", ".join(items[:limit]) + f", ... and {len(items) - limit} more {what} ({rest[0][0]}-{rest[-1][0]}: "
+            f"{left:,} {unit}; --json has them all)")
 
 
 def _short(fingerprint: Any) -> str:
@@ -209,7 +219,8 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
     lag = report.get("lag")
     if lag:
         bound = "none" if lag["bound"] is None else str(lag["bound"])
-        spread = ", ".join(f"{v}: {c:,}" for v, c in lag["histogram"][:12])
+        spread = _cut([f"{v}: {c:,}" for v, c in lag["histogram"]], _LIST_ITEMS, what="lags",
+                      rest=lag["histogram"][_LIST_ITEMS:], unit="groups")
         out(f"[bold]Expected policy lag[/bold]: mean {lag['mean']} steps, max [bold]{lag['max']}[/bold] "
             f"(bound --max-lag {bound}); groups per lag: {spread}")
     else:
