@@ -16,9 +16,6 @@ from asp_cli.report.simulated import lengths_source
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
 _LIST_ITEMS = 12  # items of a list shown inline; the rest is summarised, never dropped silently
-# Headline facts shown as percentages in `--compare` (fractions of 1).
-_PERCENT_FACTS = {"padding.fraction", "instances.tokens_spread", "instances.busy_spread",
-                  "queue.trainer_idle_fraction", "steps.max_skew", "observed.padding_fraction"}
 
 
 def sparkline(values: Any, top: float | None = None) -> str:
@@ -288,8 +285,10 @@ def _render_checks(out: Any, checks: dict[str, Any]) -> None:
 
 
 def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: bool = False) -> str:
-    """Render `report.compare_reports` output as one side-by-side table."""
+    """Render `report.compare_reports` output as one side-by-side table, with the reasons for any missing verdict."""
     from rich.table import Table
+
+    from asp_cli.report.formats import change_text, fact_text, verdict_text
 
     console = _console(width, color)
     table = Table(title=f"A = {comparison['a']}   B = {comparison['b']}", title_justify="left", show_edge=False,
@@ -300,11 +299,11 @@ def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: 
     table.add_column("B - A", justify="right")
     table.add_column("better", justify="center")
     for row in comparison["facts"]:
-        fmt = _pct if row["fact"] in _PERCENT_FACTS else (lambda v: _num(v, 2))
-        change = row["change"]
-        shown = "-" if change is None else (f"{change:+.1%}" if fmt is _pct else f"{change:+,.2f}")
-        if isinstance(change, (int, float)) and isinstance(row["a"], int) and isinstance(row["b"], int):
-            shown = f"{int(change):+,}"
-        table.add_row(row["label"], fmt(row["a"]), fmt(row["b"]), shown, row["better"] or "")
+        kind = row.get("kind", "number")
+        table.add_row(row["label"], fact_text(kind, row["a"]), fact_text(kind, row["b"]),
+                      change_text(kind, row["change"]), verdict_text(row))
     console.print(table)
+    for row in comparison["facts"]:
+        if row.get("note"):
+            console.print(f"{row['label']}: no verdict; {row['note']}")
     return _trimmed(console.file.getvalue())
