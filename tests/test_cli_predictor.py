@@ -181,8 +181,8 @@ def test_fit_with_history_names_ids_that_do_not_match(prompts_and_history, tmp_p
     result = runner.invoke(app, ["predictor", "fit", str(two / "prompts.jsonl"), "--history",
                                  str(tmp_path / "other.parquet"), "-o", str(tmp_path / "m.skops")])
     assert result.exit_code == 3, result.output
-    assert result.stderr.startswith("Error: no prompt id of the history (other.parquet) is among the 80 prompts of "
-                                    "prompts.jsonl: history ids look like 'x1' and prompt ids like 'p0'")
+    assert result.stderr.startswith("Error: no prompt id of other.parquet is among the 80 prompts of "
+                                    "prompts.jsonl: its ids look like 'x1' and the prompts' like 'p0'")
     assert "--history-id-key" in result.stderr and not (tmp_path / "m.skops").exists()
     # Some ids match: the others are left out with a warning, and prompts without lengths are counted.
     history = pl.concat([pl.read_parquet(two / "history.parquet").filter(pl.col("prompt_id") != "p3"),
@@ -191,8 +191,23 @@ def test_fit_with_history_names_ids_that_do_not_match(prompts_and_history, tmp_p
     result = runner.invoke(app, ["predictor", "fit", str(two / "prompts.jsonl"), "--history",
                                  str(tmp_path / "mixed.parquet"), "-o", str(tmp_path / "m.skops")])
     assert result.exit_code == 0, result.output
-    assert "Warning: 2 history rows (2 ids, e.g. 'x1') name prompts the prompt files do not hold; left out" in result.stderr
-    assert "Warning: 1 of the 80 prompts have no observed length in the history; trained on the other 79" in result.stderr
+    assert "Warning: 2 rows of mixed.parquet (2 ids, e.g. 'x1') name prompts the prompt files do not hold; left out" \
+        in result.stderr
+    assert "Warning: 1 of the 80 prompts have no observed length in mixed.parquet; used the other 79" in result.stderr
     result = runner.invoke(app, ["predictor", "fit", str(two / "prompts.jsonl"), "--history",
                                  str(two / "history.parquet"), "--length-key", "n", "-o", str(tmp_path / "n.skops")])
     assert result.exit_code == 4 and "--history-length-key" in result.stderr
+
+
+def test_eval_takes_prompts_and_observed_lengths_apart(data_and_model, prompts_and_history):
+    _, data, model, _ = data_and_model
+    two = prompts_and_history
+    one = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--json"])
+    apart = runner.invoke(app, ["predictor", "eval", str(two / "prompts.jsonl"), "--lengths",
+                                str(two / "history.parquet"), "--model", str(model), "--json"])
+    assert one.exit_code == 0 and apart.exit_code == 0, apart.output
+    assert json.loads(apart.stdout)["overall"] == json.loads(one.stdout)["overall"]
+    (two / "strangers.jsonl").write_text('{"prompt_id": "zz", "response_tokens": 3}\n')
+    wrong = runner.invoke(app, ["predictor", "eval", str(two / "prompts.jsonl"), "--lengths", str(two / "strangers.jsonl")])
+    assert wrong.exit_code == 3 and "no prompt id of strangers.jsonl" in wrong.stderr
+    assert "--lengths-id-key" in wrong.stderr

@@ -79,9 +79,12 @@ def fit_command(
 
 @predictor_app.command("eval")
 def eval_command(
-    inputs: list[Path] = typer.Argument(..., help=_DATA_HELP),
+    inputs: list[Path] = typer.Argument(..., help=_DATA_HELP + " With --lengths: prompt files, as for `asp schedule`."),
     model: Optional[Path] = typer.Option(None, "--model", help="A model file; default: the bundled one."),
-    history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs (repeatable)."),
+    lengths: list[Path] = typer.Option([], "--lengths", help="The observed lengths to score against, for prompt files in INPUTS (a rollout log or `asp observe`'s history; repeatable), joined by prompt id."),
+    lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in --lengths files."),
+    lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The length column in --lengths files."),
+    history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs, folded into the prediction as `asp schedule --history` does (repeatable)."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
@@ -103,11 +106,16 @@ def eval_command(
                                    on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
         history_read = ReadOptions(length_id_key=history_id_key, length_key=history_length_key,
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]
-        result = evaluate_predictor(inputs, model=model, history=history, read=read, history_read=history_read,
+        lengths_read = ReadOptions(length_id_key=lengths_id_key, length_key=lengths_length_key, on_bad_row=on_bad_row,
+                                   length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")  # type: ignore[arg-type]
+        result = evaluate_predictor(inputs, model=model, history=history, lengths=lengths, read=read,
+                                    history_read=history_read, lengths_read=lengths_read,
                                     max_response_tokens=max_response_tokens)
         say(format_report(result, f"model {result['model']}: {result['overall']['prompts']} prompts, "
                                   f"{result['samples']} samples"))
         _say_calibration(result.get("history"))
+        for warning in result["warnings"]:
+            say(f"Warning: {warning}")
         if json_output:
             emit_json(result)
 

@@ -63,7 +63,7 @@ def fit_predictor(
     """
     from asp_cli.output import atomic_path, check_output_path
     from asp_cli.predict import model as P
-    from asp_cli.predict.observations import join_history
+    from asp_cli.predict.observations import join_lengths
 
     inputs = [Path(p) for p in inputs]
     history = [Path(p) for p in history]
@@ -73,7 +73,7 @@ def fit_predictor(
     if output is not None:
         check_output_path(Path(output), [*inputs, *history], force=force)
     started = time.perf_counter()
-    data = join_history(inputs, history, read, history_read) if history else read_observations(inputs, read)
+    data = join_lengths(inputs, history, read, history_read) if history else read_observations(inputs, read)
     model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
         data.prompts, data.lengths, cap=max_response_tokens, tokenizer=read.tokenizer)
     result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started,
@@ -90,25 +90,35 @@ def evaluate_predictor(
     *,
     model: Path | None = None,
     history: Sequence[Path] = (),
+    lengths: Sequence[Path] = (),
     read: ReadOptions = OBSERVATIONS_READ,
     history_read: ReadOptions = DEFAULT_READ,
+    lengths_read: ReadOptions = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key"),
     max_response_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Score a model file (the bundled one when None) on prompts with observed lengths.
 
     This is what `asp predictor eval` runs: Kendall tau, Spearman, tail recall, log error and calibration,
-    overall and per data source (`asp_cli.predict.evaluate`). ``history`` folds earlier epochs' lengths in as
-    `asp schedule --history` does, read with ``history_read``.
+    overall and per data source (`asp_cli.predict.evaluate`). Without ``lengths``, ``inputs`` hold prompts with
+    the lengths to score against; with it, ``inputs`` are prompt files and ``lengths`` the observed lengths (as
+    `asp observe` or a rollout log has them), joined by prompt id. ``history`` folds earlier epochs' lengths
+    into the prediction as `asp schedule --history` does, read with ``history_read``.
     """
     from asp_cli.predict.evaluate import evaluate
+    from asp_cli.predict.observations import join_lengths
     from asp_cli.reading import read_lengths
 
     check_count("--max-response-tokens", max_response_tokens, minimum=1, optional=True)
-    data = read_observations([Path(p) for p in inputs], read)
+    if lengths and read.length_key is not None:
+        raise SettingsError("--length-key names the length column of prompt files that carry their lengths; "
+                            "with --lengths, name that file's column with --lengths-length-key")
+    inputs = [Path(p) for p in inputs]
+    data = join_lengths(inputs, lengths, read, lengths_read) if lengths else read_observations(inputs, read)
     past = read_lengths([Path(p) for p in history], history_read)[0] if history else None
     result = evaluate(data.prompts, data.lengths, predictor=model, history=past,
                       max_response_tokens=max_response_tokens, tokenizer=read.tokenizer)
     result["model"] = str(model) if model is not None else "default"
+    result["warnings"] = data.warnings
     return result
 
 

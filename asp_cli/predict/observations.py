@@ -79,49 +79,49 @@ def read_observations(
     return Observations(prompts, lengths, report.skipped_rows, report.columns_used)
 
 
-def join_history(
+def join_lengths(
     paths: Sequence[Path],
-    history: Sequence[Path],
+    lengths_paths: Sequence[Path],
     read: ReadOptions = OBSERVATIONS_READ,
-    history_read: ReadOptions = ReadOptions(),
+    lengths_read: ReadOptions = ReadOptions(),
 ) -> Observations:
     """Prompt files and, apart, the lengths observed for them (as `asp observe` writes them), joined by id.
 
-    The prompts are read as `asp schedule` reads them (``read``), the lengths as its ``--history`` (``history_read``).
-    Only prompts with observed lengths are kept; history rows whose id is not a prompt are left out and
-    counted in ``warnings``.
+    The prompts are read as `asp schedule` reads them (``read``), the lengths as its ``--history``
+    (``lengths_read``, whose flags the messages name). Only prompts with observed lengths are kept; length rows
+    whose id is not a prompt are left out and counted in ``warnings``.
 
     Raises
     ------
     InputError
-        Unreadable files, or history whose ids match none of the prompts.
+        Unreadable files, or lengths whose ids match none of the prompts.
     """
     from asp_cli.reading import read_lengths, read_prompts
 
-    paths, history = [Path(p) for p in paths], [Path(p) for p in history]
+    paths, lengths_paths = [Path(p) for p in paths], [Path(p) for p in lengths_paths]
     prompts, report = read_prompts(paths, read)
-    lengths, length_report = read_lengths(history, history_read)
+    lengths, length_report = read_lengths(lengths_paths, lengths_read)
     known = lengths[C.PROMPT_ID].is_in(prompts[C.PROMPT_ID].implode())
     matched = lengths.filter(known)
-    names = ", ".join(p.name for p in history)
+    names = ", ".join(p.name for p in lengths_paths)
     if matched.height == 0:
         raise InputError(
-            f"no prompt id of the history ({names}) is among the {prompts.height:,} prompts of "
-            f"{', '.join(p.name for p in paths)}: history ids look like {lengths[C.PROMPT_ID][0]!r} and prompt ids "
+            f"no prompt id of {names} is among the {prompts.height:,} prompts of "
+            f"{', '.join(p.name for p in paths)}: its ids look like {lengths[C.PROMPT_ID][0]!r} and the prompts' "
             f"like {prompts[C.PROMPT_ID][0]!r}; give the prompt files the rollouts were made from, or name the id "
-            f"columns with --id-key and {history_read.length_id_flag}"
+            f"columns with --id-key and {lengths_read.length_id_flag}"
         )
     observed_ids = matched[C.PROMPT_ID].unique()
     warnings = []
     strays = lengths.filter(~known)
     if strays.height:
         warnings.append(
-            f"{strays.height:,} history rows ({strays[C.PROMPT_ID].n_unique():,} ids, e.g. {strays[C.PROMPT_ID][0]!r}) "
-            "name prompts the prompt files do not hold; left out"
+            f"{strays.height:,} rows of {names} ({strays[C.PROMPT_ID].n_unique():,} ids, e.g. "
+            f"{strays[C.PROMPT_ID][0]!r}) name prompts the prompt files do not hold; left out"
         )
     unobserved = prompts.height - observed_ids.len()
     if unobserved:
-        warnings.append(f"{unobserved:,} of the {prompts.height:,} prompts have no observed length in the history; "
-                        "trained on the other " f"{observed_ids.len():,}")
+        warnings.append(f"{unobserved:,} of the {prompts.height:,} prompts have no observed length in {names}; "
+                        f"used the other {observed_ids.len():,}")
     return Observations(prompts.filter(pl.col(C.PROMPT_ID).is_in(observed_ids.implode())), matched,
                         report.skipped_rows + length_report.skipped_rows, report.columns_used, warnings)
