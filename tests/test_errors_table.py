@@ -95,6 +95,8 @@ CASES = [
      "--prompts 5000 is more than the 2 prompts of the input"),
     ("E32", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/fifo.parquet", "--force"], 7,
      "fifo.parquet is not a regular file (a device, pipe or socket); name a file"),
+    ("E45", ["bench", "--workload", "aime-k8-n4", "--data", "{tmp}"], 3,
+     "no benchmark workload could run: aime-k8-n4 needs aime_r1distill1.5b_lengths/, which does not ship"),
 ]
 
 
