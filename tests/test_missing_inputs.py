@@ -31,6 +31,7 @@ CASES = [
     ["predictor", "fit", "{tmp}/good.jsonl", "--history", "{tmp}/missing.jsonl", "-o", "{tmp}/m.skops"],
     ["predictor", "eval", "{tmp}/missing.jsonl"],
     ["predictor", "eval", "{tmp}/observed.jsonl", "--history", "{tmp}/missing.jsonl"],
+    ["predictor", "eval", "{tmp}/good.jsonl", "--lengths", "{tmp}/missing.jsonl"],
     ["predictor", "predict", "{tmp}/missing.jsonl", "-o", "{tmp}/p.parquet"],
     ["bench", "--data", "{tmp}/missing"],
 ]
@@ -53,6 +54,6 @@ def test_a_missing_input_is_exit_3(folder, args):
     result = runner.invoke(app, [a.replace("{tmp}", str(folder)) for a in args])
     missing = next(a for a in args if "missing" in a).replace("{tmp}", str(folder))
     assert result.exit_code == 3, result.stderr
-    assert result.stderr.startswith(f"Error: ") and missing in result.stderr
+    assert result.stderr.startswith("Error: ") and missing in result.stderr
     assert "no such" in result.stderr and result.stderr.strip().count("\n") == 0
     assert result.stdout == ""
