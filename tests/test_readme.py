@@ -17,8 +17,6 @@ from util import REPO
 README = (REPO / "README.md").read_text(encoding="utf-8")
 # Lines that set up or test the checkout itself rather than use asp: pip, the test suite.
 NOT_RUN = re.compile(r"^(pip |python -m pytest|HYPOTHESIS_PROFILE|ASP_FUZZ)")
-# The gate of item 1 of issue 13 may be broken by the sample data's own schedule: exit 1 is its documented answer.
-MAY_FAIL_THE_GATE = "--check"
 
 
 def _blocks(language: str) -> list[str]:
@@ -59,15 +57,29 @@ def test_the_readme_names_commands_a_new_user_can_run():
     assert "torch==" not in README  # the [torch] extra is what users install
 
 
+def _needs_servers(commands: list[str]) -> set[str]:
+    """The commands that say they need the user's own inference servers, and those that read what they write."""
+    skipped, made = set(), set()
+    for command in commands:
+        if "needs your" in command or any(name in command for name in made):
+            skipped.add(command)
+            made.update(re.findall(r"-o (\S+)", command))
+    return skipped
+
+
 @pytest.mark.slow
 def test_every_readme_command_runs_in_order(tmp_path):
     if shutil.which("asp", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("the asp command is not installed (pip install -e .)")
     root = _root(tmp_path)
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    for command in _commands():
+    commands = _commands()
+    servers = _needs_servers(commands)
+    assert len(servers) <= 6, servers  # only the lines that say so, and what reads their output
+    for command in commands:
+        if command in servers:
+            continue
         command = re.sub(r"^python ", f"{sys.executable} ", command)
         result = subprocess.run(["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True, timeout=600)
-        allowed = (0, 1) if MAY_FAIL_THE_GATE in command else (0,)
-        assert result.returncode in allowed, f"{command}\n{result.stderr[-3000:]}"
+        assert result.returncode == 0, f"{command}\n{result.stderr[-3000:]}"
         assert "Error: internal error" not in result.stderr, command
