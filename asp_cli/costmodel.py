@@ -1,7 +1,7 @@
 """The cost model of rollout instances and the trainer, shared by the scheduler's estimates and the simulator.
 
 Decode is memory-bandwidth bound: a step reads the weights once and the KV cache of every live sequence
-(the additive roofline of ../shared/docs/rollout-cost-model.md, section 4.3, after llm-analysis and Vidur):
+(the additive roofline of docs/cost-model.md, after llm-analysis and Vidur):
 
     t_step(b, ctx) = t_o + max(W / BW', 2·N·b / F') + kv_bytes · ctx / BW'
 
@@ -86,7 +86,7 @@ class HardwarePreset:
 
 def _trainer_per_token_s(params: float, flops: float, mfu: float = 0.35, gpus: int = 8) -> float:
     # fwd+bwd (6N) plus the old-policy log-probs (2N) per token, on `gpus` trainer GPUs at `mfu`
-    # (rollout-cost-model.md section 6.5, an engineering assumption).
+    # (docs/cost-model.md, "The trainer": an engineering assumption).
     return 8.0 * params / (flops * mfu * gpus)
 
 
@@ -95,12 +95,12 @@ def _preset(**kwargs: object) -> HardwarePreset:
     flops = float(kwargs["flops_per_s"])  # type: ignore[arg-type]
     weights = float(kwargs["weights_bytes"])  # type: ignore[arg-type]
     kwargs.setdefault("train_per_token_s", _trainer_per_token_s(params, flops))
-    # Weight sync over a 25 GB/s path plus a fixed 0.5 s (rollout-cost-model.md section 6.5).
+    # Weight sync over a 25 GB/s path plus a fixed 0.5 s (docs/cost-model.md, "The trainer").
     kwargs.setdefault("weight_sync_s", weights / 25e9 + 0.5)
     return HardwarePreset(**kwargs)  # type: ignore[arg-type]
 
 
-# Figures: rollout-cost-model.md sections 1.3 and 6.5 (H100/H800 3.35 TB/s and 989 dense bf16 TFLOP/s;
+# Figures: docs/cost-model.md, "The presets" (H100/H800 3.35 TB/s and 989 dense bf16 TFLOP/s;
 # A100-80 2.039 TB/s and 312; Ascend 910B ~1.6 TB/s (uncertain) and ~320; Qwen2.5-7B 15.23 GB of bf16
 # weights and 57,344 B of KV per token; Llama-2-7B 13.5 GB and 524,288 B).
 _H100_QWEN = _preset(

@@ -9,6 +9,8 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from asp_cli.errors import InputError
+
 _CHUNK_BYTES = 1 << 22
 
 
@@ -24,9 +26,14 @@ def file_fingerprint(paths: Path | str | Sequence[Path | str]) -> str:
     prints = []
     for path in paths:
         digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(_CHUNK_BYTES), b""):
-                digest.update(chunk)
+        try:
+            with open(path, "rb") as handle:
+                for chunk in iter(lambda: handle.read(_CHUNK_BYTES), b""):
+                    digest.update(chunk)
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise InputError(f"{path}: is a directory; name a file") from None
         prints.append("sha256:" + digest.hexdigest())
     return combine_fingerprints(prints)
 

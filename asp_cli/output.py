@@ -15,9 +15,24 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from asp_cli.errors import OutputError
+from asp_cli.errors import OutputError, SettingsError
 
 TMP_MARKER = ".asp-tmp-"
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def check_parquet_name(output: Path, *, writer: str, other: str = "") -> None:
+    """Refuse a Parquet output whose name says another format (docs/errors.md E34), for every command.
+
+    A Parquet file named ``.csv`` or ``.jsonl`` is misread by whoever trusts the name, and asp's own readers
+    refuse it later (E09). ``writer`` names what writes Parquet (``asp schedule``, ``--format verl``);
+    ``other`` adds another way out (" or pass --format jsonl").
+    """
+    suffix = Path(output).suffix
+    if suffix.lower() in PARQUET_SUFFIXES:
+        return
+    name = f"the name ends in {suffix!r}" if suffix else "the name has no extension"
+    raise SettingsError(f"{output}: {writer} writes Parquet, but {name}; name it .parquet{other}")
 
 
 def check_output_path(output: Path, inputs: Iterable[Path] = (), *, force: bool = False) -> None:

@@ -14,17 +14,19 @@ from typing import Any
 
 import polars as pl
 
-from asp_cli.errors import ScheduleFormatError
+from asp_cli.errors import InputError, ScheduleFormatError
 from asp_cli.output import atomic_path
 
 FORMAT_NAME = "asp.schedule"
 # Major bumps when a reader of the previous major would misread a file (a required column removed, renamed,
 # retyped or given a new meaning); minor bumps for compatible additions (a new optional column or key).
 FORMAT_VERSION = "1.1"  # the newest version this asp writes and reads
-# A file is written at the oldest version that describes it (as model files are): 1.1 adds the optional
-# `predictor.calibration` key (what history taught the predictor), so a schedule made without history is still
-# the 1.0 file it always was, byte for byte.
+# A file is written at the oldest version that describes it (as model files are), so a schedule that uses nothing
+# newer is still the 1.0 file it always was, byte for byte. 1.1 adds the optional `predictor.calibration` key (what
+# history taught the predictor), the `arrangement` key, and the `prediction_source` value "file" (lengths from
+# `asp schedule --predictions`).
 _VERSION_KEYS: tuple[tuple[str, str, str], ...] = (("1.1", "predictor", "calibration"), ("1.1", "arrangement", "chosen"))
+_VERSION_VALUES: tuple[tuple[str, str, str], ...] = (("1.1", "prediction_source", "file"),)
 METADATA_KEY = b"asp.schedule"
 
 # Required columns, in file order, with their types.
@@ -77,14 +79,17 @@ def _parse_version(text: str) -> tuple[int, int]:
     return int(major), int(minor or 0)
 
 
-def format_version_for(metadata: dict[str, Any]) -> str:
-    """The oldest format version whose keys cover ``metadata``: "1.0", or "1.1" with ``predictor.calibration`` or
-    ``arrangement``."""
+def format_version_for(metadata: dict[str, Any], frame: pl.DataFrame | None = None) -> str:
+    """The oldest format version whose keys cover ``metadata`` and whose column values cover ``frame``: "1.0", or
+    "1.1" with ``predictor.calibration``, ``arrangement`` or a ``prediction_source`` of "file"."""
     version = "1.0"
     for newer, section, key in _VERSION_KEYS:
         part = metadata.get(section)
         if isinstance(part, dict) and key in part:
-            version = newer
+            version = max(version, newer, key=_parse_version)
+    for newer, column, value in _VERSION_VALUES if frame is not None else ():
+        if column in frame.columns and bool((frame[column] == value).any()):
+            version = max(version, newer, key=_parse_version)
     return version
 
 
@@ -97,7 +102,7 @@ def write_schedule(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) 
     ordered = [*REQUIRED_COLUMNS, *[c for c in OPTIONAL_COLUMNS if c in frame.columns]]
     extra = [c for c in frame.columns if c not in ordered]
     frame = frame.select([*ordered, *extra]).sort("seq")
-    document = {"format": FORMAT_NAME, "format_version": format_version_for(metadata), **metadata}
+    document = {"format": FORMAT_NAME, **metadata, "format_version": format_version_for(metadata, frame)}
     table = frame.to_arrow()
     table = table.replace_schema_metadata(
         {METADATA_KEY: json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()}
@@ -214,7 +219,9 @@ def read_schedule(path: Path) -> Schedule:
 
     path = Path(path)
     if not path.is_file():
-        raise ScheduleFormatError(f"{path}: no such schedule file")
+        # A missing file is a bad input (exit 3) whatever it was meant to hold, as for every other input.
+        what = "is a directory, not a schedule file" if path.is_dir() else "no such file"
+        raise InputError(f"{path}: {what}; give the schedule `asp schedule -o` wrote")
     with open(path, "rb") as handle:
         magic = handle.read(4)
     if magic != b"PAR1":

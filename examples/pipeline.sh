@@ -6,7 +6,7 @@
 #     asp report     gate the schedule (--check; exit 1 stops the pipeline)
 #     asp export     the dataset in schedule order, in verl's layout (what the trainer would read)
 #     rollouts       examples/emulate_rollouts.py stands in for the engine and writes a rollout log
-#     asp simulate   (when the command exists) replay the schedule on the cost model with those lengths
+#     asp simulate   replay the schedule on the cost model with those lengths
 #     asp observe    append the log's observed lengths to the history
 #     asp report     predicted against observed lengths, as JSON for the record
 #
@@ -15,8 +15,9 @@
 # ASP (the asp command), PYTHON (the interpreter for the emulator).
 #
 # stdout gets one line per epoch (tab-separated: epoch, schedule, predicted makespan, prompts from history,
-# simulated end-to-end seconds or "-"); everything for people goes to stderr. Any failing step stops the
-# script with that step's exit code (see docs/errors.md); a failed report gate exits with 1.
+# simulated end-to-end seconds); everything for people goes to stderr. Any failing step stops the script with
+# that step's exit code (see docs/errors.md); a failed report gate exits with 1, and a JSON document without a
+# key the script reads (asp's output changed under it) with 70.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,15 +35,14 @@ history=$work/history.parquet
 
 log() { echo "pipeline: $*" >&2; }
 
-# A command another part of asp may not ship yet: use it only when `asp CMD --help` works.
-has_command() { "$asp" "$1" --help >/dev/null 2>&1; }
-
-# Pull one number out of a JSON document on stdin (keys joined by dots).
+# Pull one value out of a JSON document on stdin (keys joined by dots); a missing key stops the script.
 json_get() { "$python" -c 'import json, sys
 value = json.load(sys.stdin)
 for key in sys.argv[1].split("."):
-    value = value.get(key) if isinstance(value, dict) else None
-print("-" if value is None else value)' "$1"; }
+    if not isinstance(value, dict) or key not in value:
+        sys.exit(f"pipeline: no {sys.argv[1]!r} in the JSON document; asp'"'"'s output changed under this script")
+    value = value[key]
+print(value)' "$1" || exit 70; }
 
 log "data $data; work folder $work; $epochs epoch(s), K=$instances, n=$samples, G=$batch"
 for ((epoch = 0; epoch < epochs; epoch++)); do
@@ -74,12 +74,9 @@ for ((epoch = 0; epoch < epochs; epoch++)); do
     log "epoch $epoch: rollouts (emulated)"
     "$python" "$here/emulate_rollouts.py" "$schedule" -o "$rollouts" --epoch-label "$epoch"
 
-    simulated=-
-    if has_command simulate; then
-        log "epoch $epoch: simulate with the observed lengths"
-        "$asp" simulate "$schedule" --lengths "$rollouts" --json >"$work/simulate.e$epoch.json"
-        simulated=$(json_get end_to_end_s <"$work/simulate.e$epoch.json")
-    fi
+    log "epoch $epoch: simulate with the observed lengths"
+    "$asp" simulate "$schedule" --lengths "$rollouts" --json --quiet >"$work/simulate.e$epoch.json"
+    simulated=$(json_get metrics.end_to_end_s <"$work/simulate.e$epoch.json")
 
     log "epoch $epoch: observe"
     "$asp" observe "$rollouts" -o "$history" --append --schedule "$schedule" --epoch "$epoch" --quiet \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -66,3 +67,71 @@ def test_real_mix_workload_runs():
     assert workload.truth.shape[1] == spec.samples_per_prompt
     assert "history" in workload.predictor
     assert rows[-1]["arrangement"] == LOWER_BOUND
+
+
+# --------------------------------------------------------------------------------------------------------
+# The data that ships, and the workloads that run without ../shared/data
+
+
+def test_the_shipped_copy_is_small_and_keeps_its_license():
+    from asp_cli.bench.data import BUNDLED
+
+    files = {p.name: p.stat().st_size for p in BUNDLED.iterdir()}
+    parquet = files["zeroeval_problems.parquet"] + files["zeroeval_lengths.parquet"]
+    assert parquet < 400_000, f"{parquet:,} bytes: keep the shipped benchmark data to a few hundred KB"
+    notes = (BUNDLED / "README.md").read_text(encoding="utf-8")
+    for needle in ("570c6269a2e4930ee06a17e713fece1ba52cf1dd", "Apache License 2.0", "Copyright (c) 2021 OpenAI",
+                   "Permission is hereby granted"):
+        assert needle in notes, needle
+    assert "Apache License" in (BUNDLED / "LICENSE-Apache-2.0.txt").read_text(encoding="utf-8")
+
+
+def test_workloads_know_what_they_need():
+    from asp_cli.bench.data import AIME, missing_folders, unavailable_text, unavailable_workloads
+
+    assert missing_folders(("gsm8k", "math-l5"), None) == []
+    assert missing_folders(("gsm8k", "aime"), None) == [AIME]
+    unavailable = unavailable_workloads(WORKLOADS, None, None)
+    assert set(unavailable) == {n for n, s in WORKLOADS.items() if "aime" in s.sources}
+    assert "gsm8k-k4-n8" not in unavailable
+    text = unavailable_text({"aime-k8-n4": [AIME]}, None)
+    assert "aime-k8-n4 needs aime_r1distill1.5b_lengths/, which does not ship (no license upstream)" in text
+    assert "give --data FOLDER" in text
+
+
+def test_bench_without_any_runnable_workload_exits_3(tmp_path):
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    result = CliRunner().invoke(app, ["bench", "--workload", "aime-k8-n4", "--data", str(tmp_path)])
+    assert result.exit_code == 3, result.stderr
+    assert result.stderr.startswith("Error: no benchmark workload could run: aime-k8-n4 needs")
+    assert f"--data {tmp_path} does not hold it" in result.stderr and result.stdout == ""
+
+
+def test_bench_runs_what_ships_and_names_what_it_skips(tmp_path):
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    out = tmp_path / "bench.md"
+    result = CliRunner().invoke(app, ["bench", "--workload", "gsm8k-k4-n8", "--workload", "aime-k8-n4",
+                                      "--markdown", str(out), "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert "Skipped: aime-k8-n4 needs aime_r1distill1.5b_lengths/" in result.stderr
+    rows = json.loads(result.stdout)
+    assert list(rows) == ["gsm8k-k4-n8"]
+    names = [r["arrangement"] for r in rows["gsm8k-k4-n8"]]
+    assert names[0] == "verl-default" and ASP in names and names[-1] == LOWER_BOUND
+    assert "### gsm8k-k4-n8" in out.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not here (evaluation data, read at run time)")
+def test_the_shipped_copy_gives_the_workload_the_full_data_gives():
+    from asp_cli.bench.compare import load_zeroeval
+
+    for dataset in ("gsm", "math-l5"):
+        shipped, full = load_zeroeval(None, dataset), load_zeroeval(DATA, dataset)
+        assert shipped[0].equals(full[0]) and shipped[1].equals(full[1]), dataset
+        assert shipped[2] == full[2] and shipped[3:] == full[3:], dataset

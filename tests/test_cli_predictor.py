@@ -136,3 +136,78 @@ def test_predictor_settings_out_of_range_exit_4(data_and_model, tmp_path, comman
     assert result.exit_code == 4, result.output
     assert words in result.stderr and result.stderr.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def prompts_and_history(tmp_path_factory):
+    """The data of `data_and_model` as `asp schedule` and `asp observe` hold it: prompts in one file, lengths in
+    another."""
+    import polars as pl
+
+    folder = tmp_path_factory.mktemp("two_files")
+    prompts, lengths = make_data()
+    prompts.select(pl.col("prompt_id").alias("id"), pl.col("prompt_text").alias("question")).write_ndjson(
+        folder / "prompts.jsonl")
+    lengths.select("prompt_id", "response_tokens").write_parquet(folder / "history.parquet")
+    return folder
+
+
+def test_fit_takes_prompts_and_history_apart_and_learns_the_same_model(data_and_model, prompts_and_history):
+    folder, _, one_file_model, one_file = data_and_model
+    two = prompts_and_history
+    model = two / "model.skops"
+    result = runner.invoke(app, ["predictor", "fit", str(two / "prompts.jsonl"), "--history",
+                                 str(two / "history.parquet"), "-o", str(model), "--json"])
+    assert result.exit_code == 0, result.output
+    card, reference = json.loads(result.stdout), json.loads(one_file.stdout)
+    assert card["training"]["prompts"] == reference["training"]["prompts"] == 80
+    assert card["training"]["samples"] == reference["training"]["samples"]
+    predictions = []
+    for path in (one_file_model, model):
+        out = two / f"predictions-{path.parent.name}.parquet"
+        assert runner.invoke(app, ["predictor", "predict", str(two / "prompts.jsonl"), "-o", str(out), "--model",
+                                   str(path), "--force"]).exit_code == 0
+        import polars as pl
+
+        predictions.append(pl.read_parquet(out))
+    assert predictions[0].equals(predictions[1])
+
+
+def test_fit_with_history_names_ids_that_do_not_match(prompts_and_history, tmp_path):
+    import polars as pl
+
+    two = prompts_and_history
+    pl.DataFrame({"prompt_id": ["x1", "x2"], "response_tokens": [5, 7]}).write_parquet(tmp_path / "other.parquet")
+    result = runner.invoke(app, ["predictor", "fit", str(two / "prompts.jsonl"), "--history",
+                                 str(tmp_path / "other.parquet"), "-o", str(tmp_path / "m.skops")])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith("Error: no prompt id of other.parquet is among the 80 prompts of "
+                                    "prompts.jsonl: its ids look like 'x1' and the prompts' like 'p0'")
+    assert "--history-id-key" in result.stderr and not (tmp_path / "m.skops").exists()
+    # Some ids match: the others are left out with a warning, and prompts without lengths are counted.
+    history = pl.concat([pl.read_parquet(two / "history.parquet").filter(pl.col("prompt_id") != "p3"),
+                         pl.read_parquet(tmp_path / "other.parquet")])
+    history.write_parquet(tmp_path / "mixed.parquet")
+    result = runner.invoke(app, ["predictor", "fit", str(two / "prompts.jsonl"), "--history",
+                                 str(tmp_path / "mixed.parquet"), "-o", str(tmp_path / "m.skops")])
+    assert result.exit_code == 0, result.output
+    assert "Warning: 2 rows of mixed.parquet (2 ids, e.g. 'x1') name prompts the prompt files do not hold; left out" \
+        in result.stderr
+    assert "Warning: 1 of the 80 prompts have no observed length in mixed.parquet; used the other 79" in result.stderr
+    result = runner.invoke(app, ["predictor", "fit", str(two / "prompts.jsonl"), "--history",
+                                 str(two / "history.parquet"), "--length-key", "n", "-o", str(tmp_path / "n.skops")])
+    assert result.exit_code == 4 and "--history-length-key" in result.stderr
+
+
+def test_eval_takes_prompts_and_observed_lengths_apart(data_and_model, prompts_and_history):
+    _, data, model, _ = data_and_model
+    two = prompts_and_history
+    one = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--json"])
+    apart = runner.invoke(app, ["predictor", "eval", str(two / "prompts.jsonl"), "--lengths",
+                                str(two / "history.parquet"), "--model", str(model), "--json"])
+    assert one.exit_code == 0 and apart.exit_code == 0, apart.output
+    assert json.loads(apart.stdout)["overall"] == json.loads(one.stdout)["overall"]
+    (two / "strangers.jsonl").write_text('{"prompt_id": "zz", "response_tokens": 3}\n')
+    wrong = runner.invoke(app, ["predictor", "eval", str(two / "prompts.jsonl"), "--lengths", str(two / "strangers.jsonl")])
+    assert wrong.exit_code == 3 and "no prompt id of strangers.jsonl" in wrong.stderr
+    assert "--lengths-id-key" in wrong.stderr

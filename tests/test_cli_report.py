@@ -76,7 +76,7 @@ def test_thresholds_need_check_and_check_needs_thresholds(schedules):
     assert result.exit_code == 4 and "add --check" in result.stderr
 
 
-@pytest.mark.parametrize("kind", ["text", "plain-parquet", "missing"])
+@pytest.mark.parametrize("kind", ["text", "plain-parquet"])
 def test_not_a_schedule_exits_6(schedules, tmp_path, kind):
     path = tmp_path / "x.parquet"
     if kind == "text":

@@ -67,9 +67,10 @@ def test_simulate_errors(built, tmp_path):  # noqa: F811
     assert result.stdout == ""
 
 
-def test_bench_skips_without_data(tmp_path):
+def test_bench_refuses_a_data_folder_that_is_not_there(tmp_path):
+    # It said "Skipped: ... is not there" and exited 0; what ships runs without --data (tests/test_bench.py).
     result = invoke("bench", "--data", tmp_path / "nothing")
-    assert result.exit_code == 0 and "Skipped" in result.stderr and result.stdout == ""
+    assert result.exit_code == ExitCode.BAD_INPUT and "no such folder" in result.stderr and result.stdout == ""
     result = invoke("bench", "--workload", "nope")
     assert result.exit_code == ExitCode.BAD_SETTINGS
 

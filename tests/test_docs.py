@@ -62,3 +62,32 @@ def test_the_readme_gate_passes_on_the_readme_data(tmp_path, monkeypatch):
         args = [a.replace("gated.parquet", str(tmp_path / "gated.parquet")) for a in shlex.split(line)[1:]]
         result = runner.invoke(app, args)
         assert result.exit_code == 0, (line, result.output)
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", markdown, flags=re.M):
+        text = re.sub(r"[`*_]", "", heading.strip().lower())
+        anchors.add(re.sub(r"[^\w\- ]", "", text).replace(" ", "-"))
+    return anchors
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves_inside_the_repository():
+    # docs/simulation.md and docs/algorithms.md once pointed at ../shared/docs, which no clone has.
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    checked = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "../shared/docs" not in text, f"{page.name} points outside the repository (../shared/docs)"
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target) or target.startswith("#") and not target[1:]:
+                continue  # a URL
+            path, _, anchor = target.partition("#")
+            resolved = (page.parent / path).resolve() if path else page
+            assert resolved.is_relative_to(REPO), f"{page.name}: {target} leaves the repository"
+            assert resolved.exists(), f"{page.name}: {target} does not exist"
+            if anchor and resolved.suffix == ".md":
+                assert anchor in _anchors(resolved.read_text(encoding="utf-8")), f"{page.name}: {target}: no such heading"
+            checked += 1
+    assert checked > 20

@@ -95,6 +95,8 @@ CASES = [
      "--prompts 5000 is more than the 2 prompts of the input"),
     ("E32", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/fifo.parquet", "--force"], 7,
      "fifo.parquet is not a regular file (a device, pipe or socket); name a file"),
+    ("E45", ["bench", "--workload", "aime-k8-n4", "--data", "{tmp}"], 3,
+     "no benchmark workload could run: aime-k8-n4 needs aime_r1distill1.5b_lengths/, which does not ship"),
 ]
 
 
@@ -196,7 +198,8 @@ def test_error_row_predictor_files(tmp_path, case_id):
 
 
 def test_error_row_export_name_and_format(tmp_path):
-    """E34: an export named .jsonl with the default --format parquet: exit 4, nothing written."""
+    """E34: an export named .jsonl with the default --format parquet, or any Parquet output named otherwise:
+    exit 4, nothing written."""
     setup_files(tmp_path)
     schedule = _schedule(tmp_path)
     result = runner.invoke(app, ["export", str(schedule), str(SAMPLE_PROMPTS), "-o", str(tmp_path / "ordered.jsonl")])
@@ -204,6 +207,20 @@ def test_error_row_export_name_and_format(tmp_path):
     assert "ordered.jsonl: --format parquet writes Parquet, but the name ends in '.jsonl'; name it .parquet or pass " \
            "--format jsonl" in result.stderr and result.stderr.count("\n") == 1
     assert not (tmp_path / "ordered.jsonl").exists()
+    # The same rule, in the same words, for every command that writes Parquet.
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "a", "response_tokens": 5}])
+    for args, name, writer in (
+        (["schedule", str(tmp_path / "good.jsonl")], "s.csv", "asp schedule"),
+        (["schedule", str(tmp_path / "good.jsonl")], "schedule", "asp schedule"),
+        (["observe", str(log)], "history.jsonl", "asp observe"),
+        (["predictor", "predict", str(tmp_path / "good.jsonl")], "p.csv", "asp predictor predict"),
+        (["export", str(schedule), str(SAMPLE_PROMPTS), "--format", "verl"], "o.csv", "--format verl"),
+    ):
+        result = runner.invoke(app, [*args, "-o", str(tmp_path / name)])
+        assert result.exit_code == 4, (args, result.stderr)
+        ends = f"the name ends in {Path(name).suffix!r}" if Path(name).suffix else "the name has no extension"
+        assert result.stderr == f"Error: {tmp_path / name}: {writer} writes Parquet, but {ends}; name it .parquet\n"
+        assert not (tmp_path / name).exists()
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, where no file can be created")

@@ -19,7 +19,7 @@ from asp_cli.integrate.replay import open_schedule
     ("o.csv", "parquet", "--format parquet writes Parquet, but the name ends in '.csv'; name it .parquet"),
     ("o.jsonl", "parquet", "name it .parquet or pass --format jsonl"),
     ("o.parquet", "jsonl", "--format jsonl writes JSON lines, but the name ends in '.parquet'"),
-    ("o", "verl", "but the name ends in '(no extension)'"),
+    ("o", "verl", "but the name has no extension"),
 ])
 def test_output_name_must_match_the_format(built, tmp_path, name, fmt, words):  # noqa: F811
     """`-o ordered.jsonl` without --format wrote Parquet bytes into a .jsonl file, silently."""

@@ -71,6 +71,18 @@ def test_unknown_ids_are_counted_skipped_kept_or_refused(built, tmp_path):  # no
     assert by_dataset.summary["unknown_ids"] == 2
 
 
+def test_when_every_id_is_unknown_the_error_says_so_with_the_count_and_the_fix(built, tmp_path):  # noqa: F811
+    # It said only "no usable rows in the logs", though every row had been dropped as an unknown id.
+    log = _log(tmp_path / "r.jsonl", ["ghost", "ghost2", "ghost3"])
+    with pytest.raises(InputError) as caught:
+        observe([log], tmp_path / "h.parquet", schedule=built["schedule"])
+    message = str(caught.value)
+    assert message.startswith(f"nothing to write: all {3 * SAMPLES} rows were left out because their prompt ids "
+                              "(3 ids, e.g. 'ghost', 'ghost2', 'ghost3') are not in the schedule;")
+    assert "--unknown-ids keep" in message and "--id-key" in message
+    assert not (tmp_path / "h.parquet").exists()
+
+
 def test_bad_rows_stop_or_are_counted(tmp_path):
     log = tmp_path / "bad.jsonl"
     log.write_text('{"prompt_id": "p1", "response_tokens": 10}\n{"prompt_id": "p2", "response_tokens": -4}\n'
@@ -146,7 +158,7 @@ def test_epoch_out_of_range_is_a_settings_error(tmp_path, epoch):
 
 def test_history_must_be_named_parquet(tmp_path):
     log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "response_tokens": 10}])
-    with pytest.raises(SettingsError, match=r"h\.jsonl: a history is written as Parquet; name it \.parquet"):
+    with pytest.raises(SettingsError, match=r"h\.jsonl: asp observe writes Parquet, but the name ends in .\.jsonl.; name it \.parquet"):
         observe([log], tmp_path / "h.jsonl")
     assert not (tmp_path / "h.jsonl").exists()
 

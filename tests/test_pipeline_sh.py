@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -40,6 +41,7 @@ def test_two_epochs_close_the_loop(tmp_path):
     lines = [line.split("\t") for line in result.stdout.strip().splitlines()]
     assert [line[0] for line in lines] == ["0", "1"]
     assert lines[0][3] == "0" and int(lines[1][3]) > 0  # epoch 1 predicts from epoch 0's history
+    assert all(float(line[2]) > 0 and float(line[4]) > 0 for line in lines)  # predicted makespan, simulated end
     for name in ("history.parquet", "train.e1.parquet", "rollouts.e1.jsonl", "report.e1.json"):
         assert (tmp_path / name).exists(), name
 
@@ -51,3 +53,34 @@ def test_a_failing_step_stops_with_its_exit_code(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 3
     assert "Error:" in result.stderr and result.stdout == ""
+
+
+def test_every_column_is_filled_on_a_small_dataset(tmp_path):
+    """The simulated end-to-end column reads the JSON's metrics (it printed "-" when it looked at the top)."""
+    if shutil.which("asp", path=_env()["PATH"]) is None:
+        pytest.skip("the asp command is not installed (pip install -e .)")
+    from util import make_prompts, write_jsonl
+
+    data = write_jsonl(tmp_path / "prompts.jsonl", make_prompts(48))
+    result = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "work")], env=_env(EPOCHS="1", DATA=str(data),
+                            BATCH="8", INSTANCES="1"), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (line,) = [row.split("\t") for row in result.stdout.strip().splitlines()]
+    assert len(line) == 5 and line[0] == "0" and line[3] == "0"
+    simulated = json.loads((tmp_path / "work" / "simulate.e0.json").read_text())["metrics"]["end_to_end_s"]
+    assert float(line[2]) > 0 and float(line[4]) == pytest.approx(simulated)
+
+
+def test_a_key_missing_from_asp_json_stops_the_script(tmp_path):
+    """The script's JSON reader fails loudly (exit 70) instead of printing a placeholder."""
+    body = SCRIPT.read_text(encoding="utf-8")
+    start = body.index("json_get() {")
+    end = body.index("; }", start) + 3
+    (tmp_path / "good.json").write_text('{"metrics": {"a": 2}}')
+    (tmp_path / "bad.json").write_text('{"a": 1}')
+    probe = (f"set -euo pipefail\npython={sys.executable}\n{body[start:end]}\n"
+             f"x=$(json_get metrics.a <{tmp_path}/good.json)\necho $x\n"
+             f"x=$(json_get metrics.a <{tmp_path}/bad.json)\necho unreachable\n")
+    result = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.stdout == "2\n" and result.returncode == 70
+    assert "no 'metrics.a' in the JSON document" in result.stderr

@@ -65,3 +65,14 @@ def test_predictions_replace_the_predictor(tmp_path, prompts):
     result = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s.parquet"), "--predictions",
                                  str(path), "--predictor", str(path)])
     assert result.exit_code == 4
+
+
+def test_a_schedule_from_predictions_says_format_1_1(tmp_path, prompts):
+    """The value "file" came with format 1.1 (docs/schedule-format.md), so such a file is marked 1.1."""
+    from asp_cli.schedule_format import read_schedule
+
+    predicted = tmp_path / "pred.parquet"
+    assert runner.invoke(app, ["predictor", "predict", str(prompts), "-o", str(predicted)]).exit_code == 0
+    made = schedule([prompts], tmp_path / "s.parquet", predictions=[predicted])
+    assert made.metadata["format_version"] == "1.1"
+    assert read_schedule(tmp_path / "s.parquet").metadata["format_version"] == "1.1"

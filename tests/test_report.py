@@ -211,6 +211,21 @@ def test_terminal_text_shows_every_part(report):
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
+def test_a_list_cut_short_says_so_and_how_much_is_left(report):
+    # "groups per lag" stopped at lag 11 of 38 without a word.
+    import re
+
+    long = json.loads(json.dumps(report))
+    long["lag"]["histogram"] = [[v, 10 + v] for v in range(39)]
+    text = " ".join(render_text(long, width=100).split())
+    assert "11: 21, ... and 27 more lags (12-38: 945 groups; --json has them all)" in text
+    assert "12: 22" not in text
+    short = json.loads(json.dumps(report))
+    short["lag"]["histogram"] = [[0, 5], [1, 7]]
+    text = " ".join(render_text(short, width=100).split())
+    assert "groups per lag: 0: 5, 1: 7 Step" in text and not re.search(r"more lags", text)
+
+
 @given(st.lists(st.floats(min_value=0, max_value=1e6), min_size=0, max_size=80))
 def test_sparkline_has_one_block_per_value(values):
     line = sparkline(values)

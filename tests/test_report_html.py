@@ -168,3 +168,91 @@ def test_the_browser_check_would_catch_errors_and_blank_pages(tmp_path):
     messages = _console_messages(log)
     assert any("boom" in m for m in messages) and any("missing is not defined" in m for m in messages)
     assert _png_ink(png)[2] < 0.01
+
+
+# --------------------------------------------------------------------------------------------------------
+# What a reader of the page relies on (issue 13: the newcomer round)
+
+
+def _svg_named(page: str, title: str) -> str:
+    return next(svg for svg in re.findall(r"<svg.*?</svg>", page, flags=re.S) if f"<title>{title}</title>" in svg)
+
+
+def test_the_nav_bar_links_every_section_on_the_page_in_order(page):
+    sections = re.findall(r'<section id="([^"]+)">', page)
+    nav = re.search(r"<nav>(.*?)</nav>", page, flags=re.S).group(1)
+    assert re.findall(r'href="#([^"]+)"', nav) == sections
+    assert {"observed", "simulated", "batch", "compare", "checks"} <= set(sections)
+    assert ">effective batch</a>" in nav and ">comparison</a>" in nav
+
+
+def test_plots_over_time_share_one_time_axis(page_parts):
+    # The queue-depth plot stopped at 632 s under an arrival plot that ran to 830 s (a replay that ran longer).
+    import copy
+
+    report = copy.deepcopy(page_parts[0])
+    for part in ("queue", "effective_batch"):
+        report["simulated"][part]["grid_s"] = [t * 1.6 for t in report["simulated"][part]["grid_s"]]
+    page = render_html(report)
+
+    def ticks(svg: str) -> list[str]:
+        return re.findall(r'<text class="tick" x="[\d.]+" y="[\d.]+" text-anchor="middle">([^<]+)</text>', svg)
+
+    queue = ticks(_svg_named(page, "Arrival versus consumption at the training queue"))
+    assert len(queue) >= 3 and queue == ticks(_svg_named(page, "Training queue depth")) == ticks(_svg_named(page, "Effective batch over time"))
+
+
+def test_every_y_label_fits_beside_its_plot(page):
+    from asp_cli.report.html import _CHAR_EM, _LABEL_PX
+
+    for svg in re.findall(r"<svg.*?</svg>", page, flags=re.S):
+        height = float(re.search(r'viewBox="0 0 \d+ (\d+)"', svg).group(1))
+        for style, middle, text in re.findall(r'<text class="label"( style="font-size:\d+px")? '
+                                              r'transform="translate\(14,([\d.]+)\) rotate\(-90\)"[^>]*>([^<]+)<', svg):
+            size = int(re.search(r"\d+", style).group()) if style else _LABEL_PX
+            room = 2 * min(float(middle), height - float(middle))
+            assert len(html_unescape(text)) * _CHAR_EM * size <= room, (text, size, room)
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
+
+
+def _comparison_cells(page: str) -> dict[str, list[str]]:
+    section = re.search(r'<section id="compare">.*?</section>', page, flags=re.S).group(0)
+    rows = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", section, flags=re.S):
+        cells = [html_unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)]
+        if cells:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_the_comparison_reads_as_the_terminal_does(page_parts):
+    from asp_cli.report.text import render_compare_text
+
+    report, _, _ = page_parts
+    import copy
+
+    a, b = copy.deepcopy(report), copy.deepcopy(report)
+    a["size"]["prompts"] = b["size"]["prompts"] = 3540
+    b["padding"]["fraction"] = a["padding"]["fraction"] - 0.00004  # shown as -0.0%: no difference
+    b["instances"]["makespan_s"] = a["instances"]["makespan_s"] / 3  # rollout ends sooner, training does not
+    comparison = compare_reports(a, b)
+    cells = _comparison_cells(render_html(a, comparison=comparison))
+    assert cells["prompts"] == ["3,540", "3,540", "0", ""]
+    padding = cells["predicted padding"]
+    assert re.fullmatch(r"\d+\.\d%", padding[0]) and padding[2:] == ["0.0%", "same"]
+    makespan = cells["rollout makespan (s)"]
+    assert makespan[3] == "-" and re.fullmatch(r"-[\d,]+\.\d", makespan[2])
+    page = render_html(a, comparison=comparison)
+    assert "rollout makespan (s): no verdict; the last steps end at the same time" in html_unescape(page)
+    text = render_compare_text(comparison)
+    assert "3,540" in text and "rollout makespan (s): no verdict" in text
+    assert "-0.0%" not in text and "-0.0%" not in page
+    # When training does end sooner, the faster rollout is better again.
+    b["queue"]["trainer_end_s"] = a["queue"]["trainer_end_s"] - 50
+    row = next(r for r in compare_reports(a, b)["facts"] if r["fact"] == "instances.makespan_s")
+    assert row["better"] == "b" and row["note"] is None

@@ -99,7 +99,7 @@ def test_a_filtered_or_different_dataset_is_refused(built):  # noqa: F811
 
 
 def test_real_dataloader_reads_schedule_batches(built):  # noqa: F811
-    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (the [torch] extra)")
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install '.[torch]' (the [torch] extra)")
     from torch.utils.data import DataLoader, Sampler
 
     from asp_cli.integrate.sampler import ScheduleSampler
@@ -119,7 +119,7 @@ def test_real_dataloader_reads_schedule_batches(built):  # noqa: F811
 
 
 def test_loading_by_file_path_as_verl_does(built):  # noqa: F811
-    pytest.importorskip("torch", reason="torch is not installed: pip install torch (the [torch] extra)")
+    pytest.importorskip("torch", reason="torch is not installed: pip install '.[torch]' (the [torch] extra)")
     import asp_cli.integrate.sampler as module
 
     spec = importlib.util.spec_from_file_location("custom_module", module.__file__)

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -62,19 +63,28 @@ def test_damaged_settings_are_a_format_error(tmp_path, frame, settings):
         read_schedule(path)
 
 
-@pytest.mark.parametrize("kind", ["text", "plain-parquet", "missing"])
+@pytest.mark.parametrize("kind", ["text", "plain-parquet"])
 def test_not_a_schedule(tmp_path, kind):
     path = tmp_path / "x.parquet"
     if kind == "text":
         path.write_text("hello")
         fragment = "not a Parquet file"
-    elif kind == "plain-parquet":
+    else:
         pl.DataFrame({"a": [1]}).write_parquet(path)
         fragment = "without asp schedule metadata"
-    else:
-        fragment = "no such schedule file"
     with pytest.raises(ScheduleFormatError, match=fragment):
         read_schedule(path)
+
+
+def test_a_missing_schedule_is_a_bad_input_not_a_bad_format(tmp_path):
+    # Exit 3 like every other missing input (docs/errors.md E11), not 6 ("not a schedule").
+    from asp_cli.errors import InputError
+
+    with pytest.raises(InputError, match=r"x\.parquet: no such file") as missing:
+        read_schedule(tmp_path / "x.parquet")
+    assert not isinstance(missing.value, ScheduleFormatError)
+    with pytest.raises(InputError, match="is a directory"):
+        read_schedule(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -119,3 +129,26 @@ def test_a_calibration_key_makes_a_1_1_file_that_this_asp_reads(tmp_path, frame)
     write_schedule(frame, {"settings": {"instances": 3}, "predictor": {"name": "default", "calibration": {}}}, path)
     back = read_schedule(path)
     assert back.metadata["format_version"] == "1.1" == FORMAT_VERSION
+
+
+def test_a_file_is_written_at_the_oldest_version_that_describes_it(tmp_path, frame):
+    """docs/schedule-format.md: 1.1 added the prediction_source value "file"; other files stay 1.0."""
+    assert FORMAT_VERSION == "1.1"
+    write_schedule(frame, {}, tmp_path / "model.parquet")
+    assert read_schedule(tmp_path / "model.parquet").metadata["format_version"] == "1.0"
+    mixed = frame.with_columns(pl.when(pl.col("seq") == 0).then(pl.lit("file")).otherwise(pl.col("prediction_source"))
+                               .alias("prediction_source"))
+    write_schedule(mixed, {"format_version": "1.0"}, tmp_path / "file.parquet")  # the frame decides, not the caller
+    assert read_schedule(tmp_path / "file.parquet").metadata["format_version"] == "1.1"
+
+
+def test_every_prediction_source_asp_writes_is_documented_with_its_version():
+    import re
+
+    from asp_cli.schedule_format import _VERSION_VALUES
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "schedule-format.md").read_text(encoding="utf-8")
+    row = next(line for line in doc.splitlines() if line.startswith("| `prediction_source`"))
+    assert set(re.findall(r"`(\w+)`", row)) - {"prediction_source", "string"} == {"history", "model", "file"}
+    for since, column, value in _VERSION_VALUES:
+        assert f"`{value}`" in row and since in row, (column, value)

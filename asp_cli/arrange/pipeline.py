@@ -426,7 +426,7 @@ def schedule(
     AspError
         Its subclasses for bad input, settings, predictor files or outputs; nothing is written then.
     """
-    from asp_cli.output import check_output_path
+    from asp_cli.output import check_output_path, check_parquet_name
     from asp_cli.predict.prediction import predict_lengths
     from asp_cli.reading import read_lengths, read_prompts
 
@@ -440,6 +440,7 @@ def schedule(
     if output is not None:
         check_output_path(Path(output), [*inputs, *history, *predictions, *([predictor] if predictor else [])],
                           force=force)
+        check_parquet_name(Path(output), writer="asp schedule")
     preset = load_preset(settings.preset)
     note("reading prompts")
     prompts, read_report = read_prompts(inputs, read)
@@ -503,7 +504,7 @@ def schedule(
         "command_line": _recorded_command_line(command_line),
         "summary": _finite(summary),
     }
-    metadata["format_version"] = format_version_for(metadata)
+    metadata["format_version"] = format_version_for(metadata, frame)
     result = ScheduleResult(frame=frame, metadata=metadata, summary=summary)
     if output is not None:
         note("writing schedule")
@@ -512,7 +513,7 @@ def schedule(
     return result
 
 
-_NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--no-progress"}
+_NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--progress", "--no-progress"}
 _VALUE_NOT_RECORDED = {"-o", "--output"}
 
 

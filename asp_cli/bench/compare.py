@@ -3,7 +3,8 @@
 `compare` replays today's arrangements (`asp_cli.bench.baselines`), asp's own (`asp_cli.arrange.pipeline.arrange` with a
 real prediction), asp given the true lengths (the scheduling ceiling) and the lower bound, all on the same
 true lengths, and returns one row per arrangement. `build_workload` makes the benchmark workloads of
-docs/benchmarks.md from the real length data in ../shared/data (evaluation only; read at run time).
+docs/benchmarks.md from real length data: what may ship ships inside the package, the rest is read at run
+time from a folder laid out as ../shared/data (`asp_cli.bench.data`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset
-from asp_cli.errors import InputError
 from asp_cli.settings import ScheduleSettings
 from asp_cli.sim.records import SimulationSettings
 from asp_cli.sim.run import simulate_schedule
@@ -73,6 +73,7 @@ def compare(
     max_lag: int | None = None,
     asp_frame: pl.DataFrame | None = None,
     include: tuple[str, ...] | None = None,
+    progress=None,
 ) -> list[dict]:
     """Simulate every arrangement on the same true lengths; one dict per row, the lower bound last.
 
@@ -80,7 +81,8 @@ def compare(
     the asp row's arrangement (``asp simulate --compare`` passes the schedule being judged). Only the
     baselines made for ``mode``'s kind of engine run (`asp_cli.bench.baselines.Baseline.modes`). Each row
     says whether it is on equal footing with asp (``equal_footing``) and how many prompts it sends per
-    ``generate()`` call on average (``prompts_per_call``).
+    ``generate()`` call on average (``prompts_per_call``). ``progress``, when given, is told
+    "replaying i/n: NAME" before each replay.
     """
     from asp_cli.arrange.pipeline import arrange
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, random_in_asp_slots
@@ -109,7 +111,9 @@ def compare(
         arrangements.append((ASP_TRUE, arrange(prompts, oracle, settings, preset=preset), "planned", True))
     rows = []
     bound = None
-    for name, frame, dispatch, equal in arrangements:
+    for i, (name, frame, dispatch, equal) in enumerate(arrangements):
+        if progress is not None:
+            progress(f"replaying {i + 1}/{len(arrangements)}: {name}")
         sim = SimulationSettings(
             samples_per_prompt=settings.samples_per_prompt,
             train_batch_size=settings.train_batch_size,
@@ -198,7 +202,7 @@ def format_table(rows: list[dict], *, markdown: bool = True) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Workloads from ../shared/data (evaluation-only data: read at run time, never shipped)
+# Workloads from real lengths (`asp_cli.bench.data`: the copy that ships, or a --data folder)
 
 
 def _prompt_frame(ids: list[str], texts: list[str], sources: list[str]) -> pl.DataFrame:
@@ -224,19 +228,17 @@ def _samples(matrix: list[list[int]], n: int, rng: np.random.Generator) -> np.nd
     return out
 
 
-def load_zeroeval(data: Path, dataset: str, *, history_generators: int = 4, seed: int = 0):
+def load_zeroeval(data: Path | None, dataset: str, *, history_generators: int = 4, seed: int = 0):
     """ZeroEval GSM8K or MATH-L5: truth from some generators, history from other, disjoint ones.
 
     Returns (prompts, history, truth_lists): history is a lengths frame (prompt_id, response_tokens, ...),
     truth_lists one list of true lengths per prompt.
     """
-    folder = data / "zeroeval_math_gsm_outputs"
-    if not folder.is_dir():
-        raise InputError(f"{folder}: not found; the benchmark reads ../shared/data at run time")
-    problems = pl.read_ndjson(folder / "problems.jsonl").filter(pl.col("dataset") == dataset)
-    lengths = pl.read_csv(folder / "lengths.csv.gz", schema_overrides={"id": pl.String}).filter(
-        (pl.col("dataset") == dataset) & ~pl.col("generator").is_in(ZEROEVAL_EXCLUDED)
-    )
+    from asp_cli.bench.data import zeroeval_tables
+
+    problems, lengths = zeroeval_tables(data)
+    problems = problems.filter(pl.col("dataset") == dataset)
+    lengths = lengths.filter((pl.col("dataset") == dataset) & ~pl.col("generator").is_in(ZEROEVAL_EXCLUDED))
     full = (
         lengths.group_by("generator").agg(pl.col("id").n_unique().alias("n"))
         .filter(pl.col("n") == problems.height)["generator"].sort().to_list()
@@ -261,11 +263,11 @@ def load_zeroeval(data: Path, dataset: str, *, history_generators: int = 4, seed
     return prompts, history, order[C.RESPONSE_TOKENS].to_list(), len(truth_set), len(history_set)
 
 
-def load_aime(data: Path, *, history_samples: int = 4):
+def load_aime(data: Path | None, *, history_samples: int = 4):
     """AIME R1-distill: samples 0..h-1 are history (an earlier epoch), samples h..7 the truth."""
-    folder = data / "aime_r1distill1.5b_lengths"
-    if not folder.is_dir():
-        raise InputError(f"{folder}: not found; the benchmark reads ../shared/data at run time")
+    from asp_cli.bench.data import aime_folder
+
+    folder = aime_folder(data)
     gens = pl.read_csv(folder / "generations.csv").filter(pl.col("run") == "A").sort(["aime_id", "gen_index"])
     problems = pl.read_ndjson(folder / "aime_problems_1983_2024.jsonl")
     used = gens.select("aime_id").unique(maintain_order=True).join(problems, on="aime_id", how="left")
@@ -288,7 +290,7 @@ SOURCES = ("gsm8k", "math-l5", "aime")
 
 def build_workload(
     name: str,
-    data: Path,
+    data: Path | None,
     sources: tuple[str, ...],
     settings: ScheduleSettings,
     *,
@@ -384,7 +386,7 @@ WORKLOADS: dict[str, WorkloadSpec] = {
 
 
 def run_benchmark(
-    data: Path,
+    data: Path | None,
     preset: HardwarePreset,
     *,
     names: tuple[str, ...] | None = None,
@@ -392,20 +394,33 @@ def run_benchmark(
     max_lag: int | None = None,
     progress=None,
 ) -> list[tuple[WorkloadSpec, Workload, list[dict]]]:
-    """Build each workload from ``data`` and compare every arrangement on it."""
+    """Build each workload and compare every arrangement on it.
+
+    Lengths come from the copy that ships and from ``data`` (a folder laid out as ../shared/data, or None);
+    a workload whose data is in neither is left out (`asp_cli.bench.data.missing_folders` says why).
+    """
+    from asp_cli.bench.data import check_data_folder, missing_folders, unavailable_text, unavailable_workloads
+    from asp_cli.errors import InputError
+
+    check_data_folder(data)
     results = []
     for name, spec in WORKLOADS.items():
         if names is not None and name not in names:
             continue
+        if missing_folders(spec.sources, data):
+            continue
         if progress is not None:
             progress(f"building {name} ...")
         settings = spec.settings()
-        workload = build_workload(name, Path(data), spec.sources, settings)
+        workload = build_workload(name, data, spec.sources, settings)
         lag = max_lag if max_lag is not None else spec.max_lag
         rows = compare(workload.prompts, workload.predictions, workload.truth, settings, preset, mode=mode,
                        max_lag=lag)
         workload.notes.append(f"max_lag {lag}, mode {mode}, preset {preset.name}")
         results.append((spec, workload, rows))
+    if not results:
+        raise InputError("no benchmark workload could run: " + unavailable_text(
+            unavailable_workloads(WORKLOADS, names, data), data))
     return results
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +48,10 @@ def schedule_prompts(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 # `asp simulate` names the id and length columns of its --lengths files so.
 SIMULATE_READ = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")
+# What `simulate_file` tells its ``progress`` callback, in order (the comparison adds one line per arrangement).
+STAGES = ("reading the schedule", "reading lengths", "replaying the schedule", "arranging the baselines")
+
+
 def simulate_file(
     schedule_path: str | Path,
     lengths_paths: Sequence[str | Path] = (),
@@ -55,11 +59,13 @@ def simulate_file(
     options: ReplayOptions = ReplayOptions(),
     read: ReadOptions = SIMULATE_READ,
     compare: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> SimulationReport:
     """Read a schedule (and observed lengths), replay it, and optionally compare it with the baselines.
 
     This is what `asp simulate` runs. Settings the schedule recorded (instances, N, train batch size, cap,
-    preset, max_lag, seed) are used unless ``options`` gives them.
+    preset, max_lag, seed) are used unless ``options`` gives them. ``progress`` is told each stage as it
+    starts (`STAGES`, then one "replaying i/n: NAME" per compared arrangement).
 
     Raises
     ------
@@ -68,14 +74,17 @@ def simulate_file(
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import read_schedule
 
+    note = progress or (lambda _stage: None)
+    note(STAGES[0])
     schedule = read_schedule(Path(schedule_path))
     observed = None
     skipped = 0
     if lengths_paths:
+        note(STAGES[1])
         observed, report = read_lengths([Path(p) for p in lengths_paths], read)
         skipped = report.skipped_rows
     return simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,
-                           name=str(schedule_path))
+                           name=str(schedule_path), progress=progress)
 
 
 def simulate_loaded(
@@ -86,6 +95,7 @@ def simulate_loaded(
     compare: bool = False,
     skipped_rows: int = 0,
     name: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> SimulationReport:
     """`simulate_file` on a schedule and observed lengths already read (one row per sample, as
     `asp_cli.reading.read_lengths` returns them)."""
@@ -109,6 +119,8 @@ def simulate_loaded(
     settings = SimulationSettings(samples_per_prompt=n, train_batch_size=recorded.train_batch_size,
                                   mode=mode, dispatch=options.dispatch, max_lag=lag,
                                   trainer=trainer)  # type: ignore[arg-type]
+    if progress is not None:
+        progress(STAGES[2])
     result = simulate_schedule(frame, lengths, hardware, settings, instances=k)
     document = {
         "schedule": name if name is not None else str(schedule.path),
@@ -134,8 +146,10 @@ def simulate_loaded(
         include = None if info.prompts_sampled == 0 else tuple(
             name for name in _COMPARE_ALL if name != "asp (true lengths)")
         recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag)
+        if progress is not None:
+            progress(STAGES[3])
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
-                                 asp_frame=frame, include=include)
+                                 asp_frame=frame, include=include, progress=progress)
         document["comparison"] = comparison
     return SimulationReport(document, result, comparison)
 

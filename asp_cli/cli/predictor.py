@@ -35,11 +35,14 @@ def register(app: typer.Typer) -> None:
 
 @predictor_app.command("fit")
 def fit_command(
-    inputs: list[Path] = typer.Argument(..., help=_DATA_HELP),
+    inputs: list[Path] = typer.Argument(..., help=_DATA_HELP + " With --history: prompt files, as for `asp schedule`."),
     output: Path = typer.Option(..., "--output", "-o", help="The model file to write (.skops)."),
+    history: list[Path] = typer.Option([], "--history", help="Observed lengths of the prompts in INPUTS (as `asp observe` writes them; repeatable), joined to them by prompt id."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
+    history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
+    history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The length column in history files."),
     max_response_tokens: Optional[int] = typer.Option(
         None, "--max-response-tokens", help="The generation cap of the data: lengths at or above it count as truncated."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
@@ -58,22 +61,30 @@ def fit_command(
 
         read = dataclasses.replace(OBSERVATIONS_READ, prompt_key=prompt_key, id_key=id_key, length_key=length_key,
                                    on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
-        result = fit_predictor(inputs, output, read=read, max_response_tokens=max_response_tokens,
-                               use_metadata=not no_metadata, char_ngrams=char_ngrams, seed=seed, force=force)
+        history_read = ReadOptions(length_id_key=history_id_key, length_key=history_length_key,
+                                   on_bad_row=on_bad_row)  # type: ignore[arg-type]
+        result = fit_predictor(inputs, output, history=history, read=read, history_read=history_read,
+                               max_response_tokens=max_response_tokens, use_metadata=not no_metadata,
+                               char_ngrams=char_ngrams, seed=seed, force=force)
         card = result.card
         if result.skipped_rows:
             say(f"skipped {result.skipped_rows} bad rows")
         say(f"fitted on {card['training']['prompts']} prompts ({card['training']['samples']} samples) in "
             f"{result.seconds:.1f} s; wrote {output}")
+        for warning in result.warnings:
+            say(f"Warning: {warning}")
         if json_output:
             emit_json(card)
 
 
 @predictor_app.command("eval")
 def eval_command(
-    inputs: list[Path] = typer.Argument(..., help=_DATA_HELP),
+    inputs: list[Path] = typer.Argument(..., help=_DATA_HELP + " With --lengths: prompt files, as for `asp schedule`."),
     model: Optional[Path] = typer.Option(None, "--model", help="A model file; default: the bundled one."),
-    history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs (repeatable)."),
+    lengths: list[Path] = typer.Option([], "--lengths", help="The observed lengths to score against, for prompt files in INPUTS (a rollout log or `asp observe`'s history; repeatable), joined by prompt id."),
+    lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in --lengths files."),
+    lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The length column in --lengths files."),
+    history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs, folded into the prediction as `asp schedule --history` does (repeatable)."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
@@ -95,11 +106,16 @@ def eval_command(
                                    on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
         history_read = ReadOptions(length_id_key=history_id_key, length_key=history_length_key,
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]
-        result = evaluate_predictor(inputs, model=model, history=history, read=read, history_read=history_read,
+        lengths_read = ReadOptions(length_id_key=lengths_id_key, length_key=lengths_length_key, on_bad_row=on_bad_row,
+                                   length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")  # type: ignore[arg-type]
+        result = evaluate_predictor(inputs, model=model, history=history, lengths=lengths, read=read,
+                                    history_read=history_read, lengths_read=lengths_read,
                                     max_response_tokens=max_response_tokens)
         say(format_report(result, f"model {result['model']}: {result['overall']['prompts']} prompts, "
                                   f"{result['samples']} samples"))
         _say_calibration(result.get("history"))
+        for warning in result["warnings"]:
+            say(f"Warning: {warning}")
         if json_output:
             emit_json(result)
 

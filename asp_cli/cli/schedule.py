@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, say, show_progress
+from asp_cli.cli.common import emit_json, guarded, say
+from asp_cli.cli.progress import stage_bar
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import ScheduleSettings
 
@@ -56,6 +57,7 @@ def schedule_command(
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary on stderr."),
+    progress: bool = typer.Option(False, "--progress", help="Show each stage on stderr even when it is not a terminal (one line per stage)."),
 ) -> None:
     """Predict response lengths and write a rollout schedule (Parquet) for K instances."""
     with guarded():
@@ -82,7 +84,7 @@ def schedule_command(
             arrangement=arrangement,
             trainer=trainer,
         )
-        bar = _progress_bar(show_progress(quiet))
+        bar = stage_bar("asp schedule", _STAGES, quiet=quiet, progress=progress)
         try:
             result = schedule(
                 inputs,
@@ -104,25 +106,6 @@ def schedule_command(
             say(_summary_text(summary, output))
         if json_output:
             emit_json({"output": str(output), **summary})
-
-
-class _StageBar:
-    def __init__(self) -> None:
-        from tqdm import tqdm
-
-        self._bar = tqdm(total=len(_STAGES), file=sys.stderr, desc="asp schedule", leave=False,
-                         bar_format="{desc}: {n_fmt}/{total_fmt} {postfix}")
-
-    def step(self, stage: str) -> None:
-        self._bar.set_postfix_str(stage)
-        self._bar.update(1)
-
-    def close(self) -> None:
-        self._bar.close()
-
-
-def _progress_bar(enabled: bool) -> _StageBar | None:
-    return _StageBar() if enabled else None
 
 
 def _lag_line(summary: dict) -> str:

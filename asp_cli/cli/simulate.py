@@ -37,7 +37,8 @@ def simulate_command(
     bins: int = typer.Option(400, "--bins", help="Time bins in --timeseries."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --timeseries file."),
     json_output: bool = typer.Option(False, "--json", help="Print the metrics as JSON on stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary on stderr."),
+    progress: bool = typer.Option(False, "--progress", help="Show each stage on stderr even when it is not a terminal (one line per stage)."),
 ) -> None:
     """Replay a schedule on K simulated rollout instances and a trainer; report time, bubbles and lag."""
     with guarded():
@@ -46,6 +47,7 @@ def simulate_command(
         from asp_cli.errors import SettingsError
         from asp_cli.output import check_output_path
         from asp_cli.bench.simulate import SIMULATE_READ, simulate_file
+        from asp_cli.cli.progress import stage_bar
         from asp_cli.sim.records import check_bins
 
         options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag, trainer=trainer,  # type: ignore[arg-type]
@@ -57,7 +59,13 @@ def simulate_command(
             if timeseries.suffix.lower() not in (".csv", ".parquet"):
                 raise SettingsError(f"--timeseries {timeseries}: give a .csv or .parquet file name")
             check_output_path(timeseries, [schedule, *lengths], force=force)
-        report = simulate_file(schedule, lengths, options=options, read=read, compare=compare)
+        bar = stage_bar("asp simulate", quiet=quiet, progress=progress)  # unnumbered: --compare adds stages
+        try:
+            report = simulate_file(schedule, lengths, options=options, read=read, compare=compare,
+                                   progress=bar.step if bar else None)
+        finally:
+            if bar:
+                bar.close()
         if timeseries is not None:
             _write_timeseries(report.result.timeseries(bins), timeseries)
         if not quiet:
@@ -111,7 +119,7 @@ def _summary(document: dict) -> str:
 
 
 def bench_command(
-    data: Path = typer.Option(Path("../shared/data"), "--data", help="The folder of real length data (evaluation only; read at run time)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="A folder of real length data laid out as ../shared/data, for the workloads whose data does not ship (AIME); default: only what ships (GSM8K, MATH level 5)."),
     preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help="Hardware/model preset or JSON calibration file."),
     mode: str = typer.Option("continuous", "--mode", help="Engine mode for every row."),
     max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Lag bound applied to every arrangement (default: each workload's)."),
@@ -123,6 +131,7 @@ def bench_command(
     """Compare asp with today's arrangements and the lower bound on workloads built from real lengths."""
     with guarded():
         from asp_cli.bench.compare import WORKLOADS, benchmark_markdown, format_table, run_benchmark
+        from asp_cli.bench.data import check_data_folder, unavailable_text, unavailable_workloads
         from asp_cli.costmodel import load_preset
         from asp_cli.errors import SettingsError
         from asp_cli.output import check_output_path, write_text_atomic
@@ -132,16 +141,18 @@ def bench_command(
             raise SettingsError(f"unknown --workload {unknown[0]!r}; choose from {', '.join(WORKLOADS)}")
         if markdown is not None:
             check_output_path(markdown, force=force)
-        if not data.is_dir():
-            say(f"Skipped: {data} is not there; the benchmark reads the real length data at run time "
-                "(give --data).")
-            raise typer.Exit(0)
-        results = run_benchmark(data, load_preset(preset), names=tuple(only) or None, mode=mode, max_lag=max_lag,
+        check_data_folder(data)
+        names = tuple(only) or None
+        unavailable = unavailable_workloads(WORKLOADS, names, data)
+        if unavailable and len(unavailable) < len(names or WORKLOADS):
+            say(f"Skipped: {unavailable_text(unavailable, data)}.")
+        results = run_benchmark(data, load_preset(preset), names=names, mode=mode, max_lag=max_lag,
                                 progress=say)
         for spec, _workload, rows in results:
             say(f"\n{spec.name}: {spec.title}")
             say(format_table(rows, markdown=False))
         if markdown is not None:
-            write_text_atomic(markdown, benchmark_markdown(results, command="asp bench"))
+            write_text_atomic(markdown, benchmark_markdown(results, command="asp bench" + (
+                f" --data {data}" if data is not None else "")))
         if json_output:
             emit_json({spec.name: rows for spec, _, rows in results})

@@ -59,11 +59,16 @@ _SUFFIXES = {"parquet": (".parquet", ".pq"), "verl": (".parquet", ".pq"), "jsonl
 
 def check_output_suffix(output: Path, format: str) -> None:  # noqa: A002 - the option's name
     """A Parquet file named .jsonl (or .csv) is read wrongly by whoever trusts the name: refuse the mismatch."""
+    from asp_cli.output import check_parquet_name
+
+    if format != "jsonl":
+        other = " or pass --format jsonl" if output.suffix.lower() in _SUFFIXES["jsonl"] else ""
+        check_parquet_name(output, writer=f"--format {format}", other=other)  # the rule of every Parquet output
+        return
     if output.suffix.lower() in _SUFFIXES[format]:
         return
-    writes = "JSON lines" if format == "jsonl" else "Parquet"
-    other = " or pass --format jsonl" if format != "jsonl" and output.suffix.lower() in _SUFFIXES["jsonl"] else ""
-    other = " or pass --format parquet" if format == "jsonl" and output.suffix.lower() in _SUFFIXES["parquet"] else other
+    writes = "JSON lines"
+    other = " or pass --format parquet" if output.suffix.lower() in _SUFFIXES["parquet"] else ""
     raise SettingsError(
         f"{output}: --format {format} writes {writes}, but the name ends in {output.suffix or '(no extension)'!r}; "
         f"name it {_SUFFIXES[format][0]}{other}"

@@ -114,7 +114,7 @@ def observe(
     OutputError
         When the output exists without ``append`` or ``force``, or equals an input.
     """
-    from asp_cli.output import check_output_path
+    from asp_cli.output import check_output_path, check_parquet_name
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
     if epoch is not None and not 0 <= epoch <= 2**31 - 1:  # stored as int32; epochs count from 0
@@ -124,9 +124,9 @@ def observe(
     if not logs:
         raise InputError("no rollout log given; name at least one log file")
     out = Path(output) if output is not None else None
-    if out is not None and out.suffix.lower() not in (".parquet", ".pq"):
+    if out is not None:
         # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.
-        raise SettingsError(f"{out}: a history is written as Parquet; name it .parquet")
+        check_parquet_name(out, writer="asp observe")
     existing: pl.DataFrame | None = None
     seen: list[dict[str, Any]] = []
     if out is not None:
@@ -216,9 +216,32 @@ def observe(
     )
     if out is not None:
         if history.height == 0:
-            raise InputError("no usable rows in the logs and no history to keep; nothing to write")
+            raise InputError(_nothing_to_write(summary, "schedule" if schedule else "dataset"))
         write_history(history, out, [*seen, *ingested])
     return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
+
+
+def _nothing_to_write(summary: dict[str, Any], against: str) -> str:
+    """Why no row of the logs is usable, with the counts, and what to do."""
+    read, bad, unknown = summary["rows_read"], summary["bad_rows"], summary["unknown_id_rows"]
+    if unknown:
+        rows = f"all {unknown:,} rows" if unknown == read - bad else f"{unknown:,} of the {read:,} rows"
+        examples = ", ".join(repr(i) for i in summary["unknown_id_examples"][:3])
+        reason = (f"{rows} were left out because their prompt ids "
+                  f"({summary['unknown_ids']:,} ids, e.g. {examples}) are not in the {against}"
+                  + (f", and {bad:,} bad rows were skipped" if bad else ""))
+        fix = (f"observe with the {against} these rollouts were made from, name the log's id column with --id-key, "
+               "or pass --unknown-ids keep")
+    elif bad:
+        reason = f"all {bad:,} rows were bad and skipped (--on-bad-row skip)"
+        fix = "fix the rows (the first ones are named with --on-bad-row error)"
+    elif summary["logs_already_observed"]:
+        reason = "every log is already in a history"
+        fix = "give the logs of new rollouts"
+    else:
+        reason = "the logs hold no rows"
+        fix = "give logs with one row per sample"
+    return f"nothing to write: {reason}; {fix}"
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from asp_cli import columns as C
 from asp_cli.predict.observations import OBSERVATIONS_READ, read_observations
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
+from asp_cli.errors import SettingsError
 from asp_cli.settings import check_count
 
 # The quantiles `predict_file` writes beside the group maximum and mean: (column, quantile of one sample).
@@ -32,23 +33,29 @@ class FitResult:
     skipped_rows: int
     seconds: float
     output: Path | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 def fit_predictor(
     inputs: Sequence[Path],
     output: Path | None = None,
     *,
+    history: Sequence[Path] = (),
     read: ReadOptions = OBSERVATIONS_READ,
+    history_read: ReadOptions = DEFAULT_READ,
     max_response_tokens: int | None = None,
     use_metadata: bool = True,
     char_ngrams: bool = False,
     seed: int = 0,
     force: bool = False,
 ) -> FitResult:
-    """Train a length predictor on files of prompts with observed lengths; write it when ``output`` is given.
+    """Train a length predictor on observed lengths; write it when ``output`` is given.
 
-    This is what `asp predictor fit` runs. ``max_response_tokens`` is the data's generation cap (lengths at or
-    above it count as truncated); ``seed`` the random state of the cross-fitting folds.
+    This is what `asp predictor fit` runs. Without ``history``, ``inputs`` hold prompts with their observed
+    lengths; with it, ``inputs`` are prompt files (read as `asp schedule` reads them) and ``history`` the
+    lengths observed for them (`asp observe`'s output, read with ``history_read``), joined by prompt id.
+    ``max_response_tokens`` is the data's generation cap (lengths at or above it count as truncated); ``seed``
+    the random state of the cross-fitting folds.
 
     Raises
     ------
@@ -56,15 +63,21 @@ def fit_predictor(
     """
     from asp_cli.output import atomic_path, check_output_path
     from asp_cli.predict import model as P
+    from asp_cli.predict.observations import join_lengths
 
     inputs = [Path(p) for p in inputs]
+    history = [Path(p) for p in history]
+    if history and read.length_key is not None:
+        raise SettingsError("--length-key names the length column of prompt files that carry their lengths; "
+                            "with --history, name the history's column with --history-length-key")
     if output is not None:
-        check_output_path(Path(output), inputs, force=force)
+        check_output_path(Path(output), [*inputs, *history], force=force)
     started = time.perf_counter()
-    data = read_observations(inputs, read)
+    data = join_lengths(inputs, history, read, history_read) if history else read_observations(inputs, read)
     model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
         data.prompts, data.lengths, cap=max_response_tokens, tokenizer=read.tokenizer)
-    result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started)
+    result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started,
+                       warnings=data.warnings)
     if output is not None:
         with atomic_path(Path(output)) as tmp:
             P.save(model, tmp)
@@ -77,25 +90,35 @@ def evaluate_predictor(
     *,
     model: Path | None = None,
     history: Sequence[Path] = (),
+    lengths: Sequence[Path] = (),
     read: ReadOptions = OBSERVATIONS_READ,
     history_read: ReadOptions = DEFAULT_READ,
+    lengths_read: ReadOptions = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key"),
     max_response_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Score a model file (the bundled one when None) on prompts with observed lengths.
 
     This is what `asp predictor eval` runs: Kendall tau, Spearman, tail recall, log error and calibration,
-    overall and per data source (`asp_cli.predict.evaluate`). ``history`` folds earlier epochs' lengths in as
-    `asp schedule --history` does, read with ``history_read``.
+    overall and per data source (`asp_cli.predict.evaluate`). Without ``lengths``, ``inputs`` hold prompts with
+    the lengths to score against; with it, ``inputs`` are prompt files and ``lengths`` the observed lengths (as
+    `asp observe` or a rollout log has them), joined by prompt id. ``history`` folds earlier epochs' lengths
+    into the prediction as `asp schedule --history` does, read with ``history_read``.
     """
     from asp_cli.predict.evaluate import evaluate
+    from asp_cli.predict.observations import join_lengths
     from asp_cli.reading import read_lengths
 
     check_count("--max-response-tokens", max_response_tokens, minimum=1, optional=True)
-    data = read_observations([Path(p) for p in inputs], read)
+    if lengths and read.length_key is not None:
+        raise SettingsError("--length-key names the length column of prompt files that carry their lengths; "
+                            "with --lengths, name that file's column with --lengths-length-key")
+    inputs = [Path(p) for p in inputs]
+    data = join_lengths(inputs, lengths, read, lengths_read) if lengths else read_observations(inputs, read)
     past = read_lengths([Path(p) for p in history], history_read)[0] if history else None
     result = evaluate(data.prompts, data.lengths, predictor=model, history=past,
                       max_response_tokens=max_response_tokens, tokenizer=read.tokenizer)
     result["model"] = str(model) if model is not None else "default"
+    result["warnings"] = data.warnings
     return result
 
 
@@ -132,7 +155,7 @@ def predict_file(
     InputError, SettingsError, PredictorError, OutputError
     """
     from asp_cli.fingerprint import file_fingerprint
-    from asp_cli.output import atomic_path, check_output_path
+    from asp_cli.output import atomic_path, check_output_path, check_parquet_name
     from asp_cli.predict.prediction import (
         _check_settings,
         lengths_from_distribution,
@@ -146,6 +169,7 @@ def predict_file(
     history = [Path(p) for p in history]
     if output is not None:
         check_output_path(Path(output), [*inputs, *history, *([Path(model)] if model else [])], force=force)
+        check_parquet_name(Path(output), writer="asp predictor predict")
     prompts, _ = read_prompts(inputs, read)
     past = read_lengths(history, read)[0] if history else None
     distribution = predict_distribution(prompts, predictor=model, history=past,

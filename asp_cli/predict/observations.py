@@ -1,4 +1,8 @@
-"""Training data for the length model: prompts and their observed lengths, read as `asp schedule` reads them."""
+"""Training data for the length model: prompts and their observed lengths, read as `asp schedule` reads them.
+
+Either one set of files holding both (a prompt and its length(s) per row), or prompt files and, apart, the
+lengths observed for them (`asp observe`'s history), joined by prompt id.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ class Observations:
     lengths: pl.DataFrame  # read_lengths columns, one row per sample
     skipped_rows: int = 0
     columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def read_observations(
@@ -72,3 +77,51 @@ def read_observations(
     prompts = prompts.unique(C.PROMPT_ID, keep="first", maintain_order=True)
     lengths = pl.concat(length_parts, how="vertical")
     return Observations(prompts, lengths, report.skipped_rows, report.columns_used)
+
+
+def join_lengths(
+    paths: Sequence[Path],
+    lengths_paths: Sequence[Path],
+    read: ReadOptions = OBSERVATIONS_READ,
+    lengths_read: ReadOptions = ReadOptions(),
+) -> Observations:
+    """Prompt files and, apart, the lengths observed for them (as `asp observe` writes them), joined by id.
+
+    The prompts are read as `asp schedule` reads them (``read``), the lengths as its ``--history``
+    (``lengths_read``, whose flags the messages name). Only prompts with observed lengths are kept; length rows
+    whose id is not a prompt are left out and counted in ``warnings``.
+
+    Raises
+    ------
+    InputError
+        Unreadable files, or lengths whose ids match none of the prompts.
+    """
+    from asp_cli.reading import read_lengths, read_prompts
+
+    paths, lengths_paths = [Path(p) for p in paths], [Path(p) for p in lengths_paths]
+    prompts, report = read_prompts(paths, read)
+    lengths, length_report = read_lengths(lengths_paths, lengths_read)
+    known = lengths[C.PROMPT_ID].is_in(prompts[C.PROMPT_ID].implode())
+    matched = lengths.filter(known)
+    names = ", ".join(p.name for p in lengths_paths)
+    if matched.height == 0:
+        raise InputError(
+            f"no prompt id of {names} is among the {prompts.height:,} prompts of "
+            f"{', '.join(p.name for p in paths)}: its ids look like {lengths[C.PROMPT_ID][0]!r} and the prompts' "
+            f"like {prompts[C.PROMPT_ID][0]!r}; give the prompt files the rollouts were made from, or name the id "
+            f"columns with --id-key and {lengths_read.length_id_flag}"
+        )
+    observed_ids = matched[C.PROMPT_ID].unique()
+    warnings = []
+    strays = lengths.filter(~known)
+    if strays.height:
+        warnings.append(
+            f"{strays.height:,} rows of {names} ({strays[C.PROMPT_ID].n_unique():,} ids, e.g. "
+            f"{strays[C.PROMPT_ID][0]!r}) name prompts the prompt files do not hold; left out"
+        )
+    unobserved = prompts.height - observed_ids.len()
+    if unobserved:
+        warnings.append(f"{unobserved:,} of the {prompts.height:,} prompts have no observed length in {names}; "
+                        f"used the other {observed_ids.len():,}")
+    return Observations(prompts.filter(pl.col(C.PROMPT_ID).is_in(observed_ids.implode())), matched,
+                        report.skipped_rows + length_report.skipped_rows, report.columns_used, warnings)

@@ -9,28 +9,35 @@ from asp_cli.errors import SettingsError
 from asp_cli.report.facts import REPORT_VERSION, rounded
 
 
-# (key path, label, which way is better) of the facts shown side by side by `--compare`.
-HEADLINE: tuple[tuple[str, str, str], ...] = (
-    ("size.prompts", "prompts", ""),
-    ("size.epochs", "epochs", ""),
-    ("size.instances", "instances", ""),
-    ("size.minibatches", "minibatches", ""),
-    ("size.train_steps", "train steps", ""),
-    ("padding.fraction", "predicted padding", "lower"),
-    ("instances.tokens_spread", "instance token spread", "lower"),
-    ("instances.busy_spread", "instance busy spread", "lower"),
-    ("instances.makespan_s", "rollout makespan (s)", "lower"),
-    ("instances.finish_spread_s", "instance finish spread (s)", "lower"),
-    ("queue.arrival_rate_cv", "arrival rate CV", "lower"),
-    ("queue.trainer_idle_fraction", "trainer idle fraction", "lower"),
-    ("queue.trainer_end_s", "last step ends (s)", "lower"),
-    ("effective_batch.mean_live_sequences_per_instance", "mean live seqs / instance", "higher"),
-    ("lag.mean", "mean lag (steps)", "lower"),
-    ("lag.max", "max lag (steps)", "lower"),
-    ("steps.max_skew", "worst step skew", "lower"),
-    ("observed.padding_fraction", "observed padding", "lower"),
-    ("observed.spearman", "Spearman (pred vs obs)", "higher"),
+# (key path, label, which way is better, kind) of the facts shown side by side by `--compare`. The kind says how
+# the fact is shown (`FACT_DIGITS`): a change that rounds to zero there is "same", whatever the raw difference.
+HEADLINE: tuple[tuple[str, str, str, str], ...] = (
+    ("size.prompts", "prompts", "", "count"),
+    ("size.epochs", "epochs", "", "count"),
+    ("size.instances", "instances", "", "count"),
+    ("size.minibatches", "minibatches", "", "count"),
+    ("size.train_steps", "train steps", "", "count"),
+    ("padding.fraction", "predicted padding", "lower", "percent"),
+    ("instances.tokens_spread", "instance token spread", "lower", "percent"),
+    ("instances.busy_spread", "instance busy spread", "lower", "percent"),
+    ("instances.makespan_s", "rollout makespan (s)", "lower", "seconds"),
+    ("instances.finish_spread_s", "instance finish spread (s)", "lower", "seconds"),
+    ("queue.arrival_rate_cv", "arrival rate CV", "lower", "number"),
+    ("queue.trainer_idle_fraction", "trainer idle fraction", "lower", "percent"),
+    ("queue.trainer_end_s", "last step ends (s)", "lower", "seconds"),
+    ("effective_batch.mean_live_sequences_per_instance", "mean live seqs / instance", "higher", "number"),
+    ("lag.mean", "mean lag (steps)", "lower", "number"),
+    ("lag.max", "max lag (steps)", "lower", "count"),
+    ("steps.max_skew", "worst step skew", "lower", "percent"),
+    ("observed.padding_fraction", "observed padding", "lower", "percent"),
+    ("observed.spearman", "Spearman (pred vs obs)", "higher", "number"),
 )
+# Decimal places of a fact's kind as both renderers show it (percent: of the fraction, so 0.1%).
+FACT_DIGITS = {"count": 0, "percent": 3, "seconds": 1, "number": 2}
+# Facts that matter only through the end of training: when the last step ends at the same time in both,
+# ending rollout sooner (or its instances closer together) bought nothing, so neither is "better".
+_MEANS_TO_THE_END = {"instances.makespan_s": "queue.trainer_end_s",
+                     "instances.finish_spread_s": "queue.trainer_end_s"}
 
 
 def fact(report: dict[str, Any], path: str) -> Any:
@@ -45,29 +52,50 @@ def fact(report: dict[str, Any], path: str) -> Any:
 
 def headline(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The headline facts of one report, in display order (missing ones left out)."""
-    return [{"fact": path, "label": label, "value": fact(report, path), "better": better}
-            for path, label, better in HEADLINE if fact(report, path) is not None]
+    return [{"fact": path, "label": label, "value": fact(report, path), "better": better, "kind": kind}
+            for path, label, better, kind in HEADLINE if fact(report, path) is not None]
+
+
+def _shown_change(va: Any, vb: Any, kind: str) -> float | None:
+    """B - A as the renderers show it (rounded to the kind's digits), or None when either is not a number."""
+    if not (isinstance(va, (int, float)) and isinstance(vb, (int, float))):
+        return None
+    return round(vb - va, FACT_DIGITS[kind]) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two reports side by side: each headline fact for A and B, the change, and which is better.
 
+    A change that rounds to zero where it is shown is "same" (a -0.0% difference is no difference), and the
+    facts that matter only through the end of training (rollout makespan, instance finish spread) get no
+    verdict when both schedules' last steps end at the same time; ``note`` says why.
+
     Returns
     -------
     dict
-        ``{"report_version", "a": name, "b": name, "facts": [{"fact", "label", "a", "b", "change",
-        "better"}]}`` where ``better`` is "a", "b", "same" or null (a size, not a quality).
+        ``{"report_version", "a": name, "b": name, "facts": [{"fact", "label", "kind", "a", "b", "change",
+        "better", "note"}]}`` where ``kind`` is "count", "percent" (a fraction of 1), "seconds" or "number",
+        ``better`` is "a", "b", "same" or null (a size, not a quality; or no verdict, see ``note``).
     """
+    ends = dict.fromkeys(_MEANS_TO_THE_END.values())
+    for path in ends:
+        kind = next(k for p, _, _, k in HEADLINE if p == path)
+        ends[path] = _shown_change(fact(a, path), fact(b, path), kind)
     facts = []
-    for path, label, better in HEADLINE:
+    for path, label, better, kind in HEADLINE:
         va, vb = fact(a, path), fact(b, path)
         if va is None and vb is None:
             continue
         change = rounded(vb - va) if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None
-        winner = None
-        if better and change is not None:
-            winner = "same" if change == 0 else ("b" if (change < 0) == (better == "lower") else "a")
-        facts.append({"fact": path, "label": label, "a": va, "b": vb, "change": change, "better": winner})
+        shown = _shown_change(va, vb, kind)
+        winner, note = None, None
+        if better and shown is not None:
+            winner = "same" if shown == 0 else ("b" if (shown < 0) == (better == "lower") else "a")
+            end = _MEANS_TO_THE_END.get(path)
+            if winner in ("a", "b") and end is not None and ends[end] == 0:
+                winner, note = None, "the last steps end at the same time, so this gains nothing"
+        facts.append({"fact": path, "label": label, "kind": kind, "a": va, "b": vb, "change": change,
+                      "better": winner, "note": note})
     return {"report_version": REPORT_VERSION, "a": a["schedule"]["name"], "b": b["schedule"]["name"],
             "facts": facts}
 

@@ -50,6 +50,17 @@ def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
+_LABEL_PX = 12  # the axis labels' font size (templates/report.html, svg .label)
+# Width of a character of the page's sans-serif font in em: wide enough for DejaVu Sans, the widest fallback.
+_CHAR_EM = 0.6
+
+
+def _fitting_font_px(text: str, room_px: float) -> int:
+    """The label font size (at most `_LABEL_PX`, at least 8) at which ``text`` fits in ``room_px``."""
+    width = len(text) * _CHAR_EM
+    return max(8, min(_LABEL_PX, int(room_px / width))) if width else _LABEL_PX
+
+
 def _label(value: float) -> str:
     if abs(value) >= 10_000:
         return f"{value / 1000:,.0f}k"
@@ -96,7 +107,10 @@ class _Plot:
         parts.append(f'<line class="axis" x1="{self.left}" x2="{self.left}" y1="{self.top}" y2="{base}"/>')
         parts.append(f'<text class="label" x="{_f((self.left + self.width - self.right) / 2)}" y="{self.height - 6}" '
                      f'text-anchor="middle">{_e(self.xlabel)}</text>')
-        parts.append(f'<text class="label" transform="translate(14,{_f((self.top + base) / 2)}) rotate(-90)" '
+        middle = (self.top + base) / 2
+        size = _fitting_font_px(self.ylabel, 2 * min(middle, self.height - middle) - 4)
+        style = "" if size == _LABEL_PX else f' style="font-size:{size}px"'
+        parts.append(f'<text class="label"{style} transform="translate(14,{_f(middle)}) rotate(-90)" '
                      f'text-anchor="middle">{_e(self.ylabel)}</text>')
         return "".join(parts)
 
@@ -207,11 +221,21 @@ def _gantt(report: dict[str, Any], spans: list[dict[str, Any]] | None = None) ->
                          (_CLASSES[7], "long (darker = longer predicted length class)"))
 
 
+def _time_axis(report: dict[str, Any]) -> float:
+    """The right end of the time axis that the queue, queue-depth and effective-batch plots share: the
+    latest time any of them (expected or replayed) reaches, so one second sits at one place on all of them."""
+    simulated = report.get("simulated") or {}
+    ends = [part["grid_s"][-1] for part in (report.get("queue"), report.get("effective_batch"),
+                                            simulated.get("queue"), simulated.get("effective_batch"))
+            if part and part.get("grid_s")]
+    return max(ends, default=0.0)
+
+
 def _queue_plots(report: dict[str, Any]) -> str:
     queue = report["queue"]
     grid = queue["grid_s"]
     simulated = (report.get("simulated") or {}).get("queue")
-    right = max(grid[-1], simulated["grid_s"][-1] if simulated else 0.0)
+    right = _time_axis(report)
     top = max(queue["arrived_groups"][-1], 1)
     plot = _Plot((0, right), (0, top * 1.05), xlabel="time, s", ylabel="groups (cumulative)")
     plot.add(_polyline(plot, grid, queue["arrived_groups"], _PREDICTED))
@@ -229,7 +253,7 @@ def _queue_plots(report: dict[str, Any]) -> str:
     parts.append(plot.svg("Arrival versus consumption at the training queue") + _legend(*legend))
     if queue.get("queue_groups"):
         depth = queue["queue_groups"]
-        small = _Plot((0, grid[-1]), (0, max(max(depth), 1) * 1.05), xlabel="expected time, s",
+        small = _Plot((0, right), (0, max(max(depth), 1) * 1.05), xlabel="expected time, s",
                       ylabel="groups waiting", height=170)
         small.add(_area(small, grid, depth, _QUEUE))
         batch = report["size"].get("train_batch_size")
@@ -246,11 +270,12 @@ def _effective_batch(report: dict[str, Any]) -> str:
     batch = report["effective_batch"]
     grid, live = batch["grid_s"], batch["live_sequences"]
     simulated = (report.get("simulated") or {}).get("effective_batch")
-    right = max(grid[-1], simulated["grid_s"][-1] if simulated else 0.0)
+    right = _time_axis(report)
     top = max(max(live), max(simulated["live_sequences"]) if simulated else 0, 1)
-    plot = _Plot((0, right), (0, top * 1.05), xlabel="time, s", ylabel="live sequences (all instances)", height=200)
+    plot = _Plot((0, right), (0, top * 1.05), xlabel="time, s", ylabel="live sequences", height=200)
     plot.add(_area(plot, grid, live, _PREDICTED))
-    legend = [(_PREDICTED, "expected: sequences decoding at once (a group counts N until its last sample ends)")]
+    legend = [(_PREDICTED, "expected: sequences decoding at once on all instances (a group counts N until its last "
+                           "sample ends)")]
     if simulated:
         plot.add(_polyline(plot, simulated["grid_s"], simulated["live_sequences"], _SIMULATED, dash="6 3"))
         legend.append((_SIMULATED, "simulated replay: sequences decoding at once (dashed)"))
@@ -442,13 +467,17 @@ def _checks_section(checks: dict[str, Any]) -> str:
 
 
 def _comparison_section(comparison: dict[str, Any]) -> str:
+    from asp_cli.report.formats import change_text, fact_text, verdict_text
+
     rows = []
     for row in comparison["facts"]:
-        change = "-" if row["change"] is None else f"{row['change']:+,.4g}"
-        rows.append([row["label"], "-" if row["a"] is None else row["a"], "-" if row["b"] is None else row["b"],
-                     change, row["better"] or ""])
+        kind = row.get("kind", "number")
+        rows.append([row["label"], fact_text(kind, row["a"]), fact_text(kind, row["b"]),
+                     change_text(kind, row["change"]), verdict_text(row)])
+    notes = "".join(f"<p class=\"intro\">{_e(row['label'])}: no verdict; {_e(row['note'])}.</p>"
+                    for row in comparison["facts"] if row.get("note"))
     return (f"<p>A = <code>{_e(comparison['a'])}</code>, B = <code>{_e(comparison['b'])}</code></p>"
-            + _table(["", "A", "B", "B - A", "better"], rows, classes="num"))
+            + _table(["", "A", "B", "B - A", "better"], rows, classes="num") + notes)
 
 
 def _simulated_section(report: dict[str, Any]) -> str:
@@ -486,6 +515,14 @@ def _simulated_section(report: dict[str, Any]) -> str:
 
 def _section(anchor: str, title: str, intro: str, body: str) -> str:
     return f'<section id="{anchor}"><h2>{_e(title)}</h2><p class="intro">{intro}</p>{body}</section>'
+
+
+def _nav(sections: list[str]) -> str:
+    """One link per section on the page, in page order, named by its title: the bar can never miss one."""
+    import re
+
+    links = re.findall(r'<section id="([^"]+)"><h2>([^<]+)</h2>', "".join(sections))
+    return "<nav>" + "".join(f'<a href="#{anchor}">{title.lower()}</a>' for anchor, title in links) + "</nav>"
 
 
 def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
@@ -553,6 +590,7 @@ def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     return template.substitute(
         title=_e(f"asp report: {name}"),
         heading=_e(name),
+        nav=_nav(sections),
         cards=_cards(report),
         sections="\n".join(sections),
         footer=_e(f"report_version {report['report_version']}; schedule made by "

@@ -15,9 +15,7 @@ from asp_cli.report.simulated import lengths_source
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
-# Headline facts shown as percentages in `--compare` (fractions of 1).
-_PERCENT_FACTS = {"padding.fraction", "instances.tokens_spread", "instances.busy_spread",
-                  "queue.trainer_idle_fraction", "steps.max_skew", "observed.padding_fraction"}
+_LIST_ITEMS = 12  # items of a list shown inline; the rest is summarised, never dropped silently
 
 
 def sparkline(values: Any, top: float | None = None) -> str:
@@ -43,6 +41,15 @@ def _resample(values: list[int], width: int) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     edges = np.linspace(0, values.size, width + 1).round().astype(int)
     return np.array([values[a:b].mean() if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:])])
+
+
+def _cut(items: list[str], limit: int, *, what: str, rest: list[tuple[Any, int]], unit: str) -> str:
+    """The first ``limit`` items, then what was left out: "..., and 26 more lags (12-37: 1,204 groups)"."""
+    if len(items) <= limit:
+        return ", ".join(items)
+    left = sum(count for _, count in rest)
+    return (", ".join(items[:limit]) + f", ... and {len(items) - limit} more {what} ({rest[0][0]}-{rest[-1][0]}: "
+            f"{left:,} {unit}; --json has them all)")
 
 
 def _short(fingerprint: Any) -> str:
@@ -209,7 +216,8 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
     lag = report.get("lag")
     if lag:
         bound = "none" if lag["bound"] is None else str(lag["bound"])
-        spread = ", ".join(f"{v}: {c:,}" for v, c in lag["histogram"][:12])
+        spread = _cut([f"{v}: {c:,}" for v, c in lag["histogram"]], _LIST_ITEMS, what="lags",
+                      rest=lag["histogram"][_LIST_ITEMS:], unit="groups")
         out(f"[bold]Expected policy lag[/bold]: mean {lag['mean']} steps, max [bold]{lag['max']}[/bold] "
             f"(bound --max-lag {bound}); groups per lag: {spread}")
     else:
@@ -277,8 +285,10 @@ def _render_checks(out: Any, checks: dict[str, Any]) -> None:
 
 
 def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: bool = False) -> str:
-    """Render `report.compare_reports` output as one side-by-side table."""
+    """Render `report.compare_reports` output as one side-by-side table, with the reasons for any missing verdict."""
     from rich.table import Table
+
+    from asp_cli.report.formats import change_text, fact_text, verdict_text
 
     console = _console(width, color)
     table = Table(title=f"A = {comparison['a']}   B = {comparison['b']}", title_justify="left", show_edge=False,
@@ -289,11 +299,11 @@ def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: 
     table.add_column("B - A", justify="right")
     table.add_column("better", justify="center")
     for row in comparison["facts"]:
-        fmt = _pct if row["fact"] in _PERCENT_FACTS else (lambda v: _num(v, 2))
-        change = row["change"]
-        shown = "-" if change is None else (f"{change:+.1%}" if fmt is _pct else f"{change:+,.2f}")
-        if isinstance(change, (int, float)) and isinstance(row["a"], int) and isinstance(row["b"], int):
-            shown = f"{int(change):+,}"
-        table.add_row(row["label"], fmt(row["a"]), fmt(row["b"]), shown, row["better"] or "")
+        kind = row.get("kind", "number")
+        table.add_row(row["label"], fact_text(kind, row["a"]), fact_text(kind, row["b"]),
+                      change_text(kind, row["change"]), verdict_text(row))
     console.print(table)
+    for row in comparison["facts"]:
+        if row.get("note"):
+            console.print(f"{row['label']}: no verdict; {row['note']}")
     return _trimmed(console.file.getvalue())

@@ -1,0 +1,101 @@
+"""Where the benchmark's real length data comes from: the copy that ships, or a folder given with ``--data``.
+
+What may ship ships inside the package (``asp_cli/bench/data``: the Apache-2.0 ZeroEval output lengths of the
+MIT GSM8K and MATH problems, see its README.md), so the GSM8K and MATH level-5 workloads run from a clone or
+an installed package. The AIME R1-distill lengths have no license upstream and never ship: they are read at
+run time from a folder laid out as ``../shared/data`` (``aime_r1distill1.5b_lengths/``), and a workload that
+needs them is skipped when there is none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import polars as pl
+
+from asp_cli.errors import InputError
+
+BUNDLED = Path(__file__).resolve().parent / "data"
+ZEROEVAL = "zeroeval_math_gsm_outputs"
+AIME = "aime_r1distill1.5b_lengths"
+# The folder of real data each benchmark source needs, and whether a copy of it ships.
+SOURCE_FOLDERS: dict[str, str] = {"gsm8k": ZEROEVAL, "math-l5": ZEROEVAL, "aime": AIME}
+SHIPPED_FOLDERS: frozenset[str] = frozenset({ZEROEVAL})
+WHY_NOT_SHIPPED: dict[str, str] = {AIME: "no license upstream"}
+
+
+def check_data_folder(data: Path | None) -> None:
+    """A ``--data`` folder that was given must be there."""
+    if data is not None and not Path(data).is_dir():
+        raise InputError(f"--data {data}: no such folder; name the folder of real length data (laid out as "
+                         "../shared/data), or leave --data out to run what ships")
+
+
+def _folder(data: Path | None, name: str) -> Path | None:
+    if data is not None and (Path(data) / name).is_dir():
+        return Path(data) / name
+    return None
+
+
+def source_available(source: str, data: Path | None) -> bool:
+    """Whether a source's data is in ``data`` or ships with asp."""
+    folder = SOURCE_FOLDERS[source]
+    return folder in SHIPPED_FOLDERS or _folder(data, folder) is not None
+
+
+def missing_folders(sources: Iterable[str], data: Path | None) -> list[str]:
+    """The data folders ``sources`` need that neither ``data`` nor the package holds, in first-use order."""
+    missing: list[str] = []
+    for source in sources:
+        folder = SOURCE_FOLDERS[source]
+        if not source_available(source, data) and folder not in missing:
+            missing.append(folder)
+    return missing
+
+
+def zeroeval_tables(data: Path | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """ZeroEval's problems (dataset, id, problem) and output lengths (dataset, id, generator, output_chars).
+
+    From ``data/zeroeval_math_gsm_outputs`` when that folder is there, else from the copy that ships (the
+    same rows; scripts/make_bench_data.py makes it).
+    """
+    folder = _folder(data, ZEROEVAL)
+    if folder is None:
+        problems = pl.read_parquet(BUNDLED / "zeroeval_problems.parquet")
+        lengths = pl.read_parquet(BUNDLED / "zeroeval_lengths.parquet")
+    else:
+        problems = pl.read_ndjson(folder / "problems.jsonl")
+        lengths = pl.read_csv(folder / "lengths.csv.gz", schema_overrides={"id": pl.String})
+    return (problems.select("dataset", pl.col("id").cast(pl.String), "problem"),
+            lengths.select("dataset", pl.col("id").cast(pl.String), "generator",
+                           pl.col("output_chars").cast(pl.Int64)))
+
+
+def aime_folder(data: Path | None) -> Path:
+    """The AIME R1-distill folder under ``data``; it never ships."""
+    folder = _folder(data, AIME)
+    if folder is None:
+        where = f"{data} has no {AIME}/" if data is not None else f"{AIME} does not ship ({WHY_NOT_SHIPPED[AIME]})"
+        raise InputError(f"{where}; give --data FOLDER holding {AIME}/ (as ../shared/data does)")
+    return folder
+
+
+def unavailable_workloads(specs: dict, names: Iterable[str] | None, data: Path | None) -> dict[str, list[str]]:
+    """Of the workloads asked for (all of ``specs`` when ``names`` is None), those whose data is missing, each
+    with the folders it lacks."""
+    chosen = specs if names is None else {n: specs[n] for n in names if n in specs}
+    return {name: missing for name, spec in chosen.items() if (missing := missing_folders(spec.sources, data))}
+
+
+def unavailable_text(unavailable: dict[str, list[str]], data: Path | None) -> str:
+    """Which workloads cannot run, why, and the fix, in one sentence."""
+    folders = sorted({f for missing in unavailable.values() for f in missing})
+    named = " and ".join(f"{f}/" for f in folders)
+    reasons = sorted({WHY_NOT_SHIPPED[f] for f in folders if f in WHY_NOT_SHIPPED})
+    them = "it" if len(folders) == 1 else "them"
+    where = f"--data {data} does not hold {them}" if data is not None else "no --data folder was given"
+    verb = "needs" if len(unavailable) == 1 else "need"
+    return (f"{', '.join(unavailable)} {verb} {named}, which {'does' if len(folders) == 1 else 'do'} not ship"
+            + (f" ({'; '.join(reasons)})" if reasons else "")
+            + f", and {where}; give --data FOLDER holding {them} (laid out as ../shared/data)")

@@ -1,0 +1,44 @@
+"""How the report's renderers write a fact of a given kind, so the terminal and the HTML page show the same text.
+
+The kinds are those of `asp_cli.report.checks.HEADLINE`: ``count`` (3,540), ``percent`` (a fraction of 1, shown
+as 5.9%), ``seconds`` (105.8) and ``number`` (0.42). The digits are `checks.FACT_DIGITS`, which also decide when
+a change is "same".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asp_cli.report.checks import FACT_DIGITS
+
+
+def fact_text(kind: str, value: Any) -> str:
+    """A fact's value as both renderers show it; "-" when it is missing."""
+    if value is None:
+        return "-"
+    if kind == "count":
+        return f"{int(round(value)):,}"
+    if kind == "percent":
+        return f"{value:.1%}"
+    return f"{value:,.{FACT_DIGITS[kind]}f}"
+
+
+def change_text(kind: str, change: Any) -> str:
+    """B - A with its sign, rounded as the values are; a change that rounds to zero is written without one."""
+    if change is None:
+        return "-"
+    shown = round(float(change), FACT_DIGITS[kind]) + 0.0
+    if shown == 0:
+        return fact_text(kind, 0)
+    if kind == "count":
+        return f"{int(shown):+,}"
+    if kind == "percent":
+        return f"{shown:+.1%}"
+    return f"{shown:+,.{FACT_DIGITS[kind]}f}"
+
+
+def verdict_text(row: dict[str, Any]) -> str:
+    """The "better" cell: a, b, same, blank for a size, or "-" when a note says why there is no verdict."""
+    if row.get("better"):
+        return row["better"]
+    return "-" if row.get("note") else ""
