@@ -131,7 +131,8 @@ def _summary_text(summary: dict, output: Path) -> str:
     lines = [
         f"Wrote {output}: {summary['prompts']} prompts x {summary['epochs']} epoch(s) = {summary['rows']} rows, "
         f"{summary['minibatches']} minibatches on {summary['instances']} instances, {summary['train_steps']} train steps.",
-        f"  predicted padding (static-batch slot waste): {summary['predicted_padding_fraction']:.1%}",
+        f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
+        "leave idle at the predicted group lengths; `asp simulate` reports the empty slots of a replay, tail included)",
         f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:.1f} s; per-instance busy "
         f"{min(busy):.1f}-{max(busy):.1f} s (imbalance {summary['predicted_instance_imbalance']:.3f}, finish spread "
         f"{summary['predicted_instance_finish_spread_s']:.1f} s)",

@@ -108,7 +108,8 @@ def _summary(document: dict) -> str:
         f"binds: {m['lower_bound_end_to_end_binding']})",
         f"  rollout          {m['rollout_makespan_s']:,.1f} s (ratio {m['rollout_ratio_to_lower_bound']:.3f}; "
         f"binds: {m['lower_bound_rollout_binding']})",
-        f"  bubbles          padding {m['padding_fraction']:.1%} of slot-steps, tail {m['tail_time_fraction']:.1%} "
+        f"  bubbles          empty sequence slots {m['padding_fraction']:.1%} of each minibatch's slot-steps (replayed "
+        f"lengths, tail included; not the schedule's predicted padding), tail {m['tail_time_fraction']:.1%} "
         f"of busy time, instance finish spread {m['instance_finish_spread_s']:,.1f} s",
         f"  trainer          idle {m['trainer_idle_fraction']:.1%}, queue mean {m['queue_groups_mean']:.1f} groups "
         f"(CV {m['queue_groups_cv']:.2f})",
