@@ -110,3 +110,21 @@ def test_simulate_settings_out_of_range_exit_4(built, tmp_path, args, words):  #
     assert result.exit_code == ExitCode.BAD_SETTINGS, result.stderr
     assert result.stderr.startswith("Error: ") and words in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_with_sampled_lengths_includes_the_equal_footing_baselines(tmp_path):
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+    from util import SAMPLE_PROMPTS
+
+    out = tmp_path / "s.parquet"
+    runner = CliRunner()
+    assert runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--quiet"]).exit_code == 0
+    result = runner.invoke(app, ["simulate", str(out), "--compare", "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    names = [row["arrangement"] for row in json.loads(result.stdout)["comparison"]]
+    assert {"random (asp sizes)", "long-first (asp sizes)", "random (asp slots)", "asp"} <= set(names)
+    assert "asp (true lengths)" not in names  # sampled lengths: no ceiling judged on its own lengths

@@ -151,6 +151,13 @@ def compare(
     return rows
 
 
+def compare_names() -> tuple[str, ...]:
+    """Every arrangement `compare` can replay, in its order (the lower bound is always added)."""
+    from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS
+
+    return (*BASELINES, RANDOM_IN_ASP_SLOTS, ASP, ASP_FREE, ASP_TRUE)
+
+
 def best_equal_footing(rows: list[dict]) -> dict | None:
     """The fastest baseline row on equal footing with asp (asp's own rows excluded), or None."""
     footing = [r for r in rows if r.get("equal_footing") and r["arrangement"] not in (ASP, ASP_FREE, ASP_TRUE)]

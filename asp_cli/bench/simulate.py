@@ -11,6 +11,7 @@ import polars as pl
 
 from asp_cli.reading.options import ReadOptions
 from asp_cli.schedule_format import Schedule
+from asp_cli.bench.compare import ASP_TRUE, compare_names
 from asp_cli.bench.compare import compare as run_compare
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, PROMPT_SIGMA, SAMPLE_SIGMA, lengths_for_schedule
 from asp_cli.sim.options import ReplayOptions
@@ -143,8 +144,10 @@ def simulate_loaded(
         truth, _ = lengths_for_schedule(pl.concat([prompts, predictions], how="horizontal"), observed,
                                         samples_per_prompt=n, seed=seed,
                                         max_response_tokens=recorded.max_response_tokens)
+        # The true-lengths ceiling needs every prompt's lengths observed; with sampled ones it would be judged
+        # on the very lengths it was arranged with.
         include = None if info.prompts_sampled == 0 else tuple(
-            name for name in _COMPARE_ALL if name != "asp (true lengths)")
+            name for name in compare_names() if name != ASP_TRUE)
         recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag)
         if progress is not None:
             progress(STAGES[3])
@@ -152,7 +155,3 @@ def simulate_loaded(
                                  asp_frame=frame, include=include, progress=progress)
         document["comparison"] = comparison
     return SimulationReport(document, result, comparison)
-
-
-_COMPARE_ALL = ("verl-default", "dataset-order", "short-first", "long-first", "count-balance",
-                "rollpacker-tail", "asp", "asp, free dispatch", "asp (true lengths)")
