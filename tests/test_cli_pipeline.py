@@ -79,6 +79,7 @@ def test_observe_appends_and_reports(built, tmp_path):  # noqa: F811
     document = json.loads(result.stdout)
     assert document["rows_added"] == PROMPTS * SAMPLES and document["unknown_id_rows"] == 1
     assert "Warning:" in result.stderr and "ghost" in result.stderr
+    assert document["log_formats"] == {"rollout_log": 1} and "read as: 1 rollout log\n" in result.stderr
     assert invoke("observe", log, "-o", out).exit_code == ExitCode.OUTPUT
     again = invoke("observe", log, "-o", out, "--append", "--json", "-q")
     assert again.exit_code == 0 and json.loads(again.stdout)["logs_already_observed"] == 1

@@ -92,10 +92,17 @@ def observe_command(
                 f"{summary['prompts_observed']} prompts from {summary['logs'] - summary['logs_already_observed']} "
                 f"log(s); history now {summary['history_rows']} samples of {summary['history_prompts']} prompts"
             )
+            if summary["log_formats"]:
+                say("  read as: " + ", ".join(f"{count} {_LOG_NAMES[kind]}{'s' if count > 1 else ''}"
+                                              for kind, count in sorted(summary["log_formats"].items())))
             for warning in result.warnings:
                 say(f"Warning: {warning}")
         if json_output:
             emit_json({"output": str(output), **summary, "warnings": result.warnings})
+
+
+_LOG_NAMES = {"rollout_log": "rollout log", "verl_v1_dump": "verl v1-trainer dump",
+              "verl_legacy_dump": "verl legacy-trainer dump", "verl_generations": "verl generation output"}
 
 
 def _hydra(value: object) -> str:
