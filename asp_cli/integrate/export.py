@@ -199,6 +199,23 @@ def export(
 # Matching the dataset to the schedule
 
 
+def check_dataset(replay: Replay, datasets: Sequence[str | Path]) -> tuple[int, list[str]]:
+    """Check that ``datasets`` hold the schedule's prompts at its rows, as `export` does.
+
+    Returns
+    -------
+    (rows, warnings)
+        The files' row count (inputs concatenated) and warnings for people.
+
+    Raises
+    ------
+    InputError
+        When a scheduled row is missing or holds another prompt id (naming the row and id).
+    """
+    raw, warnings = _matched_dataset(replay, [Path(p) for p in datasets], replay.frame, prompt_key=None, id_key=None)
+    return raw.height, warnings
+
+
 def _matched_dataset(
     replay: Replay,
     datasets: list[Path],
