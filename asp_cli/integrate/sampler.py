@@ -19,10 +19,12 @@ the file(s) the schedule was made from, in the same order: the sampler yields th
 
 Each pass over the sampler (each verl epoch) replays the next schedule epoch in `Replay.trainer_order`:
 rows by training step, every batch of ``data.train_batch_size`` rows laid out so verl 0.7's contiguous split
-of the n-times repeated batch across rollout workers is balanced (the ``legacy`` chunking). Optional keys (under ``data`` or ``data.sampler``): ``asp_workers``
-(contiguous chunks per batch; default the schedule's instances), ``asp_first_epoch`` (the schedule epoch of
-the first pass, e.g. when resuming a checkpoint taken in epoch 2). Environment variables ``ASP_SCHEDULE``,
-``ASP_WORKERS`` and ``ASP_FIRST_EPOCH`` stand in for missing keys.
+of the n-times repeated batch across its agent-loop workers is balanced (the ``legacy`` chunking).
+Optional keys (under ``data`` or ``data.sampler``): ``asp_workers`` (contiguous chunks per batch; default
+verl's ``actor_rollout_ref.rollout.agent.num_workers`` when given a verl config, else the schedule's
+instances), ``asp_first_epoch`` (the schedule epoch of the first pass, e.g. when resuming a checkpoint taken
+in epoch 2). Environment variables ``ASP_SCHEDULE``, ``ASP_WORKERS`` and ``ASP_FIRST_EPOCH`` stand in for
+missing keys.
 
 Torch is optional: with it the class is a ``torch.utils.data.Sampler`` (verl's ``AbstractSampler`` when verl
 0.5-0.7 is installed); without it a plain iterable. ``import asp_cli`` never imports this module. Imports are
@@ -126,6 +128,7 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
     def __init__(self, data_source: Sized, data_config: Any = None, *, schedule: str | os.PathLike | None = None):
         from asp_cli.errors import SettingsError
         from asp_cli.integrate.replay import Replay
+        from asp_cli.integrate.verl_config import trainer_setting
 
         _refuse_verl_without_the_hook(data_config)
         path = schedule or _setting(data_config, "schedule")
@@ -136,6 +139,8 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
             )
         self.replay = Replay.open(os.fspath(path))
         workers = _setting(data_config, "workers")
+        if workers is None:
+            workers = trainer_setting(data_config, "actor_rollout_ref.rollout.agent.num_workers")
         self.workers = int(workers) if workers is not None else self.replay.instances
         first = _setting(data_config, "first_epoch")
         self.epoch = int(first) if first is not None else 0

@@ -40,6 +40,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from asp_cli.errors import InputError, SettingsError
 from asp_cli.integrate.export import ASP_COLUMNS, ORDERS, check_dataset
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay
+from asp_cli.integrate.verl_config import trainer_setting
 
 _log = logging.getLogger("asp_cli.integrate.verl_dataset")
 
@@ -88,11 +89,10 @@ class ScheduleDataset(RLHFDataset):
         epoch = config.get("asp_epoch")
         epoch = None if epoch is None else int(epoch)
         prefix = str(config.get("asp_prefix") or "")
-        root = _root(config)
-        workers = config.get("asp_workers") or _select(root, "actor_rollout_ref.rollout.agent.num_workers")
+        workers = config.get("asp_workers") or trainer_setting(config, "actor_rollout_ref.rollout.agent.num_workers")
         workers = int(workers or VERL_AGENT_WORKERS)
-        chunking = "v1" if _select(root, "trainer.use_v1") in (None, True) else "legacy"
-        n = _select(root, "actor_rollout_ref.rollout.n")
+        chunking = "v1" if trainer_setting(config, "trainer.use_v1") in (None, True) else "legacy"
+        n = trainer_setting(config, "actor_rollout_ref.rollout.n")
         if n is not None and int(n) != replay.samples_per_prompt:
             _log.warning("asp: actor_rollout_ref.rollout.n=%s but the schedule plans %d samples per prompt", n,
                          replay.samples_per_prompt)
@@ -141,22 +141,3 @@ def _files(files: Any) -> list[str]:
 
 def _same_files(a: Any, b: Any) -> bool:
     return bool(_files(a)) and _files(a) == _files(b)
-
-
-def _root(config: Any) -> Any:
-    """The whole trainer config ``config.data`` belongs to, when it still knows it (Hydra's, in verl)."""
-    try:
-        return config._get_root()
-    except Exception:  # noqa: BLE001 - a plain mapping, or a detached copy
-        return None
-
-
-def _select(root: Any, key: str) -> Any:
-    if root is None:
-        return None
-    from omegaconf import OmegaConf
-
-    try:
-        return OmegaConf.select(root, key, default=None)
-    except Exception:  # noqa: BLE001 - not an OmegaConf config
-        return None

@@ -36,7 +36,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,8 +87,9 @@ class ScheduleReplayBuffer:
         from asp_cli.schedule_format import read_schedule
 
         if trainer_mode not in TRAINER_MODES:
-            raise SettingsError(f"trainer.v1.trainer_mode must be one of {', '.join(TRAINER_MODES)} (got {trainer_mode!r})")
-        kwargs = dict(sampler_kwargs.items()) if isinstance(sampler_kwargs, Mapping) or hasattr(sampler_kwargs, "items") else {}
+            raise SettingsError(
+                f"trainer.v1.trainer_mode must be one of {', '.join(TRAINER_MODES)} (got {trainer_mode!r})")
+        kwargs = dict(sampler_kwargs.items()) if hasattr(sampler_kwargs, "items") else {}
         unknown = sorted(set(kwargs) - set(SAMPLER_KWARGS))
         if unknown:
             raise SettingsError(f"trainer.v1.sampler.sampler_kwargs.{unknown[0]} is not a ScheduleReplayBuffer "
