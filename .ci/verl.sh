@@ -1,36 +1,47 @@
 #!/usr/bin/env bash
-# CI stage: asp's verl integration against the real verl 0.9.1, in a virtual environment of its own.
+# CI stage: asp's verl integration against a real verl release, in a virtual environment of its own.
 #
-# Builds .ci-verl-venv from nothing: torch 2.13.0 (the CPU wheel) first, so that pip does not pick a CUDA build
-# for verl's dependencies; then verl 0.9.1 with the four packages its default (v1) trainer imports but its base
-# requirements omit (TransferQueue, cachetools, fastapi, uvicorn: only in its verl-core extra), every version
-# pinned by .ci/verl-constraints.txt; then asp with its test extras. It runs tests/integration/test_verl.py, which
-# builds verl's own datasets, samplers, dataloaders, dumps and (with Ray and TransferQueue on the CPU) its v1
-# rollout-to-replay-buffer path.
+#   .ci/verl.sh 0.9.1   the current release: tests/integration/test_verl.py (datasets, samplers, dataloaders,
+#                       chunking, both trainers' dumps, and on a local Ray cluster with TransferQueue the v1
+#                       trainer's path from the dataloader through the replay buffer to the dump)
+#   .ci/verl.sh 0.7.1   the oldest release asp keeps a hook for (the data.sampler.class_path sampler):
+#                       tests/integration/test_verl07.py
 #
-# Nothing is cached between runs and nothing is optional: an unreachable package index, a failed install or a
-# skipped verl test fails this stage (and so CI), because a green verdict must mean the tests ran against verl.
-# Usage: .ci/verl.sh            (from any directory; ASP_VERL_VENV overrides the venv's place)
+# Each run builds .ci-verl-VERSION from nothing: torch 2.13.0 (the CPU wheel) first, so that pip does not pick a
+# CUDA build for verl's dependencies; then verl (for 0.9.1 with the four packages its default v1 trainer imports
+# but its base requirements omit: TransferQueue, cachetools, fastapi, uvicorn, only in its verl-core extra),
+# every version pinned by .ci/verl-VERSION-constraints.txt; then asp with its test extras.
+#
+# Nothing is cached between runs (--no-cache-dir) and nothing is optional: an unreachable package index, a
+# failed install or a skipped verl test fails this stage, and so CI, because a green verdict must mean that the
+# tests ran against verl. ASP_VERL_VENV overrides the environment's place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${ASP_VERL_VENV:-.ci-verl-venv}
+VERSION=${1:-0.9.1}
+case "$VERSION" in
+    0.9.1) PACKAGES=(verl==0.9.1 TransferQueue==0.1.11 cachetools fastapi uvicorn); TESTS=tests/integration/test_verl.py ;;
+    0.7.1) PACKAGES=(verl==0.7.1); TESTS=tests/integration/test_verl07.py ;;
+    *) echo "ci-verl: no stage for verl $VERSION (0.9.1 or 0.7.1)" >&2; exit 2 ;;
+esac
+VENV=${ASP_VERL_VENV:-.ci-verl-$VERSION}
+CONSTRAINTS=.ci/verl-$VERSION-constraints.txt
 start=$(date +%s)
 
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --no-cache-dir --quiet)
 "${PIP[@]}" install torch==2.13.0
-"${PIP[@]}" install -c .ci/verl-constraints.txt verl==0.9.1 TransferQueue==0.1.11 cachetools fastapi uvicorn
-"${PIP[@]}" install -c .ci/verl-constraints.txt '.[test]'
+"${PIP[@]}" install -c "$CONSTRAINTS" "${PACKAGES[@]}"
+"${PIP[@]}" install -c "$CONSTRAINTS" '.[test]'
 "$VENV/bin/python" -m pip check
-installed=$(date +%s)
-echo "ci-verl: environment built in $((installed - start)) s"
+built=$(date +%s)
+echo "ci-verl $VERSION: environment built in $((built - start)) s"
 
-# -p no:cacheprovider: leave nothing behind; the verl marker selects the integration tests, which must all run.
-"$VENV/bin/python" -m pytest -p no:cacheprovider -m verl tests/integration/test_verl.py -ra \
+# -p no:cacheprovider leaves nothing behind; -m verl selects the integration tests, which must all run.
+"$VENV/bin/python" -m pytest -p no:cacheprovider -m verl "$TESTS" -ra \
     -W ignore::DeprecationWarning -W ignore::FutureWarning | tee "$VENV/pytest.log"
 if grep -qE "^SKIPPED|[0-9]+ skipped" "$VENV/pytest.log"; then
-    echo "ci-verl: a verl integration test was skipped; verl or one of its parts did not import" >&2
+    echo "ci-verl $VERSION: a verl integration test was skipped, so verl or a part of it did not import" >&2
     exit 1
 fi
-echo "ci-verl: done in $(( $(date +%s) - start )) s (tests $(( $(date +%s) - installed )) s)"
+echo "ci-verl $VERSION: done in $(( $(date +%s) - start )) s (tests $(( $(date +%s) - built )) s)"

@@ -34,28 +34,14 @@ from asp_cli.errors import InputError, SettingsError  # noqa: E402
 from asp_cli.integrate.observe import OBSERVE_READ  # noqa: E402
 from asp_cli.integrate.replay import chunk_capacities, open_schedule  # noqa: E402
 
+from verl_common import (  # noqa: E402
+    BATCH, EPOCHS, SAMPLES, answer, build_tokenizer, column, compose, fake_rollout, make_schedule, write_dataset,
+)
+
 ROWS = 40
-BATCH = 4
-SAMPLES = 2
-EPOCHS = 2
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 DATASET_CLS = ["data.custom_cls.path=pkg://asp_cli.integrate.verl_dataset", "data.custom_cls.name=ScheduleDataset"]
 SAMPLER_CLS = ["trainer.v1.sampler.custom_sampler.path=pkg://asp_cli.integrate.verl_sampler",
                "trainer.v1.sampler.custom_sampler.name=ScheduleReplayBuffer"]
-
-
-def question(i: int) -> str:
-    return f"What is {i} plus {i}?" + " Show each step." * (i % 7)
-
-
-def answer(i: int, session: int = 0) -> str:
-    return f"The answer is {2 * i}." + " Check it." * ((i + session) % 5)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Fixtures: a tokenizer, a dataset in verl's layout, its schedule, and verl's packaged config
 
 
 @pytest.fixture(scope="module")
@@ -65,64 +51,18 @@ def work(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokenizer(work):
-    """A byte-level BPE (decoding gives the text back, as Qwen's and Llama's do) with a ChatML template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    raw = Tokenizer(models.BPE())
-    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    raw.decoder = decoders.ByteLevel()
-    corpus = [question(i) + "\n" + answer(i, s) for i in range(ROWS) for s in range(SAMPLES)] + ["user assistant system"]
-    raw.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL,
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    raw.save(str(work / "tokenizer.json"))
-    hf = PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<|endoftext|>", eos_token="<|im_end|>",
-                                 additional_special_tokens=["<|im_start|>"])
-    hf.chat_template = CHAT_TEMPLATE
-    return hf
-
-
-def write_dataset(path: Path, rows: int, split: str = "train") -> Path:
-    """verl's RL layout (examples/data_preprocess/gsm8k.py): the five columns, extra_info.index the row."""
-    import pandas as pd
-
-    pd.DataFrame([{
-        "data_source": "openai/gsm8k",
-        "prompt": [{"role": "user", "content": question(i)}],
-        "ability": "math",
-        "reward_model": {"style": "rule", "ground_truth": str(2 * i)},
-        "extra_info": {"split": split, "index": i},
-    } for i in range(rows)]).to_parquet(path)
-    return path
+    return build_tokenizer(work, ROWS)
 
 
 @pytest.fixture(scope="module")
 def data(work):
-    from asp_cli import ScheduleSettings, schedule
-
     train = write_dataset(work / "train.parquet", ROWS)
     val = write_dataset(work / "val.parquet", 6, "test")
-    out = work / "schedule.parquet"
-    schedule([train], out, settings=ScheduleSettings(instances=2, samples_per_prompt=SAMPLES, epochs=EPOCHS,
-                                                     train_batch_size=BATCH, minibatch_size=4,
-                                                     max_response_tokens=256))
+    out = make_schedule(train, work / "schedule.parquet")
     exported = work / "ordered.parquet"
     settings = export(out, [train], exported, format="verl").trainer_settings
     return {"train": train, "val": val, "schedule": out, "exported": exported, "replay": open_schedule(out),
             "settings": [f"{key}={value}" for key, value in settings.items()]}
-
-
-def compose(work: Path, overrides: list[str]):
-    """verl/trainer/config/ppo_trainer.yaml as verl's main_ppo composes it."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
-        return hydra_compose(config_name="ppo_trainer", overrides=[
-            f"data.train_batch_size={BATCH}", "data.dataloader_num_workers=0", f"+data.cache_dir={work / 'cache'}",
-            f"actor_rollout_ref.rollout.n={SAMPLES}", *overrides])
 
 
 def trainer(config, tokenizer, cls=None):
@@ -134,10 +74,6 @@ def trainer(config, tokenizer, cls=None):
     tr.tokenizer, tr.processor, tr.global_steps = tokenizer, None, 0
     tr._init_dataloader()
     return tr
-
-
-def column(batch: dict, name: str) -> list[int]:
-    return [int(v) for v in batch[name]]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -278,29 +214,6 @@ def test_the_old_sampler_hook_is_dead_and_the_old_sampler_says_so(work, data, to
 # Dumps: both trainers' writers, read back by asp observe
 
 
-def _fake_rollout(tokenizer, prompts_text: list[str], indices: list[int]):
-    """Token tensors as the legacy trainer holds them after generation (left-padded prompts, right-padded
-    responses ending in EOS), and each response's true length."""
-    import torch
-
-    prompt_ids = [tokenizer.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True,
-                                                tokenize=True) for t in prompts_text]
-    prompt_ids = [list(p["input_ids"]) if hasattr(p, "keys") else list(p) for p in prompt_ids]
-    responses = [tokenizer(answer(i, s), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-                 for i in indices for s in range(SAMPLES)]
-    prompts = [p for p in prompt_ids for _ in range(SAMPLES)]
-    width_p, width_r = max(map(len, prompts)), max(map(len, responses))
-    pad = tokenizer.pad_token_id
-    prompt_t = torch.tensor([[pad] * (width_p - len(p)) + p for p in prompts])
-    response_t = torch.tensor([r + [pad] * (width_r - len(r)) for r in responses])
-    mask = torch.tensor([[0] * (width_p - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (width_r - len(r))
-                         for p, r in zip(prompts, responses, strict=True)])
-    scores = torch.zeros(response_t.shape)
-    for row, r in enumerate(responses):
-        scores[row, len(r) - 1] = float(row % SAMPLES == 0)
-    return prompt_t, response_t, mask, scores, [len(r) for r in responses]
-
-
 def test_both_trainers_dumps_are_read_by_observe(work, data, tokenizer):
     import uuid
 
@@ -313,7 +226,7 @@ def test_both_trainers_dumps_are_read_by_observe(work, data, tokenizer):
     batch = DataProto.from_single_dict(next(iter(tr.train_dataloader)))
     indices = [int(i) for i in batch.non_tensor_batch["index"]]
     batch = batch.repeat(repeat_times=SAMPLES, interleave=True)
-    prompts, responses, mask, scores, lengths = _fake_rollout(tokenizer, [question(i) for i in indices], indices)
+    prompts, responses, mask, scores, lengths = fake_rollout(tokenizer, indices)
     batch.batch["prompts"], batch.batch["responses"] = prompts, responses
     batch.batch["attention_mask"], batch.batch["token_level_scores"] = mask, scores
 
@@ -362,8 +275,9 @@ def cluster():
     from omegaconf import OmegaConf
 
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    # The fake worker lives in this test module, which Ray's workers cannot import: ship it by value.
+    # The fake worker lives in these test modules, which Ray's workers cannot import: ship them by value.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.cloudpickle.register_pickle_by_value(sys.modules["verl_common"])
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024**2, log_to_driver=False)
     tq.init(OmegaConf.create({"backend": {"storage_backend": "SimpleStorage", "SimpleStorage": {
         "total_storage_size": 10000, "num_data_storage_units": 1}}}))
@@ -410,14 +324,9 @@ def _fake_worker_class():
 @pytest.fixture(scope="module")
 def small(work):
     """16 prompts, 2 epochs of 4 steps: a schedule the Ray tests replay in full."""
-    from asp_cli import ScheduleSettings, schedule
-
     train = write_dataset(work / "small.parquet", 16)
     val = write_dataset(work / "small-val.parquet", 4, "test")
-    out = work / "small-schedule.parquet"
-    schedule([train], out, settings=ScheduleSettings(instances=2, samples_per_prompt=SAMPLES, epochs=EPOCHS,
-                                                     train_batch_size=BATCH, minibatch_size=4,
-                                                     max_response_tokens=256))
+    out = make_schedule(train, work / "small-schedule.parquet")
     return {"train": train, "val": val, "schedule": out, "replay": open_schedule(out)}
 
 
