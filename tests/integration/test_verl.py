@@ -174,6 +174,24 @@ def test_schedule_dataset_reorders_the_original_file(work, data, tokenizer):
     assert dispatch.train_dataset.asp_rows == replay.rows(epoch=1)["row"].to_list()
 
 
+def test_the_legacy_trainers_dataloader_reads_both_in_order(work, data, tokenizer):
+    """trainer.use_v1=False: verl 0.9.1's RayPPOTrainer._create_dataloader reads the exported file (made with
+    --verl-version 0.7) and ScheduleDataset (which follows use_v1) in the schedule's order, cut the legacy way."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    replay = data["replay"]
+    expected = replay.trainer_order(workers=8, chunking="legacy")
+    exported = work / "ordered-legacy.parquet"
+    export(data["schedule"], [data["train"]], exported, format="verl", verl_version="0.7")
+    for train, extra in ((exported, []), (data["train"], [*DATASET_CLS, f"+data.asp_schedule={data['schedule']}"])):
+        tr = RayPPOTrainer.__new__(RayPPOTrainer)
+        tr.config = compose(work, [f"data.train_files={train}", f"data.val_files={data['val']}", "data.shuffle=False",
+                                   "trainer.use_v1=False", *extra])
+        tr.tokenizer, tr.processor = tokenizer, None
+        tr._create_dataloader(None, None, None, None)  # ray_trainer.py:374
+        assert [s for b in tr.train_dataloader for s in column(b, "seq")] == expected["seq"].to_list()
+
+
 @pytest.mark.parametrize("extra, error, words", [
     (["data.shuffle=True"], SettingsError, "data.shuffle=False"),
     (["data.train_batch_size=8"], SettingsError, "--train-batch-size 4"),
