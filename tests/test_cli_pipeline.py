@@ -26,6 +26,8 @@ def test_export_writes_and_talks_on_stderr_only(built, tmp_path):  # noqa: F811
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
     assert "data.shuffle=False" in result.stderr and "data.train_batch_size=" in result.stderr
+    assert "set in verl 0.9:" in result.stderr and "actor_rollout_ref.rollout.agent.num_workers=8" in result.stderr
+    assert "laid out for 8 workers (v1 chunking): 2, 2, 2, 2, 2, 2, 2, 2 prompts per worker" in result.stderr
     assert "Warning:" in result.stderr and out.exists()
 
 
@@ -44,6 +46,7 @@ def test_export_json_is_the_only_stdout(built, tmp_path):  # noqa: F811
         ("not_schedule", ExitCode.SCHEDULE_FORMAT, "not"),
         ("exists", ExitCode.OUTPUT, "--force"),
         ("format", ExitCode.BAD_SETTINGS, "--format"),
+        ("verl_version", ExitCode.BAD_SETTINGS, "--verl-version must be one of 0.9, 0.7"),
     ],
 )
 def test_export_exit_codes(built, tmp_path, case, code, message):  # noqa: F811
@@ -56,6 +59,8 @@ def test_export_exit_codes(built, tmp_path, case, code, message):  # noqa: F811
         schedule = built["prompts"]
     elif case == "exists":
         out.write_text("x")
+    elif case == "verl_version":
+        extra = ["--format", "verl", "--verl-version", "0.8"]
     else:
         extra = ["--format", "csv"]
     result = invoke("export", schedule, data, "-o", out, *extra)
@@ -74,6 +79,7 @@ def test_observe_appends_and_reports(built, tmp_path):  # noqa: F811
     document = json.loads(result.stdout)
     assert document["rows_added"] == PROMPTS * SAMPLES and document["unknown_id_rows"] == 1
     assert "Warning:" in result.stderr and "ghost" in result.stderr
+    assert document["log_formats"] == {"rollout_log": 1} and "read as: 1 rollout log\n" in result.stderr
     assert invoke("observe", log, "-o", out).exit_code == ExitCode.OUTPUT
     again = invoke("observe", log, "-o", out, "--append", "--json", "-q")
     assert again.exit_code == 0 and json.loads(again.stdout)["logs_already_observed"] == 1

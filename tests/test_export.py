@@ -139,3 +139,26 @@ def test_output_rules_and_determinism(built, tmp_path):  # noqa: F811
     with pytest.raises(SettingsError, match="no epoch 7"):
         export(built["schedule"], [built["prompts"]], None, epoch=7)
     assert not list(tmp_path.glob(".*asp-tmp*"))
+
+
+def test_verl_export_lays_batches_out_for_verls_workers(built, tmp_path):  # noqa: F811
+    """The default is verl 0.9's 8 agent-loop workers and its cut of the prompts; 0.7 cuts the repeated batch."""
+    replay = open_schedule(built["schedule"])
+    default = export(built["schedule"], [built["prompts"]], None, format="verl")
+    assert default.summary["workers"] == 8 and default.summary["chunking"] == "v1"
+    assert default.summary["worker_prompts"] == [2] * 8
+    assert default.trainer_settings["actor_rollout_ref.rollout.agent.num_workers"] == 8
+    assert default.frame["id"].to_list() == replay.trainer_order(workers=8)["prompt_id"].to_list()
+    # 16 prompts on 7 workers: chunks of 3, so the 7th worker idles (verl's TensorDict.chunk).
+    seven = export(built["schedule"], [built["prompts"]], None, format="verl", workers=7)
+    assert seven.summary["worker_prompts"] == [3, 3, 3, 3, 3, 1, 0]
+    assert any("1 of the 7 agent-loop workers get no prompt" in w for w in seven.warnings)
+    # verl 0.7: 16 x 4 = 64 samples do not split into 3 equal chunks, which DataProto.chunk refuses.
+    old = export(built["schedule"], [built["prompts"]], None, format="verl", workers=3, verl_version="0.7")
+    assert old.summary["chunking"] == "legacy" and old.summary["worker_prompts"] == [6, 5, 5]
+    assert any("DataProto.chunk asserts" in w for w in old.warnings)
+    assert old.frame["id"].to_list() == replay.trainer_order(workers=3, chunking="legacy")["prompt_id"].to_list()
+    plain = export(built["schedule"], [built["prompts"]], None, format="jsonl", order="train")
+    assert plain.summary["workers"] == replay.instances and "verl_version" not in plain.summary
+    with pytest.raises(SettingsError, match="--verl-version"):
+        export(built["schedule"], [built["prompts"]], None, format="verl", verl_version="1.0")

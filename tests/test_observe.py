@@ -174,10 +174,77 @@ def test_verl_generation_output_is_read_as_samples(tmp_path):
     result = observe([log], tmp_path / "h.parquet")
     assert result.added.select("prompt_id", "response_tokens").rows() == [("q1", 10), ("q1", 100), ("q2", 2),
                                                                           ("q2", 20)]
-    assert result.summary["estimated_lengths"] == 4
+    assert result.summary["estimated_lengths"] == 4 and result.summary["log_formats"] == {"verl_generations": 1}
     assert any("estimated from text" in w for w in result.warnings)
 
 
 def test_a_missing_log_is_bad_input(tmp_path):
     with pytest.raises(InputError, match="no such rollout log"):
         observe([tmp_path / "absent.jsonl"], tmp_path / "h.parquet")
+
+
+def _dump_rows(questions, *, uid: bool, extras: bool = False):
+    """Records shaped like verl 0.9.1's _write_generations output (see tests/integration/test_verl.py)."""
+    rows = []
+    for i, question in enumerate(questions):
+        for session in range(2):
+            row = {"input": f"system\nBe brief.\nuser\n{question}\nassistant\n", "output": "word " * (10 + session),
+                   "gts": str(i), "score": 1.0, "step": 3}
+            if uid:
+                row["uid"] = f"{i:08x}-0000-4000-8000-{i:012x}_{session}_0"
+            if extras:
+                row.update(acc=1.0, index=i)
+            rows.append(row)
+    return rows
+
+
+def test_both_verl_trainers_dumps_are_read_and_named(built, tmp_path):  # noqa: F811
+    """A v1 dump's `uid` ({uuid4}_{session}_{i}) is not a prompt id, nor a legacy dump's `index` extra."""
+    prompts = [json.loads(line) for line in built["prompts"].read_text().splitlines()][:4]
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "legacy").mkdir()
+    v1 = write_jsonl(tmp_path / "v1" / "3.jsonl", _dump_rows([p["question"] for p in prompts], uid=True))
+    legacy = write_jsonl(tmp_path / "legacy" / "3.jsonl", _dump_rows([p["question"] for p in prompts], uid=False,
+                                                                   extras=True))
+    plain = _log(tmp_path / "log.jsonl", [prompts[0]["id"]])
+    result = observe([v1, legacy, plain], tmp_path / "h.parquet", dataset=[built["prompts"]])
+    assert result.summary["log_formats"] == {"verl_v1_dump": 1, "verl_legacy_dump": 1, "rollout_log": 1}
+    expected = [p["id"] for p in prompts for _ in range(2)]
+    assert result.added["prompt_id"].to_list() == expected + expected + [prompts[0]["id"]] * SAMPLES
+    assert result.summary["bad_rows"] == 0
+    _, logs = read_history(tmp_path / "h.parquet")
+    assert [entry["format"] for entry in logs] == ["verl_v1_dump", "verl_legacy_dump", "rollout_log"]
+    # A uid that is not a trajectory key makes a legacy dump, never a v1 one.
+    odd = write_jsonl(tmp_path / "odd.jsonl", [dict(r, uid="p1") for r in _dump_rows([prompts[0]["question"]], uid=False)])
+    assert observe([odd], None, dataset=[built["prompts"]]).summary["log_formats"] == {"verl_legacy_dump": 1}
+
+
+def test_dump_text_with_changed_whitespace_still_matches(tmp_path):
+    """Word-level decoders join tokens by single spaces and drop newlines: the loose match still finds them."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "What is\n 2 plus 2 ?"},
+                                             {"id": "b", "question": "What is 2 plus 2 ? Think."},
+                                             {"id": "c", "question": "Same text"}, {"id": "d", "question": "Same text"}])
+    dump = write_jsonl(tmp_path / "1.jsonl", [
+        {"input": "user What is 2 plus 2 ? assistant", "output": "4", "score": 1, "step": 1},
+        {"input": "user What is 2 plus 2 ? Think. assistant", "output": "4", "score": 1, "step": 1},
+        {"input": "user\nSame text\nassistant\n", "output": "4", "score": 1, "step": 1},
+    ])
+    result = observe([dump], None, dataset=[data])
+    assert result.added["prompt_id"].to_list() == ["a", "b", "c"]
+    assert result.summary["ambiguous_matches"] == 1
+    assert any("several dataset ids share" in w for w in result.warnings)
+
+
+def test_tokenizer_counts_of_a_dump_are_flagged_one_eos_short(built, tmp_path):  # noqa: F811
+    tokenizers = pytest.importorskip("tokenizers", reason="tokenizers is not installed (the [tokenizer] extra)")
+    model = tokenizers.models.WordLevel({"[UNK]": 0, "word": 1}, unk_token="[UNK]")
+    tokenizer = tokenizers.Tokenizer(model)
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    prompts = [json.loads(line) for line in built["prompts"].read_text().splitlines()][:2]
+    dump = write_jsonl(tmp_path / "3.jsonl", _dump_rows([p["question"] for p in prompts], uid=True))
+    read = replace(OBSERVE_READ, tokenizer=tmp_path / "tokenizer.json")
+    result = observe([dump], None, dataset=[built["prompts"]], read=read)
+    assert result.added["response_tokens"].to_list() == [10, 11, 10, 11]
+    assert result.summary["eos_short_lengths"] == 4 and result.summary["estimated_lengths"] == 0
+    assert any("1 token short (the end-of-sequence token)" in w for w in result.warnings)

@@ -74,7 +74,7 @@ def test_opening_a_non_schedule_fails_clearly(tmp_path):
 
 
 def test_trainer_order_follows_training_steps_and_balances_chunks(replay):
-    order = replay.trainer_order(epoch=0)
+    order = replay.trainer_order(epoch=0, workers=4)
     assert sorted(order["row"].to_list()) == list(range(PROMPTS))
     steps = order["train_step"].to_numpy()
     # Batches come in training-step order: no batch holds a step earlier than the previous batch's last.
@@ -83,7 +83,7 @@ def test_trainer_order_follows_training_steps_and_balances_chunks(replay):
         assert steps[batch == b].max() <= steps[batch == b + 1].min()
     full = order.filter(pl.col("trainer_batch") < PROMPTS // BATCH)
     loads = full.group_by("trainer_batch", "trainer_worker").agg(pl.col("predicted_tokens").sum(), pl.len())
-    assert (loads["len"] == BATCH // INSTANCES + (BATCH % INSTANCES > 0)).any()
+    assert (loads["len"] == BATCH // 4).all()
     # Balanced: within each batch the chunks differ by at most the largest item.
     spread = full.group_by("trainer_batch").agg(pl.col("predicted_tokens").max().alias("top"))
     per = loads.group_by("trainer_batch").agg((pl.col("predicted_tokens").max() - pl.col("predicted_tokens").min()).alias("gap"))
@@ -103,13 +103,34 @@ def test_dataset_indices_are_the_rows_in_trainer_order(replay):
     assert len(replay.dataset_indices()) == PROMPTS * EPOCHS
 
 
-def test_chunk_capacities_follow_torch_chunk():
-    assert chunk_capacities(16, 4, 4).tolist() == [4, 4, 4, 4]
+def test_trainer_order_cuts_batches_as_verl_does(replay):
+    """16 prompts over 3 workers: verl 0.9 cuts [6, 6, 4] prompts; verl 0.7 cuts 64 samples [22, 22, 20]."""
+    for chunking, sizes in (("v1", [6, 6, 4]), ("legacy", [6, 5, 5])):
+        order = replay.trainer_order(epoch=0, workers=INSTANCES, chunking=chunking)
+        full = order.filter(pl.col("trainer_batch") < PROMPTS // BATCH)
+        for _, batch in full.group_by("trainer_batch"):
+            assert np.bincount(batch["trainer_worker"].to_numpy(), minlength=3).tolist() == sizes
+    with pytest.raises(SettingsError, match="chunking rule"):
+        replay.trainer_order(chunking="v2")
+
+
+def test_legacy_chunk_capacities_follow_the_repeated_batch():
+    assert chunk_capacities(16, 4, 4, rule="legacy").tolist() == [4, 4, 4, 4]
     # 10 prompts x 2 samples = 20 samples in chunks of ceil(20/3) = 7: first samples 0,2,4,6 | 8,10,12 | 14,16,18
-    assert chunk_capacities(10, 2, 3).tolist() == [4, 3, 3]
-    # torch.chunk makes only 2 chunks of 2 from 3 samples over 3 workers... the third gets nothing.
-    assert chunk_capacities(3, 1, 3).tolist() == [1, 1, 1]
-    assert chunk_capacities(0, 4, 2).tolist() == [0, 0]
+    assert chunk_capacities(10, 2, 3, rule="legacy").tolist() == [4, 3, 3]
+    assert chunk_capacities(3, 1, 3, rule="legacy").tolist() == [1, 1, 1]
+    assert chunk_capacities(0, 4, 2, rule="legacy").tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("prompts, workers, sizes", [
+    # What TensorDict.chunk gave on a real prompt batch in verl 0.9.1 (tests/integration/test_verl.py checks
+    # every size up to 64 against it): ceil-sized chunks, the last smaller, trailing workers idle.
+    (64, 8, [8] * 8), (64, 7, [10, 10, 10, 10, 10, 10, 4]), (64, 3, [22, 22, 20]), (63, 8, [8] * 7 + [7]),
+    (10, 8, [2, 2, 2, 2, 2, 0, 0, 0]), (6, 4, [2, 2, 2, 0]), (3, 8, [1, 1, 1, 0, 0, 0, 0, 0]), (1, 8, [1] + [0] * 7),
+    (0, 2, [0, 0]),
+])
+def test_v1_chunk_capacities_follow_tensordict_chunk(prompts, workers, sizes):
+    assert chunk_capacities(prompts, 16, workers).tolist() == sizes
 
 
 def test_balanced_blocks_beats_contiguous_sorted_chunks():

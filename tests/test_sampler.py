@@ -57,10 +57,10 @@ def test_each_pass_replays_the_next_epoch(built, monkeypatch):  # noqa: F811
     replay = open_schedule(built["schedule"])
     sampler = ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(built["schedule"]), "train_batch_size": BATCH})
     assert len(sampler) == PROMPTS
-    assert list(sampler) == replay.dataset_indices(epoch=0)
-    assert list(sampler) == replay.dataset_indices(epoch=1)
+    assert list(sampler) == replay.dataset_indices(epoch=0, chunking="legacy")
+    assert list(sampler) == replay.dataset_indices(epoch=1, chunking="legacy")
     sampler.set_epoch(0)
-    assert list(sampler) == replay.dataset_indices(epoch=0)
+    assert list(sampler) == replay.dataset_indices(epoch=0, chunking="legacy")
     assert EPOCHS == 2
 
 
@@ -72,7 +72,7 @@ def test_settings_from_nested_key_and_environment(built, monkeypatch):  # noqa: 
     assert nested.workers == 2 and nested.epoch == 1
     monkeypatch.setenv("ASP_SCHEDULE", str(built["schedule"]))
     from_env = ScheduleSampler(Dataset(PROMPTS), {})
-    assert list(from_env) == open_schedule(built["schedule"]).dataset_indices(epoch=0)
+    assert list(from_env) == open_schedule(built["schedule"]).dataset_indices(epoch=0, chunking="legacy")
 
 
 def test_missing_schedule_and_wrong_batch_size(built, monkeypatch):  # noqa: F811
@@ -111,7 +111,7 @@ def test_real_dataloader_reads_schedule_batches(built):  # noqa: F811
     assert len(loader) == PROMPTS // BATCH
     for epoch in range(EPOCHS):
         batches = [b.tolist() for b in loader]
-        expected = replay.dataset_indices(epoch=epoch)
+        expected = replay.dataset_indices(epoch=epoch, chunking="legacy")
         assert len(batches) == PROMPTS // BATCH
         assert [i for b in batches for i in b] == expected[: len(batches) * BATCH]
         assert all(isinstance(b, list) and len(b) == BATCH for b in batches)
@@ -127,3 +127,19 @@ def test_loading_by_file_path_as_verl_does(built):  # noqa: F811
     spec.loader.exec_module(loaded)
     sampler = loaded.ScheduleSampler(data_source=Dataset(PROMPTS), data_config={"asp_schedule": str(built["schedule"])})
     assert len(list(sampler)) == PROMPTS
+
+
+def test_verl_without_the_hook_is_refused_plain_loaders_are_not(built, monkeypatch):  # noqa: F811
+    """verl 0.8 removed data.sampler.class_path: a verl config there means a run that would silently shuffle."""
+    import asp_cli.integrate.sampler as module
+
+    config = {"asp_schedule": str(built["schedule"]), "train_files": "train.parquet"}
+    monkeypatch.setattr(module, "verl_version", lambda: (0, 9))
+    with pytest.raises(SettingsError, match=r"verl 0\.9 has no data\.sampler hook .*verl_dataset"):
+        module.ScheduleSampler(Dataset(PROMPTS), config)
+    plain = module.ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(built["schedule"])})
+    assert len(list(plain)) == PROMPTS
+    monkeypatch.setattr(module, "verl_version", lambda: (0, 7))
+    assert len(list(module.ScheduleSampler(Dataset(PROMPTS), config))) == PROMPTS
+    monkeypatch.setattr(module, "verl_version", lambda: None)
+    assert len(list(module.ScheduleSampler(Dataset(PROMPTS), config))) == PROMPTS

@@ -22,7 +22,8 @@ def export_command(
     format: str = typer.Option("parquet", "--format", "-f", help="parquet, jsonl, or verl (Parquet in verl's RLHFDataset layout)."),  # noqa: A002
     epoch: Optional[int] = typer.Option(None, "--epoch", help="Export one epoch (0-based); default all, one after the other."),
     order: Optional[str] = typer.Option(None, "--order", help="'dispatch' (the schedule's seq) or 'train' (by training step, batches balanced across workers). Default: train for verl, dispatch otherwise."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Contiguous chunks per training batch for --order train (verl: rollout replicas); default the schedule's instances."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Contiguous chunks per training batch for --order train (verl: actor_rollout_ref.rollout.agent.num_workers); default verl's 8 for --format verl, the schedule's instances otherwise."),
+    verl_version: str = typer.Option("0.9", "--verl-version", help="How verl cuts a batch across workers: 0.9 (its default trainer: the prompts, TensorDict.chunk) or 0.7 (its trainer, and 0.9's trainer.use_v1=False: the n-times repeated batch)."),
     prefix: str = typer.Option("", "--prefix", help="Prefix for asp's added columns, e.g. asp_ when the dataset has its own 'epoch'."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not the one the schedule recorded."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not the one the schedule recorded."),
@@ -35,7 +36,7 @@ def export_command(
         from asp_cli.integrate.export import export
 
         result = export(schedule, dataset, output, format=format, epoch=epoch, order=order, workers=workers,
-                        prefix=prefix, prompt_key=prompt_key, id_key=id_key, force=force)
+                        verl_version=verl_version, prefix=prefix, prompt_key=prompt_key, id_key=id_key, force=force)
         if not quiet:
             summary = result.summary
             say(
@@ -43,8 +44,12 @@ def export_command(
                 f"{', '.join(map(str, summary['epochs']))}; {summary['full_batches']} batches of "
                 f"{summary['train_batch_size']}" + (f" + {summary['trailing_rows']} rows" if summary["trailing_rows"] else "")
             )
+            if "workers" in summary:
+                say(f"  each batch laid out for {summary['workers']} workers ({summary['chunking']} chunking): "
+                    f"{', '.join(map(str, summary['worker_prompts']))} prompts per worker")
             if result.trainer_settings:
-                say("  set in verl: " + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
+                say(f"  set in verl {summary['verl_version']}: "
+                    + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
             elif format == "jsonl":
                 say("  read it in file order (slime: no --rollout-shuffle; OpenRLHF: see docs/integrations.md)")
             for warning in result.warnings:
@@ -87,10 +92,17 @@ def observe_command(
                 f"{summary['prompts_observed']} prompts from {summary['logs'] - summary['logs_already_observed']} "
                 f"log(s); history now {summary['history_rows']} samples of {summary['history_prompts']} prompts"
             )
+            if summary["log_formats"]:
+                say("  read as: " + ", ".join(f"{count} {_LOG_NAMES[kind]}{'s' if count > 1 else ''}"
+                                              for kind, count in sorted(summary["log_formats"].items())))
             for warning in result.warnings:
                 say(f"Warning: {warning}")
         if json_output:
             emit_json({"output": str(output), **summary, "warnings": result.warnings})
+
+
+_LOG_NAMES = {"rollout_log": "rollout log", "verl_v1_dump": "verl v1-trainer dump",
+              "verl_legacy_dump": "verl legacy-trainer dump", "verl_generations": "verl generation output"}
 
 
 def _hydra(value: object) -> str:

@@ -11,7 +11,8 @@ Formats:
 
 Orders: ``dispatch`` (the schedule's global ``seq``) or ``train`` (`Replay.trainer_order`: by training
 step, batches of ``train_batch_size`` consecutive rows, each batch laid out for balanced contiguous
-chunking across rollout workers). ``verl`` defaults to ``train``, the others to ``dispatch``.
+chunking across rollout workers, cut the way the chosen verl version cuts it). ``verl`` defaults to
+``train``, the others to ``dispatch``.
 
 Nothing here prints; warnings and the trainer settings to use come back in the `ExportResult`.
 """
@@ -29,7 +30,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError
-from asp_cli.integrate.replay import Replay
+from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 
 FORMATS = ("parquet", "jsonl", "verl")
 ORDERS = ("dispatch", "train")
@@ -39,6 +40,9 @@ METADATA_KEY = b"asp.export"
 # Where a reference answer may live, for verl's reward_model.ground_truth when the file has no reward_model.
 ANSWER_KEYS = ("ground_truth", "answer", "solution", "label", "target", "gts")
 _VERL_CHAT = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
+# The verl versions whose batch cutting export knows, and the rule each uses (`replay.chunk_capacities`):
+# 0.9's default trainer cuts the prompts; 0.7's trainer (also 0.9's trainer.use_v1=False) the repeated batch.
+VERL_CHUNKING = {"0.9": "v1", "0.7": "legacy"}
 
 
 @dataclass
@@ -84,6 +88,7 @@ def export(
     epoch: int | None = None,
     order: str | None = None,
     workers: int | None = None,
+    verl_version: str = "0.9",
     prefix: str = "",
     prompt_key: str | None = None,
     id_key: str | None = None,
@@ -106,7 +111,12 @@ def export(
     order
         ``dispatch`` or ``train``; default ``train`` for verl, ``dispatch`` otherwise.
     workers
-        Contiguous chunks per training batch for the ``train`` order; default the schedule's instances.
+        Contiguous chunks per training batch for the ``train`` order (verl:
+        ``actor_rollout_ref.rollout.agent.num_workers``); default verl's 8 for ``verl``, the schedule's
+        instances otherwise.
+    verl_version
+        ``0.9`` (its default trainer cuts the batch's prompts with ``TensorDict.chunk``) or ``0.7`` (its
+        trainer, and 0.9's ``trainer.use_v1=False``, cut the n-times repeated batch with ``DataProto.chunk``).
     prefix
         Put before asp's column names (``asp_`` when the dataset has its own ``epoch``, ``seq``...).
     prompt_key, id_key
@@ -132,6 +142,10 @@ def export(
     order = order or ("train" if format == "verl" else "dispatch")
     if order not in ORDERS:
         raise SettingsError(f"--order must be one of {', '.join(ORDERS)} (got {order!r})")
+    if verl_version not in VERL_CHUNKING:
+        raise SettingsError(f"--verl-version must be one of {', '.join(VERL_CHUNKING)} (got {verl_version!r})")
+    if workers is None:
+        workers = VERL_AGENT_WORKERS if format == "verl" else None
     datasets = [Path(p) for p in datasets]
     if not datasets:
         raise InputError("no dataset given; name the prompt file(s) the schedule was made from")
@@ -141,7 +155,11 @@ def export(
         check_output_path(Path(output), inputs, force=force)
         check_output_suffix(Path(output), format)
 
-    rows = replay.trainer_order(epoch=epoch, workers=workers) if order == "train" else replay.rows(epoch=epoch)
+    chunking = VERL_CHUNKING[verl_version]
+    if order == "train":
+        rows = replay.trainer_order(epoch=epoch, workers=workers, chunking=chunking)
+    else:
+        rows = replay.rows(epoch=epoch)
     raw, warnings = _matched_dataset(replay, datasets, rows, prompt_key=prompt_key, id_key=id_key)
     if format == "verl":
         raw, verl_notes = to_verl(raw)
@@ -156,7 +174,8 @@ def export(
     asp = rows.select([pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
     frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
 
-    summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers)
+    summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,
+                                     verl_version=verl_version)
     warnings.extend(notes)
     if output is not None:
         document = {
@@ -165,6 +184,8 @@ def export(
             "export_format": format,
             "order": order,
             "epoch": epoch,
+            "workers": summary.get("workers"),
+            "verl_version": verl_version if format == "verl" else None,
             "schedule": replay.schedule.path.name if replay.schedule.path else None,
             "schedule_settings": replay.settings,
             "trainer_settings": trainer,
@@ -176,6 +197,23 @@ def export(
 
 # --------------------------------------------------------------------------------------------------------
 # Matching the dataset to the schedule
+
+
+def check_dataset(replay: Replay, datasets: Sequence[str | Path]) -> tuple[int, list[str]]:
+    """Check that ``datasets`` hold the schedule's prompts at its rows, as `export` does.
+
+    Returns
+    -------
+    (rows, warnings)
+        The files' row count (inputs concatenated) and warnings for people.
+
+    Raises
+    ------
+    InputError
+        When a scheduled row is missing or holds another prompt id (naming the row and id).
+    """
+    raw, warnings = _matched_dataset(replay, [Path(p) for p in datasets], replay.frame, prompt_key=None, id_key=None)
+    return raw.height, warnings
 
 
 def _matched_dataset(
@@ -364,11 +402,14 @@ def _facts(
     order: str,
     epoch: int | None,
     workers: int | None,
+    verl_version: str,
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     size = replay.train_batch_size
+    n = replay.samples_per_prompt
     n_rows = rows.height
     full, trailing = divmod(n_rows, size)
     epochs = [epoch] if epoch is not None else replay.epochs
+    workers = int(workers if workers is not None else replay.instances)
     notes: list[str] = []
     summary: dict[str, Any] = {
         "rows": n_rows,
@@ -378,13 +419,15 @@ def _facts(
         "train_batch_size": size,
         "full_batches": full,
         "trailing_rows": trailing,
-        "samples_per_prompt": replay.samples_per_prompt,
+        "samples_per_prompt": n,
     }
     trainer: dict[str, Any] = {}
     if order == "train":
         batches = rows.group_by("trainer_batch").agg(pl.col("train_step").n_unique().alias("steps"))
         misaligned = int((batches["steps"] > 1).sum())
-        summary["workers"] = int(workers if workers is not None else replay.instances)
+        summary["workers"] = workers
+        summary["chunking"] = VERL_CHUNKING[verl_version]
+        summary["worker_prompts"] = chunk_capacities(size, n, workers, rule=VERL_CHUNKING[verl_version]).tolist()
         summary["batches_spanning_steps"] = misaligned
         if misaligned:
             notes.append(
@@ -392,11 +435,13 @@ def _facts(
                 "steps (an epoch cut mid-step, or a partial step); the order is kept, only the cut moves"
             )
     if format == "verl":
+        summary["verl_version"] = verl_version
         trainer = {
             "data.shuffle": False,
             "data.train_batch_size": size,
             "data.filter_overlong_prompts": False,
-            "actor_rollout_ref.rollout.n": replay.samples_per_prompt,
+            "actor_rollout_ref.rollout.n": n,
+            "actor_rollout_ref.rollout.agent.num_workers": workers if order == "train" else None,
             "trainer.total_epochs": 1 if epoch is None and len(epochs) > 1 else None,
         }
         trainer = {k: v for k, v in trainer.items() if v is not None}
@@ -406,6 +451,8 @@ def _facts(
                 f"(drop_last=True), so those {trailing} prompts are not trained; schedule with a "
                 "--train-batch-size that divides the row count to avoid it"
             )
+        if order == "train":
+            notes.extend(_chunking_notes(size, n, workers, verl_version))
         notes.append(
             "verl's data.filter_overlong_prompts=True drops prompts longer than data.max_prompt_length and so "
             "shifts every later batch; keep it False, or drop such prompts before `asp schedule`"
@@ -416,6 +463,22 @@ def _facts(
             "drop_last drops them"
         )
     return summary, trainer, notes
+
+
+def _chunking_notes(size: int, n: int, workers: int, verl_version: str) -> list[str]:
+    """What verl's cut of a batch of ``size`` prompts over ``workers`` does that a user would not expect."""
+    if verl_version == "0.7":
+        if size * n % workers:
+            return [f"verl's legacy trainer cuts the {size} x {n} = {size * n} samples of a batch into "
+                    f"{workers} equal chunks and stops (DataProto.chunk asserts) when they do not divide; "
+                    "pick actor_rollout_ref.rollout.agent.num_workers dividing it"]
+        return []
+    idle = int((chunk_capacities(size, n, workers, rule="v1") == 0).sum())
+    if idle:
+        return [f"verl cuts a batch of {size} prompts into chunks of {-(-size // workers)} (TensorDict.chunk), "
+                f"so {idle} of the {workers} agent-loop workers get no prompt; pick "
+                "actor_rollout_ref.rollout.agent.num_workers dividing data.train_batch_size"]
+    return []
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -2,9 +2,15 @@
 
 A rollout log holds a prompt id and a response token count per sample (or a list of counts per prompt), as
 JSONL, JSON, Parquet or CSV; the columns are found as `asp_cli.reading.read_lengths` finds them. verl's
-generation dumps (``trainer.rollout_data_dir``: ``input``/``output`` text, no id, no count) are read too
-when a dataset is given: each ``input`` is matched to the dataset prompt whose text it contains, and the
-``output`` is counted with a tokenizer (``--tokenizer``) or estimated at 4 bytes per token.
+generation dumps (``trainer.rollout_data_dir``) are read too when a dataset is given, from both trainers:
+the v1 trainer's (``input, output, gts, score, step, uid``, ``uid`` = ``{uuid4}_{session}_{i}``) and the
+legacy trainer's (``input, output, gts, score, step`` plus its reward extras). They carry no row id and no
+token count: each ``input`` is matched to the dataset prompt whose text it contains, and the ``output`` is
+counted with a tokenizer (``--tokenizer``; verl strips special tokens from it, so the count is one token
+short, the end-of-sequence token, for a response that stopped by itself) or estimated at 4 bytes per token.
+verl's generation output (``verl.trainer.main_generation_server``: the dataset's rows, with their id, plus
+``responses``, the n response texts of each prompt) is read as one sample per text. Which kind each log was
+is reported (``log_formats``).
 
 The history is a Parquet file with one row per observed sample: ``prompt_id`` (str), ``response_tokens``
 (int64), ``truncated`` (bool or null), ``epoch`` (int32 or null), ``log`` (the log's file name). Its
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,15 +50,22 @@ HISTORY_SCHEMA: dict[str, pl.DataType] = {
 METADATA_KEY = b"asp.history"
 HISTORY_FORMAT_VERSION = "1.0"
 UNKNOWN_POLICIES = ("skip", "keep", "error")
-# verl's rollout dumps (RayPPOTrainer._dump_generations): decoded prompt and response text per sample.
-_VERL_DUMP_COLUMNS = ("input", "output")
 # verl's generation entry point (verl.trainer.main_generation_server, verl 0.9.1) writes the dataset's rows plus
 # this column: the n response texts of each prompt.
 _VERL_RESPONSES = "responses"
+# verl's rollout dumps (`_write_generations` of verl/trainer/ppo/ray_trainer.py and .../v1/trainer_base.py in
+# 0.9.1; `gts` since 0.6): decoded prompt and response text per sample, the score and the global step.
+_VERL_DUMP_COLUMNS = ("input", "output", "score", "step")
+_VERL_TEXT_COLUMNS = ("input", "output")
+# The v1 trainer's trajectory key, dumped as `uid`: {uuid4}_{session_id}_{output index} (agent_loop_tq.py).
+_V1_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}_\d+_\d+$")
+LOG_FORMATS = ("rollout_log", "verl_v1_dump", "verl_legacy_dump", "verl_generations")
 # Bytes per token when no tokenizer is given; the same rule predict/features.py uses for prompts.
 _BYTES_PER_TOKEN = 4
 # Text a chat template may put right before a message's content; where matching a dump's input starts.
 _CONTENT_START = re.compile(r"(?:^|[\n>:])[ \t\n]*")
+_WORD_START = re.compile(r" ")
+_WHITESPACE = re.compile(r"\s+")
 _MATCH_KEY_CHARS = 48
 
 
@@ -141,7 +154,8 @@ def observe(
 
     warnings: list[str] = []
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
-                               "bad_row_examples": [], "estimated_lengths": 0}
+                               "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
+                               "ambiguous_matches": 0, "log_formats": {}}
     known, cap = _known_ids(schedule, dataset)
     seen_prints = {entry.get("fingerprint") for entry in seen}
     parts: list[pl.DataFrame] = []
@@ -155,13 +169,14 @@ def observe(
             warnings.append(f"{path}: already in the history (same bytes); not added again")
             continue
         seen_prints.add(fingerprint)
-        part = _read_log(path, dataset, read, summary)
+        part, kind = _read_log(path, dataset, read, summary)
+        summary["log_formats"][kind] = summary["log_formats"].get(kind, 0) + 1
         part = part.with_columns(
             pl.col("epoch").fill_null(pl.lit(epoch, dtype=pl.Int32)) if epoch is not None else pl.col("epoch"),
             pl.lit(path.name).alias("log"),
         )
         parts.append(part)
-        ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height})
+        ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height, "format": kind})
     added = pl.concat(parts, how="vertical") if parts else _empty()
     summary["rows_read"] = added.height + summary["bad_rows"]
 
@@ -203,6 +218,18 @@ def observe(
         warnings.append(
             f"{summary['estimated_lengths']} response lengths are estimated from text at {_BYTES_PER_TOKEN} bytes "
             "per token; pass --tokenizer tokenizer.json for exact counts"
+        )
+    if summary["eos_short_lengths"]:
+        warnings.append(
+            f"{summary['eos_short_lengths']} response lengths are counted from verl's dumped text, which verl "
+            "decodes with skip_special_tokens=True: each is 1 token short (the end-of-sequence token) for a response "
+            "that stopped by itself, exact for one cut at the generation cap, and short by any other special "
+            "tokens (tool calls) in multi-turn responses"
+        )
+    if summary["ambiguous_matches"]:
+        warnings.append(
+            f"{summary['ambiguous_matches']} dump samples match a prompt text that several dataset ids share; "
+            "each went to the first such id in the dataset"
         )
     if schedule and added.height:
         _coverage(schedule, added, summary, warnings)
@@ -257,19 +284,16 @@ def _read_log(
     dataset: list[Path],
     read: ReadOptions,
     summary: dict[str, Any],
-) -> pl.DataFrame:
-    from asp_cli.reading import find_column, read_lengths, read_table
+) -> tuple[pl.DataFrame, str]:
+    """One log's samples and its kind (`LOG_FORMATS`)."""
+    from asp_cli.reading import read_lengths, read_table
 
     frame = read_table(path, on_bad_row=read.on_bad_row)
-    has_id = read.length_id_key is not None or find_column(frame, C.ID_KEYS, None, what="prompt id", flag="--id-key",
-                                               path=path, required=False) is not None
-    lowered = {c.lower() for c in frame.columns}
-    if not has_id and set(_VERL_DUMP_COLUMNS) <= lowered:
-        return _read_verl_dump(path, frame, dataset, read.tokenizer, summary)
-    responses = _verl_responses_column(frame)
-    if has_id and responses is not None and read.length_key is None and find_column(
-            frame, C.LENGTH_KEYS, None, what="response length", flag="--length-key", path=path, required=False) is None:
-        return _read_verl_generations(path, frame, responses, read, summary)
+    kind = _log_format(path, frame, read)
+    if kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None:
+        return _read_verl_dump(path, frame, dataset, read.tokenizer, summary), kind
+    if kind == "verl_generations":
+        return _read_verl_generations(path, frame, _verl_responses_column(frame), read, summary), kind
     lengths, report = read_lengths([path], read)
     summary["bad_rows"] += report.skipped_rows
     summary["bad_row_examples"].extend(report.skipped_examples)
@@ -278,7 +302,36 @@ def _read_log(
         pl.col(C.RESPONSE_TOKENS).cast(pl.Int64),
         pl.col(C.TRUNCATED).cast(pl.Boolean),
         pl.col(C.EPOCH).cast(pl.Int32),
-    )
+    ), kind
+
+
+def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
+    """A verl dump by its columns (v1 when ``uid`` holds trajectory keys), verl's generation output, or a
+    rollout log.
+
+    A v1 dump's ``uid`` would otherwise pass for a prompt id, and a legacy dump's reward extras may hold an
+    ``index``; the dump's own columns decide. A file with ``input``/``output`` text and no id column is read
+    as a legacy dump too (what verl 0.5 wrote, without ``gts``). Generation output has an id, a list of
+    response texts under ``responses`` and no length column.
+    """
+    from asp_cli.reading import find_column
+
+    lowered = {c.lower(): c for c in frame.columns}
+    has_id = read.length_id_key is not None or find_column(
+        frame, C.ID_KEYS, None, what="prompt id", flag="--id-key", path=path, required=False) is not None
+    if not set(_VERL_TEXT_COLUMNS) <= lowered.keys() or (not set(_VERL_DUMP_COLUMNS) <= lowered.keys() and has_id):
+        has_length = read.length_key is not None or find_column(
+            frame, C.LENGTH_KEYS, None, what="response length", flag="--length-key", path=path,
+            required=False) is not None
+        if has_id and not has_length and _verl_responses_column(frame) is not None:
+            return "verl_generations"
+        return "rollout_log"
+    uid = lowered.get("uid")
+    if uid is not None and frame.schema[uid] == pl.String:
+        values = frame[uid].drop_nulls()
+        if values.len() and values.str.contains(_V1_UID.pattern).all():
+            return "verl_v1_dump"
+    return "verl_legacy_dump"
 
 
 def _read_verl_dump(
@@ -297,19 +350,15 @@ def _read_verl_dump(
             "file(s) so asp can match inputs to prompt ids, or log prompt ids and token counts instead"
         )
     columns = {c.lower(): c for c in frame.columns}
-    contents = _prompt_contents(dataset, read_table)
-    index: dict[str, list[tuple[str, str]]] = {}
-    for content, prompt_id in contents:
-        if content:
-            index.setdefault(content[:_MATCH_KEY_CHARS], []).append((content, prompt_id))
-    # Prompts shorter than the key are looked up by each such length.
-    short = sorted({len(c) for c, _ in contents if 0 < len(c) < _MATCH_KEY_CHARS})
+    matcher = _PromptMatcher(_prompt_contents(dataset, read_table))
     inputs = frame[columns["input"]].cast(pl.String).to_list()
     outputs = frame[columns["output"]].cast(pl.String).to_list()
-    ids: list[str | None] = [_match(text, index, short) if text else None for text in inputs]
+    ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
+    summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
+                                        if i is not None and matcher.ambiguous(text))
     counts = _count_tokens(outputs, tokenizer)
-    if tokenizer is None:
-        summary["estimated_lengths"] += sum(1 for o in outputs if o is not None)
+    present = sum(1 for o in outputs if o is not None)
+    summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += present
     result = pl.DataFrame(
         {"prompt_id": ids, "response_tokens": counts},
         schema={"prompt_id": pl.String, "response_tokens": pl.Int64},
@@ -385,20 +434,59 @@ def _prompt_contents(dataset: list[Path], read_table: Any) -> list[tuple[str, st
     return [(text.strip(), prompt_id) for text, prompt_id in zip(texts, prompts[C.PROMPT_ID].to_list(), strict=True)]
 
 
-def _match(text: str, index: dict[str, list[tuple[str, str]]], short: list[int]) -> str | None:
-    """The id of the longest dataset prompt found in ``text`` where a message's content may start.
+class _PromptMatcher:
+    """Finds the dataset prompt whose text a dump's ``input`` contains, where a message's content may start.
 
-    ``index`` maps the first `_MATCH_KEY_CHARS` characters of each prompt (the whole prompt when shorter)
-    to the prompts that start so; ``short`` lists the lengths of prompts shorter than that.
+    First exactly, at the start or after a newline, ``>`` or ``:`` (where chat templates put content; verl
+    decodes the prompt with ``skip_special_tokens=True``, which leaves the role words and newlines); then, for
+    decoders that change whitespace (word-level ones join tokens by single spaces), with whitespace runs
+    collapsed on both sides, at any word start. The longest match wins; equal prompt texts under several ids
+    go to the first id in the dataset. Each distinct input is matched once (the n samples of a group share it).
     """
-    best: tuple[int, str] | None = None
-    for start in [0, *(m.end() for m in _CONTENT_START.finditer(text))]:
-        keys = [text[start:start + _MATCH_KEY_CHARS], *(text[start:start + n] for n in short)]
-        for key in keys:
-            for content, prompt_id in index.get(key, ()):
-                if text.startswith(content, start) and (best is None or len(content) > best[0]):
-                    best = (len(content), prompt_id)
-    return best[1] if best else None
+
+    def __init__(self, contents: list[tuple[str, str]]) -> None:
+        self._exact = _Index(contents)
+        self._loose = _Index([(_WHITESPACE.sub(" ", text), prompt_id) for text, prompt_id in contents])
+        self._seen: dict[str, tuple[str | None, bool]] = {}
+
+    def match(self, text: str) -> str | None:
+        if text not in self._seen:
+            found = self._exact.find(text, _CONTENT_START.finditer(text))
+            if found is None:
+                loose = _WHITESPACE.sub(" ", text)
+                found = self._loose.find(loose, _WORD_START.finditer(loose))
+            self._seen[text] = (found[0], found[1]) if found else (None, False)
+        return self._seen[text][0]
+
+    def ambiguous(self, text: str) -> bool:
+        """Whether the text's match was a prompt text that several ids share."""
+        return self._seen.get(text, (None, False))[1]
+
+
+class _Index:
+    """Prompt texts keyed by their first `_MATCH_KEY_CHARS` characters (the whole text when shorter)."""
+
+    def __init__(self, contents: list[tuple[str, str]]) -> None:
+        self.by_key: dict[str, list[tuple[str, str]]] = {}
+        counts: dict[str, int] = {}
+        for content, prompt_id in contents:
+            if content:
+                self.by_key.setdefault(content[:_MATCH_KEY_CHARS], []).append((content, prompt_id))
+                counts[content] = counts.get(content, 0) + 1
+        self.shared = {content for content, count in counts.items() if count > 1}
+        # Prompts shorter than the key are looked up by each such length.
+        self.short = sorted({len(c) for c, _ in contents if 0 < len(c) < _MATCH_KEY_CHARS})
+
+    def find(self, text: str, starts: Iterable[re.Match[str]]) -> tuple[str, bool] | None:
+        """(id, shared text) of the longest prompt found in ``text`` at 0 or a match's end."""
+        best: tuple[int, str, bool] | None = None
+        for start in [0, *(m.end() for m in starts)]:
+            keys = [text[start:start + _MATCH_KEY_CHARS], *(text[start:start + n] for n in self.short)]
+            for key in keys:
+                for content, prompt_id in self.by_key.get(key, ()):
+                    if text.startswith(content, start) and (best is None or len(content) > best[0]):
+                        best = (len(content), prompt_id, content in self.shared)
+        return (best[1], best[2]) if best else None
 
 
 def _count_tokens(texts: list[str | None], tokenizer: str | Path | None) -> list[int | None]:

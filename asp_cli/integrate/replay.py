@@ -3,10 +3,10 @@ and the order a synchronous trainer should read it in.
 
 A rollout engine that dispatches minibatches itself walks `Replay.minibatches` (all instances in global
 dispatch order, or one instance's queue). A trainer that reads a dataset in fixed batches of
-``train_batch_size`` consecutive rows (verl's sync trainer, slime, OpenRLHF) reads `Replay.trainer_order`:
+``train_batch_size`` consecutive rows (verl's trainers, slime, OpenRLHF) reads `Replay.trainer_order`:
 rows ordered by the training step the schedule expects to consume them, and inside each batch laid out so
-that cutting the batch into equal contiguous chunks, one per rollout worker (verl's ``chunk``), gives every
-worker a balanced predicted load.
+that cutting the batch into contiguous chunks, one per rollout worker, the way verl cuts it
+(`chunk_capacities`), gives every worker a balanced predicted load.
 
 Example
 -------
@@ -30,6 +30,14 @@ import polars as pl
 
 from asp_cli.errors import SettingsError
 from asp_cli.schedule_format import Schedule, read_schedule
+
+# How a trainer cuts a batch across rollout workers (`chunk_capacities`): ``v1`` is verl 0.9's default trainer
+# (the prompts, cut by TensorDict.chunk); ``legacy`` is verl 0.7's trainer, also 0.8's main_ppo and 0.9's
+# trainer.use_v1=False (the batch repeated n times, cut by DataProto.chunk).
+CHUNKING = ("v1", "legacy")
+# verl's default actor_rollout_ref.rollout.agent.num_workers: AgentLoopConfig.num_workers in
+# verl/workers/config/rollout.py:73 (0.9.1) and rollout.yaml's agent.num_workers (0.7.1 and 0.9.1).
+VERL_AGENT_WORKERS = 8
 
 
 @dataclass(frozen=True)
@@ -187,12 +195,14 @@ class Replay:
         epoch: int | None = None,
         workers: int | None = None,
         train_batch_size: int | None = None,
+        chunking: str = "v1",
     ) -> pl.DataFrame:
         """Rows in the order a trainer reading fixed batches of consecutive rows should read them.
 
         Rows go by ``train_step`` (ties by ``seq``); the result is cut into batches of ``train_batch_size``
-        consecutive rows, and inside each batch rows are laid out in ``workers`` contiguous blocks of
-        balanced predicted load (see `balanced_blocks`), each block in dispatch order.
+        consecutive rows, and inside each batch rows are laid out in ``workers`` contiguous blocks, sized as
+        the trainer cuts them (`chunk_capacities`) and of balanced predicted load (`balanced_blocks`), each
+        block in dispatch order.
 
         Parameters
         ----------
@@ -203,6 +213,9 @@ class Replay:
             default the schedule's instances.
         train_batch_size
             Prompts per training batch; default the schedule's own.
+        chunking
+            ``v1`` (verl 0.9's trainer: prompts cut by ``TensorDict.chunk``) or ``legacy`` (verl 0.7's:
+            the n-times repeated batch cut by ``DataProto.chunk``); see `chunk_capacities`.
 
         Returns
         -------
@@ -213,6 +226,8 @@ class Replay:
         size = self.train_batch_size if train_batch_size is None else train_batch_size
         if workers < 1:
             raise SettingsError(f"--workers must be at least 1 (got {workers})")
+        if chunking not in CHUNKING:
+            raise SettingsError(f"the chunking rule must be one of {', '.join(CHUNKING)} (got {chunking!r})")
         if size < 1:
             raise SettingsError(f"the train batch size must be at least 1 (got {size})")
         frame = self.rows(epoch=epoch).sort(["train_step", "seq"])
@@ -222,7 +237,7 @@ class Replay:
         worker = np.empty(n, dtype=np.int64)
         for start in range(0, n, size):
             end = min(start + size, n)
-            capacities = chunk_capacities(end - start, self.samples_per_prompt, workers)
+            capacities = chunk_capacities(end - start, self.samples_per_prompt, workers, rule=chunking)
             block = balanced_blocks(loads[start:end], capacities)
             # Blocks in worker order, each in dispatch order (the rows are already sorted by seq within a step).
             local = np.lexsort((np.arange(end - start), block))
@@ -242,9 +257,11 @@ class Replay:
         epoch: int | None = None,
         workers: int | None = None,
         train_batch_size: int | None = None,
+        chunking: str = "v1",
     ) -> list[int]:
         """Dataset positions (the ``row`` column) in `trainer_order`: what a sampler yields."""
-        return self.trainer_order(epoch=epoch, workers=workers, train_batch_size=train_batch_size)["row"].to_list()
+        order = self.trainer_order(epoch=epoch, workers=workers, train_batch_size=train_batch_size, chunking=chunking)
+        return order["row"].to_list()
 
 
 def open_schedule(path: str | Path) -> Replay:
@@ -256,16 +273,36 @@ def open_schedule(path: str | Path) -> Replay:
 # Kernels
 
 
-def chunk_capacities(prompts: int, samples_per_prompt: int, workers: int) -> np.ndarray:
-    """Prompts per contiguous chunk when a batch of ``prompts`` groups is repeated ``samples_per_prompt``
-    times (each group's samples adjacent, verl's ``repeat(interleave=True)``) and cut like ``torch.chunk``.
+def chunk_capacities(prompts: int, samples_per_prompt: int, workers: int, *, rule: str = "v1") -> np.ndarray:
+    """Prompts per worker when a batch of ``prompts`` groups is cut into contiguous chunks as verl cuts it.
 
-    A prompt counts toward the chunk its first sample lands in; chunks ``torch.chunk`` would not create
-    get capacity 0.
+    ``v1`` (verl 0.9's trainer, ``AgentLoopManagerTQ.generate_sequences`` in
+    verl/trainer/ppo/v1/agent_loop_tq.py): the prompts themselves go through ``TensorDict.chunk(workers)``,
+    which follows ``torch.chunk``: chunks of ``c = ceil(prompts / workers)``, as many as ``ceil(prompts / c)``
+    (maybe fewer than ``workers``), the last one smaller; workers past the last chunk get nothing.
+
+    ``legacy`` (verl 0.7's trainer, and ``trainer.use_v1=False`` since): the batch is repeated
+    ``samples_per_prompt`` times (each group's samples adjacent) and cut by ``DataProto.chunk``, which needs
+    the sample count to divide by ``workers``; a prompt counts toward the chunk its first sample lands in
+    (the rule ``torch.chunk`` gives when the count does not divide).
+
+    Returns
+    -------
+    np.ndarray
+        ``workers`` counts summing to ``prompts``.
     """
-    samples = prompts * samples_per_prompt
-    if samples == 0:
+    if rule not in CHUNKING:
+        raise ValueError(f"unknown chunking rule {rule!r}")
+    if prompts == 0:
         return np.zeros(workers, dtype=np.int64)
+    if rule == "v1":
+        size = math.ceil(prompts / workers)
+        count = math.ceil(prompts / size)
+        capacities = np.zeros(workers, dtype=np.int64)
+        capacities[:count] = size
+        capacities[count - 1] = prompts - size * (count - 1)
+        return capacities
+    samples = prompts * samples_per_prompt
     per_chunk = math.ceil(samples / workers)
     first_sample = np.arange(prompts, dtype=np.int64) * samples_per_prompt
     chunk = first_sample // per_chunk

@@ -1,6 +1,12 @@
-"""A sampler that makes verl (or any ``torch.utils.data.DataLoader``) read a dataset in an asp schedule's order.
+"""A sampler that makes verl 0.5-0.7 (or any ``torch.utils.data.DataLoader``) read a dataset in an asp schedule's
+order.
 
-verl loads it through its curriculum-sampler hook::
+verl 0.8 removed the hook this sampler plugs into (``data.sampler.class_path``): Hydra refuses the key, and
+with ``+data.sampler.*`` verl ignores it and shuffles. On verl 0.8 and later use `asp export --format verl`
+or the dataset class `asp_cli.integrate.verl_dataset.ScheduleDataset` (``data.custom_cls``); built with a
+verl data config while verl >= 0.8 is installed, this sampler refuses with that message.
+
+verl 0.5-0.7 loads it through its curriculum-sampler hook::
 
     data.sampler.class_path=pkg://asp_cli.integrate.sampler   # or the path of this file
     data.sampler.class_name=ScheduleSampler
@@ -12,14 +18,16 @@ and builds it as ``ScheduleSampler(data_source=dataset, data_config=config.data)
 the file(s) the schedule was made from, in the same order: the sampler yields their row positions.
 
 Each pass over the sampler (each verl epoch) replays the next schedule epoch in `Replay.trainer_order`:
-rows by training step, every batch of ``data.train_batch_size`` rows laid out so verl's contiguous split
-across rollout workers is balanced. Optional keys (under ``data`` or ``data.sampler``): ``asp_workers``
-(contiguous chunks per batch; default the schedule's instances), ``asp_first_epoch`` (the schedule epoch of
-the first pass, e.g. when resuming a checkpoint taken in epoch 2). Environment variables ``ASP_SCHEDULE``,
-``ASP_WORKERS`` and ``ASP_FIRST_EPOCH`` stand in for missing keys.
+rows by training step, every batch of ``data.train_batch_size`` rows laid out so verl 0.7's contiguous split
+of the n-times repeated batch across its agent-loop workers is balanced (the ``legacy`` chunking).
+Optional keys (under ``data`` or ``data.sampler``): ``asp_workers`` (contiguous chunks per batch; default
+verl's ``actor_rollout_ref.rollout.agent.num_workers`` when given a verl config, else the schedule's
+instances), ``asp_first_epoch`` (the schedule epoch of the first pass, e.g. when resuming a checkpoint taken
+in epoch 2). Environment variables ``ASP_SCHEDULE``, ``ASP_WORKERS`` and ``ASP_FIRST_EPOCH`` stand in for
+missing keys.
 
 Torch is optional: with it the class is a ``torch.utils.data.Sampler`` (verl's ``AbstractSampler`` when verl
-is importable); without it a plain iterable. ``import asp_cli`` never imports this module. Imports are
+0.5-0.7 is installed); without it a plain iterable. ``import asp_cli`` never imports this module. Imports are
 absolute because verl may load this file by path, outside its package.
 """
 
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator, Mapping, Sized
 from typing import Any
 
@@ -34,16 +43,33 @@ _log = logging.getLogger("asp_cli.integrate.sampler")
 
 CONFIG_KEYS = {"schedule": "asp_schedule", "workers": "asp_workers", "first_epoch": "asp_first_epoch"}
 ENV_KEYS = {"schedule": "ASP_SCHEDULE", "workers": "ASP_WORKERS", "first_epoch": "ASP_FIRST_EPOCH"}
+# The verl releases with the data.sampler.class_path hook: 0.5.0 added it, 0.8.0 removed it (checked in the
+# published wheels 0.4.1 to 0.9.1; docs/integrations.md).
+HOOK_VERSIONS = ((0, 5), (0, 8))
+
+
+def verl_version() -> tuple[int, int] | None:
+    """The installed verl's (major, minor), read from its metadata without importing it; None without verl."""
+    from importlib import metadata
+
+    try:
+        text = metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        return None
+    found = re.match(r"(\d+)\.(\d+)", text)
+    return (int(found[1]), int(found[2])) if found else None
 
 
 def _base_class() -> type:
-    """verl's AbstractSampler, else torch's Sampler, else object: whatever this environment has."""
-    try:
-        from verl.experimental.dataset.sampler import AbstractSampler  # type: ignore[import-not-found]
+    """verl's AbstractSampler (verl 0.5-0.7), else torch's Sampler, else object: whatever this environment has."""
+    version = verl_version()
+    if version is not None and HOOK_VERSIONS[0] <= version < HOOK_VERSIONS[1]:
+        try:
+            from verl.experimental.dataset.sampler import AbstractSampler  # type: ignore[import-not-found]
 
-        return AbstractSampler
-    except Exception:  # noqa: BLE001 - verl missing or broken: fall back to torch
-        pass
+            return AbstractSampler
+        except Exception:  # noqa: BLE001 - a broken verl install: fall back to torch
+            pass
     try:
         from torch.utils.data import Sampler
 
@@ -91,7 +117,8 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
     Raises
     ------
     SettingsError
-        When no schedule is named, or ``train_batch_size`` differs from the schedule's.
+        When no schedule is named, ``train_batch_size`` differs from the schedule's, or ``data_config`` is a
+        verl config while verl 0.8 or later (which has no sampler hook) is installed.
     InputError
         When the dataset does not match the schedule (filtered, truncated or another file).
     ScheduleFormatError
@@ -101,7 +128,9 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
     def __init__(self, data_source: Sized, data_config: Any = None, *, schedule: str | os.PathLike | None = None):
         from asp_cli.errors import SettingsError
         from asp_cli.integrate.replay import Replay
+        from asp_cli.integrate.verl_config import trainer_setting
 
+        _refuse_verl_without_the_hook(data_config)
         path = schedule or _setting(data_config, "schedule")
         if not path:
             raise SettingsError(
@@ -110,6 +139,8 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
             )
         self.replay = Replay.open(os.fspath(path))
         workers = _setting(data_config, "workers")
+        if workers is None:
+            workers = trainer_setting(data_config, "actor_rollout_ref.rollout.agent.num_workers")
         self.workers = int(workers) if workers is not None else self.replay.instances
         first = _setting(data_config, "first_epoch")
         self.epoch = int(first) if first is not None else 0
@@ -159,7 +190,7 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         """The dataset indices of pass ``epoch`` (0-based), in schedule order."""
         key = self._schedule_epoch(epoch)
         if key not in self._orders:
-            self._orders[key] = self.replay.dataset_indices(epoch=key, workers=self.workers)
+            self._orders[key] = self.replay.dataset_indices(epoch=key, workers=self.workers, chunking="legacy")
         return self._orders[key]
 
     def set_epoch(self, epoch: int) -> None:
@@ -173,3 +204,18 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
 
     def __len__(self) -> int:
         return len(self.indices(self.epoch))
+
+
+def _refuse_verl_without_the_hook(data_config: Any) -> None:
+    """A verl data config (it has ``train_files``) on verl >= 0.8 means a run whose hook no longer exists."""
+    from asp_cli.errors import SettingsError
+
+    version = verl_version()
+    if version is None or version < HOOK_VERSIONS[1] or _lookup(data_config, "train_files") is None:
+        return
+    raise SettingsError(
+        f"verl {version[0]}.{version[1]} has no data.sampler hook (verl 0.8.0 removed it: the keys are refused or "
+        "ignored, and verl shuffles), so ScheduleSampler serves only verl 0.5-0.7 and plain PyTorch DataLoaders; "
+        "use data.custom_cls.path=pkg://asp_cli.integrate.verl_dataset data.custom_cls.name=ScheduleDataset, or "
+        "`asp export --format verl` (docs/integrations.md)"
+    )

@@ -1,0 +1,477 @@
+"""asp's verl integration against the real verl 0.9.1 (.ci/verl.sh runs it in an environment of its own).
+
+verl's side is verl's own code: its packaged Hydra config; ``PPOTrainer._init_dataloader`` (``create_rl_dataset``,
+``create_rl_sampler``, ``StatefulDataLoader``, ``collate_fn``); ``TensorDict.chunk`` and ``DataProto.chunk``; both
+trainers' dump writers; and, on a local Ray cluster with TransferQueue, the v1 trainer's path from the dataloader
+to the replay buffer and the dump (``prepare_step``, ``AgentLoopManagerTQ.generate_sequences``, the agent-loop
+worker actors, ``_build_replay_buffer``, ``_log_rollout_data``). Stand-ins, and only these: the tokenizer (a
+byte-level BPE trained here, so nothing is downloaded), the LLM call inside the agent-loop worker
+(``_run_agent_loop``), and the model workers (trainer objects are made without ``__init__``, which would start
+them; nothing is trained).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.verl
+verl = pytest.importorskip("verl", reason="verl is not installed; .ci/verl.sh builds an environment with verl 0.9.1")
+if verl.__version__ != "0.9.1":
+    pytest.skip(f"these tests pin verl 0.9.1 (found {verl.__version__}); run .ci/verl.sh", allow_module_level=True)
+
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from asp_cli import export, observe  # noqa: E402
+from asp_cli.errors import InputError, SettingsError  # noqa: E402
+from asp_cli.integrate.observe import OBSERVE_READ  # noqa: E402
+from asp_cli.integrate.replay import chunk_capacities, open_schedule  # noqa: E402
+
+from verl_common import (  # noqa: E402
+    BATCH, EPOCHS, SAMPLES, answer, build_tokenizer, column, compose, fake_rollout, make_schedule, write_dataset,
+)
+
+ROWS = 40
+DATASET_CLS = ["data.custom_cls.path=pkg://asp_cli.integrate.verl_dataset", "data.custom_cls.name=ScheduleDataset"]
+SAMPLER_CLS = ["trainer.v1.sampler.custom_sampler.path=pkg://asp_cli.integrate.verl_sampler",
+               "trainer.v1.sampler.custom_sampler.name=ScheduleReplayBuffer"]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("verl")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(work):
+    return build_tokenizer(work, ROWS)
+
+
+@pytest.fixture(scope="module")
+def data(work):
+    train = write_dataset(work / "train.parquet", ROWS)
+    val = write_dataset(work / "val.parquet", 6, "test")
+    out = make_schedule(train, work / "schedule.parquet")
+    exported = work / "ordered.parquet"
+    settings = export(out, [train], exported, format="verl").trainer_settings
+    return {"train": train, "val": val, "schedule": out, "exported": exported, "replay": open_schedule(out),
+            "settings": [f"{key}={value}" for key, value in settings.items()]}
+
+
+def trainer(config, tokenizer, cls=None):
+    """A v1 trainer with its dataloaders built by verl's own `_init_dataloader` (no model workers)."""
+    from verl.trainer.ppo.v1 import PPOTrainerSync
+
+    tr = (cls or PPOTrainerSync).__new__(cls or PPOTrainerSync)
+    tr.config, tr.trainer_mode, tr.parameter_sync_step = config, config.trainer.v1.trainer_mode, 1
+    tr.tokenizer, tr.processor, tr.global_steps = tokenizer, None, 0
+    tr._init_dataloader()
+    return tr
+
+
+# --------------------------------------------------------------------------------------------------------
+# Chunking: asp's rules against verl's own chunk functions
+
+
+def test_v1_chunking_is_tensordict_chunk_of_the_prompts(work, data, tokenizer):
+    """verl's v1 trainer cuts the prompt batch with TensorDict.chunk (agent_loop_tq.py:246); asp's v1 rule is it."""
+    from verl.utils import tensordict_utils as tu
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    tr = trainer(compose(work, [f"data.train_files={data['train']}", f"data.val_files={data['val']}",
+                                "data.shuffle=False"]), tokenizer)
+    items = [tr.train_dataset[i % ROWS] for i in range(64)]
+    for prompts in range(1, 65):
+        batch = tu.get_tensordict(collate_fn(items[:prompts]))
+        for workers in range(1, 12):
+            sizes = [len(chunk) for chunk in batch.chunk(workers)]
+            expected = chunk_capacities(prompts, SAMPLES, workers).tolist()
+            assert sizes + [0] * (workers - len(sizes)) == expected, (prompts, workers)
+
+
+def test_legacy_chunking_is_dataproto_chunk_of_the_repeated_batch(work, data, tokenizer):
+    """verl's legacy trainer repeats the batch n times, interleaved, and cuts it with DataProto.chunk."""
+    import torch
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    tr = trainer(compose(work, [f"data.train_files={data['train']}", f"data.val_files={data['val']}",
+                                "data.shuffle=False"]), tokenizer)
+    for prompts in (4, 6, 12, 16):
+        proto = DataProto.from_single_dict(collate_fn([tr.train_dataset[i] for i in range(prompts)]))
+        repeated = proto.repeat(repeat_times=SAMPLES, interleave=True)
+        repeated.batch["row"] = torch.arange(prompts * SAMPLES)
+        for workers in range(1, 9):
+            if prompts * SAMPLES % workers:
+                with pytest.raises(AssertionError):
+                    repeated.chunk(workers)
+                continue
+            firsts = [int((chunk.batch["row"] % SAMPLES == 0).sum()) for chunk in repeated.chunk(workers)]
+            assert firsts == chunk_capacities(prompts, SAMPLES, workers, rule="legacy").tolist(), (prompts, workers)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Order: the exported file and the dataset class, through verl's own dataloader
+
+
+def test_exported_file_gives_the_schedules_steps_in_order(work, data, tokenizer):
+    """asp export --format verl with the settings it prints: batch b holds exactly schedule step b, laid out for
+    verl's 8 agent-loop workers, and verl plans one epoch of exactly the schedule's steps."""
+    replay = data["replay"]
+    assert data["settings"] == ["data.shuffle=False", f"data.train_batch_size={BATCH}",
+                                "data.filter_overlong_prompts=False", f"actor_rollout_ref.rollout.n={SAMPLES}",
+                                "actor_rollout_ref.rollout.agent.num_workers=8", "trainer.total_epochs=1"]
+    tr = trainer(compose(work, [f"data.train_files={data['exported']}", f"data.val_files={data['val']}",
+                                *data["settings"]]), tokenizer)
+    assert type(tr.train_dataset).__name__ == "RLHFDataset"
+    expected = replay.trainer_order(workers=8)["seq"].to_list()
+    batches = list(tr.train_dataloader)
+    assert len(batches) == ROWS * EPOCHS // BATCH == tr.total_training_steps
+    for step, batch in enumerate(batches):
+        assert column(batch, "seq") == expected[step * BATCH:(step + 1) * BATCH]
+        assert set(column(batch, "train_step")) == {step}
+    # verl's default (data.shuffle=True) would not keep it: the check above can fail.
+    shuffled = trainer(compose(work, [f"data.train_files={data['exported']}", f"data.val_files={data['val']}"]),
+                       tokenizer)
+    assert [s for b in shuffled.train_dataloader for s in column(b, "seq")] != expected
+
+
+def test_schedule_dataset_reorders_the_original_file(work, data, tokenizer):
+    """data.custom_cls ScheduleDataset on the unexported file: the same batches, asp's columns on every row."""
+    replay = data["replay"]
+    base = [f"data.train_files={data['train']}", f"data.val_files={data['val']}", "data.shuffle=False", *DATASET_CLS,
+            f"+data.asp_schedule={data['schedule']}"]
+    tr = trainer(compose(work, base), tokenizer)
+    assert type(tr.train_dataset).__name__ == "ScheduleDataset" and len(tr.train_dataset) == ROWS * EPOCHS
+    assert tr.train_dataset.asp_settings["workers"] == 8 and tr.train_dataset.asp_settings["chunking"] == "v1"
+    order = replay.trainer_order(workers=8)
+    batches = list(tr.train_dataloader)
+    assert [s for b in batches for s in column(b, "seq")] == order["seq"].to_list()
+    assert [i for b in batches for i in column(b, "index")] == order["row"].to_list()
+    assert all(set(column(b, "train_step")) == {step} for step, b in enumerate(batches))
+    # The validation file is read as it is.
+    assert tr.val_dataset.asp_rows is None and len(tr.val_dataset) == 6
+    # Resuming mid-epoch from the StatefulDataLoader's state continues where it stopped.
+    it = iter(tr.train_dataloader)
+    next(it), next(it)
+    state = tr.train_dataloader.state_dict()
+    again = trainer(compose(work, base), tokenizer)
+    again.train_dataloader.load_state_dict(state)
+    assert column(next(iter(again.train_dataloader)), "seq") == column(batches[2], "seq")
+    # The worker count and the cut follow the trainer's own settings.
+    legacy = trainer(compose(work, [*base, "actor_rollout_ref.rollout.agent.num_workers=3", "trainer.use_v1=False"]),
+                     tokenizer)
+    assert legacy.train_dataset.asp_settings["chunking"] == "legacy"
+    assert legacy.train_dataset.asp_rows == replay.trainer_order(workers=3, chunking="legacy")["row"].to_list()
+    dispatch = trainer(compose(work, [*base, "+data.asp_order=dispatch", "+data.asp_epoch=1"]), tokenizer)
+    assert dispatch.train_dataset.asp_rows == replay.rows(epoch=1)["row"].to_list()
+
+
+def test_the_legacy_trainers_dataloader_reads_both_in_order(work, data, tokenizer):
+    """trainer.use_v1=False: verl 0.9.1's RayPPOTrainer._create_dataloader reads the exported file (made with
+    --verl-version 0.7) and ScheduleDataset (which follows use_v1) in the schedule's order, cut the legacy way."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    replay = data["replay"]
+    expected = replay.trainer_order(workers=8, chunking="legacy")
+    exported = work / "ordered-legacy.parquet"
+    export(data["schedule"], [data["train"]], exported, format="verl", verl_version="0.7")
+    for train, extra in ((exported, []), (data["train"], [*DATASET_CLS, f"+data.asp_schedule={data['schedule']}"])):
+        tr = RayPPOTrainer.__new__(RayPPOTrainer)
+        tr.config = compose(work, [f"data.train_files={train}", f"data.val_files={data['val']}", "data.shuffle=False",
+                                   "trainer.use_v1=False", *extra])
+        tr.tokenizer, tr.processor = tokenizer, None
+        tr._create_dataloader(None, None, None, None)  # ray_trainer.py:374
+        assert [s for b in tr.train_dataloader for s in column(b, "seq")] == expected["seq"].to_list()
+
+
+@pytest.mark.parametrize("extra, error, words", [
+    (["data.shuffle=True"], SettingsError, "data.shuffle=False"),
+    (["data.train_batch_size=8"], SettingsError, "--train-batch-size 4"),
+    (["data.filter_overlong_prompts=True", "data.max_prompt_length=16"], InputError, "filter_overlong_prompts"),
+    (["+data.asp_order=random"], SettingsError, "data.asp_order"),
+])
+def test_schedule_dataset_refuses_what_would_break_the_order(work, data, tokenizer, extra, error, words):
+    config = compose(work, [f"data.train_files={data['train']}", f"data.val_files={data['val']}", "data.shuffle=False",
+                            *DATASET_CLS, f"+data.asp_schedule={data['schedule']}", *extra])
+    with pytest.raises(error, match=words):
+        trainer(config, tokenizer)
+
+
+def test_schedule_dataset_refuses_another_file(work, data, tokenizer):
+    other = write_dataset(work / "other.parquet", ROWS - 5)
+    config = compose(work, [f"data.train_files={other}", f"data.val_files={data['val']}", "data.shuffle=False",
+                            *DATASET_CLS, f"+data.asp_schedule={data['schedule']}"])
+    with pytest.raises(InputError, match="prompt id"):
+        trainer(config, tokenizer)
+
+
+def test_the_old_sampler_hook_is_dead_and_the_old_sampler_says_so(work, data, tokenizer):
+    """verl 0.9.1 ignores +data.sampler.*; asp's 0.5-0.7 sampler refuses a verl config instead of pretending."""
+    from torch.utils.data import SequentialSampler
+
+    from asp_cli.integrate.sampler import ScheduleSampler
+
+    config = compose(work, [f"data.train_files={data['train']}", f"data.val_files={data['val']}", "data.shuffle=False",
+                            "+data.sampler.class_path=pkg://asp_cli.integrate.sampler",
+                            "+data.sampler.class_name=ScheduleSampler", f"+data.asp_schedule={data['schedule']}"])
+    tr = trainer(config, tokenizer)
+    assert isinstance(tr.train_dataloader.sampler, SequentialSampler)
+    with pytest.raises(SettingsError, match="verl 0.9 has no data.sampler hook"):
+        ScheduleSampler(tr.train_dataset, config.data)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Dumps: both trainers' writers, read back by asp observe
+
+
+def test_both_trainers_dumps_are_read_by_observe(work, data, tokenizer):
+    import uuid
+
+    from verl.protocol import DataProto
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    tr = trainer(compose(work, [f"data.train_files={data['train']}", f"data.val_files={data['val']}",
+                                "data.shuffle=False"]), tokenizer)
+    batch = DataProto.from_single_dict(next(iter(tr.train_dataloader)))
+    indices = [int(i) for i in batch.non_tensor_batch["index"]]
+    batch = batch.repeat(repeat_times=SAMPLES, interleave=True)
+    prompts, responses, mask, scores, lengths = fake_rollout(tokenizer, indices)
+    batch.batch["prompts"], batch.batch["responses"] = prompts, responses
+    batch.batch["attention_mask"], batch.batch["token_level_scores"] = mask, scores
+
+    legacy = RayPPOTrainer.__new__(RayPPOTrainer)
+    legacy.tokenizer, legacy.global_steps = tokenizer, 1
+    legacy._init_dump_executor()
+    legacy._log_rollout_data(batch, {"acc": scores.sum(-1).numpy()}, {}, str(work / "legacy"))  # ray_trainer.py:514
+    legacy._shutdown_dump_executor()
+    # The v1 writer, given what its _log_rollout_data passes (the TransferQueue test below runs that for real).
+    keys = [f"{uuid.uuid4()}_{s}_0" for _ in indices for s in range(SAMPLES)]
+    PPOTrainer._write_generations(
+        inputs=[tokenizer.decode(p, skip_special_tokens=True) for p in prompts],
+        outputs=[tokenizer.decode(r, skip_special_tokens=True) for r in responses],
+        gts=[str(2 * i) for i in indices for _ in range(SAMPLES)], scores=scores.sum(-1).tolist(),
+        reward_extra_infos_dict={"uid": keys}, dump_path=str(work / "v1"), global_steps=1)
+
+    first = json.loads((work / "v1" / "1.jsonl").read_text().splitlines()[0])
+    assert sorted(first) == ["gts", "input", "output", "score", "step", "uid"]
+    assert "acc" in json.loads((work / "legacy" / "1.jsonl").read_text().splitlines()[0])
+    read = replace(OBSERVE_READ, tokenizer=work / "tokenizer.json")
+    expected_ids = [str(i) for i in indices for _ in range(SAMPLES)]
+    for kind in ("legacy", "v1"):
+        result = observe([work / kind / "1.jsonl"], None, dataset=[data["train"]], read=read)
+        assert result.summary["log_formats"] == {f"verl_{kind}_dump": 1}
+        assert result.summary["bad_rows"] == 0
+        assert result.added["prompt_id"].to_list() == expected_ids
+        # verl drops the EOS token when it decodes: asp's count is exactly one short, and says so.
+        assert result.added["response_tokens"].to_list() == [n - 1 for n in lengths]
+        assert any("1 token short" in w for w in result.warnings)
+    cli = subprocess.run([sys.executable, "-m", "asp_cli", "observe", str(work / "v1" / "1.jsonl"), "-o",
+                          str(work / "history.parquet"), "--dataset", str(data["train"]), "--json"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(cli.stdout)["log_formats"] == {"verl_v1_dump": 1}
+    assert "read as: 1 verl v1-trainer dump" in cli.stderr
+
+
+# --------------------------------------------------------------------------------------------------------
+# The v1 sampler through Ray and TransferQueue
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster (2 CPUs) and TransferQueue's simple storage, as verl's TaskRunnerV1 starts them."""
+    import ray
+    import transfer_queue as tq
+    from omegaconf import OmegaConf
+
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # The fake worker lives in these test modules, which Ray's workers cannot import: ship them by value.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.cloudpickle.register_pickle_by_value(sys.modules["verl_common"])
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024**2, log_to_driver=False)
+    tq.init(OmegaConf.create({"backend": {"storage_backend": "SimpleStorage", "SimpleStorage": {
+        "total_storage_size": 10000, "num_data_storage_units": 1}}}))
+    yield
+    tq.close()
+    ray.shutdown()
+
+
+def _fake_worker_class():
+    """verl's AgentLoopWorkerTQ with the LLM call replaced."""
+    import asyncio
+
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+    from verl.trainer.ppo.v1 import AgentLoopWorkerTQ
+    from verl.utils.tokenizer import normalize_token_ids
+
+    base = AgentLoopWorkerTQ.__ray_metadata__.modified_class.__mro__[1]
+
+    class FakeLLMWorker(base):
+        def __init__(self, config, tokenizer):
+            import transfer_queue as tq
+
+            tq.init()  # attach to the driver's TransferQueue, as AgentLoopWorkerTQ.__init__ does
+            self.config, self.tokenizer, self.processor = config, tokenizer, None
+            self.distillation_enabled, self.reward_loop_worker_handles = False, None
+            self.background_tasks = set()
+
+        async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
+            index, session = int(kwargs["index"]), int(kwargs["session_id"])
+            prompt_ids = normalize_token_ids(self.tokenizer.apply_chat_template(
+                kwargs["raw_prompt"], add_generation_prompt=True, tokenize=True))
+            response_ids = (self.tokenizer(answer(index, session), add_special_tokens=False)["input_ids"]
+                            + [self.tokenizer.eos_token_id])
+            await asyncio.sleep(0.01 * ((index * 7 + session) % 5))  # rollouts finish out of order
+            output = AgentLoopOutput(prompt_ids=prompt_ids, response_ids=response_ids,
+                                     response_mask=[1] * len(response_ids), reward_score=float(session == 0),
+                                     num_turns=2, metrics=AgentLoopMetrics(),
+                                     extra_fields={"reward_extra_info": {"acc": float(session == 0)}})
+            return await self._agent_loop_postprocess(output, trajectory["validate"], **kwargs)
+
+    return FakeLLMWorker
+
+
+@pytest.fixture(scope="module")
+def small(work):
+    """16 prompts, 2 epochs of 4 steps: a schedule the Ray tests replay in full."""
+    train = write_dataset(work / "small.parquet", 16)
+    val = write_dataset(work / "small-val.parquet", 4, "test")
+    out = make_schedule(train, work / "small-schedule.parquet")
+    return {"train": train, "val": val, "schedule": out, "replay": open_schedule(out)}
+
+
+@pytest.fixture(scope="module")
+def workers(cluster, work, small, tokenizer):
+    """Two agent-loop worker actors (rollout.agent.num_workers=2), shared by the tests: each imports verl once."""
+    import ray
+
+    config = compose(work, _base(work, small))
+    actors = [ray.remote(num_cpus=0)(_fake_worker_class()).remote(config, tokenizer) for _ in range(2)]
+    yield actors
+    for actor in actors:
+        ray.kill(actor)
+
+
+def _run_v1(config, tokenizer, workers, steps: int, dump: Path, cls=None, warmup: bool = False, waits=None):
+    """verl's v1 step loop up to the model update: prepare_step, sample, dump, clear (trainer_base.py fit).
+
+    With ``waits`` (a list), each step first asks the buffer what separate_async's hybrid switch asks
+    (``get_sampleable_count``, ``wait_for_sampleable``) and records it."""
+    import transfer_queue as tq
+    from verl.trainer.ppo.v1 import AgentLoopManagerTQ
+
+    config.trainer.rollout_data_dir = str(dump)
+    tr = trainer(config, tokenizer, cls)
+    tr.replay_buffer = tr._build_replay_buffer()
+    tr._init_dump_executor()
+    manager = AgentLoopManagerTQ.__new__(AgentLoopManagerTQ)
+    manager.agent_loop_workers = workers
+    tr.agent_loop_manager = manager
+    trained = []
+    try:
+        if warmup:
+            tr.global_steps, tr._restored_tq_prompt_count = 1, 0
+            tr._add_async_warmup_batches(1)  # what on_train_begin does in the async trainers
+        for step in range(1, steps + 1):
+            tr.global_steps = step
+            tr.prepare_step()
+            if waits is not None:
+                ready, _ = tr.replay_buffer.wait_for_sampleable(step, "train", BATCH)
+                waits.append((ready, tr.replay_buffer.get_sampleable_count(step, "train")))
+            batch, metrics = tr.replay_buffer.sample(global_steps=step, partition_id="train", batch_size=BATCH)
+            fields = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["seq", "global_steps"])
+            seqs = [int(v) for v in fields["seq"]]
+            trained.append({"seqs": sorted(set(seqs)), "samples": len(seqs), "metrics": metrics,
+                            "uids": {key.split("_")[0] for key in batch.keys},
+                            "submitted": sorted({int(v) for v in fields["global_steps"]})})
+            tr._log_rollout_data(batch, {}, str(dump))  # the real v1 dump (trainer_base.py:1297)
+            tq.kv_clear(keys=batch.keys, partition_id="train")
+    finally:
+        tr._shutdown_dump_executor()
+        left = list((tq.kv_list("train") or {}).get("train", {}))
+        if left:
+            tq.kv_clear(keys=left, partition_id="train")
+    return tr, trained
+
+
+def _base(work, small, trainer_mode="sync", order=None):
+    return [f"data.train_files={small['train']}", f"data.val_files={small['val']}", "data.shuffle=False",
+            *DATASET_CLS, f"+data.asp_schedule={small['schedule']}", *( [f"+data.asp_order={order}"] if order else []),
+            "actor_rollout_ref.rollout.agent.num_workers=2", f"trainer.v1.trainer_mode={trainer_mode}", *SAMPLER_CLS,
+            f"+trainer.v1.sampler.sampler_kwargs.schedule={small['schedule']}",
+            "+trainer.v1.sampler.sampler_kwargs.poll_interval=0.05"]
+
+
+def test_v1_sampler_trains_each_step_on_its_scheduled_groups(workers, work, small, tokenizer):
+    """Sync trainer, the dataset in training order: every step trains exactly the schedule's step."""
+    replay = small["replay"]
+    steps = 16 * EPOCHS // BATCH
+    tr, trained = _run_v1(compose(work, _base(work, small)), tokenizer, workers, steps, work / "dump-sync")
+    assert type(tr.replay_buffer).__name__ == "ScheduleReplayBuffer"
+    for step, got in enumerate(trained):
+        assert got["seqs"] == sorted(replay.rows().filter(pl.col("train_step") == step)["seq"].to_list())
+        assert got["samples"] == BATCH * SAMPLES and got["metrics"]["training/asp/scheduled"] == BATCH
+    assert [d["train_step"] for d in tr.replay_buffer.decisions] == list(range(steps))
+    # Validation (PPOTrainer._validate's first two steps): the val partition gets every group it submitted.
+    import transfer_queue as tq
+    from verl.utils import tensordict_utils as tu
+
+    batch_dict = next(iter(tr.val_dataloader))
+    batch_dict["uid"] = np.array([f"{i:08x}-0000-4000-8000-{i:012x}" for i in range(len(batch_dict["raw_prompt"]))],
+                                 dtype=object)
+    val = tu.get_tensordict(batch_dict)
+    tu.assign_non_tensor_data(val, "global_steps", steps)
+    tu.assign_non_tensor_data(val, "validate", True)
+    tq.kv_batch_put(keys=list(val["uid"]), partition_id="val",
+                    tags=[{"is_prompt": True, "status": "pending", "global_steps": steps}] * len(val))
+    tr.agent_loop_manager.generate_sequences(val)
+    got, _ = tr.replay_buffer.sample(global_steps=steps, partition_id="val", batch_size=len(val))
+    assert {key.split("_")[0] for key in got.keys} == set(batch_dict["uid"]) and len(got.keys) == len(val)
+    tq.kv_clear(keys=list(got.keys) + list(batch_dict["uid"]), partition_id="val")
+    # The real v1 dumps, read back: the v1 format, every record matched to its prompt, EOS-short counts.
+    result = observe(sorted((work / "dump-sync").glob("*.jsonl")), None, dataset=[small["train"]],
+                     read=replace(OBSERVE_READ, tokenizer=work / "tokenizer.json"))
+    assert result.summary["log_formats"] == {"verl_v1_dump": steps} and result.summary["bad_rows"] == 0
+    assert result.added.height == 16 * EPOCHS * SAMPLES
+    assert result.added.group_by("prompt_id").len()["len"].to_list() == [EPOCHS * SAMPLES] * 16
+
+
+def test_v1_sampler_refills_when_the_dataset_is_in_dispatch_order(workers, work, small, tokenizer):
+    """The dataset read in seq order: the step's groups are not all submitted yet, so the sampler asks for more
+    prompts and holds the others back; each step still trains exactly its scheduled groups."""
+    replay = small["replay"]
+    config = compose(work, [*_base(work, small, order="dispatch"), "+data.asp_epoch=0",
+                            "+trainer.v1.sampler.sampler_kwargs.epoch=0"])
+    _, trained = _run_v1(config, tokenizer, workers, 16 // BATCH, work / "dump-dispatch")
+    first = replay.rows(epoch=0)
+    for step, got in enumerate(trained):
+        assert got["seqs"] == sorted(first.filter(pl.col("train_step") == step)["seq"].to_list())
+    assert sum(got["metrics"]["training/asp/refills"] for got in trained) > 0
+
+
+def test_v1_sampler_in_the_async_trainer(workers, work, small, tokenizer):
+    """colocate_async: verl prefetches a warmup batch and forces gen_batch_size=1; the steps stay the schedule's,
+    and every group stays inside verl's lag bound (max_off_policy_threshold, default 8)."""
+    from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+
+    replay = small["replay"]
+    steps = 16 * EPOCHS // BATCH
+    config = compose(work, _base(work, small, trainer_mode="colocate_async"))
+    waits = []
+    tr, trained = _run_v1(config, tokenizer, workers, steps, work / "dump-async", cls=PPOTrainerColocateAsync,
+                          warmup=True, waits=waits)
+    assert tr.config.data.gen_batch_size == 1 and tr.replay_buffer.bound.max_span == 8
+    # What separate_async's hybrid switch waits for is what the step then takes.
+    assert [ready for ready, _ in waits] == [got["uids"] for got in trained]
+    assert all(count == BATCH for _, count in waits)
+    for step, got in enumerate(trained):
+        assert got["seqs"] == sorted(replay.rows().filter(pl.col("train_step") == step)["seq"].to_list())
+        assert all(step + 1 - s + 1 <= 8 for s in got["submitted"])
