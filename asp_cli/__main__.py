@@ -1,5 +1,5 @@
 """`python -m asp_cli` runs the command line."""
 
-from asp_cli.cli.main import main
+from asp_cli.cli.entry import main
 
 main()

@@ -13,13 +13,60 @@ field can be overridden from a JSON calibration file (`load_preset`).
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from asp_cli import limits
 from asp_cli.errors import SettingsError
+
+# The range of every number a preset holds: (lowest, highest, whether the lowest itself is allowed). Outside
+# them a value is a typo or a poisoned file, and its costs would be NaN, infinite or negative (zero bandwidth
+# divides by zero; 1e300 bytes of weights overflow). The bounds leave room for any real GPU and model, and for
+# what `asp calibrate` fits against a fake server in the tests (efficiencies in the millions, a gigabyte of KV
+# per token); the decode costs they give must then also be finite (`HardwarePreset.__post_init__`).
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "weights_bytes": (0.0, 1e18, True),
+    "params": (0.0, 1e18, True),
+    "kv_bytes_per_token": (0.0, 1e15, False),
+    "bandwidth_bytes_per_s": (0.0, 1e18, False),
+    # An efficiency is a fraction of the nominal figure on the preset's own GPU, but `asp calibrate` fits it
+    # against the base preset's figures, so a faster GPU than the base's reads above 1.
+    "eta_bandwidth": (0.0, 1e12, False),
+    "flops_per_s": (0.0, 1e21, False),
+    "eta_flops": (0.0, 1e12, False),
+    "hbm_bytes": (0.0, 1e18, False),
+    "gpu_memory_utilization": (0.0, 1.0, False),
+    "activation_reserve_bytes": (0.0, 1e18, True),
+    "step_overhead_s": (0.0, 1e6, True),
+    "max_num_seqs": (1.0, 2**31 - 1, True),
+    "train_fixed_s": (0.0, 1e9, True),
+    "train_per_token_s": (0.0, 1e6, True),
+    "weight_sync_s": (0.0, 1e9, True),
+}
+MAX_STEP_COST_S = 1e9  # a decode step's fixed, per-sequence or per-token cost beyond this is no hardware
+
+
+def _number_text(value: float) -> str:
+    """A bound as people write it: 3,600 or 2,147,483,647 or 1e12."""
+    if float(value).is_integer() and abs(value) < 1e10:
+        return f"{int(value):,}"
+    return f"{value:.0e}".replace("e+", "e")
+
+
+def _check_field(name: str, value: object) -> None:
+    """Refuse a preset number that is not a finite number in its `_RANGES` range (whole for max_num_seqs)."""
+    low, high, low_allowed = _RANGES[name]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise SettingsError(f"field {name!r} must be a non-negative number (got {value!r})")
+    finite = isinstance(value, int) or math.isfinite(value)  # NaN and infinities are floats; ints are finite
+    if not (finite and (value > low or (low_allowed and value == low)) and value <= high):
+        interval = f"{'[' if low_allowed else '('}{_number_text(low)}, {_number_text(high)}]"
+        raise SettingsError(f"field {name!r} must be a finite number in {interval} (got {value!r})")
+    if name == "max_num_seqs" and value != int(value):
+        raise SettingsError(f"field {name!r} must be a whole number (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -44,6 +91,25 @@ class HardwarePreset:
     train_fixed_s: float = 2.0
     train_per_token_s: float = 2.2e-5
     weight_sync_s: float = 1.1
+
+    def __post_init__(self) -> None:
+        for name in _RANGES:
+            _check_field(name, getattr(self, name))
+        if not isinstance(self.name, str) or not isinstance(self.description, str):
+            raise SettingsError("fields 'name' and 'description' must be text")
+        costs = {"weight_read_s": self.weight_read_s, "compute_s_per_token": self.compute_s_per_token,
+                 "kv_s_per_token": self.kv_s_per_token}
+        for name, cost in costs.items():
+            if not (math.isfinite(cost) and 0 <= cost <= MAX_STEP_COST_S):
+                raise SettingsError(
+                    f"the fields give a decode cost {name} of {cost!r} s, not a finite number of seconds up to "
+                    f"{MAX_STEP_COST_S:g}; check the bandwidth, FLOP/s and efficiency fields"
+                )
+        if self.kv_capacity_tokens < 1:
+            raise SettingsError(
+                "the weights and activation reserve leave no KV cache (weights_bytes + activation_reserve_bytes >= "
+                "hbm_bytes x gpu_memory_utilization); fix those fields"
+            )
 
     @property
     def weight_read_s(self) -> float:
@@ -154,32 +220,43 @@ def load_preset(name_or_path: str | Path = DEFAULT_PRESET, **overrides: float) -
                 f"unknown hardware preset {text!r}; use one of {', '.join(PRESETS)} or a JSON calibration file"
             )
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raw = path.read_bytes()
+            raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             raise SettingsError(f"{path}: unreadable calibration file ({exc}); give a JSON object") from None
+        document = limits.loads(raw, str(path), SettingsError,
+                                invalid=f"{path}: unreadable calibration file (not valid JSON); give a JSON object")
         if not isinstance(document, dict):
             raise SettingsError(f"{path}: a calibration file is a JSON object of preset fields")
         base = document.pop("base", DEFAULT_PRESET)
-        if base not in PRESETS:
+        if not isinstance(base, str) or base not in PRESETS:
             raise SettingsError(f"{path}: unknown base preset {base!r}; use one of {', '.join(PRESETS)}")
+        document.setdefault("name", f"{base}+{path.name}")
         preset = _override(PRESETS[base], document, str(path))
-        preset = dataclasses.replace(preset, name=document.get("name", f"{base}+{path.name}"))
     return _override(preset, overrides, "overrides") if overrides else preset
 
 
 def _override(preset: HardwarePreset, values: dict, where: str) -> HardwarePreset:
+    """``preset`` with ``values`` replaced, each checked; errors name ``where`` (the file) and the field."""
     fields = {f.name: f for f in dataclasses.fields(HardwarePreset)}
     clean: dict = {}
     for key, value in values.items():
         if key not in fields:
             raise SettingsError(f"{where}: unknown preset field {key!r}; fields are {', '.join(fields)}")
         if key in ("name", "description"):
-            clean[key] = str(value)
+            if not isinstance(value, str):
+                raise SettingsError(f"{where}: field {key!r} must be text (got {type(value).__name__})")
+            clean[key] = value
             continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            raise SettingsError(f"{where}: field {key!r} must be a non-negative number")
+        try:
+            _check_field(key, value)
+        except SettingsError as exc:
+            raise SettingsError(f"{where}: {exc}; fix the calibration file") from None
         clean[key] = int(value) if key == "max_num_seqs" else float(value)
-    return dataclasses.replace(preset, **clean)
+    try:
+        return dataclasses.replace(preset, **clean)
+    except SettingsError as exc:
+        raise SettingsError(f"{where}: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------------------------

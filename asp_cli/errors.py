@@ -71,6 +71,14 @@ class ServerError(AspError):
     exit_code = ExitCode.SERVER
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM under the ``asp`` entry point (`asp_cli.cli.entry`): unwind, then exit with 130.
+
+    A BaseException, like KeyboardInterrupt, so no ``except Exception`` swallows it; not a KeyboardInterrupt,
+    so Click does not turn it into "Aborted!" and exit 1. Code that keeps partial work on Ctrl-C catches both.
+    """
+
+
 class CheckFailed(AspError):
     """A `--check` threshold was broken; the message lists which."""
 

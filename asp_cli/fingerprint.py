@@ -20,7 +20,13 @@ def bytes_fingerprint(data: bytes) -> str:
 
 
 def file_fingerprint(paths: Path | str | Sequence[Path | str]) -> str:
-    """The fingerprint of one file's bytes, or of several files' in order (`combine_fingerprints` of theirs)."""
+    """The fingerprint of one file's bytes, or of several files' in order (`combine_fingerprints` of theirs).
+
+    Raises
+    ------
+    InputError
+        A file that is missing or cannot be read (every file fingerprinted is an input).
+    """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     prints = []
@@ -34,6 +40,8 @@ def file_fingerprint(paths: Path | str | Sequence[Path | str]) -> str:
             raise InputError(f"{path}: no such file") from None
         except IsADirectoryError:
             raise InputError(f"{path}: is a directory; name a file") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
         prints.append("sha256:" + digest.hexdigest())
     return combine_fingerprints(prints)
 

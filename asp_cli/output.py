@@ -1,8 +1,25 @@
-"""Atomic output: write to a temporary file beside the target, then rename it into place.
+"""Atomic output: write a temporary file beside the target, then publish it in one step.
 
 A crash, Ctrl-C or SIGKILL at any moment leaves either the old file or the new one, never a partial one.
 The temporary file is removed on any exception (KeyboardInterrupt included); only SIGKILL can leave one
 behind, and its name (``.NAME.asp-tmp-*``) says what it is.
+
+Publishing is where two runs writing one output meet, so it is one atomic step:
+
+- without ``--force`` (``replace=False``) the finished file is hard-linked to the target name, which fails
+  if the name exists: of two runs racing to a new path, one wins and the other reports that the output
+  exists (exit 7) instead of both succeeding and one silently replacing the other. Where a file system
+  cannot link, the name is claimed with an exclusive create just before the rename: the same outcome;
+- with ``--force`` it is renamed over the target (the last run wins, as asked).
+
+Read-modify-write outputs (``asp observe --append``) hold an exclusive `fcntl.flock` on a lock file beside
+the target from before they read it until after they publish (`locked`), so two appenders run one after
+the other and neither's rows are lost. A lock rather than a compare-and-swap: POSIX has no atomic "replace
+if unchanged", and a check followed by a rename leaves a window; the kernel releases a flock when its
+holder dies, even by SIGKILL, so a crash never leaves a stale lock.
+
+Every failure of writing (an OSError with or without an errno, Polars' and PyArrow's IO errors, a full
+stdout) becomes an `OutputError`: exit 7 with the path, whatever raised it.
 """
 
 from __future__ import annotations
@@ -12,13 +29,20 @@ import errno
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from asp_cli import testhooks
 from asp_cli.errors import OutputError, SettingsError
 
 TMP_MARKER = ".asp-tmp-"
+LOCK_MARKER = ".asp-lock"
 PARQUET_SUFFIXES = (".parquet", ".pq")
+
+_LOCK_POLL_S = 0.02
+_live: set[Path] = set()  # temporary files being written now, removed if the process is forced to exit
+_published: list[Path] = []  # outputs this command put in place
 
 
 def check_parquet_name(output: Path, *, writer: str, other: str = "") -> None:
@@ -35,14 +59,50 @@ def check_parquet_name(output: Path, *, writer: str, other: str = "") -> None:
     raise SettingsError(f"{output}: {writer} writes Parquet, but {name}; name it .parquet{other}")
 
 
-def check_output_path(output: Path, inputs: Iterable[Path] = (), *, force: bool = False) -> None:
-    """Refuse an output that equals an input, or that exists without ``force``.
+class OutputPath(type(Path())):  # type: ignore[misc]
+    """A path that remembers the text it was given: ``Path("out.parquet/")`` forgets the trailing slash."""
+
+    text: str
+
+    def __new__(cls, text: str) -> OutputPath:
+        path = super().__new__(cls, text)
+        path.text = text
+        return path
+
+
+def output_path(text: str) -> Path:
+    """Parse an output option: an `OutputPath`, so that `check_output_path` can refuse ``out.parquet/``."""
+    return OutputPath(text)
+
+
+def published() -> list[Path]:
+    """The outputs put in place since `begin_command` (an interrupted command names them)."""
+    return list(_published)
+
+
+def begin_command() -> None:
+    """Forget what an earlier command in this process published (commands run one at a time)."""
+    _published.clear()
+
+
+def remove_temporary_files() -> None:
+    """Remove the temporary files being written (for an exit that cannot wait for the cleanup)."""
+    for tmp in list(_live):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def check_output_path(output: Path | str, inputs: Iterable[Path] = (), *, force: bool = False) -> None:
+    """Refuse an output that names a folder, equals an input, or exists without ``force``.
 
     Raises
     ------
     OutputError
         With the path and the fix.
     """
+    text = getattr(output, "text", None) or (output if isinstance(output, str) else None)
+    if text is not None and text.endswith(("/", os.sep)):
+        raise OutputError(f"{text} ends with '/', so it names a folder; name the output file without the slash")
     output = Path(output)
     for path in inputs:
         path = Path(path)
@@ -81,9 +141,16 @@ def _tmp_path(output: Path) -> Path:
     return parent / f".{output.name}{TMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def _cannot_write(output: Path, exc: OSError) -> OutputError:
-    reason = exc.strerror or type(exc).__name__
-    return OutputError(f"cannot write {output} ({reason}); check the folder's permissions and free space, "
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = str(exc).strip().splitlines()
+    return text[0][:160] if text else type(exc).__name__
+
+
+def cannot_write(output: Path | str, exc: BaseException) -> OutputError:
+    """The `OutputError` for a failed write of ``output``, with the reason ``exc`` gives."""
+    return OutputError(f"cannot write {output} ({_reason(exc)}); check the folder's permissions and free space, "
                        "or write somewhere else")
 
 
@@ -94,47 +161,143 @@ def _probe_writable(output: Path) -> None:
         with open(probe, "xb"):
             pass
     except OSError as exc:
-        raise _cannot_write(output, exc) from None
+        raise cannot_write(output, exc) from None
     with contextlib.suppress(OSError):
         probe.unlink()
 
 
 # Errors of writing the output whatever the path in them; EACCES and friends count only when they name it.
-_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+# Words of the IO errors Polars and PyArrow raise without an errno (or as their own exception types).
+_IO_WORDS = ("os error", "io error", "no space left", "disk quota", "file too large", "read-only file system",
+             "input/output error", "broken pipe", "error writing bytes")
+
+
+def is_write_failure(exc: BaseException, *paths: Path) -> bool:
+    """Whether ``exc``, raised while writing ``paths``, is a failure to write (rather than a bug or an input).
+
+    An OSError counts when it has no errno (Polars raises those), an errno of a full or read-only disk, or
+    names one of ``paths``; an OSError naming another file (an input that vanished) does not. Polars' and
+    PyArrow's own errors count when their message is an IO error.
+    """
+    if isinstance(exc, OSError):
+        named = [str(name) for name in (exc.filename, exc.filename2) if name]
+        if exc.errno in _OUTPUT_ERRNOS or exc.errno is None:
+            return not named or any(str(p) in named for p in paths) or exc.errno in _OUTPUT_ERRNOS
+        return any(str(p) in str(exc) for p in paths)
+    text = str(exc).lower()
+    return type(exc).__module__.split(".")[0] in ("polars", "pyarrow") and any(w in text for w in _IO_WORDS)
 
 
 @contextlib.contextmanager
-def atomic_path(output: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``output``; rename it onto ``output`` when the block ends cleanly."""
+def atomic_path(output: Path, *, replace: bool) -> Iterator[Path]:
+    """Yield a temporary path beside ``output``; publish it at ``output`` when the block ends cleanly.
+
+    ``replace`` (``--force``) renames it over an existing file; otherwise publishing fails with an
+    `OutputError` if ``output`` exists by then (another run wrote it meanwhile).
+    """
     output = Path(output)
     _check_regular(output)
     target = _target(output)
     tmp = _tmp_path(target)
+    _live.add(tmp)
     try:
         yield tmp
         if not tmp.exists():
             raise OutputError(f"nothing was written for {output}")
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if exc.errno in _OUTPUT_ERRNOS or str(tmp) in str(exc) or str(target) in str(exc):
-            raise _cannot_write(output, exc) from None
+        testhooks.pause("publish")
+        _publish(tmp, target, output, replace=replace)
+        _published.append(output)
+    except OutputError:
+        _discard(tmp)
+        raise
+    except Exception as exc:
+        _discard(tmp)
+        if is_write_failure(exc, tmp, target, output):
+            raise cannot_write(output, exc) from None
         raise
     except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        _discard(tmp)
         raise
+    finally:
+        _live.discard(tmp)
+    testhooks.pause("published")
 
 
-def write_bytes_atomic(output: Path, data: bytes) -> None:
-    """Write ``data`` to ``output`` atomically."""
-    with atomic_path(output) as tmp:
+def _discard(tmp: Path) -> None:
+    with contextlib.suppress(OSError):
+        tmp.unlink()
+
+
+# link() is not supported everywhere (FAT, some network and FUSE file systems).
+_NO_LINK = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK, errno.EXDEV, errno.EACCES}
+
+
+def _publish(tmp: Path, target: Path, output: Path, *, replace: bool) -> None:
+    if replace:
+        os.replace(tmp, target)
+        return
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise OutputError(f"{output} exists (written while this ran); pass --force to replace it") from None
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+        # Claim the name exclusively, then rename the finished file onto the claim.
+        try:
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            raise OutputError(f"{output} exists (written while this ran); pass --force to replace it") from None
+        os.replace(tmp, target)
+        return
+    with contextlib.suppress(OSError):  # the output is in place: a stray second name is only untidy
+        os.unlink(tmp)
+
+
+def write_bytes_atomic(output: Path, data: bytes, *, replace: bool) -> None:
+    """Write ``data`` to ``output`` atomically (``replace``: over an existing file)."""
+    with atomic_path(output, replace=replace) as tmp:
         tmp.write_bytes(data)
 
 
-def write_text_atomic(output: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``output`` atomically."""
-    write_bytes_atomic(output, text.encode("utf-8"))
+def write_text_atomic(output: Path, text: str, *, replace: bool) -> None:
+    """Write ``text`` (UTF-8) to ``output`` atomically (``replace``: over an existing file)."""
+    write_bytes_atomic(output, text.encode("utf-8"), replace=replace)
+
+
+def _lock_path(output: Path) -> Path:
+    target = _target(Path(output))
+    parent = target.parent if str(target.parent) else Path(".")
+    return parent / f".{target.name}{LOCK_MARKER}"
+
+
+@contextlib.contextmanager
+def locked(output: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``output`` for a read-modify-write (see the module docstring).
+
+    The lock is a flock on ``.NAME.asp-lock`` beside the output, which stays there (removing it would let a
+    third run lock a new file while a second still holds the old one).
+    """
+    import fcntl
+
+    path = _lock_path(output)
+    try:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+    try:
+        testhooks.pause("lock-wait")
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                # Poll rather than block: a Ctrl-C the kernel hands to another thread would not interrupt a
+                # blocking flock, and the command would wait for the other run before it could stop.
+                time.sleep(_LOCK_POLL_S)
+        yield
+    finally:
+        os.close(handle)  # closing the last descriptor releases the lock

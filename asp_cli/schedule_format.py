@@ -8,12 +8,14 @@ fingerprints and the command line. Writing is deterministic (fixed writer option
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from asp_cli import limits
 from asp_cli.errors import InputError, ScheduleFormatError
 from asp_cli.output import atomic_path
 
@@ -74,9 +76,18 @@ class Schedule:
         return int(self.settings.get("instances", int(self.frame["instance"].max()) + 1))
 
 
-def _parse_version(text: str) -> tuple[int, int]:
-    major, _, minor = str(text).partition(".")
-    return int(major), int(minor or 0)
+# A format version is text "MAJOR.MINOR": two decimal integers of at most 9 digits, no sign, space, leading
+# zero or other character ("1.0", "1.12"). A number (1.0), "1", "1.0.0", "01.0", " 1.0" or "1_0.0" is not a
+# version: such a file is a damaged schedule.
+_VERSION = re.compile(r"(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})")
+
+
+def parse_version(value: object) -> tuple[int, int] | None:
+    """(major, minor) of a format version, or None when ``value`` is not one (see `_VERSION`)."""
+    if not isinstance(value, str):
+        return None
+    match = _VERSION.fullmatch(value)
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def format_version_for(metadata: dict[str, Any], frame: pl.DataFrame | None = None) -> str:
@@ -86,15 +97,19 @@ def format_version_for(metadata: dict[str, Any], frame: pl.DataFrame | None = No
     for newer, section, key in _VERSION_KEYS:
         part = metadata.get(section)
         if isinstance(part, dict) and key in part:
-            version = max(version, newer, key=_parse_version)
+            version = max(version, newer, key=parse_version)
     for newer, column, value in _VERSION_VALUES if frame is not None else ():
         if column in frame.columns and bool((frame[column] == value).any()):
-            version = max(version, newer, key=_parse_version)
+            version = max(version, newer, key=parse_version)
     return version
 
 
-def write_schedule(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) -> None:
-    """Validate and write a schedule atomically, byte-for-byte deterministic for the same inputs."""
+def write_schedule(frame: pl.DataFrame, metadata: dict[str, Any], output: Path, *, force: bool = False) -> None:
+    """Validate and write a schedule atomically, byte-for-byte deterministic for the same inputs.
+
+    An existing ``output`` is replaced only with ``force`` (`asp_cli.output.atomic_path`), even when another
+    run creates it while this one works.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -117,7 +132,7 @@ def write_schedule(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) 
             metadata=table.schema.metadata,
         )
     )
-    with atomic_path(output) as tmp:
+    with atomic_path(output, replace=force) as tmp:
         pq.write_table(
             table,
             tmp,
@@ -229,16 +244,25 @@ def read_schedule(path: Path) -> Schedule:
     try:
         schema = pq.read_schema(path)
     except Exception as exc:  # noqa: BLE001 - a damaged file
+        if limits.PARQUET_TOO_DEEP in str(exc):
+            raise limits.parquet_depth_error(str(path), ScheduleFormatError) from None
         raise ScheduleFormatError(f"{path}: unreadable Parquet file ({exc}); write the schedule again") from None
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         raise ScheduleFormatError(f"{path}: a Parquet file without asp schedule metadata; it is not an asp schedule")
-    try:
-        metadata = json.loads(raw)
-        version = _parse_version(metadata["format_version"])
-    except (ValueError, KeyError, TypeError):
-        raise ScheduleFormatError(f"{path}: damaged asp schedule metadata; write the schedule again") from None
-    supported = _parse_version(FORMAT_VERSION)
+    metadata = limits.loads(raw, f"{path}: asp schedule metadata", ScheduleFormatError,
+                            fix=f"asp reads at most {limits.MAX_NESTING_DEPTH} levels; write the schedule again",
+                            invalid=f"{path}: damaged asp schedule metadata; write the schedule again")
+    if not isinstance(metadata, dict):
+        raise ScheduleFormatError(f"{path}: damaged asp schedule metadata; write the schedule again")
+    version = parse_version(metadata.get("format_version"))
+    if version is None:
+        raise ScheduleFormatError(
+            f"{path}: damaged asp schedule metadata (format_version {metadata.get('format_version')!r} is not text "
+            "\"MAJOR.MINOR\" of two whole numbers); write the schedule again"
+        )
+    supported = parse_version(FORMAT_VERSION)
+    assert supported is not None
     if version[0] > supported[0]:
         raise ScheduleFormatError(
             f"{path}: schedule format {metadata['format_version']} is newer than this asp reads "
@@ -249,8 +273,7 @@ def read_schedule(path: Path) -> Schedule:
             f"{path}: schedule format {metadata['format_version']} is older than this asp reads "
             f"({FORMAT_VERSION}); make the schedule again with this asp"
         )
-    if not isinstance(metadata, dict):
-        raise ScheduleFormatError(f"{path}: damaged asp schedule metadata; write the schedule again")
+    limits.check_parquet_depth(schema, str(path), ScheduleFormatError)
     _check_settings(metadata, path)
     frame = pl.read_parquet(path)
     validate_frame(frame, where=str(path))

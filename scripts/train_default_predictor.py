@@ -61,6 +61,12 @@ def main() -> None:
     P.save(model, args.out)
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes) in {time.time() - started:.1f} s; "
           f"CV tau {cv['overall']['group_max']['kendall_tau']}", file=sys.stderr)
+    if args.out.resolve() == (ROOT / "asp_cli" / "models" / "default.skops").resolve():
+        # The bundled model's state is compiled into asp (loading it then needs no skops import).
+        from compile_bundled_model import main as compile_bundled
+
+        sys.argv = [sys.argv[0]]
+        compile_bundled()
 
 
 C_SOURCE = "data_source"

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "asp_cli"
 
 # Rooms from the bottom up; a module may import its own room and the rooms below it (docs/architecture.md).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "columns"),
+    ("errors", "columns", "limits", "testhooks"),
     ("settings", "fingerprint", "output"),
     ("costmodel", "schedule_format", "reading"),
     ("predict",),

@@ -20,9 +20,9 @@ from util import make_prompts, write_jsonl
 
 def test_atomic_path_replaces_only_on_success(tmp_path):
     target = tmp_path / "out.txt"
-    write_text_atomic(target, "one")
+    write_text_atomic(target, "one", replace=True)
     with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
+        with atomic_path(target, replace=True) as tmp:
             tmp.write_text("half")
             raise RuntimeError
     assert target.read_text() == "one"
@@ -48,7 +48,7 @@ def test_check_output_path_refuses_devices_and_pipes(tmp_path):
         with pytest.raises(OutputError, match="is not a regular file"):
             check_output_path(target, force=True)
         with pytest.raises(OutputError, match="is not a regular file"):
-            write_text_atomic(target, "x")
+            write_text_atomic(target, "x", replace=True)
     assert Path("/dev/null").is_char_device() or not Path("/dev/null").exists()
 
 
@@ -57,7 +57,7 @@ def test_atomic_path_writes_through_a_symlink(tmp_path):
     (tmp_path / "real.txt").write_text("old")
     (tmp_path / "link.txt").symlink_to("real.txt")
     check_output_path(tmp_path / "link.txt", force=True)
-    write_text_atomic(tmp_path / "link.txt", "new")
+    write_text_atomic(tmp_path / "link.txt", "new", replace=True)
     assert (tmp_path / "link.txt").is_symlink() and (tmp_path / "real.txt").read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "real.txt"]
 
@@ -71,12 +71,12 @@ def test_unwritable_output_is_an_output_error(tmp_path, monkeypatch):
             check_output_path(Path("/proc/o.parquet"))
     target = tmp_path / "out.txt"
     with pytest.raises(OutputError, match="cannot write .*out.txt .*No space left"):
-        with atomic_path(target) as tmp:
+        with atomic_path(target, replace=True) as tmp:
             tmp.write_text("partial")
             raise OSError(errno.ENOSPC, "No space left on device")
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(OSError, match="unrelated"):  # other OS errors (an input vanishing) are not relabelled
-        with atomic_path(target):
+        with atomic_path(target, replace=True):
             raise FileNotFoundError(errno.ENOENT, "unrelated", "/elsewhere/input.jsonl")
 
 
@@ -95,26 +95,23 @@ def big_input(tmp_path_factory):
     return source, time.perf_counter() - start
 
 
+# SIGKILL at moments spread over a run (reading, predicting, arranging, writing). Ctrl-C and SIGTERM are
+# tested deterministically at named points in tests/test_errors_table.py (E29), and SIGKILL exactly before
+# and after the output is put in place in tests/test_hostile.py, so four timed kills keep this test's reach
+# (12 timed runs before, half the suite's time).
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
-@pytest.mark.parametrize("fraction", [0.1, 0.4, 0.7, 0.85, 0.95, 0.99])
-def test_kill_at_any_moment_leaves_old_or_new(tmp_path, big_input, sig, fraction):
+@pytest.mark.parametrize("fraction", [0.3, 0.6, 0.85, 0.97])
+def test_kill_at_any_moment_leaves_old_or_new(tmp_path, big_input, fraction):
     source, clean_s = big_input
     out = tmp_path / "schedule.parquet"
     out.write_bytes(b"previous schedule")
     proc = subprocess.Popen(_command(source, out), stderr=subprocess.PIPE)
     time.sleep(clean_s * fraction)
-    proc.send_signal(sig)
+    proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=120)
     content = out.read_bytes()
     if content != b"previous schedule":
         assert read_schedule(out).frame.height == 3 * 60_000  # the new file, complete
+    # SIGKILL cannot be caught: a temporary file may stay, named so that it is recognisable.
     leftovers = [p.name for p in tmp_path.iterdir() if TMP_MARKER in p.name]
-    if sig == signal.SIGINT:
-        assert leftovers == [], "Ctrl-C must not leave temporary files"
-        # 130, or death by SIGINT itself (-2) when the signal lands before asp's handler is installed
-        # (while Python imports): shells report both as 130.
-        assert proc.returncode in (0, 130, -signal.SIGINT)
-    else:
-        # SIGKILL cannot be caught: a temporary file may stay, named so that it is recognisable.
-        assert all(name.startswith(".schedule.parquet" + TMP_MARKER) for name in leftovers)
+    assert all(name.startswith(".schedule.parquet" + TMP_MARKER) for name in leftovers)

@@ -6,9 +6,7 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
-import time
+import zlib
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,7 +15,9 @@ from typer.testing import CliRunner
 
 from asp_cli.cli.main import app
 
-from util import REPO, SAMPLE_PROMPTS, write_jsonl
+from asp_cli.schedule_format import read_schedule
+
+from util import REPO, SAMPLE_PROMPTS, Paused, asp_command, write_jsonl
 
 runner = CliRunner()
 GOOD = [{"id": "a", "question": "What is 2+2?"}, {"id": "b", "question": "Prove that there are infinitely many primes."}]
@@ -42,6 +42,12 @@ def setup_files(tmp: Path) -> None:
     (tmp / "cal.json").write_text('{"eta_bandwidth": "fast"}')
     (tmp / "exists.parquet").write_text("old")
     os.mkfifo(tmp / "fifo.parquet")
+    (tmp / "deep.jsonl").write_text('{"id": "a", "question": "q"}\n{"id": "b", "question": "r", "x": '
+                                    + "[" * 1000 + "]" * 1000 + "}\n")
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    (tmp / "bomb.jsonl.gz").write_bytes(header + zlib.compress(b"\0" * (64 << 20), 9)[2:-4] + b"\x00" * 8)
+    (tmp / "nan.json").write_text('{"eta_bandwidth": NaN}')
+    write_jsonl(tmp / "floatid.jsonl", [{"id": "a", "question": "q"}, {"id": 1.5, "question": "r"}])
 
 
 def run(tmp: Path, *args: str):
@@ -97,6 +103,19 @@ CASES = [
      "fifo.parquet is not a regular file (a device, pipe or socket); name a file"),
     ("E45", ["bench", "--workload", "aime-k8-n4", "--data", "{tmp}"], 3,
      "no benchmark workload could run: aime-k8-n4 needs aime_r1distill1.5b_lengths/, which does not ship"),
+    ("E46", ["schedule", "{tmp}/deep.jsonl", "-o", "{tmp}/o.parquet"], 3,
+     "deep.jsonl:2: JSON nested more than 100 levels deep (at column 134); asp reads at most 100 levels: flatten the "
+     "field, or fix the row, or pass --on-bad-row skip to skip bad rows"),
+    ("E49", ["schedule", "{tmp}/bomb.jsonl.gz", "-o", "{tmp}/o.parquet"], 3,
+     "bomb.jsonl.gz: the gzip data inflates to more than 200 times its size (a decompression bomb, or data asp "
+     "cannot tell from one); decompress it yourself and give the plain file"),
+    ("E50", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--preset", "{tmp}/nan.json"], 4,
+     "nan.json: field 'eta_bandwidth' must be a finite number in (0, 1e12] (got nan); fix the calibration file"),
+    ("E53", ["schedule", "{tmp}/floatid.jsonl", "-o", "{tmp}/o.parquet"], 3,
+     "floatid.jsonl:2: column 'id' (the id) is the number 1.5, not an integer; ids are text or integers: fix the row, "
+     "name another column with --id-key, or pass --on-bad-row skip to skip bad rows"),
+    ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
+     "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]
 
 
@@ -248,23 +267,26 @@ def test_error_row_internal_error(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("point", ["entry", "callback", "publish", "published"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_error_row_interrupted(tmp_path, sig):
-    """E29: Ctrl-C or SIGTERM: exit 130, the previous output intact, no temporary file left."""
+def test_error_row_interrupted(tmp_path, sig, point):
+    """E29: Ctrl-C or SIGTERM: exit 130 and one line, the previous output intact (or the new one complete),
+    no temporary file left. The child stops at a pause point (`asp_cli.testhooks`): before Typer and the
+    commands import, inside the option parser, with the output's temporary file complete, and with the output
+    just published; the signal lands there, so the verdict never depends on timing."""
     out = tmp_path / "s.parquet"
     out.write_bytes(b"previous")
-    proc = subprocess.Popen([sys.executable, "-m", "asp_cli", "schedule", str(SAMPLE_PROMPTS), "-o", str(out),
-                             "--force"], stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
-    proc.send_signal(sig)
-    _, stderr = proc.communicate(timeout=60)
-    if out.read_bytes() != b"previous":
-        # The signal came after the schedule was written (its exit code is then 0, 130 or death by the
-        # signal while Python shuts down): the new file must be complete.
-        assert "Wrote" in stderr and out.read_bytes()[:4] == b"PAR1"
+    child = Paused(asp_command("schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--force"), point)
+    assert child.reached, child.wait()
+    child.signal(sig)
+    code, stdout, stderr = child.wait()
+    assert code == 130, stderr
+    assert stdout == "" and stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    if point == "published":
+        assert stderr == f"Interrupted after writing {out} (complete); nothing else was written.\n"
+        assert read_schedule(out).frame.height == 3540
     else:
-        assert proc.returncode == 130, stderr
-        assert "Interrupted; nothing was written." in stderr
+        assert stderr == "Interrupted; nothing was written.\n"
         assert out.read_bytes() == b"previous"
     assert [p.name for p in tmp_path.iterdir()] == ["s.parquet"]
 
@@ -336,9 +358,89 @@ def test_error_rows_replay_and_calibrate(tmp_path, monkeypatch):
     assert pq.read_table(out).num_rows == 12
 
 
+def test_error_row_poisoned_and_oversized_model_files(tmp_path):
+    """E47: NaN weights (was exit 0 with -9.2e18 tokens); E48: a member that would inflate past the limit."""
+    import struct
+
+    import numpy as np
+
+    from asp_cli.predict import model as P
+    from asp_cli.predict.prediction import DEFAULT_MODEL
+
+    setup_files(tmp_path)
+    poisoned = P.load(DEFAULT_MODEL)
+    poisoned.word_coef_ = np.full_like(poisoned.word_coef_, np.nan)
+    P.save(poisoned, tmp_path / "nan.skops")
+    name = b"schema.json"  # declares 3 GiB; nothing is read past the central directory
+    body = b"\x03\x00"
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0x21, 0, len(body), 3 << 30, len(name), 0)
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 0x21, 0, len(body), 3 << 30, len(name),
+                          0, 0, 0, 0, 0, 0) + name
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central), len(local) + len(name) + len(body), 0)
+    (tmp_path / "bomb.skops").write_bytes(local + name + body + central + end)
+    for model, words in (("nan.skops", "nan.skops: the model file is damaged or not an asp predictor ('word_coef' "
+                                       "holds NaN or infinite values); refit it with `asp predictor fit`"),
+                         ("bomb.skops", "bomb.skops: member 'schema.json' inflates to 3,221,225,472 bytes, more than "
+                                        "268,435,456; it is not an asp predictor")):
+        for command in (["schedule", str(tmp_path / "good.jsonl"), "-o", str(tmp_path / "o.parquet"), "--predictor",
+                         str(tmp_path / model)], ["predictor", "info", str(tmp_path / model)]):
+            result = runner.invoke(app, command)
+            assert result.exit_code == 5 and words in result.stderr, result.stderr
+            assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_error_row_output_written_meanwhile(tmp_path):
+    """E51: two runs to one new output without --force: the one that publishes second is refused (exit 7)."""
+    out = tmp_path / "s.parquet"
+    first = Paused(asp_command("schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--quiet"), "publish")
+    assert first.reached
+    assert runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--quiet"]).exit_code == 0
+    first.resume()
+    assert first.wait() == (7, "", f"Error: {out} exists (written while this ran); pass --force to replace it\n")
+
+
+def test_error_row_output_failure_without_errno(tmp_path, monkeypatch):
+    """E52: Polars' full-disk error has no errno; a full stdout. Both exit 7, naming what could not be written."""
+    import polars as pl
+
+    schedule = _schedule(tmp_path)
+
+    def full(*args, **kwargs):
+        raise OSError("No space left on device (os error 28)")
+
+    monkeypatch.setattr(pl.DataFrame, "write_ndjson", full)
+    out = tmp_path / "e.jsonl"
+    result = runner.invoke(app, ["export", str(schedule), str(SAMPLE_PROMPTS), "--format", "jsonl", "-o", str(out)])
+    assert result.exit_code == 7 and result.stderr == (
+        f"Error: cannot write {out} (No space left on device (os error 28)); check the folder's permissions and free "
+        "space, or write somewhere else\n")
+    if Path("/dev/full").exists():
+        import subprocess
+
+        with open("/dev/full", "w") as stdout:
+            done = subprocess.run(asp_command("report", str(schedule), "--json"), stdout=stdout,
+                                  stderr=subprocess.PIPE, text=True, timeout=300)
+        assert done.returncode == 7 and done.stderr == (
+            "Error: cannot write to stdout (No space left on device); free space where it goes, or send it elsewhere\n")
+
+
+def test_error_row_format_version_not_major_minor(tmp_path):
+    """E55: a format version that is not text "MAJOR.MINOR" (here the number 1.999) is a damaged schedule."""
+    target = _schedule(tmp_path)
+    table = pq.read_table(target)
+    meta = json.loads(table.schema.metadata[b"asp.schedule"])
+    meta["format_version"] = 1.999
+    pq.write_table(table.replace_schema_metadata({b"asp.schedule": json.dumps(meta).encode()}), target)
+    result = runner.invoke(app, ["report", str(target)])
+    assert result.exit_code == 6 and result.stderr == (
+        f"Error: {target}: damaged asp schedule metadata (format_version 1.999 is not text \"MAJOR.MINOR\" of two "
+        "whole numbers); write the schedule again\n")
+
+
 def test_every_documented_row_is_tested():
     table = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
-        f"E{i}" for i in range(38, 45)}
+        f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"}
     assert documented == tested

@@ -99,22 +99,27 @@ def test_expected_max_of_normals():
     np.testing.assert_allclose(z, [0.0, 0.5642, 1.4236], atol=0.02)
 
 
-def test_plain_reader_builds_the_same_state_as_skops():
-    """The skops-free fast path and skops' own trusted loading agree on the bundled model."""
+def test_the_compiled_bundled_state_is_what_skops_loads():
+    """The bundled model's compiled state (`asp_cli.predict.bundled`, used instead of importing skops) is exactly
+    what skops' trusted loading builds from the bundled file, and it is recorded for that file's bytes."""
+    import hashlib
+
     import numpy as np
     import skops.io as sio
 
-    from asp_cli.predict.model import TRUSTED_TYPES, _plain_state
+    from asp_cli.predict import bundled
+    from asp_cli.predict.model import TRUSTED_TYPES
     from asp_cli.predict.prediction import DEFAULT_MODEL
 
-    fast = _plain_state(DEFAULT_MODEL)
+    assert bundled.SHA256 == hashlib.sha256(DEFAULT_MODEL.read_bytes()).hexdigest()
+    fast = bundled.state()
     slow = sio.load(DEFAULT_MODEL, trusted=list(TRUSTED_TYPES))
-    assert fast is not None and fast.keys() == slow.keys()
+    assert fast.keys() == slow.keys()
     for key in fast:
         if isinstance(fast[key], np.ndarray):
             assert np.array_equal(fast[key], slow[key]) and fast[key].dtype == slow[key].dtype
         else:
-            assert fast[key] == slow[key]
+            assert fast[key] == slow[key] and type(fast[key]) is type(slow[key])
 
 
 def test_a_file_of_an_older_feature_set_keeps_its_own_features(fitted, tmp_path):
@@ -123,7 +128,7 @@ def test_a_file_of_an_older_feature_set_keeps_its_own_features(fitted, tmp_path)
     path = tmp_path / "m.skops"
     P.save(model, path)
     card = P.read_card(path)
-    state = P._plain_state(path)
+    state = P._read_state(path)
     state.pop("features"), state.pop("feature_set")
     old = P._from_state(state, card, path)
     assert old.features_ == model.features_
@@ -139,7 +144,7 @@ def fitted_chars():
     return prompts, P.LengthPredictor(min_df=1, char_ngrams=True).fit(prompts, lengths)
 
 
-def test_char_ngrams_fit_predict_and_round_trip_through_the_plain_loader(fitted, fitted_chars, tmp_path):
+def test_char_ngrams_fit_predict_and_round_trip(fitted, fitted_chars, tmp_path):
     from asp_cli.predict.evaluate import kendall_tau
 
     prompts, model = fitted_chars
@@ -153,8 +158,8 @@ def test_char_ngrams_fit_predict_and_round_trip_through_the_plain_loader(fitted,
     assert not np.allclose(mu, fitted[2].predict_log(test_prompts)[0])  # the char score is used
     path = tmp_path / "chars.skops"
     P.save(model, path)
-    state = P._plain_state(path)
-    assert state is not None and state["char_coef"].dtype == np.float64  # plain data, no skops needed
+    state = P._read_state(path)
+    assert state is not None and state["char_coef"].dtype == np.float64  # plain data: a NumPy array
     loaded = P.load(path)
     assert loaded.char_ngram_sizes_ == (3, 4) and P.read_card(path)["format_version"] == 2
     np.testing.assert_array_equal(loaded.predict_log(prompts)[0], model.predict_log(prompts)[0])
@@ -172,7 +177,7 @@ def test_models_without_char_ngrams_keep_their_format_and_predictions(fitted, tm
     prompts, _, model = fitted
     path = tmp_path / "m.skops"
     P.save(model, path)
-    state = P._plain_state(path)
+    state = P._read_state(path)
     assert state["format_version"] == 1 and not any(k.startswith("char") for k in state)
     assert "char_ngrams" not in json.loads(state["params"]) and "char_score" not in P.read_card(path)["features"]
     assert P.load(path).char_ngram_sizes_ == ()
@@ -184,3 +189,24 @@ def test_models_without_char_ngrams_keep_their_format_and_predictions(fitted, tm
     assert mu[:5].tolist() == [5.167078928507973, 4.978924197318372, 5.277803574830903, 4.9673946919426,
                                5.308507367399437]
     assert float(mu.sum()) == pytest.approx(19708.29939473353, abs=1e-9)
+
+
+def test_the_bundled_model_loads_without_importing_skops(tmp_path):
+    """Importing skops.io costs seconds (all of scikit-learn, and torch when installed): `asp schedule` with
+    the bundled model must not pay it; any other model file goes through skops' trusted loading."""
+    import subprocess
+    import sys
+
+    from util import SAMPLE_PROMPTS
+
+    code = (
+        "import sys\n"
+        "from asp_cli.cli.main import app\n"
+        "try:\n"
+        f"    app(['schedule', {str(SAMPLE_PROMPTS)!r}, '-o', {str(tmp_path / 's.parquet')!r}, '--quiet'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        "print(sorted(m for m in ('skops', 'skops.io', 'sklearn') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]" and (tmp_path / "s.parquet").is_file()

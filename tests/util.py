@@ -48,3 +48,50 @@ def make_predictions(count: int, seed: int = 0, cap: int = 8192) -> pl.DataFrame
 
 def prompt_frame(count: int) -> pl.DataFrame:
     return pl.DataFrame({"row": np.arange(count, dtype=np.int64), "prompt_id": [f"p{i}" for i in range(count)]})
+
+
+class Paused:
+    """A child process stopped at a test pause point (`asp_cli.testhooks`): no timing, no polling.
+
+    ``Paused(command, point)`` starts ``command`` and returns once the child has reached ``point`` (it then
+    waits there); `resume` lets it go on, `wait` collects it. ``reached`` is False when the child exited
+    without reaching the point.
+    """
+
+    def __init__(self, command: list[str], point: str, *, hang_guard_s: float = 300.0, **popen) -> None:
+        import os
+        import select
+        import subprocess
+
+        ready_r, ready_w = os.pipe()
+        go_r, self._go = os.pipe()
+        env = {**os.environ, **popen.pop("env", {}), "ASP_TEST_PAUSE": f"{point}:{ready_w},{go_r}"}
+        self.proc = subprocess.Popen(command, env=env, pass_fds=(ready_w, go_r), text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+        os.close(ready_w)
+        os.close(go_r)
+        # The guard only stops a broken child from hanging the suite; no verdict depends on time.
+        readable, _, _ = select.select([ready_r], [], [], hang_guard_s)
+        self.reached = bool(readable) and os.read(ready_r, 1) == b"!"
+        os.close(ready_r)
+
+    def resume(self) -> None:
+        import os
+
+        if self._go is not None:
+            os.close(self._go)
+            self._go = None
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float = 300.0) -> tuple[int, str, str]:
+        stdout, stderr = self.proc.communicate(timeout=timeout)
+        self.resume()
+        return self.proc.returncode, stdout, stderr
+
+
+def asp_command(*args: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "asp_cli", *args]

@@ -438,7 +438,7 @@ def schedule(
     if predictions and (predictor is not None or history):
         raise SettingsError("--predictions replaces the predictor: give it without --predictor and --history")
     if output is not None:
-        check_output_path(Path(output), [*inputs, *history, *predictions, *([predictor] if predictor else [])],
+        check_output_path(output, [*inputs, *history, *predictions, *([predictor] if predictor else [])],
                           force=force)
         check_parquet_name(Path(output), writer="asp schedule")
     preset = load_preset(settings.preset)
@@ -508,7 +508,7 @@ def schedule(
     result = ScheduleResult(frame=frame, metadata=metadata, summary=summary)
     if output is not None:
         note("writing schedule")
-        write_schedule(frame, metadata, Path(output))
+        write_schedule(frame, metadata, Path(output), force=force)
         result.output = Path(output)
     return result
 

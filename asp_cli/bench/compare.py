@@ -272,11 +272,11 @@ def load_zeroeval(data: Path | None, dataset: str, *, history_generators: int = 
 
 def load_aime(data: Path | None, *, history_samples: int = 4):
     """AIME R1-distill: samples 0..h-1 are history (an earlier epoch), samples h..7 the truth."""
-    from asp_cli.bench.data import aime_folder
+    from asp_cli.bench.data import aime_folder, read_ndjson
 
     folder = aime_folder(data)
     gens = pl.read_csv(folder / "generations.csv").filter(pl.col("run") == "A").sort(["aime_id", "gen_index"])
-    problems = pl.read_ndjson(folder / "aime_problems_1983_2024.jsonl")
+    problems = read_ndjson(folder / "aime_problems_1983_2024.jsonl")
     used = gens.select("aime_id").unique(maintain_order=True).join(problems, on="aime_id", how="left")
     history = gens.filter(pl.col("gen_index") < history_samples).select(
         pl.concat_str(pl.lit("aime:"), pl.col("aime_id")).alias(C.PROMPT_ID),

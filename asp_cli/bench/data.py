@@ -9,6 +9,7 @@ needs them is skipped when there is none.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -65,11 +66,27 @@ def zeroeval_tables(data: Path | None) -> tuple[pl.DataFrame, pl.DataFrame]:
         problems = pl.read_parquet(BUNDLED / "zeroeval_problems.parquet")
         lengths = pl.read_parquet(BUNDLED / "zeroeval_lengths.parquet")
     else:
-        problems = pl.read_ndjson(folder / "problems.jsonl")
+        problems = read_ndjson(folder / "problems.jsonl")
         lengths = pl.read_csv(folder / "lengths.csv.gz", schema_overrides={"id": pl.String})
     return (problems.select("dataset", pl.col("id").cast(pl.String), "problem"),
             lengths.select("dataset", pl.col("id").cast(pl.String), "generator",
                            pl.col("output_chars").cast(pl.Int64)))
+
+
+def read_ndjson(path: Path) -> pl.DataFrame:
+    """A JSON-lines file of the benchmark data, its nesting checked (`asp_cli.limits`) before Polars parses it."""
+    from asp_cli import limits
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    hits = limits.json_depth_violations(data, per_line=True)
+    if hits:
+        line, _ = limits.line_and_column(data, hits[0])
+        raise InputError(f"{path}:{line}: JSON nested more than {limits.MAX_NESTING_DEPTH} levels deep; "
+                         f"{limits.DEPTH_FIX}")
+    return pl.read_ndjson(io.BytesIO(data))
 
 
 def aime_folder(data: Path | None) -> Path:

@@ -36,10 +36,28 @@ def say(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def write_stdout(text: str) -> None:
+    """Data on stdout, flushed; a stdout that cannot take it (a full disk, a closed pipe) is exit 7."""
+    from asp_cli.errors import OutputError
+
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:  # ValueError: stdout already closed
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise OutputError(f"cannot write to stdout ({reason}); free space where it goes, or send it elsewhere") from None
+
+
 def emit_json(document: Any) -> None:
     """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs."""
-    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    sys.stdout.flush()
+    write_stdout(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def output_option(*names: str, default: Any = ..., help: str) -> Any:  # noqa: A002 - Typer's own name
+    """A Typer option for a file asp writes: it keeps the text given, so ``out.parquet/`` can be refused."""
+    from asp_cli.output import output_path
+
+    return typer.Option(default, *names, help=help, parser=output_path, metavar="<path>")
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
@@ -48,10 +66,22 @@ def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal 
 
 @contextlib.contextmanager
 def guarded() -> Iterator[None]:
-    """Run a command body, mapping failures to one stderr line and a documented exit code."""
+    """Run a command body, mapping failures to one stderr line and a documented exit code.
+
+    Interrupts (Ctrl-C, SIGTERM) print `asp_cli.cli.interrupts.message` once and exit 130. Under the ``asp``
+    entry point its handlers are already installed; otherwise (the library's own callers, tests) SIGTERM is
+    routed to KeyboardInterrupt for the command's duration.
+    """
+    from asp_cli import output
+    from asp_cli.cli import interrupts
+
+    output.begin_command()
+    interrupts.begin_command()
+    own = not interrupts.installed()
     previous = signal.getsignal(signal.SIGTERM)
-    with contextlib.suppress(ValueError):  # not in the main thread (tests): keep the default
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+    if own:
+        with contextlib.suppress(ValueError):  # not in the main thread (tests): keep the default
+            signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         yield
     except AspError as exc:
@@ -59,8 +89,8 @@ def guarded() -> Iterator[None]:
             traceback.print_exc()
         say(f"Error: {exc}")
         raise typer.Exit(int(exc.exit_code)) from None
-    except KeyboardInterrupt:
-        say("Interrupted; nothing was written.")
+    except (KeyboardInterrupt, interrupts.Interrupted):
+        interrupts.announce()
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     except typer.Exit:
         raise
@@ -73,8 +103,9 @@ def guarded() -> Iterator[None]:
         )
         raise typer.Exit(int(ExitCode.INTERNAL)) from None
     finally:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, previous)
+        if own:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, previous)
 
 
 def show_progress(quiet: bool) -> bool:

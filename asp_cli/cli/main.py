@@ -1,7 +1,8 @@
 """The `asp` command line: a thin layer that parses options, calls the library and renders the result.
 
 Each command group lives in its own module of ``asp_cli.cli`` with a ``register(app)`` function; this module only
-assembles them and holds the global options.
+assembles them and holds the global options. The console script is `asp_cli.cli.entry.main`, which installs the
+signal handlers before this module (Typer, every command group) imports.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ def _main(
     ),
 ) -> None:
     """Adaptive Scheduling Pipeline: offline rollout schedules for LLM RL training."""
+    from asp_cli import testhooks
+
     set_traceback(traceback)
+    testhooks.pause("callback")
 
 
 def _register_all() -> None:
@@ -50,16 +54,3 @@ def _register_all() -> None:
 
 
 _register_all()
-
-
-def main() -> None:
-    """Console-script entry point."""
-    try:
-        app()
-    except KeyboardInterrupt:  # outside a command's own handler (while parsing options)
-        typer.echo("Interrupted; nothing was written.", err=True)
-        raise SystemExit(130) from None
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, say
+from asp_cli.cli.common import emit_json, guarded, output_option, say
 
 
 def register(app: typer.Typer) -> None:
@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
 def export_command(
     schedule: Path = typer.Argument(..., help="The schedule (.parquet) `asp schedule` wrote."),
     dataset: list[Path] = typer.Argument(..., help="The prompt file(s) the schedule was made from, in the same order."),
-    output: Path = typer.Option(..., "--output", "-o", help="The ordered dataset to write (.parquet or .jsonl)."),
+    output: Path = output_option("--output", "-o", help="The ordered dataset to write (.parquet or .jsonl)."),
     format: str = typer.Option("parquet", "--format", "-f", help="parquet, jsonl, or verl (Parquet in verl's RLHFDataset layout)."),  # noqa: A002
     epoch: Optional[int] = typer.Option(None, "--epoch", help="Export one epoch (0-based); default all, one after the other."),
     order: Optional[str] = typer.Option(None, "--order", help="'dispatch' (the schedule's seq) or 'train' (by training step, batches balanced across workers). Default: train for verl, dispatch otherwise."),
@@ -61,7 +61,7 @@ def export_command(
 
 def observe_command(
     logs: list[Path] = typer.Argument(..., help="Rollout logs: prompt id + response token count per sample (.jsonl, .json, .parquet, .csv), or verl generation dumps."),
-    output: Path = typer.Option(..., "--output", "-o", help="The history file (.parquet) to write or append to."),
+    output: Path = output_option("--output", "-o", help="The history file (.parquet) to write or append to."),
     schedule: Optional[Path] = typer.Option(None, "--schedule", help="The schedule the rollouts replayed: ids outside it are unknown."),
     dataset: list[Path] = typer.Option([], "--dataset", help="The prompt file(s): ids outside them are unknown; needed for verl dumps (repeatable)."),
     append: bool = typer.Option(False, "--append", help="Add to an existing history (a log already in it is not added twice)."),

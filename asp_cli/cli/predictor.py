@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, say
+from asp_cli.cli.common import emit_json, guarded, output_option, say
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.settings import ScheduleSettings
 
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 @predictor_app.command("fit")
 def fit_command(
     inputs: list[Path] = typer.Argument(..., help=_DATA_HELP + " With --history: prompt files, as for `asp schedule`."),
-    output: Path = typer.Option(..., "--output", "-o", help="The model file to write (.skops)."),
+    output: Path = output_option("--output", "-o", help="The model file to write (.skops)."),
     history: list[Path] = typer.Option([], "--history", help="Observed lengths of the prompts in INPUTS (as `asp observe` writes them; repeatable), joined to them by prompt id."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
@@ -123,7 +123,7 @@ def eval_command(
 @predictor_app.command("predict")
 def predict_command(
     inputs: list[Path] = typer.Argument(..., help="Prompt files, as for `asp schedule`."),
-    output: Path = typer.Option(..., "--output", "-o", help="The predictions to write (.parquet)."),
+    output: Path = output_option("--output", "-o", help="The predictions to write (.parquet)."),
     model: Optional[Path] = typer.Option(None, "--model", help="A model file; default: the bundled one."),
     history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs (repeatable)."),
     samples_per_prompt: int = typer.Option(_DEFAULT.samples_per_prompt, "--samples-per-prompt", "-n", help="Samples per prompt (GRPO group size N)."),

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, say
+from asp_cli.cli.common import emit_json, guarded, output_option, say
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import ScheduleSettings
 
@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 def probe_command(
     inputs: list[Path] = typer.Argument(..., help="Prompt files, as for `asp schedule`."),
-    output: Path = typer.Option(..., "--output", "-o", help="The probe to write: .jsonl or .parquet (the input's own rows)."),
+    output: Path = output_option("--output", "-o", help="The probe to write: .jsonl or .parquet (the input's own rows)."),
     fraction: Optional[float] = typer.Option(None, "--fraction", help="Share of the prompts to probe, in (0, 1]; default 0.02."),
     prompts: Optional[int] = typer.Option(None, "--prompts", help="Probe exactly this many prompts (instead of --fraction)."),
     min_per_source: int = typer.Option(4, "--min-per-source", help="At least this many prompts of each data_source (all of a smaller one)."),

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, say, show_progress
+from asp_cli.cli.common import emit_json, guarded, output_option, say, show_progress
 
 API_KEY_ENV = "ASP_API_KEY"  # sent as a bearer token (vllm serve --api-key)
 
@@ -63,7 +63,7 @@ def replay_command(
     servers: Optional[str] = typer.Option(None, "--servers", help="OpenAI-compatible base URLs, comma-separated, one per instance in instance order (http://host:8000/v1)."),
     in_process: Optional[str] = typer.Option(None, "--in-process", help="Replay through vLLM's offline LLM in this process with this model (needs pip install 'asp-cli[vllm]')."),
     tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", help="With --in-process: GPUs of the engine."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="The timeline to write (.parquet), one row per request."),
+    output: Optional[Path] = output_option("--output", "-o", default=None, help="The timeline to write (.parquet), one row per request."),
     engine: Optional[str] = typer.Option(None, "--engine", help="'blocking' (a minibatch at a time per instance) or 'streaming' (each instance's queue kept full up to --max-in-flight); default: streaming for a schedule planned for a streaming engine, else blocking."),
     max_in_flight: Optional[int] = typer.Option(None, "--max-in-flight", help="Most requests in flight per server; streaming default: the preset's max_num_seqs."),
     baseline: list[str] = typer.Option([], "--baseline", help="Replay this baseline arrangement of the same prompts (repeatable); with --compare, the baselines to run after asp."),
@@ -122,7 +122,7 @@ def replay_command(
                 schedule, datasets, output=None if dry_run else output, live=live, in_process=local,
                 lengths=lengths, read=read, baselines=baseline, compare=compare, synthetic_prompts=synthetic_prompts,
                 preset=preset, seed=seed, dry_run=dry_run,
-                gpus_per_instance=gpus_per_instance, progress=bar)
+                gpus_per_instance=gpus_per_instance, progress=bar, force=force)
         finally:
             bar.close()
         done = report.timeline.height if report.timeline is not None else 0
@@ -194,11 +194,11 @@ def _summary(document: dict, output: Optional[Path]) -> str:
 
 def calibrate_command(
     timeline: Optional[Path] = typer.Argument(None, help="A timeline written by `asp replay -o` (or use --servers)."),
-    output: Path = typer.Option(..., "--output", "-o", help="The preset JSON to write (for --preset of asp schedule/simulate)."),
+    output: Path = output_option("--output", "-o", help="The preset JSON to write (for --preset of asp schedule/simulate)."),
     base: Optional[str] = typer.Option(None, "--base", help="The preset the fit starts from and whose hardware figures it keeps (name or JSON file); default: the timeline's."),
     servers: Optional[str] = typer.Option(None, "--servers", help="Measure a short probe run of your own on these servers (comma-separated base URLs) instead of a timeline."),
     model: Optional[str] = typer.Option(None, "--model", help="With --servers: the served model name (default: the first listed)."),
-    probe_timeline: Optional[Path] = typer.Option(None, "--probe-timeline", help="With --servers: also keep the probe's timeline here (.parquet)."),
+    probe_timeline: Optional[Path] = output_option("--probe-timeline", default=None, help="With --servers: also keep the probe's timeline here (.parquet)."),
     probe_max_batch: int = typer.Option(256, "--probe-max-batch", help="With --servers: the largest probe minibatch (requests)."),
     probe_tokens: int = typer.Option(256, "--probe-tokens", help="With --servers: the longest probe response (tokens)."),
     kv_cache_tokens: Optional[int] = typer.Option(None, "--kv-cache-tokens", help="The engine's KV cache in tokens (vLLM logs 'GPU KV cache size'); default: what the servers reported."),
@@ -230,7 +230,7 @@ def calibrate_command(
             report = calibrate(timeline, output, base=base, live=live, probe_timeline=probe_timeline,
                                probe_max_batch=probe_max_batch, probe_response_tokens=probe_tokens,
                                kv_cache_tokens=kv_cache_tokens, max_num_seqs=max_num_seqs, train_steps=train_steps,
-                               progress=bar)
+                               progress=bar, force=force)
         finally:
             bar.close()
         if not quiet:

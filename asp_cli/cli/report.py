@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, say
+from asp_cli.cli.common import emit_json, guarded, output_option, say, write_stdout
 from asp_cli.reading.options import DEFAULT_READ
 
 
@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 def report_command(
     schedule: Path = typer.Argument(..., help="A schedule file written by `asp schedule`."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON document on stdout."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML page with plots here."),
+    html: Optional[Path] = output_option("--html", default=None, help="Write a self-contained HTML page with plots here."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --html file."),
     lengths: list[Path] = typer.Option(
         [], "--lengths", help="Observed response lengths (rollout logs; repeatable), shown next to the predictions."
@@ -76,7 +76,8 @@ def report_command(
         if html is not None:
             from asp_cli.report.html import render_html
 
-            write_text_atomic(html, render_html(result.report, checks=result.checks, comparison=result.comparison))
+            write_text_atomic(html, render_html(result.report, checks=result.checks, comparison=result.comparison),
+                              replace=force)
             say(f"Wrote {html}")
         if json_output:
             emit_json(result.document())
@@ -88,8 +89,7 @@ def report_command(
             text = render_text(result.report, checks=result.checks, width=width, color=color)
             if result.comparison is not None:
                 text += "\n" + render_compare_text(result.comparison, width=width, color=color)
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            write_stdout(text)
         if result.checks is not None and not result.checks["passed"]:
             broken = [r["message"] for r in result.checks["results"] if not r["passed"]]
             raise CheckFailed(f"{len(broken)} check(s) broken: " + "; ".join(broken))

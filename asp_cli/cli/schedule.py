@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, say
+from asp_cli.cli.common import emit_json, guarded, output_option, say
 from asp_cli.cli.progress import stage_bar
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import ScheduleSettings
@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
 def schedule_command(
     inputs: list[Path] = typer.Argument(..., help="Prompt files: .jsonl, .json, .parquet or .csv (optionally .gz)."),
-    output: Path = typer.Option(..., "--output", "-o", help="The schedule to write (.parquet)."),
+    output: Path = output_option("--output", "-o", help="The schedule to write (.parquet)."),
     instances: int = typer.Option(_DEFAULT.instances, "--instances", "-k", help="Rollout instances (engines) K."),
     samples_per_prompt: int = typer.Option(_DEFAULT.samples_per_prompt, "--samples-per-prompt", "-n", help="Samples per prompt (GRPO group size N)."),
     epochs: int = typer.Option(_DEFAULT.epochs, "--epochs", help="Epochs to schedule; each gets a fresh arrangement."),

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, say
+from asp_cli.cli.common import emit_json, guarded, output_option, say
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.sim.options import ReplayOptions
 
@@ -33,7 +33,7 @@ def simulate_command(
     instances: Optional[int] = typer.Option(None, "--instances", "-k", help="Simulated instances; default: the schedule's."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampled lengths; default: the schedule's."),
     compare: bool = typer.Option(False, "--compare", help="Also replay today's arrangements of the same prompts on the same lengths, and print one table."),
-    timeseries: Optional[Path] = typer.Option(None, "--timeseries", help="Write a binned time series (.csv or .parquet) for plotting."),
+    timeseries: Optional[Path] = output_option("--timeseries", default=None, help="Write a binned time series (.csv or .parquet) for plotting."),
     bins: int = typer.Option(400, "--bins", help="Time bins in --timeseries."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --timeseries file."),
     json_output: bool = typer.Option(False, "--json", help="Print the metrics as JSON on stdout."),
@@ -67,7 +67,7 @@ def simulate_command(
             if bar:
                 bar.close()
         if timeseries is not None:
-            _write_timeseries(report.result.timeseries(bins), timeseries)
+            _write_timeseries(report.result.timeseries(bins), timeseries, replace=force)
         if not quiet:
             say(_summary(report.document))
             if report.comparison:
@@ -79,13 +79,13 @@ def simulate_command(
             emit_json(report.document)
 
 
-def _write_timeseries(series: dict, path: Path) -> None:
+def _write_timeseries(series: dict, path: Path, *, replace: bool) -> None:
     import polars as pl
 
     from asp_cli.output import atomic_path
 
     frame = pl.DataFrame(series)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, replace=replace) as tmp:
         if path.suffix.lower() == ".csv":
             frame.write_csv(tmp)
         else:
@@ -125,7 +125,7 @@ def bench_command(
     mode: str = typer.Option("continuous", "--mode", help="Engine mode for every row."),
     max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Lag bound applied to every arrangement (default: each workload's)."),
     only: list[str] = typer.Option([], "--workload", help="Run only these workloads (repeatable)."),
-    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write the tables as Markdown to this file."),
+    markdown: Optional[Path] = output_option("--markdown", default=None, help="Write the tables as Markdown to this file."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --markdown file."),
     json_output: bool = typer.Option(False, "--json", help="Print every row as JSON on stdout."),
 ) -> None:
@@ -154,6 +154,6 @@ def bench_command(
             say(format_table(rows, markdown=False))
         if markdown is not None:
             write_text_atomic(markdown, benchmark_markdown(results, command="asp bench" + (
-                f" --data {data}" if data is not None else "")))
+                f" --data {data}" if data is not None else "")), replace=force)
         if json_output:
             emit_json({spec.name: rows for spec, _, rows in results})

@@ -49,6 +49,7 @@ def calibrate(
     max_num_seqs: int | None = None,
     train_steps: Path | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> CalibrationReport:
     """Fit a preset to measured timings and write it to ``output`` (atomically).
 
@@ -66,6 +67,8 @@ def calibrate(
     train_steps
         Measured trainer steps (columns ``tokens``, ``step_s``) to fit ``train_fixed_s`` and
         ``train_per_token_s``.
+    force
+        Replace existing outputs (``output``, ``probe_timeline``).
 
     Raises
     ------
@@ -78,7 +81,7 @@ def calibrate(
     if live is not None:
         frame, metadata = _probe(live, base or DEFAULT_PRESET, probe_max_batch, probe_response_tokens, progress)
         if probe_timeline is not None:
-            write_timeline(frame, metadata, probe_timeline)
+            write_timeline(frame, metadata, probe_timeline, replace=force)
         source = "a probe run of " + ", ".join(live.servers)
     else:
         read = read_timeline(Path(timeline))  # type: ignore[arg-type]
@@ -99,7 +102,7 @@ def calibrate(
         name=f"{base_preset.name}+calibrated",
         description=(f"calibrated by asp calibrate from {source} ({fit.decode_requests} requests, decode step "
                      f"error {fit.decode_rel_rmse:.1%} RMS)"))
-    write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n", replace=force)
     calibrated = load_preset(output)
     document = {
         "output": str(output),

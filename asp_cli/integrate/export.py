@@ -29,6 +29,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli import columns as C
+from asp_cli import limits
 from asp_cli.errors import InputError, SettingsError
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 
@@ -152,7 +153,7 @@ def export(
     replay = schedule if isinstance(schedule, Replay) else Replay.open(Path(schedule))
     if output is not None:
         inputs = [*datasets, *([replay.schedule.path] if replay.schedule.path else [])]
-        check_output_path(Path(output), inputs, force=force)
+        check_output_path(output, inputs, force=force)
         check_output_suffix(Path(output), format)
 
     chunking = VERL_CHUNKING[verl_version]
@@ -190,7 +191,7 @@ def export(
             "schedule_settings": replay.settings,
             "trainer_settings": trainer,
         }
-        write_rows(frame, Path(output), format, document)
+        write_rows(frame, Path(output), format, document, replace=force)
     return ExportResult(frame=frame, output=Path(output) if output else None, format=format, order=order,
                         summary=summary, warnings=warnings, trainer_settings=trainer)
 
@@ -377,6 +378,13 @@ def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
             text = pl.col(column).str.strip_prefix("\x00json:")
             looks_chat = raw.select(text.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()).item()
             if looks_chat:
+                deep = limits.too_deep_rows(raw.select(text).to_series())
+                if deep:
+                    raise InputError(
+                        f"dataset row {deep[0]}: column {column!r} holds JSON nested more than "
+                        f"{limits.MAX_NESTING_DEPTH} levels deep; asp reads at most {limits.MAX_NESTING_DEPTH} levels: "
+                        "flatten it"
+                    )
                 return text.str.json_decode(_VERL_CHAT)
     for name in C.PROMPT_KEYS:
         column = lowered.get(name)
@@ -486,13 +494,14 @@ def _chunking_notes(size: int, n: int, workers: int, verl_version: str) -> list[
 
 
 def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[str, Any],  # noqa: A002
-               key: bytes = METADATA_KEY) -> None:
+               key: bytes = METADATA_KEY, *, replace: bool) -> None:
     """Write rows atomically and deterministically (fixed Parquet writer options, ordered JSON lines); Parquet
-    files carry ``document`` as JSON under ``key`` in their metadata."""
+    files carry ``document`` as JSON under ``key`` in their metadata. An existing ``output`` is replaced only with
+    ``replace`` (`asp_cli.output.atomic_path`)."""
     from asp_cli.output import atomic_path
 
     if format == "jsonl":
-        with atomic_path(output) as tmp:
+        with atomic_path(output, replace=replace) as tmp:
             frame.write_ndjson(tmp)
         return
     import pyarrow as pa
@@ -503,7 +512,7 @@ def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[st
     table = table.replace_schema_metadata(
         {key: json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()}
     )
-    with atomic_path(output) as tmp:
+    with atomic_path(output, replace=replace) as tmp:
         pq.write_table(table, tmp, compression="zstd", compression_level=3, use_dictionary=True,
                        write_statistics=True, row_group_size=1 << 20)
 

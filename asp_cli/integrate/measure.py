@@ -79,6 +79,7 @@ def replay_schedule(
     dry_run: bool = False,
     gpus_per_instance: int = 1,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> ReplayReport:
     """Replay a schedule's arrangements on real engines (or only plan it, with ``dry_run``).
 
@@ -100,6 +101,8 @@ def replay_schedule(
         Which arrangements to run (`arrangement_names`).
     preset
         The simulator's preset for the side-by-side prediction (default: the schedule's).
+    force
+        Replace an existing ``output``.
 
     Raises
     ------
@@ -213,7 +216,7 @@ def replay_schedule(
                         "honours ignore_eos and min_tokens (vLLM and SGLang do) and its --max-model-len")
     document["warnings"] = warnings
     if output is not None and (timeline.height or outcome.error is None):  # a failed start leaves no file
-        write_timeline(timeline, {**document, "retries": live.retries if live else 0}, Path(output))
+        write_timeline(timeline, {**document, "retries": live.retries if live else 0}, Path(output), replace=force)
     return ReplayReport(document, timeline, outcome.interrupted, outcome.error, warnings)
 
 

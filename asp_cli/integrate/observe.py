@@ -127,7 +127,8 @@ def observe(
     OutputError
         When the output exists without ``append`` or ``force``, or equals an input.
     """
-    from asp_cli.output import check_output_path, check_parquet_name
+    from asp_cli.output import check_output_path, check_parquet_name, locked
+
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
     if epoch is not None and not 0 <= epoch <= 2**31 - 1:  # stored as int32; epochs count from 0
@@ -140,15 +141,25 @@ def observe(
     if out is not None:
         # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.
         check_parquet_name(out, writer="asp observe")
-    existing: pl.DataFrame | None = None
-    seen: list[dict[str, Any]] = []
     if out is not None:
         inputs = [*logs, *dataset, *([Path(schedule)] if schedule else [])]
-        if append and out.exists():
-            check_output_path(out, inputs, force=True)
-            existing, seen = read_history(out)
-        else:
-            check_output_path(out, inputs, force=force)
+        check_output_path(output, inputs, force=force or (append and out.exists()))
+    if out is not None and append:
+        # Read, add and write under the output's lock: a second appender waits, then adds to this one's rows.
+        with locked(out):
+            return _observe(logs, out, schedule, dataset, append, force, epoch, read, unknown_ids)
+    return _observe(logs, out, schedule, dataset, append, force, epoch, read, unknown_ids)
+
+
+def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, dataset: list[Path], append: bool,
+             force: bool, epoch: int | None, read: ReadOptions, unknown_ids: str) -> ObserveResult:
+    from asp_cli import testhooks
+
+    existing: pl.DataFrame | None = None
+    seen: list[dict[str, Any]] = []
+    if out is not None and append and out.exists():
+        existing, seen = read_history(out)
+    testhooks.pause("locked")
 
     from asp_cli.fingerprint import file_fingerprint
 
@@ -244,7 +255,7 @@ def observe(
     if out is not None:
         if history.height == 0:
             raise InputError(_nothing_to_write(summary, "schedule" if schedule else "dataset"))
-        write_history(history, out, [*seen, *ingested])
+        write_history(history, out, [*seen, *ingested], replace=force or existing is not None)
     return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
 
 
@@ -391,11 +402,12 @@ def _read_verl_generations(
     """verl's ``main_generation_server`` output: the dataset's rows (with their id) plus ``responses``, the n
     response texts of each prompt. Each text is one sample, counted with the tokenizer or estimated."""
     from asp_cli.reading import find_column
-    from asp_cli.reading.prompts import id_expr
+    from asp_cli.reading.prompts import id_column
 
     id_col = find_column(frame, C.ID_KEYS, read.length_id_key, what="prompt id", flag=read.length_id_flag, path=path)
     assert id_col is not None
-    samples = frame.select(id_expr(frame, id_col, path).alias("prompt_id"), pl.col(responses)).explode(responses)
+    ids, _problem = id_column(frame, id_col)  # an id that is not text or an integer is left out, as a missing one
+    samples = frame.select(ids.alias("prompt_id"), pl.col(responses)).explode(responses)
     texts = samples[responses].to_list()
     counts = _count_tokens(texts, read.tokenizer)
     if read.tokenizer is None:
@@ -492,14 +504,9 @@ class _Index:
 def _count_tokens(texts: list[str | None], tokenizer: str | Path | None) -> list[int | None]:
     if tokenizer is None:
         return [None if t is None else max(1, round(len(t.encode("utf-8")) / _BYTES_PER_TOKEN)) for t in texts]
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise InputError("--tokenizer needs the `tokenizers` package; pip install tokenizers") from None
-    try:
-        loaded = Tokenizer.from_file(str(tokenizer))
-    except Exception as exc:  # noqa: BLE001 - any failure means the file is not a tokenizer
-        raise InputError(f"{tokenizer}: not a Hugging Face tokenizer.json ({str(exc)[:200]})") from None
+    from asp_cli.predict.features import load_tokenizer
+
+    loaded = load_tokenizer(tokenizer)
     present = [t for t in texts if t is not None]
     encoded = iter(loaded.encode_batch(present, add_special_tokens=False))
     return [None if t is None else len(next(encoded).ids) for t in texts]
@@ -556,31 +563,47 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
     """
     import pyarrow.parquet as pq
 
+    from asp_cli import limits
+
     path = Path(path)
     try:
         schema = pq.read_schema(path)
-    except Exception:  # noqa: BLE001 - not Parquet, or damaged
+    except Exception as exc:  # noqa: BLE001 - not Parquet, or damaged
+        if limits.PARQUET_TOO_DEEP in str(exc):
+            raise limits.parquet_depth_error(str(path), InputError) from None
         raise InputError(f"{path}: not a Parquet history file; --append needs a history `asp observe` wrote") from None
     missing = [c for c in ("prompt_id", "response_tokens") if c not in schema.names]
     if missing:
         raise InputError(f"{path}: not an asp history (no column {missing[0]!r}); write to a new file instead")
-    frame = pl.read_parquet(path)
-    for name, dtype in HISTORY_SCHEMA.items():
-        if name not in frame.columns:
-            frame = frame.with_columns(pl.lit(None, dtype).alias(name))
-    frame = frame.select([pl.col(n).cast(t) for n, t in HISTORY_SCHEMA.items()])
+    limits.check_parquet_depth(schema, str(path), InputError)
+    try:
+        frame = pl.read_parquet(path)
+        for name, dtype in HISTORY_SCHEMA.items():
+            if name not in frame.columns:
+                frame = frame.with_columns(pl.lit(None, dtype).alias(name))
+        frame = frame.select([pl.col(n).cast(t) for n, t in HISTORY_SCHEMA.items()])
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{path}: not an asp history ({str(exc).splitlines()[0][:160]}); write to a new file "
+                         "instead") from None
     raw = (schema.metadata or {}).get(METADATA_KEY)
     logs: list[dict[str, Any]] = []
     if raw:
+        # A damaged list of ingested logs only means a log may be added twice; nesting too deep is refused.
+        limits.check_json_depth(raw, f"{path}: asp history metadata", InputError)
         try:
-            logs = list(json.loads(raw).get("logs", []))
-        except (ValueError, AttributeError):
-            logs = []
+            document = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            document = None
+        listed = document.get("logs", []) if isinstance(document, dict) else []
+        logs = [entry for entry in listed if isinstance(entry, dict)] if isinstance(listed, list) else []
     return frame, logs
 
 
-def write_history(frame: pl.DataFrame, output: Path, logs: list[dict[str, Any]]) -> None:
-    """Write a history file atomically with fixed Parquet options and the ingested-log list in metadata."""
+def write_history(frame: pl.DataFrame, output: Path, logs: list[dict[str, Any]], *, replace: bool = False) -> None:
+    """Write a history file atomically with fixed Parquet options and the ingested-log list in metadata.
+
+    An existing ``output`` is replaced only with ``replace`` (`asp_cli.output.atomic_path`).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -593,6 +616,6 @@ def write_history(frame: pl.DataFrame, output: Path, logs: list[dict[str, Any]])
     table = table.cast(pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
                                   for f in table.schema]))
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(document, sort_keys=True).encode()})
-    with atomic_path(output) as tmp:
+    with atomic_path(output, replace=replace) as tmp:
         pq.write_table(table, tmp, compression="zstd", compression_level=3, write_statistics=True,
                        row_group_size=1 << 20)

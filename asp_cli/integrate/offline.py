@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from asp_cli.errors import SettingsError
+from asp_cli.errors import Interrupted, SettingsError
 from asp_cli.integrate.live import LiveOutcome, Progress, RunRecord
 from asp_cli.integrate.replay_plan import RequestPlan
 from asp_cli.integrate.serving import Completion
@@ -56,7 +56,7 @@ def run_in_process(plans: list[RequestPlan], settings: Any, *, instances: int, p
             if progress is not None:
                 progress.start(plan.name, plan.requests)
             _run_plan(llm, vllm, plan, record, instances, progress, clock)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         outcome.interrupted = True
     return outcome
 

@@ -208,7 +208,7 @@ def probe(
     out = Path(output) if output is not None else None
     fmt = _output_format(out, format)
     if out is not None:
-        check_output_path(out, [*inputs, *([Path(predictor)] if predictor else [])], force=force)
+        check_output_path(output, [*inputs, *([Path(predictor)] if predictor else [])], force=force)
     prompts, report = read_prompts(inputs, read)
     count = settings.target(prompts.height)
     mu, _sigma, _tokens, _seen, _model, _fit = predict_distribution(prompts, predictor=predictor,
@@ -274,6 +274,6 @@ def probe(
                                  "min_per_source": settings.min_per_source, "seed": settings.seed},
                     "inputs": [p.name for p in inputs], "input_fingerprint": file_fingerprint(inputs),
                     "probe_prompts": int(chosen.size)}
-        write_rows(rows, out, "jsonl" if fmt == "jsonl" else "parquet", document, key=METADATA_KEY)
+        write_rows(rows, out, "jsonl" if fmt == "jsonl" else "parquet", document, key=METADATA_KEY, replace=force)
     return ProbeResult(frame=rows, prompt_ids=picked[C.PROMPT_ID].to_list(), output=out, format=fmt,
                        summary=summary, warnings=warnings)

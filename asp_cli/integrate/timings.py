@@ -62,8 +62,9 @@ def empty_timeline() -> pl.DataFrame:
     return pl.DataFrame(schema=COLUMNS)
 
 
-def write_timeline(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) -> None:
-    """Write a timeline atomically, with fixed writer options and sorted JSON metadata."""
+def write_timeline(frame: pl.DataFrame, metadata: dict[str, Any], output: Path, *, replace: bool = False) -> None:
+    """Write a timeline atomically, with fixed writer options and sorted JSON metadata (an existing ``output``
+    is replaced only with ``replace``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -75,7 +76,7 @@ def write_timeline(frame: pl.DataFrame, metadata: dict[str, Any], output: Path) 
                         for f in table.schema])
     table = table.cast(schema).replace_schema_metadata(
         {METADATA_KEY: json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()})
-    with atomic_path(output) as tmp:
+    with atomic_path(output, replace=replace) as tmp:
         pq.write_table(table, tmp, compression="zstd", compression_level=3, write_statistics=True)
 
 

@@ -71,7 +71,7 @@ def fit_predictor(
         raise SettingsError("--length-key names the length column of prompt files that carry their lengths; "
                             "with --history, name the history's column with --history-length-key")
     if output is not None:
-        check_output_path(Path(output), [*inputs, *history], force=force)
+        check_output_path(output, [*inputs, *history], force=force)
     started = time.perf_counter()
     data = join_lengths(inputs, history, read, history_read) if history else read_observations(inputs, read)
     model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
@@ -79,7 +79,7 @@ def fit_predictor(
     result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started,
                        warnings=data.warnings)
     if output is not None:
-        with atomic_path(Path(output)) as tmp:
+        with atomic_path(Path(output), replace=force) as tmp:
             P.save(model, tmp)
         result.output = Path(output)
     return result
@@ -168,7 +168,7 @@ def predict_file(
     inputs = [Path(p) for p in inputs]
     history = [Path(p) for p in history]
     if output is not None:
-        check_output_path(Path(output), [*inputs, *history, *([Path(model)] if model else [])], force=force)
+        check_output_path(output, [*inputs, *history, *([Path(model)] if model else [])], force=force)
         check_parquet_name(Path(output), writer="asp predictor predict")
     prompts, _ = read_prompts(inputs, read)
     past = read_lengths(history, read)[0] if history else None
@@ -182,7 +182,7 @@ def predict_file(
     table = pl.concat([prompts.select(C.PROMPT_ID), frame], how="horizontal").with_columns(**quantiles)
     result = PredictResult(table, info)
     if output is not None:
-        with atomic_path(Path(output)) as tmp:
+        with atomic_path(Path(output), replace=force) as tmp:
             table.write_parquet(tmp, compression="zstd", statistics=False)
         result.output = Path(output)
     return result

@@ -23,11 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
+from asp_cli import limits
 from asp_cli.errors import InputError
 
 FEATURE_SET = "asp-features-2"
@@ -267,6 +269,21 @@ def prompt_token_counts(prompts: pl.DataFrame, tokenizer: Path | None = None) ->
             .to_series()
             .to_numpy()
         )
+    loaded = load_tokenizer(tokenizer)
+    texts = prompts[C.PROMPT_TEXT].to_list()
+    counts = [len(e.ids) for e in loaded.encode_batch(texts, add_special_tokens=False)]
+    return np.maximum(np.asarray(counts, dtype=np.int64), 1)
+
+
+def load_tokenizer(path: Path | str) -> Any:
+    """A local Hugging Face ``tokenizer.json``, its JSON checked for nesting (`asp_cli.limits`) before the
+    tokenizers library parses it.
+
+    Raises
+    ------
+    InputError
+        Without the `tokenizers` package, or when the file is missing, too deeply nested or not a tokenizer.
+    """
     try:
         from tokenizers import Tokenizer  # optional dependency, imported only when asked for
     except ImportError:
@@ -274,12 +291,14 @@ def prompt_token_counts(prompts: pl.DataFrame, tokenizer: Path | None = None) ->
             "--tokenizer needs the `tokenizers` package; install it (pip install tokenizers) or drop --tokenizer"
         ) from None
     try:
-        loaded = Tokenizer.from_file(str(tokenizer))
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the tokenizer ({exc.strerror or type(exc).__name__})") from None
+    limits.check_json_depth(data, str(path), InputError)
+    try:
+        return Tokenizer.from_str(data.decode("utf-8"))
     except Exception as exc:  # noqa: BLE001 - any failure means the file is not a tokenizer
-        raise InputError(f"{tokenizer}: not a Hugging Face tokenizer.json ({str(exc)[:200]})") from None
-    texts = prompts[C.PROMPT_TEXT].to_list()
-    counts = [len(e.ids) for e in loaded.encode_batch(texts, add_special_tokens=False)]
-    return np.maximum(np.asarray(counts, dtype=np.int64), 1)
+        raise InputError(f"{path}: not a Hugging Face tokenizer.json ({str(exc)[:200]})") from None
 
 
 def dense_features(

@@ -31,10 +31,8 @@ Model files are skops archives loaded with an explicit list of trusted types (ne
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -43,37 +41,42 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.predict import features as F
-from asp_cli.errors import InputError, PredictorError, SettingsError, UnsafePredictorError
+from asp_cli.errors import InputError, PredictorError, SettingsError
+from asp_cli.predict.model_file import (  # noqa: F401 - the file format's names, re-exported here
+    FORMAT_VERSION,
+    MAX_ABS_FEATURE,
+    MAX_ABS_WEIGHT,
+    MAX_KNOTS,
+    MAX_LOG_SPREAD,
+    MAX_RANDOM_STATE,
+    MAX_VOCABULARY,
+    META_MEMBER,
+    MIN_SCALE,
+    SCHEMA_MEMBER,
+    TRUSTED_TYPES,
+    check_array,
+    card_count,
+    card_of,
+    damaged,
+    check_number,
+    check_params,
+    read_archive,
+    check_texts,
+    trusted_state,
+    canonical_archive,
+    read_card,
+)
 from asp_cli.settings import check_count
 from asp_cli.predict.targets import group_targets
 
-FORMAT_VERSION = 2  # the newest format this asp reads
-MAX_RANDOM_STATE = 2**32 - 1  # scikit-learn's random_state range
 # Files are written at the oldest version that can read them: 1 without character n-grams, 2 with them, so a
 # character n-gram model is refused by an older asp ("upgrade asp") instead of silently losing its n-gram score.
 _CHAR_NGRAM_FORMAT_VERSION = 2
-META_MEMBER = "asp_meta.json"
 _CARD_KEYS = ("format_version", "feature_set", "features", "vocabulary_size", "data_sources",
               "uses_difficulty", "log_spread", "training", "params", "versions", "char_ngrams")
 DEFAULT_LOG_SPREAD = 0.3  # within-prompt sd of log length; AIME R1-distill median CV is 0.28
 KNOT_QUANTILES = (0.2, 0.4, 0.6, 0.8)  # hinge knots of the piecewise-linear head, at training quantiles
 
-# Every type a model file may ask skops to build: plain containers and NumPy arrays, nothing else (the
-# model holds no estimator object). Checked against every node of the file's schema, not only against the
-# types skops itself distrusts, so skops' own default trust list does not widen ours.
-TRUSTED_TYPES: tuple[str, ...] = (
-    "builtins.bool",
-    "builtins.dict",
-    "builtins.float",
-    "builtins.int",
-    "builtins.list",
-    "builtins.str",
-    "builtins.tuple",
-    "numpy.dtype",
-    "numpy.float64",
-    "numpy.int64",
-    "numpy.ndarray",
-)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -353,10 +356,19 @@ def _asp_version() -> str:
 
 # --------------------------------------------------------------------------------------------------------
 # Files
-
+#
+# One loader: skops' trusted loading (`skops.io.loads` with `TRUSTED_TYPES`), after asp's own checks of the
+# archive (member sizes from the central directory, JSON nesting, every schema node's type on the list), and
+# before asp's checks of every value (finite numbers within bounds, shapes that agree with each other and
+# with the card). The bundled default model's state is compiled into asp (`asp_cli.predict.bundled`, made
+# from asp_cli/models/default.skops by scripts/compile_bundled_model.py): a file whose bytes have the
+# bundled file's SHA-256 is built from it, the same way, because importing skops.io imports all of
+# scikit-learn (and torch when installed), seconds per process that `asp schedule` would otherwise pay for
+# the model it uses most. Any other bytes go through skops.
 
 def save(model: LengthPredictor, path: Path) -> None:
-    """Write ``model`` as a skops archive at ``path`` (plain types and scikit-learn objects only)."""
+    """Write ``model`` as a skops archive at ``path``: plain types and NumPy arrays only, byte for byte the same
+    for the same model (member names, order and timestamps fixed; see `model_file.canonical_archive`)."""
     import skops.io as sio
 
     model._check_fitted()
@@ -382,182 +394,132 @@ def save(model: LengthPredictor, path: Path) -> None:
     if model.char_ngram_sizes_:
         state.update({"char_ngram_sizes": list(model.char_ngram_sizes_), "char_hash_bits": model.char_hash_bits_,
                       "char_coef": model.char_coef_, "char_intercept": model.char_intercept_})
-    sio.dump(state, path, compression=zipfile.ZIP_DEFLATED, compresslevel=9)
-    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(META_MEMBER, json.dumps(model.card(), indent=2, sort_keys=True))
-
-
-def read_card(path: Path) -> dict[str, Any]:
-    """The card stored in a model file, read without building any object.
-
-    Raises
-    ------
-    PredictorError
-        Missing file, not an asp model file, or a newer format version.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise PredictorError(f"{path}: no such model file; give a file written by `asp predictor fit`")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            raw = archive.read(META_MEMBER)
-        card = json.loads(raw)
-    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError):
-        raise PredictorError(f"{path}: not an asp predictor file (a skops archive from `asp predictor fit`)") from None
-    version = card.get("format_version")
-    if not isinstance(version, int):
-        raise PredictorError(f"{path}: the model file has no format version; refit it with `asp predictor fit`")
-    if version > FORMAT_VERSION:
-        raise PredictorError(
-            f"{path}: model format version {version} is newer than this asp reads ({FORMAT_VERSION}); upgrade asp"
-        )
-    return card
+    card = json.dumps(model.card(), indent=2, sort_keys=True).encode()
+    Path(path).write_bytes(canonical_archive(sio.dumps(state), card))
 
 
 def load(path: Path) -> LengthPredictor:
-    """Load a model file, building only the types in ``TRUSTED_TYPES``.
+    """Load a model file with skops' trusted loading, building only the types in ``TRUSTED_TYPES``, and check it.
 
     Raises
     ------
     UnsafePredictorError
         The file asks for a type outside the trusted list (it is not loaded).
     PredictorError
-        Missing, corrupt or newer-format files.
+        Missing, corrupt, newer-format, oversized or poisoned files (NaN, infinite or absurd numbers, shapes
+        that do not agree with each other or with the card).
     """
     path = Path(path)
-    card = read_card(path)
-    state = _plain_state(path)
-    if state is not None:
-        return _from_state(state, card, path)
-    import skops.io as sio
+    data, archive = read_archive(path)
+    with archive:
+        card = card_of(archive, path)
+        from asp_cli.predict import bundled
 
-    try:
-        with zipfile.ZipFile(path) as archive:
-            schema = json.loads(archive.read("schema.json"))
-        asked = _schema_types(schema) | set(sio.get_untrusted_types(file=path))
-    except Exception as exc:  # noqa: BLE001 - a corrupt archive
-        raise PredictorError(f"{path}: unreadable model file ({str(exc)[:200]})") from None
-    refused = sorted(asked - set(TRUSTED_TYPES))
-    if refused:
-        raise UnsafePredictorError(
-            f"{path}: refused to load: the file asks for types asp does not trust ({', '.join(refused[:5])}); "
-            "only load model files written by `asp predictor fit`"
-        )
-    try:
-        state = sio.load(path, trusted=list(TRUSTED_TYPES))
-    except Exception as exc:  # noqa: BLE001 - skops raises many kinds for a bad file
-        raise PredictorError(f"{path}: unreadable model file ({type(exc).__name__}: {str(exc)[:200]})") from None
+        if hashlib.sha256(data).hexdigest() == bundled.SHA256:
+            state = bundled.state()
+        else:
+            state = trusted_state(data, archive, path)
     return _from_state(state, card, path)
 
 
-class _NotPlain(Exception):
-    """A skops schema node outside the plain subset `_plain_state` builds itself."""
-
-
-def _plain_state(path: Path) -> dict[str, Any] | None:
-    """Build a model file's state without importing skops, when it holds only plain data.
-
-    Files from `asp predictor fit` hold a dict of strings, numbers, lists and NumPy arrays. Their skops
-    schema (schema.json plus one .npy file per array) is read here directly: JSON values with `json.loads`,
-    arrays with `numpy.load(allow_pickle=False)`. No class is ever looked up or called, so this is at least
-    as safe as skops' trusted loading, and it skips importing skops.io, which imports every scikit-learn
-    estimator (and torch when installed): seconds per process. Anything else in the schema (any other loader
-    or type) returns None, and `load` falls back to skops with its trusted-type check.
-    """
-    try:
-        with zipfile.ZipFile(path) as archive:
-            schema = json.loads(archive.read("schema.json"))
-            return _plain_node(schema, archive)
-    except _NotPlain:
-        return None
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, TypeError):
-        return None
-
-
-_PLAIN_SCALARS = {"builtins.str", "builtins.int", "builtins.float", "builtins.bool", "builtins.NoneType"}
-
-
-def _plain_node(node: Any, archive: zipfile.ZipFile) -> Any:
-    if not isinstance(node, dict):
-        raise _NotPlain
-    loader = node.get("__loader__")
-    kind = f"{node.get('__module__')}.{node.get('__class__')}"
-    if loader == "JsonNode" and kind in _PLAIN_SCALARS:
-        return json.loads(node["content"])
-    if loader == "ListNode" and kind == "builtins.list":
-        return [_plain_node(child, archive) for child in node["content"]]
-    if loader == "DictNode" and kind == "builtins.dict":
-        key_types = node["key_types"]
-        if key_types.get("__loader__") != "ListNode" or any(
-            t.get("__loader__") != "TypeNode" or f"{t.get('__module__')}.{t.get('__class__')}" != "builtins.str"
-            for t in key_types["content"]
-        ):
-            raise _NotPlain
-        return {str(key): _plain_node(child, archive) for key, child in node["content"].items()}
-    if loader == "NdArrayNode" and kind == "numpy.ndarray" and node.get("type") == "numpy":
-        with archive.open(node["file"]) as handle:
-            return np.load(io.BytesIO(handle.read()), allow_pickle=False)
-    raise _NotPlain
-
-
-def _schema_types(node: Any) -> set[str]:
-    """Every ``module.class`` a skops schema asks to build (walks the whole JSON tree)."""
-    found: set[str] = set()
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if "__class__" in item:
-                found.add(f"{item.get('__module__', '?')}.{item['__class__']}")
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
+def _read_state(path: Path) -> dict[str, Any]:
+    """A model file's state as skops' trusted loading builds it (for tests and tools; `load` checks it)."""
+    path = Path(path)
+    data, archive = read_archive(path)
+    with archive:
+        card_of(archive, path)
+        return trusted_state(data, archive, path)
 
 
 def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor:
+    """Build a model from a state dict, checking every value; errors name the file and the key (exit 5)."""
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        raise damaged(path, "the state is not a mapping")
+    if state.get("format_version") != card["format_version"]:
+        raise damaged(path, "the state's format version differs from the card's")
     try:
-        if not isinstance(state, dict) or state.get("format_version") != card["format_version"]:
-            raise TypeError("state")
-        model = LengthPredictor(**json.loads(state["params"]))
-        model.vocabulary_ = tuple(str(w) for w in state["vocabulary"])
-        model.word_coef_ = np.asarray(state["word_coef"], dtype=np.float64)
-        model.word_intercept_ = float(state["word_intercept"])
-        model.sources_ = tuple(str(s) for s in state["sources"])
-        model.uses_difficulty_ = bool(state["uses_difficulty"])
-        # Files before asp-features-2 hold no feature list in the state; their card names the features.
-        names = state.get("features", [n for n in card.get("features", []) if n != "text_score"])
-        model.features_ = tuple(str(n) for n in names)
-        model.feature_set_ = str(state.get("feature_set", card.get("feature_set", "")))
-        if not model.features_ or any(n not in F.DENSE_FEATURES for n in model.features_):
-            raise TypeError("features")
-        model.log_spread_ = float(state["log_spread"])
-        for name in ("fill", "knots", "center", "scale", "head_coef"):
-            setattr(model, name + "_", np.asarray(state[name], dtype=np.float64))
-        model.head_intercept_ = float(state["head_intercept"])
-        model.char_ngram_sizes_ = ()
-        if "char_coef" in state:  # format 2: character n-grams (files without them hold none of these keys)
-            model.char_ngram_sizes_ = tuple(int(n) for n in state["char_ngram_sizes"])
-            model.char_hash_bits_ = int(state["char_hash_bits"])
-            model.char_coef_ = np.asarray(state["char_coef"], dtype=np.float64)
-            model.char_intercept_ = float(state["char_intercept"])
-            if (not model.char_ngram_sizes_ or any(n not in F.CHAR_HASH_MULTIPLIERS for n in model.char_ngram_sizes_)
-                    or not 1 <= model.char_hash_bits_ <= 24 or len(model.char_coef_) != 1 << model.char_hash_bits_):
-                raise TypeError("char n-grams")
-        head_features = [n for n in model.features_ if n != "data_source_code"]
-        n_scores = 2 if model.char_ngram_sizes_ else 1
-        if (len(model.word_coef_) != len(model.vocabulary_) or len(model.center_) != len(model.head_coef_)
-                or model.knots_.shape[0] != len(head_features)
-                or len(model.head_coef_) != len(head_features) * (2 + model.knots_.shape[1]) + n_scores
-                + len(model.sources_)):
-            raise TypeError("model")
-        training = card.get("training", {})
-        model.n_prompts_ = int(training.get("prompts", 0))
-        model.n_samples_ = int(training.get("samples", 0))
-        model.training_fingerprint_ = str(training.get("fingerprint", ""))
-        model.train_rmse_log_ = float(training.get("train_rmse_log", float("nan")))
-        model.max_observed_tokens_ = int(training.get("max_observed_tokens", 0))
-        model.meta_ = {k: v for k, v in card.items() if k not in _CARD_KEYS}
-    except (TypeError, KeyError, ValueError):
-        raise PredictorError(f"{path}: the model file is damaged or not an asp predictor; refit it") from None
+        model = LengthPredictor(**check_params(state, path))
+    except TypeError:
+        raise damaged(path, "'params'") from None
+    model.vocabulary_ = check_texts(state, "vocabulary", path, most=MAX_VOCABULARY)
+    model.word_coef_ = check_array(state, "word_coef", path, ndim=1, bound=MAX_ABS_WEIGHT)
+    model.word_intercept_ = check_number(state, "word_intercept", path, low=-MAX_ABS_WEIGHT, high=MAX_ABS_WEIGHT)
+    model.sources_ = check_texts(state, "sources", path, most=10_000)
+    if not isinstance(state.get("uses_difficulty"), bool):
+        raise damaged(path, "'uses_difficulty' is not true or false")
+    model.uses_difficulty_ = state["uses_difficulty"]
+    # Files before asp-features-2 hold no feature list in the state; their card names the features.
+    names = state.get("features", [n for n in card.get("features", []) if n != "text_score"])
+    model.features_ = check_texts({"features": names}, "features", path, most=len(F.DENSE_FEATURES))
+    feature_set = state.get("feature_set", card.get("feature_set", ""))
+    if not isinstance(feature_set, str):
+        raise damaged(path, "'feature_set' is not text")
+    model.feature_set_ = feature_set
+    if not model.features_ or any(n not in F.DENSE_FEATURES for n in model.features_):
+        raise damaged(path, "'features' names features this asp does not compute")
+    model.log_spread_ = check_number(state, "log_spread", path, low=0.0, high=MAX_LOG_SPREAD)
+    model.fill_ = check_array(state, "fill", path, ndim=1, bound=MAX_ABS_FEATURE)
+    model.knots_ = check_array(state, "knots", path, ndim=2, bound=MAX_ABS_FEATURE)
+    model.center_ = check_array(state, "center", path, ndim=1, bound=MAX_ABS_FEATURE)
+    model.scale_ = check_array(state, "scale", path, ndim=1, bound=MAX_ABS_FEATURE, low=MIN_SCALE)
+    model.head_coef_ = check_array(state, "head_coef", path, ndim=1, bound=MAX_ABS_WEIGHT)
+    model.head_intercept_ = check_number(state, "head_intercept", path, low=-MAX_ABS_WEIGHT, high=MAX_ABS_WEIGHT)
+    model.char_ngram_sizes_ = ()
+    if "char_coef" in state:  # format 2: character n-grams (files without them hold none of these keys)
+        sizes = state.get("char_ngram_sizes")
+        bits = state.get("char_hash_bits")
+        if (not isinstance(sizes, list) or not sizes or any(not isinstance(n, int) or isinstance(n, bool)
+                                                           or n not in F.CHAR_HASH_MULTIPLIERS for n in sizes)
+                or len(set(sizes)) != len(sizes)):
+            raise damaged(path, "'char_ngram_sizes'")
+        if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 24:
+            raise damaged(path, "'char_hash_bits'")
+        model.char_ngram_sizes_ = tuple(sizes)
+        model.char_hash_bits_ = bits
+        model.char_coef_ = check_array(state, "char_coef", path, ndim=1, bound=MAX_ABS_WEIGHT)
+        model.char_intercept_ = check_number(state, "char_intercept", path, low=-MAX_ABS_WEIGHT, high=MAX_ABS_WEIGHT)
+        if len(model.char_coef_) != 1 << bits:
+            raise damaged(path, "'char_coef' does not hold one weight per hash bucket")
+    head_features = [n for n in model.features_ if n != "data_source_code"]
+    n_scores = 2 if model.char_ngram_sizes_ else 1
+    n_knots = model.knots_.shape[1]
+    if len(model.word_coef_) != len(model.vocabulary_):
+        raise damaged(path, "'word_coef' does not hold one weight per vocabulary word")
+    if (model.knots_.shape[0] != len(head_features) or not 1 <= n_knots <= MAX_KNOTS
+            or len(model.fill_) != len(head_features)):
+        raise damaged(path, "'knots' and 'fill' do not match the features")
+    if np.any(np.diff(model.knots_, axis=1) < 0):
+        raise damaged(path, "'knots' are not in increasing order")
+    width = len(head_features) * (2 + n_knots) + n_scores + len(model.sources_)
+    if not len(model.head_coef_) == len(model.center_) == len(model.scale_) == width:
+        raise damaged(path, "'head_coef', 'center' and 'scale' do not match the features")
+    _check_card(model, card, path)
+    training = card.get("training", {})
+    if not isinstance(training, dict):
+        raise damaged(path, "the card's 'training' is not an object")
+    model.n_prompts_ = card_count(training, "prompts", path)
+    model.n_samples_ = card_count(training, "samples", path)
+    model.training_fingerprint_ = str(training.get("fingerprint", ""))
+    rmse = training.get("train_rmse_log", float("nan"))
+    if isinstance(rmse, bool) or not isinstance(rmse, (int, float)) or (math.isfinite(rmse) and rmse < 0):
+        raise damaged(path, "the card's 'train_rmse_log'")
+    model.train_rmse_log_ = float(rmse)
+    model.max_observed_tokens_ = card_count(training, "max_observed_tokens", path)
+    model.meta_ = {k: v for k, v in card.items() if k not in _CARD_KEYS}
     return model
+
+
+def _check_card(model: LengthPredictor, card: dict[str, Any], path: Path) -> None:
+    """The card describes the model it sits beside: the same vocabulary size, features and sources."""
+    expected = list(model.features_) + ["text_score"] + (["char_score"] if model.char_ngram_sizes_ else [])
+    checks = {
+        "vocabulary_size": len(model.vocabulary_),
+        "features": expected,
+        "data_sources": list(model.sources_),
+    }
+    for key, value in checks.items():
+        if key in card and card[key] != value:
+            raise damaged(path, f"the card's {key!r} does not match the model")
+    if "log_spread" in card and (not isinstance(card["log_spread"], (int, float))
+                                 or abs(card["log_spread"] - model.log_spread_) > 1e-4):
+        raise damaged(path, "the card's 'log_spread' does not match the model")

@@ -113,6 +113,13 @@ def predict_distribution(
 
     model = load_predictor(predictor)
     mu, sigma, tokens = _predict_log_in_chunks(model, prompts, tokenizer)
+    broken = ~(np.isfinite(mu) & np.isfinite(sigma))
+    if broken.any():  # the load checks every value; this keeps any other path from writing garbage
+        where = predictor if predictor is not None else DEFAULT_MODEL
+        raise PredictorError(
+            f"{where}: the model predicts a non-finite length for prompt id {prompts[C.PROMPT_ID][int(np.argmax(broken))]!r}; "
+            "the model file is damaged, refit it with `asp predictor fit`"
+        )
     seen = np.zeros(prompts.height, dtype=np.int64)
     fit = None
     if history is not None and history.height and prompts.height:

@@ -18,6 +18,7 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading import file_format, find_column, read_table
+from asp_cli.reading.prompts import id_column
 
 LENGTH_COLUMNS = (C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS, C.PREDICTED_TOKENS)
 
@@ -104,7 +105,13 @@ def _read_one(path: Path) -> pl.DataFrame:
             f"{', '.join(c for c in frame.columns if not c.startswith(chr(0)))}"
         )
     keep = [*present, *([C.PROMPT_TOKENS] if C.PROMPT_TOKENS in frame.columns else [])]
-    out = frame.select(pl.col(id_col).cast(pl.String).alias(C.PROMPT_ID), *keep)
+    ids, id_problem = id_column(frame, id_col)
+    problems = frame.select(id_problem).to_series()
+    if problems.is_not_null().any():
+        index = int(problems.is_not_null().arg_true()[0])
+        raise InputError(f"{_where(path, fmt, index, frame)}: column {id_col!r} (the id) {problems[index]}; ids are "
+                         "text or integers: fix the row")
+    out = frame.select(ids.alias(C.PROMPT_ID), *keep)
     for column in keep:
         dtype = out.schema[column]
         if not (dtype.is_numeric() or dtype in (pl.String, pl.Null)):
@@ -114,13 +121,19 @@ def _read_one(path: Path) -> pl.DataFrame:
                | (values != values.floor()))
         if bad.any():
             index = int(bad.arg_true()[0])
-            where = f"{path}:{index + 1}" if fmt == "jsonl" else f"{path}: row {index}"
+            where = _where(path, fmt, index, frame)
             raise InputError(
                 f"{where}: column {column!r} must be a whole token count from 0 to {C.MAX_TOKEN_COUNT:,} for prompt id "
                 f"{out[C.PROMPT_ID][index]!r}"
             )
         out = out.with_columns(values.cast(pl.Int64).alias(column))
     return out.with_columns(pl.lit(True).alias("\x00found"))
+
+
+def _where(path: Path, fmt: str, index: int, frame: pl.DataFrame) -> str:
+    from asp_cli.reading.tables import row_location
+
+    return row_location(path, frame, index, fmt)
 
 
 def _first_present(frame: pl.DataFrame, names: Sequence[str]) -> np.ndarray:

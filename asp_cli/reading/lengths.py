@@ -11,7 +11,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.errors import InputError
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
-from asp_cli.reading.prompts import id_expr
+from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.tables import BAD_ROW_FIX, ReadReport, file_format, find_column, jsonl_line_of_row, read_table
 
 # --------------------------------------------------------------------------------------------------------
@@ -48,7 +48,8 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
                                  path=path)
         assert id_col is not None and length_col is not None
         report.columns_used[str(path)] = {"id": id_col, "length": length_col}
-        parts.append(extract_lengths(frame, path, fmt, id_col, length_col, options.on_bad_row, report))
+        parts.append(extract_lengths(frame, path, fmt, id_col, length_col, options.on_bad_row, report,
+                                     id_flag=options.length_id_flag))
     if not parts:
         raise InputError("no length files given")
     frame = pl.concat(parts, how="vertical")
@@ -67,6 +68,7 @@ def extract_lengths(
     length_col: str,
     on_bad_row: OnBadRow,
     report: ReadReport,
+    id_flag: str = "--history-id-key",
 ) -> pl.DataFrame:
     dtype = frame.schema[length_col]
     listed = isinstance(dtype, pl.List)
@@ -81,8 +83,10 @@ def extract_lengths(
     # A scalar flag that is there but reads as neither true nor false is a bad row, not a silent "unknown".
     unreadable = (pl.col(truncated_col).is_not_null() & flags.is_null()
                   if truncated_col and not flags_listed else pl.lit(False))
+    ids, id_problem = id_column(frame, id_col)
     base = frame.select(
-        id_expr(frame, id_col, path).alias(C.PROMPT_ID),
+        ids.alias(C.PROMPT_ID),
+        id_problem.alias("\x00idproblem"),
         pl.col(length_col).alias("\x00len"),
         flags.alias(C.TRUNCATED),
         unreadable.alias("\x00badflags"),
@@ -114,6 +118,7 @@ def extract_lengths(
     base = base.with_columns(numeric.alias("\x00num"))
     bad = (
         pl.col(C.PROMPT_ID).is_null()
+        | pl.col("\x00idproblem").is_not_null()
         | pl.col("\x00badflags")
         | pl.col("\x00num").is_null()
         | pl.col("\x00num").is_nan()
@@ -131,6 +136,8 @@ def extract_lengths(
         else:
             first = bad_rows.row(0, named=True)
             where = _length_location(path, fmt, first["\x00where"], frame)
+            if first["\x00idproblem"] is not None and first["\x00idproblem"] != "is missing":
+                raise InputError(id_problem_message(where, id_col, first["\x00idproblem"], flag=id_flag))
             if first[C.PROMPT_ID] is None:
                 reason = f"column {id_col!r} (the prompt id) is missing"
             elif first["\x00badflags"] and flags_listed:

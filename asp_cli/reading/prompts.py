@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from asp_cli import columns as C
+from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.tables import (
@@ -30,8 +31,12 @@ from asp_cli.reading.tables import (
 
 
 
-def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """(prompt text, number of messages, bad-row mask) of a prompt column, one value per row."""
+def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series | None]:
+    """(prompt text, number of messages, bad-row mask, too-deep mask or None) of a prompt column, one value per row.
+
+    The too-deep mask marks rows whose JSON text nests deeper than asp reads (`asp_cli.limits`); they are bad
+    rows too.
+    """
     dtype = frame.schema[column]
     if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
         fields = {f.name: f.dtype for f in dtype.inner.fields}
@@ -58,7 +63,7 @@ def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Serie
             col.list.len().cast(pl.Int32).alias("m"),
             (col.is_null() | col.list.eval(pl.element().struct.field(CHAT_CONTENT).is_null()).list.any()).alias("b"),
         )
-        return out["t"], out["m"], out["b"].fill_null(True)
+        return out["t"], out["m"], out["b"].fill_null(True), None
     if dtype == pl.String:
         col = pl.col(column)
         chat_like = col.str.strip_prefix("\x00json:").str.strip_chars_start().str.starts_with("[")
@@ -67,7 +72,7 @@ def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Serie
         ).item():
             return _chat_json_text(frame[column], chat_like_all=frame.select(chat_like.fill_null(False)).to_series())
         out = frame.select(col.alias("t"), (col.is_null() | col.str.starts_with("\x00json:")).alias("b"))
-        return out["t"], pl.Series("m", [1] * frame.height, dtype=pl.Int32), out["b"]
+        return out["t"], pl.Series("m", [1] * frame.height, dtype=pl.Int32), out["b"], None
     raise InputError(
         f"{path}: column {column!r} holds {dtype}, not text or a chat-message list; "
         "name the prompt column with --prompt-key"
@@ -77,9 +82,25 @@ def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Serie
 _CHAT_DTYPE = pl.List(pl.Struct({"role": pl.String, CHAT_CONTENT: pl.String}))
 
 
-def _chat_json_text(values: pl.Series, chat_like_all: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """Chat lists stored as JSON text (e.g. the RollPacker files): parse them; plain text stays text."""
+def _chat_json_text(values: pl.Series, chat_like_all: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series]:
+    """Chat lists stored as JSON text (e.g. the RollPacker files): parse them; plain text stays text.
+
+    Text nested deeper than asp reads is checked before any parser sees it, and is a bad row.
+    """
     stripped = values.str.strip_prefix("\x00json:")
+    deep_rows = limits.too_deep_rows(stripped)
+    deep = pl.Series("deep", [False] * values.len(), dtype=pl.Boolean)
+    if deep_rows:
+        deep = deep.scatter(deep_rows, True)
+        values = values.clone().scatter(deep_rows, None)
+        stripped = stripped.clone().scatter(deep_rows, None)
+        chat_like_all = chat_like_all.clone().scatter(deep_rows, False)
+    text, count, bad = _decode_chat_json(values, stripped, chat_like_all)
+    return text, count, bad | deep, deep
+
+
+def _decode_chat_json(values: pl.Series, stripped: pl.Series,
+                      chat_like_all: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
     try:
         decoded = stripped.str.json_decode(_CHAT_DTYPE)
         out = pl.DataFrame({"v": values, "d": decoded, "c": chat_like_all}).select(
@@ -205,12 +226,12 @@ def extract_prompts(
     difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
                                  required=False)
     report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)"}
-    text, messages, bad = _prompt_text(frame, prompt_col, path)
+    text, messages, bad, deep = _prompt_text(frame, prompt_col, path)
     row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
     if id_col is None:
-        prompt_id = row.cast(pl.String)
+        prompt_id, id_problem = row.cast(pl.String), pl.lit(None, pl.String)
     else:
-        prompt_id = id_expr(frame, id_col, path)
+        prompt_id, id_problem = id_column(frame, id_col)
     selected = frame.select(
         row,
         prompt_id.alias(C.PROMPT_ID),
@@ -221,9 +242,9 @@ def extract_prompts(
         pl.lit(str(path)).alias("source_file"),
         pl.int_range(0, pl.len(), dtype=pl.Int64).alias(FILE_ROW),
         (pl.lit(bad) | pl.lit(text).is_null()).alias("\x00bad"),
-        (prompt_id.is_null() if id_col is not None else pl.lit(False)).alias("\x00noid"),
+        id_problem.alias("\x00noid"),
     )
-    problems = selected.select(pl.col("\x00bad") | pl.col("\x00noid")).to_series()
+    problems = selected.select(pl.col("\x00bad") | pl.col("\x00noid").is_not_null()).to_series()
     if problems.any():
         indices = problems.arg_true().to_list()
         if on_bad_row == "skip":
@@ -233,28 +254,78 @@ def extract_prompts(
         else:
             index = indices[0]
             where = row_location(path, frame, index, fmt)
-            if selected["\x00noid"][index]:
-                raise InputError(f"{where}: column {id_col!r} (the id) is missing; give every row an id, or {BAD_ROW_FIX}")
+            reason = selected["\x00noid"][index]
+            if reason is not None:
+                raise InputError(id_problem_message(where, str(id_col), reason))
+            if deep is not None and deep[index]:
+                raise InputError(f"{where}: column {prompt_col!r} holds JSON nested more than "
+                                 f"{limits.MAX_NESTING_DEPTH} levels deep; asp reads at most {limits.MAX_NESTING_DEPTH} "
+                                 f"levels: flatten it, or {BAD_ROW_FIX}")
             raise InputError(
                 f"{where}: column {prompt_col!r} is not text or a chat-message list (or is missing); {BAD_ROW_FIX}"
             )
     return selected.drop("\x00bad", "\x00noid")
 
 
-def id_expr(frame: pl.DataFrame, column: str, path: Path) -> pl.Expr:
+_JSON_TAG = "\x00json:"  # how `tables` keeps a non-text JSON value in a column of mixed kinds
+_EXACT_FLOAT = 2**53  # integers a float64 holds exactly
+
+
+def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
+    """The id of every row as text, and why a row's id is unusable (null when it is fine).
+
+    Ids are text or integers (README, "Make a schedule"): integers within 64 bits become their decimal text,
+    and so does a number without a fraction (3.0, as pandas writes integers next to missing values) up to
+    2**53. Refused, each naming what the value is: a missing id, true/false, a JSON object or list, a number
+    with a fraction, NaN, an infinity, an integer beyond 64 bits (write such ids as text).
+    """
     dtype = frame.schema[column]
+    col = pl.col(column)
+    missing = pl.when(col.is_null()).then(pl.lit("is missing"))
     if dtype == pl.String:
-        return pl.col(column).str.strip_prefix("\x00json:")
-    if dtype.is_integer() or dtype == pl.Boolean:
-        return pl.col(column).cast(pl.String)
-    if dtype.is_float():
-        # 3.0 -> "3": ids written by tools that turn integers into floats.
-        return (
-            pl.when(pl.col(column) == pl.col(column).floor())
-            .then(pl.col(column).cast(pl.Int64, strict=False).cast(pl.String))
-            .otherwise(pl.col(column).cast(pl.String))
+        tagged = col.str.starts_with(_JSON_TAG)
+        # A number without a fraction (3.0) in a column of mixed kinds is the integer it reads as.
+        body = col.str.strip_prefix(_JSON_TAG)
+        body = pl.when(tagged).then(body.str.replace(r"^(-?[0-9]+)\.0*$", "$1")).otherwise(body)
+        integer = body.str.contains(r"^-?[0-9]+$")
+        fits = body.cast(pl.Int64, strict=False).is_not_null()
+        problem = (
+            missing
+            .when(tagged & integer & ~fits).then(pl.lit("is the integer ") + body.str.slice(0, 40)
+                                                 + pl.lit(", too large for 64 bits (write such ids as text)"))
+            .when(tagged & body.str.starts_with("{")).then(pl.lit("is a JSON object"))
+            .when(tagged & body.str.starts_with("[")).then(pl.lit("is a list"))
+            .when(tagged & body.is_in(["true", "false"])).then(pl.lit("is true or false, not an id"))
+            .when(tagged & body.is_in(["NaN", "Infinity", "-Infinity"])).then(pl.lit("is ") + body + pl.lit(", not a number"))
+            .when(tagged & ~integer).then(pl.lit("is the number ") + body + pl.lit(", not an integer"))
+            .otherwise(pl.lit(None, pl.String))
         )
-    raise InputError(f"{path}: id column {column!r} holds {dtype}; ids must be text or integers (--id-key)")
+        return pl.when(problem.is_null()).then(body).otherwise(None), problem
+    if dtype.is_integer():
+        return col.cast(pl.String), missing.otherwise(pl.lit(None, pl.String))
+    if dtype.is_float():
+        whole = col.is_finite() & (col == col.floor()) & (col.abs() <= _EXACT_FLOAT)
+        problem = (
+            missing
+            .when(col.is_nan()).then(pl.lit("is NaN, not a number"))
+            .when(col.is_infinite()).then(pl.lit("is infinite, not a number"))
+            .when(col.abs() > _EXACT_FLOAT).then(pl.lit("is the number ") + col.cast(pl.String)
+                                                 + pl.lit(", too large to be an exact integer (write such ids as text)"))
+            .when(~whole).then(pl.lit("is the number ") + col.cast(pl.String) + pl.lit(", not an integer"))
+            .otherwise(pl.lit(None, pl.String))
+        )
+        return pl.when(whole).then(col.cast(pl.Int64, strict=False).cast(pl.String)), problem
+    kind = ("true or false, not an id" if dtype == pl.Boolean else "a JSON object" if isinstance(dtype, pl.Struct)
+            else "a list" if isinstance(dtype, (pl.List, pl.Array)) else f"of type {dtype}, not text or an integer")
+    return pl.lit(None, pl.String), missing.otherwise(pl.lit(f"is {kind}" if not kind.startswith("of") else kind))
+
+
+def id_problem_message(where: str, column: str, reason: str, *, flag: str = "--id-key") -> str:
+    """The message for a row whose id is unusable (``reason`` from `id_column`; ``flag`` names the id column)."""
+    if reason == "is missing":
+        return f"{where}: column {column!r} (the id) is missing; give every row an id, or {BAD_ROW_FIX}"
+    return (f"{where}: column {column!r} (the id) {reason}; ids are text or integers: fix the row, name another "
+            f"column with {flag}, or pass --on-bad-row skip to skip bad rows")
 
 
 def _source_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:

@@ -7,17 +7,18 @@ Also here: finding a column by its candidate names, and saying where a row is in
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
+import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.options import OnBadRow
@@ -56,7 +57,23 @@ class ReadReport:
             self.skipped_examples.append(where)
 
 
-_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asp-hash")
+def _in_background(function, *args) -> Future:
+    """Run ``function(*args)`` on a daemon thread and return its future.
+
+    hashlib releases the GIL on large buffers, so a file's fingerprint is computed on the second core while
+    the parser runs. A daemon thread, not a pool: an interrupted command must not wait at exit for a worker
+    (a ThreadPoolExecutor's workers are joined when the interpreter shuts down).
+    """
+    future: Future = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(function(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="asp-hash", daemon=True).start()
+    return future
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -94,13 +111,10 @@ def _read_bytes(path: Path, gzipped: bool, report: ReadReport | None = None) -> 
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
     if report is not None:
-        # hashlib releases the GIL on large buffers: hash on the second core while the parser runs.
-        report.pending[str(path)] = _HASHER.submit(bytes_fingerprint, data)
+        report.pending[str(path)] = _in_background(bytes_fingerprint, data)
     if gzipped:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise InputError(f"{path}: not a valid gzip file ({exc}); drop the .gz suffix if it is plain") from None
+        data = limits.gunzip(data, str(path), InputError, on_bad=lambda exc: InputError(
+            f"{path}: not a valid gzip file ({exc}); drop the .gz suffix if it is plain"))
     return data
 
 
@@ -189,6 +203,7 @@ def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport
 def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
     if data[:4] != b"PAR1":
         raise _mismatch(path, "Parquet", data)
+    check_parquet_footer(io.BytesIO(data), str(path))
     try:
         frame = pl.read_parquet(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001 - any reader failure is the file's fault here
@@ -202,39 +217,84 @@ def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
     return frame
 
 
+def check_parquet_footer(source: Any, where: str) -> Any:
+    """Read a Parquet file's schema from its footer and refuse columns nested too deep to read safely.
+
+    Polars' Parquet reader recurses once per nesting level and crashes (SIGSEGV) at about 800 levels; the
+    footer says how deep every column goes before any page is read. Returns the Arrow schema.
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(source)
+    except Exception as exc:  # noqa: BLE001 - a damaged footer is the file's fault
+        if limits.PARQUET_TOO_DEEP in str(exc):
+            raise limits.parquet_depth_error(where, InputError) from None
+        raise InputError(f"{where}: unreadable Parquet file ({_first_line(exc)}); rewrite it") from None
+    limits.check_parquet_depth(schema, where, InputError)
+    return schema
+
+
+def _too_deep_lines(path: Path, data: bytes, on_bad_row: OnBadRow) -> set[int]:
+    """Lines nested deeper than asp reads: an error naming the first, or (skipping bad rows) their numbers.
+
+    Checked before PyArrow's parser sees the bytes: it crashes the process on deep enough nesting.
+    """
+    offsets = limits.json_depth_violations(data, per_line=True, first_only=on_bad_row == "error")
+    if not offsets:
+        return set()
+    if on_bad_row == "error":
+        line, column = limits.line_and_column(data, offsets[0])
+        raise InputError(f"{path}:{line}: JSON nested more than {limits.MAX_NESTING_DEPTH} levels deep (at column "
+                         f"{column}); asp reads at most {limits.MAX_NESTING_DEPTH} levels: flatten the field, "
+                         f"or {BAD_ROW_FIX}")
+    import numpy as np
+
+    breaks = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+    return {int(i) + 1 for i in np.searchsorted(breaks, np.asarray(offsets), side="left")}
+
+
 def _read_jsonl(path: Path, data: bytes, on_bad_row: OnBadRow, report: ReadReport | None) -> pl.DataFrame:
     import pyarrow as pa
     import pyarrow.json as pa_json
 
     if _sniff(data) == "json":
         raise InputError(f"{path}: holds a JSON array, not JSON lines; rename it to .json")
+    too_deep = _too_deep_lines(path, data, on_bad_row)
     valid_utf8 = _is_utf8(data)
     if not valid_utf8 and on_bad_row == "error":
         _check_utf8(path, data)
     try:
-        if not valid_utf8:
-            raise pa.ArrowInvalid("invalid UTF-8: parse line by line")
+        if not valid_utf8 or too_deep:
+            raise pa.ArrowInvalid("invalid UTF-8 or lines to skip: parse line by line")
         table = pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=1 << 26))
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pl.exceptions.PolarsError):
-        frame = _read_jsonl_slow(path, data, on_bad_row=on_bad_row, report=report)
+        frame = _read_jsonl_slow(path, data, on_bad_row=on_bad_row, report=report, too_deep=too_deep)
     if frame.height == 0:
         raise InputError(f"{path}: the file has no rows; give a file with at least one row")
     return frame
 
 
-def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: ReadReport | None) -> pl.DataFrame:
-    """Parse JSON lines one by one: exact line numbers, bad rows skipped on request, mixed types kept as text."""
+def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: ReadReport | None,
+                     too_deep: set[int] = frozenset()) -> pl.DataFrame:  # type: ignore[assignment]
+    """Parse JSON lines one by one: exact line numbers, bad rows skipped on request, mixed types kept as text.
+
+    Lines in ``too_deep`` (nested deeper than asp reads) are bad rows, never parsed.
+    """
     records: list[dict[str, Any]] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
         problem = None
         try:
-            value = json.loads(raw)
-            if not isinstance(value, dict):
-                problem = f"expected a JSON object, found {type(value).__name__}"
+            if number in too_deep:
+                problem = f"JSON nested more than {limits.MAX_NESTING_DEPTH} levels deep"
+            else:
+                value = json.loads(raw)
+                if not isinstance(value, dict):
+                    problem = f"expected a JSON object, found {type(value).__name__}"
         except UnicodeDecodeError:
             problem = "not valid UTF-8; re-encode the file as UTF-8"
         except json.JSONDecodeError as exc:
@@ -316,7 +376,8 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
-        return "int"
+        # An integer beyond 64 bits would silently become a float in a numeric column: keep it as JSON text.
+        return "int" if -(2**63) <= value < 2**63 else "bigint"
     if isinstance(value, float):
         return "float"
     if isinstance(value, str):
@@ -328,6 +389,7 @@ def _json_kind(value: Any) -> str:
 
 def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
     _check_utf8(path, data)
+    limits.check_json_depth(data, str(path), InputError)
     try:
         value = json.loads(data)
     except json.JSONDecodeError as exc:

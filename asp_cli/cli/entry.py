@@ -1,0 +1,81 @@
+"""The `asp` entry point: signal handlers first, then the command line, then one exit path.
+
+This module imports nothing heavy, so Ctrl-C or SIGTERM is handled from the first moment asp's own code
+runs: while Typer and the commands import, while options are parsed, while a command works, and while the
+process exits. Whenever a signal arrives, asp prints one line (``Interrupted; nothing was written.``, or
+which outputs were already complete) and exits with 130; nothing waits on a worker thread. A second signal
+while the first is still unwinding exits at once, after removing any temporary output file.
+
+How: the handler raises `Interrupted` once (a BaseException that Click does not catch, so it does not
+print ``Aborted!`` and exit 1); `asp_cli.cli.common.guarded` and `main` turn it into 130. Before the
+process exits, SIGINT and SIGTERM are blocked and any signal that arrived is still counted, so no signal
+can land in the interpreter's shutdown (where Python would die of it, -2, or print a traceback).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+
+from asp_cli import testhooks
+from asp_cli.cli import interrupts
+from asp_cli.cli.interrupts import INTERRUPTED, SIGNALS, Interrupted, announce, install
+
+
+def _exit_code(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"{value}\n")
+    return 1
+
+
+def _run() -> int:
+    testhooks.pause("entry")
+    from asp_cli.cli.main import app  # Typer and every command group: imported under the handler
+
+    try:
+        app(prog_name="asp")
+    except SystemExit as exc:
+        return _exit_code(exc.code)
+    return 0
+
+
+def _block() -> bool:
+    """Block SIGINT and SIGTERM; whether one arrived at any time (handled, or pending now)."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # no pthread_sigmask on this platform
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        return interrupts.received() or bool(signal.sigpending() & set(SIGNALS))
+    return interrupts.received()
+
+
+def _flush() -> None:
+    """Flush stdout and stderr now; a stream that cannot take its data goes to /dev/null, so that the
+    interpreter's own flush at exit cannot fail (Python would print a traceback and exit 120)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a full disk or a closed pipe; the command already reported it
+            with contextlib.suppress(Exception):
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, stream.fileno())
+
+
+def main() -> None:
+    """Console-script entry point (`asp`, `python -m asp_cli`)."""
+    install()
+    try:
+        code = _run()
+        interrupted = _block()
+    except (Interrupted, KeyboardInterrupt):
+        interrupted = _block() or True
+        code = INTERRUPTED
+    if interrupted:
+        code = INTERRUPTED
+        announce()
+    _flush()
+    sys.exit(code)

@@ -1,0 +1,86 @@
+"""The interrupt path shared by the entry point and `guarded`: one handler, one line, exit 130.
+
+`asp_cli.cli.entry` installs `handle` for SIGINT and SIGTERM before anything else imports. The first signal
+raises `asp_cli.errors.Interrupted` in the main thread (a BaseException Click does not catch); `guarded` and
+the entry point turn it into `announce` (one line on stderr, once) and exit 130. A second signal while the
+first is still unwinding exits at once, after removing the temporary files being written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+
+from asp_cli.errors import Interrupted
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+INTERRUPTED = 130
+
+
+class _State:
+    """The process's interrupt state (one command at a time)."""
+
+    installed = False
+    received: list[int] = []
+    announced = False
+
+
+def handle(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal handler signature
+    _State.received.append(signum)
+    if len(_State.received) == 1:
+        raise Interrupted
+    force_exit()  # a second signal: the first is taking too long to unwind
+
+
+def install() -> None:
+    """Handle SIGINT and SIGTERM from now on (a signal the parent ignores, as for background jobs, stays ignored)."""
+    for signum in SIGNALS:
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: keep Python's defaults
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, handle)
+                _State.installed = True
+
+
+def installed() -> bool:
+    """Whether `install` put the handlers in place in this process."""
+    return _State.installed
+
+
+def received() -> bool:
+    """Whether a signal reached `handle` in this process."""
+    return bool(_State.received)
+
+
+def begin_command() -> None:
+    """A new command in this process (the library's callers and tests run several): announce again."""
+    _State.announced = False
+
+
+def message() -> str:
+    """The one line an interrupted run prints: nothing was written, or which outputs are complete."""
+    from asp_cli import output
+
+    done = output.published()
+    if done:
+        return f"Interrupted after writing {', '.join(str(p) for p in done)} (complete); nothing else was written."
+    return "Interrupted; nothing was written."
+
+
+def announce() -> None:
+    """Print `message` on stderr, once per process."""
+    if _State.announced:
+        return
+    _State.announced = True
+    with contextlib.suppress(Exception):
+        sys.stderr.write(message() + "\n")
+        sys.stderr.flush()
+
+
+def force_exit() -> None:
+    from asp_cli import output
+
+    output.remove_temporary_files()
+    announce()
+    os._exit(INTERRUPTED)
