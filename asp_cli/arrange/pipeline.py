@@ -427,8 +427,8 @@ def schedule(
         Its subclasses for bad input, settings, predictor files or outputs; nothing is written then.
     """
     from asp_cli.output import check_output_path, check_parquet_name
-    from asp_cli.predict.prediction import predict_lengths
-    from asp_cli.reading import read_lengths, read_prompts
+    from asp_cli.predict.streamed import read_and_predict
+    from asp_cli.reading import read_lengths
 
     settings = settings or ScheduleSettings()
     note = progress or (lambda _msg: None)
@@ -442,8 +442,6 @@ def schedule(
                           force=force)
         check_parquet_name(Path(output), writer="asp schedule")
     preset = load_preset(settings.preset)
-    note("reading prompts")
-    prompts, read_report = read_prompts(inputs, read)
     history_frame = None
     history_print = None
     history_report = None
@@ -451,25 +449,15 @@ def schedule(
         note("reading history")
         history_frame, history_report = read_lengths(history, read)
         history_print = file_fingerprint(history)
-    note("predicting lengths")
-    if predictions:
-        from asp_cli.predict.predictions_file import predictions_from_files
-
-        predicted, info = predictions_from_files(
-            prompts, predictions, fingerprint=file_fingerprint(predictions),
-            max_response_tokens=settings.max_response_tokens, plan_with=settings.plan_with,
-        )
-    else:
-        predicted, info = predict_lengths(
-            prompts,
-            predictor=predictor,
-            history=history_frame,
-            history_fingerprint=history_print,
-            samples_per_prompt=settings.samples_per_prompt,
-            max_response_tokens=settings.max_response_tokens,
-            plan_with=settings.plan_with,
-            tokenizer=read.tokenizer,
-        )
+    # Prompts are read a batch at a time and predicted per batch; only ids, rows and lengths are kept.
+    note("reading prompts and predicting lengths")
+    prompts, predicted, info, read_report = read_and_predict(
+        inputs, read, predictor=predictor, predictions=predictions,
+        predictions_fingerprint=file_fingerprint(predictions) if predictions else None,
+        history=history_frame, history_fingerprint=history_print,
+        samples_per_prompt=settings.samples_per_prompt, max_response_tokens=settings.max_response_tokens,
+        plan_with=settings.plan_with,
+    )
     note("packing and interleaving")
     frame, choice = plan(prompts, predicted, settings, preset=preset)
     summary = summarize(frame, settings, preset)
