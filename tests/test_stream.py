@@ -229,7 +229,7 @@ _VALUES = st.one_of(st.none(), st.integers(-3, 3), st.sampled_from(["a", "b", "L
                     st.just([{"role": "user", "content": "hi there"}]), st.just([{"role": "user"}]))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=int(__import__("os").environ.get("ASP_STREAM_EXAMPLES", "60")), deadline=None)
 @given(rows=st.lists(st.fixed_dictionaries({}, optional={
     "id": st.one_of(st.integers(0, 10**6), st.text("abc", min_size=1, max_size=3)),
     "question": st.one_of(st.text("ab $x", max_size=8), st.none()),
