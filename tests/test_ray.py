@@ -111,6 +111,26 @@ def test_cli_ray_writes_shards_and_schedule_consumes_them(local_ray, shards, tmp
     assert planned.exit_code == 0, planned.output
 
 
+def test_cli_without_ray_exits_4_with_the_install_hint(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails, as on an install without the extra
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "question": "hi"}])
+    result = CliRunner().invoke(app, ["predictor", "predict", str(path), "-o", str(tmp_path / "out"), "--ray"])
+    assert result.exit_code == 4
+    assert result.stderr == ("Error: --ray needs Ray Data, which is not installed here; pip install 'asp-cli[ray]' "
+                             "(on every node of the cluster), or drop --ray\n")
+
+
+def test_a_folder_of_predictions_stands_for_its_files(tmp_path):
+    from asp_cli import predict_file, schedule
+
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "word " * i} for i in range(1, 40)])
+    (tmp_path / "preds").mkdir()
+    predict_file([path], tmp_path / "preds" / "predictions-00000.parquet")
+    a = schedule([path], None, predictions=[tmp_path / "preds"])
+    b = schedule([path], None, predictions=[tmp_path / "preds" / "predictions-00000.parquet"])
+    assert a.frame.equals(b.frame) and a.metadata["predictor"] == b.metadata["predictor"]
+
+
 def test_missing_ray_is_one_line_with_the_install_hint(tmp_path):
     # A fresh interpreter where `import ray` fails, as on an install without the extra.
     code = (

@@ -438,7 +438,10 @@ def schedule(
     note = progress or (lambda _msg: None)
     inputs = [Path(p) for p in inputs]
     history = [Path(p) for p in history]
-    predictions = [Path(p) for p in predictions]
+    if predictions:
+        from asp_cli.predict.predictions_file import expand_prediction_paths
+
+        predictions = expand_prediction_paths(predictions)
     if predictions and (predictor is not None or history):
         raise SettingsError("--predictions replaces the predictor: give it without --predictor and --history")
     if output is not None:

@@ -156,12 +156,9 @@ def predict_file(
     """
     from asp_cli.fingerprint import file_fingerprint
     from asp_cli.output import atomic_path, check_output_path, check_parquet_name
-    from asp_cli.predict.prediction import (
-        _check_settings,
-        lengths_from_distribution,
-        predict_distribution,
-    )
-    from asp_cli.reading import read_lengths, read_prompts
+    from asp_cli.predict.prediction import _check_settings
+    from asp_cli.predict.streamed import read_and_predict
+    from asp_cli.reading import read_lengths
 
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
     inputs = [Path(p) for p in inputs]
@@ -169,13 +166,12 @@ def predict_file(
     if output is not None:
         check_output_path(output, [*inputs, *history, *([Path(model)] if model else [])], force=force)
         check_parquet_name(Path(output), writer="asp predictor predict")
-    prompts, _ = read_prompts(inputs, read)
     past = read_lengths(history, read)[0] if history else None
-    distribution = predict_distribution(prompts, predictor=model, history=past,
-                                        max_response_tokens=max_response_tokens, tokenizer=read.tokenizer)
-    frame, info = lengths_from_distribution(
-        distribution, predictor=model, history_fingerprint=file_fingerprint(history) if history else None,
-        samples_per_prompt=samples_per_prompt, max_response_tokens=max_response_tokens, plan_with=plan_with)
+    # Read and predicted a batch at a time (the model is row-wise); the history correction runs once at the end.
+    prompts, frame, info, _, distribution = read_and_predict(
+        inputs, read, predictor=model, history=past,
+        history_fingerprint=file_fingerprint(history) if history else None, samples_per_prompt=samples_per_prompt,
+        max_response_tokens=max_response_tokens, plan_with=plan_with, with_distribution=True)
     table = prediction_table(prompts[C.PROMPT_ID], frame, distribution[0], distribution[1], max_response_tokens)
     result = PredictResult(table, info)
     if output is not None:

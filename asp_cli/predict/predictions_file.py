@@ -31,6 +31,27 @@ def text_tokens(text: pl.Expr) -> pl.Expr:
     return (text.str.len_bytes() / 4).ceil().clip(1).cast(pl.Int64)
 
 
+def expand_prediction_paths(paths: Sequence[Path]) -> list[Path]:
+    """Prediction files as given, a folder standing for its ``predictions-*.parquet`` (what ``--ray`` writes).
+
+    Raises
+    ------
+    InputError
+        A folder without such files.
+    """
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(path.glob("predictions-*.parquet"))
+            if not found:
+                raise InputError(f"{path}: a folder without predictions-*.parquet files; give the folder "
+                                 "`asp predictor predict --ray -o` wrote, or name the files")
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
+
+
 def predictions_from_files(
     prompts: pl.DataFrame,
     paths: Sequence[Path],

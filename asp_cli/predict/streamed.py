@@ -41,7 +41,8 @@ def read_and_predict(
     max_response_tokens: int = 8192,
     plan_with: str = "max",
     batch_bytes: int | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame, PredictionInfo, ReadReport]:
+    with_distribution: bool = False,
+) -> tuple:
     """Stream the prompt files, predicting each batch (or looking it up in ``predictions`` files).
 
     Returns
@@ -49,7 +50,8 @@ def read_and_predict(
     (prompts, predicted, info, report)
         ``prompts``: ``row``, ``prompt_id``, ``data_source``, ``difficulty`` (no text); ``predicted`` and
         ``info`` as `predict_lengths` (or `predictions_from_files` with ``predictions``); ``report`` as
-        `read_prompts`'.
+        `read_prompts`'. With ``with_distribution`` (not with ``predictions``), a fifth item: the
+        `predict_distribution` tuple the lengths came from.
 
     Raises
     ------
@@ -85,4 +87,6 @@ def read_and_predict(
     predicted, info = lengths_from_distribution(
         distribution, predictor=predictor, history_fingerprint=history_fingerprint,
         samples_per_prompt=samples_per_prompt, max_response_tokens=max_response_tokens, plan_with=plan_with)
+    if with_distribution:
+        return prompts, predicted, info, report, distribution
     return prompts, predicted, info, report
