@@ -33,6 +33,7 @@ from asp_cli.errors import InputError
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts
 from asp_cli.reading.tables import (
+    _HASHER,
     FILE_ROW,
     LINE,
     ReadReport,
@@ -51,6 +52,7 @@ BATCH_BYTES = 32 << 20  # text per batch: about 80,000 verl-style prompts, a few
 PARQUET_BATCH_ROWS = 65_536
 _READ_BYTES = 16 << 20  # bytes read from disk per call
 _CSV_INFER_ROWS = 10_000  # as `tables._read_csv`: the first rows decide the column types
+_WHOLE_KEEP_ROWS = 1_000_000  # rows per ``keep`` call on a file read whole (as `prediction._PREDICT_CHUNK_ROWS`)
 SOURCE_FILE_INDEX = "\x00file"  # hidden column of the kept frame: the index of the row's file in ``paths``
 
 Keep = Callable[[pl.DataFrame], pl.DataFrame]
@@ -169,7 +171,10 @@ def _take(state: _FileState, frame: pl.DataFrame, locate: Callable[[int], str] |
         return
     kept = prompts.select(C.ROW, C.PROMPT_ID, C.DATA_SOURCE, C.DIFFICULTY, FILE_ROW)
     if keep is not None:
-        extra = keep(prompts)
+        # A file read whole goes to ``keep`` in slices, so the predictor's working memory stays bounded.
+        step = _WHOLE_KEEP_ROWS if whole else max(prompts.height, 1)
+        starts = range(0, prompts.height, step) or range(1)
+        extra = pl.concat([keep(prompts.slice(start, step)) for start in starts], how="vertical")
         if extra.height != prompts.height:
             raise ValueError("keep() must return one row per prompt")
         kept = pl.concat([kept, extra], how="horizontal")
@@ -465,7 +470,7 @@ def _parquet_batches(path: Path, gzipped: bool, report: ReadReport,
         where: io.BytesIO | Path = io.BytesIO(data)
         magic = data[:4]
     else:
-        report.fingerprints[str(path)] = file_fingerprint(path)
+        report.pending[str(path)] = _HASHER.submit(file_fingerprint, path)  # beside the parser, on the other core
         where = path
         if not magic:
             raise InputError(f"{path}: the file is empty; give a file with at least one row")
