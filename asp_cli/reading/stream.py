@@ -418,9 +418,8 @@ def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int) -> Iterator[
             frame, schema = _parse_csv(path, header, records, separator, schema, line)
             line += records.count(b"\n")
             yield frame, None
-    if pending:
-        frame, schema = _parse_csv(path, header, pending if pending.endswith(b"\n") else pending, separator, schema,
-                                   line)
+    if pending:  # the last records (the first batch too, when the file holds fewer than 10,000 rows)
+        frame, schema = _parse_csv(path, header, pending, separator, schema, line)
         yield frame, None
 
 
@@ -475,8 +474,12 @@ def _parquet_batches(path: Path, gzipped: bool, report: ReadReport,
         if not magic:
             raise InputError(f"{path}: the file is empty; give a file with at least one row")
     if magic != b"PAR1":
-        head = magic if gzipped else open(path, "rb").read(4096)  # noqa: SIM115 - the error path
-        raise _mismatch(path, "Parquet", data[:4096] if gzipped else head)
+        if gzipped:
+            head = data[:4096]
+        else:
+            with open(path, "rb") as handle:
+                head = handle.read(4096)
+        raise _mismatch(path, "Parquet", head)
     try:
         parquet = pq.ParquetFile(where)
         batches = parquet.iter_batches(batch_size=rows)
