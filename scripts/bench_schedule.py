@@ -204,13 +204,20 @@ def main() -> None:
 
 
 def _generate(workdir: Path, count: int, shards: int) -> list[Path]:
-    """``count`` prompts as ``shards`` JSONL files (the ids run on across files), generated once per size."""
+    """``count`` prompts as ``shards`` JSONL files (the ids run on across files), generated once per size.
+
+    Each file is generated in a child process: Linux keeps a process's peak memory across fork and exec, so
+    a measured command started by a parent that had grown while generating would report the parent's peak.
+    """
     paths = []
     per = -(-count // shards)
+    code = "import sys; from bench_schedule import make_prompts; from pathlib import Path; " \
+           "make_prompts(int(sys.argv[1]), Path(sys.argv[2]), seed=int(sys.argv[3]), first_id=int(sys.argv[4]))"
     for index in range(shards):
         size = min(per, count - index * per)
         path = workdir / (f"prompts-{index:03d}.jsonl" if shards > 1 else "prompts.jsonl")
-        make_prompts(size, path, seed=index, first_id=index * per)
+        subprocess.run([sys.executable, "-c", code, str(size), str(path), str(index), str(index * per)],
+                       check=True, cwd=Path(__file__).resolve().parent)
         paths.append(path)
     return paths
 

@@ -18,8 +18,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_schedule import make_prompts
-
 CHILD = """
 import resource, sys
 import asp_cli.reading.stream as stream
@@ -44,7 +42,11 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="asp-batches-", dir=args.workdir))
     try:
         path = workdir / "prompts.jsonl"
-        make_prompts(args.prompts, path)
+        # In a child process: Linux keeps a process's peak memory across fork and exec, so the measured children
+        # of a parent that had grown while generating would report the parent's peak.
+        subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from bench_schedule import "
+                        "make_prompts; make_prompts(int(sys.argv[1]), Path(sys.argv[2]))", str(args.prompts),
+                        str(path)], check=True, cwd=Path(__file__).resolve().parent)
         print(f"{args.prompts:,} prompts ({path.stat().st_size / 1e6:,.0f} MB of JSONL)\n")
         print("| batch MB | what | peak RSS GiB | resident after reading GiB |\n|---|---|---|---|")
         for what in ("predict", *(("read",) if args.no_predict else ())):

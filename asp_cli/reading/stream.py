@@ -48,7 +48,7 @@ from asp_cli.reading.tables import (
     release_arrow_memory,
 )
 
-BATCH_BYTES = 32 << 20  # text per batch: about 80,000 verl-style prompts, a few hundred MB at the predictor's peak
+BATCH_BYTES = 8 << 20  # text per batch: about 20,000 verl-style prompts (docs/benchmarks.md: peak memory by batch size)
 PARQUET_BATCH_ROWS = 65_536
 _READ_BYTES = 16 << 20  # bytes read from disk per call
 _CSV_INFER_ROWS = 10_000  # as `tables._read_csv`: the first rows decide the column types
