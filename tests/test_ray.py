@@ -18,6 +18,21 @@ from asp_cli.errors import SettingsError
 from util import SAMPLE_PROMPTS, write_jsonl
 
 
+def test_an_address_with_no_cluster_is_one_line_exit_4(tmp_path, monkeypatch):
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'asp-cli[ray]')")
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray runtime is already up in this process")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "question": "hi"}])
+    result = CliRunner().invoke(app, ["predictor", "predict", str(path), "-o", str(tmp_path / "out"), "--ray",
+                                      "--ray-address", "auto"])
+    assert result.exit_code == 4, result.output
+    assert result.stderr.startswith("Error: --ray-address auto: no Ray cluster found there (")
+    assert result.stderr.strip().count("\n") == 0
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """A local Ray runtime with two worker CPUs, shared by this module's tests."""

@@ -109,8 +109,13 @@ def predict_with_ray(
     loaded = load_predictor(model)  # checked here once (trusted types only), then shipped to the workers
     ray = import_ray()
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": workers}))
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     **({} if address else {"num_cpus": workers}))
+        except ConnectionError as exc:
+            reason = (str(exc).strip().splitlines() or ["cannot connect"])[0][:160]
+            raise SettingsError(f"--ray-address {address}: no Ray cluster found there ({reason}); start one "
+                                "(ray start --head) or drop --ray-address to run on a local Ray") from None
     _quiet(ray)
     model_ref = ray.put(loaded)
     settings = {"read": read, "samples_per_prompt": samples_per_prompt, "max_response_tokens": max_response_tokens,
