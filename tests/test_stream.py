@@ -362,3 +362,27 @@ def test_random_records_fail_or_read_as_the_whole_file(tmp_path_factory, rows, s
         write_jsonl(path, rows)
     for on_bad_row in ("error", "skip"):
         _same_outcome(path, ReadOptions(on_bad_row=on_bad_row), batch_bytes)
+
+
+def test_the_depth_limit_holds_in_every_batch(tmp_path):
+    from asp_cli import limits
+
+    rows = _rows(60)
+    lines = [json.dumps(r) for r in rows]
+    deep = "[" * (limits.MAX_NESTING_DEPTH + 5) + "]" * (limits.MAX_NESTING_DEPTH + 5)
+    lines[47] = '{"id": "deep", "prompt": [{"role": "user", "content": "x"}], "x": ' + deep + "}"
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    whole, batched = _errors([path], batch_bytes=300)
+    assert batched == whole and f"{path}:48: JSON nested more than {limits.MAX_NESTING_DEPTH} levels" in batched
+    frame, report = _assert_same([path], ReadOptions(on_bad_row="skip"), batch_bytes=300)
+    assert report.skipped_examples == [f"{path}:48"] and frame.height == 59
+
+
+def test_a_gzip_bomb_is_refused_while_inflating(tmp_path):
+    from asp_cli import limits
+
+    path = tmp_path / "bomb.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"question": "q"}\n' + b" " * (limits.GZIP_FREE_BYTES + (8 << 20)), 9, mtime=0))
+    whole, batched = _errors([path], batch_bytes=1 << 20)
+    assert batched == whole and "inflates to more than" in batched

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import queue
+import threading
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,15 +33,17 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts
+from asp_cli import limits
 from asp_cli.reading.tables import (
-    _HASHER,
     FILE_ROW,
     LINE,
     ReadReport,
     _check_utf8,
     _first_line,
+    _in_background,
     _mismatch,
     _sniff,
+    check_parquet_footer,
     file_format,
     find_column,
     parse_jsonl_block,
@@ -274,6 +277,8 @@ class _ByteSource:
 
     def __init__(self, path: Path, gzipped: bool, report: ReadReport) -> None:
         self.path, self.gzipped, self.report = path, gzipped, report
+        self.consumed = 0  # compressed bytes fed to the inflater so far
+        self.produced = 0  # bytes it gave back
 
     def pieces(self) -> Iterator[bytes]:
         path = self.path
@@ -286,38 +291,68 @@ class _ByteSource:
             raise InputError(f"{path}: is a directory; name a file") from None
         except PermissionError:
             raise InputError(f"{path}: permission denied") from None
-        # hashlib releases the GIL on large buffers: hash on the second core while the parser runs (one
-        # worker, so the pieces are hashed in order).
-        hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asp-hash")
-        with handle, hasher:
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
-            while True:
-                raw = handle.read(_READ_BYTES)
-                if not raw:
-                    break
-                hasher.submit(digest.update, raw)
-                if inflater is None:
-                    yield raw
-                    continue
-                yield from self._inflate(inflater, raw)
-                while inflater.eof and inflater.unused_data.lstrip(b"\x00"):
-                    rest = inflater.unused_data.lstrip(b"\x00")  # concatenated members, as gzip reads them
-                    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    yield from self._inflate(inflater, rest)
-            if inflater is not None and not inflater.eof:
-                raise InputError(f"{path}: not a valid gzip file (compressed file ended before the end-of-stream "
-                                 "marker was reached); drop the .gz suffix if it is plain")
+        # hashlib releases the GIL on large buffers: hash on the second core while the parser runs, on one
+        # daemon thread (pieces in order; an interrupted command never waits for it at exit).
+        pieces: queue.SimpleQueue = queue.SimpleQueue()
+
+        def hash_pieces() -> None:
+            while (piece := pieces.get()) is not None:
+                digest.update(piece)
+
+        hasher = threading.Thread(target=hash_pieces, name="asp-hash", daemon=True)
+        hasher.start()
+
+        def read() -> Iterator[bytes]:
+            for raw in iter(lambda: handle.read(_READ_BYTES), b""):
+                pieces.put(raw)
+                yield raw
+
+        try:
+            with handle:
+                yield from (self._gunzip(read()) if self.gzipped else read())
+        finally:
+            pieces.put(None)
+        hasher.join()
         self.report.fingerprints[str(path)] = "sha256:" + digest.hexdigest()
 
-    def _inflate(self, inflater, raw: bytes) -> Iterator[bytes]:
+    def _gunzip(self, raws: Iterator[bytes]) -> Iterator[bytes]:
+        """Inflate every member of a gzip stream, refusing a bomb as `limits.gunzip` does: the output may not
+        pass `limits.GZIP_FREE_BYTES` plus `limits.MAX_GZIP_RATIO` times the compressed bytes consumed so far,
+        checked every MiB it grows."""
+        step = 1 << 16
+        inflater = None  # none while between members
+        consumed = produced = 0
         try:
-            pending = raw
-            while pending and not inflater.eof:
-                out = inflater.decompress(pending, _READ_BYTES)
-                if out:
-                    yield out
-                pending = inflater.unconsumed_tail
-        except zlib.error as exc:
+            for raw in raws:
+                data = raw
+                while data:
+                    if inflater is None or inflater.eof:
+                        data = data.lstrip(b"\x00")  # members may be followed by NUL padding, as gzip allows
+                        if not data:
+                            break
+                        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    piece, data = data[:step], data[step:]
+                    consumed += len(piece)
+                    out = inflater.decompress(piece, 1 << 20)
+                    while True:
+                        produced += len(out)
+                        if produced > limits.GZIP_FREE_BYTES + limits.MAX_GZIP_RATIO * (
+                                consumed - len(inflater.unconsumed_tail)):
+                            raise InputError(
+                                f"{self.path}: the gzip data inflates to more than {limits.MAX_GZIP_RATIO} times its "
+                                "size (a decompression bomb, or data asp cannot tell from one); decompress it "
+                                "yourself and give the plain file")
+                        if out:
+                            yield out
+                        if not inflater.unconsumed_tail:
+                            break
+                        out = inflater.decompress(inflater.unconsumed_tail, 1 << 20)
+                    if inflater.eof and inflater.unused_data:  # the next member starts in this piece
+                        consumed -= len(inflater.unused_data)
+                        data = inflater.unused_data + data
+            if inflater is not None and not inflater.eof:
+                raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        except (zlib.error, EOFError) as exc:
             raise InputError(f"{self.path}: not a valid gzip file ({exc}); drop the .gz suffix if it is plain") from None
 
 
@@ -469,7 +504,7 @@ def _parquet_batches(path: Path, gzipped: bool, report: ReadReport,
         where: io.BytesIO | Path = io.BytesIO(data)
         magic = data[:4]
     else:
-        report.pending[str(path)] = _HASHER.submit(file_fingerprint, path)  # beside the parser, on the other core
+        report.pending[str(path)] = _in_background(file_fingerprint, path)  # beside the parser, on the other core
         where = path
         if not magic:
             raise InputError(f"{path}: the file is empty; give a file with at least one row")
@@ -480,6 +515,7 @@ def _parquet_batches(path: Path, gzipped: bool, report: ReadReport,
             with open(path, "rb") as handle:
                 head = handle.read(4096)
         raise _mismatch(path, "Parquet", head)
+    check_parquet_footer(where, str(path))  # nesting the readers could not survive is refused from the footer
     try:
         parquet = pq.ParquetFile(where)
         batches = parquet.iter_batches(batch_size=rows)
