@@ -119,7 +119,7 @@ def predict_with_ray(
     _quiet(ray)
     model_ref = ray.put(loaded)
     settings = {"read": read, "samples_per_prompt": samples_per_prompt, "max_response_tokens": max_response_tokens,
-                "plan_with": plan_with, "predictor": Path(model) if model is not None else None}
+                "plan_with": plan_with, "predictor": Path(model) if model is not None else None, "force": force}
     shards = ray.data.from_items(
         [{"shard": i, "path": str(p.resolve()), "output": str(f.resolve())} for i, (p, f) in enumerate(zip(inputs, files))],
         override_num_blocks=len(inputs))
@@ -160,7 +160,8 @@ def _quiet(ray) -> None:
 
 
 def predict_shard(path: Path, output: Path, model, *, read: ReadOptions, samples_per_prompt: int,
-                  max_response_tokens: int, plan_with: str, predictor: Path | None = None) -> dict[str, Any]:
+                  max_response_tokens: int, plan_with: str, predictor: Path | None = None,
+                  force: bool = False) -> dict[str, Any]:
     """Read one input a batch at a time, predict it, write its predictions: what each Ray worker runs.
 
     Without an id column the ids are row numbers, which count from the first row of all inputs: they are
@@ -180,7 +181,7 @@ def predict_shard(path: Path, output: Path, model, *, read: ReadOptions, samples
 
     prompts, report = read_prompts_streamed([path], read, keep=keep)
     table = prompts.drop(C.ROW, C.DATA_SOURCE, C.DIFFICULTY)
-    with atomic_path(output) as tmp:
+    with atomic_path(output, replace=force) as tmp:
         table.write_parquet(tmp, compression="zstd", statistics=False)
     return {"prompts": prompts.height, "skipped": report.skipped_rows, "rows": report.file_rows[str(path)],
             "row_ids": report.columns_used.get(str(path), {}).get("id") == _ROW_IDS}
@@ -233,7 +234,7 @@ def _number_rows(summaries: list[dict[str, Any]], files: list[Path]) -> None:
         if summary["row_ids"] and offset:
             table = pl.read_parquet(path).with_columns(
                 (pl.col(C.PROMPT_ID).cast(pl.Int64) + offset).cast(pl.String).alias(C.PROMPT_ID))
-            with atomic_path(path) as tmp:
+            with atomic_path(path, replace=True) as tmp:  # this run's own file, its ids shifted
                 table.write_parquet(tmp, compression="zstd", statistics=False)
         offset += summary["rows"]
 
