@@ -14,7 +14,7 @@ Every command has a Python twin, re-exported here (loaded on first use, so ``imp
 ``asp calibrate``         `calibrate`
 ``asp predictor fit``     `fit_predictor`
 ``asp predictor eval``    `evaluate_predictor`
-``asp predictor predict`` `predict_file`
+``asp predictor predict`` `predict_file` (``--ray``: `predict_with_ray`)
 ``asp predictor info``    `predictor_info`
 ========================  =====================================================
 
@@ -45,6 +45,7 @@ _TWINS = {
     "fit_predictor": "asp_cli.predict.commands",
     "evaluate_predictor": "asp_cli.predict.commands",
     "predict_file": "asp_cli.predict.commands",
+    "predict_with_ray": "asp_cli.predict.on_ray",
     "predictor_info": "asp_cli.predict.commands",
     "ScheduleSettings": "asp_cli.settings",
     "ReadOptions": "asp_cli.reading.options",

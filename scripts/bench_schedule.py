@@ -1,12 +1,15 @@
 """Speed and memory of `asp schedule` at scale, next to a bare Polars read plus Parquet write of the same file.
 
 Generates N prompts by varying the sample prompts (new ids, the numbers in each problem redrawn, a random
-amount of the text repeated so lengths spread), writes them as JSONL, then runs each measured command in its
-own process and reads its wall time and peak resident memory from the kernel (os.wait4).
+amount of the text repeated so lengths spread), writes them as JSONL (``--shards S``: as S files of N/S), then
+runs each measured command in its own process and reads its wall time and peak resident memory: the kernel's
+(os.wait4) for one process, and with ``--ray`` the peak of the summed resident memory of the whole process
+tree (Ray's driver, raylet, object store and workers), sampled every 0.1 s.
 
 Usage:
     python scripts/bench_schedule.py --prompts 1000000            # the issue's 1M figure
     python scripts/bench_schedule.py --prompts 10000000 --epochs 1 # the 10M scale run
+    python scripts/bench_schedule.py --prompts 1000000 --shards 4 --ray  # also the Ray path (pip install '.[ray]')
     python scripts/bench_schedule.py ... --write-docs              # also update docs/benchmarks.md
 """
 
@@ -18,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,8 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_data" / "prompts.jsonl"
 
 
-def make_prompts(count: int, path: Path, seed: int = 0) -> None:
-    """Write ``count`` prompts varied from the sample prompts, in chunks to bound memory."""
+def make_prompts(count: int, path: Path, seed: int = 0, first_id: int = 0) -> None:
+    """Write ``count`` prompts varied from the sample prompts, in chunks to bound memory; ids from ``first_id``."""
     base = pl.read_ndjson(SAMPLE)
     texts = base.select(pl.col("prompt").list.first().struct.field("content")).to_series()
     sources = base["data_source"]
@@ -43,7 +47,8 @@ def make_prompts(count: int, path: Path, seed: int = 0) -> None:
             repeat = rng.integers(0, 3, size)
             frame = pl.DataFrame(
                 {
-                    "id": pl.Series(np.arange(start, start + size)).cast(pl.String).str.pad_start(9, "0"),
+                    "id": pl.Series(np.arange(first_id + start, first_id + start + size)).cast(pl.String)
+                    .str.pad_start(9, "0"),
                     "text": texts.gather(pick),
                     "data_source": sources.gather(pick),
                     "number": number.astype(str),
@@ -64,21 +69,60 @@ def make_prompts(count: int, path: Path, seed: int = 0) -> None:
 
 
 def measure(command: list[str]) -> tuple[float, float, int]:
-    """Run a command; return (wall seconds, peak RSS in GiB, exit code)."""
+    """Run a command; return (wall seconds, peak RSS in GiB, exit code).
+
+    The peak is the larger of the kernel's figure for the process (os.wait4) and the sampled sum over its
+    process tree (what counts for Ray, whose workers are other processes).
+    """
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
+    sampled = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            sampled[0] = max(sampled[0], _tree_rss_kib(process.pid))
+            done.wait(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     stderr = process.stderr.read().decode() if process.stderr else ""
+    _, status, usage = os.wait4(process.pid, 0)
+    done.set()
+    sampler.join()
+    wall = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         sys.stderr.write(stderr)
-    return wall, usage.ru_maxrss / 1024 / 1024, code
+    return wall, max(usage.ru_maxrss, sampled[0]) / 1024 / 1024, code
+
+
+def _tree_rss_kib(root: int) -> int:
+    """The summed VmRSS of ``root`` and all its descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/status") as handle:
+                total += next((int(line.split()[1]) for line in handle if line.startswith("VmRSS:")), 0)
+        except OSError:
+            continue
+    return total
 
 
 BARE = (
     "import polars as pl, sys; "
-    "pl.read_ndjson(sys.argv[1]).write_parquet(sys.argv[2])"
+    "pl.concat([pl.read_ndjson(p) for p in sys.argv[1:-1]]).write_parquet(sys.argv[-1])"
 )
 
 
@@ -87,6 +131,11 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=1_000_000)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--instances", type=int, default=16)
+    parser.add_argument("--shards", type=int, default=1, help="Write the prompts as this many JSONL files.")
+    parser.add_argument("--ray", action="store_true", help="Also measure asp predictor predict --ray, then "
+                        "asp schedule --predictions (needs pip install '.[ray]').")
+    parser.add_argument("--workers", type=int, default=2, help="Ray workers (with --ray).")
+    parser.add_argument("--no-bare", action="store_true", help="Skip the bare Polars read + write.")
     parser.add_argument("--workdir", type=Path, default=None, help="Where to write the generated files.")
     parser.add_argument("--keep", action="store_true", help="Keep the generated files.")
     parser.add_argument("--write-docs", action="store_true", help="Update the table in docs/benchmarks.md.")
@@ -94,39 +143,57 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="asp-bench-", dir=args.workdir))
     try:
-        prompts = workdir / "prompts.jsonl"
         t0 = time.perf_counter()
-        make_prompts(args.prompts, prompts)
-        size_mb = prompts.stat().st_size / 1e6
-        print(f"generated {args.prompts:,} prompts ({size_mb:,.0f} MB) in {time.perf_counter() - t0:.1f} s",
-              file=sys.stderr)
-        bare = measure([sys.executable, "-c", BARE, str(prompts), str(workdir / "bare.parquet")])
-        asp_cmd = [sys.executable, "-m", "asp_cli", "schedule", str(prompts), "-o",
-                   str(workdir / "schedule.parquet"), "--quiet", "--instances", str(args.instances),
-                   "--epochs", str(args.epochs)]
-        ours = measure(asp_cmd)
+        shards = _generate(workdir, args.prompts, args.shards)
+        size_mb = sum(p.stat().st_size for p in shards) / 1e6
+        print(f"generated {args.prompts:,} prompts ({size_mb:,.0f} MB in {len(shards)} file(s)) in "
+              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        rows = []
+        if not args.no_bare:
+            bare = measure([sys.executable, "-c", BARE, *map(str, shards), str(workdir / "bare.parquet")])
+            rows.append(("bare Polars read_ndjson + write_parquet", bare))
+        asp = [sys.executable, "-m", "asp_cli"]
+        settings = ["--quiet", "--instances", str(args.instances), "--epochs", str(args.epochs)]
+        ours = measure([*asp, "schedule", *map(str, shards), "-o", str(workdir / "schedule.parquet"), *settings])
         if ours[2] != 0:
             raise SystemExit(f"asp schedule failed with exit code {ours[2]}")
-        rows = [
-            ("bare Polars read_ndjson + write_parquet", bare),
-            (f"asp schedule (K={args.instances}, {args.epochs} epoch(s))", ours),
-        ]
+        rows.append((f"asp schedule, streamed (K={args.instances}, {args.epochs} epoch(s))", ours))
+        read_only = measure([*asp, "predictor", "predict", *map(str, shards), "-o", str(workdir / "p.parquet")])
+        if read_only[2] != 0:
+            raise SystemExit(f"asp predictor predict failed with exit code {read_only[2]}")
+        rows.append(("asp predictor predict, streamed (reading and the predictor alone)", read_only))
+        if args.ray:
+            out = workdir / "predictions"
+            predicted = measure([*asp, "predictor", "predict", *map(str, shards), "-o", str(out), "--ray",
+                                 "--workers", str(args.workers)])
+            if predicted[2] != 0:
+                raise SystemExit(f"asp predictor predict --ray failed with exit code {predicted[2]}")
+            files = sorted(out.glob("predictions-*.parquet"))
+            planned = measure([*asp, "schedule", *map(str, shards), "-o", str(workdir / "schedule-ray.parquet"),
+                               *settings, *[a for f in files for a in ("--predictions", str(f))]])
+            if planned[2] != 0:
+                raise SystemExit(f"asp schedule --predictions failed with exit code {planned[2]}")
+            rows.append((f"asp predictor predict --ray ({args.workers} workers, {len(shards)} shards)", predicted))
+            rows.append(("asp schedule --predictions (the Ray files)", planned))
         table = [
             "| command | wall s | peak RSS GiB |",
             "|---|---|---|",
             *[f"| {name} | {wall:.1f} | {rss:.2f} |" for name, (wall, rss, _) in rows],
-            f"| ratio asp / bare | {ours[0] / bare[0]:.2f}x | {ours[1] / bare[1]:.2f}x |",
         ]
+        if not args.no_bare:
+            table.append(f"| ratio asp / bare | {ours[0] / bare[0]:.2f}x | {ours[1] / bare[1]:.2f}x |")
         text = "\n".join(table)
         print(f"{args.prompts:,} prompts, {size_mb:,.0f} MB of JSONL, {os.cpu_count()} cores\n")
         print(text)
         if args.write_docs:
             heading = f"### {args.prompts:,} prompts"
+            flags = (f" --shards {args.shards}" if args.shards > 1 else "") + (" --ray" if args.ray else "") + \
+                (" --no-bare" if args.no_bare else "")
             body = (
-                f"{heading}\n\n{args.prompts:,} prompts ({size_mb:,.0f} MB of JSONL), {os.cpu_count()} cores, "
-                f"measured {time.strftime('%Y-%m-%d')}:\n\n{text}\n\n"
+                f"{heading}\n\n{args.prompts:,} prompts ({size_mb:,.0f} MB of JSONL in {len(shards)} file(s)), "
+                f"{os.cpu_count()} cores, measured {time.strftime('%Y-%m-%d')}:\n\n{text}\n\n"
                 f"Reproduce: `python scripts/bench_schedule.py --prompts {args.prompts} --epochs {args.epochs} "
-                f"--instances {args.instances}`\n"
+                f"--instances {args.instances}{flags}`\n"
             )
             _update_docs(heading, body)
     finally:
@@ -134,6 +201,25 @@ def main() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             print(f"kept {workdir}", file=sys.stderr)
+
+
+def _generate(workdir: Path, count: int, shards: int) -> list[Path]:
+    """``count`` prompts as ``shards`` JSONL files (the ids run on across files), generated once per size.
+
+    Each file is generated in a child process: Linux keeps a process's peak memory across fork and exec, so
+    a measured command started by a parent that had grown while generating would report the parent's peak.
+    """
+    paths = []
+    per = -(-count // shards)
+    code = "import sys; from bench_schedule import make_prompts; from pathlib import Path; " \
+           "make_prompts(int(sys.argv[1]), Path(sys.argv[2]), seed=int(sys.argv[3]), first_id=int(sys.argv[4]))"
+    for index in range(shards):
+        size = min(per, count - index * per)
+        path = workdir / (f"prompts-{index:03d}.jsonl" if shards > 1 else "prompts.jsonl")
+        subprocess.run([sys.executable, "-c", code, str(size), str(path), str(index), str(index * per)],
+                       check=True, cwd=Path(__file__).resolve().parent)
+        paths.append(path)
+    return paths
 
 
 def _update_docs(heading: str, body: str) -> None:

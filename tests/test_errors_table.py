@@ -48,6 +48,7 @@ def setup_files(tmp: Path) -> None:
     (tmp / "bomb.jsonl.gz").write_bytes(header + zlib.compress(b"\0" * (64 << 20), 9)[2:-4] + b"\x00" * 8)
     (tmp / "nan.json").write_text('{"eta_bandwidth": NaN}')
     write_jsonl(tmp / "floatid.jsonl", [{"id": "a", "question": "q"}, {"id": 1.5, "question": "r"}])
+    (tmp / "emptydir").mkdir()
 
 
 def run(tmp: Path, *args: str):
@@ -99,6 +100,10 @@ CASES = [
      "--fraction must be a share of the prompts in (0, 1]"),
     ("E37", ["probe", "{tmp}/good.jsonl", "-o", "{tmp}/o.jsonl", "--prompts", "5000"], 4,
      "--prompts 5000 is more than the 2 prompts of the input"),
+    ("E57", ["predictor", "predict", "{tmp}/good.jsonl", "-o", "{tmp}/preds", "--ray", "--history",
+             "{tmp}/hist_missing.jsonl"], 4, "--history cannot go with --ray: the history correction is pooled"),
+    ("E58", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictions", "{tmp}/emptydir"], 3,
+     "emptydir: a folder without predictions-*.parquet files"),
     ("E32", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/fifo.parquet", "--force"], 7,
      "fifo.parquet is not a regular file (a device, pipe or socket); name a file"),
     ("E45", ["bench", "--workload", "aime-k8-n4", "--data", "{tmp}"], 3,
@@ -442,5 +447,6 @@ def test_every_documented_row_is_tested():
     table = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
-        f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"}
+        f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
+        "E56", "E59"}  # E56, E59 (Ray): tests/test_ray.py
     assert documented == tested

@@ -44,9 +44,9 @@ def test_schedule_progress_when_asked_and_the_same_file_either_way(tmp_path):
     shown = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "b.parquet"), "--progress", "--quiet",
                                 "--json"])
     assert shown.exit_code == 0, shown.stderr
-    assert shown.stderr.splitlines() == ["asp schedule: 1/5 reading prompts", "asp schedule: 3/5 predicting lengths",
-                                         "asp schedule: 4/5 packing and interleaving",
-                                         "asp schedule: 5/5 writing schedule"]
+    assert shown.stderr.splitlines() == ["asp schedule: 2/4 reading prompts and predicting lengths",
+                                         "asp schedule: 3/4 packing and interleaving",
+                                         "asp schedule: 4/4 writing schedule"]
     assert json.loads(shown.stdout)["prompts"] == 30
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()  # --progress not recorded
 

@@ -306,32 +306,36 @@ def _assemble(
     first_of_mb = np.searchsorted(sorted_mb, sorted_mb, side="left")
     position[row_order] = np.arange(row_order.size) - first_of_mb
 
+    # The rows are built in ``seq`` order (each column gathered by ``row_order``), which is ``frame.sort("seq")``
+    # without a second copy of the whole schedule in memory.
+    del seq, sorted_mb, first_of_mb
     pred = predictions
+    by_seq_mb, by_seq_prompt = row_mb[row_order], row_prompt[row_order]
     frame = pl.DataFrame(
         {
-            "seq": seq,
-            "instance": mb_instance[row_mb].astype(np.int32),
-            "minibatch": mb_rank[row_mb].astype(np.int64),
-            "epoch": row_epoch,
-            "row": prompts[C.ROW].to_numpy().astype(np.int64)[row_prompt],
-            "prompt_id": prompts[C.PROMPT_ID].gather(row_prompt),
-            "predicted_tokens": row_planned,
-            "train_step": train_step.astype(np.int64),
-            "predicted_max_tokens": pred[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.int64)[row_prompt],
-            "predicted_mean_tokens": pred[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.int64)[row_prompt],
-            "prompt_tokens": pred[C.PROMPT_TOKENS].to_numpy().astype(np.int64)[row_prompt],
-            "prediction_source": pred[C.PREDICTION_SOURCE].gather(row_prompt),
-            "length_class": mb_class[row_mb].astype(np.int32),
-            "position_in_minibatch": position.astype(np.int32),
-            "expected_start_s": np.round(start[row_mb], 6),
-            "expected_finish_s": np.round(finish, 6),
-            "expected_minibatch_end_s": np.round((start + mb_duration)[row_mb], 6),
-            "expected_policy_version": version_rows.astype(np.int64),
-            "expected_lag": lag.astype(np.int64),
+            "seq": pl.Series("seq", np.arange(row_order.size, dtype=np.int64)).set_sorted(),
+            "instance": mb_instance[by_seq_mb].astype(np.int32),
+            "minibatch": mb_rank[by_seq_mb].astype(np.int64),
+            "epoch": row_epoch[row_order],
+            "row": prompts[C.ROW].to_numpy().astype(np.int64)[by_seq_prompt],
+            "prompt_id": prompts[C.PROMPT_ID].gather(by_seq_prompt),
+            "predicted_tokens": row_planned[row_order],
+            "train_step": train_step.astype(np.int64)[row_order],
+            "predicted_max_tokens": pred[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.int64)[by_seq_prompt],
+            "predicted_mean_tokens": pred[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.int64)[by_seq_prompt],
+            "prompt_tokens": pred[C.PROMPT_TOKENS].to_numpy().astype(np.int64)[by_seq_prompt],
+            "prediction_source": pred[C.PREDICTION_SOURCE].gather(by_seq_prompt),
+            "length_class": mb_class[by_seq_mb].astype(np.int32),
+            "position_in_minibatch": position.astype(np.int32)[row_order],
+            "expected_start_s": np.round(start[by_seq_mb], 6),
+            "expected_finish_s": np.round(finish, 6)[row_order],
+            "expected_minibatch_end_s": np.round((start + mb_duration)[by_seq_mb], 6),
+            "expected_policy_version": version_rows.astype(np.int64)[row_order],
+            "expected_lag": lag.astype(np.int64)[row_order],
         },
         schema_overrides={"prompt_id": pl.String, "prediction_source": pl.String},
     )
-    return frame.sort("seq")
+    return frame
 
 
 def _replay_starts(instance: np.ndarray, duration: np.ndarray, hold: np.ndarray, instances: int) -> np.ndarray:
@@ -427,14 +431,17 @@ def schedule(
         Its subclasses for bad input, settings, predictor files or outputs; nothing is written then.
     """
     from asp_cli.output import check_output_path, check_parquet_name
-    from asp_cli.predict.prediction import predict_lengths
-    from asp_cli.reading import read_lengths, read_prompts
+    from asp_cli.predict.streamed import read_and_predict
+    from asp_cli.reading import read_lengths
 
     settings = settings or ScheduleSettings()
     note = progress or (lambda _msg: None)
     inputs = [Path(p) for p in inputs]
     history = [Path(p) for p in history]
-    predictions = [Path(p) for p in predictions]
+    if predictions:
+        from asp_cli.predict.predictions_file import expand_prediction_paths
+
+        predictions = expand_prediction_paths(predictions)
     if predictions and (predictor is not None or history):
         raise SettingsError("--predictions replaces the predictor: give it without --predictor and --history")
     if output is not None:
@@ -442,8 +449,6 @@ def schedule(
                           force=force)
         check_parquet_name(Path(output), writer="asp schedule")
     preset = load_preset(settings.preset)
-    note("reading prompts")
-    prompts, read_report = read_prompts(inputs, read)
     history_frame = None
     history_print = None
     history_report = None
@@ -451,25 +456,15 @@ def schedule(
         note("reading history")
         history_frame, history_report = read_lengths(history, read)
         history_print = file_fingerprint(history)
-    note("predicting lengths")
-    if predictions:
-        from asp_cli.predict.predictions_file import predictions_from_files
-
-        predicted, info = predictions_from_files(
-            prompts, predictions, fingerprint=file_fingerprint(predictions),
-            max_response_tokens=settings.max_response_tokens, plan_with=settings.plan_with,
-        )
-    else:
-        predicted, info = predict_lengths(
-            prompts,
-            predictor=predictor,
-            history=history_frame,
-            history_fingerprint=history_print,
-            samples_per_prompt=settings.samples_per_prompt,
-            max_response_tokens=settings.max_response_tokens,
-            plan_with=settings.plan_with,
-            tokenizer=read.tokenizer,
-        )
+    # Prompts are read a batch at a time and predicted per batch; only ids, rows and lengths are kept.
+    note("reading prompts and predicting lengths")
+    prompts, predicted, info, read_report = read_and_predict(
+        inputs, read, predictor=predictor, predictions=predictions,
+        predictions_fingerprint=file_fingerprint(predictions) if predictions else None,
+        history=history_frame, history_fingerprint=history_print,
+        samples_per_prompt=settings.samples_per_prompt, max_response_tokens=settings.max_response_tokens,
+        plan_with=settings.plan_with,
+    )
     note("packing and interleaving")
     frame, choice = plan(prompts, predicted, settings, preset=preset)
     summary = summarize(frame, settings, preset)

@@ -137,6 +137,9 @@ def predict_command(
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
+    ray: bool = typer.Option(False, "--ray", help="Read and predict on Ray Data, one predictions file per input in the folder -o (needs pip install 'asp-cli[ray]')."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --ray: the cluster to join ('auto', or HOST:PORT); default: a local Ray."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="With --ray: actors (models in memory) at once; default: one per input, at most the CPUs."),
 ) -> None:
     """Write per-prompt length predictions (prompt_id, predicted_tokens, quantiles) to Parquet."""
     with guarded():
@@ -144,6 +147,12 @@ def predict_command(
 
         read = ReadOptions(prompt_key=prompt_key, id_key=id_key, length_id_key=history_id_key,
                            length_key=history_length_key, on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
+        if ray or ray_address is not None or workers is not None:
+            _predict_on_ray(inputs, output, model=model, history=history, read=read, ray=ray,
+                            ray_address=ray_address, workers=workers, samples_per_prompt=samples_per_prompt,
+                            max_response_tokens=max_response_tokens, plan_with=plan_with, force=force,
+                            json_output=json_output)
+            return
         result = predict_file(inputs, output, model=model, history=history, read=read,
                               samples_per_prompt=samples_per_prompt, max_response_tokens=max_response_tokens,
                               plan_with=plan_with, force=force)
@@ -157,6 +166,29 @@ def predict_command(
                        "predictor_fingerprint": info.predictor_fingerprint,
                        "prompts_from_history": info.prompts_from_history,
                        "prompts_from_model": info.prompts_from_model, "details": info.details})
+
+
+def _predict_on_ray(inputs, output, *, model, history, read, ray, ray_address, workers, samples_per_prompt,
+                    max_response_tokens, plan_with, force, json_output) -> None:
+    from asp_cli.errors import SettingsError
+    from asp_cli.predict.on_ray import predict_with_ray
+
+    if not ray:
+        raise SettingsError("--ray-address and --workers go with --ray; add --ray or drop them")
+    if history:
+        raise SettingsError("--history cannot go with --ray: the history correction is pooled over every prompt; "
+                            "predict without --ray, or give the history to asp schedule (without --predictions)")
+    result = predict_with_ray(inputs, output, model=model, read=read, samples_per_prompt=samples_per_prompt,
+                              max_response_tokens=max_response_tokens, plan_with=plan_with, workers=workers,
+                              address=ray_address, force=force)
+    say(f"wrote {result.prompts} predictions to {len(result.files)} file(s) in {output} "
+        f"({result.info.details['ray_workers']} Ray workers); plan from them with "
+        f"asp schedule INPUTS --predictions {output}/predictions-*.parquet")
+    if json_output:
+        emit_json({"output": str(output), "files": [str(f) for f in result.files], "prompts": result.prompts,
+                   "skipped_rows": result.skipped_rows, "predictor": result.info.predictor_name,
+                   "predictor_fingerprint": result.info.predictor_fingerprint, "shards": result.shards,
+                   "details": result.info.details})
 
 
 def _say_calibration(calibration: dict | None) -> None:

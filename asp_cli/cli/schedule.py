@@ -15,7 +15,7 @@ from asp_cli.settings import ScheduleSettings
 
 _DEFAULT = ScheduleSettings()  # the CLI's defaults are the library's
 
-_STAGES = ("reading prompts", "reading history", "predicting lengths", "packing and interleaving",
+_STAGES = ("reading history", "reading prompts and predicting lengths", "packing and interleaving",
            "writing schedule")
 
 

@@ -156,13 +156,9 @@ def predict_file(
     """
     from asp_cli.fingerprint import file_fingerprint
     from asp_cli.output import atomic_path, check_output_path, check_parquet_name
-    from asp_cli.predict.prediction import (
-        _check_settings,
-        lengths_from_distribution,
-        predict_distribution,
-        quantile_tokens,
-    )
-    from asp_cli.reading import read_lengths, read_prompts
+    from asp_cli.predict.prediction import _check_settings
+    from asp_cli.predict.streamed import read_and_predict
+    from asp_cli.reading import read_lengths
 
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
     inputs = [Path(p) for p in inputs]
@@ -170,22 +166,30 @@ def predict_file(
     if output is not None:
         check_output_path(output, [*inputs, *history, *([Path(model)] if model else [])], force=force)
         check_parquet_name(Path(output), writer="asp predictor predict")
-    prompts, _ = read_prompts(inputs, read)
     past = read_lengths(history, read)[0] if history else None
-    distribution = predict_distribution(prompts, predictor=model, history=past,
-                                        max_response_tokens=max_response_tokens, tokenizer=read.tokenizer)
-    frame, info = lengths_from_distribution(
-        distribution, predictor=model, history_fingerprint=file_fingerprint(history) if history else None,
-        samples_per_prompt=samples_per_prompt, max_response_tokens=max_response_tokens, plan_with=plan_with)
-    mu, sigma = distribution[0], distribution[1]
-    quantiles = {name: pl.Series(quantile_tokens(mu, sigma, q, max_response_tokens)) for name, q in QUANTILE_COLUMNS}
-    table = pl.concat([prompts.select(C.PROMPT_ID), frame], how="horizontal").with_columns(**quantiles)
+    # Read and predicted a batch at a time (the model is row-wise); the history correction runs once at the end.
+    prompts, frame, info, _, distribution = read_and_predict(
+        inputs, read, predictor=model, history=past,
+        history_fingerprint=file_fingerprint(history) if history else None, samples_per_prompt=samples_per_prompt,
+        max_response_tokens=max_response_tokens, plan_with=plan_with, with_distribution=True)
+    table = prediction_table(prompts[C.PROMPT_ID], frame, distribution[0], distribution[1], max_response_tokens)
     result = PredictResult(table, info)
     if output is not None:
         with atomic_path(Path(output), replace=force) as tmp:
             table.write_parquet(tmp, compression="zstd", statistics=False)
         result.output = Path(output)
     return result
+
+
+def prediction_table(prompt_ids: pl.Series, lengths: pl.DataFrame, mu, sigma, max_response_tokens: int) -> pl.DataFrame:
+    """The table `predict_file` writes: ids, a `lengths_from_distribution` frame, and the quantile columns.
+
+    Row-wise, so the table of a shard of the prompts is that shard's rows of the whole table (`asp_cli.predict.on_ray`).
+    """
+    from asp_cli.predict.prediction import quantile_tokens
+
+    quantiles = {name: pl.Series(quantile_tokens(mu, sigma, q, max_response_tokens)) for name, q in QUANTILE_COLUMNS}
+    return pl.concat([prompt_ids.alias(C.PROMPT_ID).to_frame(), lengths], how="horizontal").with_columns(**quantiles)
 
 
 def predictor_info(model: Path | None = None) -> dict[str, Any]:

@@ -109,17 +109,41 @@ def predict_distribution(
     tokenizer: Path | None = None,
 ):
     """The log-normal length parameters per prompt: ``(mu, sigma, prompt_tokens, samples_seen, model, fit)``."""
-    from asp_cli.predict.history import combine_with_history
-
     model = load_predictor(predictor)
     mu, sigma, tokens = _predict_log_in_chunks(model, prompts, tokenizer)
+    return with_history(prompts, mu, sigma, tokens, model, history, max_response_tokens=max_response_tokens,
+                        predictor=predictor)
+
+
+def check_finite(mu: np.ndarray, sigma: np.ndarray, prompt_ids: pl.Series, predictor: Path | None) -> None:
+    """Refuse non-finite log-normal parameters: the load checks every value; this keeps any other path from
+    writing garbage.
+
+    Raises
+    ------
+    PredictorError
+        Naming the model file and the first prompt id.
+    """
     broken = ~(np.isfinite(mu) & np.isfinite(sigma))
-    if broken.any():  # the load checks every value; this keeps any other path from writing garbage
+    if broken.any():
         where = predictor if predictor is not None else DEFAULT_MODEL
         raise PredictorError(
-            f"{where}: the model predicts a non-finite length for prompt id {prompts[C.PROMPT_ID][int(np.argmax(broken))]!r}; "
+            f"{where}: the model predicts a non-finite length for prompt id {prompt_ids[int(np.argmax(broken))]!r}; "
             "the model file is damaged, refit it with `asp predictor fit`"
         )
+
+
+def with_history(prompts: pl.DataFrame, mu: np.ndarray, sigma: np.ndarray, tokens: np.ndarray, model,
+                 history: pl.DataFrame | None, *, max_response_tokens: int, predictor: Path | None = None):
+    """`predict_distribution`'s result from the model's parameters: history folded in when given.
+
+    ``prompts`` needs ``prompt_id`` (and ``data_source``, ``difficulty`` when present), not the text: the
+    history correction is pooled over all prompts, so it runs once the model has seen every batch.
+    ``predictor`` names the model file in errors.
+    """
+    from asp_cli.predict.history import combine_with_history
+
+    check_finite(mu, sigma, prompts[C.PROMPT_ID], predictor)
     seen = np.zeros(prompts.height, dtype=np.int64)
     fit = None
     if history is not None and history.height and prompts.height:
@@ -198,18 +222,8 @@ def lengths_from_distribution(
     from asp_cli.fingerprint import file_fingerprint
 
     mu, sigma, tokens, seen, model, fit = distribution
-    group_max, mean = lengths_from_lognormal(mu, sigma, int(samples_per_prompt), int(max_response_tokens))
-    planned = group_max if plan_with == "max" else mean
-    frame = pl.DataFrame(
-        {
-            C.PROMPT_TOKENS: pl.Series(tokens, dtype=pl.Int64),
-            C.PREDICTED_MAX_TOKENS: pl.Series(group_max, dtype=pl.Int64),
-            C.PREDICTED_MEAN_TOKENS: pl.Series(mean, dtype=pl.Int64),
-            C.PREDICTED_TOKENS: pl.Series(planned, dtype=pl.Int64),
-        }
-    ).with_columns(
-        pl.when(pl.Series(seen > 0)).then(pl.lit("history")).otherwise(pl.lit("model")).alias(C.PREDICTION_SOURCE)
-    )
+    frame = lengths_frame(mu, sigma, tokens, seen, samples_per_prompt=samples_per_prompt,
+                          max_response_tokens=max_response_tokens, plan_with=plan_with)
     path = Path(predictor) if predictor is not None else DEFAULT_MODEL
     from_history = int((seen > 0).sum())
     details = {"samples_per_prompt": int(samples_per_prompt), "plan_with": plan_with,
@@ -225,6 +239,23 @@ def lengths_from_distribution(
         details=details,
     )
     return frame, info
+
+
+def lengths_frame(mu: np.ndarray, sigma: np.ndarray, tokens: np.ndarray, seen: np.ndarray, *,
+                  samples_per_prompt: int, max_response_tokens: int, plan_with: str) -> pl.DataFrame:
+    """`predict_lengths`' frame from the log-normal parameters: row-wise, so a shard's frame is its rows of the whole."""
+    group_max, mean = lengths_from_lognormal(mu, sigma, int(samples_per_prompt), int(max_response_tokens))
+    planned = group_max if plan_with == "max" else mean
+    return pl.DataFrame(
+        {
+            C.PROMPT_TOKENS: pl.Series(tokens, dtype=pl.Int64),
+            C.PREDICTED_MAX_TOKENS: pl.Series(group_max, dtype=pl.Int64),
+            C.PREDICTED_MEAN_TOKENS: pl.Series(mean, dtype=pl.Int64),
+            C.PREDICTED_TOKENS: pl.Series(planned, dtype=pl.Int64),
+        }
+    ).with_columns(
+        pl.when(pl.Series(seen > 0)).then(pl.lit("history")).otherwise(pl.lit("model")).alias(C.PREDICTION_SOURCE)
+    )
 
 
 def quantile_tokens(mu: np.ndarray, sigma: np.ndarray, quantile: float, cap: int) -> np.ndarray:

@@ -21,6 +21,35 @@ from asp_cli.reading import file_format, find_column, read_table
 from asp_cli.reading.prompts import id_column
 
 LENGTH_COLUMNS = (C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS, C.PREDICTED_TOKENS)
+# Prompt tokens estimated from the text (bytes / 4), for prediction files without ``prompt_tokens``; a streamed
+# read keeps this column instead of the text.
+TEXT_TOKENS = "\x00text_tokens"
+
+
+def text_tokens(text: pl.Expr) -> pl.Expr:
+    """Prompt tokens from the text alone: bytes / 4, at least 1."""
+    return (text.str.len_bytes() / 4).ceil().clip(1).cast(pl.Int64)
+
+
+def expand_prediction_paths(paths: Sequence[Path]) -> list[Path]:
+    """Prediction files as given, a folder standing for its ``predictions-*.parquet`` (what ``--ray`` writes).
+
+    Raises
+    ------
+    InputError
+        A folder without such files.
+    """
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(path.glob("predictions-*.parquet"))
+            if not found:
+                raise InputError(f"{path}: a folder without predictions-*.parquet files; give the folder "
+                                 "`asp predictor predict --ray -o` wrote, or name the files")
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
 
 
 def predictions_from_files(
@@ -56,8 +85,10 @@ def predictions_from_files(
         raise InputError(
             f"prediction files give prompt id {repeated[C.PROMPT_ID][0]!r} more than once; keep one row per prompt"
         )
-    joined = prompts.select(C.PROMPT_ID, C.PROMPT_TEXT).join(table, on=C.PROMPT_ID, how="left",
-                                                             maintain_order="left")
+    if TEXT_TOKENS not in prompts.columns:
+        prompts = prompts.with_columns(text_tokens(pl.col(C.PROMPT_TEXT)).alias(TEXT_TOKENS))
+    joined = prompts.select(C.PROMPT_ID, TEXT_TOKENS).join(table, on=C.PROMPT_ID, how="left",
+                                                           maintain_order="left")
     missing = joined.filter(pl.col("\x00found").is_null())
     if missing.height:
         raise InputError(
@@ -72,9 +103,7 @@ def predictions_from_files(
     if C.PROMPT_TOKENS in joined.columns and joined[C.PROMPT_TOKENS].null_count() == 0:
         prompt_tokens = joined[C.PROMPT_TOKENS].to_numpy().astype(np.int64)
     else:
-        prompt_tokens = (
-            joined.select((pl.col(C.PROMPT_TEXT).str.len_bytes() / 4).ceil().clip(1).cast(pl.Int64)).to_series().to_numpy()
-        )
+        prompt_tokens = joined[TEXT_TOKENS].to_numpy()
     planned = top if plan_with == "max" else mean
     frame = pl.DataFrame(
         {

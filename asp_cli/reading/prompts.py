@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -219,7 +219,16 @@ def extract_prompts(
     on_bad_row: OnBadRow,
     report: ReadReport,
     offset: int,
+    *,
+    file_row_offset: int = 0,
+    locate_row: Callable[[int], str] | None = None,
 ) -> pl.DataFrame:
+    """The prompt frame (`read_prompts`' columns, plus the hidden row within the file) of one file's table.
+
+    A block of a file (`asp_cli.reading.stream`) passes its first row within the file as ``file_row_offset``
+    and ``locate_row``, which says where its ``index``-th row is in the file, for messages.
+    """
+    locate = locate_row or (lambda index: row_location(path, frame, index, fmt))
     prompt_col = _choose_prompt_column(frame, prompt_key, path)
     id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag="--id-key", path=path, required=False)
     source_col = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
@@ -240,7 +249,7 @@ def extract_prompts(
         _source_expr(frame, source_col).alias(C.DATA_SOURCE),
         _difficulty_expr(frame, difficulty_col).alias(C.DIFFICULTY),
         pl.lit(str(path)).alias("source_file"),
-        pl.int_range(0, pl.len(), dtype=pl.Int64).alias(FILE_ROW),
+        (pl.int_range(0, pl.len(), dtype=pl.Int64) + file_row_offset).alias(FILE_ROW),
         (pl.lit(bad) | pl.lit(text).is_null()).alias("\x00bad"),
         id_problem.alias("\x00noid"),
     )
@@ -249,11 +258,11 @@ def extract_prompts(
         indices = problems.arg_true().to_list()
         if on_bad_row == "skip":
             for index in indices:
-                report.skip(row_location(path, frame, index, fmt))
+                report.skip(locate(index))
             selected = selected.filter(~problems)
         else:
             index = indices[0]
-            where = row_location(path, frame, index, fmt)
+            where = locate(index)
             reason = selected["\x00noid"][index]
             if reason is not None:
                 raise InputError(id_problem_message(where, str(id_col), reason))

@@ -44,6 +44,7 @@ class ReadReport:
     skipped_rows: int = 0
     skipped_examples: list[str] = field(default_factory=list)
     columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
+    file_rows: dict[str, int] = field(default_factory=dict)  # per file: the rows its parser gave (row numbers taken)
 
     def settle(self) -> None:
         """Wait for the fingerprints still being computed."""
@@ -162,13 +163,13 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
-def _check_utf8(path: Path, data: bytes) -> None:
+def _check_utf8(path: Path, data: bytes, first_line: int = 1) -> None:
     if _is_utf8(data):
         return
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + first_line
         raise InputError(
             f"{path}:{line}: not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8, "
             "for example with `iconv -f LATIN1 -t UTF-8`"
@@ -235,35 +236,50 @@ def check_parquet_footer(source: Any, where: str) -> Any:
     return schema
 
 
-def _too_deep_lines(path: Path, data: bytes, on_bad_row: OnBadRow) -> set[int]:
+def _too_deep_lines(path: Path, data: bytes, on_bad_row: OnBadRow, first_line: int = 1) -> set[int]:
     """Lines nested deeper than asp reads: an error naming the first, or (skipping bad rows) their numbers.
 
-    Checked before PyArrow's parser sees the bytes: it crashes the process on deep enough nesting.
+    Checked before PyArrow's parser sees the bytes: it crashes the process on deep enough nesting. ``data`` may
+    be a block of a file starting at line ``first_line``; the numbers are the file's.
     """
     offsets = limits.json_depth_violations(data, per_line=True, first_only=on_bad_row == "error")
     if not offsets:
         return set()
     if on_bad_row == "error":
         line, column = limits.line_and_column(data, offsets[0])
+        line += first_line - 1
         raise InputError(f"{path}:{line}: JSON nested more than {limits.MAX_NESTING_DEPTH} levels deep (at column "
                          f"{column}); asp reads at most {limits.MAX_NESTING_DEPTH} levels: flatten the field, "
                          f"or {BAD_ROW_FIX}")
     import numpy as np
 
     breaks = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
-    return {int(i) + 1 for i in np.searchsorted(breaks, np.asarray(offsets), side="left")}
+    return {int(i) + first_line for i in np.searchsorted(breaks, np.asarray(offsets), side="left")}
 
 
 def _read_jsonl(path: Path, data: bytes, on_bad_row: OnBadRow, report: ReadReport | None) -> pl.DataFrame:
+    if _sniff(data) == "json":
+        raise InputError(f"{path}: holds a JSON array, not JSON lines; rename it to .json")
+    frame = parse_jsonl_block(path, data, on_bad_row=on_bad_row, report=report)
+    if frame.height == 0:
+        raise InputError(f"{path}: the file has no rows; give a file with at least one row")
+    return frame
+
+
+def parse_jsonl_block(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: ReadReport | None,
+                      first_line: int = 1, allow_empty: bool = False) -> pl.DataFrame:
+    """Parse whole JSON lines (a file, or a block of one starting at line ``first_line``) into a frame.
+
+    PyArrow's reader first; when it fails, line by line (`_read_jsonl_slow`). Errors and skipped rows name the
+    file's own line numbers. ``allow_empty`` returns an empty frame for a block without a readable row.
+    """
     import pyarrow as pa
     import pyarrow.json as pa_json
 
-    if _sniff(data) == "json":
-        raise InputError(f"{path}: holds a JSON array, not JSON lines; rename it to .json")
-    too_deep = _too_deep_lines(path, data, on_bad_row)
+    too_deep = _too_deep_lines(path, data, on_bad_row, first_line)
     valid_utf8 = _is_utf8(data)
     if not valid_utf8 and on_bad_row == "error":
-        _check_utf8(path, data)
+        _check_utf8(path, data, first_line)
     try:
         if not valid_utf8 or too_deep:
             raise pa.ArrowInvalid("invalid UTF-8 or lines to skip: parse line by line")
@@ -271,20 +287,20 @@ def _read_jsonl(path: Path, data: bytes, on_bad_row: OnBadRow, report: ReadRepor
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pl.exceptions.PolarsError):
-        frame = _read_jsonl_slow(path, data, on_bad_row=on_bad_row, report=report, too_deep=too_deep)
-    if frame.height == 0:
-        raise InputError(f"{path}: the file has no rows; give a file with at least one row")
+        frame = _read_jsonl_slow(path, data, on_bad_row=on_bad_row, report=report, too_deep=too_deep,
+                                 first_line=first_line, allow_empty=allow_empty)
     return frame
 
 
 def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: ReadReport | None,
-                     too_deep: set[int] = frozenset()) -> pl.DataFrame:  # type: ignore[assignment]
+                     too_deep: set[int] = frozenset(),  # type: ignore[assignment]
+                     first_line: int = 1, allow_empty: bool = False) -> pl.DataFrame:
     """Parse JSON lines one by one: exact line numbers, bad rows skipped on request, mixed types kept as text.
 
-    Lines in ``too_deep`` (nested deeper than asp reads) are bad rows, never parsed.
+    Lines in ``too_deep`` (nested deeper than asp reads; the file's own numbers) are bad rows, never parsed.
     """
     records: list[dict[str, Any]] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    for number, raw in enumerate(data.split(b"\n"), start=first_line):
         if not raw.strip():
             continue
         problem = None
@@ -307,6 +323,8 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
         value["\x00line"] = number
         records.append(value)
     if not records:
+        if allow_empty:
+            return pl.DataFrame()
         raise InputError(f"{path}: no readable rows; give a file with at least one JSON object per line")
     return _records_to_frame(records)
 
