@@ -53,9 +53,10 @@ FINDINGS = """\
 - **Steps are less representative than a shuffle's** when the trainer takes groups in arrival order: asp's
   homogeneous minibatches arrive whole, so the 90th-percentile step deviation is 0.4-0.9 against 0.1-0.5
   for the shuffle (and about 3 for the sorts). A trainer that follows the schedule's stratified `train_step`
-  (`asp schedule --trainer schedule`, asp's verl replay buffer) closes that gap without a lag bound (the
-  last table); under a lag bound the stratified steps would make early long groups stale, so asp keeps
-  arrival-order steps there.
+  (`asp schedule --trainer schedule`, asp's verl replay buffer) comes close without a lag bound (0.19-0.22
+  against 0.06-0.21; the tables after the engines), and asp stays 6-11% ahead of the best baseline on the
+  8-instance mixes there; under a lag bound the stratified steps would make early long groups stale, so asp
+  keeps arrival-order steps there.
 """
 
 OTHER_ENGINES = """\
