@@ -122,8 +122,14 @@ def arrangement_line(choice: dict) -> str:
     if choice["setting"] != "auto":
         return f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} engine)"
     candidates = ", ".join(f"{c['name']} {c['expected_end_to_end_s']:,.0f} s" for c in choice["candidates"])
-    return (f"arrangement: {choice['chosen']} (auto, for the {choice['engine']} engine; expected end-to-end "
+    line = (f"arrangement: {choice['chosen']} (auto, for the {choice['engine']} engine; expected end-to-end "
             f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts)")
+    chosen = next((c for c in choice["candidates"] if c["name"] == choice["chosen"]), {})
+    planned, free = chosen.get("expected_end_to_end_s"), chosen.get("expected_end_to_end_s_free_dispatch")
+    if planned and free and free < planned * 0.97:
+        line += (f"\n  an engine that takes the next minibatch in seq order when an instance frees (ignoring the "
+                 f"instance column) is expected to take {free:,.0f} s instead of {planned:,.0f} s")
+    return line
 
 
 def _summary_text(summary: dict, output: Path) -> str:

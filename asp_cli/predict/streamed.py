@@ -16,14 +16,12 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.predict.prediction import (
-    PredictionInfo,
     _check_settings,
     lengths_from_distribution,
     load_predictor,
     with_history,
 )
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
-from asp_cli.reading.tables import ReadReport
 
 _MU, _SIGMA, _TOKENS = "\x00mu", "\x00sigma", "\x00tokens"
 
