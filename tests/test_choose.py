@@ -34,6 +34,7 @@ def test_auto_tries_every_candidate_and_keeps_the_fastest_within_the_tie_margin(
     choice = choose_arrangement(_arrange_named, prompts, preds, s, PRESET)
     names = [c["name"] for c in choice.candidates]
     assert names == list(candidates_for(engine))
+    assert all(c["expected_end_to_end_s_free_dispatch"] > 0 for c in choice.candidates)
     times = {c["name"]: c["expected_end_to_end_s"] for c in choice.candidates}
     fastest = min(times.values())
     assert times[choice.chosen] <= fastest * 1.01
@@ -96,3 +97,14 @@ def test_unknown_engine_and_arrangement_are_settings_errors():
         ScheduleSettings(arrangement="best")
     with pytest.raises(SettingsError, match="--trainer must be one of arrival, schedule"):
         dataclasses.replace(ScheduleSettings(), trainer="fifo")
+
+
+def test_the_summary_says_when_free_dispatch_is_expected_to_be_faster():
+    from asp_cli.cli.schedule import arrangement_line
+
+    choice = {"setting": "auto", "chosen": "interleave", "engine": "continuous", "draws": 2, "evaluated_prompts": 10,
+              "candidates": [{"name": "interleave", "expected_end_to_end_s": 100.0,
+                              "expected_end_to_end_s_free_dispatch": 90.0}]}
+    assert "is expected to take 90 s instead of 100 s" in arrangement_line(choice)
+    choice["candidates"][0]["expected_end_to_end_s_free_dispatch"] = 99.0
+    assert "instead of" not in arrangement_line(choice)
