@@ -57,12 +57,9 @@ def fit_command(
     """Train a length predictor on observed rollouts and write it as a skops file."""
     with guarded():
         from asp_cli.predict.commands import fit_predictor
-        from asp_cli.predict.observations import OBSERVATIONS_READ
 
-        read = dataclasses.replace(OBSERVATIONS_READ, prompt_key=prompt_key, id_key=id_key, length_key=length_key,
-                                   on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
-        history_read = ReadOptions(length_id_key=history_id_key, length_key=history_length_key,
-                                   on_bad_row=on_bad_row)  # type: ignore[arg-type]
+        read, history_read = _observation_reads(prompt_key, id_key, length_key, history_id_key, history_length_key,
+                                                on_bad_row, tokenizer)
         result = fit_predictor(inputs, output, history=history, read=read, history_read=history_read,
                                max_response_tokens=max_response_tokens, use_metadata=not no_metadata,
                                char_ngrams=char_ngrams, seed=seed, force=force)
@@ -99,13 +96,10 @@ def eval_command(
     """Score a predictor on observed lengths: Kendall tau, Spearman, tail recall, log error, calibration."""
     with guarded():
         from asp_cli.predict.commands import evaluate_predictor
-        from asp_cli.predict.observations import OBSERVATIONS_READ
         from asp_cli.predict.evaluate import format_report
 
-        read = dataclasses.replace(OBSERVATIONS_READ, prompt_key=prompt_key, id_key=id_key, length_key=length_key,
-                                   on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
-        history_read = ReadOptions(length_id_key=history_id_key, length_key=history_length_key,
-                                   on_bad_row=on_bad_row)  # type: ignore[arg-type]
+        read, history_read = _observation_reads(prompt_key, id_key, length_key, history_id_key, history_length_key,
+                                                on_bad_row, tokenizer)
         lengths_read = ReadOptions(length_id_key=lengths_id_key, length_key=lengths_length_key, on_bad_row=on_bad_row,
                                    length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")  # type: ignore[arg-type]
         result = evaluate_predictor(inputs, model=model, history=history, lengths=lengths, read=read,
@@ -220,3 +214,16 @@ def info_command(
             say("  evaluation: " + ", ".join(f"{k} {v}" for k, v in card["evaluation"].items()))
         if json_output:
             emit_json(card)
+
+
+def _observation_reads(prompt_key: str | None, id_key: str | None, length_key: str | None,
+                       history_id_key: str | None, history_length_key: str | None, on_bad_row: str,
+                       tokenizer: Path | None) -> tuple[ReadOptions, ReadOptions]:
+    """The reading options of `fit` and `eval`: for the prompt-and-length files, and for --history files."""
+    from asp_cli.predict.observations import OBSERVATIONS_READ
+
+    read = dataclasses.replace(OBSERVATIONS_READ, prompt_key=prompt_key, id_key=id_key, length_key=length_key,
+                               on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
+    history_read = ReadOptions(length_id_key=history_id_key, length_key=history_length_key,
+                               on_bad_row=on_bad_row)  # type: ignore[arg-type]
+    return read, history_read
