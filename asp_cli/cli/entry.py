@@ -21,6 +21,7 @@ import sys
 
 from asp_cli import testhooks
 from asp_cli.cli import interrupts
+from asp_cli.cli.allocators import lean_allocators
 from asp_cli.cli.interrupts import INTERRUPTED, SIGNALS, Interrupted, announce, install
 
 
@@ -68,6 +69,7 @@ def _flush() -> None:
 def main() -> None:
     """Console-script entry point (`asp`, `python -m asp_cli`)."""
     install()
+    lean_allocators()
     try:
         code = _run()
         interrupted = _block()
