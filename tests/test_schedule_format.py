@@ -117,7 +117,7 @@ def test_interrupted_write_leaves_the_old_file(tmp_path, frame, monkeypatch):
     def boom(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pq, "write_table", boom)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", boom)
     with pytest.raises(KeyboardInterrupt):
         write_schedule(frame, {"v": 2}, path)
     assert path.read_bytes() == before
@@ -152,3 +152,17 @@ def test_every_prediction_source_asp_writes_is_documented_with_its_version():
     assert set(re.findall(r"`(\w+)`", row)) - {"prediction_source", "string"} == {"history", "model", "file"}
     for since, column, value in _VERSION_VALUES:
         assert f"`{value}`" in row and since in row, (column, value)
+
+
+def test_a_long_schedule_is_written_a_row_group_at_a_time_and_reads_back_whole(tmp_path, monkeypatch):
+    import asp_cli.schedule_format as schedule_format
+
+    monkeypatch.setattr(schedule_format, "ROW_GROUP_ROWS", 7)
+    frame = arrange(prompt_frame(40), make_predictions(40), ScheduleSettings(instances=3, samples_per_prompt=2))
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"v": 1}, path)
+    assert pq.ParquetFile(path).metadata.num_row_groups == -(-frame.height // 7)
+    assert read_schedule(path).frame.equals(frame.sort("seq"))
+    again = tmp_path / "again.parquet"
+    write_schedule(frame, {"v": 1}, again)
+    assert again.read_bytes() == path.read_bytes()

@@ -78,3 +78,19 @@ def test_stratified_steps_restart_each_epoch():
     epoch = np.repeat([0, 1], 50)
     steps = stratified_steps(np.arange(100.0), np.zeros(100, dtype=np.int64), epoch, 32)
     assert steps[:50].max() == 1 and steps[50:].min() == 2 and steps.max() == 3
+
+
+@pytest.mark.parametrize("samples", [1, 4])
+def test_minibatch_times_in_pieces_match_the_whole_to_the_last_bit(samples):
+    rng = np.random.default_rng(samples)
+    prompts = 3_000
+    minibatch = rng.integers(0, 400, prompts)
+    prompt_tokens = rng.integers(10, 500, prompts).astype(np.float64)
+    top = np.rint(np.exp(rng.normal(6.0, 1.2, prompts)))
+    mean = top * rng.uniform(0.3, 1.0, prompts)
+    whole = minibatch_times(PRESET, minibatch, 400, prompt_tokens, top, mean, samples, chunk_prompts=10**9)
+    for chunk in (1, 37, 1_000):
+        pieces = minibatch_times(PRESET, minibatch, 400, prompt_tokens, top, mean, samples, chunk_prompts=chunk)
+        assert pieces[0].tobytes() == whole[0].tobytes()
+        assert pieces[1].tobytes() == whole[1].tobytes()
+    assert np.all(whole[0][np.setdiff1d(np.arange(400), minibatch)] == 0.0)

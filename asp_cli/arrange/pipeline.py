@@ -161,6 +161,7 @@ def plan(
         choice = choose_arrangement(_arrange_named, prompts, predictions, settings, preset)
     else:
         choice = ArrangementChoice(settings.arrangement, settings.arrangement, settings.engine)
+    del mean, prompt_tokens, footprint  # per-prompt arrays of the check above; the arrangement makes its own
     frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen), preset)
     return frame, choice
 
@@ -231,6 +232,8 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
             }
         )
         minibatch_offset += m
+    # The per-prompt arrays above are not needed any more: free them before the rows are built.
+    del planned, top, mean, prompt_tokens, footprint, local, duration, finish_offset
     return _assemble(prompts, predictions, settings, preset, epochs)
 
 
@@ -251,12 +254,14 @@ def _assemble(
     mb_class = np.concatenate([e["classes"][np.argsort(e["dispatch_rank"])] for e in epochs])
     row_mb = np.concatenate([e["minibatch_global"] for e in epochs])
     row_offset = np.concatenate([e["finish_offset"] for e in epochs])
-    row_epoch = np.repeat(np.arange(len(epochs), dtype=np.int32), p)
-    row_prompt = np.tile(np.arange(p, dtype=np.int64), len(epochs))
+    n_epochs = len(epochs)
+    epochs.clear()  # the caller's per-epoch arrays: each is in the concatenations above now
+    row_epoch = np.repeat(np.arange(n_epochs, dtype=np.int32), p)
+    row_prompt = np.tile(np.arange(p, dtype=np.int64), n_epochs)
     planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
-    step_tokens = np.tile(group_tokens(n, prompt_tokens, mean), len(epochs))
+    step_tokens = np.tile(group_tokens(n, prompt_tokens, mean), n_epochs)
 
     start = mb_start.copy()
     hold = np.zeros_like(start)
@@ -291,51 +296,70 @@ def _assemble(
         s_lag = s_step - policy_version_at(s_end, start)[row_mb]
         if settings.max_lag is None or s_lag.max() <= settings.max_lag:
             train_step, step_end, lag = s_step, s_end, s_lag
+    del version, mean, prompt_tokens
     version_rows = policy_version_at(step_end, start)[row_mb]
     # Dispatch order: the interleaving's (epoch by epoch), which is also what a free-dispatch engine follows;
     # rows in a minibatch longest first.
     mb_order = np.arange(start.size)
     mb_rank = np.empty(start.size, dtype=np.int64)
     mb_rank[mb_order] = np.arange(start.size)
-    row_planned = np.tile(planned, len(epochs))
+    row_planned = np.tile(planned, n_epochs)
+    del planned
     row_order = np.lexsort((row_prompt, -row_planned, mb_rank[row_mb]))
-    seq = np.empty(row_order.size, dtype=np.int64)
-    seq[row_order] = np.arange(row_order.size)
-    position = np.empty(row_order.size, dtype=np.int64)
-    sorted_mb = mb_rank[row_mb][row_order]
-    first_of_mb = np.searchsorted(sorted_mb, sorted_mb, side="left")
-    position[row_order] = np.arange(row_order.size) - first_of_mb
+    del row_prompt, row_offset, step_tokens
 
     # The rows are built in ``seq`` order (each column gathered by ``row_order``), which is ``frame.sort("seq")``
-    # without a second copy of the whole schedule in memory.
-    del seq, sorted_mb, first_of_mb
-    pred = predictions
-    by_seq_mb, by_seq_prompt = row_mb[row_order], row_prompt[row_order]
-    frame = pl.DataFrame(
-        {
-            "seq": pl.Series("seq", np.arange(row_order.size, dtype=np.int64)).set_sorted(),
-            "instance": mb_instance[by_seq_mb].astype(np.int32),
-            "minibatch": mb_rank[by_seq_mb].astype(np.int64),
-            "epoch": row_epoch[row_order],
-            "row": prompts[C.ROW].to_numpy().astype(np.int64)[by_seq_prompt],
-            "prompt_id": prompts[C.PROMPT_ID].gather(by_seq_prompt),
-            "predicted_tokens": row_planned[row_order],
-            "train_step": train_step.astype(np.int64)[row_order],
-            "predicted_max_tokens": pred[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.int64)[by_seq_prompt],
-            "predicted_mean_tokens": pred[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.int64)[by_seq_prompt],
-            "prompt_tokens": pred[C.PROMPT_TOKENS].to_numpy().astype(np.int64)[by_seq_prompt],
-            "prediction_source": pred[C.PREDICTION_SOURCE].gather(by_seq_prompt),
-            "length_class": mb_class[by_seq_mb].astype(np.int32),
-            "position_in_minibatch": position.astype(np.int32)[row_order],
-            "expected_start_s": np.round(start[by_seq_mb], 6),
-            "expected_finish_s": np.round(finish, 6)[row_order],
-            "expected_minibatch_end_s": np.round((start + mb_duration)[by_seq_mb], 6),
-            "expected_policy_version": version_rows.astype(np.int64)[row_order],
-            "expected_lag": lag.astype(np.int64)[row_order],
-        },
-        schema_overrides={"prompt_id": pl.String, "prediction_source": pl.String},
-    )
-    return frame
+    # without a second copy of the whole schedule in memory. Each per-row array is dropped once its column is
+    # made, the columns gathered by row first, so little beyond the finished columns is in flight at the end.
+    rows = row_order.size
+    by_seq_mb = row_mb[row_order]
+    del row_mb
+    # Prompt p of epoch e is row e * P + p, so its prompt index is the row index modulo P.
+    by_seq_prompt = row_order % max(p, 1)
+    columns: dict[str, pl.Series] = {}
+
+    def put(name: str, values: Any) -> None:
+        columns[name] = values if isinstance(values, pl.Series) else pl.Series(name, values)
+
+    put("epoch", row_epoch[row_order])
+    del row_epoch
+    put("predicted_tokens", row_planned[row_order])
+    del row_planned
+    put("train_step", train_step.astype(np.int64, copy=False)[row_order])
+    del train_step
+    put("expected_finish_s", np.round(finish, 6)[row_order])
+    del finish
+    put("expected_policy_version", version_rows.astype(np.int64, copy=False)[row_order])
+    del version_rows
+    put("expected_lag", lag.astype(np.int64, copy=False)[row_order])
+    del lag, row_order
+    put("seq", pl.Series("seq", np.arange(rows, dtype=np.int64)).set_sorted())
+    put("instance", mb_instance[by_seq_mb].astype(np.int32))
+    sorted_mb = mb_rank[by_seq_mb]
+    # Rows of a minibatch are contiguous in seq: a row's place in its minibatch counts from the first of them.
+    put("position_in_minibatch", (np.arange(rows) - np.searchsorted(sorted_mb, sorted_mb, side="left"))
+        .astype(np.int32))
+    put("minibatch", sorted_mb)
+    del sorted_mb
+    put("length_class", mb_class[by_seq_mb].astype(np.int32))
+    put("expected_start_s", np.round(start[by_seq_mb], 6))
+    put("expected_minibatch_end_s", np.round((start + mb_duration)[by_seq_mb], 6))
+    del by_seq_mb
+    put("row", prompts[C.ROW].to_numpy().astype(np.int64, copy=False)[by_seq_prompt])
+    put("prompt_id", prompts[C.PROMPT_ID].gather(by_seq_prompt))
+    for name in (C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS, C.PROMPT_TOKENS):
+        put(name, predictions[name].to_numpy().astype(np.int64, copy=False)[by_seq_prompt])
+    put("prediction_source", predictions[C.PREDICTION_SOURCE].gather(by_seq_prompt))
+    del by_seq_prompt
+    order = ("seq", "instance", "minibatch", "epoch", "row", "prompt_id", "predicted_tokens", "train_step",
+             C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS, C.PROMPT_TOKENS, "prediction_source", "length_class",
+             "position_in_minibatch", "expected_start_s", "expected_finish_s", "expected_minibatch_end_s",
+             "expected_policy_version", "expected_lag")
+    columns = {name: columns.pop(name) for name in order}
+    frame = pl.DataFrame(list(columns.values()))
+    columns.clear()
+    text = [pl.col(name).cast(pl.String) for name in ("prompt_id", "prediction_source") if frame.schema[name] != pl.String]
+    return frame.with_columns(text) if text else frame
 
 
 def _replay_starts(instance: np.ndarray, duration: np.ndarray, hold: np.ndarray, instances: int) -> np.ndarray:
@@ -466,11 +490,14 @@ def schedule(
         plan_with=settings.plan_with,
     )
     note("packing and interleaving")
+    # The arrangement reads ids and rows only: drop the metadata columns (the calibration has used them).
+    prompts = prompts.select(C.ROW, C.PROMPT_ID)
     frame, choice = plan(prompts, predicted, settings, preset=preset)
     summary = summarize(frame, settings, preset)
     summary["arrangement"] = choice.to_dict()
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
     summary["warnings"] = _input_warnings(prompts, history_frame, settings)
+    del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is written
     calibration = info.details.get("history")
     if calibration and calibration.get("prompts_seen"):
         summary["calibration"] = calibration

@@ -16,8 +16,11 @@ from asp_cli.costmodel import HardwarePreset
 def group_tokens(samples_per_prompt: int, prompt_tokens: np.ndarray, mean_response_tokens: np.ndarray) -> np.ndarray:
     """Tokens of each GRPO group, N x (prompt + mean response): the most KV cache the group holds at once, and
     what the trainer trains on (the one home of this formula)."""
-    return samples_per_prompt * (np.asarray(prompt_tokens, dtype=np.float64)
-                                 + np.asarray(mean_response_tokens, dtype=np.float64))
+    # In place on one copy (the same numbers as N * (prompt + mean) in float64): one array, not four.
+    tokens = np.array(prompt_tokens, dtype=np.float64)
+    tokens += np.asarray(mean_response_tokens)
+    tokens *= samples_per_prompt
+    return tokens
 
 
 def _segment_starts(segment: np.ndarray) -> np.ndarray:
@@ -26,14 +29,25 @@ def _segment_starts(segment: np.ndarray) -> np.ndarray:
     return starts
 
 
-def _segmented_cumsum(values: np.ndarray, segment: np.ndarray) -> np.ndarray:
-    """Inclusive running sums that restart at each new segment (segments contiguous)."""
-    total = np.cumsum(values)
+def _segmented_cumsum(values: np.ndarray, segment: np.ndarray, carry: float = 0.0) -> tuple[np.ndarray, float]:
+    """Inclusive running sums that restart at each new segment (segments contiguous, the first one starting at
+    index 0), and the running total at the end.
+
+    The sums are taken as one running total less its value where each segment starts, continued from
+    ``carry`` (the total of the pieces before): so a long array cut at segment boundaries into pieces, each
+    continued from the last one's total, gives the same numbers to the last bit as the array whole.
+    """
+    total = np.cumsum(np.concatenate(([carry], values)))[1:] if carry else np.cumsum(values)
     starts = np.flatnonzero(_segment_starts(segment))
     base = np.zeros(values.size, dtype=np.float64)
     base[starts] = total[starts] - values[starts]
     base = np.maximum.accumulate(np.where(_segment_starts(segment), base, -np.inf))
-    return total - base
+    return total - base, float(total[-1]) if total.size else carry
+
+
+# Prompts per piece of `minibatch_times`: its arrays are about 30 float64 values per prompt, so a piece holds
+# about 30 MB however many prompts there are (a million at once held 0.25 GB).
+MINIBATCH_TIMES_CHUNK = 1 << 17
 
 
 def minibatch_times(
@@ -44,6 +58,8 @@ def minibatch_times(
     max_tokens: np.ndarray,
     mean_tokens: np.ndarray,
     samples_per_prompt: int,
+    *,
+    chunk_prompts: int = MINIBATCH_TIMES_CHUNK,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Predicted seconds of each minibatch and each group's finish offset inside its minibatch.
 
@@ -51,6 +67,11 @@ def minibatch_times(
     keeps the group's total at N times the predicted mean. The wave time is the exact closed form of
     `costmodel.wave_decode_seconds` for weighted sequences, evaluated for all minibatches at once with
     segmented prefix sums.
+
+    The minibatches are taken in pieces of whole minibatches of about ``chunk_prompts`` prompts, in two passes
+    (forward sums, then the sums that run from the end), each piece continuing the running totals of the
+    pieces before it: the result is the same to the last bit whatever ``chunk_prompts``, and memory is
+    bounded by the piece.
 
     Returns
     -------
@@ -62,55 +83,96 @@ def minibatch_times(
     top = np.maximum(np.asarray(max_tokens, dtype=np.float64), 1.0)
     mean = np.clip(np.asarray(mean_tokens, dtype=np.float64), 1.0, top)
     rest = np.clip((n * mean - top) / max(n - 1, 1), 1.0, top) if n > 1 else np.zeros_like(top)
-    # Items: (prompt, length, weight). Item 0..P-1: the group maxima; P..2P-1: the other N-1 samples.
+    minibatch = np.asarray(minibatch)
     prompts_count = top.size
-    if n > 1:
-        length = np.concatenate((top, rest))
-        weight = np.concatenate((np.ones(prompts_count), np.full(prompts_count, n - 1.0)))
-        prompt = np.concatenate((p, p))
-        wave = np.concatenate((minibatch, minibatch))
-    else:
-        length, weight, prompt, wave = top, np.ones(prompts_count), p, np.asarray(minibatch)
-    # Sort by (wave, length descending) with one float key: a single argsort is several times faster than
-    # lexsort on millions of items; lengths that differ by less than float precision may swap, which the
-    # closed form (continuous in the lengths) does not notice.
-    span = float(length.max()) + 2.0
-    order = np.argsort(np.asarray(wave, dtype=np.float64) * span + (span - 1.0 - length), kind="stable")
-    length, weight, prompt, wave = length[order], weight[order], prompt[order], wave[order]
-    starts = _segment_starts(wave)
-    # Live weight during each item's stretch, and the stretch itself (steps until the next shorter item).
-    live = _segmented_cumsum(weight, wave)
-    next_length = np.append(length[1:], 0.0)
-    ends = np.append(starts[1:], True)
-    next_length[ends] = 0.0
-    stretch = length - next_length
-    gemm = np.maximum(preset.weight_read_s, preset.compute_s_per_token * live)
-    fixed = stretch * (preset.step_overhead_s + gemm)
-    # Reverse segmented sums: the fixed time until each item's last step (all stretches at or after it).
-    fixed_until = _segmented_cumsum(fixed[::-1], wave[::-1])[::-1]
-    life = weight * (prompt * length + length * (length + 1.0) / 2.0)
-    life_after = _segmented_cumsum(life[::-1], wave[::-1])[::-1]
-    weighted_prompts_before = _segmented_cumsum(weight * prompt, wave) - weight * prompt
-    weight_before = live - weight
-    kv = preset.kv_s_per_token * (
-        weighted_prompts_before * length + weight_before * length * (length + 1.0) / 2.0 + life_after
-    )
-    prefill_tokens = np.bincount(wave, weights=weight * prompt, minlength=n_minibatches)
-    prefill = preset.prefill_seconds(prefill_tokens)
-    finish_sorted = prefill[wave] + fixed_until + kv
     duration = np.zeros(n_minibatches, dtype=np.float64)
-    first = np.flatnonzero(starts)
-    duration[wave[first]] = finish_sorted[first]
+    finish_offset = np.empty(prompts_count, dtype=np.float64)
+    if prompts_count == 0:
+        return duration, finish_offset
+    # One float key sorts items by (wave, length descending): a single argsort is several times faster than
+    # lexsort on millions of items; lengths that differ by less than float precision may swap, which the
+    # closed form (continuous in the lengths) does not notice. The span is the longest item's (a group's
+    # other samples are never longer than its maximum).
+    span = float(top.max()) + 2.0
+    # Prompts by minibatch (stable: by index within one), cut into pieces at minibatch boundaries.
+    by_wave = np.argsort(minibatch, kind="stable")
+    wave_sorted = minibatch[by_wave]
+    cuts = [0]
+    while cuts[-1] < prompts_count:
+        at = min(cuts[-1] + max(int(chunk_prompts), 1), prompts_count)
+        if at < prompts_count:
+            at = int(np.searchsorted(wave_sorted, wave_sorted[at - 1], side="right"))
+        cuts.append(at)
+    pieces = list(zip(cuts[:-1], cuts[1:]))
+    del wave_sorted
+
+    def items(a: int, b: int) -> tuple[np.ndarray, ...]:
+        """The piece's items, sorted: (prompt index, length, weight, prompt tokens, wave, is a maximum)."""
+        index = by_wave[a:b]
+        if n > 1:
+            # Items 0..k-1: the group maxima; k..2k-1: the other N-1 samples (the order of the whole array).
+            length = np.concatenate((top[index], rest[index]))
+            weight = np.concatenate((np.ones(index.size), np.full(index.size, n - 1.0)))
+            prompt = np.concatenate((p[index], p[index]))
+            wave = np.concatenate((minibatch[index], minibatch[index]))
+        else:
+            length, weight, prompt, wave = top[index], np.ones(index.size), p[index], minibatch[index]
+        order = np.argsort(np.asarray(wave, dtype=np.float64) * span + (span - 1.0 - length), kind="stable")
+        return index, order, length[order], weight[order], prompt[order], wave[order]
+
+    # Pass 1, forward: each piece's running totals at its start, and the per-minibatch sums.
+    carries = []
+    live_carry = prompt_carry = 0.0
+    prefill_tokens = np.zeros(n_minibatches, dtype=np.float64)
+    sequences = np.zeros(n_minibatches, dtype=np.float64)
+    footprint = np.zeros(n_minibatches, dtype=np.float64)
+    for a, b in pieces:
+        _, _, length, weight, prompt, wave = items(a, b)
+        carries.append((live_carry, prompt_carry))
+        _, live_carry = _segmented_cumsum(weight, wave, live_carry)
+        _, prompt_carry = _segmented_cumsum(weight * prompt, wave, prompt_carry)
+        # bincount adds each bin's items in item order, and a minibatch lies in one piece: the same sums.
+        prefill_tokens += np.bincount(wave, weights=weight * prompt, minlength=n_minibatches)
+        sequences += np.bincount(wave, weights=weight, minlength=n_minibatches)
+        footprint += np.bincount(wave, weights=weight * (prompt + length), minlength=n_minibatches)
+    prefill = preset.prefill_seconds(prefill_tokens)
     # More sequences than the engine's max_num_seqs, or a KV footprint above the cache: several waves.
-    sequences = np.bincount(wave, weights=weight, minlength=n_minibatches)
-    footprint = np.bincount(wave, weights=weight * (prompt + length), minlength=n_minibatches)
     stretch_factor = np.maximum.reduce(
         [np.ones(n_minibatches), sequences / preset.max_num_seqs, footprint / max(preset.kv_capacity_tokens, 1)]
     )
+
+    # Pass 2, from the last piece back: the sums that run from each item to its wave's end.
+    fixed_carry = life_carry = 0.0
+    for (a, b), (live_start, prompt_start) in zip(pieces[::-1], carries[::-1]):
+        index, order, length, weight, prompt, wave = items(a, b)
+        starts = _segment_starts(wave)
+        # Live weight during each item's stretch, and the stretch itself (steps until the next shorter item).
+        live, _ = _segmented_cumsum(weight, wave, live_start)
+        next_length = np.append(length[1:], 0.0)
+        ends = np.append(starts[1:], True)
+        next_length[ends] = 0.0
+        stretch = length - next_length
+        gemm = np.maximum(preset.weight_read_s, preset.compute_s_per_token * live)
+        fixed = stretch * (preset.step_overhead_s + gemm)
+        # Reverse segmented sums: the fixed time until each item's last step (all stretches at or after it).
+        fixed_until, fixed_carry = _segmented_cumsum(fixed[::-1], wave[::-1], fixed_carry)
+        fixed_until = fixed_until[::-1]
+        life = weight * (prompt * length + length * (length + 1.0) / 2.0)
+        life_after, life_carry = _segmented_cumsum(life[::-1], wave[::-1], life_carry)
+        life_after = life_after[::-1]
+        weighted_prompts_before = _segmented_cumsum(weight * prompt, wave, prompt_start)[0] - weight * prompt
+        weight_before = live - weight
+        kv = preset.kv_s_per_token * (
+            weighted_prompts_before * length + weight_before * length * (length + 1.0) / 2.0 + life_after
+        )
+        finish_sorted = prefill[wave] + fixed_until + kv
+        first = np.flatnonzero(starts)
+        duration[wave[first]] = finish_sorted[first]
+        finish = np.empty(length.size, dtype=np.float64)
+        finish[order] = finish_sorted * stretch_factor[wave]
+        finish_offset[index] = finish[: index.size]
     duration *= stretch_factor
-    finish = np.empty(length.size, dtype=np.float64)
-    finish[order] = finish_sorted * stretch_factor[wave]
-    return duration, finish[:prompts_count]
+    return duration, finish_offset
 
 
 def trainer_seconds(preset: HardwarePreset, group_tokens: np.ndarray, train_batch_size: int) -> float:
