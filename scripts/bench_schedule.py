@@ -68,37 +68,53 @@ def make_prompts(count: int, path: Path, seed: int = 0, first_id: int = 0) -> No
             out.write_ndjson(handle)
 
 
+# A small interpreter forks and execs the command and reports its peak. Linux counts the resident memory a
+# process had when it forked in the child's ru_maxrss, so a child of this (large) process would report this
+# process's memory whenever its own peak is lower.
+_LAUNCHER = (
+    "import os, sys\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.execvp(sys.argv[1], sys.argv[1:])\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "sys.stderr.write(f'\\nasp-bench-peak-kib={usage.ru_maxrss}\\n')\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+_PEAK_TAG = "asp-bench-peak-kib="
+
+
 def measure(command: list[str]) -> tuple[float, float, int]:
     """Run a command; return (wall seconds, peak RSS in GiB, exit code).
 
-    The peak is the larger of the kernel's figure for the process (os.wait4) and the sampled sum over its
-    process tree (what counts for Ray, whose workers are other processes).
+    The peak is the larger of the kernel's figure for the command's process (os.wait4, in a small launcher)
+    and the sampled sum over its process tree (what counts for Ray, whose workers are other processes).
     """
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen([sys.executable, "-c", _LAUNCHER, *command], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, executable=sys.executable)
     sampled = [0]
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            sampled[0] = max(sampled[0], _tree_rss_kib(process.pid))
+            sampled[0] = max(sampled[0], _tree_rss_kib(process.pid, skip_root=True))
             done.wait(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     stderr = process.stderr.read().decode() if process.stderr else ""
-    _, status, usage = os.wait4(process.pid, 0)
+    code = process.wait()
     done.set()
     sampler.join()
     wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
     if code != 0:
         sys.stderr.write(stderr)
-    return wall, max(usage.ru_maxrss, sampled[0]) / 1024 / 1024, code
+    kernel = max((int(line.split("=", 1)[1]) for line in stderr.splitlines() if line.startswith(_PEAK_TAG)), default=0)
+    return wall, max(kernel, sampled[0]) / 1024 / 1024, code
 
 
-def _tree_rss_kib(root: int) -> int:
-    """The summed VmRSS of ``root`` and all its descendants (Linux /proc)."""
+def _tree_rss_kib(root: int, *, skip_root: bool = False) -> int:
+    """The summed VmRSS of ``root`` (unless ``skip_root``: the launcher) and all its descendants (Linux /proc)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -112,6 +128,8 @@ def _tree_rss_kib(root: int) -> int:
     while stack:
         pid = stack.pop()
         stack.extend(children.get(pid, []))
+        if skip_root and pid == root:
+            continue
         try:
             with open(f"/proc/{pid}/status") as handle:
                 total += next((int(line.split()[1]) for line in handle if line.startswith("VmRSS:")), 0)

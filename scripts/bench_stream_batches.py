@@ -7,6 +7,9 @@ memory after reading (from /proc and getrusage inside the process).
 
 Usage:
     python scripts/bench_stream_batches.py --prompts 1000000 --batch-mb 4 8 16 32
+
+Each child runs with the allocator settings of the `asp` command line (``lean``: asp_cli/cli/allocators.py) and
+with the libraries' defaults (``default``, what the Python library gets), unless ``--allocators`` names one.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from pathlib import Path
 
 CHILD = """
 import resource, sys
+if sys.argv[4] == "lean":
+    from asp_cli.cli.allocators import lean_allocators
+    lean_allocators()
 import asp_cli.reading.stream as stream
 stream.BATCH_BYTES = int(sys.argv[2]) << 20
 if sys.argv[3] == "predict":
@@ -38,6 +44,7 @@ def main() -> None:
     parser.add_argument("--batch-mb", type=int, nargs="+", default=[4, 8, 16, 32])
     parser.add_argument("--no-predict", action="store_true", help="Also measure the read without the predictor.")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--allocators", nargs="+", choices=("lean", "default"), default=["lean", "default"])
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="asp-batches-", dir=args.workdir))
     try:
@@ -48,13 +55,14 @@ def main() -> None:
                         "make_prompts; make_prompts(int(sys.argv[1]), Path(sys.argv[2]))", str(args.prompts),
                         str(path)], check=True, cwd=Path(__file__).resolve().parent)
         print(f"{args.prompts:,} prompts ({path.stat().st_size / 1e6:,.0f} MB of JSONL)\n")
-        print("| batch MB | what | peak RSS GiB | resident after reading GiB |\n|---|---|---|---|")
-        for what in ("predict", *(("read",) if args.no_predict else ())):
-            for size in args.batch_mb:
-                out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(size), what], check=True,
-                                     capture_output=True, text=True).stdout.split()
-                label = "read and predict" if what == "predict" else "read only"
-                print(f"| {size} | {label} | {out[0]} | {out[1]} |")
+        print("| allocators | batch MB | what | peak RSS GiB | resident after reading GiB |\n|---|---|---|---|---|")
+        for allocators in args.allocators:
+            for what in ("predict", *(("read",) if args.no_predict else ())):
+                for size in args.batch_mb:
+                    out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(size), what, allocators],
+                                         check=True, capture_output=True, text=True).stdout.split()
+                    label = "read and predict" if what == "predict" else "read only"
+                    print(f"| {allocators} | {size} | {label} | {out[0]} | {out[1]} |")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -68,3 +68,10 @@ def test_the_entry_point_applies_them_before_any_command_imports_a_library():
     source = open(entry.__file__, encoding="utf-8").read()
     main = source[source.index("def main()"):]
     assert main.index("lean_allocators()") < main.index("_run()")
+
+
+def test_polars_defaults_inherited_from_a_parent_process_do_not_count_as_the_users():
+    seen = _run(_RJEM_MALLOC_CONF="dirty_decay_ms:500,muzzy_decay_ms:1000")
+    assert seen["env"]["_RJEM_MALLOC_CONF"] == "dirty_decay_ms:500,muzzy_decay_ms:1000," + ENVIRONMENT["_RJEM_MALLOC_CONF"]
+    mine = _run(_RJEM_MALLOC_CONF="dirty_decay_ms:2000")
+    assert mine["env"]["_RJEM_MALLOC_CONF"] == "dirty_decay_ms:2000"

@@ -493,11 +493,12 @@ def schedule(
     # The arrangement reads ids and rows only: drop the metadata columns (the calibration has used them).
     prompts = prompts.select(C.ROW, C.PROMPT_ID)
     frame, choice = plan(prompts, predicted, settings, preset=preset)
+    warnings = _input_warnings(prompts, history_frame, settings)
+    del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is summed up
     summary = summarize(frame, settings, preset)
     summary["arrangement"] = choice.to_dict()
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
-    summary["warnings"] = _input_warnings(prompts, history_frame, settings)
-    del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is written
+    summary["warnings"] = warnings
     calibration = info.details.get("history")
     if calibration and calibration.get("prompts_seen"):
         summary["calibration"] = calibration
