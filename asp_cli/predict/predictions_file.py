@@ -80,7 +80,12 @@ def predictions_from_files(
     """
     parts = [_read_one(Path(path)) for path in paths]
     table = pl.concat(parts, how="diagonal_relaxed")
-    repeated = table.filter(pl.col(C.PROMPT_ID).is_duplicated())
+    del parts
+    # Distinct 64-bit hashes of the ids first (a fraction of the memory of hashing the strings); the ids
+    # themselves are compared only when two hashes agree.
+    repeated = table.head(0)
+    if table.select(pl.col(C.PROMPT_ID).hash(seed=0).n_unique()).item() < table.height:
+        repeated = table.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if repeated.height:
         raise InputError(
             f"prediction files give prompt id {repeated[C.PROMPT_ID][0]!r} more than once; keep one row per prompt"
@@ -89,6 +94,7 @@ def predictions_from_files(
         prompts = prompts.with_columns(text_tokens(pl.col(C.PROMPT_TEXT)).alias(TEXT_TOKENS))
     joined = prompts.select(C.PROMPT_ID, TEXT_TOKENS).join(table, on=C.PROMPT_ID, how="left",
                                                            maintain_order="left")
+    del table
     missing = joined.filter(pl.col("\x00found").is_null())
     if missing.height:
         raise InputError(
@@ -111,7 +117,7 @@ def predictions_from_files(
             C.PREDICTED_MAX_TOKENS: pl.Series(top, dtype=pl.Int64),
             C.PREDICTED_MEAN_TOKENS: pl.Series(mean, dtype=pl.Int64),
             C.PREDICTED_TOKENS: pl.Series(planned, dtype=pl.Int64),
-            C.PREDICTION_SOURCE: pl.Series(["file"] * prompts.height, dtype=pl.String),
+            C.PREDICTION_SOURCE: pl.repeat("file", prompts.height, dtype=pl.String, eager=True),
         }
     )
     info = PredictionInfo(
