@@ -46,6 +46,7 @@ from asp_cli.reading.tables import (
     check_parquet_footer,
     file_format,
     find_column,
+    input_file_errors,
     parse_jsonl_block,
     read_table,
     release_arrow_memory,
@@ -283,14 +284,8 @@ class _ByteSource:
     def pieces(self) -> Iterator[bytes]:
         path = self.path
         digest = hashlib.sha256()
-        try:
+        with input_file_errors(path):
             handle = open(path, "rb")  # noqa: SIM115 - closed below, after the last piece
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise InputError(f"{path}: is a directory; name a file") from None
-        except PermissionError:
-            raise InputError(f"{path}: permission denied") from None
         # hashlib releases the GIL on large buffers: hash on the second core while the parser runs, on one
         # daemon thread (pieces in order; an interrupted command never waits for it at exit).
         pieces: queue.SimpleQueue = queue.SimpleQueue()
@@ -486,15 +481,8 @@ def _parquet_batches(path: Path, gzipped: bool, report: ReadReport,
 
     from asp_cli.fingerprint import file_fingerprint
 
-    try:
-        with open(path, "rb") as handle:
-            magic = handle.read(4)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory; name a file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
+    with input_file_errors(path), open(path, "rb") as handle:
+        magic = handle.read(4)
     if gzipped:
         # Parquet needs to seek to its footer: a gzipped file is inflated into memory (its columns stay compressed).
         source = _ByteSource(path, True, report)

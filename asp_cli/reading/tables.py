@@ -7,10 +7,11 @@ Also here: finding a column by its candidate names, and saying where a row is in
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,15 +103,22 @@ def file_format(path: Path) -> tuple[str, bool]:
     )
 
 
-def _read_bytes(path: Path, gzipped: bool, report: ReadReport | None = None) -> bytes:
+@contextlib.contextmanager
+def input_file_errors(path: Path) -> Iterator[None]:
+    """Turn the errors of opening an input file into one-line `InputError`s naming it."""
     try:
-        data = Path(path).read_bytes()
+        yield
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory; name a file") from None
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
+
+
+def _read_bytes(path: Path, gzipped: bool, report: ReadReport | None = None) -> bytes:
+    with input_file_errors(path):
+        data = Path(path).read_bytes()
     if report is not None:
         report.pending[str(path)] = _in_background(bytes_fingerprint, data)
     if gzipped:
