@@ -20,6 +20,10 @@ PLAN_WITH: tuple[str, ...] = ("max", "mean")
 TRAINER_ORDERS: tuple[str, ...] = ("arrival", "schedule")
 ENGINES: tuple[str, ...] = ("continuous", "static", "streaming")
 ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-first", "shuffle")
+# How the engine hands minibatches to instances: "free" (the next minibatch in seq order to whichever instance
+# frees first: a shared queue, verl's workers, least-pending servers) or "planned" (each instance keeps to its
+# own queue, the schedule's instance column).
+DISPATCHES: tuple[str, ...] = ("planned", "free")
 
 
 def _flag(name: str) -> str:
@@ -72,6 +76,8 @@ class ScheduleSettings:
     engine: str = "continuous"
     # "auto" tries every candidate in asp's own simulator and keeps the fastest (`arrange.choose`); or a name.
     arrangement: str = "auto"
+    # How the engine will take the minibatches (`DISPATCHES`); `--arrangement auto` judges its candidates so.
+    dispatch: str = "free"
 
     def __post_init__(self) -> None:
         for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
@@ -87,6 +93,8 @@ class ScheduleSettings:
             raise SettingsError(f"--arrangement must be one of {', '.join(ARRANGEMENTS)} (got {self.arrangement!r})")
         if self.trainer not in TRAINER_ORDERS:
             raise SettingsError(f"--trainer must be one of {', '.join(TRAINER_ORDERS)} (got {self.trainer!r})")
+        if self.dispatch not in DISPATCHES:
+            raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {self.dispatch!r})")
         if not isinstance(self.preset, str) or not isinstance(self.canonical_order, bool):
             raise SettingsError(f"--preset must be a name or a file, and --canonical-order a flag (got "
                                 f"{self.preset!r}, {self.canonical_order!r})")

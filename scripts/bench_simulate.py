@@ -89,7 +89,7 @@ def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "co
 
     import numpy as np
 
-    from asp_cli.bench.compare import ASP, ASP_FREE, ASP_TRUE, LOWER_BOUND, WORKLOADS, build_workload, compare
+    from asp_cli.bench.compare import ASP, ASP_PINNED, ASP_TRUE, LOWER_BOUND, WORKLOADS, build_workload, compare
 
     reference = REFERENCE[mode]
     lines = [
@@ -97,12 +97,12 @@ def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "co
         + (f", max_lag {max_lag if max_lag is not None else 'none'}" if lag_given else ", max_lag 2") + ", "
         f"{seeds} workload seeds (each redraws the samples and the arrangement). Every figure is end-to-end time "
         f"over **{reference}** (the same concurrency as asp, in a random order), mean +- sd; below 1 is faster. "
-        "\"best equal\" is the fastest equal-footing baseline (docs/simulation.md); \"gain\" is asp (free dispatch) "
+        "\"best equal\" is the fastest equal-footing baseline (docs/simulation.md); \"gain\" is asp (auto) "
         "against it, negative where asp loses. \"verl calls\" is verl's default with its own smaller generate() "
         "calls (prompts per call in brackets, asp's after the slash): what bigger calls alone are worth, apart "
         "from the arrangement. Step deviation: the 90th percentile of |step mean length / epoch mean - 1|.",
         "",
-        "| workload | best equal | asp (auto) | asp, free dispatch | gain | asp, true lengths | lower bound | "
+        "| workload | best equal | asp (auto) | gain | asp, planned instances | asp, true lengths | lower bound | "
         "verl calls | step dev p90 asp / reference |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -133,16 +133,16 @@ def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "co
         def cell(values: list[float]) -> str:
             return f"{np.mean(values):.3f} +- {np.std(values):.3f}"
 
-        gain = 1.0 - np.mean(ratios[ASP_FREE]) / np.mean(footing[best])
+        gain = 1.0 - np.mean(ratios[ASP]) / np.mean(footing[best])
         verl = (f"{np.mean(ratios['verl-default']):.3f} ({np.mean(calls['verl-default']):.0f}/"
                 f"{np.mean(calls[ASP]):.0f})" if "verl-default" in ratios else "")
         lines.append(
-            f"| {name} | {best} {cell(footing[best])} | {cell(ratios[ASP])} | {cell(ratios[ASP_FREE])} | "
-            f"{gain:+.1%} | {cell(ratios[ASP_TRUE])} | {cell(ratios[LOWER_BOUND])} | {verl} | "
+            f"| {name} | {best} {cell(footing[best])} | {cell(ratios[ASP])} | {gain:+.1%} | "
+            f"{cell(ratios[ASP_PINNED])} | {cell(ratios[ASP_TRUE])} | {cell(ratios[LOWER_BOUND])} | {verl} | "
             f"{np.nanmean(deviation[ASP]):.2f} / {np.nanmean(deviation[reference]):.2f} |"
         )
         found[name] = {"best": best, "best_ratio": float(np.mean(footing[best])), "asp": float(np.mean(ratios[ASP])),
-                       "asp_free": float(np.mean(ratios[ASP_FREE])), "gain": float(gain)}
+                       "asp_pinned": float(np.mean(ratios[ASP_PINNED])), "gain": float(gain)}
     return "\n".join(lines) + "\n", found
 
 

@@ -17,7 +17,8 @@ INSTANCES = 2
 
 @pytest.fixture(scope="session")
 def small(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """24 prompts, 2 instances, 2 samples, minibatches of 4 prompts; lengths of 4 to 39 tokens per sample."""
+    """24 prompts, 2 instances, 2 samples, minibatches of 4 prompts; lengths of 4 to 39 tokens per sample.
+    Made for planned dispatch, so each instance keeps to its own queue (what the order tests check)."""
     from asp_cli.arrange.pipeline import schedule
     from asp_cli.settings import ScheduleSettings
 
@@ -27,7 +28,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = folder / "schedule.parquet"
     schedule([prompts], out, settings=ScheduleSettings(instances=INSTANCES, samples_per_prompt=SAMPLES,
                                                        train_batch_size=8, minibatch_size=4,
-                                                       max_response_tokens=64))
+                                                       max_response_tokens=64, dispatch="planned"))
     rng = np.random.default_rng(0)
     lengths = write_jsonl(folder / "lengths.jsonl", [
         {"prompt_id": r["id"], "response_tokens": int(rng.integers(4, 40))} for r in rows for _ in range(SAMPLES)])

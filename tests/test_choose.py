@@ -34,7 +34,9 @@ def test_auto_tries_every_candidate_and_keeps_the_fastest_within_the_tie_margin(
     choice = choose_arrangement(_arrange_named, prompts, preds, s, PRESET)
     names = [c["name"] for c in choice.candidates]
     assert names == list(candidates_for(engine))
-    assert all(c["expected_end_to_end_s_free_dispatch"] > 0 for c in choice.candidates)
+    # Judged under the settings' dispatch (free), with the planned instances' figure beside it.
+    assert choice.dispatch == "free"
+    assert all(c["expected_end_to_end_s_planned_dispatch"] > 0 for c in choice.candidates)
     times = {c["name"]: c["expected_end_to_end_s"] for c in choice.candidates}
     fastest = min(times.values())
     assert times[choice.chosen] <= fastest * 1.01
@@ -108,3 +110,52 @@ def test_the_summary_says_when_free_dispatch_is_expected_to_be_faster():
     assert "is expected to take 90 s instead of 100 s" in arrangement_line(choice)
     choice["candidates"][0]["expected_end_to_end_s_free_dispatch"] = 99.0
     assert "instead of" not in arrangement_line(choice)
+
+
+def test_the_sorted_candidates_are_exactly_the_equal_footing_sorts_of_the_benchmark():
+    # `auto` can only be no slower than a plain sort if the sort is one of its candidates, row for row.
+    from asp_cli.bench.baselines import arrange_baseline
+
+    prompts, preds = prompt_frame(500), make_predictions(500, seed=11)
+    s = ScheduleSettings(instances=4, train_batch_size=64, epochs=2)
+    for name in ("long-first", "short-first"):
+        mine, _ = plan(prompts, preds, dataclasses.replace(s, arrangement=name), preset=PRESET)
+        theirs = arrange_baseline(f"{name} (asp sizes)", prompts, preds, s, PRESET)
+        # The same minibatches (which rows share a generate() call), dispatched in the same order.
+        calls = lambda f: f.sort("seq").group_by("minibatch", maintain_order=True).agg(  # noqa: E731
+            pl.col("epoch").first(), pl.col("row").sort())["epoch", "row"].to_dicts()
+        assert calls(mine) == calls(theirs)
+
+
+def test_auto_judges_under_the_settings_dispatch_and_says_the_other():
+    prompts, preds = prompt_frame(400), make_predictions(400, seed=3)
+    planned = choose_arrangement(_arrange_named, prompts, preds,
+                                 ScheduleSettings(train_batch_size=64, dispatch="planned"), PRESET)
+    free = choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(train_batch_size=64), PRESET)
+    assert planned.dispatch == "planned" and free.dispatch == "free"
+    by_name = {c["name"]: c for c in free.candidates}
+    for c in planned.candidates:  # the same draws: each side's figure is the other's "other dispatch"
+        assert c["expected_end_to_end_s"] == by_name[c["name"]]["expected_end_to_end_s_planned_dispatch"]
+        assert c["expected_end_to_end_s_free_dispatch"] == by_name[c["name"]]["expected_end_to_end_s"]
+    with pytest.raises(SettingsError, match="--dispatch must be one of planned, free"):
+        ScheduleSettings(dispatch="any")
+
+
+def test_small_inputs_are_judged_over_their_epochs_and_large_ones_over_one():
+    import asp_cli.arrange.choose as choose
+
+    prompts, preds = prompt_frame(300), make_predictions(300, seed=5)
+    assert choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(epochs=3), PRESET).evaluated_epochs == 3
+    big = choose.SAMPLE_PROMPTS // 2 + 1  # two epochs of it are more rows than the budget
+    prompts, preds = prompt_frame(big), make_predictions(big, seed=5)
+    assert choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(epochs=3), PRESET).evaluated_epochs == 1
+
+
+def test_the_common_scale_draws_are_a_three_point_gauss_hermite_rule():
+    from asp_cli.arrange.choose import SCALE_NODES
+
+    nodes = np.array([z for z, _ in SCALE_NODES])
+    weights = np.array([w for _, w in SCALE_NODES])
+    # Exact for the moments of a standard normal up to the fifth: 1, 0, 1, 0, 3, 0.
+    for power, moment in enumerate((1, 0, 1, 0, 3, 0)):
+        assert weights @ nodes**power == pytest.approx(moment, abs=1e-12)

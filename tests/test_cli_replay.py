@@ -300,3 +300,17 @@ def test_a_schedule_planned_for_a_streaming_engine_replays_streaming(small, tmp_
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace())  # installed, but the plan streams
     result = invoke("replay", planned, small["prompts"], "--in-process", "m", "-o", tmp_path / "t.parquet")
     assert result.exit_code == ExitCode.BAD_SETTINGS and "planned for a streaming engine" in result.stderr
+
+
+def test_the_schedule_is_sent_the_way_it_was_made_to_be_dispatched(small):  # noqa: F811
+    from asp_cli.costmodel import load_preset
+    from asp_cli.integrate.replay_plan import arrangements
+    from asp_cli.schedule_format import read_schedule
+    from asp_cli.settings import ScheduleSettings
+
+    loaded = read_schedule(small["schedule"])
+    assert loaded.settings["dispatch"] == "planned"
+    for dispatch in ("planned", "free"):
+        settings = ScheduleSettings.from_dict({**loaded.settings, "dispatch": dispatch})
+        (asp,) = arrangements(loaded.frame, settings, ["asp"], load_preset())
+        assert asp.dispatch == dispatch

@@ -55,6 +55,26 @@ def test_simulate_free_dispatch_and_static(built):  # noqa: F811
         assert result.stderr == ""
 
 
+def test_simulate_replays_with_the_dispatch_the_schedule_was_made_for(built, tmp_path):  # noqa: F811
+    import pyarrow.parquet as pq
+
+    from asp_cli.schedule_format import METADATA_KEY
+
+    result = invoke("simulate", built["schedule"], "--json", "--quiet")
+    assert json.loads(result.stdout)["dispatch"] == "free"  # asp schedule's default
+    result = invoke("simulate", built["schedule"], "--json", "--quiet", "--dispatch", "planned")
+    assert json.loads(result.stdout)["dispatch"] == "planned"
+    # A schedule from before the setting (no `dispatch` among its settings) was made for its instance column.
+    table = pq.read_table(built["schedule"])
+    metadata = json.loads(table.schema.metadata[METADATA_KEY])
+    del metadata["settings"]["dispatch"]
+    old = tmp_path / "old.parquet"
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, METADATA_KEY: json.dumps(metadata)}), old)
+    result = invoke("simulate", old, "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["dispatch"] == "planned"
+
+
 def test_simulate_errors(built, tmp_path):  # noqa: F811
     result = invoke("simulate", built["schedule"], "--mode", "fast")
     assert result.exit_code == ExitCode.BAD_SETTINGS and "Error: --mode" in result.stderr
@@ -62,7 +82,7 @@ def test_simulate_errors(built, tmp_path):  # noqa: F811
     assert result.exit_code == ExitCode.SCHEDULE_FORMAT
     result = invoke("simulate", built["schedule"], "--timeseries", tmp_path / "x.txt")
     assert result.exit_code == ExitCode.BAD_SETTINGS
-    result = invoke("simulate", built["schedule"], "--instances", "1")
+    result = invoke("simulate", built["schedule"], "--instances", "1", "--dispatch", "planned")
     assert result.exit_code == ExitCode.BAD_SETTINGS and "--dispatch free" in result.stderr
     assert result.stdout == ""
 

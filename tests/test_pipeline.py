@@ -87,7 +87,8 @@ def test_long_work_starts_early_and_last_minibatches_are_short():
 
 
 def test_instances_are_balanced():
-    frame = arrange(prompt_frame(3000), make_predictions(3000, seed=2), ScheduleSettings(instances=8))
+    frame = arrange(prompt_frame(3000), make_predictions(3000, seed=2),
+                    ScheduleSettings(instances=8, arrangement="interleave"))
     ends = frame.group_by("instance").agg(pl.col("expected_minibatch_end_s").max())["expected_minibatch_end_s"]
     busy = frame.group_by("minibatch").agg(pl.col("instance").first(), (pl.col("expected_minibatch_end_s") - pl.col("expected_start_s")).first().alias("d"))
     assert ends.max() / ends.min() < 1.05
@@ -101,9 +102,10 @@ def test_a_lag_bound_spreads_long_work_over_a_slower_trainer():
 
     slow_trainer = dataclasses.replace(load_preset("h100-qwen2.5-7b"), train_per_token_s=2e-3)
     preds = make_predictions(2000, seed=5)
-    free = arrange(prompt_frame(2000), preds, ScheduleSettings(instances=8), preset=slow_trainer)
-    held = arrange(prompt_frame(2000), preds, ScheduleSettings(instances=8, max_lag=50), preset=slow_trainer)
-    check_invariants(held, ScheduleSettings(instances=8, max_lag=50), 2000)
+    settings = ScheduleSettings(instances=8, arrangement="interleave")  # the interleaving's own horizon rule
+    free = arrange(prompt_frame(2000), preds, settings, preset=slow_trainer)
+    held = arrange(prompt_frame(2000), preds, dataclasses.replace(settings, max_lag=50), preset=slow_trainer)
+    check_invariants(held, dataclasses.replace(settings, max_lag=50), 2000)
 
     def last_long_seq(frame: pl.DataFrame) -> int:
         cut = frame["predicted_tokens"].quantile(0.9)

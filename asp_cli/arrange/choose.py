@@ -3,7 +3,7 @@
 The scheduler's closed-form estimates (`timeline`) price a plan under its point predictions; the real run
 sees lengths spread around them, and a plan that wins on points can lose once a mispredicted long group lands
 late. So each candidate is arranged and replayed (`asp_cli.sim.run.simulate_schedule`, the settings' engine,
-lag bound and trainer order, the planned instances) on ``draws`` sets of lengths drawn from the predictive
+lag bound, trainer order and dispatch) on ``draws`` sets of lengths drawn from the predictive
 distribution: per prompt a log-normal factor around the predicted mean (sigma `MODEL_SIGMA` for model
 predictions, `HISTORY_SIGMA` for prompts seen in history) and per sample a log-normal spread whose sigma is
 the prompt's own, read back from its predicted group maximum and mean (`sample_sigma`). The candidate with the lowest mean simulated end-to-end time wins,
@@ -30,12 +30,20 @@ from asp_cli.settings import ScheduleSettings
 BLOCKING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle")
 STREAMING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle")
 SAMPLE_PROMPTS = 4096
-DRAWS = 2
-TIE_MARGIN = 0.01
+# Gauss-Hermite nodes (in standard deviations) and weights for the common scale factor of every draw.
+SCALE_NODES: tuple[tuple[float, float], ...] = ((-3**0.5, 1 / 6), (0.0, 2 / 3), (3**0.5, 1 / 6))
+DRAWS = len(SCALE_NODES)
+TIE_MARGIN = 0.005
 # Prediction error on log length: the bundled model's typical error on unseen prompts (docs/predictor.md), and
 # what is left once a prompt's own samples are known (the per-prompt mean correlates ~0.9 across epochs).
 MODEL_SIGMA = 0.5
 HISTORY_SIGMA = 0.25
+# The common factor's sigma on log length: the bundled model alone does not know the user's policy (a reasoning
+# model writes several times what a chat model does: docs/predictor.md); once history covers some prompts the
+# correction fitted on them (`predict.history`) leaves much less; a prompt's own history least.
+MODEL_SCALE_SIGMA = 0.5
+CALIBRATED_SCALE_SIGMA = 0.2
+HISTORY_SCALE_SIGMA = 0.1
 DEFAULT_SAMPLE_SIGMA = 0.3  # the median within-group CV of 0.28 in the AIME R1-distill data
 
 
@@ -49,6 +57,8 @@ class ArrangementChoice:
     candidates: list[dict[str, Any]] = field(default_factory=list)  # name, expected_end_to_end_s, step dev
     evaluated_prompts: int = 0
     draws: int = 0
+    dispatch: str = "free"  # the dispatch the candidates were judged under (the settings')
+    evaluated_epochs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
@@ -102,24 +112,33 @@ def choose_arrangement(
         keep = np.sort(np.random.default_rng([settings.seed, 29]).choice(prompts.height, SAMPLE_PROMPTS,
                                                                          replace=False))
         prompts, predictions = prompts[keep], predictions[keep]
-    trial = dataclasses.replace(settings, epochs=1)
+    # As many epochs as fit the sample's budget: where an epoch is only a few train steps, how one epoch's tail
+    # meets the next one's head decides the order (each epoch's first train batch starts on the last one's).
+    trial = dataclasses.replace(settings, epochs=max(1, min(settings.epochs, SAMPLE_PROMPTS // max(prompts.height, 1))))
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     from_history = (predictions[C.PREDICTION_SOURCE] == "history").to_numpy()
     sim = SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
                              train_batch_size=settings.train_batch_size, mode=settings.engine,  # type: ignore[arg-type]
-                             dispatch="planned", max_lag=settings.max_lag,
+                             dispatch=settings.dispatch, max_lag=settings.max_lag,  # type: ignore[arg-type]
                              trainer=settings.trainer)  # type: ignore[arg-type]
     top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
     n = settings.samples_per_prompt
     spread = sample_sigma(top, mean, n)
     prompt_sigma = np.where(from_history, HISTORY_SIGMA, MODEL_SIGMA)
+    # The model's error is mostly shared (a policy that writes twice as much as the model thinks writes twice
+    # as much on every prompt), so each draw also scales every prompt by one common factor, at the nodes of a
+    # three-point Gauss-Hermite rule (log factor -sqrt(3) s, 0, +sqrt(3) s; weights 1/6, 2/3, 1/6): the
+    # expected time then weighs a run much longer than predicted as a real possibility.
+    scale_sigma = np.where(from_history, HISTORY_SCALE_SIGMA,
+                           MODEL_SCALE_SIGMA if not from_history.any() else CALIBRATED_SCALE_SIGMA)
     draws = []
-    for d in range(DRAWS):
+    for d, (node, _) in enumerate(SCALE_NODES):
         rng = np.random.default_rng([settings.seed, 31, d])
-        prompt_factor = np.exp(rng.normal(0.0, prompt_sigma) - prompt_sigma**2 / 2)
+        prompt_factor = np.exp(rng.normal(0.0, prompt_sigma) - prompt_sigma**2 / 2 + node * scale_sigma)
         sample_factor = np.exp(rng.normal(0.0, 1.0, (mean.size, n)) * spread[:, None] - spread[:, None] ** 2 / 2)
         lengths = np.maximum(mean, 1.0)[:, None] * prompt_factor[:, None] * sample_factor
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
+    weights = np.array([w for _, w in SCALE_NODES])
     position_of_row = {r: i for i, r in enumerate(prompts[C.ROW].to_list())}
     results = []
     refused: list[SettingsError] = []
@@ -131,21 +150,22 @@ def choose_arrangement(
             continue
         index = np.fromiter((position_of_row[r] for r in frame[C.ROW].to_list()), dtype=np.int64,
                             count=frame.height)
-        times, deviations, free_times = [], [], []
-        free = dataclasses.replace(sim, dispatch="free")
+        times, deviations, other_times = [], [], []
+        other = dataclasses.replace(sim, dispatch="planned" if settings.dispatch == "free" else "free")
         for truth in draws:
             metrics = simulate_schedule(frame, truth[index], preset, sim, instances=settings.instances).metrics
             times.append(metrics["end_to_end_s"])
             deviations.append(metrics["step_length_deviation_p90"])
-            # The same order handed to whichever instance frees first: what an engine that ignores the
-            # `instance` column gets (it absorbs prediction error the fixed plan cannot).
-            free_times.append(simulate_schedule(frame, truth[index], preset, free,
-                                                instances=settings.instances).metrics["end_to_end_s"])
-        results.append({"name": name, "expected_end_to_end_s": round(float(np.mean(times)), 3),
-                        "expected_end_to_end_s_free_dispatch": round(float(np.mean(free_times)), 3),
-                        "expected_step_deviation_p90": round(float(np.mean(deviations)), 4)})
+            # The same plan under the other dispatch, said beside it: an engine that keeps to the planned
+            # instances cannot absorb prediction error the way a shared queue does.
+            other_times.append(simulate_schedule(frame, truth[index], preset, other,
+                                                 instances=settings.instances).metrics["end_to_end_s"])
+        results.append({"name": name, "expected_end_to_end_s": round(float(weights @ times), 3),
+                        f"expected_end_to_end_s_{other.dispatch}_dispatch": round(float(weights @ other_times), 3),
+                        "expected_step_deviation_p90": round(float(weights @ deviations), 4)})
     if not results:
         raise refused[0]
     fastest = min(r["expected_end_to_end_s"] for r in results)
     chosen = next(r["name"] for r in results if r["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN))
-    return ArrangementChoice("auto", chosen, settings.engine, results, prompts.height, DRAWS)
+    return ArrangementChoice("auto", chosen, settings.engine, results, prompts.height, DRAWS, settings.dispatch,
+                             trial.epochs)

@@ -29,7 +29,7 @@ ZEROEVAL_EXCLUDED = ("openai/o1-mini-2024-09-12", "openai/o1-preview-2024-09-12"
 
 ASP = "asp"
 ASP_TRUE = "asp (true lengths)"
-ASP_FREE = "asp, free dispatch"
+ASP_PINNED = "asp, planned instances"  # the same schedule with each minibatch kept on its planned instance
 LOWER_BOUND = "lower bound"
 
 
@@ -98,14 +98,14 @@ def compare(
         if wanted(name) and mode in baseline.modes:
             arrangements.append((name, baseline.arrange(prompts, predictions, settings, preset), baseline.dispatch,
                                  baseline.equal_footing))
-    if wanted(ASP) or wanted(ASP_FREE) or wanted(RANDOM_IN_ASP_SLOTS):
+    if wanted(ASP) or wanted(ASP_PINNED) or wanted(RANDOM_IN_ASP_SLOTS):
         frame = asp_frame if asp_frame is not None else arrange(prompts, predictions, settings, preset=preset)
         if wanted(RANDOM_IN_ASP_SLOTS):
             arrangements.append((RANDOM_IN_ASP_SLOTS, random_in_asp_slots(frame, settings.seed), "planned", True))
-        if wanted(ASP):
-            arrangements.append((ASP, frame, "planned", True))
-        if wanted(ASP_FREE):
-            arrangements.append((ASP_FREE, frame, "free", True))
+        if wanted(ASP):  # replayed the way it was planned to be dispatched (`--dispatch`, free by default)
+            arrangements.append((ASP, frame, settings.dispatch, True))
+        if wanted(ASP_PINNED) and settings.dispatch != "planned":
+            arrangements.append((ASP_PINNED, frame, "planned", True))
     if wanted(ASP_TRUE):
         oracle = true_predictions(truth, predictions[C.PROMPT_TOKENS].to_numpy(), settings.plan_with)
         arrangements.append((ASP_TRUE, arrange(prompts, oracle, settings, preset=preset), "planned", True))
@@ -155,12 +155,12 @@ def compare_names() -> tuple[str, ...]:
     """Every arrangement `compare` can replay, in its order (the lower bound is always added)."""
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS
 
-    return (*BASELINES, RANDOM_IN_ASP_SLOTS, ASP, ASP_FREE, ASP_TRUE)
+    return (*BASELINES, RANDOM_IN_ASP_SLOTS, ASP, ASP_PINNED, ASP_TRUE)
 
 
 def best_equal_footing(rows: list[dict]) -> dict | None:
     """The fastest baseline row on equal footing with asp (asp's own rows excluded), or None."""
-    footing = [r for r in rows if r.get("equal_footing") and r["arrangement"] not in (ASP, ASP_FREE, ASP_TRUE)]
+    footing = [r for r in rows if r.get("equal_footing") and r["arrangement"] not in (ASP, ASP_PINNED, ASP_TRUE)]
     return min(footing, key=lambda r: r["end_to_end_s"]) if footing else None
 
 

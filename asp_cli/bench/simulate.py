@@ -117,8 +117,10 @@ def simulate_loaded(
                                          max_response_tokens=recorded.max_response_tokens)
     trainer = options.trainer or recorded.trainer
     mode = options.mode or recorded.engine
+    # Schedules written before the dispatch setting were planned for (and replayed with) their instance column.
+    dispatch = options.dispatch or (schedule.settings or {}).get("dispatch", "planned")
     settings = SimulationSettings(samples_per_prompt=n, train_batch_size=recorded.train_batch_size,
-                                  mode=mode, dispatch=options.dispatch, max_lag=lag,
+                                  mode=mode, dispatch=dispatch, max_lag=lag,
                                   trainer=trainer)  # type: ignore[arg-type]
     if progress is not None:
         progress(STAGES[2])
@@ -127,7 +129,7 @@ def simulate_loaded(
         "schedule": name if name is not None else str(schedule.path),
         "preset": hardware.name,
         "mode": mode,
-        "dispatch": options.dispatch,
+        "dispatch": dispatch,
         "instances": k,
         "samples_per_prompt": n,
         "train_batch_size": recorded.train_batch_size,

@@ -43,6 +43,7 @@ def schedule_command(
     length_classes: int = typer.Option(_DEFAULT.length_classes, "--length-classes", help="Length classes the interleaver spreads over time."),
     canonical_order: bool = typer.Option(_DEFAULT.canonical_order, "--canonical-order", help="Make the arrangement independent of the input row order (prompts are taken sorted by id)."),
     engine: str = typer.Option(_DEFAULT.engine, "--engine", help="The engine to plan for: 'continuous' (blocking generate() calls, vLLM offline), 'static' (padded HF generate) or 'streaming' (servers that refill freed slots)."),
+    dispatch: str = typer.Option(_DEFAULT.dispatch, "--dispatch", help="How the engine takes minibatches: 'free' (the next one in seq order to whichever instance frees first: a shared queue, verl, least-pending servers) or 'planned' (each instance keeps to the schedule's instance column). --arrangement auto judges its candidates so."),
     arrangement: str = typer.Option(_DEFAULT.arrangement, "--arrangement", help="'auto' tries interleave, long-first, short-first and shuffle in asp's simulator and keeps the fastest; or name one."),
     trainer: str = typer.Option(_DEFAULT.trainer, "--trainer", help="How the trainer takes groups: 'arrival' (the next train batch of finished groups) or 'schedule' (the groups train_step assigns, stratified by length)."),
     predictor: Optional[Path] = typer.Option(None, "--predictor", help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
@@ -82,6 +83,7 @@ def schedule_command(
             canonical_order=canonical_order,
             engine=engine,
             arrangement=arrangement,
+            dispatch=dispatch,
             trainer=trainer,
         )
         bar = stage_bar("asp schedule", _STAGES, quiet=quiet, progress=progress)
@@ -122,13 +124,20 @@ def arrangement_line(choice: dict) -> str:
     if choice["setting"] != "auto":
         return f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} engine)"
     candidates = ", ".join(f"{c['name']} {c['expected_end_to_end_s']:,.0f} s" for c in choice["candidates"])
-    line = (f"arrangement: {choice['chosen']} (auto, for the {choice['engine']} engine; expected end-to-end "
-            f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts)")
+    line = (f"arrangement: {choice['chosen']} (auto, for the {choice['engine']} engine with "
+            f"{choice.get('dispatch', 'planned')} dispatch; expected end-to-end "
+            f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
+            f"{choice.get('evaluated_epochs') or 1} epoch(s))")
     chosen = next((c for c in choice["candidates"] if c["name"] == choice["chosen"]), {})
-    planned, free = chosen.get("expected_end_to_end_s"), chosen.get("expected_end_to_end_s_free_dispatch")
-    if planned and free and free < planned * 0.97:
-        line += (f"\n  an engine that takes the next minibatch in seq order when an instance frees (ignoring the "
-                 f"instance column) is expected to take {free:,.0f} s instead of {planned:,.0f} s")
+    dispatch = choice.get("dispatch", "planned")
+    mine, other = chosen.get("expected_end_to_end_s"), chosen.get(
+        f"expected_end_to_end_s_{'planned' if dispatch == 'free' else 'free'}_dispatch")
+    if mine and other and other < mine * 0.97:
+        line += ("\n  " + (f"an engine that keeps each minibatch on its planned instance is expected to take {other:,.0f} s "
+                           f"instead of {mine:,.0f} s (--dispatch planned plans for it)" if dispatch == "free" else
+                           f"an engine that takes the next minibatch in seq order when an instance frees (ignoring "
+                           f"the instance column) is expected to take {other:,.0f} s instead of {mine:,.0f} s "
+                           "(--dispatch free plans for it)"))
     return line
 
 

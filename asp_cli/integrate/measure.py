@@ -157,7 +157,9 @@ def replay_schedule(
                         f"({recorded.max_response_tokens}) and were cut to it")
     texts = None if synthetic_prompts else dataset_prompts(list(datasets), schedule.metadata,
                                                             prompt_key=read.prompt_key, id_key=read.id_key)
-    settings = ScheduleSettings.from_dict({**recorded.to_dict(), "instances": k})
+    # Schedules written before the dispatch setting were made for (and replayed with) their instance column.
+    settings = ScheduleSettings.from_dict({**recorded.to_dict(), "instances": k,
+                                           "dispatch": (schedule.settings or {}).get("dispatch", "planned")})
     plans = build_plans(arrangements(frame, settings, names, hardware, engine), rows, truth, texts,
                         DEFAULT_PROMPT_TOKENS)
     limit = live.max_in_flight if live is not None else None

@@ -77,7 +77,7 @@ def arrangements(frame: pl.DataFrame, settings: ScheduleSettings, names: list[st
     known = baseline_names(engine)
     for name in names:
         if name == ASP:
-            out.append(Arrangement(ASP, frame, "planned"))
+            out.append(Arrangement(ASP, frame, settings.dispatch))  # the way it was made to be dispatched
             continue
         if name not in known:
             other = [n for n in baseline_names("streaming" if engine == "blocking" else "blocking") if n not in known]

@@ -33,8 +33,8 @@ def simulated_section(
     *,
     skipped_rows: int = 0,
 ) -> dict[str, Any]:
-    """Replay ``schedule`` with `asp_cli.bench.simulate.simulate_loaded` (planned dispatch, the schedule's own
-    settings) on the observed ``samples`` (one row per sample; None samples lengths) and return the report's
+    """Replay ``schedule`` with `asp_cli.bench.simulate.simulate_loaded` (the dispatch and the other settings the
+    schedule was made for) on the observed ``samples`` (one row per sample; None samples lengths) and return the report's
     ``simulated`` section.
 
     Raises

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from asp_cli.errors import SettingsError
-from asp_cli.settings import MAX_INSTANCES, TRAINER_ORDERS, check_count
+from asp_cli.settings import DISPATCHES, MAX_INSTANCES, TRAINER_ORDERS, check_count
 
 Mode = Literal["continuous", "static", "streaming"]
 Dispatch = Literal["planned", "free"]
 MODES: tuple[str, ...] = ("continuous", "static", "streaming")
-DISPATCHES: tuple[str, ...] = ("planned", "free")
 # The trainer takes the next train batch of finished groups in arrival order (most frameworks), or exactly the
 # groups the schedule's `train_step` assigns to each step (a replay buffer that follows the schedule).
 TrainerOrder = Literal["arrival", "schedule"]
@@ -27,7 +26,7 @@ class ReplayOptions:
 
     preset: str | None = None
     mode: Mode | None = None  # None: the engine the schedule was planned for
-    dispatch: Dispatch = "planned"
+    dispatch: Dispatch | None = None  # None: the dispatch the schedule was planned for (planned before 1.2)
     max_lag: int | None = None
     use_schedule_max_lag: bool = True
     instances: int | None = None
@@ -35,7 +34,7 @@ class ReplayOptions:
     trainer: TrainerOrder | None = None
 
     def __post_init__(self) -> None:
-        check_engine(self.mode or "continuous", self.dispatch, self.max_lag, self.trainer or "arrival")
+        check_engine(self.mode or "continuous", self.dispatch or "planned", self.max_lag, self.trainer or "arrival")
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
             raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances})")
         check_count("--seed", self.seed, minimum=0, optional=True)
