@@ -22,7 +22,7 @@ def main() -> None:
     args = parser.parse_args()
     from bench_schedule import make_prompts  # the same generated prompts as the scale benchmark
 
-    from asp_cli.arrange.choose import choose_arrangement
+    from asp_cli.arrange.choose import DRAWS, SAMPLE_PROMPTS, candidates_for, choose_arrangement
     from asp_cli.arrange.pipeline import _arrange_named, plan
     from asp_cli.costmodel import load_preset
     from asp_cli.predict.prediction import predict_lengths
@@ -43,7 +43,8 @@ def main() -> None:
         print(f"  arrange with --arrangement {name}: {time.process_time() - started:.2f} s (chose {choice.chosen})")
     started = time.process_time()
     choose_arrangement(_arrange_named, prompts, predictions, ScheduleSettings(instances=args.instances), preset)
-    print(f"  the choice alone (4 candidates x 2 draws on a 4,096-prompt sample): {time.process_time() - started:.2f} s")
+    print(f"  the choice alone ({len(candidates_for('continuous'))} candidates x {DRAWS} draws x 2 dispatches on a "
+          f"{SAMPLE_PROMPTS:,}-prompt sample): {time.process_time() - started:.2f} s")
 
 
 if __name__ == "__main__":
