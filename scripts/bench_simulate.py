@@ -25,38 +25,48 @@ baselines, **at equal footing**: the same engine, concurrency, lag rule (AReaL's
 and lengths; only the order differs (docs/simulation.md, "--compare"). On blocking engines the reference is a
 shuffle cut into asp's own minibatch sizes; on engines that refill freed slots it is verl's server mode
 (least-pending routing of a shuffled stream). "asp (auto)" is `asp schedule`'s default: the fastest of its
-candidate arrangements in its own simulator, replayed with the planned instances; "asp, free dispatch" is
-the same schedule replayed the way the baselines are (each instance takes the next minibatch in `seq` order
-when it frees). The gain over verl's default from bigger generate() calls is a column of its own, not part
-of asp's gain. For scale: the ASP paper reports 10.9% shorter mean iterations from scheduling alone.
+candidate arrangements in its own simulator under `--dispatch free` (the next minibatch in `seq` order to
+whichever instance frees first, as the baselines are replayed), replayed so; "asp, planned instances" is the
+same schedule with each minibatch kept on its planned instance (`--dispatch planned` engines). The gain over
+verl's default from bigger generate() calls is a column of its own, not part of asp's gain. For scale: the
+ASP paper reports 10.9% shorter mean iterations from scheduling alone.
 """
 
 
 FINDINGS = """\
 ### What the arrangement wins, and where it does not
 
-- **Mixed sources on blocking engines, rollout-bound** (mix-k8-n8, mix-k8-n8-b256, mix-k2-n4): asp is
-  11-20% faster than the best equal-footing baseline on the 8-instance mixes (free dispatch) and about 20%
-  faster than a shuffle in its own sizes; on two instances it is level with long-first (within about 1%,
-  inside one standard deviation) and half a shuffle's time. The true-lengths ceiling is another 5-7% away.
-- **Trainer-bound runs** (mix-k16-n16, mix-k16-n16-b512, gsm8k-k4-n8): the lower bound itself is within
-  5% of a shuffle, so no arrangement can win much; asp is level with the best baseline (0-2%).
-- **Long reasoning only** (AIME): one source, lengths hard to tell apart; asp is level with long-first
-  (within 0.5%) and a shuffle at train batch 256.
+- **`--arrangement auto` against the plain sorts** (blocking `continuous` engine, 6 seeds): level with or
+  ahead of the best equal-footing baseline on every workload; where a sort is best (AIME, two instances,
+  trainer-bound mixes) auto picks that very sort (its `long-first` and `short-first` candidates are the
+  baselines' sorts row for row) and is level (0.0-0.2%, inside one standard deviation). On engines that refill
+  freed slots it is no slower than verl's least-pending routing (0.965-0.997 of it under the lag bound; 1.004,
+  inside the spread, on mix-k16-n16-b512 without one), and within 1.5% of the
+  best baseline (a length-aware router that keeps to its planned servers, which free dispatch cannot be).
+  On the `static` engine it loses 0.5-1.9% on three workloads (GSM8K's heavy tails, where the predictive
+  draws are too light, and a near-tie on mix-k8-n8) and wins 29% on mix-k16-n16-b512.
+- **Mixed sources on blocking engines, rollout-bound** (mix-k8-n8, mix-k8-n8-b256): asp is 11-20% faster
+  than the best equal-footing baseline and about 20% faster than a shuffle in its own sizes. The true-lengths
+  ceiling is another 5-7% away.
+- **Trainer-bound runs and long reasoning alone** (mix-k16-n16, mix-k16-n16-b512, gsm8k-k4-n8, AIME): the
+  lower bound is within 5% of a shuffle, or the lengths within a source are hard to tell apart; asp is level
+  with the best baseline (0-1%). The ASP paper's 10.9% is a rollout-bound figure.
 - **Planned instances lose where predictions are noisy.** Replayed with its planned `instance` column, the
-  schedule is 10-14% slower than free dispatch on GSM8K and 4% on AIME with 4 samples: a minibatch lasts as
-  long as its longest group, and an engine that keeps to the plan cannot absorb the error. Prefer an engine
-  that takes the next minibatch in `seq` order when it frees (`--dispatch free` in `asp simulate`).
+  same schedule is 3-16% slower than free dispatch on GSM8K and AIME: a minibatch lasts as long as its longest
+  group, and an engine that keeps to the plan cannot absorb the error. So `asp schedule` plans for free
+  dispatch by default; `--dispatch planned` plans for engines that keep to the column.
 - **Bigger calls are a separate gain.** verl's default splits each train batch into one chunk per worker
   before the minibatch cap, so its calls hold 4-16 prompts where asp's hold 8-31: that alone costs verl
   7-67% on these workloads (the "verl calls" column), before any arrangement.
-- **Steps are less representative than a shuffle's** when the trainer takes groups in arrival order: asp's
-  homogeneous minibatches arrive whole, so the 90th-percentile step deviation is 0.4-0.9 against 0.1-0.5
-  for the shuffle (and about 3 for the sorts). A trainer that follows the schedule's stratified `train_step`
-  (`asp schedule --trainer schedule`, asp's verl replay buffer) comes close without a lag bound (0.19-0.22
-  against 0.06-0.21; the tables after the engines), and asp stays 6-11% ahead of the best baseline on the
-  8-instance mixes there; under a lag bound the stratified steps would make early long groups stale, so asp
-  keeps arrival-order steps there.
+- **Steps are less representative than a shuffle's** when the trainer takes groups in arrival order, and
+  more so now that auto picks plain sorts where they are faster: asp's homogeneous minibatches arrive whole,
+  so the 90th-percentile step deviation is 0.1-3.5 against 0.06-0.5 for the shuffle. A trainer that follows the
+  schedule's stratified `train_step` (`asp schedule --trainer schedule`, asp's verl replay buffer) comes
+  close without a lag bound (0.06-0.22 against 0.06-0.21; the tables after the engines) and asp stays 6-11%
+  ahead of the best baseline on the 8-instance mixes there, but loses 2-6% on GSM8K and the trainer-bound
+  mix. Finer strata (per-group predicted length, about four groups of each stratum per step) were tried: steps
+  then beat the shuffle (0.03-0.07) but each step waits for its long groups, 20-29% slower end to end on the
+  8-instance mixes, so they are not used.
 """
 
 OTHER_ENGINES = """\
@@ -64,14 +74,14 @@ OTHER_ENGINES = """\
 
 - **Engines that refill freed slots** (`streaming`: vLLM/SGLang servers, verl's agent loop): the engine
   removes padding and tail bubbles itself, and every arrangement, asp's and the true-lengths ceiling
-  included, lands within a few percent of least-pending routing. asp's plan (planned queues, or least-pending
-  routing fed asp's order) is within about 1.5% of the best baseline either way and 4% ahead on AIME at train
-  batch 256 with planned queues; it is not 8% ahead of a random round-robin deal anywhere: in this cost model
-  the room is not there (the ceiling with true lengths is itself level), with the lag bound or without it
-  (the table after the static one). An offline plan cannot help much on such engines; say so before
-  spending effort on it.
+  included, lands within a few percent of least-pending routing. asp (least-pending routing fed asp's order,
+  free dispatch) is 0.3-3.5% ahead of it with the lag bound, and from 0.4% behind to 6.5% ahead without one
+  (mix-k8-n8 6.5%, mix-k8-n8-b256 4.3%);
+  it is not 8% ahead of a random round-robin deal with 8 instances and train batches of 256: in this cost
+  model the room is not there (the ceiling with true lengths is itself level). An offline plan cannot help
+  much on such engines; say so before spending effort on it.
 - **Static padding** (`static`: HF `generate`): long-first in asp's sizes is the best baseline almost
-  everywhere; asp (free dispatch) is within 0.4-1.7% of it, and 29% ahead on mix-k16-n16-b512.
+  everywhere; asp (auto) is within 0.5-1.9% of it where it loses and 29% ahead on mix-k16-n16-b512.
 """
 
 
