@@ -19,7 +19,7 @@ MAX_INSTANCES = 100_000  # a larger "fleet" is a typo, and runs out of memory be
 PLAN_WITH: tuple[str, ...] = ("max", "mean")
 TRAINER_ORDERS: tuple[str, ...] = ("arrival", "schedule")
 ENGINES: tuple[str, ...] = ("continuous", "static", "streaming")
-ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-first", "shuffle")
+ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-first", "shuffle", "per-step")
 # How the engine hands minibatches to instances: "free" (the next minibatch in seq order to whichever instance
 # frees first: a shared queue, verl's workers, least-pending servers) or "planned" (each instance keeps to its
 # own queue, the schedule's instance column).

@@ -121,15 +121,16 @@ def test_command_line_does_not_import_the_heavy_libraries():
 #   a change made on purpose updates it in the same commit, saying why. Updates: the `trainer`, `engine` and
 #   `arrangement` settings and the `arrangement` metadata key (issue 17); each candidate's expected time with
 #   free dispatch in that key; the `dispatch` setting (free by default, auto judging under it), the sorts cut
-#   as the benchmark's equal-footing sorts, the common-scale draws and the trial over several epochs.
+#   as the benchmark's equal-footing sorts, the common-scale draws and the trial over several epochs; the
+#   per-step candidate.
 COMMAND_LINE = ["asp", "schedule", "prompts.jsonl", "-o", "OUT"]
 GOLDEN = {
     "defaults": ({}, "e704fc8b79216d3f8097e9784734aa723b10ee4e46d79a40116e50bc835a97ef",
-                 "c22fa9056da68c2be1993f21f5272e51568c86439e443804e4144e0db12c0f76"),
+                 "bf924511a2bbd40214122b3f7ca3d48f16752394740e3b32e75cf95b52f4ac58"),
     "two epochs, lag 2, 8 instances, seed 3": (
         {"epochs": 2, "max_lag": 2, "instances": 8, "seed": 3},
         "00b87b60de0f7b6d774d6a27da4542008a34d1f66ea943bef190bf0e8e92430b",
-        "bd9859930743d723ddaadfa12c007297278508d8499498d79d3bb4270bff3fda"),
+        "1987b43c6c04672c9c1ab1118e8443be8679c1c8ee0e3c38f75c9bcf0a370603"),
 }
 
 

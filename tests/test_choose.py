@@ -85,11 +85,15 @@ def test_candidates_that_cannot_keep_the_lag_bound_are_skipped():
     assert choice.chosen in [c["name"] for c in choice.candidates]
 
 
-def test_no_candidate_that_keeps_the_bound_is_an_error():
+def test_an_arrangement_that_cannot_keep_the_bound_is_an_error_and_auto_finds_one_that_can():
     prompts, preds = prompt_frame(8), make_predictions(8, seed=1)
+    tight = ScheduleSettings(instances=1, train_batch_size=1, minibatch_size=8, max_lag=0)
     with pytest.raises(SettingsError, match="--max-lag 0 cannot be met"):
-        plan(prompts, preds, ScheduleSettings(instances=1, train_batch_size=1, minibatch_size=8, max_lag=0),
-             preset=PRESET)
+        plan(prompts, preds, dataclasses.replace(tight, arrangement="interleave"), preset=PRESET)
+    # per-step never lets a minibatch cross a train step, so one-group steps keep lag 0.
+    frame, choice = plan(prompts, preds, tight, preset=PRESET)
+    assert choice.chosen == "per-step" and frame["expected_lag"].max() == 0
+    assert [c["name"] for c in choice.candidates] == ["per-step"]  # the others were skipped
 
 
 def test_unknown_engine_and_arrangement_are_settings_errors():
@@ -159,3 +163,29 @@ def test_the_common_scale_draws_are_a_three_point_gauss_hermite_rule():
     # Exact for the moments of a standard normal up to the fifth: 1, 0, 1, 0, 3, 0.
     for power, moment in enumerate((1, 0, 1, 0, 3, 0)):
         assert weights @ nodes**power == pytest.approx(moment, abs=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["continuous", "streaming"])
+def test_per_step_keeps_a_shuffles_train_batches_and_plans_inside_each(engine):
+    from asp_cli.arrange.packing import per_step_order
+
+    prompts, preds = prompt_frame(320), make_predictions(320, seed=9)  # whole steps in each epoch
+    s = ScheduleSettings(instances=4, train_batch_size=64, epochs=2, arrangement="per-step", engine=engine,
+                         trainer="schedule")
+    frame, _ = plan(prompts, preds, s, preset=PRESET)
+    check_invariants(frame, s, 320)
+    planned = preds["predicted_tokens"].to_numpy()
+    for epoch in (0, 1):
+        part = frame.filter(pl.col("epoch") == epoch).sort("seq")
+        # The train batches are the consecutive blocks of the epoch's seeded shuffle...
+        order = per_step_order(planned, 64, np.random.default_rng([s.seed, epoch]))
+        want = [sorted(order[i:i + 64].tolist()) for i in range(0, 320, 64)]
+        got = part.group_by("train_step", maintain_order=True).agg(pl.col("row").sort())["row"].to_list()
+        assert got == want
+        # ... dispatched step by step, no minibatch crossing a step, the longest first inside each.
+        steps = part["train_step"].to_numpy()
+        assert (np.diff(steps) >= 0).all()
+        assert part.group_by("minibatch").agg(pl.col("train_step").n_unique())["train_step"].max() == 1
+        for _, block in part.group_by("train_step", maintain_order=True):
+            first = block.group_by("minibatch", maintain_order=True).agg(pl.col("predicted_tokens").max())
+            assert first["predicted_tokens"][0] == block["predicted_tokens"].max()

@@ -263,3 +263,33 @@ def test_a_schedule_trainer_needs_the_train_step_column():
         simulate_arrays(load_preset(), SimulationSettings(samples_per_prompt=1, trainer="schedule"), instances=1,
                         row_minibatch=np.arange(3), row_instance=np.zeros(3), response_tokens=np.ones((3, 1)),
                         prompt_tokens=np.ones(3))
+
+
+@pytest.mark.parametrize("mode", ["continuous", "streaming"])
+def test_a_schedule_following_trainer_is_held_to_the_lag_bound(mode):
+    rng = np.random.default_rng(8)
+    rows, n, batch = 96, 2, 8
+    lengths = rng.integers(50, 3000, (rows, n))
+    step = np.arange(rows) // batch  # steps in dispatch order: the bound can always be kept
+    common = dict(instances=4, row_minibatch=np.arange(rows) // 4 if mode == "continuous" else np.arange(rows),
+                  row_instance=np.arange(rows) % 4, response_tokens=lengths, prompt_tokens=np.full(rows, 50),
+                  row_train_step=step)
+    for lag in (0, 2):
+        settings = SimulationSettings(n, batch, mode=mode, dispatch="free", max_lag=lag, trainer="schedule")
+        m = simulate_arrays(load_preset(), settings, **common).metrics
+        assert m["policy_lag_max"] <= lag and m["lag_rule_released"] == 0
+    free = simulate_arrays(load_preset(), SimulationSettings(n, batch, mode=mode, dispatch="free",
+                                                             trainer="schedule"), **common).metrics
+    assert free["policy_lag_max"] > 2  # without the bound rollout runs ahead
+
+
+def test_an_order_that_would_wait_forever_is_let_go_and_its_lag_reported():
+    rows, n, batch = 32, 1, 8
+    # Step 3's groups are dispatched first, then step 0's: with lag 0 step 3 may not start before version 3,
+    # which needs step 0, which is queued behind it.
+    step = np.repeat([3, 0, 1, 2], batch)
+    settings = SimulationSettings(n, batch, dispatch="free", max_lag=0, trainer="schedule")
+    m = simulate_arrays(load_preset(), settings, instances=1, row_minibatch=np.arange(rows) // batch,
+                        row_instance=np.zeros(rows, dtype=np.int32), response_tokens=np.full((rows, n), 100),
+                        prompt_tokens=np.full(rows, 50), row_train_step=step).metrics
+    assert m["lag_rule_released"] >= 1 and m["policy_lag_max"] >= 3

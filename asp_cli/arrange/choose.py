@@ -27,8 +27,8 @@ from asp_cli.costmodel import HardwarePreset
 from asp_cli.errors import SettingsError
 from asp_cli.settings import ScheduleSettings
 
-BLOCKING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle")
-STREAMING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle")
+BLOCKING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step")
+STREAMING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step")
 SAMPLE_PROMPTS = 4096
 # Gauss-Hermite nodes (in standard deviations) and weights for the common scale factor of every draw.
 SCALE_NODES: tuple[tuple[float, float], ...] = ((-3**0.5, 1 / 6), (0.0, 2 / 3), (3**0.5, 1 / 6))

@@ -23,6 +23,14 @@ def length_order(planned_tokens: np.ndarray, rng: np.random.Generator, jitter: f
     return np.lexsort((tiebreak, -key))
 
 
+def per_step_order(planned: np.ndarray, batch: int, rng: np.random.Generator) -> np.ndarray:
+    """A seeded shuffle cut into consecutive train batches of ``batch`` prompts, each batch longest first (ties
+    by shuffled position): the batches a shuffling dataloader would give, planned inside each."""
+    shuffled = rng.permutation(planned.size)
+    step = np.arange(planned.size) // max(batch, 1)
+    return shuffled[np.lexsort((np.arange(planned.size), -np.asarray(planned)[shuffled], step))]
+
+
 def cut_minibatches(
     footprint_tokens: np.ndarray, order: np.ndarray, *, max_prompts: int, max_tokens: int
 ) -> np.ndarray:

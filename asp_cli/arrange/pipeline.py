@@ -30,7 +30,7 @@ from asp_cli.arrange.interleaving import (
     length_classes,
     list_schedule,
 )
-from asp_cli.arrange.packing import cut_minibatches, pack
+from asp_cli.arrange.packing import cut_minibatches, pack, per_step_order
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, write_schedule
 from asp_cli.settings import ScheduleSettings
@@ -192,10 +192,19 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     for epoch in range(settings.epochs):
         rng = np.random.default_rng([settings.seed, epoch])
         name = settings.arrangement
+        step_of_prompt = None  # the train step each prompt belongs to, where the arrangement fixes it
         if name == "shuffle":
             # No length order: a seeded shuffle cut by the same limits (what a plain random arrangement does).
             local = cut_minibatches(footprint, rng.permutation(planned.size), max_prompts=settings.minibatch_size,
                                     max_tokens=budget)
+        elif name == "per-step":
+            # A shuffle's train batches kept whole (steps as representative as a shuffle's), each packed
+            # longest first on its own: no minibatch crosses a step, so a synchronous step waits only for its
+            # own work.
+            by_step = per_step_order(planned, settings.train_batch_size, rng)
+            local = _cut_per_step(by_step, footprint, settings.train_batch_size, settings.minibatch_size, budget)
+            step_of_prompt = np.empty(planned.size, dtype=np.int64)
+            step_of_prompt[by_step] = np.arange(planned.size) // settings.train_batch_size
         elif name in ("long-first", "short-first"):
             # The plain sort (ties by position), cut by the same limits and dispatched in cutting order: exactly
             # the equal-footing sorts of the benchmark, so `auto` has them among its candidates.
@@ -230,12 +239,26 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
                 "start": start,
                 "finish_offset": finish_offset,
                 "classes": classes,
+                "step_of_prompt": step_of_prompt,
             }
         )
         minibatch_offset += m
     # The per-prompt arrays above are not needed any more: free them before the rows are built.
     del planned, top, mean, prompt_tokens, footprint, local, duration, finish_offset
     return _assemble(prompts, predictions, settings, preset, epochs)
+
+
+def _cut_per_step(order: np.ndarray, footprint: np.ndarray, batch: int, max_prompts: int,
+                  max_tokens: int) -> np.ndarray:
+    """Minibatch of each prompt when ``order`` (train batches of ``batch`` in turn) is cut batch by batch."""
+    local = np.empty(order.size, dtype=np.int64)
+    offset = 0
+    for start in range(0, order.size, max(batch, 1)):
+        part = order[start:start + batch]
+        cut = cut_minibatches(footprint[part], np.arange(part.size), max_prompts=max_prompts, max_tokens=max_tokens)
+        local[part] = cut + offset
+        offset += int(cut.max()) + 1
+    return local
 
 
 def _assemble(
@@ -254,6 +277,11 @@ def _assemble(
     mb_start = np.concatenate([e["start"][np.argsort(e["dispatch_rank"])] for e in epochs])
     mb_class = np.concatenate([e["classes"][np.argsort(e["dispatch_rank"])] for e in epochs])
     row_mb = np.concatenate([e["minibatch_global"] for e in epochs])
+    # per-step keeps a shuffle's train batches: a trainer that follows the schedule trains exactly those.
+    fixed_steps = None
+    if all(e.get("step_of_prompt") is not None for e in epochs):
+        per_epoch = -(-p // settings.train_batch_size)
+        fixed_steps = np.concatenate([e["step_of_prompt"] + i * per_epoch for i, e in enumerate(epochs)])
     row_offset = np.concatenate([e["finish_offset"] for e in epochs])
     n_epochs = len(epochs)
     epochs.clear()  # the caller's per-epoch arrays: each is in the concatenations above now
@@ -266,10 +294,12 @@ def _assemble(
 
     start = mb_start.copy()
     hold = np.zeros_like(start)
+    # A trainer that follows a schedule whose steps are fixed (per-step) is held to those steps from the start.
+    follow = fixed_steps if settings.trainer == "schedule" else None
     for _ in range(_MAX_LAG_ROUNDS + 1):
         start = _replay_starts(mb_instance, mb_duration, hold, settings.instances)
         finish = start[row_mb] + row_offset
-        train_step, _, step_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size)
+        train_step, _, step_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size, follow)
         version = policy_version_at(step_end, start)[row_mb]
         lag = train_step - version
         if settings.max_lag is None or lag.max() <= settings.max_lag:
@@ -292,7 +322,8 @@ def _assemble(
     if settings.trainer == "schedule":
         # A trainer that follows the schedule takes the stratified steps assigned here, from the finish times
         # of the plan that keeps the lag bound; where stratifying would break the bound, arrival order stays.
-        assigned = stratified_steps(finish, mb_class[row_mb], row_epoch, settings.train_batch_size)
+        assigned = (fixed_steps if fixed_steps is not None else
+                    stratified_steps(finish, mb_class[row_mb], row_epoch, settings.train_batch_size))
         s_step, _, s_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size, assigned)
         s_lag = s_step - policy_version_at(s_end, start)[row_mb]
         if settings.max_lag is None or s_lag.max() <= settings.max_lag:

@@ -12,6 +12,9 @@ starts them. Every group is its own request batch (one ``minibatch`` per group),
 * ``long-first`` / ``short-first``: by predicted group maximum, each group to the least-loaded instance
   (longest-processing-time list scheduling, Graham 1969, on predicted tokens).
 * ``shuffle``: a seeded shuffle dealt round-robin (a random deal).
+* ``per-step``: a seeded shuffle's consecutive train batches kept as they are (each step as representative
+  as a shuffle's), longest first inside each, each group to the least-loaded instance of its batch (longest
+  processing time per step: what pays where every step waits for its slowest instance, synchronous training).
 
 The expected times of such a plan come from the simulator itself (`asp_cli.sim.run.simulate_arrays`) run on
 the point predictions (one sample at the predicted group maximum, the others at the length that keeps the
@@ -24,16 +27,18 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
+from asp_cli.arrange.packing import per_step_order
 from asp_cli.arrange.timeline import group_tokens, policy_version_at, stratified_steps, trainer_timeline
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.settings import ScheduleSettings
 
-STREAMING_ORDERS: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle")
+STREAMING_ORDERS: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step")
 
 
 def streaming_order(name: str, top: np.ndarray, work: np.ndarray, instances: int, classes: int,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(order, instance per position, length class per prompt) of one epoch's groups for plan ``name``."""
+                    rng: np.random.Generator, batch: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, instance per position, length class per prompt) of one epoch's groups for plan ``name``
+    (``batch``: the train batch, for ``per-step``)."""
     size = top.size
     rank = np.empty(size, dtype=np.int64)
     rank[np.lexsort((np.arange(size), top))] = np.arange(size)  # 0 = shortest
@@ -44,6 +49,8 @@ def streaming_order(name: str, top: np.ndarray, work: np.ndarray, instances: int
         return order, np.arange(size) % instances, length_class
     if name == "long-first":
         order = np.lexsort((np.arange(size), -top))
+    elif name == "per-step":
+        order = per_step_order(top, batch, rng)
     elif name == "short-first":
         order = np.lexsort((np.arange(size), top))
     else:
@@ -57,6 +64,8 @@ def streaming_order(name: str, top: np.ndarray, work: np.ndarray, instances: int
     load = np.zeros(instances)
     instance = np.empty(size, dtype=np.int64)
     for position, g in enumerate(order.tolist()):
+        if name == "per-step" and position % max(batch, 1) == 0:
+            load[:] = 0.0  # each step balanced on its own: the step waits for its slowest instance
         k = int(np.argmin(load))
         instance[position] = k
         load[k] += work[g]
@@ -79,7 +88,7 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     for epoch in range(settings.epochs):
         rng = np.random.default_rng([settings.seed, epoch])
         order, instance, length_class = streaming_order(name, top, work, settings.instances,
-                                                        settings.length_classes, rng)
+                                                        settings.length_classes, rng, settings.train_batch_size)
         positions.append(order)
         instances.append(instance)
         classes.append(length_class[order])
@@ -105,7 +114,12 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     train_step, version = result.group_step, result.group_version
     if settings.trainer == "schedule":
         tokens = group_tokens(n, prompt_tokens[position], mean[position])
-        assigned = stratified_steps(finish, row_class, row_epoch, settings.train_batch_size)
+        if name == "per-step":  # a shuffle's train batches, kept: each epoch's position // batch
+            per_epoch = -(-p // settings.train_batch_size)
+            assigned = (np.tile(np.arange(p) // settings.train_batch_size, settings.epochs)
+                        + np.repeat(np.arange(settings.epochs) * per_epoch, p))
+        else:
+            assigned = stratified_steps(finish, row_class, row_epoch, settings.train_batch_size)
         train_step, _, step_end = trainer_timeline(preset, finish, tokens, settings.train_batch_size, assigned)
         version = policy_version_at(step_end, start)
     planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)

@@ -64,6 +64,7 @@ def replay_metrics(result: SimulationResult, preset: HardwarePreset, settings: S
         "instance_busy_imbalance": float(busy.max() / busy.mean()) if busy.mean() > 0 else 1.0,
         "weight_sync_pause_s": float(sum(s.sync_s for s in stats)),
         "lag_hold_s": float(sum(s.held_s for s in stats)),
+        "lag_rule_released": int(sum(s.lag_rule_released for s in stats)),
         "preemptions": int(sum(s.preemptions for s in stats)),
         "recomputed_tokens": int(sum(s.recomputed_tokens for s in stats)),
         "oversize_requests": int(sum(s.oversize for s in stats)),

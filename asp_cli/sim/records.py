@@ -107,6 +107,7 @@ class Stats:
     recomputed_tokens: int = 0
     sync_s: float = 0.0
     held_s: float = 0.0  # waiting for the max_lag admission rule
+    lag_rule_released: int = 0  # minibatches let go while the lag rule held them (a schedule-following trainer)
     oversize: int = 0  # requests larger than the whole KV cache (run alone, over capacity)
     static_over_capacity: int = 0
     peak_kv_tokens: float = 0.0

@@ -85,9 +85,15 @@ def simulate_arrays(
     started_groups = 0
     # The AReaL admission rule counts groups started against versions published; a trainer that follows the
     # schedule needs exactly the groups assigned to each step, which a count-based hold can starve (no step
-    # completes, nothing is admitted). There the plan keeps the bound (its train_step assignment), and the
-    # replay reports the lag it sees.
+    # completes, nothing is admitted). There a minibatch is held instead until the policy its latest step may
+    # be trained from is live (step s needs version s - max_lag). Where the order makes that wait forever (a
+    # later step's minibatch ahead of an earlier step's groups), the waiting minibatch is let go and the lag
+    # it then has is reported (`lag_rule_released`).
     cap_groups = None if settings.max_lag is None or settings.trainer == "schedule" else settings.max_lag + 1
+    need_version = None
+    if settings.max_lag is not None and assigned is not None:
+        need_version = np.maximum.reduceat(assigned.astype(np.int64), mb_start) - settings.max_lag
+    released: set[int] = set()  # instances whose waiting minibatch was let go to break a deadlock
     streaming = settings.mode == "streaming"
     static = settings.mode == "static"
 
@@ -117,6 +123,12 @@ def simulate_arrays(
             _wake(trainer, held, events, stats)
             continue
         if not events:
+            if held and need_version is not None:
+                k = min(held, key=lambda i: (held[i], i))  # the one waiting longest goes first
+                released.add(k)
+                heapq.heappush(events, (held.pop(k), -1 - k, k))
+                stats[k].lag_rule_released += 1
+                continue
             if held:
                 raise AssertionError("simulation deadlock: instances held with nothing left to train")
             break
@@ -144,6 +156,17 @@ def simulate_arrays(
                 else:
                     held[k] = t
                 continue
+        if need_version is not None and k not in released and trainer.version_at(t) < need_version[mb]:
+            if streaming and not engine.idle:
+                engine.t = max(engine.t, t)
+                engine.run(drain=True, one_finish=True)
+                report_groups(k)
+                heapq.heappush(events, (engine.t, counter, k))
+                counter += 1
+            else:
+                held[k] = t
+            continue
+        released.discard(k)
         queue.popleft()
         engine.t = max(engine.t, t)
         version = trainer.version_at(engine.t)
