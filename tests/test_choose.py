@@ -106,7 +106,7 @@ def test_unknown_engine_and_arrangement_are_settings_errors():
 
 
 def test_the_summary_says_when_free_dispatch_is_expected_to_be_faster():
-    from asp_cli.cli.schedule import arrangement_line
+    from asp_cli.arrange.choose import arrangement_line
 
     choice = {"setting": "auto", "chosen": "interleave", "engine": "continuous", "draws": 2, "evaluated_prompts": 10,
               "candidates": [{"name": "interleave", "expected_end_to_end_s": 100.0,

@@ -31,11 +31,28 @@ def test_summary_goes_to_stdout_and_exits_0(schedules):
     assert result.stderr == ""
 
 
+def test_the_report_says_which_arrangement_won_and_for_which_dispatch(tmp_path):
+    import json
+
+    from util import make_prompts, write_jsonl
+
+    from asp_cli import ScheduleSettings, schedule
+
+    out = tmp_path / "s.parquet"
+    schedule([write_jsonl(tmp_path / "p.jsonl", make_prompts(200, seed=4))], out,
+             settings=ScheduleSettings(instances=3, train_batch_size=32, minibatch_size=16))
+    document = json.loads(run(out, "--json").stdout)
+    choice = document["provenance"]["arrangement"]
+    assert choice["chosen"] in {c["name"] for c in choice["candidates"]} and choice["dispatch"] == "free"
+    text = " ".join(run(out).stdout.split())
+    assert f"arrangement {choice['chosen']} (auto, for the continuous engine with free dispatch" in text
+
+
 def test_json_is_the_only_thing_on_stdout(schedules):
     result = run(schedules / "a.parquet", "--json")
     assert result.exit_code == 0
     document = json.loads(result.stdout)
-    assert document["report_version"] == "1.1"
+    assert document["report_version"] == "1.2"
     assert document["checks"] is None and document["comparison"] is None and document["simulated"] is None
     assert document["size"]["prompts"] == 300
 

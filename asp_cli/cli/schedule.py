@@ -119,28 +119,6 @@ def _lag_line(summary: dict) -> str:
             "a synchronous trainer (verl's default) has none; bound it with --max-lag N")
 
 
-def arrangement_line(choice: dict) -> str:
-    """Which arrangement was used, and, for auto, what every candidate was expected to take."""
-    if choice["setting"] != "auto":
-        return f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} engine)"
-    candidates = ", ".join(f"{c['name']} {c['expected_end_to_end_s']:,.0f} s" for c in choice["candidates"])
-    line = (f"arrangement: {choice['chosen']} (auto, for the {choice['engine']} engine with "
-            f"{choice.get('dispatch', 'planned')} dispatch; expected end-to-end "
-            f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
-            f"{choice.get('evaluated_epochs') or 1} epoch(s))")
-    chosen = next((c for c in choice["candidates"] if c["name"] == choice["chosen"]), {})
-    dispatch = choice.get("dispatch", "planned")
-    mine, other = chosen.get("expected_end_to_end_s"), chosen.get(
-        f"expected_end_to_end_s_{'planned' if dispatch == 'free' else 'free'}_dispatch")
-    if mine and other and other < mine * 0.97:
-        line += ("\n  " + (f"an engine that keeps each minibatch on its planned instance is expected to take {other:,.0f} s "
-                           f"instead of {mine:,.0f} s (--dispatch planned plans for it)" if dispatch == "free" else
-                           f"an engine that takes the next minibatch in seq order when an instance frees (ignoring "
-                           f"the instance column) is expected to take {other:,.0f} s instead of {mine:,.0f} s "
-                           "(--dispatch free plans for it)"))
-    return line
-
-
 def _summary_text(summary: dict, output: Path) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
@@ -155,6 +133,8 @@ def _summary_text(summary: dict, output: Path) -> str:
     ]
     choice = summary.get("arrangement")
     if choice:
+        from asp_cli.arrange.choose import arrangement_line
+
         lines.append("  " + arrangement_line(choice))
     if summary.get("trainer_bound"):
         lag = summary.get("max_lag")

@@ -29,7 +29,7 @@ from asp_cli.schedule_format import Schedule
 
 
 # Bump the major when a key is removed, renamed or changes meaning; the minor for added keys.
-REPORT_VERSION = "1.1"
+REPORT_VERSION = "1.2"
 
 # Points on the time grid of the queue and effective-batch curves: smooth enough for a plot, small in JSON.
 _GRID_POINTS = 160
@@ -187,6 +187,7 @@ def _provenance(meta: dict[str, Any]) -> dict[str, Any]:
         "inputs": meta.get("inputs", []),
         "input_fingerprint": meta.get("input_fingerprint"),
         "predictor": meta.get("predictor"),
+        "arrangement": meta.get("arrangement"),
     }
 
 

@@ -413,6 +413,11 @@ def _provenance(report: dict[str, Any]) -> str:
 
         for i, line in enumerate(calibration_lines(predictor.get("calibration") or {})):
             rows.append(["calibration" if i == 0 else "", line])
+    if isinstance(prov.get("arrangement"), dict):
+        from asp_cli.arrange.choose import arrangement_line
+
+        for i, line in enumerate(arrangement_line(prov["arrangement"]).removeprefix("arrangement: ").split("\n")):
+            rows.append(["arrangement" if i == 0 else "", line.strip()])
     body = "".join(f"<tr><th>{_e(k)}</th><td><code>{_e(v)}</code></td></tr>" for k, v in rows)
     return f'<table class="kv">{body}</table>'
 
