@@ -24,6 +24,9 @@ ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-firs
 # frees first: a shared queue, verl's workers, least-pending servers) or "planned" (each instance keeps to its
 # own queue, the schedule's instance column).
 DISPATCHES: tuple[str, ...] = ("planned", "free")
+# What `--arrangement auto` may trade for speed: "any" (the fastest candidate) or "representative" (only
+# candidates whose training steps are expected to be about as representative of the epoch as a shuffle's).
+STEP_RULES: tuple[str, ...] = ("any", "representative")
 
 
 def _flag(name: str) -> str:
@@ -78,6 +81,8 @@ class ScheduleSettings:
     arrangement: str = "auto"
     # How the engine will take the minibatches (`DISPATCHES`); `--arrangement auto` judges its candidates so.
     dispatch: str = "free"
+    # `STEP_RULES`: whether auto may choose an arrangement whose steps are less representative than a shuffle's.
+    steps: str = "any"
 
     def __post_init__(self) -> None:
         for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
@@ -95,6 +100,8 @@ class ScheduleSettings:
             raise SettingsError(f"--trainer must be one of {', '.join(TRAINER_ORDERS)} (got {self.trainer!r})")
         if self.dispatch not in DISPATCHES:
             raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {self.dispatch!r})")
+        if self.steps not in STEP_RULES:
+            raise SettingsError(f"--steps must be one of {', '.join(STEP_RULES)} (got {self.steps!r})")
         if not isinstance(self.preset, str) or not isinstance(self.canonical_order, bool):
             raise SettingsError(f"--preset must be a name or a file, and --canonical-order a flag (got "
                                 f"{self.preset!r}, {self.canonical_order!r})")

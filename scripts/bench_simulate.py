@@ -96,7 +96,8 @@ REFERENCE = {"continuous": "random (asp sizes)", "static": "random (asp sizes)",
 
 def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "continuous",
                  trainer: str = "arrival", names: tuple[str, ...] | None = None, max_lag: int | None = None,
-                 lag_given: bool = False, arrangement: str = "auto", reference: str | None = None) -> tuple[str, dict]:
+                 lag_given: bool = False, arrangement: str = "auto", reference: str | None = None,
+                 steps: str = "any") -> tuple[str, dict]:
     """Equal-footing summary over workload seeds: every row over the reference arrangement of its engine
     (a shuffle in asp's own sizes, or verl's least-pending router), mean +- standard deviation; asp's rows
     with ``arrangement`` (auto by default)."""
@@ -108,6 +109,8 @@ def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "co
 
     reference = reference or REFERENCE[mode]
     asp_name = "asp (auto)" if arrangement == "auto" else f"asp (`--arrangement {arrangement}`)"
+    if steps != "any":
+        asp_name = f"asp (auto, `--steps {steps}`)"
     lines = [
         f"Engine `{mode}`, trainer taking groups in {'arrival order' if trainer == 'arrival' else 'the order train_step assigns'}"
         + (f", max_lag {max_lag if max_lag is not None else 'none'}" if lag_given else ", max_lag 2") + ", "
@@ -132,7 +135,7 @@ def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "co
         for seed in range(seeds):
             lag = max_lag if lag_given else spec.max_lag
             settings = dataclasses.replace(spec.settings(), seed=seed, trainer=trainer, max_lag=lag,
-                                           arrangement=arrangement)
+                                           arrangement=arrangement, steps=steps)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             rows = compare(workload.prompts, workload.predictions, workload.truth, settings, preset,
                            max_lag=lag, mode=mode)
@@ -196,6 +199,12 @@ def main() -> None:
     for arrangement in ("auto", "per-step"):
         tables.append(seed_summary(args.data, preset, seeds=OTHER_MODE_SEEDS, mode="streaming", names=large,
                                    max_lag=0, lag_given=True, arrangement=arrangement, reference="round-robin")[0])
+    print("summary: auto limited to representative steps ...", file=sys.stderr)
+    tables.append(seed_summary(args.data, preset, seeds=OTHER_MODE_SEEDS, steps="representative")[0])
+    tables.append(seed_summary(args.data, preset, seeds=OTHER_MODE_SEEDS, trainer="schedule", names=mixed,
+                               max_lag=None, lag_given=True, steps="representative")[0])
+    tables.append(seed_summary(args.data, preset, seeds=OTHER_MODE_SEEDS, mode="streaming", names=large,
+                               max_lag=0, lag_given=True, reference="round-robin", steps="representative")[0])
     summary, *others = tables
     body = (f"{SECTION}\n\n{INTRO}\n{summary}\n{FINDINGS}\n{OTHER_ENGINES}\n" + "\n".join(others) +
             f"\n### One seed in full\n\n{benchmark_markdown(results, command=COMMAND)}")

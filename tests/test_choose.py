@@ -189,3 +189,24 @@ def test_per_step_keeps_a_shuffles_train_batches_and_plans_inside_each(engine):
         for _, block in part.group_by("train_step", maintain_order=True):
             first = block.group_by("minibatch", maintain_order=True).agg(pl.col("predicted_tokens").max())
             assert first["predicted_tokens"][0] == block["predicted_tokens"].max()
+
+
+def test_representative_steps_limit_auto_to_candidates_about_as_representative_as_a_shuffle():
+    from asp_cli.arrange.choose import STEP_SLACK, STEP_SLACK_ABSOLUTE
+
+    prompts, preds = prompt_frame(600), make_predictions(600, seed=3)
+    for trainer in ("arrival", "schedule"):
+        s = ScheduleSettings(instances=4, train_batch_size=64, trainer=trainer, steps="representative")
+        choice = choose_arrangement(_arrange_named, prompts, preds, s, PRESET)
+        by_name = {c["name"]: c for c in choice.candidates}
+        bound = by_name["shuffle"]["expected_step_deviation_p90"] * (1 + STEP_SLACK) + STEP_SLACK_ABSOLUTE
+        assert by_name[choice.chosen]["representative_steps"] and by_name["shuffle"]["representative_steps"]
+        assert by_name[choice.chosen]["expected_step_deviation_p90"] <= bound
+        for c in choice.candidates:
+            assert c["representative_steps"] == (c["expected_step_deviation_p90"] <= bound)
+        fastest = min(c["expected_end_to_end_s"] for c in choice.candidates if c["representative_steps"])
+        assert by_name[choice.chosen]["expected_end_to_end_s"] <= fastest * 1.005
+    # A trainer that follows per-step's steps trains a shuffle's batches: per-step qualifies there.
+    assert by_name["per-step"]["representative_steps"]
+    with pytest.raises(SettingsError, match="--steps must be one of any, representative"):
+        ScheduleSettings(steps="some")

@@ -34,6 +34,10 @@ SAMPLE_PROMPTS = 4096
 SCALE_NODES: tuple[tuple[float, float], ...] = ((-3**0.5, 1 / 6), (0.0, 2 / 3), (3**0.5, 1 / 6))
 DRAWS = len(SCALE_NODES)
 TIE_MARGIN = 0.005
+# `--steps representative`: a candidate qualifies when its expected p90 step deviation is at most the
+# shuffle's times 1.25, plus 0.02 (the draws' own noise on a few steps).
+STEP_SLACK = 0.25
+STEP_SLACK_ABSOLUTE = 0.02
 # Prediction error on log length: the bundled model's typical error on unseen prompts (docs/predictor.md), and
 # what is left once a prompt's own samples are known (the per-prompt mean correlates ~0.9 across epochs).
 MODEL_SIGMA = 0.5
@@ -59,6 +63,7 @@ class ArrangementChoice:
     draws: int = 0
     dispatch: str = "free"  # the dispatch the candidates were judged under (the settings')
     evaluated_epochs: int = 0
+    steps: str = "any"  # "representative": only candidates whose steps are about a shuffle's were eligible
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
@@ -165,10 +170,20 @@ def choose_arrangement(
                         "expected_step_deviation_p90": round(float(weights @ deviations), 4)})
     if not results:
         raise refused[0]
-    fastest = min(r["expected_end_to_end_s"] for r in results)
-    chosen = next(r["name"] for r in results if r["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN))
+    eligible = results
+    if settings.steps == "representative":
+        # Only candidates whose steps are expected to be about as representative as a shuffle's, in the
+        # settings' trainer order (the shuffle is the reference and always qualifies).
+        shuffle = next((r for r in results if r["name"] == "shuffle"), None)
+        if shuffle is not None:
+            bound = shuffle["expected_step_deviation_p90"] * (1.0 + STEP_SLACK) + STEP_SLACK_ABSOLUTE
+            eligible = [r for r in results if r["expected_step_deviation_p90"] <= bound]
+        for r in results:
+            r["representative_steps"] = r in eligible
+    fastest = min(r["expected_end_to_end_s"] for r in eligible)
+    chosen = next(r["name"] for r in eligible if r["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN))
     return ArrangementChoice("auto", chosen, settings.engine, results, prompts.height, DRAWS, settings.dispatch,
-                             trial.epochs)
+                             trial.epochs, settings.steps)
 
 
 def arrangement_line(choice: dict[str, Any]) -> str:
@@ -177,7 +192,9 @@ def arrangement_line(choice: dict[str, Any]) -> str:
     if choice["setting"] != "auto":
         return f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} engine)"
     candidates = ", ".join(f"{c['name']} {c['expected_end_to_end_s']:,.0f} s" for c in choice["candidates"])
-    line = (f"arrangement: {choice['chosen']} (auto, for the {choice['engine']} engine with "
+    among = ", among those with steps about as representative as a shuffle's" if choice.get(
+        "steps") == "representative" else ""
+    line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
             f"{choice.get('dispatch', 'planned')} dispatch; expected end-to-end "
             f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
             f"{choice.get('evaluated_epochs') or 1} epoch(s))")

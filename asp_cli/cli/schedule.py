@@ -44,6 +44,7 @@ def schedule_command(
     canonical_order: bool = typer.Option(_DEFAULT.canonical_order, "--canonical-order", help="Make the arrangement independent of the input row order (prompts are taken sorted by id)."),
     engine: str = typer.Option(_DEFAULT.engine, "--engine", help="The engine to plan for: 'continuous' (blocking generate() calls, vLLM offline), 'static' (padded HF generate) or 'streaming' (servers that refill freed slots)."),
     dispatch: str = typer.Option(_DEFAULT.dispatch, "--dispatch", help="How the engine takes minibatches: 'free' (the next one in seq order to whichever instance frees first: a shared queue, verl, least-pending servers) or 'planned' (each instance keeps to the schedule's instance column). --arrangement auto judges its candidates so."),
+    steps: str = typer.Option(_DEFAULT.steps, "--steps", help="'any' lets --arrangement auto take the fastest candidate; 'representative' only those whose training steps are expected to be about as representative of the epoch as a shuffle's (in the --trainer order)."),
     arrangement: str = typer.Option(_DEFAULT.arrangement, "--arrangement", help="'auto' tries interleave, long-first, short-first, shuffle and per-step (a shuffle's train batches, each planned longest first) in asp's simulator and keeps the fastest; or name one."),
     trainer: str = typer.Option(_DEFAULT.trainer, "--trainer", help="How the trainer takes groups: 'arrival' (the next train batch of finished groups) or 'schedule' (the groups train_step assigns, stratified by length)."),
     predictor: Optional[Path] = typer.Option(None, "--predictor", help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
@@ -84,6 +85,7 @@ def schedule_command(
             engine=engine,
             arrangement=arrangement,
             dispatch=dispatch,
+            steps=steps,
             trainer=trainer,
         )
         bar = stage_bar("asp schedule", _STAGES, quiet=quiet, progress=progress)
