@@ -122,15 +122,15 @@ def test_command_line_does_not_import_the_heavy_libraries():
 #   `arrangement` settings and the `arrangement` metadata key (issue 17); each candidate's expected time with
 #   free dispatch in that key; the `dispatch` setting (free by default, auto judging under it), the sorts cut
 #   as the benchmark's equal-footing sorts, the common-scale draws and the trial over several epochs; the
-#   per-step candidate.
+#   per-step candidate; the `steps` setting.
 COMMAND_LINE = ["asp", "schedule", "prompts.jsonl", "-o", "OUT"]
 GOLDEN = {
     "defaults": ({}, "e704fc8b79216d3f8097e9784734aa723b10ee4e46d79a40116e50bc835a97ef",
-                 "bf924511a2bbd40214122b3f7ca3d48f16752394740e3b32e75cf95b52f4ac58"),
+                 "54be2b46094b620f3bf164ffc0885594f646f1c3f4d4b3d06abb9cddda41eb46"),
     "two epochs, lag 2, 8 instances, seed 3": (
         {"epochs": 2, "max_lag": 2, "instances": 8, "seed": 3},
         "00b87b60de0f7b6d774d6a27da4542008a34d1f66ea943bef190bf0e8e92430b",
-        "1987b43c6c04672c9c1ab1118e8443be8679c1c8ee0e3c38f75c9bcf0a370603"),
+        "7ab92b4e50f9278a89a92665495648165f85393274372466f49a40a4e6c51adf"),
 }
 
 
