@@ -68,6 +68,13 @@ FINDINGS = """\
   from representative) where they are faster. Finer strata for the stratified steps (per-group predicted
   length, about four groups of each per step) were tried: steps beat the shuffle (0.03-0.07) but each waits
   for its long groups, 20-29% slower on the 8-instance mixes, so they are not used.
+- **`--steps representative`** (the last three tables) keeps auto to candidates whose steps are expected to
+  be about a shuffle's. With a trainer that follows the schedule it changes nothing (auto already takes
+  `per-step` there); in synchronous streaming it takes `per-step` (3-5% over round-robin instead of 11-23%).
+  In arrival order it is costly: mostly the shuffle is left, level or ahead on GSM8K, AIME and the large
+  mixes (15% ahead on mix-k8-n8-b256 in seed mean, with a wide spread), but 1-8% behind the best sort on
+  mix-k8-n8 and mix-k16-n16 and twice the long-first time on two instances (mix-k2-n4). Representative steps
+  in arrival order cost the packing; prefer a trainer that follows the schedule.
 """
 
 OTHER_ENGINES = """\
