@@ -206,6 +206,13 @@ def test_representative_steps_limit_auto_to_candidates_about_as_representative_a
             assert c["representative_steps"] == (c["expected_step_deviation_p90"] <= bound)
         fastest = min(c["expected_end_to_end_s"] for c in choice.candidates if c["representative_steps"])
         assert by_name[choice.chosen]["expected_end_to_end_s"] <= fastest * 1.005
+    from asp_cli.arrange.choose import arrangement_line
+
+    line = arrangement_line(choice.to_dict())
+    assert "among those with steps about as representative as a shuffle's" in line
+    for c in choice.candidates:
+        assert (f"{c['name']} {c['expected_end_to_end_s']:,.0f} s (steps not representative)" in line) == (
+            not c["representative_steps"])
     # A trainer that follows per-step's steps trains a shuffle's batches: per-step qualifies there.
     assert by_name["per-step"]["representative_steps"]
     with pytest.raises(SettingsError, match="--steps must be one of any, representative"):

@@ -191,7 +191,9 @@ def arrangement_line(choice: dict[str, Any]) -> str:
     when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`."""
     if choice["setting"] != "auto":
         return f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} engine)"
-    candidates = ", ".join(f"{c['name']} {c['expected_end_to_end_s']:,.0f} s" for c in choice["candidates"])
+    candidates = ", ".join(f"{c['name']} {c['expected_end_to_end_s']:,.0f} s"
+                           + (" (steps not representative)" if c.get("representative_steps") is False else "")
+                           for c in choice["candidates"])
     among = ", among those with steps about as representative as a shuffle's" if choice.get(
         "steps") == "representative" else ""
     line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
