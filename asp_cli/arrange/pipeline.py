@@ -319,11 +319,11 @@ def _assemble(
             f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
             "raise --train-batch-size, or give more --instances"
         )
-    if settings.trainer == "schedule":
+    if settings.trainer == "schedule" and follow is None:
         # A trainer that follows the schedule takes the stratified steps assigned here, from the finish times
         # of the plan that keeps the lag bound; where stratifying would break the bound, arrival order stays.
-        assigned = (fixed_steps if fixed_steps is not None else
-                    stratified_steps(finish, mb_class[row_mb], row_epoch, settings.train_batch_size))
+        # (Fixed steps were followed by the loop above already.)
+        assigned = stratified_steps(finish, mb_class[row_mb], row_epoch, settings.train_batch_size)
         s_step, _, s_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size, assigned)
         s_lag = s_step - policy_version_at(s_end, start)[row_mb]
         if settings.max_lag is None or s_lag.max() <= settings.max_lag:

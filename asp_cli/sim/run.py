@@ -144,19 +144,12 @@ def simulate_arrays(
             continue
         mb = queue[0]
         rows = int(mb_end[mb] - mb_start[mb])
-        if cap_groups is not None and started_groups > 0:
-            limit = (cap_groups + trainer.version_at(t)) * settings.train_batch_size
-            if started_groups >= limit:
-                if streaming and not engine.idle:
-                    engine.t = max(engine.t, t)
-                    engine.run(drain=True, one_finish=True)
-                    report_groups(k)
-                    heapq.heappush(events, (engine.t, counter, k))
-                    counter += 1
-                else:
-                    held[k] = t
-                continue
-        if need_version is not None and k not in released and trainer.version_at(t) < need_version[mb]:
+        # The lag rule: by counts (AReaL's), or by the version a schedule-following trainer's step needs.
+        too_far_ahead = (cap_groups is not None and started_groups > 0 and started_groups
+                         >= (cap_groups + trainer.version_at(t)) * settings.train_batch_size)
+        too_early = (need_version is not None and k not in released
+                     and trainer.version_at(t) < need_version[mb])
+        if too_far_ahead or too_early:
             if streaming and not engine.idle:
                 engine.t = max(engine.t, t)
                 engine.run(drain=True, one_finish=True)
