@@ -20,6 +20,9 @@ PLAN_WITH: tuple[str, ...] = ("max", "mean")
 TRAINER_ORDERS: tuple[str, ...] = ("arrival", "schedule")
 ENGINES: tuple[str, ...] = ("continuous", "static", "streaming")
 ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-first", "shuffle", "per-step")
+# The plain sorts: the equal-footing baselines' sorts row for row, their steps in arrival order whatever the
+# trainer (stratifying a sorted order would keep the trainer waiting for the last length class).
+SORTS: tuple[str, ...] = ("long-first", "short-first")
 # How the engine hands minibatches to instances: "free" (the next minibatch in seq order to whichever instance
 # frees first: a shared queue, verl's workers, least-pending servers) or "planned" (each instance keeps to its
 # own queue, the schedule's instance column).

@@ -92,7 +92,7 @@ def test_workloads_know_what_they_need():
     assert missing_folders(("gsm8k", "math-l5"), None) == []
     assert missing_folders(("gsm8k", "aime"), None) == [AIME]
     unavailable = unavailable_workloads(WORKLOADS, None, None)
-    assert set(unavailable) == {n for n, s in WORKLOADS.items() if "aime" in s.sources}
+    assert set(unavailable) == {n for n, s in WORKLOADS.items() if "aime" in s.sources and not s.held_out}
     assert "gsm8k-k4-n8" not in unavailable
     text = unavailable_text({"aime-k8-n4": [AIME]}, None)
     assert "aime-k8-n4 needs aime_r1distill1.5b_lengths/, which does not ship (no license upstream)" in text
@@ -135,3 +135,52 @@ def test_the_shipped_copy_gives_the_workload_the_full_data_gives():
         shipped, full = load_zeroeval(None, dataset), load_zeroeval(DATA, dataset)
         assert shipped[0].equals(full[0]) and shipped[1].equals(full[1]), dataset
         assert shipped[2] == full[2] and shipped[3:] == full[3:], dataset
+
+
+# --------------------------------------------------------------------------------------------------------
+# The held-out workloads (AlpacaEval chat): evaluation only, run only when named
+
+
+def test_held_out_workloads_run_only_when_named():
+    from asp_cli.bench.compare import HELD_OUT
+    from asp_cli.bench.data import ALPACA, unavailable_text, unavailable_workloads
+
+    assert set(HELD_OUT) == {"chat-k8-n8", "chat-mix-k8-n8-b256"}
+    assert not set(HELD_OUT) & set(unavailable_workloads(WORKLOADS, None, None))
+    named = unavailable_workloads(WORKLOADS, ("chat-k8-n8",), None)
+    assert named == {"chat-k8-n8": [ALPACA]}
+    assert "which does not ship (CC BY-NC 4.0: evaluation only)" in unavailable_text(named, None)
+
+
+def test_bench_of_a_held_out_workload_without_its_data_exits_3(tmp_path):
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    result = CliRunner().invoke(app, ["bench", "--workload", "chat-k8-n8", "--data", str(tmp_path)])
+    assert result.exit_code == 3, result.stderr
+    assert "chat-k8-n8 needs alpaca_eval_outputs/" in result.stderr and result.stdout == ""
+
+
+def test_alpaca_length_variants_are_not_policies():
+    import re
+
+    from asp_cli.bench.compare import ALPACA_VARIANTS
+
+    for name in ("gpt4_1106_preview_concise", "gpt4_1106_preview_verbose", "NullModel", "gpt4_gamed"):
+        assert re.search(ALPACA_VARIANTS, name), name
+    for name in ("gpt4_1106_preview", "Meta-Llama-3-8B-Instruct", "alpaca-7b", "Qwen2-72B-Instruct"):
+        assert not re.search(ALPACA_VARIANTS, name), name
+
+
+@pytest.mark.skipif(not (DATA / "alpaca_eval_outputs").is_dir(), reason="AlpacaEval lengths are evaluation data, read at run time")
+def test_alpaca_workload_splits_models_into_history_and_truth():
+    from asp_cli.bench.compare import load_alpaca
+
+    prompts, history, truth, truth_models, history_models = load_alpaca(DATA, seed=3)
+    assert prompts.height == 805 and prompts["data_source"].unique().to_list() == ["chat"]
+    assert history_models == 4 and history.height == 4 * 805 and truth_models >= 100
+    assert all(len(t) == truth_models for t in truth)
+    assert history["prompt_id"].str.starts_with("chat:").all()
+    # Another seed draws other models; the same seed the same ones.
+    assert load_alpaca(DATA, seed=3)[1].equals(history) and not load_alpaca(DATA, seed=4)[1].equals(history)

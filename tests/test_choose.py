@@ -131,6 +131,19 @@ def test_the_sorted_candidates_are_exactly_the_equal_footing_sorts_of_the_benchm
         assert calls(mine) == calls(theirs)
 
 
+@pytest.mark.parametrize("engine", ["continuous", "streaming"])
+def test_a_sort_keeps_its_arrival_steps_for_a_trainer_that_follows_the_schedule(engine):
+    # Stratifying a sorted order's steps would keep the trainer waiting for the last length class; a sort is
+    # the baselines' sort, steps included, so auto can pick it and be no slower than the baseline.
+    prompts, preds = prompt_frame(400), make_predictions(400, seed=5)
+    s = ScheduleSettings(instances=4, train_batch_size=64, engine=engine)
+    steps = lambda name, trainer: plan(prompts, preds, dataclasses.replace(  # noqa: E731
+        s, arrangement=name, trainer=trainer), preset=PRESET)[0].sort("seq")["train_step"].to_list()
+    for name in ("long-first", "short-first"):
+        assert steps(name, "schedule") == steps(name, "arrival"), name
+    assert steps("interleave", "schedule") != steps("interleave", "arrival")
+
+
 def test_auto_judges_under_the_settings_dispatch_and_says_the_other():
     prompts, preds = prompt_frame(400), make_predictions(400, seed=3)
     planned = choose_arrangement(_arrange_named, prompts, preds,

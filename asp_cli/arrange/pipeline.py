@@ -33,7 +33,7 @@ from asp_cli.arrange.interleaving import (
 from asp_cli.arrange.packing import cut_minibatches, pack, per_step_order
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, write_schedule
-from asp_cli.settings import ScheduleSettings
+from asp_cli.settings import SORTS, ScheduleSettings
 from asp_cli.arrange.timeline import (
     group_tokens,
     minibatch_times,
@@ -319,10 +319,10 @@ def _assemble(
             f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
             "raise --train-batch-size, or give more --instances"
         )
-    if settings.trainer == "schedule" and follow is None:
+    if settings.trainer == "schedule" and follow is None and settings.arrangement not in SORTS:
         # A trainer that follows the schedule takes the stratified steps assigned here, from the finish times
         # of the plan that keeps the lag bound; where stratifying would break the bound, arrival order stays.
-        # (Fixed steps were followed by the loop above already.)
+        # (Fixed steps were followed by the loop above already; a plain sort keeps its arrival order.)
         assigned = stratified_steps(finish, mb_class[row_mb], row_epoch, settings.train_batch_size)
         s_step, _, s_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size, assigned)
         s_lag = s_step - policy_version_at(s_end, start)[row_mb]

@@ -30,7 +30,7 @@ from asp_cli import columns as C
 from asp_cli.arrange.packing import per_step_order
 from asp_cli.arrange.timeline import group_tokens, policy_version_at, stratified_steps, trainer_timeline
 from asp_cli.costmodel import HardwarePreset
-from asp_cli.settings import ScheduleSettings
+from asp_cli.settings import SORTS, ScheduleSettings
 
 STREAMING_ORDERS: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step")
 
@@ -112,7 +112,7 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     start = result.seq_admit_s.reshape(rows, n).min(axis=1)
     finish = result.group_arrival_s
     train_step, version = result.group_step, result.group_version
-    if settings.trainer == "schedule":
+    if settings.trainer == "schedule" and name not in SORTS:  # a plain sort's steps: its arrival order
         tokens = group_tokens(n, prompt_tokens[position], mean[position])
         if name == "per-step":  # a shuffle's train batches, kept: each epoch's position // batch
             per_epoch = -(-p // settings.train_batch_size)

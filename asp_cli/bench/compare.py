@@ -26,6 +26,10 @@ from asp_cli.sim.run import simulate_schedule
 # (the same constant as scripts/eval_predictor.py).
 CHARS_PER_TOKEN = 3.12
 ZEROEVAL_EXCLUDED = ("openai/o1-mini-2024-09-12", "openai/o1-preview-2024-09-12")
+# AlpacaEval stores characters of English chat: about 4 per token (OpenAI's rule of thumb, as
+# `asp_cli.predict.features.BYTES_PER_TOKEN`). Its deliberate length variants are not real policies.
+ALPACA_CHARS_PER_TOKEN = 4.0
+ALPACA_VARIANTS = r"(?i)_concise|_verbose|NullModel|gamed"
 
 ASP = "asp"
 ASP_TRUE = "asp (true lengths)"
@@ -238,14 +242,36 @@ def _samples(matrix: list[list[int]], n: int, rng: np.random.Generator) -> np.nd
 def load_zeroeval(data: Path | None, dataset: str, *, history_generators: int = 4, seed: int = 0):
     """ZeroEval GSM8K or MATH-L5: truth from some generators, history from other, disjoint ones.
 
-    Returns (prompts, history, truth_lists): history is a lengths frame (prompt_id, response_tokens, ...),
-    truth_lists one list of true lengths per prompt.
+    Returns (prompts, history, truth_lists, truth generators, history generators): history is a lengths frame
+    (prompt_id, response_tokens, ...), truth_lists one list of true lengths per prompt.
     """
     from asp_cli.bench.data import zeroeval_tables
 
     problems, lengths = zeroeval_tables(data)
     problems = problems.filter(pl.col("dataset") == dataset)
     lengths = lengths.filter((pl.col("dataset") == dataset) & ~pl.col("generator").is_in(ZEROEVAL_EXCLUDED))
+    return _split_by_generator(problems, lengths, dataset, CHARS_PER_TOKEN, history_generators, seed)
+
+
+def load_alpaca(data: Path | None, *, history_generators: int = 4, seed: int = 0):
+    """AlpacaEval's 805 chat instructions: truth from some models' outputs, history from other, disjoint ones.
+
+    The held-out chat workload (`HELD_OUT`): not math, and never used to set asp's defaults. The length
+    variants AlpacaEval keeps on purpose (``*_concise``, ``*_verbose``, ``NullModel``, ``gpt4_gamed``) are left
+    out. Returns what `load_zeroeval` returns.
+    """
+    from asp_cli.bench.data import alpaca_tables
+
+    problems, lengths = alpaca_tables(data)
+    lengths = lengths.filter(~pl.col("generator").str.contains(ALPACA_VARIANTS))
+    return _split_by_generator(problems, lengths, "chat", ALPACA_CHARS_PER_TOKEN, history_generators, seed)
+
+
+def _split_by_generator(problems: pl.DataFrame, lengths: pl.DataFrame, source: str, chars_per_token: float,
+                        history_generators: int, seed: int):
+    """Prompts (``problems``: id, problem) answered by many generators (``lengths``: id, generator,
+    output_chars): a seeded draw of the generators that answered every prompt, the first ``history_generators``
+    as history, the rest as truth (each prompt's truth in the drawn order, so "the first N samples" is fixed)."""
     full = (
         lengths.group_by("generator").agg(pl.col("id").n_unique().alias("n"))
         .filter(pl.col("n") == problems.height)["generator"].sort().to_list()
@@ -253,20 +279,19 @@ def load_zeroeval(data: Path | None, dataset: str, *, history_generators: int = 
     rng = np.random.default_rng([seed, 11])
     chosen = [full[i] for i in rng.permutation(len(full))]
     history_set, truth_set = chosen[:history_generators], chosen[history_generators:]
-    tokens = (pl.col("output_chars") / CHARS_PER_TOKEN).ceil().cast(pl.Int64).clip(1)
+    tokens = (pl.col("output_chars") / chars_per_token).ceil().cast(pl.Int64).clip(1)
     keep = lengths.filter(pl.col("generator").is_in(full)).with_columns(tokens.alias(C.RESPONSE_TOKENS))
-    # Sort generators within a prompt by the chosen order so "the first N samples" is well defined.
     rank = {g: i for i, g in enumerate(chosen)}
     keep = keep.with_columns(pl.col("generator").replace_strict(rank, return_dtype=pl.Int64).alias("\x00g"))
     history = keep.filter(pl.col("generator").is_in(history_set)).sort(["id", "\x00g"]).select(
-        pl.concat_str(pl.lit(f"{dataset}:"), pl.col("id")).alias(C.PROMPT_ID), C.RESPONSE_TOKENS,
+        pl.concat_str(pl.lit(f"{source}:"), pl.col("id")).alias(C.PROMPT_ID), C.RESPONSE_TOKENS,
         pl.lit(None, pl.Boolean).alias(C.TRUNCATED), pl.lit(None, pl.Int32).alias(C.EPOCH),
     )
     truth = keep.filter(pl.col("generator").is_in(truth_set)).sort(["id", "\x00g"]).group_by(
         "id", maintain_order=True).agg(pl.col(C.RESPONSE_TOKENS))
     order = problems.select("id", "problem").join(truth, on="id", how="left", maintain_order="left")
-    ids = [f"{dataset}:{i}" for i in order["id"].to_list()]
-    prompts = _prompt_frame(ids, order["problem"].to_list(), [dataset] * len(ids))
+    ids = [f"{source}:{i}" for i in order["id"].to_list()]
+    prompts = _prompt_frame(ids, order["problem"].to_list(), [source] * len(ids))
     return prompts, history, order[C.RESPONSE_TOKENS].to_list(), len(truth_set), len(history_set)
 
 
@@ -292,7 +317,7 @@ def load_aime(data: Path | None, *, history_samples: int = 4):
     return prompts, history, order["completion_tokens"].to_list()
 
 
-SOURCES = ("gsm8k", "math-l5", "aime")
+SOURCES = ("gsm8k", "math-l5", "aime", "chat")
 
 
 def build_workload(
@@ -317,6 +342,10 @@ def build_workload(
         if source == "aime":
             prompts, history, truth = load_aime(data)
             notes.append(f"aime: {prompts.height} prompts, history = R1-distill samples 0-3, truth = samples 4-7")
+        elif source == "chat":
+            prompts, history, truth, t_gen, h_gen = load_alpaca(data, seed=seed)
+            notes.append(f"chat: {prompts.height} AlpacaEval instructions, truth = {t_gen} models' outputs, "
+                         f"history = {h_gen} other models")
         else:
             dataset = "gsm" if source == "gsm8k" else source
             prompts, history, truth, t_gen, h_gen = load_zeroeval(data, dataset, seed=seed)
@@ -358,6 +387,8 @@ class WorkloadSpec:
     max_response_tokens: int = 16_000
     max_lag: int | None = 2
     epochs: int = 1
+    # Held out: data that asp's defaults were never set on (`HELD_OUT`); such a workload runs only when named.
+    held_out: bool = False
 
     def settings(self, seed: int = 0) -> ScheduleSettings:
         return ScheduleSettings(
@@ -388,8 +419,16 @@ WORKLOADS: dict[str, WorkloadSpec] = {
                      ("gsm8k", "math-l5", "aime"), 16, 16, 512, 16, epochs=2),
         WorkloadSpec("aime-k8-n8-b256", "long reasoning, realistic: 8 instances, groups of 8, train batch 256, "
                      "3 epochs", ("aime",), 8, 8, 256, 16, epochs=3),
+        # Held out (measured once asp's defaults were fixed, never tuned on): chat instructions, alone and mixed
+        # with math and long reasoning as an RLHF + RLVR run mixes them.
+        WorkloadSpec("chat-k8-n8", "held out, chat: AlpacaEval, 8 instances, groups of 8, 4k cap", ("chat",),
+                     8, 8, 128, 32, max_response_tokens=4096, held_out=True),
+        WorkloadSpec("chat-mix-k8-n8-b256", "held out, chat + math + reasoning: AlpacaEval + GSM8K + AIME, "
+                     "8 instances, groups of 8, train batch 256, 2 epochs", ("chat", "gsm8k", "aime"),
+                     8, 8, 256, 32, epochs=2, held_out=True),
     )
 }
+HELD_OUT: tuple[str, ...] = tuple(name for name, spec in WORKLOADS.items() if spec.held_out)
 
 
 def run_benchmark(
@@ -412,7 +451,7 @@ def run_benchmark(
     check_data_folder(data)
     results = []
     for name, spec in WORKLOADS.items():
-        if names is not None and name not in names:
+        if (names is not None and name not in names) or (names is None and spec.held_out):
             continue
         if missing_folders(spec.sources, data):
             continue

@@ -4,7 +4,8 @@ What may ship ships inside the package (``asp_cli/bench/data``: the Apache-2.0 Z
 MIT GSM8K and MATH problems, see its README.md), so the GSM8K and MATH level-5 workloads run from a clone or
 an installed package. The AIME R1-distill lengths have no license upstream and never ship: they are read at
 run time from a folder laid out as ``../shared/data`` (``aime_r1distill1.5b_lengths/``), and a workload that
-needs them is skipped when there is none.
+needs them is skipped when there is none; so are AlpacaEval's output lengths (``alpaca_eval_outputs/``, CC BY-NC
+4.0: evaluation only), the held-out chat workloads' data.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from asp_cli.errors import InputError
 BUNDLED = Path(__file__).resolve().parent / "data"
 ZEROEVAL = "zeroeval_math_gsm_outputs"
 AIME = "aime_r1distill1.5b_lengths"
+ALPACA = "alpaca_eval_outputs"
 # The folder of real data each benchmark source needs, and whether a copy of it ships.
-SOURCE_FOLDERS: dict[str, str] = {"gsm8k": ZEROEVAL, "math-l5": ZEROEVAL, "aime": AIME}
+SOURCE_FOLDERS: dict[str, str] = {"gsm8k": ZEROEVAL, "math-l5": ZEROEVAL, "aime": AIME, "chat": ALPACA}
 SHIPPED_FOLDERS: frozenset[str] = frozenset({ZEROEVAL})
-WHY_NOT_SHIPPED: dict[str, str] = {AIME: "no license upstream"}
+WHY_NOT_SHIPPED: dict[str, str] = {AIME: "no license upstream", ALPACA: "CC BY-NC 4.0: evaluation only"}
 
 
 def check_data_folder(data: Path | None) -> None:
@@ -89,6 +91,19 @@ def read_ndjson(path: Path) -> pl.DataFrame:
     return pl.read_ndjson(io.BytesIO(data))
 
 
+def alpaca_tables(data: Path | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """AlpacaEval's instructions (id, problem) and output lengths (id, generator, output_chars); never ships."""
+    folder = _folder(data, ALPACA)
+    if folder is None:
+        where = f"{data} has no {ALPACA}/" if data is not None else f"{ALPACA} does not ship ({WHY_NOT_SHIPPED[ALPACA]})"
+        raise InputError(f"{where}; give --data FOLDER holding {ALPACA}/ (as ../shared/data does)")
+    problems = read_ndjson(folder / "instructions.jsonl")
+    lengths = pl.read_csv(folder / "lengths.csv.gz", schema_overrides={"instruction_id": pl.String})
+    return (problems.select(pl.col("instruction_id").cast(pl.String).alias("id"), pl.col("instruction").alias("problem")),
+            lengths.select(pl.col("instruction_id").alias("id"), pl.col("results_dir").alias("generator"),
+                           pl.col("output_chars").cast(pl.Int64)))
+
+
 def aime_folder(data: Path | None) -> Path:
     """The AIME R1-distill folder under ``data``; it never ships."""
     folder = _folder(data, AIME)
@@ -99,9 +114,10 @@ def aime_folder(data: Path | None) -> Path:
 
 
 def unavailable_workloads(specs: dict, names: Iterable[str] | None, data: Path | None) -> dict[str, list[str]]:
-    """Of the workloads asked for (all of ``specs`` when ``names`` is None), those whose data is missing, each
-    with the folders it lacks."""
-    chosen = specs if names is None else {n: specs[n] for n in names if n in specs}
+    """Of the workloads asked for (when ``names`` is None, all of ``specs`` but the held-out ones, which run only
+    when named), those whose data is missing, each with the folders it lacks."""
+    chosen = ({n: s for n, s in specs.items() if not getattr(s, "held_out", False)} if names is None
+              else {n: specs[n] for n in names if n in specs})
     return {name: missing for name, spec in chosen.items() if (missing := missing_folders(spec.sources, data))}
 
 
