@@ -31,7 +31,11 @@ own draw (`asp_cli.integrate.probe`: stratified over sources and predicted lengt
 - a history of random lengths (log-uniform between 1 and 8,192 tokens) for 5% of the prompts: within-source
   Kendall tau of the corrected predictions against the model alone, on the other prompts;
 - later epochs: a history of epoch 1 (4 samples) covering 80% of the prompts (the rest filtered or failed):
-  tau on the 20% it did not reach.
+  tau on the 20% it did not reach;
+- two ceilings: the "consensus ceiling" replaces the model's GSM8K and MATH-L5 predictions by the other
+  generators' consensus itself (what the held-out model was trained to predict: no text model trained on
+  them ranks better), calibrated with the same probe; and every prompt probed (1 or 4 samples each), the
+  most a history can tell the scheduler before the epoch runs.
 
 Settings of the workload: 4 instances, groups of 4, train batch 64, minibatches of at most 32, cap 16,000.
 """
@@ -74,8 +78,9 @@ def build(data: Path, generator: str):
     if generator not in generators:
         raise SystemExit(f"--generator {generator!r} is not one of the {len(generators)} full ZeroEval generators")
     others = [g for g in generators if g != generator]
+    consensus = consensus_lengths(lengths, others)
     model = LengthPredictor(random_state=0, **MODEL_PARAMS).fit(
-        prompts.with_columns(pl.lit(None, pl.String).alias(C.DATA_SOURCE)), consensus_lengths(lengths, others))
+        prompts.with_columns(pl.lit(None, pl.String).alias(C.DATA_SOURCE)), consensus)
     policy = lengths.filter(pl.col("generator") == generator).group_by(C.PROMPT_ID).agg(
         pl.col(C.RESPONSE_TOKENS).first())
     zero = prompts.join(policy, on=C.PROMPT_ID, how="inner", maintain_order="left")
@@ -99,7 +104,17 @@ def build(data: Path, generator: str):
                       .with_columns(pl.lit(None, pl.Float64).alias(C.DIFFICULTY))], how="vertical")
     frame = frame.with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias(C.ROW)).select(columns)
     mu, sigma, tokens = model.predict_log(frame.with_columns(pl.lit(None, pl.String).alias(C.DATA_SOURCE)))
+    # The ceiling of any text model trained on the other generators: their consensus itself (mean log of the
+    # rescaled lengths per prompt), moved to the model's mean per source. AIME has one generator: the model.
+    shared = consensus.group_by(C.PROMPT_ID).agg(pl.col(C.RESPONSE_TOKENS).cast(pl.Float64).log().mean().alias("c"))
+    ceiling = frame.select(C.PROMPT_ID).join(shared, on=C.PROMPT_ID, how="left", maintain_order="left")["c"].to_numpy()
+    ceiling = np.where(np.isnan(ceiling), mu, ceiling)
+    sources = frame[C.DATA_SOURCE].to_numpy()
+    for source in np.unique(sources):
+        part = sources == source
+        ceiling[part] += mu[part].mean() - ceiling[part].mean()
     return {
+        "ceiling_mu": ceiling,
         "prompts": frame, "mu": mu, "sigma": sigma, "prompt_tokens": tokens,
         "zero_length": zero[C.RESPONSE_TOKENS].to_numpy().astype(np.float64), "n_zero": zero.height,
         "aime_samples": samples, "aime_truncated": truncated, "within_sd": within_sd,
@@ -210,7 +225,14 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
                 # The source alone: each source's mean log length in the probe (capped samples as observed).
                 logs = np.log(policy["pool"][chosen, :m]).mean(axis=1)
                 by_source = np.array([logs[code[chosen] == s].mean() for s in range(len(names))])
+                c_mu, c_sigma, c_seen, _ = combine_with_history(pl.Series(ids), world["ceiling_mu"], sigma0, history,
+                                                                cap=CAP, data_source=prompts[C.DATA_SOURCE])
+                ceiling_top = predictions(world, c_mu, c_sigma, c_seen)[C.PREDICTED_MAX_TOKENS].to_numpy()
                 row = {
+                    "tau_unprobed_consensus_ceiling": kendall_tau(ceiling_top[unprobed], truth_top[unprobed]),
+                    "tau_within_source_consensus_ceiling": {
+                        names[s]: kendall_tau(ceiling_top[unprobed & (code == s)], truth_top[unprobed & (code == s)])
+                        for s in range(len(names))},
                     "seed": seed, "fraction": fraction, "probe_prompts": int(chosen.size), "probe_samples": m,
                     "tau_unprobed": kendall_tau(top[unprobed], truth_top[unprobed]),
                     "tau_unprobed_model_alone": kendall_tau(model_top[unprobed], truth_top[unprobed]),
@@ -227,7 +249,9 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
                                               np.full(len(ids), world["within_sd"]), seen)
                     source_time = simulate(world, arrange(prompts, source_pred, settings, preset=preset), truth,
                                            settings, preset)
+                    ceiling_frame = arrange(prompts, predictions(world, c_mu, c_sigma, c_seen), settings, preset=preset)
                     row.update({
+                        "consensus_ceiling_s": simulate(world, ceiling_frame, truth, settings, preset),
                         "end_to_end_s": asp_time, "true_lengths_s": true_time, "model_alone_s": model_time,
                         "source_alone_s": source_time,
                         "random_asp_slots_s": simulate(world, random_in_asp_slots(frame, seed), truth, settings, preset),
@@ -238,6 +262,15 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
                     f"(model {row['tau_unprobed_model_alone']:.3f}, source {row['tau_unprobed_source_alone']:.3f})"
                     + (f"; e2e vs true {row['end_to_end_s'] / true_time:.3f}, vs random "
                        f"{row['end_to_end_s'] / row['random_asp_slots_s']:.3f}" if schedules else ""))
+        if schedules:
+            # The other end: every prompt probed (a full pass of 1 sample, 1/N of an epoch; or a whole epoch of N).
+            for m in (1, 4):
+                history = history_frame(ids, policy["pool"][:, :m], policy["pool_truncated"][:, :m])
+                mu, sigma, seen, _ = combine_with_history(pl.Series(ids), mu0, sigma0, history, cap=CAP,
+                                                          data_source=prompts[C.DATA_SOURCE])
+                frame = arrange(prompts, predictions(world, mu, sigma, seen), settings, preset=preset)
+                epoch_rows.append({"seed": seed, "every_prompt_samples": m,
+                                   "end_to_end_vs_true": simulate(world, frame, truth, settings, preset) / true_time})
         # A history of random lengths for 5% of the prompts: the rest must keep each source's ranking.
         rng = np.random.default_rng([seed, 5])
         covered = np.sort(rng.choice(len(ids), size=int(round(0.05 * len(ids))), replace=False))
@@ -267,24 +300,73 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
             "seconds": round(time.time() - started, 1)}
 
 
+def shrink_study(data: Path, generator: str, seeds: int, factors: list[float]) -> dict:
+    """The 2%, 1-sample probe's schedule with the model's within-source deviations shrunk by each factor,
+    before the probe's correction (which refits its slope) and after it (unprobed prompts only)."""
+    from asp_cli.arrange.pipeline import arrange
+    from asp_cli.bench.compare import true_predictions
+    from asp_cli.costmodel import load_preset
+    from asp_cli.integrate.probe import ProbeSettings, allocate, choose
+    from asp_cli.predict.history import combine_with_history
+    from asp_cli.settings import ScheduleSettings
+
+    world = build(data, generator)
+    prompts = world["prompts"]
+    ids = prompts[C.PROMPT_ID].to_list()
+    code, names = source_codes(prompts)
+    mu0, sigma0 = world["mu"], world["sigma"]
+
+    def shrunk(mu: np.ndarray, factor: float, rows: np.ndarray) -> np.ndarray:
+        out = mu.copy()
+        for s in range(len(names)):
+            part = rows & (code == s)
+            out[part] = mu[part].mean() + factor * (mu[part] - mu[part].mean())
+        return out
+
+    ratios: dict[str, list[float]] = {}
+    for seed in range(seeds):
+        policy = draw(world, seed, False)
+        truth = policy["truth"]
+        settings = ScheduleSettings(instances=4, samples_per_prompt=N, train_batch_size=64, minibatch_size=32,
+                                    max_response_tokens=CAP, seed=seed)
+        preset = load_preset(settings.preset)
+        true_time = simulate(world, arrange(prompts, true_predictions(truth, world["prompt_tokens"]), settings,
+                                            preset=preset), truth, settings, preset)
+        chosen = choose(code, mu0, ids, allocate(np.bincount(code), ProbeSettings(fraction=0.02).target(len(ids)), 4),
+                        seed)
+        history = history_frame([ids[i] for i in chosen], policy["pool"][chosen, :1], policy["pool_truncated"][chosen, :1])
+        everywhere = np.ones(len(ids), dtype=bool)
+        for factor in factors:
+            for when in ("before", "after"):
+                start = shrunk(mu0, factor, everywhere) if when == "before" else mu0
+                mu, sigma, seen, _ = combine_with_history(pl.Series(ids), start, sigma0, history, cap=CAP,
+                                                          data_source=prompts[C.DATA_SOURCE])
+                if when == "after":
+                    mu = shrunk(mu, factor, seen == 0)
+                frame = arrange(prompts, predictions(world, mu, sigma, seen), settings, preset=preset)
+                ratios.setdefault(f"{factor:g} {when}", []).append(simulate(world, frame, truth, settings, preset) / true_time)
+    return ratios
+
+
 def table(result: dict) -> str:
     rows = result["rows"]
-    lines = ["| probe | prompts | tau unprobed | model alone | source alone | e2e vs true lengths | "
-             "e2e vs random (asp slots) | model alone vs true | source alone vs true |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| probe | prompts | tau unprobed | model alone | source alone | consensus ceiling | e2e vs true lengths | "
+             "e2e vs random (asp slots) | model alone vs true | source alone vs true | consensus ceiling vs true |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for fraction in FRACTIONS:
         for m in PROBE_SAMPLES:
             part = [r for r in rows if r["fraction"] == fraction and r["probe_samples"] == m]
             mean = lambda key: float(np.mean([r[key] for r in part]))  # noqa: E731
             line = (f"| {fraction:.0%}, {m} sample{'s' if m > 1 else ''} | {part[0]['probe_prompts']} | "
                     f"{mean('tau_unprobed'):.3f} | {mean('tau_unprobed_model_alone'):.3f} | "
-                    f"{mean('tau_unprobed_source_alone'):.3f} |")
+                    f"{mean('tau_unprobed_source_alone'):.3f} | {mean('tau_unprobed_consensus_ceiling'):.3f} |")
             if "end_to_end_s" in part[0]:
                 ratio = lambda a, b: float(np.mean([r[a] / r[b] for r in part]))  # noqa: E731
                 worst = max(r["end_to_end_s"] / r["true_lengths_s"] for r in part)
                 line += (f" {ratio('end_to_end_s', 'true_lengths_s'):.3f} (worst {worst:.3f}) | "
                          f"{ratio('end_to_end_s', 'random_asp_slots_s'):.3f} | "
-                         f"{ratio('model_alone_s', 'true_lengths_s'):.3f} | {ratio('source_alone_s', 'true_lengths_s'):.3f} |")
+                         f"{ratio('model_alone_s', 'true_lengths_s'):.3f} | {ratio('source_alone_s', 'true_lengths_s'):.3f} | "
+                         f"{ratio('consensus_ceiling_s', 'true_lengths_s'):.3f} |")
             lines.append(line)
     return "\n".join(lines)
 
@@ -299,12 +381,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="ZeroEval samples vary around the greedy length (sd measured on AIME) instead of "
                              "repeating it")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--shrink", help="instead: the 2%%, 1-sample probe's schedule with the model's "
+                        "within-source deviations shrunk by these factors (comma-separated, e.g. 0.5,0.25,0)")
     args = parser.parse_args(argv)
     for folder in ("zeroeval_math_gsm_outputs", "aime_r1distill1.5b_lengths"):
         if not (args.data / folder).is_dir():
             print(f"skipped: {args.data / folder} is absent (this benchmark reads ../shared/data at run time)",
                   file=sys.stderr)
             return 0
+    if args.shrink:
+        ratios = shrink_study(args.data, args.generator, args.seeds, [float(f) for f in args.shrink.split(",")])
+        print("| within-source deviations x | shrunk | e2e vs the true-lengths schedule |\n|---:|---|---:|")
+        for key, values in ratios.items():
+            factor, when = key.split()
+            print(f"| {factor} | {when} the probe's correction | {np.mean(values):.3f} (worst {max(values):.3f}) |")
+        return 0
     result = run(args.data, args.generator, args.seeds, schedules=not args.no_schedules, noise=args.sampling_noise)
     print(table(result))
     print()
@@ -315,7 +406,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {m} sample{'s' if m > 1 else ''}, within-source tau vs the model alone (min over seeds) | "
               + " | ".join(f"{min(r[s] for r in part):.3f}" for s in result["sources"])
               + f" | {min(r['distinct_predictions'] for r in part)} |")
-    later = result["later_epochs"]
+    two = [r for r in result["rows"] if r["fraction"] == 0.02 and r["probe_samples"] == 1]
+    print()
+    print("within-source tau on the unprobed prompts (2% probe, 1 sample), the model + probe against the other "
+          "generators' consensus + probe (the ceiling of a text model trained on them; AIME: the model in both): "
+          + "; ".join(f"{s} {np.mean([r['tau_within_source'][s] for r in two]):.3f} vs "
+                      f"{np.mean([r['tau_within_source_consensus_ceiling'][s] for r in two]):.3f}"
+                      for s in result["sources"]))
+    later = [r for r in result["later_epochs"] if "tau_missed" in r]
+    for m in (1, 4):
+        every = [r["end_to_end_vs_true"] for r in result["later_epochs"] if r.get("every_prompt_samples") == m]
+        if every:
+            print(f"every prompt probed, {m} sample{'s' if m > 1 else ''} each: e2e vs the true-lengths schedule "
+                  f"{np.mean(every):.3f} (worst {max(every):.3f})")
     print()
     print(f"later epochs: epoch-1 history of 80% of the prompts, tau on the other 20%: "
           f"{np.mean([r['tau_missed'] for r in later]):.3f} (model alone {np.mean([r['tau_missed_model_alone'] for r in later]):.3f})")
