@@ -23,6 +23,10 @@ ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-firs
 # The plain sorts: the equal-footing baselines' sorts row for row, their steps in arrival order whatever the
 # trainer (stratifying a sorted order would keep the trainer waiting for the last length class).
 SORTS: tuple[str, ...] = ("long-first", "short-first")
+# The random stream of a shuffle, epoch e: numpy.random.default_rng([seed, e, SHUFFLE_STREAM]). The `shuffle`
+# candidate and the equal-footing random baselines draw the same permutation, so auto has them among its
+# candidates row for row.
+SHUFFLE_STREAM = 7
 # How the engine hands minibatches to instances: "free" (the next minibatch in seq order to whichever instance
 # frees first: a shared queue, verl's workers, least-pending servers) or "planned" (each instance keeps to its
 # own queue, the schedule's instance column).

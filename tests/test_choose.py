@@ -131,6 +131,27 @@ def test_the_sorted_candidates_are_exactly_the_equal_footing_sorts_of_the_benchm
         assert calls(mine) == calls(theirs)
 
 
+def test_the_shuffle_candidate_is_the_equal_footing_random_baseline_row_for_row():
+    # Blocking: the same permutation cut by the same limits; refilling engines: the same shuffled stream, each
+    # group to the least-loaded instance (the length-aware router's assignment; free dispatch ignores it).
+    from asp_cli.bench.baselines import arrange_baseline
+
+    prompts, preds = prompt_frame(500), make_predictions(500, seed=13)
+    s = ScheduleSettings(instances=4, train_batch_size=64, epochs=2, arrangement="shuffle")
+    mine, _ = plan(prompts, preds, s, preset=PRESET)
+    theirs = arrange_baseline("random (asp sizes)", prompts, preds, s, PRESET)
+    calls = lambda f: f.sort("seq").group_by("minibatch", maintain_order=True).agg(  # noqa: E731
+        pl.col("epoch").first(), pl.col("row").sort())["epoch", "row"].to_dicts()
+    assert calls(mine) == calls(theirs)
+    stream = dataclasses.replace(s, engine="streaming")
+    mine = plan(prompts, preds, stream, preset=PRESET)[0].sort("seq")
+    for baseline in ("least-pending", "length-aware"):
+        theirs = arrange_baseline(baseline, prompts, preds, stream, PRESET).sort("seq")
+        assert mine["row"].to_list() == theirs["row"].to_list(), baseline
+    length_aware = arrange_baseline("length-aware", prompts, preds, stream, PRESET).sort("seq")
+    assert mine["instance"].to_list() == length_aware["instance"].to_list()
+
+
 @pytest.mark.parametrize("engine", ["continuous", "streaming"])
 def test_a_sort_keeps_its_arrival_steps_for_a_trainer_that_follows_the_schedule(engine):
     # Stratifying a sorted order's steps would keep the trainer waiting for the last length class; a sort is

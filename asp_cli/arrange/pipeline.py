@@ -33,7 +33,7 @@ from asp_cli.arrange.interleaving import (
 from asp_cli.arrange.packing import cut_minibatches, pack, per_step_order
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, write_schedule
-from asp_cli.settings import SORTS, ScheduleSettings
+from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings
 from asp_cli.arrange.timeline import (
     group_tokens,
     minibatch_times,
@@ -194,9 +194,10 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
         name = settings.arrangement
         step_of_prompt = None  # the train step each prompt belongs to, where the arrangement fixes it
         if name == "shuffle":
-            # No length order: a seeded shuffle cut by the same limits (what a plain random arrangement does).
-            local = cut_minibatches(footprint, rng.permutation(planned.size), max_prompts=settings.minibatch_size,
-                                    max_tokens=budget)
+            # No length order: a seeded shuffle cut by the same limits (what a plain random arrangement does),
+            # drawn as the equal-footing baseline draws it (`bench.baselines`), so it is that baseline row for row.
+            shuffled = np.random.default_rng([settings.seed, epoch, SHUFFLE_STREAM]).permutation(planned.size)
+            local = cut_minibatches(footprint, shuffled, max_prompts=settings.minibatch_size, max_tokens=budget)
         elif name == "per-step":
             # A shuffle's train batches kept whole (steps as representative as a shuffle's), each packed
             # longest first on its own: no minibatch crosses a step, so a synchronous step waits only for its

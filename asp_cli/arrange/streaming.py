@@ -11,7 +11,9 @@ starts them. Every group is its own request batch (one ``minibatch`` per group),
   mix from the start; each group to the instance with the least predicted work so far.
 * ``long-first`` / ``short-first``: by predicted group maximum, each group to the least-loaded instance
   (longest-processing-time list scheduling, Graham 1969, on predicted tokens).
-* ``shuffle``: a seeded shuffle dealt round-robin (a random deal).
+* ``shuffle``: a seeded shuffle (the equal-footing baselines' own permutation), each group to the instance
+  with the least predicted work so far: replayed with free dispatch it is verl's least-pending router on a
+  shuffled stream, with planned dispatch the length-aware router, row for row.
 * ``per-step``: a seeded shuffle's consecutive train batches kept as they are (each step as representative
   as a shuffle's), longest first inside each, each group to the least-loaded instance of its batch (longest
   processing time per step: what pays where every step waits for its slowest instance, synchronous training).
@@ -30,7 +32,7 @@ from asp_cli import columns as C
 from asp_cli.arrange.packing import per_step_order
 from asp_cli.arrange.timeline import group_tokens, policy_version_at, stratified_steps, trainer_timeline
 from asp_cli.costmodel import HardwarePreset
-from asp_cli.settings import SORTS, ScheduleSettings
+from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings
 
 STREAMING_ORDERS: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step")
 
@@ -46,8 +48,7 @@ def streaming_order(name: str, top: np.ndarray, work: np.ndarray, instances: int
     length_class = (rank * n_classes // max(size, 1)).astype(np.int32)
     if name == "shuffle":
         order = rng.permutation(size)
-        return order, np.arange(size) % instances, length_class
-    if name == "long-first":
+    elif name == "long-first":
         order = np.lexsort((np.arange(size), -top))
     elif name == "per-step":
         order = per_step_order(top, batch, rng)
@@ -83,10 +84,10 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.int64)
-    work = group_tokens(n, prompt_tokens, mean)
+    work = np.ceil(group_tokens(n, prompt_tokens, mean))  # whole KV tokens, as the baselines count them
     positions, instances, classes, epochs = [], [], [], []
     for epoch in range(settings.epochs):
-        rng = np.random.default_rng([settings.seed, epoch])
+        rng = np.random.default_rng([settings.seed, epoch] + ([SHUFFLE_STREAM] if name == "shuffle" else []))
         order, instance, length_class = streaming_order(name, top, work, settings.instances,
                                                         settings.length_classes, rng, settings.train_batch_size)
         positions.append(order)

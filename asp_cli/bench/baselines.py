@@ -48,7 +48,7 @@ from asp_cli import columns as C
 from asp_cli.arrange.packing import cut_minibatches
 from asp_cli.arrange.timeline import group_tokens
 from asp_cli.costmodel import HardwarePreset, load_preset
-from asp_cli.settings import ScheduleSettings
+from asp_cli.settings import SHUFFLE_STREAM, ScheduleSettings
 
 # RollPacker over-provisions by eta = 1.25, so about 1 - 1/1.25 = 20% of prompts end up in long rounds.
 ROLLPACKER_TAIL_FRACTION = 0.2
@@ -71,7 +71,7 @@ class Baseline:
 
 
 def _shuffled(rows: int, settings: ScheduleSettings, epoch: int) -> np.ndarray:
-    return np.random.default_rng([settings.seed, epoch, 7]).permutation(rows)
+    return np.random.default_rng([settings.seed, epoch, SHUFFLE_STREAM]).permutation(rows)
 
 
 def _contiguous_split(batch: np.ndarray, settings: ScheduleSettings) -> tuple[np.ndarray, np.ndarray]:
@@ -279,7 +279,7 @@ def _packed(order_of: Callable[[np.ndarray, np.random.Generator], np.ndarray]) -
         budget = minibatch_token_budget(settings, preset)
         parts = []
         for epoch in range(settings.epochs):
-            rng = np.random.default_rng([settings.seed, epoch, 7])
+            rng = np.random.default_rng([settings.seed, epoch, SHUFFLE_STREAM])
             order = order_of(planned, rng)
             cut = cut_minibatches(footprint, order, max_prompts=settings.minibatch_size, max_tokens=budget)
             mb = cut[order]
@@ -302,7 +302,7 @@ def _streamed(order_of: Callable[[np.ndarray, np.random.Generator], np.ndarray],
         k = settings.instances
         parts = []
         for epoch in range(settings.epochs):
-            rng = np.random.default_rng([settings.seed, epoch, 7])
+            rng = np.random.default_rng([settings.seed, epoch, SHUFFLE_STREAM])
             order = order_of(planned, rng)
             if route == "round-robin":
                 instance = np.arange(order.size) % k
