@@ -39,7 +39,7 @@ to level. Every other figure is as first measured. Tables as in "Simulated end-t
 FINDINGS = """\
 ### What held and what did not
 
-The picture of the math workloads holds on chat: asp is never more than 1.6% behind the best equal-footing
+The picture of the math workloads holds on chat: asp is never more than 1.7% behind the best equal-footing
 baseline here, and 8-22% ahead of it on the chat + math + reasoning mix with blocking engines; it loses in
 the same places (static padding, and the length-aware router on engines that refill).
 
@@ -47,19 +47,20 @@ the same places (static padding, and the length-aware router on engines that ref
   short-first, +0.0%): chat answers vary within a prompt about as much as between prompts, and the
   true-lengths ceiling is only 0.8% further. On the mix it is 20.8% faster than the best baseline and within
   2% of the true-lengths ceiling.
-- **Engines that refill** (`streaming`, lag 2): 2.1% ahead of least-pending on chat; on the mix 0.6% ahead
-  of least-pending but 1.1% behind the length-aware router that keeps to planned servers (0.9-1.5% on the
-  math mixes).
+- **Engines that refill** (`streaming`, lag 2): 2.1% ahead of least-pending on chat; on the mix level with
+  least-pending (auto takes its `shuffle`, which is that router) and 1.7% behind the length-aware router
+  that keeps to planned servers (0.2-2.8% on the math workloads).
 - **Static padding**: 1.6% behind short-first on chat alone (4 seeds; three math workloads lose 0.5-1.9%),
   level (+0.4%) on the mix.
 - **A trainer that follows the schedule** (no lag bound): level on chat, by taking short-first and its
   arrival-order steps (deviation 0.78 against 0.08); 7.7% ahead on the mix with steps near a shuffle's
   (0.19 against 0.14).
-- **`--steps representative` in arrival order**: 1.2% behind on chat; 21.9% ahead on the mix, but its steps
-  measure 0.48 against the shuffle's 0.26 on the true lengths (the draws judged them within the bound).
+- **`--steps representative` in arrival order**: 1.3% behind on chat; 15.7% ahead on the mix (with a wide
+  spread), but its steps measure 0.43 against the shuffle's 0.26 on the true lengths (the draws judged them
+  within the bound).
 - **Synchronous training on engines that refill** (`--max-lag 0`, the mix at train batch 256): auto is 26%
   faster than a round-robin deal by length-sorted steps (2.62); `per-step` is 6.2% faster with steps near a
-  shuffle's (0.28 against 0.14): more than on the math mixes (3-5%), still under the 8% the issue asks for.
+  shuffle's (0.28 against 0.14): more than on the math mixes (2-5%), still under the 8% the issue asks for.
 """
 
 
