@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench_simulate import OTHER_MODE_SEEDS, SUMMARY_SEEDS, seed_summary
+from bench_simulate import OTHER_MODE_SEEDS, SUMMARY_SEEDS, seed_summary, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Held out: chat instructions"
@@ -92,16 +92,7 @@ def main() -> None:
                                    names=("chat-mix-k8-n8-b256",), max_lag=0, lag_given=True,
                                    arrangement=arrangement, reference="round-robin")[0])
     body = f"{SECTION}\n\n{INTRO}\n" + "\n".join(tables) + "\n" + FINDINGS
-    text = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Benchmarks\n\n"
-    if SECTION in text:
-        head, _, rest = text.partition(SECTION)
-        following = rest.find("\n## ")
-        tail = rest[following + 1:] if following >= 0 else ""
-        text = head + body + ("\n" + tail if tail else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + body
-    args.doc.write_text(text, encoding="utf-8")
-    print(f"wrote {args.doc}", file=sys.stderr)
+    write_section(args.doc, SECTION, body)
 
 
 if __name__ == "__main__":

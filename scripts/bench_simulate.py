@@ -237,16 +237,22 @@ def main() -> None:
     summary, *others = tables
     body = (f"{SECTION}\n\n{INTRO}\n{summary}\n{FINDINGS}\n{OTHER_ENGINES}\n" + "\n".join(others) +
             f"\n### One seed in full\n\n{benchmark_markdown(results, command=COMMAND)}")
-    text = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Benchmarks\n\n"
-    if SECTION in text:
-        head, _, rest = text.partition(SECTION)
+    write_section(args.doc, SECTION, body)
+
+
+def write_section(doc: Path, section: str, body: str) -> None:
+    """Replace the ``section`` heading's part of ``doc`` (up to the next ``## `` heading) with ``body``, or
+    append it; the rest of the document stays as it is."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n\n"
+    if section in text:
+        head, _, rest = text.partition(section)
         following = rest.find("\n## ")
         tail = rest[following + 1:] if following >= 0 else ""
         text = head + body + ("\n" + tail if tail else "")
     else:
         text = text.rstrip("\n") + "\n\n" + body
-    args.doc.write_text(text, encoding="utf-8")
-    print(f"wrote {args.doc}", file=sys.stderr)
+    doc.write_text(text, encoding="utf-8")
+    print(f"wrote {doc}", file=sys.stderr)
 
 
 if __name__ == "__main__":
