@@ -18,6 +18,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset
+from asp_cli.predict.features import BYTES_PER_TOKEN
 from asp_cli.settings import ScheduleSettings
 from asp_cli.sim.records import SimulationSettings
 from asp_cli.sim.run import simulate_schedule
@@ -26,9 +27,9 @@ from asp_cli.sim.run import simulate_schedule
 # (the same constant as scripts/eval_predictor.py).
 CHARS_PER_TOKEN = 3.12
 ZEROEVAL_EXCLUDED = ("openai/o1-mini-2024-09-12", "openai/o1-preview-2024-09-12")
-# AlpacaEval stores characters of English chat: about 4 per token (OpenAI's rule of thumb, as
-# `asp_cli.predict.features.BYTES_PER_TOKEN`). Its deliberate length variants are not real policies.
-ALPACA_CHARS_PER_TOKEN = 4.0
+# AlpacaEval stores characters of English chat: about 4 per token, the predictor's own rule of thumb
+# (`BYTES_PER_TOKEN`). Its deliberate length variants are not real policies.
+ALPACA_CHARS_PER_TOKEN = BYTES_PER_TOKEN
 ALPACA_VARIANTS = r"(?i)_concise|_verbose|NullModel|gamed"
 
 ASP = "asp"
