@@ -27,7 +27,7 @@ def test_sample_sigma_reads_back_the_spread_of_a_lognormal_prediction():
     assert np.allclose(sample_sigma(top, top, 1), 0.3)  # one sample says nothing about the spread
 
 
-@pytest.mark.parametrize("engine", ["continuous", "streaming"])
+@pytest.mark.parametrize("engine", ["continuous", "streaming", "static"])
 def test_auto_tries_every_candidate_and_keeps_the_fastest_within_the_tie_margin(engine):
     prompts, preds = prompt_frame(600), make_predictions(600, seed=3)
     s = ScheduleSettings(instances=4, train_batch_size=64, engine=engine)
@@ -44,6 +44,14 @@ def test_auto_tries_every_candidate_and_keeps_the_fastest_within_the_tie_margin(
     assert all(times[n] > fastest * 1.01 for n in earlier)  # an earlier candidate within the margin would win
     again = choose_arrangement(_arrange_named, prompts, preds, s, PRESET)
     assert again == choice  # deterministic
+
+
+def test_on_the_padded_engine_longest_first_wins_a_tie():
+    # The order that breaks ties: interleave first where arrival matters, long-first (LPT) where a minibatch
+    # lasts as long as its longest sequence.
+    assert candidates_for("continuous")[0] == candidates_for("streaming")[0] == "interleave"
+    assert candidates_for("static")[0] == "long-first"
+    assert sorted(candidates_for("static")) == sorted(candidates_for("continuous"))
 
 
 def test_auto_judges_on_a_sample_of_large_inputs(monkeypatch):
