@@ -216,6 +216,9 @@ def load_preset(name_or_path: str | Path = DEFAULT_PRESET, **overrides: float) -
     else:
         path = Path(text)
         if not path.is_file():
+            if path.suffix.lower() == ".json" or len(path.parts) > 1:  # meant as a file
+                raise SettingsError(f"--preset {text}: no such file; name a calibration file that exists (asp "
+                                    f"calibrate -o writes one) or a preset: {', '.join(PRESETS)}")
             raise SettingsError(
                 f"unknown hardware preset {text!r}; use one of {', '.join(PRESETS)} or a JSON calibration file"
             )

@@ -61,3 +61,8 @@ def test_bad_calibration_files_are_refused(tmp_path, content, fragment):
 def test_unknown_preset_name():
     with pytest.raises(SettingsError, match="unknown hardware preset"):
         load_preset("tpu-v9")
+
+
+def test_a_missing_calibration_file_is_named_as_a_missing_file(tmp_path):
+    with pytest.raises(SettingsError, match=r"--preset .*preset\.json: no such file; name a calibration file"):
+        load_preset(tmp_path / "preset.json")

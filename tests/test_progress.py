@@ -44,11 +44,17 @@ def test_schedule_progress_when_asked_and_the_same_file_either_way(tmp_path):
     shown = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "b.parquet"), "--progress", "--quiet",
                                 "--json"])
     assert shown.exit_code == 0, shown.stderr
-    assert shown.stderr.splitlines() == ["asp schedule: 2/4 reading prompts and predicting lengths",
-                                         "asp schedule: 3/4 packing and interleaving",
-                                         "asp schedule: 4/4 writing schedule"]
+    assert shown.stderr.splitlines() == ["asp schedule: 1/3 reading prompts and predicting lengths",
+                                         "asp schedule: 2/3 packing and interleaving",
+                                         "asp schedule: 3/3 writing schedule"]
     assert json.loads(shown.stdout)["prompts"] == 30
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()  # --progress not recorded
+    history = write_jsonl(tmp_path / "h.jsonl", [{"id": f"p{i}", "response_tokens": 100 + i} for i in range(10)])
+    with_history = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "c.parquet"), "--progress",
+                                       "--quiet", "--history", str(history)])
+    assert with_history.exit_code == 0, with_history.stderr
+    assert with_history.stderr.splitlines()[:2] == ["asp schedule: 1/4 reading history",
+                                                    "asp schedule: 2/4 reading prompts and predicting lengths"]
 
 
 def test_simulate_compare_reports_each_replay(tmp_path):

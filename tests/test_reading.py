@@ -118,15 +118,15 @@ def test_prompt_that_is_not_text_is_named(tmp_path):
 
 def test_duplicate_ids(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [{"id": "x", "question": "a"}, {"id": "x", "question": "b"}])
-    with pytest.raises(InputError, match="duplicate prompt id 'x'"):
+    with pytest.raises(InputError, match=r"duplicate prompt id 'x' \(.*p\.jsonl row 1, .*p\.jsonl row 2\); 1 id repeats\."):
         read_prompts([path])
 
 
 def test_duplicate_ids_across_files_name_each_files_own_row(tmp_path):
-    """The second file's row was given as the row over all inputs (b.jsonl row 2 for its first row)."""
+    """Each file's own row, counted from 1 like its lines (the row over all inputs was once given instead)."""
     a = write_jsonl(tmp_path / "a.jsonl", [{"id": "x", "question": "a"}, {"id": "y", "question": "b"}])
     b = write_jsonl(tmp_path / "b.jsonl", [{"id": "z", "question": "c"}, {"id": "x", "question": "d"}])
-    with pytest.raises(InputError, match=r"duplicate prompt id 'x' \(.*a\.jsonl row 0, .*b\.jsonl row 1\)"):
+    with pytest.raises(InputError, match=r"duplicate prompt id 'x' \(.*a\.jsonl row 1, .*b\.jsonl row 2\)"):
         read_prompts([a, b])
     frame, _ = read_prompts([a, write_jsonl(tmp_path / "c.jsonl", [{"id": "w", "question": "e"}])])
     assert frame["row"].to_list() == [0, 1, 2] and not any(c.startswith("\x00") for c in frame.columns)

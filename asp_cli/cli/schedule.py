@@ -88,7 +88,9 @@ def schedule_command(
             steps=steps,
             trainer=trainer,
         )
-        bar = stage_bar("asp schedule", _STAGES, quiet=quiet, progress=progress)
+        # Numbered over the stages this run has: history is read only when it is given.
+        stages = _STAGES if history else _STAGES[1:]
+        bar = stage_bar("asp schedule", stages, quiet=quiet, progress=progress)
         try:
             result = schedule(
                 inputs,

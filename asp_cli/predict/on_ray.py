@@ -26,6 +26,7 @@ from asp_cli import columns as C
 from asp_cli.errors import AspError, InputError, SettingsError
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
+from asp_cli.reading.prompts import duplicate_id_error
 
 MISSING_RAY = ("--ray needs Ray Data, which is not installed here; pip install 'asp-cli[ray]' "
                "(on every node of the cluster), or drop --ray")
@@ -247,6 +248,4 @@ def _check_unique(files: list[Path], inputs: list[Path]) -> None:
     if repeated.height:
         first = repeated[C.PROMPT_ID][0]
         where = sorted({str(inputs[i]) for i in repeated.filter(pl.col(C.PROMPT_ID) == first)["f"]})
-        raise InputError(f"duplicate prompt id {first!r} ({', '.join(where)}); "
-                         f"{repeated[C.PROMPT_ID].n_unique()} ids repeat. Make ids unique, or pass --id-key to use "
-                         "another column")
+        raise duplicate_id_error(first, ", ".join(where), repeated[C.PROMPT_ID].n_unique())

@@ -363,9 +363,14 @@ def _check_unique_ids(frame: pl.DataFrame) -> None:
     if duplicated.height:
         first = duplicated[C.PROMPT_ID][0]
         rows = duplicated.filter(pl.col(C.PROMPT_ID) == first)
-        # Rows are counted within each file (the global row of a second file's row 0 is not where it is).
-        places = ", ".join(f"{f} row {r}" for f, r in zip(rows["source_file"], rows[FILE_ROW], strict=False))
-        raise InputError(
-            f"duplicate prompt id {first!r} ({places}); {duplicated[C.PROMPT_ID].n_unique()} ids repeat. "
-            "Make ids unique, or pass --id-key to use another column"
-        )
+        # Rows are counted within each file (the global row of a second file's first row is not where it is),
+        # from 1, as an editor counts a JSON-lines file's lines.
+        places = ", ".join(f"{f} row {r + 1}" for f, r in zip(rows["source_file"], rows[FILE_ROW], strict=False))
+        raise duplicate_id_error(first, places, duplicated[C.PROMPT_ID].n_unique())
+
+
+def duplicate_id_error(first: str, places: str, ids: int) -> InputError:
+    """The one error for repeated prompt ids (E07), wherever the inputs are read."""
+    repeating = "1 id repeats" if ids == 1 else f"{ids:,} ids repeat"
+    return InputError(f"duplicate prompt id {first!r} ({places}); {repeating}. Make ids unique, or pass --id-key "
+                      "to use another column")
