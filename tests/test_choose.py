@@ -124,6 +124,22 @@ def test_the_summary_says_when_free_dispatch_is_expected_to_be_faster():
     assert "instead of" not in arrangement_line(choice)
 
 
+def test_the_summary_says_what_representative_steps_cost_when_it_is_more_than_noise():
+    from asp_cli.arrange.choose import arrangement_line
+
+    choice = {"setting": "auto", "chosen": "shuffle", "engine": "continuous", "draws": 3, "evaluated_prompts": 10,
+              "dispatch": "free", "steps": "representative",
+              "candidates": [{"name": "long-first", "expected_end_to_end_s": 50.0, "representative_steps": False},
+                             {"name": "shuffle", "expected_end_to_end_s": 100.0, "representative_steps": True}]}
+    assert ("representative steps are expected to cost 100% here: long-first (steps not representative) is "
+            "expected to take 50 s instead of 100 s") in arrangement_line(choice)
+    choice["candidates"][0]["expected_end_to_end_s"] = 97.0  # within 5%: not said
+    assert "expected to cost" not in arrangement_line(choice)
+    choice["steps"] = "any"
+    choice["candidates"][0]["expected_end_to_end_s"] = 50.0
+    assert "expected to cost" not in arrangement_line(choice)
+
+
 def test_the_sorted_candidates_are_exactly_the_equal_footing_sorts_of_the_benchmark():
     # `auto` can only be no slower than a plain sort if the sort is one of its candidates, row for row.
     from asp_cli.bench.baselines import arrange_baseline

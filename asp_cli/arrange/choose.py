@@ -45,6 +45,9 @@ TIE_MARGIN = 0.005
 # shuffle's times 1.25, plus 0.02 (the draws' own noise on a few steps).
 STEP_SLACK = 0.25
 STEP_SLACK_ABSOLUTE = 0.02
+# The summary says what `--steps representative` costs when the fastest other candidate is expected to be
+# more than this much faster.
+REPRESENTATIVE_COST_SHOWN = 0.05
 # Prediction error on log length: the bundled model's typical error on unseen prompts (docs/predictor.md), and
 # what is left once a prompt's own samples are known (the per-prompt mean correlates ~0.9 across epochs).
 MODEL_SIGMA = 0.5
@@ -218,4 +221,12 @@ def arrangement_line(choice: dict[str, Any]) -> str:
                            f"an engine that takes the next minibatch in seq order when an instance frees (ignoring "
                            f"the instance column) is expected to take {other:,.0f} s instead of {mine:,.0f} s "
                            "(--dispatch free plans for it)"))
+    if choice.get("steps") == "representative" and mine:
+        # What `--steps representative` is expected to cost, said where the cost is more than the draws' noise.
+        fastest = min((c for c in choice["candidates"] if c.get("representative_steps") is False),
+                      key=lambda c: c["expected_end_to_end_s"], default=None)
+        if fastest is not None and fastest["expected_end_to_end_s"] < mine * (1.0 - REPRESENTATIVE_COST_SHOWN):
+            line += (f"\n  representative steps are expected to cost {mine / fastest['expected_end_to_end_s'] - 1:.0%} "
+                     f"here: {fastest['name']} (steps not representative) is expected to take "
+                     f"{fastest['expected_end_to_end_s']:,.0f} s instead of {mine:,.0f} s")
     return line
