@@ -203,13 +203,19 @@ def test_auto_judges_under_the_settings_dispatch_and_says_the_other():
         ScheduleSettings(dispatch="any")
 
 
-def test_small_inputs_are_judged_over_their_epochs_and_large_ones_over_one():
+def test_small_inputs_are_judged_over_their_epochs_and_large_ones_over_one(monkeypatch):
     import asp_cli.arrange.choose as choose
 
     prompts, preds = prompt_frame(300), make_predictions(300, seed=5)
     assert choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(epochs=3), PRESET).evaluated_epochs == 3
-    big = choose.SAMPLE_PROMPTS // 2 + 1  # two epochs of it are more rows than the budget
-    prompts, preds = prompt_frame(big), make_predictions(big, seed=5)
+    monkeypatch.setattr(choose, "SAMPLE_PROMPTS", 200)
+    # Fits the sample whole but two epochs are more rows than the budget: still two, so that the choice sees
+    # how one epoch's tail meets the next one's head.
+    prompts, preds = prompt_frame(150), make_predictions(150, seed=5)
+    assert choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(epochs=3), PRESET).evaluated_epochs == 2
+    assert choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(epochs=1), PRESET).evaluated_epochs == 1
+    # Sampled: one epoch of the sample.
+    prompts, preds = prompt_frame(300), make_predictions(300, seed=5)
     assert choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(epochs=3), PRESET).evaluated_epochs == 1
 
 
