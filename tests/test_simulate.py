@@ -86,6 +86,44 @@ def test_segments_match_token_stepping(case):
     np.testing.assert_allclose(finish[:n], expected, rtol=1e-9)
 
 
+@pytest.mark.parametrize("case", range(6))
+def test_stopping_at_a_time_changes_nothing_but_where_the_engine_pauses(case):
+    # Run to a series of times, then to the end: the same finishes as one uninterrupted run, and every pause
+    # lands on the first decode step ending at or after its time.
+    rng = np.random.default_rng(100 + case)
+    base = load_preset("h100-qwen2.5-7b")
+    n = int(rng.integers(2, 20))
+    lengths = rng.integers(1, 400, n)
+    prompts = rng.integers(1, 30, n)
+    whole, finish_whole, _ = _engine(base, 2000.0, 6)
+    whole.feed(np.arange(n), lengths, prompts)
+    whole.run(drain=True)
+    paused, finish_paused, _ = _engine(base, 2000.0, 6)
+    paused.feed(np.arange(n), lengths, prompts)
+    for until in np.linspace(0.0, whole.t, 7)[1:-1]:
+        before = paused.t
+        paused.run(drain=True, until=float(until))
+        assert paused.t >= min(until, before) - 1e-12
+        assert paused.t < until + 0.05 or paused.idle  # one decode step is milliseconds
+    paused.run(drain=True)
+    assert paused.t == pytest.approx(whole.t, rel=1e-9)
+    np.testing.assert_allclose(finish_paused[:n], finish_whole[:n], rtol=1e-9)
+
+
+def test_a_busy_instance_held_by_the_lag_rule_takes_work_at_the_publish():
+    # One instance, lag 1, one group per step: it starts the long group 0 and the short group 1, then waits
+    # for version 1. Group 1 finishes, is trained, and the publish lets group 2 in while group 0 (5,000
+    # tokens) is still decoding: group 2 starts then (after loading the new weights), not when group 0 ends.
+    preset = load_preset()
+    lengths = np.array([[5000], [10], [10], [10]])
+    result = simulate_arrays(preset, SimulationSettings(1, 1, mode="streaming", dispatch="free", max_lag=1),
+                             instances=1, row_minibatch=np.arange(4), row_instance=np.zeros(4, dtype=np.int32),
+                             response_tokens=lengths, prompt_tokens=np.full(4, 50))
+    publish = float(result.step_end_s[0]) + preset.weight_sync_s
+    assert result.seq_admit_s[2] >= publish - 1e-9
+    assert result.seq_admit_s[2] < publish + preset.weight_sync_s + 0.1 < result.seq_finish_s[0]
+
+
 def test_wave_matches_general_engine():
     preset = load_preset()
     rng = np.random.default_rng(3)

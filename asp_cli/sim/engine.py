@@ -123,12 +123,15 @@ class Engine:
             st.tail_s += total - float(ordered[last_tail])
         self.t = start + total
 
-    def run(self, *, drain: bool, one_finish: bool = False) -> None:
+    def run(self, *, drain: bool, one_finish: bool = False, until: float = math.inf) -> None:
         """Advance until the waiting queue is empty (``drain=False``) or nothing is live (``drain=True``); with
         ``one_finish``, also stop once some sequences have finished (an engine held by the lag rule keeps
-        decoding what it has and looks again after each completion)."""
+        decoding what it has and looks again after each completion), and with ``until``, at the first decode
+        step that ends at or after that time (so a held engine looks again when the lag rule may let it go)."""
         st = self.stats
         while True:
+            if self.t >= until:
+                return
             if self.waiting:
                 self._admit()
             if not drain and not self.waiting:
@@ -149,6 +152,8 @@ class Engine:
             m = min(finish_step - self.step, room)
             b = self.live
             s = self.step
+            if until < math.inf:
+                m = self._steps_within(m, b, s, until - self.t)
             dt = m * (self.g_o + max(self.t_w, self.c_tok * b)) + self.kv * (
                 m * self.sum_c + b * (m * s + m * (m + 1) / 2.0)
             )
@@ -176,6 +181,17 @@ class Engine:
                 self.stack.clear()
             if one_finish and finished_now:
                 return
+
+    def _steps_within(self, m: int, b: int, s: int, seconds: float) -> int:
+        """The most of the next ``m`` decode steps (``b`` live, from step ``s``) that end within ``seconds``, at
+        least one: the segment's time ``m·A + kv·(m·Σc + b·(m·s + m(m+1)/2))`` is quadratic in ``m``."""
+        per_step = self.g_o + max(self.t_w, self.c_tok * b) + self.kv * (self.sum_c + b * s + b / 2.0)
+        curve = self.kv * b / 2.0
+        if curve > 0:
+            within = (-per_step + math.sqrt(per_step * per_step + 4.0 * curve * max(seconds, 0.0))) / (2.0 * curve)
+        else:
+            within = max(seconds, 0.0) / per_step if per_step > 0 else m
+        return max(1, min(m, math.ceil(within)))
 
     def _admit(self, force: bool = False) -> None:
         prefill_tokens = 0

@@ -102,6 +102,12 @@ def simulate_arrays(
     counter = instances
     held: dict[int, float] = {}  # instance -> time it started waiting for the lag rule
 
+    shortest_step_s = float(preset.train_step_seconds(0)) + preset.weight_sync_s
+
+    def earliest_publish(now: float) -> float:
+        # A step not yet started publishes no sooner than the shortest step after the trainer is free.
+        return max(trainer.free_at, now) + shortest_step_s
+
     def report_groups(k: int) -> None:
         # Release the groups whose last sample the engine has just finished.
         for gid in engines[k].finished:
@@ -151,8 +157,13 @@ def simulate_arrays(
                      and trainer.version_at(t) < need_version[mb])
         if too_far_ahead or too_early:
             if streaming and not engine.idle:
+                # Decode what is live, and look again at the next completion or when the rule may let the
+                # instance go: at the next publish, which is known once its step has started, and otherwise
+                # no sooner than the shortest train step from now. (Run to its next completion alone, an
+                # instance with a few long sequences left slept through the publish while idle instances took
+                # every group it let in.)
                 engine.t = max(engine.t, t)
-                engine.run(drain=True, one_finish=True)
+                engine.run(drain=True, one_finish=True, until=min(trainer.next_publish_after(t), earliest_publish(t)))
                 report_groups(k)
                 heapq.heappush(events, (engine.t, counter, k))
                 counter += 1
