@@ -10,6 +10,7 @@ Usage:
     python scripts/bench_schedule.py --prompts 1000000            # the issue's 1M figure
     python scripts/bench_schedule.py --prompts 10000000 --epochs 1 # the 10M scale run
     python scripts/bench_schedule.py --prompts 1000000 --shards 4 --ray  # also the Ray path (pip install '.[ray]')
+    python scripts/bench_schedule.py --prompts 1000000 --shards 4 --engine streaming --no-bare  # a plan for servers
     python scripts/bench_schedule.py ... --write-docs              # also update docs/benchmarks.md
 """
 
@@ -149,6 +150,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=1_000_000)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--instances", type=int, default=16)
+    parser.add_argument("--engine", default=None, help="Pass --engine to asp schedule (default: asp's own default, "
+                        "continuous); streaming plans replay every group in the simulator for their expected times.")
     parser.add_argument("--shards", type=int, default=1, help="Write the prompts as this many JSONL files.")
     parser.add_argument("--ray", action="store_true", help="Also measure asp predictor predict --ray, then "
                         "asp schedule --predictions (needs pip install '.[ray]').")
@@ -172,10 +175,13 @@ def main() -> None:
             rows.append(("bare Polars read_ndjson + write_parquet", bare))
         asp = [sys.executable, "-m", "asp_cli"]
         settings = ["--quiet", "--instances", str(args.instances), "--epochs", str(args.epochs)]
+        if args.engine:
+            settings += ["--engine", args.engine]
+        engine = f", --engine {args.engine}" if args.engine else ""
         ours = measure([*asp, "schedule", *map(str, shards), "-o", str(workdir / "schedule.parquet"), *settings])
         if ours[2] != 0:
             raise SystemExit(f"asp schedule failed with exit code {ours[2]}")
-        rows.append((f"asp schedule, streamed (K={args.instances}, {args.epochs} epoch(s))", ours))
+        rows.append((f"asp schedule, streamed (K={args.instances}, {args.epochs} epoch(s){engine})", ours))
         read_only = measure([*asp, "predictor", "predict", *map(str, shards), "-o", str(workdir / "p.parquet")])
         if read_only[2] != 0:
             raise SystemExit(f"asp predictor predict failed with exit code {read_only[2]}")
@@ -205,7 +211,8 @@ def main() -> None:
         print(text)
         if args.write_docs:
             heading = f"### {args.prompts:,} prompts"
-            flags = (f" --shards {args.shards}" if args.shards > 1 else "") + (" --ray" if args.ray else "") + \
+            flags = (f" --shards {args.shards}" if args.shards > 1 else "") + \
+                (f" --engine {args.engine}" if args.engine else "") + (" --ray" if args.ray else "") + \
                 (" --no-bare" if args.no_bare else "")
             body = (
                 f"{heading}\n\n{args.prompts:,} prompts ({size_mb:,.0f} MB of JSONL in {len(shards)} file(s)), "

@@ -86,6 +86,45 @@ def test_segments_match_token_stepping(case):
     np.testing.assert_allclose(finish[:n], expected, rtol=1e-9)
 
 
+class _NoReuse(list):
+    def append(self, item):  # a finished request's local id is never handed out again
+        pass
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_a_refilled_engine_reuses_finished_slots_without_changing_anything(case):
+    # Streaming refill: chunks fed while earlier ones are still decoding, under KV pressure (preemptions leave
+    # stale heap and stack entries behind). Reusing the local ids of finished requests gives exactly the run
+    # of an engine that never reuses them, and keeps its per-request lists short.
+    rng = np.random.default_rng(200 + case)
+    base = load_preset("h100-qwen2.5-7b")
+    max_seqs = int(rng.integers(2, 8))
+    chunks = [(int(rng.integers(1, 7)), int(rng.integers(0, 4))) for _ in range(10)]  # at most 60: `_engine`'s 64
+    total = sum(size for size, _ in chunks)
+    lengths = rng.integers(1, 80, total)
+    prompts = rng.integers(1, 30, total)
+    runs = []
+    for reuse in (True, False):
+        engine, finish, _ = _engine(base, 120.0, max_seqs)
+        if not reuse:
+            engine.free = _NoReuse()
+        first = 0
+        for size, finishes in chunks:
+            engine.feed(np.arange(first, first + size), lengths[first:first + size], prompts[first:first + size])
+            engine.run(drain=False)
+            for _ in range(finishes):  # decode on to a few completions before the next chunk arrives
+                engine.run(drain=True, one_finish=True)
+            first += size
+        engine.run(drain=True)
+        runs.append((engine, finish[:total].copy()))
+    (reused, finish_reused), (fresh, finish_fresh) = runs
+    assert reused.stats.preemptions > 0  # stale heap and stack entries were left behind
+    assert reused.t == fresh.t and reused.stats.preemptions == fresh.stats.preemptions
+    np.testing.assert_array_equal(finish_reused, finish_fresh)
+    assert (finish_reused > 0).all()
+    assert len(reused.gid) < len(fresh.gid) == total
+
+
 @pytest.mark.parametrize("case", range(6))
 def test_stopping_at_a_time_changes_nothing_but_where_the_engine_pauses(case):
     # Run to a series of times, then to the end: the same finishes as one uninterrupted run, and every pause

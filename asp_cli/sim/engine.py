@@ -62,7 +62,12 @@ class Engine:
         self.waiting: deque[int] = deque()
         self.finished: list[int] = []  # global ids finished by `run`, for the caller to collect
         self.target = 1
-        # Per fed request (local id): global id, length, prompt, generated before its admission, c, token.
+        # Per fed request (local id): global id, length, prompt, generated before its admission, c, token. A
+        # finished request's local id goes to `free` and is reused by a later feed, so these lists stay as long
+        # as the most requests live or waiting at once, not as the whole replay (8M sequences at 1M prompts).
+        # `token` keeps growing across reuse (a finished request has no stale heap entry left, since a preempted
+        # entry always ends before its readmission does, but nothing needs to rely on that).
+        self.free: list[int] = []
         self.gid: list[int] = []
         self.length: list[int] = []
         self.prompt: list[int] = []
@@ -81,17 +86,26 @@ class Engine:
         return self.live == 0 and not self.waiting
 
     def feed(self, gids: np.ndarray, lengths: np.ndarray, prompts: np.ndarray) -> None:
-        base = len(self.gid)
-        self.gid.extend(gids.tolist())
-        self.length.extend(lengths.tolist())
-        self.prompt.extend(prompts.tolist())
         n = gids.size
-        self.done_before.extend([0] * n)
-        self.c.extend([0.0] * n)
-        self.token.extend([0] * n)
-        self.alive.extend([False] * n)
-        self.admit_step.extend([0] * n)
-        self.waiting.extend(range(base, base + n))
+        reused = min(n, len(self.free))
+        ids = self.free[len(self.free) - reused:]
+        del self.free[len(self.free) - reused:]
+        for j, g, length, prompt in zip(ids, gids[:reused].tolist(), lengths[:reused].tolist(),
+                                        prompts[:reused].tolist()):
+            self.gid[j], self.length[j], self.prompt[j] = g, length, prompt
+            self.done_before[j], self.c[j], self.alive[j], self.admit_step[j] = 0, 0.0, False, 0
+        base = len(self.gid)
+        new = n - reused
+        self.gid.extend(gids[reused:].tolist())
+        self.length.extend(lengths[reused:].tolist())
+        self.prompt.extend(prompts[reused:].tolist())
+        self.done_before.extend([0] * new)
+        self.c.extend([0.0] * new)
+        self.token.extend([0] * new)
+        self.alive.extend([False] * new)
+        self.admit_step.extend([0] * new)
+        self.waiting.extend(ids)
+        self.waiting.extend(range(base, base + new))
         self.target = max(1, min(self.max_seqs, n))
 
     def fits_at_once(self, lengths: np.ndarray, prompts: np.ndarray) -> bool:
@@ -176,6 +190,7 @@ class Engine:
                 self.sum_c -= self.c[j]
                 self.finish_out[self.gid[j]] = self.t
                 self.finished.append(self.gid[j])
+                self.free.append(j)
                 finished_now = True
             if self.live == 0:
                 self.stack.clear()
