@@ -211,3 +211,21 @@ def test_eval_takes_prompts_and_observed_lengths_apart(data_and_model, prompts_a
     wrong = runner.invoke(app, ["predictor", "eval", str(two / "prompts.jsonl"), "--lengths", str(two / "strangers.jsonl")])
     assert wrong.exit_code == 3 and "no prompt id of strangers.jsonl" in wrong.stderr
     assert "--lengths-id-key" in wrong.stderr
+
+
+def test_quiet_leaves_stderr_empty_and_the_json_whole(data_and_model, tmp_path):
+    _, data, model, _ = data_and_model
+    loud = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--json"])
+    quiet = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--json", "-q"])
+    assert loud.exit_code == quiet.exit_code == 0, quiet.output
+    assert loud.stderr.strip() and not quiet.stderr.strip()
+    assert json.loads(quiet.stdout) == json.loads(loud.stdout)
+    prompts, _ = make_data(n_prompts=15)
+    prompt_file = tmp_path / "prompts.jsonl"
+    prompts.rename({"prompt_text": "prompt", "prompt_id": "id"}).select("id", "prompt").write_ndjson(prompt_file)
+    predicted = runner.invoke(app, ["predictor", "predict", str(prompt_file), "-o", str(tmp_path / "p.parquet"),
+                                    "--model", str(model), "--quiet"])
+    fitted = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(tmp_path / "m.skops"), "-q"])
+    assert predicted.exit_code == fitted.exit_code == 0, predicted.output + fitted.output
+    assert not predicted.stderr.strip() and not fitted.stderr.strip()
+    assert (tmp_path / "p.parquet").is_file() and (tmp_path / "m.skops").is_file()

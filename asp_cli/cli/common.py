@@ -99,7 +99,7 @@ def guarded() -> Iterator[None]:
             traceback.print_exc()
         say(
             f"Error: internal error ({type(exc).__name__}: {exc}); this is a bug in asp. "
-            "Rerun with --traceback and report it."
+            "Rerun as 'asp --traceback <command> ...' and report it."
         )
         raise typer.Exit(int(ExitCode.INTERNAL)) from None
     finally:

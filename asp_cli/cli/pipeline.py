@@ -88,7 +88,7 @@ def observe_command(
         summary = result.summary
         if not quiet:
             say(
-                f"{'Appended to' if append else 'Wrote'} {output}: {summary['rows_added']} samples of "
+                f"{'Appended to' if append and summary['history_rows'] > summary['rows_added'] else 'Wrote'} {output}: {summary['rows_added']} samples of "
                 f"{summary['prompts_observed']} prompts from {summary['logs'] - summary['logs_already_observed']} "
                 f"log(s); history now {summary['history_rows']} samples of {summary['history_prompts']} prompts"
             )

@@ -53,6 +53,7 @@ def fit_command(
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     json_output: bool = typer.Option(False, "--json", help="Print the model card as JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (warnings still are)."),
 ) -> None:
     """Train a length predictor on observed rollouts and write it as a skops file."""
     with guarded():
@@ -66,8 +67,9 @@ def fit_command(
         card = result.card
         if result.skipped_rows:
             say(f"skipped {result.skipped_rows} bad rows")
-        say(f"fitted on {card['training']['prompts']} prompts ({card['training']['samples']} samples) in "
-            f"{result.seconds:.1f} s; wrote {output}")
+        if not quiet:
+            say(f"fitted on {card['training']['prompts']} prompts ({card['training']['samples']} samples) in "
+                f"{result.seconds:.1f} s; wrote {output}")
         for warning in result.warnings:
             say(f"Warning: {warning}")
         if json_output:
@@ -92,6 +94,7 @@ def eval_command(
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows."),
     json_output: bool = typer.Option(False, "--json", help="Print all metrics as JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No report on stderr (warnings still are): with --json."),
 ) -> None:
     """Score a predictor on observed lengths: Kendall tau, Spearman, tail recall, log error, calibration."""
     with guarded():
@@ -105,9 +108,10 @@ def eval_command(
         result = evaluate_predictor(inputs, model=model, history=history, lengths=lengths, read=read,
                                     history_read=history_read, lengths_read=lengths_read,
                                     max_response_tokens=max_response_tokens)
-        say(format_report(result, f"model {result['model']}: {result['overall']['prompts']} prompts, "
-                                  f"{result['samples']} samples"))
-        _say_calibration(result.get("history"))
+        if not quiet:
+            say(format_report(result, f"model {result['model']}: {result['overall']['prompts']} prompts, "
+                                      f"{result['samples']} samples"))
+            _say_calibration(result.get("history"))
         for warning in result["warnings"]:
             say(f"Warning: {warning}")
         if json_output:
@@ -134,6 +138,7 @@ def predict_command(
     ray: bool = typer.Option(False, "--ray", help="Read and predict on Ray Data, one predictions file per input in the folder -o (needs pip install 'asp-cli[ray]')."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --ray: the cluster to join ('auto', or HOST:PORT); default: a local Ray."),
     workers: Optional[int] = typer.Option(None, "--workers", help="With --ray: actors (models in memory) at once; default: one per input, at most the CPUs."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (warnings still are)."),
 ) -> None:
     """Write per-prompt length predictions (prompt_id, predicted_tokens, quantiles) to Parquet."""
     with guarded():
@@ -145,16 +150,17 @@ def predict_command(
             _predict_on_ray(inputs, output, model=model, history=history, read=read, ray=ray,
                             ray_address=ray_address, workers=workers, samples_per_prompt=samples_per_prompt,
                             max_response_tokens=max_response_tokens, plan_with=plan_with, force=force,
-                            json_output=json_output)
+                            json_output=json_output, quiet=quiet)
             return
         result = predict_file(inputs, output, model=model, history=history, read=read,
                               samples_per_prompt=samples_per_prompt, max_response_tokens=max_response_tokens,
                               plan_with=plan_with, force=force)
         info = result.info
-        say(f"wrote {result.table.height} predictions to {output} ({info.prompts_from_history} from history, "
-            f"{info.prompts_from_model} from the model" + (", corrected by the history)" if info.prompts_from_history
-                                                          else ")"))
-        _say_calibration(info.details.get("history"))
+        if not quiet:
+            say(f"wrote {result.table.height} predictions to {output} ({info.prompts_from_history} from history, "
+                f"{info.prompts_from_model} from the model"
+                + (", corrected by the history)" if info.prompts_from_history else ")"))
+            _say_calibration(info.details.get("history"))
         if json_output:
             emit_json({"output": str(output), "prompts": result.table.height, "predictor": info.predictor_name,
                        "predictor_fingerprint": info.predictor_fingerprint,
@@ -163,7 +169,7 @@ def predict_command(
 
 
 def _predict_on_ray(inputs, output, *, model, history, read, ray, ray_address, workers, samples_per_prompt,
-                    max_response_tokens, plan_with, force, json_output) -> None:
+                    max_response_tokens, plan_with, force, json_output, quiet=False) -> None:
     from asp_cli.errors import SettingsError
     from asp_cli.predict.on_ray import predict_with_ray
 
@@ -175,9 +181,10 @@ def _predict_on_ray(inputs, output, *, model, history, read, ray, ray_address, w
     result = predict_with_ray(inputs, output, model=model, read=read, samples_per_prompt=samples_per_prompt,
                               max_response_tokens=max_response_tokens, plan_with=plan_with, workers=workers,
                               address=ray_address, force=force)
-    say(f"wrote {result.prompts} predictions to {len(result.files)} file(s) in {output} "
-        f"({result.info.details['ray_workers']} Ray workers); plan from them with "
-        f"asp schedule INPUTS --predictions {output}/predictions-*.parquet")
+    if not quiet:
+        say(f"wrote {result.prompts} predictions to {len(result.files)} file(s) in {output} "
+            f"({result.info.details['ray_workers']} Ray workers); plan from them with "
+            f"asp schedule INPUTS --predictions {output}/predictions-*.parquet")
     if json_output:
         emit_json({"output": str(output), "files": [str(f) for f in result.files], "prompts": result.prompts,
                    "skipped_rows": result.skipped_rows, "predictor": result.info.predictor_name,
@@ -196,6 +203,7 @@ def _say_calibration(calibration: dict | None) -> None:
 def info_command(
     model: Optional[Path] = typer.Argument(None, help="A model file; default: the bundled one."),
     json_output: bool = typer.Option(False, "--json", help="Print the model card as JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (warnings still are)."),
 ) -> None:
     """Show a model file's card: feature set, training data, library versions, evaluation figures."""
     with guarded():
