@@ -16,8 +16,8 @@ def register(app: typer.Typer) -> None:
 
 
 def export_command(
-    schedule: Path = typer.Argument(..., help="The schedule (.parquet) `asp schedule` wrote."),
-    dataset: list[Path] = typer.Argument(..., help="The prompt file(s) the schedule was made from, in the same order."),
+    schedule: Path = typer.Argument(..., metavar="SCHEDULE", help="The schedule (.parquet) `asp schedule` wrote."),
+    dataset: list[Path] = typer.Argument(..., metavar="DATASET", help="The prompt file(s) the schedule was made from, in the same order."),
     output: Path = output_option("--output", "-o", help="The ordered dataset to write (.parquet or .jsonl)."),
     format: str = typer.Option("parquet", "--format", "-f", help="parquet, jsonl, or verl (Parquet in verl's RLHFDataset layout)."),  # noqa: A002
     epoch: Optional[int] = typer.Option(None, "--epoch", help="Export one epoch (0-based); default all, one after the other."),
@@ -60,10 +60,10 @@ def export_command(
 
 
 def observe_command(
-    logs: list[Path] = typer.Argument(..., help="Rollout logs: prompt id + response token count per sample (.jsonl, .json, .parquet, .csv), or verl generation dumps."),
+    logs: list[Path] = typer.Argument(..., metavar="LOGS", help="Rollout logs: prompt id + response token count per sample (.jsonl, .json, .parquet, .csv), or verl generation dumps."),
     output: Path = output_option("--output", "-o", help="The history file (.parquet) to write or append to."),
     schedule: Optional[Path] = typer.Option(None, "--schedule", help="The schedule the rollouts replayed: ids outside it are unknown."),
-    dataset: list[Path] = typer.Option([], "--dataset", help="The prompt file(s): ids outside them are unknown; needed for verl dumps (repeatable)."),
+    dataset: list[Path] = typer.Option([], "--dataset", metavar="<path>", help="The prompt file(s): ids outside them are unknown; needed for verl dumps (repeatable)."),
     append: bool = typer.Option(False, "--append", help="Add to an existing history (a log already in it is not added twice)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing history (without --append)."),
     epoch: Optional[int] = typer.Option(None, "--epoch", help="Epoch to record for rows whose log has no 'epoch' column."),

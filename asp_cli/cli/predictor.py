@@ -35,9 +35,9 @@ def register(app: typer.Typer) -> None:
 
 @predictor_app.command("fit")
 def fit_command(
-    inputs: list[Path] = typer.Argument(..., help=_DATA_HELP + " With --history: prompt files, as for `asp schedule`."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help=_DATA_HELP + " With --history: prompt files, as for `asp schedule`."),
     output: Path = output_option("--output", "-o", help="The model file to write (.skops)."),
-    history: list[Path] = typer.Option([], "--history", help="Observed lengths of the prompts in INPUTS (as `asp observe` writes them; repeatable), joined to them by prompt id."),
+    history: list[Path] = typer.Option([], "--history", metavar="<path>", help="Observed lengths of the prompts in INPUTS (as `asp observe` writes them; repeatable), joined to them by prompt id."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
@@ -78,12 +78,12 @@ def fit_command(
 
 @predictor_app.command("eval")
 def eval_command(
-    inputs: list[Path] = typer.Argument(..., help=_DATA_HELP + " With --lengths: prompt files, as for `asp schedule`."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help=_DATA_HELP + " With --lengths: prompt files, as for `asp schedule`."),
     model: Optional[Path] = typer.Option(None, "--model", help="A model file; default: the bundled one."),
-    lengths: list[Path] = typer.Option([], "--lengths", help="The observed lengths to score against, for prompt files in INPUTS (a rollout log or `asp observe`'s history; repeatable), joined by prompt id."),
+    lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", help="The observed lengths to score against, for prompt files in INPUTS (a rollout log or `asp observe`'s history; repeatable), joined by prompt id."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in --lengths files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The length column in --lengths files."),
-    history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs, folded into the prediction as `asp schedule --history` does (repeatable)."),
+    history: list[Path] = typer.Option([], "--history", metavar="<path>", help="Observed lengths from earlier epochs, folded into the prediction as `asp schedule --history` does (repeatable)."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
@@ -120,10 +120,10 @@ def eval_command(
 
 @predictor_app.command("predict")
 def predict_command(
-    inputs: list[Path] = typer.Argument(..., help="Prompt files, as for `asp schedule`."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help="Prompt files, as for `asp schedule`."),
     output: Path = output_option("--output", "-o", help="The predictions to write (.parquet)."),
     model: Optional[Path] = typer.Option(None, "--model", help="A model file; default: the bundled one."),
-    history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs (repeatable)."),
+    history: list[Path] = typer.Option([], "--history", metavar="<path>", help="Observed lengths from earlier epochs (repeatable)."),
     samples_per_prompt: int = typer.Option(_DEFAULT.samples_per_prompt, "--samples-per-prompt", "-n", help="Samples per prompt (GRPO group size N)."),
     max_response_tokens: int = typer.Option(_DEFAULT.max_response_tokens, "--max-response-tokens", help="The generation cap in tokens."),
     plan_with: str = typer.Option(_DEFAULT.plan_with, "--plan-with", help="predicted_tokens is the group 'max' or the 'mean'."),
@@ -201,7 +201,7 @@ def _say_calibration(calibration: dict | None) -> None:
 
 @predictor_app.command("info")
 def info_command(
-    model: Optional[Path] = typer.Argument(None, help="A model file; default: the bundled one."),
+    model: Optional[Path] = typer.Argument(None, metavar="MODEL", help="A model file; default: the bundled one."),
     json_output: bool = typer.Option(False, "--json", help="Print the model card as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (warnings still are)."),
 ) -> None:
@@ -212,14 +212,16 @@ def info_command(
         card = predictor_info(model)
         path = card["file"]
         training = card["training"]
-        say(f"{path}\n  format version {card['format_version']}, features {card['feature_set']} "
-            f"({len(card['features'])} dense + {card['vocabulary_size']} words"
-            + (f" + 2^{card['char_ngrams']['hash_bits']} hashed character n-grams" if "char_ngrams" in card else "")
-            + ")\n"
-            f"  trained on {training['prompts']} prompts, {training['samples']} samples; {training['fingerprint']}\n"
-            f"  versions: " + ", ".join(f"{k} {v}" for k, v in card["versions"].items()))
-        if "evaluation" in card:
-            say("  evaluation: " + ", ".join(f"{k} {v}" for k, v in card["evaluation"].items()))
+        if not quiet:
+            say(f"{path}\n  format version {card['format_version']}, features {card['feature_set']} "
+                f"({len(card['features'])} dense + {card['vocabulary_size']} words"
+                + (f" + 2^{card['char_ngrams']['hash_bits']} hashed character n-grams" if "char_ngrams" in card else "")
+                + ")\n"
+                f"  trained on {training['prompts']} prompts, {training['samples']} samples (training data "
+                f"{training['fingerprint']})\n  file {card['file_fingerprint']} (what asp report shows as the predictor)\n"
+                f"  versions: " + ", ".join(f"{k} {v}" for k, v in card["versions"].items()))
+            if "evaluation" in card:
+                say("  evaluation: " + ", ".join(f"{k} {v}" for k, v in card["evaluation"].items()))
         if json_output:
             emit_json(card)
 

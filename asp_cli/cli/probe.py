@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 
 
 def probe_command(
-    inputs: list[Path] = typer.Argument(..., help="Prompt files, as for `asp schedule`."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help="Prompt files, as for `asp schedule`."),
     output: Path = output_option("--output", "-o", help="The probe to write: .jsonl or .parquet (the input's own rows)."),
     fraction: Optional[float] = typer.Option(None, "--fraction", help="Share of the prompts to probe, in (0, 1]; default 0.02."),
     prompts: Optional[int] = typer.Option(None, "--prompts", help="Probe exactly this many prompts (instead of --fraction)."),

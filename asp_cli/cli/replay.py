@@ -54,9 +54,9 @@ def _live_settings(servers: str, *, engine: str, max_in_flight: Optional[int], n
 
 
 def replay_command(
-    schedule: Path = typer.Argument(..., help="A schedule written by `asp schedule` (.parquet)."),
-    datasets: list[Path] = typer.Argument(None, help="The prompt file(s) the schedule was made from (or --synthetic-prompts)."),
-    lengths: list[Path] = typer.Option([], "--lengths", help="Observed response lengths to force (same formats and columns as --history; repeatable). Prompts without any replay lengths sampled around their predictions."),
+    schedule: Path = typer.Argument(..., metavar="SCHEDULE", help="A schedule written by `asp schedule` (.parquet)."),
+    datasets: list[Path] = typer.Argument(None, metavar="DATASETS", help="The prompt file(s) the schedule was made from (or --synthetic-prompts)."),
+    lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", help="Observed response lengths to force (same formats and columns as --history; repeatable). Prompts without any replay lengths sampled around their predictions."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
@@ -193,7 +193,7 @@ def _summary(document: dict, output: Optional[Path]) -> str:
 
 
 def calibrate_command(
-    timeline: Optional[Path] = typer.Argument(None, help="A timeline written by `asp replay -o` (or use --servers)."),
+    timeline: Optional[Path] = typer.Argument(None, metavar="TIMELINE", help="A timeline written by `asp replay -o` (or use --servers)."),
     output: Path = output_option("--output", "-o", help="The preset JSON to write (for --preset of asp schedule/simulate)."),
     base: Optional[str] = typer.Option(None, "--base", help="The preset the fit starts from and whose hardware figures it keeps (name or JSON file); default: the timeline's."),
     servers: Optional[str] = typer.Option(None, "--servers", help="Measure a short probe run of your own on these servers (comma-separated base URLs) instead of a timeline."),

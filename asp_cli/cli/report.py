@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
 
 
 def report_command(
-    schedule: Path = typer.Argument(..., help="A schedule file written by `asp schedule`."),
+    schedule: Path = typer.Argument(..., metavar="SCHEDULE", help="A schedule file written by `asp schedule`."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON document on stdout."),
     html: Optional[Path] = output_option("--html", default=None, help="Write a self-contained HTML page with plots here."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --html file."),

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
 
 def schedule_command(
-    inputs: list[Path] = typer.Argument(..., help="Prompt files: .jsonl, .json, .parquet or .csv (optionally .gz)."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help="Prompt files: .jsonl, .json, .parquet or .csv (optionally .gz)."),
     output: Path = output_option("--output", "-o", help="The schedule to write (.parquet)."),
     instances: int = typer.Option(_DEFAULT.instances, "--instances", "-k", help="Rollout instances (engines) K."),
     samples_per_prompt: int = typer.Option(_DEFAULT.samples_per_prompt, "--samples-per-prompt", "-n", help="Samples per prompt (GRPO group size N)."),
@@ -48,8 +48,8 @@ def schedule_command(
     arrangement: str = typer.Option(_DEFAULT.arrangement, "--arrangement", help="'auto' tries interleave, long-first, short-first, shuffle and per-step (a shuffle's train batches, each planned longest first) in asp's simulator and keeps the fastest; or name one."),
     trainer: str = typer.Option(_DEFAULT.trainer, "--trainer", help="How the trainer takes groups: 'arrival' (the next train batch of finished groups) or 'schedule' (the groups train_step assigns: stratified by length; per-step keeps a shuffle's batches, a plain sort its arrival order)."),
     predictor: Optional[Path] = typer.Option(None, "--predictor", help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
-    predictions: list[Path] = typer.Option([], "--predictions", help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
-    history: list[Path] = typer.Option([], "--history", help="Observed lengths from earlier epochs (repeatable)."),
+    predictions: list[Path] = typer.Option([], "--predictions", metavar="<path>", help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
+    history: list[Path] = typer.Option([], "--history", metavar="<path>", help="Observed lengths from earlier epochs (repeatable)."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),

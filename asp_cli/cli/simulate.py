@@ -20,8 +20,8 @@ def register(app: typer.Typer) -> None:
 
 
 def simulate_command(
-    schedule: Path = typer.Argument(..., help="A schedule written by `asp schedule` (.parquet)."),
-    lengths: list[Path] = typer.Option([], "--lengths", help="Observed response lengths (same formats and columns as --history; repeatable). Without them lengths are sampled around the predictions."),
+    schedule: Path = typer.Argument(..., metavar="SCHEDULE", help="A schedule written by `asp schedule` (.parquet)."),
+    lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", help="Observed response lengths (same formats and columns as --history; repeatable). Without them lengths are sampled around the predictions."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
