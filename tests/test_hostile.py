@@ -745,3 +745,22 @@ def test_tokenizer_and_benchmark_json_are_checked_for_depth(tmp_path):
         read_ndjson(problems)
     problems.write_text('{"id": 1, "problem": "q"}\n')
     assert read_ndjson(problems).height == 1
+
+
+@pytest.mark.parametrize("odd, bad", [(42, True), ({"x": 1}, True), ("plain text", False)])
+def test_one_odd_prompt_among_chat_lists_is_its_own_row(tmp_path, odd, bad):
+    # A column of mixed kinds: every chat list is read, text stays text, and only the odd row is bad, named by
+    # its own line; skipping it keeps the others (before, every chat row was tagged bad and line 1 named).
+    rows = [{"id": f"p{i}", "prompt": [{"role": "user", "content": f"question {i}"}]} for i in range(6)]
+    rows[3]["prompt"] = odd
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if bad:
+        with pytest.raises(InputError, match=r"mixed\.jsonl:4: column 'prompt'"):
+            read_prompts([path])
+        frame, report = read_prompts([path], ReadOptions(on_bad_row="skip"))
+        assert frame["prompt_id"].to_list() == ["p0", "p1", "p2", "p4", "p5"]
+    else:
+        frame, _ = read_prompts([path])
+        assert frame.height == 6 and frame["prompt_text"][3] == "plain text"
+        assert frame["prompt_text"][0] == "question 0"

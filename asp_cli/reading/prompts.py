@@ -67,8 +67,11 @@ def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Serie
     if dtype == pl.String:
         col = pl.col(column)
         chat_like = col.str.strip_prefix("\x00json:").str.strip_chars_start().str.starts_with("[")
+        # Chat lists as JSON text, or chat lists in a column of mixed kinds (the reader tags each non-text JSON
+        # value): the chat rows are parsed, text stays text, and only the other rows are bad.
         if column.lower() == "messages" or frame.select(
             col.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()
+            | (col.str.starts_with("\x00json:") & chat_like).fill_null(False).any()
         ).item():
             return _chat_json_text(frame[column], chat_like_all=frame.select(chat_like.fill_null(False)).to_series())
         out = frame.select(col.alias("t"), (col.is_null() | col.str.starts_with("\x00json:")).alias("b"))
