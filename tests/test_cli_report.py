@@ -127,7 +127,8 @@ def test_html_is_written_and_never_overwritten_without_force(schedules, tmp_path
     out = tmp_path / "report.html"
     result = run(schedules / "a.parquet", "--html", out, "-q")
     assert result.exit_code == 0 and out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-    assert f"Wrote {out}" in result.stderr
+    assert not result.stderr.strip()  # -q: no summary, "Wrote" included
+    assert f"Wrote {out}" in run(schedules / "a.parquet", "--html", out, "--force").stderr
     first = out.read_bytes()
     out.write_text("keep me")
     result = run(schedules / "a.parquet", "--html", out)

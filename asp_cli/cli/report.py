@@ -78,7 +78,8 @@ def report_command(
 
             write_text_atomic(html, render_html(result.report, checks=result.checks, comparison=result.comparison),
                               replace=force)
-            say(f"Wrote {html}")
+            if not quiet:
+                say(f"Wrote {html}")
         if json_output:
             emit_json(result.document())
         elif not quiet:
