@@ -87,8 +87,9 @@ def observe_command(
                          read=read, unknown_ids=unknown_ids)
         summary = result.summary
         if not quiet:
+            appended = append and summary["history_rows"] > summary["rows_added"]  # a new file is written, not added to
             say(
-                f"{'Appended to' if append and summary['history_rows'] > summary['rows_added'] else 'Wrote'} {output}: {summary['rows_added']} samples of "
+                f"{'Appended to' if appended else 'Wrote'} {output}: {summary['rows_added']} samples of "
                 f"{summary['prompts_observed']} prompts from {summary['logs'] - summary['logs_already_observed']} "
                 f"log(s); history now {summary['history_rows']} samples of {summary['history_prompts']} prompts"
             )
