@@ -131,6 +131,18 @@ def test_verl_generation_dump_is_matched_through_the_dataset(built, tmp_path):  
     assert any("estimated" in w for w in result.warnings)
 
 
+def test_a_bad_dataset_row_follows_on_bad_row(tmp_path):
+    dataset = write_jsonl(tmp_path / "ds.jsonl", [{"id": "a", "prompt": "hello"}, {"id": "b", "prompt": 5},
+                                                  {"id": "c", "prompt": "x"}])
+    log = write_jsonl(tmp_path / "log.jsonl", [{"id": "a", "response_tokens": 10}, {"id": "b", "response_tokens": 3}])
+    with pytest.raises(InputError, match=r"ds\.jsonl:2: column 'prompt' is not text"):
+        observe([log], None, dataset=[dataset])
+    result = observe([log], None, dataset=[dataset], read=replace(OBSERVE_READ, on_bad_row="skip"))
+    assert result.added["prompt_id"].to_list() == ["a"]  # b's row is bad in the dataset, so b is unknown
+    assert result.summary["unknown_ids"] == 1
+    assert any("skipped 1 bad rows of the dataset" in w and "ds.jsonl:2" in w for w in result.warnings)
+
+
 def test_append_to_a_file_that_is_not_a_history(tmp_path):
     other = tmp_path / "other.parquet"
     pl.DataFrame({"a": [1]}).write_parquet(other)

@@ -186,6 +186,23 @@ def test_csv_lengths_with_overrides(tmp_path):
     assert frame["response_tokens"].to_list() == [5, 7]
 
 
+def test_csv_ids_stay_text_with_their_leading_zeros(tmp_path):
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    path = tmp_path / "p.csv"
+    path.write_text("id,prompt\n001,hello there\n01,how are you\n1,what now\n")
+    expected = ["001", "01", "1"]  # three ids, none a duplicate of another
+    assert read_prompts([path])[0]["prompt_id"].to_list() == expected
+    assert read_prompts_streamed([path], batch_bytes=16)[0]["prompt_id"].to_list() == expected
+    renamed = tmp_path / "q.csv"
+    renamed.write_text("key,prompt\n007,a\n7,b\n")
+    assert read_prompts([renamed], ReadOptions(id_key="key"))[0]["prompt_id"].to_list() == ["007", "7"]
+    lengths = tmp_path / "h.csv"
+    lengths.write_text("uid,response_tokens\n007,5\n7,6\n")
+    frame, _ = read_lengths([lengths])
+    assert frame["prompt_id"].to_list() == ["007", "7"] and frame["response_tokens"].to_list() == [5, 6]
+
+
 def test_dictionary_encoded_parquet_text_is_text(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -167,7 +167,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
                                "ambiguous_matches": 0, "log_formats": {}}
-    known, cap = _known_ids(schedule, dataset)
+    prompts = _read_dataset(dataset, read.on_bad_row, warnings) if dataset else None
+    known, cap = _known_ids(schedule, prompts)
     seen_prints = {entry.get("fingerprint") for entry in seen}
     parts: list[pl.DataFrame] = []
     ingested: list[dict[str, Any]] = []
@@ -180,7 +181,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             warnings.append(f"{path}: already in the history (same bytes); not added again")
             continue
         seen_prints.add(fingerprint)
-        part, kind = _read_log(path, dataset, read, summary)
+        part, kind = _read_log(path, prompts, read, summary)
         summary["log_formats"][kind] = summary["log_formats"].get(kind, 0) + 1
         part = part.with_columns(
             pl.col("epoch").fill_null(pl.lit(epoch, dtype=pl.Int32)) if epoch is not None else pl.col("epoch"),
@@ -292,14 +293,14 @@ def _empty() -> pl.DataFrame:
 
 def _read_log(
     path: Path,
-    dataset: list[Path],
+    dataset: _Dataset | None,
     read: ReadOptions,
     summary: dict[str, Any],
 ) -> tuple[pl.DataFrame, str]:
     """One log's samples and its kind (`LOG_FORMATS`)."""
     from asp_cli.reading import read_lengths, read_table
 
-    frame = read_table(path, on_bad_row=read.on_bad_row)
+    frame = read_table(path, on_bad_row=read.on_bad_row, text_columns=read.text_keys)
     kind = _log_format(path, frame, read)
     if kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None:
         return _read_verl_dump(path, frame, dataset, read.tokenizer, summary), kind
@@ -348,20 +349,18 @@ def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
 def _read_verl_dump(
     path: Path,
     frame: pl.DataFrame,
-    dataset: list[Path],
+    dataset: _Dataset | None,
     tokenizer: str | Path | None,
     summary: dict[str, Any],
 ) -> pl.DataFrame:
     """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens."""
-    from asp_cli.reading import read_table
-
-    if not dataset:
+    if dataset is None:
         raise InputError(
             f"{path}: a verl generation dump (input/output text, no prompt id); pass --dataset with the prompt "
             "file(s) so asp can match inputs to prompt ids, or log prompt ids and token counts instead"
         )
     columns = {c.lower(): c for c in frame.columns}
-    matcher = _PromptMatcher(_prompt_contents(dataset, read_table))
+    matcher = _PromptMatcher(_prompt_contents(dataset))
     inputs = frame[columns["input"]].cast(pl.String).to_list()
     outputs = frame[columns["output"]].cast(pl.String).to_list()
     ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
@@ -422,19 +421,40 @@ def _read_verl_generations(
     return result.with_columns(pl.lit(None, pl.Boolean).alias("truncated"), pl.lit(None, pl.Int32).alias("epoch"))
 
 
-def _prompt_contents(dataset: list[Path], read_table: Any) -> list[tuple[str, str]]:
-    """(text of the last message, prompt id) per dataset prompt: what a chat template wraps last."""
+@dataclass(frozen=True)
+class _Dataset:
+    """The ``--dataset`` prompt files, read once: their prompts and what the read found."""
+
+    paths: list[Path]
+    prompts: pl.DataFrame
+    report: Any  # reading.ReadReport
+    on_bad_row: str
+
+
+def _read_dataset(paths: list[Path], on_bad_row: str, warnings: list[str]) -> _Dataset:
+    """The dataset's prompts, its bad rows handled as ``--on-bad-row`` says (an error names the file and line)."""
     from asp_cli.reading import read_prompts
 
-    prompts, report = read_prompts(dataset, ReadOptions(on_bad_row="skip"))
+    prompts, report = read_prompts(paths, ReadOptions(on_bad_row=on_bad_row))
+    if report.skipped_rows:
+        warnings.append(f"skipped {report.skipped_rows} bad rows of the dataset (--on-bad-row skip), e.g. "
+                        f"{'; '.join(report.skipped_examples[:3])}; log rows naming their ids count as unknown")
+    return _Dataset(paths, prompts, report, on_bad_row)
+
+
+def _prompt_contents(dataset: _Dataset) -> list[tuple[str, str]]:
+    """(text of the last message, prompt id) per dataset prompt: what a chat template wraps last."""
+    from asp_cli.reading import read_table
+
+    prompts, report = dataset.prompts, dataset.report
     texts = prompts[C.PROMPT_TEXT].to_list()
     multi = prompts.filter(pl.col(C.N_MESSAGES) > 1)
     if multi.height:
         # A chat list is joined by newlines in prompt_text; take its last message from the file instead.
         last: dict[int, str] = {}
         offset = 0
-        for path in dataset:
-            raw = read_table(path, on_bad_row="skip")
+        for path in dataset.paths:
+            raw = read_table(path, on_bad_row=dataset.on_bad_row)  # type: ignore[arg-type]
             column = report.columns_used.get(str(path), {}).get("prompt")
             dtype = raw.schema.get(column) if column else None
             if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
@@ -512,7 +532,7 @@ def _count_tokens(texts: list[str | None], tokenizer: str | Path | None) -> list
     return [None if t is None else len(next(encoded).ids) for t in texts]
 
 
-def _known_ids(schedule: str | Path | None, dataset: list[Path]) -> tuple[set[str] | None, int | None]:
+def _known_ids(schedule: str | Path | None, dataset: _Dataset | None) -> tuple[set[str] | None, int | None]:
     """Ids a row may name (None: any) and the schedule's generation cap."""
     known: set[str] | None = None
     cap = None
@@ -522,11 +542,8 @@ def _known_ids(schedule: str | Path | None, dataset: list[Path]) -> tuple[set[st
         sched = read_schedule(Path(schedule))
         known = set(sched.frame["prompt_id"].unique().to_list())
         cap = sched.settings.get("max_response_tokens")
-    if dataset:
-        from asp_cli.reading import read_prompts
-
-        prompts, _ = read_prompts(dataset, ReadOptions(on_bad_row="skip"))
-        ids = set(prompts[C.PROMPT_ID].to_list())
+    if dataset is not None:
+        ids = set(dataset.prompts[C.PROMPT_ID].to_list())
         known = ids if known is None else known & ids
     return known, (int(cap) if cap is not None else None)
 

@@ -51,7 +51,7 @@ def read_observations(
     for path in paths:
         path = Path(path)
         fmt, _ = file_format(path)
-        frame = read_table(path, on_bad_row=read.on_bad_row, report=report)
+        frame = read_table(path, on_bad_row=read.on_bad_row, report=report, text_columns=read.text_keys)
         id_col = find_column(frame, C.ID_KEYS, read.id_key, what="id", flag="--id-key", path=path, required=False)
         if id_col is None:
             id_col = "\x00row_id"

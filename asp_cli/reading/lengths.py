@@ -40,7 +40,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     for path in paths:
         path = Path(path)
         fmt, _ = file_format(path)
-        frame = read_table(path, on_bad_row=options.on_bad_row, report=report)
+        frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         id_col = find_column(frame, C.ID_KEYS, options.length_id_key, what="prompt id", flag=options.length_id_flag,
                              path=path)
         length_col = find_column(frame, C.LENGTH_KEYS, options.length_key, what="response length",

@@ -50,5 +50,10 @@ class ReadOptions:
     def skip_bad_rows(self) -> bool:
         return self.on_bad_row == "skip"
 
+    @property
+    def text_keys(self) -> tuple[str, ...]:
+        """The columns named by these options that hold ids or prompts: a CSV reader reads them as text."""
+        return tuple(k for k in (self.prompt_key, self.id_key, self.length_id_key) if k is not None)
+
 
 DEFAULT_READ = ReadOptions()

@@ -194,7 +194,7 @@ def read_prompts(
     for path in paths:
         path = Path(path)
         fmt, _ = file_format(path)
-        frame = read_table(path, on_bad_row=options.on_bad_row, report=report)
+        frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         part = extract_prompts(frame, path, fmt, options.prompt_key, options.id_key, options.on_bad_row, report,
                                offset)
         offset += frame.height

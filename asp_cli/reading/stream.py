@@ -44,6 +44,8 @@ from asp_cli.reading.tables import (
     _mismatch,
     _sniff,
     check_parquet_footer,
+    csv_separator,
+    csv_text_schema,
     file_format,
     find_column,
     input_file_errors,
@@ -135,7 +137,7 @@ def read_prompts_streamed(
         except _ReadWhole:
             report.skipped_rows, report.skipped_examples = saved
             state = _FileState()
-            frame = read_table(path, on_bad_row=options.on_bad_row, report=report)
+            frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
             _take(state, frame, None, path, fmt, options, report, offset, keep, whole=True)
             if state.error is not None:
                 raise state.error from None
@@ -270,7 +272,7 @@ def _batches(path: Path, fmt: str, gzipped: bool, options: ReadOptions, report: 
     if fmt == "jsonl":
         yield from _jsonl_batches(path, source, options, report, batch_bytes)
     else:
-        yield from _csv_batches(path, source, batch_bytes)
+        yield from _csv_batches(path, source, batch_bytes, options.text_keys)
 
 
 class _ByteSource:
@@ -416,12 +418,14 @@ def _jsonl_locator(path: Path, frame: pl.DataFrame, block: bytes, first_line: in
     return locate
 
 
-def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int) -> Iterator[tuple[pl.DataFrame, None]]:
+def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int,
+                 text_columns: Sequence[str]) -> Iterator[tuple[pl.DataFrame, None]]:
     import numpy as np
 
     header = b""
     separator = ","
     schema = None
+    text_schema: dict = {}
     line = 1
     pending = b""
     for block in _first_block(path, _line_blocks(source.pieces(), batch_bytes), "CSV"):
@@ -430,7 +434,8 @@ def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int) -> Iterator[
             header = block[: cut + 1] if cut >= 0 else block + b"\n"
             block = block[len(header):] if cut >= 0 else b""
             _check_utf8(path, header, line)
-            separator = _csv_separator(path, header)
+            separator = csv_separator(path, header)
+            text_schema = csv_text_schema(header, separator, text_columns)
             line += 1
         data = pending + block
         # Cut at the last newline outside quotes (RFC 4180 quotes may hold newlines): an even count of quotes
@@ -445,28 +450,21 @@ def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int) -> Iterator[
             pending = records + pending  # the first batch holds the rows that decide the types
             continue
         if records:
-            frame, schema = _parse_csv(path, header, records, separator, schema, line)
+            frame, schema = _parse_csv(path, header, records, separator, schema or text_schema, line)
             line += records.count(b"\n")
             yield frame, None
     if pending:  # the last records (the first batch too, when the file holds fewer than 10,000 rows)
-        frame, schema = _parse_csv(path, header, pending, separator, schema, line)
+        frame, schema = _parse_csv(path, header, pending, separator, schema or text_schema, line)
         yield frame, None
 
 
-def _csv_separator(path: Path, header: bytes) -> str:
-    separator = "\t" if ".tsv" in [s.lower() for s in Path(path).suffixes] else ","
-    if separator == "," and b"," not in header:
-        for other in (b";", b"\t"):
-            if other in header:
-                return other.decode()
-    return separator
-
-
 def _parse_csv(path: Path, header: bytes, records: bytes, separator: str, schema, line: int):
+    """One batch of records; ``schema`` is the first batch's (all columns), or the text columns before it."""
     _check_utf8(path, records, line)
     try:
-        if schema is None:
-            frame = pl.read_csv(io.BytesIO(header + records), separator=separator, infer_schema_length=_CSV_INFER_ROWS)
+        if not isinstance(schema, pl.Schema):
+            frame = pl.read_csv(io.BytesIO(header + records), separator=separator, infer_schema_length=_CSV_INFER_ROWS,
+                                schema_overrides=schema)
         else:
             frame = pl.read_csv(io.BytesIO(header + records), separator=separator, schema=schema)
     except pl.exceptions.PolarsError as exc:

@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
@@ -33,6 +34,9 @@ LINE = "\x00line"  # hidden column: the 1-based source line of a row read by the
 BAD_ROW_FIX = "fix the row, or pass --on-bad-row skip to skip bad rows"
 FILE_ROW = "\x00file_row"  # hidden column: a prompt's 0-based row within its own file, for messages
 CHAT_CONTENT = "content"  # a chat message's text field
+# CSV carries no types and Polars infers them, which would read the id `001` as the number 1 (and `01` beside
+# `1` as a duplicate): the columns that can hold an id or a prompt are read as text.
+_CSV_TEXT_KEYS = frozenset(k.lower() for k in (*C.ID_KEYS, *C.PROMPT_KEYS))
 
 
 @dataclass
@@ -184,10 +188,12 @@ def _check_utf8(path: Path, data: bytes, first_line: int = 1) -> None:
         ) from None
 
 
-def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport | None = None) -> pl.DataFrame:
+def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport | None = None,
+               text_columns: Sequence[str] = ()) -> pl.DataFrame:
     """Read a whole file into a frame of the user's own columns, choosing the reader by the file name.
 
-    Malformed JSON lines raise, or are skipped and counted in ``report`` when ``on_bad_row="skip"``.
+    Malformed JSON lines raise, or are skipped and counted in ``report`` when ``on_bad_row="skip"``. A CSV
+    file's id and prompt columns (by their usual names, and ``text_columns``) are read as text.
 
     Raises
     ------
@@ -206,7 +212,7 @@ def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport
         return _read_jsonl(path, data, on_bad_row, report)
     if fmt == "json":
         return _read_json_array(path, data)
-    return _read_csv(path, data)
+    return _read_csv(path, data, text_columns)
 
 
 def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
@@ -435,18 +441,34 @@ def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
     return _records_to_frame(value)
 
 
-def _read_csv(path: Path, data: bytes) -> pl.DataFrame:
-    _check_utf8(path, data)
-    separator = "\t" if Path(path).suffixes and ".tsv" in [s.lower() for s in Path(path).suffixes] else ","
-    header = data[: data.find(b"\n") if b"\n" in data else len(data)]
+def csv_separator(path: Path, header: bytes) -> str:
+    """The separator of a CSV file, from its name and its header line."""
+    separator = "\t" if ".tsv" in [s.lower() for s in Path(path).suffixes] else ","
     if separator == "," and b"," not in header:
         # Spreadsheet exports in many locales separate with ';', and some tools with tabs: take the header's.
         for other in (b";", b"\t"):
             if other in header:
-                separator = other.decode()
-                break
+                return other.decode()
+    return separator
+
+
+def csv_text_schema(header: bytes, separator: str, text_columns: Sequence[str] = ()) -> dict[str, Any]:
+    """The columns of a CSV header to read as text: those named like an id or a prompt, and ``text_columns``."""
     try:
-        frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000)
+        names = pl.read_csv(io.BytesIO(header), separator=separator, n_rows=0).columns
+    except pl.exceptions.PolarsError:
+        return {}  # the read itself then names the problem
+    extra = set(text_columns)
+    return {name: pl.String for name in names if name.lower() in _CSV_TEXT_KEYS or name in extra}
+
+
+def _read_csv(path: Path, data: bytes, text_columns: Sequence[str] = ()) -> pl.DataFrame:
+    _check_utf8(path, data)
+    header = data[: data.find(b"\n") if b"\n" in data else len(data)]
+    separator = csv_separator(path, header)
+    try:
+        frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000,
+                            schema_overrides=csv_text_schema(header, separator, text_columns))
     except pl.exceptions.PolarsError as exc:
         raise InputError(f"{path}: unreadable CSV ({_first_line(exc)}); check quoting and the separator") from None
     if frame.height == 0:
