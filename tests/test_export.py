@@ -89,6 +89,28 @@ def test_verl_export_keeps_a_verl_dataset_as_it_is(tmp_path):
     assert result.summary["trailing_rows"] == 0
 
 
+def test_a_dataset_line_that_is_not_json_is_skipped_as_scheduling_skipped_it(tmp_path):
+    """export had no --on-bad-row, yet a malformed line stopped it with advice to pass --on-bad-row skip."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.reading import ReadOptions
+    from asp_cli.settings import ScheduleSettings
+
+    rows = make_prompts(12)
+    lines = [json.dumps(row) for row in rows]
+    lines.insert(5, '{"id": "broken", "question": ')
+    data = tmp_path / "p.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=2, samples_per_prompt=2, train_batch_size=4),
+             read=ReadOptions(on_bad_row="skip"))
+    out = tmp_path / "o.jsonl"
+    result = export(sched, [data], out, format="jsonl")
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(row["id"] for row in exported) == sorted(row["id"] for row in rows)
+    assert {row["id"]: row["question"] for row in exported} == {row["id"]: row["question"] for row in rows}
+    assert any("skipped 1 unreadable lines of the dataset, e.g." in w and "p.jsonl:6" in w for w in result.warnings)
+
+
 def test_jsonl_export_and_one_epoch(built, tmp_path):  # noqa: F811
     out = tmp_path / "ordered.jsonl"
     result = export(built["schedule"], [built["prompts"]], out, format="jsonl", epoch=1, order="train")

@@ -110,6 +110,23 @@ def test_probe_parquet_and_verl_layouts(tmp_path):
         probe([data], tmp_path / "probe.csv")
 
 
+def test_skipped_bad_lines_leave_the_probe_rows_in_place(tmp_path):
+    """With --on-bad-row skip, a line that is not JSON raised anyway when the rows were read for writing."""
+    from asp_cli.reading import ReadOptions
+
+    data = _dataset(tmp_path / "train.jsonl", n=40)
+    lines = data.read_text().splitlines()
+    lines.insert(7, "{not json")
+    data.write_text("\n".join(lines) + "\n")
+    result = probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=8),
+                   read=ReadOptions(on_bad_row="skip"))
+    source = {json.loads(line)["uid"]: json.loads(line) for line in lines if line != "{not json"}
+    rows = [json.loads(line) for line in (tmp_path / "probe.jsonl").read_text().splitlines()]
+    assert [row["uid"] for row in rows] == result.prompt_ids and all(row == source[row["uid"]] for row in rows)
+    assert result.summary["skipped_rows"] == 1
+    assert any("skipped 1 bad rows" in w and "train.jsonl:8" in w for w in result.warnings)
+
+
 def test_a_dataset_without_ids_gets_the_row_number_id(tmp_path):
     data = _dataset(tmp_path / "train.jsonl", with_id=False)
     result = probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=8))

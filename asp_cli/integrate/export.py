@@ -227,14 +227,20 @@ def _matched_dataset(
 ) -> tuple[pl.DataFrame, list[str]]:
     """Read the dataset's raw rows and check that every scheduled (row, prompt_id) is where the schedule says."""
     from asp_cli.fingerprint import file_fingerprint
-    from asp_cli.reading import ReadOptions, read_prompts
+    from asp_cli.reading import ReadOptions, ReadReport, read_prompts
 
     warnings: list[str] = []
     recorded_id, recorded_prompt = _recorded_keys(replay.schedule.metadata)
     id_key = id_key or recorded_id
     prompt_key = prompt_key or recorded_prompt
     prompts, _ = read_prompts(datasets, ReadOptions(prompt_key=prompt_key, id_key=id_key, on_bad_row="skip"))
-    raw = read_rows(datasets)
+    unreadable = ReadReport()
+    raw = read_rows(datasets, report=unreadable)
+    if unreadable.skipped_rows:
+        # Lines that are not JSON objects take no row number (as in `asp schedule --on-bad-row skip`), so the
+        # rows after them still line up with the schedule's.
+        warnings.append(f"skipped {unreadable.skipped_rows} unreadable lines of the dataset, e.g. "
+                        f"{'; '.join(unreadable.skipped_examples[:3])}; they are not exported")
 
     wanted = rows.select("row", "prompt_id").unique("row").sort("row")
     joined = wanted.join(prompts.select("row", pl.col("prompt_id").alias("dataset_id")), on="row", how="left")
@@ -270,15 +276,19 @@ def _matched_dataset(
     return raw, warnings
 
 
-def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip") -> pl.DataFrame:
+def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None) -> pl.DataFrame:
     """The datasets' own rows, concatenated, with ``\x00row``: the 0-based row over all inputs, as
-    `asp_cli.reading.read_prompts` numbers them (so ``row`` of a prompt frame or a schedule finds its row here)."""
+    `asp_cli.reading.read_prompts` numbers them (so ``row`` of a prompt frame or a schedule finds its row here).
+
+    Lines that are not JSON objects are skipped and counted in ``report`` (a `reading.ReadReport`) when
+    ``on_bad_row`` is ``"skip"``; without a report they raise.
+    """
     from asp_cli.reading import read_table
 
     parts = []
     offset = 0
     for path in datasets:
-        part = read_table(Path(path), on_bad_row=on_bad_row)  # type: ignore[arg-type]
+        part = read_table(Path(path), on_bad_row=on_bad_row, report=report)  # type: ignore[arg-type]
         part = part.select([c for c in part.columns if not c.startswith("\x00")])
         parts.append(part.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias("\x00row")))
         offset += part.height

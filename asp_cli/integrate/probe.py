@@ -200,7 +200,7 @@ def probe(
     from asp_cli.integrate.export import read_rows, to_verl, write_rows
     from asp_cli.output import check_output_path
     from asp_cli.predict.prediction import predict_distribution
-    from asp_cli.reading import read_prompts
+    from asp_cli.reading import ReadReport, read_prompts
 
     settings = settings or ProbeSettings()
     check_count("--samples-per-prompt", samples_per_prompt, minimum=1)
@@ -225,8 +225,11 @@ def probe(
         warnings.append(f"the per-source minimum ({settings.min_per_source}) over {len(names)} sources raised the "
                         f"probe from {count} to {int(allocation.sum())} prompts; lower --min-per-source to keep {count}")
 
+    if report.skipped_rows:
+        warnings.append(f"skipped {report.skipped_rows} bad rows (--on-bad-row skip), e.g. "
+                        f"{'; '.join(report.skipped_examples[:3])}; they are not in the probe")
     picked = prompts[chosen]
-    raw = read_rows(inputs, on_bad_row=read.on_bad_row)
+    raw = read_rows(inputs, on_bad_row=read.on_bad_row, report=ReadReport())  # skipped lines: counted by read_prompts
     rows = raw.join(picked.select(pl.col(C.ROW).alias("\x00row"), pl.col(C.PROMPT_ID).alias("\x00id")),
                     on="\x00row", how="inner", maintain_order="right")
     no_id = any(used.get("id") == "(row number)" for used in report.columns_used.values())
@@ -263,6 +266,7 @@ def probe(
         "format": fmt,
         "sources": per_source,
         "samples_per_prompt": samples_per_prompt,
+        "skipped_rows": report.skipped_rows,
         # One sample per probe prompt against N samples of every prompt in an epoch.
         "epoch_cost_per_probe_sample": round(share / samples_per_prompt, 6),
     }
