@@ -58,6 +58,20 @@ def test_bad_prediction_files(tmp_path, prompts, rows, fragment):
         schedule([prompts], None, predictions=[path])
 
 
+def test_a_parquet_predictions_row_is_counted_from_1_and_a_missing_id_column_says_what_to_do(tmp_path, prompts):
+    import re
+
+    import polars as pl
+
+    path = tmp_path / "pred.parquet"
+    pl.DataFrame({"id": [f"q{i}" for i in range(40)], "predicted_tokens": [5] * 3 + [-1] + [5] * 36}).write_parquet(path)
+    with pytest.raises(InputError, match=r"pred\.parquet: row 4: column 'predicted_tokens' must be a whole token count"):
+        schedule([prompts], None, predictions=[path])
+    nameless = write_jsonl(tmp_path / "nameless.jsonl", [{"key": f"q{i}", "predicted_tokens": 5} for i in range(40)])
+    with pytest.raises(InputError, match=re.escape("columns are: key, predicted_tokens; rename the right one to id")):
+        schedule([prompts], None, predictions=[nameless])
+
+
 def test_predictions_replace_the_predictor(tmp_path, prompts):
     path = write_jsonl(tmp_path / "pred.jsonl", [{"id": f"q{i}", "predicted_tokens": 5} for i in range(40)])
     with pytest.raises(SettingsError, match="--predictions replaces the predictor"):

@@ -132,7 +132,7 @@ def predictions_from_files(
 def _read_one(path: Path) -> pl.DataFrame:
     fmt, _ = file_format(path)
     frame = read_table(path)
-    id_col = find_column(frame, C.ID_KEYS, None, what="prompt id", flag="(a prompt_id column)", path=path)
+    id_col = find_column(frame, C.ID_KEYS, None, what="prompt id", flag=None, path=path)
     present = [c for c in LENGTH_COLUMNS if c in frame.columns]
     if not present:
         raise InputError(

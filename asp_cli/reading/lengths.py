@@ -197,4 +197,4 @@ def _length_location(path: Path, fmt: str, where: int, frame: pl.DataFrame) -> s
         return f"{path}:{jsonl_line_of_row(path, where)}"
     if fmt == "csv":
         return f"{path}: row {where + 1} (after the header)"
-    return f"{path}: row {where}"
+    return f"{path}: row {where + 1}"  # Parquet: counted from 1, as lines are

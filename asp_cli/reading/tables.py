@@ -503,11 +503,15 @@ def find_column(
     override: str | None,
     *,
     what: str,
-    flag: str,
+    flag: str | None,
     path: Path,
     required: bool = True,
 ) -> str | None:
-    """Return the column to use: the override if given, else the first candidate present."""
+    """Return the column to use: the override if given, else the first candidate present.
+
+    ``flag`` is the option that names the column, for the message; None where no option can (then the
+    message asks to rename one).
+    """
     present = [c for c in frame.columns if not c.startswith("\x00")]
     if override is not None:
         if override not in frame.columns:
@@ -524,9 +528,10 @@ def find_column(
         if candidate in lowered:
             return lowered[candidate]
     if required:
+        fix = f"name the right one with {flag}" if flag else f"rename the right one to {candidates[0]}"
         raise InputError(
             f"{path}: no {what} column found (looked for {', '.join(candidates)}); columns are: "
-            f"{', '.join(present)}; name the right one with {flag}"
+            f"{', '.join(present)}; {fix}"
         )
     return None
 
@@ -539,7 +544,7 @@ def row_location(path: Path, frame: pl.DataFrame, index: int, fmt: str) -> str:
         return f"{path}:{jsonl_line_of_row(path, index)}"
     if fmt == "csv":
         return f"{path}: row {index + 1} (after the header)"
-    return f"{path}: row {index}"
+    return f"{path}: row {index + 1}"  # Parquet: counted from 1, as lines are
 
 
 def jsonl_line_of_row(path: Path, index: int) -> int:
