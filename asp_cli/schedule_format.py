@@ -162,8 +162,19 @@ def _check_settings(metadata: dict[str, Any], path: Path) -> None:
         ) from None
 
 
+def _at(frame: pl.DataFrame, mask: pl.Series | pl.Expr) -> str:
+    """Where the first row of ``mask`` is: its row in the file (from 1), its ``seq`` and prompt id where readable."""
+    index = frame.select(pl.arg_where(mask).first() if isinstance(mask, pl.Expr) else pl.lit(mask.arg_true()[0]))
+    row = int(index.item())
+    details = [f"{name} {frame[name][row]!r}" if name == "prompt_id" else f"{name} {frame[name][row]}"
+               for name in ("seq", "prompt_id") if name in frame.columns and frame[name][row] is not None]
+    return f"row {row + 1}" + (f" ({', '.join(details)})" if details else "")
+
+
 def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
     """Check the required columns, their types and the ordering invariants of a schedule.
+
+    Each message names the first row that breaks a rule: its row in the file (from 1), its ``seq`` and id.
 
     Raises
     ------
@@ -180,11 +191,13 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
     for name in REQUIRED_COLUMNS:
         missing = frame[name].null_count()
         if missing:
-            raise ScheduleFormatError(f"{where}: column {name!r} has {missing} missing values; write the schedule again")
+            raise ScheduleFormatError(f"{where}: column {name!r} has {missing} missing values, the first at "
+                                      f"{_at(frame, pl.col(name).is_null())}; write the schedule again")
     for name in _NON_NEGATIVE:
         if frame[name].min() < 0:  # type: ignore[operator]
             raise ScheduleFormatError(
-                f"{where}: column {name!r} has a negative value ({frame[name].min()}); write the schedule again"
+                f"{where}: column {name!r} has a negative value ({frame[name].min()}) at "
+                f"{_at(frame, pl.col(name) < 0)}; write the schedule again"
             )
     for name, dtype in OPTIONAL_COLUMNS.items():
         # Optional, but when present a consumer relies on it: the documented type, no gaps, finite numbers.
@@ -196,23 +209,39 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
                 "schedule again"
             )
         column = frame[name]
-        bad = column.null_count() + (int((~column.is_finite()).sum()) if dtype == pl.Float64 else 0)
+        broken = column.is_null() | (~column.is_finite() if dtype == pl.Float64 else False)
+        bad = int(broken.sum())
         if bad:
             raise ScheduleFormatError(
-                f"{where}: column {name!r} has {bad} missing or non-finite values; drop the column or write the "
-                "schedule again"
+                f"{where}: column {name!r} has {bad} missing or non-finite values, the first at "
+                f"{_at(frame, broken.fill_null(True))}; drop the column or write the schedule again"
             )
     seq = frame["seq"]
     if seq.null_count() or seq.min() != 0 or seq.max() != frame.height - 1 or seq.n_unique() != frame.height:
-        raise ScheduleFormatError(f"{where}: column 'seq' is not a permutation of 0..rows-1")
+        outside = seq >= frame.height
+        if outside.any():
+            row = int(outside.arg_true()[0])
+            which = f"row {row + 1} holds seq {seq[row]}, outside it"
+        else:
+            value = seq.filter(seq.is_duplicated())[0]
+            first, second = (int(i) + 1 for i in (seq == value).arg_true()[:2])
+            which = f"rows {first} and {second} both hold seq {value}"
+        raise ScheduleFormatError(f"{where}: column 'seq' is not a permutation of 0..rows-1 ({which}); write the "
+                                  "schedule again")
     spans = frame.group_by("minibatch").agg(
         pl.col("instance").n_unique().alias("instances"),
         (pl.col("seq").max() - pl.col("seq").min() + 1 - pl.len()).alias("gaps"),
-    )
-    if (spans["instances"] > 1).any():
-        raise ScheduleFormatError(f"{where}: a minibatch spans several instances")
-    if (spans["gaps"] != 0).any():
-        raise ScheduleFormatError(f"{where}: a minibatch's rows are not contiguous in 'seq'")
+    ).sort("minibatch")
+    split = spans.filter(pl.col("instances") > 1)
+    if split.height:
+        minibatch = split["minibatch"][0]
+        instances = frame.filter(pl.col("minibatch") == minibatch)["instance"].unique().sort().to_list()
+        raise ScheduleFormatError(f"{where}: a minibatch spans several instances (minibatch {minibatch}: instances "
+                                  f"{', '.join(map(str, instances[:5]))}); write the schedule again")
+    gapped = spans.filter(pl.col("gaps") != 0)
+    if gapped.height:
+        raise ScheduleFormatError(f"{where}: a minibatch's rows are not contiguous in 'seq' (minibatch "
+                                  f"{gapped['minibatch'][0]}); write the schedule again")
     # Distinct ids per epoch, counted on 64-bit hashes of the ids first (a tenth of the memory of hashing the
     # strings, and of a duplicate mask of (epoch, prompt_id) structs); only when two hashes agree are the ids
     # themselves compared, so a hash collision never fails a valid schedule.
@@ -221,7 +250,29 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
         return bool((per_epoch["ids"] != per_epoch["rows"]).any())
 
     if repeated(pl.col("prompt_id").hash(seed=0)) and repeated(pl.col("prompt_id")):
-        raise ScheduleFormatError(f"{where}: a prompt appears twice in one epoch")
+        twice = frame.select(pl.struct("epoch", "prompt_id").is_duplicated()).to_series()
+        first = frame.filter(twice).row(0, named=True)
+        raise ScheduleFormatError(f"{where}: a prompt appears twice in one epoch (prompt id {first['prompt_id']!r} "
+                                  f"in epoch {first['epoch']}, first at {_at(frame, twice)}); write the schedule again")
+
+
+def check_epochs(frame: pl.DataFrame, settings: dict[str, Any], *, where: str) -> None:
+    """No row lies outside the epochs the settings name (an edited `epoch` that export would silently drop).
+
+    Raises
+    ------
+    ScheduleFormatError
+        Naming the first row outside them.
+    """
+    epochs = settings.get("epochs")
+    if not isinstance(epochs, int) or isinstance(epochs, bool):
+        return
+    outside = frame["epoch"] >= epochs
+    if outside.any():
+        raise ScheduleFormatError(
+            f"{where}: column 'epoch' holds {frame['epoch'].filter(outside)[0]} at {_at(frame, outside)}, but the "
+            f"schedule's settings have epochs {epochs} (0 to {epochs - 1}); write the schedule again"
+        )
 
 
 def read_schedule(path: Path) -> Schedule:
@@ -280,4 +331,5 @@ def read_schedule(path: Path) -> Schedule:
     _check_settings(metadata, path)
     frame = pl.read_parquet(path)
     validate_frame(frame, where=str(path))
+    check_epochs(frame, metadata.get("settings") or {}, where=str(path))
     return Schedule(frame=frame.sort("seq"), metadata=metadata, path=path)

@@ -37,6 +37,8 @@ def setup_files(tmp: Path) -> None:
     write_jsonl(tmp / "hist_negative.jsonl", [{"prompt_id": "a", "response_tokens": -5}])
     write_jsonl(tmp / "hist_missing.jsonl", [{"prompt_id": "a", "response_tokens": 5}, {"prompt_id": "b"}])
     write_jsonl(tmp / "hist_fraction.jsonl", [{"prompt_id": "a", "response_tokens": 12.5}])
+    write_jsonl(tmp / "hist_epoch.jsonl", [{"prompt_id": "a", "response_tokens": 5, "epoch": 0},
+                                           {"prompt_id": "b", "response_tokens": 5, "epoch": -1}])
     write_jsonl(tmp / "hist_noid.jsonl", [{"who": "a", "response_tokens": 5}])
     (tmp / "notmodel.skops").write_text("not a model")
     (tmp / "cal.json").write_text('{"eta_bandwidth": "fast"}')
@@ -86,6 +88,8 @@ CASES = [
      "hist_missing.jsonl:2: column 'response_tokens' is missing"),
     ("E18", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_fraction.jsonl"], 3,
      "is not a whole token count (12.5)"),
+    ("E60", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_epoch.jsonl"], 3,
+     "hist_epoch.jsonl:2: column 'epoch' is not an epoch number (-1; epochs count 0, 1, 2, ...) for prompt id 'b'"),
     ("E19", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_noid.jsonl"], 3,
      "no prompt id column found"),
     ("E20", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/notmodel.skops"], 5,

@@ -1,5 +1,6 @@
 import gzip
 import json
+import re
 
 import polars as pl
 import pytest
@@ -184,6 +185,18 @@ def test_csv_lengths_with_overrides(tmp_path):
     path.write_text("key,tok\nx,5\ny,7\n")
     frame, _ = read_lengths([path], ReadOptions(length_id_key="key", length_key="tok"))
     assert frame["response_tokens"].to_list() == [5, 7]
+
+
+@pytest.mark.parametrize("value, shown", [(-1, "-1"), ("x", "x"), (1.5, "1.5")])
+def test_an_epoch_that_is_no_epoch_number_is_a_bad_row(tmp_path, value, shown):
+    """-1 was stored as an epoch, and a text value made the whole column unknown."""
+    path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": 4, "epoch": 0}, {"id": "b", "length": 5, "epoch": value},
+                                             {"id": "c", "length": 6, "epoch": "2"}])
+    with pytest.raises(InputError, match=re.escape(f"h.jsonl:2: column 'epoch' is not an epoch number ({shown};")):
+        read_lengths([path])
+    frame, report = read_lengths([path], ReadOptions(on_bad_row="skip"))
+    assert frame["prompt_id"].to_list() == ["a", "c"] and frame["epoch"].to_list() == [0, 2]
+    assert report.skipped_rows == 1
 
 
 def test_csv_ids_stay_text_with_their_leading_zeros(tmp_path):

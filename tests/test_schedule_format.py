@@ -109,6 +109,42 @@ def test_invariants_are_checked(frame, mutate, fragment):
         validate_frame(mutate(frame), where="x")
 
 
+@pytest.mark.parametrize(
+    "mutate, fragment",
+    [
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 7).then(None).otherwise(pl.col("predicted_tokens"))
+                                  .alias("predicted_tokens")), r"1 missing values, the first at row 8 \(seq 7, prompt_id "),
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 4).then(-2).otherwise(pl.col("train_step"))
+                                  .cast(pl.Int64).alias("train_step")), r"negative value \(-2\) at row 5 \(seq 4, "),
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 9).then(3).otherwise(pl.col("seq")).alias("seq")),
+         r"\(rows 4 and 10 both hold seq 3\)"),
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 9).then(500).otherwise(pl.col("seq")).alias("seq")),
+         r"\(row 10 holds seq 500, outside it\)"),
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 2).then(pl.col("prompt_id").first())
+                                  .otherwise(pl.col("prompt_id")).alias("prompt_id")),
+         r"appears twice in one epoch \(prompt id '\w+' in epoch 0, first at row 1 "),
+    ],
+)
+def test_a_broken_schedule_names_its_first_bad_row(frame, mutate, fragment):
+    """Edited schedules were refused without saying where: a million-row file left the user to search."""
+    with pytest.raises(ScheduleFormatError, match=fragment):
+        validate_frame(mutate(frame.sort("seq")), where="x")
+
+
+def test_a_row_outside_the_schedules_epochs_is_refused(tmp_path):
+    """An epoch edited to 5 in a 1-epoch schedule was accepted, and export dropped that prompt silently."""
+    frame = arrange(prompt_frame(20), make_predictions(20), ScheduleSettings(instances=2, epochs=2))
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 2, "epochs": 2}}, path)
+    assert read_schedule(path).frame.height == 40
+    edited = frame.sort("seq").with_columns(
+        pl.when(pl.col("seq") == 3).then(5).otherwise(pl.col("epoch")).cast(pl.Int32).alias("epoch"))
+    write_schedule(edited, {"settings": {"instances": 2, "epochs": 2}}, path, force=True)
+    with pytest.raises(ScheduleFormatError, match=r"column 'epoch' holds 5 at row 4 \(seq 3, prompt_id '\w+'\), "
+                                                  r"but the schedule's settings have epochs 2 \(0 to 1\)"):
+        read_schedule(path)
+
+
 def test_interrupted_write_leaves_the_old_file(tmp_path, frame, monkeypatch):
     path = tmp_path / "s.parquet"
     write_schedule(frame, {"v": 1}, path)

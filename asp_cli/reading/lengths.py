@@ -77,7 +77,7 @@ def extract_lengths(
     truncated_col = C.TRUNCATED if C.TRUNCATED in frame.columns else None
     if truncated_col is not None:
         _check_truncated_dtype(frame.schema[truncated_col], listed, path)
-    epoch_col = C.EPOCH if C.EPOCH in frame.columns and frame.schema[C.EPOCH].is_integer() else None
+    epoch, bad_epoch = _epoch_expr(frame)
     flags_listed = truncated_col is not None and isinstance(frame.schema[truncated_col], pl.List)
     flags = _truncated_expr(frame.schema[truncated_col]) if truncated_col else pl.lit(None, pl.Boolean)
     # A scalar flag that is there but reads as neither true nor false is a bad row, not a silent "unknown".
@@ -90,7 +90,9 @@ def extract_lengths(
         pl.col(length_col).alias("\x00len"),
         flags.alias(C.TRUNCATED),
         unreadable.alias("\x00badflags"),
-        (pl.col(epoch_col).cast(pl.Int32, strict=False) if epoch_col else pl.lit(None, pl.Int32)).alias(C.EPOCH),
+        epoch.alias(C.EPOCH),
+        bad_epoch.alias("\x00badepoch"),
+        pl.col(C.EPOCH).alias("\x00rawepoch") if C.EPOCH in frame.columns else pl.lit(None).alias("\x00rawepoch"),
         line.alias("\x00where"),
     )
     if listed:
@@ -120,6 +122,7 @@ def extract_lengths(
         pl.col(C.PROMPT_ID).is_null()
         | pl.col("\x00idproblem").is_not_null()
         | pl.col("\x00badflags")
+        | pl.col("\x00badepoch")
         | pl.col("\x00num").is_null()
         | pl.col("\x00num").is_nan()
         | (pl.col("\x00num") < 0)
@@ -144,6 +147,9 @@ def extract_lengths(
                 reason = f"column {C.TRUNCATED!r} does not hold one flag per length in {length_col!r}"
             elif first["\x00badflags"]:
                 reason = f"column {C.TRUNCATED!r} is not true or false"
+            elif first["\x00badepoch"]:
+                raw_epoch = str(first["\x00rawepoch"]).removeprefix("\x00json:")
+                reason = f"column {C.EPOCH!r} is not an epoch number ({raw_epoch}; epochs count 0, 1, 2, ...)"
             else:
                 raw = first["\x00len"]
                 value = first["\x00num"]
@@ -164,6 +170,23 @@ def extract_lengths(
         C.TRUNCATED,
         C.EPOCH,
     )
+
+
+def _epoch_expr(frame: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
+    """(the ``epoch`` column as int32, null where absent; true where a value is there but is no epoch number)."""
+    if C.EPOCH not in frame.columns:
+        return pl.lit(None, pl.Int32), pl.lit(False)
+    dtype = frame.schema[C.EPOCH]
+    raw = pl.col(C.EPOCH)
+    if dtype == pl.String:
+        number = raw.str.strip_prefix("\x00json:").str.strip_chars().cast(pl.Float64, strict=False)
+    elif dtype.is_numeric() or dtype == pl.Null:
+        number = raw.cast(pl.Float64)
+    else:  # a list, an object: no epoch number
+        number = pl.lit(None, pl.Float64)
+    bad = raw.is_not_null() & (number.is_null() | number.is_nan() | (number < 0) | (number > C.MAX_TOKEN_COUNT)
+                               | (number != number.floor()))
+    return pl.when(bad).then(None).otherwise(number).cast(pl.Int32), bad
 
 
 def _check_truncated_dtype(dtype: pl.DataType, lengths_listed: bool, path: Path) -> None:
