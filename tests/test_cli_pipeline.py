@@ -31,6 +31,15 @@ def test_export_writes_and_talks_on_stderr_only(built, tmp_path):  # noqa: F811
     assert "Warning:" in result.stderr and out.exists()
 
 
+def test_export_with_many_workers_says_how_many_get_each_count(built, tmp_path):  # noqa: F811
+    """--workers 100000 printed one number per worker: a 300 KB summary line."""
+    result = invoke("export", built["schedule"], built["prompts"], "-o", tmp_path / "t.parquet", "--format", "verl",
+                    "--workers", 100)
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.stderr.splitlines() if "laid out for 100 workers" in x)
+    assert line.endswith("(v1 chunking): 16 workers get 1 prompt, 84 workers get 0 prompts"), line
+
+
 def test_export_json_is_the_only_stdout(built, tmp_path):  # noqa: F811
     out = tmp_path / "o.jsonl"
     result = invoke("export", built["schedule"], built["prompts"], "-o", out, "-f", "jsonl", "--json", "-q")

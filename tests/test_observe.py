@@ -149,6 +149,7 @@ def test_append_to_a_file_that_is_not_a_history(tmp_path):
     log = _log(tmp_path / "r.jsonl", ["p1"])
     with pytest.raises(InputError, match="not an asp history"):
         observe([log], other, append=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.parquet", "r.jsonl"]  # no lock file left beside it
 
 
 def test_missing_columns_name_observes_own_options(tmp_path):

@@ -123,6 +123,23 @@ def test_duplicate_ids(tmp_path):
         read_prompts([path])
 
 
+def test_a_much_repeated_or_long_id_makes_a_short_message(tmp_path):
+    """An id in 5,000 rows made a 25 KB error line; a whole prompt used as the id was printed whole."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    rows = [{"id": "x", "question": f"q{i}"} for i in range(5000)]
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    message = r"duplicate prompt id 'x' \(.*p\.jsonl row 1, .*p\.jsonl row 2, .*p\.jsonl row 3 and 4,997 more rows\)"
+    for read in (read_prompts, read_prompts_streamed):
+        with pytest.raises(InputError, match=message) as caught:
+            read([path])
+        assert len(str(caught.value)) < 400
+    long_id = "y" * 5000
+    path = write_jsonl(tmp_path / "q.jsonl", [{"id": long_id, "question": "a"}, {"id": long_id, "question": "b"}])
+    with pytest.raises(InputError, match=re.escape(f"duplicate prompt id {'y' * 80!r}... (5,000 characters)")):
+        read_prompts([path])
+
+
 def test_duplicate_ids_across_files_name_each_files_own_row(tmp_path):
     """Each file's own row, counted from 1 like its lines (the row over all inputs was once given instead)."""
     a = write_jsonl(tmp_path / "a.jsonl", [{"id": "x", "question": "a"}, {"id": "y", "question": "b"}])

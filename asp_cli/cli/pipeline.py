@@ -46,7 +46,7 @@ def export_command(
             )
             if "workers" in summary:
                 say(f"  each batch laid out for {summary['workers']} workers ({summary['chunking']} chunking): "
-                    f"{', '.join(map(str, summary['worker_prompts']))} prompts per worker")
+                    f"{_per_worker(summary['worker_prompts'])}")
             if result.trainer_settings:
                 say(f"  set in verl {summary['verl_version']}: "
                     + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
@@ -104,6 +104,17 @@ def observe_command(
 
 _LOG_NAMES = {"rollout_log": "rollout log", "verl_v1_dump": "verl v1-trainer dump",
               "verl_legacy_dump": "verl legacy-trainer dump", "verl_generations": "verl generation output"}
+
+
+def _per_worker(prompts: list[int]) -> str:
+    """Prompts per worker, one number per worker when they are few, else how many workers get each count."""
+    if len(prompts) <= 16:
+        return f"{', '.join(map(str, prompts))} prompts per worker"
+    counts: dict[int, int] = {}
+    for value in prompts:
+        counts[value] = counts.get(value, 0) + 1
+    return ", ".join(f"{workers:,} workers get {value} prompt{'' if value == 1 else 's'}" for value, workers in
+                     sorted(counts.items(), reverse=True))
 
 
 def _hydra(value: object) -> str:

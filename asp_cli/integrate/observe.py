@@ -145,6 +145,8 @@ def observe(
         inputs = [*logs, *dataset, *([Path(schedule)] if schedule else [])]
         check_output_path(output, inputs, force=force or (append and out.exists()))
     if out is not None and append:
+        if out.exists():
+            _history_schema(out)  # a file that is not a history is refused before its lock file is made
         # Read, add and write under the output's lock: a second appender waits, then adds to this one's rows.
         with locked(out):
             return _observe(logs, out, schedule, dataset, append, force, epoch, read, unknown_ids)
@@ -570,8 +572,8 @@ def _coverage(schedule: str | Path, added: pl.DataFrame, summary: dict[str, Any]
 # The history file
 
 
-def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
-    """Read a history file written by `observe`: its rows and the list of logs ingested so far.
+def _history_schema(path: Path) -> Any:
+    """The Arrow schema of a history file, read from its footer alone.
 
     Raises
     ------
@@ -582,7 +584,6 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
 
     from asp_cli import limits
 
-    path = Path(path)
     try:
         schema = pq.read_schema(path)
     except Exception as exc:  # noqa: BLE001 - not Parquet, or damaged
@@ -593,6 +594,21 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
     if missing:
         raise InputError(f"{path}: not an asp history (no column {missing[0]!r}); write to a new file instead")
     limits.check_parquet_depth(schema, str(path), InputError)
+    return schema
+
+
+def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """Read a history file written by `observe`: its rows and the list of logs ingested so far.
+
+    Raises
+    ------
+    InputError
+        When the file is not Parquet or lacks the history columns.
+    """
+    from asp_cli import limits
+
+    path = Path(path)
+    schema = _history_schema(path)
     try:
         frame = pl.read_parquet(path)
         for name, dtype in HISTORY_SCHEMA.items():

@@ -368,12 +368,26 @@ def _check_unique_ids(frame: pl.DataFrame) -> None:
         rows = duplicated.filter(pl.col(C.PROMPT_ID) == first)
         # Rows are counted within each file (the global row of a second file's first row is not where it is),
         # from 1, as an editor counts a JSON-lines file's lines.
-        places = ", ".join(f"{f} row {r + 1}" for f, r in zip(rows["source_file"], rows[FILE_ROW], strict=False))
+        shown = rows.head(_PLACES_SHOWN)
+        places = ", ".join(f"{f} row {r + 1}" for f, r in zip(shown["source_file"], shown[FILE_ROW], strict=False))
+        if rows.height > _PLACES_SHOWN:
+            places += f" and {rows.height - _PLACES_SHOWN:,} more rows"
         raise duplicate_id_error(first, places, duplicated[C.PROMPT_ID].n_unique())
+
+
+_PLACES_SHOWN = 3  # rows a duplicate-id message names: an id in 5,000 rows made a line of 25 KB
+_ID_SHOWN = 80  # characters of an id a message shows
+
+
+def shown_id(prompt_id: str) -> str:
+    """An id as a message shows it: quoted, cut after 80 characters (a whole prompt used as its id)."""
+    if len(prompt_id) <= _ID_SHOWN:
+        return repr(prompt_id)
+    return f"{prompt_id[:_ID_SHOWN]!r}... ({len(prompt_id):,} characters)"
 
 
 def duplicate_id_error(first: str, places: str, ids: int) -> InputError:
     """The one error for repeated prompt ids (E07), wherever the inputs are read."""
     repeating = "1 id repeats" if ids == 1 else f"{ids:,} ids repeat"
-    return InputError(f"duplicate prompt id {first!r} ({places}); {repeating}. Make ids unique, or pass --id-key "
-                      "to use another column")
+    return InputError(f"duplicate prompt id {shown_id(first)} ({places}); {repeating}. Make ids unique, or pass "
+                      "--id-key to use another column")
