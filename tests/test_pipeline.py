@@ -1,6 +1,8 @@
 import numpy as np
 import polars as pl
 import pytest
+
+from asp_cli.reading import ReadOptions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -258,6 +260,24 @@ def test_warnings_for_history_that_matches_nothing_and_an_oversized_train_batch(
     assert result.summary["warnings"] == ["1 of the 2 prompt ids in --history are not among the prompts "
                                           "(their samples are ignored)"]
     assert schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8)).summary["warnings"] == []
+
+
+def test_prompts_without_text_are_scheduled_with_a_warning_naming_their_lines(tmp_path):
+    """An empty chat list or empty contents were scheduled without a word."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    rows = [{"id": f"q{i}", "prompt": [{"role": "user", "content": f"question {i}"}]} for i in range(30)]
+    rows[4]["prompt"] = []
+    rows[9]["prompt"] = [{"role": "user", "content": "   "}]
+    rows[12]["prompt"] = {"not": "a prompt"}  # a bad row: skipped, not counted as empty
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    result = schedule([path], None, settings=ScheduleSettings(train_batch_size=8), read=ReadOptions(on_bad_row="skip"))
+    assert result.frame.height == 29
+    assert result.summary["warnings"][0].startswith(
+        "2 prompts have no text (an empty chat list, or empty contents), e.g. ") and "p.jsonl:5, " in \
+        result.summary["warnings"][0] and "p.jsonl:10;" in result.summary["warnings"][0]
+    _, report = read_prompts_streamed([path], ReadOptions(on_bad_row="skip"), batch_bytes=200)
+    assert report.empty_prompts == 2 and report.skipped_rows == 1
 
 
 def test_a_typo_sized_epoch_count_is_refused_before_any_work():

@@ -527,6 +527,8 @@ def schedule(
     prompts = prompts.select(C.ROW, C.PROMPT_ID)
     frame, choice = plan(prompts, predicted, settings, preset=preset)
     warnings = _input_warnings(prompts, history_frame, settings)
+    if read_report.empty_warning():
+        warnings.insert(0, read_report.empty_warning())
     del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is summed up
     summary = summarize(frame, settings, preset)
     summary["arrangement"] = choice.to_dict()

@@ -257,6 +257,9 @@ def extract_prompts(
         id_problem.alias("\x00noid"),
     )
     problems = selected.select(pl.col("\x00bad") | pl.col("\x00noid").is_not_null()).to_series()
+    empty = selected.select(pl.col(C.PROMPT_TEXT).str.strip_chars() == "").to_series().fill_null(False) & ~problems
+    if empty.any():
+        report.empty(int(empty.sum()), [locate(int(i)) for i in empty.arg_true().head(5)])
     if problems.any():
         indices = problems.arg_true().to_list()
         if on_bad_row == "skip":

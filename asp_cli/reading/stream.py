@@ -119,7 +119,7 @@ def read_prompts_streamed(
         raise InputError("no input files given; name at least one prompt file")
     for index, path in enumerate(paths):
         fmt, gzipped = file_format(path)
-        saved = (report.skipped_rows, list(report.skipped_examples))
+        saved = report.tallies()
         state = _FileState()
         try:
             if fmt == "json":
@@ -135,7 +135,7 @@ def read_prompts_streamed(
             file_parts = state.parts
             rows = state.rows
         except _ReadWhole:
-            report.skipped_rows, report.skipped_examples = saved
+            report.restore(saved)
             state = _FileState()
             frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
             _take(state, frame, None, path, fmt, options, report, offset, keep, whole=True)

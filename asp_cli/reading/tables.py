@@ -50,6 +50,8 @@ class ReadReport:
     skipped_examples: list[str] = field(default_factory=list)
     columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
     file_rows: dict[str, int] = field(default_factory=dict)  # per file: the rows its parser gave (row numbers taken)
+    empty_prompts: int = 0  # prompts without text (an empty chat list, empty contents): legal, but likely a mistake
+    empty_examples: list[str] = field(default_factory=list)
 
     def settle(self) -> None:
         """Wait for the fingerprints still being computed."""
@@ -61,6 +63,25 @@ class ReadReport:
         self.skipped_rows += 1
         if len(self.skipped_examples) < 5:
             self.skipped_examples.append(where)
+
+    def empty(self, count: int, where: list[str]) -> None:
+        self.empty_prompts += count
+        self.empty_examples.extend(where[: 5 - len(self.empty_examples)])
+
+    def tallies(self) -> tuple:
+        """What a read of rows adds up so far, to restore when a file is read again (`restore`)."""
+        return self.skipped_rows, list(self.skipped_examples), self.empty_prompts, list(self.empty_examples)
+
+    def restore(self, tallies: tuple) -> None:
+        self.skipped_rows, self.skipped_examples, self.empty_prompts, self.empty_examples = tallies
+
+    def empty_warning(self) -> str | None:
+        """The warning for prompts without text, if any."""
+        if not self.empty_prompts:
+            return None
+        return (f"{self.empty_prompts:,} prompts have no text (an empty chat list, or empty contents), e.g. "
+                f"{', '.join(self.empty_examples[:3])}; they are scheduled as empty prompts, which a server may "
+                "refuse: fix or drop those rows")
 
 
 def _in_background(function, *args) -> Future:
