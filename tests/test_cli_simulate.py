@@ -48,6 +48,30 @@ def test_simulate_with_observed_lengths_and_compare(built, tmp_path):  # noqa: F
     assert frame.height == 50 and "live_sequences" in frame.columns
 
 
+def test_lengths_of_other_prompts_or_above_the_cap_are_warned_about(built, tmp_path):  # noqa: F811
+    """Lengths of ids the schedule lacks, or longer than its cap, were replayed (or ignored) without a word."""
+    schedule = pl.read_parquet(built["schedule"])
+    ids = schedule["prompt_id"].unique().sort().to_list()
+    lengths = tmp_path / "lengths.jsonl"
+    rows = [{"prompt_id": ids[0], "response_tokens": 10**6}, {"prompt_id": ids[1], "response_tokens": 40},
+            {"prompt_id": "ghost", "response_tokens": 3}]
+    lengths.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = invoke("simulate", built["schedule"], "--lengths", lengths, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["lengths"]["unknown_ids"] == 1 and document["lengths"]["unknown_id_examples"] == ["ghost"]
+    over = document["lengths"]["samples_over_max_response_tokens"]
+    assert over == 2 * SAMPLES  # the prompt's one sample, drawn for each of its N samples in both epochs
+    assert "Warning: 1 prompt ids of the observed lengths are not in the schedule (e.g. 'ghost')" in result.stderr
+    assert f"Warning: {over} observed samples are longer than the schedule's max_response_tokens" in result.stderr
+    (tmp_path / "ghosts.jsonl").write_text('{"prompt_id": "ghost", "response_tokens": 3}\n', encoding="utf-8")
+    result = invoke("simulate", built["schedule"], "--lengths", tmp_path / "ghosts.jsonl", "--json")
+    assert json.loads(result.stdout)["warnings"] == [
+        "none of the 1 prompt ids of the observed lengths is in the schedule (e.g. 'ghost'), so every length is "
+        "sampled around the predictions; check --lengths-id-key, or that the lengths are of this schedule's prompts"]
+    assert json.loads(invoke("simulate", built["schedule"], "--json").stdout)["warnings"] == []
+
+
 def test_simulate_free_dispatch_and_static(built):  # noqa: F811
     for extra in (["--dispatch", "free"], ["--mode", "static"], ["--max-lag", "0", "--preset", "a100-llama2-7b"]):
         result = invoke("simulate", built["schedule"], "--json", "--quiet", *extra)

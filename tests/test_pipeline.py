@@ -260,6 +260,11 @@ def test_warnings_for_history_that_matches_nothing_and_an_oversized_train_batch(
     assert result.summary["warnings"] == ["1 of the 2 prompt ids in --history are not among the prompts "
                                           "(their samples are ignored)"]
     assert schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8)).summary["warnings"] == []
+    long = write_jsonl(tmp_path / "h3.jsonl", [{"id": ids[0], "response_tokens": 9000}, {"id": ids[1], "response_tokens": 30}])
+    result = schedule([prompts], None, history=[long], settings=ScheduleSettings(train_batch_size=8, max_response_tokens=8192))
+    assert result.summary["warnings"] == ["1 samples in --history are longer than --max-response-tokens (8,192), which "
+                                          "no generation under this schedule's cap reaches; was the history made with a "
+                                          "larger cap? Check --max-response-tokens"]
 
 
 def test_prompts_without_text_are_scheduled_with_a_warning_naming_their_lines(tmp_path):

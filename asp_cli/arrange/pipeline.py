@@ -590,6 +590,11 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
         elif unknown:
             warnings.append(f"{unknown:,} of the {ids.len():,} prompt ids in --history are not among the prompts "
                             "(their samples are ignored)")
+        over = int((history[C.RESPONSE_TOKENS] > settings.max_response_tokens).sum())
+        if over:
+            warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "
+                            f"({settings.max_response_tokens:,}), which no generation under this schedule's cap "
+                            "reaches; was the history made with a larger cap? Check --max-response-tokens")
     if settings.train_batch_size > prompts.height:
         warnings.append(
             f"--train-batch-size {settings.train_batch_size} is larger than the {prompts.height:,} prompts of an "

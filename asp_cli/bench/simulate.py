@@ -136,6 +136,7 @@ def simulate_loaded(
         "max_lag": lag,
         "trainer": trainer,
         "lengths": {**info.to_dict(), "skipped_rows": skipped_rows},
+        "warnings": info.warnings(recorded.max_response_tokens),
         "noise_model": None if info.prompts_sampled == 0 else {
             "prompt_sigma": PROMPT_SIGMA, "sample_sigma": SAMPLE_SIGMA, "seed": seed},
         "metrics": result.metrics,

@@ -70,6 +70,8 @@ def simulate_command(
             _write_timeseries(report.result.timeseries(bins), timeseries, replace=force)
         if not quiet:
             say(_summary(report.document))
+            for warning in report.document["warnings"]:
+                say(f"Warning: {warning}")
             if report.comparison:
                 from asp_cli.bench.compare import format_table
 

@@ -51,13 +51,35 @@ class LengthInfo:
     prompts_observed: int
     prompts_sampled: int
     prompts_resampled: int  # observed, but with fewer samples than N (drawn with replacement)
+    unknown_ids: int = 0  # distinct ids of the observed lengths that the schedule does not hold
+    unknown_examples: tuple[str, ...] = ()
+    samples_over_cap: int = 0  # observed samples replayed that are longer than max_response_tokens
 
     def to_dict(self) -> dict:
         return {
             "prompts_with_observed_lengths": self.prompts_observed,
             "prompts_with_sampled_lengths": self.prompts_sampled,
             "prompts_resampled_with_replacement": self.prompts_resampled,
+            "unknown_ids": self.unknown_ids,
+            "unknown_id_examples": list(self.unknown_examples),
+            "samples_over_max_response_tokens": self.samples_over_cap,
         }
+
+    def warnings(self, max_response_tokens: int) -> list[str]:
+        """What about the observed lengths is legal but probably not what the user meant."""
+        notes = []
+        if self.unknown_ids and not self.prompts_observed:
+            notes.append(f"none of the {self.unknown_ids:,} prompt ids of the observed lengths is in the schedule "
+                         f"(e.g. {self.unknown_examples[0]!r}), so every length is sampled around the predictions; "
+                         "check --lengths-id-key, or that the lengths are of this schedule's prompts")
+        elif self.unknown_ids:
+            notes.append(f"{self.unknown_ids:,} prompt ids of the observed lengths are not in the schedule (e.g. "
+                         f"{self.unknown_examples[0]!r}); their samples are ignored")
+        if self.samples_over_cap:
+            notes.append(f"{self.samples_over_cap:,} observed samples are longer than the schedule's "
+                         f"max_response_tokens ({max_response_tokens:,}); replayed as observed, though a server "
+                         "with that cap would stop them there")
+        return notes
 
 
 def lengths_for_schedule(
@@ -82,7 +104,12 @@ def lengths_for_schedule(
     out = np.zeros((rows, n), dtype=np.int64)
     have = np.zeros(rows, dtype=bool)
     resampled = 0
+    unknown: list[str] = []
+    unknown_count = 0
     if observed is not None and observed.height:
+        strays = observed["prompt_id"].unique(maintain_order=True)
+        strays = strays.filter(~strays.is_in(ids.unique().implode()))
+        unknown_count, unknown = strays.len(), strays.head(3).to_list()
         obs = observed.select("prompt_id", "response_tokens").with_columns(
             pl.int_range(0, pl.len()).over("prompt_id").alias("k")
         )
@@ -101,6 +128,7 @@ def lengths_for_schedule(
         index = np.where(j < count[:, None], j, draws)
         out[have] = flat[(offset[:, None] + index)[have]]
         resampled = int(np.sum(have & (count < n)))
+    over_cap = int(np.sum(out[have] > max_response_tokens))
     if not have.all():
         col = "predicted_mean_tokens" if "predicted_mean_tokens" in frame.columns else "predicted_tokens"
         mean = frame[col].fill_null(1).to_numpy()
@@ -108,4 +136,5 @@ def lengths_for_schedule(
         out[~have] = drawn[~have]
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
-    return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, resampled)
+    return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, resampled, unknown_count,
+                                          tuple(unknown), over_cap)
