@@ -126,8 +126,8 @@ def _lag_line(summary: dict) -> str:
 def _summary_text(summary: dict, output: Path) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
-        f"Wrote {output}: {summary['prompts']} prompts x {summary['epochs']} epoch(s) = {summary['rows']} rows, "
-        f"{summary['minibatches']} minibatches on {summary['instances']} instances, {summary['train_steps']} train steps.",
+        f"Wrote {output}: {summary['prompts']:,} prompts x {summary['epochs']} epoch(s) = {summary['rows']:,} rows, "
+        f"{summary['minibatches']:,} minibatches on {summary['instances']} instances, {summary['train_steps']:,} train steps.",
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths; `asp simulate` reports the empty slots of a replay, tail included)",
         f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:.1f} s; per-instance busy "
@@ -145,8 +145,8 @@ def _summary_text(summary: dict, output: Path) -> str:
         hold = (f"--max-lag {lag} holds rollout back so that no group is expected more than {lag} steps stale"
                 if lag is not None else "with --max-lag none, groups queue and the lag grows")
         lines.append(
-            f"  the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:.0f} s against "
-            f"{summary['predicted_rollout_makespan_s']:.0f} s of rollout; {hold} (calibrate the trainer with "
+            f"  the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:,.0f} s against "
+            f"{summary['predicted_rollout_makespan_s']:,.0f} s of rollout; {hold} (calibrate the trainer with "
             "--preset FILE)"
         )
     if summary.get("prompts_from_history"):

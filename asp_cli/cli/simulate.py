@@ -97,8 +97,8 @@ def _write_timeseries(series: dict, path: Path, *, replace: bool) -> None:
 def _summary(document: dict) -> str:
     m = document["metrics"]
     lengths = document["lengths"]
-    source = (f"{lengths['prompts_with_observed_lengths']} prompts with observed lengths, "
-              f"{lengths['prompts_with_sampled_lengths']} sampled around predictions")
+    source = (f"{lengths['prompts_with_observed_lengths']:,} prompts with observed lengths, "
+              f"{lengths['prompts_with_sampled_lengths']:,} sampled around predictions")
     if lengths.get("skipped_rows"):
         source += f" (skipped {lengths['skipped_rows']} bad rows, --on-bad-row skip)"
     return "\n".join([

@@ -223,7 +223,7 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
         bound = "none" if lag["bound"] is None else str(lag["bound"])
         spread = _cut([f"{v}: {c:,}" for v, c in lag["histogram"]], _LIST_ITEMS, what="lags",
                       rest=lag["histogram"][_LIST_ITEMS:], unit="groups")
-        out(f"[bold]Expected policy lag[/bold]: mean {lag['mean']} steps, max [bold]{lag['max']}[/bold] "
+        out(f"[bold]Expected policy lag[/bold]: mean {_num(lag['mean'], 2)} steps, max [bold]{lag['max']}[/bold] "
             f"(bound --max-lag {bound}); groups per lag: {spread}")
     else:
         out("[bold]Expected policy lag[/bold]: not available (no expected_lag column)")
