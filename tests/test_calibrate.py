@@ -153,6 +153,22 @@ def test_calibrate_fits_the_trainer_from_measured_steps(tmp_path):
     assert result.exit_code == 0, result.output
     preset = load_preset(out)
     assert preset.train_fixed_s == pytest.approx(3.0) and preset.train_per_token_s == pytest.approx(2e-5)
+    result = invoke("calibrate", timeline, "-o", tmp_path / "shown.json", "--train-steps", steps)
+    assert "trainer (--train-steps): 3 s a step + 2e-05 s a token" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["-4.1", "nan", "0", "x"])
+def test_a_trainer_step_that_is_no_measurement_is_refused_with_its_row(tmp_path, value):
+    """Negative times were fitted into a plausible-looking trainer cost; a NaN row was dropped silently."""
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, metadata(frame), timeline)
+    steps = tmp_path / "steps.csv"
+    steps.write_text(f"tokens,step_s\n1000,1.5\n2000,{value}\n3000,2.5\n")
+    result = invoke("calibrate", timeline, "-o", tmp_path / "p.json", "--train-steps", steps)
+    assert result.exit_code == 3 and "steps.csv: row 2 (after the header): a trainer step needs 'tokens' of 0 or " \
+        "more and 'step_s' above 0 seconds" in result.stderr, result.output
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_calibrate_runs_on_a_measured_http_replay_and_a_probe_of_its_own(small, tmp_path):  # noqa: F811

@@ -249,6 +249,10 @@ def _calibration_summary(document: dict) -> str:
              f"  {'parameter':<32} {'base':>11} {'calibrated':>11}"]
     for row in document["parameters"]:
         lines.append(f"  {row['parameter']:<32} {row['base']:>11.4g} {row['calibrated']:>11.4g}")
+    if document.get("train"):
+        train = document["train"]
+        lines.append(f"  trainer (--train-steps): {train['train_fixed_s']:.4g} s a step + "
+                     f"{train['train_per_token_s']:.4g} s a token")
     kv, seqs = document["kv_capacity_tokens"], document["max_num_seqs"]
     knee = fit["knee_live"]
     lines.append(f"  KV capacity {kv['value']:,} tokens ({kv['source']}); max_num_seqs {seqs['value']:,} "

@@ -45,6 +45,7 @@ import polars as pl
 
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.errors import InputError
+from pathlib import Path
 
 ROUNDS = 4
 KNEE_ITERATIONS = 60
@@ -456,7 +457,22 @@ def fit_train_steps(frame: pl.DataFrame, where: str) -> tuple[float, float]:
                          f"{', '.join(frame.columns)}")
     tokens = frame["tokens"].cast(pl.Float64, strict=False).to_numpy()
     step = frame[seconds].cast(pl.Float64, strict=False).to_numpy()
-    good = np.isfinite(tokens) & np.isfinite(step)
+    # A step that took no time, or a negative or unreadable value, is a broken measurement: refused, named,
+    # rather than fitted into a trainer cost (a fit to negative times came out as a plausible-looking preset).
+    bad = ~(np.isfinite(tokens) & np.isfinite(step) & (tokens >= 0) & (step > 0))
+    if bad.any():
+        from asp_cli.reading.tables import file_format, row_location
+
+        index = int(np.flatnonzero(bad)[0])
+        try:
+            fmt = file_format(Path(where))[0]
+        except InputError:
+            fmt = "parquet"
+        raw = {name: frame[name][index] for name in ("tokens", seconds)}
+        raise InputError(f"{row_location(Path(where), frame, index, fmt)}: a trainer step needs 'tokens' of 0 or more "
+                         f"and '{seconds}' above 0 seconds (got tokens {raw['tokens']!r}, {seconds} "
+                         f"{raw[seconds]!r}); fix or drop the row ({int(bad.sum())} such rows)")
+    good = np.ones(tokens.size, dtype=bool)
     if np.unique(tokens[good]).size < 2:
         raise InputError(f"{where}: needs steps of at least two different token counts to fit fixed and per-token "
                          "cost")
