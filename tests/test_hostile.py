@@ -764,3 +764,26 @@ def test_one_odd_prompt_among_chat_lists_is_its_own_row(tmp_path, odd, bad):
         frame, _ = read_prompts([path])
         assert frame.height == 6 and frame["prompt_text"][3] == "plain text"
         assert frame["prompt_text"][0] == "question 0"
+
+
+def test_an_interrupt_swallowed_by_a_finalizer_still_stops_the_run_with_one_line(tmp_path):
+    """Ctrl-C landing in a generator's ``finally`` while the garbage collector closed it (the reader's hashing
+    thread hand-off) printed "Exception ignored ... Traceback" and let the command go on."""
+    import subprocess
+    import sys
+
+    script = (
+        "import gc, time\n"
+        "from asp_cli.cli import interrupts\n"
+        "interrupts.install()\n"
+        "def pieces():\n"
+        "    try:\n"
+        "        yield 1\n"
+        "    finally:\n"
+        "        raise interrupts.Interrupted\n"
+        "reader = pieces(); next(reader); del reader; gc.collect()\n"
+        "print('went on')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130
+    assert done.stderr == "Interrupted; nothing was written.\n" and done.stdout == ""

@@ -25,6 +25,7 @@ class _State:
     installed = False
     received: list[int] = []
     announced = False
+    previous_hook = sys.unraisablehook
 
 
 def handle(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal handler signature
@@ -41,6 +42,18 @@ def install() -> None:
             if signal.getsignal(signum) is not signal.SIG_IGN:
                 signal.signal(signum, handle)
                 _State.installed = True
+    if _State.installed and sys.unraisablehook is not _unraisable:
+        _State.previous_hook = sys.unraisablehook
+        sys.unraisablehook = _unraisable
+
+
+def _unraisable(unraisable: object) -> None:
+    """An `Interrupted` raised where it cannot propagate (a generator's ``finally`` run by the garbage collector,
+    a ``__del__``) was swallowed there, with a traceback, and the command went on: stop now, as a second signal
+    would, with the one line and nothing half-written."""
+    if isinstance(getattr(unraisable, "exc_value", None), Interrupted):
+        force_exit()
+    _State.previous_hook(unraisable)  # type: ignore[arg-type]
 
 
 def installed() -> bool:
