@@ -214,3 +214,34 @@ def test_nonsense_thresholds_are_settings_errors(schedules, flag, value):
 def test_html_into_a_directory_says_so_without_force(schedules, tmp_path):
     result = run(schedules / "a.parquet", "--html", tmp_path, "-q")
     assert result.exit_code == 7 and "is a directory; name a file" in result.stderr
+
+
+def test_lengths_of_other_prompts_above_the_cap_and_a_compare_of_other_prompts_are_warned_about(schedules, tmp_path):
+    """Each went by as a count in the text (and with --json, nothing at all on stderr)."""
+    import polars as pl
+
+    from asp_cli.report.files import report_schedule
+
+    ids = pl.read_parquet(schedules / "a.parquet")["prompt_id"].unique().sort().to_list()
+    lengths = tmp_path / "l.jsonl"
+    rows = [{"id": ids[0], "response_tokens": 10**6}, {"id": ids[1], "response_tokens": 8192},
+            {"id": ids[2], "response_tokens": 40}, {"id": "ghost", "response_tokens": 3}]
+    lengths.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run(schedules / "a.parquet", "--lengths", lengths, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["warnings"] == [
+        "1 of the 4 prompt ids of --lengths are not in the schedule (e.g. 'ghost'); their samples are left out of "
+        "the comparison with the predictions",
+        "1 samples of --lengths are longer than the schedule's max_response_tokens (8,192); were they generated "
+        "with a larger cap?"]
+    assert all(f"Warning: {w}" in result.stderr for w in document["warnings"])
+    # The sample at the cap and the one above it were cut there: truncated, though the file does not say.
+    observed = report_schedule(schedules / "a.parquet", lengths=[lengths]).report["observed"]
+    assert observed["truncated_fraction"] == 0.5  # 2 of the 4 samples (the fraction counts every observed sample)
+    other = tmp_path / "other.parquet"
+    make_schedule(other, count=50)
+    result = run(schedules / "a.parquet", "--compare", other)
+    assert "Warning: " in result.stderr and "schedules other prompts (50 in common; 300 prompts here, 50 there)" \
+        in result.stderr
+    assert "schedules other prompts" not in run(schedules / "a.parquet", "--compare", schedules / "b.parquet").stderr

@@ -73,6 +73,9 @@ def report_command(
                                  limits=limits if check else None, simulate=simulate)
         if result.skipped_rows:
             say(f"skipped {result.skipped_rows} bad rows of --lengths files (--on-bad-row skip)")
+        if not quiet:
+            for warning in result.warnings:
+                say(f"Warning: {warning}")
         if html is not None:
             from asp_cli.report.html import render_html
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import polars as pl
 
 from asp_cli.reading.options import ReadOptions
 from asp_cli.report.checks import CheckLimits, check_report, compare_reports
@@ -25,12 +27,13 @@ class ReportResult:
     comparison: dict[str, Any] | None = None
     checks: dict[str, Any] | None = None
     skipped_rows: int = 0  # bad rows of the --lengths files skipped with on_bad_row="skip"
+    warnings: list[str] = field(default_factory=list)  # legal but probably not what the user meant
 
     def document(self) -> dict[str, Any]:
         """The JSON document of `asp report --json`: the report plus ``checks`` and ``comparison`` (or null);
         ``comparison`` holds the facts side by side and, under ``other``, the other schedule's full report."""
         comparison = None if self.comparison is None else {**self.comparison, "other": self.other}
-        return {**self.report, "checks": self.checks, "comparison": comparison}
+        return {**self.report, "checks": self.checks, "comparison": comparison, "warnings": self.warnings}
 
 
 def report_schedule(
@@ -61,23 +64,59 @@ def report_schedule(
     observed = None
     samples = None
     skipped = 0
+    warnings: list[str] = []
     if lengths:
         samples, report = read_lengths([Path(p) for p in lengths], read)
         skipped = report.skipped_rows
-        observed = observed_from_samples(samples, lengths)
     # Two files of the same name (before/s.parquet, after/s.parquet) are told apart by their paths.
     same_name = compare is not None and Path(compare).name == Path(schedule).name
     loaded = read_schedule(Path(schedule))
+    if samples is not None:
+        samples = _check_samples(samples, loaded, warnings)
+        observed = observed_from_samples(samples, lengths)
     main = build_report(loaded, observed=observed, name=str(schedule) if same_name else None)
     if simulate:
         from asp_cli.report.simulated import simulated_section
 
         main["simulated"] = simulated_section(loaded, samples, skipped_rows=skipped)
-    result = ReportResult(report=main, skipped_rows=skipped)
+    result = ReportResult(report=main, skipped_rows=skipped, warnings=warnings)
     if compare is not None:
-        result.other = build_report(read_schedule(Path(compare)), observed=observed,
-                                    name=str(compare) if same_name else None)
+        other = read_schedule(Path(compare))
+        result.other = build_report(other, observed=observed, name=str(compare) if same_name else None)
         result.comparison = compare_reports(main, result.other)
+        _check_like_for_like(loaded, other, Path(compare), warnings)
     if limits is not None and limits.any():
         result.checks = check_report(main, limits)
     return result
+
+
+def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) -> pl.DataFrame:
+    """Warn about observed lengths of other prompts or above the schedule's cap; mark samples at the cap truncated
+    where the file does not say (docs/predictor.md: a sample that reached the cap was cut there)."""
+    scheduled = schedule.frame["prompt_id"].unique()
+    ids = samples["prompt_id"].unique(maintain_order=True)
+    strays = ids.filter(~ids.is_in(scheduled.implode()))
+    if strays.len() == ids.len():
+        warnings.append(f"none of the {ids.len():,} prompt ids of --lengths is in the schedule (e.g. {strays[0]!r}); "
+                        "check --lengths-id-key, or that the lengths are of this schedule's prompts")
+    elif strays.len():
+        warnings.append(f"{strays.len():,} of the {ids.len():,} prompt ids of --lengths are not in the schedule (e.g. "
+                        f"{strays[0]!r}); their samples are left out of the comparison with the predictions")
+    cap = (schedule.settings or {}).get("max_response_tokens")
+    if isinstance(cap, int) and not isinstance(cap, bool):
+        over = int((samples["response_tokens"] > cap).sum())
+        if over:
+            warnings.append(f"{over:,} samples of --lengths are longer than the schedule's max_response_tokens "
+                            f"({cap:,}); were they generated with a larger cap?")
+        samples = samples.with_columns(pl.col("truncated").fill_null(pl.col("response_tokens") >= cap))
+    return samples
+
+
+def _check_like_for_like(schedule: Any, other: Any, where: Path, warnings: list[str]) -> None:
+    """Warn when `--compare` names a schedule of other prompts: its facts would differ for that reason alone."""
+    mine = schedule.frame["prompt_id"].unique()
+    theirs = other.frame["prompt_id"].unique()
+    shared = int(mine.is_in(theirs.implode()).sum())
+    if shared < max(mine.len(), theirs.len()):
+        warnings.append(f"{where} schedules other prompts ({shared:,} in common; {mine.len():,} prompts here, "
+                        f"{theirs.len():,} there): the comparison is not like for like")
