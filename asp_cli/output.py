@@ -59,6 +59,19 @@ def check_parquet_name(output: Path, *, writer: str, other: str = "") -> None:
     raise SettingsError(f"{output}: {writer} writes Parquet, but {name}; name it .parquet{other}")
 
 
+def check_output_name(output: Path, suffixes: tuple[str, ...], *, writer: str, what: str) -> None:
+    """Refuse an output whose name says another format, as `check_parquet_name` does for Parquet (E34).
+
+    Besides misleading whoever trusts the name, it keeps ``--force`` from replacing a file of another kind (a
+    schedule overwritten by ``--html s.parquet --force``).
+    """
+    suffix = Path(output).suffix
+    if suffix.lower() in suffixes:
+        return
+    name = f"the name ends in {suffix!r}" if suffix else "the name has no extension"
+    raise SettingsError(f"{output}: {writer} writes {what}, but {name}; name it {suffixes[0]}")
+
+
 class OutputPath(type(Path())):  # type: ignore[misc]
     """A path that remembers the text it was given: ``Path("out.parquet/")`` forgets the trailing slash."""
 

@@ -54,13 +54,40 @@ def test_on_the_padded_engine_longest_first_wins_a_tie():
     assert sorted(candidates_for("static")) == sorted(candidates_for("continuous"))
 
 
-def test_auto_judges_on_a_sample_of_large_inputs(monkeypatch):
+def test_auto_judges_on_a_sample_of_large_inputs_scaled_up_to_the_run(monkeypatch):
     import asp_cli.arrange.choose as choose
 
     monkeypatch.setattr(choose, "SAMPLE_PROMPTS", 200)
     prompts, preds = prompt_frame(900), make_predictions(900, seed=5)
-    choice = choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(epochs=3), PRESET)
-    assert choice.evaluated_prompts == 200
+    settings = ScheduleSettings(epochs=3, train_batch_size=16, minibatch_size=8, instances=2)
+    choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    assert choice.evaluated_prompts == 200 and choice.evaluated_epochs == 1
+    # Expected times are of the whole run (900 prompts x 3 epochs), not of the 200-prompt sample: the whole
+    # arrangement replayed on lengths at the predicted means takes about as long.
+    from asp_cli.sim.records import SimulationSettings
+    from asp_cli.sim.run import simulate_schedule
+
+    frame = _arrange_named(prompts, preds, dataclasses.replace(settings, arrangement=choice.chosen), PRESET)
+    lengths = np.repeat(preds["predicted_mean_tokens"].to_numpy()[:, None], settings.samples_per_prompt, axis=1)
+    order = frame.sort("seq")["row"].to_numpy()
+    whole = simulate_schedule(frame.sort("seq"), lengths[order], PRESET,
+                              SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
+                                                 train_batch_size=settings.train_batch_size),
+                              instances=settings.instances).metrics["end_to_end_s"]
+    expected = next(c["expected_end_to_end_s"] for c in choice.candidates if c["name"] == choice.chosen)
+    assert 0.6 * whole < expected < 1.6 * whole
+
+
+def test_run_time_keeps_the_head_and_the_drain_and_scales_the_middle():
+    from types import SimpleNamespace
+
+    from asp_cli.arrange.choose import run_time
+
+    # First train step at 10 s, last admission at 70 s, end at 100 s: head 10, drain 30, middle 60.
+    result = SimpleNamespace(metrics={"end_to_end_s": 100.0}, seq_admit_s=np.array([0.0, 5.0, 70.0]),
+                             step_start_s=np.array([10.0, 40.0, 90.0]))
+    assert run_time(result, 1.0) == 100.0  # an input judged whole
+    assert run_time(result, 5.0) == pytest.approx(10.0 + 30.0 + 5 * 60.0)
 
 
 def test_a_named_arrangement_is_used_as_named_and_auto_picks_one_of_the_candidates():

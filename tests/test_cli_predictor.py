@@ -131,7 +131,7 @@ def test_predictor_settings_out_of_range_exit_4(data_and_model, tmp_path, comman
     if command == "predict":
         data = tmp_path.parent / "prompts-for-predict.jsonl"
         data.write_text('{"id": "a", "prompt": "x"}\n')
-    out = ["-o", str(tmp_path / "out.bin")] if command in ("fit", "predict") else []
+    out = ["-o", str(tmp_path / ("out.skops" if command == "fit" else "out.parquet"))] if command in ("fit", "predict") else []
     result = runner.invoke(app, ["predictor", command, str(data), *out, *args])
     assert result.exit_code == 4, result.output
     assert words in result.stderr and result.stderr.count("\n") == 1

@@ -249,6 +249,25 @@ def test_error_row_export_name_and_format(tmp_path):
         ends = f"the name ends in {Path(name).suffix!r}" if Path(name).suffix else "the name has no extension"
         assert result.stderr == f"Error: {tmp_path / name}: {writer} writes Parquet, but {ends}; name it .parquet\n"
         assert not (tmp_path / name).exists()
+    # And for the other outputs whose kind their name says, so that --force cannot put a page, a table or a
+    # model where a schedule was (`--html s.parquet --force` replaced the schedule with HTML).
+    other = tmp_path / "other.parquet"
+    other.write_bytes(schedule.read_bytes())
+    steps = tmp_path / "steps.csv"
+    steps.write_text("tokens,step_s\n1,1\n")
+    for args, name, writer, what, fix in (
+        (["report", str(schedule), "--html"], other.name, "--html", "an HTML page", ".html"),
+        (["bench", "--markdown"], other.name, "--markdown", "Markdown", ".md"),
+        (["predictor", "fit", str(tmp_path / "good.jsonl"), "-o"], "model.parquet", "asp predictor fit",
+         "a skops model file", ".skops"),
+        (["calibrate", str(steps), "-o"], "preset.txt", "asp calibrate", "a JSON preset", ".json"),
+    ):
+        target = tmp_path / name
+        result = runner.invoke(app, [*args, str(target), "--force"])
+        assert result.exit_code == 4, (args, result.stderr)
+        assert result.stderr == (f"Error: {target}: {writer} writes {what}, but the name ends in "
+                                 f"{Path(name).suffix!r}; name it {fix}\n")
+    assert other.read_bytes() == schedule.read_bytes() and not (tmp_path / "model.parquet").exists()
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, where no file can be created")

@@ -212,10 +212,11 @@ def calibrate_command(
     with guarded():
         from asp_cli.errors import SettingsError
         from asp_cli.integrate.calibrate import calibrate
-        from asp_cli.output import check_output_path
+        from asp_cli.output import check_output_name, check_output_path
 
         inputs = [p for p in (timeline, train_steps) if p is not None]
         check_output_path(output, inputs, force=force)
+        check_output_name(output, (".json",), writer="asp calibrate", what="a JSON preset")
         if probe_timeline is not None:
             check_output_path(probe_timeline, inputs, force=force)
         for flag, value in (("--kv-cache-tokens", kv_cache_tokens), ("--max-num-seqs", max_num_seqs)):

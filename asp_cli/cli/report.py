@@ -55,7 +55,7 @@ def report_command(
         import dataclasses
 
         from asp_cli.errors import CheckFailed, SettingsError
-        from asp_cli.output import check_output_path, write_text_atomic
+        from asp_cli.output import check_output_name, check_output_path, write_text_atomic
         from asp_cli.report.checks import CheckLimits
         from asp_cli.report.files import REPORT_READ, report_schedule
 
@@ -69,6 +69,7 @@ def report_command(
             raise SettingsError("thresholds are only tested with --check; add --check")
         if html is not None:
             check_output_path(html, [schedule, *lengths, *([compare] if compare else [])], force=force)
+            check_output_name(html, (".html", ".htm"), writer="--html", what="an HTML page")
         result = report_schedule(schedule, lengths=lengths, read=read, compare=compare,
                                  limits=limits if check else None, simulate=simulate)
         if result.skipped_rows:

@@ -56,7 +56,7 @@ def simulate_command(
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]
         check_bins(bins)
         if timeseries is not None:
-            if timeseries.suffix.lower() not in (".csv", ".parquet"):
+            if timeseries.suffix.lower() not in (".csv", ".parquet", ".pq"):
                 raise SettingsError(f"--timeseries {timeseries}: give a .csv or .parquet file name")
             check_output_path(timeseries, [schedule, *lengths], force=force)
         bar = stage_bar("asp simulate", quiet=quiet, progress=progress)  # unnumbered: --compare adds stages
@@ -137,13 +137,14 @@ def bench_command(
         from asp_cli.bench.data import check_data_folder, unavailable_text, unavailable_workloads
         from asp_cli.costmodel import load_preset
         from asp_cli.errors import SettingsError
-        from asp_cli.output import check_output_path, write_text_atomic
+        from asp_cli.output import check_output_name, check_output_path, write_text_atomic
 
         unknown = [w for w in only if w not in WORKLOADS]
         if unknown:
             raise SettingsError(f"unknown --workload {unknown[0]!r}; choose from {', '.join(WORKLOADS)}")
         if markdown is not None:
             check_output_path(markdown, force=force)
+            check_output_name(markdown, (".md", ".markdown"), writer="--markdown", what="Markdown")
         check_data_folder(data)
         names = tuple(only) or None
         unavailable = unavailable_workloads(WORKLOADS, names, data)

@@ -61,7 +61,7 @@ def fit_predictor(
     ------
     InputError, SettingsError, OutputError
     """
-    from asp_cli.output import atomic_path, check_output_path
+    from asp_cli.output import atomic_path, check_output_name, check_output_path
     from asp_cli.predict import model as P
     from asp_cli.predict.observations import join_lengths
 
@@ -72,6 +72,7 @@ def fit_predictor(
                             "with --history, name the history's column with --history-length-key")
     if output is not None:
         check_output_path(output, [*inputs, *history], force=force)
+        check_output_name(Path(output), (".skops",), writer="asp predictor fit", what="a skops model file")
     started = time.perf_counter()
     data = join_lengths(inputs, history, read, history_read) if history else read_observations(inputs, read)
     model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
