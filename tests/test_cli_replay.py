@@ -157,6 +157,22 @@ def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
     assert "Expected GPU time:" in result.stderr and "GPU-minutes" in result.stderr
 
 
+@pytest.mark.parametrize("args, words", [
+    (["--engine", "foo"], "--engine must be one of"),
+    (["--max-in-flight", "0"], "--max-in-flight must be at least 1 (got 0)"),
+    (["--timeout", "-1"], "--timeout must be a number of seconds above 0 (got -1.0)"),
+    (["--retries", "-1"], "--retries must be 0 or more (got -1)"),
+    (["--retry-backoff", "nan"], "--retry-backoff must be 0 or more (got nan)"),
+    (["-o", "SCHEDULE"], "is also an input"),
+])
+def test_a_dry_run_checks_the_options_the_run_would(small, args, words):  # noqa: F811
+    """A dry run, meant to check a plan before GPUs are spent, let through options the run then refused."""
+    args = [str(small["schedule"]) if a == "SCHEDULE" else a for a in args]
+    result = invoke("replay", small["schedule"], small["prompts"], "--dry-run", *args, "--force")
+    assert result.exit_code in (4, 7) and words in result.stderr, result.output
+    assert result.stderr.count("\n") == 1
+
+
 def test_a_server_error_that_recovers_is_retried(small, tmp_path):  # noqa: F811
     out = tmp_path / "t.parquet"
     with FakeServer(time_scale=0.02, faults=Faults(fail_first=3)) as a, FakeServer(time_scale=0.02) as b:

@@ -99,12 +99,16 @@ def replay_command(
         datasets = list(datasets or [])
         if output is None and not dry_run:
             raise SettingsError("name the timeline to write with -o timeline.parquet (or pass --dry-run)")
-        if output is not None and not dry_run:
+        if output is not None:  # a dry run checks what the run would, writing nothing
             if output.suffix.lower() != ".parquet":
                 raise SettingsError(f"-o {output}: the timeline is Parquet; name it .parquet")
             check_output_path(output, [schedule, *datasets, *lengths], force=force)
         if servers is not None and in_process is not None:
             raise SettingsError("give --servers or --in-process, not both")
+        from asp_cli.integrate.live import check_live_options
+
+        check_live_options(engine=engine, max_in_flight=max_in_flight, retries=retries, backoff_s=retry_backoff,
+                           idle_timeout_s=timeout, warmup_requests=warmup)
         live = None
         if servers is not None:
             live = _live_settings(servers, engine=engine, max_in_flight=max_in_flight, no_stream=no_stream, model=model,

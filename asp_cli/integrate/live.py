@@ -64,12 +64,31 @@ class LiveSettings:
             raise SettingsError("--servers: name at least one server URL (http://host:8000/v1)")
         for url in self.servers:
             parse_server_url(url)
-        if self.engine is not None and self.engine not in ENGINES:
-            raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
-        if self.max_in_flight is not None and self.max_in_flight < 1:
-            raise SettingsError(f"--max-in-flight must be at least 1 (got {self.max_in_flight})")
-        if self.retries < 0 or self.backoff_s < 0 or self.idle_timeout_s <= 0 or self.warmup_requests < 0:
-            raise SettingsError("--retries, --retry-backoff and --warmup must be 0 or more, --timeout above 0")
+        check_live_options(engine=self.engine, max_in_flight=self.max_in_flight, retries=self.retries,
+                           backoff_s=self.backoff_s, idle_timeout_s=self.idle_timeout_s,
+                           warmup_requests=self.warmup_requests)
+
+
+def check_live_options(*, engine: str | None, max_in_flight: int | None, retries: int, backoff_s: float,
+                       idle_timeout_s: float, warmup_requests: int) -> None:
+    """The replay's own options, checked once, with or without servers (a dry run checks them too).
+
+    Raises
+    ------
+    SettingsError
+        Naming the option and the value.
+    """
+    import math
+
+    if engine is not None and engine not in ENGINES:
+        raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {engine!r})")
+    if max_in_flight is not None and max_in_flight < 1:
+        raise SettingsError(f"--max-in-flight must be at least 1 (got {max_in_flight})")
+    for flag, value in (("--retries", retries), ("--retry-backoff", backoff_s), ("--warmup", warmup_requests)):
+        if not math.isfinite(value) or value < 0:
+            raise SettingsError(f"{flag} must be 0 or more (got {value})")
+    if not math.isfinite(idle_timeout_s) or idle_timeout_s <= 0:
+        raise SettingsError(f"--timeout must be a number of seconds above 0 (got {idle_timeout_s})")
 
 
 class Progress(Protocol):
