@@ -210,3 +210,27 @@ def test_the_bundled_model_loads_without_importing_skops(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]" and (tmp_path / "s.parquet").is_file()
+
+
+def test_a_prompt_unlike_the_training_prompts_is_predicted_inside_the_lengths_seen(fitted, tmp_path):
+    """A linear head extrapolated without bound: a model fitted on short prompts predicted 1 token for a long one
+    unlike them (an [asy] figure among GSM8K-style questions)."""
+    import polars as pl
+
+    from asp_cli import columns as C
+
+    prompts, lengths, model = fitted
+    lo, hi = model.log_mean_range_
+    observed = group_targets(lengths)["log_mean"].to_numpy()
+    assert (lo, hi) == (round(float(observed.min()), 6), round(float(observed.max()), 6))
+    odd = prompts.head(2).with_columns(pl.Series(C.PROMPT_TEXT, ["prove " * 3000, "[asy] draw((0,0)--(1,1)); " * 400]))
+    unclamped = model._head_columns(model._dense(odd, P.F.word_index(odd, model.vocabulary_),
+                                                 P.F.prompt_token_counts(odd, None)),
+                                    P.F.word_scores(P.F.word_index(odd, model.vocabulary_), model.word_coef_)
+                                    + model.word_intercept_)
+    assert (unclamped < lo).any() or (unclamped > hi).any()  # the case: outside what training saw
+    mu = model.predict_log(odd)[0]
+    assert ((mu >= lo) & (mu <= hi)).all()
+    path = tmp_path / "m.skops"
+    P.save(model, path)
+    np.testing.assert_array_equal(P.load(path).predict_log(odd)[0], mu)  # the range travels in the file

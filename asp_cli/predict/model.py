@@ -221,6 +221,10 @@ class LengthPredictor:
         self.n_samples_ = int(samples.sum())
         self.training_fingerprint_ = fingerprint_observations(data, targets)
         self.max_observed_tokens_ = int(data["max_tokens"].max())
+        # The range of the training targets: a linear head extrapolates without bound, so a prompt unlike every
+        # training prompt (a long [asy] figure in a model fitted on GSM8K) came out at 1 token. Predictions stay
+        # inside what the policy was seen to write (a clip: monotone, so no order changes inside the range).
+        self.log_mean_range_: tuple[float, float] | None = (round(float(y.min()), 6), round(float(y.max()), 6))
         self.meta_: dict[str, Any] = {}
         return self
 
@@ -288,6 +292,8 @@ class LengthPredictor:
             text_score = np.column_stack([text_score, char_score])
         tokens = F.prompt_token_counts(prompts, tokenizer)
         mu = self._head_columns(self._dense(prompts, words, tokens), text_score)
+        if getattr(self, "log_mean_range_", None) is not None:  # files fitted before it hold no range
+            mu = np.clip(mu, *self.log_mean_range_)
         sigma = np.full(prompts.height, self.log_spread_)
         return mu, sigma, tokens
 
@@ -316,6 +322,8 @@ class LengthPredictor:
                 "fingerprint": self.training_fingerprint_,
                 "train_rmse_log": round(self.train_rmse_log_, 4),
                 "max_observed_tokens": self.max_observed_tokens_,
+                **({"log_mean_range": list(self.log_mean_range_)}
+                   if getattr(self, "log_mean_range_", None) is not None else {}),
             },
             "params": self.get_params(),
             "versions": {
@@ -505,6 +513,14 @@ def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor
         raise damaged(path, "the card's 'train_rmse_log'")
     model.train_rmse_log_ = float(rmse)
     model.max_observed_tokens_ = card_count(training, "max_observed_tokens", path)
+    model.log_mean_range_ = None
+    if "log_mean_range" in training:
+        bounds = training["log_mean_range"]
+        if (not isinstance(bounds, list) or len(bounds) != 2
+                or any(isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b)
+                       or abs(b) > MAX_ABS_WEIGHT for b in bounds) or bounds[0] > bounds[1]):
+            raise damaged(path, "the card's 'log_mean_range'")
+        model.log_mean_range_ = (float(bounds[0]), float(bounds[1]))
     model.meta_ = {k: v for k, v in card.items() if k not in _CARD_KEYS}
     return model
 
