@@ -229,3 +229,26 @@ def test_quiet_leaves_stderr_empty_and_the_json_whole(data_and_model, tmp_path):
     assert predicted.exit_code == fitted.exit_code == 0, predicted.output + fitted.output
     assert not predicted.stderr.strip() and not fitted.stderr.strip()
     assert (tmp_path / "p.parquet").is_file() and (tmp_path / "m.skops").is_file()
+
+
+def test_fit_warns_about_a_file_given_twice_and_lengths_that_say_nothing(data_and_model, tmp_path):
+    """Each was fitted without a word: the same data twice (every sample counted twice), one constant length,
+    every sample at the cap."""
+    import shutil
+
+    _, data, _, _ = data_and_model
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy(data, copy)
+    result = runner.invoke(app, ["predictor", "fit", str(data), str(copy), "-o", str(tmp_path / "a.skops"), "-q"])
+    assert result.exit_code == 0 and result.stderr == (
+        f"Warning: {copy} has the same bytes as {data}: its samples are counted twice; give each file once\n")
+    constant = tmp_path / "constant.jsonl"
+    constant.write_text("".join(json.dumps({**json.loads(line), "response_tokens": 500}) + "\n"
+                                for line in data.read_text().splitlines()))
+    result = runner.invoke(app, ["predictor", "fit", str(constant), "-o", str(tmp_path / "b.skops"), "-q"])
+    assert "every sample is 500 tokens long: the model learns no ranking" in result.stderr
+    result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(tmp_path / "c.skops"), "-q",
+                                 "--max-response-tokens", "10"])
+    assert "every sample reached --max-response-tokens (10)" in result.stderr
+    result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(tmp_path / "d.skops"), "-q"])
+    assert result.stderr == ""

@@ -78,12 +78,35 @@ def fit_predictor(
     model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
         data.prompts, data.lengths, cap=max_response_tokens, tokenizer=read.tokenizer)
     result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started,
-                       warnings=data.warnings)
+                       warnings=[*data.warnings, *_training_warnings([*inputs, *history], data.lengths,
+                                                                    max_response_tokens)])
     if output is not None:
         with atomic_path(Path(output), replace=force) as tmp:
             P.save(model, tmp)
         result.output = Path(output)
     return result
+
+
+def _training_warnings(files: list[Path], lengths: Any, cap: int | None) -> list[str]:
+    """What is legal in training data but probably not meant: a file given twice, lengths that say nothing."""
+    from asp_cli.fingerprint import file_fingerprint
+
+    warnings = []
+    seen: dict[str, Path] = {}
+    for path in files:
+        print_ = file_fingerprint([path])
+        if print_ in seen:
+            warnings.append(f"{path} has the same bytes as {seen[print_]}: its samples are counted twice; give each "
+                            "file once")
+        seen.setdefault(print_, path)
+    tokens = lengths[C.RESPONSE_TOKENS]
+    if tokens.n_unique() == 1:
+        warnings.append(f"every sample is {tokens[0]:,} tokens long: the model learns no ranking and predicts that "
+                        "length for every prompt")
+    elif cap is not None and bool((tokens >= cap).all()):
+        warnings.append(f"every sample reached --max-response-tokens ({cap:,}): the model learns only that the "
+                        "lengths are above it; raise the cap to the one the lengths were generated with")
+    return warnings
 
 
 def evaluate_predictor(
