@@ -252,3 +252,15 @@ def test_fit_warns_about_a_file_given_twice_and_lengths_that_say_nothing(data_an
     assert "every sample reached --max-response-tokens (10)" in result.stderr
     result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(tmp_path / "d.skops"), "-q"])
     assert result.stderr == ""
+
+
+def test_a_model_path_that_is_a_folder_or_a_dangling_link_says_so(tmp_path):
+    """All said "no such model file", though the path was there."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    link = tmp_path / "link.skops"
+    link.symlink_to(tmp_path / "gone.skops")
+    for path, words in ((folder, "is a folder, not a model file"), (link, "is a link to nothing"),
+                        (tmp_path / "none.skops", "no such model file")):
+        result = runner.invoke(app, ["predictor", "info", str(path)])
+        assert result.exit_code == 5 and f"{path}: {words}; give a file written by" in result.stderr

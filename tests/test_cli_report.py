@@ -245,3 +245,10 @@ def test_lengths_of_other_prompts_above_the_cap_and_a_compare_of_other_prompts_a
     assert "Warning: " in result.stderr and "schedules other prompts (50 in common; 300 prompts here, 50 there)" \
         in result.stderr
     assert "schedules other prompts" not in run(schedules / "a.parquet", "--compare", schedules / "b.parquet").stderr
+
+
+@pytest.mark.parametrize("flag", ["--max-padding", "--max-trainer-idle"])
+def test_a_fraction_threshold_above_1_is_refused(schedules, flag):
+    """--max-padding 2 was accepted: a check that could never fail."""
+    result = run(schedules / "a.parquet", "--check", flag, "2")
+    assert result.exit_code == 4 and f"{flag} is a fraction from 0 to 1, e.g. 0.1 for 10% (got 2.0)" in result.stderr

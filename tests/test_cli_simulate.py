@@ -117,6 +117,9 @@ def test_bench_refuses_a_data_folder_that_is_not_there(tmp_path):
     assert result.exit_code == ExitCode.BAD_INPUT and "no such folder" in result.stderr and result.stdout == ""
     result = invoke("bench", "--workload", "nope")
     assert result.exit_code == ExitCode.BAD_SETTINGS
+    result = invoke("bench", "--mode", "foo")  # it said --engine, an option bench does not have
+    assert result.exit_code == ExitCode.BAD_SETTINGS and "--mode must be one of continuous, static, streaming" \
+        in result.stderr
 
 
 def test_help_texts():

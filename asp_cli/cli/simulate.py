@@ -150,6 +150,10 @@ def bench_command(
         unavailable = unavailable_workloads(WORKLOADS, names, data)
         if unavailable and len(unavailable) < len(names or WORKLOADS):
             say(f"Skipped: {unavailable_text(unavailable, data)}.")
+        from asp_cli.settings import ENGINES
+
+        if mode not in ENGINES:  # bench's own name for the engine (asp schedule calls it --engine)
+            raise SettingsError(f"--mode must be one of {', '.join(ENGINES)} (got {mode!r})")
         results = run_benchmark(data, load_preset(preset), names=names, mode=mode, max_lag=max_lag,
                                 progress=say)
         for spec, _workload, rows in results:

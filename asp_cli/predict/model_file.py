@@ -106,10 +106,23 @@ def damaged(path: Path, what: str) -> PredictorError:
                           "`asp predictor fit`")
 
 
+def missing_model(path: Path) -> PredictorError:
+    """The error for a model path that holds no file: missing, a folder, a dangling link, a pipe."""
+    if path.is_dir():
+        what = "is a folder, not a model file"
+    elif path.is_symlink() and not path.exists():
+        what = "is a link to nothing"
+    elif path.exists():
+        what = "is not a regular file (a pipe, a device or a socket)"
+    else:
+        what = "no such model file"
+    return PredictorError(f"{path}: {what}; give a file written by `asp predictor fit`")
+
+
 def read_archive(path: Path) -> tuple[bytes, zipfile.ZipFile]:
     """The file's bytes and its zip directory, refused before anything inflates when it declares too much."""
     if not path.is_file():
-        raise PredictorError(f"{path}: no such model file; give a file written by `asp predictor fit`")
+        raise missing_model(path)
     not_one = f"{path}: not an asp predictor file (a skops archive from `asp predictor fit`)"
     try:
         if path.stat().st_size > limits.MAX_ZIP_TOTAL_BYTES:

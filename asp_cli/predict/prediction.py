@@ -53,7 +53,9 @@ def load_predictor(path: Path | None = None):
             "scripts/train_default_predictor.py"
         )
     if not path.is_file():
-        raise PredictorError(f"{path}: no such model file; give a file written by `asp predictor fit`")
+        from asp_cli.predict.model_file import missing_model
+
+        raise missing_model(path)
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if key not in _cache:

@@ -121,6 +121,9 @@ class CheckLimits:
                 raise SettingsError(f"{flag} must be a number of at least 0 (got {value})")
             if name == "max_lag" and not isinstance(value, int):
                 raise SettingsError(f"{flag} must be a whole number of steps (got {value})")
+            if name in ("max_padding", "max_trainer_idle") and value > 1:
+                # A fraction: above 1 the check could never fail.
+                raise SettingsError(f"{flag} is a fraction from 0 to 1, e.g. 0.1 for 10% (got {value})")
 
     def any(self) -> bool:
         return any(v is not None for v in (self.max_padding, self.max_instance_spread, self.max_lag,
