@@ -205,3 +205,16 @@ def test_the_openai_example_feeds_observe_and_schedule(tmp_path):
     calibration = json.loads(made.stdout)["calibration"]
     assert calibration["prompts_seen"] == 12 and calibration["censored_samples"] > 0
     assert {s["data_source"] for s in calibration["sources"]} == {"aime", "gsm"}
+
+
+def test_a_source_left_without_probe_prompts_is_warned_about(tmp_path):
+    """--min-per-source 0 with a small probe left a source unprobed without a word."""
+    data = tmp_path / "p.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"question {i}", "data_source": f"s{i % 3}"}) + "\n"
+                            for i in range(40)))
+    result = probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=2, min_per_source=0))
+    assert [w for w in result.warnings if "get no probe prompt" in w] == [
+        "1 data sources get no probe prompt (s2): their lengths stay the model's guess; raise --prompts or "
+        "--min-per-source"]
+    assert not any("get no probe prompt" in w for w in probe([data], tmp_path / "p2.jsonl",
+                                                               settings=ProbeSettings(prompts=6)).warnings)

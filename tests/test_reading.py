@@ -216,6 +216,14 @@ def test_an_epoch_that_is_no_epoch_number_is_a_bad_row(tmp_path, value, shown):
     assert report.skipped_rows == 1
 
 
+def test_length_files_of_empty_lists_say_so_naming_the_file(tmp_path):
+    """It said "no usable lengths left after skipping bad rows" though no row was bad or skipped."""
+    path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": []}, {"id": "b", "length": []}])
+    with pytest.raises(InputError, match=re.escape("h.jsonl: the files hold no lengths (every row's list of lengths "
+                                                   "is empty); give at least one length")):
+        read_lengths([path])
+
+
 def test_csv_ids_stay_text_with_their_leading_zeros(tmp_path):
     from asp_cli.reading.stream import read_prompts_streamed
 

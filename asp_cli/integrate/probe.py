@@ -225,6 +225,11 @@ def probe(
         warnings.append(f"the per-source minimum ({settings.min_per_source}) over {len(names)} sources raised the "
                         f"probe from {count} to {int(allocation.sum())} prompts; lower --min-per-source to keep {count}")
 
+    unprobed = [str(name) if name is not None else "(no source)" for name, k in zip(names, allocation, strict=True)
+                if k == 0]
+    if unprobed:
+        warnings.append(f"{len(unprobed)} data sources get no probe prompt ({', '.join(unprobed[:3])}): their "
+                        "lengths stay the model's guess; raise --prompts or --min-per-source")
     if report.skipped_rows:
         warnings.append(f"skipped {report.skipped_rows} bad rows (--on-bad-row skip), e.g. "
                         f"{'; '.join(report.skipped_examples[:3])}; they are not in the probe")

@@ -54,7 +54,12 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
         raise InputError("no length files given")
     frame = pl.concat(parts, how="vertical")
     if frame.height == 0:
-        raise InputError("no usable lengths left after skipping bad rows; fix the length files")
+        names = ", ".join(str(p) for p in paths)
+        if report.skipped_rows:
+            raise InputError(f"{names}: no usable lengths left after skipping {report.skipped_rows} bad rows; fix "
+                             "the length files")
+        raise InputError(f"{names}: the files hold no lengths (every row's list of lengths is empty); give at "
+                         "least one length")
     report.settle()
     report.rows = frame.height
     return frame, report
