@@ -72,6 +72,17 @@ def test_lengths_of_other_prompts_or_above_the_cap_are_warned_about(built, tmp_p
     assert json.loads(invoke("simulate", built["schedule"], "--json").stdout)["warnings"] == []
 
 
+def test_more_instances_than_planned_under_planned_dispatch_is_warned_about(built):  # noqa: F811
+    planned = int(pl.read_parquet(built["schedule"])["instance"].max()) + 1
+    result = invoke("simulate", built["schedule"], "--dispatch", "planned", "--instances", planned + 2, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["warnings"] == [
+        f"--instances {planned + 2} with planned dispatch: the schedule plans {planned} instances, so 2 of them get "
+        f"no work; replay with --dispatch free, or make the schedule with --instances {planned + 2}"]
+    assert json.loads(invoke("simulate", built["schedule"], "--instances", planned + 2, "--json").stdout)[
+        "warnings"] == []
+
+
 def test_simulate_free_dispatch_and_static(built):  # noqa: F811
     for extra in (["--dispatch", "free"], ["--mode", "static"], ["--max-lag", "0", "--preset", "a100-llama2-7b"]):
         result = invoke("simulate", built["schedule"], "--json", "--quiet", *extra)

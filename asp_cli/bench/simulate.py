@@ -88,6 +88,16 @@ def simulate_file(
                            name=str(schedule_path), progress=progress)
 
 
+def _dispatch_warnings(schedule: Schedule, dispatch: str, instances: int) -> list[str]:
+    """With planned dispatch each minibatch runs on its planned instance: more instances than planned stay idle."""
+    planned = int(schedule.frame["instance"].max()) + 1
+    if dispatch == "planned" and instances > planned:
+        return [f"--instances {instances} with planned dispatch: the schedule plans {planned} instances, so "
+                f"{instances - planned} of them get no work; replay with --dispatch free, or make the schedule "
+                f"with --instances {instances}"]
+    return []
+
+
 def simulate_loaded(
     schedule: Schedule,
     observed: pl.DataFrame | None = None,
@@ -136,7 +146,7 @@ def simulate_loaded(
         "max_lag": lag,
         "trainer": trainer,
         "lengths": {**info.to_dict(), "skipped_rows": skipped_rows},
-        "warnings": info.warnings(recorded.max_response_tokens),
+        "warnings": info.warnings(recorded.max_response_tokens) + _dispatch_warnings(schedule, dispatch, k),
         "noise_model": None if info.prompts_sampled == 0 else {
             "prompt_sigma": PROMPT_SIGMA, "sample_sigma": SAMPLE_SIGMA, "seed": seed},
         "metrics": result.metrics,
