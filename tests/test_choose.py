@@ -59,23 +59,24 @@ def test_auto_judges_on_a_sample_of_large_inputs_scaled_up_to_the_run(monkeypatc
 
     monkeypatch.setattr(choose, "SAMPLE_PROMPTS", 200)
     prompts, preds = prompt_frame(900), make_predictions(900, seed=5)
-    settings = ScheduleSettings(epochs=3, train_batch_size=16, minibatch_size=8, instances=2)
+    blocking = ScheduleSettings(epochs=3, train_batch_size=16, minibatch_size=8, instances=2)
+    assert choose_arrangement(_arrange_named, prompts, preds, blocking, PRESET).run_prompt_epochs == 0  # as it was
+    settings = dataclasses.replace(blocking, engine="streaming")
     choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
-    assert choice.evaluated_prompts == 200 and choice.evaluated_epochs == 1
-    # Expected times are of the whole run (900 prompts x 3 epochs), not of the 200-prompt sample: the whole
-    # arrangement replayed on lengths at the predicted means takes about as long.
-    from asp_cli.sim.records import SimulationSettings
-    from asp_cli.sim.run import simulate_schedule
+    assert choice.evaluated_prompts == 200 and choice.evaluated_epochs == 1 and choice.run_prompt_epochs == 2700
+    from asp_cli.arrange.choose import arrangement_line
 
-    frame = _arrange_named(prompts, preds, dataclasses.replace(settings, arrangement=choice.chosen), PRESET)
-    lengths = np.repeat(preds["predicted_mean_tokens"].to_numpy()[:, None], settings.samples_per_prompt, axis=1)
-    order = frame.sort("seq")["row"].to_numpy()
-    whole = simulate_schedule(frame.sort("seq"), lengths[order], PRESET,
-                              SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
-                                                 train_batch_size=settings.train_batch_size),
-                              instances=settings.instances).metrics["end_to_end_s"]
-    expected = next(c["expected_end_to_end_s"] for c in choice.candidates if c["name"] == choice.chosen)
-    assert 0.6 * whole < expected < 1.6 * whole
+    assert "on 200 prompts x 1 epoch(s), scaled up to the run's 2,700 prompt-epochs)" in arrangement_line(
+        choice.to_dict())
+    whole_input = choose_arrangement(_arrange_named, prompts[:150], preds[:150], settings, PRESET).to_dict()
+    assert "run_prompt_epochs" not in whole_input and "scaled up" not in arrangement_line(whole_input)
+    # Expected times are of the whole run (900 prompts x 3 epochs), not of the 200-prompt sample: each candidate's
+    # is above what the sample's own replays give.
+    monkeypatch.setattr(choose, "SCALED_ENGINES", ())
+    own = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    assert own.run_prompt_epochs == 0
+    for scaled, unscaled in zip(choice.candidates, own.candidates, strict=True):
+        assert scaled["expected_end_to_end_s"] > unscaled["expected_end_to_end_s"]
 
 
 def test_run_time_keeps_the_head_and_the_drain_and_scales_the_middle():
@@ -83,11 +84,12 @@ def test_run_time_keeps_the_head_and_the_drain_and_scales_the_middle():
 
     from asp_cli.arrange.choose import run_time
 
-    # First train step at 10 s, last admission at 70 s, end at 100 s: head 10, drain 30, middle 60.
+    # First train step at 10 s, last admission at 70 s, last group in at 85 s, end at 100 s: head 10, drain 15,
+    # middle 75 (the trainer's steps after the last arrival grow with the run).
     result = SimpleNamespace(metrics={"end_to_end_s": 100.0}, seq_admit_s=np.array([0.0, 5.0, 70.0]),
-                             step_start_s=np.array([10.0, 40.0, 90.0]))
+                             group_arrival_s=np.array([30.0, 85.0]), step_start_s=np.array([10.0, 40.0, 90.0]))
     assert run_time(result, 1.0) == 100.0  # an input judged whole
-    assert run_time(result, 5.0) == pytest.approx(10.0 + 30.0 + 5 * 60.0)
+    assert run_time(result, 5.0) == pytest.approx(10.0 + 15.0 + 5 * 75.0)
 
 
 def test_a_named_arrangement_is_used_as_named_and_auto_picks_one_of_the_candidates():

@@ -9,8 +9,8 @@ predictions, `HISTORY_SIGMA` for prompts seen in history) and per sample a log-n
 the prompt's own, read back from its predicted group maximum and mean (`sample_sigma`). The candidate with the lowest mean simulated end-to-end time wins,
 except that an earlier candidate (interleave first: steadier arrival, steps closer to representative; on the
 padded `static` engine long-first first) within `TIE_MARGIN` of it is kept, since a difference that small is inside the draws' own noise. Large inputs are judged on a seeded sample of prompts (`SAMPLE_PROMPTS`) and
-one epoch, which keeps the cost a fixed few seconds, and each replay of the sample is scaled up to the whole
-run (`run_time`); the winner is then arranged on everything.
+one epoch, which keeps the cost a fixed few seconds, and on engines that refill each replay of the sample is
+scaled up to the whole run (`run_time`); the winner is then arranged on everything.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ STREAMING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-firs
 # held-out chat workloads the order changes nothing (docs/benchmarks.md, "Other engines").
 STATIC_CANDIDATES: tuple[str, ...] = ("long-first", "interleave", "short-first", "shuffle", "per-step")
 SAMPLE_PROMPTS = 4096
+# The engines whose sampled replays are scaled up to the run (`run_time`).
+SCALED_ENGINES: tuple[str, ...] = ("streaming",)
 # Gauss-Hermite nodes (in standard deviations) and weights for the common scale factor of every draw.
 SCALE_NODES: tuple[tuple[float, float], ...] = ((-3**0.5, 1 / 6), (0.0, 2 / 3), (3**0.5, 1 / 6))
 DRAWS = len(SCALE_NODES)
@@ -75,9 +77,14 @@ class ArrangementChoice:
     dispatch: str = "free"  # the dispatch the candidates were judged under (the settings')
     evaluated_epochs: int = 0
     steps: str = "any"  # "representative": only candidates whose steps are about a shuffle's were eligible
+    # Judged on a sample: the prompt-epochs of the whole run its times were scaled up to (`run_time`); 0 when the
+    # input was judged whole (and then left out of the document).
+    run_prompt_epochs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
+        if not document["run_prompt_epochs"]:
+            del document["run_prompt_epochs"]
         chosen = next((c["expected_end_to_end_s"] for c in self.candidates if c["name"] == self.chosen), None)
         others = [c["expected_end_to_end_s"] for c in self.candidates if c["name"] != self.chosen]
         # How much faster the chosen arrangement is expected to be than the best of the others (negative when
@@ -126,7 +133,10 @@ def choose_arrangement(
     from asp_cli.sim.run import simulate_schedule
 
     sampled = prompts.height > SAMPLE_PROMPTS
-    scale = prompts.height * settings.epochs / SAMPLE_PROMPTS if sampled else 1.0  # run prompt-epochs per sample's
+    run_prompts = prompts.height * settings.epochs
+    # The run's prompt-epochs per the sample's, on engines that refill (`run_time` says why only there).
+    scaled = sampled and settings.engine in SCALED_ENGINES
+    scale = run_prompts / SAMPLE_PROMPTS if scaled else 1.0
     if sampled:
         keep = np.sort(np.random.default_rng([settings.seed, 29]).choice(prompts.height, SAMPLE_PROMPTS,
                                                                          replace=False))
@@ -201,26 +211,32 @@ def choose_arrangement(
     fastest = min(r["expected_end_to_end_s"] for r in eligible)
     chosen = next(r["name"] for r in eligible if r["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN))
     return ArrangementChoice("auto", chosen, settings.engine, results, prompts.height, DRAWS, settings.dispatch,
-                             trial.epochs, settings.steps)
+                             trial.epochs, settings.steps, run_prompts if scaled else 0)
 
 
 def run_time(result: Any, scale: float) -> float:
     """The end-to-end time of the whole run, from a replay of a sample ``1 / scale`` of its size.
 
     A replay splits into the head (until the first train step starts: the pipeline filling), the drain (from
-    the last admission to the end: the last groups decoding, the trainer's last steps) and the middle. The head
-    and the drain last about as long in the whole run as in the sample (the same instances, the same longest
-    groups); the middle grows with the prompts. So the run takes ``head + drain + scale * middle``. Judged on
+    the last admission to the last group's arrival: the last groups decoding) and the middle. The head and the
+    drain last about as long in the whole run as in the sample (the same instances, the same longest groups);
+    the middle, trainer steps queued behind the drain included, grows with the prompts. So the run takes ``head + drain + scale * middle``. Judged on
     the sample's own end-to-end time instead, the drain weighs as much as a few train steps' worth of prompts
     where in the run it weighs one among hundreds, and orders that end on long work lose where they win at
-    scale: on engines that refill, short-first at 7,000-32,000 prompts (docs/benchmarks.md, "How well auto
-    chooses"). ``scale`` 1 (an input judged whole) gives the replay's own time.
+    scale: on engines that refill, short-first at 7,000-32,000 prompts (docs/benchmarks.md, "Large inputs: the
+    sample scaled up to the run"). ``scale`` 1 (an input judged whole) gives the replay's own time.
+
+    Only on engines that refill (`SCALED_ENGINES`): on the blocking engines the sample's own times ranked the
+    candidates as the whole run did, and scaled up they made `continuous` pick per-step, 3% slower than the
+    interleaving, on two seeds of two (same page).
     """
     end = float(result.metrics["end_to_end_s"])
-    if scale <= 1.0:
+    if scale <= 1.0 or not result.seq_admit_s.size or not result.step_start_s.size:
         return end
-    drain = end - float(result.seq_admit_s.max()) if result.seq_admit_s.size else 0.0
-    head = float(result.step_start_s[0]) if result.step_start_s.size else 0.0
+    # The rollout's drain ends with the last group's arrival: the trainer steps queued behind it (a trainer that
+    # binds) grow with the prompts, and stay in the middle.
+    drain = max(float(result.group_arrival_s.max()) - float(result.seq_admit_s.max()), 0.0)
+    head = float(result.step_start_s[0])
     return head + drain + scale * max(end - head - drain, 0.0)
 
 
@@ -237,7 +253,9 @@ def arrangement_line(choice: dict[str, Any]) -> str:
     line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
             f"{choice.get('dispatch', 'planned')} dispatch; expected end-to-end "
             f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
-            f"{choice.get('evaluated_epochs') or 1} epoch(s))")
+            f"{choice.get('evaluated_epochs') or 1} epoch(s)"
+            + (f", scaled up to the run's {choice['run_prompt_epochs']:,} prompt-epochs" if choice.get(
+                "run_prompt_epochs") else "") + ")")
     chosen = next((c for c in choice["candidates"] if c["name"] == choice["chosen"]), {})
     dispatch = choice.get("dispatch", "planned")
     mine, other = chosen.get("expected_end_to_end_s"), chosen.get(
