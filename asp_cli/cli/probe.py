@@ -47,12 +47,12 @@ def probe_command(
                        samples_per_prompt=samples_per_prompt, force=force)
         summary = result.summary
         if not quiet:
-            say(f"Wrote {output}: {summary['probe_prompts']} of {summary['prompts']:,} prompts "
+            say(f"Wrote {output}: {summary['probe_prompts']:,} of {summary['prompts']:,} prompts "
                 f"({summary['fraction']:.2%}, {result.format}), stratified over {len(summary['sources'])} source(s) "
                 "and predicted length")
             for source in summary["sources"]:
                 low, high = source["predicted_tokens_range"]
-                say(f"  {source['data_source'] or '(no source)'}: {source['probe_prompts']} of {source['prompts']:,} "
+                say(f"  {source['data_source'] or '(no source)'}: {source['probe_prompts']:,} of {source['prompts']:,} "
                     f"prompts; predicted {low:,.0f}-{high:,.0f} tokens")
             say(f"  cost: each sample per probe prompt is {summary['epoch_cost_per_probe_sample']:.3%} of one epoch's "
                 f"rollout at {summary['samples_per_prompt']} samples per prompt")
