@@ -206,3 +206,15 @@ def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
     result = invoke("calibrate", plain, "-o", tmp_path / "p.json", "--servers", "http://127.0.0.1:9/v1")
     assert result.exit_code == ExitCode.BAD_SETTINGS and "not both" in result.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_timeline_of_an_interrupted_replay_is_said_so(tmp_path):
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, {**metadata(frame), "complete": False}, timeline)
+    result = invoke("calibrate", timeline, "-o", tmp_path / "p.json")
+    assert result.exit_code == 0, result.output
+    assert f"Note: the timeline is of an interrupted replay ({frame.height:,} requests measured before it stopped)" \
+        in result.stderr
+    write_timeline(frame, metadata(frame), tmp_path / "whole.parquet")
+    assert "interrupted" not in invoke("calibrate", tmp_path / "whole.parquet", "-o", tmp_path / "q.json").stderr

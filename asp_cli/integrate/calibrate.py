@@ -89,6 +89,9 @@ def calibrate(
         source = str(timeline)
     base_preset, base_document = _base(base or _recorded_base(metadata))
     fit = fit_timeline(frame, base_preset)
+    if metadata.get("complete") is False:
+        fit.notes.append(f"the timeline is of an interrupted replay ({frame.height:,} requests measured before it "
+                         "stopped): the fit uses them, but no arrangement can be checked whole")
     reported = [s.get("kv_cache_tokens") for s in metadata.get("servers", []) if isinstance(s, dict)]
     reported = [int(v) for v in reported if isinstance(v, int) and v > 0]
     capacity = kv_cache_tokens or (min(reported) if reported else None)
