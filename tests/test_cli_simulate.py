@@ -128,6 +128,14 @@ def test_bench_refuses_a_data_folder_that_is_not_there(tmp_path):
     assert result.exit_code == ExitCode.BAD_INPUT and "no such folder" in result.stderr and result.stdout == ""
     result = invoke("bench", "--workload", "nope")
     assert result.exit_code == ExitCode.BAD_SETTINGS
+    from asp_cli.bench.data import AIME, data_folder_warning
+
+    (tmp_path / "empty").mkdir()  # there, but holding none of the data: said, not only "Skipped"
+    assert data_folder_warning(tmp_path / "empty") == (
+        f"--data {tmp_path / 'empty'} holds none of the folders the benchmark reads (aime_r1distill1.5b_lengths, "
+        "alpaca_eval_outputs); lay it out as ../shared/data is")
+    (tmp_path / "empty" / AIME).mkdir()
+    assert data_folder_warning(tmp_path / "empty") is None and data_folder_warning(None) is None
     result = invoke("bench", "--mode", "foo")  # it said --engine, an option bench does not have
     assert result.exit_code == ExitCode.BAD_SETTINGS and "--mode must be one of continuous, static, streaming" \
         in result.stderr

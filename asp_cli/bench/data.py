@@ -35,6 +35,17 @@ def check_data_folder(data: Path | None) -> None:
                          "../shared/data), or leave --data out to run what ships")
 
 
+def data_folder_warning(data: Path | None) -> str | None:
+    """What to say of a ``--data`` folder that holds none of the folders the benchmark reads (None: it holds one)."""
+    if data is None:
+        return None
+    wanted = sorted({f for f in SOURCE_FOLDERS.values() if f not in SHIPPED_FOLDERS})
+    if any((Path(data) / f).is_dir() for f in wanted):
+        return None
+    return (f"--data {data} holds none of the folders the benchmark reads ({', '.join(wanted)}); lay it out as "
+            "../shared/data is")
+
+
 def _folder(data: Path | None, name: str) -> Path | None:
     if data is not None and (Path(data) / name).is_dir():
         return Path(data) / name

@@ -146,6 +146,10 @@ def bench_command(
             check_output_path(markdown, force=force)
             check_output_name(markdown, (".md", ".markdown"), writer="--markdown", what="Markdown")
         check_data_folder(data)
+        from asp_cli.bench.data import data_folder_warning
+
+        if data_folder_warning(data):
+            say(f"Warning: {data_folder_warning(data)}")
         names = tuple(only) or None
         unavailable = unavailable_workloads(WORKLOADS, names, data)
         if unavailable and len(unavailable) < len(names or WORKLOADS):
