@@ -150,11 +150,11 @@ def replay_schedule(
                                                 seed=recorded.seed if seed is None else seed,
                                                 max_response_tokens=recorded.max_response_tokens)
     if info.prompts_sampled:
-        warnings.append(f"{info.prompts_sampled} prompts have no observed length and replay lengths sampled around "
+        warnings.append(f"{info.prompts_sampled:,} prompts have no observed length and replay lengths sampled around "
                         "their predictions; give --lengths from an earlier epoch or a probe")
     if clipped:
-        warnings.append(f"{clipped} observed lengths exceed the schedule's --max-response-tokens "
-                        f"({recorded.max_response_tokens}) and were cut to it")
+        warnings.append(f"{clipped:,} observed lengths exceed the schedule's --max-response-tokens "
+                        f"({recorded.max_response_tokens:,}) and were cut to it")
     texts = None if synthetic_prompts else dataset_prompts(list(datasets), schedule.metadata,
                                                             prompt_key=read.prompt_key, id_key=read.id_key)
     # Schedules written before the dispatch setting were made for (and replayed with) their instance column.

@@ -200,7 +200,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         summary["rows_over_max_response_tokens"] = over
         if over:
             warnings.append(
-                f"{over} samples are longer than the schedule's max_response_tokens ({cap}); kept as observed"
+                f"{over:,} samples are longer than the schedule's max_response_tokens ({cap:,}); kept as observed"
             )
     summary["unknown_id_rows"] = 0
     summary["unknown_ids"] = 0
@@ -215,12 +215,12 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             against = "schedule" if schedule else "dataset"
             if unknown_ids == "error":
                 raise InputError(
-                    f"{strays.height} rows ({distinct.len()} ids, first {distinct[0]!r}) name prompts the {against} "
+                    f"{strays.height:,} rows ({distinct.len():,} ids, first {distinct[0]!r}) name prompts the {against} "
                     "does not hold; observe with the matching schedule, or pass --unknown-ids skip or keep"
                 )
             verb = "left out" if unknown_ids == "skip" else "kept"
             warnings.append(
-                f"{strays.height} rows ({distinct.len()} ids, e.g. {distinct[0]!r}) name prompts the {against} "
+                f"{strays.height:,} rows ({distinct.len():,} ids, e.g. {distinct[0]!r}) name prompts the {against} "
                 f"does not hold; {verb} (--unknown-ids)"
             )
             if unknown_ids == "skip":
@@ -565,7 +565,7 @@ def _coverage(schedule: str | Path, added: pl.DataFrame, summary: dict[str, Any]
     if missing.len():
         warnings.append(f"{missing.len()} scheduled prompts have no sample in the logs (e.g. {missing[0]!r})")
     if short:
-        warnings.append(f"{short} prompts have fewer than samples_per_prompt={n} samples in the logs")
+        warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")
 
 
 # --------------------------------------------------------------------------------------------------------
