@@ -148,10 +148,10 @@ def bench_command(
         check_data_folder(data)
         from asp_cli.bench.data import data_folder_warning
 
-        if data_folder_warning(data):
-            say(f"Warning: {data_folder_warning(data)}")
         names = tuple(only) or None
         unavailable = unavailable_workloads(WORKLOADS, names, data)
+        if data_folder_warning(data) and len(unavailable) < len(names or WORKLOADS):  # else the error says it
+            say(f"Warning: {data_folder_warning(data)}")
         if unavailable and len(unavailable) < len(names or WORKLOADS):
             say(f"Skipped: {unavailable_text(unavailable, data)}.")
         from asp_cli.settings import ENGINES

@@ -143,6 +143,12 @@ class Engine:
         decoding what it has and looks again after each completion), and with ``until``, at the first decode
         step that ends at or after that time (so a held engine looks again when the lag rule may let it go)."""
         st = self.stats
+        # Containers and constants read once (the loop runs once per event of the whole replay); the scalars that
+        # `_admit` and `_preempt` change are read from self. The arithmetic is the same, in the same order.
+        heap, token, alive, c = self.heap, self.token, self.alive, self.c
+        gid, finish_out, finished, free, stack = self.gid, self.finish_out, self.finished, self.free, self.stack
+        capacity, g_o, t_w, c_tok, kv = self.capacity, self.g_o, self.t_w, self.c_tok, self.kv
+        bounded = capacity < math.inf
         while True:
             if self.t >= until:
                 return
@@ -154,10 +160,10 @@ class Engine:
                 if not self.waiting:
                     return
                 self._admit(force=True)
-            while self.heap and self.token[self.heap[0][2]] != self.heap[0][1]:
-                heapq.heappop(self.heap)
-            finish_step = self.heap[0][0]
-            room = int((self.capacity - self.sum_c) // self.live) - self.step if self.capacity < math.inf else 1 << 60
+            while heap and token[heap[0][2]] != heap[0][1]:
+                heapq.heappop(heap)
+            finish_step = heap[0][0]
+            room = int((capacity - self.sum_c) // self.live) - self.step if bounded else 1 << 60
             if room < 1:
                 if self.live > 1:
                     self._preempt()
@@ -168,8 +174,9 @@ class Engine:
             s = self.step
             if until < math.inf:
                 m = self._steps_within(m, b, s, until - self.t)
-            dt = m * (self.g_o + max(self.t_w, self.c_tok * b)) + self.kv * (
-                m * self.sum_c + b * (m * s + m * (m + 1) / 2.0)
+            sum_c = self.sum_c
+            dt = m * (g_o + max(t_w, c_tok * b)) + kv * (
+                m * sum_c + b * (m * s + m * (m + 1) / 2.0)
             )
             st.decode_steps += m
             st.live_slot_steps += m * b
@@ -178,22 +185,28 @@ class Engine:
             if b < self.tail_fraction * self.target:
                 st.tail_s += dt
             self.t += dt
-            self.step = s + m
-            st.peak_kv_tokens = max(st.peak_kv_tokens, self.sum_c + b * self.step)
+            step = s + m
+            self.step = step
+            held = sum_c + b * step
+            if held > st.peak_kv_tokens:
+                st.peak_kv_tokens = held
             finished_now = False
-            while self.heap and self.heap[0][0] == self.step:
-                _, tok, j = heapq.heappop(self.heap)
-                if self.token[j] != tok:
+            live = b
+            while heap and heap[0][0] == step:
+                _, tok, j = heapq.heappop(heap)
+                if token[j] != tok:
                     continue
-                self.alive[j] = False
-                self.live -= 1
-                self.sum_c -= self.c[j]
-                self.finish_out[self.gid[j]] = self.t
-                self.finished.append(self.gid[j])
-                self.free.append(j)
+                alive[j] = False
+                live -= 1
+                sum_c -= c[j]
+                finish_out[gid[j]] = self.t
+                finished.append(gid[j])
+                free.append(j)
                 finished_now = True
-            if self.live == 0:
-                self.stack.clear()
+            self.live = live
+            self.sum_c = sum_c
+            if live == 0:
+                stack.clear()
             if one_finish and finished_now:
                 return
 
@@ -209,33 +222,43 @@ class Engine:
         return max(1, min(m, math.ceil(within)))
 
     def _admit(self, force: bool = False) -> None:
+        # The hottest loop of a streaming plan (every request passes here once, and again after a preemption):
+        # attributes are read once into locals; the arithmetic is the same, in the same order.
+        waiting, prompt, done_before, c, token = self.waiting, self.prompt, self.done_before, self.c, self.token
+        gid, admit_out, heap, stack, alive = self.gid, self.admit_out, self.heap, self.stack, self.alive
+        step, t, max_seqs, admit_limit, capacity = self.step, self.t, self.max_seqs, self.admit_limit, self.capacity
         prefill_tokens = 0
-        held = self.sum_c + self.live * self.step
-        while self.waiting and self.live < self.max_seqs:
-            j = self.waiting[0]
-            need = self.prompt[j] + self.done_before[j]
+        live = self.live
+        sum_c = self.sum_c
+        held = sum_c + live * step
+        while waiting and live < max_seqs:
+            j = waiting[0]
+            before = done_before[j]
+            need = prompt[j] + before
             # Room for the prompt and for one more token of every live sequence, so an admission is never
             # undone by a preemption at the very next step (which would loop forever).
-            if held + need + self.live + 1 > self.admit_limit and not force:
+            if held + need + live + 1 > admit_limit and not force:
                 break
-            if held + need > self.capacity:
+            if held + need > capacity:
                 self.stats.oversize += 1
             force = False
-            self.waiting.popleft()
+            waiting.popleft()
             held += need
             prefill_tokens += need
-            self.c[j] = need - self.step
-            self.sum_c += self.c[j]
-            self.live += 1
-            self.alive[j] = True
-            self.admit_step[j] = self.step
-            self.token[j] += 1
-            if self.done_before[j] == 0:
-                self.admit_out[self.gid[j]] = self.t
-            heapq.heappush(self.heap, (self.step + self.length[j] - self.done_before[j], self.token[j], j))
-            self.stack.append(j)
+            c[j] = need - step
+            sum_c += c[j]
+            live += 1
+            alive[j] = True
+            self.admit_step[j] = step
+            token[j] += 1
+            if before == 0:
+                admit_out[gid[j]] = t
+            heapq.heappush(heap, (step + self.length[j] - before, token[j], j))
+            stack.append(j)
+        self.live = live
+        self.sum_c = sum_c
         if prefill_tokens:
-            dt = float(self.preset.prefill_seconds(prefill_tokens))
+            dt = self.c_tok * float(prefill_tokens)  # `HardwarePreset.prefill_seconds`, for one count
             self.t += dt
             self.stats.busy_s += dt
 
