@@ -220,10 +220,10 @@ def run_time(result: Any, scale: float) -> float:
     A replay splits into the head (until the first train step starts: the pipeline filling), the drain (from
     the last admission to the last group's arrival: the last groups decoding) and the middle. The head and the
     drain last about as long in the whole run as in the sample (the same instances, the same longest groups);
-    the middle, trainer steps queued behind the drain included, grows with the prompts. So the run takes ``head + drain + scale * middle``. Judged on
-    the sample's own end-to-end time instead, the drain weighs as much as a few train steps' worth of prompts
-    where in the run it weighs one among hundreds, and orders that end on long work lose where they win at
-    scale: on engines that refill, short-first at 7,000-32,000 prompts (docs/benchmarks.md, "Large inputs: the
+    the middle, trainer steps queued behind the drain included, grows with the prompts. So the run takes
+    ``head + drain + scale * middle``. Judged on the sample's own end-to-end time instead, the drain weighs as
+    much as a few train steps' worth of prompts where in the run it weighs one among hundreds, and orders that
+    end on long work lose where they win at scale: on engines that refill, short-first at 7,000-32,000 prompts (docs/benchmarks.md, "Large inputs: the
     sample scaled up to the run"). ``scale`` 1 (an input judged whole) gives the replay's own time.
 
     Only on engines that refill (`SCALED_ENGINES`): on the blocking engines the sample's own times ranked the
