@@ -223,8 +223,9 @@ def run_time(result: Any, scale: float) -> float:
     the middle, trainer steps queued behind the drain included, grows with the prompts. So the run takes
     ``head + drain + scale * middle``. Judged on the sample's own end-to-end time instead, the drain weighs as
     much as a few train steps' worth of prompts where in the run it weighs one among hundreds, and orders that
-    end on long work lose where they win at scale: on engines that refill, short-first at 7,000-32,000 prompts (docs/benchmarks.md, "Large inputs: the
-    sample scaled up to the run"). ``scale`` 1 (an input judged whole) gives the replay's own time.
+    end on long work lose where they win at scale: on engines that refill, short-first at 7,000-32,000
+    prompts (docs/benchmarks.md, "Large inputs: the sample scaled up to the run"). ``scale`` 1 (an input judged
+    whole) gives the replay's own time.
 
     Only on engines that refill (`SCALED_ENGINES`): on the blocking engines the sample's own times ranked the
     candidates as the whole run did, and scaled up they made `continuous` pick per-step, 3% slower than the
