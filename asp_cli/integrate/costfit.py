@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,6 @@ import polars as pl
 
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.errors import InputError
-from pathlib import Path
 
 ROUNDS = 4
 KNEE_ITERATIONS = 60
@@ -472,9 +472,8 @@ def fit_train_steps(frame: pl.DataFrame, where: str) -> tuple[float, float]:
         raise InputError(f"{row_location(Path(where), frame, index, fmt)}: a trainer step needs 'tokens' of 0 or more "
                          f"and '{seconds}' above 0 seconds (got tokens {raw['tokens']!r}, {seconds} "
                          f"{raw[seconds]!r}); fix or drop the row ({int(bad.sum())} such rows)")
-    good = np.ones(tokens.size, dtype=bool)
-    if np.unique(tokens[good]).size < 2:
+    if np.unique(tokens).size < 2:
         raise InputError(f"{where}: needs steps of at least two different token counts to fit fixed and per-token "
                          "cost")
-    coef, *_ = np.linalg.lstsq(np.column_stack((np.ones(good.sum()), tokens[good])), step[good], rcond=None)
+    coef, *_ = np.linalg.lstsq(np.column_stack((np.ones(tokens.size), tokens)), step, rcond=None)
     return float(coef[0]), float(coef[1])
