@@ -28,7 +28,7 @@ from asp_cli.costmodel import load_preset  # noqa: E402
 from asp_cli.sim.records import SimulationSettings  # noqa: E402
 from asp_cli.sim.run import simulate_schedule
 
-FACTORS = (1.0, 0.85, 0.75, 0.6)
+FACTORS = (1.0, 0.85, 0.75, 0.6, 0.4)
 LONG_TOKENS = 8000
 
 
@@ -51,7 +51,7 @@ def main() -> None:
     print("|---:|---:|---:|---:|---:|---:|")
     try:
         for factor in FACTORS:
-            P._kv_footprint = lambda p, t, m, n, f=factor: np.ceil(f * original(p, t, m, n)).astype(np.int64)
+            P._kv_footprint = lambda p, m, n, f=factor: np.ceil(f * original(p, m, n)).astype(np.int64)
             frame = P.arrange(workload.prompts, oracle, settings, preset=preset).sort("seq")
             truth = workload.truth[np.array([position[r] for r in frame[C.ROW].to_list()])]
             sim = SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
