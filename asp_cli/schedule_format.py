@@ -75,6 +75,15 @@ class Schedule:
     def instances(self) -> int:
         return int(self.settings.get("instances", int(self.frame["instance"].max()) + 1))
 
+    @property
+    def kv_budget(self) -> str:
+        """How its minibatches were cut against the KV budget ("peak" or "whole"): what the baselines in its
+        sizes are cut by. Schedules written before the peak accounting, and static ones, counted whole groups."""
+        chosen = (self.metadata.get("arrangement") or {}).get("kv_budget")
+        if self.settings.get("engine") == "static" or chosen not in ("peak", "whole"):
+            return "whole"
+        return chosen
+
 
 # A format version is text "MAJOR.MINOR": two decimal integers of at most 9 digits, no sign, space, leading
 # zero or other character ("1.0", "1.12"). A number (1.0), "1", "1.0.0", "01.0", " 1.0" or "1_0.0" is not a

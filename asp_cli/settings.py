@@ -34,6 +34,11 @@ DISPATCHES: tuple[str, ...] = ("planned", "free")
 # What `--arrangement auto` may trade for speed: "any" (the fastest candidate) or "representative" (only
 # candidates whose training steps are expected to be about as representative of the epoch as a shuffle's).
 STEP_RULES: tuple[str, ...] = ("any", "representative")
+# How a group counts against its minibatch's KV budget (`--kv-budget`): "peak" (its share of the wave's expected
+# peak, `arrange.timeline.group_kv_tokens`), "whole" (N x (prompt + mean), which a wave never exceeds) or "auto"
+# (with `--arrangement auto`, each candidate is judged under both and the faster kept; otherwise peak). The
+# padded static engine always counts whole: every row keeps its cache until the longest ends.
+KV_BUDGETS: tuple[str, ...] = ("auto", "peak", "whole")
 
 
 def _flag(name: str) -> str:
@@ -90,6 +95,8 @@ class ScheduleSettings:
     dispatch: str = "free"
     # `STEP_RULES`: whether auto may choose an arrangement whose steps are less representative than a shuffle's.
     steps: str = "any"
+    # `KV_BUDGETS`: how a group counts against --max-tokens-per-minibatch on blocking engines.
+    kv_budget: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
@@ -109,11 +116,22 @@ class ScheduleSettings:
             raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {self.dispatch!r})")
         if self.steps not in STEP_RULES:
             raise SettingsError(f"--steps must be one of {', '.join(STEP_RULES)} (got {self.steps!r})")
+        if self.kv_budget not in KV_BUDGETS:
+            raise SettingsError(f"--kv-budget must be one of {', '.join(KV_BUDGETS)} (got {self.kv_budget!r})")
+        if self.kv_budget == "peak" and self.engine == "static":
+            raise SettingsError("--kv-budget peak does not apply to --engine static: a padded batch keeps every "
+                                "row's cache until its longest row ends; use --kv-budget whole or auto")
         if not isinstance(self.preset, str) or not isinstance(self.canonical_order, bool):
             raise SettingsError(f"--preset must be a name or a file, and --canonical-order a flag (got "
                                 f"{self.preset!r}, {self.canonical_order!r})")
         if self.instances > MAX_INSTANCES:
             raise SettingsError(f"--instances {self.instances} is not a rollout fleet; give at most {MAX_INSTANCES}")
+
+    def resolved_kv_budget(self) -> str:
+        """The KV accounting a named arrangement is cut with: whole on the static engine, peak for auto."""
+        if self.engine == "static":
+            return "whole"
+        return "peak" if self.kv_budget == "auto" else self.kv_budget
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

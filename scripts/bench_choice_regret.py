@@ -62,14 +62,18 @@ def regret_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             _, choice = plan(workload.prompts, workload.predictions, settings, preset=preset)
             true = {}
+            # A candidate is an arrangement cut under a KV accounting (both where auto judged both).
+            label = lambda name, kv: name if len({c["kv_budget"] for c in choice.candidates}) == 1 \
+                else f"{name}/{kv}"  # noqa: E731
             for candidate in choice.candidates:
-                forced = dataclasses.replace(settings, arrangement=candidate["name"])
+                forced = dataclasses.replace(settings, arrangement=candidate["name"], kv_budget=candidate["kv_budget"])
                 replay = compare(workload.prompts, workload.predictions, workload.truth, forced, preset,
                                  max_lag=spec.max_lag, mode=mode, include=(ASP,))
-                true[candidate["name"]] = replay[0]["end_to_end_s"]
+                true[label(candidate["name"], candidate["kv_budget"])] = replay[0]["end_to_end_s"]
             best = min(true, key=true.get)
-            hits += true[choice.chosen] <= true[best] * (1.0 + 1e-9)
-            regrets.append(true[choice.chosen] / true[best] - 1.0)
+            mine = label(choice.chosen, choice.kv_budget)
+            hits += true[mine] <= true[best] * (1.0 + 1e-9)
+            regrets.append(true[mine] / true[best] - 1.0)
             best_names.append(best)
         common = max(set(best_names), key=best_names.count)
         rows.append({"workload": name, "hits": hits, "seeds": seeds, "mean": float(np.mean(regrets)),

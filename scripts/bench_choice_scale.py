@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from asp_cli import columns as C
-    from asp_cli.arrange.choose import HISTORY_SIGMA, MODEL_SIGMA, candidates_for, sample_sigma
+    from asp_cli.arrange.choose import HISTORY_SIGMA, MODEL_SIGMA, sample_sigma
     from asp_cli.arrange.pipeline import plan
     from asp_cli.bench.compare import WORKLOADS, build_workload
     from asp_cli.costmodel import load_preset
@@ -68,13 +68,15 @@ def main() -> None:
     sim = SimulationSettings(samples_per_prompt=n, train_batch_size=settings.train_batch_size, mode=args.engine,
                              dispatch=settings.dispatch, max_lag=settings.max_lag, trainer=settings.trainer)
     position = {r: i for i, r in enumerate(prompts[C.ROW].to_list())}
-    sampled = {c["name"]: c["expected_end_to_end_s"] for c in choice.candidates}
+    both = len({c["kv_budget"] for c in choice.candidates}) > 1  # each KV accounting auto judged: its own rows
+    sampled = {(c["name"], c["kv_budget"]): c["expected_end_to_end_s"] for c in choice.candidates}
     rows = {}
-    for name in candidates_for(args.engine):
-        frame = plan(prompts, predictions, dataclasses.replace(settings, arrangement=name), preset=preset)[0]
+    for name, kv_budget in sampled:
+        frame = plan(prompts, predictions, dataclasses.replace(settings, arrangement=name, kv_budget=kv_budget),
+                     preset=preset)[0]
         frame = frame.sort("seq")
         index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
-        rows[name] = (sampled[name],
+        rows[(name, kv_budget)] = (sampled[(name, kv_budget)],
                       simulate_schedule(frame, draw[index], preset, sim, instances=settings.instances)
                       .metrics["end_to_end_s"],
                       simulate_schedule(frame, truth[index], preset, sim, instances=settings.instances)
@@ -83,10 +85,10 @@ def main() -> None:
     print("| candidate | auto's sample, s | vs its best | whole input, a draw, s | vs its best | whole input, "
           "true lengths, s | vs its best |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, values in rows.items():
+    for (name, kv_budget), values in rows.items():
         cells = " | ".join(f"{v:,.0f} | {v / b:.3f}" for v, b in zip(values, best, strict=True))
-        mark = " (chosen)" if name == choice.chosen else ""
-        print(f"| {name}{mark} | {cells} |")
+        mark = " (chosen)" if (name, kv_budget) == (choice.chosen, choice.kv_budget) else ""
+        print(f"| {name}{'/' + kv_budget if both else ''}{mark} | {cells} |")
 
 
 if __name__ == "__main__":

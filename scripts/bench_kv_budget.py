@@ -2,10 +2,11 @@
 
     python scripts/bench_kv_budget.py [--data ../shared/data] [--seed 0]
 
-Scales asp's KV footprint of a group (N x (prompt + mean), `pipeline._kv_footprint`) by each factor, plans
-with the true lengths, replays in the simulator (continuous engine, max_lag 2) and prints a table: long-class
-minibatches (group maximum above 8,000 tokens) and their size, instance finish spread, preemptions and
-end-to-end time. Reads the evaluation-only AIME lengths from ../shared/data at run time.
+Scales asp's whole KV footprint of a group (N x (prompt + mean), `pipeline.kv_footprint`) by each factor, and
+then counts each group at its share of the wave's expected peak (`--kv-budget peak`); plans with the true
+lengths, replays in the simulator (continuous engine, max_lag 2) and prints a table: long-class minibatches
+(group maximum above 8,000 tokens) and their size, instance finish spread, preemptions and end-to-end time.
+Reads the evaluation-only AIME lengths from ../shared/data at run time.
 """
 
 from __future__ import annotations
@@ -46,13 +47,19 @@ def main() -> None:
     workload = build_workload(spec.name, args.data, spec.sources, settings, seed=args.seed)
     position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
     oracle = true_predictions(workload.truth, workload.predictions[C.PROMPT_TOKENS].to_numpy(), settings.plan_with)
-    original = P._kv_footprint
-    print("| budget factor | long minibatches | mean size | finish spread s | preemptions | end-to-end s |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    original = P.kv_footprint
+    print("| groups counted | long minibatches | mean size | finish spread s | preemptions | end-to-end s |")
+    print("|---|---:|---:|---:|---:|---:|")
     try:
-        for factor in FACTORS:
-            P._kv_footprint = lambda p, m, n, f=factor: np.ceil(f * original(p, m, n)).astype(np.int64)
-            frame = P.arrange(workload.prompts, oracle, settings, preset=preset).sort("seq")
+        for factor in (*FACTORS, "peak"):
+            if factor == "peak":
+                P.kv_footprint = original
+                counted, budget = "at the expected peak (`--kv-budget peak`)", "peak"
+            else:
+                P.kv_footprint = lambda p, t, m, n, b, f=factor: np.ceil(f * original(p, t, m, n, "whole")).astype(np.int64)
+                counted, budget = f"whole x {factor:.2f}", "whole"
+            planned = dataclasses.replace(settings, kv_budget=budget)
+            frame = P.arrange(workload.prompts, oracle, planned, preset=preset).sort("seq")
             truth = workload.truth[np.array([position[r] for r in frame[C.ROW].to_list()])]
             sim = SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
                                      train_batch_size=settings.train_batch_size, max_lag=spec.max_lag)
@@ -60,10 +67,10 @@ def main() -> None:
             per_mb = frame.with_columns(pl.Series("gmax", truth.max(axis=1))).group_by("minibatch").agg(
                 pl.len().alias("n"), pl.col("gmax").max().alias("longest"))
             long = per_mb.filter(pl.col("longest") > LONG_TOKENS)
-            print(f"| {factor:.2f} | {long.height} | {long['n'].mean():.1f} | {metrics['instance_finish_spread_s']:,.0f} "
+            print(f"| {counted} | {long.height} | {long['n'].mean():.1f} | {metrics['instance_finish_spread_s']:,.0f} "
                   f"| {metrics['preemptions']:,} | {metrics['end_to_end_s']:,.0f} |")
     finally:
-        P._kv_footprint = original
+        P.kv_footprint = original
 
 
 if __name__ == "__main__":

@@ -123,15 +123,16 @@ def test_command_line_does_not_import_the_heavy_libraries():
 #   free dispatch in that key; the `dispatch` setting (free by default, auto judging under it), the sorts cut
 #   as the benchmark's equal-footing sorts, the common-scale draws and the trial over several epochs; the
 #   per-step candidate; the `steps` setting; the shuffle candidate drawn as the random baselines draw it; an
-#   input that fits the sample judged over at least two epochs.
+#   input that fits the sample judged over at least two epochs; the `kv_budget` setting, and the KV accounting
+#   of the choice and of each candidate (the rows unchanged: on the sample data the budget does not bind).
 COMMAND_LINE = ["asp", "schedule", "prompts.jsonl", "-o", "OUT"]
 GOLDEN = {
     "defaults": ({}, "e704fc8b79216d3f8097e9784734aa723b10ee4e46d79a40116e50bc835a97ef",
-                 "d4b56f0d923f5c61587b30b67cd8033dab1bfb7e2ba0162ab5ac3e77156fda1b"),
+                 "3076c31225abd7ef47e0560e76c5448491996c4d1a5e9109dd06e56e80a2fb06"),
     "two epochs, lag 2, 8 instances, seed 3": (
         {"epochs": 2, "max_lag": 2, "instances": 8, "seed": 3},
         "00b87b60de0f7b6d774d6a27da4542008a34d1f66ea943bef190bf0e8e92430b",
-        "3c3c799fd98dc48e9934846f6016306f6d8e9bc6d8590ec9704abd95ee5e4c2c"),
+        "bdcd023198acd33f980313a8c686474e8e55fc9a927207c4a50b39a21b204828"),
 }
 
 

@@ -310,3 +310,87 @@ def test_representative_steps_limit_auto_to_candidates_about_as_representative_a
     assert by_name["per-step"]["representative_steps"]
     with pytest.raises(SettingsError, match="--steps must be one of any, representative"):
         ScheduleSettings(steps="some")
+
+
+def _long_predictions(count: int, seed: int = 0) -> pl.DataFrame:
+    """Reasoning-length predictions: 32 groups of 8 hold more than the cache counted whole, not at their peak."""
+    rng = np.random.default_rng(seed)
+    mean = rng.lognormal(np.log(5000.0), 0.4, count).clip(1, 16_000)
+    top = np.minimum(mean * 1.5, 16_000)
+    return pl.DataFrame({"prompt_tokens": rng.integers(50, 300, count), "predicted_max_tokens": top.astype(np.int64),
+                         "predicted_mean_tokens": mean.astype(np.int64), "predicted_tokens": top.astype(np.int64),
+                         "prediction_source": ["model"] * count})
+
+
+def test_auto_judges_both_kv_budgets_where_the_budget_binds_and_cuts_with_the_chosen_one():
+    from asp_cli.arrange.choose import kv_budgets_to_try
+
+    prompts, preds = prompt_frame(300), _long_predictions(300)
+    s = ScheduleSettings(instances=4, train_batch_size=64, max_response_tokens=16_000)
+    frame, choice = plan(prompts, preds, s, preset=PRESET)
+    assert [(c["kv_budget"], c["name"]) for c in choice.candidates] == [
+        (b, n) for b in ("whole", "peak") for n in candidates_for("continuous")]
+    assert choice.kv_budget in ("peak", "whole")
+    forced = dataclasses.replace(s, arrangement=choice.chosen, kv_budget=choice.kv_budget)
+    assert frame.equals(plan(prompts, preds, forced, preset=PRESET)[0])
+    document = choice.to_dict()
+    assert document["kv_budget"] == choice.kv_budget and document["expected_gain_over_next"] is not None
+    # The peak accounting packs fewer, fuller minibatches of the same prompts.
+    peak = plan(prompts, preds, dataclasses.replace(s, arrangement="long-first", kv_budget="peak"), preset=PRESET)[0]
+    whole = plan(prompts, preds, dataclasses.replace(s, arrangement="long-first", kv_budget="whole"), preset=PRESET)[0]
+    assert peak["minibatch"].n_unique() < whole["minibatch"].n_unique()
+    # One accounting only where the choice is not open or cannot matter.
+    footprint = np.ceil(8 * (preds["prompt_tokens"].to_numpy() + preds["predicted_mean_tokens"].to_numpy()))
+    budget = PRESET.kv_capacity_tokens
+    assert kv_budgets_to_try(s, footprint, budget) == ("whole", "peak")
+    assert kv_budgets_to_try(dataclasses.replace(s, kv_budget="whole"), footprint, budget) == ("whole",)
+    assert kv_budgets_to_try(dataclasses.replace(s, engine="static"), footprint, budget) == ("whole",)
+    assert kv_budgets_to_try(dataclasses.replace(s, engine="streaming"), footprint, budget) == ("peak",)
+    assert kv_budgets_to_try(s, footprint, 10**9) == ("peak",)  # never binds: both cut the same minibatches
+    assert kv_budgets_to_try(s, footprint, int(footprint.max()) - 1) == ("peak",)  # a group alone overflows whole
+
+
+def test_short_prompts_are_judged_under_one_kv_budget_and_the_summary_names_it():
+    from asp_cli.arrange.choose import arrangement_line
+
+    prompts, preds = prompt_frame(300), make_predictions(300, seed=2, cap=1000)  # 32 x 8 x 1,000 < the cache
+    s = ScheduleSettings(instances=4, train_batch_size=64)
+    _, choice = plan(prompts, preds, s, preset=PRESET)
+    assert {c["kv_budget"] for c in choice.candidates} == {"peak"} and choice.kv_budget == "peak"
+    line = arrangement_line(choice.to_dict())
+    assert "dispatch and the peak KV budget;" in line and "/peak" not in line
+    _, both = plan(prompt_frame(300), _long_predictions(300), dataclasses.replace(s, max_response_tokens=16_000),
+                   preset=PRESET)
+    assert "interleave/whole" in arrangement_line(both.to_dict())
+    static = plan(prompts, preds, dataclasses.replace(s, engine="static", arrangement="long-first"), preset=PRESET)[1]
+    assert static.kv_budget == "whole" and "KV budget" not in arrangement_line(static.to_dict())
+
+
+def test_the_kv_budget_setting_is_checked_once():
+    with pytest.raises(SettingsError, match="--kv-budget must be one of auto, peak, whole"):
+        ScheduleSettings(kv_budget="half")
+    with pytest.raises(SettingsError, match="--kv-budget peak does not apply to --engine static"):
+        ScheduleSettings(kv_budget="peak", engine="static")
+    assert ScheduleSettings(engine="static").resolved_kv_budget() == "whole"
+    assert ScheduleSettings().resolved_kv_budget() == "peak"
+
+
+def test_the_equal_footing_sorts_are_cut_with_the_kv_budget_asp_was_cut_with():
+    from asp_cli.bench.baselines import arrange_baseline
+    from asp_cli.bench.compare import compare
+
+    prompts, preds = prompt_frame(300), _long_predictions(300, seed=4)
+    s = ScheduleSettings(instances=4, train_batch_size=64, max_response_tokens=16_000)
+    calls = lambda f: f.sort("seq").group_by("minibatch", maintain_order=True).agg(  # noqa: E731
+        pl.col("row").sort())["row"].to_list()
+    for budget in ("peak", "whole"):
+        forced = dataclasses.replace(s, arrangement="long-first", kv_budget=budget)
+        mine, _ = plan(prompts, preds, forced, preset=PRESET)
+        assert calls(mine) == calls(arrange_baseline("long-first (asp sizes)", prompts, preds, forced, PRESET))
+    truth = np.clip(preds["predicted_mean_tokens"].to_numpy()[:, None].repeat(8, axis=1), 1, 16_000)
+    rows = {r["arrangement"]: r for r in compare(prompts, preds, truth, s, PRESET, max_lag=None,
+                                                 include=("asp", "long-first (asp sizes)"))}
+    _, choice = plan(prompts, preds, s, preset=PRESET)
+    theirs = arrange_baseline("long-first (asp sizes)", prompts, preds,
+                              dataclasses.replace(s, kv_budget=choice.kv_budget), PRESET)
+    assert rows["long-first (asp sizes)"]["prompts_per_call"] == pytest.approx(300 / theirs["minibatch"].n_unique())

@@ -120,3 +120,16 @@ def test_huge_settings_are_refused_not_an_internal_error(tmp_path, flag):
     assert result.exit_code == 4, result.stderr
     assert result.stderr.strip() == f"Error: {flag} must be a whole number from {1 if flag != '--max-lag' else 0} to 2147483647 (got 99999999999999999999999)"
     assert not out.exists()
+
+
+def test_kv_budget_is_recorded_and_a_bad_one_exits_4(tmp_path):
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--kv-budget", "whole", "--json")
+    assert result.exit_code == 0, result.stderr
+    schedule = read_schedule(out)
+    assert schedule.settings["kv_budget"] == "whole" and schedule.kv_budget == "whole"
+    assert "and the whole KV budget" in result.stderr
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--kv-budget", "peak",
+                    "--engine", "static")
+    assert result.exit_code == 4 and "--kv-budget peak does not apply to --engine static" in result.stderr
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "u.parquet", "--kv-budget", "some").exit_code == 4

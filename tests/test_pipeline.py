@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import polars as pl
 import pytest
@@ -48,12 +50,22 @@ def test_whole_schedules_hold_their_invariants(count, instances, samples, epochs
 
 
 def test_token_budget_is_respected():
-    s = ScheduleSettings(max_tokens_per_minibatch=200_000, samples_per_prompt=8)
+    from asp_cli.arrange.choose import sample_sigma
+    from asp_cli.arrange.timeline import group_kv_tokens
+
     preds = make_predictions(500)
-    frame = arrange(prompt_frame(500), preds, s)
+    whole = ScheduleSettings(max_tokens_per_minibatch=200_000, samples_per_prompt=8, kv_budget="whole")
+    frame = arrange(prompt_frame(500), preds, whole)
     tokens = frame.group_by("minibatch").agg(
         (8 * (pl.col("prompt_tokens") + pl.col("predicted_mean_tokens"))).sum().alias("t"))
     assert tokens["t"].max() <= 200_000
+    # The peak accounting (the default) keeps each minibatch's expected peak within the budget, and so packs more.
+    peak = arrange(prompt_frame(500), preds, dataclasses.replace(whole, kv_budget="peak"))
+    share = group_kv_tokens(8, peak["prompt_tokens"].to_numpy(), peak["predicted_mean_tokens"].to_numpy(),
+                            sample_sigma(peak["predicted_max_tokens"].to_numpy(), peak["predicted_mean_tokens"].to_numpy(), 8))
+    per_minibatch = peak.with_columns(pl.Series("share", np.ceil(share))).group_by("minibatch").agg(pl.col("share").sum())
+    assert per_minibatch["share"].max() <= 200_000
+    assert peak["minibatch"].n_unique() < frame["minibatch"].n_unique()
 
 
 def test_budget_below_one_prompt_is_a_settings_error():

@@ -202,3 +202,12 @@ def test_a_long_schedule_is_written_a_row_group_at_a_time_and_reads_back_whole(t
     again = tmp_path / "again.parquet"
     write_schedule(frame, {"v": 1}, again)
     assert again.read_bytes() == path.read_bytes()
+
+
+def test_a_schedule_says_which_kv_budget_cut_it_and_older_ones_counted_whole_groups():
+    from asp_cli.schedule_format import Schedule
+
+    frame = pl.DataFrame({"instance": [0]})
+    assert Schedule(frame, {"settings": {}, "arrangement": {"kv_budget": "peak"}}).kv_budget == "peak"
+    assert Schedule(frame, {"settings": {}}).kv_budget == "whole"  # written before the peak accounting
+    assert Schedule(frame, {"settings": {"engine": "static"}, "arrangement": {"kv_budget": "peak"}}).kv_budget == "whole"

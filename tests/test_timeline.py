@@ -94,3 +94,48 @@ def test_minibatch_times_in_pieces_match_the_whole_to_the_last_bit(samples):
         assert pieces[0].tobytes() == whole[0].tobytes()
         assert pieces[1].tobytes() == whole[1].tobytes()
     assert np.all(whole[0][np.setdiff1d(np.arange(400), minibatch)] == 0.0)
+
+
+def test_the_kv_peak_ratio_is_the_peak_of_the_expected_live_tokens_of_a_lognormal_wave():
+    import math
+
+    from asp_cli.arrange.timeline import kv_peak_ratio
+
+    def brute(sigma: float) -> float:  # max over s of s P(L > s) / E[L], on a fine grid of quantiles
+        t = np.linspace(-8, 6, 140_001)
+        tail = np.array([0.5 * math.erfc(x / math.sqrt(2)) for x in t[::100]])
+        return float(np.max(np.exp(sigma * t[::100] - sigma**2 / 2) * tail))
+
+    sigmas = np.array([0.0, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5])
+    ratio = kv_peak_ratio(sigmas)
+    assert ratio[0] == 1.0 and np.all(np.diff(ratio) < 0)  # no spread: the whole sum; more spread, a lower peak
+    assert np.allclose(ratio[1:], [brute(s) for s in sigmas[1:]], atol=2e-3)
+    assert abs(float(kv_peak_ratio(0.3)) - 0.596) < 0.002
+    assert float(kv_peak_ratio(9.0)) == float(kv_peak_ratio(3.0))  # clipped at the table's end
+
+
+def test_a_large_waves_realised_peak_is_about_its_expected_peak():
+    # 4,000 sequences of one wave, log-normal lengths of spread 0.3: the cache peaks (the longest k live, as the
+    # k-th ends) at about kv_peak_ratio(0.3) of the summed lengths, far below the sum the whole count reserves.
+    from asp_cli.arrange.timeline import group_kv_tokens, group_tokens, kv_peak_ratio
+
+    lengths = np.sort(np.random.default_rng(5).lognormal(np.log(5000.0), 0.3, 4000))[::-1]
+    realised = float(np.max(np.arange(1, lengths.size + 1) * lengths))
+    assert realised / lengths.sum() == pytest.approx(float(kv_peak_ratio(0.3)), rel=0.03)
+    mean = np.array([5000.0 * np.exp(0.045)])
+    assert group_kv_tokens(8, np.array([100.0]), mean, np.array([0.0]))[0] == group_tokens(8, np.array([100.0]), mean)[0]
+    assert group_kv_tokens(8, np.array([100.0]), mean, np.array([0.3]))[0] < group_tokens(8, np.array([100.0]), mean)[0]
+
+
+def test_minibatch_times_stretch_a_wave_over_the_cache_as_the_packer_counted_it():
+    # Counted at its expected peak, a minibatch within the cache runs as one wave; the whole count would have
+    # stretched the same minibatch over two.
+    prompts, top, mean = np.full(40, 100.0), np.full(40, 12_000.0), np.full(40, 9_000.0)
+    minibatch = np.zeros(40, dtype=int)
+    whole, _ = minibatch_times(PRESET, minibatch, 1, prompts, top, mean, 4)
+    kv = np.full(40, PRESET.kv_capacity_tokens / 40.0)  # exactly fills the cache
+    peak, _ = minibatch_times(PRESET, minibatch, 1, prompts, top, mean, 4, kv_tokens=kv)
+    assert 40 * 4 * (100 + 9_000) > PRESET.kv_capacity_tokens
+    assert peak[0] < whole[0]
+    over, _ = minibatch_times(PRESET, minibatch, 1, prompts, top, mean, 4, kv_tokens=2 * kv)
+    assert over[0] == pytest.approx(2 * peak[0])

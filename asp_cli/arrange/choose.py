@@ -80,18 +80,49 @@ class ArrangementChoice:
     # Judged on a sample: the prompt-epochs of the whole run its times were scaled up to (`run_time`); 0 when the
     # input was judged whole (and then left out of the document).
     run_prompt_epochs: int = 0
+    # How the chosen arrangement's groups count against the minibatch KV budget ("peak" or "whole",
+    # `ScheduleSettings.kv_budget`); with `--kv-budget auto` on a continuous engine, candidates were judged under
+    # both where the budget binds.
+    kv_budget: str = "peak"
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
         if not document["run_prompt_epochs"]:
             del document["run_prompt_epochs"]
-        chosen = next((c["expected_end_to_end_s"] for c in self.candidates if c["name"] == self.chosen), None)
-        others = [c["expected_end_to_end_s"] for c in self.candidates if c["name"] != self.chosen]
+        mine = [c for c in self.candidates if _is(c, self.chosen, self.kv_budget)]
+        chosen = mine[0]["expected_end_to_end_s"] if mine else None
+        others = [c["expected_end_to_end_s"] for c in self.candidates if not _is(c, self.chosen, self.kv_budget)]
         # How much faster the chosen arrangement is expected to be than the best of the others (negative when
         # a candidate within the tie margin was faster).
         document["expected_gain_over_next"] = (round(min(others) / chosen - 1.0, 4)
                                                if chosen and others else None)
         return document
+
+
+def _is(candidate: dict[str, Any], name: str, kv_budget: str) -> bool:
+    """Whether a candidate entry is arrangement ``name`` cut under ``kv_budget`` (entries before the budget: any)."""
+    return candidate["name"] == name and candidate.get("kv_budget", kv_budget) == kv_budget
+
+
+def kv_budgets_to_try(settings: ScheduleSettings, whole_footprint: np.ndarray, budget_tokens: int) -> tuple[str, ...]:
+    """The KV accountings auto judges its candidates under: both where the choice is open and can matter.
+
+    Only with ``--kv-budget auto`` on the `continuous` engine (static always counts whole; engines that refill
+    cut no minibatches), and only where the whole-group count can bind at all (the ``minibatch_size`` largest
+    groups exceed the budget: otherwise both cut the same minibatches) and fits one group per minibatch.
+    Measured on the benchmark's workloads, neither accounting wins everywhere: the peak one's bigger long
+    minibatches were 3-8% faster on four workloads and 2% slower on the trainer-bound mix-k16-n16, and the
+    draws ranked the two the same way (docs/benchmarks.md, "The KV budget").
+    """
+    resolved = settings.resolved_kv_budget()
+    if settings.kv_budget != "auto" or settings.engine != "continuous" or whole_footprint.size == 0:
+        return (resolved,)
+    k = min(settings.minibatch_size, whole_footprint.size)
+    largest = np.partition(whole_footprint, whole_footprint.size - k)[whole_footprint.size - k:]
+    if int(whole_footprint.max()) > budget_tokens or int(largest.sum()) <= budget_tokens:
+        return (resolved,)
+    # Whole first: within the tie margin the accounting that never overflows the cache is kept.
+    return ("whole", "peak")
 
 
 def sample_sigma(predicted_max: np.ndarray, predicted_mean: np.ndarray, samples: int) -> np.ndarray:
@@ -123,12 +154,18 @@ def choose_arrangement(
     predictions: pl.DataFrame,
     settings: ScheduleSettings,
     preset: HardwarePreset,
+    *,
+    budget_tokens: int | None = None,
 ) -> ArrangementChoice:
     """Evaluate every candidate of the settings' engine under lengths drawn from the predictions.
 
     ``arrange(prompts, predictions, settings, preset)`` makes one candidate's frame (the caller's
-    `asp_cli.arrange.pipeline.arrange`, passed in so that this module stays below it).
+    `asp_cli.arrange.pipeline.arrange`, passed in so that this module stays below it). ``budget_tokens`` is the
+    minibatch KV budget (`pipeline.minibatch_token_budget`); given, each candidate is also judged under the
+    other KV accounting where that can matter (`kv_budgets_to_try`).
     """
+    from asp_cli.arrange.timeline import group_tokens
+
     from asp_cli.sim.records import SimulationSettings
     from asp_cli.sim.run import simulate_schedule
 
@@ -173,11 +210,16 @@ def choose_arrangement(
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
     weights = np.array([w for _, w in SCALE_NODES])
     position_of_row = {r: i for i, r in enumerate(prompts[C.ROW].to_list())}
+    whole = np.ceil(group_tokens(n, predictions[C.PROMPT_TOKENS].to_numpy(), mean))
+    budgets = (kv_budgets_to_try(settings, whole, budget_tokens) if budget_tokens is not None
+               else (settings.resolved_kv_budget(),))
+    del whole
     results = []
     refused: list[SettingsError] = []
-    for name in candidates_for(settings.engine):
+    for kv_budget, name in ((b, name) for b in budgets for name in candidates_for(settings.engine)):
         try:
-            frame = arrange(prompts, predictions, dataclasses.replace(trial, arrangement=name), preset).sort("seq")
+            frame = arrange(prompts, predictions, dataclasses.replace(trial, arrangement=name, kv_budget=kv_budget),
+                            preset).sort("seq")
         except SettingsError as exc:  # this order cannot keep the lag bound: not a candidate
             refused.append(exc)
             continue
@@ -193,7 +235,7 @@ def choose_arrangement(
             # instances cannot absorb prediction error the way a shared queue does.
             other_times.append(run_time(simulate_schedule(frame, truth[index], preset, other,
                                                           instances=settings.instances), scale))
-        results.append({"name": name, "expected_end_to_end_s": round(float(weights @ times), 3),
+        results.append({"name": name, "kv_budget": kv_budget, "expected_end_to_end_s": round(float(weights @ times), 3),
                         f"expected_end_to_end_s_{other.dispatch}_dispatch": round(float(weights @ other_times), 3),
                         "expected_step_deviation_p90": round(float(weights @ deviations), 4)})
     if not results:
@@ -202,16 +244,20 @@ def choose_arrangement(
     if settings.steps == "representative":
         # Only candidates whose steps are expected to be about as representative as a shuffle's, in the
         # settings' trainer order (the shuffle is the reference and always qualifies).
-        shuffle = next((r for r in results if r["name"] == "shuffle"), None)
-        if shuffle is not None:
-            bound = shuffle["expected_step_deviation_p90"] * (1.0 + STEP_SLACK) + STEP_SLACK_ABSOLUTE
-            eligible = [r for r in results if r["expected_step_deviation_p90"] <= bound]
+        # Each KV accounting's shuffle is the reference of that accounting's candidates.
+        shuffles = {r["kv_budget"]: r for r in results if r["name"] == "shuffle"}
+        if shuffles:
+            bound = {b: r["expected_step_deviation_p90"] * (1.0 + STEP_SLACK) + STEP_SLACK_ABSOLUTE
+                     for b, r in shuffles.items()}
+            eligible = [r for r in results if r["kv_budget"] not in bound
+                        or r["expected_step_deviation_p90"] <= bound[r["kv_budget"]]]
         for r in results:
             r["representative_steps"] = r in eligible
     fastest = min(r["expected_end_to_end_s"] for r in eligible)
-    chosen = next(r["name"] for r in eligible if r["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN))
-    return ArrangementChoice("auto", chosen, settings.engine, results, prompts.height, DRAWS, settings.dispatch,
-                             trial.epochs, settings.steps, run_prompts if scaled else 0)
+    chosen = next(r for r in eligible if r["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN))
+    return ArrangementChoice("auto", chosen["name"], settings.engine, results, prompts.height, DRAWS,
+                             settings.dispatch, trial.epochs, settings.steps, run_prompts if scaled else 0,
+                             chosen["kv_budget"])
 
 
 def run_time(result: Any, scale: float) -> float:
@@ -244,20 +290,25 @@ def run_time(result: Any, scale: float) -> float:
 def arrangement_line(choice: dict[str, Any]) -> str:
     """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
     when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`."""
+    kv_budget = choice.get("kv_budget")
+    # The KV accounting is said where it shaped minibatches: blocking engines (static always counts whole).
+    budget_note = (f" and the {kv_budget} KV budget" if kv_budget and choice["engine"] == "continuous" else "")
     if choice["setting"] != "auto":
-        return f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} engine)"
-    candidates = ", ".join(f"{c['name']} {c['expected_end_to_end_s']:,.0f} s"
+        return (f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} "
+                f"engine{budget_note})")
+    both = len({c.get("kv_budget") for c in choice["candidates"]}) > 1
+    candidates = ", ".join(f"{c['name']}{'/' + c['kv_budget'] if both else ''} {c['expected_end_to_end_s']:,.0f} s"
                            + (" (steps not representative)" if c.get("representative_steps") is False else "")
                            for c in choice["candidates"])
     among = ", among those with steps about as representative as a shuffle's" if choice.get(
         "steps") == "representative" else ""
     line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
-            f"{choice.get('dispatch', 'planned')} dispatch; expected end-to-end "
+            f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end "
             f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
             f"{choice.get('evaluated_epochs') or 1} epoch(s)"
             + (f", scaled up to the run's {choice['run_prompt_epochs']:,} prompt-epochs" if choice.get(
                 "run_prompt_epochs") else "") + ")")
-    chosen = next((c for c in choice["candidates"] if c["name"] == choice["chosen"]), {})
+    chosen = next((c for c in choice["candidates"] if _is(c, choice["chosen"], kv_budget or "peak")), {})
     dispatch = choice.get("dispatch", "planned")
     mine, other = chosen.get("expected_end_to_end_s"), chosen.get(
         f"expected_end_to_end_s_{'planned' if dispatch == 'free' else 'free'}_dispatch")

@@ -22,7 +22,7 @@ from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import SettingsError
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
-from asp_cli.arrange.choose import ArrangementChoice, choose_arrangement
+from asp_cli.arrange.choose import ArrangementChoice, choose_arrangement, sample_sigma
 from asp_cli.arrange.interleaving import (
     balanced_assignment,
     dispatch_order,
@@ -35,7 +35,9 @@ from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, write_schedule
 from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings
 from asp_cli.arrange.timeline import (
+    group_kv_tokens,
     group_tokens,
+    kv_peak_ratio,
     minibatch_times,
     policy_version_at,
     stratified_steps,
@@ -81,9 +83,17 @@ def minibatch_token_budget(settings: ScheduleSettings, preset: HardwarePreset) -
     return max(preset.kv_capacity_tokens, 1)
 
 
-def _kv_footprint(prompt_tokens: np.ndarray, mean: np.ndarray, n: int) -> np.ndarray:
-    """KV tokens a group may hold at once, whole tokens: N x (prompt + predicted mean)."""
-    return np.ceil(group_tokens(n, prompt_tokens, mean)).astype(np.int64)
+def kv_footprint(prompt_tokens: np.ndarray, top: np.ndarray, mean: np.ndarray, n: int, kv_budget: str) -> np.ndarray:
+    """KV tokens a group counts against its minibatch's budget, whole tokens.
+
+    ``kv_budget`` "whole": N x (prompt + predicted mean), which its wave never exceeds; "peak": its share of the
+    wave's expected peak (`timeline.group_kv_tokens`, the within-group spread read back from the predicted
+    maximum and mean by `choose.sample_sigma`). The one place the packer, the estimates and the equal-footing
+    baselines take it from.
+    """
+    if kv_budget == "whole":
+        return np.ceil(group_tokens(n, prompt_tokens, mean)).astype(np.int64)
+    return np.ceil(group_kv_tokens(n, prompt_tokens, mean, sample_sigma(top, mean, n))).astype(np.int64)
 
 
 def arrange(
@@ -143,27 +153,33 @@ def plan(
             f"{_MAX_ROWS:,}; schedule a few epochs per run (with a different --seed for each run)"
         )
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
+    top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
-    # KV footprint of a group: its N prompts plus all its response tokens, N x (prompt + mean). A wave's cache
-    # use at step s is the sum of (prompt + s) over the sequences still live, which never exceeds the sum of
-    # (prompt + length) over all of them; so minibatches within the budget never overflow the cache (when
-    # the predictions hold), without reserving every sample's maximum.
-    footprint = _kv_footprint(prompt_tokens, mean, n)
+    # KV footprint of a group: a wave's cache use at step s is the sum of (prompt + s) over the sequences still
+    # live. It never exceeds the sum of (prompt + length) over all of them (`--kv-budget whole`: minibatches
+    # within the budget never overflow the cache when the predictions hold); a group's share of the wave's
+    # expected peak (`peak`) admits more, where lengths spread, at the price of a preemption now and then.
+    kv_budget = settings.resolved_kv_budget()
+    footprint = kv_footprint(prompt_tokens, top, mean, n, kv_budget)
     budget = minibatch_token_budget(settings, preset)
     if settings.engine != "streaming" and footprint.size and footprint.max() > budget:
         worst = int(np.argmax(footprint))
+        ratio = float(kv_peak_ratio(sample_sigma(top[worst:worst + 1], mean[worst:worst + 1], n))[0])
+        counted = ("(prompt + predicted mean response)" if kv_budget == "whole" else
+                   f"(prompt + {ratio:.2f} x predicted mean response), its share of a minibatch's expected peak")
         raise SettingsError(
             f"--max-tokens-per-minibatch {budget} is smaller than one prompt: prompt id "
             f"{prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
-            f"(prompt + predicted mean response)); raise it to at least {int(footprint[worst])}"
+            f"{counted}); raise it to at least {int(footprint[worst])}"
         )
     if settings.arrangement == "auto":
-        choice = choose_arrangement(_arrange_named, prompts, predictions, settings, preset)
+        choice = choose_arrangement(_arrange_named, prompts, predictions, settings, preset, budget_tokens=budget)
     else:
         choice = ArrangementChoice(settings.arrangement, settings.arrangement, settings.engine,
-                                   dispatch=settings.dispatch)
-    del mean, prompt_tokens, footprint  # per-prompt arrays of the check above; the arrangement makes its own
-    frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen), preset)
+                                   dispatch=settings.dispatch, kv_budget=kv_budget)
+    del mean, top, prompt_tokens, footprint  # per-prompt arrays of the check above; the arrangement makes its own
+    frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen,
+                                                                     kv_budget=choice.kv_budget), preset)
     return frame, choice
 
 
@@ -177,7 +193,8 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
-    footprint = _kv_footprint(prompt_tokens, mean, n)
+    kv_budget = settings.resolved_kv_budget()
+    footprint = kv_footprint(prompt_tokens, top, mean, n, kv_budget)
     budget = minibatch_token_budget(settings, preset)
     # Under a max_lag bound, rollout can run only a few steps ahead of the trainer. When the trainer is the
     # slower side, the epoch then lasts as long as the trainer's work, and each class is spread over that
@@ -215,7 +232,10 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
             local = pack(planned, footprint, max_prompts=settings.minibatch_size, max_tokens=budget, rng=rng,
                          jitter=_PACKING_JITTER)
         m = int(local.max()) + 1
-        duration, finish_offset = minibatch_times(preset, local, m, prompt_tokens, top, mean, n)
+        # The estimate stretches a minibatch over the cache as the packer counted it (the whole-group default
+        # otherwise: the same numbers as before the peak budget).
+        duration, finish_offset = minibatch_times(preset, local, m, prompt_tokens, top, mean, n,
+                                                  kv_tokens=footprint if kv_budget == "peak" else None)
         classes = length_classes(duration, settings.length_classes)
         if name == "interleave":
             ideal = ideal_start_s(duration, classes, settings.instances, groups=np.bincount(local, minlength=m),

@@ -231,8 +231,14 @@ def _rollpacker(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: Sche
 
 
 def _footprint(predictions: pl.DataFrame, settings: ScheduleSettings) -> np.ndarray:
-    return np.ceil(group_tokens(settings.samples_per_prompt, predictions[C.PROMPT_TOKENS].to_numpy(),
-                                predictions[C.PREDICTED_MEAN_TOKENS].to_numpy())).astype(np.int64)
+    """Each group's KV tokens as asp's packer counts them (`pipeline.kv_footprint`) under the settings' KV
+    accounting: the caller passes the one asp's schedule was cut with (`compare` takes it from asp's choice)."""
+    from asp_cli.arrange.pipeline import kv_footprint
+
+    return kv_footprint(predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64),
+                        predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64),
+                        predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64),
+                        settings.samples_per_prompt, settings.resolved_kv_budget())
 
 
 def _frame(prompts: pl.DataFrame, predictions: pl.DataFrame, parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
@@ -298,7 +304,9 @@ def _streamed(order_of: Callable[[np.ndarray, np.random.Generator], np.ndarray],
     def arrange(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
                 preset: HardwarePreset | None = None) -> pl.DataFrame:
         planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
-        work = _footprint(predictions, settings).astype(np.float64)
+        # Predicted work, whole KV tokens as asp's streaming plan counts it (`arrange.streaming`).
+        work = np.ceil(group_tokens(settings.samples_per_prompt, predictions[C.PROMPT_TOKENS].to_numpy(),
+                                    predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()))
         k = settings.instances
         parts = []
         for epoch in range(settings.epochs):

@@ -89,7 +89,7 @@ def compare(
     ``generate()`` call on average (``prompts_per_call``). ``progress``, when given, is told
     "replaying i/n: NAME" before each replay.
     """
-    from asp_cli.arrange.pipeline import arrange
+    from asp_cli.arrange.pipeline import arrange, plan
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, random_in_asp_slots
 
     # asp plans for the engine it is judged on, under the same lag bound.
@@ -98,13 +98,19 @@ def compare(
     prompts = prompts.with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00pos"))
     position_of_row = dict(zip(prompts[C.ROW].to_list(), prompts["\x00pos"].to_list()))
     wanted = (lambda name: include is None or name in include)  # noqa: E731 - a one-line filter
+    frame = asp_frame
+    # The baselines in asp's sizes are cut by the KV accounting asp's schedule was cut with (with ``asp_frame``,
+    # the caller's settings say which: `recorded_kv_budget`).
+    cut_like_asp = settings
+    if frame is None and (wanted(ASP) or wanted(ASP_PINNED) or wanted(RANDOM_IN_ASP_SLOTS)):
+        frame, choice = plan(prompts, predictions, settings, preset=preset)
+        cut_like_asp = dataclasses.replace(settings, kv_budget=choice.kv_budget)
     arrangements: list[tuple[str, pl.DataFrame, str, bool]] = []
     for name, baseline in BASELINES.items():
         if wanted(name) and mode in baseline.modes:
-            arrangements.append((name, baseline.arrange(prompts, predictions, settings, preset), baseline.dispatch,
-                                 baseline.equal_footing))
-    if wanted(ASP) or wanted(ASP_PINNED) or wanted(RANDOM_IN_ASP_SLOTS):
-        frame = asp_frame if asp_frame is not None else arrange(prompts, predictions, settings, preset=preset)
+            arrangements.append((name, baseline.arrange(prompts, predictions, cut_like_asp, preset),
+                                 baseline.dispatch, baseline.equal_footing))
+    if frame is not None:
         if wanted(RANDOM_IN_ASP_SLOTS):
             arrangements.append((RANDOM_IN_ASP_SLOTS, random_in_asp_slots(frame, settings.seed), "planned", True))
         if wanted(ASP):  # replayed the way it was planned to be dispatched (`--dispatch`, free by default)

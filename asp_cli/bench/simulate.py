@@ -161,7 +161,7 @@ def simulate_loaded(
         # on the very lengths it was arranged with.
         include = None if info.prompts_sampled == 0 else tuple(
             name for name in compare_names() if name != ASP_TRUE)
-        recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag)
+        recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag, kv_budget=schedule.kv_budget)
         if progress is not None:
             progress(STAGES[3])
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,

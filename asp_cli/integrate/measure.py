@@ -159,7 +159,8 @@ def replay_schedule(
                                                             prompt_key=read.prompt_key, id_key=read.id_key)
     # Schedules written before the dispatch setting were made for (and replayed with) their instance column.
     settings = ScheduleSettings.from_dict({**recorded.to_dict(), "instances": k,
-                                           "dispatch": (schedule.settings or {}).get("dispatch", "planned")})
+                                           "dispatch": (schedule.settings or {}).get("dispatch", "planned"),
+                                           "kv_budget": schedule.kv_budget})
     plans = build_plans(arrangements(frame, settings, names, hardware, engine), rows, truth, texts,
                         DEFAULT_PROMPT_TOKENS)
     limit = live.max_in_flight if live is not None else None
