@@ -1,12 +1,19 @@
-"""What a looser per-minibatch KV budget does on mix-k8-n8 with the true lengths (docs/benchmarks.md).
+"""How a group counts against the minibatch KV budget (`--kv-budget`): what it does on the benchmark workloads
+(docs/benchmarks.md, "The KV budget").
 
-    python scripts/bench_kv_budget.py [--data ../shared/data] [--seed 0]
+    python scripts/bench_kv_budget.py --workloads [--seeds 4] [--data ../shared/data]
+    python scripts/bench_kv_budget.py [--seed 0]
 
-Scales asp's whole KV footprint of a group (N x (prompt + mean), `pipeline.kv_footprint`) by each factor, and
-then counts each group at its share of the wave's expected peak (`--kv-budget peak`); plans with the true
-lengths, replays in the simulator (continuous engine, max_lag 2) and prints a table: long-class minibatches
-(group maximum above 8,000 tokens) and their size, instance finish spread, preemptions and end-to-end time.
-Reads the evaluation-only AIME lengths from ../shared/data at run time.
+With ``--workloads``: every blocking benchmark workload (continuous engine, its own lag bound, free dispatch),
+asp's default schedule (`--kv-budget auto`) against the same schedule made with `--kv-budget whole` (every group
+counted at N x (prompt + mean), as before the peak accounting): end-to-end time, the preemptions it causes,
+prompts per call, and asp against the best equal-footing baseline under each (the baselines in asp's sizes are
+cut with the accounting asp used). About 15 minutes on two cores at 4 seeds.
+
+Without it: on mix-k8-n8 with the true lengths, the whole footprint scaled by each factor, and the peak
+accounting; a table of long-class minibatches (group maximum above 8,000 tokens) and their size, instance
+finish spread, preemptions and end-to-end time. Both read the evaluation-only AIME lengths from
+../shared/data at run time.
 """
 
 from __future__ import annotations
@@ -33,13 +40,59 @@ FACTORS = (1.0, 0.85, 0.75, 0.6, 0.4)
 LONG_TOKENS = 8000
 
 
+BASELINE_ROWS_SKIPPED = ("asp", "asp, planned instances", "asp (true lengths)", "lower bound")
+
+
+def workload_table(data: Path, seeds: int) -> str:
+    """asp with --kv-budget auto against --kv-budget whole on every blocking benchmark workload."""
+    from asp_cli.bench.compare import compare
+
+    preset = load_preset("h100-qwen2.5-7b")
+    lines = ["| workload | seeds | whole, s | auto, s | change | peak chosen (of seeds judged both ways) | preemptions whole / auto | "
+             "prompts per call whole / auto | asp / best equal, whole | asp / best equal, auto |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, spec in WORKLOADS.items():
+        if spec.held_out:
+            continue
+        runs = {"whole": [], "auto": []}
+        peak_chosen = judged_both = 0
+        for seed in range(seeds):
+            settings = dataclasses.replace(spec.settings(), seed=seed, engine="continuous")
+            workload = build_workload(name, data, spec.sources, settings, seed=seed)
+            for budget in runs:
+                planned = dataclasses.replace(settings, kv_budget=budget)
+                rows = compare(workload.prompts, workload.predictions, workload.truth, planned, preset,
+                               mode="continuous", max_lag=spec.max_lag)
+                asp = next(r for r in rows if r["arrangement"] == "asp")
+                best = min(r["end_to_end_s"] for r in rows
+                           if r.get("equal_footing") and r["arrangement"] not in BASELINE_ROWS_SKIPPED)
+                runs[budget].append((asp["end_to_end_s"], asp["preemptions"], asp["prompts_per_call"],
+                                     asp["end_to_end_s"] / best))
+            _, choice = P.plan(workload.prompts, workload.predictions,
+                               dataclasses.replace(settings, max_lag=spec.max_lag), preset=preset)
+            peak_chosen += choice.kv_budget == "peak"
+            judged_both += len({c["kv_budget"] for c in choice.candidates}) > 1
+        mean = {b: np.mean(np.array(v), axis=0) for b, v in runs.items()}
+        chosen = f"{peak_chosen} of {judged_both}" if judged_both else "does not bind"
+        w, a = mean["whole"], mean["auto"]
+        lines.append(f"| {name} | {seeds} | {w[0]:,.0f} | {a[0]:,.0f} | {a[0] / w[0] - 1:+.1%} | {chosen} "
+                     f"| {w[1]:,.0f} / {a[1]:,.0f} | {w[2]:.1f} / {a[2]:.1f} | {w[3]:.3f} | {a[3]:.3f} |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workloads", action="store_true", help="the comparison on every blocking workload")
+    parser.add_argument("--seeds", type=int, default=4, help="with --workloads: seeds per workload")
     args = parser.parse_args()
     if not (args.data / "aime_r1distill1.5b_lengths").is_dir():
         print(f"Skipped: {args.data} has no AIME lengths (evaluation-only data, read at run time).", file=sys.stderr)
+        return
+    if args.workloads:
+        print(workload_table(args.data, args.seeds))
         return
     preset = load_preset("h100-qwen2.5-7b")
     spec = WORKLOADS["mix-k8-n8"]

@@ -351,8 +351,9 @@ def shrink_study(data: Path, generator: str, seeds: int, factors: list[float]) -
 def table(result: dict) -> str:
     rows = result["rows"]
     lines = ["| probe | prompts | tau unprobed | model alone | source alone | consensus ceiling | e2e vs true lengths | "
-             "e2e vs random (asp slots) | model alone vs true | source alone vs true | consensus ceiling vs true |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "e2e vs random (asp slots) | model alone vs true | source alone vs true | consensus ceiling vs true | "
+             "asp, s | true lengths, s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for fraction in FRACTIONS:
         for m in PROBE_SAMPLES:
             part = [r for r in rows if r["fraction"] == fraction and r["probe_samples"] == m]
@@ -366,7 +367,8 @@ def table(result: dict) -> str:
                 line += (f" {ratio('end_to_end_s', 'true_lengths_s'):.3f} (worst {worst:.3f}) | "
                          f"{ratio('end_to_end_s', 'random_asp_slots_s'):.3f} | "
                          f"{ratio('model_alone_s', 'true_lengths_s'):.3f} | {ratio('source_alone_s', 'true_lengths_s'):.3f} | "
-                         f"{ratio('consensus_ceiling_s', 'true_lengths_s'):.3f} |")
+                         f"{ratio('consensus_ceiling_s', 'true_lengths_s'):.3f} | {mean('end_to_end_s'):,.0f} | "
+                         f"{mean('true_lengths_s'):,.0f} |")
             lines.append(line)
     return "\n".join(lines)
 

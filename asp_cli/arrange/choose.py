@@ -10,7 +10,10 @@ the prompt's own, read back from its predicted group maximum and mean (`sample_s
 except that an earlier candidate (interleave first: steadier arrival, steps closer to representative; on the
 padded `static` engine long-first first) within `TIE_MARGIN` of it is kept, since a difference that small is inside the draws' own noise. Large inputs are judged on a seeded sample of prompts (`SAMPLE_PROMPTS`) and
 one epoch, which keeps the cost a fixed few seconds, and on engines that refill each replay of the sample is
-scaled up to the whole run (`run_time`); the winner is then arranged on everything.
+scaled up to the whole run (`run_time`); the winner is then arranged on everything. On the `continuous`
+engine with `--kv-budget auto`, where the minibatch KV budget binds, every candidate is judged cut both ways
+(each group counted whole, or at its share of its wave's expected peak: `kv_budgets_to_try`), and the choice
+says which.
 """
 
 from __future__ import annotations
