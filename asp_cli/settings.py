@@ -36,9 +36,9 @@ DISPATCHES: tuple[str, ...] = ("planned", "free")
 STEP_RULES: tuple[str, ...] = ("any", "representative")
 # How a group counts against its minibatch's KV budget (`--kv-budget`): "peak" (its share of the wave's expected
 # peak, `arrange.timeline.group_kv_tokens`), "whole" (N x (prompt + mean), which a wave never exceeds) or "auto"
-# (with `--arrangement auto`, the candidates are judged counted whole and the winner also at the peak, the
-# faster kept; otherwise peak). The padded static engine always counts whole: every row keeps its cache until
-# the longest ends.
+# (with `--arrangement auto`, the candidates are judged counted whole, the winner also at the peak, and if that
+# is faster all of them at the peak, the choice made among those; otherwise peak). The padded static engine
+# always counts whole: every row keeps its cache until the longest ends.
 KV_BUDGETS: tuple[str, ...] = ("auto", "peak", "whole")
 
 

@@ -35,7 +35,7 @@ def schedule_command(
         _DEFAULT.max_tokens_per_minibatch, "--max-tokens-per-minibatch",
         help="Most KV tokens per minibatch, each group counted as --kv-budget says. Default: the preset's KV cache.",
     ),
-    kv_budget: str = typer.Option(_DEFAULT.kv_budget, "--kv-budget", help="How a group counts against --max-tokens-per-minibatch on blocking engines: 'peak' (its share of the minibatch's expected peak: bigger minibatches, a preemption now and then), 'whole' (N x (prompt + predicted mean response): never overflows the cache when predictions hold) or 'auto' (--arrangement auto tries its winner both ways; otherwise peak). The static engine always counts whole."),
+    kv_budget: str = typer.Option(_DEFAULT.kv_budget, "--kv-budget", help="How a group counts against --max-tokens-per-minibatch on blocking engines: 'peak' (its share of the minibatch's expected peak: bigger minibatches, a preemption now and then), 'whole' (N x (prompt + predicted mean response): never overflows the cache when predictions hold) or 'auto' (--arrangement auto tries its winner both ways and, if the peak cut is faster, chooses again among the candidates cut so; otherwise peak). The static engine always counts whole."),
     max_response_tokens: int = typer.Option(_DEFAULT.max_response_tokens, "--max-response-tokens", help="The generation cap in tokens."),
     max_lag: Optional[int] = typer.Option(_DEFAULT.max_lag, "--max-lag", help="Hold rollout back so no group is expected more than this many policy versions stale."),
     seed: int = typer.Option(_DEFAULT.seed, "--seed", help="Seed for tie-breaks and per-epoch variety."),
