@@ -41,9 +41,9 @@ router, static +0.4%, trainer-following +7.7%, and `--steps representative` +15.
 the lag rule with sequences still decoding now looks again at the next publish); it changed one figure here,
 streaming at lag 2 on the mix, from 1.6% ahead of the length-aware router to 0.5% behind a round-robin deal.
 The peak KV accounting (`--kv-budget`, decided on the math workloads, 2026-12-02) changed three figures on the
-mix, all with blocking engines: continuous from +21.1% to +18.4% over the best baseline (asp itself 3% faster
-in seconds: the baselines in its sizes gained more), trainer-following from +7.1% to +3.5% (asp 2% faster in
-seconds), and `--steps representative` from 1.5% to 3.1% behind. Every other figure is as first measured.
+mix, all with blocking engines: continuous from +21.1% to +20.7% over the best baseline (asp itself 6% faster
+in seconds), trainer-following from +7.1% to +3.3% (asp 1.6% faster in seconds: the baselines in its sizes
+gained more), and `--steps representative` from 1.5% to 3.1% behind (it takes the shuffle). Every other figure is as first measured.
 Tables as in "Simulated end-to-end time against baselines".
 """
 
@@ -51,13 +51,13 @@ FINDINGS = """\
 ### What held and what did not
 
 The picture of the math workloads holds on chat: asp is never more than 1.6% behind the best equal-footing
-baseline here, and 3.5-18% ahead of it on the chat + math + reasoning mix with blocking engines; it loses in
+baseline here, and 3-21% ahead of it on the chat + math + reasoning mix with blocking engines; it loses in
 the same places (static padding, and steps kept representative in arrival order).
 
 - **Blocking `continuous` engine** (6 seeds): on chat alone auto is level with the best baseline (it picks
   short-first, +0.0%): chat answers vary within a prompt about as much as between prompts, and the
-  true-lengths ceiling is only 0.8% further. On the mix it is 18.4% faster than the best baseline and
-  level with the true-lengths ceiling as auto judges it (0.751 against 0.747).
+  true-lengths ceiling is only 0.8% further. On the mix it is 20.7% faster than the best baseline and
+  level with the true-lengths ceiling as auto judges it (0.730 against 0.751).
 - **Engines that refill** (`streaming`, lag 2): 2.1% ahead of least-pending on chat; on the mix 0.5% behind
   a round-robin deal and 0.4% behind least-pending (seed spread 0.4-0.8%), where every arrangement, the
   true lengths' included, lands within about 2% of the others. Before the simulator's lag-rule fix asp was
@@ -65,8 +65,8 @@ the same places (static padding, and steps kept representative in arrival order)
 - **Static padding**: 1.6% behind short-first on chat alone (4 seeds; GSM8K loses 1.9%), level (-0.1%) on
   the mix.
 - **A trainer that follows the schedule** (no lag bound): level on chat, by taking short-first and its
-  arrival-order steps (deviation 0.78 against 0.08); 3.5% ahead on the mix with steps near a shuffle's
-  (0.20 against 0.14).
+  arrival-order steps (deviation 0.78 against 0.08); 3.3% ahead on the mix with steps near a shuffle's
+  (0.21 against 0.14).
 - **`--steps representative` in arrival order**: 1.3% behind on chat; on the mix it takes the shuffle
   (steps 0.26, the shuffle's own) and is 3.1% behind short-first. Judged on one epoch it had taken an order
   whose steps measured 0.43 on the true lengths.
