@@ -36,9 +36,10 @@ DISPATCHES: tuple[str, ...] = ("planned", "free")
 STEP_RULES: tuple[str, ...] = ("any", "representative")
 # How a group counts against its minibatch's KV budget (`--kv-budget`): "peak" (its share of the wave's expected
 # peak, `arrange.timeline.group_kv_tokens`), "whole" (N x (prompt + mean), which a wave never exceeds) or "auto"
-# (with `--arrangement auto`, the candidates are judged counted whole, the winner also at the peak, and if that
-# is faster all of them at the peak, the choice made among those; otherwise peak). The padded static engine
-# always counts whole: every row keeps its cache until the longest ends.
+# (where the budget binds, `--arrangement auto` judges its candidates counted whole, the winner also at the
+# peak, and if that is faster all of them at the peak, choosing among those, else it keeps whole; where the
+# budget does not bind, with a named arrangement, or when one group alone exceeds it counted whole: peak). The
+# padded static engine always counts whole: every row keeps its cache until the longest ends.
 KV_BUDGETS: tuple[str, ...] = ("auto", "peak", "whole")
 
 

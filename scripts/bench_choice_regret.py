@@ -37,7 +37,8 @@ What this shows (measured 2026-12-01; the continuous table 2026-12-02):
   to level.
 - On `continuous`, where the minibatch KV budget binds, the candidates are the five arrangements with groups
   counted whole, the winner at its wave's peak, and, where that was faster, all five at the peak
-  (`--kv-budget auto`; "name/whole", "name/peak" above); a peak cut is the best on five of the six mixes.
+  (`--kv-budget auto`; "name/whole", "name/peak" above); a peak cut is the best on five of the six workloads
+  where the budget binds (all but mix-k16-n16).
   How that rule was chosen over judging all ten at once: docs/benchmarks.md, "The KV budget".
 - Its wrong picks cost most on GSM8K (regret 0.8-3.4%, worst 2.9-8.1%): heavy tails the predictive draws do
   not have (docs/benchmarks.md, "Other engines"; heavier-tailed draws were tried and broke the mixes), and on

@@ -51,7 +51,7 @@ FINDINGS = """\
 ### What held and what did not
 
 The picture of the math workloads holds on chat: asp is never more than 1.6% behind the best equal-footing
-baseline here, and 3-21% ahead of it on the chat + math + reasoning mix with blocking engines; it loses in
+baseline here (3.1% with `--steps representative` on the mix), and 3-21% ahead of it on the chat + math + reasoning mix with blocking engines; it loses in
 the same places (static padding, and steps kept representative in arrival order).
 
 - **Blocking `continuous` engine** (6 seeds): on chat alone auto is level with the best baseline (it picks

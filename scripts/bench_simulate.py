@@ -42,8 +42,8 @@ FINDINGS = """\
   baselines' sorts row for row) and is level (0.0%). These tables are of `--kv-budget auto` (2026-12-02): on
   the long-reasoning mixes asp's minibatches count each group at its share of its wave's expected peak, 3-7.5%
   faster in seconds than counting it whole, and the baselines in asp's sizes are cut the same way and gain as
-  much or more ("The KV budget" below), so asp's margins over them moved from 11.3% to 8.8% (mix-k8-n8), 20.4%
-  to 19.8% (mix-k8-n8-b256) and 0.7% to level (aime-k8-n8-b256). On engines that refill freed slots (lag 2), every
+  much or more ("The KV budget" below), so asp's margins over them (6 seeds) moved from 11.3% to 8.8% (mix-k8-n8),
+  20.4% to 19.8% (mix-k8-n8-b256) and 0.7% to level (aime-k8-n8-b256). On engines that refill freed slots (lag 2), every
   arrangement lands within a few percent of least-pending routing: auto is 0.2-3.8% ahead of the best
   baseline on five workloads, level on mix-k2-n4 and mix-k16-n16-b512 (-0.1%, -0.2%) and 2.5% behind a
   round-robin deal kept to planned servers on aime-k8-n8-b256 (one seed of four 9% behind; sd 0.043).

@@ -376,11 +376,12 @@ def test_short_prompts_are_judged_under_one_kv_budget_and_the_summary_names_it()
     _, choice = plan(prompts, preds, s, preset=PRESET)
     assert {c["kv_budget"] for c in choice.candidates} == {"peak"} and choice.kv_budget == "peak"
     line = arrangement_line(choice.to_dict())
-    assert "dispatch and the peak KV budget;" in line and "/peak" not in line
+    assert "KV budget" not in line and "/peak" not in line  # it bound nothing: nothing to say
     _, both = plan(prompt_frame(300), _long_predictions(300), dataclasses.replace(s, max_response_tokens=16_000),
                    preset=PRESET)
     assert f"{both.candidates[-1]['name']}/peak" in arrangement_line(both.to_dict())
     assert f"{both.candidates[0]['name']}/whole" in arrangement_line(both.to_dict())
+    assert f"dispatch and the {both.kv_budget} KV budget;" in arrangement_line(both.to_dict())
     static = plan(prompts, preds, dataclasses.replace(s, engine="static", arrangement="long-first"), preset=PRESET)[1]
     assert static.kv_budget == "whole" and "KV budget" not in arrangement_line(static.to_dict())
 
@@ -413,3 +414,22 @@ def test_the_equal_footing_sorts_are_cut_with_the_kv_budget_asp_was_cut_with():
     theirs = arrange_baseline("long-first (asp sizes)", prompts, preds,
                               dataclasses.replace(s, kv_budget=choice.kv_budget), PRESET)
     assert rows["long-first (asp sizes)"]["prompts_per_call"] == pytest.approx(300 / theirs["minibatch"].n_unique())
+
+
+def test_a_schedule_cut_at_the_peak_compares_on_the_static_engine_with_whole_groups():
+    # `asp simulate --mode static --compare` of a schedule cut at the peak: the padded engine's baselines count
+    # whole groups (a peak cut there is refused as a setting), and the comparison runs.
+    from asp_cli.bench.baselines import arrange_baseline
+    from asp_cli.bench.compare import compare
+
+    prompts, preds = prompt_frame(200), _long_predictions(200, seed=6)
+    s = ScheduleSettings(instances=4, train_batch_size=64, max_response_tokens=16_000, kv_budget="peak",
+                         arrangement="long-first")
+    frame, _ = plan(prompts, preds, s, preset=PRESET)
+    truth = np.clip(preds["predicted_mean_tokens"].to_numpy()[:, None].repeat(8, axis=1), 1, 16_000)
+    rows = {r["arrangement"]: r for r in compare(prompts, preds, truth, s, PRESET, mode="static", asp_frame=frame,
+                                                 include=("asp", "long-first (asp sizes)"))}
+    whole = arrange_baseline("long-first (asp sizes)", prompts, preds,
+                             dataclasses.replace(s, engine="static", kv_budget="whole"), PRESET)
+    assert rows["long-first (asp sizes)"]["prompts_per_call"] == pytest.approx(200 / whole["minibatch"].n_unique())
+    assert rows["asp"]["prompts_per_call"] > rows["long-first (asp sizes)"]["prompts_per_call"]

@@ -90,6 +90,8 @@ CASES = [
      "is not a whole token count (12.5)"),
     ("E60", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_epoch.jsonl"], 3,
      "hist_epoch.jsonl:2: column 'epoch' is not an epoch number (-1; epochs count 0, 1, 2, ...) for prompt id 'b'"),
+    ("E61", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--kv-budget", "peak", "--engine", "static"], 4,
+     "--kv-budget peak does not apply to --engine static"),
     ("E19", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_noid.jsonl"], 3,
      "no prompt id column found"),
     ("E20", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/notmodel.skops"], 5,

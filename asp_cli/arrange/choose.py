@@ -117,7 +117,7 @@ def kv_budgets_to_try(settings: ScheduleSettings, whole_footprint: np.ndarray, b
     cut no minibatches), and only where the whole-group count can bind at all (the ``minibatch_size`` largest
     groups exceed the budget: otherwise both cut the same minibatches) and fits one group per minibatch.
     Measured on the benchmark's workloads, neither accounting wins everywhere: the peak one's bigger long
-    minibatches were 3-8% faster on four workloads and 2% slower on the trainer-bound mix-k16-n16
+    minibatches were 3-7.5% faster on four workloads and 2% slower on the trainer-bound mix-k16-n16
     (docs/benchmarks.md, "The KV budget").
     """
     resolved = settings.resolved_kv_budget()
@@ -326,12 +326,12 @@ def arrangement_line(choice: dict[str, Any]) -> str:
     """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
     when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`."""
     kv_budget = choice.get("kv_budget")
-    # The KV accounting is said where it shaped minibatches: blocking engines (static always counts whole).
-    budget_note = (f" and the {kv_budget} KV budget" if kv_budget and choice["engine"] == "continuous" else "")
+    # The KV cut is said where auto chose it (both cuts judged: the budget binds); elsewhere it shaped nothing
+    # or was the user's, and the settings say it.
+    both = len({c.get("kv_budget") for c in choice.get("candidates", [])}) > 1
+    budget_note = f" and the {kv_budget} KV budget" if both else ""
     if choice["setting"] != "auto":
-        return (f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} "
-                f"engine{budget_note})")
-    both = len({c.get("kv_budget") for c in choice["candidates"]}) > 1
+        return f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} engine)"
     candidates = ", ".join(f"{c['name']}{'/' + c['kv_budget'] if both else ''} {c['expected_end_to_end_s']:,.0f} s"
                            + (" (steps not representative)" if c.get("representative_steps") is False else "")
                            for c in choice["candidates"])

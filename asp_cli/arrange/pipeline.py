@@ -596,8 +596,8 @@ _VALUE_NOT_RECORDED = {"-o", "--output"}
 
 
 def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, settings: ScheduleSettings) -> list[str]:
-    """What is legal but probably not what the user meant: history that matches no prompt, or a train batch
-    larger than an epoch."""
+    """What is legal but probably not what the user meant: history that matches no prompt, a KV budget an engine
+    ignores, or a train batch larger than an epoch."""
     warnings = []
     if history is not None and history.height:
         ids = history[C.PROMPT_ID].unique()
@@ -615,6 +615,9 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
             warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "
                             f"({settings.max_response_tokens:,}), which no generation under this schedule's cap "
                             "reaches; was the history made with a larger cap? Check --max-response-tokens")
+    if settings.engine == "streaming" and settings.kv_budget != "auto":
+        warnings.append(f"--kv-budget {settings.kv_budget} has no effect with --engine streaming: servers that "
+                        "refill freed slots are given no minibatches to cut")
     if settings.train_batch_size > prompts.height:
         warnings.append(
             f"--train-batch-size {settings.train_batch_size} is larger than the {prompts.height:,} prompts of an "

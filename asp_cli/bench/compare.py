@@ -92,15 +92,17 @@ def compare(
     from asp_cli.arrange.pipeline import arrange, plan
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, random_in_asp_slots
 
-    # asp plans for the engine it is judged on, under the same lag bound.
-    settings = dataclasses.replace(settings, engine=mode, max_lag=max_lag)
+    # asp plans for the engine it is judged on, under the same lag bound (a padded static engine counts whole
+    # groups against the KV budget, whatever the schedule it is judged against was cut with).
+    settings = dataclasses.replace(settings, engine=mode, max_lag=max_lag,
+                                   kv_budget="whole" if mode == "static" else settings.kv_budget)
 
     prompts = prompts.with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00pos"))
     position_of_row = dict(zip(prompts[C.ROW].to_list(), prompts["\x00pos"].to_list()))
     wanted = (lambda name: include is None or name in include)  # noqa: E731 - a one-line filter
     frame = asp_frame
     # The baselines in asp's sizes are cut by the KV accounting asp's schedule was cut with (with ``asp_frame``,
-    # the caller's settings say which: `recorded_kv_budget`).
+    # the caller's settings say which: `schedule_format.Schedule.kv_budget`).
     cut_like_asp = settings
     if frame is None and (wanted(ASP) or wanted(ASP_PINNED) or wanted(RANDOM_IN_ASP_SLOTS)):
         frame, choice = plan(prompts, predictions, settings, preset=preset)
