@@ -194,3 +194,18 @@ def test_compare_with_sampled_lengths_includes_the_equal_footing_baselines(tmp_p
     names = [row["arrangement"] for row in json.loads(result.stdout)["comparison"]]
     assert {"random (asp sizes)", "long-first (asp sizes)", "random (asp slots)", "asp"} <= set(names)
     assert "asp (true lengths)" not in names  # sampled lengths: no ceiling judged on its own lengths
+
+
+@pytest.mark.parametrize("extra", [[], ["--dispatch", "planned"], ["--trainer", "schedule"]])
+def test_the_asp_row_of_compare_is_the_main_replay(built, extra):  # noqa: F811
+    """The asp row of --compare replayed other sampled lengths than the main replay (each epoch's samples are
+    drawn afresh there; the comparison reused one draw per prompt), and the schedule's recorded dispatch and
+    trainer rather than the ones asked for: the same schedule showed two end-to-end times."""
+    result = invoke("simulate", built["schedule"], "--compare", "--json", "--quiet", *extra)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["lengths"]["prompts_with_sampled_lengths"] == PROMPTS
+    asp = next(row for row in document["comparison"] if row["arrangement"] == "asp")
+    assert asp["dispatch"] == document["dispatch"]
+    for key in ("end_to_end_s", "rollout_makespan_s", "padding_fraction", "step_length_deviation_p90"):
+        assert asp[key] == document["metrics"][key], key

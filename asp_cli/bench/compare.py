@@ -79,10 +79,14 @@ def compare(
     asp_frame: pl.DataFrame | None = None,
     include: tuple[str, ...] | None = None,
     progress=None,
+    truth_by_epoch: dict[int, np.ndarray] | None = None,
 ) -> list[dict]:
     """Simulate every arrangement on the same true lengths; one dict per row, the lower bound last.
 
-    ``truth`` is aligned with ``prompts`` (row ``i`` of the prompts is ``truth[i]``). ``asp_frame`` replaces
+    ``truth`` is aligned with ``prompts`` (row ``i`` of the prompts is ``truth[i]``), the same lengths in every
+    epoch; ``truth_by_epoch``, when given, has each epoch's own (aligned the same way; an epoch it lacks
+    replays ``truth``), so that `asp simulate --compare` replays every row on the very lengths of its main
+    replay, which draws each epoch's samples afresh. ``asp_frame`` replaces
     the asp row's arrangement (``asp simulate --compare`` passes the schedule being judged). Only the
     baselines made for ``mode``'s kind of engine run (`asp_cli.bench.baselines.Baseline.modes`). Each row
     says whether it is on equal footing with asp (``equal_footing``) and how many prompts it sends per
@@ -138,7 +142,8 @@ def compare(
         frame = frame.sort("seq")
         index = np.fromiter((position_of_row[r] for r in frame[C.ROW].to_list()), dtype=np.int64,
                             count=frame.height)
-        result = simulate_schedule(frame, truth[index], preset, sim, instances=settings.instances)
+        result = simulate_schedule(frame, _lengths_of(frame, index, truth, truth_by_epoch), preset, sim,
+                                   instances=settings.instances)
         calls = frame.select(pl.col("epoch"), pl.col("minibatch")).n_unique()
         rows.append({"arrangement": name, "dispatch": dispatch, "equal_footing": equal,
                      "prompts_per_call": frame.height / max(calls, 1), **result.metrics})
@@ -162,6 +167,19 @@ def compare(
         r["ratio_to_verl_default"] = r["end_to_end_s"] / reference if reference else None
         r["ratio_to_best_equal_footing"] = r["end_to_end_s"] / best["end_to_end_s"] if best else None
     return rows
+
+
+def _lengths_of(frame: pl.DataFrame, index: np.ndarray, truth: np.ndarray,
+                truth_by_epoch: dict[int, np.ndarray] | None) -> np.ndarray:
+    """The true lengths of ``frame``'s rows (``index``: each row's position among the prompts)."""
+    if not truth_by_epoch:
+        return truth[index]
+    epochs = frame["epoch"].to_numpy()
+    out = np.empty((frame.height, truth.shape[1]), dtype=truth.dtype)
+    for epoch in np.unique(epochs):
+        rows = epochs == epoch
+        out[rows] = truth_by_epoch.get(int(epoch), truth)[index[rows]]
+    return out
 
 
 def compare_names() -> tuple[str, ...]:

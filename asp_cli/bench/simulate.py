@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from asp_cli.reading.options import ReadOptions
@@ -88,6 +89,24 @@ def simulate_file(
                            name=str(schedule_path), progress=progress)
 
 
+def _replayed_lengths_per_epoch(frame: pl.DataFrame, lengths: np.ndarray,
+                                prompts: pl.DataFrame) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """The main replay's lengths laid out for `asp_cli.bench.compare.compare`: aligned with ``prompts``, each
+    prompt's lengths where it first runs, and per epoch (so the asp row of ``--compare`` is the main replay)."""
+    position = dict(zip(prompts["row"].to_list(), range(prompts.height)))
+    index = np.fromiter((position[r] for r in frame["row"].to_list()), dtype=np.int64, count=frame.height)
+    first = np.empty((prompts.height, lengths.shape[1]), dtype=lengths.dtype)
+    first[index[::-1]] = lengths[::-1]  # the last write wins: each prompt's first row in seq order
+    epochs = frame["epoch"].to_numpy()
+    by_epoch = {}
+    for epoch in np.unique(epochs):
+        rows = epochs == epoch
+        per = first.copy()
+        per[index[rows]] = lengths[rows]
+        by_epoch[int(epoch)] = per
+    return first, by_epoch
+
+
 def _dispatch_warnings(schedule: Schedule, dispatch: str, instances: int) -> list[str]:
     """With planned dispatch each minibatch runs on its planned instance: more instances than planned stay idle."""
     planned = int(schedule.frame["instance"].max()) + 1
@@ -154,17 +173,17 @@ def simulate_loaded(
     comparison = None
     if compare:
         prompts, predictions = schedule_prompts(frame)
-        truth, _ = lengths_for_schedule(pl.concat([prompts, predictions], how="horizontal"), observed,
-                                        samples_per_prompt=n, seed=seed,
-                                        max_response_tokens=recorded.max_response_tokens)
+        truth, by_epoch = _replayed_lengths_per_epoch(frame, lengths, prompts)
         # The true-lengths ceiling needs every prompt's lengths observed; with sampled ones it would be judged
         # on the very lengths it was arranged with.
         include = None if info.prompts_sampled == 0 else tuple(
             name for name in compare_names() if name != ASP_TRUE)
-        recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag, kv_budget=schedule.kv_budget)
+        # Every row is replayed as the main replay was: its instances, lag bound, trainer and (asp's row) dispatch.
+        recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag, kv_budget=schedule.kv_budget,
+                                         dispatch=dispatch, trainer=trainer)
         if progress is not None:
             progress(STAGES[3])
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
-                                 asp_frame=frame, include=include, progress=progress)
+                                 asp_frame=frame, include=include, progress=progress, truth_by_epoch=by_epoch)
         document["comparison"] = comparison
     return SimulationReport(document, result, comparison)
