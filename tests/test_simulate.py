@@ -79,7 +79,7 @@ def test_segments_match_token_stepping(case):
     max_seqs = int(rng.integers(1, 12))
     capacity = float(rng.integers(int(prompts.max() + lengths.max() + 2), 400))
     engine, finish, preset = _engine(base, capacity, max_seqs)
-    engine.feed(np.arange(n), lengths, prompts)
+    engine.feed(range(n), lengths.tolist(), prompts.tolist())
     engine.run(drain=True)
     total, expected = _stepwise(preset, lengths.tolist(), prompts.tolist(), capacity=capacity, max_seqs=max_seqs)
     assert engine.t == pytest.approx(total, rel=1e-9)
@@ -110,7 +110,8 @@ def test_a_refilled_engine_reuses_finished_slots_without_changing_anything(case)
             engine.free = _NoReuse()
         first = 0
         for size, finishes in chunks:
-            engine.feed(np.arange(first, first + size), lengths[first:first + size], prompts[first:first + size])
+            engine.feed(range(first, first + size), lengths[first:first + size].tolist(),
+                            prompts[first:first + size].tolist())
             engine.run(drain=False)
             for _ in range(finishes):  # decode on to a few completions before the next chunk arrives
                 engine.run(drain=True, one_finish=True)
@@ -135,10 +136,10 @@ def test_stopping_at_a_time_changes_nothing_but_where_the_engine_pauses(case):
     lengths = rng.integers(1, 400, n)
     prompts = rng.integers(1, 30, n)
     whole, finish_whole, _ = _engine(base, 2000.0, 6)
-    whole.feed(np.arange(n), lengths, prompts)
+    whole.feed(range(n), lengths.tolist(), prompts.tolist())
     whole.run(drain=True)
     paused, finish_paused, _ = _engine(base, 2000.0, 6)
-    paused.feed(np.arange(n), lengths, prompts)
+    paused.feed(range(n), lengths.tolist(), prompts.tolist())
     for until in np.linspace(0.0, whole.t, 7)[1:-1]:
         before = paused.t
         paused.run(drain=True, until=float(until))
@@ -171,7 +172,7 @@ def test_wave_matches_general_engine():
     a, fa, _ = _engine(preset, 1e9, 1024)
     a.run_wave(np.arange(40), lengths, prompts)
     b, fb, _ = _engine(preset, 1e9, 1024)
-    b.feed(np.arange(40), lengths, prompts)
+    b.feed(range(40), lengths.tolist(), prompts.tolist())
     b.run(drain=True)
     assert a.t == pytest.approx(b.t, rel=1e-9)
     np.testing.assert_allclose(fa[:40], fb[:40], rtol=1e-9)

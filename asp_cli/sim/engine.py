@@ -33,6 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -85,25 +86,29 @@ class Engine:
     def idle(self) -> bool:
         return self.live == 0 and not self.waiting
 
-    def feed(self, gids: np.ndarray, lengths: np.ndarray, prompts: np.ndarray) -> None:
-        n = gids.size
-        reused = min(n, len(self.free))
-        ids = self.free[len(self.free) - reused:]
-        del self.free[len(self.free) - reused:]
-        for j, g, length, prompt in zip(ids, gids[:reused].tolist(), lengths[:reused].tolist(),
-                                        prompts[:reused].tolist()):
-            self.gid[j], self.length[j], self.prompt[j] = g, length, prompt
-            self.done_before[j], self.c[j], self.alive[j], self.admit_step[j] = 0, 0.0, False, 0
-        base = len(self.gid)
+    def feed(self, gids: Sequence[int], lengths: Sequence[int], prompts: Sequence[int]) -> None:
+        """Queue requests: global ids, response lengths and prompt tokens, as Python ints (a range and lists)."""
+        n = len(gids)
+        free = self.free
+        reused = min(n, len(free))
+        ids = free[len(free) - reused:]
+        del free[len(free) - reused:]
+        gid, length, prompt = self.gid, self.length, self.prompt
+        done_before, c, alive, admit_step = self.done_before, self.c, self.alive, self.admit_step
+        for j, g, size, tokens in zip(ids, gids, lengths, prompts):
+            gid[j], length[j], prompt[j] = g, size, tokens
+            done_before[j], c[j], alive[j], admit_step[j] = 0, 0.0, False, 0
+        base = len(gid)
         new = n - reused
-        self.gid.extend(gids[reused:].tolist())
-        self.length.extend(lengths[reused:].tolist())
-        self.prompt.extend(prompts[reused:].tolist())
-        self.done_before.extend([0] * new)
-        self.c.extend([0.0] * new)
-        self.token.extend([0] * new)
-        self.alive.extend([False] * new)
-        self.admit_step.extend([0] * new)
+        if new:
+            gid.extend(gids[reused:])
+            length.extend(lengths[reused:])
+            prompt.extend(prompts[reused:])
+            done_before.extend([0] * new)
+            c.extend([0.0] * new)
+            self.token.extend([0] * new)
+            alive.extend([False] * new)
+            admit_step.extend([0] * new)
         self.waiting.extend(ids)
         self.waiting.extend(range(base, base + new))
         self.target = max(1, min(self.max_seqs, n))
@@ -143,72 +148,87 @@ class Engine:
         decoding what it has and looks again after each completion), and with ``until``, at the first decode
         step that ends at or after that time (so a held engine looks again when the lag rule may let it go)."""
         st = self.stats
-        # Containers and constants read once (the loop runs once per event of the whole replay); the scalars that
-        # `_admit` and `_preempt` change are read from self. The arithmetic is the same, in the same order.
-        heap, token, alive, c = self.heap, self.token, self.alive, self.c
+        # Containers, constants and the engine's clock, step, live count and summed context are read into locals
+        # once (the loop runs once per event of the whole replay) and written back around `_admit` and
+        # `_preempt`, which change them, and on leaving. The integer counters of `stats` are summed here and
+        # added on leaving (sums of whole numbers: exact either way); the float ones are added in place, in the
+        # same order as `_admit` adds its prefill time. The arithmetic is the same, in the same order.
+        heap, token, alive, c, waiting = self.heap, self.token, self.alive, self.c, self.waiting
         gid, finish_out, finished, free, stack = self.gid, self.finish_out, self.finished, self.free, self.stack
         capacity, g_o, t_w, c_tok, kv = self.capacity, self.g_o, self.t_w, self.c_tok, self.kv
+        max_seqs, target = self.max_seqs, self.target
+        tail_below = self.tail_fraction * target
         bounded = capacity < math.inf
+        timed = until < math.inf
+        heappop = heapq.heappop
+        t, step, live, sum_c = self.t, self.step, self.live, self.sum_c
+        decode_steps = live_slot_steps = target_slot_steps = 0
         while True:
-            if self.t >= until:
-                return
-            if self.waiting:
+            if t >= until:
+                break
+            if waiting and live < max_seqs:  # `_admit` admits nothing into full slots
+                self.t, self.step, self.live, self.sum_c = t, step, live, sum_c
                 self._admit()
-            if not drain and not self.waiting:
-                return
-            if self.live == 0:
-                if not self.waiting:
-                    return
+                t, live, sum_c = self.t, self.live, self.sum_c
+            if not drain and not waiting:
+                break
+            if live == 0:
+                if not waiting:
+                    break
+                self.t, self.step, self.live, self.sum_c = t, step, live, sum_c
                 self._admit(force=True)
+                t, live, sum_c = self.t, self.live, self.sum_c
             while heap and token[heap[0][2]] != heap[0][1]:
-                heapq.heappop(heap)
+                heappop(heap)
             finish_step = heap[0][0]
-            room = int((capacity - self.sum_c) // self.live) - self.step if bounded else 1 << 60
+            room = int((capacity - sum_c) // live) - step if bounded else 1 << 60
             if room < 1:
-                if self.live > 1:
+                if live > 1:
+                    self.step, self.live, self.sum_c = step, live, sum_c
                     self._preempt()
+                    live, sum_c = self.live, self.sum_c
                     continue
-                room = finish_step - self.step  # a lone request larger than the cache: let it run
-            m = min(finish_step - self.step, room)
-            b = self.live
-            s = self.step
-            if until < math.inf:
-                m = self._steps_within(m, b, s, until - self.t)
-            sum_c = self.sum_c
+                room = finish_step - step  # a lone request larger than the cache: let it run
+            m = min(finish_step - step, room)
+            b = live
+            s = step
+            if timed:
+                self.sum_c = sum_c
+                m = self._steps_within(m, b, s, until - t)
             dt = m * (g_o + max(t_w, c_tok * b)) + kv * (
                 m * sum_c + b * (m * s + m * (m + 1) / 2.0)
             )
-            st.decode_steps += m
-            st.live_slot_steps += m * b
-            st.target_slot_steps += m * max(self.target, b)
+            decode_steps += m
+            live_slot_steps += m * b
+            target_slot_steps += m * (target if target > b else b)
             st.busy_s += dt
-            if b < self.tail_fraction * self.target:
+            if b < tail_below:
                 st.tail_s += dt
-            self.t += dt
+            t += dt
             step = s + m
-            self.step = step
             held = sum_c + b * step
             if held > st.peak_kv_tokens:
                 st.peak_kv_tokens = held
             finished_now = False
-            live = b
             while heap and heap[0][0] == step:
-                _, tok, j = heapq.heappop(heap)
+                _, tok, j = heappop(heap)
                 if token[j] != tok:
                     continue
                 alive[j] = False
                 live -= 1
                 sum_c -= c[j]
-                finish_out[gid[j]] = self.t
+                finish_out[gid[j]] = t
                 finished.append(gid[j])
                 free.append(j)
                 finished_now = True
-            self.live = live
-            self.sum_c = sum_c
             if live == 0:
                 stack.clear()
             if one_finish and finished_now:
-                return
+                break
+        self.t, self.step, self.live, self.sum_c = t, step, live, sum_c
+        st.decode_steps += decode_steps
+        st.live_slot_steps += live_slot_steps
+        st.target_slot_steps += target_slot_steps
 
     def _steps_within(self, m: int, b: int, s: int, seconds: float) -> int:
         """The most of the next ``m`` decode steps (``b`` live, from step ``s``) that end within ``seconds``, at

@@ -81,7 +81,7 @@ def simulate_arrays(
         _, assigned = np.unique(np.asarray(row_train_step), return_inverse=True)
     trainer = Trainer(preset, settings.train_batch_size, group_tokens, assigned_step=assigned)
     # Streaming engines finish a group's samples over time: a group arrives when its last sample is done.
-    remaining = np.full(n_rows, n, dtype=np.int64)
+    remaining = [n] * n_rows
     started_groups = 0
     # The AReaL admission rule counts groups started against versions published; a trainer that follows the
     # schedule needs exactly the groups assigned to each step, which a count-based hold can starve (no step
@@ -109,13 +109,18 @@ def simulate_arrays(
         return max(trainer.free_at, now) + shortest_step_s
 
     def report_groups(k: int) -> None:
-        # Release the groups whose last sample the engine has just finished.
-        for gid in engines[k].finished:
+        # Release the groups whose last sample the engine has just finished. A group runs on one engine, whose
+        # clock never goes back, so its last sample to finish has its latest finish time: the group's arrival.
+        finished = engines[k].finished
+        for gid in finished:
             r = gid // n
-            remaining[r] -= 1
-            if remaining[r] == 0:
-                trainer.arrive(float(finish[r * n:(r + 1) * n].max()), r)
-        engines[k].finished.clear()
+            left = remaining[r] - 1
+            remaining[r] = left
+            if left == 0:
+                trainer.arrive(finish_list(gid), r)
+        finished.clear()
+
+    finish_list = finish.item  # a Python float, as float(finish[...]) gives
 
     while True:
         if held:
@@ -181,16 +186,16 @@ def simulate_arrays(
         r0, r1 = int(mb_start[mb]), int(mb_end[mb])
         group_version[r0:r1] = loaded[k]
         started_groups += rows
-        gids = np.arange(r0 * n, r1 * n, dtype=np.int64)
-        seq_instance[gids] = k
+        seq_instance[r0 * n:r1 * n] = k
         mb_lengths = seq_lengths[r0 * n:r1 * n]
         mb_prompts = seq_prompts[r0 * n:r1 * n]
         if static:
-            _run_static(engine, preset, settings, gids, mb_lengths, mb_prompts, finish, admit)
+            _run_static(engine, preset, settings, np.arange(r0 * n, r1 * n, dtype=np.int64), mb_lengths, mb_prompts,
+                        finish, admit)
         elif not streaming and engine.fits_at_once(mb_lengths, mb_prompts):
-            engine.run_wave(gids, mb_lengths, mb_prompts)
+            engine.run_wave(np.arange(r0 * n, r1 * n, dtype=np.int64), mb_lengths, mb_prompts)
         else:
-            engine.feed(gids, mb_lengths, mb_prompts)
+            engine.feed(range(r0 * n, r1 * n), mb_lengths.tolist(), mb_prompts.tolist())
             engine.run(drain=not streaming)
         if streaming:
             report_groups(k)

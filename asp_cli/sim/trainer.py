@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 import math
 from collections import deque
 
@@ -94,15 +95,9 @@ class Trainer:
         self.consumed += ids.size
 
     def version_at(self, time: float) -> int:
-        # `published` is increasing; a step not yet decided publishes after any time we ask about.
-        lo, hi = 0, len(self.published)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.published[mid] <= time:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        # `published` is increasing; a step not yet decided publishes after any time we ask about. The versions
+        # published by ``time``: a binary search (`bisect_right`: how many are <= time).
+        return bisect_right(self.published, time)
 
     def next_publish_after(self, time: float) -> float:
         v = self.version_at(time)
