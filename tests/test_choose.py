@@ -433,3 +433,24 @@ def test_a_schedule_cut_at_the_peak_compares_on_the_static_engine_with_whole_gro
                              dataclasses.replace(s, engine="static", kv_budget="whole"), PRESET)
     assert rows["long-first (asp sizes)"]["prompts_per_call"] == pytest.approx(200 / whole["minibatch"].n_unique())
     assert rows["asp"]["prompts_per_call"] > rows["long-first (asp sizes)"]["prompts_per_call"]
+
+
+def test_a_group_too_large_to_cut_whole_that_the_sample_misses_still_settles_the_kv_budget(monkeypatch):
+    """On inputs larger than auto's sample, the KV accountings to judge under were settled on the sample: a
+    group that only the peak count can fit, missed by the sample, left a whole cut that crashed the full input
+    (exit 70: "a prompt's footprint exceeds max_tokens")."""
+    import asp_cli.arrange.choose as choose
+
+    monkeypatch.setattr(choose, "SAMPLE_PROMPTS", 100)
+    prompts, preds = prompt_frame(300), _long_predictions(300)
+    s = ScheduleSettings(instances=4, train_batch_size=64, max_response_tokens=16_000)
+    sample = set(np.random.default_rng([s.seed, 29]).choice(300, 100, replace=False).tolist())
+    big = next(i for i in range(300) if i not in sample)
+    prompt_tokens = preds["prompt_tokens"].to_numpy().copy()
+    prompt_tokens[big] = 20_000
+    preds = preds.with_columns(pl.Series("prompt_tokens", prompt_tokens))
+    whole = 8 * (prompt_tokens + preds["predicted_mean_tokens"].to_numpy())
+    budget = int(whole.max()) - 1  # the big group fits only counted at its peak
+    frame, choice = plan(prompts, preds, dataclasses.replace(s, max_tokens_per_minibatch=budget), preset=PRESET)
+    assert choice.kv_budget == "peak" and {c["kv_budget"] for c in choice.candidates} == {"peak"}
+    assert frame.height == 300

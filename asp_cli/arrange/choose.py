@@ -180,6 +180,13 @@ def choose_arrangement(
     # The run's prompt-epochs per the sample's, on engines that refill (`run_time` says why only there).
     scaled = sampled and settings.engine in SCALED_ENGINES
     scale = run_prompts / SAMPLE_PROMPTS if scaled else 1.0
+    # Which KV accountings to judge under is settled on the whole input: a group too large to be cut whole
+    # that the sample happened to miss would otherwise leave a whole cut that the full input cannot take.
+    whole = np.ceil(group_tokens(settings.samples_per_prompt, predictions[C.PROMPT_TOKENS].to_numpy(),
+                                 predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)))
+    budgets = (kv_budgets_to_try(settings, whole, budget_tokens) if budget_tokens is not None
+               else (settings.resolved_kv_budget(),))
+    del whole
     if sampled:
         keep = np.sort(np.random.default_rng([settings.seed, 29]).choice(prompts.height, SAMPLE_PROMPTS,
                                                                          replace=False))
@@ -216,10 +223,6 @@ def choose_arrangement(
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
     weights = np.array([w for _, w in SCALE_NODES])
     position_of_row = {r: i for i, r in enumerate(prompts[C.ROW].to_list())}
-    whole = np.ceil(group_tokens(n, predictions[C.PROMPT_TOKENS].to_numpy(), mean))
-    budgets = (kv_budgets_to_try(settings, whole, budget_tokens) if budget_tokens is not None
-               else (settings.resolved_kv_budget(),))
-    del whole
     refused: list[SettingsError] = []
 
     def judge(name: str, kv_budget: str) -> dict[str, Any] | None:
