@@ -209,3 +209,18 @@ def test_the_asp_row_of_compare_is_the_main_replay(built, extra):  # noqa: F811
     assert asp["dispatch"] == document["dispatch"]
     for key in ("end_to_end_s", "rollout_makespan_s", "padding_fraction", "step_length_deviation_p90"):
         assert asp[key] == document["metrics"][key], key
+
+
+def test_compare_on_fewer_instances_leaves_out_the_rows_kept_to_planned_instances(built):  # noqa: F811
+    """--compare --instances K below the schedule's exited 4 ("uses instance 3 but the simulation has 3"),
+    even with free dispatch: the rows that keep to the schedule's instance column cannot run there."""
+    result = invoke("simulate", built["schedule"], "--compare", "--json", "--quiet", "--instances", 1)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    names = [row["arrangement"] for row in document["comparison"]]
+    assert "asp" in names and "random (asp slots)" not in names and "asp, planned instances" not in names
+    assert any("fewer than the" in w and "left out of the comparison" in w for w in document["warnings"])
+    planned = invoke("simulate", built["schedule"], "--instances", 1, "--dispatch", "planned")
+    assert planned.exit_code == ExitCode.BAD_SETTINGS
+    assert "plans 3 instances (instance 0 to 2) but the simulation has 1" in planned.stderr
+    assert "--instances 3, or --dispatch free" in planned.stderr

@@ -116,12 +116,15 @@ def compare(
         if wanted(name) and mode in baseline.modes:
             arrangements.append((name, baseline.arrange(prompts, predictions, cut_like_asp, preset),
                                  baseline.dispatch, baseline.equal_footing))
+    # The rows that keep to a given schedule's own instance column cannot run on fewer instances than it plans
+    # (`asp simulate --compare --instances K`): they are left out (`asp_cli.bench.simulate` warns).
+    fits = asp_frame is None or int(asp_frame["instance"].max()) < settings.instances
     if frame is not None:
-        if wanted(RANDOM_IN_ASP_SLOTS):
+        if wanted(RANDOM_IN_ASP_SLOTS) and fits:
             arrangements.append((RANDOM_IN_ASP_SLOTS, random_in_asp_slots(frame, settings.seed), "planned", True))
         if wanted(ASP):  # replayed the way it was planned to be dispatched (`--dispatch`, free by default)
             arrangements.append((ASP, frame, settings.dispatch, True))
-        if wanted(ASP_PINNED) and settings.dispatch != "planned":
+        if wanted(ASP_PINNED) and settings.dispatch != "planned" and fits:
             arrangements.append((ASP_PINNED, frame, "planned", True))
     if wanted(ASP_TRUE):
         oracle = true_predictions(truth, predictions[C.PROMPT_TOKENS].to_numpy(), settings.plan_with)

@@ -186,4 +186,9 @@ def simulate_loaded(
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
                                  asp_frame=frame, include=include, progress=progress, truth_by_epoch=by_epoch)
         document["comparison"] = comparison
+        planned = int(frame["instance"].max()) + 1
+        if k < planned:
+            document["warnings"].append(
+                f"--instances {k} is fewer than the {planned} the schedule plans: the rows that keep to its planned "
+                "instances (random (asp slots), asp, planned instances) are left out of the comparison")
     return SimulationReport(document, result, comparison)

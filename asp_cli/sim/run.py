@@ -55,9 +55,11 @@ def simulate_arrays(
     mb_instance = np.asarray(row_instance)[mb_start].astype(np.int64)
     if settings.dispatch == "planned":
         if mb_instance.min() < 0 or mb_instance.max() >= instances:
+            planned = int(mb_instance.max()) + 1
             raise SettingsError(
-                f"the schedule uses instance {int(mb_instance.max())} but the simulation has {instances}; "
-                "pass --instances to match, or --dispatch free"
+                f"the schedule plans {planned} instances (instance 0 to {planned - 1}) but the simulation has "
+                f"{instances}, and planned dispatch keeps each minibatch on its instance; pass --instances "
+                f"{planned}, or --dispatch free"
             )
         queues = [deque(np.flatnonzero(mb_instance == k).tolist()) for k in range(instances)]
     else:
