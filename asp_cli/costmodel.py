@@ -239,6 +239,18 @@ def load_preset(name_or_path: str | Path = DEFAULT_PRESET, **overrides: float) -
     return _override(preset, overrides, "overrides") if overrides else preset
 
 
+def recorded_preset(name: str, fields: object) -> HardwarePreset:
+    """The preset a schedule was made with: every field it recorded (its metadata's ``preset``), so that a
+    schedule made with ``--preset calibration.json`` replays the same wherever that file is; a file without
+    the record, or with one this version cannot read (fields renamed since), the preset ``name`` again."""
+    if isinstance(fields, dict):
+        try:
+            return _override(PRESETS[DEFAULT_PRESET], fields, "the schedule's preset")
+        except SettingsError:
+            pass
+    return load_preset(name)
+
+
 def _override(preset: HardwarePreset, values: dict, where: str) -> HardwarePreset:
     """``preset`` with ``values`` replaced, each checked; errors name ``where`` (the file) and the field."""
     fields = {f.name: f for f in dataclasses.fields(HardwarePreset)}

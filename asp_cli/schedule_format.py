@@ -75,6 +75,15 @@ class Schedule:
     def instances(self) -> int:
         return int(self.settings.get("instances", int(self.frame["instance"].max()) + 1))
 
+    def cost_preset(self, override: str | None = None):
+        """The cost model to replay with: ``override`` (a `--preset`) when given, else the one the schedule was
+        made with (`asp_cli.costmodel.recorded_preset`)."""
+        from asp_cli.costmodel import DEFAULT_PRESET, load_preset, recorded_preset
+
+        if override is not None:
+            return load_preset(override)
+        return recorded_preset(str(self.settings.get("preset") or DEFAULT_PRESET), self.metadata.get("preset"))
+
     @property
     def kv_budget(self) -> str:
         """How its minibatches were cut against the KV budget ("peak" or "whole"): what the baselines in its
@@ -169,6 +178,15 @@ def _check_settings(metadata: dict[str, Any], path: Path) -> None:
         raise ScheduleFormatError(
             f"{path}: damaged asp schedule metadata (settings: {exc}); write the schedule again"
         ) from None
+    # How the minibatches were cut (what the baselines in its sizes are cut by): absent in older files.
+    arrangement = metadata.get("arrangement")
+    budget = arrangement.get("kv_budget", "whole") if isinstance(arrangement, dict) else "whole"
+    if (arrangement is not None and not isinstance(arrangement, dict)) or budget not in ("peak", "whole"):
+        shown = arrangement if not isinstance(arrangement, dict) else budget
+        raise ScheduleFormatError(
+            f"{path}: damaged asp schedule metadata (arrangement.kv_budget {shown!r} is not 'peak' or 'whole'); "
+            "write the schedule again"
+        )
 
 
 def _at(frame: pl.DataFrame, mask: pl.Series | pl.Expr) -> str:

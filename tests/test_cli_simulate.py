@@ -224,3 +224,25 @@ def test_compare_on_fewer_instances_leaves_out_the_rows_kept_to_planned_instance
     assert planned.exit_code == ExitCode.BAD_SETTINGS
     assert "plans 3 instances (instance 0 to 2) but the simulation has 1" in planned.stderr
     assert "--instances 3, or --dispatch free" in planned.stderr
+
+
+def test_the_baselines_in_asps_sizes_are_cut_by_the_budget_asp_used_on_any_replay_preset(tmp_path):
+    """A schedule made on a small KV cache, replayed with --preset of a larger one: the equal-footing sorts
+    were cut by the larger cache (bigger calls than asp's), so they stopped being on equal footing."""
+    from util import SAMPLE_PROMPTS
+
+    calibration = tmp_path / "small.json"
+    calibration.write_text(json.dumps({"base": "h100-qwen2.5-7b", "hbm_bytes": 23e9}), encoding="utf-8")
+    out = tmp_path / "s.parquet"
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--quiet", "--preset", calibration).exit_code == 0
+    calibration.unlink()  # the recorded preset is used, wherever the file went
+    own = invoke("simulate", out, "--compare", "--json", "--quiet")
+    assert own.exit_code == 0, own.output
+    other = invoke("simulate", out, "--compare", "--json", "--quiet", "--preset", "h100-qwen2.5-7b")
+    assert other.exit_code == 0, other.output
+    calls = [{r["arrangement"]: r.get("prompts_per_call") for r in json.loads(result.stdout)["comparison"]}
+             for result in (own, other)]
+    assert json.loads(own.stdout)["preset"] == "h100-qwen2.5-7b+small.json"
+    for name in ("short-first (asp sizes)", "long-first (asp sizes)", "random (asp sizes)"):
+        assert calls[0][name] == calls[1][name], name
+    assert calls[0]["long-first (asp sizes)"] < 31  # the small cache binds: below the 32-prompt cap

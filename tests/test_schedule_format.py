@@ -211,3 +211,32 @@ def test_a_schedule_says_which_kv_budget_cut_it_and_older_ones_counted_whole_gro
     assert Schedule(frame, {"settings": {}, "arrangement": {"kv_budget": "peak"}}).kv_budget == "peak"
     assert Schedule(frame, {"settings": {}}).kv_budget == "whole"  # written before the peak accounting
     assert Schedule(frame, {"settings": {"engine": "static"}, "arrangement": {"kv_budget": "peak"}}).kv_budget == "whole"
+
+
+@pytest.mark.parametrize("arrangement", [{"kv_budget": "bogus"}, {"kv_budget": None}, "interleave"])
+def test_a_damaged_kv_budget_record_is_a_format_error(tmp_path, frame, arrangement):
+    """A bad arrangement.kv_budget was read as "whole" and silently changed how the baselines were cut."""
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"arrangement": {"kv_budget": "peak"}}, path)
+    assert read_schedule(path).kv_budget == "peak"
+    _rewrite_metadata(path, arrangement=arrangement)
+    with pytest.raises(ScheduleFormatError, match=r"s.parquet: damaged asp schedule metadata \(arrangement.kv_budget"):
+        read_schedule(path)
+    _rewrite_metadata(path, arrangement={"chosen": "interleave"})  # written before the KV budget was recorded
+    assert read_schedule(path).kv_budget == "whole"
+
+
+def test_a_schedule_replays_with_the_preset_it_recorded_wherever_its_calibration_file_is(tmp_path, frame):
+    from asp_cli.costmodel import load_preset
+
+    calibration = tmp_path / "small.json"
+    calibration.write_text(json.dumps({"base": "h100-qwen2.5-7b", "hbm_bytes": 23e9}), encoding="utf-8")
+    small = load_preset(calibration)
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"preset": str(calibration)}, "preset": small.to_dict()}, path)
+    calibration.unlink()  # moved, or the schedule read on another machine
+    schedule = read_schedule(path)
+    assert schedule.cost_preset() == small and schedule.cost_preset().kv_capacity_tokens < load_preset().kv_capacity_tokens
+    assert schedule.cost_preset("a100-llama2-7b") == load_preset("a100-llama2-7b")  # --preset still wins
+    _rewrite_metadata(path, preset={"no_such_field": 1}, settings={"preset": "a100-llama2-7b"})
+    assert read_schedule(path).cost_preset() == load_preset("a100-llama2-7b")  # unreadable record: the name

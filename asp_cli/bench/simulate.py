@@ -129,7 +129,6 @@ def simulate_loaded(
 ) -> SimulationReport:
     """`simulate_file` on a schedule and observed lengths already read (one row per sample, as
     `asp_cli.reading.read_lengths` returns them)."""
-    from asp_cli.costmodel import load_preset
     from asp_cli.settings import ScheduleSettings
 
     recorded = ScheduleSettings.from_dict(schedule.settings) if schedule.settings else ScheduleSettings(
@@ -140,7 +139,7 @@ def simulate_loaded(
     lag = options.max_lag if options.max_lag is not None else (
         recorded.max_lag if options.use_schedule_max_lag else None)
     seed = recorded.seed if options.seed is None else options.seed
-    hardware = load_preset(options.preset or recorded.preset)
+    hardware = schedule.cost_preset(options.preset)
     frame = schedule.frame.sort("seq")
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=n, seed=seed,
                                          max_response_tokens=recorded.max_response_tokens)
@@ -179,8 +178,13 @@ def simulate_loaded(
         include = None if info.prompts_sampled == 0 else tuple(
             name for name in compare_names() if name != ASP_TRUE)
         # Every row is replayed as the main replay was: its instances, lag bound, trainer and (asp's row) dispatch.
+        # The baselines in asp's sizes are cut by the very budget asp's minibatches were (not by the cache of
+        # another --preset they are replayed on).
+        used = schedule.metadata.get("max_tokens_per_minibatch_used")
+        budget = used if isinstance(used, int) and not isinstance(used, bool) and used >= 1 else \
+            recorded.max_tokens_per_minibatch
         recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag, kv_budget=schedule.kv_budget,
-                                         dispatch=dispatch, trainer=trainer)
+                                         dispatch=dispatch, trainer=trainer, max_tokens_per_minibatch=budget)
         if progress is not None:
             progress(STAGES[3])
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,

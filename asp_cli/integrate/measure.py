@@ -109,7 +109,6 @@ def replay_schedule(
     ScheduleFormatError, InputError, SettingsError
         Before anything is sent.
     """
-    from asp_cli.costmodel import load_preset
     from asp_cli.integrate.replay_plan import arrangements, build_plans, dataset_prompts, prompt_lengths, \
         simulate_plan
     from asp_cli.reading import read_lengths
@@ -141,7 +140,7 @@ def replay_schedule(
         raise SettingsError("--in-process replays blocking minibatches only, and this schedule is planned for a "
                             "streaming engine; serve the model and pass --servers")
     names = arrangement_names(list(baselines), compare, engine)
-    hardware = load_preset(preset or recorded.preset)
+    hardware = schedule.cost_preset(preset)
     observed = None
     warnings: list[str] = []
     if lengths:
@@ -177,7 +176,7 @@ def replay_schedule(
         "stream": live.stream if live is not None else False,
         "prompts": "synthetic" if synthetic_prompts else "dataset",
         "preset": hardware.name,
-        "preset_source": preset or recorded.preset,  # what load_preset took: a name or a calibration file
+        "preset_source": preset or recorded.preset,  # --preset, or the one the schedule recorded (its fields)
         "gpus_per_instance": gpus_per_instance,
         "lengths": {**info.to_dict(), "clipped_to_max_response_tokens": clipped},
         "dry_run": dry_run,
