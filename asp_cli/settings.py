@@ -39,7 +39,8 @@ STEP_RULES: tuple[str, ...] = ("any", "representative")
 # (where the budget binds, `--arrangement auto` judges its candidates counted whole, the winner also at the
 # peak, and if that is faster all of them at the peak, choosing among those, else it keeps whole; where the
 # budget does not bind, with a named arrangement, or when one group alone exceeds it counted whole: peak). The
-# padded static engine always counts whole: every row keeps its cache until the longest ends.
+# padded static engine counts neither way: every row keeps its cache, padded to the longest, until the longest
+# ends (`arrange.packing.PaddedTokens`); its schedules record "whole".
 KV_BUDGETS: tuple[str, ...] = ("auto", "peak", "whole")
 
 

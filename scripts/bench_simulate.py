@@ -54,7 +54,8 @@ FINDINGS = """\
   tables had asp up to 7.3% ahead of it. On the `static`
   engine it loses 1.9% on GSM8K (heavy tails: a group's true maximum is 6x its prediction one time in a
   hundred, and the predictive draws are lighter; auto takes short-first, long-first is best), is level on
-  four workloads and 0.9-29% ahead on three. There long-first now wins a near-tie (the padded engine's robust
+  four workloads and 1.4-28% ahead on three (the static table is of 2026-12-02, with minibatches cut by their
+  padded KV: docs/algorithms.md, section 3). There long-first now wins a near-tie (the padded engine's robust
   order): before, the interleaving won two ties in 32 seeded runs and lost 0.5% (AIME) and 1.1% (mix-k8-n8)
   on the true lengths.
 - **Mixed sources on blocking engines, rollout-bound** (mix-k8-n8, mix-k8-n8-b256): asp is 9-20% faster
@@ -124,8 +125,13 @@ OTHER_ENGINES = """\
   predicted length instead of a shuffle (tried, 2 seeds) moved asp's row by 0.2% and the true-lengths row
   from 0.9% better (b256) to 2.4% worse (b512); not kept.
 - **Static padding** (`static`: HF `generate`): long-first in asp's sizes is the best baseline almost
-  everywhere; asp (auto) is 1.9% behind it on GSM8K, level on four workloads and 0.9-29% ahead on three
-  (29% on mix-k16-n16-b512).
+  everywhere; asp (auto) is 1.9% behind it on GSM8K, level on four workloads and 1.4-28% ahead on three
+  (8.1% on mix-k16-n16, 28% on mix-k16-n16-b512). Measured 2026-12-02 with every minibatch, asp's and the
+  baselines' in its sizes, cut so that its padded KV (rows x (longest prompt + longest predicted maximum))
+  fits the cache, as HF `generate` holds it: the calls on the long mixes got smaller (21 prompts against 25
+  on mix-k8-n8, 9 against 13 on aime-k8-n8-b256) and every row slower against the same random reference;
+  before, summing each group's (prompt + predicted mean) left most padded minibatches of the long workloads
+  over the cache, and the table said 0.9-29% ahead (0.9% on mix-k16-n16).
 """
 
 

@@ -381,9 +381,9 @@ def test_short_prompts_are_judged_under_one_kv_budget_and_the_summary_names_it()
                    preset=PRESET)
     assert f"{both.candidates[-1]['name']}/peak" in arrangement_line(both.to_dict())
     assert f"{both.candidates[0]['name']}/whole" in arrangement_line(both.to_dict())
-    assert f"dispatch and the {both.kv_budget} KV budget;" in arrangement_line(both.to_dict())
+    assert f"dispatch and the {both.kv_budget} KV budget" in arrangement_line(both.to_dict())
     static = plan(prompts, preds, dataclasses.replace(s, engine="static", arrangement="long-first"), preset=PRESET)[1]
-    assert static.kv_budget == "whole" and "KV budget" not in arrangement_line(static.to_dict())
+    assert static.kv_budget == "whole" and "counted padded" in arrangement_line(static.to_dict())
 
 
 def test_the_kv_budget_setting_is_checked_once():
@@ -454,3 +454,22 @@ def test_a_group_too_large_to_cut_whole_that_the_sample_misses_still_settles_the
     frame, choice = plan(prompts, preds, dataclasses.replace(s, max_tokens_per_minibatch=budget), preset=PRESET)
     assert choice.kv_budget == "peak" and {c["kv_budget"] for c in choice.candidates} == {"peak"}
     assert frame.height == 300
+
+
+def test_the_summary_says_how_a_named_arrangement_was_cut_and_why_a_whole_cut_was_kept():
+    from asp_cli.arrange.choose import arrangement_line
+
+    named = ArrangementChoice("interleave", "interleave", "continuous", kv_budget="peak").to_dict()
+    assert arrangement_line(named).endswith("(--arrangement interleave, for the continuous engine, groups counted "
+                                            "at their peak against the KV budget)")
+    static = ArrangementChoice("long-first", "long-first", "static", kv_budget="whole").to_dict()
+    assert "minibatches counted padded against the KV budget" in arrangement_line(static)
+    candidates = [{"name": "interleave", "kv_budget": "whole", "expected_end_to_end_s": 350.0},
+                  {"name": "long-first", "kv_budget": "whole", "expected_end_to_end_s": 360.0},
+                  {"name": "interleave", "kv_budget": "peak", "expected_end_to_end_s": 349.0}]
+    kept = ArrangementChoice("auto", "interleave", "continuous", candidates=candidates, evaluated_prompts=10, draws=3,
+                             kv_budget="whole").to_dict()
+    assert "and the whole KV budget (kept unless the peak one is faster by more than the 0.5% tie margin)" in \
+        arrangement_line(kept)
+    # The gain over the next is over another arrangement, not over the chosen one cut the other way.
+    assert kept["expected_gain_over_next"] == round(360.0 / 350.0 - 1.0, 4)

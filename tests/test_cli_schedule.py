@@ -131,7 +131,7 @@ def test_kv_budget_is_recorded_and_a_bad_one_exits_4(tmp_path):
     assert "kv_budget" in result.stdout  # the --json summary carries the choice's accounting
     streaming = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "v.parquet", "--kv-budget", "peak",
                        "--engine", "streaming")
-    assert streaming.exit_code == 0 and "--kv-budget peak has no effect with --engine streaming" in streaming.stderr
+    assert streaming.exit_code == 0 and "--kv-budget peak does not change a plan for --engine streaming" in streaming.stderr
     result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--kv-budget", "peak",
                     "--engine", "static")
     assert result.exit_code == 4 and "--kv-budget peak does not apply to --engine static" in result.stderr

@@ -246,3 +246,17 @@ def test_the_baselines_in_asps_sizes_are_cut_by_the_budget_asp_used_on_any_repla
     for name in ("short-first (asp sizes)", "long-first (asp sizes)", "random (asp sizes)"):
         assert calls[0][name] == calls[1][name], name
     assert calls[0]["long-first (asp sizes)"] < 31  # the small cache binds: below the 32-prompt cap
+
+
+def test_the_static_summary_counts_the_padded_batches_over_the_cache(built, tmp_path):  # noqa: F811
+    """On the static engine the KV line said "0 preemptions, peak 0%" while most padded batches were over the
+    cache (HF generate does not preempt: it runs out of memory)."""
+    calibration = tmp_path / "tiny.json"
+    calibration.write_text(json.dumps({"base": "h100-qwen2.5-7b", "hbm_bytes": 20e9}), encoding="utf-8")
+    result = invoke("simulate", built["schedule"], "--mode", "static", "--preset", calibration, "--json")
+    assert result.exit_code == 0, result.output
+    m = json.loads(result.stdout)["metrics"]
+    assert m["static_batches"] > 0 and 0 < m["static_batches_over_kv_capacity"] <= m["static_batches"]
+    assert m["peak_kv_utilization"] > 1.0
+    assert (f"{m['static_batches_over_kv_capacity']:,} of {m['static_batches']:,} padded batches over the cache"
+            in result.stderr)

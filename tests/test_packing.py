@@ -60,3 +60,33 @@ def test_one_prompt_over_budget_is_refused():
 def test_length_order_is_longest_first():
     order = length_order(np.array([5, 50, 1, 20]), np.random.default_rng(0))
     assert order.tolist() == [1, 3, 0, 2]
+
+
+def test_a_padded_cut_keeps_every_minibatch_within_the_budget_as_the_static_engine_holds_it():
+    """The static engine (HF generate) holds every row padded to the longest prompt plus the longest response:
+    summing N x (prompt + predicted mean) per group left most minibatches of a tight cache over it."""
+    from asp_cli.arrange.packing import PaddedTokens, padded_tokens_of
+
+    rng = np.random.default_rng(4)
+    prompt = rng.integers(20, 600, 500)
+    top = rng.integers(50, 4000, 500)
+    padded = PaddedTokens(prompt, top, 8)
+    budget = 120_000
+    order = np.argsort(-top, kind="stable")
+    minibatch = cut_minibatches(padded, order, max_prompts=32, max_tokens=budget)
+    tokens = padded_tokens_of(minibatch, padded)
+    assert tokens.max() <= budget
+    # Next-fit: no minibatch could have taken the next prompt in order too.
+    position = np.empty(500, dtype=np.int64)
+    position[order] = np.arange(500)
+    for m in range(int(minibatch.max())):
+        members = order[minibatch[order] == m]
+        following = order[position[members].max() + 1]
+        grown = np.append(members, following)
+        assert (grown.size > 32
+                or 8 * grown.size * (prompt[grown].max() + top[grown].max()) > budget)
+    # The sum of the groups' own footprints would have packed them fuller, and over the padded budget.
+    summed = cut_minibatches(8 * (prompt + top), order, max_prompts=32, max_tokens=budget)
+    assert padded_tokens_of(summed, padded).max() > budget
+    with pytest.raises(ValueError):
+        cut_minibatches(padded, order, max_prompts=32, max_tokens=int(8 * (prompt + top).max()) - 1)

@@ -300,3 +300,24 @@ def test_prompts_without_text_are_scheduled_with_a_warning_naming_their_lines(tm
 def test_a_typo_sized_epoch_count_is_refused_before_any_work():
     with pytest.raises(SettingsError, match=r"--epochs 10000000 x 40 prompts is 400,000,000 schedule rows"):
         arrange(prompt_frame(40), make_predictions(40), ScheduleSettings(epochs=10_000_000))
+
+
+def test_static_schedules_and_their_equal_footing_sorts_fit_the_budget_padded():
+    """On the padded static engine a minibatch holds rows x (longest prompt + longest predicted maximum): the
+    schedule and the baselines in its sizes are cut so (they summed N x (prompt + predicted mean))."""
+    from asp_cli.bench.baselines import BASELINES
+
+    prompts, preds = prompt_frame(400), make_predictions(400, seed=11)
+    budget = 200_000
+    settings = ScheduleSettings(instances=4, samples_per_prompt=8, train_batch_size=64, engine="static",
+                                max_tokens_per_minibatch=budget)
+    frames = {"asp": arrange(prompts, preds, settings)}
+    for name in ("long-first (asp sizes)", "random (asp sizes)"):
+        frames[name] = BASELINES[name].arrange(prompts, preds, settings, None)
+    for name, frame in frames.items():
+        padded = frame.group_by("epoch", "minibatch").agg(
+            (8 * pl.len() * (pl.col("prompt_tokens").max() + pl.col("predicted_max_tokens").max())).alias("kv"))
+        assert padded["kv"].max() <= budget, name
+    summed = frames["asp"].group_by("epoch", "minibatch").agg(
+        (8 * (pl.col("prompt_tokens") + pl.col("predicted_mean_tokens"))).sum().alias("kv"))
+    assert summed["kv"].max() < budget  # what the old count saw

@@ -95,9 +95,10 @@ class ArrangementChoice:
             del document["run_prompt_epochs"]
         mine = [c for c in self.candidates if _is(c, self.chosen, self.kv_budget)]
         chosen = mine[0]["expected_end_to_end_s"] if mine else None
-        others = [c["expected_end_to_end_s"] for c in self.candidates if not _is(c, self.chosen, self.kv_budget)]
-        # How much faster the chosen arrangement is expected to be than the best of the others (negative when
-        # a candidate within the tie margin was faster).
+        others = [c["expected_end_to_end_s"] for c in self.candidates if c["name"] != self.chosen]
+        # How much faster the chosen arrangement is expected to be than the best other arrangement, under either
+        # KV cut (negative when a candidate within the tie margin was faster; the chosen one cut the other way is
+        # no other arrangement).
         document["expected_gain_over_next"] = (round(min(others) / chosen - 1.0, 4)
                                                if chosen and others else None)
         return document
@@ -113,7 +114,7 @@ def kv_budgets_to_try(settings: ScheduleSettings, whole_footprint: np.ndarray, b
     is faster cut that way, for every candidate again (`choose_arrangement`); both only where the choice is
     open and can matter.
 
-    Only with ``--kv-budget auto`` on the `continuous` engine (static always counts whole; engines that refill
+    Only with ``--kv-budget auto`` on the `continuous` engine (static counts its minibatches padded; engines that refill
     cut no minibatches), and only where the whole-group count can bind at all (the ``minibatch_size`` largest
     groups exceed the budget: otherwise both cut the same minibatches) and fits one group per minibatch.
     Measured on the benchmark's workloads, neither accounting wins everywhere: the peak one's bigger long
@@ -333,8 +334,14 @@ def arrangement_line(choice: dict[str, Any]) -> str:
     # or was the user's, and the settings say it.
     both = len({c.get("kv_budget") for c in choice.get("candidates", [])}) > 1
     budget_note = f" and the {kv_budget} KV budget" if both else ""
+    if both and kv_budget == "whole":
+        budget_note += f" (kept unless the peak one is faster by more than the {TIE_MARGIN:.1%} tie margin)"
     if choice["setting"] != "auto":
-        return f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} engine)"
+        # How its groups counted against the minibatch KV budget (`--kv-budget`: auto cuts a named one at the peak).
+        counted = {"continuous": f", groups counted {'at their peak' if kv_budget == 'peak' else 'whole'} against "
+                                 "the KV budget", "static": ", minibatches counted padded against the KV budget"}
+        return (f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} "
+                f"engine{counted.get(choice['engine'], '') if kv_budget else ''})")
     candidates = ", ".join(f"{c['name']}{'/' + c['kv_budget'] if both else ''} {c['expected_end_to_end_s']:,.0f} s"
                            + (" (steps not representative)" if c.get("representative_steps") is False else "")
                            for c in choice["candidates"])

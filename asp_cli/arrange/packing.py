@@ -5,6 +5,8 @@ Kernels take NumPy arrays and return indices; they know nothing of Polars, files
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -31,14 +33,34 @@ def per_step_order(planned: np.ndarray, batch: int, rng: np.random.Generator) ->
     return shuffled[np.lexsort((np.arange(planned.size), -np.asarray(planned)[shuffled], step))]
 
 
+@dataclass(frozen=True)
+class PaddedTokens:
+    """A minibatch's KV tokens on the padded `static` engine (HF ``generate``): every row keeps its cache until
+    the longest ends, each padded to the longest prompt plus the longest response, so ``g`` groups of
+    ``samples`` rows hold ``g x samples x (max prompt + max predicted group maximum)`` tokens at the end: not a
+    sum over groups. ``prompt_tokens`` and ``max_tokens_predicted`` are per prompt, whole tokens."""
+
+    prompt_tokens: np.ndarray
+    max_tokens_predicted: np.ndarray
+    samples: int
+
+    def alone(self) -> np.ndarray:
+        """Each group's tokens in a minibatch of its own (the least it can count)."""
+        return self.samples * (self.prompt_tokens + self.max_tokens_predicted)
+
+    def subset(self, part: np.ndarray) -> PaddedTokens:
+        return PaddedTokens(self.prompt_tokens[part], self.max_tokens_predicted[part], self.samples)
+
+
 def cut_minibatches(
-    footprint_tokens: np.ndarray, order: np.ndarray, *, max_prompts: int, max_tokens: int
+    footprint_tokens: np.ndarray | PaddedTokens, order: np.ndarray, *, max_prompts: int, max_tokens: int
 ) -> np.ndarray:
     """Cut prompts, taken in ``order``, into consecutive minibatches under both limits.
 
     Each minibatch holds at most ``max_prompts`` prompts whose summed ``footprint_tokens`` (KV tokens of all
-    samples) is at most ``max_tokens``. Greedy on a length-sorted order this is next-fit, which on sorted
-    input keeps every minibatch's lengths within a narrow band.
+    samples) is at most ``max_tokens``; with `PaddedTokens` (the static engine), whose padded tokens are.
+    Greedy on a length-sorted order this is next-fit, which on sorted input keeps every minibatch's lengths
+    within a narrow band.
 
     Returns
     -------
@@ -50,6 +72,8 @@ def cut_minibatches(
     ValueError
         If one prompt alone exceeds ``max_tokens`` (the caller names it).
     """
+    if isinstance(footprint_tokens, PaddedTokens):
+        return _cut_padded(footprint_tokens, order, max_prompts=max_prompts, max_tokens=max_tokens)
     footprint = np.asarray(footprint_tokens, dtype=np.int64)[order]
     n = footprint.size
     if n and footprint.max() > max_tokens:
@@ -71,9 +95,44 @@ def cut_minibatches(
     return minibatch
 
 
+def _cut_padded(padded: PaddedTokens, order: np.ndarray, *, max_prompts: int, max_tokens: int) -> np.ndarray:
+    """`cut_minibatches` counting a minibatch's padded tokens: next-fit on the running maxima of prompt and
+    predicted maximum (a minibatch's padded tokens never fall as it grows, so the furthest end that fits is
+    found by binary search on at most ``max_prompts`` of them)."""
+    prompt = np.asarray(padded.prompt_tokens, dtype=np.int64)[order]
+    top = np.asarray(padded.max_tokens_predicted, dtype=np.int64)[order]
+    n = prompt.size
+    if n and int(padded.samples * (prompt + top).max()) > max_tokens:
+        raise ValueError("a prompt's footprint exceeds max_tokens")
+    assigned_sorted = np.empty(n, dtype=np.int64)
+    start = 0
+    index = 0
+    while start < n:
+        stop = min(start + max_prompts, n)
+        rows = padded.samples * np.arange(1, stop - start + 1, dtype=np.int64)
+        tokens = rows * (np.maximum.accumulate(prompt[start:stop]) + np.maximum.accumulate(top[start:stop]))
+        end = start + max(int(np.searchsorted(tokens, max_tokens, side="right")), 1)
+        assigned_sorted[start:end] = index
+        index += 1
+        start = end
+    minibatch = np.empty(n, dtype=np.int64)
+    minibatch[order] = assigned_sorted
+    return minibatch
+
+
+def padded_tokens_of(minibatch: np.ndarray, padded: PaddedTokens) -> np.ndarray:
+    """Each minibatch's padded KV tokens (`PaddedTokens`), by minibatch id."""
+    count = np.bincount(minibatch)
+    longest_prompt = np.zeros(count.size, dtype=np.int64)
+    longest = np.zeros(count.size, dtype=np.int64)
+    np.maximum.at(longest_prompt, minibatch, np.asarray(padded.prompt_tokens, dtype=np.int64))
+    np.maximum.at(longest, minibatch, np.asarray(padded.max_tokens_predicted, dtype=np.int64))
+    return padded.samples * count * (longest_prompt + longest)
+
+
 def pack(
     planned_tokens: np.ndarray,
-    footprint_tokens: np.ndarray,
+    footprint_tokens: np.ndarray | PaddedTokens,
     *,
     max_prompts: int,
     max_tokens: int,
@@ -87,7 +146,8 @@ def pack(
     return minibatch
 
 
-def _check_packing(minibatch: np.ndarray, footprint: np.ndarray, max_prompts: int, max_tokens: int) -> None:
+def _check_packing(minibatch: np.ndarray, footprint: np.ndarray | PaddedTokens, max_prompts: int,
+                   max_tokens: int) -> None:
     # The kernel checks its own output (the habit of verl's seqlen_balancing): every prompt in exactly one
     # minibatch, ids dense, limits held.
     if minibatch.size == 0:
@@ -95,5 +155,8 @@ def _check_packing(minibatch: np.ndarray, footprint: np.ndarray, max_prompts: in
     counts = np.bincount(minibatch)
     assert counts.min() >= 1, "empty minibatch"
     assert counts.max() <= max_prompts, "minibatch over the prompt limit"
+    if isinstance(footprint, PaddedTokens):
+        assert padded_tokens_of(minibatch, footprint).max() <= max_tokens, "minibatch over the token limit"
+        return
     tokens = np.bincount(minibatch, weights=np.asarray(footprint, dtype=np.float64))
     assert tokens.max() <= max_tokens, "minibatch over the token limit"

@@ -30,7 +30,7 @@ from asp_cli.arrange.interleaving import (
     length_classes,
     list_schedule,
 )
-from asp_cli.arrange.packing import cut_minibatches, pack, per_step_order
+from asp_cli.arrange.packing import PaddedTokens, cut_minibatches, pack, per_step_order
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, write_schedule
 from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings
@@ -83,14 +83,19 @@ def minibatch_token_budget(settings: ScheduleSettings, preset: HardwarePreset) -
     return max(preset.kv_capacity_tokens, 1)
 
 
-def kv_footprint(prompt_tokens: np.ndarray, top: np.ndarray, mean: np.ndarray, n: int, kv_budget: str) -> np.ndarray:
+def kv_footprint(prompt_tokens: np.ndarray, top: np.ndarray, mean: np.ndarray, n: int, kv_budget: str,
+                 engine: str = "continuous") -> np.ndarray | PaddedTokens:
     """KV tokens a group counts against its minibatch's budget, whole tokens.
 
     ``kv_budget`` "whole": N x (prompt + predicted mean), which its wave never exceeds; "peak": its share of the
     wave's expected peak (`timeline.group_kv_tokens`, the within-group spread read back from the predicted
-    maximum and mean by `choose.sample_sigma`). The one place the packer, the estimates and the equal-footing
+    maximum and mean by `choose.sample_sigma`). On the padded ``static`` engine a minibatch's tokens are no sum
+    over its groups: every row is held at the longest prompt plus the longest predicted group maximum until
+    the longest ends (`packing.PaddedTokens`). The one place the packer, the estimates and the equal-footing
     baselines take it from.
     """
+    if engine == "static":
+        return PaddedTokens(np.ceil(prompt_tokens).astype(np.int64), np.ceil(top).astype(np.int64), n)
     if kv_budget == "whole":
         return np.ceil(group_tokens(n, prompt_tokens, mean)).astype(np.int64)
     return np.ceil(group_kv_tokens(n, prompt_tokens, mean, sample_sigma(top, mean, n))).astype(np.int64)
@@ -160,12 +165,15 @@ def plan(
     # within the budget never overflow the cache when the predictions hold); a group's share of the wave's
     # expected peak (`peak`) admits more, where lengths spread, at the price of a preemption now and then.
     kv_budget = settings.resolved_kv_budget()
-    footprint = kv_footprint(prompt_tokens, top, mean, n, kv_budget)
+    counted_as = kv_footprint(prompt_tokens, top, mean, n, kv_budget, settings.engine)
+    footprint = counted_as.alone() if isinstance(counted_as, PaddedTokens) else counted_as
     budget = minibatch_token_budget(settings, preset)
     if settings.engine != "streaming" and footprint.size and footprint.max() > budget:
         worst = int(np.argmax(footprint))
         ratio = float(kv_peak_ratio(sample_sigma(top[worst:worst + 1], mean[worst:worst + 1], n))[0])
-        counted = ("(prompt + predicted mean response)" if kv_budget == "whole" else
+        counted = ("(prompt + predicted maximum response), each row held padded to the longest on the static "
+                   "engine" if settings.engine == "static" else
+                   "(prompt + predicted mean response)" if kv_budget == "whole" else
                    f"(prompt + {ratio:.2f} x predicted mean response), its share of a minibatch's expected peak")
         raise SettingsError(
             f"--max-tokens-per-minibatch {budget} is smaller than one prompt: prompt id "
@@ -177,7 +185,7 @@ def plan(
     else:
         choice = ArrangementChoice(settings.arrangement, settings.arrangement, settings.engine,
                                    dispatch=settings.dispatch, kv_budget=kv_budget)
-    del mean, top, prompt_tokens, footprint  # per-prompt arrays of the check above; the arrangement makes its own
+    del mean, top, prompt_tokens, footprint, counted_as  # the check's per-prompt arrays; the arrangement makes its own
     frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen,
                                                                      kv_budget=choice.kv_budget), preset)
     return frame, choice
@@ -194,7 +202,7 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
     kv_budget = settings.resolved_kv_budget()
-    footprint = kv_footprint(prompt_tokens, top, mean, n, kv_budget)
+    footprint = kv_footprint(prompt_tokens, top, mean, n, kv_budget, settings.engine)
     budget = minibatch_token_budget(settings, preset)
     # Under a max_lag bound, rollout can run only a few steps ahead of the trainer. When the trainer is the
     # slower side, the epoch then lasts as long as the trainer's work, and each class is spread over that
@@ -269,14 +277,15 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     return _assemble(prompts, predictions, settings, preset, epochs)
 
 
-def _cut_per_step(order: np.ndarray, footprint: np.ndarray, batch: int, max_prompts: int,
+def _cut_per_step(order: np.ndarray, footprint: np.ndarray | PaddedTokens, batch: int, max_prompts: int,
                   max_tokens: int) -> np.ndarray:
     """Minibatch of each prompt when ``order`` (train batches of ``batch`` in turn) is cut batch by batch."""
     local = np.empty(order.size, dtype=np.int64)
     offset = 0
     for start in range(0, order.size, max(batch, 1)):
         part = order[start:start + batch]
-        cut = cut_minibatches(footprint[part], np.arange(part.size), max_prompts=max_prompts, max_tokens=max_tokens)
+        mine = footprint.subset(part) if isinstance(footprint, PaddedTokens) else footprint[part]
+        cut = cut_minibatches(mine, np.arange(part.size), max_prompts=max_prompts, max_tokens=max_tokens)
         local[part] = cut + offset
         offset += int(cut.max()) + 1
     return local
@@ -616,8 +625,9 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
                             f"({settings.max_response_tokens:,}), which no generation under this schedule's cap "
                             "reaches; was the history made with a larger cap? Check --max-response-tokens")
     if settings.engine == "streaming" and settings.kv_budget != "auto":
-        warnings.append(f"--kv-budget {settings.kv_budget} has no effect with --engine streaming: servers that "
-                        "refill freed slots are given no minibatches to cut")
+        warnings.append(f"--kv-budget {settings.kv_budget} does not change a plan for --engine streaming: servers "
+                        "that refill freed slots are given no minibatches to cut (it is recorded, and cuts only the "
+                        "baselines in asp's sizes of `asp simulate --compare` on a blocking --mode)")
     if settings.train_batch_size > prompts.height:
         warnings.append(
             f"--train-batch-size {settings.train_batch_size} is larger than the {prompts.height:,} prompts of an "

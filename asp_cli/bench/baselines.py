@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.arrange.packing import cut_minibatches
+from asp_cli.arrange.packing import PaddedTokens, cut_minibatches
 from asp_cli.arrange.timeline import group_tokens
 from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.settings import SHUFFLE_STREAM, ScheduleSettings
@@ -230,7 +230,7 @@ def _rollpacker(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: Sche
 # Equal footing: asp's concurrency, the baseline's order
 
 
-def _footprint(predictions: pl.DataFrame, settings: ScheduleSettings) -> np.ndarray:
+def _footprint(predictions: pl.DataFrame, settings: ScheduleSettings) -> np.ndarray | PaddedTokens:
     """Each group's KV tokens as asp's packer counts them (`pipeline.kv_footprint`) under the settings' KV
     accounting: the caller passes the one asp's schedule was cut with (`compare` takes it from asp's choice)."""
     from asp_cli.arrange.pipeline import kv_footprint
@@ -238,7 +238,7 @@ def _footprint(predictions: pl.DataFrame, settings: ScheduleSettings) -> np.ndar
     return kv_footprint(predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64),
                         predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64),
                         predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64),
-                        settings.samples_per_prompt, settings.resolved_kv_budget())
+                        settings.samples_per_prompt, settings.resolved_kv_budget(), settings.engine)
 
 
 def _frame(prompts: pl.DataFrame, predictions: pl.DataFrame, parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:

@@ -96,8 +96,8 @@ def compare(
     from asp_cli.arrange.pipeline import arrange, plan
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, random_in_asp_slots
 
-    # asp plans for the engine it is judged on, under the same lag bound (a padded static engine counts whole
-    # groups against the KV budget, whatever the schedule it is judged against was cut with).
+    # asp plans for the engine it is judged on, under the same lag bound (a padded static engine counts its
+    # minibatches padded against the KV budget, whatever the schedule it is judged against was cut with).
     settings = dataclasses.replace(settings, engine=mode, max_lag=max_lag,
                                    kv_budget="whole" if mode == "static" else settings.kv_budget)
 

@@ -117,8 +117,15 @@ def _summary(document: dict) -> str:
         f"(CV {m['queue_groups_cv']:.2f})",
         f"  policy lag       mean {m['policy_lag_mean']:.2f}, max {m['policy_lag_max']}; step length vs mean "
         f"{m['step_length_ratio_min']:.2f}-{m['step_length_ratio_max']:.2f}",
-        f"  KV cache         {m['preemptions']:,} preemptions, peak {m['peak_kv_utilization']:.0%}",
+        _kv_line(m),
     ])
+
+
+def _kv_line(m: dict) -> str:
+    if m.get("static_batches"):  # padded batches are not preempted: over the cache, HF generate runs out of memory
+        return (f"  KV cache         {m['static_batches_over_kv_capacity']:,} of {m['static_batches']:,} padded batches "
+                f"over the cache (they would run out of memory), peak {m['peak_kv_utilization']:.0%}")
+    return f"  KV cache         {m['preemptions']:,} preemptions, peak {m['peak_kv_utilization']:.0%}"
 
 
 def bench_command(

@@ -69,6 +69,7 @@ def replay_metrics(result: SimulationResult, preset: HardwarePreset, settings: S
         "recomputed_tokens": int(sum(s.recomputed_tokens for s in stats)),
         "oversize_requests": int(sum(s.oversize for s in stats)),
         "static_batches_over_kv_capacity": int(sum(s.static_over_capacity for s in stats)),
+        "static_batches": int(sum(s.static_batches for s in stats)),
         "peak_kv_utilization": float(max(s.peak_kv_tokens for s in stats) / preset.kv_capacity_tokens)
         if preset.kv_capacity_tokens else 0.0,
         "trainer_idle_fraction": max(0.0, 1.0 - (train_busy + sync_busy) / end_to_end) if end_to_end else 0.0,

@@ -110,5 +110,6 @@ class Stats:
     lag_rule_released: int = 0  # minibatches let go while the lag rule held them (a schedule-following trainer)
     oversize: int = 0  # requests larger than the whole KV cache (run alone, over capacity)
     static_over_capacity: int = 0
+    static_batches: int = 0
     peak_kv_tokens: float = 0.0
     end_s: float = 0.0

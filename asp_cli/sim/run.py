@@ -247,7 +247,10 @@ def _run_static(engine: Engine, preset: HardwarePreset, settings: SimulationSett
         seconds, tail = static_batch(preset, lengths[part], prompts[part], settings.tail_threshold)
         rows = lengths[part].size
         longest = float(lengths[part].max())
-        if rows * (float(prompts[part].max()) + longest) > engine.capacity:
+        held = rows * (float(prompts[part].max()) + longest)  # every row padded to the longest, until it ends
+        st.static_batches += 1
+        st.peak_kv_tokens = max(st.peak_kv_tokens, held)
+        if held > engine.capacity:
             st.static_over_capacity += 1
         admit[gids[part]] = engine.t
         engine.t += seconds
