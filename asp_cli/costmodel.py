@@ -241,14 +241,24 @@ def load_preset(name_or_path: str | Path = DEFAULT_PRESET, **overrides: float) -
 
 def recorded_preset(name: str, fields: object) -> HardwarePreset:
     """The preset a schedule was made with: every field it recorded (its metadata's ``preset``), so that a
-    schedule made with ``--preset calibration.json`` replays the same wherever that file is; a file without
-    the record, or with one this version cannot read (fields renamed since), the preset ``name`` again."""
+    schedule made with ``--preset calibration.json`` replays the same wherever that file is; fields the record
+    lacks come from the preset ``name`` (or the default where that file is gone). A file without the record,
+    or with one this version cannot read (fields renamed since), gets the preset ``name`` again; one with
+    neither a readable record nor a loadable name, the error of loading ``name``."""
+    try:
+        named = load_preset(name)
+    except SettingsError:
+        if not isinstance(fields, dict):
+            raise
+        named = None  # a calibration file moved away: the record alone
     if isinstance(fields, dict):
-        try:
-            return _override(PRESETS[DEFAULT_PRESET], fields, "the schedule's preset")
+        try:  # on the named preset where it loads, so that a field an edited or older record lacks is its own
+            return _override(named or PRESETS[DEFAULT_PRESET], fields, "the schedule's preset")
         except SettingsError:
-            pass
-    return load_preset(name)
+            if named is None:
+                raise
+    assert named is not None
+    return named
 
 
 def _override(preset: HardwarePreset, values: dict, where: str) -> HardwarePreset:

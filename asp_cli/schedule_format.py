@@ -18,16 +18,19 @@ import polars as pl
 from asp_cli import limits
 from asp_cli.errors import InputError, ScheduleFormatError
 from asp_cli.output import atomic_path
+from asp_cli.settings import KV_CUTS
 
 FORMAT_NAME = "asp.schedule"
 # Major bumps when a reader of the previous major would misread a file (a required column removed, renamed,
 # retyped or given a new meaning); minor bumps for compatible additions (a new optional column or key).
-FORMAT_VERSION = "1.1"  # the newest version this asp writes and reads
+FORMAT_VERSION = "1.2"  # the newest version this asp writes and reads
 # A file is written at the oldest version that describes it (as model files are), so a schedule that uses nothing
 # newer is still the 1.0 file it always was, byte for byte. 1.1 adds the optional `predictor.calibration` key (what
 # history taught the predictor), the `arrangement` key, and the `prediction_source` value "file" (lengths from
-# `asp schedule --predictions`).
+# `asp schedule --predictions`). 1.2 adds the `arrangement.kv_budget` value "padded" (a static schedule's minibatches
+# cut by their padded KV).
 _VERSION_KEYS: tuple[tuple[str, str, str], ...] = (("1.1", "predictor", "calibration"), ("1.1", "arrangement", "chosen"))
+_VERSION_METADATA_VALUES: tuple[tuple[str, str, str, str], ...] = (("1.2", "arrangement", "kv_budget", "padded"),)
 _VERSION_VALUES: tuple[tuple[str, str, str], ...] = (("1.1", "prediction_source", "file"),)
 METADATA_KEY = b"asp.schedule"
 
@@ -69,7 +72,7 @@ class Schedule:
 
     @property
     def settings(self) -> dict[str, Any]:
-        return self.metadata.get("settings", {})
+        return self.metadata.get("settings") or {}  # absent, or null in an edited file
 
     @property
     def instances(self) -> int:
@@ -85,11 +88,19 @@ class Schedule:
         return recorded_preset(str(self.settings.get("preset") or DEFAULT_PRESET), self.metadata.get("preset"))
 
     @property
+    def kv_tokens_per_minibatch(self) -> int | None:
+        """The KV-token budget its minibatches were cut by (metadata ``max_tokens_per_minibatch_used``; None in
+        files without it): what the baselines in its sizes are cut by, on whatever preset they are replayed."""
+        used = self.metadata.get("max_tokens_per_minibatch_used")
+        return used if isinstance(used, int) and not isinstance(used, bool) and used >= 1 else None
+
+    @property
     def kv_budget(self) -> str:
-        """How its minibatches were cut against the KV budget ("peak" or "whole"): what the baselines in its
-        sizes are cut by. Schedules written before the peak accounting, and static ones, counted whole groups."""
+        """How its minibatches were cut against the KV budget (`settings.KV_CUTS`: "peak", "whole" or, static
+        schedules since 2026-12-02, "padded"): what the baselines in its sizes are cut by. Schedules written
+        before the peak accounting, and static ones before the padded one, counted whole groups."""
         chosen = (self.metadata.get("arrangement") or {}).get("kv_budget")
-        if self.settings.get("engine") == "static" or chosen not in ("peak", "whole"):
+        if chosen not in KV_CUTS or (chosen == "peak" and self.settings.get("engine") == "static"):
             return "whole"
         return chosen
 
@@ -109,12 +120,17 @@ def parse_version(value: object) -> tuple[int, int] | None:
 
 
 def format_version_for(metadata: dict[str, Any], frame: pl.DataFrame | None = None) -> str:
-    """The oldest format version whose keys cover ``metadata`` and whose column values cover ``frame``: "1.0", or
-    "1.1" with ``predictor.calibration``, ``arrangement`` or a ``prediction_source`` of "file"."""
+    """The oldest format version whose keys and values cover ``metadata`` and whose column values cover ``frame``:
+    "1.0"; "1.1" with ``predictor.calibration``, ``arrangement`` or a ``prediction_source`` of "file"; "1.2" with
+    an ``arrangement.kv_budget`` of "padded"."""
     version = "1.0"
     for newer, section, key in _VERSION_KEYS:
         part = metadata.get(section)
         if isinstance(part, dict) and key in part:
+            version = max(version, newer, key=parse_version)
+    for newer, section, key, value in _VERSION_METADATA_VALUES:
+        part = metadata.get(section)
+        if isinstance(part, dict) and part.get(key) == value:
             version = max(version, newer, key=parse_version)
     for newer, column, value in _VERSION_VALUES if frame is not None else ():
         if column in frame.columns and bool((frame[column] == value).any()):
@@ -181,11 +197,11 @@ def _check_settings(metadata: dict[str, Any], path: Path) -> None:
     # How the minibatches were cut (what the baselines in its sizes are cut by): absent in older files.
     arrangement = metadata.get("arrangement")
     budget = arrangement.get("kv_budget", "whole") if isinstance(arrangement, dict) else "whole"
-    if (arrangement is not None and not isinstance(arrangement, dict)) or budget not in ("peak", "whole"):
+    if (arrangement is not None and not isinstance(arrangement, dict)) or budget not in KV_CUTS:
         shown = arrangement if not isinstance(arrangement, dict) else budget
         raise ScheduleFormatError(
-            f"{path}: damaged asp schedule metadata (arrangement.kv_budget {shown!r} is not 'peak' or 'whole'); "
-            "write the schedule again"
+            f"{path}: damaged asp schedule metadata (arrangement.kv_budget {shown!r} is not one of "
+            f"{', '.join(KV_CUTS)}); write the schedule again"
         )
 
 

@@ -42,6 +42,9 @@ STEP_RULES: tuple[str, ...] = ("any", "representative")
 # padded static engine counts neither way: every row keeps its cache, padded to the longest, until the longest
 # ends (`arrange.packing.PaddedTokens`); its schedules record "whole".
 KV_BUDGETS: tuple[str, ...] = ("auto", "peak", "whole")
+# How a schedule's minibatches were cut against the KV budget (its metadata's `arrangement.kv_budget`, and what
+# the baselines in its sizes are cut by): a group's share of the peak, whole groups, or padded (static).
+KV_CUTS: tuple[str, ...] = ("peak", "whole", "padded")
 
 
 def _flag(name: str) -> str:
@@ -131,10 +134,16 @@ class ScheduleSettings:
             raise SettingsError(f"--instances {self.instances} is not a rollout fleet; give at most {MAX_INSTANCES}")
 
     def resolved_kv_budget(self) -> str:
-        """The KV accounting a named arrangement is cut with: whole on the static engine, peak for auto."""
+        """The KV accounting a named arrangement is cut with (`KV_CUTS`): padded on the static engine, peak for
+        auto."""
         if self.engine == "static":
-            return "whole"
+            return "padded"
         return "peak" if self.kv_budget == "auto" else self.kv_budget
+
+    def with_kv_cut(self, cut: str) -> ScheduleSettings:
+        """These settings cutting minibatches as ``cut`` (`KV_CUTS`) says: the static engine cuts padded whatever
+        its setting, so a padded cut keeps the setting as it is."""
+        return self if cut == "padded" else dataclasses.replace(self, kv_budget=cut)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

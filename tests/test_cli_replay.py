@@ -330,3 +330,22 @@ def test_the_schedule_is_sent_the_way_it_was_made_to_be_dispatched(small):  # no
         settings = ScheduleSettings.from_dict({**loaded.settings, "dispatch": dispatch})
         (asp,) = arrangements(loaded.frame, settings, ["asp"], load_preset())
         assert asp.dispatch == dispatch
+
+
+def test_a_dry_run_on_another_preset_cuts_the_baselines_in_asps_sizes_as_asp_was_cut(small, tmp_path):  # noqa: F811
+    """`asp replay --compare --preset OTHER` cut the baselines in asp's sizes by OTHER's cache: a long-first
+    schedule and its own "long-first (asp sizes)" baseline had other minibatches."""
+    from util import SAMPLE_PROMPTS
+
+    prompts = tmp_path / "p300.jsonl"
+    prompts.write_text("".join(SAMPLE_PROMPTS.read_text(encoding="utf-8").splitlines(keepends=True)[:300]),
+                       encoding="utf-8")
+    out = tmp_path / "long.parquet"  # the default budget, h100's cache: 5 calls of 64; a100's cache cuts 9
+    made = invoke("schedule", prompts, "-o", out, "--samples-per-prompt", 16, "--minibatch-size", 64,
+                  "--arrangement", "long-first", "--quiet")
+    assert made.exit_code == 0, made.output
+    result = invoke("replay", out, "--dry-run", "--synthetic-prompts", "--compare", "--json", "--preset",
+                    "a100-llama2-7b")
+    assert result.exit_code == 0, result.output
+    rows = {a["arrangement"]: a for a in json.loads(result.stdout)["arrangements"]}
+    assert rows["asp"]["minibatches"] == rows["long-first (asp sizes)"]["minibatches"]

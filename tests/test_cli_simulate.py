@@ -260,3 +260,64 @@ def test_the_static_summary_counts_the_padded_batches_over_the_cache(built, tmp_
     assert m["peak_kv_utilization"] > 1.0
     assert (f"{m['static_batches_over_kv_capacity']:,} of {m['static_batches']:,} padded batches over the cache"
             in result.stderr)
+
+
+def _lines(path, ids, values):
+    path.write_text("".join(json.dumps({"prompt_id": i, "response_tokens": int(v)}) + "\n"
+                            for i, row in zip(ids, values) for v in row), encoding="utf-8")
+    return path
+
+
+def test_compare_cuts_the_baselines_as_the_schedule_was_cut_on_any_mode(tmp_path):
+    """A long-first schedule is its own "long-first (asp sizes)" baseline on any --mode: the baselines were cut
+    by the replay's engine (padded on --mode static: exit 70 where one group did not fit padded; whole on
+    --mode continuous for a padded static schedule: other sizes than asp's)."""
+    from util import SAMPLE_PROMPTS
+
+    for engine, modes in (("continuous", ("static", "continuous")), ("static", ("continuous", "static"))):
+        out = tmp_path / f"{engine}.parquet"
+        made = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--quiet", "--engine", engine, "--arrangement",
+                      "long-first", "--max-tokens-per-minibatch", 40_000, "--dispatch", "free")
+        assert made.exit_code == 0, made.output
+        for mode in modes:
+            result = invoke("simulate", out, "--compare", "--json", "--quiet", "--mode", mode)
+            assert result.exit_code == 0, (engine, mode, result.output)
+            rows = {r["arrangement"]: r for r in json.loads(result.stdout)["comparison"]}
+            assert rows["asp"]["prompts_per_call"] == rows["long-first (asp sizes)"]["prompts_per_call"], (engine, mode)
+
+
+def test_a_true_lengths_ceiling_longer_than_the_budget_is_cut_looser_not_refused(built, tmp_path):  # noqa: F811
+    """Observed lengths above what the predictions fitted made the true-lengths row's own plan refuse the
+    budget (exit 4: "--max-tokens-per-minibatch ... is smaller than one prompt"), and the comparison was lost."""
+    out = tmp_path / "static.parquet"
+    made = invoke("schedule", built["prompts"], "-o", out, "--quiet", "--engine", "static", "--samples-per-prompt",
+                  SAMPLES, "--preset", _tiny_preset(tmp_path))
+    assert made.exit_code == 0, made.output
+    ids = pl.read_parquet(out)["prompt_id"].unique().sort().to_list()
+    values = [[60] * SAMPLES for _ in ids]
+    values[3] = [60] * (SAMPLES - 1) + [4000]  # 4 rows x (prompt + 4,000) padded: more than the 13,427-token cache
+    lengths = _lines(tmp_path / "l.jsonl", ids, values)
+    result = invoke("simulate", out, "--lengths", lengths, "--compare", "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "asp (true lengths)" in [r["arrangement"] for r in json.loads(result.stdout)["comparison"]]
+
+
+def _tiny_preset(tmp_path):
+    calibration = tmp_path / "tiny.json"
+    calibration.write_text(json.dumps({"base": "h100-qwen2.5-7b", "hbm_bytes": 20e9}), encoding="utf-8")
+    return calibration
+
+
+def test_a_schedule_with_null_settings_replays_with_the_defaults(built, tmp_path):  # noqa: F811
+    """`"settings": null` passed the metadata check and then crashed `asp simulate` (exit 70)."""
+    import pyarrow.parquet as pq
+
+    from asp_cli.schedule_format import METADATA_KEY
+
+    table = pq.read_table(built["schedule"])
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta["settings"] = None
+    edited = tmp_path / "null.parquet"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), edited)
+    result = invoke("simulate", edited, "--json", "--quiet")
+    assert result.exit_code == 0, result.output

@@ -164,12 +164,17 @@ def test_a_calibration_key_makes_a_1_1_file_that_this_asp_reads(tmp_path, frame)
     path = tmp_path / "s.parquet"
     write_schedule(frame, {"settings": {"instances": 3}, "predictor": {"name": "default", "calibration": {}}}, path)
     back = read_schedule(path)
-    assert back.metadata["format_version"] == "1.1" == FORMAT_VERSION
+    assert back.metadata["format_version"] == "1.1"
 
 
 def test_a_file_is_written_at_the_oldest_version_that_describes_it(tmp_path, frame):
-    """docs/schedule-format.md: 1.1 added the prediction_source value "file"; other files stay 1.0."""
-    assert FORMAT_VERSION == "1.1"
+    """docs/schedule-format.md: 1.1 added the prediction_source value "file", 1.2 the arrangement.kv_budget value
+    "padded"; other files stay 1.0."""
+    assert FORMAT_VERSION == "1.2"
+    write_schedule(frame, {"arrangement": {"chosen": "long-first", "kv_budget": "padded"}}, tmp_path / "static.parquet")
+    assert read_schedule(tmp_path / "static.parquet").metadata["format_version"] == "1.2"
+    write_schedule(frame, {"arrangement": {"chosen": "long-first", "kv_budget": "peak"}}, tmp_path / "peak.parquet")
+    assert read_schedule(tmp_path / "peak.parquet").metadata["format_version"] == "1.1"
     write_schedule(frame, {}, tmp_path / "model.parquet")
     assert read_schedule(tmp_path / "model.parquet").metadata["format_version"] == "1.0"
     mixed = frame.with_columns(pl.when(pl.col("seq") == 0).then(pl.lit("file")).otherwise(pl.col("prediction_source"))
@@ -240,3 +245,15 @@ def test_a_schedule_replays_with_the_preset_it_recorded_wherever_its_calibration
     assert schedule.cost_preset("a100-llama2-7b") == load_preset("a100-llama2-7b")  # --preset still wins
     _rewrite_metadata(path, preset={"no_such_field": 1}, settings={"preset": "a100-llama2-7b"})
     assert read_schedule(path).cost_preset() == load_preset("a100-llama2-7b")  # unreadable record: the name
+
+
+def test_a_partial_preset_record_takes_the_missing_fields_from_its_named_preset(tmp_path, frame):
+    """Fields an edited or older record lacks came from the default preset (h100's trainer costs under an
+    a100 schedule's name)."""
+    from asp_cli.costmodel import load_preset
+
+    a100 = load_preset("a100-llama2-7b")
+    record = {k: v for k, v in a100.to_dict().items() if k not in ("train_per_token_s", "weight_sync_s")}
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"preset": "a100-llama2-7b"}, "preset": record}, path)
+    assert read_schedule(path).cost_preset() == a100

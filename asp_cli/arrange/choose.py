@@ -229,8 +229,8 @@ def choose_arrangement(
     def judge(name: str, kv_budget: str) -> dict[str, Any] | None:
         """One candidate's expected times and step deviation over the draws; None if it cannot keep the bound."""
         try:
-            frame = arrange(prompts, predictions, dataclasses.replace(trial, arrangement=name, kv_budget=kv_budget),
-                            preset).sort("seq")
+            named = dataclasses.replace(trial, arrangement=name).with_kv_cut(kv_budget)
+            frame = arrange(prompts, predictions, named, preset).sort("seq")
         except SettingsError as exc:  # this order cannot keep the lag bound: not a candidate
             refused.append(exc)
             return None
@@ -338,10 +338,12 @@ def arrangement_line(choice: dict[str, Any]) -> str:
         budget_note += f" (kept unless the peak one is faster by more than the {TIE_MARGIN:.1%} tie margin)"
     if choice["setting"] != "auto":
         # How its groups counted against the minibatch KV budget (`--kv-budget`: auto cuts a named one at the peak).
-        counted = {"continuous": f", groups counted {'at their peak' if kv_budget == 'peak' else 'whole'} against "
-                                 "the KV budget", "static": ", minibatches counted padded against the KV budget"}
+        counted = {"peak": ", groups counted at their peak against the KV budget",
+                   "whole": ", groups counted whole against the KV budget",
+                   "padded": ", minibatches counted padded against the KV budget"}
+        said = counted.get(kv_budget or "", "") if choice["engine"] != "streaming" else ""
         return (f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} "
-                f"engine{counted.get(choice['engine'], '') if kv_budget else ''})")
+                f"engine{said})")
     candidates = ", ".join(f"{c['name']}{'/' + c['kv_budget'] if both else ''} {c['expected_end_to_end_s']:,.0f} s"
                            + (" (steps not representative)" if c.get("representative_steps") is False else "")
                            for c in choice["candidates"])

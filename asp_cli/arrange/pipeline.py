@@ -83,18 +83,18 @@ def minibatch_token_budget(settings: ScheduleSettings, preset: HardwarePreset) -
     return max(preset.kv_capacity_tokens, 1)
 
 
-def kv_footprint(prompt_tokens: np.ndarray, top: np.ndarray, mean: np.ndarray, n: int, kv_budget: str,
-                 engine: str = "continuous") -> np.ndarray | PaddedTokens:
+def kv_footprint(prompt_tokens: np.ndarray, top: np.ndarray, mean: np.ndarray, n: int,
+                 kv_budget: str) -> np.ndarray | PaddedTokens:
     """KV tokens a group counts against its minibatch's budget, whole tokens.
 
     ``kv_budget`` "whole": N x (prompt + predicted mean), which its wave never exceeds; "peak": its share of the
     wave's expected peak (`timeline.group_kv_tokens`, the within-group spread read back from the predicted
-    maximum and mean by `choose.sample_sigma`). On the padded ``static`` engine a minibatch's tokens are no sum
-    over its groups: every row is held at the longest prompt plus the longest predicted group maximum until
-    the longest ends (`packing.PaddedTokens`). The one place the packer, the estimates and the equal-footing
-    baselines take it from.
+    maximum and mean by `choose.sample_sigma`); "padded" (the static engine): no sum over its groups, every
+    row held at the longest prompt plus the longest predicted group maximum until the longest ends
+    (`packing.PaddedTokens`). The one place the packer, the estimates and the equal-footing baselines take it
+    from.
     """
-    if engine == "static":
+    if kv_budget == "padded":
         return PaddedTokens(np.ceil(prompt_tokens).astype(np.int64), np.ceil(top).astype(np.int64), n)
     if kv_budget == "whole":
         return np.ceil(group_tokens(n, prompt_tokens, mean)).astype(np.int64)
@@ -165,14 +165,14 @@ def plan(
     # within the budget never overflow the cache when the predictions hold); a group's share of the wave's
     # expected peak (`peak`) admits more, where lengths spread, at the price of a preemption now and then.
     kv_budget = settings.resolved_kv_budget()
-    counted_as = kv_footprint(prompt_tokens, top, mean, n, kv_budget, settings.engine)
+    counted_as = kv_footprint(prompt_tokens, top, mean, n, kv_budget)
     footprint = counted_as.alone() if isinstance(counted_as, PaddedTokens) else counted_as
     budget = minibatch_token_budget(settings, preset)
     if settings.engine != "streaming" and footprint.size and footprint.max() > budget:
         worst = int(np.argmax(footprint))
         ratio = float(kv_peak_ratio(sample_sigma(top[worst:worst + 1], mean[worst:worst + 1], n))[0])
         counted = ("(prompt + predicted maximum response), each row held padded to the longest on the static "
-                   "engine" if settings.engine == "static" else
+                   "engine" if kv_budget == "padded" else
                    "(prompt + predicted mean response)" if kv_budget == "whole" else
                    f"(prompt + {ratio:.2f} x predicted mean response), its share of a minibatch's expected peak")
         raise SettingsError(
@@ -186,8 +186,8 @@ def plan(
         choice = ArrangementChoice(settings.arrangement, settings.arrangement, settings.engine,
                                    dispatch=settings.dispatch, kv_budget=kv_budget)
     del mean, top, prompt_tokens, footprint, counted_as  # the check's per-prompt arrays; the arrangement makes its own
-    frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen,
-                                                                     kv_budget=choice.kv_budget), preset)
+    frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen)
+                           .with_kv_cut(choice.kv_budget), preset)
     return frame, choice
 
 
@@ -202,7 +202,7 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)
     kv_budget = settings.resolved_kv_budget()
-    footprint = kv_footprint(prompt_tokens, top, mean, n, kv_budget, settings.engine)
+    footprint = kv_footprint(prompt_tokens, top, mean, n, kv_budget)
     budget = minibatch_token_budget(settings, preset)
     # Under a max_lag bound, rollout can run only a few steps ahead of the trainer. When the trainer is the
     # slower side, the epoch then lasts as long as the trainer's work, and each class is spread over that

@@ -165,7 +165,7 @@ def _consecutive(order: np.ndarray, batch: int) -> list[np.ndarray]:
 def _ordered(key: Callable[[pl.DataFrame, pl.DataFrame, ScheduleSettings, int], np.ndarray],
              split=_contiguous_split) -> Callable[..., pl.DataFrame]:
     def arrange(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
-                preset: HardwarePreset | None = None) -> pl.DataFrame:
+                preset: HardwarePreset | None = None, kv_cut: str | None = None) -> pl.DataFrame:
         rounds = [
             _consecutive(key(prompts, predictions, settings, epoch), settings.train_batch_size)
             for epoch in range(settings.epochs)
@@ -217,7 +217,7 @@ def rollpacker_rounds(planned: np.ndarray, order: np.ndarray, batch: int,
 
 
 def _rollpacker(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
-                preset: HardwarePreset | None = None) -> pl.DataFrame:
+                preset: HardwarePreset | None = None, kv_cut: str | None = None) -> pl.DataFrame:
     planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
     rounds = [
         rollpacker_rounds(planned, _shuffled(prompts.height, settings, epoch), settings.train_batch_size)
@@ -230,15 +230,17 @@ def _rollpacker(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: Sche
 # Equal footing: asp's concurrency, the baseline's order
 
 
-def _footprint(predictions: pl.DataFrame, settings: ScheduleSettings) -> np.ndarray | PaddedTokens:
-    """Each group's KV tokens as asp's packer counts them (`pipeline.kv_footprint`) under the settings' KV
-    accounting: the caller passes the one asp's schedule was cut with (`compare` takes it from asp's choice)."""
+def _footprint(predictions: pl.DataFrame, settings: ScheduleSettings,
+               kv_cut: str | None) -> np.ndarray | PaddedTokens:
+    """Each group's KV tokens as asp's packer counts them (`pipeline.kv_footprint`) under ``kv_cut``, the
+    accounting asp's schedule was cut with (`settings.KV_CUTS`; `compare` takes it from asp's choice or the
+    schedule's metadata), else the settings' own."""
     from asp_cli.arrange.pipeline import kv_footprint
 
     return kv_footprint(predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64),
                         predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64),
                         predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64),
-                        settings.samples_per_prompt, settings.resolved_kv_budget(), settings.engine)
+                        settings.samples_per_prompt, kv_cut or settings.resolved_kv_budget())
 
 
 def _frame(prompts: pl.DataFrame, predictions: pl.DataFrame, parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
@@ -276,12 +278,12 @@ def _packed(order_of: Callable[[np.ndarray, np.random.Generator], np.ndarray]) -
     """Blocking engines: prompts in the baseline's order, cut by asp's packer limits, free dispatch."""
 
     def arrange(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
-                preset: HardwarePreset | None = None) -> pl.DataFrame:
+                preset: HardwarePreset | None = None, kv_cut: str | None = None) -> pl.DataFrame:
         from asp_cli.arrange.pipeline import minibatch_token_budget
 
         preset = preset or load_preset(settings.preset)
         planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
-        footprint = _footprint(predictions, settings)
+        footprint = _footprint(predictions, settings, kv_cut)
         budget = minibatch_token_budget(settings, preset)
         parts = []
         for epoch in range(settings.epochs):
@@ -302,7 +304,7 @@ def _streamed(order_of: Callable[[np.ndarray, np.random.Generator], np.ndarray],
     """Engines that refill: one group per request batch, in the baseline's order and routing."""
 
     def arrange(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
-                preset: HardwarePreset | None = None) -> pl.DataFrame:
+                preset: HardwarePreset | None = None, kv_cut: str | None = None) -> pl.DataFrame:
         planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
         # Predicted work, whole KV tokens as asp's streaming plan counts it (`arrange.streaming`).
         work = np.ceil(group_tokens(settings.samples_per_prompt, predictions[C.PROMPT_TOKENS].to_numpy(),
@@ -404,6 +406,8 @@ RANDOM_IN_ASP_SLOTS = "random (asp slots)"
 
 
 def arrange_baseline(name: str, prompts: pl.DataFrame, predictions: pl.DataFrame,
-                     settings: ScheduleSettings, preset: HardwarePreset | None = None) -> pl.DataFrame:
-    """The schedule frame of baseline ``name`` (one of `BASELINES`)."""
-    return BASELINES[name].arrange(prompts, predictions, settings, preset)
+                     settings: ScheduleSettings, preset: HardwarePreset | None = None,
+                     kv_cut: str | None = None) -> pl.DataFrame:
+    """The schedule frame of baseline ``name`` (one of `BASELINES`); the ones in asp's sizes are cut as
+    ``kv_cut`` says (`settings.KV_CUTS`: how asp's schedule was cut), else as the settings would cut."""
+    return BASELINES[name].arrange(prompts, predictions, settings, preset, kv_cut)

@@ -80,6 +80,7 @@ def compare(
     include: tuple[str, ...] | None = None,
     progress=None,
     truth_by_epoch: dict[int, np.ndarray] | None = None,
+    kv_cut: str | None = None,
 ) -> list[dict]:
     """Simulate every arrangement on the same true lengths; one dict per row, the lower bound last.
 
@@ -91,30 +92,32 @@ def compare(
     baselines made for ``mode``'s kind of engine run (`asp_cli.bench.baselines.Baseline.modes`). Each row
     says whether it is on equal footing with asp (``equal_footing``) and how many prompts it sends per
     ``generate()`` call on average (``prompts_per_call``). ``progress``, when given, is told
-    "replaying i/n: NAME" before each replay.
+    "replaying i/n: NAME" before each replay. The baselines in asp's sizes are cut as asp's minibatches were:
+    ``kv_cut`` (`settings.KV_CUTS`; with ``asp_frame``, the schedule's `Schedule.kv_budget`), else as asp's
+    own plan for ``mode`` chose.
     """
     from asp_cli.arrange.pipeline import arrange, plan
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, random_in_asp_slots
 
-    # asp plans for the engine it is judged on, under the same lag bound (a padded static engine counts its
-    # minibatches padded against the KV budget, whatever the schedule it is judged against was cut with).
+    # asp plans for the engine it is judged on, under the same lag bound (the static engine cuts padded, whatever
+    # the settings' --kv-budget, which may be peak only where the engine is not static).
     settings = dataclasses.replace(settings, engine=mode, max_lag=max_lag,
-                                   kv_budget="whole" if mode == "static" else settings.kv_budget)
+                                   kv_budget="auto" if mode == "static" and settings.kv_budget == "peak"
+                                   else settings.kv_budget)
 
     prompts = prompts.with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00pos"))
     position_of_row = dict(zip(prompts[C.ROW].to_list(), prompts["\x00pos"].to_list()))
     wanted = (lambda name: include is None or name in include)  # noqa: E731 - a one-line filter
     frame = asp_frame
-    # The baselines in asp's sizes are cut by the KV accounting asp's schedule was cut with (with ``asp_frame``,
-    # the caller's settings say which: `schedule_format.Schedule.kv_budget`).
-    cut_like_asp = settings
+    # The baselines in asp's sizes are cut by the KV accounting asp's schedule was cut with.
+    cut = kv_cut
     if frame is None and (wanted(ASP) or wanted(ASP_PINNED) or wanted(RANDOM_IN_ASP_SLOTS)):
         frame, choice = plan(prompts, predictions, settings, preset=preset)
-        cut_like_asp = dataclasses.replace(settings, kv_budget=choice.kv_budget)
+        cut = cut or choice.kv_budget
     arrangements: list[tuple[str, pl.DataFrame, str, bool]] = []
     for name, baseline in BASELINES.items():
         if wanted(name) and mode in baseline.modes:
-            arrangements.append((name, baseline.arrange(prompts, predictions, cut_like_asp, preset),
+            arrangements.append((name, baseline.arrange(prompts, predictions, settings, preset, cut),
                                  baseline.dispatch, baseline.equal_footing))
     # The rows that keep to a given schedule's own instance column cannot run on fewer instances than it plans
     # (`asp simulate --compare --instances K`): they are left out (`asp_cli.bench.simulate` warns).
@@ -128,7 +131,8 @@ def compare(
             arrangements.append((ASP_PINNED, frame, "planned", True))
     if wanted(ASP_TRUE):
         oracle = true_predictions(truth, predictions[C.PROMPT_TOKENS].to_numpy(), settings.plan_with)
-        arrangements.append((ASP_TRUE, arrange(prompts, oracle, settings, preset=preset), "planned", True))
+        arrangements.append((ASP_TRUE, arrange(prompts, oracle, _room_for_each_group(settings, oracle, preset),
+                                                preset=preset), "planned", True))
     rows = []
     bound = None
     for i, (name, frame, dispatch, equal) in enumerate(arrangements):
@@ -183,6 +187,24 @@ def _lengths_of(frame: pl.DataFrame, index: np.ndarray, truth: np.ndarray,
         rows = epochs == epoch
         out[rows] = truth_by_epoch.get(int(epoch), truth)[index[rows]]
     return out
+
+
+def _room_for_each_group(settings: ScheduleSettings, predictions: pl.DataFrame,
+                         preset: HardwarePreset) -> ScheduleSettings:
+    """``settings`` with the minibatch KV budget raised, where needed, to the largest single group of
+    ``predictions`` (the true-lengths ceiling plans with observed lengths, which may exceed what the schedule's
+    predictions fitted: the ceiling row is then cut a little looser, never refused)."""
+    from asp_cli.arrange.packing import PaddedTokens
+    from asp_cli.arrange.pipeline import kv_footprint, minibatch_token_budget
+
+    alone = kv_footprint(predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64),
+                         predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64),
+                         predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64),
+                         settings.samples_per_prompt, settings.resolved_kv_budget())
+    need = int((alone.alone() if isinstance(alone, PaddedTokens) else alone).max(initial=0))
+    if need > minibatch_token_budget(settings, preset):
+        return dataclasses.replace(settings, max_tokens_per_minibatch=need)
+    return settings
 
 
 def compare_names() -> tuple[str, ...]:

@@ -179,20 +179,19 @@ def simulate_loaded(
             name for name in compare_names() if name != ASP_TRUE)
         # Every row is replayed as the main replay was: its instances, lag bound, trainer and (asp's row) dispatch.
         # The baselines in asp's sizes are cut by the very budget asp's minibatches were (not by the cache of
-        # another --preset they are replayed on).
-        used = schedule.metadata.get("max_tokens_per_minibatch_used")
-        budget = used if isinstance(used, int) and not isinstance(used, bool) and used >= 1 else \
-            recorded.max_tokens_per_minibatch
-        recorded_k = dataclasses.replace(recorded, instances=k, max_lag=lag, kv_budget=schedule.kv_budget,
-                                         dispatch=dispatch, trainer=trainer, max_tokens_per_minibatch=budget)
+        # another --preset they are replayed on), and the way they were (`kv_cut`).
+        recorded_k = dataclasses.replace(
+            recorded, instances=k, max_lag=lag, dispatch=dispatch, trainer=trainer,
+            max_tokens_per_minibatch=schedule.kv_tokens_per_minibatch or recorded.max_tokens_per_minibatch)
         if progress is not None:
             progress(STAGES[3])
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
-                                 asp_frame=frame, include=include, progress=progress, truth_by_epoch=by_epoch)
+                                 asp_frame=frame, include=include, progress=progress, truth_by_epoch=by_epoch,
+                                 kv_cut=schedule.kv_budget)
         document["comparison"] = comparison
         planned = int(frame["instance"].max()) + 1
         if k < planned:
             document["warnings"].append(
                 f"--instances {k} is fewer than the {planned} the schedule plans: the rows that keep to its planned "
-                "instances (random (asp slots), asp, planned instances) are left out of the comparison")
+                "instances, 'random (asp slots)' and 'asp, planned instances', are left out of the comparison")
     return SimulationReport(document, result, comparison)

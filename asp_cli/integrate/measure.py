@@ -157,11 +157,12 @@ def replay_schedule(
     texts = None if synthetic_prompts else dataset_prompts(list(datasets), schedule.metadata,
                                                             prompt_key=read.prompt_key, id_key=read.id_key)
     # Schedules written before the dispatch setting were made for (and replayed with) their instance column.
-    settings = ScheduleSettings.from_dict({**recorded.to_dict(), "instances": k,
-                                           "dispatch": (schedule.settings or {}).get("dispatch", "planned"),
-                                           "kv_budget": schedule.kv_budget})
-    plans = build_plans(arrangements(frame, settings, names, hardware, engine), rows, truth, texts,
-                        DEFAULT_PROMPT_TOKENS)
+    # The baselines in asp's sizes are cut as asp's minibatches were: by its budget and its KV accounting.
+    settings = ScheduleSettings.from_dict({
+        **recorded.to_dict(), "instances": k, "dispatch": (schedule.settings or {}).get("dispatch", "planned"),
+        "max_tokens_per_minibatch": schedule.kv_tokens_per_minibatch or recorded.max_tokens_per_minibatch})
+    plans = build_plans(arrangements(frame, settings, names, hardware, engine, kv_cut=schedule.kv_budget), rows,
+                        truth, texts, DEFAULT_PROMPT_TOKENS)
     limit = live.max_in_flight if live is not None else None
     if engine == "streaming" and limit is None:
         limit = int(hardware.max_num_seqs)

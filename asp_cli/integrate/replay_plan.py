@@ -58,8 +58,9 @@ def equal_footing_names(engine: str = "blocking") -> tuple[str, ...]:
 
 
 def arrangements(frame: pl.DataFrame, settings: ScheduleSettings, names: list[str], preset: HardwarePreset,
-                 engine: str = "blocking") -> list[Arrangement]:
-    """The schedule itself (``"asp"``) and baselines of its prompts, in the order of ``names``.
+                 engine: str = "blocking", kv_cut: str | None = None) -> list[Arrangement]:
+    """The schedule itself (``"asp"``) and baselines of its prompts, in the order of ``names``; the ones in
+    asp's sizes cut as ``kv_cut`` says (how the schedule was: `schedule_format.Schedule.kv_budget`).
 
     This is the one place that knows `asp_cli.bench.baselines`.
 
@@ -89,7 +90,7 @@ def arrangements(frame: pl.DataFrame, settings: ScheduleSettings, names: list[st
             continue
         if prompts is None:
             prompts, predictions = schedule_prompts(frame)
-        baseline = arrange_baseline(name, prompts, predictions, settings, preset).sort("seq")
+        baseline = arrange_baseline(name, prompts, predictions, settings, preset, kv_cut).sort("seq")
         out.append(Arrangement(name, baseline, BASELINES[name].dispatch))
     return out
 
