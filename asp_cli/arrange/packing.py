@@ -5,6 +5,7 @@ Kernels take NumPy arrays and return indices; they know nothing of Polars, files
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,14 +80,22 @@ def cut_minibatches(
     if n and footprint.max() > max_tokens:
         raise ValueError("a prompt's footprint exceeds max_tokens")
     cumulative = np.concatenate(([0], np.cumsum(footprint)))
+
+    def furthest_end(start: int) -> int:  # the furthest end whose tokens fit: binary search on the running sum
+        by_tokens = int(np.searchsorted(cumulative, cumulative[start] + max_tokens, side="right")) - 1
+        return min(start + max_prompts, by_tokens, n)
+
+    return _next_fit(order, n, furthest_end)
+
+
+def _next_fit(order: np.ndarray, n: int, furthest_end: Callable[[int], int]) -> np.ndarray:
+    """Consecutive minibatches of the prompts in ``order``, each from its start to ``furthest_end(start)`` (at
+    least one prompt); ``minibatch[i]`` of prompt ``i``, numbered in cutting order."""
     assigned_sorted = np.empty(n, dtype=np.int64)
     start = 0
     index = 0
     while start < n:
-        # The furthest end whose tokens fit, found by binary search on the running sum.
-        by_tokens = int(np.searchsorted(cumulative, cumulative[start] + max_tokens, side="right")) - 1
-        end = min(start + max_prompts, by_tokens, n)
-        end = max(end, start + 1)
+        end = max(furthest_end(start), start + 1)
         assigned_sorted[start:end] = index
         index += 1
         start = end
@@ -104,20 +113,14 @@ def _cut_padded(padded: PaddedTokens, order: np.ndarray, *, max_prompts: int, ma
     n = prompt.size
     if n and int(padded.samples * (prompt + top).max()) > max_tokens:
         raise ValueError("a prompt's footprint exceeds max_tokens")
-    assigned_sorted = np.empty(n, dtype=np.int64)
-    start = 0
-    index = 0
-    while start < n:
+
+    def furthest_end(start: int) -> int:
         stop = min(start + max_prompts, n)
         rows = padded.samples * np.arange(1, stop - start + 1, dtype=np.int64)
         tokens = rows * (np.maximum.accumulate(prompt[start:stop]) + np.maximum.accumulate(top[start:stop]))
-        end = start + max(int(np.searchsorted(tokens, max_tokens, side="right")), 1)
-        assigned_sorted[start:end] = index
-        index += 1
-        start = end
-    minibatch = np.empty(n, dtype=np.int64)
-    minibatch[order] = assigned_sorted
-    return minibatch
+        return start + int(np.searchsorted(tokens, max_tokens, side="right"))
+
+    return _next_fit(order, n, furthest_end)
 
 
 def padded_tokens_of(minibatch: np.ndarray, padded: PaddedTokens) -> np.ndarray:
