@@ -232,3 +232,26 @@ def test_sparkline_has_one_block_per_value(values):
     assert len(line) == len(values)
     if values and max(values) > 0:
         assert "█" in line
+
+
+def test_the_report_shows_how_full_the_kv_cut_left_each_minibatch(tmp_path):
+    """How close each minibatch came to the KV budget it was cut by, counted as its cut counted it: a padded
+    static cut fills them up to 100% and never beyond; files without the budget show nothing."""
+    from asp_cli.arrange.pipeline import plan
+
+    prompts, preds = prompt_frame(300), make_predictions(300)
+    for engine, counted in (("static", "padded"), ("continuous", "whole")):
+        settings = ScheduleSettings(instances=3, train_batch_size=32, minibatch_size=16, engine=engine,
+                                    kv_budget="auto" if engine == "static" else "whole",
+                                    max_tokens_per_minibatch=120_000)
+        frame, choice = plan(prompts, preds, settings, preset=load_preset())
+        path = tmp_path / f"{engine}.parquet"
+        write_schedule(frame, {"settings": settings.to_dict(), "max_tokens_per_minibatch_used": 120_000,
+                               "arrangement": choice.to_dict()}, path)
+        report = build_report(read_schedule(path))
+        fill = report["minibatches"]["kv_fill"]
+        assert fill["counted"] == counted and fill["budget_tokens"] == 120_000
+        assert 0.5 < fill["quantiles"]["p100"] <= 1.0  # the budget binds here, and holds
+        assert f"minibatch: KV / budget ({counted})" in render_text(report)
+    write_schedule(frame, {"settings": settings.to_dict()}, tmp_path / "old.parquet")
+    assert build_report(read_schedule(tmp_path / "old.parquet"))["minibatches"]["kv_fill"] is None

@@ -161,7 +161,7 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
         },
         "instances": _instances(per_mb, instances, timed),
         "predicted_lengths": _predicted_lengths(frame),
-        "minibatches": _minibatch_lengths(per_mb),
+        "minibatches": {**_minibatch_lengths(per_mb), "kv_fill": _kv_fill(schedule, n)},
         "padding": _padding(per_mb),
         "queue": _queue(frame, meta, n) if timed else None,
         "effective_batch": _effective_batch(frame, n, instances) if timed else None,
@@ -264,6 +264,28 @@ def _minibatch_lengths(per_mb: pl.DataFrame) -> dict[str, Any]:
         # How tight the packing is: shortest / longest predicted length inside a minibatch (1 = uniform).
         "shortest_to_longest": _quantiles(shortest / np.maximum(longest, 1.0), 3),
     }
+
+
+def _kv_fill(schedule: Schedule, n: int) -> dict[str, Any] | None:
+    """Quantiles over minibatches of their KV tokens, counted as the schedule's cut counted them
+    (`Schedule.kv_budget`: a group's share of the peak, whole groups, or the padded minibatch), over the budget
+    they were cut by: how full the cut left them. None for a plan for engines that refill (no minibatches to
+    cut) or a file without the budget or the length columns."""
+    from asp_cli.arrange.packing import PaddedTokens, padded_tokens_of
+    from asp_cli.arrange.pipeline import kv_footprint
+
+    frame = schedule.frame
+    budget = schedule.kv_tokens_per_minibatch
+    needed = ("prompt_tokens", "predicted_max_tokens", "predicted_mean_tokens")
+    if budget is None or schedule.settings.get("engine") == "streaming" or not all(c in frame.columns for c in needed):
+        return None
+    counted = kv_footprint(frame["prompt_tokens"].to_numpy().astype(np.float64),
+                           frame["predicted_max_tokens"].to_numpy().astype(np.float64),
+                           frame["predicted_mean_tokens"].to_numpy().astype(np.float64), n, schedule.kv_budget)
+    _, minibatch = np.unique(frame["minibatch"].to_numpy(), return_inverse=True)
+    tokens = (padded_tokens_of(minibatch, counted) if isinstance(counted, PaddedTokens)
+              else np.bincount(minibatch, weights=counted.astype(np.float64)))
+    return {"counted": schedule.kv_budget, "budget_tokens": budget, "quantiles": _quantiles(tokens / budget, 4)}
 
 
 def _padding(per_mb: pl.DataFrame) -> dict[str, Any]:
@@ -527,6 +549,8 @@ def length_quantile_rows(report: dict[str, Any]) -> list[tuple[str, dict[str, An
         ("minibatch: shortest / longest", mbs["shortest_to_longest"], "ratio"),
         ("minibatch: padding", report["padding"]["per_minibatch"], "percent"),
     ]
+    if mbs.get("kv_fill"):
+        rows.append((f"minibatch: KV / budget ({mbs['kv_fill']['counted']})", mbs["kv_fill"]["quantiles"], "percent"))
     if (report.get("observed") or {}).get("quantiles"):
         rows.insert(1, ("observed group max", report["observed"]["quantiles"], "tokens"))
     return rows
