@@ -16,6 +16,22 @@ from asp_cli.errors import SettingsError
 PlanWith = Literal["max", "mean"]
 MAX_SETTING = 2**31 - 1  # the largest count or token budget a setting may hold (64-bit arithmetic downstream)
 MAX_INSTANCES = 100_000  # a larger "fleet" is a typo, and runs out of memory before it runs out of work
+# A GRPO group is 2-512 samples in practice; a larger one is a typo, and the replays that judge and time a plan
+# hold every sample (an edited schedule's 67,108,863 asked the simulator for 30 GiB).
+MAX_SAMPLES_PER_PROMPT = 4096
+# The most sequences (groups x samples) a replay holds at once: the simulator keeps about 100 bytes a sequence
+# (a 1M-prompt streaming plan of 8M sequences peaks at 0.83 GiB), so this is about 10 GiB.
+MAX_REPLAY_SEQUENCES = 100_000_000
+
+
+def check_replay_size(groups: int, samples_per_prompt: int, what: str) -> None:
+    """Refuse a replay of more than `MAX_REPLAY_SEQUENCES` sequences before anything is allocated for it."""
+    sequences = groups * samples_per_prompt
+    if sequences > MAX_REPLAY_SEQUENCES:
+        raise SettingsError(
+            f"{what} replays every sequence: {groups:,} groups x {samples_per_prompt:,} samples is {sequences:,} "
+            f"sequences, more than the {MAX_REPLAY_SEQUENCES:,} asp replays at once; replay fewer epochs or "
+            "prompts at a time")
 PLAN_WITH: tuple[str, ...] = ("max", "mean")
 TRAINER_ORDERS: tuple[str, ...] = ("arrival", "schedule")
 ENGINES: tuple[str, ...] = ("continuous", "static", "streaming")
@@ -132,6 +148,9 @@ class ScheduleSettings:
                                 f"{self.preset!r}, {self.canonical_order!r})")
         if self.instances > MAX_INSTANCES:
             raise SettingsError(f"--instances {self.instances} is not a rollout fleet; give at most {MAX_INSTANCES}")
+        if self.samples_per_prompt > MAX_SAMPLES_PER_PROMPT:
+            raise SettingsError(f"--samples-per-prompt {self.samples_per_prompt} is not a GRPO group; give at most "
+                                f"{MAX_SAMPLES_PER_PROMPT}")
 
     def resolved_kv_budget(self) -> str:
         """The KV accounting a named arrangement is cut with (`KV_CUTS`): padded on the static engine, peak for

@@ -92,6 +92,12 @@ CASES = [
      "hist_epoch.jsonl:2: column 'epoch' is not an epoch number (-1; epochs count 0, 1, 2, ...) for prompt id 'b'"),
     ("E61", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--kv-budget", "peak", "--engine", "static"], 4,
      "--kv-budget peak does not apply to --engine static"),
+    ("E12", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--samples-per-prompt", "5000"], 4,
+     "--samples-per-prompt 5000 is not a GRPO group; give at most 4096"),
+    ("E62", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--engine", "streaming", "--samples-per-prompt",
+             "4096", "--epochs", "100000"], 4,
+     "a plan for --engine streaming replays every sequence: 200,000 groups x 4,096 samples is 819,200,000 "
+     "sequences, more than the 100,000,000 asp replays at once"),
     ("E19", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_noid.jsonl"], 3,
      "no prompt id column found"),
     ("E20", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/notmodel.skops"], 5,

@@ -134,6 +134,9 @@ def _clean(call):
 @example(edits=[("to_string", "expected_finish_s")], meta_edits=[])
 @example(edits=[("null_one", "expected_finish_s")], meta_edits=[])
 @example(edits=[], meta_edits=[("setting", "seed", 0.0)])
+# Found by the explore profile (2026-12-02): a recorded group of 67,108,863 samples made `asp simulate` ask for
+# 30 GiB (MemoryError); such settings are now a damaged schedule.
+@example(edits=[], meta_edits=[("setting", "samples_per_prompt", 67108863)])
 @settings(max_examples=int(os.environ.get("ASP_FUZZ_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_edited_schedules_give_a_result_or_a_clean_error(made, tmp_path_factory, edits, meta_edits):
     table = _with_metadata(_edited(pq.read_table(made["schedule"]), edits), meta_edits)

@@ -33,7 +33,7 @@ from asp_cli.arrange.interleaving import (
 from asp_cli.arrange.packing import PaddedTokens, cut_minibatches, pack, per_step_order
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, write_schedule
-from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings
+from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size
 from asp_cli.arrange.timeline import (
     group_kv_tokens,
     group_tokens,
@@ -157,6 +157,8 @@ def plan(
             f"--epochs {settings.epochs} x {prompts.height:,} prompts is {rows:,} schedule rows, more than "
             f"{_MAX_ROWS:,}; schedule a few epochs per run (with a different --seed for each run)"
         )
+    if settings.engine == "streaming":  # its expected times come from replaying every sequence
+        check_replay_size(rows, settings.samples_per_prompt, "a plan for --engine streaming")
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.float64)

@@ -12,6 +12,7 @@ import polars as pl
 
 from asp_cli.reading.options import ReadOptions
 from asp_cli.schedule_format import Schedule
+from asp_cli.settings import check_replay_size
 from asp_cli.bench.compare import ASP_TRUE, compare_names
 from asp_cli.bench.compare import compare as run_compare
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, PROMPT_SIGMA, SAMPLE_SIGMA, lengths_for_schedule
@@ -141,6 +142,7 @@ def simulate_loaded(
     seed = recorded.seed if options.seed is None else options.seed
     hardware = schedule.cost_preset(options.preset)
     frame = schedule.frame.sort("seq")
+    check_replay_size(frame.height, n, "asp simulate")
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=n, seed=seed,
                                          max_response_tokens=recorded.max_response_tokens)
     trainer = options.trainer or recorded.trainer

@@ -113,7 +113,7 @@ def replay_schedule(
         simulate_plan
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import read_schedule
-    from asp_cli.settings import ScheduleSettings
+    from asp_cli.settings import ScheduleSettings, check_replay_size
     from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 
     if not dry_run and (live is None) == (in_process is None):
@@ -145,6 +145,7 @@ def replay_schedule(
     warnings: list[str] = []
     if lengths:
         observed, _ = read_lengths([Path(p) for p in lengths], read)
+    check_replay_size(frame.height, recorded.samples_per_prompt, "asp replay")
     rows, truth, info, clipped = prompt_lengths(frame, observed, samples_per_prompt=recorded.samples_per_prompt,
                                                 seed=recorded.seed if seed is None else seed,
                                                 max_response_tokens=recorded.max_response_tokens)

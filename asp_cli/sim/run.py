@@ -11,6 +11,7 @@ import numpy as np
 
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.errors import SettingsError
+from asp_cli.settings import check_replay_size
 from asp_cli.sim.engine import Engine, static_batch
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 from asp_cli.sim.metrics import replay_metrics
@@ -44,6 +45,7 @@ def simulate_arrays(
     """
     n_rows = row_minibatch.size
     n = settings.samples_per_prompt
+    check_replay_size(n_rows, n, "the simulator")
     lengths = np.maximum(np.asarray(response_tokens, dtype=np.int64).reshape(n_rows, n), 1)
     prompts = np.asarray(prompt_tokens, dtype=np.int64)
     if n_rows == 0:
