@@ -90,9 +90,12 @@ class Schedule:
     @property
     def kv_tokens_per_minibatch(self) -> int | None:
         """The KV-token budget its minibatches were cut by (metadata ``max_tokens_per_minibatch_used``; None in
-        files without it): what the baselines in its sizes are cut by, on whatever preset they are replayed."""
+        files without it, or where it is no setting one could give, as above `settings.MAX_SETTING` for a
+        preset's huge cache): what the baselines in its sizes are cut by, on whatever preset they are replayed."""
+        from asp_cli.settings import MAX_SETTING
+
         used = self.metadata.get("max_tokens_per_minibatch_used")
-        return used if isinstance(used, int) and not isinstance(used, bool) and used >= 1 else None
+        return used if isinstance(used, int) and not isinstance(used, bool) and 1 <= used <= MAX_SETTING else None
 
     @property
     def kv_budget(self) -> str:
@@ -184,20 +187,23 @@ def _check_settings(metadata: dict[str, Any], path: Path) -> None:
     from asp_cli.settings import ScheduleSettings
 
     settings = metadata.get("settings", {})
-    if settings is None:
-        return
-    try:
-        if not isinstance(settings, dict):
-            raise TypeError("not an object")
-        ScheduleSettings.from_dict(settings)
-    except (SettingsError, TypeError) as exc:
-        raise ScheduleFormatError(
-            f"{path}: damaged asp schedule metadata (settings: {exc}); write the schedule again"
-        ) from None
-    # How the minibatches were cut (what the baselines in its sizes are cut by): absent in older files.
+    if settings is not None:
+        try:
+            if not isinstance(settings, dict):
+                raise TypeError("not an object")
+            ScheduleSettings.from_dict(settings)
+        except (SettingsError, TypeError) as exc:
+            raise ScheduleFormatError(
+                f"{path}: damaged asp schedule metadata (settings: {exc}); write the schedule again"
+            ) from None
+    # How the minibatches were cut (what the baselines in its sizes are cut by): absent in older files. A file of a
+    # newer minor version may hold a value this asp does not know (the format's rule: compatible), read as
+    # "whole" (`Schedule.kv_budget`); in a file of this version or older any other value is damage.
     arrangement = metadata.get("arrangement")
     budget = arrangement.get("kv_budget", "whole") if isinstance(arrangement, dict) else "whole"
-    if (arrangement is not None and not isinstance(arrangement, dict)) or budget not in KV_CUTS:
+    newer = (parse_version(metadata.get("format_version")) or (0, 0)) > (parse_version(FORMAT_VERSION) or (0, 0))
+    if (arrangement is not None and not isinstance(arrangement, dict)) or (
+            budget not in KV_CUTS and not (newer and isinstance(budget, str))):
         shown = arrangement if not isinstance(arrangement, dict) else budget
         raise ScheduleFormatError(
             f"{path}: damaged asp schedule metadata (arrangement.kv_budget {shown!r} is not one of "

@@ -56,7 +56,7 @@ STEP_RULES: tuple[str, ...] = ("any", "representative")
 # peak, and if that is faster all of them at the peak, choosing among those, else it keeps whole; where the
 # budget does not bind, with a named arrangement, or when one group alone exceeds it counted whole: peak). The
 # padded static engine counts neither way: every row keeps its cache, padded to the longest, until the longest
-# ends (`arrange.packing.PaddedTokens`); its schedules record "whole".
+# ends (`arrange.packing.PaddedTokens`); its schedules record "padded" (`KV_CUTS`).
 KV_BUDGETS: tuple[str, ...] = ("auto", "peak", "whole")
 # How a schedule's minibatches were cut against the KV budget (its metadata's `arrangement.kv_budget`, and what
 # the baselines in its sizes are cut by): a group's share of the peak, whole groups, or padded (static).

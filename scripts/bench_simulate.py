@@ -131,7 +131,10 @@ OTHER_ENGINES = """\
   fits the cache, as HF `generate` holds it: the calls on the long mixes got smaller (21 prompts against 25
   on mix-k8-n8, 9 against 13 on aime-k8-n8-b256) and every row slower against the same random reference;
   before, summing each group's (prompt + predicted mean) left most padded minibatches of the long workloads
-  over the cache, and the table said 0.9-29% ahead (0.9% on mix-k16-n16).
+  over the cache, and the table said 0.9-29% ahead (0.9% on mix-k16-n16). These runs cut to the whole KV cache
+  (the default budget), which the simulator does not punish on this engine: replayed so, some padded batches
+  run past the cache, which HF `generate` could not run (`asp schedule --engine static` now warns above half
+  the cache; `asp simulate` counts them).
 """
 
 

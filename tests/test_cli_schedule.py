@@ -136,3 +136,18 @@ def test_kv_budget_is_recorded_and_a_bad_one_exits_4(tmp_path):
                     "--engine", "static")
     assert result.exit_code == 4 and "--kv-budget peak does not apply to --engine static" in result.stderr
     assert invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "u.parquet", "--kv-budget", "some").exit_code == 4
+
+
+def test_a_static_plan_at_the_whole_cache_is_warned_to_leave_headroom(tmp_path):
+    """HF generate does not preempt, and a padded batch's longest response runs past the predictions: a static
+    plan cut to the whole KV cache overflows it (asp's own replay: 51 of 78 batches on a small cache)."""
+    out = tmp_path / "s.parquet"
+    result = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--engine", "static", "--json"])
+    assert result.exit_code == 0, result.output
+    warnings = json.loads(result.stdout)["warnings"]
+    assert any("Leave headroom, e.g. --max-tokens-per-minibatch 477,556 (half the cache)" in w for w in warnings)
+    half = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--engine", "static", "--json",
+                               "--force", "--max-tokens-per-minibatch", "477556", "--kv-budget", "whole"])
+    warnings = json.loads(half.stdout)["warnings"]
+    assert not any("headroom" in w for w in warnings)
+    assert any("--kv-budget whole does not change a plan for --engine static" in w for w in warnings)

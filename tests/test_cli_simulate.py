@@ -321,3 +321,12 @@ def test_a_schedule_with_null_settings_replays_with_the_defaults(built, tmp_path
     pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), edited)
     result = invoke("simulate", edited, "--json", "--quiet")
     assert result.exit_code == 0, result.output
+
+
+def test_the_static_comparison_shows_which_arrangements_overflow_the_cache(built, tmp_path):  # noqa: F811
+    result = invoke("simulate", built["schedule"], "--compare", "--mode", "static", "--preset", _tiny_preset(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "over cache" in result.stderr.splitlines()[next(i for i, line in enumerate(result.stderr.splitlines())
+                                                          if line.startswith("arrangement"))]
+    continuous = invoke("simulate", built["schedule"], "--compare")
+    assert "over cache" not in continuous.stderr

@@ -257,3 +257,12 @@ def test_a_partial_preset_record_takes_the_missing_fields_from_its_named_preset(
     path = tmp_path / "s.parquet"
     write_schedule(frame, {"settings": {"preset": "a100-llama2-7b"}, "preset": record}, path)
     assert read_schedule(path).cost_preset() == a100
+
+
+def test_a_kv_budget_value_of_a_newer_minor_version_is_read_as_whole(tmp_path, frame):
+    """The format's rule: a newer minor version is compatible. A value this asp does not know, in a file that says
+    it is newer, is read as whole groups; in a file of this version it is damage (above)."""
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"arrangement": {"kv_budget": "peak"}}, path)
+    _rewrite_metadata(path, arrangement={"kv_budget": "some-later-cut"}, format_version="1.99")
+    assert read_schedule(path).kv_budget == "whole"

@@ -557,7 +557,7 @@ def schedule(
     # The arrangement reads ids and rows only: drop the metadata columns (the calibration has used them).
     prompts = prompts.select(C.ROW, C.PROMPT_ID)
     frame, choice = plan(prompts, predicted, settings, preset=preset)
-    warnings = _input_warnings(prompts, history_frame, settings)
+    warnings = _input_warnings(prompts, history_frame, settings) + _static_headroom(settings, preset)
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())
     del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is summed up
@@ -606,6 +606,26 @@ _NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--progres
 _VALUE_NOT_RECORDED = {"-o", "--output"}
 
 
+# On the padded static engine a budget above this share of the KV cache is warned about: a minibatch's longest
+# response runs past its largest predicted group maximum, and HF generate does not preempt. Replayed on the
+# sample prompts under asp's noise model with a 13,427-token cache, a budget of the whole cache left 51 of 78
+# padded batches over it, half the cache 5 of 180, a third 0 of 291 (2026-12-02, a review helper's runs).
+STATIC_HEADROOM = 0.5
+
+
+def _static_headroom(settings: ScheduleSettings, preset: HardwarePreset) -> list[str]:
+    """A static plan cut to (nearly) the whole KV cache: what a padded batch that runs long costs there."""
+    cache = max(preset.kv_capacity_tokens, 1)
+    budget = minibatch_token_budget(settings, preset)
+    if settings.engine != "static" or budget <= STATIC_HEADROOM * cache:
+        return []
+    return [f"--engine static cuts minibatches so their padded KV fits {budget:,} tokens ({budget / cache:.0%} of the "
+            f"KV cache) at the predicted lengths, but a batch's longest response usually runs past its largest "
+            f"predicted group maximum, and HF generate does not preempt: it runs out of memory. Leave headroom, "
+            f"e.g. --max-tokens-per-minibatch {int(STATIC_HEADROOM * cache):,} (half the cache); asp simulate counts "
+            "the padded batches over the cache"]
+
+
 def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, settings: ScheduleSettings) -> list[str]:
     """What is legal but probably not what the user meant: history that matches no prompt, a KV budget an engine
     ignores, or a train batch larger than an epoch."""
@@ -626,6 +646,9 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
             warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "
                             f"({settings.max_response_tokens:,}), which no generation under this schedule's cap "
                             "reaches; was the history made with a larger cap? Check --max-response-tokens")
+    if settings.engine == "static" and settings.kv_budget == "whole":
+        warnings.append("--kv-budget whole does not change a plan for --engine static: its minibatches are counted "
+                        "padded, rows x (longest prompt + longest predicted group maximum)")
     if settings.engine == "streaming" and settings.kv_budget != "auto":
         warnings.append(f"--kv-budget {settings.kv_budget} does not change a plan for --engine streaming: servers "
                         "that refill freed slots are given no minibatches to cut (it is recorded, and cuts only the "

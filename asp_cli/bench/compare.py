@@ -242,13 +242,16 @@ TABLE_COLUMNS = (
 
 
 def format_table(rows: list[dict], *, markdown: bool = True) -> str:
-    """The comparison as a Markdown (or plain) table."""
-    header = [h for _, h, _ in TABLE_COLUMNS]
+    """The comparison as a Markdown (or plain) table; on the static engine with a column of the padded batches
+    over the KV cache, which HF generate could not run (it does not preempt)."""
+    columns = TABLE_COLUMNS + ((("static_batches_over_kv_capacity", "over cache", "{:,}"),)
+                               if any(r.get("static_batches") for r in rows) else ())
+    header = [h for _, h, _ in columns]
     lines = []
     body = []
     for r in rows:
         cells = []
-        for key, _, fmt in TABLE_COLUMNS:
+        for key, _, fmt in columns:
             value = r.get(key)
             cells.append("" if value is None else fmt.format(value))
         body.append(cells)
