@@ -252,3 +252,30 @@ def test_a_fraction_threshold_above_1_is_refused(schedules, flag):
     """--max-padding 2 was accepted: a check that could never fail."""
     result = run(schedules / "a.parquet", "--check", flag, "2")
     assert result.exit_code == 4 and f"{flag} is a fraction from 0 to 1, e.g. 0.1 for 10% (got 2.0)" in result.stderr
+
+
+def test_a_static_schedule_cut_before_the_padded_count_is_warned_about(tmp_path):
+    """A static schedule written before asp counted padded batches (format 1.1: arrangement.kv_budget "whole")
+    showed its fill counted whole and nothing about padded minibatches over its budget."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from util import SAMPLE_PROMPTS
+
+    out = tmp_path / "s.parquet"
+    made = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--engine", "static", "--quiet",
+                               "--max-tokens-per-minibatch", "200000"])
+    assert made.exit_code == 0, made.output
+    assert "padded KV" not in runner.invoke(app, ["report", str(out)]).stderr  # cut padded: within its budget
+    table = pq.read_table(out)
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    # As the summed count would have recorded it: whole groups, and a budget the padded minibatches exceed.
+    meta["arrangement"]["kv_budget"], meta["format_version"] = "whole", "1.1"
+    meta["max_tokens_per_minibatch_used"] = 50_000
+    old = tmp_path / "old.parquet"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), old)
+    result = runner.invoke(app, ["report", str(old)])
+    assert result.exit_code == 0, result.output
+    assert "minibatches hold more padded KV at the predicted lengths than the 50,000 tokens they were cut by" \
+        in result.stderr and "Make the schedule again with this asp" in result.stderr

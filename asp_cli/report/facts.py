@@ -288,6 +288,23 @@ def _kv_fill(schedule: Schedule, n: int) -> dict[str, Any] | None:
     return {"counted": schedule.kv_budget, "budget_tokens": budget, "quantiles": _quantiles(tokens / budget, 4)}
 
 
+def padded_overflow(schedule: Schedule) -> tuple[int, int] | None:
+    """(minibatches whose padded KV exceeds the budget they were cut by, minibatches) for a static schedule cut
+    before the padded count (its `Schedule.kv_budget` is not "padded"), where that can be told; else None."""
+    from asp_cli.arrange.packing import PaddedTokens, padded_tokens_of
+
+    frame = schedule.frame
+    budget = schedule.kv_tokens_per_minibatch
+    if (schedule.settings.get("engine") != "static" or schedule.kv_budget == "padded" or budget is None
+            or not all(c in frame.columns for c in ("prompt_tokens", "predicted_max_tokens"))):
+        return None
+    n = int(schedule.settings.get("samples_per_prompt", 1) or 1)
+    _, minibatch = np.unique(frame["minibatch"].to_numpy(), return_inverse=True)
+    tokens = padded_tokens_of(minibatch, PaddedTokens(frame["prompt_tokens"].to_numpy().astype(np.int64),
+                                                      frame["predicted_max_tokens"].to_numpy().astype(np.int64), n))
+    return int((tokens > budget).sum()), int(tokens.size)
+
+
 def _padding(per_mb: pl.DataFrame) -> dict[str, Any]:
     slots = float((per_mb["longest"] * per_mb["prompts"]).sum())
     fraction = 1.0 - float(per_mb["tokens"].sum()) / slots if slots else 0.0

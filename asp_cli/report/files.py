@@ -11,7 +11,7 @@ import polars as pl
 
 from asp_cli.reading.options import ReadOptions
 from asp_cli.report.checks import CheckLimits, check_report, compare_reports
-from asp_cli.report.facts import build_report, observed_from_samples
+from asp_cli.report.facts import build_report, observed_from_samples, padded_overflow
 
 # `asp report` names the id and length columns of its --lengths files so.
 REPORT_READ = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")
@@ -75,6 +75,12 @@ def report_schedule(
         samples = _check_samples(samples, loaded, warnings)
         observed = observed_from_samples(samples, lengths)
     main = build_report(loaded, observed=observed, name=str(schedule) if same_name else None)
+    overflow = padded_overflow(loaded)
+    if overflow and overflow[0]:
+        warnings.append(f"{overflow[0]:,} of {overflow[1]:,} minibatches hold more padded KV at the predicted lengths "
+                        f"than the {loaded.kv_tokens_per_minibatch:,} tokens they were cut by: this static schedule "
+                        "was cut before asp counted padded batches (format 1.1); HF generate would run out of memory "
+                        "on them. Make the schedule again with this asp")
     if simulate:
         from asp_cli.report.simulated import simulated_section
 
