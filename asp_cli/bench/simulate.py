@@ -181,7 +181,8 @@ def simulate_loaded(
             name for name in compare_names() if name != ASP_TRUE)
         # Every row is replayed as the main replay was: its instances, lag bound, trainer and (asp's row) dispatch.
         # The baselines in asp's sizes are cut by the very budget asp's minibatches were (not by the cache of
-        # another --preset they are replayed on), and the way they were (`kv_cut`).
+        # another --preset they are replayed on), and the way they were (`kv_cut`); a plan for engines that
+        # refill cut no minibatches, so on a blocking --mode they are cut as asp would cut for that engine.
         recorded_k = dataclasses.replace(
             recorded, instances=k, max_lag=lag, dispatch=dispatch, trainer=trainer,
             max_tokens_per_minibatch=schedule.kv_tokens_per_minibatch or recorded.max_tokens_per_minibatch)
@@ -189,7 +190,7 @@ def simulate_loaded(
             progress(STAGES[3])
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
                                  asp_frame=frame, include=include, progress=progress, truth_by_epoch=by_epoch,
-                                 kv_cut=schedule.kv_budget)
+                                 kv_cut=None if recorded.engine == "streaming" else schedule.kv_budget)
         document["comparison"] = comparison
         planned = int(frame["instance"].max()) + 1
         if k < planned:

@@ -162,7 +162,8 @@ def replay_schedule(
     settings = ScheduleSettings.from_dict({
         **recorded.to_dict(), "instances": k, "dispatch": (schedule.settings or {}).get("dispatch", "planned"),
         "max_tokens_per_minibatch": schedule.kv_tokens_per_minibatch or recorded.max_tokens_per_minibatch})
-    plans = build_plans(arrangements(frame, settings, names, hardware, engine, kv_cut=schedule.kv_budget), rows,
+    plans = build_plans(arrangements(frame, settings, names, hardware, engine,
+                                     kv_cut=None if recorded.engine == "streaming" else schedule.kv_budget), rows,
                         truth, texts, DEFAULT_PROMPT_TOKENS)
     limit = live.max_in_flight if live is not None else None
     if engine == "streaming" and limit is None:
