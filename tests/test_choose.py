@@ -428,7 +428,8 @@ def test_a_schedule_cut_at_the_peak_compares_on_the_static_engine_in_its_own_siz
                          arrangement="long-first")
     frame, _ = plan(prompts, preds, s, preset=PRESET)
     truth = np.clip(preds["predicted_mean_tokens"].to_numpy()[:, None].repeat(8, axis=1), 1, 16_000)
-    rows = {r["arrangement"]: r for r in compare(prompts, preds, truth, s, PRESET, mode="static", asp_frame=frame,
+    used = dataclasses.replace(s, max_tokens_per_minibatch=PRESET.kv_capacity_tokens)  # as `asp simulate` passes it
+    rows = {r["arrangement"]: r for r in compare(prompts, preds, truth, used, PRESET, mode="static", asp_frame=frame,
                                                  include=("asp", "long-first (asp sizes)"), kv_cut="peak")}
     assert rows["asp"]["prompts_per_call"] == rows["long-first (asp sizes)"]["prompts_per_call"]
     assert rows["asp"]["end_to_end_s"] == rows["long-first (asp sizes)"]["end_to_end_s"]  # the very same cut

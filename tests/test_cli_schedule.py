@@ -142,12 +142,17 @@ def test_a_static_plan_at_the_whole_cache_is_warned_to_leave_headroom(tmp_path):
     """HF generate does not preempt, and a padded batch's longest response runs past the predictions: a static
     plan cut to the whole KV cache overflows it (asp's own replay: 51 of 78 batches on a small cache)."""
     out = tmp_path / "s.parquet"
-    result = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--engine", "static", "--json"])
+    result = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--engine", "static", "--json",
+                                 "--max-tokens-per-minibatch", "955113"])
     assert result.exit_code == 0, result.output
     warnings = json.loads(result.stdout)["warnings"]
-    assert any("Leave headroom, e.g. --max-tokens-per-minibatch 477,556 (half the cache)" in w for w in warnings)
-    half = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--engine", "static", "--json",
-                               "--force", "--max-tokens-per-minibatch", "477556", "--kv-budget", "whole"])
-    warnings = json.loads(half.stdout)["warnings"]
-    assert not any("headroom" in w for w in warnings)
-    assert any("--kv-budget whole does not change a plan for --engine static" in w for w in warnings)
+    assert any("Leave headroom, e.g. --max-tokens-per-minibatch 477,556 (half the cache, the default there)" in w
+               for w in warnings)
+    default = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--engine", "static", "--json",
+                                  "--force", "--kv-budget", "whole"])
+    document = json.loads(default.stdout)
+    assert not any("headroom" in w for w in document["warnings"])
+    assert any("--kv-budget whole does not change a plan for --engine static" in w for w in document["warnings"])
+    assert read_schedule(out).metadata["max_tokens_per_minibatch_used"] == 477_556  # half the cache by default
+    continuous = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--force", "--quiet"])
+    assert continuous.exit_code == 0 and read_schedule(out).metadata["max_tokens_per_minibatch_used"] == 955_113

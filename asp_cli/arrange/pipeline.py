@@ -76,11 +76,21 @@ class ScheduleResult:
 # The core
 
 
+# On the padded static engine the default budget is this share of the KV cache, and a larger one is warned
+# about: a minibatch's longest response runs past its largest predicted group maximum, and HF generate does not
+# preempt. Replayed on the sample prompts under asp's noise model with a 13,427-token cache, a budget of the
+# whole cache left 51 of 78 padded batches over it, half the cache 5 of 180, a third 0 of 291 (2026-12-02).
+STATIC_HEADROOM = 0.5
+
+
 def minibatch_token_budget(settings: ScheduleSettings, preset: HardwarePreset) -> int:
-    """The per-minibatch KV budget in tokens: the user's, or the preset's cache capacity."""
+    """The per-minibatch KV budget in tokens: the user's, or the preset's cache capacity (on the padded static
+    engine `STATIC_HEADROOM` of it: HF generate does not preempt, and a batch's longest response runs past the
+    predictions)."""
     if settings.max_tokens_per_minibatch is not None:
         return settings.max_tokens_per_minibatch
-    return max(preset.kv_capacity_tokens, 1)
+    share = STATIC_HEADROOM if settings.engine == "static" else 1.0
+    return max(int(share * preset.kv_capacity_tokens), 1)
 
 
 def kv_footprint(prompt_tokens: np.ndarray, top: np.ndarray, mean: np.ndarray, n: int,
@@ -557,7 +567,7 @@ def schedule(
     # The arrangement reads ids and rows only: drop the metadata columns (the calibration has used them).
     prompts = prompts.select(C.ROW, C.PROMPT_ID)
     frame, choice = plan(prompts, predicted, settings, preset=preset)
-    warnings = _input_warnings(prompts, history_frame, settings) + _static_headroom(settings, preset)
+    warnings = _input_warnings(prompts, history_frame, settings, preset)
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())
     del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is summed up
@@ -606,30 +616,21 @@ _NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--progres
 _VALUE_NOT_RECORDED = {"-o", "--output"}
 
 
-# On the padded static engine a budget above this share of the KV cache is warned about: a minibatch's longest
-# response runs past its largest predicted group maximum, and HF generate does not preempt. Replayed on the
-# sample prompts under asp's noise model with a 13,427-token cache, a budget of the whole cache left 51 of 78
-# padded batches over it, half the cache 5 of 180, a third 0 of 291 (2026-12-02, a review helper's runs).
-STATIC_HEADROOM = 0.5
 
 
-def _static_headroom(settings: ScheduleSettings, preset: HardwarePreset) -> list[str]:
-    """A static plan cut to (nearly) the whole KV cache: what a padded batch that runs long costs there."""
-    cache = max(preset.kv_capacity_tokens, 1)
-    budget = minibatch_token_budget(settings, preset)
-    if settings.engine != "static" or budget <= STATIC_HEADROOM * cache:
-        return []
-    return [f"--engine static cuts minibatches so their padded KV fits {budget:,} tokens ({budget / cache:.0%} of the "
-            f"KV cache) at the predicted lengths, but a batch's longest response usually runs past its largest "
-            f"predicted group maximum, and HF generate does not preempt: it runs out of memory. Leave headroom, "
-            f"e.g. --max-tokens-per-minibatch {int(STATIC_HEADROOM * cache):,} (half the cache); asp simulate counts "
-            "the padded batches over the cache"]
-
-
-def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, settings: ScheduleSettings) -> list[str]:
+def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, settings: ScheduleSettings,
+                    preset: HardwarePreset) -> list[str]:
     """What is legal but probably not what the user meant: history that matches no prompt, a KV budget an engine
-    ignores, or a train batch larger than an epoch."""
+    ignores, a static plan without headroom, or a train batch larger than an epoch."""
     warnings = []
+    cache, budget = max(preset.kv_capacity_tokens, 1), minibatch_token_budget(settings, preset)
+    if settings.engine == "static" and budget > STATIC_HEADROOM * cache:
+        warnings.append(
+            f"--engine static cuts minibatches so their padded KV fits {budget:,} tokens ({budget / cache:.0%} of the "
+            "KV cache) at the predicted lengths, but a batch's longest response usually runs past its largest "
+            "predicted group maximum, and HF generate does not preempt: it runs out of memory. Leave headroom, e.g. "
+            f"--max-tokens-per-minibatch {int(STATIC_HEADROOM * cache):,} (half the cache, the default there); asp "
+            "simulate counts the padded batches over the cache")
     if history is not None and history.height:
         ids = history[C.PROMPT_ID].unique()
         unknown = int((~ids.is_in(prompts[C.PROMPT_ID].implode())).sum())
