@@ -73,7 +73,7 @@ def regret_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...
             label = lambda name, kv: name if len({c["kv_budget"] for c in choice.candidates}) == 1 \
                 else f"{name}/{kv}"  # noqa: E731
             for candidate in choice.candidates:
-                forced = dataclasses.replace(settings, arrangement=candidate["name"], kv_budget=candidate["kv_budget"])
+                forced = dataclasses.replace(settings, arrangement=candidate["name"]).with_kv_cut(candidate["kv_budget"])
                 replay = compare(workload.prompts, workload.predictions, workload.truth, forced, preset,
                                  max_lag=spec.max_lag, mode=mode, include=(ASP,))
                 true[label(candidate["name"], candidate["kv_budget"])] = replay[0]["end_to_end_s"]

@@ -72,7 +72,7 @@ def main() -> None:
     sampled = {(c["name"], c["kv_budget"]): c["expected_end_to_end_s"] for c in choice.candidates}
     rows = {}
     for name, kv_budget in sampled:
-        frame = plan(prompts, predictions, dataclasses.replace(settings, arrangement=name, kv_budget=kv_budget),
+        frame = plan(prompts, predictions, dataclasses.replace(settings, arrangement=name).with_kv_cut(kv_budget),
                      preset=preset)[0]
         frame = frame.sort("seq")
         index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)

@@ -62,8 +62,10 @@ the same places (static padding, and steps kept representative in arrival order)
   a round-robin deal and 0.4% behind least-pending (seed spread 0.4-0.8%), where every arrangement, the
   true lengths' included, lands within about 2% of the others. Before the simulator's lag-rule fix asp was
   3.3% ahead of least-pending here: most of that was least-pending's instances sleeping through publishes.
-- **Static padding**: 1.6% behind short-first on chat alone (4 seeds; GSM8K loses 1.9%), 2.6% ahead of
-  long-first on the mix (remeasured 2026-12-02 with minibatches cut by their padded KV; before, -0.1%).
+- **Static padding**: 0.4% behind short-first on chat alone (4 seeds; GSM8K loses 1.9%), 5.6% ahead of
+  long-first on the mix (remeasured 2026-12-02 with minibatches cut by their padded KV against half the KV
+  cache, the static default since then; cut to the whole cache, -1.6% and +2.6%; before the padded cut,
+  -1.6% and -0.1%).
 - **A trainer that follows the schedule** (no lag bound): level on chat, by taking short-first and its
   arrival-order steps (deviation 0.78 against 0.08); 3.3% ahead on the mix with steps near a shuffle's
   (0.21 against 0.14).

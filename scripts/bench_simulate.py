@@ -53,9 +53,9 @@ FINDINGS = """\
   sequences left slept through the publish, which handicapped least-pending routing by up to 7%, and these
   tables had asp up to 7.3% ahead of it. On the `static`
   engine it loses 1.9% on GSM8K (heavy tails: a group's true maximum is 6x its prediction one time in a
-  hundred, and the predictive draws are lighter; auto takes short-first, long-first is best), is level on
-  four workloads and 1.4-28% ahead on three (the static table is of 2026-12-02, with minibatches cut by their
-  padded KV: docs/algorithms.md, section 3). There long-first now wins a near-tie (the padded engine's robust
+  hundred, and the predictive draws are lighter; auto takes short-first, long-first is best) and 0.2-0.4% on
+  three more, is level on two and 5-18% ahead on two (the static table is of 2026-12-02, with minibatches cut
+  by their padded KV against half the cache: docs/algorithms.md, section 3). There long-first now wins a near-tie (the padded engine's robust
   order): before, the interleaving won two ties in 32 seeded runs and lost 0.5% (AIME) and 1.1% (mix-k8-n8)
   on the true lengths.
 - **Mixed sources on blocking engines, rollout-bound** (mix-k8-n8, mix-k8-n8-b256): asp is 9-20% faster
@@ -125,16 +125,17 @@ OTHER_ENGINES = """\
   predicted length instead of a shuffle (tried, 2 seeds) moved asp's row by 0.2% and the true-lengths row
   from 0.9% better (b256) to 2.4% worse (b512); not kept.
 - **Static padding** (`static`: HF `generate`): long-first in asp's sizes is the best baseline almost
-  everywhere; asp (auto) is 1.9% behind it on GSM8K, level on four workloads and 1.4-28% ahead on three
-  (8.1% on mix-k16-n16, 28% on mix-k16-n16-b512). Measured 2026-12-02 with every minibatch, asp's and the
-  baselines' in its sizes, cut so that its padded KV (rows x (longest prompt + longest predicted maximum))
-  fits the cache, as HF `generate` holds it: the calls on the long mixes got smaller (21 prompts against 25
-  on mix-k8-n8, 9 against 13 on aime-k8-n8-b256) and every row slower against the same random reference;
-  before, summing each group's (prompt + predicted mean) left most padded minibatches of the long workloads
-  over the cache, and the table said 0.9-29% ahead (0.9% on mix-k16-n16). These runs cut to the whole KV cache
-  (the default budget), which the simulator does not punish on this engine: replayed so, some padded batches
-  run past the cache, which HF `generate` could not run (`asp schedule --engine static` now warns above half
-  the cache; `asp simulate` counts them).
+  everywhere; asp (auto) is 1.9% behind it on GSM8K and 0.2-0.4% behind on AIME-n4, mix-k8-n8 and
+  mix-k8-n8-b256, level on two workloads, and ahead on mix-k16-n16 (5.0%) and mix-k16-n16-b512 (18%).
+  Measured 2026-12-02 with every minibatch, asp's and the baselines' in its sizes, cut so that its padded KV
+  (rows x (longest prompt + longest predicted maximum)) fits half the KV cache, the static default since
+  that day (HF `generate` does not preempt, and at the whole cache a replay left most padded batches over
+  it): the calls got smaller (13 prompts against 25 on mix-k8-n8, 4 against 13 on aime-k8-n8-b256) and every
+  row slower against the same random reference. Earlier tables of the same day, cut to the whole cache,
+  said level on four and 1.4-28% ahead on three; before that, with groups summed as N x (prompt + predicted
+  mean), 0.9-29% ahead. verl's own chunking (the "verl calls" column) is cut by no KV budget: its larger calls
+  (aime-k8-n8-b256: 0.703, faster than any row in asp's sizes) would run past the cache on HF `generate`
+  (`asp simulate --compare` counts such batches in its "over cache" column).
 """
 
 
