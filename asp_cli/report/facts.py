@@ -271,37 +271,38 @@ def _kv_fill(schedule: Schedule, n: int) -> dict[str, Any] | None:
     (`Schedule.kv_budget`: a group's share of the peak, whole groups, or the padded minibatch), over the budget
     they were cut by: how full the cut left them. None for a plan for engines that refill (no minibatches to
     cut) or a file without the budget or the length columns."""
-    from asp_cli.arrange.packing import PaddedTokens, padded_tokens_of
-    from asp_cli.arrange.pipeline import kv_footprint
-
     frame = schedule.frame
     budget = schedule.kv_tokens_per_minibatch
     needed = ("prompt_tokens", "predicted_max_tokens", "predicted_mean_tokens")
     if budget is None or schedule.settings.get("engine") == "streaming" or not all(c in frame.columns for c in needed):
         return None
+    tokens = _minibatch_kv(frame, n, schedule.kv_budget)
+    return {"counted": schedule.kv_budget, "budget_tokens": budget, "quantiles": _quantiles(tokens / budget, 4)}
+
+
+def _minibatch_kv(frame: pl.DataFrame, n: int, cut: str) -> np.ndarray:
+    """Each minibatch's KV tokens at the predicted lengths, counted as ``cut`` (`settings.KV_CUTS`) counts them."""
+    from asp_cli.arrange.packing import PaddedTokens, padded_tokens_of
+    from asp_cli.arrange.pipeline import kv_footprint
+
     counted = kv_footprint(frame["prompt_tokens"].to_numpy().astype(np.float64),
                            frame["predicted_max_tokens"].to_numpy().astype(np.float64),
-                           frame["predicted_mean_tokens"].to_numpy().astype(np.float64), n, schedule.kv_budget)
+                           frame["predicted_mean_tokens"].to_numpy().astype(np.float64), n, cut)
     _, minibatch = np.unique(frame["minibatch"].to_numpy(), return_inverse=True)
-    tokens = (padded_tokens_of(minibatch, counted) if isinstance(counted, PaddedTokens)
-              else np.bincount(minibatch, weights=counted.astype(np.float64)))
-    return {"counted": schedule.kv_budget, "budget_tokens": budget, "quantiles": _quantiles(tokens / budget, 4)}
+    return (padded_tokens_of(minibatch, counted) if isinstance(counted, PaddedTokens)
+            else np.bincount(minibatch, weights=counted.astype(np.float64)))
 
 
 def padded_overflow(schedule: Schedule) -> tuple[int, int] | None:
     """(minibatches whose padded KV exceeds the budget they were cut by, minibatches) for a static schedule cut
     before the padded count (its `Schedule.kv_budget` is not "padded"), where that can be told; else None."""
-    from asp_cli.arrange.packing import PaddedTokens, padded_tokens_of
-
     frame = schedule.frame
     budget = schedule.kv_tokens_per_minibatch
+    needed = ("prompt_tokens", "predicted_max_tokens", "predicted_mean_tokens")
     if (schedule.settings.get("engine") != "static" or schedule.kv_budget == "padded" or budget is None
-            or not all(c in frame.columns for c in ("prompt_tokens", "predicted_max_tokens"))):
+            or not all(c in frame.columns for c in needed)):
         return None
-    n = int(schedule.settings.get("samples_per_prompt", 1) or 1)
-    _, minibatch = np.unique(frame["minibatch"].to_numpy(), return_inverse=True)
-    tokens = padded_tokens_of(minibatch, PaddedTokens(frame["prompt_tokens"].to_numpy().astype(np.int64),
-                                                      frame["predicted_max_tokens"].to_numpy().astype(np.int64), n))
+    tokens = _minibatch_kv(frame, int(schedule.settings.get("samples_per_prompt", 1) or 1), "padded")
     return int((tokens > budget).sum()), int(tokens.size)
 
 
