@@ -78,6 +78,22 @@ class Schedule:
     def instances(self) -> int:
         return int(self.settings.get("instances", int(self.frame["instance"].max()) + 1))
 
+    @property
+    def recorded_settings(self):
+        """The settings it was made with (`asp_cli.settings.ScheduleSettings`, checked when it was read); a field
+        an edited file lacks takes asp's default, as `asp schedule` would have run, and a file without settings
+        gets the defaults with its own instance count. Every command that reads its group size takes it from here
+        (`samples_per_prompt`), so that they agree on such a file."""
+        from asp_cli.settings import ScheduleSettings
+
+        return (ScheduleSettings.from_dict(self.settings) if self.settings
+                else ScheduleSettings(instances=self.instances))
+
+    @property
+    def samples_per_prompt(self) -> int:
+        """Samples per prompt (the GRPO group size) it was made for (`recorded_settings`)."""
+        return self.recorded_settings.samples_per_prompt
+
     def cost_preset(self, override: str | None = None):
         """The cost model to replay with: ``override`` (a `--preset`) when given, else the one the schedule was
         made with (`asp_cli.costmodel.recorded_preset`)."""

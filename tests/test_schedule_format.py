@@ -266,3 +266,22 @@ def test_a_kv_budget_value_of_a_newer_minor_version_is_read_as_whole(tmp_path, f
     write_schedule(frame, {"arrangement": {"kv_budget": "peak"}}, path)
     _rewrite_metadata(path, arrangement={"kv_budget": "some-later-cut"}, format_version="1.99")
     assert read_schedule(path).kv_budget == "whole"
+
+
+def test_every_command_reads_one_group_size_from_a_schedule_that_lacks_it(tmp_path, frame):
+    """A hand-edited file without settings.samples_per_prompt: `asp simulate` replayed groups of 8 (asp's
+    default) while `asp report`, `asp observe --schedule` and the replay client read groups of 1."""
+    from asp_cli.integrate.replay import Replay
+    from asp_cli.report.facts import build_report
+
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 3}}, path)
+    schedule = read_schedule(path)
+    default = ScheduleSettings().samples_per_prompt
+    assert schedule.samples_per_prompt == schedule.recorded_settings.samples_per_prompt == default
+    assert Replay.open(path).samples_per_prompt == default
+    assert build_report(schedule)["size"]["samples_per_prompt"] == default
+    write_schedule(frame, {"settings": {"instances": 3, "samples_per_prompt": 5}}, path, force=True)
+    assert read_schedule(path).samples_per_prompt == Replay.open(path).samples_per_prompt == 5
+    write_schedule(frame, {"settings": None}, path, force=True)
+    assert read_schedule(path).recorded_settings == ScheduleSettings(instances=3)

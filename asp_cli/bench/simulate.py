@@ -130,10 +130,7 @@ def simulate_loaded(
 ) -> SimulationReport:
     """`simulate_file` on a schedule and observed lengths already read (one row per sample, as
     `asp_cli.reading.read_lengths` returns them)."""
-    from asp_cli.settings import ScheduleSettings
-
-    recorded = ScheduleSettings.from_dict(schedule.settings) if schedule.settings else ScheduleSettings(
-        instances=schedule.instances)
+    recorded = schedule.recorded_settings
     n = recorded.samples_per_prompt
     k = options.instances if options.instances is not None else max(
         recorded.instances, int(schedule.frame["instance"].max()) + 1)

@@ -125,8 +125,7 @@ def replay_schedule(
     if gpus_per_instance < 1:
         raise SettingsError(f"--gpus-per-instance must be at least 1 (got {gpus_per_instance})")
     schedule = read_schedule(Path(schedule_path))
-    recorded = ScheduleSettings.from_dict(schedule.settings) if schedule.settings else ScheduleSettings(
-        instances=schedule.instances)
+    recorded = schedule.recorded_settings
     frame = schedule.frame.sort("seq")
     k = max(recorded.instances, int(frame["instance"].max()) + 1)
     if live is not None and len(live.servers) != k:

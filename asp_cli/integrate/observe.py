@@ -555,7 +555,7 @@ def _coverage(schedule: str | Path, added: pl.DataFrame, summary: dict[str, Any]
     from asp_cli.schedule_format import read_schedule
 
     sched = read_schedule(Path(schedule))
-    n = int(sched.settings.get("samples_per_prompt", 1))
+    n = sched.samples_per_prompt
     scheduled = sched.frame["prompt_id"].unique()
     counts = added.group_by("prompt_id").len()
     missing = scheduled.filter(~scheduled.is_in(counts["prompt_id"].implode()))

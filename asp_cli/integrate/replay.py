@@ -116,7 +116,7 @@ class Replay:
 
     @property
     def samples_per_prompt(self) -> int:
-        return int(self.settings.get("samples_per_prompt", 1))
+        return self.schedule.samples_per_prompt
 
     @property
     def train_batch_size(self) -> int:

@@ -137,7 +137,7 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
     frame = schedule.frame
     meta = schedule.metadata
     settings = meta.get("settings", {}) or {}
-    n = int(settings.get("samples_per_prompt", 1) or 1)
+    n = schedule.samples_per_prompt
     timed = all(c in frame.columns for c in _TIMING_COLUMNS)
     per_mb = _per_minibatch(frame, timed)
     instances = max(int(settings.get("instances", 0) or 0), int(frame["instance"].max()) + 1)
@@ -302,7 +302,7 @@ def padded_overflow(schedule: Schedule) -> tuple[int, int] | None:
     if (schedule.settings.get("engine") != "static" or schedule.kv_budget == "padded" or budget is None
             or not all(c in frame.columns for c in needed)):
         return None
-    tokens = _minibatch_kv(frame, int(schedule.settings.get("samples_per_prompt", 1) or 1), "padded")
+    tokens = _minibatch_kv(frame, schedule.samples_per_prompt, "padded")
     return int((tokens > budget).sum()), int(tokens.size)
 
 
