@@ -139,3 +139,29 @@ def test_minibatch_times_stretch_a_wave_over_the_cache_as_the_packer_counted_it(
     assert peak[0] < whole[0]
     over, _ = minibatch_times(PRESET, minibatch, 1, prompts, top, mean, 4, kv_tokens=2 * kv)
     assert over[0] == pytest.approx(2 * peak[0])
+
+
+def test_busy_time_is_the_union_of_an_instances_intervals():
+    """Overlapping request batches (an engine that refills) counted each second once: their sum made an
+    instance 14,566 s busy in a 95 s rollout."""
+    from asp_cli.arrange.timeline import busy_seconds
+
+    instance = np.array([1, 0, 0, 0, 1, 0])
+    start = np.array([5.0, 0.0, 1.0, 10.0, 7.0, 11.0])
+    end = np.array([6.0, 4.0, 3.0, 12.0, 9.0, 11.5])
+    # instance 0: [0, 4) with [1, 3) inside it, then [10, 12) with [11, 11.5) inside: 6 s; instance 1: 1 + 2 s.
+    assert busy_seconds(instance, start, end, 3).tolist() == [6.0, 3.0, 0.0]
+    back_to_back = np.array([0.0, 2.0, 5.0])  # a blocking instance: the sum of its durations
+    assert busy_seconds(np.zeros(3, dtype=int), back_to_back, back_to_back + 2.0, 1).tolist() == [6.0]
+    assert busy_seconds(np.array([], dtype=int), np.array([]), np.array([]), 2).tolist() == [0.0, 0.0]
+
+
+def test_a_streaming_plan_is_never_busier_than_its_makespan():
+    from asp_cli.arrange.pipeline import arrange, summarize
+    from asp_cli.settings import ScheduleSettings
+    from util import make_predictions, prompt_frame
+
+    settings = ScheduleSettings(instances=4, engine="streaming")
+    frame = arrange(prompt_frame(300), make_predictions(300), settings, preset=PRESET)
+    summary = summarize(frame, settings, PRESET)
+    assert max(summary["predicted_instance_busy_s"]) <= summary["predicted_rollout_makespan_s"] + 1e-6

@@ -35,6 +35,7 @@ from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, write_schedule
 from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size
 from asp_cli.arrange.timeline import (
+    busy_seconds,
     group_kv_tokens,
     group_tokens,
     kv_peak_ratio,
@@ -465,10 +466,9 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
     # Predicted padding: slot-steps a static batch of each minibatch would leave idle.
     slots = (per_mb["longest"] * per_mb["prompts"]).sum()
     padding = 1.0 - float(per_mb["tokens"].sum()) / float(slots) if slots else 0.0
-    busy = per_mb.group_by("instance").agg(
-        (pl.col("end") - pl.col("start")).sum().alias("busy_s"), pl.col("end").max().alias("end_s")
-    ).sort("instance")
-    busy_s = busy["busy_s"].to_numpy()
+    busy = per_mb.group_by("instance").agg(pl.col("end").max().alias("end_s")).sort("instance")
+    busy_s = busy_seconds(per_mb["instance"].to_numpy(), per_mb["start"].to_numpy(), per_mb["end"].to_numpy(),
+                          int(busy["instance"].max()) + 1 if busy.height else 0)[busy["instance"].to_numpy()]
     end_s = busy["end_s"].to_numpy()
     makespan = float(end_s.max()) if end_s.size else 0.0
     # The trainer's own work, steps back to back: when it exceeds rollout, the trainer binds, groups queue

@@ -323,6 +323,31 @@ def run_steps(ready_s: np.ndarray, busy_s: np.ndarray) -> tuple[np.ndarray, np.n
     return start, end
 
 
+def busy_seconds(instance: np.ndarray, start_s: np.ndarray, end_s: np.ndarray, instances: int) -> np.ndarray:
+    """Each instance's busy time: how long at least one of its minibatches runs (the union of their
+    ``[start, end)`` intervals). On blocking engines an instance's minibatches follow one another and this is
+    their summed durations; on engines that refill (`--engine streaming`) its request batches overlap, and
+    their sum counted the same seconds many times over (14,566 s busy in a 95 s rollout)."""
+    instance = np.asarray(instance, dtype=np.int64)
+    start_s = np.asarray(start_s, dtype=np.float64)
+    end_s = np.maximum(np.asarray(end_s, dtype=np.float64), start_s)
+    busy = np.zeros(instances, dtype=np.float64)
+    if not instance.size:
+        return busy
+    order = np.lexsort((start_s, instance))
+    k, s, e = instance[order], start_s[order], end_s[order]
+    # Within an instance, sorted by start: a running maximum of the ends before each interval says how much of
+    # it is already covered; only the rest is new busy time.
+    bounds = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1, k.size]
+    covered = np.empty_like(e)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):  # per instance: a running maximum must not cross instances
+        covered[lo] = -np.inf
+        covered[lo + 1:hi] = np.maximum.accumulate(e[lo:hi - 1])
+    new = np.clip(e - np.maximum(s, covered), 0.0, None)
+    np.add.at(busy, k, new)
+    return busy
+
+
 def policy_version_at(step_end_s: np.ndarray, time_s: np.ndarray) -> np.ndarray:
     """The policy version live at each time: the number of training steps finished (and synced) by then."""
     return np.searchsorted(np.asarray(step_end_s), np.asarray(time_s, dtype=np.float64), side="right")

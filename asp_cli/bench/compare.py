@@ -4,7 +4,7 @@
 real prediction), asp given the true lengths (the scheduling ceiling) and the lower bound, all on the same
 true lengths, and returns one row per arrangement. `build_workload` makes the benchmark workloads of
 docs/benchmarks.md from real length data: what may ship ships inside the package, the rest is read at run
-time from a folder laid out as ../shared/data (`asp_cli.bench.data`).
+time from a ``--data`` folder (`asp_cli.bench.data`).
 """
 
 from __future__ import annotations
@@ -497,7 +497,7 @@ def run_benchmark(
 ) -> list[tuple[WorkloadSpec, Workload, list[dict]]]:
     """Build each workload and compare every arrangement on it.
 
-    Lengths come from the copy that ships and from ``data`` (a folder laid out as ../shared/data, or None);
+    Lengths come from the copy that ships and from ``data`` (a ``--data`` folder holding the folders that do not ship, or None);
     a workload whose data is in neither is left out (`asp_cli.bench.data.missing_folders` says why).
     """
     from asp_cli.bench.data import check_data_folder, missing_folders, unavailable_text, unavailable_workloads

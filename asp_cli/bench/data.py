@@ -3,7 +3,7 @@
 What may ship ships inside the package (``asp_cli/bench/data``: the Apache-2.0 ZeroEval output lengths of the
 MIT GSM8K and MATH problems, see its README.md), so the GSM8K and MATH level-5 workloads run from a clone or
 an installed package. The AIME R1-distill lengths have no license upstream and never ship: they are read at
-run time from a folder laid out as ``../shared/data`` (``aime_r1distill1.5b_lengths/``), and a workload that
+run time from a ``--data`` folder that holds ``aime_r1distill1.5b_lengths/`` (docs/simulation.md), and a workload that
 needs them is skipped when there is none; so are AlpacaEval's output lengths (``alpaca_eval_outputs/``, CC BY-NC
 4.0: evaluation only), the held-out chat workloads' data.
 """
@@ -31,8 +31,8 @@ WHY_NOT_SHIPPED: dict[str, str] = {AIME: "no license upstream", ALPACA: "CC BY-N
 def check_data_folder(data: Path | None) -> None:
     """A ``--data`` folder that was given must be there."""
     if data is not None and not Path(data).is_dir():
-        raise InputError(f"--data {data}: no such folder; name the folder of real length data (laid out as "
-                         "../shared/data), or leave --data out to run what ships")
+        raise InputError(f"--data {data}: no such folder; name the folder of real length data (what it holds: "
+                         "docs/simulation.md, \"asp bench\"), or leave --data out to run what ships")
 
 
 def data_folder_warning(data: Path | None) -> str | None:
@@ -142,4 +142,4 @@ def unavailable_text(unavailable: dict[str, list[str]], data: Path | None) -> st
     verb = "needs" if len(unavailable) == 1 else "need"
     return (f"{', '.join(unavailable)} {verb} {named}, which {'does' if len(folders) == 1 else 'do'} not ship"
             + (f" ({'; '.join(reasons)})" if reasons else "")
-            + f", and {where}; give --data FOLDER holding {them} (laid out as ../shared/data)")
+            + f", and {where}; give --data FOLDER holding {them} (what {them} hold{'s' if len(folders) == 1 else ''}: docs/simulation.md)")

@@ -129,7 +129,7 @@ def _kv_line(m: dict) -> str:
 
 
 def bench_command(
-    data: Optional[Path] = typer.Option(None, "--data", help="A folder of real length data laid out as ../shared/data, for the workloads whose data does not ship (AIME); default: only what ships, which runs gsm8k-k4-n8 alone (the MATH level 5 workloads are mixes with AIME)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="A folder of real length data for the workloads whose data does not ship (AIME: its aime_r1distill1.5b_lengths/ folder, docs/simulation.md); default: only what ships, which runs gsm8k-k4-n8 alone (the MATH level 5 workloads are mixes with AIME)."),
     preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help="Hardware/model preset or JSON calibration file."),
     mode: str = typer.Option("continuous", "--mode", help="Engine mode for every row."),
     max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Lag bound applied to every arrangement (default: each workload's)."),

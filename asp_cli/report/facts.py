@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from asp_cli.arrange.timeline import group_tokens, run_steps
+from asp_cli.arrange.timeline import busy_seconds, group_tokens, run_steps
 from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.schedule_format import Schedule
 
@@ -226,7 +226,7 @@ def _instances(per_mb: pl.DataFrame, instances: int, timed: bool) -> dict[str, A
         "finish_spread_s": None,
     }
     if timed:
-        busy = np.bincount(idx, weights=(per_mb["end_s"] - per_mb["start_s"]).to_numpy(), minlength=instances)
+        busy = busy_seconds(idx, per_mb["start_s"].to_numpy(), per_mb["end_s"].to_numpy(), instances)
         end = np.zeros(instances)
         np.maximum.at(end, idx, per_mb["end_s"].to_numpy())
         out.update(
