@@ -269,7 +269,8 @@ def test_in_process_replays_minibatches_through_the_offline_api(small, tmp_path,
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
-def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, sig):  # noqa: F811
     out = tmp_path / "t.parquet"
     schedule = pl.read_parquet(small["schedule"])
     # Hold the first request of instance 0's third minibatch: by then its first two have finished.
@@ -285,7 +286,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path):  
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         try:
             assert hold.held.wait(60), "the held request never arrived"
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(getattr(signal, sig))
             stdout, stderr = proc.communicate(timeout=60)
         finally:
             hold.release.set()

@@ -81,6 +81,12 @@ def message() -> str:
     return "Interrupted; nothing was written."
 
 
+def said() -> None:
+    """The command printed its own interrupt line (`asp replay`: what it measured is written): a signal
+    handled after it announces nothing more, so that the run ends on that one line."""
+    _State.announced = True
+
+
 def announce() -> None:
     """Print `message` on stderr, once per process."""
     if _State.announced:

@@ -136,6 +136,9 @@ def replay_command(
             raise report.error
         if report.interrupted:
             say(f"Interrupted; wrote the {done} requests measured so far to {output}.")
+            from asp_cli.cli import interrupts
+
+            interrupts.said()
             raise typer.Exit(130)
         if not quiet:
             say(_dry_run_summary(report.document) if dry_run else _summary(report.document, output))

@@ -174,8 +174,14 @@ async def _run_all(plans: list[RequestPlan], settings: LiveSettings, progress: P
             with contextlib.suppress(asyncio.CancelledError, ServerError):
                 await main
     finally:
-        restore()
-        await asyncio.gather(*(p.close() for p in pools), return_exceptions=True)
+        # The connections close, and their transports' last callbacks run, while a signal still only sets
+        # ``stop``: restored first, a SIGTERM during the close raised the command line's interrupt inside an
+        # asyncio callback (a logged traceback, and a second "Interrupted" line after the first).
+        try:
+            await asyncio.gather(*(p.close() for p in pools), return_exceptions=True)
+            await asyncio.sleep(0)
+        finally:
+            restore()
     return outcome
 
 
