@@ -33,6 +33,11 @@ def setup_files(tmp: Path) -> None:
     (tmp / "latin1.jsonl").write_bytes('{"question": "café"}\n'.encode("latin-1"))
     (tmp / "fake.parquet").write_text('{"question": "a"}\n')
     (tmp / "prompts.txt").write_text("hello\n")
+    (tmp / "prompts_dir").mkdir()
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"seq": [0], "prompt_id": ["a"]}).replace_schema_metadata({b"asp.schedule": b"{}"}),
+                   tmp / "schedule.parquet")
     write_jsonl(tmp / "huge.jsonl", [{"id": "big", "question": "word " * 4000}])
     write_jsonl(tmp / "hist_negative.jsonl", [{"prompt_id": "a", "response_tokens": -5}])
     write_jsonl(tmp / "hist_missing.jsonl", [{"prompt_id": "a", "response_tokens": 5}, {"prompt_id": "b"}])
@@ -74,6 +79,9 @@ CASES = [
      "the name says Parquet but the file looks like JSON lines"),
     ("E10", ["schedule", "{tmp}/prompts.txt", "-o", "{tmp}/o.parquet"], 3, "unknown file type '.txt'"),
     ("E11", ["schedule", "{tmp}/missing.jsonl", "-o", "{tmp}/o.parquet"], 3, "no such file"),
+    ("E63", ["schedule", "{tmp}/prompts_dir", "-o", "{tmp}/o.parquet"], 3, "prompts_dir: is a folder; name the files in it"),
+    ("E64", ["schedule", "{tmp}/schedule.parquet", "-o", "{tmp}/o.parquet"], 3,
+     "schedule.parquet: this is an asp schedule, not a file of prompts or lengths"),
     ("E12", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--instances", "0"], 4,
      "--instances must be a whole number from 1 to 2147483647"),
     ("E13", ["schedule", "{tmp}/huge.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens-per-minibatch", "1000"], 4,

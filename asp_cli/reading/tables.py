@@ -114,6 +114,8 @@ def file_format(path: Path) -> tuple[str, bool]:
     if gzipped:
         suffixes = suffixes[:-1]
     ext = suffixes[-1] if suffixes else ""
+    if Path(path).is_dir():
+        raise InputError(f"{path}: is a folder; name the files in it (e.g. {Path(path) / '*.jsonl'})")
     if ext in _JSONL_SUFFIXES:
         return "jsonl", gzipped
     if ext in _JSON_SUFFIXES:
@@ -254,7 +256,8 @@ def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
 
 
 def check_parquet_footer(source: Any, where: str) -> Any:
-    """Read a Parquet file's schema from its footer and refuse columns nested too deep to read safely.
+    """Read a Parquet file's schema from its footer and refuse columns nested too deep to read safely, and a
+    schedule given where rows are read.
 
     Polars' Parquet reader recurses once per nesting level and crashes (SIGSEGV) at about 800 levels; the
     footer says how deep every column goes before any page is read. Returns the Arrow schema.
@@ -268,6 +271,11 @@ def check_parquet_footer(source: Any, where: str) -> Any:
             raise limits.parquet_depth_error(where, InputError) from None
         raise InputError(f"{where}: unreadable Parquet file ({_first_line(exc)}); rewrite it") from None
     limits.check_parquet_depth(schema, where, InputError)
+    from asp_cli.schedule_format import METADATA_KEY
+
+    if METADATA_KEY in (schema.metadata or {}):  # an input of rows, given the schedule made from them
+        raise InputError(f"{where}: this is an asp schedule, not a file of prompts or lengths; give the prompt "
+                         "or length file itself (the schedule goes where a command asks for SCHEDULE)")
     return schema
 
 
