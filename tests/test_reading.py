@@ -288,3 +288,21 @@ def test_an_unreadable_truncated_flag_is_a_bad_row(tmp_path):
         read_lengths([path])
     frame, report = read_lengths([path], ReadOptions(on_bad_row="skip"))
     assert frame["truncated"].to_list() == [True, None] and report.skipped_rows == 1
+
+
+@pytest.mark.parametrize("data", [b'null\n{"id": "a", "prompt": "x"}\n', b' null\r\n{"id": "a", "prompt": "x"}\n',
+                                  b'{"id": "a", "prompt": "x"}\nnull\n'])
+def test_a_null_line_is_a_bad_row_not_a_crash(tmp_path, data):
+    """PyArrow's JSON reader crashed the process (SIGSEGV, exit 139) on a block that begins with a null line."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "n.jsonl"
+    path.write_bytes(data)
+    code = ("import sys; from asp_cli.reading import read_prompts, ReadOptions\n"
+            "from asp_cli.errors import InputError\n"
+            "try:\n    read_prompts([sys.argv[1]], ReadOptions())\nexcept InputError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    line = 1 if data.lstrip().startswith(b"null") else 2
+    assert f"n.jsonl:{line}: expected a JSON object, found null" in done.stdout
