@@ -487,5 +487,19 @@ def test_every_documented_row_is_tested():
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
         f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
-        "E56", "E59"}  # E56, E59 (Ray): tests/test_ray.py
+        "E56", "E59", "E65"}  # E56, E59 (Ray): tests/test_ray.py
     assert documented == tested
+
+
+def test_error_row_damaged_history_log_list(tmp_path):
+    """E65: appending to a history whose list of observed logs is damaged."""
+    write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "a", "response_tokens": 5}])
+    out = tmp_path / "h.parquet"
+    assert runner.invoke(app, ["observe", str(tmp_path / "log.jsonl"), "-o", str(out)]).exit_code == 0
+    table = pq.read_table(out)
+    pq.write_table(table.replace_schema_metadata({b"asp.history": table.schema.metadata[b"asp.history"][:-5]}), out)
+    result = runner.invoke(app, ["observe", str(tmp_path / "log.jsonl"), "-o", str(out), "--append"])
+    assert result.exit_code == 3
+    assert result.stderr == (f"Error: {out}: damaged asp history metadata (its list of the logs already observed), so "
+                             "appending could add a log twice; write a new history from the logs (asp observe LOGS... "
+                             "-o new.parquet)\n")

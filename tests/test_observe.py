@@ -152,6 +152,26 @@ def test_append_to_a_file_that_is_not_a_history(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.parquet", "r.jsonl"]  # no lock file left beside it
 
 
+@pytest.mark.parametrize("damage", [lambda raw: raw[:-5], lambda raw: b'{"logs": "e0.jsonl"}',
+                                    lambda raw: b'{"logs": ["e0.jsonl"]}'])
+def test_append_to_a_history_whose_log_list_is_damaged_is_refused(tmp_path, damage):
+    """Read as an empty list, a damaged list of ingested logs let --append add the same log again: 2,400
+    samples became 2,800 without a word."""
+    import pyarrow.parquet as pq
+
+    from asp_cli.integrate.observe import METADATA_KEY
+
+    out = tmp_path / "h.parquet"
+    first = _log(tmp_path / "e0.jsonl", ["p1", "p2"], epoch=0)
+    observe([first], out)
+    table = pq.read_table(out)
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: damage(table.schema.metadata[METADATA_KEY])}), out)
+    before = out.read_bytes()
+    with pytest.raises(InputError, match="damaged asp history metadata .* appending could add a log twice"):
+        observe([first], out, append=True)
+    assert out.read_bytes() == before
+
+
 def test_missing_columns_name_observes_own_options(tmp_path):
     """The error named --history-id-key / --history-length-key; `asp observe` calls them --id-key / --length-key."""
     log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "tokens": 10}])

@@ -621,14 +621,20 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
     raw = (schema.metadata or {}).get(METADATA_KEY)
     logs: list[dict[str, Any]] = []
     if raw:
-        # A damaged list of ingested logs only means a log may be added twice; nesting too deep is refused.
+        # The list of ingested logs is what keeps `--append` from adding a log twice: damaged, it is refused
+        # (read as empty, appending the logs already in it again doubled their samples without a word). A
+        # history without the list (made by other tools) has none to keep.
         limits.check_json_depth(raw, f"{path}: asp history metadata", InputError)
         try:
             document = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             document = None
-        listed = document.get("logs", []) if isinstance(document, dict) else []
-        logs = [entry for entry in listed if isinstance(entry, dict)] if isinstance(listed, list) else []
+        listed = document.get("logs", []) if isinstance(document, dict) else None
+        if not isinstance(listed, list) or not all(isinstance(entry, dict) for entry in listed):
+            raise InputError(f"{path}: damaged asp history metadata (its list of the logs already observed), so "
+                             "appending could add a log twice; write a new history from the logs (asp observe "
+                             "LOGS... -o new.parquet)")
+        logs = listed
     return frame, logs
 
 
