@@ -365,7 +365,8 @@ def read_schedule(path: Path) -> Schedule:
     except Exception as exc:  # noqa: BLE001 - a damaged file
         if limits.PARQUET_TOO_DEEP in str(exc):
             raise limits.parquet_depth_error(str(path), ScheduleFormatError) from None
-        raise ScheduleFormatError(f"{path}: unreadable Parquet file ({exc}); write the schedule again") from None
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ScheduleFormatError(f"{path}: unreadable Parquet file ({first}); write the schedule again") from None
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         raise ScheduleFormatError(f"{path}: a Parquet file without asp schedule metadata; it is not an asp schedule")
@@ -394,7 +395,16 @@ def read_schedule(path: Path) -> Schedule:
         )
     limits.check_parquet_depth(schema, str(path), ScheduleFormatError)
     _check_settings(metadata, path)
-    frame = pl.read_parquet(path)
+    names = list(schema.names)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ScheduleFormatError(f"{path}: damaged asp schedule (column {repeated[0]!r} appears more than once); "
+                                  "write the schedule again")
+    try:
+        frame = pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:  # damaged pages: the file's fault, named as such
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ScheduleFormatError(f"{path}: damaged asp schedule ({first}); write the schedule again") from None
     validate_frame(frame, where=str(path))
     check_epochs(frame, metadata.get("settings") or {}, where=str(path))
     return Schedule(frame=frame.sort("seq"), metadata=metadata, path=path)

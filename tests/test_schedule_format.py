@@ -285,3 +285,28 @@ def test_every_command_reads_one_group_size_from_a_schedule_that_lacks_it(tmp_pa
     assert read_schedule(path).samples_per_prompt == Replay.open(path).samples_per_prompt == 5
     write_schedule(frame, {"settings": None}, path, force=True)
     assert read_schedule(path).recorded_settings == ScheduleSettings(instances=3)
+
+
+def test_a_schedule_with_a_repeated_column_is_damaged_not_a_crash(tmp_path, frame):
+    """A column written twice made every reader of the schedule exit 70 (Polars' DuplicateError)."""
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 3}}, path)
+    table = pq.read_table(path)
+    pq.write_table(table.append_column("seq", table.column("seq")), path)
+    with pytest.raises(ScheduleFormatError, match=r"damaged asp schedule \(column 'seq' appears more than once\); write the schedule again"):
+        read_schedule(path)
+
+
+def test_a_schedule_with_a_damaged_page_is_damaged_not_a_crash(tmp_path, frame):
+    """Bytes flipped in a data page header made every reader of the schedule exit 70 (Polars' ComputeError)."""
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 3}}, path)
+    meta = pq.ParquetFile(path).metadata
+    column = meta.schema.names.index("minibatch")
+    offset = meta.row_group(0).column(column).data_page_offset + 5
+    data = bytearray(path.read_bytes())
+    data[offset:offset + 8] = bytes(b ^ 0xFF for b in data[offset:offset + 8])
+    path.write_bytes(bytes(data))
+    with pytest.raises(ScheduleFormatError, match=r"damaged asp schedule \(.*\); write the schedule again$") as info:
+        read_schedule(path)
+    assert "\n" not in str(info.value)
