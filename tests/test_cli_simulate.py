@@ -122,6 +122,22 @@ def test_simulate_errors(built, tmp_path):  # noqa: F811
     assert result.stdout == ""
 
 
+def test_bench_says_which_data_folder_is_damaged(tmp_path):
+    """A data folder without its files, or with other columns, exited 70 (FileNotFoundError, ColumnNotFound)."""
+    from asp_cli.bench.data import AIME
+
+    (tmp_path / AIME).mkdir()
+    result = invoke("bench", "--data", tmp_path, "--workload", "aime-k8-n4")
+    assert result.exit_code == ExitCode.BAD_INPUT and result.stdout == ""
+    assert f"Error: {AIME}/: unreadable benchmark data (" in result.stderr and "generations.csv" in result.stderr
+    (tmp_path / AIME / "generations.csv").write_text("aime_id,run\nx,A\n")
+    result = invoke("bench", "--data", tmp_path, "--workload", "aime-k8-n4")
+    assert result.exit_code == ExitCode.BAD_INPUT and "gen_index" in result.stderr
+    (tmp_path / "file").write_text("x")
+    result = invoke("bench", "--data", tmp_path / "file")
+    assert result.exit_code == ExitCode.BAD_INPUT and "is a file, not a folder" in result.stderr
+
+
 def test_bench_refuses_a_data_folder_that_is_not_there(tmp_path):
     # It said "Skipped: ... is not there" and exited 0; what ships runs without --data (tests/test_bench.py).
     result = invoke("bench", "--data", tmp_path / "nothing")
@@ -133,7 +149,7 @@ def test_bench_refuses_a_data_folder_that_is_not_there(tmp_path):
     (tmp_path / "empty").mkdir()  # there, but holding none of the data: said, not only "Skipped"
     assert data_folder_warning(tmp_path / "empty") == (
         f"--data {tmp_path / 'empty'} holds none of the folders the benchmark reads (aime_r1distill1.5b_lengths, "
-        "alpaca_eval_outputs); lay it out as ../shared/data is")
+        "alpaca_eval_outputs); what they hold: docs/simulation.md")
     (tmp_path / "empty" / AIME).mkdir()
     assert data_folder_warning(tmp_path / "empty") is None and data_folder_warning(None) is None
     result = invoke("bench", "--mode", "foo")  # it said --engine, an option bench does not have

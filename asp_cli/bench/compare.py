@@ -389,23 +389,25 @@ def build_workload(
     frame folded in). History never includes a truth sample: for AIME it is generations 0-3 (truth 4-7);
     for ZeroEval it is four generators disjoint from the truth generators.
     """
+    from asp_cli.bench.data import SOURCE_FOLDERS, reading_folder
     from asp_cli.predict.prediction import predict_lengths
 
     parts, histories, truths, notes = [], [], [], []
     rng = np.random.default_rng([seed, 13])
     for source in sources:
-        if source == "aime":
-            prompts, history, truth = load_aime(data)
-            notes.append(f"aime: {prompts.height} prompts, history = R1-distill samples 0-3, truth = samples 4-7")
-        elif source == "chat":
-            prompts, history, truth, t_gen, h_gen = load_alpaca(data, seed=seed)
-            notes.append(f"chat: {prompts.height} AlpacaEval instructions, truth = {t_gen} models' outputs, "
-                         f"history = {h_gen} other models")
-        else:
-            dataset = "gsm" if source == "gsm8k" else source
-            prompts, history, truth, t_gen, h_gen = load_zeroeval(data, dataset, seed=seed)
-            notes.append(f"{source}: {prompts.height} prompts, truth = {t_gen} ZeroEval generators, "
-                         f"history = {h_gen} other generators")
+        with reading_folder(SOURCE_FOLDERS[source]):
+            if source == "aime":
+                prompts, history, truth = load_aime(data)
+                notes.append(f"aime: {prompts.height} prompts, history = R1-distill samples 0-3, truth = samples 4-7")
+            elif source == "chat":
+                prompts, history, truth, t_gen, h_gen = load_alpaca(data, seed=seed)
+                notes.append(f"chat: {prompts.height} AlpacaEval instructions, truth = {t_gen} models' outputs, "
+                             f"history = {h_gen} other models")
+            else:
+                dataset = "gsm" if source == "gsm8k" else source
+                prompts, history, truth, t_gen, h_gen = load_zeroeval(data, dataset, seed=seed)
+                notes.append(f"{source}: {prompts.height} prompts, truth = {t_gen} ZeroEval generators, "
+                             f"history = {h_gen} other generators")
         parts.append(prompts)
         histories.append(history)
         truths.extend(truth)

@@ -10,8 +10,9 @@ needs them is skipped when there is none; so are AlpacaEval's output lengths (``
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -31,7 +32,8 @@ WHY_NOT_SHIPPED: dict[str, str] = {AIME: "no license upstream", ALPACA: "CC BY-N
 def check_data_folder(data: Path | None) -> None:
     """A ``--data`` folder that was given must be there."""
     if data is not None and not Path(data).is_dir():
-        raise InputError(f"--data {data}: no such folder; name the folder of real length data (what it holds: "
+        what = "is a file, not a folder" if Path(data).exists() else "no such folder"
+        raise InputError(f"--data {data}: {what}; name the folder of real length data (what it holds: "
                          "docs/simulation.md, \"asp bench\"), or leave --data out to run what ships")
 
 
@@ -42,8 +44,8 @@ def data_folder_warning(data: Path | None) -> str | None:
     wanted = sorted({f for f in SOURCE_FOLDERS.values() if f not in SHIPPED_FOLDERS})
     if any((Path(data) / f).is_dir() for f in wanted):
         return None
-    return (f"--data {data} holds none of the folders the benchmark reads ({', '.join(wanted)}); lay it out as "
-            "../shared/data is")
+    return (f"--data {data} holds none of the folders the benchmark reads ({', '.join(wanted)}); what they hold: "
+            "docs/simulation.md")
 
 
 def _folder(data: Path | None, name: str) -> Path | None:
@@ -86,6 +88,18 @@ def zeroeval_tables(data: Path | None) -> tuple[pl.DataFrame, pl.DataFrame]:
                            pl.col("output_chars").cast(pl.Int64)))
 
 
+@contextlib.contextmanager
+def reading_folder(folder: str) -> Iterator[None]:
+    """Turn what a damaged benchmark data folder raises (a file missing, a column missing or of another type)
+    into one `InputError` naming the folder; asp's own errors pass through."""
+    try:
+        yield
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise InputError(f"{folder}/: unreadable benchmark data ({first}); give --data a folder whose {folder}/ "
+                         "holds the files docs/simulation.md names") from None
+
+
 def read_ndjson(path: Path) -> pl.DataFrame:
     """A JSON-lines file of the benchmark data, its nesting checked (`asp_cli.limits`) before Polars parses it."""
     from asp_cli import limits
@@ -107,7 +121,7 @@ def alpaca_tables(data: Path | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     folder = _folder(data, ALPACA)
     if folder is None:
         where = f"{data} has no {ALPACA}/" if data is not None else f"{ALPACA} does not ship ({WHY_NOT_SHIPPED[ALPACA]})"
-        raise InputError(f"{where}; give --data FOLDER holding {ALPACA}/ (as ../shared/data does)")
+        raise InputError(f"{where}; give --data FOLDER holding {ALPACA}/")
     problems = read_ndjson(folder / "instructions.jsonl")
     lengths = pl.read_csv(folder / "lengths.csv.gz", schema_overrides={"instruction_id": pl.String})
     return (problems.select(pl.col("instruction_id").cast(pl.String).alias("id"), pl.col("instruction").alias("problem")),
@@ -120,7 +134,7 @@ def aime_folder(data: Path | None) -> Path:
     folder = _folder(data, AIME)
     if folder is None:
         where = f"{data} has no {AIME}/" if data is not None else f"{AIME} does not ship ({WHY_NOT_SHIPPED[AIME]})"
-        raise InputError(f"{where}; give --data FOLDER holding {AIME}/ (as ../shared/data does)")
+        raise InputError(f"{where}; give --data FOLDER holding {AIME}/ (what it holds: docs/simulation.md)")
     return folder
 
 
