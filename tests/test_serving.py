@@ -29,9 +29,16 @@ def test_parse_server_url():
     assert parse_server_url("http://h:8000") == ("http", "h", 8000, "/v1")
     assert parse_server_url("http://h:8000/v1/") == ("http", "h", 8000, "/v1")
     assert parse_server_url("https://h/proxy/v1") == ("https", "h", 443, "/proxy/v1")
-    for bad in ("h:8000", "ftp://h/v1", "http://h:port/v1"):
-        with pytest.raises(SettingsError, match="--servers"):
+    assert parse_server_url("http://[::1]:9/v1") == ("http", "::1", 9, "/v1")
+    for bad in ("h:8000", "ftp://h/v1", "http://h:port/v1", "http://[::1", "http://[x]:80/v1"):  # the last two:
+        with pytest.raises(SettingsError, match="--servers"):  # ValueError from urllib, exit 70
             parse_server_url(bad)
+
+
+def test_the_reachability_hint_writes_an_ipv6_host_in_brackets():
+    from asp_cli.integrate.serving import _bracketed
+
+    assert _bracketed("::1") == "[::1]" and _bracketed("host") == "host"
 
 
 def test_streaming_and_plain_completions_report_times_and_usage():

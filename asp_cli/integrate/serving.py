@@ -72,8 +72,13 @@ def parse_server_url(url: str) -> tuple[str, str, int, str]:
     SettingsError
         For a URL without a host, or of another scheme than http/https.
     """
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url.strip())
+        hostname = parts.hostname
+    except ValueError:  # an unclosed IPv6 bracket: "http://[::1"
+        raise SettingsError(f"--servers: {url!r} is not a server URL; give one like http://host:8000/v1 "
+                            "(an IPv6 host in brackets: http://[::1]:8000/v1)") from None
+    if parts.scheme not in ("http", "https") or not hostname:
         raise SettingsError(f"--servers: {url!r} is not a server URL; give one like http://host:8000/v1")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -83,6 +88,11 @@ def parse_server_url(url: str) -> tuple[str, str, int, str]:
     if not path.endswith("/v1"):
         path += "/v1"
     return parts.scheme, parts.hostname, port, path
+
+
+def _bracketed(host: str) -> str:
+    """A host as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 class ServerPool:
@@ -204,7 +214,7 @@ class ServerPool:
                 if tries > self.retries:
                     raise ServerError(
                         f"server {self.url}: {label} failed after {tries} attempts ({exc}); check that the server "
-                        f"is up and reachable (curl {self.scheme}://{self.host}:{self.port}{self.api_path}/models) "
+                        f"is up and reachable (curl {self.scheme}://{_bracketed(self.host)}:{self.port}{self.api_path}/models) "
                         "and read its log"
                     ) from None
                 await asyncio.sleep(self.backoff_s * 2 ** (tries - 1))
