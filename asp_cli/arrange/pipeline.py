@@ -685,6 +685,9 @@ def _recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:
         if arg.startswith("--output="):
             recorded.append("--output=OUT")
             continue
+        if arg.startswith("-o") and not arg.startswith("--"):  # the value attached: -oschedule.parquet
+            recorded.append("-oOUT")
+            continue
         recorded.append(arg)
     return recorded
 
