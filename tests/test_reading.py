@@ -306,3 +306,13 @@ def test_a_null_line_is_a_bad_row_not_a_crash(tmp_path, data):
     assert done.returncode == 0, done.stderr
     line = 1 if data.lstrip().startswith(b"null") else 2
     assert f"n.jsonl:{line}: expected a JSON object, found null" in done.stdout
+
+
+def test_a_length_file_named_twice_is_refused(tmp_path):
+    """--history r.jsonl --history r.jsonl counted every sample twice, without a word."""
+    path = write_jsonl(tmp_path / "r.jsonl", [{"prompt_id": "a", "response_tokens": 5}])
+    with pytest.raises(InputError, match=r"r.jsonl: given twice; name each length file once"):
+        read_lengths([path, path])
+    (tmp_path / "link.jsonl").symlink_to(path)
+    with pytest.raises(InputError, match=r"link.jsonl \(the same file as .*r.jsonl\): given twice"):
+        read_lengths([path, tmp_path / "link.jsonl"])

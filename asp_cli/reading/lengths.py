@@ -33,12 +33,18 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     Raises
     ------
     InputError
-        A missing id or length column, or lengths that are negative, missing, fractional or not numbers.
+        A missing id or length column, lengths that are negative, missing, fractional or not numbers, or a file
+        named twice.
     """
     report = ReadReport()
     parts = []
+    given: dict[Path, Path] = {}
     for path in paths:
         path = Path(path)
+        same = given.setdefault(path.resolve(), path)
+        if same is not path:  # each sample would count twice: in the history's spread, in a report's counts
+            shown = f"{path}" if str(same) == str(path) else f"{path} (the same file as {same})"
+            raise InputError(f"{shown}: given twice; name each length file once")
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         id_col = find_column(frame, C.ID_KEYS, options.length_id_key, what="prompt id", flag=options.length_id_flag,
