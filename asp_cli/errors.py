@@ -83,3 +83,15 @@ class CheckFailed(AspError):
     """A `--check` threshold was broken; the message lists which."""
 
     exit_code = ExitCode.CHECK_FAILED
+
+
+_ID_SHOWN = 80  # characters of an id a message shows
+
+
+def shown_id(prompt_id: object) -> str:
+    """An id as a message shows it: quoted, cut after 80 characters (a whole prompt used as its id; an id of
+    200,000 characters made a message of 200 KB)."""
+    prompt_id = str(prompt_id)
+    if len(prompt_id) <= _ID_SHOWN:
+        return repr(prompt_id)
+    return f"{prompt_id[:_ID_SHOWN]!r}... ({len(prompt_id):,} characters)"

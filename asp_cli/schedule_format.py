@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import limits
-from asp_cli.errors import InputError, ScheduleFormatError
+from asp_cli.errors import InputError, ScheduleFormatError, shown_id
 from asp_cli.output import atomic_path
 from asp_cli.settings import KV_CUTS
 
@@ -317,7 +317,7 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
     if repeated(pl.col("prompt_id").hash(seed=0)) and repeated(pl.col("prompt_id")):
         twice = frame.select(pl.struct("epoch", "prompt_id").is_duplicated()).to_series()
         first = frame.filter(twice).row(0, named=True)
-        raise ScheduleFormatError(f"{where}: a prompt appears twice in one epoch (prompt id {first['prompt_id']!r} "
+        raise ScheduleFormatError(f"{where}: a prompt appears twice in one epoch (prompt id {shown_id(first['prompt_id'])} "
                                   f"in epoch {first['epoch']}, first at {_at(frame, twice)}); write the schedule again")
 
 

@@ -233,7 +233,7 @@ def test_schedule_metadata_preset_and_history_metadata_depth(tmp_path, depth):
                       + ', "zz": ' + nested(depth) + "}")
     history = tmp_path / "h.parquet"
     pq.write_table(pa.table({"prompt_id": ["a"], "response_tokens": [5]}).replace_schema_metadata(
-        {HISTORY_KEY: ('{"logs": ' + nested(depth) + "}").encode()}), history)
+        {HISTORY_KEY: ('{"logs": [], "extra": ' + nested(depth) + "}").encode()}), history)
     for call, error in ((lambda: read_schedule(schedule), ScheduleFormatError),
                         (lambda: read_history(history), InputError)):
         if deep:

@@ -316,3 +316,11 @@ def test_a_length_file_named_twice_is_refused(tmp_path):
     (tmp_path / "link.jsonl").symlink_to(path)
     with pytest.raises(InputError, match=r"link.jsonl \(the same file as .*r.jsonl\): given twice"):
         read_lengths([path, tmp_path / "link.jsonl"])
+
+
+def test_an_enormous_id_is_cut_in_a_length_files_error(tmp_path):
+    """An id of 200,000 characters made the error a 200 KB line (duplicate ids were already cut: shown_id)."""
+    path = write_jsonl(tmp_path / "h.jsonl", [{"prompt_id": "x" * 200_000, "response_tokens": -5}])
+    with pytest.raises(InputError) as info:
+        read_lengths([path])
+    assert len(str(info.value)) < 500 and "(200,000 characters)" in str(info.value)

@@ -19,7 +19,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
-from asp_cli.errors import SettingsError
+from asp_cli.errors import SettingsError, shown_id
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.arrange.choose import ArrangementChoice, choose_arrangement, sample_sigma
@@ -358,7 +358,7 @@ def _assemble(
     if settings.max_lag is not None and lag.max() > settings.max_lag:
         worst = int(np.argmax(lag))
         raise SettingsError(
-            f"--max-lag {settings.max_lag} cannot be met: prompt id {prompts[C.PROMPT_ID][int(row_prompt[worst])]!r} "
+            f"--max-lag {settings.max_lag} cannot be met: prompt id {shown_id(prompts[C.PROMPT_ID][int(row_prompt[worst])])} "
             f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
             "raise --train-batch-size, or give more --instances"
         )
@@ -682,13 +682,9 @@ def _recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:
             recorded.append(arg)
             skip_next = True
             continue
-        if arg.startswith("--output="):
-            recorded.append("--output=OUT")
-            continue
-        if arg.startswith("-o") and not arg.startswith("--"):  # the value attached: -oschedule.parquet
-            recorded.append("-oOUT")
-            continue
-        recorded.append(arg)
+        # The value attached (--output=FILE, -oFILE) is written as OUT too.
+        recorded.append("--output=OUT" if arg.startswith("--output=") else
+                        "-oOUT" if arg.startswith("-o") and not arg.startswith("--") else arg)
     return recorded
 
 

@@ -30,7 +30,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli import limits
-from asp_cli.errors import InputError, SettingsError
+from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 
 FORMATS = ("parquet", "jsonl", "verl")
@@ -248,7 +248,7 @@ def _matched_dataset(
     if missing.height:
         first = missing.row(0, named=True)
         raise InputError(
-            f"{', '.join(str(p) for p in datasets)}: the schedule expects prompt id {first['prompt_id']!r} at "
+            f"{', '.join(str(p) for p in datasets)}: the schedule expects prompt id {shown_id(first['prompt_id'])} at "
             f"dataset row {first['row']}, but the dataset has {raw.height} rows and no usable prompt there; export "
             "with the file(s) the schedule was made from"
         )
@@ -258,7 +258,7 @@ def _matched_dataset(
         raise InputError(
             f"{', '.join(str(p) for p in datasets)}: dataset row {first['row']} has prompt id "
             f"{first['dataset_id']!r} but the schedule expects "
-            f"{first['prompt_id']!r} ({wrong.height} rows differ); export with the file(s) the schedule was made "
+            f"{shown_id(first['prompt_id'])} ({wrong.height} rows differ); export with the file(s) the schedule was made "
             "from, in the same order"
         )
     scheduled = replay.frame["row"].n_unique()

@@ -31,7 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
-from asp_cli.errors import ServerError, SettingsError
+from asp_cli.errors import ServerError, SettingsError, shown_id
 from asp_cli.integrate.replay_plan import RequestPlan, synthetic_prompt
 from asp_cli.integrate.serving import DEFAULT_BACKOFF_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_RETRIES, Completion, \
     ServerPool
@@ -221,7 +221,7 @@ async def _run_plan(plan: RequestPlan, record: RunRecord, pools: list[ServerPool
         if settings.stream:
             body["stream_options"] = {"include_usage": True}
         seq = int(plan.seq[row])
-        label = f"{plan.name} request seq {seq} sample {sample} (prompt id {plan.prompt_id[row]!r})"
+        label = f"{plan.name} request seq {seq} sample {sample} (prompt id {shown_id(plan.prompt_id[row])})"
         result = await pools[k].complete(body, label=label, request_id=f"asp-{plan.run}-{seq}-{sample}")
         record.store(request, k, result)
         if progress is not None:

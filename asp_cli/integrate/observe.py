@@ -34,7 +34,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli import columns as C
-from asp_cli.errors import InputError, SettingsError
+from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.reading.options import ReadOptions
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
@@ -215,12 +215,12 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             against = "schedule" if schedule else "dataset"
             if unknown_ids == "error":
                 raise InputError(
-                    f"{strays.height:,} rows ({distinct.len():,} ids, first {distinct[0]!r}) name prompts the {against} "
+                    f"{strays.height:,} rows ({distinct.len():,} ids, first {shown_id(distinct[0])}) name prompts the {against} "
                     "does not hold; observe with the matching schedule, or pass --unknown-ids skip or keep"
                 )
             verb = "left out" if unknown_ids == "skip" else "kept"
             warnings.append(
-                f"{strays.height:,} rows ({distinct.len():,} ids, e.g. {distinct[0]!r}) name prompts the {against} "
+                f"{strays.height:,} rows ({distinct.len():,} ids, e.g. {shown_id(distinct[0])}) name prompts the {against} "
                 f"does not hold; {verb} (--unknown-ids)"
             )
             if unknown_ids == "skip":
@@ -267,7 +267,7 @@ def _nothing_to_write(summary: dict[str, Any], against: str) -> str:
     read, bad, unknown = summary["rows_read"], summary["bad_rows"], summary["unknown_id_rows"]
     if unknown:
         rows = f"all {unknown:,} rows" if unknown == read - bad else f"{unknown:,} of the {read:,} rows"
-        examples = ", ".join(repr(i) for i in summary["unknown_id_examples"][:3])
+        examples = ", ".join(shown_id(i) for i in summary["unknown_id_examples"][:3])
         reason = (f"{rows} were left out because their prompt ids "
                   f"({summary['unknown_ids']:,} ids, e.g. {examples}) are not in the {against}"
                   + (f", and {bad:,} bad rows were skipped" if bad else ""))
@@ -563,7 +563,7 @@ def _coverage(schedule: str | Path, added: pl.DataFrame, summary: dict[str, Any]
     summary["scheduled_prompts_without_samples"] = missing.len()
     summary["prompts_with_fewer_samples_than_n"] = short
     if missing.len():
-        warnings.append(f"{missing.len()} scheduled prompts have no sample in the logs (e.g. {missing[0]!r})")
+        warnings.append(f"{missing.len()} scheduled prompts have no sample in the logs (e.g. {shown_id(missing[0])})")
     if short:
         warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")
 
@@ -592,7 +592,7 @@ def _history_schema(path: Path) -> Any:
         raise InputError(f"{path}: not a Parquet history file; --append needs a history `asp observe` wrote") from None
     missing = [c for c in ("prompt_id", "response_tokens") if c not in schema.names]
     if missing:
-        raise InputError(f"{path}: not an asp history (no column {missing[0]!r}); write to a new file instead")
+        raise InputError(f"{path}: not an asp history (no column {shown_id(missing[0])}); write to a new file instead")
     limits.check_parquet_depth(schema, str(path), InputError)
     return schema
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from asp_cli.errors import SettingsError
+from asp_cli.errors import SettingsError, shown_id
 from asp_cli.schedule_format import Schedule, read_schedule
 
 # How a trainer cuts a batch across rollout workers (`chunk_capacities`): ``v1`` is verl 0.9's default trainer
@@ -177,7 +177,7 @@ class Replay:
         found = set(frame["prompt_id"].to_list())
         for prompt_id in wanted:
             if prompt_id not in found:
-                raise KeyError(f"prompt id {prompt_id!r} is not in the schedule")
+                raise KeyError(f"prompt id {shown_id(prompt_id)} is not in the schedule")
         return frame
 
     def at_seq(self, seq: int) -> dict[str, Any]:

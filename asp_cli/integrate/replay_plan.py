@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.costmodel import HardwarePreset
-from asp_cli.errors import InputError, SettingsError
+from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.settings import ScheduleSettings
 
 ASP = "asp"
@@ -203,7 +203,7 @@ def build_plans(arranged: list[Arrangement], rows: np.ndarray, truth: np.ndarray
         if texts is not None:
             missing = [i for i in ids if i not in texts]
             if missing:
-                raise InputError(f"the dataset has no prompt with id {missing[0]!r} ({len(set(missing))} scheduled ids "
+                raise InputError(f"the dataset has no prompt with id {shown_id(missing[0])} ({len(set(missing))} scheduled ids "
                                  "are missing); give the file(s) the schedule was made from, or --synthetic-prompts")
             prompts: list[str] | None = [f"[run {run}.{e}] {texts[i]}" for i, e in zip(ids, epochs)]
         else:

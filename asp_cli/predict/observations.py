@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, shown_id
 from asp_cli.reading import ReadOptions, ReadReport, extract_lengths, extract_prompts, file_format, find_column, read_table
 
 # `asp predictor fit` and `eval` name the length column --length-key.
@@ -71,7 +71,7 @@ def read_observations(
     conflicting = prompts.group_by(C.PROMPT_ID).agg(pl.col(C.PROMPT_TEXT).n_unique().alias("n")).filter(pl.col("n") > 1)
     if conflicting.height:
         raise InputError(
-            f"prompt id {conflicting[C.PROMPT_ID].sort()[0]!r} has {conflicting['n'].max()} different prompt "
+            f"prompt id {shown_id(conflicting[C.PROMPT_ID].sort()[0])} has {conflicting['n'].max()} different prompt "
             f"texts ({conflicting.height} ids do); give each prompt one id, or pass --id-key"
         )
     prompts = prompts.unique(C.PROMPT_ID, keep="first", maintain_order=True)
@@ -107,7 +107,7 @@ def join_lengths(
     if matched.height == 0:
         raise InputError(
             f"no prompt id of {names} is among the {prompts.height:,} prompts of "
-            f"{', '.join(p.name for p in paths)}: its ids look like {lengths[C.PROMPT_ID][0]!r} and the prompts' "
+            f"{', '.join(p.name for p in paths)}: its ids look like {shown_id(lengths[C.PROMPT_ID][0])} and the prompts' "
             f"like {prompts[C.PROMPT_ID][0]!r}; give the prompt files the rollouts were made from, or name the id "
             f"columns with --id-key and {lengths_read.length_id_flag}"
         )

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import PredictorError
+from asp_cli.errors import PredictorError, shown_id
 from asp_cli.settings import check_count, check_plan_with
 
 DEFAULT_MODEL = Path(__file__).parent.parent / "models" / "default.skops"
@@ -130,7 +130,7 @@ def check_finite(mu: np.ndarray, sigma: np.ndarray, prompt_ids: pl.Series, predi
     if broken.any():
         where = predictor if predictor is not None else DEFAULT_MODEL
         raise PredictorError(
-            f"{where}: the model predicts a non-finite length for prompt id {prompt_ids[int(np.argmax(broken))]!r}; "
+            f"{where}: the model predicts a non-finite length for prompt id {shown_id(prompt_ids[int(np.argmax(broken))])}; "
             "the model file is damaged, refit it with `asp predictor fit`"
         )
 

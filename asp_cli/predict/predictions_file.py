@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, shown_id
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading import file_format, find_column, read_table
 from asp_cli.reading.prompts import id_column
@@ -88,7 +88,7 @@ def predictions_from_files(
         repeated = table.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if repeated.height:
         raise InputError(
-            f"prediction files give prompt id {repeated[C.PROMPT_ID][0]!r} more than once; keep one row per prompt"
+            f"prediction files give prompt id {shown_id(repeated[C.PROMPT_ID][0])} more than once; keep one row per prompt"
         )
     if TEXT_TOKENS not in prompts.columns:
         prompts = prompts.with_columns(text_tokens(pl.col(C.PROMPT_TEXT)).alias(TEXT_TOKENS))
@@ -98,7 +98,7 @@ def predictions_from_files(
     missing = joined.filter(pl.col("\x00found").is_null())
     if missing.height:
         raise InputError(
-            f"no prediction for {missing.height} prompt(s), for example prompt id {missing[C.PROMPT_ID][0]!r}; "
+            f"no prediction for {missing.height} prompt(s), for example prompt id {shown_id(missing[C.PROMPT_ID][0])}; "
             "predict every prompt (asp predictor predict) or drop --predictions"
         )
     cap = int(max_response_tokens)

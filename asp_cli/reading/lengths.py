@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, shown_id
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.tables import BAD_ROW_FIX, ReadReport, file_format, find_column, jsonl_line_of_row, read_table
@@ -174,7 +174,7 @@ def extract_lengths(
                     reason = f"column {length_col!r} is larger than any response ({value:g} > {C.MAX_TOKEN_COUNT:,})"
                 else:
                     reason = f"column {length_col!r} is not a whole token count ({value:g})"
-            raise InputError(f"{where}: {reason} for prompt id {first[C.PROMPT_ID]!r}; {BAD_ROW_FIX}")
+            raise InputError(f"{where}: {reason} for prompt id {shown_id(first[C.PROMPT_ID])}; {BAD_ROW_FIX}")
     return flagged.select(
         C.PROMPT_ID,
         pl.col("\x00num").cast(pl.Int64).alias(C.RESPONSE_TOKENS),

@@ -10,7 +10,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli import limits
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, shown_id
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.tables import (
     BAD_ROW_FIX,
@@ -379,16 +379,6 @@ def _check_unique_ids(frame: pl.DataFrame) -> None:
 
 
 _PLACES_SHOWN = 3  # rows a duplicate-id message names: an id in 5,000 rows made a line of 25 KB
-_ID_SHOWN = 80  # characters of an id a message shows
-
-
-def shown_id(prompt_id: str) -> str:
-    """An id as a message shows it: quoted, cut after 80 characters (a whole prompt used as its id)."""
-    if len(prompt_id) <= _ID_SHOWN:
-        return repr(prompt_id)
-    return f"{prompt_id[:_ID_SHOWN]!r}... ({len(prompt_id):,} characters)"
-
-
 def duplicate_id_error(first: str, places: str, ids: int) -> InputError:
     """The one error for repeated prompt ids (E07), wherever the inputs are read."""
     repeating = "1 id repeats" if ids == 1 else f"{ids:,} ids repeat"

@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from asp_cli.errors import shown_id
 from asp_cli.reading.options import ReadOptions
 from asp_cli.report.checks import CheckLimits, check_report, compare_reports
 from asp_cli.report.facts import build_report, observed_from_samples, padded_overflow
@@ -103,11 +104,11 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) ->
     ids = samples["prompt_id"].unique(maintain_order=True)
     strays = ids.filter(~ids.is_in(scheduled.implode()))
     if strays.len() == ids.len():
-        warnings.append(f"none of the {ids.len():,} prompt ids of --lengths is in the schedule (e.g. {strays[0]!r}); "
+        warnings.append(f"none of the {ids.len():,} prompt ids of --lengths is in the schedule (e.g. {shown_id(strays[0])}); "
                         "check --lengths-id-key, or that the lengths are of this schedule's prompts")
     elif strays.len():
         warnings.append(f"{strays.len():,} of the {ids.len():,} prompt ids of --lengths are not in the schedule (e.g. "
-                        f"{strays[0]!r}); their samples are left out of the comparison with the predictions")
+                        f"{shown_id(strays[0])}); their samples are left out of the comparison with the predictions")
     cap = (schedule.settings or {}).get("max_response_tokens")
     if isinstance(cap, int) and not isinstance(cap, bool):
         over = int((samples["response_tokens"] > cap).sum())

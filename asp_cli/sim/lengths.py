@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from asp_cli.errors import shown_id
+
 
 # --------------------------------------------------------------------------------------------------------
 # Lengths for a schedule: observed ones, or the noise model around the predictions
@@ -70,11 +72,11 @@ class LengthInfo:
         notes = []
         if self.unknown_ids and not self.prompts_observed:
             notes.append(f"none of the {self.unknown_ids:,} prompt ids of the observed lengths is in the schedule "
-                         f"(e.g. {self.unknown_examples[0]!r}), so every length is sampled around the predictions; "
+                         f"(e.g. {shown_id(self.unknown_examples[0])}), so every length is sampled around the predictions; "
                          "check --lengths-id-key, or that the lengths are of this schedule's prompts")
         elif self.unknown_ids:
             notes.append(f"{self.unknown_ids:,} prompt ids of the observed lengths are not in the schedule (e.g. "
-                         f"{self.unknown_examples[0]!r}); their samples are ignored")
+                         f"{shown_id(self.unknown_examples[0])}); their samples are ignored")
         if self.samples_over_cap:
             notes.append(f"{self.samples_over_cap:,} observed samples are longer than the schedule's "
                          f"max_response_tokens ({max_response_tokens:,}); replayed as observed, though a server "
