@@ -350,3 +350,24 @@ def test_a_dry_run_on_another_preset_cuts_the_baselines_in_asps_sizes_as_asp_was
     assert result.exit_code == 0, result.output
     rows = {a["arrangement"]: a for a in json.loads(result.stdout)["arrangements"]}
     assert rows["asp"]["minibatches"] == rows["long-first (asp sizes)"]["minibatches"]
+
+
+def test_the_dry_run_table_of_docs_replay_is_what_the_command_prints(tmp_path):
+    """docs/replay.md's table of the sample data's dry run had gone stale (224.9 s for asp where it printed 215.3)."""
+    import re
+
+    from util import SAMPLE_PROMPTS
+
+    schedule = tmp_path / "sample.parquet"
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", schedule).exit_code == 0
+    result = invoke("replay", schedule, SAMPLE_PROMPTS, "--dry-run", "--compare", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    text = (REPO / "docs" / "replay.md").read_text(encoding="utf-8")
+    for row in document["arrangements"]:
+        documented = re.search(rf"^\| {re.escape(row['arrangement'])} \| ([\d,]+) \| ([\d,]+) \| ([\d.]+) \| ([\d.]+) \|$",
+                               text, re.M)
+        assert documented, row["arrangement"]
+        assert float(documented.group(3)) == round(row["simulated"]["wall_s"], 1), row["arrangement"]
+    total = re.search(r"^\| all five \| \| \| \| ([\d.]+) \|$", text, re.M)
+    assert total and float(total.group(1)) == round(document["simulated_gpu_minutes_total"], 1)
