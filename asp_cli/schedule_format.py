@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -408,3 +409,34 @@ def read_schedule(path: Path) -> Schedule:
     validate_frame(frame, where=str(path))
     check_epochs(frame, metadata.get("settings") or {}, where=str(path))
     return Schedule(frame=frame.sort("seq"), metadata=metadata, path=path)
+
+
+# The schedule's provenance: options that change where or how output goes, never the schedule, are not recorded.
+_NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--progress", "--no-progress"}
+_VALUE_NOT_RECORDED = {"-o", "--output"}
+
+
+def recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:
+    """The command line, without options that change where or how output goes but not the schedule.
+
+    The output path is written as OUT so that the same schedule made to two paths is byte-identical.
+    """
+    if argv is None:
+        return None
+    recorded: list[str] = []
+    skip_next = False
+    for arg in argv:
+        if skip_next:
+            recorded.append("OUT")
+            skip_next = False
+            continue
+        if arg in _NOT_RECORDED:
+            continue
+        if arg in _VALUE_NOT_RECORDED:
+            recorded.append(arg)
+            skip_next = True
+            continue
+        # The value attached (--output=FILE, -oFILE) is written as OUT too.
+        recorded.append("--output=OUT" if arg.startswith("--output=") else
+                        "-oOUT" if arg.startswith("-o") and not arg.startswith("--") else arg)
+    return recorded

@@ -124,15 +124,16 @@ def test_command_line_does_not_import_the_heavy_libraries():
 #   as the benchmark's equal-footing sorts, the common-scale draws and the trial over several epochs; the
 #   per-step candidate; the `steps` setting; the shuffle candidate drawn as the random baselines draw it; an
 #   input that fits the sample judged over at least two epochs; the `kv_budget` setting, and the KV accounting
-#   of the choice and of each candidate (the rows unchanged: on the sample data the budget does not bind).
+#   of the choice and of each candidate (the rows unchanged: on the sample data the budget does not bind); each
+#   candidate's expected rollout (`expected_rollout_s`, which says whether the trainer binds).
 COMMAND_LINE = ["asp", "schedule", "prompts.jsonl", "-o", "OUT"]
 GOLDEN = {
     "defaults": ({}, "e704fc8b79216d3f8097e9784734aa723b10ee4e46d79a40116e50bc835a97ef",
-                 "3076c31225abd7ef47e0560e76c5448491996c4d1a5e9109dd06e56e80a2fb06"),
+                 "40bfdf946b760adbae7c46b5bfddcd042f0bc58b577211cd4326acda035b5bec"),
     "two epochs, lag 2, 8 instances, seed 3": (
         {"epochs": 2, "max_lag": 2, "instances": 8, "seed": 3},
         "00b87b60de0f7b6d774d6a27da4542008a34d1f66ea943bef190bf0e8e92430b",
-        "bdcd023198acd33f980313a8c686474e8e55fc9a927207c4a50b39a21b204828"),
+        "de20d94cf525e7e10da1004bbe933ede92edbe80c89869b889c2ec7849c1ca6e"),
 }
 
 

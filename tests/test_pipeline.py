@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asp_cli.errors import SettingsError
-from asp_cli.arrange.pipeline import _recorded_command_line, arrange, schedule
+from asp_cli.arrange.pipeline import arrange, schedule
+from asp_cli.schedule_format import recorded_command_line
 from asp_cli.schedule_format import read_schedule, validate_frame
 from asp_cli.settings import ScheduleSettings
 
@@ -210,9 +211,9 @@ def test_history_matching_no_prompt_warns_and_keeps_the_model(tmp_path, prompts_
 
 def test_recorded_command_line_drops_output_placement():
     argv = ["asp", "schedule", "in.jsonl", "-o", "x.parquet", "--force", "--json", "--output=y", "--seed", "3"]
-    assert _recorded_command_line(argv) == ["asp", "schedule", "in.jsonl", "-o", "OUT", "--output=OUT", "--seed", "3"]
+    assert recorded_command_line(argv) == ["asp", "schedule", "in.jsonl", "-o", "OUT", "--output=OUT", "--seed", "3"]
     # The value attached to the short option (Click takes -oFILE): the path was recorded, so two paths differed.
-    assert _recorded_command_line(["asp", "schedule", "in.jsonl", "-oa.parquet"]) == ["asp", "schedule", "in.jsonl",
+    assert recorded_command_line(["asp", "schedule", "in.jsonl", "-oa.parquet"]) == ["asp", "schedule", "in.jsonl",
                                                                                     "-oOUT"]
 
 

@@ -32,7 +32,7 @@ from asp_cli.arrange.interleaving import (
 )
 from asp_cli.arrange.packing import PaddedTokens, cut_minibatches, pack, per_step_order
 from asp_cli.arrange.streaming import plan_streaming
-from asp_cli.schedule_format import format_version_for, write_schedule
+from asp_cli.schedule_format import format_version_for, recorded_command_line, write_schedule
 from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size
 from asp_cli.arrange.timeline import (
     busy_seconds,
@@ -452,8 +452,10 @@ def _replay_starts(instance: np.ndarray, duration: np.ndarray, hold: np.ndarray,
 # Summary
 
 
-def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwarePreset) -> dict[str, Any]:
-    """The few facts people and scripts want first: sizes, padding, balance, lag."""
+def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwarePreset,
+              choice: ArrangementChoice | None = None) -> dict[str, Any]:
+    """The few facts people and scripts want first: sizes, padding, balance, lag, and with auto's ``choice``
+    the candidates and the rollout its replays expect (which then says whether the trainer binds)."""
     n = settings.samples_per_prompt
     per_mb = frame.group_by("minibatch").agg(
         pl.col("instance").first(),
@@ -478,8 +480,10 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
                                                          frame["predicted_mean_tokens"].to_numpy()))
     step_tokens = step_tokens[np.bincount(step) > 0]
     trainer_s = float(np.sum(preset.train_step_seconds(step_tokens) + preset.weight_sync_s))
+    prompts = int(frame.filter(pl.col("epoch") == 0).height)
+    replayed = choice.expected_rollout_s(prompts, settings.epochs) if choice is not None else None
     return {
-        "prompts": int(frame.filter(pl.col("epoch") == 0).height),
+        "prompts": prompts,
         "epochs": settings.epochs,
         "rows": frame.height,
         "instances": settings.instances,
@@ -492,7 +496,9 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
         "predicted_instance_finish_spread_s": round(float(end_s.max() - end_s.min()), 3) if end_s.size else 0.0,
         "predicted_instance_imbalance": round(float(busy_s.max() / busy_s.mean()), 4) if busy_s.size else 1.0,
         "predicted_trainer_busy_s": round(trainer_s, 3),
-        "trainer_bound": bool(trainer_s > makespan),
+        "trainer_bound": bool(trainer_s > (makespan if replayed is None else replayed)),
+        **({"expected_rollout_s": replayed} if replayed is not None else {}),
+        **({"arrangement": choice.to_dict()} if choice is not None else {}),
         "max_lag": settings.max_lag,
         "expected_lag_mean": round(float(frame["expected_lag"].mean()), 3),
         "expected_lag_max": int(frame["expected_lag"].max()),
@@ -571,8 +577,7 @@ def schedule(
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())
     del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is summed up
-    summary = summarize(frame, settings, preset)
-    summary["arrangement"] = choice.to_dict()
+    summary = summarize(frame, settings, preset, choice)
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
     summary["warnings"] = warnings
     calibration = info.details.get("history")
@@ -600,7 +605,7 @@ def schedule(
         "arrangement": choice.to_dict(),
         "columns_used": read_report.columns_used,
         "skipped_rows": summary["skipped_rows"],
-        "command_line": _recorded_command_line(command_line),
+        "command_line": recorded_command_line(command_line),
         "summary": _finite(summary),
     }
     metadata["format_version"] = format_version_for(metadata, frame)
@@ -611,9 +616,6 @@ def schedule(
         result.output = Path(output)
     return result
 
-
-_NOT_RECORDED = {"--force", "--json", "--quiet", "-q", "--traceback", "--progress", "--no-progress"}
-_VALUE_NOT_RECORDED = {"-o", "--output"}
 
 
 
@@ -660,32 +662,6 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
             "epoch: every training step is the epoch's only, partial batch"
         )
     return warnings
-
-
-def _recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:
-    """The command line, without options that change where or how output goes but not the schedule.
-
-    The output path is written as OUT so that the same schedule made to two paths is byte-identical.
-    """
-    if argv is None:
-        return None
-    recorded: list[str] = []
-    skip_next = False
-    for arg in argv:
-        if skip_next:
-            recorded.append("OUT")
-            skip_next = False
-            continue
-        if arg in _NOT_RECORDED:
-            continue
-        if arg in _VALUE_NOT_RECORDED:
-            recorded.append(arg)
-            skip_next = True
-            continue
-        # The value attached (--output=FILE, -oFILE) is written as OUT too.
-        recorded.append("--output=OUT" if arg.startswith("--output=") else
-                        "-oOUT" if arg.startswith("-o") and not arg.startswith("--") else arg)
-    return recorded
 
 
 def _finite(document: Any) -> Any:

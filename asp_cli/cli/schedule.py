@@ -132,8 +132,11 @@ def _summary_text(summary: dict, output: Path) -> str:
         f"{summary['minibatches']:,} minibatches on {summary['instances']} instances, {summary['train_steps']:,} train steps.",
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths; `asp simulate` reports the empty slots of a replay, tail included)",
-        f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:.1f} s; per-instance busy "
-        f"{min(busy):.1f}-{max(busy):.1f} s (imbalance {summary['predicted_instance_imbalance']:.3f}, finish spread "
+        f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:.1f} s at the point predictions"
+        + (f" ({summary['expected_rollout_s']:,.0f} s in auto's replays, which draw lengths with the predictions' "
+           "spread)" if summary.get("expected_rollout_s") else "")
+        + f"; per-instance busy {min(busy):.1f}-{max(busy):.1f} s (imbalance "
+        f"{summary['predicted_instance_imbalance']:.3f}, finish spread "
         f"{summary['predicted_instance_finish_spread_s']:.1f} s)",
         _lag_line(summary),
     ]
@@ -148,8 +151,8 @@ def _summary_text(summary: dict, output: Path) -> str:
                 if lag is not None else "with --max-lag none, groups queue and the lag grows")
         lines.append(
             f"  the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:,.0f} s against "
-            f"{summary['predicted_rollout_makespan_s']:,.0f} s of rollout; {hold} (calibrate the trainer with "
-            "--preset FILE)"
+            f"{summary.get('expected_rollout_s') or summary['predicted_rollout_makespan_s']:,.0f} s of rollout; "
+            f"{hold} (calibrate the trainer with --preset FILE)"
         )
     if summary.get("prompts_from_history"):
         lines.append(f"  lengths from history for {summary['prompts_from_history']} prompts; the other "
