@@ -15,8 +15,8 @@ Where the lengths come from:
   commit 570c6269, Apache-2.0), drawn with replacement, whitespace tokens times 1.3 (a typical BPE
   tokens-per-word ratio). Read from ``../shared/data/zeroeval_math_gsm_outputs/lengths.csv.gz`` when present,
   else from the copy derived from it in ``examples/data/zeroeval_lengths.csv.gz`` (same numbers).
-- Other prompts (a documented noise model): the prompt's true mean length is the schedule's
-  ``predicted_mean_tokens`` (else ``predicted_tokens``) times exp(N(0, 0.5)), drawn once per prompt id, so it is
+- Other prompts (a documented noise model): the prompt's true mean length is the schedule's (or the
+  ``--truth-from`` schedule's) ``predicted_mean_tokens`` (else ``predicted_tokens``) times exp(N(0, 0.5)), drawn once per prompt id, so it is
   the same every epoch, as real per-prompt means are (about 0.9 correlation between runs); each sample is
   that mean times a log-normal factor with 0.28 coefficient of variation (the median within-prompt CV of
   8-sample reasoning rollouts). Lengths are capped at the schedule's ``max_response_tokens`` and flagged
@@ -80,7 +80,8 @@ def _stable_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
-def emulate(schedule: Path, *, epoch_label: int, seed: int, schedule_epoch: int | None) -> pl.DataFrame:
+def emulate(schedule: Path, *, epoch_label: int, seed: int, schedule_epoch: int | None,
+            truth_from: Path | None = None) -> pl.DataFrame:
     import pyarrow.parquet as pq
 
     meta = json.loads(pq.read_schema(schedule).metadata[b"asp.schedule"])
@@ -91,6 +92,13 @@ def emulate(schedule: Path, *, epoch_label: int, seed: int, schedule_epoch: int 
     if schedule_epoch is not None:
         rows = rows.filter(pl.col("epoch") == schedule_epoch)
     mean_col = "predicted_mean_tokens" if "predicted_mean_tokens" in rows.columns else "predicted_tokens"
+    # The noise model's true means come from one schedule's predictions: a later epoch's schedule, planned with
+    # history, predicts other means, and drawing its truth from them made the truth move with the plan (epoch 1
+    # of examples/pipeline.sh emulated 22% more tokens than epoch 0, and looked slower for its history).
+    reference = rows if truth_from is None else pl.read_parquet(truth_from).sort("seq")
+    reference_col = "predicted_mean_tokens" if "predicted_mean_tokens" in reference.columns else "predicted_tokens"
+    true_base = dict(reference.unique("prompt_id", keep="first", maintain_order=True)
+                     .select("prompt_id", reference_col).iter_rows())
     real = real_lengths()
     sigma = np.sqrt(np.log1p(SAMPLE_CV**2))
     records = []
@@ -102,7 +110,8 @@ def emulate(schedule: Path, *, epoch_label: int, seed: int, schedule_epoch: int 
         else:
             # The prompt's own error is seeded by its id only: the same in every epoch.
             truth = np.random.default_rng(_stable_seed(seed, "truth", prompt_id))
-            mean = max(1.0, float(row[mean_col])) * float(np.exp(truth.normal(0.0, PROMPT_ERROR_SIGMA)))
+            base = true_base.get(prompt_id, row[mean_col])
+            mean = max(1.0, float(base)) * float(np.exp(truth.normal(0.0, PROMPT_ERROR_SIGMA)))
             lengths = mean * rng.lognormal(-sigma**2 / 2, sigma, size=n)
         lengths = np.minimum(np.maximum(1, np.round(lengths)), cap).astype(np.int64)
         for sample, tokens in enumerate(lengths.tolist()):
@@ -129,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epoch-label", type=int, default=0, help="The training epoch to record in the log.")
     parser.add_argument("--schedule-epoch", type=int, default=None, help="Replay one schedule epoch (default all).")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--truth-from", type=Path, default=None,
+                        help="The schedule whose predicted means the noise model's true means come from (default: "
+                             "the one replayed); give every epoch the first epoch's, so that the truth stays put.")
     parser.add_argument("--write-shipped-lengths", action="store_true",
                         help=f"Rebuild {SHIPPED_LENGTHS.relative_to(HERE.parent)} from ../shared/data and exit.")
     args = parser.parse_args(argv)
@@ -142,7 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.schedule.is_file():
         print(f"Error: {args.schedule}: no such schedule", file=sys.stderr)
         return 3
-    log = emulate(args.schedule, epoch_label=args.epoch_label, seed=args.seed, schedule_epoch=args.schedule_epoch)
+    if args.truth_from is not None and not args.truth_from.is_file():
+        print(f"Error: {args.truth_from}: no such schedule (--truth-from)", file=sys.stderr)
+        return 3
+    log = emulate(args.schedule, epoch_label=args.epoch_label, seed=args.seed, schedule_epoch=args.schedule_epoch,
+                  truth_from=args.truth_from)
     tmp = args.output.with_name(f".{args.output.name}.tmp")
     log.write_ndjson(tmp)
     tmp.replace(args.output)

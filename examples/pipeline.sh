@@ -72,7 +72,8 @@ for ((epoch = 0; epoch < epochs; epoch++)); do
     "$asp" export "$schedule" "$data" -o "$work/train.e$epoch.parquet" --format verl --force --quiet
 
     log "epoch $epoch: rollouts (emulated)"
-    "$python" "$here/emulate_rollouts.py" "$schedule" -o "$rollouts" --epoch-label "$epoch"
+    "$python" "$here/emulate_rollouts.py" "$schedule" -o "$rollouts" --epoch-label "$epoch" \
+        --truth-from "$work/schedule.e0.parquet"  # one truth for every epoch: the lines compare
 
     log "epoch $epoch: simulate with the observed lengths"
     "$asp" simulate "$schedule" --lengths "$rollouts" --json --quiet >"$work/simulate.e$epoch.json"

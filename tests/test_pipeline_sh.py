@@ -84,3 +84,32 @@ def test_a_key_missing_from_asp_json_stops_the_script(tmp_path):
     result = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.stdout == "2\n" and result.returncode == 70
     assert "no 'metrics.a' in the JSON document" in result.stderr
+
+
+def test_the_emulated_truth_stays_put_when_the_plan_changes(tmp_path):
+    """emulate_rollouts drew each epoch's truth around that epoch's own predictions, so history that changed the
+    predictions changed the truth too (epoch 1 of the sample data emulated 22% more tokens than epoch 0)."""
+    import importlib.util
+
+    import polars as pl
+
+    from asp_cli import ScheduleSettings, schedule
+    from util import make_prompts, write_jsonl
+
+    spec = importlib.util.spec_from_file_location("emulate_rollouts", REPO / "examples" / "emulate_rollouts.py")
+    emulator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(emulator)
+    data = write_jsonl(tmp_path / "prompts.jsonl", make_prompts(40))
+    settings = ScheduleSettings(instances=2, train_batch_size=8, samples_per_prompt=4)
+    first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    schedule([data], first, settings=settings)
+    ids = pl.read_parquet(first)["prompt_id"].to_list()
+    history = write_jsonl(tmp_path / "h.jsonl", [{"prompt_id": i, "response_tokens": 3000} for i in ids[:10]])
+    schedule([data], second, settings=settings, history=[history])  # a history that moves every prediction
+
+    def lengths(path, **kwargs):
+        log = emulator.emulate(path, epoch_label=1, seed=0, schedule_epoch=None, **kwargs)
+        return log.sort("prompt_id", "sample")["response_tokens"].to_list()
+
+    assert lengths(second) != lengths(first)  # each schedule's own predictions: the truth moved
+    assert lengths(second, truth_from=first) == lengths(first)
