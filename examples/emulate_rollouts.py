@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     log.write_ndjson(tmp)
     tmp.replace(args.output)
     real = len(real_lengths())
-    print(f"Wrote {args.output}: {log.height} samples of {log['prompt_id'].n_unique()} prompts "
+    print(f"Wrote {args.output}: {log.height:,} samples of {log['prompt_id'].n_unique():,} prompts "
           f"(real ZeroEval lengths available for {real} prompt ids)", file=sys.stderr)
     return 0
 

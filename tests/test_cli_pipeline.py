@@ -40,6 +40,13 @@ def test_export_with_many_workers_says_how_many_get_each_count(built, tmp_path):
     assert line.endswith("(v1 chunking): 16 workers get 1 prompt, 84 workers get 0 prompts"), line
 
 
+def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_path):  # noqa: F811
+    result = invoke("export", built["schedule"], built["prompts"], "-o", tmp_path / "o.jsonl", "-f", "jsonl",
+                    "--order", "train")
+    assert result.exit_code == 0, result.output
+    assert "contiguous chunks, one per rollout worker:" in result.stderr and "chunking)" not in result.stderr
+
+
 def test_export_json_is_the_only_stdout(built, tmp_path):  # noqa: F811
     out = tmp_path / "o.jsonl"
     result = invoke("export", built["schedule"], built["prompts"], "-o", out, "-f", "jsonl", "--json", "-q")

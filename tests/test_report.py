@@ -255,3 +255,15 @@ def test_the_report_shows_how_full_the_kv_cut_left_each_minibatch(tmp_path):
         assert f"minibatch: KV / budget ({counted})" in render_text(report)
     write_schedule(frame, {"settings": settings.to_dict()}, tmp_path / "old.parquet")
     assert build_report(read_schedule(tmp_path / "old.parquet"))["minibatches"]["kv_fill"] is None
+
+
+def test_a_comparisons_change_is_the_difference_of_the_values_shown():
+    """2.04% and 2.16% were shown as 2.0% and 2.2% with a change of +0.1% (the exact difference rounded)."""
+    from asp_cli.report.checks import shown_change
+    from asp_cli.report.formats import change_text, fact_text
+
+    a, b = 0.0204, 0.0216
+    assert (fact_text("percent", a), fact_text("percent", b)) == ("2.0%", "2.2%")
+    assert change_text("percent", shown_change(a, b, "percent")) == "+0.2%"
+    assert change_text("seconds", shown_change(10.04, 10.06, "seconds")) == "+0.1"
+    assert shown_change(0.0204, 0.0196, "percent") == 0.0  # both shown as 2.0%: the same

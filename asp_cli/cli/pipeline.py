@@ -40,13 +40,14 @@ def export_command(
         if not quiet:
             summary = result.summary
             say(
-                f"Wrote {output}: {summary['rows']} rows ({format}, {result.order} order), epochs "
-                f"{', '.join(map(str, summary['epochs']))}; {summary['full_batches']} batches of "
+                f"Wrote {output}: {summary['rows']:,} rows ({format}, {result.order} order), epochs "
+                f"{', '.join(map(str, summary['epochs']))}; {summary['full_batches']:,} batches of "
                 f"{summary['train_batch_size']}" + (f" + {summary['trailing_rows']} rows" if summary["trailing_rows"] else "")
             )
             if "workers" in summary:
-                say(f"  each batch laid out for {summary['workers']} workers ({summary['chunking']} chunking): "
-                    f"{_per_worker(summary['worker_prompts'])}")
+                how = (f"{summary['workers']} workers ({summary['chunking']} chunking)" if format == "verl" else
+                       f"{summary['workers']} contiguous chunks, one per rollout worker")
+                say(f"  each batch laid out for {how}: {_per_worker(summary['worker_prompts'])}")
             if result.trainer_settings:
                 say(f"  set in verl {summary['verl_version']}: "
                     + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
@@ -89,9 +90,9 @@ def observe_command(
         if not quiet:
             appended = append and summary["history_rows"] > summary["rows_added"]  # a new file is written, not added to
             say(
-                f"{'Appended to' if appended else 'Wrote'} {output}: {summary['rows_added']} samples of "
-                f"{summary['prompts_observed']} prompts from {summary['logs'] - summary['logs_already_observed']} "
-                f"log(s); history now {summary['history_rows']} samples of {summary['history_prompts']} prompts"
+                f"{'Appended to' if appended else 'Wrote'} {output}: {summary['rows_added']:,} samples of "
+                f"{summary['prompts_observed']:,} prompts from {summary['logs'] - summary['logs_already_observed']} "
+                f"log(s); history now {summary['history_rows']:,} samples of {summary['history_prompts']:,} prompts"
             )
             if summary["log_formats"]:
                 say("  read as: " + ", ".join(f"{count} {_LOG_NAMES[kind]}{'s' if count > 1 else ''}"

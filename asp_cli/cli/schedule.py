@@ -35,7 +35,7 @@ def schedule_command(
         _DEFAULT.max_tokens_per_minibatch, "--max-tokens-per-minibatch",
         help="Most KV tokens per minibatch, each group counted as --kv-budget says. Default: the preset's KV cache (half of it with --engine static: HF generate does not preempt).",
     ),
-    kv_budget: str = typer.Option(_DEFAULT.kv_budget, "--kv-budget", help="How a group counts against --max-tokens-per-minibatch on blocking engines: 'whole' (N x (prompt + predicted mean response) KV tokens: never overflows the cache when predictions hold), 'peak' (its share of the minibatch's expected peak KV: fuller minibatches of long prompts, a preemption now and then) or 'auto' (where the budget binds, --arrangement auto judges its candidates counted whole, its winner also at the peak, and if that is faster by the tie margin chooses again among all counted so; else whole. Where the budget does not bind, with a named --arrangement, or when one group alone exceeds it counted whole: peak). The static engine counts each minibatch padded: rows x (longest prompt + longest predicted group maximum)."),
+    kv_budget: str = typer.Option(_DEFAULT.kv_budget, "--kv-budget", help="How a group counts against --max-tokens-per-minibatch on blocking engines: 'whole' (N x (prompt + predicted mean response) KV tokens: never overflows the cache when predictions hold), 'peak' (its share of the minibatch's expected peak KV: fuller minibatches of long prompts, a preemption now and then) or 'auto' (where the budget binds, --arrangement auto judges its candidates counted whole, its winner also at the peak, and if that is faster by more than the tie margin chooses again among all counted so; else whole. Where the budget does not bind, with a named --arrangement, or when one group alone exceeds it counted whole: peak). The static engine counts each minibatch padded: rows x (longest prompt + longest predicted group maximum)."),
     max_response_tokens: int = typer.Option(_DEFAULT.max_response_tokens, "--max-response-tokens", help="The generation cap in tokens."),
     max_lag: Optional[int] = typer.Option(_DEFAULT.max_lag, "--max-lag", help="Hold rollout back so no group is expected more than this many policy versions stale."),
     seed: int = typer.Option(_DEFAULT.seed, "--seed", help="Seed for tie-breaks and per-epoch variety."),
@@ -155,8 +155,9 @@ def _summary_text(summary: dict, output: Path) -> str:
             f"{hold} (calibrate the trainer with --preset FILE)"
         )
     if summary.get("prompts_from_history"):
-        lines.append(f"  lengths from history for {summary['prompts_from_history']} prompts; the other "
-                     f"{summary['prompts'] - summary['prompts_from_history']} from the model, corrected by the history")
+        rest = summary["prompts"] - summary["prompts_from_history"]
+        lines.append(f"  lengths from history for {summary['prompts_from_history']:,} prompts" + (
+            f"; the other {rest:,} from the model, corrected by the history" if rest else " (all of them)"))
     if summary.get("calibration"):
         from asp_cli.predict.history import calibration_lines
 

@@ -56,11 +56,14 @@ def headline(report: dict[str, Any]) -> list[dict[str, Any]]:
             for path, label, better, kind in HEADLINE if fact(report, path) is not None]
 
 
-def _shown_change(va: Any, vb: Any, kind: str) -> float | None:
-    """B - A as the renderers show it (rounded to the kind's digits), or None when either is not a number."""
+def shown_change(va: Any, vb: Any, kind: str) -> float | None:
+    """B - A as the renderers show it: the difference of the two values as they are shown (rounded to the kind's
+    digits; rounding the exact difference instead printed 2.0% and 2.2% with a change of +0.1%), or None when
+    either is not a number."""
     if not (isinstance(va, (int, float)) and isinstance(vb, (int, float))):
         return None
-    return round(vb - va, FACT_DIGITS[kind]) + 0.0  # + 0.0 turns -0.0 into 0.0
+    digits = FACT_DIGITS[kind]
+    return round(round(vb, digits) - round(va, digits), digits) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -80,14 +83,14 @@ def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     ends = dict.fromkeys(_MEANS_TO_THE_END.values())
     for path in ends:
         kind = next(k for p, _, _, k in HEADLINE if p == path)
-        ends[path] = _shown_change(fact(a, path), fact(b, path), kind)
+        ends[path] = shown_change(fact(a, path), fact(b, path), kind)
     facts = []
     for path, label, better, kind in HEADLINE:
         va, vb = fact(a, path), fact(b, path)
         if va is None and vb is None:
             continue
         change = rounded(vb - va) if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None
-        shown = _shown_change(va, vb, kind)
+        shown = shown_change(va, vb, kind)
         winner, note = None, None
         if better and shown is not None:
             winner = "same" if shown == 0 else ("b" if (shown < 0) == (better == "lower") else "a")

@@ -472,13 +472,14 @@ def _checks_section(checks: dict[str, Any]) -> str:
 
 
 def _comparison_section(comparison: dict[str, Any]) -> str:
+    from asp_cli.report.checks import shown_change
     from asp_cli.report.formats import change_text, fact_text, verdict_text
 
     rows = []
     for row in comparison["facts"]:
         kind = row.get("kind", "number")
         rows.append([row["label"], fact_text(kind, row["a"]), fact_text(kind, row["b"]),
-                     change_text(kind, row["change"]), verdict_text(row)])
+                     change_text(kind, shown_change(row["a"], row["b"], kind)), verdict_text(row)])
     notes = "".join(f"<p class=\"intro\">{_e(row['label'])}: no verdict; {_e(row['note'])}.</p>"
                     for row in comparison["facts"] if row.get("note"))
     return (f"<p>A = <code>{_e(comparison['a'])}</code>, B = <code>{_e(comparison['b'])}</code></p>"

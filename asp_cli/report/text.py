@@ -293,6 +293,7 @@ def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: 
     """Render `report.compare_reports` output as one side-by-side table, with the reasons for any missing verdict."""
     from rich.table import Table
 
+    from asp_cli.report.checks import shown_change
     from asp_cli.report.formats import change_text, fact_text, verdict_text
 
     console = _console(width, color)
@@ -306,7 +307,7 @@ def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: 
     for row in comparison["facts"]:
         kind = row.get("kind", "number")
         table.add_row(row["label"], fact_text(kind, row["a"]), fact_text(kind, row["b"]),
-                      change_text(kind, row["change"]), verdict_text(row))
+                      change_text(kind, shown_change(row["a"], row["b"], kind)), verdict_text(row))
     console.print(table)
     for row in comparison["facts"]:
         if row.get("note"):
