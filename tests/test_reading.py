@@ -324,3 +324,14 @@ def test_an_enormous_id_is_cut_in_a_length_files_error(tmp_path):
     with pytest.raises(InputError) as info:
         read_lengths([path])
     assert len(str(info.value)) < 500 and "(200,000 characters)" in str(info.value)
+
+
+@pytest.mark.parametrize("data", [b'{"id": "a", "prompt": "x"}{"id": "b", "prompt": "y"}\n',
+                                  b'{"id": "a", "prompt": "x"}null\n{"id": "c", "prompt": "z"}\n',
+                                  b'{"id": "a", "prompt": "x"}\r{"id": "c", "prompt": "z"}\n'])
+def test_two_values_on_one_line_are_a_malformed_line(tmp_path, data):
+    """PyArrow took them as two rows: the file was read without a word, or a later line was blamed."""
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(data)
+    with pytest.raises(InputError, match=r"p.jsonl:1: malformed JSON at column \d+ \(Extra data\)"):
+        read_prompts([path], ReadOptions())

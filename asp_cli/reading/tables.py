@@ -328,6 +328,10 @@ def parse_jsonl_block(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: 
         if not valid_utf8 or too_deep or _has_null_line(data):
             raise pa.ArrowInvalid("invalid UTF-8, lines to skip or a null line: parse line by line")
         table = pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=1 << 26))
+        if table.num_rows > data.count(b"\n") + (not data.endswith(b"\n")):
+            # More rows than lines: two values on one line ({...}{...}, {...}null) or lines split by a bare
+            # carriage return, which PyArrow takes as rows; line by line they are malformed lines, named.
+            raise pa.ArrowInvalid("more rows than lines: parse line by line")
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pl.exceptions.PolarsError):
