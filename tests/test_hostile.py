@@ -587,6 +587,16 @@ def test_a_full_stdout_is_exit_7(tmp_path):
         assert done.returncode == 7, done.stderr
         assert done.stderr == "Error: cannot write to stdout (No space left on device); free space where it goes, " \
                               "or send it elsewhere\n"
+    # Click's own output (help, version) went as a traceback (exit 1); a schedule written before its --json
+    # summary failed was not said to be there.
+    for args in (["--help"], ["--version"], ["schedule", "--help"]):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(asp_command(*args), stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+        assert done.returncode == 7 and done.stderr.startswith("Error: cannot write to stdout"), (args, done.stderr)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(asp_command("schedule", str(SAMPLE_PROMPTS), "-o", str(tmp_path / "t.parquet"), "--json",
+                                          "-q"), stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert done.returncode == 7 and f"({tmp_path / 't.parquet'} written in full)" in done.stderr, done.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not Path("/proc/mounts").exists(), reason="a real full disk needs root")

@@ -44,8 +44,13 @@ def write_stdout(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except (OSError, ValueError) as exc:  # ValueError: stdout already closed
+        from asp_cli import output
+
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        raise OutputError(f"cannot write to stdout ({reason}); free space where it goes, or send it elsewhere") from None
+        done = output.published()  # the command's files are in place: say so, so that nobody makes them again
+        written = f" ({', '.join(str(p) for p in done)} written in full)" if done else ""
+        raise OutputError(f"cannot write to stdout ({reason}){written}; free space where it goes, or send it "
+                          "elsewhere") from None
 
 
 def emit_json(document: Any) -> None:

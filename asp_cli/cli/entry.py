@@ -43,6 +43,13 @@ def _run() -> int:
         app(prog_name="asp")
     except SystemExit as exc:
         return _exit_code(exc.code)
+    except OSError as exc:  # Click's own output (--help, --version, usage) to a full disk or a closed pipe
+        from asp_cli.errors import ExitCode
+
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"Error: cannot write to stdout ({exc.strerror or type(exc).__name__}); free space where "
+                             "it goes, or send it elsewhere\n")
+        return int(ExitCode.OUTPUT)
     return 0
 
 
