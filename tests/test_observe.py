@@ -143,6 +143,12 @@ def test_a_bad_dataset_row_follows_on_bad_row(tmp_path):
     assert any("skipped 1 bad rows of the dataset" in w and "ds.jsonl:2" in w for w in result.warnings)
 
 
+def test_a_folder_given_as_a_log_is_called_a_folder(tmp_path):
+    (tmp_path / "logs.jsonl").mkdir()
+    with pytest.raises(InputError, match="logs.jsonl: is a folder, not a rollout log"):
+        observe([tmp_path / "logs.jsonl"], tmp_path / "h.parquet")
+
+
 def test_append_to_a_file_that_is_not_a_history(tmp_path):
     other = tmp_path / "other.parquet"
     pl.DataFrame({"a": [1]}).write_parquet(other)

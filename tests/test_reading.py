@@ -335,3 +335,11 @@ def test_two_values_on_one_line_are_a_malformed_line(tmp_path, data):
     path.write_bytes(data)
     with pytest.raises(InputError, match=r"p.jsonl:1: malformed JSON at column \d+ \(Extra data\)"):
         read_prompts([path], ReadOptions())
+
+
+def test_a_utf16_file_is_named_as_such(tmp_path):
+    """It said "not valid UTF-8 (byte 0) ... iconv -f LATIN1", the wrong fix for what Windows tools write."""
+    path = tmp_path / "p.jsonl"
+    path.write_bytes('{"id": "a", "prompt": "x"}\n'.encode("utf-16"))
+    with pytest.raises(InputError, match=r"p.jsonl: the file is UTF-16, not UTF-8; .*iconv -f UTF-16 -t UTF-8"):
+        read_prompts([path], ReadOptions())

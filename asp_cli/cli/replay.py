@@ -75,7 +75,7 @@ def replay_command(
     model: Optional[str] = typer.Option(None, "--model", help="The served model name (default: the first under /v1/models)."),
     no_stream: bool = typer.Option(False, "--no-stream", help="Plain responses: less client work at very high rates, but no first-token times (asp calibrate needs them)."),
     retries: int = typer.Option(3, "--retries", help="Retries of a request after a connection error, 5xx or 429."),
-    retry_backoff: float = typer.Option(0.5, "--retry-backoff", help="Seconds before the first retry (doubled each time)."),
+    retry_backoff: float = typer.Option(0.5, "--retry-backoff", help="Seconds before the first retry (doubled each time; at most 600)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds without a byte from a server before a request counts as failed."),
     warmup: int = typer.Option(8, "--warmup", help="Unrecorded warm-up requests per server before the first run."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Preset for the simulator's side of the comparison (name or JSON calibration file); default: the schedule's."),

@@ -69,6 +69,9 @@ class LiveSettings:
                            warmup_requests=self.warmup_requests)
 
 
+MAX_BACKOFF_S = 600.0  # the first retry's wait; a server down longer than that is down
+
+
 def check_live_options(*, engine: str | None, max_in_flight: int | None, retries: int, backoff_s: float,
                        idle_timeout_s: float, warmup_requests: int) -> None:
     """The replay's own options, checked once, with or without servers (a dry run checks them too).
@@ -87,6 +90,8 @@ def check_live_options(*, engine: str | None, max_in_flight: int | None, retries
     for flag, value in (("--retries", retries), ("--retry-backoff", backoff_s), ("--warmup", warmup_requests)):
         if not math.isfinite(value) or value < 0:
             raise SettingsError(f"{flag} must be 0 or more (got {value})")
+    if backoff_s > MAX_BACKOFF_S:  # doubled per retry: 1e308 s waited forever, and hung the replay
+        raise SettingsError(f"--retry-backoff must be at most {MAX_BACKOFF_S:g} seconds (got {backoff_s:g})")
     if not math.isfinite(idle_timeout_s) or idle_timeout_s <= 0:
         raise SettingsError(f"--timeout must be a number of seconds above 0 (got {idle_timeout_s})")
 

@@ -176,7 +176,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     ingested: list[dict[str, Any]] = []
     for path in logs:
         if not path.is_file():
-            raise InputError(f"{path}: no such rollout log; name a file of prompt ids and response lengths")
+            what = "is a folder, not a rollout log" if path.is_dir() else "no such rollout log"
+            raise InputError(f"{path}: {what}; name a file of prompt ids and response lengths")
         fingerprint = file_fingerprint([path])
         if fingerprint in seen_prints:
             summary["logs_already_observed"] += 1

@@ -202,6 +202,11 @@ def _is_utf8(data: bytes) -> bool:
 def _check_utf8(path: Path, data: bytes, first_line: int = 1) -> None:
     if _is_utf8(data):
         return
+    head = data[:4096]
+    if first_line == 1 and (head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) >= 4 and head.count(0) * 3 > len(head))):
+        # UTF-16 (Windows tools write it): a byte-order mark, or a NUL byte beside every ASCII character.
+        raise InputError(f"{path}: the file is UTF-16, not UTF-8; re-encode it as UTF-8, for example with "
+                         "`iconv -f UTF-16 -t UTF-8`")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
