@@ -39,6 +39,9 @@ def test_several_files_and_the_cap(tmp_path, prompts):
     b.write_text("prompt_id,predicted_max_tokens\n" + "".join(f"q{i},300\n" for i in range(20, 40)))
     frame = schedule([prompts], None, predictions=[a, b]).frame.sort("row")
     assert frame["predicted_tokens"].to_list() == [8192] * 20 + [300] * 20
+    with pytest.raises(InputError, match=r"b.csv, .*c.jsonl: prompt id 'q20' has more than one prediction"):
+        schedule([prompts], None, predictions=[a, b, write_jsonl(tmp_path / "c.jsonl", [{"prompt_id": "q20",
+                                                                                         "predicted_max_tokens": 9}])])
 
 
 @pytest.mark.parametrize(
@@ -46,7 +49,7 @@ def test_several_files_and_the_cap(tmp_path, prompts):
     [
         ([{"id": f"q{i}", "predicted_tokens": 5} for i in range(39)], "no prediction for 1 prompt"),
         ([{"id": "q0", "predicted_tokens": 5}] * 2 + [{"id": f"q{i}", "predicted_tokens": 5} for i in range(1, 40)],
-         "more than once"),
+         r"pred.jsonl: prompt id 'q0' has more than one prediction"),
         ([{"id": f"q{i}", "predicted_tokens": -1 if i == 3 else 5} for i in range(40)],
          "pred.jsonl:4: column 'predicted_tokens' must be a whole token count from 0 to 2,147,483,647 for prompt id 'q3'"),
         ([{"id": f"q{i}", "length": 5} for i in range(40)], "no predicted length column"),

@@ -78,7 +78,8 @@ def predictions_from_files(
         A missing id or length column, a missing, negative or fractional length, an id given twice, or a
         prompt that no file predicts.
     """
-    parts = [_read_one(Path(path)) for path in paths]
+    parts = [_read_one(Path(path)).with_columns(pl.lit(i, pl.Int32).alias("\x00file"))
+             for i, path in enumerate(paths)]
     table = pl.concat(parts, how="diagonal_relaxed")
     del parts
     # Distinct 64-bit hashes of the ids first (a fraction of the memory of hashing the strings); the ids
@@ -87,9 +88,11 @@ def predictions_from_files(
     if table.select(pl.col(C.PROMPT_ID).hash(seed=0).n_unique()).item() < table.height:
         repeated = table.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if repeated.height:
-        raise InputError(
-            f"prediction files give prompt id {shown_id(repeated[C.PROMPT_ID][0])} more than once; keep one row per prompt"
-        )
+        first = repeated[C.PROMPT_ID][0]
+        files = [str(paths[i]) for i in sorted(set(repeated.filter(pl.col(C.PROMPT_ID) == first)["\x00file"].to_list()))]
+        raise InputError(f"{', '.join(files)}: prompt id {shown_id(first)} has more than one prediction; keep one "
+                         "row per prompt")
+    table = table.drop("\x00file")
     if TEXT_TOKENS not in prompts.columns:
         prompts = prompts.with_columns(text_tokens(pl.col(C.PROMPT_TEXT)).alias(TEXT_TOKENS))
     joined = prompts.select(C.PROMPT_ID, TEXT_TOKENS).join(table, on=C.PROMPT_ID, how="left",
