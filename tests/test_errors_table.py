@@ -503,3 +503,24 @@ def test_error_row_damaged_history_log_list(tmp_path):
     assert result.stderr == (f"Error: {out}: damaged asp history metadata (its list of the logs already observed), so "
                              "appending could add a log twice; write a new history from the logs (asp observe LOGS... "
                              "-o new.parquet)\n")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
+def test_a_signal_at_exit_reaching_another_thread_is_counted_not_fatal():
+    """E29: after the output was complete, a Ctrl-C reached a library's thread (the main thread blocks it) while
+    Python's shutdown had put SIG_DFL back in place of asp's handler: the process died of SIGINT (-2), silent."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal, sys, threading, time\n"
+        "from asp_cli.cli import entry, interrupts\n"
+        "interrupts.install()\n"
+        "worker = threading.Thread(target=time.sleep, args=(5,), daemon=True); worker.start()\n"
+        "arrived = entry._block()\n"
+        "signal.pthread_kill(worker.ident, signal.SIGINT)\n"
+        "time.sleep(0.2)\n"
+        "print(arrived, signal.getsignal(signal.SIGINT) == signal.SIG_IGN)\n"
+        "sys.exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "False True\n" and done.stderr == "", (done.returncode, done.stderr)

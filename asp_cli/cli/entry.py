@@ -54,11 +54,22 @@ def _run() -> int:
 
 
 def _block() -> bool:
-    """Block SIGINT and SIGTERM; whether one arrived at any time (handled, or pending now)."""
+    """Block SIGINT and SIGTERM, then ignore them; whether one arrived at any time (handled, or pending then).
+
+    Blocking covers the main thread only: a signal can still reach a thread of a library (Polars', Arrow's),
+    and Python's own shutdown puts SIG_DFL back in place of a Python handler, so a Ctrl-C there killed the
+    process (-2, no message) after its output was complete. Handlers that only count (`interrupts.close`), then
+    SIG_IGN (which shutdown leaves alone), close that window.
+    """
+    interrupts.close()
+    arrived = interrupts.received()
     with contextlib.suppress(AttributeError, OSError, ValueError):  # no pthread_sigmask on this platform
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-        return interrupts.received() or bool(signal.sigpending() & set(SIGNALS))
-    return interrupts.received()
+        arrived = arrived or bool(signal.sigpending() & set(SIGNALS))
+    for signum in SIGNALS:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signum, signal.SIG_IGN)
+    return arrived or interrupts.received()
 
 
 def _flush() -> None:

@@ -23,6 +23,7 @@ class _State:
     """The process's interrupt state (one command at a time)."""
 
     installed = False
+    closing = False  # the process is exiting: a signal is counted, never raised
     received: list[int] = []
     announced = False
     previous_hook = sys.unraisablehook
@@ -30,6 +31,8 @@ class _State:
 
 def handle(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal handler signature
     _State.received.append(signum)
+    if _State.closing:
+        return
     if len(_State.received) == 1:
         raise Interrupted
     force_exit()  # a second signal: the first is taking too long to unwind
@@ -54,6 +57,11 @@ def _unraisable(unraisable: object) -> None:
     if isinstance(getattr(unraisable, "exc_value", None), Interrupted):
         force_exit()
     _State.previous_hook(unraisable)  # type: ignore[arg-type]
+
+
+def close() -> None:
+    """The process is about to exit: from now on a signal is only counted (`received`)."""
+    _State.closing = True
 
 
 def installed() -> bool:
