@@ -66,9 +66,9 @@ def fit_command(
                                char_ngrams=char_ngrams, seed=seed, force=force)
         card = result.card
         if result.skipped_rows:
-            say(f"skipped {result.skipped_rows} bad rows")
+            say(f"skipped {result.skipped_rows:,} bad rows")
         if not quiet:
-            say(f"fitted on {card['training']['prompts']} prompts ({card['training']['samples']} samples) in "
+            say(f"fitted on {card['training']['prompts']:,} prompts ({card['training']['samples']:,} samples) in "
                 f"{result.seconds:.1f} s; wrote {output}")
         for warning in result.warnings:
             say(f"Warning: {warning}")
@@ -109,8 +109,8 @@ def eval_command(
                                     history_read=history_read, lengths_read=lengths_read,
                                     max_response_tokens=max_response_tokens)
         if not quiet:
-            say(format_report(result, f"model {result['model']}: {result['overall']['prompts']} prompts, "
-                                      f"{result['samples']} samples"))
+            say(format_report(result, f"model {result['model']}: {result['overall']['prompts']:,} prompts, "
+                                      f"{result['samples']:,} samples"))
             _say_calibration(result.get("history"))
         for warning in result["warnings"]:
             say(f"Warning: {warning}")
@@ -157,8 +157,8 @@ def predict_command(
                               plan_with=plan_with, force=force)
         info = result.info
         if not quiet:
-            say(f"wrote {result.table.height} predictions to {output} ({info.prompts_from_history} from history, "
-                f"{info.prompts_from_model} from the model"
+            say(f"wrote {result.table.height:,} predictions to {output} ({info.prompts_from_history:,} from history, "
+                f"{info.prompts_from_model:,} from the model"
                 + (", corrected by the history)" if info.prompts_from_history else ")"))
             _say_calibration(info.details.get("history"))
         if json_output:
@@ -182,7 +182,7 @@ def _predict_on_ray(inputs, output, *, model, history, read, ray, ray_address, w
                               max_response_tokens=max_response_tokens, plan_with=plan_with, workers=workers,
                               address=ray_address, force=force)
     if not quiet:
-        say(f"wrote {result.prompts} predictions to {len(result.files)} file(s) in {output} "
+        say(f"wrote {result.prompts:,} predictions to {len(result.files)} file(s) in {output} "
             f"({result.info.details['ray_workers']} Ray workers); plan from them with "
             f"asp schedule INPUTS --predictions {output}/predictions-*.parquet")
     if json_output:
@@ -217,7 +217,7 @@ def info_command(
                 f"({len(card['features'])} dense + {card['vocabulary_size']} words"
                 + (f" + 2^{card['char_ngrams']['hash_bits']} hashed character n-grams" if "char_ngrams" in card else "")
                 + ")\n"
-                f"  trained on {training['prompts']} prompts, {training['samples']} samples (training data "
+                f"  trained on {training['prompts']:,} prompts, {training['samples']:,} samples (training data "
                 f"{training['fingerprint']})\n  file {card['file_fingerprint']} (what asp report shows as the predictor)\n"
                 f"  versions: " + ", ".join(f"{k} {v}" for k, v in card["versions"].items()))
             if "evaluation" in card:
