@@ -232,7 +232,7 @@ def _at(frame: pl.DataFrame, mask: pl.Series | pl.Expr) -> str:
     """Where the first row of ``mask`` is: its row in the file (from 1), its ``seq`` and prompt id where readable."""
     index = frame.select(pl.arg_where(mask).first() if isinstance(mask, pl.Expr) else pl.lit(mask.arg_true()[0]))
     row = int(index.item())
-    details = [f"{name} {frame[name][row]!r}" if name == "prompt_id" else f"{name} {frame[name][row]}"
+    details = [f"{name} {shown_id(frame[name][row])}" if name == "prompt_id" else f"{name} {frame[name][row]}"
                for name in ("seq", "prompt_id") if name in frame.columns and frame[name][row] is not None]
     return f"row {row + 1}" + (f" ({', '.join(details)})" if details else "")
 
@@ -402,8 +402,11 @@ def read_schedule(path: Path) -> Schedule:
         raise ScheduleFormatError(f"{path}: damaged asp schedule (column {repeated[0]!r} appears more than once); "
                                   "write the schedule again")
     try:
-        frame = pl.read_parquet(path)
-    except (pl.exceptions.PolarsError, OSError) as exc:  # damaged pages: the file's fault, named as such
+        # PyArrow reads the pages: on damaged ones it raises where Polars' own reader can panic, printing a Rust
+        # backtrace (and the panic, a BaseException, escaped as a traceback).
+        frame = pl.from_arrow(pq.read_table(path))
+        assert isinstance(frame, pl.DataFrame)
+    except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - damaged pages: the file's fault
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         raise ScheduleFormatError(f"{path}: damaged asp schedule ({first}); write the schedule again") from None
     validate_frame(frame, where=str(path))
@@ -436,7 +439,15 @@ def recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:
             recorded.append(arg)
             skip_next = True
             continue
-        # The value attached (--output=FILE, -oFILE) is written as OUT too.
-        recorded.append("--output=OUT" if arg.startswith("--output=") else
-                        "-oOUT" if arg.startswith("-o") and not arg.startswith("--") else arg)
+        # The output in a cluster of short options (-qo FILE, -qoFILE; -q is asp's only short flag without a
+        # value) or with its value attached (-oFILE, --output=FILE) is written as OUT too.
+        cluster = _SHORT_OUTPUT.fullmatch(arg)
+        if cluster is not None:
+            recorded.append(f"-{cluster.group(1)}o" + ("OUT" if cluster.group(2) else ""))
+            skip_next = not cluster.group(2)
+            continue
+        recorded.append("--output=OUT" if arg.startswith("--output=") else arg)
     return recorded
+
+
+_SHORT_OUTPUT = re.compile(r"-(q*)o(.*)", re.S)

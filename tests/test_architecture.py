@@ -133,7 +133,7 @@ GOLDEN = {
     "two epochs, lag 2, 8 instances, seed 3": (
         {"epochs": 2, "max_lag": 2, "instances": 8, "seed": 3},
         "00b87b60de0f7b6d774d6a27da4542008a34d1f66ea943bef190bf0e8e92430b",
-        "de20d94cf525e7e10da1004bbe933ede92edbe80c89869b889c2ec7849c1ca6e"),
+        "6e494bea705161bfd55a4a20b18713a04d2e40d76ea4b5e73a9207af500f3bdd"),
 }
 
 

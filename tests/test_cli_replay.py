@@ -164,6 +164,7 @@ def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
     (["--retries", "-1"], "--retries must be 0 or more (got -1)"),
     (["--retry-backoff", "nan"], "--retry-backoff must be 0 or more (got nan)"),
     (["--retry-backoff", "1e308"], "--retry-backoff must be at most 600 seconds (got 1e+308)"),  # it hung
+    (["--retries", "1100"], "--retries must be at most 100 (got 1100)"),  # 2 ** 1024 overflowed: exit 70
     (["-o", "SCHEDULE"], "is also an input"),
 ])
 def test_a_dry_run_checks_the_options_the_run_would(small, args, words):  # noqa: F811

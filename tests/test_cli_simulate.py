@@ -133,6 +133,12 @@ def test_bench_says_which_data_folder_is_damaged(tmp_path):
     (tmp_path / AIME / "generations.csv").write_text("aime_id,run\nx,A\n")
     result = invoke("bench", "--data", tmp_path, "--workload", "aime-k8-n4")
     assert result.exit_code == ExitCode.BAD_INPUT and "gen_index" in result.stderr
+    columns = "aime_id,run,year,part,problem_number,gen_index,temperature,completion_tokens,truncated\n"
+    (tmp_path / AIME / "generations.csv").write_text(columns + "".join(
+        f"1983_AIME_1,A,1983,I,1,{g},0.6,{'' if g == 5 else 100},False\n" for g in range(8)))
+    (tmp_path / AIME / "aime_problems_1983_2024.jsonl").write_text('{"aime_id": "1983_AIME_1", "problem": "x"}\n')
+    result = invoke("bench", "--data", tmp_path, "--workload", "aime-k8-n4")  # an empty length: exit 70
+    assert result.exit_code == ExitCode.BAD_INPUT, result.stderr
     (tmp_path / "file").write_text("x")
     result = invoke("bench", "--data", tmp_path / "file")
     assert result.exit_code == ExitCode.BAD_INPUT and "is a file, not a folder" in result.stderr

@@ -215,6 +215,10 @@ def test_recorded_command_line_drops_output_placement():
     # The value attached to the short option (Click takes -oFILE): the path was recorded, so two paths differed.
     assert recorded_command_line(["asp", "schedule", "in.jsonl", "-oa.parquet"]) == ["asp", "schedule", "in.jsonl",
                                                                                     "-oOUT"]
+    # In a cluster with -q: its value next (-qo FILE) or attached (-qoFILE).
+    assert recorded_command_line(["asp", "schedule", "-qo", "a.parquet", "in.jsonl"]) == ["asp", "schedule", "-qo",
+                                                                                        "OUT", "in.jsonl"]
+    assert recorded_command_line(["asp", "schedule", "-qoa.parquet"]) == ["asp", "schedule", "-qoOUT"]
 
 
 def test_multiple_inputs_number_rows_across_files(tmp_path):

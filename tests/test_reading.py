@@ -328,7 +328,8 @@ def test_an_enormous_id_is_cut_in_a_length_files_error(tmp_path):
 
 @pytest.mark.parametrize("data", [b'{"id": "a", "prompt": "x"}{"id": "b", "prompt": "y"}\n',
                                   b'{"id": "a", "prompt": "x"}null\n{"id": "c", "prompt": "z"}\n',
-                                  b'{"id": "a", "prompt": "x"}\r{"id": "c", "prompt": "z"}\n'])
+                                  b'{"id": "a", "prompt": "x"}\r{"id": "c", "prompt": "z"}\n',
+                                  b'{"id": "a", "prompt": "x"}{"id": "b", "prompt": "y"}\n\n \n'])  # blank lines hid it
 def test_two_values_on_one_line_are_a_malformed_line(tmp_path, data):
     """PyArrow took them as two rows: the file was read without a word, or a later line was blamed."""
     path = tmp_path / "p.jsonl"
@@ -337,9 +338,26 @@ def test_two_values_on_one_line_are_a_malformed_line(tmp_path, data):
         read_prompts([path], ReadOptions())
 
 
-def test_a_utf16_file_is_named_as_such(tmp_path):
-    """It said "not valid UTF-8 (byte 0) ... iconv -f LATIN1", the wrong fix for what Windows tools write."""
-    path = tmp_path / "p.jsonl"
-    path.write_bytes('{"id": "a", "prompt": "x"}\n'.encode("utf-16"))
-    with pytest.raises(InputError, match=r"p.jsonl: the file is UTF-16, not UTF-8; .*iconv -f UTF-16 -t UTF-8"):
+@pytest.mark.parametrize("name", ["p.jsonl", "p.csv"])
+@pytest.mark.parametrize("encoding, wide", [("utf-16", "UTF-16"), ("utf-16-le", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_utf16_or_utf32_file_is_named_as_such(tmp_path, name, encoding, wide):
+    """It said "not valid UTF-8 (byte 0) ... iconv -f LATIN1", the wrong fix for what Windows tools write; without
+    a byte-order mark, UTF-16 of ASCII text is valid UTF-8 and was read with NUL bytes in every name."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    path = tmp_path / name
+    text = '{"id": "a", "prompt": "x"}\n' if name.endswith("jsonl") else "id,prompt\na,x\n"
+    path.write_bytes(text.encode(encoding))
+    words = rf"{name}: the file is {wide}, not UTF-8; .*iconv -f {wide} -t UTF-8"
+    with pytest.raises(InputError, match=words):
         read_prompts([path], ReadOptions())
+    with pytest.raises(InputError, match=words):
+        read_prompts_streamed([path], ReadOptions())
+
+
+def test_a_binary_file_under_a_text_name_is_not_called_utf16(tmp_path):
+    path = tmp_path / "db.csv"
+    path.write_bytes(b"SQLite format 3\x00" + bytes(4000) + b"\xff" * 10)
+    with pytest.raises(InputError) as info:
+        read_prompts([path], ReadOptions())
+    assert "UTF-16" not in str(info.value) and "UTF-32" not in str(info.value)

@@ -310,3 +310,38 @@ def test_a_schedule_with_a_damaged_page_is_damaged_not_a_crash(tmp_path, frame):
     with pytest.raises(ScheduleFormatError, match=r"damaged asp schedule \(.*\); write the schedule again$") as info:
         read_schedule(path)
     assert "\n" not in str(info.value)
+
+
+def test_flipped_bytes_in_a_schedule_are_a_format_error_never_a_crash(tmp_path, frame):
+    """Bytes flipped in the pages made Polars' reader panic (a Rust backtrace, then a Python traceback, exit 1);
+    seeded flips of one to three bytes must each read, or be a one-line ScheduleFormatError. In a subprocess:
+    a native abort must fail this test, not end the test run."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 3}}, path)
+    code = """
+import random, sys
+from pathlib import Path
+from asp_cli.errors import ScheduleFormatError
+from asp_cli.schedule_format import read_schedule
+data = Path(sys.argv[1]).read_bytes()
+rng = random.Random(2)
+target = Path(sys.argv[2])
+for case in range(60):
+    flipped = bytearray(data)
+    start = rng.randrange(4, len(data) - 8)
+    for k in range(rng.randrange(1, 4)):
+        flipped[min(start + k, len(data) - 9)] = rng.randrange(256)
+    target.write_bytes(bytes(flipped))
+    try:
+        read_schedule(target)
+    except ScheduleFormatError as exc:
+        assert "\\n" not in str(exc), (case, str(exc))
+print("done")
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "f.parquet")], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout == "done\n", (done.returncode, done.stderr[-2000:])
+    assert "panicked" not in done.stderr, done.stderr[-2000:]

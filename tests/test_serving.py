@@ -35,10 +35,13 @@ def test_parse_server_url():
             parse_server_url(bad)
 
 
-def test_the_reachability_hint_writes_an_ipv6_host_in_brackets():
+def test_an_ipv6_host_is_written_in_brackets_in_the_host_header_and_the_hint():
+    """The Host header said "::1:8000", which strict front-ends (nginx) answer with 400."""
     from asp_cli.integrate.serving import _bracketed
 
     assert _bracketed("::1") == "[::1]" and _bracketed("host") == "host"
+    assert b"\r\nHost: [::1]:8000\r\n" in ServerPool("http://[::1]:8000/v1")._head("GET", "/v1/models", {}, 0)
+    assert b"\r\nHost: h:8000\r\n" in ServerPool("http://h:8000/v1")._head("GET", "/v1/models", {}, 0)
 
 
 def test_streaming_and_plain_completions_report_times_and_usage():

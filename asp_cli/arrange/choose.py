@@ -108,7 +108,8 @@ class ArrangementChoice:
         """The chosen candidate's rollout alone under the draws, where its replays were of the whole run
         (``prompts`` x ``epochs``; None for a named arrangement, a sample, fewer epochs, or older records): the
         point predictions' makespan misses every tail the spread adds (106 s against 240-400 s replayed on the
-        sample data), so this is what says whether the trainer or rollout binds."""
+        sample data), so this is what says whether the trainer or rollout binds (without a lag bound: under one
+        the replays' rollout waits for the trainer)."""
         mine = [c for c in self.candidates if _is(c, self.chosen, self.kv_budget)]
         if not mine or self.evaluated_prompts != prompts or self.evaluated_epochs != epochs:
             return None

@@ -481,7 +481,9 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
     step_tokens = step_tokens[np.bincount(step) > 0]
     trainer_s = float(np.sum(preset.train_step_seconds(step_tokens) + preset.weight_sync_s))
     prompts = int(frame.filter(pl.col("epoch") == 0).height)
-    replayed = choice.expected_rollout_s(prompts, settings.epochs) if choice is not None else None
+    # Under a lag bound the replays' rollout waits for the trainer: it says nothing of which one binds.
+    replayed = (choice.expected_rollout_s(prompts, settings.epochs) if choice is not None and settings.max_lag is None
+                else None)
     return {
         "prompts": prompts,
         "epochs": settings.epochs,

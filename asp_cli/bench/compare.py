@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
+from asp_cli.errors import InputError
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.predict.features import BYTES_PER_TOKEN
 from asp_cli.settings import ScheduleSettings
@@ -356,6 +357,10 @@ def load_aime(data: Path | None, *, history_samples: int = 4):
 
     folder = aime_folder(data)
     gens = pl.read_csv(folder / "generations.csv").filter(pl.col("run") == "A").sort(["aime_id", "gen_index"])
+    gens = gens.with_columns(pl.col("completion_tokens").cast(pl.Int64, strict=True))  # text: a PolarsError
+    if gens["completion_tokens"].null_count():
+        raise InputError(f"{folder / 'generations.csv'}: {gens['completion_tokens'].null_count()} rows without "
+                         "completion_tokens; every generation needs its length")
     problems = read_ndjson(folder / "aime_problems_1983_2024.jsonl")
     used = gens.select("aime_id").unique(maintain_order=True).join(problems, on="aime_id", how="left")
     history = gens.filter(pl.col("gen_index") < history_samples).select(
@@ -503,7 +508,6 @@ def run_benchmark(
     a workload whose data is in neither is left out (`asp_cli.bench.data.missing_folders` says why).
     """
     from asp_cli.bench.data import check_data_folder, missing_folders, unavailable_text, unavailable_workloads
-    from asp_cli.errors import InputError
 
     check_data_folder(data)
     results = []

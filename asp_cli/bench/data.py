@@ -94,7 +94,8 @@ def reading_folder(folder: str) -> Iterator[None]:
     into one `InputError` naming the folder; asp's own errors pass through."""
     try:
         yield
-    except (OSError, pl.exceptions.PolarsError) as exc:
+    except (OSError, pl.exceptions.PolarsError, TypeError, ValueError, KeyError) as exc:  # a missing or odd value
+        # (an empty length cell raised TypeError from int(None): exit 70) is the data's fault here too
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise InputError(f"{folder}/: unreadable benchmark data ({first}); give --data a folder whose {folder}/ "
                          "holds the files docs/simulation.md names") from None

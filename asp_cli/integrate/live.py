@@ -69,7 +69,8 @@ class LiveSettings:
                            warmup_requests=self.warmup_requests)
 
 
-MAX_BACKOFF_S = 600.0  # the first retry's wait; a server down longer than that is down
+MAX_BACKOFF_S = 600.0  # the first retry's wait (each later one doubles, up to serving.MAX_WAIT_S, the same)
+MAX_RETRIES = 100  # at 600 s a wait, 100 retries are most of a day: a server down that long is down
 
 
 def check_live_options(*, engine: str | None, max_in_flight: int | None, retries: int, backoff_s: float,
@@ -90,8 +91,10 @@ def check_live_options(*, engine: str | None, max_in_flight: int | None, retries
     for flag, value in (("--retries", retries), ("--retry-backoff", backoff_s), ("--warmup", warmup_requests)):
         if not math.isfinite(value) or value < 0:
             raise SettingsError(f"{flag} must be 0 or more (got {value})")
-    if backoff_s > MAX_BACKOFF_S:  # doubled per retry: 1e308 s waited forever, and hung the replay
+    if backoff_s > MAX_BACKOFF_S:  # 1e308 s waited forever, and hung the replay
         raise SettingsError(f"--retry-backoff must be at most {MAX_BACKOFF_S:g} seconds (got {backoff_s:g})")
+    if retries > MAX_RETRIES:
+        raise SettingsError(f"--retries must be at most {MAX_RETRIES} (got {retries})")
     if not math.isfinite(idle_timeout_s) or idle_timeout_s <= 0:
         raise SettingsError(f"--timeout must be a number of seconds above 0 (got {idle_timeout_s})")
 

@@ -616,8 +616,8 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
             if name not in frame.columns:
                 frame = frame.with_columns(pl.lit(None, dtype).alias(name))
         frame = frame.select([pl.col(n).cast(t) for n, t in HISTORY_SCHEMA.items()])
-    except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{path}: not an asp history ({str(exc).splitlines()[0][:160]}); write to a new file "
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:  # damaged pages
+        raise InputError(f"{path}: not an asp history ({(str(exc).splitlines() or [''])[0][:160]}); write to a new file "
                          "instead") from None
     raw = (schema.metadata or {}).get(METADATA_KEY)
     logs: list[dict[str, Any]] = []

@@ -154,7 +154,7 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         self._orders: dict[int, list[int]] = {}
 
     def _check_dataset(self, data_source: Sized) -> None:
-        from asp_cli.errors import InputError
+        from asp_cli.errors import InputError, shown_id
 
         rows = self.replay.frame.select("row", "prompt_id").unique("row").sort("row")
         size = len(data_source)
@@ -176,7 +176,7 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         for row, prompt_id in zip(rows["row"].to_list(), rows["prompt_id"].to_list(), strict=True):
             if str(ids[row]) != prompt_id:
                 raise InputError(
-                    f"dataset row {row} has {id_col} {ids[row]!r} but the schedule expects {prompt_id!r}; "
+                    f"dataset row {row} has {id_col} {shown_id(ids[row])} but the schedule expects {shown_id(prompt_id)}; "
                     "train on the file(s) the schedule was made from, unfiltered, in the same order"
                 )
 

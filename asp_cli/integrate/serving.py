@@ -95,6 +95,10 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+# The longest wait between two tries of a request (the backoff doubles up to it).
+MAX_WAIT_S = 600.0
+
+
 class ServerPool:
     """Keep-alive connections to one OpenAI-compatible server, and its in-flight limit.
 
@@ -217,7 +221,8 @@ class ServerPool:
                         f"is up and reachable (curl {self.scheme}://{_bracketed(self.host)}:{self.port}{self.api_path}/models) "
                         "and read its log"
                     ) from None
-                await asyncio.sleep(self.backoff_s * 2 ** (tries - 1))
+                # Doubled each time, but never past MAX_WAIT_S (2 ** 1024 overflowed a float: exit 70).
+                await asyncio.sleep(min(self.backoff_s * 2.0 ** min(tries - 1, 64), MAX_WAIT_S))
 
     async def _fresh_on_stale(self, attempt: Callable[[], Any]) -> Any:
         # A stale pooled connection is replaced without spending an attempt; at most as many times as there
@@ -258,7 +263,7 @@ class ServerPool:
         return _completion_from(document, send_s, first_s, finish_s)
 
     def _head(self, method: str, path: str, headers: dict[str, str], length: int) -> bytes:
-        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: keep-alive",
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {_bracketed(self.host)}:{self.port}", "Connection: keep-alive",
                  "User-Agent: asp-replay", f"Content-Length: {length}"]
         if length:
             lines.append("Content-Type: application/json")

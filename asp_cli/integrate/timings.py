@@ -96,7 +96,7 @@ def read_timeline(path: Path) -> Timeline:
     try:
         schema = pq.read_schema(path)
         frame = pl.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file
+    except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - any unreadable file (a panic too)
         raise InputError(f"{path}: not a readable Parquet timeline ({str(exc).splitlines()[0][:120]}); give the "
                          "file `asp replay -o` wrote") from None
     missing = [c for c in _REQUIRED if c not in frame.columns]

@@ -108,7 +108,7 @@ def join_lengths(
         raise InputError(
             f"no prompt id of {names} is among the {prompts.height:,} prompts of "
             f"{', '.join(p.name for p in paths)}: its ids look like {shown_id(lengths[C.PROMPT_ID][0])} and the prompts' "
-            f"like {prompts[C.PROMPT_ID][0]!r}; give the prompt files the rollouts were made from, or name the id "
+            f"like {shown_id(prompts[C.PROMPT_ID][0])}; give the prompt files the rollouts were made from, or name the id "
             f"columns with --id-key and {lengths_read.length_id_flag}"
         )
     observed_ids = matched[C.PROMPT_ID].unique()
@@ -117,7 +117,7 @@ def join_lengths(
     if strays.height:
         warnings.append(
             f"{strays.height:,} rows of {names} ({strays[C.PROMPT_ID].n_unique():,} ids, e.g. "
-            f"{strays[C.PROMPT_ID][0]!r}) name prompts the prompt files do not hold; left out"
+            f"{shown_id(strays[C.PROMPT_ID][0])}) name prompts the prompt files do not hold; left out"
         )
     unobserved = prompts.height - observed_ids.len()
     if unobserved:

@@ -38,6 +38,7 @@ from asp_cli.reading.tables import (
     FILE_ROW,
     LINE,
     ReadReport,
+    _check_encoding,
     _check_utf8,
     _first_line,
     _in_background,
@@ -382,6 +383,7 @@ def _first_block(path: Path, blocks: Iterator[bytes], declared: str) -> Iterator
             first = False
             if _sniff(block) in ("parquet", "gzip"):
                 raise _mismatch(path, declared, block)
+            _check_encoding(path, block)
         if not seen_text and not block.isspace():
             seen_text = True
         yield block
