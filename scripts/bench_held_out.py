@@ -50,9 +50,10 @@ Tables as in "Simulated end-to-end time against baselines".
 FINDINGS = """\
 ### What held and what did not
 
-The picture of the math workloads holds on chat: asp is never more than 1.6% behind the best equal-footing
-baseline here (each gain with its standard error over the seeds in the tables) (3.1% with `--steps representative` on the mix), and 3-21% ahead of it on the chat + math + reasoning mix with blocking engines; it loses in
-the same places (static padding, and steps kept representative in arrival order).
+The picture of the math workloads holds on chat: asp is never more than 0.5% behind the best equal-footing
+baseline here (1.3% and 3.1% with `--steps representative`; each gain with its standard error over the seeds
+in the tables), and 3-21% ahead of it on the chat + math + reasoning mix with blocking engines; it loses where
+it loses on math (steps kept representative in arrival order).
 
 - **Blocking `continuous` engine** (6 seeds): on chat alone auto is level with the best baseline (it picks
   short-first, +0.0%): chat answers vary within a prompt about as much as between prompts, and the
