@@ -361,3 +361,16 @@ def test_a_binary_file_under_a_text_name_is_not_called_utf16(tmp_path):
     with pytest.raises(InputError) as info:
         read_prompts([path], ReadOptions())
     assert "UTF-16" not in str(info.value) and "UTF-32" not in str(info.value)
+
+
+def test_a_csv_with_two_byte_order_marks_keeps_its_id_column(tmp_path):
+    """A file converted to UTF-8 twice starts with two marks: its first column was named with the second and
+    not found, and the ids became row numbers without a word."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    path = tmp_path / "p.csv"
+    path.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbfid,question\na,What is 2+2?\nb,Why?\n")
+    frame, _ = read_prompts([path], ReadOptions())
+    assert frame["prompt_id"].to_list() == ["a", "b"]
+    streamed, _ = read_prompts_streamed([path], ReadOptions())
+    assert streamed["prompt_id"].to_list() == ["a", "b"]

@@ -47,6 +47,7 @@ from asp_cli.reading.tables import (
     check_parquet_footer,
     csv_separator,
     csv_text_schema,
+    csv_without_extra_marks,
     file_format,
     find_column,
     input_file_errors,
@@ -435,6 +436,7 @@ def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int,
             cut = block.find(b"\n")
             header = block[: cut + 1] if cut >= 0 else block + b"\n"
             block = block[len(header):] if cut >= 0 else b""
+            header = csv_without_extra_marks(header)
             _check_utf8(path, header, line)
             separator = csv_separator(path, header)
             text_schema = csv_text_schema(header, separator, text_columns)

@@ -553,8 +553,21 @@ def csv_text_schema(header: bytes, separator: str, text_columns: Sequence[str] =
     return {name: pl.String for name in names if name.lower() in _CSV_TEXT_KEYS or name in extra}
 
 
+def csv_without_extra_marks(header: bytes) -> bytes:
+    """A CSV header with at most one UTF-8 byte-order mark (Polars drops one): a file converted twice starts
+    with two, and its first column, named with the second, was not found (its ids silently row numbers)."""
+    while header.startswith(_BOM * 2):
+        header = header[len(_BOM):]
+    return header
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
 def _read_csv(path: Path, data: bytes, text_columns: Sequence[str] = ()) -> pl.DataFrame:
     _check_utf8(path, data)
+    if data.startswith(_BOM * 2):
+        data = csv_without_extra_marks(data)
     header = data[: data.find(b"\n") if b"\n" in data else len(data)]
     separator = csv_separator(path, header)
     try:
