@@ -175,8 +175,9 @@ def _probe_writable(output: Path) -> None:
             pass
     except OSError as exc:
         raise cannot_write(output, exc) from None
-    with contextlib.suppress(OSError):
-        probe.unlink()
+    finally:  # also when a signal lands just after the open made the file (it was left behind)
+        with contextlib.suppress(OSError):
+            probe.unlink()
 
 
 # Errors of writing the output whatever the path in them; EACCES and friends count only when they name it.
@@ -214,6 +215,7 @@ def atomic_path(output: Path, *, replace: bool) -> Iterator[Path]:
     target = _target(output)
     tmp = _tmp_path(target)
     _live.add(tmp)
+    publishing = False
     try:
         yield tmp
         if not tmp.exists():
@@ -221,6 +223,7 @@ def atomic_path(output: Path, *, replace: bool) -> Iterator[Path]:
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         testhooks.pause("publish")
+        publishing = True
         _publish(tmp, target, output, replace=replace)
         _published.append(output)
     except OutputError:
@@ -232,11 +235,23 @@ def atomic_path(output: Path, *, replace: bool) -> Iterator[Path]:
             raise cannot_write(output, exc) from None
         raise
     except BaseException:
+        # A signal that lands as the rename or link returns leaves the output in place: say so ("Interrupted
+        # after writing ..."), where the list was written after it and the run said nothing was written.
+        if publishing and _in_place(tmp, target) and output not in _published:
+            _published.append(output)
         _discard(tmp)
         raise
     finally:
         _live.discard(tmp)
     testhooks.pause("published")
+
+
+def _in_place(tmp: Path, target: Path) -> bool:
+    """Whether publishing ``tmp`` at ``target`` happened: renamed away, or linked (both names one file)."""
+    try:
+        return not tmp.exists() or os.path.samefile(tmp, target)
+    except OSError:
+        return False
 
 
 def _discard(tmp: Path) -> None:

@@ -442,8 +442,8 @@ def recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:
         # The output in a cluster of short options (-qo FILE, -qoFILE; -q is asp's only short flag without a
         # value) or with its value attached (-oFILE, --output=FILE) is written as OUT too.
         cluster = _SHORT_OUTPUT.fullmatch(arg)
-        if cluster is not None:
-            recorded.append(f"-{cluster.group(1)}o" + ("OUT" if cluster.group(2) else ""))
+        if cluster is not None:  # recorded as -o alone: -q is not recorded either
+            recorded.append("-oOUT" if cluster.group(2) else "-o")
             skip_next = not cluster.group(2)
             continue
         recorded.append("--output=OUT" if arg.startswith("--output=") else arg)

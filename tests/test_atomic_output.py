@@ -115,3 +115,41 @@ def test_kill_at_any_moment_leaves_old_or_new(tmp_path, big_input, fraction):
     # SIGKILL cannot be caught: a temporary file may stay, named so that it is recognisable.
     leftovers = [p.name for p in tmp_path.iterdir() if TMP_MARKER in p.name]
     assert all(name.startswith(".schedule.parquet" + TMP_MARKER) for name in leftovers)
+
+
+def test_an_interrupt_as_the_output_lands_says_it_was_written(tmp_path, monkeypatch):
+    """A signal just after the rename returned, before the output was listed as published: the run said
+    "nothing was written" over a new file."""
+    from asp_cli import output
+
+    real = output._publish
+
+    def published_then_interrupted(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output, "_publish", published_then_interrupted)
+    target = tmp_path / "o.txt"
+    output.begin_command()
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomic(target, "new", replace=False)
+    assert target.read_text() == "new" and output.published() == [target]
+    assert [p.name for p in tmp_path.iterdir()] == ["o.txt"]  # the temporary name is gone too
+
+
+def test_an_interrupt_in_the_write_check_leaves_no_probe_file(tmp_path, monkeypatch):
+    """The folder's write check made a temporary file; a signal landing as it was made left it behind."""
+    import builtins
+
+    from asp_cli import output
+
+    def made_then_interrupted(path, mode="r", *args, **kwargs):
+        if mode == "xb" and TMP_MARKER in str(path):
+            builtins.open(path, mode).close()
+            raise KeyboardInterrupt
+        return builtins.open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(output, "open", made_then_interrupted, raising=False)
+    with pytest.raises(KeyboardInterrupt):
+        output._probe_writable(tmp_path / "o.parquet")
+    assert list(tmp_path.iterdir()) == []

@@ -157,6 +157,22 @@ def test_calibrate_fits_the_trainer_from_measured_steps(tmp_path):
     assert "trainer (--train-steps): 3 s a step + 2e-05 s a token" in result.stderr
 
 
+def test_calibrate_refuses_to_write_over_its_base_preset(tmp_path):
+    """-o cal.json --base cal.json --force replaced the base it read (exit 0), by any spelling of the path."""
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, metadata(frame), timeline)
+    base = tmp_path / "cal.json"
+    assert invoke("calibrate", timeline, "-o", base, "--quiet").exit_code == 0
+    before = base.read_bytes()
+    (tmp_path / "link.json").symlink_to(base)
+    for out in (base, tmp_path / "." / "sub" / ".." / "cal.json", tmp_path / "link.json"):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        result = invoke("calibrate", timeline, "-o", out, "--base", base, "--force", "--quiet")
+        assert result.exit_code == 7 and "is also an input" in result.stderr, (out, result.stderr)
+    assert base.read_bytes() == before
+
+
 @pytest.mark.parametrize("value", ["-4.1", "nan", "0", "x"])
 def test_a_trainer_step_that_is_no_measurement_is_refused_with_its_row(tmp_path, value):
     """Negative times were fitted into a plausible-looking trainer cost; a NaN row was dropped silently."""

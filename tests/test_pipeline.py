@@ -216,9 +216,12 @@ def test_recorded_command_line_drops_output_placement():
     assert recorded_command_line(["asp", "schedule", "in.jsonl", "-oa.parquet"]) == ["asp", "schedule", "in.jsonl",
                                                                                     "-oOUT"]
     # In a cluster with -q: its value next (-qo FILE) or attached (-qoFILE).
-    assert recorded_command_line(["asp", "schedule", "-qo", "a.parquet", "in.jsonl"]) == ["asp", "schedule", "-qo",
+    # -q goes as it does alone, so -qo FILE records what -q -o FILE does.
+    assert recorded_command_line(["asp", "schedule", "-qo", "a.parquet", "in.jsonl"]) == ["asp", "schedule", "-o",
                                                                                         "OUT", "in.jsonl"]
-    assert recorded_command_line(["asp", "schedule", "-qoa.parquet"]) == ["asp", "schedule", "-qoOUT"]
+    assert recorded_command_line(["asp", "schedule", "-q", "-o", "a.parquet", "in.jsonl"]) == [
+        "asp", "schedule", "-o", "OUT", "in.jsonl"]
+    assert recorded_command_line(["asp", "schedule", "-qoa.parquet"]) == ["asp", "schedule", "-oOUT"]
 
 
 def test_multiple_inputs_number_rows_across_files(tmp_path):

@@ -222,6 +222,8 @@ def calibrate_command(
         from asp_cli.output import check_output_name, check_output_path
 
         inputs = [p for p in (timeline, train_steps) if p is not None]
+        if base is not None and Path(base).is_file():  # a calibration file read as the base: an input too
+            inputs.append(Path(base))
         check_output_path(output, inputs, force=force)
         check_output_name(output, (".json",), writer="asp calibrate", what="a JSON preset")
         if probe_timeline is not None:
