@@ -5,7 +5,7 @@
 Builds the workloads of `asp_cli.bench.compare.WORKLOADS` from the real length data (evaluation only, read at run
 time; skipped with a message when absent), replays every arrangement on the same true lengths, and rewrites
 only this section of the document: a summary over seeds, the findings, and every table for seed 0.
-Takes about 45 minutes on two cores (most of it the streaming and representative-steps summaries).
+Takes about an hour on two cores (most of it the streaming and representative-steps summaries).
 """
 
 from __future__ import annotations
