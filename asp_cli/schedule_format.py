@@ -228,6 +228,11 @@ def _check_settings(metadata: dict[str, Any], path: Path) -> None:
         )
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of a reader's error, for a one-line message (PyArrow's run over several)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+
+
 def _at(frame: pl.DataFrame, mask: pl.Series | pl.Expr) -> str:
     """Where the first row of ``mask`` is: its row in the file (from 1), its ``seq`` and prompt id where readable."""
     index = frame.select(pl.arg_where(mask).first() if isinstance(mask, pl.Expr) else pl.lit(mask.arg_true()[0]))
@@ -366,7 +371,7 @@ def read_schedule(path: Path) -> Schedule:
     except Exception as exc:  # noqa: BLE001 - a damaged file
         if limits.PARQUET_TOO_DEEP in str(exc):
             raise limits.parquet_depth_error(str(path), ScheduleFormatError) from None
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        first = _first_line(exc)
         raise ScheduleFormatError(f"{path}: unreadable Parquet file ({first}); write the schedule again") from None
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
@@ -407,7 +412,7 @@ def read_schedule(path: Path) -> Schedule:
         frame = pl.from_arrow(pq.read_table(path))
         assert isinstance(frame, pl.DataFrame)
     except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - damaged pages: the file's fault
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        first = _first_line(exc)
         raise ScheduleFormatError(f"{path}: damaged asp schedule ({first}); write the schedule again") from None
     validate_frame(frame, where=str(path))
     check_epochs(frame, metadata.get("settings") or {}, where=str(path))
