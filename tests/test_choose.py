@@ -92,6 +92,39 @@ def test_run_time_keeps_the_head_and_the_drain_and_scales_the_middle():
     assert run_time(result, 5.0) == pytest.approx(10.0 + 15.0 + 5 * 75.0)
 
 
+def test_run_rollout_keeps_the_drain_and_scales_the_rest():
+    from types import SimpleNamespace
+
+    from asp_cli.arrange.choose import run_rollout_s
+
+    # Last admission at 70 s, last group in at 85 s: drain 15, the 70 s before it grow with the run.
+    result = SimpleNamespace(metrics={"rollout_makespan_s": 85.0}, seq_admit_s=np.array([0.0, 5.0, 70.0]))
+    assert run_rollout_s(result, 1.0) == 85.0
+    assert run_rollout_s(result, 4.0) == pytest.approx(15.0 + 4 * 70.0)
+
+
+@pytest.mark.parametrize("engine", ["continuous", "streaming"])
+def test_the_expected_rollout_is_of_the_whole_run_when_a_sample_was_judged(monkeypatch, engine):
+    # A sample's own rollout told a run five times its size that the trainer binds (issue 17's summary): the
+    # rollout each candidate records is scaled up to the run on every engine.
+    import asp_cli.arrange.choose as choose
+
+    # Slots far fewer than the sample's sequences, as at 4,096 prompts on a real engine: admissions run through
+    # the replay (with all of them in flight at once, a sample says nothing of how the run's queue drains).
+    preset = dataclasses.replace(PRESET, max_num_seqs=64)
+    prompts, preds = prompt_frame(900), make_predictions(900, seed=5)
+    settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine=engine)
+    whole = choose_arrangement(_arrange_named, prompts, preds, settings, preset)
+    monkeypatch.setattr(choose, "SAMPLE_PROMPTS", 200)
+    sampled = choose_arrangement(_arrange_named, prompts, preds, settings, preset)
+    assert sampled.evaluated_prompts == 200 and sampled.evaluated_epochs == 1
+    judged_whole = {c["name"]: c["expected_rollout_s"] for c in whole.candidates}
+    for c in sampled.candidates:  # 1,800 prompt-epochs from 200: within a quarter of the whole run's replays
+        assert c["expected_rollout_s"] == pytest.approx(judged_whole[c["name"]], rel=0.25)
+    assert sampled.expected_rollout_s() == next(c["expected_rollout_s"] for c in sampled.candidates
+                                               if c["name"] == sampled.chosen and c["kv_budget"] == sampled.kv_budget)
+
+
 def test_a_named_arrangement_is_used_as_named_and_auto_picks_one_of_the_candidates():
     prompts, preds = prompt_frame(400), make_predictions(400, seed=2)
     for name in ("interleave", "long-first", "short-first", "shuffle"):

@@ -126,6 +126,35 @@ def test_huge_settings_are_refused_not_an_internal_error(tmp_path, flag):
     assert not out.exists()
 
 
+def test_max_lag_none_is_no_bound_and_anything_else_but_a_number_is_refused(tmp_path):
+    # The summary tells a trainer-bound run "with --max-lag none, groups queue": the option takes that value.
+    default, none = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", default, "--quiet").exit_code == 0
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", none, "--quiet", "--max-lag", "None")
+    assert result.exit_code == 0, result.stderr
+    assert default.read_bytes() == none.read_bytes()
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "c.parquet", "--max-lag", "soon")
+    assert result.exit_code == 2
+    assert "give a whole number of training steps, or none for no bound (got 'soon')" in result.stderr
+
+
+def test_a_sampled_input_weighs_the_trainer_against_its_rollout_scaled_up_to_the_run(tmp_path, monkeypatch):
+    import asp_cli.arrange.choose as choose
+
+    monkeypatch.setattr(choose, "SAMPLE_PROMPTS", 1000)
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["arrangement"]["evaluated_prompts"] == 1000
+    rollout = document["expected_rollout_s"]  # 3,540 prompts judged on 1,000: the run's, not the sample's
+    mine = next(c for c in document["arrangement"]["candidates"] if c["name"] == document["arrangement"]["chosen"])
+    assert rollout == mine["expected_rollout_s"] > 2 * document["predicted_rollout_makespan_s"]
+    assert document["trainer_bound"] == (document["predicted_trainer_busy_s"] > rollout)
+    assert (f"({rollout:,.0f} s in auto's replays, which draw lengths with the predictions' spread, scaled up "
+            "from their 1,000 prompts x 1 epoch(s) to the run)") in result.stderr
+
+
 def test_kv_budget_is_recorded_and_a_bad_one_exits_4(tmp_path):
     out = tmp_path / "s.parquet"
     result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--kv-budget", "whole", "--json")

@@ -90,6 +90,42 @@ def test_simulate_free_dispatch_and_static(built):  # noqa: F811
         assert result.stderr == ""
 
 
+def test_simulate_max_lag_none_replays_without_the_schedules_bound(tmp_path):
+    from util import SAMPLE_PROMPTS
+
+    schedule = tmp_path / "s.parquet"
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", schedule, "--max-lag", "1", "--quiet").exit_code == 0
+    bound = json.loads(invoke("simulate", schedule, "--json", "--quiet").stdout)
+    free = json.loads(invoke("simulate", schedule, "--json", "--quiet", "--max-lag", "none").stdout)
+    assert bound["max_lag"] == 1 and free["max_lag"] is None
+    assert free["metrics"]["policy_lag_mean"] > bound["metrics"]["policy_lag_mean"]
+
+
+def test_bench_max_lag_none_lifts_every_workloads_bound(monkeypatch):
+    import asp_cli.bench.compare as compare
+    from asp_cli.costmodel import load_preset
+
+    asked = []
+    monkeypatch.setattr(compare, "run_benchmark", lambda *a, max_lag, **k: asked.append(max_lag) or [])
+    for value in ("none", "3"):
+        assert invoke("bench", "--workload", "gsm8k-k4-n8", "--max-lag", value, "--json").exit_code == 0
+    assert invoke("bench", "--workload", "gsm8k-k4-n8", "--json").exit_code == 0
+    assert asked == ["none", 3, None]
+    monkeypatch.undo()
+
+    class Seen(Exception):
+        pass
+
+    def seen(*a, max_lag, **k):
+        raise Seen(max_lag)
+
+    monkeypatch.setattr(compare, "compare", seen)
+    for asked_for, replayed in (("none", None), (3, 3), (None, compare.WORKLOADS["gsm8k-k4-n8"].max_lag)):
+        with pytest.raises(Seen) as caught:
+            compare.run_benchmark(None, load_preset(), names=("gsm8k-k4-n8",), max_lag=asked_for)
+        assert caught.value.args == (replayed,)
+
+
 def test_simulate_replays_with_the_dispatch_the_schedule_was_made_for(built, tmp_path):  # noqa: F811
     import pyarrow.parquet as pq
 

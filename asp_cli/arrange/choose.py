@@ -104,16 +104,14 @@ class ArrangementChoice:
         return document
 
 
-    def expected_rollout_s(self, prompts: int, epochs: int) -> float | None:
-        """The chosen candidate's rollout alone under the draws, where its replays were of the whole run
-        (``prompts`` x ``epochs``; None for a named arrangement, a sample, fewer epochs, or older records): the
-        point predictions' makespan misses every tail the spread adds (106 s against 240-400 s replayed on the
+    def expected_rollout_s(self) -> float | None:
+        """The chosen candidate's rollout alone under the draws, scaled up to the whole run where a sample or
+        fewer epochs were judged (`run_rollout_s`; None for a named arrangement or older records): the point
+        predictions' makespan misses every tail the spread adds (106 s against 240-400 s replayed on the
         sample data), so this is what says whether the trainer or rollout binds (without a lag bound: under one
         the replays' rollout waits for the trainer)."""
         mine = [c for c in self.candidates if _is(c, self.chosen, self.kv_budget)]
-        if not mine or self.evaluated_prompts != prompts or self.evaluated_epochs != epochs:
-            return None
-        return mine[0].get("expected_rollout_s")
+        return mine[0].get("expected_rollout_s") if mine else None
 
 
 def _is(candidate: dict[str, Any], name: str, kv_budget: str) -> bool:
@@ -235,6 +233,8 @@ def choose_arrangement(
         lengths = np.maximum(mean, 1.0)[:, None] * prompt_factor[:, None] * sample_factor
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
     weights = np.array([w for _, w in SCALE_NODES])
+    # The run's prompt-epochs per the judged ones, for every engine: what the rollout alone is scaled up by.
+    rollout_scale = run_prompts / (prompts.height * trial.epochs) if prompts.height else 1.0
     position_of_row = {r: i for i, r in enumerate(prompts[C.ROW].to_list())}
     refused: list[SettingsError] = []
 
@@ -254,7 +254,7 @@ def choose_arrangement(
             result = simulate_schedule(frame, truth[index], preset, sim, instances=settings.instances)
             times.append(run_time(result, scale))
             deviations.append(result.metrics["step_length_deviation_p90"])
-            rollouts.append(float(result.metrics["rollout_makespan_s"]))
+            rollouts.append(run_rollout_s(result, rollout_scale))
             # The same plan under the other dispatch, said beside it: an engine that keeps to the planned
             # instances cannot absorb prediction error the way a shared queue does.
             other_times.append(run_time(simulate_schedule(frame, truth[index], preset, other,
@@ -262,7 +262,8 @@ def choose_arrangement(
         return {"name": name, "kv_budget": kv_budget, "expected_end_to_end_s": round(float(weights @ times), 3),
                 f"expected_end_to_end_s_{other.dispatch}_dispatch": round(float(weights @ other_times), 3),
                 "expected_step_deviation_p90": round(float(weights @ deviations), 4),
-                # The replays' rollout alone (of the judged sample and epochs): where the trainer or rollout binds.
+                # The replays' rollout alone, scaled up to the whole run where a sample or fewer epochs were
+                # judged (`run_rollout_s`): whether the trainer or rollout binds.
                 "expected_rollout_s": round(float(weights @ rollouts), 3)}
 
     def step_bound(judged: list[dict[str, Any]]) -> float:
@@ -339,6 +340,18 @@ def run_time(result: Any, scale: float) -> float:
     drain = max(float(result.group_arrival_s.max()) - float(result.seq_admit_s.max()), 0.0)
     head = float(result.step_start_s[0])
     return head + drain + scale * max(end - head - drain, 0.0)
+
+
+def run_rollout_s(result: Any, scale: float) -> float:
+    """The whole run's rollout alone (to its last group's arrival), from a replay of ``1 / scale`` of its
+    prompt-epochs: the drain (from the last admission to the last arrival: the longest groups decoding) lasts
+    about as long in the whole run, the rest grows with the prompts (as in `run_time`). A sample's own rollout
+    would tell a 20,000-prompt run that its trainer binds where its rollout is five times the sample's."""
+    rollout = float(result.metrics["rollout_makespan_s"])
+    if scale <= 1.0 or not result.seq_admit_s.size:
+        return rollout
+    drain = min(max(rollout - float(result.seq_admit_s.max()), 0.0), rollout)
+    return drain + scale * (rollout - drain)
 
 
 def arrangement_line(choice: dict[str, Any]) -> str:

@@ -482,7 +482,7 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
     trainer_s = float(np.sum(preset.train_step_seconds(step_tokens) + preset.weight_sync_s))
     prompts = int(frame.filter(pl.col("epoch") == 0).height)
     # Under a lag bound the replays' rollout waits for the trainer: it says nothing of which one binds.
-    replayed = (choice.expected_rollout_s(prompts, settings.epochs) if choice is not None and settings.max_lag is None
+    replayed = (choice.expected_rollout_s() if choice is not None and settings.max_lag is None
                 else None)
     return {
         "prompts": prompts,

@@ -499,10 +499,11 @@ def run_benchmark(
     *,
     names: tuple[str, ...] | None = None,
     mode: str = "continuous",
-    max_lag: int | None = None,
+    max_lag: int | str | None = None,
     progress=None,
 ) -> list[tuple[WorkloadSpec, Workload, list[dict]]]:
-    """Build each workload and compare every arrangement on it.
+    """Build each workload and compare every arrangement on it, under ``max_lag`` (None: each workload's own
+    bound; ``"none"``: no bound on any).
 
     Lengths come from the copy that ships and from ``data`` (a ``--data`` folder holding the folders that do not ship, or None);
     a workload whose data is in neither is left out (`asp_cli.bench.data.missing_folders` says why).
@@ -520,7 +521,7 @@ def run_benchmark(
             progress(f"building {name} ...")
         settings = spec.settings()
         workload = build_workload(name, data, spec.sources, settings)
-        lag = max_lag if max_lag is not None else spec.max_lag
+        lag = spec.max_lag if max_lag is None else None if max_lag == "none" else int(max_lag)
         rows = compare(workload.prompts, workload.predictions, workload.truth, settings, preset, mode=mode,
                        max_lag=lag)
         workload.notes.append(f"max_lag {lag}, mode {mode}, preset {preset.name}")

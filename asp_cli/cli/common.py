@@ -65,6 +65,26 @@ def output_option(*names: str, default: Any = ..., help: str) -> Any:  # noqa: A
     return typer.Option(default, *names, help=help, parser=output_path, metavar="<path>")
 
 
+NO_LAG_BOUND = "none"
+
+
+def lag_bound(text: str) -> int | str:
+    """Parse ``--max-lag``: a whole number of steps, or ``none`` for no bound (`NO_LAG_BOUND`), which overrides
+    a bound recorded in a schedule or set by a workload. The number's range is checked where the settings are."""
+    if text.strip().lower() == NO_LAG_BOUND:
+        return NO_LAG_BOUND
+    try:
+        return int(text)
+    except ValueError:
+        raise typer.BadParameter(f"give a whole number of training steps, or {NO_LAG_BOUND} for no bound "
+                                 f"(got {text!r})") from None
+
+
+def lag_option(default: Any, help: str) -> Any:  # noqa: A002 - Typer's own name
+    """A Typer option for ``--max-lag`` that also takes ``none`` (`lag_bound`)."""
+    return typer.Option(default, "--max-lag", help=help, parser=lag_bound, metavar="<steps|none>")
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
     raise KeyboardInterrupt
 

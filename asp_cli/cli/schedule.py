@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, output_option, say
+from asp_cli.cli.common import NO_LAG_BOUND, emit_json, guarded, lag_option, output_option, say
 from asp_cli.cli.progress import stage_bar
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import ScheduleSettings
@@ -37,7 +37,7 @@ def schedule_command(
     ),
     kv_budget: str = typer.Option(_DEFAULT.kv_budget, "--kv-budget", help="How a group counts against --max-tokens-per-minibatch on blocking engines: 'whole' (N x (prompt + predicted mean response) KV tokens: never overflows the cache when predictions hold), 'peak' (its share of the minibatch's expected peak KV: fuller minibatches of long prompts, a preemption now and then) or 'auto' (where the budget binds, --arrangement auto judges its candidates counted whole, its winner also at the peak, and if that is faster by more than the tie margin chooses again among all counted so; else whole. Where the budget does not bind, with a named --arrangement, or when one group alone exceeds it counted whole: peak). The static engine counts each minibatch padded: rows x (longest prompt + longest predicted group maximum)."),
     max_response_tokens: int = typer.Option(_DEFAULT.max_response_tokens, "--max-response-tokens", help="The generation cap in tokens."),
-    max_lag: Optional[int] = typer.Option(_DEFAULT.max_lag, "--max-lag", help="Hold rollout back so no group is expected more than this many policy versions stale."),
+    max_lag: Optional[Any] = lag_option(_DEFAULT.max_lag, help="Hold rollout back so no group is expected more than this many policy versions stale; none (the default): no bound."),
     seed: int = typer.Option(_DEFAULT.seed, "--seed", help="Seed for tie-breaks and per-epoch variety."),
     plan_with: str = typer.Option(_DEFAULT.plan_with, "--plan-with", help="Plan with the predicted group 'max' or 'mean' length."),
     preset: str = typer.Option(_DEFAULT.preset, "--preset", help="Hardware/model preset name or a JSON calibration file."),
@@ -77,7 +77,7 @@ def schedule_command(
             minibatch_size=minibatch_size,
             max_tokens_per_minibatch=max_tokens_per_minibatch,
             max_response_tokens=max_response_tokens,
-            max_lag=max_lag,
+            max_lag=None if max_lag == NO_LAG_BOUND else max_lag,
             seed=seed,
             plan_with=plan_with,  # type: ignore[arg-type]
             preset=preset,
@@ -125,6 +125,15 @@ def _lag_line(summary: dict) -> str:
             "a synchronous trainer (verl's default) has none; bound it with --max-lag N")
 
 
+def _scaled_from(summary: dict) -> str:
+    """Where auto's replays were of fewer prompt-epochs than the run: what their rollout was scaled up from."""
+    choice = summary.get("arrangement") or {}
+    prompts, epochs = choice.get("evaluated_prompts", 0), choice.get("evaluated_epochs") or 1
+    if not prompts or prompts * epochs >= summary["prompts"] * summary["epochs"]:
+        return ""
+    return f", scaled up from their {prompts:,} prompts x {epochs} epoch(s) to the run"
+
+
 def _summary_text(summary: dict, output: Path) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
@@ -134,7 +143,7 @@ def _summary_text(summary: dict, output: Path) -> str:
         "leave idle at the predicted group lengths; `asp simulate` reports the empty slots of a replay, tail included)",
         f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:.1f} s at the point predictions"
         + (f" ({summary['expected_rollout_s']:,.0f} s in auto's replays, which draw lengths with the predictions' "
-           "spread)" if summary.get("expected_rollout_s") else "")
+           f"spread{_scaled_from(summary)})" if summary.get("expected_rollout_s") else "")
         + f"; per-instance busy {min(busy):.1f}-{max(busy):.1f} s (imbalance "
         f"{summary['predicted_instance_imbalance']:.3f}, finish spread "
         f"{summary['predicted_instance_finish_spread_s']:.1f} s)",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, output_option, say
+from asp_cli.cli.common import NO_LAG_BOUND, emit_json, guarded, lag_option, output_option, say
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.sim.options import ReplayOptions
 
@@ -29,7 +29,7 @@ def simulate_command(
     mode: Optional[str] = typer.Option(None, "--mode", "--engine", help="Engine (--engine is the same option, as asp schedule names it): 'continuous' (blocking generate() calls, vLLM offline), 'static' (HF generate, padded) or 'streaming' (servers that refill freed slots); default: the engine the schedule was planned for (asp schedule --engine)."),
     trainer: Optional[str] = typer.Option(None, "--trainer", help="'arrival' (the trainer takes the next train batch of finished groups) or 'schedule' (exactly the groups train_step assigns); default: the schedule's."),
     dispatch: str = typer.Option(_DEFAULT.dispatch, "--dispatch", help="'planned' follows the schedule's instance column; 'free' hands minibatches in seq order to whichever instance is free; default: the dispatch the schedule was made for (asp schedule --dispatch; planned for files that do not record one)."),
-    max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Hold rollout back (AReaL admission rule) so groups stay at most this many versions stale; default: the schedule's setting."),
+    max_lag: Optional[Any] = lag_option(None, help="Hold rollout back (AReaL admission rule) so groups stay at most this many versions stale; default: the schedule's setting; none: no bound, whatever the schedule recorded."),
     instances: Optional[int] = typer.Option(None, "--instances", "-k", help="Simulated instances; default: the schedule's."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampled lengths; default: the schedule's."),
     compare: bool = typer.Option(False, "--compare", help="Also replay today's arrangements of the same prompts on the same lengths, and print one table."),
@@ -50,7 +50,9 @@ def simulate_command(
         from asp_cli.cli.progress import stage_bar
         from asp_cli.sim.records import check_bins
 
-        options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch, max_lag=max_lag, trainer=trainer,  # type: ignore[arg-type]
+        options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch,  # type: ignore[arg-type]
+                                max_lag=None if max_lag == NO_LAG_BOUND else max_lag,
+                                use_schedule_max_lag=max_lag != NO_LAG_BOUND, trainer=trainer,  # type: ignore[arg-type]
                                 instances=instances, seed=seed)
         read = dataclasses.replace(SIMULATE_READ, length_id_key=lengths_id_key, length_key=lengths_length_key,
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]
@@ -132,7 +134,7 @@ def bench_command(
     data: Optional[Path] = typer.Option(None, "--data", help="A folder of real length data for the workloads whose data does not ship (AIME: its aime_r1distill1.5b_lengths/ folder, docs/simulation.md); default: only what ships, which runs gsm8k-k4-n8 alone (the MATH level 5 workloads are mixes with AIME)."),
     preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help="Hardware/model preset or JSON calibration file."),
     mode: str = typer.Option("continuous", "--mode", "--engine", help="Engine for every row (--engine is the same option): 'continuous', 'static' or 'streaming'."),
-    max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Lag bound applied to every arrangement (default: each workload's)."),
+    max_lag: Optional[Any] = lag_option(None, help="Lag bound applied to every arrangement (default: each workload's; none: no bound)."),
     only: list[str] = typer.Option([], "--workload", help="Run only these workloads (repeatable)."),
     markdown: Optional[Path] = output_option("--markdown", default=None, help="Write the tables as Markdown to this file."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --markdown file."),
