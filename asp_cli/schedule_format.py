@@ -82,13 +82,16 @@ class Schedule:
     @property
     def recorded_settings(self):
         """The settings it was made with (`asp_cli.settings.ScheduleSettings`, checked when it was read); a field
-        an edited file lacks takes asp's default, as `asp schedule` would have run, and a file without settings
-        gets the defaults with its own instance count. Every command that reads its group size takes it from here
-        (`samples_per_prompt`), so that they agree on such a file."""
+        an edited file lacks takes asp's default, as `asp schedule` would have run, except what its rows say: the
+        instance count (`instances`) and the train batch size (the most rows any `train_step` holds). Every
+        command that reads its group size or train batch size takes it from here, so that they agree on such a
+        file (`asp replay` took the whole epoch as one train batch where `asp simulate` took 128)."""
         from asp_cli.settings import ScheduleSettings
 
-        return (ScheduleSettings.from_dict(self.settings) if self.settings
-                else ScheduleSettings(instances=self.instances))
+        from_rows: dict[str, Any] = {"instances": self.instances}
+        if "train_batch_size" not in self.settings and self.frame.height:
+            from_rows["train_batch_size"] = int(self.frame.group_by("epoch", "train_step").len()["len"].max())
+        return ScheduleSettings.from_dict({**from_rows, **self.settings})
 
     @property
     def samples_per_prompt(self) -> int:

@@ -284,7 +284,26 @@ def test_every_command_reads_one_group_size_from_a_schedule_that_lacks_it(tmp_pa
     write_schedule(frame, {"settings": {"instances": 3, "samples_per_prompt": 5}}, path, force=True)
     assert read_schedule(path).samples_per_prompt == Replay.open(path).samples_per_prompt == 5
     write_schedule(frame, {"settings": None}, path, force=True)
-    assert read_schedule(path).recorded_settings == ScheduleSettings(instances=3)
+    # The train batch its rows say: 100 prompts in one step (the default train batch of 128 holds them all).
+    assert read_schedule(path).recorded_settings == ScheduleSettings(instances=3, train_batch_size=100)
+
+
+def test_every_command_reads_one_train_batch_size_from_a_schedule_that_lacks_it(tmp_path):
+    """A hand-edited file without settings.train_batch_size: the replay client took the whole epoch as one
+    train batch where `asp simulate` took asp's default of 128; both now read the most rows a step holds."""
+    from asp_cli.bench.simulate import simulate_file
+    from asp_cli.integrate.replay import Replay
+    from asp_cli.report.facts import build_report
+
+    made = arrange(prompt_frame(100), make_predictions(100), ScheduleSettings(instances=3, train_batch_size=16))
+    path = tmp_path / "s.parquet"
+    write_schedule(made, {"settings": {"instances": 3}}, path)
+    schedule = read_schedule(path)
+    assert schedule.recorded_settings.train_batch_size == Replay.open(path).train_batch_size == 16
+    assert build_report(schedule)["size"]["train_batch_size"] == 16
+    assert simulate_file(path).document["train_batch_size"] == 16
+    write_schedule(made, {"settings": {"instances": 3, "train_batch_size": 20}}, path, force=True)
+    assert Replay.open(path).train_batch_size == 20  # what the file says wins over what its rows suggest
 
 
 def test_a_schedule_with_a_repeated_column_is_damaged_not_a_crash(tmp_path, frame):

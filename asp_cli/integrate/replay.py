@@ -120,7 +120,7 @@ class Replay:
 
     @property
     def train_batch_size(self) -> int:
-        return int(self.settings.get("train_batch_size", int(self.rows(epoch=self.epochs[0]).height)))
+        return self.schedule.recorded_settings.train_batch_size
 
     def rows(self, *, epoch: int | None = None, instance: int | None = None) -> pl.DataFrame:
         """The rows of one epoch and/or one instance (all by default), in ``seq`` order.
