@@ -43,6 +43,10 @@ class SettingsError(AspError):
     exit_code = ExitCode.BAD_SETTINGS
 
 
+class LagBoundError(SettingsError):
+    """An arrangement cannot keep ``--max-lag`` (auto then tries its next candidate: `arrange.pipeline.plan`)."""
+
+
 class PredictorError(AspError):
     """A predictor file cannot be used."""
 

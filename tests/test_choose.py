@@ -125,6 +125,54 @@ def test_the_expected_rollout_is_of_the_whole_run_when_a_sample_was_judged(monke
                                                if c["name"] == sampled.chosen and c["kv_budget"] == sampled.kv_budget)
 
 
+def test_a_winner_that_breaks_the_lag_bound_on_the_whole_input_gives_way_to_the_next_fastest(monkeypatch):
+    # Judged on a sample, a candidate can keep --max-lag there and not on the whole input (on a 14,829-prompt
+    # mix, short-first with --max-lag 0: asp schedule stopped with exit 4 where per-step keeps the bound).
+    import asp_cli.arrange.pipeline as pipeline
+    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.errors import LagBoundError
+
+    prompts, preds = prompt_frame(300), make_predictions(300, seed=5)
+    settings = ScheduleSettings(instances=2, train_batch_size=32, max_lag=2)
+    _, unbroken = plan(prompts, preds, settings, preset=PRESET)
+    real = pipeline._arrange_named
+    refused = {unbroken.chosen}
+
+    def arrange(p, q, s, preset):
+        if s.arrangement in refused and p.height == prompts.height and not getattr(arrange, "judging", False):
+            raise LagBoundError(f"--max-lag 2 cannot be met by {s.arrangement}")
+        return real(p, q, s, preset)
+
+    import asp_cli.arrange.choose as choose
+
+    original = choose.choose_arrangement
+
+    def judged(*args, **kwargs):  # the candidates keep the bound where auto judges them
+        arrange.judging = True
+        try:
+            return original(*args, **kwargs)
+        finally:
+            arrange.judging = False
+
+    monkeypatch.setattr(pipeline, "_arrange_named", arrange)
+    monkeypatch.setattr(pipeline, "choose_arrangement", judged)
+    frame, choice = plan(prompts, preds, settings, preset=PRESET)
+    times = {c["name"]: c["expected_end_to_end_s"] for c in choice.candidates}
+    assert choice.chosen != unbroken.chosen and choice.bound_broken_on_input == [unbroken.chosen]
+    assert times[choice.chosen] == min(t for n, t in times.items() if n != unbroken.chosen)
+    check_invariants(frame, settings, 300)
+    document = choice.to_dict()
+    assert document["bound_broken_on_input"] == [unbroken.chosen]
+    assert (f"{unbroken.chosen}, expected faster, kept the lag bound on the 300 prompts judged but not on the whole "
+            f"input: {choice.chosen} is the fastest that keeps it") in arrangement_line(document)
+    assert "bound_broken_on_input" not in unbroken.to_dict()
+    refused.update(times)  # none keeps it: the first candidate's own error
+    with pytest.raises(LagBoundError, match=f"cannot be met by {unbroken.chosen}"):
+        plan(prompts, preds, settings, preset=PRESET)
+    with pytest.raises(LagBoundError):  # a named arrangement is not replaced
+        plan(prompts, preds, dataclasses.replace(settings, arrangement=choice.chosen), preset=PRESET)
+
+
 def test_a_named_arrangement_is_used_as_named_and_auto_picks_one_of_the_candidates():
     prompts, preds = prompt_frame(400), make_predictions(400, seed=2)
     for name in ("interleave", "long-first", "short-first", "shuffle"):

@@ -88,11 +88,16 @@ class ArrangementChoice:
     # `ScheduleSettings.kv_budget`); with `--kv-budget auto` on a continuous engine, where the budget binds, the
     # candidates were judged counted whole, the winner both ways, and all of them at the peak if it won.
     kv_budget: str = "peak"
+    # Candidates expected faster than the chosen one that kept the lag bound on the sample but not on the whole
+    # input (`fall_back`), fastest first; left out of the document when none.
+    bound_broken_on_input: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
         if not document["run_prompt_epochs"]:
             del document["run_prompt_epochs"]
+        if not document["bound_broken_on_input"]:
+            del document["bound_broken_on_input"]
         mine = [c for c in self.candidates if _is(c, self.chosen, self.kv_budget)]
         chosen = mine[0]["expected_end_to_end_s"] if mine else None
         others = [c["expected_end_to_end_s"] for c in self.candidates if c["name"] != self.chosen]
@@ -315,6 +320,16 @@ def choose_arrangement(
                              chosen["kv_budget"])
 
 
+def fallbacks(choice: ArrangementChoice) -> list[tuple[str, str]]:
+    """The other candidates to arrange (name and KV cut), fastest expected first, should the chosen one fail to
+    keep the lag bound on the whole input where it kept it on the sample (`plan`); with `--steps representative`
+    only those eligible."""
+    eligible = [c for c in choice.candidates if c["name"] != choice.chosen
+                and c.get("representative_steps") is not False]
+    return [(c["name"], c.get("kv_budget", choice.kv_budget))
+            for c in sorted(eligible, key=lambda c: c["expected_end_to_end_s"])]
+
+
 def run_time(result: Any, scale: float) -> float:
     """The end-to-end time of the whole run, from a replay of a sample ``1 / scale`` of its size.
 
@@ -362,7 +377,7 @@ def arrangement_line(choice: dict[str, Any]) -> str:
     # or was the user's, and the settings say it.
     both = len({c.get("kv_budget") for c in choice.get("candidates", [])}) > 1
     budget_note = f" and the {kv_budget} KV budget" if both else ""
-    if both and kv_budget == "whole":
+    if both and kv_budget == "whole" and not choice.get("bound_broken_on_input"):
         budget_note += f" (kept unless the peak one is faster by more than the {TIE_MARGIN:.1%} tie margin)"
     if choice["setting"] != "auto":
         # How its groups counted against the minibatch KV budget (`--kv-budget`: auto cuts a named one at the peak).
@@ -383,6 +398,10 @@ def arrangement_line(choice: dict[str, Any]) -> str:
             f"{choice.get('evaluated_epochs') or 1} epoch(s)"
             + (f", scaled up to the run's {choice['run_prompt_epochs']:,} prompt-epochs" if choice.get(
                 "run_prompt_epochs") else "") + ")")
+    broken = choice.get("bound_broken_on_input") or []
+    if broken:
+        line += (f"\n  {', '.join(broken)}, expected faster, kept the lag bound on the {choice['evaluated_prompts']:,} "
+                 f"prompts judged but not on the whole input: {choice['chosen']} is the fastest that keeps it")
     chosen = next((c for c in choice["candidates"] if _is(c, choice["chosen"], kv_budget or "peak")), {})
     dispatch = choice.get("dispatch", "planned")
     mine, other = chosen.get("expected_end_to_end_s"), chosen.get(

@@ -19,10 +19,10 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
-from asp_cli.errors import SettingsError, shown_id
+from asp_cli.errors import LagBoundError, SettingsError, shown_id
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
-from asp_cli.arrange.choose import ArrangementChoice, choose_arrangement, sample_sigma
+from asp_cli.arrange.choose import ArrangementChoice, choose_arrangement, fallbacks, sample_sigma
 from asp_cli.arrange.interleaving import (
     balanced_assignment,
     dispatch_order,
@@ -199,8 +199,28 @@ def plan(
         choice = ArrangementChoice(settings.arrangement, settings.arrangement, settings.engine,
                                    dispatch=settings.dispatch, kv_budget=kv_budget)
     del mean, top, prompt_tokens, footprint, counted_as  # the check's per-prompt arrays; the arrangement makes its own
-    frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen)
-                           .with_kv_cut(choice.kv_budget), preset)
+    try:
+        frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen)
+                               .with_kv_cut(choice.kv_budget), preset)
+    except LagBoundError:
+        if settings.arrangement != "auto":
+            raise
+        # Judged on a sample, a candidate can keep the lag bound there and not on the whole input (a long group
+        # the sample missed); the next fastest that keeps it is used, and the choice says which did not.
+        frame, broken = None, [choice.chosen]
+        for name, kv_cut in fallbacks(choice):
+            if name in broken:  # the same arrangement under the other KV cut: it broke the bound already
+                continue
+            try:
+                frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=name)
+                                       .with_kv_cut(kv_cut), preset)
+            except LagBoundError:
+                broken.append(name)
+                continue
+            choice = dataclasses.replace(choice, chosen=name, kv_budget=kv_cut, bound_broken_on_input=broken)
+            break
+        if frame is None:
+            raise
     return frame, choice
 
 
@@ -357,7 +377,7 @@ def _assemble(
         hold = np.maximum(hold, np.where(too_early, ready_at, 0.0))
     if settings.max_lag is not None and lag.max() > settings.max_lag:
         worst = int(np.argmax(lag))
-        raise SettingsError(
+        raise LagBoundError(
             f"--max-lag {settings.max_lag} cannot be met: prompt id {shown_id(prompts[C.PROMPT_ID][int(row_prompt[worst])])} "
             f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
             "raise --train-batch-size, or give more --instances"

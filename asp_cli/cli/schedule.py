@@ -119,6 +119,9 @@ def schedule_command(
 def _lag_line(summary: dict) -> str:
     lag = summary.get("max_lag")
     observed = f"mean {summary['expected_lag_mean']:.2f}, max {summary['expected_lag_max']} steps"
+    if lag == 0:
+        return (f"  expected policy lag under --max-lag 0 (synchronous training: a step's groups start once the step "
+                f"before has trained): {observed}")
     if lag is not None:
         return f"  expected policy lag under --max-lag {lag} (an asynchronous trainer): {observed}"
     return (f"  expected policy lag if an asynchronous trainer lets rollout run ahead (no --max-lag): {observed}; "
