@@ -168,7 +168,9 @@ def simulate(world: dict, frame: pl.DataFrame, truth: np.ndarray, settings, pres
     from asp_cli.sim.records import SimulationSettings
     from asp_cli.sim.run import simulate_schedule
 
-    sim = SimulationSettings(samples_per_prompt=N, train_batch_size=settings.train_batch_size)
+    # Replayed with the dispatch the schedule was planned (and auto judged) for: free, asp schedule's default.
+    sim = SimulationSettings(samples_per_prompt=N, train_batch_size=settings.train_batch_size,
+                             dispatch=settings.dispatch, max_lag=settings.max_lag, trainer=settings.trainer)
     frame = frame.sort("seq")
     result = simulate_schedule(frame, truth[frame[C.ROW].to_numpy()], preset, sim, instances=settings.instances)
     return float(result.metrics["end_to_end_s"])

@@ -218,7 +218,7 @@ def seed_summary(data: Path, preset, seeds: int = SUMMARY_SEEDS, mode: str = "co
         from asp_cli.bench.baselines import BASELINES
 
         # With planned dispatch asp is judged against the baselines that keep to their planned instances too.
-        footing = {k: v for k, v in ratios.items() if k in BASELINES and BASELINES[k].equal_footing
+        footing = {k: v for k, v in ratios.items() if k in BASELINES and BASELINES[k].equal_footing_on(mode)
                    and mode in BASELINES[k].modes and (dispatch == "free" or BASELINES[k].dispatch == dispatch)}
         best = min(footing, key=lambda k: np.mean(footing[k]))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import polars as pl
 import pytest
@@ -69,3 +71,25 @@ def test_rollpacker_defers_long_prompts_to_their_own_rounds():
     long_rounds = [r for r in rounds if set(planned[r]) <= {100, 200, 300}]
     assert long_rounds and all(planned[r].min() >= 100 for r in long_rounds)
     assert sorted(np.concatenate(rounds).tolist()) == list(range(10))
+
+
+def test_on_engines_that_refill_every_plain_sort_is_a_baseline_and_every_row_is_on_equal_footing():
+    """The audit of 2026-12-02: streaming had a longest-first baseline but no shortest-first one, and auto's
+    streaming gains on GSM8K and mix-k8-n8 were its short-first candidate, that very sort."""
+    from asp_cli.arrange.pipeline import _arrange_named
+    from asp_cli.costmodel import load_preset
+
+    for order in ("long-first", "short-first"):
+        for router, dispatch in (("least-pending", "free"), ("length-aware", "planned")):
+            baseline = BASELINES[f"{order} ({router})"]
+            assert baseline.modes == ("streaming",) and baseline.dispatch == dispatch
+    assert all(b.equal_footing_on("streaming") for b in BASELINES.values())
+    assert not BASELINES["verl-default"].equal_footing_on("continuous")
+    assert BASELINES["random (asp sizes)"].equal_footing_on("static")
+    prompts, predictions = _inputs()
+    settings = ScheduleSettings(instances=3, samples_per_prompt=2, epochs=2, train_batch_size=12, engine="streaming")
+    for order in ("long-first", "short-first"):
+        candidate = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=order),
+                                   load_preset())
+        baseline = arrange_baseline(f"{order} (least-pending)", prompts, predictions, settings)
+        assert candidate.sort("seq")["row"].to_list() == baseline.sort("seq")["row"].to_list()

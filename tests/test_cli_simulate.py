@@ -101,6 +101,24 @@ def test_simulate_max_lag_none_replays_without_the_schedules_bound(tmp_path):
     assert free["metrics"]["policy_lag_mean"] > bound["metrics"]["policy_lag_mean"]
 
 
+def test_compare_rows_are_dispatched_as_asp_and_a_plan_for_another_kind_of_engine_is_warned_about(built, tmp_path):  # noqa: F811
+    # The audit of 2026-12-02: the true-lengths row and the random deal into asp's slots were replayed on planned
+    # instances while asp's row had free dispatch (mix-k8-n8: the ceiling read 0.9% behind asp, 3.2% ahead
+    # replayed free).
+    document = json.loads(invoke("simulate", built["schedule"], "--compare", "--json", "--quiet").stdout)
+    dispatch = {r["arrangement"]: r["dispatch"] for r in document["comparison"]}
+    assert dispatch["asp"] == dispatch["random (asp slots)"] == "free"
+    assert document["warnings"] == []
+    from util import SAMPLE_PROMPTS
+
+    streaming = tmp_path / "st.parquet"
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", streaming, "--engine", "streaming", "--quiet").exit_code == 0
+    document = json.loads(invoke("simulate", streaming, "--compare", "--json", "--quiet", "--mode",
+                                 "continuous").stdout)
+    assert any("made for --engine streaming and is compared on --mode continuous" in w
+               for w in document["warnings"])
+
+
 def test_bench_max_lag_none_lifts_every_workloads_bound(monkeypatch):
     import asp_cli.bench.compare as compare
     from asp_cli.costmodel import load_preset
@@ -276,7 +294,9 @@ def test_compare_on_fewer_instances_leaves_out_the_rows_kept_to_planned_instance
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     names = [row["arrangement"] for row in document["comparison"]]
-    assert "asp" in names and "random (asp slots)" not in names and "asp, planned instances" not in names
+    assert "asp" in names and "asp, planned instances" not in names
+    # The random deal into asp's slots is dispatched as asp's row is (free here): it needs no planned instance.
+    assert next(r for r in document["comparison"] if r["arrangement"] == "random (asp slots)")["dispatch"] == "free"
     assert any("fewer than the" in w and "left out of the comparison" in w for w in document["warnings"])
     planned = invoke("simulate", built["schedule"], "--instances", 1, "--dispatch", "planned")
     assert planned.exit_code == ExitCode.BAD_SETTINGS

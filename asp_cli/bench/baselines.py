@@ -15,8 +15,11 @@ each instance keeps up to its ``max_num_seqs`` in flight, and the baselines diff
 ``least-pending`` (verl's server mode: a shuffled stream, each next group to the instance with the fewest
 pending requests, i.e. whichever frees a slot first), ``round-robin`` (the shuffled stream dealt out at once,
 one group per instance in turn), ``length-aware`` (each group, in shuffled order, to the instance with the
-least predicted outstanding tokens) and ``long-first (least-pending)`` (the least-pending router fed longest
-first).
+least predicted outstanding tokens), and the least-pending and length-aware routers fed longest first or
+shortest first (``long-first (least-pending)``, ``short-first (length-aware)``, ...: the plain sorts, which
+auto's sorted candidates are). On those engines every row has asp's concurrency, verl's chunked rows below
+included (there a chunk is an order and a routing, not a smaller call): all are on equal footing
+(`Baseline.equal_footing_on`).
 
 **Today** (verl's chunking): verl cuts each train batch into one contiguous chunk per worker before any
 minibatch cap, so these rows run ``min(minibatch_size, train batch / K)`` prompts per call, fewer than asp
@@ -68,6 +71,12 @@ class Baseline:
     dispatch: str = "planned"
     modes: tuple[str, ...] = (*BLOCKING, *STREAMING)
     equal_footing: bool = False
+
+    def equal_footing_on(self, mode: str) -> bool:
+        """Whether it has asp's concurrency on engine ``mode``: the rows in asp's sizes everywhere, and every row
+        on engines that refill freed slots, where each instance keeps its slots full whatever the calls hold
+        (verl's chunks included: there they are an order and a routing, not smaller calls)."""
+        return self.equal_footing or mode in STREAMING
 
 
 def _shuffled(rows: int, settings: ScheduleSettings, epoch: int) -> np.ndarray:
@@ -400,6 +409,13 @@ BASELINES: dict[str, Baseline] = {
         Baseline("long-first (least-pending)", "the least-pending router fed longest first",
                  _streamed(_by_length(descending=True), "least-pending"), dispatch="free", modes=STREAMING,
                  equal_footing=True),
+        Baseline("short-first (least-pending)", "the least-pending router fed shortest first",
+                 _streamed(_by_length(descending=False), "least-pending"), dispatch="free", modes=STREAMING,
+                 equal_footing=True),
+        Baseline("long-first (length-aware)", "the length-aware router fed longest first",
+                 _streamed(_by_length(descending=True), "length-aware"), modes=STREAMING, equal_footing=True),
+        Baseline("short-first (length-aware)", "the length-aware router fed shortest first",
+                 _streamed(_by_length(descending=False), "length-aware"), modes=STREAMING, equal_footing=True),
     )
 }
 RANDOM_IN_ASP_SLOTS = "random (asp slots)"

@@ -119,21 +119,24 @@ def compare(
     for name, baseline in BASELINES.items():
         if wanted(name) and mode in baseline.modes:
             arrangements.append((name, baseline.arrange(prompts, predictions, settings, preset, cut),
-                                 baseline.dispatch, baseline.equal_footing))
+                                 baseline.dispatch, baseline.equal_footing_on(mode)))
     # The rows that keep to a given schedule's own instance column cannot run on fewer instances than it plans
     # (`asp simulate --compare --instances K`): they are left out (`asp_cli.bench.simulate` warns).
     fits = asp_frame is None or int(asp_frame["instance"].max()) < settings.instances
     if frame is not None:
-        if wanted(RANDOM_IN_ASP_SLOTS) and fits:
-            arrangements.append((RANDOM_IN_ASP_SLOTS, random_in_asp_slots(frame, settings.seed), "planned", True))
+        if wanted(RANDOM_IN_ASP_SLOTS) and (fits or settings.dispatch == "free"):
+            # Dispatched as asp's own row is: only the order differs.
+            arrangements.append((RANDOM_IN_ASP_SLOTS, random_in_asp_slots(frame, settings.seed), settings.dispatch,
+                                 True))
         if wanted(ASP):  # replayed the way it was planned to be dispatched (`--dispatch`, free by default)
             arrangements.append((ASP, frame, settings.dispatch, True))
         if wanted(ASP_PINNED) and settings.dispatch != "planned" and fits:
             arrangements.append((ASP_PINNED, frame, "planned", True))
     if wanted(ASP_TRUE):
         oracle = true_predictions(truth, predictions[C.PROMPT_TOKENS].to_numpy(), settings.plan_with)
+        # Replayed with asp's dispatch, which its own choice was judged under.
         arrangements.append((ASP_TRUE, arrange(prompts, oracle, _room_for_each_group(settings, oracle, preset),
-                                                preset=preset), "planned", True))
+                                                preset=preset), settings.dispatch, True))
     rows = []
     bound = None
     for i, (name, frame, dispatch, equal) in enumerate(arrangements):

@@ -189,9 +189,17 @@ def simulate_loaded(
                                  asp_frame=frame, include=include, progress=progress, truth_by_epoch=by_epoch,
                                  kv_cut=None if recorded.engine == "streaming" else schedule.kv_budget)
         document["comparison"] = comparison
+        if recorded.engine != mode and "streaming" in (recorded.engine, mode):
+            # A plan for engines that refill sends one group per request; a blocking engine runs each request as
+            # a generate() call, so asp's row runs calls of one prompt against the baselines' dozens.
+            document["warnings"].append(
+                f"the schedule was made for --engine {recorded.engine} and is compared on --mode {mode}: its "
+                "requests are not that engine's calls, so its row is not on equal footing with the baselines; "
+                f"make the schedule with --engine {mode} to compare on that engine")
         planned = int(frame["instance"].max()) + 1
         if k < planned:
             document["warnings"].append(
                 f"--instances {k} is fewer than the {planned} the schedule plans: the rows that keep to its planned "
-                "instances, 'random (asp slots)' and 'asp, planned instances', are left out of the comparison")
+                "instances, 'asp, planned instances' (and, under planned dispatch, 'random (asp slots)') are left out "
+                "of the comparison")
     return SimulationReport(document, result, comparison)
