@@ -184,3 +184,21 @@ def test_verl_export_lays_batches_out_for_verls_workers(built, tmp_path):  # noq
     assert plain.summary["workers"] == replay.instances and "verl_version" not in plain.summary
     with pytest.raises(SettingsError, match="--verl-version"):
         export(built["schedule"], [built["prompts"]], None, format="verl", verl_version="1.0")
+
+
+def test_a_batch_holding_a_prompt_twice_is_warned_about(built, monkeypatch):  # noqa: F811
+    """A schedule for a trainer that takes groups as they finish lets epochs overlap: on a 14,829-prompt mix one
+    verl batch held a prompt of epoch 0 and the same prompt of epoch 1."""
+    import asp_cli.integrate.export as module
+    from asp_cli.integrate.export import batches_repeating_a_prompt
+
+    rows = pl.DataFrame({"trainer_batch": [0, 0, 1, 1, 2, 2, 2], "row": [1, 2, 3, 3, 4, 5, 4]})
+    assert batches_repeating_a_prompt(rows) == [1, 2]
+    clean = export(built["schedule"], [built["prompts"]], None, format="verl")
+    assert clean.summary["batches_repeating_a_prompt"] == 0
+    assert not any("hold a prompt twice" in w for w in clean.warnings)
+    monkeypatch.setattr(module, "batches_repeating_a_prompt", lambda rows: [7])
+    overlapping = export(built["schedule"], [built["prompts"]], None, format="verl")
+    assert overlapping.summary["batches_repeating_a_prompt"] == 1
+    assert any("1 training batch(es) hold a prompt twice (the first: batch 7)" in w
+               and "--max-lag 0 --trainer schedule" in w for w in overlapping.warnings)

@@ -412,6 +412,12 @@ def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
 # Facts, warnings and trainer settings
 
 
+def batches_repeating_a_prompt(rows: pl.DataFrame) -> list[int]:
+    """The training batches (``trainer_batch``) that hold some dataset ``row`` more than once, in order."""
+    extra = rows.group_by("trainer_batch").agg((pl.len() - pl.col("row").n_unique()).alias("extra"))
+    return extra.filter(pl.col("extra") > 0).sort("trainer_batch")["trainer_batch"].to_list()
+
+
 def _facts(
     replay: Replay,
     rows: pl.DataFrame,
@@ -447,6 +453,16 @@ def _facts(
         summary["chunking"] = VERL_CHUNKING[verl_version]
         summary["worker_prompts"] = chunk_capacities(size, n, workers, rule=VERL_CHUNKING[verl_version]).tolist()
         summary["batches_spanning_steps"] = misaligned
+        # A schedule for a trainer that takes groups as they finish lets one epoch's late groups share a step with
+        # the next epoch's early ones: a batch then holds a prompt twice.
+        repeated = batches_repeating_a_prompt(rows)
+        summary["batches_repeating_a_prompt"] = len(repeated)
+        if repeated:
+            notes.append(
+                f"{len(repeated)} training batch(es) hold a prompt twice (the first: batch {repeated[0]}): the "
+                "schedule lets epochs overlap, as a trainer that takes groups as they finish would; for a "
+                "synchronous trainer (verl's default) make the schedule with --max-lag 0 --trainer schedule"
+            )
         if misaligned:
             notes.append(
                 f"{misaligned} training batch(es) of {size} rows mix rows the schedule expects in different "
