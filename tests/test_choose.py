@@ -60,7 +60,11 @@ def test_auto_judges_on_a_sample_of_large_inputs_scaled_up_to_the_run(monkeypatc
     monkeypatch.setattr(choose, "SAMPLE_PROMPTS", 200)
     prompts, preds = prompt_frame(900), make_predictions(900, seed=5)
     blocking = ScheduleSettings(epochs=3, train_batch_size=16, minibatch_size=8, instances=2)
-    assert choose_arrangement(_arrange_named, prompts, preds, blocking, PRESET).run_prompt_epochs == 0  # as it was
+    unscaled = choose_arrangement(_arrange_named, prompts, preds, blocking, PRESET)
+    assert unscaled.run_prompt_epochs == 0 and unscaled.sampled  # the sample's own times rank blocking plans
+    from asp_cli.arrange.choose import arrangement_line as line
+
+    assert "on 200 prompts x 1 epoch(s): the sample's own times, which rank the candidates" in line(unscaled.to_dict())
     settings = dataclasses.replace(blocking, engine="streaming")
     choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
     assert choice.evaluated_prompts == 200 and choice.evaluated_epochs == 1 and choice.run_prompt_epochs == 2700
@@ -70,6 +74,7 @@ def test_auto_judges_on_a_sample_of_large_inputs_scaled_up_to_the_run(monkeypatc
         choice.to_dict())
     whole_input = choose_arrangement(_arrange_named, prompts[:150], preds[:150], settings, PRESET).to_dict()
     assert "run_prompt_epochs" not in whole_input and "scaled up" not in arrangement_line(whole_input)
+    assert "sampled" not in whole_input and "sample's own times" not in arrangement_line(whole_input)
     # Expected times are of the whole run (900 prompts x 3 epochs), not of the 200-prompt sample: each candidate's
     # is above what the sample's own replays give.
     monkeypatch.setattr(choose, "SCALED_ENGINES", ())

@@ -91,9 +91,13 @@ class ArrangementChoice:
     # Candidates expected faster than the chosen one that kept the lag bound on the sample but not on the whole
     # input (`fall_back`), fastest first; left out of the document when none.
     bound_broken_on_input: list[str] = field(default_factory=list)
+    # Judged on a seeded sample of the prompts (`SAMPLE_PROMPTS`); left out of the document when judged whole.
+    sampled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
+        if not document["sampled"]:
+            del document["sampled"]
         if not document["run_prompt_epochs"]:
             del document["run_prompt_epochs"]
         if not document["bound_broken_on_input"]:
@@ -317,7 +321,7 @@ def choose_arrangement(
                 results.append(alternative)
     return ArrangementChoice("auto", chosen["name"], settings.engine, results, prompts.height, DRAWS,
                              settings.dispatch, trial.epochs, settings.steps, run_prompts if scaled else 0,
-                             chosen["kv_budget"])
+                             chosen["kv_budget"], sampled=sampled)
 
 
 def fallbacks(choice: ArrangementChoice) -> list[tuple[str, str]]:
@@ -397,7 +401,9 @@ def arrangement_line(choice: dict[str, Any]) -> str:
             f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
             f"{choice.get('evaluated_epochs') or 1} epoch(s)"
             + (f", scaled up to the run's {choice['run_prompt_epochs']:,} prompt-epochs" if choice.get(
-                "run_prompt_epochs") else "") + ")")
+                "run_prompt_epochs") else
+               ": the sample's own times, which rank the candidates; the whole run takes longer, as `asp simulate` "
+               "says" if choice.get("sampled") else "") + ")")
     broken = choice.get("bound_broken_on_input") or []
     if broken:
         line += (f"\n  {', '.join(broken)}, expected faster, kept the lag bound on the {choice['evaluated_prompts']:,} "
