@@ -6,7 +6,8 @@
 The log has one JSON line per sample: ``prompt_id``, ``sample`` (0..n-1), ``response_tokens``,
 ``truncated``, ``epoch`` (the ``--epoch-label``: the training epoch this replay stands for), ``instance``,
 ``minibatch``, ``seq`` and ``train_step`` (from the schedule). Rows follow the schedule's dispatch order.
-Output is deterministic for a given schedule, ``--seed`` and ``--epoch-label``.
+Output is deterministic for a given schedule, ``--seed`` and ``--epoch-label``. ``--seed`` is the emulated
+world (each prompt's true mean comes from it): keep it for every epoch of a run, and vary ``--epoch-label``.
 
 Where the lengths come from:
 
@@ -137,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, help="The rollout log to write (.jsonl).")
     parser.add_argument("--epoch-label", type=int, default=0, help="The training epoch to record in the log.")
     parser.add_argument("--schedule-epoch", type=int, default=None, help="Replay one schedule epoch (default all).")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="The emulated world: each prompt's true mean is drawn from it and its id. Keep it the "
+                             "same for every epoch of one run (the samples already differ by --epoch-label); a new "
+                             "seed is a different policy, whose history says little about the old one's.")
     parser.add_argument("--truth-from", type=Path, default=None,
                         help="The schedule whose predicted means the noise model's true means come from (default: "
                              "the one replayed); give every epoch the first epoch's, so that the truth stays put.")

@@ -189,3 +189,17 @@ def test_a_static_plan_at_the_whole_cache_is_warned_to_leave_headroom(tmp_path):
     assert read_schedule(out).metadata["max_tokens_per_minibatch_used"] == 477_556  # half the cache by default
     continuous = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(out), "--force", "--quiet"])
     assert continuous.exit_code == 0 and read_schedule(out).metadata["max_tokens_per_minibatch_used"] == 955_113
+
+
+def test_an_input_without_an_id_column_is_warned_about(tmp_path):
+    import polars as pl
+
+    source = tmp_path / "prompts.parquet"
+    pl.read_ndjson(SAMPLE_PROMPTS).drop("id").write_parquet(source)
+    result = invoke("schedule", source, "-o", tmp_path / "s.parquet", "--json", "--quiet")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["warnings"] == [
+        "prompts.parquet has no id column, so each prompt's id is its row number; history must use the same ids "
+        "(`asp observe --schedule` and `asp probe` do), or name the id column with --id-key"]
+    named = json.loads(invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--json", "--quiet").stdout)
+    assert named["warnings"] == []

@@ -598,6 +598,12 @@ def schedule(
     warnings = _input_warnings(prompts, history_frame, settings, preset)
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())
+    unnamed = [Path(name).name for name, used in read_report.columns_used.items() if used.get("id") == "(row number)"]
+    if unnamed:
+        # verl's parquet keeps its own index in extra_info, which asp does not read as an id.
+        warnings.append(f"{', '.join(unnamed[:3])} {'has' if len(unnamed) == 1 else 'have'} no id column, so each "
+                        "prompt's id is its row number; history must use the same ids (`asp observe --schedule` "
+                        "and `asp probe` do), or name the id column with --id-key")
     del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is summed up
     summary = summarize(frame, settings, preset, choice)
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
