@@ -108,7 +108,13 @@ def test_compare_rows_are_dispatched_as_asp_and_a_plan_for_another_kind_of_engin
     document = json.loads(invoke("simulate", built["schedule"], "--compare", "--json", "--quiet").stdout)
     dispatch = {r["arrangement"]: r["dispatch"] for r in document["comparison"]}
     assert dispatch["asp"] == dispatch["random (asp slots)"] == "free"
-    assert document["warnings"] == []
+    assert not any("made for --engine" in w for w in document["warnings"])
+    # Without a lag bound every row runs rollout ahead of the trainer: a synchronous trainer's user is told.
+    assert any(w.startswith("no lag bound: every row lets rollout run ahead") and "--max-lag 0 --trainer schedule"
+               in w for w in document["warnings"]) == (document["max_lag"] is None)
+    bounded = json.loads(invoke("simulate", built["schedule"], "--compare", "--json", "--quiet", "--max-lag", "0",
+                                "--trainer", "schedule").stdout)
+    assert bounded["warnings"] == []
     from util import SAMPLE_PROMPTS
 
     streaming = tmp_path / "st.parquet"

@@ -13,7 +13,7 @@ import polars as pl
 from asp_cli.reading.options import ReadOptions
 from asp_cli.schedule_format import Schedule
 from asp_cli.settings import check_replay_size
-from asp_cli.bench.compare import ASP_TRUE, compare_names
+from asp_cli.bench.compare import ASP, ASP_TRUE, compare_names
 from asp_cli.bench.compare import compare as run_compare
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, PROMPT_SIGMA, SAMPLE_SIGMA, lengths_for_schedule
 from asp_cli.sim.options import ReplayOptions
@@ -196,6 +196,13 @@ def simulate_loaded(
                 f"the schedule was made for --engine {recorded.engine} and is compared on --mode {mode}: its "
                 "requests are not that engine's calls, so its row is not on equal footing with the baselines; "
                 f"make the schedule with --engine {mode} to compare on that engine")
+        mine = next((r for r in comparison if r["arrangement"] == ASP), None)
+        if lag is None and mine is not None and mine.get("policy_lag_mean", 0.0) > 1.0:
+            document["warnings"].append(
+                f"no lag bound: every row lets rollout run ahead of the trainer (asp's groups are "
+                f"{mine['policy_lag_mean']:.1f} steps stale on average), as an asynchronous trainer does; verl's "
+                "default trainer is synchronous: compare with --max-lag 0 --trainer schedule (and make the "
+                "schedule so)")
         planned = int(frame["instance"].max()) + 1
         if k < planned:
             document["warnings"].append(
