@@ -236,6 +236,10 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
     if ratios:
         out(f"  per step  {sparkline(_resample(ratios, min(len(ratios), _SPARK_WIDTH)), max(ratios))}  "
             f"(full block = {max(ratios):.2f}x)")
+        # The steps here are the schedule's, at the point predictions; real lengths spread and move groups
+        # between steps, so a replay's steps are less representative than these.
+        out("  at the predicted lengths and the schedule's steps; replayed with lengths spread around them "
+            "(`asp simulate`: step_length_deviation_p90) steps are further from the mean")
     out()
 
 
