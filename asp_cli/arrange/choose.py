@@ -334,6 +334,42 @@ def fallbacks(choice: ArrangementChoice) -> list[tuple[str, str]]:
             for c in sorted(eligible, key=lambda c: c["expected_end_to_end_s"])]
 
 
+def arrange_chosen(
+    arrange: Callable[[pl.DataFrame, pl.DataFrame, ScheduleSettings, HardwarePreset], pl.DataFrame],
+    prompts: pl.DataFrame,
+    predictions: pl.DataFrame,
+    settings: ScheduleSettings,
+    preset: HardwarePreset,
+    choice: ArrangementChoice,
+) -> tuple[pl.DataFrame, ArrangementChoice]:
+    """The frame of ``choice``'s arrangement on the whole input, and the choice as it stands.
+
+    Judged on a sample, auto's winner can keep the lag bound there and not on the whole input (a long group the
+    sample missed): then the next fastest candidate that keeps it is arranged, and the choice says which did not
+    (`ArrangementChoice.bound_broken_on_input`). A named arrangement that cannot keep it is the error.
+    """
+    from asp_cli.errors import LagBoundError
+
+    try:
+        return arrange(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen)
+                       .with_kv_cut(choice.kv_budget), preset), choice
+    except LagBoundError:
+        if choice.setting != "auto":
+            raise
+        broken = [choice.chosen]
+        for name, kv_cut in fallbacks(choice):
+            if name in broken:  # the same arrangement under the other KV cut: it broke the bound already
+                continue
+            try:
+                frame = arrange(prompts, predictions, dataclasses.replace(settings, arrangement=name)
+                                .with_kv_cut(kv_cut), preset)
+            except LagBoundError:
+                broken.append(name)
+                continue
+            return frame, dataclasses.replace(choice, chosen=name, kv_budget=kv_cut, bound_broken_on_input=broken)
+        raise
+
+
 def run_time(result: Any, scale: float) -> float:
     """The end-to-end time of the whole run, from a replay of a sample ``1 / scale`` of its size.
 

@@ -22,7 +22,7 @@ from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import LagBoundError, SettingsError, shown_id
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
-from asp_cli.arrange.choose import ArrangementChoice, choose_arrangement, fallbacks, sample_sigma
+from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
 from asp_cli.arrange.interleaving import (
     balanced_assignment,
     dispatch_order,
@@ -199,28 +199,7 @@ def plan(
         choice = ArrangementChoice(settings.arrangement, settings.arrangement, settings.engine,
                                    dispatch=settings.dispatch, kv_budget=kv_budget)
     del mean, top, prompt_tokens, footprint, counted_as  # the check's per-prompt arrays; the arrangement makes its own
-    try:
-        frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen)
-                               .with_kv_cut(choice.kv_budget), preset)
-    except LagBoundError:
-        if settings.arrangement != "auto":
-            raise
-        # Judged on a sample, a candidate can keep the lag bound there and not on the whole input (a long group
-        # the sample missed); the next fastest that keeps it is used, and the choice says which did not.
-        frame, broken = None, [choice.chosen]
-        for name, kv_cut in fallbacks(choice):
-            if name in broken:  # the same arrangement under the other KV cut: it broke the bound already
-                continue
-            try:
-                frame = _arrange_named(prompts, predictions, dataclasses.replace(settings, arrangement=name)
-                                       .with_kv_cut(kv_cut), preset)
-            except LagBoundError:
-                broken.append(name)
-                continue
-            choice = dataclasses.replace(choice, chosen=name, kv_budget=kv_cut, bound_broken_on_input=broken)
-            break
-        if frame is None:
-            raise
+    frame, choice = arrange_chosen(_arrange_named, prompts, predictions, settings, preset, choice)
     return frame, choice
 
 
