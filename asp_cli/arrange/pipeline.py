@@ -360,6 +360,8 @@ def _assemble(
             f"--max-lag {settings.max_lag} cannot be met: prompt id {shown_id(prompts[C.PROMPT_ID][int(row_prompt[worst])])} "
             f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
             "raise --train-batch-size, or give more --instances"
+            + ("; a synchronous trainer (verl's default) trains the schedule's own steps: give --trainer schedule"
+               if settings.trainer == "arrival" and settings.max_lag == 0 else "")
         )
     if settings.trainer == "schedule" and follow is None and settings.arrangement not in SORTS:
         # A trainer that follows the schedule takes the stratified steps assigned here, from the finish times
