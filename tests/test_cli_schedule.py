@@ -203,3 +203,15 @@ def test_an_input_without_an_id_column_is_warned_about(tmp_path):
         "(`asp observe --schedule` and `asp probe` do), or name the id column with --id-key"]
     named = json.loads(invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--json", "--quiet").stdout)
     assert named["warnings"] == []
+
+
+def test_under_a_lag_bound_the_summary_says_rollout_waits_for_the_trainer(tmp_path):
+    # A newcomer saw a 15,233 s makespan beside 1,795-1,942 s of instance busy time and nothing to explain it.
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "s.parquet", "--max-lag", "0", "--trainer",
+                    "schedule")
+    assert result.exit_code == 0, result.stderr
+    assert "expected policy lag under --max-lag 0 (synchronous training" in result.stderr
+    line = next(x for x in result.stderr.splitlines() if "rollout waits for the trainer" in x)
+    assert line.startswith("  rollout waits for the trainer under --max-lag 0: the instances are busy at most")
+    free = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet")
+    assert "rollout waits for the trainer" not in free.stderr

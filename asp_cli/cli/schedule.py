@@ -166,6 +166,12 @@ def _summary_text(summary: dict, output: Path) -> str:
             f"{summary.get('expected_rollout_s') or summary['predicted_rollout_makespan_s']:,.0f} s of rollout; "
             f"{hold} (calibrate the trainer with --preset FILE)"
         )
+    elif summary.get("max_lag") is not None and max(busy) < 0.8 * summary["predicted_rollout_makespan_s"]:
+        # Under a lag bound the makespan includes the waits for the trainer's steps.
+        lines.append(
+            f"  rollout waits for the trainer under --max-lag {summary['max_lag']}: the instances are busy at most "
+            f"{max(busy):,.0f} s of its {summary['predicted_rollout_makespan_s']:,.0f} s; the trainer's steps need "
+            f"about {summary['predicted_trainer_busy_s']:,.0f} s (calibrate the trainer with --preset FILE)")
     if summary.get("prompts_from_history"):
         rest = summary["prompts"] - summary["prompts_from_history"]
         lines.append(f"  lengths from history for {summary['prompts_from_history']:,} prompts" + (
