@@ -90,7 +90,8 @@ class Schedule:
 
         from_rows: dict[str, Any] = {"instances": self.instances}
         if "train_batch_size" not in self.settings and self.frame.height:
-            from_rows["train_batch_size"] = int(self.frame.group_by("epoch", "train_step").len()["len"].max())
+            # By step alone: a step the end of one epoch shares with the start of the next is one train batch.
+            from_rows["train_batch_size"] = int(self.frame.group_by("train_step").len()["len"].max())
         return ScheduleSettings.from_dict({**from_rows, **self.settings})
 
     @property

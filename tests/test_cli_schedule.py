@@ -215,3 +215,13 @@ def test_under_a_lag_bound_the_summary_says_rollout_waits_for_the_trainer(tmp_pa
     assert line.startswith("  rollout waits for the trainer under --max-lag 0: the instances are busy at most")
     free = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet")
     assert "rollout waits for the trainer" not in free.stderr
+
+
+def test_synchronous_training_over_many_steps_is_scheduled(tmp_path):
+    # At a flat 60 rounds of holds, --max-lag 0 --trainer schedule gave up past about 60 train steps (exit 4 on
+    # the sample data's 3 epochs, 84 steps): each round moves the holds about one step.
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "s.parquet", "--json", "--quiet", "--epochs", "3",
+                    "--max-lag", "0", "--trainer", "schedule")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["train_steps"] >= 84 and document["expected_lag_max"] == 0

@@ -115,6 +115,9 @@ def test_compare_rows_are_dispatched_as_asp_and_a_plan_for_another_kind_of_engin
     bounded = json.loads(invoke("simulate", built["schedule"], "--compare", "--json", "--quiet", "--max-lag", "0",
                                 "--trainer", "schedule").stdout)
     assert bounded["warnings"] == []
+    asked = json.loads(invoke("simulate", built["schedule"], "--compare", "--json", "--quiet", "--max-lag",
+                              "none").stdout)  # no bound on purpose: an asynchronous trainer
+    assert asked["warnings"] == []
     from util import SAMPLE_PROMPTS
 
     streaming = tmp_path / "st.parquet"

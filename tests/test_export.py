@@ -200,5 +200,23 @@ def test_a_batch_holding_a_prompt_twice_is_warned_about(built, monkeypatch):  # 
     monkeypatch.setattr(module, "batches_repeating_a_prompt", lambda rows: [7])
     overlapping = export(built["schedule"], [built["prompts"]], None, format="verl")
     assert overlapping.summary["batches_repeating_a_prompt"] == 1
-    assert any("1 training batch(es) hold a prompt twice (the first: batch 7)" in w
-               and "--max-lag 0 --trainer schedule" in w for w in overlapping.warnings)
+    # 120 prompts do not fill whole batches of 16: that is the cause the warning names.
+    assert any("1 training batch(es) hold a prompt twice (the first: batch 7): an epoch's 120 prompts do not fill "
+               "whole batches of 16" in w and "divides 120" in w for w in overlapping.warnings)
+
+
+def test_a_synchronous_schedule_whose_epochs_do_not_fill_batches_names_that_cause(tmp_path):
+    """The review's case: 50 prompts in batches of 32 over 3 epochs, made for a synchronous trainer: batches at
+    the epoch boundaries repeat prompts, and the advice was to make the schedule the way it was made."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(50))
+    out = tmp_path / "s.parquet"
+    schedule([prompts], out, settings=ScheduleSettings(train_batch_size=32, minibatch_size=8, epochs=3, max_lag=0,
+                                                       trainer="schedule"))
+    result = export(out, [prompts], None, format="verl")
+    repeats = [w for w in result.warnings if "hold a prompt twice" in w]
+    assert result.summary["batches_repeating_a_prompt"] >= 1 and len(repeats) == 1
+    assert "an epoch's 50 prompts do not fill whole batches of 32" in repeats[0]
+    assert "--max-lag 0 --trainer schedule" not in repeats[0]

@@ -304,6 +304,12 @@ def test_every_command_reads_one_train_batch_size_from_a_schedule_that_lacks_it(
     assert simulate_file(path).document["train_batch_size"] == 16
     write_schedule(made, {"settings": {"instances": 3, "train_batch_size": 20}}, path, force=True)
     assert Replay.open(path).train_batch_size == 20  # what the file says wins over what its rows suggest
+    # Epochs of 20 prompts in steps of 32: every step but the first spans two epochs, and is still one batch.
+    for trainer in ("arrival", "schedule"):
+        spanning = arrange(prompt_frame(20), make_predictions(20), ScheduleSettings(
+            instances=3, train_batch_size=32, epochs=3, trainer=trainer))
+        write_schedule(spanning, {"settings": {"instances": 3}}, path, force=True)
+        assert read_schedule(path).recorded_settings.train_batch_size == 32, trainer
 
 
 def test_a_schedule_with_a_repeated_column_is_damaged_not_a_crash(tmp_path, frame):

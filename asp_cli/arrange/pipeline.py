@@ -49,7 +49,9 @@ from asp_cli.arrange.timeline import (
 # Relative noise on log length when ordering prompts for packing; keeps epochs different while moving a
 # prompt by at most a few percent of its length (well inside the predictor's own error).
 _PACKING_JITTER = 0.02
-# Rounds of holding minibatches back to honour --max-lag before giving up.
+# Rounds of holding minibatches back to honour --max-lag before giving up: at least this many, and one more than
+# the train steps (a tight bound, e.g. synchronous training at 0, moves the holds about one step a round: at a
+# flat 60 an 84-step run with --max-lag 0 --trainer schedule was refused).
 _MAX_LAG_ROUNDS = 60
 # Train batches of the shortest minibatches dispatched first, so the trainer's first step starts at once.
 _WARM_TRAIN_BATCHES = 1
@@ -338,7 +340,8 @@ def _assemble(
     hold = np.zeros_like(start)
     # A trainer that follows a schedule whose steps are fixed (per-step) is held to those steps from the start.
     follow = fixed_steps if settings.trainer == "schedule" else None
-    for _ in range(_MAX_LAG_ROUNDS + 1):
+    rounds = max(_MAX_LAG_ROUNDS, -(-row_mb.size // settings.train_batch_size) + 1)
+    for _ in range(rounds + 1):
         start = _replay_starts(mb_instance, mb_duration, hold, settings.instances)
         finish = start[row_mb] + row_offset
         train_step, _, step_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size, follow)

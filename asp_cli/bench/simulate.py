@@ -197,7 +197,8 @@ def simulate_loaded(
                 "requests are not that engine's calls, so its row is not on equal footing with the baselines; "
                 f"make the schedule with --engine {mode} to compare on that engine")
         mine = next((r for r in comparison if r["arrangement"] == ASP), None)
-        if lag is None and mine is not None and mine.get("policy_lag_mean", 0.0) > 1.0:
+        # Said unless the user asked for no bound (`--max-lag none`): then it is what they meant.
+        if lag is None and options.use_schedule_max_lag and mine is not None and mine.get("policy_lag_mean", 0.0) > 1.0:
             document["warnings"].append(
                 f"no lag bound: every row lets rollout run ahead of the trainer (asp's groups are "
                 f"{mine['policy_lag_mean']:.1f} steps stale on average), as an asynchronous trainer does; verl's "

@@ -458,11 +458,19 @@ def _facts(
         repeated = batches_repeating_a_prompt(rows)
         summary["batches_repeating_a_prompt"] = len(repeated)
         if repeated:
-            notes.append(
-                f"{len(repeated)} training batch(es) hold a prompt twice (the first: batch {repeated[0]}): the "
-                "schedule lets epochs overlap, as a trainer that takes groups as they finish would; for a "
-                "synchronous trainer (verl's default) make the schedule with --max-lag 0 --trainer schedule"
-            )
+            per_epoch = replay.rows(epoch=replay.epochs[0]).height
+            recorded = replay.schedule.recorded_settings
+            if per_epoch % size:
+                cause = (f"an epoch's {per_epoch:,} prompts do not fill whole batches of {size}, so a batch spans "
+                         f"two epochs; schedule with a --train-batch-size that divides {per_epoch:,}, or export one "
+                         "epoch at a time (--epoch)")
+            elif recorded.max_lag == 0 and recorded.trainer == "schedule":
+                cause = "the schedule's steps span epochs; export one epoch at a time (--epoch)"
+            else:
+                cause = ("the schedule lets epochs overlap, as a trainer that takes groups as they finish would; for "
+                         "a synchronous trainer (verl's default) make the schedule with --max-lag 0 --trainer schedule")
+            notes.append(f"{len(repeated)} training batch(es) hold a prompt twice (the first: batch {repeated[0]}): "
+                         f"{cause}")
         if misaligned:
             notes.append(
                 f"{misaligned} training batch(es) of {size} rows mix rows the schedule expects in different "

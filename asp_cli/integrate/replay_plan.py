@@ -50,7 +50,11 @@ def baseline_names(engine: str = "blocking") -> tuple[str, ...]:
 
 
 def equal_footing_names(engine: str = "blocking") -> tuple[str, ...]:
-    """The baselines on equal footing with asp for ``engine``: what ``--compare`` runs unless told otherwise."""
+    """The baselines on equal footing with asp for ``engine``: what ``--compare`` runs unless told otherwise.
+
+    On engines that refill, verl's chunked rows are on equal footing too (`Baseline.equal_footing_on`: `asp
+    simulate --compare` counts them), but they are left out here to keep a replay on real servers short: name
+    them with ``--baseline``."""
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS
 
     names = [name for name, b in BASELINES.items() if b.equal_footing and _mode(engine) in b.modes]

@@ -105,7 +105,8 @@ class ScheduleReplayBuffer:
                 raise SettingsError(f"sampler_kwargs.epoch={epoch}: the schedule has no epoch {epoch}")
             frame = frame.filter(frame["epoch"] == epoch)
         self.plan = StepPlan(frame["seq"].to_numpy(), frame["train_step"].to_numpy())
-        self.train_batch_size = int(schedule.settings.get("train_batch_size", 0)) or None
+        # The schedule's own, or what its rows say where an edited file lacks it (`Schedule.recorded_settings`).
+        self.train_batch_size = schedule.recorded_settings.train_batch_size
         self.trainer_mode = trainer_mode
         self.parameter_sync_step = int(_get(trainer_config, "parameter_sync_step", 1) or 1)
         self.seq_key = f"{kwargs.get('prefix') or ''}seq"
