@@ -225,3 +225,12 @@ def test_synchronous_training_over_many_steps_is_scheduled(tmp_path):
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["train_steps"] >= 84 and document["expected_lag_max"] == 0
+
+
+def test_a_schedule_that_mixes_lengths_says_why_its_padding_is_high(tmp_path):
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "s.parquet", "--arrangement", "shuffle")
+    assert result.exit_code == 0, result.stderr
+    line = next(x for x in result.stderr.splitlines() if x.startswith("  predicted padding:"))
+    assert line.endswith("tail included); high because shuffle deals prompts at random")
+    packed = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--arrangement", "interleave")
+    assert "high because" not in packed.stderr

@@ -137,13 +137,30 @@ def _scaled_from(summary: dict) -> str:
     return f", scaled up from their {prompts:,} prompts x {epochs} epoch(s) to the run"
 
 
+# Above this predicted padding the summary says which arrangement mixes lengths in its minibatches, and why.
+MIXED_PADDING = 0.25
+_MIXING = {"per-step": "packs each of a shuffle's train batches, whose lengths are mixed",
+           "shuffle": "deals prompts at random"}
+
+
+def _padding_note(summary: dict) -> str:
+    """Why a packer's own schedule pads so much: auto took an arrangement that mixes lengths in a minibatch."""
+    choice = summary.get("arrangement") or {}
+    why = _MIXING.get(choice.get("chosen", ""))
+    if summary["predicted_padding_fraction"] <= MIXED_PADDING or why is None:
+        return ""
+    return (f"; high because {choice['chosen']} {why}" + (", and auto expected it to be the fastest all the same"
+                                                          if choice.get("setting") == "auto" else ""))
+
+
 def _summary_text(summary: dict, output: Path) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
         f"Wrote {output}: {summary['prompts']:,} prompts x {summary['epochs']} epoch(s) = {summary['rows']:,} rows, "
         f"{summary['minibatches']:,} minibatches on {summary['instances']} instances, {summary['train_steps']:,} train steps.",
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
-        "leave idle at the predicted group lengths; `asp simulate` reports the empty slots of a replay, tail included)",
+        "leave idle at the predicted group lengths; `asp simulate` reports the empty slots of a replay, tail included)"
+        + _padding_note(summary),
         f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:.1f} s at the point predictions"
         + (f" ({summary['expected_rollout_s']:,.0f} s in auto's replays, which draw lengths with the predictions' "
            f"spread{_scaled_from(summary)})" if summary.get("expected_rollout_s") else "")
