@@ -220,3 +220,22 @@ def test_a_synchronous_schedule_whose_epochs_do_not_fill_batches_names_that_caus
     assert result.summary["batches_repeating_a_prompt"] >= 1 and len(repeats) == 1
     assert "an epoch's 50 prompts do not fill whole batches of 32" in repeats[0]
     assert "--max-lag 0 --trainer schedule" not in repeats[0]
+
+
+def test_batches_shifted_by_an_epochs_partial_step_say_how_to_keep_them_aligned(tmp_path):
+    # A synchronous schedule keeps each epoch's steps (per-step): 50 prompts in steps of 32 end each epoch in a
+    # partial step, and every later verl batch of 32 rows is cut across the schedule's steps.
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(50))
+    out = tmp_path / "s.parquet"
+    schedule([prompts], out, settings=ScheduleSettings(train_batch_size=32, minibatch_size=8, epochs=2, max_lag=0,
+                                                       trainer="schedule", arrangement="per-step"))
+    whole = export(out, [prompts], None, format="verl")
+    shifted = [w for w in whole.warnings if "mix rows the schedule expects in different steps" in w]
+    assert len(shifted) == 1 and whole.summary["batches_spanning_steps"] > 0
+    assert shifted[0].endswith("an epoch's 50 prompts end in a partial step, which shifts every later batch: export "
+                               "one epoch at a time (--epoch), or schedule with a --train-batch-size that divides 50")
+    one = export(out, [prompts], None, format="verl", epoch=1)
+    assert not any("end in a partial step" in w for w in one.warnings)

@@ -472,9 +472,13 @@ def _facts(
             notes.append(f"{len(repeated)} training batch(es) hold a prompt twice (the first: batch {repeated[0]}): "
                          f"{cause}")
         if misaligned:
+            per_epoch = replay.rows(epoch=epochs[0]).height
+            advice = (f"; an epoch's {per_epoch:,} prompts end in a partial step, which shifts every later batch: "
+                      f"export one epoch at a time (--epoch), or schedule with a --train-batch-size that divides "
+                      f"{per_epoch:,}" if len(epochs) > 1 and per_epoch % size else "")
             notes.append(
                 f"{misaligned} training batch(es) of {size} rows mix rows the schedule expects in different "
-                "steps (an epoch cut mid-step, or a partial step); the order is kept, only the cut moves"
+                f"steps (an epoch cut mid-step, or a partial step); the order is kept, only the cut moves{advice}"
             )
     if format == "verl":
         summary["verl_version"] = verl_version
