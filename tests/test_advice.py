@@ -1,0 +1,50 @@
+"""Warnings about a finished plan for the trainer that reads it (`asp_cli.arrange.advice`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from asp_cli.arrange.advice import dividing_batch_size, plan_warnings
+from asp_cli.arrange.pipeline import arrange
+from asp_cli.settings import ScheduleSettings
+
+from util import make_predictions, prompt_frame
+
+
+@pytest.mark.parametrize("prompts, batch, expected", [(3540, 128, 118), (3540, 118, 118), (50, 32, 25),
+                                                     (97, 32, None), (120, 16, 15)])
+def test_the_nearest_dividing_batch_size(prompts, batch, expected):
+    assert dividing_batch_size(prompts, batch) == expected
+
+
+def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
+    # 50 prompts in steps of 32 with a schedule-following trainer: each epoch ends in a step of 18.
+    settings = ScheduleSettings(train_batch_size=32, minibatch_size=8, epochs=2, trainer="schedule",
+                                arrangement="per-step", instances=4)
+    frame = arrange(prompt_frame(50), make_predictions(50), settings)
+    (warning,) = [w for w in plan_warnings(frame, settings) if "short of" in w]
+    assert warning.startswith("each epoch's 50 prompts end in a step of 18 groups, short of --train-batch-size 32")
+    assert "divides 50 (e.g. 25), or export one epoch at a time" in warning
+    # One epoch: its short last step is the run's last, nothing is cut across.
+    one = dataclass_replace(settings, epochs=1)
+    assert not plan_warnings(arrange(prompt_frame(50), make_predictions(50), one), one)
+
+
+def test_a_synchronous_plan_that_leaves_instances_idle_is_warned_about():
+    settings = ScheduleSettings(train_batch_size=32, minibatch_size=16, instances=4, max_lag=0, trainer="schedule")
+    frame = arrange(prompt_frame(64), make_predictions(64), settings)
+    (warning,) = plan_warnings(frame, settings)
+    assert warning.startswith("each synchronous step's 32 prompts make about 2 minibatches (--minibatch-size 16) for "
+                              "4 instances, so 2 of them idle")
+    assert warning.endswith("give --minibatch-size 8")
+    fitted = dataclass_replace(settings, minibatch_size=8)
+    assert plan_warnings(arrange(prompt_frame(64), make_predictions(64), fitted), fitted) == []
+    # An asynchronous trainer keeps every instance busy across steps: nothing to say.
+    free = dataclass_replace(settings, max_lag=None)
+    assert plan_warnings(arrange(prompt_frame(64), make_predictions(64), free), free) == []
+
+
+def dataclass_replace(settings, **changes):
+    import dataclasses
+
+    return dataclasses.replace(settings, **changes)
