@@ -64,7 +64,9 @@ def test_verl_export_has_the_rlhf_dataset_columns(built, tmp_path):  # noqa: F81
     one = export(built["schedule"], [built["prompts"]], None, format="verl", epoch=0)
     assert one.summary["trailing_rows"] == PROMPTS % BATCH > 0
     assert any("drop_last" in w for w in one.warnings)
-    assert "trainer.total_epochs" not in one.trainer_settings
+    # One schedule epoch per file: verl's default of 30 epochs would replay it thirty times.
+    assert one.trainer_settings["trainer.total_epochs"] == 1
+    assert any(f"--train-batch-size that divides its {PROMPTS} rows" in w for w in one.warnings)
 
 
 def test_verl_export_keeps_a_verl_dataset_as_it_is(tmp_path):

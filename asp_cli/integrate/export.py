@@ -412,6 +412,17 @@ def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
 # Facts, warnings and trainer settings
 
 
+def _dividing_advice(replay: Replay, rows: pl.DataFrame, epochs: list[int], size: int) -> str:
+    """What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans
+    two epochs either), or the rows of a one-epoch file; with the nearest size that does."""
+    from asp_cli.arrange.advice import dividing_batch_size
+
+    count = replay.rows(epoch=epochs[0]).height if len(epochs) > 1 else rows.height
+    nearest = dividing_batch_size(count, size)
+    what = f"an epoch's {count:,} prompts" if len(epochs) > 1 else f"its {count:,} rows"
+    return what + (f" (e.g. {nearest})" if nearest else "")
+
+
 def batches_repeating_a_prompt(rows: pl.DataFrame) -> list[int]:
     """The training batches (``trainer_batch``) that hold some dataset ``row`` more than once, in order."""
     extra = rows.group_by("trainer_batch").agg((pl.len() - pl.col("row").n_unique()).alias("extra"))
@@ -488,14 +499,15 @@ def _facts(
             "data.filter_overlong_prompts": False,
             "actor_rollout_ref.rollout.n": n,
             "actor_rollout_ref.rollout.agent.num_workers": workers if order == "train" else None,
-            "trainer.total_epochs": 1 if epoch is None and len(epochs) > 1 else None,
+            # The file is the run: every schedule epoch it holds once (verl's default of 30 would repeat it).
+            "trainer.total_epochs": 1,
         }
         trainer = {k: v for k, v in trainer.items() if v is not None}
         if trailing:
             notes.append(
                 f"the last batch has {trailing} rows, fewer than data.train_batch_size={size}: verl drops it "
                 f"(drop_last=True), so those {trailing} prompts are not trained; schedule with a "
-                "--train-batch-size that divides the row count to avoid it"
+                f"--train-batch-size that divides {_dividing_advice(replay, rows, epochs, size)} to avoid it"
             )
         if order == "train":
             notes.extend(_chunking_notes(size, n, workers, verl_version))
