@@ -218,10 +218,20 @@ def test_an_arrangement_that_cannot_keep_the_bound_is_an_error_and_auto_finds_on
     # In arrival order a bound of 0 is often out of reach; a synchronous trainer follows the schedule's steps.
     assert str(refused.value).endswith("a synchronous trainer (verl's default) trains the schedule's own steps: "
                                        "give --trainer schedule")
+    with pytest.raises(SettingsError) as following:  # already following the schedule: per-step is the way
+        plan(prompts, preds, dataclasses.replace(tight, arrangement="interleave", trainer="schedule"), preset=PRESET)
+    assert str(following.value).endswith("for synchronous training --arrangement per-step (or auto) keeps each step's "
+                                         "groups together")
     # per-step never lets a minibatch cross a train step, so one-group steps keep lag 0.
     frame, choice = plan(prompts, preds, tight, preset=PRESET)
     assert choice.chosen == "per-step" and frame["expected_lag"].max() == 0
     assert [c["name"] for c in choice.candidates] == ["per-step"]  # the others were skipped
+    from asp_cli.arrange.choose import arrangement_line
+
+    assert ("interleave, long-first, short-first, shuffle cannot keep the lag bound here and were not candidates"
+            in arrangement_line(choice.to_dict()))
+    assert "and were not candidates" not in arrangement_line(plan(prompts, preds, dataclasses.replace(
+        tight, max_lag=None), preset=PRESET)[1].to_dict())
 
 
 def test_unknown_engine_and_arrangement_are_settings_errors():

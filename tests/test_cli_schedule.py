@@ -211,10 +211,11 @@ def test_under_a_lag_bound_the_summary_says_rollout_waits_for_the_trainer(tmp_pa
                     "schedule")
     assert result.exit_code == 0, result.stderr
     assert "expected policy lag under --max-lag 0 (synchronous training" in result.stderr
-    line = next(x for x in result.stderr.splitlines() if "rollout waits for the trainer" in x)
-    assert line.startswith("  rollout waits for the trainer under --max-lag 0: the instances are busy at most")
+    line = next(x for x in result.stderr.splitlines() if x.startswith("  synchronous steps:"))
+    assert "each step's rollout lasts as long as its slowest instance; the instances are busy at most" in line
+    assert "makespan (training included)" in line
     free = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet")
-    assert "rollout waits for the trainer" not in free.stderr
+    assert "synchronous steps" not in free.stderr and "rollout waits for the trainer" not in free.stderr
 
 
 def test_synchronous_training_over_many_steps_is_scheduled(tmp_path):

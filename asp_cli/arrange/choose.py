@@ -449,6 +449,10 @@ def arrangement_line(choice: dict[str, Any]) -> str:
                 "run_prompt_epochs") else
                ": the sample's own times, which rank the candidates; the whole run takes longer, as `asp simulate` "
                "says" if choice.get("sampled") else "") + ")")
+    judged = {c["name"] for c in choice["candidates"]}
+    skipped = [n for n in candidates_for(choice["engine"]) if n not in judged]
+    if skipped:  # refused while judged: they cannot keep the lag bound (`choose_arrangement`)
+        line += f"\n  {', '.join(skipped)} cannot keep the lag bound here and were not candidates"
     broken = choice.get("bound_broken_on_input") or []
     if broken:
         line += (f"\n  {', '.join(broken)} kept the lag bound on the {choice['evaluated_prompts']:,} prompts x "

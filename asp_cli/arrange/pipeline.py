@@ -365,7 +365,9 @@ def _assemble(
             f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
             "raise --train-batch-size, or give more --instances"
             + ("; a synchronous trainer (verl's default) trains the schedule's own steps: give --trainer schedule"
-               if settings.trainer == "arrival" and settings.max_lag == 0 else "")
+               if settings.trainer == "arrival" and settings.max_lag == 0 else
+               "; for synchronous training --arrangement per-step (or auto) keeps each step's groups together"
+               if settings.max_lag == 0 and settings.arrangement != "per-step" else "")
         )
     if settings.trainer == "schedule" and follow is None and settings.arrangement not in SORTS:
         # A trainer that follows the schedule takes the stratified steps assigned here, from the finish times

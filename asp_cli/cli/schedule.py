@@ -186,9 +186,13 @@ def _summary_text(summary: dict, output: Path) -> str:
     elif summary.get("max_lag") is not None and max(busy) < 0.8 * summary["predicted_rollout_makespan_s"]:
         # Under a lag bound the makespan includes the waits for the trainer's steps.
         lines.append(
-            f"  rollout waits for the trainer under --max-lag {summary['max_lag']}: the instances are busy at most "
-            f"{max(busy):,.0f} s of its {summary['predicted_rollout_makespan_s']:,.0f} s; the trainer's steps need "
-            f"about {summary['predicted_trainer_busy_s']:,.0f} s (calibrate the trainer with --preset FILE)")
+            (f"  synchronous steps: rollout and training alternate, and each step's rollout lasts as long as its "
+             f"slowest instance; the instances are busy at most {max(busy):,.0f} s of the "
+             f"{summary['predicted_rollout_makespan_s']:,.0f} s makespan (training included), the trainer's steps "
+             f"about {summary['predicted_trainer_busy_s']:,.0f} s" if summary["max_lag"] == 0 else
+             f"  rollout waits for the trainer under --max-lag {summary['max_lag']}: the instances are busy at most "
+             f"{max(busy):,.0f} s of its {summary['predicted_rollout_makespan_s']:,.0f} s; the trainer's steps need "
+             f"about {summary['predicted_trainer_busy_s']:,.0f} s") + " (calibrate the trainer with --preset FILE)")
     if summary.get("prompts_from_history"):
         rest = summary["prompts"] - summary["prompts_from_history"]
         lines.append(f"  lengths from history for {summary['prompts_from_history']:,} prompts" + (
