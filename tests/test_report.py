@@ -66,7 +66,7 @@ def test_structure_is_complete_and_json_ready(report):
     json.dumps(report, allow_nan=False)  # no NaN, no numpy types
     assert report["size"] == {"prompts": 300, "epochs": 2, "rows": 600, "instances": 3, "samples_per_prompt": 8,
                               "train_batch_size": 32, "minibatches": report["size"]["minibatches"],
-                              "train_steps": 19}
+                              "train_steps": 19, "short_steps": 1}
     assert len(report["minibatch_table"]) == report["size"]["minibatches"]
     assert report["provenance"]["input_fingerprint"].startswith("sha256:")
     assert report["provenance"]["command_line"] == "asp schedule"

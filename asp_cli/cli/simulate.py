@@ -111,7 +111,9 @@ def _summary(document: dict) -> str:
         f"  lower bound      {m['lower_bound_end_to_end_s']:,.1f} s (ratio {m['ratio_to_lower_bound']:.3f}; "
         f"binds: {m['lower_bound_end_to_end_binding']})",
         f"  rollout          {m['rollout_makespan_s']:,.1f} s (ratio {m['rollout_ratio_to_lower_bound']:.3f}; "
-        f"binds: {m['lower_bound_rollout_binding']})",
+        f"binds: {m['lower_bound_rollout_binding']}"
+        + ("; under the lag bound it includes waiting for the trainer, which the bound leaves out"
+           if document.get("max_lag") is not None else "") + ")",
         f"  bubbles          empty sequence slots {m['padding_fraction']:.1%} of each minibatch's slot-steps (replayed "
         f"lengths, tail included; not the schedule's predicted padding), tail {m['tail_time_fraction']:.1%} "
         f"of busy time, instance finish spread {m['instance_finish_spread_s']:,.1f} s",

@@ -158,6 +158,10 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
             "train_batch_size": schedule.recorded_settings.train_batch_size,
             "minibatches": per_mb.height,
             "train_steps": int(frame["train_step"].max()) + 1,
+            # Steps holding fewer groups than the train batch (the run's last, and each epoch's last where the
+            # schedule keeps epochs' own steps).
+            "short_steps": int((frame.group_by("train_step").len()["len"]
+                                < schedule.recorded_settings.train_batch_size).sum()),
         },
         "instances": _instances(per_mb, instances, timed),
         "predicted_lengths": _predicted_lengths(frame),

@@ -140,7 +140,8 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     out(made)
     out(f"{size['prompts']:,} prompts x {size['epochs']} epoch(s) = {size['rows']:,} groups of "
         f"{size['samples_per_prompt']}; {size['minibatches']:,} minibatches on {size['instances']} instances; "
-        f"{size['train_steps']:,} training steps of {size.get('train_batch_size') or '?'} groups")
+        f"{size['train_steps']:,} training steps of {'up to ' if size.get('short_steps') else ''}"
+        f"{size.get('train_batch_size') or '?'} groups")
     out()
 
     inst = report["instances"]
