@@ -24,7 +24,8 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     frame = arrange(prompt_frame(50), make_predictions(50), settings)
     (warning,) = [w for w in plan_warnings(frame, settings) if "short of" in w]
     assert warning.startswith("each epoch's 50 prompts end in a step of 18 groups, short of --train-batch-size 32")
-    assert "divides 50 (e.g. 25), or export one epoch at a time" in warning
+    assert ("divides 50 (e.g. 25 or 50; a different batch size changes the number of steps, so compare with asp "
+            "simulate), or export one epoch at a time") in warning
     # One epoch: its short last step is the run's last, nothing is cut across.
     one = dataclass_replace(settings, epochs=1)
     assert not plan_warnings(arrange(prompt_frame(50), make_predictions(50), one), one)
@@ -36,9 +37,20 @@ def test_a_synchronous_plan_that_leaves_instances_idle_is_warned_about():
     (warning,) = plan_warnings(frame, settings)
     assert warning.startswith("each synchronous step's 32 prompts make about 2 minibatches (--minibatch-size 16) for "
                               "4 instances, so 2 of them idle")
-    assert warning.endswith("give --minibatch-size 8")
+    assert "give --minibatch-size 8 (verl itself" in warning
     fitted = dataclass_replace(settings, minibatch_size=8)
     assert plan_warnings(arrange(prompt_frame(64), make_predictions(64), fitted), fitted) == []
+    # The size suggested gives every instance a minibatch, and is never the one given: 10 prompts a step on 8
+    # instances in minibatches of 2 make 5; 1 makes 10 (rounding 10 / 8 up gave 2 again).
+    tiny = dataclass_replace(settings, train_batch_size=10, minibatch_size=2, instances=8)
+    (warning,) = plan_warnings(arrange(prompt_frame(20), make_predictions(20), tiny), tiny)
+    assert "give --minibatch-size 1 " in warning
+    fitted = dataclass_replace(tiny, minibatch_size=1)
+    assert plan_warnings(arrange(prompt_frame(20), make_predictions(20), fitted), fitted) == []
+    # An epoch smaller than the train batch: the steps hold the epoch, and the advice is sized to it.
+    small = dataclass_replace(settings, train_batch_size=128, minibatch_size=16, instances=8)
+    (warning,) = plan_warnings(arrange(prompt_frame(100), make_predictions(100), small), small)
+    assert warning.startswith("each synchronous step's 100 prompts") and "give --minibatch-size 12 " in warning
     # An asynchronous trainer keeps every instance busy across steps: nothing to say.
     free = dataclass_replace(settings, max_lag=None)
     assert plan_warnings(arrange(prompt_frame(64), make_predictions(64), free), free) == []

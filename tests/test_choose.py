@@ -589,3 +589,33 @@ def test_the_fall_back_order_tries_the_chosen_arrangement_under_its_other_kv_cut
     assert fallbacks(choice) == [("long-first", "whole")]
     # The chosen one's other cut cuts other minibatches, which may keep the bound: tried first, being faster.
     assert fallbacks(choice, include_chosen=True) == [("interleave", "peak"), ("long-first", "whole")]
+
+
+def test_representative_steps_are_held_to_per_step_where_the_shuffle_cannot_keep_the_bound(monkeypatch):
+    # A review found auto "among those with steps about as representative as a shuffle's" picking short-first, a
+    # length curriculum, because the shuffle was refused under --max-lag 0 and nothing bounded the others.
+    import asp_cli.arrange.choose as choose
+
+    real = choose.choose_arrangement
+    prompts, preds = prompt_frame(300), make_predictions(300, seed=5)
+    settings = ScheduleSettings(instances=4, train_batch_size=32, steps="representative")
+
+    def without_shuffle(arrange, *args, **kwargs):
+        def refusing(p, q, s, preset):
+            if s.arrangement == "shuffle":
+                raise SettingsError("--max-lag cannot be met by shuffle")
+            return arrange(p, q, s, preset)
+        return real(refusing, *args, **kwargs)
+
+    choice = without_shuffle(_arrange_named, prompts, preds, settings, PRESET)
+    assert choice.refused == ["shuffle"]
+    per_step = next(c for c in choice.candidates if c["name"] == "per-step")
+    bound = per_step["expected_step_deviation_p90"] * 1.25 + 0.02
+    for c in choice.candidates:
+        assert c["representative_steps"] == (c["expected_step_deviation_p90"] <= bound), c["name"]
+    assert any(not c["representative_steps"] for c in choice.candidates)  # the sorts' steps are not
+    from asp_cli.arrange.choose import arrangement_line
+
+    assert "shuffle cannot keep the lag bound here and was not a candidate" in arrangement_line(choice.to_dict())
+    older = {k: v for k, v in choice.to_dict().items() if k != "refused"}  # a file from before the key
+    assert "not a candidate" not in arrangement_line(older)

@@ -238,6 +238,8 @@ def test_batches_shifted_by_an_epochs_partial_step_say_how_to_keep_them_aligned(
     shifted = [w for w in whole.warnings if "mix rows the schedule expects in different steps" in w]
     assert len(shifted) == 1 and whole.summary["batches_spanning_steps"] > 0
     assert shifted[0].endswith("an epoch's 50 prompts end in a partial step, which shifts every later batch: export "
-                               "one epoch at a time (--epoch), or schedule with a --train-batch-size that divides 50")
+                               "one epoch at a time (--epoch), or schedule with a --train-batch-size that divides 50 "
+                               "(e.g. 25 or 50; a different batch size changes the number of steps, so compare with "
+                               "asp simulate)")
     one = export(out, [prompts], None, format="verl", epoch=1)
     assert not any("end in a partial step" in w for w in one.warnings)

@@ -14,8 +14,25 @@ from asp_cli.settings import ScheduleSettings
 
 def dividing_batch_size(prompts: int, batch: int) -> int | None:
     """The train batch size nearest ``batch`` (within half to twice it) that divides ``prompts``, or None."""
+    sizes = dividing_batch_sizes(prompts, batch)
+    return min(sizes, key=lambda d: (abs(d - batch), d)) if sizes else None
+
+
+def dividing_batch_sizes(prompts: int, batch: int) -> list[int]:
+    """The nearest train batch sizes below and above ``batch`` (within half to twice it) that divide ``prompts``."""
     candidates = [d for d in range(max(1, batch // 2), min(prompts, 2 * batch) + 1) if prompts % d == 0]
-    return min(candidates, key=lambda d: (abs(d - batch), d)) if candidates else None
+    below = [d for d in candidates if d <= batch]
+    above = [d for d in candidates if d > batch]
+    return ([below[-1]] if below else []) + ([above[0]] if above else [])
+
+
+def dividing_example(prompts: int, batch: int) -> str:
+    """`` (e.g. 118 or 177; ...)``: the dividing sizes to try, or nothing."""
+    sizes = dividing_batch_sizes(prompts, batch)
+    if not sizes:
+        return ""
+    return (f" (e.g. {' or '.join(str(d) for d in sizes)}; a different batch size changes the number of steps, so "
+            "compare with asp simulate)")
 
 
 def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
@@ -26,20 +43,22 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
     steps = frame.group_by("train_step").len().sort("train_step")
     short = steps.head(max(steps.height - 1, 0)).filter(pl.col("len") < size)
     if settings.epochs > 1 and short.height:
-        nearest = dividing_batch_size(prompts, size)
         warnings.append(
             f"each epoch's {prompts:,} prompts end in a step of {int(short['len'][0]):,} groups, short of "
             f"--train-batch-size {size}: a trainer that reads batches of {size} consecutive rows (verl) cuts across "
             f"this schedule's steps from the second epoch on; use a --train-batch-size that divides {prompts:,}"
-            + (f" (e.g. {nearest})" if nearest else "") + ", or export one epoch at a time (asp export --epoch)")
+            + dividing_example(prompts, size) + ", or export one epoch at a time (asp export --epoch; verl then "
+            "drops each epoch's short last batch)")
     if settings.trainer == "schedule" and settings.max_lag == 0 and settings.engine != "streaming" and frame.height:
-        per_step = frame.group_by("train_step").agg(pl.col("minibatch").n_unique().alias("calls"))
-        calls = int(per_step["calls"].median())
-        if calls < settings.instances:
-            chunk = -(-size // settings.instances)
+        per_step = frame.group_by("train_step").agg(pl.len().alias("prompts"),
+                                                    pl.col("minibatch").n_unique().alias("calls"))
+        calls, step = int(per_step["calls"].median()), int(per_step["prompts"].max())
+        # The largest minibatch that still gives every instance one: only said where it is smaller than today's.
+        fitting = max(1, step // settings.instances)
+        if calls < settings.instances and fitting < settings.minibatch_size:
             warnings.append(
-                f"each synchronous step's {size} prompts make about {calls} minibatches (--minibatch-size "
+                f"each synchronous step's {step} prompts make about {calls} minibatches (--minibatch-size "
                 f"{settings.minibatch_size}) for {settings.instances} instances, so {settings.instances - calls} of "
-                f"them idle while the step rolls out; verl cuts each batch into one chunk per worker: give "
-                f"--minibatch-size {chunk}")
+                f"them idle while the step rolls out in this plan: give --minibatch-size {fitting} (verl itself "
+                "cuts each batch into one chunk per agent-loop worker)")
     return warnings

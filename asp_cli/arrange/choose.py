@@ -91,6 +91,8 @@ class ArrangementChoice:
     # Candidates tried before the chosen one that kept the lag bound where judged (a sample, or fewer epochs) but
     # not on the whole run (`arrange_chosen`), in the order tried; left out of the document when none.
     bound_broken_on_input: list[str] = field(default_factory=list)
+    # Candidates that could not keep the lag bound where judged, so were not candidates; left out when none.
+    refused: list[str] = field(default_factory=list)
     # Judged on a seeded sample of the prompts (`SAMPLE_PROMPTS`); left out of the document when judged whole.
     sampled: bool = False
 
@@ -98,6 +100,8 @@ class ArrangementChoice:
         document = dataclasses.asdict(self)
         if not document["sampled"]:
             del document["sampled"]
+        if not document["refused"]:
+            del document["refused"]
         if not document["run_prompt_epochs"]:
             del document["run_prompt_epochs"]
         if not document["bound_broken_on_input"]:
@@ -279,9 +283,15 @@ def choose_arrangement(
     def step_bound(judged: list[dict[str, Any]]) -> float:
         """The most step deviation a candidate of this set may have with `--steps representative`: about its
         shuffle's, in the settings' trainer order (the shuffle is the reference and always qualifies)."""
-        shuffle = next((r for r in judged if r["name"] == "shuffle"), None)
-        return (np.inf if shuffle is None or settings.steps != "representative"
-                else shuffle["expected_step_deviation_p90"] * (1.0 + STEP_SLACK) + STEP_SLACK_ABSOLUTE)
+        # Where the shuffle cannot keep the lag bound, per-step (a shuffle's own train batches, each packed) is
+        # the reference: without one every candidate counted as representative, a length curriculum included.
+        shuffle = next((r for r in judged if r["name"] == "shuffle"),
+                       next((r for r in judged if r["name"] == "per-step"), None))
+        if settings.steps != "representative":
+            return np.inf
+        if shuffle is None:  # neither keeps the bound: nothing to hold the others to
+            return np.inf
+        return shuffle["expected_step_deviation_p90"] * (1.0 + STEP_SLACK) + STEP_SLACK_ABSOLUTE
 
     def pick(judged: list[dict[str, Any]]) -> dict[str, Any]:
         """The earliest eligible candidate within the tie margin of the fastest eligible one (with `--steps
@@ -322,7 +332,9 @@ def choose_arrangement(
                 results.append(alternative)
     return ArrangementChoice("auto", chosen["name"], settings.engine, results, prompts.height, DRAWS,
                              settings.dispatch, trial.epochs, settings.steps, run_prompts if scaled else 0,
-                             chosen["kv_budget"], sampled=sampled)
+                             chosen["kv_budget"], sampled=sampled,
+                             refused=[n for n in candidates_for(settings.engine)
+                                      if n not in {r["name"] for r in results}])
 
 
 def fallbacks(choice: ArrangementChoice, *, include_chosen: bool = False) -> list[tuple[str, str]]:
@@ -449,10 +461,10 @@ def arrangement_line(choice: dict[str, Any]) -> str:
                 "run_prompt_epochs") else
                ": the sample's own times, which rank the candidates; the whole run takes longer, as `asp simulate` "
                "says" if choice.get("sampled") else "") + ")")
-    judged = {c["name"] for c in choice["candidates"]}
-    skipped = [n for n in candidates_for(choice["engine"]) if n not in judged]
+    skipped = choice.get("refused") or []
     if skipped:  # refused while judged: they cannot keep the lag bound (`choose_arrangement`)
-        line += f"\n  {', '.join(skipped)} cannot keep the lag bound here and were not candidates"
+        line += (f"\n  {', '.join(skipped)} cannot keep the lag bound here and "
+                 + ("was not a candidate" if len(skipped) == 1 else "were not candidates"))
     broken = choice.get("bound_broken_on_input") or []
     if broken:
         line += (f"\n  {', '.join(broken)} kept the lag bound on the {choice['evaluated_prompts']:,} prompts x "

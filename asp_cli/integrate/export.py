@@ -415,12 +415,11 @@ def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
 def _dividing_advice(replay: Replay, rows: pl.DataFrame, epochs: list[int], size: int) -> str:
     """What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans
     two epochs either), or the rows of a one-epoch file; with the nearest size that does."""
-    from asp_cli.arrange.advice import dividing_batch_size
+    from asp_cli.arrange.advice import dividing_example
 
     count = replay.rows(epoch=epochs[0]).height if len(epochs) > 1 else rows.height
-    nearest = dividing_batch_size(count, size)
     what = f"an epoch's {count:,} prompts" if len(epochs) > 1 else f"its {count:,} rows"
-    return what + (f" (e.g. {nearest})" if nearest else "")
+    return what + dividing_example(count, size)
 
 
 def batches_repeating_a_prompt(rows: pl.DataFrame) -> list[int]:
@@ -484,9 +483,12 @@ def _facts(
                          f"{cause}")
         if misaligned:
             per_epoch = replay.rows(epoch=epochs[0]).height
+            from asp_cli.arrange.advice import dividing_example
+
             advice = (f"; an epoch's {per_epoch:,} prompts end in a partial step, which shifts every later batch: "
                       f"export one epoch at a time (--epoch), or schedule with a --train-batch-size that divides "
-                      f"{per_epoch:,}" if len(epochs) > 1 and per_epoch % size else "")
+                      f"{per_epoch:,}{dividing_example(per_epoch, size)}" if len(epochs) > 1 and per_epoch % size
+                      else "")
             notes.append(
                 f"{misaligned} training batch(es) of {size} rows mix rows the schedule expects in different "
                 f"steps (an epoch cut mid-step, or a partial step); the order is kept, only the cut moves{advice}"
