@@ -30,6 +30,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli import limits
+from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 
@@ -412,16 +413,6 @@ def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
 # Facts, warnings and trainer settings
 
 
-def _dividing_advice(replay: Replay, rows: pl.DataFrame, epochs: list[int], size: int) -> str:
-    """What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans
-    two epochs either), or the rows of a one-epoch file; with the nearest size that does."""
-    from asp_cli.arrange.advice import dividing_example
-
-    count = replay.rows(epoch=epochs[0]).height if len(epochs) > 1 else rows.height
-    what = f"an epoch's {count:,} prompts" if len(epochs) > 1 else f"its {count:,} rows"
-    return what + dividing_example(count, size)
-
-
 def batches_repeating_a_prompt(rows: pl.DataFrame) -> list[int]:
     """The training batches (``trainer_batch``) that hold some dataset ``row`` more than once, in order."""
     extra = rows.group_by("trainer_batch").agg((pl.len() - pl.col("row").n_unique()).alias("extra"))
@@ -456,6 +447,10 @@ def _facts(
         "samples_per_prompt": n,
     }
     trainer: dict[str, Any] = {}
+    # What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans
+    # two epochs either), or the rows of a one-epoch file.
+    per_epoch = replay.rows(epoch=epochs[0]).height
+    divides = f"{per_epoch:,}{dividing_example(per_epoch, size)}"
     if order == "train":
         batches = rows.group_by("trainer_batch").agg(pl.col("train_step").n_unique().alias("steps"))
         misaligned = int((batches["steps"] > 1).sum())
@@ -468,11 +463,10 @@ def _facts(
         repeated = batches_repeating_a_prompt(rows)
         summary["batches_repeating_a_prompt"] = len(repeated)
         if repeated:
-            per_epoch = replay.rows(epoch=replay.epochs[0]).height
             recorded = replay.schedule.recorded_settings
             if per_epoch % size:
                 cause = (f"an epoch's {per_epoch:,} prompts do not fill whole batches of {size}, so a batch spans "
-                         f"two epochs; schedule with a --train-batch-size that divides {per_epoch:,}, or export one "
+                         f"two epochs; schedule with a --train-batch-size that divides {divides}, or export one "
                          "epoch at a time (--epoch)")
             elif recorded.max_lag == 0 and recorded.trainer == "schedule":
                 cause = "the schedule's steps span epochs; export one epoch at a time (--epoch)"
@@ -482,13 +476,9 @@ def _facts(
             notes.append(f"{len(repeated)} training batch(es) hold a prompt twice (the first: batch {repeated[0]}): "
                          f"{cause}")
         if misaligned:
-            per_epoch = replay.rows(epoch=epochs[0]).height
-            from asp_cli.arrange.advice import dividing_example
-
             advice = (f"; an epoch's {per_epoch:,} prompts end in a partial step, which shifts every later batch: "
                       f"export one epoch at a time (--epoch), or schedule with a --train-batch-size that divides "
-                      f"{per_epoch:,}{dividing_example(per_epoch, size)}" if len(epochs) > 1 and per_epoch % size
-                      else "")
+                      f"{divides}" if len(epochs) > 1 and per_epoch % size else "")
             notes.append(
                 f"{misaligned} training batch(es) of {size} rows mix rows the schedule expects in different "
                 f"steps (an epoch cut mid-step, or a partial step); the order is kept, only the cut moves{advice}"
@@ -509,7 +499,9 @@ def _facts(
             notes.append(
                 f"the last batch has {trailing} rows, fewer than data.train_batch_size={size}: verl drops it "
                 f"(drop_last=True), so those {trailing} prompts are not trained; schedule with a "
-                f"--train-batch-size that divides {_dividing_advice(replay, rows, epochs, size)} to avoid it"
+                "--train-batch-size that divides " + (
+                    f"an epoch's {per_epoch:,} prompts{dividing_example(per_epoch, size)}" if len(epochs) > 1
+                    else f"its {n_rows:,} rows{dividing_example(n_rows, size)}") + " to avoid it"
             )
         if order == "train":
             notes.extend(_chunking_notes(size, n, workers, verl_version))
