@@ -69,8 +69,11 @@ DEFAULT_GENERATOR = "meta-llama/Meta-Llama-3.1-8B-Instruct"
 MODEL_PARAMS = {"use_metadata": False, "log_spread": 0.3}
 
 
-def build(data: Path, generator: str):
-    """Prompts (with data_source), the held-out model's mu, the policy's per-prompt ZeroEval length, AIME samples."""
+def build(data: Path, generator: str, difficulty: bool = False):
+    """Prompts (with data_source), the held-out model's mu, the policy's per-prompt ZeroEval length, AIME samples.
+
+    ``difficulty``: AIME keeps its problem number (1-15, a contest's own order of difficulty) as its ``difficulty``
+    column, which the probe's correction groups by; otherwise no prompt has one."""
     from asp_cli.predict.model import LengthPredictor
 
     prompts, lengths = load_zeroeval(data)
@@ -100,8 +103,11 @@ def build(data: Path, generator: str):
     dev = np.nansum((logs[keep] - np.nanmean(logs[keep], axis=1, keepdims=True)) ** 2, axis=1)
     within_sd = float(np.sqrt(dev.sum() / (count[keep] - 1).sum()))
     columns = [C.ROW, C.PROMPT_ID, C.PROMPT_TEXT, C.N_MESSAGES, C.DATA_SOURCE, C.DIFFICULTY]
-    frame = pl.concat([zero.drop(C.RESPONSE_TOKENS), aime_prompts.drop(C.RESPONSE_TOKENS, C.TRUNCATED)
-                      .with_columns(pl.lit(None, pl.Float64).alias(C.DIFFICULTY))], how="vertical")
+    aime_part = aime_prompts.drop(C.RESPONSE_TOKENS, C.TRUNCATED)
+    if not difficulty:
+        aime_part = aime_part.with_columns(pl.lit(None, pl.Float64).alias(C.DIFFICULTY))
+    frame = pl.concat([zero.drop(C.RESPONSE_TOKENS).with_columns(pl.lit(None, pl.Float64).alias(C.DIFFICULTY)),
+                       aime_part], how="vertical")
     frame = frame.with_columns(pl.int_range(0, pl.len(), dtype=pl.Int64).alias(C.ROW)).select(columns)
     mu, sigma, tokens = model.predict_log(frame.with_columns(pl.lit(None, pl.String).alias(C.DATA_SOURCE)))
     # The ceiling of any text model trained on the other generators: their consensus itself (mean log of the
@@ -176,7 +182,8 @@ def simulate(world: dict, frame: pl.DataFrame, truth: np.ndarray, settings, pres
     return float(result.metrics["end_to_end_s"])
 
 
-def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: bool = False) -> dict:
+def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: bool = False,
+        difficulty: bool = False) -> dict:
     from asp_cli.arrange.pipeline import arrange
     from asp_cli.costmodel import load_preset
     from asp_cli.integrate.probe import ProbeSettings, allocate, choose
@@ -186,8 +193,10 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
     from asp_cli.bench.compare import true_predictions
 
     started = time.time()
-    world = build(data, generator)
+    world = build(data, generator, difficulty)
     prompts = world["prompts"]
+    # What the correction groups by: the source and, with --difficulty, AIME's problem number.
+    groups = {"data_source": prompts[C.DATA_SOURCE], "difficulty": prompts[C.DIFFICULTY]}
     ids = prompts[C.PROMPT_ID].to_list()
     code, names = source_codes(prompts)
     sizes = np.bincount(code)
@@ -221,14 +230,14 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
                 history = history_frame([ids[i] for i in chosen], policy["pool"][chosen, :m],
                                         policy["pool_truncated"][chosen, :m])
                 mu, sigma, seen, fit = combine_with_history(pl.Series(ids), mu0, sigma0, history, cap=CAP,
-                                                            data_source=prompts[C.DATA_SOURCE])
+                                                            **groups)
                 pred = predictions(world, mu, sigma, seen)
                 top = pred[C.PREDICTED_MAX_TOKENS].to_numpy()
                 # The source alone: each source's mean log length in the probe (capped samples as observed).
                 logs = np.log(policy["pool"][chosen, :m]).mean(axis=1)
                 by_source = np.array([logs[code[chosen] == s].mean() for s in range(len(names))])
                 c_mu, c_sigma, c_seen, _ = combine_with_history(pl.Series(ids), world["ceiling_mu"], sigma0, history,
-                                                                cap=CAP, data_source=prompts[C.DATA_SOURCE])
+                                                                cap=CAP, **groups)
                 ceiling_top = predictions(world, c_mu, c_sigma, c_seen)[C.PREDICTED_MAX_TOKENS].to_numpy()
                 row = {
                     "tau_unprobed_consensus_ceiling": kendall_tau(ceiling_top[unprobed], truth_top[unprobed]),
@@ -269,7 +278,7 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
             for m in (1, 4):
                 history = history_frame(ids, policy["pool"][:, :m], policy["pool_truncated"][:, :m])
                 mu, sigma, seen, _ = combine_with_history(pl.Series(ids), mu0, sigma0, history, cap=CAP,
-                                                          data_source=prompts[C.DATA_SOURCE])
+                                                          **groups)
                 frame = arrange(prompts, predictions(world, mu, sigma, seen), settings, preset=preset)
                 epoch_rows.append({"seed": seed, "every_prompt_samples": m,
                                    "end_to_end_vs_true": simulate(world, frame, truth, settings, preset) / true_time})
@@ -282,7 +291,7 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
             random_lengths = np.rint(np.exp(rng.uniform(0.0, np.log(8192), size=(covered.size, m)))).astype(np.int64)
             history = history_frame([ids[i] for i in covered], random_lengths, np.zeros_like(random_lengths, dtype=bool))
             mu, sigma, seen, fit = combine_with_history(pl.Series(ids), mu0, sigma0, history, cap=CAP,
-                                                        data_source=prompts[C.DATA_SOURCE])
+                                                        **groups)
             top = predictions(world, mu, sigma, seen)[C.PREDICTED_MAX_TOKENS].to_numpy()
             random_rows.append({"seed": seed, "samples": m, **{
                 names[s]: kendall_tau(top[others & (code == s)], model_top[others & (code == s)])
@@ -293,7 +302,7 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
         missed[reached] = False
         history = history_frame([ids[i] for i in reached], policy["pool"][reached], policy["pool_truncated"][reached])
         mu, sigma, seen, _ = combine_with_history(pl.Series(ids), mu0, sigma0, history, cap=CAP,
-                                                  data_source=prompts[C.DATA_SOURCE])
+                                                  **groups)
         top = predictions(world, mu, sigma, seen)[C.PREDICTED_MAX_TOKENS].to_numpy()
         epoch_rows.append({"seed": seed, "tau_missed": kendall_tau(top[missed], truth_top[missed]),
                            "tau_missed_model_alone": kendall_tau(model_top[missed], truth_top[missed])})
@@ -314,6 +323,7 @@ def shrink_study(data: Path, generator: str, seeds: int, factors: list[float]) -
 
     world = build(data, generator)
     prompts = world["prompts"]
+    groups = {"data_source": prompts[C.DATA_SOURCE], "difficulty": prompts[C.DIFFICULTY]}
     ids = prompts[C.PROMPT_ID].to_list()
     code, names = source_codes(prompts)
     mu0, sigma0 = world["mu"], world["sigma"]
@@ -342,7 +352,7 @@ def shrink_study(data: Path, generator: str, seeds: int, factors: list[float]) -
             for when in ("before", "after"):
                 start = shrunk(mu0, factor, everywhere) if when == "before" else mu0
                 mu, sigma, seen, _ = combine_with_history(pl.Series(ids), start, sigma0, history, cap=CAP,
-                                                          data_source=prompts[C.DATA_SOURCE])
+                                                          **groups)
                 if when == "after":
                     mu = shrunk(mu, factor, seen == 0)
                 frame = arrange(prompts, predictions(world, mu, sigma, seen), settings, preset=preset)
@@ -384,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sampling-noise", action="store_true",
                         help="ZeroEval samples vary around the greedy length (sd measured on AIME) instead of "
                              "repeating it")
+    parser.add_argument("--difficulty", action="store_true",
+                        help="give AIME its problem number (1-15) as the difficulty column the correction groups by")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument("--shrink", help="instead: the 2%%, 1-sample probe's schedule with the model's "
                         "within-source deviations shrunk by these factors (comma-separated, e.g. 0.5,0.25,0)")
@@ -400,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             factor, when = key.split()
             print(f"| {factor} | {when} the probe's correction | {np.mean(values):.3f} (worst {max(values):.3f}) |")
         return 0
-    result = run(args.data, args.generator, args.seeds, schedules=not args.no_schedules, noise=args.sampling_noise)
+    result = run(args.data, args.generator, args.seeds, schedules=not args.no_schedules, noise=args.sampling_noise,
+                 difficulty=args.difficulty)
     print(table(result))
     print()
     print("| random-length history, 5% of prompts | " + " | ".join(result["sources"]) + " | distinct predictions |")

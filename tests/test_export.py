@@ -60,7 +60,8 @@ def test_verl_export_has_the_rlhf_dataset_columns(built, tmp_path):  # noqa: F81
     steps = frame["train_step"].to_list()
     assert all(steps[i * BATCH] >= steps[(i - 1) * BATCH] for i in range(1, len(steps) // BATCH))
     assert result.summary["trailing_rows"] == (PROMPTS * EPOCHS) % BATCH
-    assert any("filter_overlong_prompts" in w for w in result.warnings)
+    # Short prompts: verl's default prompt limit holds them, so nothing is said about it.
+    assert not any("max_prompt_length" in w for w in result.warnings)
     one = export(built["schedule"], [built["prompts"]], None, format="verl", epoch=0)
     assert one.summary["trailing_rows"] == PROMPTS % BATCH > 0
     assert any("drop_last" in w for w in one.warnings)
@@ -243,3 +244,25 @@ def test_batches_shifted_by_an_epochs_partial_step_say_how_to_keep_them_aligned(
                                "asp simulate)")
     one = export(out, [prompts], None, format="verl", epoch=1)
     assert not any("end in a partial step" in w for w in one.warnings)
+
+
+def test_verl_export_names_the_prompt_limit_a_long_prompt_needs(tmp_path):
+    """The note about verl's prompt limit came with every export; now only when a prompt is over verl's default
+    data.max_prompt_length (its dataset raises on one), with the limit to set."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.export import VERL_DEFAULT_MAX_PROMPT_TOKENS
+    from asp_cli.settings import ScheduleSettings
+
+    rows = make_prompts(16)
+    rows[5]["question"] = "why " * 3000
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", rows)
+    out = tmp_path / "schedule.parquet"
+    schedule([prompts], out, settings=ScheduleSettings(instances=2, samples_per_prompt=2, train_batch_size=8,
+                                                        max_response_tokens=1024))
+    longest = int(open_schedule(out).frame["prompt_tokens"].max())
+    assert longest > VERL_DEFAULT_MAX_PROMPT_TOKENS
+    result = export(out, [prompts], None, format="verl")
+    [note] = [w for w in result.warnings if "max_prompt_length" in w]
+    assert f"set data.max_prompt_length to at least {longest:,}" in note
+    assert "data.filter_overlong_prompts=False" in note
+    assert result.trainer_settings["data.filter_overlong_prompts"] is False

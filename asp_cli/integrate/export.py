@@ -45,6 +45,8 @@ _VERL_CHAT = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 # The verl versions whose batch cutting export knows, and the rule each uses (`replay.chunk_capacities`):
 # 0.9's default trainer cuts the prompts; 0.7's trainer (also 0.9's trainer.use_v1=False) the repeated batch.
 VERL_CHUNKING = {"0.9": "v1", "0.7": "legacy"}
+# verl's default data.max_prompt_length (its trainer config; tests/verl/ checks the installed verl says so).
+VERL_DEFAULT_MAX_PROMPT_TOKENS = 512
 
 
 @dataclass
@@ -505,10 +507,18 @@ def _facts(
             )
         if order == "train":
             notes.extend(_chunking_notes(size, n, workers, verl_version))
-        notes.append(
-            "verl's data.filter_overlong_prompts=True drops prompts longer than data.max_prompt_length and so "
-            "shifts every later batch; keep it False, or drop such prompts before `asp schedule`"
-        )
+        longest = int(rows["prompt_tokens"].max()) if "prompt_tokens" in rows.columns and rows.height else 0
+        if longest > VERL_DEFAULT_MAX_PROMPT_TOKENS:
+            # verl 0.9's agent loop cuts the start off a prompt over rollout.prompt_length (data.max_prompt_length
+            # by default: AgentLoopWorker._cap_text_prompt_length), and filtering such prompts out instead
+            # (data.filter_overlong_prompts=True) would shift every later batch.
+            notes.append(
+                f"the longest prompt has about {longest:,} tokens, more than verl's default "
+                f"data.max_prompt_length={VERL_DEFAULT_MAX_PROMPT_TOKENS}, past which verl cuts the start of a "
+                f"prompt at rollout: set data.max_prompt_length to at least {longest:,} (the schedule's count; with "
+                "the chat template it may be a little more); keep data.filter_overlong_prompts=False, which would "
+                "drop those prompts and shift every later batch"
+            )
     elif trailing and order == "train":
         notes.append(
             f"the last batch has {trailing} rows, fewer than the train batch size {size}; a trainer with "

@@ -143,6 +143,16 @@ def test_exported_file_gives_the_schedules_steps_in_order(work, data, tokenizer)
     assert [s for b in shuffled.train_dataloader for s in column(b, "seq")] != expected
 
 
+def test_verls_default_prompt_limit_is_the_one_export_names(work, data, tokenizer):
+    """`asp export` tells the user to raise data.max_prompt_length past verl's default when a prompt is longer: that
+    default is verl's own, and the rollout's prompt limit (past which the agent loop cuts a prompt's start) follows it."""
+    from asp_cli.integrate.export import VERL_DEFAULT_MAX_PROMPT_TOKENS
+
+    config = compose(work, [f"data.train_files={data['exported']}", f"data.val_files={data['val']}"])
+    assert config.data.max_prompt_length == VERL_DEFAULT_MAX_PROMPT_TOKENS
+    assert config.actor_rollout_ref.rollout.prompt_length == VERL_DEFAULT_MAX_PROMPT_TOKENS
+
+
 def test_schedule_dataset_reorders_the_original_file(work, data, tokenizer):
     """data.custom_cls ScheduleDataset on the unexported file: the same batches, asp's columns on every row."""
     replay = data["replay"]

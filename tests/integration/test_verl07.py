@@ -83,6 +83,14 @@ def test_the_sampler_hook_replays_each_epoch(work, data, tokenizer):
                        tokenizer)
 
 
+def test_verl_07s_default_prompt_limit_is_the_one_export_names(work, data):
+    from asp_cli.integrate.export import VERL_DEFAULT_MAX_PROMPT_TOKENS
+
+    config = compose(work, [f"data.train_files={data['train']}", f"data.val_files={data['val']}"])
+    assert config.data.max_prompt_length == VERL_DEFAULT_MAX_PROMPT_TOKENS
+    assert config.actor_rollout_ref.rollout.prompt_length == VERL_DEFAULT_MAX_PROMPT_TOKENS
+
+
 def test_export_for_verl_07_through_its_dataloader(work, data, tokenizer):
     """asp export --format verl --verl-version 0.7, with the settings it prints: batch b is schedule step b."""
     replay = data["replay"]
