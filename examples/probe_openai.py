@@ -17,13 +17,16 @@ The log has one JSON line per sample, sorted by prompt and sample: ``prompt_id``
     asp observe probe_log.jsonl -o history.parquet --dataset train.jsonl
     asp schedule train.jsonl -o schedule.parquet --history history.parquet --max-response-tokens 8192
 
-A request that still fails after ``--retries`` tries is left out and counted; the script exits 1 when any was,
-after writing the rest. The API key, if the server needs one, comes from ``OPENAI_API_KEY``.
+A request that still fails after ``--retries`` tries (an error answer, a refused or dropped connection, a
+timeout) is left out and counted; the script exits 1 when any was, after writing the rest, and the same
+command with ``--resume`` sends only the samples the log lacks. The API key, if the server needs one, comes
+from ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import sys
@@ -77,7 +80,9 @@ def complete(base_url: str, body: dict, api_key: str | None, timeout: float, ret
         except urllib.error.HTTPError as exc:
             if exc.code not in (408, 429) and exc.code < 500 or attempt == retries - 1:
                 raise
-        except (urllib.error.URLError, TimeoutError):
+        except (urllib.error.URLError, http.client.HTTPException, OSError):
+            # URLError: refused; HTTPException (RemoteDisconnected, IncompleteRead) and OSError (a reset
+            # connection, a timeout) come while the answer is read.
             if attempt == retries - 1:
                 raise
         time.sleep(min(2.0**attempt * 0.5, 30.0))
@@ -98,10 +103,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument("--retries", type=int, default=3)
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the samples already in --output and send only the ones it lacks")
     args = parser.parse_args(argv)
     if args.samples < 1 or args.max_tokens < 1 or args.concurrency < 1 or args.retries < 1:
         parser.error("--samples, --max-tokens, --concurrency and --retries must be at least 1")
 
+    try:
+        with args.probe.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        print(f"Error: cannot read the probe {args.probe}: {exc.strerror or exc}", file=sys.stderr)
+        return 3
+    if magic == b"PAR1":
+        print(f"Error: {args.probe} is Parquet; this script reads JSON lines: write the probe with "
+              "`asp probe ... -o probe.jsonl`", file=sys.stderr)
+        return 3
+    done: list[dict] = []
+    if args.resume and args.output.exists():
+        done = [json.loads(text) for text in args.output.read_text(encoding="utf-8").splitlines() if text.strip()]
+    have = {(r["prompt_id"], r["sample"]) for r in done}
     jobs = []
     with args.probe.open(encoding="utf-8") as handle:
         for line, text in enumerate(handle, 1):
@@ -113,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as exc:
                 print(f"Error: {args.probe}:{line}: {exc}", file=sys.stderr)
                 return 3
-            jobs.extend((prompt_id, sample, messages) for sample in range(args.samples))
+            jobs.extend((prompt_id, sample, messages) for sample in range(args.samples)
+                        if (prompt_id, sample) not in have)
     api_key = os.environ.get("OPENAI_API_KEY")
 
     def run(job):
@@ -131,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
         results = list(pool.map(run, jobs))
-    rows = [r[2] for r in results if r[2] is not None]
+    rows = done + [r[2] for r in results if r[2] is not None]
     failed = [r for r in results if r[2] is None]
-    order = {pid: i for i, pid in enumerate(dict.fromkeys(j[0] for j in jobs))}
+    order = {pid: i for i, pid in enumerate(dict.fromkeys([*(r["prompt_id"] for r in done), *(j[0] for j in jobs)]))}
     rows.sort(key=lambda r: (order[r["prompt_id"]], r["sample"]))
     partial = args.output.with_name(args.output.name + ".partial")
     partial.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
@@ -143,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     for prompt_id, sample, _, error in failed[:5]:
         print(f"Warning: prompt {prompt_id!r} sample {sample}: {error}", file=sys.stderr)
     if failed:
-        print(f"Error: {len(failed)} requests failed and are not in the log; rerun them", file=sys.stderr)
+        print(f"Error: {len(failed)} requests failed and are not in the log; run the same command with --resume "
+              "to send only those", file=sys.stderr)
         return 1
     return 0
 

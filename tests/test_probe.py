@@ -1,6 +1,8 @@
 """`asp probe`: the stratified draw, the rows it writes, its bad settings, and the OpenAI-compatible example."""
 
+import io
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -205,6 +207,84 @@ def test_the_openai_example_feeds_observe_and_schedule(tmp_path):
     calibration = json.loads(made.stdout)["calibration"]
     assert calibration["prompts_seen"] == 12 and calibration["censored_samples"] > 0
     assert {s["data_source"] for s in calibration["sources"]} == {"aime", "gsm"}
+
+
+class _DroppingOpenAI(_FakeOpenAI):
+    """Closes the connection, unanswered, on the first request of every prompt (a restarting server)."""
+
+    seen: set = set()
+    lock = threading.Lock()
+    refuse = False
+
+    def do_POST(self):  # noqa: N802
+        length = int(self.headers["Content-Length"])
+        body = self.rfile.read(length)
+        key = json.loads(body)["messages"][-1]["content"]
+        with _DroppingOpenAI.lock:
+            first = key not in _DroppingOpenAI.seen
+            _DroppingOpenAI.seen.add(key)
+        if first or _DroppingOpenAI.refuse:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.rfile = io.BytesIO(body)
+        super().do_POST()
+
+
+def _run_example(tmp_path, handler, *extra):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "probe_openai.py"), str(tmp_path / "probe.jsonl"), "-o",
+             str(tmp_path / "log.jsonl"), "--base-url", f"http://127.0.0.1:{server.server_address[1]}/v1",
+             "--model", "fake", "--max-tokens", "400", "--concurrency", "2", "--timeout", "30", *extra],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_openai_example_retries_dropped_connections_and_resumes(tmp_path):
+    """A dropped connection (RemoteDisconnected) failed the request at once, whatever --retries said; and a run
+    with failures could only be redone whole."""
+    data = _dataset(tmp_path / "train.jsonl")
+    probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=6))
+    prompts = len((tmp_path / "probe.jsonl").read_text().splitlines())
+    _DroppingOpenAI.seen = set()
+    done = _run_example(tmp_path, _DroppingOpenAI, "--retries", "3")
+    assert done.returncode == 0, done.stderr
+    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == prompts
+    # Every request dropped: each fails, is counted, and --resume later sends only what the log lacks.
+    (tmp_path / "log.jsonl").unlink()
+    _DroppingOpenAI.refuse = True
+    try:
+        failed = _run_example(tmp_path, _DroppingOpenAI, "--retries", "1", "--samples", "2")
+    finally:
+        _DroppingOpenAI.refuse = False
+    assert failed.returncode == 1 and f"{2 * prompts} requests failed" in failed.stderr and "--resume" in failed.stderr
+    assert (tmp_path / "log.jsonl").read_text() == ""
+    (tmp_path / "log.jsonl").write_text(json.dumps({"prompt_id": "kept", "sample": 0, "response_tokens": 7,
+                                                    "truncated": False}) + "\n")
+    _FakeOpenAI.calls = []
+    resumed = _run_example(tmp_path, _FakeOpenAI, "--samples", "2", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert len(log) == 2 * prompts + 1 and log[0]["prompt_id"] == "kept" and len(_FakeOpenAI.calls) == 2 * prompts
+    again = _run_example(tmp_path, _FakeOpenAI, "--samples", "2", "--resume")
+    assert again.returncode == 0 and len(_FakeOpenAI.calls) == 2 * prompts
+    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 2 * prompts + 1
+
+
+def test_the_openai_example_says_it_reads_json_lines(tmp_path):
+    data = _dataset(tmp_path / "train.jsonl")
+    probe([data], tmp_path / "probe.parquet", settings=ProbeSettings(prompts=4), format="verl")
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "probe_openai.py"), str(tmp_path / "probe.parquet"),
+                           "-o", str(tmp_path / "log.jsonl"), "--model", "m", "--max-tokens", "10"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3 and done.stderr.startswith("Error: ") and "Traceback" not in done.stderr
+    assert "-o probe.jsonl" in done.stderr
 
 
 def test_a_source_left_without_probe_prompts_is_warned_about(tmp_path):
