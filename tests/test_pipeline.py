@@ -185,6 +185,10 @@ def test_history_calibrates_every_prompt_and_is_recorded(tmp_path, prompts_file)
     assert calibration["prompts_seen"] == 20
     assert calibration["global"]["factor"] == pytest.approx(20, rel=0.25)
     assert any("one data source (a)" in note for note in calibration["notes"])
+    # The source it lacks is said in a warning (it was only a note inside the calibration).
+    [lacking] = [w for w in result.summary["warnings"] if "the history has no prompt of" in w]
+    other = next(c for c in calibration["sources"] if c["fitted"] == "global")
+    assert f"1 data source(s) ({other['data_source']})" in lacking and "global correction" in lacking
     meta = read_schedule(tmp_path / "s.parquet").metadata
     assert meta["format_version"] == "1.1" and meta["predictor"]["calibration"] == calibration
     unseen = result.frame.filter(pl.col("prediction_source") == "model")
@@ -280,12 +284,13 @@ def test_warnings_for_history_that_matches_nothing_and_an_oversized_train_batch(
     ids = [r["id"] for r in make_prompts(40)]
     partly = write_jsonl(tmp_path / "h2.jsonl", [{"id": ids[0], "response_tokens": 9}, {"id": "x", "response_tokens": 3}])
     result = schedule([prompts], None, history=[partly], settings=ScheduleSettings(train_batch_size=8))
-    assert result.summary["warnings"] == ["1 of the 2 prompt ids in --history are not among the prompts "
+    # (One prompt of history covers one of the two sources: the other source is said too.)
+    assert [w for w in result.summary["warnings"] if "the history has no prompt of" not in w] == ["1 of the 2 prompt ids in --history are not among the prompts "
                                           "(their samples are ignored)"]
     assert schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8)).summary["warnings"] == []
     long = write_jsonl(tmp_path / "h3.jsonl", [{"id": ids[0], "response_tokens": 9000}, {"id": ids[1], "response_tokens": 30}])
     result = schedule([prompts], None, history=[long], settings=ScheduleSettings(train_batch_size=8, max_response_tokens=8192))
-    assert result.summary["warnings"] == ["1 samples in --history are longer than --max-response-tokens (8,192), which "
+    assert [w for w in result.summary["warnings"] if "the history has no prompt of" not in w] == ["1 samples in --history are longer than --max-response-tokens (8,192), which "
                                           "no generation under this schedule's cap reaches; was the history made with a "
                                           "larger cap? Check --max-response-tokens"]
 

@@ -598,6 +598,16 @@ def schedule(
     calibration = info.details.get("history")
     if calibration and calibration.get("prompts_seen"):
         summary["calibration"] = calibration
+        unseen = [c for c in calibration.get("sources") or [] if c.get("fitted") == "global"]
+        if unseen and len(unseen) < len(calibration.get("sources") or []):
+            names = ", ".join(str(c.get("data_source") or "(no source)") for c in unseen[:5])
+            more = f" and {len(unseen) - 5} more" if len(unseen) > 5 else ""
+            warnings.append(
+                f"the history has no prompt of {len(unseen)} data source(s) ({names}{more}): their "
+                f"{sum(c.get('prompts_corrected', 0) for c in unseen):,} prompts get the global correction "
+                f"(x{calibration['global']['factor']:.3g}), not their own; a probe of every source "
+                "(`asp probe`) learns each one's"
+            )
     else:
         calibration = None
     metadata = {

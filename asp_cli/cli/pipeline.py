@@ -64,7 +64,7 @@ def observe_command(
     logs: list[Path] = typer.Argument(..., metavar="LOGS", help="Rollout logs: prompt id + response token count per sample (.jsonl, .json, .parquet, .csv), or verl generation dumps."),
     output: Path = output_option("--output", "-o", help="The history file (.parquet) to write or append to."),
     schedule: Optional[Path] = typer.Option(None, "--schedule", help="The schedule the rollouts replayed: ids outside it are unknown."),
-    dataset: list[Path] = typer.Option([], "--dataset", metavar="<path>", help="The prompt file(s): ids outside them are unknown; needed for verl dumps (repeatable)."),
+    dataset: list[Path] = typer.Option([], "--dataset", metavar="<path>", help="The prompt file(s): ids outside them are unknown (see --unknown-ids); needed for verl's rollout dumps (input/output text), not for its generation output (repeatable)."),
     append: bool = typer.Option(False, "--append", help="Add to an existing history (a log already in it is not added twice)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing history (without --append)."),
     epoch: Optional[int] = typer.Option(None, "--epoch", help="Epoch to record for rows whose log has no 'epoch' column."),

@@ -56,8 +56,9 @@ def probe_command(
                     f"prompts; predicted {low:,.0f}-{high:,.0f} tokens")
             say(f"  cost: each sample per probe prompt is {summary['epoch_cost_per_probe_sample']:.3%} of one epoch's "
                 f"rollout at {summary['samples_per_prompt']} samples per prompt")
-            say("  next: generate it with your policy (docs/probe.md), then `asp observe LOG -o history.parquet` "
-                "and `asp schedule ... --history history.parquet`")
+            dataset = " ".join(str(i) for i in inputs)
+            say("  next: generate it with your policy (docs/probe.md), then `asp observe LOG -o history.parquet "
+                f"--dataset {dataset}` and `asp schedule {dataset} ... --history history.parquet`")
             for warning in result.warnings:
                 say(f"Warning: {warning}")
         if json_output:

@@ -85,7 +85,7 @@ class ProbeSettings:
         if self.prompts is not None:
             if self.prompts > available:
                 raise SettingsError(f"--prompts {self.prompts} is more than the {available:,} prompts of the input; "
-                                    f"give at most {available}, or --fraction")
+                                    f"give at most {available:,}, or --fraction")
             return self.prompts
         fraction = DEFAULT_FRACTION if self.fraction is None else float(self.fraction)
         return max(1, min(available, math.ceil(fraction * available - 1e-9)))
