@@ -305,7 +305,10 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
                                                   **groups)
         top = predictions(world, mu, sigma, seen)[C.PREDICTED_MAX_TOKENS].to_numpy()
         epoch_rows.append({"seed": seed, "tau_missed": kendall_tau(top[missed], truth_top[missed]),
-                           "tau_missed_model_alone": kendall_tau(model_top[missed], truth_top[missed])})
+                           "tau_missed_model_alone": kendall_tau(model_top[missed], truth_top[missed]),
+                           "tau_missed_within_source": {
+                               names[s]: kendall_tau(top[missed & (code == s)], truth_top[missed & (code == s)])
+                               for s in range(len(names))}})
     return {"generator": generator, "seeds": seeds, "sampling_noise": noise, "prompts": len(ids), "sources": dict(zip(names, sizes.tolist())),
             "within_sd": world["within_sd"], "rows": rows, "random_history": random_rows, "later_epochs": epoch_rows,
             "seconds": round(time.time() - started, 1)}
@@ -438,7 +441,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{np.mean(every):.3f} (worst {max(every):.3f})")
     print()
     print(f"later epochs: epoch-1 history of 80% of the prompts, tau on the other 20%: "
-          f"{np.mean([r['tau_missed'] for r in later]):.3f} (model alone {np.mean([r['tau_missed_model_alone'] for r in later]):.3f})")
+          f"{np.mean([r['tau_missed'] for r in later]):.3f} (model alone {np.mean([r['tau_missed_model_alone'] for r in later]):.3f}); "
+          "within each source: " + ", ".join(
+              f"{name} {np.mean([r['tau_missed_within_source'][name] for r in later]):.3f}"
+              for name in result["sources"]))
     say(f"done in {result['seconds']} s")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -123,6 +123,31 @@ def test_every_sample_truncated_is_a_lower_bound_and_said():
     assert out[0] >= np.log(4096) - 1e-6
 
 
+def test_a_capped_source_pulled_above_its_bound_says_which_part_is_its_own():
+    """Every AIME sample at a small cap, GSM8K at 8x the model: AIME's factor came from the pooled term and was
+    labelled "lower bound", though its own samples prove only cap / model."""
+    ids, sources, true, mu_model, rng = _mix()
+    rows, cut = [], []
+    for i in range(len(ids)):
+        if i % 10:
+            continue
+        if sources[i] == "aime":
+            rows.append((ids[i], 2000))
+            cut.append(True)
+        else:
+            rows.append((ids[i], int(np.exp(mu_model[i] + math.log(8) + rng.normal(0, 0.2)))))
+            cut.append(False)
+    _, _, _, fit = combine_with_history(pl.Series(ids), mu_model, np.full(len(ids), 0.3), _history(rows, cut),
+                                        cap=2000, data_source=sources)
+    aime = next(s for s in fit.as_dict()["sources"] if s["data_source"] == "aime")
+    gsm = next(s for s in fit.as_dict()["sources"] if s["data_source"] == "gsm")
+    assert aime["lower_bound"] and "bound_factor" in aime and "bound_factor" not in gsm
+    assert aime["factor"] > aime["bound_factor"] * 1.01  # pulled above its own bound by GSM8K's 8x
+    lines = calibration_lines(fit.as_dict())
+    assert (f"aime x{aime['factor']:.3g} (30 prompts, every sample at the cap: at least x{aime['bound_factor']:.3g}, "
+            "the rest from the other sources)") in lines[1]
+
+
 def test_censored_samples_raise_the_estimate_above_the_imputation_free_mean():
     """A Tobit shift: capped samples pull the correction above what their cap alone says."""
     rng = np.random.default_rng(1)

@@ -106,6 +106,8 @@ class SourceFit:
     lower_bound: bool
     log_spread: float
     fitted: str  # "own" (its observations, partially pooled) or "global" (none of its own)
+    # Every sample at the cap: the least correction they prove (the mean censoring point); None otherwise.
+    bound_log_shift: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -119,6 +121,8 @@ class SourceFit:
             "lower_bound": self.lower_bound,
             "log_spread": round(self.log_spread, 4),
             "fitted": self.fitted,
+            **({"bound_factor": round(math.exp(self.bound_log_shift), 4)} if self.bound_log_shift is not None
+               else {}),
         }
 
 
@@ -191,7 +195,13 @@ def calibration_lines(calibration: dict[str, Any]) -> list[str]:
             text += " (global, no observations)"
         else:
             text += f" ({source.get('prompts')} prompts"
-            text += ", lower bound)" if source.get("lower_bound") else ")"
+            bound, factor = source.get("bound_factor"), source.get("factor")
+            if source.get("lower_bound") and isinstance(bound, (int, float)) and isinstance(factor, (int, float)) \
+                    and factor > bound * 1.01:
+                # Its own samples prove only the bound; the rest of the factor is the other sources' pull.
+                text += f", every sample at the cap: at least x{_factor(bound)}, the rest from the other sources)"
+            else:
+                text += ", lower bound)" if source.get("lower_bound") else ")"
         parts.append(text)
     lines = [head]
     if parts:
@@ -411,6 +421,8 @@ class _Groups:
     between_difficulty_sd: float | None
     difficulty_groups: int
     fitted_groups: int
+    # Per source whose every sample hit the cap: the mean censoring point, the least its correction can be.
+    source_bound: np.ndarray
 
 
 def _fit_groups(residual: np.ndarray, censored: np.ndarray, pos: np.ndarray, k: np.ndarray, within: np.ndarray,
@@ -467,7 +479,9 @@ def _fit_groups(residual: np.ndarray, censored: np.ndarray, pos: np.ndarray, k: 
         shift[with_cell] = cell_shift[cell_code[with_cell]]
         omega2_sd = math.sqrt(omega2)
         fitted += int(data_c.sum())
-    return _Groups(shift, global_shift, global_lb, source_shift, ~has, data, omega1_sd, omega2_sd, n_cells, fitted)
+    bound = np.where(lower, theta, np.nan)
+    return _Groups(shift, global_shift, global_lb, source_shift, ~has, data, omega1_sd, omega2_sd, n_cells, fitted,
+                   bound)
 
 
 def _censored_location(e: np.ndarray, censored: np.ndarray, a: np.ndarray, scale: np.ndarray, group: np.ndarray,
@@ -544,7 +558,8 @@ def _between_variance(theta: np.ndarray, v: np.ndarray, use: np.ndarray, parent:
     source (a history of random lengths for 5% of the prompts, AIME-like levels 1-15: within-source tau 0.5-0.8
     against the model in 17 draws of 40; at the 95% quantile still one draw in eight of AIME's own levels, at 99%
     none of twenty). The price: AIME's problem numbers, which do order its lengths, are learned from a later
-    epoch's history (80% of the prompts: within-AIME tau on the rest 0.17 -> 0.27), not from a probe of 2-40%.
+    epoch's history (80% of the prompts: within-AIME tau on the rest 0.10 -> 0.19, scripts/bench_probe.py
+    --difficulty), not from a probe of 1-5%.
     """
     q = df = c = 0.0
     for p in np.unique(parent[use]):
@@ -620,6 +635,8 @@ def _describe(groups: _Groups, source_code: np.ndarray, source_names: list[str |
             lower_bound=bool(has and groups.source_lower_bound[i]) or (not has and groups.global_lower_bound),
             log_spread=float(source_spread[i]) if source_spread is not None else model_spread,
             fitted="own" if has else "global",
+            bound_log_shift=(float(groups.source_bound[i]) if has and np.isfinite(groups.source_bound[i])
+                             else None),
         ))
     notes = []
     if n_censored == n_samples:
