@@ -45,6 +45,8 @@ def setup_files(tmp: Path) -> None:
     write_jsonl(tmp / "hist_epoch.jsonl", [{"prompt_id": "a", "response_tokens": 5, "epoch": 0},
                                            {"prompt_id": "b", "response_tokens": 5, "epoch": -1}])
     write_jsonl(tmp / "hist_noid.jsonl", [{"who": "a", "response_tokens": 5}])
+    write_jsonl(tmp / "log_nolength.jsonl", [{"prompt_id": "a", "foo": 5}])
+    write_jsonl(tmp / "log_strangers.jsonl", [{"prompt_id": "zz", "response_tokens": 5}])
     (tmp / "notmodel.skops").write_text("not a model")
     (tmp / "cal.json").write_text('{"eta_bandwidth": "fast"}')
     (tmp / "exists.parquet").write_text("old")
@@ -106,6 +108,12 @@ CASES = [
              "4096", "--epochs", "100000"], 4,
      "a plan for --engine streaming replays every sequence: 200,000 groups x 4,096 samples is 819,200,000 "
      "sequences, more than the 100,000,000 asp replays at once"),
+    ("E66", ["observe", "{tmp}/log_nolength.jsonl", "-o", "{tmp}/h.parquet"], 3,
+     "log_nolength.jsonl: no response length column found (looked for response_tokens, response_length, "
+     "completion_tokens"),
+    ("E67", ["observe", "{tmp}/log_strangers.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
+     "nothing to write: all 1 rows were left out because their prompt ids (1 ids, e.g. 'zz') are not in the "
+     "dataset"),
     ("E19", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_noid.jsonl"], 3,
      "no prompt id column found"),
     ("E20", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/notmodel.skops"], 5,
