@@ -35,7 +35,10 @@ def check_replay_size(groups: int, samples_per_prompt: int, what: str) -> None:
 PLAN_WITH: tuple[str, ...] = ("max", "mean")
 TRAINER_ORDERS: tuple[str, ...] = ("arrival", "schedule")
 ENGINES: tuple[str, ...] = ("continuous", "static", "streaming")
-ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-first", "shuffle", "per-step")
+ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-first", "shuffle", "per-step",
+                                 "quick-start")
+# Arrangements made for one engine only: the engine they plan for.
+ENGINE_ONLY_ARRANGEMENTS: dict[str, str] = {"quick-start": "streaming"}
 # The plain sorts: the equal-footing baselines' sorts row for row, their steps in arrival order whatever the
 # trainer (stratifying a sorted order would keep the trainer waiting for the last length class).
 SORTS: tuple[str, ...] = ("long-first", "short-first")
@@ -132,6 +135,10 @@ class ScheduleSettings:
             raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
         if self.arrangement not in ARRANGEMENTS:
             raise SettingsError(f"--arrangement must be one of {', '.join(ARRANGEMENTS)} (got {self.arrangement!r})")
+        only = ENGINE_ONLY_ARRANGEMENTS.get(self.arrangement)
+        if only is not None and self.engine != only:
+            raise SettingsError(f"--arrangement {self.arrangement} is a plan for --engine {only} (got --engine "
+                                f"{self.engine}); use --engine {only}, or another --arrangement")
         if self.trainer not in TRAINER_ORDERS:
             raise SettingsError(f"--trainer must be one of {', '.join(TRAINER_ORDERS)} (got {self.trainer!r})")
         if self.dispatch not in DISPATCHES:

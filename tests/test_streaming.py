@@ -36,6 +36,32 @@ def test_least_loaded_assignment_balances_predicted_work():
         assert load.max() - load.min() <= work.max()  # list scheduling: within one item
 
 
+def test_quick_start_opens_with_the_shortest_batch_then_keeps_the_shuffle():
+    rng = np.random.default_rng(5)
+    top = rng.lognormal(6, 1, 300)
+    order, instance, _ = streaming_order("quick-start", top, top * 4, 4, 8, np.random.default_rng(9), batch=40)
+    shuffled, _, _ = streaming_order("shuffle", top, top * 4, 4, 8, np.random.default_rng(9), batch=40)
+    assert sorted(order.tolist()) == list(range(300))
+    head = order[:40]
+    assert np.all(np.diff(top[head]) >= 0) and top[head].max() <= np.sort(top)[39]  # the 40 shortest, shortest first
+    rest = order[40:].tolist()
+    assert rest == [g for g in shuffled.tolist() if g not in set(head.tolist())]  # the shuffle's order after
+    assert np.bincount(instance, minlength=4).min() > 0
+
+
+def test_quick_start_plans_for_streaming_engines_only():
+    from asp_cli.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="--arrangement quick-start is a plan for --engine streaming"):
+        ScheduleSettings(arrangement="quick-start")
+    frame, choice = plan(prompt_frame(120), make_predictions(120, seed=2),
+                         ScheduleSettings(engine="streaming", arrangement="quick-start", train_batch_size=16),
+                         preset=PRESET)
+    first = frame.filter(pl.col("epoch") == 0).sort("seq").head(16)
+    assert first["predicted_max_tokens"].max() <= frame.filter(pl.col("epoch") == 0)["predicted_max_tokens"].sort()[15]
+    assert choice.chosen == "quick-start"
+
+
 def test_interleave_deals_every_class_in_turn():
     top = np.arange(1, 81, dtype=float)
     order, _, classes = streaming_order("interleave", top, top, 2, 4, np.random.default_rng(0))
