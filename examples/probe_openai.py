@@ -29,6 +29,7 @@ import argparse
 import http.client
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -80,10 +81,12 @@ def complete(base_url: str, body: dict, api_key: str | None, timeout: float, ret
         except urllib.error.HTTPError as exc:
             if exc.code not in (408, 429) and exc.code < 500 or attempt == retries - 1:
                 raise
-        except (urllib.error.URLError, http.client.HTTPException, OSError):
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             # URLError: refused; HTTPException (RemoteDisconnected, IncompleteRead) and OSError (a reset
-            # connection, a timeout) come while the answer is read.
-            if attempt == retries - 1:
+            # connection, a timeout) come while the answer is read. A certificate that does not verify will not
+            # verify on a retry either.
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLCertVerificationError) or attempt == retries - 1:
                 raise
         time.sleep(min(2.0**attempt * 0.5, 30.0))
     raise RuntimeError("unreachable")
@@ -121,7 +124,18 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     done: list[dict] = []
     if args.resume and args.output.exists():
-        done = [json.loads(text) for text in args.output.read_text(encoding="utf-8").splitlines() if text.strip()]
+        for line, text in enumerate(args.output.read_text(encoding="utf-8").splitlines(), 1):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+                row["prompt_id"], row["sample"] = str(row["prompt_id"]), int(row["sample"])
+            except (ValueError, KeyError, TypeError):
+                print(f"Error: {args.output}:{line}: not a line this script writes (prompt_id, sample, "
+                      "response_tokens, truncated), so --resume cannot tell what it holds; write to a new -o",
+                      file=sys.stderr)
+                return 3
+            done.append(row)
     have = {(r["prompt_id"], r["sample"]) for r in done}
     jobs = []
     with args.probe.open(encoding="utf-8") as handle:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import polars as pl
@@ -263,6 +264,6 @@ def test_verl_export_names_the_prompt_limit_a_long_prompt_needs(tmp_path):
     assert longest > VERL_DEFAULT_MAX_PROMPT_TOKENS
     result = export(out, [prompts], None, format="verl")
     [note] = [w for w in result.warnings if "max_prompt_length" in w]
-    assert f"set data.max_prompt_length to at least {longest:,}" in note
+    assert f"about {longest:,} tokens" in note and f"set data.max_prompt_length to at least {math.ceil(longest * 1.3):,}" in note
     assert "data.filter_overlong_prompts=False" in note
     assert result.trainer_settings["data.filter_overlong_prompts"] is False

@@ -188,7 +188,7 @@ def test_history_calibrates_every_prompt_and_is_recorded(tmp_path, prompts_file)
     # The source it lacks is said in a warning (it was only a note inside the calibration).
     [lacking] = [w for w in result.summary["warnings"] if "the history has no prompt of" in w]
     other = next(c for c in calibration["sources"] if c["fitted"] == "global")
-    assert f"1 data source(s) ({other['data_source']})" in lacking and "global correction" in lacking
+    assert f"1 data source(s) ({other['data_source']!r})" in lacking and "global correction" in lacking
     meta = read_schedule(tmp_path / "s.parquet").metadata
     assert meta["format_version"] == "1.1" and meta["predictor"]["calibration"] == calibration
     unseen = result.frame.filter(pl.col("prediction_source") == "model")

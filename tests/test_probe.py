@@ -285,6 +285,14 @@ def test_the_openai_example_says_it_reads_json_lines(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 3 and done.stderr.startswith("Error: ") and "Traceback" not in done.stderr
     assert "-o probe.jsonl" in done.stderr
+    # --resume on a log this script did not write: one line saying so, not a traceback.
+    probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=4))
+    (tmp_path / "log.jsonl").write_text('{"prompt_id": "a", "response_tokens": 5}\n')
+    foreign = subprocess.run([sys.executable, str(ROOT / "examples" / "probe_openai.py"), str(tmp_path / "probe.jsonl"),
+                              "-o", str(tmp_path / "log.jsonl"), "--model", "m", "--max-tokens", "10", "--resume"],
+                             capture_output=True, text=True, timeout=60)
+    assert foreign.returncode == 3 and "log.jsonl:1: not a line this script writes" in foreign.stderr
+    assert "Traceback" not in foreign.stderr
 
 
 def test_a_source_left_without_probe_prompts_is_warned_about(tmp_path):

@@ -600,7 +600,7 @@ def schedule(
         summary["calibration"] = calibration
         unseen = [c for c in calibration.get("sources") or [] if c.get("fitted") == "global"]
         if unseen and len(unseen) < len(calibration.get("sources") or []):
-            names = ", ".join(str(c.get("data_source") or "(no source)") for c in unseen[:5])
+            names = ", ".join(repr(c["data_source"]) if c.get("data_source") else "no source" for c in unseen[:5])
             more = f" and {len(unseen) - 5} more" if len(unseen) > 5 else ""
             warnings.append(
                 f"the history has no prompt of {len(unseen)} data source(s) ({names}{more}): their "

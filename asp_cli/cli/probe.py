@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from pathlib import Path
 from typing import Optional
 
@@ -56,7 +58,7 @@ def probe_command(
                     f"prompts; predicted {low:,.0f}-{high:,.0f} tokens")
             say(f"  cost: each sample per probe prompt is {summary['epoch_cost_per_probe_sample']:.3%} of one epoch's "
                 f"rollout at {summary['samples_per_prompt']} samples per prompt")
-            dataset = " ".join(str(i) for i in inputs)
+            dataset = " ".join(shlex.quote(str(i)) for i in inputs)
             say("  next: generate it with your policy (docs/probe.md), then `asp observe LOG -o history.parquet "
                 f"--dataset {dataset}` and `asp schedule {dataset} ... --history history.parquet`")
             for warning in result.warnings:

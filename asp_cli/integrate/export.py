@@ -20,6 +20,7 @@ Nothing here prints; warnings and the trainer settings to use come back in the `
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,9 @@ _VERL_CHAT = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 VERL_CHUNKING = {"0.9": "v1", "0.7": "legacy"}
 # verl's default data.max_prompt_length (its trainer config; tests/verl/ checks the installed verl says so).
 VERL_DEFAULT_MAX_PROMPT_TOKENS = 512
+# How much longer a prompt may be than the schedule's count says (bytes / 4 against text at 3.1 characters a
+# token: `asp_cli.predict.features`).
+PROMPT_TOKENS_MARGIN = 1.3
 
 
 @dataclass
@@ -508,16 +512,19 @@ def _facts(
         if order == "train":
             notes.extend(_chunking_notes(size, n, workers, verl_version))
         longest = int(rows["prompt_tokens"].max()) if "prompt_tokens" in rows.columns and rows.height else 0
-        if longest > VERL_DEFAULT_MAX_PROMPT_TOKENS:
+        # The schedule's count is bytes / 4 unless `asp schedule` had a tokenizer, and math or code text runs up
+        # to 30% more tokens than that (3.1 characters a token), before the chat template: the note comes early.
+        needed = math.ceil(longest * PROMPT_TOKENS_MARGIN)
+        if needed > VERL_DEFAULT_MAX_PROMPT_TOKENS:
             # verl 0.9's agent loop cuts the start off a prompt over rollout.prompt_length (data.max_prompt_length
             # by default: AgentLoopWorker._cap_text_prompt_length), and filtering such prompts out instead
             # (data.filter_overlong_prompts=True) would shift every later batch.
             notes.append(
-                f"the longest prompt has about {longest:,} tokens, more than verl's default "
-                f"data.max_prompt_length={VERL_DEFAULT_MAX_PROMPT_TOKENS}, past which verl cuts the start of a "
-                f"prompt at rollout: set data.max_prompt_length to at least {longest:,} (the schedule's count; with "
-                "the chat template it may be a little more); keep data.filter_overlong_prompts=False, which would "
-                "drop those prompts and shift every later batch"
+                f"the longest prompt has about {longest:,} tokens by the schedule's count (4 bytes a token unless "
+                f"asp schedule had --tokenizer; math and code text run up to 30% more, before the chat template), "
+                f"near or past verl's default data.max_prompt_length={VERL_DEFAULT_MAX_PROMPT_TOKENS}, past which "
+                f"verl cuts the start of a prompt at rollout: set data.max_prompt_length to at least {needed:,}; "
+                "keep data.filter_overlong_prompts=False, which would drop those prompts and shift every later batch"
             )
     elif trailing and order == "train":
         notes.append(

@@ -35,11 +35,16 @@ this prompt beyond its group, ``e_ij`` sampling noise. The estimator:
    in all (the generalised-least-squares weight of its mean), and ``v_g`` is the inverse Fisher information.
    When every sample of a group is censored the likelihood has no maximum: the correction is then the mean
    censoring point, a **lower bound**, never shrunk below it, and flagged.
-4. **Monotone within a group.** The correction is one additive shift of log length per group, so it never
-   reorders the prompts of a source (or of a source's difficulty level), and the sigma of a source's uncovered
-   prompts is one value, so the expected maximum ``exp(mu + sigma * e_N)`` keeps their order too. No slope is
-   fitted: a fitted slope is what flattened every prediction before (``observed ~ a + b * mu`` with ``b``
-   near 0 for a history of random lengths).
+4. **Monotone within a source.** The correction is one additive shift of log length per group and one
+   positive slope ``b`` of the model's deviation from the mean of its finest group with a correction of its
+   own (the source, or its difficulty level where Cochran's test finds the levels apart), shrunk towards 1
+   and kept in ``SLOPE_RANGE``; so it never reorders the prompts of a source (of a level, where the levels
+   differ), and the sigma of a source's uncovered prompts is one value, so the expected maximum
+   ``exp(mu + sigma * e_N)`` keeps their order too. (The old global recalibration ``observed ~ a + b * mu``,
+   ``b`` free, gave a history of random lengths ``b`` near 0: every prediction flattened to one value.)
+   The groups' estimates are weighed with ``tau^2`` measured around the sources' corrections, floored at
+   ``s^2 / 16`` (`measured_tau2` in `combine_with_history`), and a difficulty level gets its own correction
+   only past Cochran's test (`_between_variance`).
 5. **Covered prompts** keep their own observations, combined with the corrected prior ``mu_i + delta_g``:
    ``mu = w * observed_mean + (1 - w) * (mu_i + delta_g)`` with ``w = k / (k + k0)``, the normal-normal
    posterior mean, ``k0 = s^2 / tau^2`` (the between-prompt residual variance ``tau^2`` is estimated from the
@@ -304,38 +309,64 @@ def combine_with_history(
     within = np.maximum(base_sigma, MIN_LOG_SPREAD) ** 2
     k0 = DEFAULT_PRIOR_SAMPLES if prior_samples is None else float(prior_samples)
     n_seen = int(seen.sum())
-    # The slope scales the model's deviations from its source's mean (not its difficulty cell's: with a slope
-    # below 1 the cells' own means would pull a source's prompts apart, reordering it where the history shows no
-    # difference between the cells; what the cells do differ by is their corrections').
-    centre = (np.bincount(source_code, weights=mu_model) / np.maximum(np.bincount(source_code), 1))[source_code]
+    source_centre = (np.bincount(source_code, weights=mu_model)
+                     / np.maximum(np.bincount(source_code), 1))[source_code]
+
+    def fit(mu_now: np.ndarray, groups_tau2: float) -> _Groups:
+        return _fit_groups(log_len - mu_now[pos], censored, pos, k, within, groups_tau2, source_code, cell_code)
+
+    def measured_tau2(mu_now: np.ndarray, groups: _Groups, free: int) -> float | None:
+        """tau^2 as measured around the sources' corrections (None: too few covered prompts to say).
+
+        The groups' estimates are weighed with it, not with s^2 / k0 (k0 is clipped for a covered prompt's own
+        shrinkage, so tau^2 at most 4 s^2): a history far noisier than the sampling spread (lengths unrelated
+        to the model's) makes each group's mean that much less certain. Weighed as certain, difficulty levels
+        seen in a prompt or two looked far apart: a 5% history of random lengths shifted AIME's fifteen
+        problem-number cells apart (sd 1.66) and reordered its other prompts. Around the sources (not the cells)
+        it also holds any real difference between the levels, so the cells are shrunk more, never less, than
+        sampling noise alone would shrink them; it is floored where k0's clip floors tau^2 (s^2 / 16)."""
+        fitted = int(groups.source_has_data.sum()) + free
+        if n_seen - fitted < 2:
+            return None
+        left = (observed_mean - mu_now - groups.source_shift[source_code])[seen]
+        measured = float(np.sum(left**2) / (n_seen - fitted) - np.mean(within[seen] / k[seen]))
+        return max(measured, pooled**2 / PRIOR_SAMPLES_RANGE[1])
+
+    groups_tau2 = pooled**2 / k0
+    groups = fit(mu_model, groups_tau2)
+    measured = measured_tau2(mu_model, groups, 0)
+    if measured is not None:
+        groups_tau2 = measured
+        groups = fit(mu_model, groups_tau2)
+    # The slope scales the model's deviations from the mean of the finest group that has its own correction: a
+    # source's difficulty cell where the cells differ (Cochran's test, `_fit_groups`), else the source. Centred
+    # on cells the history does not tell apart, a slope below 1 pulled a source's levels apart by the model's
+    # own cell means and reordered it; centred on the source where the cells do differ (levels that follow the
+    # model), it read the cells' differences as the slope's (a within-level slope of 0.5 fitted as 1.0).
+    centre = source_centre
+    if groups.between_difficulty_sd:
+        finest = np.where(cell_code >= 0, cell_code + source_code.max() + 1, source_code)
+        centre = (np.bincount(finest, weights=mu_model) / np.maximum(np.bincount(finest), 1))[finest]
     spread = mu_model - centre
     slope, slope_se = 1.0, None
-    groups = _fit_groups(log_len - mu_model[pos], censored, pos, k, within, pooled**2 / k0, source_code, cell_code)
     if n_seen >= MIN_PROMPTS_FOR_SLOPE:
         slope, slope_se = _slope(spread[seen], (observed_mean - mu_model - groups.shift)[seen],
-                                 1.0 / (pooled**2 / k0 + within[seen] / k[seen]))
+                                 1.0 / (groups_tau2 + within[seen] / k[seen]))
     mu_fit = centre + slope * spread
     if slope != 1.0:
-        groups = _fit_groups(log_len - mu_fit[pos], censored, pos, k, within, pooled**2 / k0, source_code, cell_code)
+        groups = fit(mu_fit, groups_tau2)
+        measured = measured_tau2(mu_fit, groups, slope_se is not None)
+        if measured is not None:
+            groups_tau2 = measured
+            groups = fit(mu_fit, groups_tau2)
     if prior_samples is None and n_seen >= MIN_PROMPTS_FOR_PRIOR:
-        # tau^2 by moments: the spread of covered prompts' residuals around their groups' corrections, less
-        # the part sampling noise explains (imputed capped samples; the Tobit handles them in the groups).
+        # tau^2 by moments for the covered prompts' own shrinkage: the spread of their residuals around their
+        # groups' corrections (the cells' only where they have their own), less the part sampling noise
+        # explains (imputed capped samples; the Tobit handles them in the groups).
         left = (observed_mean - mu_fit - groups.shift)[seen]
         fitted = max(groups.fitted_groups + (slope_se is not None), 1)
         between = float(np.sum(left**2) / max(n_seen - fitted, 1) - np.mean(within[seen] / k[seen]))
         k0 = float(np.clip(pooled**2 / max(between, 1e-6), *PRIOR_SAMPLES_RANGE))
-        # The groups' estimates are weighed with tau^2 as measured around the sources' corrections, unclipped:
-        # a history far noisier than the sampling spread (lengths unrelated to the model's) makes each group's
-        # mean that much less certain. Measured around the finest groups' corrections, and clipped to 4 s^2 as
-        # k0 is for the covered prompts' own shrinkage, it left difficulty levels seen in a prompt or two looking
-        # far apart: a 5% history of random lengths shifted AIME's fifteen problem-number cells apart (sd 1.66)
-        # and reordered its other prompts. Around the sources it also holds any real difference between the
-        # levels, so the cells are shrunk more, never less, than the sampling noise alone would shrink them.
-        coarse = (observed_mean - mu_fit - groups.source_shift[source_code])[seen]
-        coarse_fitted = max(int(groups.source_has_data.sum()) + (slope_se is not None), 1)
-        groups_tau2 = max(float(np.sum(coarse**2) / max(n_seen - coarse_fitted, 1) - np.mean(within[seen] / k[seen])),
-                          between, pooled**2 / PRIOR_SAMPLES_RANGE[1])
-        groups = _fit_groups(log_len - mu_fit[pos], censored, pos, k, within, groups_tau2, source_code, cell_code)
     tau2 = pooled**2 / k0
 
     # 5. Covered prompts: their observations with the corrected prior.
@@ -478,7 +509,8 @@ def _fit_groups(residual: np.ndarray, censored: np.ndarray, pos: np.ndarray, k: 
         shift = shift.copy()
         shift[with_cell] = cell_shift[cell_code[with_cell]]
         omega2_sd = math.sqrt(omega2)
-        fitted += int(data_c.sum())
+        if omega2 > 0:  # cells pooled into their source (Cochran's test) fit nothing of their own
+            fitted += int(data_c.sum())
     bound = np.where(lower, theta, np.nan)
     return _Groups(shift, global_shift, global_lb, source_shift, ~has, data, omega1_sd, omega2_sd, n_cells, fitted,
                    bound)
@@ -530,7 +562,7 @@ def _slope(x: np.ndarray, r: np.ndarray, w: np.ndarray) -> tuple[float, float | 
     """The within-group slope of the model's log length, shrunk towards 1 and kept in ``SLOPE_RANGE``.
 
     ``r`` (covered prompts' residuals after the group corrections) is regressed on ``x`` (the model's deviation
-    from its group's mean) by weighted least squares through the origin: ``r = (b - 1) x``. The estimate of
+    from the mean of its source, or of its difficulty level where the levels have corrections of their own) by weighted least squares through the origin: ``r = (b - 1) x``. The estimate of
     ``b - 1`` (its robust variance, at least ``1 / sum(w x^2)``) gets a ``N(0, SLOPE_PRIOR_SD^2)`` prior: the
     posterior mean. Returns
     the slope and the standard error of the raw estimate (None when the model does not vary within groups).
