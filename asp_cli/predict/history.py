@@ -72,8 +72,9 @@ from asp_cli.predict.targets import group_targets
 
 MIN_PROMPTS_FOR_PRIOR = 30
 # The difficulty levels of a source get corrections of their own only where they differ beyond chance: the
-# heterogeneity statistic Q of the levels' estimates is above this quantile of its chi-square (`_fit_groups`).
-CELL_HETEROGENEITY_QUANTILE = 0.99
+# heterogeneity statistic Q of the levels' estimates is above this quantile of its chi-square (`_fit_groups`;
+# 95% and 99% still let a history of random lengths reorder AIME: `_between_variance`).
+CELL_HETEROGENEITY_QUANTILE = 0.999
 # The slope of the model's within-group deviations is fitted with this many covered prompts, shrunk towards 1
 # (the model taken at its word) with this prior sd, and kept positive (so it never reorders a group).
 MIN_PROMPTS_FOR_SLOPE = 10
@@ -367,6 +368,9 @@ def combine_with_history(
         fitted = max(groups.fitted_groups + (slope_se is not None), 1)
         between = float(np.sum(left**2) / max(n_seen - fitted, 1) - np.mean(within[seen] / k[seen]))
         k0 = float(np.clip(pooled**2 / max(between, 1e-6), *PRIOR_SAMPLES_RANGE))
+        if between > groups_tau2:  # the groups are never weighed as surer than the prompts around them say
+            groups_tau2 = between
+            groups = fit(mu_fit, groups_tau2)
     tau2 = pooled**2 / k0
 
     # 5. Covered prompts: their observations with the corrected prior.
@@ -589,7 +593,7 @@ def _between_variance(theta: np.ndarray, v: np.ndarray, use: np.ndarray, parent:
     do not differ, and on a noisy history of a few prompts per difficulty level that was enough to reorder a
     source (a history of random lengths for 5% of the prompts, AIME-like levels 1-15: within-source tau 0.5-0.8
     against the model in 17 draws of 40; at the 95% quantile still one draw in eight of AIME's own levels, at 99%
-    none of twenty). The price: AIME's problem numbers, which do order its lengths, are learned from a later
+    one 4-sample draw in twenty, at 99.9% none of forty: 1 and 4 samples, scripts/bench_probe.py's history). The price: AIME's problem numbers, which do order its lengths, are learned from a later
     epoch's history (80% of the prompts: within-AIME tau on the rest 0.10 -> 0.19, scripts/bench_probe.py
     --difficulty), not from a probe of 1-5%.
     """
