@@ -16,9 +16,10 @@ starts them. Every group is its own request batch (one ``minibatch`` per group),
   shuffled stream, with planned dispatch the length-aware router, row for row.
 * ``quick-start``: the shuffle, except that each epoch opens with its shortest train batch (shortest first):
   rollout runs ahead of the trainer, which waits for its first full batch of groups before it can train at
-  all, so the pipeline fills sooner; every later step is the shuffle's, as representative (measured on the
-  benchmark's realistic mixes, train batches of 256-512 groups under a lag bound: 1-2% faster than the shuffle,
-  1-3% slower on long reasoning alone, where the shortest batch is hardly shorter: docs/benchmarks.md).
+  all, so the pipeline fills sooner; every later step is the shuffle's, as representative. On the true lengths
+  it was the fastest candidate on the benchmark's realistic mixes under a lag bound (train batches of 256-512
+  groups: 4 of 4 seeds on mix-k16-n16-b512, 3 of 4 on mix-k8-n8-b256), never on long reasoning alone, where
+  the shortest batch is hardly shorter (docs/benchmarks.md, "How well auto chooses").
 * ``per-step``: a seeded shuffle's consecutive train batches kept as they are (each step as representative
   as a shuffle's), longest first inside each, each group to the least-loaded instance of its batch (longest
   processing time per step: what pays where every step waits for its slowest instance, synchronous training).
