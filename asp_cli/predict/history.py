@@ -333,12 +333,13 @@ def combine_with_history(
         measured = float(np.sum(left**2) / (n_seen - fitted) - np.mean(within[seen] / k[seen]))
         return max(measured, pooled**2 / PRIOR_SAMPLES_RANGE[1])
 
+    def settle(mu_now: np.ndarray, groups: _Groups, groups_tau2: float, free: int) -> tuple[_Groups, float]:
+        """The groups refitted with tau^2 as measured around them, where it can be measured."""
+        measured = measured_tau2(mu_now, groups, free)
+        return (groups, groups_tau2) if measured is None else (fit(mu_now, measured), measured)
+
     groups_tau2 = pooled**2 / k0
-    groups = fit(mu_model, groups_tau2)
-    measured = measured_tau2(mu_model, groups, 0)
-    if measured is not None:
-        groups_tau2 = measured
-        groups = fit(mu_model, groups_tau2)
+    groups, groups_tau2 = settle(mu_model, fit(mu_model, groups_tau2), groups_tau2, 0)
     # The slope scales the model's deviations from the mean of the finest group that has its own correction: a
     # source's difficulty cell where the cells differ (Cochran's test, `_fit_groups`), else the source. Centred
     # on cells the history does not tell apart, a slope below 1 pulled a source's levels apart by the model's
@@ -355,11 +356,7 @@ def combine_with_history(
                                  1.0 / (groups_tau2 + within[seen] / k[seen]))
     mu_fit = centre + slope * spread
     if slope != 1.0:
-        groups = fit(mu_fit, groups_tau2)
-        measured = measured_tau2(mu_fit, groups, slope_se is not None)
-        if measured is not None:
-            groups_tau2 = measured
-            groups = fit(mu_fit, groups_tau2)
+        groups, groups_tau2 = settle(mu_fit, fit(mu_fit, groups_tau2), groups_tau2, slope_se is not None)
     if prior_samples is None and n_seen >= MIN_PROMPTS_FOR_PRIOR:
         # tau^2 by moments for the covered prompts' own shrinkage: the spread of their residuals around their
         # groups' corrections (the cells' only where they have their own), less the part sampling noise
