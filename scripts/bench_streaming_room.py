@@ -1,0 +1,128 @@
+"""How much room an offline order has on engines that refill: the best of many orders, picked on the true lengths.
+
+    python scripts/bench_streaming_room.py [--data ../shared/data] [--seeds 4] [--shuffles 16] [--max-lag 2]
+
+On the large workloads (8+ instances, train batches of 256+), engine `streaming`, free dispatch (verl's
+least-pending router fed the order), the trainer taking groups in arrival order. For each workload seed it
+replays, on the true lengths:
+
+* a random round-robin deal (the issue's yardstick) and asp's own schedule (`--arrangement auto`, planned on
+  predictions, as in docs/benchmarks.md);
+* every streaming candidate of `asp_cli.arrange.streaming` ordered by the *true* group maxima, ``--shuffles``
+  more random shuffles, and two shapes tried while looking for room: the run's last train batch made of its
+  shortest groups (a cheap final step after the rollout drains), and long groups pulled forward (a bias toward
+  the head).
+
+"oracle pick" is the fastest of all of these on each seed, chosen after the fact on the very lengths it is
+judged on: no plan made before the rollout can count on it, so it is an optimistic ceiling for an order,
+not a result. It prints one table, every figure end-to-end time over the round-robin deal (mean +- sd over
+the seeds; below 1 is faster), with the trainer-bound lower bound for scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+LARGE = ("mix-k8-n8-b256", "mix-k16-n16-b512", "aime-k8-n8-b256")
+
+
+def replay(preset, settings, max_lag, truth: np.ndarray, prompt_tokens: np.ndarray,
+           orders: list[np.ndarray]) -> float:
+    """End-to-end seconds of the epochs' orders (positions into the workload's prompts), free dispatch."""
+    from asp_cli.sim.records import SimulationSettings
+    from asp_cli.sim.run import simulate_arrays
+
+    order = np.concatenate(orders)
+    sim = SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
+                             train_batch_size=settings.train_batch_size, mode="streaming", dispatch="free",
+                             max_lag=max_lag)
+    result = simulate_arrays(preset, sim, instances=settings.instances, row_minibatch=np.arange(order.size),
+                             row_instance=np.zeros(order.size, dtype=np.int64), response_tokens=truth[order],
+                             prompt_tokens=prompt_tokens[order])
+    return float(result.metrics["end_to_end_s"])
+
+
+def orders_to_try(top: np.ndarray, settings, seed: int, shuffles: int) -> dict[str, list[np.ndarray]]:
+    """Every order to replay, by name: one array of positions per epoch."""
+    from asp_cli.arrange.streaming import STREAMING_ORDERS, streaming_order
+
+    size, batch, epochs = top.size, settings.train_batch_size, settings.epochs
+    tried: dict[str, list[np.ndarray]] = {}
+    for name in STREAMING_ORDERS:
+        tried[name] = [streaming_order(name, top, top, settings.instances, settings.length_classes,
+                                       np.random.default_rng([seed, epoch, 5]), batch)[0]
+                       for epoch in range(epochs)]
+    for k in range(shuffles):
+        tried[f"shuffle #{k}"] = [np.random.default_rng([seed, epoch, 100 + k]).permutation(size)
+                                  for epoch in range(epochs)]
+    shortest = np.lexsort((np.arange(size), top))[:batch]
+    last = np.zeros(size, dtype=bool)
+    last[shortest] = True
+    rank = np.empty(size)
+    rank[np.lexsort((np.arange(size), top))] = np.arange(size) / size  # 0 = shortest
+    for k in range(min(shuffles, 4)):
+        perms = tried[f"shuffle #{k}"]
+        tried[f"shortest batch last #{k}"] = perms[:-1] + [np.concatenate([perms[-1][~last[perms[-1]]],
+                                                                              shortest])]
+        for bias in (0.1, 0.25):
+            tried[f"long pulled forward {bias} #{k}"] = [
+                np.argsort(np.argsort(p) / size - bias * rank, kind="stable") for p in perms]
+    return tried
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--shuffles", type=int, default=16)
+    parser.add_argument("--max-lag", default="2", help="an integer, or 'none'")
+    parser.add_argument("--workloads", default=",".join(LARGE))
+    args = parser.parse_args()
+    if not args.data.is_dir():
+        print(f"Skipped: {args.data} is not there (the real length data is read at run time).", file=sys.stderr)
+        return
+    from asp_cli.bench.compare import ASP, LOWER_BOUND, WORKLOADS, build_workload, compare
+    from asp_cli.costmodel import load_preset
+
+    preset = load_preset("h100-qwen2.5-7b")
+    max_lag = None if args.max_lag == "none" else int(args.max_lag)
+    print(f"Engine `streaming`, free dispatch, trainer in arrival order, max_lag {args.max_lag}, "
+          f"{args.seeds} workload seeds; end-to-end time over a random round-robin deal, mean +- sd.\n")
+    print("| workload | asp (auto) | shuffle (least-pending) | oracle pick | oracle picks | lower bound |")
+    print("|---|---:|---:|---:|---|---:|")
+    for name in args.workloads.split(","):
+        spec = WORKLOADS[name]
+        ratios: dict[str, list[float]] = {"asp": [], "shuffle": [], "oracle": [], "bound": []}
+        picks = []
+        for seed in range(args.seeds):
+            settings = dataclasses.replace(spec.settings(seed), engine="streaming")
+            workload = build_workload(name, args.data, spec.sources, settings, seed=seed)
+            truth = np.asarray(workload.truth)
+            prompt_tokens = workload.predictions["prompt_tokens"].to_numpy().astype(np.int64)
+            rows = {r["arrangement"]: r["end_to_end_s"] for r in compare(
+                workload.prompts, workload.predictions, workload.truth, settings, preset, mode="streaming",
+                max_lag=max_lag, include=("round-robin", "least-pending", ASP))}
+            deal = rows["round-robin"]
+            times = {label: replay(preset, settings, max_lag, truth, prompt_tokens, orders)
+                     for label, orders in orders_to_try(truth.max(axis=1).astype(np.float64), settings, seed,
+                                                        args.shuffles).items()}
+            best = min(times, key=lambda k: times[k])
+            picks.append(best.split(" #")[0])
+            ratios["asp"].append(rows[ASP] / deal)
+            ratios["shuffle"].append(rows["least-pending"] / deal)
+            ratios["oracle"].append(times[best] / deal)
+            ratios["bound"].append(rows[LOWER_BOUND] / deal)
+            print(f"  {name} seed {seed}: best {best} {times[best]:.0f} s, deal {deal:.0f} s", file=sys.stderr)
+        cell = {k: f"{np.mean(v):.3f} +- {np.std(v):.3f}" for k, v in ratios.items()}
+        print(f"| {name} | {cell['asp']} | {cell['shuffle']} | {cell['oracle']} | {', '.join(picks)} | "
+              f"{cell['bound']} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
