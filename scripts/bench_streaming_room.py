@@ -9,9 +9,9 @@ replays, on the true lengths:
 * a random round-robin deal (the issue's yardstick) and asp's own schedule (`--arrangement auto`, planned on
   predictions, as in docs/benchmarks.md);
 * every streaming candidate of `asp_cli.arrange.streaming` ordered by the *true* group maxima, ``--shuffles``
-  more random shuffles, and two shapes tried while looking for room: the run's last train batch made of its
-  shortest groups (a cheap final step after the rollout drains), and long groups pulled forward (a bias toward
-  the head).
+  more random shuffles, and the shapes tried while looking for room: the run's last train batch made of its
+  shortest groups (a cheap final step after the rollout drains), every epoch closed so, and long groups pulled
+  forward (a bias toward the head).
 
 "oracle pick" is the fastest of all of these on each seed, chosen after the fact on the very lengths it is
 judged on: no plan made before the rollout can count on it, so it is an optimistic ceiling for an order,
@@ -48,6 +48,47 @@ def replay(preset, settings, max_lag, truth: np.ndarray, prompt_tokens: np.ndarr
     return float(result.metrics["end_to_end_s"])
 
 
+def frames_to_replay(workload, settings, max_lag, preset) -> list[tuple[str, object, str]]:
+    """(name, schedule frame, dispatch) of the round-robin deal, least-pending routing and asp's own schedule
+    (`--arrangement auto` for this engine and lag bound, as docs/benchmarks.md replays it)."""
+    from asp_cli.arrange.pipeline import plan
+    from asp_cli.bench.baselines import BASELINES
+    from asp_cli.bench.compare import ASP
+
+    planned = dataclasses.replace(settings, max_lag=max_lag)
+    frames = [(name, BASELINES[name].arrange(workload.prompts, workload.predictions, planned, preset),
+               BASELINES[name].dispatch) for name in ("round-robin", "least-pending")]
+    frames.append((ASP, plan(workload.prompts, workload.predictions, planned, preset=preset)[0], planned.dispatch))
+    return frames
+
+
+def replay_frame(preset, settings, max_lag, workload, frame, dispatch):
+    """One schedule frame replayed on the workload's true lengths (the simulator's result, lower bound included)."""
+    from asp_cli import columns as C
+    from asp_cli.sim.records import SimulationSettings
+    from asp_cli.sim.run import simulate_schedule
+
+    frame = frame.sort("seq")
+    position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
+    index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
+    sim = SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
+                             train_batch_size=settings.train_batch_size, mode="streaming", dispatch=dispatch,
+                             max_lag=max_lag)
+    return simulate_schedule(frame, np.asarray(workload.truth)[index], preset, sim, instances=settings.instances)
+
+
+def trainer_waits(result, max_lag) -> tuple[float, float, float, float]:
+    """The trainer's idle seconds before its first third of steps, in the middle and in its last
+    ``max_lag + 1`` steps, and the run's end-to-end seconds."""
+    start, end = result.step_start_s, result.step_end_s
+    gaps = np.concatenate(([start[0]], start[1:] - end[:-1]))
+    steps = gaps.size
+    first = max(steps // 3, 1)
+    last = max(steps - ((max_lag or 0) + 1), first)
+    return (float(gaps[:first].sum()), float(gaps[first:last].sum()), float(gaps[last:].sum()),
+            float(result.metrics["end_to_end_s"]))
+
+
 def orders_to_try(top: np.ndarray, settings, seed: int, shuffles: int) -> dict[str, list[np.ndarray]]:
     """Every order to replay, by name: one array of positions per epoch."""
     from asp_cli.arrange.streaming import STREAMING_ORDERS, streaming_order
@@ -68,8 +109,9 @@ def orders_to_try(top: np.ndarray, settings, seed: int, shuffles: int) -> dict[s
     rank[np.lexsort((np.arange(size), top))] = np.arange(size) / size  # 0 = shortest
     for k in range(min(shuffles, 4)):
         perms = tried[f"shuffle #{k}"]
-        tried[f"shortest batch last #{k}"] = perms[:-1] + [np.concatenate([perms[-1][~last[perms[-1]]],
-                                                                              shortest])]
+        closed = [np.concatenate([perm[~last[perm]], shortest]) for perm in perms]
+        tried[f"shortest batch last #{k}"] = perms[:-1] + closed[-1:]
+        tried[f"shortest batch closing every epoch #{k}"] = closed
         for bias in (0.1, 0.25):
             tried[f"long pulled forward {bias} #{k}"] = [
                 np.argsort(np.argsort(p) / size - bias * rank, kind="stable") for p in perms]
@@ -87,7 +129,7 @@ def main() -> None:
     if not args.data.is_dir():
         print(f"Skipped: {args.data} is not there (the real length data is read at run time).", file=sys.stderr)
         return
-    from asp_cli.bench.compare import ASP, LOWER_BOUND, WORKLOADS, build_workload, compare
+    from asp_cli.bench.compare import ASP, WORKLOADS, build_workload
     from asp_cli.costmodel import load_preset
 
     preset = load_preset("h100-qwen2.5-7b")
@@ -96,32 +138,56 @@ def main() -> None:
           f"{args.seeds} workload seeds; end-to-end time over a random round-robin deal, mean +- sd.\n")
     print("| workload | asp (auto) | shuffle (least-pending) | oracle pick | oracle picks | lower bound |")
     print("|---|---:|---:|---:|---|---:|")
+    tables = []
+    shapes: dict[tuple[str, str], list[float]] = {}
     for name in args.workloads.split(","):
         spec = WORKLOADS[name]
         ratios: dict[str, list[float]] = {"asp": [], "shuffle": [], "oracle": [], "bound": []}
         picks = []
+        waits: dict[str, list[tuple[float, ...]]] = {"round-robin": [], ASP: []}
         for seed in range(args.seeds):
             settings = dataclasses.replace(spec.settings(seed), engine="streaming")
             workload = build_workload(name, args.data, spec.sources, settings, seed=seed)
             truth = np.asarray(workload.truth)
             prompt_tokens = workload.predictions["prompt_tokens"].to_numpy().astype(np.int64)
-            rows = {r["arrangement"]: r["end_to_end_s"] for r in compare(
-                workload.prompts, workload.predictions, workload.truth, settings, preset, mode="streaming",
-                max_lag=max_lag, include=("round-robin", "least-pending", ASP))}
-            deal = rows["round-robin"]
+            rows = {name_: replay_frame(preset, settings, max_lag, workload, frame, dispatch)
+                    for name_, frame, dispatch in frames_to_replay(workload, settings, max_lag, preset)}
+            deal = rows["round-robin"].metrics["end_to_end_s"]
+            for name_ in ("round-robin", ASP):
+                waits[name_].append(trainer_waits(rows[name_], max_lag))
             times = {label: replay(preset, settings, max_lag, truth, prompt_tokens, orders)
                      for label, orders in orders_to_try(truth.max(axis=1).astype(np.float64), settings, seed,
                                                         args.shuffles).items()}
             best = min(times, key=lambda k: times[k])
             picks.append(best.split(" #")[0])
-            ratios["asp"].append(rows[ASP] / deal)
-            ratios["shuffle"].append(rows["least-pending"] / deal)
+            ratios["asp"].append(rows[ASP].metrics["end_to_end_s"] / deal)
+            ratios["shuffle"].append(rows["least-pending"].metrics["end_to_end_s"] / deal)
             ratios["oracle"].append(times[best] / deal)
-            ratios["bound"].append(rows[LOWER_BOUND] / deal)
+            for shape in ("shortest batch last", "shortest batch closing every epoch"):
+                shapes.setdefault((name, shape), []).append(np.mean(
+                    [times[f"{shape} #{k}"] / times[f"shuffle #{k}"] for k in range(min(args.shuffles, 4))]))
+            ratios["bound"].append(rows[ASP].metrics["lower_bound_end_to_end_s"] / deal)
             print(f"  {name} seed {seed}: best {best} {times[best]:.0f} s, deal {deal:.0f} s", file=sys.stderr)
         cell = {k: f"{np.mean(v):.3f} +- {np.std(v):.3f}" for k, v in ratios.items()}
         print(f"| {name} | {cell['asp']} | {cell['shuffle']} | {cell['oracle']} | {', '.join(picks)} | "
               f"{cell['bound']} |", flush=True)
+        tables.append((name, {k: np.mean(v, axis=0) for k, v in waits.items()}))
+    print("\nWhere the trainer waits (seconds idle, mean over the seeds): before its first third of steps (the "
+          "pipeline filling), in the middle, and in its last max_lag + 1 steps (the rollout draining), with the run's "
+          "end-to-end time.\n")
+    print("| workload | arrangement | filling | middle | draining | end-to-end |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name, waits_of in tables:
+        for label, (fill, middle, drain, end) in waits_of.items():
+            print(f"| {name} | {label} | {fill:.0f} | {middle:.0f} | {drain:.0f} | {end:.0f} |")
+    print("\nA short final train batch, end-to-end time over the shuffle it is made from (mean over the seeds of "
+          "the mean over four shuffles): at the run's end only, and closing every epoch (what a plan that cannot "
+          "tell its last epoch from the others would do).\n")
+    print("| workload | shortest batch last | shortest batch closing every epoch |")
+    print("|---|---:|---:|")
+    for name in args.workloads.split(","):
+        print(f"| {name} | {np.mean(shapes[(name, 'shortest batch last')]):.3f} | "
+              f"{np.mean(shapes[(name, 'shortest batch closing every epoch')]):.3f} |")
 
 
 if __name__ == "__main__":

@@ -184,3 +184,34 @@ def test_alpaca_workload_splits_models_into_history_and_truth():
     assert history["prompt_id"].str.starts_with("chat:").all()
     # Another seed draws other models; the same seed the same ones.
     assert load_alpaca(DATA, seed=3)[1].equals(history) and not load_alpaca(DATA, seed=4)[1].equals(history)
+
+
+def test_streaming_room_orders_are_permutations_and_the_last_batch_is_the_shortest():
+    """scripts/bench_streaming_room.py: every order it replays holds each prompt once per epoch, and its
+    "shortest batch last" shape ends the run with the shortest train batch (the figures in
+    docs/benchmarks.md, "Room for an order on engines that refill", rest on both)."""
+    import dataclasses
+    import sys
+
+    from util import REPO
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench_streaming_room import orders_to_try, trainer_waits
+
+    settings = dataclasses.replace(WORKLOADS["mix-k8-n8-b256"].settings(0), train_batch_size=10, epochs=2)
+    top = np.random.default_rng(1).lognormal(6, 1, size=57)
+    tried = orders_to_try(top, settings, seed=0, shuffles=3)
+    for label, orders in tried.items():
+        assert len(orders) == 2, label
+        for order in orders:
+            assert np.array_equal(np.sort(order), np.arange(57)), label
+    last = tried["shortest batch last #0"]
+    assert set(last[-1][-10:].tolist()) == set(np.argsort(top)[:10].tolist())
+    assert np.array_equal(last[0], tried["shuffle #0"][0])  # only the run's last epoch changes
+
+    class Result:  # three steps: idle 1 s before the first, 2 s and 4 s before the others
+        step_start_s = np.array([1.0, 5.0, 12.0])
+        step_end_s = np.array([3.0, 8.0, 20.0])
+        metrics = {"end_to_end_s": 20.0}
+
+    assert trainer_waits(Result, max_lag=0) == (1.0, 2.0, 4.0, 20.0)
