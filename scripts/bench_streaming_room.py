@@ -6,8 +6,10 @@ On the large workloads (8+ instances, train batches of 256+), engine `streaming`
 least-pending router fed the order), the trainer taking groups in arrival order. For each workload seed it
 replays, on the true lengths:
 
-* a random round-robin deal (the issue's yardstick) and asp's own schedule (`--arrangement auto`, planned on
-  predictions, as in docs/benchmarks.md);
+* a random round-robin deal (the issue's yardstick), least-pending routing of a shuffle, verl's chunks sorted
+  shortest first (each train batch cut into one chunk per server, each chunk kept to its server: the best
+  baseline of several tables in docs/benchmarks.md, and a routing as well as an order) and asp's own schedule
+  (`--arrangement auto`, planned on predictions, as in docs/benchmarks.md);
 * every streaming candidate of `asp_cli.arrange.streaming` ordered by the *true* group maxima, ``--shuffles``
   more random shuffles, and the shapes tried while looking for room: the run's last train batch made of its
   shortest groups (a cheap final step after the rollout drains), every epoch closed so, and long groups pulled
@@ -15,8 +17,9 @@ replays, on the true lengths:
 
 "oracle pick" is the fastest of all of these on each seed, chosen after the fact on the very lengths it is
 judged on: no plan made before the rollout can count on it, so it is an optimistic ceiling for an order,
-not a result. It prints one table, every figure end-to-end time over the round-robin deal (mean +- sd over
-the seeds; below 1 is faster), with the trainer-bound lower bound for scale.
+not a result. It prints three tables: end-to-end time over the round-robin deal (mean +- sd over the seeds;
+below 1 is faster), with the trainer-bound lower bound for scale; where the trainer waits; and what a short
+final train batch is worth.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ def replay(preset, settings, max_lag, truth: np.ndarray, prompt_tokens: np.ndarr
 
 
 def frames_to_replay(workload, settings, max_lag, preset) -> list[tuple[str, object, str]]:
-    """(name, schedule frame, dispatch) of the round-robin deal, least-pending routing and asp's own schedule
+    """(name, schedule frame, dispatch) of the round-robin deal, least-pending routing, verl's chunks sorted
+    shortest first (each train batch's chunk kept to one server: a routing, not only an order) and asp's own schedule
     (`--arrangement auto` for this engine and lag bound, as docs/benchmarks.md replays it)."""
     from asp_cli.arrange.pipeline import plan
     from asp_cli.bench.baselines import BASELINES
@@ -57,7 +61,7 @@ def frames_to_replay(workload, settings, max_lag, preset) -> list[tuple[str, obj
 
     planned = dataclasses.replace(settings, max_lag=max_lag)
     frames = [(name, BASELINES[name].arrange(workload.prompts, workload.predictions, planned, preset),
-               BASELINES[name].dispatch) for name in ("round-robin", "least-pending")]
+               BASELINES[name].dispatch) for name in ("round-robin", "least-pending", "short-first")]
     frames.append((ASP, plan(workload.prompts, workload.predictions, planned, preset=preset)[0], planned.dispatch))
     return frames
 
@@ -136,13 +140,14 @@ def main() -> None:
     max_lag = None if args.max_lag == "none" else int(args.max_lag)
     print(f"Engine `streaming`, free dispatch, trainer in arrival order, max_lag {args.max_lag}, "
           f"{args.seeds} workload seeds; end-to-end time over a random round-robin deal, mean +- sd.\n")
-    print("| workload | asp (auto) | shuffle (least-pending) | oracle pick | oracle picks | lower bound |")
-    print("|---|---:|---:|---:|---|---:|")
+    print("| workload | asp (auto) | shuffle (least-pending) | verl chunks, shortest first | oracle pick | oracle picks "
+          "| lower bound |")
+    print("|---|---:|---:|---:|---:|---|---:|")
     tables = []
     shapes: dict[tuple[str, str], list[float]] = {}
     for name in args.workloads.split(","):
         spec = WORKLOADS[name]
-        ratios: dict[str, list[float]] = {"asp": [], "shuffle": [], "oracle": [], "bound": []}
+        ratios: dict[str, list[float]] = {"asp": [], "shuffle": [], "chunks": [], "oracle": [], "bound": []}
         picks = []
         waits: dict[str, list[tuple[float, ...]]] = {"round-robin": [], ASP: []}
         for seed in range(args.seeds):
@@ -162,6 +167,7 @@ def main() -> None:
             picks.append(best.split(" #")[0])
             ratios["asp"].append(rows[ASP].metrics["end_to_end_s"] / deal)
             ratios["shuffle"].append(rows["least-pending"].metrics["end_to_end_s"] / deal)
+            ratios["chunks"].append(rows["short-first"].metrics["end_to_end_s"] / deal)
             ratios["oracle"].append(times[best] / deal)
             for shape in ("shortest batch last", "shortest batch closing every epoch"):
                 shapes.setdefault((name, shape), []).append(np.mean(
@@ -169,7 +175,7 @@ def main() -> None:
             ratios["bound"].append(rows[ASP].metrics["lower_bound_end_to_end_s"] / deal)
             print(f"  {name} seed {seed}: best {best} {times[best]:.0f} s, deal {deal:.0f} s", file=sys.stderr)
         cell = {k: f"{np.mean(v):.3f} +- {np.std(v):.3f}" for k, v in ratios.items()}
-        print(f"| {name} | {cell['asp']} | {cell['shuffle']} | {cell['oracle']} | {', '.join(picks)} | "
+        print(f"| {name} | {cell['asp']} | {cell['shuffle']} | {cell['chunks']} | {cell['oracle']} | {', '.join(picks)} | "
               f"{cell['bound']} |", flush=True)
         tables.append((name, {k: np.mean(v, axis=0) for k, v in waits.items()}))
     print("\nWhere the trainer waits (seconds idle, mean over the seeds): before its first third of steps (the "
