@@ -133,10 +133,14 @@ OTHER_ENGINES = """\
   fastest of about thirty orders, picked after the fact on the very lengths it is judged on, is 6.7%, 1.9% and
   0.9% faster than the deal ("Room for an order on engines that refill" below: these runs are trainer-bound,
   and orders differ only in how the pipeline fills and drains). Before the audit the same runs read 0.2-4.0% ahead: those "wins" were auto's shortest-first
-  candidate against tables that lacked that sort. Without a lag bound (4 seeds) it is level on five and
-  behind on three: mix-k2-n4 1.0% +- 0.2%, aime-k8-n8-b256 2.3% +- 0.9%, and mix-k8-n8-b256 8.4% +- 5.0% (one
-  seed of four: auto's shortest-first, expected at 2,086 s, replayed at 2,579 s, where verl's chunks sorted
-  the same way took 2,103 s). The best row changes from workload to workload and is the fastest of thirteen
+  candidate against tables that lacked that sort. Without a lag bound (4 seeds, rerun 2026-12-03) it is within 0.4% on six and
+  behind on two: aime-k8-n8-b256 1.3% +- 0.9% and mix-k8-n8-b256 5.6% +- 0.6%, on every seed. There the best
+  row is verl's chunks sorted shortest first, each train batch's chunk kept to one server: the longest groups,
+  sorted last, are dealt evenly over the servers, where least-pending routing of the same sorted order (asp's
+  pick) hands them to whichever server frees a slot first and one finishes late. That is routing, not order:
+  no order under least-pending routing comes near it, not even one picked after the fact on the true lengths
+  ("Room for an order on engines that refill" below). (The table before this rerun read 8.4% +- 5.0% there,
+  one bad seed of four.) The best row changes from workload to workload and is the fastest of thirteen
   noisy means picked after the fact, which flatters the baselines a little; no one baseline beats asp
   everywhere, but nothing here says an offline arrangement is worth having on these engines. Planned for
   servers that keep to its `instance` column (`--dispatch planned`, the second table, 4 seeds; "best equal"
