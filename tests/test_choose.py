@@ -619,3 +619,21 @@ def test_representative_steps_are_held_to_per_step_where_the_shuffle_cannot_keep
     assert "shuffle cannot keep the lag bound here and was not a candidate" in arrangement_line(choice.to_dict())
     older = {k: v for k, v in choice.to_dict().items() if k != "refused"}  # a file from before the key
     assert "not a candidate" not in arrangement_line(older)
+
+
+def test_the_summary_says_what_the_pick_saves_over_the_shuffle_or_that_order_matters_little():
+    from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE, arrangement_line
+
+    def choice(times: dict[str, float], chosen: str) -> dict:
+        return {"setting": "auto", "chosen": chosen, "engine": "streaming", "dispatch": "free", "draws": 3,
+                "evaluated_prompts": 100, "evaluated_epochs": 1,
+                "candidates": [{"name": n, "expected_end_to_end_s": t} for n, t in times.items()]}
+
+    wins = arrangement_line(choice({"interleave": 770.0, "shuffle": 1000.0}, "interleave"))
+    assert "\n  expected 23.0% faster than a shuffle at the same concurrency (the candidate `shuffle`)" in wins
+    level = arrangement_line(choice({"short-first": 996.0, "shuffle": 1000.0}, "short-first"))
+    assert f"expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency (0.4% faster): " \
+           "the order matters little here" in level
+    behind = arrangement_line(choice({"interleave": 1003.0, "shuffle": 1000.0}, "interleave"))
+    assert "(0.3% slower): the order matters little here" in behind
+    assert "a shuffle" not in arrangement_line(choice({"interleave": 900.0, "long-first": 950.0}, "interleave"))

@@ -49,6 +49,9 @@ SCALED_ENGINES: tuple[str, ...] = ("streaming",)
 SCALE_NODES: tuple[tuple[float, float], ...] = ((-3**0.5, 1 / 6), (0.0, 2 / 3), (3**0.5, 1 / 6))
 DRAWS = len(SCALE_NODES)
 TIE_MARGIN = 0.005
+# Below this expected gain over the candidate `shuffle`, the summary says the order matters little (about the
+# spread of the candidates' true times over seeds on engines that refill: docs/benchmarks.md).
+ORDER_MATTERS_LITTLE = 0.02
 # `--steps representative`: a candidate qualifies when its expected p90 step deviation is at most the
 # shuffle's times 1.25, plus 0.02 (the draws' own noise on a few steps).
 STEP_SLACK = 0.25
@@ -429,6 +432,22 @@ def run_rollout_s(result: Any, scale: float) -> float:
     return drain + scale * (rollout - drain)
 
 
+def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budget: str) -> str:
+    """A line saying what auto's pick is expected to save over the candidate ``shuffle`` (a random order at the
+    same concurrency: what a user would run anyway), or that the order matters little, where the two are
+    within `ORDER_MATTERS_LITTLE` (the draws' noise: docs/benchmarks.md measures little room on engines that
+    refill). Empty where there is no shuffle candidate to compare with."""
+    shuffle = next((c for c in choice["candidates"] if _is(c, "shuffle", kv_budget)), None)
+    mine = chosen.get("expected_end_to_end_s")
+    if shuffle is None or not mine or not shuffle.get("expected_end_to_end_s"):
+        return ""
+    gain = 1.0 - mine / shuffle["expected_end_to_end_s"]
+    if gain >= ORDER_MATTERS_LITTLE:
+        return f"\n  expected {gain:.1%} faster than a shuffle at the same concurrency (the candidate `shuffle`)"
+    return (f"\n  expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency ({abs(gain):.1%} "
+            f"{'faster' if gain >= 0 else 'slower'}): the order matters little here")
+
+
 def arrangement_line(choice: dict[str, Any]) -> str:
     """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
     when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`."""
@@ -481,6 +500,7 @@ def arrangement_line(choice: dict[str, Any]) -> str:
                            f"an engine that takes the next minibatch in seq order when an instance frees (ignoring "
                            f"the instance column) is expected to take {other:,.0f} s instead of {mine:,.0f} s "
                            "(--dispatch free plans for it)"))
+    line += _against_the_shuffle(choice, chosen, kv_budget or "peak")
     if choice.get("steps") == "representative" and mine:
         # What `--steps representative` is expected to cost, said where the cost is more than the draws' noise.
         fastest = min((c for c in choice["candidates"] if c.get("representative_steps") is False),
