@@ -214,4 +214,4 @@ def test_streaming_room_orders_are_permutations_and_the_last_batch_is_the_shorte
         step_end_s = np.array([3.0, 8.0, 20.0])
         metrics = {"end_to_end_s": 20.0}
 
-    assert trainer_waits(Result, max_lag=0) == (1.0, 2.0, 4.0, 20.0)
+    assert trainer_waits(Result, max_lag=0) == (1.0, 2.0, 4.0, 20.0, 3)

@@ -637,3 +637,8 @@ def test_the_summary_says_what_the_pick_saves_over_the_shuffle_or_that_order_mat
     behind = arrangement_line(choice({"interleave": 1003.0, "shuffle": 1000.0}, "interleave"))
     assert "(0.3% slower): the order matters little here" in behind
     assert "a shuffle" not in arrangement_line(choice({"interleave": 900.0, "long-first": 950.0}, "interleave"))
+    slower = arrangement_line(choice({"interleave": 1100.0, "shuffle": 1000.0}, "interleave"))
+    assert "\n  expected 10.0% slower than a shuffle at the same concurrency" in slower and "matters little" not in slower
+    assert "a shuffle" not in arrangement_line(choice({"shuffle": 1000.0, "interleave": 1003.0}, "shuffle"))
+    broken = {**choice({"interleave": 1200.0, "shuffle": 1000.0}, "interleave"), "bound_broken_on_input": ["shuffle"]}
+    assert "a shuffle at the same" not in arrangement_line(broken)
