@@ -47,13 +47,14 @@ FINDINGS = """\
 ### What the arrangement wins, and where it does not
 
 - **`--arrangement auto` against the plain sorts** (blocking `continuous` engine, 6 seeds): level with or
-  ahead of the best equal-footing baseline on every workload; where a sort is best (AIME, two instances,
+  ahead of the best equal-footing baseline on every workload (GSM8K -0.9% +- 2.0% in the rerun of 2026-12-03,
+  +1.1% before it: the seeds' noise, one pick of six); where a sort is best (AIME, two instances,
   trainer-bound mixes) auto picks that very sort (its `long-first` and `short-first` candidates cut the very
   minibatches of the baselines' sorts; only the order inside a minibatch, longest first, and the train steps,
   from estimated finish times, differ, which an audit measured at 0.1% on mix-k8-n8) and is level (0.0%). These tables are of `--kv-budget auto` (2026-12-02): on
   the long-reasoning mixes asp's minibatches count each group at its share of its wave's expected peak, 3-7.5%
   faster in seconds than counting it whole, and the baselines in asp's sizes are cut the same way and gain as
-  much or more ("The KV budget" below), so asp's margins over them (6 seeds) moved from 11.3% to 8.8% (mix-k8-n8),
+  much or more ("The KV budget" below), so asp's margins over them (6 seeds) moved from 11.3% to 8.8% (mix-k8-n8; 9.3% in the rerun of 2026-12-03),
   20.4% to 19.8% (mix-k8-n8-b256) and 0.7% to level (aime-k8-n8-b256). On engines that refill freed slots
   ("Other engines" below) asp wins nothing: against all thirteen baselines that run there it is level on five
   workloads and 0.8-1.3% behind the best of them on three (lag 2, 10 seeds); the 0.2-4.0% it read ahead before
@@ -62,8 +63,8 @@ FINDINGS = """\
   by the lag rule with a few long sequences left slept through the publish, which handicapped least-pending
   routing by up to 7%, and these
   tables had asp up to 7.3% ahead of it. On the `static`
-  engine (10 seeds: its replays are cheap and its GSM8K spread wide) it is 0.7% +- 0.5% behind long-first on
-  mix-k8-n8 and 0.4% +- 0.4% on mix-k8-n8-b256, level on four (GSM8K -0.1% +- 1.7%: at 4 seeds the same
+  engine (10 seeds: its replays are cheap and its GSM8K spread wide) it is 0.7% +- 0.3% behind long-first on
+  mix-k8-n8 and 0.3% +- 0.4% on mix-k8-n8-b256, level on four (GSM8K -0.6% +- 1.6%: at 4 seeds the same
   table read -1.9%, the seeds' noise; AIME-n4 +0.2%) and 5-18% ahead on two (the static table is of 2026-12-02,
   with minibatches cut by their padded KV against half the cache: docs/algorithms.md, section 3). There
   long-first wins a near-tie (the padded engine's robust order): before, the interleaving won two ties in 32
@@ -158,8 +159,8 @@ OTHER_ENGINES = """\
   prompts and waits for its longest sequence. Composing each step by strata of predicted length instead of a
   shuffle (tried, 2 seeds) moved asp's row by 0.2%; not kept.
 - **Static padding** (`static`: HF `generate`, 10 seeds): long-first in asp's sizes is the best baseline
-  almost everywhere; asp (auto) is 0.7% and 0.4% behind it on mix-k8-n8 and mix-k8-n8-b256 (each within two
-  standard errors), level on four workloads (GSM8K -0.1% +- 1.7%, AIME-n4 +0.2%), and ahead on mix-k16-n16
+  almost everywhere; asp (auto) is 0.7% and 0.3% behind it on mix-k8-n8 and mix-k8-n8-b256 (each within two and a half
+  standard errors), level on four workloads (GSM8K -0.6% +- 1.6%, AIME-n4 +0.3%), and ahead on mix-k16-n16
   (5.3%) and mix-k16-n16-b512 (18%).
   Measured 2026-12-02 with every minibatch, asp's and the baselines' in its sizes, cut so that its padded KV
   (rows x (longest prompt + longest predicted maximum)) fits half the KV cache, the static default since
