@@ -49,7 +49,8 @@ replayed the true-lengths row with asp's dispatch: the 2.1% streaming lead on ch
 sort). The streaming candidate `quick-start` (the shuffle opened by each epoch's shortest train batch, decided
 on the math workloads, 2026-12-02) took streaming at lag 2 on the mix from 0.6% behind to 1.3% ahead of the
 best baseline (rerun 2026-12-03, which also picked up the history estimator's changes of 2026-12-02: every
-other figure within 0.1 point, and in synchronous streaming the best baseline is now the least-pending router
+other gain within 0.1 point but the forced `per-step` in synchronous streaming, -26.7% to -27.3%, and the
+planned-instance rows within 0.01, and in synchronous streaming the best baseline is now the least-pending router
 fed longest first, 0.736, asp level with it). Every other figure is as first measured.
 Tables as in "Simulated end-to-end time against baselines".
 """
@@ -58,9 +59,10 @@ FINDINGS = """\
 ### What held and what did not
 
 The picture of the math workloads holds on chat: asp is never behind the best equal-footing baseline here
-but with `--steps representative` (1.3% and 3.1%; each gain with its standard error over the seeds in the
-tables), and 3-21% ahead of it on the chat + math + reasoning mix with blocking engines; on engines that
-refill it wins little (level on chat, 1.3% on the mix), as on math; it loses where it loses on math (steps kept representative in arrival
+except with `--steps representative` (1.3% and 3.1%) and with `per-step` forced in synchronous streaming
+(each gain with its standard error over the seeds in the tables), and 3-21% ahead of it on the chat + math +
+reasoning mix with blocking engines; on engines that refill it wins little (level on chat, 1.3% on the
+mix); it loses where it loses on math (steps kept representative in arrival
 order).
 
 - **Blocking `continuous` engine** (6 seeds): on chat alone auto is level with the best baseline (it picks
