@@ -1,6 +1,7 @@
 """How well does `--arrangement auto` choose? Regenerate docs/benchmarks.md's section "How well auto chooses".
 
     python scripts/bench_choice_regret.py [--seeds 4] [--modes continuous,static,streaming] [--write-docs]
+    python scripts/bench_choice_regret.py --modes streaming --tie-order quick-start,shuffle,interleave,...
 
 For every benchmark workload and seed, auto judges its candidates under lengths drawn from its predictions
 (`asp_cli.arrange.choose`); here each candidate is also forced (`--arrangement NAME`) and replayed on the true
@@ -55,8 +56,13 @@ What this shows (measured 2026-12-01; the continuous table 2026-12-02):
 """
 
 
-def regret_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] | None = None) -> list[dict]:
-    """One row per workload: picks that were the true best, and the regret over seeds."""
+def regret_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] | None = None,
+                tie_order: tuple[str, ...] | None = None) -> list[dict]:
+    """One row per workload: picks that were the true best, and the regret over seeds. With ``tie_order``, the
+    pick is remade from the same expected times with that order breaking the near-ties (the earliest within
+    `asp_cli.arrange.choose.TIE_MARGIN` of the fastest) instead of the engine's own order."""
+    from asp_cli.arrange.choose import TIE_MARGIN
+
     from asp_cli.arrange.pipeline import plan
     from asp_cli.bench.compare import ASP, WORKLOADS, build_workload, compare
 
@@ -80,6 +86,13 @@ def regret_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...
                 true[label(candidate["name"], candidate["kv_budget"])] = replay[0]["end_to_end_s"]
             best = min(true, key=true.get)
             mine = label(choice.chosen, choice.kv_budget)
+            if tie_order is not None:
+                expected = {c["name"]: c["expected_end_to_end_s"] for c in choice.candidates
+                            if c["kv_budget"] == choice.kv_budget}
+                fastest = min(expected.values())
+                order = list(tie_order) + [n for n in expected if n not in tie_order]
+                mine = label(next(n for n in order if expected.get(n, float("inf")) <= fastest * (1 + TIE_MARGIN)),
+                             choice.kv_budget)
             hits += true[mine] <= true[best] * (1.0 + 1e-9)
             regrets.append(true[mine] / true[best] - 1.0)
             best_names.append(best)
@@ -106,7 +119,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--modes", default="continuous,static,streaming")
     parser.add_argument("--write-docs", action="store_true", help="rewrite the section in --doc")
+    parser.add_argument("--tie-order", default=None,
+                        help="comma-separated candidates: remake each pick with this order breaking near-ties "
+                             "(a what-if; not with --write-docs)")
     args = parser.parse_args()
+    if args.write_docs and args.tie_order:
+        parser.error("--tie-order is a what-if; it does not rewrite the docs")
     if not args.data.is_dir():
         print(f"Skipped: {args.data} is not there (the real length data is read at run time).", file=sys.stderr)
         return
@@ -116,7 +134,8 @@ def main() -> None:
     tables = []
     for mode in args.modes.split(","):
         print(f"{mode} ...", file=sys.stderr)
-        tables.append(table(mode, regret_rows(args.data, preset, mode, args.seeds)))
+        tie_order = tuple(args.tie_order.split(",")) if args.tie_order else None
+        tables.append(table(mode, regret_rows(args.data, preset, mode, args.seeds, tie_order=tie_order)))
     text = "\n".join(tables)
     print(text)
     if args.write_docs:
