@@ -100,7 +100,7 @@ FINDINGS = """\
   sorted order keeps the trainer waiting for the last length class; before, it did, and auto was 4% slower
   there); `--steps representative` keeps `per-step` there. Under `--max-lag 2` the replay now holds a schedule-following
   trainer to the bound (before, it applied no rule there, so that table was not on equal footing): asp is
-  from 0.5% behind to 17% ahead, with `per-step`'s representative steps on mix-k8-n8-b256, and plain sorts (steps far
+  from 0.3% behind to 17% ahead, with `per-step`'s representative steps on mix-k8-n8-b256, and plain sorts (steps far
   from representative) where they are faster. Finer strata for the stratified steps (per-group predicted
   length, about four groups of each per step) were tried: steps beat the shuffle (0.03-0.07) but each waits
   for its long groups, 20-29% slower on the 8-instance mixes, so they are not used.
@@ -108,7 +108,8 @@ FINDINGS = """\
   be about a shuffle's. With a trainer that follows the schedule it changes nothing (auto already takes
   `per-step` there); in synchronous streaming it takes `per-step` (2-3% over round-robin instead of 11-23%).
   In arrival order it is costly: mostly the shuffle is left (now the random baseline itself), level or
-  ahead on GSM8K and the mixes of 256-512 (judged over two epochs it takes the shuffle on mix-k8-n8-b256),
+  ahead on the mixes of 256-512 and on GSM8K (-2.2% +- 2.5% in the rerun of 2026-12-03, +0.5% before it: the
+  seeds' noise) (judged over two epochs it takes the shuffle on mix-k8-n8-b256),
   0.3-1% behind on AIME, 2-9% behind the best sort on mix-k16-n16 and mix-k8-n8 and twice the long-first
   time on two instances (mix-k2-n4). Representative steps
   in arrival order cost the packing; prefer a trainer that follows the schedule.
