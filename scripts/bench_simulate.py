@@ -145,14 +145,14 @@ OTHER_ENGINES = """\
   noisy means picked after the fact, which flatters the baselines a little; no one baseline beats asp
   everywhere, but nothing here says an offline arrangement is worth having on these engines. Planned for
   servers that keep to its `instance` column (`--dispatch planned`, the second table, 4 seeds; "best equal"
-  there among the rows that keep to their servers too), it is within 0.4% on six and behind on two (mix-k8-n8
-  1.0% +- 0.7%, GSM8K 1.5% +- 1.2%). The tables with the lag bound are the simulator's after the fix of
+  there among the rows that keep to their servers too), it is within 0.5% on six and behind on two (mix-k8-n8
+  0.9% +- 0.4%, GSM8K 1.8% +- 1.1%; rerun 2026-12-03). The tables with the lag bound are the simulator's after the fix of
   2026-12-01 (docs/simulation.md): before it, busy instances held by the lag rule slept through publishes.
   **Synchronous training** (`--max-lag 0`, the last two streaming tables) is where the room is: every step
   waits for its slowest instance. There auto is 23% and 11% faster than a random round-robin deal on the 8-
   and 16-instance mixes at train batches 256 and 512, level with the least-pending router fed longest first,
   but by ordering the epoch longest first, so each step holds prompts of one length (step deviation 2.8
-  against 0.2): a length curriculum, not a neutral schedule; on AIME it is 1.0% +- 0.8% behind a count-balanced
+  against 0.2): a length curriculum, not a neutral schedule; on AIME it is 0.4% +- 0.8% behind a count-balanced
   deal. `--arrangement per-step` keeps a shuffle's steps (0.12-0.20 against 0.03-0.18) and is 3-5% faster
   than the round-robin deal: less than the 8% the issue asks for, and the true lengths themselves take
   per-step only to 5.6-6.7% (0.933-0.944): with a shuffle's steps, each step holds its share of the longest
