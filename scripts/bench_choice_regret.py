@@ -62,7 +62,6 @@ def regret_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...
     pick is remade from the same expected times with that order breaking the near-ties (the earliest within
     `asp_cli.arrange.choose.TIE_MARGIN` of the fastest) instead of the engine's own order."""
     from asp_cli.arrange.choose import TIE_MARGIN
-
     from asp_cli.arrange.pipeline import plan
     from asp_cli.bench.compare import ASP, WORKLOADS, build_workload, compare
 
@@ -132,9 +131,9 @@ def main() -> None:
 
     preset = load_preset("h100-qwen2.5-7b")
     tables = []
+    tie_order = tuple(args.tie_order.split(",")) if args.tie_order else None
     for mode in args.modes.split(","):
         print(f"{mode} ...", file=sys.stderr)
-        tie_order = tuple(args.tie_order.split(",")) if args.tie_order else None
         tables.append(table(mode, regret_rows(args.data, preset, mode, args.seeds, tie_order=tie_order)))
     text = "\n".join(tables)
     print(text)

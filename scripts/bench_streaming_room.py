@@ -37,17 +37,22 @@ ROOT = Path(__file__).resolve().parent.parent
 LARGE = ("mix-k8-n8-b256", "mix-k16-n16-b512", "aime-k8-n8-b256")
 
 
+def replay_settings(settings, max_lag, dispatch: str):
+    """The simulator's settings for a streaming replay of the workload under ``max_lag`` and ``dispatch``."""
+    from asp_cli.sim.records import SimulationSettings
+
+    return SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
+                              train_batch_size=settings.train_batch_size, mode="streaming", dispatch=dispatch,
+                              max_lag=max_lag)
+
+
 def replay(preset, settings, max_lag, truth: np.ndarray, prompt_tokens: np.ndarray,
            orders: list[np.ndarray]) -> float:
     """End-to-end seconds of the epochs' orders (positions into the workload's prompts), free dispatch."""
-    from asp_cli.sim.records import SimulationSettings
     from asp_cli.sim.run import simulate_arrays
 
     order = np.concatenate(orders)
-    sim = SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
-                             train_batch_size=settings.train_batch_size, mode="streaming", dispatch="free",
-                             max_lag=max_lag)
-    result = simulate_arrays(preset, sim, instances=settings.instances, row_minibatch=np.arange(order.size),
+    result = simulate_arrays(preset, replay_settings(settings, max_lag, "free"), instances=settings.instances, row_minibatch=np.arange(order.size),
                              row_instance=np.zeros(order.size, dtype=np.int64), response_tokens=truth[order],
                              prompt_tokens=prompt_tokens[order])
     return float(result.metrics["end_to_end_s"])
@@ -71,16 +76,13 @@ def frames_to_replay(workload, settings, max_lag, preset) -> list[tuple[str, obj
 def replay_frame(preset, settings, max_lag, workload, frame, dispatch):
     """One schedule frame replayed on the workload's true lengths (the simulator's result, lower bound included)."""
     from asp_cli import columns as C
-    from asp_cli.sim.records import SimulationSettings
     from asp_cli.sim.run import simulate_schedule
 
     frame = frame.sort("seq")
     position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
     index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
-    sim = SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
-                             train_batch_size=settings.train_batch_size, mode="streaming", dispatch=dispatch,
-                             max_lag=max_lag)
-    return simulate_schedule(frame, np.asarray(workload.truth)[index], preset, sim, instances=settings.instances)
+    return simulate_schedule(frame, np.asarray(workload.truth)[index], preset,
+                             replay_settings(settings, max_lag, dispatch), instances=settings.instances)
 
 
 def trainer_waits(result, max_lag) -> tuple[float, float, float, float, int]:

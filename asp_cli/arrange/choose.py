@@ -446,12 +446,11 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
     if shuffle is None or not mine or not shuffle.get("expected_end_to_end_s"):
         return ""
     gain = 1.0 - mine / shuffle["expected_end_to_end_s"]
-    if gain >= ORDER_MATTERS_LITTLE:
-        return f"\n  expected {gain:.1%} faster than a shuffle at the same concurrency (the candidate `shuffle`)"
-    if gain <= -ORDER_MATTERS_LITTLE:
-        return f"\n  expected {-gain:.1%} slower than a shuffle at the same concurrency (the candidate `shuffle`)"
-    return (f"\n  expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency ({abs(gain):.1%} "
-            f"{'faster' if gain >= 0 else 'slower'}): the order matters little here")
+    by = f"{abs(gain):.1%} {'faster' if gain >= 0 else 'slower'}"
+    if abs(gain) >= ORDER_MATTERS_LITTLE:
+        return f"\n  expected {by} than a shuffle at the same concurrency (the candidate `shuffle`)"
+    return (f"\n  expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency ({by}): "
+            "the order matters little here")
 
 
 def arrangement_line(choice: dict[str, Any]) -> str:
