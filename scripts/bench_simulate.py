@@ -132,15 +132,17 @@ OTHER_ENGINES = """\
   1.6%, and mix-k8-n8-b256 0.4% behind (now level). Against the issue's yardstick, a random round-robin deal
   on the large workloads (the third streaming table, 4 seeds), asp is 5.3% faster on mix-k8-n8-b256, 1.2% on
   mix-k16-n16-b512 and 1.3% slower on aime-k8-n8-b256: not the 8% asked, which no order reaches here: the
-  fastest of 38 orders (asp's own included), picked after the fact on the very lengths it is judged on, is 6.8%, 2.1% and
+  fastest of 44 orders (asp's own included), picked after the fact on the very lengths it is judged on, is 6.8%, 2.1% and
   0.9% faster than the deal ("Room for an order on engines that refill" below: these runs are trainer-bound,
   and orders differ only in how the pipeline fills and drains). Before the audit the same runs read 0.2-4.0% ahead: those "wins" were auto's shortest-first
   candidate against tables that lacked that sort. Without a lag bound (4 seeds, rerun 2026-12-03) it is within 0.4% on six and
   behind on two: aime-k8-n8-b256 1.3% +- 0.9% and mix-k8-n8-b256 5.6% +- 0.6%, on every seed. There the best
   row is verl's chunks sorted shortest first, each train batch cut into one contiguous chunk per server and
-  each chunk kept to its server; asp's pick is the same epoch sorted shortest first, routed least-pending. That
-  is routing, not order: no order under least-pending routing comes near it, not even one picked after the fact on the true lengths
-  ("Room for an order on engines that refill" below). (The table before this rerun read 8.4% +- 5.0% there,
+  each chunk kept to its server. Half of that gap is auto's choice: its own `short-first` candidate, routed
+  least-pending, is the fastest order for that router on every seed and 2.8% faster than auto's pick
+  (`quick-start` or the shuffle on three seeds of four), which the predictive draws do not show; the other half
+  is routing, which no order for a least-pending router makes up ("Room for an order on engines that refill"
+  below). (The table before this rerun read 8.4% +- 5.0% there,
   one bad seed of four.) The best row changes from workload to workload and is the fastest of thirteen
   noisy means picked after the fact, which flatters the baselines a little; no one baseline beats asp
   everywhere, but nothing here says an offline arrangement is worth having on these engines. Planned for

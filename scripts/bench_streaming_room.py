@@ -10,11 +10,11 @@ replays, on the true lengths:
   shortest first (each train batch cut into one chunk per server, each chunk kept to its server: the best
   baseline of several tables in docs/benchmarks.md, and a routing as well as an order) and asp's own schedule
   (`--arrangement auto`, planned on predictions, as in docs/benchmarks.md);
-* every streaming candidate of `asp_cli.arrange.streaming` planned on the *true* group maxima, ``--shuffles``
-  more random shuffles, and the shapes tried while looking for room: the run's last train batch made of its
-  shortest groups (a cheap final step after the rollout drains), every epoch closed by them (an epoch is not a
-  whole number of train batches, so only the run's end lines up with a step), and long groups pulled forward (a
-  bias toward the head).
+* every streaming candidate of `asp_cli.arrange.streaming` planned on the *true* group maxima and again on the
+  predicted ones (the orders auto chooses among, each forced), ``--shuffles`` more random shuffles, and the
+  shapes tried while looking for room: the run's last train batch made of its shortest groups (a cheap final
+  step after the rollout drains), every epoch closed by them (an epoch is not a whole number of train batches,
+  so only the run's end lines up with a step), and long groups pulled forward (a bias toward the head).
 
 "best order, picked after" is the fastest of all of these (asp's own schedule and least-pending routing of a
 shuffle included; verl's chunks, a routing, not) on each seed, chosen after the fact on the very lengths it is
@@ -97,16 +97,21 @@ def trainer_waits(result, max_lag) -> tuple[float, float, float, float, int]:
             float(result.metrics["end_to_end_s"]), steps)
 
 
-def orders_to_try(top: np.ndarray, settings, seed: int, shuffles: int) -> dict[str, list[np.ndarray]]:
-    """Every order to replay, by name: one array of positions per epoch."""
+def candidate_orders(top: np.ndarray, settings, seed: int) -> dict[str, list[np.ndarray]]:
+    """Every streaming candidate of `asp_cli.arrange.streaming` ordered by the group maxima ``top``, by name: one
+    array of positions per epoch."""
     from asp_cli.arrange.streaming import STREAMING_ORDERS, streaming_order
 
+    return {name: [streaming_order(name, top, top, settings.instances, settings.length_classes,
+                                   np.random.default_rng([seed, epoch, 5]), settings.train_batch_size)[0]
+                   for epoch in range(settings.epochs)]
+            for name in STREAMING_ORDERS}
+
+
+def orders_to_try(top: np.ndarray, settings, seed: int, shuffles: int) -> dict[str, list[np.ndarray]]:
+    """Every order to replay, by name: one array of positions per epoch."""
     size, batch, epochs = top.size, settings.train_batch_size, settings.epochs
-    tried: dict[str, list[np.ndarray]] = {}
-    for name in STREAMING_ORDERS:
-        tried[name] = [streaming_order(name, top, top, settings.instances, settings.length_classes,
-                                       np.random.default_rng([seed, epoch, 5]), batch)[0]
-                       for epoch in range(epochs)]
+    tried = candidate_orders(top, settings, seed)
     for k in range(shuffles):
         tried[f"shuffle #{k}"] = [np.random.default_rng([seed, epoch, 100 + k]).permutation(size)
                                   for epoch in range(epochs)]
@@ -167,6 +172,11 @@ def main() -> None:
             times = {label: replay(preset, settings, max_lag, truth, prompt_tokens, orders)
                      for label, orders in orders_to_try(truth.max(axis=1).astype(np.float64), settings, seed,
                                                         args.shuffles).items()}
+            # The candidates ordered by the predictions too: a sort by predicted length is not a sort by the true
+            # maximum, and on these runs can be the faster of the two (a noisy sort spreads the longest groups).
+            predicted = workload.predictions["predicted_max_tokens"].to_numpy().astype(np.float64)
+            for label, orders in candidate_orders(predicted, settings, seed).items():
+                times[f"{label} (predictions)"] = replay(preset, settings, max_lag, truth, prompt_tokens, orders)
             # asp's own schedule and least-pending routing of a shuffle are orders for the same router: in the pick
             # too (verl's chunks are a routing, and stay out).
             times["asp (auto, predictions)"] = rows[ASP].metrics["end_to_end_s"]

@@ -196,7 +196,9 @@ def test_streaming_room_orders_are_permutations_and_the_last_batch_is_the_shorte
     from util import REPO
 
     sys.path.insert(0, str(REPO / "scripts"))
-    from bench_streaming_room import orders_to_try, trainer_waits
+    from bench_streaming_room import candidate_orders, orders_to_try, trainer_waits
+
+    from asp_cli.arrange.streaming import STREAMING_ORDERS
 
     settings = dataclasses.replace(WORKLOADS["mix-k8-n8-b256"].settings(0), train_batch_size=10, epochs=2)
     top = np.random.default_rng(1).lognormal(6, 1, size=57)
@@ -208,6 +210,12 @@ def test_streaming_room_orders_are_permutations_and_the_last_batch_is_the_shorte
     last = tried["shortest batch last #0"]
     assert set(last[-1][-10:].tolist()) == set(np.argsort(top)[:10].tolist())
     assert np.array_equal(last[0], tried["shuffle #0"][0])  # only the run's last epoch changes
+    # The candidates are sorted by whichever maxima they are given: the true ones, or the predicted ones.
+    predicted = top * np.random.default_rng(2).lognormal(0, 0.5, size=57)
+    by_prediction = candidate_orders(predicted, settings, seed=0)
+    assert set(by_prediction) == set(STREAMING_ORDERS)
+    assert np.array_equal(by_prediction["short-first"][1], np.argsort(predicted, kind="stable"))
+    assert np.array_equal(tried["short-first"][1], np.argsort(top, kind="stable"))
 
     class Result:  # three steps: idle 1 s before the first, 2 s and 4 s before the others
         step_start_s = np.array([1.0, 5.0, 12.0])
@@ -215,3 +223,19 @@ def test_streaming_room_orders_are_permutations_and_the_last_batch_is_the_shorte
         metrics = {"end_to_end_s": 20.0}
 
     assert trainer_waits(Result, max_lag=0) == (1.0, 2.0, 4.0, 20.0, 3)
+
+
+def test_choice_regret_what_ifs_do_not_rewrite_the_docs(tmp_path):
+    """scripts/bench_choice_regret.py: a what-if (another lag bound, tie order or history sigma) prints its tables
+    but never rewrites docs/benchmarks.md's section, whose figures are of the defaults."""
+    import subprocess
+    import sys
+
+    from util import REPO
+
+    for what_if in (["--max-lag", "none"], ["--history-sigma", "0.15"], ["--tie-order", "shuffle"]):
+        run = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_choice_regret.py"), "--write-docs",
+                              "--doc", str(tmp_path / "b.md"), *what_if], capture_output=True, text=True)
+        assert run.returncode == 2, what_if
+        assert "what-ifs; they do not rewrite the docs" in run.stderr
+        assert not (tmp_path / "b.md").exists()
