@@ -274,6 +274,15 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
                 f"{where}: column {name!r} has a negative value ({frame[name].min()}) at "
                 f"{_at(frame, pl.col(name) < 0)}; write the schedule again"
             )
+    for name in ("train_step", "minibatch"):
+        # Each step and each minibatch holds a row at least, so none is numbered past the rows: a larger number is
+        # an edit, and readers that count per step (asp report) would allocate by it.
+        past = frame[name] >= frame.height
+        if past.any():
+            raise ScheduleFormatError(
+                f"{where}: column {name!r} holds {frame[name].filter(past)[0]} at {_at(frame, past)}, more than the "
+                f"schedule's {frame.height} rows can number (each {name} holds a row); write the schedule again"
+            )
     for name, dtype in OPTIONAL_COLUMNS.items():
         # Optional, but when present a consumer relies on it: the documented type, no gaps, finite numbers.
         if name not in frame.columns:

@@ -130,11 +130,40 @@ def test_mismatched_dataset_names_the_id(built, tmp_path):  # noqa: F811
     rows = make_prompts(PROMPTS)
     rows[3]["id"] = "intruder"
     other = write_jsonl(tmp_path / "other.jsonl", rows)
-    with pytest.raises(InputError, match=r"other\.jsonl: dataset row 3 has prompt id 'intruder'"):
+    # The row is counted from 1 within its file, as its lines are (docs/errors.md, E07).
+    with pytest.raises(InputError, match=r"other\.jsonl row 4 has prompt id 'intruder'"):
         export(built["schedule"], [other], tmp_path / "o.parquet")
     short = write_jsonl(tmp_path / "short.jsonl", make_prompts(50))
-    with pytest.raises(InputError, match=r"short\.jsonl: .*has 50 rows"):
+    with pytest.raises(InputError, match=r"short\.jsonl row 51: .*\(50 readable rows\)"):
         export(built["schedule"], [short], tmp_path / "o.parquet")
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_a_mismatch_in_a_second_file_names_that_file_and_its_line(tmp_path):
+    """With several dataset files the error names the file that holds the wrong row and its line there, not a
+    row counted over all of them; an unusable row says why (the reader's own error); a prompt column the user
+    did not name is said to be the schedule's."""
+    first = write_jsonl(tmp_path / "g1.jsonl", [{"id": "a", "question": "hi"}, {"id": "b", "question": "yo"}])
+    second = write_jsonl(tmp_path / "g2.jsonl", [{"id": "c", "question": "hi"}, {"id": "d", "question": "yo"}])
+    schedule = tmp_path / "s.parquet"
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    done = CliRunner().invoke(app, ["schedule", str(first), str(second), "-o", str(schedule), "-q"])
+    assert done.exit_code == 0, done.output
+    wrong = write_jsonl(tmp_path / "b2.jsonl", [{"id": "c", "question": "hi"}, {"id": "X", "question": "yo"}])
+    with pytest.raises(InputError, match=r"^\S*b2\.jsonl row 2 has prompt id 'X' but the schedule expects 'd'"):
+        export(schedule, [first, wrong], tmp_path / "o.parquet")
+    latin = tmp_path / "l4.jsonl"
+    latin.write_bytes(b'{"id": "c", "question": "ok"}\n{"id": "d", "question": "caf\xe9"}\n')
+    with pytest.raises(InputError, match=r"l4\.jsonl row 2: .*no usable prompt there \(the first unreadable row: "
+                                         r"\S*l4\.jsonl:2: not valid UTF-8"):
+        export(schedule, [first, latin], tmp_path / "o.parquet")
+    keyless = write_jsonl(tmp_path / "nop.jsonl", [{"text": "x"}, {"text": "y"}])
+    with pytest.raises(InputError, match=r"no column 'question' \(the prompt column the schedule was made with; "
+                                         r"pass --prompt-key"):
+        export(schedule, [first, keyless], tmp_path / "o.parquet")
     assert not (tmp_path / "o.parquet").exists()
 
 
@@ -267,3 +296,10 @@ def test_verl_export_names_the_prompt_limit_a_long_prompt_needs(tmp_path):
     assert f"about {longest:,} tokens" in note and f"set data.max_prompt_length to at least {math.ceil(longest * 1.3):,}" in note
     assert "data.filter_overlong_prompts=False" in note
     assert result.trainer_settings["data.filter_overlong_prompts"] is False
+
+
+def test_workers_past_any_fleet_are_a_settings_error(built, tmp_path):  # noqa: F811
+    """A typo of a worker count fails at once as a setting (exit 4), before anything is allocated per worker."""
+    with pytest.raises(SettingsError, match=r"--workers 99999999999 is not a rollout fleet; give at most 100000"):
+        export(built["schedule"], [built["prompts"]], tmp_path / "o.parquet", format="verl", workers=99_999_999_999)
+    assert not (tmp_path / "o.parquet").exists()

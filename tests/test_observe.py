@@ -95,6 +95,27 @@ def test_bad_rows_stop_or_are_counted(tmp_path):
     assert any("skipped 1 bad rows" in w for w in result.warnings)
 
 
+def test_a_half_written_last_line_is_skipped_with_on_bad_row_skip(built, tmp_path):  # noqa: F811
+    """A crashed run's log ends mid-line: --on-bad-row skip reads the rest and counts it, as report does (the
+    format sniffing read used to raise before the skip could apply); without it, the error names the line."""
+    log = tmp_path / "crashed.jsonl"
+    log.write_bytes(b'{"id": "p1", "response_tokens": 3}\n\xff\xfe\n[1, 2]\n{"id": "p2", "response_tokens": 4}\n'
+                    b'{"id": "p3", "respo')
+    with pytest.raises(InputError, match=r"crashed.jsonl:2"):
+        observe([log], tmp_path / "h.parquet")
+    result = observe([log], tmp_path / "h.parquet", read=replace(OBSERVE_READ, on_bad_row="skip"))
+    assert result.added["prompt_id"].to_list() == ["p1", "p2"]
+    assert result.summary["bad_rows"] == 3
+    # A verl generation dump cut off the same way: its malformed line is counted too.
+    prompts = [json.loads(line) for line in built["prompts"].read_text().splitlines()]
+    dump = tmp_path / "dump.jsonl"
+    rows = [{"input": f"user: {row['question']}\nassistant:", "output": "x" * 40, "score": 1.0, "step": 1}
+            for row in prompts[:2]]
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"input": "user: ')
+    result = observe([dump], None, dataset=[built["prompts"]], read=replace(OBSERVE_READ, on_bad_row="skip"))
+    assert result.added.height == 2 and result.summary["bad_rows"] == 1
+
+
 def test_capped_samples_are_marked_truncated(built, tmp_path):  # noqa: F811
     log = tmp_path / "cap.csv"
     log.write_text("id,completion_tokens\np1,4096\np1,5000\np2,10\n")

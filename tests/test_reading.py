@@ -162,13 +162,22 @@ def test_duplicate_ids_across_files_name_each_files_own_row(tmp_path):
         ("x.jsonl", b'[{"question": "a"}]', "rename it to .json"),
         ("x.txt", b"hello", "unknown file type"),
         ("x.json", b'{"a": ', "malformed JSON"),
+        # JSON named .csv: the CSV parser failed on line 2 with its own words and no fix.
+        ("x.csv", b'{"id": "a", "question": "hi"}\n{"id": "b", "question": "yo"}\n',
+         "the name says CSV but the file looks like JSON lines; rename it"),
+        ("x.csv", b'[{"id": "a", "question": "hi"}]', "the name says CSV but the file looks like a JSON array"),
     ],
 )
 def test_bad_files_get_one_clear_error(tmp_path, name, content, fragment):
+    from asp_cli.reading.stream import read_prompts_streamed
+
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(InputError, match=fragment):
         read_prompts([path])
+    if name.endswith((".jsonl", ".csv")) and content.strip():  # the streamed reader (large inputs) says the same
+        with pytest.raises(InputError, match=fragment):
+            read_prompts_streamed([path])
 
 
 def test_missing_file(tmp_path):
@@ -374,3 +383,17 @@ def test_a_csv_with_two_byte_order_marks_keeps_its_id_column(tmp_path):
     assert frame["prompt_id"].to_list() == ["a", "b"]
     streamed, _ = read_prompts_streamed([path], ReadOptions())
     assert streamed["prompt_id"].to_list() == ["a", "b"]
+
+
+def test_a_prompt_file_named_twice_is_refused_as_such(tmp_path):
+    """asp schedule p.jsonl p.jsonl said "duplicate prompt id ... make ids unique": the ids are unique, the file is
+    named twice. Both readers (whole and streamed) say that, a second name of the same file included."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "question": "hi"}, {"id": "b", "question": "yo"}])
+    (tmp_path / "alias.jsonl").symlink_to(path)
+    for read in (read_prompts, read_prompts_streamed):
+        with pytest.raises(InputError, match=r"p.jsonl: given twice; name each prompt file once"):
+            read([path, path])
+        with pytest.raises(InputError, match=r"alias.jsonl \(the same file as .*p.jsonl\): given twice"):
+            read([path, tmp_path / "alias.jsonl"])

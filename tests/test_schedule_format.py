@@ -123,6 +123,13 @@ def test_invariants_are_checked(frame, mutate, fragment):
         (lambda f: f.with_columns(pl.when(pl.col("seq") == 2).then(pl.col("prompt_id").first())
                                   .otherwise(pl.col("prompt_id")).alias("prompt_id")),
          r"appears twice in one epoch \(prompt id '\w+' in epoch 0, first at row 1 "),
+        # A step or minibatch numbered past the rows: asp report allocated per step (7 TiB for 10**12).
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 3).then(10**12).otherwise(pl.col("train_step"))
+                                  .cast(pl.Int64).alias("train_step")),
+         r"column 'train_step' holds 1000000000000 at row 4 \(seq 3, .*more than the schedule's \d+ rows"),
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 0).then(10**9).otherwise(pl.col("minibatch"))
+                                  .cast(pl.Int64).alias("minibatch")),
+         r"column 'minibatch' holds 1000000000 at row 1 "),
     ],
 )
 def test_a_broken_schedule_names_its_first_bad_row(frame, mutate, fragment):

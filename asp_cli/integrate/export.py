@@ -19,6 +19,7 @@ Nothing here prints; warnings and the trainer settings to use come back in the `
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from asp_cli import __version__
@@ -239,10 +241,28 @@ def _matched_dataset(
     warnings: list[str] = []
     recorded_id, recorded_prompt = _recorded_keys(replay.schedule.metadata)
     id_key = id_key or recorded_id
+    prompt_key_given = prompt_key is not None
     prompt_key = prompt_key or recorded_prompt
-    prompts, _ = read_prompts(datasets, ReadOptions(prompt_key=prompt_key, id_key=id_key, on_bad_row="skip"))
+    read = ReadOptions(prompt_key=prompt_key, id_key=id_key, on_bad_row="skip")
+    try:
+        prompts, _ = read_prompts(datasets, read)
+    except InputError as exc:
+        if prompt_key is not None and not prompt_key_given and "(from --prompt-key)" in str(exc):
+            # The key was the schedule's own, not the user's: say so, and how to name another.
+            raise InputError(str(exc).replace("(from --prompt-key)", "(the prompt column the schedule was made "
+                                              "with; pass --prompt-key if this dataset names it otherwise)")) from exc
+        raise
     unreadable = ReadReport()
-    raw = read_rows(datasets, report=unreadable)
+    heights: list[int] = []
+    raw = read_rows(datasets, report=unreadable, heights=heights)
+    starts = np.cumsum([0, *heights])
+
+    def place(row: int) -> str:
+        """Where dataset row ``row`` (0-based over all inputs) is: its file and its row there, from 1."""
+        k = int(np.searchsorted(starts, row, side="right")) - 1
+        k = min(max(k, 0), len(datasets) - 1)
+        return f"{datasets[k]} row {row - int(starts[k]) + 1}"
+
     if unreadable.skipped_rows:
         # Lines that are not JSON objects take no row number (as in `asp schedule --on-bad-row skip`), so the
         # rows after them still line up with the schedule's.
@@ -254,16 +274,22 @@ def _matched_dataset(
     missing = joined.filter(pl.col("dataset_id").is_null())
     if missing.height:
         first = missing.row(0, named=True)
+        where = place(first["row"])  # past the end: the last file, counted on past its rows
+        try:  # why a row is unusable (a line that is not UTF-8, a prompt that is not text): the reader says
+            read_prompts(datasets, dataclasses.replace(read, on_bad_row="error"))
+            reason = ""
+        except InputError as exc:
+            reason = f" (the first unreadable row: {str(exc).split('; fix the row, or pass --on-bad-row')[0]})"
         raise InputError(
-            f"{', '.join(str(p) for p in datasets)}: the schedule expects prompt id {shown_id(first['prompt_id'])} at "
-            f"dataset row {first['row']}, but the dataset has {raw.height} rows and no usable prompt there; export "
-            "with the file(s) the schedule was made from"
+            f"{where}: the schedule expects prompt id {shown_id(first['prompt_id'])} there, but the dataset "
+            f"({raw.height} readable rows) has no usable prompt there{reason}; export with the file(s) the schedule "
+            "was made from"
         )
     wrong = joined.filter(pl.col("prompt_id") != pl.col("dataset_id"))
     if wrong.height:
         first = wrong.row(0, named=True)
         raise InputError(
-            f"{', '.join(str(p) for p in datasets)}: dataset row {first['row']} has prompt id "
+            f"{place(first['row'])} has prompt id "
             f"{first['dataset_id']!r} but the schedule expects "
             f"{shown_id(first['prompt_id'])} ({wrong.height} rows differ); export with the file(s) the schedule was made "
             "from, in the same order"
@@ -283,12 +309,13 @@ def _matched_dataset(
     return raw, warnings
 
 
-def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None) -> pl.DataFrame:
+def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None,
+              heights: list[int] | None = None) -> pl.DataFrame:
     """The datasets' own rows, concatenated, with ``\x00row``: the 0-based row over all inputs, as
     `asp_cli.reading.read_prompts` numbers them (so ``row`` of a prompt frame or a schedule finds its row here).
 
     Lines that are not JSON objects are skipped and counted in ``report`` (a `reading.ReadReport`) when
-    ``on_bad_row`` is ``"skip"``; without a report they raise.
+    ``on_bad_row`` is ``"skip"``; without a report they raise. ``heights``, given, gets each file's row count.
     """
     from asp_cli.reading import read_table
 
@@ -299,6 +326,8 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
         part = part.select([c for c in part.columns if not c.startswith("\x00")])
         parts.append(part.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias("\x00row")))
         offset += part.height
+        if heights is not None:
+            heights.append(part.height)
     return parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
 
 

@@ -301,11 +301,18 @@ def _read_log(
     summary: dict[str, Any],
 ) -> tuple[pl.DataFrame, str]:
     """One log's samples and its kind (`LOG_FORMATS`)."""
-    from asp_cli.reading import read_lengths, read_table
+    from asp_cli.reading import ReadReport, read_lengths, read_table
 
-    frame = read_table(path, on_bad_row=read.on_bad_row, text_columns=read.text_keys)
+    # With --on-bad-row skip, lines that are not JSON (a crashed run's half-written last line) are skipped here
+    # and counted: on the verl paths from this read, on the others from `read_lengths`' own read of the file.
+    malformed = ReadReport()
+    frame = read_table(path, on_bad_row=read.on_bad_row, report=malformed, text_columns=read.text_keys)
     kind = _log_format(path, frame, read)
-    if kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None:
+    verl_dump = kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None
+    if verl_dump or kind == "verl_generations":
+        summary["bad_rows"] += malformed.skipped_rows
+        summary["bad_row_examples"].extend(f"{w}: not a JSON object" for w in malformed.skipped_examples)
+    if verl_dump:
         return _read_verl_dump(path, frame, dataset, read.tokenizer, summary), kind
     if kind == "verl_generations":
         return _read_verl_generations(path, frame, _verl_responses_column(frame), read, summary), kind

@@ -30,6 +30,7 @@ import polars as pl
 
 from asp_cli.errors import SettingsError, shown_id
 from asp_cli.schedule_format import Schedule, read_schedule
+from asp_cli.settings import MAX_INSTANCES
 
 # How a trainer cuts a batch across rollout workers (`chunk_capacities`): ``v1`` is verl 0.9's default trainer
 # (the prompts, cut by TensorDict.chunk); ``legacy`` is verl 0.7's trainer, also 0.8's main_ppo and 0.9's
@@ -226,6 +227,8 @@ class Replay:
         size = self.train_batch_size if train_batch_size is None else train_batch_size
         if workers < 1:
             raise SettingsError(f"--workers must be at least 1 (got {workers})")
+        if workers > MAX_INSTANCES:  # as --instances: a typo, which would allocate per worker before failing
+            raise SettingsError(f"--workers {workers} is not a rollout fleet; give at most {MAX_INSTANCES}")
         if chunking not in CHUNKING:
             raise SettingsError(f"the chunking rule must be one of {', '.join(CHUNKING)} (got {chunking!r})")
         if size < 1:

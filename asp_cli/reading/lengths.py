@@ -12,7 +12,8 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, shown_id
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.prompts import id_column, id_problem_message
-from asp_cli.reading.tables import BAD_ROW_FIX, ReadReport, file_format, find_column, jsonl_line_of_row, read_table
+from asp_cli.reading.tables import (BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, jsonl_line_of_row,
+                                    read_table)
 
 # --------------------------------------------------------------------------------------------------------
 # Lengths: history, rollout logs, observed lengths
@@ -38,13 +39,9 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     """
     report = ReadReport()
     parts = []
-    given: dict[Path, Path] = {}
+    each_file_once(paths, "length file")  # each sample would count twice: in the history's spread, in a report's
     for path in paths:
         path = Path(path)
-        same = given.setdefault(path.resolve(), path)
-        if same is not path:  # each sample would count twice: in the history's spread, in a report's counts
-            shown = f"{path}" if str(same) == str(path) else f"{path} (the same file as {same})"
-            raise InputError(f"{shown}: given twice; name each length file once")
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         id_col = find_column(frame, C.ID_KEYS, options.length_id_key, what="prompt id", flag=options.length_id_flag,

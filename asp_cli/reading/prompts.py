@@ -17,6 +17,7 @@ from asp_cli.reading.tables import (
     CHAT_CONTENT,
     FILE_ROW,
     ReadReport,
+    each_file_once,
     file_format,
     find_column,
     flatten_content_parts,
@@ -188,6 +189,7 @@ def read_prompts(
         Missing, empty or malformed files, a missing prompt column, a prompt that is not text or a chat
         list, duplicate ids.
     """
+    each_file_once(paths, "prompt file")  # its ids would all repeat: say so, not "make ids unique"
     report = ReadReport()
     parts: list[pl.DataFrame] = []
     offset = 0

@@ -48,9 +48,11 @@ from asp_cli.reading.tables import (
     csv_separator,
     csv_text_schema,
     csv_without_extra_marks,
+    each_file_once,
     file_format,
     find_column,
     input_file_errors,
+    mislabelled,
     parse_jsonl_block,
     read_table,
     release_arrow_memory,
@@ -117,6 +119,7 @@ def read_prompts_streamed(
     parts: list[pl.DataFrame] = []
     offset = 0
     paths = [Path(p) for p in paths]
+    each_file_once(paths, "prompt file")
     if not paths:
         raise InputError("no input files given; name at least one prompt file")
     for index, path in enumerate(paths):
@@ -382,7 +385,7 @@ def _first_block(path: Path, blocks: Iterator[bytes], declared: str) -> Iterator
     for block in blocks:
         if first:
             first = False
-            if _sniff(block) in ("parquet", "gzip"):
+            if mislabelled(declared, block):
                 raise _mismatch(path, declared, block)
             _check_encoding(path, block)
         if not seen_text and not block.isspace():

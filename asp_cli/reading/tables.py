@@ -176,6 +176,14 @@ def _check_not_empty(path: Path, data: bytes) -> None:
         raise InputError(f"{path}: the file is empty; give a file with at least one row")
 
 
+def mislabelled(declared: str, data: bytes) -> bool:
+    """Whether a text file's first bytes say it is not what its name (``declared``: "CSV", "JSON lines", "JSON")
+    says: Parquet or gzip under any text name, JSON under a CSV name (a CSV header cannot open with ``{`` or ``[``
+    and mean it; read as CSV it fails on its second line with a parser message that names no fix)."""
+    actual = _sniff(data)
+    return actual in ("parquet", "gzip") or (declared == "CSV" and actual in ("json", "jsonl"))
+
+
 def _mismatch(path: Path, declared: str, data: bytes) -> InputError:
     actual = _sniff(data)
     described = {"parquet": "a Parquet file", "json": "a JSON array", "jsonl": "JSON lines", "gzip": "gzip data",
@@ -239,6 +247,19 @@ def _check_utf8(path: Path, data: bytes, first_line: int = 1) -> None:
         ) from None
 
 
+def each_file_once(paths: Sequence[Path], what: str) -> None:
+    """Raise `InputError` when one file is named twice among ``paths`` (the same path, or two names of one
+    file): every row would count twice, as duplicate prompt ids or as doubled samples. ``what`` names the
+    files in the message ("prompt file", "length file")."""
+    given: dict[Path, Path] = {}
+    for path in paths:
+        path = Path(path)
+        same = given.setdefault(path.resolve(), path)
+        if same is not path:
+            shown = f"{path}" if str(same) == str(path) else f"{path} (the same file as {same})"
+            raise InputError(f"{shown}: given twice; name each {what} once")
+
+
 def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport | None = None,
                text_columns: Sequence[str] = ()) -> pl.DataFrame:
     """Read a whole file into a frame of the user's own columns, choosing the reader by the file name.
@@ -257,8 +278,9 @@ def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport
     _check_not_empty(path, data)
     if fmt == "parquet":
         return _read_parquet(path, data)
-    if _sniff(data) == "parquet" or _sniff(data) == "gzip":
-        raise _mismatch(path, fmt.upper() if fmt != "jsonl" else "JSON lines", data)
+    declared = fmt.upper() if fmt != "jsonl" else "JSON lines"
+    if mislabelled(declared, data):
+        raise _mismatch(path, declared, data)
     _check_encoding(path, data)
     if fmt == "jsonl":
         return _read_jsonl(path, data, on_bad_row, report)
