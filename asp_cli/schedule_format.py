@@ -19,7 +19,7 @@ import polars as pl
 from asp_cli import limits
 from asp_cli.errors import InputError, ScheduleFormatError, shown_id
 from asp_cli.output import atomic_path
-from asp_cli.settings import KV_CUTS
+from asp_cli.settings import KV_CUTS, MAX_SCHEDULE_ROWS
 
 FORMAT_NAME = "asp.schedule"
 # Major bumps when a reader of the previous major would misread a file (a required column removed, renamed,
@@ -275,13 +275,16 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
                 f"{_at(frame, pl.col(name) < 0)}; write the schedule again"
             )
     for name in ("train_step", "minibatch"):
-        # Each step and each minibatch holds a row at least, so none is numbered past the rows: a larger number is
-        # an edit, and readers that count per step (asp report) would allocate by it.
-        past = frame[name] >= frame.height
+        # Each step and each minibatch holds a row at least, and no schedule has more than MAX_SCHEDULE_ROWS
+        # rows, so no number reaches it: a larger one is an edit, and readers that count per step (asp report)
+        # would allocate by it. (Not the file's own row count: a schedule cut to its first rows keeps its
+        # numbers, and is read.)
+        past = frame[name] >= MAX_SCHEDULE_ROWS
         if past.any():
             raise ScheduleFormatError(
-                f"{where}: column {name!r} holds {frame[name].filter(past)[0]} at {_at(frame, past)}, more than the "
-                f"schedule's {frame.height} rows can number (each {name} holds a row); write the schedule again"
+                f"{where}: column {name!r} holds {frame[name].filter(past)[0]} at {_at(frame, past)}, more than any "
+                f"schedule's rows can number ({MAX_SCHEDULE_ROWS:,} at most; each {name} holds a row); write the "
+                "schedule again"
             )
     for name, dtype in OPTIONAL_COLUMNS.items():
         # Optional, but when present a consumer relies on it: the documented type, no gaps, finite numbers.

@@ -22,6 +22,11 @@ MAX_SAMPLES_PER_PROMPT = 4096
 # The most sequences (groups x samples) a replay holds at once: the simulator keeps about 100 bytes a sequence
 # (a 1M-prompt streaming plan of 8M sequences peaks at 0.83 GiB), so this is about 10 GiB.
 MAX_REPLAY_SEQUENCES = 100_000_000
+# Most rows one schedule may hold (epochs x prompts). At about 1.3 kB of peak memory per row (docs/benchmarks.md,
+# 10M prompts) that is already 130 GB; a typo such as `--epochs 100000000` stops with exit 4 (E12) rather than in
+# an out-of-memory kill. Larger runs schedule a few epochs at a time. A schedule file's step and minibatch
+# numbers stay below it too (`schedule_format`).
+MAX_SCHEDULE_ROWS = 100_000_000
 
 
 def check_replay_size(groups: int, samples_per_prompt: int, what: str) -> None:

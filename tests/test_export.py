@@ -140,9 +140,9 @@ def test_mismatched_dataset_names_the_id(built, tmp_path):  # noqa: F811
 
 
 def test_a_mismatch_in_a_second_file_names_that_file_and_its_line(tmp_path):
-    """With several dataset files the error names the file that holds the wrong row and its line there, not a
-    row counted over all of them; an unusable row says why (the reader's own error); a prompt column the user
-    did not name is said to be the schedule's."""
+    """With several dataset files the error names the file that holds the wrong row and its row there (from 1),
+    not a row counted over all of them; an unusable row says what is wrong in its file (the reader's own error);
+    a prompt column the user did not name is said to be the schedule's."""
     first = write_jsonl(tmp_path / "g1.jsonl", [{"id": "a", "question": "hi"}, {"id": "b", "question": "yo"}])
     second = write_jsonl(tmp_path / "g2.jsonl", [{"id": "c", "question": "hi"}, {"id": "d", "question": "yo"}])
     schedule = tmp_path / "s.parquet"
@@ -157,7 +157,7 @@ def test_a_mismatch_in_a_second_file_names_that_file_and_its_line(tmp_path):
         export(schedule, [first, wrong], tmp_path / "o.parquet")
     latin = tmp_path / "l4.jsonl"
     latin.write_bytes(b'{"id": "c", "question": "ok"}\n{"id": "d", "question": "caf\xe9"}\n')
-    with pytest.raises(InputError, match=r"l4\.jsonl row 2: .*no usable prompt there \(the first unreadable row: "
+    with pytest.raises(InputError, match=r"l4\.jsonl row 2: .*no usable prompt there \(that file's first unreadable line: "
                                          r"\S*l4\.jsonl:2: not valid UTF-8"):
         export(schedule, [first, latin], tmp_path / "o.parquet")
     keyless = write_jsonl(tmp_path / "nop.jsonl", [{"text": "x"}, {"text": "y"}])

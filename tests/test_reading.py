@@ -397,3 +397,11 @@ def test_a_prompt_file_named_twice_is_refused_as_such(tmp_path):
             read([path, path])
         with pytest.raises(InputError, match=r"alias.jsonl \(the same file as .*p.jsonl\): given twice"):
             read([path, tmp_path / "alias.jsonl"])
+
+
+def test_a_csv_header_that_opens_with_a_bracket_is_still_csv(tmp_path):
+    """Only JSON under a .csv name is refused as mislabelled: a header such as `[id],prompt` is a CSV's."""
+    path = tmp_path / "br.csv"
+    path.write_text("[id],prompt\n1,hello\n2,world\n")
+    frame, _ = read_prompts([path], ReadOptions(id_key="[id]"))
+    assert frame["prompt_id"].to_list() == ["1", "2"]

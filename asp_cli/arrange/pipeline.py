@@ -34,7 +34,7 @@ from asp_cli.arrange.interleaving import (
 from asp_cli.arrange.packing import PaddedTokens, cut_minibatches, pack, per_step_order
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, recorded_command_line, write_schedule
-from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size
+from asp_cli.settings import MAX_SCHEDULE_ROWS, SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size
 from asp_cli.arrange.timeline import (
     busy_seconds,
     group_kv_tokens,
@@ -58,10 +58,6 @@ _MAX_LAG_ROUNDS = 60
 _WARM_TRAIN_BATCHES = 1
 # How many more minibatches of one length class an instance may hold than the instance with the fewest.
 _CLASS_BALANCE_SLACK = 1
-# Most rows one schedule may hold (epochs x prompts). At about 1.3 kB of peak memory per row (docs/benchmarks.md,
-# 10M prompts) that is already 130 GB; a typo such as `--epochs 100000000` stops here with exit 4 rather than in
-# an out-of-memory kill. Larger runs schedule a few epochs at a time.
-_MAX_ROWS = 100_000_000
 
 Progress = Callable[[str], None]
 
@@ -166,10 +162,10 @@ def plan(
         prompts, predictions = prompts[by_id], predictions[by_id]
     n = settings.samples_per_prompt
     rows = prompts.height * settings.epochs
-    if rows > _MAX_ROWS:
+    if rows > MAX_SCHEDULE_ROWS:
         raise SettingsError(
             f"--epochs {settings.epochs} x {prompts.height:,} prompts is {rows:,} schedule rows, more than "
-            f"{_MAX_ROWS:,}; schedule a few epochs per run (with a different --seed for each run)"
+            f"{MAX_SCHEDULE_ROWS:,}; schedule a few epochs per run (with a different --seed for each run)"
         )
     if settings.engine == "streaming":  # its expected times come from replaying every sequence
         check_replay_size(rows, settings.samples_per_prompt, "a plan for --engine streaming")

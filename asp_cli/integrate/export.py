@@ -240,17 +240,17 @@ def _matched_dataset(
 
     warnings: list[str] = []
     recorded_id, recorded_prompt = _recorded_keys(replay.schedule.metadata)
-    id_key = id_key or recorded_id
-    prompt_key_given = prompt_key is not None
-    prompt_key = prompt_key or recorded_prompt
-    read = ReadOptions(prompt_key=prompt_key, id_key=id_key, on_bad_row="skip")
+    recorded = {flag: f"(from {flag})" for flag, given in (("--prompt-key", prompt_key), ("--id-key", id_key))
+                if given is None}  # the keys the schedule's metadata names, not the user
+    read = ReadOptions(prompt_key=prompt_key or recorded_prompt, id_key=id_key or recorded_id, on_bad_row="skip")
     try:
         prompts, _ = read_prompts(datasets, read)
     except InputError as exc:
-        if prompt_key is not None and not prompt_key_given and "(from --prompt-key)" in str(exc):
-            # The key was the schedule's own, not the user's: say so, and how to name another.
-            raise InputError(str(exc).replace("(from --prompt-key)", "(the prompt column the schedule was made "
-                                              "with; pass --prompt-key if this dataset names it otherwise)")) from exc
+        for flag, origin in recorded.items():
+            if origin in str(exc):  # say whose key it was, and how to name another
+                what = "prompt" if flag == "--prompt-key" else "id"
+                raise InputError(str(exc).replace(origin, f"(the {what} column the schedule was made with; pass "
+                                                          f"{flag} if this dataset names it otherwise)")) from exc
         raise
     unreadable = ReadReport()
     heights: list[int] = []
@@ -258,9 +258,9 @@ def _matched_dataset(
     starts = np.cumsum([0, *heights])
 
     def place(row: int) -> str:
-        """Where dataset row ``row`` (0-based over all inputs) is: its file and its row there, from 1."""
-        k = int(np.searchsorted(starts, row, side="right")) - 1
-        k = min(max(k, 0), len(datasets) - 1)
+        """Where dataset row ``row`` (0-based over all inputs) is: its file and its row there, from 1 (rows: the
+        file's readable records, as `asp schedule` numbered them; a skipped line takes no number)."""
+        k = min(max(int(np.searchsorted(starts, row, side="right")) - 1, 0), len(datasets) - 1)
         return f"{datasets[k]} row {row - int(starts[k]) + 1}"
 
     if unreadable.skipped_rows:
@@ -275,11 +275,15 @@ def _matched_dataset(
     if missing.height:
         first = missing.row(0, named=True)
         where = place(first["row"])  # past the end: the last file, counted on past its rows
-        try:  # why a row is unusable (a line that is not UTF-8, a prompt that is not text): the reader says
-            read_prompts(datasets, dataclasses.replace(read, on_bad_row="error"))
+        # Why the row may be unusable (a line that is not UTF-8, a prompt that is not text): the reader says, of the
+        # row's own file. Its first bad line need not be this row (schedules skip bad rows on purpose), so it is
+        # shown as the file's, not as the row's.
+        k = min(max(int(np.searchsorted(starts, first["row"], side="right")) - 1, 0), len(datasets) - 1)
+        try:
+            read_prompts([datasets[k]], dataclasses.replace(read, on_bad_row="error"))
             reason = ""
         except InputError as exc:
-            reason = f" (the first unreadable row: {str(exc).split('; fix the row, or pass --on-bad-row')[0]})"
+            reason = f" (that file's first unreadable line: {_without_skip_hint(exc)})"
         raise InputError(
             f"{where}: the schedule expects prompt id {shown_id(first['prompt_id'])} there, but the dataset "
             f"({raw.height} readable rows) has no usable prompt there{reason}; export with the file(s) the schedule "
@@ -307,6 +311,11 @@ def _matched_dataset(
             "so exporting anyway"
         )
     return raw, warnings
+
+
+def _without_skip_hint(exc: InputError) -> str:
+    """A reader's error without its "pass --on-bad-row skip" advice, which `asp export` does not take."""
+    return str(exc).split("; fix the row, or pass --on-bad-row")[0]
 
 
 def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None,

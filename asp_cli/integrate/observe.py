@@ -307,6 +307,7 @@ def _read_log(
     # and counted: on the verl paths from this read, on the others from `read_lengths`' own read of the file.
     malformed = ReadReport()
     frame = read_table(path, on_bad_row=read.on_bad_row, report=malformed, text_columns=read.text_keys)
+    malformed.settle()  # the report's fingerprint of the log (unused here) holds its bytes until it is done
     kind = _log_format(path, frame, read)
     verl_dump = kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None
     if verl_dump or kind == "verl_generations":

@@ -189,7 +189,6 @@ def read_prompts(
         Missing, empty or malformed files, a missing prompt column, a prompt that is not text or a chat
         list, duplicate ids.
     """
-    each_file_once(paths, "prompt file")  # its ids would all repeat: say so, not "make ids unique"
     report = ReadReport()
     parts: list[pl.DataFrame] = []
     offset = 0
@@ -208,7 +207,11 @@ def read_prompts(
     frame = pl.concat(parts, how="vertical")
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
-    _check_unique_ids(frame)
+    try:
+        _check_unique_ids(frame)
+    except InputError:
+        each_file_once(paths, "prompt file")  # a file named twice: say so, not "make ids unique"
+        raise
     frame = frame.drop(FILE_ROW)
     report.settle()
     report.rows = frame.height

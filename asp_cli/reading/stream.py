@@ -119,7 +119,6 @@ def read_prompts_streamed(
     parts: list[pl.DataFrame] = []
     offset = 0
     paths = [Path(p) for p in paths]
-    each_file_once(paths, "prompt file")
     if not paths:
         raise InputError("no input files given; name at least one prompt file")
     for index, path in enumerate(paths):
@@ -259,6 +258,7 @@ def _no_rows(path: Path, fmt: str) -> str:
 def _check_unique(frame: pl.DataFrame, paths: Sequence[Path]) -> None:
     duplicated = frame.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if duplicated.height:
+        each_file_once(paths, "prompt file")  # a file named twice: say so, not "make ids unique"
         names = pl.Series([str(p) for p in paths], dtype=pl.String)
         _check_unique_ids(duplicated.with_columns(names.gather(duplicated[SOURCE_FILE_INDEX]).alias("source_file")))
 

@@ -181,7 +181,18 @@ def mislabelled(declared: str, data: bytes) -> bool:
     says: Parquet or gzip under any text name, JSON under a CSV name (a CSV header cannot open with ``{`` or ``[``
     and mean it; read as CSV it fails on its second line with a parser message that names no fix)."""
     actual = _sniff(data)
-    return actual in ("parquet", "gzip") or (declared == "CSV" and actual in ("json", "jsonl"))
+    if actual in ("parquet", "gzip"):
+        return True
+    if declared != "CSV" or actual not in ("json", "jsonl"):
+        return False
+    # A header may open with a bracket (`[id],prompt`): JSON only if its first line is JSON, or opens an array.
+    first = data[:4096].lstrip().removeprefix(b"\xef\xbb\xbf").lstrip().split(b"\n", 1)[0].strip()
+    if first in (b"[", b"[{") or first.startswith(b"[{"):
+        return True
+    try:
+        return isinstance(json.loads(first), (dict, list))
+    except ValueError:
+        return False
 
 
 def _mismatch(path: Path, declared: str, data: bytes) -> InputError:
