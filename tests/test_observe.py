@@ -114,6 +114,13 @@ def test_a_half_written_last_line_is_skipped_with_on_bad_row_skip(built, tmp_pat
     dump.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"input": "user: ')
     result = observe([dump], None, dataset=[built["prompts"]], read=replace(OBSERVE_READ, on_bad_row="skip"))
     assert result.added.height == 2 and result.summary["bad_rows"] == 1
+    # A row after a skipped line is named by its line, not its row: line 3 here.
+    stray = {"input": "user: not a dataset prompt\nassistant:", "output": "y", "score": 0.0, "step": 1}
+    dump.write_text(json.dumps(rows[0]) + '\n{"input": "user: \n' + json.dumps(stray) + "\n" + json.dumps(rows[1])
+                    + "\n")
+    result = observe([dump], None, dataset=[built["prompts"]], read=replace(OBSERVE_READ, on_bad_row="skip"))
+    assert result.summary["bad_rows"] == 2
+    assert any(e.endswith("dump.jsonl:3: input matches no dataset prompt") for e in result.summary["bad_row_examples"])
 
 
 def test_capped_samples_are_marked_truncated(built, tmp_path):  # noqa: F811

@@ -386,9 +386,14 @@ def _read_verl_dump(
     )
     bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
     if bad.any():
-        where = [f"{path}:{i + 1}" for i in bad.arg_true().to_list()]
-        summary["bad_rows"] += len(where)
-        summary["bad_row_examples"].extend(f"{w}: input matches no dataset prompt" for w in where[:5])
+        from asp_cli.reading.tables import file_format, row_location
+
+        rows = bad.arg_true().to_list()
+        summary["bad_rows"] += len(rows)
+        # Its line in the file (lines skipped as not JSON take no row of the frame, so a row is not a line).
+        fmt = file_format(path)[0]
+        summary["bad_row_examples"].extend(f"{row_location(path, frame, i, fmt)}: input matches no dataset prompt"
+                                           for i in rows[:5])
         result = result.filter(~bad)
     return result.with_columns(pl.lit(None, pl.Boolean).alias("truncated"), pl.lit(None, pl.Int32).alias("epoch"))
 
