@@ -166,6 +166,8 @@ def test_duplicate_ids_across_files_name_each_files_own_row(tmp_path):
         ("x.csv", b'{"id": "a", "question": "hi"}\n{"id": "b", "question": "yo"}\n',
          "the name says CSV but the file looks like JSON lines; rename it"),
         ("x.csv", b'[{"id": "a", "question": "hi"}]', "the name says CSV but the file looks like a JSON array"),
+        # A ragged CSV row: Polars' parser named no line.
+        ("x.csv", b"id,question\n1,a\n2,b,extra\n", r"x.csv:3: 3 fields where the header has 2; check quoting"),
     ],
 )
 def test_bad_files_get_one_clear_error(tmp_path, name, content, fragment):
@@ -409,3 +411,16 @@ def test_a_csv_header_that_opens_with_a_bracket_is_still_csv(tmp_path):
     path.write_text("[id],prompt\n1,hello\n2,world\n")
     frame, _ = read_prompts([path], ReadOptions(id_key="[id]"))
     assert frame["prompt_id"].to_list() == ["1", "2"]
+
+
+def test_a_ragged_csv_row_deep_in_a_streamed_file_is_named_by_its_line(tmp_path):
+    """The streamed reader parses a CSV in batches; the line it names counts from the file's first line."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    rows = ["id,question"] + [f"{i},q{i}" for i in range(30_000)]  # past the first batch of 10,000 rows
+    rows[25_001] = "25000,q,extra"
+    path = tmp_path / "big.csv"
+    path.write_text("\n".join(rows) + "\n")
+    for read in (read_prompts, lambda paths: read_prompts_streamed(paths, batch_bytes=4096)):
+        with pytest.raises(InputError, match=r"big.csv:25002: 3 fields where the header has 2"):
+            read([path])

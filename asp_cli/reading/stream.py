@@ -46,6 +46,7 @@ from asp_cli.reading.tables import (
     _sniff,
     check_parquet_footer,
     csv_separator,
+    csv_bad_line,
     csv_text_schema,
     csv_without_extra_marks,
     each_file_once,
@@ -475,6 +476,10 @@ def _parse_csv(path: Path, header: bytes, records: bytes, separator: str, schema
         else:
             frame = pl.read_csv(io.BytesIO(header + records), separator=separator, schema=schema)
     except pl.exceptions.PolarsError as exc:
+        found = csv_bad_line(header + records, separator)  # "LINE: what", LINE counted from this header's line 1
+        if found is not None:
+            local, what = found.split(": ", 1)
+            raise InputError(f"{path}:{line + int(local) - 2}: {what}; check quoting and the separator") from None
         raise InputError(f"{path}: unreadable CSV ({_first_line(exc)}); check quoting and the separator") from None
     return frame, frame.schema
 
