@@ -424,3 +424,15 @@ def test_a_ragged_csv_row_deep_in_a_streamed_file_is_named_by_its_line(tmp_path)
     for read in (read_prompts, lambda paths: read_prompts_streamed(paths, batch_bytes=4096)):
         with pytest.raises(InputError, match=r"big.csv:25002: 3 fields where the header has 2"):
             read([path])
+
+
+def test_a_non_utf8_byte_is_placed_alike_by_both_readers(tmp_path):
+    """`asp schedule` (streamed) said byte 5 and `asp probe` (whole file) byte 17 for one Latin-1 byte: an offset
+    into different buffers. Both now say its line and its byte within the line, counted from 1."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    path = tmp_path / "l1.csv"
+    path.write_bytes(b"id,question\na,caf\xe9\nb,ok\n")
+    for read in (read_prompts, read_prompts_streamed):
+        with pytest.raises(InputError, match=r"l1.csv:2: not valid UTF-8 \(byte 6 of the line\)"):
+            read([path])

@@ -252,8 +252,11 @@ def _check_utf8(path: Path, data: bytes, first_line: int = 1) -> None:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + first_line
+        # The byte counted from 1 within its line, as an editor's column: the same whichever reader (whole file
+        # or streamed batches) found it.
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise InputError(
-            f"{path}:{line}: not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8, "
+            f"{path}:{line}: not valid UTF-8 (byte {column} of the line); re-encode the file as UTF-8, "
             "for example with `iconv -f LATIN1 -t UTF-8`"
         ) from None
 
