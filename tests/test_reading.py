@@ -436,3 +436,18 @@ def test_a_non_utf8_byte_is_placed_alike_by_both_readers(tmp_path):
     for read in (read_prompts, read_prompts_streamed):
         with pytest.raises(InputError, match=r"l1.csv:2: not valid UTF-8 \(byte 6 of the line\)"):
             read([path])
+
+
+def test_a_csv_line_that_is_not_utf8_is_skipped_with_on_bad_row_skip(tmp_path):
+    """As a JSON line that is not UTF-8 is: skipped and counted, taking no row number, by both readers (a
+    schedule's rows and export's then agree); without skip it stops, naming the line."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    path = tmp_path / "l1.csv"
+    path.write_bytes(b"id,question\na,caf\xe9\nb,ok\nc,fine\n")
+    for read in (read_prompts, read_prompts_streamed):
+        frame, report = read([path], ReadOptions(on_bad_row="skip"))
+        assert frame["prompt_id"].to_list() == ["b", "c"] and frame["row"].to_list() == [0, 1]
+        assert report.skipped_rows == 1 and report.skipped_examples[0].endswith("l1.csv:2")
+        with pytest.raises(InputError, match=r"l1.csv:2: not valid UTF-8"):
+            read([path])

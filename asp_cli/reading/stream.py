@@ -45,8 +45,8 @@ from asp_cli.reading.tables import (
     _mismatch,
     _sniff,
     check_parquet_footer,
-    csv_separator,
     csv_bad_line,
+    csv_separator,
     csv_text_schema,
     csv_without_extra_marks,
     each_file_once,
@@ -57,6 +57,7 @@ from asp_cli.reading.tables import (
     parse_jsonl_block,
     read_table,
     release_arrow_memory,
+    utf8_lines_only,
 )
 
 BATCH_BYTES = 8 << 20  # text per batch: about 20,000 verl-style prompts (docs/benchmarks.md: peak memory by batch size)
@@ -278,7 +279,8 @@ def _batches(path: Path, fmt: str, gzipped: bool, options: ReadOptions, report: 
     if fmt == "jsonl":
         yield from _jsonl_batches(path, source, options, report, batch_bytes)
     else:
-        yield from _csv_batches(path, source, batch_bytes, options.text_keys)
+        yield from _csv_batches(path, source, batch_bytes, options.text_keys,
+                                report if options.on_bad_row == "skip" else None)
 
 
 class _ByteSource:
@@ -425,8 +427,8 @@ def _jsonl_locator(path: Path, frame: pl.DataFrame, block: bytes, first_line: in
     return locate
 
 
-def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int,
-                 text_columns: Sequence[str]) -> Iterator[tuple[pl.DataFrame, None]]:
+def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int, text_columns: Sequence[str],
+                 skip: ReadReport | None = None) -> Iterator[tuple[pl.DataFrame, None]]:
     import numpy as np
 
     header = b""
@@ -458,16 +460,20 @@ def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int,
             pending = records + pending  # the first batch holds the rows that decide the types
             continue
         if records:
-            frame, schema = _parse_csv(path, header, records, separator, schema or text_schema, line)
+            frame, schema = _parse_csv(path, header, records, separator, schema or text_schema, line, skip)
             line += records.count(b"\n")
             yield frame, None
     if pending:  # the last records (the first batch too, when the file holds fewer than 10,000 rows)
-        frame, schema = _parse_csv(path, header, pending, separator, schema or text_schema, line)
+        frame, schema = _parse_csv(path, header, pending, separator, schema or text_schema, line, skip)
         yield frame, None
 
 
-def _parse_csv(path: Path, header: bytes, records: bytes, separator: str, schema, line: int):
-    """One batch of records; ``schema`` is the first batch's (all columns), or the text columns before it."""
+def _parse_csv(path: Path, header: bytes, records: bytes, separator: str, schema, line: int,
+               skip: ReadReport | None = None):
+    """One batch of records; ``schema`` is the first batch's (all columns), or the text columns before it. With
+    ``skip`` (`--on-bad-row skip`: the report), lines that are not UTF-8 are skipped and counted there."""
+    if skip is not None:
+        records = utf8_lines_only(path, records, line, skip)
     _check_utf8(path, records, line)
     try:
         if not isinstance(schema, pl.Schema):

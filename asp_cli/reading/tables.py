@@ -300,7 +300,7 @@ def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport
         return _read_jsonl(path, data, on_bad_row, report)
     if fmt == "json":
         return _read_json_array(path, data)
-    return _read_csv(path, data, text_columns)
+    return _read_csv(path, data, text_columns, on_bad_row, report)
 
 
 def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
@@ -600,7 +600,28 @@ def csv_without_extra_marks(header: bytes) -> bytes:
 _BOM = b"\xef\xbb\xbf"
 
 
-def _read_csv(path: Path, data: bytes, text_columns: Sequence[str] = ()) -> pl.DataFrame:
+def utf8_lines_only(path: Path, data: bytes, first_line: int, report: ReadReport) -> bytes:
+    """``data`` (CSV records, ``first_line`` the line of its first) without the lines that are not UTF-8, each
+    skipped and counted in ``report`` (`--on-bad-row skip`, as a JSON line that is not UTF-8 is)."""
+    if _is_utf8(data):
+        return data
+    kept = []
+    for number, line in enumerate(data.split(b"\n"), start=first_line):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            report.skip(f"{path}:{number}")
+            continue
+        kept.append(line)
+    return b"\n".join(kept)
+
+
+def _read_csv(path: Path, data: bytes, text_columns: Sequence[str] = (), on_bad_row: OnBadRow = "error",
+              report: ReadReport | None = None) -> pl.DataFrame:
+    if on_bad_row == "skip" and report is not None and b"\n" in data:
+        cut = data.index(b"\n") + 1
+        _check_utf8(path, data[:cut])  # the header: without it no row can be read
+        data = data[:cut] + utf8_lines_only(path, data[cut:], 2, report)
     _check_utf8(path, data)
     if data.startswith(_BOM * 2):
         data = csv_without_extra_marks(data)
