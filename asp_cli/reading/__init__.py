@@ -1,9 +1,10 @@
 """Reading user files into Polars frames: raw tables, prompts, and observed lengths.
 
 Formats are JSONL (``.jsonl``/``.ndjson``), JSON arrays (``.json``), Parquet and CSV/TSV, optionally gzipped
-(``.gz``). `tables` reads a file into its own columns, `prompts` finds each row's prompt, id and metadata,
-`lengths` each observed sample's length; `options` holds the reading options, validated once. Nothing here
-prints: skipped rows are counted in the returned `ReadReport`.
+(``.gz``). `tables` reads a file into its own columns (CSV through `csv_text`, UTF-8 checked by
+`text_checks`), `prompts` finds each row's prompt, id and metadata, `lengths` each observed sample's length;
+`options` holds the reading options, validated once. Nothing here prints: skipped rows are counted in the
+returned `ReadReport`.
 
 The names below load on first use, so importing `asp_cli.reading.options` (as the command line does for its
 defaults) does not import Polars.

@@ -34,6 +34,8 @@ from asp_cli.errors import InputError
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts
 from asp_cli import limits
+from asp_cli.reading.csv_text import (csv_bad_line, csv_separator, csv_text_schema, csv_without_extra_marks,
+                                      utf8_lines_only)
 from asp_cli.reading.tables import (
     FILE_ROW,
     LINE,
@@ -45,10 +47,6 @@ from asp_cli.reading.tables import (
     _mismatch,
     _sniff,
     check_parquet_footer,
-    csv_bad_line,
-    csv_separator,
-    csv_text_schema,
-    csv_without_extra_marks,
     each_file_once,
     file_format,
     find_column,
@@ -57,13 +55,12 @@ from asp_cli.reading.tables import (
     parse_jsonl_block,
     read_table,
     release_arrow_memory,
-    utf8_lines_only,
 )
 
 BATCH_BYTES = 8 << 20  # text per batch: about 20,000 verl-style prompts (docs/benchmarks.md: peak memory by batch size)
 PARQUET_BATCH_ROWS = 65_536
 _READ_BYTES = 16 << 20  # bytes read from disk per call
-_CSV_INFER_ROWS = 10_000  # as `tables._read_csv`: the first rows decide the column types
+_CSV_INFER_ROWS = 10_000  # as `csv_text.read_csv`: the first rows decide the column types
 _WHOLE_KEEP_ROWS = 1_000_000  # rows per ``keep`` call on a file read whole (as `prediction._PREDICT_CHUNK_ROWS`)
 SOURCE_FILE_INDEX = "\x00file"  # hidden column of the kept frame: the index of the row's file in ``paths``
 

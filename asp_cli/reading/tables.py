@@ -24,7 +24,11 @@ from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
+from asp_cli.reading.csv_text import read_csv
 from asp_cli.reading.options import OnBadRow
+from asp_cli.reading.text_checks import check_utf8 as _check_utf8
+from asp_cli.reading.text_checks import first_error_line as _first_line
+from asp_cli.reading.text_checks import is_utf8 as _is_utf8
 
 
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
@@ -37,7 +41,6 @@ FILE_ROW = "\x00file_row"  # hidden column: a prompt's 0-based row within its ow
 CHAT_CONTENT = "content"  # a chat message's text field
 # CSV carries no types and Polars infers them, which would read the id `001` as the number 1 (and `01` beside
 # `1` as a duplicate): the columns that can hold an id or a prompt are read as text.
-_CSV_TEXT_KEYS = frozenset(k.lower() for k in (*C.ID_KEYS, *C.PROMPT_KEYS))
 
 
 @dataclass
@@ -204,20 +207,6 @@ def _mismatch(path: Path, declared: str, data: bytes) -> InputError:
     )
 
 
-def _is_utf8(data: bytes) -> bool:
-    """Whether ``data`` is valid UTF-8, checked by Arrow's vectorised validator without building a str
-    (about ten times faster than ``bytes.decode`` and no copy)."""
-    import pyarrow as pa
-
-    offsets = pa.array([0, len(data)], type=pa.int64()).buffers()[1]
-    blob = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)])
-    try:
-        blob.cast(pa.large_string())
-    except pa.ArrowInvalid:
-        return False
-    return True
-
-
 def _wide_encoding(head: bytes) -> str | None:
     """UTF-16 or UTF-32 (Windows tools write them) from a file's first bytes: a byte-order mark, or text whose
     every second (or every fourth) byte is NUL, as ASCII characters are there; None for anything else."""
@@ -243,22 +232,6 @@ def _check_encoding(path: Path, data: bytes) -> None:
     if wide is not None:
         raise InputError(f"{path}: the file is {wide}, not UTF-8; re-encode it as UTF-8, for example with "
                          f"`iconv -f {wide} -t UTF-8`")
-
-
-def _check_utf8(path: Path, data: bytes, first_line: int = 1) -> None:
-    if _is_utf8(data):
-        return
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + first_line
-        # The byte counted from 1 within its line, as an editor's column: the same whichever reader (whole file
-        # or streamed batches) found it.
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InputError(
-            f"{path}:{line}: not valid UTF-8 (byte {column} of the line); re-encode the file as UTF-8, "
-            "for example with `iconv -f LATIN1 -t UTF-8`"
-        ) from None
 
 
 def each_file_once(paths: Sequence[Path], what: str) -> None:
@@ -300,7 +273,7 @@ def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport
         return _read_jsonl(path, data, on_bad_row, report)
     if fmt == "json":
         return _read_json_array(path, data)
-    return _read_csv(path, data, text_columns, on_bad_row, report)
+    return read_csv(path, data, text_columns, on_bad_row, report)
 
 
 def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
@@ -568,97 +541,6 @@ def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
     return _records_to_frame(value)
 
 
-def csv_separator(path: Path, header: bytes) -> str:
-    """The separator of a CSV file, from its name and its header line."""
-    separator = "\t" if ".tsv" in [s.lower() for s in Path(path).suffixes] else ","
-    if separator == "," and b"," not in header:
-        # Spreadsheet exports in many locales separate with ';', and some tools with tabs: take the header's.
-        for other in (b";", b"\t"):
-            if other in header:
-                return other.decode()
-    return separator
-
-
-def csv_text_schema(header: bytes, separator: str, text_columns: Sequence[str] = ()) -> dict[str, Any]:
-    """The columns of a CSV header to read as text: those named like an id or a prompt, and ``text_columns``."""
-    try:
-        names = pl.read_csv(io.BytesIO(header), separator=separator, n_rows=0).columns
-    except pl.exceptions.PolarsError:
-        return {}  # the read itself then names the problem
-    extra = set(text_columns)
-    return {name: pl.String for name in names if name.lower() in _CSV_TEXT_KEYS or name in extra}
-
-
-def csv_without_extra_marks(header: bytes) -> bytes:
-    """A CSV header with at most one UTF-8 byte-order mark (Polars drops one): a file converted twice starts
-    with two, and its first column, named with the second, was not found (its ids silently row numbers)."""
-    while header.startswith(_BOM * 2):
-        header = header[len(_BOM):]
-    return header
-
-
-_BOM = b"\xef\xbb\xbf"
-
-
-def utf8_lines_only(path: Path, data: bytes, first_line: int, report: ReadReport) -> bytes:
-    """``data`` (CSV records, ``first_line`` the line of its first) without the lines that are not UTF-8, each
-    skipped and counted in ``report`` (`--on-bad-row skip`, as a JSON line that is not UTF-8 is)."""
-    if _is_utf8(data):
-        return data
-    kept = []
-    for number, line in enumerate(data.split(b"\n"), start=first_line):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            report.skip(f"{path}:{number}")
-            continue
-        kept.append(line)
-    return b"\n".join(kept)
-
-
-def _read_csv(path: Path, data: bytes, text_columns: Sequence[str] = (), on_bad_row: OnBadRow = "error",
-              report: ReadReport | None = None) -> pl.DataFrame:
-    if on_bad_row == "skip" and report is not None and b"\n" in data:
-        cut = data.index(b"\n") + 1
-        _check_utf8(path, data[:cut])  # the header: without it no row can be read
-        data = data[:cut] + utf8_lines_only(path, data[cut:], 2, report)
-    _check_utf8(path, data)
-    if data.startswith(_BOM * 2):
-        data = csv_without_extra_marks(data)
-    header = data[: data.find(b"\n") if b"\n" in data else len(data)]
-    separator = csv_separator(path, header)
-    try:
-        frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000,
-                            schema_overrides=csv_text_schema(header, separator, text_columns))
-    except pl.exceptions.PolarsError as exc:
-        line = csv_bad_line(data, separator)
-        if line is not None:
-            raise InputError(f"{path}:{line}; check quoting and the separator") from None
-        raise InputError(f"{path}: unreadable CSV ({_first_line(exc)}); check quoting and the separator") from None
-    if frame.height == 0:
-        raise InputError(f"{path}: the file has a header but no rows; give at least one row")
-    return frame
-
-
-def csv_bad_line(data: bytes, separator: str) -> str | None:
-    """The first line of a CSV whose record has another number of fields than the header, or whose quoting is
-    broken, as "LINE: what is wrong" (error path only: Polars' parser names no line)."""
-    import csv
-
-    reader = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""), delimiter=separator,
-                        strict=True)
-    width = None
-    try:
-        for fields in reader:
-            if width is None:
-                width = len(fields)
-            elif fields and len(fields) != width:
-                return f"{reader.line_num}: {len(fields)} fields where the header has {width}"
-    except csv.Error as exc:
-        return f"{reader.line_num}: {exc}"
-    return None
-
-
 def release_arrow_memory() -> None:
     """Hand the memory PyArrow's allocator keeps after a read back to the system.
 
@@ -669,11 +551,6 @@ def release_arrow_memory() -> None:
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
 
 
 # --------------------------------------------------------------------------------------------------------

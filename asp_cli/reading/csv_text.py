@@ -1,0 +1,112 @@
+"""CSV and TSV text: the separator, the columns read as text, a whole file's frame, and where a bad line is.
+
+`tables.read_table` reads a CSV with `read_csv`; the streamed reader (`stream`) parses batches with the same
+helpers, so both read a file alike and name its bad lines alike.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.errors import InputError
+from asp_cli.reading.options import OnBadRow
+from asp_cli.reading.text_checks import check_utf8, first_error_line, is_utf8
+
+_CSV_TEXT_KEYS = frozenset(k.lower() for k in (*C.ID_KEYS, *C.PROMPT_KEYS))
+
+
+def csv_separator(path: Path, header: bytes) -> str:
+    """The separator of a CSV file, from its name and its header line."""
+    separator = "\t" if ".tsv" in [s.lower() for s in Path(path).suffixes] else ","
+    if separator == "," and b"," not in header:
+        # Spreadsheet exports in many locales separate with ';', and some tools with tabs: take the header's.
+        for other in (b";", b"\t"):
+            if other in header:
+                return other.decode()
+    return separator
+
+
+def csv_text_schema(header: bytes, separator: str, text_columns: Sequence[str] = ()) -> dict[str, Any]:
+    """The columns of a CSV header to read as text: those named like an id or a prompt, and ``text_columns``."""
+    try:
+        names = pl.read_csv(io.BytesIO(header), separator=separator, n_rows=0).columns
+    except pl.exceptions.PolarsError:
+        return {}  # the read itself then names the problem
+    extra = set(text_columns)
+    return {name: pl.String for name in names if name.lower() in _CSV_TEXT_KEYS or name in extra}
+
+
+def csv_without_extra_marks(header: bytes) -> bytes:
+    """A CSV header with at most one UTF-8 byte-order mark (Polars drops one): a file converted twice starts
+    with two, and its first column, named with the second, was not found (its ids silently row numbers)."""
+    while header.startswith(_BOM * 2):
+        header = header[len(_BOM):]
+    return header
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def utf8_lines_only(path: Path, data: bytes, first_line: int, report: Any) -> bytes:
+    """``data`` (CSV records, ``first_line`` the line of its first) without the lines that are not UTF-8, each
+    skipped and counted in ``report`` (a `tables.ReadReport`; `--on-bad-row skip`, as a JSON line that is not UTF-8 is)."""
+    if is_utf8(data):
+        return data
+    kept = []
+    for number, line in enumerate(data.split(b"\n"), start=first_line):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            report.skip(f"{path}:{number}")
+            continue
+        kept.append(line)
+    return b"\n".join(kept)
+
+
+def read_csv(path: Path, data: bytes, text_columns: Sequence[str] = (), on_bad_row: OnBadRow = "error",
+              report: Any | None = None) -> pl.DataFrame:
+    if on_bad_row == "skip" and report is not None and b"\n" in data:
+        cut = data.index(b"\n") + 1
+        check_utf8(path, data[:cut])  # the header: without it no row can be read
+        data = data[:cut] + utf8_lines_only(path, data[cut:], 2, report)
+    check_utf8(path, data)
+    if data.startswith(_BOM * 2):
+        data = csv_without_extra_marks(data)
+    header = data[: data.find(b"\n") if b"\n" in data else len(data)]
+    separator = csv_separator(path, header)
+    try:
+        frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000,
+                            schema_overrides=csv_text_schema(header, separator, text_columns))
+    except pl.exceptions.PolarsError as exc:
+        line = csv_bad_line(data, separator)
+        if line is not None:
+            raise InputError(f"{path}:{line}; check quoting and the separator") from None
+        raise InputError(f"{path}: unreadable CSV ({first_error_line(exc)}); check quoting and the separator") from None
+    if frame.height == 0:
+        raise InputError(f"{path}: the file has a header but no rows; give at least one row")
+    return frame
+
+
+def csv_bad_line(data: bytes, separator: str) -> str | None:
+    """The first line of a CSV whose record has another number of fields than the header, or whose quoting is
+    broken, as "LINE: what is wrong" (error path only: Polars' parser names no line)."""
+    import csv
+
+    reader = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""), delimiter=separator,
+                        strict=True)
+    width = None
+    try:
+        for fields in reader:
+            if width is None:
+                width = len(fields)
+            elif fields and len(fields) != width:
+                return f"{reader.line_num}: {len(fields)} fields where the header has {width}"
+    except csv.Error as exc:
+        return f"{reader.line_num}: {exc}"
+    return None

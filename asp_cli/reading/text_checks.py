@@ -1,0 +1,45 @@
+"""Checks of raw text shared by the readers: valid UTF-8 (naming the line and the byte), and an error's first line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from asp_cli.errors import InputError
+
+
+def is_utf8(data: bytes) -> bool:
+    """Whether ``data`` is valid UTF-8, checked by Arrow's vectorised validator without building a str
+    (about ten times faster than ``bytes.decode`` and no copy)."""
+    import pyarrow as pa
+
+    offsets = pa.array([0, len(data)], type=pa.int64()).buffers()[1]
+    blob = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)])
+    try:
+        blob.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def check_utf8(path: Path, data: bytes, first_line: int = 1) -> None:
+    """Raise `InputError` naming the line (``first_line`` being the line of ``data``'s start) and the byte
+    within it of ``data``'s first byte that is not UTF-8."""
+    if is_utf8(data):
+        return
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + first_line
+        # The byte counted from 1 within its line, as an editor's column: the same whichever reader (whole file
+        # or streamed batches) found it.
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(
+            f"{path}:{line}: not valid UTF-8 (byte {column} of the line); re-encode the file as UTF-8, "
+            "for example with `iconv -f LATIN1 -t UTF-8`"
+        ) from None
+
+
+def first_error_line(exc: BaseException) -> str:
+    """The first line of an exception's message (at most 200 characters), or its type's name."""
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
