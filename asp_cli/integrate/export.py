@@ -257,10 +257,14 @@ def _matched_dataset(
     raw = read_rows(datasets, report=unreadable, heights=heights)
     starts = np.cumsum([0, *heights])
 
+    def file_of(row: int) -> int:
+        """Which dataset file holds row ``row`` (0-based over all inputs; past the end: the last)."""
+        return min(max(int(np.searchsorted(starts, row, side="right")) - 1, 0), len(datasets) - 1)
+
     def place(row: int) -> str:
-        """Where dataset row ``row`` (0-based over all inputs) is: its file and its row there, from 1 (rows: the
-        file's readable records, as `asp schedule` numbered them; a skipped line takes no number)."""
-        k = min(max(int(np.searchsorted(starts, row, side="right")) - 1, 0), len(datasets) - 1)
+        """Where dataset row ``row`` is: its file and its row there, from 1 (rows: the file's readable records,
+        as `asp schedule` numbered them; a skipped line takes no number)."""
+        k = file_of(row)
         return f"{datasets[k]} row {row - int(starts[k]) + 1}"
 
     if unreadable.skipped_rows:
@@ -278,9 +282,8 @@ def _matched_dataset(
         # Why the row may be unusable (a line that is not UTF-8, a prompt that is not text): the reader says, of the
         # row's own file. Its first bad line need not be this row (schedules skip bad rows on purpose), so it is
         # shown as the file's, not as the row's.
-        k = min(max(int(np.searchsorted(starts, first["row"], side="right")) - 1, 0), len(datasets) - 1)
         try:
-            read_prompts([datasets[k]], dataclasses.replace(read, on_bad_row="error"))
+            read_prompts([datasets[file_of(first["row"])]], dataclasses.replace(read, on_bad_row="error"))
             reason = ""
         except InputError as exc:
             reason = f" (that file's first unreadable line: {_without_skip_hint(exc)})"
@@ -315,7 +318,9 @@ def _matched_dataset(
 
 def _without_skip_hint(exc: InputError) -> str:
     """A reader's error without its "pass --on-bad-row skip" advice, which `asp export` does not take."""
-    return str(exc).split("; fix the row, or pass --on-bad-row")[0]
+    from asp_cli.reading.tables import BAD_ROW_FIX
+
+    return str(exc).replace(f"; {BAD_ROW_FIX}", "")
 
 
 def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None,

@@ -84,18 +84,18 @@ def read_csv(path: Path, data: bytes, text_columns: Sequence[str] = (), on_bad_r
         frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000,
                             schema_overrides=csv_text_schema(header, separator, text_columns))
     except pl.exceptions.PolarsError as exc:
-        line = csv_bad_line(data, separator)
-        if line is not None:
-            raise InputError(f"{path}:{line}; check quoting and the separator") from None
+        found = csv_bad_line(data, separator)
+        if found is not None:
+            raise InputError(f"{path}:{found[0]}: {found[1]}; check quoting and the separator") from None
         raise InputError(f"{path}: unreadable CSV ({first_error_line(exc)}); check quoting and the separator") from None
     if frame.height == 0:
         raise InputError(f"{path}: the file has a header but no rows; give at least one row")
     return frame
 
 
-def csv_bad_line(data: bytes, separator: str) -> str | None:
-    """The first line of a CSV whose record has another number of fields than the header, or whose quoting is
-    broken, as "LINE: what is wrong" (error path only: Polars' parser names no line)."""
+def csv_bad_line(data: bytes, separator: str) -> tuple[int, str] | None:
+    """(line, what is wrong) of the first record of a CSV with another number of fields than its header, or
+    with broken quoting; lines count from ``data``'s first, 1 (error path only: Polars' parser names no line)."""
     import csv
 
     reader = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""), delimiter=separator,
@@ -106,7 +106,7 @@ def csv_bad_line(data: bytes, separator: str) -> str | None:
             if width is None:
                 width = len(fields)
             elif fields and len(fields) != width:
-                return f"{reader.line_num}: {len(fields)} fields where the header has {width}"
+                return reader.line_num, f"{len(fields)} fields where the header has {width}"
     except csv.Error as exc:
-        return f"{reader.line_num}: {exc}"
+        return reader.line_num, str(exc)
     return None

@@ -39,7 +39,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     """
     report = ReadReport()
     parts = []
-    each_file_once(paths, "length file")  # each sample would count twice: in the history's spread, in a report's
+    each_file_once(paths, "length file")  # each sample would count twice (the history's spread, a report's counts)
     for path in paths:
         path = Path(path)
         fmt, _ = file_format(path)

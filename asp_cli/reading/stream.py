@@ -479,10 +479,9 @@ def _parse_csv(path: Path, header: bytes, records: bytes, separator: str, schema
         else:
             frame = pl.read_csv(io.BytesIO(header + records), separator=separator, schema=schema)
     except pl.exceptions.PolarsError as exc:
-        found = csv_bad_line(header + records, separator)  # "LINE: what", LINE counted from this header's line 1
+        found = csv_bad_line(header + records, separator)  # its line counted from this batch's header, 1
         if found is not None:
-            local, what = found.split(": ", 1)
-            raise InputError(f"{path}:{line + int(local) - 2}: {what}; check quoting and the separator") from None
+            raise InputError(f"{path}:{line + found[0] - 2}: {found[1]}; check quoting and the separator") from None
         raise InputError(f"{path}: unreadable CSV ({_first_line(exc)}); check quoting and the separator") from None
     return frame, frame.schema
 

@@ -190,7 +190,7 @@ def mislabelled(declared: str, data: bytes) -> bool:
         return False
     # A header may open with a bracket (`[id],prompt`): JSON only if its first line is JSON, or opens an array.
     first = data[:4096].lstrip().removeprefix(b"\xef\xbb\xbf").lstrip().split(b"\n", 1)[0].strip()
-    if first in (b"[", b"[{") or first.startswith(b"[{"):
+    if first == b"[" or first.startswith(b"[{"):
         return True
     try:
         return isinstance(json.loads(first), (dict, list))
