@@ -20,7 +20,6 @@ from typing import Any
 
 import polars as pl
 
-from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
