@@ -239,3 +239,28 @@ def test_choice_regret_what_ifs_do_not_rewrite_the_docs(tmp_path):
         assert run.returncode == 2, what_if
         assert "what-ifs; they do not rewrite the docs" in run.stderr
         assert not (tmp_path / "b.md").exists()
+
+
+# --------------------------------------------------------------------------------------------------------
+# The true lengths of a group larger than the real samples of its prompt
+
+
+def test_a_group_keeps_the_real_samples_and_draws_the_rest_with_their_spread():
+    from asp_cli.bench.compare import _samples
+
+    rng = np.random.default_rng(0)
+    real = [[int(v) for v in np.exp(rng.normal(8.0, 0.3, 4))] for _ in range(400)]
+    many = [list(range(100, 120))]
+    sources = ["a"] * 400 + ["b"]
+    drawn = _samples(real + many, sources, 8, np.random.default_rng(1))
+    assert drawn.shape == (401, 8)
+    assert [list(row[:4]) for row in drawn[:400]] == real  # the real samples come first, unchanged
+    assert list(drawn[400]) == list(range(100, 108))  # enough real samples: the first N, nothing drawn
+    extra = drawn[:400, 4:]
+    # Drawn, not resampled: the extra samples are not copies of the real ones...
+    assert np.mean([v in set(row[:4]) for row in drawn[:400] for v in row[4:]]) < 0.05
+    # ...and a group of 8 is as wide as 8 real samples of that spread (sd 0.3 on log length).
+    assert abs(np.log(drawn[:400]).std(axis=1, ddof=1).mean() - 0.3) < 0.03
+    assert abs(np.log(extra).mean() - 8.0) < 0.05
+    again = _samples(real + many, sources, 8, np.random.default_rng(1))
+    assert np.array_equal(drawn, again)
