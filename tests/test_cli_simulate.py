@@ -61,7 +61,7 @@ def test_lengths_of_other_prompts_or_above_the_cap_are_warned_about(built, tmp_p
     document = json.loads(result.stdout)
     assert document["lengths"]["unknown_ids"] == 1 and document["lengths"]["unknown_id_examples"] == ["ghost"]
     over = document["lengths"]["samples_over_max_response_tokens"]
-    assert over == 2 * SAMPLES  # the prompt's one sample, drawn for each of its N samples in both epochs
+    assert over == 2  # the prompt's one observed sample, in both epochs (the rest of its group, drawn, stop at the cap)
     assert "Warning: 1 prompt ids of the observed lengths are not in the schedule (e.g. 'ghost')" in result.stderr
     assert f"Warning: {over} observed samples are longer than the schedule's max_response_tokens" in result.stderr
     (tmp_path / "ghosts.jsonl").write_text('{"prompt_id": "ghost", "response_tokens": 3}\n', encoding="utf-8")

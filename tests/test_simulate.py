@@ -267,13 +267,15 @@ def _frame(ids, epochs=1):
     })
 
 
-def test_observed_lengths_first_n_then_resampled_then_noise_model():
+def test_observed_lengths_first_n_then_drawn_then_noise_model():
     frame = _frame(["a", "b", "c"])
-    observed = pl.DataFrame({"prompt_id": ["a"] * 5 + ["b"], "response_tokens": [1, 2, 3, 4, 5, 9]})
+    observed = pl.DataFrame({"prompt_id": ["a"] * 5 + ["b"], "response_tokens": [1, 2, 3, 4, 5, 900]})
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=3, seed=1)
     assert lengths[0].tolist() == [1, 2, 3]
-    assert lengths[1].tolist() == [9, 9, 9]
-    assert info.prompts_observed == 2 and info.prompts_sampled == 1 and info.prompts_resampled == 1
+    # One sample of b: it is kept, and the rest of its group is drawn around it with the spread the other
+    # prompts show (not copies of it: a group with no spread at all).
+    assert lengths[1, 0] == 900 and len(set(lengths[1].tolist())) == 3
+    assert info.prompts_observed == 2 and info.prompts_sampled == 1 and info.prompts_drawn == 1
     again, _ = lengths_for_schedule(frame, observed, samples_per_prompt=3, seed=1)
     np.testing.assert_array_equal(lengths, again)
 
@@ -371,3 +373,25 @@ def test_an_order_that_would_wait_forever_is_let_go_and_its_lag_reported():
                         row_instance=np.zeros(rows, dtype=np.int32), response_tokens=np.full((rows, n), 100),
                         prompt_tokens=np.full(rows, 50), row_train_step=step).metrics
     assert m["lag_rule_released"] >= 1 and m["policy_lag_max"] >= 3
+
+
+def test_a_group_is_completed_with_the_spread_of_its_own_samples_and_its_source():
+    from asp_cli.sim.lengths import complete_groups
+
+    rng = np.random.default_rng(0)
+    wide = np.exp(rng.normal(7.0, 0.6, (300, 2)))  # source 0: two samples a prompt, sd 0.6
+    narrow = np.exp(rng.normal(7.0, 0.1, (300, 2)))  # source 1: sd 0.1
+    tokens = np.rint(np.concatenate([wide, narrow]).ravel()).astype(np.int64)
+    count = np.full(600, 2)
+    offset = np.arange(600) * 2
+    pool = np.repeat([0, 1], 300)
+    groups = complete_groups(tokens, offset, count, 8, np.random.default_rng(1), pool=pool,
+                             max_response_tokens=5_000)
+    assert np.array_equal(groups[:, :2], tokens.reshape(600, 2))  # the observed samples first, unchanged
+    spread = np.log(groups).std(axis=1, ddof=1)
+    assert 0.45 < spread[:300].mean() < 0.75 and spread[300:].mean() < 0.15  # each source its own spread
+    assert groups[:, 2:].max() <= 5_000  # drawn lengths stop at the cap
+    none = complete_groups(tokens[:0], np.zeros(2, np.int64), np.zeros(2, np.int64), 4, np.random.default_rng(1))
+    assert not none.any()  # nothing observed: left for the noise model
+    again = complete_groups(tokens, offset, count, 8, np.random.default_rng(1), pool=pool, max_response_tokens=5_000)
+    assert np.array_equal(groups, again)

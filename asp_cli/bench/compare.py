@@ -10,7 +10,6 @@ time from a ``--data`` folder (`asp_cli.bench.data`).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -290,44 +289,19 @@ def _prompt_frame(ids: list[str], texts: list[str], sources: list[str]) -> pl.Da
     )
 
 
-# A prompt with fewer real samples than the group size gets the rest drawn from a log-normal around its own
-# samples, their sd shrunk towards its source's pooled within-prompt sd with this many pseudo-degrees of
-# freedom (as `asp_cli.predict.history.SPREAD_PRIOR_DOF`).
-EXTRA_SAMPLE_PRIOR_DOF = 4.0
-
-
 def _samples(matrix: list[list[int]], sources: list[str], n: int, rng: np.random.Generator) -> np.ndarray:
-    """N samples per prompt: the first N real ones; where fewer exist, all of them and the rest drawn.
+    """N samples per prompt: the first N real ones; where fewer exist, all of them and the rest drawn around
+    them (`asp_cli.sim.lengths.complete_groups`, the spread pooled per source). Before 2026-12-03 the rest were
+    resampled from the real ones, which made AIME's groups of 8 from 4 truth samples 11% short in their mean
+    maximum and narrow (within-group sd of log length 0.25 against 8 real samples' 0.31)."""
+    from asp_cli.sim.lengths import complete_groups
 
-    The rest are drawn from a log-normal with the prompt's own mean log length and its sd shrunk towards its
-    source's pooled within-prompt sd (`EXTRA_SAMPLE_PRIOR_DOF`), widened by ``sqrt(1 + 1/k)`` for the error of
-    the mean of its k real samples (a new sample's predictive spread). Drawing them with replacement from the real
-    ones (what this did before 2026-12-03) makes a group of 8 from AIME's 4 truth samples one with at most 4
-    distinct lengths: its mean maximum was 11% below that of all 8 real samples of the same prompts (10,002
-    against 11,282 tokens; with the draws 11,316, 0.3% above) and its within-group sd of log length 0.25
-    (the draws: 0.31) against 0.31, so a scheduler whose predictive distribution had the spread right looked
-    wrong (`python scripts/check_truth_samples.py`).
-    """
-    out = np.empty((len(matrix), n), dtype=np.int64)
-    logs = [np.log(np.maximum(np.asarray(values, dtype=np.float64), 1.0)) for values in matrix]
-    pooled: dict[str, float] = {}
-    for source in set(sources):
-        variances = [np.var(x, ddof=1) for x, s in zip(logs, sources) if s == source and x.size >= 2]
-        pooled[source] = float(np.mean(variances)) if variances else 0.0
-    for i, values in enumerate(matrix):
-        values = np.asarray(values, dtype=np.int64)
-        if values.size >= n:
-            out[i] = values[:n]
-            continue
-        x = logs[i]
-        own_dof = max(x.size - 1, 0)
-        own = np.var(x, ddof=1) if own_dof else 0.0
-        sd = math.sqrt((own_dof * own + EXTRA_SAMPLE_PRIOR_DOF * pooled[sources[i]])
-                       / (own_dof + EXTRA_SAMPLE_PRIOR_DOF))
-        # A new sample's predictive sd given the k real ones: the spread, widened for their mean's own error.
-        extra = np.exp(x.mean() + sd * math.sqrt(1.0 + 1.0 / x.size) * rng.normal(size=n - values.size))
-        out[i] = np.concatenate([values, np.rint(extra).astype(np.int64)])
-    return out
+    count = np.array([len(values) for values in matrix], dtype=np.int64)
+    offset = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    tokens = np.array([v for values in matrix for v in values], dtype=np.int64)
+    codes = {s: i for i, s in enumerate(sorted(set(sources)))}
+    pool = np.array([codes[s] for s in sources], dtype=np.int64)
+    return complete_groups(tokens, offset, count, n, rng, pool=pool)
 
 
 def load_zeroeval(data: Path | None, dataset: str, *, history_generators: int = 4, seed: int = 0):
@@ -438,7 +412,8 @@ def build_workload(
         with reading_folder(SOURCE_FOLDERS[source]):
             if source == "aime":
                 prompts, history, truth = load_aime(data)
-                notes.append(f"aime: {prompts.height} prompts, history = R1-distill samples 0-3, truth = samples 4-7")
+                notes.append(f"aime: {prompts.height} prompts, history = R1-distill samples 0-3, truth = samples 4-7 "
+                             "(a larger group: the rest drawn around them)")
             elif source == "chat":
                 prompts, history, truth, t_gen, h_gen = load_alpaca(data, seed=seed)
                 notes.append(f"chat: {prompts.height} AlpacaEval instructions, truth = {t_gen} models' outputs, "

@@ -46,13 +46,66 @@ def sample_lengths(
     return np.clip(np.rint(mean[:, None] * sample_factor), 1, max_response_tokens).astype(np.int64)
 
 
+# A prompt observed fewer times than the group size gets the rest of its group drawn from a log-normal around
+# its own samples: their mean log length, their sd shrunk towards the pooled within-prompt sd of the observed
+# prompts (of its source, where sources are given) with this many pseudo-degrees of freedom (as
+# `asp_cli.predict.history.SPREAD_PRIOR_DOF`), widened by sqrt(1 + 1/k) for the error of the mean of k samples
+# (a new sample's predictive spread). With no prompt observed twice the spread is `SAMPLE_SIGMA`.
+DRAWN_SAMPLE_PRIOR_DOF = 4.0
+
+
+def complete_groups(tokens: np.ndarray, offset: np.ndarray, count: np.ndarray, samples_per_prompt: int,
+                    rng: np.random.Generator, *, pool: np.ndarray | None = None,
+                    max_response_tokens: int = 1 << 30) -> np.ndarray:
+    """Each row's group of N lengths: its first N observed ones, and where it has fewer, the rest drawn.
+
+    ``tokens`` holds every row's observed lengths back to back, row r's at ``offset[r]:offset[r] + count[r]``
+    (rows may share them: a prompt in several epochs). Returns ``(rows, N)`` int64; a row with none observed
+    is left 0. Drawing the rest with replacement from the observed ones (what `asp simulate` and the
+    benchmark did before 2026-12-03) makes a group of 8 from 4 samples one with at most 4 distinct lengths and
+    one from a single sample a group with no spread at all: on AIME R1-distill (4 samples completed to 8) its
+    mean maximum was 11% below 8 real samples', drawn as here 0.5% above (`scripts/check_truth_samples.py`).
+    """
+    n = samples_per_prompt
+    tokens = np.asarray(tokens, dtype=np.int64)
+    offset = np.asarray(offset, dtype=np.int64)
+    count = np.asarray(count, dtype=np.int64)
+    rows = count.size
+    logs = np.log(np.maximum(tokens, 1).astype(np.float64))
+    cum = np.concatenate([[0.0], np.cumsum(logs)])
+    cum2 = np.concatenate([[0.0], np.cumsum(logs * logs)])
+    k = np.maximum(count, 1).astype(np.float64)
+    mean = (cum[offset + count] - cum[offset]) / k
+    dof = np.maximum(count - 1, 0).astype(np.float64)
+    squares = np.maximum(cum2[offset + count] - cum2[offset] - k * mean * mean, 0.0)
+    own = np.divide(squares, dof, out=np.zeros(rows), where=dof > 0)
+    pool = np.zeros(rows, dtype=np.int64) if pool is None else np.asarray(pool, dtype=np.int64)
+    pooled = np.full(int(pool.max()) + 1 if rows else 0, SAMPLE_SIGMA**2)
+    several = count >= 2
+    if several.any():
+        spread_sum = np.bincount(pool[several], weights=own[several], minlength=pooled.size)
+        spread_rows = np.bincount(pool[several], minlength=pooled.size)
+        pooled = np.where(spread_rows > 0, spread_sum / np.maximum(spread_rows, 1),
+                          float(own[several].mean()))
+    sd = np.sqrt((dof * own + DRAWN_SAMPLE_PRIOR_DOF * pooled[pool]) / (dof + DRAWN_SAMPLE_PRIOR_DOF))
+    z = rng.standard_normal((rows, n))
+    drawn = np.exp(mean[:, None] + (sd * np.sqrt(1.0 + 1.0 / k))[:, None] * z)
+    drawn = np.clip(np.rint(drawn), 1, max_response_tokens).astype(np.int64)
+    j = np.arange(n)[None, :]
+    real = j < count[:, None]
+    observed = tokens[np.where(real, offset[:, None] + j, 0)] if tokens.size else np.zeros((rows, n), np.int64)
+    out = np.where(real, observed, drawn)
+    out[count == 0] = 0
+    return out
+
+
 @dataclass(frozen=True)
 class LengthInfo:
     """Where the simulated lengths came from."""
 
     prompts_observed: int
     prompts_sampled: int
-    prompts_resampled: int  # observed, but with fewer samples than N (drawn with replacement)
+    prompts_drawn: int  # observed, but fewer times than N: the rest of the group drawn (`complete_groups`)
     unknown_ids: int = 0  # distinct ids of the observed lengths that the schedule does not hold
     unknown_examples: tuple[str, ...] = ()
     samples_over_cap: int = 0  # observed samples replayed that are longer than max_response_tokens
@@ -61,7 +114,7 @@ class LengthInfo:
         return {
             "prompts_with_observed_lengths": self.prompts_observed,
             "prompts_with_sampled_lengths": self.prompts_sampled,
-            "prompts_resampled_with_replacement": self.prompts_resampled,
+            "prompts_with_drawn_samples": self.prompts_drawn,
             "unknown_ids": self.unknown_ids,
             "unknown_id_examples": list(self.unknown_examples),
             "samples_over_max_response_tokens": self.samples_over_cap,
@@ -94,8 +147,10 @@ def lengths_for_schedule(
 ) -> tuple[np.ndarray, LengthInfo]:
     """True lengths per schedule row: observed where given, otherwise the noise model.
 
-    A prompt with at least N observed samples uses its first N; one with fewer draws N with replacement
-    (deterministically from ``seed``); a prompt absent from ``observed`` is sampled around its prediction.
+    A prompt with at least N observed samples uses its first N; one with fewer keeps them and gets the rest
+    drawn around them (`complete_groups`, deterministically from ``seed``; the spread pooled per
+    ``data_source`` where the schedule has one); a prompt absent from ``observed`` is sampled around its
+    prediction.
     """
     import polars as pl
 
@@ -105,7 +160,7 @@ def lengths_for_schedule(
     rows = frame.height
     out = np.zeros((rows, n), dtype=np.int64)
     have = np.zeros(rows, dtype=bool)
-    resampled = 0
+    drawn_rows = 0
     unknown: list[str] = []
     unknown_count = 0
     if observed is not None and observed.height:
@@ -124,12 +179,13 @@ def lengths_for_schedule(
         count = joined["count"].fill_null(0).to_numpy().astype(np.int64)
         offset = joined["offset"].fill_null(0).to_numpy().astype(np.int64)
         have = count > 0
-        rng = np.random.default_rng(seed)
-        draws = np.floor(rng.random((rows, n)) * np.maximum(count, 1)[:, None]).astype(np.int64)
-        j = np.arange(n)[None, :]
-        index = np.where(j < count[:, None], j, draws)
-        out[have] = flat[(offset[:, None] + index)[have]]
-        resampled = int(np.sum(have & (count < n)))
+        pool = None
+        if "data_source" in frame.columns:
+            pool = frame["data_source"].cast(pl.String).fill_null("").cast(pl.Categorical).to_physical()
+            pool = pool.to_numpy().astype(np.int64)
+        out = complete_groups(flat, offset, count, n, np.random.default_rng(seed), pool=pool,
+                              max_response_tokens=max_response_tokens)
+        drawn_rows = int(np.sum(have & (count < n)))
     over_cap = int(np.sum(out[have] > max_response_tokens))
     if not have.all():
         col = "predicted_mean_tokens" if "predicted_mean_tokens" in frame.columns else "predicted_tokens"
@@ -138,5 +194,5 @@ def lengths_for_schedule(
         out[~have] = drawn[~have]
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
-    return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, resampled, unknown_count,
+    return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_rows, unknown_count,
                                           tuple(unknown), over_cap)
