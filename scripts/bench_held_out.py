@@ -51,7 +51,12 @@ on the math workloads, 2026-12-02) took streaming at lag 2 on the mix from 0.6% 
 best baseline (rerun 2026-12-03, which also picked up the history estimator's changes of 2026-12-02: every
 other gain within 0.1 point but the forced `per-step` in synchronous streaming, -26.7% to -27.3%, and the
 planned-instance rows within 0.01, and in synchronous streaming the best baseline is now the least-pending router
-fed longest first, 0.736, asp level with it). Every other figure is as first measured.
+fed longest first, 0.736, asp level with it). The groups of 8 on the mix take AIME's 4 truth samples and,
+since 2026-12-03, draw the rest around them instead of resampling the 4 (docs/simulation.md, "Lengths"); the
+rerun that day changed only the mix: continuous +20.7% to +22.1%, streaming at lag 2 +1.3% +- 0.7% to
++1.0% +- 2.0%, static +5.4% to +4.4%, trainer-following +3.4% to +4.0%, `--steps representative` 3.1% to
+5.3% behind, `per-step` in synchronous streaming 6.3% to 5.9% ahead of the deal. Every other figure is as
+first measured.
 Tables as in "Simulated end-to-end time against baselines".
 """
 
@@ -59,38 +64,38 @@ FINDINGS = """\
 ### What held and what did not
 
 The picture of the math workloads holds on chat: asp is never behind the best equal-footing baseline here
-except with `--steps representative` (1.3% and 3.1%) and with `per-step` forced in synchronous streaming
-(each gain with its standard error over the seeds in the tables), and 3-21% ahead of it on the chat + math +
-reasoning mix with blocking engines; on engines that refill it wins little (level on chat, 1.3% on the
-mix); it loses where it loses on math (steps kept representative in arrival
+except with `--steps representative` (1.3% and 5.3%) and with `per-step` forced in synchronous streaming
+(each gain with its standard error over the seeds in the tables), and 4-22% ahead of it on the chat + math +
+reasoning mix with blocking engines; on engines that refill it wins nothing beyond the seeds' noise (level
+on chat, 1.0% +- 2.0% on the mix); it loses where it loses on math (steps kept representative in arrival
 order).
 
 - **Blocking `continuous` engine** (6 seeds): on chat alone auto is level with the best baseline (it picks
   short-first, +0.0%): chat answers vary within a prompt about as much as between prompts, and the
-  true-lengths ceiling is only 0.8% further. On the mix it is 20.7% faster than the best baseline and
-  level with the true-lengths ceiling as auto judges it (0.730 against 0.751).
+  true-lengths ceiling is only 0.8% further. On the mix it is 22.1% faster than the best baseline and
+  level with the true-lengths ceiling (0.698 against 0.694).
 - **Engines that refill** (`streaming`, lag 2): level on chat with the least-pending router fed shortest
-  first (auto's own pick; 2.1% ahead of least-pending on a shuffled stream); on the mix 1.3% +- 0.7% ahead
-  of a count-balanced deal of verl's chunks, the best baseline, and 1.4% ahead of least-pending, where every
-  arrangement, the true lengths' included, lands within about 4% of the others (before `quick-start`: 0.6%
-  +- 0.5% behind). Before the simulator's lag-rule fix asp was 3.3% ahead of least-pending here: most of that
+  first (auto's own pick; 2.1% ahead of least-pending on a shuffled stream); on the mix 1.0% +- 2.0% ahead
+  of a count-balanced deal of verl's chunks, the best baseline (the seeds' noise), where every arrangement,
+  the true lengths' included, lands within about 3% of the others (before `quick-start`: 0.6% +- 0.5%
+  behind). Before the simulator's lag-rule fix asp was 3.3% ahead of least-pending here: most of that
   was least-pending's instances sleeping through publishes.
 - **Static padding** (10 seeds, as on the math workloads since 2026-12-02): level on chat alone (+0.4% +- 3.7%
-  over the best baseline, a shuffle in asp's sizes; at 4 seeds it read 0.4% behind short-first), 5.4% ahead of
-  short-first on the mix (5.6% at 4 seeds; minibatches cut by their padded KV against half the KV cache, the
+  over the best baseline, a shuffle in asp's sizes; at 4 seeds it read 0.4% behind short-first), 4.4% ahead of
+  short-first on the mix (5.4% before the truth's draws of 2026-12-03, 5.6% at 4 seeds; minibatches cut by their padded KV against half the KV cache, the
   static default since 2026-12-02; cut to the whole cache, -1.6% and +2.6%; before the padded cut, -1.6% and
   -0.1%).
 - **A trainer that follows the schedule** (no lag bound): level on chat, by taking short-first and its
-  arrival-order steps (deviation 0.78 against 0.08); 3.4% ahead on the mix with steps near a shuffle's
-  (0.21 against 0.14).
+  arrival-order steps (deviation 0.78 against 0.08); 4.0% ahead on the mix with steps near a shuffle's
+  (0.22 against 0.14).
 - **`--steps representative` in arrival order**: 1.3% behind on chat; on the mix it takes the shuffle
-  (steps 0.26, the shuffle's own) and is 3.1% behind short-first. Judged on one epoch it had taken an order
+  (steps 0.25, the shuffle's own) and is 5.3% behind short-first. Judged on one epoch it had taken an order
   whose steps measured 0.43 on the true lengths.
 - **Synchronous training on engines that refill** (`--max-lag 0`, the mix at train batch 256): auto is 26%
-  faster than a round-robin deal by length-sorted steps (2.42), level with the least-pending router fed
+  faster than a round-robin deal by length-sorted steps (2.43), level with the least-pending router fed
   longest first (the best baseline since the rerun of 2026-12-03; shortest first before, 0.740 against
-  0.736); `per-step` is 6.3% faster with steps near a shuffle's (0.28 against 0.14): more than on the
-  math mixes (3-5%), still under the 8% the issue asks for (the true lengths take per-step to 7.7%).
+  0.736); `per-step` is 5.9% faster with steps near a shuffle's (0.28 against 0.14): more than on the
+  math mixes (3-5%), still under the 8% the issue asks for (the true lengths take per-step to 6.9%).
 """
 
 
