@@ -55,20 +55,22 @@ FINDINGS = """\
   trainer-bound mixes) auto picks that very sort (its `long-first` and `short-first` candidates cut the very
   minibatches of the baselines' sorts; only the order inside a minibatch, longest first, and the train steps,
   from estimated finish times, differ, which an audit measured at 0.1% on mix-k8-n8) and is level (0.0%). These tables are of `--kv-budget auto` (2026-12-02): on
-  the long-reasoning mixes asp's minibatches count each group at its share of its wave's expected peak, 3-7.5%
+  the long-reasoning mixes asp's minibatches count each group at its share of its wave's expected peak, 3.6-9.1%
   faster in seconds than counting it whole, and the baselines in asp's sizes are cut the same way and gain as
-  much or more ("The KV budget" below), so asp's margins over them (6 seeds) moved from 11.3% to 8.8% (mix-k8-n8; 9.3% in the rerun of 2026-12-03),
-  20.4% to 19.8% (mix-k8-n8-b256) and 0.7% to level (aime-k8-n8-b256). On engines that refill freed slots
-  ("Other engines" below) asp wins nothing: against all thirteen baselines that run there it is level on five
-  workloads and 0.8-1.3% behind the best of them on three (lag 2, 10 seeds); the 0.2-4.0% it read ahead before
+  much or more ("The KV budget" below), so asp's margins over them (6 seeds) moved from 11.3% to 8.8% (mix-k8-n8; 9.3% in the rerun of 2026-12-03,
+  8.9% on the drawn truth of that day), 20.4% to 19.8% (mix-k8-n8-b256; 20.1% on the drawn truth) and 0.7% to
+  level (aime-k8-n8-b256). On engines that refill freed slots
+  ("Other engines" below) asp wins nothing: against all thirteen baselines that run there it is level on six
+  workloads and behind the best of them on two (lag 2, 10 seeds: mix-k16-n16-b512 3.0% +- 0.2%, aime-k8-n8-b256
+  0.4% +- 0.6%); the 0.2-4.0% it read ahead before
   an audit of 2026-12-02 was its shortest-first candidate against tables that lacked that sort.
   The streaming tables are of the simulator fixed on 2026-12-01 (docs/simulation.md): before, an instance held
   by the lag rule with a few long sequences left slept through the publish, which handicapped least-pending
   routing by up to 7%, and these
   tables had asp up to 7.3% ahead of it. On the `static`
-  engine (10 seeds: its replays are cheap and its GSM8K spread wide) it is 0.7% +- 0.3% behind long-first on
-  mix-k8-n8 and 0.3% +- 0.4% on mix-k8-n8-b256, level on four (GSM8K -0.6% +- 1.6%: at 4 seeds the same
-  table read -1.9%, the seeds' noise; AIME-n4 +0.2%) and 5-18% ahead on two (the static table is of 2026-12-02,
+  engine (10 seeds: its replays are cheap and its GSM8K spread wide) it is 1.8% +- 0.6% behind long-first on
+  mix-k8-n8 and 1.7% +- 0.3% on mix-k8-n8-b256 (0.7% and 0.3% on the old truth), level on four (GSM8K -0.6% +-
+  1.6%: at 4 seeds the same table read -1.9%, the seeds' noise; AIME-n4 +0.2%) and 2-14% ahead on two (the static table is of 2026-12-02,
   with minibatches cut by their padded KV against half the cache: docs/algorithms.md, section 3). There
   long-first wins a near-tie (the padded engine's robust order): before, the interleaving won two ties in 32
   seeded runs and lost 0.5% (AIME) and 1.1% (mix-k8-n8) on the true lengths. Heavier-tailed draws for the
@@ -77,10 +79,10 @@ FINDINGS = """\
   for long-first there (5% instead of 0.5%): it made the two losses ties (0.0%) but cost the two wins 0.7 and
   2.4 points and held-out chat 2.9 points (-2.5% +- 2.4% against +0.4% +- 3.7%, 10 seeds).
 - **Mixed sources on blocking engines, rollout-bound** (mix-k8-n8, mix-k8-n8-b256): asp is 9-20% faster
-  than the best equal-footing baseline and 23-26% faster than a shuffle in its own sizes. The "true lengths"
+  than the best equal-footing baseline and 25-28% faster than a shuffle in its own sizes. The "true lengths"
   column is asp's own choice given the true lengths, judged with the draws of a model prediction and replayed
-  with asp's free dispatch: 3% ahead of asp on mix-k8-n8 (0.745 against 0.769) and 1.6% behind it on
-  mix-k8-n8-b256 (0.752 against 0.740). A yardstick of asp's own choosing, not a bound. (Until an audit of
+  with asp's free dispatch: 1.5% ahead of asp on mix-k8-n8 (0.741 against 0.752) and level on
+  mix-k8-n8-b256 (0.721 against 0.719). A yardstick of asp's own choosing, not a bound. (Until an audit of
   2026-12-02 this row was replayed on planned instances while asp's was free, which read it level or behind
   on both.)
 - **Trainer-bound runs and long reasoning alone** (mix-k16-n16, mix-k16-n16-b512, gsm8k-k4-n8, AIME): the
@@ -97,23 +99,23 @@ FINDINGS = """\
   minibatches arrive whole, and auto picks plain sorts where they are faster, so the 90th-percentile step
   deviation is 0.1-3.5 against 0.06-0.5 for a shuffle. With `--trainer schedule` (asp's verl replay buffer)
   and no lag bound, auto picks `per-step` (a shuffle's train batches, each packed longest first) on the
-  mixes: steps nearly as representative as a shuffle's (0.14-0.23 against 0.12-0.21) and 2-12% faster than
+  mixes: steps nearly as representative as a shuffle's (0.14-0.21 against 0.12-0.22) and 3-12% faster than
   the best baseline. On GSM8K it picks short-first, level with the baseline sort, whose steps are the sort's
   arrival order (0.40 against 0.06: a sort keeps its arrival steps whatever the trainer, since stratifying a
   sorted order keeps the trainer waiting for the last length class; before, it did, and auto was 4% slower
   there); `--steps representative` keeps `per-step` there. Under `--max-lag 2` the replay now holds a schedule-following
   trainer to the bound (before, it applied no rule there, so that table was not on equal footing): asp is
-  from 0.3% behind to 17% ahead, with `per-step`'s representative steps on mix-k8-n8-b256, and plain sorts (steps far
+  from 0.4% behind to 19% ahead, with `per-step`'s representative steps on mix-k8-n8-b256, and plain sorts (steps far
   from representative) where they are faster. Finer strata for the stratified steps (per-group predicted
   length, about four groups of each per step) were tried: steps beat the shuffle (0.03-0.07) but each waits
   for its long groups, 20-29% slower on the 8-instance mixes, so they are not used.
 - **`--steps representative`** (the last three tables) keeps auto to candidates whose steps are expected to
   be about a shuffle's. With a trainer that follows the schedule it changes nothing (auto already takes
-  `per-step` there); in synchronous streaming it takes `per-step` (2-3% over round-robin instead of 11-23%).
+  `per-step` there); in synchronous streaming it takes `per-step` (2-3% over round-robin instead of 10-23%).
   In arrival order it is costly: mostly the shuffle is left (now the random baseline itself), level or
   ahead on the mixes of 256-512 and on GSM8K (-2.2% +- 2.5% in the rerun of 2026-12-03, +0.5% before it: the
   seeds' noise) (judged over two epochs it takes the shuffle on mix-k8-n8-b256),
-  0.3-1% behind on AIME, 2-9% behind the best sort on mix-k16-n16 and mix-k8-n8 and twice the long-first
+  0.2-1% behind on AIME, 2-10% behind the best sort on mix-k16-n16 and mix-k8-n8 and twice the long-first
   time on two instances (mix-k2-n4). Representative steps
   in arrival order cost the packing; prefer a trainer that follows the schedule.
 """
@@ -129,44 +131,45 @@ OTHER_ENGINES = """\
   (the shortest-first ones were missing), and verl's chunked orders, each chunk kept to one server, which on
   these engines hold as much in flight as asp and so are on equal footing. With the lag bound (10 seeds; the table is of
   2026-12-02 with the `quick-start` candidate: the shuffle opened by each epoch's shortest train batch, so the
-  trainer starts sooner) asp is level on five workloads (within 0.1%) and behind the best row on three:
-  mix-k8-n8 0.8% +- 0.4% (verl's chunks sorted shortest first), mix-k16-n16-b512 1.3% +- 0.8% (the same), and
-  aime-k8-n8-b256 0.9% +- 0.5% (RollPacker's tail rounds); before `quick-start` those read 0.5%, 1.6% and
-  1.6%, and mix-k8-n8-b256 0.4% behind (now level). Against the issue's yardstick, a random round-robin deal
-  on the large workloads (the third streaming table, 4 seeds), asp is 5.3% faster on mix-k8-n8-b256, 1.2% on
-  mix-k16-n16-b512 and 1.3% slower on aime-k8-n8-b256: not the 8% asked, which no order reaches here: the
-  fastest of 44 orders (asp's own included), picked after the fact on the very lengths it is judged on, is 6.8%, 2.1% and
-  0.9% faster than the deal ("Room for an order on engines that refill" below: these runs are trainer-bound,
+  trainer starts sooner; rerun 2026-12-03 on the drawn truth) asp is level or ahead on six workloads (0.1% behind to 0.9% ahead)
+  and behind the best row on two: mix-k16-n16-b512 3.0% +- 0.2% (verl's chunks sorted shortest first, each
+  kept to its server: on the old truth 1.3% +- 0.8%) and aime-k8-n8-b256 0.4% +- 0.6% (RollPacker's tail
+  rounds; 0.9% before); mix-k8-n8, 0.8% behind on the old truth, is now level. Against the issue's yardstick, a random round-robin deal
+  on the large workloads (the third streaming table, 4 seeds), asp is 3.4% faster on mix-k8-n8-b256, 0.4% on
+  mix-k16-n16-b512 and 0.7% slower on aime-k8-n8-b256 (5.3%, 1.2% and -1.3% on the old truth): not the 8% asked,
+  which no order reaches here: the fastest of 44 orders (asp's own included), picked after the fact on the very
+  lengths it is judged on, is 5.6%, 1.2% and 1.3% faster than the deal ("Room for an order on engines that refill" below: these runs are trainer-bound,
   and orders differ only in how the pipeline fills and drains). Before the audit the same runs read 0.2-4.0% ahead: those "wins" were auto's shortest-first
-  candidate against tables that lacked that sort. Without a lag bound (4 seeds, rerun 2026-12-03) it is within 0.4% on six and
-  behind on two: aime-k8-n8-b256 1.3% +- 0.9% and mix-k8-n8-b256 5.6% +- 0.6%, on every seed. There the best
-  row is verl's chunks sorted shortest first, each train batch cut into one contiguous chunk per server and
-  each chunk kept to its server. Half of that gap is auto's choice: its own `short-first` candidate, routed
-  least-pending, is the fastest order for that router on every seed and 2.8% faster than auto's pick
-  (`quick-start` or the shuffle on three seeds of four), which the predictive draws do not show; the other half
-  is routing, which no order for a least-pending router makes up ("Room for an order on engines that refill"
-  below). (The table before this rerun read 8.4% +- 5.0% there,
+  candidate against tables that lacked that sort. Without a lag bound (4 seeds, rerun 2026-12-03 on the drawn truth) it is within 0.5% on six and
+  behind on two: aime-k8-n8-b256 1.2% +- 0.5% and mix-k8-n8-b256 4.7% +- 1.4% (5.6% on the old truth). There
+  the best row is verl's chunks sorted shortest first, each train batch cut into one contiguous chunk per
+  server and each chunk kept to its server. Part of that gap is auto's choice: its own `short-first`
+  candidate, routed least-pending, is the fastest order for that router on every seed and 2.7% faster than
+  auto's pick (regret 1.9% over its candidates in "How well auto chooses"), which the predictive draws do not
+  show; the rest (1.9%) is routing, which no order for a least-pending router makes up ("Room for an order on
+  engines that refill" below). (The table before this rerun read 8.4% +- 5.0% there,
   one bad seed of four.) The best row changes from workload to workload and is the fastest of thirteen
   noisy means picked after the fact, which flatters the baselines a little; no one baseline beats asp
   everywhere, but nothing here says an offline arrangement is worth having on these engines. Planned for
   servers that keep to its `instance` column (`--dispatch planned`, the second table, 4 seeds; "best equal"
-  there among the rows that keep to their servers too), it is within 0.5% on six and behind on two (mix-k8-n8
-  0.9% +- 0.4%, GSM8K 1.8% +- 1.1%; rerun 2026-12-03). The tables with the lag bound are the simulator's after the fix of
+  there among the rows that keep to their servers too), it is within 0.6% on five and behind on three (mix-k16-n16-b512
+  4.0% +- 0.9%, GSM8K 1.8% +- 1.1%, aime-k8-n8-b256 1.6% +- 0.6%; rerun 2026-12-03 on the drawn truth, where
+  mix-k8-n8 went from 0.9% behind to 0.6%). The tables with the lag bound are the simulator's after the fix of
   2026-12-01 (docs/simulation.md): before it, busy instances held by the lag rule slept through publishes.
   **Synchronous training** (`--max-lag 0`, the last two streaming tables) is where the room is: every step
-  waits for its slowest instance. There auto is 23% and 11% faster than a random round-robin deal on the 8-
+  waits for its slowest instance. There auto is 23% and 10% faster than a random round-robin deal on the 8-
   and 16-instance mixes at train batches 256 and 512, level with the least-pending router fed longest first,
   but by ordering the epoch longest first, so each step holds prompts of one length (step deviation 2.8
-  against 0.2): a length curriculum, not a neutral schedule; on AIME it is 0.4% +- 0.8% behind a count-balanced
-  deal. `--arrangement per-step` keeps a shuffle's steps (0.12-0.20 against 0.03-0.18) and is 3-5% faster
+  against 0.2): a length curriculum, not a neutral schedule; on AIME it is 0.4% +- 0.5% behind a count-balanced
+  deal. `--arrangement per-step` keeps a shuffle's steps (0.12-0.19 against 0.03-0.18) and is 3-5% faster
   than the round-robin deal: less than the 8% the issue asks for, and the true lengths themselves take
-  per-step only to 5.6-6.7% (0.933-0.944): with a shuffle's steps, each step holds its share of the longest
+  per-step only to 4.4-6.1% (0.939-0.956): with a shuffle's steps, each step holds its share of the longest
   prompts and waits for its longest sequence. Composing each step by strata of predicted length instead of a
   shuffle (tried, 2 seeds) moved asp's row by 0.2%; not kept.
 - **Static padding** (`static`: HF `generate`, 10 seeds): long-first in asp's sizes is the best baseline
-  almost everywhere; asp (auto) is 0.7% and 0.3% behind it on mix-k8-n8 and mix-k8-n8-b256 (each within two and a half
-  standard errors), level on four workloads (GSM8K -0.6% +- 1.6%, AIME-n4 +0.3%), and ahead on mix-k16-n16
-  (5.3%) and mix-k16-n16-b512 (18%).
+  almost everywhere; asp (auto) is 1.8% +- 0.6% and 1.7% +- 0.3% behind it on mix-k8-n8 and mix-k8-n8-b256
+  (0.7% and 0.3% on the old truth, rerun 2026-12-03), level on four workloads (GSM8K -0.6% +- 1.6%, AIME-n4
+  +0.3%), and ahead on mix-k16-n16 (2.2%; 5.3% on the old truth) and mix-k16-n16-b512 (14%; 18%).
   Measured 2026-12-02 with every minibatch, asp's and the baselines' in its sizes, cut so that its padded KV
   (rows x (longest prompt + longest predicted maximum)) fits half the KV cache, the static default since
   that day (HF `generate` does not preempt, and at the whole cache a replay left most padded batches over
