@@ -395,3 +395,11 @@ def test_a_group_is_completed_with_the_spread_of_its_own_samples_and_its_source(
     assert not none.any()  # nothing observed: left for the noise model
     again = complete_groups(tokens, offset, count, 8, np.random.default_rng(1), pool=pool, max_response_tokens=5_000)
     assert np.array_equal(groups, again)
+
+
+def test_prompts_with_drawn_samples_are_counted_once_over_epochs():
+    frame = _frame(["a", "b"], epochs=2)
+    observed = pl.DataFrame({"prompt_id": ["a", "b", "b"], "response_tokens": [50, 60, 70]})
+    lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=3, seed=0)
+    assert info.prompts_drawn == 2 and info.to_dict()["prompts_with_drawn_samples"] == 2
+    assert lengths[0, 0] == 50 and lengths[2, 0] == 50 and lengths[1, :2].tolist() == [60, 70]

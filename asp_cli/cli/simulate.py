@@ -99,8 +99,11 @@ def _write_timeseries(series: dict, path: Path, *, replace: bool) -> None:
 def _summary(document: dict) -> str:
     m = document["metrics"]
     lengths = document["lengths"]
-    source = (f"{lengths['prompts_with_observed_lengths']:,} prompts with observed lengths, "
-              f"{lengths['prompts_with_sampled_lengths']:,} sampled around predictions")
+    source = f"{lengths['prompts_with_observed_lengths']:,} prompts with observed lengths"
+    if lengths.get("prompts_with_drawn_samples"):
+        source += (f" ({lengths['prompts_with_drawn_samples']:,} observed fewer times than the group size: the rest "
+                   "of each group drawn around their samples)")
+    source += f", {lengths['prompts_with_sampled_lengths']:,} sampled around predictions"
     if lengths.get("skipped_rows"):
         source += f" (skipped {lengths['skipped_rows']} bad rows, --on-bad-row skip)"
     return "\n".join([

@@ -160,7 +160,7 @@ def lengths_for_schedule(
     rows = frame.height
     out = np.zeros((rows, n), dtype=np.int64)
     have = np.zeros(rows, dtype=bool)
-    drawn_rows = 0
+    drawn_prompts = 0
     unknown: list[str] = []
     unknown_count = 0
     if observed is not None and observed.height:
@@ -185,7 +185,7 @@ def lengths_for_schedule(
             pool = pool.to_numpy().astype(np.int64)
         out = complete_groups(flat, offset, count, n, np.random.default_rng(seed), pool=pool,
                               max_response_tokens=max_response_tokens)
-        drawn_rows = int(np.sum(have & (count < n)))
+        drawn_prompts = int(ids.filter(pl.Series(have & (count < n))).n_unique())
     over_cap = int(np.sum(out[have] > max_response_tokens))
     if not have.all():
         col = "predicted_mean_tokens" if "predicted_mean_tokens" in frame.columns else "predicted_tokens"
@@ -194,5 +194,5 @@ def lengths_for_schedule(
         out[~have] = drawn[~have]
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
-    return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_rows, unknown_count,
+    return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
                                           tuple(unknown), over_cap)
