@@ -40,7 +40,7 @@ the KV accounting auto chose for asp (so a poor choice of cut is paid by both an
 auto's own constants (the tie margin, the static engine's candidate order, the KV rule) were set on these
 very workloads and seeds: these tables are in-sample, and the held-out chat tables below are the check on
 data none of them saw. Where a group is larger than its prompt's real truth samples (AIME has 4, the groups
-8-16), the rest of the group is drawn around them (since 2026-12-03: resampled from the 4, as before, the
+8-16), the rest of the group is drawn around them (since 2026-12-03; resampled from the 4 before, the
 groups of 8 had a mean maximum 11% short of 8 real samples' and too little spread; `python
 scripts/check_truth_samples.py`), so every table here was remeasured that day.
 """

@@ -297,6 +297,9 @@ def _samples(matrix: list[list[int]], sources: list[str], n: int, rng: np.random
     from asp_cli.sim.lengths import complete_groups
 
     count = np.array([len(values) for values in matrix], dtype=np.int64)
+    if count.size and not count.min():
+        raise InputError(f"{sources[int(np.argmin(count))]}: a prompt without any true length; every prompt of a "
+                         "benchmark workload needs at least one")
     offset = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
     tokens = np.array([v for values in matrix for v in values], dtype=np.int64)
     codes = {s: i for i, s in enumerate(sorted(set(sources)))}

@@ -183,7 +183,9 @@ def lengths_for_schedule(
         if "data_source" in frame.columns:
             pool = frame["data_source"].cast(pl.String).fill_null("").cast(pl.Categorical).to_physical()
             pool = pool.to_numpy().astype(np.int64)
-        out = complete_groups(flat, offset, count, n, np.random.default_rng(seed), pool=pool,
+        # A stream of its own: the noise model below draws from `default_rng(seed)`, and sharing it would tie
+        # the unobserved prompts' factors to the observed prompts' drawn samples.
+        out = complete_groups(flat, offset, count, n, np.random.default_rng([seed, 1]), pool=pool,
                               max_response_tokens=max_response_tokens)
         drawn_prompts = int(ids.filter(pl.Series(have & (count < n))).n_unique())
     over_cap = int(np.sum(out[have] > max_response_tokens))
