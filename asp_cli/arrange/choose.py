@@ -9,8 +9,9 @@ predictions, `HISTORY_SIGMA` for prompts seen in history) and per sample a log-n
 the prompt's own, read back from its predicted group maximum and mean (`sample_sigma`). The candidate with the lowest mean simulated end-to-end time wins,
 except that an earlier candidate (interleave first: steadier arrival, steps closer to representative; on the
 padded `static` engine long-first first) within `TIE_MARGIN` of it is kept, since a difference that small is inside the draws' own noise. Large inputs are judged on a seeded sample of prompts (`SAMPLE_PROMPTS`) and
-one epoch, which keeps the cost a fixed few seconds, and on engines that refill each replay of the sample is
-scaled up to the whole run (`run_time`); the winner is then arranged on everything. On the `continuous`
+one epoch, which keeps the cost a fixed few seconds; on engines that refill the sample is judged as a
+miniature of the run, its instances and train batch cut with the prompts (`miniature_of`), and each replay is
+scaled up to the whole run (`run_time`). The winner is then arranged on everything. On the `continuous`
 engine with `--kv-budget auto`, where the minibatch KV budget binds, the candidates are judged with each group
 counted whole against it, the winner again with each group counted at its share of its wave's expected peak,
 and, if that is faster, every candidate cut so and the choice made among them (`kv_budgets_to_try`); the
@@ -20,6 +21,7 @@ choice says which cut was kept.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +103,10 @@ class ArrangementChoice:
     refused: list[str] = field(default_factory=list)
     # Judged on a seeded sample of the prompts (`SAMPLE_PROMPTS`); left out of the document when judged whole.
     sampled: bool = False
+    # Judged as a miniature of the run (`miniature_of`): its instances and train batch; 0 (and left out of the
+    # document) otherwise.
+    judged_instances: int = 0
+    judged_train_batch_size: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
@@ -112,6 +118,8 @@ class ArrangementChoice:
             del document["run_prompt_epochs"]
         if not document["bound_broken_on_input"]:
             del document["bound_broken_on_input"]
+        if not document["judged_instances"]:
+            del document["judged_instances"], document["judged_train_batch_size"]
         mine = [c for c in self.candidates if _is(c, self.chosen, self.kv_budget)]
         chosen = mine[0]["expected_end_to_end_s"] if mine else None
         others = [c["expected_end_to_end_s"] for c in self.candidates
@@ -180,6 +188,67 @@ def sample_sigma(predicted_max: np.ndarray, predicted_mean: np.ndarray, samples:
     return np.clip(sigma, 0.05, 2.0)
 
 
+@dataclass(frozen=True)
+class Miniature:
+    """A sample's run cut down with it: as many instance-equivalents and as large a train batch per prompt as
+    the whole run has (`miniature_of`)."""
+
+    instances: int
+    train_batch_size: int
+    preset: HardwarePreset  # one miniature instance: a slice of a real one (`instance_slice`)
+    # The miniature's rollout capacity and train batch over the run's: how many of the run's prompt-epochs one
+    # judged prompt stands for is the run's prompt-epochs times this over the sample's (`choose_arrangement`).
+    capacity_fraction: float
+
+
+def instance_slice(preset: HardwarePreset, fraction: float) -> HardwarePreset:
+    """A ``fraction`` of one instance: ``fraction`` of its sequence slots and KV cache, at the same decode step
+    time for the same share of its load.
+
+    A decode step costs ``t_o + max(t_w, c b) + kv sum(ctx)`` (`asp_cli.costmodel`). With ``b`` and the summed
+    context cut by ``fraction`` and ``c`` and ``kv`` (per sequence, per context token) raised by its inverse,
+    every step takes as long as the whole instance's; the weight read ``t_w`` and the overhead stay. Raising
+    the KV bytes per token cuts the cache's capacity in tokens by the same fraction; lowering the FLOP/s raises
+    the per-token prefill cost with it.
+    """
+    return dataclasses.replace(preset, kv_bytes_per_token=preset.kv_bytes_per_token / fraction,
+                               flops_per_s=preset.flops_per_s * fraction,
+                               max_num_seqs=max(1, round(preset.max_num_seqs * fraction)))
+
+
+def miniature_of(settings: ScheduleSettings, preset: HardwarePreset, sample_prompts: int, run_prompt_epochs: int,
+                 longest_request_tokens: int) -> Miniature:
+    """The run cut down to ``sample_prompts`` (one epoch): the instances and the train batch cut by the sample's
+    share of the run's prompt-epochs, so that its replay is loaded as the run is, phase by phase.
+
+    A sample replayed on the run's own instances and train batch is a short, lightly loaded run: an order that
+    ends on its long work (short-first) leaves its last phase to a few long groups on half-empty instances,
+    where the run, with many times the long groups, keeps them full; scaling that replay's middle up to the run
+    multiplied the empty phase, and put short-first 36% behind on a 31,632-prompt mix where replays of the whole
+    input put it ahead (docs/benchmarks.md, "Large inputs"). Cut down with the sample, the instances hold as
+    many prompts each and the trainer takes as many steps per epoch as in the run.
+
+    The share can fall below one instance: the miniature then runs on a slice of one (`instance_slice`), never
+    smaller than one that holds a whole group of the longest requests in its cache and its slots (below that a
+    group's samples queue one behind another as they never would in the run); where that floor binds, the
+    miniature is larger than the sample's share, and its times are scaled up by the rest (`run_time`). The
+    trainer takes as long per step as the run's: its per-token cost is raised by the run's train batch over
+    the miniature's.
+    """
+    n = settings.samples_per_prompt
+    share = sample_prompts / max(run_prompt_epochs, 1)
+    floor = min(1.0, max(n * longest_request_tokens / max(preset.kv_capacity_tokens, 1), n / preset.max_num_seqs))
+    capacity = max(share, floor / settings.instances)
+    batch = max(1, round(settings.train_batch_size * capacity),
+                math.ceil(settings.train_batch_size * floor / settings.instances))
+    capacity = min(batch / settings.train_batch_size, 1.0)
+    equivalents = settings.instances * capacity
+    instances = max(1, round(equivalents))
+    small = instance_slice(preset, equivalents / instances)
+    small = dataclasses.replace(small, train_per_token_s=preset.train_per_token_s / capacity)
+    return Miniature(instances, batch, small, capacity)
+
+
 def candidates_for(engine: str) -> tuple[str, ...]:
     """The engine's candidates, in the order that breaks a tie (the earliest within `TIE_MARGIN` wins)."""
     return {"streaming": STREAMING_CANDIDATES, "static": STATIC_CANDIDATES}.get(engine, BLOCKING_CANDIDATES)
@@ -208,9 +277,13 @@ def choose_arrangement(
 
     sampled = prompts.height > SAMPLE_PROMPTS
     run_prompts = prompts.height * settings.epochs
-    # The run's prompt-epochs per the sample's, on engines that refill (`run_time` says why only there).
+    # On engines that refill, a sample is judged as a miniature of the run (`miniature_of`), its times scaled up
+    # to the run (`run_time` says why only there).
     scaled = sampled and settings.engine in SCALED_ENGINES
-    scale = run_prompts / SAMPLE_PROMPTS if scaled else 1.0
+    small = (miniature_of(settings, preset, SAMPLE_PROMPTS, run_prompts,
+                          int(predictions[C.PROMPT_TOKENS].max()) + settings.max_response_tokens)
+             if scaled else None)
+    scale = run_prompts * small.capacity_fraction / SAMPLE_PROMPTS if small is not None else 1.0
     # Which KV accountings to judge under is settled on the whole input: a group too large to be cut whole
     # that the sample happened to miss would otherwise leave a whole cut that the full input cannot take.
     whole = np.ceil(group_tokens(settings.samples_per_prompt, predictions[C.PROMPT_TOKENS].to_numpy(),
@@ -229,10 +302,14 @@ def choose_arrangement(
     # that refill than the best candidate ("How well auto chooses").
     epochs = SAMPLE_PROMPTS // max(prompts.height, 1)
     trial = dataclasses.replace(settings, epochs=max(1, min(settings.epochs, epochs if sampled else max(epochs, 2))))
+    judged_preset = preset
+    if small is not None:
+        trial = dataclasses.replace(trial, instances=small.instances, train_batch_size=small.train_batch_size)
+        judged_preset = small.preset
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     from_history = (predictions[C.PREDICTION_SOURCE] == "history").to_numpy()
     sim = SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
-                             train_batch_size=settings.train_batch_size, mode=settings.engine,  # type: ignore[arg-type]
+                             train_batch_size=trial.train_batch_size, mode=settings.engine,  # type: ignore[arg-type]
                              dispatch=settings.dispatch, max_lag=settings.max_lag,  # type: ignore[arg-type]
                              trainer=settings.trainer)  # type: ignore[arg-type]
     top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
@@ -253,8 +330,10 @@ def choose_arrangement(
         lengths = np.maximum(mean, 1.0)[:, None] * prompt_factor[:, None] * sample_factor
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
     weights = np.array([w for _, w in SCALE_NODES])
-    # The run's prompt-epochs per the judged ones, for every engine: what the rollout alone is scaled up by.
-    rollout_scale = run_prompts / (prompts.height * trial.epochs) if prompts.height else 1.0
+    # The run's prompt-epochs per the judged ones, for every engine: what the rollout alone is scaled up by (a
+    # miniature's rollout by what its times are).
+    rollout_scale = (scale if small is not None else
+                     run_prompts / (prompts.height * trial.epochs) if prompts.height else 1.0)
     position_of_row = {r: i for i, r in enumerate(prompts[C.ROW].to_list())}
     refused: list[SettingsError] = []
 
@@ -262,7 +341,7 @@ def choose_arrangement(
         """One candidate's expected times and step deviation over the draws; None if it cannot keep the bound."""
         try:
             named = dataclasses.replace(trial, arrangement=name).with_kv_cut(kv_budget)
-            frame = arrange(prompts, predictions, named, preset).sort("seq")
+            frame = arrange(prompts, predictions, named, judged_preset).sort("seq")
         except SettingsError as exc:  # this order cannot keep the lag bound: not a candidate
             refused.append(exc)
             return None
@@ -271,14 +350,14 @@ def choose_arrangement(
         times, deviations, other_times, rollouts = [], [], [], []
         other = dataclasses.replace(sim, dispatch="planned" if settings.dispatch == "free" else "free")
         for truth in draws:
-            result = simulate_schedule(frame, truth[index], preset, sim, instances=settings.instances)
+            result = simulate_schedule(frame, truth[index], judged_preset, sim, instances=trial.instances)
             times.append(run_time(result, scale))
             deviations.append(result.metrics["step_length_deviation_p90"])
             rollouts.append(run_rollout_s(result, rollout_scale))
             # The same plan under the other dispatch, said beside it: an engine that keeps to the planned
             # instances cannot absorb prediction error the way a shared queue does.
-            other_times.append(run_time(simulate_schedule(frame, truth[index], preset, other,
-                                                          instances=settings.instances), scale))
+            other_times.append(run_time(simulate_schedule(frame, truth[index], judged_preset, other,
+                                                          instances=trial.instances), scale))
         return {"name": name, "kv_budget": kv_budget, "expected_end_to_end_s": round(float(weights @ times), 3),
                 f"expected_end_to_end_s_{other.dispatch}_dispatch": round(float(weights @ other_times), 3),
                 "expected_step_deviation_p90": round(float(weights @ deviations), 4),
@@ -339,6 +418,8 @@ def choose_arrangement(
     return ArrangementChoice("auto", chosen["name"], settings.engine, results, prompts.height, DRAWS,
                              settings.dispatch, trial.epochs, settings.steps, run_prompts if scaled else 0,
                              chosen["kv_budget"], sampled=sampled,
+                             judged_instances=small.instances if small is not None else 0,
+                             judged_train_batch_size=small.train_batch_size if small is not None else 0,
                              refused=[n for n in candidates_for(settings.engine)
                                       if n not in {r["name"] for r in results}])
 
@@ -395,6 +476,12 @@ def arrange_chosen(
 def run_time(result: Any, scale: float) -> float:
     """The end-to-end time of the whole run, from a replay of a sample ``1 / scale`` of its size.
 
+    Since 2026-12-03 the sample is replayed as a miniature of the run (`miniature_of`), so ``scale`` is the
+    run's epochs (the miniature runs one), times what the miniature's floor left it larger than its share; the
+    split below then only carries one epoch's replay to several. It was first made for a sample replayed on the
+    run's own instances and train batch, where ``scale`` was the run's prompt-epochs over the sample's (8 on a
+    31,632-prompt mix); there it misjudged the sorted orders, which the miniature fixed (same page).
+
     A replay splits into the head (until the first train step starts: the pipeline filling), the drain (from
     the last admission to the last group's arrival: the last groups decoding) and the middle. The head and the
     drain last about as long in the whole run as in the sample (the same instances, the same longest groups);
@@ -402,7 +489,7 @@ def run_time(result: Any, scale: float) -> float:
     ``head + drain + scale * middle``. Judged on the sample's own end-to-end time instead, the drain weighs as
     much as a few train steps' worth of prompts where in the run it weighs one among hundreds, and orders that
     end on long work lose where they win at scale: on engines that refill, short-first at 7,000-32,000
-    prompts (docs/benchmarks.md, "Large inputs: the sample scaled up to the run"). ``scale`` 1 (an input judged
+    prompts (docs/benchmarks.md, "Large inputs: the sample as a miniature of the run"). ``scale`` 1 (an input judged
     whole) gives the replay's own time.
 
     Only on engines that refill (`SCALED_ENGINES`): on the blocking engines the sample's own times ranked the
@@ -453,6 +540,12 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
             "the order matters little here")
 
 
+def _miniature_words(choice: dict[str, Any]) -> str:
+    """The shape a sample was judged in (`miniature_of`), e.g. "1 instance, train batch 33"."""
+    k = choice["judged_instances"]
+    return f"{k} instance{'s' if k != 1 else ''}, train batch {choice.get('judged_train_batch_size', 0):,}"
+
+
 def arrangement_line(choice: dict[str, Any]) -> str:
     """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
     when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`."""
@@ -482,7 +575,9 @@ def arrangement_line(choice: dict[str, Any]) -> str:
             + " "
             f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
             f"{choice.get('evaluated_epochs') or 1} epoch(s)"
-            + (f", scaled up to the run's {choice['run_prompt_epochs']:,} prompt-epochs" if choice.get(
+            + (f", judged as a miniature of the run ({_miniature_words(choice)}) and scaled up to its "
+               f"{choice['run_prompt_epochs']:,} prompt-epochs" if choice.get("judged_instances") else
+               f", scaled up to the run's {choice['run_prompt_epochs']:,} prompt-epochs" if choice.get(
                 "run_prompt_epochs") else
                ": the sample's own times, which rank the candidates; the whole run takes longer, as `asp simulate` "
                "says" if choice.get("sampled") else "") + ")")
