@@ -41,12 +41,13 @@ PLAN_WITH: tuple[str, ...] = ("max", "mean")
 TRAINER_ORDERS: tuple[str, ...] = ("arrival", "schedule")
 ENGINES: tuple[str, ...] = ("continuous", "static", "streaming")
 ARRANGEMENTS: tuple[str, ...] = ("auto", "interleave", "long-first", "short-first", "shuffle", "per-step",
-                                 "quick-start")
+                                 "quick-start", "bands")
 # Arrangements made for one engine only: the engine they plan for.
-ENGINE_ONLY_ARRANGEMENTS: dict[str, str] = {"quick-start": "streaming"}
+ENGINE_ONLY_ARRANGEMENTS: dict[str, str] = {"quick-start": "streaming", "bands": "streaming"}
 # The plain sorts: the equal-footing baselines' sorts row for row, their steps in arrival order whatever the
-# trainer (stratifying a sorted order would keep the trainer waiting for the last length class).
-SORTS: tuple[str, ...] = ("long-first", "short-first")
+# trainer (stratifying a sorted order would keep the trainer waiting for the last length class); `bands` is a
+# sort too (shortest first by train batch).
+SORTS: tuple[str, ...] = ("long-first", "short-first", "bands")
 # The random stream of a shuffle, epoch e: numpy.random.default_rng([seed, e, SHUFFLE_STREAM]). The `shuffle`
 # candidate and the equal-footing random baselines draw the same permutation, so auto has them among its
 # candidates row for row.

@@ -20,7 +20,10 @@ def test_every_streaming_plan_is_a_valid_schedule(name):
     s = ScheduleSettings(engine="streaming", arrangement=name, epochs=2, instances=3, train_batch_size=40)
     frame, _ = plan(prompt_frame(200), make_predictions(200, seed=1), s, preset=PRESET)
     validate_frame(frame, where=name)
-    assert frame.height == 400 and frame["minibatch"].n_unique() == 400  # one request batch per group
+    if name == "bands":  # request batches of --minibatch-size groups (32): 40 / 3 instances = bands of 14
+        assert frame["minibatch"].n_unique() == 2 * 5 * 3
+    else:
+        assert frame.height == 400 and frame["minibatch"].n_unique() == 400  # one request batch per group
     assert frame.group_by("epoch").agg(pl.col("row").n_unique())["row"].to_list() == [200, 200]
     assert (frame["expected_finish_s"] >= frame["expected_start_s"]).all()
 
@@ -30,8 +33,8 @@ def test_least_loaded_assignment_balances_predicted_work():
     top = rng.lognormal(6, 1, 500)
     work = top * 8
     for name in ("interleave", "long-first", "short-first"):
-        _, instance, _ = streaming_order(name, top, work, 4, 8, rng)
-        order, _, _ = streaming_order(name, top, work, 4, 8, np.random.default_rng(0))
+        _, instance, _, _ = streaming_order(name, top, work, 4, 8, rng)
+        order, _, _, _ = streaming_order(name, top, work, 4, 8, np.random.default_rng(0))
         load = np.bincount(instance, weights=work[order], minlength=4)
         assert load.max() - load.min() <= work.max()  # list scheduling: within one item
 
@@ -39,8 +42,8 @@ def test_least_loaded_assignment_balances_predicted_work():
 def test_quick_start_opens_with_the_shortest_batch_then_keeps_the_shuffle():
     rng = np.random.default_rng(5)
     top = rng.lognormal(6, 1, 300)
-    order, instance, _ = streaming_order("quick-start", top, top * 4, 4, 8, np.random.default_rng(9), batch=40)
-    shuffled, _, _ = streaming_order("shuffle", top, top * 4, 4, 8, np.random.default_rng(9), batch=40)
+    order, instance, _, _ = streaming_order("quick-start", top, top * 4, 4, 8, np.random.default_rng(9), batch=40)
+    shuffled, _, _, _ = streaming_order("shuffle", top, top * 4, 4, 8, np.random.default_rng(9), batch=40)
     assert sorted(order.tolist()) == list(range(300))
     head = order[:40]
     assert np.all(np.diff(top[head]) >= 0) and top[head].max() <= np.sort(top)[39]  # the 40 shortest, shortest first
@@ -62,9 +65,41 @@ def test_quick_start_plans_for_streaming_engines_only():
     assert choice.chosen == "quick-start"
 
 
+def test_bands_cut_each_sorted_train_batch_into_one_band_per_instance():
+    top = np.arange(100, 0, -1, dtype=float)  # prompt i is the (100 - i)-th shortest
+    order, instance, _, request = streaming_order("bands", top, top, 4, 8, np.random.default_rng(0), batch=40,
+                                                  request_batch=5)
+    assert sorted(order.tolist()) == list(range(100))
+    rank = top[order] - 1  # 0 = shortest
+    # Train batches of the 40 shortest, the next 40, the last 20, in turn.
+    assert rank[:40].max() == 39 and rank[40:80].min() == 40 and rank[80:].min() == 80
+    # In the first batch, band k (its k-th tenth: ranks 10k-10k+9) is instance k's, in request batches of 5:
+    # the first request batch of every band, then the second.
+    assert instance[:40].tolist() == [k for _ in range(2) for k in range(4) for _ in range(5)]
+    assert [sorted(rank[i:i + 5].tolist()) for i in (0, 5, 20)] == [[0, 1, 2, 3, 4], [10, 11, 12, 13, 14],
+                                                                    [5, 6, 7, 8, 9]]
+    assert np.all(np.diff(request) >= 0) and np.bincount(request).tolist() == [5] * 20
+    # The last batch of 20: bands of 5, one request batch each.
+    assert instance[80:].tolist() == [k for k in range(4) for _ in range(5)]
+
+
+def test_bands_are_the_benchmark_s_sorted_verl_chunks_row_for_row():
+    # Planned on the predicted maximum (the default), `bands` is the equal-footing baseline `short-first` (verl's
+    # chunks of a sorted dataset): auto has it among its candidates.
+    from asp_cli.bench.baselines import arrange_baseline
+
+    s = ScheduleSettings(engine="streaming", arrangement="bands", epochs=2, instances=3, train_batch_size=40,
+                         minibatch_size=8)
+    prompts, preds = prompt_frame(150), make_predictions(150, seed=4)
+    mine, _ = plan(prompts, preds, s, preset=PRESET)
+    theirs = arrange_baseline("short-first", prompts, preds, s, PRESET).sort("seq")
+    for column in ("row", "instance", "epoch", "minibatch"):
+        assert mine.sort("seq")[column].to_list() == theirs[column].to_list(), column
+
+
 def test_interleave_deals_every_class_in_turn():
     top = np.arange(1, 81, dtype=float)
-    order, _, classes = streaming_order("interleave", top, top, 2, 4, np.random.default_rng(0))
+    order, _, classes, _ = streaming_order("interleave", top, top, 2, 4, np.random.default_rng(0))
     first_round = classes[order[:4]]
     assert sorted(first_round.tolist()) == [0, 1, 2, 3] and first_round[0] == 3  # longest class first
 

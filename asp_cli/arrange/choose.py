@@ -36,7 +36,7 @@ from asp_cli.settings import ScheduleSettings
 
 BLOCKING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step")
 STREAMING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "quick-start", "shuffle",
-                                         "per-step")
+                                         "per-step", "bands")
 # On the padded `static` engine a minibatch lasts as long as its longest sequence, and the draws' tails are
 # lighter than real ones (a GSM8K group's true maximum is 6x its prediction one time in a hundred), so a plan
 # that leaves long minibatches late pays for every long sequence it did not foresee. Longest first (LPT) is

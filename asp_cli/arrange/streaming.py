@@ -3,8 +3,8 @@
 Such an engine has no blocking minibatch: each instance keeps up to ``max_num_seqs`` sequences in flight and
 starts the next request as soon as a slot and the KV cache allow. Packing has no padding to remove there; what
 an offline plan still decides is which instance runs each group and in what order each instance's queue
-starts them. Every group is its own request batch (one ``minibatch`` per group), ``seq`` is the order and
-``instance`` the queue. Orders (`STREAMING_ORDERS`):
+starts them. Every group is its own request batch (one ``minibatch`` per group) except in ``bands``, ``seq`` is
+the order and ``instance`` the queue. Orders (`STREAMING_ORDERS`):
 
 * ``interleave``: groups in equal-count length classes by predicted group maximum, dealt in turn from every
   class (longest class first, longest first inside a class), so finished groups reach the trainer as a steady
@@ -20,6 +20,18 @@ starts them. Every group is its own request batch (one ``minibatch`` per group),
   it was the fastest candidate on the benchmark's realistic mixes under a lag bound (train batches of 256-512
   groups: 4 of 4 seeds on mix-k16-n16-b512, 3 of 4 on mix-k8-n8-b256), never on long reasoning alone, where
   the shortest batch is hardly shorter (docs/benchmarks.md, "How well auto chooses").
+* ``bands``: shortest first by predicted group maximum, cut into consecutive train batches, each batch cut into
+  one contiguous band of lengths per instance (the shortest band to the first) and each band into request
+  batches of ``--minibatch-size`` groups, sent the first request batch of every band, then the second, ...
+  (verl's chunks of a sorted dataset, `asp_cli.bench.baselines` ``short-first``, row for row when the plan
+  uses the predicted maximum). A request batch is one ``minibatch``: it goes to one server, whichever frees
+  first under free dispatch, its band's under planned. Each instance then works one band of lengths at a
+  time, and the instances on short bands run ahead (as far as the lag bound lets them) while those on long
+  bands finish theirs, so finished groups keep reaching the trainer where a plain sort sends every instance
+  the same lengths at once. On the true lengths, under a lag bound, it was the fastest order on the
+  benchmark's 16-instance mix with train batches of 512 (4% ahead of the shuffle, where short-first fed one
+  group at a time to whichever server frees is 8% behind it) and 18% behind the shuffle on the 8-instance mix
+  with train batches of 256 (docs/benchmarks.md, "Other engines").
 * ``per-step``: a seeded shuffle's consecutive train batches kept as they are (each step as representative
   as a shuffle's), longest first inside each, each group to the least-loaded instance of its batch (longest
   processing time per step: what pays where every step waits for its slowest instance, synchronous training).
@@ -40,18 +52,49 @@ from asp_cli.arrange.timeline import group_tokens, policy_version_at, stratified
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.settings import SHUFFLE_STREAM, SORTS, ScheduleSettings
 
-STREAMING_ORDERS: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step", "quick-start")
+STREAMING_ORDERS: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step", "quick-start",
+                                     "bands")
+
+
+def band_order(by_length: np.ndarray, batch: int, instances: int, request_batch: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, instance per position, request batch per position, counted from 0) of plan ``bands``:
+    ``by_length`` (shortest first) cut into train batches of ``batch``, each into ``instances`` contiguous bands
+    of ceil(batch / instances), each band into request batches of ``request_batch``; within a train batch the
+    first request batch of every band goes first, then the second, ... (verl's ``chunk`` of each batch, then
+    its minibatches)."""
+    order, instance, request = [], [], []
+    offset = 0
+    for start in range(0, by_length.size, max(batch, 1)):
+        part = by_length[start:start + batch]
+        width = -(-part.size // instances)
+        band = np.arange(part.size) // width
+        key = (np.arange(part.size) - band * width) // max(request_batch, 1) * instances + band
+        ordered = np.lexsort((np.arange(part.size), key))
+        _, local = np.unique(key[ordered], return_inverse=True)
+        order.append(part[ordered])
+        instance.append(band[ordered])
+        request.append(local.reshape(-1) + offset)
+        offset += int(local.max()) + 1
+    empty = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(order) if order else empty, np.concatenate(instance) if instance else empty,
+            np.concatenate(request) if request else empty)
 
 
 def streaming_order(name: str, top: np.ndarray, work: np.ndarray, instances: int, classes: int,
-                    rng: np.random.Generator, batch: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(order, instance per position, length class per prompt) of one epoch's groups for plan ``name``
-    (``batch``: the train batch, for ``per-step``)."""
+                    rng: np.random.Generator, batch: int = 1, request_batch: int = 1
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(order, instance per position, length class per prompt, request batch per position) of one epoch's groups
+    for plan ``name`` (``batch``: the train batch, for ``per-step`` and ``bands``; ``request_batch``: the groups
+    per request batch of ``bands``, every other plan sending each group on its own)."""
     size = top.size
     rank = np.empty(size, dtype=np.int64)
     rank[np.lexsort((np.arange(size), top))] = np.arange(size)  # 0 = shortest
     n_classes = max(1, min(classes, size))
     length_class = (rank * n_classes // max(size, 1)).astype(np.int32)
+    if name == "bands":
+        order, instance, request = band_order(np.lexsort((np.arange(size), top)), batch, instances, request_batch)
+        return order, instance, length_class, request
     if name == "shuffle":
         order = rng.permutation(size)
     elif name == "quick-start":
@@ -82,7 +125,7 @@ def streaming_order(name: str, top: np.ndarray, work: np.ndarray, instances: int
         k = int(np.argmin(load))
         instance[position] = k
         load[k] += work[g]
-    return order, instance, length_class
+    return order, instance, length_class, np.arange(size, dtype=np.int64)
 
 
 def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: ScheduleSettings,
@@ -97,20 +140,26 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     prompt_tokens = predictions[C.PROMPT_TOKENS].to_numpy().astype(np.int64)
     work = np.ceil(group_tokens(n, prompt_tokens, mean))  # whole KV tokens, as the baselines count them
-    positions, instances, classes, epochs = [], [], [], []
+    positions, instances, classes, epochs, requests = [], [], [], [], []
+    request_offset = 0
     for epoch in range(settings.epochs):
         rng = np.random.default_rng([settings.seed, epoch]
                                     + ([SHUFFLE_STREAM] if name in ("shuffle", "quick-start") else []))
-        order, instance, length_class = streaming_order(name, top, work, settings.instances,
-                                                        settings.length_classes, rng, settings.train_batch_size)
+        order, instance, length_class, request = streaming_order(
+            name, top, work, settings.instances, settings.length_classes, rng, settings.train_batch_size,
+            settings.minibatch_size)
         positions.append(order)
         instances.append(instance)
         classes.append(length_class[order])
         epochs.append(np.full(p, epoch, dtype=np.int32))
+        requests.append(request + request_offset)
+        request_offset += int(request.max()) + 1 if request.size else 0
     position = np.concatenate(positions)
     row_instance = np.concatenate(instances)
     row_class = np.concatenate(classes)
     row_epoch = np.concatenate(epochs)
+    # The request batch of each row: one group each, except in `bands` (a band's request batch of groups).
+    row_request = np.concatenate(requests)
     rows = position.size
     # Point predictions: one sample at the group maximum, the others at the length that keeps the mean.
     rest = np.clip((n * mean - top) / max(n - 1, 1), 1.0, np.maximum(top, 1.0)) if n > 1 else top
@@ -120,7 +169,7 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
         lengths[:, 1:] = np.maximum(np.rint(rest[position]), 1)[:, None]
     sim = SimulationSettings(samples_per_prompt=n, train_batch_size=settings.train_batch_size, mode="streaming",
                              dispatch="planned", max_lag=settings.max_lag)
-    result = simulate_arrays(preset, sim, instances=settings.instances, row_minibatch=np.arange(rows),
+    result = simulate_arrays(preset, sim, instances=settings.instances, row_minibatch=row_request,
                              row_instance=row_instance, response_tokens=lengths,
                              prompt_tokens=prompt_tokens[position])
     start = result.seq_admit_s.reshape(rows, n).min(axis=1)
@@ -141,7 +190,7 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
         {
             "seq": np.arange(rows, dtype=np.int64),
             "instance": row_instance.astype(np.int32),
-            "minibatch": np.arange(rows, dtype=np.int64),
+            "minibatch": row_request.astype(np.int64),
             "epoch": row_epoch,
             "row": prompts[C.ROW].to_numpy().astype(np.int64)[position],
             "prompt_id": prompts[C.PROMPT_ID].gather(position),
@@ -152,7 +201,7 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
             "prompt_tokens": prompt_tokens[position],
             "prediction_source": predictions[C.PREDICTION_SOURCE].gather(position),
             "length_class": row_class.astype(np.int32),
-            "position_in_minibatch": np.zeros(rows, dtype=np.int32),
+            "position_in_minibatch": _position_within(row_request).astype(np.int32),
             "expected_start_s": np.round(start, 6),
             "expected_finish_s": np.round(finish, 6),
             "expected_minibatch_end_s": np.round(finish, 6),
@@ -161,3 +210,12 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
         },
         schema_overrides={"prompt_id": pl.String, "prediction_source": pl.String},
     )
+
+
+def _position_within(request: np.ndarray) -> np.ndarray:
+    """Each row's place in its request batch (``request`` non-decreasing: a batch's rows are consecutive)."""
+    if not request.size:
+        return np.zeros(0, dtype=np.int64)
+    first = np.concatenate(([0], np.flatnonzero(np.diff(request)) + 1))
+    starts = np.repeat(first, np.diff(np.concatenate((first, [request.size]))))
+    return np.arange(request.size) - starts
