@@ -321,6 +321,27 @@ def test_a_schedule_planned_for_a_streaming_engine_replays_streaming(small, tmp_
     assert result.exit_code == ExitCode.BAD_SETTINGS and "planned for a streaming engine" in result.stderr
 
 
+def test_a_bands_request_batch_goes_to_one_server_whole(small, tmp_path):  # noqa: F811
+    # `--arrangement bands` sends request batches of --minibatch-size groups; with free dispatch each goes whole
+    # to whichever server asks first, as the simulator's streaming engine sends it.
+    planned = tmp_path / "bands.parquet"
+    result = invoke("schedule", small["prompts"], "-o", planned, "--engine", "streaming", "--arrangement", "bands",
+                    "--instances", INSTANCES, "--samples-per-prompt", SAMPLES, "--train-batch-size", 8,
+                    "--minibatch-size", 2, "--quiet")
+    assert result.exit_code == 0, result.output
+    schedule = pl.read_parquet(planned)
+    assert schedule["minibatch"].n_unique() == PROMPTS // 2  # bands of 4 prompts, request batches of 2
+    out = tmp_path / "t.parquet"
+    with FakeServer(time_scale=0.02) as a, FakeServer(time_scale=0.02) as b:
+        result = invoke("replay", planned, "--synthetic-prompts", "--lengths", small["lengths"], "--servers",
+                        f"{a.url},{b.url}", "-o", out, "--warmup", "0")
+    assert result.exit_code == 0, result.output
+    frame = read_timeline(out).frame
+    assert frame.height == REQUESTS
+    servers = frame.group_by("minibatch").agg(pl.col("server").n_unique(), pl.len())
+    assert servers["server"].max() == 1 and servers["len"].to_list() == [2 * SAMPLES] * (PROMPTS // 2)
+
+
 def test_the_schedule_is_sent_the_way_it_was_made_to_be_dispatched(small):  # noqa: F811
     from asp_cli.costmodel import load_preset
     from asp_cli.integrate.replay_plan import arrangements

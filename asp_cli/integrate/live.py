@@ -3,7 +3,9 @@
 * **blocking** (the engines asp schedules for): each instance takes its minibatches in ``seq`` order, sends
   all requests of one together and the next minibatch when every one of them has finished.
 * **streaming** (engines that refill freed slots): each instance keeps up to ``max_in_flight`` requests in
-  flight, sending the next request in ``seq`` order as soon as one finishes.
+  flight, sending the next request in ``seq`` order as soon as one finishes; a minibatch of several groups (the
+  streaming arrangement ``bands``, verl's chunks) goes to one server whole, the instance taking the next one
+  once every request of it is sent, as the simulator's streaming engine does (docs/simulation.md).
 
 With ``dispatch="free"`` (the count-balance baseline) the next minibatch in ``seq`` order goes to whichever
 instance asks first. Each request forces its recorded length: ``max_tokens = min_tokens = L`` and
