@@ -123,6 +123,11 @@ def test_the_miniature_cuts_instances_and_train_batch_with_the_prompts():
     # A sample of a run on a hundred instances: a miniature of several.
     fleet = ScheduleSettings(instances=100, samples_per_prompt=8, train_batch_size=1024, engine="streaming")
     assert miniature_of(fleet, PRESET, 4096, 40_960, 16_500).instances == 10
+    # Rounding the instances never cuts a slice below the floor: 1.75 instance-equivalents whose floor is 0.89 of
+    # an instance make one slice of 1.75, not two of 0.875 (each a cache too small for one group).
+    long = ScheduleSettings(instances=8, samples_per_prompt=16, train_batch_size=256, engine="streaming")
+    tight = miniature_of(long, PRESET, 4096, 21_845, 53_000)
+    assert tight.preset.kv_capacity_tokens >= 16 * 53_000
 
 
 def test_run_time_keeps_the_head_and_the_drain_and_scales_the_middle():

@@ -81,16 +81,46 @@ def test_bands_cut_each_sorted_train_batch_into_one_band_per_instance():
     assert np.all(np.diff(request) >= 0) and np.bincount(request).tolist() == [5] * 20
     # The last batch of 20: bands of 5, one request batch each.
     assert instance[80:].tolist() == [k for k in range(4) for _ in range(5)]
+    # Bands never leave an instance out where the batch does not divide (verl's ceil-wide chunks do: 15 of 16 at
+    # a batch of 100): sizes differ by at most one.
+    _, instance, _, _ = streaming_order("bands", np.arange(100.0), np.ones(100), 16, 8, np.random.default_rng(0),
+                                        batch=100, request_batch=4)
+    assert sorted(np.bincount(instance, minlength=16).tolist()) == [6] * 12 + [7] * 4
+
+
+def test_a_request_batch_is_started_whole_under_the_lag_bound():
+    # Several groups sent at once all count as started: under synchronous training (--max-lag 0) no group of a
+    # request batch may start beyond the current train batch (the count rule let a batch start while the count
+    # was just below the cap, its groups up to a request batch past it: lag 1 for many groups).
+    settings = ScheduleSettings(engine="streaming", arrangement="bands", instances=3, train_batch_size=40,
+                                minibatch_size=8, epochs=2, max_lag=0)
+    frame, _ = plan(prompt_frame(200), make_predictions(200, seed=7), settings, preset=PRESET)
+    assert frame["expected_lag"].max() == 0
+    # Epochs that are not a whole number of train batches: a request batch straddles a step boundary there, and
+    # goes (held, the trainer's next step could never fill): a few groups around the boundary are late (a
+    # trainer in arrival order may take a later group first), the rest keep the bound.
+    frame, _ = plan(prompt_frame(203), make_predictions(203, seed=7), settings, preset=PRESET)
+    assert 0 < (frame["expected_lag"] > 0).sum() < 10
+
+
+def test_a_request_batch_ends_with_its_last_group():
+    frame, _ = plan(prompt_frame(120), make_predictions(120, seed=6),
+                    ScheduleSettings(engine="streaming", arrangement="bands", instances=2, train_batch_size=40,
+                                     minibatch_size=5), preset=PRESET)
+    ends = frame.group_by("minibatch").agg(pl.col("expected_finish_s").max().alias("last"),
+                                           pl.col("expected_minibatch_end_s").n_unique().alias("values"),
+                                           pl.col("expected_minibatch_end_s").first().alias("end"))
+    assert (ends["values"] == 1).all() and (ends["end"] - ends["last"]).abs().max() < 1e-6
 
 
 def test_bands_are_the_benchmark_s_sorted_verl_chunks_row_for_row():
     # Planned on the predicted maximum (the default), `bands` is the equal-footing baseline `short-first` (verl's
-    # chunks of a sorted dataset): auto has it among its candidates.
+    # chunks of a sorted dataset) where the instances divide the train batch: auto has it among its candidates.
     from asp_cli.bench.baselines import arrange_baseline
 
-    s = ScheduleSettings(engine="streaming", arrangement="bands", epochs=2, instances=3, train_batch_size=40,
+    s = ScheduleSettings(engine="streaming", arrangement="bands", epochs=2, instances=4, train_batch_size=40,
                          minibatch_size=8)
-    prompts, preds = prompt_frame(150), make_predictions(150, seed=4)
+    prompts, preds = prompt_frame(160), make_predictions(160, seed=4)
     mine, _ = plan(prompts, preds, s, preset=PRESET)
     theirs = arrange_baseline("short-first", prompts, preds, s, PRESET).sort("seq")
     for column in ("row", "instance", "epoch", "minibatch"):

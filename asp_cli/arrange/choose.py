@@ -216,10 +216,10 @@ def instance_slice(preset: HardwarePreset, fraction: float) -> HardwarePreset:
                                max_num_seqs=max(1, round(preset.max_num_seqs * fraction)))
 
 
-def miniature_of(settings: ScheduleSettings, preset: HardwarePreset, sample_prompts: int, run_prompt_epochs: int,
+def miniature_of(settings: ScheduleSettings, preset: HardwarePreset, sample_prompts: int, epoch_prompts: int,
                  longest_request_tokens: int) -> Miniature:
-    """The run cut down to ``sample_prompts`` (one epoch): the instances and the train batch cut by the sample's
-    share of the run's prompt-epochs, so that its replay is loaded as the run is, phase by phase.
+    """One epoch of the run cut down to ``sample_prompts``: the instances and the train batch cut by the sample's
+    share of an epoch's ``epoch_prompts``, so that its replay is loaded as the run is, phase by phase.
 
     A sample replayed on the run's own instances and train batch is a short, lightly loaded run: an order that
     ends on its long work (short-first) leaves its last phase to a few long groups on half-empty instances,
@@ -236,14 +236,15 @@ def miniature_of(settings: ScheduleSettings, preset: HardwarePreset, sample_prom
     the miniature's.
     """
     n = settings.samples_per_prompt
-    share = sample_prompts / max(run_prompt_epochs, 1)
+    share = sample_prompts / max(epoch_prompts, 1)
     floor = min(1.0, max(n * longest_request_tokens / max(preset.kv_capacity_tokens, 1), n / preset.max_num_seqs))
     capacity = max(share, floor / settings.instances)
     batch = max(1, round(settings.train_batch_size * capacity),
                 math.ceil(settings.train_batch_size * floor / settings.instances))
     capacity = min(batch / settings.train_batch_size, 1.0)
     equivalents = settings.instances * capacity
-    instances = max(1, round(equivalents))
+    # As many instances as the equivalents round to, but none a slice below the floor.
+    instances = max(1, min(round(equivalents), math.floor(equivalents / floor + 1e-9)))
     small = instance_slice(preset, equivalents / instances)
     small = dataclasses.replace(small, train_per_token_s=preset.train_per_token_s / capacity)
     return Miniature(instances, batch, small, capacity)
@@ -280,7 +281,10 @@ def choose_arrangement(
     # On engines that refill, a sample is judged as a miniature of the run (`miniature_of`), its times scaled up
     # to the run (`run_time` says why only there).
     scaled = sampled and settings.engine in SCALED_ENGINES
-    small = (miniature_of(settings, preset, SAMPLE_PROMPTS, run_prompts,
+    # The miniature is of one epoch (the sample is judged on one): its instances and train batch are cut by the
+    # sample's share of an epoch, and its replay is scaled up by the epochs and by what rounding and the slice's
+    # floor left it larger than that share.
+    small = (miniature_of(settings, preset, SAMPLE_PROMPTS, prompts.height,
                           int(predictions[C.PROMPT_TOKENS].max()) + settings.max_response_tokens)
              if scaled else None)
     scale = run_prompts * small.capacity_fraction / SAMPLE_PROMPTS if small is not None else 1.0
@@ -476,9 +480,10 @@ def arrange_chosen(
 def run_time(result: Any, scale: float) -> float:
     """The end-to-end time of the whole run, from a replay of a sample ``1 / scale`` of its size.
 
-    Since 2026-12-03 the sample is replayed as a miniature of the run (`miniature_of`), so ``scale`` is the
-    run's epochs (the miniature runs one), times what the miniature's floor left it larger than its share; the
-    split below then only carries one epoch's replay to several. It was first made for a sample replayed on the
+    Since 2026-12-03 the sample is replayed as a miniature of one epoch of the run (`miniature_of`), so ``scale``
+    is the run's epochs times what rounding and the slice's floor left the miniature larger than its share (a
+    little below 1 where its train batch rounded down: the middle then shrinks); the split below then carries
+    one epoch's replay to several. It was first made for a sample replayed on the
     run's own instances and train batch, where ``scale`` was the run's prompt-epochs over the sample's (8 on a
     31,632-prompt mix); there it misjudged the sorted orders, which the miniature fixed (same page).
 
@@ -497,7 +502,7 @@ def run_time(result: Any, scale: float) -> float:
     interleaving, on two seeds of two (same page).
     """
     end = float(result.metrics["end_to_end_s"])
-    if scale <= 1.0 or not result.seq_admit_s.size or not result.step_start_s.size:
+    if scale == 1.0 or not result.seq_admit_s.size or not result.step_start_s.size:
         return end
     # The rollout's drain ends with the last group's arrival: the trainer steps queued behind it (a trainer that
     # binds) grow with the prompts, and stay in the middle.
@@ -515,7 +520,7 @@ def run_rollout_s(result: Any, scale: float) -> float:
     runs low: measured against replays of the whole input, about 6% low on `streaming` at the real 4,096-prompt
     sample of 10,620 prompts (the sample data three times), within 5% on the blocking engines."""
     rollout = float(result.metrics["rollout_makespan_s"])
-    if scale <= 1.0 or not result.seq_admit_s.size:
+    if scale == 1.0 or not result.seq_admit_s.size:
         return rollout
     drain = min(max(rollout - float(result.seq_admit_s.max()), 0.0), rollout)
     return drain + scale * (rollout - drain)

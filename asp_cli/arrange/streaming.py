@@ -60,16 +60,20 @@ def band_order(by_length: np.ndarray, batch: int, instances: int, request_batch:
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, instance per position, request batch per position, counted from 0) of plan ``bands``:
     ``by_length`` (shortest first) cut into train batches of ``batch``, each into ``instances`` contiguous bands
-    of ceil(batch / instances), each band into request batches of ``request_batch``; within a train batch the
-    first request batch of every band goes first, then the second, ... (verl's ``chunk`` of each batch, then
-    its minibatches)."""
+    whose sizes differ by at most one (`numpy.array_split`'s), each band into request batches of
+    ``request_batch``; within a train batch the first request batch of every band goes first, then the second,
+    ... (verl's ``chunk`` of each batch, then its minibatches; verl's chunks are ceil(batch / instances) wide,
+    which leaves instances without a band when it does not divide, e.g. 15 of 16 at a batch of 100, so the two
+    are the same row for row where the instances divide the batch)."""
     order, instance, request = [], [], []
     offset = 0
     for start in range(0, by_length.size, max(batch, 1)):
         part = by_length[start:start + batch]
-        width = -(-part.size // instances)
-        band = np.arange(part.size) // width
-        key = (np.arange(part.size) - band * width) // max(request_batch, 1) * instances + band
+        sizes = np.full(instances, part.size // instances)
+        sizes[:part.size % instances] += 1
+        band = np.repeat(np.arange(instances), sizes)
+        first = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        key = (np.arange(part.size) - first[band]) // max(request_batch, 1) * instances + band
         ordered = np.lexsort((np.arange(part.size), key))
         _, local = np.unique(key[ordered], return_inverse=True)
         order.append(part[ordered])
@@ -204,7 +208,8 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
             "position_in_minibatch": _position_within(row_request).astype(np.int32),
             "expected_start_s": np.round(start, 6),
             "expected_finish_s": np.round(finish, 6),
-            "expected_minibatch_end_s": np.round(finish, 6),
+            # A request batch of several groups (`bands`) ends with its last group; every other plan sends one.
+            "expected_minibatch_end_s": np.round(_batch_end(finish, row_request), 6),
             "expected_policy_version": version.astype(np.int64),
             "expected_lag": (train_step - version).astype(np.int64),
         },
@@ -219,3 +224,12 @@ def _position_within(request: np.ndarray) -> np.ndarray:
     first = np.concatenate(([0], np.flatnonzero(np.diff(request)) + 1))
     starts = np.repeat(first, np.diff(np.concatenate((first, [request.size]))))
     return np.arange(request.size) - starts
+
+
+def _batch_end(finish: np.ndarray, request: np.ndarray) -> np.ndarray:
+    """Each row's request batch's last finish (``request`` non-decreasing)."""
+    if not request.size:
+        return finish
+    first = np.concatenate(([0], np.flatnonzero(np.diff(request)) + 1))
+    ends = np.maximum.reduceat(finish, first)
+    return np.repeat(ends, np.diff(np.concatenate((first, [request.size]))))

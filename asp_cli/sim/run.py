@@ -159,9 +159,18 @@ def simulate_arrays(
             continue
         mb = queue[0]
         rows = int(mb_end[mb] - mb_start[mb])
-        # The lag rule: by counts (AReaL's), or by the version a schedule-following trainer's step needs.
-        too_far_ahead = (cap_groups is not None and started_groups > 0 and started_groups
-                         >= (cap_groups + trainer.version_at(t)) * settings.train_batch_size)
+        # The lag rule: by counts (AReaL's), or by the version a schedule-following trainer's step needs. A
+        # streaming request batch of several groups (`bands`, verl's chunks) is sent at once, so all of it must
+        # fit under the cap (AReaL counts each group it submits), unless the trainer's next step still lacks
+        # groups (a batch that straddles a step boundary, as at the end of an epoch that is not a whole number
+        # of train batches: held, nothing could ever train). A blocking minibatch starts while the count is
+        # below the cap, as documented.
+        version = trainer.version_at(t)
+        starting = 1
+        if streaming and started_groups >= (version + 1) * settings.train_batch_size:
+            starting = min(rows, settings.train_batch_size)
+        too_far_ahead = (cap_groups is not None and started_groups > 0 and started_groups + starting
+                         > (cap_groups + version) * settings.train_batch_size)
         too_early = (need_version is not None and k not in released
                      and trainer.version_at(t) < need_version[mb])
         if too_far_ahead or too_early:
