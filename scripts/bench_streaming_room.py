@@ -99,13 +99,15 @@ def trainer_waits(result, max_lag) -> tuple[float, float, float, float, int]:
 
 def candidate_orders(top: np.ndarray, settings, seed: int) -> dict[str, list[np.ndarray]]:
     """Every streaming candidate of `asp_cli.arrange.streaming` ordered by the group maxima ``top``, by name: one
-    array of positions per epoch."""
+    array of positions per epoch. All but `bands`, which sends request batches of several groups, each to one
+    server: an order and a routing, where this study feeds every order one group at a time to the least-pending
+    router (its replays are asp's own row and the baselines' in docs/benchmarks.md, "Other engines")."""
     from asp_cli.arrange.streaming import STREAMING_ORDERS, streaming_order
 
     return {name: [streaming_order(name, top, top, settings.instances, settings.length_classes,
                                    np.random.default_rng([seed, epoch, 5]), settings.train_batch_size)[0]
                    for epoch in range(settings.epochs)]
-            for name in STREAMING_ORDERS}
+            for name in STREAMING_ORDERS if name != "bands"}
 
 
 def orders_to_try(top: np.ndarray, settings, seed: int, shuffles: int) -> dict[str, list[np.ndarray]]:
