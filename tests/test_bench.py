@@ -213,7 +213,7 @@ def test_streaming_room_orders_are_permutations_and_the_last_batch_is_the_shorte
     # The candidates are sorted by whichever maxima they are given: the true ones, or the predicted ones.
     predicted = top * np.random.default_rng(2).lognormal(0, 0.5, size=57)
     by_prediction = candidate_orders(predicted, settings, seed=0)
-    assert set(by_prediction) == set(STREAMING_ORDERS)
+    assert set(by_prediction) == set(STREAMING_ORDERS) - {"bands"}  # bands sends request batches: not an order here
     assert np.array_equal(by_prediction["short-first"][1], np.argsort(predicted, kind="stable"))
     assert np.array_equal(tried["short-first"][1], np.argsort(top, kind="stable"))
 
