@@ -217,19 +217,23 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     )
 
 
+def _batches(request: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row, rows) of each request batch (``request`` non-decreasing: a batch's rows are consecutive)."""
+    first = np.concatenate(([0], np.flatnonzero(np.diff(request)) + 1))
+    return first, np.diff(np.concatenate((first, [request.size])))
+
+
 def _position_within(request: np.ndarray) -> np.ndarray:
-    """Each row's place in its request batch (``request`` non-decreasing: a batch's rows are consecutive)."""
+    """Each row's place in its request batch."""
     if not request.size:
         return np.zeros(0, dtype=np.int64)
-    first = np.concatenate(([0], np.flatnonzero(np.diff(request)) + 1))
-    starts = np.repeat(first, np.diff(np.concatenate((first, [request.size]))))
-    return np.arange(request.size) - starts
+    first, rows = _batches(request)
+    return np.arange(request.size) - np.repeat(first, rows)
 
 
 def _batch_end(finish: np.ndarray, request: np.ndarray) -> np.ndarray:
-    """Each row's request batch's last finish (``request`` non-decreasing)."""
+    """Each row's request batch's last finish."""
     if not request.size:
         return finish
-    first = np.concatenate(([0], np.flatnonzero(np.diff(request)) + 1))
-    ends = np.maximum.reduceat(finish, first)
-    return np.repeat(ends, np.diff(np.concatenate((first, [request.size]))))
+    first, rows = _batches(request)
+    return np.repeat(np.maximum.reduceat(finish, first), rows)
