@@ -34,7 +34,18 @@ completed by draws instead of resampled, and the code of that day; the figures o
 
 - Where the candidates differ by more than the seed noise, auto picks the best one or one within 0.4% of it:
   on `continuous` on every workload but GSM8K (4 of 4 on four of them), on `static` on five of eight, on
-  engines that refill (each workload's lag bound) on five of eight.
+  engines that refill (each workload's lag bound) on six of eight.
+- On engines that refill, `bands` (verl's chunks of a sorted epoch) is the true best on every seed of
+  mix-k16-n16-b512 and aime-k8-n8-b256 at lag 2, yet on some seeds the draws put it within the 0.5% tie
+  margin of others, which won the tie though 1-6% slower on the true lengths. So it comes first in the tie
+  order there (2026-12-03). Measured over the same 4 seeds, each engine's picks remade with
+  either order (`--tie-order`): regret summed over the 8 workloads 3.6% -> 2.9% at each workload's lag bound
+  (aime-k8-n8-b256 0.8% -> 0.0%, mix-k8-n8 0.3% -> 0.4%), 6.1% -> 5.5% without one (aime-k8-n4 1.0% -> 0.0%,
+  mix-k16-n16-b512 0.7% -> 0.4%; mix-k8-n8 0.0% -> 0.3%, mix-k2-n4 0.4% -> 0.8%). With `--dispatch planned`
+  on mix-k16-n16-b512 (seeds 0-1) the draws had `bands` 0.5% ahead and kept `short-first` and `quick-start`
+  by the tie rule, 5.8% and 2.9% slower than `bands` on the true lengths. A wider per-prompt sigma for history
+  prompts (0.5 for 0.25, `--history-sigma 0.5`, nearer the benchmark's own error: its ZeroEval truths are
+  other models than its history) was worse on six of eight workloads at lag 2 (summed 3.6% -> 11.6%).
 - On `continuous`, where the minibatch KV budget binds, the candidates are the five arrangements with groups
   counted whole, the winner at its wave's peak, and, where that was faster, all five at the peak
   (`--kv-budget auto`; "name/whole", "name/peak" above).
@@ -42,19 +53,22 @@ completed by draws instead of resampled, and the code of that day; the figures o
 - Its wrong picks cost most on GSM8K (regret 5.0% on `continuous`, worst 9.7%; 3.2% on `static`, worst
   8.3%): heavy tails the predictive draws do not have (docs/benchmarks.md, "Other engines"; heavier-tailed
   draws were tried and broke the mixes). Next: `static` on mix-k8-n8-b256 (1.7%, worst 2.5%: long-first the
-  true best on every seed, and auto's pick within 2.5% of it), and on engines that refill aime-k8-n8-b256
-  (1.6%, worst 4.7%) and mix-k8-n8-b256 (0.9%, worst 2.2%), where every candidate is within a few percent of
-  the others.
+  true best on every seed, and auto's pick within 2.5% of it), and on engines that refill GSM8K (1.0%, worst
+  2.9%) and mix-k8-n8-b256 (0.9%, worst 2.2%), where every candidate is within a few percent of the others.
 - Judged on one epoch, the 2-epoch mixes were chosen badly on engines that refill (regret 7.1% on
   mix-k8-n8-b256, 3.9% on mix-k16-n16-b512, measured 2026-12-01): how one epoch's tail meets the next one's
   head decides the order there, so an input that fits the sample is judged over two epochs.
 - Without a lag bound on engines that refill (the last table above; `--modes streaming --max-lag none`
-  alone), auto picks the best or within 0.4% of it on six of eight workloads. On mix-k8-n8-b256 (1.9%, worst
-  4.3%) and aime-k8-n8-b256 (1.1%) `short-first` is the true best on three seeds of four and auto picks
-  another; judging with three times the draws (9 replays a candidate instead of 3, mix-k8-n8-b256) left the
-  regret at 2.9% against 3.3% (an earlier version of the drawn truth), so it is not the draws' noise but where
-  the predictive distribution differs from the truth (short-first's replays under it are bimodal: "Room for an
-  order on engines that refill"). A narrower per-prompt sigma for history prompts (0.15 for 0.25,
+  alone), auto's mean regret is within 0.4% on five of eight workloads. On mix-k8-n8-b256 (3.3%, worst 6.7%)
+  `bands` is the true best on three seeds of four, and auto picks it on two: single draws scatter a
+  candidate's time by 3-5% there (seed 1: `bands` 0.92-1.00 of the shuffle over six draws at the central
+  scale, `short-first` 0.93-1.06), and at the upper scale node (every length 1.19x) one draw had `bands` 26%
+  behind the shuffle, where the same draw at 1.20x had it 2.6% behind and at 1.7x 32% behind: its replays are
+  knife-edged once the long bands' request batches, sent whole, overflow their servers' cache, and the
+  expected time weighs that. Before `bands`, with three times the draws (9 replays a candidate instead of 3,
+  mix-k8-n8-b256) the regret was 2.9% against 3.3% (an earlier version of the drawn truth): little of it is
+  the draws' noise, most is where the predictive distribution differs from the truth (short-first's replays
+  under it are bimodal: "Room for an order on engines that refill"). A narrower per-prompt sigma for history prompts (0.15 for 0.25,
   `--history-sigma 0.15`) helped there and hurt elsewhere (measured on the old truth: summed over 8 workloads
   4.5% to 3.8% without a bound, 3.9% either way at lag 2): not adopted.
 """

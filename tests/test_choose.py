@@ -47,9 +47,11 @@ def test_auto_tries_every_candidate_and_keeps_the_fastest_within_the_tie_margin(
 
 
 def test_on_the_padded_engine_longest_first_wins_a_tie():
-    # The order that breaks ties: interleave first where arrival matters, long-first (LPT) where a minibatch
-    # lasts as long as its longest sequence.
-    assert candidates_for("continuous")[0] == candidates_for("streaming")[0] == "interleave"
+    # The order that breaks ties: interleave first on blocking engines, long-first (LPT) where a minibatch
+    # lasts as long as its longest sequence, bands (verl's chunks of a sorted epoch) on engines that refill.
+    assert candidates_for("continuous")[0] == "interleave"
+    assert candidates_for("streaming")[0] == "bands"
+    assert set(candidates_for("streaming")) == set(candidates_for("continuous")) | {"quick-start", "bands"}
     assert candidates_for("static")[0] == "long-first"
     assert sorted(candidates_for("static")) == sorted(candidates_for("continuous"))
 

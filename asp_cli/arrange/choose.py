@@ -35,8 +35,14 @@ from asp_cli.errors import SettingsError
 from asp_cli.settings import ScheduleSettings
 
 BLOCKING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step")
-STREAMING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "quick-start", "shuffle",
-                                         "per-step", "bands")
+# On engines that refill, `bands` (verl's chunks of a sorted epoch, the order users run there) comes first and wins a
+# tie: the draws cannot tell it from the others within the tie margin where it is 3-6% faster on the true lengths
+# (mix-k16-n16-b512 planned for servers that keep to its instances). Measured with
+# `scripts/bench_choice_regret.py --modes streaming [--max-lag none] --tie-order bands,...` over 4 seeds of the 8
+# benchmark workloads: regret summed 3.6% -> 2.9% at each workload's lag bound, 6.1% -> 5.5% without one
+# (docs/benchmarks.md, "How well auto chooses").
+STREAMING_CANDIDATES: tuple[str, ...] = ("bands", "interleave", "long-first", "short-first", "quick-start",
+                                         "shuffle", "per-step")
 # On the padded `static` engine a minibatch lasts as long as its longest sequence, and the draws' tails are
 # lighter than real ones (a GSM8K group's true maximum is 6x its prediction one time in a hundred), so a plan
 # that leaves long minibatches late pays for every long sequence it did not foresee. Longest first (LPT) is
