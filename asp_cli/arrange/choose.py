@@ -36,8 +36,8 @@ from asp_cli.settings import ScheduleSettings
 
 BLOCKING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step")
 # On engines that refill, `bands` (verl's chunks of a sorted epoch, the order users run there) comes first and wins a
-# tie: the draws cannot tell it from the others within the tie margin where it is 3-6% faster on the true lengths
-# (mix-k16-n16-b512 planned for servers that keep to its instances). Measured with
+# tie: the draws cannot tell it from the others within the tie margin where it is 1-6% faster on the true lengths
+# (aime-k8-n8-b256 at lag 2; mix-k16-n16-b512 planned for servers that keep to its instances). Measured with
 # `scripts/bench_choice_regret.py --modes streaming [--max-lag none] --tie-order bands,...` over 4 seeds of the 8
 # benchmark workloads: regret summed 3.6% -> 2.9% at each workload's lag bound, 6.1% -> 5.5% without one
 # (docs/benchmarks.md, "How well auto chooses").
