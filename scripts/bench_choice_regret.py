@@ -43,7 +43,9 @@ completed by draws instead of resampled, and the code of that day; the figures o
   (aime-k8-n8-b256 0.8% -> 0.0%, mix-k8-n8 0.3% -> 0.4%), 6.1% -> 5.5% without one (aime-k8-n4 1.0% -> 0.0%,
   mix-k16-n16-b512 0.7% -> 0.4%; mix-k8-n8 0.0% -> 0.3%, mix-k2-n4 0.4% -> 0.8%). With `--dispatch planned`
   on mix-k16-n16-b512 (seeds 0-1) the draws had `bands` 0.5% ahead and kept `short-first` and `quick-start`
-  by the tie rule, 5.8% and 2.9% slower than `bands` on the true lengths. A wider per-prompt sigma for history
+  by the tie rule, 5.8% and 2.9% slower than `bands` on the true lengths (a one-off diagnostic, not a shipped
+  script: `asp_cli.arrange.pipeline.plan` with `--dispatch planned`, then every candidate forced and replayed
+  with `asp_cli.bench.compare.compare` on the workload's true lengths). A wider per-prompt sigma for history
   prompts (0.5 for 0.25, `--history-sigma 0.5`, nearer the benchmark's own error: its ZeroEval truths are
   other models than its history) was worse on six of eight workloads at lag 2 (summed 3.6% -> 11.6%).
 - On `continuous`, where the minibatch KV budget binds, the candidates are the five arrangements with groups
@@ -65,7 +67,8 @@ completed by draws instead of resampled, and the code of that day; the figures o
   scale, `short-first` 0.93-1.06), and at the upper scale node (every length 1.19x) one draw had `bands` 26%
   behind the shuffle, where the same draw at 1.20x had it 2.6% behind and at 1.7x 32% behind: its replays are
   knife-edged once the long bands' request batches, sent whole, overflow their servers' cache, and the
-  expected time weighs that. Before `bands`, with three times the draws (9 replays a candidate instead of 3,
+  expected time weighs that (a one-off diagnostic, not a shipped script: `choose`'s draws rebuilt by hand,
+  each candidate replayed with `asp_cli.sim.run.simulate_schedule`). Before `bands`, with three times the draws (9 replays a candidate instead of 3,
   mix-k8-n8-b256) the regret was 2.9% against 3.3% (an earlier version of the drawn truth): little of it is
   the draws' noise, most is where the predictive distribution differs from the truth (short-first's replays
   under it are bimodal: "Room for an order on engines that refill"). A narrower per-prompt sigma for history prompts (0.15 for 0.25,
