@@ -241,6 +241,35 @@ def test_choice_regret_what_ifs_do_not_rewrite_the_docs(tmp_path):
         assert not (tmp_path / "b.md").exists()
 
 
+def test_rollout_bound_scales_only_the_training_step(tmp_path):
+    """scripts/bench_rollout_bound.py: the scaled preset changes the trainer's step cost and nothing the rollout
+    pays (asp's plan and every baseline are priced by it alike); a scale that is not above 0 and a missing data
+    folder are refused."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    from util import REPO
+
+    from asp_cli.costmodel import load_preset
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench_rollout_bound import scaled_preset
+
+    preset = load_preset("h100-qwen2.5-7b")
+    fast = scaled_preset(preset, 0.25)
+    assert fast.train_per_token_s == preset.train_per_token_s * 0.25
+    assert fast.train_fixed_s == preset.train_fixed_s * 0.25
+    assert float(fast.train_step_seconds(1000)) == float(preset.train_step_seconds(1000)) * 0.25
+    unchanged = {f.name for f in dataclasses.fields(preset)} - {"train_fixed_s", "train_per_token_s"}
+    assert all(getattr(fast, name) == getattr(preset, name) for name in unchanged)
+    script = str(REPO / "scripts" / "bench_rollout_bound.py")
+    run = subprocess.run([sys.executable, script, "--trainer-scale", "0"], capture_output=True, text=True)
+    assert run.returncode == 2 and "--trainer-scale must be above 0" in run.stderr
+    run = subprocess.run([sys.executable, script, "--data", str(tmp_path)], capture_output=True, text=True)
+    assert run.returncode == 3 and "nothing measured" in run.stderr
+
+
 # --------------------------------------------------------------------------------------------------------
 # The true lengths of a group larger than the real samples of its prompt
 
