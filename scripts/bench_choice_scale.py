@@ -58,7 +58,7 @@ def main() -> None:
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
     from_history = (predictions[C.PREDICTION_SOURCE] == "history").to_numpy()
     prompt_sigma = np.where(from_history, HISTORY_SIGMA, MODEL_SIGMA)
-    spread = sample_sigma(predictions[C.PREDICTED_MAX_TOKENS].to_numpy(), mean, n)
+    spread = sample_sigma(predictions[C.PREDICTED_MAX_TOKENS].to_numpy(), mean, n, cap=settings.max_response_tokens)
     rng = np.random.default_rng([args.seed, 99])
     factor = np.exp(rng.normal(0.0, prompt_sigma) - prompt_sigma**2 / 2)
     noise = np.exp(rng.normal(0.0, 1.0, (mean.size, n)) * spread[:, None] - spread[:, None] ** 2 / 2)

@@ -27,6 +27,24 @@ def test_sample_sigma_reads_back_the_spread_of_a_lognormal_prediction():
     assert np.allclose(sample_sigma(top, top, 1), 0.3)  # one sample says nothing about the spread
 
 
+def test_a_group_maximum_clipped_at_the_cap_keeps_at_least_the_others_spread():
+    """A predicted maximum at the response cap was clipped there, so the ratio to the mean understates the
+    spread: with the cap given, such a group gets at least the median sigma of the groups below the cap."""
+    n, e = 8, float(expected_max_z(8))
+    mu, sigma = np.log(np.array([300.0, 2000.0, 4000.0, 14000.0])), np.array([0.2, 0.3, 0.4, 0.3])
+    top = np.minimum(np.exp(mu + sigma * e), 16000.0)
+    mean = np.exp(mu + sigma**2 / 2)
+    assert top[3] == 16000.0
+    plain, capped = sample_sigma(top, mean, n), sample_sigma(top, mean, n, cap=16000)
+    assert plain[3] < 0.1  # what the clipped maximum alone implies
+    assert np.allclose(capped[:3], plain[:3]) and np.allclose(capped[:3], sigma[:3], atol=1e-6)
+    assert capped[3] == pytest.approx(0.3, abs=1e-6)  # the median of the other three
+    # A group whose own ratio says more keeps it; with every group clipped, the default spread.
+    wide = sample_sigma(np.array([16000.0, 16000.0]), np.array([2000.0, 15000.0]), n, cap=16000)
+    assert wide[0] > 0.3 and wide[1] == pytest.approx(0.3)
+    assert np.array_equal(sample_sigma(top, mean, n, cap=10**9), plain)  # nothing at the cap: unchanged
+
+
 @pytest.mark.parametrize("engine", ["continuous", "streaming", "static"])
 def test_auto_tries_every_candidate_and_keeps_the_fastest_within_the_tie_margin(engine):
     prompts, preds = prompt_frame(600), make_predictions(600, seed=3)

@@ -176,12 +176,19 @@ def kv_budgets_to_try(settings: ScheduleSettings, whole_footprint: np.ndarray, b
     return ("whole", "peak")
 
 
-def sample_sigma(predicted_max: np.ndarray, predicted_mean: np.ndarray, samples: int) -> np.ndarray:
+def sample_sigma(predicted_max: np.ndarray, predicted_mean: np.ndarray, samples: int,
+                 cap: int | None = None) -> np.ndarray:
     """The within-group sigma of log length that the predicted group maximum and mean imply.
 
     The prediction is log-normal: ``max = exp(mu + sigma e_N)`` and ``mean = exp(mu + sigma^2 / 2)`` with
     ``e_N`` the expected maximum of N standard normals, so ``log(max / mean) = sigma e_N - sigma^2 / 2``; the
     smaller root is sigma. One sample per group says nothing about the spread: `DEFAULT_SAMPLE_SIGMA` then.
+
+    With ``cap`` (the response cap the predictions were clipped to), a maximum at the cap is a clipped one, and
+    the ratio it gives only a lower bound: such a group gets at least the median sigma of the groups below the
+    cap (`DEFAULT_SAMPLE_SIGMA` when there are none). Without it, long-reasoning prompts predicted near the cap
+    were drawn with every sample at the cap (a spread of 0.05-0.1), where their real samples spread as widely
+    as the others' and some end far below it (docs/benchmarks.md, "With a trainer that does not bind").
     """
     from asp_cli.predict.targets import expected_max_z
 
@@ -190,8 +197,14 @@ def sample_sigma(predicted_max: np.ndarray, predicted_mean: np.ndarray, samples:
     e = float(expected_max_z(samples))
     ratio = np.log(np.maximum(np.asarray(predicted_max, dtype=np.float64), 1.0)
                    / np.maximum(np.asarray(predicted_mean, dtype=np.float64), 1.0))
-    sigma = e - np.sqrt(np.maximum(e * e - 2.0 * np.maximum(ratio, 0.0), 0.0))
-    return np.clip(sigma, 0.05, 2.0)
+    sigma = np.clip(e - np.sqrt(np.maximum(e * e - 2.0 * np.maximum(ratio, 0.0), 0.0)), 0.05, 2.0)
+    if cap is not None:
+        clipped = np.asarray(predicted_max) >= cap
+        if clipped.any():
+            below = sigma[~clipped]
+            typical = float(np.median(below)) if below.size else DEFAULT_SAMPLE_SIGMA
+            sigma = np.where(clipped, np.maximum(sigma, typical), sigma)
+    return sigma
 
 
 @dataclass(frozen=True)
@@ -324,7 +337,7 @@ def choose_arrangement(
                              trainer=settings.trainer)  # type: ignore[arg-type]
     top = predictions[C.PREDICTED_MAX_TOKENS].to_numpy().astype(np.float64)
     n = settings.samples_per_prompt
-    spread = sample_sigma(top, mean, n)
+    spread = sample_sigma(top, mean, n, cap=settings.max_response_tokens)
     prompt_sigma = np.where(from_history, HISTORY_SIGMA, MODEL_SIGMA)
     # The model's error is mostly shared (a policy that writes twice as much as the model thinks writes twice
     # as much on every prompt), so each draw also scales every prompt by one common factor, at the nodes of a
