@@ -7,8 +7,8 @@ docs/benchmarks.md replayed with the trainer's step cost scaled down.
 The benchmark's preset prices a training step for 8 trainer GPUs (docs/cost-model.md, "The trainer"), which
 makes the large workloads trainer-bound: the trainer's steps back to back take longer than the rollout's own
 lower bound, so no order of the rollout can shorten the run by much ("Room for an order on engines that
-refill"). Published step breakdowns of synchronous verl runs put rollout at about 70% of a step and training
-at about 20-25% (RollPacker, arXiv 2509.21009, section 2.2), and a deployment that moves GPUs to the
+refill"). Published step breakdowns of synchronous verl runs put rollout at 66-72% of a step and training at
+21-23% (RollPacker, arXiv 2509.21009, section 2.2), and a deployment that moves GPUs to the
 trainer until it no longer waits is rollout-bound. So here `train_fixed_s` and `train_per_token_s` are
 multiplied by ``--trainer-scale`` (0.25: four times the trainer GPUs), for asp's plan and every baseline alike,
 and the equal-footing summaries of bench_simulate.py are printed over the round-robin deal: at lag 2 and without
@@ -42,12 +42,12 @@ def scaled_preset(preset, scale: float):
 def regime_table(data: Path, preset, scales: tuple[float, ...]) -> str:
     """Seed 0 of each large workload: the trainer's steps back to back over the rollout's lower bound, at each
     trainer scale (above 1: trainer-bound, every order waits for the trainer)."""
+    from bench_streaming_room import replay_frame
+
     from asp_cli.bench.baselines import BASELINES
     from asp_cli.bench.compare import WORKLOADS, build_workload
-    from asp_cli import columns as C
-    from asp_cli.sim.records import SimulationSettings
-    from asp_cli.sim.run import simulate_schedule
 
+    deal = BASELINES["round-robin"]
     lines = ["| workload | " + " | ".join(f"trainer x{s:g}: trainer / rollout bound" for s in scales) + " |",
              "|---|" + "---:|" * len(scales)]
     for name in LARGE:
@@ -57,15 +57,8 @@ def regime_table(data: Path, preset, scales: tuple[float, ...]) -> str:
         cells = []
         for scale in scales:
             scaled = scaled_preset(preset, scale)
-            baseline = BASELINES["round-robin"]
-            frame = baseline.arrange(workload.prompts, workload.predictions, settings, scaled).sort("seq")
-            sim = SimulationSettings(samples_per_prompt=settings.samples_per_prompt,
-                                     train_batch_size=settings.train_batch_size, mode="streaming",
-                                     dispatch=baseline.dispatch, max_lag=settings.max_lag)
-            position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
-            index = [position[r] for r in frame[C.ROW].to_list()]
-            metrics = simulate_schedule(frame, workload.truth[index], scaled, sim,
-                                        instances=settings.instances).metrics
+            frame = deal.arrange(workload.prompts, workload.predictions, settings, scaled)
+            metrics = replay_frame(scaled, settings, settings.max_lag, workload, frame, deal.dispatch).metrics
             trainer = metrics["lower_bound_end_to_end_terms_s"]["trainer"]
             cells.append(f"{trainer / metrics['lower_bound_rollout_s']:.2f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
