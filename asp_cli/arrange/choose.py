@@ -382,6 +382,8 @@ def choose_arrangement(
             other_times.append(run_time(simulate_schedule(frame, truth[index], judged_preset, other,
                                                           instances=trial.instances), scale))
         return {"name": name, "kv_budget": kv_budget, "expected_end_to_end_s": round(float(weights @ times), 3),
+                # Each draw's own time (at the scale nodes' order): how much the lengths' uncertainty moves it.
+                "end_to_end_s_by_draw": [round(float(t), 3) for t in times],
                 f"expected_end_to_end_s_{other.dispatch}_dispatch": round(float(weights @ other_times), 3),
                 "expected_step_deviation_p90": round(float(weights @ deviations), 4),
                 # The replays' rollout alone, scaled up to the whole run where a sample or fewer epochs were
@@ -559,9 +561,28 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
     gain = 1.0 - mine / shuffle["expected_end_to_end_s"]
     by = f"{abs(gain):.1%} {'faster' if gain >= 0 else 'slower'}"
     if abs(gain) >= ORDER_MATTERS_LITTLE:
-        return f"\n  expected {by} than a shuffle at the same concurrency (the candidate `shuffle`)"
-    return (f"\n  expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency ({by}): "
-            "the order matters little here")
+        line = f"\n  expected {by} than a shuffle at the same concurrency (the candidate `shuffle`)"
+    else:
+        line = (f"\n  expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency ({by}): "
+                "the order matters little here")
+    return line + _draws_disagree(chosen, shuffle)
+
+
+def _draws_disagree(chosen: dict[str, Any], shuffle: dict[str, Any]) -> str:
+    """A line where the chosen candidate's draws disagree about the shuffle: at least one draw of lengths has it
+    `ORDER_MATTERS_LITTLE` faster than the shuffle and another as much slower. Its expected gain is then a bet
+    on lengths nobody knows in advance (on engines that refill, with long reasoning and a trainer that keeps up,
+    the same plan's replays scatter by 5-10% on the true lengths: docs/benchmarks.md, "With a trainer that does
+    not bind"). Empty where the draws agree, or the schedule predates `end_to_end_s_by_draw`."""
+    mine, theirs = chosen.get("end_to_end_s_by_draw"), shuffle.get("end_to_end_s_by_draw")
+    if not mine or not theirs or len(mine) != len(theirs):
+        return ""
+    ratios = [m / t for m, t in zip(mine, theirs) if t > 0]
+    if not ratios or min(ratios) > 1.0 - ORDER_MATTERS_LITTLE or max(ratios) < 1.0 + ORDER_MATTERS_LITTLE:
+        return ""
+    return (f"\n  but its {len(ratios)} draws of lengths disagree: from {1.0 - min(ratios):.1%} faster than the "
+            f"shuffle to {max(ratios) - 1.0:.1%} slower, so the expected gain is a bet on lengths not known "
+            "in advance")
 
 
 def _miniature_words(choice: dict[str, Any]) -> str:
