@@ -125,15 +125,16 @@ def test_command_line_does_not_import_the_heavy_libraries():
 #   per-step candidate; the `steps` setting; the shuffle candidate drawn as the random baselines draw it; an
 #   input that fits the sample judged over at least two epochs; the `kv_budget` setting, and the KV accounting
 #   of the choice and of each candidate (the rows unchanged: on the sample data the budget does not bind); each
-#   candidate's expected rollout (`expected_rollout_s`, which says whether the trainer binds).
+#   candidate's expected rollout (`expected_rollout_s`, which says whether the trainer binds); each candidate's
+#   time under every draw (`end_to_end_s_by_draw`).
 COMMAND_LINE = ["asp", "schedule", "prompts.jsonl", "-o", "OUT"]
 GOLDEN = {
     "defaults": ({}, "e704fc8b79216d3f8097e9784734aa723b10ee4e46d79a40116e50bc835a97ef",
-                 "40bfdf946b760adbae7c46b5bfddcd042f0bc58b577211cd4326acda035b5bec"),
+                 "1e1fdb5e28ca811f9819dda7cd8a2335a739d6f828024870bc29cf3ce20b025a"),
     "two epochs, lag 2, 8 instances, seed 3": (
         {"epochs": 2, "max_lag": 2, "instances": 8, "seed": 3},
         "00b87b60de0f7b6d774d6a27da4542008a34d1f66ea943bef190bf0e8e92430b",
-        "6e494bea705161bfd55a4a20b18713a04d2e40d76ea4b5e73a9207af500f3bdd"),
+        "68f5fc771ff45f135f0523d901ba1462c1a4da7dba37e1c34f9bc4f9c9084969"),
 }
 
 

@@ -4,7 +4,8 @@ verl's side is verl's own code: its packaged Hydra config; ``PPOTrainer._init_da
 ``create_rl_sampler``, ``StatefulDataLoader``, ``collate_fn``); ``TensorDict.chunk`` and ``DataProto.chunk``; both
 trainers' dump writers; and, on a local Ray cluster with TransferQueue, the v1 trainer's path from the dataloader
 to the replay buffer and the dump (``prepare_step``, ``AgentLoopManagerTQ.generate_sequences``, the agent-loop
-worker actors, ``_build_replay_buffer``, ``_log_rollout_data``). Stand-ins, and only these: the tokenizer (a
+worker actors, ``_build_replay_buffer``, ``_log_rollout_data``); and the rollout router's plug-in loader
+(``get_router_handle``) with ``LLMServerClient``'s acquire call. Stand-ins, and only these: the tokenizer (a
 byte-level BPE trained here, so nothing is downloaded), the LLM call inside the agent-loop worker
 (``_run_agent_loop``), and the model workers (trainer objects are made without ``__init__``, which would start
 them; nothing is trained).
@@ -370,7 +371,8 @@ def workers(cluster, work, small, tokenizer):
         ray.kill(actor)
 
 
-def _run_v1(config, tokenizer, workers, steps: int, dump: Path, cls=None, warmup: bool = False, waits=None):
+def _run_v1(config, tokenizer, workers, steps: int, dump: Path, cls=None, warmup: bool = False, waits=None,
+            fields: tuple[str, ...] = ()):
     """verl's v1 step loop up to the model update: prepare_step, sample, dump, clear (trainer_base.py fit).
 
     With ``waits`` (a list), each step first asks the buffer what separate_async's hybrid switch asks
@@ -397,11 +399,13 @@ def _run_v1(config, tokenizer, workers, steps: int, dump: Path, cls=None, warmup
                 ready, _ = tr.replay_buffer.wait_for_sampleable(step, "train", BATCH)
                 waits.append((ready, tr.replay_buffer.get_sampleable_count(step, "train")))
             batch, metrics = tr.replay_buffer.sample(global_steps=step, partition_id="train", batch_size=BATCH)
-            fields = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["seq", "global_steps"])
-            seqs = [int(v) for v in fields["seq"]]
+            got = tq.kv_batch_get(keys=batch.keys, partition_id="train",
+                                  select_fields=["seq", "global_steps", *fields])
+            seqs = [int(v) for v in got["seq"]]
             trained.append({"seqs": sorted(set(seqs)), "samples": len(seqs), "metrics": metrics,
                             "uids": {key.split("_")[0] for key in batch.keys},
-                            "submitted": sorted({int(v) for v in fields["global_steps"]})})
+                            "submitted": sorted({int(v) for v in got["global_steps"]}),
+                            **{name: [int(v) for v in got[name]] for name in fields}, "seq": seqs})
             tr._log_rollout_data(batch, {}, str(dump))  # the real v1 dump (trainer_base.py:1297)
             tq.kv_clear(keys=batch.keys, partition_id="train")
     finally:
@@ -485,3 +489,75 @@ def test_v1_sampler_in_the_async_trainer(workers, work, small, tokenizer):
     for step, got in enumerate(trained):
         assert got["seqs"] == sorted(replay.rows().filter(pl.col("train_step") == step)["seq"].to_list())
         assert all(step + 1 - s + 1 <= 8 for s in got["submitted"])
+
+
+# --------------------------------------------------------------------------------------------------------
+# The planned instance through verl's router plug-in (asp_cli.integrate.verl_router)
+
+
+def test_every_sample_carries_its_planned_instance_to_the_agent_loop(workers, work, small, tokenizer):
+    """+data.asp_route=planned: the `priority` verl's agent loop receives with each sample (and stores with it in
+    TransferQueue) names the schedule's instance for its group, ordered as the dataset is."""
+    from asp_cli.integrate.verl_router import decode_instance
+
+    replay = small["replay"]
+    config = compose(work, [*_base(work, small), "+data.asp_route=planned"])
+    tr, trained = _run_v1(config, tokenizer, workers, 16 * EPOCHS // BATCH, work / "dump-route",
+                          fields=("priority", "instance", "epoch"))
+    assert tr.train_dataset.asp_settings["route"] == "planned"
+    planned = {(r["epoch"], r["seq"]): r["instance"] for r in replay.rows().iter_rows(named=True)}
+    samples = 0
+    for got in trained:
+        for seq, epoch, instance, priority in zip(got["seq"], got["epoch"], got["instance"], got["priority"]):
+            assert decode_instance(priority) == instance == planned[(epoch, seq)]
+            samples += 1
+    assert samples == 16 * EPOCHS * SAMPLES
+    assert {decode_instance(p) for got in trained for p in got["priority"]} == {0, 1}
+    # Without the key nothing changes: no priority of asp's.
+    plain = compose(work, _base(work, small))
+    assert "priority" not in trainer(plain, tokenizer).train_dataset[0]
+
+
+def test_schedule_dataset_refuses_a_route_it_cannot_carry(work, small, tokenizer):
+    with pytest.raises(SettingsError, match="data.asp_route must be one of none, planned"):
+        trainer(compose(work, [*_base(work, small), "+data.asp_route=least"]), tokenizer)
+    with pytest.raises(SettingsError, match="full_determinism=True"):
+        trainer(compose(work, [*_base(work, small), "+data.asp_route=planned",
+                               "actor_rollout_ref.rollout.full_determinism=True"]), tokenizer)
+
+
+def test_verls_router_plugin_runs_the_schedule_router(cluster, work):
+    """verl's own plug-in loader (router.get_router_handle with rollout.router_config_path) makes the Ray actor, and
+    verl's LLMServerClient asks it for a server with the fields it declares: planned requests go to their
+    instance, others to the server with the fewest in flight."""
+    import asyncio
+
+    from omegaconf import OmegaConf
+    from verl.workers.rollout.llm_server import LLMServerClient
+    from verl.workers.rollout.router import get_router_handle
+
+    from asp_cli.integrate.verl_router import encode_priority
+
+    path = work / "asp-router.yaml"
+    path.write_text("router_class: asp_cli.integrate.verl_router.ScheduleRouter\n")
+    servers = {f"127.0.0.1:{8000 + i}": f"replica-{i}" for i in range(3)}
+    handle = get_router_handle(servers=servers, router_config_path=str(path))
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "vllm", "full_determinism": False}}})
+    client = LLMServerClient(config, load_balancer_handle=handle)
+
+    async def route(priorities, name="planned"):
+        return [(await client._acquire_server(f"{name}-{i}", prompt_ids=[1, 2, 3], sampling_params={},
+                                              priority=p))[0] for i, p in enumerate(priorities)]
+
+    planned = [2, 2, 0, 1, 2, 2]
+    got = asyncio.run(route([encode_priority(i, k) for i, k in enumerate(planned)]))
+    assert got == [f"127.0.0.1:{8000 + k}" for k in planned]
+    import ray
+
+    status = ray.get(handle.get_status.remote())
+    assert status["routed"]["planned"] == 6 and status["servers"]["127.0.0.1:8002"] == 4
+    # verl's default priorities (row indices): the least-loaded server, as verl's own balancer picks it.
+    assert asyncio.run(route([0, 1], "validation")) == ["127.0.0.1:8000", "127.0.0.1:8001"]
+    client._release_server("127.0.0.1:8002", request_id="planned-0")
+    assert ray.get(handle.get_inflight_count.remote("127.0.0.1:8002")) in (3, 4)  # the release is fire-and-forget
+    ray.kill(handle)

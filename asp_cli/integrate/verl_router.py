@@ -1,0 +1,165 @@
+"""A router for verl 0.9's rollout servers that sends each group to the instance asp planned for it: `asp schedule
+--dispatch planned` on verl (``actor_rollout_ref.rollout.router_config_path``).
+
+verl 0.9.1 sends every generate() call through one load-balancer actor (verl/workers/rollout/router.py): by default
+the server with the fewest requests in flight (least-pending), each multi-turn session kept on its server. A YAML
+file named by ``actor_rollout_ref.rollout.router_config_path`` replaces it with a class of the user's: verl reads
+``router_class`` (a dotted name) from the file and constructs it as ``cls(servers, yaml_config)``, ``servers``
+mapping each server's address to its actor handle in replica order::
+
+    # asp-router.yaml
+    router_class: asp_cli.integrate.verl_router.ScheduleRouter
+
+    actor_rollout_ref.rollout.router_config_path=/abs/path/asp-router.yaml
+    +data.asp_route=planned          # ScheduleDataset: each training row carries its planned instance
+
+On engines that refill freed slots, with long responses and a trainer that keeps up, where a group lands decides
+when an instance finishes: docs/benchmarks.md ("With a trainer that does not bind") finds least-pending routing of
+any order 3-16% slower than a fixed deal on aime-k8-n8-b256, and asp's schedule kept to its planned instances level
+with the best router there. `asp schedule --engine streaming --dispatch planned` plans for it; where the predictions
+are noisy, free dispatch (verl's default router) is the better choice, and `asp schedule`'s summary says which one
+its replays expect to be faster.
+
+The planned instance reaches the router through the request's ``priority``, the one per-sample field verl's agent
+loops pass on to the balancer (``require_acquire_fields``): `ScheduleDataset` with ``+data.asp_route=planned`` sets
+every training row's ``priority`` to ``PRIORITY_BASE + position * INSTANCE_SLOTS + instance`` (`encode_priority`),
+its position in the dataset's order first, so that vLLM's priority scheduling, where a user turns it on, still
+serves rows in the schedule's order (verl's own default is the row's index in its batch). Instance ``k`` is the
+``k``-th server (modulo their number: plan with ``--instances`` equal to the rollout replicas). A request without
+such a priority (validation rows, another dataset) goes to the server with the fewest requests in flight, as
+verl's own balancer sends it. Requests with the same ``request_id`` (the turns of one session) stay on one server.
+
+This module imports neither verl nor Ray: verl wraps the class in ``ray.remote`` itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any
+
+_log = logging.getLogger("asp_cli.integrate.verl_router")
+
+# A priority at or above PRIORITY_BASE carries asp's plan; verl's default priorities (a batch's row indices) are
+# far below it.
+PRIORITY_BASE = 1 << 40
+INSTANCE_SLOTS = 1 << 16  # instances a priority can name (the rest of it is the row's position)
+STICKY_SESSIONS = 10_000  # request ids remembered for multi-turn stickiness (verl's DEFAULT_ROUTING_CACHE_SIZE)
+
+
+def encode_priority(position: int, instance: int) -> int:
+    """The ``priority`` that carries a row's planned ``instance``, ordered by its ``position`` in the dataset."""
+    if not 0 <= instance < INSTANCE_SLOTS:
+        raise ValueError(f"instance {instance} is outside 0..{INSTANCE_SLOTS - 1}")
+    if position < 0:
+        raise ValueError(f"position {position} is negative")
+    return PRIORITY_BASE + position * INSTANCE_SLOTS + instance
+
+
+def decode_instance(priority: Any) -> int | None:
+    """The planned instance a ``priority`` carries, or None where it carries none."""
+    try:
+        value = int(priority)
+    except (TypeError, ValueError):
+        return None
+    return (value - PRIORITY_BASE) % INSTANCE_SLOTS if value >= PRIORITY_BASE else None
+
+
+class ScheduleRouter:
+    """verl 0.9's ``RequestLoadBalancer`` protocol, routing each request to its planned instance.
+
+    Parameters
+    ----------
+    servers
+        Server id (address) to actor handle, in replica order (as verl passes them).
+    config
+        The router YAML's contents (``router_class`` and nothing else is required).
+
+    ``get_status()`` says how many requests went to their planned instance (``planned``), to the least-loaded
+    server for want of a plan (``unplanned``), or followed their session (``sticky``).
+    """
+
+    def __init__(self, servers: dict[str, Any], config: dict[str, Any] | None = None):
+        self._servers: dict[str, Any] = dict(servers)
+        self._inflight: dict[str, int] = {sid: 0 for sid in self._servers}
+        self._sessions: OrderedDict[str, str] = OrderedDict()
+        self._config = dict(config or {})
+        self._routed = {"planned": 0, "unplanned": 0, "sticky": 0}
+        self._warned_fold = False
+
+    # -- routing ---------------------------------------------------------------------------------------------------
+
+    def acquire_server(self, request_id: str, priority: Any = None, **extra: Any) -> tuple[str, Any]:
+        """The server for one generate() call, counted in flight until `release_server`."""
+        if not self._inflight:
+            raise RuntimeError("asp ScheduleRouter: no servers registered")
+        server_id = self._sessions.get(request_id)
+        if server_id in self._inflight:
+            self._sessions.move_to_end(request_id)
+            self._routed["sticky"] += 1
+        else:
+            instance = decode_instance(priority)
+            order = list(self._inflight)
+            if instance is not None:
+                if instance >= len(order) and not self._warned_fold:
+                    _log.warning("asp: the schedule plans instance %d but verl has %d rollout servers; instances are "
+                                 "folded onto servers modulo their number (plan with --instances %d)", instance,
+                                 len(order), len(order))
+                    self._warned_fold = True
+                server_id = order[instance % len(order)]
+                self._routed["planned"] += 1
+            else:  # least in flight, the first such server in replica order
+                server_id = min(order, key=self._inflight.__getitem__)
+                self._routed["unplanned"] += 1
+            self._sessions[request_id] = server_id
+            if len(self._sessions) > STICKY_SESSIONS:
+                self._sessions.popitem(last=False)
+        self._inflight[server_id] += 1
+        return server_id, self._servers[server_id]
+
+    def release_server(self, server_id: str, request_id: str | None = None) -> None:
+        """One request on ``server_id`` finished."""
+        if self._inflight.get(server_id, 0) > 0:
+            self._inflight[server_id] -= 1
+
+    def require_acquire_fields(self) -> list[str]:
+        """The generate() keyword verl must pass to `acquire_server`: the one that carries the plan."""
+        return ["priority"]
+
+    def require_release_fields(self) -> list[str]:
+        """Releases count by server alone."""
+        return []
+
+    # -- the pool --------------------------------------------------------------------------------------------------
+
+    def add_servers(self, servers: dict[str, Any]) -> None:
+        """Register servers (appended to the replica order)."""
+        for sid, handle in servers.items():
+            self._servers[sid] = handle
+            self._inflight.setdefault(sid, 0)
+
+    def remove_servers(self, server_ids: list[str]) -> None:
+        """Unregister servers; their sessions re-route on their next turn."""
+        for sid in server_ids:
+            self._servers.pop(sid, None)
+            self._inflight.pop(sid, None)
+
+    def get_all_servers(self) -> list[str]:
+        return list(self._inflight)
+
+    def get_inflight_count(self, server_id: str) -> int:
+        return self._inflight.get(server_id, 0)
+
+    def get_total_inflight(self) -> int:
+        return sum(self._inflight.values())
+
+    def clear_sticky_cache(self) -> dict:
+        """Forget every session (verl calls it when rollout and training switch)."""
+        cleared = len(self._sessions)
+        self._sessions.clear()
+        return {"cleared_entries": cleared, "server_loads": dict(self._inflight)}
+
+    def get_status(self) -> dict:
+        return {"servers": dict(self._inflight), "total_inflight": self.get_total_inflight(),
+                "active_servers": len(self._inflight), "registered_handles": list(self._servers),
+                "routed": dict(self._routed)}
