@@ -748,3 +748,21 @@ def test_each_candidate_keeps_its_draws_times(tmp_path):
         assert len(c["end_to_end_s_by_draw"]) == len(SCALE_NODES)
         expected = sum(w * t for (_, w), t in zip(SCALE_NODES, c["end_to_end_s_by_draw"]))
         assert c["expected_end_to_end_s"] == pytest.approx(expected, abs=0.01)
+
+
+def test_the_summary_names_the_verl_router_where_a_streaming_plan_kept_to_its_instances_is_faster():
+    from asp_cli.arrange.choose import arrangement_line
+
+    def choice(engine: str, planned: float) -> dict:
+        return {"setting": "auto", "chosen": "interleave", "engine": engine, "dispatch": "free", "draws": 3,
+                "evaluated_prompts": 100, "evaluated_epochs": 1,
+                "candidates": [{"name": "interleave", "expected_end_to_end_s": 1000.0,
+                                "expected_end_to_end_s_planned_dispatch": planned}]}
+
+    streaming = arrangement_line(choice("streaming", 900.0))
+    assert ("\n  an engine that keeps each minibatch on its planned instance is expected to take 900 s instead of "
+            "1,000 s (--dispatch planned plans for it; on verl 0.9 the router asp_cli.integrate.verl_router keeps "
+            "to it: docs/integrations.md, Option D)") in streaming
+    blocking = arrangement_line(choice("continuous", 900.0))
+    assert "instead of 1,000 s (--dispatch planned plans for it)" in blocking and "verl_router" not in blocking
+    assert "planned instance" not in arrangement_line(choice("streaming", 980.0))  # within 3%: not said
