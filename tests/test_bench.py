@@ -270,6 +270,24 @@ def test_rollout_bound_scales_only_the_training_step(tmp_path):
     assert run.returncode == 3 and "nothing measured" in run.stderr
 
 
+def test_the_candidates_diagnostic_refuses_what_it_cannot_measure(tmp_path):
+    """scripts/bench_candidates.py: an unknown workload, a trainer scale not above 0 or a lag that is not a number
+    exit 2; a missing data folder exits 3, nothing measured."""
+    import subprocess
+    import sys
+
+    from util import REPO
+
+    script = str(REPO / "scripts" / "bench_candidates.py")
+    for args, words in ((["nope"], "no workload 'nope'"), (["mix-k8-n8", "--trainer-scale", "0"], "above 0"),
+                        (["mix-k8-n8", "--max-lag", "two"], "integer or none")):
+        run = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+        assert run.returncode == 2 and words in run.stderr, args
+    run = subprocess.run([sys.executable, script, "mix-k8-n8", "--data", str(tmp_path / "none")],
+                         capture_output=True, text=True)
+    assert run.returncode == 3 and "nothing measured" in run.stderr
+
+
 # --------------------------------------------------------------------------------------------------------
 # The true lengths of a group larger than the real samples of its prompt
 
