@@ -14,7 +14,8 @@ multiplied by ``--trainer-scale`` (0.25: four times the trainer GPUs), for asp's
 and the equal-footing summaries of bench_simulate.py are printed over the round-robin deal: at lag 2 and without
 a lag bound. A first table says which side binds at each scale (seed 0's workload: the trainer's steps back to
 back, and the rollout's lower bound). About 25 minutes on two cores at 4 seeds. ``--planned`` prints instead
-the lag-2 summary with asp planned for engines that keep to its instance column (`--dispatch planned`). Reads
+the lag-2 summary with asp planned for engines that keep to its instance column (`--dispatch planned`);
+``--sync`` the summaries of verl's default synchronous trainer (max_lag 0), free and planned. Reads
 ../shared/data; exits with a message when it is absent.
 """
 
@@ -77,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--planned", action="store_true",
                         help="instead of the two free-dispatch tables: asp planned for and replayed with "
                              "--dispatch planned, at lag 2 (about 12 minutes)")
+    parser.add_argument("--sync", action="store_true",
+                        help="instead: verl's default synchronous trainer (max_lag 0), asp under free dispatch and "
+                             "planned for --dispatch planned (verl's router plug-in), about 15 minutes")
     args = parser.parse_args(argv)
     if not (args.trainer_scale > 0):
         parser.error("--trainer-scale must be above 0")
@@ -89,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.regime_only:
         return 0
     scaled = scaled_preset(preset, args.trainer_scale)
+    if args.sync:
+        for dispatch in ("free", "planned"):
+            text = seed_summary(args.data, scaled, seeds=args.seeds, mode="streaming", names=LARGE,
+                                reference="round-robin", dispatch=dispatch, max_lag=0, lag_given=True)[0]
+            print(f"Trainer step cost x{args.trainer_scale:g}. " + text + "\n", flush=True)
+        return 0
     if args.planned:
         text = seed_summary(args.data, scaled, seeds=args.seeds, mode="streaming", names=LARGE,
                             reference="round-robin", dispatch="planned")[0]
