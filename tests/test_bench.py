@@ -233,7 +233,8 @@ def test_choice_regret_what_ifs_do_not_rewrite_the_docs(tmp_path):
 
     from util import REPO
 
-    for what_if in (["--max-lag", "none"], ["--history-sigma", "0.15"], ["--tie-order", "shuffle"]):
+    for what_if in (["--max-lag", "none"], ["--history-sigma", "0.15"], ["--tie-order", "shuffle"],
+                    ["--rank-by", "central"], ["--trainer-scale", "0.25"]):
         run = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_choice_regret.py"), "--write-docs",
                               "--doc", str(tmp_path / "b.md"), *what_if], capture_output=True, text=True)
         assert run.returncode == 2, what_if
