@@ -303,3 +303,42 @@ def test_workers_past_any_fleet_are_a_settings_error(built, tmp_path):  # noqa: 
     with pytest.raises(SettingsError, match=r"--workers 99999999999 is not a rollout fleet; give at most 100000"):
         export(built["schedule"], [built["prompts"]], tmp_path / "o.parquet", format="verl", workers=99_999_999_999)
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_route_planned_adds_each_rows_planned_instance_for_verls_router(built, tmp_path):  # noqa: F811
+    """--route planned: a `priority` column that names each row's planned instance, in the file's row order, for
+    asp_cli.integrate.verl_router (docs/integrations.md, Option D); without it no such column."""
+    from asp_cli.integrate.verl_router import decode_instance
+
+    out = tmp_path / "train.parquet"
+    export(built["schedule"], [built["prompts"]], out, format="verl", route="planned")
+    frame = pl.read_parquet(out)
+    assert [decode_instance(p) for p in frame["priority"].to_list()] == frame["instance"].to_list()
+    assert frame["priority"].to_list() == sorted(frame["priority"].to_list())  # vLLM's priority order = file order
+    assert "priority" not in pl.read_parquet(export(built["schedule"], [built["prompts"]], tmp_path / "p.parquet",
+                                                    format="verl").output).columns
+    with pytest.raises(SettingsError, match="--route must be one of none, planned"):
+        export(built["schedule"], [built["prompts"]], None, route="least")
+    rows = make_prompts(PROMPTS)
+    for row in rows:
+        row["priority"] = 1
+    data = write_jsonl(tmp_path / "clash.jsonl", rows)
+    with pytest.raises(InputError, match="already has a column 'priority'"):
+        export(built["schedule"], [data], None, route="planned")
+    assert export(built["schedule"], [data], None).frame["priority"].to_list() == [1] * PROMPTS * EPOCHS
+
+
+def test_the_export_command_takes_the_route(built, tmp_path):  # noqa: F811
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    out = tmp_path / "o.jsonl"
+    run = CliRunner().invoke(app, ["export", str(built["schedule"]), str(built["prompts"]), "-o", str(out),
+                                   "--format", "jsonl", "--route", "planned"])
+    assert run.exit_code == 0, run.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(r["priority"] >= 2**40 for r in rows) and len(rows) == PROMPTS * EPOCHS
+    bad = CliRunner().invoke(app, ["export", str(built["schedule"]), str(built["prompts"]), "-o",
+                                   str(tmp_path / "x.jsonl"), "--format", "jsonl", "--route", "nope"])
+    assert bad.exit_code != 0 and "--route must be one of none, planned" in bad.output

@@ -36,6 +36,7 @@ from asp_cli import limits
 from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
+from asp_cli.integrate.verl_router import ROUTES, encode_priority
 
 FORMATS = ("parquet", "jsonl", "verl")
 ORDERS = ("dispatch", "train")
@@ -103,6 +104,7 @@ def export(
     prompt_key: str | None = None,
     id_key: str | None = None,
     force: bool = False,
+    route: str = "none",
 ) -> ExportResult:
     """Write the dataset's rows in the schedule's order; the Python twin of `asp export`.
 
@@ -133,6 +135,10 @@ def export(
         The dataset's prompt and id columns when not those recorded in the schedule.
     force
         Replace an existing output.
+    route
+        ``none`` or ``planned``: every row also carries its planned instance in a ``priority`` column, which
+        verl 0.9's agent loops pass to the rollout router `asp_cli.integrate.verl_router.ScheduleRouter`
+        (docs/integrations.md, Option D), ordered by the row's position in the file.
 
     Raises
     ------
@@ -154,6 +160,8 @@ def export(
         raise SettingsError(f"--order must be one of {', '.join(ORDERS)} (got {order!r})")
     if verl_version not in VERL_CHUNKING:
         raise SettingsError(f"--verl-version must be one of {', '.join(VERL_CHUNKING)} (got {verl_version!r})")
+    if route not in ROUTES:
+        raise SettingsError(f"--route must be one of {', '.join(ROUTES)} (got {route!r})")
     if workers is None:
         workers = VERL_AGENT_WORKERS if format == "verl" else None
     datasets = [Path(p) for p in datasets]
@@ -180,8 +188,14 @@ def export(
             f"the dataset already has column(s) {', '.join(map(repr, clashes))}, which asp adds; "
             "pass --prefix asp_ to name asp's columns asp_epoch, asp_seq, ..."
         )
+    if route == "planned" and "priority" in raw.columns:
+        raise InputError("the dataset already has a column 'priority', which --route planned sets to each row's "
+                         "planned instance for verl's router; rename or drop it")
     picked = raw.select(pl.all().gather(rows["row"].to_numpy()))
     asp = rows.select([pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
+    if route == "planned":  # the planned instance, ordered by the row's position in the file (`verl_router`)
+        asp = asp.with_columns(pl.Series("priority", [encode_priority(position, int(instance)) for position, instance
+                                                      in enumerate(rows["instance"].to_list())], dtype=pl.Int64))
     frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
 
     summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,
@@ -196,6 +210,7 @@ def export(
             "epoch": epoch,
             "workers": summary.get("workers"),
             "verl_version": verl_version if format == "verl" else None,
+            "route": route,
             "schedule": replay.schedule.path.name if replay.schedule.path else None,
             "schedule_settings": replay.settings,
             "trainer_settings": trainer,

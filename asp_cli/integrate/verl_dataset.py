@@ -43,12 +43,11 @@ from asp_cli.errors import InputError, SettingsError
 from asp_cli.integrate.export import ASP_COLUMNS, ORDERS, check_dataset
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay
 from asp_cli.integrate.verl_config import trainer_setting
-from asp_cli.integrate.verl_router import encode_priority
+from asp_cli.integrate.verl_router import ROUTES, encode_priority
 
 _log = logging.getLogger("asp_cli.integrate.verl_dataset")
 
 DATA_KEYS = ("asp_schedule", "asp_order", "asp_epoch", "asp_workers", "asp_prefix", "asp_route")
-ROUTES = ("none", "planned")
 
 
 class ScheduleDataset(RLHFDataset):

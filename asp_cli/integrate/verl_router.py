@@ -46,6 +46,8 @@ _log = logging.getLogger("asp_cli.integrate.verl_router")
 PRIORITY_BASE = 1 << 40
 INSTANCE_SLOTS = 1 << 16  # instances a priority can name (the rest of it is the row's position)
 STICKY_SESSIONS = 10_000  # request ids remembered for multi-turn stickiness (verl's DEFAULT_ROUTING_CACHE_SIZE)
+# What a dataset row may carry for the router: nothing, or its planned instance (`encode_priority`).
+ROUTES = ("none", "planned")
 
 
 def encode_priority(position: int, instance: int) -> int:

@@ -204,30 +204,33 @@ def test_the_legacy_trainers_dataloader_reads_both_in_order(work, data, tokenize
 
 
 def test_the_legacy_trainers_batches_carry_the_planned_instance(work, data, tokenizer):
-    """trainer.use_v1=False with +data.asp_route=planned: every batch of verl's legacy dataloader holds each row's
-    priority, and it survives verl's DataProto and the n-fold repeat the trainer makes before generate_sequences
+    """trainer.use_v1=False with +data.asp_route=planned, and a file exported with --route planned: every batch of
+    verl's legacy dataloader holds each row's priority, and it survives verl's DataProto and the n-fold repeat the trainer makes before generate_sequences
     (whose default priorities, agent_loop.py:1245, it then replaces)."""
     from verl import DataProto
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     from asp_cli.integrate.verl_router import decode_instance
 
-    tr = RayPPOTrainer.__new__(RayPPOTrainer)
-    tr.config = compose(work, [f"data.train_files={data['train']}", f"data.val_files={data['val']}",
-                               "data.shuffle=False", "trainer.use_v1=False", *DATASET_CLS,
-                               f"+data.asp_schedule={data['schedule']}", "+data.asp_route=planned"])
-    tr.tokenizer, tr.processor = tokenizer, None
-    tr._create_dataloader(None, None, None, None)
+    exported = work / "ordered-routed.parquet"
+    export(data["schedule"], [data["train"]], exported, format="verl", verl_version="0.7", route="planned")
     planned = {(r["epoch"], r["seq"]): r["instance"] for r in data["replay"].rows().iter_rows(named=True)}
-    rows = 0
-    for batch in tr.train_dataloader:
-        keys = list(zip(column(batch, "epoch"), column(batch, "seq")))
-        assert [decode_instance(p) for p in column(batch, "priority")] == [planned[k] for k in keys]
-        repeated = DataProto.from_single_dict(batch).repeat(repeat_times=SAMPLES, interleave=True)
-        assert [int(p) for p in repeated.non_tensor_batch["priority"]] == [
-            int(p) for p in column(batch, "priority") for _ in range(SAMPLES)]
-        rows += len(keys)
-    assert rows == data["replay"].rows().height
+    for train, extra in ((data["train"], [*DATASET_CLS, f"+data.asp_schedule={data['schedule']}",
+                                          "+data.asp_route=planned"]), (exported, [])):
+        tr = RayPPOTrainer.__new__(RayPPOTrainer)
+        tr.config = compose(work, [f"data.train_files={train}", f"data.val_files={data['val']}",
+                                   "data.shuffle=False", "trainer.use_v1=False", *extra])
+        tr.tokenizer, tr.processor = tokenizer, None
+        tr._create_dataloader(None, None, None, None)
+        rows = 0
+        for batch in tr.train_dataloader:
+            keys = list(zip(column(batch, "epoch"), column(batch, "seq")))
+            assert [decode_instance(p) for p in column(batch, "priority")] == [planned[k] for k in keys]
+            repeated = DataProto.from_single_dict(batch).repeat(repeat_times=SAMPLES, interleave=True)
+            assert [int(p) for p in repeated.non_tensor_batch["priority"]] == [
+                int(p) for p in column(batch, "priority") for _ in range(SAMPLES)]
+            rows += len(keys)
+        assert rows == data["replay"].rows().height, train
 
 
 @pytest.mark.parametrize("extra, error, words", [
