@@ -36,7 +36,7 @@ from asp_cli import limits
 from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
-from asp_cli.integrate.verl_router import ROUTES, encode_priority
+from asp_cli.integrate.verl_router import ROUTES, priority_column
 
 FORMATS = ("parquet", "jsonl", "verl")
 ORDERS = ("dispatch", "train")
@@ -194,8 +194,7 @@ def export(
     picked = raw.select(pl.all().gather(rows["row"].to_numpy()))
     asp = rows.select([pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
     if route == "planned":  # the planned instance, ordered by the row's position in the file (`verl_router`)
-        asp = asp.with_columns(pl.Series("priority", [encode_priority(position, int(instance)) for position, instance
-                                                      in enumerate(rows["instance"].to_list())], dtype=pl.Int64))
+        asp = asp.with_columns(pl.Series("priority", priority_column(rows["instance"].to_list()), dtype=pl.Int64))
     frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
 
     summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,

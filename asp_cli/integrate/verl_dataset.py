@@ -43,7 +43,7 @@ from asp_cli.errors import InputError, SettingsError
 from asp_cli.integrate.export import ASP_COLUMNS, ORDERS, check_dataset
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay
 from asp_cli.integrate.verl_config import trainer_setting
-from asp_cli.integrate.verl_router import ROUTES, encode_priority
+from asp_cli.integrate.verl_router import ROUTES, priority_column
 
 _log = logging.getLogger("asp_cli.integrate.verl_dataset")
 
@@ -130,8 +130,7 @@ class ScheduleDataset(RLHFDataset):
         self.asp_columns = {f"{prefix}{c}": frame[c].to_list() for c in ASP_COLUMNS}
         if route == "planned":
             # The planned instance rides in `priority`, ordered by the row's position (`verl_router`).
-            self.asp_columns["priority"] = [encode_priority(position, int(instance))
-                                            for position, instance in enumerate(frame["instance"].to_list())]
+            self.asp_columns["priority"] = priority_column(frame["instance"].to_list())
         self.asp_settings = {"schedule": str(path), "order": order, "epoch": epoch, "workers": workers,
                              "chunking": chunking, "prefix": prefix, "route": route}
         _log.info("asp: %d rows in schedule order (%s)", len(self.asp_rows), self.asp_settings)

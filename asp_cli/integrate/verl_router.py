@@ -59,6 +59,11 @@ def encode_priority(position: int, instance: int) -> int:
     return PRIORITY_BASE + position * INSTANCE_SLOTS + instance
 
 
+def priority_column(instances: list[int]) -> list[int]:
+    """The ``priority`` of each row of a file or dataset, given its planned instance, in row order."""
+    return [encode_priority(position, int(instance)) for position, instance in enumerate(instances)]
+
+
 def decode_instance(priority: Any) -> int | None:
     """The planned instance a ``priority`` carries, or None where it carries none."""
     try:
