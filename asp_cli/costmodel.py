@@ -183,6 +183,17 @@ PRESETS: dict[str, HardwarePreset] = {
         # The H800 is the H100 die with a slower NVLink, which a single-GPU 7B instance does not use.
         dataclasses.replace(_H100_QWEN, name="h800-qwen2.5-7b",
                             description="H800 SXM 80 GB (same die as H100), Qwen2.5-7B (GQA), bf16"),
+        # Measured (2026-12-04): decode steps of a Qwen2.5-7B-shaped decoder on one H200, fitted by the step model
+        # (scripts/bench_gpu_step.py; docs/cost-model.md, "Checked on a real GPU"): efficiencies and the per-step
+        # overhead from the fit, against the H200 SXM's data sheet (4.8 TB/s, 989 dense bf16 TFLOP/s); HBM the
+        # total CUDA reports to PyTorch there (150,109,880,320 B), what vLLM's gpu_memory_utilization is a fraction of.
+        _preset(
+            name="h200-qwen2.5-7b",
+            description="H200 SXM 141 GB, Qwen2.5-7B (GQA), bf16; step model fitted to a real H200's kernels",
+            weights_bytes=15.23e9, params=7.62e9, kv_bytes_per_token=57_344,
+            bandwidth_bytes_per_s=4.8e12, eta_bandwidth=0.81, flops_per_s=989e12, eta_flops=0.615,
+            hbm_bytes=150.1e9, step_overhead_s=0.00207, max_num_seqs=1024,
+        ),
         _preset(
             name="a100-llama2-7b",
             description="A100 SXM 80 GB, Llama-2-7B (MHA), bf16",

@@ -289,6 +289,118 @@ def test_the_candidates_diagnostic_refuses_what_it_cannot_measure(tmp_path):
     assert run.returncode == 3 and "nothing measured" in run.stderr
 
 
+
+def test_preset_what_if_refuses_what_it_cannot_measure(tmp_path):
+    """scripts/bench_preset.py: an unknown preset or a bad lag exits 2; a missing data folder exits 3."""
+    import subprocess
+    import sys
+
+    from util import REPO
+
+    script = str(REPO / "scripts" / "bench_preset.py")
+    for args, words in ((["nope"], "unknown hardware preset 'nope'"),
+                        (["h200-qwen2.5-7b", "--max-lag", "two"], "--max-lag must be")):
+        run = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+        assert run.returncode == 2 and words in run.stderr, args
+    run = subprocess.run([sys.executable, script, "h200-qwen2.5-7b", "--data", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 3 and "nothing measured" in run.stderr
+
+
+# --------------------------------------------------------------------------------------------------------
+# The step model against a real GPU (scripts/bench_gpu_step.py; docs/cost-model.md, "Checked on a real GPU")
+
+
+def _gpu_step_script():
+    import sys
+
+    from util import REPO
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import bench_gpu_step
+
+    return bench_gpu_step
+
+
+def test_the_step_fit_recovers_known_efficiencies_and_overhead():
+    """bench_gpu_step.fit: steps made by the model itself with known efficiencies and overhead are fitted back to
+    within the grid's step, with no error left; a KV efficiency of its own is found when it differs."""
+    script = _gpu_step_script()
+    counts = script.shape_counts(script.QWEN25_7B)
+    assert round(counts["params"] / 1e9, 2) == 7.62 and counts["kv_bytes_per_token"] == 57_344
+    bandwidth, flops = 4.8e12, 989e12
+    b = np.array([r[0] for r in script.GRID], dtype=float)
+    ctx = np.array([r[0] * r[1] for r in script.GRID], dtype=float)
+
+    def rows(eta_w, eta_f, eta_kv, overhead_s):
+        t = script.step_model(b, ctx, weights_s=2 * counts["params"] / (eta_w * bandwidth),
+                              compute_s_per_seq=2 * counts["params"] / (eta_f * flops),
+                              kv_s_per_token=counts["kv_bytes_per_token"] / (eta_kv * bandwidth), overhead_s=overhead_s)
+        return [{"batch": int(x), "context_tokens": int(c), "step_s": float(s)} for x, c, s in zip(b, ctx, t)]
+
+    shared = script.fit(rows(0.7, 0.5, 0.7, 0.0015), counts, bandwidth, flops, shared_eta=True)
+    assert abs(shared["eta_bandwidth"] - 0.7) < 0.006 and abs(shared["eta_flops"] - 0.5) < 0.006
+    assert abs(shared["overhead_s"] - 0.0015) < 1e-4 and shared["rms_relative_error"] < 0.005
+    apart = rows(0.9, 0.6, 0.5, 0.001)
+    own = script.fit(apart, counts, bandwidth, flops, shared_eta=False)
+    assert abs(own["eta_kv"] - 0.5) < 0.006 and own["rms_relative_error"] < 0.005
+    assert script.fit(apart, counts, bandwidth, flops, shared_eta=True)["rms_relative_error"] > 0.02
+
+
+def test_the_h200_preset_is_the_fit_of_its_recorded_measurement():
+    """The `h200-qwen2.5-7b` preset's step times are within 8% of every step measured on the H200 (2.8% RMS), the
+    fit of the recorded file gives the preset's figures, and the two recorded runs agree within 2%."""
+    import json
+
+    from util import REPO
+
+    from asp_cli.costmodel import PRESETS
+
+    script = _gpu_step_script()
+    data = json.loads((REPO / "scripts" / "data" / "h200-qwen2.5-7b-steps.json").read_text())
+    again = json.loads((REPO / "scripts" / "data" / "h200-qwen2.5-7b-steps-run1.json").read_text())
+    assert data["gpu"] == "NVIDIA H200" and len(data["steps"]) == len(script.GRID)
+    preset = PRESETS["h200-qwen2.5-7b"]
+    measured = np.array([r["step_s"] for r in data["steps"]])
+    predicted = preset.step_seconds(np.array([r["batch"] for r in data["steps"]]),
+                                    np.array([r["context_tokens"] for r in data["steps"]]))
+    error = predicted / measured - 1
+    assert np.abs(error).max() < 0.08 and np.sqrt(np.mean(error**2)) < 0.03
+    counts = {k: data[k] for k in ("params", "decode_params", "kv_bytes_per_token")}
+    fitted = script.fit(data["steps"], counts, preset.bandwidth_bytes_per_s, preset.flops_per_s, shared_eta=True)
+    assert fitted["eta_bandwidth"] == pytest.approx(preset.eta_bandwidth)
+    assert fitted["eta_flops"] == pytest.approx(preset.eta_flops)
+    assert round(fitted["overhead_s"], 5) == preset.step_overhead_s
+    assert preset.hbm_bytes == round(data["gpu_memory_bytes"], -8)
+    runs = np.array([a["step_s"] / b["step_s"] - 1 for a, b in zip(data["steps"], again["steps"])])
+    assert np.abs(runs).max() < 0.02
+    text = script.analyse(data, preset.bandwidth_bytes_per_s, preset.flops_per_s, 0.8, 0.6, 0.0002)
+    assert "RMS relative error 2.8%" in text and text.count("\n| ") == len(script.GRID) + 1
+
+
+def test_the_gpu_step_measurement_runs_on_a_cpu(tmp_path):
+    """`bench_gpu_step.py measure --tiny --device cpu` (torch) writes a file `analyse` reads: every grid point with
+    its whole step, its GEMMs and its attention timed."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    from util import REPO
+
+    script = REPO / "scripts" / "bench_gpu_step.py"
+    out = tmp_path / "steps.json"
+    run = subprocess.run([sys.executable, str(script), "measure", "--tiny", "--device", "cpu", "--repeats", "2",
+                          "-o", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    data = json.loads(out.read_text())
+    module = _gpu_step_script()
+    assert [(r["batch"], r["context_per_seq"]) for r in data["steps"]] == module.TINY_GRID
+    assert all(r[k] > 0 for r in data["steps"] for k in ("step_s", "gemms_only_s", "attention_only_s"))
+    assert not list(tmp_path.glob("*.tmp"))
+    run = subprocess.run([sys.executable, str(script), "analyse", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0 and "Fit, the model's form" in run.stdout, run.stderr
+
 # --------------------------------------------------------------------------------------------------------
 # The true lengths of a group larger than the real samples of its prompt
 
