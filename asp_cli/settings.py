@@ -19,6 +19,10 @@ MAX_INSTANCES = 100_000  # a larger "fleet" is a typo, and runs out of memory be
 # A GRPO group is 2-512 samples in practice; a larger one is a typo, and the replays that judge and time a plan
 # hold every sample (an edited schedule's 67,108,863 asked the simulator for 30 GiB).
 MAX_SAMPLES_PER_PROMPT = 4096
+_MAXIMA = {"instances": MAX_INSTANCES, "samples_per_prompt": MAX_SAMPLES_PER_PROMPT}
+# The presets' names (`asp_cli.costmodel.PRESETS`, in its order; a test holds them equal), here so that the command
+# line can list them in its help without importing the cost model.
+PRESET_NAMES = ("h100-qwen2.5-7b", "h800-qwen2.5-7b", "h200-qwen2.5-7b", "a100-llama2-7b", "ascend910b-qwen2.5-7b")
 # The most sequences (groups x samples) a replay holds at once: the simulator keeps about 100 bytes a sequence
 # (a 1M-prompt streaming plan of 8M sequences peaks at 0.83 GiB), so this is about 10 GiB.
 MAX_REPLAY_SEQUENCES = 100_000_000
@@ -76,15 +80,16 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def check_count(flag: str, value: object, *, minimum: int, optional: bool = False) -> None:
-    """Refuse a count or token budget that is not a whole number in ``minimum..MAX_SETTING`` (None when optional).
+def check_count(flag: str, value: object, *, minimum: int, optional: bool = False,
+                maximum: int = MAX_SETTING) -> None:
+    """Refuse a count or token budget that is not a whole number in ``minimum..maximum`` (None when optional).
 
     The one rule for every count setting, wherever its dataclass or entry point takes it.
     """
     if value is None and optional:
         return
-    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= MAX_SETTING:
-        raise SettingsError(f"{flag} must be a whole number from {minimum} to {MAX_SETTING} (got {value!r})")
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise SettingsError(f"{flag} must be a whole number from {minimum} to {maximum} (got {value!r})")
 
 
 def check_plan_with(value: object) -> None:
@@ -130,9 +135,13 @@ class ScheduleSettings:
     kv_budget: str = "auto"
 
     def __post_init__(self) -> None:
+        # A count above its own bound gets the message that says why (below); one below 1 or not a whole number
+        # is told the real range, not the generic one (--instances -2 read "from 1 to 2147483647").
         for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
                      "max_response_tokens", "length_classes"):
-            check_count(_flag(name), getattr(self, name), minimum=1)
+            value = getattr(self, name)
+            above = isinstance(value, int) and not isinstance(value, bool) and value > _MAXIMA.get(name, MAX_SETTING)
+            check_count(_flag(name), value, minimum=1, maximum=MAX_SETTING if above else _MAXIMA.get(name, MAX_SETTING))
         check_count("--max-tokens-per-minibatch", self.max_tokens_per_minibatch, minimum=1, optional=True)
         check_count("--max-lag", self.max_lag, minimum=0, optional=True)
         check_count("--seed", self.seed, minimum=0)

@@ -26,9 +26,16 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     assert warning.startswith("each epoch's 50 prompts end in a step of 18 groups, short of --train-batch-size 32")
     assert ("divides 50 (e.g. 25 or 50; a different batch size changes the number of steps, so compare with asp "
             "simulate), or export one epoch at a time") in warning
-    # One epoch: its short last step is the run's last, nothing is cut across.
+    # One epoch: its short last step is the run's last, nothing is cut across; but a dataloader that drops a
+    # partial last batch (verl's) leaves its prompts out, and that is said.
     one = dataclass_replace(settings, epochs=1)
-    assert not plan_warnings(arrange(prompt_frame(50), make_predictions(50), one), one)
+    (warning,) = plan_warnings(arrange(prompt_frame(50), make_predictions(50), one), one)
+    assert warning.startswith("the epoch's 50 prompts end in a step of 18 groups, short of --train-batch-size 32: a "
+                              "trainer that reads batches of 32 consecutive rows and drops a partial last one (verl's "
+                              "dataloader) leaves those 18 prompts out; use a --train-batch-size that divides 50 (e.g.")
+    # A trainer that takes groups as they arrive does not read the schedule's steps: nothing to say.
+    arrival = dataclass_replace(one, trainer="arrival")
+    assert not plan_warnings(arrange(prompt_frame(50), make_predictions(50), arrival), arrival)
 
 
 def test_a_synchronous_plan_that_leaves_instances_idle_is_warned_about():

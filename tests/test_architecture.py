@@ -126,15 +126,16 @@ def test_command_line_does_not_import_the_heavy_libraries():
 #   input that fits the sample judged over at least two epochs; the `kv_budget` setting, and the KV accounting
 #   of the choice and of each candidate (the rows unchanged: on the sample data the budget does not bind); each
 #   candidate's expected rollout (`expected_rollout_s`, which says whether the trainer binds); each candidate's
-#   time under every draw (`end_to_end_s_by_draw`).
+#   time under every draw (`end_to_end_s_by_draw`); the summary's count of instances given no minibatch
+#   (`idle_instances`, with every planned instance now in the balance).
 COMMAND_LINE = ["asp", "schedule", "prompts.jsonl", "-o", "OUT"]
 GOLDEN = {
     "defaults": ({}, "e704fc8b79216d3f8097e9784734aa723b10ee4e46d79a40116e50bc835a97ef",
-                 "1e1fdb5e28ca811f9819dda7cd8a2335a739d6f828024870bc29cf3ce20b025a"),
+                 "320753592e16904adcd38a1c33f5f191aa58b4b223d08ea3a86a54c9dbf3a243"),
     "two epochs, lag 2, 8 instances, seed 3": (
         {"epochs": 2, "max_lag": 2, "instances": 8, "seed": 3},
         "00b87b60de0f7b6d774d6a27da4542008a34d1f66ea943bef190bf0e8e92430b",
-        "68f5fc771ff45f135f0523d901ba1462c1a4da7dba37e1c34f9bc4f9c9084969"),
+        "0c7f8423426779a0c73418a3dfc2b1047ad48325d52943502b811cb48cc1a5c8"),
 }
 
 

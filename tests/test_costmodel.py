@@ -66,3 +66,11 @@ def test_unknown_preset_name():
 def test_a_missing_calibration_file_is_named_as_a_missing_file(tmp_path):
     with pytest.raises(SettingsError, match=r"--preset .*preset\.json: no such file; name a calibration file"):
         load_preset(tmp_path / "preset.json")
+
+
+def test_the_command_lines_preset_names_are_the_presets():
+    """`asp_cli.settings.PRESET_NAMES` (listed in the command line's help without importing the cost model) holds
+    every preset, in `PRESETS`' order."""
+    from asp_cli.settings import PRESET_NAMES
+
+    assert PRESET_NAMES == tuple(PRESETS)

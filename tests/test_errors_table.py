@@ -85,7 +85,7 @@ CASES = [
     ("E64", ["schedule", "{tmp}/schedule.parquet", "-o", "{tmp}/o.parquet"], 3,
      "schedule.parquet: this is an asp schedule, not a file of prompts or lengths"),
     ("E12", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--instances", "0"], 4,
-     "--instances must be a whole number from 1 to 2147483647"),
+     "--instances must be a whole number from 1 to 100000"),
     ("E13", ["schedule", "{tmp}/huge.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens-per-minibatch", "1000"], 4,
      "is smaller than one prompt: prompt id 'big'"),
     ("E14", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--on-bad-row", "maybe"], 4,

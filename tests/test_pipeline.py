@@ -285,11 +285,20 @@ def test_warnings_for_history_that_matches_nothing_and_an_oversized_train_batch(
     partly = write_jsonl(tmp_path / "h2.jsonl", [{"id": ids[0], "response_tokens": 9}, {"id": "x", "response_tokens": 3}])
     result = schedule([prompts], None, history=[partly], settings=ScheduleSettings(train_batch_size=8))
     # (One prompt of history covers one of the two sources: the other source is said too.)
-    assert [w for w in result.summary["warnings"] if "the history has no prompt of" not in w] == ["1 of the 2 prompt ids in --history are not among the prompts "
-                                          "(their samples are ignored)"]
-    assert schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8)).summary["warnings"] == []
+    idle = ("2 of the 4 instances get no minibatch (2 minibatches in all): those instances would idle through the "
+            "whole rollout; plan fewer --instances or smaller minibatches (--minibatch-size)")
+    assert [w for w in result.summary["warnings"] if "the history has no prompt of" not in w] == [
+        "1 of the 2 prompt ids in --history are not among the prompts (their samples are ignored)", idle]
+    assert schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8)).summary["warnings"] == [idle]
+    # Every planned instance is in the balance, the idle ones at 0 s (counted only where they had work, this
+    # read "imbalance 1.0" on one minibatch); small enough minibatches give each instance work, and no warning.
+    few = schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8)).summary
+    assert len(few["predicted_instance_busy_s"]) == 4 and few["predicted_instance_busy_s"][2:] == [0.0, 0.0]
+    assert few["idle_instances"] == 2 and few["predicted_instance_imbalance"] > 1.9
+    spread = schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8, minibatch_size=8)).summary
+    assert spread["idle_instances"] == 0 and spread["warnings"] == []
     long = write_jsonl(tmp_path / "h3.jsonl", [{"id": ids[0], "response_tokens": 9000}, {"id": ids[1], "response_tokens": 30}])
-    result = schedule([prompts], None, history=[long], settings=ScheduleSettings(train_batch_size=8, max_response_tokens=8192))
+    result = schedule([prompts], None, history=[long], settings=ScheduleSettings(train_batch_size=8, max_response_tokens=8192, minibatch_size=8))
     assert [w for w in result.summary["warnings"] if "the history has no prompt of" not in w] == ["1 samples in --history are longer than --max-response-tokens (8,192), which "
                                           "no generation under this schedule's cap reaches; was the history made with a "
                                           "larger cap? Check --max-response-tokens"]

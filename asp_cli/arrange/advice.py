@@ -49,6 +49,15 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
             f"this schedule's steps from the second epoch on; use a --train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size) + ", or export one epoch at a time (asp export --epoch; verl then "
             "drops each epoch's short last batch)")
+    elif settings.epochs == 1 and settings.trainer == "schedule" and prompts > size and prompts % size:
+        # One epoch: nothing is cut across, but a dataloader that drops its last partial batch leaves it out (an
+        # epoch smaller than one batch is warned about where the settings are read).
+        warnings.append(
+            f"the epoch's {prompts:,} prompts end in a step of {prompts % size:,} groups, short of --train-batch-size "
+            f"{size}: a trainer that reads batches of {size} consecutive rows and drops a partial last one (verl's "
+            f"dataloader) leaves those {prompts % size:,} prompts out; use a --train-batch-size that divides "
+            f"{prompts:,}" + dividing_example(prompts, size))
+    synchronous_idle = False
     if settings.trainer == "schedule" and settings.max_lag == 0 and settings.engine != "streaming" and frame.height:
         per_step = frame.group_by("train_step").agg(pl.len().alias("prompts"),
                                                     pl.col("minibatch").n_unique().alias("calls"))
@@ -61,4 +70,12 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
                 f"{settings.minibatch_size}) for {settings.instances} instances, so {settings.instances - calls} of "
                 f"them idle while the step rolls out in this plan: give --minibatch-size {fitting} (verl itself "
                 "cuts each batch into one chunk per agent-loop worker)")
+            synchronous_idle = True
+    used = frame["instance"].n_unique() if frame.height else 0
+    if used < settings.instances and not synchronous_idle:  # the synchronous advice above says it more exactly
+        minibatches = frame["minibatch"].n_unique() if frame.height else 0
+        warnings.append(
+            f"{settings.instances - used} of the {settings.instances} instances get no minibatch ({minibatches:,} "
+            f"minibatch{'' if minibatches == 1 else 'es'} in all): those instances would idle through the whole "
+            "rollout; plan fewer --instances or smaller minibatches (--minibatch-size)")
     return warnings

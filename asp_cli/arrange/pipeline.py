@@ -471,10 +471,13 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
     # Predicted padding: slot-steps a static batch of each minibatch would leave idle.
     slots = (per_mb["longest"] * per_mb["prompts"]).sum()
     padding = 1.0 - float(per_mb["tokens"].sum()) / float(slots) if slots else 0.0
-    busy = per_mb.group_by("instance").agg(pl.col("end").max().alias("end_s")).sort("instance")
-    busy_s = busy_seconds(per_mb["instance"].to_numpy(), per_mb["start"].to_numpy(), per_mb["end"].to_numpy(),
-                          int(busy["instance"].max()) + 1 if busy.height else 0)[busy["instance"].to_numpy()]
-    end_s = busy["end_s"].to_numpy()
+    # Every instance the settings plan, those given no minibatch too (busy 0 s, finishing at 0 s): counted only
+    # where they had work, a 20-prompt input on 4 instances read "imbalance 1.000" where `asp report` showed
+    # three of them idle.
+    instance = per_mb["instance"].to_numpy().astype(np.int64)
+    busy_s = busy_seconds(instance, per_mb["start"].to_numpy(), per_mb["end"].to_numpy(), settings.instances)
+    end_s = np.zeros(settings.instances, dtype=np.float64)
+    np.maximum.at(end_s, instance, per_mb["end"].to_numpy().astype(np.float64))
     makespan = float(end_s.max()) if end_s.size else 0.0
     # The trainer's own work, steps back to back: when it exceeds rollout, the trainer binds, groups queue
     # up and lag grows unless --max-lag holds rollout back.
@@ -499,7 +502,9 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
         "predicted_rollout_makespan_s": round(makespan, 3),
         "predicted_instance_busy_s": [round(float(x), 3) for x in busy_s],
         "predicted_instance_finish_spread_s": round(float(end_s.max() - end_s.min()), 3) if end_s.size else 0.0,
-        "predicted_instance_imbalance": round(float(busy_s.max() / busy_s.mean()), 4) if busy_s.size else 1.0,
+        "predicted_instance_imbalance": (round(float(busy_s.max() / busy_s.mean()), 4)
+                                         if busy_s.size and busy_s.mean() > 0 else 1.0),
+        "idle_instances": int(settings.instances - np.unique(instance).size),
         "predicted_trainer_busy_s": round(trainer_s, 3),
         "trainer_bound": bool(trainer_s > (makespan if replayed is None else replayed)),
         **({"expected_rollout_s": replayed} if replayed is not None else {}),

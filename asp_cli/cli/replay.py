@@ -10,6 +10,7 @@ from typing import Any, Optional
 import typer
 
 from asp_cli.cli.common import emit_json, guarded, output_option, say, show_progress
+from asp_cli.settings import PRESET_NAMES
 
 API_KEY_ENV = "ASP_API_KEY"  # sent as a bearer token (vllm serve --api-key)
 
@@ -78,7 +79,7 @@ def replay_command(
     retry_backoff: float = typer.Option(0.5, "--retry-backoff", help="Seconds before the first retry (doubled each time, each wait at most 600 s; at most 600)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds without a byte from a server before a request counts as failed."),
     warmup: int = typer.Option(8, "--warmup", help="Unrecorded warm-up requests per server before the first run."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Preset for the simulator's side of the comparison (name or JSON calibration file); default: the schedule's."),
+    preset: Optional[str] = typer.Option(None, "--preset", help=f"Preset for the simulator's side of the comparison ({', '.join(PRESET_NAMES)}, or a JSON calibration file); default: the schedule's."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampled lengths; default: the schedule's."),
     gpus_per_instance: int = typer.Option(1, "--gpus-per-instance", help="GPUs per instance (tensor parallel size), for the GPU-time figures."),
     progress: bool = typer.Option(False, "--progress", help="Draw progress bars even when stderr is not a terminal."),
@@ -202,7 +203,7 @@ def _summary(document: dict, output: Optional[Path]) -> str:
 def calibrate_command(
     timeline: Optional[Path] = typer.Argument(None, metavar="TIMELINE", help="A timeline written by `asp replay -o` (or use --servers)."),
     output: Path = output_option("--output", "-o", help="The preset JSON to write (for --preset of asp schedule/simulate)."),
-    base: Optional[str] = typer.Option(None, "--base", help="The preset the fit starts from and whose hardware figures it keeps (name or JSON file); default: the timeline's."),
+    base: Optional[str] = typer.Option(None, "--base", help=f"The preset the fit starts from and whose hardware figures it keeps ({', '.join(PRESET_NAMES)}, or a JSON file); default: the timeline's."),
     servers: Optional[str] = typer.Option(None, "--servers", help="Measure a short probe run of your own on these servers (comma-separated base URLs) instead of a timeline."),
     model: Optional[str] = typer.Option(None, "--model", help="With --servers: the served model name (default: the first listed)."),
     probe_timeline: Optional[Path] = output_option("--probe-timeline", default=None, help="With --servers: also keep the probe's timeline here (.parquet)."),
@@ -266,7 +267,8 @@ def _calibration_summary(document: dict) -> str:
     kv, seqs = document["kv_capacity_tokens"], document["max_num_seqs"]
     knee = fit["knee_live"]
     lines.append(f"  KV capacity {kv['value']:,} tokens ({kv['source']}); max_num_seqs {seqs['value']:,} "
-                 f"({seqs['source']}); compute-bound above {'-' if knee is None else f'{knee:.0f}'} live sequences")
+                 f"({seqs['source']}); " + ("no step seen compute-bound" if knee is None
+                                            else f"compute-bound above {knee:.0f} live sequences"))
     for row in document["check"]:
         lines.append(f"Check, {row['arrangement']}: measured {row['measured_wall_s']:,.2f} s; simulated "
                      f"{row['base_wall_s']:,.2f} s with the base ({row['base_error']:+.1%}), "

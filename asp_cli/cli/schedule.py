@@ -11,7 +11,7 @@ import typer
 from asp_cli.cli.common import NO_LAG_BOUND, emit_json, guarded, lag_option, output_option, say
 from asp_cli.cli.progress import stage_bar
 from asp_cli.reading.options import DEFAULT_READ
-from asp_cli.settings import ScheduleSettings
+from asp_cli.settings import PRESET_NAMES, ScheduleSettings
 
 _DEFAULT = ScheduleSettings()  # the CLI's defaults are the library's
 
@@ -40,7 +40,7 @@ def schedule_command(
     max_lag: Optional[Any] = lag_option(_DEFAULT.max_lag, help="Hold rollout back so no group is expected more than this many policy versions stale; none (the default): no bound."),
     seed: int = typer.Option(_DEFAULT.seed, "--seed", help="Seed for tie-breaks and per-epoch variety."),
     plan_with: str = typer.Option(_DEFAULT.plan_with, "--plan-with", help="Plan with the predicted group 'max' or 'mean' length."),
-    preset: str = typer.Option(_DEFAULT.preset, "--preset", help="Hardware/model preset name or a JSON calibration file."),
+    preset: str = typer.Option(_DEFAULT.preset, "--preset", help=f"Hardware/model preset ({', '.join(PRESET_NAMES)}) or a JSON calibration file (asp calibrate -o)."),
     length_classes: int = typer.Option(_DEFAULT.length_classes, "--length-classes", help="Length classes the interleaver spreads over time."),
     canonical_order: bool = typer.Option(_DEFAULT.canonical_order, "--canonical-order", help="Make the arrangement independent of the input row order (prompts are taken sorted by id)."),
     engine: str = typer.Option(_DEFAULT.engine, "--engine", help="The engine to plan for: 'continuous' (blocking generate() calls, vLLM offline), 'static' (padded HF generate) or 'streaming' (servers that refill freed slots)."),

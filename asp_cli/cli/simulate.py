@@ -9,6 +9,7 @@ import typer
 
 from asp_cli.cli.common import NO_LAG_BOUND, emit_json, guarded, lag_option, output_option, say
 from asp_cli.reading.options import DEFAULT_READ
+from asp_cli.settings import PRESET_NAMES
 from asp_cli.sim.options import ReplayOptions
 
 _DEFAULT = ReplayOptions()  # the CLI's defaults are the library's
@@ -25,7 +26,7 @@ def simulate_command(
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Hardware/model preset name or JSON calibration file; default: the one the schedule was made with (every field it recorded, wherever its calibration file is now)."),
+    preset: Optional[str] = typer.Option(None, "--preset", help=f"Hardware/model preset ({', '.join(PRESET_NAMES)}) or JSON calibration file; default: the one the schedule was made with (every field it recorded, wherever its calibration file is now)."),
     mode: Optional[str] = typer.Option(None, "--mode", "--engine", help="Engine (--engine is the same option, as asp schedule names it): 'continuous' (blocking generate() calls, vLLM offline), 'static' (HF generate, padded) or 'streaming' (servers that refill freed slots); default: the engine the schedule was planned for (asp schedule --engine)."),
     trainer: Optional[str] = typer.Option(None, "--trainer", help="'arrival' (the trainer takes the next train batch of finished groups) or 'schedule' (exactly the groups train_step assigns); default: the schedule's."),
     dispatch: str = typer.Option(_DEFAULT.dispatch, "--dispatch", help="'planned' follows the schedule's instance column; 'free' hands minibatches in seq order to whichever instance is free; default: the dispatch the schedule was made for (asp schedule --dispatch; planned for files that do not record one)."),
@@ -137,7 +138,7 @@ def _kv_line(m: dict) -> str:
 
 def bench_command(
     data: Optional[Path] = typer.Option(None, "--data", help="A folder of real length data for the workloads whose data does not ship (AIME: its aime_r1distill1.5b_lengths/ folder, docs/simulation.md); default: only what ships, which runs gsm8k-k4-n8 alone (the MATH level 5 workloads are mixes with AIME)."),
-    preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help="Hardware/model preset or JSON calibration file."),
+    preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help=f"Hardware/model preset ({', '.join(PRESET_NAMES)}) or JSON calibration file."),
     mode: str = typer.Option("continuous", "--mode", "--engine", help="Engine for every row (--engine is the same option): 'continuous', 'static' or 'streaming'."),
     max_lag: Optional[Any] = lag_option(None, help="Lag bound applied to every arrangement (default: each workload's; none: no bound)."),
     only: list[str] = typer.Option([], "--workload", help="Run only these workloads (repeatable)."),
