@@ -124,7 +124,7 @@ def test_compare_rows_are_dispatched_as_asp_and_a_plan_for_another_kind_of_engin
     assert invoke("schedule", SAMPLE_PROMPTS, "-o", streaming, "--engine", "streaming", "--quiet").exit_code == 0
     document = json.loads(invoke("simulate", streaming, "--compare", "--json", "--quiet", "--mode",
                                  "continuous").stdout)
-    assert any("made for --engine streaming and is compared on --mode continuous" in w
+    assert any("made for --engine streaming and is compared on --engine continuous" in w
                for w in document["warnings"])
 
 

@@ -295,6 +295,7 @@ def test_warnings_for_history_that_matches_nothing_and_an_oversized_train_batch(
     few = schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8)).summary
     assert len(few["predicted_instance_busy_s"]) == 4 and few["predicted_instance_busy_s"][2:] == [0.0, 0.0]
     assert few["idle_instances"] == 2 and few["predicted_instance_imbalance"] > 1.9
+    assert few["preset"] == "h100-qwen2.5-7b" and few["kv_capacity_tokens"] == 955_113
     spread = schedule([prompts], None, settings=ScheduleSettings(train_batch_size=8, minibatch_size=8)).summary
     assert spread["idle_instances"] == 0 and spread["warnings"] == []
     long = write_jsonl(tmp_path / "h3.jsonl", [{"id": ids[0], "response_tokens": 9000}, {"id": ids[1], "response_tokens": 30}])

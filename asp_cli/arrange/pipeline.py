@@ -471,9 +471,8 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
     # Predicted padding: slot-steps a static batch of each minibatch would leave idle.
     slots = (per_mb["longest"] * per_mb["prompts"]).sum()
     padding = 1.0 - float(per_mb["tokens"].sum()) / float(slots) if slots else 0.0
-    # Every instance the settings plan, those given no minibatch too (busy 0 s, finishing at 0 s): counted only
-    # where they had work, a 20-prompt input on 4 instances read "imbalance 1.000" where `asp report` showed
-    # three of them idle.
+    # Every planned instance, idle ones too (0 s): counted only where they had work, 20 prompts on 4 instances
+    # read "imbalance 1.000" where `asp report` showed three idle.
     instance = per_mb["instance"].to_numpy().astype(np.int64)
     busy_s = busy_seconds(instance, per_mb["start"].to_numpy(), per_mb["end"].to_numpy(), settings.instances)
     end_s = np.zeros(settings.instances, dtype=np.float64)
@@ -496,14 +495,14 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
         "rows": frame.height,
         "instances": settings.instances,
         "samples_per_prompt": n,
+        "preset": preset.name, "kv_capacity_tokens": preset.kv_capacity_tokens,  # what the plan was priced with
         "minibatches": int(per_mb.height),
         "train_steps": int(frame["train_step"].max()) + 1,
         "predicted_padding_fraction": round(padding, 4),
         "predicted_rollout_makespan_s": round(makespan, 3),
         "predicted_instance_busy_s": [round(float(x), 3) for x in busy_s],
         "predicted_instance_finish_spread_s": round(float(end_s.max() - end_s.min()), 3) if end_s.size else 0.0,
-        "predicted_instance_imbalance": (round(float(busy_s.max() / busy_s.mean()), 4)
-                                         if busy_s.size and busy_s.mean() > 0 else 1.0),
+        "predicted_instance_imbalance": round(float(busy_s.max() / busy_s.mean()), 4) if busy_s.any() else 1.0,
         "idle_instances": int(settings.instances - np.unique(instance).size),
         "predicted_trainer_busy_s": round(trainer_s, 3),
         "trainer_bound": bool(trainer_s > (makespan if replayed is None else replayed)),

@@ -193,7 +193,7 @@ def simulate_loaded(
             # A plan for engines that refill sends one group per request; a blocking engine runs each request as
             # a generate() call, so asp's row runs calls of one prompt against the baselines' dozens.
             document["warnings"].append(
-                f"the schedule was made for --engine {recorded.engine} and is compared on --mode {mode}: its "
+                f"the schedule was made for --engine {recorded.engine} and is compared on --engine {mode}: its "
                 "requests are not that engine's calls, so its row is not on equal footing with the baselines; "
                 f"make the schedule with --engine {mode} to compare on that engine")
         mine = next((r for r in comparison if r["arrangement"] == ASP), None)
