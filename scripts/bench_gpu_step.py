@@ -4,7 +4,7 @@
     python scripts/bench_gpu_step.py analyse steps.json         # anywhere: the fit and the tables
 
 `measure` builds a decoder of Qwen2.5-7B's shape (28 layers, hidden 3,584, 28 query heads and 4 KV heads of 128,
-MLP 18,944, vocabulary 152,064) with random bf16 weights, in plain PyTorch: cuBLAS for the weight GEMMs (as vLLM
+MLP 18,944, vocabulary 152,064; `--shape llama2-7b`: Llama-2-7B's, with multi-head attention) with random bf16 weights, in plain PyTorch: cuBLAS for the weight GEMMs (as vLLM
 uses for bf16), a dense KV cache per sequence, and per configuration the faster of two attention kernels
 (scaled_dot_product_attention with the 7 query heads of a KV head as its query rows, or two batched matmuls
 around a softmax). A whole decode step (every layer, the LM head, a greedy pick, the next token's embedding) is
@@ -38,10 +38,16 @@ from pathlib import Path
 # Qwen2.5-7B (its config.json): the shape of the default preset `h100-qwen2.5-7b`.
 QWEN25_7B = {"layers": 28, "hidden": 3584, "heads": 28, "kv_heads": 4, "head_dim": 128, "intermediate": 18944,
              "vocab": 152064}
+# Llama-2-7B (its config.json): multi-head attention, 8 times Qwen2.5-7B's KV bytes per token (`a100-llama2-7b`).
+LLAMA2_7B = {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 32, "head_dim": 128, "intermediate": 11008,
+             "vocab": 32000}
 TINY = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "intermediate": 128, "vocab": 256}
 # (batch size, context tokens per sequence): at most 2^20 tokens of KV in all (57 GiB for Qwen2.5-7B).
 GRID = [(b, c) for c in (256, 1024, 4096) for b in (1, 4, 16, 64, 128, 256, 512, 1024) if b * c <= 2**20]
+# Llama-2-7B's KV is 512 KiB a token: at most 2^17 tokens in all (69 GB).
+LLAMA_GRID = [(b, c) for c in (256, 1024, 4096) for b in (1, 4, 16, 64, 128, 256, 512) if b * c <= 2**17]
 TINY_GRID = [(1, 16), (4, 16), (8, 32)]
+SHAPES = {"qwen2.5-7b": (QWEN25_7B, GRID), "llama2-7b": (LLAMA2_7B, LLAMA_GRID)}
 PREFILLS = [(16, 512), (4, 2048)]  # (prompts, tokens each)
 TINY_PREFILLS = [(2, 16)]
 
@@ -297,7 +303,8 @@ def analyse(data: dict, bandwidth: float, flops: float, eta_bw: float, eta_f: fl
     one = fit(rows, counts, bandwidth, flops, shared_eta=True)
     two = fit(rows, counts, bandwidth, flops, shared_eta=False)
     preset = preset_prediction(rows, counts, bandwidth, flops, eta_bw, eta_f, overhead_s)
-    fitted = step_model(np.array([r["batch"] for r in rows], float), np.array([r["context_tokens"] for r in rows], float),
+    batch = np.array([r["batch"] for r in rows], float)
+    fitted = step_model(batch, np.array([r["context_tokens"] for r in rows], float),
                         weights_s=2.0 * counts["params"] / (one["eta_bandwidth"] * bandwidth),
                         compute_s_per_seq=2.0 * counts["params"] / (one["eta_flops"] * flops),
                         kv_s_per_token=counts["kv_bytes_per_token"] / (one["eta_kv"] * bandwidth),
@@ -308,8 +315,8 @@ def analyse(data: dict, bandwidth: float, flops: float, eta_bw: float, eta_f: fl
                      f"{f['eta_flops']:.3f}, t_o {f['overhead_s'] * 1e3:.2f} ms; RMS relative error "
                      f"{f['rms_relative_error']:.1%}.")
     preset_err = preset / measured - 1.0
-    lines.append(f"asp's H100 preset carried over (eta_bandwidth {eta_bw}, eta_flops {eta_f}, t_o "
-                 f"{overhead_s * 1e3:.1f} ms, whole model read): RMS relative error "
+    lines.append(f"The H100 preset's assumed figures at this chip's data sheet (eta_bandwidth {eta_bw}, eta_flops "
+                 f"{eta_f}, t_o {overhead_s * 1e3:.1f} ms, whole model read): RMS relative error "
                  f"{float(np.sqrt(np.mean(preset_err ** 2))):.1%}, from {preset_err.min():+.0%} to "
                  f"{preset_err.max():+.0%}.")
     lines.append("")
@@ -339,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure", help="time decode steps on this machine's GPU (torch)")
     m.add_argument("-o", "--output", type=Path, required=True)
     m.add_argument("--device", default="cuda")
+    m.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-7b", help="the decoder's shape")
     m.add_argument("--tiny", action="store_true", help="a tiny decoder and grid (a smoke test, any device)")
     m.add_argument("--repeats", type=int, default=15)
     a = sub.add_parser("analyse", help="fit the step model to a measure file and print the tables")
@@ -351,8 +359,9 @@ def main(argv: list[str] | None = None) -> int:
             import torch  # noqa: F401
         except ImportError:
             parser.error("measure needs PyTorch (pip install torch; a CUDA build on the GPU machine)")
-        data = measure(TINY if args.tiny else QWEN25_7B, TINY_GRID if args.tiny else GRID,
-                       TINY_PREFILLS if args.tiny else PREFILLS, args.device, args.repeats)
+        shape, grid = (TINY, TINY_GRID) if args.tiny else SHAPES[args.shape]
+        data = measure(shape, grid, TINY_PREFILLS if args.tiny else PREFILLS, args.device, args.repeats)
+        data["shape_name"] = "tiny" if args.tiny else args.shape
         tmp = args.output.with_name(args.output.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1) + "\n")
         tmp.replace(args.output)

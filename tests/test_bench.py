@@ -376,6 +376,13 @@ def test_the_h200_preset_is_the_fit_of_its_recorded_measurement():
     assert np.abs(runs).max() < 0.02
     text = script.analyse(data, preset.bandwidth_bytes_per_s, preset.flops_per_s, 0.8, 0.6, 0.0002)
     assert "RMS relative error 2.8%" in text and text.count("\n| ") == len(script.GRID) + 1
+    # Multi-head attention (Llama-2-7B's shape), where the KV reads dominate sooner: the same form fits too.
+    mha = json.loads((REPO / "scripts" / "data" / "h200-llama2-7b-steps.json").read_text())
+    assert mha["shape_name"] == "llama2-7b" and len(mha["steps"]) == len(script.LLAMA_GRID)
+    counts = {k: mha[k] for k in ("params", "decode_params", "kv_bytes_per_token")}
+    assert counts["kv_bytes_per_token"] == 524_288 == PRESETS["a100-llama2-7b"].kv_bytes_per_token
+    fitted = script.fit(mha["steps"], counts, preset.bandwidth_bytes_per_s, preset.flops_per_s, shared_eta=True)
+    assert fitted["rms_relative_error"] < 0.025
 
 
 def test_the_gpu_step_measurement_runs_on_a_cpu(tmp_path):
