@@ -3,15 +3,15 @@
     python scripts/bench_gpu_step.py measure -o steps.json      # on a CUDA machine: torch alone, about 2 minutes
     python scripts/bench_gpu_step.py analyse steps.json         # anywhere: the fit and the tables
 
-`measure` builds a decoder of Qwen2.5-7B's shape (28 layers, hidden 3,584, 28 query heads and 4 KV heads of 128,
-MLP 18,944, vocabulary 152,064; `--shape llama2-7b`: Llama-2-7B's, with multi-head attention) with random bf16
-weights, in plain PyTorch: cuBLAS for the weight GEMMs (as vLLM uses for bf16), a dense KV cache per sequence, and per configuration the faster of two attention kernels
-(scaled_dot_product_attention with the 7 query heads of a KV head as its query rows, or two batched matmuls
-around a softmax). A whole decode step (every layer, the LM head, a greedy pick, the next token's embedding) is
-captured as one CUDA graph, as vLLM captures its decode steps, and timed by CUDA events over repeated replays
-(median). For every batch size b and context per sequence it records three times: the whole step, the step
-without attention (the weight GEMMs alone) and the attention alone, so that the model's additive form
-(GEMMs + KV reads) is checked as well as its total. It also times a prefill of whole prompts (causal
+`measure` builds a decoder of Qwen2.5-7B's shape (28 layers, hidden 3,584, 28 query heads and 4 KV heads of 128, MLP
+18,944, vocabulary 152,064; `--shape llama2-7b`: Llama-2-7B's, with multi-head attention) with random bf16 weights,
+in plain PyTorch: cuBLAS for the weight GEMMs (as vLLM uses for bf16), a dense KV cache per sequence, and per
+configuration the faster of two attention kernels (scaled_dot_product_attention with the 7 query heads of a KV head
+as its query rows, or two batched matmuls around a softmax). A whole decode step (every layer, the LM head, a greedy
+pick, the next token's embedding) is captured as one CUDA graph, as vLLM captures its decode steps, and timed by
+CUDA events over repeated replays (median). For every batch size b and context per sequence it records three times:
+the whole step, the step without attention (the weight GEMMs alone) and the attention alone, so that the model's
+additive form (GEMMs + KV reads) is checked as well as its total. It also times a prefill of whole prompts (causal
 attention) and two ceilings: a device-to-device copy and a large bf16 matrix product.
 
 It is not vLLM (no paged cache, scheduler or sampler; its attention kernels are not vLLM's), so it checks the
