@@ -43,11 +43,19 @@ LLAMA2_7B = {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 32, "head_di
              "vocab": 32000}
 TINY = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "intermediate": 128, "vocab": 256}
 # (batch size, context tokens per sequence): at most 2^20 tokens of KV in all (57 GiB for Qwen2.5-7B).
-GRID = [(b, c) for c in (256, 1024, 4096) for b in (1, 4, 16, 64, 128, 256, 512, 1024) if b * c <= 2**20]
+BATCHES = (1, 4, 16, 64, 128, 256, 512, 1024)
+
+
+def grid_of(contexts, kv_tokens: int) -> list[tuple[int, int]]:
+    """Every (batch size, context per sequence) of `BATCHES` x ``contexts`` holding at most ``kv_tokens`` of KV."""
+    return [(b, c) for c in contexts for b in BATCHES if b * c <= kv_tokens]
+
+
+GRID = grid_of((256, 1024, 4096), 2**20)
 # Llama-2-7B's KV is 512 KiB a token: at most 2^17 tokens in all (69 GB).
-LLAMA_GRID = [(b, c) for c in (256, 1024, 4096) for b in (1, 4, 16, 64, 128, 256, 512) if b * c <= 2**17]
+LLAMA_GRID = grid_of((256, 1024, 4096), 2**17)
 TINY_GRID = [(1, 16), (4, 16), (8, 32)]
-SHAPES = {"qwen2.5-7b": (QWEN25_7B, GRID), "llama2-7b": (LLAMA2_7B, LLAMA_GRID)}
+SHAPES = {"qwen2.5-7b": (QWEN25_7B, 2**20), "llama2-7b": (LLAMA2_7B, 2**17)}  # the shape, its KV tokens at most
 PREFILLS = [(16, 512), (4, 2048)]  # (prompts, tokens each)
 TINY_PREFILLS = [(2, 16)]
 
@@ -340,6 +348,20 @@ def analyse(data: dict, bandwidth: float, flops: float, eta_bw: float, eta_f: fl
     return "\n".join(lines)
 
 
+def against(data: dict, preset) -> str:
+    """A preset's own step times (`HardwarePreset.step_seconds`) against every measured step: out of sample where
+    the measurements are not the ones it was fitted to."""
+    import numpy as np
+
+    rows = data["steps"]
+    predicted = preset.step_seconds(np.array([r["batch"] for r in rows]), np.array([r["context_tokens"] for r in rows]))
+    error = predicted / np.array([r["step_s"] for r in rows]) - 1.0
+    worst = int(np.argmax(np.abs(error)))
+    return (f"Preset {preset.name} against these {len(rows)} steps: RMS relative error "
+            f"{float(np.sqrt(np.mean(error ** 2))):.1%}, from {error.min():+.1%} to {error.max():+.1%} (worst: "
+            f"{rows[worst]['batch']} sequences of {rows[worst]['context_per_seq']:,} tokens).")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -347,19 +369,29 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("-o", "--output", type=Path, required=True)
     m.add_argument("--device", default="cuda")
     m.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-7b", help="the decoder's shape")
+    m.add_argument("--contexts", default="256,1024,4096",
+                   help="tokens of context per sequence, comma-separated (every batch size that fits is timed)")
     m.add_argument("--tiny", action="store_true", help="a tiny decoder and grid (a smoke test, any device)")
     m.add_argument("--repeats", type=int, default=15)
     a = sub.add_parser("analyse", help="fit the step model to a measure file and print the tables")
     a.add_argument("file", type=Path)
     a.add_argument("--bandwidth", type=float, default=4.8e12, help="data-sheet HBM bytes/s (H200 SXM: 4.8e12)")
     a.add_argument("--flops", type=float, default=989e12, help="data-sheet dense bf16 FLOP/s (H200 SXM: 989e12)")
+    a.add_argument("--against", help="also judge a preset's own step times against the measured ones (a name)")
     args = parser.parse_args(argv)
     if args.command == "measure":
+        try:
+            contexts = [int(c) for c in args.contexts.split(",")]
+            if min(contexts) < 1:
+                raise ValueError
+        except ValueError:
+            parser.error(f"--contexts takes whole numbers of tokens above 0, comma-separated (got {args.contexts!r})")
         try:
             import torch  # noqa: F401
         except ImportError:
             parser.error("measure needs PyTorch (pip install torch; a CUDA build on the GPU machine)")
-        shape, grid = (TINY, TINY_GRID) if args.tiny else SHAPES[args.shape]
+        shape, kv_tokens = SHAPES[args.shape]
+        shape, grid = (TINY, TINY_GRID) if args.tiny else (shape, grid_of(contexts, kv_tokens))
         data = measure(shape, grid, TINY_PREFILLS if args.tiny else PREFILLS, args.device, args.repeats)
         data["shape_name"] = "tiny" if args.tiny else args.shape
         tmp = args.output.with_name(args.output.name + ".tmp")
@@ -376,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
         parser.error(f"{args.file}: not a file `measure -o` wrote ({type(exc).__name__}: {exc})")
     print(analyse(data, args.bandwidth, args.flops, h100.eta_bandwidth, h100.eta_flops, h100.step_overhead_s))
+    if args.against:
+        if args.against not in PRESETS:
+            parser.error(f"--against takes a preset name: {', '.join(PRESETS)}")
+        print(against(data, PRESETS[args.against]))
     return 0
 
 

@@ -385,6 +385,30 @@ def test_the_h200_preset_is_the_fit_of_its_recorded_measurement():
     assert fitted["rms_relative_error"] < 0.025
 
 
+def test_the_gpu_step_script_judges_a_preset_and_refuses_bad_contexts(tmp_path):
+    """`analyse --against PRESET` judges a preset's own step times against a measure file; `measure --contexts`
+    takes whole token counts only, and a file `measure` did not write is refused in one line (exit 2)."""
+    import subprocess
+    import sys
+
+    from util import REPO
+
+    script = str(REPO / "scripts" / "bench_gpu_step.py")
+    data = str(REPO / "scripts" / "data" / "h200-qwen2.5-7b-steps.json")
+    run = subprocess.run([sys.executable, script, "analyse", data, "--against", "h200-qwen2.5-7b"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and ("Preset h200-qwen2.5-7b against these 22 steps: RMS relative error 2.8%, from "
+                                    "-7.4% to +6.0%") in run.stdout, run.stderr
+    run = subprocess.run([sys.executable, script, "analyse", data, "--against", "h100-qwen2.5-7b"],
+                         capture_output=True, text=True)  # its own figures: another chip, far off
+    assert run.returncode == 0 and "Preset h100-qwen2.5-7b against these 22 steps" in run.stdout
+    for args, words in ((["analyse", data, "--against", "nope"], "--against takes a preset name"),
+                        (["measure", "-o", str(tmp_path / "x.json"), "--contexts", "0"], "--contexts takes whole"),
+                        (["analyse", str(tmp_path / "none.json")], "not a file `measure -o` wrote")):
+        run = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+        assert run.returncode == 2 and words in run.stderr, args
+
+
 def test_the_gpu_step_measurement_runs_on_a_cpu(tmp_path):
     """`bench_gpu_step.py measure --tiny --device cpu` (torch) writes a file `analyse` reads: every grid point with
     its whole step, its GEMMs and its attention timed."""
