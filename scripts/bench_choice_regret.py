@@ -4,6 +4,7 @@
     python scripts/bench_choice_regret.py --modes streaming --tie-order quick-start,shuffle,interleave,...
     python scripts/bench_choice_regret.py --modes streaming --max-lag none --history-sigma 0.15
     python scripts/bench_choice_regret.py --modes streaming --rank-by central [--trainer-scale 0.25]
+    python scripts/bench_choice_regret.py --modes streaming --rank-by expected,central --drift 1.15
 
 For every benchmark workload and seed, auto judges its candidates under lengths drawn from its predictions
 (`asp_cli.arrange.choose`); here each candidate is also forced (`--arrangement NAME`) and replayed on the true
@@ -112,28 +113,46 @@ LAG_OF_WORKLOAD = "workload"
 
 def regret_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] | None = None,
                 tie_order: tuple[str, ...] | None = None, max_lag: int | None | str = LAG_OF_WORKLOAD,
-                history_sigma: float | None = None, rank_by: str = "expected") -> list[dict]:
+                history_sigma: float | None = None, rank_by: str = "expected", drift: float = 1.0) -> list[dict]:
+    """`rule_rows` for one pick rule."""
+    return rule_rows(data, preset, mode, seeds, names, tie_order, max_lag, history_sigma, (rank_by,), drift)[rank_by]
+
+
+def drifted(truth: np.ndarray, drift: float, cap: int) -> np.ndarray:
+    """The true lengths of a policy that writes ``drift`` times what its history showed (whole tokens, 1..cap)."""
+    return np.clip(np.rint(truth * drift), 1, cap).astype(truth.dtype)
+
+
+def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] | None = None,
+              tie_order: tuple[str, ...] | None = None, max_lag: int | None | str = LAG_OF_WORKLOAD,
+              history_sigma: float | None = None, rules: tuple[str, ...] = ("expected",),
+              drift: float = 1.0) -> dict[str, list[dict]]:
     """One row per workload: picks that were the true best, and the regret over seeds. With ``tie_order``, the
     pick is remade from the same expected times with that order breaking the near-ties (the earliest within
     `asp_cli.arrange.choose.TIE_MARGIN` of the fastest) instead of the engine's own order. ``max_lag`` is the
     lag bound of every workload (by default each its own); ``history_sigma``, a what-if, replaces auto's
     per-prompt sigma for prompts seen in history (`asp_cli.arrange.choose.HISTORY_SIGMA`) while it judges.
-    ``rank_by="central"``, a what-if, remakes each pick from the candidates' times under the central draw alone
-    (the common scale factor at its centre: `end_to_end_s_by_draw`) instead of their expected times."""
+    A rule ``"central"``, a what-if, remakes each pick from the candidates' times under the central draw alone
+    (the common scale factor at its centre: `end_to_end_s_by_draw`) instead of their expected times (``"expected"``,
+    auto's rule); every rule is judged on the same replays. ``drift``, a what-if, replays on every true length
+    times that factor (`drifted`): the policy's lengths moved since the history the predictions come from."""
     from asp_cli.arrange import choose
     from asp_cli.arrange.choose import TIE_MARGIN
     from asp_cli.arrange.pipeline import plan
     from asp_cli.bench.compare import ASP, WORKLOADS, build_workload, compare
 
-    rows = []
+    rows: dict[str, list[dict]] = {rule: [] for rule in rules}
     for name, spec in WORKLOADS.items():
         if (names is not None and name not in names) or (names is None and spec.held_out):
             continue
-        hits, regrets, best_names = 0, [], []
+        hits = dict.fromkeys(rules, 0)
+        regrets: dict[str, list[float]] = {rule: [] for rule in rules}
+        best_names = []
         for seed in range(seeds):
             lag = spec.max_lag if max_lag == LAG_OF_WORKLOAD else max_lag
             settings = dataclasses.replace(spec.settings(), seed=seed, engine=mode, max_lag=lag)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
+            truth = drifted(workload.truth, drift, settings.max_response_tokens) if drift != 1.0 else workload.truth
             kept = choose.HISTORY_SIGMA
             choose.HISTORY_SIGMA = kept if history_sigma is None else history_sigma
             try:
@@ -146,27 +165,30 @@ def regret_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...
                 else f"{name}/{kv}"  # noqa: E731
             for candidate in choice.candidates:
                 forced = dataclasses.replace(settings, arrangement=candidate["name"]).with_kv_cut(candidate["kv_budget"])
-                replay = compare(workload.prompts, workload.predictions, workload.truth, forced, preset,
+                replay = compare(workload.prompts, workload.predictions, truth, forced, preset,
                                  max_lag=lag, mode=mode, include=(ASP,))
                 true[label(candidate["name"], candidate["kv_budget"])] = replay[0]["end_to_end_s"]
             best = min(true, key=true.get)
-            mine = label(choice.chosen, choice.kv_budget)
-            if tie_order is not None or rank_by != "expected":
-                central = len(choice.candidates[0]["end_to_end_s_by_draw"]) // 2
-                expected = {c["name"]: (c["expected_end_to_end_s"] if rank_by == "expected"
-                                        else c["end_to_end_s_by_draw"][central])
-                            for c in choice.candidates if c["kv_budget"] == choice.kv_budget}
-                tie_order = tie_order or tuple(expected)  # the engine's own order, as judged
-                fastest = min(expected.values())
-                order = list(tie_order) + [n for n in expected if n not in tie_order]
-                mine = label(next(n for n in order if expected.get(n, float("inf")) <= fastest * (1 + TIE_MARGIN)),
-                             choice.kv_budget)
-            hits += true[mine] <= true[best] * (1.0 + 1e-9)
-            regrets.append(true[mine] / true[best] - 1.0)
             best_names.append(best)
+            for rule in rules:
+                mine = label(choice.chosen, choice.kv_budget)
+                if tie_order is not None or rule != "expected":
+                    central = len(choice.candidates[0]["end_to_end_s_by_draw"]) // 2
+                    expected = {c["name"]: (c["expected_end_to_end_s"] if rule == "expected"
+                                            else c["end_to_end_s_by_draw"][central])
+                                for c in choice.candidates if c["kv_budget"] == choice.kv_budget}
+                    order_given = tie_order or tuple(expected)  # the engine's own order, as judged
+                    fastest = min(expected.values())
+                    order = list(order_given) + [n for n in expected if n not in order_given]
+                    pick = next(n for n in order if expected.get(n, float("inf")) <= fastest * (1 + TIE_MARGIN))
+                    mine = label(pick, choice.kv_budget)
+                hits[rule] += true[mine] <= true[best] * (1.0 + 1e-9)
+                regrets[rule].append(true[mine] / true[best] - 1.0)
         common = max(set(best_names), key=best_names.count)
-        rows.append({"workload": name, "hits": hits, "seeds": seeds, "mean": float(np.mean(regrets)),
-                     "worst": float(np.max(regrets)), "best": common, "best_count": best_names.count(common)})
+        for rule in rules:
+            rows[rule].append({"workload": name, "hits": hits[rule], "seeds": seeds,
+                               "mean": float(np.mean(regrets[rule])), "worst": float(np.max(regrets[rule])),
+                               "best": common, "best_count": best_names.count(common)})
     return rows
 
 
@@ -195,17 +217,26 @@ def main() -> None:
     parser.add_argument("--history-sigma", type=float, default=None,
                         help="auto's per-prompt sigma of log length for prompts seen in history (a what-if; "
                              "not with --write-docs)")
-    parser.add_argument("--rank-by", choices=("expected", "central"), default="expected",
-                        help="remake each pick from the expected times (auto's rule) or from the central draw's "
-                             "alone (a what-if; not with --write-docs)")
+    parser.add_argument("--rank-by", default="expected",
+                        help="remake each pick from the expected times (auto's rule, 'expected') or from the central "
+                             "draw's alone ('central'); both, comma-separated, judges each on the same replays (a "
+                             "what-if; not with --write-docs)")
+    parser.add_argument("--drift", type=float, default=1.0,
+                        help="replay on every true length times this: the policy's lengths moved since the history "
+                             "(a what-if; not with --write-docs)")
     parser.add_argument("--trainer-scale", type=float, default=1.0,
                         help="multiply the training step's cost by this, as bench_rollout_bound.py does (a what-if; "
                              "not with --write-docs)")
     args = parser.parse_args()
     if args.write_docs and (args.tie_order or args.history_sigma is not None or args.max_lag is not None
-                            or args.rank_by != "expected" or args.trainer_scale != 1.0):
-        parser.error("--tie-order, --history-sigma, --max-lag, --rank-by and --trainer-scale are what-ifs; they do "
-                     "not rewrite the docs")
+                            or args.rank_by != "expected" or args.trainer_scale != 1.0 or args.drift != 1.0):
+        parser.error("--tie-order, --history-sigma, --max-lag, --rank-by, --trainer-scale and --drift are what-ifs; "
+                     "they do not rewrite the docs")
+    rules = tuple(args.rank_by.split(","))
+    if not rules or any(rule not in ("expected", "central") for rule in rules) or len(set(rules)) < len(rules):
+        parser.error(f"--rank-by takes 'expected', 'central' or both, comma-separated (got {args.rank_by!r})")
+    if not args.drift > 0:
+        parser.error("--drift must be above 0")
     if not args.trainer_scale > 0:
         parser.error("--trainer-scale must be above 0")
     if not args.data.is_dir():
@@ -225,9 +256,13 @@ def main() -> None:
     lag = "each workload's lag bound" if args.max_lag is None else f"max_lag {args.max_lag}"
     for mode in args.modes.split(","):
         print(f"{mode} ...", file=sys.stderr)
-        tables.append(table(mode, regret_rows(args.data, preset, mode, args.seeds, tie_order=tie_order,
-                                              max_lag=max_lag, history_sigma=args.history_sigma,
-                                              rank_by=args.rank_by), lag))
+        by_rule = rule_rows(args.data, preset, mode, args.seeds, tie_order=tie_order, max_lag=max_lag,
+                            history_sigma=args.history_sigma, rules=rules, drift=args.drift)
+        for rule, rows in by_rule.items():
+            what = (f"{lag}" + (f", picks by the {rule} rule" if len(rules) > 1 or rule != "expected" else "")
+                    + (f", true lengths x{args.drift:g}" if args.drift != 1.0 else ""))
+            tables.append(table(mode, rows, what) + f"\nRegret summed over the workloads: "
+                          f"{sum(r['mean'] for r in rows):.1%}\n")
     if args.write_docs and "streaming" in args.modes.split(","):
         # Engines that refill without a lag bound too: the section's last table (its findings refer to it).
         print("streaming without a lag bound ...", file=sys.stderr)

@@ -234,12 +234,24 @@ def test_choice_regret_what_ifs_do_not_rewrite_the_docs(tmp_path):
     from util import REPO
 
     for what_if in (["--max-lag", "none"], ["--history-sigma", "0.15"], ["--tie-order", "shuffle"],
-                    ["--rank-by", "central"], ["--trainer-scale", "0.25"]):
+                    ["--rank-by", "central"], ["--trainer-scale", "0.25"], ["--drift", "1.15"],
+                    ["--rank-by", "expected,central"]):
         run = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_choice_regret.py"), "--write-docs",
                               "--doc", str(tmp_path / "b.md"), *what_if], capture_output=True, text=True)
         assert run.returncode == 2, what_if
         assert "what-ifs; they do not rewrite the docs" in run.stderr
         assert not (tmp_path / "b.md").exists()
+    for bad, words in ((["--rank-by", "central,central"], "--rank-by takes"), (["--drift", "0"], "--drift must be")):
+        run = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_choice_regret.py"), *bad],
+                             capture_output=True, text=True)
+        assert run.returncode == 2 and words in run.stderr, bad
+    # A drifted truth: every length times the factor, in whole tokens from 1 to the cap.
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench_choice_regret import drifted
+
+    truth = np.array([[1, 100, 900], [3, 1000, 999]], dtype=np.int64)
+    assert drifted(truth, 1.15, 1000).tolist() == [[1, 115, 1000], [3, 1000, 1000]]
+    assert drifted(truth, 0.1, 1000).tolist() == [[1, 10, 90], [1, 100, 100]]
 
 
 def test_rollout_bound_scales_only_the_training_step(tmp_path):
