@@ -90,7 +90,7 @@ completed by draws instead of resampled, and the code of that day, the cap fix b
   under it are bimodal: "Room for an order on engines that refill"). A narrower per-prompt sigma for history prompts (0.15 for 0.25,
   `--history-sigma 0.15`) helped there and hurt elsewhere (measured on the old truth: summed over 8 workloads
   4.5% to 3.8% without a bound, 3.9% either way at lag 2): not adopted.
-- **Ranking by the central draw alone** (2026-12-04, a what-if not adopted yet: `--rank-by central`, the picks
+- **Ranking by the central draw alone** (2026-12-04, a what-if, not adopted: `--rank-by central`, the picks
   remade from each candidate's time under the draw whose common scale factor is at its centre, from the same
   replays). Regret summed over the 8 workloads, 4 seeds, auto's rule -> central: `continuous` 5.4% -> 5.6%,
   `static` 6.0% -> 6.6%; engines that refill at each workload's lag bound 3.6% -> 3.0%, without one 7.8% ->
@@ -102,9 +102,14 @@ completed by draws instead of resampled, and the code of that day, the cap fix b
   `bands` on mix-k8-n8-b256 without a lag bound (seed 0) is 8% faster than the shuffle at the centre and 20%
   slower at the long node, and over the four seeds 4.6% faster on the true lengths (`python
   scripts/bench_candidates.py mix-k8-n8-b256 --max-lag none`). Better on all four streaming configurations and worse on
-  both blocking engines; not adopted in this session because the benchmark has no drift of the policy's
-  lengths between epochs, which the outer nodes stand for, so it cannot say what ignoring them would cost on a
-  real run, and because every streaming table would need rerunning with it.
+  both blocking engines. **Not adopted, since it breaks where the policy's lengths grow**, which is what the
+  outer nodes stand for: replayed on every true length times 0.85 or 1.15 (the policy writing 15% less or more
+  than its history: `--rank-by expected,central --drift 1.15`, both rules judged on the same replays, 4 seeds,
+  2026-12-04), regret summed over the 8 workloads at each workload's lag bound, auto's rule -> central: x0.85
+  1.8% -> 1.3%, x1.15 8.3% -> 7.6%; without a lag bound x0.85 6.8% -> 3.1%, but x1.15 11.8% -> 21.8%
+  (mix-k8-n8-b256 4.8% -> 12.5%: the central draw picks `bands` there, whose long request batches overflow their
+  servers' cache once the lengths grow; mix-k2-n4 4.7% -> 6.4%). RL policies' responses tend to lengthen as
+  training goes on, so auto keeps weighing the outer nodes.
 """
 
 
