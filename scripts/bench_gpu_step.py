@@ -248,6 +248,19 @@ def step_model(batch, context, *, weights_s, compute_s_per_seq, kv_s_per_token, 
     return overhead_s + np.maximum(weights_s, compute_s_per_seq * batch) + kv_s_per_token * context
 
 
+def model_times(rows: list, counts: dict, bandwidth: float, flops: float, eta_bw: float, eta_f: float,
+                eta_kv: float, overhead_s: float):
+    """Every row's step time by the model at these efficiencies, in the presets' accounting (the whole model's
+    bytes read and 2·N FLOPs per token)."""
+    import numpy as np
+
+    return step_model(np.array([r["batch"] for r in rows], dtype=float),
+                      np.array([r["context_tokens"] for r in rows], dtype=float),
+                      weights_s=2.0 * counts["params"] / (eta_bw * bandwidth),
+                      compute_s_per_seq=2.0 * counts["params"] / (eta_f * flops),
+                      kv_s_per_token=counts["kv_bytes_per_token"] / (eta_kv * bandwidth), overhead_s=overhead_s)
+
+
 def fit(rows: list, counts: dict, bandwidth: float, flops: float, *, shared_eta: bool) -> dict:
     """Least squares on relative error over the whole steps: the efficiencies on a grid (the bandwidth one shared
     by weights and KV, or the KV term's own), the overhead t_o >= 0 in closed form for each."""
@@ -278,19 +291,6 @@ def fit(rows: list, counts: dict, bandwidth: float, flops: float, *, shared_eta:
     return best
 
 
-def preset_prediction(rows: list, counts: dict, bandwidth: float, flops: float, eta_bw: float, eta_f: float,
-                      overhead_s: float):
-    """Every row's step time by asp's preset formula with the given figures (weights: the whole model, as the
-    presets count them)."""
-    import numpy as np
-
-    b = np.array([r["batch"] for r in rows], dtype=float)
-    ctx = np.array([r["context_tokens"] for r in rows], dtype=float)
-    return step_model(b, ctx, weights_s=2.0 * counts["params"] / (eta_bw * bandwidth),
-                      compute_s_per_seq=2.0 * counts["params"] / (eta_f * flops),
-                      kv_s_per_token=counts["kv_bytes_per_token"] / (eta_bw * bandwidth), overhead_s=overhead_s)
-
-
 def analyse(data: dict, bandwidth: float, flops: float, eta_bw: float, eta_f: float, overhead_s: float) -> str:
     import numpy as np
 
@@ -310,13 +310,9 @@ def analyse(data: dict, bandwidth: float, flops: float, eta_bw: float, eta_f: fl
                      f"({ceilings['matmul_flops_per_s'] / flops:.0%} of {flops / 1e12:.0f}).")
     one = fit(rows, counts, bandwidth, flops, shared_eta=True)
     two = fit(rows, counts, bandwidth, flops, shared_eta=False)
-    preset = preset_prediction(rows, counts, bandwidth, flops, eta_bw, eta_f, overhead_s)
-    batch = np.array([r["batch"] for r in rows], float)
-    fitted = step_model(batch, np.array([r["context_tokens"] for r in rows], float),
-                        weights_s=2.0 * counts["params"] / (one["eta_bandwidth"] * bandwidth),
-                        compute_s_per_seq=2.0 * counts["params"] / (one["eta_flops"] * flops),
-                        kv_s_per_token=counts["kv_bytes_per_token"] / (one["eta_kv"] * bandwidth),
-                        overhead_s=one["overhead_s"])
+    preset = model_times(rows, counts, bandwidth, flops, eta_bw, eta_f, eta_bw, overhead_s)
+    fitted = model_times(rows, counts, bandwidth, flops, one["eta_bandwidth"], one["eta_flops"], one["eta_kv"],
+                         one["overhead_s"])
     measured = np.array([r["step_s"] for r in rows])
     for name, f in (("the model's form (one bandwidth efficiency)", one), ("the KV term's own efficiency", two)):
         lines.append(f"Fit, {name}: eta_bandwidth {f['eta_bandwidth']:.3f}, KV {f['eta_kv']:.3f}, eta_flops "
