@@ -370,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--tiny", action="store_true", help="a tiny decoder and grid (a smoke test, any device)")
     m.add_argument("--repeats", type=int, default=15)
     a = sub.add_parser("analyse", help="fit the step model to a measure file and print the tables")
-    a.add_argument("file", type=Path)
+    a.add_argument("file", type=Path, nargs="+",
+                   help="measure files of one GPU and shape (several are fitted as one: e.g. short and long contexts)")
     a.add_argument("--bandwidth", type=float, default=4.8e12, help="data-sheet HBM bytes/s (H200 SXM: 4.8e12)")
     a.add_argument("--flops", type=float, default=989e12, help="data-sheet dense bf16 FLOP/s (H200 SXM: 989e12)")
     a.add_argument("--against", help="also judge a preset's own step times against the measured ones (a name)")
@@ -398,11 +399,22 @@ def main(argv: list[str] | None = None) -> int:
     from asp_cli.costmodel import PRESETS
 
     h100 = PRESETS["h100-qwen2.5-7b"]
-    try:
-        data = json.loads(args.file.read_text())
-        data["steps"][0]["step_s"], data["params"]  # noqa: B018 (a measure file's shape)
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-        parser.error(f"{args.file}: not a file `measure -o` wrote ({type(exc).__name__}: {exc})")
+    data = None
+    for path in args.file:
+        try:
+            part = json.loads(path.read_text())
+            part["steps"][0]["step_s"], part["params"]  # noqa: B018 (a measure file's shape)
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            parser.error(f"{path}: not a file `measure -o` wrote ({type(exc).__name__}: {exc})")
+        if data is None:
+            data = part
+            continue
+        for key in ("params", "kv_bytes_per_token", "gpu"):
+            if part.get(key) != data.get(key):
+                parser.error(f"{path}: {key} {part.get(key)!r}, where {args.file[0]} has {data.get(key)!r} "
+                             "(fit one GPU and one shape at a time)")
+        data["steps"] = data["steps"] + part["steps"]
+        data["prefills"] = data.get("prefills", []) + part.get("prefills", [])
     print(analyse(data, args.bandwidth, args.flops, h100.eta_bandwidth, h100.eta_flops, h100.step_overhead_s))
     if args.against:
         if args.against not in PRESETS:

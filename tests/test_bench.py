@@ -414,7 +414,16 @@ def test_the_gpu_step_script_judges_a_preset_and_refuses_bad_contexts(tmp_path):
     run = subprocess.run([sys.executable, script, "analyse", data, "--against", "h100-qwen2.5-7b"],
                          capture_output=True, text=True)  # its own figures: another chip, far off
     assert run.returncode == 0 and "Preset h100-qwen2.5-7b against these 22 steps" in run.stdout
-    for args, words in ((["analyse", data, "--against", "nope"], "--against takes a preset name"),
+    # Long contexts (8,192-32,768 tokens a sequence), measured after the preset was fitted: out of sample.
+    long = str(REPO / "scripts" / "data" / "h200-qwen2.5-7b-long.json")
+    run = subprocess.run([sys.executable, script, "analyse", data, long, "--against", "h200-qwen2.5-7b"],
+                         capture_output=True, text=True)  # two files of one GPU and shape are fitted as one
+    assert run.returncode == 0 and ("Preset h200-qwen2.5-7b against these 34 steps: RMS relative error 6.0%, from "
+                                    "-15.5% to +11.8% (worst: 16 sequences of 32,768 tokens)") in run.stdout, run.stderr
+    assert "eta_bandwidth 0.845, KV 0.845, eta_flops 0.620, t_o 2.39 ms; RMS relative error 5.7%" in run.stdout
+    mha = str(REPO / "scripts" / "data" / "h200-llama2-7b-long.json")
+    for args, words in ((["analyse", data, mha], "fit one GPU and one shape at a time"),
+                        (["analyse", data, "--against", "nope"], "--against takes a preset name"),
                         (["measure", "-o", str(tmp_path / "x.json"), "--contexts", "0"], "--contexts takes whole"),
                         (["analyse", str(tmp_path / "none.json")], "not a file `measure -o` wrote")):
         run = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
