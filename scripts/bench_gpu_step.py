@@ -6,8 +6,10 @@
 `measure` builds a decoder of Qwen2.5-7B's shape (28 layers, hidden 3,584, 28 query heads and 4 KV heads of 128, MLP
 18,944, vocabulary 152,064; `--shape llama2-7b`: Llama-2-7B's, with multi-head attention) with random bf16 weights,
 in plain PyTorch: cuBLAS for the weight GEMMs (as vLLM uses for bf16), a dense KV cache per sequence, and per
-configuration the faster of two attention kernels (scaled_dot_product_attention with the 7 query heads of a KV head
-as its query rows, or two batched matmuls around a softmax). A whole decode step (every layer, the LM head, a greedy
+configuration the fastest of three attention kernels (scaled_dot_product_attention with the 7 query heads of a KV
+head as its query rows; two batched matmuls around a softmax; the same cut into chunks of the KV length merged by
+their log-sum-exp, split-KV as serving engines decode long contexts: `split_kv_attention`; files measured before
+2026-12-04's evening have the first two). A whole decode step (every layer, the LM head, a greedy
 pick, the next token's embedding) is captured as one CUDA graph, as vLLM captures its decode steps, and timed by
 CUDA events over repeated replays (median). For every batch size b and context per sequence it records three times:
 the whole step, the step without attention (the weight GEMMs alone) and the attention alone, so that the model's
@@ -73,6 +75,38 @@ def shape_counts(shape: dict) -> dict:
 # ---------------------------------------------------------------------------------------------------- measure
 
 
+def kv_splits(batch: int, kv_heads: int, context: int, target_blocks: int = 1024, min_chunk: int = 256) -> int:
+    """How many chunks to cut each sequence's KV into for `split_kv_attention`: a power of two dividing the
+    context, enough that batch x kv_heads x chunks reaches about ``target_blocks`` parallel pieces of work,
+    each chunk at least ``min_chunk`` tokens (1 where the context is too short to split)."""
+    splits = 1
+    while (batch * kv_heads * splits < target_blocks and context % (2 * splits) == 0
+           and context // (2 * splits) >= min_chunk):
+        splits *= 2
+    return splits
+
+
+def split_kv_attention(q, k, v, splits: int):
+    """Decode attention with the KV length cut into ``splits`` chunks, each attended to on its own and the
+    partial results merged by their log-sum-exp: the idea of split-KV ("flash-decoding", Dao, Haziza, Massa and
+    Sizov, 2023), written here in plain PyTorch. One long sequence then runs on many blocks instead of a few.
+    q [b, kv, group, d]; k, v [b, kv, ctx, d] with ctx divisible by ``splits``; returns [b, kv, group, d]."""
+    import torch
+
+    b, kvh, group, d = q.shape
+    ctx = k.shape[2]
+    ks = k.view(b, kvh, splits, ctx // splits, d)
+    vs = v.view(b, kvh, splits, ctx // splits, d)
+    scores = torch.matmul(q.unsqueeze(2), ks.transpose(-1, -2)).float() * (d ** -0.5)  # [b, kv, s, group, chunk]
+    peak = scores.amax(dim=-1, keepdim=True)
+    weights = torch.exp(scores - peak)
+    partial = torch.matmul(weights.to(q.dtype), vs).float()  # [b, kv, s, group, d], unnormalised
+    total = weights.sum(dim=-1, keepdim=True)  # [b, kv, s, group, 1]
+    top = peak.amax(dim=2, keepdim=True)
+    scale = torch.exp(peak - top)
+    return ((partial * scale).sum(dim=2) / (total * scale).sum(dim=2)).to(q.dtype)
+
+
 def measure(shape: dict, grid: list, prefills: list, device: str, repeats: int) -> dict:
     import torch
     import torch.nn.functional as F
@@ -107,6 +141,8 @@ def measure(shape: dict, grid: list, prefills: list, device: str, repeats: int) 
         """q [b, kv, group, d] against k, v [b, kv, ctx, d]: every cached token is visible to a decoded one."""
         if kind == "sdpa":
             return F.scaled_dot_product_attention(q, k, vv)
+        if kind == "split":
+            return split_kv_attention(q, k, vv, kv_splits(q.shape[0], nkv, k.shape[2]))
         scores = torch.matmul(q, k.transpose(-1, -2)) * (d ** -0.5)
         return torch.matmul(torch.softmax(scores.float(), dim=-1).to(dt), vv)
 
@@ -200,7 +236,7 @@ def measure(shape: dict, grid: list, prefills: list, device: str, repeats: int) 
         for b, ctx in grid:
             tokens = torch.zeros(b, dtype=torch.long, device=device)
             attention_s = {}
-            for kind in ("sdpa", "matmul"):
+            for kind in ("sdpa", "matmul", "split"):
                 try:
                     attention_s[kind] = timed(lambda: decode_step(tokens, b, ctx, kind, with_gemms=False), repeats)
                 except RuntimeError as exc:  # a kernel that refuses the shape
