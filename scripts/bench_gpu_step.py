@@ -403,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-7b", help="the decoder's shape")
     m.add_argument("--contexts", default="256,1024,4096",
                    help="tokens of context per sequence, comma-separated (every batch size that fits is timed)")
+    m.add_argument("--prefills", default=",".join(f"{n}x{t}" for n, t in PREFILLS),
+                   help="prefills to time, PROMPTSxTOKENS comma-separated (long ones price a preemption's recompute)")
     m.add_argument("--tiny", action="store_true", help="a tiny decoder and grid (a smoke test, any device)")
     m.add_argument("--repeats", type=int, default=15)
     a = sub.add_parser("analyse", help="fit the step model to a measure file and print the tables")
@@ -420,12 +422,19 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             parser.error(f"--contexts takes whole numbers of tokens above 0, comma-separated (got {args.contexts!r})")
         try:
+            prefills = [tuple(int(x) for x in item.split("x")) for item in args.prefills.split(",")]
+            if any(len(item) != 2 or min(item) < 1 for item in prefills):
+                raise ValueError
+        except ValueError:
+            parser.error(f"--prefills takes PROMPTSxTOKENS with whole numbers above 0, comma-separated (got "
+                         f"{args.prefills!r}; e.g. 16x512,1x16384)")
+        try:
             import torch  # noqa: F401
         except ImportError:
             parser.error("measure needs PyTorch (pip install torch; a CUDA build on the GPU machine)")
         shape, kv_tokens = SHAPES[args.shape]
         shape, grid = (TINY, TINY_GRID) if args.tiny else (shape, grid_of(contexts, kv_tokens))
-        data = measure(shape, grid, TINY_PREFILLS if args.tiny else PREFILLS, args.device, args.repeats)
+        data = measure(shape, grid, TINY_PREFILLS if args.tiny else prefills, args.device, args.repeats)
         data["shape_name"] = "tiny" if args.tiny else args.shape
         tmp = args.output.with_name(args.output.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1) + "\n")

@@ -388,6 +388,12 @@ def test_the_h200_preset_is_the_fit_of_its_recorded_measurement():
     assert np.abs(runs).max() < 0.02
     text = script.analyse(data, preset.bandwidth_bytes_per_s, preset.flops_per_s, 0.8, 0.6, 0.0002)
     assert "RMS relative error 2.8%" in text and text.count("\n| ") == len(script.GRID) + 1
+    # Prefill, which prices a preemption's recompute, is linear in the model; causal attention is not: within 5%
+    # at 16,384 tokens, over 20% under at 32,768 (docs/cost-model.md).
+    prefills = json.loads((REPO / "scripts" / "data" / "h200-qwen2.5-7b-prefill.json").read_text())["prefills"]
+    error = {p["tokens_each"]: float(preset.prefill_seconds(p["tokens"])) / p["prefill_s"] - 1
+             for p in prefills if p["prompts"] == 1}
+    assert abs(error[16384]) < 0.05 and error[32768] < -0.2 and 0.1 < error[8192] < 0.3
     # Multi-head attention (Llama-2-7B's shape), where the KV reads dominate sooner: the same form fits too.
     mha = json.loads((REPO / "scripts" / "data" / "h200-llama2-7b-steps.json").read_text())
     assert mha["shape_name"] == "llama2-7b" and len(mha["steps"]) == len(script.LLAMA_GRID)
@@ -432,6 +438,7 @@ def test_the_gpu_step_script_judges_a_preset_and_refuses_bad_contexts(tmp_path):
     for args, words in ((["analyse", data, mha], "fit one GPU and one shape at a time"),
                         (["analyse", data, "--against", "nope"], "--against takes a preset name"),
                         (["measure", "-o", str(tmp_path / "x.json"), "--contexts", "0"], "--contexts takes whole"),
+                        (["measure", "-o", str(tmp_path / "x.json"), "--prefills", "16x"], "--prefills takes"),
                         (["analyse", str(tmp_path / "none.json")], "not a file `measure -o` wrote")):
         run = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
         assert run.returncode == 2 and words in run.stderr, args
