@@ -6,10 +6,11 @@
 `measure` builds a decoder of Qwen2.5-7B's shape (28 layers, hidden 3,584, 28 query heads and 4 KV heads of 128, MLP
 18,944, vocabulary 152,064; `--shape llama2-7b`: Llama-2-7B's, with multi-head attention) with random bf16 weights,
 in plain PyTorch: cuBLAS for the weight GEMMs (as vLLM uses for bf16), a dense KV cache per sequence, and per
-configuration the fastest of three attention kernels (scaled_dot_product_attention with the 7 query heads of a KV
+configuration the fastest of its attention kernels (scaled_dot_product_attention with the 7 query heads of a KV
 head as its query rows; two batched matmuls around a softmax; the same cut into chunks of the KV length merged by
-their log-sum-exp, split-KV as serving engines decode long contexts: `split_kv_attention`; files measured before
-2026-12-04's evening have the first two). A whole decode step (every layer, the LM head, a greedy
+their log-sum-exp, split-KV as serving engines decode long contexts, in plain PyTorch, `split_kv_attention`, and,
+where Triton is installed, as one fused kernel, `triton_split_kv_attention`; files measured before 2026-12-04's
+evening have the first two). A whole decode step (every layer, the LM head, a greedy
 pick, the next token's embedding) is captured as one CUDA graph, as vLLM captures its decode steps, and timed by
 CUDA events over repeated replays (median). For every batch size b and context per sequence it records three times:
 the whole step, the step without attention (the weight GEMMs alone) and the attention alone, so that the model's
@@ -30,6 +31,7 @@ figures (`--bandwidth`, `--flops`; default the H200 SXM's 4.8 TB/s and 989 dense
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import platform
@@ -107,6 +109,73 @@ def split_kv_attention(q, k, v, splits: int):
     return ((partial * scale).sum(dim=2) / (total * scale).sum(dim=2)).to(q.dtype)
 
 
+_TRITON_KERNEL: list = []  # the compiled-on-first-use Triton kernel of `triton_split_kv_attention`
+
+
+def _triton_partial_kernel():
+    """The split-KV decode kernel in Triton (built once): one program per (sequence, KV head, chunk) runs an
+    online softmax over its chunk of the cache for the KV head's query rows (grouped-query attention: the rows
+    padded to 16 for the tensor cores) and writes its unnormalised output, running maximum and sum."""
+    if _TRITON_KERNEL:
+        return _TRITON_KERNEL[0]
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def partial(q_ptr, k_ptr, v_ptr, o_ptr, m_ptr, l_ptr, scale, heads, splits, CHUNK: tl.constexpr,
+                GROUP: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr):
+        b = tl.program_id(0)
+        h = tl.program_id(1)
+        s = tl.program_id(2)
+        rows = tl.arange(0, ROWS)
+        dims = tl.arange(0, D)
+        cols = tl.arange(0, BLOCK)
+        ctx = CHUNK * splits
+        q = tl.load(q_ptr + ((b * heads + h) * GROUP + rows[:, None]) * D + dims[None, :],
+                    mask=rows[:, None] < GROUP, other=0.0)
+        kv_base = (b * heads + h) * ctx * D
+        peak = tl.full([ROWS], float("-inf"), tl.float32)
+        total = tl.zeros([ROWS], tl.float32)
+        acc = tl.zeros([ROWS, D], tl.float32)
+        for step in range(0, CHUNK, BLOCK):
+            offsets = kv_base + (s * CHUNK + step + cols[:, None]) * D + dims[None, :]
+            k = tl.load(k_ptr + offsets)
+            v = tl.load(v_ptr + offsets)
+            scores = tl.dot(q, tl.trans(k)) * scale
+            new_peak = tl.maximum(peak, tl.max(scores, 1))
+            alpha = tl.exp(peak - new_peak)
+            weights = tl.exp(scores - new_peak[:, None])
+            total = total * alpha + tl.sum(weights, 1)
+            acc = acc * alpha[:, None] + tl.dot(weights.to(v.dtype), v)
+            peak = new_peak
+        out = ((b * heads + h) * splits + s) * GROUP + rows
+        tl.store(o_ptr + out[:, None] * D + dims[None, :], acc, mask=rows[:, None] < GROUP)
+        tl.store(m_ptr + out, peak, mask=rows < GROUP)
+        tl.store(l_ptr + out, total, mask=rows < GROUP)
+
+    _TRITON_KERNEL.append(partial)
+    return partial
+
+
+def triton_split_kv_attention(q, k, v, splits: int, block: int = 64):
+    """`split_kv_attention` as one fused Triton kernel per chunk (the way serving engines decode long contexts:
+    vLLM and LightLLM ship Triton decode kernels of this kind), the chunks merged by log-sum-exp in PyTorch.
+    q [b, kv, group, d]; k, v [b, kv, ctx, d] contiguous, ctx // splits a multiple of ``block``."""
+    import torch
+
+    b, kvh, group, d = q.shape
+    chunk = k.shape[2] // splits
+    parts = torch.empty(b, kvh, splits, group, d, dtype=torch.float32, device=q.device)
+    peak = torch.empty(b, kvh, splits, group, dtype=torch.float32, device=q.device)
+    total = torch.empty_like(peak)
+    _triton_partial_kernel()[(b, kvh, splits)](q.contiguous(), k, v, parts, peak, total, d ** -0.5, kvh, splits,
+                                              CHUNK=chunk, GROUP=group, ROWS=max(16, 1 << (group - 1).bit_length()),
+                                              D=d, BLOCK=min(block, chunk))
+    top = peak.amax(dim=2, keepdim=True)
+    scale = torch.exp(peak - top)
+    return ((parts * scale[..., None]).sum(dim=2) / (total * scale).sum(dim=2)[..., None]).to(q.dtype)
+
+
 def measure(shape: dict, grid: list, prefills: list, device: str, repeats: int) -> dict:
     import torch
     import torch.nn.functional as F
@@ -143,6 +212,8 @@ def measure(shape: dict, grid: list, prefills: list, device: str, repeats: int) 
             return F.scaled_dot_product_attention(q, k, vv)
         if kind == "split":
             return split_kv_attention(q, k, vv, kv_splits(q.shape[0], nkv, k.shape[2]))
+        if kind == "triton":
+            return triton_split_kv_attention(q, k, vv, kv_splits(q.shape[0], nkv, k.shape[2]))
         scores = torch.matmul(q, k.transpose(-1, -2)) * (d ** -0.5)
         return torch.matmul(torch.softmax(scores.float(), dim=-1).to(dt), vv)
 
@@ -232,14 +303,17 @@ def measure(shape: dict, grid: list, prefills: list, device: str, repeats: int) 
         out["ceilings"]["copy_kernel_bytes_per_s"] = 2 * src.numel() * 2 / timed(lambda: torch.mul(src, 1, out=dst), 10)
         out["ceilings"]["copy_memcpy_bytes_per_s"] = 2 * src.numel() * 2 / timed(lambda: dst.copy_(src), 10)
         del src, dst
+    kinds = ["sdpa", "matmul", "split"]
+    if cuda and importlib.util.find_spec("triton") is not None:
+        kinds.append("triton")
     with torch.inference_mode():
         for b, ctx in grid:
             tokens = torch.zeros(b, dtype=torch.long, device=device)
             attention_s = {}
-            for kind in ("sdpa", "matmul", "split"):
+            for kind in kinds:
                 try:
                     attention_s[kind] = timed(lambda: decode_step(tokens, b, ctx, kind, with_gemms=False), repeats)
-                except RuntimeError as exc:  # a kernel that refuses the shape
+                except Exception as exc:  # a kernel that refuses the shape (Triton's compile errors are its own)
                     print(f"  {kind} attention refused b={b} ctx={ctx}: {str(exc)[:120]}", file=sys.stderr)
             kind = min(attention_s, key=attention_s.get)
             row = {"batch": b, "context_per_seq": ctx, "context_tokens": b * ctx, "attention_kernel": kind,
