@@ -60,15 +60,16 @@ FINDINGS = """\
   much or more ("The KV budget" below), so asp's margins over them (6 seeds) moved from 11.3% to 8.8% (mix-k8-n8; 9.3% in the rerun of 2026-12-03,
   8.9% on the drawn truth of that day), 20.4% to 19.8% (mix-k8-n8-b256; 20.1% on the drawn truth) and 0.7% to
   level (aime-k8-n8-b256). On engines that refill freed slots
-  ("Other engines" below) asp wins nothing: against all thirteen baselines that run there it is level on six
-  workloads and behind the best of them on two (lag 2, 10 seeds: mix-k16-n16-b512 3.0% +- 0.2%, aime-k8-n8-b256
-  0.4% +- 0.6%); the 0.2-4.0% it read ahead before
+  ("Other engines" below) asp wins little: against all thirteen baselines that run there it is level or ahead on
+  all eight workloads at lag 2 (10 seeds, up to 1.5% +- 0.2% ahead, since the `bands` candidate of 2026-12-03;
+  before it, 3.0% +- 0.2% behind on mix-k16-n16-b512 and 0.4% +- 0.6% on aime-k8-n8-b256), and behind on three
+  without a lag bound (up to 4.8% +- 1.8%, mix-k8-n8-b256; 4.0% before the rerun of 2026-12-04); the 0.2-4.0% it read ahead before
   an audit of 2026-12-02 was its shortest-first candidate against tables that lacked that sort.
   The streaming tables are of the simulator fixed on 2026-12-01 (docs/simulation.md): before, an instance held
   by the lag rule with a few long sequences left slept through the publish, which handicapped least-pending
   routing by up to 7%, and these
   tables had asp up to 7.3% ahead of it. On the `static`
-  engine (10 seeds: its replays are cheap and its GSM8K spread wide) it is 1.8% +- 0.6% behind long-first on
+  engine (10 seeds: its replays are cheap and its GSM8K spread wide) it is 1.4% +- 0.6% (1.8% +- 0.6% before the cap fix of 2026-12-03) behind long-first on
   mix-k8-n8 and 1.7% +- 0.3% on mix-k8-n8-b256 (0.7% and 0.3% on the old truth), level on four (GSM8K -0.6% +-
   1.6%: at 4 seeds the same table read -1.9%, the seeds' noise; AIME-n4 +0.2%) and 2-14% ahead on two (the static table is of 2026-12-02,
   with minibatches cut by their padded KV against half the cache: docs/algorithms.md, section 3). There
@@ -111,11 +112,12 @@ FINDINGS = """\
   for its long groups, 20-29% slower on the 8-instance mixes, so they are not used.
 - **`--steps representative`** (the last three tables) keeps auto to candidates whose steps are expected to
   be about a shuffle's. With a trainer that follows the schedule it changes nothing (auto already takes
-  `per-step` there); in synchronous streaming it takes `per-step` (2-3% over round-robin instead of 10-23%).
+  `per-step` there); in synchronous streaming it takes `per-step` (1.5-3% over round-robin instead of 10-23%).
   In arrival order it is costly: mostly the shuffle is left (now the random baseline itself), level or
   ahead on the mixes of 256-512 and on GSM8K (-2.2% +- 2.5% in the rerun of 2026-12-03, +0.5% before it: the
   seeds' noise) (judged over two epochs it takes the shuffle on mix-k8-n8-b256),
-  0.2-1% behind on AIME, 2-10% behind the best sort on mix-k16-n16 and mix-k8-n8 and twice the long-first
+  0.2-1% behind on AIME, 2-16% behind the best sort on mix-k16-n16 and mix-k8-n8 (mix-k8-n8 16.4% +- 1.4% in the
+  rerun of 2026-12-04, where the shuffle is left on every seed; 10.3% +- 4.8% before) and twice the long-first
   time on two instances (mix-k2-n4). Representative steps
   in arrival order cost the packing; prefer a trainer that follows the schedule.
 """
@@ -126,35 +128,51 @@ OTHER_ENGINES = """\
 - **Engines that refill freed slots** (`streaming`: vLLM/SGLang servers, verl's agent loop, OpenRLHF's
   engines each given a contiguous share): the engine removes padding and tail bubbles itself, and every
   arrangement, asp's and the true-lengths ceiling included, lands within a few percent of least-pending
-  routing. **Here asp wins nothing, and is often a little behind.** Since an audit of 2026-12-02 these tables
+  routing. **Here asp wins little: with a lag bound it is level with the best of thirteen baselines or up to 1.5% ahead, without one up to 4.8% behind.** Since an audit of 2026-12-02 these tables
   hold thirteen baselines: the three routers, the plain sorts behind least-pending and length-aware routing
   (the shortest-first ones were missing), and verl's chunked orders, each chunk kept to one server, which on
-  these engines hold as much in flight as asp and so are on equal footing. With the lag bound (10 seeds; the table is of
-  2026-12-02 with the `quick-start` candidate: the shuffle opened by each epoch's shortest train batch, so the
-  trainer starts sooner; rerun 2026-12-03 on the drawn truth) asp is level or ahead on six workloads (0.1% behind to 0.9% ahead)
-  and behind the best row on two: mix-k16-n16-b512 3.0% +- 0.2% (verl's chunks sorted shortest first, each
-  kept to its server: on the old truth 1.3% +- 0.8%) and aime-k8-n8-b256 0.4% +- 0.6% (RollPacker's tail
-  rounds; 0.9% before); mix-k8-n8, 0.8% behind on the old truth, is now level. Against the issue's yardstick, a random round-robin deal
-  on the large workloads (the third streaming table, 4 seeds), asp is 3.4% faster on mix-k8-n8-b256, 0.4% on
-  mix-k16-n16-b512 and 0.7% slower on aime-k8-n8-b256 (5.3%, 1.2% and -1.3% on the old truth): not the 8% asked,
-  which no order reaches here: the fastest of 44 orders (asp's own included), picked after the fact on the very
-  lengths it is judged on, is 5.6%, 1.2% and 1.3% faster than the deal ("Room for an order on engines that refill" below: these runs are trainer-bound,
-  and orders differ only in how the pipeline fills and drains). Before the audit the same runs read 0.2-4.0% ahead: those "wins" were auto's shortest-first
-  candidate against tables that lacked that sort. Without a lag bound (4 seeds, rerun 2026-12-03 on the drawn truth) it is within 0.5% on six and
-  behind on two: aime-k8-n8-b256 1.2% +- 0.5% and mix-k8-n8-b256 4.7% +- 1.4% (5.6% on the old truth). There
-  the best row is verl's chunks sorted shortest first, each train batch cut into one contiguous chunk per
-  server and each chunk kept to its server. Part of that gap is auto's choice: its own `short-first`
-  candidate, routed least-pending, is the fastest order for that router on every seed and 2.7% faster than
-  auto's pick (regret 1.9% over its candidates in "How well auto chooses"), which the predictive draws do not
-  show; the rest (1.9%) is routing, which no order for a least-pending router makes up ("Room for an order on
-  engines that refill" below). (The table before this rerun read 8.4% +- 5.0% there,
-  one bad seed of four.) The best row changes from workload to workload and is the fastest of thirteen
+  these engines hold as much in flight as asp and so are on equal footing. With the lag bound (10 seeds, rerun 2026-12-03 with the `bands` candidate: the epoch sorted shortest first,
+  each train batch cut into one band of lengths per instance, sent in request batches; first in the tie order
+  since the same day, "How well auto chooses"; rerun 2026-12-04 with the cap fix) asp is level or ahead on all
+  eight workloads: from 0.1% behind (aime-k8-n4, mix-k8-n8 and mix-k2-n4, the seeds' noise) to 1.5% +- 0.2%
+  ahead on mix-k16-n16-b512 and 0.7% +- 0.5% on aime-k8-n8-b256 (1.3% +- 0.1% before the cap fix; 1.0% +- 0.2%
+  with `bands` last in the tie order; the tables as rerun after the lag rule's fix for request batches, below). The same day's table without `bands` had it behind on
+  two: mix-k16-n16-b512 by 3.0% +- 0.2% and aime-k8-n8-b256 by 0.4% +- 0.6%. The row that beat it there,
+  verl's chunks of an epoch sorted shortest first, is `bands` row for row; auto now picks it on every seed of
+  mix-k16-n16-b512 ("verl calls" column: 15 prompts per request batch, as verl's chunks) and on most of
+  aime-k8-n8-b256, and keeps away from it on mix-k8-n8-b256, where it is 18% behind a shuffle. What `bands`
+  does that a plain sort fed one group at a time does not: each server works on one band of lengths, and those
+  on short bands run ahead (as far as the lag bound lets them) while those on long bands finish theirs, so
+  finished groups keep reaching the trainer; the same sort fed one group at a time to whichever server frees
+  sends every server the same lengths at once and is 8% slower than a shuffle on mix-k16-n16-b512 (seed 0:
+  `asp bench --data ../shared/data --engine streaming --workload mix-k16-n16-b512 --json` gives `short-first
+  (least-pending)` 4,407 s, `least-pending` 4,068 s, `asp` (auto: `bands`) 3,876 s). Against the
+  issue's yardstick, a random round-robin deal on the large workloads (the third streaming table, 4 seeds), asp
+  is 2.8% faster on mix-k8-n8-b256, 4.3% on mix-k16-n16-b512 and 1.6% on aime-k8-n8-b256 (3.4%, 4.3% and 1.7%
+  before the cap fix; 3.4%, 0.4% and -0.7% before `bands`; 0.9% on AIME with `bands` last in the tie order): not
+  the 8% asked. The fastest of 44 orders fed one group at a time, picked after the fact on
+  the very lengths it is judged on, was 5.6%, 1.2% and 1.3% faster than the deal ("Room for an order on engines
+  that refill" below: these runs are trainer-bound, and orders differ mostly in how the pipeline fills and
+  drains); request batches by band reach past that on mix-k16-n16-b512. Before the audit of 2026-12-02 the
+  same runs read 0.2-4.0% ahead: those "wins" were auto's shortest-first candidate against tables that lacked
+  that sort. Without a lag bound (4 seeds, rerun 2026-12-03 with `bands` first in the tie order, and 2026-12-04
+  with the cap fix) it is within 0.5% on five and behind on three: mix-k8-n8-b256 4.8% +- 1.8% (4.0% +- 1.8%
+  before the cap fix, 4.3% +- 1.9% with `bands` last in the tie order, 4.7% +- 1.4% before `bands`),
+  aime-k8-n8-b256 2.3% +- 0.8% (0.8% +- 0.5% before the cap fix, 1.2% before `bands`) and mix-k2-n4 0.6% +- 0.2%
+  (0.7% +- 0.3%; 0.4% +- 0.3% before `bands`); mix-k16-n16-b512 is 0.5% +- 0.3% behind (0.9% +- 0.5% before
+  `bands`). On mix-k8-n8-b256 the best
+  row is verl's chunks sorted shortest first, each chunk kept to its server, and asp's plan replayed on its
+  planned instances comes closer (0.960 against 0.976 with free dispatch): part of the gap is auto's choice (its `short-first` candidate,
+  routed least-pending, was 2.7% faster than auto's pick before `bands`; "How well auto chooses"), part routing.
+  (The table before these reruns read 8.4% +- 5.0% there, one bad seed of four.) The best row changes from workload to workload and is the fastest of thirteen
   noisy means picked after the fact, which flatters the baselines a little; no one baseline beats asp
-  everywhere, but nothing here says an offline arrangement is worth having on these engines. Planned for
+  everywhere, and the gains asp has here are a few percent at most. Planned for
   servers that keep to its `instance` column (`--dispatch planned`, the second table, 4 seeds; "best equal"
-  there among the rows that keep to their servers too), it is within 0.6% on five and behind on three (mix-k16-n16-b512
-  4.0% +- 0.9%, GSM8K 1.8% +- 1.1%, aime-k8-n8-b256 1.6% +- 0.6%; rerun 2026-12-03 on the drawn truth, where
-  mix-k8-n8 went from 0.9% behind to 0.6%). The tables with the lag bound are the simulator's after the fix of
+  there among the rows that keep to their servers too), it is within 0.5% on five and behind on three
+  (aime-k8-n8-b256 1.9% +- 0.3%, 1.6% +- 0.6% before the cap fix; GSM8K 0.8% +- 1.1%; aime-k8-n4 0.6% +- 0.6%;
+  rerun 2026-12-03 with `bands` first in the tie order, and 2026-12-04 with the cap fix). mix-k16-n16-b512 went from 2.8% +- 0.5% behind to level (-0.0% +- 0.8%): the draws
+  had `bands` within the tie margin of `short-first` and `quick-start`, which won the tie with `bands` last in
+  the order and were 3-6% slower on the true lengths (4.0% +- 0.9% behind before `bands`). The tables with the lag bound are the simulator's after the fix of
   2026-12-01 (docs/simulation.md): before it, busy instances held by the lag rule slept through publishes.
   **Synchronous training** (`--max-lag 0`, the last two streaming tables) is where the room is: every step
   waits for its slowest instance. There auto is 23% and 10% faster than a random round-robin deal on the 8-
@@ -167,8 +185,9 @@ OTHER_ENGINES = """\
   prompts and waits for its longest sequence. Composing each step by strata of predicted length instead of a
   shuffle (tried, 2 seeds) moved asp's row by 0.2%; not kept.
 - **Static padding** (`static`: HF `generate`, 10 seeds): long-first in asp's sizes is the best baseline
-  almost everywhere; asp (auto) is 1.8% +- 0.6% and 1.7% +- 0.3% behind it on mix-k8-n8 and mix-k8-n8-b256
-  (0.7% and 0.3% on the old truth, rerun 2026-12-03), level on four workloads (GSM8K -0.6% +- 1.6%, AIME-n4
+  almost everywhere; asp (auto) is 1.4% +- 0.6% and 1.7% +- 0.3% behind it on mix-k8-n8 and mix-k8-n8-b256
+  (the table rerun 2026-12-04 with the cap fix of 2026-12-03; 1.8% +- 0.6% and 1.7% +- 0.3% before it, 0.7% and
+  0.3% on the old truth), level on four workloads (GSM8K -0.6% +- 1.6%, AIME-n4
   +0.3%), and ahead on mix-k16-n16 (2.2%; 5.3% on the old truth) and mix-k16-n16-b512 (14%; 18%).
   Measured 2026-12-02 with every minibatch, asp's and the baselines' in its sizes, cut so that its padded KV
   (rows x (longest prompt + longest predicted maximum)) fits half the KV cache, the static default since

@@ -91,3 +91,20 @@ def test_every_relative_link_in_the_readme_and_docs_resolves_inside_the_reposito
                 assert anchor in _anchors(resolved.read_text(encoding="utf-8")), f"{page.name}: {target}: no such heading"
             checked += 1
     assert checked > 20
+
+
+def test_the_benchmark_scripts_prose_is_the_documents():
+    """The scripts that rewrite a section of docs/benchmarks.md carry that section's prose (the findings around
+    their tables): it must be the document's own, or rerunning a reproduction command would put back stale text."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))  # the scripts import each other by name, as when run
+    doc = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    for script, names in (("bench_simulate", ("INTRO", "FINDINGS", "OTHER_ENGINES")),
+                          ("bench_held_out", ("INTRO", "FINDINGS")), ("bench_choice_regret", ("FINDINGS",))):
+        spec = importlib.util.spec_from_file_location(script, REPO / "scripts" / f"{script}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name in names:
+            assert getattr(module, name).strip() in doc, f"scripts/{script}.py's {name} differs from docs/benchmarks.md"
