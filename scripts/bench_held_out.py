@@ -77,7 +77,7 @@ order).
   true-lengths ceiling is only 0.8% further. On the mix it is 22.1% faster than the best baseline and
   level with the true-lengths ceiling (0.698 against 0.694).
 - **Engines that refill** (`streaming`, lag 2): level on chat with the least-pending router fed shortest
-  first (auto's own pick; 2.1% ahead of least-pending on a shuffled stream); on the mix 0.4% +- 2.2% behind
+  first (auto picks `bands`, the same sort cut into request batches; 2.1% ahead of least-pending on a shuffled stream); on the mix 0.4% +- 2.2% behind
   a count-balanced deal of verl's chunks, the best baseline (the seeds' noise; 1.0% +- 2.0% ahead before the
   cap fix of 2026-12-03), where every arrangement,
   the true lengths' included, lands within about 3% of the others (before `quick-start`: 0.6% +- 0.5%

@@ -87,15 +87,15 @@ FINDINGS = """\
   2026-12-02 this row was replayed on planned instances while asp's was free, which read it level or behind
   on both.)
 - **Trainer-bound runs and long reasoning alone** (mix-k16-n16, mix-k16-n16-b512, gsm8k-k4-n8, AIME): the
-  lower bound is within 5% of a shuffle, or the lengths within a source are hard to tell apart; asp is level
-  with the best baseline (0-1%). The ASP paper's 10.9% is a rollout-bound figure.
+  lower bound is within 5-7% of a shuffle, or the lengths within a source are hard to tell apart; asp is level
+  with the best baseline or a little ahead (0-1.3%). The ASP paper's 10.9% is a rollout-bound figure.
 - **Planned instances lose where predictions are noisy.** Replayed with its planned `instance` column, the
-  same schedule is 3-16% slower than free dispatch on GSM8K and AIME: a minibatch lasts as long as its longest
+  same schedule is 2.5-11% slower than free dispatch on GSM8K and AIME (3-16% on `static`): a minibatch lasts as long as its longest
   group, and an engine that keeps to the plan cannot absorb the error. So `asp schedule` plans for free
   dispatch by default; `--dispatch planned` plans for engines that keep to the column.
 - **Bigger calls are a separate gain.** verl's default splits each train batch into one chunk per worker
-  before the minibatch cap, so its calls hold 4-16 prompts where asp's hold 8-31: that alone costs verl
-  7-67% on these workloads (the "verl calls" column), before any arrangement.
+  before the minibatch cap, so its calls hold 4-31 prompts where asp's hold 8-32: that alone costs verl
+  0-67% on these workloads (9-67% on four of them) (the "verl calls" column), before any arrangement.
 - **Representative steps need a trainer that follows the schedule.** In arrival order asp's homogeneous
   minibatches arrive whole, and auto picks plain sorts where they are faster, so the 90th-percentile step
   deviation is 0.1-3.5 against 0.06-0.5 for a shuffle. With `--trainer schedule` (asp's verl replay buffer)
@@ -156,7 +156,7 @@ OTHER_ENGINES = """\
   drains); request batches by band reach past that on mix-k16-n16-b512. Before the audit of 2026-12-02 the
   same runs read 0.2-4.0% ahead: those "wins" were auto's shortest-first candidate against tables that lacked
   that sort. Without a lag bound (4 seeds, rerun 2026-12-03 with `bands` first in the tie order, and 2026-12-04
-  with the cap fix) it is within 0.5% on five and behind on three: mix-k8-n8-b256 4.8% +- 1.8% (4.0% +- 1.8%
+  with the cap fix) it is within 0.5% or ahead on five and behind on three: mix-k8-n8-b256 4.8% +- 1.8% (4.0% +- 1.8%
   before the cap fix, 4.3% +- 1.9% with `bands` last in the tie order, 4.7% +- 1.4% before `bands`),
   aime-k8-n8-b256 2.3% +- 0.8% (0.8% +- 0.5% before the cap fix, 1.2% before `bands`) and mix-k2-n4 0.6% +- 0.2%
   (0.7% +- 0.3%; 0.4% +- 0.3% before `bands`); mix-k16-n16-b512 is 0.5% +- 0.3% behind (0.9% +- 0.5% before
@@ -168,7 +168,7 @@ OTHER_ENGINES = """\
   noisy means picked after the fact, which flatters the baselines a little; no one baseline beats asp
   everywhere, and the gains asp has here are a few percent at most. Planned for
   servers that keep to its `instance` column (`--dispatch planned`, the second table, 4 seeds; "best equal"
-  there among the rows that keep to their servers too), it is within 0.5% on five and behind on three
+  there among the rows that keep to their servers too), it is within 0.5% or ahead on five and behind on three
   (aime-k8-n8-b256 1.9% +- 0.3%, 1.6% +- 0.6% before the cap fix; GSM8K 0.8% +- 1.1%; aime-k8-n4 0.6% +- 0.6%;
   rerun 2026-12-03 with `bands` first in the tie order, and 2026-12-04 with the cap fix). mix-k16-n16-b512 went from 2.8% +- 0.5% behind to level (-0.0% +- 0.8%): the draws
   had `bands` within the tie margin of `short-first` and `quick-start`, which won the tie with `bands` last in
