@@ -242,12 +242,19 @@ def load_preset(name_or_path: str | Path = DEFAULT_PRESET, **overrides: float) -
                                 invalid=f"{path}: unreadable calibration file (not valid JSON); give a JSON object")
         if not isinstance(document, dict):
             raise SettingsError(f"{path}: a calibration file is a JSON object of preset fields")
-        base = document.pop("base", DEFAULT_PRESET)
-        if not isinstance(base, str) or base not in PRESETS:
-            raise SettingsError(f"{path}: unknown base preset {base!r}; use one of {', '.join(PRESETS)}")
-        document.setdefault("name", f"{base}+{path.name}")
-        preset = _override(PRESETS[base], document, str(path))
+        document.setdefault("name", f"{document.get('base', DEFAULT_PRESET)}+{path.name}")
+        preset = preset_from_document(document, str(path))
     return _override(preset, overrides, "overrides") if overrides else preset
+
+
+def preset_from_document(document: dict, where: str) -> HardwarePreset:
+    """The preset a calibration file's JSON object describes (``base`` and the fields it overrides), each field
+    validated; ``where`` names the document in errors (SettingsError)."""
+    fields = dict(document)
+    base = fields.pop("base", DEFAULT_PRESET)
+    if not isinstance(base, str) or base not in PRESETS:
+        raise SettingsError(f"{where}: unknown base preset {base!r}; use one of {', '.join(PRESETS)}")
+    return _override(PRESETS[base], fields, where)
 
 
 def recorded_preset(name: str, fields: object) -> HardwarePreset:

@@ -234,3 +234,29 @@ def test_a_timeline_of_an_interrupted_replay_is_said_so(tmp_path):
         in result.stderr
     write_timeline(frame, metadata(frame), tmp_path / "whole.parquet")
     assert "interrupted" not in invoke("calibrate", tmp_path / "whole.parquet", "-o", tmp_path / "q.json").stderr
+
+
+def test_a_timeline_with_impossible_times_is_refused_and_a_preset_that_would_not_load_is_not_written(
+        tmp_path, monkeypatch):
+    """A hostile-input audit found NaN times crashing the fit (exit 70) and a preset written before it was found
+    invalid (left on disk after exit 4)."""
+    frame = virtual_frame(TRUTH)
+    for name, broken in (("nan", frame.with_columns(pl.lit(float("nan")).alias("finish_s"))),
+                         ("late", frame.with_columns((pl.col("finish_s") + 1.0).alias("first_token_s"))),
+                         ("inf", frame.with_columns(pl.lit(float("inf")).alias("first_token_s")))):
+        path = tmp_path / f"{name}.parquet"
+        write_timeline(broken, metadata(broken), path)
+        result = invoke("calibrate", path, "-o", tmp_path / f"{name}.json")
+        assert result.exit_code == ExitCode.BAD_INPUT and f"{name}.parquet: " in result.stderr, result.output
+        assert "time" in result.stderr and not (tmp_path / f"{name}.json").exists()
+    good = tmp_path / "good.parquet"
+    write_timeline(frame, metadata(frame), good)
+    import asp_cli.integrate.calibrate as calibrate_module
+
+    fitted = calibrate_module.preset_document  # a fit whose preset is out of range (as a hostile timeline made)
+    monkeypatch.setattr(calibrate_module, "preset_document",
+                        lambda *a, **k: {**fitted(*a, **k), "hbm_bytes": 2.98e18})
+    result = invoke("calibrate", good, "-o", tmp_path / "p.json")
+    assert result.exit_code == ExitCode.BAD_SETTINGS and "not written to" in result.stderr, result.output
+    assert not (tmp_path / "p.json").exists()
+

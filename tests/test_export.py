@@ -342,3 +342,23 @@ def test_the_export_command_takes_the_route(built, tmp_path):  # noqa: F811
     bad = CliRunner().invoke(app, ["export", str(built["schedule"]), str(built["prompts"]), "-o",
                                    str(tmp_path / "x.jsonl"), "--format", "jsonl", "--route", "nope"])
     assert bad.exit_code != 0 and "--route must be one of none, planned" in bad.output
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_column_of_mixed_json_kinds_is_exported_as_text_and_said_so(tmp_path, fmt):
+    """A hostile-input audit found an id column of text and numbers exported as the reader's internal tag
+    ("\\x00json:2"), silently, where the schedule's prompt id is "2"."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = tmp_path / "mixed.jsonl"
+    write_jsonl(data, [{"id": "a", "question": "What is 1+1?", "meta": [1]},
+                       {"id": 2, "question": "What is 2+2?", "meta": "x"}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=2))
+    out = tmp_path / f"o.{fmt}"
+    result = export(sched, [data], out, format=fmt)
+    rows = (pl.read_parquet(out) if fmt == "parquet" else pl.read_ndjson(out)).sort("seq").to_dicts()
+    assert sorted(r["id"] for r in rows) == ["2", "a"] and sorted(r["meta"] for r in rows) == ["[1]", "x"]
+    assert not any("\x00" in str(v) for r in rows for v in r.values())
+    assert any("columns 'id', 'meta' mix JSON kinds" in w for w in result.warnings), result.warnings

@@ -451,3 +451,26 @@ def test_a_csv_line_that_is_not_utf8_is_skipped_with_on_bad_row_skip(tmp_path):
         assert report.skipped_rows == 1 and report.skipped_examples[0].endswith("l1.csv:2")
         with pytest.raises(InputError, match=r"l1.csv:2: not valid UTF-8"):
             read([path])
+
+
+def test_a_lone_surrogate_escape_is_a_bad_row_and_leaves_the_other_rows_as_they_are(tmp_path):
+    """One JSON escape of a lone UTF-16 surrogate (no character) made the reader fall back to quoting every text
+    value of the file ("\\"What is 2+2?\\""), which changed every prompt's tokens; now it is that row's error
+    (exit 3), skippable, and a surrogate pair (an emoji written as escapes) is the character it encodes."""
+    from asp_cli.errors import InputError
+    from asp_cli.reading import ReadOptions, ReadReport, read_prompts, read_table
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "question": "bad \\ud800 text"}\n{"id": "b", "question": "What is 2+2?"}\n')
+    with pytest.raises(InputError, match=r"bad.jsonl:1: holds a lone UTF-16 surrogate escape"):
+        read_prompts([bad], ReadOptions())
+    report = ReadReport()
+    frame = read_table(bad, on_bad_row="skip", report=report)
+    assert frame["question"].to_list() == ["What is 2+2?"] and report.skipped_rows == 1
+    pair = tmp_path / "pair.jsonl"
+    pair.write_text('{"id": "a", "question": "smile \\ud83d\\ude00"}\n')
+    assert read_table(pair)["question"].to_list() == ["smile \U0001F600"]
+    array = tmp_path / "bad.json"
+    array.write_text('[{"id": "a", "question": "x \\udfff"}]')
+    with pytest.raises(InputError, match=r"bad.json: element 0 of the array holds a lone UTF-16 surrogate"):
+        read_table(array)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from asp_cli.costmodel import DEFAULT_PRESET, PRESETS, HardwarePreset, load_preset
+from asp_cli.costmodel import DEFAULT_PRESET, PRESETS, HardwarePreset, load_preset, preset_from_document
 from asp_cli.errors import ServerError, SettingsError
 from asp_cli.integrate.costfit import Fit, fit_timeline, fit_train_steps, preset_document
 from asp_cli.integrate.live import LiveSettings, Progress
@@ -105,8 +105,11 @@ def calibrate(
         name=f"{base_preset.name}+calibrated",
         description=(f"calibrated by asp calibrate from {source} ({fit.decode_requests} requests, decode step "
                      f"error {fit.decode_rel_rmse:.1%} RMS)"))
+    # Checked as `--preset` will read it before it is written: a fit that makes no valid preset (an option that
+    # leaves no KV cache, a timeline's figures out of range) writes nothing.
+    calibrated = preset_from_document(dict(preset, name=preset.get("name") or output.name),
+                                      f"the calibrated preset (not written to {output})")
     write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n", replace=force)
-    calibrated = load_preset(output)
     document = {
         "output": str(output),
         "source": source,

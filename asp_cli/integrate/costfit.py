@@ -238,6 +238,10 @@ def _wls(columns: list[np.ndarray], y: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _fit_decode(rows: dict, theta: _Params, overhead_s: float) -> tuple[_Params, np.ndarray, list[str]]:
     y = rows["y"]
+    if y.size == 0:  # every request too short, or its decode hidden by its own prefill
+        raise InputError("the timeline has no request whose decode can be timed (a first token after its send and "
+                         "before its finish, in a burst the fit can follow); replay with streaming and longer "
+                         "responses")
     fit_pi = np.count_nonzero(rows["pi"]) >= max(MIN_DECODE_ROWS, y.size // 20)
     target = y if fit_pi else y - theta.p * rows["pi"]
     seg_live = np.concatenate([c.live[c.steps > 0] for c, *_ in rows["_lives"]] or [np.zeros(0)])

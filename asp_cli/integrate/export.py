@@ -268,7 +268,10 @@ def _matched_dataset(
         raise
     unreadable = ReadReport()
     heights: list[int] = []
-    raw = read_rows(datasets, report=unreadable, heights=heights)
+    mixed: list[str] = []
+    raw = read_rows(datasets, report=unreadable, heights=heights, mixed=mixed)
+    if mixed:
+        warnings.append(mixed_kinds_warning(mixed))
     starts = np.cumsum([0, *heights])
 
     def file_of(row: int) -> int:
@@ -338,12 +341,15 @@ def _without_skip_hint(exc: InputError) -> str:
 
 
 def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None,
-              heights: list[int] | None = None) -> pl.DataFrame:
+              heights: list[int] | None = None, mixed: list[str] | None = None) -> pl.DataFrame:
     """The datasets' own rows, concatenated, with ``\x00row``: the 0-based row over all inputs, as
     `asp_cli.reading.read_prompts` numbers them (so ``row`` of a prompt frame or a schedule finds its row here).
 
     Lines that are not JSON objects are skipped and counted in ``report`` (a `reading.ReadReport`) when
     ``on_bad_row`` is ``"skip"``; without a report they raise. ``heights``, given, gets each file's row count.
+    A column whose values mix JSON kinds (text in one row, a number or a list in another) cannot keep its kinds
+    in one output column: its values are written as text (JSON text for the non-text ones), and ``mixed``, given,
+    gets its name.
     """
     from asp_cli.reading import read_table
 
@@ -356,7 +362,23 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
         offset += part.height
         if heights is not None:
             heights.append(part.height)
-    return parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
+    frame = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
+    # `reading.tables` tags a non-text value in a column of mixed kinds; the tag is the reader's, not the data's.
+    tagged = [c for c, t in frame.schema.items()
+              if t == pl.String and frame.select(pl.col(c).str.starts_with(_JSON_TAG).any()).item()]
+    if mixed is not None:
+        mixed.extend(tagged)
+    return frame.with_columns([pl.col(c).str.strip_prefix(_JSON_TAG) for c in tagged]) if tagged else frame
+
+
+_JSON_TAG = "\x00json:"
+
+
+def mixed_kinds_warning(columns: list[str]) -> str:
+    """What `read_rows` did with columns of mixed JSON kinds, in one line."""
+    shown = ", ".join(repr(c) for c in columns[:3]) + (f" and {len(columns) - 3} more" if len(columns) > 3 else "")
+    return (f"column{'s' if len(columns) > 1 else ''} {shown} mix{'' if len(columns) > 1 else 'es'} JSON kinds "
+            "(text in some rows, numbers or lists in others): written as text, the other kinds as their JSON text")
 
 
 def _recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:

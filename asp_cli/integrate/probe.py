@@ -197,7 +197,7 @@ def probe(
     ------
     InputError, SettingsError, PredictorError, OutputError
     """
-    from asp_cli.integrate.export import read_rows, to_verl, write_rows
+    from asp_cli.integrate.export import mixed_kinds_warning, read_rows, to_verl, write_rows
     from asp_cli.output import check_output_path
     from asp_cli.predict.prediction import predict_distribution
     from asp_cli.reading import ReadReport, read_prompts
@@ -234,7 +234,10 @@ def probe(
         warnings.append(f"skipped {report.skipped_rows} bad rows (--on-bad-row skip), e.g. "
                         f"{'; '.join(report.skipped_examples[:3])}; they are not in the probe")
     picked = prompts[chosen]
-    raw = read_rows(inputs, on_bad_row=read.on_bad_row, report=ReadReport())  # skipped lines: counted by read_prompts
+    mixed: list[str] = []
+    raw = read_rows(inputs, on_bad_row=read.on_bad_row, report=ReadReport(), mixed=mixed)  # skipped: read_prompts's
+    if mixed:
+        warnings.append(mixed_kinds_warning(mixed))
     rows = raw.join(picked.select(pl.col(C.ROW).alias("\x00row"), pl.col(C.PROMPT_ID).alias("\x00id")),
                     on="\x00row", how="inner", maintain_order="right")
     no_id = any(used.get("id") == "(row number)" for used in report.columns_used.values())
@@ -243,7 +246,6 @@ def probe(
         warnings.append("the input has no id column, so the probe adds `prompt_id` (the row-number id `asp schedule` "
                         "uses); keep it in the generation log so `asp observe` can match the samples")
     rows = rows.drop("\x00id")
-    rows = rows.with_columns([pl.col(c).str.strip_prefix("\x00json:") for c, t in rows.schema.items() if t == pl.String])
     if fmt == "verl":
         rows, notes = to_verl(rows)
         warnings.extend(notes)

@@ -119,10 +119,20 @@ def read_timeline(path: Path) -> Timeline:
             frame = frame.with_columns(pl.lit(None, dtype).alias(name))
     frame = frame.select([pl.col(n).cast(d, strict=False) for n, d in COLUMNS.items()])
     bad = frame.filter(pl.col("send_s").is_null() | pl.col("finish_s").is_null()
+                       | ~pl.col("send_s").is_finite() | ~pl.col("finish_s").is_finite()
                        | (pl.col("finish_s") < pl.col("send_s")))
     if bad.height:
-        raise InputError(f"{path}: {bad.height} rows have a missing send or finish time, or finish before they are "
-                         "sent; give the file `asp replay -o` wrote")
+        raise InputError(f"{path}: {bad.height} rows have a missing or non-finite (NaN, infinite) send or finish "
+                         "time, or finish before they are sent; give the file `asp replay -o` wrote")
+    odd = frame.filter(pl.col("first_token_s").is_not_null()
+                       & (~pl.col("first_token_s").is_finite() | (pl.col("first_token_s") < pl.col("send_s"))
+                          | (pl.col("first_token_s") > pl.col("finish_s"))))
+    if odd.height:
+        raise InputError(f"{path}: {odd.height} rows have a first-token time that is not finite or not between "
+                         "their send and finish times; give the file `asp replay -o` wrote")
+    if frame.height and float(frame["finish_s"].max()) <= float(frame["send_s"].min()):  # type: ignore[arg-type]
+        raise InputError(f"{path}: no time passes in it (every request finishes when the first is sent); give the "
+                         "file `asp replay -o` wrote")
     return Timeline(frame=frame, metadata=metadata, path=path)
 
 

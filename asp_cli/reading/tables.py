@@ -424,6 +424,8 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
                 value = json.loads(raw)
                 if not isinstance(value, dict):
                     problem = f"expected a JSON object, found {_json_name(value)}"
+                elif _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(value):
+                    problem = LONE_SURROGATE
         except UnicodeDecodeError:
             problem = "not valid UTF-8; re-encode the file as UTF-8"
         except json.JSONDecodeError as exc:
@@ -440,6 +442,20 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
             return pl.DataFrame()
         raise InputError(f"{path}: no readable rows; give a file with at least one JSON object per line")
     return _records_to_frame(records)
+
+
+# A JSON escape of a UTF-16 surrogate (\\ud800-\\udfff). A pair of them is one character and decodes to it; one
+# alone is no character (text cannot hold it as UTF-8), so a row with one is a bad row, not text to quote.
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89abcdefABCDEF]")
+LONE_SURROGATE = "holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), which is no character"
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _first_line_is_object(data: bytes) -> bool:
@@ -534,6 +550,8 @@ def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             raise InputError(f"{path}: element {index} of the array is {type(item).__name__}, not an object; fix it")
+        if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(item):
+            raise InputError(f"{path}: element {index} of the array {LONE_SURROGATE}; fix its text")
         item["\x00line"] = index + 1
     if not value:
         raise InputError(f"{path}: the array is empty; give at least one object")
