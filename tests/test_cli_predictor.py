@@ -264,3 +264,20 @@ def test_a_model_path_that_is_a_folder_or_a_dangling_link_says_so(tmp_path):
                         (tmp_path / "none.skops", "no such model file")):
         result = runner.invoke(app, ["predictor", "info", str(path)])
         assert result.exit_code == 5 and f"{path}: {words}; give a file written by" in result.stderr
+
+
+def test_fit_on_text_without_spaces_and_an_infinite_difficulty(tmp_path):
+    """A hostile-input audit: Chinese prompts (no word shared by enough prompts: no word feature at all) and one
+    difficulty of JSON's Infinity each stopped `predictor fit` with a scikit-learn error (exit 70)."""
+    rows = [{"id": f"z{k}", "question": f"计算{k}加{3 * k}等于多少？", "response_tokens": [100 + k, 120 + k],
+             "difficulty": float("inf") if k == 3 else 1 + k % 5} for k in range(30)]
+    data = tmp_path / "zh.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    assert "Infinity" in data.read_text()
+    result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(tmp_path / "m.skops")])
+    assert result.exit_code == 0, result.output
+    assert "no word occurs in enough prompts" in result.stderr and "--char-ngrams" in result.stderr
+    result = runner.invoke(app, ["predictor", "predict", str(data), "--model", str(tmp_path / "m.skops"),
+                                 "-o", str(tmp_path / "p.parquet")])
+    assert result.exit_code == 0, result.output
+

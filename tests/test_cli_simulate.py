@@ -202,6 +202,18 @@ def test_bench_says_which_data_folder_is_damaged(tmp_path):
     (tmp_path / AIME / "aime_problems_1983_2024.jsonl").write_text('{"aime_id": "1983_AIME_1", "problem": "x"}\n')
     result = invoke("bench", "--data", tmp_path, "--workload", "aime-k8-n4")  # an empty length: exit 70
     assert result.exit_code == ExitCode.BAD_INPUT, result.stderr
+    # Files that disagree (a hostile-input audit: exit 70 each): a generated problem without its text, a problem
+    # with only history samples, no generation of run A.
+    (tmp_path / AIME / "generations.csv").write_text(columns + "".join(
+        f"1983_AIME_{k},A,1983,I,{k},{g},0.6,100,False\n" for k in (1, 2) for g in range(8)))
+    result = invoke("bench", "--data", tmp_path, "--workload", "aime-k8-n4")
+    assert result.exit_code == ExitCode.BAD_INPUT and "no problem text for aime_id '1983_AIME_2'" in result.stderr
+    (tmp_path / AIME / "generations.csv").write_text(columns + "1983_AIME_1,A,1983,I,1,0,0.6,100,False\n")
+    result = invoke("bench", "--data", tmp_path, "--workload", "aime-k8-n4")
+    assert result.exit_code == ExitCode.BAD_INPUT and "no generation past the 4 history samples" in result.stderr
+    (tmp_path / AIME / "generations.csv").write_text(columns + "1983_AIME_1,B,1983,I,1,0,0.6,100,False\n")
+    result = invoke("bench", "--data", tmp_path, "--workload", "aime-k8-n4")
+    assert result.exit_code == ExitCode.BAD_INPUT and "no generation of run A" in result.stderr
     (tmp_path / "file").write_text("x")
     result = invoke("bench", "--data", tmp_path / "file")
     assert result.exit_code == ExitCode.BAD_INPUT and "is a file, not a folder" in result.stderr

@@ -373,8 +373,14 @@ def load_aime(data: Path | None, *, history_samples: int = 4):
     if gens["completion_tokens"].null_count():
         raise InputError(f"{folder / 'generations.csv'}: {gens['completion_tokens'].null_count()} rows without "
                          "completion_tokens; every generation needs its length")
+    if gens.height == 0:
+        raise InputError(f"{folder / 'generations.csv'}: no generation of run A; the benchmark reads run A's")
     problems = read_ndjson(folder / "aime_problems_1983_2024.jsonl")
     used = gens.select("aime_id").unique(maintain_order=True).join(problems, on="aime_id", how="left")
+    if "problem" not in used.columns or used["problem"].null_count():
+        missing = used.filter(pl.col("problem").is_null())["aime_id"][0] if "problem" in used.columns else "any"
+        raise InputError(f"{folder / 'aime_problems_1983_2024.jsonl'}: no problem text for aime_id {missing!r} of "
+                         "generations.csv; every generated problem needs its text")
     history = gens.filter(pl.col("gen_index") < history_samples).select(
         pl.concat_str(pl.lit("aime:"), pl.col("aime_id")).alias(C.PROMPT_ID),
         pl.col("completion_tokens").cast(pl.Int64).alias(C.RESPONSE_TOKENS),
@@ -384,6 +390,10 @@ def load_aime(data: Path | None, *, history_samples: int = 4):
     truth = gens.filter(pl.col("gen_index") >= history_samples).group_by("aime_id", maintain_order=True).agg(
         pl.col("completion_tokens").cast(pl.Int64))
     order = used.join(truth, on="aime_id", how="left", maintain_order="left")
+    if order["completion_tokens"].null_count():
+        short = order.filter(pl.col("completion_tokens").is_null())["aime_id"][0]
+        raise InputError(f"{folder / 'generations.csv'}: aime_id {short!r} has no generation past the "
+                         f"{history_samples} history samples; the benchmark needs more than {history_samples} a problem")
     ids = [f"aime:{i}" for i in order["aime_id"].to_list()]
     prompts = _prompt_frame(ids, order["problem"].to_list(), ["aime"] * len(ids))
     return prompts, history, order["completion_tokens"].to_list()

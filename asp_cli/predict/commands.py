@@ -77,9 +77,12 @@ def fit_predictor(
     data = join_lengths(inputs, history, read, history_read) if history else read_observations(inputs, read)
     model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
         data.prompts, data.lengths, cap=max_response_tokens, tokenizer=read.tokenizer)
-    result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started,
-                       warnings=[*data.warnings, *_training_warnings([*inputs, *history], data.lengths,
-                                                                    max_response_tokens)])
+    warnings = [*data.warnings, *_training_warnings([*inputs, *history], data.lengths, max_response_tokens)]
+    if not model.vocabulary_:
+        warnings.append("no word occurs in enough prompts to learn from (text without spaces between words, such as "
+                        "Chinese or Japanese, reads as one word a prompt): the words add nothing to the prediction; "
+                        + ("the character n-grams carry the text" if char_ngrams else "pass --char-ngrams"))
+    result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started, warnings=warnings)
     if output is not None:
         with atomic_path(Path(output), replace=force) as tmp:
             P.save(model, tmp)

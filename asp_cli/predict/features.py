@@ -323,10 +323,9 @@ def dense_features(
     exprs.append(
         (pl.col(C.N_MESSAGES).cast(pl.Float64) if C.N_MESSAGES in schema else pl.lit(1.0)).alias("n_messages")
     )
-    exprs.append(
-        (pl.col(C.DIFFICULTY).cast(pl.Float64) if C.DIFFICULTY in schema else pl.lit(None, pl.Float64))
-        .alias("difficulty")
-    )
+    difficulty = pl.col(C.DIFFICULTY).cast(pl.Float64) if C.DIFFICULTY in schema else pl.lit(None, pl.Float64)
+    # An infinite difficulty (JSON's Infinity) is no level: unknown, as a missing one is.
+    exprs.append(pl.when(difficulty.is_finite()).then(difficulty).otherwise(None).alias("difficulty"))
     if sources and C.DATA_SOURCE in schema:
         code = pl.col(C.DATA_SOURCE).cast(pl.String).replace_strict(
             list(sources), list(range(len(sources))), default=None, return_dtype=pl.Float64

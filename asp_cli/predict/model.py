@@ -349,6 +349,12 @@ def _stacked_ridge(matrix, y: np.ndarray, weight: np.ndarray, splits: list, alph
     from sklearn.linear_model import Ridge
 
     score = np.zeros(len(y))
+    if matrix.shape[1] == 0:
+        # No feature at all (no word shared by enough prompts: text without spaces between words, such as
+        # Chinese, gives one "word" per prompt): the score is each fold's weighted mean, a constant.
+        for train, test in splits:
+            score[test] = float(np.average(y[train], weights=weight[train]))
+        return score, np.zeros(0, dtype=np.float64), float(np.average(y, weights=weight))
     for train, test in splits:
         ridge = Ridge(alpha=alpha).fit(matrix[train], y[train], sample_weight=weight[train])
         score[test] = ridge.predict(matrix[test])
