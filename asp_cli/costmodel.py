@@ -279,6 +279,21 @@ def recorded_preset(name: str, fields: object) -> HardwarePreset:
     return named
 
 
+def check_recorded_preset(fields: object, where: str) -> None:
+    """A schedule's recorded preset (its metadata's ``preset``) whose every field is one this version knows must
+    be a valid preset: a broken value (NaN, out of range) is damage, which `recorded_preset` must not paper over
+    with the named preset. (A record with fields this version does not know is an older one: it falls back.)"""
+    from asp_cli.errors import ScheduleFormatError
+
+    if not isinstance(fields, dict) or not set(fields) <= {f.name for f in dataclasses.fields(HardwarePreset)}:
+        return
+    try:
+        _override(PRESETS[DEFAULT_PRESET], fields, "its recorded preset")
+    except SettingsError as exc:
+        raise ScheduleFormatError(f"{where}: damaged asp schedule ({str(exc).replace('; fix the calibration file', '')}"
+                                  "); write the schedule again") from None
+
+
 def _override(preset: HardwarePreset, values: dict, where: str) -> HardwarePreset:
     """``preset`` with ``values`` replaced, each checked; errors name ``where`` (the file) and the field."""
     fields = {f.name: f for f in dataclasses.fields(HardwarePreset)}

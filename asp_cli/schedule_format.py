@@ -19,7 +19,7 @@ import polars as pl
 from asp_cli import limits
 from asp_cli.errors import InputError, ScheduleFormatError, shown_id
 from asp_cli.output import atomic_path
-from asp_cli.settings import KV_CUTS, MAX_SCHEDULE_ROWS
+from asp_cli.settings import KV_CUTS, MAX_SCHEDULE_ROWS, MAX_SETTING
 
 FORMAT_NAME = "asp.schedule"
 # Major bumps when a reader of the previous major would misread a file (a required column removed, renamed,
@@ -200,6 +200,7 @@ def write_schedule(frame: pl.DataFrame, metadata: dict[str, Any], output: Path, 
 
 
 _NON_NEGATIVE = ("seq", "instance", "minibatch", "epoch", "row", "predicted_tokens", "train_step")
+_TOKEN_COLUMNS = ("predicted_tokens", "predicted_max_tokens", "predicted_mean_tokens", "prompt_tokens")
 
 
 def _check_settings(metadata: dict[str, Any], path: Path) -> None:
@@ -274,6 +275,18 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
                 f"{where}: column {name!r} has a negative value ({frame[name].min()}) at "
                 f"{_at(frame, pl.col(name) < 0)}; write the schedule again"
             )
+    for name in _TOKEN_COLUMNS:
+        # Token counts: none below 0 and none past the largest a setting may hold (a cap or a budget), where an
+        # edit would make a replay of quadrillions of GPU-minutes or a lower bound above the simulated time.
+        if name not in frame.columns or frame.schema[name] != pl.Int64:
+            continue
+        column = frame[name]
+        odd = (column < 0) | (column > MAX_SETTING)
+        if odd.any():
+            raise ScheduleFormatError(
+                f"{where}: column {name!r} holds {column.filter(odd)[0]} at {_at(frame, odd.fill_null(False))}, not "
+                f"a token count (0 to {MAX_SETTING:,}); write the schedule again"
+            )
     for name in ("train_step", "minibatch"):
         # Each step and each minibatch holds a row at least, and no schedule has more than MAX_SCHEDULE_ROWS
         # rows, so no number reaches it: a larger one is an edit, and readers that count per step (asp report)
@@ -344,13 +357,24 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
 
 
 def check_epochs(frame: pl.DataFrame, settings: dict[str, Any], *, where: str) -> None:
-    """No row lies outside the epochs the settings name (an edited `epoch` that export would silently drop).
+    """No row lies outside the epochs the settings name (an edited `epoch` that export would silently drop),
+    nor on an instance outside the settings' fleet (an edited `instance` that a replay would run on a server
+    that is not there).
 
     Raises
     ------
     ScheduleFormatError
         Naming the first row outside them.
     """
+    instances = settings.get("instances")
+    if isinstance(instances, int) and not isinstance(instances, bool):
+        outside = frame["instance"] >= instances
+        if outside.any():
+            raise ScheduleFormatError(
+                f"{where}: column 'instance' holds {frame['instance'].filter(outside)[0]} at {_at(frame, outside)}, "
+                f"but the schedule's settings have instances {instances} (0 to {instances - 1}); write the schedule "
+                "again"
+            )
     epochs = settings.get("epochs")
     if not isinstance(epochs, int) or isinstance(epochs, bool):
         return
@@ -432,6 +456,9 @@ def read_schedule(path: Path) -> Schedule:
         raise ScheduleFormatError(f"{path}: damaged asp schedule ({first}); write the schedule again") from None
     validate_frame(frame, where=str(path))
     check_epochs(frame, metadata.get("settings") or {}, where=str(path))
+    from asp_cli.costmodel import check_recorded_preset
+
+    check_recorded_preset(metadata.get("preset"), str(path))
     return Schedule(frame=frame.sort("seq"), metadata=metadata, path=path)
 
 

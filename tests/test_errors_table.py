@@ -31,6 +31,7 @@ def setup_files(tmp: Path) -> None:
     write_jsonl(tmp / "notext.jsonl", [{"question": "a"}, {"question": {"x": 1}}])
     write_jsonl(tmp / "dupes.jsonl", [{"id": "x", "question": "a"}, {"id": "x", "question": "b"}])
     (tmp / "latin1.jsonl").write_bytes('{"question": "café"}\n'.encode("latin-1"))
+    (tmp / "surrogate.jsonl").write_text('{"question": "bad \\ud800 text"}\n{"question": "fine"}\n')
     (tmp / "fake.parquet").write_text('{"question": "a"}\n')
     (tmp / "prompts.txt").write_text("hello\n")
     (tmp / "prompts_dir").mkdir()
@@ -77,6 +78,9 @@ CASES = [
      "notext.jsonl:2: column 'question' is not text or a chat-message list"),
     ("E07", ["schedule", "{tmp}/dupes.jsonl", "-o", "{tmp}/o.parquet"], 3, "duplicate prompt id 'x'"),
     ("E08", ["schedule", "{tmp}/latin1.jsonl", "-o", "{tmp}/o.parquet"], 3, "not valid UTF-8"),
+    ("E68", ["schedule", "{tmp}/surrogate.jsonl", "-o", "{tmp}/o.parquet"], 3,
+     "surrogate.jsonl:1: holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), which is no "
+     "character; fix the row, or pass --on-bad-row skip"),
     ("E09", ["schedule", "{tmp}/fake.parquet", "-o", "{tmp}/o.parquet"], 3,
      "the name says Parquet but the file looks like JSON lines"),
     ("E10", ["schedule", "{tmp}/prompts.txt", "-o", "{tmp}/o.parquet"], 3, "unknown file type '.txt'"),

@@ -362,3 +362,28 @@ def test_a_column_of_mixed_json_kinds_is_exported_as_text_and_said_so(tmp_path, 
     assert sorted(r["id"] for r in rows) == ["2", "a"] and sorted(r["meta"] for r in rows) == ["[1]", "x"]
     assert not any("\x00" in str(v) for r in rows for v in r.values())
     assert any("columns 'id', 'meta' mix JSON kinds" in w for w in result.warnings), result.warnings
+
+
+def test_a_schedule_with_rows_removed_is_exported_with_a_warning(tmp_path):
+    """A hostile-input audit: a schedule with a row deleted by hand, or cut to its first epoch, exported
+    "99 rows" without a word, though every prompt is in every epoch of a schedule asp writes."""
+    import pyarrow.parquet as pq
+
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = tmp_path / "p.jsonl"
+    write_jsonl(data, make_prompts(10))
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=2, samples_per_prompt=2, train_batch_size=4,
+                                                      epochs=2))
+    table = pq.read_table(sched)
+    assert not export(sched, [data], tmp_path / "all.jsonl", format="jsonl").warnings
+    dropped = tmp_path / "dropped.parquet"
+    pq.write_table(table.slice(0, table.num_rows - 1).replace_schema_metadata(table.schema.metadata), dropped)
+    result = export(dropped, [data], tmp_path / "d.jsonl", format="jsonl")
+    assert any("epoch 1 holds 9 prompts where epoch 0 holds 10: rows were removed" in w for w in result.warnings)
+    cut = tmp_path / "cut.parquet"
+    pq.write_table(table.slice(0, 10).replace_schema_metadata(table.schema.metadata), cut)
+    result = export(cut, [data], tmp_path / "c.jsonl", format="jsonl")
+    assert any("settings name 2 epochs but its rows hold 1" in w for w in result.warnings), result.warnings

@@ -1,4 +1,6 @@
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -150,6 +152,49 @@ def test_a_row_outside_the_schedules_epochs_is_refused(tmp_path):
     with pytest.raises(ScheduleFormatError, match=r"column 'epoch' holds 5 at row 4 \(seq 3, prompt_id '\w+'\), "
                                                   r"but the schedule's settings have epochs 2 \(0 to 1\)"):
         read_schedule(path)
+
+
+@pytest.mark.parametrize("column, value, words", [
+    ("prompt_tokens", -154, "column 'prompt_tokens' holds -154 at row 1"),
+    ("predicted_mean_tokens", -3, "column 'predicted_mean_tokens' holds -3 at row 1"),
+    ("predicted_max_tokens", 2**62, f"column 'predicted_max_tokens' holds {2**62} at row 1"),
+    ("instance", 99, "column 'instance' holds 99 at row 1"),
+])
+def test_hand_edits_that_make_impossible_runs_are_refused(tmp_path, column, value, words):
+    """A hostile-input audit: negative or astronomical token counts (a lower bound above the simulated time, a
+    dry run of 1.8e15 GPU-minutes) and an instance outside the fleet were read, and replayed, silently."""
+    import pyarrow as pa
+
+    frame = arrange(prompt_frame(20), make_predictions(20), ScheduleSettings(instances=2))
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 2, "epochs": 1}}, path)
+    table = pq.read_table(path)
+    first = table.column(column).to_pylist()
+    first = [value] * len(first) if column == "instance" else [value, *first[1:]]  # a minibatch keeps one instance
+    index = table.column_names.index(column)
+    pq.write_table(table.set_column(index, column, pa.array(first, table.schema.field(column).type))
+                   .replace_schema_metadata(table.schema.metadata), path)
+    with pytest.raises(ScheduleFormatError, match=re.escape(words)):
+        read_schedule(path)
+
+
+def test_a_broken_recorded_preset_is_damage_not_a_reason_to_use_another(tmp_path, frame):
+    """A recorded preset with a NaN field was replaced by the named preset silently (simulate) or shown as
+    "preset None" (report); one with fields this version does not know still falls back (an older file)."""
+    from asp_cli.costmodel import load_preset
+
+    fields = dataclasses.asdict(load_preset("h100-qwen2.5-7b"))
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": {"instances": 3}, "preset": fields}, path)
+    table = pq.read_table(path)
+    document = json.loads(table.schema.metadata[METADATA_KEY])
+    document["preset"]["eta_bandwidth"] = float("nan")
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(document)}), path)
+    with pytest.raises(ScheduleFormatError, match=re.escape("damaged asp schedule (its recorded preset: field "
+                                                            "'eta_bandwidth'")):
+        read_schedule(path)
+    write_schedule(frame, {"settings": {"instances": 3}, "preset": {**fields, "renamed_since": 1.0}}, path, force=True)
+    assert read_schedule(path).cost_preset().name == "h100-qwen2.5-7b"
 
 
 def test_interrupted_write_leaves_the_old_file(tmp_path, frame, monkeypatch):

@@ -318,6 +318,17 @@ def _matched_dataset(
             f"{shown_id(first['prompt_id'])} ({wrong.height} rows differ); export with the file(s) the schedule was made "
             "from, in the same order"
         )
+    per_epoch = replay.frame.group_by("epoch").len().sort("epoch")
+    counts = per_epoch["len"].to_list()
+    epochs = replay.schedule.settings.get("epochs")
+    if len(set(counts)) > 1:
+        low = int(per_epoch["len"].arg_min())  # type: ignore[arg-type]
+        warnings.append(f"epoch {per_epoch['epoch'][low]} holds {counts[low]:,} prompts where epoch "
+                        f"{per_epoch['epoch'][int(per_epoch['len'].arg_max())]} holds {max(counts):,}: rows were "
+                        "removed from the schedule (cut or edited); the missing ones are not exported")
+    elif isinstance(epochs, int) and not isinstance(epochs, bool) and per_epoch.height < epochs:
+        warnings.append(f"the schedule's settings name {epochs} epochs but its rows hold {per_epoch.height}: it was cut "
+                        "to its first rows; only those are exported")
     scheduled = replay.frame["row"].n_unique()
     if raw.height > scheduled:
         warnings.append(
