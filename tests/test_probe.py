@@ -146,7 +146,7 @@ def test_cli_probe_json_and_exit_codes(tmp_path):
     document = json.loads(ok.stdout)
     assert document["probe_prompts"] == 20 and document["epoch_cost_per_probe_sample"] == pytest.approx(0.1 / 4)
     for args in (["--fraction", "0"], ["--fraction", "1.01"], ["--prompts", "201"], ["--prompts", "0"],
-                 ["--fraction", "0.1", "--prompts", "3"]):
+                 ["--fraction", "0.1", "--prompts", "3"], ["-n", "100000"]):  # a group above schedule's 4,096
         bad = runner.invoke(app, ["probe", str(data), "-o", str(tmp_path / "q.jsonl"), *args])
         assert bad.exit_code == 4, (args, bad.output)
         assert bad.output.count("Error:") == 1

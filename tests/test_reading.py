@@ -474,3 +474,20 @@ def test_a_lone_surrogate_escape_is_a_bad_row_and_leaves_the_other_rows_as_they_
     array.write_text('[{"id": "a", "question": "x \\udfff"}]')
     with pytest.raises(InputError, match=r"bad.json: element 0 of the array holds a lone UTF-16 surrogate"):
         read_table(array)
+
+
+def test_json_lines_whose_first_line_is_an_array_name_that_line(tmp_path):
+    """A hostile-input audit: such a file was called a JSON array ("rename it to .json"), which renaming would not
+    fix; a real array in a .jsonl file, on one line or pretty-printed, is still told to be renamed."""
+    from asp_cli.errors import InputError
+    from asp_cli.reading import ReadOptions, read_prompts
+
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text('[1, 2]\n{"id": "a", "question": "q"}\n')
+    with pytest.raises(InputError, match=r"lines.jsonl:1: expected a JSON object, found an array"):
+        read_prompts([lines], ReadOptions())
+    for text in ('[{"id": "a", "question": "q"}]\n', '[\n {"id": "a", "question": "q"}\n]\n'):
+        array = tmp_path / "array.jsonl"
+        array.write_text(text)
+        with pytest.raises(InputError, match="holds a JSON array, not JSON lines; rename it to .json"):
+            read_prompts([array], ReadOptions())

@@ -34,7 +34,7 @@ from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import SettingsError
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
-from asp_cli.settings import check_count
+from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count
 
 DEFAULT_FRACTION = 0.02
 DEFAULT_MIN_PER_SOURCE = 4
@@ -203,7 +203,7 @@ def probe(
     from asp_cli.reading import ReadReport, read_prompts
 
     settings = settings or ProbeSettings()
-    check_count("--samples-per-prompt", samples_per_prompt, minimum=1)
+    check_count("--samples-per-prompt", samples_per_prompt, minimum=1, maximum=MAX_SAMPLES_PER_PROMPT)
     inputs = [Path(p) for p in inputs]
     out = Path(output) if output is not None else None
     fmt = _output_format(out, format)

@@ -17,7 +17,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import PredictorError, shown_id
-from asp_cli.settings import check_count, check_plan_with
+from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count, check_plan_with
 
 DEFAULT_MODEL = Path(__file__).parent.parent / "models" / "default.skops"
 
@@ -66,7 +66,7 @@ def load_predictor(path: Path | None = None):
 
 def _check_settings(samples_per_prompt: int, max_response_tokens: int, plan_with: str) -> None:
     # The same rules as `ScheduleSettings` (one function each), for callers of the library without one.
-    check_count("--samples-per-prompt", samples_per_prompt, minimum=1)
+    check_count("--samples-per-prompt", samples_per_prompt, minimum=1, maximum=MAX_SAMPLES_PER_PROMPT)
     check_count("--max-response-tokens", max_response_tokens, minimum=1)
     check_plan_with(plan_with)
 

@@ -46,6 +46,7 @@ from asp_cli.reading.tables import (
     _in_background,
     _mismatch,
     _sniff,
+    looks_like_json_array,
     check_parquet_footer,
     each_file_once,
     file_format,
@@ -400,7 +401,7 @@ def _jsonl_batches(path: Path, source: _ByteSource, options: ReadOptions, report
     line = 1
     first = True
     for block in _first_block(path, _line_blocks(source.pieces(), batch_bytes), "JSON lines"):
-        if first and _sniff(block) == "json":
+        if first and _sniff(block) == "json" and looks_like_json_array(block):
             raise InputError(f"{path}: holds a JSON array, not JSON lines; rename it to .json")
         first = False
         frame = parse_jsonl_block(path, block, on_bad_row=options.on_bad_row, report=report, first_line=line,

@@ -339,12 +339,28 @@ def _too_deep_lines(path: Path, data: bytes, on_bad_row: OnBadRow, first_line: i
 
 
 def _read_jsonl(path: Path, data: bytes, on_bad_row: OnBadRow, report: ReadReport | None) -> pl.DataFrame:
-    if _sniff(data) == "json":
+    if _sniff(data) == "json" and looks_like_json_array(data):
         raise InputError(f"{path}: holds a JSON array, not JSON lines; rename it to .json")
+    # (A file that opens with "[" but is not one array is JSON lines whose first line is bad: parsed line by line,
+    # that line is named.)
     frame = parse_jsonl_block(path, data, on_bad_row=on_bad_row, report=report)
     if frame.height == 0:
         raise InputError(f"{path}: the file has no rows; give a file with at least one row")
     return frame
+
+
+def looks_like_json_array(data: bytes) -> bool:
+    """Whether data that opens with "[" is a JSON array (a .json file misnamed), not JSON lines whose first line is
+    an array: the first line of such lines is a whole JSON value and more lines follow, where an array's first
+    line alone is not one (``[`` or ``[{...},``), unless the whole array is that one line."""
+    head, _, rest = data.lstrip().removeprefix(b"\xef\xbb\xbf").partition(b"\n")
+    if not rest.strip():
+        return True
+    try:
+        json.loads(head)
+    except (ValueError, UnicodeDecodeError):
+        return True
+    return False
 
 
 def parse_jsonl_block(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: ReadReport | None,
