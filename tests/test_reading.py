@@ -491,3 +491,14 @@ def test_json_lines_whose_first_line_is_an_array_name_that_line(tmp_path):
         array.write_text(text)
         with pytest.raises(InputError, match="holds a JSON array, not JSON lines; rename it to .json"):
             read_prompts([array], ReadOptions())
+
+
+def test_a_csv_header_that_names_a_column_twice_is_refused(tmp_path):
+    """A hostile-input audit: the first of two 'question' columns was read silently (Polars renames the second)."""
+    from asp_cli.errors import InputError
+    from asp_cli.reading import ReadOptions, read_prompts
+
+    path = tmp_path / "dup.csv"
+    path.write_text("id,question,question\na,What is 1?,other\n")
+    with pytest.raises(InputError, match=r"dup.csv:1: the header names column 'question' twice; rename one"):
+        read_prompts([path], ReadOptions())

@@ -42,6 +42,22 @@ def csv_text_schema(header: bytes, separator: str, text_columns: Sequence[str] =
     return {name: pl.String for name in names if name.lower() in _CSV_TEXT_KEYS or name in extra}
 
 
+def check_unique_header(path: Path, header: bytes, separator: str) -> None:
+    """Refuse a CSV header that names a column twice: which of the two is the prompt (or the id) would be a guess
+    (Polars renames the second ``NAME_duplicated_0`` and the first silently wins)."""
+    import csv
+
+    try:
+        names = next(csv.reader([header.decode("utf-8-sig").rstrip("\r")], delimiter=separator), [])
+    except (UnicodeDecodeError, csv.Error):
+        return  # the read itself names the problem
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise InputError(f"{path}:1: the header names column {name!r} twice; rename one of them")
+        seen.add(name)
+
+
 def csv_without_extra_marks(header: bytes) -> bytes:
     """A CSV header with at most one UTF-8 byte-order mark (Polars drops one): a file converted twice starts
     with two, and its first column, named with the second, was not found (its ids silently row numbers)."""
@@ -80,6 +96,7 @@ def read_csv(path: Path, data: bytes, text_columns: Sequence[str] = (), on_bad_r
         data = csv_without_extra_marks(data)
     header = data[: data.find(b"\n") if b"\n" in data else len(data)]
     separator = csv_separator(path, header)
+    check_unique_header(path, header, separator)
     try:
         frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000,
                             schema_overrides=csv_text_schema(header, separator, text_columns))

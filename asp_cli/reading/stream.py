@@ -34,8 +34,8 @@ from asp_cli.errors import InputError
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts
 from asp_cli import limits
-from asp_cli.reading.csv_text import (csv_bad_line, csv_separator, csv_text_schema, csv_without_extra_marks,
-                                      utf8_lines_only)
+from asp_cli.reading.csv_text import (check_unique_header, csv_bad_line, csv_separator, csv_text_schema,
+                                      csv_without_extra_marks, utf8_lines_only)
 from asp_cli.reading.tables import (
     FILE_ROW,
     LINE,
@@ -443,6 +443,7 @@ def _csv_batches(path: Path, source: _ByteSource, batch_bytes: int, text_columns
             header = csv_without_extra_marks(header)
             _check_utf8(path, header, line)
             separator = csv_separator(path, header)
+            check_unique_header(path, header, separator)
             text_schema = csv_text_schema(header, separator, text_columns)
             line += 1
         data = pending + block
