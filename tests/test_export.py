@@ -387,3 +387,10 @@ def test_a_schedule_with_rows_removed_is_exported_with_a_warning(tmp_path):
     pq.write_table(table.slice(0, 10).replace_schema_metadata(table.schema.metadata), cut)
     result = export(cut, [data], tmp_path / "c.jsonl", format="jsonl")
     assert any("settings name 2 epochs but its rows hold 1" in w for w in result.warnings), result.warnings
+
+
+def test_workers_are_checked_whatever_the_order(built, tmp_path):  # noqa: F811
+    """`--workers 0` with the dispatch order was accepted silently (it is read only by --order train)."""
+    with pytest.raises(SettingsError, match="--workers must be a whole number from 1"):
+        export(built["schedule"], [built["prompts"]], tmp_path / "o.jsonl", format="jsonl", order="dispatch",
+               workers=0)

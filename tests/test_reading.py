@@ -198,7 +198,8 @@ def test_lengths_per_sample_and_per_prompt_lists(tmp_path):
 
 @pytest.mark.parametrize(
     "value, fragment",
-    [(-3, "is negative"), (2.5, "is not a whole token count"), (None, "is missing"), ("many", "is not a number")],
+    [(-3, "is negative"), (2.5, "is not a whole token count"), (None, "is missing"), ("many", "is not a number"),
+     ([5, 6], "holds a list where other rows hold one number")],
 )
 def test_bad_lengths_are_named(tmp_path, value, fragment):
     path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": 4}, {"id": "b", "length": value}])

@@ -163,6 +163,10 @@ def extract_lengths(
                 value = first["\x00num"]
                 if raw is None:
                     reason = f"column {length_col!r} is missing"
+                elif (value is None or (isinstance(value, float) and math.isnan(value))) and str(raw).removeprefix(
+                        "\x00json:").lstrip().startswith("["):
+                    reason = (f"column {length_col!r} holds a list where other rows hold one number (one row per "
+                              "sample, or a list per prompt: one form in a file)")
                 elif value is None or (isinstance(value, float) and math.isnan(value)):
                     reason = f"column {length_col!r} is not a number"
                 elif value < 0:
