@@ -55,6 +55,13 @@ def test_append_adds_and_the_same_log_is_not_added_twice(built, tmp_path):  # no
     assert any("already in the history" in w for w in again.warnings)
     history, _ = read_history(out)
     assert history.height == 4 * SAMPLES and sorted(history["epoch"].unique().to_list()) == [0, 1]
+    # The same rows with other bytes (a copy saved with Windows line endings) are added, with a warning (a
+    # hostile-input audit: they were added without a word, their samples counted twice).
+    copy = tmp_path / "e0-crlf.jsonl"
+    copy.write_bytes(first.read_bytes().replace(b"\n", b"\r\n"))
+    crlf = observe([copy], out, append=True)
+    assert crlf.summary["rows_added"] == 2 * SAMPLES
+    assert any("its rows are those of e0.jsonl" in w and "count twice" in w for w in crlf.warnings), crlf.warnings
 
 
 def test_unknown_ids_are_counted_skipped_kept_or_refused(built, tmp_path):  # noqa: F811

@@ -172,6 +172,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     prompts = _read_dataset(dataset, read.on_bad_row, warnings) if dataset else None
     known, cap = _known_ids(schedule, prompts)
     seen_prints = {entry.get("fingerprint") for entry in seen}
+    seen_rows = {entry["rows_fingerprint"]: entry.get("name") for entry in seen if entry.get("rows_fingerprint")}
     parts: list[pl.DataFrame] = []
     ingested: list[dict[str, Any]] = []
     for path in logs:
@@ -191,7 +192,16 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             pl.lit(path.name).alias("log"),
         )
         parts.append(part)
-        ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height, "format": kind})
+        # The same rows saved again (other line endings, keys in another order) have other bytes: said, not
+        # dropped, since two real logs may hold the same rows (forced lengths replayed in two epochs).
+        rows_print = _rows_fingerprint(part)
+        if rows_print in seen_rows:
+            warnings.append(f"{path}: its rows are those of {seen_rows[rows_print]}, already in the history, though "
+                            "its bytes differ; if it is the same log saved again, its samples now count twice: "
+                            "observe again without it")
+        seen_rows.setdefault(rows_print, path.name)
+        ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height, "format": kind,
+                         "rows_fingerprint": rows_print})
     added = pl.concat(parts, how="vertical") if parts else _empty()
     summary["rows_read"] = added.height + summary["bad_rows"]
 
@@ -288,6 +298,14 @@ def _nothing_to_write(summary: dict[str, Any], against: str) -> str:
 
 # --------------------------------------------------------------------------------------------------------
 # Reading logs
+
+
+def _rows_fingerprint(part: pl.DataFrame) -> str:
+    """A digest of a log's rows as read (ids, lengths, epochs, in order), whatever its bytes looked like."""
+    import hashlib
+
+    columns = [c for c in (C.PROMPT_ID, C.RESPONSE_TOKENS, "epoch") if c in part.columns]
+    return "sha256:" + hashlib.sha256(part.select(columns).write_csv().encode("utf-8")).hexdigest()
 
 
 def _empty() -> pl.DataFrame:
