@@ -176,7 +176,7 @@ def triton_split_kv_attention(q, k, v, splits: int, block: int = 64):
     return ((parts * scale[..., None]).sum(dim=2) / (total * scale).sum(dim=2)[..., None]).to(q.dtype)
 
 
-def measure(shape: dict, grid: list, prefills: list, device: str, repeats: int) -> dict:
+def measure(shape: dict, grid: list, prefills: list, device: str, repeats: int, compiled: bool = False) -> dict:
     import torch
     import torch.nn.functional as F
 
@@ -309,6 +309,20 @@ def measure(shape: dict, grid: list, prefills: list, device: str, repeats: int) 
     with torch.inference_mode():
         for b, ctx in grid:
             tokens = torch.zeros(b, dtype=torch.long, device=device)
+            if compiled:
+                # The whole step through torch.compile (Inductor fuses the norms, rotary embedding, activations
+                # and cache writes into a few Triton kernels, as vLLM compiles its models), beside the same step
+                # eager: what the small kernels' launches cost of the per-step overhead. Each shape compiles anew.
+                import torch._dynamo
+
+                torch._dynamo.reset()
+                fused = torch.compile(lambda tokens=tokens, b=b, ctx=ctx: decode_step(tokens, b, ctx, "sdpa"))
+                row = {"batch": b, "context_per_seq": ctx, "context_tokens": b * ctx, "attention_kernel": "sdpa",
+                       "compiled": True, "step_s": timed(fused, repeats),
+                       "eager_step_s": timed(lambda: decode_step(tokens, b, ctx, "sdpa"), repeats)}
+                out["steps"].append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                continue
             attention_s = {}
             for kind in kinds:
                 try:
@@ -438,14 +452,25 @@ def analyse(data: dict, bandwidth: float, flops: float, eta_bw: float, eta_f: fl
                  "fit error | preset ms | preset error | tokens/s |")
     lines.append("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r, fm, pm in zip(rows, fitted, preset):
-        lines.append(f"| {r['batch']} | {r['context_per_seq']:,} | {r['attention_kernel']} | {r['step_s'] * 1e3:.2f} | "
-                     f"{(r['gemms_only_s'] + r['attention_only_s']) * 1e3:.2f} | {fm * 1e3:.2f} | "
+        parts = (f"{(r['gemms_only_s'] + r['attention_only_s']) * 1e3:.2f}" if r.get("gemms_only_s") is not None
+                 else f"(eager {r['eager_step_s'] * 1e3:.2f})" if r.get("eager_step_s") is not None else "-")
+        kernel = r["attention_kernel"] + (", compiled" if r.get("compiled") else "")
+        lines.append(f"| {r['batch']} | {r['context_per_seq']:,} | {kernel} | {r['step_s'] * 1e3:.2f} | "
+                     f"{parts} | {fm * 1e3:.2f} | "
                      f"{fm / r['step_s'] - 1:+.1%} | {pm * 1e3:.2f} | {pm / r['step_s'] - 1:+.1%} | "
                      f"{r['batch'] / r['step_s']:,.0f} |")
-    additive = np.array([(r["gemms_only_s"] + r["attention_only_s"]) / r["step_s"] - 1 for r in rows])
+    split = [r for r in rows if r.get("gemms_only_s") is not None]
+    additive = np.array([(r["gemms_only_s"] + r["attention_only_s"]) / r["step_s"] - 1 for r in split])
     lines.append("")
-    lines.append(f"GEMMs alone + attention alone over the whole step: {additive.mean():+.1%} on average "
-                 f"({additive.min():+.1%} to {additive.max():+.1%}).")
+    if additive.size:
+        lines.append(f"GEMMs alone + attention alone over the whole step: {additive.mean():+.1%} on average "
+                     f"({additive.min():+.1%} to {additive.max():+.1%}).")
+    both = [r for r in rows if r.get("eager_step_s") is not None]
+    if both:
+        saved = np.array([r["eager_step_s"] - r["step_s"] for r in both])
+        lines.append("torch.compile against the same step eager, eager minus compiled: "
+                     + ", ".join(f"{r['batch']} x {r['context_per_seq']:,} {d * 1e3:+.2f} ms" for r, d in zip(both, saved))
+                     + ".")
     for p in data.get("prefills", []):
         eff = 2.0 * counts["params"] * p["tokens"] / p["prefill_s"] / flops
         lines.append(f"Prefill of {p['prompts']} x {p['tokens_each']:,} tokens: {p['prefill_s'] * 1e3:.1f} ms, "
@@ -480,6 +505,9 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--prefills", default=",".join(f"{n}x{t}" for n, t in PREFILLS),
                    help="prefills to time, PROMPTSxTOKENS comma-separated (long ones price a preemption's recompute)")
     m.add_argument("--tiny", action="store_true", help="a tiny decoder and grid (a smoke test, any device)")
+    m.add_argument("--compiled", action="store_true",
+                   help="time each step through torch.compile beside the same step eager (SDPA attention)")
+    m.add_argument("--batches", help="batch sizes to time, comma-separated (default: every one that fits)")
     m.add_argument("--repeats", type=int, default=15)
     a = sub.add_parser("analyse", help="fit the step model to a measure file and print the tables")
     a.add_argument("file", type=Path, nargs="+",
@@ -508,7 +536,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("measure needs PyTorch (pip install torch; a CUDA build on the GPU machine)")
         shape, kv_tokens = SHAPES[args.shape]
         shape, grid = (TINY, TINY_GRID) if args.tiny else (shape, grid_of(contexts, kv_tokens))
-        data = measure(shape, grid, TINY_PREFILLS if args.tiny else prefills, args.device, args.repeats)
+        if args.batches:
+            try:
+                wanted = {int(b) for b in args.batches.split(",")}
+            except ValueError:
+                parser.error(f"--batches takes whole numbers, comma-separated (got {args.batches!r})")
+            grid = [(b, c) for b, c in grid if b in wanted]
+        data = measure(shape, grid, TINY_PREFILLS if args.tiny else prefills, args.device, args.repeats,
+                       compiled=args.compiled)
         data["shape_name"] = "tiny" if args.tiny else args.shape
         tmp = args.output.with_name(args.output.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1) + "\n")

@@ -395,6 +395,12 @@ def test_the_h200_preset_is_the_fit_of_its_recorded_measurement():
     error = {p["tokens_each"]: float(preset.prefill_seconds(p["tokens"])) / p["prefill_s"] - 1
              for p in prefills if p["prompts"] == 1}
     assert abs(error[16384]) < 0.05 and error[32768] < -0.2 and 0.1 < error[8192] < 0.3
+    # The small kernels fused (torch.compile): about 1 ms of the fixed cost where few sequences decode, and the
+    # rest still far above the presets' 0.2 ms (docs/cost-model.md).
+    fused = json.loads((REPO / "scripts" / "data" / "h200-qwen2.5-7b-compiled.json").read_text())
+    weights_s = 2 * fused["decode_params"] / fused["ceilings"]["copy_kernel_bytes_per_s"]
+    one = next(r for r in fused["steps"] if (r["batch"], r["context_per_seq"]) == (1, 256))
+    assert 0.8e-3 < one["eager_step_s"] - one["step_s"] < 1.2e-3 and one["step_s"] - weights_s > 1.2e-3
     # Multi-head attention (Llama-2-7B's shape), where the KV reads dominate sooner: the same form fits too.
     mha = json.loads((REPO / "scripts" / "data" / "h200-llama2-7b-steps.json").read_text())
     assert mha["shape_name"] == "llama2-7b" and len(mha["steps"]) == len(script.LLAMA_GRID)
@@ -512,6 +518,15 @@ def test_the_gpu_step_measurement_runs_on_a_cpu(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
     run = subprocess.run([sys.executable, str(script), "analyse", str(out)], capture_output=True, text=True)
     assert run.returncode == 0 and "Fit, the model's form" in run.stdout, run.stderr
+    # The same step through torch.compile beside it eager (one shape: each compiles anew).
+    fused = tmp_path / "compiled.json"
+    run = subprocess.run([sys.executable, str(script), "measure", "--tiny", "--device", "cpu", "--repeats", "2",
+                          "--compiled", "--batches", "1", "-o", str(fused)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    (row,) = json.loads(fused.read_text())["steps"]
+    assert row["compiled"] and row["batch"] == 1 and row["step_s"] > 0 and row["eager_step_s"] > 0
+    run = subprocess.run([sys.executable, str(script), "analyse", str(fused)], capture_output=True, text=True)
+    assert run.returncode == 0 and "torch.compile against the same step eager" in run.stdout, run.stderr
 
 # --------------------------------------------------------------------------------------------------------
 # The true lengths of a group larger than the real samples of its prompt

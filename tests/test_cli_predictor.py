@@ -124,7 +124,7 @@ def test_eval_history_columns_can_be_named(data_and_model, tmp_path):
     ("fit", ["--max-response-tokens", "0"], "--max-response-tokens must be a whole number from 1 to 2147483647"),
     ("fit", ["--seed", "-1"], "--seed must be a whole number from 0 to 4294967295"),  # was exit 70
     ("eval", ["--max-response-tokens", "-3"], "--max-response-tokens must be a whole number from 1 to"),
-    ("predict", ["--samples-per-prompt", "99999999999999999999"], "--samples-per-prompt must be a whole number from 1 to 2147483647"),  # was 70
+    ("predict", ["--samples-per-prompt", "99999999999999999999"], "--samples-per-prompt must be a whole number from 1 to 4096"),  # was 70
 ])
 def test_predictor_settings_out_of_range_exit_4(data_and_model, tmp_path, command, args, words):
     _, data, _, _ = data_and_model
