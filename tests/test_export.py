@@ -391,6 +391,6 @@ def test_a_schedule_with_rows_removed_is_exported_with_a_warning(tmp_path):
 
 def test_workers_are_checked_whatever_the_order(built, tmp_path):  # noqa: F811
     """`--workers 0` with the dispatch order was accepted silently (it is read only by --order train)."""
-    with pytest.raises(SettingsError, match="--workers must be a whole number from 1"):
+    with pytest.raises(SettingsError, match="--workers must be at least 1"):
         export(built["schedule"], [built["prompts"]], tmp_path / "o.jsonl", format="jsonl", order="dispatch",
                workers=0)

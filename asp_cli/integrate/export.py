@@ -35,8 +35,7 @@ from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
-from asp_cli.settings import MAX_INSTANCES, check_count
-from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
+from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
 from asp_cli.integrate.verl_router import ROUTES, priority_column
 
 FORMATS = ("parquet", "jsonl", "verl")
@@ -163,7 +162,8 @@ def export(
         raise SettingsError(f"--verl-version must be one of {', '.join(VERL_CHUNKING)} (got {verl_version!r})")
     if route not in ROUTES:
         raise SettingsError(f"--route must be one of {', '.join(ROUTES)} (got {route!r})")
-    check_count("--workers", workers, minimum=1, optional=True, maximum=MAX_INSTANCES)  # any --order: a typo either way
+    if workers is not None:
+        check_workers(workers)  # with any --order: a 0 is a typo either way
     if workers is None:
         workers = VERL_AGENT_WORKERS if format == "verl" else None
     datasets = [Path(p) for p in datasets]

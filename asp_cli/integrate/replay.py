@@ -225,10 +225,7 @@ class Replay:
         """
         workers = self.instances if workers is None else workers
         size = self.train_batch_size if train_batch_size is None else train_batch_size
-        if workers < 1:
-            raise SettingsError(f"--workers must be at least 1 (got {workers})")
-        if workers > MAX_INSTANCES:  # as --instances: a typo, which would allocate per worker before failing
-            raise SettingsError(f"--workers {workers} is not a rollout fleet; give at most {MAX_INSTANCES}")
+        check_workers(workers)
         if chunking not in CHUNKING:
             raise SettingsError(f"the chunking rule must be one of {', '.join(CHUNKING)} (got {chunking!r})")
         if size < 1:
@@ -355,3 +352,12 @@ def _span(values: list[int]) -> str:
     if values == list(range(values[0], values[-1] + 1)):
         return f"{values[0]}..{values[-1]}" if len(values) > 1 else str(values[0])
     return ", ".join(map(str, values))
+
+
+def check_workers(workers: int) -> None:
+    """The rule for a rollout worker count (`--workers`): a whole number from 1 to `MAX_INSTANCES`, as
+    ``--instances`` (a larger one is a typo, which would allocate per worker before failing)."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise SettingsError(f"--workers must be at least 1 (got {workers})")
+    if workers > MAX_INSTANCES:
+        raise SettingsError(f"--workers {workers} is not a rollout fleet; give at most {MAX_INSTANCES}")
