@@ -563,10 +563,11 @@ def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
         raise InputError(f"{path}: holds one JSON object, not an array of objects; wrap it in [...] or rename it to .jsonl")
     if not isinstance(value, list):
         raise InputError(f"{path}: expected a JSON array of objects; found {type(value).__name__}")
+    escaped = bool(_SURROGATE_ESCAPE.search(data))  # once: the elements are checked only where one may be
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             raise InputError(f"{path}: element {index} of the array is {type(item).__name__}, not an object; fix it")
-        if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(item):
+        if escaped and _has_lone_surrogate(item):
             raise InputError(f"{path}: element {index} of the array {LONE_SURROGATE}; fix its text")
         item["\x00line"] = index + 1
     if not value:
