@@ -260,3 +260,25 @@ def test_a_timeline_with_impossible_times_is_refused_and_a_preset_that_would_not
     assert result.exit_code == ExitCode.BAD_SETTINGS and "not written to" in result.stderr, result.output
     assert not (tmp_path / "p.json").exists()
 
+
+
+def test_a_kv_read_the_timeline_did_not_pin_keeps_the_base_models(tmp_path):
+    """A real-clock probe of 12-token answers (CI under load) once fitted 7e12 bytes of KV a token, which made a
+    cache of 1.2e18 bytes and a preset that would not load: KV bytes a token are the model's, so a fit far from the
+    base's keeps the base's, and says so."""
+    import dataclasses
+
+    from asp_cli.integrate.costfit import KV_PLAUSIBLE, preset_document
+
+    fit = fit_timeline(virtual_frame(TRUTH), BASE)
+    wild = dataclasses.replace(fit, kv_s_per_token=fit.kv_s_per_token * KV_PLAUSIBLE * 1e6, notes=list(fit.notes))
+    document = preset_document(BASE, {"base": BASE.name}, wild, kv_cache_tokens=KV_CACHE_TOKENS, max_num_seqs=None,
+                               train=None, name="x", description="x")
+    assert document["kv_bytes_per_token"] == BASE.kv_bytes_per_token
+    assert any("did not pin the KV read" in note for note in wild.notes)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(document))
+    assert load_preset(path).kv_capacity_tokens == pytest.approx(KV_CACHE_TOKENS, abs=1)
+    kept = preset_document(BASE, {"base": BASE.name}, fit, kv_cache_tokens=KV_CACHE_TOKENS, max_num_seqs=None,
+                           train=None, name="x", description="x")
+    assert kept["kv_bytes_per_token"] != BASE.kv_bytes_per_token  # a fit that did pin it is its own

@@ -425,6 +425,10 @@ def _observed_cap(groups: list[_Group]) -> int | None:
 # From a fit to a preset file
 
 
+# How far from the base model's KV bytes a token a fit may put them before it is taken as not pinned.
+KV_PLAUSIBLE = 8.0
+
+
 def preset_document(base: HardwarePreset, base_document: dict[str, Any], fit: Fit, *, kv_cache_tokens: int | None,
                     max_num_seqs: int | None, train: tuple[float, float] | None, name: str,
                     description: str) -> dict[str, Any]:
@@ -435,6 +439,13 @@ def preset_document(base: HardwarePreset, base_document: dict[str, Any], fit: Fi
     """
     eta_bw = base.weights_bytes / (max(fit.weight_read_s, 1e-9) * base.bandwidth_bytes_per_s)
     kv_bytes = fit.kv_s_per_token * eta_bw * base.bandwidth_bytes_per_s
+    if not base.kv_bytes_per_token / KV_PLAUSIBLE <= kv_bytes <= base.kv_bytes_per_token * KV_PLAUSIBLE:
+        # The KV bytes a token holds are the model's architecture; a fit that puts them far from the base's did not
+        # pin the KV read (short contexts, a noisy clock: a probe of 12-token answers once gave 7e12 B a token and
+        # a cache of 10^18 bytes). The base's stand, said so.
+        fit.notes.append(f"the timeline did not pin the KV read (fitted {kv_bytes:,.0f} B a token, the base model's "
+                         f"{base.kv_bytes_per_token:,.0f}): the base's is kept; replay longer responses to fit it")
+        kv_bytes = base.kv_bytes_per_token
     eta_flops = 2.0 * base.params / (max(fit.compute_s_per_token, 1e-15) * base.flops_per_s)
     capacity = kv_cache_tokens if kv_cache_tokens else base.kv_capacity_tokens
     hbm = (capacity * kv_bytes + base.weights_bytes + base.activation_reserve_bytes) / base.gpu_memory_utilization
