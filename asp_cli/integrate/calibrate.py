@@ -107,8 +107,7 @@ def calibrate(
                      f"error {fit.decode_rel_rmse:.1%} RMS)"))
     # Checked as `--preset` will read it before it is written: a fit that makes no valid preset (an option that
     # leaves no KV cache, a timeline's figures out of range) writes nothing.
-    calibrated = preset_from_document(dict(preset, name=preset.get("name") or output.name),
-                                      f"the calibrated preset (not written to {output})")
+    calibrated = preset_from_document(preset, f"the calibrated preset (not written to {output})")
     write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n", replace=force)
     document = {
         "output": str(output),

@@ -164,8 +164,8 @@ def export(
         raise SettingsError(f"--route must be one of {', '.join(ROUTES)} (got {route!r})")
     if workers is not None:
         check_workers(workers)  # with any --order: a 0 is a typo either way
-    if workers is None:
-        workers = VERL_AGENT_WORKERS if format == "verl" else None
+    elif format == "verl":
+        workers = VERL_AGENT_WORKERS
     datasets = [Path(p) for p in datasets]
     if not datasets:
         raise InputError("no dataset given; name the prompt file(s) the schedule was made from")
@@ -377,14 +377,13 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
             heights.append(part.height)
     frame = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
     # `reading.tables` tags a non-text value in a column of mixed kinds; the tag is the reader's, not the data's.
+    from asp_cli.reading.tables import JSON_TAG
+
     tagged = [c for c, t in frame.schema.items()
-              if t == pl.String and frame.select(pl.col(c).str.starts_with(_JSON_TAG).any()).item()]
+              if t == pl.String and frame.select(pl.col(c).str.starts_with(JSON_TAG).any()).item()]
     if mixed is not None:
         mixed.extend(tagged)
-    return frame.with_columns([pl.col(c).str.strip_prefix(_JSON_TAG) for c in tagged]) if tagged else frame
-
-
-_JSON_TAG = "\x00json:"
+    return frame.with_columns([pl.col(c).str.strip_prefix(JSON_TAG) for c in tagged]) if tagged else frame
 
 
 def mixed_kinds_warning(columns: list[str]) -> str:

@@ -16,6 +16,7 @@ from asp_cli.reading.tables import (
     BAD_ROW_FIX,
     CHAT_CONTENT,
     FILE_ROW,
+    JSON_TAG,
     ReadReport,
     each_file_once,
     file_format,
@@ -287,7 +288,7 @@ def extract_prompts(
     return selected.drop("\x00bad", "\x00noid")
 
 
-_JSON_TAG = "\x00json:"  # how `tables` keeps a non-text JSON value in a column of mixed kinds
+_JSON_TAG = JSON_TAG  # how `tables` keeps a non-text JSON value in a column of mixed kinds
 _EXACT_FLOAT = 2**53  # integers a float64 holds exactly
 
 

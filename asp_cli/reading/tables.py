@@ -516,7 +516,7 @@ def _records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
     for key, values in data.items():
         if any(isinstance(v, _Mixed) for v in values):
             # Keep the kind of each value visible to validators: text stays text, the rest becomes JSON.
-            series.append(pl.Series(key, [None if v is None else (v if isinstance(v, str) else "\x00json:" + json.dumps(v.value)) for v in values], dtype=pl.String))
+            series.append(pl.Series(key, [None if v is None else (v if isinstance(v, str) else JSON_TAG + json.dumps(v.value)) for v in values], dtype=pl.String))
         else:
             try:
                 column = pl.Series(key, values, strict=False)
@@ -526,6 +526,10 @@ def _records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
                 column = pl.Series(key, [None if v is None else json.dumps(v) for v in values], dtype=pl.String)
             series.append(column)
     return pl.DataFrame(series)
+
+
+# How a non-text JSON value is kept in a column of mixed kinds (text stays text): its JSON text behind this tag.
+JSON_TAG = "\x00json:"
 
 
 class _Mixed:
