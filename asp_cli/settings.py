@@ -65,7 +65,8 @@ DISPATCHES: tuple[str, ...] = ("planned", "free")
 STEP_RULES: tuple[str, ...] = ("any", "representative")
 # How a group counts against its minibatch's KV budget (`--kv-budget`): "peak" (its share of the wave's expected
 # peak, `arrange.timeline.group_kv_tokens`), "whole" (N x (prompt + mean), which a wave never exceeds) or "auto"
-# (where the budget binds, `--arrangement auto` judges its candidates counted whole, the winner also at the
+# (where the budget binds, `--arrangement auto` judges its candidates counted whole (at the peak, one that cannot
+# keep the lag bound whole), the winner also at the
 # peak, and if that is faster all of them at the peak, choosing among those, else it keeps whole; where the
 # budget does not bind, with a named arrangement, or when one group alone exceeds it counted whole: peak). The
 # padded static engine counts neither way: every row keeps its cache, padded to the longest, until the longest

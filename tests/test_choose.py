@@ -535,6 +535,37 @@ def test_auto_judges_both_kv_budgets_where_the_budget_binds_and_cuts_with_the_ch
     assert kv_budgets_to_try(s, footprint, int(footprint.max()) - 1) == ("peak",)  # a group alone overflows whole
 
 
+def _mixed_predictions(count: int, long_fraction: float, seed: int = 0) -> pl.DataFrame:
+    """Chat-length predictions with a share of reasoning-length ones (a mix of sources)."""
+    rng = np.random.default_rng(seed)
+    long = rng.random(count) < long_fraction
+    mean = np.where(long, rng.lognormal(np.log(9000.0), 0.3, count),
+                    rng.lognormal(np.log(300.0), 0.5, count)).clip(1, 16_000)
+    top = np.minimum(mean * 1.5, 16_000)
+    return pl.DataFrame({"prompt_tokens": rng.integers(50, 300, count), "predicted_max_tokens": top.astype(np.int64),
+                         "predicted_mean_tokens": mean.astype(np.int64), "predicted_tokens": top.astype(np.int64),
+                         "prediction_source": ["model"] * count})
+
+
+def test_a_candidate_that_cannot_keep_the_bound_counted_whole_is_judged_at_the_peak():
+    # Synchronous training on a mix (a newcomer's verl run, 2026-12-04): counted whole, every sort broke --max-lag 0
+    # and auto kept per-step, 10% slower than verl's own default; at the peak the shortest-first sort keeps it.
+    prompts, preds = prompt_frame(512), _mixed_predictions(512, 0.2)
+    s = ScheduleSettings(instances=4, train_batch_size=64, minibatch_size=16, max_response_tokens=16_000,
+                         max_lag=0, trainer="schedule")
+    frame, choice = plan(prompts, preds, s, preset=PRESET)
+    judged = {(c["name"], c["kv_budget"]): c["expected_end_to_end_s"] for c in choice.candidates}
+    assert ("short-first", "peak") in judged and ("short-first", "whole") not in judged
+    assert (choice.chosen, choice.kv_budget) == ("short-first", "peak")
+    assert judged[("short-first", "peak")] < 0.6 * judged[("per-step", "whole")]
+    assert "short-first" not in choice.refused and "shuffle" in choice.refused
+    assert frame["expected_lag"].max() == 0
+    with pytest.raises(SettingsError, match="--max-lag 0 cannot be met"):  # counted whole it cannot
+        plan(prompts, preds, dataclasses.replace(s, arrangement="short-first", kv_budget="whole"), preset=PRESET)
+    forced = dataclasses.replace(s, arrangement="short-first", kv_budget="peak")
+    assert frame.equals(plan(prompts, preds, forced, preset=PRESET)[0])
+
+
 def test_short_prompts_are_judged_under_one_kv_budget_and_the_summary_names_it():
     from asp_cli.arrange.choose import arrangement_line
 

@@ -46,6 +46,12 @@ def test_the_report_says_which_arrangement_won_and_for_which_dispatch(tmp_path):
     assert choice["chosen"] in {c["name"] for c in choice["candidates"]} and choice["dispatch"] == "free"
     text = " ".join(run(out).stdout.split())
     assert f"arrangement {choice['chosen']} (auto, for the continuous engine with free dispatch" in text
+    # A replay is read against what auto's draws expected of the chosen candidate (tails included), not only
+    # against the point predictions' makespan, which leaves every tail out (a newcomer read 366 s against 106 s).
+    drawn = next(c["expected_rollout_s"] for c in choice["candidates"]
+                 if c["name"] == choice["chosen"] and c["kv_budget"] == choice["kv_budget"])
+    replayed = " ".join(run(out, "--simulate").stdout.split())
+    assert f"({drawn:,.1f} s expected by auto's draws, " in replayed and "at the point predictions" in replayed
 
 
 def test_json_is_the_only_thing_on_stdout(schedules):
@@ -173,6 +179,8 @@ def test_simulate_replays_the_schedule_on_observed_or_sampled_lengths(schedules,
     assert sampled["lengths"]["prompts_with_sampled_lengths"] == 300 and sampled["noise_model"] is not None
     text = run(schedules / "a.parquet", "--simulate")
     assert text.exit_code == 0 and "Simulated replay" in text.stdout
+    # No auto choice recorded: the point predictions alone, said to leave out the tails.
+    assert "at the point predictions, which leave out the tails" in " ".join(text.stdout.split())
 
 
 def test_help_describes_every_option():

@@ -204,6 +204,13 @@ def test_verl_export_lays_batches_out_for_verls_workers(built, tmp_path):  # noq
     assert default.summary["worker_prompts"] == [2] * 8
     assert default.trainer_settings["actor_rollout_ref.rollout.agent.num_workers"] == 8
     assert default.frame["id"].to_list() == replay.trainer_order(workers=8)["prompt_id"].to_list()
+    # verl then generates 8 chunks a batch, not the schedule's minibatches on its instances: said, with both fixes.
+    assert replay.instances != 8
+    mismatch = [w for w in default.warnings if "agent-loop workers" in w and "planned for" in w]
+    assert len(mismatch) == 1 and f"pass --workers {replay.instances}" in mismatch[0]
+    assert "make the schedule with --instances 8" in mismatch[0]
+    matched = export(built["schedule"], [built["prompts"]], None, format="verl", workers=replay.instances)
+    assert not any("planned for" in w for w in matched.warnings)
     # 16 prompts on 7 workers: chunks of 3, so the 7th worker idles (verl's TensorDict.chunk).
     seven = export(built["schedule"], [built["prompts"]], None, format="verl", workers=7)
     assert seven.summary["worker_prompts"] == [3, 3, 3, 3, 3, 1, 0]

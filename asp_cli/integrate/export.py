@@ -602,6 +602,16 @@ def _facts(
             )
         if order == "train":
             notes.extend(_chunking_notes(size, n, workers, verl_version))
+            if workers != replay.instances:
+                # verl generates each batch in `workers` chunks, one per agent-loop worker: not the schedule's
+                # minibatches on its instances, which is what its estimates and `asp simulate` replay.
+                notes.append(
+                    f"the batches are laid out for {workers} agent-loop workers (actor_rollout_ref.rollout.agent."
+                    f"num_workers), but the schedule was planned for {replay.instances} instances: verl will "
+                    f"generate each batch in {workers} chunks of about {-(-size // workers)} prompts, not in the "
+                    f"schedule's minibatches, so its estimates and `asp simulate` describe another plan; pass "
+                    f"--workers {replay.instances} (and set num_workers to it), or make the schedule with "
+                    f"--instances {workers}")
         longest = int(rows["prompt_tokens"].max()) if "prompt_tokens" in rows.columns and rows.height else 0
         # The schedule's count is bytes / 4 unless `asp schedule` had a tokenizer, and math or code text runs up
         # to 30% more tokens than that (3.1 characters a token), before the chat template: the note comes early.
