@@ -13,7 +13,7 @@ class ExitCode(IntEnum):
     """Documented exit codes of every ``asp`` command (see docs/errors.md)."""
 
     OK = 0
-    CHECK_FAILED = 1  # `asp report --check`: a threshold was broken
+    CHECK_FAILED = 1  # `asp report --check`: a threshold was broken; `asp calibrate`: the fit predicts worse
     USAGE = 2  # the command line itself is wrong (unknown option, missing argument)
     BAD_INPUT = 3  # an input file is unreadable, malformed or inconsistent
     BAD_SETTINGS = 4  # the settings make no sense (zero instances, a budget below one prompt, ...)
@@ -29,6 +29,12 @@ class AspError(Exception):
     """Base class of every error asp raises on purpose."""
 
     exit_code: ExitCode = ExitCode.INTERNAL
+
+
+class CheckFailedError(AspError):
+    """A check the command makes failed: `asp calibrate`'s fit predicts the measured runs worse than its base."""
+
+    exit_code = ExitCode.CHECK_FAILED
 
 
 class InputError(AspError):

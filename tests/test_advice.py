@@ -17,6 +17,15 @@ def test_the_nearest_dividing_batch_size(prompts, batch, expected):
     assert dividing_batch_size(prompts, batch) == expected
 
 
+def test_an_epoch_with_no_dividing_size_near_the_batch_is_told_what_else_to_do():
+    from asp_cli.arrange.advice import dividing_example
+
+    # 5,222 = 2 x 7 x 373 (a newcomer's GSM8K + DeepMath + AIME mix): nothing from 64 to 256 divides it.
+    assert dividing_example(5222, 128) == (" (none from 64 to 256 does; or keep 5,120 of the prompts, 40 batches "
+                                           "of 128, as verl's dataloader would)")
+    assert dividing_example(3540, 128).startswith(" (e.g. 118 or 177;")
+
+
 def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     # 50 prompts in steps of 32 with a schedule-following trainer: each epoch ends in a step of 18.
     settings = ScheduleSettings(train_batch_size=32, minibatch_size=8, epochs=2, trainer="schedule",

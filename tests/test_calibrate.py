@@ -138,6 +138,12 @@ def test_calibrate_writes_a_preset_that_schedule_and_simulate_take(tmp_path, sma
     # A calibration file can be the base of the next one (its own fields kept).
     again = tmp_path / "again.json"
     result = invoke("calibrate", timeline, "-o", again, "--base", out, "--max-num-seqs", "77", "--quiet")
+    # 77 sequences at most, where the probe ran 256 at once: the check simulates the run 9% slower than measured,
+    # worse than the base's fit, so nothing is written unless asked for.
+    assert result.exit_code == ExitCode.CHECK_FAILED and f"keep --preset {out}," in result.stderr, result.output
+    assert not again.exists()
+    result = invoke("calibrate", timeline, "-o", again, "--base", out, "--max-num-seqs", "77", "--quiet",
+                    "--keep-worse")
     assert result.exit_code == 0, result.output
     assert load_preset(again).max_num_seqs == 77
 
@@ -196,13 +202,14 @@ def test_calibrate_runs_on_a_measured_http_replay_and_a_probe_of_its_own(small, 
                         f"{a.url},{b.url}", "-o", timeline, "--warmup", "0", "--preset", own)
         assert result.exit_code == 0, result.output
         probe = tmp_path / "probe.parquet"
+        # On a real clock under load the fit may predict the probe worse than the base: written all the same here.
         result = invoke("calibrate", "-o", tmp_path / "probe.json", "--servers", f"{a.url},{b.url}",
-                        "--probe-max-batch", "8", "--probe-tokens", "12", "--probe-timeline", probe)
+                        "--probe-max-batch", "8", "--probe-tokens", "12", "--probe-timeline", probe, "--keep-worse")
         assert result.exit_code == 0, result.output
     assert pl.read_parquet(probe).height == 2 * (1 + 2 + 4 + 8)
     assert load_preset(tmp_path / "probe.json").kv_capacity_tokens == pytest.approx(123_456, abs=1)
     # The real-time fake is not the step model on a steady clock; the fit must still produce a usable preset.
-    result = invoke("calibrate", timeline, "-o", tmp_path / "p.json", "--json")
+    result = invoke("calibrate", timeline, "-o", tmp_path / "p.json", "--json", "--keep-worse")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["base"] == f"a100-llama2-7b+{own.name}"  # the preset the replay simulated with
     calibrated = load_preset(tmp_path / "p.json")
@@ -222,6 +229,33 @@ def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
     result = invoke("calibrate", plain, "-o", tmp_path / "p.json", "--servers", "http://127.0.0.1:9/v1")
     assert result.exit_code == ExitCode.BAD_SETTINGS and "not both" in result.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_fit_that_predicts_every_run_worse_than_its_base_is_not_written(tmp_path, monkeypatch):
+    """A newcomer's calibration printed "calibrated (-97.8%)" and "keep the base preset", wrote the preset and
+    exited 0: a pipeline (`asp calibrate -o p.json && asp schedule --preset p.json`) went on with it."""
+    import asp_cli.integrate.calibrate as calibrate_module
+
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, metadata(frame), timeline)
+    checked = calibrate_module._check
+    monkeypatch.setattr(calibrate_module, "_check", lambda *a: [
+        {**row, "calibrated_error": -0.978, "base_error": 0.05} for row in checked(*a)])
+    out = tmp_path / "p.json"
+    result = invoke("calibrate", timeline, "-o", out)
+    assert result.exit_code == ExitCode.CHECK_FAILED == 1, result.output
+    assert result.stderr.startswith(f"Error: {out}: not written: the calibrated preset simulates every measured run "
+                                    "worse than its base h100-qwen2.5-7b does (probe: -97.8% calibrated against "
+                                    "+5.0% with the base); keep --preset h100-qwen2.5-7b")
+    assert "--keep-worse" in result.stderr and len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+    result = invoke("calibrate", timeline, "-o", out, "--keep-worse")
+    assert result.exit_code == 0, result.output
+    assert "keep the base preset" in result.stderr and load_preset(out).name == "h100-qwen2.5-7b+calibrated"
+    # Better on one run of several is not worse on every run: written as before.
+    monkeypatch.setattr(calibrate_module, "_check", lambda *a: [
+        {**row, "calibrated_error": e, "base_error": 0.05} for row in checked(*a) for e in (-0.5, 0.01)])
+    assert invoke("calibrate", timeline, "-o", out, "--force").exit_code == 0
 
 
 def test_a_timeline_of_an_interrupted_replay_is_said_so(tmp_path):

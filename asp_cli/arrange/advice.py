@@ -30,7 +30,10 @@ def dividing_example(prompts: int, batch: int) -> str:
     """`` (e.g. 118 or 177; ...)``: the dividing sizes to try, or nothing."""
     sizes = dividing_batch_sizes(prompts, batch)
     if not sizes:
-        return ""
+        # 5,222 prompts at 128: no size from half to twice the batch divides them; the other fix is the data.
+        kept = prompts - prompts % batch
+        return (f" (none from {max(1, batch // 2)} to {min(prompts, 2 * batch)} does; or keep {kept:,} of the prompts, "
+                f"{kept // batch:,} batches of {batch}, as verl's dataloader would)" if kept else "")
     return (f" (e.g. {' or '.join(str(d) for d in sizes)}; a different batch size changes the number of steps, so "
             "compare with asp simulate)")
 

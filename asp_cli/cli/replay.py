@@ -213,6 +213,7 @@ def calibrate_command(
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="The engine's sequence limit (vllm serve --max-num-seqs); default: observed, else the base's."),
     train_steps: Optional[Path] = typer.Option(None, "--train-steps", help="Measured trainer steps (columns tokens, step_s) to fit the trainer's cost too."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output."),
+    keep_worse: bool = typer.Option(False, "--keep-worse", help="Write the preset even when it simulates every measured run worse than its base (otherwise exit 1 and nothing written)."),
     json_output: bool = typer.Option(False, "--json", help="Print the fit as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
 ) -> None:
@@ -241,7 +242,7 @@ def calibrate_command(
             report = calibrate(timeline, output, base=base, live=live, probe_timeline=probe_timeline,
                                probe_max_batch=probe_max_batch, probe_response_tokens=probe_tokens,
                                kv_cache_tokens=kv_cache_tokens, max_num_seqs=max_num_seqs, train_steps=train_steps,
-                               progress=bar, force=force)
+                               progress=bar, force=force, keep_worse=keep_worse)
         finally:
             bar.close()
         if not quiet:

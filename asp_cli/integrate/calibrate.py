@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.costmodel import DEFAULT_PRESET, PRESETS, HardwarePreset, load_preset, preset_from_document
-from asp_cli.errors import ServerError, SettingsError
+from asp_cli.errors import CheckFailedError, ServerError, SettingsError
 from asp_cli.integrate.costfit import Fit, fit_timeline, fit_train_steps, preset_document
 from asp_cli.integrate.live import LiveSettings, Progress
 from asp_cli.integrate.replay_plan import RequestPlan, simulate_plan
@@ -50,6 +50,7 @@ def calibrate(
     train_steps: Path | None = None,
     progress: Progress | None = None,
     force: bool = False,
+    keep_worse: bool = False,
 ) -> CalibrationReport:
     """Fit a preset to measured timings and write it to ``output`` (atomically).
 
@@ -69,10 +70,15 @@ def calibrate(
         ``train_per_token_s``.
     force
         Replace existing outputs (``output``, ``probe_timeline``).
+    keep_worse
+        Write the preset even when it simulates every measured run worse than the base does (otherwise that is
+        a `CheckFailedError` and nothing is written: a pipeline would go on with a worse cost model).
 
     Raises
     ------
     InputError, SettingsError, ServerError, OutputError
+    CheckFailedError
+        When the calibrated preset simulates every measured run worse than the base (without ``keep_worse``).
     """
     from asp_cli.output import write_text_atomic
 
@@ -87,7 +93,8 @@ def calibrate(
         read = read_timeline(Path(timeline))  # type: ignore[arg-type]
         frame, metadata = read.frame, read.metadata
         source = str(timeline)
-    base_preset, base_document = _base(base or _recorded_base(metadata))
+    base_name = base or _recorded_base(metadata)
+    base_preset, base_document = _base(base_name)
     fit = fit_timeline(frame, base_preset)
     if metadata.get("complete") is False:
         fit.notes.append(f"the timeline is of an interrupted replay ({frame.height:,} requests measured before it "
@@ -108,7 +115,6 @@ def calibrate(
     # Checked as `--preset` will read it before it is written: a fit that makes no valid preset (an option that
     # leaves no KV cache, a timeline's figures out of range) writes nothing.
     calibrated = preset_from_document(preset, f"the calibrated preset (not written to {output})")
-    write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n", replace=force)
     document = {
         "output": str(output),
         "source": source,
@@ -124,12 +130,25 @@ def calibrate(
         "check": _check(frame, metadata, base_preset, calibrated),
     }
     worse = [r for r in document["check"] if r["base_error"] is not None
-             and abs(r["calibrated_error"]) > abs(r["base_error"])]
+             and abs(r["calibrated_error"]) > abs(r["base_error"]) + WORSE_MARGIN]
     if worse and len(worse) == len(document["check"]):
+        errors = "; ".join(f"{r['arrangement']}: {r['calibrated_error']:+.1%} calibrated against {r['base_error']:+.1%} "
+                           "with the base" for r in worse[:3])
+        if not keep_worse:
+            raise CheckFailedError(
+                f"{output}: not written: the calibrated preset simulates every measured run worse than its base "
+                f"{base_preset.name} does ({errors}); keep --preset {base_name}, replay again on idle servers "
+                "(streaming, larger minibatches) for a cleaner fit, or pass --keep-worse to write it anyway")
         fit.notes.append("the calibrated preset predicts these runs worse than the base one; keep the base preset "
                          "until a cleaner replay (idle servers, streaming, larger minibatches) fits better")
         document["fit"] = fit.to_dict()
+    write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n", replace=force)
     return CalibrationReport(preset, fit, document)
+
+
+# How much further off than the base a calibrated preset may simulate a measured run before it counts as worse
+# (relative wall-time error, absolute): a refit on its own output, or a base that already fits, differs by noise.
+WORSE_MARGIN = 0.01
 
 
 def _recorded_base(metadata: dict[str, Any]) -> str:
