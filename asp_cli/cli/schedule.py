@@ -161,12 +161,12 @@ def _summary_text(summary: dict, output: Path) -> str:
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths; `asp simulate` reports the empty slots of a replay, tail included)"
         + _padding_note(summary),
-        f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:.1f} s at the point predictions"
+        f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:,.1f} s at the point predictions"
         + (f" ({summary['expected_rollout_s']:,.0f} s in auto's replays, which draw lengths with the predictions' "
            f"spread{_scaled_from(summary)})" if summary.get("expected_rollout_s") else "")
-        + f"; per-instance busy {min(busy):.1f}-{max(busy):.1f} s (imbalance "
+        + f"; per-instance busy {min(busy):,.1f}-{max(busy):,.1f} s (imbalance "
         f"{summary['predicted_instance_imbalance']:.3f}, finish spread "
-        f"{summary['predicted_instance_finish_spread_s']:.1f} s)",
+        f"{summary['predicted_instance_finish_spread_s']:,.1f} s)",
         _lag_line(summary),
     ]
     choice = summary.get("arrangement")

@@ -111,7 +111,7 @@ def _summary(document: dict) -> str:
         f"Simulated {m['sequences']:,} sequences ({m['groups']:,} groups) on {document['instances']} x "
         f"{document['preset']} ({document['mode']}, {document['dispatch']} dispatch); {source}.",
         f"  end-to-end       {m['end_to_end_s']:,.1f} s over {m['train_steps']} steps "
-        f"(mean iteration {m['mean_iteration_s']:.1f} s)",
+        f"(mean iteration {m['mean_iteration_s']:,.1f} s)",
         f"  lower bound      {m['lower_bound_end_to_end_s']:,.1f} s (ratio {m['ratio_to_lower_bound']:.3f}; "
         f"binds: {m['lower_bound_end_to_end_binding']})",
         f"  rollout          {m['rollout_makespan_s']:,.1f} s (ratio {m['rollout_ratio_to_lower_bound']:.3f}; "
