@@ -203,6 +203,13 @@ def test_an_input_without_an_id_column_is_warned_about(tmp_path):
         "(`asp observe --schedule` and `asp probe` do), or name the id column with --id-key"]
     named = json.loads(invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--json", "--quiet").stdout)
     assert named["warnings"] == []
+    # A history that matched these row-number ids already uses them: nothing to warn about (a newcomer's history
+    # of verl dumps, matched by text, got the warning all the same).
+    history = tmp_path / "h.jsonl"
+    history.write_text("".join(f'{{"prompt_id": "{i}", "response_tokens": {100 + i}}}\n' for i in range(40)))
+    matched = invoke("schedule", source, "-o", tmp_path / "u.parquet", "--json", "--quiet", "--history", history)
+    assert matched.exit_code == 0, matched.stderr
+    assert not any("no id column" in w for w in json.loads(matched.stdout)["warnings"])
 
 
 def test_under_a_lag_bound_the_summary_says_rollout_waits_for_the_trainer(tmp_path):

@@ -586,7 +586,7 @@ def schedule(
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())
     unnamed = [Path(name).name for name, used in read_report.columns_used.items() if used.get("id") == "(row number)"]
-    if unnamed:
+    if unnamed and not info.prompts_from_history:  # a history that matched these ids already uses them
         # verl's parquet keeps its own index in extra_info, which asp does not read as an id.
         warnings.append(f"{', '.join(unnamed[:3])} {'has' if len(unnamed) == 1 else 'have'} no id column, so each "
                         "prompt's id is its row number; history must use the same ids (`asp observe --schedule` "
