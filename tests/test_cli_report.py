@@ -161,7 +161,22 @@ def test_lengths_are_reported(schedules, tmp_path):
     lengths.write_text("prompt_id,response_tokens\n" + "".join(f"p{i},{100 + i}\n" for i in range(300)))
     result = run(schedules / "a.parquet", "--lengths", lengths, "--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["observed"]["prompts_matched"] == 300
+    document = json.loads(result.stdout)
+    assert document["observed"]["prompts_matched"] == 300
+    # With --lengths, --max-padding gates the padding those lengths give, not the prediction's (a newcomer's gate
+    # passed on a predicted 5.9% where the rollouts gave 73.7%).
+    observed, predicted = document["observed"]["padding_fraction"], document["padding"]["fraction"]
+    assert abs(observed - predicted) > 0.01
+    between = f"{(observed + predicted) / 2:.4f}"
+    gated = run(schedules / "a.parquet", "--lengths", lengths, "--check", "--max-padding", between, "-q")
+    assert gated.exit_code == (1 if observed > predicted else 0)
+    checked = json.loads(run(schedules / "a.parquet", "--lengths", lengths, "--check", "--max-padding", between,
+                             "--json").stdout)["checks"]["results"][0]
+    assert checked["fact"] == "observed.padding_fraction" and checked["value"] == observed
+    assert "observed padding fraction (at the --lengths)" in checked["message"]
+    alone = json.loads(run(schedules / "a.parquet", "--check", "--max-padding", between, "--json").stdout)
+    assert alone["checks"]["results"][0]["fact"] == "padding.fraction"
+    assert "predicted padding fraction" in alone["checks"]["results"][0]["message"]
 
 
 def test_simulate_replays_the_schedule_on_observed_or_sampled_lengths(schedules, tmp_path):
