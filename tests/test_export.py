@@ -73,6 +73,7 @@ def test_verl_export_has_the_rlhf_dataset_columns(built, tmp_path):  # noqa: F81
 
 def test_verl_export_keeps_a_verl_dataset_as_it_is(tmp_path):
     from asp_cli.arrange.pipeline import schedule
+    from asp_cli.reading import ReadOptions
     from asp_cli.settings import ScheduleSettings
 
     rows = [
@@ -90,7 +91,19 @@ def test_verl_export_keeps_a_verl_dataset_as_it_is(tmp_path):
         got = by_index[i]
         assert got["prompt"] == row["prompt"] and got["reward_model"] == row["reward_model"]
         assert got["extra_info"]["split"] == "x" and got["ability"] == "math" and got["data_source"] == "gsm"
+        # The user's extra_info gains the schedule's prompt id (here the row number: no id column), which the
+        # rollout logs fed back to `asp observe` carry; before, it was kept without one.
+        assert got["extra_info"]["prompt_id"] == str(i)
     assert result.summary["trailing_rows"] == 0
+    # verl's own datasets keep their id in extra_info.index: `--id-key extra_info.index` reads it (Parquet too).
+    pl.read_ndjson(data).with_columns(pl.col("extra_info").struct.with_fields(
+        (pl.col("extra_info").struct.field("index") + 100).alias("index"))).write_parquet(tmp_path / "verl.parquet")
+    indexed = tmp_path / "i.parquet"
+    schedule([tmp_path / "verl.parquet"], indexed, settings=ScheduleSettings(
+        instances=2, samples_per_prompt=2, train_batch_size=5), read=ReadOptions(id_key="extra_info.index"))
+    assert sorted(pl.read_parquet(indexed)["prompt_id"].to_list(), key=int) == [str(100 + i) for i in range(20)]
+    out = export(indexed, [tmp_path / "verl.parquet"], None, format="verl").frame
+    assert all(r["extra_info"]["prompt_id"] == str(r["extra_info"]["index"]) for r in out.iter_rows(named=True))
 
 
 def test_a_dataset_line_that_is_not_json_is_skipped_as_scheduling_skipped_it(tmp_path):

@@ -198,6 +198,12 @@ def export(
     if route == "planned":  # the planned instance, ordered by the row's position in the file (`verl_router`)
         asp = asp.with_columns(pl.Series("priority", priority_column(rows["instance"].to_list()), dtype=pl.Int64))
     frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
+    if format == "verl" and not any(f.name == "prompt_id" for f in frame.schema["extra_info"].fields):
+        # The user's own extra_info (verl's preprocessing writes one, without an id) gets the schedule's prompt id,
+        # which the rollout logs fed back (`asp observe`) must carry (docs/integrations.md, "Feeding the lengths
+        # back"); the user's fields are kept.
+        frame = frame.with_columns(pl.col("extra_info").struct.with_fields(
+            rows["prompt_id"].cast(pl.String).alias("prompt_id")))
 
     summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,
                                      verl_version=verl_version)

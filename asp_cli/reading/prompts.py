@@ -25,6 +25,7 @@ from asp_cli.reading.tables import (
     read_table,
     release_arrow_memory,
     row_location,
+    with_nested_key,
 )
 
 # --------------------------------------------------------------------------------------------------------
@@ -238,6 +239,7 @@ def extract_prompts(
     and ``locate_row``, which says where its ``index``-th row is in the file, for messages.
     """
     locate = locate_row or (lambda index: row_location(path, frame, index, fmt))
+    frame = with_nested_key(frame, id_key)
     prompt_col = _choose_prompt_column(frame, prompt_key, path)
     id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag="--id-key", path=path, required=False)
     source_col = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)

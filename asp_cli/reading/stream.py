@@ -56,6 +56,7 @@ from asp_cli.reading.tables import (
     parse_jsonl_block,
     read_table,
     release_arrow_memory,
+    with_nested_key,
 )
 
 BATCH_BYTES = 8 << 20  # text per batch: about 20,000 verl-style prompts (docs/benchmarks.md: peak memory by batch size)
@@ -196,6 +197,7 @@ def _plan(frame: pl.DataFrame, options: ReadOptions, path: Path, chat: bool | No
 
     ``chat`` gives that last decision instead of computing it from the rows (for the whole file's columns).
     """
+    frame = with_nested_key(frame, options.id_key)
     prompt_col = _choose_prompt_column(frame, options.prompt_key, path)
     id_col = find_column(frame, C.ID_KEYS, options.id_key, what="id", flag="--id-key", path=path, required=False)
     source_col = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)

@@ -595,6 +595,26 @@ def release_arrow_memory() -> None:
 # Column detection
 
 
+def with_nested_key(frame: pl.DataFrame, key: str | None) -> pl.DataFrame:
+    """``frame`` with a column named ``key`` when ``key`` is a dotted path into struct columns (``extra_info.index``:
+    the field ``index`` of the struct column ``extra_info``) and no column of that name exists; else ``frame``.
+
+    verl's own preprocessing keeps a dataset's index in ``extra_info`` only, so `--id-key extra_info.index` is
+    the id a verl dataset has (a newcomer's was refused: "no column 'extra_info.index'").
+    """
+    if key is None or "." not in key or key in frame.columns:
+        return frame
+    head, *path = key.split(".")
+    if head not in frame.columns:
+        return frame
+    expr, dtype = pl.col(head), frame.schema[head]
+    for name in path:
+        if not isinstance(dtype, pl.Struct) or name not in {f.name for f in dtype.fields}:
+            return frame  # not a path of this frame: `find_column` says which columns there are
+        expr, dtype = expr.struct.field(name), next(f.dtype for f in dtype.fields if f.name == name)
+    return frame.with_columns(expr.alias(key))
+
+
 def find_column(
     frame: pl.DataFrame,
     candidates: Sequence[str],
