@@ -560,7 +560,8 @@ def test_a_candidate_that_cannot_keep_the_bound_counted_whole_is_judged_at_the_p
     assert judged[("short-first", "peak")] < 0.6 * judged[("per-step", "whole")]
     assert "short-first" not in choice.refused and "shuffle" in choice.refused
     assert frame["expected_lag"].max() == 0
-    with pytest.raises(SettingsError, match="--max-lag 0 cannot be met"):  # counted whole it cannot
+    with pytest.raises(SettingsError, match=r"--max-lag 0 \(synchronous training\) cannot be met by --arrangement "
+                       "short-first: its minibatches mix groups of different training steps"):  # counted whole
         plan(prompts, preds, dataclasses.replace(s, arrangement="short-first", kv_budget="whole"), preset=PRESET)
     forced = dataclasses.replace(s, arrangement="short-first", kv_budget="peak")
     assert frame.equals(plan(prompts, preds, forced, preset=PRESET)[0])

@@ -165,8 +165,7 @@ def plan(
     if rows > MAX_SCHEDULE_ROWS:
         raise SettingsError(
             f"--epochs {settings.epochs} x {prompts.height:,} prompts is {rows:,} schedule rows, more than "
-            f"{MAX_SCHEDULE_ROWS:,}; schedule a few epochs per run (with a different --seed for each run)"
-        )
+            f"{MAX_SCHEDULE_ROWS:,}; schedule a few epochs per run (with a different --seed for each run)")
     if settings.engine == "streaming":  # its expected times come from replaying every sequence
         check_replay_size(rows, settings.samples_per_prompt, "a plan for --engine streaming")
     mean = predictions[C.PREDICTED_MEAN_TOKENS].to_numpy().astype(np.float64)
@@ -190,8 +189,7 @@ def plan(
         raise SettingsError(
             f"--max-tokens-per-minibatch {budget} is smaller than one prompt: prompt id "
             f"{prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
-            f"{counted}); raise it to at least {int(footprint[worst])}"
-        )
+            f"{counted}); raise it to at least {int(footprint[worst])}")
     if settings.arrangement == "auto":
         choice = choose_arrangement(_arrange_named, prompts, predictions, settings, preset, budget_tokens=budget)
     else:
@@ -356,15 +354,18 @@ def _assemble(
         hold = np.maximum(hold, np.where(too_early, ready_at, 0.0))
     if settings.max_lag is not None and lag.max() > settings.max_lag:
         worst = int(np.argmax(lag))
+        shown, behind = shown_id(prompts[C.PROMPT_ID][int(row_prompt[worst])]), int(lag[worst])
+        if settings.max_lag == 0 and settings.trainer == "schedule" and settings.arrangement != "per-step":
+            raise LagBoundError(  # synchronous training has no lag to raise: the minibatches mix training steps
+                f"--max-lag 0 (synchronous training) cannot be met by --arrangement {settings.arrangement}: its "
+                f"minibatches mix groups of different training steps (prompt id {shown} would train {behind} steps "
+                "after the policy that generated it); for synchronous training --arrangement per-step (or auto) "
+                "keeps each step's groups together")
         raise LagBoundError(
-            f"--max-lag {settings.max_lag} cannot be met: prompt id {shown_id(prompts[C.PROMPT_ID][int(row_prompt[worst])])} "
-            f"is expected {int(lag[worst])} steps behind even when rollout is held back; raise --max-lag, "
-            "raise --train-batch-size, or give more --instances"
+            f"--max-lag {settings.max_lag} cannot be met: prompt id {shown} is expected {behind} steps behind even "
+            "when rollout is held back; raise --max-lag, raise --train-batch-size, or give more --instances"
             + ("; a synchronous trainer (verl's default) trains the schedule's own steps: give --trainer schedule"
-               if settings.trainer == "arrival" and settings.max_lag == 0 else
-               "; for synchronous training --arrangement per-step (or auto) keeps each step's groups together"
-               if settings.max_lag == 0 and settings.arrangement != "per-step" else "")
-        )
+               if settings.trainer == "arrival" and settings.max_lag == 0 else ""))
     if settings.trainer == "schedule" and follow is None and settings.arrangement not in SORTS:
         # A trainer that follows the schedule takes the stratified steps assigned here, from the finish times
         # of the plan that keeps the lag bound; where stratifying would break the bound, arrival order stays.

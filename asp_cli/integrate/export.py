@@ -31,11 +31,10 @@ import numpy as np
 import polars as pl
 
 from asp_cli import __version__
-from asp_cli import columns as C
-from asp_cli import limits
 from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
+from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import ROUTES, priority_column
 
 FORMATS = ("parquet", "jsonl", "verl")
@@ -43,9 +42,6 @@ ORDERS = ("dispatch", "train")
 # Schedule columns copied onto every exported row (with the optional --prefix).
 ASP_COLUMNS = ("epoch", "instance", "minibatch", "seq", "train_step", "predicted_tokens")
 METADATA_KEY = b"asp.export"
-# Where a reference answer may live, for verl's reward_model.ground_truth when the file has no reward_model.
-ANSWER_KEYS = ("ground_truth", "answer", "solution", "label", "target", "gts")
-_VERL_CHAT = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 # The verl versions whose batch cutting export knows, and the rule each uses (`replay.chunk_capacities`):
 # 0.9's default trainer cuts the prompts; 0.7's trainer (also 0.9's trainer.use_v1=False) the repeated batch.
 VERL_CHUNKING = {"0.9": "v1", "0.7": "legacy"}
@@ -407,109 +403,6 @@ def _recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
     if id_col in (None, "(row number)"):
         id_col = None
     return id_col, first.get("prompt")
-
-
-# --------------------------------------------------------------------------------------------------------
-# verl's dataset layout
-
-
-def to_verl(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """Give a frame the five columns verl's RLHFDataset reads, keeping the user's values where present.
-
-    ``prompt`` becomes a chat list (a chat list under ``prompt`` or ``messages`` is kept; text is wrapped as
-    one user message); ``data_source`` defaults to ``"unknown"``; ``ability`` to ``"unknown"``;
-    ``reward_model`` to ``{"style": "rule", "ground_truth": <answer column or null>}``; ``extra_info`` to
-    ``{"index": <dataset row>, "prompt_id": <id or null>}``.
-
-    Returns
-    -------
-    (frame, notes)
-        The converted frame and warnings for people (defaults verl's reward routing depends on).
-    """
-    notes: list[str] = []
-    lowered = {c.lower(): c for c in raw.columns}
-    out = raw.with_columns(_verl_prompt(raw, lowered).alias("prompt"))
-    if "messages" in lowered and lowered["messages"] != "prompt":
-        out = out.drop(lowered["messages"])
-
-    source = next((lowered[k] for k in C.SOURCE_KEYS if k in lowered), None)
-    if "data_source" not in out.columns or out.schema["data_source"] != pl.String:
-        value = pl.col(source).cast(pl.String) if source else pl.lit(None, pl.String)
-        out = out.with_columns(value.alias("data_source"))
-    if out["data_source"].null_count():
-        notes.append(
-            f"{out['data_source'].null_count()} rows have no data_source; set to 'unknown'. verl picks the "
-            "reward function by data_source: set custom_reward_function.path, or add a data_source column"
-        )
-        out = out.with_columns(pl.col("data_source").fill_null("unknown"))
-
-    if "ability" not in out.columns:
-        out = out.with_columns(pl.lit("unknown").alias("ability"))
-    else:
-        out = out.with_columns(pl.col("ability").cast(pl.String).fill_null("unknown"))
-
-    if "reward_model" not in out.columns or not isinstance(out.schema["reward_model"], pl.Struct):
-        answer = next((lowered[k] for k in ANSWER_KEYS if k in lowered), None)
-        truth = pl.col(answer).cast(pl.String) if answer and _castable(out, answer) else pl.lit(None, pl.String)
-        if answer is None:
-            notes.append(
-                "no answer column (ground_truth, answer, solution, ...): reward_model.ground_truth is empty, "
-                "which verl's rule-based rewards need"
-            )
-        if "reward_model" in out.columns:
-            out = out.drop("reward_model")
-        out = out.with_columns(pl.struct(pl.lit("rule").alias("style"), truth.alias("ground_truth")).alias("reward_model"))
-
-    if "extra_info" not in out.columns or not isinstance(out.schema["extra_info"], pl.Struct):
-        id_col = next((lowered[k] for k in C.ID_KEYS if k in lowered), None)
-        prompt_id = pl.col(id_col).cast(pl.String) if id_col and _castable(out, id_col) else pl.lit(None, pl.String)
-        if "extra_info" in out.columns:
-            out = out.drop("extra_info")
-        out = out.with_columns(
-            pl.struct(pl.col("\x00row").alias("index"), prompt_id.alias("prompt_id")).alias("extra_info")
-        )
-    first = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
-    return out.select([*first, *[c for c in out.columns if c not in first]]), notes
-
-
-def _castable(frame: pl.DataFrame, column: str) -> bool:
-    dtype = frame.schema[column]
-    return dtype == pl.String or dtype.is_numeric() or dtype == pl.Boolean
-
-
-def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
-    """A chat-list expression for verl's ``prompt`` column."""
-    for name in ("prompt", "messages"):
-        column = lowered.get(name)
-        if column is None:
-            continue
-        dtype = raw.schema[column]
-        if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
-            fields = {f.name for f in dtype.inner.fields}
-            if {"role", "content"} <= fields:
-                return pl.col(column)
-        if dtype == pl.String:
-            text = pl.col(column).str.strip_prefix("\x00json:")
-            looks_chat = raw.select(text.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()).item()
-            if looks_chat:
-                deep = limits.too_deep_rows(raw.select(text).to_series())
-                if deep:
-                    raise InputError(
-                        f"dataset row {deep[0]}: column {column!r} holds JSON nested more than "
-                        f"{limits.MAX_NESTING_DEPTH} levels deep; asp reads at most {limits.MAX_NESTING_DEPTH} levels: "
-                        "flatten it"
-                    )
-                return text.str.json_decode(_VERL_CHAT)
-    for name in C.PROMPT_KEYS:
-        column = lowered.get(name)
-        if column is not None and raw.schema[column] == pl.String:
-            return pl.concat_list(
-                pl.struct(pl.lit("user").alias("role"), pl.col(column).alias("content"))
-            ).cast(_VERL_CHAT)
-    raise InputError(
-        "cannot build verl's prompt column: no chat list under 'prompt'/'messages' and no text under "
-        f"{', '.join(C.PROMPT_KEYS)}; rename the prompt column"
-    )
 
 
 # --------------------------------------------------------------------------------------------------------

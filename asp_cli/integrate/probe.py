@@ -16,7 +16,7 @@ The draw is seeded (``numpy.random.default_rng([seed, source index])``, sources 
 the same inputs, settings and seed pick the same prompts. The output is the input's own rows, every column
 kept, the id column under its own name (a ``prompt_id`` column is added when the input has none, holding the
 row-number id that `asp schedule` uses), as JSON lines or Parquet by the output's name, or verl's
-``RLHFDataset`` layout (`asp_cli.integrate.export.to_verl`, the same code as `asp export --format verl`).
+``RLHFDataset`` layout (`asp_cli.integrate.verl_layout.to_verl`, the same code as `asp export --format verl`).
 """
 
 from __future__ import annotations
@@ -197,7 +197,8 @@ def probe(
     ------
     InputError, SettingsError, PredictorError, OutputError
     """
-    from asp_cli.integrate.export import mixed_kinds_warning, read_rows, to_verl, write_rows
+    from asp_cli.integrate.export import mixed_kinds_warning, read_rows, write_rows
+    from asp_cli.integrate.verl_layout import to_verl
     from asp_cli.output import check_output_path
     from asp_cli.predict.prediction import predict_distribution
     from asp_cli.reading import ReadReport, read_prompts
