@@ -169,6 +169,15 @@ def test_compare_says_which_is_better(report):
     worse["padding"]["fraction"] = report["padding"]["fraction"] + 0.1
     row = next(r for r in compare_reports(report, worse)["facts"] if r["fact"] == "padding.fraction")
     assert row["better"] == "a" and row["change"] == pytest.approx(0.1)
+    # Made with the same predictions: comparable as they are. With another predictor (or history), said so.
+    assert compare_reports(report, worse)["predictions_differ"] is False
+    other = json.loads(json.dumps(report))
+    other["provenance"]["predictor"]["fingerprint"] = "sha256:" + "2" * 64
+    comparison = compare_reports(report, other)
+    assert comparison["predictions_differ"] is True
+    assert "made with different predictions" in " ".join(render_compare_text(comparison, width=200).split())
+    other["provenance"]["predictor"] = {**report["provenance"]["predictor"], "history_fingerprint": "sha256:" + "3" * 64}
+    assert compare_reports(report, other)["predictions_differ"] is True
 
 
 def test_report_schedule_names_same_named_files_by_path(made, tmp_path):

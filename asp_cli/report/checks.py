@@ -99,8 +99,13 @@ def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
                 winner, note = None, "the last steps end at the same time, so this gains nothing"
         facts.append({"fact": path, "label": label, "kind": kind, "a": va, "b": vb, "change": change,
                       "better": winner, "note": note})
+    # Each schedule's facts are under its own predictions: made with different ones, a shorter predicted makespan
+    # may be a more optimistic predictor, not a better plan (a newcomer read "better a" that way).
+    printed = [(r.get("provenance") or {}).get("predictor") or {} for r in (a, b)]
+    keys = [(p.get("fingerprint"), p.get("history_fingerprint")) for p in printed]
+    predictions_differ = keys[0] != keys[1] and all(k[0] for k in keys)
     return {"report_version": REPORT_VERSION, "a": a["schedule"]["name"], "b": b["schedule"]["name"],
-            "facts": facts}
+            "facts": facts, "predictions_differ": predictions_differ}
 
 
 @dataclass(frozen=True)

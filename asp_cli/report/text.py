@@ -333,4 +333,8 @@ def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: 
     for row in comparison["facts"]:
         if row.get("note"):
             console.print(f"{row['label']}: no verdict; {row['note']}")
+    if comparison.get("predictions_differ"):
+        console.print("The two schedules were made with different predictions (predictor or history): each fact is "
+                      "under its own, so a time can differ because one predictor expects shorter answers; replay "
+                      "both on the same lengths to compare plans (asp simulate A --lengths L, then B).")
     return _trimmed(console.file.getvalue())
