@@ -192,8 +192,10 @@ def test_a_server_that_keeps_dropping_is_a_clear_error_and_keeps_what_was_measur
     with FakeServer(time_scale=0.02, faults=Faults(drop_after=10)) as a, FakeServer(time_scale=0.02) as b:
         result = replay(small, [a, b], out, "--retries", "1")
     assert result.exit_code == ExitCode.SERVER, result.output
-    line = result.stderr.strip()
-    assert line.count("\n") == 0 and line.startswith(f"Error: server {a.url}: asp request seq ")
+    # A log without a terminal says what started (one line an arrangement), then the error in one line.
+    started, line = result.stderr.strip().split("\n")
+    assert started == f"replaying asp: {REQUESTS} requests"
+    assert line.startswith(f"Error: server {a.url}: asp request seq ")
     assert "failed after 2 attempts" in line and f"measured before it are in {out}" in line
     timeline = read_timeline(out)
     assert 10 <= timeline.frame.height < REQUESTS and timeline.metadata["complete"] is False
@@ -295,7 +297,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, si
             if proc.poll() is None:
                 proc.kill()
     assert proc.returncode == 130, stderr
-    assert stderr.strip().startswith("Interrupted; wrote the ") and stderr.strip().count("\n") == 0
+    started, line = stderr.strip().split("\n")
+    assert started.startswith("replaying asp: ") and line.startswith("Interrupted; wrote the ")
     assert stdout == ""
     timeline = read_timeline(out)
     assert timeline.metadata["complete"] is False and timeline.metadata["interrupted"] is True

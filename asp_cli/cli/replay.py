@@ -21,10 +21,13 @@ def register(app: typer.Typer) -> None:
 
 
 class _Bar:
-    """A tqdm bar on stderr per arrangement (the live driver's progress hook)."""
+    """A tqdm bar on stderr per arrangement (the live driver's progress hook); without one (stderr not a terminal,
+    as in a job's log), one line as each arrangement starts, unless ``lines`` is off (--quiet): a replay runs for
+    minutes, and a log that says nothing all that time looks hung."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, lines: bool = False) -> None:
         self.enabled = enabled
+        self.lines = lines and not enabled
         self.bar: Any = None
 
     def start(self, name: str, total: int) -> None:
@@ -33,6 +36,8 @@ class _Bar:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc=name, unit="req", leave=True, dynamic_ncols=True)
+        elif self.lines:
+            say(f"replaying {name}: {total:,} requests")
 
     def advance(self, count: int) -> None:
         if self.bar is not None:
@@ -121,7 +126,7 @@ def replay_command(
             from asp_cli.integrate.offline import load_vllm
 
             load_vllm()  # before reading anything: say at once when the extra is missing
-        bar = _Bar(show_progress(quiet) or (progress and not quiet))
+        bar = _Bar(show_progress(quiet) or (progress and not quiet), lines=not quiet)
         try:
             report = replay_schedule(
                 schedule, datasets, output=None if dry_run else output, live=live, in_process=local,
@@ -237,7 +242,7 @@ def calibrate_command(
         if servers is not None:
             live = _live_settings(servers, engine="blocking", max_in_flight=None, no_stream=False, model=model,
                                   retries=3, retry_backoff=0.5, timeout=600.0, warmup=8)
-        bar = _Bar(show_progress(quiet))
+        bar = _Bar(show_progress(quiet), lines=not quiet)
         try:
             report = calibrate(timeline, output, base=base, live=live, probe_timeline=probe_timeline,
                                probe_max_batch=probe_max_batch, probe_response_tokens=probe_tokens,
