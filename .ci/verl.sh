@@ -49,7 +49,7 @@ run_tests() {
     local start
     start=$(date +%s)
     # -p no:cacheprovider leaves nothing behind; -m verl selects the integration tests, which must all run.
-    "$VENV/bin/python" -m pytest -p no:cacheprovider -m verl "$TESTS" -ra \
+    "$VENV/bin/python" -m pytest -p no:cacheprovider -n 0 -m verl "$TESTS" -ra \
         -W ignore::DeprecationWarning -W ignore::FutureWarning | tee "$VENV/pytest.log"
     if grep -qE "^SKIPPED|[0-9]+ skipped" "$VENV/pytest.log"; then
         echo "ci-verl $VERSION: a verl integration test was skipped, so verl or a part of it did not import" >&2
