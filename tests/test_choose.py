@@ -449,6 +449,18 @@ def test_per_step_keeps_a_shuffles_train_batches_and_plans_inside_each(engine):
         for _, block in part.group_by("train_step", maintain_order=True):
             first = block.group_by("minibatch", maintain_order=True).agg(pl.col("predicted_tokens").max())
             assert first["predicted_tokens"][0] == block["predicted_tokens"].max()
+    if engine == "continuous":
+        # Synchronous (--max-lag 0): the same steps, each dealt into minibatches of balanced predicted work, where
+        # the longest-first cut gives one minibatch the step's long groups (the step lasts as long as it).
+        sync = dataclasses.replace(s, max_lag=0)
+        dealt = plan(prompts, preds, sync, preset=PRESET)[0]
+        check_invariants(dealt, sync, 320)
+        step_rows = (lambda f: f.group_by("train_step").agg(pl.col("row").sort()).sort("train_step")["row"].to_list())
+        assert step_rows(dealt) == step_rows(frame)
+        tokens = (lambda f: f.group_by("train_step", "minibatch").agg(pl.col("predicted_tokens").sum())
+                  .group_by("train_step").agg((pl.col("predicted_tokens").max() / pl.col("predicted_tokens").mean())
+                                              .alias("spread"))["spread"].max())
+        assert tokens(dealt) < 1.3 < tokens(frame)
 
 
 def test_representative_steps_limit_auto_to_candidates_about_as_representative_as_a_shuffle():
@@ -548,23 +560,47 @@ def _mixed_predictions(count: int, long_fraction: float, seed: int = 0) -> pl.Da
 
 
 def test_a_candidate_that_cannot_keep_the_bound_counted_whole_is_judged_at_the_peak():
-    # Synchronous training on a mix (a newcomer's verl run, 2026-12-04): counted whole, every sort broke --max-lag 0
-    # and auto kept per-step, 10% slower than verl's own default; at the peak the shortest-first sort keeps it.
+    # A newcomer's synchronous verl run (2026-12-04): counted whole, every sort broke --max-lag 0 and auto kept
+    # per-step, 10% slower than verl's own default; at the peak a sort kept it. Here (an arrival-order trainer at
+    # --max-lag 0) long-first keeps the bound only with its long minibatches fuller, and wins so.
+    prompts, preds = prompt_frame(512), _mixed_predictions(512, 0.1)
+    s = ScheduleSettings(instances=4, train_batch_size=64, minibatch_size=16, max_response_tokens=16_000, max_lag=0)
+    frame, choice = plan(prompts, preds, s, preset=PRESET)
+    judged = {(c["name"], c["kv_budget"]): c["expected_end_to_end_s"] for c in choice.candidates}
+    assert ("long-first", "peak") in judged and ("long-first", "whole") not in judged
+    assert (choice.chosen, choice.kv_budget) == ("long-first", "peak")
+    assert judged[("long-first", "peak")] < 0.9 * judged[("short-first", "whole")]
+    assert "long-first" not in choice.refused and "shuffle" in choice.refused
+    assert frame["expected_lag"].max() == 0
+    with pytest.raises(SettingsError, match="--max-lag 0 cannot be met"):  # counted whole it cannot
+        plan(prompts, preds, dataclasses.replace(s, arrangement="long-first", kv_budget="whole"), preset=PRESET)
+    forced = dataclasses.replace(s, arrangement="long-first", kv_budget="peak")
+    assert frame.equals(plan(prompts, preds, forced, preset=PRESET)[0])
+
+
+def test_a_synchronous_sort_trains_its_own_consecutive_batches_and_keeps_the_bound():
+    # Left to arrival order, a sort could not keep --max-lag 0 with a trainer that follows the schedule (a group
+    # overtaken by a later minibatch's trains a step late), so auto kept per-step, 35% slower than the plain sort
+    # on mix-k8-n8 (scripts/bench_sync.py). The sort's consecutive train batches, each dealt, keep it.
     prompts, preds = prompt_frame(512), _mixed_predictions(512, 0.2)
     s = ScheduleSettings(instances=4, train_batch_size=64, minibatch_size=16, max_response_tokens=16_000,
                          max_lag=0, trainer="schedule")
-    frame, choice = plan(prompts, preds, s, preset=PRESET)
-    judged = {(c["name"], c["kv_budget"]): c["expected_end_to_end_s"] for c in choice.candidates}
-    assert ("short-first", "peak") in judged and ("short-first", "whole") not in judged
-    assert (choice.chosen, choice.kv_budget) == ("short-first", "peak")
-    assert judged[("short-first", "peak")] < 0.6 * judged[("per-step", "whole")]
-    assert "short-first" not in choice.refused and "shuffle" in choice.refused
-    assert frame["expected_lag"].max() == 0
-    with pytest.raises(SettingsError, match=r"--max-lag 0 \(synchronous training\) cannot be met by --arrangement "
-                       "short-first: its minibatches mix groups of different training steps"):  # counted whole
-        plan(prompts, preds, dataclasses.replace(s, arrangement="short-first", kv_budget="whole"), preset=PRESET)
-    forced = dataclasses.replace(s, arrangement="short-first", kv_budget="peak")
-    assert frame.equals(plan(prompts, preds, forced, preset=PRESET)[0])
+    for name in ("long-first", "short-first"):
+        frame = plan(prompts, preds, dataclasses.replace(s, arrangement=name), preset=PRESET)[0]
+        check_invariants(frame, s, 512)
+        assert frame["expected_lag"].max() == 0
+        ordered = frame.sort("seq")
+        steps = ordered["train_step"].to_numpy()
+        assert (np.diff(steps) >= 0).all() and np.bincount(steps).max() == 64
+        assert ordered.group_by("minibatch").agg(pl.col("train_step").n_unique())["train_step"].max() == 1
+        # The steps are the sort's consecutive blocks: every group of a step at least as long (or short) as the
+        # next step's.
+        by_step = ordered.group_by("train_step").agg(pl.col("predicted_tokens").min().alias("lo"),
+                                                     pl.col("predicted_tokens").max().alias("hi")).sort("train_step")
+        lo, hi = by_step["lo"].to_numpy(), by_step["hi"].to_numpy()
+        assert (lo[:-1] >= hi[1:]).all() if name == "long-first" else (hi[:-1] <= lo[1:]).all()
+    _, choice = plan(prompts, preds, s, preset=PRESET)
+    assert {"long-first", "short-first"} <= {c["name"] for c in choice.candidates}
 
 
 def test_short_prompts_are_judged_under_one_kv_budget_and_the_summary_names_it():

@@ -267,7 +267,7 @@ def test_a_synchronous_schedule_whose_epochs_do_not_fill_batches_names_that_caus
     prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(50))
     out = tmp_path / "s.parquet"
     schedule([prompts], out, settings=ScheduleSettings(train_batch_size=32, minibatch_size=8, epochs=3, max_lag=0,
-                                                       trainer="schedule"))
+                                                       trainer="schedule", arrangement="per-step"))
     result = export(out, [prompts], None, format="verl")
     repeats = [w for w in result.warnings if "hold a prompt twice" in w]
     assert result.summary["batches_repeating_a_prompt"] >= 1 and len(repeats) == 1
@@ -414,3 +414,26 @@ def test_workers_are_checked_whatever_the_order(built, tmp_path):  # noqa: F811
     with pytest.raises(SettingsError, match="--workers must be at least 1"):
         export(built["schedule"], [built["prompts"]], tmp_path / "o.jsonl", format="jsonl", order="dispatch",
                workers=0)
+
+
+def test_verl_extra_info_carries_the_ids_the_schedule_and_the_probe_gave(tmp_path):
+    """An audit: with `--id-key uid` beside an `id` column, extra_info.prompt_id named the `id` column's values
+    (row0, row1), so logs fed back by it matched the wrong prompts; with ids 1.0 and 2 it wrote '1.0'."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.probe import ProbeSettings, probe
+    from asp_cli.reading import ReadOptions
+
+    data = write_jsonl(tmp_path / "uid.jsonl", [{"id": f"row{i}", "uid": f"q{i}", "prompt": f"question {i} " * (i + 1)}
+                                                for i in range(12)])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, read=ReadOptions(id_key="uid"))
+    ids = export(sched, [data], None, format="verl").frame
+    assert sorted(r["extra_info"]["prompt_id"] for r in ids.iter_rows(named=True)) == sorted(f"q{i}" for i in range(12))
+    probed = probe([data], tmp_path / "p.parquet", settings=ProbeSettings(prompts=4), read=ReadOptions(id_key="uid"),
+                   format="verl")
+    written = pl.read_parquet(tmp_path / "p.parquet")
+    assert all(r["extra_info"]["prompt_id"] == r["uid"] for r in written.iter_rows(named=True)), probed
+    numbers = write_jsonl(tmp_path / "n.jsonl", [{"id": 1.0, "prompt": "a b"}, {"id": 2, "prompt": "c d e"}])
+    schedule([numbers], tmp_path / "n.parquet")
+    frame = export(tmp_path / "n.parquet", [numbers], None, format="verl").frame
+    assert sorted(r["extra_info"]["prompt_id"] for r in frame.iter_rows(named=True)) == ["1", "2"]

@@ -90,3 +90,42 @@ def test_a_padded_cut_keeps_every_minibatch_within_the_budget_as_the_static_engi
     assert padded_tokens_of(summed, padded).max() > budget
     with pytest.raises(ValueError):
         cut_minibatches(padded, order, max_prompts=32, max_tokens=int(8 * (prompt + top).max()) - 1)
+
+
+@given(
+    lengths=st.lists(st.integers(1, 20000), min_size=1, max_size=200),
+    max_prompts=st.integers(1, 40),
+    budget_factor=st.floats(1.0, 50.0),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_dealt_step_holds_every_group_once_within_the_limits(lengths, max_prompts, budget_factor):
+    from asp_cli.arrange.packing import deal_minibatches
+
+    work = np.array(lengths, dtype=np.float64)
+    footprint = (work * 4).astype(np.int64)
+    budget = int(footprint.max() * budget_factor)
+    minibatch = deal_minibatches(footprint, work, max_prompts=max_prompts, max_tokens=budget)
+    counts = np.bincount(minibatch)
+    assert counts.min() >= 1 and counts.max() <= max_prompts
+    assert np.bincount(minibatch, weights=footprint).max() <= budget
+    load = np.bincount(minibatch, weights=work)
+    assert (np.diff(load) <= 1e-9).all()  # numbered heaviest first
+    assert np.array_equal(minibatch, deal_minibatches(footprint, work, max_prompts=max_prompts, max_tokens=budget))
+
+
+def test_a_dealt_step_spreads_its_long_groups_where_a_cut_keeps_them_together():
+    from asp_cli.arrange.packing import cut_per_step, deal_minibatches
+
+    # A synchronous step of 64 groups on 4 minibatches of 16: 8 long groups and 56 short ones. Cut longest first,
+    # one minibatch holds all 8 long groups (and the step waits for it); dealt, each holds 2.
+    work = np.array([9000.0] * 8 + [300.0] * 56)
+    footprint = (work * 8).astype(np.int64)
+    dealt = deal_minibatches(footprint, work, max_prompts=16, max_tokens=10**9)
+    assert np.bincount(dealt[:8], minlength=4).tolist() == [2, 2, 2, 2]
+    assert np.bincount(dealt).tolist() == [16, 16, 16, 16]
+    cut = cut_per_step(np.arange(64), footprint, 64, 16, 10**9)
+    assert np.bincount(cut[:8], minlength=4).tolist() == [8, 0, 0, 0]
+    assert np.array_equal(cut_per_step(np.arange(64), footprint, 64, 16, 10**9, work), dealt)
+    # Little KV room: the count of minibatches grows until every group fits.
+    tight = deal_minibatches(footprint, work, max_prompts=16, max_tokens=int(footprint[0] * 2))
+    assert np.bincount(tight, weights=footprint).max() <= footprint[0] * 2 and tight.max() + 1 >= 4

@@ -6,7 +6,6 @@ metadata. The CLI only parses options, calls `schedule` and renders its `Schedul
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from asp_cli.arrange.interleaving import (
     length_classes,
     list_schedule,
 )
-from asp_cli.arrange.packing import PaddedTokens, cut_minibatches, pack, per_step_order
+from asp_cli.arrange.packing import PaddedTokens, cut_minibatches, cut_per_step, pack, per_step_order
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.schedule_format import format_version_for, recorded_command_line, write_schedule
 from asp_cli.settings import MAX_SCHEDULE_ROWS, SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size
@@ -236,15 +235,30 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
             # A shuffle's train batches kept whole (steps as representative as a shuffle's), each packed
             # longest first on its own: no minibatch crosses a step, so a synchronous step waits only for its
             # own work.
+            # In synchronous training (--max-lag 0) a step waits for its slowest instance: its groups are dealt
+            # into balanced minibatches instead (`packing.deal_minibatches`).
             by_step = per_step_order(planned, settings.train_batch_size, rng)
-            local = _cut_per_step(by_step, footprint, settings.train_batch_size, settings.minibatch_size, budget)
+            work = group_tokens(n, prompt_tokens, mean) if settings.max_lag == 0 else None
+            local = cut_per_step(by_step, footprint, settings.train_batch_size, settings.minibatch_size, budget,
+                                 work)
             step_of_prompt = np.empty(planned.size, dtype=np.int64)
             step_of_prompt[by_step] = np.arange(planned.size) // settings.train_batch_size
         elif name in ("long-first", "short-first"):
             # The plain sort (ties by position), cut by the same limits and dispatched in cutting order: exactly
             # the equal-footing sorts of the benchmark, so `auto` has them among its candidates.
             by_length = np.lexsort((np.arange(planned.size), -planned if name == "long-first" else planned))
-            local = cut_minibatches(footprint, by_length, max_prompts=settings.minibatch_size, max_tokens=budget)
+            if settings.max_lag == 0 and settings.trainer == "schedule":
+                # Synchronous: the sort's consecutive train batches (a length curriculum), each dealt on its own,
+                # as per-step deals a shuffle's. Left to arrival order they could not keep the bound (a group
+                # overtaken by a later minibatch's trains a step late), and auto lost 35% to the plain sort on
+                # mix-k8-n8 (docs/benchmarks.md, "Synchronous training on blocking engines").
+                local = cut_per_step(by_length, footprint, settings.train_batch_size, settings.minibatch_size,
+                                     budget, group_tokens(n, prompt_tokens, mean))
+                step_of_prompt = np.empty(planned.size, dtype=np.int64)
+                step_of_prompt[by_length] = np.arange(planned.size) // settings.train_batch_size
+            else:
+                local = cut_minibatches(footprint, by_length, max_prompts=settings.minibatch_size,
+                                        max_tokens=budget)
         else:
             local = pack(planned, footprint, max_prompts=settings.minibatch_size, max_tokens=budget, rng=rng,
                          jitter=_PACKING_JITTER)
@@ -284,20 +298,6 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     # The per-prompt arrays above are not needed any more: free them before the rows are built.
     del planned, top, mean, prompt_tokens, footprint, local, duration, finish_offset
     return _assemble(prompts, predictions, settings, preset, epochs)
-
-
-def _cut_per_step(order: np.ndarray, footprint: np.ndarray | PaddedTokens, batch: int, max_prompts: int,
-                  max_tokens: int) -> np.ndarray:
-    """Minibatch of each prompt when ``order`` (train batches of ``batch`` in turn) is cut batch by batch."""
-    local = np.empty(order.size, dtype=np.int64)
-    offset = 0
-    for start in range(0, order.size, max(batch, 1)):
-        part = order[start:start + batch]
-        mine = footprint.subset(part) if isinstance(footprint, PaddedTokens) else footprint[part]
-        cut = cut_minibatches(mine, np.arange(part.size), max_prompts=max_prompts, max_tokens=max_tokens)
-        local[part] = cut + offset
-        offset += int(cut.max()) + 1
-    return local
 
 
 def _assemble(

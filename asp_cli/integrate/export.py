@@ -178,7 +178,12 @@ def export(
         rows = replay.rows(epoch=epoch)
     raw, warnings = _matched_dataset(replay, datasets, rows, prompt_key=prompt_key, id_key=id_key)
     if format == "verl":
-        raw, verl_notes = to_verl(raw)
+        # extra_info.prompt_id is the schedule's id of each dataset row, which the rollout logs fed back
+        # (`asp observe`) must carry (docs/integrations.md, "Feeding the lengths back").
+        ids = raw.select("\x00row").join(rows.select(pl.col("row").alias("\x00row"), "prompt_id")
+                                         .unique("\x00row", keep="first", maintain_order=True),
+                                         on="\x00row", how="left", maintain_order="left")["prompt_id"]
+        raw, verl_notes = to_verl(raw, ids)
         warnings.extend(verl_notes)
     clashes = [f"{prefix}{c}" for c in ASP_COLUMNS if f"{prefix}{c}" in raw.columns]
     if clashes:
@@ -194,12 +199,6 @@ def export(
     if route == "planned":  # the planned instance, ordered by the row's position in the file (`verl_router`)
         asp = asp.with_columns(pl.Series("priority", priority_column(rows["instance"].to_list()), dtype=pl.Int64))
     frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
-    if format == "verl" and not any(f.name == "prompt_id" for f in frame.schema["extra_info"].fields):
-        # The user's own extra_info (verl's preprocessing writes one, without an id) gets the schedule's prompt id,
-        # which the rollout logs fed back (`asp observe`) must carry (docs/integrations.md, "Feeding the lengths
-        # back"); the user's fields are kept.
-        frame = frame.with_columns(pl.col("extra_info").struct.with_fields(
-            rows["prompt_id"].cast(pl.String).alias("prompt_id")))
 
     summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,
                                      verl_version=verl_version)

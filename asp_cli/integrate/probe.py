@@ -246,10 +246,10 @@ def probe(
         rows = rows.with_columns(pl.col("\x00id").alias(C.PROMPT_ID))
         warnings.append("the input has no id column, so the probe adds `prompt_id` (the row-number id `asp schedule` "
                         "uses); keep it in the generation log so `asp observe` can match the samples")
-    rows = rows.drop("\x00id")
     if fmt == "verl":
-        rows, notes = to_verl(rows)
+        rows, notes = to_verl(rows, rows["\x00id"])  # extra_info.prompt_id: asp's id of each probed prompt
         warnings.extend(notes)
+    rows = rows.drop("\x00id")
     rows = rows.drop("\x00row")
 
     per_source = []

@@ -15,13 +15,17 @@ ANSWER_KEYS = ("ground_truth", "answer", "solution", "label", "target", "gts")
 _VERL_CHAT = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 
 
-def to_verl(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None) -> tuple[pl.DataFrame, list[str]]:
     """Give a frame the five columns verl's RLHFDataset reads, keeping the user's values where present.
 
     ``prompt`` becomes a chat list (a chat list under ``prompt`` or ``messages`` is kept; text is wrapped as
     one user message); ``data_source`` defaults to ``"unknown"``; ``ability`` to ``"unknown"``;
     ``reward_model`` to ``{"style": "rule", "ground_truth": <answer column or null>}``; ``extra_info`` to
-    ``{"index": <dataset row>, "prompt_id": <id or null>}``.
+    ``{"index": <dataset row>, "prompt_id": <id>}``. ``prompt_ids`` (aligned with ``raw``'s rows) are the ids asp
+    gave the prompts (the schedule's or the probe's: the column the user named, or the row number); a user's own
+    ``extra_info`` without a ``prompt_id`` gains them. Without them the id is guessed from the usual id columns
+    (an audit found that guess naming another column than the schedule's ``--id-key``, so logs fed back by
+    ``extra_info.prompt_id`` matched the wrong prompts).
 
     Returns
     -------
@@ -62,14 +66,18 @@ def to_verl(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
             out = out.drop("reward_model")
         out = out.with_columns(pl.struct(pl.lit("rule").alias("style"), truth.alias("ground_truth")).alias("reward_model"))
 
+    given = prompt_ids.cast(pl.String).alias("prompt_id") if prompt_ids is not None else None
     if "extra_info" not in out.columns or not isinstance(out.schema["extra_info"], pl.Struct):
         id_col = next((lowered[k] for k in C.ID_KEYS if k in lowered), None)
-        prompt_id = pl.col(id_col).cast(pl.String) if id_col and _castable(out, id_col) else pl.lit(None, pl.String)
+        prompt_id = (pl.lit(given) if given is not None else pl.col(id_col).cast(pl.String)
+                     if id_col and _castable(out, id_col) else pl.lit(None, pl.String))
         if "extra_info" in out.columns:
             out = out.drop("extra_info")
         out = out.with_columns(
             pl.struct(pl.col("\x00row").alias("index"), prompt_id.alias("prompt_id")).alias("extra_info")
         )
+    elif given is not None and "prompt_id" not in {f.name for f in out.schema["extra_info"].fields}:
+        out = out.with_columns(pl.col("extra_info").struct.with_fields(pl.lit(given)))
     first = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     return out.select([*first, *[c for c in out.columns if c not in first]]), notes
 
