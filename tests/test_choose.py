@@ -580,8 +580,8 @@ def test_a_candidate_that_cannot_keep_the_bound_counted_whole_is_judged_at_the_p
 
 def test_a_synchronous_sort_trains_its_own_consecutive_batches_and_keeps_the_bound():
     # Left to arrival order, a sort could not keep --max-lag 0 with a trainer that follows the schedule (a group
-    # overtaken by a later minibatch's trains a step late), so auto kept per-step, 35% slower than the plain sort
-    # on mix-k8-n8 (scripts/bench_sync.py). The sort's consecutive train batches, each dealt, keep it.
+    # overtaken by a later minibatch's trains a step late), so auto kept per-step, 2.4 times the plain sort's
+    # time on mix-k8-n8 (scripts/bench_sync.py). The sort's consecutive train batches, each dealt, keep it.
     prompts, preds = prompt_frame(512), _mixed_predictions(512, 0.2)
     s = ScheduleSettings(instances=4, train_batch_size=64, minibatch_size=16, max_response_tokens=16_000,
                          max_lag=0, trainer="schedule")

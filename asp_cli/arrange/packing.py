@@ -193,8 +193,8 @@ def deal_minibatches(footprint_tokens: np.ndarray, work: np.ndarray, *, max_prom
 
     In synchronous training each step waits for its slowest instance, and a step has about one minibatch per
     instance: cut longest first, one minibatch held all the step's long groups and the step lasted as long as
-    it (`per-step` was 43-50% slower than a shuffle in asp's sizes on the benchmark's mixes at --max-lag 0);
-    dealt, every minibatch gets its share (docs/algorithms.md, section 4).
+    it (`per-step` was 38-49% slower than a shuffle in asp's sizes on three of the benchmark's mixes at
+    --max-lag 0); dealt, every minibatch gets its share (docs/algorithms.md, section 7).
     """
     import heapq
 

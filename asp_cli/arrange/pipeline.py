@@ -250,8 +250,8 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
             if settings.max_lag == 0 and settings.trainer == "schedule":
                 # Synchronous: the sort's consecutive train batches (a length curriculum), each dealt on its own,
                 # as per-step deals a shuffle's. Left to arrival order they could not keep the bound (a group
-                # overtaken by a later minibatch's trains a step late), and auto lost 35% to the plain sort on
-                # mix-k8-n8 (docs/benchmarks.md, "Synchronous training on blocking engines").
+                # overtaken by a later minibatch's trains a step late), and auto took 2.4 times the plain sort's
+                # time on mix-k8-n8 (docs/benchmarks.md, "Synchronous training on blocking engines").
                 local = cut_per_step(by_length, footprint, settings.train_batch_size, settings.minibatch_size,
                                      budget, group_tokens(n, prompt_tokens, mean))
                 step_of_prompt = np.empty(planned.size, dtype=np.int64)
