@@ -503,3 +503,29 @@ def test_a_csv_header_that_names_a_column_twice_is_refused(tmp_path):
     path.write_text("id,question,question\na,What is 1?,other\n")
     with pytest.raises(InputError, match=r"dup.csv:1: the header names column 'question' twice; rename one"):
         read_prompts([path], ReadOptions())
+
+
+@pytest.mark.parametrize("kind, compress, tool", [
+    ("bzip2", lambda b: __import__("bz2").compress(b), "bunzip2"),
+    ("xz", lambda b: __import__("lzma").compress(b), "unxz"),
+    ("zstd", lambda b: b"\x28\xb5\x2f\xfd" + b"\x00" * 32, "unzstd"),  # the frame magic is what is read
+])
+def test_other_compressed_data_under_a_text_name_is_named(tmp_path, kind, compress, tool):
+    """An audit: zstd, bzip2 or xz data under a .jsonl name failed as 'not valid UTF-8; re-encode the file'."""
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(compress(b'{"id": "a", "prompt": "x"}\n'))
+    with pytest.raises(InputError) as error:
+        read_prompts([path])
+    assert str(error.value) == (f"{path}: the name says JSON lines but the file looks like {kind} data; decompress "
+                                f"it ({tool}); asp reads plain files and .gz")
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs named pipes")
+def test_a_pipe_is_refused_before_any_read(tmp_path):
+    """An audit: `asp schedule f.jsonl` on a named pipe blocked in its first read, where Ctrl-C could not stop it."""
+    import os
+
+    pipe = tmp_path / "f.jsonl"
+    os.mkfifo(pipe)
+    with pytest.raises(InputError, match=r"f\.jsonl: is not a regular file \(a pipe or a device\); write it to a file"):
+        read_prompts([pipe])

@@ -375,6 +375,10 @@ def load_aime(data: Path | None, *, history_samples: int = 4):
                          "completion_tokens; every generation needs its length")
     if gens.height == 0:
         raise InputError(f"{folder / 'generations.csv'}: no generation of run A; the benchmark reads run A's")
+    if int(gens["completion_tokens"].min()) < 1:  # an audit's negated lengths gave a table of nonsense, exit 0
+        bad = gens.filter(pl.col("completion_tokens") < 1).row(0, named=True)
+        raise InputError(f"{folder / 'generations.csv'}: aime_id {bad['aime_id']!r}, gen_index {bad['gen_index']}: "
+                         f"completion_tokens {bad['completion_tokens']} is not a length; every one is at least 1")
     problems = read_ndjson(folder / "aime_problems_1983_2024.jsonl")
     used = gens.select("aime_id").unique(maintain_order=True).join(problems, on="aime_id", how="left")
     if "problem" not in used.columns or used["problem"].null_count():

@@ -119,6 +119,10 @@ def file_format(path: Path) -> tuple[str, bool]:
     ext = suffixes[-1] if suffixes else ""
     if Path(path).is_dir():
         raise InputError(f"{path}: is a folder; name the files in it (e.g. {Path(path) / '*.jsonl'})")
+    if Path(path).exists() and not Path(path).is_file():
+        # A pipe (mkfifo) blocks every read until a writer comes, where Ctrl-C cannot reach it, and is read more
+        # than once (the fingerprint, the rows, `asp export`'s second pass): an audit's `asp schedule` hung.
+        raise InputError(f"{path}: is not a regular file (a pipe or a device); write it to a file first")
     if ext in _JSONL_SUFFIXES:
         return "jsonl", gzipped
     if ext in _JSON_SUFFIXES:
@@ -157,6 +161,10 @@ def _read_bytes(path: Path, gzipped: bool, report: ReadReport | None = None) -> 
     return data
 
 
+# Other compressors' first bytes: read as text their data failed as "not valid UTF-8", with advice to re-encode.
+_COMPRESSED_MAGIC = ((b"\x28\xb5\x2f\xfd", "zstd"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"))
+
+
 def _sniff(data: bytes) -> str:
     """Guess what a file really holds from its first bytes."""
     if data[:4] == b"PAR1":
@@ -170,6 +178,9 @@ def _sniff(data: bytes) -> str:
         return "jsonl"
     if data[:2] == b"\x1f\x8b":
         return "gzip"
+    for magic, kind in _COMPRESSED_MAGIC:
+        if data.startswith(magic):
+            return kind
     return "csv"
 
 
@@ -183,7 +194,7 @@ def mislabelled(declared: str, data: bytes) -> bool:
     says: Parquet or gzip under any text name, JSON under a CSV name (a CSV header cannot open with ``{`` or ``[``
     and mean it; read as CSV it fails on its second line with a parser message that names no fix)."""
     actual = _sniff(data)
-    if actual in ("parquet", "gzip"):
+    if actual in ("parquet", "gzip", "zstd", "bzip2", "xz"):
         return True
     if declared != "CSV" or actual not in ("json", "jsonl"):
         return False
@@ -200,10 +211,10 @@ def mislabelled(declared: str, data: bytes) -> bool:
 def _mismatch(path: Path, declared: str, data: bytes) -> InputError:
     actual = _sniff(data)
     described = {"parquet": "a Parquet file", "json": "a JSON array", "jsonl": "JSON lines", "gzip": "gzip data",
-                 "csv": "text (CSV?)"}[actual]
-    return InputError(
-        f"{path}: the name says {declared} but the file looks like {described}; rename it to match its content"
-    )
+                 "csv": "text (CSV?)", "zstd": "zstd data", "bzip2": "bzip2 data", "xz": "xz data"}[actual]
+    fix = (f"decompress it ({'unzstd' if actual == 'zstd' else 'bunzip2' if actual == 'bzip2' else 'unxz'}); "
+           "asp reads plain files and .gz" if actual in ("zstd", "bzip2", "xz") else "rename it to match its content")
+    return InputError(f"{path}: the name says {declared} but the file looks like {described}; {fix}")
 
 
 def _wide_encoding(head: bytes) -> str | None:
