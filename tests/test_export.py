@@ -437,3 +437,22 @@ def test_verl_extra_info_carries_the_ids_the_schedule_and_the_probe_gave(tmp_pat
     schedule([numbers], tmp_path / "n.parquet")
     frame = export(tmp_path / "n.parquet", [numbers], None, format="verl").frame
     assert sorted(r["extra_info"]["prompt_id"] for r in frame.iter_rows(named=True)) == ["1", "2"]
+
+
+def test_a_dataset_without_ids_gets_them_in_the_export_and_a_reordered_copy_is_refused(tmp_path):
+    """A newcomer (OpenRLHF/slime, JSONL without ids): the export reordered the rows and wrote no id, so the
+    rollout log could not be fed back; and a shuffled copy of the file was exported with exit 0 ("ids match row by
+    row"), the schedule applied to the wrong prompts."""
+    from asp_cli.arrange.pipeline import schedule
+
+    rows = [{"prompt": f"question {i} " * (i % 7 + 1), "answer": str(i)} for i in range(30)]
+    data = write_jsonl(tmp_path / "p.jsonl", rows)
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched)
+    result = export(sched, [data], tmp_path / "o.jsonl", format="jsonl")
+    written = pl.read_ndjson(tmp_path / "o.jsonl")
+    assert [rows[int(i)]["answer"] for i in written["prompt_id"]] == written["answer"].to_list()
+    assert any("adds `prompt_id`" in w for w in result.warnings)
+    shuffled = write_jsonl(tmp_path / "shuffled.jsonl", rows[::-1])
+    with pytest.raises(InputError, match="the schedule's ids are row numbers, which match any file of as many rows"):
+        export(sched, [shuffled], None, format="jsonl")

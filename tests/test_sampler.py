@@ -62,6 +62,20 @@ def test_each_pass_replays_the_next_epoch(built, monkeypatch):  # noqa: F811
     sampler.set_epoch(0)
     assert list(sampler) == replay.dataset_indices(epoch=0, chunking="legacy")
     assert EPOCHS == 2
+    # The last epoch's pass asks its length once under way (list() does): no "past the schedule" warning then.
+    import logging
+
+    sampler.set_epoch(EPOCHS - 1)
+    with monkeypatch.context():
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        logging.getLogger("asp_cli.integrate.sampler").addHandler(handler)
+        try:
+            assert len(list(sampler)) == PROMPTS and len(sampler) == PROMPTS
+        finally:
+            logging.getLogger("asp_cli.integrate.sampler").removeHandler(handler)
+    assert not [r for r in records if "past the schedule" in r.getMessage()]
 
 
 def test_settings_from_nested_key_and_environment(built, monkeypatch):  # noqa: F811

@@ -195,6 +195,13 @@ def export(
         raise InputError("the dataset already has a column 'priority', which --route planned sets to each row's "
                          "planned instance for verl's router; rename or drop it")
     picked = raw.select(pl.all().gather(rows["row"].to_numpy()))
+    used = replay.schedule.metadata.get("columns_used")
+    if (format != "verl" and "prompt_id" not in picked.columns and isinstance(used, dict)
+            and any(isinstance(u, dict) and u.get("id") == "(row number)" for u in used.values())):
+        # Row numbers are lost once the rows are reordered: the rollout logs fed back need the id itself.
+        picked = picked.with_columns(rows["prompt_id"].cast(pl.String).alias("prompt_id"))
+        warnings.append("the dataset has no id column, so the export adds `prompt_id` (the row-number id of the "
+                        "schedule); keep it in the rollout log so `asp observe` can match the samples")
     asp = rows.select([pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
     if route == "planned":  # the planned instance, ordered by the row's position in the file (`verl_router`)
         asp = asp.with_columns(pl.Series("priority", priority_column(rows["instance"].to_list()), dtype=pl.Int64))
@@ -261,7 +268,7 @@ def _matched_dataset(
                 if given is None}  # the keys the schedule's metadata names, not the user
     read = ReadOptions(prompt_key=prompt_key or recorded_prompt, id_key=id_key or recorded_id, on_bad_row="skip")
     try:
-        prompts, _ = read_prompts(datasets, read)
+        prompts, read_report = read_prompts(datasets, read)
     except InputError as exc:
         for flag, origin in recorded.items():
             if origin in str(exc):  # say whose key it was, and how to name another
@@ -339,6 +346,14 @@ def _matched_dataset(
             "and are not exported"
         )
     recorded = replay.schedule.metadata.get("input_fingerprint")
+    numbered = any(used.get("id") == "(row number)" for used in read_report.columns_used.values())
+    if recorded and recorded != file_fingerprint(datasets) and numbered:
+        # Row-number ids match any file of as many rows: they prove nothing (a shuffled copy was exported with
+        # the schedule applied to the wrong prompts, exit 0).
+        raise InputError(
+            f"{', '.join(map(str, datasets))}: not the file(s) the schedule was made from (their bytes differ), and "
+            "the schedule's ids are row numbers, which match any file of as many rows; give the file it was made "
+            "from, or schedule this one (with an id column, an edited copy can be matched by id)")
     if recorded and recorded != file_fingerprint(datasets):
         warnings.append(
             "the dataset's bytes differ from the file(s) the schedule was made from; ids match row by row, "
@@ -398,6 +413,7 @@ def _recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
     """The id and prompt columns `asp schedule` used (first input), or None for row numbers / detection."""
     used = metadata.get("columns_used") or {}
     first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
+    first = first if isinstance(first, dict) else {}  # a damaged entry: detect the columns again
     id_col = first.get("id")
     if id_col in (None, "(row number)"):
         id_col = None

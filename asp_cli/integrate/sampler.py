@@ -196,14 +196,22 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass replay schedule epoch ``epoch`` (as DistributedSampler.set_epoch does)."""
         self.epoch = int(epoch)
+        self._pass_length = None
 
     def __iter__(self) -> Iterator[int]:
         order = self.indices(self.epoch)
         self.epoch += 1
+        self._pass_length = len(order)
         return iter(order)
 
     def __len__(self) -> int:
-        return len(self.indices(self.epoch))
+        # The pass under way, once one has started (`__iter__` already counts the next): asked after the first
+        # pass began, it warned that "pass 1 is past the schedule's 1 epoch(s)" of a one-epoch run.
+        started = getattr(self, "_pass_length", None)
+        if started is not None:
+            return started
+        epochs = self.replay.epochs
+        return len(self.indices(self.epoch % len(epochs)))
 
 
 def _refuse_verl_without_the_hook(data_config: Any) -> None:
