@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             answer = complete(args.base_url, body, api_key, args.timeout, args.retries)
             tokens = int(answer["usage"]["completion_tokens"])
             reason = answer["choices"][0].get("finish_reason")
+        except urllib.error.HTTPError as exc:  # the server's own words say why (a model name it does not serve)
+            detail = exc.read().decode("utf-8", "replace").strip()[:300] if exc.fp else ""
+            return prompt_id, sample, None, f"HTTP {exc.code}: {detail or exc.reason}"
         except Exception as exc:  # noqa: BLE001 - counted and reported, the rest goes on
             return prompt_id, sample, None, f"{type(exc).__name__}: {str(exc)[:200]}"
         return prompt_id, sample, {"prompt_id": prompt_id, "sample": sample, "response_tokens": tokens,
@@ -171,6 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     failed = [r for r in results if r[2] is None]
     order = {pid: i for i, pid in enumerate(dict.fromkeys([*(r["prompt_id"] for r in done), *(j[0] for j in jobs)]))}
     rows.sort(key=lambda r: (order[r["prompt_id"]], r["sample"]))
+    refused = [r for r in failed if r[3].startswith("HTTP 4") and not r[3].startswith(("HTTP 408", "HTTP 429"))]
+    if not rows:  # nothing answered: an empty log would only fail the next step (`asp observe`: "the file is empty")
+        for prompt_id, sample, _, error in failed[:3]:
+            print(f"Warning: prompt {prompt_id!r} sample {sample}: {error}", file=sys.stderr)
+        fix = ("the server refused them: check --model and --base-url" if len(refused) == len(failed)
+               else "check that the server is up, then run the same command again")
+        print(f"Error: all {len(failed)} requests failed; nothing written to {args.output}; {fix}", file=sys.stderr)
+        return 1
     partial = args.output.with_name(args.output.name + ".partial")
     partial.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
     partial.replace(args.output)  # atomic: a reader never sees half a log
@@ -179,8 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     for prompt_id, sample, _, error in failed[:5]:
         print(f"Warning: prompt {prompt_id!r} sample {sample}: {error}", file=sys.stderr)
     if failed:
-        print(f"Error: {len(failed)} requests failed and are not in the log; run the same command with --resume "
-              "to send only those", file=sys.stderr)
+        print(f"Error: {len(failed)} requests failed and are not in the log; "
+              + ("the server refused some (HTTP 4xx): fix the request, then " if refused else "")
+              + "run the same command with --resume to send only those", file=sys.stderr)
         return 1
     return 0
 

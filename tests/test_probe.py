@@ -209,6 +209,31 @@ def test_the_openai_example_feeds_observe_and_schedule(tmp_path):
     assert {s["data_source"] for s in calibration["sources"]} == {"aime", "gsm"}
 
 
+class _UnknownModelOpenAI(_FakeOpenAI):
+    """Answers every request as vLLM does for a model it does not serve."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers["Content-Length"]))
+        payload = b'{"object": "error", "message": "The model `M` does not exist.", "code": 404}'
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def test_the_openai_example_says_why_the_server_refused_and_writes_no_empty_log(tmp_path):
+    """A newcomer's `--model M` got "HTTPError: HTTP Error 404: Not Found" five times, advice to --resume, and an
+    empty log that the next step (`asp observe`) refused."""
+    data = _dataset(tmp_path / "train.jsonl")
+    probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=3))
+    done = _run_example(tmp_path, _UnknownModelOpenAI, "--retries", "1")
+    assert done.returncode == 1 and not (tmp_path / "log.jsonl").exists()
+    assert "HTTP 404: " in done.stderr and "The model `M` does not exist." in done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith("nothing written to " + str(tmp_path / "log.jsonl")
+                                                         + "; the server refused them: check --model and --base-url")
+
+
 class _DroppingOpenAI(_FakeOpenAI):
     """Closes the connection, unanswered, on the first request of every prompt (a restarting server)."""
 
@@ -263,8 +288,9 @@ def test_the_openai_example_retries_dropped_connections_and_resumes(tmp_path):
         failed = _run_example(tmp_path, _DroppingOpenAI, "--retries", "1", "--samples", "2")
     finally:
         _DroppingOpenAI.refuse = False
-    assert failed.returncode == 1 and f"{2 * prompts} requests failed" in failed.stderr and "--resume" in failed.stderr
-    assert (tmp_path / "log.jsonl").read_text() == ""
+    # Nothing answered: no log (an empty one only failed the next step), and the advice is to run again.
+    assert failed.returncode == 1 and f"all {2 * prompts} requests failed; nothing written" in failed.stderr
+    assert not (tmp_path / "log.jsonl").exists() and "run the same command again" in failed.stderr
     (tmp_path / "log.jsonl").write_text(json.dumps({"prompt_id": "kept", "sample": 0, "response_tokens": 7,
                                                     "truncated": False}) + "\n")
     _FakeOpenAI.calls = []
