@@ -208,6 +208,14 @@ def _check_settings(metadata: dict[str, Any], path: Path) -> None:
     from asp_cli.errors import SettingsError
     from asp_cli.settings import ScheduleSettings
 
+    if "settings" not in metadata and "created_by" in metadata:
+        # `asp schedule` records them, and every command rebuilds the run from them: defaults would be another run
+        # (an audit's edited file replayed 400 sequences of a 200-sequence schedule, and export printed n=8 for 4).
+        raise ScheduleFormatError(f"{path}: damaged asp schedule metadata (no settings); write the schedule again")
+    preset = metadata.get("preset")
+    if preset is not None and not isinstance(preset, dict):  # `asp report` crashed on a preset replaced by text
+        raise ScheduleFormatError(f"{path}: damaged asp schedule metadata (preset: not an object); write the "
+                                  "schedule again")
     settings = metadata.get("settings", {})
     if settings is not None:
         try:

@@ -516,6 +516,14 @@ def test_error_row_damaged_history_log_list(tmp_path):
     assert result.stderr == (f"Error: {out}: damaged asp history metadata (its list of the logs already observed), so "
                              "appending could add a log twice; write a new history from the logs (asp observe LOGS... "
                              "-o new.parquet)\n")
+    # A fingerprint replaced by a list (an audit: exit 70, "unhashable type") is the same damage.
+    assert runner.invoke(app, ["observe", str(tmp_path / "log.jsonl"), "-o", str(out), "--force"]).exit_code == 0
+    table = pq.read_table(out)
+    document = json.loads(table.schema.metadata[b"asp.history"])
+    document["logs"][0]["fingerprint"] = []
+    pq.write_table(table.replace_schema_metadata({b"asp.history": json.dumps(document).encode()}), out)
+    result = runner.invoke(app, ["observe", str(tmp_path / "log.jsonl"), "-o", str(out), "--append"])
+    assert result.exit_code == 3 and "damaged asp history metadata" in result.stderr
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")

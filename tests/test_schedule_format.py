@@ -65,6 +65,20 @@ def test_damaged_settings_are_a_format_error(tmp_path, frame, settings):
         read_schedule(path)
 
 
+def test_a_schedule_of_asp_without_its_settings_or_with_a_preset_of_text_is_damaged(tmp_path, frame):
+    """An audit: without `settings` every command fell back to the defaults (another run: groups of 8 for 4), and a
+    recorded preset replaced by text made `asp report` crash (exit 70)."""
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"created_by": "asp 0.1.0", "settings": {"instances": 3}}, path)
+    assert read_schedule(path).frame.height == 100
+    _rewrite_metadata(path, preset="h100-qwen2.5-7b")
+    with pytest.raises(ScheduleFormatError, match=r"damaged asp schedule metadata \(preset: not an object\)"):
+        read_schedule(path)
+    write_schedule(frame, {"created_by": "asp 0.1.0"}, path, force=True)
+    with pytest.raises(ScheduleFormatError, match=r"damaged asp schedule metadata \(no settings\)"):
+        read_schedule(path)
+
+
 @pytest.mark.parametrize("kind", ["text", "plain-parquet"])
 def test_not_a_schedule(tmp_path, kind):
     path = tmp_path / "x.parquet"

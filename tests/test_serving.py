@@ -142,3 +142,12 @@ def test_unreachable_server_says_how_to_check_it():
 
     with pytest.raises(ServerError, match=r"GET /v1/models failed after 2 attempts \(cannot connect"):
         run(main())
+
+
+def test_a_token_count_no_timeline_can_hold_is_read_as_none():
+    """An audit's server reported completion_tokens 1e30 (as an integer): it overflowed the timeline's column,
+    exit 70 with the measurements lost. Such a count, a negative one or a non-number, is no count."""
+    from asp_cli.integrate.serving import _count
+
+    assert _count(12) == 12 and _count(0) == 0
+    assert [_count(v) for v in (10**30, -5, 3.5, "7", True, None)] == [None] * 6

@@ -662,7 +662,11 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
         except (ValueError, UnicodeDecodeError):
             document = None
         listed = document.get("logs", []) if isinstance(document, dict) else None
-        if not isinstance(listed, list) or not all(isinstance(entry, dict) for entry in listed):
+        # Each entry's fingerprints are text (a list there crashed the append: "unhashable type").
+        if not isinstance(listed, list) or not all(
+                isinstance(entry, dict) and all(isinstance(entry.get(key), (str, type(None)))
+                                                for key in ("fingerprint", "rows_fingerprint", "name"))
+                for entry in listed):
             raise InputError(f"{path}: damaged asp history metadata (its list of the logs already observed), so "
                              "appending could add a log twice; write a new history from the logs (asp observe "
                              "LOGS... -o new.parquet)")

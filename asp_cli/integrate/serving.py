@@ -373,7 +373,9 @@ def _completion_from(document: Any, send_s: float, first_s: float | None, finish
 
 
 def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A token count the server reported, or None where it reported none a timeline can hold (an audit's server
+    said 1e30 as an integer, which overflowed the timeline's int64 column: exit 70, the measurements lost)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62 else None
 
 
 def _error_message(raw: bytes) -> str:
