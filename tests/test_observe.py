@@ -127,7 +127,8 @@ def test_a_half_written_last_line_is_skipped_with_on_bad_row_skip(built, tmp_pat
                     + "\n")
     result = observe([dump], None, dataset=[built["prompts"]], read=replace(OBSERVE_READ, on_bad_row="skip"))
     assert result.summary["bad_rows"] == 2
-    assert any(e.endswith("dump.jsonl:3: input matches no dataset prompt") for e in result.summary["bad_row_examples"])
+    assert any(e.endswith("dump.jsonl:3: its input matches no dataset prompt")
+               for e in result.summary["bad_row_examples"])
 
 
 def test_capped_samples_are_marked_truncated(built, tmp_path):  # noqa: F811
@@ -162,8 +163,17 @@ def test_verl_generation_dump_is_matched_through_the_dataset(built, tmp_path):  
     result = observe([dump], None, dataset=[built["prompts"]], read=replace(OBSERVE_READ, on_bad_row="skip"))
     assert result.added["prompt_id"].to_list() == [p["id"] for p in prompts[:3]]
     assert result.added["response_tokens"].to_list() == [100, 100, 100]
-    assert result.summary["bad_rows"] == 1 and result.summary["estimated_lengths"] == 4
+    assert result.summary["bad_rows"] == 1 and result.summary["estimated_lengths"] == 3  # the rows kept
     assert any("estimated" in w for w in result.warnings)
+    # The default (--on-bad-row error) stops at the first bad row, naming its line and why (an audit: dump rows
+    # were skipped with exit 0 whatever the option said, and a row without an output said to match no prompt).
+    with pytest.raises(InputError, match=r"12\.jsonl:4: its input matches no dataset prompt; fix the row, or pass "
+                                         r"--on-bad-row skip"):
+        observe([dump], None, dataset=[built["prompts"]])
+    rows[3] = {**rows[0], "output": None}
+    write_jsonl(dump, rows)
+    with pytest.raises(InputError, match=r"12\.jsonl:4: its output is missing"):
+        observe([dump], None, dataset=[built["prompts"]])
 
 
 def test_a_bad_dataset_row_follows_on_bad_row(tmp_path):
@@ -250,6 +260,14 @@ def test_verl_generation_output_is_read_as_samples(tmp_path):
                                                                           ("q2", 20)]
     assert result.summary["estimated_lengths"] == 4 and result.summary["log_formats"] == {"verl_generations": 1}
     assert any("estimated from text" in w for w in result.warnings)
+    # A response without text is a bad row: an error naming its row by default, skipped with --on-bad-row skip
+    # (it was skipped with exit 0 whatever the option said).
+    frame.with_columns(pl.Series("responses", [["x" * 40, None], ["z" * 8, "w" * 80]])).write_parquet(log)
+    with pytest.raises(InputError, match=r"gen\.parquet: 1 responses without an id or text \(the first: "
+                                         r".*gen\.parquet: row 1\); fix the row, or pass --on-bad-row skip"):
+        observe([log], None)
+    skipped = observe([log], None, read=replace(OBSERVE_READ, on_bad_row="skip"))
+    assert skipped.added.height == 3 and skipped.summary["bad_rows"] == 1
 
 
 def test_a_missing_log_is_bad_input(tmp_path):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError, shown_id
+from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.options import ReadOptions
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
@@ -62,11 +63,6 @@ _V1_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 LOG_FORMATS = ("rollout_log", "verl_v1_dump", "verl_legacy_dump", "verl_generations")
 # Bytes per token when no tokenizer is given; the same rule predict/features.py uses for prompts.
 _BYTES_PER_TOKEN = 4
-# Text a chat template may put right before a message's content; where matching a dump's input starts.
-_CONTENT_START = re.compile(r"(?:^|[\n>:])[ \t\n]*")
-_WORD_START = re.compile(r" ")
-_WHITESPACE = re.compile(r"\s+")
-_MATCH_KEY_CHARS = 48
 
 
 @dataclass
@@ -332,7 +328,7 @@ def _read_log(
         summary["bad_rows"] += malformed.skipped_rows
         summary["bad_row_examples"].extend(f"{w}: not a JSON object" for w in malformed.skipped_examples)
     if verl_dump:
-        return _read_verl_dump(path, frame, dataset, read.tokenizer, summary), kind
+        return _read_verl_dump(path, frame, dataset, read.tokenizer, summary, read.on_bad_row), kind
     if kind == "verl_generations":
         return _read_verl_generations(path, frame, _verl_responses_column(frame), read, summary), kind
     lengths, report = read_lengths([path], read)
@@ -381,6 +377,7 @@ def _read_verl_dump(
     dataset: _Dataset | None,
     tokenizer: str | Path | None,
     summary: dict[str, Any],
+    read_on_bad_row: str = "error",
 ) -> pl.DataFrame:
     """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens."""
     if dataset is None:
@@ -389,30 +386,34 @@ def _read_verl_dump(
             "file(s) so asp can match inputs to prompt ids, or log prompt ids and token counts instead"
         )
     columns = {c.lower(): c for c in frame.columns}
-    matcher = _PromptMatcher(_prompt_contents(dataset))
+    matcher = PromptMatcher(_prompt_contents(dataset))
     inputs = frame[columns["input"]].cast(pl.String).to_list()
     outputs = frame[columns["output"]].cast(pl.String).to_list()
     ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
     summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
                                         if i is not None and matcher.ambiguous(text))
     counts = _count_tokens(outputs, tokenizer)
-    present = sum(1 for o in outputs if o is not None)
-    summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += present
     result = pl.DataFrame(
         {"prompt_id": ids, "response_tokens": counts},
         schema={"prompt_id": pl.String, "response_tokens": pl.Int64},
     )
     bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
     if bad.any():
-        from asp_cli.reading.tables import file_format, row_location
+        from asp_cli.reading.tables import BAD_ROW_FIX, file_format, row_location
 
         rows = bad.arg_true().to_list()
-        summary["bad_rows"] += len(rows)
-        # Its line in the file (lines skipped as not JSON take no row of the frame, so a row is not a line).
+        # Its line in the file (lines skipped as not JSON take no row of the frame, so a row is not a line), and
+        # why: an audit's dump row with no output was said to match no prompt.
         fmt = file_format(path)[0]
-        summary["bad_row_examples"].extend(f"{row_location(path, frame, i, fmt)}: input matches no dataset prompt"
-                                           for i in rows[:5])
+        examples = [f"{row_location(path, frame, i, fmt)}: "
+                    + ("its output is missing" if ids[i] is not None else "its input matches no dataset prompt")
+                    for i in rows[:5]]
+        if read_on_bad_row == "error":
+            raise InputError(f"{examples[0]}; {BAD_ROW_FIX}")
+        summary["bad_rows"] += len(rows)
+        summary["bad_row_examples"].extend(examples)
         result = result.filter(~bad)
+    summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += result.height
     return result.with_columns(pl.lit(None, pl.Boolean).alias("truncated"), pl.lit(None, pl.Int32).alias("epoch"))
 
 
@@ -440,7 +441,8 @@ def _read_verl_generations(
     id_col = find_column(frame, C.ID_KEYS, read.length_id_key, what="prompt id", flag=read.length_id_flag, path=path)
     assert id_col is not None
     ids, _problem = id_column(frame, id_col)  # an id that is not text or an integer is left out, as a missing one
-    samples = frame.select(ids.alias("prompt_id"), pl.col(responses)).explode(responses)
+    samples = frame.select(ids.alias("prompt_id"), pl.col(responses),
+                           pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00row")).explode(responses)
     texts = samples[responses].to_list()
     counts = _count_tokens(texts, read.tokenizer)
     if read.tokenizer is None:
@@ -449,8 +451,14 @@ def _read_verl_generations(
                           schema={"prompt_id": pl.String, "response_tokens": pl.Int64})
     bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
     if bad.any():
+        from asp_cli.reading.tables import BAD_ROW_FIX, file_format, row_location
+
+        where = row_location(path, frame, int(samples["\x00row"][int(bad.arg_true()[0])]), file_format(path)[0])
+        what = f"{int(bad.sum())} responses without an id or text (the first: {where})"
+        if read.on_bad_row == "error":  # it skipped them with exit 0 whatever the option said
+            raise InputError(f"{path}: {what}; {BAD_ROW_FIX}")
         summary["bad_rows"] += int(bad.sum())
-        summary["bad_row_examples"].append(f"{path}: {int(bad.sum())} responses without an id or text")
+        summary["bad_row_examples"].append(f"{path}: {what}")
         result = result.filter(~bad)
     return result.with_columns(pl.lit(None, pl.Boolean).alias("truncated"), pl.lit(None, pl.Int32).alias("epoch"))
 
@@ -498,61 +506,6 @@ def _prompt_contents(dataset: _Dataset) -> list[tuple[str, str]]:
         rows = prompts[C.ROW].to_list()
         texts = [last.get(row, text) for row, text in zip(rows, texts, strict=True)]
     return [(text.strip(), prompt_id) for text, prompt_id in zip(texts, prompts[C.PROMPT_ID].to_list(), strict=True)]
-
-
-class _PromptMatcher:
-    """Finds the dataset prompt whose text a dump's ``input`` contains, where a message's content may start.
-
-    First exactly, at the start or after a newline, ``>`` or ``:`` (where chat templates put content; verl
-    decodes the prompt with ``skip_special_tokens=True``, which leaves the role words and newlines); then, for
-    decoders that change whitespace (word-level ones join tokens by single spaces), with whitespace runs
-    collapsed on both sides, at any word start. The longest match wins; equal prompt texts under several ids
-    go to the first id in the dataset. Each distinct input is matched once (the n samples of a group share it).
-    """
-
-    def __init__(self, contents: list[tuple[str, str]]) -> None:
-        self._exact = _Index(contents)
-        self._loose = _Index([(_WHITESPACE.sub(" ", text), prompt_id) for text, prompt_id in contents])
-        self._seen: dict[str, tuple[str | None, bool]] = {}
-
-    def match(self, text: str) -> str | None:
-        if text not in self._seen:
-            found = self._exact.find(text, _CONTENT_START.finditer(text))
-            if found is None:
-                loose = _WHITESPACE.sub(" ", text)
-                found = self._loose.find(loose, _WORD_START.finditer(loose))
-            self._seen[text] = (found[0], found[1]) if found else (None, False)
-        return self._seen[text][0]
-
-    def ambiguous(self, text: str) -> bool:
-        """Whether the text's match was a prompt text that several ids share."""
-        return self._seen.get(text, (None, False))[1]
-
-
-class _Index:
-    """Prompt texts keyed by their first `_MATCH_KEY_CHARS` characters (the whole text when shorter)."""
-
-    def __init__(self, contents: list[tuple[str, str]]) -> None:
-        self.by_key: dict[str, list[tuple[str, str]]] = {}
-        counts: dict[str, int] = {}
-        for content, prompt_id in contents:
-            if content:
-                self.by_key.setdefault(content[:_MATCH_KEY_CHARS], []).append((content, prompt_id))
-                counts[content] = counts.get(content, 0) + 1
-        self.shared = {content for content, count in counts.items() if count > 1}
-        # Prompts shorter than the key are looked up by each such length.
-        self.short = sorted({len(c) for c, _ in contents if 0 < len(c) < _MATCH_KEY_CHARS})
-
-    def find(self, text: str, starts: Iterable[re.Match[str]]) -> tuple[str, bool] | None:
-        """(id, shared text) of the longest prompt found in ``text`` at 0 or a match's end."""
-        best: tuple[int, str, bool] | None = None
-        for start in [0, *(m.end() for m in starts)]:
-            keys = [text[start:start + _MATCH_KEY_CHARS], *(text[start:start + n] for n in self.short)]
-            for key in keys:
-                for content, prompt_id in self.by_key.get(key, ()):
-                    if text.startswith(content, start) and (best is None or len(content) > best[0]):
-                        best = (len(content), prompt_id, content in self.shared)
-        return (best[1], best[2]) if best else None
 
 
 def _count_tokens(texts: list[str | None], tokenizer: str | Path | None) -> list[int | None]:

@@ -1,0 +1,68 @@
+"""Matching a verl generation dump's ``input`` text (a prompt rendered through a chat template and decoded) to the
+dataset prompt it holds: `asp observe --dataset` on dumps that carry no prompt id."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Text a chat template may put right before a message's content; where matching a dump's input starts.
+_CONTENT_START = re.compile(r"(?:^|[\n>:])[ \t\n]*")
+_WORD_START = re.compile(r" ")
+_WHITESPACE = re.compile(r"\s+")
+_MATCH_KEY_CHARS = 48
+
+
+class PromptMatcher:
+    """Finds the dataset prompt whose text a dump's ``input`` contains, where a message's content may start.
+
+    First exactly, at the start or after a newline, ``>`` or ``:`` (where chat templates put content; verl
+    decodes the prompt with ``skip_special_tokens=True``, which leaves the role words and newlines); then, for
+    decoders that change whitespace (word-level ones join tokens by single spaces), with whitespace runs
+    collapsed on both sides, at any word start. The longest match wins; equal prompt texts under several ids
+    go to the first id in the dataset. Each distinct input is matched once (the n samples of a group share it).
+    """
+
+    def __init__(self, contents: list[tuple[str, str]]) -> None:
+        self._exact = _Index(contents)
+        self._loose = _Index([(_WHITESPACE.sub(" ", text), prompt_id) for text, prompt_id in contents])
+        self._seen: dict[str, tuple[str | None, bool]] = {}
+
+    def match(self, text: str) -> str | None:
+        if text not in self._seen:
+            found = self._exact.find(text, _CONTENT_START.finditer(text))
+            if found is None:
+                loose = _WHITESPACE.sub(" ", text)
+                found = self._loose.find(loose, _WORD_START.finditer(loose))
+            self._seen[text] = (found[0], found[1]) if found else (None, False)
+        return self._seen[text][0]
+
+    def ambiguous(self, text: str) -> bool:
+        """Whether the text's match was a prompt text that several ids share."""
+        return self._seen.get(text, (None, False))[1]
+
+
+class _Index:
+    """Prompt texts keyed by their first `_MATCH_KEY_CHARS` characters (the whole text when shorter)."""
+
+    def __init__(self, contents: list[tuple[str, str]]) -> None:
+        self.by_key: dict[str, list[tuple[str, str]]] = {}
+        counts: dict[str, int] = {}
+        for content, prompt_id in contents:
+            if content:
+                self.by_key.setdefault(content[:_MATCH_KEY_CHARS], []).append((content, prompt_id))
+                counts[content] = counts.get(content, 0) + 1
+        self.shared = {content for content, count in counts.items() if count > 1}
+        # Prompts shorter than the key are looked up by each such length.
+        self.short = sorted({len(c) for c, _ in contents if 0 < len(c) < _MATCH_KEY_CHARS})
+
+    def find(self, text: str, starts: Iterable[re.Match[str]]) -> tuple[str, bool] | None:
+        """(id, shared text) of the longest prompt found in ``text`` at 0 or a match's end."""
+        best: tuple[int, str, bool] | None = None
+        for start in [0, *(m.end() for m in starts)]:
+            keys = [text[start:start + _MATCH_KEY_CHARS], *(text[start:start + n] for n in self.short)]
+            for key in keys:
+                for content, prompt_id in self.by_key.get(key, ()):
+                    if text.startswith(content, start) and (best is None or len(content) > best[0]):
+                        best = (len(content), prompt_id, content in self.shared)
+        return (best[1], best[2]) if best else None
