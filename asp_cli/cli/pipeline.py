@@ -54,7 +54,9 @@ def export_command(
                 say(f"  set in verl {summary['verl_version']}: "
                     + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
             elif format == "jsonl":
-                say("  read it in file order (slime: no --rollout-shuffle; OpenRLHF: see docs/integrations.md)")
+                say("  read it in file order (slime: no --rollout-shuffle; OpenRLHF: see docs/integrations.md)"
+                    + ("; a trainer that reads batches of consecutive rows wants --order train (dispatch order's "
+                       "batches mix training steps)" if result.order == "dispatch" else ""))
             for warning in result.warnings:
                 say(f"Warning: {warning}")
         if json_output:
