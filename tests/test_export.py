@@ -190,6 +190,10 @@ def test_column_clash_needs_a_prefix(built, tmp_path):  # noqa: F811
     export(built["schedule"], [data], tmp_path / "o.parquet", prefix="asp_")
     frame = pl.read_parquet(tmp_path / "o.parquet")
     assert frame["epoch"].unique().to_list() == [9] and "asp_epoch" in frame.columns
+    # The prefix given clashes too: another one is the advice (it said "pass --prefix asp_", the one given).
+    clash = write_jsonl(tmp_path / "clash2.jsonl", [{**row, "asp_epoch": 1} for row in rows])
+    with pytest.raises(InputError, match=r"pass another --prefix than 'asp_' \(asp's columns would be asp_epoch"):
+        export(built["schedule"], [clash], None, prefix="asp_")
 
 
 def test_output_rules_and_determinism(built, tmp_path):  # noqa: F811

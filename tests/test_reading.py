@@ -473,7 +473,7 @@ def test_a_lone_surrogate_escape_is_a_bad_row_and_leaves_the_other_rows_as_they_
     assert read_table(pair)["question"].to_list() == ["smile \U0001F600"]
     array = tmp_path / "bad.json"
     array.write_text('[{"id": "a", "question": "x \\udfff"}]')
-    with pytest.raises(InputError, match=r"bad.json: element 0 of the array holds a lone UTF-16 surrogate"):
+    with pytest.raises(InputError, match=r"bad.json: element 1 of the array holds a lone UTF-16 surrogate"):
         read_table(array)
 
 
@@ -529,3 +529,11 @@ def test_a_pipe_is_refused_before_any_read(tmp_path):
     os.mkfifo(pipe)
     with pytest.raises(InputError, match=r"f\.jsonl: is not a regular file \(a pipe or a device\); write it to a file"):
         read_prompts([pipe])
+
+
+def test_a_json_array_element_that_is_no_object_is_named_in_jsons_words_counting_from_1(tmp_path):
+    """An audit: `[{...}, null]` said "element 1 of the array is NoneType" (Python's word, counted from 0)."""
+    path = tmp_path / "a.json"
+    path.write_text('[{"id": "a", "prompt": "x"}, null]')
+    with pytest.raises(InputError, match=r"a\.json: element 2 of the array is null, not an object; fix it"):
+        read_prompts([path])

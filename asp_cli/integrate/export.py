@@ -189,8 +189,8 @@ def export(
     if clashes:
         raise InputError(
             f"the dataset already has column(s) {', '.join(map(repr, clashes))}, which asp adds; "
-            "pass --prefix asp_ to name asp's columns asp_epoch, asp_seq, ..."
-        )
+            + ("pass --prefix asp_ to name asp's columns asp_epoch, asp_seq, ..." if not prefix else
+               f"pass another --prefix than {prefix!r} (asp's columns would be {prefix}epoch, {prefix}seq, ...)"))
     if route == "planned" and "priority" in raw.columns:
         raise InputError("the dataset already has a column 'priority', which --route planned sets to each row's "
                          "planned instance for verl's router; rename or drop it")

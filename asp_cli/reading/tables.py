@@ -581,9 +581,11 @@ def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
     escaped = bool(_SURROGATE_ESCAPE.search(data))  # once: the elements are checked only where one may be
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            raise InputError(f"{path}: element {index} of the array is {type(item).__name__}, not an object; fix it")
+            kind = {type(None): "null", bool: "true/false", str: "text", int: "a number", float: "a number",
+                    list: "a list"}.get(type(item), type(item).__name__)  # JSON's words, counted from 1
+            raise InputError(f"{path}: element {index + 1} of the array is {kind}, not an object; fix it")
         if escaped and _has_lone_surrogate(item):
-            raise InputError(f"{path}: element {index} of the array {LONE_SURROGATE}; fix its text")
+            raise InputError(f"{path}: element {index + 1} of the array {LONE_SURROGATE}; fix its text")
         item["\x00line"] = index + 1
     if not value:
         raise InputError(f"{path}: the array is empty; give at least one object")
