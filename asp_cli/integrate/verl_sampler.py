@@ -234,7 +234,10 @@ class ScheduleReplayBuffer:
 
         view = _View()
         for key, tag in (tq.kv_list(partition_id) or {}).get(partition_id, {}).items():
-            if tag.get("is_prompt", False):
+            # A trajectory's key ({uid}_{session}_{output}: a uid has no underscore) is never a prompt's, whatever its
+            # tag says: once in CI under load, TransferQueue 0.1.11 listed a trajectory (status "success", which
+            # agent_loop_tq.py writes on each sample) with a prompt's is_prompt, a tag of the index it reused.
+            if tag.get("is_prompt", False) and "_" not in key:
                 status = tag.get("status")
                 if status in _IN_FLIGHT:
                     view.inflight[key] = int(tag["global_steps"])
