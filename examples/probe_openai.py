@@ -6,7 +6,8 @@
 
 Standard library only (urllib, threads). Each prompt of the probe (a chat list under ``prompt`` or
 ``messages``, or text under ``prompt``, ``question``, ``problem``, ``instruction`` or ``input``, which is sent as
-one user message) is sent ``--samples`` times to ``/chat/completions`` with ``n=1``: the server's
+one user message) is sent ``--samples`` times to ``/chat/completions`` (``--completions``: as text to
+``/completions``, for a run trained without a chat template) with ``n=1``: the server's
 ``usage.completion_tokens`` is then exactly one sample's length (with ``n > 1`` servers report the sum), and
 ``finish_reason == "length"`` marks a sample that hit ``--max-tokens``. Use the sampling settings of your
 training run (temperature, top_p, max tokens), so the probe sees the lengths training will see.
@@ -69,10 +70,17 @@ def id_of(row: dict, id_key: str | None, line: int) -> str:
     raise ValueError(f"no prompt id (looked for {', '.join(keys)})")
 
 
-def complete(base_url: str, body: dict, api_key: str | None, timeout: float, retries: int) -> dict:
-    """One chat completion; retried with exponential backoff on connection errors and 429/5xx answers."""
+def text_of(messages: list[dict]) -> str:
+    """The prompt as one text, for ``--completions`` (a run without a chat template): the messages' contents in
+    order, one per line (a plain-text probe row is one message)."""
+    return "\n".join(str(m["content"]) for m in messages)
+
+
+def complete(base_url: str, body: dict, api_key: str | None, timeout: float, retries: int,
+             endpoint: str = "/chat/completions") -> dict:
+    """One completion; retried with exponential backoff on connection errors and 429/5xx answers."""
     request = urllib.request.Request(
-        base_url.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(), method="POST",
+        base_url.rstrip("/") + endpoint, data=json.dumps(body).encode(), method="POST",
         headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})})
     for attempt in range(retries):
         try:
@@ -106,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument("--retries", type=int, default=3)
+    parser.add_argument("--completions", action="store_true",
+                        help="send the prompt as text to /completions, with no chat template (a base-model run "
+                             "trained without one), instead of /chat/completions")
     parser.add_argument("--resume", action="store_true",
                         help="keep the samples already in --output and send only the ones it lacks")
     args = parser.parse_args(argv)
@@ -154,10 +165,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(job):
         prompt_id, sample, messages = job
-        body = {"model": args.model, "messages": messages, "n": 1, "max_tokens": args.max_tokens,
-                "temperature": args.temperature, "top_p": args.top_p}
+        body = {"model": args.model, "n": 1, "max_tokens": args.max_tokens, "temperature": args.temperature,
+                "top_p": args.top_p, **({"prompt": text_of(messages)} if args.completions else {"messages": messages})}
         try:
-            answer = complete(args.base_url, body, api_key, args.timeout, args.retries)
+            answer = complete(args.base_url, body, api_key, args.timeout, args.retries,
+                              "/completions" if args.completions else "/chat/completions")
             tokens = int(answer["usage"]["completion_tokens"])
             reason = answer["choices"][0].get("finish_reason")
         except urllib.error.HTTPError as exc:  # the server's own words say why (a model name it does not serve)

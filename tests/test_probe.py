@@ -209,6 +209,36 @@ def test_the_openai_example_feeds_observe_and_schedule(tmp_path):
     assert {s["data_source"] for s in calibration["sources"]} == {"aime", "gsm"}
 
 
+class _CompletionsOpenAI(_FakeOpenAI):
+    """A server of plain completions (/completions, a "prompt" text), as vLLM serves a base model."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert self.path.endswith("/completions") and not self.path.endswith("/chat/completions"), self.path
+        _FakeOpenAI.calls.append(body)
+        tokens = min(len(body["prompt"]), body["max_tokens"])
+        payload = json.dumps({"choices": [{"text": "x", "finish_reason": "stop"}],
+                              "usage": {"completion_tokens": tokens, "prompt_tokens": 3}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def test_the_openai_example_sends_text_to_completions_for_a_run_without_a_chat_template(tmp_path):
+    """A newcomer: OpenRLHF runs without --apply_chat_template (base-model "zero" RL) could not be probed under the
+    prompt format they train on; the example only posted chat messages."""
+    data = _dataset(tmp_path / "train.jsonl")
+    probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=4))
+    _FakeOpenAI.calls = []
+    done = _run_example(tmp_path, _CompletionsOpenAI, "--completions")
+    assert done.returncode == 0, done.stderr
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert len(log) == len(_FakeOpenAI.calls) == len((tmp_path / "probe.jsonl").read_text().splitlines())
+    assert all(isinstance(c["prompt"], str) and "messages" not in c for c in _FakeOpenAI.calls)
+
+
 class _UnknownModelOpenAI(_FakeOpenAI):
     """Answers every request as vLLM does for a model it does not serve."""
 
