@@ -144,3 +144,26 @@ def test_the_lag_bound_holds_rollout_back_in_the_simulated_expectation():
                                                     train_batch_size=32, max_lag=1), preset=PRESET)
     assert held["expected_lag"].max() < free["expected_lag"].max()
     assert held["expected_lag"].mean() <= 2
+
+
+@pytest.mark.parametrize("name", ["shuffle", "interleave", "long-first", "bands"])
+def test_a_synchronous_plan_trains_its_own_consecutive_batches_and_replays_within_the_bound(name):
+    """A newcomer's slime setting (`--engine streaming --max-lag 0 --trainer schedule`): a shuffle's steps were
+    assigned from estimated finish times, so a later step's group sat ahead of an earlier step's and was held
+    there; the plan said lag up to 4 and its replay took 3x as long."""
+    from asp_cli.sim.records import SimulationSettings
+    from asp_cli.sim.run import simulate_schedule
+
+    s = ScheduleSettings(engine="streaming", instances=4, train_batch_size=32, max_lag=0, trainer="schedule",
+                         arrangement=name, epochs=2)
+    frame, _ = plan(prompt_frame(160), make_predictions(160, seed=3), s, preset=PRESET)
+    frame = frame.sort("seq")
+    validate_frame(frame, where="the plan")
+    position = np.concatenate([np.arange(160), np.arange(160)])
+    assert frame["train_step"].to_list() == (position // 32 + np.repeat([0, 5], 160)).tolist()
+    assert frame["expected_lag"].max() == 0
+    lengths = np.tile(frame["predicted_max_tokens"].to_numpy()[:, None], (1, s.samples_per_prompt))
+    sim = SimulationSettings(samples_per_prompt=s.samples_per_prompt, train_batch_size=32, mode="streaming",
+                             dispatch="free", max_lag=0, trainer="schedule")
+    metrics = simulate_schedule(frame, lengths, PRESET, sim, instances=4).metrics
+    assert metrics["policy_lag_max"] == 0 and metrics["lag_rule_released"] == 0
