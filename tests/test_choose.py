@@ -834,3 +834,16 @@ def test_the_summary_names_the_verl_router_where_a_streaming_plan_kept_to_its_in
     blocking = arrangement_line(choice("continuous", 900.0))
     assert "instead of 1,000 s (--dispatch planned plans for it)" in blocking and "verl_router" not in blocking
     assert "planned instance" not in arrangement_line(choice("streaming", 980.0))  # within 3%: not said
+
+
+def test_the_summary_says_when_the_candidates_times_are_of_fewer_epochs_than_the_run():
+    """A newcomer read the candidates' 689 s (two judged epochs) beside the trainer's 940 s for the run's three."""
+    from asp_cli.arrange.choose import arrangement_line
+
+    prompts, preds = prompt_frame(1500), make_predictions(1500, seed=2)  # 4,096 prompt-epochs hold two epochs
+    _, choice = plan(prompts, preds, ScheduleSettings(instances=4, train_batch_size=100, epochs=3), preset=PRESET)
+    assert choice.evaluated_epochs == 2
+    first = (lambda *args: arrangement_line(*args).split("\n")[0])  # noqa: E731 - the line of the candidates
+    assert first(choice.to_dict(), 3).endswith("x 2 epoch(s): those epochs' own times, which rank the candidates; "
+                                               "the run's 3 take longer, as `asp simulate` says)")
+    assert first(choice.to_dict(), 2).endswith("x 2 epoch(s))") and first(choice.to_dict()).endswith("x 2 epoch(s))")

@@ -599,9 +599,10 @@ def _miniature_words(choice: dict[str, Any]) -> str:
     return f"{k} instance{'s' if k != 1 else ''}, train batch {choice.get('judged_train_batch_size', 0):,}"
 
 
-def arrangement_line(choice: dict[str, Any]) -> str:
+def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> str:
     """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
-    when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`."""
+    when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`.
+    ``run_epochs``, the run's epochs where known, says when the candidates' times are of fewer epochs than it."""
     kv_budget = choice.get("kv_budget")
     # The KV cut is said where auto chose it (both cuts judged: the budget binds); elsewhere it shaped nothing
     # or was the user's, and the settings say it.
@@ -633,7 +634,9 @@ def arrangement_line(choice: dict[str, Any]) -> str:
                f", scaled up to the run's {choice['run_prompt_epochs']:,} prompt-epochs" if choice.get(
                 "run_prompt_epochs") else
                ": the sample's own times, which rank the candidates; the whole run takes longer, as `asp simulate` "
-               "says" if choice.get("sampled") else "") + ")")
+               "says" if choice.get("sampled") else
+               f": those epochs' own times, which rank the candidates; the run's {run_epochs} take longer, as `asp "
+               "simulate` says" if run_epochs and run_epochs > (choice.get("evaluated_epochs") or 1) else "") + ")")
     skipped = choice.get("refused") or []
     if skipped:  # refused while judged: they cannot keep the lag bound (`choose_arrangement`)
         line += (f"\n  {', '.join(skipped)} cannot keep the lag bound here and "

@@ -173,7 +173,7 @@ def _summary_text(summary: dict, output: Path) -> str:
     if choice:
         from asp_cli.arrange.choose import arrangement_line
 
-        lines.append("  " + arrangement_line(choice))
+        lines.append("  " + arrangement_line(choice, summary.get("epochs")))
     if summary.get("trainer_bound"):
         lag = summary.get("max_lag")
         hold = (f"--max-lag {lag} holds rollout back so that no group is expected more than {lag} steps stale"
