@@ -167,8 +167,10 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
         answer = {"choices": [{"message": {"role": "assistant", "content": "x"},
                                "finish_reason": "length" if tokens == body["max_tokens"] else "stop"}],
                   "usage": {"completion_tokens": tokens, "prompt_tokens": 3}}
-        payload = json.dumps(answer).encode()
-        self.send_response(200)
+        self.reply(200, json.dumps(answer).encode())
+
+    def reply(self, code: int, payload: bytes) -> None:
+        self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -217,13 +219,8 @@ class _CompletionsOpenAI(_FakeOpenAI):
         assert self.path.endswith("/completions") and not self.path.endswith("/chat/completions"), self.path
         _FakeOpenAI.calls.append(body)
         tokens = min(len(body["prompt"]), body["max_tokens"])
-        payload = json.dumps({"choices": [{"text": "x", "finish_reason": "stop"}],
-                              "usage": {"completion_tokens": tokens, "prompt_tokens": 3}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.reply(200, json.dumps({"choices": [{"text": "x", "finish_reason": "stop"}],
+                                    "usage": {"completion_tokens": tokens, "prompt_tokens": 3}}).encode())
 
 
 def test_the_openai_example_sends_text_to_completions_for_a_run_without_a_chat_template(tmp_path):
@@ -245,11 +242,7 @@ class _UnknownModelOpenAI(_FakeOpenAI):
     def do_POST(self):  # noqa: N802 - http.server's name
         self.rfile.read(int(self.headers["Content-Length"]))
         payload = b'{"object": "error", "message": "The model `M` does not exist.", "code": 404}'
-        self.send_response(404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.reply(404, payload)
 
 
 def test_the_openai_example_says_why_the_server_refused_and_writes_no_empty_log(tmp_path):
