@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 
 from asp_cli.arrange.advice import dividing_batch_size, plan_warnings
@@ -47,29 +48,24 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     assert not plan_warnings(arrange(prompt_frame(50), make_predictions(50), arrival), arrival)
 
 
-def test_a_synchronous_plan_that_leaves_instances_idle_is_warned_about():
+def test_a_synchronous_plan_gives_every_instance_a_minibatch_in_each_step():
+    # A synchronous step rolls out alone: 32 prompts in minibatches of at most 16 on 4 instances are cut into
+    # 4 minibatches of 8 (before 2026-12-05: 2 of 16, 2 instances idle, and a warning asking for 8).
     settings = ScheduleSettings(train_batch_size=32, minibatch_size=16, instances=4, max_lag=0, trainer="schedule")
-    frame = arrange(prompt_frame(64), make_predictions(64), settings)
-    (warning,) = plan_warnings(frame, settings)
-    assert warning.startswith("each synchronous step's 32 prompts make about 2 minibatches (--minibatch-size 16) for "
-                              "4 instances, so 2 of them idle")
-    assert "give --minibatch-size 8 (verl itself" in warning
-    fitted = dataclass_replace(settings, minibatch_size=8)
-    assert plan_warnings(arrange(prompt_frame(64), make_predictions(64), fitted), fitted) == []
-    # The size suggested gives every instance a minibatch, and is never the one given: 10 prompts a step on 8
-    # instances in minibatches of 2 make 5; 1 makes 10 (rounding 10 / 8 up gave 2 again).
-    tiny = dataclass_replace(settings, train_batch_size=10, minibatch_size=2, instances=8)
-    (warning,) = plan_warnings(arrange(prompt_frame(20), make_predictions(20), tiny), tiny)
-    assert "give --minibatch-size 1 " in warning
-    fitted = dataclass_replace(tiny, minibatch_size=1)
-    assert plan_warnings(arrange(prompt_frame(20), make_predictions(20), fitted), fitted) == []
-    # An epoch smaller than the train batch: the steps hold the epoch, and the advice is sized to it.
-    small = dataclass_replace(settings, train_batch_size=128, minibatch_size=16, instances=8)
-    (warning,) = plan_warnings(arrange(prompt_frame(100), make_predictions(100), small), small)
-    assert warning.startswith("each synchronous step's 100 prompts") and "give --minibatch-size 12 " in warning
-    # An asynchronous trainer keeps every instance busy across steps: nothing to say.
-    free = dataclass_replace(settings, max_lag=None)
-    assert plan_warnings(arrange(prompt_frame(64), make_predictions(64), free), free) == []
+    for arrangement in ("long-first", "short-first", "per-step", "auto"):
+        chosen = dataclass_replace(settings, arrangement=arrangement)
+        frame = arrange(prompt_frame(64), make_predictions(64), chosen)
+        per_step = frame.group_by("train_step").agg(pl.col("minibatch").n_unique(), pl.col("instance").n_unique())
+        assert per_step["minibatch"].to_list() == [4, 4] and per_step["instance"].to_list() == [4, 4], arrangement
+        assert frame.group_by("minibatch").len()["len"].max() <= 16
+        assert plan_warnings(frame, chosen) == []
+    # 10 prompts a step on 8 instances: 8 minibatches (one or two prompts each), not 5 of 2.
+    tiny = dataclass_replace(settings, train_batch_size=10, minibatch_size=2, instances=8, arrangement="long-first")
+    frame = arrange(prompt_frame(20), make_predictions(20), tiny)
+    assert frame.group_by("train_step").agg(pl.col("minibatch").n_unique())["minibatch"].to_list() == [8, 8]
+    # An asynchronous trainer keeps every instance busy across steps: minibatches as large as allowed.
+    free = dataclass_replace(settings, max_lag=None, arrangement="long-first")
+    assert arrange(prompt_frame(64), make_predictions(64), free).group_by("minibatch").len()["len"].max() == 16
 
 
 def dataclass_replace(settings, **changes):

@@ -61,6 +61,20 @@ def test_sorted_baselines_follow_predicted_length():
     assert steps["predicted_tokens"].is_sorted(descending=True)
 
 
+@pytest.mark.parametrize("name", ["short-first (asp sizes)", "long-first (asp sizes)"])
+def test_sorts_in_asp_sizes_keep_each_train_batch_whole_in_synchronous_training(name):
+    # At --max-lag 0 a minibatch across two steps holds groups that may start only after the earlier step
+    # trained: the sort is cut train batch by train batch, as a synchronous trainer generates it.
+    prompts, predictions = _inputs()
+    crossing = arrange_baseline(name, prompts, predictions, dataclasses.replace(SETTINGS, train_batch_size=10))
+    assert (crossing.group_by("minibatch").agg(pl.col("train_step").n_unique())["train_step"] > 1).any()
+    frame = arrange_baseline(name, prompts, predictions, dataclasses.replace(SETTINGS, train_batch_size=10, max_lag=0))
+    validate_frame(frame, where=name)
+    assert (frame.group_by("minibatch").agg(pl.col("train_step").n_unique())["train_step"] == 1).all()
+    assert frame["train_step"].is_sorted() and frame.group_by("minibatch").len()["len"].max() <= 4
+    assert frame.filter(pl.col("epoch") == 0)["row"].to_list() == crossing.filter(pl.col("epoch") == 0)["row"].to_list()
+
+
 def test_count_balance_uses_free_dispatch():
     assert BASELINES["count-balance"].dispatch == "free"
 

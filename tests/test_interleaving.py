@@ -121,3 +121,17 @@ def test_warm_start_sends_the_shortest_train_batch_first():
     assert order[:2].tolist() == [4, 5]  # the two shortest hold 16 groups, shortest first
     assert order[2] == 0  # then the longest
     assert np.array_equal(ideal_start_s(duration, classes, 2), ideal_start_s(duration, classes, 2, warm_groups=0))
+
+
+def test_list_schedule_starts_each_synchronous_step_from_instances_all_free():
+    from asp_cli.arrange.interleaving import list_schedule
+
+    duration = np.array([5.0, 1.0, 1.0, 4.0, 4.0])
+    step = np.array([0, 0, 0, 1, 1])
+    # Without steps the second step's minibatches go where the first left room (instance 1 twice).
+    instance, start, free = list_schedule(np.arange(5), duration, np.zeros(2))
+    assert instance.tolist() == [0, 1, 1, 1, 0] and start.tolist() == [0.0, 0.0, 1.0, 2.0, 5.0]
+    # With them, step 1 waits for step 0's last minibatch (5 s) and takes both instances.
+    instance, start, free = list_schedule(np.arange(5), duration, np.zeros(2), step)
+    assert instance.tolist() == [0, 1, 1, 0, 1] and start.tolist() == [0.0, 0.0, 1.0, 5.0, 5.0]
+    assert free.tolist() == [9.0, 9.0]

@@ -129,3 +129,53 @@ def test_a_dealt_step_spreads_its_long_groups_where_a_cut_keeps_them_together():
     # Little KV room: the count of minibatches grows until every group fits.
     tight = deal_minibatches(footprint, work, max_prompts=16, max_tokens=int(footprint[0] * 2))
     assert np.bincount(tight, weights=footprint).max() <= footprint[0] * 2 and tight.max() + 1 >= 4
+
+
+def test_a_synchronous_step_takes_the_dealt_or_the_consecutive_cut_whichever_ends_sooner():
+    from asp_cli.arrange.packing import cut_per_step, deal_minibatches, step_makespans
+
+    def run(work, max_prompts, instances):
+        def seconds(minibatch, count):  # a blocking minibatch: its longest group, and a little per token
+            longest = np.zeros(count)
+            np.maximum.at(longest, minibatch, work)
+            return longest + 0.1 * np.bincount(minibatch, weights=work, minlength=count)
+        footprint = np.full(work.size, 10, dtype=np.int64)
+        order = np.arange(work.size)
+        chosen = cut_per_step(order, footprint, work.size, max_prompts, 10**9, work, seconds=seconds,
+                              instances=instances)
+        dealt = deal_minibatches(footprint, work, max_prompts=max_prompts, max_tokens=10**9)
+        assert np.array_equal(cut_per_step(order, footprint, work.size, max_prompts, 10**9, work), dealt)
+        return chosen, dealt
+
+    # One minibatch per instance (4 of 16 on 4): cut, one holds all 8 long groups (16,440 s); dealt, each holds
+    # two (11,220 s).
+    chosen, dealt = run(np.array([9000.0] * 8 + [300.0] * 56), 16, 4)
+    assert np.array_equal(chosen, dealt)
+    # Two minibatches per instance (4 of 4 on 2): dealt, each holds a long group and both instances run two
+    # (19,980 s); cut, the long groups share one minibatch and one instance (12,600 s).
+    chosen, dealt = run(np.array([300.0] * 6 + [9000.0] * 4 + [300.0] * 6), 4, 2)
+    assert not np.array_equal(chosen, dealt)
+    assert chosen[6:10].tolist() == [0, 0, 0, 0] and sorted(np.bincount(chosen).tolist()) == [4, 4, 4, 4]
+    # Steps keep their turn, each from the cut it takes.
+    work = np.array([9000.0] * 8 + [300.0] * 56)
+    assert step_makespans(np.array([5.0, 3.0, 3.0, 1.0, 2.0]), np.array([0, 3, 5]), 2).tolist() == [6.0, 2.0]
+    both = cut_per_step(np.arange(128), np.full(128, 10), 64, 16, 10**9, np.concatenate([work, work]),
+                        seconds=lambda m, c: np.bincount(m, minlength=c).astype(float), instances=4)
+    assert both[:64].max() < both[64:].min() and sorted(set(both.tolist())) == list(range(8))
+
+
+def test_a_synchronous_step_fills_every_instance_while_it_has_groups_enough():
+    from asp_cli.arrange.packing import cut_per_step, deal_minibatches
+
+    # 128 groups in minibatches of at most 16 on 16 instances: 16 minibatches of 8, not 8 of 16 with 8 idle
+    # instances, dealt or cut; a step of 10 groups gets 10 minibatches of one.
+    rng = np.random.default_rng(0)
+    work = rng.uniform(100, 9000, 138)
+    footprint = np.full(138, 10, dtype=np.int64)
+    for kwargs in ({}, {"work": work}, {"work": work, "seconds": lambda m, c: np.bincount(m, minlength=c) * 1.0}):
+        local = cut_per_step(np.arange(138), footprint, 128, 16, 10**9, instances=16, **kwargs)
+        assert np.unique(local[:128]).tolist() == list(range(16))  # dealt: balanced by work, not by count
+        assert np.bincount(local[128:] - 16).tolist() == [1] * 10
+    assert np.bincount(cut_per_step(np.arange(138), footprint, 128, 16, 10**9, instances=16)[:128]).tolist() == [8] * 16
+    assert np.bincount(cut_per_step(np.arange(128), footprint, 128, 16, 10**9)).tolist() == [16] * 8
+    assert deal_minibatches(footprint[:3], work[:3], max_prompts=16, max_tokens=10**9, min_count=16).max() == 2

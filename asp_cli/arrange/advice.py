@@ -60,22 +60,8 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
             f"{size}: a trainer that reads batches of {size} consecutive rows and drops a partial last one (verl's "
             f"dataloader) leaves those {prompts % size:,} prompts out; use a --train-batch-size that divides "
             f"{prompts:,}" + dividing_example(prompts, size))
-    synchronous_idle = False
-    if settings.trainer == "schedule" and settings.max_lag == 0 and settings.engine != "streaming" and frame.height:
-        per_step = frame.group_by("train_step").agg(pl.len().alias("prompts"),
-                                                    pl.col("minibatch").n_unique().alias("calls"))
-        calls, step = int(per_step["calls"].median()), int(per_step["prompts"].max())
-        # The largest minibatch that still gives every instance one: only said where it is smaller than today's.
-        fitting = max(1, step // settings.instances)
-        if calls < settings.instances and fitting < settings.minibatch_size:
-            warnings.append(
-                f"each synchronous step's {step} prompts make about {calls} minibatches (--minibatch-size "
-                f"{settings.minibatch_size}) for {settings.instances} instances, so {settings.instances - calls} of "
-                f"them idle while the step rolls out in this plan: give --minibatch-size {fitting} (verl itself "
-                "cuts each batch into one chunk per agent-loop worker)")
-            synchronous_idle = True
     used = frame["instance"].n_unique() if frame.height else 0
-    if used < settings.instances and not synchronous_idle:  # the synchronous advice above says it more exactly
+    if used < settings.instances:
         minibatches = frame["minibatch"].n_unique() if frame.height else 0
         warnings.append(
             f"{settings.instances - used} of the {settings.instances} instances get no minibatch ({minibatches:,} "

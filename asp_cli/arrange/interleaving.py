@@ -87,9 +87,11 @@ def dispatch_order(ideal_s: np.ndarray, duration_s: np.ndarray) -> np.ndarray:
 
 
 def list_schedule(
-    order: np.ndarray, duration_s: np.ndarray, free_at_s: np.ndarray
+    order: np.ndarray, duration_s: np.ndarray, free_at_s: np.ndarray, step: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Hand minibatches, in ``order``, to the instance that frees first (ties: the lowest instance).
+    """Hand minibatches, in ``order``, to the instance that frees first (ties: the lowest instance). Given each
+    minibatch's synchronous training ``step``, a minibatch of a new step waits until every instance has ended
+    the step before (each step then starts from instances all free, and its own work is balanced over them).
 
     Parameters
     ----------
@@ -111,7 +113,11 @@ def list_schedule(
     heapq.heapify(heap)
     instance = np.empty(duration.size, dtype=np.int32)
     start = np.empty(duration.size, dtype=np.float64)
+    current = None
     for m in order:
+        if step is not None and step[m] != current:
+            current, t = step[m], float(free.max())
+            heap = [(t, k) for k in range(free.size)]
         t, k = heapq.heappop(heap)
         instance[m] = k
         start[m] = t

@@ -41,6 +41,7 @@ from asp_cli.arrange.timeline import (
     kv_peak_ratio,
     minibatch_times,
     policy_version_at,
+    replay_starts,
     stratified_steps,
     trainer_seconds,
     trainer_timeline,
@@ -219,6 +220,10 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     # rollout runs ahead freely and its own horizon stays (the long tail must start early).
     trainer_s = (trainer_seconds(preset, group_tokens(n, prompt_tokens, mean), settings.train_batch_size)
                  if settings.max_lag is not None else None)
+    # Synchronous steps take, each, the dealt or the consecutive cut that ends sooner (`packing.cut_per_step`).
+    sync = {"seconds": lambda local, m: minibatch_times(
+        preset, local, m, prompt_tokens, top, mean, n, kv_tokens=footprint if kv_budget == "peak" else None)[0],
+        "instances": settings.instances} if settings.max_lag == 0 else {}
     epochs = []
     free_at = np.zeros(settings.instances, dtype=np.float64)
     minibatch_offset = 0
@@ -240,7 +245,7 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
             by_step = per_step_order(planned, settings.train_batch_size, rng)
             work = group_tokens(n, prompt_tokens, mean) if settings.max_lag == 0 else None
             local = cut_per_step(by_step, footprint, settings.train_batch_size, settings.minibatch_size, budget,
-                                 work)
+                                 work, **sync)
             step_of_prompt = np.empty(planned.size, dtype=np.int64)
             step_of_prompt[by_step] = np.arange(planned.size) // settings.train_batch_size
         elif name in ("long-first", "short-first"):
@@ -253,7 +258,7 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
                 # overtaken by a later minibatch's trains a step late), and auto took 2.4 times the plain sort's
                 # time on mix-k8-n8 (docs/benchmarks.md, "Synchronous training on blocking engines").
                 local = cut_per_step(by_length, footprint, settings.train_batch_size, settings.minibatch_size,
-                                     budget, group_tokens(n, prompt_tokens, mean))
+                                     budget, group_tokens(n, prompt_tokens, mean), **sync)
                 step_of_prompt = np.empty(planned.size, dtype=np.int64)
                 step_of_prompt[by_length] = np.arange(planned.size) // settings.train_batch_size
             else:
@@ -277,7 +282,11 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
                                                            slack=_CLASS_BALANCE_SLACK)
         else:
             order = np.arange(m)  # cutting order: the sort's own, or the shuffle's
-            instance, start, free_at = list_schedule(order, duration, free_at)
+            barrier = None  # synchronous steps start from instances all free
+            if sync and step_of_prompt is not None:
+                barrier = np.empty(m, dtype=np.int64)
+                barrier[local] = step_of_prompt
+            instance, start, free_at = list_schedule(order, duration, free_at, barrier)
         rank = np.empty(m, dtype=np.int64)
         rank[order] = np.arange(m)
         epochs.append(
@@ -337,7 +346,7 @@ def _assemble(
     follow = fixed_steps if settings.trainer == "schedule" else None
     rounds = max(_MAX_LAG_ROUNDS, -(-row_mb.size // settings.train_batch_size) + 1)
     for _ in range(rounds + 1):
-        start = _replay_starts(mb_instance, mb_duration, hold, settings.instances)
+        start = replay_starts(mb_instance, mb_duration, hold, settings.instances)
         finish = start[row_mb] + row_offset
         train_step, _, step_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size, follow)
         version = policy_version_at(step_end, start)[row_mb]
@@ -439,17 +448,6 @@ def _assemble(
     columns.clear()
     text = [pl.col(name).cast(pl.String) for name in ("prompt_id", "prediction_source") if frame.schema[name] != pl.String]
     return frame.with_columns(text) if text else frame
-
-
-def _replay_starts(instance: np.ndarray, duration: np.ndarray, hold: np.ndarray, instances: int) -> np.ndarray:
-    """Start times when each instance runs its minibatches in order, none before its hold time."""
-    start = np.empty(duration.size, dtype=np.float64)
-    free = np.zeros(instances, dtype=np.float64)
-    for m in range(duration.size):
-        k = instance[m]
-        start[m] = max(free[k], hold[m])
-        free[k] = start[m] + duration[m]
-    return start
 
 
 # --------------------------------------------------------------------------------------------------------

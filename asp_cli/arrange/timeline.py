@@ -351,3 +351,14 @@ def busy_seconds(instance: np.ndarray, start_s: np.ndarray, end_s: np.ndarray, i
 def policy_version_at(step_end_s: np.ndarray, time_s: np.ndarray) -> np.ndarray:
     """The policy version live at each time: the number of training steps finished (and synced) by then."""
     return np.searchsorted(np.asarray(step_end_s), np.asarray(time_s, dtype=np.float64), side="right")
+
+
+def replay_starts(instance: np.ndarray, duration: np.ndarray, hold: np.ndarray, instances: int) -> np.ndarray:
+    """Start times when each instance runs its minibatches in order, none before its hold time."""
+    start = np.empty(duration.size, dtype=np.float64)
+    free = np.zeros(instances, dtype=np.float64)
+    for m in range(duration.size):
+        k = instance[m]
+        start[m] = max(free[k], hold[m])
+        free[k] = start[m] + duration[m]
+    return start
