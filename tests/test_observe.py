@@ -102,6 +102,26 @@ def test_bad_rows_stop_or_are_counted(tmp_path):
     assert any("skipped 1 bad rows" in w for w in result.warnings)
 
 
+def test_a_true_in_a_list_of_lengths_is_a_bad_row(tmp_path):
+    """A hostile-input audit: a log row of lengths [10, true, 30] was observed as three samples, one of 1 token."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    log = tmp_path / "log.jsonl"
+    write_jsonl(log, [{"prompt_id": "p1", "response_tokens": [10, 20]},
+                      {"prompt_id": "p2", "response_tokens": [10, True, 30]}])
+    history = tmp_path / "h.parquet"
+    run = CliRunner().invoke(app, ["observe", str(log), "-o", str(history)])
+    assert run.exit_code == 3 and not history.exists()
+    assert run.output.strip().splitlines()[-1] == (
+        f"Error: {log}:2: column 'response_tokens' holds true, not a token count for prompt id 'p2'; fix the row, "
+        "or pass --on-bad-row skip to skip bad rows")
+    result = observe([log], history, read=replace(OBSERVE_READ, on_bad_row="skip"))
+    assert result.summary["bad_rows"] == 1
+    assert read_history(history)[0]["response_tokens"].to_list() == [10, 20, 10, 30]
+
+
 def test_a_half_written_last_line_is_skipped_with_on_bad_row_skip(built, tmp_path):  # noqa: F811
     """A crashed run's log ends mid-line: --on-bad-row skip reads the rest and counts it, as report does (the
     format sniffing read used to raise before the skip could apply); without it, the error names the line."""

@@ -209,6 +209,53 @@ def test_bad_lengths_are_named(tmp_path, value, fragment):
     assert frame["prompt_id"].to_list() == ["a"] and report.skipped_rows == 1
 
 
+@pytest.mark.parametrize("rows", [
+    [{"id": "a", "length": [10, True, 30]}, {"id": "b", "length": [5, 6]}],  # a true among the lengths
+    [{"id": "a", "length": [True, False]}, {"id": "b", "length": [5, 6]}],  # a row of flags beside a row of lengths
+    [{"id": "a", "length": True}, {"id": "b", "length": 6}],  # one sample per row
+])
+def test_true_or_false_among_lengths_is_a_bad_row_not_a_count(tmp_path, rows):
+    """A hostile-input audit: Polars built a list column of [10, true, 30] as [10, 1, 30], so a true counted as a
+    response of 1 token (and false as 0), where any other non-number is refused."""
+    path = write_jsonl(tmp_path / "h.jsonl", rows)
+    with pytest.raises(InputError, match=re.escape("h.jsonl:1: column 'length' holds true, not a token count for "
+                                                   "prompt id 'a'; fix the row, or pass --on-bad-row skip")):
+        read_lengths([path])
+    frame, report = read_lengths([path], ReadOptions(on_bad_row="skip"))
+    assert 1 not in frame["response_tokens"].to_list() and 0 not in frame["response_tokens"].to_list()
+    other = rows[1]["length"]
+    assert frame.filter(pl.col("prompt_id") == "b")["response_tokens"].to_list() == (other if isinstance(other, list)
+                                                                                     else [other])
+    assert report.skipped_rows >= 1
+
+
+def test_lists_of_lengths_that_mix_numbers_and_digit_text_still_read(tmp_path):
+    """The reader keeps a list column of mixed kinds as JSON text; the length reader reads it back element by element
+    (digit text counts, as it does outside lists), with the flags beside it."""
+    path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": [10, "20", 30.0], "truncated": [False, 1, "no"]},
+                                             {"id": "b", "length": [5], "truncated": [True]}])
+    frame, _ = read_lengths([path])
+    assert frame["response_tokens"].to_list() == [10, 20, 30, 5]
+    assert frame["truncated"].to_list() == [False, True, False, True]
+
+
+def test_a_column_whose_lists_or_objects_mix_kinds_is_kept_as_json_text(tmp_path):
+    """Polars built such a column by coercing: true to 1, a message's list of content parts to its debug text
+    ("[{text,What?}]"), {"a": 1} beside {"a": "x"} to "1"."""
+    from asp_cli.reading.json_records import JSON_TAG
+
+    parts = [{"type": "text", "text": "What?"}, {"type": "image_url", "image_url": {"url": "file:///x.png"}}]
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": parts}]
+    rows = [{"id": "a", "n": [1, True], "meta": {"a": 1}, "prompt": chat, "ok": [1, 2.5]},
+            {"id": "b", "n": [2], "meta": {"a": "x"}, "prompt": chat[:1], "ok": [3]}]
+    frame = read_table(write_jsonl(tmp_path / "p.jsonl", rows))
+    for column in ("n", "meta", "prompt"):
+        assert frame[column].to_list() == [JSON_TAG + json.dumps(r[column]) for r in rows], column
+    assert frame["ok"].to_list() == [[1.0, 2.5], [3.0]]  # numbers mix, as in a column of them
+    prompts, _ = read_prompts([tmp_path / "p.jsonl"])
+    assert prompts["prompt_text"].to_list() == ["Be brief.\nWhat?", "Be brief."]
+
+
 def test_csv_lengths_with_overrides(tmp_path):
     path = tmp_path / "h.csv"
     path.write_text("key,tok\nx,5\ny,7\n")

@@ -393,7 +393,7 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
             heights.append(part.height)
     frame = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
     # `reading.tables` tags a non-text value in a column of mixed kinds; the tag is the reader's, not the data's.
-    from asp_cli.reading.tables import JSON_TAG
+    from asp_cli.reading.json_records import JSON_TAG
 
     tagged = [c for c, t in frame.schema.items()
               if t == pl.String and frame.select(pl.col(c).str.starts_with(JSON_TAG).any()).item()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,6 +11,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError, shown_id
+from asp_cli.reading.json_records import JSON_TAG
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.tables import (BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, jsonl_line_of_row,
@@ -78,6 +80,9 @@ def extract_lengths(
     report: ReadReport,
     id_flag: str = "--history-id-key",
 ) -> pl.DataFrame:
+    frame = _mixed_lists_as_text(frame, length_col)
+    if C.TRUNCATED in frame.columns:
+        frame = _mixed_lists_as_text(frame, C.TRUNCATED)
     dtype = frame.schema[length_col]
     listed = isinstance(dtype, pl.List)
     inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
@@ -167,6 +172,8 @@ def extract_lengths(
                         "\x00json:").lstrip().startswith("["):
                     reason = (f"column {length_col!r} holds a list where other rows hold one number (one row per "
                               "sample, or a list per prompt: one form in a file)")
+                elif str(raw).removeprefix("\x00json:") in ("true", "false"):
+                    reason = f"column {length_col!r} holds {str(raw).removeprefix(chr(0) + 'json:')}, not a token count"
                 elif value is None or (isinstance(value, float) and math.isnan(value)):
                     reason = f"column {length_col!r} is not a number"
                 elif value < 0:
@@ -182,6 +189,24 @@ def extract_lengths(
         C.TRUNCATED,
         C.EPOCH,
     )
+
+
+def _mixed_lists_as_text(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+    """A column of lists the reader kept as JSON text because their elements mix kinds (``[10, true, 30]``:
+    `json_records.records_to_frame`) as lists of each element's JSON text (``"10"``, ``"true"``, ``"30"``), so each
+    element is judged as a length (or a flag) of its own: a true among lengths is a bad row, not a 1."""
+    if frame.schema[column] != pl.String:
+        return frame
+    col = pl.col(column)
+    if not frame.select((col.is_null() | col.str.starts_with(JSON_TAG + "[")).all() & col.is_not_null().any()).item():
+        return frame
+    def elements(raw: str | None) -> list[str | None] | None:
+        if raw is None:
+            return None
+        return [v if v is None or isinstance(v, str) else json.dumps(v) for v in json.loads(raw[len(JSON_TAG):])]
+
+    decoded = [elements(v) for v in frame[column].to_list()]
+    return frame.with_columns(pl.Series(column, decoded, dtype=pl.List(pl.String)))
 
 
 def _epoch_expr(frame: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:

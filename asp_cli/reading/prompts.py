@@ -11,17 +11,15 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError, shown_id
+from asp_cli.reading.json_records import CHAT_CONTENT, JSON_TAG, flatten_content_parts
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.tables import (
     BAD_ROW_FIX,
-    CHAT_CONTENT,
     FILE_ROW,
-    JSON_TAG,
     ReadReport,
     each_file_once,
     file_format,
     find_column,
-    flatten_content_parts,
     read_table,
     release_arrow_memory,
     row_location,

@@ -24,6 +24,7 @@ from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
+from asp_cli.reading.json_records import records_to_frame
 from asp_cli.reading.options import OnBadRow
 from asp_cli.reading.text_checks import check_utf8 as _check_utf8
 from asp_cli.reading.text_checks import first_error_line as _first_line
@@ -37,7 +38,6 @@ _CSV_SUFFIXES = {".csv", ".tsv"}
 LINE = "\x00line"  # hidden column: the 1-based source line of a row read by the slow path
 BAD_ROW_FIX = "fix the row, or pass --on-bad-row skip to skip bad rows"
 FILE_ROW = "\x00file_row"  # hidden column: a prompt's 0-based row within its own file, for messages
-CHAT_CONTENT = "content"  # a chat message's text field
 # CSV carries no types and Polars infers them, which would read the id `001` as the number 1 (and `01` beside
 # `1` as a duplicate): the columns that can hold an id or a prompt are read as text.
 
@@ -468,7 +468,7 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
         if allow_empty:
             return pl.DataFrame()
         raise InputError(f"{path}: no readable rows; give a file with at least one JSON object per line")
-    return _records_to_frame(records)
+    return records_to_frame(records)
 
 
 # A JSON escape of a UTF-16 surrogate (\\ud800-\\udfff). A pair of them is one character and decodes to it; one
@@ -495,76 +495,6 @@ def _first_line_is_object(data: bytes) -> bool:
     return False
 
 
-def _parts_text(parts: list[Any]) -> str:
-    """The text of OpenAI-style multi-part content, ``[{"type": "text", "text": ...}, {"type": "image_url", ...}]``:
-    its text parts joined by newlines (other parts carry no prompt text)."""
-    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
-
-
-def flatten_content_parts(value: Any) -> Any:
-    """A chat list whose message contents are multi-part lists, with each such content replaced by its text."""
-    if not isinstance(value, list) or not any(isinstance(m, dict) and isinstance(m.get(CHAT_CONTENT), list)
-                                              for m in value):
-        return value
-    return [{**m, CHAT_CONTENT: _parts_text(m[CHAT_CONTENT])}
-            if isinstance(m, dict) and isinstance(m.get(CHAT_CONTENT), list) else m for m in value]
-
-
-def _records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
-    """Build a frame from parsed JSON objects; a column whose values mix JSON types is kept as JSON text."""
-    keys: dict[str, None] = {}
-    for record in records:
-        for key in record:
-            keys.setdefault(key, None)
-    data: dict[str, list[Any]] = {}
-    for key in keys:
-        values = [flatten_content_parts(record.get(key)) for record in records]
-        kinds = {_json_kind(v) for v in values if v is not None}
-        if len(kinds) > 1 and kinds != {"int", "float"}:
-            values = [v if v is None or isinstance(v, str) else _Mixed(v) for v in values]
-        data[key] = values
-    series = []
-    for key, values in data.items():
-        if any(isinstance(v, _Mixed) for v in values):
-            # Keep the kind of each value visible to validators: text stays text, the rest becomes JSON.
-            series.append(pl.Series(key, [None if v is None else (v if isinstance(v, str) else JSON_TAG + json.dumps(v.value)) for v in values], dtype=pl.String))
-        else:
-            try:
-                column = pl.Series(key, values, strict=False)
-                if column.len() != len(values):  # odd nesting Polars flattens: keep it as JSON text
-                    raise ValueError(key)
-            except Exception:  # noqa: BLE001 - unrepresentable nesting: keep it as JSON text
-                column = pl.Series(key, [None if v is None else json.dumps(v) for v in values], dtype=pl.String)
-            series.append(column)
-    return pl.DataFrame(series)
-
-
-# How a non-text JSON value is kept in a column of mixed kinds (text stays text): its JSON text behind this tag.
-JSON_TAG = "\x00json:"
-
-
-class _Mixed:
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        # An integer beyond 64 bits would silently become a float in a numeric column: keep it as JSON text.
-        return "int" if -(2**63) <= value < 2**63 else "bigint"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, list):
-        return "list"
-    return "object"
-
-
 def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
     _check_utf8(path, data)
     limits.check_json_depth(data, str(path), InputError)
@@ -589,7 +519,7 @@ def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
         item["\x00line"] = index + 1
     if not value:
         raise InputError(f"{path}: the array is empty; give at least one object")
-    return _records_to_frame(value)
+    return records_to_frame(value)
 
 
 def release_arrow_memory() -> None:

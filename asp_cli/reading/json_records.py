@@ -1,0 +1,110 @@
+"""Parsed JSON objects (the rows of JSON lines or of a JSON array) into a frame of the user's own columns.
+
+A column is built by Polars when its values share one JSON kind at every depth; otherwise (text beside numbers,
+``[10, true]``, a chat message's content as text in one row and as a list of parts in another) it is kept as text,
+each non-text value as its JSON text behind `JSON_TAG`, so no value is coerced to another type: the readers judge
+each one (`prompts`: a chat list row by row; `lengths`: a list element by element) and `asp export` writes them back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+
+CHAT_CONTENT = "content"  # a chat message's text field
+
+
+def _parts_text(parts: list[Any]) -> str:
+    """The text of OpenAI-style multi-part content, ``[{"type": "text", "text": ...}, {"type": "image_url", ...}]``:
+    its text parts joined by newlines (other parts carry no prompt text)."""
+    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def flatten_content_parts(value: Any) -> Any:
+    """A chat list whose message contents are multi-part lists, with each such content replaced by its text."""
+    if not isinstance(value, list) or not any(isinstance(m, dict) and isinstance(m.get(CHAT_CONTENT), list)
+                                              for m in value):
+        return value
+    return [{**m, CHAT_CONTENT: _parts_text(m[CHAT_CONTENT])}
+            if isinstance(m, dict) and isinstance(m.get(CHAT_CONTENT), list) else m for m in value]
+
+
+def records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
+    """Build a frame from parsed JSON objects; a column whose values mix JSON types (at any depth: ``[10, true]``,
+    a chat list whose contents are text in one message and parts in another) is kept as JSON text, tagged, since
+    Polars would coerce its values to one type (true to 1, a list of parts to its Rust debug text)."""
+    keys: dict[str, None] = {}
+    for record in records:
+        for key in record:
+            keys.setdefault(key, None)
+    data: dict[str, list[Any]] = {}
+    for key in keys:
+        values = [record.get(key) for record in records]
+        kinds = {_json_kind(v) for v in values if v is not None}
+        nested = bool(kinds & {"list", "object"})
+        if (len(kinds) > 1 and kinds != {"int", "float"}) or (nested and _nested_kinds_differ(values)):
+            values = [v if v is None or isinstance(v, str) else _Mixed(v) for v in values]
+        data[key] = values
+    series = []
+    for key, values in data.items():
+        if any(isinstance(v, _Mixed) for v in values):
+            # Keep the kind of each value visible to validators: text stays text, the rest becomes JSON.
+            series.append(pl.Series(key, [None if v is None else (v if isinstance(v, str) else JSON_TAG + json.dumps(v.value)) for v in values], dtype=pl.String))
+        else:
+            try:
+                column = pl.Series(key, values, strict=False)
+                if column.len() != len(values):  # odd nesting Polars flattens: keep it as JSON text
+                    raise ValueError(key)
+            except Exception:  # noqa: BLE001 - unrepresentable nesting: keep it as JSON text
+                column = pl.Series(key, [None if v is None else json.dumps(v) for v in values], dtype=pl.String)
+            series.append(column)
+    return pl.DataFrame(series)
+
+
+# How a non-text JSON value is kept in a column of mixed kinds (text stays text): its JSON text behind this tag.
+JSON_TAG = "\x00json:"
+
+
+def _nested_kinds_differ(values: list[Any]) -> bool:
+    """Whether the values inside lists and objects differ in JSON kind at one place (a list element, an object's
+    field), which one Polars column cannot hold: ``[10, true]``, ``{"a": 1}`` beside ``{"a": "x"}``. Numbers mix
+    (as integers and fractions do in a column). Nulls and empty lists take any kind."""
+    seen: dict[tuple, str] = {}
+    stack: list[tuple[tuple, Any]] = [((), v) for v in values if v is not None]
+    while stack:
+        path, value = stack.pop()
+        if value is None:
+            continue
+        kind = _json_kind(value)
+        kind = "number" if kind in ("int", "float") else kind
+        if seen.setdefault(path, kind) != kind:
+            return True
+        if isinstance(value, list):
+            stack.extend((path + (0,), item) for item in value)  # 0: any element (object keys are text)
+        elif isinstance(value, dict):
+            stack.extend((path + (name,), item) for name, item in value.items())
+    return False
+
+
+class _Mixed:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        # An integer beyond 64 bits would silently become a float in a numeric column: keep it as JSON text.
+        return "int" if -(2**63) <= value < 2**63 else "bigint"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "list"
+    return "object"
