@@ -368,10 +368,9 @@ def test_the_export_command_takes_the_route(built, tmp_path):  # noqa: F811
     assert bad.exit_code != 0 and "--route must be one of none, planned" in bad.output
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_a_column_of_mixed_json_kinds_is_exported_as_text_and_said_so(tmp_path, fmt):
+def test_a_column_of_mixed_json_kinds_is_exported_as_text_and_said_so(tmp_path):
     """A hostile-input audit found an id column of text and numbers exported as the reader's internal tag
-    ("\\x00json:2"), silently, where the schedule's prompt id is "2"."""
+    ("\\x00json:2"), silently, where the schedule's prompt id is "2". Parquet holds one kind per column."""
     from asp_cli.arrange.pipeline import schedule
     from asp_cli.settings import ScheduleSettings
 
@@ -380,12 +379,97 @@ def test_a_column_of_mixed_json_kinds_is_exported_as_text_and_said_so(tmp_path, 
                        {"id": 2, "question": "What is 2+2?", "meta": "x"}])
     sched = tmp_path / "s.parquet"
     schedule([data], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=2))
-    out = tmp_path / f"o.{fmt}"
-    result = export(sched, [data], out, format=fmt)
-    rows = (pl.read_parquet(out) if fmt == "parquet" else pl.read_ndjson(out)).sort("seq").to_dicts()
+    out = tmp_path / "o.parquet"
+    result = export(sched, [data], out, format="parquet")
+    rows = pl.read_parquet(out).sort("seq").to_dicts()
     assert sorted(r["id"] for r in rows) == ["2", "a"] and sorted(r["meta"] for r in rows) == ["[1]", "x"]
     assert not any("\x00" in str(v) for r in rows for v in r.values())
-    assert any("columns 'id', 'meta' mix JSON kinds" in w for w in result.warnings), result.warnings
+    assert any("columns 'id', 'meta' mix JSON kinds" in w and "--format jsonl" in w for w in result.warnings)
+
+
+MULTIMODAL = [{"role": "system", "content": "Be brief."},
+              {"role": "user", "content": [{"type": "text", "text": "What is in the picture?"},
+                                           {"type": "image_url", "image_url": {"url": "file:///x.png"}}]}]
+
+
+@pytest.mark.parametrize("layout", ["jsonl", "json-array"])
+def test_jsonl_export_writes_every_row_as_the_dataset_holds_it(tmp_path, layout):
+    """A hostile-input audit: in a prompt column of text and chat lists the chat rows were exported as JSON text, and a
+    message's content parts (the image among them) were dropped, keeping their text. A row is the user's own."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    rows = [{"id": "a", "prompt": "What is 1+1?", "meta": {"tags": ["x"]}},
+            {"id": 2, "prompt": [{"role": "user", "content": "Solve x+1=3."}], "meta": {"tags": [1, True]}},
+            {"id": "c", "prompt": MULTIMODAL, "score": 1.0, "when": "2024-01-02"},
+            {"id": "d", "prompt": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "extra": {}}]
+    if layout == "jsonl":
+        data = write_jsonl(tmp_path / "mixed.jsonl", rows)
+    else:
+        data = tmp_path / "mixed.json"
+        data.write_text(json.dumps(rows, indent=1))
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=2))
+    out = tmp_path / "o.jsonl"
+    result = export(sched, [data], out, format="jsonl")
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(written) == len(rows) and not any("mix JSON kinds" in w for w in result.warnings), result.warnings
+    by_seq = sorted(written, key=lambda r: r["seq"])
+    for row in by_seq:
+        own = {k: v for k, v in row.items() if k not in ("epoch", "instance", "minibatch", "seq", "train_step",
+                                                          "predicted_tokens")}
+        assert own in rows  # every value of its own kind, every field there, nothing added
+        assert list(row)[len(own):] == ["epoch", "instance", "minibatch", "seq", "train_step", "predicted_tokens"]
+    assert "\x00" not in out.read_text() and "\x00source_json" not in result.frame.columns
+    if layout == "jsonl":  # a JSON line is written as the user wrote it, asp's columns after it
+        lines = {json.loads(line)["id"]: line for line in out.read_text().splitlines()}
+        assert lines["c"].startswith(json.dumps(rows[2])[:-1] + ',"epoch":')
+
+
+def test_a_parquet_export_keeps_multi_part_contents_and_says_what_it_writes_as_text(tmp_path):
+    """Parquet holds a message's content parts where every message has them; where some contents are text and
+    others parts, the column is written as JSON text (said); verl's layout refuses what its prompt cannot hold."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    parts_only = [{"role": "user", "content": MULTIMODAL[1]["content"]}]
+    data = write_jsonl(tmp_path / "parts.jsonl", [{"id": "a", "prompt": parts_only}, {"id": "b", "prompt": parts_only}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=2))
+    result = export(sched, [data], tmp_path / "o.parquet")
+    content = pl.read_parquet(tmp_path / "o.parquet")["prompt"].to_list()[0][0]["content"]
+    assert [p["type"] for p in content] == ["text", "image_url"] and content[1]["image_url"]["url"] == "file:///x.png"
+    assert not result.warnings
+
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"id": "a", "prompt": MULTIMODAL}, {"id": "b", "prompt": "Hi"}])
+    sched = tmp_path / "s2.parquet"
+    schedule([mixed], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=2))
+    result = export(sched, [mixed], tmp_path / "o2.parquet")
+    prompts = dict(pl.read_parquet(tmp_path / "o2.parquet").select("id", "prompt").iter_rows())
+    assert json.loads(prompts["a"]) == MULTIMODAL and prompts["b"] == "Hi"
+    assert any("column 'prompt' mixes JSON kinds" in w for w in result.warnings), result.warnings
+    with pytest.raises(InputError, match=re.escape("dataset row 1: column 'prompt' holds a chat list that verl's "
+                                                   "prompt column cannot hold")):
+        export(sched, [mixed], tmp_path / "v.parquet", format="verl")
+    assert not (tmp_path / "v.parquet").exists()
+
+
+def test_verl_export_makes_each_chat_list_among_text_prompts_its_chat_list(tmp_path):
+    """The chat rows of a prompt column of text and chat lists became user messages whose content was the chat
+    list's JSON text."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Solve x+1=3."}]
+    data = write_jsonl(tmp_path / "mixed.jsonl", [{"id": "a", "prompt": "What is 1+1?", "source": "gsm"},
+                                                  {"id": "b", "prompt": chat, "source": 7}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=2))
+    export(sched, [data], tmp_path / "v.parquet", format="verl")
+    frame = pl.read_parquet(tmp_path / "v.parquet")
+    prompts = dict(zip(frame["extra_info"].struct.field("prompt_id").to_list(), frame["prompt"].to_list()))
+    assert prompts == {"a": [{"role": "user", "content": "What is 1+1?"}], "b": chat}
+    assert sorted(frame["data_source"].to_list()) == ["7", "gsm"]  # the reader's tag is not the data's
 
 
 def test_a_schedule_with_rows_removed_is_exported_with_a_warning(tmp_path):

@@ -95,6 +95,24 @@ def test_probe_writes_the_inputs_own_rows(tmp_path):
     assert again.prompt_ids == result.prompt_ids
 
 
+def test_a_jsonl_probe_keeps_chat_lists_among_text_and_content_parts(tmp_path):
+    """A hostile-input audit: a chat row among text prompts was written as JSON text, and a message's image part
+    was dropped; a probe row is the input's own."""
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Describe it."},
+                                          {"type": "image_url", "image_url": {"url": "file:///x.png"}}]}]
+    rows = [{"id": "a", "prompt": "What is 1+1?"}, {"id": 2, "prompt": [{"role": "user", "content": "Hi"}]},
+            {"id": "c", "prompt": [{"role": "system", "content": "Be brief."}, *parts]}]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=3))
+    written = [json.loads(line) for line in (tmp_path / "probe.jsonl").read_text().splitlines()]
+    assert sorted(written, key=str) == sorted(rows, key=str) and not result.warnings
+    assert (tmp_path / "probe.jsonl").read_text().splitlines()[0] in [json.dumps(r) for r in rows]
+    probe([data], tmp_path / "probe.parquet", settings=ProbeSettings(prompts=3))
+    kept = pl.read_parquet(tmp_path / "probe.parquet")["prompt"].to_list()
+    assert sorted(kept) == sorted(["What is 1+1?", *(json.dumps(r["prompt"]) for r in rows[1:])])
+
+
 def test_probe_parquet_and_verl_layouts(tmp_path):
     data = _dataset(tmp_path / "train.jsonl")
     probe([data], tmp_path / "probe.parquet", settings=ProbeSettings(prompts=10))

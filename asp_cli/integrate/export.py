@@ -36,6 +36,7 @@ from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import ROUTES, priority_column
+from asp_cli.reading.tables import SOURCE_JSON
 
 FORMATS = ("parquet", "jsonl", "verl")
 ORDERS = ("dispatch", "train")
@@ -176,7 +177,10 @@ def export(
         rows = replay.trainer_order(epoch=epoch, workers=workers, chunking=chunking)
     else:
         rows = replay.rows(epoch=epoch)
-    raw, warnings = _matched_dataset(replay, datasets, rows, prompt_key=prompt_key, id_key=id_key)
+    # JSON lines keep every row as the dataset holds it (`read_rows`'s sources); verl's layout reads the
+    # reader's tags to tell a chat list from text in a prompt column of mixed kinds (`to_verl`).
+    raw, warnings = _matched_dataset(replay, datasets, rows, prompt_key=prompt_key, id_key=id_key,
+                                     sources=format == "jsonl", untag=format != "verl")
     if format == "verl":
         # extra_info.prompt_id is the schedule's id of each dataset row, which the rollout logs fed back
         # (`asp observe`) must carry (docs/integrations.md, "Feeding the lengths back").
@@ -206,6 +210,7 @@ def export(
     if route == "planned":  # the planned instance, ordered by the row's position in the file (`verl_router`)
         asp = asp.with_columns(pl.Series("priority", priority_column(rows["instance"].to_list()), dtype=pl.Int64))
     frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
+    added = [c for c in frame.columns if c not in raw.columns]  # asp's columns, written after the user's own
 
     summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,
                                      verl_version=verl_version)
@@ -224,8 +229,9 @@ def export(
             "schedule_settings": replay.settings,
             "trainer_settings": trainer,
         }
-        write_rows(frame, Path(output), format, document, replace=force)
-    return ExportResult(frame=frame, output=Path(output) if output else None, format=format, order=order,
+        write_rows(frame, Path(output), format, document, replace=force, added=added)
+    return ExportResult(frame=frame.drop(SOURCE_JSON, strict=False), output=Path(output) if output else None,
+                        format=format, order=order,
                         summary=summary, warnings=warnings, trainer_settings=trainer)
 
 
@@ -246,7 +252,8 @@ def check_dataset(replay: Replay, datasets: Sequence[str | Path]) -> tuple[int, 
     InputError
         When a scheduled row is missing or holds another prompt id (naming the row and id).
     """
-    raw, warnings = _matched_dataset(replay, [Path(p) for p in datasets], replay.frame, prompt_key=None, id_key=None)
+    raw, warnings = _matched_dataset(replay, [Path(p) for p in datasets], replay.frame, prompt_key=None, id_key=None,
+                                     sources=False, untag=True)
     return raw.height, warnings
 
 
@@ -257,8 +264,11 @@ def _matched_dataset(
     *,
     prompt_key: str | None,
     id_key: str | None,
+    sources: bool,
+    untag: bool,
 ) -> tuple[pl.DataFrame, list[str]]:
-    """Read the dataset's raw rows and check that every scheduled (row, prompt_id) is where the schedule says."""
+    """Read the dataset's raw rows and check that every scheduled (row, prompt_id) is where the schedule says
+    (``sources`` and ``untag`` as `read_rows` takes them)."""
     from asp_cli.fingerprint import file_fingerprint
     from asp_cli.reading import ReadOptions, ReadReport, read_prompts
 
@@ -279,8 +289,8 @@ def _matched_dataset(
     unreadable = ReadReport()
     heights: list[int] = []
     mixed: list[str] = []
-    raw = read_rows(datasets, report=unreadable, heights=heights, mixed=mixed)
-    if mixed:
+    raw = read_rows(datasets, report=unreadable, heights=heights, mixed=mixed, sources=sources, untag=untag)
+    if mixed and not sources:  # with the sources, JSON lines give every row's own values back
         warnings.append(mixed_kinds_warning(mixed))
     starts = np.cumsum([0, *heights])
 
@@ -370,23 +380,27 @@ def _without_skip_hint(exc: InputError) -> str:
 
 
 def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None,
-              heights: list[int] | None = None, mixed: list[str] | None = None) -> pl.DataFrame:
+              heights: list[int] | None = None, mixed: list[str] | None = None, sources: bool = False,
+              untag: bool = True) -> pl.DataFrame:
     """The datasets' own rows, concatenated, with ``\x00row``: the 0-based row over all inputs, as
     `asp_cli.reading.read_prompts` numbers them (so ``row`` of a prompt frame or a schedule finds its row here).
 
     Lines that are not JSON objects are skipped and counted in ``report`` (a `reading.ReadReport`) when
     ``on_bad_row`` is ``"skip"``; without a report they raise. ``heights``, given, gets each file's row count.
-    A column whose values mix JSON kinds (text in one row, a number or a list in another) cannot keep its kinds
-    in one output column: its values are written as text (JSON text for the non-text ones), and ``mixed``, given,
-    gets its name.
+    A column whose values mix JSON kinds (text in one row, a number or a list in another, or kinds that differ
+    inside lists and objects) cannot keep its kinds in one output column: its values are given as text (JSON text
+    for the non-text ones; with ``untag`` false still behind the reader's tag, for `verl_layout.to_verl`), and
+    ``mixed``, given, gets its name. With ``sources``, the rows of JSON files also carry
+    `reading.tables.SOURCE_JSON`, their own text, which `write_rows` writes to JSON lines as it is.
     """
     from asp_cli.reading import read_table
 
     parts = []
     offset = 0
     for path in datasets:
-        part = read_table(Path(path), on_bad_row=on_bad_row, report=report)  # type: ignore[arg-type]
-        part = part.select([c for c in part.columns if not c.startswith("\x00")])
+        part = read_table(Path(path), on_bad_row=on_bad_row, report=report,  # type: ignore[arg-type]
+                          source_json=sources)
+        part = part.select([c for c in part.columns if not c.startswith("\x00") or c == SOURCE_JSON])
         parts.append(part.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias("\x00row")))
         offset += part.height
         if heights is not None:
@@ -395,18 +409,20 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
     # `reading.tables` tags a non-text value in a column of mixed kinds; the tag is the reader's, not the data's.
     from asp_cli.reading.json_records import JSON_TAG
 
-    tagged = [c for c, t in frame.schema.items()
-              if t == pl.String and frame.select(pl.col(c).str.starts_with(JSON_TAG).any()).item()]
+    tagged = [c for c, t in frame.schema.items() if t == pl.String and not c.startswith("\x00")
+              and frame.select(pl.col(c).str.starts_with(JSON_TAG).any()).item()]
     if mixed is not None:
         mixed.extend(tagged)
-    return frame.with_columns([pl.col(c).str.strip_prefix(JSON_TAG) for c in tagged]) if tagged else frame
+    return frame.with_columns([pl.col(c).str.strip_prefix(JSON_TAG) for c in tagged]) if tagged and untag else frame
 
 
 def mixed_kinds_warning(columns: list[str]) -> str:
     """What `read_rows` did with columns of mixed JSON kinds, in one line."""
     shown = ", ".join(repr(c) for c in columns[:3]) + (f" and {len(columns) - 3} more" if len(columns) > 3 else "")
     return (f"column{'s' if len(columns) > 1 else ''} {shown} mix{'' if len(columns) > 1 else 'es'} JSON kinds "
-            "(text in some rows, numbers or lists in others): written as text, the other kinds as their JSON text")
+            "(text in some rows, numbers or lists in others, or kinds that differ inside lists): Parquet holds one "
+            "kind per column, so they are written as text, the other kinds as their JSON text; JSON lines "
+            "(--format jsonl) keep every row's own values")
 
 
 def _recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -570,20 +586,26 @@ def _chunking_notes(size: int, n: int, workers: int, verl_version: str) -> list[
 
 
 def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[str, Any],  # noqa: A002
-               key: bytes = METADATA_KEY, *, replace: bool) -> None:
+               key: bytes = METADATA_KEY, *, replace: bool, added: Sequence[str] = ()) -> None:
     """Write rows atomically and deterministically (fixed Parquet writer options, ordered JSON lines); Parquet
     files carry ``document`` as JSON under ``key`` in their metadata. An existing ``output`` is replaced only with
-    ``replace`` (`asp_cli.output.atomic_path`)."""
+    ``replace`` (`asp_cli.output.atomic_path`). JSON lines write a row that carries its source text
+    (`reading.tables.SOURCE_JSON`) as that text with the ``added`` columns appended, so its values keep their own
+    kinds and fields (a chat list beside text prompts, a message's content parts); other rows as the frame holds
+    them."""
     from asp_cli.output import atomic_path
 
     if format == "jsonl":
         with atomic_path(output, replace=replace) as tmp:
-            frame.write_ndjson(tmp)
+            if SOURCE_JSON in frame.columns:
+                _write_sourced_jsonl(frame, tmp, added)
+            else:
+                frame.write_ndjson(tmp)
         return
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = frame.to_arrow()
+    table = frame.drop(SOURCE_JSON, strict=False).to_arrow()
     table = table.cast(pa.schema([_narrow(f) for f in table.schema]))
     table = table.replace_schema_metadata(
         {key: json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()}
@@ -591,6 +613,30 @@ def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[st
     with atomic_path(output, replace=replace) as tmp:
         pq.write_table(table, tmp, compression="zstd", compression_level=3, use_dictionary=True,
                        write_statistics=True, row_group_size=1 << 20)
+
+
+_JSONL_CHUNK_ROWS = 65_536  # rows turned into text at a time: an export's memory stays that of its frame
+
+
+def _write_sourced_jsonl(frame: pl.DataFrame, path: Path, added: Sequence[str]) -> None:
+    """JSON lines of ``frame``: a row's `SOURCE_JSON` text (an object) with the ``added`` columns' members put
+    before its closing brace; a row without one (from a Parquet or CSV dataset) as Polars writes its columns."""
+    own = [c for c in frame.columns if c != SOURCE_JSON]
+    with open(path, "w", encoding="utf-8", newline="\n") as out:
+        for start in range(0, frame.height, _JSONL_CHUNK_ROWS):
+            chunk = frame.slice(start, _JSONL_CHUNK_ROWS)
+            sources = chunk[SOURCE_JSON].to_list()
+            plain = chunk.select(own).write_ndjson().split("\n") if None in sources else None
+            members = [line[1:-1] for line in chunk.select(added).write_ndjson().split("\n")] if added else None
+            for i, source in enumerate(sources):
+                if source is None:
+                    line = plain[i]  # type: ignore[index]
+                elif members is None or not members[i]:
+                    line = source
+                else:
+                    body = source[:-1].rstrip()  # the object without its closing brace
+                    line = f"{body}{'' if body.endswith('{') else ','}{members[i]}}}"
+                out.write(line + "\n")
 
 
 def _narrow(f: Any) -> Any:

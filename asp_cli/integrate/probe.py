@@ -198,6 +198,7 @@ def probe(
     InputError, SettingsError, PredictorError, OutputError
     """
     from asp_cli.integrate.export import mixed_kinds_warning, read_rows, write_rows
+    from asp_cli.reading.tables import SOURCE_JSON
     from asp_cli.integrate.verl_layout import to_verl
     from asp_cli.output import check_output_path
     from asp_cli.predict.prediction import predict_distribution
@@ -236,9 +237,12 @@ def probe(
                         f"{'; '.join(report.skipped_examples[:3])}; they are not in the probe")
     picked = prompts[chosen]
     mixed: list[str] = []
-    raw = read_rows(inputs, on_bad_row=read.on_bad_row, report=ReadReport(), mixed=mixed)  # skipped: read_prompts's
-    if mixed:
+    # JSON lines keep each probed row as the input holds it; verl's layout reads the reader's tags (`read_rows`).
+    raw = read_rows(inputs, on_bad_row=read.on_bad_row, report=ReadReport(), mixed=mixed,  # skipped: read_prompts's
+                    sources=fmt == "jsonl", untag=fmt != "verl")
+    if mixed and fmt != "jsonl":
         warnings.append(mixed_kinds_warning(mixed))
+    own_columns = set(raw.columns)
     rows = raw.join(picked.select(pl.col(C.ROW).alias("\x00row"), pl.col(C.PROMPT_ID).alias("\x00id")),
                     on="\x00row", how="inner", maintain_order="right")
     no_id = any(used.get("id") == "(row number)" for used in report.columns_used.values())
@@ -286,6 +290,8 @@ def probe(
                                  "min_per_source": settings.min_per_source, "seed": settings.seed},
                     "inputs": [p.name for p in inputs], "input_fingerprint": file_fingerprint(inputs),
                     "probe_prompts": int(chosen.size)}
-        write_rows(rows, out, "jsonl" if fmt == "jsonl" else "parquet", document, key=METADATA_KEY, replace=force)
-    return ProbeResult(frame=rows, prompt_ids=picked[C.PROMPT_ID].to_list(), output=out, format=fmt,
+        write_rows(rows, out, "jsonl" if fmt == "jsonl" else "parquet", document, key=METADATA_KEY, replace=force,
+                   added=[c for c in rows.columns if c not in own_columns])
+    return ProbeResult(frame=rows.drop(SOURCE_JSON, strict=False), prompt_ids=picked[C.PROMPT_ID].to_list(),
+                       output=out, format=fmt,
                        summary=summary, warnings=warnings)

@@ -9,6 +9,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError
+from asp_cli.reading.json_records import JSON_TAG
 
 # Where a reference answer may live, for verl's reward_model.ground_truth when the file has no reward_model.
 ANSWER_KEYS = ("ground_truth", "answer", "solution", "label", "target", "gts")
@@ -35,6 +36,8 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None) -> tuple[pl.
     notes: list[str] = []
     lowered = {c.lower(): c for c in raw.columns}
     out = raw.with_columns(_verl_prompt(raw, lowered).alias("prompt"))
+    # The reader's tags (a non-text value in a column of mixed kinds) told chat rows from text; the rest is text.
+    out = out.with_columns([pl.col(c).str.strip_prefix(JSON_TAG) for c, t in out.schema.items() if t == pl.String])
     if "messages" in lowered and lowered["messages"] != "prompt":
         out = out.drop(lowered["messages"])
 
@@ -99,24 +102,57 @@ def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
             if {"role", "content"} <= fields:
                 return pl.col(column)
         if dtype == pl.String:
-            text = pl.col(column).str.strip_prefix("\x00json:")
+            text = pl.col(column).str.strip_prefix(JSON_TAG)
             looks_chat = raw.select(text.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()).item()
-            if looks_chat:
-                deep = limits.too_deep_rows(raw.select(text).to_series())
-                if deep:
-                    raise InputError(
-                        f"dataset row {deep[0]}: column {column!r} holds JSON nested more than "
-                        f"{limits.MAX_NESTING_DEPTH} levels deep; asp reads at most {limits.MAX_NESTING_DEPTH} levels: "
-                        "flatten it"
-                    )
-                return text.str.json_decode(_VERL_CHAT)
+            # A list among text prompts (the reader tags it: a column of mixed kinds) is a chat list; text stays
+            # a user message (it was wrapped whole, the chat list's JSON text as a message's content).
+            listed = pl.col(column).str.starts_with(JSON_TAG + "[").fill_null(False)
+            if looks_chat or raw.select(listed.any()).item():
+                chat = pl.lit(True) if looks_chat else listed
+                decoded = _decoded_chats(raw, column, raw.select(pl.when(chat).then(text)).to_series())
+                return pl.when(chat).then(pl.lit(decoded)).otherwise(_user_message(text))
     for name in C.PROMPT_KEYS:
         column = lowered.get(name)
         if column is not None and raw.schema[column] == pl.String:
-            return pl.concat_list(
-                pl.struct(pl.lit("user").alias("role"), pl.col(column).alias("content"))
-            ).cast(_VERL_CHAT)
+            return _user_message(pl.col(column).str.strip_prefix(JSON_TAG))
     raise InputError(
         "cannot build verl's prompt column: no chat list under 'prompt'/'messages' and no text under "
         f"{', '.join(C.PROMPT_KEYS)}; rename the prompt column"
     )
+
+
+def _user_message(text: pl.Expr) -> pl.Expr:
+    """Text as a chat list of one user message."""
+    return pl.concat_list(pl.struct(pl.lit("user").alias("role"), text.alias("content"))).cast(_VERL_CHAT)
+
+
+def _decoded_chats(raw: pl.DataFrame, column: str, values: pl.Series) -> pl.Series:
+    """Chat lists given as JSON text (null where a row holds none) as verl's chat-list type; `InputError` naming the
+    first row that is no chat list of text messages (a message's content as a list of parts beside text ones,
+    which one Parquet column cannot hold), or that nests deeper than asp reads."""
+    def where(index: int) -> str:
+        number = int(raw["\x00row"][index]) + 1 if "\x00row" in raw.columns else index + 1
+        return f"dataset row {number}"
+
+    deep = limits.too_deep_rows(values)
+    if deep:
+        raise InputError(
+            f"{where(deep[0])}: column {column!r} holds JSON nested more than {limits.MAX_NESTING_DEPTH} levels deep; "
+            f"asp reads at most {limits.MAX_NESTING_DEPTH} levels: flatten it"
+        )
+    try:
+        return values.str.json_decode(_VERL_CHAT)
+    except pl.exceptions.PolarsError:
+        pass
+    index = 0
+    for index, value in enumerate(values.to_list()):
+        try:
+            pl.Series([value], dtype=pl.String).str.json_decode(_VERL_CHAT)
+        except pl.exceptions.PolarsError:
+            break
+    raise InputError(
+        f"{where(index)}: column {column!r} holds a chat list that verl's prompt column cannot hold (each message a "
+        "role and a text content; here a content is a list of parts beside text contents, or not text); write "
+        "every message's content as text, or export --format jsonl, which keeps each row as it is"
+    )
+

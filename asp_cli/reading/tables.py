@@ -258,11 +258,14 @@ def each_file_once(paths: Sequence[Path], what: str) -> None:
 
 
 def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport | None = None,
-               text_columns: Sequence[str] = ()) -> pl.DataFrame:
+               text_columns: Sequence[str] = (), source_json: bool = False) -> pl.DataFrame:
     """Read a whole file into a frame of the user's own columns, choosing the reader by the file name.
 
     Malformed JSON lines raise, or are skipped and counted in ``report`` when ``on_bad_row="skip"``. A CSV
-    file's id and prompt columns (by their usual names, and ``text_columns``) are read as text.
+    file's id and prompt columns (by their usual names, and ``text_columns``) are read as text. With
+    ``source_json``, the rows of a JSON lines or JSON file also carry `SOURCE_JSON`: each row's object as the file
+    holds it (a JSON line's own text; an array element written compactly), for writers that must give the rows back
+    as they came (a frame's column has one type: `asp export --format jsonl`).
 
     Raises
     ------
@@ -280,10 +283,29 @@ def read_table(path: Path, *, on_bad_row: OnBadRow = "error", report: ReadReport
         raise _mismatch(path, declared, data)
     _check_encoding(path, data)
     if fmt == "jsonl":
-        return _read_jsonl(path, data, on_bad_row, report)
+        frame = _read_jsonl(path, data, on_bad_row, report)
+        return frame.with_columns(_jsonl_sources(data, frame)) if source_json else frame
     if fmt == "json":
-        return _read_json_array(path, data)
+        return _read_json_array(path, data, source_json)
     return read_csv(path, data, text_columns, on_bad_row, report)
+
+
+SOURCE_JSON = "\x00source_json"  # hidden column: a JSON row's own object text (`read_table`'s ``source_json``)
+
+
+def _jsonl_sources(data: bytes, frame: pl.DataFrame) -> pl.Series:
+    """The text of the JSON line each row of ``frame`` was parsed from: by its `LINE` where the line-by-line parser
+    read it (it skips bad lines), else the file's non-blank lines in order (PyArrow's reader gives one row each)."""
+    lines = data.split(b"\n")
+    if LINE in frame.columns:
+        chosen = [lines[number - 1] for number in frame[LINE].to_list()]
+    else:
+        chosen = [line for line in lines if line.strip()]
+    assert len(chosen) == frame.height, (len(chosen), frame.height)
+    texts = [line.decode("utf-8").strip() for line in chosen]
+    if texts:
+        texts[0] = texts[0].removeprefix("\ufeff").lstrip()  # a byte-order mark opens the file, not the row
+    return pl.Series(SOURCE_JSON, texts, dtype=pl.String)
 
 
 def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
@@ -495,7 +517,7 @@ def _first_line_is_object(data: bytes) -> bool:
     return False
 
 
-def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
+def _read_json_array(path: Path, data: bytes, source_json: bool = False) -> pl.DataFrame:
     _check_utf8(path, data)
     limits.check_json_depth(data, str(path), InputError)
     try:
@@ -516,6 +538,8 @@ def _read_json_array(path: Path, data: bytes) -> pl.DataFrame:
             raise InputError(f"{path}: element {index + 1} of the array is {kind}, not an object; fix it")
         if escaped and _has_lone_surrogate(item):
             raise InputError(f"{path}: element {index + 1} of the array {LONE_SURROGATE}; fix its text")
+        if source_json:
+            item[SOURCE_JSON] = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
         item["\x00line"] = index + 1
     if not value:
         raise InputError(f"{path}: the array is empty; give at least one object")
