@@ -256,6 +256,17 @@ def test_a_column_whose_lists_or_objects_mix_kinds_is_kept_as_json_text(tmp_path
     assert prompts["prompt_text"].to_list() == ["Be brief.\nWhat?", "Be brief."]
 
 
+def test_text_shaped_like_a_date_stays_text(tmp_path):
+    """PyArrow's JSON reader takes "2024-01-02" for a timestamp: an id of that shape was refused as "of type
+    Datetime, not text or an integer", and a date column changed type on its way through `asp export`."""
+    rows = [{"id": "2024-01-01", "question": "q1", "m": {"at": "2024-01-02 10:00:00", "days": ["2024-01-03"]}},
+            {"id": "2024-01-04", "question": "q2", "m": {"at": "2024-01-05T10:00:00", "days": []}}]
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    assert read_table(path).to_dicts() == rows
+    frame, _ = read_prompts([path])
+    assert frame["prompt_id"].to_list() == ["2024-01-01", "2024-01-04"]
+
+
 def test_csv_lengths_with_overrides(tmp_path):
     path = tmp_path / "h.csv"
     path.write_text("key,tok\nx,5\ny,7\n")

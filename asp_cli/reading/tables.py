@@ -414,6 +414,12 @@ def parse_jsonl_block(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: 
         if not valid_utf8 or too_deep or _has_null_line(data):
             raise pa.ArrowInvalid("invalid UTF-8, lines to skip or a null line: parse line by line")
         table = pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=1 << 26))
+        if _has_timestamp(table.schema):
+            # PyArrow takes text shaped like a date ("2024-01-02") for a timestamp, which JSON has not: an id
+            # "2024-01-02" was refused as a Datetime, and exported a date column came back retyped. Read it as text.
+            text = pa.schema([pa.field(f.name, _timestamps_as_text(f.type)) for f in table.schema])
+            table = pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=1 << 26),
+                                      parse_options=pa_json.ParseOptions(explicit_schema=text))
         if table.num_rows > _filled_lines(data):
             # More rows than lines: two values on one line ({...}{...}, {...}null) or lines split by a bare
             # carriage return, which PyArrow takes as rows; line by line they are malformed lines, named.
@@ -424,6 +430,23 @@ def parse_jsonl_block(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: 
         frame = _read_jsonl_slow(path, data, on_bad_row=on_bad_row, report=report, too_deep=too_deep,
                                  first_line=first_line, allow_empty=allow_empty)
     return frame
+
+
+def _timestamps_as_text(dtype: Any) -> Any:
+    """An Arrow type with every timestamp in it (nested too) made text."""
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(dtype):
+        return pa.string()
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return pa.list_(_timestamps_as_text(dtype.value_type))
+    if pa.types.is_struct(dtype):
+        return pa.struct([pa.field(f.name, _timestamps_as_text(f.type)) for f in dtype])
+    return dtype
+
+
+def _has_timestamp(schema: Any) -> bool:
+    return any(_timestamps_as_text(f.type) != f.type for f in schema)
 
 
 # A line that is JSON ``null``: PyArrow's JSON reader crashes the process (SIGSEGV, pyarrow 26) when a block
