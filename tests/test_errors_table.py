@@ -58,6 +58,7 @@ def setup_files(tmp: Path) -> None:
     (tmp / "bomb.jsonl.gz").write_bytes(header + zlib.compress(b"\0" * (64 << 20), 9)[2:-4] + b"\x00" * 8)
     (tmp / "nan.json").write_text('{"eta_bandwidth": NaN}')
     write_jsonl(tmp / "floatid.jsonl", [{"id": "a", "question": "q"}, {"id": 1.5, "question": "r"}])
+    write_jsonl(tmp / "nul.jsonl", [{"id": "a", "question": "q", "\x00line": 5}])
     (tmp / "emptydir").mkdir()
 
 
@@ -151,6 +152,9 @@ CASES = [
     ("E53", ["schedule", "{tmp}/floatid.jsonl", "-o", "{tmp}/o.parquet"], 3,
      "floatid.jsonl:2: column 'id' (the id) is the number 1.5, not an integer; ids are text or integers: fix the row, "
      "name another column with --id-key, or pass --on-bad-row skip to skip bad rows"),
+    ("E71", ["schedule", "{tmp}/nul.jsonl", "-o", "{tmp}/o.parquet"], 3,
+     "nul.jsonl:1: column '\\x00line' starts with a NUL character, which asp keeps for its own columns; rename the "
+     "column (or drop it)"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

@@ -267,6 +267,40 @@ def test_text_shaped_like_a_date_stays_text(tmp_path):
     assert frame["prompt_id"].to_list() == ["2024-01-01", "2024-01-04"]
 
 
+@pytest.mark.parametrize("layout", ["jsonl", "jsonl-mixed", "json", "csv", "parquet"])
+def test_a_column_named_with_a_leading_nul_is_refused(tmp_path, layout):
+    """A hostile-input audit: asp names its hidden columns "\\x00line", "\\x00row", ...; a user's column of such a
+    name gave messages its values as line numbers (or was replaced by asp's), and `asp export` dropped it."""
+    from asp_cli.reading import read_lengths
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    name = "\x00line"
+    rows = [{"id": "a", "question": "q1", "response_tokens": 5},
+            {"id": "b", "question": "q2", "response_tokens": 6, name: 9}]
+    where = {"jsonl": ":2", "jsonl-mixed": ":2", "json": ": element 2 of the array", "csv": ":1", "parquet": ""}[layout]
+    if layout.startswith("jsonl"):
+        if layout == "jsonl-mixed":  # read line by line, where the reader itself adds its "\x00line" column
+            rows[0]["question"] = 7
+        path = write_jsonl(tmp_path / "p.jsonl", rows)
+    elif layout == "json":
+        path = tmp_path / "p.json"
+        path.write_text(json.dumps(rows))
+    elif layout == "csv":
+        path = tmp_path / "p.csv"
+        path.write_text(f"id,question,response_tokens,{name}\na,q1,5,\nb,q2,6,9\n")
+    else:
+        path = tmp_path / "p.parquet"
+        pl.DataFrame({"id": ["a", "b"], "question": ["q1", "q2"], "response_tokens": [5, 6],
+                      name: [None, 9]}).write_parquet(path)
+    message = (f"{path}{where}: column '\\x00line' starts with a NUL character, which asp keeps for its own columns; "
+               "rename the column (or drop it)")
+    for read in (lambda: read_table(path), lambda: read_prompts([path], ReadOptions(on_bad_row="skip")),
+                 lambda: read_lengths([path]), lambda: read_prompts_streamed([path])):
+        with pytest.raises(InputError) as caught:
+            read()
+        assert str(caught.value) == message
+
+
 def test_csv_lengths_with_overrides(tmp_path):
     path = tmp_path / "h.csv"
     path.write_text("key,tok\nx,5\ny,7\n")

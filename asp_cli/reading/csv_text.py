@@ -16,7 +16,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.errors import InputError
 from asp_cli.reading.options import OnBadRow
-from asp_cli.reading.text_checks import check_utf8, first_error_line, is_utf8
+from asp_cli.reading.text_checks import check_column_names, check_utf8, first_error_line, is_utf8
 
 _CSV_TEXT_KEYS = frozenset(k.lower() for k in (*C.ID_KEYS, *C.PROMPT_KEYS))
 
@@ -51,6 +51,7 @@ def check_unique_header(path: Path, header: bytes, separator: str) -> None:
         names = next(csv.reader([header.decode("utf-8-sig").rstrip("\r")], delimiter=separator), [])
     except (UnicodeDecodeError, csv.Error):
         return  # the read itself names the problem
+    check_column_names(path, names, ":1")
     seen: set[str] = set()
     for name in names:
         if name in seen:

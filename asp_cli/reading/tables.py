@@ -26,6 +26,7 @@ from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
 from asp_cli.reading.json_records import records_to_frame
 from asp_cli.reading.options import OnBadRow
+from asp_cli.reading.text_checks import check_column_names
 from asp_cli.reading.text_checks import check_utf8 as _check_utf8
 from asp_cli.reading.text_checks import first_error_line as _first_line
 from asp_cli.reading.text_checks import is_utf8 as _is_utf8
@@ -342,6 +343,7 @@ def check_parquet_footer(source: Any, where: str) -> Any:
             raise limits.parquet_depth_error(where, InputError) from None
         raise InputError(f"{where}: unreadable Parquet file ({_first_line(exc)}); rewrite it") from None
     limits.check_parquet_depth(schema, where, InputError)
+    check_column_names(where, schema.names)
     from asp_cli.schedule_format import METADATA_KEY
 
     if METADATA_KEY in (schema.metadata or {}):  # an input of rows, given the schedule made from them
@@ -420,6 +422,8 @@ def parse_jsonl_block(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: 
             text = pa.schema([pa.field(f.name, _timestamps_as_text(f.type)) for f in table.schema])
             table = pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=1 << 26),
                                       parse_options=pa_json.ParseOptions(explicit_schema=text))
+        if _NUL_ESCAPE in data and any(name.startswith("\x00") for name in table.column_names):
+            raise pa.ArrowInvalid("a column named with a NUL: line by line, to name its line")
         if table.num_rows > _filled_lines(data):
             # More rows than lines: two values on one line ({...}{...}, {...}null) or lines split by a bare
             # carriage return, which PyArrow takes as rows; line by line they are malformed lines, named.
@@ -485,6 +489,7 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
     Lines in ``too_deep`` (nested deeper than asp reads; the file's own numbers) are bad rows, never parsed.
     """
     records: list[dict[str, Any]] = []
+    nul_names = _NUL_ESCAPE in data  # a key can start with NUL only written as this escape (JSON text has no raw NUL)
     for number, raw in enumerate(data.split(b"\n"), start=first_line):
         if not raw.strip():
             continue
@@ -507,6 +512,8 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
                 report.skip(f"{path}:{number}")
                 continue
             raise InputError(f"{path}:{number}: {problem}; {BAD_ROW_FIX}")
+        if nul_names:
+            check_column_names(path, value, f":{number}")
         value["\x00line"] = number
         records.append(value)
     if not records:
@@ -516,6 +523,7 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
     return records_to_frame(records)
 
 
+_NUL_ESCAPE = b"\\u0000"  # JSON's only spelling of a NUL character in text (a raw one is malformed JSON)
 # A JSON escape of a UTF-16 surrogate (\\ud800-\\udfff). A pair of them is one character and decodes to it; one
 # alone is no character (text cannot hold it as UTF-8), so a row with one is a bad row, not text to quote.
 _SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89abcdefABCDEF]")
@@ -554,6 +562,7 @@ def _read_json_array(path: Path, data: bytes, source_json: bool = False) -> pl.D
     if not isinstance(value, list):
         raise InputError(f"{path}: expected a JSON array of objects; found {type(value).__name__}")
     escaped = bool(_SURROGATE_ESCAPE.search(data))  # once: the elements are checked only where one may be
+    nul_names = _NUL_ESCAPE in data
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             kind = {type(None): "null", bool: "true/false", str: "text", int: "a number", float: "a number",
@@ -561,6 +570,8 @@ def _read_json_array(path: Path, data: bytes, source_json: bool = False) -> pl.D
             raise InputError(f"{path}: element {index + 1} of the array is {kind}, not an object; fix it")
         if escaped and _has_lone_surrogate(item):
             raise InputError(f"{path}: element {index + 1} of the array {LONE_SURROGATE}; fix its text")
+        if nul_names:
+            check_column_names(path, item, f": element {index + 1} of the array")
         if source_json:
             item[SOURCE_JSON] = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
         item["\x00line"] = index + 1

@@ -1,7 +1,9 @@
-"""Checks of raw text shared by the readers: valid UTF-8 (naming the line and the byte), and an error's first line."""
+"""Checks of raw text shared by the readers: valid UTF-8 (naming the line and the byte), column names asp keeps for
+itself, and an error's first line."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from asp_cli.errors import InputError
@@ -37,6 +39,23 @@ def check_utf8(path: Path, data: bytes, first_line: int = 1) -> None:
             f"{path}:{line}: not valid UTF-8 (byte {column} of the line); re-encode the file as UTF-8, "
             "for example with `iconv -f LATIN1 -t UTF-8`"
         ) from None
+
+
+# asp names its own columns of a frame of user rows with a leading NUL ("\x00line", "\x00row", ...), which no
+# real column name holds: a user column so named would be taken for (or replaced by) one of them.
+RESERVED_PREFIX = "\x00"
+
+
+def check_column_names(path: Path, names: Iterable[str], where: str = "") -> None:
+    """Raise `InputError` for a column name that starts with a NUL character (``where``: the line, ":3", or "").
+
+    The readers keep the source line of a row in such a column, `asp export` the row's number: a user's column of
+    that name gave wrong line numbers in messages, or was dropped from what `asp export` wrote.
+    """
+    for name in names:
+        if isinstance(name, str) and name.startswith(RESERVED_PREFIX):
+            raise InputError(f"{path}{where}: column {name!r} starts with a NUL character, which asp keeps "
+                             "for its own columns; rename the column (or drop it)")
 
 
 def first_error_line(exc: BaseException) -> str:
