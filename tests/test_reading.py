@@ -301,6 +301,29 @@ def test_a_column_named_with_a_leading_nul_is_refused(tmp_path, layout):
         assert str(caught.value) == message
 
 
+def test_a_byte_order_mark_opening_a_later_line_is_dropped_as_the_first_one_is(tmp_path):
+    """A hostile-input audit: two CSV files concatenated (each saved with a UTF-8 byte-order mark) left the second's
+    mark in its first id, "\\ufeffb", which matches no "b" of a log or history. The mark that opens a file is dropped;
+    so is one that opens any line (JSON lines' parsers skip it too; `asp export` writes the line without it)."""
+    from asp_cli.reading.stream import read_prompts_streamed
+    from asp_cli.reading.tables import SOURCE_JSON
+
+    bom = "\ufeff"
+    path = tmp_path / "p.csv"
+    path.write_text(f"{bom}id,question,response_tokens\r\na,q1,5\r\n{bom}b,q2,6\r\n{bom}{bom}c,q3,7\n",
+                    encoding="utf-8")
+    frame, _ = read_prompts([path])
+    assert frame["prompt_id"].to_list() == ["a", "b", "c"]
+    streamed, _ = read_prompts_streamed([path])
+    assert streamed["prompt_id"].to_list() == ["a", "b", "c"]
+    assert read_lengths([path])[0]["prompt_id"].to_list() == ["a", "b", "c"]
+    lines = tmp_path / "p.jsonl"
+    lines.write_text(f'{bom}{{"id": "a", "question": "q1"}}\n{bom}{{"id": "b", "question": "q2"}}\n', encoding="utf-8")
+    table = read_table(lines, source_json=True)
+    assert table["id"].to_list() == ["a", "b"]
+    assert table[SOURCE_JSON].to_list() == ['{"id": "a", "question": "q1"}', '{"id": "b", "question": "q2"}']
+
+
 def test_csv_lengths_with_overrides(tmp_path):
     path = tmp_path / "h.csv"
     path.write_text("key,tok\nx,5\ny,7\n")

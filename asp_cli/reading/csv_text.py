@@ -7,6 +7,7 @@ helpers, so both read a file alike and name its bad lines alike.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,17 @@ def csv_without_extra_marks(header: bytes) -> bytes:
 
 
 _BOM = b"\xef\xbb\xbf"
+_LINE_MARKS = re.compile(b"(?:^|(?<=\n))(?:" + re.escape(_BOM) + b")+")
+
+
+def csv_without_line_marks(data: bytes) -> bytes:
+    """CSV text (``data`` starting at a line's start) without the UTF-8 byte-order marks that open a line.
+
+    Two files concatenated (``cat a.csv b.csv``) leave the second's mark at the start of a later line, where it
+    became part of the first value: an id ``\\ufeffb``, unequal to ``b`` (a history's lengths matched no prompt).
+    A mark there is never text anyone typed, so it goes, as the one that opens a file does (Polars drops it).
+    """
+    return _LINE_MARKS.sub(b"", data) if _BOM in data else data
 
 
 def utf8_lines_only(path: Path, data: bytes, first_line: int, report: Any) -> bytes:
@@ -93,8 +105,7 @@ def read_csv(path: Path, data: bytes, text_columns: Sequence[str] = (), on_bad_r
         check_utf8(path, data[:cut])  # the header: without it no row can be read
         data = data[:cut] + utf8_lines_only(path, data[cut:], 2, report)
     check_utf8(path, data)
-    if data.startswith(_BOM * 2):
-        data = csv_without_extra_marks(data)
+    data = csv_without_line_marks(data)
     header = data[: data.find(b"\n") if b"\n" in data else len(data)]
     separator = csv_separator(path, header)
     check_unique_header(path, header, separator)

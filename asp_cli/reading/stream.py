@@ -35,7 +35,7 @@ from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts
 from asp_cli import limits
 from asp_cli.reading.csv_text import (check_unique_header, csv_bad_line, csv_separator, csv_text_schema,
-                                      csv_without_extra_marks, utf8_lines_only)
+                                      csv_without_extra_marks, csv_without_line_marks, utf8_lines_only)
 from asp_cli.reading.tables import (
     FILE_ROW,
     LINE,
@@ -476,6 +476,7 @@ def _parse_csv(path: Path, header: bytes, records: bytes, separator: str, schema
     if skip is not None:
         records = utf8_lines_only(path, records, line, skip)
     _check_utf8(path, records, line)
+    records = csv_without_line_marks(records)
     try:
         if not isinstance(schema, pl.Schema):
             frame = pl.read_csv(io.BytesIO(header + records), separator=separator, infer_schema_length=_CSV_INFER_ROWS,

@@ -303,9 +303,8 @@ def _jsonl_sources(data: bytes, frame: pl.DataFrame) -> pl.Series:
     else:
         chosen = [line for line in lines if line.strip()]
     assert len(chosen) == frame.height, (len(chosen), frame.height)
-    texts = [line.decode("utf-8").strip() for line in chosen]
-    if texts:
-        texts[0] = texts[0].removeprefix("\ufeff").lstrip()  # a byte-order mark opens the file, not the row
+    # A byte-order mark opens a file (or a file concatenated to another), not the row: the parsers skip it too.
+    texts = [line.decode("utf-8").strip().lstrip("\ufeff").lstrip() for line in chosen]
     return pl.Series(SOURCE_JSON, texts, dtype=pl.String)
 
 
