@@ -129,6 +129,8 @@ CASES = [
     ("E25", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/good.jsonl", "--force"], 7, "is also an input"),
     ("E26", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/nowhere/o.parquet"], 7, "does not exist; create it first"),
     ("E27", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--no-such-flag"], 2, "No such option"),
+    ("E72", ["schedule", "{tmp}/good.jsonl", "-o", ""], 2,
+     "Error: Invalid value for '--output' / '-o': the path is empty; name the file to write"),
     ("E36", ["probe", "{tmp}/good.jsonl", "-o", "{tmp}/o.jsonl", "--fraction", "0"], 4,
      "--fraction must be a share of the prompts in (0, 1]"),
     ("E37", ["probe", "{tmp}/good.jsonl", "-o", "{tmp}/o.jsonl", "--prompts", "5000"], 4,

@@ -648,6 +648,24 @@ def test_integer_ids_in_every_form_stay_ids(tmp_path):
     assert read_prompts([path])[0]["prompt_id"].to_list() == ["3", "4", "x", "9007199254740993"]
 
 
+@pytest.mark.parametrize("args", [
+    ["schedule", "p.jsonl", "-o"], ["export", "s.parquet", "p.jsonl", "-o"], ["observe", "log.jsonl", "-o"],
+    ["probe", "p.jsonl", "-o"], ["predictor", "fit", "p.jsonl", "--history", "h.jsonl", "-o"],
+    ["predictor", "predict", "p.jsonl", "-o"], ["replay", "s.parquet", "--dry-run", "-o"],
+    ["calibrate", "t.parquet", "-o"], ["report", "s.parquet", "--html"], ["bench", "--markdown"],
+])
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_output_path_is_a_usage_error_naming_the_option(tmp_path, args, empty):
+    """A hostile-input audit: `-o ""` (an unset shell variable) was read as the current folder: "Error: . is a
+    directory; name a file" (exit 7), or a name "." refused for its missing extension (exit 4)."""
+    result = runner.invoke(app, [*args, empty])
+    option = "'--output' / '-o'" if args[-1] == "-o" else f"'{args[-1]}'"
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"Error: Invalid value for {option}: the path is empty{' (only blanks)' if empty else ''}; name the file "
+        "to write")
+
+
 def test_a_trailing_slash_names_a_folder(tmp_path):
     result = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", f"{tmp_path}/out.parquet/"])
     assert result.exit_code == 7 and "ends with '/', so it names a folder" in result.stderr

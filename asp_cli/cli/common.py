@@ -59,10 +59,19 @@ def emit_json(document: Any) -> None:
 
 
 def output_option(*names: str, default: Any = ..., help: str) -> Any:  # noqa: A002 - Typer's own name
-    """A Typer option for a file asp writes: it keeps the text given, so ``out.parquet/`` can be refused."""
+    """A Typer option for a file asp writes: it keeps the text given, so ``out.parquet/`` can be refused; an empty
+    one is a usage error (exit 2) naming the option."""
+    return typer.Option(default, *names, help=help, parser=_output_text, metavar="<path>")
+
+
+def _output_text(text: str) -> Any:
+    """Parse an output option (`asp_cli.output.output_path`). An empty path (``-o ""``, an unset shell variable)
+    read as the current folder: "Error: . is a directory", exit 7, or a refused name ".", exit 4."""
     from asp_cli.output import output_path
 
-    return typer.Option(default, *names, help=help, parser=output_path, metavar="<path>")
+    if not text.strip():
+        raise typer.BadParameter(f"the path is empty{' (only blanks)' if text else ''}; name the file to write")
+    return output_path(text)
 
 
 NO_LAG_BOUND = "none"
