@@ -1,7 +1,8 @@
 """Synchronous training (verl's default trainer) on the blocking `continuous` engine: asp's plans against the
 equal-footing baselines, every row replayed with the trainer following the schedule's steps at --max-lag 0.
 
-    python scripts/bench_sync.py --seeds 4            # about 10 minutes on 2 cores; reads ../shared/data
+    python scripts/bench_sync.py --seeds 4            # about 12 minutes on 2 cores; reads ../shared/data
+    python scripts/bench_sync.py --seeds 4 --mode static   # the padded engine (HF generate)
 
 Prints a Markdown table (docs/benchmarks.md, "Synchronous training on blocking engines"): per workload, each
 row's end-to-end time over a shuffle cut into asp's sizes (`random (asp sizes)`), mean +- sd over the seeds,
@@ -36,7 +37,8 @@ ASP_ROWS = (("asp (auto)", "auto", "any", None), ("asp (auto, --steps representa
             ("per-step, cut longest first", "per-step", "any", "cut"))
 
 
-def run(names: tuple[str, ...], seeds: int, data: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
+def run(names: tuple[str, ...], seeds: int, data: Path,
+        mode: str = "continuous") -> dict[str, dict[str, list[tuple[float, float]]]]:
     import asp_cli.arrange.pipeline as pipeline
     from asp_cli.bench.compare import WORKLOADS as SPECS
     from asp_cli.bench.compare import build_workload, compare
@@ -52,7 +54,7 @@ def run(names: tuple[str, ...], seeds: int, data: Path) -> dict[str, dict[str, l
             settings = dataclasses.replace(spec.settings(seed), trainer="schedule")
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             base = {r["arrangement"]: r for r in compare(workload.prompts, workload.predictions, workload.truth,
-                                                         settings, preset, mode="continuous", max_lag=0,
+                                                         settings, preset, mode=mode, max_lag=0,
                                                          include=BASELINES)}
             reference = base["random (asp sizes)"]["end_to_end_s"]
             for label in BASELINES:
@@ -66,7 +68,7 @@ def run(names: tuple[str, ...], seeds: int, data: Path) -> dict[str, dict[str, l
                 try:
                     asp = compare(workload.prompts, workload.predictions, workload.truth,
                                   dataclasses.replace(settings, arrangement=arrangement, steps=steps), preset,
-                                  mode="continuous", max_lag=0, include=("asp",))[0]
+                                  mode=mode, max_lag=0, include=("asp",))[0]
                 finally:
                     pipeline.cut_per_step = own
                 rows.setdefault(label, []).append((asp["end_to_end_s"] / reference,
@@ -95,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--mode", default="continuous", choices=("continuous", "static"),
+                        help="the blocking engine: continuous batching (vLLM offline) or padded (HF generate)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.data}: no such folder; this benchmark reads ../shared/data (--data)", file=sys.stderr)
         return 3
     names = tuple(n for n in args.workloads.split(",") if n)
-    print(table(run(names, args.seeds, args.data)))
+    print(table(run(names, args.seeds, args.data, args.mode)))
     return 0
 
 
