@@ -403,3 +403,22 @@ def test_prompts_with_drawn_samples_are_counted_once_over_epochs():
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=3, seed=0)
     assert info.prompts_drawn == 2 and info.to_dict()["prompts_with_drawn_samples"] == 2
     assert lengths[0, 0] == 50 and lengths[2, 0] == 50 and lengths[1, :2].tolist() == [60, 70]
+
+
+def test_random_arrangements_step_deviation_is_their_average_p90():
+    from asp_cli.sim.metrics import random_step_deviation_p90
+
+    assert random_step_deviation_p90(np.full(500, 40.0), 4, 50, 2, seed=0) == 0.0
+    rng = np.random.default_rng(1)
+    tokens = rng.lognormal(6.0, 1.0, 2000)
+    got = random_step_deviation_p90(tokens, 4, 100, 1, seed=0, permutations=64)
+    assert got == random_step_deviation_p90(tokens, 4, 100, 1, seed=0, permutations=64)
+    # About 1.645 standard deviations of a random step's mean (sampling without replacement), relative.
+    sd = tokens.std() / tokens.mean() / np.sqrt(100) * np.sqrt((2000 - 100) / 1999)
+    assert 1.3 * sd < got < 2.0 * sd
+    # Each step's deviation as the replay metric measures it: one permutation by hand.
+    one = random_step_deviation_p90(tokens[:300], 1, 100, 1, seed=3, permutations=1)
+    order = np.argsort(np.random.default_rng([3, 53]).random((1, 300)), axis=1)[0]
+    ratio = tokens[:300][order].reshape(3, 100).mean(axis=1) / tokens[:300].mean()
+    assert one == pytest.approx(np.quantile(np.abs(ratio - 1), 0.9))
+

@@ -114,9 +114,14 @@ class ArrangementChoice:
     # document) otherwise.
     judged_instances: int = 0
     judged_train_batch_size: int = 0
+    # With --steps representative, the most expected p90 step deviation an eligible candidate had (`step_bound`:
+    # about a random arrangement's); 0 (and left out of the document) otherwise.
+    step_deviation_bound: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
+        if not document["step_deviation_bound"]:
+            del document["step_deviation_bound"]
         if not document["sampled"]:
             del document["sampled"]
         if not document["refused"]:
@@ -293,6 +298,7 @@ def choose_arrangement(
     """
     from asp_cli.arrange.timeline import group_tokens
 
+    from asp_cli.sim.metrics import random_step_deviation_p90
     from asp_cli.sim.records import SimulationSettings
     from asp_cli.sim.run import simulate_schedule
 
@@ -354,6 +360,9 @@ def choose_arrangement(
         lengths = np.maximum(mean, 1.0)[:, None] * prompt_factor[:, None] * sample_factor
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
     weights = np.array([w for _, w in SCALE_NODES])
+    random_deviation = float(weights @ [random_step_deviation_p90(
+        d.sum(axis=1), n, trial.train_batch_size, trial.epochs, settings.seed) for d in draws]) \
+        if settings.steps == "representative" else 0.0
     # The run's prompt-epochs per the judged ones, for every engine: what the rollout alone is scaled up by (a
     # miniature's rollout by what its times are).
     rollout_scale = (scale if small is not None else
@@ -392,26 +401,29 @@ def choose_arrangement(
                 "expected_rollout_s": round(float(weights @ rollouts), 3)}
 
     def step_bound(judged: list[dict[str, Any]]) -> float:
-        """The most step deviation a candidate of this set may have with `--steps representative`: about its
-        shuffle's, in the settings' trainer order (the shuffle is the reference and always qualifies)."""
+        """The most step deviation a candidate of this set may have with `--steps representative`: about a
+        random arrangement's: its shuffle's in the settings' trainer order, or what random arrangements' steps
+        have on average, whichever is more (the shuffle is the reference and always qualifies)."""
         # Where the shuffle cannot keep the lag bound, per-step (a shuffle's own train batches, each packed) is
-        # the reference: without one every candidate counted as representative, a length curriculum included.
+        # the reference; without either, random arrangements' average alone (before 2026-12-05 every candidate
+        # then counted as representative, a length curriculum included).
         shuffle = next((r for r in judged if r["name"] == "shuffle"),
                        next((r for r in judged if r["name"] == "per-step"), None))
         if settings.steps != "representative":
             return np.inf
-        if shuffle is None:  # neither keeps the bound: nothing to hold the others to
-            return np.inf
-        return shuffle["expected_step_deviation_p90"] * (1.0 + STEP_SLACK) + STEP_SLACK_ABSOLUTE
+        reference = max(shuffle["expected_step_deviation_p90"] if shuffle is not None else 0.0, random_deviation)
+        return reference * (1.0 + STEP_SLACK) + STEP_SLACK_ABSOLUTE
 
     def pick(judged: list[dict[str, Any]]) -> dict[str, Any]:
         """The earliest eligible candidate within the tie margin of the fastest eligible one (with `--steps
         representative`, marking each: eligible when its steps are about as representative as a shuffle's)."""
         bound = step_bound(judged)
-        eligible = [r for r in judged if r["expected_step_deviation_p90"] <= bound]
+        # None about as representative (shuffle and per-step refused, the rest length curricula): the one closest.
+        eligible = ([r for r in judged if r["expected_step_deviation_p90"] <= bound]
+                    or [min(judged, key=lambda r: r["expected_step_deviation_p90"])])
         if settings.steps == "representative":
             for r in judged:
-                r["representative_steps"] = r in eligible
+                r["representative_steps"] = bool(r["expected_step_deviation_p90"] <= bound)
         fastest = min(r["expected_end_to_end_s"] for r in eligible)
         return next(r for r in eligible if r["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN))
 
@@ -453,6 +465,8 @@ def choose_arrangement(
                              chosen["kv_budget"], sampled=sampled,
                              judged_instances=small.instances if small is not None else 0,
                              judged_train_batch_size=small.train_batch_size if small is not None else 0,
+                             step_deviation_bound=round(float(step_bound(results)), 4)
+                             if settings.steps == "representative" else 0.0,
                              refused=[n for n in candidates_for(settings.engine)
                                       if n not in {r["name"] for r in results}])
 
@@ -621,8 +635,13 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
     candidates = ", ".join(f"{c['name']}{'/' + c['kv_budget'] if both else ''} {c['expected_end_to_end_s']:,.0f} s"
                            + (" (steps not representative)" if c.get("representative_steps") is False else "")
                            for c in choice["candidates"])
-    among = ", among those with steps about as representative as a shuffle's" if choice.get(
-        "steps") == "representative" else ""
+    among = ""
+    if choice.get("steps") == "representative":
+        mine = next((c for c in choice["candidates"] if _is(c, choice["chosen"], choice.get("kv_budget"))), {})
+        among = (", among those with steps about as representative as a random arrangement's (p90 step deviation "
+                 f"at most {choice.get('step_deviation_bound', 0):.2f})" if mine.get("representative_steps", True)
+                 else f", none with steps about as representative as a random arrangement's (p90 step deviation at "
+                 f"most {choice.get('step_deviation_bound', 0):.2f}): the one with the most representative steps")
     line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
             f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end"
             + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else "")

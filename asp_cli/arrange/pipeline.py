@@ -43,6 +43,7 @@ from asp_cli.arrange.timeline import (
     policy_version_at,
     replay_starts,
     stratified_steps,
+    synchronous_holds,
     trainer_seconds,
     trainer_timeline,
 )
@@ -220,8 +221,7 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     # rollout runs ahead freely and its own horizon stays (the long tail must start early).
     trainer_s = (trainer_seconds(preset, group_tokens(n, prompt_tokens, mean), settings.train_batch_size)
                  if settings.max_lag is not None else None)
-    # Synchronous steps take, each, the dealt or the consecutive cut that ends sooner (`packing.cut_per_step`).
-    sync = {"seconds": lambda local, m: minibatch_times(
+    sync = {"seconds": lambda local, m: minibatch_times(  # synchronous steps' cuts (`packing.cut_per_step`)
         preset, local, m, prompt_tokens, top, mean, n, kv_tokens=footprint if kv_budget == "peak" else None)[0],
         "instances": settings.instances} if settings.max_lag == 0 else {}
     epochs = []
@@ -282,9 +282,8 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
                                                            slack=_CLASS_BALANCE_SLACK)
         else:
             order = np.arange(m)  # cutting order: the sort's own, or the shuffle's
-            barrier = None  # synchronous steps start from instances all free
-            if sync and step_of_prompt is not None:
-                barrier = np.empty(m, dtype=np.int64)
+            barrier = None if not sync or step_of_prompt is None else np.empty(m, dtype=np.int64)
+            if barrier is not None:  # synchronous steps start from instances all free
                 barrier[local] = step_of_prompt
             instance, start, free_at = list_schedule(order, duration, free_at, barrier)
         rank = np.empty(m, dtype=np.int64)
@@ -344,6 +343,9 @@ def _assemble(
     hold = np.zeros_like(start)
     # A trainer that follows a schedule whose steps are fixed (per-step) is held to those steps from the start.
     follow = fixed_steps if settings.trainer == "schedule" else None
+    if follow is not None and settings.max_lag == 0:  # synchronous: the holds the loop would find, at once
+        hold = synchronous_holds(preset, follow, row_mb, row_offset, step_tokens, mb_instance, mb_duration,
+                                 settings.instances, hold)
     rounds = max(_MAX_LAG_ROUNDS, -(-row_mb.size // settings.train_batch_size) + 1)
     for _ in range(rounds + 1):
         start = replay_starts(mb_instance, mb_duration, hold, settings.instances)

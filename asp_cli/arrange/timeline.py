@@ -362,3 +362,48 @@ def replay_starts(instance: np.ndarray, duration: np.ndarray, hold: np.ndarray, 
         start[m] = max(free[k], hold[m])
         free[k] = start[m] + duration[m]
     return start
+
+
+def synchronous_starts(mb_instance: np.ndarray, mb_duration: np.ndarray, mb_step: np.ndarray,
+                       mb_last_offset: np.ndarray, step_busy_s: np.ndarray, instances: int) -> np.ndarray:
+    """Start times of a synchronous plan (``--max-lag 0``, a trainer that trains each step's own groups) in
+    one pass: step ``s``'s minibatches, each on its instance in turn, start once the step before has trained
+    (``step_busy_s``: each step's training and weight sync); a step trains once its last group has finished
+    (``mb_last_offset``: each minibatch's last group's finish after its start) and the step before has.
+
+    The same starts as `replay_starts` reaches by holding minibatches round after round until none is too
+    early (the `_assemble` loop of `arrange.pipeline`), which takes a round per step: 3.4x the default
+    schedule's time at 1M prompts and 1,000 steps. ``mb_step`` must not decrease (steps in dispatch order).
+    """
+    start = np.empty(mb_duration.size, dtype=np.float64)
+    free = np.zeros(instances, dtype=np.float64)
+    bounds = np.flatnonzero(np.diff(mb_step)) + 1
+    trained = 0.0  # when the step before has trained (its policy live)
+    for first, last in zip(np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [mb_step.size])).tolist()):
+        ready = 0.0
+        for m in range(first, last):
+            k = mb_instance[m]
+            start[m] = max(free[k], trained)
+            free[k] = start[m] + mb_duration[m]
+            ready = max(ready, start[m] + mb_last_offset[m])
+        trained = max(trained, ready) + step_busy_s[mb_step[first]]
+    return start
+
+
+def synchronous_holds(preset: HardwarePreset, row_step: np.ndarray, row_mb: np.ndarray, row_offset: np.ndarray,
+                      step_tokens: np.ndarray, mb_instance: np.ndarray, mb_duration: np.ndarray, instances: int,
+                      hold: np.ndarray) -> np.ndarray:
+    """`synchronous_starts` of a plan whose minibatches each hold one training step (``row_step``, per row), the
+    steps in dispatch order; ``hold`` unchanged where they do not (the lag loop then holds them round by round).
+    ``row_offset``: each row's finish after its minibatch's start; ``step_tokens``: each row's tokens to train."""
+    mb_step = np.zeros(mb_duration.size, dtype=np.int64)
+    np.maximum.at(mb_step, row_mb, row_step)
+    low = np.full(mb_duration.size, np.iinfo(np.int64).max)
+    np.minimum.at(low, row_mb, row_step)
+    if not (low == mb_step).all() or (np.diff(mb_step) < 0).any():
+        return hold
+    last = np.zeros(mb_duration.size)
+    np.maximum.at(last, row_mb, row_offset)
+    busy = preset.train_step_seconds(np.bincount(row_step, weights=step_tokens)) + preset.weight_sync_s
+    return synchronous_starts(mb_instance, mb_duration, mb_step, last, busy, instances)
+
