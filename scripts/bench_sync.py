@@ -1,12 +1,17 @@
-"""Synchronous training (verl's default trainer) on the blocking `continuous` engine: asp's plans against the
-equal-footing baselines, every row replayed with the trainer following the schedule's steps at --max-lag 0.
+"""Synchronous training (each train batch generated, then trained): asp's plans against the equal-footing
+baselines, every row replayed with the trainer following the schedule's steps at --max-lag 0, on blocking
+`generate()` calls (`continuous`, vLLM offline; `static`, HF generate) or on servers that refill freed slots
+(`--mode streaming`: verl 0.7-0.9's rollout, whose default trainer is synchronous).
 
     python scripts/bench_sync.py --seeds 4            # about 12 minutes on 2 cores; reads ../shared/data
     python scripts/bench_sync.py --seeds 4 --mode static   # the padded engine (HF generate)
+    python scripts/bench_sync.py --seeds 4 --mode streaming   # servers that refill (verl), about 45 minutes
 
-Prints a Markdown table (docs/benchmarks.md, "Synchronous training on blocking engines"): per workload, each
-row's end-to-end time over a shuffle cut into asp's sizes (`random (asp sizes)`), mean +- sd over the seeds,
-and the 90th-percentile step deviation (|step mean length / epoch mean - 1|) of the representative ones.
+Prints a Markdown table (docs/benchmarks.md, "Synchronous training on blocking engines" and "... on engines that
+refill"): per workload, each row's end-to-end time over the engine's reference (blocking: a shuffle in asp's
+slots, `random (asp sizes)`; streaming: verl's default, a shuffle routed to the least-pending server), mean +-
+sd over the seeds, and the 90th-percentile step deviation (|step mean length / epoch mean - 1|) of the
+reference and of `asp per-step`.
 asp cuts each synchronous step either way, whichever its predictions say ends sooner: dealt into minibatches of
 balanced work, or cut consecutively longest first (`asp_cli.arrange.packing.cut_per_step`). `per-step, cut
 longest first` is the per-step plan as it was before 2026-12-04 (every step cut), `per-step, always dealt` as
@@ -28,13 +33,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 WORKLOADS = ("gsm8k-k4-n8", "mix-k8-n8", "mix-k16-n16", "mix-k8-n8-b256", "mix-k16-n16-b512", "aime-k8-n8-b256")
-BASELINES = ("random (asp sizes)", "verl-default", "short-first (asp sizes)", "long-first (asp sizes)")
+# Per engine: the baselines, the first the reference every figure is over (blocking: a shuffle in asp's slots;
+# engines that refill: verl's own default, a shuffle routed to the server with the fewest requests in flight).
+BASELINES = {"blocking": ("random (asp sizes)", "verl-default", "short-first (asp sizes)", "long-first (asp sizes)"),
+             "streaming": ("least-pending", "round-robin", "length-aware", "short-first (least-pending)",
+                           "long-first (least-pending)")}
 # asp's rows: (label, arrangement, steps rule, how each step is cut: None as asp does, "dealt" always dealt as
-# 2026-12-04, "cut" cut longest first as before that)
+# 2026-12-04, "cut" cut longest first as before that; the last two on blocking engines only)
 ASP_ROWS = (("asp (auto)", "auto", "any", None), ("asp (auto, --steps representative)", "auto", "representative", None),
             ("asp long-first", "long-first", "any", None), ("asp per-step", "per-step", "any", None),
             ("per-step, always dealt", "per-step", "any", "dealt"),
             ("per-step, cut longest first", "per-step", "any", "cut"))
+
+
+def rows_for(mode: str) -> tuple[tuple[str, ...], tuple[tuple[str, str, str, str | None], ...]]:
+    """The baselines and asp's rows replayed on engine ``mode``."""
+    if mode == "streaming":
+        return BASELINES["streaming"], tuple(r for r in ASP_ROWS if r[3] is None)
+    return BASELINES["blocking"], ASP_ROWS
 
 
 def run(names: tuple[str, ...], seeds: int, data: Path,
@@ -46,6 +62,7 @@ def run(names: tuple[str, ...], seeds: int, data: Path,
 
     preset = load_preset("h100-qwen2.5-7b")
     own = pipeline.cut_per_step
+    baselines, asp_rows = rows_for(mode)
     results: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for name in names:
         spec = SPECS[name]
@@ -55,12 +72,12 @@ def run(names: tuple[str, ...], seeds: int, data: Path,
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             base = {r["arrangement"]: r for r in compare(workload.prompts, workload.predictions, workload.truth,
                                                          settings, preset, mode=mode, max_lag=0,
-                                                         include=BASELINES)}
-            reference = base["random (asp sizes)"]["end_to_end_s"]
-            for label in BASELINES:
+                                                         include=baselines)}
+            reference = base[baselines[0]]["end_to_end_s"]
+            for label in baselines:
                 rows.setdefault(label, []).append((base[label]["end_to_end_s"] / reference,
                                                    base[label]["step_length_deviation_p90"]))
-            for label, arrangement, steps, variant in ASP_ROWS:
+            for label, arrangement, steps, variant in asp_rows:
                 if variant == "cut":  # the cut of before 2026-12-04: each step's groups in order, longest first
                     pipeline.cut_per_step = lambda *a, **k: own(*a[:5])
                 elif variant == "dealt":  # every step dealt, as from 2026-12-04 to 2026-12-05
@@ -78,16 +95,17 @@ def run(names: tuple[str, ...], seeds: int, data: Path,
     return results
 
 
-def table(results: dict[str, dict[str, list[tuple[float, float]]]]) -> str:
-    labels = [*BASELINES[1:], *(r[0] for r in ASP_ROWS)]
-    lines = ["| workload | " + " | ".join(labels) + " | step dev p90: random / per-step |",
+def table(results: dict[str, dict[str, list[tuple[float, float]]]], mode: str = "continuous") -> str:
+    baselines, asp_rows = rows_for(mode)
+    labels = [*baselines[1:], *(r[0] for r in asp_rows)]
+    lines = ["| workload | " + " | ".join(labels) + f" | step dev p90: {baselines[0]} / per-step |",
              "|---|" + "---:|" * (len(labels) + 1)]
     for name, rows in results.items():
         cells = []
         for label in labels:
             ratios = np.array([r for r, _ in rows[label]])
             cells.append(f"{ratios.mean():.3f} +- {ratios.std(ddof=1) if ratios.size > 1 else 0.0:.3f}")
-        dev = (np.mean([d for _, d in rows["random (asp sizes)"]]), np.mean([d for _, d in rows["asp per-step"]]))
+        dev = (np.mean([d for _, d in rows[baselines[0]]]), np.mean([d for _, d in rows["asp per-step"]]))
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {dev[0]:.2f} / {dev[1]:.2f} |")
     return "\n".join(lines)
 
@@ -97,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--mode", default="continuous", choices=("continuous", "static"),
-                        help="the blocking engine: continuous batching (vLLM offline) or padded (HF generate)")
+    parser.add_argument("--mode", default="continuous", choices=("continuous", "static", "streaming"),
+                        help="the engine: blocking continuous batching (vLLM offline generate()), padded (HF "
+                        "generate), or servers that refill freed slots (vLLM/SGLang servers: verl 0.7-0.9)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -106,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.data}: no such folder; this benchmark reads ../shared/data (--data)", file=sys.stderr)
         return 3
     names = tuple(n for n in args.workloads.split(",") if n)
-    print(table(run(names, args.seeds, args.data, args.mode)))
+    print(table(run(names, args.seeds, args.data, args.mode), args.mode))
     return 0
 
 

@@ -227,7 +227,11 @@ def test_verl_export_lays_batches_out_for_verls_workers(built, tmp_path):  # noq
     assert len(mismatch) == 1 and f"pass --workers {replay.instances}" in mismatch[0]
     assert "make the schedule with --instances 8" in mismatch[0]
     matched = export(built["schedule"], [built["prompts"]], None, format="verl", workers=replay.instances)
-    assert not any("planned for" in w for w in matched.warnings)
+    assert not any("agent-loop workers" in w and "planned for" in w for w in matched.warnings)
+    # The fixture was planned for blocking calls; verl rolls out on servers that refill: said, with the fix.
+    (engine,) = [w for w in matched.warnings if "planned for the continuous engine" in w]
+    assert "make the schedule with --engine streaming" in engine
+    assert matched.trainer_settings["data.max_response_length"] == replay.schedule.recorded_settings.max_response_tokens
     # 16 prompts on 7 workers: chunks of 3, so the 7th worker idles (verl's TensorDict.chunk).
     seven = export(built["schedule"], [built["prompts"]], None, format="verl", workers=7)
     assert seven.summary["worker_prompts"] == [3, 3, 3, 3, 3, 1, 0]
@@ -544,3 +548,16 @@ def test_a_dataset_without_ids_gets_them_in_the_export_and_a_reordered_copy_is_r
     shuffled = write_jsonl(tmp_path / "shuffled.jsonl", rows[::-1])
     with pytest.raises(InputError, match="the schedule's ids are row numbers, which match any file of as many rows"):
         export(sched, [shuffled], None, format="jsonl")
+
+
+def test_a_verl_export_of_a_schedule_for_servers_that_refill_says_nothing_of_engines_or_workers(tmp_path):
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(24))
+    out = tmp_path / "s.parquet"
+    schedule([prompts], out, settings=ScheduleSettings(instances=3, train_batch_size=12, samples_per_prompt=2,
+                                                       engine="streaming", max_lag=0, trainer="schedule"))
+    result = export(out, [prompts], None, format="verl")
+    assert not any("engine" in w or "agent-loop workers (" in w for w in result.warnings), result.warnings
+

@@ -347,3 +347,31 @@ def test_static_schedules_and_their_equal_footing_sorts_fit_the_budget_padded():
     summed = frames["asp"].group_by("epoch", "minibatch").agg(
         (8 * (pl.col("prompt_tokens") + pl.col("predicted_mean_tokens"))).sum().alias("kv"))
     assert summed["kv"].max() < budget  # what the old count saw
+
+
+def test_a_synchronous_shuffle_trains_its_own_consecutive_batches_and_is_a_candidate():
+    # verl's own default is a synchronous shuffle: at --max-lag 0 with a trainer that follows the schedule it
+    # trains the shuffle's consecutive batches, each cut on its own (before 2026-12-05 its minibatches crossed
+    # steps, it could not keep the bound, and the summary could not say what auto saves over it).
+    from asp_cli.arrange.choose import choose_arrangement
+    from asp_cli.arrange.pipeline import _arrange_named
+    from asp_cli.costmodel import load_preset
+    from asp_cli.settings import ScheduleSettings
+    from util import make_predictions, prompt_frame
+
+    settings = ScheduleSettings(instances=4, train_batch_size=30, minibatch_size=16, max_lag=0, trainer="schedule",
+                                epochs=2)
+    prompts, predictions = prompt_frame(90), make_predictions(90)
+    frame = arrange(prompts, predictions, dataclasses.replace(settings, arrangement="shuffle"))
+    assert (frame.group_by("minibatch").agg(pl.col("train_step").n_unique())["train_step"] == 1).all()
+    per_step = frame.group_by("train_step").agg(pl.col("minibatch").n_unique(), pl.len()).sort("train_step")
+    assert per_step["len"].to_list() == [30] * 6 and per_step["minibatch"].to_list() == [4] * 6
+    from asp_cli.settings import SHUFFLE_STREAM
+
+    shuffled = np.random.default_rng([settings.seed, 0, SHUFFLE_STREAM]).permutation(90)
+    first = frame.filter(pl.col("epoch") == 0)
+    for step in range(3):
+        assert set(first.filter(pl.col("train_step") == step)["row"].to_list()) == set(
+            shuffled[30 * step:30 * step + 30].tolist())
+    choice = choose_arrangement(_arrange_named, prompts, predictions, settings, load_preset(settings.preset))
+    assert "shuffle" in {c["name"] for c in choice.candidates} and "shuffle" not in choice.refused

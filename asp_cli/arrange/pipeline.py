@@ -231,39 +231,36 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
         rng = np.random.default_rng([settings.seed, epoch])
         name = settings.arrangement
         step_of_prompt = None  # the train step each prompt belongs to, where the arrangement fixes it
-        if name == "shuffle":
-            # No length order: a seeded shuffle cut by the same limits (what a plain random arrangement does),
-            # drawn as the equal-footing baseline draws it (`bench.baselines`), so it is that baseline row for row.
-            shuffled = np.random.default_rng([settings.seed, epoch, SHUFFLE_STREAM]).permutation(planned.size)
-            local = cut_minibatches(footprint, shuffled, max_prompts=settings.minibatch_size, max_tokens=budget)
-        elif name == "per-step":
+        if name == "per-step":
             # A shuffle's train batches kept whole (steps as representative as a shuffle's), each packed
             # longest first on its own: no minibatch crosses a step, so a synchronous step waits only for its
-            # own work.
-            # In synchronous training (--max-lag 0) a step waits for its slowest instance: its groups are dealt
-            # into balanced minibatches instead (`packing.deal_minibatches`).
+            # own work. In synchronous training (--max-lag 0) a step waits for its slowest instance: its groups
+            # are dealt into balanced minibatches, or cut where that is expected sooner (`packing.cut_per_step`).
             by_step = per_step_order(planned, settings.train_batch_size, rng)
             work = group_tokens(n, prompt_tokens, mean) if settings.max_lag == 0 else None
             local = cut_per_step(by_step, footprint, settings.train_batch_size, settings.minibatch_size, budget,
                                  work, **sync)
             step_of_prompt = np.empty(planned.size, dtype=np.int64)
             step_of_prompt[by_step] = np.arange(planned.size) // settings.train_batch_size
-        elif name in ("long-first", "short-first"):
-            # The plain sort (ties by position), cut by the same limits and dispatched in cutting order: exactly
-            # the equal-footing sorts of the benchmark, so `auto` has them among its candidates.
-            by_length = np.lexsort((np.arange(planned.size), -planned if name == "long-first" else planned))
+        elif name in ("shuffle", "long-first", "short-first"):
+            # A seeded shuffle (no length order, drawn as the equal-footing baseline draws it, `bench.baselines`,
+            # so it is that baseline row for row) or the plain sort (ties by position), cut by the same limits
+            # and dispatched in cutting order: exactly the equal-footing rows of the benchmark.
+            by = (np.random.default_rng([settings.seed, epoch, SHUFFLE_STREAM]).permutation(planned.size)
+                  if name == "shuffle" else
+                  np.lexsort((np.arange(planned.size), -planned if name == "long-first" else planned)))
             if settings.max_lag == 0 and settings.trainer == "schedule":
-                # Synchronous: the sort's consecutive train batches (a length curriculum), each dealt on its own,
-                # as per-step deals a shuffle's. Left to arrival order they could not keep the bound (a group
-                # overtaken by a later minibatch's trains a step late), and auto took 2.4 times the plain sort's
-                # time on mix-k8-n8 (docs/benchmarks.md, "Synchronous training on blocking engines").
-                local = cut_per_step(by_length, footprint, settings.train_batch_size, settings.minibatch_size,
-                                     budget, group_tokens(n, prompt_tokens, mean), **sync)
+                # Synchronous: the order's consecutive train batches (a sort's: a length curriculum), each cut on
+                # its own (a sort's dealt, as per-step's). Left to arrival order they could not keep the bound (a
+                # group overtaken by a later minibatch's trains a step late): auto took 2.4 times the plain sort's
+                # time on mix-k8-n8, and a shuffle, verl's own default, was no candidate (docs/benchmarks.md).
+                local = cut_per_step(by, footprint, settings.train_batch_size, settings.minibatch_size, budget,
+                                     *((group_tokens(n, prompt_tokens, mean),) if name != "shuffle" else ()),
+                                     **(sync if name != "shuffle" else {"instances": settings.instances}))
                 step_of_prompt = np.empty(planned.size, dtype=np.int64)
-                step_of_prompt[by_length] = np.arange(planned.size) // settings.train_batch_size
+                step_of_prompt[by] = np.arange(planned.size) // settings.train_batch_size
             else:
-                local = cut_minibatches(footprint, by_length, max_prompts=settings.minibatch_size,
-                                        max_tokens=budget)
+                local = cut_minibatches(footprint, by, max_prompts=settings.minibatch_size, max_tokens=budget)
         else:
             local = pack(planned, footprint, max_prompts=settings.minibatch_size, max_tokens=budget, rng=rng,
                          jitter=_PACKING_JITTER)

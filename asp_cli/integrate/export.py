@@ -517,6 +517,8 @@ def _facts(
             "data.train_batch_size": size,
             "data.filter_overlong_prompts": False,
             "actor_rollout_ref.rollout.n": n,
+            # The response cap the schedule planned with (verl's default is 512: rollout.response_length follows it).
+            "data.max_response_length": replay.schedule.recorded_settings.max_response_tokens,
             "actor_rollout_ref.rollout.agent.num_workers": workers if order == "train" else None,
             # The file is the run: every schedule epoch it holds once (verl's default of 30 would repeat it).
             "trainer.total_epochs": 1,
@@ -530,9 +532,19 @@ def _facts(
                     f"an epoch's {per_epoch:,} prompts{dividing_example(per_epoch, size)}" if len(epochs) > 1
                     else f"its {n_rows:,} rows{dividing_example(n_rows, size)}") + " to avoid it"
             )
+        engine = replay.schedule.recorded_settings.engine
+        if engine != "streaming":
+            # verl 0.7-0.9 roll out on servers (rollout.mode async): every sample its own request, to the server
+            # with the fewest in flight. A plan for blocking generate() calls was judged for another engine (a
+            # newcomer's verl run, 2026-12-05, read it from verl's agent loop).
+            notes.append(
+                f"the schedule was planned for the {engine} engine (blocking generate() calls), but verl 0.7-0.9 "
+                "roll out on vLLM/SGLang servers that refill freed slots (actor_rollout_ref.rollout.mode=async), each "
+                "sample a request to the server with the fewest in flight: make the schedule with --engine streaming "
+                "(and --instances the rollout replicas), so that its estimates and auto's choice are for verl's engine")
         if order == "train":
             notes.extend(_chunking_notes(size, n, workers, verl_version))
-            if workers != replay.instances:
+            if workers != replay.instances and engine != "streaming":
                 # verl generates each batch in `workers` chunks, one per agent-loop worker: not the schedule's
                 # minibatches on its instances, which is what its estimates and `asp simulate` replay.
                 notes.append(
