@@ -45,6 +45,30 @@ def test_compare_has_every_row_and_none_beats_the_bound():
     assert table.count("\n") == len(rows) + 1 and "lower bound" in table
 
 
+def test_a_row_in_verls_chunks_with_calls_no_smaller_than_asps_counts_as_equal_footing():
+    # Synchronous: asp cuts each step of 32 into one minibatch per instance (8 of 4), as verl's chunks do; a
+    # sort in verl's chunking then has asp's concurrency and only its order differs.
+    prompts, predictions, truth = _workload()
+    settings = ScheduleSettings(instances=4, samples_per_prompt=4, train_batch_size=32, minibatch_size=16,
+                                max_response_tokens=16000, trainer="schedule")
+    rows = {r["arrangement"]: r for r in compare(prompts, predictions, truth, settings, load_preset(), max_lag=0,
+                                                 include=("verl-default", "long-first", "short-first (asp sizes)",
+                                                          ASP))}
+    mine = rows[ASP]["prompts_per_call"]
+    for name in ("verl-default", "long-first"):
+        assert rows[name]["equal_footing"] == (rows[name]["prompts_per_call"] >= mine)
+    assert rows["verl-default"]["equal_footing"]  # 8 prompts a call, as asp's
+    assert rows["short-first (asp sizes)"]["equal_footing"]
+    best = min((r for r in rows.values() if r.get("equal_footing") and r["arrangement"] != ASP),
+               key=lambda r: r["end_to_end_s"])
+    assert rows[ASP]["ratio_to_best_equal_footing"] == rows[ASP]["end_to_end_s"] / best["end_to_end_s"]
+    # Asynchronous, asp's calls are larger than verl's chunks: those stay apart, as what bigger calls win.
+    loose = {r["arrangement"]: r for r in compare(prompts, predictions, truth, settings, load_preset(), max_lag=None,
+                                                  include=("verl-default", ASP))}
+    assert loose["verl-default"]["prompts_per_call"] < loose[ASP]["prompts_per_call"]
+    assert not loose["verl-default"]["equal_footing"]
+
+
 def test_true_predictions_take_group_max_and_mean():
     frame = true_predictions(np.array([[1, 3], [5, 5]]), np.array([10, 20]))
     assert frame["predicted_max_tokens"].to_list() == [3, 5]

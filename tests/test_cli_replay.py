@@ -154,7 +154,8 @@ def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
 
     names = [a["arrangement"] for a in document["arrangements"]]
     assert names == ["asp", *equal_footing_names("blocking")] and "random (asp slots)" in names
-    assert "Expected GPU time:" in result.stderr and "GPU-minutes" in result.stderr
+    assert "Expected GPU time:" in result.stderr and "GPU-minutes for these" in result.stderr
+    assert "Each is the rollout alone, as `asp replay` sends it: no trainer" in result.stderr
 
 
 @pytest.mark.parametrize("args, words", [

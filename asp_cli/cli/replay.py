@@ -168,9 +168,13 @@ def _dry_run_summary(document: dict) -> str:
         lines.append(f"  {a['arrangement']:<{w}} {a['requests']:>9,} {a['minibatches']:>11,} "
                      f"{a['response_tokens']:>13,} {a['prompt_tokens']:>12,} {a['simulated']['wall_s']:>12,.1f} "
                      f"{a['simulated_gpu_minutes']:>8,.1f}")
-    lines.append(f"Expected GPU time: {document['simulated_gpu_minutes_total']:,.1f} GPU-minutes (simulated wall time x "
-                 f"{document['instances']} instances x {document['gpus_per_instance']} GPU each), plus the warm-up "
-                 "and the servers' start.")
+    count = len(document["arrangements"])
+    lines.append(f"Expected GPU time: {document['simulated_gpu_minutes_total']:,.1f} GPU-minutes for these {count} "
+                 f"replay{'s' if count != 1 else ''} (simulated wall time x {document['instances']} instances x "
+                 f"{document['gpus_per_instance']} GPU each), plus the warm-up and the servers' start.")
+    lines.append("Each is the rollout alone, as `asp replay` sends it: no trainer and no step held for one (a "
+                 "synchronous plan's steps are not waited on), so it ranks rollout throughput, not a training run; "
+                 "`asp simulate S --compare` replays with the trainer and the schedule's lag bound.")
     return "\n".join(lines)
 
 

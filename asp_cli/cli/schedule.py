@@ -161,7 +161,10 @@ def _summary_text(summary: dict, output: Path) -> str:
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths; `asp simulate` reports the empty slots of a replay, tail included)"
         + _padding_note(summary),
-        f"  predicted rollout makespan: {summary['predicted_rollout_makespan_s']:,.1f} s at the point predictions"
+        ("  predicted makespan of rollout and training alternating (synchronous steps): "
+         if summary.get("max_lag") == 0 else "  predicted rollout makespan"
+         + (" (waits for the trainer included)" if summary.get("max_lag") is not None else "") + ": ")
+        + f"{summary['predicted_rollout_makespan_s']:,.1f} s at the point predictions"
         + (f" ({summary['expected_rollout_s']:,.0f} s in auto's replays, which draw lengths with the predictions' "
            f"spread{_scaled_from(summary)})" if summary.get("expected_rollout_s") else "")
         + f"; per-instance busy {min(busy):,.1f}-{max(busy):,.1f} s (imbalance "
@@ -174,7 +177,7 @@ def _summary_text(summary: dict, output: Path) -> str:
         from asp_cli.arrange.choose import arrangement_line
 
         lines.append("  " + arrangement_line(choice, summary.get("epochs")))
-    if summary.get("trainer_bound"):
+    if summary.get("trainer_bound") and summary.get("max_lag") != 0:
         lag = summary.get("max_lag")
         hold = (f"--max-lag {lag} holds rollout back so that no group is expected more than {lag} steps stale"
                 if lag is not None else "with --max-lag none, groups queue and the lag grows")
@@ -189,7 +192,9 @@ def _summary_text(summary: dict, output: Path) -> str:
             (f"  synchronous steps: rollout and training alternate, and each step's rollout lasts as long as its "
              f"slowest instance; the instances are busy at most {max(busy):,.0f} s of the "
              f"{summary['predicted_rollout_makespan_s']:,.0f} s makespan (training included), the trainer's steps "
-             f"about {summary['predicted_trainer_busy_s']:,.0f} s" if summary["max_lag"] == 0 else
+             f"about {summary['predicted_trainer_busy_s']:,.0f} s"
+             + (" (the trainer takes the larger share)" if summary.get("trainer_bound") else "")
+             if summary["max_lag"] == 0 else
              f"  rollout waits for the trainer under --max-lag {summary['max_lag']}: the instances are busy at most "
              f"{max(busy):,.0f} s of its {summary['predicted_rollout_makespan_s']:,.0f} s; the trainer's steps need "
              f"about {summary['predicted_trainer_busy_s']:,.0f} s") + " (calibrate the trainer with --preset FILE)")
