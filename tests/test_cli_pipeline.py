@@ -29,9 +29,10 @@ def test_export_writes_and_talks_on_stderr_only(built, tmp_path):  # noqa: F811
     assert "set in verl 0.9:" in result.stderr and "actor_rollout_ref.rollout.agent.num_workers=8" in result.stderr
     assert "laid out for 8 workers (v1 chunking): 2, 2, 2, 2, 2, 2, 2, 2 prompts per worker" in result.stderr
     # A clean export warns of nothing (it warned of verl's prompt filter every time: now only for a long prompt)
-    # but that verl's 8 agent-loop workers are not the schedule's instances.
-    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
-    assert "laid out for 8 agent-loop workers" in warning and out.exists()
+    # but that the schedule was made for blocking calls and verl's 8 agent-loop workers are not its instances.
+    engine, workers = [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
+    assert "planned for the continuous engine" in engine and "--engine streaming" in engine
+    assert "laid out for 8 agent-loop workers" in workers and out.exists()
 
 
 def test_export_with_many_workers_says_how_many_get_each_count(built, tmp_path):  # noqa: F811

@@ -111,7 +111,7 @@ def schedule_command(
                 bar.close()
         summary = result.summary
         if not quiet:
-            say(_summary_text(summary, output))
+            say(_summary_text(summary, output, bundled=predictor is None and not predictions and not history))
         if json_output:
             emit_json({"output": str(output), **summary})
 
@@ -153,7 +153,7 @@ def _padding_note(summary: dict) -> str:
                                                           if choice.get("setting") == "auto" else ""))
 
 
-def _summary_text(summary: dict, output: Path) -> str:
+def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
         f"Wrote {output}: {summary['prompts']:,} prompts x {summary['epochs']} epoch(s) = {summary['rows']:,} rows, "
@@ -206,6 +206,12 @@ def _summary_text(summary: dict, output: Path) -> str:
         from asp_cli.predict.history import calibration_lines
 
         lines.extend(f"  {line}" for line in calibration_lines(summary["calibration"]))
+    if bundled:
+        # A newcomer's reasoning policy wrote about 6 times what the bundled model predicted, and nothing said so.
+        lines.append("  lengths from the bundled model, which learned how other models answer, not yours (a "
+                     "reasoning model writes 10-50 times more than a chat model on the same problem): the times "
+                     "above are in its units; a probe of 2% of the prompts, generated once by your policy, calibrates "
+                     "it (`asp probe`, docs/probe.md)")
     if summary.get("skipped_rows"):
         lines.append(f"  skipped {summary['skipped_rows']} bad rows (--on-bad-row skip)")
     lines.extend(f"Warning: {warning}" for warning in summary.get("warnings", []))
