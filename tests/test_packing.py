@@ -179,3 +179,49 @@ def test_a_synchronous_step_fills_every_instance_while_it_has_groups_enough():
     assert np.bincount(cut_per_step(np.arange(138), footprint, 128, 16, 10**9, instances=16)[:128]).tolist() == [8] * 16
     assert np.bincount(cut_per_step(np.arange(128), footprint, 128, 16, 10**9)).tolist() == [16] * 8
     assert deal_minibatches(footprint[:3], work[:3], max_prompts=16, max_tokens=10**9, min_count=16).max() == 2
+
+
+def test_a_synchronous_step_cut_where_an_even_piece_holds_too_much_kv_still_fills_every_instance():
+    from asp_cli.arrange.packing import PaddedTokens, cut_per_step
+
+    # 20 groups on 16 instances: pieces of 1-2; the one holding the 950-token group is over the 1,000-token
+    # limit. Only that piece is cut further, so 17 minibatches, not a greedy cut of at most two per call (11 for
+    # 16 instances, 5 idle).
+    footprint = np.full(20, 100, dtype=np.int64)
+    footprint[0] = 950
+    local = cut_per_step(np.arange(20), footprint, 20, 16, 1000, instances=16)
+    assert local.max() + 1 >= 16 and np.bincount(local, weights=footprint).max() <= 1000
+    assert np.bincount(local).max() <= 2 and (np.diff(local) >= 0).all()  # still consecutive pieces
+    padded = PaddedTokens(np.full(20, 10), np.where(np.arange(20) == 0, 465, 40), 2)
+    local = cut_per_step(np.arange(20), padded, 20, 16, 1000, instances=16)
+    assert local.max() + 1 >= 16
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 100), min_size=1, max_size=60), st.integers(1, 70), st.integers(1, 20),
+       st.integers(1, 12), st.integers(1, 400), st.integers(0, 1000), st.booleans())
+def test_a_synchronous_cut_keeps_its_steps_limits_and_an_instances_worth_of_minibatches(
+        lengths, batch, max_prompts, instances, max_tokens, seed, weighed):
+    from asp_cli.arrange.packing import cut_per_step
+
+    footprint = np.asarray(lengths, dtype=np.int64)
+    order = np.random.default_rng(seed).permutation(footprint.size)
+    work = footprint * 3.0 + 1.0
+    kwargs = {"work": work, "seconds": lambda m, c: np.bincount(m, weights=work, minlength=c)} if weighed else {}
+    if footprint.max() > max_tokens:  # one group alone over the limit: refused, the caller names it
+        with pytest.raises(ValueError):
+            cut_per_step(order, footprint, batch, max_prompts, max_tokens, instances=instances, **kwargs)
+        return
+    local = cut_per_step(order, footprint, batch, max_prompts, max_tokens, instances=instances, **kwargs)
+    assert np.array_equal(local, cut_per_step(order, footprint, batch, max_prompts, max_tokens,
+                                              instances=instances, **kwargs))
+    assert np.unique(local).tolist() == list(range(local.max() + 1))  # dense
+    assert np.bincount(local).max() <= max_prompts and np.bincount(local, weights=footprint).max() <= max_tokens
+    step = np.empty(footprint.size, dtype=np.int64)
+    step[order] = np.arange(footprint.size) // batch
+    first_step = np.full(local.max() + 1, -1)
+    first_step[local] = step
+    assert (np.bincount(local, weights=step) == first_step * np.bincount(local)).all()  # no minibatch across steps
+    assert (np.diff(first_step) >= 0).all()  # numbered step by step
+    for s in np.unique(step):
+        assert np.unique(local[step == s]).size >= min(int((step == s).sum()), instances)
