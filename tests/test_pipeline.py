@@ -375,3 +375,27 @@ def test_a_synchronous_shuffle_trains_its_own_consecutive_batches_and_is_a_candi
             shuffled[30 * step:30 * step + 30].tolist())
     choice = choose_arrangement(_arrange_named, prompts, predictions, settings, load_preset(settings.preset))
     assert "shuffle" in {c["name"] for c in choice.candidates} and "shuffle" not in choice.refused
+
+
+@pytest.mark.parametrize("count", [64, 192])
+def test_a_synchronous_summary_weighs_the_trainer_against_the_rollout_inside_its_makespan(count):
+    # Synchronous, the makespan (the last minibatch's end) holds every step's rollout and the training of every
+    # step but the last, which starts after it: the trainer binds where its steps take longer than the rollout.
+    # Before, all of its steps were taken out of the makespan, the last one twice: one step of 20 s of rollout and
+    # 12 s of training read "trainer_bound": true.
+    from asp_cli.arrange.pipeline import plan, summarize
+    from asp_cli.costmodel import load_preset
+
+    preset = load_preset("h100-qwen2.5-7b")
+    settings = ScheduleSettings(instances=4, train_batch_size=64, arrangement="per-step", max_lag=0,
+                                trainer="schedule")
+    predictions = make_predictions(count, seed=13).with_columns(
+        (pl.col(c) // 2).clip(1) for c in ("predicted_max_tokens", "predicted_mean_tokens", "predicted_tokens"))
+    frame, _ = plan(prompt_frame(count), predictions, settings, preset=preset)
+    summary = summarize(frame, settings, preset)
+    steps = frame.group_by("train_step").agg(pl.col("expected_start_s").min(), pl.col("expected_minibatch_end_s").max())
+    rollout = float((steps["expected_minibatch_end_s"] - steps["expected_start_s"]).sum())
+    assert summary["trainer_bound"] == (summary["predicted_trainer_busy_s"] > rollout)
+    if count == 64:  # one step: 20 s of rollout, 12 s of training
+        assert summary["predicted_rollout_makespan_s"] > summary["predicted_trainer_busy_s"]
+        assert not summary["trainer_bound"]
