@@ -884,3 +884,23 @@ def test_representative_steps_are_held_to_random_arrangements_where_neither_shuf
         assert "none with steps about as representative as a random arrangement's" in arrangement_line(
             choice.to_dict())
 
+
+
+def test_representative_steps_and_the_bound_said_are_those_of_the_set_auto_chose_from():
+    # Judged again cut the other way (the KV budget), auto chooses among that set, held to its own shuffle's
+    # steps: the bound said and every candidate's mark must be that one. Before, the bound said was the first
+    # set's (0.54) while interleave/peak, chosen "among those with steps about as representative", had 0.60.
+    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.pipeline import minibatch_token_budget
+
+    settings = ScheduleSettings(instances=6, train_batch_size=58, minibatch_size=8, max_lag=2,
+                                max_tokens_per_minibatch=71419, steps="representative")
+    choice = choose_arrangement(_arrange_named, prompt_frame(323), make_predictions(323, seed=935), settings, PRESET,
+                                budget_tokens=minibatch_token_budget(settings, PRESET))
+    assert {c["kv_budget"] for c in choice.candidates} == {"whole", "peak"}  # both sets judged
+    chosen = next(c for c in choice.candidates if (c["name"], c["kv_budget"]) == (choice.chosen, choice.kv_budget))
+    assert chosen["representative_steps"]
+    assert chosen["expected_step_deviation_p90"] <= choice.step_deviation_bound
+    for c in choice.candidates:
+        assert c["representative_steps"] == (c["expected_step_deviation_p90"] <= choice.step_deviation_bound), c
+    assert f"at most {choice.step_deviation_bound:.2f})" in arrangement_line(choice.to_dict())

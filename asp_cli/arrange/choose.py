@@ -437,6 +437,7 @@ def choose_arrangement(
     if not results:
         raise refused[0]
     chosen = pick(results)
+    chosen_from = list(results)  # the set the choice was made in, whose shuffle the steps were held to
     if len(budgets) > 1 and chosen["kv_budget"] == budgets[0]:
         # How to cut is settled on the winner alone: cut the other way (each group counted at its share of the
         # wave's peak), is it expected faster by more than the tie margin? Only then are the other arrangements
@@ -454,18 +455,21 @@ def choose_arrangement(
                 second = sorted([alternative, *(r for r in others if r is not None)],
                                 key=lambda r: candidates_for(settings.engine).index(r["name"]))
                 results.extend(r for r in second if not any(r is q for q in results))
-                chosen = pick(second)
+                chosen, chosen_from = pick(second), second
             else:
-                if settings.steps == "representative":
-                    alternative["representative_steps"] = bool(
-                        alternative["expected_step_deviation_p90"] <= step_bound(results))
                 results.append(alternative)
+    # Every candidate marked against the bound the choice was held to, the one said (`step_deviation_bound`):
+    # after a choice among the other cut's set, the first set's marks and bound were its own shuffle's.
+    bound = step_bound(chosen_from)
+    if settings.steps == "representative":
+        for r in results:
+            r["representative_steps"] = bool(r["expected_step_deviation_p90"] <= bound)
     return ArrangementChoice("auto", chosen["name"], settings.engine, results, prompts.height, DRAWS,
                              settings.dispatch, trial.epochs, settings.steps, run_prompts if scaled else 0,
                              chosen["kv_budget"], sampled=sampled,
                              judged_instances=small.instances if small is not None else 0,
                              judged_train_batch_size=small.train_batch_size if small is not None else 0,
-                             step_deviation_bound=round(float(step_bound(results)), 4)
+                             step_deviation_bound=round(float(bound), 4)
                              if settings.steps == "representative" else 0.0,
                              refused=[n for n in candidates_for(settings.engine)
                                       if n not in {r["name"] for r in results}])
