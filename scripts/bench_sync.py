@@ -46,10 +46,15 @@ ASP_ROWS = (("asp (auto)", "auto", "any", None), ("asp (auto, --steps representa
             ("per-step, cut longest first", "per-step", "any", "cut"))
 
 
+# On engines that refill, also asp planned for servers that keep to its plan (verl with asp's router plug-in,
+# docs/integrations.md, Option D), as the length-aware router is: `--dispatch planned`.
+PLANNED_ROWS = (("asp (auto, --steps representative, --dispatch planned)", "auto", "representative", None),)
+
+
 def rows_for(mode: str) -> tuple[tuple[str, ...], tuple[tuple[str, str, str, str | None], ...]]:
     """The baselines and asp's rows replayed on engine ``mode``."""
     if mode == "streaming":
-        return BASELINES["streaming"], tuple(r for r in ASP_ROWS if r[3] is None)
+        return BASELINES["streaming"], (*(r for r in ASP_ROWS if r[3] is None), *PLANNED_ROWS)
     return BASELINES["blocking"], ASP_ROWS
 
 
@@ -83,9 +88,10 @@ def run(names: tuple[str, ...], seeds: int, data: Path,
                 elif variant == "dealt":  # every step dealt, as from 2026-12-04 to 2026-12-05
                     pipeline.cut_per_step = lambda *a, **k: own(*a)
                 try:
+                    planned = {"dispatch": "planned"} if "--dispatch planned" in label else {}
                     asp = compare(workload.prompts, workload.predictions, workload.truth,
-                                  dataclasses.replace(settings, arrangement=arrangement, steps=steps), preset,
-                                  mode=mode, max_lag=0, include=("asp",))[0]
+                                  dataclasses.replace(settings, arrangement=arrangement, steps=steps, **planned),
+                                  preset, mode=mode, max_lag=0, include=("asp",))[0]
                 finally:
                     pipeline.cut_per_step = own
                 rows.setdefault(label, []).append((asp["end_to_end_s"] / reference,
