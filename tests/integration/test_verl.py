@@ -126,11 +126,15 @@ def test_exported_file_gives_the_schedules_steps_in_order(work, data, tokenizer)
     """asp export --format verl with the settings it prints: batch b holds exactly schedule step b, laid out for
     verl's 8 agent-loop workers, and verl plans one epoch of exactly the schedule's steps."""
     replay = data["replay"]
+    cap = replay.schedule.recorded_settings.max_response_tokens
     assert data["settings"] == ["data.shuffle=False", f"data.train_batch_size={BATCH}",
                                 "data.filter_overlong_prompts=False", f"actor_rollout_ref.rollout.n={SAMPLES}",
+                                f"data.max_response_length={cap}",
                                 "actor_rollout_ref.rollout.agent.num_workers=8", "trainer.total_epochs=1"]
-    tr = trainer(compose(work, [f"data.train_files={data['exported']}", f"data.val_files={data['val']}",
-                                *data["settings"]]), tokenizer)
+    config = compose(work, [f"data.train_files={data['exported']}", f"data.val_files={data['val']}", *data["settings"]])
+    # The response cap the schedule planned with reaches the rollout (rollout.response_length follows it).
+    assert config.data.max_response_length == cap == config.actor_rollout_ref.rollout.response_length
+    tr = trainer(config, tokenizer)
     assert type(tr.train_dataset).__name__ == "RLHFDataset"
     expected = replay.trainer_order(workers=8)["seq"].to_list()
     batches = list(tr.train_dataloader)
