@@ -242,3 +242,22 @@ def test_a_schedule_that_mixes_lengths_says_why_its_padding_is_high(tmp_path):
     assert line.endswith("tail included); high because shuffle deals prompts at random")
     packed = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--arrangement", "interleave")
     assert "high because" not in packed.stderr
+
+
+def test_the_summary_says_when_autos_pick_trains_a_length_curriculum():
+    from asp_cli.cli.schedule import _curriculum_line
+
+    def choice(own: float, **extra) -> dict:
+        return {"setting": "auto", "chosen": "long-first", "kv_budget": "whole", "steps": "any",
+                "candidates": [{"name": "long-first", "kv_budget": "whole", "expected_step_deviation_p90": own},
+                               {"name": "shuffle", "kv_budget": "whole", "expected_step_deviation_p90": 0.09}],
+                **extra}
+
+    line = _curriculum_line(choice(0.51))
+    assert line.startswith("  its training steps are a length curriculum: a step's mean length is expected up to "
+                           "51% off the epoch's (90th percentile; a shuffle's 9%)")
+    assert _curriculum_line(choice(0.2)) is None  # about a shuffle's
+    assert _curriculum_line(choice(0.51, steps="representative")) is None
+    assert _curriculum_line(choice(0.51, setting="long-first")) is None  # forced: the user chose it
+    assert _curriculum_line({"setting": "auto", "chosen": "x", "candidates": []}) is None
+
