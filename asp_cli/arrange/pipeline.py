@@ -254,9 +254,9 @@ def _arrange_named(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
                 # its own (a sort's dealt, as per-step's). Left to arrival order they could not keep the bound (a
                 # group overtaken by a later minibatch's trains a step late): auto took 2.4 times the plain sort's
                 # time on mix-k8-n8, and a shuffle, verl's own default, was no candidate (docs/benchmarks.md).
-                local = cut_per_step(by, footprint, settings.train_batch_size, settings.minibatch_size, budget,
-                                     *((group_tokens(n, prompt_tokens, mean),) if name != "shuffle" else ()),
-                                     **(sync if name != "shuffle" else {"instances": settings.instances}))
+                work = None if name == "shuffle" else group_tokens(n, prompt_tokens, mean)  # a shuffle: a plain cut
+                local = cut_per_step(by, footprint, settings.train_batch_size, settings.minibatch_size, budget, work,
+                                     **sync)
                 step_of_prompt = np.empty(planned.size, dtype=np.int64)
                 step_of_prompt[by] = np.arange(planned.size) // settings.train_batch_size
             else:
