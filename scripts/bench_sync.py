@@ -5,13 +5,18 @@ baselines, every row replayed with the trainer following the schedule's steps at
 
     python scripts/bench_sync.py --seeds 4            # about 12 minutes on 2 cores; reads ../shared/data
     python scripts/bench_sync.py --seeds 4 --mode static   # the padded engine (HF generate)
-    python scripts/bench_sync.py --seeds 4 --mode streaming   # servers that refill (verl), about 45 minutes
+    python scripts/bench_sync.py --seeds 4 --mode streaming   # servers that refill (verl), about 13 minutes
+    python scripts/bench_sync.py --seeds 4 --mode verl   # the same, routed as verl 0.9.1 routes, about 9 minutes
 
 Prints a Markdown table (docs/benchmarks.md, "Synchronous training on blocking engines" and "... on engines that
 refill"): per workload, each row's end-to-end time over the engine's reference (blocking: a shuffle in asp's
 slots, `random (asp sizes)`; streaming: verl's default, a shuffle routed to the least-pending server), mean +-
 sd over the seeds, and the 90th-percentile step deviation (|step mean length / epoch mean - 1|) of the
 reference and of `asp per-step`.
+`--mode verl` replays the same plans as verl 0.9.1 rolls out (`asp_cli.sim.submit_all`): every sample its own
+request, a whole train batch submitted at once and routed as it is submitted (verl's balancer: fewest requests in
+flight, which deals them out evenly by count; or a router plug-in), each server refilling from its own queue;
+figures are over verl's default (a shuffle), mean +- sd.
 asp cuts each synchronous step either way, whichever its predictions say ends sooner: dealt into minibatches of
 balanced work, or cut consecutively longest first (`asp_cli.arrange.packing.cut_per_step`). `per-step, cut
 longest first` is the per-step plan as it was before 2026-12-04 (every step cut), `per-step, always dealt` as
@@ -49,6 +54,85 @@ ASP_ROWS = (("asp (auto)", "auto", "any", None), ("asp (auto, --steps representa
 # On engines that refill, also asp planned for servers that keep to its plan (verl with asp's router plug-in,
 # docs/integrations.md, Option D), as the length-aware router is: `--dispatch planned`.
 PLANNED_ROWS = (("asp (auto, --steps representative, --dispatch planned)", "auto", "representative", None),)
+
+
+# --mode verl: (label, frame, routing, serving). Frames: the shuffle and the longest-first sort of the baselines
+# (verl's default and sorting the dataset), or asp's plan with these settings; routing as
+# `asp_cli.sim.submit_all.ROUTINGS`; serving "priority" is rollout.scheduling_policy=priority (Option D sets it).
+VERL_ROWS = (("verl default", "least-pending", "least-pending", "fcfs"),
+             ("long-first sort", "long-first (least-pending)", "least-pending", "fcfs"),
+             ("length-aware plug-in", "least-pending", "length-aware", "fcfs"),
+             ("asp (auto)", {}, "least-pending", "fcfs"),
+             ("asp (auto), priority", {}, "least-pending", "priority"),
+             ("asp (auto, --steps representative)", {"steps": "representative"}, "least-pending", "fcfs"),
+             ("asp (auto, --steps representative, --dispatch planned), router plug-in",
+              {"steps": "representative", "dispatch": "planned"}, "planned", "priority"),
+             ("asp (auto, --steps representative), length-aware plug-in", {"steps": "representative"},
+              "length-aware", "fcfs"))
+
+
+def run_verl(names: tuple[str, ...], seeds: int, data: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Every plan of `VERL_ROWS` replayed as verl's synchronous trainer rolls it out; ratios over verl's default."""
+    import asp_cli.columns as C
+    from asp_cli.arrange.pipeline import plan
+    from asp_cli.bench.baselines import BASELINES as KINDS
+    from asp_cli.bench.compare import WORKLOADS as SPECS
+    from asp_cli.bench.compare import build_workload
+    from asp_cli.costmodel import load_preset
+    from asp_cli.sim.submit_all import replay_submit_all
+
+    preset = load_preset("h100-qwen2.5-7b")
+    results: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for name in names:
+        spec = SPECS[name]
+        rows: dict[str, list[tuple[float, float]]] = {}
+        for seed in range(seeds):
+            settings = dataclasses.replace(spec.settings(seed), trainer="schedule", engine="streaming", max_lag=0)
+            workload = build_workload(name, data, spec.sources, settings, seed=seed)
+            position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
+            predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
+            prompt_tokens = workload.predictions[C.PROMPT_TOKENS].to_numpy()
+            frames: dict[str, object] = {}
+            seconds = {}
+            for label, kind, routing, serving in VERL_ROWS:
+                key = kind if isinstance(kind, str) else repr(sorted(kind.items()))
+                if key not in frames:
+                    frames[key] = (KINDS[kind].arrange(workload.prompts, workload.predictions, settings, preset, None)
+                                   if isinstance(kind, str) else
+                                   plan(workload.prompts, workload.predictions, dataclasses.replace(settings, **kind),
+                                        preset=preset)[0]).sort("seq")
+                frame = frames[key]
+                index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
+                result = replay_submit_all(preset, instances=settings.instances,
+                                           train_batch_size=settings.train_batch_size,
+                                           response_tokens=workload.truth[index], prompt_tokens=prompt_tokens[index],
+                                           routing=routing, serving=serving, row_instance=frame["instance"].to_numpy(),
+                                           row_predicted_tokens=predicted[index], seed=seed)
+                means = workload.truth[index].mean(axis=1)
+                starts = np.arange(0, means.size, settings.train_batch_size)
+                step_means = np.add.reduceat(means, starts) / np.diff(np.append(starts, means.size))
+                seconds[label] = (result.end_to_end_s, float(np.quantile(np.abs(step_means / means.mean() - 1), 0.9)))
+            reference = seconds[VERL_ROWS[0][0]][0]
+            for label, (total, deviation) in seconds.items():
+                rows.setdefault(label, []).append((total / reference, deviation))
+            print(f"{name} seed {seed} done", file=sys.stderr, flush=True)
+        results[name] = rows
+    return results
+
+
+def verl_table(results: dict[str, dict[str, list[tuple[float, float]]]]) -> str:
+    labels = [r[0] for r in VERL_ROWS[1:]]
+    lines = ["| workload | " + " | ".join(labels) + " | step dev p90: verl default / representative |",
+             "|---|" + "---:|" * (len(labels) + 1)]
+    for name, rows in results.items():
+        cells = []
+        for label in labels:
+            ratios = np.array([r for r, _ in rows[label]])
+            cells.append(f"{ratios.mean():.3f} +- {ratios.std(ddof=1) if ratios.size > 1 else 0.0:.3f}")
+        dev = (np.mean([d for _, d in rows[VERL_ROWS[0][0]]]),
+               np.mean([d for _, d in rows["asp (auto, --steps representative)"]]))
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {dev[0]:.2f} / {dev[1]:.2f} |")
+    return "\n".join(lines)
 
 
 def rows_for(mode: str) -> tuple[tuple[str, ...], tuple[tuple[str, str, str, str | None], ...]]:
@@ -121,9 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--mode", default="continuous", choices=("continuous", "static", "streaming"),
+    parser.add_argument("--mode", default="continuous", choices=("continuous", "static", "streaming", "verl"),
                         help="the engine: blocking continuous batching (vLLM offline generate()), padded (HF "
-                        "generate), or servers that refill freed slots (vLLM/SGLang servers: verl 0.7-0.9)")
+                        "generate), servers that refill freed slots (vLLM/SGLang servers: verl 0.7-0.9), or those "
+                        "servers with each train batch routed as verl 0.9.1 routes it, at submission")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -131,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.data}: no such folder; this benchmark reads ../shared/data (--data)", file=sys.stderr)
         return 3
     names = tuple(n for n in args.workloads.split(",") if n)
-    print(table(run(names, args.seeds, args.data, args.mode), args.mode))
+    if args.mode == "verl":
+        print(verl_table(run_verl(names, args.seeds, args.data)))
+    else:
+        print(table(run(names, args.seeds, args.data, args.mode), args.mode))
     return 0
 
 

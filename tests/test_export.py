@@ -345,7 +345,7 @@ def test_route_planned_adds_each_rows_planned_instance_for_verls_router(built, t
     assert frame["priority"].to_list() == sorted(frame["priority"].to_list())  # vLLM's priority order = file order
     assert "priority" not in pl.read_parquet(export(built["schedule"], [built["prompts"]], tmp_path / "p.parquet",
                                                     format="verl").output).columns
-    with pytest.raises(SettingsError, match="--route must be one of none, planned"):
+    with pytest.raises(SettingsError, match="--route must be one of none, planned, length"):
         export(built["schedule"], [built["prompts"]], None, route="least")
     rows = make_prompts(PROMPTS)
     for row in rows:
@@ -369,7 +369,25 @@ def test_the_export_command_takes_the_route(built, tmp_path):  # noqa: F811
     assert all(r["priority"] >= 2**40 for r in rows) and len(rows) == PROMPTS * EPOCHS
     bad = CliRunner().invoke(app, ["export", str(built["schedule"]), str(built["prompts"]), "-o",
                                    str(tmp_path / "x.jsonl"), "--format", "jsonl", "--route", "nope"])
-    assert bad.exit_code != 0 and "--route must be one of none, planned" in bad.output
+    assert bad.exit_code != 0 and "--route must be one of none, planned, length" in bad.output
+
+
+def test_route_length_carries_each_rows_predicted_tokens_per_sample(built, tmp_path):  # noqa: F811
+    """--route length: the `priority` column carries each row's predicted response tokens per sample (the
+    schedule's predicted_mean_tokens), in the file's row order, for the router's length-aware mode."""
+    from asp_cli.schedule_format import read_schedule
+    from asp_cli.integrate.verl_router import decode_instance, decode_tokens
+
+    out = tmp_path / "train.parquet"
+    export(built["schedule"], [built["prompts"]], out, format="verl", route="length")
+    frame = pl.read_parquet(out)
+    schedule = read_schedule(built["schedule"]).frame
+    mean = dict(zip(zip(schedule["epoch"].to_list(), schedule["seq"].to_list()),
+                    schedule["predicted_mean_tokens"].to_list()))
+    assert [decode_tokens(p) for p in frame["priority"].to_list()] == [
+        mean[(e, q)] for e, q in zip(frame["epoch"].to_list(), frame["seq"].to_list())]
+    assert [decode_instance(p) for p in frame["priority"].to_list()] == [None] * frame.height
+    assert frame["priority"].to_list() == sorted(frame["priority"].to_list())
 
 
 def test_a_column_of_mixed_json_kinds_is_exported_as_text_and_said_so(tmp_path):

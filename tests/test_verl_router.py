@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from asp_cli.integrate.verl_router import (
-    INSTANCE_SLOTS, PRIORITY_BASE, ScheduleRouter, decode_instance, encode_priority,
+    INSTANCE_SLOTS, LENGTH_BASE, MAX_CARRIED_TOKENS, PRIORITY_BASE, ScheduleRouter, decode_instance, decode_tokens,
+    encode_length_priority, encode_priority, priority_column,
 )
 
 SERVERS = {"10.0.0.1:8000": "h0", "10.0.0.2:8000": "h1", "10.0.0.3:8000": "h2"}
@@ -28,13 +29,13 @@ def test_a_priority_carries_the_instance_and_keeps_the_rows_order():
 
 def test_planned_requests_go_to_their_instance_whatever_the_load():
     router = ScheduleRouter(SERVERS, {"router_class": "asp_cli.integrate.verl_router.ScheduleRouter"})
-    assert router.require_acquire_fields() == ["priority"] and router.require_release_fields() == []
+    assert router.require_acquire_fields() == ["priority"] and router.require_release_fields() == ["request_id"]
     got = [router.acquire_server(f"r{i}", priority=encode_priority(i, 1)) for i in range(5)]
     assert got == [("10.0.0.2:8000", "h1")] * 5  # least-pending would have spread them
     assert router.get_status()["servers"] == {"10.0.0.1:8000": 0, "10.0.0.2:8000": 5, "10.0.0.3:8000": 0}
     router.release_server("10.0.0.2:8000", request_id="r0")
     assert router.get_inflight_count("10.0.0.2:8000") == 4 and router.get_total_inflight() == 4
-    assert router.get_status()["routed"] == {"planned": 5, "unplanned": 0, "sticky": 0}
+    assert router.get_status()["routed"] == {"planned": 5, "length": 0, "unplanned": 0, "sticky": 0}
 
 
 def test_requests_without_a_plan_go_least_in_flight_and_sessions_stay_put():
@@ -47,7 +48,7 @@ def test_requests_without_a_plan_go_least_in_flight_and_sessions_stay_put():
     assert router.acquire_server("v1")[0] == "10.0.0.2:8000"  # 1, 1 in flight: the first in replica order
     # A second turn of session "c" (multi-turn agent loops reuse the request id) stays on its server.
     assert router.acquire_server("c", priority=encode_priority(9, 2))[0] == "10.0.0.2:8000"
-    assert router.get_status()["routed"] == {"planned": 3, "unplanned": 2, "sticky": 1}
+    assert router.get_status()["routed"] == {"planned": 3, "length": 0, "unplanned": 2, "sticky": 1}
     assert router.clear_sticky_cache()["cleared_entries"] == 5
     assert router.acquire_server("c", priority=encode_priority(9, 2))[0] == "10.0.0.3:8000"
 
@@ -73,3 +74,34 @@ def test_the_pool_changes_as_verl_scales_it():
     assert router.acquire_server("r", priority=encode_priority(0, 2))[0] == "10.0.0.1:8000"
     router.release_server("10.0.0.3:8000")  # a late release from a removed server is ignored
     assert router.get_status()["active_servers"] == 2
+
+
+def test_a_priority_can_carry_a_predicted_length_instead():
+    priorities = priority_column([900, 20, 70_000, 0], "length")
+    assert priorities == sorted(priorities) and all(p >= LENGTH_BASE for p in priorities)
+    assert [decode_tokens(p) for p in priorities] == [900, 20, MAX_CARRIED_TOKENS, 0]  # capped at 65,535
+    assert [decode_instance(p) for p in priorities] == [None] * 4
+    assert decode_tokens(encode_priority(3, 2)) is None and decode_tokens(7) is None and decode_tokens(None) is None
+    assert max(priorities) < 2**63  # an int64 column
+    with pytest.raises(ValueError, match="negative"):
+        encode_length_priority(0, -1)
+
+
+def test_length_requests_go_where_the_fewest_predicted_tokens_are_in_flight():
+    router = ScheduleRouter(SERVERS)
+    # A train batch submitted at once: verl's balancer would deal these out by count (two, two and one).
+    got = [router.acquire_server(f"r{i}", priority=encode_length_priority(i, tokens))[0]
+           for i, tokens in enumerate([1000, 900, 800, 200, 100])]
+    assert got == ["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000", "10.0.0.3:8000", "10.0.0.2:8000"]
+    assert router.get_status()["predicted_tokens"] == {"10.0.0.1:8000": 1000, "10.0.0.2:8000": 1000,
+                                                       "10.0.0.3:8000": 1000}
+    assert router.get_status()["routed"] == {"planned": 0, "length": 5, "unplanned": 0, "sticky": 0}
+    # Released requests take their tokens with them; an unknown request id or server changes no count.
+    router.release_server("10.0.0.1:8000", request_id="r0")
+    router.release_server("10.0.0.1:8000", request_id="nobody")
+    assert router.get_status()["predicted_tokens"]["10.0.0.1:8000"] == 0
+    assert router.acquire_server("r5", priority=encode_length_priority(5, 50))[0] == "10.0.0.1:8000"
+    # Ties in predicted tokens go to the fewest in flight, then replica order.
+    fresh = ScheduleRouter(SERVERS)
+    fresh.acquire_server("a", priority=encode_length_priority(0, 0))
+    assert fresh.acquire_server("b", priority=encode_length_priority(1, 0))[0] == "10.0.0.2:8000"

@@ -25,7 +25,7 @@ def export_command(
     workers: Optional[int] = typer.Option(None, "--workers", help="Contiguous chunks per training batch for --order train (verl: actor_rollout_ref.rollout.agent.num_workers); default verl's 8 for --format verl, the schedule's instances otherwise."),
     verl_version: str = typer.Option("0.9", "--verl-version", help="How verl cuts a batch across workers: 0.9 (its default trainer: the prompts, TensorDict.chunk) or 0.7 (its trainer, and 0.9's trainer.use_v1=False: the n-times repeated batch)."),
     prefix: str = typer.Option("", "--prefix", help="Prefix for asp's added columns, e.g. asp_ when the dataset has its own 'epoch'."),
-    route: str = typer.Option("none", "--route", help="none, or planned: add a 'priority' column carrying each row's planned instance, for verl 0.9's rollout router asp_cli.integrate.verl_router.ScheduleRouter (docs/integrations.md, Option D)."),
+    route: str = typer.Option("none", "--route", help="none; planned: add a 'priority' column carrying each row's planned instance; length: its predicted response tokens per sample instead (each request to the server with the fewest predicted tokens in flight); both for verl 0.9's rollout router asp_cli.integrate.verl_router.ScheduleRouter (docs/integrations.md, Option D)."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not the one the schedule recorded."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not the one the schedule recorded."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),

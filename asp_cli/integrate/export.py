@@ -35,7 +35,7 @@ from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
 from asp_cli.integrate.verl_layout import to_verl
-from asp_cli.integrate.verl_router import ROUTES, priority_column
+from asp_cli.integrate.verl_router import ROUTES, route_priorities
 from asp_cli.reading.tables import SOURCE_JSON
 
 FORMATS = ("parquet", "jsonl", "verl")
@@ -133,9 +133,10 @@ def export(
     force
         Replace an existing output.
     route
-        ``none`` or ``planned``: every row also carries its planned instance in a ``priority`` column, which
-        verl 0.9's agent loops pass to the rollout router `asp_cli.integrate.verl_router.ScheduleRouter`
-        (docs/integrations.md, Option D), ordered by the row's position in the file.
+        ``none``, ``planned`` or ``length``: every row also carries its planned instance (or its predicted
+        response tokens per sample) in a ``priority`` column, which verl 0.9's agent loops pass to the rollout
+        router `asp_cli.integrate.verl_router.ScheduleRouter` (docs/integrations.md, Option D), ordered by the
+        row's position in the file.
 
     Raises
     ------
@@ -195,9 +196,9 @@ def export(
             f"the dataset already has column(s) {', '.join(map(repr, clashes))}, which asp adds; "
             + ("pass --prefix asp_ to name asp's columns asp_epoch, asp_seq, ..." if not prefix else
                f"pass another --prefix than {prefix!r} (asp's columns would be {prefix}epoch, {prefix}seq, ...)"))
-    if route == "planned" and "priority" in raw.columns:
-        raise InputError("the dataset already has a column 'priority', which --route planned sets to each row's "
-                         "planned instance for verl's router; rename or drop it")
+    if route != "none" and "priority" in raw.columns:
+        raise InputError(f"the dataset already has a column 'priority', which --route {route} sets for verl's "
+                         "router; rename or drop it")
     picked = raw.select(pl.all().gather(rows["row"].to_numpy()))
     used = replay.schedule.metadata.get("columns_used")
     if (format != "verl" and "prompt_id" not in picked.columns and isinstance(used, dict)
@@ -207,8 +208,8 @@ def export(
         warnings.append("the dataset has no id column, so the export adds `prompt_id` (the row-number id of the "
                         "schedule); keep it in the rollout log so `asp observe` can match the samples")
     asp = rows.select([pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
-    if route == "planned":  # the planned instance, ordered by the row's position in the file (`verl_router`)
-        asp = asp.with_columns(pl.Series("priority", priority_column(rows["instance"].to_list()), dtype=pl.Int64))
+    if route != "none":  # the planned instance or predicted length, ordered by position in the file (`verl_router`)
+        asp = asp.with_columns(pl.Series("priority", route_priorities(rows, route), dtype=pl.Int64))
     frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
     added = [c for c in frame.columns if c not in raw.columns]  # asp's columns, written after the user's own
 

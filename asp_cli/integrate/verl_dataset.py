@@ -20,8 +20,9 @@ reads back. It is `asp export --format verl` without the exported file.
 Optional keys under ``data`` (added with ``+``): ``asp_order`` (``train``, the default, or ``dispatch``: the
 schedule's ``seq``), ``asp_epoch`` (hold only that schedule epoch), ``asp_workers`` (default
 ``actor_rollout_ref.rollout.agent.num_workers``), ``asp_prefix`` (before asp's column names), ``asp_route``
-(``none``, the default, or ``planned``: every training row also carries its planned instance in ``priority``, which
-verl's agent loops pass to the rollout router, for `asp_cli.integrate.verl_router.ScheduleRouter`). The cut follows
+(``none``, the default; ``planned``: every training row also carries its planned instance in ``priority``, which
+verl's agent loops pass to the rollout router, for `asp_cli.integrate.verl_router.ScheduleRouter`; ``length``: its
+predicted response tokens per sample instead, which that router balances). The cut follows
 the trainer: ``trainer.use_v1=True`` cuts the prompts (TensorDict.chunk), ``False`` the n-times repeated batch.
 The validation files (``data.val_files``, when they differ from ``data.train_files``) are read as they are.
 
@@ -43,7 +44,7 @@ from asp_cli.errors import InputError, SettingsError
 from asp_cli.integrate.export import ASP_COLUMNS, ORDERS, check_dataset
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay
 from asp_cli.integrate.verl_config import trainer_setting
-from asp_cli.integrate.verl_router import ROUTES, priority_column
+from asp_cli.integrate.verl_router import ROUTES, route_priorities
 
 _log = logging.getLogger("asp_cli.integrate.verl_dataset")
 
@@ -117,20 +118,21 @@ class ScheduleDataset(RLHFDataset):
         route = str(config.get("asp_route") or "none")
         if route not in ROUTES:
             raise SettingsError(f"data.asp_route must be one of {', '.join(ROUTES)} (got {route!r})")
-        if route == "planned" and "priority" in self.dataframe.column_names:
-            raise SettingsError("the dataset already has a column 'priority', which +data.asp_route=planned sets to "
-                                "each row's planned instance for verl's router; rename or drop it")
-        if route == "planned" and trainer_setting(config, "actor_rollout_ref.rollout.full_determinism"):
+        if route != "none" and "priority" in self.dataframe.column_names:
+            raise SettingsError(f"the dataset already has a column 'priority', which +data.asp_route={route} sets "
+                                "for verl's router; rename or drop it")
+        if route != "none" and trainer_setting(config, "actor_rollout_ref.rollout.full_determinism"):
             raise SettingsError("actor_rollout_ref.rollout.full_determinism=True names each request after its "
-                                "priority, which +data.asp_route=planned gives every sample of a group alike; turn "
+                                f"priority, which +data.asp_route={route} gives every sample of a group alike; turn "
                                 "one of them off")
         frame = (replay.trainer_order(epoch=epoch, workers=workers, chunking=chunking) if order == "train"
                  else replay.rows(epoch=epoch))
         self.asp_rows = frame["row"].to_list()
         self.asp_columns = {f"{prefix}{c}": frame[c].to_list() for c in ASP_COLUMNS}
-        if route == "planned":
-            # The planned instance rides in `priority`, ordered by the row's position (`verl_router`).
-            self.asp_columns["priority"] = priority_column(frame["instance"].to_list())
+        if route != "none":
+            # The planned instance or the predicted length rides in `priority`, ordered by the row's position
+            # (`verl_router`).
+            self.asp_columns["priority"] = route_priorities(frame, route)
         self.asp_settings = {"schedule": str(path), "order": order, "epoch": epoch, "workers": workers,
                              "chunking": chunking, "prefix": prefix, "route": route}
         _log.info("asp: %d rows in schedule order (%s)", len(self.asp_rows), self.asp_settings)

@@ -552,6 +552,25 @@ def test_every_sample_carries_its_planned_instance_to_the_agent_loop(workers, wo
     assert "priority" not in trainer(plain, tokenizer).train_dataset[0]
 
 
+def test_every_sample_carries_its_predicted_length_to_the_agent_loop(workers, work, small, tokenizer):
+    """+data.asp_route=length: the `priority` verl's agent loop receives with each sample carries its group's
+    predicted response tokens per sample (the schedule's predicted_mean_tokens), for the router's length mode."""
+    from asp_cli.integrate.verl_router import decode_instance, decode_tokens
+
+    replay = small["replay"]
+    config = compose(work, [*_base(work, small), "+data.asp_route=length"])
+    tr, trained = _run_v1(config, tokenizer, workers, 16 * EPOCHS // BATCH, work / "dump-length",
+                          fields=("priority", "epoch"))
+    assert tr.train_dataset.asp_settings["route"] == "length"
+    predicted = {(r["epoch"], r["seq"]): r["predicted_mean_tokens"] for r in replay.rows().iter_rows(named=True)}
+    samples = 0
+    for got in trained:
+        for seq, epoch, priority in zip(got["seq"], got["epoch"], got["priority"]):
+            assert decode_tokens(priority) == predicted[(epoch, seq)] and decode_instance(priority) is None
+            samples += 1
+    assert samples == 16 * EPOCHS * SAMPLES
+
+
 def test_schedule_dataset_refuses_a_route_it_cannot_carry(work, small, tokenizer):
     with pytest.raises(SettingsError, match="data.asp_route must be one of none, planned"):
         trainer(compose(work, [*_base(work, small), "+data.asp_route=least"]), tokenizer)
@@ -594,4 +613,43 @@ def test_verls_router_plugin_runs_the_schedule_router(cluster, work):
     assert asyncio.run(route([0, 1], "validation")) == ["127.0.0.1:8000", "127.0.0.1:8001"]
     client._release_server("127.0.0.1:8002", request_id="planned-0")
     assert ray.get(handle.get_inflight_count.remote("127.0.0.1:8002")) in (3, 4)  # the release is fire-and-forget
+    ray.kill(handle)
+
+
+def test_verls_router_plugin_balances_predicted_lengths(cluster, work):
+    """+data.asp_route=length through verl's own loader and client: each request to the server with the fewest
+    predicted tokens in flight, and verl's release (with the request id the router declares) takes them away."""
+    import asyncio
+    import time
+
+    import ray
+    from omegaconf import OmegaConf
+    from verl.workers.rollout.llm_server import LLMServerClient
+    from verl.workers.rollout.router import get_router_handle
+
+    from asp_cli.integrate.verl_router import encode_length_priority
+
+    path = work / "asp-router-length.yaml"
+    path.write_text("router_class: asp_cli.integrate.verl_router.ScheduleRouter\n")
+    servers = {f"127.0.0.1:{9000 + i}": f"replica-{i}" for i in range(3)}
+    handle = get_router_handle(servers=servers, router_config_path=str(path))
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "vllm", "full_determinism": False}}})
+    client = LLMServerClient(config, load_balancer_handle=handle)
+
+    async def route(lengths):
+        return [(await client._acquire_server(f"len-{i}", prompt_ids=[1, 2, 3], sampling_params={},
+                                              priority=encode_length_priority(i, t)))[0]
+                for i, t in enumerate(lengths)]
+
+    got = asyncio.run(route([1000, 900, 800, 200, 100]))
+    assert got == ["127.0.0.1:9000", "127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9002", "127.0.0.1:9001"]
+    status = ray.get(handle.get_status.remote())
+    assert status["routed"]["length"] == 5
+    assert status["predicted_tokens"] == {"127.0.0.1:9000": 1000, "127.0.0.1:9001": 1000, "127.0.0.1:9002": 1000}
+    client._release_server("127.0.0.1:9000", request_id="len-0")
+    for _ in range(100):  # the release is fire-and-forget
+        if ray.get(handle.get_status.remote())["predicted_tokens"]["127.0.0.1:9000"] == 0:
+            break
+        time.sleep(0.05)
+    assert ray.get(handle.get_status.remote())["predicted_tokens"]["127.0.0.1:9000"] == 0
     ray.kill(handle)

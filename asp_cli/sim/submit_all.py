@@ -1,0 +1,155 @@
+"""Synchronous rollout as verl 0.7-0.9 runs it: every sample its own request, a whole train batch submitted at once,
+each request routed when it is submitted, then each server refilling freed slots from its own queue.
+
+`asp_cli.sim.run` routes a *group* to whichever instance frees a slot first (a shared queue). verl 0.9.1 does
+neither (read from its source, ``verl/experimental/agent_loop/agent_loop.py`` and ``verl/workers/rollout/
+router.py``): the trainer repeats each prompt ``n`` times (adjacent copies), `AgentLoopManager` splits the batch into
+``agent.num_workers`` contiguous chunks (8 by default), each worker starts one task per sample at once, and every task
+asks the global load balancer for a server before it sends its request. All of a step's requests are therefore
+routed within the first moments of the step, before any finishes: the balancer's least-in-flight choice (ties
+broken at random) deals them out evenly by count, whatever their lengths, and a group's samples land on different
+servers. Each server (vLLM) admits its requests first come, first served, in the order they reached it, the
+workers' chunks interleaved; with ``rollout.scheduling_policy=priority`` in the order of their ``priority``, which
+verl sets to each sample's position in the batch (asp's router plug-in keeps that order).
+
+This module replays that: per train batch (consecutive rows in ``seq`` order, as verl's dataloader takes them),
+route every sample at submission (``routing``), order each server's queue (``serving``), run each server's
+continuous-batching engine (`asp_cli.sim.engine.Engine`) to empty, then train and sync the weights. A step's rollout
+is its slowest server's.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from asp_cli.costmodel import HardwarePreset
+from asp_cli.errors import SettingsError
+from asp_cli.sim.engine import Engine
+from asp_cli.sim.records import SimulationSettings, Stats
+
+# How a request finds its server: verl's own balancer (fewest requests in flight, chosen at submission), asp's
+# router plug-in (each group to its planned instance), or a plug-in that sends each request to the server with the
+# fewest predicted tokens routed to it so far.
+ROUTINGS = ("least-pending", "planned", "length-aware")
+# How a server orders its queue: arrival order (vLLM's default, fcfs) or the batch position (priority).
+SERVINGS = ("fcfs", "priority")
+VERL_AGENT_WORKERS = 8  # verl's actor_rollout_ref.rollout.agent.num_workers default (0.7.1 and 0.9.1)
+
+
+@dataclass(frozen=True)
+class SubmitAllResult:
+    end_to_end_s: float
+    rollout_s: np.ndarray  # per step: its slowest server
+    train_s: np.ndarray  # per step: training and the weight sync after it
+    server_busy_s: np.ndarray  # (steps, servers): when each server emptied its queue
+    requests_per_server: np.ndarray  # (steps, servers)
+
+
+def acquisition_order(samples: int, workers: int) -> np.ndarray:
+    """The order a batch's ``samples`` requests reach the balancer: the batch split into ``workers`` contiguous
+    chunks (numpy's ``array_split``, as verl's `DataProto.chunk`), the workers taking turns, one request each."""
+    if samples < 1 or workers < 1:
+        raise SettingsError(f"need at least one sample and one worker (got {samples} and {workers})")
+    chunks = np.array_split(np.arange(samples, dtype=np.int64), min(workers, samples))
+    depth = max(c.size for c in chunks)
+    grid = np.full((depth, len(chunks)), -1, dtype=np.int64)
+    for w, chunk in enumerate(chunks):
+        grid[:chunk.size, w] = chunk
+    order = grid.reshape(-1)
+    return order[order >= 0]
+
+
+def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Generator,
+          planned: np.ndarray | None = None, predicted: np.ndarray | None = None) -> np.ndarray:
+    """The server of each request, indexed by batch position; ``order`` is the acquisition order.
+
+    ``least-pending``: nothing finishes while a step is submitted, so the fewest-in-flight choice with random ties
+    gives every server one request of each round of ``instances`` in acquisition order, in a random permutation.
+    ``planned``: ``planned[position]``. ``length-aware``: the server with the fewest ``predicted`` tokens routed so
+    far (ties to the lowest index).
+    """
+    server = np.empty(order.size, dtype=np.int64)
+    if routing == "least-pending":
+        rounds = -(-order.size // instances)
+        deal = rng.permuted(np.tile(np.arange(instances, dtype=np.int64), (rounds, 1)), axis=1).reshape(-1)
+        server[order] = deal[:order.size]
+    elif routing == "planned":
+        if planned is None:
+            raise SettingsError("planned routing needs each request's planned instance")
+        server[:] = np.asarray(planned, dtype=np.int64) % instances
+    elif routing == "length-aware":
+        if predicted is None:
+            raise SettingsError("length-aware routing needs each request's predicted tokens")
+        heap = [(0.0, k) for k in range(instances)]
+        for p in order.tolist():
+            load, k = heapq.heappop(heap)
+            server[p] = k
+            heapq.heappush(heap, (load + float(predicted[p]), k))
+    else:
+        raise SettingsError(f"routing must be one of {', '.join(ROUTINGS)} (got {routing!r})")
+    return server
+
+
+def replay_submit_all(
+    preset: HardwarePreset,
+    *,
+    instances: int,
+    train_batch_size: int,
+    response_tokens: np.ndarray,
+    prompt_tokens: np.ndarray,
+    routing: str = "least-pending",
+    serving: str = "fcfs",
+    row_instance: np.ndarray | None = None,
+    row_predicted_tokens: np.ndarray | None = None,
+    workers: int = VERL_AGENT_WORKERS,
+    seed: int = 0,
+) -> SubmitAllResult:
+    """Replay rows (in ``seq`` order; ``response_tokens`` is ``(rows, samples per prompt)``) as verl's synchronous
+    trainer generates them, one train batch of ``train_batch_size`` consecutive rows per step.
+
+    ``row_instance`` (planned routing) and ``row_predicted_tokens`` (length-aware routing, per sample) are per row.
+    Deterministic for a given ``seed`` (the balancer's random ties).
+    """
+    if serving not in SERVINGS:
+        raise SettingsError(f"serving must be one of {', '.join(SERVINGS)} (got {serving!r})")
+    if instances < 1 or train_batch_size < 1:
+        raise SettingsError(f"need at least one instance and a train batch (got {instances} and {train_batch_size})")
+    lengths = np.maximum(np.asarray(response_tokens, dtype=np.int64), 1)
+    if lengths.ndim != 2 or lengths.shape[0] == 0:
+        raise SettingsError("response_tokens must be (rows, samples per prompt) with at least one row")
+    rows, n = lengths.shape
+    prompts = np.asarray(prompt_tokens, dtype=np.int64)
+    rng = np.random.default_rng([seed, 0x5B])
+    settings = SimulationSettings(samples_per_prompt=n, train_batch_size=train_batch_size, mode="streaming")
+    rollout, train, busy, counts = [], [], [], []
+    for r0 in range(0, rows, train_batch_size):
+        r1 = min(rows, r0 + train_batch_size)
+        step_lengths = lengths[r0:r1].reshape(-1)  # batch position p is row r0 + p // n (adjacent copies)
+        step_prompts = np.repeat(prompts[r0:r1], n)
+        order = acquisition_order(step_lengths.size, workers)
+        planned = None if row_instance is None else np.repeat(np.asarray(row_instance)[r0:r1], n)
+        predicted = None if row_predicted_tokens is None else np.repeat(np.asarray(row_predicted_tokens)[r0:r1], n)
+        server = route(order, routing=routing, instances=instances, rng=rng, planned=planned, predicted=predicted)
+        queue_order = order if serving == "fcfs" else np.arange(step_lengths.size, dtype=np.int64)
+        finish = np.zeros(step_lengths.size, dtype=np.float64)
+        admit = np.zeros(step_lengths.size, dtype=np.float64)
+        ends = np.zeros(instances, dtype=np.float64)
+        for k in range(instances):
+            mine = queue_order[server[queue_order] == k]
+            if mine.size == 0:
+                continue
+            engine = Engine(preset, settings, Stats(), finish, admit)
+            engine.feed(mine.tolist(), step_lengths[mine].tolist(), step_prompts[mine].tolist())
+            engine.run(drain=True)
+            ends[k] = engine.t
+        tokens = float(prompts[r0:r1].sum()) * n + float(step_lengths.sum())
+        rollout.append(float(ends.max()))
+        train.append(float(preset.train_step_seconds(tokens)) + preset.weight_sync_s)
+        busy.append(ends)
+        counts.append(np.bincount(server, minlength=instances))
+    rollout_s, train_s = np.asarray(rollout), np.asarray(train)
+    return SubmitAllResult(end_to_end_s=float(rollout_s.sum() + train_s.sum()), rollout_s=rollout_s, train_s=train_s,
+                           server_busy_s=np.vstack(busy), requests_per_server=np.vstack(counts))

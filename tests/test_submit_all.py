@@ -1,0 +1,103 @@
+"""asp_cli.sim.submit_all: verl's synchronous rollout, every request routed when its train batch is submitted."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from asp_cli.costmodel import load_preset
+from asp_cli.errors import SettingsError
+from asp_cli.sim.engine import Engine
+from asp_cli.sim.records import SimulationSettings, Stats
+from asp_cli.sim.submit_all import acquisition_order, replay_submit_all, route
+
+
+def test_acquisition_order_interleaves_the_workers_contiguous_chunks():
+    # array_split of 10 into 3: [0..3], [4..6], [7..9]; the workers take turns.
+    assert acquisition_order(10, 3).tolist() == [0, 4, 7, 1, 5, 8, 2, 6, 9, 3]
+    assert acquisition_order(4, 8).tolist() == [0, 1, 2, 3]  # fewer samples than workers: one chunk each
+    assert sorted(acquisition_order(1000, 8).tolist()) == list(range(1000))
+
+
+def test_least_pending_at_submission_deals_one_request_per_server_per_round():
+    order = acquisition_order(37, 8)
+    server = route(order, routing="least-pending", instances=4, rng=np.random.default_rng(0))
+    in_order = server[order]
+    for r in range(0, 36, 4):
+        assert sorted(in_order[r:r + 4].tolist()) == [0, 1, 2, 3]  # each round a permutation
+    counts = np.bincount(server, minlength=4)
+    assert counts.max() - counts.min() <= 1
+    again = route(order, routing="least-pending", instances=4, rng=np.random.default_rng(0))
+    assert again.tolist() == server.tolist()
+
+
+def test_planned_and_length_aware_routing():
+    order = acquisition_order(6, 2)
+    planned = route(order, routing="planned", instances=3, rng=np.random.default_rng(0),
+                    planned=np.array([0, 1, 2, 3, 4, 5]))
+    assert planned.tolist() == [0, 1, 2, 0, 1, 2]  # modulo the servers
+    # Acquisition order 0, 3, 1, 4, 2, 5: the long request 0 fills server 0, the rest go to server 1.
+    predicted = np.array([100.0, 1, 1, 1, 1, 1])
+    aware = route(order, routing="length-aware", instances=2, rng=np.random.default_rng(0), predicted=predicted)
+    assert aware.tolist() == [0, 1, 1, 1, 1, 1]
+    with pytest.raises(SettingsError, match="routing must be one of"):
+        route(order, routing="random", instances=2, rng=np.random.default_rng(0))
+    with pytest.raises(SettingsError, match="planned instance"):
+        route(order, routing="planned", instances=2, rng=np.random.default_rng(0))
+
+
+def _by_hand(preset, lengths, prompts) -> float:
+    finish = np.zeros(len(lengths))
+    engine = Engine(preset, SimulationSettings(1, 1, mode="streaming"), Stats(), finish, np.zeros(len(lengths)))
+    engine.feed(range(len(lengths)), list(lengths), list(prompts))
+    engine.run(drain=True)
+    return engine.t
+
+
+def test_one_server_is_its_engine_run_to_empty_and_the_serving_order_matters():
+    preset = dataclasses.replace(load_preset(), max_num_seqs=2)
+    # One prompt of 4 samples: 400, 10, 10, 400. Two workers' chunks [400, 10] and [10, 400] arrive as
+    # 400, 10, 10, 400 (fcfs); priority serves the batch position order, the same here.
+    lengths = np.array([[400, 10, 10, 400]])
+    common = dict(instances=1, train_batch_size=1, response_tokens=lengths, prompt_tokens=np.array([50]), workers=2)
+    fcfs = replay_submit_all(preset, **common, serving="fcfs")
+    assert fcfs.rollout_s[0] == pytest.approx(_by_hand(preset, [400, 10, 10, 400], [50] * 4))
+    tokens = 4 * 50 + 820
+    assert fcfs.train_s[0] == pytest.approx(float(preset.train_step_seconds(tokens)) + preset.weight_sync_s)
+    assert fcfs.end_to_end_s == pytest.approx(fcfs.rollout_s[0] + fcfs.train_s[0])
+    # Four workers: chunks of one, the same arrival; sorted positions [400, 400, 10, 10] start both long first.
+    sorted_rows = np.array([[400, 400, 10, 10]])
+    by_priority = replay_submit_all(preset, **{**common, "response_tokens": sorted_rows, "workers": 4},
+                                    serving="priority")
+    assert by_priority.rollout_s[0] == pytest.approx(_by_hand(preset, [400, 400, 10, 10], [50] * 4))
+    assert by_priority.rollout_s[0] < fcfs.rollout_s[0]
+
+
+def test_steps_are_consecutive_train_batches_and_groups_spread_over_servers():
+    preset = load_preset()
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(50, 2000, size=(10, 8))
+    prompts = np.full(10, 100)
+    free = replay_submit_all(preset, instances=4, train_batch_size=4, response_tokens=lengths, prompt_tokens=prompts)
+    assert free.rollout_s.size == 3 and free.requests_per_server.sum(axis=1).tolist() == [32, 32, 16]
+    assert (free.requests_per_server.max(axis=1) - free.requests_per_server.min(axis=1)).max() <= 1
+    # The plug-in keeps each group on its planned instance: a group's eight samples on one server.
+    planned = replay_submit_all(preset, instances=4, train_batch_size=4, response_tokens=lengths,
+                                prompt_tokens=prompts, routing="planned", row_instance=np.zeros(10, dtype=int))
+    assert planned.requests_per_server[:, 0].tolist() == [32, 32, 16]
+    assert planned.rollout_s.sum() > free.rollout_s.sum()  # one server does everything
+    again = replay_submit_all(preset, instances=4, train_batch_size=4, response_tokens=lengths, prompt_tokens=prompts)
+    assert again.end_to_end_s == free.end_to_end_s  # seeded ties: deterministic
+
+
+def test_bad_settings_are_refused():
+    preset = load_preset()
+    one = dict(instances=1, train_batch_size=1, response_tokens=np.array([[5]]), prompt_tokens=np.array([5]))
+    with pytest.raises(SettingsError, match="serving must be one of"):
+        replay_submit_all(preset, **one, serving="lifo")
+    with pytest.raises(SettingsError, match="at least one instance"):
+        replay_submit_all(preset, **{**one, "instances": 0})
+    with pytest.raises(SettingsError, match="at least one row"):
+        replay_submit_all(preset, **{**one, "response_tokens": np.zeros((0, 2))})
