@@ -14,9 +14,9 @@ slots, `random (asp sizes)`; streaming: verl's default, a shuffle routed to the 
 sd over the seeds, and the 90th-percentile step deviation (|step mean length / epoch mean - 1|) of the
 reference and of `asp per-step`.
 `--mode verl` replays the same plans as verl 0.9.1 rolls out (`asp_cli.sim.submit_all`): every sample its own
-request, a whole train batch submitted at once and routed as it is submitted (verl's balancer: fewest requests in
-flight, which deals them out evenly by count; or a router plug-in), each server refilling from its own queue;
-figures are over verl's default (a shuffle), mean +- sd.
+request, a whole train batch (each plan's own steps, an epoch ending in a short one) submitted at once and routed
+as it is submitted (verl's balancer: fewest requests in flight, which deals them out evenly by count; or a router
+plug-in), each server refilling from its own queue; figures are over verl's default (a shuffle), mean +- sd.
 asp cuts each synchronous step either way, whichever its predictions say ends sooner: dealt into minibatches of
 balanced work, or cut consecutively longest first (`asp_cli.arrange.packing.cut_per_step`). `per-step, cut
 longest first` is the per-step plan as it was before 2026-12-04 (every step cut), `per-step, always dealt` as
@@ -107,9 +107,10 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path) -> dict[str, dict[s
                                            train_batch_size=settings.train_batch_size,
                                            response_tokens=workload.truth[index], prompt_tokens=prompt_tokens[index],
                                            routing=routing, serving=serving, row_instance=frame["instance"].to_numpy(),
-                                           row_predicted_tokens=predicted[index], seed=seed)
+                                           row_predicted_tokens=predicted[index],
+                                           row_step=frame["train_step"].to_numpy(), seed=seed)
                 means = workload.truth[index].mean(axis=1)
-                starts = np.arange(0, means.size, settings.train_batch_size)
+                starts = np.flatnonzero(np.diff(frame["train_step"].to_numpy(), prepend=-1))
                 step_means = np.add.reduceat(means, starts) / np.diff(np.append(starts, means.size))
                 seconds[label] = (result.end_to_end_s, float(np.quantile(np.abs(step_means / means.mean() - 1), 0.9)))
             reference = seconds[VERL_ROWS[0][0]][0]

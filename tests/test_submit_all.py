@@ -90,6 +90,13 @@ def test_steps_are_consecutive_train_batches_and_groups_spread_over_servers():
     assert planned.rollout_s.sum() > free.rollout_s.sum()  # one server does everything
     again = replay_submit_all(preset, instances=4, train_batch_size=4, response_tokens=lengths, prompt_tokens=prompts)
     assert again.end_to_end_s == free.end_to_end_s  # seeded ties: deterministic
+    # A schedule's own steps: two epochs of five rows, each ending in a short step.
+    own = replay_submit_all(preset, instances=4, train_batch_size=4, response_tokens=lengths, prompt_tokens=prompts,
+                            row_step=np.array([0, 0, 0, 0, 1, 2, 2, 2, 2, 3]))
+    assert own.requests_per_server.sum(axis=1).tolist() == [32, 8, 32, 8]
+    with pytest.raises(SettingsError, match="non-decreasing"):
+        replay_submit_all(preset, instances=4, train_batch_size=4, response_tokens=lengths, prompt_tokens=prompts,
+                          row_step=np.array([1, 0, 0, 0, 1, 2, 2, 2, 2, 3]))
 
 
 def test_bad_settings_are_refused():

@@ -12,7 +12,9 @@ servers. Each server (vLLM) admits its requests first come, first served, in the
 workers' chunks interleaved; with ``rollout.scheduling_policy=priority`` in the order of their ``priority``, which
 verl sets to each sample's position in the batch (asp's router plug-in keeps that order).
 
-This module replays that: per train batch (consecutive rows in ``seq`` order, as verl's dataloader takes them),
+This module replays that: per train batch (consecutive rows in ``seq`` order, as verl's dataloader takes them: a
+schedule's own ``train_step`` where it is given, each epoch ending in its own short step, as verl trains a schedule
+exported one epoch at a time or with a train batch that divides the epoch),
 route every sample at submission (``routing``), order each server's queue (``serving``), run each server's
 continuous-batching engine (`asp_cli.sim.engine.Engine`) to empty, then train and sync the weights. A step's rollout
 is its slowest server's.
@@ -69,7 +71,8 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
     ``least-pending``: nothing finishes while a step is submitted, so the fewest-in-flight choice with random ties
     gives every server one request of each round of ``instances`` in acquisition order, in a random permutation.
     ``planned``: ``planned[position]``. ``length-aware``: the server with the fewest ``predicted`` tokens routed so
-    far (ties to the lowest index).
+    far (ties: the fewest requests, then the lowest index), as `asp_cli.integrate.verl_router.ScheduleRouter` routes
+    ``+data.asp_route=length``.
     """
     server = np.empty(order.size, dtype=np.int64)
     if routing == "least-pending":
@@ -83,11 +86,11 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
     elif routing == "length-aware":
         if predicted is None:
             raise SettingsError("length-aware routing needs each request's predicted tokens")
-        heap = [(0.0, k) for k in range(instances)]
+        heap = [(0.0, 0, k) for k in range(instances)]
         for p in order.tolist():
-            load, k = heapq.heappop(heap)
+            load, count, k = heapq.heappop(heap)
             server[p] = k
-            heapq.heappush(heap, (load + float(predicted[p]), k))
+            heapq.heappush(heap, (load + float(predicted[p]), count + 1, k))
     else:
         raise SettingsError(f"routing must be one of {', '.join(ROUTINGS)} (got {routing!r})")
     return server
@@ -104,11 +107,13 @@ def replay_submit_all(
     serving: str = "fcfs",
     row_instance: np.ndarray | None = None,
     row_predicted_tokens: np.ndarray | None = None,
+    row_step: np.ndarray | None = None,
     workers: int = VERL_AGENT_WORKERS,
     seed: int = 0,
 ) -> SubmitAllResult:
     """Replay rows (in ``seq`` order; ``response_tokens`` is ``(rows, samples per prompt)``) as verl's synchronous
-    trainer generates them, one train batch of ``train_batch_size`` consecutive rows per step.
+    trainer generates them, one train batch of ``train_batch_size`` consecutive rows per step, or each run of equal
+    ``row_step`` (non-decreasing: a schedule's ``train_step`` in ``seq`` order) where given.
 
     ``row_instance`` (planned routing) and ``row_predicted_tokens`` (length-aware routing, per sample) are per row.
     Deterministic for a given ``seed`` (the balancer's random ties).
@@ -124,9 +129,15 @@ def replay_submit_all(
     prompts = np.asarray(prompt_tokens, dtype=np.int64)
     rng = np.random.default_rng([seed, 0x5B])
     settings = SimulationSettings(samples_per_prompt=n, train_batch_size=train_batch_size, mode="streaming")
+    if row_step is None:
+        bounds = [*range(0, rows, train_batch_size), rows]
+    else:
+        steps = np.asarray(row_step)
+        if steps.shape != (rows,) or (np.diff(steps) < 0).any():
+            raise SettingsError("row_step must give every row a step, non-decreasing in seq order")
+        bounds = [0, *(np.flatnonzero(np.diff(steps)) + 1).tolist(), rows]
     rollout, train, busy, counts = [], [], [], []
-    for r0 in range(0, rows, train_batch_size):
-        r1 = min(rows, r0 + train_batch_size)
+    for r0, r1 in zip(bounds[:-1], bounds[1:]):
         step_lengths = lengths[r0:r1].reshape(-1)  # batch position p is row r0 + p // n (adjacent copies)
         step_prompts = np.repeat(prompts[r0:r1], n)
         order = acquisition_order(step_lengths.size, workers)
