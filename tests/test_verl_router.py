@@ -101,6 +101,12 @@ def test_length_requests_go_where_the_fewest_predicted_tokens_are_in_flight():
     router.release_server("10.0.0.1:8000", request_id="nobody")
     assert router.get_status()["predicted_tokens"]["10.0.0.1:8000"] == 0
     assert router.acquire_server("r5", priority=encode_length_priority(5, 50))[0] == "10.0.0.1:8000"
+    # A server removed and re-added under its address starts from zero; its old requests' releases debit nothing.
+    router.remove_servers(["10.0.0.2:8000"])
+    router.add_servers({"10.0.0.2:8000": SERVERS["10.0.0.2:8000"]})
+    router.acquire_server("r6", priority=encode_length_priority(6, 300))
+    router.release_server("10.0.0.2:8000", request_id="r1")
+    assert router.get_status()["predicted_tokens"]["10.0.0.2:8000"] == 300
     # Ties in predicted tokens go to the fewest in flight, then replica order.
     fresh = ScheduleRouter(SERVERS)
     fresh.acquire_server("a", priority=encode_length_priority(0, 0))

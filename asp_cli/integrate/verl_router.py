@@ -217,11 +217,19 @@ class ScheduleRouter:
             self._tokens.setdefault(sid, 0)
 
     def remove_servers(self, server_ids: list[str]) -> None:
-        """Unregister servers; their sessions re-route on their next turn."""
-        for sid in server_ids:
+        """Unregister servers; their sessions re-route on their next turn, and their requests' predicted tokens
+        are forgotten (a late release must not debit a server re-added under the same address)."""
+        gone = set(server_ids)
+        for sid in gone:
             self._servers.pop(sid, None)
             self._inflight.pop(sid, None)
             self._tokens.pop(sid, None)
+        for request_id in list(self._carrying):
+            kept = [(sid, tokens) for sid, tokens in self._carrying[request_id] if sid not in gone]
+            if kept:
+                self._carrying[request_id] = kept
+            else:
+                del self._carrying[request_id]
 
     def get_all_servers(self) -> list[str]:
         return list(self._inflight)

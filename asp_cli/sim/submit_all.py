@@ -9,8 +9,9 @@ asks the global load balancer for a server before it sends its request. All of a
 routed within the first moments of the step, before any finishes: the balancer's least-in-flight choice (ties
 broken at random) deals them out evenly by count, whatever their lengths, and a group's samples land on different
 servers. Each server (vLLM) admits its requests first come, first served, in the order they reached it, the
-workers' chunks interleaved; with ``rollout.scheduling_policy=priority`` in the order of their ``priority``, which
-verl sets to each sample's position in the batch (asp's router plug-in keeps that order).
+workers' chunks interleaved; with ``rollout.scheduling_policy=priority`` in the order of their ``priority``: the
+sample's position in the batch on the legacy trainer (``trainer.use_v1=False``), none at all on the v1 trainer
+(`AgentLoopManagerTQ` sets none: fcfs) unless the dataset carries asp's ``priority`` column (+data.asp_route).
 
 This module replays that: per train batch (consecutive rows in ``seq`` order, as verl's dataloader takes them: a
 schedule's own ``train_step`` where it is given, each epoch ending in its own short step, as verl trains a schedule
