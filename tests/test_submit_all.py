@@ -15,14 +15,19 @@ from asp_cli.sim.submit_all import acquisition_order, replay_submit_all, route
 
 
 def test_acquisition_order_interleaves_the_workers_contiguous_chunks():
-    # array_split of 10 into 3: [0..3], [4..6], [7..9]; the workers take turns.
-    assert acquisition_order(10, 3).tolist() == [0, 4, 7, 1, 5, 8, 2, 6, 9, 3]
-    assert acquisition_order(4, 8).tolist() == [0, 1, 2, 3]  # fewer samples than workers: one chunk each
-    assert sorted(acquisition_order(1000, 8).tolist()) == list(range(1000))
+    # legacy: the repeated batch of 10 samples (5 prompts x 2) by array_split into 3: [0..3], [4..6], [7..9];
+    # the workers take turns, a sample each.
+    assert acquisition_order(5, 2, 3, "legacy").tolist() == [0, 4, 7, 1, 5, 8, 2, 6, 9, 3]
+    # v1: the 5 prompts by torch.chunk into chunks of 2 (prompts 0-1, 2-3, 4); a turn is one prompt's 2 sessions.
+    assert acquisition_order(5, 2, 3, "v1").tolist() == [0, 1, 4, 5, 8, 9, 2, 3, 6, 7]
+    assert acquisition_order(2, 2, 8, "legacy").tolist() == [0, 1, 2, 3]  # fewer samples than workers
+    assert acquisition_order(2, 2, 8, "v1").tolist() == [0, 1, 2, 3]
+    for rule in ("v1", "legacy"):
+        assert sorted(acquisition_order(125, 8, 8, rule).tolist()) == list(range(1000))
 
 
 def test_least_pending_at_submission_deals_one_request_per_server_per_round():
-    order = acquisition_order(37, 8)
+    order = acquisition_order(37, 1, 8)
     server = route(order, routing="least-pending", instances=4, rng=np.random.default_rng(0))
     in_order = server[order]
     for r in range(0, 36, 4):
@@ -34,7 +39,7 @@ def test_least_pending_at_submission_deals_one_request_per_server_per_round():
 
 
 def test_planned_and_length_aware_routing():
-    order = acquisition_order(6, 2)
+    order = acquisition_order(6, 1, 2, "legacy")
     planned = route(order, routing="planned", instances=3, rng=np.random.default_rng(0),
                     planned=np.array([0, 1, 2, 3, 4, 5]))
     assert planned.tolist() == [0, 1, 2, 0, 1, 2]  # modulo the servers
@@ -58,10 +63,11 @@ def _by_hand(preset, lengths, prompts) -> float:
 
 def test_one_server_is_its_engine_run_to_empty_and_the_serving_order_matters():
     preset = dataclasses.replace(load_preset(), max_num_seqs=2)
-    # One prompt of 4 samples: 400, 10, 10, 400. Two workers' chunks [400, 10] and [10, 400] arrive as
-    # 400, 10, 10, 400 (fcfs); priority serves the batch position order, the same here.
+    # One prompt of 4 samples: 400, 10, 10, 400 (the legacy trainer cuts the repeated batch). Two workers' chunks
+    # [400, 10] and [10, 400] arrive as 400, 10, 10, 400 (fcfs); priority serves the batch positions' order.
     lengths = np.array([[400, 10, 10, 400]])
-    common = dict(instances=1, train_batch_size=1, response_tokens=lengths, prompt_tokens=np.array([50]), workers=2)
+    common = dict(instances=1, train_batch_size=1, response_tokens=lengths, prompt_tokens=np.array([50]), workers=2,
+                  chunking="legacy")
     fcfs = replay_submit_all(preset, **common, serving="fcfs")
     assert fcfs.rollout_s[0] == pytest.approx(_by_hand(preset, [400, 10, 10, 400], [50] * 4))
     tokens = 4 * 50 + 820
@@ -104,6 +110,8 @@ def test_bad_settings_are_refused():
     one = dict(instances=1, train_batch_size=1, response_tokens=np.array([[5]]), prompt_tokens=np.array([5]))
     with pytest.raises(SettingsError, match="serving must be one of"):
         replay_submit_all(preset, **one, serving="lifo")
+    with pytest.raises(SettingsError, match="chunking must be one of"):
+        replay_submit_all(preset, **one, chunking="v2")
     with pytest.raises(SettingsError, match="at least one instance"):
         replay_submit_all(preset, **{**one, "instances": 0})
     with pytest.raises(SettingsError, match="at least one row"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from asp_cli.integrate.verl_router import (
-    INSTANCE_SLOTS, LENGTH_BASE, MAX_CARRIED_TOKENS, PRIORITY_BASE, ScheduleRouter, decode_instance, decode_tokens,
+    INSTANCE_SLOTS, LENGTH_BASE, MAX_CARRIED_TOKENS, MAX_POSITION, PRIORITY_BASE, ScheduleRouter, decode_instance, decode_tokens,
     encode_length_priority, encode_priority, priority_column,
 )
 
@@ -82,7 +82,12 @@ def test_a_priority_can_carry_a_predicted_length_instead():
     assert [decode_tokens(p) for p in priorities] == [900, 20, MAX_CARRIED_TOKENS, 0]  # capped at 65,535
     assert [decode_instance(p) for p in priorities] == [None] * 4
     assert decode_tokens(encode_priority(3, 2)) is None and decode_tokens(7) is None and decode_tokens(None) is None
-    assert max(priorities) < 2**63  # an int64 column
+    assert max(priorities) < 2**53 and all(int(float(p)) == p for p in priorities)  # exact as float64 too
+    assert decode_tokens(encode_length_priority(MAX_POSITION, 5)) == 5
+    with pytest.raises(ValueError, match="past"):
+        encode_length_priority(MAX_POSITION + 1, 5)
+    with pytest.raises(ValueError, match="past"):
+        encode_priority(MAX_POSITION + 1, 0)
     with pytest.raises(ValueError, match="negative"):
         encode_length_priority(0, -1)
 

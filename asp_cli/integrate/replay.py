@@ -19,7 +19,6 @@ Example
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +30,9 @@ import polars as pl
 from asp_cli.errors import SettingsError, shown_id
 from asp_cli.schedule_format import Schedule, read_schedule
 from asp_cli.settings import MAX_INSTANCES
-
-# How a trainer cuts a batch across rollout workers (`chunk_capacities`): ``v1`` is verl 0.9's default trainer
-# (the prompts, cut by TensorDict.chunk); ``legacy`` is verl 0.7's trainer, also 0.8's main_ppo and 0.9's
-# trainer.use_v1=False (the batch repeated n times, cut by DataProto.chunk).
-CHUNKING = ("v1", "legacy")
-# verl's default actor_rollout_ref.rollout.agent.num_workers: AgentLoopConfig.num_workers in
-# verl/workers/config/rollout.py:73 (0.9.1) and rollout.yaml's agent.num_workers (0.7.1 and 0.9.1).
-VERL_AGENT_WORKERS = 8
+# How a trainer cuts a batch across rollout workers, and verl's default worker count: facts of verl that the
+# simulator's model of its rollout shares.
+from asp_cli.sim.submit_all import CHUNKING, VERL_AGENT_WORKERS, chunk_capacities  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -273,40 +267,6 @@ def open_schedule(path: str | Path) -> Replay:
 # Kernels
 
 
-def chunk_capacities(prompts: int, samples_per_prompt: int, workers: int, *, rule: str = "v1") -> np.ndarray:
-    """Prompts per worker when a batch of ``prompts`` groups is cut into contiguous chunks as verl cuts it.
-
-    ``v1`` (verl 0.9's trainer, ``AgentLoopManagerTQ.generate_sequences`` in
-    verl/trainer/ppo/v1/agent_loop_tq.py): the prompts themselves go through ``TensorDict.chunk(workers)``,
-    which follows ``torch.chunk``: chunks of ``c = ceil(prompts / workers)``, as many as ``ceil(prompts / c)``
-    (maybe fewer than ``workers``), the last one smaller; workers past the last chunk get nothing.
-
-    ``legacy`` (verl 0.7's trainer, and ``trainer.use_v1=False`` since): the batch is repeated
-    ``samples_per_prompt`` times (each group's samples adjacent) and cut by ``DataProto.chunk``, which needs
-    the sample count to divide by ``workers``; a prompt counts toward the chunk its first sample lands in
-    (the rule ``torch.chunk`` gives when the count does not divide).
-
-    Returns
-    -------
-    np.ndarray
-        ``workers`` counts summing to ``prompts``.
-    """
-    if rule not in CHUNKING:
-        raise ValueError(f"unknown chunking rule {rule!r}")
-    if prompts == 0:
-        return np.zeros(workers, dtype=np.int64)
-    if rule == "v1":
-        size = math.ceil(prompts / workers)
-        count = math.ceil(prompts / size)
-        capacities = np.zeros(workers, dtype=np.int64)
-        capacities[:count] = size
-        capacities[count - 1] = prompts - size * (count - 1)
-        return capacities
-    samples = prompts * samples_per_prompt
-    per_chunk = math.ceil(samples / workers)
-    first_sample = np.arange(prompts, dtype=np.int64) * samples_per_prompt
-    chunk = first_sample // per_chunk
-    return np.bincount(chunk, minlength=workers)[:workers].astype(np.int64)
 
 
 def balanced_blocks(loads: np.ndarray, capacities: np.ndarray) -> np.ndarray:

@@ -52,8 +52,9 @@ _log = logging.getLogger("asp_cli.integrate.verl_router")
 # A priority at or above PRIORITY_BASE carries asp's plan; verl's default priorities (a batch's row indices) are
 # far below it. From LENGTH_BASE up it carries a predicted length instead of an instance.
 PRIORITY_BASE = 1 << 40
-LENGTH_BASE = 1 << 62
+LENGTH_BASE = 1 << 52  # every priority below 2^53 survives a cast to float64 unchanged
 INSTANCE_SLOTS = 1 << 16  # instances a priority can name (the rest of it is the row's position)
+MAX_POSITION = (LENGTH_BASE - PRIORITY_BASE) // INSTANCE_SLOTS - 1  # rows a priority can order
 MAX_CARRIED_TOKENS = INSTANCE_SLOTS - 1  # a longer prediction is carried as this many tokens
 STICKY_SESSIONS = 10_000  # request ids remembered for multi-turn stickiness (verl's DEFAULT_ROUTING_CACHE_SIZE)
 # What a dataset row may carry for the router: nothing, its planned instance (`encode_priority`), or its
@@ -66,16 +67,16 @@ def encode_priority(position: int, instance: int) -> int:
     """The ``priority`` that carries a row's planned ``instance``, ordered by its ``position`` in the dataset."""
     if not 0 <= instance < INSTANCE_SLOTS:
         raise ValueError(f"instance {instance} is outside 0..{INSTANCE_SLOTS - 1}")
-    if position < 0:
-        raise ValueError(f"position {position} is negative")
+    if not 0 <= position <= MAX_POSITION:
+        raise ValueError(f"position {position} is negative or past {MAX_POSITION:,}")
     return PRIORITY_BASE + position * INSTANCE_SLOTS + instance
 
 
 def encode_length_priority(position: int, tokens: int) -> int:
     """The ``priority`` that carries a row's predicted response ``tokens`` per sample (at most
     `MAX_CARRIED_TOKENS`), ordered by its ``position`` in the dataset."""
-    if position < 0 or tokens < 0:
-        raise ValueError(f"position {position} or tokens {tokens} is negative")
+    if tokens < 0 or not 0 <= position <= MAX_POSITION:
+        raise ValueError(f"tokens {tokens} or position {position} is negative, or the position past {MAX_POSITION:,}")
     return LENGTH_BASE + position * INSTANCE_SLOTS + min(int(tokens), MAX_CARRIED_TOKENS)
 
 

@@ -24,6 +24,7 @@ is its slowest server's.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +40,13 @@ from asp_cli.sim.records import SimulationSettings, Stats
 ROUTINGS = ("least-pending", "planned", "length-aware")
 # How a server orders its queue: arrival order (vLLM's default, fcfs) or the batch position (priority).
 SERVINGS = ("fcfs", "priority")
-VERL_AGENT_WORKERS = 8  # verl's actor_rollout_ref.rollout.agent.num_workers default (0.7.1 and 0.9.1)
+# How a trainer cuts a batch across rollout workers (`chunk_capacities`): ``v1`` is verl 0.9's default trainer
+# (the prompts, cut by TensorDict.chunk); ``legacy`` is verl 0.7's trainer, also 0.8's main_ppo and 0.9's
+# trainer.use_v1=False (the batch repeated n times, cut by DataProto.chunk).
+CHUNKING = ("v1", "legacy")
+# verl's default actor_rollout_ref.rollout.agent.num_workers: AgentLoopConfig.num_workers in
+# verl/workers/config/rollout.py:73 (0.9.1) and rollout.yaml's agent.num_workers (0.7.1 and 0.9.1).
+VERL_AGENT_WORKERS = 8
 
 
 @dataclass(frozen=True)
@@ -51,18 +58,65 @@ class SubmitAllResult:
     requests_per_server: np.ndarray  # (steps, servers)
 
 
-def acquisition_order(samples: int, workers: int) -> np.ndarray:
-    """The order a batch's ``samples`` requests reach the balancer: the batch split into ``workers`` contiguous
-    chunks (numpy's ``array_split``, as verl's `DataProto.chunk`), the workers taking turns, one request each."""
-    if samples < 1 or workers < 1:
-        raise SettingsError(f"need at least one sample and one worker (got {samples} and {workers})")
-    chunks = np.array_split(np.arange(samples, dtype=np.int64), min(workers, samples))
-    depth = max(c.size for c in chunks)
-    grid = np.full((depth, len(chunks)), -1, dtype=np.int64)
-    for w, chunk in enumerate(chunks):
-        grid[:chunk.size, w] = chunk
-    order = grid.reshape(-1)
-    return order[order >= 0]
+def chunk_capacities(prompts: int, samples_per_prompt: int, workers: int, *, rule: str = "v1") -> np.ndarray:
+    """Prompts per worker when a batch of ``prompts`` groups is cut into contiguous chunks as verl cuts it.
+
+    ``v1`` (verl 0.9's trainer, ``AgentLoopManagerTQ.generate_sequences`` in
+    verl/trainer/ppo/v1/agent_loop_tq.py): the prompts themselves go through ``TensorDict.chunk(workers)``,
+    which follows ``torch.chunk``: chunks of ``c = ceil(prompts / workers)``, as many as ``ceil(prompts / c)``
+    (maybe fewer than ``workers``), the last one smaller; workers past the last chunk get nothing.
+
+    ``legacy`` (verl 0.7's trainer, and ``trainer.use_v1=False`` since): the batch is repeated
+    ``samples_per_prompt`` times (each group's samples adjacent) and cut by ``DataProto.chunk``, which needs
+    the sample count to divide by ``workers``; a prompt counts toward the chunk its first sample lands in
+    (the rule ``torch.chunk`` gives when the count does not divide).
+
+    Returns
+    -------
+    np.ndarray
+        ``workers`` counts summing to ``prompts``.
+    """
+    if rule not in CHUNKING:
+        raise ValueError(f"unknown chunking rule {rule!r}")
+    if prompts == 0:
+        return np.zeros(workers, dtype=np.int64)
+    if rule == "v1":
+        size = math.ceil(prompts / workers)
+        count = math.ceil(prompts / size)
+        capacities = np.zeros(workers, dtype=np.int64)
+        capacities[:count] = size
+        capacities[count - 1] = prompts - size * (count - 1)
+        return capacities
+    samples = prompts * samples_per_prompt
+    per_chunk = math.ceil(samples / workers)
+    first_sample = np.arange(prompts, dtype=np.int64) * samples_per_prompt
+    chunk = first_sample // per_chunk
+    return np.bincount(chunk, minlength=workers)[:workers].astype(np.int64)
+
+
+def acquisition_order(prompts: int, samples_per_prompt: int, workers: int, rule: str = "v1") -> np.ndarray:
+    """The order a batch's requests (batch positions: prompt ``p``'s samples are ``p*n .. p*n+n-1``) reach the
+    balancer, cut across ``workers`` as verl cuts it (`chunk_capacities`) and the workers taking turns: under
+    ``v1`` each turn is one prompt's ``n`` sessions, under ``legacy`` one sample of the repeated batch. (Which worker
+    goes first is a matter of timing in verl; the model fixes it.)"""
+    n = samples_per_prompt
+    if prompts < 1 or n < 1 or workers < 1:
+        raise SettingsError(f"need a prompt, a sample and a worker (got {prompts}, {n} and {workers})")
+    if rule == "v1":
+        capacities = chunk_capacities(prompts, n, workers, rule="v1")
+        units, size = np.arange(prompts, dtype=np.int64), n
+    else:
+        total = prompts * n
+        capacities = np.array([c.size for c in np.array_split(np.arange(total), min(workers, total))])
+        units, size = np.arange(total, dtype=np.int64), 1
+    starts = np.concatenate(([0], np.cumsum(capacities)))
+    depth = int(capacities.max())
+    grid = np.full((depth, capacities.size), -1, dtype=np.int64)
+    for w in range(capacities.size):
+        grid[:capacities[w], w] = units[starts[w]:starts[w + 1]]
+    turns = grid.reshape(-1)
+    turns = turns[turns >= 0]
+    return (turns[:, None] * size + np.arange(size, dtype=np.int64)).reshape(-1)
 
 
 def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Generator,
@@ -110,15 +164,19 @@ def replay_submit_all(
     row_predicted_tokens: np.ndarray | None = None,
     row_step: np.ndarray | None = None,
     workers: int = VERL_AGENT_WORKERS,
+    chunking: str = "v1",
     seed: int = 0,
 ) -> SubmitAllResult:
     """Replay rows (in ``seq`` order; ``response_tokens`` is ``(rows, samples per prompt)``) as verl's synchronous
     trainer generates them, one train batch of ``train_batch_size`` consecutive rows per step, or each run of equal
     ``row_step`` (non-decreasing: a schedule's ``train_step`` in ``seq`` order) where given.
 
-    ``row_instance`` (planned routing) and ``row_predicted_tokens`` (length-aware routing, per sample) are per row.
+    ``row_instance`` (planned routing) and ``row_predicted_tokens`` (length-aware routing, per sample) are per row;
+    ``chunking`` is verl's trainer (`CHUNKING`: ``v1``, 0.9's default, or ``legacy``).
     Deterministic for a given ``seed`` (the balancer's random ties).
     """
+    if chunking not in CHUNKING:
+        raise SettingsError(f"chunking must be one of {', '.join(CHUNKING)} (got {chunking!r})")
     if serving not in SERVINGS:
         raise SettingsError(f"serving must be one of {', '.join(SERVINGS)} (got {serving!r})")
     if instances < 1 or train_batch_size < 1:
@@ -141,7 +199,7 @@ def replay_submit_all(
     for r0, r1 in zip(bounds[:-1], bounds[1:]):
         step_lengths = lengths[r0:r1].reshape(-1)  # batch position p is row r0 + p // n (adjacent copies)
         step_prompts = np.repeat(prompts[r0:r1], n)
-        order = acquisition_order(step_lengths.size, workers)
+        order = acquisition_order(r1 - r0, n, workers, chunking)
         planned = None if row_instance is None else np.repeat(np.asarray(row_instance)[r0:r1], n)
         predicted = None if row_predicted_tokens is None else np.repeat(np.asarray(row_predicted_tokens)[r0:r1], n)
         server = route(order, routing=routing, instances=instances, rng=rng, planned=planned, predicted=predicted)
