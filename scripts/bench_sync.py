@@ -6,7 +6,8 @@ baselines, every row replayed with the trainer following the schedule's steps at
     python scripts/bench_sync.py --seeds 4            # about 12 minutes on 2 cores; reads ../shared/data
     python scripts/bench_sync.py --seeds 4 --mode static   # the padded engine (HF generate)
     python scripts/bench_sync.py --seeds 4 --mode streaming   # servers that refill (verl), about 13 minutes
-    python scripts/bench_sync.py --seeds 4 --mode verl   # the same, routed as verl 0.9.1 routes, about 9 minutes
+    python scripts/bench_sync.py --seeds 4 --mode verl   # the same, routed as verl 0.9.1 routes, about 15 minutes
+    python scripts/bench_sync.py --seeds 4 --mode verl --verl-trainer legacy   # verl's legacy trainer's cut
 
 Prints a Markdown table (docs/benchmarks.md, "Synchronous training on blocking engines" and "... on engines that
 refill"): per workload, each row's end-to-end time over the engine's reference (blocking: a shuffle in asp's
@@ -71,8 +72,10 @@ VERL_ROWS = (("verl default", "least-pending", "least-pending", "fcfs"),
               "length-aware", "fcfs"))
 
 
-def run_verl(names: tuple[str, ...], seeds: int, data: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """Every plan of `VERL_ROWS` replayed as verl's synchronous trainer rolls it out; ratios over verl's default."""
+def run_verl(names: tuple[str, ...], seeds: int, data: Path,
+             chunking: str = "v1") -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Every plan of `VERL_ROWS` replayed as verl's synchronous trainer (``chunking``: `asp_cli.sim.submit_all.
+    CHUNKING`) rolls it out; ratios over verl's default."""
     import asp_cli.columns as C
     from asp_cli.arrange.pipeline import plan
     from asp_cli.bench.baselines import BASELINES as KINDS
@@ -108,7 +111,7 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path) -> dict[str, dict[s
                                            response_tokens=workload.truth[index], prompt_tokens=prompt_tokens[index],
                                            routing=routing, serving=serving, row_instance=frame["instance"].to_numpy(),
                                            row_predicted_tokens=predicted[index],
-                                           row_step=frame["train_step"].to_numpy(), seed=seed)
+                                           row_step=frame["train_step"].to_numpy(), chunking=chunking, seed=seed)
                 means = workload.truth[index].mean(axis=1)
                 starts = np.flatnonzero(np.diff(frame["train_step"].to_numpy(), prepend=-1))
                 step_means = np.add.reduceat(means, starts) / np.diff(np.append(starts, means.size))
@@ -210,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the engine: blocking continuous batching (vLLM offline generate()), padded (HF "
                         "generate), servers that refill freed slots (vLLM/SGLang servers: verl 0.7-0.9), or those "
                         "servers with each train batch routed as verl 0.9.1 routes it, at submission")
+    parser.add_argument("--verl-trainer", default="v1", choices=("v1", "legacy"),
+                        help="with --mode verl: how verl cuts a batch across its agent-loop workers: the v1 trainer "
+                        "(0.9's default: the prompts, each prompt's sessions started together) or the legacy one "
+                        "(trainer.use_v1=False, and verl 0.7: the batch repeated n times)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -218,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     names = tuple(n for n in args.workloads.split(",") if n)
     if args.mode == "verl":
-        print(verl_table(run_verl(names, args.seeds, args.data)))
+        print(verl_table(run_verl(names, args.seeds, args.data, args.verl_trainer)))
     else:
         print(table(run(names, args.seeds, args.data, args.mode), args.mode))
     return 0
