@@ -579,3 +579,9 @@ def test_a_verl_export_of_a_schedule_for_servers_that_refill_says_nothing_of_eng
     result = export(out, [prompts], None, format="verl")
     assert not any("engine" in w or "agent-loop workers (" in w for w in result.warnings), result.warnings
 
+    assert not any("--route planned" in w for w in result.warnings)
+    # Kept to planned servers, a synchronous step loses verl's spread of each group over the servers: said.
+    routed = export(out, [prompts], None, format="verl", route="planned")
+    assert any("--route planned keeps each group on one server" in w and "As verl routes" in w
+               for w in routed.warnings), routed.warnings
+    assert not any("--route" in w for w in export(out, [prompts], None, format="verl", route="length").warnings)

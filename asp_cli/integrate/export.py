@@ -214,7 +214,7 @@ def export(
     added = [c for c in frame.columns if c not in raw.columns]  # asp's columns, written after the user's own
 
     summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,
-                                     verl_version=verl_version)
+                                     verl_version=verl_version, route=route)
     warnings.extend(notes)
     if output is not None:
         document = {
@@ -456,6 +456,7 @@ def _facts(
     epoch: int | None,
     workers: int | None,
     verl_version: str,
+    route: str = "none",
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     size = replay.train_batch_size
     n = replay.samples_per_prompt
@@ -543,6 +544,13 @@ def _facts(
                 "roll out on vLLM/SGLang servers that refill freed slots (actor_rollout_ref.rollout.mode=async), each "
                 "sample a request to the server with the fewest in flight: make the schedule with --engine streaming "
                 "(and --instances the rollout replicas), so that its estimates and auto's choice are for verl's engine")
+        if route == "planned" and replay.schedule.recorded_settings.max_lag == 0:
+            # verl's synchronous trainer routes a whole step as it is submitted and spreads every group over the
+            # servers; one server per group was slower in the benchmark's steps (docs/benchmarks.md, "As verl routes").
+            notes.append("--route planned keeps each group on one server, but verl's synchronous trainer (the "
+                         "schedule's --max-lag 0) spreads every group's samples over the servers, which was 1.8-4.1% "
+                         "faster in asp's replay of verl's routing (docs/benchmarks.md, \"As verl routes\"): export "
+                         "without --route for a synchronous trainer")
         if order == "train":
             notes.extend(_chunking_notes(size, n, workers, verl_version))
             if workers != replay.instances and engine != "streaming":
