@@ -584,4 +584,7 @@ def test_a_verl_export_of_a_schedule_for_servers_that_refill_says_nothing_of_eng
     routed = export(out, [prompts], None, format="verl", route="planned")
     assert any("--route planned keeps each group on one server" in w and "As verl routes" in w
                for w in routed.warnings), routed.warnings
-    assert not any("--route" in w for w in export(out, [prompts], None, format="verl", route="length").warnings)
+    length = export(out, [prompts], None, format="verl", route="length")
+    assert not any("--route" in w for w in length.warnings)
+    assert length.trainer_settings["actor_rollout_ref.rollout.full_determinism"] is False  # a route needs it off
+    assert "actor_rollout_ref.rollout.full_determinism" not in result.trainer_settings

@@ -116,3 +116,14 @@ def test_length_requests_go_where_the_fewest_predicted_tokens_are_in_flight():
     fresh = ScheduleRouter(SERVERS)
     fresh.acquire_server("a", priority=encode_length_priority(0, 0))
     assert fresh.acquire_server("b", priority=encode_length_priority(1, 0))[0] == "10.0.0.2:8000"
+
+
+def test_a_release_without_its_request_id_is_said_once(caplog):
+    router = ScheduleRouter(SERVERS)
+    router.acquire_server("a", priority=encode_length_priority(0, 300))
+    router.acquire_server("b", priority=encode_length_priority(1, 300))
+    with caplog.at_level("WARNING", logger="asp_cli.integrate.verl_router"):
+        router.release_server("10.0.0.1:8000")
+        router.release_server("10.0.0.2:8000")
+    assert len(caplog.records) == 1 and "without its request_id" in caplog.text
+    assert router.get_total_inflight() == 0  # the counts of requests still go down

@@ -524,6 +524,8 @@ def _facts(
             "actor_rollout_ref.rollout.agent.num_workers": workers if order == "train" else None,
             # The file is the run: every schedule epoch it holds once (verl's default of 30 would repeat it).
             "trainer.total_epochs": 1,
+            # True names each request after its priority, alike for a group's samples: one server per group.
+            "actor_rollout_ref.rollout.full_determinism": False if route != "none" else None,
         }
         trainer = {k: v for k, v in trainer.items() if v is not None}
         if trailing:

@@ -148,6 +148,7 @@ class ScheduleRouter:
         self._carrying: dict[str, list[tuple[str, int]]] = {}  # request id -> (server, tokens) per acquire
         self._routed = {"planned": 0, "length": 0, "unplanned": 0, "sticky": 0}
         self._warned_fold = False
+        self._warned_release = False
 
     # -- routing ---------------------------------------------------------------------------------------------------
 
@@ -191,6 +192,11 @@ class ScheduleRouter:
         """One request on ``server_id`` finished (its predicted tokens, if it carried some, leave with it)."""
         if self._inflight.get(server_id, 0) > 0:
             self._inflight[server_id] -= 1
+        if request_id is None and self._carrying and not self._warned_release:
+            _log.warning("asp: verl released a request without its request_id, so the predicted tokens of "
+                         "+data.asp_route=length cannot leave their server's count; this verl does not pass the "
+                         "fields the router declares (require_release_fields)")
+            self._warned_release = True
         held = self._carrying.get(request_id) if request_id is not None else None
         if held:
             for i, (sid, tokens) in enumerate(held):
