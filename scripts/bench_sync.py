@@ -125,18 +125,8 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path,
 
 
 def verl_table(results: dict[str, dict[str, list[tuple[float, float]]]]) -> str:
-    labels = [r[0] for r in VERL_ROWS[1:]]
-    lines = ["| workload | " + " | ".join(labels) + " | step dev p90: verl default / representative |",
-             "|---|" + "---:|" * (len(labels) + 1)]
-    for name, rows in results.items():
-        cells = []
-        for label in labels:
-            ratios = np.array([r for r, _ in rows[label]])
-            cells.append(f"{ratios.mean():.3f} +- {ratios.std(ddof=1) if ratios.size > 1 else 0.0:.3f}")
-        dev = (np.mean([d for _, d in rows[VERL_ROWS[0][0]]]),
-               np.mean([d for _, d in rows["asp (auto, --steps representative)"]]))
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {dev[0]:.2f} / {dev[1]:.2f} |")
-    return "\n".join(lines)
+    return _markdown(results, [r[0] for r in VERL_ROWS[1:]], VERL_ROWS[0][0], "asp (auto, --steps representative)",
+                     "verl default / representative")
 
 
 def rows_for(mode: str) -> tuple[tuple[str, ...], tuple[tuple[str, str, str, str | None], ...]]:
@@ -191,15 +181,21 @@ def run(names: tuple[str, ...], seeds: int, data: Path,
 
 def table(results: dict[str, dict[str, list[tuple[float, float]]]], mode: str = "continuous") -> str:
     baselines, asp_rows = rows_for(mode)
-    labels = [*baselines[1:], *(r[0] for r in asp_rows)]
-    lines = ["| workload | " + " | ".join(labels) + f" | step dev p90: {baselines[0]} / per-step |",
+    return _markdown(results, [*baselines[1:], *(r[0] for r in asp_rows)], baselines[0], "asp per-step",
+                     f"{baselines[0]} / per-step")
+
+
+def _markdown(results: dict[str, dict[str, list[tuple[float, float]]]], labels: list[str], reference: str,
+              steady: str, deviation_label: str) -> str:
+    """Each label's ratio (mean +- sd over the seeds) per workload, and the step deviation of two rows."""
+    lines = ["| workload | " + " | ".join(labels) + f" | step dev p90: {deviation_label} |",
              "|---|" + "---:|" * (len(labels) + 1)]
     for name, rows in results.items():
         cells = []
         for label in labels:
             ratios = np.array([r for r, _ in rows[label]])
             cells.append(f"{ratios.mean():.3f} +- {ratios.std(ddof=1) if ratios.size > 1 else 0.0:.3f}")
-        dev = (np.mean([d for _, d in rows[baselines[0]]]), np.mean([d for _, d in rows["asp per-step"]]))
+        dev = (np.mean([d for _, d in rows[reference]]), np.mean([d for _, d in rows[steady]]))
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {dev[0]:.2f} / {dev[1]:.2f} |")
     return "\n".join(lines)
 
