@@ -840,8 +840,8 @@ def test_the_summary_names_the_verl_router_where_a_streaming_plan_kept_to_its_in
 
     streaming = arrangement_line(choice("streaming", 900.0))
     assert ("\n  an engine that keeps each minibatch on its planned instance is expected to take 900 s instead of "
-            "1,000 s (--dispatch planned plans for it; on verl 0.9 the router asp_cli.integrate.verl_router keeps "
-            "to it: docs/integrations.md, Option D)") in streaming
+            "1,000 s (--dispatch planned plans for it; on verl 0.9 with an asynchronous trainer the router "
+            "asp_cli.integrate.verl_router keeps to it: docs/integrations.md, Option D)") in streaming
     blocking = arrangement_line(choice("continuous", 900.0))
     assert "instead of 1,000 s (--dispatch planned plans for it)" in blocking and "verl_router" not in blocking
     assert "planned instance" not in arrangement_line(choice("streaming", 980.0))  # within 3%: not said
