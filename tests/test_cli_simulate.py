@@ -429,3 +429,22 @@ def test_the_static_comparison_shows_which_arrangements_overflow_the_cache(built
                                                           if line.startswith("arrangement"))]
     continuous = invoke("simulate", built["schedule"], "--compare")
     assert "over cache" not in continuous.stderr
+
+
+def test_a_synchronous_replay_on_servers_that_refill_also_says_what_verls_routing_gives(built):  # noqa: F811
+    """--mode streaming --max-lag 0: beside the simulator's own routing, the same lengths replayed as verl 0.9's
+    synchronous trainer routes a step (asp_cli.sim.submit_all); not for other engines or lag bounds."""
+    run = invoke("simulate", built["schedule"], "--json", "--mode", "streaming", "--max-lag", "0",
+                 "--dispatch", "free")
+    assert run.exit_code == 0, run.output
+    m = json.loads(run.stdout)["metrics"]
+    assert m["verl_routed_end_to_end_s"] > m["verl_routed_rollout_s"] > 0
+    assert "as verl routes" in run.stderr and "each group's samples spread over the servers" in run.stderr
+    planned = invoke("simulate", built["schedule"], "--json", "--mode", "streaming", "--max-lag", "0",
+                     "--dispatch", "planned")
+    assert "kept to its planned instance" in planned.stderr
+    assert json.loads(planned.stdout)["metrics"]["verl_routed_end_to_end_s"] != m["verl_routed_end_to_end_s"]
+    for extra in (["--mode", "streaming", "--max-lag", "1"], ["--mode", "continuous", "--max-lag", "0"]):
+        other = invoke("simulate", built["schedule"], "--json", *extra)
+        assert "verl_routed_end_to_end_s" not in json.loads(other.stdout)["metrics"]
+        assert "as verl routes" not in other.stderr

@@ -126,6 +126,13 @@ def _summary(document: dict) -> str:
         f"  policy lag       mean {m['policy_lag_mean']:.2f}, max {m['policy_lag_max']}; step length vs mean "
         f"{m['step_length_ratio_min']:.2f}-{m['step_length_ratio_max']:.2f}",
         _kv_line(m),
+        *([f"  as verl routes   {m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
+           f"{m['verl_routed_rollout_s']:,.1f} s (verl 0.9's synchronous trainer: every sample a request, a train "
+           "batch routed as it is submitted, " + ("each group kept to its planned instance by asp's router plug-in"
+                                                   if document["dispatch"] == "planned" else
+                                                   "each group's samples spread over the servers")
+           + "; the lines above route each group whole to whichever server frees first: docs/simulation.md)"]
+          if "verl_routed_end_to_end_s" in m else []),
     ])
 
 
