@@ -585,6 +585,11 @@ def test_a_verl_export_of_a_schedule_for_servers_that_refill_says_nothing_of_eng
     assert any("--route planned keeps each group on one server" in w and "As verl routes" in w
                for w in routed.warnings), routed.warnings
     length = export(out, [prompts], None, format="verl", route="length")
-    assert not any("--route" in w for w in length.warnings)
+    assert [w for w in length.warnings if "--route" in w] == [
+        "--route length: verl routes by the priority column only through asp's router: set "
+        "actor_rollout_ref.rollout.router_config_path to a YAML holding router_class: "
+        "asp_cli.integrate.verl_router.ScheduleRouter (docs/integrations.md, Option D)"]
+    # The plan was made for free dispatch: keeping to its instance column is said to be no plan.
+    assert any("--dispatch planned" in w for w in routed.warnings)
     assert length.trainer_settings["actor_rollout_ref.rollout.full_determinism"] is False  # a route needs it off
     assert "actor_rollout_ref.rollout.full_determinism" not in result.trainer_settings

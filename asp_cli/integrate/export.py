@@ -546,6 +546,13 @@ def _facts(
                 "roll out on vLLM/SGLang servers that refill freed slots (actor_rollout_ref.rollout.mode=async), each "
                 "sample a request to the server with the fewest in flight: make the schedule with --engine streaming "
                 "(and --instances the rollout replicas), so that its estimates and auto's choice are for verl's engine")
+        if route != "none":  # the column routes nothing until verl loads asp's router
+            notes.append(f"--route {route}: verl routes by the priority column only through asp's router: set "
+                         "actor_rollout_ref.rollout.router_config_path to a YAML holding router_class: "
+                         "asp_cli.integrate.verl_router.ScheduleRouter (docs/integrations.md, Option D)"
+                         + ("; the schedule was planned for free dispatch, so its instance column was not planned to "
+                            "be kept to: make it with --dispatch planned" if route == "planned"
+                            and replay.schedule.recorded_settings.dispatch != "planned" else ""))
         if route == "planned" and replay.schedule.recorded_settings.max_lag == 0:
             # verl's synchronous trainer routes a whole step as it is submitted and spreads every group over the
             # servers; one server per group was slower in the benchmark's steps (docs/benchmarks.md, "As verl routes").
