@@ -2,10 +2,11 @@
 each request routed when it is submitted, then each server refilling freed slots from its own queue.
 
 `asp_cli.sim.run` routes a *group* to whichever instance frees a slot first (a shared queue). verl 0.9.1 does
-neither (read from its source, ``verl/experimental/agent_loop/agent_loop.py`` and ``verl/workers/rollout/
-router.py``): the trainer repeats each prompt ``n`` times (adjacent copies), `AgentLoopManager` splits the batch into
-``agent.num_workers`` contiguous chunks (8 by default), each worker starts one task per sample at once, and every task
-asks the global load balancer for a server before it sends its request. All of a step's requests are therefore
+neither (read from its source, ``verl/experimental/agent_loop/agent_loop.py``, ``verl/trainer/ppo/v1/
+agent_loop_tq.py`` and ``verl/workers/rollout/router.py``): the batch is split into ``agent.num_workers`` contiguous
+chunks (8 by default; the default v1 trainer cuts the prompts and starts each prompt's ``n`` sessions together, the
+legacy one cuts the batch repeated ``n`` times, copies adjacent), each worker starts all its samples at once, and
+every one asks the global load balancer for a server before it sends its request. All of a step's requests are therefore
 routed within the first moments of the step, before any finishes: the balancer's least-in-flight choice (ties
 broken at random) deals them out evenly by count, whatever their lengths, and a group's samples land on different
 servers. Each server (vLLM) admits its requests first come, first served, in the order they reached it, the
