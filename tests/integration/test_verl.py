@@ -579,24 +579,29 @@ def test_schedule_dataset_refuses_a_route_it_cannot_carry(work, small, tokenizer
                                "actor_rollout_ref.rollout.full_determinism=True"]), tokenizer)
 
 
+def _router_client(path, port: int):
+    """asp's router made by verl's own plug-in loader from a YAML at ``path``, over three servers from ``port`` on,
+    and verl's LLMServerClient that asks it for servers."""
+    from omegaconf import OmegaConf
+    from verl.workers.rollout.llm_server import LLMServerClient
+    from verl.workers.rollout.router import get_router_handle
+
+    path.write_text("router_class: asp_cli.integrate.verl_router.ScheduleRouter\n")
+    servers = {f"127.0.0.1:{port + i}": f"replica-{i}" for i in range(3)}
+    handle = get_router_handle(servers=servers, router_config_path=str(path))
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "vllm", "full_determinism": False}}})
+    return handle, LLMServerClient(config, load_balancer_handle=handle)
+
+
 def test_verls_router_plugin_runs_the_schedule_router(cluster, work):
     """verl's own plug-in loader (router.get_router_handle with rollout.router_config_path) makes the Ray actor, and
     verl's LLMServerClient asks it for a server with the fields it declares: planned requests go to their
     instance, others to the server with the fewest in flight."""
     import asyncio
 
-    from omegaconf import OmegaConf
-    from verl.workers.rollout.llm_server import LLMServerClient
-    from verl.workers.rollout.router import get_router_handle
-
     from asp_cli.integrate.verl_router import encode_priority
 
-    path = work / "asp-router.yaml"
-    path.write_text("router_class: asp_cli.integrate.verl_router.ScheduleRouter\n")
-    servers = {f"127.0.0.1:{8000 + i}": f"replica-{i}" for i in range(3)}
-    handle = get_router_handle(servers=servers, router_config_path=str(path))
-    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "vllm", "full_determinism": False}}})
-    client = LLMServerClient(config, load_balancer_handle=handle)
+    handle, client = _router_client(work / "asp-router.yaml", 8000)
 
     async def route(priorities, name="planned"):
         return [(await client._acquire_server(f"{name}-{i}", prompt_ids=[1, 2, 3], sampling_params={},
@@ -623,18 +628,10 @@ def test_verls_router_plugin_balances_predicted_lengths(cluster, work):
     import time
 
     import ray
-    from omegaconf import OmegaConf
-    from verl.workers.rollout.llm_server import LLMServerClient
-    from verl.workers.rollout.router import get_router_handle
 
     from asp_cli.integrate.verl_router import encode_length_priority
 
-    path = work / "asp-router-length.yaml"
-    path.write_text("router_class: asp_cli.integrate.verl_router.ScheduleRouter\n")
-    servers = {f"127.0.0.1:{9000 + i}": f"replica-{i}" for i in range(3)}
-    handle = get_router_handle(servers=servers, router_config_path=str(path))
-    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "vllm", "full_determinism": False}}})
-    client = LLMServerClient(config, load_balancer_handle=handle)
+    handle, client = _router_client(work / "asp-router-length.yaml", 9000)
 
     async def route(lengths):
         return [(await client._acquire_server(f"len-{i}", prompt_ids=[1, 2, 3], sampling_params={},
