@@ -150,30 +150,6 @@ def test_the_miniature_cuts_instances_and_train_batch_with_the_prompts():
     assert tight.preset.kv_capacity_tokens >= 16 * 53_000
 
 
-def test_run_time_keeps_the_head_and_the_drain_and_scales_the_middle():
-    from types import SimpleNamespace
-
-    from asp_cli.arrange.choose import run_time
-
-    # First train step at 10 s, last admission at 70 s, last group in at 85 s, end at 100 s: head 10, drain 15,
-    # middle 75 (the trainer's steps after the last arrival grow with the run).
-    result = SimpleNamespace(metrics={"end_to_end_s": 100.0}, seq_admit_s=np.array([0.0, 5.0, 70.0]),
-                             group_arrival_s=np.array([30.0, 85.0]), step_start_s=np.array([10.0, 40.0, 90.0]))
-    assert run_time(result, 1.0) == 100.0  # an input judged whole
-    assert run_time(result, 5.0) == pytest.approx(10.0 + 15.0 + 5 * 75.0)
-
-
-def test_run_rollout_keeps_the_drain_and_scales_the_rest():
-    from types import SimpleNamespace
-
-    from asp_cli.arrange.choose import run_rollout_s
-
-    # Last admission at 70 s, last group in at 85 s: drain 15, the 70 s before it grow with the run.
-    result = SimpleNamespace(metrics={"rollout_makespan_s": 85.0}, seq_admit_s=np.array([0.0, 5.0, 70.0]))
-    assert run_rollout_s(result, 1.0) == 85.0
-    assert run_rollout_s(result, 4.0) == pytest.approx(15.0 + 4 * 70.0)
-
-
 @pytest.mark.parametrize("engine", ["continuous", "streaming"])
 def test_the_expected_rollout_is_of_the_whole_run_when_a_sample_was_judged(monkeypatch, engine):
     # A sample's own rollout told a run five times its size that the trainer binds (issue 17's summary): the
@@ -908,3 +884,32 @@ def test_representative_steps_and_the_bound_said_are_those_of_the_set_auto_chose
     for c in choice.candidates:
         assert c["representative_steps"] == (c["expected_step_deviation_p90"] <= choice.step_deviation_bound), c
     assert f"at most {choice.step_deviation_bound:.2f})" in arrangement_line(choice.to_dict())
+
+
+def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch):
+    """--engine streaming --max-lag 0: each candidate's times are its replays as verl's synchronous trainer routes
+    a step (asp_cli.sim.submit_all.replay_frame: every sample at submission, each group spread over the servers),
+    under the dispatch judged and the other one; with a lag bound the simulator's own replay, as before."""
+    import asp_cli.sim.submit_all as submit_all
+    from asp_cli.arrange.choose import SCALE_NODES
+
+    calls: list[str] = []
+    real = submit_all.replay_frame
+
+    def counted(frame, lengths, preset, **kwargs):
+        calls.append(kwargs["dispatch"])
+        return real(frame, lengths, preset, **kwargs)
+
+    monkeypatch.setattr(submit_all, "replay_frame", counted)
+    prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
+    settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
+                                max_lag=0, trainer="schedule")
+    choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    judged = len(choice.candidates)
+    assert calls.count("free") == calls.count("planned") == judged * len(SCALE_NODES)
+    # Each candidate's expected time is the verl-routed replay's, weighed over the draws.
+    for c in choice.candidates:
+        assert c["expected_end_to_end_s"] > 0 and "expected_end_to_end_s_planned_dispatch" in c
+    calls.clear()
+    choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, max_lag=1), PRESET)
+    assert calls == []

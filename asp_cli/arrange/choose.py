@@ -296,11 +296,13 @@ def choose_arrangement(
     minibatch KV budget (`pipeline.minibatch_token_budget`); given, each candidate is also judged under the
     other KV accounting where that can matter (`kv_budgets_to_try`).
     """
+    from asp_cli.arrange.scaling import run_rollout_s, run_time
     from asp_cli.arrange.timeline import group_tokens
 
     from asp_cli.sim.metrics import random_step_deviation_p90
     from asp_cli.sim.records import SimulationSettings
     from asp_cli.sim.run import simulate_schedule
+    from asp_cli.sim.submit_all import replay_frame
 
     sampled = prompts.height > SAMPLE_PROMPTS
     run_prompts = prompts.height * settings.epochs
@@ -369,6 +371,7 @@ def choose_arrangement(
                      run_prompts / (prompts.height * trial.epochs) if prompts.height else 1.0)
     position_of_row = {r: i for i, r in enumerate(prompts[C.ROW].to_list())}
     refused: list[SettingsError] = []
+    verl_routed = settings.engine == "streaming" and settings.max_lag == 0  # synchronous training on servers
 
     def judge(name: str, kv_budget: str) -> dict[str, Any] | None:
         """One candidate's expected times and step deviation over the draws; None if it cannot keep the bound."""
@@ -382,15 +385,22 @@ def choose_arrangement(
                             count=frame.height)
         times, deviations, other_times, rollouts = [], [], [], []
         other = dataclasses.replace(sim, dispatch="planned" if settings.dispatch == "free" else "free")
+
+        def as_verl_routes(truth: np.ndarray, dispatch: str) -> float:
+            # A synchronous step on servers is timed as verl routes it (every sample at submission, each group
+            # spread over the servers: `submit_all`), not as the replay routes whole groups; a step's time does
+            # not overlap the next, so the run's is the judged steps' scaled (docs/benchmarks.md, "As verl routes").
+            return scale * replay_frame(frame, truth, judged_preset, instances=trial.instances, seed=settings.seed,
+                                        train_batch_size=trial.train_batch_size, dispatch=dispatch).end_to_end_s
         for truth in draws:
             result = simulate_schedule(frame, truth[index], judged_preset, sim, instances=trial.instances)
-            times.append(run_time(result, scale))
+            times.append(as_verl_routes(truth[index], sim.dispatch) if verl_routed else run_time(result, scale))
             deviations.append(result.metrics["step_length_deviation_p90"])
             rollouts.append(run_rollout_s(result, rollout_scale))
             # The same plan under the other dispatch, said beside it: an engine that keeps to the planned
             # instances cannot absorb prediction error the way a shared queue does.
-            other_times.append(run_time(simulate_schedule(frame, truth[index], judged_preset, other,
-                                                          instances=trial.instances), scale))
+            other_times.append(as_verl_routes(truth[index], other.dispatch) if verl_routed else run_time(
+                simulate_schedule(frame, truth[index], judged_preset, other, instances=trial.instances), scale))
         return {"name": name, "kv_budget": kv_budget, "expected_end_to_end_s": round(float(weights @ times), 3),
                 # Each draw's own time (at the scale nodes' order): how much the lengths' uncertainty moves it.
                 "end_to_end_s_by_draw": [round(float(t), 3) for t in times],
@@ -526,55 +536,6 @@ def arrange_chosen(
             return frame, dataclasses.replace(choice, chosen=name, kv_budget=kv_cut,
                                               bound_broken_on_input=[b for b in broken if b != name])
         raise
-
-
-def run_time(result: Any, scale: float) -> float:
-    """The end-to-end time of the whole run, from a replay of a sample ``1 / scale`` of its size.
-
-    Since 2026-12-03 the sample is replayed as a miniature of one epoch of the run (`miniature_of`), so ``scale``
-    is the run's epochs times what rounding and the slice's floor left the miniature larger than its share (a
-    little below 1 where its train batch rounded down: the middle then shrinks); the split below then carries
-    one epoch's replay to several. It was first made for a sample replayed on the
-    run's own instances and train batch, where ``scale`` was the run's prompt-epochs over the sample's (8 on a
-    31,632-prompt mix); there it misjudged the sorted orders, which the miniature fixed (same page).
-
-    A replay splits into the head (until the first train step starts: the pipeline filling), the drain (from
-    the last admission to the last group's arrival: the last groups decoding) and the middle. The head and the
-    drain last about as long in the whole run as in the sample (the same instances, the same longest groups);
-    the middle, trainer steps queued behind the drain included, grows with the prompts. So the run takes
-    ``head + drain + scale * middle``. Judged on the sample's own end-to-end time instead, the drain weighs as
-    much as a few train steps' worth of prompts where in the run it weighs one among hundreds, and orders that
-    end on long work lose where they win at scale: on engines that refill, short-first at 7,000-32,000
-    prompts (docs/benchmarks.md, "Large inputs: the sample as a miniature of the run"). ``scale`` 1 (an input judged
-    whole) gives the replay's own time.
-
-    Only on engines that refill (`SCALED_ENGINES`): on the blocking engines the sample's own times ranked the
-    candidates as the whole run did, and scaled up they made `continuous` pick per-step, 3% slower than the
-    interleaving, on two seeds of two (same page).
-    """
-    end = float(result.metrics["end_to_end_s"])
-    if scale == 1.0 or not result.seq_admit_s.size or not result.step_start_s.size:
-        return end
-    # The rollout's drain ends with the last group's arrival: the trainer steps queued behind it (a trainer that
-    # binds) grow with the prompts, and stay in the middle.
-    drain = max(float(result.group_arrival_s.max()) - float(result.seq_admit_s.max()), 0.0)
-    head = float(result.step_start_s[0])
-    return head + drain + scale * max(end - head - drain, 0.0)
-
-
-def run_rollout_s(result: Any, scale: float) -> float:
-    """The whole run's rollout alone (to its last group's arrival), from a replay of ``1 / scale`` of its
-    prompt-epochs: the drain (from the last admission to the last arrival: the longest groups decoding) lasts
-    about as long in the whole run, the rest grows with the prompts (as in `run_time`). A sample's own rollout
-    would tell a 20,000-prompt run that its trainer binds where its rollout is five times the sample's. Where the
-    sample's sequences nearly all fit the instances' slots at once, its replay is mostly drain and the estimate
-    runs low: measured against replays of the whole input, about 6% low on `streaming` at the real 4,096-prompt
-    sample of 10,620 prompts (the sample data three times), within 5% on the blocking engines."""
-    rollout = float(result.metrics["rollout_makespan_s"])
-    if scale == 1.0 or not result.seq_admit_s.size:
-        return rollout
-    drain = min(max(rollout - float(result.seq_admit_s.max()), 0.0), rollout)
-    return drain + scale * (rollout - drain)
 
 
 def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budget: str) -> str:

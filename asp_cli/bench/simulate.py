@@ -121,20 +121,11 @@ def _dispatch_warnings(schedule: Schedule, dispatch: str, instances: int) -> lis
 def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
                     dispatch: str, seed: int) -> dict[str, float]:
     """A synchronous plan on servers that refill, replayed as verl 0.9's synchronous trainer routes it
-    (`asp_cli.sim.submit_all`: every sample a request, a train batch routed at submission, each group's samples
-    spread over the servers by verl's balancer, or kept to its planned instance by asp's router plug-in), its rows
-    read in the order verl reads an export (by ``train_step``)."""
-    from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
-    from asp_cli.sim.submit_all import replay_submit_all
+    (`asp_cli.sim.submit_all.replay_frame`)."""
+    from asp_cli.sim.submit_all import replay_frame
 
-    order = np.lexsort((frame["seq"].to_numpy(), frame["train_step"].to_numpy()))
-    prompts = (frame["prompt_tokens"].fill_null(DEFAULT_PROMPT_TOKENS).to_numpy() if "prompt_tokens" in frame.columns
-               else np.full(frame.height, DEFAULT_PROMPT_TOKENS))
-    verl = replay_submit_all(hardware, instances=instances, train_batch_size=train_batch_size,
-                             response_tokens=lengths[order], prompt_tokens=prompts[order].astype(np.int64),
-                             routing="planned" if dispatch == "planned" else "least-pending",
-                             row_instance=frame["instance"].to_numpy()[order],
-                             row_step=frame["train_step"].to_numpy()[order], seed=seed)
+    verl = replay_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
+                        dispatch=dispatch, seed=seed)
     return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": float(verl.rollout_s.sum())}
 
 

@@ -224,3 +224,21 @@ def replay_submit_all(
     rollout_s, train_s = np.asarray(rollout), np.asarray(train)
     return SubmitAllResult(end_to_end_s=float(rollout_s.sum() + train_s.sum()), rollout_s=rollout_s, train_s=train_s,
                            server_busy_s=np.vstack(busy), requests_per_server=np.vstack(counts))
+
+
+def replay_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, instances: int, train_batch_size: int,
+                 dispatch: str, seed: int) -> SubmitAllResult:
+    """A schedule frame (sorted by ``seq``; ``lengths`` its rows' true lengths, ``(rows, n)``) replayed as verl 0.9's
+    synchronous trainer rolls it out: its rows read in the order verl reads an export (by ``train_step``), every
+    sample routed at submission by verl's balancer (``dispatch`` free) or kept to its planned instance by asp's
+    router plug-in (``dispatch`` planned)."""
+    from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
+
+    order = np.lexsort((frame["seq"].to_numpy(), frame["train_step"].to_numpy()))
+    prompts = (frame["prompt_tokens"].fill_null(DEFAULT_PROMPT_TOKENS).to_numpy() if "prompt_tokens" in frame.columns
+               else np.full(frame.height, DEFAULT_PROMPT_TOKENS))
+    return replay_submit_all(preset, instances=instances, train_batch_size=train_batch_size,
+                             response_tokens=np.asarray(lengths)[order], prompt_tokens=prompts[order].astype(np.int64),
+                             routing="planned" if dispatch == "planned" else "least-pending",
+                             row_instance=frame["instance"].to_numpy()[order],
+                             row_step=frame["train_step"].to_numpy()[order], seed=seed)
