@@ -557,7 +557,7 @@ def _facts(
             # verl's synchronous trainer routes a whole step as it is submitted and spreads every group over the
             # servers; one server per group was slower in the benchmark's steps (docs/benchmarks.md, "As verl routes").
             notes.append("--route planned keeps each group on one server, but verl's synchronous trainer (the "
-                         "schedule's --max-lag 0) spreads every group's samples over the servers, which was 1.8-4.1% "
+                         "schedule's --max-lag 0) spreads every group's samples over the servers, which was 1.9-4.1% "
                          "faster in asp's replay of verl's routing (docs/benchmarks.md, \"As verl routes\"): export "
                          "without --route for a synchronous trainer")
         if order == "train":
