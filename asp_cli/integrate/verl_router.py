@@ -36,7 +36,7 @@ With ``+data.asp_route=length`` the ``priority`` carries each row's predicted re
 to the server with the fewest predicted tokens in flight. verl's synchronous trainer submits a whole train batch at
 once, every sample its own request, before any finishes, so verl's own balancer deals a step's requests out evenly
 by count, whatever their lengths. In asp's replay of that (docs/benchmarks.md, "As verl routes") routing by
-predicted tokens made asp's representative plan 1.5-2.4% faster on the mixes with verl's legacy trainer, whose
+predicted tokens made asp's representative plan 1.5-4.1% faster on the mixes with verl's legacy trainer, whose
 workers interleave single samples, and level with its v1 trainer, which starts each prompt's samples together and
 so already spreads every group evenly over the servers.
 
