@@ -891,7 +891,7 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     a step (asp_cli.sim.submit_all.replay_frame: every sample at submission, each group spread over the servers),
     under the dispatch judged and the other one; with a lag bound the simulator's own replay, as before."""
     import asp_cli.sim.submit_all as submit_all
-    from asp_cli.arrange.choose import SCALE_NODES
+    from asp_cli.arrange.choose import SCALE_NODES, arrangement_line
 
     calls: list[str] = []
     real = submit_all.replay_frame
@@ -910,6 +910,9 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     # Each candidate's expected time is the verl-routed replay's, weighed over the draws.
     for c in choice.candidates:
         assert c["expected_end_to_end_s"] > 0 and "expected_end_to_end_s_planned_dispatch" in c
+    assert choice.to_dict()["timed_as"] == "verl"
+    assert "expected end-to-end as verl routes a synchronous step" in arrangement_line(choice.to_dict())
     calls.clear()
-    choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, max_lag=1), PRESET)
-    assert calls == []
+    bounded = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, max_lag=1), PRESET)
+    assert calls == [] and "timed_as" not in bounded.to_dict()
+    assert "as verl routes" not in arrangement_line(bounded.to_dict())

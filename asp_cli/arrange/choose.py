@@ -117,9 +117,14 @@ class ArrangementChoice:
     # With --steps representative, the most expected p90 step deviation an eligible candidate had (`step_bound`:
     # about a random arrangement's); 0 (and left out of the document) otherwise.
     step_deviation_bound: float = 0.0
+    # "verl": a synchronous plan on servers, timed as verl routes a step (`asp_cli.sim.submit_all`); "" (and left
+    # out of the document): the simulator's own replay.
+    timed_as: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
+        if not document["timed_as"]:
+            del document["timed_as"]
         if not document["step_deviation_bound"]:
             del document["step_deviation_bound"]
         if not document["sampled"]:
@@ -486,7 +491,8 @@ def choose_arrangement(
                              step_deviation_bound=round(float(bound), 4)
                              if settings.steps == "representative" else 0.0,
                              refused=[n for n in candidates_for(settings.engine)
-                                      if n not in {r["name"] for r in results}])
+                                      if n not in {r["name"] for r in results}],
+                             timed_as="verl" if verl_routed else "")
 
 
 def fallbacks(choice: ArrangementChoice, *, include_chosen: bool = False) -> list[tuple[str, str]]:
@@ -613,6 +619,8 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                  f"most {choice.get('step_deviation_bound', 0):.2f}): the one with the most representative steps")
     line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
             f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end"
+            + (" as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
+               else "")
             + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else "")
             + " "
             f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
