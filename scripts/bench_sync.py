@@ -82,7 +82,7 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path,
     from asp_cli.bench.compare import WORKLOADS as SPECS
     from asp_cli.bench.compare import build_workload
     from asp_cli.costmodel import load_preset
-    from asp_cli.sim.submit_all import replay_submit_all
+    from asp_cli.sim.submit_all import replay_frame
 
     preset = load_preset("h100-qwen2.5-7b")
     results: dict[str, dict[str, list[tuple[float, float]]]] = {}
@@ -94,7 +94,6 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path,
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
-            prompt_tokens = workload.predictions[C.PROMPT_TOKENS].to_numpy()
             frames: dict[str, object] = {}
             seconds = {}
             for label, kind, routing, serving in VERL_ROWS:
@@ -106,12 +105,9 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path,
                                         preset=preset)[0]).sort("seq")
                 frame = frames[key]
                 index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
-                result = replay_submit_all(preset, instances=settings.instances,
-                                           train_batch_size=settings.train_batch_size,
-                                           response_tokens=workload.truth[index], prompt_tokens=prompt_tokens[index],
-                                           routing=routing, serving=serving, row_instance=frame["instance"].to_numpy(),
-                                           row_predicted_tokens=predicted[index],
-                                           row_step=frame["train_step"].to_numpy(), chunking=chunking, seed=seed)
+                result = replay_frame(frame, workload.truth[index], preset, instances=settings.instances,
+                                      train_batch_size=settings.train_batch_size, routing=routing, serving=serving,
+                                      chunking=chunking, predicted_tokens=predicted[index], seed=seed)
                 means = workload.truth[index].mean(axis=1)
                 starts = np.flatnonzero(np.diff(frame["train_step"].to_numpy(), prepend=-1))
                 step_means = np.add.reduceat(means, starts) / np.diff(np.append(starts, means.size))

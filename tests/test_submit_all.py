@@ -116,3 +116,26 @@ def test_bad_settings_are_refused():
         replay_submit_all(preset, **{**one, "instances": 0})
     with pytest.raises(SettingsError, match="at least one row"):
         replay_submit_all(preset, **{**one, "response_tokens": np.zeros((0, 2))})
+
+
+def test_a_frame_is_read_in_train_step_order_and_routed_by_its_dispatch():
+    import polars as pl
+
+    from asp_cli.sim.submit_all import replay_frame
+
+    preset = load_preset()
+    lengths = np.random.default_rng(5).integers(50, 1500, size=(6, 4))
+    # seq order puts a step-1 row between step-0 rows: verl reads an export by train_step.
+    frame = pl.DataFrame({"seq": range(6), "train_step": [0, 1, 0, 1, 1, 0], "instance": [0, 1, 0, 1, 0, 1],
+                          "prompt_tokens": [60, 70, 80, 90, 100, 110]})
+    order = [0, 2, 5, 1, 3, 4]
+    common = dict(instances=2, train_batch_size=3, seed=4)
+    for dispatch, routing in (("free", "least-pending"), ("planned", "planned")):
+        got = replay_frame(frame, lengths, preset, dispatch=dispatch, **common)
+        want = replay_submit_all(preset, response_tokens=lengths[order],
+                                 prompt_tokens=np.array([60, 80, 110, 70, 90, 100]), routing=routing, row_instance=np.array([0, 0, 1, 1, 1, 0]),
+                                 row_step=np.array([0, 0, 0, 1, 1, 1]), **common)
+        assert got.end_to_end_s == want.end_to_end_s
+    aware = replay_frame(frame, lengths, preset, routing="length-aware", predicted_tokens=np.arange(6) * 100.0,
+                         **common)
+    assert aware.requests_per_server.sum() == 24

@@ -227,11 +227,13 @@ def replay_submit_all(
 
 
 def replay_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, instances: int, train_batch_size: int,
-                 dispatch: str, seed: int) -> SubmitAllResult:
-    """A schedule frame (sorted by ``seq``; ``lengths`` its rows' true lengths, ``(rows, n)``) replayed as verl 0.9's
+                 dispatch: str = "free", routing: str | None = None, serving: str = "fcfs", chunking: str = "v1",
+                 predicted_tokens: np.ndarray | None = None, seed: int = 0) -> SubmitAllResult:
+    """A schedule frame (sorted by ``seq``; ``lengths`` its rows' true lengths, ``(rows, n)``, and
+    ``predicted_tokens`` their predicted tokens per sample, for length-aware routing) replayed as verl 0.9's
     synchronous trainer rolls it out: its rows read in the order verl reads an export (by ``train_step``), every
     sample routed at submission by verl's balancer (``dispatch`` free) or kept to its planned instance by asp's
-    router plug-in (``dispatch`` planned)."""
+    router plug-in (``dispatch`` planned), unless ``routing`` names another (`ROUTINGS`)."""
     from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 
     order = np.lexsort((frame["seq"].to_numpy(), frame["train_step"].to_numpy()))
@@ -239,6 +241,8 @@ def replay_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, instance
                else np.full(frame.height, DEFAULT_PROMPT_TOKENS))
     return replay_submit_all(preset, instances=instances, train_batch_size=train_batch_size,
                              response_tokens=np.asarray(lengths)[order], prompt_tokens=prompts[order].astype(np.int64),
-                             routing="planned" if dispatch == "planned" else "least-pending",
-                             row_instance=frame["instance"].to_numpy()[order],
+                             routing=routing or ("planned" if dispatch == "planned" else "least-pending"),
+                             serving=serving, chunking=chunking, row_instance=frame["instance"].to_numpy()[order],
+                             row_predicted_tokens=None if predicted_tokens is None
+                             else np.asarray(predicted_tokens)[order],
                              row_step=frame["train_step"].to_numpy()[order], seed=seed)
