@@ -133,7 +133,8 @@ def test_a_frame_is_read_in_train_step_order_and_routed_by_its_dispatch():
     for dispatch, routing in (("free", "least-pending"), ("planned", "planned")):
         got = replay_frame(frame, lengths, preset, dispatch=dispatch, **common)
         want = replay_submit_all(preset, response_tokens=lengths[order],
-                                 prompt_tokens=np.array([60, 80, 110, 70, 90, 100]), routing=routing, row_instance=np.array([0, 0, 1, 1, 1, 0]),
+                                 prompt_tokens=np.array([60, 80, 110, 70, 90, 100]), routing=routing,
+                                 row_instance=np.array([0, 0, 1, 1, 1, 0]),
                                  row_step=np.array([0, 0, 0, 1, 1, 1]), **common)
         assert got.end_to_end_s == want.end_to_end_s
     aware = replay_frame(frame, lengths, preset, routing="length-aware", predicted_tokens=np.arange(6) * 100.0,
