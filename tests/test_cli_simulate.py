@@ -433,7 +433,8 @@ def test_the_static_comparison_shows_which_arrangements_overflow_the_cache(built
 
 def test_a_synchronous_replay_on_servers_that_refill_also_says_what_verls_routing_gives(built):  # noqa: F811
     """--mode streaming --max-lag 0: beside the simulator's own routing, the same lengths replayed as verl 0.9's
-    synchronous trainer routes a step (asp_cli.sim.submit_all); not for other engines or lag bounds."""
+    synchronous trainer routes a step (asp_cli.sim.submit_all); with a lag bound as its fully asynchronous trainer
+    routes (asp_cli.sim.verl_async); not for other engines."""
     run = invoke("simulate", built["schedule"], "--json", "--mode", "streaming", "--max-lag", "0",
                  "--dispatch", "free")
     assert run.exit_code == 0, run.output
@@ -444,7 +445,13 @@ def test_a_synchronous_replay_on_servers_that_refill_also_says_what_verls_routin
                      "--dispatch", "planned")
     assert "kept to its planned instance" in planned.stderr
     assert json.loads(planned.stdout)["metrics"]["verl_routed_end_to_end_s"] != m["verl_routed_end_to_end_s"]
-    for extra in (["--mode", "streaming", "--max-lag", "1"], ["--mode", "continuous", "--max-lag", "0"]):
-        other = invoke("simulate", built["schedule"], "--json", *extra)
-        assert "verl_routed_end_to_end_s" not in json.loads(other.stdout)["metrics"]
-        assert "as verl routes" not in other.stderr
+    lagged = invoke("simulate", built["schedule"], "--json", "--mode", "streaming", "--max-lag", "1",
+                    "--dispatch", "free")
+    assert lagged.exit_code == 0, lagged.output
+    a = json.loads(lagged.stdout)["metrics"]
+    assert a["verl_routed_end_to_end_s"] > a["verl_routed_rollout_s"] > 0
+    assert "fully asynchronous trainer" in lagged.stderr and "verl 0.9's synchronous" not in lagged.stderr
+    assert "fully asynchronous" not in run.stderr
+    other = invoke("simulate", built["schedule"], "--json", "--mode", "continuous", "--max-lag", "0")
+    assert "verl_routed_end_to_end_s" not in json.loads(other.stdout)["metrics"]
+    assert "as verl routes" not in other.stderr

@@ -119,14 +119,21 @@ def _dispatch_warnings(schedule: Schedule, dispatch: str, instances: int) -> lis
 
 
 def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
-                    dispatch: str, seed: int) -> dict[str, float]:
-    """A synchronous plan on servers that refill, replayed as verl 0.9's synchronous trainer routes it
-    (`asp_cli.sim.submit_all.replay_frame`)."""
-    from asp_cli.sim.submit_all import replay_frame
+                    dispatch: str, seed: int, max_lag: int | None) -> dict[str, float]:
+    """A plan on servers that refill, replayed as verl 0.9 routes it: at ``max_lag`` 0 as its synchronous trainer
+    does (`asp_cli.sim.submit_all.replay_frame`: the rollout summed over the steps), otherwise as its fully
+    asynchronous one does (`asp_cli.sim.verl_async.replay_async_frame`: the rollout's last finish)."""
+    if max_lag == 0:
+        from asp_cli.sim.submit_all import replay_frame
 
-    verl = replay_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
-                        dispatch=dispatch, seed=seed)
-    return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": float(verl.rollout_s.sum())}
+        verl = replay_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
+                            dispatch=dispatch, seed=seed)
+        return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": float(verl.rollout_s.sum())}
+    from asp_cli.sim.verl_async import replay_async_frame
+
+    verl = replay_async_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
+                              max_lag=max_lag, dispatch=dispatch, seed=seed)
+    return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": verl.rollout_end_s}
 
 
 def simulate_loaded(
@@ -163,8 +170,9 @@ def simulate_loaded(
     if progress is not None:
         progress(STAGES[2])
     result = simulate_schedule(frame, lengths, hardware, settings, instances=k)
-    if mode == "streaming" and lag == 0:
-        result.metrics.update(_as_verl_routes(frame, lengths, hardware, k, recorded.train_batch_size, dispatch, seed))
+    if mode == "streaming":
+        result.metrics.update(_as_verl_routes(frame, lengths, hardware, k, recorded.train_batch_size, dispatch, seed,
+                                              lag))
     document = {
         "schedule": name if name is not None else str(schedule.path),
         "preset": hardware.name,

@@ -127,10 +127,13 @@ def _summary(document: dict) -> str:
         f"{m['step_length_ratio_min']:.2f}-{m['step_length_ratio_max']:.2f}",
         _kv_line(m),
         *([f"  as verl routes   {m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
-           f"{m['verl_routed_rollout_s']:,.1f} s (verl 0.9's synchronous trainer: every sample a request, a train "
-           "batch routed as it is submitted, " + ("each group kept to its planned instance by asp's router plug-in"
-                                                   if document["dispatch"] == "planned" else
-                                                   "each group's samples spread over the servers")
+           f"{m['verl_routed_rollout_s']:,.1f} s (" + ("verl 0.9's synchronous trainer: every sample a request, a "
+                                                       "train batch routed as it is submitted, "
+                                                       if document.get("max_lag") == 0 else
+                                                       "verl 0.9's fully asynchronous trainer: a prompt started as "
+                                                       "a slot frees, each of its samples routed as it starts, ")
+           + ("each group kept to its planned instance by asp's router plug-in" if document["dispatch"] == "planned"
+              else "each group's samples spread over the servers")
            + "; the lines above route each group whole to whichever server frees first: docs/simulation.md)"]
           if "verl_routed_end_to_end_s" in m else []),
     ])

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Asynchronous training on engines that refill, routed as verl 0.9.1's fully asynchronous trainer routes it: each
+prompt submitted when one of the rollouter's slots frees, its samples placed one by one at submission by verl's
+balancer (fewest requests in flight) or a router plug-in (`asp_cli.sim.verl_async`).
+
+    python scripts/bench_verl_async.py --seeds 4                       # lag 2 and no bound, trainer x1 and x0.25
+    python scripts/bench_verl_async.py --seeds 4 --prompts-per-server 16   # verl's default rollouter slots
+
+The streaming tables of docs/benchmarks.md (bench_simulate.py, bench_rollout_bound.py) route each group whole to
+whichever instance frees a slot first; this replays the same plans as verl routes them. Per workload (the three
+large ones), lag bound and trainer scale (1: the benchmark preset's trainer, which binds; 0.25: four times the
+trainer GPUs, rollout-bound), each row's end-to-end time over verl's default (a shuffle through its balancer),
+mean +- sd over the seeds. Rows: a round-robin deal kept to its instances by asp's router plug-in, the dataset
+sorted longest and shortest first, the length-aware plug-in (`+data.asp_route=length`) on a shuffle, asp's default
+plan through verl's balancer and through the length-aware plug-in, and asp planned for `--dispatch planned` kept to
+its instances by the router plug-in. Reads ../shared/data; exits with a message when it is absent. About 10
+minutes on 2 cores at 4 seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+WORKLOADS = ("mix-k8-n8-b256", "mix-k16-n16-b512", "aime-k8-n8-b256")
+# (label, frame, routing): frames are a baseline's arrangement (by name) or asp's plan with these settings.
+ROWS = (("verl default", "least-pending", "least-pending"),
+        ("round-robin deal, router plug-in", "round-robin", "planned"),
+        ("long-first sort", "long-first (least-pending)", "least-pending"),
+        ("short-first sort", "short-first (least-pending)", "least-pending"),
+        ("length-aware plug-in", "least-pending", "length-aware"),
+        ("asp (auto)", {}, "least-pending"),
+        ("asp (auto), length-aware plug-in", {}, "length-aware"),
+        ("asp (auto, --dispatch planned), router plug-in", {"dispatch": "planned"}, "planned"))
+
+
+def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, trainer_scale: float,
+        prompts_per_server: int | None) -> dict[str, dict[str, list[float]]]:
+    """Each row's end-to-end time over verl's default, per workload and seed."""
+    import asp_cli.columns as C
+    from asp_cli.arrange.pipeline import plan
+    from asp_cli.bench.baselines import BASELINES as KINDS
+    from asp_cli.bench.compare import WORKLOADS as SPECS
+    from asp_cli.bench.compare import build_workload
+    from asp_cli.costmodel import load_preset
+    from asp_cli.sim.verl_async import replay_async_frame
+    from bench_rollout_bound import scaled_preset
+
+    preset = scaled_preset(load_preset("h100-qwen2.5-7b"), trainer_scale)
+    results: dict[str, dict[str, list[float]]] = {}
+    for name in names:
+        spec = SPECS[name]
+        rows: dict[str, list[float]] = {}
+        for seed in range(seeds):
+            settings = dataclasses.replace(spec.settings(seed), engine="streaming", max_lag=max_lag)
+            workload = build_workload(name, data, spec.sources, settings, seed=seed)
+            position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
+            predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
+            frames: dict[str, object] = {}
+            seconds = {}
+            for label, kind, routing in ROWS:
+                key = kind if isinstance(kind, str) else repr(sorted(kind.items()))
+                if key not in frames:
+                    frames[key] = (KINDS[kind].arrange(workload.prompts, workload.predictions, settings, preset, None)
+                                   if isinstance(kind, str) else
+                                   plan(workload.prompts, workload.predictions, dataclasses.replace(settings, **kind),
+                                        preset=preset)[0]).sort("seq")
+                frame = frames[key]
+                index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
+                in_flight = None if prompts_per_server is None else prompts_per_server * settings.instances
+                result = replay_async_frame(frame, workload.truth[index], preset, instances=settings.instances,
+                                            train_batch_size=settings.train_batch_size, max_lag=max_lag,
+                                            routing=routing, predicted_tokens=predicted[index],
+                                            prompts_in_flight=in_flight, seed=seed)
+                seconds[label] = result.end_to_end_s
+            for label, total in seconds.items():
+                rows.setdefault(label, []).append(total / seconds[ROWS[0][0]])
+            print(f"{name} lag {max_lag} x{trainer_scale:g} seed {seed} done", file=sys.stderr, flush=True)
+        results[name] = rows
+    return results
+
+
+def table(results: dict[str, dict[str, list[float]]]) -> str:
+    labels = [r[0] for r in ROWS[1:]]
+    lines = ["| workload | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for name, rows in results.items():
+        cells = []
+        for label in labels:
+            ratios = np.asarray(rows[label])
+            cells.append(f"{ratios.mean():.3f} +- {ratios.std(ddof=1) if ratios.size > 1 else 0.0:.3f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--lags", default="2,none", help="lag bounds to run, 'none' for no bound")
+    parser.add_argument("--trainer-scales", default="1,0.25", help="training step cost multipliers to run")
+    parser.add_argument("--prompts-per-server", type=int, default=None,
+                        help="verl's async_training.concurrent_samples_per_replica (its default is 16); by default "
+                        "as many prompts as the servers' slots hold, so the servers' own limits bind")
+    args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
+    if args.prompts_per_server is not None and args.prompts_per_server < 1:
+        parser.error("--prompts-per-server must be at least 1")
+    if not (args.data / "README.md").exists():
+        print(f"bench_verl_async: {args.data} not found (the project's shared data); nothing measured",
+              file=sys.stderr)
+        return 3
+    names = tuple(n for n in args.workloads.split(",") if n)
+    slots = ("the servers' slots" if args.prompts_per_server is None
+             else f"{args.prompts_per_server} prompts per server")
+    for scale in (float(s) for s in args.trainer_scales.split(",")):
+        for lag in (None if s == "none" else int(s) for s in args.lags.split(",")):
+            results = run(names, args.seeds, args.data, lag, scale, args.prompts_per_server)
+            print(f"Trainer step cost x{scale:g}, max_lag {lag if lag is not None else 'none'}, rollouter slots: "
+                  f"{slots}; {args.seeds} seeds; end-to-end over verl default (a shuffle through verl's balancer), "
+                  "mean +- sd.\n")
+            print(table(results) + "\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
