@@ -104,12 +104,12 @@ def replay_async(
     if routing == "planned":
         if row_instance is None:
             raise SettingsError("planned routing needs each row's planned instance")
-        planned = np.asarray(row_instance, dtype=np.int64) % instances
+        planned = (np.asarray(row_instance, dtype=np.int64) % instances).tolist()
     predicted = None
     if routing == "length-aware":
         if row_predicted_tokens is None:
             raise SettingsError("length-aware routing needs each row's predicted tokens")
-        predicted = np.asarray(row_predicted_tokens, dtype=np.float64)
+        predicted = np.asarray(row_predicted_tokens, dtype=np.float64).tolist()
     rng = np.random.default_rng([seed, 0xA5])
     settings = SimulationSettings(samples_per_prompt=n, train_batch_size=train_batch_size, mode="streaming")
     finish = np.zeros(rows * n, dtype=np.float64)
@@ -117,9 +117,9 @@ def replay_async(
     stats = [Stats() for _ in range(instances)]
     engines = [Engine(preset, settings, stats[k], finish, admit) for k in range(instances)]
     trainer = Trainer(preset, train_batch_size, prompts * n + lengths.sum(axis=1))
-    in_flight = np.zeros(instances, dtype=np.int64)  # requests routed and not finished, per server
-    tokens_in_flight = np.zeros(instances, dtype=np.float64)
-    requests = np.zeros(instances, dtype=np.int64)
+    in_flight = [0] * instances  # requests routed and not finished, per server
+    tokens_in_flight = [0.0] * instances
+    requests = [0] * instances
     loaded = [0] * instances
     remaining = np.full(rows, n, dtype=np.int64)
     server_of = np.zeros(rows * n, dtype=np.int64)
@@ -131,13 +131,12 @@ def replay_async(
 
     def pick(r: int) -> int:
         if planned is not None:
-            return int(planned[r])
-        load = in_flight if predicted is None else tokens_in_flight
-        low = np.flatnonzero(load == load.min())
-        if predicted is not None:  # ties: the fewest requests, then the lowest index (the plug-in's rule)
-            low = low[in_flight[low] == in_flight[low].min()]
-            return int(low[0])
-        return int(low[0] if low.size == 1 else low[rng.integers(low.size)])
+            return planned[r]
+        if predicted is not None:  # the fewest predicted tokens; ties: the fewest requests, then the lowest index
+            return min(range(instances), key=lambda i: (tokens_in_flight[i], in_flight[i], i))
+        low = min(in_flight)
+        ties = [i for i in range(instances) if in_flight[i] == low]
+        return ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
 
     def submit(r: int) -> list[int]:
         submitted[r] = now
@@ -221,7 +220,7 @@ def replay_async(
         group_step=trainer.group_step.copy(),
         step_end_s=step_end,
         publish_s=np.asarray(trainer.published),
-        requests_per_server=requests,
+        requests_per_server=np.asarray(requests, dtype=np.int64),
         sample_server=server_of,
         server_busy_s=np.array([s.busy_s for s in stats]),
         sync_s=float(sum(s.sync_s for s in stats)),
