@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 WORKLOADS = ("mix-k8-n8-b256", "mix-k16-n16-b512", "aime-k8-n8-b256")
+DEVIATION = " step dev"
 # (label, frame, routing): frames are a baseline's arrangement (by name) or asp's plan with these settings.
 ROWS = (("verl default", "least-pending", "least-pending"),
         ("round-robin deal, router plug-in", "round-robin", "planned"),
@@ -65,7 +66,7 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
             position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
             frames: dict[str, object] = {}
-            seconds = {}
+            seconds, deviation = {}, {}
             for label, kind, routing in ROWS:
                 key = kind if isinstance(kind, str) else repr(sorted(kind.items()))
                 if key not in frames:
@@ -80,22 +81,32 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
                                             train_batch_size=settings.train_batch_size, max_lag=max_lag,
                                             routing=routing, predicted_tokens=predicted[index],
                                             prompts_in_flight=in_flight, seed=seed)
+                means = workload.truth[index].mean(axis=1)[np.argsort(frame["seq"].to_numpy(), kind="stable")]
+                step_means = (np.bincount(result.group_step, weights=means)
+                              / np.bincount(result.group_step))
+                deviation[label] = float(np.quantile(np.abs(step_means / means.mean() - 1), 0.9))
                 seconds[label] = result.end_to_end_s
             for label, total in seconds.items():
                 rows.setdefault(label, []).append(total / seconds[ROWS[0][0]])
+                rows.setdefault(label + DEVIATION, []).append(deviation[label])
             print(f"{name} lag {max_lag} x{trainer_scale:g} seed {seed} done", file=sys.stderr, flush=True)
         results[name] = rows
     return results
 
 
 def table(results: dict[str, dict[str, list[float]]]) -> str:
+    """Each row's ratio (mean +- sd over the seeds) per workload, and the step deviation of verl's default and of
+    asp's default plan (the 90th percentile of |step mean length / epoch mean - 1|, steps as the trainer takes
+    the groups, in arrival order)."""
     labels = [r[0] for r in ROWS[1:]]
-    lines = ["| workload | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    lines = ["| workload | " + " | ".join(labels) + " | step dev p90: verl default / asp (auto) |",
+             "|---|" + "---:|" * (len(labels) + 1)]
     for name, rows in results.items():
         cells = []
         for label in labels:
             ratios = np.asarray(rows[label])
             cells.append(f"{ratios.mean():.3f} +- {ratios.std(ddof=1) if ratios.size > 1 else 0.0:.3f}")
+        cells.append(f"{np.mean(rows[ROWS[0][0] + DEVIATION]):.2f} / {np.mean(rows['asp (auto)' + DEVIATION]):.2f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
