@@ -805,7 +805,7 @@ def test_each_candidate_keeps_its_draws_times(tmp_path):
         assert c["expected_end_to_end_s"] == pytest.approx(expected, abs=0.01)
 
 
-def test_the_summary_names_the_verl_router_where_a_streaming_plan_kept_to_its_instances_is_faster():
+def test_the_summary_says_where_a_plan_kept_to_its_instances_is_faster_and_that_verl_routes_otherwise():
     from asp_cli.arrange.choose import arrangement_line
 
     def choice(engine: str, planned: float) -> dict:
@@ -816,10 +816,11 @@ def test_the_summary_names_the_verl_router_where_a_streaming_plan_kept_to_its_in
 
     streaming = arrangement_line(choice("streaming", 900.0))
     assert ("\n  an engine that keeps each minibatch on its planned instance is expected to take 900 s instead of "
-            "1,000 s (--dispatch planned plans for it; on verl 0.9 with an asynchronous trainer the router "
-            "asp_cli.integrate.verl_router keeps to it: docs/integrations.md, Option D)") in streaming
+            "1,000 s (--dispatch planned plans for it; not on verl, whose balancer spreads each group's samples "
+            "over the servers, which was faster than keeping to a plan as verl routes: docs/benchmarks.md, \"As "
+            "verl routes\")") in streaming
     blocking = arrangement_line(choice("continuous", 900.0))
-    assert "instead of 1,000 s (--dispatch planned plans for it)" in blocking and "verl_router" not in blocking
+    assert "instead of 1,000 s (--dispatch planned plans for it)" in blocking and "verl" not in blocking
     assert "planned instance" not in arrangement_line(choice("streaming", 980.0))  # within 3%: not said
 
 
@@ -915,4 +916,4 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     calls.clear()
     bounded = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, max_lag=1), PRESET)
     assert calls == [] and "timed_as" not in bounded.to_dict()
-    assert "as verl routes" not in arrangement_line(bounded.to_dict())
+    assert "expected end-to-end as verl routes" not in arrangement_line(bounded.to_dict())

@@ -583,7 +583,14 @@ def test_a_verl_export_of_a_schedule_for_servers_that_refill_says_nothing_of_eng
     # Kept to planned servers, a synchronous step loses verl's spread of each group over the servers: said.
     routed = export(out, [prompts], None, format="verl", route="planned")
     assert any("--route planned keeps each group on one server" in w and "As verl routes" in w
-               for w in routed.warnings), routed.warnings
+               and "verl's synchronous trainer" in w for w in routed.warnings), routed.warnings
+    # So does an asynchronous one's (a lag bound): verl's balancer spreads its groups too.
+    lagged = tmp_path / "lagged.parquet"
+    schedule([prompts], lagged, settings=ScheduleSettings(instances=3, train_batch_size=12, samples_per_prompt=2,
+                                                          engine="streaming", max_lag=1, dispatch="planned"))
+    spread = export(lagged, [prompts], None, format="verl", route="planned")
+    assert any("--route planned keeps each group on one server" in w and "asynchronous trainers" in w
+               for w in spread.warnings), spread.warnings
     length = export(out, [prompts], None, format="verl", route="length")
     assert [w for w in length.warnings if "--route" in w] == [
         "--route length: verl routes by the priority column only through asp's router: set "

@@ -649,8 +649,9 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
     if mine and other and other < mine * 0.97:
         line += ("\n  " + (f"an engine that keeps each minibatch on its planned instance is expected to take {other:,.0f} s "
                            f"instead of {mine:,.0f} s (--dispatch planned plans for it"
-                           + ("; on verl 0.9 with an asynchronous trainer the router asp_cli.integrate.verl_router "
-                              "keeps to it: docs/integrations.md, Option D)" if choice["engine"] == "streaming" else ")")
+                           + ("; not on verl, whose balancer spreads each group's samples over the servers, which "
+                              "was faster than keeping to a plan as verl routes: docs/benchmarks.md, \"As verl "
+                              "routes\")" if choice["engine"] == "streaming" else ")")
                            if dispatch == "free" else
                            f"an engine that takes the next minibatch in seq order when an instance frees (ignoring "
                            f"the instance column) is expected to take {other:,.0f} s instead of {mine:,.0f} s "

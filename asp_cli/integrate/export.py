@@ -51,6 +51,9 @@ VERL_DEFAULT_MAX_PROMPT_TOKENS = 512
 # How much longer a prompt may be than the schedule's count says (bytes / 4 against text at 3.1 characters a
 # token: `asp_cli.predict.features`).
 PROMPT_TOKENS_MARGIN = 1.3
+# Measured by scripts/bench_verl_async.py (docs/benchmarks.md, "As verl routes an asynchronous trainer"): asp's plan
+# for --dispatch planned kept to its instances by the router plug-in, against verl's own balancer on a shuffle.
+ASYNC_PLANNED_LOSS = "2.5-4.0% faster in asp's replay of verl's asynchronous trainers (rollout-bound, lag 2)"
 
 
 @dataclass
@@ -553,13 +556,16 @@ def _facts(
                          + ("; the schedule was planned for free dispatch, so its instance column was not planned to "
                             "be kept to: make it with --dispatch planned" if route == "planned"
                             and replay.schedule.recorded_settings.dispatch != "planned" else ""))
-        if route == "planned" and replay.schedule.recorded_settings.max_lag == 0:
-            # verl's synchronous trainer routes a whole step as it is submitted and spreads every group over the
-            # servers; one server per group was slower in the benchmark's steps (docs/benchmarks.md, "As verl routes").
-            notes.append("--route planned keeps each group on one server, but verl's synchronous trainer (the "
-                         "schedule's --max-lag 0) spreads every group's samples over the servers, which was 1.9-4.1% "
-                         "faster in asp's replay of verl's routing (docs/benchmarks.md, \"As verl routes\"): export "
-                         "without --route for a synchronous trainer")
+        if route == "planned":
+            # verl's balancer spreads every group's samples over the servers as they are submitted, synchronous or
+            # asynchronous; one server per group was slower in asp's replays of both (docs/benchmarks.md, "As verl
+            # routes" and "As verl routes an asynchronous trainer").
+            synchronous = replay.schedule.recorded_settings.max_lag == 0
+            notes.append("--route planned keeps each group on one server, but verl's balancer spreads every group's "
+                         "samples over the servers, which was " + ("1.9-4.1% faster in asp's replay of verl's "
+                                                                   "synchronous trainer" if synchronous else
+                                                                   ASYNC_PLANNED_LOSS)
+                         + " (docs/benchmarks.md, \"As verl routes\"): export without --route")
         if order == "train":
             notes.extend(_chunking_notes(size, n, workers, verl_version))
             if workers != replay.instances and engine != "streaming":
