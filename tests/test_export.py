@@ -409,6 +409,28 @@ def test_a_column_of_mixed_json_kinds_is_exported_as_text_and_said_so(tmp_path):
     assert any("columns 'id', 'meta' mix JSON kinds" in w and "--format jsonl" in w for w in result.warnings)
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "verl"])
+def test_text_that_starts_as_the_readers_tag_is_exported_as_it_is(tmp_path, fmt):
+    """Text that starts as the reader's tags do ("\\x00json:", "\\x00text:") is kept escaped while read; the export
+    gives it back as the file held it, beside a column of mixed kinds."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = tmp_path / "lookalike.jsonl"
+    write_jsonl(data, [{"id": "\x00json:5", "question": "\x00json:5", "extra": "\x00text:z"},
+                       {"id": 2, "question": "What is 2+2?", "extra": "q"}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=2))
+    out = tmp_path / "o.parquet"
+    export(sched, [data], out, format=fmt)
+    rows = {r["question"]: r for r in pl.read_parquet(out).to_dicts()}
+    assert rows["\x00json:5"]["id"] == "\x00json:5" and rows["\x00json:5"]["extra"] == "\x00text:z"
+    assert rows["What is 2+2?"]["id"] == "2"
+    if fmt == "verl":
+        assert rows["\x00json:5"]["prompt"] == [{"role": "user", "content": "\x00json:5"}]
+        assert rows["\x00json:5"]["extra_info"]["prompt_id"] == "\x00json:5"
+
+
 MULTIMODAL = [{"role": "system", "content": "Be brief."},
               {"role": "user", "content": [{"type": "text", "text": "What is in the picture?"},
                                            {"type": "image_url", "image_url": {"url": "file:///x.png"}}]}]

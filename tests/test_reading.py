@@ -256,6 +256,51 @@ def test_a_column_whose_lists_or_objects_mix_kinds_is_kept_as_json_text(tmp_path
     assert prompts["prompt_text"].to_list() == ["Be brief.\nWhat?", "Be brief."]
 
 
+LOOKALIKE_CHAT = "\x00json:" + json.dumps([{"role": "user", "content": "hi"}])
+
+
+def _lookalike_file(folder, layout: str, rows: list[dict]):
+    folder.mkdir(exist_ok=True)
+    if layout == "csv":
+        path = folder / "p.csv"
+        pl.DataFrame(rows).write_csv(path)
+        return path
+    if layout == "parquet":
+        path = folder / "p.parquet"
+        pl.DataFrame(rows).write_parquet(path)
+        return path
+    if layout == "json-array":
+        path = folder / "p.json"
+        path.write_text(json.dumps(rows))
+        return path
+    if layout == "mixed-jsonl":  # a number among the texts: the slow reader, which tags it
+        rows = [*rows, {k: (7 if k == "id" else 7.5 if k == "length" else "seven") for k in rows[0]}]
+    return write_jsonl(folder / "p.jsonl", rows)
+
+
+@pytest.mark.parametrize("layout", ["jsonl", "mixed-jsonl", "json-array", "csv", "parquet"])
+def test_text_that_starts_as_the_readers_tag_is_read_as_text(tmp_path, layout):
+    """The readers keep a non-text value of a column of mixed kinds as "\\x00json:" + its JSON text: a user's own
+    text that started so was taken for a tagged value: the text "\\x00json:5" was the prompt id 5 and the length 5,
+    and as a prompt a bad row, or (a chat list's JSON text behind it) the chat list."""
+    rows = [{"id": "\x00json:5", "question": "\x00json:5"}, {"id": "\x00text:b", "question": LOOKALIKE_CHAT},
+            {"id": "c", "question": "\x00text:x"}]
+    frame, _ = read_prompts([_lookalike_file(tmp_path, layout, rows)])
+    assert frame["prompt_id"].to_list()[:3] == ["\x00json:5", "\x00text:b", "c"]
+    assert frame["prompt_text"].to_list()[:3] == ["\x00json:5", LOOKALIKE_CHAT, "\x00text:x"]
+    assert frame["n_messages"].to_list()[:3] == [1, 1, 1]
+    lengths = [{"id": "a", "length": "\x00json:5"}]
+    with pytest.raises(InputError, match=r"column 'length' is not a number for prompt id 'a'"):
+        read_lengths([_lookalike_file(tmp_path / "h", layout, lengths)])
+
+
+def test_text_that_starts_as_the_readers_tag_is_no_length_in_a_list(tmp_path):
+    for lengths in (["\x00json:5"], [10, "\x00json:5"]):  # a list of text, and one of mixed kinds (tagged)
+        path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": lengths}])
+        with pytest.raises(InputError, match=r"h.jsonl:1: column 'length' is not a number for prompt id 'a'"):
+            read_lengths([path])
+
+
 def test_text_shaped_like_a_date_stays_text(tmp_path):
     """PyArrow's JSON reader takes "2024-01-02" for a timestamp: an id of that shape was refused as "of type
     Datetime, not text or an integer", and a date column changed type on its way through `asp export`."""

@@ -411,13 +411,19 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
             heights.append(part.height)
     frame = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
     # `reading.tables` tags a non-text value in a column of mixed kinds; the tag is the reader's, not the data's.
-    from asp_cli.reading.json_records import JSON_TAG
+    # A user's text that starts as a tag does is escaped (`json_records.TEXT_TAG`): given back as it is.
+    from asp_cli.reading.json_records import JSON_TAG, TEXT_TAG
+    from asp_cli.reading.json_records import untag as untagged
 
-    tagged = [c for c, t in frame.schema.items() if t == pl.String and not c.startswith("\x00")
-              and frame.select(pl.col(c).str.starts_with(JSON_TAG).any()).item()]
+    texts = [c for c, t in frame.schema.items() if t == pl.String and not c.startswith("\x00")]
+    hits = frame.select(pl.struct(pl.col(c).str.starts_with(JSON_TAG).any().alias("j"),
+                                  pl.col(c).str.starts_with(TEXT_TAG).any().alias("t")).alias(c)
+                        for c in texts).row(0) if texts else ()
+    tagged = [c for c, hit in zip(texts, hits, strict=True) if hit["j"]]
     if mixed is not None:
         mixed.extend(tagged)
-    return frame.with_columns([pl.col(c).str.strip_prefix(JSON_TAG) for c in tagged]) if tagged and untag else frame
+    tagged = [c for c, hit in zip(texts, hits, strict=True) if hit["j"] or hit["t"]]
+    return frame.with_columns([untagged(pl.col(c)) for c in tagged]) if tagged and untag else frame
 
 
 def mixed_kinds_warning(columns: list[str]) -> str:

@@ -9,7 +9,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError
-from asp_cli.reading.json_records import JSON_TAG
+from asp_cli.reading.json_records import JSON_TAG, untag
 
 # Where a reference answer may live, for verl's reward_model.ground_truth when the file has no reward_model.
 ANSWER_KEYS = ("ground_truth", "answer", "solution", "label", "target", "gts")
@@ -37,7 +37,7 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None) -> tuple[pl.
     lowered = {c.lower(): c for c in raw.columns}
     out = raw.with_columns(_verl_prompt(raw, lowered).alias("prompt"))
     # The reader's tags (a non-text value in a column of mixed kinds) told chat rows from text; the rest is text.
-    out = out.with_columns([pl.col(c).str.strip_prefix(JSON_TAG) for c, t in out.schema.items() if t == pl.String])
+    out = out.with_columns([untag(pl.col(c)) for c, t in out.schema.items() if t == pl.String])
     if "messages" in lowered and lowered["messages"] != "prompt":
         out = out.drop(lowered["messages"])
 
@@ -102,7 +102,7 @@ def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
             if {"role", "content"} <= fields:
                 return pl.col(column)
         if dtype == pl.String:
-            text = pl.col(column).str.strip_prefix(JSON_TAG)
+            text = untag(pl.col(column))
             looks_chat = raw.select(text.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()).item()
             # A list among text prompts (the reader tags it: a column of mixed kinds) is a chat list; text stays
             # a user message (it was wrapped whole, the chat list's JSON text as a message's content).
@@ -114,7 +114,7 @@ def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
     for name in C.PROMPT_KEYS:
         column = lowered.get(name)
         if column is not None and raw.schema[column] == pl.String:
-            return _user_message(pl.col(column).str.strip_prefix(JSON_TAG))
+            return _user_message(untag(pl.col(column)))
     raise InputError(
         "cannot build verl's prompt column: no chat list under 'prompt'/'messages' and no text under "
         f"{', '.join(C.PROMPT_KEYS)}; rename the prompt column"

@@ -16,6 +16,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError
+from asp_cli.reading.json_records import escape_tag_lookalikes
 from asp_cli.reading.options import OnBadRow
 from asp_cli.reading.text_checks import check_column_names, check_utf8, first_error_line, is_utf8
 
@@ -119,7 +120,7 @@ def read_csv(path: Path, data: bytes, text_columns: Sequence[str] = (), on_bad_r
         raise InputError(f"{path}: unreadable CSV ({first_error_line(exc)}); check quoting and the separator") from None
     if frame.height == 0:
         raise InputError(f"{path}: the file has a header but no rows; give at least one row")
-    return frame
+    return escape_tag_lookalikes(frame) if b"\x00" in data else frame
 
 
 def csv_bad_line(data: bytes, separator: str) -> tuple[int, str] | None:

@@ -4,6 +4,8 @@ A column is built by Polars when its values share one JSON kind at every depth; 
 ``[10, true]``, a chat message's content as text in one row and as a list of parts in another) it is kept as text,
 each non-text value as its JSON text behind `JSON_TAG`, so no value is coerced to another type: the readers judge
 each one (`prompts`: a chat list row by row; `lengths`: a list element by element) and `asp export` writes them back.
+A user's own text that starts as a tag does is kept behind `TEXT_TAG` (`escape_tag_lookalikes`, in every reader), so
+that no text is taken for a tagged value; `untag` gives each value back as the file held it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
     data: dict[str, list[Any]] = {}
     for key in keys:
         values = [record.get(key) for record in records]
+        if any(isinstance(v, str) and v.startswith(_TAG_START) for v in values):
+            values = [escape_text(v) if isinstance(v, str) else v for v in values]
         kinds = {_json_kind(v) for v in values if v is not None}
         nested = bool(kinds & {"list", "object"})
         if (len(kinds) > 1 and kinds != {"int", "float"}) or (nested and _nested_kinds_differ(values)):
@@ -65,6 +69,46 @@ def records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
 
 # How a non-text JSON value is kept in a column of mixed kinds (text stays text): its JSON text behind this tag.
 JSON_TAG = "\x00json:"
+# How a user's own text that starts with either tag is kept (in any text column of any reader): behind this tag, so
+# that the text "\x00json:5" is not read as the number 5 (no parsed JSON text starts with a NUL; this one does).
+TEXT_TAG = "\x00text:"
+_TAG_START = "\x00"  # both tags start with it: text that does not is never escaped
+
+
+def escape_text(value: str) -> str:
+    """A user's text as a column keeps it: behind `TEXT_TAG` when it starts as a tag does, else as it is."""
+    return TEXT_TAG + value if value.startswith((JSON_TAG, TEXT_TAG)) else value
+
+
+def escape_tag_lookalikes(frame: pl.DataFrame, columns: list[str] | None = None) -> pl.DataFrame:
+    """``frame`` with each text value of its own columns (``columns``, or every text column but asp's hidden
+    NUL-named ones) that starts as a tag does kept behind `TEXT_TAG` (`escape_text`); unchanged when none does.
+
+    For the readers whose columns hold no tags of their own (PyArrow's JSON lines, CSV, Parquet): a frame built
+    by `records_to_frame` is escaped as it is built."""
+    names = [c for c, t in frame.schema.items() if t == pl.String and not c.startswith("\x00")
+             and (columns is None or c in columns)]
+    if not names:
+        return frame
+    found = [c for c, hit in zip(names, frame.select(pl.col(c).str.starts_with(_TAG_START).any() for c in names).row(0),
+                                 strict=True) if hit]
+    return frame.with_columns(
+        pl.when(pl.col(c).str.starts_with(JSON_TAG) | pl.col(c).str.starts_with(TEXT_TAG))
+        .then(TEXT_TAG + pl.col(c)).otherwise(pl.col(c)).alias(c)
+        for c in found
+    ) if found else frame
+
+
+def untag(value: pl.Expr) -> pl.Expr:
+    """The values of a text column as the file held them: text as itself (escaped text unescaped), another JSON
+    value of a column of mixed kinds as its JSON text."""
+    return (pl.when(value.str.starts_with(TEXT_TAG)).then(value.str.slice(len(TEXT_TAG)))
+            .otherwise(value.str.strip_prefix(JSON_TAG)))
+
+
+def untag_value(raw: str) -> str:
+    """`untag` of one value."""
+    return raw[len(TEXT_TAG):] if raw.startswith(TEXT_TAG) else raw.removeprefix(JSON_TAG)
 
 
 def _nested_kinds_differ(values: list[Any]) -> bool:

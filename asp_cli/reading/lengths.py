@@ -11,7 +11,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError, shown_id
-from asp_cli.reading.json_records import JSON_TAG
+from asp_cli.reading.json_records import JSON_TAG, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.tables import (BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, jsonl_line_of_row,
@@ -125,7 +125,9 @@ def extract_lengths(
         else:
             base = base.explode("\x00len")
     if inner == pl.String:
-        numeric = pl.col("\x00len").str.strip_prefix("\x00json:").str.strip_chars().cast(pl.Float64, strict=False)
+        # The reader tags a number among text (a column of mixed kinds); a list's elements are the file's own.
+        value = pl.col("\x00len") if listed else pl.col("\x00len").str.strip_prefix(JSON_TAG)
+        numeric = value.str.strip_chars().cast(pl.Float64, strict=False)
     elif inner.is_numeric() or inner == pl.Null:
         numeric = pl.col("\x00len").cast(pl.Float64)
     else:
@@ -161,19 +163,20 @@ def extract_lengths(
             elif first["\x00badflags"]:
                 reason = f"column {C.TRUNCATED!r} is not true or false"
             elif first["\x00badepoch"]:
-                raw_epoch = str(first["\x00rawepoch"]).removeprefix("\x00json:")
+                raw_epoch = untag_value(str(first["\x00rawepoch"]))
                 reason = f"column {C.EPOCH!r} is not an epoch number ({raw_epoch}; epochs count 0, 1, 2, ...)"
             else:
                 raw = first["\x00len"]
+                shown = str(raw) if listed else untag_value(str(raw))  # a list's elements hold no tags
                 value = first["\x00num"]
                 if raw is None:
                     reason = f"column {length_col!r} is missing"
-                elif (value is None or (isinstance(value, float) and math.isnan(value))) and str(raw).removeprefix(
-                        "\x00json:").lstrip().startswith("["):
+                elif (value is None or (isinstance(value, float) and math.isnan(value))) and shown.lstrip().startswith(
+                        "["):
                     reason = (f"column {length_col!r} holds a list where other rows hold one number (one row per "
                               "sample, or a list per prompt: one form in a file)")
-                elif str(raw).removeprefix("\x00json:") in ("true", "false"):
-                    reason = f"column {length_col!r} holds {str(raw).removeprefix(chr(0) + 'json:')}, not a token count"
+                elif shown in ("true", "false"):
+                    reason = f"column {length_col!r} holds {shown}, not a token count"
                 elif value is None or (isinstance(value, float) and math.isnan(value)):
                     reason = f"column {length_col!r} is not a number"
                 elif value < 0:

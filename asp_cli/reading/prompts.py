@@ -11,7 +11,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError, shown_id
-from asp_cli.reading.json_records import CHAT_CONTENT, JSON_TAG, flatten_content_parts
+from asp_cli.reading.json_records import CHAT_CONTENT, JSON_TAG, TEXT_TAG, flatten_content_parts, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.tables import (
     BAD_ROW_FIX,
@@ -75,7 +75,7 @@ def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Serie
             | (col.str.starts_with("\x00json:") & chat_like).fill_null(False).any()
         ).item():
             return _chat_json_text(frame[column], chat_like_all=frame.select(chat_like.fill_null(False)).to_series())
-        out = frame.select(col.alias("t"), (col.is_null() | col.str.starts_with("\x00json:")).alias("b"))
+        out = frame.select(untag(col).alias("t"), (col.is_null() | col.str.starts_with("\x00json:")).alias("b"))
         return out["t"], pl.Series("m", [1] * frame.height, dtype=pl.Int32), out["b"], None
     raise InputError(
         f"{path}: column {column!r} holds {dtype}, not text or a chat-message list; "
@@ -110,7 +110,7 @@ def _decode_chat_json(values: pl.Series, stripped: pl.Series,
         out = pl.DataFrame({"v": values, "d": decoded, "c": chat_like_all}).select(
             pl.when(pl.col("c"))
             .then(pl.col("d").list.eval(pl.element().struct.field(CHAT_CONTENT)).list.join("\n"))
-            .otherwise(pl.col("v"))
+            .otherwise(untag(pl.col("v")))
             .alias("t"),
             pl.when(pl.col("c")).then(pl.col("d").list.len().cast(pl.Int32)).otherwise(1).alias("m"),
             (
@@ -141,7 +141,7 @@ def _parse_chat_json(raw: str | None) -> tuple[str | None, int]:
     mixed = raw.startswith("\x00json:")
     body = raw[len("\x00json:"):] if mixed else raw
     if not body.lstrip().startswith("["):
-        return (None, 0) if mixed else (raw, 1)
+        return (None, 0) if mixed else (untag_value(raw), 1)
     try:
         messages = json.loads(body)
     except json.JSONDecodeError:
@@ -306,7 +306,7 @@ def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
     if dtype == pl.String:
         tagged = col.str.starts_with(_JSON_TAG)
         # A number without a fraction (3.0) in a column of mixed kinds is the integer it reads as.
-        body = col.str.strip_prefix(_JSON_TAG)
+        body = untag(col)  # text as itself, a tagged value as its JSON text
         body = pl.when(tagged).then(body.str.replace(r"^(-?[0-9]+)\.0*$", "$1")).otherwise(body)
         integer = body.str.contains(r"^-?[0-9]+$")
         fits = body.cast(pl.Int64, strict=False).is_not_null()
@@ -353,7 +353,9 @@ def _source_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
     if column is None:
         return pl.lit(None, dtype=pl.String)
     dtype = frame.schema[column]
-    if dtype == pl.String or dtype.is_numeric() or dtype == pl.Boolean:
+    if dtype == pl.String:
+        return pl.col(column).str.strip_prefix(TEXT_TAG)  # a user's text that starts as a tag does, as it is
+    if dtype.is_numeric() or dtype == pl.Boolean:
         return pl.col(column).cast(pl.String)
     return pl.lit(None, dtype=pl.String)
 

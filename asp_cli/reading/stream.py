@@ -31,6 +31,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError
+from asp_cli.reading.json_records import escape_tag_lookalikes
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts
 from asp_cli import limits
@@ -488,7 +489,7 @@ def _parse_csv(path: Path, header: bytes, records: bytes, separator: str, schema
         if found is not None:
             raise InputError(f"{path}:{line + found[0] - 2}: {found[1]}; check quoting and the separator") from None
         raise InputError(f"{path}: unreadable CSV ({_first_line(exc)}); check quoting and the separator") from None
-    return frame, frame.schema
+    return (escape_tag_lookalikes(frame) if b"\x00" in records else frame), frame.schema
 
 
 def _parquet_batches(path: Path, gzipped: bool, report: ReadReport,
@@ -530,6 +531,6 @@ def _parquet_batches(path: Path, gzipped: bool, report: ReadReport,
             categorical = [n for n, t in frame.schema.items() if isinstance(t, (pl.Categorical, pl.Enum))]
             if categorical:
                 frame = frame.with_columns(pl.col(categorical).cast(pl.String))
-            yield frame, None
+            yield escape_tag_lookalikes(frame), None
     except (pa.ArrowException, OSError, pl.exceptions.PolarsError) as exc:
         raise InputError(f"{path}: unreadable Parquet file ({_first_line(exc)}); rewrite it") from None

@@ -24,7 +24,7 @@ from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
-from asp_cli.reading.json_records import records_to_frame
+from asp_cli.reading.json_records import escape_tag_lookalikes, records_to_frame
 from asp_cli.reading.options import OnBadRow
 from asp_cli.reading.text_checks import check_column_names
 from asp_cli.reading.text_checks import check_utf8 as _check_utf8
@@ -323,7 +323,7 @@ def _read_parquet(path: Path, data: bytes) -> pl.DataFrame:
     categorical = [name for name, dtype in frame.schema.items() if isinstance(dtype, (pl.Categorical, pl.Enum))]
     if categorical:
         frame = frame.with_columns(pl.col(categorical).cast(pl.String))
-    return frame
+    return escape_tag_lookalikes(frame)
 
 
 def check_parquet_footer(source: Any, where: str) -> Any:
@@ -429,6 +429,8 @@ def parse_jsonl_block(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: 
             raise pa.ArrowInvalid("more rows than lines: parse line by line")
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
+        if _NUL_ESCAPE in data:  # text can start with a NUL (as the reader's tags do) only written so
+            frame = escape_tag_lookalikes(frame)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pl.exceptions.PolarsError):
         frame = _read_jsonl_slow(path, data, on_bad_row=on_bad_row, report=report, too_deep=too_deep,
                                  first_line=first_line, allow_empty=allow_empty)
@@ -612,7 +614,7 @@ def with_nested_key(frame: pl.DataFrame, key: str | None) -> pl.DataFrame:
         if not isinstance(dtype, pl.Struct) or name not in {f.name for f in dtype.fields}:
             return frame  # not a path of this frame: `find_column` says which columns there are
         expr, dtype = expr.struct.field(name), next(f.dtype for f in dtype.fields if f.name == name)
-    return frame.with_columns(expr.alias(key))
+    return escape_tag_lookalikes(frame.with_columns(expr.alias(key)), [key])
 
 
 def find_column(
