@@ -181,6 +181,23 @@ def test_a_synchronous_step_fills_every_instance_while_it_has_groups_enough():
     assert deal_minibatches(footprint[:3], work[:3], max_prompts=16, max_tokens=10**9, min_count=16).max() == 2
 
 
+def test_a_dealt_step_of_groups_without_work_still_makes_min_count_minibatches():
+    """Groups predicted to do no work (a step of empty responses) were all dealt to the first minibatch: ties of
+    load went by position alone, so min_count was ignored and every other instance idled through the step."""
+    from asp_cli.arrange.packing import cut_per_step, deal_minibatches
+
+    footprint = np.full(10, 5, dtype=np.int64)
+    dealt = deal_minibatches(footprint, np.zeros(10), max_prompts=16, max_tokens=10**9, min_count=4)
+    assert np.bincount(dealt).tolist() == [3, 3, 2, 2]
+    some = deal_minibatches(footprint[:4], np.array([5.0, 5.0, 0.0, 0.0]), max_prompts=16, max_tokens=10**9,
+                            min_count=4)
+    assert sorted(some.tolist()) == [0, 1, 2, 3]
+    few = deal_minibatches(footprint[:3], np.zeros(3), max_prompts=16, max_tokens=10**9, min_count=8)
+    assert few.tolist() == [0, 1, 2]  # at most one minibatch per group
+    step = cut_per_step(np.arange(10), footprint, 10, 16, 10**9, np.zeros(10), instances=4)
+    assert np.bincount(step).tolist() == [3, 3, 2, 2]
+
+
 def test_a_synchronous_step_cut_where_an_even_piece_holds_too_much_kv_still_fills_every_instance():
     from asp_cli.arrange.packing import PaddedTokens, cut_per_step
 

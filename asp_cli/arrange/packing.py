@@ -275,8 +275,11 @@ def step_makespans(duration_s: np.ndarray, step_first: np.ndarray, instances: in
 def deal_minibatches(footprint_tokens: np.ndarray, work: np.ndarray, *, max_prompts: int,
                      max_tokens: int, min_count: int = 1) -> np.ndarray:
     """Deal one training step's groups into as few minibatches as the prompt and KV limits allow (and at least
-    ``min_count``), each group (the heaviest first, ties by position) to the lightest minibatch with room: the
-    minibatches' predicted work balanced (Graham's longest-processing-time rule, 1969), numbered heaviest first.
+    ``min_count``), each group (the heaviest first, ties by position) to the lightest minibatch with room (ties
+    to the one with fewer groups, then by position): the minibatches' predicted work balanced (Graham's
+    longest-processing-time rule, 1969), numbered heaviest first. With as many groups as minibatches, none is
+    empty: groups predicted to do no work were all dealt to the first minibatch (ties went by position alone), so
+    a step of such groups made one minibatch where ``min_count`` asked for one per instance.
 
     In synchronous training each step waits for its slowest instance, and a step has about one minibatch per
     instance: cut longest first, one minibatch held all the step's long groups and the step lasted as long as
@@ -291,16 +294,16 @@ def deal_minibatches(footprint_tokens: np.ndarray, work: np.ndarray, *, max_prom
         raise ValueError("a prompt's footprint exceeds max_tokens")
     count = max(-(-k // max(max_prompts, 1)), -(-int(tokens_of.sum()) // max(max_tokens, 1)), min(min_count, k), 1)
     loads, counts, tokens = [0.0] * count, [0] * count, [0] * count
-    heap = [(0.0, b) for b in range(count)]
+    heap = [(0.0, 0, b) for b in range(count)]
     out = np.empty(k, dtype=np.int64)
     for j in np.lexsort((np.arange(k), -np.asarray(work, dtype=np.float64))).tolist():
         need, chosen, set_aside = int(tokens_of[j]), None, []
         while heap:
-            load, b = heapq.heappop(heap)
+            load, held, b = heapq.heappop(heap)
             if tokens[b] + need <= max_tokens:
                 chosen = b
                 break
-            set_aside.append((load, b))  # no KV room for this group; a smaller one may fit later
+            set_aside.append((load, held, b))  # no KV room for this group; a smaller one may fit later
         if chosen is None:  # every minibatch is full: open one more
             chosen = len(loads)
             loads.append(0.0), counts.append(0), tokens.append(0)
@@ -309,7 +312,7 @@ def deal_minibatches(footprint_tokens: np.ndarray, work: np.ndarray, *, max_prom
         counts[chosen] += 1
         tokens[chosen] += need
         if counts[chosen] < max_prompts:  # a full minibatch leaves the heap for good
-            heapq.heappush(heap, (loads[chosen], chosen))
+            heapq.heappush(heap, (loads[chosen], counts[chosen], chosen))
         for item in set_aside:
             heapq.heappush(heap, item)
     rank = np.empty(len(loads), dtype=np.int64)
