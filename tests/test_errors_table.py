@@ -505,9 +505,27 @@ def test_every_documented_row_is_tested():
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
         f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
-        "E56", "E59", "E65", "E69", "E70"}  # E56, E59 (Ray): tests/test_ray.py; E69: tests/test_calibrate.py;
+        "E56", "E59", "E65", "E69", "E70", "E73"}  # E56, E59 (Ray): tests/test_ray.py; E69: tests/test_calibrate.py;
     # E70: tests/test_reading.py
     assert documented == tested
+
+
+def test_error_row_verl_objects_of_mixed_kinds(tmp_path):
+    """E73: a verl export of a dataset whose reward_model objects differ in kind (a ground truth as text, then as
+    a number)."""
+    data = write_jsonl(tmp_path / "data.jsonl", [
+        {"id": "a", "question": "What is 1+1?", "reward_model": {"style": "rule", "ground_truth": "2"}},
+        {"id": "b", "question": "What is 2+2?", "reward_model": {"style": "rule", "ground_truth": 4}}])
+    sched = tmp_path / "s.parquet"
+    assert runner.invoke(app, ["schedule", str(data), "-o", str(sched), "-q"]).exit_code == 0
+    result = runner.invoke(app, ["export", str(sched), str(data), "-o", str(tmp_path / "v.parquet"),
+                                 "--format", "verl"])
+    assert result.exit_code == 3 and result.stderr.endswith(
+        f"Error: {data}: column 'reward_model' holds objects whose field 'ground_truth' is text in some rows and a "
+        "number in others, which verl's layout cannot keep (a Parquet column holds one type; its values would be "
+        "replaced by defaults); give that field one kind in every row, or write --format jsonl, which keeps every "
+        "row as it is\n")
+    assert not (tmp_path / "v.parquet").exists()
 
 
 def test_error_row_damaged_history_log_list(tmp_path):

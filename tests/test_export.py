@@ -106,6 +106,34 @@ def test_verl_export_keeps_a_verl_dataset_as_it_is(tmp_path):
     assert all(r["extra_info"]["prompt_id"] == str(r["extra_info"]["index"]) for r in out.iter_rows(named=True))
 
 
+@pytest.mark.parametrize("column, rows, words", [
+    ("reward_model", [{"style": "rule", "ground_truth": "2"}, {"style": "rule", "ground_truth": 4}],
+     "holds objects whose field 'ground_truth' is text in some rows and a number in others"),
+    ("extra_info", [{"index": 0, "tools_kwargs": {"calc": {"x": 1}}}, {"index": 1, "tools_kwargs": {"calc": "x"}}],
+     "holds objects whose field 'tools_kwargs.calc' is an object in some rows and text in others"),
+    ("reward_model", ["rule", {"style": "rule", "ground_truth": "4"}], "is text in some rows and an object in others"),
+])
+def test_verl_export_refuses_objects_of_mixed_kinds_it_would_drop(tmp_path, column, rows, words):
+    """A hostile-input audit: a JSON-lines dataset whose ground truths were text in one row and a number in another
+    (the reader keeps such a column as JSON text) exported to verl with every ground truth null, `extra_info`
+    rebuilt, and a warning that the dataset had no answer column (exit 0). The probe's verl layout is the same."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.probe import probe
+    from asp_cli.settings import ScheduleSettings
+
+    data = write_jsonl(tmp_path / "data.jsonl", [{"id": "a", "question": "What is 1+1?", column: rows[0]},
+                                                 {"id": "b", "question": "What is 2+2?", column: rows[1]}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=2))
+    with pytest.raises(InputError, match=re.escape(f"data.jsonl: column {column!r} {words}, which verl's layout")):
+        export(sched, [data], tmp_path / "v.parquet", format="verl")
+    assert not (tmp_path / "v.parquet").exists()
+    with pytest.raises(InputError, match=re.escape(f"column {column!r} ")):
+        probe([data], tmp_path / "p.parquet", format="verl")
+    export(sched, [data], tmp_path / "v.jsonl", format="jsonl")  # JSON lines keep each row's own objects
+    assert [json.loads(line)[column] for line in (tmp_path / "v.jsonl").read_text().splitlines()] == rows
+
+
 def test_a_dataset_line_that_is_not_json_is_skipped_as_scheduling_skipped_it(tmp_path):
     """export had no --on-bad-row, yet a malformed line stopped it with advice to pass --on-bad-row skip."""
     from asp_cli.arrange.pipeline import schedule

@@ -191,7 +191,7 @@ def export(
         ids = raw.select("\x00row").join(rows.select(pl.col("row").alias("\x00row"), "prompt_id")
                                          .unique("\x00row", keep="first", maintain_order=True),
                                          on="\x00row", how="left", maintain_order="left")["prompt_id"]
-        raw, verl_notes = to_verl(raw, ids)
+        raw, verl_notes = to_verl(raw, ids, where=", ".join(str(d) for d in datasets))
         warnings.extend(verl_notes)
     clashes = [f"{prefix}{c}" for c in ASP_COLUMNS if f"{prefix}{c}" in raw.columns]
     if clashes:

@@ -251,7 +251,8 @@ def probe(
         warnings.append("the input has no id column, so the probe adds `prompt_id` (the row-number id `asp schedule` "
                         "uses); keep it in the generation log so `asp observe` can match the samples")
     if fmt == "verl":
-        rows, notes = to_verl(rows, rows["\x00id"])  # extra_info.prompt_id: asp's id of each probed prompt
+        # extra_info.prompt_id: asp's id of each probed prompt
+        rows, notes = to_verl(rows, rows["\x00id"], where=", ".join(str(p) for p in inputs))
         warnings.extend(notes)
     rows = rows.drop("\x00id")
     rows = rows.drop("\x00row")

@@ -4,19 +4,22 @@ otherwise (`asp export --format verl`, `asp probe --format verl`)."""
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 
 from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError
-from asp_cli.reading.json_records import JSON_TAG, untag
+from asp_cli.reading.json_records import JSON_TAG, kind_difference, untag, untag_value
 
 # Where a reference answer may live, for verl's reward_model.ground_truth when the file has no reward_model.
 ANSWER_KEYS = ("ground_truth", "answer", "solution", "label", "target", "gts")
 _VERL_CHAT = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 
 
-def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None) -> tuple[pl.DataFrame, list[str]]:
+def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
+            where: str = "the dataset") -> tuple[pl.DataFrame, list[str]]:
     """Give a frame the five columns verl's RLHFDataset reads, keeping the user's values where present.
 
     ``prompt`` becomes a chat list (a chat list under ``prompt`` or ``messages`` is kept; text is wrapped as
@@ -26,7 +29,8 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None) -> tuple[pl.
     gave the prompts (the schedule's or the probe's: the column the user named, or the row number); a user's own
     ``extra_info`` without a ``prompt_id`` gains them. Without them the id is guessed from the usual id columns
     (an audit found that guess naming another column than the schedule's ``--id-key``, so logs fed back by
-    ``extra_info.prompt_id`` matched the wrong prompts).
+    ``extra_info.prompt_id`` matched the wrong prompts). ``where`` names the input files in errors: a
+    ``reward_model`` or ``extra_info`` whose objects differ in kind from row to row is refused (`InputError`).
 
     Returns
     -------
@@ -34,6 +38,7 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None) -> tuple[pl.
         The converted frame and warnings for people (defaults verl's reward routing depends on).
     """
     notes: list[str] = []
+    _check_objects_kept(raw, where)
     lowered = {c.lower(): c for c in raw.columns}
     out = raw.with_columns(_verl_prompt(raw, lowered).alias("prompt"))
     # The reader's tags (a non-text value in a column of mixed kinds) told chat rows from text; the rest is text.
@@ -83,6 +88,33 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None) -> tuple[pl.
         out = out.with_columns(pl.col("extra_info").struct.with_fields(pl.lit(given)))
     first = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     return out.select([*first, *[c for c in out.columns if c not in first]]), notes
+
+
+def _check_objects_kept(raw: pl.DataFrame, where: str) -> None:
+    """Refuse a ``reward_model`` or ``extra_info`` of objects the reader kept as JSON text (they differ in kind
+    somewhere: a ground truth that is text in one row and a number in another), naming where they differ.
+
+    verl's layout needs an object column there, and filled in its default instead: every ground truth (and the
+    ``extra_info`` verl's tools read) was dropped for a null, with a warning that the file had no answer column.
+    """
+    for name in ("reward_model", "extra_info"):
+        if name not in raw.columns or raw.schema[name] != pl.String:
+            continue
+        if not raw.select(pl.col(name).str.starts_with(JSON_TAG + "{").any()).item():
+            continue  # text only (no object to lose): the default stands in, as for a missing column
+        values = [None if v is None else json.loads(v[len(JSON_TAG):]) if v.startswith(JSON_TAG) else untag_value(v)
+                  for v in raw[name].to_list()]
+        found = kind_difference(values)  # None where only the file's other rows differ (a probe's draw)
+        place, one, other = found or ("", "", "")
+        what = (f"holds objects whose field {place!r} is {one} in some rows and {other} in others" if place
+                else f"is {one} in some rows and {other} in others" if found
+                else "holds objects whose fields differ in kind from row to row in the file")
+        which = "that field" if place else "it" if found else "each field"
+        raise InputError(
+            f"{where}: column {name!r} {what}, which verl's layout cannot keep (a Parquet column holds one type; "
+            f"its values would be replaced by defaults); give {which} one kind in every row, or write --format "
+            "jsonl, which keeps every row as it is"
+        )
 
 
 def _castable(frame: pl.DataFrame, column: str) -> bool:

@@ -48,7 +48,7 @@ def records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
             values = [escape_text(v) if isinstance(v, str) else v for v in values]
         kinds = {_json_kind(v) for v in values if v is not None}
         nested = bool(kinds & {"list", "object"})
-        if (len(kinds) > 1 and kinds != {"int", "float"}) or (nested and _nested_kinds_differ(values)):
+        if (len(kinds) > 1 and kinds != {"int", "float"}) or (nested and kind_difference(values) is not None):
             values = [v if v is None or isinstance(v, str) else _Mixed(v) for v in values]
         data[key] = values
     series = []
@@ -111,12 +111,13 @@ def untag_value(raw: str) -> str:
     return raw[len(TEXT_TAG):] if raw.startswith(TEXT_TAG) else raw.removeprefix(JSON_TAG)
 
 
-def _nested_kinds_differ(values: list[Any]) -> bool:
-    """Whether the values inside lists and objects differ in JSON kind at one place (a list element, an object's
-    field), which one Polars column cannot hold: ``[10, true]``, ``{"a": 1}`` beside ``{"a": "x"}``. Numbers mix
-    (as integers and fractions do in a column). Nulls and empty lists take any kind."""
+def kind_difference(values: list[Any]) -> tuple[str, str, str] | None:
+    """Where parsed JSON values differ in kind at one place (the values themselves, a list element, an object's
+    field), which one Polars column cannot hold: ``[10, true]``, ``{"a": 1}`` beside ``{"a": "x"}``; as (the place,
+    e.g. ``"a"`` or ``"tools.[]"``, empty for the values themselves; one kind; the other, in JSON's words), or None.
+    Numbers mix (as integers and fractions do in a column). Nulls and empty lists take any kind."""
     seen: dict[tuple, str] = {}
-    stack: list[tuple[tuple, Any]] = [((), v) for v in values if v is not None]
+    stack: list[tuple[tuple, Any]] = [((), v) for v in reversed(values) if v is not None]
     while stack:
         path, value = stack.pop()
         if value is None:
@@ -124,12 +125,17 @@ def _nested_kinds_differ(values: list[Any]) -> bool:
         kind = _json_kind(value)
         kind = "number" if kind in ("int", "float") else kind
         if seen.setdefault(path, kind) != kind:
-            return True
+            place = ".".join("[]" if step == 0 else str(step) for step in path)
+            return place, _KIND_WORDS[seen[path]], _KIND_WORDS[kind]
         if isinstance(value, list):
             stack.extend((path + (0,), item) for item in value)  # 0: any element (object keys are text)
         elif isinstance(value, dict):
             stack.extend((path + (name,), item) for name, item in value.items())
-    return False
+    return None
+
+
+_KIND_WORDS = {"bool": "true/false", "number": "a number", "bigint": "an integer beyond 64 bits", "str": "text",
+               "list": "a list", "object": "an object"}
 
 
 class _Mixed:
