@@ -301,6 +301,18 @@ def test_text_that_starts_as_the_readers_tag_is_no_length_in_a_list(tmp_path):
             read_lengths([path])
 
 
+def test_a_data_source_of_mixed_kinds_reads_as_the_file_holds_it(tmp_path):
+    """A hostile-input audit: a source that is a number among text sources was the reader's tag, "\\x00json:5", in
+    the probe's summary (NUL characters on the terminal) and in the per-source calibration, where a file of
+    numeric sources gives "5"."""
+    mixed = write_jsonl(tmp_path / "m.jsonl", [{"id": "a", "question": "q", "data_source": 5},
+                                               {"id": "b", "question": "r", "data_source": "gsm"},
+                                               {"id": "c", "question": "s", "data_source": "\x00json:7"}])
+    numeric = write_jsonl(tmp_path / "n.jsonl", [{"id": "d", "question": "t", "data_source": 5}])
+    frame, _ = read_prompts([mixed, numeric])
+    assert frame["data_source"].to_list() == ["5", "gsm", "\x00json:7", "5"]
+
+
 def test_text_shaped_like_a_date_stays_text(tmp_path):
     """PyArrow's JSON reader takes "2024-01-02" for a timestamp: an id of that shape was refused as "of type
     Datetime, not text or an integer", and a date column changed type on its way through `asp export`."""

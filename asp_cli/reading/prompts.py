@@ -11,7 +11,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError, shown_id
-from asp_cli.reading.json_records import CHAT_CONTENT, JSON_TAG, TEXT_TAG, flatten_content_parts, untag, untag_value
+from asp_cli.reading.json_records import CHAT_CONTENT, JSON_TAG, flatten_content_parts, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.tables import (
     BAD_ROW_FIX,
@@ -354,7 +354,9 @@ def _source_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
         return pl.lit(None, dtype=pl.String)
     dtype = frame.schema[column]
     if dtype == pl.String:
-        return pl.col(column).str.strip_prefix(TEXT_TAG)  # a user's text that starts as a tag does, as it is
+        # As the file holds it: a number among text is its JSON text ("5", as a column of numbers gives it), not
+        # the reader's tag (which reached the summaries and the per-source calibration as "\x00json:5").
+        return untag(pl.col(column))
     if dtype.is_numeric() or dtype == pl.Boolean:
         return pl.col(column).cast(pl.String)
     return pl.lit(None, dtype=pl.String)
