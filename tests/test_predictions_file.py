@@ -93,3 +93,14 @@ def test_a_schedule_from_predictions_says_format_1_1(tmp_path, prompts):
     made = schedule([prompts], tmp_path / "s.parquet", predictions=[predicted])
     assert made.metadata["format_version"] == "1.1"
     assert read_schedule(tmp_path / "s.parquet").metadata["format_version"] == "1.1"
+
+
+def test_lengths_that_mix_numbers_and_text_are_read_as_numbers(tmp_path, prompts):
+    """A hostile-input audit: a JSON-lines predictions file with a length as text in one row refused every row
+    holding a number ("predictions.jsonl:1: ... must be a whole token count" of a 100): the reader tags a number
+    among text, and the tag was not taken off."""
+    rows = [{"id": f"q{i}", "predicted_tokens": 100 + i if i % 2 else str(100 + i)} for i in range(40)]
+    mixed = write_jsonl(tmp_path / "pred.jsonl", rows)
+    plain = write_jsonl(tmp_path / "plain.jsonl", [{"id": f"q{i}", "predicted_tokens": 100 + i} for i in range(40)])
+    same = schedule([prompts], None, predictions=[plain]).frame
+    assert schedule([prompts], None, predictions=[mixed]).frame.equals(same)

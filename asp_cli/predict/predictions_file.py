@@ -18,6 +18,7 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, shown_id
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading import file_format, find_column, read_table
+from asp_cli.reading.json_records import untag
 from asp_cli.reading.prompts import id_column
 
 LENGTH_COLUMNS = (C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS, C.PREDICTED_TOKENS)
@@ -154,7 +155,9 @@ def _read_one(path: Path) -> pl.DataFrame:
         dtype = out.schema[column]
         if not (dtype.is_numeric() or dtype in (pl.String, pl.Null)):
             raise InputError(f"{path}: column {column!r} holds {dtype}; give one whole token count per prompt")
-        values = out[column].cast(pl.Float64, strict=False)
+        # A number among text (JSON lines of mixed kinds) is the reader's tagged JSON text: read as the number.
+        values = (out.select(untag(pl.col(column))).to_series() if dtype == pl.String else out[column]).cast(
+            pl.Float64, strict=False)
         bad = (values.is_null() | values.is_nan() | (values < 0) | (values > C.MAX_TOKEN_COUNT)
                | (values != values.floor()))
         if bad.any():
