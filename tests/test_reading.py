@@ -239,6 +239,16 @@ def test_lists_of_lengths_that_mix_numbers_and_digit_text_still_read(tmp_path):
     assert frame["truncated"].to_list() == [False, True, False, True]
 
 
+def test_truncated_flags_that_mix_booleans_and_text_are_read_as_flags(tmp_path):
+    """A hostile-input audit: a `truncated` true among text flags ("false") was refused as "not true or false" (the
+    reader tags a true among text, and the tag was not taken off)."""
+    path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": 5, "truncated": True},
+                                             {"id": "b", "length": 6, "truncated": "false"},
+                                             {"id": "c", "length": 7, "truncated": None}])
+    frame, _ = read_lengths([path])
+    assert frame["truncated"].to_list() == [True, False, None]
+
+
 def test_a_column_whose_lists_or_objects_mix_kinds_is_kept_as_json_text(tmp_path):
     """Polars built such a column by coercing: true to 1, a message's list of content parts to its debug text
     ("[{text,What?}]"), {"a": 1} beside {"a": "x"} to "1"."""

@@ -11,7 +11,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError, shown_id
-from asp_cli.reading.json_records import JSON_TAG, untag_value
+from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.tables import (BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, jsonl_line_of_row,
@@ -243,7 +243,8 @@ def _truncated_expr(dtype: pl.DataType) -> pl.Expr:
     """The ``truncated`` column as booleans (lists of them stay lists); text "true"/"false"/"1"/"0" counts."""
     listed = isinstance(dtype, pl.List)
     inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
-    value = pl.element() if listed else pl.col(C.TRUNCATED)
+    # A scalar true among text flags is the reader's tagged JSON text (a list's elements are the file's own).
+    value = pl.element() if listed else untag(pl.col(C.TRUNCATED)) if inner == pl.String else pl.col(C.TRUNCATED)
     if inner == pl.String:
         word = value.str.strip_chars().str.to_lowercase()
         flag = pl.when(word.is_in(["true", "1", "yes"])).then(True).when(word.is_in(["false", "0", "no"])).then(False)
