@@ -72,13 +72,30 @@ VERL_ROWS = (("verl default", "least-pending", "least-pending", "fcfs"),
               "length-aware", "fcfs"))
 
 
+def arranged(workload, settings, preset, kind: str | dict, cache: dict[str, tuple]) -> tuple:
+    """A baseline's arrangement (``kind`` its name) or asp's plan with ``settings`` changed by ``kind`` (a dict),
+    sorted by ``seq``, and each of its rows' position among the workload's prompts; made once per kind (``cache``)."""
+    import asp_cli.columns as C
+    from asp_cli.arrange.pipeline import plan
+    from asp_cli.bench.baselines import BASELINES as KINDS
+
+    key = kind if isinstance(kind, str) else repr(sorted(kind.items()))
+    if key not in cache:
+        frame = (KINDS[kind].arrange(workload.prompts, workload.predictions, settings, preset, None)
+                 if isinstance(kind, str) else
+                 plan(workload.prompts, workload.predictions, dataclasses.replace(settings, **kind),
+                      preset=preset)[0]).sort("seq")
+        position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
+        index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
+        cache[key] = (frame, index)
+    return cache[key]
+
+
 def run_verl(names: tuple[str, ...], seeds: int, data: Path,
              chunking: str = "v1") -> dict[str, dict[str, list[tuple[float, float]]]]:
     """Every plan of `VERL_ROWS` replayed as verl's synchronous trainer (``chunking``: `asp_cli.sim.submit_all.
     CHUNKING`) rolls it out; ratios over verl's default."""
     import asp_cli.columns as C
-    from asp_cli.arrange.pipeline import plan
-    from asp_cli.bench.baselines import BASELINES as KINDS
     from asp_cli.bench.compare import WORKLOADS as SPECS
     from asp_cli.bench.compare import build_workload
     from asp_cli.costmodel import load_preset
@@ -92,19 +109,11 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path,
         for seed in range(seeds):
             settings = dataclasses.replace(spec.settings(seed), trainer="schedule", engine="streaming", max_lag=0)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
-            position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
-            frames: dict[str, object] = {}
+            frames: dict[str, tuple] = {}
             seconds = {}
             for label, kind, routing, serving in VERL_ROWS:
-                key = kind if isinstance(kind, str) else repr(sorted(kind.items()))
-                if key not in frames:
-                    frames[key] = (KINDS[kind].arrange(workload.prompts, workload.predictions, settings, preset, None)
-                                   if isinstance(kind, str) else
-                                   plan(workload.prompts, workload.predictions, dataclasses.replace(settings, **kind),
-                                        preset=preset)[0]).sort("seq")
-                frame = frames[key]
-                index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
+                frame, index = arranged(workload, settings, preset, kind, frames)
                 result = replay_frame(frame, workload.truth[index], preset, instances=settings.instances,
                                       train_batch_size=settings.train_batch_size, routing=routing, serving=serving,
                                       chunking=chunking, predicted_tokens=predicted[index], seed=seed)

@@ -47,13 +47,12 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
         prompts_per_server: int | None) -> dict[str, dict[str, list[float]]]:
     """Each row's end-to-end time over verl's default, per workload and seed."""
     import asp_cli.columns as C
-    from asp_cli.arrange.pipeline import plan
-    from asp_cli.bench.baselines import BASELINES as KINDS
     from asp_cli.bench.compare import WORKLOADS as SPECS
     from asp_cli.bench.compare import build_workload
     from asp_cli.costmodel import load_preset
     from asp_cli.sim.verl_async import replay_async_frame
     from bench_rollout_bound import scaled_preset
+    from bench_sync import arranged
 
     preset = scaled_preset(load_preset("h100-qwen2.5-7b"), trainer_scale)
     results: dict[str, dict[str, list[float]]] = {}
@@ -63,19 +62,11 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
         for seed in range(seeds):
             settings = dataclasses.replace(spec.settings(seed), engine="streaming", max_lag=max_lag)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
-            position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
-            frames: dict[str, object] = {}
+            frames: dict[str, tuple] = {}
             seconds, deviation = {}, {}
             for label, kind, routing in ROWS:
-                key = kind if isinstance(kind, str) else repr(sorted(kind.items()))
-                if key not in frames:
-                    frames[key] = (KINDS[kind].arrange(workload.prompts, workload.predictions, settings, preset, None)
-                                   if isinstance(kind, str) else
-                                   plan(workload.prompts, workload.predictions, dataclasses.replace(settings, **kind),
-                                        preset=preset)[0]).sort("seq")
-                frame = frames[key]
-                index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
+                frame, index = arranged(workload, settings, preset, kind, frames)
                 in_flight = None if prompts_per_server is None else prompts_per_server * settings.instances
                 result = replay_async_frame(frame, workload.truth[index], preset, instances=settings.instances,
                                             train_batch_size=settings.train_batch_size, max_lag=max_lag,
