@@ -197,7 +197,7 @@ def probe(
     ------
     InputError, SettingsError, PredictorError, OutputError
     """
-    from asp_cli.integrate.export import mixed_kinds_warning, read_rows, write_rows
+    from asp_cli.integrate.dataset_rows import mixed_kinds_warning, read_rows, write_rows
     from asp_cli.reading.tables import SOURCE_JSON
     from asp_cli.integrate.verl_layout import to_verl
     from asp_cli.output import check_output_path
