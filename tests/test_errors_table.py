@@ -59,6 +59,7 @@ def setup_files(tmp: Path) -> None:
     (tmp / "nan.json").write_text('{"eta_bandwidth": NaN}')
     write_jsonl(tmp / "floatid.jsonl", [{"id": "a", "question": "q"}, {"id": 1.5, "question": "r"}])
     write_jsonl(tmp / "nul.jsonl", [{"id": "a", "question": "q", "\x00line": 5}])
+    (tmp / "cat.csv").write_text("id,question\na,What is 2+2?\nid,question\nb,Why?\n")
     (tmp / "emptydir").mkdir()
 
 
@@ -157,6 +158,9 @@ CASES = [
     ("E71", ["schedule", "{tmp}/nul.jsonl", "-o", "{tmp}/o.parquet"], 3,
      "nul.jsonl:1: column '\\x00line' starts with a NUL character, which asp keeps for its own columns; rename the "
      "column (or drop it)"),
+    ("E74", ["schedule", "{tmp}/cat.csv", "-o", "{tmp}/o.parquet"], 3,
+     "cat.csv:3: the header line repeats here as a data row (files joined with cat?); remove the repeated header "
+     "line, or pass --on-bad-row skip to skip bad rows"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

@@ -719,3 +719,30 @@ def test_a_json_array_element_that_is_no_object_is_named_in_jsons_words_counting
     path.write_text('[{"id": "a", "prompt": "x"}, null]')
     with pytest.raises(InputError, match=r"a\.json: element 2 of the array is null, not an object; fix it"):
         read_prompts([path])
+
+
+def test_a_csv_header_repeated_as_a_data_row_is_refused_or_skipped(tmp_path):
+    """An audit: `cat a.csv b.csv` kept b's header as a data row (id 'id', prompt 'question'), silently. Both readers
+    refuse it naming its line (docs/errors.md, E74), or skip and count it with --on-bad-row skip (taking no row
+    number); a prompt's quoted text that holds the header's line is no header."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    path = tmp_path / "cat.csv"
+    path.write_bytes(b"id,question\r\na,What is 2+2?\r\n\xef\xbb\xbfid,question\r\nb,Why?\r\n")
+    for read in (read_prompts, read_prompts_streamed, lambda p, o=ReadOptions(): read_prompts_streamed(
+            p, o, batch_bytes=16)):
+        with pytest.raises(InputError, match=r"^.*cat.csv:3: the header line repeats here as a data row \(files "
+                                             r"joined with cat\?\); remove the repeated header line, or pass "
+                                             r"--on-bad-row skip to skip bad rows$"):
+            read([path])
+        frame, report = read([path], ReadOptions(on_bad_row="skip"))
+        assert frame["prompt_id"].to_list() == ["a", "b"] and frame["row"].to_list() == [0, 1]
+        assert report.skipped_rows == 1 and report.skipped_examples[0].endswith("cat.csv:3")
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text('id,question\na,"Repeat this line:\nid,question\nplease"\n')
+    for read in (read_prompts, read_prompts_streamed):
+        assert read([quoted])[0]["prompt_id"].to_list() == ["a"]
+    lengths = tmp_path / "h.csv"
+    lengths.write_text("prompt_id,response_tokens\na,5\nprompt_id,response_tokens\nb,7\n")
+    with pytest.raises(InputError, match=r"h.csv:3: the header line repeats here as a data row"):
+        read_lengths([lengths])

@@ -83,17 +83,58 @@ def csv_without_line_marks(data: bytes) -> bytes:
     return _LINE_MARKS.sub(b"", data) if _BOM in data else data
 
 
-def utf8_lines_only(path: Path, data: bytes, first_line: int, report: Any) -> bytes:
-    """``data`` (CSV records, ``first_line`` the line of its first) without the lines that are not UTF-8, each
-    skipped and counted in ``report`` (a `tables.ReadReport`; `--on-bad-row skip`, as a JSON line that is not UTF-8 is)."""
-    if is_utf8(data):
+def header_repeats(header: bytes, data: bytes) -> list[int]:
+    """The lines of ``data`` (CSV records from a record's start; 0-based) that repeat the ``header`` line exactly,
+    outside quotes (a quoted prompt may hold any line), byte-order marks and a carriage return aside.
+
+    Two files concatenated (``cat a.csv b.csv``) leave the second's header as a data row: an id ``id`` with the
+    prompt ``question``, or a history's length ``response_tokens`` that turned the whole column into text.
+    """
+    core = header
+    while core.startswith(_BOM):
+        core = core[len(_BOM):]
+    core = core.rstrip(b"\r\n")
+    if not core.strip() or core not in data:
+        return []
+    found = []
+    lines = quotes = at = 0
+    for match in re.finditer(b"(?:^|(?<=\n))(?:" + re.escape(_BOM) + b")*" + re.escape(core) + rb"\r?(?=\n|\Z)",
+                             data):
+        lines += data.count(b"\n", at, match.start())
+        quotes += data.count(b'"', at, match.start())
+        at = match.start()
+        if quotes % 2 == 0:
+            found.append(lines)
+    return found
+
+
+def check_no_header_repeats(path: Path, header: bytes, data: bytes, first_line: int) -> None:
+    """Refuse CSV records (``data``, ``first_line`` the file's line of its first) that repeat the header line."""
+    found = header_repeats(header, data)
+    if found:
+        raise InputError(f"{path}:{first_line + found[0]}: {HEADER_REPEAT}")
+
+
+HEADER_REPEAT = ("the header line repeats here as a data row (files joined with cat?); remove the repeated header "
+                 "line, or pass --on-bad-row skip to skip bad rows")
+
+
+def utf8_lines_only(path: Path, data: bytes, first_line: int, report: Any, header: bytes = b"") -> bytes:
+    """``data`` (CSV records, ``first_line`` the line of its first) without the lines that are not UTF-8 and those
+    that repeat ``header`` (`header_repeats`), each skipped and counted in ``report`` (a `tables.ReadReport`;
+    `--on-bad-row skip`, as a JSON line that is not UTF-8 is): they take no row number."""
+    repeats = set(header_repeats(header, data)) if header else set()
+    if not repeats and is_utf8(data):
         return data
     kept = []
-    for number, line in enumerate(data.split(b"\n"), start=first_line):
+    for index, line in enumerate(data.split(b"\n")):
+        if index in repeats:
+            report.skip(f"{path}:{first_line + index}")
+            continue
         try:
             line.decode("utf-8")
         except UnicodeDecodeError:
-            report.skip(f"{path}:{number}")
+            report.skip(f"{path}:{first_line + index}")
             continue
         kept.append(line)
     return b"\n".join(kept)
@@ -104,12 +145,13 @@ def read_csv(path: Path, data: bytes, text_columns: Sequence[str] = (), on_bad_r
     if on_bad_row == "skip" and report is not None and b"\n" in data:
         cut = data.index(b"\n") + 1
         check_utf8(path, data[:cut])  # the header: without it no row can be read
-        data = data[:cut] + utf8_lines_only(path, data[cut:], 2, report)
+        data = data[:cut] + utf8_lines_only(path, data[cut:], 2, report, header=data[:cut])
     check_utf8(path, data)
     data = csv_without_line_marks(data)
     header = data[: data.find(b"\n") if b"\n" in data else len(data)]
     separator = csv_separator(path, header)
     check_unique_header(path, header, separator)
+    check_no_header_repeats(path, header, data[len(header) + 1:], 2)
     try:
         frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000,
                             schema_overrides=csv_text_schema(header, separator, text_columns))

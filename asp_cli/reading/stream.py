@@ -35,8 +35,9 @@ from asp_cli.reading.json_records import escape_tag_lookalikes
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts
 from asp_cli import limits
-from asp_cli.reading.csv_text import (check_unique_header, csv_bad_line, csv_separator, csv_text_schema,
-                                      csv_without_extra_marks, csv_without_line_marks, utf8_lines_only)
+from asp_cli.reading.csv_text import (check_no_header_repeats, check_unique_header, csv_bad_line, csv_separator,
+                                      csv_text_schema, csv_without_extra_marks, csv_without_line_marks,
+                                      utf8_lines_only)
 from asp_cli.reading.tables import (
     FILE_ROW,
     LINE,
@@ -475,9 +476,10 @@ def _parse_csv(path: Path, header: bytes, records: bytes, separator: str, schema
     """One batch of records; ``schema`` is the first batch's (all columns), or the text columns before it. With
     ``skip`` (`--on-bad-row skip`: the report), lines that are not UTF-8 are skipped and counted there."""
     if skip is not None:
-        records = utf8_lines_only(path, records, line, skip)
+        records = utf8_lines_only(path, records, line, skip, header)
     _check_utf8(path, records, line)
     records = csv_without_line_marks(records)
+    check_no_header_repeats(path, header, records, line)
     try:
         if not isinstance(schema, pl.Schema):
             frame = pl.read_csv(io.BytesIO(header + records), separator=separator, infer_schema_length=_CSV_INFER_ROWS,
