@@ -641,6 +641,38 @@ def test_ids_must_be_text_or_integers(tmp_path, value, words):
     assert read_prompts([path], ReadOptions(on_bad_row="skip"))[0]["prompt_id"].to_list() == ["ok"]
 
 
+@pytest.mark.parametrize("value", ["", " ", "\t", "\u3000"])
+def test_a_blank_id_is_refused_naming_its_row(tmp_path, value):
+    """An audit: an empty id (or one of blanks only) was accepted, where it names no prompt reliably across files
+    (a CSV tool trims or drops it, a log writes it as missing). Refused by the one id check (E53), in prompt files
+    of every kind and in length files; skipped as a bad row with --on-bad-row skip."""
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text(json.dumps({"id": "ok", "question": "a"}) + "\n" + json.dumps({"id": value, "question": "b"})
+                     + "\n")
+    csv = tmp_path / "p.csv"
+    csv.write_text(f'id,question\nok,a\n"{value}",b\n', encoding="utf-8")
+    parquet = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"id": ["ok", value], "question": ["a", "b"]}), parquet)
+    mixed = tmp_path / "m.jsonl"  # a column of mixed kinds: the reader's text, untagged
+    mixed.write_text(json.dumps({"id": 7, "question": "a"}) + "\n" + json.dumps({"id": value, "question": "b"})
+                     + "\n")
+    places = {jsonl: "p.jsonl:2", csv: "p.csv: row 2 (after the header)", parquet: "p.parquet: row 2",
+              mixed: "m.jsonl:2"}
+    for source, where in places.items():
+        with pytest.raises(InputError) as caught:
+            read_prompts([source])
+        assert str(caught.value).endswith(
+            f"{where}: column 'id' (the id) is blank (empty, or only spaces), which names no prompt reliably across "
+            "files; give the row an id, name another column with --id-key, or pass --on-bad-row skip to skip bad "
+            "rows"), str(caught.value)
+        kept = read_prompts([source], ReadOptions(on_bad_row="skip"))[0]["prompt_id"].to_list()
+        assert kept == (["7"] if source == mixed else ["ok"])
+    history = tmp_path / "h.jsonl"
+    history.write_text(json.dumps({"prompt_id": value, "response_tokens": 5}) + "\n")
+    with pytest.raises(InputError, match=r"h.jsonl:1: column 'prompt_id' \(the id\) is blank"):
+        read_lengths([history])
+
+
 def test_integer_ids_in_every_form_stay_ids(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text('{"id": 3.0, "question": "a"}\n{"id": 4, "question": "b"}\n{"id": "x", "question": "c"}\n'

@@ -290,6 +290,7 @@ def extract_prompts(
 
 _JSON_TAG = JSON_TAG  # how `tables` keeps a non-text JSON value in a column of mixed kinds
 _EXACT_FLOAT = 2**53  # integers a float64 holds exactly
+BLANK_ID = "is blank (empty, or only spaces), which names no prompt reliably across files"
 
 
 def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
@@ -297,8 +298,9 @@ def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
 
     Ids are text or integers (README, "Make a schedule"): integers within 64 bits become their decimal text,
     and so does a number without a fraction (3.0, as pandas writes integers next to missing values) up to
-    2**53. Refused, each naming what the value is: a missing id, true/false, a JSON object or list, a number
-    with a fraction, NaN, an infinity, an integer beyond 64 bits (write such ids as text).
+    2**53. Refused, each naming what the value is: a missing id, a blank one (empty, or only spaces: it names no
+    prompt reliably across files, which trim or drop it), true/false, a JSON object or list, a number with a
+    fraction, NaN, an infinity, an integer beyond 64 bits (write such ids as text).
     """
     dtype = frame.schema[column]
     col = pl.col(column)
@@ -312,6 +314,7 @@ def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
         fits = body.cast(pl.Int64, strict=False).is_not_null()
         problem = (
             missing
+            .when(body.str.strip_chars() == "").then(pl.lit(BLANK_ID))
             .when(tagged & integer & ~fits).then(pl.lit("is the integer ") + body.str.slice(0, 40)
                                                  + pl.lit(", too large for 64 bits (write such ids as text)"))
             .when(tagged & body.str.starts_with("{")).then(pl.lit("is a JSON object"))
@@ -345,6 +348,9 @@ def id_problem_message(where: str, column: str, reason: str, *, flag: str = "--i
     """The message for a row whose id is unusable (``reason`` from `id_column`; ``flag`` names the id column)."""
     if reason == "is missing":
         return f"{where}: column {column!r} (the id) is missing; give every row an id, or {BAD_ROW_FIX}"
+    if reason == BLANK_ID:
+        return (f"{where}: column {column!r} (the id) {reason}; give the row an id, name another column with {flag}, "
+                "or pass --on-bad-row skip to skip bad rows")
     return (f"{where}: column {column!r} (the id) {reason}; ids are text or integers: fix the row, name another "
             f"column with {flag}, or pass --on-bad-row skip to skip bad rows")
 
