@@ -680,6 +680,42 @@ def test_integer_ids_in_every_form_stay_ids(tmp_path):
     assert read_prompts([path])[0]["prompt_id"].to_list() == ["3", "4", "x", "9007199254740993"]
 
 
+def test_an_integer_id_beyond_2_53_beside_fractions_stays_exact(tmp_path):
+    """An audit: JSON integer ids beside float ids made one column of floats, where 2**53 + 1 became 2**53 (the id
+    of another prompt, silently). Such a column is read as the file's text (a column of mixed kinds), so every id
+    stays exact, by every reader; a fraction that cannot be an exact integer (2**53 written as 9007199254740993.0)
+    is refused naming its line."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    big = 2**53 + 1
+    rows = [{"id": 3.0, "question": "a"}, {"id": big, "question": "b"}, {"id": 2**53, "question": "c"},
+            {"id": -big, "question": "d"}]
+    lines = tmp_path / "p.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    array = tmp_path / "p.json"
+    array.write_text(json.dumps(rows))
+    expected = ["3", str(big), str(2**53), str(-big)]
+    for read in (read_prompts, read_prompts_streamed):
+        for source in (lines, array):
+            assert read([source])[0]["prompt_id"].to_list() == expected, (read, source)
+    history = tmp_path / "h.jsonl"
+    history.write_text(json.dumps({"prompt_id": 1.0, "response_tokens": 5}) + "\n"
+                       + json.dumps({"prompt_id": big, "response_tokens": 7}) + "\n")
+    assert read_lengths([history])[0]["prompt_id"].to_list() == ["1", str(big)]
+    rounded = tmp_path / "r.jsonl"
+    rounded.write_text('{"id": 3, "question": "a"}\n{"id": 9007199254740993.0, "question": "b"}\n')
+    for read in (read_prompts, read_prompts_streamed):
+        with pytest.raises(InputError, match=r"r.jsonl:2: column 'id' \(the id\) is the number 9007199254740992(\.0)?, "
+                                             r"too large to be an exact integer \(write such ids as text\)"):
+            read([rounded])
+    # Integers beyond 64 bits alone, as the docs say, in a JSON array too (Polars made them Int128 ids there).
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps([{"id": 2**70 + i, "question": "q"} for i in range(2)]))
+    with pytest.raises(InputError, match=r"huge.json:1: column 'id' \(the id\) is the integer 1180591620717411303424, "
+                                         r"too large for 64 bits"):
+        read_prompts([huge])
+
+
 @pytest.mark.parametrize("args", [
     ["schedule", "p.jsonl", "-o"], ["export", "s.parquet", "p.jsonl", "-o"], ["observe", "log.jsonl", "-o"],
     ["probe", "p.jsonl", "-o"], ["predictor", "fit", "p.jsonl", "--history", "h.jsonl", "-o"],

@@ -48,7 +48,9 @@ def records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
             values = [escape_text(v) if isinstance(v, str) else v for v in values]
         kinds = {_json_kind(v) for v in values if v is not None}
         nested = bool(kinds & {"list", "object"})
-        if (len(kinds) > 1 and kinds != {"int", "float"}) or (nested and kind_difference(values) is not None):
+        # An integer beyond 64 bits is JSON text even alone: Polars made a column of them Int128, or null past 128 bits.
+        if ((len(kinds) > 1 and (kinds != {"int", "float"} or inexact_beside_fractions(values))) or "bigint" in kinds
+                or (nested and kind_difference(values) is not None)):
             values = [v if v is None or isinstance(v, str) else _Mixed(v) for v in values]
         data[key] = values
     series = []
@@ -65,6 +67,15 @@ def records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
                 column = pl.Series(key, [None if v is None else json.dumps(v) for v in values], dtype=pl.String)
             series.append(column)
     return pl.DataFrame(series)
+
+
+EXACT_FLOAT = 2**53  # integers from here on (in size) a float64 may not hold exactly
+
+
+def inexact_beside_fractions(values: list[Any]) -> bool:
+    """Whether integers among fractions (one column of floats) include one that a float cannot be trusted to hold
+    exactly: 2**53 + 1 became 2**53, the id of another prompt. Such a column is kept as JSON text instead."""
+    return any(type(v) is int and abs(v) >= EXACT_FLOAT for v in values)
 
 
 # How a non-text JSON value is kept in a column of mixed kinds (text stays text): its JSON text behind this tag.

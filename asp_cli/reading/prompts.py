@@ -12,6 +12,7 @@ from asp_cli import columns as C
 from asp_cli import limits
 from asp_cli.errors import InputError, shown_id
 from asp_cli.reading.json_records import CHAT_CONTENT, JSON_TAG, flatten_content_parts, untag, untag_value
+from asp_cli.reading.json_records import EXACT_FLOAT as _EXACT_FLOAT
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.tables import (
     BAD_ROW_FIX,
@@ -289,7 +290,6 @@ def extract_prompts(
 
 
 _JSON_TAG = JSON_TAG  # how `tables` keeps a non-text JSON value in a column of mixed kinds
-_EXACT_FLOAT = 2**53  # integers a float64 holds exactly
 BLANK_ID = "is blank (empty, or only spaces), which names no prompt reliably across files"
 
 
@@ -297,7 +297,7 @@ def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
     """The id of every row as text, and why a row's id is unusable (null when it is fine).
 
     Ids are text or integers (README, "Make a schedule"): integers within 64 bits become their decimal text,
-    and so does a number without a fraction (3.0, as pandas writes integers next to missing values) up to
+    and so does a number without a fraction (3.0, as pandas writes integers next to missing values) below
     2**53. Refused, each naming what the value is: a missing id, a blank one (empty, or only spaces: it names no
     prompt reliably across files, which trim or drop it), true/false, a JSON object or list, a number with a
     fraction, NaN, an infinity, an integer beyond 64 bits (write such ids as text).
@@ -307,14 +307,19 @@ def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
     missing = pl.when(col.is_null()).then(pl.lit("is missing"))
     if dtype == pl.String:
         tagged = col.str.starts_with(_JSON_TAG)
-        # A number without a fraction (3.0) in a column of mixed kinds is the integer it reads as.
+        # A number without a fraction (3.0) in a column of mixed kinds is the integer it reads as, where a float
+        # holds that integer exactly (as in a column of floats).
         body = untag(col)  # text as itself, a tagged value as its JSON text
-        body = pl.when(tagged).then(body.str.replace(r"^(-?[0-9]+)\.0*$", "$1")).otherwise(body)
+        point_zero = tagged & body.str.contains(r"^-?[0-9]+\.0*$")
+        inexact = point_zero & (body.cast(pl.Float64, strict=False).abs() >= _EXACT_FLOAT)
+        body = pl.when(point_zero & ~inexact).then(body.str.replace(r"^(-?[0-9]+)\.0*$", "$1")).otherwise(body)
         integer = body.str.contains(r"^-?[0-9]+$")
         fits = body.cast(pl.Int64, strict=False).is_not_null()
         problem = (
             missing
             .when(body.str.strip_chars() == "").then(pl.lit(BLANK_ID))
+            .when(inexact).then(pl.lit("is the number ") + body.str.slice(0, 40)
+                                + pl.lit(", too large to be an exact integer (write such ids as text)"))
             .when(tagged & integer & ~fits).then(pl.lit("is the integer ") + body.str.slice(0, 40)
                                                  + pl.lit(", too large for 64 bits (write such ids as text)"))
             .when(tagged & body.str.starts_with("{")).then(pl.lit("is a JSON object"))
@@ -328,12 +333,13 @@ def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
     if dtype.is_integer():
         return col.cast(pl.String), missing.otherwise(pl.lit(None, pl.String))
     if dtype.is_float():
-        whole = col.is_finite() & (col == col.floor()) & (col.abs() <= _EXACT_FLOAT)
+        # From 2**53 on a float may be an integer rounded (2**53 + 1 read as 2**53): not an id to trust.
+        whole = col.is_finite() & (col == col.floor()) & (col.abs() < _EXACT_FLOAT)
         problem = (
             missing
             .when(col.is_nan()).then(pl.lit("is NaN, not a number"))
             .when(col.is_infinite()).then(pl.lit("is infinite, not a number"))
-            .when(col.abs() > _EXACT_FLOAT).then(pl.lit("is the number ") + col.cast(pl.String)
+            .when(col.abs() >= _EXACT_FLOAT).then(pl.lit("is the number ") + col.cast(pl.String)
                                                  + pl.lit(", too large to be an exact integer (write such ids as text)"))
             .when(~whole).then(pl.lit("is the number ") + col.cast(pl.String) + pl.lit(", not an integer"))
             .otherwise(pl.lit(None, pl.String))

@@ -24,7 +24,7 @@ from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
-from asp_cli.reading.json_records import escape_tag_lookalikes, records_to_frame
+from asp_cli.reading.json_records import EXACT_FLOAT, escape_tag_lookalikes, records_to_frame
 from asp_cli.reading.options import OnBadRow
 from asp_cli.reading.text_checks import check_column_names
 from asp_cli.reading.text_checks import check_utf8 as _check_utf8
@@ -429,12 +429,22 @@ def parse_jsonl_block(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: 
             raise pa.ArrowInvalid("more rows than lines: parse line by line")
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
+        if _may_have_rounded(frame):
+            raise pa.ArrowInvalid("a column of floats that may hold integers it rounded: line by line")
         if _NUL_ESCAPE in data:  # text can start with a NUL (as the reader's tags do) only written so
             frame = escape_tag_lookalikes(frame)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pl.exceptions.PolarsError):
         frame = _read_jsonl_slow(path, data, on_bad_row=on_bad_row, report=report, too_deep=too_deep,
                                  first_line=first_line, allow_empty=allow_empty)
     return frame
+
+
+def _may_have_rounded(frame: pl.DataFrame) -> bool:
+    """Whether a column of floats reaches 2**53, where PyArrow may have rounded an integer of the file beside
+    fractions (2**53 + 1 to 2**53); line by line such a column keeps the file's integers (`records_to_frame`)."""
+    floats = [c for c, t in frame.schema.items() if t.is_float()]
+    return bool(floats) and any(v is not None and v >= EXACT_FLOAT
+                                for v in frame.select(pl.col(c).abs().max() for c in floats).row(0))
 
 
 def _timestamps_as_text(dtype: Any) -> Any:
