@@ -196,6 +196,23 @@ def test_verl_generation_dump_is_matched_through_the_dataset(built, tmp_path):  
         observe([dump], None, dataset=[built["prompts"]])
 
 
+def test_a_dump_of_mixed_kinds_is_read_as_the_file_holds_it(tmp_path):
+    """An audit: a dump whose outputs mix text and numbers (or text that starts as the reader's tags do) was cast to
+    text with the reader's tag still on: the number 12345678 was counted as "\\x00json:12345678" (4 tokens, not 2).
+    Each value is now as the file holds it (`json_records.untag`), as the other readers give them."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "What is 2+2?"},
+                                             {"id": "b", "question": "Name a prime."},
+                                             {"id": "c", "question": "Spell it."}])
+    dump = write_jsonl(tmp_path / "1.jsonl", [
+        {"input": "user\nWhat is 2+2?\nassistant\n", "output": "x" * 40, "score": 1, "step": 1},
+        {"input": "user\nName a prime.\nassistant\n", "output": 12345678, "score": 1, "step": 1},
+        {"input": "user\nSpell it.\nassistant\n", "output": "\x00json:abcdef", "score": 1, "step": 1},
+    ])
+    result = observe([dump], None, dataset=[data])
+    assert result.added["prompt_id"].to_list() == ["a", "b", "c"]
+    assert result.added["response_tokens"].to_list() == [10, 2, 3]
+
+
 def test_a_bad_dataset_row_follows_on_bad_row(tmp_path):
     dataset = write_jsonl(tmp_path / "ds.jsonl", [{"id": "a", "prompt": "hello"}, {"id": "b", "prompt": 5},
                                                   {"id": "c", "prompt": "x"}])

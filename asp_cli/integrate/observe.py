@@ -36,6 +36,7 @@ from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.prompt_match import PromptMatcher
+from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
@@ -387,8 +388,11 @@ def _read_verl_dump(
         )
     columns = {c.lower(): c for c in frame.columns}
     matcher = PromptMatcher(_prompt_contents(dataset))
-    inputs = frame[columns["input"]].cast(pl.String).to_list()
-    outputs = frame[columns["output"]].cast(pl.String).to_list()
+    # As the file holds each value, as the other readers give them (`json_records.untag`): in a column of mixed kinds
+    # (an output that is a number among texts) the reader tags the other values, and escapes text that starts as a
+    # tag does; the tags were counted as the output's tokens.
+    texts = frame.select(untag(pl.col(columns[c]).cast(pl.String)).alias(c) for c in ("input", "output"))
+    inputs, outputs = texts["input"].to_list(), texts["output"].to_list()
     ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
     summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
                                         if i is not None and matcher.ambiguous(text))
