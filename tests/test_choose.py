@@ -82,13 +82,13 @@ def test_auto_judges_on_a_sample_of_large_inputs_scaled_up_to_the_run(monkeypatc
     blocking = ScheduleSettings(epochs=3, train_batch_size=16, minibatch_size=8, instances=2)
     unscaled = choose_arrangement(_arrange_named, prompts, preds, blocking, PRESET)
     assert unscaled.run_prompt_epochs == 0 and unscaled.sampled  # the sample's own times rank blocking plans
-    from asp_cli.arrange.choose import arrangement_line as line
+    from asp_cli.arrange.choice_summary import arrangement_line as line
 
     assert "on 200 prompts x 1 epoch(s): the sample's own times, which rank the candidates" in line(unscaled.to_dict())
     settings = dataclasses.replace(blocking, engine="streaming")
     choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
     assert choice.evaluated_prompts == 200 and choice.evaluated_epochs == 1 and choice.run_prompt_epochs == 2700
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     document = choice.to_dict()
     # Judged as a miniature of the run: the sample's share of its instances and train batch.
@@ -176,7 +176,7 @@ def test_a_winner_that_breaks_the_lag_bound_on_the_whole_input_gives_way_to_the_
     # Judged on a sample, a candidate can keep --max-lag there and not on the whole input (on a 14,829-prompt
     # mix, short-first with --max-lag 0: asp schedule stopped with exit 4 where per-step keeps the bound).
     import asp_cli.arrange.pipeline as pipeline
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
     from asp_cli.errors import LagBoundError
 
     prompts, preds = prompt_frame(300), make_predictions(300, seed=5)
@@ -268,7 +268,7 @@ def test_an_arrangement_that_cannot_keep_the_bound_is_an_error_and_auto_finds_on
     frame, choice = plan(prompts, preds, tight, preset=PRESET)
     assert choice.chosen == "per-step" and frame["expected_lag"].max() == 0
     assert [c["name"] for c in choice.candidates] == ["per-step"]  # the others were skipped
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     assert ("interleave, long-first, short-first, shuffle cannot keep the lag bound here and were not candidates"
             in arrangement_line(choice.to_dict()))
@@ -286,7 +286,7 @@ def test_unknown_engine_and_arrangement_are_settings_errors():
 
 
 def test_the_summary_says_when_free_dispatch_is_expected_to_be_faster():
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     choice = {"setting": "auto", "chosen": "interleave", "engine": "continuous", "draws": 2, "evaluated_prompts": 10,
               "candidates": [{"name": "interleave", "expected_end_to_end_s": 100.0,
@@ -297,7 +297,7 @@ def test_the_summary_says_when_free_dispatch_is_expected_to_be_faster():
 
 
 def test_the_summary_says_what_representative_steps_cost_when_it_is_more_than_noise():
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     choice = {"setting": "auto", "chosen": "shuffle", "engine": "continuous", "draws": 3, "evaluated_prompts": 10,
               "dispatch": "free", "steps": "representative",
@@ -461,7 +461,7 @@ def test_representative_steps_limit_auto_to_candidates_about_as_representative_a
             assert c["representative_steps"] == (c["expected_step_deviation_p90"] <= bound)
         fastest = min(c["expected_end_to_end_s"] for c in choice.candidates if c["representative_steps"])
         assert by_name[choice.chosen]["expected_end_to_end_s"] <= fastest * 1.005
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     line = arrangement_line(choice.to_dict())
     assert f"among those with steps about as representative as a random arrangement's (p90 step deviation at most " \
@@ -590,7 +590,7 @@ def test_a_synchronous_sort_trains_its_own_consecutive_batches_and_keeps_the_bou
 
 
 def test_short_prompts_are_judged_under_one_kv_budget_and_the_summary_names_it():
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     prompts, preds = prompt_frame(300), make_predictions(300, seed=2, cap=1000)  # 32 x 8 x 1,000 < the cache
     s = ScheduleSettings(instances=4, train_batch_size=64)
@@ -678,7 +678,7 @@ def test_a_group_too_large_to_cut_whole_that_the_sample_misses_still_settles_the
 
 
 def test_the_summary_says_how_a_named_arrangement_was_cut_and_why_a_whole_cut_was_kept():
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     named = ArrangementChoice("interleave", "interleave", "continuous", kv_budget="peak").to_dict()
     assert arrangement_line(named).endswith("(--arrangement interleave, for the continuous engine, groups counted "
@@ -735,7 +735,7 @@ def test_representative_steps_are_held_to_per_step_where_the_shuffle_cannot_keep
     for c in choice.candidates:
         assert c["representative_steps"] == (c["expected_step_deviation_p90"] <= bound), c["name"]
     assert any(not c["representative_steps"] for c in choice.candidates)  # the sorts' steps are not
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     assert "shuffle cannot keep the lag bound here and was not a candidate" in arrangement_line(choice.to_dict())
     older = {k: v for k, v in choice.to_dict().items() if k != "refused"}  # a file from before the key
@@ -743,7 +743,8 @@ def test_representative_steps_are_held_to_per_step_where_the_shuffle_cannot_keep
 
 
 def test_the_summary_says_what_the_pick_saves_over_the_shuffle_or_that_order_matters_little():
-    from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE, arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
+    from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE
 
     def choice(times: dict[str, float], chosen: str) -> dict:
         return {"setting": "auto", "chosen": chosen, "engine": "streaming", "dispatch": "free", "draws": 3,
@@ -768,7 +769,7 @@ def test_the_summary_says_what_the_pick_saves_over_the_shuffle_or_that_order_mat
 def test_the_summary_says_when_the_draws_disagree_about_the_shuffle():
     # Rollout-bound long reasoning on an engine that refills (docs/benchmarks.md, "With a trainer that does not
     # bind"): long-first expected 0.8% ahead of the shuffle, one draw 9.7% ahead, another 12.1% behind.
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     def choice(mine: list[float], theirs: list[float]) -> dict:
         weights = (1 / 6, 2 / 3, 1 / 6)
@@ -806,7 +807,7 @@ def test_each_candidate_keeps_its_draws_times(tmp_path):
 
 
 def test_the_summary_says_where_a_plan_kept_to_its_instances_is_faster_and_that_verl_routes_otherwise():
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     def choice(engine: str, planned: float) -> dict:
         return {"setting": "auto", "chosen": "interleave", "engine": engine, "dispatch": "free", "draws": 3,
@@ -826,7 +827,7 @@ def test_the_summary_says_where_a_plan_kept_to_its_instances_is_faster_and_that_
 
 def test_the_summary_says_when_the_candidates_times_are_of_fewer_epochs_than_the_run():
     """A newcomer read the candidates' 689 s (two judged epochs) beside the trainer's 940 s for the run's three."""
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     prompts, preds = prompt_frame(1500), make_predictions(1500, seed=2)  # 4,096 prompt-epochs hold two epochs
     _, choice = plan(prompts, preds, ScheduleSettings(instances=4, train_batch_size=100, epochs=3), preset=PRESET)
@@ -855,7 +856,7 @@ def test_representative_steps_are_held_to_random_arrangements_where_neither_shuf
     assert 0 < choice.step_deviation_bound < 1
     eligible = [c for c in choice.candidates if c["expected_step_deviation_p90"] <= choice.step_deviation_bound]
     assert not all(c["representative_steps"] for c in choice.candidates)  # the sorts' steps are not
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     if eligible:
         assert all(c["representative_steps"] for c in eligible)
@@ -871,7 +872,7 @@ def test_representative_steps_and_the_bound_said_are_those_of_the_set_auto_chose
     # Judged again cut the other way (the KV budget), auto chooses among that set, held to its own shuffle's
     # steps: the bound said and every candidate's mark must be that one. Before, the bound said was the first
     # set's (0.54) while interleave/peak, chosen "among those with steps about as representative", had 0.60.
-    from asp_cli.arrange.choose import arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
     from asp_cli.arrange.pipeline import minibatch_token_budget
 
     settings = ScheduleSettings(instances=6, train_batch_size=58, minibatch_size=8, max_lag=2,
@@ -892,7 +893,8 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     a step (asp_cli.sim.submit_all.replay_frame: every sample at submission, each group spread over the servers),
     under the dispatch judged and the other one; with a lag bound the simulator's own replay, as before."""
     import asp_cli.sim.submit_all as submit_all
-    from asp_cli.arrange.choose import SCALE_NODES, arrangement_line
+    from asp_cli.arrange.choice_summary import arrangement_line
+    from asp_cli.arrange.choose import SCALE_NODES
 
     calls: list[str] = []
     real = submit_all.replay_frame

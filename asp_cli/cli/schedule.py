@@ -174,7 +174,7 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
     ]
     choice = summary.get("arrangement")
     if choice:
-        from asp_cli.arrange.choose import arrangement_line
+        from asp_cli.arrange.choice_summary import arrangement_line
 
         lines.append("  " + arrangement_line(choice, summary.get("epochs")))
         curriculum = _curriculum_line(choice)

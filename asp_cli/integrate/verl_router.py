@@ -14,13 +14,13 @@ mapping each server's address to its actor handle in replica order::
     actor_rollout_ref.rollout.router_config_path=/abs/path/asp-router.yaml
     +data.asp_route=planned          # ScheduleDataset: each training row carries its planned instance
 
-On engines that refill freed slots, with long responses and an asynchronous trainer that keeps up, where a group
-lands decides when an instance finishes: docs/benchmarks.md ("With a trainer that does not bind") finds
-least-pending routing of any order 3-16% slower than a fixed deal on aime-k8-n8-b256 at lag 2, and asp's schedule
-kept to its planned instances level with the best router there. `asp schedule --engine streaming --dispatch
-planned` plans for it. Where the predictions are noisy, and with verl's default synchronous trainer (lag 0), free
-dispatch (verl's default router) is the better choice; `asp schedule`'s summary says which one its replays expect
-to be faster.
+Whether keeping to the plan pays on verl: it did not in asp's replays of verl's own routing. verl's balancer picks a
+server for every sample as it is submitted, so each group's samples are spread over the servers by count; one
+server per group balanced worse: the planned route was 1.9-4.1% slower than verl's default with its synchronous
+trainer (docs/benchmarks.md, "As verl routes") and ASYNC_LOSS with its asynchronous ones ("As verl routes an
+asynchronous trainer"). asp's simulator, which routes a whole group to whichever server frees first, had found
+the opposite (the route level with the best router on long reasoning); that was its routing, not verl's. No
+GPU run has measured either. The route stays for an engine that does keep a group on one server.
 
 The planned instance reaches the router through the request's ``priority``, the one per-sample field verl's agent
 loops pass on to the balancer (``require_acquire_fields``): `ScheduleDataset` with ``+data.asp_route=planned`` sets

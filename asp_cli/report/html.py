@@ -414,7 +414,7 @@ def _provenance(report: dict[str, Any]) -> str:
         for i, line in enumerate(calibration_lines(predictor.get("calibration") or {})):
             rows.append(["calibration" if i == 0 else "", line])
     if isinstance(prov.get("arrangement"), dict):
-        from asp_cli.arrange.choose import arrangement_line
+        from asp_cli.arrange.choice_summary import arrangement_line
 
         for i, line in enumerate(arrangement_line(prov["arrangement"]).removeprefix("arrangement: ").split("\n")):
             rows.append(["arrangement" if i == 0 else "", line.strip()])

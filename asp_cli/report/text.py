@@ -133,7 +133,7 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
         for i, line in enumerate(calibration_lines(predictor.get("calibration") or {})):
             made.add_row("calibration" if i == 0 else "", line)
     if isinstance(prov.get("arrangement"), dict):
-        from asp_cli.arrange.choose import arrangement_line
+        from asp_cli.arrange.choice_summary import arrangement_line
 
         for i, line in enumerate(arrangement_line(prov["arrangement"]).removeprefix("arrangement: ").split("\n")):
             made.add_row("arrangement" if i == 0 else "", line.strip())

@@ -1,0 +1,132 @@
+"""What auto's choice says: the summary line of `asp schedule`, `asp report` and the schedule's metadata, written
+from the choice's record (`asp_cli.arrange.choose.ArrangementChoice.to_dict`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE, REPRESENTATIVE_COST_SHOWN, TIE_MARGIN, _is
+
+
+def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budget: str) -> str:
+    """A line saying what auto's pick is expected to save over the candidate ``shuffle`` (a random order at the
+    same concurrency: what a user would run anyway), or, within `ORDER_MATTERS_LITTLE` of it either way, that the
+    order matters little. Empty where the pick is the shuffle, or there is no shuffle that keeps the lag bound
+    to compare with."""
+    if chosen.get("name") == "shuffle" or "shuffle" in (choice.get("bound_broken_on_input") or []):
+        return ""
+    shuffle = next((c for c in choice["candidates"] if _is(c, "shuffle", kv_budget)), None)
+    mine = chosen.get("expected_end_to_end_s")
+    if shuffle is None or not mine or not shuffle.get("expected_end_to_end_s"):
+        return ""
+    gain = 1.0 - mine / shuffle["expected_end_to_end_s"]
+    by = f"{abs(gain):.1%} {'faster' if gain >= 0 else 'slower'}"
+    if abs(gain) >= ORDER_MATTERS_LITTLE:
+        line = f"\n  expected {by} than a shuffle at the same concurrency (the candidate `shuffle`)"
+    else:
+        line = (f"\n  expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency ({by}): "
+                "the order matters little here")
+    return line + _draws_disagree(chosen, shuffle)
+
+
+def _draws_disagree(chosen: dict[str, Any], shuffle: dict[str, Any]) -> str:
+    """A line where the chosen candidate's draws disagree about the shuffle: at least one draw of lengths has it
+    `ORDER_MATTERS_LITTLE` faster than the shuffle and another as much slower. Its expected gain is then a bet
+    on lengths nobody knows in advance (on engines that refill, with long reasoning and a trainer that keeps up,
+    the same plan's replays scatter by 5-10% on the true lengths: docs/benchmarks.md, "With a trainer that does
+    not bind"). Empty where the draws agree, or the schedule predates `end_to_end_s_by_draw`."""
+    mine, theirs = chosen.get("end_to_end_s_by_draw"), shuffle.get("end_to_end_s_by_draw")
+    if not mine or not theirs or len(mine) != len(theirs):
+        return ""
+    ratios = [m / t for m, t in zip(mine, theirs) if t > 0]
+    if not ratios or min(ratios) > 1.0 - ORDER_MATTERS_LITTLE or max(ratios) < 1.0 + ORDER_MATTERS_LITTLE:
+        return ""
+    return (f"\n  but its {len(ratios)} draws of lengths disagree: from {1.0 - min(ratios):.1%} faster than the "
+            f"shuffle to {max(ratios) - 1.0:.1%} slower, so the expected gain is a bet on lengths not known "
+            "in advance")
+
+
+def _miniature_words(choice: dict[str, Any]) -> str:
+    """The shape a sample was judged in (`miniature_of`), e.g. "1 instance, train batch 33"."""
+    k = choice["judged_instances"]
+    return f"{k} instance{'s' if k != 1 else ''}, train batch {choice.get('judged_train_batch_size', 0):,}"
+
+
+def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> str:
+    """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
+    when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`.
+    ``run_epochs``, the run's epochs where known, says when the candidates' times are of fewer epochs than it."""
+    kv_budget = choice.get("kv_budget")
+    # The KV cut is said where auto chose it (both cuts judged: the budget binds); elsewhere it shaped nothing
+    # or was the user's, and the settings say it.
+    both = len({c.get("kv_budget") for c in choice.get("candidates", [])}) > 1
+    budget_note = f" and the {kv_budget} KV budget" if both else ""
+    if both and kv_budget == "whole" and not choice.get("bound_broken_on_input"):
+        budget_note += f" (kept unless the peak one is faster by more than the {TIE_MARGIN:.1%} tie margin)"
+    if choice["setting"] != "auto":
+        # How its groups counted against the minibatch KV budget (`--kv-budget`: auto cuts a named one at the peak).
+        counted = {"peak": ", groups counted at their peak against the KV budget",
+                   "whole": ", groups counted whole against the KV budget",
+                   "padded": ", minibatches counted padded against the KV budget"}
+        said = counted.get(kv_budget or "", "") if choice["engine"] != "streaming" else ""
+        return (f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} "
+                f"engine{said})")
+    candidates = ", ".join(f"{c['name']}{'/' + c['kv_budget'] if both else ''} {c['expected_end_to_end_s']:,.0f} s"
+                           + (" (steps not representative)" if c.get("representative_steps") is False else "")
+                           for c in choice["candidates"])
+    among = ""
+    if choice.get("steps") == "representative":
+        mine = next((c for c in choice["candidates"] if _is(c, choice["chosen"], choice.get("kv_budget"))), {})
+        among = (", among those with steps about as representative as a random arrangement's (p90 step deviation "
+                 f"at most {choice.get('step_deviation_bound', 0):.2f})" if mine.get("representative_steps", True)
+                 else f", none with steps about as representative as a random arrangement's (p90 step deviation at "
+                 f"most {choice.get('step_deviation_bound', 0):.2f}): the one with the most representative steps")
+    line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
+            f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end"
+            + (" as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
+               else "")
+            + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else "")
+            + " "
+            f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
+            f"{choice.get('evaluated_epochs') or 1} epoch(s)"
+            + (f", judged as a miniature of the run ({_miniature_words(choice)}) and scaled up to its "
+               f"{choice['run_prompt_epochs']:,} prompt-epochs" if choice.get("judged_instances") else
+               f", scaled up to the run's {choice['run_prompt_epochs']:,} prompt-epochs" if choice.get(
+                "run_prompt_epochs") else
+               ": the sample's own times, which rank the candidates; the whole run takes longer, as `asp simulate` "
+               "says" if choice.get("sampled") else
+               f": those epochs' own times, which rank the candidates; the run's {run_epochs} take longer, as `asp "
+               "simulate` says" if run_epochs and run_epochs > (choice.get("evaluated_epochs") or 1) else "") + ")")
+    skipped = choice.get("refused") or []
+    if skipped:  # refused while judged: they cannot keep the lag bound (`choose_arrangement`)
+        line += (f"\n  {', '.join(skipped)} cannot keep the lag bound here and "
+                 + ("was not a candidate" if len(skipped) == 1 else "were not candidates"))
+    broken = choice.get("bound_broken_on_input") or []
+    if broken:
+        line += (f"\n  {', '.join(broken)} kept the lag bound on the {choice['evaluated_prompts']:,} prompts x "
+                 f"{choice.get('evaluated_epochs') or 1} epoch(s) judged but not on the whole run: "
+                 f"{choice['chosen']} is the fastest other candidate that keeps it")
+    chosen = next((c for c in choice["candidates"] if _is(c, choice["chosen"], kv_budget or "peak")), {})
+    dispatch = choice.get("dispatch", "planned")
+    mine, other = chosen.get("expected_end_to_end_s"), chosen.get(
+        f"expected_end_to_end_s_{'planned' if dispatch == 'free' else 'free'}_dispatch")
+    if mine and other and other < mine * 0.97:
+        line += ("\n  " + (f"an engine that keeps each minibatch on its planned instance is expected to take {other:,.0f} s "
+                           f"instead of {mine:,.0f} s (--dispatch planned plans for it"
+                           + ("; not on verl, whose balancer spreads each group's samples over the servers, which "
+                              "was faster than keeping to a plan as verl routes: docs/benchmarks.md, \"As verl "
+                              "routes\")" if choice["engine"] == "streaming" else ")")
+                           if dispatch == "free" else
+                           f"an engine that takes the next minibatch in seq order when an instance frees (ignoring "
+                           f"the instance column) is expected to take {other:,.0f} s instead of {mine:,.0f} s "
+                           "(--dispatch free plans for it)"))
+    line += _against_the_shuffle(choice, chosen, kv_budget or "peak")
+    if choice.get("steps") == "representative" and mine:
+        # What `--steps representative` is expected to cost, said where the cost is more than the draws' noise.
+        fastest = min((c for c in choice["candidates"] if c.get("representative_steps") is False),
+                      key=lambda c: c["expected_end_to_end_s"], default=None)
+        if fastest is not None and fastest["expected_end_to_end_s"] < mine * (1.0 - REPRESENTATIVE_COST_SHOWN):
+            line += (f"\n  representative steps are expected to cost {mine / fastest['expected_end_to_end_s'] - 1:.0%} "
+                     f"here: {fastest['name']} (steps not representative) is expected to take "
+                     f"{fastest['expected_end_to_end_s']:,.0f} s instead of {mine:,.0f} s")
+    return line
