@@ -16,11 +16,12 @@ mapping each server's address to its actor handle in replica order::
 
 Whether keeping to the plan pays on verl: it did not in asp's replays of verl's own routing. verl's balancer picks a
 server for every sample as it is submitted, so each group's samples are spread over the servers by count; one
-server per group balanced worse: the planned route was 1.9-4.1% slower than verl's default with its synchronous
-trainer (docs/benchmarks.md, "As verl routes") and ASYNC_LOSS with its asynchronous ones ("As verl routes an
-asynchronous trainer"). asp's simulator, which routes a whole group to whichever server frees first, had found
-the opposite (the route level with the best router on long reasoning); that was its routing, not verl's. No
-GPU run has measured either. The route stays for an engine that does keep a group on one server.
+server per group balanced worse where rollout binds: the planned route was 1.9-4.1% slower than verl's default
+with its synchronous trainer (docs/benchmarks.md, "As verl routes") and 2.5-4.0% slower with its asynchronous
+ones at a lag bound of 2 with a trainer that keeps up; only with a trainer that binds and no lag bound was it
+faster (1.5-6.0%; "As verl routes an asynchronous trainer"). asp's simulator, which routes a whole group to
+whichever server frees first, had found it level with the best router on long reasoning, rollout-bound; that was
+its routing, not verl's. No GPU run has measured either.
 
 The planned instance reaches the router through the request's ``priority``, the one per-sample field verl's agent
 loops pass on to the balancer (``require_acquire_fields``): `ScheduleDataset` with ``+data.asp_route=planned`` sets
