@@ -919,3 +919,46 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     bounded = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, max_lag=1), PRESET)
     assert calls == [] and "timed_as" not in bounded.to_dict()
     assert "expected end-to-end as verl routes" not in arrangement_line(bounded.to_dict())
+
+
+def test_with_a_lag_bound_a_candidate_far_slower_as_verl_routes_is_not_chosen(monkeypatch):
+    """On servers with a lag bound each candidate's middle draw is also replayed as verl's asynchronous trainers
+    route (asp_cli.sim.verl_async); one more than VERL_ROUTED_SLACK slower there than the fastest is not eligible,
+    and where it was the simulator's fastest the record and the summary say so."""
+    import asp_cli.sim.verl_async as verl_async
+    from asp_cli.arrange.choice_summary import arrangement_line
+    from asp_cli.arrange.choose import VERL_ROUTED_SLACK
+
+    prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
+    settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
+                                max_lag=1)
+    plain = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    assert all(c["expected_end_to_end_s_as_verl_routes"] > 0 for c in plain.candidates)
+    real = verl_async.replay_async_frame
+    judged: list[int] = []
+
+    def slow_for_the_plain_pick(frame, lengths, preset, **kwargs):
+        result = real(frame, lengths, preset, **kwargs)
+        judged.append(kwargs["max_lag"])
+        # The candidate judged in the plain pick's place in the tie order is made twice as slow as verl routes.
+        if len(judged) == [c["name"] for c in plain.candidates].index(plain.chosen) + 1:
+            return dataclasses.replace(result, end_to_end_s=2.0 * result.end_to_end_s)
+        return result
+
+    monkeypatch.setattr(verl_async, "replay_async_frame", slow_for_the_plain_pick)
+    vetoed = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    assert set(judged) == {1} and len(judged) == len(vetoed.candidates)
+    assert vetoed.chosen != plain.chosen
+    record = vetoed.to_dict()
+    fastest = min(plain.candidates, key=lambda c: c["expected_end_to_end_s"])["name"]
+    assert fastest == plain.chosen  # long-first, here
+    assert record["slow_as_verl_routes"] == [plain.chosen]
+    assert (f"{plain.chosen} was expected fastest as asp's replay routes" in arrangement_line(record)
+            and f"more than {VERL_ROUTED_SLACK:.0%} slower than {vetoed.chosen}" in arrangement_line(record))
+    assert "slow_as_verl_routes" not in plain.to_dict()
+    # Synchronous plans are timed as verl routes a step already; blocking engines are not servers.
+    for other in (dataclasses.replace(settings, max_lag=0, trainer="schedule"),
+                  dataclasses.replace(settings, engine="continuous")):
+        judged.clear()
+        choose_arrangement(_arrange_named, prompts, preds, other, PRESET)
+        assert judged == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE, REPRESENTATIVE_COST_SHOWN, TIE_MARGIN, _is
+from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE, REPRESENTATIVE_COST_SHOWN, TIE_MARGIN, VERL_ROUTED_SLACK, _is
 
 
 def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budget: str) -> str:
@@ -120,6 +120,10 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                            f"an engine that takes the next minibatch in seq order when an instance frees (ignoring "
                            f"the instance column) is expected to take {other:,.0f} s instead of {mine:,.0f} s "
                            "(--dispatch free plans for it)"))
+    for name in choice.get("slow_as_verl_routes") or []:
+        line += (f"\n  {name} was expected fastest as asp's replay routes (each group whole to whichever server frees "
+                 f"first) but more than {VERL_ROUTED_SLACK:.0%} slower than {choice['chosen']} as verl's balancer routes "
+                 "each sample as it is submitted (`asp simulate`'s \"as verl routes\" line), so it was not chosen")
     line += _against_the_shuffle(choice, chosen, kv_budget or "peak")
     if choice.get("steps") == "representative" and mine:
         # What `--steps representative` is expected to cost, said where the cost is more than the draws' noise.
