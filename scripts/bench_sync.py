@@ -74,21 +74,23 @@ VERL_ROWS = (("verl default", "least-pending", "least-pending", "fcfs"),
 
 def arranged(workload, settings, preset, kind: str | dict, cache: dict[str, tuple]) -> tuple:
     """A baseline's arrangement (``kind`` its name) or asp's plan with ``settings`` changed by ``kind`` (a dict),
-    sorted by ``seq``, and each of its rows' position among the workload's prompts; made once per kind (``cache``)."""
+    sorted by ``seq``, and each of its rows' position among the workload's prompts; made once per kind (``cache``,
+    which also keeps asp's choice of arrangement, or None, as the third item)."""
     import asp_cli.columns as C
     from asp_cli.arrange.pipeline import plan
     from asp_cli.bench.baselines import BASELINES as KINDS
 
     key = kind if isinstance(kind, str) else repr(sorted(kind.items()))
     if key not in cache:
-        frame = (KINDS[kind].arrange(workload.prompts, workload.predictions, settings, preset, None)
-                 if isinstance(kind, str) else
-                 plan(workload.prompts, workload.predictions, dataclasses.replace(settings, **kind),
-                      preset=preset)[0]).sort("seq")
+        frame, choice = ((KINDS[kind].arrange(workload.prompts, workload.predictions, settings, preset, None), None)
+                         if isinstance(kind, str) else
+                         plan(workload.prompts, workload.predictions, dataclasses.replace(settings, **kind),
+                              preset=preset))
+        frame = frame.sort("seq")
         position = dict(zip(workload.prompts[C.ROW].to_list(), range(workload.prompts.height)))
         index = np.fromiter((position[r] for r in frame[C.ROW].to_list()), dtype=np.int64, count=frame.height)
-        cache[key] = (frame, index)
-    return cache[key]
+        cache[key] = (frame, index, choice)
+    return cache[key][:2]
 
 
 def run_verl(names: tuple[str, ...], seeds: int, data: Path,

@@ -80,7 +80,10 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
             for label, total in seconds.items():
                 rows.setdefault(label, []).append(total / seconds[ROWS[0][0]])
                 rows.setdefault(label + DEVIATION, []).append(deviation[label])
-            print(f"{name} lag {max_lag} x{trainer_scale:g} seed {seed} done", file=sys.stderr, flush=True)
+            choice = frames[repr([])][2]
+            print(f"{name} lag {max_lag} x{trainer_scale:g} seed {seed} done: auto picked {choice.chosen}"
+                  + (f" (not {', '.join(choice.slow_as_verl_routes)}: slow as verl routes)"
+                     if choice.slow_as_verl_routes else ""), file=sys.stderr, flush=True)
         results[name] = rows
     return results
 
