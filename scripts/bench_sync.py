@@ -192,6 +192,12 @@ def table(results: dict[str, dict[str, list[tuple[float, float]]]], mode: str = 
                      f"{baselines[0]} / per-step")
 
 
+def mean_sd(values: list[float]) -> str:
+    """A table cell: the mean and the sample standard deviation over the seeds (0 for one seed)."""
+    ratios = np.asarray(values)
+    return f"{ratios.mean():.3f} +- {ratios.std(ddof=1) if ratios.size > 1 else 0.0:.3f}"
+
+
 def _markdown(results: dict[str, dict[str, list[tuple[float, float]]]], labels: list[str], reference: str,
               steady: str, deviation_label: str) -> str:
     """Each label's ratio (mean +- sd over the seeds) per workload, and the step deviation of two rows."""
@@ -199,9 +205,7 @@ def _markdown(results: dict[str, dict[str, list[tuple[float, float]]]], labels: 
              "|---|" + "---:|" * (len(labels) + 1)]
     for name, rows in results.items():
         cells = []
-        for label in labels:
-            ratios = np.array([r for r, _ in rows[label]])
-            cells.append(f"{ratios.mean():.3f} +- {ratios.std(ddof=1) if ratios.size > 1 else 0.0:.3f}")
+        cells.extend(mean_sd([r for r, _ in rows[label]]) for label in labels)
         dev = (np.mean([d for _, d in rows[reference]]), np.mean([d for _, d in rows[steady]]))
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {dev[0]:.2f} / {dev[1]:.2f} |")
     return "\n".join(lines)

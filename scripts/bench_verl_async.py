@@ -13,7 +13,7 @@ trainer GPUs, rollout-bound), each row's end-to-end time over verl's default (a 
 mean +- sd over the seeds. Rows: a round-robin deal kept to its instances by asp's router plug-in, the dataset
 sorted longest and shortest first, the length-aware plug-in (`+data.asp_route=length`) on a shuffle, asp's default
 plan through verl's balancer and through the length-aware plug-in, and asp planned for `--dispatch planned` kept to
-its instances by the router plug-in. Reads ../shared/data; exits with a message when it is absent. About 10
+its instances by the router plug-in. Reads ../shared/data; exits with a message when it is absent. About 45
 minutes on 2 cores at 4 seeds.
 """
 
@@ -92,14 +92,13 @@ def table(results: dict[str, dict[str, list[float]]]) -> str:
     """Each row's ratio (mean +- sd over the seeds) per workload, and the step deviation of verl's default and of
     asp's default plan (the 90th percentile of |step mean length / epoch mean - 1|, steps as the trainer takes
     the groups, in arrival order)."""
+    from bench_sync import mean_sd
+
     labels = [r[0] for r in ROWS[1:]]
     lines = ["| workload | " + " | ".join(labels) + " | step dev p90: verl default / asp (auto) |",
              "|---|" + "---:|" * (len(labels) + 1)]
     for name, rows in results.items():
-        cells = []
-        for label in labels:
-            ratios = np.asarray(rows[label])
-            cells.append(f"{ratios.mean():.3f} +- {ratios.std(ddof=1) if ratios.size > 1 else 0.0:.3f}")
+        cells = [mean_sd(rows[label]) for label in labels]
         cells.append(f"{np.mean(rows[ROWS[0][0] + DEVIATION]):.2f} / {np.mean(rows['asp (auto)' + DEVIATION]):.2f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -190,12 +190,7 @@ def simulate_arrays(
             continue
         released.discard(k)
         queue.popleft()
-        engine.t = max(engine.t, t)
-        version = trainer.version_at(engine.t)
-        if version > loaded[k]:
-            loaded[k] = version
-            engine.t += preset.weight_sync_s
-            stats[k].sync_s += preset.weight_sync_s
+        load_newest(engine, t, trainer, loaded, k)
         r0, r1 = int(mb_start[mb]), int(mb_end[mb])
         group_version[r0:r1] = loaded[k]
         started_groups += rows
@@ -238,6 +233,17 @@ def simulate_arrays(
     )
     result.metrics = replay_metrics(result, preset, settings, instances)
     return result
+
+
+def load_newest(engine: Engine, now: float, trainer: Trainer, loaded: list[int], k: int) -> None:
+    """Instance ``k`` takes work at ``now`` (or its own clock, if later): it loads the newest published weights first,
+    pausing ``weight_sync_s``, when they are newer than those it has (``loaded``, per instance)."""
+    engine.t = max(engine.t, now)
+    version = trainer.version_at(engine.t)
+    if version > loaded[k]:
+        loaded[k] = version
+        engine.t += engine.preset.weight_sync_s
+        engine.stats.sync_s += engine.preset.weight_sync_s
 
 
 def _wake(trainer: Trainer, held: dict[int, float], events: list, stats: list[Stats]) -> None:

@@ -36,6 +36,7 @@ from asp_cli.costmodel import HardwarePreset
 from asp_cli.errors import SettingsError
 from asp_cli.sim.engine import Engine
 from asp_cli.sim.records import SimulationSettings, Stats
+from asp_cli.sim.run import load_newest
 from asp_cli.sim.submit_all import ROUTINGS
 from asp_cli.sim.trainer import Trainer
 
@@ -151,12 +152,7 @@ def replay_async(
             fed.setdefault(k, []).append(r * n + j)
         for k, gids in fed.items():
             engine = engines[k]
-            engine.t = max(engine.t, now)
-            version = trainer.version_at(engine.t)
-            if version > loaded[k]:
-                loaded[k] = version
-                engine.t += preset.weight_sync_s
-                stats[k].sync_s += preset.weight_sync_s
+            load_newest(engine, now, trainer, loaded, k)
             engine.feed(gids, [seq_lengths[g] for g in gids], [row_prompt[r]] * len(gids))
         return list(fed)
 
