@@ -746,3 +746,29 @@ def test_a_csv_header_repeated_as_a_data_row_is_refused_or_skipped(tmp_path):
     lengths.write_text("prompt_id,response_tokens\na,5\nprompt_id,response_tokens\nb,7\n")
     with pytest.raises(InputError, match=r"h.csv:3: the header line repeats here as a data row"):
         read_lengths([lengths])
+
+
+def test_a_nested_integer_id_beyond_2_53_beside_fractions_stays_exact(tmp_path):
+    """An audit: a dotted --id-key (`extra_info.index`) whose integers of 2**53 or more sit beside fractions was read
+    as floats (2**53 + 1 shown as 9007199254740992.0, and 2**53, exact in the file, refused). As a top-level id
+    column, such a field is read as the file's text, by every reader; a fraction of 2**53 or more is refused."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    big = 2**53 + 1
+    rows = [{"q": "a", "extra_info": {"index": 3.0}}, {"q": "b", "extra_info": {"index": big}},
+            {"q": "c", "extra_info": {"index": 2**53}}, {"q": "d", "extra_info": {"index": -big}}]
+    lines = tmp_path / "p.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    array = tmp_path / "p.json"
+    array.write_text(json.dumps(rows))
+    options = ReadOptions(prompt_key="q", id_key="extra_info.index")
+    for read in (read_prompts, read_prompts_streamed):
+        for source in (lines, array):
+            assert read([source], options)[0]["prompt_id"].to_list() == ["3", str(big), str(2**53), str(-big)]
+    rounded = tmp_path / "r.jsonl"
+    rounded.write_text('{"q": "a", "extra_info": {"index": 3}}\n'
+                       '{"q": "b", "extra_info": {"index": 9007199254740993.0}}\n')
+    for read in (read_prompts, read_prompts_streamed):
+        with pytest.raises(InputError, match=r"r.jsonl:2: column 'extra_info.index' \(the id\) is the number "
+                                             r"9007199254740992(\.0)?, too large to be an exact integer"):
+            read([rounded], options)

@@ -50,7 +50,7 @@ def records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
         nested = bool(kinds & {"list", "object"})
         # An integer beyond 64 bits is JSON text even alone: Polars made a column of them Int128, or null past 128 bits.
         if ((len(kinds) > 1 and (kinds != {"int", "float"} or inexact_beside_fractions(values))) or "bigint" in kinds
-                or (nested and kind_difference(values) is not None)):
+                or (nested and (kind_difference(values) is not None or _inexact_field(values)))):
             values = [v if v is None or isinstance(v, str) else _Mixed(v) for v in values]
         data[key] = values
     series = []
@@ -76,6 +76,35 @@ def inexact_beside_fractions(values: list[Any]) -> bool:
     """Whether integers among fractions (one column of floats) include one that a float cannot be trusted to hold
     exactly: 2**53 + 1 became 2**53, the id of another prompt. Such a column is kept as JSON text instead."""
     return any(type(v) is int and abs(v) >= EXACT_FLOAT for v in values)
+
+
+def _inexact_field(values: list[Any]) -> bool:
+    """Whether an object field (at any depth: ``extra_info.index``) holds fractions beside an integer a float may not
+    hold exactly, as `inexact_beside_fractions` says of a column: the column is then kept as JSON text, so a dotted
+    ``--id-key`` into it reads the file's integer (`field_of_tagged`)."""
+    fields: dict[tuple[str, ...], list[Any]] = {}
+    stack: list[tuple[tuple[str, ...], Any]] = [((), v) for v in values if isinstance(v, dict)]
+    while stack:
+        path, value = stack.pop()
+        for name, item in value.items():
+            if isinstance(item, dict):
+                stack.append((path + (name,), item))
+            elif type(item) in (int, float):
+                fields.setdefault(path + (name,), []).append(item)
+    return any(float in {type(v) for v in found} and inexact_beside_fractions(found) for found in fields.values())
+
+
+def field_of_tagged(values: list[str | None], path: list[str]) -> list[str | None] | None:
+    """The field at ``path`` of each tagged JSON object of a column of mixed kinds, as such a column holds its values
+    (text as itself, the rest behind `JSON_TAG`; null where a row has no such field); None when no row has it."""
+    out: list[str | None] = []
+    for raw in values:
+        value = json.loads(raw[len(JSON_TAG):]) if raw is not None and raw.startswith(JSON_TAG + "{") else None
+        for name in path:
+            value = value.get(name) if isinstance(value, dict) else None
+        out.append(None if value is None else escape_text(value) if isinstance(value, str)
+                   else JSON_TAG + json.dumps(value))
+    return out if any(v is not None for v in out) else None
 
 
 # How a non-text JSON value is kept in a column of mixed kinds (text stays text): its JSON text behind this tag.

@@ -24,7 +24,7 @@ from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
-from asp_cli.reading.json_records import EXACT_FLOAT, escape_tag_lookalikes, records_to_frame
+from asp_cli.reading.json_records import EXACT_FLOAT, escape_tag_lookalikes, field_of_tagged, records_to_frame
 from asp_cli.reading.options import OnBadRow
 from asp_cli.reading.text_checks import check_column_names
 from asp_cli.reading.text_checks import check_utf8 as _check_utf8
@@ -442,9 +442,13 @@ def parse_jsonl_block(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: 
 def _may_have_rounded(frame: pl.DataFrame) -> bool:
     """Whether a column of floats reaches 2**53, where PyArrow may have rounded an integer of the file beside
     fractions (2**53 + 1 to 2**53); line by line such a column keeps the file's integers (`records_to_frame`)."""
-    floats = [c for c, t in frame.schema.items() if t.is_float()]
+    floats, stack = [], [(pl.col(c), t) for c, t in frame.schema.items()]
+    while stack:  # a struct's fields too: a dotted --id-key reads them (`with_nested_key`)
+        expr, dtype = stack.pop()
+        floats += [expr] if dtype.is_float() else []
+        stack += [(expr.struct.field(f.name), f.dtype) for f in dtype.fields] if isinstance(dtype, pl.Struct) else []
     return bool(floats) and any(v is not None and v >= EXACT_FLOAT
-                                for v in frame.select(pl.col(c).abs().max() for c in floats).row(0))
+                                for v in frame.select(e.abs().max().alias(str(i)) for i, e in enumerate(floats)).row(0))
 
 
 def _timestamps_as_text(dtype: Any) -> Any:
@@ -620,6 +624,9 @@ def with_nested_key(frame: pl.DataFrame, key: str | None) -> pl.DataFrame:
     if head not in frame.columns:
         return frame
     expr, dtype = pl.col(head), frame.schema[head]
+    if dtype == pl.String:  # a column of mixed kinds (`records_to_frame`): its objects are JSON text
+        values = field_of_tagged(frame[head].to_list(), path)
+        return frame if values is None else frame.with_columns(pl.Series(key, values, dtype=pl.String))
     for name in path:
         if not isinstance(dtype, pl.Struct) or name not in {f.name for f in dtype.fields}:
             return frame  # not a path of this frame: `find_column` says which columns there are
