@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from asp_cli.cli.main import app
 from asp_cli.costmodel import load_preset
-from asp_cli.errors import ExitCode
+from asp_cli.errors import ExitCode, InputError
 from asp_cli.integrate.calibrate import probe_plan
 from asp_cli.integrate.costfit import fit_timeline
 from asp_cli.integrate.timings import COLUMNS, write_timeline
@@ -191,6 +191,23 @@ def test_a_trainer_step_that_is_no_measurement_is_refused_with_its_row(tmp_path,
     assert result.exit_code == 3 and "steps.csv: row 2 (after the header): a trainer step needs 'tokens' of 0 or " \
         "more and 'step_s' above 0 seconds" in result.stderr, result.output
     assert not (tmp_path / "p.json").exists()
+
+
+
+def test_trainer_steps_of_mixed_kinds_are_read_as_the_file_holds_them(tmp_path):
+    """An audit: a `tokens` column of numbers beside text ("250000") kept each number behind the reader's tag, which
+    no cast read: every such row was refused, its message showing the tag. Read as the other readers do."""
+    from asp_cli.integrate.costfit import fit_train_steps
+    from asp_cli.reading import read_table
+
+    steps = tmp_path / "steps.jsonl"
+    rows = [{"tokens": 100_000, "step_s": 5.0}, {"tokens": "250000", "step_s": 8.0}, {"tokens": 400_000, "step_s": 11.0}]
+    steps.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert fit_train_steps(read_table(steps), str(steps)) == pytest.approx((3.0, 2e-5))
+    steps.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {"tokens": True, "step_s": 2.0}]))
+    with pytest.raises(InputError, match=r"steps.jsonl:4: a trainer step needs .* \(got tokens 'true', ") as caught:
+        fit_train_steps(read_table(steps), str(steps))
+    assert "\x00" not in str(caught.value)
 
 
 def test_calibrate_runs_on_a_measured_http_replay_and_a_probe_of_its_own(small, tmp_path):  # noqa: F811

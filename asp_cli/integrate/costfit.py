@@ -470,6 +470,11 @@ def fit_train_steps(frame: pl.DataFrame, where: str) -> tuple[float, float]:
     if "tokens" not in frame.columns or seconds not in frame.columns:
         raise InputError(f"{where}: needs columns 'tokens' and 'step_s' (one row per trainer step); columns are: "
                          f"{', '.join(frame.columns)}")
+    from asp_cli.reading.json_records import untag
+
+    # As the file holds each value (`json_records.untag`): in a column of mixed kinds (a number beside text) the
+    # reader tags the numbers, which no cast reads.
+    frame = frame.with_columns(untag(pl.col(c)) for c in ("tokens", seconds) if frame.schema[c] == pl.String)
     tokens = frame["tokens"].cast(pl.Float64, strict=False).to_numpy()
     step = frame[seconds].cast(pl.Float64, strict=False).to_numpy()
     # A step that took no time, or a negative or unreadable value, is a broken measurement: refused, named,
