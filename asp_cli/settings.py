@@ -134,6 +134,11 @@ class ScheduleSettings:
     steps: str = "any"
     # `KV_BUDGETS`: how a group counts against --max-tokens-per-minibatch on blocking engines.
     kv_budget: str = "auto"
+    # Prompts verl's fully asynchronous rollouter keeps in flight per server
+    # (``async_training.concurrent_samples_per_replica``, 16 by default there); None: as many as the servers'
+    # slots hold (verl's v1 trainer, or a rollouter set that high). Only servers with asynchronous training
+    # (--engine streaming, --max-lag other than 0) have it: auto times its candidates so.
+    prompts_per_server: int | None = None
 
     def __post_init__(self) -> None:
         # A count above its own bound gets the message that says why (below); one below 1 or not a whole number
@@ -146,6 +151,11 @@ class ScheduleSettings:
         check_count("--max-tokens-per-minibatch", self.max_tokens_per_minibatch, minimum=1, optional=True)
         check_count("--max-lag", self.max_lag, minimum=0, optional=True)
         check_count("--seed", self.seed, minimum=0)
+        check_count("--prompts-per-server", self.prompts_per_server, minimum=1, optional=True)
+        if self.prompts_per_server is not None and (self.engine != "streaming" or self.max_lag == 0):
+            raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit: it needs --engine "
+                                "streaming and --max-lag other than 0 (a synchronous step submits its whole batch); "
+                                "drop it, or set both")
         check_plan_with(self.plan_with)
         if self.engine not in ENGINES:
             raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
@@ -188,7 +198,10 @@ class ScheduleSettings:
         return self if cut == "padded" else dataclasses.replace(self, kv_budget=cut)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        document = dataclasses.asdict(self)
+        if document["prompts_per_server"] is None:  # schedules made without it read as before it existed
+            del document["prompts_per_server"]
+        return document
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ScheduleSettings:

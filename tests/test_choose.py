@@ -921,44 +921,67 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     assert "expected end-to-end as verl routes" not in arrangement_line(bounded.to_dict())
 
 
-def test_with_a_lag_bound_a_candidate_far_slower_as_verl_routes_is_not_chosen(monkeypatch):
-    """On servers with a lag bound each candidate's middle draw is also replayed as verl's asynchronous trainers
-    route (asp_cli.sim.verl_async); one more than VERL_ROUTED_SLACK slower there than the fastest is not eligible,
-    and where it was the simulator's fastest the record and the summary say so."""
+def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch):
+    """--engine streaming with a lag bound (or none), groups taken in arrival order: every draw of every candidate is
+    replayed as verl's asynchronous trainers route (asp_cli.sim.verl_async: each sample placed at submission), under
+    the dispatch judged and the other one, at --prompts-per-server; the expected time is those replays', so a
+    candidate slower there is not chosen however the simulator's group routing times it. A trainer that follows
+    the schedule, and synchronous plans, are timed as before."""
     import asp_cli.sim.verl_async as verl_async
     from asp_cli.arrange.choice_summary import arrangement_line
-    from asp_cli.arrange.choose import VERL_ROUTED_SLACK
+    from asp_cli.arrange.choose import SCALE_NODES
 
     prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
     settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
                                 max_lag=1)
-    plain = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
-    assert all(c["expected_end_to_end_s_as_verl_routes"] > 0 for c in plain.candidates)
     real = verl_async.replay_async_frame
-    judged: list[int] = []
+    calls: list[tuple] = []
 
-    def slow_for_the_plain_pick(frame, lengths, preset, **kwargs):
+    def counted(frame, lengths, preset, **kwargs):
+        calls.append((kwargs["dispatch"], kwargs["max_lag"], kwargs["prompts_in_flight"]))
+        return real(frame, lengths, preset, **kwargs)
+
+    monkeypatch.setattr(verl_async, "replay_async_frame", counted)
+    plain = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    judged = len(plain.candidates)
+    assert calls.count(("free", 1, None)) == calls.count(("planned", 1, None)) == judged * len(SCALE_NODES)
+    record = plain.to_dict()
+    assert record["timed_as"] == "verl-async" and "prompts_per_server" not in record
+    assert ("as verl routes an asynchronous trainer (every sample at submission, as many prompts in flight as the "
+            "servers' slots hold)" in arrangement_line(record))
+
+    # The plain pick made twice as slow as verl routes (every draw, both dispatches): another is chosen.
+    order = [c["name"] for c in plain.candidates]
+    replays: list[int] = []
+
+    def slow_by_position(frame, lengths, preset, **kwargs):
+        replays.append(1)
         result = real(frame, lengths, preset, **kwargs)
-        judged.append(kwargs["max_lag"])
-        # The candidate judged in the plain pick's place in the tie order is made twice as slow as verl routes.
-        if len(judged) == [c["name"] for c in plain.candidates].index(plain.chosen) + 1:
+        # Each candidate is replayed 2 x draws times, in the candidates' order.
+        if (len(replays) - 1) // (2 * len(SCALE_NODES)) == order.index(plain.chosen):
             return dataclasses.replace(result, end_to_end_s=2.0 * result.end_to_end_s)
         return result
 
-    monkeypatch.setattr(verl_async, "replay_async_frame", slow_for_the_plain_pick)
-    vetoed = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
-    assert set(judged) == {1} and len(judged) == len(vetoed.candidates)
-    assert vetoed.chosen != plain.chosen
-    record = vetoed.to_dict()
-    fastest = min(plain.candidates, key=lambda c: c["expected_end_to_end_s"])["name"]
-    assert fastest == plain.chosen  # long-first, here
-    assert record["slow_as_verl_routes"] == [plain.chosen]
-    assert (f"{plain.chosen} was expected fastest as asp's replay routes" in arrangement_line(record)
-            and f"more than {VERL_ROUTED_SLACK:.0%} slower than {vetoed.chosen}" in arrangement_line(record))
-    assert "slow_as_verl_routes" not in plain.to_dict()
-    # Synchronous plans are timed as verl routes a step already; blocking engines are not servers.
+    monkeypatch.setattr(verl_async, "replay_async_frame", slow_by_position)
+    slowed = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    assert slowed.chosen != plain.chosen
+    mine = next(c for c in slowed.candidates if c["name"] == plain.chosen)
+    before = next(c for c in plain.candidates if c["name"] == plain.chosen)
+    assert mine["expected_end_to_end_s"] > 1.5 * before["expected_end_to_end_s"]
+
+    # verl's rollouter limit reaches every replay, as prompts per server times the servers.
+    monkeypatch.setattr(verl_async, "replay_async_frame", counted)
+    calls.clear()
+    limited = choose_arrangement(_arrange_named, prompts, preds,
+                                 dataclasses.replace(settings, prompts_per_server=3), PRESET)
+    assert {c[2] for c in calls} == {3 * settings.instances}
+    assert limited.to_dict()["prompts_per_server"] == 3
+    assert "3 prompts in flight per server" in arrangement_line(limited.to_dict())
+    # Synchronous plans are timed as verl routes a step; a trainer that follows the schedule and blocking engines
+    # keep the simulator's replay.
     for other in (dataclasses.replace(settings, max_lag=0, trainer="schedule"),
+                  dataclasses.replace(settings, trainer="schedule"),
                   dataclasses.replace(settings, engine="continuous")):
-        judged.clear()
-        choose_arrangement(_arrange_named, prompts, preds, other, PRESET)
-        assert judged == []
+        calls.clear()
+        choice = choose_arrangement(_arrange_named, prompts, preds, other, PRESET)
+        assert calls == [] and choice.to_dict().get("timed_as") != "verl-async"

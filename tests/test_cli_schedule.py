@@ -261,3 +261,27 @@ def test_the_summary_says_when_autos_pick_trains_a_length_curriculum():
     assert _curriculum_line(choice(0.51, setting="long-first")) is None  # forced: the user chose it
     assert _curriculum_line({"setting": "auto", "chosen": "x", "candidates": []}) is None
 
+
+
+def test_verls_rollouter_limit_is_recorded_and_refused_where_it_cannot_apply(tmp_path):
+    """--prompts-per-server (verl's async_training.concurrent_samples_per_replica): recorded in the settings and
+    the choice, said in the summary; exit 4 without asynchronous training on servers. Without it the settings carry
+    no such key (schedules read as before it existed)."""
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--engine", "streaming", "--max-lag", "2",
+                    "--prompts-per-server", "16", "--json")
+    assert result.exit_code == 0, result.stderr
+    schedule = read_schedule(out)
+    assert schedule.settings["prompts_per_server"] == 16 and schedule.recorded_settings.prompts_per_server == 16
+    choice = json.loads(result.stdout)["arrangement"]
+    assert choice["timed_as"] == "verl-async" and choice["prompts_per_server"] == 16
+    assert "16 prompts in flight per server" in result.stderr
+    plain = tmp_path / "p.parquet"
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", plain).exit_code == 0
+    assert "prompts_per_server" not in read_schedule(plain).settings
+    for bad in (("--engine", "streaming", "--max-lag", "0"), ("--max-lag", "2"),
+                ("--engine", "streaming", "--max-lag", "2", "--prompts-per-server", "0")):
+        args = bad if "--prompts-per-server" in bad else (*bad, "--prompts-per-server", "16")
+        refused = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "x.parquet", *args)
+        assert refused.exit_code == 4 and "--prompts-per-server" in refused.stderr, (bad, refused.output)
+        assert not (tmp_path / "x.parquet").exists()

@@ -455,3 +455,24 @@ def test_a_synchronous_replay_on_servers_that_refill_also_says_what_verls_routin
     other = invoke("simulate", built["schedule"], "--json", "--mode", "continuous", "--max-lag", "0")
     assert "verl_routed_end_to_end_s" not in json.loads(other.stdout)["metrics"]
     assert "as verl routes" not in other.stderr
+
+
+def test_verls_rollouter_limit_reaches_the_asynchronous_line_and_is_refused_where_it_cannot_apply(built):  # noqa: F811
+    """--prompts-per-server: the prompts verl's fully asynchronous rollouter keeps in flight per server. Fewer in
+    flight leave the servers' slots part empty, so the same lengths take longer as verl routes; the line says the
+    limit. Exit 4 for a synchronous replay, another engine, or a count below 1."""
+    base = ("simulate", built["schedule"], "--json", "--mode", "streaming", "--max-lag", "1", "--dispatch", "free")
+    wide = invoke(*base)
+    narrow = invoke(*base, "--prompts-per-server", "1")
+    assert wide.exit_code == 0 and narrow.exit_code == 0, narrow.output
+    m, one = json.loads(wide.stdout)["metrics"], json.loads(narrow.stdout)["metrics"]
+    assert one["verl_prompts_per_server"] == 1 and "verl_prompts_per_server" not in m
+    assert one["verl_routed_end_to_end_s"] > m["verl_routed_end_to_end_s"]
+    assert "a slot frees (1 per server)" in narrow.stderr
+    assert "a slot frees (as many as the servers' slots hold)" in wide.stderr
+    for bad in (("--max-lag", "0"), ("--mode", "continuous"), ("--prompts-per-server", "0")):
+        args = [a for a in base if a not in ("--max-lag", "1")] if bad[0] == "--max-lag" else list(base)
+        if bad[0] == "--mode":
+            args = [a for a in args if a not in ("--mode", "streaming")]
+        refused = invoke(*args, *bad, *(() if bad[0] == "--prompts-per-server" else ("--prompts-per-server", "4")))
+        assert refused.exit_code == 4 and "--prompts-per-server" in refused.stderr, (bad, refused.output)

@@ -28,3 +28,16 @@ def test_run_rollout_keeps_the_drain_and_scales_the_rest():
     result = SimpleNamespace(metrics={"rollout_makespan_s": 85.0}, seq_admit_s=np.array([0.0, 5.0, 70.0]))
     assert run_rollout_s(result, 1.0) == 85.0
     assert run_rollout_s(result, 4.0) == pytest.approx(15.0 + 4 * 70.0)
+
+
+def test_a_replay_as_verl_routes_is_scaled_as_the_simulators_is():
+    """async_run_time / async_rollout_s: the same split, a prompt's submission standing for its admission."""
+    from types import SimpleNamespace
+
+    from asp_cli.arrange.scaling import async_rollout_s, async_run_time
+
+    result = SimpleNamespace(end_to_end_s=100.0, rollout_end_s=85.0, group_submit_s=np.array([0.0, 5.0, 70.0]),
+                             group_arrival_s=np.array([30.0, 85.0]), step_start_s=np.array([10.0, 40.0, 90.0]))
+    assert async_run_time(result, 1.0) == 100.0 and async_rollout_s(result, 1.0) == 85.0
+    assert async_run_time(result, 5.0) == pytest.approx(10.0 + 15.0 + 5 * 75.0)
+    assert async_rollout_s(result, 4.0) == pytest.approx(15.0 + 4 * 70.0)

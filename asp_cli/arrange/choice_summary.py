@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE, REPRESENTATIVE_COST_SHOWN, TIE_MARGIN, VERL_ROUTED_SLACK, _is
+from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE, REPRESENTATIVE_COST_SHOWN, TIE_MARGIN, _is
 
 
 def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budget: str) -> str:
@@ -84,7 +84,10 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
     line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
             f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end"
             + (" as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
-               else "")
+               else " as verl routes an asynchronous trainer (every sample at submission, "
+               + (f"{choice['prompts_per_server']} prompts in flight per server)" if choice.get("prompts_per_server")
+                  else "as many prompts in flight as the servers' slots hold)")
+               if choice.get("timed_as") == "verl-async" else "")
             + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else "")
             + " "
             f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
@@ -120,10 +123,6 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                            f"an engine that takes the next minibatch in seq order when an instance frees (ignoring "
                            f"the instance column) is expected to take {other:,.0f} s instead of {mine:,.0f} s "
                            "(--dispatch free plans for it)"))
-    for name in choice.get("slow_as_verl_routes") or []:
-        line += (f"\n  {name} was expected fastest as asp's replay routes (each group whole to whichever server frees "
-                 f"first) but more than {VERL_ROUTED_SLACK:.0%} slower than {choice['chosen']} as verl's balancer routes "
-                 "each sample as it is submitted (`asp simulate`'s \"as verl routes\" line), so it was not chosen")
     line += _against_the_shuffle(choice, chosen, kv_budget or "peak")
     if choice.get("steps") == "representative" and mine:
         # What `--steps representative` is expected to cost, said where the cost is more than the draws' noise.

@@ -57,14 +57,6 @@ SCALED_ENGINES: tuple[str, ...] = ("streaming",)
 SCALE_NODES: tuple[tuple[float, float], ...] = ((-3**0.5, 1 / 6), (0.0, 2 / 3), (3**0.5, 1 / 6))
 DRAWS = len(SCALE_NODES)
 TIE_MARGIN = 0.005
-# On servers with a lag bound (or none), a candidate more than this much slower than the fastest as verl routes an
-# asynchronous trainer (every sample routed at submission by count: `asp_cli.sim.verl_async`) is not eligible,
-# however it fares as the simulator routes (whole groups to whichever server frees first). The two routings
-# disagree most on sorted plans: on mix-k8-n8-b256 and mix-k16-n16-b512 at lag 2 both sorts were 11.7-30.6%
-# slower than a shuffle as verl routes, and auto's pick, `bands` (a sorted epoch) on mix-k16-n16-b512, 12.1%
-# slower with a trainer that binds (docs/benchmarks.md, "As verl routes an asynchronous trainer"). The margin is
-# wide because one draw as verl routes moves by 1-2% with the balancer's random ties.
-VERL_ROUTED_SLACK = 0.05
 # Within this expected difference from the candidate `shuffle`, on any engine, the summary says the order matters
 # little: a saving that small is within what the benchmark's workload seeds move asp's gains by (standard
 # deviations of 1-2% in docs/benchmarks.md), not one to plan a run around. (The tie margin above is smaller:
@@ -125,19 +117,20 @@ class ArrangementChoice:
     # With --steps representative, the most expected p90 step deviation an eligible candidate had (`step_bound`:
     # about a random arrangement's); 0 (and left out of the document) otherwise.
     step_deviation_bound: float = 0.0
-    # "verl": a synchronous plan on servers, timed as verl routes a step (`asp_cli.sim.submit_all`); "" (and left
-    # out of the document): the simulator's own replay.
+    # How the candidates on servers were timed: "verl", a synchronous plan, as verl routes a step
+    # (`asp_cli.sim.submit_all`); "verl-async", as verl's asynchronous trainers route (`asp_cli.sim.verl_async`);
+    # "" (and left out of the document): the simulator's own replay.
     timed_as: str = ""
-    # Candidates the simulator's replay expected fastest that were not eligible because they were more than
-    # `VERL_ROUTED_SLACK` slower as verl routes an asynchronous trainer; left out of the document when none.
-    slow_as_verl_routes: list[str] = field(default_factory=list)
+    # With "verl-async": the prompts in flight per server it was timed with (`ScheduleSettings.prompts_per_server`);
+    # 0 (and left out of the document): as many as the servers' slots hold.
+    prompts_per_server: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
         if not document["timed_as"]:
             del document["timed_as"]
-        if not document["slow_as_verl_routes"]:
-            del document["slow_as_verl_routes"]
+        if not document["prompts_per_server"]:
+            del document["prompts_per_server"]
         if not document["step_deviation_bound"]:
             del document["step_deviation_bound"]
         if not document["sampled"]:
@@ -314,10 +307,10 @@ def choose_arrangement(
     minibatch KV budget (`pipeline.minibatch_token_budget`); given, each candidate is also judged under the
     other KV accounting where that can matter (`kv_budgets_to_try`).
     """
-    from asp_cli.arrange.scaling import run_rollout_s, run_time
+    from asp_cli.arrange.scaling import async_rollout_s, async_run_time, run_rollout_s, run_time
     from asp_cli.arrange.timeline import group_tokens
 
-    from asp_cli.sim.metrics import random_step_deviation_p90
+    from asp_cli.sim.metrics import random_step_deviation_p90, step_length_ratio
     from asp_cli.sim.records import SimulationSettings
     from asp_cli.sim.run import simulate_schedule
     from asp_cli.sim.submit_all import replay_frame
@@ -391,8 +384,15 @@ def choose_arrangement(
     position_of_row = {r: i for i, r in enumerate(prompts[C.ROW].to_list())}
     refused: list[SettingsError] = []
     verl_routed = settings.engine == "streaming" and settings.max_lag == 0  # synchronous training on servers
-    verl_async = settings.engine == "streaming" and settings.max_lag != 0  # asynchronous: also timed as verl routes
-    vetoed: list[str] = []
+    # Asynchronous training on servers, the trainer taking finished groups in arrival order: timed as verl's
+    # asynchronous trainers route (`asp_cli.sim.verl_async`: every sample placed at submission by count, each group
+    # spread over the servers), not as the simulator routes (whole groups to whichever server frees first). Judged
+    # the simulator's way, auto picked `bands` (a sorted epoch) on mix-k16-n16-b512 at lag 2, 12.1% slower than a
+    # shuffle as verl routes, and asp lost to longest-first by 2.9% on mix-k8-n8-b256 with verl's default rollouter
+    # limit (docs/benchmarks.md, "As verl routes an asynchronous trainer"). A trainer that follows the schedule
+    # (`--trainer schedule`) is not modelled there and keeps the simulator's replay.
+    verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
+    in_flight = (settings.prompts_per_server * trial.instances if settings.prompts_per_server is not None else None)
 
     def judge(name: str, kv_budget: str) -> dict[str, Any] | None:
         """One candidate's expected times and step deviation over the draws; None if it cannot keep the bound."""
@@ -413,7 +413,19 @@ def choose_arrangement(
             # not overlap the next, so the run's is the judged steps' scaled (docs/benchmarks.md, "As verl routes").
             return scale * replay_frame(frame, truth, judged_preset, instances=trial.instances, seed=settings.seed,
                                         train_batch_size=trial.train_batch_size, dispatch=dispatch).end_to_end_s
+        def as_verl_async(truth: np.ndarray, dispatch: str):
+            return replay_async_frame(frame, truth, judged_preset, instances=trial.instances,
+                                      train_batch_size=trial.train_batch_size, max_lag=sim.max_lag,
+                                      dispatch=dispatch, prompts_in_flight=in_flight, seed=settings.seed)
         for truth in draws:
+            if verl_async:
+                replay = as_verl_async(truth[index], sim.dispatch)
+                times.append(async_run_time(replay, scale))
+                ratio = step_length_ratio(replay.group_step, truth[index].sum(axis=1), n, replay.step_end_s.size)
+                deviations.append(float(np.quantile(np.abs(ratio - 1.0), 0.9)))
+                rollouts.append(async_rollout_s(replay, rollout_scale))
+                other_times.append(async_run_time(as_verl_async(truth[index], other.dispatch), scale))
+                continue
             result = simulate_schedule(frame, truth[index], judged_preset, sim, instances=trial.instances)
             times.append(as_verl_routes(truth[index], sim.dispatch) if verl_routed else run_time(result, scale))
             deviations.append(result.metrics["step_length_deviation_p90"])
@@ -422,15 +434,7 @@ def choose_arrangement(
             # instances cannot absorb prediction error the way a shared queue does.
             other_times.append(as_verl_routes(truth[index], other.dispatch) if verl_routed else run_time(
                 simulate_schedule(frame, truth[index], judged_preset, other, instances=trial.instances), scale))
-        verl = {}
-        if verl_async:
-            # The middle draw, replayed as verl's asynchronous trainers route (`VERL_ROUTED_SLACK`).
-            middle = draws[[node for node, _ in SCALE_NODES].index(0.0)][index]
-            verl = {"expected_end_to_end_s_as_verl_routes": round(scale * replay_async_frame(
-                frame, middle, judged_preset, instances=trial.instances, train_batch_size=trial.train_batch_size,
-                max_lag=sim.max_lag, dispatch=sim.dispatch, seed=settings.seed).end_to_end_s, 3)}
         return {"name": name, "kv_budget": kv_budget, "expected_end_to_end_s": round(float(weights @ times), 3),
-                **verl,
                 # Each draw's own time (at the scale nodes' order): how much the lengths' uncertainty moves it.
                 "end_to_end_s_by_draw": [round(float(t), 3) for t in times],
                 f"expected_end_to_end_s_{other.dispatch}_dispatch": round(float(weights @ other_times), 3),
@@ -467,13 +471,6 @@ def choose_arrangement(
         if settings.steps == "representative":
             for r in judged:
                 r["representative_steps"] = bool(r["expected_step_deviation_p90"] <= bound)
-        if verl_async:
-            verl_fastest = min(r["expected_end_to_end_s_as_verl_routes"] for r in eligible)
-            slow = [r for r in eligible
-                    if r["expected_end_to_end_s_as_verl_routes"] > verl_fastest * (1.0 + VERL_ROUTED_SLACK)]
-            eligible = [r for r in eligible if not any(r is q for q in slow)]
-            before = min(slow + eligible, key=lambda r: r["expected_end_to_end_s"])
-            vetoed[:] = [before["name"]] if any(before is q for q in slow) else []
         fastest = min(r["expected_end_to_end_s"] for r in eligible)
         return next(r for r in eligible if r["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN))
 
@@ -523,7 +520,8 @@ def choose_arrangement(
                              if settings.steps == "representative" else 0.0,
                              refused=[n for n in candidates_for(settings.engine)
                                       if n not in {r["name"] for r in results}],
-                             timed_as="verl" if verl_routed else "", slow_as_verl_routes=list(vetoed))
+                             timed_as="verl" if verl_routed else "verl-async" if verl_async else "",
+                             prompts_per_server=settings.prompts_per_server or 0 if verl_async else 0)
 
 
 def fallbacks(choice: ArrangementChoice, *, include_chosen: bool = False) -> list[tuple[str, str]]:

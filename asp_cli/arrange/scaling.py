@@ -29,14 +29,35 @@ def run_time(result: Any, scale: float) -> float:
     candidates as the whole run did, and scaled up they made `continuous` pick per-step, 3% slower than the
     interleaving, on two seeds of two (same page).
     """
-    end = float(result.metrics["end_to_end_s"])
     if scale == 1.0 or not result.seq_admit_s.size or not result.step_start_s.size:
-        return end
+        return float(result.metrics["end_to_end_s"])
+    return _split(float(result.metrics["end_to_end_s"]), float(result.step_start_s[0]),
+                  float(result.seq_admit_s.max()), float(result.group_arrival_s.max()), scale)
+
+
+def _split(end: float, head: float, last_admit: float, last_arrival: float, scale: float) -> float:
     # The rollout's drain ends with the last group's arrival: the trainer steps queued behind it (a trainer that
     # binds) grow with the prompts, and stay in the middle.
-    drain = max(float(result.group_arrival_s.max()) - float(result.seq_admit_s.max()), 0.0)
-    head = float(result.step_start_s[0])
+    drain = max(last_arrival - last_admit, 0.0)
     return head + drain + scale * max(end - head - drain, 0.0)
+
+
+def async_run_time(result: Any, scale: float) -> float:
+    """`run_time` of a replay as verl's asynchronous trainers route (`asp_cli.sim.verl_async.AsyncResult`): a
+    prompt's submission stands for its admission."""
+    if scale == 1.0 or not result.group_submit_s.size or not result.step_start_s.size:
+        return float(result.end_to_end_s)
+    return _split(float(result.end_to_end_s), float(result.step_start_s[0]), float(result.group_submit_s.max()),
+                  float(result.group_arrival_s.max()), scale)
+
+
+def async_rollout_s(result: Any, scale: float) -> float:
+    """`run_rollout_s` of a replay as verl's asynchronous trainers route."""
+    rollout = float(result.rollout_end_s)
+    if scale == 1.0 or not result.group_submit_s.size:
+        return rollout
+    drain = min(max(rollout - float(result.group_submit_s.max()), 0.0), rollout)
+    return drain + scale * (rollout - drain)
 
 
 def run_rollout_s(result: Any, scale: float) -> float:

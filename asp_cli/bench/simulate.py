@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from asp_cli.errors import SettingsError
 from asp_cli.reading.options import ReadOptions
 from asp_cli.schedule_format import Schedule
 from asp_cli.settings import check_replay_size
@@ -119,10 +120,12 @@ def _dispatch_warnings(schedule: Schedule, dispatch: str, instances: int) -> lis
 
 
 def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
-                    dispatch: str, seed: int, max_lag: int | None) -> dict[str, float]:
+                    dispatch: str, seed: int, max_lag: int | None,
+                    prompts_per_server: int | None = None) -> dict[str, float]:
     """A plan on servers that refill, replayed as verl 0.9 routes it: at ``max_lag`` 0 as its synchronous trainer
     does (`asp_cli.sim.submit_all.replay_frame`: the rollout summed over the steps), otherwise as its fully
-    asynchronous one does (`asp_cli.sim.verl_async.replay_async_frame`: the rollout's last finish)."""
+    asynchronous one does (`asp_cli.sim.verl_async.replay_async_frame`: the rollout's last finish), its rollouter
+    keeping ``prompts_per_server`` prompts per server in flight (None: as many as the servers' slots hold)."""
     if max_lag == 0:
         from asp_cli.sim.submit_all import replay_frame
 
@@ -132,8 +135,10 @@ def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instance
     from asp_cli.sim.verl_async import replay_async_frame
 
     verl = replay_async_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
-                              max_lag=max_lag, dispatch=dispatch, seed=seed)
-    return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": verl.rollout_end_s}
+                              max_lag=max_lag, dispatch=dispatch, seed=seed,
+                              prompts_in_flight=None if prompts_per_server is None else prompts_per_server * instances)
+    return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": verl.rollout_end_s,
+            **({"verl_prompts_per_server": prompts_per_server} if prompts_per_server is not None else {})}
 
 
 def simulate_loaded(
@@ -169,10 +174,18 @@ def simulate_loaded(
                                   trainer=trainer)  # type: ignore[arg-type]
     if progress is not None:
         progress(STAGES[2])
+    if options.prompts_per_server is not None and mode != "streaming":
+        raise SettingsError(f"--prompts-per-server is verl's asynchronous rollouter's limit: this replay's engine is "
+                            f"{mode}; drop it, or give --engine streaming")
     result = simulate_schedule(frame, lengths, hardware, settings, instances=k)
     if mode == "streaming":
+        per_server = options.prompts_per_server or recorded.prompts_per_server
+        if options.prompts_per_server is not None and lag == 0:
+            raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit: this replay has "
+                                "--max-lag 0 (a synchronous step submits its whole batch); drop it, or give a "
+                                "--max-lag other than 0")
         result.metrics.update(_as_verl_routes(frame, lengths, hardware, k, recorded.train_batch_size, dispatch, seed,
-                                              lag))
+                                              lag, per_server if lag != 0 else None))
     document = {
         "schedule": name if name is not None else str(schedule.path),
         "preset": hardware.name,

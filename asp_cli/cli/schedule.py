@@ -47,6 +47,7 @@ def schedule_command(
     dispatch: str = typer.Option(_DEFAULT.dispatch, "--dispatch", help="How the engine takes minibatches: 'free' (the next one in seq order to whichever instance frees first: a shared queue, verl, least-pending servers) or 'planned' (each instance keeps to the schedule's instance column). --arrangement auto judges its candidates so."),
     steps: str = typer.Option(_DEFAULT.steps, "--steps", help="'any' lets --arrangement auto take the fastest candidate; 'representative' only those whose training steps are expected to be about as representative of the epoch as a shuffle's (in the --trainer order)."),
     arrangement: str = typer.Option(_DEFAULT.arrangement, "--arrangement", help="'auto' tries interleave, long-first, short-first, shuffle and per-step (a shuffle's train batches, each planned longest first), with --engine streaming also quick-start (the shuffle, opened by its shortest train batch) and bands (shortest first by train batch, each batch one band of lengths per instance, sent in request batches of --minibatch-size), in asp's simulator and keeps the fastest; or name one."),
+    prompts_per_server: Optional[int] = typer.Option(_DEFAULT.prompts_per_server, "--prompts-per-server", help="With --engine streaming and a lag bound other than 0 (asynchronous training on servers): the prompts verl's fully asynchronous rollouter keeps in flight per server (async_training.concurrent_samples_per_replica, 16 there by default). --arrangement auto times its candidates as verl routes with that many; default: as many as the servers' slots hold (verl's v1 trainer, or a rollouter set that high)."),
     trainer: str = typer.Option(_DEFAULT.trainer, "--trainer", help="How the trainer takes groups: 'arrival' (the next train batch of finished groups) or 'schedule' (the groups train_step assigns: stratified by length; per-step keeps a shuffle's batches, a plain sort its arrival order)."),
     predictor: Optional[Path] = typer.Option(None, "--predictor", help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
     predictions: list[Path] = typer.Option([], "--predictions", metavar="<path>", help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
@@ -89,6 +90,7 @@ def schedule_command(
             steps=steps,
             trainer=trainer,
             kv_budget=kv_budget,
+            prompts_per_server=prompts_per_server,
         )
         # Numbered over the stages this run has: history is read only when it is given.
         stages = _STAGES if history else _STAGES[1:]

@@ -33,6 +33,7 @@ def simulate_command(
     max_lag: Optional[Any] = lag_option(None, help="Hold rollout back (AReaL admission rule) so groups stay at most this many versions stale; default: the schedule's setting; none: no bound, whatever the schedule recorded."),
     instances: Optional[int] = typer.Option(None, "--instances", "-k", help="Simulated instances; default: the schedule's."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampled lengths; default: the schedule's."),
+    prompts_per_server: Optional[int] = typer.Option(None, "--prompts-per-server", help="With --engine streaming and a lag bound other than 0: the prompts verl's fully asynchronous rollouter keeps in flight per server (async_training.concurrent_samples_per_replica, 16 there by default), for the 'as verl routes' line; default: the schedule's (asp schedule --prompts-per-server), else as many as the servers' slots hold."),
     compare: bool = typer.Option(False, "--compare", help="Also replay today's arrangements of the same prompts on the same lengths, and print one table."),
     timeseries: Optional[Path] = output_option("--timeseries", default=None, help="Write a binned time series (.csv or .parquet) for plotting."),
     bins: int = typer.Option(400, "--bins", help="Time bins in --timeseries."),
@@ -54,7 +55,7 @@ def simulate_command(
         options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch,  # type: ignore[arg-type]
                                 max_lag=None if max_lag == NO_LAG_BOUND else max_lag,
                                 use_schedule_max_lag=max_lag != NO_LAG_BOUND, trainer=trainer,  # type: ignore[arg-type]
-                                instances=instances, seed=seed)
+                                instances=instances, seed=seed, prompts_per_server=prompts_per_server)
         read = dataclasses.replace(SIMULATE_READ, length_id_key=lengths_id_key, length_key=lengths_length_key,
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]
         check_bins(bins)
@@ -131,7 +132,11 @@ def _summary(document: dict) -> str:
                                                        "train batch routed as it is submitted, "
                                                        if document.get("max_lag") == 0 else
                                                        "verl 0.9's fully asynchronous trainer: a prompt started as "
-                                                       "a slot frees, each of its samples routed as it starts, ")
+                                                       "a slot frees ("
+                                                       + (f"{m['verl_prompts_per_server']} per server"
+                                                          if "verl_prompts_per_server" in m else
+                                                          "as many as the servers' slots hold")
+                                                       + "), each of its samples routed as it starts, ")
            + ("each group kept to its planned instance by asp's router plug-in" if document["dispatch"] == "planned"
               else "each group's samples spread over the servers")
            + "; the lines above route each group whole to whichever server frees first: docs/simulation.md)"]

@@ -37,10 +37,7 @@ def replay_metrics(result: SimulationResult, preset: HardwarePreset, settings: S
     lag_token_mean = float(np.sum(lag * tokens_per_group) / tokens_per_group.sum())
     values, counts = np.unique(lag, return_counts=True)
     # Representativeness: each step's mean response length against the mean over every sample.
-    overall_mean = float(sample_len.mean())
-    step_tokens = np.bincount(result.group_step, weights=tokens_per_group, minlength=steps)
-    step_samples = np.bincount(result.group_step, minlength=steps) * settings.samples_per_prompt
-    ratio = step_tokens / np.maximum(step_samples, 1) / overall_mean
+    ratio = step_length_ratio(result.group_step, tokens_per_group, settings.samples_per_prompt, steps)
     busy = np.array([s.busy_s for s in stats])
     ends = np.array([s.end_s for s in stats])
     live_steps = sum(s.live_slot_steps for s in stats)
@@ -87,6 +84,17 @@ def replay_metrics(result: SimulationResult, preset: HardwarePreset, settings: S
         "step_length_deviation_p90": float(np.quantile(np.abs(ratio - 1.0), 0.9)),
         "steps_beyond_25pct_of_mean": float(np.mean(np.abs(ratio - 1.0) > 0.25)),
     }
+
+
+def step_length_ratio(group_step: np.ndarray, group_tokens: np.ndarray, samples_per_prompt: int,
+                      steps: int) -> np.ndarray:
+    """Each train step's mean response length over the mean of every sample (``group_tokens``: each group's
+    response tokens; ``group_step``: the step that trained it): how representative of the epoch each step is."""
+    tokens = np.asarray(group_tokens, dtype=np.float64)
+    overall_mean = float(tokens.sum()) / max(tokens.size * samples_per_prompt, 1)
+    step_tokens = np.bincount(group_step, weights=tokens, minlength=steps)
+    step_samples = np.bincount(group_step, minlength=steps) * samples_per_prompt
+    return step_tokens / np.maximum(step_samples, 1) / overall_mean
 
 
 def random_step_deviation_p90(group_tokens: np.ndarray, samples_per_prompt: int, train_batch_size: int,

@@ -32,12 +32,19 @@ class ReplayOptions:
     instances: int | None = None
     seed: int | None = None
     trainer: TrainerOrder | None = None
+    # verl's asynchronous rollouter's prompts in flight per server, for the "as verl routes" line (None: the
+    # schedule's `ScheduleSettings.prompts_per_server`).
+    prompts_per_server: int | None = None
 
     def __post_init__(self) -> None:
         check_engine(self.mode or "continuous", self.dispatch or "planned", self.max_lag, self.trainer or "arrival")
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
             raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances})")
         check_count("--seed", self.seed, minimum=0, optional=True)
+        check_count("--prompts-per-server", self.prompts_per_server, minimum=1, optional=True)
+        if self.prompts_per_server is not None and (self.mode not in (None, "streaming") or self.max_lag == 0):
+            raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit: it applies to "
+                                "--engine streaming with a --max-lag other than 0; drop it")
 
 def check_engine(mode: str, dispatch: str, max_lag: int | None, trainer: str = "arrival") -> None:
     """Refuse an unknown engine mode, dispatch or trainer order, or a lag bound that is not a count (every

@@ -54,6 +54,7 @@ class AsyncResult:
     group_submit_s: np.ndarray  # per row: when the rollouter started it
     group_arrival_s: np.ndarray  # per row: its last sample's finish
     group_step: np.ndarray  # per row: the train step that took it (arrival order)
+    step_start_s: np.ndarray
     step_end_s: np.ndarray
     publish_s: np.ndarray  # per step: when its weights are live (the step's end and the sync)
     requests_per_server: np.ndarray
@@ -214,6 +215,7 @@ def replay_async(
         group_submit_s=submitted,
         group_arrival_s=finish.reshape(rows, n).max(axis=1),
         group_step=trainer.group_step.copy(),
+        step_start_s=np.asarray(trainer.step_start),
         step_end_s=step_end,
         publish_s=np.asarray(trainer.published),
         requests_per_server=np.asarray(requests, dtype=np.int64),
