@@ -60,7 +60,9 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
         spec = SPECS[name]
         rows: dict[str, list[float]] = {}
         for seed in range(seeds):
-            settings = dataclasses.replace(spec.settings(seed), engine="streaming", max_lag=max_lag)
+            # asp's plan is judged as verl routes with the same rollouter limit (`--prompts-per-server`).
+            settings = dataclasses.replace(spec.settings(seed), engine="streaming", max_lag=max_lag,
+                                           prompts_per_server=prompts_per_server)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
             frames: dict[str, tuple] = {}
@@ -81,9 +83,8 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
                 rows.setdefault(label, []).append(total / seconds[ROWS[0][0]])
                 rows.setdefault(label + DEVIATION, []).append(deviation[label])
             choice = frames[repr([])][2]
-            print(f"{name} lag {max_lag} x{trainer_scale:g} seed {seed} done: auto picked {choice.chosen}"
-                  + (f" (not {', '.join(choice.slow_as_verl_routes)}: slow as verl routes)"
-                     if choice.slow_as_verl_routes else ""), file=sys.stderr, flush=True)
+            print(f"{name} lag {max_lag} x{trainer_scale:g} seed {seed} done: auto picked {choice.chosen}",
+                  file=sys.stderr, flush=True)
         results[name] = rows
     return results
 

@@ -158,6 +158,8 @@ CASES = [
     ("E71", ["schedule", "{tmp}/nul.jsonl", "-o", "{tmp}/o.parquet"], 3,
      "nul.jsonl:1: column '\\x00line' starts with a NUL character, which asp keeps for its own columns; rename the "
      "column (or drop it)"),
+    ("E75", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--prompts-per-server", "16"], 4,
+     "--prompts-per-server is verl's asynchronous rollouter's limit: it needs --engine streaming and --max-lag"),
     ("E74", ["schedule", "{tmp}/cat.csv", "-o", "{tmp}/o.parquet"], 3,
      "cat.csv:3: the header line repeats here as a data row (files joined with cat?); remove the repeated header "
      "line, or pass --on-bad-row skip to skip bad rows"),

@@ -3,7 +3,8 @@
 The scheduler's closed-form estimates (`timeline`) price a plan under its point predictions; the real run
 sees lengths spread around them, and a plan that wins on points can lose once a mispredicted long group lands
 late. So each candidate is arranged and replayed (`asp_cli.sim.run.simulate_schedule`, the settings' engine,
-lag bound, trainer order and dispatch) on ``draws`` sets of lengths drawn from the predictive
+lag bound, trainer order and dispatch; on servers, as verl routes: `asp_cli.sim.submit_all` for a synchronous
+plan, `asp_cli.sim.verl_async` for an asynchronous one) on ``draws`` sets of lengths drawn from the predictive
 distribution: per prompt a log-normal factor around the predicted mean (sigma `MODEL_SIGMA` for model
 predictions, `HISTORY_SIGMA` for prompts seen in history) and per sample a log-normal spread whose sigma is
 the prompt's own, read back from its predicted group maximum and mean (`sample_sigma`). The candidate with the lowest mean simulated end-to-end time wins,
