@@ -36,6 +36,11 @@ def test_deterministic_and_every_request_placed_once():
     assert np.bincount(first.sample_server, minlength=4).tolist() == first.requests_per_server.tolist()
     assert (first.group_step >= 0).all() and np.bincount(first.group_step).max() == 16
     assert first.end_to_end_s > first.rollout_end_s > 0
+    # Each step starts once its train batch is in and the trainer is free, and ends after it started.
+    assert first.step_start_s.size == first.step_end_s.size == np.bincount(first.group_step).size
+    assert (first.step_end_s > first.step_start_s).all() and (np.diff(first.step_start_s) > 0).all()
+    last_in = np.array([first.group_arrival_s[first.group_step == s].max() for s in range(first.step_end_s.size)])
+    assert (first.step_start_s >= last_in).all()
 
 
 def test_the_balancer_spreads_a_group_over_the_servers():
