@@ -823,6 +823,12 @@ def test_the_summary_says_where_a_plan_kept_to_its_instances_is_faster_and_that_
     blocking = arrangement_line(choice("continuous", 900.0))
     assert "instead of 1,000 s (--dispatch planned plans for it)" in blocking and "verl" not in blocking
     assert "planned instance" not in arrangement_line(choice("streaming", 980.0))  # within 3%: not said
+    # Timed as verl routes, the planned times are verl's with asp's router plug-in: said so, without the caveat.
+    for timed in ("verl", "verl-async"):
+        routed = arrangement_line({**choice("streaming", 900.0), "timed_as": timed})
+        assert ("\n  verl with asp's router plug-in keeping each group on its planned instance is expected to take "
+                "900 s instead of 1,000 s (--dispatch planned plans for it: docs/integrations.md, Option D)") in routed
+        assert "not on verl" not in routed
 
 
 def test_the_summary_says_when_the_candidates_times_are_of_fewer_epochs_than_the_run():

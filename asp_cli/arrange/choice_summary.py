@@ -114,7 +114,10 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
     mine, other = chosen.get("expected_end_to_end_s"), chosen.get(
         f"expected_end_to_end_s_{'planned' if dispatch == 'free' else 'free'}_dispatch")
     if mine and other and other < mine * 0.97:
-        line += ("\n  " + (f"an engine that keeps each minibatch on its planned instance is expected to take {other:,.0f} s "
+        line += ("\n  " + (f"verl with asp's router plug-in keeping each group on its planned instance is expected to "
+                           f"take {other:,.0f} s instead of {mine:,.0f} s (--dispatch planned plans for it: "
+                           "docs/integrations.md, Option D)" if choice.get("timed_as") else
+                           f"an engine that keeps each minibatch on its planned instance is expected to take {other:,.0f} s "
                            f"instead of {mine:,.0f} s (--dispatch planned plans for it"
                            + ("; not on verl, whose balancer spreads each group's samples over the servers, which "
                               "was faster than keeping to a plan as verl routes: docs/benchmarks.md, \"As verl "
