@@ -906,7 +906,7 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     real = submit_all.replay_frame
 
     def counted(frame, lengths, preset, **kwargs):
-        calls.append(kwargs["dispatch"])
+        calls.append(kwargs.get("routing") or kwargs["dispatch"])
         return real(frame, lengths, preset, **kwargs)
 
     monkeypatch.setattr(submit_all, "replay_frame", counted)
@@ -916,6 +916,9 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
     judged = len(choice.candidates)
     assert calls.count("free") == calls.count("planned") == judged * len(SCALE_NODES)
+    assert calls.count("length-aware") == len(SCALE_NODES)  # the pick through the length-aware plug-in
+    assert "expected_end_to_end_s_length_aware_route" in next(c for c in choice.candidates
+                                                              if c["name"] == choice.chosen)
     # Each candidate's expected time is the verl-routed replay's, weighed over the draws.
     for c in choice.candidates:
         assert c["expected_end_to_end_s"] > 0 and "expected_end_to_end_s_planned_dispatch" in c
@@ -944,13 +947,15 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     calls: list[tuple] = []
 
     def counted(frame, lengths, preset, **kwargs):
-        calls.append((kwargs["dispatch"], kwargs["max_lag"], kwargs["prompts_in_flight"]))
+        calls.append((kwargs.get("routing") or kwargs["dispatch"], kwargs["max_lag"], kwargs["prompts_in_flight"]))
         return real(frame, lengths, preset, **kwargs)
 
     monkeypatch.setattr(verl_async, "replay_async_frame", counted)
     plain = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
     judged = len(plain.candidates)
     assert calls.count(("free", 1, None)) == calls.count(("planned", 1, None)) == judged * len(SCALE_NODES)
+    # and the pick through the length-aware plug-in
+    assert len(calls) == (2 * judged + 1) * len(SCALE_NODES) and calls.count(("length-aware", 1, None)) == 3
     record = plain.to_dict()
     assert record["timed_as"] == "verl-async" and "prompts_per_server" not in record
     assert ("as verl routes an asynchronous trainer (every sample at submission, as many prompts in flight as the "
@@ -961,6 +966,8 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     replays: list[int] = []
 
     def slow_by_position(frame, lengths, preset, **kwargs):
+        if kwargs.get("routing") == "length-aware":
+            return real(frame, lengths, preset, **kwargs)
         replays.append(1)
         result = real(frame, lengths, preset, **kwargs)
         # Each candidate is replayed 2 x draws times, in the candidates' order.
@@ -975,12 +982,22 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     before = next(c for c in plain.candidates if c["name"] == plain.chosen)
     assert mine["expected_end_to_end_s"] > 1.5 * before["expected_end_to_end_s"]
 
+    # The pick alone is also timed through the length-aware plug-in, on every draw.
+    routed = [c for c in plain.candidates if "expected_end_to_end_s_length_aware_route" in c]
+    assert [c["name"] for c in routed] == [plain.chosen] and routed[0]["expected_end_to_end_s_length_aware_route"] > 0
+    line = arrangement_line({**record, "candidates": [
+        {**c, "expected_end_to_end_s_length_aware_route": 0.9 * c["expected_end_to_end_s"]} if c["name"] == plain.chosen
+        else c for c in record["candidates"]]})
+    assert "verl with asp's length-aware router plug-in (+data.asp_route=length" in line
+    assert "length-aware router plug-in" not in arrangement_line({**record, "candidates": [
+        {**c, "expected_end_to_end_s_length_aware_route": 0.99 * c["expected_end_to_end_s"]} if c["name"] == plain.chosen
+        else c for c in record["candidates"]]})  # within 2%: not said
     # verl's rollouter limit reaches every replay, as prompts per server times the servers.
     monkeypatch.setattr(verl_async, "replay_async_frame", counted)
     calls.clear()
     limited = choose_arrangement(_arrange_named, prompts, preds,
                                  dataclasses.replace(settings, prompts_per_server=3), PRESET)
-    assert {c[2] for c in calls} == {3 * settings.instances}
+    assert {c[2] for c in calls} == {3 * settings.instances}  # the length-aware replays' too
     assert limited.to_dict()["prompts_per_server"] == 3
     assert "3 prompts in flight per server" in arrangement_line(limited.to_dict())
     # Synchronous plans are timed as verl routes a step; a trainer that follows the schedule and blocking engines

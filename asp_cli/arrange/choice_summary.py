@@ -126,6 +126,11 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                            f"an engine that takes the next minibatch in seq order when an instance frees (ignoring "
                            f"the instance column) is expected to take {other:,.0f} s instead of {mine:,.0f} s "
                            "(--dispatch free plans for it)"))
+    routed = chosen.get("expected_end_to_end_s_length_aware_route")
+    if mine and routed and routed < mine * (1.0 - ORDER_MATTERS_LITTLE):
+        line += (f"\n  verl with asp's length-aware router plug-in (+data.asp_route=length: each request to the server "
+                 f"with the fewest predicted tokens in flight) is expected to take {routed:,.0f} s instead of "
+                 f"{mine:,.0f} s (docs/integrations.md, Option D)")
     line += _against_the_shuffle(choice, chosen, kv_budget or "peak")
     if choice.get("steps") == "representative" and mine:
         # What `--steps representative` is expected to cost, said where the cost is more than the draws' noise.

@@ -395,6 +395,8 @@ def choose_arrangement(
     verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
     in_flight = (settings.prompts_per_server * trial.instances if settings.prompts_per_server is not None else None)
 
+    judged_frames: dict[tuple[str, str], tuple[pl.DataFrame, np.ndarray]] = {}
+
     def judge(name: str, kv_budget: str) -> dict[str, Any] | None:
         """One candidate's expected times and step deviation over the draws; None if it cannot keep the bound."""
         try:
@@ -405,6 +407,7 @@ def choose_arrangement(
             return None
         index = np.fromiter((position_of_row[r] for r in frame[C.ROW].to_list()), dtype=np.int64,
                             count=frame.height)
+        judged_frames[(name, kv_budget)] = (frame, index)
         times, deviations, other_times, rollouts = [], [], [], []
         other = dataclasses.replace(sim, dispatch="planned" if settings.dispatch == "free" else "free")
 
@@ -508,6 +511,24 @@ def choose_arrangement(
                 results.append(alternative)
     # Every candidate marked against the bound the choice was held to, the one said (`step_deviation_bound`):
     # after a choice among the other cut's set, the first set's marks and bound were its own shuffle's.
+    if verl_routed or verl_async:
+        # The pick through asp's length-aware router plug-in (`+data.asp_route=length`: each request to the server
+        # with the fewest predicted tokens in flight), said beside it where it is expected to pay
+        # (docs/benchmarks.md, "As verl routes an asynchronous trainer": 2-3% on the mixes where rollout binds).
+        frame, index = judged_frames[(chosen["name"], chosen["kv_budget"])]
+        routed = []
+        for truth in draws:
+            if verl_async:
+                routed.append(async_run_time(replay_async_frame(
+                    frame, truth[index], judged_preset, instances=trial.instances,
+                    train_batch_size=trial.train_batch_size, max_lag=sim.max_lag, routing="length-aware",
+                    predicted_tokens=mean[index], prompts_in_flight=in_flight, seed=settings.seed), scale))
+            else:
+                routed.append(scale * replay_frame(
+                    frame, truth[index], judged_preset, instances=trial.instances, seed=settings.seed,
+                    train_batch_size=trial.train_batch_size, routing="length-aware",
+                    predicted_tokens=mean[index]).end_to_end_s)
+        chosen["expected_end_to_end_s_length_aware_route"] = round(float(weights @ routed), 3)
     bound = step_bound(chosen_from)
     if settings.steps == "representative":
         for r in results:
