@@ -1008,3 +1008,33 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
         calls.clear()
         choice = choose_arrangement(_arrange_named, prompts, preds, other, PRESET)
         assert calls == [] and choice.to_dict().get("timed_as") != "verl-async"
+
+
+def test_a_miniatures_rollouter_limit_is_the_runs_per_instance_equivalent(monkeypatch):
+    """Judged as a miniature (a sample of a large input), verl's rollouter limit (--prompts-per-server) is cut with
+    the servers: the miniature's instances are slices of the run's, so a limit that fills the run's slots exactly
+    fills the miniature's too (not 1 / slice times more, which would leave it slack where the run's binds)."""
+    import asp_cli.arrange.choose as choose
+    import asp_cli.sim.verl_async as verl_async
+    from asp_cli.arrange.choose import miniature_of
+
+    monkeypatch.setattr(choose, "SAMPLE_PROMPTS", 200)
+    prompts, preds = prompt_frame(900), make_predictions(900, seed=5)
+    n = 8
+    per_server = PRESET.max_num_seqs // n  # the run's slots, exactly
+    settings = ScheduleSettings(epochs=3, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
+                                max_lag=1, samples_per_prompt=n, prompts_per_server=per_server)
+    real = verl_async.replay_async_frame
+    limits: set = set()
+
+    def counted(frame, lengths, preset, **kwargs):
+        limits.add(kwargs["prompts_in_flight"])
+        return real(frame, lengths, preset, **kwargs)
+
+    monkeypatch.setattr(verl_async, "replay_async_frame", counted)
+    choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    small = miniature_of(settings, PRESET, 200, 900,
+                         int(preds["prompt_tokens"].max()) + settings.max_response_tokens)
+    assert choice.judged_instances == small.instances == 1 and small.capacity_fraction < 0.5  # a slice
+    slots = small.instances * small.preset.max_num_seqs // n
+    assert len(limits) == 1 and abs(limits.pop() - slots) <= 1

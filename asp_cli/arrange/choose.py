@@ -393,7 +393,12 @@ def choose_arrangement(
     # limit (docs/benchmarks.md, "As verl routes an asynchronous trainer"). A trainer that follows the schedule
     # (`--trainer schedule`) is not modelled there and keeps the simulator's replay.
     verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
-    in_flight = (settings.prompts_per_server * trial.instances if settings.prompts_per_server is not None else None)
+    # verl's rollouter limit, over the servers judged: a miniature's instances are slices of the run's
+    # (`instance_slice`), so it keeps the run's prompts in flight per instance-equivalent (its slots' share), not
+    # per miniature instance: on a 0.4 slice, 16 per instance would leave the limit slack where the run's binds.
+    in_flight = (None if settings.prompts_per_server is None else
+                 settings.prompts_per_server * trial.instances if small is None else
+                 max(1, round(settings.prompts_per_server * settings.instances * small.capacity_fraction)))
 
     judged_frames: dict[tuple[str, str], tuple[pl.DataFrame, np.ndarray]] = {}
 
