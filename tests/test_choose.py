@@ -829,6 +829,15 @@ def test_the_summary_says_where_a_plan_kept_to_its_instances_is_faster_and_that_
         assert ("\n  verl with asp's router plug-in keeping each group on its planned instance is expected to take "
                 "900 s instead of 1,000 s (--dispatch planned plans for it: docs/integrations.md, Option D)") in routed
         assert "not on verl" not in routed
+        # Planned for the router plug-in, the other dispatch is verl's own balancer: said so, not the plug-in.
+        planned = {**choice("streaming", 0.0), "dispatch": "planned", "timed_as": timed}
+        planned["candidates"] = [{"name": "interleave", "expected_end_to_end_s": 1000.0,
+                                  "expected_end_to_end_s_free_dispatch": 900.0}]
+        line = arrangement_line(planned)
+        assert ("\n  verl's own balancer, spreading each group's samples over the servers as they are submitted, is "
+                "expected to take 900 s instead of 1,000 s with asp's router plug-in keeping each group on its planned "
+                "instance (--dispatch free plans for it)") in line, line
+        assert "--dispatch planned plans for it" not in line
 
 
 def test_the_summary_says_when_the_candidates_times_are_of_fewer_epochs_than_the_run():

@@ -114,9 +114,16 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
     mine, other = chosen.get("expected_end_to_end_s"), chosen.get(
         f"expected_end_to_end_s_{'planned' if dispatch == 'free' else 'free'}_dispatch")
     if mine and other and other < mine * 0.97:
+        # Timed as verl routes (`timed_as`), the planned times are verl's with asp's router plug-in and the free
+        # ones verl's own balancer's.
+        timed = bool(choice.get("timed_as"))
         line += ("\n  " + (f"verl with asp's router plug-in keeping each group on its planned instance is expected to "
                            f"take {other:,.0f} s instead of {mine:,.0f} s (--dispatch planned plans for it: "
-                           "docs/integrations.md, Option D)" if choice.get("timed_as") else
+                           "docs/integrations.md, Option D)" if timed and dispatch == "free" else
+                           f"verl's own balancer, spreading each group's samples over the servers as they are "
+                           f"submitted, is expected to take {other:,.0f} s instead of {mine:,.0f} s with asp's router "
+                           "plug-in keeping each group on its planned instance (--dispatch free plans for it)"
+                           if timed else
                            f"an engine that keeps each minibatch on its planned instance is expected to take {other:,.0f} s "
                            f"instead of {mine:,.0f} s (--dispatch planned plans for it"
                            + ("; not on verl, whose balancer spreads each group's samples over the servers, which "
