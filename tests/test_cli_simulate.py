@@ -476,3 +476,17 @@ def test_verls_rollouter_limit_reaches_the_asynchronous_line_and_is_refused_wher
             args = [a for a in args if a not in ("--mode", "streaming")]
         refused = invoke(*args, *bad, *(() if bad[0] == "--prompts-per-server" else ("--prompts-per-server", "4")))
         assert refused.exit_code == 4 and "--prompts-per-server" in refused.stderr, (bad, refused.output)
+
+
+def test_a_schedule_that_recorded_verls_rollouter_limit_compares_where_it_cannot_apply(built, tmp_path):  # noqa: F811
+    """A schedule made with --prompts-per-server, compared synchronously (--max-lag 0) or on another engine: the
+    limit is left out of the comparison's settings (it was refused, exit 4, for a --prompts-per-server not given);
+    compared asynchronously on servers it is kept."""
+    out = tmp_path / "pps.parquet"
+    made = invoke("schedule", built["prompts"], "-o", out, "--engine", "streaming", "--max-lag", "1",
+                  "--prompts-per-server", "2", "--instances", "2", "--train-batch-size", "8", "--quiet")
+    assert made.exit_code == 0, made.output
+    for args in (("--max-lag", "0"), ("--mode", "continuous"), ()):
+        result = invoke("simulate", out, "--compare", "--json", "--quiet", *args)
+        assert result.exit_code == 0, (args, result.output)
+        assert json.loads(result.stdout)["comparison"]

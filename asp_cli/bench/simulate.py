@@ -214,9 +214,13 @@ def simulate_loaded(
         # The baselines in asp's sizes are cut by the very budget asp's minibatches were (not by the cache of
         # another --preset they are replayed on), and the way they were (`kv_cut`); a plan for engines that
         # refill cut no minibatches, so on a blocking --mode they are cut as asp would cut for that engine.
+        # verl's rollouter limit only where this replay is asynchronous on servers (a schedule that recorded it,
+        # compared at --max-lag 0 or on another engine, was refused for a --prompts-per-server not given).
         recorded_k = dataclasses.replace(
             recorded, instances=k, max_lag=lag, dispatch=dispatch, trainer=trainer,
-            max_tokens_per_minibatch=schedule.kv_tokens_per_minibatch or recorded.max_tokens_per_minibatch)
+            max_tokens_per_minibatch=schedule.kv_tokens_per_minibatch or recorded.max_tokens_per_minibatch,
+            prompts_per_server=(options.prompts_per_server or recorded.prompts_per_server)
+            if mode == "streaming" and lag != 0 else None)
         if progress is not None:
             progress(STAGES[3])
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
