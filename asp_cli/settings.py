@@ -156,6 +156,10 @@ class ScheduleSettings:
             raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit: it needs --engine "
                                 "streaming and --max-lag other than 0 (a synchronous step submits its whole batch); "
                                 "drop it, or set both")
+        if self.prompts_per_server is not None and self.trainer != "arrival":
+            raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit, whose trainer takes "
+                                "groups as they finish: with --trainer schedule asp times its plans in its own replay, "
+                                "which has no such limit; drop it, or use --trainer arrival")
         check_plan_with(self.plan_with)
         if self.engine not in ENGINES:
             raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")

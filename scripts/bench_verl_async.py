@@ -62,7 +62,7 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
         for seed in range(seeds):
             # asp's plan is judged as verl routes with the same rollouter limit (`--prompts-per-server`).
             settings = dataclasses.replace(spec.settings(seed), engine="streaming", max_lag=max_lag,
-                                           prompts_per_server=prompts_per_server)
+                                           prompts_per_server=prompts_per_server if max_lag != 0 else None)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
             frames: dict[str, tuple] = {}

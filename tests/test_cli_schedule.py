@@ -280,6 +280,7 @@ def test_verls_rollouter_limit_is_recorded_and_refused_where_it_cannot_apply(tmp
     assert invoke("schedule", SAMPLE_PROMPTS, "-o", plain).exit_code == 0
     assert "prompts_per_server" not in read_schedule(plain).settings
     for bad in (("--engine", "streaming", "--max-lag", "0"), ("--max-lag", "2"),
+                ("--engine", "streaming", "--max-lag", "2", "--trainer", "schedule"),
                 ("--engine", "streaming", "--max-lag", "2", "--prompts-per-server", "0")):
         args = bad if "--prompts-per-server" in bad else (*bad, "--prompts-per-server", "16")
         refused = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "x.parquet", *args)
