@@ -55,8 +55,8 @@ PROMPT_TOKENS_MARGIN = 1.3
 # for --dispatch planned kept to its instances by the router plug-in, against verl's own balancer on a shuffle.
 ASYNC_PLANNED_LOSS = ("2.5-4.0% faster in asp's replay of verl's asynchronous trainers at a lag bound of 2 with a "
                       "trainer that keeps up and as many prompts in flight as the servers hold (with verl's default "
-                      "16 prompts per server the route was level to 1.8% faster, and with a trainer that binds and "
-                      "no lag bound 1.5-6.0% faster: measure)")
+                      "16 prompts per server the route was 1.0-4.0% faster, and with a trainer that binds and "
+                      "no lag bound 1.5-6.6% faster: measure)")
 
 
 @dataclass

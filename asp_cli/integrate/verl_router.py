@@ -19,8 +19,8 @@ server for every sample as it is submitted, so each group's samples are spread o
 server per group balanced worse where rollout binds: the planned route was 1.9-4.1% slower than verl's default
 with its synchronous trainer (docs/benchmarks.md, "As verl routes") and 2.5-4.0% slower with its asynchronous
 ones at a lag bound of 2 with a trainer that keeps up and as many prompts in flight as the servers hold; with
-verl's default rollouter limit of 16 prompts per server it was level to 1.8% faster, and with a trainer that
-binds and no lag bound 1.5-6.0% faster ("As verl routes an asynchronous trainer"). asp's simulator, which routes a whole group to
+verl's default rollouter limit of 16 prompts per server it was 1.0-4.0% faster, and with a trainer that
+binds and no lag bound 1.5-6.6% faster ("As verl routes an asynchronous trainer"). asp's simulator, which routes a whole group to
 whichever server frees first, had found it level with the best router on long reasoning, rollout-bound; that was
 its routing, not verl's. No GPU run has measured either.
 
