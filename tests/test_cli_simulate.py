@@ -490,3 +490,39 @@ def test_a_schedule_that_recorded_verls_rollouter_limit_compares_where_it_cannot
         result = invoke("simulate", out, "--compare", "--json", "--quiet", *args)
         assert result.exit_code == 0, (args, result.output)
         assert json.loads(result.stdout)["comparison"]
+
+
+def test_a_comparison_on_servers_also_replays_every_row_as_verl_routes(built, monkeypatch):  # noqa: F811
+    """--compare --mode streaming: each row also as verl 0.9 routes it (asp_cli.bench.compare._as_verl_routes):
+    the length-aware rows through the length-aware plug-in, rows kept to their instances through the router
+    plug-in, the rest through verl's balancer; a column of its own in the table, none on blocking engines."""
+    import asp_cli.sim.verl_async as verl_async
+    from asp_cli.bench.compare import _as_verl_routes
+    from asp_cli.settings import ScheduleSettings
+
+    for lag in ("1", "0"):
+        run = invoke("simulate", built["schedule"], "--compare", "--json", "--mode", "streaming", "--max-lag", lag)
+        assert run.exit_code == 0, run.output
+        rows = {r["arrangement"]: r for r in json.loads(run.stdout)["comparison"]}
+        assert all(r["verl_routed_end_to_end_s"] > 0 for name, r in rows.items() if name != "lower bound")
+        assert rows["verl-default"]["verl_routed_ratio_to_verl_default"] == 1.0
+        assert "as verl s" in run.stderr and "vs verl, as verl" in run.stderr
+    blocking = invoke("simulate", built["schedule"], "--compare", "--json", "--mode", "continuous")
+    assert not any("verl_routed_end_to_end_s" in r for r in json.loads(blocking.stdout)["comparison"])
+    assert "as verl s" not in blocking.stderr
+    # The routing each row gets.
+    seen: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def record(frame, lengths, preset, **kwargs):
+        seen.append(kwargs["routing"])
+        raise Stop
+
+    monkeypatch.setattr(verl_async, "replay_async_frame", record)
+    for name, dispatch in (("length-aware", "planned"), ("round-robin", "planned"), ("verl-default", "free"),
+                           ("short-first (length-aware)", "free")):
+        with pytest.raises(Stop):
+            _as_verl_routes(name, None, None, None, ScheduleSettings(engine="streaming", max_lag=1), dispatch, 1, None)
+    assert seen == ["length-aware", "planned", "least-pending", "length-aware"]

@@ -156,11 +156,14 @@ def compare(
         frame = frame.sort("seq")
         index = np.fromiter((position_of_row[r] for r in frame[C.ROW].to_list()), dtype=np.int64,
                             count=frame.height)
-        result = simulate_schedule(frame, _lengths_of(frame, index, truth, truth_by_epoch), preset, sim,
-                                   instances=settings.instances)
+        lengths = _lengths_of(frame, index, truth, truth_by_epoch)
+        result = simulate_schedule(frame, lengths, preset, sim, instances=settings.instances)
         calls = frame.select(pl.col("epoch"), pl.col("minibatch")).n_unique()
         rows.append({"arrangement": name, "dispatch": dispatch, "equal_footing": equal,
-                     "prompts_per_call": frame.height / max(calls, 1), **result.metrics})
+                     "prompts_per_call": frame.height / max(calls, 1), **result.metrics,
+                     **(_as_verl_routes(name, frame, lengths, preset, settings, dispatch, max_lag,
+                                        predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()[index])
+                        if mode == "streaming" else {})})
         bound = result.metrics
     if bound is not None:
         rows.append(
@@ -184,12 +187,42 @@ def compare(
         if (mine is not None and r.get("equal_footing") is False and r["arrangement"] not in (ASP, ASP_PINNED, ASP_TRUE)
                 and r["prompts_per_call"] >= mine):
             r["equal_footing"] = True
+    routed = next((r.get("verl_routed_end_to_end_s") for r in rows if r["arrangement"] == "verl-default"), None)
+    for r in rows:
+        if routed and r.get("verl_routed_end_to_end_s"):
+            r["verl_routed_ratio_to_verl_default"] = r["verl_routed_end_to_end_s"] / routed
     reference = next((r["end_to_end_s"] for r in rows if r["arrangement"] == "verl-default"), None)
     best = best_equal_footing(rows)
     for r in rows:
         r["ratio_to_verl_default"] = r["end_to_end_s"] / reference if reference else None
         r["ratio_to_best_equal_footing"] = r["end_to_end_s"] / best["end_to_end_s"] if best else None
     return rows
+
+
+def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset: HardwarePreset,
+                    settings: ScheduleSettings, dispatch: str, max_lag: int | None,
+                    predicted_tokens: np.ndarray) -> dict[str, float]:
+    """A row on servers, replayed as verl 0.9 routes (`asp_cli.sim.submit_all` at lag 0, `asp_cli.sim.verl_async`
+    otherwise, with the settings' `prompts_per_server`): the length-aware rows through asp's length-aware plug-in,
+    the rows kept to their instances (the round-robin deal, asp's planned row) through its router plug-in, the rest
+    through verl's balancer. The simulator's own replay routes each group whole to whichever server frees first."""
+    routing = "length-aware" if "length-aware" in name else "planned" if dispatch == "planned" else "least-pending"
+    if max_lag == 0:
+        from asp_cli.sim.submit_all import replay_frame
+
+        seconds = replay_frame(frame, lengths, preset, instances=settings.instances,
+                               train_batch_size=settings.train_batch_size, routing=routing,
+                               predicted_tokens=predicted_tokens, seed=settings.seed).end_to_end_s
+    else:
+        from asp_cli.sim.verl_async import replay_async_frame
+
+        per_server = settings.prompts_per_server
+        seconds = replay_async_frame(frame, lengths, preset, instances=settings.instances,
+                                     train_batch_size=settings.train_batch_size, max_lag=max_lag, routing=routing,
+                                     predicted_tokens=predicted_tokens, seed=settings.seed,
+                                     prompts_in_flight=None if per_server is None else per_server * settings.instances
+                                     ).end_to_end_s
+    return {"verl_routed_end_to_end_s": seconds}
 
 
 def _lengths_of(frame: pl.DataFrame, index: np.ndarray, truth: np.ndarray,
@@ -262,6 +295,9 @@ def format_table(rows: list[dict], *, markdown: bool = True) -> str:
     over the KV cache, which HF generate could not run (it does not preempt)."""
     columns = TABLE_COLUMNS + ((("static_batches_over_kv_capacity", "over cache", "{:,}"),)
                                if any(r.get("static_batches") for r in rows) else ())
+    if any(r.get("verl_routed_end_to_end_s") for r in rows):  # on servers: each row as verl routes it, too
+        columns = (*columns[:5], ("verl_routed_end_to_end_s", "as verl s", "{:,.0f}"),
+                   ("verl_routed_ratio_to_verl_default", "vs verl, as verl", "{:.3f}"), *columns[5:])
     header = [h for _, h, _ in columns]
     lines = []
     body = []
