@@ -40,7 +40,21 @@ build() {
     if [ -n "${ASP_CI_PIP_CACHE:-}" ]; then pip+=(--cache-dir "$ASP_CI_PIP_CACHE"); else pip+=(--no-cache-dir); fi
     "${pip[@]}" install torch==2.13.0
     "${pip[@]}" install -c "$CONSTRAINTS" "${PACKAGES[@]}"
-    "${pip[@]}" install -c "$CONSTRAINTS" '.[test]'
+    # From a copy of the tree: setuptools builds in the source folder (build/, asp_cli.egg-info), and the main
+    # stage of .ci/run installs from it at about the same time; sharing it, one build once found the other's
+    # wheel folder there ("[Errno 17] File exists: 'build/bdist.linux-x86_64/wheel/asp_cli-0.1.0.dist-info'").
+    local src
+    src=$(mktemp -d)
+    # The files git tracks (and, outside a git checkout, the tree less what builds and tests write), so that a
+    # file the main stage writes meanwhile is not read half-written.
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$src"
+    else
+        tar --exclude=./.git --exclude='./.ci-*' --exclude=./build --exclude='./*.egg-info' --exclude='__pycache__' \
+            --exclude=./.pytest_cache --exclude=./.hypothesis -cf - . | tar -xf - -C "$src"
+    fi
+    "${pip[@]}" install -c "$CONSTRAINTS" "$src[test]"
+    rm -rf "$src"
     "$VENV/bin/python" -m pip check
     echo "ci-verl $VERSION: environment built in $(( $(date +%s) - start )) s"
 }
