@@ -41,10 +41,13 @@ ROWS = (("verl default", "least-pending", "least-pending"),
         ("asp (auto)", {}, "least-pending"),
         ("asp (auto), length-aware plug-in", {}, "length-aware"),
         ("asp (auto, --dispatch planned), router plug-in", {"dispatch": "planned"}, "planned"))
+# With --representative: asp's plan among the candidates whose steps are expected about as representative as a
+# shuffle's, as verl routes (`--steps representative`), and its step deviation.
+REPRESENTATIVE = ("asp (auto, --steps representative)", {"steps": "representative"}, "least-pending")
 
 
 def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, trainer_scale: float,
-        prompts_per_server: int | None) -> dict[str, dict[str, list[float]]]:
+        prompts_per_server: int | None, rows_run: tuple = ROWS) -> dict[str, dict[str, list[float]]]:
     """Each row's end-to-end time over verl's default, per workload and seed."""
     import asp_cli.columns as C
     from asp_cli.bench.compare import WORKLOADS as SPECS
@@ -67,7 +70,7 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
             frames: dict[str, tuple] = {}
             seconds, deviation = {}, {}
-            for label, kind, routing in ROWS:
+            for label, kind, routing in rows_run:
                 frame, index = arranged(workload, settings, preset, kind, frames)
                 in_flight = None if prompts_per_server is None else prompts_per_server * settings.instances
                 result = replay_async_frame(frame, workload.truth[index], preset, instances=settings.instances,
@@ -89,18 +92,21 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
     return results
 
 
-def table(results: dict[str, dict[str, list[float]]]) -> str:
+def table(results: dict[str, dict[str, list[float]]], rows_run: tuple = ROWS) -> str:
     """Each row's ratio (mean +- sd over the seeds) per workload, and the step deviation of verl's default and of
     asp's default plan (the 90th percentile of |step mean length / epoch mean - 1|, steps as the trainer takes
     the groups, in arrival order)."""
     from bench_sync import mean_sd
 
-    labels = [r[0] for r in ROWS[1:]]
-    lines = ["| workload | " + " | ".join(labels) + " | step dev p90: verl default / asp (auto) |",
+    labels = [r[0] for r in rows_run[1:]]
+    representative = REPRESENTATIVE in rows_run
+    lines = ["| workload | " + " | ".join(labels) + " | step dev p90: verl default / asp (auto)"
+             + (" / asp (auto, --steps representative)" if representative else "") + " |",
              "|---|" + "---:|" * (len(labels) + 1)]
     for name, rows in results.items():
         cells = [mean_sd(rows[label]) for label in labels]
-        cells.append(f"{np.mean(rows[ROWS[0][0] + DEVIATION]):.2f} / {np.mean(rows['asp (auto)' + DEVIATION]):.2f}")
+        cells.append(f"{np.mean(rows[ROWS[0][0] + DEVIATION]):.2f} / {np.mean(rows['asp (auto)' + DEVIATION]):.2f}"
+                     + (f" / {np.mean(rows[REPRESENTATIVE[0] + DEVIATION]):.2f}" if representative else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -115,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts-per-server", type=int, default=None,
                         help="verl's async_training.concurrent_samples_per_replica (its default is 16); by default "
                         "as many prompts as the servers' slots hold, so the servers' own limits bind")
+    parser.add_argument("--representative", action="store_true",
+                        help="also asp's plan with --steps representative (its own column and step deviation)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -129,11 +137,12 @@ def main(argv: list[str] | None = None) -> int:
              else f"{args.prompts_per_server} prompts per server")
     for scale in (float(s) for s in args.trainer_scales.split(",")):
         for lag in (None if s == "none" else int(s) for s in args.lags.split(",")):
-            results = run(names, args.seeds, args.data, lag, scale, args.prompts_per_server)
+            rows_run = ROWS + ((REPRESENTATIVE,) if args.representative else ())
+            results = run(names, args.seeds, args.data, lag, scale, args.prompts_per_server, rows_run)
             print(f"Trainer step cost x{scale:g}, max_lag {lag if lag is not None else 'none'}, rollouter slots: "
                   f"{slots}; {args.seeds} seeds; end-to-end over verl default (a shuffle through verl's balancer), "
                   "mean +- sd.\n")
-            print(table(results) + "\n", flush=True)
+            print(table(results, rows_run) + "\n", flush=True)
     return 0
 
 
