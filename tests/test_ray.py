@@ -3,6 +3,7 @@ two workers: the same predictions and the same schedule as one process. Skipped,
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -25,6 +26,11 @@ def test_an_address_with_no_cluster_is_one_line_exit_4(tmp_path, monkeypatch):
     if ray.is_initialized():
         pytest.skip("a Ray runtime is already up in this process")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    # "auto" joins any Ray cluster on this machine, found by scanning its processes: another pytest worker's
+    # local runtime (the fixture below) or a developer's own. Hide them, so that this test sees none.
+    from ray._private import services
+    monkeypatch.setattr(services, "_cached_find_gcs_addresses", functools.cache(frozenset))
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: None)
     path = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "question": "hi"}])
     result = CliRunner().invoke(app, ["predictor", "predict", str(path), "-o", str(tmp_path / "out"), "--ray",
                                       "--ray-address", "auto"])
@@ -39,7 +45,10 @@ def local_ray():
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'asp-cli[ray]'): the Ray path is "
                                             "not tested here")
     pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'asp-cli[ray]')")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    if ray.is_initialized():
+        ray.shutdown()
+    # "local": a runtime of this worker's own, never a cluster that another process started on this machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
