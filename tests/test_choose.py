@@ -909,7 +909,7 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     under the dispatch judged and the other one; with a lag bound the simulator's own replay, as before."""
     import asp_cli.sim.submit_all as submit_all
     from asp_cli.arrange.choice_summary import arrangement_line
-    from asp_cli.arrange.choose import SCALE_NODES
+    from asp_cli.arrange.choose import LENGTH_AWARE_FALLBACKS, SCALE_NODES
 
     calls: list[str] = []
     real = submit_all.replay_frame
@@ -925,7 +925,8 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
     judged = len(choice.candidates)
     assert calls.count("free") == calls.count("planned") == judged * len(SCALE_NODES)
-    assert calls.count("length-aware") == len(SCALE_NODES)  # the pick through the length-aware plug-in
+    # the pick, and the two fastest after it (the fallbacks), through the length-aware plug-in
+    assert calls.count("length-aware") == (1 + LENGTH_AWARE_FALLBACKS) * len(SCALE_NODES)
     assert "expected_end_to_end_s_length_aware_route" in next(c for c in choice.candidates
                                                               if c["name"] == choice.chosen)
     # Each candidate's expected time is the verl-routed replay's, weighed over the draws.
@@ -947,7 +948,7 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     the schedule, and synchronous plans, are timed as before."""
     import asp_cli.sim.verl_async as verl_async
     from asp_cli.arrange.choice_summary import arrangement_line
-    from asp_cli.arrange.choose import SCALE_NODES
+    from asp_cli.arrange.choose import LENGTH_AWARE_FALLBACKS, SCALE_NODES
 
     prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
     settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
@@ -963,8 +964,10 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     plain = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
     judged = len(plain.candidates)
     assert calls.count(("free", 1, None)) == calls.count(("planned", 1, None)) == judged * len(SCALE_NODES)
-    # and the pick through the length-aware plug-in
-    assert len(calls) == (2 * judged + 1) * len(SCALE_NODES) and calls.count(("length-aware", 1, None)) == 3
+    # and the pick, and the two fastest after it, through the length-aware plug-in
+    routed_calls = (1 + LENGTH_AWARE_FALLBACKS) * len(SCALE_NODES)
+    assert len(calls) == 2 * judged * len(SCALE_NODES) + routed_calls
+    assert calls.count(("length-aware", 1, None)) == routed_calls
     record = plain.to_dict()
     assert record["timed_as"] == "verl-async" and "prompts_per_server" not in record
     assert ("as verl routes an asynchronous trainer (every sample at submission, as many prompts in flight as the "
@@ -991,9 +994,25 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     before = next(c for c in plain.candidates if c["name"] == plain.chosen)
     assert mine["expected_end_to_end_s"] > 1.5 * before["expected_end_to_end_s"]
 
-    # The pick alone is also timed through the length-aware plug-in, on every draw.
+    # The pick, and the fastest two after it (where the whole input makes auto fall back), are also timed through
+    # the length-aware plug-in, on every draw.
     routed = [c for c in plain.candidates if "expected_end_to_end_s_length_aware_route" in c]
-    assert [c["name"] for c in routed] == [plain.chosen] and routed[0]["expected_end_to_end_s_length_aware_route"] > 0
+    others = sorted((c for c in plain.candidates if c["name"] != plain.chosen), key=lambda c: c["expected_end_to_end_s"])
+    assert {c["name"] for c in routed} == {plain.chosen, *(c["name"] for c in others[:LENGTH_AWARE_FALLBACKS])}
+    assert all(c["expected_end_to_end_s_length_aware_route"] > 0 for c in routed)
+    # Fallen back to (the pick broke the lag bound on the whole input), the next fastest keeps the hint.
+    from asp_cli.arrange.choose import arrange_chosen
+    from asp_cli.errors import LagBoundError
+
+    def breaks_the_pick(p, q, s, preset):
+        if s.arrangement == plain.chosen:
+            raise LagBoundError(f"--max-lag 1 cannot be met by {s.arrangement}")
+        return _arrange_named(p, q, s, preset)
+
+    _, fallen = arrange_chosen(breaks_the_pick, prompts, preds, settings, PRESET, plain)
+    assert fallen.chosen == others[0]["name"] and fallen.bound_broken_on_input == [plain.chosen]
+    assert "expected_end_to_end_s_length_aware_route" in next(c for c in fallen.candidates
+                                                              if c["name"] == fallen.chosen)
     line = arrangement_line({**record, "candidates": [
         {**c, "expected_end_to_end_s_length_aware_route": 0.9 * c["expected_end_to_end_s"]} if c["name"] == plain.chosen
         else c for c in record["candidates"]]})

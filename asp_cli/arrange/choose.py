@@ -70,6 +70,9 @@ STEP_SLACK_ABSOLUTE = 0.02
 # The summary says what `--steps representative` costs when the fastest other candidate is expected to be
 # more than this much faster.
 REPRESENTATIVE_COST_SHOWN = 0.05
+# Besides the pick, the fastest candidates after it timed through the length-aware router plug-in: where the
+# whole input makes auto fall back (`arrange_chosen`), the next fastest is all but always the one arranged.
+LENGTH_AWARE_FALLBACKS = 2
 # Prediction error on log length: the bundled model's typical error on unseen prompts (docs/predictor.md), and
 # what is left once a prompt's own samples are known (the per-prompt mean correlates ~0.9 across epochs).
 MODEL_SIGMA = 0.5
@@ -516,28 +519,33 @@ def choose_arrangement(
                 results.append(alternative)
     # Every candidate marked against the bound the choice was held to, the one said (`step_deviation_bound`):
     # after a choice among the other cut's set, the first set's marks and bound were its own shuffle's.
-    if verl_routed or verl_async:
-        # The pick through asp's length-aware router plug-in (`+data.asp_route=length`: each request to the server
-        # with the fewest predicted tokens in flight), said beside it where it is expected to pay
-        # (docs/benchmarks.md, "As verl routes an asynchronous trainer": 2-3% on the mixes where rollout binds).
-        frame, index = judged_frames[(chosen["name"], chosen["kv_budget"])]
-        routed = []
-        for truth in draws:
-            if verl_async:
-                routed.append(async_run_time(replay_async_frame(
-                    frame, truth[index], judged_preset, instances=trial.instances,
-                    train_batch_size=trial.train_batch_size, max_lag=sim.max_lag, routing="length-aware",
-                    predicted_tokens=mean[index], prompts_in_flight=in_flight, seed=settings.seed), scale))
-            else:
-                routed.append(scale * replay_frame(
-                    frame, truth[index], judged_preset, instances=trial.instances, seed=settings.seed,
-                    train_batch_size=trial.train_batch_size, routing="length-aware",
-                    predicted_tokens=mean[index]).end_to_end_s)
-        chosen["expected_end_to_end_s_length_aware_route"] = round(float(weights @ routed), 3)
     bound = step_bound(chosen_from)
     if settings.steps == "representative":
         for r in results:
             r["representative_steps"] = bool(r["expected_step_deviation_p90"] <= bound)
+    if verl_routed or verl_async:
+        # The pick through asp's length-aware router plug-in (`+data.asp_route=length`: each request to the server
+        # with the fewest predicted tokens in flight), said beside it where it is expected to pay
+        # (docs/benchmarks.md, "As verl routes an asynchronous trainer": 2-3% on the mixes where rollout binds);
+        # and the first fallbacks' (`fallbacks`' order), so that the hint stays when the whole input makes
+        # `arrange_chosen` fall back to one of them.
+        following = sorted((r for r in results if r is not chosen and r.get("representative_steps") is not False),
+                           key=lambda r: r["expected_end_to_end_s"])
+        for r in [chosen, *following[:LENGTH_AWARE_FALLBACKS]]:
+            frame, index = judged_frames[(r["name"], r["kv_budget"])]
+            routed = []
+            for truth in draws:
+                if verl_async:
+                    routed.append(async_run_time(replay_async_frame(
+                        frame, truth[index], judged_preset, instances=trial.instances,
+                        train_batch_size=trial.train_batch_size, max_lag=sim.max_lag, routing="length-aware",
+                        predicted_tokens=mean[index], prompts_in_flight=in_flight, seed=settings.seed), scale))
+                else:
+                    routed.append(scale * replay_frame(
+                        frame, truth[index], judged_preset, instances=trial.instances, seed=settings.seed,
+                        train_batch_size=trial.train_batch_size, routing="length-aware",
+                        predicted_tokens=mean[index]).end_to_end_s)
+            r["expected_end_to_end_s_length_aware_route"] = round(float(weights @ routed), 3)
     return ArrangementChoice("auto", chosen["name"], settings.engine, results, prompts.height, DRAWS,
                              settings.dispatch, trial.epochs, settings.steps, run_prompts if scaled else 0,
                              chosen["kv_budget"], sampled=sampled,
