@@ -279,6 +279,50 @@ def test_choice_regret_what_ifs_do_not_rewrite_the_docs(tmp_path):
     assert drifted(truth, 0.1, 1000).tolist() == [[1, 10, 90], [1, 100, 100]]
 
 
+def test_choice_as_verl_routes_scores_picks_and_rules_from_its_records(tmp_path):
+    """scripts/bench_choice_verl.py: from records of candidates' expected and true times (`--from`), the regret of
+    auto's pick, and the margin rule keeping the candidate `shuffle` unless another is expected faster by more than
+    the margin; held-out workloads apart; a missing data folder exits 3."""
+    import json
+    import subprocess
+    import sys
+
+    from util import REPO
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench_choice_verl import rule_pick, tables
+
+    def rec(workload, chosen, cands, default):
+        return {"workload": workload, "seed": 0, "max_lag": 2, "trainer_scale": 0.25, "chosen": chosen,
+                "kv_budget": "peak", "auto_true_s": next(t for n, _, t in cands if n == chosen),
+                "verl_default_true_s": default,
+                "candidates": [{"name": n, "kv_budget": "peak", "expected_s": e, "by_draw_s": [e] * 3, "true_s": t}
+                               for n, e, t in cands]}
+
+    # long-first expected 2% faster than the shuffle and 10% slower on the truth
+    mix = rec("mix-k8-n8", "long-first", [("long-first", 98.0, 110.0), ("shuffle", 100.0, 100.0)], 100.0)
+    assert rule_pick(mix, 0.0)["name"] == "long-first"
+    assert rule_pick(mix, 0.01)["name"] == "long-first" and rule_pick(mix, 0.03)["name"] == "shuffle"
+    # ties within auto's margin go to the earliest candidate
+    tie = rec("aime-k8-n4", "interleave", [("interleave", 100.2, 90.0), ("long-first", 100.0, 95.0),
+                                           ("shuffle", 120.0, 100.0)], 100.0)
+    assert rule_pick(tie, 0.0)["name"] == "interleave"
+    chat = rec("chat-k8-n8", "shuffle", [("long-first", 120.0, 90.0), ("shuffle", 100.0, 100.0)], 100.0)
+    text = tables([mix, tie, chat])
+    assert "| mix-k8-n8 | 1 | 0/1 | 10.0% | 10.0% | 1.100 | 1.000 | long-first |" in text
+    assert "| aime-k8-n4 | 1 | 1/1 | 0.0% | 0.0% | 0.900 | 0.900 | interleave |" in text
+    assert "| chat-k8-n8 | 1 | 0/1 | 11.1% | 11.1% | 1.000 | 0.900 | shuffle |" in text
+    assert "| today's (fastest expected) | 5.0% / 10.0% | 1.000 / 1.100 | 11.1% / 11.1% | 1.000 / 1.000 |" in text
+    assert "| shuffle unless 3% faster expected | 0.0% / 0.0% | 0.950 / 1.000 |" in text
+    records = tmp_path / "r.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in (mix, tie, chat)))
+    script = str(REPO / "scripts" / "bench_choice_verl.py")
+    run = subprocess.run([sys.executable, script, "--from", str(records)], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip() == text
+    run = subprocess.run([sys.executable, script, "--data", str(tmp_path / "none")], capture_output=True, text=True)
+    assert run.returncode == 3 and "not found" in run.stderr
+
+
 def test_rollout_bound_scales_only_the_training_step(tmp_path):
     """scripts/bench_rollout_bound.py: the scaled preset changes the trainer's step cost and nothing the rollout
     pays (asp's plan and every baseline are priced by it alike); a scale that is not above 0 and a missing data
