@@ -148,7 +148,8 @@ def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] 
     per-prompt sigma for prompts seen in history (`asp_cli.arrange.choose.HISTORY_SIGMA`) while it judges.
     A rule ``"central"``, a what-if, remakes each pick from the candidates' times under the central draw alone
     (the common scale factor at its centre: `end_to_end_s_by_draw`) instead of their expected times (``"expected"``,
-    auto's rule); every rule is judged on the same replays. ``drift``, a what-if, replays on every true length
+    auto's rule); ``"expected:M"`` is auto's rule with a tie margin of M instead of `TIE_MARGIN` (the earliest
+    candidate in the engine's order within M of the fastest); every rule is judged on the same replays. ``drift``, a what-if, replays on every true length
     times that factor (`drifted`): the policy's lengths moved since the history the predictions come from."""
     from asp_cli.arrange import choose
     from asp_cli.arrange.choose import TIE_MARGIN
@@ -188,13 +189,15 @@ def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] 
                 mine = label(choice.chosen, choice.kv_budget)
                 if tie_order is not None or rule != "expected":
                     central = len(choice.candidates[0]["end_to_end_s_by_draw"]) // 2
-                    expected = {c["name"]: (c["expected_end_to_end_s"] if rule == "expected"
+                    base, _, margin = rule.partition(":")
+                    expected = {c["name"]: (c["expected_end_to_end_s"] if base == "expected"
                                             else c["end_to_end_s_by_draw"][central])
                                 for c in choice.candidates if c["kv_budget"] == choice.kv_budget}
                     order_given = tie_order or tuple(expected)  # the engine's own order, as judged
                     fastest = min(expected.values())
                     order = list(order_given) + [n for n in expected if n not in order_given]
-                    pick = next(n for n in order if expected.get(n, float("inf")) <= fastest * (1 + TIE_MARGIN))
+                    tie = float(margin) if margin else TIE_MARGIN
+                    pick = next(n for n in order if expected.get(n, float("inf")) <= fastest * (1 + tie))
                     mine = label(pick, choice.kv_budget)
                 hits[rule] += true[mine] <= true[best] * (1.0 + 1e-9)
                 regrets[rule].append(true[mine] / true[best] - 1.0)
@@ -216,6 +219,17 @@ def table(mode: str, rows: list[dict], lag: str = "each workload's lag bound") -
     return "\n".join(lines) + "\n"
 
 
+def _rule_ok(rule: str) -> bool:
+    """A pick rule `--rank-by` takes: 'expected', 'central', or 'expected:M' with a tie margin M in [0, 0.5]."""
+    if rule in ("expected", "central"):
+        return True
+    base, _, margin = rule.partition(":")
+    try:
+        return base == "expected" and 0.0 <= float(margin) <= 0.5
+    except ValueError:
+        return False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -233,8 +247,8 @@ def main() -> None:
                              "not with --write-docs)")
     parser.add_argument("--rank-by", default="expected",
                         help="remake each pick from the expected times (auto's rule, 'expected') or from the central "
-                             "draw's alone ('central'); both, comma-separated, judges each on the same replays (a "
-                             "what-if; not with --write-docs)")
+                             "draw's alone ('central'), or auto's with another tie margin ('expected:0.02'); several, "
+                             "comma-separated, judges each on the same replays (a what-if; not with --write-docs)")
     parser.add_argument("--drift", type=float, default=1.0,
                         help="replay on every true length times this: the policy's lengths moved since the history "
                              "(a what-if; not with --write-docs)")
@@ -247,8 +261,9 @@ def main() -> None:
         parser.error("--tie-order, --history-sigma, --max-lag, --rank-by, --trainer-scale and --drift are what-ifs; "
                      "they do not rewrite the docs")
     rules = tuple(args.rank_by.split(","))
-    if not rules or any(rule not in ("expected", "central") for rule in rules) or len(set(rules)) < len(rules):
-        parser.error(f"--rank-by takes 'expected', 'central' or both, comma-separated (got {args.rank_by!r})")
+    if not rules or any(not _rule_ok(rule) for rule in rules) or len(set(rules)) < len(rules):
+        parser.error(f"--rank-by takes 'expected', 'central' or 'expected:M' (a tie margin M from 0 to 0.5), "
+                     f"comma-separated, each once (got {args.rank_by!r})")
     if not args.drift > 0:
         parser.error("--drift must be above 0")
     if not args.trainer_scale > 0:

@@ -260,13 +260,15 @@ def test_choice_regret_what_ifs_do_not_rewrite_the_docs(tmp_path):
 
     for what_if in (["--max-lag", "none"], ["--history-sigma", "0.15"], ["--tie-order", "shuffle"],
                     ["--rank-by", "central"], ["--trainer-scale", "0.25"], ["--drift", "1.15"],
-                    ["--rank-by", "expected,central"]):
+                    ["--rank-by", "expected,central"], ["--rank-by", "expected,expected:0.02"]):
         run = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_choice_regret.py"), "--write-docs",
                               "--doc", str(tmp_path / "b.md"), *what_if], capture_output=True, text=True)
         assert run.returncode == 2, what_if
         assert "what-ifs; they do not rewrite the docs" in run.stderr
         assert not (tmp_path / "b.md").exists()
-    for bad, words in ((["--rank-by", "central,central"], "--rank-by takes"), (["--drift", "0"], "--drift must be")):
+    for bad, words in ((["--rank-by", "central,central"], "--rank-by takes"), (["--drift", "0"], "--drift must be"),
+                       (["--rank-by", "expected:x"], "--rank-by takes"), (["--rank-by", "central:0.1"], "--rank-by takes"),
+                       (["--rank-by", "expected:0.9"], "--rank-by takes")):
         run = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_choice_regret.py"), *bad],
                              capture_output=True, text=True)
         assert run.returncode == 2 and words in run.stderr, bad
