@@ -526,3 +526,20 @@ def test_a_comparison_on_servers_also_replays_every_row_as_verl_routes(built, mo
         with pytest.raises(Stop):
             _as_verl_routes(name, None, None, None, ScheduleSettings(engine="streaming", max_lag=1), dispatch, 1, None)
     assert seen == ["length-aware", "planned", "least-pending", "length-aware"]
+
+
+def test_a_lag_past_the_bound_says_the_schedule_could_not_keep_it(built):  # noqa: F811
+    """A trainer that follows a schedule made without `--max-lag 0`, replayed at 0: minibatches that would wait
+    forever are let go past the bound, and the summary says how many and what to do, beside the lag it shows."""
+    from asp_cli.cli.simulate import _released
+
+    result = invoke("simulate", built["schedule"], "--max-lag", "0", "--trainer", "schedule", "--json")
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)["metrics"]
+    assert metrics["lag_rule_released"] > 0 and metrics["policy_lag_max"] > 0
+    assert (f"{metrics['lag_rule_released']:,} minibatch(es) let go past --max-lag 0" in result.stderr
+            and "make the schedule with --max-lag 0" in result.stderr)
+    # said only where something was let go, under a bound
+    assert _released({"lag_rule_released": 3}, {"max_lag": 0}).strip().startswith("3 minibatch(es) let go")
+    assert _released({"lag_rule_released": 0}, {"max_lag": 0}) == ""
+    assert _released({"lag_rule_released": 3}, {"max_lag": None}) == ""

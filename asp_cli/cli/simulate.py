@@ -125,7 +125,7 @@ def _summary(document: dict) -> str:
         f"  trainer          idle {m['trainer_idle_fraction']:.1%}, queue mean {m['queue_groups_mean']:.1f} groups "
         f"(CV {m['queue_groups_cv']:.2f})",
         f"  policy lag       mean {m['policy_lag_mean']:.2f}, max {m['policy_lag_max']}; step length vs mean "
-        f"{m['step_length_ratio_min']:.2f}-{m['step_length_ratio_max']:.2f}",
+        f"{m['step_length_ratio_min']:.2f}-{m['step_length_ratio_max']:.2f}" + _released(m, document),
         _kv_line(m),
         *([f"  as verl routes   {m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
            f"{m['verl_routed_rollout_s']:,.1f} s (" + ("verl 0.9's synchronous trainer: every sample a request, a "
@@ -142,6 +142,17 @@ def _summary(document: dict) -> str:
            + "; the lines above route each group whole to whichever server frees first: docs/simulation.md)"]
           if "verl_routed_end_to_end_s" in m else []),
     ])
+
+
+def _released(m: dict, document: dict) -> str:
+    """Where the trainer follows the schedule and its order cannot keep the lag bound (a minibatch of a later step
+    ahead of an earlier step's groups), the replay lets such minibatches go past it rather than wait forever: say
+    how many, so that a lag above the bound is not read as the bound failing."""
+    if not m.get("lag_rule_released") or document.get("max_lag") is None:
+        return ""
+    return (f"\n                   {m['lag_rule_released']:,} minibatch(es) let go past --max-lag "
+            f"{document['max_lag']}: this schedule's order cannot keep that bound with a trainer that follows it "
+            f"(make the schedule with --max-lag {document['max_lag']}: docs/simulation.md)")
 
 
 def _kv_line(m: dict) -> str:
