@@ -81,16 +81,22 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+# What `--max-lag` takes besides a number, said when a number is refused.
+LAG_NONE_HINT = "none for no bound"
+
+
 def check_count(flag: str, value: object, *, minimum: int, optional: bool = False,
-                maximum: int = MAX_SETTING) -> None:
-    """Refuse a count or token budget that is not a whole number in ``minimum..maximum`` (None when optional).
+                maximum: int = MAX_SETTING, also: str = "") -> None:
+    """Refuse a count or token budget that is not a whole number in ``minimum..maximum`` (None when optional;
+    ``also`` names what else the option takes, said in the message: `--max-lag`'s ``none``).
 
     The one rule for every count setting, wherever its dataclass or entry point takes it.
     """
     if value is None and optional:
         return
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
-        raise SettingsError(f"{flag} must be a whole number from {minimum} to {maximum} (got {value!r})")
+        raise SettingsError(f"{flag} must be a whole number from {minimum} to {maximum}"
+                            + (f", or {also}" if also else "") + f" (got {value!r})")
 
 
 def check_plan_with(value: object) -> None:
@@ -149,7 +155,7 @@ class ScheduleSettings:
             above = isinstance(value, int) and not isinstance(value, bool) and value > _MAXIMA.get(name, MAX_SETTING)
             check_count(_flag(name), value, minimum=1, maximum=MAX_SETTING if above else _MAXIMA.get(name, MAX_SETTING))
         check_count("--max-tokens-per-minibatch", self.max_tokens_per_minibatch, minimum=1, optional=True)
-        check_count("--max-lag", self.max_lag, minimum=0, optional=True)
+        check_count("--max-lag", self.max_lag, minimum=0, optional=True, also=LAG_NONE_HINT)
         check_count("--seed", self.seed, minimum=0)
         check_count("--prompts-per-server", self.prompts_per_server, minimum=1, optional=True)
         if self.prompts_per_server is not None and (self.engine != "streaming" or self.max_lag == 0):

@@ -198,7 +198,7 @@ def bench_command(
         from asp_cli.settings import ENGINES
 
         if mode not in ENGINES:  # bench's own name for the engine (asp schedule calls it --engine)
-            raise SettingsError(f"--mode must be one of {', '.join(ENGINES)} (got {mode!r})")
+            raise SettingsError(f"--engine (--mode) must be one of {', '.join(ENGINES)} (got {mode!r})")
         results = run_benchmark(data, load_preset(preset), names=names, mode=mode, max_lag=max_lag,
                                 progress=say)
         for spec, _workload, rows in results:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from asp_cli.errors import SettingsError
-from asp_cli.settings import DISPATCHES, MAX_INSTANCES, TRAINER_ORDERS, check_count
+from asp_cli.settings import DISPATCHES, LAG_NONE_HINT, MAX_INSTANCES, TRAINER_ORDERS, check_count
 
 Mode = Literal["continuous", "static", "streaming"]
 Dispatch = Literal["planned", "free"]
@@ -50,10 +50,10 @@ def check_engine(mode: str, dispatch: str, max_lag: int | None, trainer: str = "
     """Refuse an unknown engine mode, dispatch or trainer order, or a lag bound that is not a count (every
     replay's check)."""
     if mode not in MODES:
-        raise SettingsError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
+        raise SettingsError(f"--engine (--mode) must be one of {', '.join(MODES)} (got {mode!r})")
     if dispatch not in DISPATCHES:
         raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {dispatch!r})")
-    check_count("--max-lag", max_lag, minimum=0, optional=True)
+    check_count("--max-lag", max_lag, minimum=0, optional=True, also=LAG_NONE_HINT)
     if trainer not in TRAINER_ORDERS:
         raise SettingsError(f"--trainer must be one of {', '.join(TRAINER_ORDERS)} (got {trainer!r})")
 
