@@ -157,3 +157,18 @@ def test_verl_without_the_hook_is_refused_plain_loaders_are_not(built, monkeypat
     assert len(list(module.ScheduleSampler(Dataset(PROMPTS), config))) == PROMPTS
     monkeypatch.setattr(module, "verl_version", lambda: None)
     assert len(list(module.ScheduleSampler(Dataset(PROMPTS), config))) == PROMPTS
+
+
+def test_the_verl_dataset_class_without_verl_says_it_needs_verl():
+    """asp_cli.integrate.verl_dataset subclasses verl's dataset: imported where verl is not installed, one message
+    names what it is and the install, not a bare missing module (a newcomer round, 2026-12-05)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['verl'] = None\n"  # verl absent, even where the verl stage installed it
+            "try:\n    import asp_cli.integrate.verl_dataset\n"
+            "except ModuleNotFoundError as exc:\n    print(exc)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("asp_cli.integrate.verl_dataset is a dataset class for verl (data.custom_cls) and "
+                                 "needs verl installed (pip install verl==0.9.1")

@@ -38,7 +38,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from verl.utils.dataset.rl_dataset import RLHFDataset
+try:
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+except ModuleNotFoundError as exc:  # verl loads this module (data.custom_cls); alone it needs verl installed
+    if exc.name is None or exc.name.split(".")[0] != "verl":
+        raise
+    raise ModuleNotFoundError("asp_cli.integrate.verl_dataset is a dataset class for verl (data.custom_cls) and "
+                              "needs verl installed (pip install verl==0.9.1, the release docs/integrations.md "
+                              "names); asp's other commands do not", name=exc.name) from None
 
 from asp_cli.errors import InputError, SettingsError
 from asp_cli.integrate.export import ASP_COLUMNS, ORDERS, check_dataset
