@@ -288,3 +288,15 @@ def test_verls_rollouter_limit_is_recorded_and_refused_where_it_cannot_apply(tmp
         refused = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "x.parquet", *args)
         assert refused.exit_code == 4 and "--prompts-per-server" in refused.stderr, (bad, refused.output)
         assert not (tmp_path / "x.parquet").exists()
+
+
+def test_on_servers_the_summary_counts_request_batches(tmp_path):
+    # A newcomer read "3,540 minibatches on 4 instances" for a shuffle on servers, one per prompt, as a mistake.
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "s.parquet", "--engine", "streaming",
+                    "--arrangement", "shuffle")
+    assert result.exit_code == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert "rows, 3,540 request batches (minibatches: each sent to the servers at once; a single prompt in an " \
+           "arrangement that sends prompts one by one) on 4 instances" in first
+    blocking = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--arrangement", "shuffle")
+    assert "request batches" not in blocking.stderr and " minibatches on 4 instances" in blocking.stderr

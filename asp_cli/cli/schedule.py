@@ -159,7 +159,11 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
         f"Wrote {output}: {summary['prompts']:,} prompts x {summary['epochs']} epoch(s) = {summary['rows']:,} rows, "
-        f"{summary['minibatches']:,} minibatches on {summary['instances']} instances, {summary['train_steps']:,} train steps.",
+        f"{summary['minibatches']:,} " + ("request batches (minibatches: each sent to the servers at once; a single "
+                                          "prompt in an arrangement that sends prompts one by one)"
+                                          if (summary.get("arrangement") or {}).get("engine") == "streaming"
+                                          else "minibatches")
+        + f" on {summary['instances']} instances, {summary['train_steps']:,} train steps.",
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths; `asp simulate` reports the empty slots of a replay, tail included)"
         + _padding_note(summary),
