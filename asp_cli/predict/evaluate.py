@@ -179,8 +179,10 @@ def format_report(result: dict[str, Any], title: str = "") -> str:
     lines.append(row("overall", result["overall"]))
     for source, block in result.get("by_source", {}).items():
         lines.append(row(str(source), block))
-    lines.append("tau max: Kendall tau of the predicted vs observed group max; tau len: prompt length alone; "
-                 "cover: share of groups within the predicted max")
+    lines.append("tau max: Kendall tau of the predicted vs observed group max; tau len: the same for the prompt's "
+                 "own length, a baseline (pooled over sources, whose prompt and answer lengths differ in unrelated "
+                 "ways, it can come out near 0 while each source's is not); cover: share of groups within the "
+                 "predicted max")
     return "\n".join(lines)
 
 
