@@ -377,3 +377,27 @@ def test_tokenizer_counts_of_a_dump_are_flagged_one_eos_short(built, tmp_path): 
     assert result.added["response_tokens"].to_list() == [10, 11, 10, 11]
     assert result.summary["eos_short_lengths"] == 4 and result.summary["estimated_lengths"] == 0
     assert any("1 token short (the end-of-sequence token)" in w for w in result.warnings)
+
+
+def test_a_verl_dump_takes_the_ids_the_schedule_was_made_with(tmp_path):
+    """A verl dataset without an id column, scheduled with --id-key extra_info.index: `asp observe --dataset-id-key
+    extra_info.index` gives the dump's samples those ids, not the dataset's row numbers (a newcomer's --id-key went
+    to the dump and was refused); a key the dataset lacks is named by its flag."""
+    import polars as pl
+
+    from asp_cli.errors import InputError
+
+    questions = ["What is 2 + 2?", "Name a prime above 10.", "Integrate x dx."]
+    dataset = tmp_path / "train.parquet"
+    pl.DataFrame({"prompt": [[{"role": "user", "content": q}] for q in questions],
+                  "data_source": ["gsm8k"] * 3,
+                  "extra_info": [{"split": "train", "index": 40 + i} for i in range(3)]}).write_parquet(dataset)
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps({"input": f"user: {q}\nassistant:", "output": "y" * (8 * (i + 1)),
+                                        "score": 1.0, "step": 1}) + "\n" for i, q in enumerate(questions)))
+    by_index = observe([dump], None, dataset=[dataset], read=replace(OBSERVE_READ, id_key="extra_info.index"))
+    assert sorted(by_index.added["prompt_id"].to_list()) == ["40", "41", "42"]
+    by_row = observe([dump], None, dataset=[dataset])
+    assert sorted(by_row.added["prompt_id"].to_list()) == ["0", "1", "2"]
+    with pytest.raises(InputError, match="--dataset-id-key"):
+        observe([dump], None, dataset=[dataset], read=replace(OBSERVE_READ, id_key="extra_info.uid"))

@@ -73,6 +73,7 @@ def observe_command(
     force: bool = typer.Option(False, "--force", help="Replace an existing history (without --append)."),
     epoch: Optional[int] = typer.Option(None, "--epoch", help="Epoch to record for rows whose log has no 'epoch' column."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The log's prompt id column, if not detected."),
+    dataset_id_key: Optional[str] = typer.Option(None, "--dataset-id-key", help="The --dataset files' id column, as asp schedule --id-key named it (verl's extra_info.index), if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The log's response token count column, if not detected."),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     unknown_ids: str = typer.Option("skip", "--unknown-ids", help="Rows whose id the schedule/dataset lacks: 'skip' (counted, left out), 'keep' (counted, kept) or 'error'."),
@@ -87,7 +88,7 @@ def observe_command(
         from asp_cli.integrate.observe import OBSERVE_READ, observe
 
         read = dataclasses.replace(OBSERVE_READ, length_id_key=id_key, length_key=length_key, on_bad_row=on_bad_row,
-                                   tokenizer=tokenizer)
+                                   tokenizer=tokenizer, id_key=dataset_id_key)
         result = observe(logs, output, schedule=schedule, dataset=dataset, append=append, force=force, epoch=epoch,
                          read=read, unknown_ids=unknown_ids)
         summary = result.summary

@@ -166,7 +166,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
                                "ambiguous_matches": 0, "log_formats": {}}
-    prompts = _read_dataset(dataset, read.on_bad_row, warnings) if dataset else None
+    prompts = _read_dataset(dataset, read, warnings) if dataset else None
     known, cap = _known_ids(schedule, prompts)
     seen_prints = {entry.get("fingerprint") for entry in seen}
     seen_rows = {entry["rows_fingerprint"]: entry.get("name") for entry in seen if entry.get("rows_fingerprint")}
@@ -477,11 +477,15 @@ class _Dataset:
     on_bad_row: str
 
 
-def _read_dataset(paths: list[Path], on_bad_row: str, warnings: list[str]) -> _Dataset:
-    """The dataset's prompts, its bad rows handled as ``--on-bad-row`` says (an error names the file and line)."""
+def _read_dataset(paths: list[Path], read: ReadOptions, warnings: list[str]) -> _Dataset:
+    """The dataset's prompts, its ids from ``read.id_key`` where given (`--dataset-id-key`: the ``--id-key`` the
+    schedule was made with, e.g. verl's ``extra_info.index``), its bad rows handled as ``--on-bad-row`` says (an
+    error names the file and line)."""
     from asp_cli.reading import read_prompts
 
-    prompts, report = read_prompts(paths, ReadOptions(on_bad_row=on_bad_row))
+    on_bad_row = read.on_bad_row
+    prompts, report = read_prompts(paths, ReadOptions(on_bad_row=on_bad_row, id_key=read.id_key,
+                                                      id_flag="--dataset-id-key"))
     if report.skipped_rows:
         warnings.append(f"skipped {report.skipped_rows} bad rows of the dataset (--on-bad-row skip), e.g. "
                         f"{'; '.join(report.skipped_examples[:3])}; log rows naming their ids count as unknown")

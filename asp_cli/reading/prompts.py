@@ -198,7 +198,7 @@ def read_prompts(
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         part = extract_prompts(frame, path, fmt, options.prompt_key, options.id_key, options.on_bad_row, report,
-                               offset)
+                               offset, id_flag=options.id_flag)
         offset += frame.height
         parts.append(part)
         del frame
@@ -231,6 +231,7 @@ def extract_prompts(
     *,
     file_row_offset: int = 0,
     locate_row: Callable[[int], str] | None = None,
+    id_flag: str = "--id-key",
 ) -> pl.DataFrame:
     """The prompt frame (`read_prompts`' columns, plus the hidden row within the file) of one file's table.
 
@@ -240,7 +241,7 @@ def extract_prompts(
     locate = locate_row or (lambda index: row_location(path, frame, index, fmt))
     frame = with_nested_key(frame, id_key)
     prompt_col = _choose_prompt_column(frame, prompt_key, path)
-    id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag="--id-key", path=path, required=False)
+    id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag=id_flag, path=path, required=False)
     source_col = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
     difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
                                  required=False)
