@@ -1066,3 +1066,24 @@ def test_a_miniatures_rollouter_limit_is_the_runs_per_instance_equivalent(monkey
     assert choice.judged_instances == small.instances == 1 and small.capacity_fraction < 0.5  # a slice
     slots = small.instances * small.preset.max_num_seqs // n
     assert len(limits) == 1 and abs(limits.pop() - slots) <= 1
+
+
+@pytest.mark.parametrize("lag, trainer", [(1, "arrival"), (0, "schedule")])
+def test_the_length_aware_hint_covers_the_fallbacks_arrange_chosen_tries_first(lag, trainer):
+    """The candidates timed through the length-aware plug-in are the pick and the first `fallbacks` that
+    `arrange_chosen` tries (its order, with `--steps representative` only the eligible ones), asynchronous and
+    synchronous on servers."""
+    from asp_cli.arrange.choose import LENGTH_AWARE_FALLBACKS, fallbacks
+
+    prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
+    for steps in ("any", "representative"):
+        settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
+                                    max_lag=lag, trainer=trainer, steps=steps)
+        choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+        routed = {(c["name"], c["kv_budget"]) for c in choice.candidates
+                  if "expected_end_to_end_s_length_aware_route" in c}
+        first = fallbacks(choice, include_chosen=True)[:LENGTH_AWARE_FALLBACKS]
+        assert routed == {(choice.chosen, choice.kv_budget), *first}, (steps, routed, first)
+        if steps == "representative":
+            assert all(c.get("representative_steps") is not False for c in choice.candidates
+                       if (c["name"], c["kv_budget"]) in first)

@@ -528,7 +528,7 @@ def test_a_comparison_on_servers_also_replays_every_row_as_verl_routes(built, mo
     assert seen == ["length-aware", "planned", "least-pending", "length-aware"]
 
 
-def test_a_lag_past_the_bound_says_the_schedule_could_not_keep_it(built):  # noqa: F811
+def test_a_lag_past_the_bound_says_the_schedule_could_not_keep_it(built, tmp_path):  # noqa: F811
     """A trainer that follows a schedule made without `--max-lag 0`, replayed at 0: minibatches that would wait
     forever are let go past the bound, and the summary says how many and what to do, beside the lag it shows."""
     from asp_cli.cli.simulate import _released
@@ -538,7 +538,18 @@ def test_a_lag_past_the_bound_says_the_schedule_could_not_keep_it(built):  # noq
     metrics = json.loads(result.stdout)["metrics"]
     assert metrics["lag_rule_released"] > 0 and metrics["policy_lag_max"] > 0
     assert (f"{metrics['lag_rule_released']:,} minibatch(es) let go past --max-lag 0" in result.stderr
-            and "make the schedule with --max-lag 0" in result.stderr)
+            and "make the schedule with --trainer schedule --max-lag 0" in result.stderr)
+    # A schedule made with the bound for a trainer in arrival order (the default) still breaks it for one that
+    # follows it: the advice names the trainer, and so made the schedule keeps the bound.
+    for made_for, released in (([], True), (["--trainer", "schedule"], False)):
+        made = tmp_path / f"lag0-{bool(made_for)}.parquet"
+        assert invoke("schedule", built["prompts"], "-o", made, "--engine", "streaming", "--max-lag", "0",
+                      "--instances", "3", "--samples-per-prompt", "4", "--epochs", "2", "--train-batch-size", "16",
+                      *made_for).exit_code == 0
+        replay = invoke("simulate", made, "--trainer", "schedule", "--json")
+        assert replay.exit_code == 0, replay.output
+        assert (json.loads(replay.stdout)["metrics"]["lag_rule_released"] > 0) == released, made_for
+        assert ("let go past --max-lag 0" in replay.stderr) == released
     # said only where something was let go, under a bound
     assert _released({"lag_rule_released": 3}, {"max_lag": 0}).strip().startswith("3 minibatch(es) let go")
     assert _released({"lag_rule_released": 0}, {"max_lag": 0}) == ""

@@ -147,12 +147,14 @@ def _summary(document: dict) -> str:
 def _released(m: dict, document: dict) -> str:
     """Where the trainer follows the schedule and its order cannot keep the lag bound (a minibatch of a later step
     ahead of an earlier step's groups), the replay lets such minibatches go past it rather than wait forever: say
-    how many, so that a lag above the bound is not read as the bound failing."""
+    how many, so that a lag above the bound is not read as the bound failing. The way out names the trainer too:
+    a schedule made with the same ``--max-lag`` for a trainer in arrival order (the default) is held to the bound
+    in arrival order, and its order can still break it for a trainer that follows it."""
     if not m.get("lag_rule_released") or document.get("max_lag") is None:
         return ""
     return (f"\n                   {m['lag_rule_released']:,} minibatch(es) let go past --max-lag "
             f"{document['max_lag']}: this schedule's order cannot keep that bound with a trainer that follows it "
-            f"(make the schedule with --max-lag {document['max_lag']}: docs/simulation.md)")
+            f"(make the schedule with --trainer schedule --max-lag {document['max_lag']}: docs/simulation.md)")
 
 
 def _kv_line(m: dict) -> str:
