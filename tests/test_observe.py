@@ -401,3 +401,8 @@ def test_a_verl_dump_takes_the_ids_the_schedule_was_made_with(tmp_path):
     assert sorted(by_row.added["prompt_id"].to_list()) == ["0", "1", "2"]
     with pytest.raises(InputError, match="--dataset-id-key"):
         observe([dump], None, dataset=[dataset], read=replace(OBSERVE_READ, id_key="extra_info.uid"))
+    # without the dataset it names a column of, it is refused rather than ignored
+    from asp_cli.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="--dataset-id-key names the id column of the --dataset files"):
+        observe([dump], None, read=replace(OBSERVE_READ, id_key="extra_info.index"))

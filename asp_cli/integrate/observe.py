@@ -40,7 +40,7 @@ from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
-OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key")
+OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key")
 
 HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "prompt_id": pl.String(),
@@ -109,7 +109,8 @@ def observe(
     epoch
         The epoch to record for rows whose log has no ``epoch`` column.
     read
-        The log's id and length columns when not detected (``length_id_key``, ``length_key``), ``on_bad_row``
+        The log's id and length columns when not detected (``length_id_key``, ``length_key``), the dataset's id
+        column (``id_key``, `--dataset-id-key`: the ``--id-key`` the schedule was made with), ``on_bad_row``
         (``error`` stops at the first malformed row, naming file and line; ``skip`` skips and counts), and a
         local ``tokenizer.json`` to count verl dump outputs exactly.
     unknown_ids
@@ -134,6 +135,8 @@ def observe(
     dataset = [Path(p) for p in dataset]
     if not logs:
         raise InputError("no rollout log given; name at least one log file")
+    if read.id_key is not None and not dataset:  # it names a column of the dataset files: alone it did nothing
+        raise SettingsError(f"{read.id_flag} names the id column of the --dataset files: give them with --dataset")
     out = Path(output) if output is not None else None
     if out is not None:
         # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.
@@ -484,8 +487,7 @@ def _read_dataset(paths: list[Path], read: ReadOptions, warnings: list[str]) -> 
     from asp_cli.reading import read_prompts
 
     on_bad_row = read.on_bad_row
-    prompts, report = read_prompts(paths, ReadOptions(on_bad_row=on_bad_row, id_key=read.id_key,
-                                                      id_flag="--dataset-id-key"))
+    prompts, report = read_prompts(paths, ReadOptions(on_bad_row=on_bad_row, id_key=read.id_key, id_flag=read.id_flag))
     if report.skipped_rows:
         warnings.append(f"skipped {report.skipped_rows} bad rows of the dataset (--on-bad-row skip), e.g. "
                         f"{'; '.join(report.skipped_examples[:3])}; log rows naming their ids count as unknown")
