@@ -12,8 +12,8 @@ the best candidate's, minus 1; mean and worst over the seeds), and auto and the 
 expected, ties to the earliest candidate), and a margin rule that keeps the candidate `shuffle` unless another is
 expected faster by more than the margin. The held-out workloads (chat-*) are shown apart: they were not used to set
 any rule. Every record (candidates' expected and true times) goes to ``--out`` as JSON lines, so that other rules
-can be tried without replaying. Reads ../shared/data; exits with a message when it is absent. About 1 minute per
-workload and seed on one core.
+can be tried without replaying. Reads ../shared/data; exits with a message when it is absent. About 15 minutes
+for the ten workloads and four seeds on one core (docs/benchmarks.md; the small workloads 10-15 s a seed).
 """
 
 from __future__ import annotations
