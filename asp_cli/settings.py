@@ -81,8 +81,9 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-# What `--max-lag` takes besides a number, said when a number is refused.
-LAG_NONE_HINT = "none for no bound"
+# What `--max-lag` takes besides a number (no bound), and the hint said when a number is refused.
+NO_LAG_BOUND = "none"
+LAG_NONE_HINT = f"{NO_LAG_BOUND} for no bound"
 
 
 def check_count(flag: str, value: object, *, minimum: int, optional: bool = False,

@@ -29,6 +29,9 @@ def test_an_address_with_no_cluster_is_one_line_exit_4(tmp_path, monkeypatch):
     # "auto" joins any Ray cluster on this machine, found by scanning its processes: another pytest worker's
     # local runtime (the fixture below) or a developer's own. Hide them, so that this test sees none.
     from ray._private import services
+
+    if not (hasattr(services, "_cached_find_gcs_addresses") and hasattr(services, "find_bootstrap_address")):
+        pytest.skip("this Ray finds clusters otherwise (ray._private.services changed): the test cannot hide them")
     monkeypatch.setattr(services, "_cached_find_gcs_addresses", functools.cache(frozenset))
     monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: None)
     path = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "question": "hi"}])

@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from asp_cli.errors import AspError, ExitCode
+from asp_cli.settings import NO_LAG_BOUND  # re-exported: the CLI modules import it from here
 
 _state = {"traceback": False}
 
@@ -73,8 +74,6 @@ def _output_text(text: str) -> Any:
         raise typer.BadParameter(f"the path is empty{' (only blanks)' if text else ''}; name the file to write")
     return output_path(text)
 
-
-NO_LAG_BOUND = "none"
 
 
 def lag_bound(text: str) -> int | str:

@@ -197,10 +197,9 @@ def bench_command(
             say(f"Warning: {data_folder_warning(data)}")
         if unavailable and len(unavailable) < len(names or WORKLOADS):
             say(f"Skipped: {unavailable_text(unavailable, data)}.")
-        from asp_cli.settings import ENGINES
+        from asp_cli.sim.options import check_engine
 
-        if mode not in ENGINES:  # bench's own name for the engine (asp schedule calls it --engine)
-            raise SettingsError(f"--engine (--mode) must be one of {', '.join(ENGINES)} (got {mode!r})")
+        check_engine(mode, "free", None)  # the engine's one check, every replay's (the lag bound is checked below)
         results = run_benchmark(data, load_preset(preset), names=names, mode=mode, max_lag=max_lag,
                                 progress=say)
         for spec, _workload, rows in results:
