@@ -406,3 +406,30 @@ def test_a_verl_dump_takes_the_ids_the_schedule_was_made_with(tmp_path):
 
     with pytest.raises(SettingsError, match="--dataset-id-key names the id column of the --dataset files"):
         observe([dump], None, read=replace(OBSERVE_READ, id_key="extra_info.index"))
+
+
+def test_with_its_schedule_a_dataset_is_read_with_the_id_column_the_schedule_was_made_with(tmp_path):
+    """`asp observe DUMP --schedule S --dataset D`: S was made with --id-key extra_info.index, so D's prompts take
+    those ids without --dataset-id-key (as `asp export` reads D), and the samples count against S."""
+    import polars as pl
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    questions = [f"What is {i} + {i}?" for i in range(12)]
+    dataset = tmp_path / "train.parquet"
+    pl.DataFrame({"prompt": [[{"role": "user", "content": q}] for q in questions],
+                  "extra_info": [{"index": 100 + i} for i in range(12)]}).write_parquet(dataset)
+    schedule = tmp_path / "s.parquet"
+    made = CliRunner().invoke(app, ["schedule", str(dataset), "-o", str(schedule), "--id-key", "extra_info.index",
+                                    "--train-batch-size", "4", "--quiet"])
+    assert made.exit_code == 0, made.output
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps({"input": f"user: {q}\nassistant:", "output": "z" * 20, "score": 1.0,
+                                        "step": 1}) + "\n" for q in questions[:3]))
+    result = observe([dump], None, schedule=schedule, dataset=[dataset])
+    assert sorted(result.added["prompt_id"].to_list()) == ["100", "101", "102"]
+    assert result.summary.get("unknown_ids", 0) == 0
+    # named otherwise, the flag wins
+    named = observe([dump], None, dataset=[dataset], read=replace(OBSERVE_READ, id_key="extra_info.index"))
+    assert sorted(named.added["prompt_id"].to_list()) == ["100", "101", "102"]

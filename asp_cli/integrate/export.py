@@ -280,7 +280,7 @@ def _matched_dataset(
     from asp_cli.reading import ReadOptions, ReadReport, read_prompts
 
     warnings: list[str] = []
-    recorded_id, recorded_prompt = _recorded_keys(replay.schedule.metadata)
+    recorded_id, recorded_prompt = recorded_keys(replay.schedule.metadata)
     recorded = {flag: f"(from {flag})" for flag, given in (("--prompt-key", prompt_key), ("--id-key", id_key))
                 if given is None}  # the keys the schedule's metadata names, not the user
     read = ReadOptions(prompt_key=prompt_key or recorded_prompt, id_key=id_key or recorded_id, on_bad_row="skip")
@@ -386,8 +386,9 @@ def _without_skip_hint(exc: InputError) -> str:
     return str(exc).replace(f"; {BAD_ROW_FIX}", "")
 
 
-def _recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The id and prompt columns `asp schedule` used (first input), or None for row numbers / detection."""
+def recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The id and prompt columns `asp schedule` used (first input), or None for row numbers / detection (`asp export`
+    and `asp observe --schedule --dataset` read the dataset with them unless told otherwise)."""
     used = metadata.get("columns_used") or {}
     first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
     first = first if isinstance(first, dict) else {}  # a damaged entry: detect the columns again

@@ -169,7 +169,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
                                "ambiguous_matches": 0, "log_formats": {}}
-    prompts = _read_dataset(dataset, read, warnings) if dataset else None
+    prompts = _read_dataset(dataset, _with_schedule_id_key(read, schedule), warnings) if dataset else None
     known, cap = _known_ids(schedule, prompts)
     seen_prints = {entry.get("fingerprint") for entry in seen}
     seen_rows = {entry["rows_fingerprint"]: entry.get("name") for entry in seen if entry.get("rows_fingerprint")}
@@ -478,6 +478,22 @@ class _Dataset:
     prompts: pl.DataFrame
     report: Any  # reading.ReadReport
     on_bad_row: str
+
+
+def _with_schedule_id_key(read: ReadOptions, schedule: str | Path | None) -> ReadOptions:
+    """``read`` with the dataset's id column the schedule was made with (`asp schedule --id-key`, recorded in its
+    metadata), where ``--dataset-id-key`` did not name one: the ids the history must use, as `asp export` reads
+    them."""
+    if read.id_key is not None or not schedule:
+        return read
+    import dataclasses
+
+    from asp_cli.integrate.export import recorded_keys
+    from asp_cli.schedule_format import read_schedule
+
+    recorded_id, _ = recorded_keys(read_schedule(Path(schedule)).metadata)
+    return read if recorded_id is None else dataclasses.replace(
+        read, id_key=recorded_id, id_flag="--dataset-id-key, here the id column the schedule was made with")
 
 
 def _read_dataset(paths: list[Path], read: ReadOptions, warnings: list[str]) -> _Dataset:
