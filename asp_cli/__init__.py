@@ -4,7 +4,7 @@ Every command has a Python twin, re-exported here (loaded on first use, so ``imp
 
 ========================  =====================================================
 ``asp schedule``          `schedule` (`asp_cli.arrange.pipeline.arrange` is its pure core)
-``asp report``            `report_schedule`
+``asp report``            `report_schedule` (``--check`` thresholds: `CheckLimits`)
 ``asp simulate``          `simulate_file`
 ``asp bench``             `run_benchmark`
 ``asp export``            `export`
@@ -32,6 +32,7 @@ __version__ = "0.1.0"
 _TWINS = {
     "schedule": "asp_cli.arrange.pipeline",
     "report_schedule": "asp_cli.report.files",
+    "CheckLimits": "asp_cli.report.checks",
     "simulate_file": "asp_cli.bench.simulate",
     "run_benchmark": "asp_cli.bench.compare",
     "export": "asp_cli.integrate.export",
@@ -61,3 +62,8 @@ def __getattr__(name: str) -> Any:
     if name not in _TWINS:
         raise AttributeError(f"module 'asp_cli' has no attribute {name!r}")
     return getattr(import_module(_TWINS[name]), name)
+
+
+def __dir__() -> list[str]:
+    """The twins too, though loaded on first use: what ``dir(asp_cli)`` and completion show."""
+    return sorted({*globals(), *__all__})

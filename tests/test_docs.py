@@ -48,6 +48,13 @@ def test_every_command_has_a_python_twin_in_asp_cli_and_in_the_architecture_doc(
     for name in twins:
         assert name in asp_cli.__all__ and callable(getattr(asp_cli, name)), name
         assert name in doc, f"docs/architecture.md does not name the twin {name}"
+    # Listed though loaded lazily (a newcomer's dir(asp_cli) showed none), and every re-export resolves, the
+    # settings docs/report.md names among them.
+    assert set(asp_cli.__all__) <= set(dir(asp_cli))
+    for name in asp_cli.__all__:
+        assert getattr(asp_cli, name) is not None, name
+    assert asp_cli.CheckLimits.__name__ == "CheckLimits" and "asp_cli.CheckLimits(" in \
+        (REPO / "docs" / "report.md").read_text(encoding="utf-8")
 
 
 def test_the_readme_gate_passes_on_the_readme_data(tmp_path, monkeypatch):
