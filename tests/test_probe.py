@@ -163,6 +163,9 @@ def test_cli_probe_json_and_exit_codes(tmp_path):
     assert ok.exit_code == 0, ok.output
     document = json.loads(ok.stdout)
     assert document["probe_prompts"] == 20 and document["epoch_cost_per_probe_sample"] == pytest.approx(0.1 / 4)
+    # The next step names the response cap: a probe at one cap fed to a schedule at another misreads the cut-off
+    # samples (a newcomer dropped it).
+    assert "--history history.parquet --max-response-tokens CAP` (the same cap" in ok.stderr
     for args in (["--fraction", "0"], ["--fraction", "1.01"], ["--prompts", "201"], ["--prompts", "0"],
                  ["--fraction", "0.1", "--prompts", "3"], ["-n", "100000"]):  # a group above schedule's 4,096
         bad = runner.invoke(app, ["probe", str(data), "-o", str(tmp_path / "q.jsonl"), *args])

@@ -58,8 +58,10 @@ def probe_command(
             say(f"  cost: each sample per probe prompt is {summary['epoch_cost_per_probe_sample']:.3%} of one epoch's "
                 f"rollout at {summary['samples_per_prompt']} samples per prompt")
             dataset = " ".join(shlex.quote(str(i)) for i in inputs)
-            say("  next: generate it with your policy (docs/probe.md), then `asp observe LOG -o history.parquet "
-                f"--dataset {dataset}` and `asp schedule {dataset} ... --history history.parquet`")
+            say("  next: generate it with your policy at the training run's response cap (docs/probe.md), then `asp "
+                f"observe LOG -o history.parquet --dataset {dataset}` and `asp schedule {dataset} ... --history "
+                "history.parquet --max-response-tokens CAP` (the same cap: samples cut off there are read as "
+                "censored)")
             for warning in result.warnings:
                 say(f"Warning: {warning}")
         if json_output:

@@ -673,11 +673,13 @@ def _describe(groups: _Groups, source_code: np.ndarray, source_names: list[str |
         ))
     notes = []
     if n_censored == n_samples:
-        notes.append("every observed sample hit the cap, so each correction is a lower bound: the policy writes at "
-                     "least this much more; raise the cap of the probe or of the history's rollouts to measure it")
+        notes.append("every observed sample was cut off (truncated: at the cap, or where the server stopped it), so "
+                     "each correction is a lower bound: the policy writes at least this much more; raise the cap of "
+                     "the probe or of the history's rollouts to measure it")
     elif groups.global_lower_bound or any(s.lower_bound for s in sources):
         bounded = [s.name or "(no source)" for s in sources if s.lower_bound and s.fitted == "own"]
-        notes.append(f"every observed sample of {', '.join(bounded)} hit the cap: its correction is a lower bound")
+        notes.append(f"every observed sample of {', '.join(bounded)} was cut off (truncated): its correction is a "
+                     "lower bound")
     if int(groups.source_has_data.sum()) == 1 and n_sources > 1:
         only = next(s.name or "(no source)" for s, has in zip(sources, groups.source_has_data) if has)
         notes.append(f"the history covers one data source ({only}): its correction applies to every source")
