@@ -314,7 +314,12 @@ def test_choice_as_verl_routes_scores_picks_and_rules_from_its_records(tmp_path)
     assert "| mix-k8-n8 | 1 | 0/1 | 10.0% | 10.0% | 1.100 | 1.000 | long-first |" in text
     assert "| aime-k8-n4 | 1 | 1/1 | 0.0% | 0.0% | 0.900 | 0.900 | interleave |" in text
     assert "| chat-k8-n8 | 1 | 0/1 | 11.1% | 11.1% | 1.000 | 0.900 | shuffle |" in text
-    assert "| today's (fastest expected) | 5.0% / 10.0% | 1.000 / 1.100 | 11.1% / 11.1% | 1.000 / 1.000 |" in text
+    assert ("| fastest expected, ties to the earliest candidate | 5.0% / 10.0% | 1.000 / 1.100 | 11.1% / 11.1% | "
+            "1.000 / 1.000 |") in text
+    # long-first is expected 2% faster than the shuffle, beyond the tie margin: auto's rule keeps it too
+    assert "| shuffle wins ties (auto's rule) | 5.0% / 10.0% | 1.000 / 1.100 | 11.1% / 11.1% | 1.000 / 1.000 |" in text
+    assert rule_pick(rec("mix-k8-n8", "long-first", [("long-first", 99.8, 110.0), ("shuffle", 100.0, 100.0)], 100.0),
+                     0.005)["name"] == "shuffle"  # within it, the shuffle
     assert "| shuffle unless 3% faster expected | 0.0% / 0.0% | 0.950 / 1.000 |" in text
     records = tmp_path / "r.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in (mix, tie, chat)))

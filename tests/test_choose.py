@@ -1087,3 +1087,30 @@ def test_the_length_aware_hint_covers_the_fallbacks_arrange_chosen_tries_first(l
         if steps == "representative":
             assert all(c.get("representative_steps") is not False for c in choice.candidates
                        if (c["name"], c["kv_budget"]) in first)
+
+
+def test_timed_as_verl_routes_an_asynchronous_trainer_the_shuffle_wins_ties(monkeypatch):
+    """Where every candidate is expected as fast (within the tie margin), auto keeps the candidate `shuffle`,
+    verl's own order, instead of the first in the tie order (`bands`, a sorted epoch): an order that changes what
+    the trainer sees is not taken for a saving the draws cannot tell from none. Expected faster by more than the
+    margin, the other candidate still wins."""
+    import asp_cli.sim.verl_async as verl_async
+    from asp_cli.arrange.choose import TIE_MARGIN, keep_the_shuffle
+
+    real = verl_async.replay_async_frame
+
+    def level(frame, lengths, preset, **kwargs):  # every candidate the same time on every draw
+        return dataclasses.replace(real(frame, lengths, preset, **kwargs), end_to_end_s=100.0)
+
+    monkeypatch.setattr(verl_async, "replay_async_frame", level)
+    prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
+    settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
+                                max_lag=1)
+    choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    assert choice.candidates[0]["name"] == "bands" and choice.chosen == "shuffle"
+    # the rule itself: within the margin the shuffle, beyond it the faster one
+    shuffle, fast = {"name": "shuffle", "expected_end_to_end_s": 100.0}, {"name": "bands", "expected_end_to_end_s": 0.0}
+    for expected, kept in ((100.0 * (1 - TIE_MARGIN / 2), "shuffle"), (100.0 * (1 - 2 * TIE_MARGIN), "bands")):
+        fast["expected_end_to_end_s"] = expected
+        assert keep_the_shuffle(fast, [fast, shuffle])["name"] == kept
+    assert keep_the_shuffle(fast, [fast]) is fast  # no shuffle among the eligible: nothing to keep
