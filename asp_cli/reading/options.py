@@ -18,8 +18,8 @@ class ReadOptions:
 
     ``prompt_key`` and ``id_key`` override the prompt and id columns of prompt files; ``length_id_key`` and
     ``length_key`` the id and length columns of length files (history, observed lengths), which the calling
-    command names ``length_id_flag`` and ``length_flag`` in its messages (and ``id_key`` as ``id_flag``). ``on_bad_row="skip"`` skips
-    malformed rows and counts them; ``tokenizer`` is a local Hugging Face ``tokenizer.json`` for prompt tokens.
+    command names ``length_id_flag`` and ``length_flag`` in its messages (and ``id_key`` as ``id_flag``).
+    ``on_bad_row="skip"`` skips malformed rows and counts them; ``tokenizer`` is a local Hugging Face ``tokenizer.json`` for prompt tokens.
 
     Raises
     ------
