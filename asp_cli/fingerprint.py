@@ -41,7 +41,8 @@ def file_fingerprint(paths: Path | str | Sequence[Path | str]) -> str:
         except IsADirectoryError:
             raise InputError(f"{path}: is a directory; name a file") from None
         except OSError as exc:
-            raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+            raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__}); check the file's "
+                             "permissions") from None
         prints.append("sha256:" + digest.hexdigest())
     return combine_fingerprints(prints)
 

@@ -410,8 +410,12 @@ def read_schedule(path: Path) -> Schedule:
         # A missing file is a bad input (exit 3) whatever it was meant to hold, as for every other input.
         what = "is a directory, not a schedule file" if path.is_dir() else "no such file"
         raise InputError(f"{path}: {what}; give the schedule `asp schedule -o` wrote")
-    with open(path, "rb") as handle:
-        magic = handle.read(4)
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:  # no read permission: a bad input too, not a bug (it was exit 70)
+        raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__}); check the file's "
+                         "permissions, or give the schedule `asp schedule -o` wrote") from None
     if magic != b"PAR1":
         raise ScheduleFormatError(f"{path}: not a Parquet file, so not an asp schedule; give the file `asp schedule -o` wrote")
     try:

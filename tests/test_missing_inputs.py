@@ -57,3 +57,73 @@ def test_a_missing_input_is_exit_3(folder, args):
     assert result.stderr.startswith("Error: ") and missing in result.stderr
     assert "no such" in result.stderr and result.stderr.strip().count("\n") == 0
     assert result.stdout == ""
+
+
+# The same command lines, each naming one file asp may not read instead of the missing one. Click's own check
+# (`readable=True`, Typer's default for a Path) refused such a file as a usage error: exit 2 and four lines
+# ("Usage: ...", "Invalid value for 'INPUTS': path 'x' is not readable."). The library reads every input and says
+# what is wrong with it, once.
+UNREADABLE = [[a.replace("missing", "unreadable") for a in args] for args in CASES if args[0] != "bench"]
+
+
+def _unreadable_copies(folder):
+    """Readable copies named unreadable.* of the files the cases read (the library reads them; Click must not
+    judge them first)."""
+    import shutil
+
+    shutil.copy(folder / "good.jsonl", folder / "unreadable.jsonl")
+    shutil.copy(folder / "s.parquet", folder / "unreadable.parquet")
+    for output in ("o.parquet", "h.parquet", "m.skops", "p.parquet"):  # an earlier case's output: exit 7 first
+        (folder / output).unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("args", UNREADABLE, ids=[" ".join(a).replace("{tmp}/", "") for a in UNREADABLE])
+def test_click_does_not_judge_whether_an_input_is_readable(folder, args, monkeypatch):
+    import os
+
+    _unreadable_copies(folder)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: (
+        False if "unreadable" in str(path) and mode & os.R_OK else real_access(path, mode, **kw)))
+    result = runner.invoke(app, [a.replace("{tmp}", str(folder)) for a in args])
+    assert result.exit_code != 2, result.stderr
+    assert "is not readable" not in result.stderr and "Usage:" not in result.stderr
+
+
+@pytest.mark.parametrize("args", UNREADABLE, ids=[" ".join(a).replace("{tmp}/", "") for a in UNREADABLE])
+def test_an_unreadable_input_is_one_line(folder, args):
+    _unreadable_copies(folder)
+    for name in ("unreadable.jsonl", "unreadable.parquet"):
+        (folder / name).chmod(0)
+    try:
+        try:
+            (folder / "unreadable.jsonl").read_bytes()
+            pytest.skip("this user reads a file without read permission (root)")
+        except PermissionError:
+            pass
+        result = runner.invoke(app, [a.replace("{tmp}", str(folder)) for a in args])
+    finally:
+        for name in ("unreadable.jsonl", "unreadable.parquet"):
+            (folder / name).chmod(0o644)
+    assert result.exit_code == 3, result.stderr
+    assert result.stderr.startswith("Error: ") and "cannot be read (Permission denied)" in result.stderr
+    assert result.stderr.strip().count("\n") == 0
+
+
+def test_a_schedule_without_read_permission_is_exit_3_not_a_bug(folder, monkeypatch):
+    """read_schedule met a PermissionError unprepared: exit 70, "internal error", for report, simulate, export,
+    replay and observe --schedule (an audit ran them on a chmod 0 schedule)."""
+    import builtins
+
+    from asp_cli import schedule_format
+
+    def denied(path, *args, **kwargs):
+        if "s.parquet" in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(schedule_format, "open", denied, raising=False)
+    result = runner.invoke(app, ["report", str(folder / "s.parquet")])
+    assert result.exit_code == 3, result.stderr
+    assert result.stderr.startswith(f"Error: {folder / 's.parquet'}: cannot be read (Permission denied); ")
+    assert result.stderr.strip().count("\n") == 0

@@ -16,8 +16,8 @@ def register(app: typer.Typer) -> None:
 
 
 def export_command(
-    schedule: Path = typer.Argument(..., metavar="SCHEDULE", help="The schedule (.parquet) `asp schedule` wrote."),
-    dataset: list[Path] = typer.Argument(..., metavar="DATASET", help="The prompt file(s) the schedule was made from, in the same order."),
+    schedule: Path = typer.Argument(..., metavar="SCHEDULE", readable=False, help="The schedule (.parquet) `asp schedule` wrote."),
+    dataset: list[Path] = typer.Argument(..., metavar="DATASET", readable=False, help="The prompt file(s) the schedule was made from, in the same order."),
     output: Path = output_option("--output", "-o", help="The ordered dataset to write (.parquet or .jsonl)."),
     format: str = typer.Option("parquet", "--format", "-f", help="parquet, jsonl, or verl (Parquet in verl's RLHFDataset layout)."),  # noqa: A002
     epoch: Optional[int] = typer.Option(None, "--epoch", help="Export one epoch (0-based); default all, one after the other."),
@@ -65,10 +65,10 @@ def export_command(
 
 
 def observe_command(
-    logs: list[Path] = typer.Argument(..., metavar="LOGS", help="Rollout logs: prompt id + response token count per sample (.jsonl, .json, .parquet, .csv), or verl generation dumps."),
+    logs: list[Path] = typer.Argument(..., metavar="LOGS", readable=False, help="Rollout logs: prompt id + response token count per sample (.jsonl, .json, .parquet, .csv), or verl generation dumps."),
     output: Path = output_option("--output", "-o", help="The history file (.parquet) to write or append to."),
-    schedule: Optional[Path] = typer.Option(None, "--schedule", help="The schedule the rollouts replayed: ids outside it are unknown."),
-    dataset: list[Path] = typer.Option([], "--dataset", metavar="<path>", help="The prompt file(s): ids outside them are unknown (see --unknown-ids); needed for verl's rollout dumps (input/output text), not for its generation output (repeatable)."),
+    schedule: Optional[Path] = typer.Option(None, "--schedule", readable=False, help="The schedule the rollouts replayed: ids outside it are unknown."),
+    dataset: list[Path] = typer.Option([], "--dataset", metavar="<path>", readable=False, help="The prompt file(s): ids outside them are unknown (see --unknown-ids); needed for verl's rollout dumps (input/output text), not for its generation output (repeatable)."),
     append: bool = typer.Option(False, "--append", help="Add to an existing history (a log already in it is not added twice)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing history (without --append)."),
     epoch: Optional[int] = typer.Option(None, "--epoch", help="Epoch to record for rows whose log has no 'epoch' column."),
@@ -77,7 +77,7 @@ def observe_command(
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The log's response token count column, if not detected."),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     unknown_ids: str = typer.Option("skip", "--unknown-ids", help="Rows whose id the schedule/dataset lacks: 'skip' (counted, left out), 'keep' (counted, kept) or 'error'."),
-    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json to count verl dump outputs exactly."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json to count verl dump outputs exactly."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary or warnings on stderr."),
 ) -> None:

@@ -35,9 +35,9 @@ def register(app: typer.Typer) -> None:
 
 @predictor_app.command("fit")
 def fit_command(
-    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help=_DATA_HELP + " With --history: prompt files, as for `asp schedule`."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", readable=False, help=_DATA_HELP + " With --history: prompt files, as for `asp schedule`."),
     output: Path = output_option("--output", "-o", help="The model file to write (.skops)."),
-    history: list[Path] = typer.Option([], "--history", metavar="<path>", help="Observed lengths of the prompts in INPUTS (as `asp observe` writes them; repeatable), joined to them by prompt id."),
+    history: list[Path] = typer.Option([], "--history", metavar="<path>", readable=False, help="Observed lengths of the prompts in INPUTS (as `asp observe` writes them; repeatable), joined to them by prompt id."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
@@ -45,7 +45,7 @@ def fit_command(
     history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The length column in history files."),
     max_response_tokens: Optional[int] = typer.Option(
         None, "--max-response-tokens", help="The generation cap of the data: lengths at or above it count as truncated."),
-    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json for prompt token counts."),
     no_metadata: bool = typer.Option(False, "--no-metadata", help="Ignore data_source and difficulty columns."),
     char_ngrams: bool = typer.Option(
         False, "--char-ngrams", help="Also learn from hashed character 3- and 4-grams (slower to predict; see docs)."),
@@ -78,12 +78,12 @@ def fit_command(
 
 @predictor_app.command("eval")
 def eval_command(
-    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help=_DATA_HELP + " With --lengths: prompt files, as for `asp schedule`."),
-    model: Optional[Path] = typer.Option(None, "--model", help="A model file; default: the bundled one."),
-    lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", help="The observed lengths to score against, for prompt files in INPUTS (a rollout log or `asp observe`'s history; repeatable), joined by prompt id."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", readable=False, help=_DATA_HELP + " With --lengths: prompt files, as for `asp schedule`."),
+    model: Optional[Path] = typer.Option(None, "--model", readable=False, help="A model file; default: the bundled one."),
+    lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", readable=False, help="The observed lengths to score against, for prompt files in INPUTS (a rollout log or `asp observe`'s history; repeatable), joined by prompt id."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in --lengths files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The length column in --lengths files."),
-    history: list[Path] = typer.Option([], "--history", metavar="<path>", help="Observed lengths from earlier epochs, folded into the prediction as `asp schedule --history` does (repeatable)."),
+    history: list[Path] = typer.Option([], "--history", metavar="<path>", readable=False, help="Observed lengths from earlier epochs, folded into the prediction as `asp schedule --history` does (repeatable)."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
@@ -91,7 +91,7 @@ def eval_command(
     history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The length column in history files."),
     max_response_tokens: Optional[int] = typer.Option(
         None, "--max-response-tokens", help="The generation cap of the data: lengths at or above it count as truncated."),
-    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json for prompt token counts."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows."),
     json_output: bool = typer.Option(False, "--json", help="Print all metrics as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No report on stderr (warnings still are): with --json."),
@@ -120,10 +120,10 @@ def eval_command(
 
 @predictor_app.command("predict")
 def predict_command(
-    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help="Prompt files, as for `asp schedule`."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", readable=False, help="Prompt files, as for `asp schedule`."),
     output: Path = output_option("--output", "-o", help="The predictions to write (.parquet)."),
-    model: Optional[Path] = typer.Option(None, "--model", help="A model file; default: the bundled one."),
-    history: list[Path] = typer.Option([], "--history", metavar="<path>", help="Observed lengths from earlier epochs (repeatable)."),
+    model: Optional[Path] = typer.Option(None, "--model", readable=False, help="A model file; default: the bundled one."),
+    history: list[Path] = typer.Option([], "--history", metavar="<path>", readable=False, help="Observed lengths from earlier epochs (repeatable)."),
     samples_per_prompt: int = typer.Option(_DEFAULT.samples_per_prompt, "--samples-per-prompt", "-n", help="Samples per prompt (GRPO group size N)."),
     max_response_tokens: int = typer.Option(_DEFAULT.max_response_tokens, "--max-response-tokens", help="The generation cap in tokens."),
     plan_with: str = typer.Option(_DEFAULT.plan_with, "--plan-with", help="predicted_tokens is the group 'max' or the 'mean'."),
@@ -131,7 +131,7 @@ def predict_command(
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
     history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The length column in history files."),
-    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json for prompt token counts."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
@@ -201,7 +201,7 @@ def _say_calibration(calibration: dict | None) -> None:
 
 @predictor_app.command("info")
 def info_command(
-    model: Optional[Path] = typer.Argument(None, metavar="MODEL", help="A model file; default: the bundled one."),
+    model: Optional[Path] = typer.Argument(None, metavar="MODEL", readable=False, help="A model file; default: the bundled one."),
     json_output: bool = typer.Option(False, "--json", help="Print the model card as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (warnings still are)."),
 ) -> None:

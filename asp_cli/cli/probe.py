@@ -20,18 +20,18 @@ def register(app: typer.Typer) -> None:
 
 
 def probe_command(
-    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help="Prompt files, as for `asp schedule`."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", readable=False, help="Prompt files, as for `asp schedule`."),
     output: Path = output_option("--output", "-o", help="The probe to write: .jsonl or .parquet (the input's own rows)."),
     fraction: Optional[float] = typer.Option(None, "--fraction", help="Share of the prompts to probe, in (0, 1]; default 0.02."),
     prompts: Optional[int] = typer.Option(None, "--prompts", help="Probe exactly this many prompts (instead of --fraction)."),
     min_per_source: int = typer.Option(4, "--min-per-source", help="At least this many prompts of each data_source (all of a smaller one)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the draw within each stratum."),
     format: Optional[str] = typer.Option(None, "--format", "-f", help="jsonl or parquet (default: by the output's name), or verl (Parquet in verl's RLHFDataset layout, as `asp export`)."),  # noqa: A002
-    predictor: Optional[Path] = typer.Option(None, "--predictor", help="The model whose predicted lengths stratify the draw; default: the bundled one."),
+    predictor: Optional[Path] = typer.Option(None, "--predictor", readable=False, help="The model whose predicted lengths stratify the draw; default: the bundled one."),
     samples_per_prompt: int = typer.Option(_DEFAULT.samples_per_prompt, "--samples-per-prompt", "-n", help="The training run's group size N, for the cost in the summary."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
-    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json for prompt token counts."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),

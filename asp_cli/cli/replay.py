@@ -60,9 +60,9 @@ def _live_settings(servers: str, *, engine: str, max_in_flight: Optional[int], n
 
 
 def replay_command(
-    schedule: Path = typer.Argument(..., metavar="SCHEDULE", help="A schedule written by `asp schedule` (.parquet)."),
-    datasets: list[Path] = typer.Argument(None, metavar="DATASETS", help="The prompt file(s) the schedule was made from (or --synthetic-prompts)."),
-    lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", help="Observed response lengths to force (same formats and columns as --history; repeatable). Prompts without any replay lengths sampled around their predictions."),
+    schedule: Path = typer.Argument(..., metavar="SCHEDULE", readable=False, help="A schedule written by `asp schedule` (.parquet)."),
+    datasets: list[Path] = typer.Argument(None, metavar="DATASETS", readable=False, help="The prompt file(s) the schedule was made from (or --synthetic-prompts)."),
+    lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", readable=False, help="Observed response lengths to force (same formats and columns as --history; repeatable). Prompts without any replay lengths sampled around their predictions."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
@@ -210,7 +210,7 @@ def _summary(document: dict, output: Optional[Path]) -> str:
 
 
 def calibrate_command(
-    timeline: Optional[Path] = typer.Argument(None, metavar="TIMELINE", help="A timeline written by `asp replay -o` (or use --servers)."),
+    timeline: Optional[Path] = typer.Argument(None, metavar="TIMELINE", readable=False, help="A timeline written by `asp replay -o` (or use --servers)."),
     output: Path = output_option("--output", "-o", help="The preset JSON to write (for --preset of asp schedule/simulate)."),
     base: Optional[str] = typer.Option(None, "--base", help=f"The preset the fit starts from and whose hardware figures it keeps ({', '.join(PRESET_NAMES)}, or a JSON file); default: the timeline's."),
     servers: Optional[str] = typer.Option(None, "--servers", help="Measure a short probe run of your own on these servers (comma-separated base URLs) instead of a timeline."),
@@ -220,7 +220,7 @@ def calibrate_command(
     probe_tokens: int = typer.Option(256, "--probe-tokens", help="With --servers: the longest probe response (tokens)."),
     kv_cache_tokens: Optional[int] = typer.Option(None, "--kv-cache-tokens", help="The engine's KV cache in tokens (vLLM logs 'GPU KV cache size'); default: what the servers reported."),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="The engine's sequence limit (vllm serve --max-num-seqs); default: observed, else the base's."),
-    train_steps: Optional[Path] = typer.Option(None, "--train-steps", help="Measured trainer steps (columns tokens, step_s) to fit the trainer's cost too."),
+    train_steps: Optional[Path] = typer.Option(None, "--train-steps", readable=False, help="Measured trainer steps (columns tokens, step_s) to fit the trainer's cost too."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output."),
     keep_worse: bool = typer.Option(False, "--keep-worse", help="Write the preset even when it simulates every measured run worse than its base (otherwise exit 1 and nothing written)."),
     json_output: bool = typer.Option(False, "--json", help="Print the fit as JSON on stdout."),

@@ -18,12 +18,13 @@ def register(app: typer.Typer) -> None:
 
 
 def report_command(
-    schedule: Path = typer.Argument(..., metavar="SCHEDULE", help="A schedule file written by `asp schedule`."),
+    schedule: Path = typer.Argument(..., metavar="SCHEDULE", readable=False, help="A schedule file written by `asp schedule`."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON document on stdout."),
     html: Optional[Path] = output_option("--html", default=None, help="Write a self-contained HTML page with plots here."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --html file."),
     lengths: list[Path] = typer.Option(
-        [], "--lengths", help="Observed response lengths (rollout logs; repeatable), shown next to the predictions."
+        [], "--lengths", readable=False,
+        help="Observed response lengths (rollout logs; repeatable), shown next to the predictions.",
     ),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in --lengths files."),
     lengths_length_key: Optional[str] = typer.Option(
@@ -35,7 +36,7 @@ def report_command(
         help="Also replay the schedule in the simulator (on the --lengths when given, else on sampled lengths) "
              "and show the replay next to the expectations.",
     ),
-    compare: Optional[Path] = typer.Option(None, "--compare", help="A second schedule to show side by side (B)."),
+    compare: Optional[Path] = typer.Option(None, "--compare", readable=False, help="A second schedule to show side by side (B)."),
     check: bool = typer.Option(False, "--check", help="Exit with code 1 when a threshold below is broken."),
     max_padding: Optional[float] = typer.Option(None, "--max-padding", help="Most predicted padding fraction (0-1)."),
     max_instance_spread: Optional[float] = typer.Option(

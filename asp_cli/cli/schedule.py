@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
 
 def schedule_command(
-    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", help="Prompt files: .jsonl, .json, .parquet or .csv (optionally .gz)."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS", readable=False, help="Prompt files: .jsonl, .json, .parquet or .csv (optionally .gz)."),
     output: Path = output_option("--output", "-o", help="The schedule to write (.parquet)."),
     instances: int = typer.Option(_DEFAULT.instances, "--instances", "-k", help="Rollout instances (engines) K."),
     samples_per_prompt: int = typer.Option(_DEFAULT.samples_per_prompt, "--samples-per-prompt", "-n", help="Samples per prompt (GRPO group size N)."),
@@ -49,14 +49,14 @@ def schedule_command(
     arrangement: str = typer.Option(_DEFAULT.arrangement, "--arrangement", help="'auto' tries interleave, long-first, short-first, shuffle and per-step (a shuffle's train batches, each planned longest first), with --engine streaming also quick-start (the shuffle, opened by its shortest train batch) and bands (shortest first by train batch, each batch one band of lengths per instance, sent in request batches of --minibatch-size), in asp's simulator and keeps the fastest; or name one."),
     prompts_per_server: Optional[int] = typer.Option(_DEFAULT.prompts_per_server, "--prompts-per-server", help="With --engine streaming, a lag bound other than 0 and --trainer arrival (asynchronous training on servers, as verl runs it): the prompts verl's fully asynchronous rollouter keeps in flight per server (async_training.concurrent_samples_per_replica, 16 there by default). --arrangement auto times its candidates as verl routes with that many; default: as many as the servers' slots hold (verl's v1 trainer, or a rollouter set that high)."),
     trainer: str = typer.Option(_DEFAULT.trainer, "--trainer", help="How the trainer takes groups: 'arrival' (the next train batch of finished groups) or 'schedule' (the groups train_step assigns: stratified by length; per-step keeps a shuffle's batches, a plain sort its arrival order)."),
-    predictor: Optional[Path] = typer.Option(None, "--predictor", help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
-    predictions: list[Path] = typer.Option([], "--predictions", metavar="<path>", help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
-    history: list[Path] = typer.Option([], "--history", metavar="<path>", help="Observed lengths from earlier epochs (repeatable)."),
+    predictor: Optional[Path] = typer.Option(None, "--predictor", readable=False, help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
+    predictions: list[Path] = typer.Option([], "--predictions", metavar="<path>", readable=False, help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
+    history: list[Path] = typer.Option([], "--history", metavar="<path>", readable=False, help="Observed lengths from earlier epochs (repeatable)."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
     history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The response length column in history files."),
-    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for prompt token counts."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json for prompt token counts."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),

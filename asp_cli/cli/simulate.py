@@ -21,8 +21,8 @@ def register(app: typer.Typer) -> None:
 
 
 def simulate_command(
-    schedule: Path = typer.Argument(..., metavar="SCHEDULE", help="A schedule written by `asp schedule` (.parquet)."),
-    lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", help="Observed response lengths (same formats and columns as --history; repeatable). Without them lengths are sampled around the predictions."),
+    schedule: Path = typer.Argument(..., metavar="SCHEDULE", readable=False, help="A schedule written by `asp schedule` (.parquet)."),
+    lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", readable=False, help="Observed response lengths (same formats and columns as --history; repeatable). Without them lengths are sampled around the predictions."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
@@ -165,7 +165,7 @@ def _kv_line(m: dict) -> str:
 
 
 def bench_command(
-    data: Optional[Path] = typer.Option(None, "--data", help="A folder of real length data for the workloads whose data does not ship (AIME: its aime_r1distill1.5b_lengths/ folder, docs/simulation.md); default: only what ships, which runs gsm8k-k4-n8 alone (the MATH level 5 workloads are mixes with AIME)."),
+    data: Optional[Path] = typer.Option(None, "--data", readable=False, help="A folder of real length data for the workloads whose data does not ship (AIME: its aime_r1distill1.5b_lengths/ folder, docs/simulation.md); default: only what ships, which runs gsm8k-k4-n8 alone (the MATH level 5 workloads are mixes with AIME)."),
     preset: str = typer.Option("h100-qwen2.5-7b", "--preset", help=f"Hardware/model preset ({', '.join(PRESET_NAMES)}) or JSON calibration file."),
     mode: str = typer.Option("continuous", "--mode", "--engine", help="Engine for every row (--engine is the same option): 'continuous', 'static' or 'streaming'."),
     max_lag: Optional[Any] = lag_option(None, help="Lag bound applied to every arrangement (default: each workload's; none: no bound)."),

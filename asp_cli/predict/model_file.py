@@ -132,6 +132,8 @@ def read_archive(path: Path) -> tuple[bytes, zipfile.ZipFile]:
             limits.check_zip(directory, str(path), PredictorError, "an asp predictor")
         data = path.read_bytes()
         archive = zipfile.ZipFile(io.BytesIO(data))
+    except PermissionError as exc:
+        raise PredictorError(f"{path}: cannot be read ({exc.strerror}); check the file's permissions") from None
     except (zipfile.BadZipFile, OSError, ValueError):
         raise PredictorError(not_one) from None
     limits.check_zip(archive, str(path), PredictorError, "an asp predictor")  # the bytes read may have changed

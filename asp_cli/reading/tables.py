@@ -148,7 +148,7 @@ def input_file_errors(path: Path) -> Iterator[None]:
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory; name a file") from None
     except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
+        raise InputError(f"{path}: cannot be read (Permission denied); check the file's permissions") from None
 
 
 def _read_bytes(path: Path, gzipped: bool, report: ReadReport | None = None) -> bytes:
