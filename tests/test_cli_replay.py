@@ -160,7 +160,11 @@ def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
 
 @pytest.mark.parametrize("args, words", [
     (["--engine", "foo"], "--engine must be one of"),
-    (["--max-in-flight", "0"], "--max-in-flight must be at least 1 (got 0)"),
+    (["--max-in-flight", "0"], "--max-in-flight must be a whole number from 1 to 2147483647 (got 0)"),
+    (["--seed", "-1"], "--seed must be a whole number from 0 to 2147483647 (got -1)"),  # was exit 70
+    (["--gpus-per-instance", str(10**20)], "--gpus-per-instance must be a whole number from 1 to 2147483647"),
+    (["--warmup", str(10**11)], "--warmup must be a whole number from 0 to 2147483647"),  # warmed up for ever
+    (["--max-in-flight", str(10**20)], "--max-in-flight must be a whole number from 1 to 2147483647"),
     (["--timeout", "-1"], "--timeout must be a number of seconds above 0 (got -1.0)"),
     (["--retries", "-1"], "--retries must be 0 or more (got -1)"),
     (["--retry-backoff", "nan"], "--retry-backoff must be 0 or more (got nan)"),

@@ -86,11 +86,14 @@ def check_live_options(*, engine: str | None, max_in_flight: int | None, retries
     """
     import math
 
+    from asp_cli.settings import check_count
+
     if engine is not None and engine not in ENGINES:
         raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {engine!r})")
-    if max_in_flight is not None and max_in_flight < 1:
-        raise SettingsError(f"--max-in-flight must be at least 1 (got {max_in_flight})")
-    for flag, value in (("--retries", retries), ("--retry-backoff", backoff_s), ("--warmup", warmup_requests)):
+    # Counts have an upper bound too: --warmup 99999999999 sent warm-up requests for ever.
+    check_count("--max-in-flight", max_in_flight, minimum=1, optional=True)
+    check_count("--warmup", warmup_requests, minimum=0)
+    for flag, value in (("--retries", retries), ("--retry-backoff", backoff_s)):
         if not math.isfinite(value) or value < 0:
             raise SettingsError(f"{flag} must be 0 or more (got {value})")
     if backoff_s > MAX_BACKOFF_S:  # 1e308 s waited forever, and hung the replay

@@ -32,8 +32,9 @@ class InProcessSettings:
     tensor_parallel_size: int = 1
 
     def __post_init__(self) -> None:
-        if self.tensor_parallel_size < 1:
-            raise SettingsError(f"--tensor-parallel-size must be at least 1 (got {self.tensor_parallel_size})")
+        from asp_cli.settings import check_count
+
+        check_count("--tensor-parallel-size", self.tensor_parallel_size, minimum=1)
 
 
 @dataclass
@@ -113,7 +114,7 @@ def replay_schedule(
         simulate_plan
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import read_schedule
-    from asp_cli.settings import ScheduleSettings, check_replay_size
+    from asp_cli.settings import ScheduleSettings, check_count, check_replay_size
     from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 
     if not dry_run and (live is None) == (in_process is None):
@@ -122,8 +123,10 @@ def replay_schedule(
         synthetic_prompts = True  # a plan needs no prompt text
     if bool(datasets) == bool(synthetic_prompts):
         raise SettingsError("give the dataset the schedule was made from, or --synthetic-prompts (not both)")
-    if gpus_per_instance < 1:
-        raise SettingsError(f"--gpus-per-instance must be at least 1 (got {gpus_per_instance})")
+    # The one rule for counts: --seed -1 reached NumPy's generator (exit 70, an internal error), and
+    # --gpus-per-instance had no upper bound (a typo printed 9.8e19 GPU-minutes).
+    check_count("--gpus-per-instance", gpus_per_instance, minimum=1)
+    check_count("--seed", seed, minimum=0, optional=True)
     schedule = read_schedule(Path(schedule_path))
     recorded = schedule.recorded_settings
     frame = schedule.frame.sort("seq")
