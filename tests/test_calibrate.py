@@ -287,6 +287,27 @@ def test_a_timeline_of_an_interrupted_replay_is_said_so(tmp_path):
     assert "interrupted" not in invoke("calibrate", tmp_path / "whole.parquet", "-o", tmp_path / "q.json").stderr
 
 
+@pytest.mark.parametrize("args, words", [
+    # Filled the memory building the probe's plan (killed, exit 137), before anything was sent.
+    (["--servers", "http://127.0.0.1:9/v1", "--probe-max-batch", "9999999999"],
+     "--probe-max-batch must be a whole number from 1 to 4096 (got 9999999999)"),
+    (["--servers", "http://127.0.0.1:9/v1", "--probe-tokens", str(10**20)],  # exit 70: beyond int64
+     "--probe-tokens must be a whole number from 2 to 2147483647"),
+    # Refused as a field of "the calibration file", which the user never wrote; now named as the option.
+    (["TIMELINE", "--max-num-seqs", str(10**14)], "--max-num-seqs must be a whole number from 1 to 2147483647"),
+    (["TIMELINE", "--kv-cache-tokens", str(10**14)], "--kv-cache-tokens must be a whole number from 1 to 2147483647"),
+    (["TIMELINE", "--kv-cache-tokens", "0"], "--kv-cache-tokens must be a whole number from 1 to 2147483647 (got 0)"),
+])
+def test_calibrate_counts_are_refused_as_the_options_they_are(tmp_path, args, words):
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, metadata(frame), timeline)
+    result = invoke("calibrate", *[timeline if a == "TIMELINE" else a for a in args], "-o", tmp_path / "p.json")
+    assert result.exit_code == ExitCode.BAD_SETTINGS, result.output
+    assert result.stderr.startswith(f"Error: {words}") and result.stderr.count("\n") == 1
+    assert "calibration file" not in result.stderr and not (tmp_path / "p.json").exists()
+
+
 def test_a_timeline_with_impossible_times_is_refused_and_a_preset_that_would_not_load_is_not_written(
         tmp_path, monkeypatch):
     """A hostile-input audit found NaN times crashing the fit (exit 70) and a preset written before it was found

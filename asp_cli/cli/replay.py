@@ -216,7 +216,7 @@ def calibrate_command(
     servers: Optional[str] = typer.Option(None, "--servers", help="Measure a short probe run of your own on these servers (comma-separated base URLs) instead of a timeline."),
     model: Optional[str] = typer.Option(None, "--model", help="With --servers: the served model name (default: the first listed)."),
     probe_timeline: Optional[Path] = output_option("--probe-timeline", default=None, help="With --servers: also keep the probe's timeline here (.parquet)."),
-    probe_max_batch: int = typer.Option(256, "--probe-max-batch", help="With --servers: the largest probe minibatch (requests)."),
+    probe_max_batch: int = typer.Option(256, "--probe-max-batch", help="With --servers: the largest probe minibatch (requests, at most 4,096)."),
     probe_tokens: int = typer.Option(256, "--probe-tokens", help="With --servers: the longest probe response (tokens)."),
     kv_cache_tokens: Optional[int] = typer.Option(None, "--kv-cache-tokens", help="The engine's KV cache in tokens (vLLM logs 'GPU KV cache size'); default: what the servers reported."),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="The engine's sequence limit (vllm serve --max-num-seqs); default: observed, else the base's."),
@@ -228,7 +228,6 @@ def calibrate_command(
 ) -> None:
     """Fit the cost-model preset (decode step, prefill, KV capacity) to measured timings; write a preset JSON."""
     with guarded():
-        from asp_cli.errors import SettingsError
         from asp_cli.integrate.calibrate import calibrate
         from asp_cli.output import check_output_name, check_output_path
 
@@ -239,9 +238,6 @@ def calibrate_command(
         check_output_name(output, (".json",), writer="asp calibrate", what="a JSON preset")
         if probe_timeline is not None:
             check_output_path(probe_timeline, inputs, force=force)
-        for flag, value in (("--kv-cache-tokens", kv_cache_tokens), ("--max-num-seqs", max_num_seqs)):
-            if value is not None and value < 1:
-                raise SettingsError(f"{flag} must be at least 1 (got {value})")
         live = None
         if servers is not None:
             live = _live_settings(servers, engine="blocking", max_in_flight=None, no_stream=False, model=model,

@@ -25,6 +25,10 @@ from asp_cli.integrate.replay_plan import RequestPlan, simulate_plan
 from asp_cli.integrate.timings import read_timeline, rollout_figures, write_timeline
 
 PROBE_PROMPT_TOKENS = (128, 1024)  # two prompt lengths, so prefill and context cost separate
+# The largest probe minibatch, well above the sequences an engine runs at once (vLLM's max_num_seqs defaults to 256
+# or 1024), so a larger one measures nothing new. The plan holds about twice this many requests a server, each a
+# connection while its minibatch runs: --probe-max-batch 9999999999 filled the memory before anything was sent.
+MAX_PROBE_BATCH = 4096
 
 
 @dataclass
@@ -81,7 +85,12 @@ def calibrate(
         When the calibrated preset simulates every measured run worse than the base (without ``keep_worse``).
     """
     from asp_cli.output import write_text_atomic
+    from asp_cli.settings import check_count
 
+    # Checked here, not in the preset they end up in: --max-num-seqs 99999999999999 was refused as a bad field of
+    # "the calibration file", which the user never wrote.
+    check_count("--kv-cache-tokens", kv_cache_tokens, minimum=1, optional=True)
+    check_count("--max-num-seqs", max_num_seqs, minimum=1, optional=True)
     if (timeline is None) == (live is None):
         raise SettingsError("give a TIMELINE from asp replay, or --servers to measure a probe run (not both)")
     if live is not None:
@@ -244,10 +253,12 @@ def probe_plan(instances: int, *, max_batch: int, response_tokens: int, seed: in
     Raises
     ------
     SettingsError
-        For a batch or length below 1.
+        For a batch outside 1..`MAX_PROBE_BATCH`, or a length below 2 or above 2,147,483,647.
     """
-    if max_batch < 1 or response_tokens < 2:
-        raise SettingsError("--probe-max-batch must be at least 1 and --probe-tokens at least 2")
+    from asp_cli.settings import check_count
+
+    check_count("--probe-max-batch", max_batch, minimum=1, maximum=MAX_PROBE_BATCH)
+    check_count("--probe-tokens", response_tokens, minimum=2)  # beyond int64 it was exit 70
     rng = np.random.default_rng(seed)
     sizes = [1 << i for i in range(max_batch.bit_length()) if 1 << i <= max_batch]
     if sizes[-1] != max_batch:
