@@ -243,6 +243,9 @@ def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
     pl.DataFrame({"a": [1]}).write_parquet(other)
     result = invoke("calibrate", other, "-o", tmp_path / "p.json")
     assert result.exit_code == ExitCode.BAD_INPUT and "not an asp replay timeline" in result.stderr
+    result = invoke("calibrate", tmp_path, "-o", tmp_path / "p.json")
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert result.stderr == f"Error: {tmp_path}: is a folder, not a timeline file; give the file `asp replay -o` wrote\n"
     result = invoke("calibrate", plain, "-o", tmp_path / "p.json", "--servers", "http://127.0.0.1:9/v1")
     assert result.exit_code == ExitCode.BAD_SETTINGS and "not both" in result.stderr
     assert not (tmp_path / "p.json").exists()

@@ -91,8 +91,9 @@ def read_timeline(path: Path) -> Timeline:
     import pyarrow.parquet as pq
 
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such timeline file; give the file `asp replay -o` wrote")
+    if not path.is_file():  # a folder was "no such timeline file", which sent people looking for a typo
+        what = "is a folder, not a timeline file" if path.is_dir() else "no such timeline file"
+        raise InputError(f"{path}: {what}; give the file `asp replay -o` wrote")
     try:
         schema = pq.read_schema(path)
         frame = pl.read_parquet(path)
