@@ -44,6 +44,16 @@ def test_several_files_and_the_cap(tmp_path, prompts):
                                                                                          "predicted_max_tokens": 9}])])
 
 
+def test_a_predictions_file_named_twice_is_said_so(tmp_path, prompts):
+    """It was "pred.jsonl, pred.jsonl: prompt id 'q0' has more than one prediction; keep one row per prompt",
+    advice about the file's rows, where the other readers say the file was given twice."""
+    path = write_jsonl(tmp_path / "pred.jsonl", [{"id": f"q{i}", "predicted_tokens": 5} for i in range(40)])
+    result = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s.parquet"),
+                                 "--predictions", str(path), "--predictions", str(path)])
+    assert result.exit_code == 3, result.output
+    assert result.stderr == f"Error: {path}: given twice; name each predictions file once\n"
+
+
 @pytest.mark.parametrize(
     "rows, fragment",
     [

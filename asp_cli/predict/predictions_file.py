@@ -20,6 +20,7 @@ from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading import file_format, find_column, read_table
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.prompts import id_column
+from asp_cli.reading.tables import each_file_once
 
 LENGTH_COLUMNS = (C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS, C.PREDICTED_TOKENS)
 # Prompt tokens estimated from the text (bytes / 4), for prediction files without ``prompt_tokens``; a streamed
@@ -38,7 +39,7 @@ def expand_prediction_paths(paths: Sequence[Path]) -> list[Path]:
     Raises
     ------
     InputError
-        A folder without such files.
+        A folder without such files, or a file given twice.
     """
     out: list[Path] = []
     for path in map(Path, paths):
@@ -50,6 +51,8 @@ def expand_prediction_paths(paths: Sequence[Path]) -> list[Path]:
             out.extend(found)
         else:
             out.append(path)
+    # A file named twice (or named and in a folder named): say so, not "has more than one prediction".
+    each_file_once(out, "predictions file")
     return out
 
 
