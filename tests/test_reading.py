@@ -209,6 +209,21 @@ def test_bad_lengths_are_named(tmp_path, value, fragment):
     assert frame["prompt_id"].to_list() == ["a"] and report.skipped_rows == 1
 
 
+@pytest.mark.parametrize("name, content", [
+    ("h.jsonl", '{"id": "a", "length": 4}\n{"id": null, "length": 5}\n'),
+    ("h.csv", "id,length\na,4\n,5\n"),
+])
+def test_a_length_row_without_an_id_is_not_said_to_be_for_prompt_id_none(tmp_path, name, content):
+    """It was "column 'id' (the prompt id) is missing for prompt id 'None'"."""
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        read_lengths([path])
+    assert str(info.value).endswith("column 'id' (the prompt id) is missing; fix the row, or pass --on-bad-row skip "
+                                    "to skip bad rows")
+    assert "None" not in str(info.value)
+
+
 @pytest.mark.parametrize("rows", [
     [{"id": "a", "length": [10, True, 30]}, {"id": "b", "length": [5, 6]}],  # a true among the lengths
     [{"id": "a", "length": [True, False]}, {"id": "b", "length": [5, 6]}],  # a row of flags beside a row of lengths

@@ -185,7 +185,9 @@ def extract_lengths(
                     reason = f"column {length_col!r} is larger than any response ({value:g} > {C.MAX_TOKEN_COUNT:,})"
                 else:
                     reason = f"column {length_col!r} is not a whole token count ({value:g})"
-            raise InputError(f"{where}: {reason} for prompt id {shown_id(first[C.PROMPT_ID])}; {BAD_ROW_FIX}")
+            # A row without an id is not "for prompt id 'None'", as it was said.
+            subject = "" if first[C.PROMPT_ID] is None else f" for prompt id {shown_id(first[C.PROMPT_ID])}"
+            raise InputError(f"{where}: {reason}{subject}; {BAD_ROW_FIX}")
     return flagged.select(
         C.PROMPT_ID,
         pl.col("\x00num").cast(pl.Int64).alias(C.RESPONSE_TOKENS),
