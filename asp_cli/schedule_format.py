@@ -266,12 +266,14 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
         Naming the column or invariant that fails.
     """
     for name, dtype in REQUIRED_COLUMNS.items():
+        # Each message says what to do, as the others here do (these three said only what was wrong).
         if name not in frame.columns:
-            raise ScheduleFormatError(f"{where}: required column {name!r} is missing")
+            raise ScheduleFormatError(f"{where}: required column {name!r} is missing; write the schedule again")
         if frame.schema[name] != dtype:
-            raise ScheduleFormatError(f"{where}: column {name!r} is {frame.schema[name]}, expected {dtype}")
+            raise ScheduleFormatError(f"{where}: column {name!r} is {frame.schema[name]}, expected {dtype}; write the "
+                                      "schedule again")
     if frame.height == 0:
-        raise ScheduleFormatError(f"{where}: the schedule has no rows")
+        raise ScheduleFormatError(f"{where}: the schedule has no rows; write the schedule again")
     for name in REQUIRED_COLUMNS:
         missing = frame[name].null_count()
         if missing:
