@@ -787,3 +787,27 @@ def test_a_nested_integer_id_beyond_2_53_beside_fractions_stays_exact(tmp_path):
         with pytest.raises(InputError, match=r"r.jsonl:2: column 'extra_info.index' \(the id\) is the number "
                                              r"9007199254740992(\.0)?, too large to be an exact integer"):
             read([rounded], options)
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["schedule", "P", "-o", "S", "--history-id-key", ""], "--history-id-key"),
+    (["simulate", "S0", "--lengths-length-key", ""], "--lengths-length-key"),
+    (["observe", "H", "-o", "S", "--dataset", "P", "--dataset-id-key", ""], "--dataset-id-key"),
+    (["predictor", "eval", "P", "--lengths", "H", "--lengths-id-key", ""], "--lengths-id-key"),
+])
+def test_an_empty_column_name_is_refused_as_the_command_names_the_option(tmp_path, args, flag):
+    """ReadOptions named its field, not the option: `asp schedule --history-id-key ''` was refused as
+    "--length-id-key", which no command has (and `asp observe --dataset-id-key ''` as "--id-key", another one)."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "question": "x"}, {"id": "b", "question": "y"}])
+    history = write_jsonl(tmp_path / "h.jsonl", [{"prompt_id": "a", "response_tokens": 5}])
+    runner = CliRunner()
+    made = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s0.parquet"), "-q"])
+    assert made.exit_code == 0, made.output
+    paths = {"P": prompts, "H": history, "S": tmp_path / "s.parquet", "S0": tmp_path / "s0.parquet"}
+    result = runner.invoke(app, [str(paths.get(a, a)) for a in args])
+    assert result.exit_code == 4, result.output
+    assert result.stderr == f"Error: {flag} must name a column (got '')\n"

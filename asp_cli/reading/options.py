@@ -40,10 +40,12 @@ class ReadOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.on_bad_row, str) or self.on_bad_row not in ON_BAD_ROW:
             raise SettingsError(f"--on-bad-row must be 'error' or 'skip' (got {self.on_bad_row!r})")
-        for name in ("prompt_key", "id_key", "length_id_key", "length_key"):
-            value = getattr(self, name)
+        # Named as the calling command names them: `asp schedule --history-id-key ''` was refused as
+        # "--length-id-key", an option no command has.
+        for value, flag in ((self.prompt_key, "--prompt-key"), (self.id_key, self.id_flag),
+                            (self.length_id_key, self.length_id_flag), (self.length_key, self.length_flag)):
             if value is not None and (not isinstance(value, str) or not value):
-                raise SettingsError(f"--{name.replace('_', '-')} must name a column (got {value!r})")
+                raise SettingsError(f"{flag} must name a column (got {value!r})")
         if self.tokenizer is not None and not isinstance(self.tokenizer, Path):
             object.__setattr__(self, "tokenizer", Path(self.tokenizer))
 
