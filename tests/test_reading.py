@@ -811,3 +811,34 @@ def test_an_empty_column_name_is_refused_as_the_command_names_the_option(tmp_pat
     result = runner.invoke(app, [str(paths.get(a, a)) for a in args])
     assert result.exit_code == 4, result.output
     assert result.stderr == f"Error: {flag} must name a column (got '')\n"
+
+
+@pytest.mark.parametrize("args, flag, files", [
+    (["schedule", "P", "-o", "S", "--history-id-key", "uid"], "--history-id-key", "--history"),
+    (["predictor", "predict", "P", "-o", "S", "--history-length-key", "n"], "--history-length-key", "--history"),
+    (["predictor", "eval", "O", "--lengths-id-key", "uid"], "--lengths-id-key", "--lengths"),
+    (["predictor", "fit", "O", "-o", "M", "--history-id-key", "uid"], "--history-id-key", "--history"),
+    (["simulate", "S0", "--lengths-length-key", "n"], "--lengths-length-key", "--lengths"),
+    (["report", "S0", "--lengths-id-key", "uid"], "--lengths-id-key", "--lengths"),
+    (["replay", "S0", "P", "--dry-run", "--lengths-id-key", "uid"], "--lengths-id-key", "--lengths"),
+])
+def test_a_length_column_option_without_length_files_is_refused(tmp_path, args, flag, files):
+    """They did nothing, silently: `asp schedule --history-id-key uid` without --history made a schedule without
+    the history, exit 0 (asp observe refuses --dataset-id-key without --dataset)."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"id": f"q{i}", "question": "x " * i} for i in range(12)])
+    observed = write_jsonl(tmp_path / "o.jsonl", [{"id": f"q{i}", "question": "x " * i, "response_tokens": 9 * i + 3}
+                                                  for i in range(12)])
+    runner = CliRunner()
+    made = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s0.parquet"), "-q"])
+    assert made.exit_code == 0, made.output
+    paths = {"P": prompts, "O": observed, "S": tmp_path / "s.parquet", "S0": tmp_path / "s0.parquet",
+             "M": tmp_path / "m.skops"}
+    result = runner.invoke(app, [str(paths.get(a, a)) for a in args])
+    assert result.exit_code == 4, result.output
+    assert result.stderr == (f"Error: {flag} names a column of the {files} files, but none is given; give them with "
+                             f"{files}, or drop {flag}\n")
+    assert not (tmp_path / "s.parquet").exists() and not (tmp_path / "m.skops").exists()

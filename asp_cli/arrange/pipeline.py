@@ -485,6 +485,7 @@ def schedule(
     note = progress or (lambda _msg: None)
     inputs = [Path(p) for p in inputs]
     history = [Path(p) for p in history]
+    read.check_length_keys_used(history, "--history")
     if predictions:
         from asp_cli.predict.predictions_file import expand_prediction_paths
 

@@ -78,6 +78,7 @@ def simulate_file(
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import read_schedule
 
+    read.check_length_keys_used(lengths_paths, "--lengths")
     note = progress or (lambda _stage: None)
     note(STAGES[0])
     schedule = read_schedule(Path(schedule_path))

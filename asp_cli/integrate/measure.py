@@ -127,6 +127,7 @@ def replay_schedule(
     # --gpus-per-instance had no upper bound (a typo printed 9.8e19 GPU-minutes).
     check_count("--gpus-per-instance", gpus_per_instance, minimum=1)
     check_count("--seed", seed, minimum=0, optional=True)
+    read.check_length_keys_used(lengths, "--lengths")
     schedule = read_schedule(Path(schedule_path))
     recorded = schedule.recorded_settings
     frame = schedule.frame.sort("seq")

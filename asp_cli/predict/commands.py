@@ -67,6 +67,7 @@ def fit_predictor(
 
     inputs = [Path(p) for p in inputs]
     history = [Path(p) for p in history]
+    history_read.check_length_keys_used(history, "--history")
     if history and read.length_key is not None:
         raise SettingsError("--length-key names the length column of prompt files that carry their lengths; "
                             "with --history, name the history's column with --history-length-key")
@@ -136,6 +137,8 @@ def evaluate_predictor(
     from asp_cli.reading import read_lengths
 
     check_count("--max-response-tokens", max_response_tokens, minimum=1, optional=True)
+    history_read.check_length_keys_used(history, "--history")
+    lengths_read.check_length_keys_used(lengths, "--lengths")
     if lengths and read.length_key is not None:
         raise SettingsError("--length-key names the length column of prompt files that carry their lengths; "
                             "with --lengths, name that file's column with --lengths-length-key")
@@ -190,6 +193,7 @@ def predict_file(
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
     inputs = [Path(p) for p in inputs]
     history = [Path(p) for p in history]
+    read.check_length_keys_used(history, "--history")
     if output is not None:
         check_output_path(output, [*inputs, *history, *([Path(model)] if model else [])], force=force)
         check_parquet_name(Path(output), writer="asp predictor predict")

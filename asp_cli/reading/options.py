@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -48,6 +49,23 @@ class ReadOptions:
                 raise SettingsError(f"{flag} must name a column (got {value!r})")
         if self.tokenizer is not None and not isinstance(self.tokenizer, Path):
             object.__setattr__(self, "tokenizer", Path(self.tokenizer))
+
+    def check_length_keys_used(self, files: Sequence[object], files_flag: str) -> None:
+        """Refuse the length files' column options when no length file is given (``files_flag`` names them):
+        they did nothing, silently (`asp schedule --history-id-key uid` without --history made a schedule without
+        the history, exit 0), where `asp observe --dataset-id-key` without --dataset is refused.
+
+        Raises
+        ------
+        SettingsError
+            Naming the option and what it needs.
+        """
+        if files:
+            return
+        for value, flag in ((self.length_id_key, self.length_id_flag), (self.length_key, self.length_flag)):
+            if value is not None:
+                raise SettingsError(f"{flag} names a column of the {files_flag} files, but none is given; give them "
+                                    f"with {files_flag}, or drop {flag}")
 
     @property
     def skip_bad_rows(self) -> bool:

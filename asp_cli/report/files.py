@@ -62,6 +62,7 @@ def report_schedule(
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import read_schedule
 
+    read.check_length_keys_used(lengths, "--lengths")
     observed = None
     samples = None
     skipped = 0
