@@ -883,3 +883,20 @@ def test_an_interrupt_swallowed_by_a_finalizer_still_stops_the_run_with_one_line
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 130
     assert done.stderr == "Interrupted; nothing was written.\n" and done.stdout == ""
+
+
+@pytest.mark.parametrize("name, content, shown", [
+    ("nl.jsonl", '{"id": "a", "bad\\ncol": "x"}\n', "columns are: id, bad\\ncol;"),
+    ("nl.csv", 'id,"multi\nline"\na,x\n', "columns are: id, multi\\nline;"),
+    ("esc.jsonl", '{"id": "a", "\\u001b]0;owned\\u0007": "x"}\n', "columns are: id, \\x1b]0;owned\\x07;"),
+])
+def test_an_error_quoting_a_control_character_stays_one_line(tmp_path, name, content, shown):
+    """A column name with a newline (a JSON key, a quoted CSV header) split the error in two lines; one with an
+    escape sequence reached a terminal as one (a title change, colours). Every error is one line, controls
+    written as escapes."""
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    result = runner.invoke(app, ["schedule", str(path), "-o", str(tmp_path / "s.parquet")])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.count("\n") == 1 and shown in result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr

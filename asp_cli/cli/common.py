@@ -37,6 +37,13 @@ def say(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def one_line(message: str) -> str:
+    """An error message as one line: control characters written as escapes (``\\n``, ``\\x1b``). Messages
+    quote what files hold (column names, a server's answer): a JSON key with a newline split the line in two,
+    and one with an escape sequence reached the terminal as one."""
+    return "".join(ch if ch == "\t" or ch.isprintable() else repr(ch)[1:-1] for ch in message)
+
+
 def write_stdout(text: str) -> None:
     """Data on stdout, flushed; a stdout that cannot take it (a full disk, a closed pipe) is exit 7."""
     from asp_cli.errors import OutputError
@@ -120,7 +127,7 @@ def guarded() -> Iterator[None]:
     except AspError as exc:
         if traceback_enabled():
             traceback.print_exc()
-        say(f"Error: {exc}")
+        say(f"Error: {one_line(str(exc))}")
         raise typer.Exit(int(exc.exit_code)) from None
     except (KeyboardInterrupt, interrupts.Interrupted):
         interrupts.announce()
@@ -131,7 +138,7 @@ def guarded() -> Iterator[None]:
         if traceback_enabled():
             traceback.print_exc()
         say(
-            f"Error: internal error ({type(exc).__name__}: {exc}); this is a bug in asp. "
+            f"Error: internal error ({type(exc).__name__}: {one_line(str(exc))}); this is a bug in asp. "
             "Rerun as 'asp --traceback <command> ...' and report it."
         )
         raise typer.Exit(int(ExitCode.INTERNAL)) from None
