@@ -116,10 +116,17 @@ def check_output_path(output: Path | str, inputs: Iterable[Path] = (), *, force:
     text = getattr(output, "text", None) or (output if isinstance(output, str) else None)
     if text is not None and text.endswith(("/", os.sep)):
         raise OutputError(f"{text} ends with '/', so it names a folder; name the output file without the slash")
-    output = Path(output)
+    try:
+        _check_output(Path(output), inputs, force)
+    except OSError as exc:  # a name the file system refuses to look up (ENAMETOOLONG) was exit 70
+        raise cannot_write(output, exc) from None
+
+
+def _check_output(output: Path, inputs: Iterable[Path], force: bool) -> None:
     for path in inputs:
         path = Path(path)
-        if path.exists() and output.exists() and os.path.samefile(path, output):
+        # os.path.exists: an input whose name the file system refuses is not the output (its reader says so).
+        if os.path.exists(path) and output.exists() and os.path.samefile(path, output):
             raise OutputError(f"output {output} is also an input; write the output somewhere else")
         if os.path.abspath(path) == os.path.abspath(output):
             raise OutputError(f"output {output} is also an input; write the output somewhere else")
@@ -163,6 +170,10 @@ def _reason(exc: BaseException) -> str:
 
 def cannot_write(output: Path | str, exc: BaseException) -> OutputError:
     """The `OutputError` for a failed write of ``output``, with the reason ``exc`` gives."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        # asp first writes a hidden temporary name (or a lock file) some 30 characters longer than the output's.
+        return OutputError(f"cannot write {output} ({_reason(exc)}); give it a shorter name (asp writes it under a "
+                           "temporary name about 30 characters longer first)")
     return OutputError(f"cannot write {output} ({_reason(exc)}); check the folder's permissions and free space, "
                        "or write somewhere else")
 

@@ -38,6 +38,23 @@ def test_check_output_path(tmp_path):
         check_output_path(tmp_path, force=True)
 
 
+def test_an_output_name_too_long_for_the_file_system_is_exit_7_not_a_bug(tmp_path):
+    """Path.exists raised ENAMETOOLONG out of check_output_path: exit 70, "internal error"; an input with such a
+    name beside a good output was blamed on nothing (it is not the output: its reader says what it is)."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(12))
+    long = tmp_path / ("s" * 300 + ".parquet")
+    with pytest.raises(OutputError, match=r"\(File name too long\); give it a shorter name"):
+        check_output_path(long)
+    check_output_path(tmp_path / "ok.parquet", [tmp_path / ("h" * 300 + ".jsonl")])
+    result = CliRunner().invoke(app, ["schedule", str(prompts), "-o", str(long)])
+    assert result.exit_code == 7 and result.stderr.count("\n") == 1, result.output
+    assert "give it a shorter name" in result.stderr and os.listdir(tmp_path) == ["p.jsonl"]
+
+
 def test_check_output_path_refuses_devices_and_pipes(tmp_path):
     """Renaming onto /dev/null (as root) would replace the device node with a file: refuse it and pipes."""
     fifo = tmp_path / "fifo"
