@@ -127,3 +127,16 @@ def test_a_schedule_without_read_permission_is_exit_3_not_a_bug(folder, monkeypa
     assert result.exit_code == 3, result.stderr
     assert result.stderr.startswith(f"Error: {folder / 's.parquet'}: cannot be read (Permission denied); ")
     assert result.stderr.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("args", CASES, ids=[" ".join(a).replace("{tmp}/", "") for a in CASES])
+def test_an_input_named_past_the_file_systems_limit_is_exit_3(folder, args):
+    """Path.is_file and its kin raise ENAMETOOLONG for a name part over 255 bytes, where a missing file gives
+    False: every command's first look at such an input was exit 70, "internal error"."""
+    long = "m" * 300
+    result = runner.invoke(app, [a.replace("{tmp}/missing", "{tmp}/" + long).replace("{tmp}", str(folder))
+                                 for a in args])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith("Error: ") and long in result.stderr
+    assert "the name is too long for the file system, so no such file exists" in result.stderr
+    assert result.stderr.strip().count("\n") == 0 and result.stdout == ""

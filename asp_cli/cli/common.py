@@ -8,6 +8,7 @@ Library code never prints and never exits; commands call the library inside `gua
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -137,6 +138,13 @@ def guarded() -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
         if traceback_enabled():
             traceback.print_exc()
+        if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG and exc.filename:
+            # An input named past the file system's limit (255 bytes a part) cannot exist; every reader's
+            # first look (Path.is_file, is_dir) raised it: exit 70, "a bug". Outputs are refused before
+            # (`asp_cli.output.check_output_path`, exit 7).
+            say(f"Error: {one_line(str(exc.filename))}: the name is too long for the file system, so no such "
+                "file exists; give the file's real path")
+            raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
         say(
             f"Error: internal error ({type(exc).__name__}: {one_line(str(exc))}); this is a bug in asp. "
             "Rerun as 'asp --traceback <command> ...' and report it."
