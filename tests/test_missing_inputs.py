@@ -140,3 +140,27 @@ def test_an_input_named_past_the_file_systems_limit_is_exit_3(folder, args):
     assert result.stderr.startswith("Error: ") and long in result.stderr
     assert "the name is too long for the file system, so no such file exists" in result.stderr
     assert result.stderr.strip().count("\n") == 0 and result.stdout == ""
+
+
+@pytest.mark.parametrize("args", [
+    ["schedule", "BAD", "-o", "{tmp}/o.parquet"],
+    ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "BAD"],
+    ["simulate", "{tmp}/s.parquet", "--lengths", "BAD"],
+    ["export", "{tmp}/s.parquet", "BAD", "-o", "{tmp}/o.parquet"],
+])
+@pytest.mark.parametrize("bad, words", [
+    ("{tmp}/good.jsonl/x.jsonl", "no such file"),  # a path through a file: NotADirectoryError
+    ("{tmp}/loop.jsonl", "cannot be read (Too many levels of symbolic links)"),  # ELOOP; Path.resolve raised
+])
+def test_a_path_through_a_file_or_a_symlink_loop_is_exit_3_not_a_bug(folder, args, bad, words):
+    """Both were exit 70, "internal error": only a missing file, a folder and no permission were expected."""
+    import os
+
+    for name, target in (("loop.jsonl", "loop2.jsonl"), ("loop2.jsonl", "loop.jsonl")):
+        if not os.path.lexists(folder / name):
+            os.symlink(folder / target, folder / name)
+    (folder / "o.parquet").unlink(missing_ok=True)
+    bad = bad.replace("{tmp}", str(folder))
+    result = runner.invoke(app, [bad if a == "BAD" else a.replace("{tmp}", str(folder)) for a in args])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith(f"Error: {bad}: {words}") and result.stderr.count("\n") == 1

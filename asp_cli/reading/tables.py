@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import json
 import threading
@@ -143,12 +144,13 @@ def input_file_errors(path: Path) -> Iterator[None]:
     """Turn the errors of opening an input file into one-line `InputError`s naming it."""
     try:
         yield
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # NotADirectoryError: a path through a file (a.jsonl/b.jsonl)
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory; name a file") from None
-    except PermissionError:
-        raise InputError(f"{path}: cannot be read (Permission denied); check the file's permissions") from None
+    except OSError as exc:  # no permission; a symlink loop (ELOOP), an I/O error: exit 70 before
+        raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__}); check the file's permissions, "
+                         "or name a readable file") from None
 
 
 def _read_bytes(path: Path, gzipped: bool, report: ReadReport | None = None) -> bytes:
@@ -249,10 +251,10 @@ def each_file_once(paths: Sequence[Path], what: str) -> None:
     """Raise `InputError` when one file is named twice among ``paths`` (the same path, or two names of one
     file): every row would count twice, as duplicate prompt ids or as doubled samples. ``what`` names the
     files in the message ("prompt file", "length file")."""
-    given: dict[Path, Path] = {}
+    given: dict[str, Path] = {}
     for path in paths:
         path = Path(path)
-        same = given.setdefault(path.resolve(), path)
+        same = given.setdefault(os.path.realpath(path), path)  # Path.resolve raised on a symlink loop: exit 70
         if same is not path:
             shown = f"{path}" if str(same) == str(path) else f"{path} (the same file as {same})"
             raise InputError(f"{shown}: given twice; name each {what} once")
