@@ -650,3 +650,19 @@ def test_a_verl_export_of_a_schedule_for_servers_that_refill_says_nothing_of_eng
     assert any("--dispatch planned" in w for w in routed.warnings)
     assert length.trainer_settings["actor_rollout_ref.rollout.full_determinism"] is False  # a route needs it off
     assert "actor_rollout_ref.rollout.full_determinism" not in result.trainer_settings
+
+
+@pytest.mark.parametrize("used", [
+    {"p.jsonl": 5},  # asp replay: exit 70 ('int' object has no attribute 'get')
+    {"p.jsonl": {"prompt": 5, "id": ["x"]}},  # asp export and replay: "--prompt-key must name a column (got 5)"
+    [1, 2],
+])
+def test_damaged_columns_used_metadata_means_detecting_the_columns_again(tmp_path, used):
+    """Edited schedule metadata: its recorded columns are a hint, and a damaged one is detected again by export,
+    observe and replay alike (one function, `recorded_keys`)."""
+    from asp_cli.integrate.export import recorded_keys
+    from asp_cli.integrate.replay_plan import dataset_prompts
+
+    assert recorded_keys({"columns_used": used}) == (None, None)
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "question": "x"}, {"id": "b", "question": "y"}])
+    assert dataset_prompts([prompts], {"columns_used": used}, prompt_key=None, id_key=None) == {"a": "x", "b": "y"}

@@ -392,10 +392,9 @@ def recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
     used = metadata.get("columns_used") or {}
     first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
     first = first if isinstance(first, dict) else {}  # a damaged entry: detect the columns again
-    id_col = first.get("id")
-    if id_col in (None, "(row number)"):
-        id_col = None
-    return id_col, first.get("prompt")
+    id_col, prompt_col = (value if isinstance(value, str) and value else None
+                          for value in (first.get("id"), first.get("prompt")))
+    return (None if id_col == "(row number)" else id_col), prompt_col
 
 
 # --------------------------------------------------------------------------------------------------------

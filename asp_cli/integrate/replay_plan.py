@@ -161,14 +161,13 @@ def prompt_lengths(frame: pl.DataFrame, observed: pl.DataFrame | None, *, sample
 def dataset_prompts(datasets: list[Path], metadata: dict, *, prompt_key: str | None,
                     id_key: str | None) -> dict[str, str]:
     """Prompt text by id, read from the dataset(s) the schedule was made from (ids as `asp schedule` found them)."""
+    from asp_cli.integrate.export import recorded_keys
     from asp_cli.reading import read_prompts
     from asp_cli.reading.options import ReadOptions
 
-    used = metadata.get("columns_used") or {}
-    first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
-    recorded_id = first.get("id") if first.get("id") != "(row number)" else None
-    options = ReadOptions(prompt_key=prompt_key or first.get("prompt"), id_key=id_key or recorded_id,
-                          on_bad_row="skip")
+    # The keys as `asp export` reads them: a damaged entry ({"prompt": 5}) was exit 70 here.
+    recorded_id, recorded_prompt = recorded_keys(metadata)
+    options = ReadOptions(prompt_key=prompt_key or recorded_prompt, id_key=id_key or recorded_id, on_bad_row="skip")
     frame, _ = read_prompts(datasets, options)
     return dict(zip(frame["prompt_id"].to_list(), frame["prompt_text"].to_list()))
 
