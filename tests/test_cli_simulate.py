@@ -62,12 +62,13 @@ def test_lengths_of_other_prompts_or_above_the_cap_are_warned_about(built, tmp_p
     assert document["lengths"]["unknown_ids"] == 1 and document["lengths"]["unknown_id_examples"] == ["ghost"]
     over = document["lengths"]["samples_over_max_response_tokens"]
     assert over == 2  # the prompt's one observed sample, in both epochs (the rest of its group, drawn, stop at the cap)
-    assert "Warning: 1 prompt ids of the observed lengths are not in the schedule (e.g. 'ghost')" in result.stderr
+    # Worded as `asp report --lengths` words it: the option, and of how many ids.
+    assert "Warning: 1 of the 3 prompt ids of --lengths are not in the schedule (e.g. 'ghost')" in result.stderr
     assert f"Warning: {over} observed samples are longer than the schedule's max_response_tokens" in result.stderr
     (tmp_path / "ghosts.jsonl").write_text('{"prompt_id": "ghost", "response_tokens": 3}\n', encoding="utf-8")
     result = invoke("simulate", built["schedule"], "--lengths", tmp_path / "ghosts.jsonl", "--json")
     assert json.loads(result.stdout)["warnings"] == [
-        "none of the 1 prompt ids of the observed lengths is in the schedule (e.g. 'ghost'), so every length is "
+        "none of the 1 prompt ids of --lengths is in the schedule (e.g. 'ghost'), so every length is "
         "sampled around the predictions; check --lengths-id-key, or that the lengths are of this schedule's prompts"]
     assert json.loads(invoke("simulate", built["schedule"], "--json").stdout)["warnings"] == []
 

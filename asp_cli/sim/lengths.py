@@ -109,6 +109,7 @@ class LengthInfo:
     unknown_ids: int = 0  # distinct ids of the observed lengths that the schedule does not hold
     unknown_examples: tuple[str, ...] = ()
     samples_over_cap: int = 0  # observed samples replayed that are longer than max_response_tokens
+    observed_ids: int = 0  # distinct ids of the observed lengths
 
     def to_dict(self) -> dict:
         return {
@@ -121,15 +122,17 @@ class LengthInfo:
         }
 
     def warnings(self, max_response_tokens: int) -> list[str]:
-        """What about the observed lengths is legal but probably not what the user meant."""
+        """What about the observed lengths is legal but probably not what the user meant (worded as `asp report` and
+        `asp schedule --history` word theirs: the option, and of how many ids)."""
         notes = []
         if self.unknown_ids and not self.prompts_observed:
-            notes.append(f"none of the {self.unknown_ids:,} prompt ids of the observed lengths is in the schedule "
+            notes.append(f"none of the {self.unknown_ids:,} prompt ids of --lengths is in the schedule "
                          f"(e.g. {shown_id(self.unknown_examples[0])}), so every length is sampled around the predictions; "
                          "check --lengths-id-key, or that the lengths are of this schedule's prompts")
         elif self.unknown_ids:
-            notes.append(f"{self.unknown_ids:,} prompt ids of the observed lengths are not in the schedule (e.g. "
-                         f"{shown_id(self.unknown_examples[0])}); their samples are ignored")
+            notes.append(f"{self.unknown_ids:,} of the {max(self.observed_ids, self.unknown_ids):,} prompt ids of "
+                         f"--lengths are not in the schedule (e.g. {shown_id(self.unknown_examples[0])}); their samples "
+                         "are ignored")
         if self.samples_over_cap:
             notes.append(f"{self.samples_over_cap:,} observed samples are longer than the schedule's "
                          f"max_response_tokens ({max_response_tokens:,}); replayed as observed, though a server "
@@ -162,9 +165,10 @@ def lengths_for_schedule(
     have = np.zeros(rows, dtype=bool)
     drawn_prompts = 0
     unknown: list[str] = []
-    unknown_count = 0
+    unknown_count = observed_ids = 0
     if observed is not None and observed.height:
         strays = observed["prompt_id"].unique(maintain_order=True)
+        observed_ids = strays.len()
         strays = strays.filter(~strays.is_in(ids.unique().implode()))
         unknown_count, unknown = strays.len(), strays.head(3).to_list()
         obs = observed.select("prompt_id", "response_tokens").with_columns(
@@ -197,4 +201,4 @@ def lengths_for_schedule(
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
-                                          tuple(unknown), over_cap)
+                                          tuple(unknown), over_cap, observed_ids)
