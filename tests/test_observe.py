@@ -377,6 +377,27 @@ def test_tokenizer_counts_of_a_dump_are_flagged_one_eos_short(built, tmp_path): 
     assert result.added["response_tokens"].to_list() == [10, 11, 10, 11]
     assert result.summary["eos_short_lengths"] == 4 and result.summary["estimated_lengths"] == 0
     assert any("1 token short (the end-of-sequence token)" in w for w in result.warnings)
+    assert not any("was not used" in w for w in result.warnings)
+
+
+def test_a_tokenizer_no_log_needs_is_said_and_a_missing_one_is_refused_first(tmp_path):
+    """`--tokenizer nope.json` was silently ignored when no log was a verl dump: a missing file is exit 3 (before any
+    log is read, whatever the logs are), an existing one that counted nothing is a warning."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "a", "response_tokens": 12}])
+    result = CliRunner().invoke(app, ["observe", str(log), "-o", str(tmp_path / "h.parquet"),
+                                      "--tokenizer", str(tmp_path / "nope.json")])
+    assert result.exit_code == 3, result.output
+    assert result.stderr == f"Error: {tmp_path / 'nope.json'}: no such file; --tokenizer names a local tokenizer.json\n"
+    assert not (tmp_path / "h.parquet").exists()
+    (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")  # never parsed: no log needs it
+    result = observe([log], None, read=replace(OBSERVE_READ, tokenizer=tmp_path / "tokenizer.json"))
+    assert result.warnings == [f"--tokenizer {tmp_path / 'tokenizer.json'} was not used: it counts the response text "
+                               "of verl dumps, and these logs give token counts; drop it"]
+    assert observe([log], None).warnings == []
 
 
 def test_a_verl_dump_takes_the_ids_the_schedule_was_made_with(tmp_path):

@@ -137,6 +137,9 @@ def observe(
         raise InputError("no rollout log given; name at least one log file")
     if read.id_key is not None and not dataset:  # it names a column of the dataset files: alone it did nothing
         raise SettingsError(f"{read.id_flag} names the id column of the --dataset files: give them with --dataset")
+    if read.tokenizer is not None and not read.tokenizer.is_file():  # else missing went unsaid without a verl dump
+        what = "no such file" if not read.tokenizer.exists() else "is not a file"
+        raise InputError(f"{read.tokenizer}: {what}; --tokenizer names a local tokenizer.json")
     out = Path(output) if output is not None else None
     if out is not None:
         # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.
@@ -204,6 +207,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                          "rows_fingerprint": rows_print})
     added = pl.concat(parts, how="vertical") if parts else _empty()
     summary["rows_read"] = added.height + summary["bad_rows"]
+    if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):
+        warnings.append(f"--tokenizer {read.tokenizer} was not used: it counts the response text of verl dumps, and "
+                        "these logs give token counts; drop it")
 
     if cap is not None:
         added = added.with_columns(pl.col("truncated").fill_null(pl.col("response_tokens") >= cap))
@@ -327,7 +333,7 @@ def _read_log(
     frame = read_table(path, on_bad_row=read.on_bad_row, report=malformed, text_columns=read.text_keys)
     malformed.settle()  # the report's fingerprint of the log (unused here) holds its bytes until it is done
     kind = _log_format(path, frame, read)
-    verl_dump = kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None
+    verl_dump = kind != "verl_generations" and _counts_text(kind, read)
     if verl_dump or kind == "verl_generations":
         summary["bad_rows"] += malformed.skipped_rows
         summary["bad_row_examples"].extend(f"{w}: not a JSON object" for w in malformed.skipped_examples)
@@ -532,6 +538,13 @@ def _prompt_contents(dataset: _Dataset) -> list[tuple[str, str]]:
         rows = prompts[C.ROW].to_list()
         texts = [last.get(row, text) for row, text in zip(rows, texts, strict=True)]
     return [(text.strip(), prompt_id) for text, prompt_id in zip(texts, prompts[C.PROMPT_ID].to_list(), strict=True)]
+
+
+def _counts_text(kind: str, read: ReadOptions) -> bool:
+    """Whether a log of this kind is read as response text to count (a verl dump named by columns is not)."""
+    if kind == "verl_generations":
+        return True
+    return kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None
 
 
 def _count_tokens(texts: list[str | None], tokenizer: str | Path | None) -> list[int | None]:
