@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,7 +227,7 @@ def load_preset(name_or_path: str | Path = DEFAULT_PRESET, **overrides: float) -
         preset = PRESETS[text]
     else:
         path = Path(text)
-        if not path.is_file():
+        if not os.path.isfile(path):  # False, not ENAMETOOLONG (exit 3), for a name too long for any file
             if path.suffix.lower() == ".json" or len(path.parts) > 1:  # meant as a file
                 raise SettingsError(f"--preset {text}: no such file; name a calibration file that exists (asp "
                                     f"calibrate -o writes one) or a preset: {', '.join(PRESETS)}")

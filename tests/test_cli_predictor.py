@@ -266,6 +266,22 @@ def test_a_model_path_that_is_a_folder_or_a_dangling_link_says_so(tmp_path):
         assert result.exit_code == 5 and f"{path}: {words}; give a file written by" in result.stderr
 
 
+def test_a_model_name_too_long_for_the_file_system_is_a_missing_model_file(tmp_path):
+    """It was exit 3 (the generic message for an input name too long), where a missing model file is exit 5."""
+    from asp_cli.cli.main import app as asp
+
+    path = tmp_path / ("m" * 300 + ".skops")
+    data = tmp_path / "p.jsonl"
+    data.write_text('{"id": "a", "question": "What is 2+2?"}\n', encoding="utf-8")
+    for args in (["predictor", "info", str(path)],
+                 ["predictor", "predict", str(data), "-o", str(tmp_path / "p.parquet"), "--model", str(path)],
+                 ["schedule", str(data), "-o", str(tmp_path / "s.parquet"), "--predictor", str(path)]):
+        result = runner.invoke(asp, args)
+        assert result.exit_code == 5, result.output
+        assert result.stderr == (f"Error: {path}: the name is too long for the file system, so no such model file "
+                                 "exists; give a file written by `asp predictor fit`\n")
+
+
 def test_fit_on_text_without_spaces_and_an_infinite_difficulty(tmp_path):
     """A hostile-input audit: Chinese prompts (no word shared by enough prompts: no word feature at all) and one
     difficulty of JSON's Infinity each stopped `predictor fit` with a scikit-learn error (exit 70)."""

@@ -66,6 +66,11 @@ def test_unknown_preset_name():
 def test_a_missing_calibration_file_is_named_as_a_missing_file(tmp_path):
     with pytest.raises(SettingsError, match=r"--preset .*preset\.json: no such file; name a calibration file"):
         load_preset(tmp_path / "preset.json")
+    # A name too long for the file system raised ENAMETOOLONG: exit 3, where a missing calibration file is exit 4.
+    with pytest.raises(SettingsError, match=r"--preset .*m\.json: no such file; name a calibration file"):
+        load_preset(tmp_path / ("m" * 300 + ".json"))
+    with pytest.raises(SettingsError, match="unknown hardware preset"):
+        load_preset("m" * 300)
 
 
 def test_the_command_lines_preset_names_are_the_presets():

@@ -8,6 +8,7 @@ that makes a saved file the same bytes for the same model (docs/predictor.md, "M
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
@@ -106,22 +107,39 @@ def damaged(path: Path, what: str) -> PredictorError:
                           "`asp predictor fit`")
 
 
+def is_model_file(path: Path) -> bool:
+    """``path.is_file()``, but False for a name too long for the file system, where no file can be (it raised
+    ENAMETOOLONG: exit 3, where a missing model file is exit 5)."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        return False
+
+
 def missing_model(path: Path) -> PredictorError:
-    """The error for a model path that holds no file: missing, a folder, a dangling link, a pipe."""
-    if path.is_dir():
-        what = "is a folder, not a model file"
-    elif path.is_symlink() and not path.exists():
-        what = "is a link to nothing"
-    elif path.exists():
-        what = "is not a regular file (a pipe, a device or a socket)"
-    else:
-        what = "no such model file"
+    """The error for a model path that holds no file: missing, a folder, a dangling link, a pipe, a name too long
+    for the file system."""
+    try:
+        if path.is_dir():
+            what = "is a folder, not a model file"
+        elif path.is_symlink() and not path.exists():
+            what = "is a link to nothing"
+        elif path.exists():
+            what = "is not a regular file (a pipe, a device or a socket)"
+        else:
+            what = "no such model file"
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        what = "the name is too long for the file system, so no such model file exists"
     return PredictorError(f"{path}: {what}; give a file written by `asp predictor fit`")
 
 
 def read_archive(path: Path) -> tuple[bytes, zipfile.ZipFile]:
     """The file's bytes and its zip directory, refused before anything inflates when it declares too much."""
-    if not path.is_file():
+    if not is_model_file(path):
         raise missing_model(path)
     not_one = f"{path}: not an asp predictor file (a skops archive from `asp predictor fit`)"
     try:

@@ -52,9 +52,9 @@ def load_predictor(path: Path | None = None):
             f"the bundled default model is missing ({path}); reinstall asp or rebuild it with "
             "scripts/train_default_predictor.py"
         )
-    if not path.is_file():
-        from asp_cli.predict.model_file import missing_model
+    from asp_cli.predict.model_file import is_model_file, missing_model
 
+    if not is_model_file(path):
         raise missing_model(path)
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
