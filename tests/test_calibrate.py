@@ -311,6 +311,18 @@ def test_calibrate_counts_are_refused_as_the_options_they_are(tmp_path, args, wo
     assert "calibration file" not in result.stderr and not (tmp_path / "p.json").exists()
 
 
+def test_a_probe_over_the_open_file_limit_names_calibrates_own_option(tmp_path, monkeypatch):
+    """It said "or lower --max-in-flight", an option `asp calibrate` does not have."""
+    resource = pytest.importorskip("resource")
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024, 1024))
+    monkeypatch.setattr(resource, "setrlimit", lambda which, limits: None)  # the test process keeps its own
+    result = invoke("calibrate", "-o", tmp_path / "p.json", "--servers", "http://127.0.0.1:9/v1,http://127.0.0.1:10/v1",
+                    "--probe-max-batch", "4096")
+    assert result.exit_code == ExitCode.BAD_SETTINGS, result.output
+    assert result.stderr == ("Error: the replay holds up to 8192 connections but this process may open 1024 files; "
+                             "raise the limit (ulimit -n 8256) or lower --probe-max-batch\n")
+
+
 def test_a_timeline_with_impossible_times_is_refused_and_a_preset_that_would_not_load_is_not_written(
         tmp_path, monkeypatch):
     """A hostile-input audit found NaN times crashing the fit (exit 70) and a preset written before it was found

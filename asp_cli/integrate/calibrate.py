@@ -295,7 +295,8 @@ def _probe(live: LiveSettings, base: str, max_batch: int, response_tokens: int,
     preset = load_preset(base)
     k = len(live.servers)
     plan = probe_plan(k, max_batch=max_batch, response_tokens=response_tokens)
-    outcome = run_live([plan], live, progress=progress)
+    # calibrate has no --max-in-flight: the probe's largest minibatch is what bounds its connections.
+    outcome = run_live([plan], live, progress=progress, limit_option="--probe-max-batch")
     if outcome.error is not None:
         raise outcome.error
     if outcome.interrupted:

@@ -147,10 +147,12 @@ class LiveOutcome:
 
 
 def run_live(plans: list[RequestPlan], settings: LiveSettings, *, progress: Progress | None = None,
-             default_in_flight: int = 1024, clock: Callable[[], float] = time.perf_counter) -> LiveOutcome:
+             default_in_flight: int = 1024, clock: Callable[[], float] = time.perf_counter,
+             limit_option: str = "--max-in-flight") -> LiveOutcome:
     """Warm the servers up, then send every plan in turn (the next when the previous has finished).
 
-    ``default_in_flight`` is the streaming limit when ``settings.max_in_flight`` is None.
+    ``default_in_flight`` is the streaming limit when ``settings.max_in_flight`` is None. ``limit_option`` is the
+    caller's option that bounds the connections, named when the open-file limit is too low for them.
 
     Raises
     ------
@@ -158,7 +160,7 @@ def run_live(plans: list[RequestPlan], settings: LiveSettings, *, progress: Prog
         When the process may not open enough connections.
     """
     settings = dataclasses.replace(settings, engine=settings.engine or "blocking")
-    _raise_file_limit(_peak_connections(plans, settings, default_in_flight))
+    _raise_file_limit(_peak_connections(plans, settings, default_in_flight), limit_option)
     return asyncio.run(_run_all(plans, settings, progress, default_in_flight, clock))
 
 
@@ -364,7 +366,7 @@ def _peak_connections(plans: list[RequestPlan], settings: LiveSettings, default_
     return k * largest
 
 
-def _raise_file_limit(connections: int) -> None:
+def _raise_file_limit(connections: int, limit_option: str = "--max-in-flight") -> None:
     """Raise the open-file soft limit to what the connections need, or say how."""
     try:
         import resource
@@ -380,7 +382,7 @@ def _raise_file_limit(connections: int) -> None:
         soft = target
     if soft < needed:
         raise SettingsError(f"the replay holds up to {connections} connections but this process may open {soft} "
-                            f"files; raise the limit (ulimit -n {needed}) or lower --max-in-flight")
+                            f"files; raise the limit (ulimit -n {needed}) or lower {limit_option}")
 
 
 def _catch_signals(stop: asyncio.Event) -> Callable[[], None]:
