@@ -123,6 +123,22 @@ def test_newer_format_exits_6(schedules, tmp_path):
     assert result.exit_code == 6 and "newer than this asp reads" in result.stderr
 
 
+def test_metadata_without_its_maker_says_an_unknown_asp_version(schedules, tmp_path):
+    """Metadata of format_version alone: the report said "made by asp None" (and the page "None")."""
+    table = pq.read_table(schedules / "a.parquet")
+    version = json.loads(table.schema.metadata[METADATA_KEY])["format_version"]
+    path = tmp_path / "bare.parquet"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps({"format_version": version}).encode()}),
+                   path)
+    result = run(path)
+    assert result.exit_code == 0, result.output
+    assert f"(schedule format {version}, made by an unknown asp version)" in result.stdout
+    assert run(path, "--html", tmp_path / "bare.html").exit_code == 0
+    page = (tmp_path / "bare.html").read_text(encoding="utf-8")
+    assert "None" not in page and "schedule made by an unknown asp version" in page
+    assert "made by asp " in run(schedules / "a.parquet").stdout
+
+
 def test_a_newer_compare_file_exits_6_too(schedules, tmp_path):
     path = tmp_path / "notes.parquet"
     path.write_text("not parquet")

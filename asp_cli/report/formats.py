@@ -42,3 +42,13 @@ def verdict_text(row: dict[str, Any]) -> str:
     if row.get("better"):
         return row["better"]
     return "-" if row.get("note") else ""
+
+
+def made_by_text(provenance: dict[str, Any]) -> str:
+    """Who made the schedule, as both renderers say it: ``created_by``, else ``asp`` and ``asp_version``, else (a
+    file whose metadata holds neither, say only its format_version) an unknown asp version, not "asp None"."""
+    if provenance.get("created_by"):
+        return str(provenance["created_by"])
+    if provenance.get("asp_version"):
+        return f"asp {provenance['asp_version']}"
+    return "an unknown asp version"

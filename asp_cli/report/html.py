@@ -391,9 +391,11 @@ def _cards(report: dict[str, Any]) -> str:
 
 
 def _provenance(report: dict[str, Any]) -> str:
+    from asp_cli.report.formats import made_by_text
+
     prov = report["provenance"]
     rows = [["schedule", report["schedule"]["name"]], ["format version", report["schedule"]["format_version"]],
-            ["made by", prov.get("created_by") or prov.get("asp_version")]]
+            ["made by", made_by_text(prov)]]
     if prov.get("command_line"):
         rows.append(["command", prov["command_line"]])
     settings = prov.get("settings") or {}
@@ -546,6 +548,8 @@ def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     """
     from importlib.resources import files
 
+    from asp_cli.report.formats import made_by_text
+
     sections = [_section("made", "How it was made", "The settings, inputs and predictor recorded in the "
                          "schedule file; fingerprints are SHA-256 of the file bytes.", _provenance(report))]
     if checks:
@@ -599,6 +603,5 @@ def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
         nav=_nav(sections),
         cards=_cards(report),
         sections="\n".join(sections),
-        footer=_e(f"report_version {report['report_version']}; schedule made by "
-                  f"{report['provenance'].get('created_by') or 'asp'}"),
+        footer=_e(f"report_version {report['report_version']}; schedule made by {made_by_text(report['provenance'])}"),
     )

@@ -100,13 +100,15 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     """
     from rich.table import Table
 
+    from asp_cli.report.formats import made_by_text
+
     console = _console(width, color)
     out = console.print
     size = report["size"]
     prov = report["provenance"]
     name = report["schedule"]["name"] or "schedule"
     out(f"[bold]asp report: {name}[/bold]  (schedule format {report['schedule']['format_version']}, "
-        f"made by {prov.get('created_by') or 'asp ' + str(prov.get('asp_version'))})")
+        f"made by {made_by_text(prov)})")
 
     made = Table.grid(padding=(0, 2))
     made.add_column(style="dim")
