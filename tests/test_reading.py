@@ -54,6 +54,33 @@ def test_multi_part_content_is_scheduled_by_its_text_parts(tmp_path, layout):
         assert frame.filter(pl.col("prompt_id") == "b")["prompt_text"].item() == "plain question"
 
 
+@pytest.mark.parametrize("layout", ["mixed-jsonl", "jsonl", "json-text", "parquet"])
+@pytest.mark.parametrize("content", [5, True, {"x": 1}])
+def test_a_chat_content_that_is_not_text_is_a_bad_row_named_by_its_line(tmp_path, layout, content):
+    """A content of 5 beside text contents was read as the text "5" (Polars decoding into text), and one alone made
+    the whole file an error without a line: each is a bad row (E06), named as such, skipped with --on-bad-row skip."""
+    odd = [{"role": "user", "content": content}]
+    plain = [{"role": "user", "content": "plain question"}]
+    if layout == "parquet":
+        path = tmp_path / "p.parquet"
+        pl.DataFrame({"id": ["a", "b"], "prompt": [odd, odd]}).write_parquet(path)
+    elif layout == "json-text":
+        path = write_jsonl(tmp_path / "p.jsonl", [{"id": "b", "messages": json.dumps(plain)},
+                                                  {"id": "a", "messages": json.dumps(odd)}])
+    else:
+        rows = [{"id": "a", "prompt": odd}] if layout == "jsonl" else [{"id": "b", "prompt": plain},
+                                                                       {"id": "a", "prompt": odd}]
+        path = write_jsonl(tmp_path / "p.jsonl", rows)
+    line = 1 if layout in ("jsonl", "parquet") else 2
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}(: row |:){line}: column '(prompt|messages)' holds a "
+                                         r"chat message whose 'content' is not text \(a number, true/false or an "
+                                         r"object\); fix the row, or pass --on-bad-row skip"):
+        read_prompts([path])
+    if layout in ("mixed-jsonl", "json-text"):
+        frame, report = read_prompts([path], ReadOptions(on_bad_row="skip"))
+        assert frame["prompt_id"].to_list() == ["b"] and report.skipped_rows == 1
+
+
 def test_messages_as_json_text_win_over_a_text_prompt(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [{"id": 1, "prompt": "system text", "messages": json.dumps(CHAT)}])
     frame, _ = read_prompts([path])

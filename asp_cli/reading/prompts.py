@@ -33,11 +33,13 @@ from asp_cli.reading.tables import (
 
 
 
-def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series | None]:
-    """(prompt text, number of messages, bad-row mask, too-deep mask or None) of a prompt column, one value per row.
+def _prompt_text(frame: pl.DataFrame, column: str,
+                 path: Path) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series | None, pl.Series | None]:
+    """(prompt text, number of messages, bad-row mask, too-deep mask or None, not-text-content mask or None) of a
+    prompt column, one value per row.
 
-    The too-deep mask marks rows whose JSON text nests deeper than asp reads (`asp_cli.limits`); they are bad
-    rows too.
+    The too-deep mask marks rows whose JSON text nests deeper than asp reads (`asp_cli.limits`); the not-text mask
+    rows with a chat message whose content is a number, true/false or an object. Both are bad rows too.
     """
     dtype = frame.schema[column]
     if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
@@ -55,17 +57,22 @@ def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Serie
             content = content.list.eval(pl.element().struct.field("text").cast(pl.String)).list.drop_nulls()
             content = content.list.join("\n")
         elif content_type not in (pl.String, pl.Null):
-            raise InputError(
-                f"{path}: the 'content' of the messages in column {column!r} is {fields[CHAT_CONTENT]}, not text; "
-                "give each message's content as a string"
+            # Contents that are numbers, true/false or objects in every row: each row is bad, as one such content
+            # among text is (`_parse_chat_json`), not the whole file.
+            col = pl.col(column)
+            out = frame.select(
+                col.list.len().cast(pl.Int32).fill_null(0).alias("m"),
+                col.list.eval(content.is_not_null()).list.any().fill_null(False).alias("n"),
             )
+            return (pl.Series("t", [None] * frame.height, dtype=pl.String), out["m"],
+                    pl.Series("b", [True] * frame.height, dtype=pl.Boolean), None, out["n"])
         col = pl.col(column)
         out = frame.select(
             col.list.eval(content.cast(pl.String)).list.join("\n").alias("t"),
             col.list.len().cast(pl.Int32).alias("m"),
             (col.is_null() | col.list.eval(pl.element().struct.field(CHAT_CONTENT).is_null()).list.any()).alias("b"),
         )
-        return out["t"], out["m"], out["b"].fill_null(True), None
+        return out["t"], out["m"], out["b"].fill_null(True), None, None
     if dtype == pl.String:
         col = pl.col(column)
         chat_like = col.str.strip_prefix("\x00json:").str.strip_chars_start().str.starts_with("[")
@@ -77,7 +84,7 @@ def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Serie
         ).item():
             return _chat_json_text(frame[column], chat_like_all=frame.select(chat_like.fill_null(False)).to_series())
         out = frame.select(untag(col).alias("t"), (col.is_null() | col.str.starts_with("\x00json:")).alias("b"))
-        return out["t"], pl.Series("m", [1] * frame.height, dtype=pl.Int32), out["b"], None
+        return out["t"], pl.Series("m", [1] * frame.height, dtype=pl.Int32), out["b"], None, None
     raise InputError(
         f"{path}: column {column!r} holds {dtype}, not text or a chat-message list; "
         "name the prompt column with --prompt-key"
@@ -87,7 +94,14 @@ def _prompt_text(frame: pl.DataFrame, column: str, path: Path) -> tuple[pl.Serie
 _CHAT_DTYPE = pl.List(pl.Struct({"role": pl.String, CHAT_CONTENT: pl.String}))
 
 
-def _chat_json_text(values: pl.Series, chat_like_all: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series]:
+# A message's "content" key followed by anything but a string: Polars' decoding into text would take 5 as "5", so
+# such columns are parsed row by row (`_parse_chat_json`), where it is a bad row. The key of a real JSON object
+# follows "{", "," or a blank; inside a string its quote would be escaped.
+_CONTENT_NOT_TEXT = r'[{,\s]"content"\s*:\s*[^"\s]'
+
+
+def _chat_json_text(values: pl.Series,
+                    chat_like_all: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series, pl.Series]:
     """Chat lists stored as JSON text (e.g. the RollPacker files): parse them; plain text stays text.
 
     Text nested deeper than asp reads is checked before any parser sees it, and is a bad row.
@@ -100,13 +114,15 @@ def _chat_json_text(values: pl.Series, chat_like_all: pl.Series) -> tuple[pl.Ser
         values = values.clone().scatter(deep_rows, None)
         stripped = stripped.clone().scatter(deep_rows, None)
         chat_like_all = chat_like_all.clone().scatter(deep_rows, False)
-    text, count, bad = _decode_chat_json(values, stripped, chat_like_all)
-    return text, count, bad | deep, deep
+    text, count, bad, not_text = _decode_chat_json(values, stripped, chat_like_all)
+    return text, count, bad | deep, deep, not_text
 
 
 def _decode_chat_json(values: pl.Series, stripped: pl.Series,
-                      chat_like_all: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
+                      chat_like_all: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series]:
     try:
+        if stripped.str.contains(_CONTENT_NOT_TEXT).fill_null(False).any():
+            raise pl.exceptions.ComputeError("a content that is not text: row by row")
         decoded = stripped.str.json_decode(_CHAT_DTYPE)
         out = pl.DataFrame({"v": values, "d": decoded, "c": chat_like_all}).select(
             pl.when(pl.col("c"))
@@ -120,39 +136,44 @@ def _decode_chat_json(values: pl.Series, stripped: pl.Series,
                 | (pl.col("c") & pl.col("d").list.eval(pl.element().struct.field(CHAT_CONTENT).is_null()).list.any())
             ).alias("b"),
         )
-        return out["t"], out["m"], out["b"].fill_null(True)
+        return out["t"], out["m"], out["b"].fill_null(True), pl.Series("n", [False] * values.len())
     except pl.exceptions.PolarsError:
         pass
-    # Some row is not a well-formed chat list: parse row by row to find which.
+    # Some row is not a well-formed chat list, or has a content that is not text: parse row by row to find which.
     texts: list[str | None] = []
     counts: list[int] = []
     bad: list[bool] = []
+    not_text: list[bool] = []
     for raw in values.to_list():
-        text, count = _parse_chat_json(raw)
+        text, count, content_not_text = _parse_chat_json(raw)
         texts.append(text)
         counts.append(count)
         bad.append(text is None)
+        not_text.append(content_not_text)
     return (pl.Series("t", texts, dtype=pl.String), pl.Series("m", counts, dtype=pl.Int32),
-            pl.Series("b", bad, dtype=pl.Boolean))
+            pl.Series("b", bad, dtype=pl.Boolean), pl.Series("n", not_text, dtype=pl.Boolean))
 
 
-def _parse_chat_json(raw: str | None) -> tuple[str | None, int]:
+def _parse_chat_json(raw: str | None) -> tuple[str | None, int, bool]:
+    """(text, messages, whether a message's content is a number, true/false or an object) of one row."""
     if raw is None:
-        return None, 0
+        return None, 0, False
     mixed = raw.startswith("\x00json:")
     body = raw[len("\x00json:"):] if mixed else raw
     if not body.lstrip().startswith("["):
-        return (None, 0) if mixed else (untag_value(raw), 1)
+        return (None, 0, False) if mixed else (untag_value(raw), 1, False)
     try:
         messages = json.loads(body)
     except json.JSONDecodeError:
-        return (None, 0) if mixed else (raw, 1)
+        return (None, 0, False) if mixed else (raw, 1, False)
     messages = flatten_content_parts(messages)
     if not isinstance(messages, list) or not all(
         isinstance(m, dict) and isinstance(m.get(CHAT_CONTENT), str) for m in messages
     ):
-        return None, 0
-    return "\n".join(m[CHAT_CONTENT] for m in messages), len(messages)
+        return None, 0, isinstance(messages, list) and any(
+            isinstance(m, dict) and m.get(CHAT_CONTENT) is not None and not isinstance(m[CHAT_CONTENT], str)
+            for m in messages)
+    return "\n".join(m[CHAT_CONTENT] for m in messages), len(messages), False
 
 
 def _choose_prompt_column(frame: pl.DataFrame, override: str | None, path: Path) -> str:
@@ -246,7 +267,7 @@ def extract_prompts(
     difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
                                  required=False)
     report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)"}
-    text, messages, bad, deep = _prompt_text(frame, prompt_col, path)
+    text, messages, bad, deep, not_text = _prompt_text(frame, prompt_col, path)
     row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
     if id_col is None:
         prompt_id, id_problem = row.cast(pl.String), pl.lit(None, pl.String)
@@ -284,6 +305,9 @@ def extract_prompts(
                 raise InputError(f"{where}: column {prompt_col!r} holds JSON nested more than "
                                  f"{limits.MAX_NESTING_DEPTH} levels deep; asp reads at most {limits.MAX_NESTING_DEPTH} "
                                  f"levels: flatten it, or {BAD_ROW_FIX}")
+            if not_text is not None and not_text[index]:
+                raise InputError(f"{where}: column {prompt_col!r} holds a chat message whose 'content' is not text "
+                                 f"(a number, true/false or an object); {BAD_ROW_FIX}")
             raise InputError(
                 f"{where}: column {prompt_col!r} is not text or a chat-message list (or is missing); {BAD_ROW_FIX}"
             )
