@@ -72,6 +72,15 @@ completed by draws instead of resampled, and the code of that day, the cap fix b
   draws were tried and broke the mixes). Next: `static` on mix-k8-n8-b256 (1.7%, worst 2.5%: long-first the
   true best on every seed, and auto's pick within 2.5% of it), and on engines that refill mix-k8-n8-b256
   (1.6%, worst 3.6%) and GSM8K (1.0%, worst 2.9%), where every candidate is within a few percent of the others.
+- The `static` losses to long-first (mix-k8-n8 1.4%, mix-k8-n8-b256 1.7% over 10 seeds, "What the arrangement
+  wins") are auto picking `interleave`, on 5 and 10 seeds of 10, expected 0.5-5.5% faster than long-first and
+  0.3-4.5% slower on the true lengths (2026-12-05). On one seed (mix-k8-n8-b256, seed 9), with the true group
+  means and the spreads the draws read from the predicted group maximum, `interleave` wins by 6%; with each
+  group's own spread, long-first wins by 1.7% (a one-off diagnostic: both replayed with
+  `asp_cli.sim.run.simulate_schedule` on lengths rebuilt by hand). The predicted maximum misses a group's true
+  log-sd by 0.27-0.52 on the log scale beyond sampling noise. Drawing each group's spread with that uncertainty
+  (`--spread-sigma 0.35`, a what-if) made `static` picks worse, not better: regret summed 6.0% -> 10.9%
+  (mix-k8-n8 0.0% -> 2.8%, GSM8K 3.2% -> 5.4%, mix-k8-n8-b256 1.7% -> 1.2%). Not adopted.
 - Judged on one epoch, the 2-epoch mixes were chosen badly on engines that refill (regret 7.1% on
   mix-k8-n8-b256, 3.9% on mix-k16-n16-b512, measured 2026-12-01): how one epoch's tail meets the next one's
   head decides the order there, so an input that fits the sample is judged over two epochs.
@@ -127,9 +136,11 @@ LAG_OF_WORKLOAD = "workload"
 
 def regret_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] | None = None,
                 tie_order: tuple[str, ...] | None = None, max_lag: int | None | str = LAG_OF_WORKLOAD,
-                history_sigma: float | None = None, rank_by: str = "expected", drift: float = 1.0) -> list[dict]:
+                history_sigma: float | None = None, rank_by: str = "expected", drift: float = 1.0,
+                spread_sigma: float | None = None) -> list[dict]:
     """`rule_rows` for one pick rule."""
-    return rule_rows(data, preset, mode, seeds, names, tie_order, max_lag, history_sigma, (rank_by,), drift)[rank_by]
+    return rule_rows(data, preset, mode, seeds, names, tie_order, max_lag, history_sigma, (rank_by,), drift,
+                     spread_sigma)[rank_by]
 
 
 def drifted(truth: np.ndarray, drift: float, cap: int) -> np.ndarray:
@@ -140,7 +151,7 @@ def drifted(truth: np.ndarray, drift: float, cap: int) -> np.ndarray:
 def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] | None = None,
               tie_order: tuple[str, ...] | None = None, max_lag: int | None | str = LAG_OF_WORKLOAD,
               history_sigma: float | None = None, rules: tuple[str, ...] = ("expected",),
-              drift: float = 1.0) -> dict[str, list[dict]]:
+              drift: float = 1.0, spread_sigma: float | None = None) -> dict[str, list[dict]]:
     """One row per workload: picks that were the true best, and the regret over seeds. With ``tie_order``, the
     pick is remade from the same expected times with that order breaking the near-ties (the earliest within
     `asp_cli.arrange.choose.TIE_MARGIN` of the fastest) instead of the engine's own order. ``max_lag`` is the
@@ -150,7 +161,9 @@ def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] 
     (the common scale factor at its centre: `end_to_end_s_by_draw`) instead of their expected times (``"expected"``,
     auto's rule); ``"expected:M"`` is auto's rule with a tie margin of M instead of `TIE_MARGIN` (the earliest
     candidate in the engine's order within M of the fastest); every rule is judged on the same replays. ``drift``, a what-if, replays on every true length
-    times that factor (`drifted`): the policy's lengths moved since the history the predictions come from."""
+    times that factor (`drifted`): the policy's lengths moved since the history the predictions come from.
+    ``spread_sigma``, a what-if, draws each group's spread with that uncertainty while auto judges
+    (`asp_cli.arrange.choose.SPREAD_SIGMA`, off by default)."""
     from asp_cli.arrange import choose
     from asp_cli.arrange.choose import TIE_MARGIN
     from asp_cli.arrange.pipeline import plan
@@ -168,12 +181,13 @@ def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] 
             settings = dataclasses.replace(spec.settings(), seed=seed, engine=mode, max_lag=lag)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             truth = drifted(workload.truth, drift, settings.max_response_tokens) if drift != 1.0 else workload.truth
-            kept = choose.HISTORY_SIGMA
-            choose.HISTORY_SIGMA = kept if history_sigma is None else history_sigma
+            kept = choose.HISTORY_SIGMA, choose.SPREAD_SIGMA
+            choose.HISTORY_SIGMA = kept[0] if history_sigma is None else history_sigma
+            choose.SPREAD_SIGMA = kept[1] if spread_sigma is None else spread_sigma
             try:
                 _, choice = plan(workload.prompts, workload.predictions, settings, preset=preset)
             finally:
-                choose.HISTORY_SIGMA = kept
+                choose.HISTORY_SIGMA, choose.SPREAD_SIGMA = kept
             true = {}
             # A candidate is an arrangement cut under a KV accounting (both where auto judged both).
             label = lambda name, kv: name if len({c["kv_budget"] for c in choice.candidates}) == 1 \
@@ -252,14 +266,20 @@ def main() -> None:
     parser.add_argument("--drift", type=float, default=1.0,
                         help="replay on every true length times this: the policy's lengths moved since the history "
                              "(a what-if; not with --write-docs)")
+    parser.add_argument("--spread-sigma", type=float, default=None,
+                        help="draw each group's spread with this log-normal uncertainty while auto judges (a what-if; "
+                             "not with --write-docs)")
     parser.add_argument("--trainer-scale", type=float, default=1.0,
                         help="multiply the training step's cost by this, as bench_rollout_bound.py does (a what-if; "
                              "not with --write-docs)")
     args = parser.parse_args()
     if args.write_docs and (args.tie_order or args.history_sigma is not None or args.max_lag is not None
-                            or args.rank_by != "expected" or args.trainer_scale != 1.0 or args.drift != 1.0):
-        parser.error("--tie-order, --history-sigma, --max-lag, --rank-by, --trainer-scale and --drift are what-ifs; "
-                     "they do not rewrite the docs")
+                            or args.rank_by != "expected" or args.trainer_scale != 1.0 or args.drift != 1.0
+                            or args.spread_sigma is not None):
+        parser.error("--tie-order, --history-sigma, --spread-sigma, --max-lag, --rank-by, --trainer-scale and --drift "
+                     "are what-ifs; they do not rewrite the docs")
+    if args.spread_sigma is not None and not 0 <= args.spread_sigma <= 2:
+        parser.error("--spread-sigma must be from 0 to 2")
     rules = tuple(args.rank_by.split(","))
     if not rules or any(not _rule_ok(rule) for rule in rules) or len(set(rules)) < len(rules):
         parser.error(f"--rank-by takes 'expected', 'central' or 'expected:M' (a tie margin M from 0 to 0.5), "
@@ -286,10 +306,12 @@ def main() -> None:
     for mode in args.modes.split(","):
         print(f"{mode} ...", file=sys.stderr)
         by_rule = rule_rows(args.data, preset, mode, args.seeds, tie_order=tie_order, max_lag=max_lag,
-                            history_sigma=args.history_sigma, rules=rules, drift=args.drift)
+                            history_sigma=args.history_sigma, rules=rules, drift=args.drift,
+                            spread_sigma=args.spread_sigma)
         for rule, rows in by_rule.items():
             what = (f"{lag}" + (f", picks by the {rule} rule" if len(rules) > 1 or rule != "expected" else "")
-                    + (f", true lengths x{args.drift:g}" if args.drift != 1.0 else ""))
+                    + (f", true lengths x{args.drift:g}" if args.drift != 1.0 else "")
+                    + (f", spreads drawn with sigma {args.spread_sigma:g}" if args.spread_sigma else ""))
             tables.append(table(mode, rows, what) + f"\nRegret summed over the workloads: "
                           f"{sum(r['mean'] for r in rows):.1%}\n")
     if args.write_docs and "streaming" in args.modes.split(","):

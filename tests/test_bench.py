@@ -260,7 +260,8 @@ def test_choice_regret_what_ifs_do_not_rewrite_the_docs(tmp_path):
 
     for what_if in (["--max-lag", "none"], ["--history-sigma", "0.15"], ["--tie-order", "shuffle"],
                     ["--rank-by", "central"], ["--trainer-scale", "0.25"], ["--drift", "1.15"],
-                    ["--rank-by", "expected,central"], ["--rank-by", "expected,expected:0.02"]):
+                    ["--rank-by", "expected,central"], ["--rank-by", "expected,expected:0.02"],
+                    ["--spread-sigma", "0.35"]):
         run = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_choice_regret.py"), "--write-docs",
                               "--doc", str(tmp_path / "b.md"), *what_if], capture_output=True, text=True)
         assert run.returncode == 2, what_if
@@ -268,7 +269,8 @@ def test_choice_regret_what_ifs_do_not_rewrite_the_docs(tmp_path):
         assert not (tmp_path / "b.md").exists()
     for bad, words in ((["--rank-by", "central,central"], "--rank-by takes"), (["--drift", "0"], "--drift must be"),
                        (["--rank-by", "expected:x"], "--rank-by takes"), (["--rank-by", "central:0.1"], "--rank-by takes"),
-                       (["--rank-by", "expected:0.9"], "--rank-by takes")):
+                       (["--rank-by", "expected:0.9"], "--rank-by takes"),
+                       (["--spread-sigma", "-1"], "--spread-sigma must be")):
         run = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_choice_regret.py"), *bad],
                              capture_output=True, text=True)
         assert run.returncode == 2 and words in run.stderr, bad

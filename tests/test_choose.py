@@ -1114,3 +1114,25 @@ def test_timed_as_verl_routes_an_asynchronous_trainer_the_shuffle_wins_ties(monk
         fast["expected_end_to_end_s"] = expected
         assert keep_the_shuffle(fast, [fast, shuffle])["name"] == kept
     assert keep_the_shuffle(fast, [fast]) is fast  # no shuffle among the eligible: nothing to keep
+
+
+def test_the_spread_what_if_reaches_the_draws_and_is_off_by_default(monkeypatch):
+    # `SPREAD_SIGMA` (a what-if of scripts/bench_choice_regret.py) draws each group's spread with that uncertainty,
+    # deterministically, from a stream of its own; at its default, 0, the draws are exactly as before.
+    from asp_cli.arrange import choose
+
+    assert choose.SPREAD_SIGMA == 0.0
+    prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
+    settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="static")
+
+    def times() -> dict[str, list[float]]:
+        choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+        return {c["name"]: c["end_to_end_s_by_draw"] for c in choice.candidates}
+
+    plain = times()
+    monkeypatch.setattr(choose, "SPREAD_SIGMA", 0.35)
+    uncertain = times()
+    assert uncertain == times()  # deterministic
+    assert uncertain != plain
+    monkeypatch.setattr(choose, "SPREAD_SIGMA", 0.0)
+    assert times() == plain

@@ -84,6 +84,11 @@ MODEL_SCALE_SIGMA = 0.5
 CALIBRATED_SCALE_SIGMA = 0.2
 HISTORY_SCALE_SIGMA = 0.1
 DEFAULT_SAMPLE_SIGMA = 0.3  # the median within-group CV of 0.28 in the AIME R1-distill data
+# A what-if, off: each group's spread drawn as its predicted sigma times a log-normal factor of this sigma (the
+# predicted group maximum misses a group's true log-sd by 0.27-0.52 beyond sampling noise on the benchmark's
+# workloads). At 0.35 it made `static` picks worse, regret summed over 8 workloads 6.0% -> 10.9%
+# (`scripts/bench_choice_regret.py --spread-sigma`; docs/benchmarks.md, "How well auto chooses").
+SPREAD_SIGMA = 0.0
 
 
 @dataclass
@@ -374,7 +379,11 @@ def choose_arrangement(
     for d, (node, _) in enumerate(SCALE_NODES):
         rng = np.random.default_rng([settings.seed, 31, d])
         prompt_factor = np.exp(rng.normal(0.0, prompt_sigma) - prompt_sigma**2 / 2 + node * scale_sigma)
-        sample_factor = np.exp(rng.normal(0.0, 1.0, (mean.size, n)) * spread[:, None] - spread[:, None] ** 2 / 2)
+        own = spread
+        if SPREAD_SIGMA > 0:  # a stream of its own: the other draws stay as they were
+            own = spread * np.exp(np.random.default_rng([settings.seed, 37, d]).normal(0.0, SPREAD_SIGMA, mean.size)
+                                  - SPREAD_SIGMA**2 / 2)
+        sample_factor = np.exp(rng.normal(0.0, 1.0, (mean.size, n)) * own[:, None] - own[:, None] ** 2 / 2)
         lengths = np.maximum(mean, 1.0)[:, None] * prompt_factor[:, None] * sample_factor
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
     weights = np.array([w for _, w in SCALE_NODES])
