@@ -80,7 +80,8 @@ completed by draws instead of resampled, and the code of that day, the cap fix b
   `asp_cli.sim.run.simulate_schedule` on lengths rebuilt by hand). The predicted maximum misses a group's true
   log-sd by 0.27-0.52 on the log scale beyond sampling noise. Drawing each group's spread with that uncertainty
   (`--spread-sigma 0.35`, a what-if) made `static` picks worse, not better: regret summed 6.0% -> 10.9%
-  (mix-k8-n8 0.0% -> 2.8%, GSM8K 3.2% -> 5.4%, mix-k8-n8-b256 1.7% -> 1.2%). Not adopted.
+  (mix-k8-n8 0.0% -> 2.8%, GSM8K 3.2% -> 5.4%, mix-k8-n8-b256 1.7% -> 1.2%); on `continuous` it changed
+  nothing beyond the seeds' noise (5.4% -> 5.2%). Not adopted.
 - Judged on one epoch, the 2-epoch mixes were chosen badly on engines that refill (regret 7.1% on
   mix-k8-n8-b256, 3.9% on mix-k16-n16-b512, measured 2026-12-01): how one epoch's tail meets the next one's
   head decides the order there, so an input that fits the sample is judged over two epochs.
