@@ -795,15 +795,47 @@ def test_the_summary_says_when_the_draws_disagree_about_the_shuffle():
 
 def test_each_candidate_keeps_its_draws_times(tmp_path):
     # The expected time is the scale nodes' weighted mean of the per-draw times the summary reads.
-    from asp_cli.arrange.choose import SCALE_NODES
+    from asp_cli.arrange.choose import MAX_DRAW_REPEATS, SCALE_NODES
 
     prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
     settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming")
     choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    # Timed as verl's asynchronous trainers route, an input this small (240 prompt-epochs judged) draws the nodes MAX_DRAW_REPEATS times.
+    assert choice.draws == MAX_DRAW_REPEATS * len(SCALE_NODES)
     for c in choice.candidates:
-        assert len(c["end_to_end_s_by_draw"]) == len(SCALE_NODES)
-        expected = sum(w * t for (_, w), t in zip(SCALE_NODES, c["end_to_end_s_by_draw"]))
-        assert c["expected_end_to_end_s"] == pytest.approx(expected, abs=0.01)
+        assert len(c["end_to_end_s_by_draw"]) == choice.draws
+        expected = sum(w * t for (_, w), t in zip(SCALE_NODES * MAX_DRAW_REPEATS, c["end_to_end_s_by_draw"]))
+        assert c["expected_end_to_end_s"] == pytest.approx(expected / MAX_DRAW_REPEATS, abs=0.01)
+    # A blocking engine, or a synchronous trainer on servers, draws them once.
+    blocking = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, engine="continuous"),
+                                  PRESET)
+    assert blocking.draws == len(SCALE_NODES)
+    assert all(len(c["end_to_end_s_by_draw"]) == len(SCALE_NODES) for c in blocking.candidates)
+    synchronous = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, max_lag=0), PRESET)
+    assert synchronous.draws == len(SCALE_NODES)
+
+
+def test_tailed_deviations_keep_the_spread_and_put_more_samples_far_out():
+    from asp_cli.arrange.choose import sample_deviations
+
+    normal = sample_deviations(np.random.default_rng(0), (400, 500), tailed=False)
+    tailed = sample_deviations(np.random.default_rng(0), (400, 500), tailed=True)
+    assert abs(normal.std() - 1.0) < 0.02 and abs(tailed.std() - 1.0) < 0.05
+    # Above 3.5 sigma: a normal's 0.023%, the t's (4 degrees, scaled) about 0.4%, as the shared data's 0.1-1.2%.
+    assert (normal > 3.5).mean() < 0.0006
+    assert 0.002 < (tailed > 3.5).mean() < 0.008
+
+
+def test_repeats_keep_the_judged_prompt_epochs_within_a_sample():
+    # Repeats only where the input judged is smaller than a sample: 3,000 prompts judged over one epoch fit one
+    # draw of the nodes within SAMPLE_PROMPTS, so no repeat; 1,500 fit two.
+    from asp_cli.arrange import choose as ch
+
+    for size, repeats in ((3000, 1), (1500, 2)):
+        prompts, preds = prompt_frame(size), make_predictions(size, seed=3)
+        settings = ScheduleSettings(epochs=1, train_batch_size=256, minibatch_size=64, instances=4, engine="streaming")
+        choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+        assert choice.draws == repeats * len(ch.SCALE_NODES)
 
 
 def test_the_summary_says_where_a_plan_kept_to_its_instances_is_faster_and_that_verl_routes_otherwise():
@@ -963,10 +995,12 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     monkeypatch.setattr(verl_async, "replay_async_frame", counted)
     plain = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
     judged = len(plain.candidates)
-    assert calls.count(("free", 1, None)) == calls.count(("planned", 1, None)) == judged * len(SCALE_NODES)
+    draws = plain.draws  # the scale nodes, repeated on an input this small (`MAX_DRAW_REPEATS`)
+    assert draws > len(SCALE_NODES)
+    assert calls.count(("free", 1, None)) == calls.count(("planned", 1, None)) == judged * draws
     # and the pick, and the two fastest after it, through the length-aware plug-in
-    routed_calls = (1 + LENGTH_AWARE_FALLBACKS) * len(SCALE_NODES)
-    assert len(calls) == 2 * judged * len(SCALE_NODES) + routed_calls
+    routed_calls = (1 + LENGTH_AWARE_FALLBACKS) * draws
+    assert len(calls) == 2 * judged * draws + routed_calls
     assert calls.count(("length-aware", 1, None)) == routed_calls
     record = plain.to_dict()
     assert record["timed_as"] == "verl-async" and "prompts_per_server" not in record
@@ -983,7 +1017,7 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
         replays.append(1)
         result = real(frame, lengths, preset, **kwargs)
         # Each candidate is replayed 2 x draws times, in the candidates' order.
-        if (len(replays) - 1) // (2 * len(SCALE_NODES)) == order.index(plain.chosen):
+        if (len(replays) - 1) // (2 * draws) == order.index(plain.chosen):
             return dataclasses.replace(result, end_to_end_s=2.0 * result.end_to_end_s)
         return result
 

@@ -7,7 +7,9 @@ lag bound, trainer order and dispatch; on servers, as verl routes: `asp_cli.sim.
 plan, `asp_cli.sim.verl_async` for an asynchronous one) on ``draws`` sets of lengths drawn from the predictive
 distribution: per prompt a log-normal factor around the predicted mean (sigma `MODEL_SIGMA` for model
 predictions, `HISTORY_SIGMA` for prompts seen in history) and per sample a log-normal spread whose sigma is
-the prompt's own, read back from its predicted group maximum and mean (`sample_sigma`). The candidate with the lowest mean simulated end-to-end time wins,
+the prompt's own, read back from its predicted group maximum and mean (`sample_sigma`); where the candidates are timed
+as verl routes an asynchronous trainer, with heavy tails and more draws (`SAMPLE_TAIL_DF`, `MAX_DRAW_REPEATS`).
+The candidate with the lowest mean simulated end-to-end time wins,
 except that an earlier candidate (interleave first: steadier arrival, steps closer to representative; on the
 padded `static` engine long-first first) within `TIE_MARGIN` of it is kept, since a difference that small is inside the draws' own noise. Large inputs are judged on a seeded sample of prompts (`SAMPLE_PROMPTS`) and
 one epoch, which keeps the cost a fixed few seconds; on engines that refill the sample is judged as a
@@ -89,6 +91,18 @@ DEFAULT_SAMPLE_SIGMA = 0.3  # the median within-group CV of 0.28 in the AIME R1-
 # workloads). At 0.35 it made `static` picks worse, regret summed over 8 workloads 6.0% -> 10.9%
 # (`scripts/bench_choice_regret.py --spread-sigma`; docs/benchmarks.md, "How well auto chooses").
 SPREAD_SIGMA = 0.0
+# Where the candidates are timed as verl's asynchronous trainers route (engines that refill, a lag bound other than 0,
+# groups taken in arrival order), each sample's deviation from its group is drawn from a Student t of this many
+# degrees of freedom (scaled to unit sd), not a normal: real lengths are heavy-tailed (on the shared data's workloads a sample
+# lies more than 3.5 sd above its group's mean 10-50 times as often as a normal's 0.02%; a t of 4 degrees gives
+# 0.4%), and there a few samples far above their group's prediction, landing late, set the run's end: on the
+# held-out chat workload the draws expected long-first 12-26% faster than a shuffle where it was 2-19% slower.
+# Elsewhere the normal stays: on the blocking engines the t made picks worse (`static`: regret summed 6.0% -> 16.0%)
+# or changed nothing (`continuous`; docs/benchmarks.md, "How well auto chooses, as verl routes").
+SAMPLE_TAIL_DF = 4.0
+# Heavy tails make each draw noisier, so there an input judged whole draws the scale nodes up to this many
+# times (each repeat on its own random streams), as many as keep the judged prompt-epochs within one sample's.
+MAX_DRAW_REPEATS = 4
 
 
 @dataclass
@@ -233,6 +247,15 @@ def sample_sigma(predicted_max: np.ndarray, predicted_mean: np.ndarray, samples:
     return sigma
 
 
+def sample_deviations(rng: np.random.Generator, size: tuple[int, int], tailed: bool) -> np.ndarray:
+    """Each sample's deviation of log length from its group's, in units of the group's sigma: standard normal, or
+    with ``tailed`` a Student t of `SAMPLE_TAIL_DF` degrees of freedom scaled to unit sd (the same spread, far more
+    samples several sigma out)."""
+    if not tailed:
+        return rng.normal(0.0, 1.0, size)
+    return rng.standard_t(SAMPLE_TAIL_DF, size) * math.sqrt((SAMPLE_TAIL_DF - 2) / SAMPLE_TAIL_DF)
+
+
 @dataclass(frozen=True)
 class Miniature:
     """A sample's run cut down with it: as many instance-equivalents and as large a train batch per prompt as
@@ -375,18 +398,22 @@ def choose_arrangement(
     # expected time then weighs a run much longer than predicted as a real possibility.
     scale_sigma = np.where(from_history, HISTORY_SCALE_SIGMA,
                            MODEL_SCALE_SIGMA if not from_history.any() else CALIBRATED_SCALE_SIGMA)
+    # Where the candidates are timed as verl's asynchronous trainers route (`verl_async` below): see `SAMPLE_TAIL_DF`.
+    tailed = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
+    repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if tailed
+               else 1)
     draws = []
-    for d, (node, _) in enumerate(SCALE_NODES):
-        rng = np.random.default_rng([settings.seed, 31, d])
+    for rep, (d, (node, _)) in ((r, dn) for r in range(repeats) for dn in enumerate(SCALE_NODES)):
+        rng = np.random.default_rng([settings.seed, 31, d] if rep == 0 else [settings.seed, 31, d, rep])
         prompt_factor = np.exp(rng.normal(0.0, prompt_sigma) - prompt_sigma**2 / 2 + node * scale_sigma)
         own = spread
         if SPREAD_SIGMA > 0:  # a stream of its own: the other draws stay as they were
             own = spread * np.exp(np.random.default_rng([settings.seed, 37, d]).normal(0.0, SPREAD_SIGMA, mean.size)
                                   - SPREAD_SIGMA**2 / 2)
-        sample_factor = np.exp(rng.normal(0.0, 1.0, (mean.size, n)) * own[:, None] - own[:, None] ** 2 / 2)
+        sample_factor = np.exp(sample_deviations(rng, (mean.size, n), tailed) * own[:, None] - own[:, None] ** 2 / 2)
         lengths = np.maximum(mean, 1.0)[:, None] * prompt_factor[:, None] * sample_factor
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
-    weights = np.array([w for _, w in SCALE_NODES])
+    weights = np.array([w for _ in range(repeats) for _, w in SCALE_NODES]) / repeats
     random_deviation = float(weights @ [random_step_deviation_p90(
         d.sum(axis=1), n, trial.train_batch_size, trial.epochs, settings.seed) for d in draws]) \
         if settings.steps == "representative" else 0.0
@@ -556,7 +583,7 @@ def choose_arrangement(
                         train_batch_size=trial.train_batch_size, routing="length-aware",
                         predicted_tokens=mean[index]).end_to_end_s)
             r["expected_end_to_end_s_length_aware_route"] = round(float(weights @ routed), 3)
-    return ArrangementChoice("auto", chosen["name"], settings.engine, results, prompts.height, DRAWS,
+    return ArrangementChoice("auto", chosen["name"], settings.engine, results, prompts.height, len(draws),
                              settings.dispatch, trial.epochs, settings.steps, run_prompts if scaled else 0,
                              chosen["kv_budget"], sampled=sampled,
                              judged_instances=small.instances if small is not None else 0,
