@@ -11,6 +11,7 @@ Takes about an hour and a quarter on two cores (most of it the streaming and rep
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -364,10 +365,12 @@ def section_body(tables: list[str], one_seed: str) -> str:
 
 def write_section(doc: Path, section: str, body: str) -> None:
     """Replace the ``section`` heading's part of ``doc`` (up to the next ``## `` heading) with ``body``, or
-    append it; the rest of the document stays as it is."""
+    append it; the rest of the document stays as it is. The heading is matched as a whole line: "## How well auto
+    chooses" had matched inside "### How well auto chooses, as verl routes" and overwritten that section."""
     text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n\n"
-    if section in text:
-        head, _, rest = text.partition(section)
+    at = next((m.start() for m in re.finditer(f"^{re.escape(section)}$", text, flags=re.MULTILINE)), None)
+    if at is not None:
+        head, rest = text[:at], text[at + len(section):]
         following = rest.find("\n## ")
         tail = rest[following + 1:] if following >= 0 else ""
         text = head + body + ("\n" + tail if tail else "")

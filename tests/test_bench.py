@@ -628,3 +628,24 @@ def test_a_group_keeps_the_real_samples_and_draws_the_rest_with_their_spread():
     assert abs(np.log(extra).mean() - 8.0) < 0.05
     again = _samples(real + many, sources, 8, np.random.default_rng(1))
     assert np.array_equal(drawn, again)
+
+
+def test_write_section_replaces_only_the_heading_it_names(tmp_path):
+    """scripts/bench_simulate.py's write_section (every bench script's --write-docs): "## How well auto chooses"
+    is a whole heading line, not the "###" heading that begins with the same words; the sections around it stay."""
+    import sys
+
+    from util import REPO
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench_simulate import write_section
+
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\n## Other\n\n### How well auto chooses, as verl routes\n\nkeep me\n\n"
+                   "## How well auto chooses\n\nold body\n\n## After\n\nkeep me too\n", encoding="utf-8")
+    write_section(doc, "## How well auto chooses", "## How well auto chooses\n\nnew body\n")
+    text = doc.read_text(encoding="utf-8")
+    assert "### How well auto chooses, as verl routes\n\nkeep me\n" in text
+    assert "new body" in text and "old body" not in text and "## After\n\nkeep me too\n" in text
+    write_section(doc, "## Missing", "## Missing\n\nappended\n")
+    assert doc.read_text(encoding="utf-8").rstrip().endswith("appended")
