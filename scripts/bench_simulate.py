@@ -368,9 +368,9 @@ def write_section(doc: Path, section: str, body: str) -> None:
     append it; the rest of the document stays as it is. The heading is matched as a whole line: "## How well auto
     chooses" had matched inside "### How well auto chooses, as verl routes" and overwritten that section."""
     text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n\n"
-    at = next((m.start() for m in re.finditer(f"^{re.escape(section)}$", text, flags=re.MULTILINE)), None)
-    if at is not None:
-        head, rest = text[:at], text[at + len(section):]
+    heading = re.search(f"^{re.escape(section)}$", text, flags=re.MULTILINE)
+    if heading is not None:
+        head, rest = text[:heading.start()], text[heading.end():]
         following = rest.find("\n## ")
         tail = rest[following + 1:] if following >= 0 else ""
         text = head + body + ("\n" + tail if tail else "")

@@ -398,9 +398,17 @@ def choose_arrangement(
     # expected time then weighs a run much longer than predicted as a real possibility.
     scale_sigma = np.where(from_history, HISTORY_SCALE_SIGMA,
                            MODEL_SCALE_SIGMA if not from_history.any() else CALIBRATED_SCALE_SIGMA)
-    # Where the candidates are timed as verl's asynchronous trainers route (`verl_async` below): see `SAMPLE_TAIL_DF`.
-    tailed = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
-    repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if tailed
+    verl_routed = settings.engine == "streaming" and settings.max_lag == 0  # synchronous training on servers
+    # Asynchronous training on servers, the trainer taking finished groups in arrival order: timed as verl's
+    # asynchronous trainers route (`asp_cli.sim.verl_async`: every sample placed at submission by count, each group
+    # spread over the servers), not as the simulator routes (whole groups to whichever server frees first). Judged
+    # the simulator's way, auto picked `bands` (a sorted epoch) on mix-k16-n16-b512 at lag 2, 12.1% slower than a
+    # shuffle as verl routes, and asp lost to longest-first by 2.9% on mix-k8-n8-b256 with verl's default rollouter
+    # limit (docs/benchmarks.md, "As verl routes an asynchronous trainer"). A trainer that follows the schedule
+    # (`--trainer schedule`) is not modelled there and keeps the simulator's replay.
+    verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
+    # There the draws are heavy-tailed and repeated: see `SAMPLE_TAIL_DF`.
+    repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if verl_async
                else 1)
     draws = []
     for rep, (d, (node, _)) in ((r, dn) for r in range(repeats) for dn in enumerate(SCALE_NODES)):
@@ -410,7 +418,7 @@ def choose_arrangement(
         if SPREAD_SIGMA > 0:  # a stream of its own: the other draws stay as they were
             own = spread * np.exp(np.random.default_rng([settings.seed, 37, d]).normal(0.0, SPREAD_SIGMA, mean.size)
                                   - SPREAD_SIGMA**2 / 2)
-        sample_factor = np.exp(sample_deviations(rng, (mean.size, n), tailed) * own[:, None] - own[:, None] ** 2 / 2)
+        sample_factor = np.exp(sample_deviations(rng, (mean.size, n), verl_async) * own[:, None] - own[:, None] ** 2 / 2)
         lengths = np.maximum(mean, 1.0)[:, None] * prompt_factor[:, None] * sample_factor
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
     weights = np.array([w for _ in range(repeats) for _, w in SCALE_NODES]) / repeats
@@ -423,15 +431,6 @@ def choose_arrangement(
                      run_prompts / (prompts.height * trial.epochs) if prompts.height else 1.0)
     position_of_row = {r: i for i, r in enumerate(prompts[C.ROW].to_list())}
     refused: list[SettingsError] = []
-    verl_routed = settings.engine == "streaming" and settings.max_lag == 0  # synchronous training on servers
-    # Asynchronous training on servers, the trainer taking finished groups in arrival order: timed as verl's
-    # asynchronous trainers route (`asp_cli.sim.verl_async`: every sample placed at submission by count, each group
-    # spread over the servers), not as the simulator routes (whole groups to whichever server frees first). Judged
-    # the simulator's way, auto picked `bands` (a sorted epoch) on mix-k16-n16-b512 at lag 2, 12.1% slower than a
-    # shuffle as verl routes, and asp lost to longest-first by 2.9% on mix-k8-n8-b256 with verl's default rollouter
-    # limit (docs/benchmarks.md, "As verl routes an asynchronous trainer"). A trainer that follows the schedule
-    # (`--trainer schedule`) is not modelled there and keeps the simulator's replay.
-    verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
     # verl's rollouter limit, over the servers judged: a miniature's instances are slices of the run's
     # (`instance_slice`), so it keeps the run's prompts in flight per instance-equivalent (its slots' share), not
     # per miniature instance: on a 0.4 slice, 16 per instance would leave the limit slack where the run's binds.
