@@ -666,3 +666,52 @@ def test_damaged_columns_used_metadata_means_detecting_the_columns_again(tmp_pat
     assert recorded_keys({"columns_used": used}) == (None, None)
     prompts = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "question": "x"}, {"id": "b", "question": "y"}])
     assert dataset_prompts([prompts], {"columns_used": used}, prompt_key=None, id_key=None) == {"a": "x", "b": "y"}
+
+
+def test_a_schedule_for_an_asynchronous_trainer_exports_for_verls_fully_async_trainer(tmp_path):
+    """Streaming, a lag bound, groups in arrival order: verl's fully asynchronous trainer, whose rollouter refuses the
+    default trainer's data.train_batch_size (a newcomer's run, 2026-12-05; its rollouter is built from these
+    settings in tests/integration/test_verl.py). The file is in dispatch order; the weight syncs cut the train
+    batch; verl's defaults the schedule did not plan with are said."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(40))
+    out = tmp_path / "s.parquet"
+    schedule([prompts], out, settings=ScheduleSettings(instances=3, train_batch_size=12, samples_per_prompt=2,
+                                                       engine="streaming", max_lag=2))
+    result = export(out, [prompts], None, format="verl")
+    assert result.order == "dispatch" and result.summary["verl_trainer"] == "fully-async"
+    assert result.frame["seq"].to_list() == list(range(40))
+    settings = result.trainer_settings
+    assert settings["data.train_batch_size"] == 0 and settings["data.gen_batch_size"] == 1
+    assert settings["rollout.total_rollout_steps"] == 40  # verl's shipped config stops after 100
+    assert settings["async_training.staleness_threshold"] == 2
+    # 12 prompts between weight syncs: verl's 4 steps a sync of 3 prompts each.
+    assert (settings["actor_rollout_ref.actor.ppo_mini_batch_size"] * settings["async_training.require_batches"]
+            * settings["async_training.trigger_parameter_sync_step"]) == 12
+    assert settings["async_training.trigger_parameter_sync_step"] == 4
+    assert "async_training.concurrent_samples_per_replica" not in settings
+    assert any("--prompts-per-server 16" in w for w in result.warnings), result.warnings
+    assert any("40 prompts end in 4 that fill no whole train batch of 12" in w for w in result.warnings)
+    assert not any("agent-loop workers" in w for w in result.warnings)
+    # verl's default trainer on request, as before; a train order for the fully async trainer is said to be wrong.
+    ppo = export(out, [prompts], None, format="verl", verl_trainer="ppo")
+    assert ppo.order == "train" and ppo.trainer_settings["data.train_batch_size"] == 12
+    trained = export(out, [prompts], None, format="verl", order="train", verl_trainer="fully-async")
+    assert any("export in dispatch order" in w for w in trained.warnings)
+    with pytest.raises(SettingsError, match="--verl-trainer must be one of auto, ppo, fully-async"):
+        export(out, [prompts], None, format="verl", verl_trainer="async")
+    # The rollouter's limit planned with is the one set; a batch of 10 syncs every 2 steps of 5.
+    limited = tmp_path / "limited.parquet"
+    schedule([prompts], limited, settings=ScheduleSettings(instances=3, train_batch_size=10, samples_per_prompt=2,
+                                                           engine="streaming", max_lag=1, prompts_per_server=16))
+    settings = export(limited, [prompts], None, format="verl").trainer_settings
+    assert settings["async_training.concurrent_samples_per_replica"] == 16
+    assert settings["async_training.trigger_parameter_sync_step"] == 2
+    assert settings["actor_rollout_ref.actor.ppo_mini_batch_size"] == 5
+    # A synchronous schedule stays with verl's default trainer.
+    sync = tmp_path / "sync.parquet"
+    schedule([prompts], sync, settings=ScheduleSettings(instances=3, train_batch_size=10, samples_per_prompt=2,
+                                                        engine="streaming", max_lag=0))
+    assert export(sync, [prompts], None, format="verl").summary["verl_trainer"] == "ppo"

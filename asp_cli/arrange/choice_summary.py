@@ -86,7 +86,8 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
             + (" as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
                else " as verl routes an asynchronous trainer (every sample at submission, "
                + (f"{choice['prompts_per_server']} prompts in flight per server)" if choice.get("prompts_per_server")
-                  else "as many prompts in flight as the servers' slots hold)")
+                  else "as many prompts in flight as the servers' slots hold; verl's rollouter keeps 16 per server by "
+                  "default: --prompts-per-server 16)")
                if choice.get("timed_as") == "verl-async" else "")
             + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else "")
             + " "

@@ -24,6 +24,7 @@ def export_command(
     order: Optional[str] = typer.Option(None, "--order", help="'dispatch' (the schedule's seq) or 'train' (by training step, batches balanced across workers). Default: train for verl, dispatch otherwise."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Contiguous chunks per training batch for --order train (verl: actor_rollout_ref.rollout.agent.num_workers); default verl's 8 for --format verl, the schedule's instances otherwise."),
     verl_version: str = typer.Option("0.9", "--verl-version", help="How verl cuts a batch across workers: 0.9 (its default trainer: the prompts, TensorDict.chunk) or 0.7 (its trainer, and 0.9's trainer.use_v1=False: the n-times repeated batch)."),
+    verl_trainer: str = typer.Option("auto", "--verl-trainer", help="With --format verl: ppo (verl's default trainer, verl.trainer.main_ppo), fully-async (verl.experimental.fully_async_policy: the file in dispatch order, its own settings), or auto: fully-async for a schedule made with --engine streaming, a lag bound other than 0 and --trainer arrival, else ppo."),
     prefix: str = typer.Option("", "--prefix", help="Prefix for asp's added columns, e.g. asp_ when the dataset has its own 'epoch'."),
     route: str = typer.Option("none", "--route", help="none; planned: add a 'priority' column carrying each row's planned instance; length: its predicted response tokens per sample instead (each request to the server with the fewest predicted tokens in flight); both for verl 0.9's rollout router asp_cli.integrate.verl_router.ScheduleRouter (docs/integrations.md, Option D)."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not the one the schedule recorded."),
@@ -38,7 +39,7 @@ def export_command(
 
         result = export(schedule, dataset, output, format=format, epoch=epoch, order=order, workers=workers,
                         verl_version=verl_version, prefix=prefix, prompt_key=prompt_key, id_key=id_key, force=force,
-                        route=route)
+                        route=route, verl_trainer=verl_trainer)
         if not quiet:
             summary = result.summary
             say(
@@ -51,7 +52,8 @@ def export_command(
                        f"{summary['workers']} contiguous chunks, one per rollout worker")
                 say(f"  each batch laid out for {how}: {_per_worker(summary['worker_prompts'])}")
             if result.trainer_settings:
-                say(f"  set in verl {summary['verl_version']}: "
+                trainer_name = (" (fully asynchronous trainer)" if summary.get("verl_trainer") == "fully-async" else "")
+                say(f"  set in verl {summary['verl_version']}{trainer_name}: "
                     + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
             elif format == "jsonl":
                 say("  read it in file order (slime: no --rollout-shuffle; OpenRLHF: see docs/integrations.md)"

@@ -34,6 +34,7 @@ from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import mixed_kinds_warning, read_rows, write_rows
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
+from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import ROUTES, route_priorities
 from asp_cli.reading.tables import SOURCE_JSON
@@ -108,6 +109,7 @@ def export(
     id_key: str | None = None,
     force: bool = False,
     route: str = "none",
+    verl_trainer: str = "auto",
 ) -> ExportResult:
     """Write the dataset's rows in the schedule's order; the Python twin of `asp export`.
 
@@ -143,6 +145,11 @@ def export(
         response tokens per sample) in a ``priority`` column, which verl 0.9's agent loops pass to the rollout
         router `asp_cli.integrate.verl_router.ScheduleRouter` (docs/integrations.md, Option D), ordered by the
         row's position in the file.
+    verl_trainer
+        With ``verl``: ``ppo`` (verl's default trainer, ``verl.trainer.main_ppo``), ``fully-async`` (its fully
+        asynchronous trainer, `asp_cli.integrate.verl_fully_async`: the file in dispatch order, read one prompt at a
+        time) or ``auto``: ``fully-async`` for a schedule planned for an asynchronous trainer on servers taking
+        groups as they finish (``--engine streaming``, a lag bound other than 0, ``--trainer arrival``), else ``ppo``.
 
     Raises
     ------
@@ -159,7 +166,12 @@ def export(
 
     if format not in FORMATS:
         raise SettingsError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
-    order = order or ("train" if format == "verl" else "dispatch")
+    if verl_trainer not in VERL_TRAINERS:
+        raise SettingsError(f"--verl-trainer must be one of {', '.join(VERL_TRAINERS)} (got {verl_trainer!r})")
+    replay = schedule if isinstance(schedule, Replay) else Replay.open(Path(schedule))
+    verl_trainer = resolve_trainer(verl_trainer, replay.schedule.recorded_settings) if format == "verl" else "ppo"
+    # verl's fully asynchronous rollouter reads one prompt at a time, in file order: the dispatch order.
+    order = order or ("train" if format == "verl" and verl_trainer == "ppo" else "dispatch")
     if order not in ORDERS:
         raise SettingsError(f"--order must be one of {', '.join(ORDERS)} (got {order!r})")
     if verl_version not in VERL_CHUNKING:
@@ -173,7 +185,6 @@ def export(
     datasets = [Path(p) for p in datasets]
     if not datasets:
         raise InputError("no dataset given; name the prompt file(s) the schedule was made from")
-    replay = schedule if isinstance(schedule, Replay) else Replay.open(Path(schedule))
     if output is not None:
         inputs = [*datasets, *([replay.schedule.path] if replay.schedule.path else [])]
         check_output_path(output, inputs, force=force)
@@ -220,7 +231,7 @@ def export(
     added = [c for c in frame.columns if c not in raw.columns]  # asp's columns, written after the user's own
 
     summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,
-                                     verl_version=verl_version, route=route)
+                                     verl_version=verl_version, route=route, verl_trainer=verl_trainer)
     warnings.extend(notes)
     if output is not None:
         document = {
@@ -231,6 +242,7 @@ def export(
             "epoch": epoch,
             "workers": summary.get("workers"),
             "verl_version": verl_version if format == "verl" else None,
+            "verl_trainer": verl_trainer if format == "verl" else None,
             "route": route,
             "schedule": replay.schedule.path.name if replay.schedule.path else None,
             "schedule_settings": replay.settings,
@@ -417,6 +429,7 @@ def _facts(
     workers: int | None,
     verl_version: str,
     route: str = "none",
+    verl_trainer: str = "ppo",
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     size = replay.train_batch_size
     n = replay.samples_per_prompt
@@ -472,8 +485,17 @@ def _facts(
                 f"{misaligned} training batch(es) of {size} rows mix rows the schedule expects in different "
                 f"steps (an epoch cut mid-step, or a partial step); the order is kept, only the cut moves{advice}"
             )
-    if format == "verl":
+    if format == "verl" and verl_trainer == "fully-async":
         summary["verl_version"] = verl_version
+        summary["verl_trainer"] = verl_trainer
+        trainer, async_notes = fully_async_settings(replay.schedule.recorded_settings, n_rows, n, route=route)
+        notes.extend(async_notes)
+        if order == "train":
+            notes.append("verl's fully asynchronous rollouter reads the file one prompt at a time and starts each "
+                         "as a slot frees: export in dispatch order (leave out --order train)")
+    elif format == "verl":
+        summary["verl_version"] = verl_version
+        summary["verl_trainer"] = verl_trainer
         trainer = {
             "data.shuffle": False,
             "data.train_batch_size": size,
@@ -496,6 +518,7 @@ def _facts(
                     f"an epoch's {per_epoch:,} prompts{dividing_example(per_epoch, size)}" if len(epochs) > 1
                     else f"its {n_rows:,} rows{dividing_example(n_rows, size)}") + " to avoid it"
             )
+    if format == "verl":
         engine = replay.schedule.recorded_settings.engine
         if engine != "streaming":
             # verl 0.7-0.9 roll out on servers (rollout.mode async): every sample its own request, to the server
@@ -523,7 +546,7 @@ def _facts(
                                                                    "synchronous trainer" if synchronous else
                                                                    ASYNC_PLANNED_LOSS)
                          + " (docs/benchmarks.md, \"As verl routes\"): export without --route")
-        if order == "train":
+        if order == "train" and verl_trainer == "ppo":
             notes.extend(_chunking_notes(size, n, workers, verl_version))
             if workers != replay.instances and engine != "streaming":
                 # verl generates each batch in `workers` chunks, one per agent-loop worker: not the schedule's

@@ -148,6 +148,51 @@ def test_exported_file_gives_the_schedules_steps_in_order(work, data, tokenizer)
     assert [s for b in shuffled.train_dataloader for s in column(b, "seq")] != expected
 
 
+def fully_async_rollouter(work: Path, overrides: list[str], tokenizer):
+    """verl 0.9.1's fully asynchronous rollouter (the class under its Ray actor) built from its own packaged config
+    with ``overrides``: its constructor checks the data settings and builds the dataloader it reads prompts from."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from verl.experimental.fully_async_policy.fully_async_rollouter import FullyAsyncRollouter
+
+    GlobalHydra.instance().clear()
+    folder = Path(verl.__file__).parent / "experimental" / "fully_async_policy" / "config"
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
+        config = hydra_compose(config_name="fully_async_ppo_trainer", overrides=[
+            "data.dataloader_num_workers=0", f"+data.cache_dir={work / 'cache'}",
+            "actor_rollout_ref.hybrid_engine=False", *overrides])
+    return FullyAsyncRollouter.__ray_actor_class__(config, tokenizer), config
+
+
+def test_fully_async_trainer_reads_the_export_in_dispatch_order(work, data, tokenizer):
+    """A schedule for an asynchronous trainer on servers (streaming, lag 2, groups in arrival order) exports, by
+    default, for verl's fully asynchronous trainer: its rollouter accepts the printed settings, reads every row one
+    prompt at a time in the schedule's seq order, and syncs weights once per schedule train batch; the default
+    trainer's settings, printed before 2026-12-05, stop it at once (a newcomer's run)."""
+    from asp_cli import ScheduleSettings, schedule
+
+    out = schedule([data["train"]], work / "async.parquet", settings=ScheduleSettings(
+        instances=2, samples_per_prompt=SAMPLES, epochs=EPOCHS, train_batch_size=BATCH, minibatch_size=4,
+        max_response_tokens=256, engine="streaming", max_lag=2)).output
+    result = export(out, [data["train"]], work / "async-ordered.parquet", format="verl")
+    assert result.order == "dispatch" and result.summary["verl_trainer"] == "fully-async"
+    settings = [f"{key}={value}" for key, value in result.trainer_settings.items()]
+    files = [f"data.train_files={work / 'async-ordered.parquet'}", f"data.val_files={data['val']}"]
+    rollouter, config = fully_async_rollouter(work, [*files, *settings], tokenizer)
+    rows = ROWS * EPOCHS
+    assert rollouter.total_rollout_steps == rows == len(rollouter.train_dataloader)
+    assert [column(b, "seq")[0] for b in rollouter.train_dataloader] == list(range(rows))
+    # The prompts between two weight syncs are the schedule's train batch; the lag bound is its staleness.
+    assert rollouter.required_samples * config.async_training.trigger_parameter_sync_step == BATCH
+    assert rollouter.staleness_threshold == 2
+    ppo = export(out, [data["train"]], work / "async-ppo.parquet", format="verl", verl_trainer="ppo").trainer_settings
+    files[0] = f"data.train_files={work / 'async-ppo.parquet'}"
+    with pytest.raises(AssertionError, match="train_batch_size must be zero"):
+        fully_async_rollouter(work, [*files, *[f"{k}={v}" for k, v in ppo.items()]], tokenizer)
+
+
 def test_verls_default_prompt_limit_is_the_one_export_names(work, data, tokenizer):
     """`asp export` tells the user to raise data.max_prompt_length past verl's default when a prompt is longer: that
     default is verl's own, and the rollout's prompt limit (past which the agent loop cuts a prompt's start) follows it."""

@@ -1,0 +1,104 @@
+"""The settings of verl 0.9's fully asynchronous trainer that replay an exported schedule (`asp export --format
+verl`, ``--verl-trainer fully-async``).
+
+verl's fully asynchronous trainer (``python -m verl.experimental.fully_async_policy.fully_async_main``, config
+``fully_async_ppo_trainer.yaml``; read from verl 0.9.1's ``fully_async_rollouter.py`` and ``fully_async_trainer.py``,
+and run in tests/integration/test_verl.py) is not verl's default trainer, and refuses the default trainer's settings:
+
+- its rollouter asserts ``data.train_batch_size == 0`` and ``data.gen_batch_size == 1``: it reads the dataset one
+  prompt at a time, in file order with ``data.shuffle=False``, and starts each as a slot frees. So the file is laid
+  out in dispatch order (the schedule's ``seq``), not in train batches cut for agent-loop workers;
+- a trainer step takes ``actor.ppo_mini_batch_size * async_training.require_batches`` finished prompts, and the
+  weights reach the servers every ``async_training.trigger_parameter_sync_step`` steps: the prompts between two
+  weight syncs are what asp calls a train batch (`asp_cli.sim.verl_async` publishes after each);
+- the rollouter pauses while the prompts started since the last sync, counted from those then outstanding, reach
+  ``(staleness_threshold + 1)`` of those batches: asp's ``--max-lag``, which counts whole batches (verl's default of
+  0.1 lies between ``--max-lag 0`` and ``1``; the settings name the schedule's whole number);
+- it stops after ``rollout.total_rollout_steps`` prompts (100 in the shipped config), so the file's row count is
+  set;
+- ``async_training.concurrent_samples_per_replica`` (16) caps the prompts in flight per server: asp's
+  ``--prompts-per-server``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# verl 0.9.1's fully_async_ppo_trainer.yaml: weights synced every 4 trainer steps, one mini batch a step.
+VERL_SYNC_STEPS = 4
+VERL_PROMPTS_PER_SERVER = 16
+VERL_TRAINERS = ("auto", "ppo", "fully-async")
+
+
+def planned_for_async(recorded: Any) -> bool:
+    """Whether a schedule was made for an asynchronous trainer on servers taking groups as they finish: the
+    setting verl's fully asynchronous trainer runs (``--engine streaming``, a lag bound other than 0,
+    ``--trainer arrival``)."""
+    return recorded.engine == "streaming" and recorded.max_lag != 0 and recorded.trainer == "arrival"
+
+
+def resolve_trainer(verl_trainer: str, recorded: Any) -> str:
+    """``auto``: the fully asynchronous trainer for a schedule planned for one (`planned_for_async`), verl's default
+    PPO trainer otherwise."""
+    if verl_trainer != "auto":
+        return verl_trainer
+    return "fully-async" if planned_for_async(recorded) else "ppo"
+
+
+def sync_steps(train_batch_size: int) -> int:
+    """Trainer steps per weight sync: verl's default of 4 where it divides the train batch, else the most that
+    does (2 or 1), so that the mini batch is a whole number of prompts."""
+    return next(t for t in (VERL_SYNC_STEPS, 2, 1) if train_batch_size % t == 0)
+
+
+def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
+                         route: str = "none") -> tuple[dict[str, Any], list[str]]:
+    """The overrides of ``fully_async_ppo_trainer.yaml`` that replay ``rows`` exported prompts in file order, and
+    notes on what they cannot say."""
+    size = int(recorded.train_batch_size)
+    steps = sync_steps(size)
+    settings: dict[str, Any] = {
+        "data.shuffle": False,
+        "data.train_batch_size": 0,
+        "data.gen_batch_size": 1,
+        "data.filter_overlong_prompts": False,
+        "actor_rollout_ref.rollout.n": samples_per_prompt,
+        "data.max_response_length": recorded.max_response_tokens,
+        "trainer.total_epochs": 1,
+        "rollout.total_rollout_steps": rows,
+        # The prompts between two weight syncs: the schedule's train batch.
+        "actor_rollout_ref.actor.ppo_mini_batch_size": size // steps,
+        "async_training.require_batches": 1,
+        "async_training.trigger_parameter_sync_step": steps,
+        "async_training.staleness_threshold": recorded.max_lag,
+        "async_training.concurrent_samples_per_replica": recorded.prompts_per_server,
+        "actor_rollout_ref.rollout.full_determinism": False if route != "none" else None,
+    }
+    settings = {k: v for k, v in settings.items() if v is not None}
+    notes = [f"verl's fully asynchronous trainer (python -m verl.experimental.fully_async_policy.fully_async_main) "
+             f"trains on actor.ppo_mini_batch_size x async_training.require_batches prompts a step and syncs the "
+             f"weights every async_training.trigger_parameter_sync_step steps: keep their product at the schedule's "
+             f"--train-batch-size {size} (e.g. ppo_mini_batch_size={size // steps}, require_batches=1, "
+             f"trigger_parameter_sync_step={steps}), or make the schedule with --train-batch-size equal to it; for "
+             f"verl's default trainer (verl.trainer.main_ppo) pass --verl-trainer ppo"]
+    if rows % size:
+        notes.append(f"the file's {rows:,} prompts end in {rows % size} that fill no whole train batch of {size}: "
+                     f"verl's fully asynchronous trainer stops after {rows // size:,} batches and does not train "
+                     "them; make the schedule with a --train-batch-size that divides the prompts")
+    if recorded.max_lag is None:
+        notes.append("the schedule has no lag bound, but verl's fully asynchronous rollouter always keeps one "
+                     "(async_training.staleness_threshold, 0.1 by default): make the schedule with --max-lag equal "
+                     "to the staleness_threshold you run, a whole number (1 or 2: asp counts the lag in whole train "
+                     "batches)")
+    elif recorded.max_lag == 0:
+        notes.append("the schedule was made for a synchronous trainer (--max-lag 0); for verl's fully asynchronous "
+                     "trainer make it with --max-lag equal to async_training.staleness_threshold")
+    if recorded.prompts_per_server is None and recorded.engine == "streaming":
+        notes.append(f"the schedule was timed with as many prompts in flight as the servers' slots hold; verl keeps "
+                     f"async_training.concurrent_samples_per_replica={VERL_PROMPTS_PER_SERVER} by default: make the "
+                     f"schedule with --prompts-per-server {VERL_PROMPTS_PER_SERVER} (or the value you set), or set "
+                     "concurrent_samples_per_replica high enough that the servers' slots bind")
+    if recorded.trainer == "schedule":
+        notes.append("the schedule was made for a trainer that follows its steps (--trainer schedule), but verl's "
+                     "fully asynchronous trainer takes groups as they finish: make it with --trainer arrival")
+    return settings, notes
