@@ -8,6 +8,7 @@ is still cheap) whose predicted KV footprint fits the instance's cache, and an 8
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -86,6 +87,29 @@ NO_LAG_BOUND = "none"
 LAG_NONE_HINT = f"{NO_LAG_BOUND} for no bound"
 
 
+def check_lag(value: object) -> int | float | None:
+    """Refuse a ``--max-lag`` that is not None or a finite number from 0 up; return it, a whole number as an int.
+
+    A fraction is verl's ``async_training.staleness_threshold`` (0.1 by default): its fully asynchronous rollouter
+    keeps at most ``(staleness_threshold + 1)`` train batches of prompts started since a weight sync, the count rule
+    `asp_cli.sim` replays, which takes any such number. Where the lag is counted in whole steps (the plan's holds,
+    a trainer that follows the schedule) a fraction counts as the next whole number (`lag_steps`): a group may then
+    be one step stale, as some of verl's are.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= MAX_SETTING:
+        raise SettingsError(f"--max-lag must be a number of training steps from 0 to {MAX_SETTING} (a fraction is "
+                            f"verl's staleness_threshold), or {LAG_NONE_HINT} (got {value!r})")
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def lag_steps(max_lag: int | float | None) -> int | None:
+    """The lag bound in whole training steps: a fraction rounded up (`check_lag`)."""
+    return None if max_lag is None else math.ceil(max_lag)
+
+
 def check_count(flag: str, value: object, *, minimum: int, optional: bool = False,
                 maximum: int = MAX_SETTING, also: str = "") -> None:
     """Refuse a count or token budget that is not a whole number in ``minimum..maximum`` (None when optional;
@@ -120,7 +144,7 @@ class ScheduleSettings:
     # None: rollout runs ahead freely (a synchronous trainer has no lag at all; an asynchronous one sees the
     # lag grow wherever the trainer is the slower side). A bound is not the default because one that the
     # minibatches cannot meet (a minibatch holding more groups than the bound allows) is an error.
-    max_lag: int | None = None
+    max_lag: int | float | None = None  # a fraction: verl's staleness_threshold (`check_lag`)
     seed: int = 0
     plan_with: PlanWith = "max"
     preset: str = "h100-qwen2.5-7b"
@@ -156,7 +180,7 @@ class ScheduleSettings:
             above = isinstance(value, int) and not isinstance(value, bool) and value > _MAXIMA.get(name, MAX_SETTING)
             check_count(_flag(name), value, minimum=1, maximum=MAX_SETTING if above else _MAXIMA.get(name, MAX_SETTING))
         check_count("--max-tokens-per-minibatch", self.max_tokens_per_minibatch, minimum=1, optional=True)
-        check_count("--max-lag", self.max_lag, minimum=0, optional=True, also=LAG_NONE_HINT)
+        object.__setattr__(self, "max_lag", check_lag(self.max_lag))  # frozen: 2.0 is kept as 2
         check_count("--seed", self.seed, minimum=0)
         check_count("--prompts-per-server", self.prompts_per_server, minimum=1, optional=True)
         if self.prompts_per_server is not None and (self.engine != "streaming" or self.max_lag == 0):

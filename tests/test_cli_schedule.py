@@ -122,9 +122,11 @@ def test_huge_settings_are_refused_not_an_internal_error(tmp_path, flag):
     out = tmp_path / "s.parquet"
     result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, flag, "99999999999999999999999")
     assert result.exit_code == 4, result.stderr
-    assert result.stderr.strip() == (f"Error: {flag} must be a whole number from {1 if flag != '--max-lag' else 0} to "
-                                     f"2147483647{', or none for no bound' if flag == '--max-lag' else ''} "
-                                     "(got 99999999999999999999999)")
+    assert result.stderr.strip() == (
+        f"Error: {flag} must be a whole number from 1 to 2147483647 (got 99999999999999999999999)"
+        if flag != "--max-lag" else
+        "Error: --max-lag must be a number of training steps from 0 to 2147483647 (a fraction is verl's "
+        "staleness_threshold), or none for no bound (got 99999999999999999999999)")
     assert not out.exists()
 
 
@@ -137,7 +139,11 @@ def test_max_lag_none_is_no_bound_and_anything_else_but_a_number_is_refused(tmp_
     assert default.read_bytes() == none.read_bytes()
     result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "c.parquet", "--max-lag", "soon")
     assert result.exit_code == 2
-    assert "give a whole number of training steps, or none for no bound (got 'soon')" in result.stderr
+    assert "give a number of training steps (0, 2, or a fraction such as verl's staleness_threshold 0.1), or none " \
+        "for no bound (got 'soon')" in result.stderr
+    for bad in ("-1", "nan", "inf", "-0.5"):
+        result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "c.parquet", "--max-lag", bad)
+        assert result.exit_code == 4 and "--max-lag must be a number of training steps from 0" in result.stderr, bad
 
 
 def test_a_sampled_input_weighs_the_trainer_against_its_rollout_scaled_up_to_the_run(tmp_path, monkeypatch):

@@ -140,6 +140,24 @@ def test_max_lag_is_respected_by_the_estimate():
     assert (bounded["expected_lag"] >= 0).all()
 
 
+def test_a_fractional_lag_bound_holds_the_plan_to_the_next_whole_step_and_a_whole_one_stays_an_int():
+    """A fraction (verl's staleness_threshold): the plan's holds count whole steps (1.5 as 2: a group may be two
+    steps stale), the replay's count rule the fraction; 2.0 is the bound 2, recorded as such."""
+    preds = make_predictions(1500, seed=4)
+    settings = ScheduleSettings(train_batch_size=32, arrangement="long-first")
+    half = arrange(prompt_frame(1500), preds, dataclasses.replace(settings, max_lag=1.5))
+    two = arrange(prompt_frame(1500), preds, dataclasses.replace(settings, max_lag=2))
+    assert half["expected_lag"].max() <= 2
+    assert half.equals(two)  # the plan is the whole-step one; auto's timing and the replays take the fraction
+    with pytest.raises(SettingsError, match="--max-lag 0.1 cannot be met"):  # as --max-lag 1 would
+        arrange(prompt_frame(1500), preds, dataclasses.replace(settings, arrangement="shuffle", max_lag=0.1))
+    assert ScheduleSettings(max_lag=2.0).max_lag == 2 and isinstance(ScheduleSettings(max_lag=2.0).max_lag, int)
+    assert ScheduleSettings(max_lag=0.5).max_lag == 0.5
+    for bad in (-0.1, float("nan"), float("inf"), True, "2"):
+        with pytest.raises(SettingsError, match="--max-lag must be a number of training steps"):
+            ScheduleSettings(max_lag=bad)
+
+
 def test_same_inputs_same_bytes(tmp_path, prompts_file):
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     s = ScheduleSettings(epochs=2, seed=3)

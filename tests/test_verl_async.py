@@ -83,6 +83,21 @@ def test_the_lag_rule_holds_a_prompt_until_its_version_is_published():
     assert free.end_to_end_s < result.end_to_end_s
 
 
+def test_a_fractional_bound_is_verls_staleness_threshold():
+    """verl's staleness_threshold of 0.1 (its default): the rollouter pauses once 1.1 train batches were started
+    since the last sync, so row i starts only after version floor(i / 16 - 0.1) is live; it lies between bounds 0
+    and 1."""
+    lengths, prompts = _workload()
+    tenth = _replay(lengths, prompts, max_lag=0.1)
+    for i in range(17, 96):  # started + 1 <= (0.1 + v + 1) * 16: row i needs v >= (i + 1) / 16 - 1.1
+        need = int(np.ceil((i + 1) / 16 - 1.1))
+        if need > 0:
+            assert tenth.group_submit_s[i] >= tenth.publish_s[need - 1] - 1e-9, i
+    zero, one = _replay(lengths, prompts, max_lag=0), _replay(lengths, prompts, max_lag=1)
+    assert one.end_to_end_s <= tenth.end_to_end_s <= zero.end_to_end_s
+    assert not np.array_equal(tenth.group_submit_s, zero.group_submit_s)
+
+
 def test_the_rollouter_slots_bound_the_prompts_in_flight():
     lengths, prompts = _workload(rows=24)
     one = _replay(lengths, prompts, max_lag=None, prompts_in_flight=1)

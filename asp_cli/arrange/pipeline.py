@@ -34,7 +34,7 @@ from asp_cli.arrange.packing import PaddedTokens, cut_minibatches, cut_per_step,
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.arrange.summary import summarize
 from asp_cli.schedule_format import format_version_for, recorded_command_line, write_schedule
-from asp_cli.settings import MAX_SCHEDULE_ROWS, SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size
+from asp_cli.settings import MAX_SCHEDULE_ROWS, SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size, lag_steps
 from asp_cli.arrange.timeline import (
     group_kv_tokens,
     group_tokens,
@@ -343,6 +343,8 @@ def _assemble(
     if follow is not None and settings.max_lag == 0:  # synchronous: the holds the loop would find, at once
         hold = synchronous_holds(preset, follow, row_mb, row_offset, step_tokens, mb_instance, mb_duration,
                                  settings.instances, hold)
+    # The plan's holds count the lag in whole steps: a fractional bound (verl's staleness_threshold) rounded up.
+    bound = lag_steps(settings.max_lag)
     rounds = max(_MAX_LAG_ROUNDS, -(-row_mb.size // settings.train_batch_size) + 1)
     for _ in range(rounds + 1):
         start = replay_starts(mb_instance, mb_duration, hold, settings.instances)
@@ -350,17 +352,17 @@ def _assemble(
         train_step, _, step_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size, follow)
         version = policy_version_at(step_end, start)[row_mb]
         lag = train_step - version
-        if settings.max_lag is None or lag.max() <= settings.max_lag:
+        if bound is None or lag.max() <= bound:
             break
         # Hold each offending minibatch until the policy it needs is live.
         need = np.zeros(mb_start.size, dtype=np.int64)
-        np.maximum.at(need, row_mb, train_step - settings.max_lag)
+        np.maximum.at(need, row_mb, train_step - bound)
         ready_at = np.where(need > 0, step_end[np.clip(need - 1, 0, step_end.size - 1)], 0.0)
         too_early = (policy_version_at(step_end, start) < need) & (ready_at > start)
         if not too_early.any():
             break
         hold = np.maximum(hold, np.where(too_early, ready_at, 0.0))
-    if settings.max_lag is not None and lag.max() > settings.max_lag:
+    if bound is not None and lag.max() > bound:
         worst = int(np.argmax(lag))
         shown, behind = shown_id(prompts[C.PROMPT_ID][int(row_prompt[worst])]), int(lag[worst])
         if settings.max_lag == 0 and settings.trainer == "schedule" and settings.arrangement != "per-step":
@@ -381,7 +383,7 @@ def _assemble(
         assigned = stratified_steps(finish, mb_class[row_mb], row_epoch, settings.train_batch_size)
         s_step, _, s_end = trainer_timeline(preset, finish, step_tokens, settings.train_batch_size, assigned)
         s_lag = s_step - policy_version_at(s_end, start)[row_mb]
-        if settings.max_lag is None or s_lag.max() <= settings.max_lag:
+        if bound is None or s_lag.max() <= bound:
             train_step, step_end, lag = s_step, s_end, s_lag
     del version, mean, prompt_tokens
     version_rows = policy_version_at(step_end, start)[row_mb]

@@ -84,16 +84,21 @@ def _output_text(text: str) -> Any:
 
 
 
-def lag_bound(text: str) -> int | str:
-    """Parse ``--max-lag``: a whole number of steps, or ``none`` for no bound (`NO_LAG_BOUND`), which overrides
-    a bound recorded in a schedule or set by a workload. The number's range is checked where the settings are."""
+def lag_bound(text: str) -> int | float | str:
+    """Parse ``--max-lag``: a number of steps (a fraction is verl's ``staleness_threshold``), or ``none`` for no
+    bound (`NO_LAG_BOUND`), which overrides a bound recorded in a schedule or set by a workload. The number's range
+    is checked where the settings are (`asp_cli.settings.check_lag`)."""
     if text.strip().lower() == NO_LAG_BOUND:
         return NO_LAG_BOUND
     try:
         return int(text)
     except ValueError:
-        raise typer.BadParameter(f"give a whole number of training steps, or {NO_LAG_BOUND} for no bound "
-                                 f"(got {text!r})") from None
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise typer.BadParameter(f"give a number of training steps (0, 2, or a fraction such as verl's "
+                                 f"staleness_threshold 0.1), or {NO_LAG_BOUND} for no bound (got {text!r})") from None
 
 
 def lag_option(default: Any, help: str) -> Any:  # noqa: A002 - Typer's own name

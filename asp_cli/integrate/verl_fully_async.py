@@ -12,8 +12,8 @@ and run in tests/integration/test_verl.py) is not verl's default trainer, and re
   weights reach the servers every ``async_training.trigger_parameter_sync_step`` steps: the prompts between two
   weight syncs are what asp calls a train batch (`asp_cli.sim.verl_async` publishes after each);
 - the rollouter pauses while the prompts started since the last sync, counted from those then outstanding, reach
-  ``(staleness_threshold + 1)`` of those batches: asp's ``--max-lag``, which counts whole batches (verl's default of
-  0.1 lies between ``--max-lag 0`` and ``1``; the settings name the schedule's whole number);
+  ``(staleness_threshold + 1)`` of those batches: asp's ``--max-lag``, which takes verl's fractions (its default
+  is 0.1: `asp_cli.settings.check_lag`);
 - it stops after ``rollout.total_rollout_steps`` prompts (100 in the shipped config), so the file's row count is
   set;
 - ``async_training.concurrent_samples_per_replica`` (16) caps the prompts in flight per server: asp's
@@ -88,8 +88,7 @@ def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
     if recorded.max_lag is None:
         notes.append("the schedule has no lag bound, but verl's fully asynchronous rollouter always keeps one "
                      "(async_training.staleness_threshold, 0.1 by default): make the schedule with --max-lag equal "
-                     "to the staleness_threshold you run, a whole number (1 or 2: asp counts the lag in whole train "
-                     "batches)")
+                     "to the staleness_threshold you run (--max-lag 0.1 for verl's default)")
     elif recorded.max_lag == 0:
         notes.append("the schedule was made for a synchronous trainer (--max-lag 0); for verl's fully asynchronous "
                      "trainer make it with --max-lag equal to async_training.staleness_threshold")

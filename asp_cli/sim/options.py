@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from asp_cli.errors import SettingsError
-from asp_cli.settings import DISPATCHES, LAG_NONE_HINT, MAX_INSTANCES, TRAINER_ORDERS, check_count
+from asp_cli.settings import DISPATCHES, MAX_INSTANCES, TRAINER_ORDERS, check_count, check_lag
 
 Mode = Literal["continuous", "static", "streaming"]
 Dispatch = Literal["planned", "free"]
@@ -27,7 +27,7 @@ class ReplayOptions:
     preset: str | None = None
     mode: Mode | None = None  # None: the engine the schedule was planned for
     dispatch: Dispatch | None = None  # None: the dispatch the schedule was planned for (planned before 1.2)
-    max_lag: int | None = None
+    max_lag: int | float | None = None
     use_schedule_max_lag: bool = True
     instances: int | None = None
     seed: int | None = None
@@ -38,6 +38,7 @@ class ReplayOptions:
 
     def __post_init__(self) -> None:
         check_engine(self.mode or "continuous", self.dispatch or "planned", self.max_lag, self.trainer or "arrival")
+        object.__setattr__(self, "max_lag", check_lag(self.max_lag))
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
             raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances})")
         check_count("--seed", self.seed, minimum=0, optional=True)
@@ -46,14 +47,14 @@ class ReplayOptions:
             raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit: it applies to "
                                 "--engine streaming with a --max-lag other than 0; drop it")
 
-def check_engine(mode: str, dispatch: str, max_lag: int | None, trainer: str = "arrival") -> None:
-    """Refuse an unknown engine mode, dispatch or trainer order, or a lag bound that is not a count (every
-    replay's check)."""
+def check_engine(mode: str, dispatch: str, max_lag: int | float | None, trainer: str = "arrival") -> None:
+    """Refuse an unknown engine mode, dispatch or trainer order, or a lag bound that is not a number of steps from
+    0 up (every replay's check; `asp_cli.settings.check_lag`)."""
     if mode not in MODES:
         raise SettingsError(f"--engine (--mode) must be one of {', '.join(MODES)} (got {mode!r})")
     if dispatch not in DISPATCHES:
         raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {dispatch!r})")
-    check_count("--max-lag", max_lag, minimum=0, optional=True, also=LAG_NONE_HINT)
+    check_lag(max_lag)
     if trainer not in TRAINER_ORDERS:
         raise SettingsError(f"--trainer must be one of {', '.join(TRAINER_ORDERS)} (got {trainer!r})")
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from asp_cli.errors import SettingsError
+from asp_cli.settings import check_lag
 from asp_cli.sim.options import Dispatch, Mode, TrainerOrder, check_engine
 
 
@@ -25,13 +26,14 @@ class SimulationSettings:
     train_batch_size: int = 128
     mode: Mode = "continuous"
     dispatch: Dispatch = "planned"
-    max_lag: int | None = None
+    max_lag: int | float | None = None  # a fraction: verl's staleness_threshold (`asp_cli.settings.check_lag`)
     kv_watermark: float = KV_WATERMARK
     tail_threshold: float = TAIL_THRESHOLD
     trainer: TrainerOrder = "arrival"
 
     def __post_init__(self) -> None:
         check_engine(self.mode, self.dispatch, self.max_lag, self.trainer)
+        object.__setattr__(self, "max_lag", check_lag(self.max_lag))
         if self.samples_per_prompt < 1 or self.train_batch_size < 1:
             raise SettingsError("samples per prompt and train batch size must be at least 1")
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.errors import SettingsError
-from asp_cli.settings import check_replay_size
+from asp_cli.settings import check_replay_size, lag_steps
 from asp_cli.sim.engine import Engine, static_batch
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 from asp_cli.sim.metrics import replay_metrics
@@ -93,10 +93,11 @@ def simulate_arrays(
     # be trained from is live (step s needs version s - max_lag). Where the order makes that wait forever (a
     # later step's minibatch ahead of an earlier step's groups), the waiting minibatch is let go and the lag
     # it then has is reported (`lag_rule_released`).
+    # (A fractional bound, verl's staleness_threshold, counts whole in the steps a trainer follows: `lag_steps`.)
     cap_groups = None if settings.max_lag is None or settings.trainer == "schedule" else settings.max_lag + 1
     need_version = None
     if settings.max_lag is not None and assigned is not None:
-        need_version = np.maximum.reduceat(assigned.astype(np.int64), mb_start) - settings.max_lag
+        need_version = np.maximum.reduceat(assigned.astype(np.int64), mb_start) - lag_steps(settings.max_lag)
     released: set[int] = set()  # instances whose waiting minibatch was let go to break a deadlock
     streaming = settings.mode == "streaming"
     static = settings.mode == "static"

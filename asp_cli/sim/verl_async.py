@@ -170,7 +170,10 @@ def replay_async(
         if not busy:
             if started == rows:
                 break
+            before = trainer.version_at(now)
             trainer.advance(math.inf)  # nothing in flight: every arrival is known
+            if trainer.version_at(now) > before:  # a step it decided was published by now: look again
+                continue
             publish = trainer.next_publish_after(now)
             if publish == math.inf:
                 raise AssertionError("replay deadlock: the lag rule holds every prompt and nothing will train")
