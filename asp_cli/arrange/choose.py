@@ -175,6 +175,18 @@ class ArrangementChoice:
         # no other arrangement).
         document["expected_gain_over_next"] = (round(min(others) / chosen - 1.0, 4)
                                                if chosen and others else None)
+        # Against the candidate `shuffle` (what a user runs anyway; the summary's line): the expected saving, and
+        # the least and most of it over the draws of lengths, each draw replaying both (how sure it is).
+        shuffle = next((c for c in self.candidates if _is(c, "shuffle", self.kv_budget)), None)
+        usable = bool(shuffle and chosen and shuffle["expected_end_to_end_s"]
+                      and "shuffle" not in self.bound_broken_on_input)
+        document["expected_gain_over_shuffle"] = (round(1.0 - chosen / shuffle["expected_end_to_end_s"], 4)
+                                                  if usable else None)
+        mine_by_draw = mine[0].get("end_to_end_s_by_draw") if mine else None
+        theirs = shuffle.get("end_to_end_s_by_draw") if usable else None
+        if mine_by_draw and theirs and len(mine_by_draw) == len(theirs) and all(theirs):
+            gains = [1.0 - m / t for m, t in zip(mine_by_draw, theirs)]
+            document["gain_over_shuffle_by_draw"] = {"min": round(min(gains), 4), "max": round(max(gains), 4)}
         return document
 
 
