@@ -226,8 +226,11 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
         bound = "none" if lag["bound"] is None else str(lag["bound"])
         spread = _cut([f"{v}: {c:,}" for v, c in lag["histogram"]], _LIST_ITEMS, what="lags",
                       rest=lag["histogram"][_LIST_ITEMS:], unit="groups")
+        # Unbounded, the lag is how far rollout runs ahead at the point predictions (no tails): an upper end.
+        upper = ("; at the point predictions, whose rollout runs further ahead than a replay's (--simulate)"
+                 if lag["bound"] is None else "")
         out(f"[bold]Expected policy lag[/bold]: mean {_num(lag['mean'], 2)} steps, max [bold]{lag['max']}[/bold] "
-            f"(bound --max-lag {bound}); groups per lag: {spread}")
+            f"(bound --max-lag {bound}{upper}); groups per lag: {spread}")
     else:
         out("[bold]Expected policy lag[/bold]: not available (no expected_lag column)")
     steps = report["steps"]
