@@ -30,6 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from asp_cli.errors import SettingsError  # noqa: E402
+from asp_cli.settings import check_lag  # noqa: E402
+
 HELD_OUT_PREFIX = "chat"
 # A pick this close to the fastest candidate's true time counts as the best (the replays' own noise).
 BEST_SLACK = 0.004
@@ -158,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_choice_verl: {args.data} not found (the project's shared data); nothing measured",
               file=sys.stderr)
         return 3
-    if args.max_lag != "none" and not (args.max_lag.isdigit()):
-        parser.error(f"--max-lag takes a whole number of steps or none (got {args.max_lag!r})")
-    max_lag = None if args.max_lag == "none" else int(args.max_lag)
+    try:  # a fraction is verl's staleness_threshold (`asp_cli.settings.check_lag`)
+        max_lag = None if args.max_lag == "none" else check_lag(float(args.max_lag))
+    except (ValueError, SettingsError):
+        parser.error(f"--max-lag takes a number of steps from 0 up or none (got {args.max_lag!r})")
     records = []
     for name in (n for n in args.workloads.split(",") if n):
         for seed in range(args.seeds):

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from asp_cli.settings import check_lag  # noqa: E402
+
 WORKLOADS = ("mix-k8-n8-b256", "mix-k16-n16-b512", "aime-k8-n8-b256")
 DEVIATION = " step dev"
 # (label, frame, routing): frames are a baseline's arrangement (by name) or asp's plan with these settings.
@@ -116,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--lags", default="2,none", help="lag bounds to run, 'none' for no bound")
+    parser.add_argument("--lags", default="2,none", help="lag bounds to run, 'none' for no bound; a fraction is verl's "
+                        "staleness_threshold (0.1 by default there)")
     parser.add_argument("--trainer-scales", default="1,0.25", help="training step cost multipliers to run")
     parser.add_argument("--prompts-per-server", type=int, default=None,
                         help="verl's async_training.concurrent_samples_per_replica (its default is 16); by default "
@@ -136,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     slots = ("the servers' slots" if args.prompts_per_server is None
              else f"{args.prompts_per_server} prompts per server")
     for scale in (float(s) for s in args.trainer_scales.split(",")):
-        for lag in (None if s == "none" else int(s) for s in args.lags.split(",")):
+        # A fraction is verl's staleness_threshold (its default 0.1: `asp_cli.settings.check_lag`).
+        for lag in (None if s == "none" else check_lag(float(s)) for s in args.lags.split(",")):
             rows_run = ROWS + ((REPRESENTATIVE,) if args.representative else ())
             results = run(names, args.seeds, args.data, lag, scale, args.prompts_per_server, rows_run)
             print(f"Trainer step cost x{scale:g}, max_lag {lag if lag is not None else 'none'}, rollouter slots: "
