@@ -127,15 +127,17 @@ def test_command_line_does_not_import_the_heavy_libraries():
 #   of the choice and of each candidate (the rows unchanged: on the sample data the budget does not bind); each
 #   candidate's expected rollout (`expected_rollout_s`, which says whether the trainer binds); each candidate's
 #   time under every draw (`end_to_end_s_by_draw`); the summary's count of instances given no minibatch
-#   (`idle_instances`, with every planned instance now in the balance); the preset's name and KV capacity.
+#   (`idle_instances`, with every planned instance now in the balance); the preset's name and KV capacity; the
+#   choice's gain over the candidate shuffle and its range over the draws (`expected_gain_over_shuffle`,
+#   `gain_over_shuffle_by_draw`: keys added, nothing else changed).
 COMMAND_LINE = ["asp", "schedule", "prompts.jsonl", "-o", "OUT"]
 GOLDEN = {
     "defaults": ({}, "e704fc8b79216d3f8097e9784734aa723b10ee4e46d79a40116e50bc835a97ef",
-                 "e29c9da18f5c35acdf38c9f39e1b87e575465e0219f5ab4cc47168d0654229b3"),
+                 "4f2b225dcc5dcbe5b09b6c508769b0c5ddc709e406558213f439be5622fcaf13"),
     "two epochs, lag 2, 8 instances, seed 3": (
         {"epochs": 2, "max_lag": 2, "instances": 8, "seed": 3},
         "00b87b60de0f7b6d774d6a27da4542008a34d1f66ea943bef190bf0e8e92430b",
-        "28f76616df229197520dd3210d7b69f09c6b63e9d087d1109857c848995c1932"),
+        "c74c4522d7a2a6ac701988ad7d70345c16dd17d86383bdb08708ffdf0ebf3ddf"),
 }
 
 

@@ -1005,7 +1005,8 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     record = plain.to_dict()
     assert record["timed_as"] == "verl-async" and "prompts_per_server" not in record
     assert ("as verl routes an asynchronous trainer (every sample at submission, as many prompts in flight as the "
-            "servers' slots hold)" in arrangement_line(record))
+            "servers' slots hold; verl's rollouter keeps 16 per server by default: --prompts-per-server 16)"
+            in arrangement_line(record))
 
     # The plain pick made twice as slow as verl routes (every draw, both dispatches): another is chosen.
     order = [c["name"] for c in plain.candidates]
