@@ -1194,3 +1194,17 @@ def test_the_document_says_the_gain_over_the_shuffle_and_its_range_over_the_draw
     alone = ArrangementChoice("auto", "bands", "streaming", candidates=candidates[:1], evaluated_prompts=10,
                               draws=3).to_dict()
     assert alone["expected_gain_over_shuffle"] is None
+
+
+def test_a_candidate_that_times_exactly_as_an_earlier_one_is_said_to_be_the_same_plan():
+    from asp_cli.arrange.choice_summary import arrangement_line
+
+    candidates = [{"name": "bands", "kv_budget": "peak", "expected_end_to_end_s": 90.0,
+                   "end_to_end_s_by_draw": [80.0, 90.0, 100.0]},
+                  {"name": "short-first", "kv_budget": "peak", "expected_end_to_end_s": 90.0,
+                   "end_to_end_s_by_draw": [80.0, 90.0, 100.0]},
+                  {"name": "shuffle", "kv_budget": "peak", "expected_end_to_end_s": 100.0,
+                   "end_to_end_s_by_draw": [100.0, 95.0, 98.0]}]
+    line = arrangement_line(ArrangementChoice("auto", "bands", "streaming", candidates=candidates,
+                                              evaluated_prompts=10, draws=3).to_dict())
+    assert "bands 90 s, short-first 90 s (the same plan as bands), shuffle 100 s" in line

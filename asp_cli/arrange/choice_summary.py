@@ -52,6 +52,16 @@ def _miniature_words(choice: dict[str, Any]) -> str:
     return f"{k} instance{'s' if k != 1 else ''}, train batch {choice.get('judged_train_batch_size', 0):,}"
 
 
+def _same_plan(candidate: dict[str, Any], before: list[dict[str, Any]]) -> str:
+    """`` (the same plan as X)`` where an earlier candidate took exactly the same time under every draw (`bands`
+    is the short-first sort where each train batch fits one request batch per instance: a newcomer read two
+    candidates where there was one)."""
+    mine = candidate.get("end_to_end_s_by_draw")
+    same = next((c["name"] for c in before if mine and c.get("end_to_end_s_by_draw") == mine
+                 and c.get("kv_budget") == candidate.get("kv_budget")), None)
+    return f" (the same plan as {same})" if same else ""
+
+
 def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> str:
     """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
     when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`.
@@ -73,7 +83,8 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                 f"engine{said})")
     candidates = ", ".join(f"{c['name']}{'/' + c['kv_budget'] if both else ''} {c['expected_end_to_end_s']:,.0f} s"
                            + (" (steps not representative)" if c.get("representative_steps") is False else "")
-                           for c in choice["candidates"])
+                           + _same_plan(c, choice["candidates"][:i])
+                           for i, c in enumerate(choice["candidates"]))
     among = ""
     if choice.get("steps") == "representative":
         mine = next((c for c in choice["candidates"] if _is(c, choice["chosen"], choice.get("kv_budget"))), {})
