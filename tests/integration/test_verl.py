@@ -193,6 +193,26 @@ def test_fully_async_trainer_reads_the_export_in_dispatch_order(work, data, toke
         fully_async_rollouter(work, [*files, *[f"{k}={v}" for k, v in ppo.items()]], tokenizer)
 
 
+def test_the_fully_async_defaults_are_the_ones_the_docs_and_the_export_name():
+    """verl 0.9.1's fully_async_ppo_trainer.yaml as shipped: the staleness, sync, limit and stop the export sets."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from asp_cli.integrate.verl_fully_async import VERL_PROMPTS_PER_SERVER, VERL_SYNC_STEPS
+
+    GlobalHydra.instance().clear()
+    folder = Path(verl.__file__).parent / "experimental" / "fully_async_policy" / "config"
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
+        config = hydra_compose(config_name="fully_async_ppo_trainer")
+    assert config.async_training.staleness_threshold == 0.1
+    assert config.async_training.trigger_parameter_sync_step == VERL_SYNC_STEPS
+    assert config.async_training.require_batches == 1
+    assert config.async_training.concurrent_samples_per_replica == VERL_PROMPTS_PER_SERVER
+    assert config.rollout.total_rollout_steps == 100 and config.data.gen_batch_size == 1
+    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == 256
+
+
 def test_verls_default_prompt_limit_is_the_one_export_names(work, data, tokenizer):
     """`asp export` tells the user to raise data.max_prompt_length past verl's default when a prompt is longer: that
     default is verl's own, and the rollout's prompt limit (past which the agent loop cuts a prompt's start) follows it."""
