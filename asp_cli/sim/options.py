@@ -37,8 +37,8 @@ class ReplayOptions:
     prompts_per_server: int | None = None
 
     def __post_init__(self) -> None:
-        check_engine(self.mode or "continuous", self.dispatch or "planned", self.max_lag, self.trainer or "arrival")
-        object.__setattr__(self, "max_lag", check_lag(self.max_lag))
+        object.__setattr__(self, "max_lag", check_engine(self.mode or "continuous", self.dispatch or "planned",
+                                                         self.max_lag, self.trainer or "arrival"))
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
             raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances})")
         check_count("--seed", self.seed, minimum=0, optional=True)
@@ -47,16 +47,18 @@ class ReplayOptions:
             raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit: it applies to "
                                 "--engine streaming with a --max-lag other than 0; drop it")
 
-def check_engine(mode: str, dispatch: str, max_lag: int | float | None, trainer: str = "arrival") -> None:
+def check_engine(mode: str, dispatch: str, max_lag: int | float | None,
+                 trainer: str = "arrival") -> int | float | None:
     """Refuse an unknown engine mode, dispatch or trainer order, or a lag bound that is not a number of steps from
-    0 up (every replay's check; `asp_cli.settings.check_lag`)."""
+    0 up (every replay's check); return the lag bound as `asp_cli.settings.check_lag` keeps it (2.0 as 2)."""
     if mode not in MODES:
         raise SettingsError(f"--engine (--mode) must be one of {', '.join(MODES)} (got {mode!r})")
     if dispatch not in DISPATCHES:
         raise SettingsError(f"--dispatch must be one of {', '.join(DISPATCHES)} (got {dispatch!r})")
-    check_lag(max_lag)
+    max_lag = check_lag(max_lag)
     if trainer not in TRAINER_ORDERS:
         raise SettingsError(f"--trainer must be one of {', '.join(TRAINER_ORDERS)} (got {trainer!r})")
+    return max_lag
 
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)

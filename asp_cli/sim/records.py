@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from asp_cli.errors import SettingsError
-from asp_cli.settings import check_lag
 from asp_cli.sim.options import Dispatch, Mode, TrainerOrder, check_engine
 
 
@@ -32,8 +31,7 @@ class SimulationSettings:
     trainer: TrainerOrder = "arrival"
 
     def __post_init__(self) -> None:
-        check_engine(self.mode, self.dispatch, self.max_lag, self.trainer)
-        object.__setattr__(self, "max_lag", check_lag(self.max_lag))
+        object.__setattr__(self, "max_lag", check_engine(self.mode, self.dispatch, self.max_lag, self.trainer))
         if self.samples_per_prompt < 1 or self.train_batch_size < 1:
             raise SettingsError("samples per prompt and train batch size must be at least 1")
 
