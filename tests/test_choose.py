@@ -312,6 +312,55 @@ def test_the_summary_says_what_representative_steps_cost_when_it_is_more_than_no
     assert "expected to cost" not in arrangement_line(choice)
 
 
+def test_under_steps_any_the_summary_says_the_fastest_candidate_with_representative_steps_and_its_cost():
+    # The default takes the fastest whatever its steps; where they are less representative than a random
+    # arrangement's, the choice records the candidate `--steps representative` holds to that bound, chosen by the
+    # same rules, and the summary says what it would cost.
+    from asp_cli.arrange.choice_summary import arrangement_line
+
+    prompts, preds = prompt_frame(600), make_predictions(600, seed=3)
+    for trainer in ("arrival", "schedule"):
+        any_steps = choose_arrangement(_arrange_named, prompts, preds,
+                                       ScheduleSettings(instances=4, train_batch_size=64, trainer=trainer), PRESET)
+        held = choose_arrangement(_arrange_named, prompts, preds, ScheduleSettings(
+            instances=4, train_batch_size=64, trainer=trainer, steps="representative"), PRESET)
+        by_name = {c["name"]: c for c in any_steps.candidates}
+        mine = by_name[any_steps.chosen]
+        alternative = any_steps.to_dict().get("representative_alternative")
+        assert "representative_steps" not in mine  # nothing is marked under `any`
+        if mine["expected_step_deviation_p90"] <= held.step_deviation_bound:
+            assert alternative is None
+            continue
+        assert alternative == {"name": held.chosen, "kv_budget": held.kv_budget,
+                               "step_deviation_bound": held.step_deviation_bound}
+        other = by_name[held.chosen]
+        line = arrangement_line(any_steps.to_dict())
+        assert (f"a step's mean length {mine['expected_step_deviation_p90']:.0%} off the epoch mean at the 90th "
+                f"percentile, where a random arrangement's are within about {held.step_deviation_bound:.0%}; the "
+                f"fastest candidate with such steps, {held.chosen}, is expected to take "
+                f"{other['expected_end_to_end_s']:,.0f} s") in line
+        assert "--steps representative takes it" in line
+        assert "less representative" not in arrangement_line(held.to_dict())
+    assert "--steps representative takes it" not in arrangement_line(
+        {**any_steps.to_dict(), "representative_alternative": {}})
+
+
+def test_the_summary_says_nothing_of_representative_steps_where_the_pick_has_them():
+    from asp_cli.arrange.choice_summary import arrangement_line
+
+    choice = {"setting": "auto", "chosen": "shuffle", "engine": "continuous", "draws": 3, "evaluated_prompts": 10,
+              "dispatch": "free", "steps": "any",
+              "candidates": [{"name": "long-first", "expected_end_to_end_s": 101.0, "expected_step_deviation_p90": 0.9},
+                             {"name": "shuffle", "expected_end_to_end_s": 100.0, "expected_step_deviation_p90": 0.1}]}
+    assert "less representative" not in arrangement_line(choice)
+    choice.update(chosen="long-first", representative_alternative={
+        "name": "shuffle", "kv_budget": "peak", "step_deviation_bound": 0.15})
+    assert ("its training steps are expected less representative of the epoch than a random arrangement's: a step's "
+            "mean length 90% off the epoch mean at the 90th percentile, where a random arrangement's are within "
+            "about 15%; the fastest candidate with such steps, shuffle, is expected to take 100 s (1.0% faster)"
+            ) in arrangement_line(choice)
+
+
 def test_the_sorted_candidates_are_exactly_the_equal_footing_sorts_of_the_benchmark():
     # `auto` can only be no slower than a plain sort if the sort is one of its candidates, row for row.
     from asp_cli.bench.baselines import arrange_baseline

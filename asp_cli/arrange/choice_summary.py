@@ -150,7 +150,7 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
         line += (f"\n  verl with asp's length-aware router plug-in (+data.asp_route=length: each request to the server "
                  f"with the fewest predicted tokens in flight) is expected to take {routed:,.0f} s instead of "
                  f"{mine:,.0f} s (docs/integrations.md, Option D)")
-    line += _against_the_shuffle(choice, chosen, kv_budget or "peak")
+    line += _against_the_shuffle(choice, chosen, kv_budget or "peak") + _curriculum(choice, chosen)
     if choice.get("steps") == "representative" and mine:
         # What `--steps representative` is expected to cost, said where the cost is more than the draws' noise.
         fastest = min((c for c in choice["candidates"] if c.get("representative_steps") is False),
@@ -160,3 +160,23 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                      f"here: {fastest['name']} (steps not representative) is expected to take "
                      f"{fastest['expected_end_to_end_s']:,.0f} s instead of {mine:,.0f} s")
     return line
+
+
+def _curriculum(choice: dict[str, Any], chosen: dict[str, Any]) -> str:
+    """A line where auto took, under `--steps any`, a candidate whose training steps are not about as representative
+    as a random arrangement's (a length curriculum, most often a sort): how far off they are expected, and the
+    fastest candidate whose steps are about a random arrangement's with what it is expected to cost
+    (`ArrangementChoice.representative_alternative`). Empty otherwise, and for schedules that predate it."""
+    alternative = choice.get("representative_alternative") or {}
+    other = next((c for c in choice["candidates"]
+                  if _is(c, alternative.get("name", ""), alternative.get("kv_budget", ""))), None)
+    mine = chosen.get("expected_end_to_end_s")
+    if other is None or not mine:
+        return ""
+    cost = other["expected_end_to_end_s"] / mine - 1.0
+    return (f"\n  its training steps are expected less representative of the epoch than a random arrangement's: a "
+            f"step's mean length "
+            f"{chosen.get('expected_step_deviation_p90', 0):.0%} off the epoch mean at the 90th percentile, where a "
+            f"random arrangement's are within about {alternative['step_deviation_bound']:.0%}; the fastest candidate "
+            f"with such steps, {other['name']}, is expected to take {other['expected_end_to_end_s']:,.0f} s "
+            f"({abs(cost):.1%} {'slower' if cost >= 0 else 'faster'}): --steps representative takes it")

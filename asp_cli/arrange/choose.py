@@ -140,6 +140,11 @@ class ArrangementChoice:
     # With --steps representative, the most expected p90 step deviation an eligible candidate had (`step_bound`:
     # about a random arrangement's); 0 (and left out of the document) otherwise.
     step_deviation_bound: float = 0.0
+    # With --steps any, where the chosen candidate's steps are not about as representative as a random
+    # arrangement's: the fastest candidate whose steps are (its `name` and `kv_budget`, chosen by the same tie
+    # rules) and that bound (`step_deviation_bound`), for the summary to say what representative steps would cost;
+    # empty (and left out of the document) otherwise.
+    representative_alternative: dict[str, Any] = field(default_factory=dict)
     # How the candidates on servers were timed: "verl", a synchronous plan, as verl routes a step
     # (`asp_cli.sim.submit_all`); "verl-async", as verl's asynchronous trainers route (`asp_cli.sim.verl_async`);
     # "" (and left out of the document): the simulator's own replay.
@@ -156,6 +161,8 @@ class ArrangementChoice:
             del document["prompts_per_server"]
         if not document["step_deviation_bound"]:
             del document["step_deviation_bound"]
+        if not document["representative_alternative"]:
+            del document["representative_alternative"]
         if not document["sampled"]:
             del document["sampled"]
         if not document["refused"]:
@@ -434,9 +441,10 @@ def choose_arrangement(
         lengths = np.maximum(mean, 1.0)[:, None] * prompt_factor[:, None] * sample_factor
         draws.append(np.clip(np.rint(lengths), 1, settings.max_response_tokens).astype(np.int64))
     weights = np.array([w for _ in range(repeats) for _, w in SCALE_NODES]) / repeats
+    # Random arrangements' step deviation: the bound of `--steps representative`, and under `any` what the summary
+    # holds the pick's steps to (`representative_alternative`).
     random_deviation = float(weights @ [random_step_deviation_p90(
-        d.sum(axis=1), n, trial.train_batch_size, trial.epochs, settings.seed) for d in draws]) \
-        if settings.steps == "representative" else 0.0
+        d.sum(axis=1), n, trial.train_batch_size, trial.epochs, settings.seed) for d in draws])
     # The run's prompt-epochs per the judged ones, for every engine: what the rollout alone is scaled up by (a
     # miniature's rollout by what its times are).
     rollout_scale = (scale if small is not None else
@@ -514,16 +522,15 @@ def choose_arrangement(
         # a curriculum (p90 1.13 against 0.25), and a bound of theirs admitted short-first (a review, 2026-12-05).
         shuffle = next((r for r in judged if r["name"] == "shuffle"),
                        next((r for r in judged if r["name"] == "per-step"), None))
-        if settings.steps != "representative":
-            return np.inf
         own = shuffle["expected_step_deviation_p90"] if shuffle is not None and settings.trainer != "schedule" else 0.0
         reference = max(own, random_deviation)
         return reference * (1.0 + STEP_SLACK) + STEP_SLACK_ABSOLUTE
 
-    def pick(judged: list[dict[str, Any]]) -> dict[str, Any]:
+    def pick(judged: list[dict[str, Any]], representative: bool = settings.steps == "representative") -> dict[str, Any]:
         """The earliest eligible candidate within the tie margin of the fastest eligible one (with `--steps
-        representative`, marking each: eligible when its steps are about as representative as a shuffle's)."""
-        bound = step_bound(judged)
+        representative`, marking each: eligible when its steps are about as representative as a shuffle's;
+        ``representative`` alone holds the choice to that bound and marks nothing)."""
+        bound = step_bound(judged) if representative else np.inf
         # None about as representative (shuffle and per-step refused, the rest length curricula): the one closest.
         eligible = ([r for r in judged if r["expected_step_deviation_p90"] <= bound]
                     or [min(judged, key=lambda r: r["expected_step_deviation_p90"])])
@@ -571,6 +578,13 @@ def choose_arrangement(
     if settings.steps == "representative":
         for r in results:
             r["representative_steps"] = bool(r["expected_step_deviation_p90"] <= bound)
+    alternative: dict[str, Any] = {}
+    if settings.steps == "any" and chosen["expected_step_deviation_p90"] > bound and any(
+            r["expected_step_deviation_p90"] <= bound for r in chosen_from):
+        # The default takes the fastest whatever its steps: what representative ones would cost is said beside it
+        # (issue 17: by default a length curriculum where a sort wins; docs/benchmarks.md, "--steps representative").
+        other = pick(chosen_from, representative=True)
+        alternative = {"name": other["name"], "kv_budget": other["kv_budget"], "step_deviation_bound": round(bound, 4)}
     if verl_routed or verl_async:
         # The pick through asp's length-aware router plug-in (`+data.asp_route=length`: each request to the server
         # with the fewest predicted tokens in flight), said beside it where it is expected to pay
@@ -601,6 +615,7 @@ def choose_arrangement(
                              judged_train_batch_size=small.train_batch_size if small is not None else 0,
                              step_deviation_bound=round(float(bound), 4)
                              if settings.steps == "representative" else 0.0,
+                             representative_alternative=alternative,
                              refused=[n for n in candidates_for(settings.engine)
                                       if n not in {r["name"] for r in results}],
                              timed_as="verl" if verl_routed else "verl-async" if verl_async else "",
