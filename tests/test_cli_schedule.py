@@ -253,21 +253,33 @@ def test_a_schedule_that_mixes_lengths_says_why_its_padding_is_high(tmp_path):
 
 
 def test_the_summary_says_when_autos_pick_trains_a_length_curriculum():
-    from asp_cli.cli.schedule import _curriculum_line
+    # A schedule whose choice names no candidate with representative steps (older files; none within the bound):
+    # only a step deviation far above the shuffle's is said.
+    from asp_cli.arrange.choice_summary import arrangement_line
 
     def choice(own: float, **extra) -> dict:
-        return {"setting": "auto", "chosen": "long-first", "kv_budget": "whole", "steps": "any",
-                "candidates": [{"name": "long-first", "kv_budget": "whole", "expected_step_deviation_p90": own},
-                               {"name": "shuffle", "kv_budget": "whole", "expected_step_deviation_p90": 0.09}],
+        return {"setting": "auto", "chosen": "long-first", "kv_budget": "whole", "steps": "any", "engine": "continuous",
+                "draws": 3, "evaluated_prompts": 10,
+                "candidates": [{"name": "long-first", "kv_budget": "whole", "expected_step_deviation_p90": own,
+                                "expected_end_to_end_s": 90.0},
+                               {"name": "shuffle", "kv_budget": "whole", "expected_step_deviation_p90": 0.09,
+                                "expected_end_to_end_s": 100.0}],
                 **extra}
 
-    line = _curriculum_line(choice(0.51))
-    assert line.startswith("  its training steps are a length curriculum: a step's mean length is expected up to "
-                           "51% off the epoch's (90th percentile; a shuffle's 9%)")
-    assert _curriculum_line(choice(0.2)) is None  # about a shuffle's
-    assert _curriculum_line(choice(0.51, steps="representative")) is None
-    assert _curriculum_line(choice(0.51, setting="long-first")) is None  # forced: the user chose it
-    assert _curriculum_line({"setting": "auto", "chosen": "x", "candidates": []}) is None
+    line = arrangement_line(choice(0.51))
+    assert ("\n  its training steps are a length curriculum: a step's mean length is expected up to 51% off the "
+            "epoch's (90th percentile; a shuffle's 9%)") in line
+    assert "length curriculum" not in arrangement_line(choice(0.2))  # about a shuffle's
+    assert "length curriculum" not in arrangement_line(choice(0.51, steps="representative"))
+    assert "length curriculum" not in arrangement_line(choice(0.51, setting="long-first"))  # forced: the user chose it
+    # With the candidate that has representative steps recorded, the line names it and what it costs.
+    line = arrangement_line(choice(0.51, representative_alternative={
+        "name": "shuffle", "kv_budget": "whole", "step_deviation_bound": 0.13}))
+    assert ("its training steps are expected to be a length curriculum, so the order the policy trains on changes, "
+            "not only the speed: a step's mean length 51% off the epoch mean at the 90th percentile, where a random "
+            "arrangement's are within about 13%; the fastest candidate with such steps, shuffle, is expected to take "
+            "100 s (11.1% slower): --steps representative takes it") in line
+    assert line.count("its training steps") == 1
 
 
 

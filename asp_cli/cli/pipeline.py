@@ -27,6 +27,7 @@ def export_command(
     verl_trainer: str = typer.Option("auto", "--verl-trainer", help="With --format verl: ppo (verl's default trainer, verl.trainer.main_ppo), fully-async (verl.experimental.fully_async_policy: the file in dispatch order, its own settings), or auto: fully-async for a schedule made with --engine streaming, a lag bound other than 0 and --trainer arrival, else ppo."),
     prefix: str = typer.Option("", "--prefix", help="Prefix for asp's added columns, e.g. asp_ when the dataset has its own 'epoch'."),
     route: str = typer.Option("none", "--route", help="none; planned: add a 'priority' column carrying each row's planned instance; length: its predicted response tokens per sample instead (each request to the server with the fewest predicted tokens in flight); both for verl 0.9's rollout router asp_cli.integrate.verl_router.ScheduleRouter (docs/integrations.md, Option D)."),
+    metadata_key: Optional[str] = typer.Option(None, "--metadata-key", help="Put asp's columns and the schedule's prompt_id into this object field of each row (merged with the row's own), not beside the dataset's columns: slime keeps only the prompt, the label and its --metadata-key (default 'metadata') of a row. With --format jsonl or parquet."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not the one the schedule recorded."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not the one the schedule recorded."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
@@ -39,7 +40,7 @@ def export_command(
 
         result = export(schedule, dataset, output, format=format, epoch=epoch, order=order, workers=workers,
                         verl_version=verl_version, prefix=prefix, prompt_key=prompt_key, id_key=id_key, force=force,
-                        route=route, verl_trainer=verl_trainer)
+                        route=route, verl_trainer=verl_trainer, metadata_key=metadata_key)
         if not quiet:
             summary = result.summary
             say(

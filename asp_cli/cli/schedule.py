@@ -187,9 +187,6 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         from asp_cli.arrange.choice_summary import arrangement_line
 
         lines.append("  " + arrangement_line(choice, summary.get("epochs")))
-        curriculum = _curriculum_line(choice)
-        if curriculum:
-            lines.append(curriculum)
     if summary.get("trainer_bound") and summary.get("max_lag") != 0:
         lag = summary.get("max_lag")
         hold = (f"--max-lag {lag} holds rollout back so that no group is expected more than {lag} steps stale"
@@ -230,25 +227,4 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
     lines.extend(f"Warning: {warning}" for warning in summary.get("warnings", []))
     return "\n".join(lines)
 
-
-def _curriculum_line(choice: dict) -> str | None:
-    """A line when auto's pick trains steps far less representative than a shuffle's (a sort: each step one band
-    of lengths), which changes the training data's order, not only the speed; None otherwise (or with
-    --steps representative, whose line already says what it kept)."""
-    if choice.get("setting") != "auto" or choice.get("steps") == "representative":
-        return None
-    by_name = {(c["name"], c.get("kv_budget")): c for c in choice.get("candidates", [])}
-    mine = by_name.get((choice["chosen"], choice.get("kv_budget"))) or next(
-        (c for c in choice.get("candidates", []) if c["name"] == choice["chosen"]), None)
-    references = [c["expected_step_deviation_p90"] for c in choice.get("candidates", [])
-                  if c["name"] in ("shuffle", "per-step") and "expected_step_deviation_p90" in c]
-    if not mine or not references or "expected_step_deviation_p90" not in mine:
-        return None
-    reference, own = min(references), mine["expected_step_deviation_p90"]
-    if own <= 2 * reference + 0.1:
-        return None
-    # A newcomer's verl run took long-first (steps 3.9 times the epoch's mean at p90) and nothing said so.
-    return (f"  its training steps are a length curriculum: a step's mean length is expected up to {own:.0%} off the "
-            f"epoch's (90th percentile; a shuffle's {reference:.0%}), so the order the policy trains on changes, "
-            "not only the speed (--steps representative keeps steps about a random arrangement's)")
 

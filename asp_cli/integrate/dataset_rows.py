@@ -9,12 +9,14 @@ them back (in the schedule's order, or the probe's choice), so neither may retyp
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from asp_cli.errors import InputError
 from asp_cli.reading.tables import SOURCE_JSON
 
 
@@ -70,23 +72,47 @@ def mixed_kinds_warning(columns: list[str]) -> str:
             "(--format jsonl) keep every row's own values")
 
 
+def object_fields(frame: pl.DataFrame, name: str) -> list[str]:
+    """The fields of the object column ``name`` (none where the rows have no such column, or only nulls there):
+    where `nest_columns` puts columns. Raises `InputError` where some row holds another kind of value there."""
+    if name not in frame.columns or frame.schema[name] == pl.Null:
+        return []
+    dtype = frame.schema[name]
+    if not isinstance(dtype, pl.Struct):
+        raise InputError(f"the dataset's {name!r} is not an object in every row (it holds {dtype}), so asp's "
+                         "columns cannot go into it; name another field with --metadata-key")
+    return [f.name for f in dtype.fields]
+
+
+def nest_columns(frame: pl.DataFrame, columns: Sequence[str], name: str) -> pl.DataFrame:
+    """``frame`` with ``columns`` moved into the object column ``name``: each row's own object there (its fields
+    first; a row without one, or with null, gets the moved fields alone), which keeps its place, or a new column
+    at the end. slime keeps only the prompt, the label and this object of each row (``--metadata-key``)."""
+    own = [pl.col(name).struct.field(f) for f in object_fields(frame, name)]
+    return frame.with_columns(pl.struct([*own, *(pl.col(c) for c in columns)]).alias(name)).drop(columns)
+
+
 def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[str, Any],  # noqa: A002
-               key: bytes, *, replace: bool, added: Sequence[str] = ()) -> None:
+               key: bytes, *, replace: bool, added: Sequence[str] = (), nest: tuple[str, Sequence[str]] | None = None
+               ) -> None:
     """Write rows atomically and deterministically (fixed Parquet writer options, ordered JSON lines); Parquet
     files carry ``document`` as JSON under ``key`` in their metadata. An existing ``output`` is replaced only with
     ``replace`` (`asp_cli.output.atomic_path`). JSON lines write a row that carries its source text
     (`reading.tables.SOURCE_JSON`) as that text with the ``added`` columns appended, so its values keep their own
     kinds and fields (a chat list beside text prompts, a message's content parts); other rows as the frame holds
-    them."""
+    them. ``nest`` (an object's name and some of the ``added`` columns) writes those columns as fields of that
+    object (`nest_columns`; in a row's own text, inside its object there, whose text is otherwise kept)."""
     from asp_cli.output import atomic_path
 
     if format == "jsonl":
         with atomic_path(output, replace=replace) as tmp:
             if SOURCE_JSON in frame.columns:
-                _write_sourced_jsonl(frame, tmp, added)
+                _write_sourced_jsonl(frame, tmp, added, nest)
             else:
-                frame.write_ndjson(tmp)
+                (nest_columns(frame, nest[1], nest[0]) if nest else frame).write_ndjson(tmp)
         return
+    if nest:
+        frame = nest_columns(frame, nest[1], nest[0])
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -103,25 +129,64 @@ def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[st
 _JSONL_CHUNK_ROWS = 65_536  # rows turned into text at a time: an export's memory stays that of its frame
 
 
-def _write_sourced_jsonl(frame: pl.DataFrame, path: Path, added: Sequence[str]) -> None:
+def _write_sourced_jsonl(frame: pl.DataFrame, path: Path, added: Sequence[str],
+                         nest: tuple[str, Sequence[str]] | None = None) -> None:
     """JSON lines of ``frame``: a row's `SOURCE_JSON` text (an object) with the ``added`` columns' members put
-    before its closing brace; a row without one (from a Parquet or CSV dataset) as Polars writes its columns."""
+    before its closing brace, those ``nest`` names inside its object of that name (`_into_object`); a row without
+    one (from a Parquet or CSV dataset) as Polars writes its columns."""
     own = [c for c in frame.columns if c != SOURCE_JSON]
+    inside = list(nest[1]) if nest else []
+    outside = [c for c in added if c not in inside]
     with open(path, "w", encoding="utf-8", newline="\n") as out:
         for start in range(0, frame.height, _JSONL_CHUNK_ROWS):
             chunk = frame.slice(start, _JSONL_CHUNK_ROWS)
             sources = chunk[SOURCE_JSON].to_list()
-            plain = chunk.select(own).write_ndjson().split("\n") if None in sources else None
-            members = [line[1:-1] for line in chunk.select(added).write_ndjson().split("\n")] if added else None
+            plain = ((nest_columns(chunk.select(own), inside, nest[0]) if nest else chunk.select(own))
+                     .write_ndjson().split("\n") if None in sources else None)
+            members = [line[1:-1] for line in chunk.select(outside).write_ndjson().split("\n")] if outside else None
+            nested = [line[1:-1] for line in chunk.select(inside).write_ndjson().split("\n")] if inside else None
             for i, source in enumerate(sources):
                 if source is None:
-                    line = plain[i]  # type: ignore[index]
-                elif members is None or not members[i]:
-                    line = source
-                else:
-                    body = source[:-1].rstrip()  # the object without its closing brace
+                    out.write(plain[i] + "\n")  # type: ignore[index]
+                    continue
+                line = _into_object(source, nest[0], nested[i]) if nest and nested else source
+                if members is not None and members[i]:
+                    body = line[:-1].rstrip()  # the object without its closing brace
                     line = f"{body}{'' if body.endswith('{') else ','}{members[i]}}}"
                 out.write(line + "\n")
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _into_object(text: str, name: str, members: str) -> str:
+    """A JSON object's text with ``members`` (``"a":1,"b":2``) put at the end of its top-level object ``name`` (the
+    last, as JSON readers take a repeated name), which is made where it is missing or null; the rest of the text
+    as it was. The members of the top level are walked with the standard library's own scanner, each value
+    decoded only to find where it ends."""
+    decoder = json.JSONDecoder()
+    found = None
+    i = _SPACE.match(text, _SPACE.match(text).end() + 1).end()  # past the opening brace
+    while text[i] != "}":
+        key, i = json.decoder.scanstring(text, i + 1)
+        i = _SPACE.match(text, _SPACE.match(text, i).end() + 1).end()  # past the colon
+        _, end = decoder.raw_decode(text, i)
+        if key == name:
+            found = (i, end)
+        i = _SPACE.match(text, end).end()
+        i = _SPACE.match(text, i + 1).end() if text[i] == "," else i
+    if found is None:
+        body = text[:i].rstrip()
+        return f"{body}{'' if body.endswith('{') else ','}{json.dumps(name)}:{{{members}}}{text[i:]}"
+    start, end = found
+    value = text[start:end]
+    if value == "null":
+        return f"{text[:start]}{{{members}}}{text[end:]}"
+    if not value.startswith("{"):
+        raise InputError(f"a row's {name!r} is not an object, so asp's columns cannot go into it; name another "
+                         "field with --metadata-key")
+    inner = value[:-1].rstrip()
+    return f"{text[:start]}{inner}{'' if inner.endswith('{') else ','}{members}}}{text[end:]}"
 
 
 def _narrow(f: Any) -> Any:

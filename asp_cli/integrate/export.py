@@ -32,7 +32,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
-from asp_cli.integrate.dataset_rows import mixed_kinds_warning, read_rows, write_rows
+from asp_cli.integrate.dataset_rows import mixed_kinds_warning, nest_columns, object_fields, read_rows, write_rows
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer
 from asp_cli.integrate.verl_layout import to_verl
@@ -110,6 +110,7 @@ def export(
     force: bool = False,
     route: str = "none",
     verl_trainer: str = "auto",
+    metadata_key: str | None = None,
 ) -> ExportResult:
     """Write the dataset's rows in the schedule's order; the Python twin of `asp export`.
 
@@ -150,6 +151,10 @@ def export(
         asynchronous trainer, `asp_cli.integrate.verl_fully_async`: the file in dispatch order, read one prompt at a
         time) or ``auto``: ``fully-async`` for a schedule planned for an asynchronous trainer on servers taking
         groups as they finish (``--engine streaming``, a lag bound other than 0, ``--trainer arrival``), else ``ppo``.
+    metadata_key
+        With ``jsonl`` or ``parquet``: put asp's columns, and the schedule's ``prompt_id``, into this object of each
+        row (merged with the row's own object there) instead of beside the dataset's columns: slime keeps only the
+        prompt, the label and ``--metadata-key`` of a row, so that is how the ids reach its rollout records.
 
     Raises
     ------
@@ -178,6 +183,10 @@ def export(
         raise SettingsError(f"--verl-version must be one of {', '.join(VERL_CHUNKING)} (got {verl_version!r})")
     if route not in ROUTES:
         raise SettingsError(f"--route must be one of {', '.join(ROUTES)} (got {route!r})")
+    if metadata_key is not None and (format == "verl" or not metadata_key.strip()):
+        raise SettingsError("--metadata-key names an object field for --format jsonl or parquet (slime's "
+                            "--metadata-key, e.g. metadata)" if metadata_key.strip() else
+                            "--metadata-key needs a field name, e.g. metadata")
     if workers is not None:
         check_workers(workers)  # with any --order: a 0 is a typo either way
     elif format == "verl":
@@ -207,10 +216,14 @@ def export(
                                          on="\x00row", how="left", maintain_order="left")["prompt_id"]
         raw, verl_notes = to_verl(raw, ids, where=", ".join(str(d) for d in datasets))
         warnings.extend(verl_notes)
-    clashes = [f"{prefix}{c}" for c in ASP_COLUMNS if f"{prefix}{c}" in raw.columns]
+    # asp's columns: beside the dataset's, or with --metadata-key inside that object, the schedule's id with them.
+    names = [f"{prefix}{c}" for c in (("prompt_id",) if metadata_key else ()) + ASP_COLUMNS]
+    taken = object_fields(raw, metadata_key) if metadata_key else raw.columns
+    clashes = [n for n in names if n in taken]
     if clashes:
         raise InputError(
-            f"the dataset already has column(s) {', '.join(map(repr, clashes))}, which asp adds; "
+            f"the dataset already has {'field' if metadata_key else 'column'}(s) {', '.join(map(repr, clashes))}"
+            f"{f' in its {metadata_key!r} objects' if metadata_key else ''}, which asp adds; "
             + ("pass --prefix asp_ to name asp's columns asp_epoch, asp_seq, ..." if not prefix else
                f"pass another --prefix than {prefix!r} (asp's columns would be {prefix}epoch, {prefix}seq, ...)"))
     if route != "none" and "priority" in raw.columns:
@@ -218,13 +231,14 @@ def export(
                          "router; rename or drop it")
     picked = raw.select(pl.all().gather(rows["row"].to_numpy()))
     used = replay.schedule.metadata.get("columns_used")
-    if (format != "verl" and "prompt_id" not in picked.columns and isinstance(used, dict)
+    if (format != "verl" and not metadata_key and "prompt_id" not in picked.columns and isinstance(used, dict)
             and any(isinstance(u, dict) and u.get("id") == "(row number)" for u in used.values())):
         # Row numbers are lost once the rows are reordered: the rollout logs fed back need the id itself.
         picked = picked.with_columns(rows["prompt_id"].cast(pl.String).alias("prompt_id"))
         warnings.append("the dataset has no id column, so the export adds `prompt_id` (the row-number id of the "
                         "schedule); keep it in the rollout log so `asp observe` can match the samples")
-    asp = rows.select([pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
+    asp = rows.select(([pl.col("prompt_id").cast(pl.String).alias(f"{prefix}prompt_id")] if metadata_key else [])
+                      + [pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
     if route != "none":  # the planned instance or predicted length, ordered by position in the file (`verl_router`)
         asp = asp.with_columns(pl.Series("priority", route_priorities(rows, route), dtype=pl.Int64))
     frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
@@ -244,11 +258,15 @@ def export(
             "verl_version": verl_version if format == "verl" else None,
             "verl_trainer": verl_trainer if format == "verl" else None,
             "route": route,
+            "metadata_key": metadata_key,
             "schedule": replay.schedule.path.name if replay.schedule.path else None,
             "schedule_settings": replay.settings,
             "trainer_settings": trainer,
         }
-        write_rows(frame, Path(output), format, document, METADATA_KEY, replace=force, added=added)
+        write_rows(frame, Path(output), format, document, METADATA_KEY, replace=force, added=added,
+                   nest=(metadata_key, names) if metadata_key else None)
+    if metadata_key:
+        frame = nest_columns(frame, names, metadata_key)
     return ExportResult(frame=frame.drop(SOURCE_JSON, strict=False), output=Path(output) if output else None,
                         format=format, order=order,
                         summary=summary, warnings=warnings, trainer_settings=trainer)

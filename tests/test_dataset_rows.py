@@ -1,0 +1,133 @@
+"""A dataset's own rows written back: asp's columns nested into an object field (`asp export --metadata-key`), the
+rest of each row as the user wrote it."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from util import write_jsonl
+
+from asp_cli.errors import InputError, SettingsError
+from asp_cli.integrate.dataset_rows import _into_object
+from asp_cli.integrate.export import ASP_COLUMNS, export
+
+NESTED = ["prompt_id", *ASP_COLUMNS]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"a": 1}', '{"a": 1,"metadata":{"seq":3}}'),
+    ('{}', '{"metadata":{"seq":3}}'),
+    ('{ "metadata" : null }', '{ "metadata" : {"seq":3} }'),
+    ('{"metadata":{}}', '{"metadata":{"seq":3}}'),
+    # Braces and the name inside strings and nested values are not the object's.
+    ('{"a": "metadata}", "metadata": {"x": [1, {"}": 2}]} , "b": "m}"}',
+     '{"a": "metadata}", "metadata": {"x": [1, {"}": 2}],"seq":3} , "b": "m}"}'),
+    # A name written with an escape is the same name; a repeated one is read as its last, as JSON readers do.
+    ('{"meta\\u0064ata": {"q": 1}}', '{"meta\\u0064ata": {"q": 1,"seq":3}}'),
+    ('{"metadata": {"q": 1}, "metadata": {"r": 2}}', '{"metadata": {"q": 1}, "metadata": {"r": 2,"seq":3}}'),
+])
+def test_members_go_into_the_named_object_and_the_rest_of_the_text_stays(text, expected):
+    assert _into_object(text, "metadata", '"seq":3') == expected
+    assert json.loads(expected)  # still JSON
+
+
+def test_a_named_field_that_is_not_an_object_is_refused():
+    with pytest.raises(InputError, match="'metadata' is not an object.*name another field with --metadata-key"):
+        _into_object('{"metadata": "text"}', "metadata", '"seq":3')
+
+
+def _schedule(tmp_path, rows):
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = write_jsonl(tmp_path / "p.jsonl", rows)
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=2, samples_per_prompt=2, train_batch_size=4))
+    return data, sched
+
+
+ROWS = [{"id": f"q{i}", "prompt": "What is 1+1? " * (i % 5 + 1), "label": str(i),
+         **({"metadata": {"source": "mine", "n": i}} if i % 3 == 0 else {"metadata": None} if i % 3 == 1 else {})}
+        for i in range(12)]
+
+
+def test_jsonl_export_nests_asps_columns_and_the_id_in_each_rows_object(tmp_path):
+    """A newcomer on slime: asp's ids never reached the rollout records, since slime keeps only a row's prompt, label
+    and `--metadata-key` object, and export wrote them beside the dataset's columns."""
+    data, sched = _schedule(tmp_path, ROWS)
+    out = tmp_path / "o.jsonl"
+    result = export(sched, [data], out, format="jsonl", order="train", metadata_key="metadata")
+    by_id = {r["id"]: r for r in ROWS}
+    lines = out.read_text().splitlines()
+    written = [json.loads(line) for line in lines]
+    flat = export(sched, [data], None, format="jsonl", order="train").frame
+    assert [w["id"] for w in written] == flat["id"].to_list()
+    for line, row in zip(lines, written, strict=True):
+        own = by_id[row["id"]]
+        assert list(row) == list({**own, "metadata": None})  # no column beside the dataset's own
+        kept = own.get("metadata") or {}
+        assert list(row["metadata"])[:len(kept)] == list(kept)
+        assert {k: row["metadata"][k] for k in kept} == kept
+        assert list(row["metadata"])[len(kept):] == NESTED
+        assert row["metadata"]["prompt_id"] == row["id"]
+        if "metadata" not in own:  # the rest of the row as the user wrote it
+            assert line.startswith(json.dumps(own)[:-1] + ',"metadata":{"prompt_id":')
+    assert [w["metadata"]["seq"] for w in written] == flat["seq"].to_list()
+    assert result.frame.schema["metadata"] == pl.Struct
+    # Read as slime reads its --prompt-data (slime/utils/data.py: pandas, then `data.get(metadata_key) or {}`; slime
+    # itself is not on PyPI, so not installed here).
+    pandas = pytest.importorskip("pandas")
+    records = [r.to_dict() for _, r in pandas.read_json(out, lines=True, dtype={"label": str}).iterrows()]
+    assert [(r.get("metadata") or {}).get("prompt_id") for r in records] == flat["id"].to_list()
+
+
+def test_parquet_export_nests_into_a_struct_merged_with_the_rows_own(tmp_path):
+    data, sched = _schedule(tmp_path, ROWS)
+    out = tmp_path / "o.parquet"
+    export(sched, [data], out, metadata_key="metadata")
+    frame = pl.read_parquet(out)
+    flat = export(sched, [data], None).frame
+    assert frame.columns == [c for c in flat.columns if c not in ASP_COLUMNS]
+    assert [f.name for f in frame.schema["metadata"].fields] == ["source", "n", *NESTED]
+    assert frame["metadata"].struct.field("prompt_id").to_list() == frame["id"].to_list()
+    assert frame["metadata"].struct.field("seq").to_list() == flat["seq"].to_list()
+    pandas = pytest.importorskip("pandas")
+    first = next(pandas.read_parquet(out, dtype_backend="pyarrow").iterrows())[1].to_dict()
+    assert first["metadata"]["prompt_id"] == first["id"]
+
+
+def test_the_metadata_key_is_checked_before_anything_is_written(tmp_path):
+    data, sched = _schedule(tmp_path, ROWS)
+    clash = write_jsonl(tmp_path / "clash.jsonl", [{**r, "metadata": {"seq": 1}} for r in ROWS])
+    with pytest.raises(InputError, match=r"field\(s\) 'seq' in its 'metadata' objects, which asp adds; pass --prefix"):
+        export(sched, [clash], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata")
+    text = write_jsonl(tmp_path / "text.jsonl", [{**r, "metadata": "x"} for r in ROWS])
+    with pytest.raises(InputError, match="'metadata' is not an object in every row"):
+        export(sched, [text], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata")
+    with pytest.raises(SettingsError, match="for --format jsonl or parquet"):
+        export(sched, [data], tmp_path / "o.parquet", format="verl", metadata_key="metadata")
+    with pytest.raises(SettingsError, match="needs a field name"):
+        export(sched, [data], tmp_path / "o.jsonl", format="jsonl", metadata_key=" ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clash.jsonl", "p.jsonl", "s.parquet", "text.jsonl"]
+    # With a prefix the names inside the object are prefixed too, and clash no more.
+    export(sched, [clash], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata", prefix="asp_")
+    row = json.loads((tmp_path / "o.jsonl").read_text().splitlines()[0])
+    assert list(row["metadata"]) == ["seq", *(f"asp_{c}" for c in NESTED)]
+
+
+def test_the_export_command_takes_the_metadata_key(tmp_path):
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    data, sched = _schedule(tmp_path, ROWS)
+    out = tmp_path / "o.jsonl"
+    run = CliRunner().invoke(app, ["export", str(sched), str(data), "-o", str(out), "--format", "jsonl",
+                                   "--metadata-key", "info"])
+    assert run.exit_code == 0, run.output
+    assert all(json.loads(line)["info"]["prompt_id"] for line in out.read_text().splitlines())
+    run = CliRunner().invoke(app, ["export", str(sched), str(data), "-o", str(tmp_path / "v.parquet"), "--format",
+                                   "verl", "--metadata-key", "info"])
+    assert run.exit_code == 4 and "--metadata-key" in run.output
