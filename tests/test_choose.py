@@ -1016,6 +1016,8 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     # Each candidate's expected time is the verl-routed replay's, weighed over the draws.
     for c in choice.candidates:
         assert c["expected_end_to_end_s"] > 0 and "expected_end_to_end_s_planned_dispatch" in c
+        # The rollout is the same replay's, part of its end-to-end time (the simulator's had read 692 s in 674 s).
+        assert 0 < c["expected_rollout_s"] < c["expected_end_to_end_s"]
     assert choice.to_dict()["timed_as"] == "verl"
     assert "expected end-to-end as verl routes a synchronous step" in arrangement_line(choice.to_dict())
     calls.clear()

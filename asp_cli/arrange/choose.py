@@ -474,12 +474,15 @@ def choose_arrangement(
         times, deviations, other_times, rollouts = [], [], [], []
         other = dataclasses.replace(sim, dispatch="planned" if settings.dispatch == "free" else "free")
 
-        def as_verl_routes(truth: np.ndarray, dispatch: str) -> float:
+        def as_verl_routes(truth: np.ndarray, dispatch: str) -> tuple[float, float]:
             # A synchronous step on servers is timed as verl routes it (every sample at submission, each group
             # spread over the servers: `submit_all`), not as the replay routes whole groups; a step's time does
             # not overlap the next, so the run's is the judged steps' scaled (docs/benchmarks.md, "As verl routes").
-            return scale * replay_frame(frame, truth, judged_preset, instances=trial.instances, seed=settings.seed,
-                                        train_batch_size=trial.train_batch_size, dispatch=dispatch).end_to_end_s
+            # With it the rollout alone, its steps' slowest servers (from the simulator's replay it could exceed
+            # the end-to-end time it is part of: a newcomer read 692 s of rollout in 674 s).
+            replay = replay_frame(frame, truth, judged_preset, instances=trial.instances, seed=settings.seed,
+                                  train_batch_size=trial.train_batch_size, dispatch=dispatch)
+            return scale * replay.end_to_end_s, scale * float(replay.rollout_s.sum())
         def as_verl_async(truth: np.ndarray, dispatch: str):
             return replay_async_frame(frame, truth, judged_preset, instances=trial.instances,
                                       train_batch_size=trial.train_batch_size, max_lag=sim.max_lag,
@@ -494,12 +497,17 @@ def choose_arrangement(
                 other_times.append(async_run_time(as_verl_async(truth[index], other.dispatch), scale))
                 continue
             result = simulate_schedule(frame, truth[index], judged_preset, sim, instances=trial.instances)
-            times.append(as_verl_routes(truth[index], sim.dispatch) if verl_routed else run_time(result, scale))
+            if verl_routed:
+                end_to_end, rollout = as_verl_routes(truth[index], sim.dispatch)
+                times.append(end_to_end)
+                rollouts.append(rollout)
+            else:
+                times.append(run_time(result, scale))
+                rollouts.append(run_rollout_s(result, rollout_scale))
             deviations.append(result.metrics["step_length_deviation_p90"])
-            rollouts.append(run_rollout_s(result, rollout_scale))
             # The same plan under the other dispatch, said beside it: an engine that keeps to the planned
             # instances cannot absorb prediction error the way a shared queue does.
-            other_times.append(as_verl_routes(truth[index], other.dispatch) if verl_routed else run_time(
+            other_times.append(as_verl_routes(truth[index], other.dispatch)[0] if verl_routed else run_time(
                 simulate_schedule(frame, truth[index], judged_preset, other, instances=trial.instances), scale))
         return {"name": name, "kv_budget": kv_budget, "expected_end_to_end_s": round(float(weights @ times), 3),
                 # Each draw's own time (at the scale nodes' order): how much the lengths' uncertainty moves it.
