@@ -361,7 +361,7 @@ def choose_arrangement(
     from asp_cli.arrange.scaling import async_rollout_s, async_run_time, run_rollout_s, run_time
     from asp_cli.arrange.timeline import group_tokens
 
-    from asp_cli.sim.metrics import random_step_deviation_p90, step_length_ratio
+    from asp_cli.sim.metrics import minibatch_padding, random_step_deviation_p90, step_length_ratio
     from asp_cli.sim.records import SimulationSettings
     from asp_cli.sim.run import simulate_schedule
     from asp_cli.sim.submit_all import replay_frame
@@ -472,6 +472,8 @@ def choose_arrangement(
                             count=frame.height)
         judged_frames[(name, kv_budget)] = (frame, index)
         times, deviations, other_times, rollouts = [], [], [], []
+        minibatch = frame["minibatch"].to_numpy()  # padding under each draw, as the summary's at the predictions
+        padding = [minibatch_padding(minibatch, truth[index].max(axis=1)) for truth in draws]
         other = dataclasses.replace(sim, dispatch="planned" if settings.dispatch == "free" else "free")
 
         def as_verl_routes(truth: np.ndarray, dispatch: str) -> tuple[float, float]:
@@ -516,7 +518,8 @@ def choose_arrangement(
                 "expected_step_deviation_p90": round(float(weights @ deviations), 4),
                 # The replays' rollout alone, scaled up to the whole run where a sample or fewer epochs were
                 # judged (`run_rollout_s`): whether the trainer or rollout binds.
-                "expected_rollout_s": round(float(weights @ rollouts), 3)}
+                "expected_rollout_s": round(float(weights @ rollouts), 3),
+                "expected_padding_fraction": round(float(weights @ padding), 4)}
 
     def step_bound(judged: list[dict[str, Any]]) -> float:
         """The most step deviation a candidate of this set may have with `--steps representative`: about a

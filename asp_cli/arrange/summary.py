@@ -12,6 +12,7 @@ from asp_cli.arrange.choose import ArrangementChoice
 from asp_cli.arrange.timeline import busy_seconds, group_tokens
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.settings import ScheduleSettings
+from asp_cli.sim.metrics import minibatch_padding
 
 
 
@@ -24,13 +25,10 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
         pl.col("instance").first(),
         pl.col("expected_start_s").first().alias("start"),
         pl.col("expected_minibatch_end_s").first().alias("end"),
-        pl.col("predicted_tokens").max().alias("longest"),
-        pl.col("predicted_tokens").sum().alias("tokens"),
         pl.len().alias("prompts"),
     )
     # Predicted padding: slot-steps a static batch of each minibatch would leave idle.
-    slots = (per_mb["longest"] * per_mb["prompts"]).sum()
-    padding = 1.0 - float(per_mb["tokens"].sum()) / float(slots) if slots else 0.0
+    padding = minibatch_padding(frame["minibatch"].to_numpy(), frame["predicted_tokens"].to_numpy())
     # Every planned instance, idle ones too (0 s): counted only where they had work, 20 prompts on 4 instances
     # read "imbalance 1.000" where `asp report` showed three idle.
     instance = per_mb["instance"].to_numpy().astype(np.int64)

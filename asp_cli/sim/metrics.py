@@ -117,3 +117,18 @@ def random_step_deviation_p90(group_tokens: np.ndarray, samples_per_prompt: int,
     ratio = np.add.reduceat(shuffled, starts, axis=1) / counts / (tokens.sum() / (tokens.size * samples_per_prompt))
     deviation = np.abs(ratio - 1.0).reshape(permutations, -1)
     return float(np.quantile(deviation, 0.9, axis=1).mean())
+
+
+def minibatch_padding(minibatch: np.ndarray, group_max_tokens: np.ndarray) -> float:
+    """The slot-steps a static batch of each minibatch would leave idle, over all of them: 1 minus the groups'
+    maxima summed over each minibatch's longest group maximum times its groups (``minibatch`` and
+    ``group_max_tokens``: per row). The summary's predicted padding at the point predictions, auto's under each
+    draw of lengths, and `asp report --lengths`' on observed lengths."""
+    top = np.asarray(group_max_tokens, dtype=np.float64)
+    if top.size == 0:
+        return 0.0
+    _, inverse = np.unique(np.asarray(minibatch), return_inverse=True)
+    longest = np.zeros(int(inverse.max()) + 1, dtype=np.float64)
+    np.maximum.at(longest, inverse, top)
+    slots = float((longest * np.bincount(inverse)).sum())
+    return 1.0 - float(top.sum()) / slots if slots else 0.0
