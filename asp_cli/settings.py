@@ -172,13 +172,14 @@ class ScheduleSettings:
     prompts_per_server: int | None = None
 
     def __post_init__(self) -> None:
-        # A count above its own bound gets the message that says why (below); one below 1 or not a whole number
-        # is told the real range, not the generic one (--instances -2 read "from 1 to 2147483647").
+        # A count above its own bound gets the message that says why (below), however far above (a newcomer's
+        # --instances 99999999999999999999 read "from 1 to 2147483647" where -1 read "from 1 to 100000"); one
+        # below 1 or not a whole number is told the real range, not the generic one.
         for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
                      "max_response_tokens", "length_classes"):
             value = getattr(self, name)
-            above = isinstance(value, int) and not isinstance(value, bool) and value > _MAXIMA.get(name, MAX_SETTING)
-            check_count(_flag(name), value, minimum=1, maximum=MAX_SETTING if above else _MAXIMA.get(name, MAX_SETTING))
+            if not (name in _MAXIMA and isinstance(value, int) and not isinstance(value, bool) and value > _MAXIMA[name]):
+                check_count(_flag(name), value, minimum=1, maximum=_MAXIMA.get(name, MAX_SETTING))
         check_count("--max-tokens-per-minibatch", self.max_tokens_per_minibatch, minimum=1, optional=True)
         object.__setattr__(self, "max_lag", check_lag(self.max_lag))  # frozen: 2.0 is kept as 2
         check_count("--seed", self.seed, minimum=0)

@@ -336,3 +336,15 @@ def test_on_servers_the_summary_counts_request_batches(tmp_path):
            "arrangement that sends prompts one by one) on 4 instances" in first
     blocking = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--arrangement", "shuffle")
     assert "request batches" not in blocking.stderr and " minibatches on 4 instances" in blocking.stderr
+
+
+@pytest.mark.parametrize("value, words", [
+    ("99999999999999999999", "--instances 99999999999999999999 is not a rollout fleet; give at most 100000"),
+    ("200000", "--instances 200000 is not a rollout fleet; give at most 100000"),
+    ("-1", "--instances must be a whole number from 1 to 100000 (got -1)"),
+])
+def test_instances_out_of_range_name_the_same_bound_however_far_out(tmp_path, value, words):
+    # A newcomer: -1 read "from 1 to 100000" and 99999999999999999999 "from 1 to 2147483647".
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "s.parquet", "--instances", value)
+    assert result.exit_code == 4 and words in result.stderr, result.stderr
+    assert not (tmp_path / "s.parquet").exists()
