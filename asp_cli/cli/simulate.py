@@ -128,7 +128,9 @@ def _summary(document: dict) -> str:
         f"{m['step_length_ratio_min']:.2f}-{m['step_length_ratio_max']:.2f}" + _released(m, document),
         _kv_line(m),
         *([f"  as verl routes   {m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
-           f"{m['verl_routed_rollout_s']:,.1f} s (" + ("verl 0.9's synchronous trainer: every sample a request, a "
+           f"{m['verl_routed_rollout_s']:,.1f} s" + (" summed over its steps (the training between them left out)"
+                                                     if document.get("max_lag") == 0 else
+                                                     " to the last sample's finish") + " (" + ("verl 0.9's synchronous trainer: every sample a request, a "
                                                        "train batch routed as it is submitted, "
                                                        if document.get("max_lag") == 0 else
                                                        "verl 0.9's fully asynchronous trainer: a prompt started as "
