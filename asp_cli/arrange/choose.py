@@ -593,9 +593,10 @@ def choose_arrangement(
     if settings.steps == "any" and chosen["expected_step_deviation_p90"] > bound and any(
             r["expected_step_deviation_p90"] <= bound for r in chosen_from):
         # The default takes the fastest whatever its steps: what representative ones would cost is said beside it
-        # (issue 17: by default a length curriculum where a sort wins; docs/benchmarks.md, "--steps representative").
+        # (by default a length curriculum where a sort wins: README, "What it saves, measured").
         other = pick(chosen_from, representative=True)
-        alternative = {"name": other["name"], "kv_budget": other["kv_budget"], "step_deviation_bound": round(bound, 4)}
+        alternative = {"name": other["name"], "kv_budget": other["kv_budget"],
+                       "step_deviation_bound": round(float(bound), 4)}
     if verl_routed or verl_async:
         # The pick through asp's length-aware router plug-in (`+data.asp_route=length`: each request to the server
         # with the fewest predicted tokens in flight), said beside it where it is expected to pay
