@@ -454,3 +454,34 @@ def test_with_its_schedule_a_dataset_is_read_with_the_id_column_the_schedule_was
     # named otherwise, the flag wins
     named = observe([dump], None, dataset=[dataset], read=replace(OBSERVE_READ, id_key="extra_info.index"))
     assert sorted(named.added["prompt_id"].to_list()) == ["100", "101", "102"]
+
+
+@pytest.mark.parametrize("fmt, name, extra", [("verl", "train.parquet", {}), ("jsonl", "train.jsonl", {}),
+                                               ("jsonl", "meta.jsonl", {"metadata_key": "metadata"}),
+                                               ("parquet", "flat.parquet", {"metadata_key": "info"})])
+def test_an_export_given_as_the_dataset_gives_the_schedules_ids_not_its_row_numbers(tmp_path, fmt, name, extra):
+    """A newcomer passed the file verl was given (`asp export`'s, in the schedule's order) as --dataset, without
+    --schedule: its row numbers became the ids, 45 of 256 right, and the next epoch was planned on other prompts'
+    lengths, without a word. An export carries the schedule's id; observe takes it."""
+    from asp_cli.integrate.export import export
+
+    questions = [f"What is {i} times {i + 3}?" for i in range(12)]
+    dataset = tmp_path / "data.parquet"
+    pl.DataFrame({"prompt": [[{"role": "user", "content": q}] for q in questions],
+                  "extra_info": [{"index": 100 + i} for i in range(12)]}).write_parquet(dataset)
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    sched = tmp_path / "s.parquet"
+    from asp_cli.reading.options import ReadOptions
+
+    schedule([dataset], sched, settings=ScheduleSettings(train_batch_size=4, instances=2),
+             read=ReadOptions(id_key="extra_info.index"))
+    exported = tmp_path / name
+    export(sched, [dataset], exported, format=fmt, **extra)
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps({"input": f"user: {q}\nassistant:", "output": "z" * (4 * i + 4), "score": 1.0,
+                                        "step": 1}) + "\n" for i, q in enumerate(questions[:5])))
+    result = observe([dump], None, dataset=[exported])
+    by_id = dict(zip(result.added["prompt_id"].to_list(), result.added["response_tokens"].to_list(), strict=True))
+    assert by_id == {str(100 + i): (4 * i + 4) // 4 for i in range(5)}  # 4 bytes a token, estimated

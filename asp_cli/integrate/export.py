@@ -20,6 +20,7 @@ Nothing here prints; warnings and the trainer settings to use come back in the `
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, 
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import ROUTES, route_priorities
+from asp_cli.reading.options import ReadOptions
 from asp_cli.reading.tables import SOURCE_JSON
 
 FORMATS = ("parquet", "jsonl", "verl")
@@ -231,12 +233,15 @@ def export(
                          "router; rename or drop it")
     picked = raw.select(pl.all().gather(rows["row"].to_numpy()))
     used = replay.schedule.metadata.get("columns_used")
-    if (format != "verl" and not metadata_key and "prompt_id" not in picked.columns and isinstance(used, dict)
-            and any(isinstance(u, dict) and u.get("id") == "(row number)" for u in used.values())):
-        # Row numbers are lost once the rows are reordered: the rollout logs fed back need the id itself.
+    id_columns = {u.get("id") for u in used.values() if isinstance(u, dict)} if isinstance(used, dict) else set()
+    if format != "verl" and not metadata_key and "prompt_id" not in picked.columns and any(
+            c == "(row number)" or (isinstance(c, str) and "." in c and c not in picked.columns) for c in id_columns):
+        # Row numbers are lost once the rows are reordered, and an id inside an object (verl's extra_info.index)
+        # is where a log keeping top-level fields misses it: the rollout logs fed back need the id itself.
         picked = picked.with_columns(rows["prompt_id"].cast(pl.String).alias("prompt_id"))
-        warnings.append("the dataset has no id column, so the export adds `prompt_id` (the row-number id of the "
-                        "schedule); keep it in the rollout log so `asp observe` can match the samples")
+        if "(row number)" in id_columns:
+            warnings.append("the dataset has no id column, so the export adds `prompt_id` (the row-number id of the "
+                            "schedule); keep it in the rollout log so `asp observe` can match the samples")
     asp = rows.select(([pl.col("prompt_id").cast(pl.String).alias(f"{prefix}prompt_id")] if metadata_key else [])
                       + [pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
     if route != "none":  # the planned instance or predicted length, ordered by position in the file (`verl_router`)
@@ -429,6 +434,58 @@ def recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
 
 # --------------------------------------------------------------------------------------------------------
 # Facts, warnings and trainer settings
+
+
+def with_export_id_key(read: ReadOptions, paths: list[Path]) -> ReadOptions:
+    """``read`` with the schedule's own id column of an `asp export` where the ``--dataset`` files are exports (the
+    file verl was given) and no id column was named: ``extra_info.prompt_id`` in verl's layout, ``prompt_id`` or
+    ``<metadata-key>.prompt_id`` where the export added it. An export is in the schedule's order, so its row numbers
+    are not the dataset's: a newcomer's history took them as ids and planned the next epoch on other prompts'
+    lengths (45 of 256 right)."""
+    if read.id_key is not None:
+        return read
+    keys = {export_id_key(path) for path in paths}
+    if len(keys) != 1 or None in keys:
+        return read
+    import dataclasses
+
+    return dataclasses.replace(read, id_key=keys.pop(), id_flag="--dataset-id-key, here the id `asp export` wrote")
+
+
+def export_id_key(path: Path) -> str | None:
+    """The column of ``path`` holding the schedule's prompt id where it is an `asp export` that wrote one (Parquet:
+    its ``asp.export`` metadata; JSON lines: a first row carrying asp's ``seq`` and ``train_step``), else None."""
+    from asp_cli.integrate.export import METADATA_KEY as METADATA_KEY
+
+    if path.suffix.lower() in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        try:
+            schema = pq.read_schema(path)
+        except Exception:  # noqa: BLE001 - not readable as Parquet: the read below says why
+            return None
+        if METADATA_KEY not in (schema.metadata or {}):
+            return None
+        document = json.loads(schema.metadata[METADATA_KEY])
+        fields = {f.name: f.type for f in schema}
+        nested = [k for k in ("extra_info", document.get("metadata_key")) if k in fields
+                  and getattr(fields[k], "num_fields", 0) and fields[k].get_field_index("prompt_id") >= 0]
+        return f"{nested[0]}.prompt_id" if nested else "prompt_id" if "prompt_id" in fields else None
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        try:
+            with open(path, encoding="utf-8") as lines:
+                first = json.loads(lines.readline() or "null")
+        except (OSError, ValueError):
+            return None
+        if not isinstance(first, dict):
+            return None
+        holders = [("", first), *((f"{k}.", v) for k, v in first.items() if isinstance(v, dict))]
+        marked = next((prefix for prefix, row in holders if "seq" in row and "train_step" in row), None)
+        if marked is None:
+            return None
+        ids = [prefix for prefix, row in holders if "prompt_id" in row]
+        return f"{ids[0]}prompt_id" if ids else None
+    return None
 
 
 def batches_repeating_a_prompt(rows: pl.DataFrame) -> list[int]:

@@ -35,6 +35,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError, shown_id
+from asp_cli.integrate.export import with_export_id_key
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions
@@ -172,7 +173,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
                                "ambiguous_matches": 0, "log_formats": {}}
-    prompts = _read_dataset(dataset, _with_schedule_id_key(read, schedule), warnings) if dataset else None
+    prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, schedule), dataset), warnings) \
+        if dataset else None
     known, cap = _known_ids(schedule, prompts)
     seen_prints = {entry.get("fingerprint") for entry in seen}
     seen_rows = {entry["rows_fingerprint"]: entry.get("name") for entry in seen if entry.get("rows_fingerprint")}
