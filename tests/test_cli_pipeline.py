@@ -29,9 +29,16 @@ def test_export_writes_and_talks_on_stderr_only(built, tmp_path):  # noqa: F811
     assert "set in verl 0.9:" in result.stderr and "actor_rollout_ref.rollout.agent.num_workers=8" in result.stderr
     assert "laid out for 8 workers (v1 chunking): 2, 2, 2, 2, 2, 2, 2, 2 prompts per worker" in result.stderr
     # A clean export warns of nothing (it warned of verl's prompt filter every time: now only for a long prompt)
-    # but that the schedule was made for blocking calls and verl's 8 agent-loop workers are not its instances.
-    engine, workers = [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
+    # but that the schedule was made for blocking calls and an asynchronous trainer, that verl's default mini batch
+    # exceeds its train batch of 16, and that verl's 8 agent-loop workers are not its instances.
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
+    engine, lag, mini, workers = (next(w for w in warnings if words in w) for words in (
+        "continuous engine", "planned for an asynchronous trainer", "ppo_mini_batch_size", "agent-loop workers"))
+    assert len(warnings) == 4, warnings
     assert "planned for the continuous engine" in engine and "--engine streaming" in engine
+    assert "--max-lag 0 --trainer schedule" in engine  # for verl's default trainer, not --engine streaming alone
+    assert "planned for an asynchronous trainer (--max-lag none)" in lag and "--max-lag 0 --trainer schedule" in lag
+    assert "ppo_mini_batch_size (its default 256) is larger than data.train_batch_size=16" in mini
     assert "laid out for 8 agent-loop workers" in workers and out.exists()
 
 

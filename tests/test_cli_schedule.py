@@ -123,6 +123,9 @@ def test_huge_settings_are_refused_not_an_internal_error(tmp_path, flag):
     result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, flag, "99999999999999999999999")
     assert result.exit_code == 4, result.stderr
     assert result.stderr.strip() == (
+        # A count with a bound of its own says that bound, however far above it the value is.
+        "Error: --samples-per-prompt 99999999999999999999999 is not a GRPO group; give at most 4096"
+        if flag == "--samples-per-prompt" else
         f"Error: {flag} must be a whole number from 1 to 2147483647 (got 99999999999999999999999)"
         if flag != "--max-lag" else
         "Error: --max-lag must be a number of training steps from 0 to 2147483647 (a fraction is verl's "
@@ -295,7 +298,7 @@ def test_the_summary_says_when_autos_pick_trains_a_length_curriculum():
         "name": "shuffle", "kv_budget": "whole", "step_deviation_bound": 0.13}))
     assert ("its training steps are expected to be a length curriculum, so the order the policy trains on changes, "
             "not only the speed: a step's mean length 51% off the epoch mean at the 90th percentile, where a random "
-            "arrangement's are within about 13%; the fastest candidate with such steps, shuffle, is expected to take "
+            "arrangement's are within about 13%; of the candidates whose steps are about that, the fastest, shuffle, is expected to take "
             "100 s (11.1% slower): --steps representative takes it") in line
     assert line.count("its training steps") == 1
 

@@ -352,6 +352,8 @@ def test_verl_export_names_the_prompt_limit_a_long_prompt_needs(tmp_path):
     assert f"about {longest:,} tokens" in note and f"set data.max_prompt_length to at least {math.ceil(longest * 1.3):,}" in note
     assert "data.filter_overlong_prompts=False" in note
     assert result.trainer_settings["data.filter_overlong_prompts"] is False
+    # In the settings too (a pipeline applying `trainer_settings` kept verl's 512 and had prompts cut).
+    assert result.trainer_settings["data.max_prompt_length"] == math.ceil(longest * 1.3)
 
 
 def test_workers_past_any_fleet_are_a_settings_error(built, tmp_path):  # noqa: F811

@@ -869,3 +869,18 @@ def test_a_length_column_option_without_length_files_is_refused(tmp_path, args, 
     assert result.stderr == (f"Error: {flag} names a column of the {files} files, but none is given; give them with "
                              f"{files}, or drop {flag}\n")
     assert not (tmp_path / "s.parquet").exists() and not (tmp_path / "m.skops").exists()
+
+
+def test_ids_repeating_in_a_named_column_say_to_leave_the_column_out(tmp_path):
+    """A newcomer named verl's extra_info.index with --id-key, as the README says of verl's datasets, on a file
+    joining sources, each with its own index, and was told to pass --id-key."""
+    from asp_cli.errors import InputError
+    from asp_cli.reading import read_prompts
+    from asp_cli.reading.options import ReadOptions
+
+    path = tmp_path / "joined.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"q{s}{i}", "extra_info": {"index": i}}) + "\n"
+                            for s in range(2) for i in range(3)))
+    with pytest.raises(InputError, match=r"3 ids repeat\. Make ids unique, or pass another --id-key than "
+                                         r"'extra_info\.index', or leave --id-key out to number the rows"):
+        read_prompts([path], ReadOptions(id_key="extra_info.index"))

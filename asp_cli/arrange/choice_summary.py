@@ -183,7 +183,7 @@ def _curriculum(choice: dict[str, Any], chosen: dict[str, Any]) -> str:
                 + ("to be a length curriculum, so the order the policy trains on changes, not only the speed"
                    if own > 2 * bound else "less representative of the epoch than a random arrangement's")
                 + f": a step's mean length {own:.0%} off the epoch mean at the 90th percentile, where a random "
-                f"arrangement's are within about {bound:.0%}; the fastest candidate with such steps, {other['name']}, "
+                f"arrangement's are within about {bound:.0%}; of the candidates whose steps are about that, the fastest, {other['name']}, "
                 f"is expected to take {other['expected_end_to_end_s']:,.0f} s ({abs(cost):.1%} "
                 f"{'slower' if cost >= 0 else 'faster'}): --steps representative takes it")
     # A newcomer's verl run took long-first (steps 3.9 times the epoch's mean at p90) and nothing said so.

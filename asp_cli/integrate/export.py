@@ -36,6 +36,7 @@ from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import mixed_kinds_warning, nest_columns, object_fields, read_rows, write_rows
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer
+from asp_cli.integrate.verl_ppo import chunking_notes, ppo_settings
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import ROUTES, route_priorities
 from asp_cli.reading.options import ReadOptions
@@ -571,20 +572,8 @@ def _facts(
     elif format == "verl":
         summary["verl_version"] = verl_version
         summary["verl_trainer"] = verl_trainer
-        trainer = {
-            "data.shuffle": False,
-            "data.train_batch_size": size,
-            "data.filter_overlong_prompts": False,
-            "actor_rollout_ref.rollout.n": n,
-            # The response cap the schedule planned with (verl's default is 512: rollout.response_length follows it).
-            "data.max_response_length": replay.schedule.recorded_settings.max_response_tokens,
-            "actor_rollout_ref.rollout.agent.num_workers": workers if order == "train" else None,
-            # The file is the run: every schedule epoch it holds once (verl's default of 30 would repeat it).
-            "trainer.total_epochs": 1,
-            # True names each request after its priority, alike for a group's samples: one server per group.
-            "actor_rollout_ref.rollout.full_determinism": False if route != "none" else None,
-        }
-        trainer = {k: v for k, v in trainer.items() if v is not None}
+        trainer = ppo_settings(replay.schedule.recorded_settings, size, workers if order == "train" else None,
+                               route=route, epoch=epoch, steps=full, epochs=len(replay.epochs), notes=notes)
         if trailing:
             notes.append(
                 f"the last batch has {trailing} rows, fewer than data.train_batch_size={size}: verl drops it "
@@ -603,7 +592,19 @@ def _facts(
                 f"the schedule was planned for the {engine} engine (blocking generate() calls), but verl 0.7-0.9 "
                 "roll out on vLLM/SGLang servers that refill freed slots (actor_rollout_ref.rollout.mode=async), each "
                 "sample a request to the server with the fewest in flight: make the schedule with --engine streaming "
-                "(and --instances the rollout replicas), so that its estimates and auto's choice are for verl's engine")
+                "(and --instances the rollout replicas), so that its estimates and auto's choice are for verl's "
+                "engine; for verl's default trainer, which trains each batch as it is generated, also --max-lag 0 "
+                "--trainer schedule (with --engine streaming alone the schedule is for an asynchronous trainer and "
+                "exports for verl's fully asynchronous one)")
+        recorded = replay.schedule.recorded_settings
+        if verl_trainer == "ppo" and recorded.max_lag != 0:
+            # A plan for rollout running ahead of the trainer, replayed as synchronous training, is another plan's
+            # time (on blocking engines 804 s against 614 s for the one made for it, on the sample data: README).
+            notes.append(
+                "the schedule was planned for an asynchronous trainer (--max-lag "
+                f"{'none' if recorded.max_lag is None else recorded.max_lag}), but verl's default trainer "
+                "(verl.trainer.main_ppo) generates and trains each batch in turn: make the schedule with --max-lag 0 "
+                "--trainer schedule, for which its steps and auto's choice are planned")
         if route != "none":  # the column routes nothing until verl loads asp's router
             notes.append(f"--route {route}: verl routes by the priority column only through asp's router: set "
                          "actor_rollout_ref.rollout.router_config_path to a YAML holding router_class: "
@@ -622,7 +623,7 @@ def _facts(
                                                                    ASYNC_PLANNED_LOSS)
                          + " (docs/benchmarks.md, \"As verl routes\"): export without --route")
         if order == "train" and verl_trainer == "ppo":
-            notes.extend(_chunking_notes(size, n, workers, verl_version))
+            notes.extend(chunking_notes(size, n, workers, verl_version))
             if workers != replay.instances and engine != "streaming":
                 # verl generates each batch in `workers` chunks, one per agent-loop worker: not the schedule's
                 # minibatches on its instances, which is what its estimates and `asp simulate` replay.
@@ -645,28 +646,15 @@ def _facts(
                 f"the longest prompt has about {longest:,} tokens by the schedule's count (4 bytes a token unless "
                 f"asp schedule had --tokenizer; math and code text run up to 30% more, before the chat template), "
                 f"near or past verl's default data.max_prompt_length={VERL_DEFAULT_MAX_PROMPT_TOKENS}, past which "
-                f"verl cuts the start of a prompt at rollout: set data.max_prompt_length to at least {needed:,}; "
-                "keep data.filter_overlong_prompts=False, which would drop those prompts and shift every later batch"
+                f"verl cuts the start of a prompt at rollout: set data.max_prompt_length to at least {needed:,} (in "
+                "the settings above); keep data.filter_overlong_prompts=False, which would drop those prompts and "
+                "shift every later batch"
             )
+            if trainer:
+                trainer["data.max_prompt_length"] = needed
     elif trailing and order == "train":
         notes.append(
             f"the last batch has {trailing} rows, fewer than the train batch size {size}; a trainer with "
             "drop_last drops them"
         )
     return summary, trainer, notes
-
-
-def _chunking_notes(size: int, n: int, workers: int, verl_version: str) -> list[str]:
-    """What verl's cut of a batch of ``size`` prompts over ``workers`` does that a user would not expect."""
-    if verl_version == "0.7":
-        if size * n % workers:
-            return [f"verl's legacy trainer cuts the {size} x {n} = {size * n} samples of a batch into "
-                    f"{workers} equal chunks and stops (DataProto.chunk asserts) when they do not divide; "
-                    "pick actor_rollout_ref.rollout.agent.num_workers dividing it"]
-        return []
-    idle = int((chunk_capacities(size, n, workers, rule="v1") == 0).sum())
-    if idle:
-        return [f"verl cuts a batch of {size} prompts into chunks of {-(-size // workers)} (TensorDict.chunk), "
-                f"so {idle} of the {workers} agent-loop workers get no prompt; pick "
-                "actor_rollout_ref.rollout.agent.num_workers dividing data.train_batch_size"]
-    return []

@@ -230,7 +230,7 @@ def read_prompts(
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
     try:
-        _check_unique_ids(frame)
+        _check_unique_ids(frame, named=options.id_key)
     except InputError:
         each_file_once(paths, "prompt file")  # a file named twice: say so, not "make ids unique"
         raise
@@ -411,7 +411,7 @@ def _difficulty_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
     return pl.lit(None, dtype=pl.Float64)
 
 
-def _check_unique_ids(frame: pl.DataFrame) -> None:
+def _check_unique_ids(frame: pl.DataFrame, named: str | None = None) -> None:
     duplicated = frame.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if duplicated.height:
         first = duplicated[C.PROMPT_ID][0]
@@ -422,12 +422,16 @@ def _check_unique_ids(frame: pl.DataFrame) -> None:
         places = ", ".join(f"{f} row {r + 1}" for f, r in zip(shown["source_file"], shown[FILE_ROW], strict=False))
         if rows.height > _PLACES_SHOWN:
             places += f" and {rows.height - _PLACES_SHOWN:,} more rows"
-        raise duplicate_id_error(first, places, duplicated[C.PROMPT_ID].n_unique())
+        raise duplicate_id_error(first, places, duplicated[C.PROMPT_ID].n_unique(), named)
 
 
 _PLACES_SHOWN = 3  # rows a duplicate-id message names: an id in 5,000 rows made a line of 25 KB
-def duplicate_id_error(first: str, places: str, ids: int) -> InputError:
-    """The one error for repeated prompt ids (E07), wherever the inputs are read."""
+def duplicate_id_error(first: str, places: str, ids: int, named: str | None = None) -> InputError:
+    """The one error for repeated prompt ids (E07), wherever the inputs are read; ``named``, the id column the user
+    named (a newcomer named verl's extra_info.index, as the README says, on a file joining sources, each with its
+    own index, and was told to pass --id-key)."""
     repeating = "1 id repeats" if ids == 1 else f"{ids:,} ids repeat"
-    return InputError(f"duplicate prompt id {shown_id(first)} ({places}); {repeating}. Make ids unique, or pass "
-                      "--id-key to use another column")
+    fix = ("--id-key to use another column" if named is None else
+           f"another --id-key than {named!r}, or leave --id-key out to number the rows (a file joining sources often "
+           "repeats each source's own index)")
+    return InputError(f"duplicate prompt id {shown_id(first)} ({places}); {repeating}. Make ids unique, or pass {fix}")

@@ -158,7 +158,7 @@ def read_prompts_streamed(
     frame = pl.concat(parts, how="vertical") if parts else pl.DataFrame()
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
-    _check_unique(frame, paths)
+    _check_unique(frame, paths, options.id_key)
     report.settle()
     report.rows = frame.height
     return frame.drop(FILE_ROW, SOURCE_FILE_INDEX), report
@@ -259,12 +259,13 @@ def _no_rows(path: Path, fmt: str) -> str:
     return f"{path}: the file has no rows; give a file with at least one row"
 
 
-def _check_unique(frame: pl.DataFrame, paths: Sequence[Path]) -> None:
+def _check_unique(frame: pl.DataFrame, paths: Sequence[Path], named: str | None = None) -> None:
     duplicated = frame.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if duplicated.height:
         each_file_once(paths, "prompt file")  # a file named twice: say so, not "make ids unique"
         names = pl.Series([str(p) for p in paths], dtype=pl.String)
-        _check_unique_ids(duplicated.with_columns(names.gather(duplicated[SOURCE_FILE_INDEX]).alias("source_file")))
+        _check_unique_ids(duplicated.with_columns(names.gather(duplicated[SOURCE_FILE_INDEX]).alias("source_file")),
+                          named)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -148,6 +148,39 @@ def test_exported_file_gives_the_schedules_steps_in_order(work, data, tokenizer)
     assert [s for b in shuffled.train_dataloader for s in column(b, "seq")] != expected
 
 
+def test_a_run_made_one_verl_run_per_epoch_continues_where_the_last_one_stopped(work, data, tokenizer):
+    """`asp export --epoch E` for a run made one verl run per epoch (each epoch's schedule made with the lengths of
+    the ones before): a newcomer's second run, with trainer.total_epochs=1 and the first run's checkpoint, trained no
+    step (verl counts its epoch as global_steps // steps per epoch). With the printed settings, verl's own trainer
+    fetches epoch E's file whole, step for step (`_fetch_one_gen_batch`, as fit() does), whether or not the
+    checkpoint's dataloader position (data.pt) is restored, counts the run before it as its first E epochs, keeps
+    the learning-rate horizon of the whole run, and saves where the next run resumes. (fit()'s loop needs model
+    workers; its conditions are checked on the trainer verl builds, as trainer_base.py:450-467, 481-482 and 522
+    state them.)"""
+    replay = data["replay"]
+    steps = ROWS // BATCH
+    expected = replay.trainer_order(workers=8)["seq"].to_list()
+    saved = None  # the dataloader position the last run's checkpoint holds (its data.pt)
+    for epoch in range(EPOCHS):
+        out = work / f"epoch{epoch}.parquet"
+        result = export(data["schedule"], [data["train"]], out, format="verl", epoch=epoch)
+        settings = [f"{key}={value}" for key, value in result.trainer_settings.items()]
+        config = compose(work, [f"data.train_files={out}", f"data.val_files={data['val']}", *settings])
+        start = epoch * steps  # the global step the run resumes at (the checkpoint global_step_{start})
+        for restore in ([False, True] if saved is not None else [False]):
+            tr = trainer(config, tokenizer)
+            if restore:
+                tr.train_dataloader.load_state_dict(saved)
+            assert tr.steps_per_epoch == steps and tr.total_training_steps == EPOCHS * steps  # one horizon for all
+            assert start // tr.steps_per_epoch == epoch < config.trainer.total_epochs  # fit() trains
+            assert (start + steps) // tr.steps_per_epoch == config.trainer.total_epochs  # and stops after its epoch
+            assert (start + steps) % config.trainer.save_freq == 0  # on a checkpoint the next run resumes
+            fetched = [int(s) for _ in range(steps) for s in tr._fetch_one_gen_batch()["seq"]]
+            assert fetched == expected[start * BATCH:(start + steps) * BATCH]
+        saved = tr.train_dataloader.state_dict()
+        assert any("global_step_" in note for note in result.warnings) == (epoch > 0)
+
+
 def fully_async_rollouter(work: Path, overrides: list[str], tokenizer):
     """verl 0.9.1's fully asynchronous rollouter (the class under its Ray actor) built from its own packaged config
     with ``overrides``: its constructor checks the data settings and builds the dataloader it reads prompts from."""

@@ -1,0 +1,106 @@
+"""verl's default trainer (``verl.trainer.main_ppo``, 0.9.1): the settings `asp export --format verl` prints for it,
+and what a user copying them should know.
+
+The trainer reads the export's file in order, ``data.train_batch_size`` prompts a step (``data.shuffle=False``),
+drops a short last batch, and cuts each batch over its agent-loop workers (`chunking_notes`). A file may be the
+whole run (every schedule epoch once: ``trainer.total_epochs=1``) or one epoch of a run made one verl run per epoch,
+each epoch's schedule made with the lengths of the ones before (`_per_epoch_run`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asp_cli.integrate.replay import chunk_capacities
+from asp_cli.settings import ScheduleSettings
+
+
+def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, route: str, epoch: int | None,
+                 steps: int, epochs: int, notes: list[str]) -> dict[str, Any]:
+    """The trainer's settings for a schedule made with ``settings`` exported with a train batch of ``size``
+    (``workers`` chunks per batch in the train order, else None), ``steps`` full batches in the file; ``epoch`` the
+    one epoch exported of the schedule's ``epochs`` (None: all). What the user should know goes to ``notes``."""
+    trainer = {
+        "data.shuffle": False,
+        "data.train_batch_size": size,
+        "data.filter_overlong_prompts": False,
+        "actor_rollout_ref.rollout.n": settings.samples_per_prompt,
+        # The response cap the schedule planned with (verl's default is 512: rollout.response_length follows it).
+        "data.max_response_length": settings.max_response_tokens,
+        "actor_rollout_ref.rollout.agent.num_workers": workers,
+        # The file is the run: every schedule epoch it holds once (verl's default of 30 would repeat it); one
+        # epoch's file of a run made epoch by epoch is that run's epoch `epoch` (`_per_epoch_run`).
+        "trainer.total_epochs": 1 if epoch is None else epoch + 1,
+        # True names each request after its priority, alike for a group's samples: one server per group.
+        "actor_rollout_ref.rollout.full_determinism": False if route != "none" else None,
+    }
+    trainer = {k: v for k, v in trainer.items() if v is not None}
+    if epoch is not None:
+        trainer.update(_per_epoch_run(epoch, steps, epochs, notes))
+    notes.extend(_defaults_notes(settings, size))
+    return trainer
+
+
+def _per_epoch_run(epoch: int, steps: int, epochs: int, notes: list[str]) -> dict[str, Any]:
+    """verl's settings for one epoch's file of a run made one verl run per epoch (each epoch's schedule made with
+    the lengths of the ones before): run ``epoch`` trains its ``steps`` and stops on a checkpoint the next run
+    resumes. verl 0.9.1's trainer (trainer_base.py:450-467) counts its epoch as global_steps // steps per epoch and
+    trains while that is below trainer.total_epochs: with 1, a newcomer's second run trained no step. It saves
+    where global_steps is a multiple of trainer.save_freq (:481), and sizes the learning-rate schedule by
+    trainer.total_training_steps (:768-782). The checkpoint's dataloader position (data.pt) is the previous file's
+    end, from which verl's fetch starts the new file again at its first row (`_fetch_one_gen_batch`, :1466)."""
+    if epoch:
+        notes.append(
+            f"this is epoch {epoch}'s file of a run made one verl run per epoch: continue the run before it, with "
+            f"trainer.resume_mode=resume_path trainer.resume_from_path=<its checkpoint dir>/global_step_{epoch * steps} "
+            "(the settings above count that run as this one's first epochs and end this one on a checkpoint)")
+    # Every run's learning-rate schedule spans the whole run (verl sizes it by total_training_steps), and each
+    # ends on a checkpoint: its last step is a multiple of save_freq.
+    return {"trainer.total_training_steps": steps * epochs, "trainer.save_freq": steps}
+
+
+# asp schedule's defaults that verl's trainer then takes from the export (`_defaults_notes`).
+_ASP_DEFAULTS = ScheduleSettings()
+# verl 0.9.1's actor.ppo_mini_batch_size (trainer/config/actor/actor.yaml:18): a train batch below it stops verl at
+# startup (workers/config/actor.py: "train_batch_size ... must be >= actor.ppo_mini_batch_size").
+VERL_DEFAULT_PPO_MINI_BATCH = 256
+
+
+def _defaults_notes(settings: ScheduleSettings, size: int) -> list[str]:
+    """What a verl user copying the printed settings should know of where they came from: a newcomer got asp's
+    defaults (train batch 128, n 8, a cap of 8,192 tokens) as their run's, and verl refused the batch of 128 at
+    startup against its default mini batch of 256."""
+    defaults = [f"{key}={value:,}".replace(",", "") for key, value, default in (
+        ("data.train_batch_size", size, _ASP_DEFAULTS.train_batch_size),
+        ("actor_rollout_ref.rollout.n", settings.samples_per_prompt, _ASP_DEFAULTS.samples_per_prompt),
+        ("data.max_response_length", settings.max_response_tokens, _ASP_DEFAULTS.max_response_tokens))
+        if value == default]
+    notes = []
+    if defaults:
+        notes.append(f"{', '.join(defaults)} {'is' if len(defaults) == 1 else 'are'} asp schedule's "
+                     f"default{'s' if len(defaults) > 1 else ''}, which the schedule was made with: if your run's "
+                     "differ, make the schedule with them (--train-batch-size, --samples-per-prompt, "
+                     "--max-response-tokens: they shape the plan) rather than change your run to these")
+    if size < VERL_DEFAULT_PPO_MINI_BATCH:
+        notes.append(f"verl refuses to start when actor_rollout_ref.actor.ppo_mini_batch_size (its default "
+                     f"{VERL_DEFAULT_PPO_MINI_BATCH}) is larger than data.train_batch_size={size}: set it to "
+                     f"{size} or a divisor of it")
+    return notes
+
+
+
+
+def chunking_notes(size: int, n: int, workers: int, verl_version: str) -> list[str]:
+    """What verl's cut of a batch of ``size`` prompts over ``workers`` does that a user would not expect."""
+    if verl_version == "0.7":
+        if size * n % workers:
+            return [f"verl's legacy trainer cuts the {size} x {n} = {size * n} samples of a batch into "
+                    f"{workers} equal chunks and stops (DataProto.chunk asserts) when they do not divide; "
+                    "pick actor_rollout_ref.rollout.agent.num_workers dividing it"]
+        return []
+    idle = int((chunk_capacities(size, n, workers, rule="v1") == 0).sum())
+    if idle:
+        return [f"verl cuts a batch of {size} prompts into chunks of {-(-size // workers)} (TensorDict.chunk), "
+                f"so {idle} of the {workers} agent-loop workers get no prompt; pick "
+                "actor_rollout_ref.rollout.agent.num_workers dividing data.train_batch_size"]
+    return []
