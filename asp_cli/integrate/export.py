@@ -580,7 +580,9 @@ def _facts(
                 f"(drop_last=True), so those {trailing} prompts are not trained; schedule with a "
                 "--train-batch-size that divides " + (
                     f"an epoch's {per_epoch:,} prompts{dividing_example(per_epoch, size)}" if len(epochs) > 1
-                    else f"its {n_rows:,} rows{dividing_example(n_rows, size)}") + " to avoid it"
+                    else f"its {n_rows:,} rows{dividing_example(n_rows, size)}") + " to avoid it (verl also needs "
+                f"data.train_batch_size x rollout.n divisible by its GPUs, trainer.n_gpus_per_node x nnodes: "
+                "pick one that is)"
             )
     if format == "verl":
         engine = replay.schedule.recorded_settings.engine
