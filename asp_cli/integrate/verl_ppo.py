@@ -62,7 +62,8 @@ def _per_epoch_run(epoch: int, steps: int, epochs: int, notes: list[str]) -> dic
 # asp schedule's defaults that verl's trainer then takes from the export (`_defaults_notes`).
 _ASP_DEFAULTS = ScheduleSettings()
 # verl 0.9.1's actor.ppo_mini_batch_size (trainer/config/actor/actor.yaml:18): a train batch below it stops verl at
-# startup (workers/config/actor.py: "train_batch_size ... must be >= actor.ppo_mini_batch_size").
+# startup (workers/config/actor.py: "train_batch_size ... must be >= actor.ppo_mini_batch_size"); the verl stage
+# of CI checks the default.
 VERL_DEFAULT_PPO_MINI_BATCH = 256
 
 
@@ -70,7 +71,7 @@ def _defaults_notes(settings: ScheduleSettings, size: int) -> list[str]:
     """What a verl user copying the printed settings should know of where they came from: a newcomer got asp's
     defaults (train batch 128, n 8, a cap of 8,192 tokens) as their run's, and verl refused the batch of 128 at
     startup against its default mini batch of 256."""
-    defaults = [f"{key}={value:,}".replace(",", "") for key, value, default in (
+    defaults = [f"{key}={value}" for key, value, default in (
         ("data.train_batch_size", size, _ASP_DEFAULTS.train_batch_size),
         ("actor_rollout_ref.rollout.n", settings.samples_per_prompt, _ASP_DEFAULTS.samples_per_prompt),
         ("data.max_response_length", settings.max_response_tokens, _ASP_DEFAULTS.max_response_tokens))
@@ -86,8 +87,6 @@ def _defaults_notes(settings: ScheduleSettings, size: int) -> list[str]:
                      f"{VERL_DEFAULT_PPO_MINI_BATCH}) is larger than data.train_batch_size={size}: set it to "
                      f"{size} or a divisor of it")
     return notes
-
-
 
 
 def chunking_notes(size: int, n: int, workers: int, verl_version: str) -> list[str]:

@@ -256,6 +256,15 @@ def test_verls_default_prompt_limit_is_the_one_export_names(work, data, tokenize
     assert config.actor_rollout_ref.rollout.prompt_length == VERL_DEFAULT_MAX_PROMPT_TOKENS
 
 
+def test_verls_default_mini_batch_is_the_one_export_names(work, data):
+    """`asp export` says verl refuses a train batch below its default actor.ppo_mini_batch_size: that default is
+    verl's own."""
+    from asp_cli.integrate.verl_ppo import VERL_DEFAULT_PPO_MINI_BATCH
+
+    config = compose(work, [f"data.train_files={data['exported']}", f"data.val_files={data['val']}"])
+    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == VERL_DEFAULT_PPO_MINI_BATCH
+
+
 def test_schedule_dataset_reorders_the_original_file(work, data, tokenizer):
     """data.custom_cls ScheduleDataset on the unexported file: the same batches, asp's columns on every row."""
     replay = data["replay"]
