@@ -11,6 +11,11 @@ decode steps):
 * **trainer**: every step back to back with its weight sync, the trainer never waiting.
 * **rollout then last step**: the last training step starts after the last sample is generated and is no
   shorter than the cheapest batch it could hold.
+* **synchronous** (``max_lag`` 0): rollout and training alternate, every step's rollout waiting for the weights
+  the step before published, so the run is at least the rollout bound plus every step's training and sync. (The
+  decode-work and compute terms add up over steps, and the longest request lies in one of them, so the steps'
+  rollouts together are no shorter than the whole work's bound.) Without it `asp simulate` read a synchronous
+  run as bound by the trainer while the trainer sat idle 63% of it.
 
 The simulator (`asp_cli.sim`) charges at least each of these, so its result is never below the bound;
 ``tests/test_lower_bound.py`` checks that on random schedules.
@@ -93,8 +98,10 @@ def lower_bound(
     *,
     instances: int,
     train_batch_size: int,
+    synchronous: bool = False,
 ) -> LowerBound:
-    """The end-to-end bound: rollout bound plus the trainer terms.
+    """The end-to-end bound: rollout bound plus the trainer terms (with ``synchronous``, rollout and training in
+    turn, never overlapping).
 
     Parameters
     ----------
@@ -119,7 +126,11 @@ def lower_bound(
     last_size = n_groups - (steps - 1) * train_batch_size
     cheapest_last = float(preset.train_step_seconds(np.sort(groups)[:last_size].sum()))
     e2e_terms = {"trainer": trainer, "rollout_then_last_step": rollout + cheapest_last}
+    if synchronous:
+        e2e_terms["rollout_and_training_in_turn"] = rollout + trainer
     binding = max(e2e_terms, key=lambda k: e2e_terms[k])
     if binding == "rollout_then_last_step":
         binding = f"rollout ({rollout_binding}) then last step"
+    elif binding == "rollout_and_training_in_turn":
+        binding = f"rollout ({rollout_binding}) and training in turn"
     return LowerBound(rollout, rollout_terms, rollout_binding, max(e2e_terms.values()), e2e_terms, binding)

@@ -318,6 +318,7 @@ def simulate_schedule(
         result.extras["group_tokens"],
         instances=instances,
         train_batch_size=settings.train_batch_size,
+        synchronous=settings.max_lag == 0,
     )
     m = result.metrics
     m.update(bound.to_dict())
