@@ -22,7 +22,9 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
     gain = 1.0 - mine / shuffle["expected_end_to_end_s"]
     by = f"{abs(gain):.1%} {'faster' if gain >= 0 else 'slower'}"
     if abs(gain) >= ORDER_MATTERS_LITTLE:
-        line = f"\n  expected {by} than a shuffle at the same concurrency (the candidate `shuffle`)"
+        line = (f"\n  expected {by} than a shuffle at the same concurrency (the candidate `shuffle`, in auto's draws of "
+                "lengths around the predictions; `asp simulate --compare` draws its own, and `--lengths` with your "
+                "rollout log replays both on real ones)")
     else:
         line = (f"\n  expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency ({by}): "
                 "the order matters little here")
