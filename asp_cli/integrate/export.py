@@ -448,16 +448,12 @@ def with_export_id_key(read: ReadOptions, paths: list[Path]) -> ReadOptions:
     keys = {export_id_key(path) for path in paths}
     if len(keys) != 1 or None in keys:
         return read
-    import dataclasses
-
     return dataclasses.replace(read, id_key=keys.pop(), id_flag="--dataset-id-key, here the id `asp export` wrote")
 
 
 def export_id_key(path: Path) -> str | None:
     """The column of ``path`` holding the schedule's prompt id where it is an `asp export` that wrote one (Parquet:
     its ``asp.export`` metadata; JSON lines: a first row carrying asp's ``seq`` and ``train_step``), else None."""
-    from asp_cli.integrate.export import METADATA_KEY as METADATA_KEY
-
     if path.suffix.lower() in (".parquet", ".pq"):
         import pyarrow.parquet as pq
 
