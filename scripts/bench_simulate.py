@@ -97,9 +97,12 @@ FINDINGS = """\
   same schedule is 2.5-11% slower than free dispatch on GSM8K and AIME (3-16% on `static`): a minibatch lasts as long as its longest
   group, and an engine that keeps to the plan cannot absorb the error. So `asp schedule` plans for free
   dispatch by default; `--dispatch planned` plans for engines that keep to the column.
-- **Bigger calls are a separate gain.** verl's default splits each train batch into one chunk per worker
-  before the minibatch cap, so its calls hold 4-31 prompts where asp's hold 8-32: that alone costs verl
-  0-67% on these workloads (9-67% on four of them) (the "verl calls" column), before any arrangement.
+- **Verl's chunking is a separate cost.** verl's default splits each train batch into one chunk per worker
+  before the minibatch cap, so its calls hold 4-31 prompts where asp's hold 8-32, and each chunk stays on its
+  worker's instance: that chunking costs verl 0-67% on these workloads (9-67% on four of them) (the "verl
+  calls" column), before any arrangement. It is not only the calls' size: on gsm8k-k4-n8 and mix-k8-n8-b256
+  verl's calls are as large as asp's or larger (16/16, 30/28) and still 6-9% slower, from keeping each fixed
+  chunk to one instance where asp's sizes are dispatched to whichever frees first.
 - **Representative steps need a trainer that follows the schedule.** In arrival order asp's homogeneous
   minibatches arrive whole, and auto picks plain sorts where they are faster, so the 90th-percentile step
   deviation is 0.1-3.5 against 0.06-0.5 for a shuffle. With `--trainer schedule` (asp's verl replay buffer)
