@@ -153,13 +153,14 @@ def _drawn_padding(summary: dict) -> str:
     """The same padding under auto's draws of lengths, where they were made: at the point predictions every
     minibatch's groups look alike, so that figure is a floor (a newcomer read 5.9% there and 74% on emulated real
     lengths, a shuffle's 50% and 80%)."""
+    from asp_cli.arrange.choose import _is
+
     choice = summary.get("arrangement") or {}
-    mine = next((c for c in choice.get("candidates", []) if c["name"] == choice.get("chosen")
-                 and c.get("kv_budget", choice.get("kv_budget")) == choice.get("kv_budget")), {})
+    kv_budget = choice.get("kv_budget", "peak")
+    mine = next((c for c in choice.get("candidates", []) if _is(c, choice.get("chosen", ""), kv_budget)), {})
     drawn = mine.get("expected_padding_fraction") if choice.get("engine") != "streaming" else None  # slots refill
     shuffle = next((c.get("expected_padding_fraction") for c in choice.get("candidates", [])
-                    if c["name"] == "shuffle" and c.get("kv_budget", choice.get("kv_budget")) == choice.get("kv_budget")),
-                   None)
+                    if _is(c, "shuffle", kv_budget)), None)
     if drawn is None:
         return ""
     return (f", a floor: {drawn:.1%} under auto's draws of lengths, which spread them as the predictions do"
