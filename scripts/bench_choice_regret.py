@@ -188,6 +188,8 @@ def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] 
             continue
         hits = dict.fromkeys(rules, 0)
         regrets: dict[str, list[float]] = {rule: [] for rule in rules}
+        step_devs: dict[str, list[float]] = {rule: [] for rule in rules}
+        changed = dict.fromkeys(rules, 0)
         best_names = []
         for seed in range(seeds):
             lag = spec.max_lag if max_lag == LAG_OF_WORKLOAD else max_lag
@@ -201,7 +203,7 @@ def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] 
                 _, choice = plan(workload.prompts, workload.predictions, settings, preset=preset)
             finally:
                 choose.HISTORY_SIGMA, choose.SPREAD_SIGMA = kept
-            true = {}
+            true, steps = {}, {}
             # A candidate is an arrangement cut under a KV accounting (both where auto judged both).
             label = lambda name, kv: name if len({c["kv_budget"] for c in choice.candidates}) == 1 \
                 else f"{name}/{kv}"  # noqa: E731
@@ -210,11 +212,14 @@ def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] 
                 replay = compare(workload.prompts, workload.predictions, truth, forced, preset,
                                  max_lag=lag, mode=mode, include=(ASP,))
                 true[label(candidate["name"], candidate["kv_budget"])] = replay[0]["end_to_end_s"]
+                steps[label(candidate["name"], candidate["kv_budget"])] = replay[0]["step_length_deviation_p90"]
             best = min(true, key=true.get)
             best_names.append(best)
             for rule in rules:
                 mine = label(choice.chosen, choice.kv_budget)
-                if tie_order is not None or rule != "expected":
+                if rule == "representative-ties":
+                    mine = label(representative_tie(choice), choice.kv_budget)
+                elif tie_order is not None or rule != "expected":
                     central = len(choice.candidates[0]["end_to_end_s_by_draw"]) // 2
                     base, _, margin = rule.partition(":")
                     expected = {c["name"]: (c["expected_end_to_end_s"] if base == "expected"
@@ -228,12 +233,31 @@ def rule_rows(data: Path, preset, mode: str, seeds: int, names: tuple[str, ...] 
                     mine = label(pick, choice.kv_budget)
                 hits[rule] += true[mine] <= true[best] * (1.0 + 1e-9)
                 regrets[rule].append(true[mine] / true[best] - 1.0)
+                step_devs[rule].append(steps[mine])
+                changed[rule] += mine != label(choice.chosen, choice.kv_budget)
         common = max(sorted(set(best_names)), key=best_names.count)  # ties: the first name, every run
         for rule in rules:
             rows[rule].append({"workload": name, "hits": hits[rule], "seeds": seeds,
                                "mean": float(np.mean(regrets[rule])), "worst": float(np.max(regrets[rule])),
-                               "best": common, "best_count": best_names.count(common)})
+                               "best": common, "best_count": best_names.count(common),
+                               "step_deviation_p90": float(np.mean(step_devs[rule])), "changed": changed[rule]})
     return rows
+
+
+def representative_tie(choice) -> str:
+    """The pick remade under a what-if rule (`--rank-by representative-ties`): where auto's pick (`--steps any`)
+    has steps less representative than a random arrangement's and a candidate within the tie margin of the fastest
+    (same KV cut) has steps within `--steps representative`'s bound, the earliest such candidate in the engine's
+    order; otherwise auto's pick."""
+    from asp_cli.arrange.choose import TIE_MARGIN
+
+    alternative = choice.representative_alternative
+    if not alternative:
+        return choice.chosen
+    judged = [c for c in choice.candidates if c["kv_budget"] == choice.kv_budget]
+    fastest = min(c["expected_end_to_end_s"] for c in judged)
+    return next((c["name"] for c in judged if c["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN)
+                 and c["expected_step_deviation_p90"] <= alternative["step_deviation_bound"]), choice.chosen)
 
 
 def table(mode: str, rows: list[dict], lag: str = "each workload's lag bound") -> str:
@@ -247,8 +271,9 @@ def table(mode: str, rows: list[dict], lag: str = "each workload's lag bound") -
 
 
 def _rule_ok(rule: str) -> bool:
-    """A pick rule `--rank-by` takes: 'expected', 'central', or 'expected:M' with a tie margin M in [0, 0.5]."""
-    if rule in ("expected", "central"):
+    """A pick rule `--rank-by` takes: 'expected', 'central', 'representative-ties' or 'expected:M' with a tie margin M
+    in [0, 0.5]."""
+    if rule in ("expected", "central", "representative-ties"):
         return True
     base, _, margin = rule.partition(":")
     try:
@@ -274,7 +299,8 @@ def main() -> None:
                              "not with --write-docs)")
     parser.add_argument("--rank-by", default="expected",
                         help="remake each pick from the expected times (auto's rule, 'expected') or from the central "
-                             "draw's alone ('central'), or auto's with another tie margin ('expected:0.02'); several, "
+                             "draw's alone ('central'), or auto's with another tie margin ('expected:0.02'), or auto's with "
+                             "representative steps winning its ties ('representative-ties'); several, "
                              "comma-separated, judges each on the same replays (a what-if; not with --write-docs)")
     parser.add_argument("--drift", type=float, default=1.0,
                         help="replay on every true length times this: the policy's lengths moved since the history "
@@ -295,7 +321,8 @@ def main() -> None:
         parser.error("--spread-sigma must be from 0 to 2")
     rules = tuple(args.rank_by.split(","))
     if not rules or any(not _rule_ok(rule) for rule in rules) or len(set(rules)) < len(rules):
-        parser.error(f"--rank-by takes 'expected', 'central' or 'expected:M' (a tie margin M from 0 to 0.5), "
+        parser.error(f"--rank-by takes 'expected', 'central', 'representative-ties' or 'expected:M' (a tie margin M "
+                     f"from 0 to 0.5), "
                      f"comma-separated, each once (got {args.rank_by!r})")
     if not args.drift > 0:
         parser.error("--drift must be above 0")
@@ -326,7 +353,10 @@ def main() -> None:
                     + (f", true lengths x{args.drift:g}" if args.drift != 1.0 else "")
                     + (f", spreads drawn with sigma {args.spread_sigma:g}" if args.spread_sigma else ""))
             tables.append(table(mode, rows, what) + f"\nRegret summed over the workloads: "
-                          f"{sum(r['mean'] for r in rows):.1%}\n")
+                          f"{sum(r['mean'] for r in rows):.1%}"
+                          + (f"; the picks' step deviation p90 on the true lengths, mean over the workloads "
+                             f"{np.mean([r['step_deviation_p90'] for r in rows]):.3f}; picks changed from auto's "
+                             f"{sum(r['changed'] for r in rows)}" if len(rules) > 1 else "") + "\n")
     if args.write_docs and "streaming" in args.modes.split(","):
         # Engines that refill without a lag bound too: the section's last table (its findings refer to it).
         print("streaming without a lag bound ...", file=sys.stderr)

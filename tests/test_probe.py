@@ -173,6 +173,11 @@ def test_cli_probe_json_and_exit_codes(tmp_path):
         assert bad.output.count("Error:") == 1
     exists = runner.invoke(app, ["probe", str(data), "-o", str(tmp_path / "p.jsonl")])
     assert exists.exit_code == 7
+    # With an id column named, the next step names it to observe and schedule too: without it, observe matched the
+    # log's ids against row numbers and dropped some samples as unknown (a newcomer, 2026-12-05).
+    keyed = runner.invoke(app, ["probe", str(data), "-o", str(tmp_path / "k.jsonl"), "--id-key", "uid"])
+    assert keyed.exit_code == 0, keyed.output
+    assert f"--dataset {data} --dataset-id-key uid` and `asp schedule {data} --id-key uid ..." in keyed.stderr
 
 
 class _FakeOpenAI(BaseHTTPRequestHandler):

@@ -482,6 +482,7 @@ def schedule(
     from asp_cli.output import check_output_path, check_parquet_name
     from asp_cli.predict.streamed import read_and_predict
     from asp_cli.reading import read_lengths
+    from asp_cli.reading.history_ids import id_warnings
 
     settings = settings or ScheduleSettings()
     note = progress or (lambda _msg: None)
@@ -523,6 +524,9 @@ def schedule(
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())
     unnamed = [Path(name).name for name, used in read_report.columns_used.items() if used.get("id") == "(row number)"]
+    if history:  # the ids the history's logs were observed by, against this input's (reading.history_ids)
+        read_report.settle()
+        warnings.extend(id_warnings(list(history), read_report.fingerprints, read_report.columns_used))
     if unnamed and not info.prompts_from_history:  # a history that matched these ids already uses them
         # verl's parquet keeps its own index in extra_info, which asp does not read as an id.
         warnings.append(f"{', '.join(unnamed[:3])} {'has' if len(unnamed) == 1 else 'have'} no id column, so each "

@@ -58,8 +58,11 @@ def probe_command(
             say(f"  cost: each sample per probe prompt is {summary['epoch_cost_per_probe_sample']:.3%} of one epoch's "
                 f"rollout at {summary['samples_per_prompt']} samples per prompt")
             dataset = " ".join(shlex.quote(str(i)) for i in inputs)
+            # The history's ids must be the ones the schedule reads (reading.history_ids warns otherwise).
+            keyed = f" --dataset-id-key {shlex.quote(id_key)}" if id_key else ""
             say("  next: generate it with your policy at the training run's response cap (docs/probe.md), then `asp "
-                f"observe LOG -o history.parquet --dataset {dataset}` and `asp schedule {dataset} ... --history "
+                f"observe LOG -o history.parquet --dataset {dataset}{keyed}` and `asp schedule {dataset}"
+                f"{f' --id-key {shlex.quote(id_key)}' if id_key else ''} ... --history "
                 "history.parquet --max-response-tokens CAP` (the same cap: samples cut off there are read as "
                 "censored)")
             for warning in result.warnings:

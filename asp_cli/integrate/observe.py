@@ -176,6 +176,11 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, schedule), dataset), warnings) \
         if dataset else None
     known, cap = _known_ids(schedule, prompts)
+    from asp_cli.reading.history_ids import ids_observed_against
+    from asp_cli.schedule_format import read_schedule
+
+    ids_record = ids_observed_against(read_schedule(Path(schedule)).metadata if schedule else None, dataset,
+                                      prompts.report if prompts is not None else None)
     seen_prints = {entry.get("fingerprint") for entry in seen}
     seen_rows = {entry["rows_fingerprint"]: entry.get("name") for entry in seen if entry.get("rows_fingerprint")}
     parts: list[pl.DataFrame] = []
@@ -206,7 +211,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                             "observe again without it")
         seen_rows.setdefault(rows_print, path.name)
         ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height, "format": kind,
-                         "rows_fingerprint": rows_print})
+                         "rows_fingerprint": rows_print, **({"ids": ids_record} if ids_record else {})})
     added = pl.concat(parts, how="vertical") if parts else _empty()
     summary["rows_read"] = added.height + summary["bad_rows"]
     if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):

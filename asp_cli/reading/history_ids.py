@@ -1,0 +1,104 @@
+"""What a history's prompt ids name, and whether a schedule's ids name the same prompts.
+
+A history matches prompts by id alone. Where the ids are row numbers (a file without an id column: verl's
+multi-source parquet, whose own index sits in ``extra_info``), they name the same prompts only while the file
+keeps its rows: one row dropped or added before the next epoch, and every later row took another prompt's
+lengths without a word (a newcomer's three-epoch run, 2026-12-05: predicted against observed Spearman 0.001,
+where stable ids gave 0.98). And a history observed by row numbers read beside the file's id column
+(`asp schedule --id-key extra_info.index`) matches numbers that name other prompts (a probe's calibration read
+gsm8k x4.24 against the true x1.8, unwarned).
+
+So `asp observe` records, with each log it adds, what its ids name (`ids_of`: the schedule's or the dataset's
+files, by fingerprint, and their id column or row numbers), and `asp schedule --history` compares that record
+with its own input (`id_warnings`). A history made by other tools, or observed without --schedule or --dataset,
+has no record, and nothing is checked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+# How `ReadReport.columns_used` names the id of a file without an id column.
+ROW_NUMBER = "(row number)"
+_HISTORY_METADATA_KEY = b"asp.history"
+
+
+def ids_of(inputs: list[dict[str, Any]], columns_used: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The record of what ids name: the files (``inputs``: name and fingerprint each) and their id column, the
+    column's name or `ROW_NUMBER` (``columns_used``: per file path, as `ReadReport.columns_used` has it; a
+    schedule's metadata keeps both). Empty where nothing says."""
+    ids = sorted({str(used.get("id")) for used in columns_used.values() if used.get("id")})
+    if not inputs or not ids:
+        return {}
+    return {"inputs": [{"name": str(i.get("name")), "fingerprint": str(i.get("fingerprint"))} for i in inputs],
+            "id": ROW_NUMBER if ROW_NUMBER in ids else ids[0]}
+
+
+def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths: list[Path], dataset_report: Any) -> dict[str, Any]:
+    """The record for logs observed against a dataset (``dataset_report``: its `ReadReport`; its ids are those the
+    logs' rows were matched to) or else a schedule (its metadata's ``inputs`` and ``columns_used``)."""
+    if dataset_paths and dataset_report is not None:
+        dataset_report.settle()
+        return ids_of([{"name": p.name, "fingerprint": dataset_report.fingerprints.get(str(p))} for p in dataset_paths],
+                      dataset_report.columns_used)
+    if schedule_metadata:
+        inputs = schedule_metadata.get("inputs")
+        used = schedule_metadata.get("columns_used")
+        if isinstance(inputs, list) and isinstance(used, dict):
+            return ids_of([i for i in inputs if isinstance(i, dict)],
+                          {k: v for k, v in used.items() if isinstance(v, dict)})
+    return {}
+
+
+def recorded_ids(path: Path) -> list[dict[str, Any]]:
+    """The distinct records of an asp history's logs (`ids_of`, as `asp observe` wrote them), in their order;
+    none for a file that is not an asp history or whose logs have no record."""
+    import pyarrow.parquet as pq
+
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(_HISTORY_METADATA_KEY)
+        logs = json.loads(raw).get("logs", []) if raw else []
+    except Exception:  # noqa: BLE001 - not Parquet, or other metadata: a lengths file of another tool
+        return []
+    records: list[dict[str, Any]] = []
+    for entry in logs if isinstance(logs, list) else []:
+        record = entry.get("ids") if isinstance(entry, dict) else None
+        if isinstance(record, dict) and isinstance(record.get("inputs"), list) and record not in records:
+            records.append(record)
+    return records
+
+
+def id_warnings(history: list[Path], fingerprints: dict[str, str], columns_used: dict[str, dict[str, str]]) -> list[str]:
+    """Where a history's recorded ids (`recorded_ids`) name other prompts than this input's ids do: row numbers of
+    another version of the file, row numbers read against an id column, or an id column read against row
+    numbers. ``fingerprints`` and ``columns_used`` are this input's, per file (`ReadReport`)."""
+    mine = {str(used.get("id")) for used in columns_used.values() if used.get("id")}
+    if not mine:
+        return []
+    numbered = ROW_NUMBER in mine
+    columns = sorted(mine - {ROW_NUMBER})
+    prints = set(fingerprints.values())
+    warnings = []
+    for path in history:
+        for record in recorded_ids(path):
+            names = ", ".join(sorted({str(i.get("name")) for i in record["inputs"]})[:3])
+            theirs = record.get("id")
+            same_files = {str(i.get("fingerprint")) for i in record["inputs"]} == prints
+            if theirs == ROW_NUMBER and not numbered:
+                warnings.append(
+                    f"{path}: its lengths name prompts by row number (of {names}, as observed), and these prompts' "
+                    f"ids are the column {columns[0]}: the numbers name other prompts; observe again with "
+                    f"--dataset-id-key {columns[0]} (or --schedule of a schedule made with --id-key {columns[0]})")
+            elif theirs == ROW_NUMBER and not same_files:
+                warnings.append(
+                    f"{path}: its lengths name prompts by row number of another version of {names} (other bytes), "
+                    "and these prompts' ids are row numbers too: if rows were added, removed or reordered since, "
+                    "each row after the change has another prompt's lengths; give the file an id column and name it "
+                    "with --id-key, or observe by prompt text (asp observe LOG --dataset THIS-FILE)")
+            elif theirs not in (None, ROW_NUMBER) and numbered and not columns:
+                warnings.append(
+                    f"{path}: its lengths name prompts by the column {theirs} (of {names}, as observed), and these "
+                    f"prompts' ids are row numbers: the ids name other prompts; pass --id-key {theirs}")
+    return warnings

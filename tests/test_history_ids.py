@@ -1,0 +1,84 @@
+"""asp_cli.reading.history_ids: `asp observe` records which ids its logs were matched by, and `asp schedule
+--history` warns where its own ids name other prompts (row numbers of a changed file, row numbers against an id
+column, or the other way round)."""
+
+from __future__ import annotations
+
+from util import make_prompts, write_jsonl
+
+from asp_cli.arrange.pipeline import schedule
+from asp_cli.integrate.observe import observe, read_history
+from asp_cli.reading.history_ids import ROW_NUMBER, id_warnings, recorded_ids
+from asp_cli.reading.options import ReadOptions
+from asp_cli.settings import ScheduleSettings
+
+SETTINGS = ScheduleSettings(instances=2, samples_per_prompt=2, train_batch_size=8, minibatch_size=4)
+
+
+def _without_ids(count: int, index_from: int = 0) -> list[dict]:
+    """Prompts without an id column; a verl-style ``extra_info.index`` that is not their row number."""
+    rows = make_prompts(count)
+    for i, row in enumerate(rows):
+        del row["id"]
+        row["extra_info"] = {"index": i + index_from}
+    return rows
+
+
+def _log(path, ids):
+    return write_jsonl(path, [{"prompt_id": str(i), "response_tokens": 50 + 3 * int(i)} for i in ids
+                              for _ in range(2)])
+
+
+def _id_warnings(result) -> list[str]:
+    return [w for w in result.summary["warnings"] if "name prompts by" in w]
+
+
+def test_row_number_ids_of_a_changed_file_are_warned_and_of_the_same_file_not(tmp_path):
+    rows = _without_ids(40)
+    first = write_jsonl(tmp_path / "epoch0.jsonl", rows)
+    made = schedule([first], tmp_path / "s0.parquet", settings=SETTINGS)
+    history = tmp_path / "h.parquet"
+    observe([_log(tmp_path / "log.jsonl", range(40))], history, schedule=made.output)
+    _, logs = read_history(history)
+    assert logs[0]["ids"]["id"] == ROW_NUMBER
+    assert logs[0]["ids"]["inputs"][0]["name"] == "epoch0.jsonl"
+
+    again = schedule([first], tmp_path / "s1.parquet", settings=SETTINGS, history=[history])
+    assert _id_warnings(again) == []
+
+    # Five rows dropped: every later row's number now names another prompt.
+    second = write_jsonl(tmp_path / "epoch1.jsonl", rows[5:])
+    shifted = schedule([second], tmp_path / "s2.parquet", settings=SETTINGS, history=[history])
+    [warning] = _id_warnings(shifted)
+    assert warning.startswith(f"{history}: its lengths name prompts by row number of another version of epoch0.jsonl")
+    assert "--id-key" in warning and "--dataset" in warning
+
+
+def test_row_numbers_read_against_an_id_column_and_the_reverse_are_warned(tmp_path):
+    data = write_jsonl(tmp_path / "train.jsonl", _without_ids(40, index_from=50))
+    by_row = tmp_path / "by_row.parquet"
+    observe([_log(tmp_path / "log.jsonl", range(0, 40, 3))], by_row, dataset=[data])
+    keyed = schedule([data], tmp_path / "s.parquet", settings=SETTINGS, history=[by_row],
+                     read=ReadOptions(id_key="extra_info.index"))
+    [warning] = _id_warnings(keyed)
+    assert "by row number (of train.jsonl, as observed)" in warning
+    assert "the column extra_info.index" in warning and "--dataset-id-key extra_info.index" in warning
+
+    by_index = tmp_path / "by_index.parquet"
+    observe([_log(tmp_path / "log2.jsonl", range(50, 90, 3))], by_index, dataset=[data],
+            read=ReadOptions(id_key="extra_info.index", id_flag="--dataset-id-key"))
+    numbered = schedule([data], tmp_path / "s2.parquet", settings=SETTINGS, history=[by_index])
+    [warning] = _id_warnings(numbered)
+    assert "by the column extra_info.index" in warning and "pass --id-key extra_info.index" in warning
+    # Read as observed: nothing to say.
+    assert _id_warnings(schedule([data], tmp_path / "s3.parquet", settings=SETTINGS, history=[by_index],
+                                 read=ReadOptions(id_key="extra_info.index"))) == []
+
+
+def test_a_history_without_a_record_is_not_checked(tmp_path):
+    data = write_jsonl(tmp_path / "train.jsonl", _without_ids(20))
+    plain = _log(tmp_path / "lengths.jsonl", range(20))  # another tool's lengths file
+    observed = tmp_path / "h.parquet"
+    observe([plain], observed)  # neither --schedule nor --dataset: nothing says what the ids name
+    assert recorded_ids(plain) == [] and recorded_ids(observed) == []
+    assert id_warnings([plain, observed], {"x": "sha256:0"}, {"x": {"id": ROW_NUMBER}}) == []
