@@ -47,3 +47,27 @@ def test_asps_defaults_and_verls_mini_batch_are_said_where_they_would_bite():
                      "which the schedule was made with: if your run's differ, make the schedule with them "
                      "(--train-batch-size, --samples-per-prompt, --max-response-tokens: they shape the plan) rather "
                      "than change your run to these"]
+
+
+def test_values_given_on_the_command_line_are_not_called_asps_defaults():
+    """A newcomer passed --samples-per-prompt 8 and was told `rollout.n=8` was asp schedule's default."""
+    notes: list[str] = []
+    own = ScheduleSettings(train_batch_size=512)
+    for line in (["asp", "schedule", "p.jsonl", "--samples-per-prompt", "8", "--max-response-tokens=8192"],
+                 ["asp", "schedule", "p.jsonl", "-n8", "--max-response-tokens", "8192"]):
+        ppo_settings(own, 512, 8, route="none", epoch=None, steps=10, epochs=1, notes=notes, command_line=line)
+        assert notes == []
+    ppo_settings(own, 512, 8, route="none", epoch=None, steps=10, epochs=1, notes=notes,
+                 command_line=["asp", "schedule", "p.jsonl", "-n", "8"])
+    assert notes and notes[0].startswith("data.max_response_length=8192 is asp schedule's default")
+
+
+def test_a_one_epoch_schedule_made_with_a_history_and_exported_whole_says_how_to_continue_a_run():
+    """A newcomer's loop exported each epoch's schedule (made with the last epoch's history) whole: verl, resumed
+    from the run before with trainer.total_epochs=1, trains no step."""
+    for from_history, epochs, epoch, said in ((True, 1, None, True), (False, 1, None, False), (True, 3, None, False),
+                                              (True, 3, 1, False)):
+        notes: list[str] = []
+        ppo_settings(ScheduleSettings(train_batch_size=512), 512, 8, route="none", epoch=epoch, steps=10,
+                     epochs=epochs, notes=notes, from_history=from_history)
+        assert any("trainer.total_epochs=1 trains no step" in n for n in notes) == said

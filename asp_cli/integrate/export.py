@@ -569,7 +569,10 @@ def _facts(
         summary["verl_version"] = verl_version
         summary["verl_trainer"] = verl_trainer
         trainer = ppo_settings(replay.schedule.recorded_settings, size, workers if order == "train" else None,
-                               route=route, epoch=epoch, steps=full, epochs=len(replay.epochs), notes=notes)
+                               route=route, epoch=epoch, steps=full, epochs=len(replay.epochs), notes=notes,
+                               from_history=bool(((replay.schedule.metadata.get("predictor") or {}).get("calibration")
+                                                  or {}).get("prompts_seen")),
+                               command_line=replay.schedule.metadata.get("command_line"))
         if trailing:
             notes.append(
                 f"the last batch has {trailing} rows, fewer than data.train_batch_size={size}: verl drops it "

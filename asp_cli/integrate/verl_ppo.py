@@ -16,10 +16,13 @@ from asp_cli.settings import ScheduleSettings
 
 
 def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, route: str, epoch: int | None,
-                 steps: int, epochs: int, notes: list[str]) -> dict[str, Any]:
+                 steps: int, epochs: int, notes: list[str], from_history: bool = False,
+                 command_line: Any = None) -> dict[str, Any]:
     """The trainer's settings for a schedule made with ``settings`` exported with a train batch of ``size``
     (``workers`` chunks per batch in the train order, else None), ``steps`` full batches in the file; ``epoch`` the
-    one epoch exported of the schedule's ``epochs`` (None: all). What the user should know goes to ``notes``."""
+    one epoch exported of the schedule's ``epochs`` (None: all); ``from_history``: the schedule was made with
+    lengths observed in earlier epochs; ``command_line``: the one it was made with (its metadata's), whose options
+    are the user's own choice, not asp's defaults. What the user should know goes to ``notes``."""
     trainer = {
         "data.shuffle": False,
         "data.train_batch_size": size,
@@ -37,7 +40,14 @@ def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, 
     trainer = {k: v for k, v in trainer.items() if v is not None}
     if epoch is not None:
         trainer.update(_per_epoch_run(epoch, steps, epochs, notes))
-    notes.extend(_defaults_notes(settings, size))
+    elif from_history and epochs == 1:
+        # A newcomer's loop (schedule each epoch with the last one's history, export it whole) ran verl with
+        # total_epochs=1 each time: resumed from the run before, such a run trains no step.
+        notes.append("this schedule was made with lengths from earlier epochs: if it is the next epoch of a run made "
+                     "one verl run per epoch, trainer.total_epochs=1 trains no step once resumed from the last run's "
+                     "checkpoint; make it with asp schedule --epochs K (the run's epochs) and export it with --epoch E "
+                     "(this run's, from 0), whose settings count the runs before (docs/integrations.md)")
+    notes.extend(_defaults_notes(settings, size, _options_given(command_line)))
     return trainer
 
 
@@ -67,15 +77,31 @@ _ASP_DEFAULTS = ScheduleSettings()
 VERL_DEFAULT_PPO_MINI_BATCH = 256
 
 
-def _defaults_notes(settings: ScheduleSettings, size: int) -> list[str]:
+# asp schedule's options behind each setting `_defaults_notes` speaks of.
+_OPTIONS = {"data.train_batch_size": ("--train-batch-size",),
+            "actor_rollout_ref.rollout.n": ("--samples-per-prompt", "-n"),
+            "data.max_response_length": ("--max-response-tokens",)}
+
+
+def _options_given(command_line: Any) -> set[str]:
+    """The settings of `_OPTIONS` whose option the recorded command line names (``--opt V``, ``--opt=V``,
+    ``-nV``); none for a schedule made from Python (no command line)."""
+    words = [str(w) for w in command_line] if isinstance(command_line, list) else []
+    return {key for key, flags in _OPTIONS.items() for word in words
+            if any(word == f or word.startswith(f + "=") or (len(f) == 2 and word.startswith(f) and word[2:].isdigit())
+                   for f in flags)}
+
+
+def _defaults_notes(settings: ScheduleSettings, size: int, given: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """What a verl user copying the printed settings should know of where they came from: a newcomer got asp's
     defaults (train batch 128, n 8, a cap of 8,192 tokens) as their run's, and verl refused the batch of 128 at
-    startup against its default mini batch of 256."""
+    startup against its default mini batch of 256. A value ``given`` on the command line is the user's own (another
+    newcomer was told `rollout.n=8` was asp's default after passing --samples-per-prompt 8)."""
     defaults = [f"{key}={value}" for key, value, default in (
         ("data.train_batch_size", size, _ASP_DEFAULTS.train_batch_size),
         ("actor_rollout_ref.rollout.n", settings.samples_per_prompt, _ASP_DEFAULTS.samples_per_prompt),
         ("data.max_response_length", settings.max_response_tokens, _ASP_DEFAULTS.max_response_tokens))
-        if value == default]
+        if value == default and key not in given]
     notes = []
     if defaults:
         notes.append(f"{', '.join(defaults)} {'is' if len(defaults) == 1 else 'are'} asp schedule's "
