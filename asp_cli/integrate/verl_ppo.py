@@ -92,7 +92,8 @@ def _options_given(command_line: Any) -> set[str]:
                    for f in flags)}
 
 
-def _defaults_notes(settings: ScheduleSettings, size: int, given: frozenset[str] | set[str] = frozenset()) -> list[str]:
+def _defaults_notes(settings: ScheduleSettings, size: int,
+                    given: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """What a verl user copying the printed settings should know of where they came from: a newcomer got asp's
     defaults (train batch 128, n 8, a cap of 8,192 tokens) as their run's, and verl refused the batch of 128 at
     startup against its default mini batch of 256. A value ``given`` on the command line is the user's own (another
