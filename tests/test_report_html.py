@@ -245,12 +245,12 @@ def test_the_comparison_reads_as_the_terminal_does(page_parts):
     assert cells["prompts"] == ["3,540", "3,540", "0", ""]
     padding = cells["predicted padding"]
     assert re.fullmatch(r"\d+\.\d%", padding[0]) and padding[2:] == ["0.0%", "same"]
-    makespan = cells["rollout makespan (s)"]
+    makespan = cells["last rollout ends (s)"]
     assert makespan[3] == "-" and re.fullmatch(r"-[\d,]+\.\d", makespan[2])
     page = render_html(a, comparison=comparison)
-    assert "rollout makespan (s): no verdict; the last steps end at the same time" in html_unescape(page)
+    assert "last rollout ends (s): no verdict; the last steps end at the same time" in html_unescape(page)
     text = render_compare_text(comparison)
-    assert "3,540" in text and "rollout makespan (s): no verdict" in text
+    assert "3,540" in text and "last rollout ends (s): no verdict" in text
     assert "-0.0%" not in text and "-0.0%" not in page
     # When training does end sooner, the faster rollout is better again.
     b["queue"]["trainer_end_s"] = a["queue"]["trainer_end_s"] - 50

@@ -20,7 +20,7 @@ HEADLINE: tuple[tuple[str, str, str, str], ...] = (
     ("padding.fraction", "predicted padding", "lower", "percent"),
     ("instances.tokens_spread", "instance token spread", "lower", "percent"),
     ("instances.busy_spread", "instance busy spread", "lower", "percent"),
-    ("instances.makespan_s", "rollout makespan (s)", "lower", "seconds"),
+    ("instances.makespan_s", "last rollout ends (s)", "lower", "seconds"),
     ("instances.finish_spread_s", "instance finish spread (s)", "lower", "seconds"),
     ("queue.arrival_rate_cv", "arrival rate CV", "lower", "number"),
     ("queue.trainer_idle_fraction", "trainer idle fraction", "lower", "percent"),

@@ -381,7 +381,7 @@ def _cards(report: dict[str, Any]) -> str:
         ("predicted padding", _pct(report["padding"]["fraction"])),
         ("instance busy spread", _pct(inst.get("busy_spread") if inst.get("busy_spread") is not None
                                       else inst.get("tokens_spread"))),
-        ("rollout makespan", f"{_num(inst.get('makespan_s'))} s"),
+        ("last rollout ends", f"{_num(inst.get('makespan_s'))} s"),
         ("trainer idle", _pct(queue.get("trainer_idle_fraction"))),
         ("lag mean / max", f"{_num(lag.get('mean'), 2)} / {_num(lag.get('max'))}"),
         ("worst step skew", _pct(report["steps"]["max_skew"])),
