@@ -364,6 +364,21 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
         first = frame.filter(twice).row(0, named=True)
         raise ScheduleFormatError(f"{where}: a prompt appears twice in one epoch (prompt id {shown_id(first['prompt_id'])} "
                                   f"in epoch {first['epoch']}, first at {_at(frame, twice)}); write the schedule again")
+    # One row per prompt and one prompt per row, in every epoch: export and the replays take a prompt from the
+    # dataset by its row (an edited row, holding another prompt's number in one epoch, exported that prompt twice
+    # and dropped one, silently: a hostile-input audit, 2026-12-05). Hashes first, the ids themselves only then.
+    pairs = frame.select("row", pl.col("prompt_id").hash(seed=0).alias("id")).unique()
+    if pairs.height != pairs["row"].n_unique() or pairs.height != pairs["id"].n_unique():
+        pairs = frame.select("row", "prompt_id").unique(maintain_order=True)
+        for column, other in (("row", "prompt_id"), ("prompt_id", "row")):
+            shared = pairs.filter(pl.col(column).is_duplicated())
+            if shared.height:
+                value = shared[column][0]
+                held = shared.filter(pl.col(column) == value)[other].to_list()[:2]
+                what = (f"row {value} holds prompt ids {shown_id(held[0])} and {shown_id(held[1])}" if column == "row"
+                        else f"prompt id {shown_id(value)} is at rows {held[0]} and {held[1]}")
+                raise ScheduleFormatError(f"{where}: columns 'row' and 'prompt_id' disagree ({what}, in different "
+                                          "epochs or rows); write the schedule again")
 
 
 def check_epochs(frame: pl.DataFrame, settings: dict[str, Any], *, where: str) -> None:

@@ -142,6 +142,10 @@ def test_invariants_are_checked(frame, mutate, fragment):
         (lambda f: f.with_columns(pl.when(pl.col("seq") == 2).then(pl.col("prompt_id").first())
                                   .otherwise(pl.col("prompt_id")).alias("prompt_id")),
          r"appears twice in one epoch \(prompt id '\w+' in epoch 0, first at row 1 "),
+        # A row holding another prompt's number: export wrote that prompt twice and dropped one, silently.
+        (lambda f: f.with_columns(pl.when(pl.col("seq") == 5).then(pl.col("row").filter(pl.col("seq") == 4).first())
+                                  .otherwise(pl.col("row")).alias("row")),
+         r"columns 'row' and 'prompt_id' disagree \(row \d+ holds prompt ids '\w+' and '\w+'"),
         # A step or minibatch numbered past the rows: asp report allocated per step (7 TiB for 10**12).
         (lambda f: f.with_columns(pl.when(pl.col("seq") == 3).then(10**12).otherwise(pl.col("train_step"))
                                   .cast(pl.Int64).alias("train_step")),
