@@ -23,7 +23,6 @@ Nothing is dropped silently: bad rows (``on_bad_row``) and ids the schedule or d
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,10 +31,12 @@ from typing import Any
 
 import polars as pl
 
-from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.export import with_export_id_key
+from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
+    HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, history_schema, read_history, write_history,
+)
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions
@@ -43,15 +44,6 @@ from asp_cli.reading.options import ReadOptions
 # `asp observe` names a log's id and length columns --id-key and --length-key.
 OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key")
 
-HISTORY_SCHEMA: dict[str, pl.DataType] = {
-    "prompt_id": pl.String(),
-    "response_tokens": pl.Int64(),
-    "truncated": pl.Boolean(),
-    "epoch": pl.Int32(),
-    "log": pl.String(),
-}
-METADATA_KEY = b"asp.history"
-HISTORY_FORMAT_VERSION = "1.0"
 UNKNOWN_POLICIES = ("skip", "keep", "error")
 # verl's generation entry point (verl.trainer.main_generation_server, verl 0.9.1) writes the dataset's rows plus
 # this column: the n response texts of each prompt.
@@ -148,10 +140,11 @@ def observe(
     if out is not None:
         inputs = [*logs, *dataset, *([Path(schedule)] if schedule else [])]
         check_output_path(output, inputs, force=force or (append and out.exists()))
-    if out is not None and append:
-        if out.exists():
-            _history_schema(out)  # a file that is not a history is refused before its lock file is made
-        # Read, add and write under the output's lock: a second appender waits, then adds to this one's rows.
+    if out is not None and (append or force and out.exists()):
+        if append and out.exists():
+            history_schema(out)  # a file that is not a history is refused before its lock file is made
+        # Read, add and write under the output's lock: a second appender waits, then adds to this one's rows; a
+        # --force that replaced the file while an appender worked was lost under the appender's write (an audit).
         with locked(out):
             return _observe(logs, out, schedule, dataset, append, force, epoch, read, unknown_ids)
     return _observe(logs, out, schedule, dataset, append, force, epoch, read, unknown_ids)
@@ -597,99 +590,3 @@ def _coverage(schedule: str | Path, added: pl.DataFrame, summary: dict[str, Any]
         warnings.append(f"{missing.len()} scheduled prompts have no sample in the logs (e.g. {shown_id(missing[0])})")
     if short:
         warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")
-
-
-# --------------------------------------------------------------------------------------------------------
-# The history file
-
-
-def _history_schema(path: Path) -> Any:
-    """The Arrow schema of a history file, read from its footer alone.
-
-    Raises
-    ------
-    InputError
-        When the file is not Parquet or lacks the history columns.
-    """
-    import pyarrow.parquet as pq
-
-    from asp_cli import limits
-
-    try:
-        schema = pq.read_schema(path)
-    except Exception as exc:  # noqa: BLE001 - not Parquet, or damaged
-        if limits.PARQUET_TOO_DEEP in str(exc):
-            raise limits.parquet_depth_error(str(path), InputError) from None
-        raise InputError(f"{path}: not a Parquet history file; --append needs a history `asp observe` wrote") from None
-    missing = [c for c in ("prompt_id", "response_tokens") if c not in schema.names]
-    if missing:
-        raise InputError(f"{path}: not an asp history (no column {shown_id(missing[0])}); write to a new file instead")
-    limits.check_parquet_depth(schema, str(path), InputError)
-    return schema
-
-
-def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
-    """Read a history file written by `observe`: its rows and the list of logs ingested so far.
-
-    Raises
-    ------
-    InputError
-        When the file is not Parquet or lacks the history columns.
-    """
-    from asp_cli import limits
-
-    path = Path(path)
-    schema = _history_schema(path)
-    try:
-        frame = pl.read_parquet(path)
-        for name, dtype in HISTORY_SCHEMA.items():
-            if name not in frame.columns:
-                frame = frame.with_columns(pl.lit(None, dtype).alias(name))
-        frame = frame.select([pl.col(n).cast(t) for n, t in HISTORY_SCHEMA.items()])
-    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:  # damaged pages
-        raise InputError(f"{path}: not an asp history ({(str(exc).splitlines() or [''])[0][:160]}); write to a new file "
-                         "instead") from None
-    raw = (schema.metadata or {}).get(METADATA_KEY)
-    logs: list[dict[str, Any]] = []
-    if raw:
-        # The list of ingested logs is what keeps `--append` from adding a log twice: damaged, it is refused
-        # (read as empty, appending the logs already in it again doubled their samples without a word). A
-        # history without the list (made by other tools) has none to keep.
-        limits.check_json_depth(raw, f"{path}: asp history metadata", InputError)
-        try:
-            document = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            document = None
-        listed = document.get("logs", []) if isinstance(document, dict) else None
-        # Each entry's fingerprints are text (a list there crashed the append: "unhashable type").
-        if not isinstance(listed, list) or not all(
-                isinstance(entry, dict) and all(isinstance(entry.get(key), (str, type(None)))
-                                                for key in ("fingerprint", "rows_fingerprint", "name"))
-                for entry in listed):
-            raise InputError(f"{path}: damaged asp history metadata (its list of the logs already observed), so "
-                             "appending could add a log twice; write a new history from the logs (asp observe "
-                             "LOGS... -o new.parquet)")
-        logs = listed
-    return frame, logs
-
-
-def write_history(frame: pl.DataFrame, output: Path, logs: list[dict[str, Any]], *, replace: bool = False) -> None:
-    """Write a history file atomically with fixed Parquet options and the ingested-log list in metadata.
-
-    An existing ``output`` is replaced only with ``replace`` (`asp_cli.output.atomic_path`).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from asp_cli.output import atomic_path
-
-    frame = frame.select([pl.col(n).cast(t) for n, t in HISTORY_SCHEMA.items()])
-    document = {"format": "asp.history", "format_version": HISTORY_FORMAT_VERSION, "asp_version": __version__,
-                "logs": logs}
-    table = frame.to_arrow()
-    table = table.cast(pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
-                                  for f in table.schema]))
-    table = table.replace_schema_metadata({METADATA_KEY: json.dumps(document, sort_keys=True).encode()})
-    with atomic_path(output, replace=replace) as tmp:
-        pq.write_table(table, tmp, compression="zstd", compression_level=3, write_statistics=True,
-                       row_group_size=1 << 20)

@@ -1,0 +1,136 @@
+"""The history file `asp observe` writes and appends to: one row per observed sample (`HISTORY_SCHEMA`), and in
+its Parquet metadata the logs already ingested, whose fingerprints keep `--append` from adding a log twice.
+
+Read back for `--append`, it is checked as `asp schedule --history` checks it (`asp_cli.reading.read_lengths`): a
+hand-edited history of fractional or out-of-range lengths was appended to, its 12.7 written back as 12, which the
+schedule then took (a hostile-input audit, 2026-12-05). A history with columns asp does not write, of a newer
+format, or whose list of logs is missing is refused rather than rewritten without them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from asp_cli import __version__
+from asp_cli.errors import InputError, shown_id
+
+HISTORY_SCHEMA: dict[str, pl.DataType] = {
+    "prompt_id": pl.String(),
+    "response_tokens": pl.Int64(),
+    "truncated": pl.Boolean(),
+    "epoch": pl.Int32(),
+    "log": pl.String(),
+}
+METADATA_KEY = b"asp.history"
+HISTORY_FORMAT_VERSION = "1.0"
+
+
+def history_schema(path: Path) -> Any:
+    """The Arrow schema of a history file, read from its footer alone.
+
+    Raises
+    ------
+    InputError
+        When the file is not Parquet or lacks the history columns.
+    """
+    import pyarrow.parquet as pq
+
+    from asp_cli import limits
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception as exc:  # noqa: BLE001 - not Parquet, or damaged
+        if limits.PARQUET_TOO_DEEP in str(exc):
+            raise limits.parquet_depth_error(str(path), InputError) from None
+        raise InputError(f"{path}: not a Parquet history file; --append needs a history `asp observe` wrote") from None
+    missing = [c for c in ("prompt_id", "response_tokens") if c not in schema.names]
+    if missing:
+        raise InputError(f"{path}: not an asp history (no column {shown_id(missing[0])}); write to a new file instead")
+    limits.check_parquet_depth(schema, str(path), InputError)
+    return schema
+
+
+def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """Read a history file written by `observe`: its rows and the list of logs ingested so far.
+
+    Raises
+    ------
+    InputError
+        When the file is not Parquet, lacks the history columns or holds others, holds a row `asp schedule
+        --history` refuses, is of a newer format, or its list of logs is damaged or missing.
+    """
+    from asp_cli import limits
+    from asp_cli.reading import read_lengths
+
+    path = Path(path)
+    schema = history_schema(path)
+    try:
+        read_lengths([path])  # every row as `asp schedule --history` checks it (its error names the row)
+    except InputError as exc:
+        said = str(exc).split("; fix the row")[0]
+        raise InputError(f"{said}; a damaged history is not appended to: fix it, or observe into a new file") from None
+    extra = [name for name in schema.names if name not in HISTORY_SCHEMA]
+    if extra:
+        raise InputError(f"{path}: holds columns an asp history does not ({', '.join(extra[:3])}), which appending would "
+                         "drop; observe the new logs into a history of their own and pass both to --history")
+    try:
+        frame = pl.read_parquet(path)
+        for name, dtype in HISTORY_SCHEMA.items():
+            if name not in frame.columns:
+                frame = frame.with_columns(pl.lit(None, dtype).alias(name))
+        frame = frame.select([pl.col(n).cast(t) for n, t in HISTORY_SCHEMA.items()])
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:  # damaged pages
+        raise InputError(f"{path}: not an asp history ({(str(exc).splitlines() or [''])[0][:160]}); write to a new file "
+                         "instead") from None
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    logs: list[dict[str, Any]] = []
+    if raw:
+        # The list of ingested logs is what keeps `--append` from adding a log twice: damaged, it is refused
+        # (read as empty, appending the logs already in it again doubled their samples without a word). A
+        # history without the list (made by other tools) has none to keep.
+        limits.check_json_depth(raw, f"{path}: asp history metadata", InputError)
+        try:
+            document = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            document = None
+        version = str(document.get("format_version", "")) if isinstance(document, dict) else ""
+        if version.split(".")[0].isdigit() and int(version.split(".")[0]) > int(HISTORY_FORMAT_VERSION.split(".")[0]):
+            raise InputError(f"{path}: an asp history of format {version}, newer than this asp's "
+                             f"{HISTORY_FORMAT_VERSION}; append with the asp that wrote it, or observe into a new file")
+        listed = document.get("logs") if isinstance(document, dict) else None
+        # Each entry's fingerprints are text (a list there crashed the append: "unhashable type").
+        if not isinstance(listed, list) or not all(
+                isinstance(entry, dict) and all(isinstance(entry.get(key), (str, type(None)))
+                                                for key in ("fingerprint", "rows_fingerprint", "name"))
+                for entry in listed):
+            raise InputError(f"{path}: damaged asp history metadata (its list of the logs already observed), so "
+                             "appending could add a log twice; write a new history from the logs (asp observe "
+                             "LOGS... -o new.parquet)")
+        logs = listed
+    return frame, logs
+
+
+def write_history(frame: pl.DataFrame, output: Path, logs: list[dict[str, Any]], *, replace: bool = False) -> None:
+    """Write a history file atomically with fixed Parquet options and the ingested-log list in metadata.
+
+    An existing ``output`` is replaced only with ``replace`` (`asp_cli.output.atomic_path`).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from asp_cli.output import atomic_path
+
+    frame = frame.select([pl.col(n).cast(t) for n, t in HISTORY_SCHEMA.items()])
+    document = {"format": "asp.history", "format_version": HISTORY_FORMAT_VERSION, "asp_version": __version__,
+                "logs": logs}
+    table = frame.to_arrow()
+    table = table.cast(pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
+                                  for f in table.schema]))
+    table = table.replace_schema_metadata({METADATA_KEY: json.dumps(document, sort_keys=True).encode()})
+    with atomic_path(output, replace=replace) as tmp:
+        pq.write_table(table, tmp, compression="zstd", compression_level=3, write_statistics=True,
+                       row_group_size=1 << 20)
