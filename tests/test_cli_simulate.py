@@ -66,10 +66,13 @@ def test_lengths_of_other_prompts_or_above_the_cap_are_warned_about(built, tmp_p
     assert "Warning: 1 of the 3 prompt ids of --lengths are not in the schedule (e.g. 'ghost')" in result.stderr
     assert f"Warning: {over} observed samples are longer than the schedule's max_response_tokens" in result.stderr
     (tmp_path / "ghosts.jsonl").write_text('{"prompt_id": "ghost", "response_tokens": 3}\n', encoding="utf-8")
-    result = invoke("simulate", built["schedule"], "--lengths", tmp_path / "ghosts.jsonl", "--json")
-    assert json.loads(result.stdout)["warnings"] == [
-        "none of the 1 prompt ids of --lengths is in the schedule (e.g. 'ghost'), so every length is "
-        "sampled around the predictions; check --lengths-id-key, or that the lengths are of this schedule's prompts"]
+    # None at all: every figure would be the predictions' (a pipeline with -q read them as its log's): exit 3.
+    for command in ("simulate", "report"):
+        result = invoke(command, built["schedule"], "--lengths", tmp_path / "ghosts.jsonl", "--json")
+        assert result.exit_code == 3, result.output
+        assert result.output.count("Error:") == 1 and (
+            f"{tmp_path / 'ghosts.jsonl'}: none of its 1 prompt ids is in the schedule (e.g. 'ghost'); name the id "
+            "column with --lengths-id-key") in " ".join(result.output.split())
     assert json.loads(invoke("simulate", built["schedule"], "--json").stdout)["warnings"] == []
 
 

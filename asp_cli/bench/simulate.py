@@ -77,6 +77,7 @@ def simulate_file(
     """
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import read_schedule
+    from asp_cli.sim.lengths import refuse_unmatched
 
     read.check_length_keys_used(lengths_paths, "--lengths")
     note = progress or (lambda _stage: None)
@@ -87,6 +88,7 @@ def simulate_file(
     if lengths_paths:
         note(STAGES[1])
         observed, report = read_lengths([Path(p) for p in lengths_paths], read)
+        refuse_unmatched(observed, schedule.frame["prompt_id"], lengths_paths)
         skipped = report.skipped_rows
     return simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,
                            name=str(schedule_path), progress=progress)

@@ -61,6 +61,7 @@ def report_schedule(
     """
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import read_schedule
+    from asp_cli.sim.lengths import refuse_unmatched
 
     read.check_length_keys_used(lengths, "--lengths")
     observed = None
@@ -74,6 +75,7 @@ def report_schedule(
     same_name = compare is not None and Path(compare).name == Path(schedule).name
     loaded = read_schedule(Path(schedule))
     if samples is not None:
+        refuse_unmatched(samples, loaded.frame["prompt_id"], lengths)
         samples = _check_samples(samples, loaded, warnings)
         observed = observed_from_samples(samples, lengths)
     main = build_report(loaded, observed=observed, name=str(schedule) if same_name else None)
@@ -104,10 +106,7 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) ->
     scheduled = schedule.frame["prompt_id"].unique()
     ids = samples["prompt_id"].unique(maintain_order=True)
     strays = ids.filter(~ids.is_in(scheduled.implode()))
-    if strays.len() == ids.len():
-        warnings.append(f"none of the {ids.len():,} prompt ids of --lengths is in the schedule (e.g. {shown_id(strays[0])}); "
-                        "check --lengths-id-key, or that the lengths are of this schedule's prompts")
-    elif strays.len():
+    if strays.len():  # none at all was refused before (sim.lengths.refuse_unmatched)
         warnings.append(f"{strays.len():,} of the {ids.len():,} prompt ids of --lengths are not in the schedule (e.g. "
                         f"{shown_id(strays[0])}); their samples are left out of the comparison with the predictions")
     cap = (schedule.settings or {}).get("max_response_tokens")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asp_cli.errors import shown_id
+from asp_cli.errors import InputError, shown_id
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -138,6 +138,23 @@ class LengthInfo:
                          f"max_response_tokens ({max_response_tokens:,}); replayed as observed, though a server "
                          "with that cap would stop them there")
         return notes
+
+
+def refuse_unmatched(observed, schedule_ids, paths) -> None:
+    """Stop (exit 3) where none of the observed lengths' ids (``observed``: a frame with ``prompt_id``) is among the
+    schedule's (``schedule_ids``): every length would be sampled around the predictions, and a pipeline reading
+    `asp simulate --lengths ... -q` got the predictions' figures as its log's (a hostile-input audit, 2026-12-05;
+    `asp predictor eval` and `asp observe` refused the same already)."""
+    import polars as pl
+
+    if observed is None or not observed.height:
+        return
+    ids = observed["prompt_id"].unique(maintain_order=True)
+    if ids.is_in(pl.Series(schedule_ids).unique().implode()).any():
+        return
+    names = ", ".join(str(p) for p in paths) or "--lengths"
+    raise InputError(f"{names}: none of its {ids.len():,} prompt ids is in the schedule (e.g. {shown_id(ids[0])}); "
+                     "name the id column with --lengths-id-key, or give the lengths of this schedule's prompts")
 
 
 def lengths_for_schedule(
