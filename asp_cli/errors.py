@@ -98,6 +98,13 @@ class CheckFailed(AspError):
 _ID_SHOWN = 80  # characters of an id a message shows
 
 
+def printable(text: object) -> str:
+    """``text`` with its control characters written as escapes (``\\n``, ``\\x1b``; tabs kept): what a file
+    holds, shown on a terminal. A file name or recorded command line with a newline forged a line of `asp
+    report`, and one with an escape sequence reached the terminal as one (a hostile-input audit, 2026-12-05)."""
+    return "".join(ch if ch == "\t" or ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
+
+
 def shown_id(prompt_id: object) -> str:
     """An id as a message shows it: quoted, cut after 80 characters (a whole prompt used as its id; an id of
     200,000 characters made a message of 200 KB)."""

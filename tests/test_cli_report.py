@@ -318,3 +318,19 @@ def test_a_static_schedule_cut_before_the_padded_count_is_warned_about(tmp_path)
     assert result.exit_code == 0, result.output
     assert "minibatches hold more padded KV at the predicted lengths than the 50,000 tokens they were cut by" \
         in result.stderr and "Make the schedule again with this asp" in result.stderr
+
+
+def test_what_the_metadata_holds_is_printed_with_its_control_characters_escaped(schedules, tmp_path):
+    """A recorded command line with escape sequences reached the terminal as them, and an input named with a newline
+    forged a report line (a hostile-input audit); rich's markup in them is printed, not applied."""
+    table = pq.read_table(schedules / "a.parquet")
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta["command_line"] = "asp schedule \x1b[2J\x1b]0;TITLE\x07 [red]x -o OUT"
+    meta["inputs"] = [{"name": "in\x1b[31mred\nFAKE: line", "fingerprint": "sha256:00"}]
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), tmp_path / "h.parquet")
+    result = run(tmp_path / "h.parquet")
+    assert result.exit_code == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "asp schedule \\x1b[2J\\x1b]0;TITLE\\x07 [red]x -o OUT" in result.stdout
+    assert "in\\x1b[31mred\\nFAKE: line" in result.stdout
+    assert not any(line.startswith("FAKE") for line in result.stdout.splitlines())

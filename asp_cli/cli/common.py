@@ -42,7 +42,9 @@ def one_line(message: str) -> str:
     """An error message as one line: control characters written as escapes (``\\n``, ``\\x1b``). Messages
     quote what files hold (column names, a server's answer): a JSON key with a newline split the line in two,
     and one with an escape sequence reached the terminal as one."""
-    return "".join(ch if ch == "\t" or ch.isprintable() else repr(ch)[1:-1] for ch in message)
+    from asp_cli.errors import printable
+
+    return printable(message)
 
 
 def write_stdout(text: str) -> None:

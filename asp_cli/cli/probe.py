@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from asp_cli.cli.common import emit_json, guarded, output_option, say
+from asp_cli.errors import printable
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import ScheduleSettings
 
@@ -53,7 +54,7 @@ def probe_command(
                 "and predicted length")
             for source in summary["sources"]:
                 low, high = source["predicted_tokens_range"]
-                say(f"  {source['data_source'] or '(no source)'}: {source['probe_prompts']:,} of {source['prompts']:,} "
+                say(f"  {printable(source['data_source'] or '(no source)')}: {source['probe_prompts']:,} of {source['prompts']:,} "
                     f"prompts; predicted {low:,.0f}-{high:,.0f} tokens")
             say(f"  cost: each sample per probe prompt is {summary['epoch_cost_per_probe_sample']:.3%} of one epoch's "
                 f"rollout at {summary['samples_per_prompt']} samples per prompt")

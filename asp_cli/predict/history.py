@@ -68,6 +68,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
+from asp_cli.errors import printable
 from asp_cli.predict.targets import group_targets
 
 MIN_PROMPTS_FOR_PRIOR = 30
@@ -195,7 +196,7 @@ def calibration_lines(calibration: dict[str, Any]) -> list[str]:
         head += f"; spread {spread.get('model')} -> {spread.get('history')}"
     parts = []
     for source in calibration.get("sources") or []:
-        name = source.get("data_source") or "(no source)"
+        name = printable(source.get("data_source") or "(no source)")  # a file's text, shown on a terminal
         text = f"{name} x{_factor(source.get('factor'))}"
         if source.get("fitted") == "global":
             text += " (global, no observations)"

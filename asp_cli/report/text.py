@@ -78,6 +78,17 @@ def _console(width: int, color: bool):
                    highlight=False, emoji=False, legacy_windows=False)
 
 
+def _shown(value: object) -> str:
+    """What the schedule's file or metadata holds (a file name, the recorded command line), as the report prints
+    it: control characters as escapes and rich's markup brackets escaped. A name with a newline forged a report
+    line, and escape sequences reached the terminal (a hostile-input audit, 2026-12-05)."""
+    from rich.markup import escape
+
+    from asp_cli.errors import printable
+
+    return escape(printable(value))
+
+
 def _trimmed(text: str) -> str:
     """Drop the spaces rich pads lines with, so that piped output diffs cleanly."""
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -106,7 +117,7 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     out = console.print
     size = report["size"]
     prov = report["provenance"]
-    name = report["schedule"]["name"] or "schedule"
+    name = _shown(report["schedule"]["name"] or "schedule")
     out(f"[bold]asp report: {name}[/bold]  (schedule format {report['schedule']['format_version']}, "
         f"made by {made_by_text(prov)})")
 
@@ -114,16 +125,16 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     made.add_column(style="dim")
     made.add_column(overflow="fold")
     if prov.get("command_line"):
-        made.add_row("command", str(prov["command_line"]))
+        made.add_row("command", _shown(prov["command_line"]))
     settings = prov.get("settings") or {}
-    made.add_row("settings", ", ".join(f"{k}={v}" for k, v in sorted(settings.items())))
+    made.add_row("settings", _shown(", ".join(f"{k}={v}" for k, v in sorted(settings.items()))))
     if prov.get("preset"):
-        made.add_row("preset", f"{prov['preset']['name']} ({prov['preset'].get('description') or ''})")
+        made.add_row("preset", _shown(f"{prov['preset']['name']} ({prov['preset'].get('description') or ''})"))
     for entry in prov.get("inputs") or []:
-        made.add_row("input", f"{entry.get('name')}  {_short(entry.get('fingerprint'))}")
+        made.add_row("input", _shown(f"{entry.get('name')}  {_short(entry.get('fingerprint'))}"))
     predictor = prov.get("predictor") or {}
     if predictor:
-        text = f"{predictor.get('name')}  {_short(predictor.get('fingerprint'))}"
+        text = _shown(f"{predictor.get('name')}  {_short(predictor.get('fingerprint'))}")
         if predictor.get("history_fingerprint"):
             text += f"; history {_short(predictor['history_fingerprint'])}"
         if predictor.get("prompts_from_history") is not None:
