@@ -54,6 +54,33 @@ def test_multi_part_content_is_scheduled_by_its_text_parts(tmp_path, layout):
         assert frame.filter(pl.col("prompt_id") == "b")["prompt_text"].item() == "plain question"
 
 
+@pytest.mark.parametrize("layout", ["jsonl", "mixed-jsonl", "parquet"])
+def test_a_content_that_is_a_list_of_strings_is_its_strings_and_a_text_part_that_is_a_number_a_bad_row(tmp_path,
+                                                                                                          layout):
+    """A hostile-input audit: a 200-word content given as a list of strings was scheduled as an empty prompt, and a
+    part {"type": "text", "text": 5} as one too, where a content of 5 is a bad row."""
+    strings = [{"role": "user", "content": ["What is", "2+2?"]}]
+    plain = [{"role": "user", "content": "plain question"}]
+    if layout == "parquet":
+        path = tmp_path / "p.parquet"
+        pl.DataFrame({"id": ["a"], "prompt": [strings]}).write_parquet(path)
+    else:
+        path = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "prompt": strings}]
+                           + ([{"id": "b", "prompt": plain}] if layout == "mixed-jsonl" else []))
+    frame, _ = read_prompts([path])
+    assert frame.filter(pl.col("prompt_id") == "a")["prompt_text"].item() == "What is\n2+2?"
+    numbered = [{"role": "user", "content": [{"type": "text", "text": 5}]}]
+    if layout == "parquet":
+        pl.DataFrame({"id": ["a"], "prompt": [numbered]}).write_parquet(path)
+        where = f"{path}"
+    else:
+        write_jsonl(path, [{"id": "b", "prompt": plain}, {"id": "a", "prompt": numbered}]
+                    if layout == "mixed-jsonl" else [{"id": "a", "prompt": numbered}])
+        where = f"{path}:{2 if layout == 'mixed-jsonl' else 1}"
+    with pytest.raises(InputError, match=re.escape(where) + r".*holds a chat message whose 'content' is not text"):
+        read_prompts([path])
+
+
 @pytest.mark.parametrize("layout", ["mixed-jsonl", "jsonl", "json-text", "parquet"])
 @pytest.mark.parametrize("content", [5, True, {"x": 1}])
 def test_a_chat_content_that_is_not_text_is_a_bad_row_named_by_its_line(tmp_path, layout, content):

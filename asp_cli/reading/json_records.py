@@ -18,19 +18,30 @@ import polars as pl
 CHAT_CONTENT = "content"  # a chat message's text field
 
 
-def _parts_text(parts: list[Any]) -> str:
-    """The text of OpenAI-style multi-part content, ``[{"type": "text", "text": ...}, {"type": "image_url", ...}]``:
-    its text parts joined by newlines (other parts carry no prompt text)."""
-    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+def _parts_text(parts: list[Any]) -> str | None:
+    """The text of OpenAI-style multi-part content, ``[{"type": "text", "text": ...}, {"type": "image_url", ...}]``,
+    or of a list of strings: its text parts joined by newlines (other parts carry no prompt text). None where a part
+    is neither text nor an object, or its ``text`` is not text (``{"type": "text", "text": 5}``): no text to read,
+    as a content of 5 is not (a hostile-input audit found such prompts scheduled as empty, and a list of strings
+    dropped whole)."""
+    if not all(isinstance(p, str) or isinstance(p, dict) and isinstance(p.get("text"), (str, type(None)))
+               for p in parts):
+        return None
+    return "\n".join(p if isinstance(p, str) else p["text"] for p in parts
+                     if isinstance(p, str) or isinstance(p.get("text"), str))
 
 
 def flatten_content_parts(value: Any) -> Any:
-    """A chat list whose message contents are multi-part lists, with each such content replaced by its text."""
+    """A chat list whose message contents are multi-part lists, with each such content replaced by its text (left
+    as the list where a part is not text: the reader's bad row)."""
     if not isinstance(value, list) or not any(isinstance(m, dict) and isinstance(m.get(CHAT_CONTENT), list)
                                               for m in value):
         return value
-    return [{**m, CHAT_CONTENT: _parts_text(m[CHAT_CONTENT])}
-            if isinstance(m, dict) and isinstance(m.get(CHAT_CONTENT), list) else m for m in value]
+    flat = []
+    for m in value:
+        text = _parts_text(m[CHAT_CONTENT]) if isinstance(m, dict) and isinstance(m.get(CHAT_CONTENT), list) else None
+        flat.append(m if text is None else {**m, CHAT_CONTENT: text})
+    return flat
 
 
 def records_to_frame(records: list[dict[str, Any]]) -> pl.DataFrame:

@@ -51,10 +51,15 @@ def _prompt_text(frame: pl.DataFrame, column: str,
             )
         content_type = fields[CHAT_CONTENT]
         content = pl.element().struct.field(CHAT_CONTENT)
-        if (isinstance(content_type, pl.List) and isinstance(content_type.inner, pl.Struct)
-                and "text" in {f.name for f in content_type.inner.fields}):
-            # Multi-part content (OpenAI style): a message's text is its text parts, joined.
+        parts = {f.name: f.dtype for f in content_type.inner.fields} if (
+            isinstance(content_type, pl.List) and isinstance(content_type.inner, pl.Struct)) else {}
+        if parts.get("text") in (pl.String, pl.Null):
+            # Multi-part content (OpenAI style): a message's text is its text parts, joined. (A part's text that is
+            # a number is no text: the branch below makes such rows bad, as `_parse_chat_json` does one row.)
             content = content.list.eval(pl.element().struct.field("text").cast(pl.String)).list.drop_nulls()
+            content = content.list.join("\n")
+        elif content_type == pl.List(pl.String):
+            # Content as a list of strings: its strings, joined (they were dropped as parts without text).
             content = content.list.join("\n")
         elif content_type not in (pl.String, pl.Null):
             # Contents that are numbers, true/false or objects in every row: each row is bad, as one such content
