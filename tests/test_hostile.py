@@ -718,6 +718,17 @@ def test_an_integer_id_beyond_2_53_beside_fractions_stays_exact(tmp_path):
     with pytest.raises(InputError, match=r"huge.json:1: column 'id' \(the id\) is the integer 1180591620717411303424, "
                                          r"too large for 64 bits"):
         read_prompts([huge])
+    # Unsigned 64 bits: a Parquet uint64 id is read as its text, so the same id as a JSON integer (asp export writes
+    # it so) is too, in prompts and in lengths alike (it was refused, breaking the loop for hash-based ids).
+    top = 2**64 - 1
+    unsigned = write_jsonl(tmp_path / "u.jsonl", [{"id": top, "question": "q"}, {"id": 2, "question": "r"}])
+    for read in (read_prompts, read_prompts_streamed):
+        assert read([unsigned])[0]["prompt_id"].to_list() == [str(top), "2"]
+    parquet = tmp_path / "u.parquet"
+    pq.write_table(pa.table({"id": pa.array([top, 2], pa.uint64()), "question": ["q", "r"]}), parquet)
+    assert read_prompts([parquet])[0]["prompt_id"].to_list() == [str(top), "2"]
+    log = write_jsonl(tmp_path / "ulog.jsonl", [{"prompt_id": top, "response_tokens": 5}])
+    assert read_lengths([log])[0]["prompt_id"].to_list() == [str(top)]
 
 
 @pytest.mark.parametrize("args", [

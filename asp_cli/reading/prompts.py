@@ -326,7 +326,8 @@ BLANK_ID = "is blank (empty, or only spaces), which names no prompt reliably acr
 def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
     """The id of every row as text, and why a row's id is unusable (null when it is fine).
 
-    Ids are text or integers (README, "Make a schedule"): integers within 64 bits become their decimal text,
+    Ids are text or integers (README, "Make a schedule"): integers within 64 bits (signed or unsigned) become
+    their decimal text,
     and so does a number without a fraction (3.0, as pandas writes integers next to missing values) below
     2**53. Refused, each naming what the value is: a missing id, a blank one (empty, or only spaces: it names no
     prompt reliably across files, which trim or drop it), true/false, a JSON object or list, a number with a
@@ -344,7 +345,9 @@ def id_column(frame: pl.DataFrame, column: str) -> tuple[pl.Expr, pl.Expr]:
         inexact = point_zero & (body.cast(pl.Float64, strict=False).abs() >= _EXACT_FLOAT)
         body = pl.when(point_zero & ~inexact).then(body.str.replace(r"^(-?[0-9]+)\.0*$", "$1")).otherwise(body)
         integer = body.str.contains(r"^-?[0-9]+$")
-        fits = body.cast(pl.Int64, strict=False).is_not_null()
+        # Signed or unsigned 64 bits: a Parquet uint64 id (hash-based ids are common) is read as its text, so the
+        # same id written as a JSON integer by asp export must be too (a hostile-input audit: it was refused).
+        fits = body.cast(pl.Int64, strict=False).is_not_null() | body.cast(pl.UInt64, strict=False).is_not_null()
         problem = (
             missing
             .when(body.str.strip_chars() == "").then(pl.lit(BLANK_ID))
