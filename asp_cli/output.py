@@ -137,6 +137,8 @@ def _check_output(output: Path, inputs: Iterable[Path], force: bool) -> None:
     _check_regular(output)
     parent = output.parent if str(output.parent) else Path(".")
     if not parent.is_dir():
+        if parent.exists():  # `-o /dev/full/x.parquet` said the folder did not exist
+            raise OutputError(f"{parent} is not a folder, so {output} cannot be written in it; name a path in a folder")
         raise OutputError(f"folder {parent} does not exist; create it first")
     _probe_writable(_target(output))
 

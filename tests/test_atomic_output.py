@@ -170,3 +170,12 @@ def test_an_interrupt_in_the_write_check_leaves_no_probe_file(tmp_path, monkeypa
     with pytest.raises(KeyboardInterrupt):
         output._probe_writable(tmp_path / "o.parquet")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_under_a_file_says_the_file_is_no_folder(tmp_path):
+    """`-o /dev/full/x.parquet` said the folder did not exist: it does, and is no folder."""
+    (tmp_path / "a.jsonl").write_text("{}\n")
+    with pytest.raises(OutputError, match=r"a.jsonl is not a folder, so .*a.jsonl/x.parquet cannot be written in it"):
+        check_output_path(tmp_path / "a.jsonl" / "x.parquet", [])
+    with pytest.raises(OutputError, match=r"folder .*nowhere does not exist; create it first"):
+        check_output_path(tmp_path / "nowhere" / "x.parquet", [])
