@@ -315,15 +315,36 @@ def run(data: Path, generator: str, seeds: int, schedules: bool = True, noise: b
             "seconds": round(time.time() - started, 1)}
 
 
-def shrink_study(data: Path, generator: str, seeds: int, factors: list[float]) -> dict:
-    """The 2%, 1-sample probe's schedule with the model's within-source deviations shrunk by each factor,
-    before the probe's correction (which refits its slope) and after it (unprobed prompts only)."""
+def _two_percent_probe(world: dict, seed: int):
+    """One seed's policy and the 2%, 1-sample probe of it: (truth, settings, preset, the true-lengths schedule's
+    simulated time, the probe's history)."""
     from asp_cli.arrange.pipeline import arrange
     from asp_cli.bench.compare import true_predictions
     from asp_cli.costmodel import load_preset
     from asp_cli.integrate.probe import ProbeSettings, allocate, choose
-    from asp_cli.predict.history import combine_with_history
     from asp_cli.settings import ScheduleSettings
+
+    prompts = world["prompts"]
+    ids = prompts[C.PROMPT_ID].to_list()
+    code, _ = source_codes(prompts)
+    policy = draw(world, seed, False)
+    truth = policy["truth"]
+    settings = ScheduleSettings(instances=4, samples_per_prompt=N, train_batch_size=64, minibatch_size=32,
+                                max_response_tokens=CAP, seed=seed)
+    preset = load_preset(settings.preset)
+    true_time = simulate(world, arrange(prompts, true_predictions(truth, world["prompt_tokens"]), settings,
+                                        preset=preset), truth, settings, preset)
+    chosen = choose(code, world["mu"], ids, allocate(np.bincount(code), ProbeSettings(fraction=0.02).target(len(ids)), 4),
+                    seed)
+    history = history_frame([ids[i] for i in chosen], policy["pool"][chosen, :1], policy["pool_truncated"][chosen, :1])
+    return truth, settings, preset, true_time, history
+
+
+def shrink_study(data: Path, generator: str, seeds: int, factors: list[float]) -> dict:
+    """The 2%, 1-sample probe's schedule with the model's within-source deviations shrunk by each factor,
+    before the probe's correction (which refits its slope) and after it (unprobed prompts only)."""
+    from asp_cli.arrange.pipeline import arrange
+    from asp_cli.predict.history import combine_with_history
 
     world = build(data, generator)
     prompts = world["prompts"]
@@ -341,16 +362,7 @@ def shrink_study(data: Path, generator: str, seeds: int, factors: list[float]) -
 
     ratios: dict[str, list[float]] = {}
     for seed in range(seeds):
-        policy = draw(world, seed, False)
-        truth = policy["truth"]
-        settings = ScheduleSettings(instances=4, samples_per_prompt=N, train_batch_size=64, minibatch_size=32,
-                                    max_response_tokens=CAP, seed=seed)
-        preset = load_preset(settings.preset)
-        true_time = simulate(world, arrange(prompts, true_predictions(truth, world["prompt_tokens"]), settings,
-                                            preset=preset), truth, settings, preset)
-        chosen = choose(code, mu0, ids, allocate(np.bincount(code), ProbeSettings(fraction=0.02).target(len(ids)), 4),
-                        seed)
-        history = history_frame([ids[i] for i in chosen], policy["pool"][chosen, :1], policy["pool_truncated"][chosen, :1])
+        truth, settings, preset, true_time, history = _two_percent_probe(world, seed)
         everywhere = np.ones(len(ids), dtype=bool)
         for factor in factors:
             for when in ("before", "after"):
@@ -370,11 +382,7 @@ def gap_study(data: Path, generator: str, seeds: int) -> dict:
     (the realized mean; the spread stays the calibrated one), and with AIME's problem number given the slope the
     true lengths show (fitted on them: the most a difficulty column could add). 2026-12-05."""
     from asp_cli.arrange.pipeline import arrange
-    from asp_cli.bench.compare import true_predictions
-    from asp_cli.costmodel import load_preset
-    from asp_cli.integrate.probe import ProbeSettings, allocate, choose
     from asp_cli.predict.history import combine_with_history
-    from asp_cli.settings import ScheduleSettings
 
     world = build(data, generator, difficulty=True)
     prompts = world["prompts"]
@@ -386,16 +394,7 @@ def gap_study(data: Path, generator: str, seeds: int) -> dict:
     aime = ~np.isnan(number)
     ratios: dict[str, list[float]] = {}
     for seed in range(seeds):
-        policy = draw(world, seed, False)
-        truth = policy["truth"]
-        settings = ScheduleSettings(instances=4, samples_per_prompt=N, train_batch_size=64, minibatch_size=32,
-                                    max_response_tokens=CAP, seed=seed)
-        preset = load_preset(settings.preset)
-        true_time = simulate(world, arrange(prompts, true_predictions(truth, world["prompt_tokens"]), settings,
-                                            preset=preset), truth, settings, preset)
-        chosen = choose(code, world["mu"], ids,
-                        allocate(np.bincount(code), ProbeSettings(fraction=0.02).target(len(ids)), 4), seed)
-        history = history_frame([ids[i] for i in chosen], policy["pool"][chosen, :1], policy["pool_truncated"][chosen, :1])
+        truth, settings, preset, true_time, history = _two_percent_probe(world, seed)
         mu, sigma, seen, _ = combine_with_history(pl.Series(ids), world["mu"], world["sigma"], history, cap=CAP,
                                                   **groups)
         realized = np.log(truth).mean(axis=1)
