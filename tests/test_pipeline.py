@@ -191,6 +191,21 @@ def test_history_rows_are_marked(tmp_path, prompts_file):
     assert row["prediction_source"][0] == "history"
 
 
+def test_history_epochs_plans_from_the_last_epochs_only(tmp_path, prompts_file):
+    """--history-epochs 1: a prompt's lengths come from the history's last epoch, not the mean over all of them."""
+    from asp_cli.errors import SettingsError
+
+    history = write_jsonl(tmp_path / "h.jsonl", [{"prompt_id": "p1", "response_tokens": 1000 * (e + 1), "epoch": e}
+                                                 for e in range(3) for _ in range(2)])
+    every = schedule([prompts_file], None, history=[history]).frame.filter(pl.col("prompt_id") == "p1")
+    last = schedule([prompts_file], None, history=[history], history_epochs=1).frame.filter(
+        pl.col("prompt_id") == "p1")
+    assert last["predicted_mean_tokens"][0] > 1.3 * every["predicted_mean_tokens"][0]
+    assert 2500 <= last["predicted_mean_tokens"][0] <= 3500
+    with pytest.raises(SettingsError, match="--history-epochs keeps the last epochs of --history"):
+        schedule([prompts_file], None, history_epochs=1)
+
+
 def test_history_calibrates_every_prompt_and_is_recorded(tmp_path, prompts_file):
     """History of a few prompts of source "a" at 20x the model's scale: every prompt is corrected, the fit is in
     the summary and the metadata, and the file is format 1.1 (a new optional key)."""

@@ -911,3 +911,23 @@ def test_ids_repeating_in_a_named_column_say_to_leave_the_column_out(tmp_path):
     with pytest.raises(InputError, match=r"3 ids repeat\. Make ids unique, or pass another --id-key than "
                                          r"'extra_info\.index', or leave --id-key out to number the rows"):
         read_prompts([path], ReadOptions(id_key="extra_info.index"))
+
+
+def test_latest_epochs_keeps_the_historys_last_epochs_and_refuses_rows_without_one(tmp_path):
+    """`asp schedule --history-epochs N`: a policy whose lengths grew 1.4x an epoch had its third epoch predicted at
+    0.68x, every epoch of history weighed alike (a newcomer's three-epoch run)."""
+    from asp_cli.errors import SettingsError
+    from asp_cli.reading.lengths import latest_epochs
+
+    rows = [{"prompt_id": "a", "response_tokens": 100 * (e + 1), "epoch": e} for e in range(3)]
+    path = write_jsonl(tmp_path / "h.jsonl", rows)
+    frame, _ = read_lengths([path])
+    assert latest_epochs(frame, 1, [path])["response_tokens"].to_list() == [300]
+    assert latest_epochs(frame, 2, [path])["response_tokens"].to_list() == [200, 300]
+    assert latest_epochs(frame, 9, [path]).height == 3
+    with pytest.raises(SettingsError, match="--history-epochs must be at least 1"):
+        latest_epochs(frame, 0, [path])
+    unmarked = write_jsonl(tmp_path / "u.jsonl", [*rows, {"prompt_id": "b", "response_tokens": 5}])
+    with pytest.raises(SettingsError, match=r"1 samples of .*u.jsonl say no epoch, so the latest cannot be told; "
+                                            r"observe each log with --epoch E"):
+        latest_epochs(read_lengths([unmarked])[0], 1, [unmarked])

@@ -467,12 +467,13 @@ def schedule(
     command_line: Sequence[str] | None = None,
     force: bool = False,
     progress: Progress | None = None,
+    history_epochs: int | None = None,
 ) -> ScheduleResult:
     """Make a schedule from prompt files; write it to ``output`` when given.
 
     This is what `asp schedule` runs. See the README for the options; every setting lives in
     ``settings`` (a `ScheduleSettings`), every reading option (columns, ``on_bad_row``, the tokenizer) in ``read``
-    (a `ReadOptions`).
+    (a `ReadOptions`); ``history_epochs`` keeps the history's last epochs only (`--history-epochs`).
 
     Raises
     ------
@@ -483,6 +484,7 @@ def schedule(
     from asp_cli.predict.streamed import read_and_predict
     from asp_cli.reading import read_lengths
     from asp_cli.reading.history_ids import id_warnings
+    from asp_cli.reading.lengths import latest_epochs
 
     settings = settings or ScheduleSettings()
     note = progress or (lambda _msg: None)
@@ -493,6 +495,8 @@ def schedule(
         from asp_cli.predict.predictions_file import expand_prediction_paths
 
         predictions = expand_prediction_paths(predictions)
+    if history_epochs is not None and not history:
+        raise SettingsError("--history-epochs keeps the last epochs of --history: give --history too, or leave it out")
     if predictions and (predictor is not None or history):
         raise SettingsError("--predictions replaces the predictor: give it without --predictor and --history")
     if output is not None:
@@ -506,6 +510,8 @@ def schedule(
     if history:
         note("reading history")
         history_frame, history_report = read_lengths(history, read)
+        if history_epochs is not None:
+            history_frame = latest_epochs(history_frame, history_epochs, history)
         history_print = file_fingerprint(history)
     # Prompts are read a batch at a time and predicted per batch; only ids, rows and lengths are kept.
     note("reading prompts and predicting lengths")

@@ -52,6 +52,7 @@ def schedule_command(
     predictor: Optional[Path] = typer.Option(None, "--predictor", readable=False, help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
     predictions: list[Path] = typer.Option([], "--predictions", metavar="<path>", readable=False, help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
     history: list[Path] = typer.Option([], "--history", metavar="<path>", readable=False, help="Observed lengths from earlier epochs (repeatable)."),
+    history_epochs: Optional[int] = typer.Option(None, "--history-epochs", help="Use only the last N epochs of --history (by its epoch column): for a policy whose lengths grow as training goes on. Default: every epoch, weighed alike."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
@@ -107,6 +108,7 @@ def schedule_command(
                 command_line=["asp", *sys.argv[1:]],
                 force=force,
                 progress=bar.step if bar else None,
+                history_epochs=history_epochs,
             )
         finally:
             if bar:

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, shown_id
+from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.prompts import id_column, id_problem_message
@@ -264,3 +264,26 @@ def _length_location(path: Path, fmt: str, where: int, frame: pl.DataFrame) -> s
     if fmt == "csv":
         return f"{path}: row {where + 1} (after the header)"
     return f"{path}: row {where + 1}"  # Parquet: counted from 1, as lines are
+
+
+def latest_epochs(frame: pl.DataFrame, epochs: int, paths: Sequence[Path]) -> pl.DataFrame:
+    """The samples of the history's last ``epochs`` epochs (by its ``epoch`` column): `asp schedule --history-epochs`,
+    for a policy whose lengths move as training goes on (a newcomer's run whose lengths grew 1.4x an epoch had its
+    third epoch predicted at 0.68x, every epoch of history weighed alike).
+
+    Raises
+    ------
+    SettingsError
+        ``epochs`` below 1, or history rows without an epoch (nothing says which epoch they are of).
+    """
+    if epochs < 1:
+        raise SettingsError(f"--history-epochs must be at least 1 (got {epochs}); leave it out to use every epoch")
+    missing = int(frame[C.EPOCH].null_count())
+    if missing:
+        names = ", ".join(str(p) for p in paths)
+        raise SettingsError(f"--history-epochs {epochs}: {missing:,} samples of {names} say no epoch, so the latest "
+                            "cannot be told; observe each log with --epoch E (asp observe), or leave --history-epochs out")
+    if not frame.height:
+        return frame
+    last = int(frame[C.EPOCH].max())
+    return frame.filter(pl.col(C.EPOCH) > last - epochs)
