@@ -25,9 +25,34 @@ Settings and reading options: `ScheduleSettings`, `ReadOptions`, `ReplayOptions`
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what a type checker sees of the lazy re-exports below (`__getattr__`): their real types
+    from asp_cli.arrange.pipeline import schedule as schedule
+    from asp_cli.bench.compare import run_benchmark as run_benchmark
+    from asp_cli.bench.simulate import simulate_file as simulate_file
+    from asp_cli.integrate.calibrate import calibrate as calibrate
+    from asp_cli.integrate.export import export as export
+    from asp_cli.integrate.live import LiveSettings as LiveSettings
+    from asp_cli.integrate.measure import InProcessSettings as InProcessSettings
+    from asp_cli.integrate.measure import replay_schedule as replay_schedule
+    from asp_cli.integrate.observe import observe as observe
+    from asp_cli.integrate.probe import ProbeSettings as ProbeSettings
+    from asp_cli.integrate.probe import probe as probe
+    from asp_cli.integrate.replay import open_schedule as open_schedule
+    from asp_cli.predict.commands import evaluate_predictor as evaluate_predictor
+    from asp_cli.predict.commands import fit_predictor as fit_predictor
+    from asp_cli.predict.commands import predict_file as predict_file
+    from asp_cli.predict.commands import predictor_info as predictor_info
+    from asp_cli.predict.on_ray import predict_with_ray as predict_with_ray
+    from asp_cli.reading.options import ReadOptions as ReadOptions
+    from asp_cli.report.checks import CheckLimits as CheckLimits
+    from asp_cli.report.files import report_schedule as report_schedule
+    from asp_cli.schedule_format import read_schedule as read_schedule
+    from asp_cli.settings import ScheduleSettings as ScheduleSettings
+    from asp_cli.sim.options import ReplayOptions as ReplayOptions
 
 _TWINS = {
     "schedule": "asp_cli.arrange.pipeline",

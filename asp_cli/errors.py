@@ -31,8 +31,16 @@ class AspError(Exception):
     exit_code: ExitCode = ExitCode.INTERNAL
 
 
-class CheckFailedError(AspError):
-    """A check the command makes failed: `asp calibrate`'s fit predicts the measured runs worse than its base."""
+class CheckFailed(AspError):
+    """A `--check` threshold was broken; the message lists which. (The library's `report_schedule` returns its
+    checks, `passed` false; the CLI raises this on them.)"""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+
+class CheckFailedError(CheckFailed):
+    """A check the command makes failed: `asp calibrate`'s fit predicts the measured runs worse than its base.
+    A `CheckFailed`, so that one ``except CheckFailed`` catches both (a Python user's missed it)."""
 
     exit_code = ExitCode.CHECK_FAILED
 
@@ -87,12 +95,6 @@ class Interrupted(BaseException):
     A BaseException, like KeyboardInterrupt, so no ``except Exception`` swallows it; not a KeyboardInterrupt,
     so Click does not turn it into "Aborted!" and exit 1. Code that keeps partial work on Ctrl-C catches both.
     """
-
-
-class CheckFailed(AspError):
-    """A `--check` threshold was broken; the message lists which."""
-
-    exit_code = ExitCode.CHECK_FAILED
 
 
 _ID_SHOWN = 80  # characters of an id a message shows

@@ -55,6 +55,15 @@ def test_every_command_has_a_python_twin_in_asp_cli_and_in_the_architecture_doc(
         assert getattr(asp_cli, name) is not None, name
     assert asp_cli.CheckLimits.__name__ == "CheckLimits" and "asp_cli.CheckLimits(" in \
         (REPO / "docs" / "report.md").read_text(encoding="utf-8")
+    # What a type checker sees (the TYPE_CHECKING imports) is every re-export, from where it is loaded: names
+    # imported from `asp_cli` typed as Any for a Python user's mypy.
+    import ast
+
+    tree = ast.parse((REPO / "asp_cli" / "__init__.py").read_text(encoding="utf-8"))
+    typed = {alias.name: node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and node.module and node.module.startswith("asp_cli.") for alias in node.names}
+    assert typed == asp_cli._TWINS
+    assert (REPO / "asp_cli" / "py.typed").is_file()
 
 
 def test_the_readme_gate_passes_on_the_readme_data(tmp_path, monkeypatch):
@@ -115,3 +124,4 @@ def test_the_benchmark_scripts_prose_is_the_documents():
         spec.loader.exec_module(module)
         for name in names:
             assert getattr(module, name).strip() in doc, f"scripts/{script}.py's {name} differs from docs/benchmarks.md"
+

@@ -931,3 +931,24 @@ def test_latest_epochs_keeps_the_historys_last_epochs_and_refuses_rows_without_o
     with pytest.raises(SettingsError, match=r"1 samples of .*u.jsonl say no epoch, so the latest cannot be told; "
                                             r"observe each log with --epoch E"):
         latest_epochs(read_lengths([unmarked])[0], 1, [unmarked])
+
+
+def test_a_twin_takes_one_path_as_well_as_a_list(tmp_path):
+    """`asp_cli.reading.options.paths_of`: A Python user's `schedule("p.jsonl")` read the files "p", ".", "j"... and `schedule(Path(...))` was a TypeError;
+    `simulate_file(s, "log.jsonl")` said "l: given twice"."""
+    from pathlib import Path
+
+    import asp_cli
+    from asp_cli.errors import SettingsError
+    from util import SAMPLE_PROMPTS
+
+    one = asp_cli.schedule(str(SAMPLE_PROMPTS), tmp_path / "a.parquet")
+    listed = asp_cli.schedule([SAMPLE_PROMPTS], tmp_path / "b.parquet")
+    assert one.frame.equals(listed.frame) and asp_cli.schedule(Path(SAMPLE_PROMPTS), None).frame.equals(listed.frame)
+    log = tmp_path / "log.jsonl"
+    log.write_text(f'{{"prompt_id": "{one.frame["prompt_id"][0]}", "response_tokens": 50}}\n', encoding="utf-8")
+    assert asp_cli.simulate_file(tmp_path / "a.parquet", str(log)).document == \
+        asp_cli.simulate_file(tmp_path / "a.parquet", [log]).document
+    assert asp_cli.observe(str(log)).history.height == 1
+    with pytest.raises(SettingsError, match="expected a path or a list of paths, got int '5'"):
+        asp_cli.schedule(5)

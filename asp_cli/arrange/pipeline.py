@@ -20,7 +20,7 @@ from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import LagBoundError, SettingsError, shown_id
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
-from asp_cli.reading.options import DEFAULT_READ, ReadOptions
+from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.arrange.advice import plan_warnings
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
 from asp_cli.arrange.interleaving import (
@@ -473,7 +473,10 @@ def schedule(
 
     This is what `asp schedule` runs. See the README for the options; every setting lives in
     ``settings`` (a `ScheduleSettings`), every reading option (columns, ``on_bad_row``, the tokenizer) in ``read``
-    (a `ReadOptions`); ``history_epochs`` keeps the history's last epochs only (`--history-epochs`).
+    (a `ReadOptions`); ``history_epochs`` keeps the history's last epochs only (`--history-epochs`). ``inputs``,
+    ``predictions`` and ``history`` each take a path or a list of paths. ``command_line`` is recorded in the
+    metadata (the output written ``OUT``, `recorded_command_line`): `asp schedule` passes its own, so the same
+    one makes the CLI's bytes.
 
     Raises
     ------
@@ -488,8 +491,9 @@ def schedule(
 
     settings = settings or ScheduleSettings()
     note = progress or (lambda _msg: None)
-    inputs = [Path(p) for p in inputs]
-    history = [Path(p) for p in history]
+    inputs = paths_of(inputs)
+    history = paths_of(history)
+    predictions = paths_of(predictions)
     read.check_length_keys_used(history, "--history")
     if predictions:
         from asp_cli.predict.predictions_file import expand_prediction_paths

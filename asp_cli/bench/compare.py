@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, SettingsError
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.predict.features import BYTES_PER_TOKEN
 from asp_cli.settings import ScheduleSettings
@@ -593,6 +593,9 @@ def run_benchmark(
     from asp_cli.bench.data import check_data_folder, missing_folders, unavailable_text, unavailable_workloads
 
     check_data_folder(data)
+    unknown = [n for n in names or () if n not in WORKLOADS]
+    if unknown:  # `asp bench --workload` says so; the twin said "no benchmark workload could run:  need , ..."
+        raise SettingsError(f"unknown workload {unknown[0]!r}; choose from {', '.join(WORKLOADS)}")
     results = []
     for name, spec in WORKLOADS.items():
         if (names is not None and name not in names) or (names is None and spec.held_out):

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.errors import SettingsError
-from asp_cli.reading.options import ReadOptions
+from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.schedule_format import Schedule
 from asp_cli.settings import check_replay_size
 from asp_cli.bench.compare import ASP, ASP_TRUE, compare_names
@@ -79,6 +79,7 @@ def simulate_file(
     from asp_cli.schedule_format import read_schedule
     from asp_cli.sim.lengths import refuse_unmatched
 
+    lengths_paths = paths_of(lengths_paths)
     read.check_length_keys_used(lengths_paths, "--lengths")
     note = progress or (lambda _stage: None)
     note(STAGES[0])
@@ -87,7 +88,7 @@ def simulate_file(
     skipped = 0
     if lengths_paths:
         note(STAGES[1])
-        observed, report = read_lengths([Path(p) for p in lengths_paths], read)
+        observed, report = read_lengths(lengths_paths, read)
         refuse_unmatched(observed, schedule.frame["prompt_id"], lengths_paths)
         skipped = report.skipped_rows
     return simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,

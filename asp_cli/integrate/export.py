@@ -39,7 +39,7 @@ from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settin
 from asp_cli.integrate.verl_ppo import chunking_notes, ppo_settings
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import ROUTES, route_priorities
-from asp_cli.reading.options import ReadOptions
+from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.reading.tables import SOURCE_JSON
 
 FORMATS = ("parquet", "jsonl", "verl")
@@ -194,7 +194,7 @@ def export(
         check_workers(workers)  # with any --order: a 0 is a typo either way
     elif format == "verl":
         workers = VERL_AGENT_WORKERS
-    datasets = [Path(p) for p in datasets]
+    datasets = paths_of(datasets)
     if not datasets:
         raise InputError("no dataset given; name the prompt file(s) the schedule was made from")
     if output is not None:
@@ -295,7 +295,7 @@ def check_dataset(replay: Replay, datasets: Sequence[str | Path]) -> tuple[int, 
     InputError
         When a scheduled row is missing or holds another prompt id (naming the row and id).
     """
-    raw, warnings = _matched_dataset(replay, [Path(p) for p in datasets], replay.frame, prompt_key=None, id_key=None,
+    raw, warnings = _matched_dataset(replay, paths_of(datasets), replay.frame, prompt_key=None, id_key=None,
                                      sources=False, untag=True)
     return raw.height, warnings
 

@@ -21,7 +21,7 @@ from asp_cli.errors import ServerError, SettingsError
 from asp_cli.integrate.live import LiveSettings, Progress
 from asp_cli.integrate.replay_plan import ASP, RequestPlan, Simulated
 from asp_cli.integrate.timings import COLUMNS, figures_by_arrangement, rollout_figures, write_timeline
-from asp_cli.reading.options import ReadOptions
+from asp_cli.reading.options import ReadOptions, paths_of
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def replay_schedule(
     observed = None
     warnings: list[str] = []
     if lengths:
-        observed, _ = read_lengths([Path(p) for p in lengths], read)
+        observed, _ = read_lengths(paths_of(lengths), read)
     check_replay_size(frame.height, recorded.samples_per_prompt, "asp replay")
     rows, truth, info, clipped = prompt_lengths(frame, observed, samples_per_prompt=recorded.samples_per_prompt,
                                                 seed=recorded.seed if seed is None else seed,

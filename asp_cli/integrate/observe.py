@@ -39,7 +39,7 @@ from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, r
 )
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.json_records import untag
-from asp_cli.reading.options import ReadOptions
+from asp_cli.reading.options import ReadOptions, paths_of
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
 OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key")
@@ -124,8 +124,8 @@ def observe(
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
     if epoch is not None and not 0 <= epoch <= 2**31 - 1:  # stored as int32; epochs count from 0
         raise SettingsError(f"--epoch must be a whole number from 0 to {2**31 - 1} (got {epoch})")
-    logs = [Path(p) for p in logs]
-    dataset = [Path(p) for p in dataset]
+    logs = paths_of(logs)
+    dataset = paths_of(dataset)
     if not logs:
         raise InputError("no rollout log given; name at least one log file")
     if read.id_key is not None and not dataset:  # it names a column of the dataset files: alone it did nothing

@@ -33,7 +33,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import SettingsError
-from asp_cli.reading.options import DEFAULT_READ, ReadOptions
+from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count
 
 DEFAULT_FRACTION = 0.02
@@ -206,7 +206,7 @@ def probe(
 
     settings = settings or ProbeSettings()
     check_count("--samples-per-prompt", samples_per_prompt, minimum=1, maximum=MAX_SAMPLES_PER_PROMPT)
-    inputs = [Path(p) for p in inputs]
+    inputs = paths_of(inputs)
     out = Path(output) if output is not None else None
     fmt = _output_format(out, format)
     if out is not None:

@@ -16,7 +16,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.predict.observations import OBSERVATIONS_READ, read_observations
 from asp_cli.predict.prediction import PredictionInfo
-from asp_cli.reading.options import DEFAULT_READ, ReadOptions
+from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.errors import SettingsError
 from asp_cli.settings import check_count
 
@@ -65,8 +65,8 @@ def fit_predictor(
     from asp_cli.predict import model as P
     from asp_cli.predict.observations import join_lengths
 
-    inputs = [Path(p) for p in inputs]
-    history = [Path(p) for p in history]
+    inputs = paths_of(inputs)
+    history = paths_of(history)
     history_read.check_length_keys_used(history, "--history")
     if history and read.length_key is not None:
         raise SettingsError("--length-key names the length column of prompt files that carry their lengths; "
@@ -142,9 +142,9 @@ def evaluate_predictor(
     if lengths and read.length_key is not None:
         raise SettingsError("--length-key names the length column of prompt files that carry their lengths; "
                             "with --lengths, name that file's column with --lengths-length-key")
-    inputs = [Path(p) for p in inputs]
+    inputs = paths_of(inputs)
     data = join_lengths(inputs, lengths, read, lengths_read) if lengths else read_observations(inputs, read)
-    past = read_lengths([Path(p) for p in history], history_read)[0] if history else None
+    past = read_lengths(paths_of(history), history_read)[0] if history else None
     result = evaluate(data.prompts, data.lengths, predictor=model, history=past,
                       max_response_tokens=max_response_tokens, tokenizer=read.tokenizer)
     result["model"] = str(model) if model is not None else "default"
@@ -191,8 +191,8 @@ def predict_file(
     from asp_cli.reading import read_lengths
 
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
-    inputs = [Path(p) for p in inputs]
-    history = [Path(p) for p in history]
+    inputs = paths_of(inputs)
+    history = paths_of(history)
     read.check_length_keys_used(history, "--history")
     if output is not None:
         check_output_path(output, [*inputs, *history, *([Path(model)] if model else [])], force=force)

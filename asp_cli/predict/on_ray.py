@@ -25,7 +25,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.errors import AspError, InputError, SettingsError
 from asp_cli.predict.prediction import PredictionInfo
-from asp_cli.reading.options import DEFAULT_READ, ReadOptions
+from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.reading.prompts import duplicate_id_error
 
 MISSING_RAY = ("--ray needs Ray Data, which is not installed here; pip install 'asp-cli[ray]' "
@@ -95,7 +95,7 @@ def predict_with_ray(
     from asp_cli.predict.prediction import DEFAULT_MODEL, _check_settings, load_predictor
 
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
-    inputs = [Path(p) for p in inputs]
+    inputs = paths_of(inputs)
     if not inputs:
         raise InputError("no input files given; name at least one prompt file")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):

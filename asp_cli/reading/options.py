@@ -78,3 +78,25 @@ class ReadOptions:
 
 
 DEFAULT_READ = ReadOptions()
+
+
+def paths_of(value: str | Path | Sequence[str | Path] | None) -> list[Path]:
+    """The files a twin's argument names: one path (text or a `Path`) or a sequence of them. A Python user's
+    `schedule("p.jsonl")` was read as the files "p", ".", "j"... ("s: unknown file type"), and `schedule(Path(...))`
+    was a TypeError.
+
+    Raises
+    ------
+    SettingsError
+        A value that is neither: a number, a mapping, a sequence holding something other than paths.
+    """
+    import os
+
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [Path(value)]
+    if isinstance(value, (bytes, dict)) or not isinstance(value, (list, tuple, Sequence)) or not all(
+            isinstance(p, (str, os.PathLike)) for p in value):
+        raise SettingsError(f"expected a path or a list of paths, got {type(value).__name__} {str(value)[:60]!r}")
+    return [Path(p) for p in value]

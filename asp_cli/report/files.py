@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli.errors import shown_id
-from asp_cli.reading.options import ReadOptions
+from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.report.checks import CheckLimits, check_report, compare_reports
 from asp_cli.report.facts import build_report, observed_from_samples, padded_overflow
 
@@ -63,13 +63,14 @@ def report_schedule(
     from asp_cli.schedule_format import read_schedule
     from asp_cli.sim.lengths import refuse_unmatched
 
+    lengths = paths_of(lengths)
     read.check_length_keys_used(lengths, "--lengths")
     observed = None
     samples = None
     skipped = 0
     warnings: list[str] = []
     if lengths:
-        samples, report = read_lengths([Path(p) for p in lengths], read)
+        samples, report = read_lengths(lengths, read)
         skipped = report.skipped_rows
     # Two files of the same name (before/s.parquet, after/s.parquet) are told apart by their paths.
     same_name = compare is not None and Path(compare).name == Path(schedule).name

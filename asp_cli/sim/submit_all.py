@@ -79,6 +79,9 @@ def chunk_capacities(prompts: int, samples_per_prompt: int, workers: int, *, rul
     """
     if rule not in CHUNKING:
         raise ValueError(f"unknown chunking rule {rule!r}")
+    if workers < 1 or prompts < 0:  # a bare ZeroDivisionError for a Python user's 0 workers
+        raise SettingsError(f"chunk_capacities needs workers >= 1 and prompts >= 0 (got workers={workers}, "
+                            f"prompts={prompts})")
     if prompts == 0:
         return np.zeros(workers, dtype=np.int64)
     if rule == "v1":
