@@ -57,6 +57,13 @@ def test_lookup_by_prompt_id_and_seq(replay):
         replay.lookup("nope")
     with pytest.raises(IndexError):
         replay.at_seq(10**6)
+    # A Python user's wrong types said '<=' not supported, or 'int' object is not iterable.
+    with pytest.raises(TypeError, match="seq must be an integer"):
+        replay.at_seq("3")
+    with pytest.raises(SettingsError, match="instance must be an integer"):
+        next(replay.minibatches(instance="0"))
+    with pytest.raises(KeyError, match="prompt id '5' is not in the schedule"):
+        replay.lookup(5)  # an integer is its decimal text (row-number ids); this schedule's ids are p0, p1, ...
 
 
 def test_unknown_epoch_or_instance_is_a_settings_error(replay):

@@ -126,6 +126,9 @@ class Replay:
             For an epoch or instance the schedule does not have.
         """
         frame = self.frame
+        for name, value in (("epoch", epoch), ("instance", instance)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise SettingsError(f"{name} must be an integer (got {type(value).__name__} {value!r})")
         if epoch is not None:
             if epoch not in self.epochs:
                 raise SettingsError(f"the schedule has no epoch {epoch}; it has epochs {_span(self.epochs)}")
@@ -159,15 +162,17 @@ class Replay:
                 rows=rows,
             )
 
-    def lookup(self, prompt_ids: str | Iterable[str], *, epoch: int | None = None) -> pl.DataFrame:
-        """The schedule rows of one or more prompt ids (one row per epoch), in ``seq`` order.
+    def lookup(self, prompt_ids: str | int | Iterable[str | int], *, epoch: int | None = None) -> pl.DataFrame:
+        """The schedule rows of one or more prompt ids (one row per epoch), in ``seq`` order. An id is its text;
+        an integer is taken as its decimal text (row-number ids: ``lookup(5)`` was a TypeError).
 
         Raises
         ------
         KeyError
             Naming the first id the schedule does not hold.
         """
-        wanted = [prompt_ids] if isinstance(prompt_ids, str) else [str(p) for p in prompt_ids]
+        wanted = ([str(prompt_ids)] if isinstance(prompt_ids, (str, int)) and not isinstance(prompt_ids, bool)
+                  else [str(p) for p in prompt_ids])
         frame = self.rows(epoch=epoch).filter(pl.col("prompt_id").is_in(wanted))
         found = set(frame["prompt_id"].to_list())
         for prompt_id in wanted:
@@ -177,6 +182,8 @@ class Replay:
 
     def at_seq(self, seq: int) -> dict[str, Any]:
         """The row dispatched at position ``seq`` (0-based), as a dict."""
+        if not isinstance(seq, int) or isinstance(seq, bool):  # at_seq("3") was a TypeError about '<='
+            raise TypeError(f"seq must be an integer (got {type(seq).__name__} {seq!r})")
         if not 0 <= seq < self.frame.height:
             raise IndexError(f"seq {seq} is outside 0..{self.frame.height - 1}")
         return self.frame.row(seq, named=True)
