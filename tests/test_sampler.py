@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import importlib.util
 import subprocess
 import sys
@@ -97,6 +99,16 @@ def test_missing_schedule_and_wrong_batch_size(built, monkeypatch):  # noqa: F81
         ScheduleSampler(Dataset(PROMPTS), {})
     with pytest.raises(SettingsError, match="train_batch_size=7"):
         ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(built["schedule"]), "train_batch_size": 7})
+    # Checked when built, not on the first batch; a typo is no silent default (a Python user's asp_wrokers).
+    schedule = str(built["schedule"])
+    for key, value, said in (("asp_workers", 0, "asp_workers must be a whole number of at least 1 (got 0)"),
+                             ("asp_first_epoch", -1, "asp_first_epoch must be a whole number of at least 0"),
+                             ("asp_workers", "two", "asp_workers must be a whole number of at least 1 (got 'two')"),
+                             ("asp_wrokers", 2, "unknown key asp_wrokers for ScheduleSampler")):
+        with pytest.raises(SettingsError, match=re.escape(said)):
+            ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": schedule, key: value})
+    assert ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": schedule, "asp_workers": "2",
+                                              "asp_route": "length"}).workers == 2
 
 
 def test_a_filtered_or_different_dataset_is_refused(built):  # noqa: F811

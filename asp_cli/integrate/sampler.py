@@ -100,6 +100,36 @@ def _setting(config: Any, name: str) -> Any:
     return value or None
 
 
+def _count(value: Any, key: str, least: int) -> int:
+    """An ``asp_*`` count (an integer, or its text from the environment), checked when the sampler is built: 0
+    workers failed only on iteration, and a first epoch of -1 was taken as given."""
+    from asp_cli.errors import SettingsError
+
+    text = str(value).strip()
+    number = (value if isinstance(value, int) and not isinstance(value, bool)
+              else int(text) if isinstance(value, str) and text.lstrip("-").isdigit() else None)
+    if number is None or number < least:
+        raise SettingsError(f"{key} must be a whole number of at least {least} (got {value!r})")
+    return number
+
+
+def _refuse_unknown_keys(config: Any) -> None:
+    """An ``asp_``-prefixed key the sampler does not read (a typo such as ``asp_wrokers`` was silently ignored)."""
+    from asp_cli.errors import SettingsError
+
+    # The keys the other plug-ins read from the same `data` config (the dataset class, the router) are no typos.
+    known = set(CONFIG_KEYS.values()) | {"asp_route", "asp_prompts", "asp_order", "asp_epoch", "asp_prefix"}
+    for where in (config, _lookup(config, "sampler")):
+        try:
+            keys = [str(k) for k in where.keys()] if where is not None and hasattr(where, "keys") else []
+        except Exception:  # noqa: BLE001 - a config without key listing
+            keys = []
+        unknown = sorted(k for k in keys if k.startswith("asp_") and k not in known)
+        if unknown:
+            raise SettingsError(f"unknown key {unknown[0]} for ScheduleSampler; it reads "
+                                f"{', '.join(sorted(CONFIG_KEYS.values()))}")
+
+
 class ScheduleSampler(_base_class()):  # type: ignore[misc]
     """Yield dataset indices in an asp schedule's order, one schedule epoch per pass.
 
@@ -141,9 +171,10 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         workers = _setting(data_config, "workers")
         if workers is None:
             workers = trainer_setting(data_config, "actor_rollout_ref.rollout.agent.num_workers")
-        self.workers = int(workers) if workers is not None else self.replay.instances
+        self.workers = _count(workers, "asp_workers", 1) if workers is not None else self.replay.instances
         first = _setting(data_config, "first_epoch")
-        self.epoch = int(first) if first is not None else 0
+        self.epoch = _count(first, "asp_first_epoch", 0) if first is not None else 0
+        _refuse_unknown_keys(data_config)
         size = _lookup(data_config, "train_batch_size")
         if size is not None and int(size) != self.replay.train_batch_size:
             raise SettingsError(
