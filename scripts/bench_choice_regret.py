@@ -141,6 +141,17 @@ completed by draws instead of resampled, and the code of that day, the cap fix b
   scaled by the same 1.15 (the plan knowing the growth; a one-off diagnostic, the same replays) auto's summed
   regret is 11.5% at the lag bound and 10.3% without one, against 8.3% and 11.8% not knowing it: longer lengths
   make the candidates harder to tell apart, whatever the plan expects.
+- **Representative steps winning auto's ties** (2026-12-05, a what-if, not adopted: `--rank-by
+  expected,representative-ties`: where auto's pick under `--steps any` has steps less representative than a random
+  arrangement's and another candidate within the tie margin has steps within `--steps representative`'s bound,
+  the earliest such one). 4 seeds, the 8 workloads, the same replays: it changed 2 picks of 32 on `continuous`
+  (regret summed 5.4% -> 5.4%; the picks' step deviation p90 on the true lengths, mean over the workloads, 1.047
+  -> 1.034), 1 on `static` (6.0% -> 6.2%, aime-k8-n4 0.4% -> 0.7%; 1.028 -> 1.020), none on engines that refill at
+  each workload's lag bound (8.8%), and 2 without a bound (6.7% -> 8.3%, mix-k16-n16-b512 0.7% -> 2.4%, worst seed
+  4.4%; 1.973 -> 1.864). Ties are rare and the steps they gain few; where it moved picks it cost time on two
+  workloads of four. Not adopted: `--steps representative` is how to ask for representative steps, and the
+  summary says what they would cost (`representative_alternative`). (Its `--trainer-scale 0.25` runs were stopped
+  unfinished.)
 """
 
 
