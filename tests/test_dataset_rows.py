@@ -131,3 +131,20 @@ def test_the_export_command_takes_the_metadata_key(tmp_path):
     run = CliRunner().invoke(app, ["export", str(sched), str(data), "-o", str(tmp_path / "v.parquet"), "--format",
                                    "verl", "--metadata-key", "info"])
     assert run.exit_code == 4 and "--metadata-key" in run.output
+
+
+def test_nan_and_infinities_that_json_lines_cannot_hold_are_said(tmp_path):
+    """A Parquet dataset's NaN scores left `asp export --format jsonl` as nulls without a word (a hostile-input
+    audit); a row written from its own JSON text keeps its own (no note)."""
+    import math
+
+    import polars as pl
+
+    from asp_cli.integrate.dataset_rows import non_finite_notes
+    from asp_cli.reading.tables import SOURCE_JSON
+
+    frame = pl.DataFrame({"id": ["a", "b", "c"], "score": [math.nan, 1.0, math.inf], "n": [1, 2, 3]})
+    assert non_finite_notes(frame) == ["column 'score' holds 2 NaN or infinite values, which JSON cannot hold: "
+                                       "written as null; write --format parquet to keep them"]
+    assert non_finite_notes(frame.with_columns(pl.lit("{}").alias(SOURCE_JSON))) == []
+    assert non_finite_notes(frame.with_columns(pl.lit(0.5).alias("score"))) == []

@@ -126,6 +126,22 @@ def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[st
                        write_statistics=True, row_group_size=1 << 20)
 
 
+def non_finite_notes(frame: pl.DataFrame) -> list[str]:
+    """What JSON lines lose of ``frame``: NaN and infinities in its number columns, which JSON has no value for
+    and Polars writes as null (a Parquet dataset's NaN scores left `asp export --format jsonl` as nulls without a
+    word: a hostile-input audit). Rows written from their own JSON text keep theirs."""
+    if SOURCE_JSON in frame.columns:
+        return []
+    notes = []
+    for name, dtype in frame.schema.items():
+        if dtype.is_float():
+            count = int(frame.select((~pl.col(name).is_finite()).sum()).item() or 0)
+            if count:
+                notes.append(f"column {name!r} holds {count:,} NaN or infinite values, which JSON cannot hold: "
+                             "written as null; write --format parquet to keep them")
+    return notes
+
+
 _JSONL_CHUNK_ROWS = 65_536  # rows turned into text at a time: an export's memory stays that of its frame
 
 

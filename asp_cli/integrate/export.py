@@ -33,7 +33,8 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
-from asp_cli.integrate.dataset_rows import mixed_kinds_warning, nest_columns, object_fields, read_rows, write_rows
+from asp_cli.integrate.dataset_rows import (mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
+                                             read_rows, write_rows)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer
 from asp_cli.integrate.verl_ppo import chunking_notes, ppo_settings
@@ -269,6 +270,8 @@ def export(
             "schedule_settings": replay.settings,
             "trainer_settings": trainer,
         }
+        if format == "jsonl":
+            warnings.extend(non_finite_notes(frame))
         write_rows(frame, Path(output), format, document, METADATA_KEY, replace=force, added=added,
                    nest=(metadata_key, names) if metadata_key else None)
     if metadata_key:
