@@ -73,6 +73,9 @@ def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
         "async_training.staleness_threshold": recorded.max_lag,
         "async_training.concurrent_samples_per_replica": recorded.prompts_per_server,
         "actor_rollout_ref.rollout.full_determinism": False if route != "none" else None,
+        # verl's fully asynchronous trainer and rollouter both assert it off (fully_async_trainer.py:75-76,
+        # fully_async_rollouter.py:348-350), and ppo_trainer.yaml has it on: the printed line stopped at once.
+        "actor_rollout_ref.hybrid_engine": False,
     }
     settings = {k: v for k, v in settings.items() if v is not None}
     notes = [f"verl's fully asynchronous trainer (python -m verl.experimental.fully_async_policy.fully_async_main) "
@@ -81,10 +84,19 @@ def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
              f"--train-batch-size {size} (e.g. ppo_mini_batch_size={size // steps}, require_batches=1, "
              f"trigger_parameter_sync_step={steps}), or make the schedule with --train-batch-size equal to it; for "
              f"verl's default trainer (verl.trainer.main_ppo) pass --verl-trainer ppo"]
-    if rows % size:
+    # The trainer collects ppo_mini_batch_size x require_batches prompts a step until the queue ends; a step it
+    # cannot fill is not trained, and a sync cut short is flushed at the end (fully_async_trainer.py:402-429,
+    # :521-534, verl 0.9.1). (Before 2026-12-05 this said the whole last train batch went untrained.)
+    mini = size // steps
+    if rows % mini:
+        notes.append(f"the file's {rows:,} prompts end in {rows % mini} that fill no whole trainer step of {mini} "
+                     f"(actor.ppo_mini_batch_size x async_training.require_batches): verl's fully asynchronous "
+                     "trainer does not train them; make the schedule with a --train-batch-size that divides the "
+                     "prompts")
+    elif rows % size:
         notes.append(f"the file's {rows:,} prompts end in {rows % size} that fill no whole train batch of {size}: "
-                     f"verl's fully asynchronous trainer stops after {rows // size:,} batches and does not train "
-                     "them; make the schedule with a --train-batch-size that divides the prompts")
+                     f"verl's fully asynchronous trainer trains them in {(rows % size) // mini} step(s) and syncs "
+                     "the weights after them, a last train batch shorter than the schedule's")
     if recorded.max_lag is None:
         notes.append("the schedule has no lag bound, but verl's fully asynchronous rollouter always keeps one "
                      "(async_training.staleness_threshold, 0.1 by default): make the schedule with --max-lag equal "

@@ -194,8 +194,7 @@ def fully_async_rollouter(work: Path, overrides: list[str], tokenizer):
     folder = Path(verl.__file__).parent / "experimental" / "fully_async_policy" / "config"
     with initialize_config_dir(config_dir=str(folder), version_base=None):
         config = hydra_compose(config_name="fully_async_ppo_trainer", overrides=[
-            "data.dataloader_num_workers=0", f"+data.cache_dir={work / 'cache'}",
-            "actor_rollout_ref.hybrid_engine=False", *overrides])
+            "data.dataloader_num_workers=0", f"+data.cache_dir={work / 'cache'}", *overrides])
     return FullyAsyncRollouter.__ray_actor_class__(config, tokenizer), config
 
 
@@ -223,7 +222,8 @@ def test_fully_async_trainer_reads_the_export_in_dispatch_order(work, data, toke
     ppo = export(out, [data["train"]], work / "async-ppo.parquet", format="verl", verl_trainer="ppo").trainer_settings
     files[0] = f"data.train_files={work / 'async-ppo.parquet'}"
     with pytest.raises(AssertionError, match="train_batch_size must be zero"):
-        fully_async_rollouter(work, [*files, *[f"{k}={v}" for k, v in ppo.items()]], tokenizer)
+        fully_async_rollouter(work, [*files, *[f"{k}={v}" for k, v in ppo.items()],
+                                     "actor_rollout_ref.hybrid_engine=False"], tokenizer)
 
 
 def test_the_fully_async_defaults_are_the_ones_the_docs_and_the_export_name():
