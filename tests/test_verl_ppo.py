@@ -37,6 +37,11 @@ def test_asps_defaults_and_verls_mini_batch_are_said_where_they_would_bite():
     assert made.startswith("data.train_batch_size=128, actor_rollout_ref.rollout.n=8, data.max_response_length=8192 "
                            "are asp schedule's defaults")
     assert f"its default {VERL_DEFAULT_PPO_MINI_BATCH}) is larger than data.train_batch_size=128" in mini
+    # In the settings too, not only said: a pipeline applying them failed verl's startup check.
+    small = ppo_settings(defaults, 128, 8, route="none", epoch=None, steps=10, epochs=1, notes=[])
+    assert small["actor_rollout_ref.actor.ppo_mini_batch_size"] == 128
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size" not in ppo_settings(
+        defaults, 256, 8, route="none", epoch=None, steps=10, epochs=1, notes=[])
     notes.clear()
     own = ScheduleSettings(train_batch_size=512, samples_per_prompt=16, max_response_tokens=4096)
     ppo_settings(own, 512, 8, route="none", epoch=None, steps=10, epochs=1, notes=notes)

@@ -38,6 +38,10 @@ def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, 
         "actor_rollout_ref.rollout.full_determinism": False if route != "none" else None,
     }
     trainer = {k: v for k, v in trainer.items() if v is not None}
+    if size < VERL_DEFAULT_PPO_MINI_BATCH:
+        # verl's config check refuses a train batch below actor.ppo_mini_batch_size (256 by default): said in a
+        # note only, a pipeline applying these settings failed at startup (a check against verl 0.9.1).
+        trainer["actor_rollout_ref.actor.ppo_mini_batch_size"] = size
     if epoch is not None:
         trainer.update(_per_epoch_run(epoch, steps, epochs, notes))
     elif from_history and epochs == 1:
@@ -111,8 +115,8 @@ def _defaults_notes(settings: ScheduleSettings, size: int,
                      "--max-response-tokens: they shape the plan) rather than change your run to these")
     if size < VERL_DEFAULT_PPO_MINI_BATCH:
         notes.append(f"verl refuses to start when actor_rollout_ref.actor.ppo_mini_batch_size (its default "
-                     f"{VERL_DEFAULT_PPO_MINI_BATCH}) is larger than data.train_batch_size={size}: set it to "
-                     f"{size} or a divisor of it")
+                     f"{VERL_DEFAULT_PPO_MINI_BATCH}) is larger than data.train_batch_size={size}: the settings set "
+                     f"it to {size} (one update a step); a divisor of it gives more")
     return notes
 
 

@@ -265,6 +265,21 @@ def test_verls_default_mini_batch_is_the_one_export_names(work, data):
     assert config.actor_rollout_ref.actor.ppo_mini_batch_size == VERL_DEFAULT_PPO_MINI_BATCH
 
 
+def test_the_printed_settings_pass_verls_config_check(work, data):
+    """verl 0.9.1's `validate_config` on main_ppo's config with the settings `asp export` prints (a train batch of
+    BATCH, below verl's default mini batch of 256): it refused them with the mini batch left out of the settings."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    config = compose(work, [f"data.train_files={data['exported']}", f"data.val_files={data['val']}", *data["settings"],
+                            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+                            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+                            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+                            "critic.ppo_micro_batch_size_per_gpu=1", "algorithm.adv_estimator=grpo"])
+    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == BATCH
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+
 def test_schedule_dataset_reorders_the_original_file(work, data, tokenizer):
     """data.custom_cls ScheduleDataset on the unexported file: the same batches, asp's columns on every row."""
     replay = data["replay"]
