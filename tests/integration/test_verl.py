@@ -130,7 +130,8 @@ def test_exported_file_gives_the_schedules_steps_in_order(work, data, tokenizer)
     assert data["settings"] == ["data.shuffle=False", f"data.train_batch_size={BATCH}",
                                 "data.filter_overlong_prompts=False", f"actor_rollout_ref.rollout.n={SAMPLES}",
                                 f"data.max_response_length={cap}",
-                                "actor_rollout_ref.rollout.agent.num_workers=8", "trainer.total_epochs=1"]
+                                "actor_rollout_ref.rollout.agent.num_workers=8", "trainer.total_epochs=1",
+                                f"actor_rollout_ref.actor.ppo_mini_batch_size={BATCH}"]  # below verl's 256
     config = compose(work, [f"data.train_files={data['exported']}", f"data.val_files={data['val']}", *data["settings"]])
     # The response cap the schedule planned with reaches the rollout (rollout.response_length follows it).
     assert config.data.max_response_length == cap == config.actor_rollout_ref.rollout.response_length
