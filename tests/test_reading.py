@@ -952,3 +952,16 @@ def test_a_twin_takes_one_path_as_well_as_a_list(tmp_path):
     assert asp_cli.observe(str(log)).history.height == 1
     with pytest.raises(SettingsError, match="expected a path or a list of paths, got int '5'"):
         asp_cli.schedule(5)
+
+
+def test_a_list_inside_a_list_of_lengths_is_named_as_such(tmp_path):
+    """[[1, 2]] beside [7] was said to be "a list where other rows hold one number" (a hostile-input audit)."""
+    nested = write_jsonl(tmp_path / "n.jsonl", [{"id": "a", "response_tokens": [[1, 2]]},
+                                                {"id": "b", "response_tokens": [7]}])
+    with pytest.raises(InputError, match=r"n.jsonl:1: column 'response_tokens' holds a list inside its list of "
+                                         r"lengths \(\[1, 2\]\): each element is one sample's token count"):
+        read_lengths([nested])
+    mixed = write_jsonl(tmp_path / "m.jsonl", [{"id": "a", "response_tokens": [1, 2]},
+                                               {"id": "b", "response_tokens": 7}])
+    with pytest.raises(InputError, match="holds a list where other rows hold one number"):
+        read_lengths([mixed])

@@ -173,7 +173,11 @@ def extract_lengths(
                     reason = f"column {length_col!r} is missing"
                 elif (value is None or (isinstance(value, float) and math.isnan(value))) and shown.lstrip().startswith(
                         "["):
-                    reason = (f"column {length_col!r} holds a list where other rows hold one number (one row per "
+                    # Within a list of lengths, a list is an element that is no number ([[1, 2]] beside [7] was
+                    # said to be "a list where other rows hold one number": a hostile-input audit).
+                    reason = (f"column {length_col!r} holds a list inside its list of lengths ({shown[:40]}): each "
+                              "element is one sample's token count" if listed else
+                              f"column {length_col!r} holds a list where other rows hold one number (one row per "
                               "sample, or a list per prompt: one form in a file)")
                 elif shown in ("true", "false"):
                     reason = f"column {length_col!r} holds {shown}, not a token count"
