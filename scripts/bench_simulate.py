@@ -162,9 +162,10 @@ OTHER_ENGINES = """\
   `asp bench --data ../shared/data --engine streaming --workload mix-k16-n16-b512 --json` gives `short-first
   (least-pending)` 4,407 s, `least-pending` 4,068 s, `asp` (auto: `bands`) 3,876 s). Against the
   issue's yardstick, a random round-robin deal on the large workloads (the third streaming table, 4 seeds), asp
-  is 2.8% faster on mix-k8-n8-b256, 4.3% on mix-k16-n16-b512 and 1.6% on aime-k8-n8-b256 (3.4%, 4.3% and 1.7%
-  before the cap fix; 3.4%, 0.4% and -0.7% before `bands`; 0.9% on AIME with `bands` last in the tie order): not
-  the 8% asked. The fastest of 44 orders fed one group at a time, picked after the fact on
+  is 2.8% faster on mix-k8-n8-b256, 0.1% on mix-k16-n16-b512 and 1.3% on aime-k8-n8-b256 (rerun at the end of
+  2026-12-05 with auto judging as verl routes, which keeps verl's shuffle on mix-k16-n16-b512; with its earlier
+  picks 2.8%, 4.3% and 1.6%; 3.4%, 4.3% and 1.7% before the cap fix; 3.4%, 0.4% and -0.7% before `bands`; 0.9% on
+  AIME with `bands` last in the tie order): not the 8% asked. The fastest of 44 orders fed one group at a time, picked after the fact on
   the very lengths it is judged on, was 5.6%, 1.2% and 1.3% faster than the deal ("Room for an order on engines
   that refill" below: these runs are trainer-bound, and orders differ mostly in how the pipeline fills and
   drains); request batches by band reach past that on mix-k16-n16-b512. Before the audit of 2026-12-02 the
