@@ -166,13 +166,14 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
                                "ambiguous_matches": 0, "log_formats": {}}
-    prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, schedule), dataset), warnings) \
-        if dataset else None
-    known, cap = _known_ids(schedule, prompts)
     from asp_cli.reading.history_ids import ids_observed_against
     from asp_cli.schedule_format import read_schedule
 
-    ids_record = ids_observed_against(read_schedule(Path(schedule)).metadata if schedule else None, dataset,
+    sched = read_schedule(Path(schedule)) if schedule else None  # read once: ids, cap, coverage and the record
+    prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, sched), dataset), warnings) \
+        if dataset else None
+    known, cap = _known_ids(sched, prompts)
+    ids_record = ids_observed_against(sched.metadata if sched is not None else None, dataset,
                                       prompts.report if prompts is not None else None)
     seen_prints = {entry.get("fingerprint") for entry in seen}
     seen_rows = {entry["rows_fingerprint"]: entry.get("name") for entry in seen if entry.get("rows_fingerprint")}
@@ -263,7 +264,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             "each went to the first such id in the dataset"
         )
     if schedule and added.height:
-        _coverage(schedule, added, summary, warnings)
+        _coverage(sched, added, summary, warnings)
 
     history = added if existing is None else pl.concat([existing, added], how="vertical")
     summary.update(
@@ -486,18 +487,17 @@ class _Dataset:
     on_bad_row: str
 
 
-def _with_schedule_id_key(read: ReadOptions, schedule: str | Path | None) -> ReadOptions:
-    """``read`` with the dataset's id column the schedule was made with (`asp schedule --id-key`, recorded in its
+def _with_schedule_id_key(read: ReadOptions, schedule: Any) -> ReadOptions:
+    """``read`` with the dataset's id column the schedule (read, or None) was made with (`asp schedule --id-key`, recorded in its
     metadata), where ``--dataset-id-key`` did not name one: the ids the history must use, as `asp export` reads
     them."""
-    if read.id_key is not None or not schedule:
+    if read.id_key is not None or schedule is None:
         return read
     import dataclasses
 
     from asp_cli.integrate.export import recorded_keys
-    from asp_cli.schedule_format import read_schedule
 
-    recorded_id, _ = recorded_keys(read_schedule(Path(schedule)).metadata)
+    recorded_id, _ = recorded_keys(schedule.metadata)
     return read if recorded_id is None else dataclasses.replace(
         read, id_key=recorded_id, id_flag="--dataset-id-key, here the id column the schedule was made with")
 
@@ -558,14 +558,11 @@ def _count_tokens(texts: list[str | None], tokenizer: str | Path | None) -> list
     return [None if t is None else len(next(encoded).ids) for t in texts]
 
 
-def _known_ids(schedule: str | Path | None, dataset: _Dataset | None) -> tuple[set[str] | None, int | None]:
+def _known_ids(sched: Any, dataset: _Dataset | None) -> tuple[set[str] | None, int | None]:
     """Ids a row may name (None: any) and the schedule's generation cap."""
     known: set[str] | None = None
     cap = None
-    if schedule:
-        from asp_cli.schedule_format import read_schedule
-
-        sched = read_schedule(Path(schedule))
+    if sched is not None:
         known = set(sched.frame["prompt_id"].unique().to_list())
         cap = sched.settings.get("max_response_tokens")
     if dataset is not None:
@@ -574,11 +571,8 @@ def _known_ids(schedule: str | Path | None, dataset: _Dataset | None) -> tuple[s
     return known, (int(cap) if cap is not None else None)
 
 
-def _coverage(schedule: str | Path, added: pl.DataFrame, summary: dict[str, Any], warnings: list[str]) -> None:
+def _coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings: list[str]) -> None:
     """How much of the schedule the logs cover: prompts without samples, groups with fewer than n."""
-    from asp_cli.schedule_format import read_schedule
-
-    sched = read_schedule(Path(schedule))
     n = sched.samples_per_prompt
     scheduled = sched.frame["prompt_id"].unique()
     counts = added.group_by("prompt_id").len()
