@@ -704,7 +704,8 @@ def test_a_schedule_for_an_asynchronous_trainer_exports_for_verls_fully_async_tr
     assert ppo.order == "train" and ppo.trainer_settings["data.train_batch_size"] == 12
     trained = export(out, [prompts], None, format="verl", order="train", verl_trainer="fully-async")
     assert any("export in dispatch order" in w for w in trained.warnings)
-    with pytest.raises(SettingsError, match="--verl-trainer must be one of auto, ppo, fully-async"):
+    with pytest.raises(SettingsError, match="--verl-trainer must be one of auto, ppo, colocate-async, "
+                                            "separate-async, fully-async"):
         export(out, [prompts], None, format="verl", verl_trainer="async")
     # The rollouter's limit planned with is the one set; a batch of 10 syncs every 2 steps of 5.
     limited = tmp_path / "limited.parquet"

@@ -76,3 +76,79 @@ def test_a_one_epoch_schedule_made_with_a_history_and_exported_whole_says_how_to
         ppo_settings(ScheduleSettings(train_batch_size=512), 512, 8, route="none", epoch=epoch, steps=10,
                      epochs=epochs, notes=notes, from_history=from_history)
         assert any("trainer.total_epochs=1 trains no step" in n for n in notes) == said
+
+
+def _async(tmp_path, name, **settings):
+    """A small schedule of the shared prompts made for verl's servers with ``settings``."""
+    from asp_cli import schedule
+
+    prompts = tmp_path / f"{name}.jsonl"
+    prompts.write_text("".join(f'{{"id": "p{i}", "prompt": "{"x" * (10 + 37 * i % 400)}"}}\n' for i in range(48)))
+    out = schedule([prompts], tmp_path / f"{name}.parquet", settings=ScheduleSettings(
+        instances=2, train_batch_size=8, samples_per_prompt=2, engine="streaming", **settings)).output
+    return out, prompts
+
+
+def test_a_plan_for_verls_asynchronous_modes_exports_their_settings(tmp_path):
+    """verl 0.9.1's main_ppo runs asynchronously with trainer.v1.trainer_mode colocate_async or separate_async,
+    its rollout num_warmup_batches ahead; `asp export` printed only the synchronous settings and told such a
+    schedule to be remade with --max-lag 0. A schedule on servers with a lag bound whose steps the trainer follows
+    now exports for colocate_async by default: the lag bound as the warm-up, asp's replay buffer (Option C) with
+    the schedule's absolute path, the file laid out by train batch."""
+    out, prompts = _async(tmp_path, "lag1", max_lag=1, trainer="schedule")
+    result = export(out, [prompts], None, format="verl")
+    settings = result.trainer_settings
+    assert result.summary["verl_trainer"] == "colocate-async" and result.order == "train"
+    assert settings["trainer.v1.trainer_mode"] == "colocate_async"
+    assert settings["trainer.v1.colocate_async.num_warmup_batches"] == 1
+    assert settings["trainer.v1.sampler.custom_sampler.name"] == "ScheduleReplayBuffer"
+    assert settings["+trainer.v1.sampler.sampler_kwargs.schedule"] == str(out.resolve())
+    assert settings["actor_rollout_ref.actor.ppo_mini_batch_size"] == 8
+    assert "trainer.v1.sampler.max_off_policy_threshold" not in settings  # verl's 8 holds a lag of 1
+    assert any("first rows again, rolled out and not trained" in w for w in result.warnings)
+    assert not any("--max-lag 0 --trainer schedule" in w for w in result.warnings)
+    # separate_async: its asserted mini batch x parameter_sync_step = the train batch, and its cluster needs said.
+    separate = export(out, [prompts], None, format="verl", verl_trainer="separate-async")
+    settings = separate.trainer_settings
+    assert settings["trainer.v1.trainer_mode"] == "separate_async"
+    assert settings["trainer.v1.separate_async.num_warmup_batches"] == 1
+    assert (settings["trainer.v1.separate_async.parameter_sync_step"]
+            * settings["actor_rollout_ref.actor.ppo_mini_batch_size"]) == 8
+    assert any("checkpoint_engine.backend other than naive" in w for w in separate.warnings)
+    assert not any("the settings set it to 8" in w for w in separate.warnings)  # the mini batch is 2, not 8
+    # The synchronous trainer on request says the asynchronous modes are there.
+    sync = export(out, [prompts], None, format="verl", verl_trainer="ppo")
+    assert "trainer.v1.trainer_mode" not in sync.trainer_settings
+    assert any("--verl-trainer colocate-async" in w for w in sync.warnings)
+
+
+def test_the_asynchronous_modes_warm_up_by_the_lag_and_say_what_does_not_fit(tmp_path):
+    """A lag of 10 needs verl's drop bound raised (a group trained 10 versions behind spans 11); a warm-up of 2
+    goes out as one dispatch; a fraction shifts every batch off the file's; one epoch's file is for the
+    synchronous trainer; no bound, or a bound of 0, cannot be verl's async modes' and is said so."""
+    out, prompts = _async(tmp_path, "lag10", max_lag=10, trainer="schedule")
+    settings = export(out, [prompts], None, format="verl").trainer_settings
+    assert settings["trainer.v1.colocate_async.num_warmup_batches"] == 10
+    assert settings["trainer.v1.sampler.max_off_policy_threshold"] == 11
+    out, prompts = _async(tmp_path, "lag2", max_lag=2, trainer="schedule")
+    result = export(out, [prompts], None, format="verl")
+    assert any("the first 2 batches' per-worker layout does not hold" in w for w in result.warnings)
+    one = export(out, [prompts], None, format="verl", epoch=0)
+    assert any("one verl run per epoch is for verl's synchronous trainer" in w for w in one.warnings)
+    out, prompts = _async(tmp_path, "half", max_lag=1.5, trainer="schedule")
+    result = export(out, [prompts], None, format="verl")
+    assert result.trainer_settings["trainer.v1.colocate_async.num_warmup_batches"] == 1.5
+    assert any("one dispatch of 12 prompts" in w and "does not hold (the order does)" in w for w in result.warnings)
+    # Groups in arrival order with a bound: verl's own buffer (no Option C), on request; the default stays the
+    # fully asynchronous trainer.
+    out, prompts = _async(tmp_path, "arrival", max_lag=1)
+    assert export(out, [prompts], None, format="verl").summary["verl_trainer"] == "fully-async"
+    arrival = export(out, [prompts], None, format="verl", verl_trainer="colocate-async").trainer_settings
+    assert arrival["trainer.v1.trainer_mode"] == "colocate_async"
+    assert not any(key.startswith("trainer.v1.sampler") for key in arrival)
+    for lag, words in ((None, "the schedule has no lag bound"), (0, "--verl-trainer ppo")):
+        out, prompts = _async(tmp_path, f"lag{lag}", max_lag=lag, trainer="schedule")
+        assert export(out, [prompts], None, format="verl").summary["verl_trainer"] == "ppo"
+        forced = export(out, [prompts], None, format="verl", verl_trainer="colocate-async")
+        assert "trainer.v1.colocate_async.num_warmup_batches" not in forced.trainer_settings
+        assert any(words in w for w in forced.warnings), forced.warnings

@@ -24,7 +24,7 @@ def export_command(
     order: Optional[str] = typer.Option(None, "--order", help="'dispatch' (the schedule's seq) or 'train' (by training step, batches balanced across workers). Default: train for verl, dispatch otherwise."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Contiguous chunks per training batch for --order train (verl: actor_rollout_ref.rollout.agent.num_workers); default verl's 8 for --format verl, the schedule's instances otherwise."),
     verl_version: str = typer.Option("0.9", "--verl-version", help="How verl cuts a batch across workers: 0.9 (its default trainer: the prompts, TensorDict.chunk) or 0.7 (its trainer, and 0.9's trainer.use_v1=False: the n-times repeated batch)."),
-    verl_trainer: str = typer.Option("auto", "--verl-trainer", help="With --format verl: ppo (verl's default trainer, verl.trainer.main_ppo), fully-async (verl.experimental.fully_async_policy: the file in dispatch order, its own settings), or auto: fully-async for a schedule made with --engine streaming, a lag bound other than 0 and --trainer arrival, else ppo."),
+    verl_trainer: str = typer.Option("auto", "--verl-trainer", help="With --format verl: ppo (verl's default trainer, verl.trainer.main_ppo, synchronous), colocate-async or separate-async (the same trainer's asynchronous modes, trainer.v1.trainer_mode, running --max-lag batches ahead), fully-async (verl.experimental.fully_async_policy: the file in dispatch order, its own settings), or auto: fully-async for a schedule made with --engine streaming, a lag bound other than 0 and --trainer arrival; colocate-async for one made with --engine streaming, a lag bound above 0 and --trainer schedule; else ppo."),
     prefix: str = typer.Option("", "--prefix", help="Prefix for asp's added columns, e.g. asp_ when the dataset has its own 'epoch'."),
     route: str = typer.Option("none", "--route", help="none; planned: add a 'priority' column carrying each row's planned instance; length: its predicted response tokens per sample instead (each request to the server with the fewest predicted tokens in flight); both for verl 0.9's rollout router asp_cli.integrate.verl_router.ScheduleRouter (docs/integrations.md, Option D)."),
     metadata_key: Optional[str] = typer.Option(None, "--metadata-key", help="Put asp's columns and the schedule's prompt_id into this object field of each row (merged with the row's own), not beside the dataset's columns: slime keeps only the prompt, the label and its --metadata-key (default 'metadata') of a row. With --format jsonl or parquet."),
@@ -53,7 +53,10 @@ def export_command(
                        f"{summary['workers']} contiguous chunks, one per rollout worker")
                 say(f"  each batch laid out for {how}: {_per_worker(summary['worker_prompts'])}")
             if result.trainer_settings:
-                trainer_name = (" (fully asynchronous trainer)" if summary.get("verl_trainer") == "fully-async" else "")
+                trainer_name = {"fully-async": " (fully asynchronous trainer)",
+                                "colocate-async": " (main_ppo, asynchronous: colocate_async)",
+                                "separate-async": " (main_ppo, asynchronous: separate_async)"}.get(
+                                    summary.get("verl_trainer"), "")
                 say(f"  set in verl {summary['verl_version']}{trainer_name}: "
                     + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
             elif format == "jsonl":

@@ -36,8 +36,8 @@ from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import (mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
-from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer
-from asp_cli.integrate.verl_ppo import chunking_notes, ppo_settings
+from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
+from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import ROUTES, route_priorities
 from asp_cli.reading.options import ReadOptions, paths_of
@@ -151,10 +151,13 @@ def export(
         router `asp_cli.integrate.verl_router.ScheduleRouter` (docs/integrations.md, Option D), ordered by the
         row's position in the file.
     verl_trainer
-        With ``verl``: ``ppo`` (verl's default trainer, ``verl.trainer.main_ppo``), ``fully-async`` (its fully
-        asynchronous trainer, `asp_cli.integrate.verl_fully_async`: the file in dispatch order, read one prompt at a
-        time) or ``auto``: ``fully-async`` for a schedule planned for an asynchronous trainer on servers taking
-        groups as they finish (``--engine streaming``, a lag bound other than 0, ``--trainer arrival``), else ``ppo``.
+        With ``verl``: ``ppo`` (verl's default trainer, ``verl.trainer.main_ppo``, synchronous),
+        ``colocate-async`` or ``separate-async`` (that trainer's asynchronous modes, ``trainer.v1.trainer_mode``:
+        `asp_cli.integrate.verl_ppo.v1_async_settings`), ``fully-async`` (its fully asynchronous trainer,
+        `asp_cli.integrate.verl_fully_async`: the file in dispatch order, read one prompt at a time) or ``auto``:
+        ``fully-async`` for a schedule planned for an asynchronous trainer on servers taking groups as they finish
+        (``--engine streaming``, a lag bound other than 0, ``--trainer arrival``), ``colocate-async`` for one on
+        servers with a lag bound above 0 whose steps the trainer follows (``--trainer schedule``), else ``ppo``.
     metadata_key
         With ``jsonl`` or ``parquet``: put asp's columns, and the schedule's ``prompt_id``, into this object of each
         row (merged with the row's own object there) instead of beside the dataset's columns: slime keeps only the
@@ -180,7 +183,7 @@ def export(
     replay = schedule if isinstance(schedule, Replay) else Replay.open(Path(schedule))
     verl_trainer = resolve_trainer(verl_trainer, replay.schedule.recorded_settings) if format == "verl" else "ppo"
     # verl's fully asynchronous rollouter reads one prompt at a time, in file order: the dispatch order.
-    order = order or ("train" if format == "verl" and verl_trainer == "ppo" else "dispatch")
+    order = order or ("train" if format == "verl" and verl_trainer != "fully-async" else "dispatch")
     if order not in ORDERS:
         raise SettingsError(f"--order must be one of {', '.join(ORDERS)} (got {order!r})")
     if verl_version not in VERL_CHUNKING:
@@ -575,15 +578,23 @@ def _facts(
                                route=route, epoch=epoch, steps=full, epochs=len(replay.epochs), notes=notes,
                                from_history=bool(((replay.schedule.metadata.get("predictor") or {}).get("calibration")
                                                   or {}).get("prompts_seen")),
-                               command_line=replay.schedule.metadata.get("command_line"))
+                               command_line=replay.schedule.metadata.get("command_line"),
+                               mini_batch=size // sync_steps(size) if verl_trainer == "separate-async"
+                               else None)
+        if verl_trainer in V1_ASYNC_MODES:
+            path = replay.schedule.path
+            trainer.update(v1_async_settings(replay.schedule.recorded_settings, size, trainer=verl_trainer,
+                                             schedule_path=str(Path(path).resolve()) if path else None, order=order,
+                                             epoch=epoch, notes=notes))
         if trailing:
             notes.append(
-                f"the last batch has {trailing} rows, fewer than data.train_batch_size={size}: verl drops it "
-                f"(drop_last=True), so those {trailing} prompts are not trained; schedule with a "
+                f"the last batch has {trailing} rows, fewer than data.train_batch_size={size}: verl "
+                + ("drops it (drop_last=True)" if verl_trainer == "ppo" else "trains whole batches only")
+                + f", so those {trailing} prompts are not trained; schedule with a "
                 "--train-batch-size that divides " + (
                     f"an epoch's {per_epoch:,} prompts{dividing_example(per_epoch, size)}" if len(epochs) > 1
                     else f"its {n_rows:,} rows{dividing_example(n_rows, size)}") + " to avoid it (verl also needs "
-                f"data.train_batch_size x rollout.n divisible by its GPUs, trainer.n_gpus_per_node x nnodes: "
+                "data.train_batch_size x rollout.n divisible by its GPUs, trainer.n_gpus_per_node x nnodes: "
                 "pick one that is)"
             )
     if format == "verl":
@@ -607,8 +618,10 @@ def _facts(
             notes.append(
                 "the schedule was planned for an asynchronous trainer (--max-lag "
                 f"{'none' if recorded.max_lag is None else recorded.max_lag}), but verl's default trainer "
-                "(verl.trainer.main_ppo) generates and trains each batch in turn: make the schedule with --max-lag 0 "
-                "--trainer schedule, for which its steps and auto's choice are planned")
+                "(verl.trainer.main_ppo, trainer.v1.trainer_mode=sync) generates and trains each batch in turn: make "
+                "the schedule with --max-lag 0 --trainer schedule, for which its steps and auto's choice are planned"
+                + (", or export with --verl-trainer colocate-async (or separate-async) for verl's asynchronous "
+                   "modes" if recorded.max_lag else ""))
         if route != "none":  # the column routes nothing until verl loads asp's router
             notes.append(f"--route {route}: verl routes by the priority column only through asp's router: set "
                          "actor_rollout_ref.rollout.router_config_path to a YAML holding router_class: "
@@ -626,7 +639,7 @@ def _facts(
                                                                    "synchronous trainer" if synchronous else
                                                                    ASYNC_PLANNED_LOSS)
                          + " (docs/benchmarks.md, \"As verl routes\"): export without --route")
-        if order == "train" and verl_trainer == "ppo":
+        if order == "train" and verl_trainer != "fully-async":
             notes.extend(chunking_notes(size, n, workers, verl_version))
             if workers != replay.instances and engine != "streaming":
                 # verl generates each batch in `workers` chunks, one per agent-loop worker: not the schedule's

@@ -27,7 +27,7 @@ from typing import Any
 # verl 0.9.1's fully_async_ppo_trainer.yaml: weights synced every 4 trainer steps, one mini batch a step.
 VERL_SYNC_STEPS = 4
 VERL_PROMPTS_PER_SERVER = 16
-VERL_TRAINERS = ("auto", "ppo", "fully-async")
+VERL_TRAINERS = ("auto", "ppo", "colocate-async", "separate-async", "fully-async")
 
 
 def planned_for_async(recorded: Any) -> bool:
@@ -38,11 +38,17 @@ def planned_for_async(recorded: Any) -> bool:
 
 
 def resolve_trainer(verl_trainer: str, recorded: Any) -> str:
-    """``auto``: the fully asynchronous trainer for a schedule planned for one (`planned_for_async`), verl's default
-    PPO trainer otherwise."""
+    """``auto``: the fully asynchronous trainer for a schedule planned for one (`planned_for_async`); the v1 trainer's
+    ``colocate_async`` mode for a schedule on servers with a lag bound above 0 whose steps the trainer follows
+    (``--trainer schedule``: asp's replay buffer, docs/integrations.md, Option C); verl's default synchronous
+    trainer otherwise."""
     if verl_trainer != "auto":
         return verl_trainer
-    return "fully-async" if planned_for_async(recorded) else "ppo"
+    if planned_for_async(recorded):
+        return "fully-async"
+    if recorded.engine == "streaming" and recorded.max_lag and recorded.trainer == "schedule":
+        return "colocate-async"
+    return "ppo"
 
 
 def sync_steps(train_batch_size: int) -> int:

@@ -9,20 +9,23 @@ each epoch's schedule made with the lengths of the ones before (`_per_epoch_run`
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from asp_cli.integrate.replay import chunk_capacities
+from asp_cli.integrate.verl_fully_async import sync_steps
 from asp_cli.settings import ScheduleSettings
 
 
 def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, route: str, epoch: int | None,
                  steps: int, epochs: int, notes: list[str], from_history: bool = False,
-                 command_line: Any = None) -> dict[str, Any]:
+                 command_line: Any = None, mini_batch: int | None = None) -> dict[str, Any]:
     """The trainer's settings for a schedule made with ``settings`` exported with a train batch of ``size``
     (``workers`` chunks per batch in the train order, else None), ``steps`` full batches in the file; ``epoch`` the
     one epoch exported of the schedule's ``epochs`` (None: all); ``from_history``: the schedule was made with
     lengths observed in earlier epochs; ``command_line``: the one it was made with (its metadata's), whose options
-    are the user's own choice, not asp's defaults. What the user should know goes to ``notes``."""
+    are the user's own choice, not asp's defaults; ``mini_batch``: the actor's mini batch a mode needs (else the
+    train batch where verl's default is larger). What the user should know goes to ``notes``."""
     trainer = {
         "data.shuffle": False,
         "data.train_batch_size": size,
@@ -38,7 +41,9 @@ def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, 
         "actor_rollout_ref.rollout.full_determinism": False if route != "none" else None,
     }
     trainer = {k: v for k, v in trainer.items() if v is not None}
-    if size < VERL_DEFAULT_PPO_MINI_BATCH:
+    if mini_batch is not None:
+        trainer["actor_rollout_ref.actor.ppo_mini_batch_size"] = mini_batch
+    elif size < VERL_DEFAULT_PPO_MINI_BATCH:
         # verl's config check refuses a train batch below actor.ppo_mini_batch_size (256 by default): said in a
         # note only, a pipeline applying these settings failed at startup (a check against verl 0.9.1).
         trainer["actor_rollout_ref.actor.ppo_mini_batch_size"] = size
@@ -51,7 +56,7 @@ def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, 
                      "one verl run per epoch, trainer.total_epochs=1 trains no step once resumed from the last run's "
                      "checkpoint; make it with asp schedule --epochs K (the run's epochs) and export it with --epoch E "
                      "(this run's, from 0), whose settings count the runs before (docs/integrations.md)")
-    notes.extend(_defaults_notes(settings, size, _options_given(command_line)))
+    notes.extend(_defaults_notes(settings, size, _options_given(command_line), mini_batch_set=mini_batch is not None))
     return trainer
 
 
@@ -71,6 +76,80 @@ def _per_epoch_run(epoch: int, steps: int, epochs: int, notes: list[str]) -> dic
     # Every run's learning-rate schedule spans the whole run (verl sizes it by total_training_steps), and each
     # ends on a checkpoint: its last step is a multiple of save_freq.
     return {"trainer.total_training_steps": steps * epochs, "trainer.save_freq": steps}
+
+
+# verl 0.9.1's v1 trainer modes (trainer.v1.trainer_mode, ppo_trainer.yaml:238) behind `asp export --verl-trainer`.
+V1_ASYNC_MODES = {"colocate-async": "colocate_async", "separate-async": "separate_async"}
+# verl 0.9.1's trainer.v1.sampler.max_off_policy_threshold (ppo_trainer.yaml:298): the span, in policy versions, past
+# which its replay buffers (and asp's, `asp_cli.integrate.step_groups`) drop a finished group.
+VERL_MAX_OFF_POLICY = 8
+
+
+def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, schedule_path: str | None,
+                      order: str, epoch: int | None, notes: list[str]) -> dict[str, Any]:
+    """What `ppo_settings` prints, added to for verl 0.9.1's v1 asynchronous modes (``trainer``: ``colocate-async``
+    or ``separate-async``, run by the same ``verl.trainer.main_ppo``), for a schedule made with ``settings`` at
+    ``schedule_path`` and exported in ``order``.
+
+    verl's async modes submit ``trainer.v1.<mode>.num_warmup_batches`` train batches before the first step, then
+    one a step (trainer_base.py:624-650, :1525-1527), so the rollout runs at most that many batches ahead of the
+    trainer: the schedule's ``--max-lag``, fractions included (verl takes 1.5 batches as one and a half). Which
+    finished groups a step trains is verl's replay buffer's choice, the oldest submitted first; a schedule made
+    for a trainer that follows its steps (``--trainer schedule``) gets asp's buffer
+    (`asp_cli.integrate.verl_sampler.ScheduleReplayBuffer`, docs/integrations.md, Option C)."""
+    mode = V1_ASYNC_MODES[trainer]
+    added: dict[str, Any] = {"trainer.v1.trainer_mode": mode}
+    lag = settings.max_lag
+    if lag is None:
+        notes.append(f"the schedule has no lag bound, but verl's {mode} trainer runs at most "
+                     f"trainer.v1.{mode}.num_warmup_batches train batches ahead (1 by default): make the schedule "
+                     "with --max-lag equal to it, for which its estimates and auto's choice are made")
+    elif lag == 0:
+        notes.append(f"the schedule was made for a synchronous trainer (--max-lag 0), but verl's {mode} trainer "
+                     f"runs trainer.v1.{mode}.num_warmup_batches train batches ahead: export with --verl-trainer ppo "
+                     "(trainer_mode sync), or make the schedule with --max-lag equal to num_warmup_batches")
+    else:
+        added[f"trainer.v1.{mode}.num_warmup_batches"] = lag
+        if order == "train" and (lag > 1 or not float(lag).is_integer()):
+            notes.append(
+                f"verl submits its warm-up of {lag} train batches as one dispatch of {math.floor(lag * size)} "
+                "prompts over the agent-loop workers" + (
+                    ", which shifts every later batch off the file's batches: the per-worker layout does not hold "
+                    "(the order does); plan with a whole --max-lag to keep it" if not float(lag).is_integer() else
+                    f": the first {lag} batches' per-worker layout does not hold, the later ones' does"))
+    if mode == "separate_async":
+        # verl asserts data.train_batch_size == parameter_sync_step x actor.ppo_mini_batch_size there
+        # (trainer_separate_async.py:55-62); its default is 4, as the fully asynchronous trainer's weight sync.
+        sync = sync_steps(size)
+        added["trainer.v1.separate_async.parameter_sync_step"] = sync
+        notes.append(f"verl's separate_async trainer trains a step as trainer.v1.separate_async.parameter_sync_step "
+                     f"mini batches and asserts that their product is data.train_batch_size: the settings set "
+                     f"parameter_sync_step={sync} and actor_rollout_ref.actor.ppo_mini_batch_size={size // sync}; "
+                     "it rolls out on GPUs of their own, and also needs "
+                     "actor_rollout_ref.rollout.nnodes and n_gpus_per_node above 0 and a "
+                     "rollout.checkpoint_engine.backend other than naive (it asserts them at startup): set them "
+                     "for your cluster")
+    if settings.trainer == "schedule":
+        # verl's own buffers train the oldest finished groups, not the schedule's steps (Option C).
+        added.update({
+            "trainer.v1.sampler.custom_sampler.path": "pkg://asp_cli.integrate.verl_sampler",
+            "trainer.v1.sampler.custom_sampler.name": "ScheduleReplayBuffer",
+            "+trainer.v1.sampler.sampler_kwargs.schedule": schedule_path or "/abs/path/schedule.parquet",
+        })
+        if schedule_path is None:
+            notes.append("trainer.v1.sampler.sampler_kwargs.schedule names the schedule file: set its absolute path")
+        span = None if lag is None else math.ceil(lag) + 1  # asp's lag counts versions behind: span minus 1
+        if span is not None and span > VERL_MAX_OFF_POLICY:
+            added["trainer.v1.sampler.max_off_policy_threshold"] = span
+    if epoch is not None:
+        notes.append(f"one verl run per epoch is for verl's synchronous trainer: in {mode} the run's last "
+                     "prefetch wraps the file around to its first batch and the checkpoint keeps it (that batch "
+                     "trained twice, the next run one batch late): for an asynchronous run export the whole "
+                     "schedule (leave out --epoch)")
+    elif lag:
+        notes.append(f"verl keeps prefetching past the last step: the {lag} batch(es) it submits after the file's "
+                     "end are its first rows again, rolled out and not trained (verl's prefetch, whatever the order)")
+    return added
 
 
 # asp schedule's defaults that verl's trainer then takes from the export (`_defaults_notes`).
@@ -96,8 +175,8 @@ def _options_given(command_line: Any) -> set[str]:
                    for f in flags)}
 
 
-def _defaults_notes(settings: ScheduleSettings, size: int,
-                    given: frozenset[str] | set[str] = frozenset()) -> list[str]:
+def _defaults_notes(settings: ScheduleSettings, size: int, given: frozenset[str] | set[str] = frozenset(), *,
+                    mini_batch_set: bool = False) -> list[str]:
     """What a verl user copying the printed settings should know of where they came from: a newcomer got asp's
     defaults (train batch 128, n 8, a cap of 8,192 tokens) as their run's, and verl refused the batch of 128 at
     startup against its default mini batch of 256. A value ``given`` on the command line is the user's own (another
@@ -113,7 +192,7 @@ def _defaults_notes(settings: ScheduleSettings, size: int,
                      f"default{'s' if len(defaults) > 1 else ''}, which the schedule was made with: if your run's "
                      "differ, make the schedule with them (--train-batch-size, --samples-per-prompt, "
                      "--max-response-tokens: they shape the plan) rather than change your run to these")
-    if size < VERL_DEFAULT_PPO_MINI_BATCH:
+    if size < VERL_DEFAULT_PPO_MINI_BATCH and not mini_batch_set:
         notes.append(f"verl refuses to start when actor_rollout_ref.actor.ppo_mini_batch_size (its default "
                      f"{VERL_DEFAULT_PPO_MINI_BATCH}) is larger than data.train_batch_size={size}: the settings set "
                      f"it to {size} (one update a step); a divisor of it gives more")

@@ -548,7 +548,8 @@ def _run_v1(config, tokenizer, workers, steps: int, dump: Path, cls=None, warmup
     try:
         if warmup:
             tr.global_steps, tr._restored_tq_prompt_count = 1, 0
-            tr._add_async_warmup_batches(1)  # what on_train_begin does in the async trainers
+            # what on_train_begin does in the async trainers
+            tr._add_async_warmup_batches(config.trainer.v1[config.trainer.v1.trainer_mode].num_warmup_batches)
         for step in range(1, steps + 1):
             tr.global_steps = step
             tr.prepare_step()
@@ -646,6 +647,44 @@ def test_v1_sampler_in_the_async_trainer(workers, work, small, tokenizer):
     for step, got in enumerate(trained):
         assert got["seqs"] == sorted(replay.rows().filter(pl.col("train_step") == step)["seq"].to_list())
         assert all(step + 1 - s + 1 <= 8 for s in got["submitted"])
+
+
+def test_the_printed_asynchronous_settings_run_verls_colocate_async_trainer(workers, work, small, tokenizer):
+    """A schedule for verl's servers with a lag bound of 2 whose steps the trainer follows exports, by default, for
+    main_ppo's colocate_async mode (before 2026-12-06 only the synchronous settings were printed): verl's
+    `validate_config` accepts the printed settings, and with them alone (Option A's file, asp's replay buffer
+    loaded from the printed keys, the warm-up verl reads from them) every step trains its scheduled groups, each
+    inside the bound."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+    from verl.utils.config import validate_config
+
+    from asp_cli import ScheduleSettings, schedule
+
+    out = schedule([small["train"]], work / "small-async.parquet", settings=ScheduleSettings(
+        instances=2, samples_per_prompt=SAMPLES, epochs=EPOCHS, train_batch_size=BATCH, minibatch_size=4,
+        max_response_tokens=256, engine="streaming", max_lag=2, trainer="schedule")).output
+    exported = work / "small-async-ordered.parquet"
+    result = export(out, [small["train"]], exported, format="verl", workers=2)
+    assert result.summary["verl_trainer"] == "colocate-async"
+    settings = [f"{key}={value}" for key, value in result.trainer_settings.items()]
+    config = compose(work, [f"data.train_files={exported}", f"data.val_files={small['val']}", *settings,
+                            "+trainer.v1.sampler.sampler_kwargs.poll_interval=0.05",
+                            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+                            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+                            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+                            "critic.ppo_micro_batch_size_per_gpu=1", "algorithm.adv_estimator=grpo"])
+    assert config.trainer.v1.trainer_mode == "colocate_async"
+    assert config.trainer.v1.colocate_async.num_warmup_batches == 2
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    steps = 16 * EPOCHS // BATCH
+    tr, trained = _run_v1(config, tokenizer, workers, steps, work / "dump-async-export", cls=PPOTrainerColocateAsync,
+                          warmup=True)
+    assert type(tr.replay_buffer).__name__ == "ScheduleReplayBuffer" and tr.config.data.gen_batch_size == 1
+    replay = open_schedule(out)
+    for step, got in enumerate(trained):
+        assert got["seqs"] == sorted(replay.rows().filter(pl.col("train_step") == step)["seq"].to_list())
+        assert all(step + 1 - s <= 2 for s in got["submitted"])  # at most 2 versions behind: the lag bound
 
 
 # --------------------------------------------------------------------------------------------------------
