@@ -281,6 +281,37 @@ def test_the_printed_settings_pass_verls_config_check(work, data):
     validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
 
 
+def test_the_printed_separate_async_settings_pass_its_startup_checks(work, data, monkeypatch):
+    """verl 0.9.1's separate_async trainer asserts data.train_batch_size == parameter_sync_step x
+    actor.ppo_mini_batch_size before anything else; the printed settings pass its checks (those on the cluster,
+    which the export's note names, set here as a user would), up to the base trainer's start, which needs GPUs."""
+    from verl.trainer.ppo.v1 import trainer_base
+    from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
+
+    result = export(data["schedule"], [data["train"]], work / "separate.parquet", format="verl",
+                    verl_trainer="separate-async")
+    settings = [f"{key}={value}" for key, value in result.trainer_settings.items()]
+    config = compose(work, [f"data.train_files={work / 'separate.parquet'}", f"data.val_files={data['val']}",
+                            *settings, "actor_rollout_ref.rollout.nnodes=1", "actor_rollout_ref.rollout.n_gpus_per_node=1",
+                            "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"])
+    assert config.trainer.v1.trainer_mode == "separate_async"
+
+    class Reached(Exception):
+        pass
+
+    def start(self, config):
+        raise Reached
+
+    monkeypatch.setattr(trainer_base.PPOTrainer, "__init__", start)
+    with pytest.raises(Reached):
+        PPOTrainerSeparateAsync(config)
+    monkeypatch.undo()
+    wrong = compose(work, [f"data.train_files={work / 'separate.parquet'}", f"data.val_files={data['val']}",
+                           *data["settings"], "trainer.v1.trainer_mode=separate_async"])
+    with pytest.raises(AssertionError, match="train_batch_size must equal parameter_sync_step"):
+        PPOTrainerSeparateAsync(wrong)  # the synchronous settings: the check the test relies on is verl's
+
+
 def test_schedule_dataset_reorders_the_original_file(work, data, tokenizer):
     """data.custom_cls ScheduleDataset on the unexported file: the same batches, asp's columns on every row."""
     replay = data["replay"]
