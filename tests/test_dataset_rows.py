@@ -76,8 +76,9 @@ def test_jsonl_export_nests_asps_columns_and_the_id_in_each_rows_object(tmp_path
             assert line.startswith(json.dumps(own)[:-1] + ',"metadata":{"prompt_id":')
     assert [w["metadata"]["seq"] for w in written] == flat["seq"].to_list()
     assert result.frame.schema["metadata"] == pl.Struct
-    # Read as slime reads its --prompt-data (slime/utils/data.py: pandas, then `data.get(metadata_key) or {}`; slime
-    # itself is not on PyPI, so not installed here).
+    # Read as slime reads its --prompt-data: 0.2.2 and later (v0.3.1 `slime/utils/data.py:32-46,225`) one `json.loads`
+    # a line, then `data.get(metadata_key) or {}` (`written` above); 0.2.0 and 0.2.1 through pandas. slime itself is
+    # not on PyPI, so not installed here.
     pandas = pytest.importorskip("pandas")
     records = [r.to_dict() for _, r in pandas.read_json(out, lines=True, dtype={"label": str}).iterrows()]
     assert [(r.get("metadata") or {}).get("prompt_id") for r in records] == flat["id"].to_list()
@@ -96,6 +97,10 @@ def test_parquet_export_nests_into_a_struct_merged_with_the_rows_own(tmp_path):
     pandas = pytest.importorskip("pandas")
     first = next(pandas.read_parquet(out, dtype_backend="pyarrow").iterrows())[1].to_dict()
     assert first["metadata"]["prompt_id"] == first["id"]
+    # As slime 0.2.2 and later read Parquet (v0.3.1 `slime/utils/data.py:52-56,225`): pyarrow batches to dicts.
+    pq = pytest.importorskip("pyarrow.parquet")
+    records = [r for batch in pq.ParquetFile(out).iter_batches() for r in batch.to_pylist()]
+    assert [(r.get("metadata") or {}).get("prompt_id") for r in records] == frame["id"].to_list()
 
 
 def test_the_metadata_key_is_checked_before_anything_is_written(tmp_path):

@@ -21,9 +21,10 @@ The model is the one of ../shared/docs/mission.md and rollout-cost-model.md sect
   ``train_fixed_s + train_per_token_s·tokens``, then a weight sync of ``weight_sync_s``; the policy version
   goes up by one per step. An instance loads the newest published weights when it starts a minibatch, and
   pauses ``weight_sync_s`` to do so when a newer version exists.
-* ``max_lag``: AReaL's admission rule (``inclusionAI/AReaL:areal/core/staleness_manager.py``): a minibatch
-  may start only while the groups started so far stay below ``(max_lag + v + 1)·train_batch_size``; otherwise
-  the instance waits for the next published version.
+* ``max_lag``: AReaL's admission rule (``inclusionAI/AReaL:areal/infra/staleness_manager.py:106-109`` at v1.0.4,
+  ``areal/core/staleness_manager.py`` in 0.4.0-0.5.3): a minibatch may start only while the groups started so far
+  stay below ``(max_lag + v + 1)·train_batch_size``; otherwise the instance waits for the next published version.
+  (AReaL counts the groups running or accepted, so one its filter rejects frees its place; asp rejects none.)
 
 Everything here takes NumPy arrays; `simulate_schedule` is the entry point over a schedule frame.
 """
