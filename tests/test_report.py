@@ -186,7 +186,7 @@ def test_report_schedule_names_same_named_files_by_path(made, tmp_path):
     other.write_bytes((folder / "s.parquet").read_bytes())
     done = report_schedule(folder / "s.parquet", compare=other)
     assert done.comparison["a"] == str(folder / "s.parquet") and done.comparison["b"] == str(other)
-    document = done.document()
+    document = done.document
     assert document["comparison"]["other"]["size"] == done.report["size"]
     assert document["checks"] is None
 

@@ -86,7 +86,7 @@ def report_command(
             if not quiet:
                 say(f"Wrote {html}")
         if json_output:
-            emit_json(result.document())
+            emit_json(result.document)
         elif not quiet:
             from asp_cli.report.text import render_compare_text, render_text
 

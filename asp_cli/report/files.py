@@ -30,9 +30,11 @@ class ReportResult:
     skipped_rows: int = 0  # bad rows of the --lengths files skipped with on_bad_row="skip"
     warnings: list[str] = field(default_factory=list)  # legal but probably not what the user meant
 
+    @property
     def document(self) -> dict[str, Any]:
         """The JSON document of `asp report --json`: the report plus ``checks`` and ``comparison`` (or null);
-        ``comparison`` holds the facts side by side and, under ``other``, the other schedule's full report."""
+        ``comparison`` holds the facts side by side and, under ``other``, the other schedule's full report. An
+        attribute, as every other result's ``document`` (before 2026-12-06 a method)."""
         comparison = None if self.comparison is None else {**self.comparison, "other": self.other}
         return {**self.report, "checks": self.checks, "comparison": comparison, "warnings": self.warnings}
 
