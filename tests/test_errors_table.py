@@ -32,6 +32,7 @@ def setup_files(tmp: Path) -> None:
     write_jsonl(tmp / "dupes.jsonl", [{"id": "x", "question": "a"}, {"id": "x", "question": "b"}])
     (tmp / "latin1.jsonl").write_bytes('{"question": "café"}\n'.encode("latin-1"))
     (tmp / "surrogate.jsonl").write_text('{"question": "bad \\ud800 text"}\n{"question": "fine"}\n')
+    (tmp / "dupkey.jsonl").write_text('{"id": "a", "question": "one", "question": "two"}\n')
     (tmp / "fake.parquet").write_text('{"question": "a"}\n')
     (tmp / "prompts.txt").write_text("hello\n")
     (tmp / "prompts_dir").mkdir()
@@ -163,6 +164,9 @@ CASES = [
     ("E74", ["schedule", "{tmp}/cat.csv", "-o", "{tmp}/o.parquet"], 3,
      "cat.csv:3: the header line repeats here as a data row (files joined with cat?); remove the repeated header "
      "line, or pass --on-bad-row skip to skip bad rows"),
+    ("E79", ["schedule", "{tmp}/dupkey.jsonl", "-o", "{tmp}/o.parquet"], 3,
+     'dupkey.jsonl:1: holds the key "question" twice in one object (JSON readers differ on which value they keep); '
+     "keep one; fix the row, or pass --on-bad-row skip to skip bad rows"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

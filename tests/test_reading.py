@@ -728,6 +728,39 @@ def test_a_lone_surrogate_escape_is_a_bad_row_and_leaves_the_other_rows_as_they_
         read_table(array)
 
 
+def test_a_json_object_with_a_key_twice_is_a_bad_row(tmp_path):
+    """A hostile-input audit: {"prompt": a, "prompt": b} was read as b without a word (Python keeps the last value,
+    PyArrow refuses the file, Polars keeps the first). It is now the row's error, naming the key, skippable in JSON
+    lines; nested objects too; in a JSON array the element and its line; a key repeated in different objects, or
+    a value that only looks like a key, is no repeat."""
+    from asp_cli.errors import InputError
+    from asp_cli.reading import ReadOptions, ReadReport, read_lengths, read_prompts, read_table
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    bad = tmp_path / "dup.jsonl"
+    bad.write_text('{"id": "a", "question": "one"}\n{"id": "b", "question": "x", "question": "y"}\n'
+                   '{"id": "c", "question": "z", "meta": {"k": 1, "k": 2}}\n{"id": "d", "question": "\\"question\\": 1"}\n')
+    for read in (read_prompts, read_prompts_streamed):
+        with pytest.raises(InputError, match=r'dup.jsonl:2: holds the key "question" twice in one object'):
+            read([bad], ReadOptions())
+        frame, report = read([bad], ReadOptions(on_bad_row="skip"))
+        assert frame["prompt_id"].to_list() == ["a", "d"] and report.skipped_rows == 2
+    report = ReadReport()
+    assert read_table(bad, on_bad_row="skip", report=report)["question"].to_list() == ["one", '"question": 1']
+    lengths = tmp_path / "lengths.jsonl"
+    lengths.write_text('{"id": "a", "response_tokens": 5}\n{"id": "a", "response_tokens": 5, "response_tokens": 9}\n')
+    with pytest.raises(InputError, match=r'lengths.jsonl:2: holds the key "response_tokens" twice'):
+        read_lengths([lengths], ReadOptions())
+    array = tmp_path / "dup.json"
+    array.write_text('[\n  {"id": "a", "question": "q"},\n  {"id": "b", "question": "r", "meta": {"k": 1}},\n'
+                     '  {"id": "c", "question": "s", "meta": {"k": 1, "k": 2}}\n]')
+    with pytest.raises(InputError, match=r'dup.json: element 3 \(line 4\) of the array holds the key "k" twice'):
+        read_table(array)
+    fine = tmp_path / "fine.json"
+    fine.write_text('[{"id": "a", "meta": {"k": 1}}, {"id": "b", "meta": {"k": 2}}]')
+    assert read_table(fine)["id"].to_list() == ["a", "b"]
+
+
 def test_json_lines_whose_first_line_is_an_array_name_that_line(tmp_path):
     """A hostile-input audit: such a file was called a JSON array ("rename it to .json"), which renaming would not
     fix; a real array in a .jsonl file, on one line or pretty-printed, is still told to be renamed."""

@@ -10,6 +10,7 @@ that no text is taken for a tagged value; `untag` gives each value back as the f
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -209,3 +210,40 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, list):
         return "list"
     return "object"
+
+
+class DuplicateKey(ValueError):
+    """A JSON object holding one key twice (`unique_keys`)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.problem = (f"holds the key {json.dumps(key, ensure_ascii=True)[:80]} twice in one object (JSON readers "
+                        "differ on which value they keep); keep one")
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for `json.loads`: the object, refused where a key repeats. Python keeps the last value
+    and PyArrow refuses the file, so a row of {"prompt": a, "prompt": b} was read as b without a word (a
+    hostile-input audit, 2026-12-05). About 30% slower than a plain parse, on the line-by-line path only."""
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        raise DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return record
+
+
+def element_holding_duplicate(data: bytes) -> str:
+    """Which element of a JSON array (counted from 1, with its line) holds an object with a repeated key: the array
+    parsed again an element at a time, once such an object is known to be there."""
+    text = data.decode("utf-8")
+    decoder = json.JSONDecoder(object_pairs_hook=unique_keys)
+    at = text.index("[") + 1
+    for number in itertools.count(1):
+        while text[at] in " \t\r\n,":
+            at += 1
+        try:
+            _, end = decoder.raw_decode(text, at)
+        except DuplicateKey:
+            return f"{number} (line {text.count(chr(10), 0, at) + 1})"
+        at = end
+    raise AssertionError("unreachable")  # pragma: no cover

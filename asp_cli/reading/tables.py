@@ -25,9 +25,10 @@ from asp_cli import limits
 from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
-from asp_cli.reading.json_records import EXACT_FLOAT, escape_tag_lookalikes, field_of_tagged, records_to_frame
+from asp_cli.reading.json_records import (EXACT_FLOAT, DuplicateKey, element_holding_duplicate, escape_tag_lookalikes,
+                                         field_of_tagged, records_to_frame, unique_keys)
 from asp_cli.reading.options import OnBadRow
-from asp_cli.reading.text_checks import check_column_names
+from asp_cli.reading.text_checks import LONE_SURROGATE, SURROGATE_ESCAPE, check_column_names, has_lone_surrogate
 from asp_cli.reading.text_checks import check_utf8 as _check_utf8
 from asp_cli.reading.text_checks import first_error_line as _first_line
 from asp_cli.reading.text_checks import is_utf8 as _is_utf8
@@ -515,15 +516,17 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
             if number in too_deep:
                 problem = f"JSON nested more than {limits.MAX_NESTING_DEPTH} levels deep"
             else:
-                value = json.loads(raw)
+                value = json.loads(raw, object_pairs_hook=unique_keys)
                 if not isinstance(value, dict):
                     problem = f"expected a JSON object, found {_json_name(value)}"
-                elif _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(value):
+                elif SURROGATE_ESCAPE.search(raw) and has_lone_surrogate(value):
                     problem = LONE_SURROGATE
         except UnicodeDecodeError:
             problem = "not valid UTF-8; re-encode the file as UTF-8"
         except json.JSONDecodeError as exc:
             problem = f"malformed JSON at column {exc.colno} ({exc.msg})"
+        except DuplicateKey as exc:
+            problem = exc.problem
         if problem is not None:
             if on_bad_row == "skip" and report is not None:
                 report.skip(f"{path}:{number}")
@@ -541,20 +544,6 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
 
 
 _NUL_ESCAPE = b"\\u0000"  # JSON's only spelling of a NUL character in text (a raw one is malformed JSON)
-# A JSON escape of a UTF-16 surrogate (\\ud800-\\udfff). A pair of them is one character and decodes to it; one
-# alone is no character (text cannot hold it as UTF-8), so a row with one is a bad row, not text to quote.
-_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89abcdefABCDEF]")
-LONE_SURROGATE = "holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), which is no character"
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def _first_line_is_object(data: bytes) -> bool:
     for raw in data.split(b"\n"):
         if raw.strip():
@@ -569,7 +558,9 @@ def _read_json_array(path: Path, data: bytes, source_json: bool = False) -> pl.D
     _check_utf8(path, data)
     limits.check_json_depth(data, str(path), InputError)
     try:
-        value = json.loads(data)
+        value = json.loads(data, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        raise InputError(f"{path}: element {element_holding_duplicate(data)} of the array {exc.problem}") from None
     except json.JSONDecodeError as exc:
         if _sniff(data) == "jsonl" and _first_line_is_object(data):
             raise InputError(f"{path}: holds JSON objects one per line, not a JSON array; rename it to .jsonl") from None
@@ -578,14 +569,14 @@ def _read_json_array(path: Path, data: bytes, source_json: bool = False) -> pl.D
         raise InputError(f"{path}: holds one JSON object, not an array of objects; wrap it in [...] or rename it to .jsonl")
     if not isinstance(value, list):
         raise InputError(f"{path}: expected a JSON array of objects; found {type(value).__name__}")
-    escaped = bool(_SURROGATE_ESCAPE.search(data))  # once: the elements are checked only where one may be
+    escaped = bool(SURROGATE_ESCAPE.search(data))  # once: the elements are checked only where one may be
     nul_names = _NUL_ESCAPE in data
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             kind = {type(None): "null", bool: "true/false", str: "text", int: "a number", float: "a number",
                     list: "a list"}.get(type(item), type(item).__name__)  # JSON's words, counted from 1
             raise InputError(f"{path}: element {index + 1} of the array is {kind}, not an object; fix it")
-        if escaped and _has_lone_surrogate(item):
+        if escaped and has_lone_surrogate(item):
             raise InputError(f"{path}: element {index + 1} of the array {LONE_SURROGATE}; fix its text")
         if nul_names:
             check_column_names(path, item, f": element {index + 1} of the array")

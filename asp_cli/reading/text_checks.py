@@ -1,10 +1,13 @@
 """Checks of raw text shared by the readers: valid UTF-8 (naming the line and the byte), column names asp keeps for
-itself, and an error's first line."""
+itself, lone UTF-16 surrogate escapes, and an error's first line."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from asp_cli.errors import InputError
 
@@ -62,3 +65,17 @@ def first_error_line(exc: BaseException) -> str:
     """The first line of an exception's message (at most 200 characters), or its type's name."""
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
+
+
+# A JSON escape of a UTF-16 surrogate (\\ud800-\\udfff). A pair of them is one character and decodes to it; one
+# alone is no character (text cannot hold it as UTF-8), so a row with one is a bad row, not text to quote.
+SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89abcdefABCDEF]")
+LONE_SURROGATE = "holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), which is no character"
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
