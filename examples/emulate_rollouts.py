@@ -166,9 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     tmp = args.output.with_name(f".{args.output.name}.tmp")
     log.write_ndjson(tmp)
     tmp.replace(args.output)
-    real = len(real_lengths())
-    print(f"Wrote {args.output}: {log.height:,} samples of {log['prompt_id'].n_unique():,} prompts "
-          f"(real ZeroEval lengths available for {real} prompt ids)", file=sys.stderr)
+    ids = log["prompt_id"].unique()
+    matched = int(ids.is_in(list(real_lengths())).sum())
+    print(f"Wrote {args.output}: {log.height:,} samples of {ids.len():,} prompts, {matched:,} of them with real "
+          f"ZeroEval lengths (the others drawn around the schedule's predictions)", file=sys.stderr)
+    if not matched:
+        # A verl-layout file without an id column is scheduled by row number, which names none of the shipped
+        # lengths' prompts: every length was then the noise model's (a newcomer's verl round read it as real).
+        print("Warning: no prompt id of the schedule has real lengths shipped (they are keyed by the sample data's "
+              "ids, e.g. gsm-gsm8k-main-test-#0): every length is drawn around the predictions, which flatters "
+              "them; schedule sample_data/prompts.jsonl itself, or a file that keeps its id column (asp schedule "
+              "--id-key)",
+              file=sys.stderr)
     return 0
 
 

@@ -542,12 +542,14 @@ def _facts(
         # the next epoch's early ones: a batch then holds a prompt twice.
         repeated = batches_repeating_a_prompt(rows)
         summary["batches_repeating_a_prompt"] = len(repeated)
+        # verl's asynchronous modes are run as one run over every epoch (`v1_async_settings`): no file per epoch.
+        one_run = format == "verl" and verl_trainer in V1_ASYNC_MODES
         if repeated:
             recorded = replay.schedule.recorded_settings
             if per_epoch % size:
                 cause = (f"an epoch's {per_epoch:,} prompts do not fill whole batches of {size}, so a batch spans "
-                         f"two epochs; schedule with a --train-batch-size that divides {divides}, or export one "
-                         "epoch at a time (--epoch)")
+                         f"two epochs; schedule with a --train-batch-size that divides {divides}"
+                         + ("" if one_run else ", or export one epoch at a time (--epoch)"))
             elif recorded.max_lag == 0 and recorded.trainer == "schedule":
                 cause = "the schedule's steps span epochs; export one epoch at a time (--epoch)"
             else:
@@ -557,7 +559,8 @@ def _facts(
                          f"{cause}")
         if misaligned:
             advice = (f"; an epoch's {per_epoch:,} prompts end in a partial step, which shifts every later batch: "
-                      f"export one epoch at a time (--epoch), or schedule with a --train-batch-size that divides "
+                      + ("" if one_run else "export one epoch at a time (--epoch), or ")
+                      + "schedule with a --train-batch-size that divides "
                       f"{divides}" if len(epochs) > 1 and per_epoch % size else "")
             notes.append(
                 f"{misaligned} training batch(es) of {size} rows mix rows the schedule expects in different "

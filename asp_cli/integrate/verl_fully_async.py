@@ -89,7 +89,8 @@ def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
              f"weights every async_training.trigger_parameter_sync_step steps: keep their product at the schedule's "
              f"--train-batch-size {size} (e.g. ppo_mini_batch_size={size // steps}, require_batches=1, "
              f"trigger_parameter_sync_step={steps}), or make the schedule with --train-batch-size equal to it; for "
-             f"verl's default trainer (verl.trainer.main_ppo) pass --verl-trainer ppo"]
+             f"verl's default trainer (verl.trainer.main_ppo) pass --verl-trainer ppo, and for its asynchronous "
+             f"modes (trainer.v1.trainer_mode) --verl-trainer colocate-async or separate-async"]
     # The trainer collects ppo_mini_batch_size x require_batches prompts a step until the queue ends; a step it
     # cannot fill is not trained, and a sync cut short is flushed at the end (fully_async_trainer.py:402-429,
     # :521-534, verl 0.9.1). (Before 2026-12-05 this said the whole last train batch went untrained.)

@@ -99,6 +99,13 @@ def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, sc
     (`asp_cli.integrate.verl_sampler.ScheduleReplayBuffer`, docs/integrations.md, Option C)."""
     mode = V1_ASYNC_MODES[trainer]
     added: dict[str, Any] = {"trainer.v1.trainer_mode": mode}
+    if mode == "colocate_async":
+        # verl 0.9.1's colocated trainer aborts the requests in flight and puts the servers to sleep while it trains
+        # (trainer_colocate_async.py:44-50, on_sample_end), resuming them after: asp_cli.sim overlaps the two.
+        notes.append("verl's colocate_async trainer pauses the rollout while it trains (the servers share its GPUs) "
+                     "and resumes the requests after; asp's estimates and `asp simulate` let rollout run on while "
+                     "the trainer trains, as separate_async and the fully asynchronous trainer do: read its times as "
+                     "a lower bound there")
     lag = settings.max_lag
     if lag is None:
         notes.append(f"the schedule has no lag bound, but verl's {mode} trainer runs at most "
