@@ -456,6 +456,11 @@ def test_a_synchronous_replay_on_servers_that_refill_also_says_what_verls_routin
     assert a["verl_routed_end_to_end_s"] > a["verl_routed_rollout_s"] > 0
     assert "fully asynchronous trainer" in lagged.stderr and "verl 0.9's synchronous" not in lagged.stderr
     assert "fully asynchronous" not in run.stderr
+    # With a bound above 0, also as verl's v1 trainer runs its asynchronous modes (2026-12-06): colocate_async, the
+    # rollout stopped while the trainer trains, takes longer than separate_async; none without a bound or at 0.
+    assert a["verl_v1_colocate_async_end_to_end_s"] > a["verl_v1_separate_async_end_to_end_s"] > 0
+    assert "verl v1 async" in lagged.stderr and "verl's own buffer" in lagged.stderr
+    assert "verl_v1_separate_async_end_to_end_s" not in m and "verl v1 async" not in run.stderr
     other = invoke("simulate", built["schedule"], "--json", "--mode", "continuous", "--max-lag", "0")
     assert "verl_routed_end_to_end_s" not in json.loads(other.stdout)["metrics"]
     assert "as verl routes" not in other.stderr

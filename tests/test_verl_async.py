@@ -140,3 +140,43 @@ def test_a_frame_is_read_in_seq_order():
                                max_lag=1, dispatch="planned")
     assert mixed.end_to_end_s == direct.end_to_end_s
     assert mixed.sample_server.tolist() == direct.sample_server.tolist()
+
+
+def test_verls_v1_asynchronous_modes_submit_the_warm_up_then_a_batch_a_step():
+    """verl 0.9.1's main_ppo with trainer.v1.trainer_mode colocate_async or separate_async submits
+    num_warmup_batches train batches before its first step and one at the start of every step (trainer_base.py:
+    624-650, :1525-1527): with no limit on prompts in flight the count rule admits exactly those, every sample
+    routed at submission."""
+    lengths, prompts = _workload(rows=96)
+    result = _replay(lengths, prompts, max_lag=1, prompts_in_flight=96)
+    assert (result.group_submit_s[:32] == 0).all() and (result.group_submit_s[32:] > 0).all()
+    for step in range(96 // 16 - 2):  # step v's end submits the next batch whole (seen within the quantum)
+        batch = result.group_submit_s[32 + 16 * step:48 + 16 * step]
+        assert (batch == batch[0]).all() and 0 <= batch[0] - result.publish_s[step] < 0.2
+    assert np.unique(result.group_submit_s, return_counts=True)[1].tolist() == [32, 16, 16, 16, 16]
+
+
+def test_colocate_async_stops_the_rollout_while_the_trainer_trains():
+    """colocate_async aborts the requests in flight and puts the servers to sleep for every step
+    (trainer_colocate_async.py:44-50): no sample finishes inside a training step (past the quantum it may run into
+    one before the step is known), where side by side (separate_async) some do, and the replay takes longer."""
+    lengths, prompts = _workload(rows=96)
+    apart = _replay(lengths, prompts, max_lag=1, prompts_in_flight=96)
+    shared = _replay(lengths, prompts, max_lag=1, prompts_in_flight=96, colocated=True)
+    assert shared.end_to_end_s > apart.end_to_end_s
+
+    def inside(result):
+        finish = result.group_arrival_s[:, None]
+        return int(((finish > result.step_start_s + 0.5) & (finish < result.step_end_s)).sum())
+
+    assert inside(shared) == 0 and inside(apart) > 0
+
+
+def test_a_v1_replay_follows_the_schedules_steps_with_asps_replay_buffer():
+    """With asp's replay buffer (Option C) each step trains the groups the schedule assigns it (here each pair of
+    batches swapped, both submitted before either is trained), not the first ones to finish."""
+    lengths, prompts = _workload(rows=96)
+    steps = (np.arange(96) // 16) ^ 1
+    followed = _replay(lengths, prompts, max_lag=1, prompts_in_flight=96, row_train_step=steps)
+    assert followed.group_step.tolist() == steps.tolist()
+    assert _replay(lengths, prompts, max_lag=1, prompts_in_flight=96).group_step.tolist() != steps.tolist()

@@ -145,6 +145,20 @@ def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instance
             **({"verl_prompts_per_server": prompts_per_server} if prompts_per_server is not None else {})}
 
 
+def _as_verl_v1_async(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
+                      dispatch: str, seed: int, max_lag: int | float, *, follow_steps: bool) -> dict[str, float]:
+    """A plan replayed as verl 0.9's v1 trainer runs its asynchronous modes (`asp_cli.sim.verl_async.replay_async`):
+    ``max_lag`` warm-up batches, then a train batch a step, every sample routed at submission; ``colocate_async``
+    with the rollout stopped while the trainer trains, ``separate_async`` with the two side by side; the trainer
+    following the schedule's steps (asp's replay buffer) where ``follow_steps``."""
+    from asp_cli.sim.verl_async import replay_async_frame
+
+    return {f"verl_v1_{mode}_end_to_end_s": replay_async_frame(
+        frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size, max_lag=max_lag,
+        dispatch=dispatch, seed=seed, v1_mode=mode, follow_steps=follow_steps).end_to_end_s
+        for mode in ("colocate_async", "separate_async")}
+
+
 def simulate_loaded(
     schedule: Schedule,
     observed: pl.DataFrame | None = None,
@@ -190,6 +204,9 @@ def simulate_loaded(
                                 "--max-lag other than 0")
         result.metrics.update(_as_verl_routes(frame, lengths, hardware, k, recorded.train_batch_size, dispatch, seed,
                                               lag, per_server if lag != 0 else None))
+        if lag:  # a bound above 0: verl's v1 trainer runs that many warm-up batches ahead in its asynchronous modes
+            result.metrics.update(_as_verl_v1_async(frame, lengths, hardware, k, recorded.train_batch_size, dispatch,
+                                                    seed, lag, follow_steps=trainer == "schedule"))
     document = {
         "schedule": name if name is not None else str(schedule.path),
         "preset": hardware.name,

@@ -28,6 +28,7 @@ reshuffles its random ties and moves a replay by up to 2%, as a change of seed d
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,8 @@ def replay_async(
     prompts_in_flight: int | None = None,
     quantum_s: float = QUANTUM_S,
     seed: int = 0,
+    colocated: bool = False,
+    row_train_step: np.ndarray | None = None,
 ) -> AsyncResult:
     """Replay rows (in ``seq`` order, ``response_tokens`` ``(rows, samples per prompt)``) as verl's asynchronous
     trainer generates them.
@@ -87,6 +90,14 @@ def replay_async(
     (``row_predicted_tokens``, per sample; the plug-in's ``+data.asp_route=length``), released when it finishes.
     ``prompts_in_flight``: verl's ``max_concurrent_samples`` (None: as many as the servers' slots hold,
     ``instances * max_num_seqs // n``, so that the servers' own limits bind). Deterministic for a ``seed``.
+
+    verl's v1 trainer in its asynchronous modes (`replay_v1_async`) is this replay with no limit on prompts in
+    flight (``prompts_in_flight`` = the rows): it submits ``max_lag`` train batches of warm-up, then one a step, each
+    whole at once, so the count rule admits exactly those. ``colocated`` (``colocate_async``): the servers share the
+    trainer's GPUs and stop while it trains (verl aborts the requests in flight and resumes them after): a server
+    whose clock falls in a training step moves to its end. Their re-prefill on resume is not counted, and a server
+    may run up to ``quantum_s`` into a step before the step is known. ``row_train_step``: the trainer takes the
+    groups each step is assigned (asp's replay buffer) instead of finished ones in arrival order.
     """
     if routing not in ROUTINGS:
         raise SettingsError(f"routing must be one of {', '.join(ROUTINGS)} (got {routing!r})")
@@ -118,7 +129,8 @@ def replay_async(
     admit = np.zeros(rows * n, dtype=np.float64)
     stats = [Stats() for _ in range(instances)]
     engines = [Engine(preset, settings, stats[k], finish, admit) for k in range(instances)]
-    trainer = Trainer(preset, train_batch_size, prompts * n + lengths.sum(axis=1))
+    trainer = Trainer(preset, train_batch_size, prompts * n + lengths.sum(axis=1),
+                      None if row_train_step is None else np.asarray(row_train_step, dtype=np.int64))
     in_flight = [0] * instances  # requests routed and not finished, per server
     tokens_in_flight = [0.0] * instances
     requests = [0] * instances
@@ -188,6 +200,12 @@ def replay_async(
             elif clock < second:
                 second = clock
         engine = engines[k]
+        if colocated:  # a server asleep while the trainer trains wakes at the step's end
+            step = bisect_right(trainer.step_start, engine.t) - 1
+            if step >= 0 and engine.t < trainer.step_end[step]:
+                engine.stats.held_s += trainer.step_end[step] - engine.t
+                engine.t = trainer.step_end[step]
+                continue
         until = second + quantum_s
         if started < rows and lag_blocked():
             publish = trainer.next_publish_after(now)
@@ -231,12 +249,14 @@ def replay_async(
 def replay_async_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, instances: int, train_batch_size: int,
                        max_lag: int | None, dispatch: str = "free", routing: str | None = None,
                        predicted_tokens: np.ndarray | None = None, prompts_in_flight: int | None = None,
-                       seed: int = 0) -> AsyncResult:
+                       seed: int = 0, v1_mode: str | None = None, follow_steps: bool = False) -> AsyncResult:
     """A schedule frame (sorted by ``seq``; ``lengths`` its rows' true lengths, ``(rows, n)``, and
     ``predicted_tokens`` their predicted tokens per sample, for length-aware routing) replayed as verl's
     asynchronous trainer rolls it out: rows in ``seq`` order, every sample routed at submission by verl's balancer
     (``dispatch`` free) or kept to its planned instance by asp's router plug-in (``dispatch`` planned), unless
-    ``routing`` names another (`asp_cli.sim.submit_all.ROUTINGS`)."""
+    ``routing`` names another (`asp_cli.sim.submit_all.ROUTINGS`). ``v1_mode`` (``colocate_async`` or
+    ``separate_async``): as verl's v1 trainer runs it instead (`replay_async`); ``follow_steps``: its trainer takes
+    each step's groups by the frame's ``train_step`` (asp's replay buffer), not the finished ones in arrival order."""
     from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 
     order = np.argsort(frame["seq"].to_numpy(), kind="stable")
@@ -248,4 +268,11 @@ def replay_async_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, in
                         row_instance=frame["instance"].to_numpy()[order],
                         row_predicted_tokens=None if predicted_tokens is None
                         else np.asarray(predicted_tokens)[order],
-                        prompts_in_flight=prompts_in_flight, seed=seed)
+                        prompts_in_flight=frame.height if v1_mode else prompts_in_flight, seed=seed,
+                        colocated=v1_mode == "colocate_async",
+                        row_train_step=None if not follow_steps else _dense(frame["train_step"].to_numpy()[order]))
+
+
+def _dense(steps: np.ndarray) -> np.ndarray:
+    """Steps renumbered 0, 1, ... in their order (a schedule exported one epoch at a time starts past 0)."""
+    return np.unique(steps, return_inverse=True)[1].astype(np.int64)
