@@ -139,8 +139,7 @@ def _summary(document: dict) -> str:
                                                           if "verl_prompts_per_server" in m else
                                                           "as many as the servers' slots hold")
                                                        + "), each of its samples routed as it starts (the v1 "
-                                                       "trainer's asynchronous modes submit a train batch a step "
-                                                       "instead, not modelled here), ")
+                                                       "trainer's asynchronous modes: the next line), ")
            + ("each group kept to its planned instance by asp's router plug-in" if document["dispatch"] == "planned"
               else "each group's samples spread over the servers")
            + "; the lines above route each group whole to whichever server frees first: docs/simulation.md)"]

@@ -103,9 +103,8 @@ def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, sc
         # verl 0.9.1's colocated trainer aborts the requests in flight and puts the servers to sleep while it trains
         # (trainer_colocate_async.py:44-50, on_sample_end), resuming them after: asp_cli.sim overlaps the two.
         notes.append("verl's colocate_async trainer pauses the rollout while it trains (the servers share its GPUs) "
-                     "and resumes the requests after; asp's estimates and `asp simulate` let rollout run on while "
-                     "the trainer trains, as separate_async and the fully asynchronous trainer do: read its times as "
-                     "a lower bound there")
+                     "and resumes the requests after; asp's estimates let rollout run on while the trainer trains, as "
+                     "separate_async does: `asp simulate`'s 'verl v1 async' line replays the plan both ways")
     lag = settings.max_lag
     if lag is None:
         notes.append(f"the schedule has no lag bound, but verl's {mode} trainer runs at most "
@@ -137,7 +136,12 @@ def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, sc
                      "rollout.checkpoint_engine.backend other than naive (it asserts them at startup): set them "
                      "for your cluster")
     if settings.trainer == "schedule":
-        # verl's own buffers train the oldest finished groups, not the schedule's steps (Option C).
+        # verl's own buffers train the oldest finished groups, not the schedule's steps (Option C). Measured with
+        # `asp simulate`'s v1 replay on the sample data (docs/integrations.md, "Which trainer rule to plan for").
+        notes.append("asp's replay buffer (--trainer schedule) makes every step wait for the groups the schedule "
+                     "gives it: in asp's replay of verl's v1 trainer on the sample data 38% slower than verl's own "
+                     "buffer in colocate_async and 15% in separate_async; make the schedule with --trainer arrival "
+                     "(and leave out the sampler keys) unless you want the schedule's steps trained")
         added.update({
             "trainer.v1.sampler.custom_sampler.path": "pkg://asp_cli.integrate.verl_sampler",
             "trainer.v1.sampler.custom_sampler.name": "ScheduleReplayBuffer",
