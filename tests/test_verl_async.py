@@ -180,3 +180,8 @@ def test_a_v1_replay_follows_the_schedules_steps_with_asps_replay_buffer():
     followed = _replay(lengths, prompts, max_lag=1, prompts_in_flight=96, row_train_step=steps)
     assert followed.group_step.tolist() == steps.tolist()
     assert _replay(lengths, prompts, max_lag=1, prompts_in_flight=96).group_step.tolist() != steps.tolist()
+    # A step whose groups were not submitted yet asks for them (the buffer's refills) rather than waiting forever.
+    reversed_steps = 5 - np.arange(96) // 16
+    refilled = _replay(lengths, prompts, max_lag=1, prompts_in_flight=96, row_train_step=reversed_steps)
+    assert refilled.group_step.tolist() == reversed_steps.tolist()
+    assert (refilled.group_submit_s[80:] == 0).all()  # step 0's groups, the last rows, went out at once

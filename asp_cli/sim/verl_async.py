@@ -97,7 +97,8 @@ def replay_async(
     trainer's GPUs and stop while it trains (verl aborts the requests in flight and resumes them after): a server
     whose clock falls in a training step moves to its end. Their re-prefill on resume is not counted, and a server
     may run up to ``quantum_s`` into a step before the step is known. ``row_train_step``: the trainer takes the
-    groups each step is assigned (asp's replay buffer) instead of finished ones in arrival order.
+    groups each step is assigned (asp's replay buffer) instead of finished ones in arrival order, and asks for a
+    step's groups that the count rule has not admitted yet (the buffer's refills), so that no step waits forever.
     """
     if routing not in ROUTINGS:
         raise SettingsError(f"routing must be one of {', '.join(ROUTINGS)} (got {routing!r})")
@@ -169,9 +170,22 @@ def replay_async(
             engine.feed(gids, [seq_lengths[g] for g in gids], [row_prompt[r]] * len(gids))
         return list(fed)
 
+    # With the schedule's steps followed (asp's replay buffer), a step whose groups the count rule has not let in
+    # yet asks for them (the buffer's refill_fn: docs/integrations.md, Option C): rows up to its last are admitted.
+    needed = None
+    if row_train_step is not None:
+        last_row = np.full(int(np.max(row_train_step)) + 1, -1, dtype=np.int64)
+        np.maximum.at(last_row, np.asarray(row_train_step, dtype=np.int64), np.arange(rows))
+        needed = (np.maximum.accumulate(last_row) + 1).tolist()
+
     def lag_blocked() -> bool:
-        return (max_lag is not None and started > 0
-                and started + 1 > (max_lag + trainer.version_at(now) + 1) * train_batch_size)
+        if max_lag is None or started == 0:
+            return False
+        version = trainer.version_at(now)
+        limit = (max_lag + version + 1) * train_batch_size
+        if needed is not None and version < len(needed):
+            limit = max(limit, needed[version])
+        return started + 1 > limit
 
     busy: set[int] = set()  # servers with requests live or queued
     while True:
