@@ -5,6 +5,7 @@ balancer (fewest requests in flight) or a router plug-in (`asp_cli.sim.verl_asyn
 
     python scripts/bench_verl_async.py --seeds 4                       # lag 2 and no bound, trainer x1 and x0.25
     python scripts/bench_verl_async.py --seeds 4 --prompts-per-server 16   # verl's default rollouter slots
+    python scripts/bench_verl_async.py --seeds 4 --v1 colocate_async --lags 1   # main_ppo's asynchronous modes
 
 The streaming tables of docs/benchmarks.md (bench_simulate.py, bench_rollout_bound.py) route each group whole to
 whichever instance frees a slot first; this replays the same plans as verl routes them. Per workload (the three
@@ -49,8 +50,11 @@ REPRESENTATIVE = ("asp (auto, --steps representative)", {"steps": "representativ
 
 
 def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, trainer_scale: float,
-        prompts_per_server: int | None, rows_run: tuple = ROWS) -> dict[str, dict[str, list[float]]]:
-    """Each row's end-to-end time over verl's default, per workload and seed."""
+        prompts_per_server: int | None, rows_run: tuple = ROWS,
+        v1_mode: str | None = None) -> dict[str, dict[str, list[float]]]:
+    """Each row's end-to-end time over verl's default, per workload and seed; with ``v1_mode`` replayed as verl's
+    v1 trainer runs that asynchronous mode (`asp_cli.sim.verl_async.replay_async`), asp's plan still judged by auto
+    as the fully asynchronous trainer routes."""
     import asp_cli.columns as C
     from asp_cli.bench.compare import WORKLOADS as SPECS
     from asp_cli.bench.compare import build_workload
@@ -78,7 +82,7 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
                 result = replay_async_frame(frame, workload.truth[index], preset, instances=settings.instances,
                                             train_batch_size=settings.train_batch_size, max_lag=max_lag,
                                             routing=routing, predicted_tokens=predicted[index],
-                                            prompts_in_flight=in_flight, seed=seed)
+                                            prompts_in_flight=in_flight, seed=seed, v1_mode=v1_mode)
                 means = workload.truth[index].mean(axis=1)[np.argsort(frame["seq"].to_numpy(), kind="stable")]
                 step_means = (np.bincount(result.group_step, weights=means)
                               / np.bincount(result.group_step))
@@ -124,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts-per-server", type=int, default=None,
                         help="verl's async_training.concurrent_samples_per_replica (its default is 16); by default "
                         "as many prompts as the servers' slots hold, so the servers' own limits bind")
+    parser.add_argument("--v1", choices=("colocate_async", "separate_async"), default=None,
+                        help="replay as verl's v1 trainer (main_ppo) runs this asynchronous mode: the lag bound's "
+                        "warm-up batches, then a train batch a step (needs a lag bound above 0)")
     parser.add_argument("--representative", action="store_true",
                         help="also asp's plan with --steps representative (its own column and step deviation)")
     args = parser.parse_args(argv)
@@ -136,15 +143,19 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 3
     names = tuple(n for n in args.workloads.split(",") if n)
+    if args.v1 and any(s in ("none", "0") for s in args.lags.split(",")):
+        parser.error("--v1 needs lag bounds above 0 (verl's warm-up batches): give --lags 1 or 2")
     slots = ("the servers' slots" if args.prompts_per_server is None
              else f"{args.prompts_per_server} prompts per server")
     for scale in (float(s) for s in args.trainer_scales.split(",")):
         # A fraction is verl's staleness_threshold (its default 0.1: `asp_cli.settings.check_lag`).
         for lag in (None if s == "none" else check_lag(float(s)) for s in args.lags.split(",")):
             rows_run = ROWS + ((REPRESENTATIVE,) if args.representative else ())
-            results = run(names, args.seeds, args.data, lag, scale, args.prompts_per_server, rows_run)
-            print(f"Trainer step cost x{scale:g}, max_lag {lag if lag is not None else 'none'}, rollouter slots: "
-                  f"{slots}; {args.seeds} seeds; end-to-end over verl default (a shuffle through verl's balancer), "
+            results = run(names, args.seeds, args.data, lag, scale, args.prompts_per_server, rows_run, args.v1)
+            print(f"Trainer step cost x{scale:g}, max_lag {lag if lag is not None else 'none'}, "
+                  + (f"verl's v1 trainer in {args.v1} ({lag} warm-up batches, then a train batch a step)"
+                     if args.v1 else f"rollouter slots: {slots}")
+                  + f"; {args.seeds} seeds; end-to-end over verl default (a shuffle through verl's balancer), "
                   "mean +- sd.\n")
             print(table(results, rows_run) + "\n", flush=True)
     return 0
