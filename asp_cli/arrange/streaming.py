@@ -180,7 +180,8 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     # its steps stratified by predicted finish, or its predicted arrival order, made a trainer that follows them
     # wait for stragglers of lengths off their predictions (1.6-2.7x per-step's time in auto's draws, so the
     # summary's "faster than a shuffle" compared with no shuffle anyone runs).
-    fixed = follows and (name == "per-step" or synchronous or (bound is not None and name in ("shuffle", "quick-start")))
+    fixed = follows and (name == "per-step" or synchronous
+                         or (bound is not None and name in ("shuffle", "quick-start")))
     per_epoch = -(-p // settings.train_batch_size)
     own_batches = (np.tile(np.arange(p) // settings.train_batch_size, settings.epochs)
                    + np.repeat(np.arange(settings.epochs) * per_epoch, p))

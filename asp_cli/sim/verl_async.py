@@ -130,8 +130,9 @@ def replay_async(
     admit = np.zeros(rows * n, dtype=np.float64)
     stats = [Stats() for _ in range(instances)]
     engines = [Engine(preset, settings, stats[k], finish, admit) for k in range(instances)]
-    trainer = Trainer(preset, train_batch_size, prompts * n + lengths.sum(axis=1),
-                      None if row_train_step is None else np.asarray(row_train_step, dtype=np.int64))
+    # The steps renumbered 0, 1, ... (a schedule exported one epoch at a time starts past 0), as `asp_cli.sim.run`.
+    assigned = None if row_train_step is None else np.unique(np.asarray(row_train_step), return_inverse=True)[1]
+    trainer = Trainer(preset, train_batch_size, prompts * n + lengths.sum(axis=1), assigned)
     in_flight = [0] * instances  # requests routed and not finished, per server
     tokens_in_flight = [0.0] * instances
     requests = [0] * instances
@@ -173,9 +174,9 @@ def replay_async(
     # With the schedule's steps followed (asp's replay buffer), a step whose groups the count rule has not let in
     # yet asks for them (the buffer's refill_fn: docs/integrations.md, Option C): rows up to its last are admitted.
     needed = None
-    if row_train_step is not None:
-        last_row = np.full(int(np.max(row_train_step)) + 1, -1, dtype=np.int64)
-        np.maximum.at(last_row, np.asarray(row_train_step, dtype=np.int64), np.arange(rows))
+    if assigned is not None:
+        last_row = np.full(int(assigned.max()) + 1, -1, dtype=np.int64)
+        np.maximum.at(last_row, assigned, np.arange(rows))
         needed = (np.maximum.accumulate(last_row) + 1).tolist()
 
     def lag_blocked() -> bool:
@@ -284,9 +285,4 @@ def replay_async_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, in
                         else np.asarray(predicted_tokens)[order],
                         prompts_in_flight=frame.height if v1_mode else prompts_in_flight, seed=seed,
                         colocated=v1_mode == "colocate_async",
-                        row_train_step=None if not follow_steps else _dense(frame["train_step"].to_numpy()[order]))
-
-
-def _dense(steps: np.ndarray) -> np.ndarray:
-    """Steps renumbered 0, 1, ... in their order (a schedule exported one epoch at a time starts past 0)."""
-    return np.unique(steps, return_inverse=True)[1].astype(np.int64)
+                        row_train_step=frame["train_step"].to_numpy()[order] if follow_steps else None)
