@@ -24,6 +24,8 @@ GOOD = [{"id": "a", "question": "What is 2+2?"}, {"id": "b", "question": "Prove 
 
 
 def setup_files(tmp: Path) -> None:
+    import pyarrow as pa
+
     write_jsonl(tmp / "good.jsonl", GOOD)
     (tmp / "malformed.jsonl").write_text('{"question": "a"}\n{"question": \n{"question": "c"}\n')
     (tmp / "empty.jsonl").write_text("")
@@ -33,10 +35,11 @@ def setup_files(tmp: Path) -> None:
     (tmp / "latin1.jsonl").write_bytes('{"question": "café"}\n'.encode("latin-1"))
     (tmp / "surrogate.jsonl").write_text('{"question": "bad \\ud800 text"}\n{"question": "fine"}\n')
     (tmp / "dupkey.jsonl").write_text('{"id": "a", "question": "one", "question": "two"}\n')
+    pq.write_table(pa.table({"id": ["a", "b"], "question": ["q1", "q2"],
+                             "images": [[{"bytes": b"\x89PNG", "path": None}]] * 2}), tmp / "images.parquet")
     (tmp / "fake.parquet").write_text('{"question": "a"}\n')
     (tmp / "prompts.txt").write_text("hello\n")
     (tmp / "prompts_dir").mkdir()
-    import pyarrow as pa
 
     pq.write_table(pa.table({"seq": [0], "prompt_id": ["a"]}).replace_schema_metadata({b"asp.schedule": b"{}"}),
                    tmp / "schedule.parquet")
@@ -167,6 +170,9 @@ CASES = [
     ("E79", ["schedule", "{tmp}/dupkey.jsonl", "-o", "{tmp}/o.parquet"], 3,
      'dupkey.jsonl:1: holds the key "question" twice in one object (JSON readers differ on which value they keep); '
      "keep one; fix the row, or pass --on-bad-row skip to skip bad rows"),
+    ("E80", ["probe", "{tmp}/images.parquet", "-o", "{tmp}/o.jsonl", "--prompts", "1"], 3,
+     "images.parquet: column 'images' (images[].bytes) holds binary data (images or audio as bytes), which JSON "
+     "lines cannot hold; write Parquet (an output ending .parquet, or --format parquet / verl)"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]
@@ -336,6 +342,24 @@ def test_error_row_internal_error(monkeypatch, tmp_path):
     result = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(tmp_path / "o.parquet")])
     assert result.exit_code == 70
     assert "internal error (RuntimeError: boom); this is a bug in asp" in result.stderr
+
+
+def test_a_rust_panic_is_reported_as_a_bug(monkeypatch, tmp_path):
+    """E28: a panic inside Polars or PyArrow (pyo3's PanicException, a BaseException) is a bug too: one line, exit
+    70 (it printed a Rust backtrace and a Python traceback and exited 1, the code of a failed check)."""
+    import asp_cli.arrange.pipeline
+
+    panic = type("PanicException", (BaseException,), {})
+
+    def broken(*args, **kwargs):
+        raise panic("not yet implemented: Writing BinaryView to JSON")
+
+    monkeypatch.setattr(asp_cli.arrange.pipeline, "schedule", broken)
+    result = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(tmp_path / "o.parquet")])
+    assert result.exit_code == 70
+    assert result.stderr.strip() == ("Error: internal error (PanicException: not yet implemented: Writing BinaryView "
+                                     "to JSON); this is a bug in asp. Rerun as 'asp --traceback <command> ...' and "
+                                     "report it.")
 
 
 @pytest.mark.slow

@@ -142,7 +142,10 @@ def guarded() -> Iterator[None]:
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     except typer.Exit:
         raise
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one (a Rust panic in
+        # Polars or PyArrow is a BaseException, pyo3's PanicException: it printed a traceback and exited 1)
         if traceback_enabled():
             traceback.print_exc()
         if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG and exc.filename:

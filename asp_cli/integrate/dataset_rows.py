@@ -93,18 +93,23 @@ def nest_columns(frame: pl.DataFrame, columns: Sequence[str], name: str) -> pl.D
 
 
 def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[str, Any],  # noqa: A002
-               key: bytes, *, replace: bool, added: Sequence[str] = (), nest: tuple[str, Sequence[str]] | None = None
-               ) -> None:
+               key: bytes, *, replace: bool, added: Sequence[str] = (), nest: tuple[str, Sequence[str]] | None = None,
+               source: str = "the dataset") -> None:
     """Write rows atomically and deterministically (fixed Parquet writer options, ordered JSON lines); Parquet
     files carry ``document`` as JSON under ``key`` in their metadata. An existing ``output`` is replaced only with
     ``replace`` (`asp_cli.output.atomic_path`). JSON lines write a row that carries its source text
     (`reading.tables.SOURCE_JSON`) as that text with the ``added`` columns appended, so its values keep their own
     kinds and fields (a chat list beside text prompts, a message's content parts); other rows as the frame holds
     them. ``nest`` (an object's name and some of the ``added`` columns) writes those columns as fields of that
-    object (`nest_columns`; in a row's own text, inside its object there, whose text is otherwise kept)."""
+    object (`nest_columns`; in a row's own text, inside its object there, whose text is otherwise kept). Binary
+    values (a multimodal dataset's images) refuse JSON lines, naming ``source`` (the input the rows came from)."""
     from asp_cli.output import atomic_path
 
     if format == "jsonl":
+        binary = binary_fields(frame)
+        if binary:  # Polars cannot write them as JSON (it panicked: "Writing BinaryView to JSON"), nor can JSON hold bytes
+            raise InputError(f"{source}: {binary[0]} holds binary data (images or audio as bytes), which JSON lines cannot "
+                             "hold; write Parquet (an output ending .parquet, or --format parquet / verl)")
         with atomic_path(output, replace=replace) as tmp:
             if SOURCE_JSON in frame.columns:
                 _write_sourced_jsonl(frame, tmp, added, nest)
@@ -124,6 +129,26 @@ def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[st
     with atomic_path(output, replace=replace) as tmp:
         pq.write_table(table, tmp, compression="zstd", compression_level=3, use_dictionary=True,
                        write_statistics=True, row_group_size=1 << 20)
+
+
+def binary_fields(frame: pl.DataFrame) -> list[str]:
+    """The columns (or fields inside them, as ``images[].bytes``) that hold binary values, in the frame's order:
+    a multimodal dataset's images, which no JSON line can hold. Rows written from their own JSON text hold none."""
+    found: list[str] = []
+
+    def visit(column: str, path: str, dtype: pl.DataType) -> None:
+        if dtype == pl.Binary:
+            found.append(f"column {column!r}" + (f" ({path})" if path != column else ""))
+        elif isinstance(dtype, (pl.List, pl.Array)):
+            visit(column, f"{path}[]", dtype.inner)
+        elif isinstance(dtype, pl.Struct):
+            for field in dtype.fields:
+                visit(column, f"{path}.{field.name}", field.dtype)
+
+    for name, dtype in frame.schema.items():
+        if name != SOURCE_JSON:
+            visit(name, name, dtype)
+    return found
 
 
 def non_finite_notes(frame: pl.DataFrame) -> list[str]:

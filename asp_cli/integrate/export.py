@@ -276,7 +276,8 @@ def export(
         if format == "jsonl":
             warnings.extend(non_finite_notes(frame))
         write_rows(frame, Path(output), format, document, METADATA_KEY, replace=force, added=added,
-                   nest=(metadata_key, names) if metadata_key else None)
+                   nest=(metadata_key, names) if metadata_key else None,
+                   source=", ".join(Path(d).name for d in datasets))
     if metadata_key:
         frame = nest_columns(frame, names, metadata_key)
     return ExportResult(frame=frame.drop(SOURCE_JSON, strict=False), output=Path(output) if output else None,

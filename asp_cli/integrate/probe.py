@@ -292,7 +292,7 @@ def probe(
                     "inputs": [p.name for p in inputs], "input_fingerprint": file_fingerprint(inputs),
                     "probe_prompts": int(chosen.size)}
         write_rows(rows, out, "jsonl" if fmt == "jsonl" else "parquet", document, key=METADATA_KEY, replace=force,
-                   added=[c for c in rows.columns if c not in own_columns])
+                   added=[c for c in rows.columns if c not in own_columns], source=", ".join(p.name for p in inputs))
     return ProbeResult(frame=rows.drop(SOURCE_JSON, strict=False), prompt_ids=picked[C.PROMPT_ID].to_list(),
                        output=out, format=fmt,
                        summary=summary, warnings=warnings)
