@@ -456,6 +456,35 @@ def test_with_its_schedule_a_dataset_is_read_with_the_id_column_the_schedule_was
     assert sorted(named.added["prompt_id"].to_list()) == ["100", "101", "102"]
 
 
+def test_a_dataset_whose_prompt_column_is_named_takes_it_from_the_flag_or_the_schedule(tmp_path):
+    """An OpenRLHF-style dataset (`context_messages`): `asp observe --dataset D` could not read it, and had no option
+    to name the column (a newcomer round); `--dataset-prompt-key` names it, the schedule's `--prompt-key` is taken
+    where `--schedule` is given, and alone (without --dataset) it is refused, naming itself."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    dataset = tmp_path / "orl.jsonl"
+    write_jsonl(dataset, [{"context_messages": [{"role": "user", "content": f"question {i}"}], "label": str(i)}
+                          for i in range(12)])
+    log = tmp_path / "log.jsonl"
+    write_jsonl(log, [{"prompt_id": str(i), "response_tokens": 10 + i} for i in range(12)])
+    with pytest.raises(InputError, match="name the right one with --dataset-prompt-key$"):
+        observe([log], None, dataset=[dataset])
+    named = observe([log], None, dataset=[dataset], read=replace(OBSERVE_READ, prompt_key="context_messages"))
+    assert named.summary["prompts_observed"] == 12 and named.summary.get("unknown_ids", 0) == 0
+    schedule = tmp_path / "s.parquet"
+    made = CliRunner().invoke(app, ["schedule", str(dataset), "-o", str(schedule), "--prompt-key", "context_messages",
+                                    "--train-batch-size", "4", "--quiet"])
+    assert made.exit_code == 0, made.output
+    assert observe([log], None, schedule=schedule, dataset=[dataset]).summary["prompts_observed"] == 12
+    cli = CliRunner().invoke(app, ["observe", str(log), "-o", str(tmp_path / "h.parquet"), "--dataset", str(dataset),
+                                   "--dataset-prompt-key", "context_messages", "--quiet"])
+    assert cli.exit_code == 0, cli.output
+    with pytest.raises(SettingsError, match="--dataset-prompt-key names the prompt column of the --dataset files"):
+        observe([log], None, read=replace(OBSERVE_READ, prompt_key="context_messages"))
+
+
 @pytest.mark.parametrize("fmt, name, extra", [("verl", "train.parquet", {}), ("jsonl", "train.jsonl", {}),
                                                ("jsonl", "meta.jsonl", {"metadata_key": "metadata"}),
                                                ("parquet", "flat.parquet", {"metadata_key": "info"})])

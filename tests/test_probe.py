@@ -178,6 +178,12 @@ def test_cli_probe_json_and_exit_codes(tmp_path):
     keyed = runner.invoke(app, ["probe", str(data), "-o", str(tmp_path / "k.jsonl"), "--id-key", "uid"])
     assert keyed.exit_code == 0, keyed.output
     assert f"--dataset {data} --dataset-id-key uid` and `asp schedule {data} --id-key uid ..." in keyed.stderr
+    # and a prompt column named likewise (a newcomer, 2026-12-06: observe could not read such a dataset)
+    both = runner.invoke(app, ["probe", str(data), "-o", str(tmp_path / "b.jsonl"), "--id-key", "uid",
+                               "--prompt-key", "question"])
+    assert both.exit_code == 0, both.output
+    assert (f"--dataset {data} --dataset-id-key uid --dataset-prompt-key question` and `asp schedule {data} --id-key "
+            "uid --prompt-key question ...") in both.stderr
 
 
 class _FakeOpenAI(BaseHTTPRequestHandler):

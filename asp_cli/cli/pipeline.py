@@ -81,6 +81,7 @@ def observe_command(
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The log's prompt id column, if not detected."),
     dataset_id_key: Optional[str] = typer.Option(None, "--dataset-id-key", help="The --dataset files' id column, as asp schedule --id-key named it (verl's extra_info.index), if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The log's response token count column, if not detected."),
+    dataset_prompt_key: Optional[str] = typer.Option(None, "--dataset-prompt-key", help="The --dataset files' prompt column, as asp schedule --prompt-key named it, if not detected (default: the schedule's)."),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     unknown_ids: str = typer.Option("skip", "--unknown-ids", help="Rows whose id the schedule/dataset lacks: 'skip' (counted, left out), 'keep' (counted, kept) or 'error'."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json to count verl dump outputs exactly."),
@@ -94,7 +95,7 @@ def observe_command(
         from asp_cli.integrate.observe import OBSERVE_READ, observe
 
         read = dataclasses.replace(OBSERVE_READ, length_id_key=id_key, length_key=length_key, on_bad_row=on_bad_row,
-                                   tokenizer=tokenizer, id_key=dataset_id_key)
+                                   tokenizer=tokenizer, id_key=dataset_id_key, prompt_key=dataset_prompt_key)
         result = observe(logs, output, schedule=schedule, dataset=dataset, append=append, force=force, epoch=epoch,
                          read=read, unknown_ids=unknown_ids)
         summary = result.summary

@@ -60,10 +60,13 @@ def probe_command(
                 f"rollout at {summary['samples_per_prompt']} samples per prompt")
             dataset = " ".join(shlex.quote(str(i)) for i in inputs)
             # The history's ids must be the ones the schedule reads (reading.history_ids warns otherwise).
-            keyed = f" --dataset-id-key {shlex.quote(id_key)}" if id_key else ""
+            keyed = (f" --dataset-id-key {shlex.quote(id_key)}" if id_key else "") + (
+                f" --dataset-prompt-key {shlex.quote(prompt_key)}" if prompt_key else "")
+            read = (f" --id-key {shlex.quote(id_key)}" if id_key else "") + (
+                f" --prompt-key {shlex.quote(prompt_key)}" if prompt_key else "")
             say("  next: generate it with your policy at the training run's response cap (docs/probe.md), then `asp "
                 f"observe LOG -o history.parquet --dataset {dataset}{keyed}` and `asp schedule {dataset}"
-                f"{f' --id-key {shlex.quote(id_key)}' if id_key else ''} ... --history "
+                f"{read} ... --history "
                 "history.parquet --max-response-tokens CAP` (the same cap: samples cut off there are read as "
                 "censored)")
             for warning in result.warnings:

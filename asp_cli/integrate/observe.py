@@ -42,7 +42,8 @@ from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
-OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key")
+OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key",
+                           prompt_flag="--dataset-prompt-key")
 
 UNKNOWN_POLICIES = ("skip", "keep", "error")
 # verl's generation entry point (verl.trainer.main_generation_server, verl 0.9.1) writes the dataset's rows plus
@@ -103,7 +104,8 @@ def observe(
         The epoch to record for rows whose log has no ``epoch`` column.
     read
         The log's id and length columns when not detected (``length_id_key``, ``length_key``), the dataset's id
-        column (``id_key``, `--dataset-id-key`: the ``--id-key`` the schedule was made with), ``on_bad_row``
+        column (``id_key``, `--dataset-id-key`: the ``--id-key`` the schedule was made with) and prompt column
+        (``prompt_key``, `--dataset-prompt-key`; both default to the schedule's where ``schedule`` is given), ``on_bad_row``
         (``error`` stops at the first malformed row, naming file and line; ``skip`` skips and counts), and a
         local ``tokenizer.json`` to count verl dump outputs exactly.
     unknown_ids
@@ -130,6 +132,9 @@ def observe(
         raise InputError("no rollout log given; name at least one log file")
     if read.id_key is not None and not dataset:  # it names a column of the dataset files: alone it did nothing
         raise SettingsError(f"{read.id_flag} names the id column of the --dataset files: give them with --dataset")
+    if read.prompt_key is not None and not dataset:
+        raise SettingsError(f"{read.prompt_flag} names the prompt column of the --dataset files: give them with "
+                            "--dataset")
     if read.tokenizer is not None and not read.tokenizer.is_file():  # else missing went unsaid without a verl dump
         what = "no such file" if not read.tokenizer.exists() else "is not a file"
         raise InputError(f"{read.tokenizer}: {what}; --tokenizer names a local tokenizer.json")
@@ -488,28 +493,34 @@ class _Dataset:
 
 
 def _with_schedule_id_key(read: ReadOptions, schedule: Any) -> ReadOptions:
-    """``read`` with the dataset's id column the schedule (read, or None) was made with (`asp schedule --id-key`, recorded in its
-    metadata), where ``--dataset-id-key`` did not name one: the ids the history must use, as `asp export` reads
-    them."""
-    if read.id_key is not None or schedule is None:
+    """``read`` with the dataset's id and prompt columns the schedule (read, or None) was made with (`asp schedule
+    --id-key` and `--prompt-key`, recorded in its metadata), where ``--dataset-id-key`` and
+    ``--dataset-prompt-key`` did not name them: the ids the history must use, as `asp export` reads them."""
+    if schedule is None:
         return read
     import dataclasses
 
     from asp_cli.integrate.export import recorded_keys
 
-    recorded_id, _ = recorded_keys(schedule.metadata)
-    return read if recorded_id is None else dataclasses.replace(
-        read, id_key=recorded_id, id_flag="--dataset-id-key, here the id column the schedule was made with")
+    recorded_id, recorded_prompt = recorded_keys(schedule.metadata)
+    if read.id_key is None and recorded_id is not None:
+        read = dataclasses.replace(read, id_key=recorded_id,
+                                   id_flag="--dataset-id-key, here the id column the schedule was made with")
+    if read.prompt_key is None and recorded_prompt is not None:
+        read = dataclasses.replace(read, prompt_key=recorded_prompt,
+                                   prompt_flag="--dataset-prompt-key, here the prompt column the schedule was made with")
+    return read
 
 
 def _read_dataset(paths: list[Path], read: ReadOptions, warnings: list[str]) -> _Dataset:
     """The dataset's prompts, its ids from ``read.id_key`` where given (`--dataset-id-key`: the ``--id-key`` the
-    schedule was made with, e.g. verl's ``extra_info.index``), its bad rows handled as ``--on-bad-row`` says (an
+    schedule was made with, e.g. verl's ``extra_info.index``), its prompts from ``read.prompt_key`` likewise, its bad rows handled as ``--on-bad-row`` says (an
     error names the file and line)."""
     from asp_cli.reading import read_prompts
 
     on_bad_row = read.on_bad_row
-    prompts, report = read_prompts(paths, ReadOptions(on_bad_row=on_bad_row, id_key=read.id_key, id_flag=read.id_flag))
+    prompts, report = read_prompts(paths, ReadOptions(on_bad_row=on_bad_row, id_key=read.id_key, id_flag=read.id_flag,
+                                                      prompt_key=read.prompt_key, prompt_flag=read.prompt_flag))
     if report.skipped_rows:
         warnings.append(f"skipped {report.skipped_rows} bad rows of the dataset (--on-bad-row skip), e.g. "
                         f"{'; '.join(report.skipped_examples[:3])}; log rows naming their ids count as unknown")

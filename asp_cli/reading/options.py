@@ -19,7 +19,8 @@ class ReadOptions:
 
     ``prompt_key`` and ``id_key`` override the prompt and id columns of prompt files; ``length_id_key`` and
     ``length_key`` the id and length columns of length files (history, observed lengths), which the calling
-    command names ``length_id_flag`` and ``length_flag`` in its messages (and ``id_key`` as ``id_flag``).
+    command names ``length_id_flag`` and ``length_flag`` in its messages (and ``id_key`` as ``id_flag``,
+    ``prompt_key`` as ``prompt_flag``).
     ``on_bad_row="skip"`` skips malformed rows and counts them; ``tokenizer`` is a local Hugging Face ``tokenizer.json`` for prompt tokens.
 
     Raises
@@ -37,13 +38,14 @@ class ReadOptions:
     length_id_flag: str = "--history-id-key"
     length_flag: str = "--history-length-key"
     id_flag: str = "--id-key"  # how the calling command names ``id_key`` (asp observe: --dataset-id-key)
+    prompt_flag: str = "--prompt-key"  # and ``prompt_key`` (asp observe: --dataset-prompt-key)
 
     def __post_init__(self) -> None:
         if not isinstance(self.on_bad_row, str) or self.on_bad_row not in ON_BAD_ROW:
             raise SettingsError(f"--on-bad-row must be 'error' or 'skip' (got {self.on_bad_row!r})")
         # Named as the calling command names them: `asp schedule --history-id-key ''` was refused as
         # "--length-id-key", an option no command has.
-        for value, flag in ((self.prompt_key, "--prompt-key"), (self.id_key, self.id_flag),
+        for value, flag in ((self.prompt_key, self.prompt_flag), (self.id_key, self.id_flag),
                             (self.length_id_key, self.length_id_flag), (self.length_key, self.length_flag)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise SettingsError(f"{flag} must name a column (got {value!r})")

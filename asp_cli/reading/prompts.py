@@ -181,9 +181,9 @@ def _parse_chat_json(raw: str | None) -> tuple[str | None, int, bool]:
     return "\n".join(m[CHAT_CONTENT] for m in messages), len(messages), False
 
 
-def _choose_prompt_column(frame: pl.DataFrame, override: str | None, path: Path) -> str:
+def _choose_prompt_column(frame: pl.DataFrame, override: str | None, path: Path, flag: str = "--prompt-key") -> str:
     if override is not None:
-        return find_column(frame, (), override, what="prompt", flag="--prompt-key", path=path)  # type: ignore[return-value]
+        return find_column(frame, (), override, what="prompt", flag=flag, path=path)  # type: ignore[return-value]
     # A chat list under `prompt` (verl) wins; then `messages`; then the text columns in order.
     for name in frame.columns:
         if name.lower() == "prompt" and isinstance(frame.schema[name], pl.List):
@@ -191,7 +191,7 @@ def _choose_prompt_column(frame: pl.DataFrame, override: str | None, path: Path)
     lowered = {c.lower(): c for c in frame.columns}
     if "messages" in lowered:
         return lowered["messages"]
-    return find_column(frame, C.PROMPT_KEYS, None, what="prompt", flag="--prompt-key", path=path)  # type: ignore[return-value]
+    return find_column(frame, C.PROMPT_KEYS, None, what="prompt", flag=flag, path=path)  # type: ignore[return-value]
 
 
 def read_prompts(
@@ -224,7 +224,7 @@ def read_prompts(
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         part = extract_prompts(frame, path, fmt, options.prompt_key, options.id_key, options.on_bad_row, report,
-                               offset, id_flag=options.id_flag)
+                               offset, id_flag=options.id_flag, prompt_flag=options.prompt_flag)
         offset += frame.height
         parts.append(part)
         del frame
@@ -258,6 +258,7 @@ def extract_prompts(
     file_row_offset: int = 0,
     locate_row: Callable[[int], str] | None = None,
     id_flag: str = "--id-key",
+    prompt_flag: str = "--prompt-key",
 ) -> pl.DataFrame:
     """The prompt frame (`read_prompts`' columns, plus the hidden row within the file) of one file's table.
 
@@ -266,7 +267,7 @@ def extract_prompts(
     """
     locate = locate_row or (lambda index: row_location(path, frame, index, fmt))
     frame = with_nested_key(frame, id_key)
-    prompt_col = _choose_prompt_column(frame, prompt_key, path)
+    prompt_col = _choose_prompt_column(frame, prompt_key, path, prompt_flag)
     id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag=id_flag, path=path, required=False)
     source_col = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
     difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
