@@ -601,6 +601,37 @@ def test_verl_extra_info_carries_the_ids_the_schedule_and_the_probe_gave(tmp_pat
     assert sorted(r["extra_info"]["prompt_id"] for r in frame.iter_rows(named=True)) == ["1", "2"]
 
 
+def test_verl_layout_builds_the_prompt_from_the_column_the_user_named(tmp_path):
+    """A newcomer (OpenRLHF's `context_messages`): `asp export --format verl` and `asp probe --format verl` ignored
+    `--prompt-key` (and the schedule's), and refused with "no chat list under 'prompt'/'messages'"; the named
+    column is now verl's prompt (a chat list moved there, a text column wrapped and kept), and one that is neither
+    is refused naming it."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.probe import ProbeSettings, probe
+    from asp_cli.reading import ReadOptions
+
+    rows = [{"id": f"p{i}", "context_messages": [{"role": "user", "content": f"question {i} " * (i + 1)}],
+             "body": f"text {i}", "label": str(i)} for i in range(12)]
+    data = write_jsonl(tmp_path / "orl.jsonl", rows)
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, read=ReadOptions(prompt_key="context_messages"))
+    frame = export(sched, [data], None, format="verl").frame  # the schedule's --prompt-key
+    chats = {r["extra_info"]["prompt_id"]: r["prompt"] for r in frame.iter_rows(named=True)}
+    assert chats == {r["id"]: r["context_messages"] for r in rows}
+    assert "context_messages" not in frame.columns and frame["reward_model"].struct.field("ground_truth").to_list()
+    texts = export(sched, [data], None, format="verl", prompt_key="body").frame  # named otherwise, the flag wins
+    assert all(r["prompt"] == [{"role": "user", "content": r["body"]}] for r in texts.iter_rows(named=True))
+    probe([data], tmp_path / "p.parquet", settings=ProbeSettings(prompts=4), format="verl",
+          read=ReadOptions(prompt_key="context_messages"))
+    probed = pl.read_parquet(tmp_path / "p.parquet")
+    assert all(r["prompt"] == next(q["context_messages"] for q in rows if q["id"] == r["extra_info"]["prompt_id"])
+               for r in probed.iter_rows(named=True))
+    with pytest.raises(InputError, match="column 'label' holds Int64, not text or a chat-message list"):
+        write_jsonl(tmp_path / "n.jsonl", [{"id": f"n{i}", "question": f"x {i}", "label": i} for i in range(4)])
+        schedule([tmp_path / "n.jsonl"], tmp_path / "n.parquet")
+        export(tmp_path / "n.parquet", [tmp_path / "n.jsonl"], None, format="verl", prompt_key="label")
+
+
 def test_a_dataset_without_ids_gets_them_in_the_export_and_a_reordered_copy_is_refused(tmp_path):
     """A newcomer (OpenRLHF/slime, JSONL without ids): the export reordered the rows and wrote no id, so the
     rollout log could not be fed back; and a shuffled copy of the file was exported with exit 0 ("ids match row by

@@ -221,7 +221,8 @@ def export(
         ids = raw.select("\x00row").join(rows.select(pl.col("row").alias("\x00row"), "prompt_id")
                                          .unique("\x00row", keep="first", maintain_order=True),
                                          on="\x00row", how="left", maintain_order="left")["prompt_id"]
-        raw, verl_notes = to_verl(raw, ids, where=", ".join(str(d) for d in datasets))
+        raw, verl_notes = to_verl(raw, ids, where=", ".join(str(d) for d in datasets),
+                                  prompt_column=prompt_key or recorded_keys(replay.schedule.metadata)[1])
         warnings.extend(verl_notes)
     # asp's columns: beside the dataset's, or with --metadata-key inside that object, the schedule's id with them.
     names = [f"{prefix}{c}" for c in (("prompt_id",) if metadata_key else ()) + ASP_COLUMNS]

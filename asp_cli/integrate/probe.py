@@ -252,7 +252,8 @@ def probe(
                         "uses); keep it in the generation log so `asp observe` can match the samples")
     if fmt == "verl":
         # extra_info.prompt_id: asp's id of each probed prompt
-        rows, notes = to_verl(rows, rows["\x00id"], where=", ".join(str(p) for p in inputs))
+        rows, notes = to_verl(rows, rows["\x00id"], where=", ".join(str(p) for p in inputs),
+                              prompt_column=read.prompt_key)
         warnings.extend(notes)
     rows = rows.drop("\x00id")
     rows = rows.drop("\x00row")

@@ -19,7 +19,7 @@ _VERL_CHAT = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 
 
 def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
-            where: str = "the dataset") -> tuple[pl.DataFrame, list[str]]:
+            where: str = "the dataset", prompt_column: str | None = None) -> tuple[pl.DataFrame, list[str]]:
     """Give a frame the five columns verl's RLHFDataset reads, keeping the user's values where present.
 
     ``prompt`` becomes a chat list (a chat list under ``prompt`` or ``messages`` is kept; text is wrapped as
@@ -31,6 +31,8 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
     (an audit found that guess naming another column than the schedule's ``--id-key``, so logs fed back by
     ``extra_info.prompt_id`` matched the wrong prompts). ``where`` names the input files in errors: a
     ``reward_model`` or ``extra_info`` whose objects differ in kind from row to row is refused (`InputError`).
+    ``prompt_column``: the prompt column the user named (``--prompt-key``) or the schedule was read with, which
+    verl's ``prompt`` is made from (and then dropped, as ``messages`` is); without it, the columns above.
 
     Returns
     -------
@@ -40,11 +42,14 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
     notes: list[str] = []
     _check_objects_kept(raw, where)
     lowered = {c.lower(): c for c in raw.columns}
-    out = raw.with_columns(_verl_prompt(raw, lowered).alias("prompt"))
+    named = prompt_column if prompt_column in raw.columns else None
+    out = raw.with_columns(_verl_prompt(raw, lowered, named).alias("prompt"))
     # The reader's tags (a non-text value in a column of mixed kinds) told chat rows from text; the rest is text.
     out = out.with_columns([untag(pl.col(c)) for c, t in out.schema.items() if t == pl.String])
-    if "messages" in lowered and lowered["messages"] != "prompt":
+    if "messages" in lowered and lowered["messages"] != "prompt" and named in (None, lowered["messages"]):
         out = out.drop(lowered["messages"])
+    elif named is not None and named != "prompt" and isinstance(raw.schema[named], pl.List):
+        out = out.drop(named)  # a chat list now under `prompt`: not written twice
 
     source = next((lowered[k] for k in C.SOURCE_KEYS if k in lowered), None)
     if "data_source" not in out.columns or out.schema["data_source"] != pl.String:
@@ -122,35 +127,51 @@ def _castable(frame: pl.DataFrame, column: str) -> bool:
     return dtype == pl.String or dtype.is_numeric() or dtype == pl.Boolean
 
 
-def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str]) -> pl.Expr:
-    """A chat-list expression for verl's ``prompt`` column."""
+def _verl_prompt(raw: pl.DataFrame, lowered: dict[str, str], named: str | None = None) -> pl.Expr:
+    """A chat-list expression for verl's ``prompt`` column: from ``named`` (the prompt column the user named, or the
+    schedule read) where given, else from a chat list under ``prompt`` or ``messages``, else from text."""
+    if named is not None and named in raw.columns:
+        chat = _chat_of(raw, named)
+        if chat is not None:
+            return chat
+        if raw.schema[named] == pl.String:
+            return _user_message(untag(pl.col(named)))
+        raise InputError(f"cannot build verl's prompt column from column {named!r}: it is neither text nor a chat "
+                         "list of role/content messages; name another with --prompt-key")
     for name in ("prompt", "messages"):
         column = lowered.get(name)
-        if column is None:
-            continue
-        dtype = raw.schema[column]
-        if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
-            fields = {f.name for f in dtype.inner.fields}
-            if {"role", "content"} <= fields:
-                return pl.col(column)
-        if dtype == pl.String:
-            text = untag(pl.col(column))
-            looks_chat = raw.select(text.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()).item()
-            # A list among text prompts (the reader tags it: a column of mixed kinds) is a chat list; text stays
-            # a user message (it was wrapped whole, the chat list's JSON text as a message's content).
-            listed = pl.col(column).str.starts_with(JSON_TAG + "[").fill_null(False)
-            if looks_chat or raw.select(listed.any()).item():
-                chat = pl.lit(True) if looks_chat else listed
-                decoded = _decoded_chats(raw, column, raw.select(pl.when(chat).then(text)).to_series())
-                return pl.when(chat).then(pl.lit(decoded)).otherwise(_user_message(text))
+        chat = None if column is None else _chat_of(raw, column)
+        if chat is not None:
+            return chat
     for name in C.PROMPT_KEYS:
         column = lowered.get(name)
         if column is not None and raw.schema[column] == pl.String:
             return _user_message(untag(pl.col(column)))
     raise InputError(
         "cannot build verl's prompt column: no chat list under 'prompt'/'messages' and no text under "
-        f"{', '.join(C.PROMPT_KEYS)}; rename the prompt column"
+        f"{', '.join(C.PROMPT_KEYS)}; name the prompt column with --prompt-key, or rename it"
     )
+
+
+def _chat_of(raw: pl.DataFrame, column: str) -> pl.Expr | None:
+    """``column`` as verl's chat list where it holds one (role/content messages, or their JSON text; text rows
+    among JSON chat lists become one user message each), else None."""
+    dtype = raw.schema[column]
+    if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+        fields = {f.name for f in dtype.inner.fields}
+        if {"role", "content"} <= fields:
+            return pl.col(column)
+    if dtype == pl.String:
+        text = untag(pl.col(column))
+        looks_chat = raw.select(text.str.strip_chars_start().str.starts_with("[{").fill_null(False).all()).item()
+        # A list among text prompts (the reader tags it: a column of mixed kinds) is a chat list; text stays
+        # a user message (it was wrapped whole, the chat list's JSON text as a message's content).
+        listed = pl.col(column).str.starts_with(JSON_TAG + "[").fill_null(False)
+        if looks_chat or raw.select(listed.any()).item():
+            chat = pl.lit(True) if looks_chat else listed
+            decoded = _decoded_chats(raw, column, raw.select(pl.when(chat).then(text)).to_series())
+            return pl.when(chat).then(pl.lit(decoded)).otherwise(_user_message(text))
+    return None
 
 
 def _user_message(text: pl.Expr) -> pl.Expr:
