@@ -6,7 +6,7 @@
 
 Standard library only (urllib, threads). Each prompt of the probe (a chat list under ``prompt`` or
 ``messages``, or text under ``prompt``, ``question``, ``problem``, ``instruction`` or ``input``, which is sent as
-one user message) is sent ``--samples`` times to ``/chat/completions`` (``--completions``: as text to
+one user message; or the column ``--prompt-key`` names, as `asp probe --prompt-key` did) is sent ``--samples`` times to ``/chat/completions`` (``--completions``: as text to
 ``/completions``, for a run trained without a chat template) with ``n=1``: the server's
 ``usage.completion_tokens`` is then exactly one sample's length (with ``n > 1`` servers report the sum), and
 ``finish_reason == "length"`` marks a sample that hit ``--max-tokens``. Use the sampling settings of your
@@ -43,10 +43,23 @@ ID_KEYS = ("id", "prompt_id", "uid", "unique_id", "question_id", "instruction_id
 PROMPT_KEYS = ("prompt", "messages", "question", "problem", "instruction", "input")
 
 
-def messages_of(row: dict) -> list[dict]:
-    """The chat messages of one probe row."""
-    for key in PROMPT_KEYS:
-        value = row.get(key)
+def field(row: dict, key: str):
+    """``row[key]``, where a dotted key names a field inside an object (verl's ``extra_info.index``), as asp reads
+    ``--id-key``; a key with a dot that is itself a column wins."""
+    if key in row or "." not in key:
+        return row.get(key)
+    value = row
+    for part in key.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def messages_of(row: dict, prompt_key: str | None = None) -> list[dict]:
+    """The chat messages of one probe row (from ``prompt_key`` where given, as `asp probe --prompt-key`)."""
+    for key in (prompt_key,) if prompt_key else PROMPT_KEYS:
+        value = field(row, key)
         if isinstance(value, list) and value and all(isinstance(m, dict) and "content" in m for m in value):
             return [{"role": m.get("role", "user"), "content": m["content"]} for m in value]
         if isinstance(value, str) and value.strip():
@@ -57,23 +70,38 @@ def messages_of(row: dict) -> list[dict]:
                 except ValueError:
                     parsed = None
                 if isinstance(parsed, list):
-                    return messages_of({key: parsed})
+                    return messages_of({key: parsed}, key)
             return [{"role": "user", "content": value}]
-    raise ValueError(f"no prompt (looked for {', '.join(PROMPT_KEYS)})")
+    raise ValueError(f"no prompt (looked for {', '.join((prompt_key,) if prompt_key else PROMPT_KEYS)}"
+                     + ("" if prompt_key else "; name the column with --prompt-key") + ")")
 
 
 def id_of(row: dict, id_key: str | None, line: int) -> str:
     keys = (id_key,) if id_key else ID_KEYS
     for key in keys:
-        if row.get(key) is not None:
-            return str(row[key])
+        value = field(row, key)
+        if value is not None:
+            return str(value)
     raise ValueError(f"no prompt id (looked for {', '.join(keys)})")
 
 
 def text_of(messages: list[dict]) -> str:
     """The prompt as one text, for ``--completions`` (a run without a chat template): the messages' contents in
-    order, one per line (a plain-text probe row is one message)."""
-    return "\n".join(str(m["content"]) for m in messages)
+    order, one per line (a plain-text probe row is one message); a content given as parts (OpenAI's
+    ``[{"type": "text", "text": ...}]``) is its text parts joined, where it was sent as the list's Python text.
+    A part that is not text (an image) cannot go to ``/completions``: ValueError."""
+    texts = []
+    for m in messages:
+        content = m["content"]
+        if isinstance(content, list):
+            parts = [part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
+                     for part in content]
+            if any(not isinstance(text, str) for text in parts):
+                raise ValueError("a message holds a part that is not text (an image?), which /completions cannot "
+                                 "take; drop --completions to send the chat list to /chat/completions")
+            content = "".join(parts)
+        texts.append(str(content))
+    return "\n".join(texts)
 
 
 def complete(base_url: str, body: dict, api_key: str | None, timeout: float, retries: int,
@@ -110,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, required=True, help="the training run's response cap")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--id-key", default=None, help="the probe's id column, if not detected")
+    parser.add_argument("--id-key", default=None,
+                        help="the probe's id column, if not detected (a dotted name reaches inside an object: "
+                             "extra_info.index), as asp probe --id-key named it")
+    parser.add_argument("--prompt-key", default=None, help="the probe's prompt column, as asp probe --prompt-key "
+                                                            "named it, if not detected")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument("--retries", type=int, default=3)
@@ -155,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             row = json.loads(text)
             try:
-                prompt_id, messages = id_of(row, args.id_key, line), messages_of(row)
+                prompt_id, messages = id_of(row, args.id_key, line), messages_of(row, args.prompt_key)
+                if args.completions:
+                    text_of(messages)  # a part it cannot send, said before any request
             except ValueError as exc:
                 print(f"Error: {args.probe}:{line}: {exc}", file=sys.stderr)
                 return 3

@@ -376,6 +376,48 @@ def test_the_openai_example_says_it_reads_json_lines(tmp_path):
     assert "Traceback" not in foreign.stderr
 
 
+class _AnyOpenAI(_FakeOpenAI):
+    """Both endpoints: a chat list's last message, or /completions' prompt text (its length is the answer's)."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _FakeOpenAI.calls.append(body)
+        text = body["prompt"] if "prompt" in body else json.dumps(body["messages"][-1]["content"])
+        answer = {"choices": [{"finish_reason": "stop"}], "usage": {"completion_tokens": len(text)}}
+        self.reply(200, json.dumps(answer).encode())
+
+
+def test_the_openai_example_reads_the_columns_asp_probe_was_told_of(tmp_path):
+    """A newcomer round: docs/probe.md says to name verl's `extra_info.index` in every command, but the example
+    looked the dotted name up as one key ("no prompt id", exit 3); it had no --prompt-key (OpenRLHF's
+    `context_messages`); and --completions sent a content given as parts as their Python text."""
+    rows = [{"extra_info": {"index": 10 + i}, "context_messages": [
+        {"role": "user", "content": [{"type": "text", "text": f"What is {i} "}, {"type": "text", "text": "+ 1?"}]}]}
+        for i in range(3)]
+    (tmp_path / "probe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _FakeOpenAI.calls = []
+    done = _run_example(tmp_path, _AnyOpenAI, "--id-key", "extra_info.index", "--prompt-key", "context_messages",
+                        "--completions")
+    assert done.returncode == 0, done.stderr
+    assert sorted(call["prompt"] for call in _FakeOpenAI.calls) == [f"What is {i} + 1?" for i in range(3)]
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["prompt_id"] for r in log] == ["10", "11", "12"]
+    # as chat, the parts go as they are; an image part cannot go to /completions, said before any request
+    _FakeOpenAI.calls = []
+    chat = _run_example(tmp_path, _AnyOpenAI, "--id-key", "extra_info.index", "--prompt-key", "context_messages",
+                        "--resume")
+    assert chat.returncode == 0 and _FakeOpenAI.calls == []  # all in the log already
+    rows[0]["context_messages"][0]["content"].append({"type": "image_url", "image_url": {"url": "data:,"}})
+    (tmp_path / "probe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "log.jsonl").unlink()
+    image = _run_example(tmp_path, _AnyOpenAI, "--id-key", "extra_info.index", "--prompt-key", "context_messages",
+                         "--completions")
+    assert image.returncode == 3 and "probe.jsonl:1: a message holds a part that is not text" in image.stderr
+    assert _FakeOpenAI.calls == [] and not (tmp_path / "log.jsonl").exists()
+    unnamed = _run_example(tmp_path, _AnyOpenAI, "--id-key", "extra_info.index")
+    assert unnamed.returncode == 3 and "name the column with --prompt-key" in unnamed.stderr
+
+
 def test_a_source_left_without_probe_prompts_is_warned_about(tmp_path):
     """--min-per-source 0 with a small probe left a source unprobed without a word."""
     data = tmp_path / "p.jsonl"
