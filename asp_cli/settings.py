@@ -98,6 +98,9 @@ def check_lag(value: object) -> int | float | None:
     """
     if value is None:
         return None
+    if isinstance(value, str) and value.strip().lower() == NO_LAG_BOUND:  # the command line's word, in Python
+        raise SettingsError(f"max_lag takes None for no bound in Python (the command line's --max-lag {NO_LAG_BOUND}); "
+                            f"got {value!r}")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not 0 <= value <= MAX_SETTING:
         raise SettingsError(f"--max-lag must be a number of training steps from 0 to {MAX_SETTING} (a fraction is "

@@ -156,6 +156,8 @@ def test_a_fractional_lag_bound_holds_the_plan_to_the_next_whole_step_and_a_whol
     for bad in (-0.1, float("nan"), float("inf"), True, "2"):
         with pytest.raises(SettingsError, match="--max-lag must be a number of training steps"):
             ScheduleSettings(max_lag=bad)
+    with pytest.raises(SettingsError, match="max_lag takes None for no bound in Python"):  # the CLI's word
+        ScheduleSettings(max_lag="none")
 
 
 def test_same_inputs_same_bytes(tmp_path, prompts_file):

@@ -985,6 +985,12 @@ def test_a_twin_takes_one_path_as_well_as_a_list(tmp_path):
     assert asp_cli.observe(str(log)).history.height == 1
     with pytest.raises(SettingsError, match="expected a path or a list of paths, got int '5'"):
         asp_cli.schedule(5)
+    # a frame (a newcomer's schedule(df)): said in one line, with what to do, not the frame's multi-line repr
+    import polars as pl
+
+    with pytest.raises(SettingsError, match=r"got a DataFrame; asp reads prompt files: write the frame") as caught:
+        asp_cli.schedule(pl.DataFrame({"question": ["a", "b"]}), None)
+    assert "\n" not in str(caught.value)
 
 
 def test_a_list_inside_a_list_of_lengths_is_named_as_such(tmp_path):

@@ -100,5 +100,11 @@ def paths_of(value: str | Path | Sequence[str | Path] | None) -> list[Path]:
         return [Path(value)]
     if isinstance(value, (bytes, dict)) or not isinstance(value, (list, tuple, Sequence)) or not all(
             isinstance(p, (str, os.PathLike)) for p in value):
-        raise SettingsError(f"expected a path or a list of paths, got {type(value).__name__} {str(value)[:60]!r}")
+        if hasattr(value, "write_parquet") or hasattr(value, "to_parquet"):  # a Polars or pandas frame
+            raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__}; asp reads prompt "
+                                "files: write the frame to one first (frame.write_parquet('prompts.parquet'), pandas' "
+                                "to_parquet) and pass its path")
+        shown = str(value).replace("\n", " ")  # one line, whatever its repr
+        raise SettingsError(f"expected a path or a list of paths, got {type(value).__name__} "
+                            f"{shown[:60] + ('...' if len(shown) > 60 else '')!r}")
     return [Path(p) for p in value]
