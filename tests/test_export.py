@@ -196,6 +196,10 @@ def test_a_mismatch_in_a_second_file_names_that_file_and_its_line(tmp_path):
     wrong = write_jsonl(tmp_path / "b2.jsonl", [{"id": "c", "question": "hi"}, {"id": "X", "question": "yo"}])
     with pytest.raises(InputError, match=r"^\S*b2\.jsonl row 2 has prompt id 'X' but the schedule expects 'd'"):
         export(schedule, [first, wrong], tmp_path / "o.parquet")
+    # another, shorter file (a probe of the dataset): its first row that differs is named, not a row past its end
+    short = write_jsonl(tmp_path / "probe.jsonl", [{"id": "b", "question": "yo"}])
+    with pytest.raises(InputError, match=r"^\S*probe\.jsonl row 1 has prompt id 'b' but the schedule expects 'a'"):
+        export(schedule, [short], None)
     latin = tmp_path / "l4.jsonl"
     latin.write_bytes(b'{"id": "c", "question": "ok"}\n{"id": "d", "question": "caf\xe9"}\n')
     with pytest.raises(InputError, match=r"l4\.jsonl row 2: .*no usable prompt there \(that file's first unreadable line: "

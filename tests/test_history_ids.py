@@ -63,6 +63,15 @@ def test_row_numbers_read_against_an_id_column_and_the_reverse_are_warned(tmp_pa
     [warning] = _id_warnings(keyed)
     assert "by row number (of train.jsonl, as observed)" in warning
     assert "the column extra_info.index" in warning and "--dataset-id-key extra_info.index" in warning
+    assert "observed against other files" not in warning  # the same file: that column is there
+    # observed against another file (one without the id column: a newcomer's train_noid.parquet), the fix names it
+    other = write_jsonl(tmp_path / "noid.jsonl", _without_ids(40, index_from=50)[::-1])
+    by_other = tmp_path / "by_other.parquet"
+    observe([_log(tmp_path / "log3.jsonl", range(0, 40, 3))], by_other, dataset=[other])
+    [warning] = _id_warnings(schedule([data], tmp_path / "s4.parquet", settings=SETTINGS, history=[by_other],
+                                      read=ReadOptions(id_key="extra_info.index")))
+    assert "observe again against the file these prompts come from" in warning
+    assert warning.endswith("the history was observed against other files (noid.jsonl), which may not have that column")
 
     by_index = tmp_path / "by_index.parquet"
     observe([_log(tmp_path / "log2.jsonl", range(50, 90, 3))], by_index, dataset=[data],

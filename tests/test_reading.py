@@ -1004,3 +1004,20 @@ def test_a_list_inside_a_list_of_lengths_is_named_as_such(tmp_path):
                                                {"id": "b", "response_tokens": 7}])
     with pytest.raises(InputError, match="holds a list where other rows hold one number"):
         read_lengths([mixed])
+
+
+def test_a_chat_message_without_content_is_named_as_such(tmp_path):
+    """A Parquet (or JSON) chat list holding a message whose content is null was called "not text or a chat-message
+    list", which it is (a newcomer round): the message names the empty content."""
+    import polars as pl
+
+    from asp_cli.errors import InputError
+    from asp_cli.reading import read_prompts
+
+    chats = [[{"role": "user", "content": "x"}], [{"role": "system", "content": None}, {"role": "user", "content": "y"}]]
+    pl.DataFrame({"id": ["a", "b"], "prompt": chats}).write_parquet(tmp_path / "p.parquet")
+    write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "prompt": chats[0]}, {"id": "b", "prompt": chats[1]}])
+    for name, where in (("p.parquet", "p.parquet: row 2"), ("p.jsonl", "p.jsonl:2")):
+        with pytest.raises(InputError, match=f"{where}: column 'prompt' holds a chat message whose 'content' is "
+                                             r"empty \(null\); give every message its text"):
+            read_prompts([tmp_path / name])

@@ -116,7 +116,8 @@ def observe_command(
 
 
 _LOG_NAMES = {"rollout_log": "rollout log", "verl_v1_dump": "verl v1-trainer dump",
-              "verl_legacy_dump": "verl legacy-trainer dump", "verl_generations": "verl generation output"}
+              "verl_legacy_dump": "input/output text dump",
+              "verl_generations": "verl generation output"}
 
 
 def _per_worker(prompts: list[int]) -> str:

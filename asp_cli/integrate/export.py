@@ -364,7 +364,10 @@ def _matched_dataset(
     wanted = rows.select("row", "prompt_id").unique("row").sort("row")
     joined = wanted.join(prompts.select("row", pl.col("prompt_id").alias("dataset_id")), on="row", how="left")
     missing = joined.filter(pl.col("dataset_id").is_null())
-    if missing.height:
+    wrong = joined.filter(pl.col("prompt_id") != pl.col("dataset_id"))
+    # The first row that does not match is said, whichever way it fails: another file, shorter than the schedule's,
+    # was blamed for a row past its end (row 72) where its row 1 already held another id (a newcomer round).
+    if missing.height and not (wrong.height and wrong["row"][0] < missing["row"][0]):
         first = missing.row(0, named=True)
         where = place(first["row"])  # past the end: the last file, counted on past its rows
         # Why the row may be unusable (a line that is not UTF-8, a prompt that is not text): the reader says, of the
@@ -380,7 +383,6 @@ def _matched_dataset(
             f"({raw.height} readable rows) has no usable prompt there{reason}; export with the file(s) the schedule "
             "was made from"
         )
-    wrong = joined.filter(pl.col("prompt_id") != pl.col("dataset_id"))
     if wrong.height:
         first = wrong.row(0, named=True)
         raise InputError(

@@ -89,8 +89,11 @@ def id_warnings(history: list[Path], fingerprints: dict[str, str], columns_used:
             if theirs == ROW_NUMBER and not numbered:
                 warnings.append(
                     f"{path}: its lengths name prompts by row number (of {names}, as observed), and these prompts' "
-                    f"ids are the column {columns[0]}: the numbers name other prompts; observe again with "
-                    f"--dataset-id-key {columns[0]} (or --schedule of a schedule made with --id-key {columns[0]})")
+                    f"ids are the column {columns[0]}: the numbers name other prompts; observe again against the "
+                    f"file these prompts come from, with --dataset-id-key {columns[0]} (or --schedule of a schedule "
+                    f"made with --id-key {columns[0]})"
+                    + ("" if same_files else f"; the history was observed against other files ({names}), which may "
+                       f"not have that column"))
             elif theirs == ROW_NUMBER and not same_files:
                 warnings.append(
                     f"{path}: its lengths name prompts by row number of another version of {names} (other bytes), "

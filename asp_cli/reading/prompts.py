@@ -314,10 +314,24 @@ def extract_prompts(
             if not_text is not None and not_text[index]:
                 raise InputError(f"{where}: column {prompt_col!r} holds a chat message whose 'content' is not text "
                                  f"(a number, true/false or an object); {BAD_ROW_FIX}")
+            if _has_null_content(frame, prompt_col, index):
+                raise InputError(f"{where}: column {prompt_col!r} holds a chat message whose 'content' is empty "
+                                 f"(null); give every message its text; {BAD_ROW_FIX}")
             raise InputError(
                 f"{where}: column {prompt_col!r} is not text or a chat-message list (or is missing); {BAD_ROW_FIX}"
             )
     return selected.drop("\x00bad", "\x00noid")
+
+
+def _has_null_content(frame: pl.DataFrame, column: str, index: int) -> bool:
+    """Whether row ``index`` of a chat-list column (a list of objects: Parquet, or JSON lines read as such) holds a
+    message whose content is null: said as that, where the generic message called the row no chat list."""
+    dtype = frame.schema[column]
+    if not (isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct)):
+        return False
+    messages = frame[column][index]
+    return isinstance(messages, pl.Series) and any(
+        isinstance(m, dict) and m.get(CHAT_CONTENT) is None for m in messages.to_list())
 
 
 _JSON_TAG = JSON_TAG  # how `tables` keeps a non-text JSON value in a column of mixed kinds
