@@ -471,10 +471,9 @@ def choose_arrangement(
         index = np.fromiter((position_of_row[r] for r in frame[C.ROW].to_list()), dtype=np.int64,
                             count=frame.height)
         judged_frames[(name, kv_budget)] = (frame, index)
-        times, deviations, other_times, rollouts = [], [], [], []
+        times, deviations, rollouts = [], [], []
         minibatch = frame["minibatch"].to_numpy()  # padding under each draw, as the summary's at the predictions
         padding = [minibatch_padding(minibatch, truth[index].max(axis=1)) for truth in draws]
-        other = dataclasses.replace(sim, dispatch="planned" if settings.dispatch == "free" else "free")
 
         def as_verl_routes(truth: np.ndarray, dispatch: str) -> tuple[float, float]:
             # A synchronous step on servers is timed as verl routes it (every sample at submission, each group
@@ -496,7 +495,6 @@ def choose_arrangement(
                 ratio = step_length_ratio(replay.group_step, truth[index].sum(axis=1), n, replay.step_end_s.size)
                 deviations.append(float(np.quantile(np.abs(ratio - 1.0), 0.9)))
                 rollouts.append(async_rollout_s(replay, rollout_scale))
-                other_times.append(async_run_time(as_verl_async(truth[index], other.dispatch), scale))
                 continue
             result = simulate_schedule(frame, truth[index], judged_preset, sim, instances=trial.instances)
             if verl_routed:
@@ -507,14 +505,9 @@ def choose_arrangement(
                 times.append(run_time(result, scale))
                 rollouts.append(run_rollout_s(result, rollout_scale))
             deviations.append(result.metrics["step_length_deviation_p90"])
-            # The same plan under the other dispatch, said beside it: an engine that keeps to the planned
-            # instances cannot absorb prediction error the way a shared queue does.
-            other_times.append(as_verl_routes(truth[index], other.dispatch)[0] if verl_routed else run_time(
-                simulate_schedule(frame, truth[index], judged_preset, other, instances=trial.instances), scale))
         return {"name": name, "kv_budget": kv_budget, "expected_end_to_end_s": round(float(weights @ times), 3),
                 # Each draw's own time (at the scale nodes' order): how much the lengths' uncertainty moves it.
                 "end_to_end_s_by_draw": [round(float(t), 3) for t in times],
-                f"expected_end_to_end_s_{other.dispatch}_dispatch": round(float(weights @ other_times), 3),
                 "expected_step_deviation_p90": round(float(weights @ deviations), 4),
                 # The replays' rollout alone, scaled up to the whole run where a sample or fewer epochs were
                 # judged (`run_rollout_s`): whether the trainer or rollout binds.
@@ -597,29 +590,37 @@ def choose_arrangement(
         other = pick(chosen_from, representative=True)
         alternative = {"name": other["name"], "kv_budget": other["kv_budget"],
                        "step_deviation_bound": round(float(bound), 4)}
-    if verl_routed or verl_async:
-        # The pick through asp's length-aware router plug-in (`+data.asp_route=length`: each request to the server
-        # with the fewest predicted tokens in flight), said beside it where it is expected to pay
-        # (docs/benchmarks.md, "As verl routes an asynchronous trainer": 2-3% on the mixes where rollout binds);
-        # and the first fallbacks' (`fallbacks`' order), so that the hint stays when the whole input makes
-        # `arrange_chosen` fall back to one of them.
-        following = sorted((r for r in results if r is not chosen and r.get("representative_steps") is not False),
-                           key=lambda r: r["expected_end_to_end_s"])
-        for r in [chosen, *following[:LENGTH_AWARE_FALLBACKS]]:
-            frame, index = judged_frames[(r["name"], r["kv_budget"])]
-            routed = []
-            for truth in draws:
-                if verl_async:
-                    routed.append(async_run_time(replay_async_frame(
-                        frame, truth[index], judged_preset, instances=trial.instances,
-                        train_batch_size=trial.train_batch_size, max_lag=sim.max_lag, routing="length-aware",
-                        predicted_tokens=mean[index], prompts_in_flight=in_flight, seed=settings.seed), scale))
-                else:
-                    routed.append(scale * replay_frame(
-                        frame, truth[index], judged_preset, instances=trial.instances, seed=settings.seed,
-                        train_batch_size=trial.train_batch_size, routing="length-aware",
-                        predicted_tokens=mean[index]).end_to_end_s)
-            r["expected_end_to_end_s_length_aware_route"] = round(float(weights @ routed), 3)
+    # The pick and its first fallbacks (`fallbacks`' order) under the other dispatch and, timed as verl routes,
+    # through the length-aware router plug-in (`+data.asp_route=length`), said where they pay. Until 2026-12-06
+    # every candidate's other dispatch: twice the choice's cost on engines that refill (80-95 s of CPU).
+    other_sim = dataclasses.replace(sim, dispatch="planned" if settings.dispatch == "free" else "free")
+
+    def expected(frame: pl.DataFrame, index: np.ndarray, **how: Any) -> float:
+        times = []
+        for truth in draws:
+            if verl_async:
+                times.append(async_run_time(replay_async_frame(
+                    frame, truth[index], judged_preset, instances=trial.instances,
+                    train_batch_size=trial.train_batch_size, max_lag=sim.max_lag, prompts_in_flight=in_flight,
+                    seed=settings.seed, **how), scale))
+            elif verl_routed:
+                times.append(scale * replay_frame(frame, truth[index], judged_preset, instances=trial.instances,
+                                                  seed=settings.seed, train_batch_size=trial.train_batch_size,
+                                                  **how).end_to_end_s)
+            else:  # the other dispatch alone
+                times.append(run_time(simulate_schedule(frame, truth[index], judged_preset, other_sim,
+                                                        instances=trial.instances), scale))
+        return round(float(weights @ times), 3)
+
+    following = sorted((r for r in results if r is not chosen and r.get("representative_steps") is not False),
+                       key=lambda r: r["expected_end_to_end_s"])
+    for r in [chosen, *following[:LENGTH_AWARE_FALLBACKS]]:
+        frame, index = judged_frames[(r["name"], r["kv_budget"])]
+        r[f"expected_end_to_end_s_{other_sim.dispatch}_dispatch"] = expected(frame, index,
+                                                                             dispatch=other_sim.dispatch)
+        if verl_routed or verl_async:
+            r["expected_end_to_end_s_length_aware_route"] = expected(frame, index, routing="length-aware",
+                                                                     predicted_tokens=mean[index])
     return ArrangementChoice("auto", chosen["name"], settings.engine, results, prompts.height, len(draws),
                              settings.dispatch, trial.epochs, settings.steps, run_prompts if scaled else 0,
                              chosen["kv_budget"], sampled=sampled,
