@@ -151,10 +151,16 @@ def test_bench_max_lag_none_lifts_every_workloads_bound(monkeypatch):
         raise Seen(max_lag)
 
     monkeypatch.setattr(compare, "compare", seen)
-    for asked_for, replayed in (("none", None), (3, 3), (None, compare.WORKLOADS["gsm8k-k4-n8"].max_lag)):
+    for asked_for, replayed in (("none", None), (3, 3), (None, compare.WORKLOADS["gsm8k-k4-n8"].max_lag),
+                                (0.1, 0.1), (2.0, 2)):  # a fraction was cut to a whole number: 0.1 ran as 0
         with pytest.raises(Seen) as caught:
             compare.run_benchmark(None, load_preset(), names=("gsm8k-k4-n8",), max_lag=asked_for)
         assert caught.value.args == (replayed,)
+    monkeypatch.undo()
+    for value in ("nan", "inf", "-1"):  # NaN failed as a bug (exit 70); refused before any workload is built
+        result = invoke("bench", "--workload", "gsm8k-k4-n8", "--max-lag", value)
+        assert result.exit_code == 4 and "--max-lag must be a number of training steps" in result.stderr, value
+        assert "building" not in result.stderr and "Traceback" not in result.stderr
 
 
 def test_simulate_replays_with_the_dispatch_the_schedule_was_made_for(built, tmp_path):  # noqa: F811

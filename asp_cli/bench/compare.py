@@ -20,7 +20,7 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.predict.features import BYTES_PER_TOKEN
-from asp_cli.settings import ScheduleSettings
+from asp_cli.settings import ScheduleSettings, check_lag
 from asp_cli.sim.records import SimulationSettings
 from asp_cli.sim.run import simulate_schedule
 
@@ -76,7 +76,7 @@ def compare(
     preset: HardwarePreset,
     *,
     mode: str = "continuous",
-    max_lag: int | None = None,
+    max_lag: int | float | None = None,
     asp_frame: pl.DataFrame | None = None,
     include: tuple[str, ...] | None = None,
     progress=None,
@@ -192,7 +192,7 @@ def compare(
 
 
 def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset: HardwarePreset,
-                    settings: ScheduleSettings, dispatch: str, max_lag: int | None,
+                    settings: ScheduleSettings, dispatch: str, max_lag: int | float | None,
                     predicted_tokens: np.ndarray) -> dict[str, float]:
     """A row on servers, replayed as verl 0.9 routes (`asp_cli.sim.submit_all` at lag 0, `asp_cli.sim.verl_async`
     otherwise, with the settings' `prompts_per_server`): the length-aware rows through asp's length-aware plug-in,
@@ -581,7 +581,7 @@ def run_benchmark(
     *,
     names: tuple[str, ...] | None = None,
     mode: str = "continuous",
-    max_lag: int | str | None = None,
+    max_lag: int | float | str | None = None,
     progress=None,
 ) -> list[tuple[WorkloadSpec, Workload, list[dict]]]:
     """Build each workload and compare every arrangement on it, under ``max_lag`` (None: each workload's own
@@ -593,6 +593,9 @@ def run_benchmark(
     from asp_cli.bench.data import check_data_folder, missing_folders, unavailable_text, unavailable_workloads
 
     check_data_folder(data)
+    # Checked before any workload is built; a fraction is verl's staleness_threshold, kept as asp simulate keeps it
+    # (it was cut to a whole number: 0.1 ran as a synchronous 0, and NaN failed as a bug, exit 70).
+    asked_lag = None if max_lag in (None, "none") else check_lag(max_lag)
     unknown = [n for n in names or () if n not in WORKLOADS]
     if unknown:  # `asp bench --workload` says so; the twin said "no benchmark workload could run:  need , ..."
         raise SettingsError(f"unknown workload {unknown[0]!r}; choose from {', '.join(WORKLOADS)}")
@@ -606,7 +609,7 @@ def run_benchmark(
             progress(f"building {name} ...")
         settings = spec.settings()
         workload = build_workload(name, data, spec.sources, settings)
-        lag = spec.max_lag if max_lag is None else None if max_lag == "none" else int(max_lag)
+        lag = spec.max_lag if max_lag is None else asked_lag
         rows = compare(workload.prompts, workload.predictions, workload.truth, settings, preset, mode=mode,
                        max_lag=lag)
         workload.notes.append(f"max_lag {lag}, mode {mode}, preset {preset.name}")

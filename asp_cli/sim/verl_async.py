@@ -95,8 +95,8 @@ def replay_async(
     flight (``prompts_in_flight`` = the rows): it submits ``max_lag`` train batches of warm-up, then one a step, each
     whole at once, so the count rule admits exactly those. ``colocated`` (``colocate_async``): the servers share the
     trainer's GPUs and stop while it trains (verl aborts the requests in flight and resumes them after): a server
-    whose clock falls in a training step moves to its end. Their re-prefill on resume is not counted, and a server
-    may run up to ``quantum_s`` into a step before the step is known. ``row_train_step``: the trainer takes the
+    whose clock falls in a training step moves to its end and prefills its live sequences' contexts again (the
+    sleep drops the KV cache; the aborted requests resume with their partial outputs), and a server may run up to ``quantum_s`` into a step before the step is known. ``row_train_step``: the trainer takes the
     groups each step is assigned (asp's replay buffer) instead of finished ones in arrival order, and asks for a
     step's groups that the count rule has not admitted yet (the buffer's refills), so that no step waits forever.
     """
@@ -220,6 +220,14 @@ def replay_async(
             if step >= 0 and engine.t < trainer.step_end[step]:
                 engine.stats.held_s += trainer.step_end[step] - engine.t
                 engine.t = trainer.step_end[step]
+                # Asleep, the server dropped its KV cache (verl 0.9.1's on_sample_end: abort, then sleep_replicas);
+                # the aborted requests resume with their partial outputs (partial rollout), so every live
+                # sequence's context, prompt and tokens so far, is prefilled again, as `Engine._admit` prices it.
+                context = engine.sum_c + engine.live * engine.step
+                if context > 0:
+                    engine.stats.recomputed_tokens += int(context)
+                    engine.stats.busy_s += engine.c_tok * float(context)
+                    engine.t += engine.c_tok * float(context)
                 continue
         until = second + quantum_s
         if started < rows and lag_blocked():
