@@ -249,6 +249,26 @@ def test_kv_pressure_preempts_and_recomputes():
     assert m["peak_kv_utilization"] <= 1.0 + 1e-9
 
 
+@pytest.mark.parametrize("mode", ["continuous", "streaming"])
+def test_a_request_that_outgrows_the_whole_cache_is_counted_once(mode):
+    """A response larger than the whole KV cache runs alone and is counted: it was counted only where its prompt
+    alone overflowed at admission, so a 1.5M-token response read 0 oversize requests at 157% of the cache (a
+    hostile-input round); preempted and readmitted, it still counts once."""
+    preset = load_preset("a100-llama2-7b")  # MHA: a small cache
+    rows, n = 8, 4
+    lengths = np.full((rows, n), 200)
+    lengths[3, 1] = 1_500_000
+    m = simulate_arrays(preset, SimulationSettings(n, 8, mode=mode), instances=1,
+                        row_minibatch=np.arange(rows) // 2, row_instance=np.zeros(rows, dtype=np.int32),
+                        response_tokens=lengths, prompt_tokens=np.full(rows, 100)).metrics
+    assert m["oversize_requests"] == 1 and m["peak_kv_utilization"] > 1.0
+    lengths[5, 0] = 2_000_000
+    m = simulate_arrays(preset, SimulationSettings(n, 8, mode=mode), instances=1,
+                        row_minibatch=np.arange(rows) // 2, row_instance=np.zeros(rows, dtype=np.int32),
+                        response_tokens=lengths, prompt_tokens=np.full(rows, 100)).metrics
+    assert m["oversize_requests"] == 2
+
+
 def test_settings_are_checked():
     with pytest.raises(SettingsError):
         SimulationSettings(mode="fast")  # type: ignore[arg-type]

@@ -70,6 +70,7 @@ class Engine:
         # `token` keeps growing across reuse (a finished request has no stale heap entry left, since a preempted
         # entry always ends before its readmission does, but nothing needs to rely on that).
         self.free: list[int] = []
+        self.oversized: set[int] = set()  # global ids counted as larger than the cache (`Stats.oversize`)
         self.gid: list[int] = []
         self.length: list[int] = []
         self.prompt: list[int] = []
@@ -189,7 +190,13 @@ class Engine:
                     self._preempt()
                     live, sum_c = self.live, self.sum_c
                     continue
-                room = finish_step - step  # a lone request larger than the cache: let it run
+                # A lone request larger than the cache: let it run, counted once (it was counted only where its
+                # prompt alone overflowed at admission: a 1.5M-token response read 0 oversize at 157% KV).
+                j = heap[0][2]
+                if gid[j] not in self.oversized:
+                    self.oversized.add(gid[j])
+                    st.oversize += 1
+                room = finish_step - step
             m = min(finish_step - step, room)
             b = live
             s = step
@@ -260,7 +267,8 @@ class Engine:
             # undone by a preemption at the very next step (which would loop forever).
             if held + need + live + 1 > admit_limit and not force:
                 break
-            if held + need > capacity:
+            if held + need > capacity and gid[j] not in self.oversized:
+                self.oversized.add(gid[j])
                 self.stats.oversize += 1
             force = False
             waiting.popleft()
