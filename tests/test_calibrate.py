@@ -369,3 +369,33 @@ def test_a_kv_read_the_timeline_did_not_pin_keeps_the_base_models(tmp_path):
     kept = preset_document(BASE, {"base": BASE.name}, fit, kv_cache_tokens=KV_CACHE_TOKENS, max_num_seqs=None,
                            train=None, name="x", description="x")
     assert kept["kv_bytes_per_token"] != BASE.kv_bytes_per_token  # a fit that did pin it is its own
+
+
+def test_a_kv_term_that_did_not_show_keeps_the_models_bytes_and_an_impossible_weight_read_is_said(tmp_path):
+    """A fake server's timeline: the KV term did not show ("kept the base preset's"), but the written preset's KV
+    read was 800-6,000 times the base's, its bytes moved by the fitted bandwidth and then called "fitted"; and a
+    weight read far faster than the GPU allows (eta_bandwidth 4,997) was written without a word (a hostile-input
+    round)."""
+    import dataclasses
+
+    from asp_cli.integrate.costfit import preset_document
+
+    fit = fit_timeline(virtual_frame(TRUTH), BASE)
+    kept = dataclasses.replace(fit, weight_read_s=fit.weight_read_s / 5000, kv_s_per_token=BASE.kv_s_per_token,
+                               sources={**fit.sources, "kv_s_per_token": "base"}, notes=[])
+    document = preset_document(BASE, {"base": BASE.name}, kept, kv_cache_tokens=KV_CACHE_TOKENS, max_num_seqs=None,
+                               train=None, name="x", description="x")
+    assert document["kv_bytes_per_token"] == BASE.kv_bytes_per_token
+    assert not any("did not pin the KV read" in note for note in kept.notes)
+    [note] = kept.notes
+    assert "are faster than the base's bandwidth allows" in note and "eta_bandwidth" in note
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(document))
+    written = load_preset(path)
+    # the KV read follows the fitted bandwidth, as the weight read does: the same ratio to the base's
+    assert written.kv_s_per_token / BASE.kv_s_per_token == pytest.approx(written.weight_read_s / BASE.weight_read_s)
+    # a plausible fit says nothing of the bandwidth
+    plain = dataclasses.replace(fit, notes=[])
+    preset_document(BASE, {"base": BASE.name}, plain, kv_cache_tokens=KV_CACHE_TOKENS, max_num_seqs=None, train=None,
+                    name="x", description="x")
+    assert not any("faster than" in note for note in plain.notes)

@@ -287,7 +287,8 @@ def _fit_decode(rows: dict, theta: _Params, overhead_s: float) -> tuple[_Params,
     predicted = predicted + (0 if fit_pi else theta.p * rows["pi"])
     notes = []
     if kv <= 0:
-        notes.append("the KV term did not show (contexts too short or too alike); kept the base preset's")
+        notes.append("the KV term did not show (contexts too short or too alike); kept the base model's KV bytes per "
+                     "token, read at the fitted bandwidth")
         kv = theta.kv
     new_theta = _Params(a=a, c=c if c is not None else theta.c, knee=knee, kv=kv,
                         p=p if p is not None and p > 0 else theta.p)
@@ -438,8 +439,21 @@ def preset_document(base: HardwarePreset, base_document: dict[str, Any], fit: Fi
     ``eta_flops``; ``hbm_bytes`` is set so that the KV capacity stays the one reported, given or in the base.
     """
     eta_bw = base.weights_bytes / (max(fit.weight_read_s, 1e-9) * base.bandwidth_bytes_per_s)
+    if eta_bw > 1.0 and not any("faster than" in note for note in fit.notes):
+        # Reading the weights faster than the GPU's bandwidth allows: the timings are not of this model on this GPU
+        # (another model served, a server that does not decode: a fake one gave eta_bandwidth 4,997).
+        fit.notes.append(f"decode steps ({fit.weight_read_s:.3g} s of weight read) are faster than the base's "
+                         f"bandwidth allows for its {base.weights_bytes / 1e9:,.1f} GB of weights (eta_bandwidth "
+                         f"{eta_bw:,.3g} > 1): check that the servers serve the base preset's model on its GPU, and "
+                         "trust the preset less")
     kv_bytes = fit.kv_s_per_token * eta_bw * base.bandwidth_bytes_per_s
-    if not base.kv_bytes_per_token / KV_PLAUSIBLE <= kv_bytes <= base.kv_bytes_per_token * KV_PLAUSIBLE:
+    if fit.sources.get("kv_s_per_token") == "base":
+        # Not fitted: the model's own bytes a token (its architecture), read at the fitted bandwidth as the weights
+        # are. Carrying over the base's seconds instead moved the bytes by the bandwidth's factor, and then the
+        # plausibility check below called that "fitted" (a hostile-input round: "kept the base preset's" beside a
+        # KV term 800 times smaller).
+        kv_bytes = base.kv_bytes_per_token
+    elif not base.kv_bytes_per_token / KV_PLAUSIBLE <= kv_bytes <= base.kv_bytes_per_token * KV_PLAUSIBLE:
         # The KV bytes a token holds are the model's architecture; a fit that puts them far from the base's did not
         # pin the KV read (short contexts, a noisy clock: a probe of 12-token answers once gave 7e12 B a token and
         # a cache of 10^18 bytes). The base's stand, said so.
