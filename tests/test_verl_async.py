@@ -159,7 +159,8 @@ def test_verls_v1_asynchronous_modes_submit_the_warm_up_then_a_batch_a_step():
 def test_colocate_async_stops_the_rollout_while_the_trainer_trains():
     """colocate_async aborts the requests in flight and puts the servers to sleep for every step
     (trainer_colocate_async.py:44-50): no sample finishes inside a training step (past the quantum it may run into
-    one before the step is known), where side by side (separate_async) some do, and the replay takes longer."""
+    one before the step is known), where side by side (separate_async) some do, and the replay takes longer; the
+    requests it resumes are prefilled again (re-prefill counted since 2026-12-06)."""
     lengths, prompts = _workload(rows=96)
     apart = _replay(lengths, prompts, max_lag=1, prompts_in_flight=96)
     shared = _replay(lengths, prompts, max_lag=1, prompts_in_flight=96, colocated=True)
@@ -170,6 +171,9 @@ def test_colocate_async_stops_the_rollout_while_the_trainer_trains():
         return int(((finish > result.step_start_s + 0.5) & (finish < result.step_end_s)).sum())
 
     assert inside(shared) == 0 and inside(apart) > 0
+    # Asleep, a server dropped its KV cache: the requests it resumes prefill their contexts again (partial rollout);
+    # side by side nothing is dropped.
+    assert shared.recomputed_tokens > 0 and apart.recomputed_tokens == 0
 
 
 def test_a_v1_replay_follows_the_schedules_steps_with_asps_replay_buffer():

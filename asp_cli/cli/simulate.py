@@ -147,7 +147,7 @@ def _summary(document: dict) -> str:
         *([f"  verl v1 async    colocate_async {m['verl_v1_colocate_async_end_to_end_s']:,.1f} s, separate_async "
            f"{m['verl_v1_separate_async_end_to_end_s']:,.1f} s end-to-end (verl 0.9's main_ppo with "
            f"trainer.v1.trainer_mode: --max-lag warm-up batches, then a train batch a step, every sample routed at "
-           f"submission; colocate_async stops the rollout while it trains, resumed requests' re-prefill not counted; "
+           f"submission; colocate_async stops the rollout while it trains, the resumed requests prefilled again; "
            + ("each step the groups the schedule assigns it, asp's replay buffer" if document.get("trainer") ==
               "schedule" else "each step the oldest finished groups, verl's own buffer") + ")"]
           if "verl_v1_colocate_async_end_to_end_s" in m else []),

@@ -139,7 +139,7 @@ def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, sc
         # verl's own buffers train the oldest finished groups, not the schedule's steps (Option C). Measured with
         # `asp simulate`'s v1 replay on the sample data (docs/integrations.md, "Which trainer rule to plan for").
         notes.append("asp's replay buffer (--trainer schedule) makes every step wait for the groups the schedule "
-                     "gives it: in asp's replay of verl's v1 trainer on the sample data 38% slower than verl's own "
+                     "gives it: in asp's replay of verl's v1 trainer on the sample data 32% slower than verl's own "
                      "buffer in colocate_async and 15% in separate_async; make the schedule with --trainer arrival "
                      "(and leave out the sampler keys) unless you want the schedule's steps trained")
         added.update({

@@ -62,6 +62,7 @@ class AsyncResult:
     sample_server: np.ndarray  # per sample (row * n + j): the server its request went to
     server_busy_s: np.ndarray  # per server: decoding and prefill time
     sync_s: float  # weight loads, all servers
+    recomputed_tokens: int = 0  # contexts prefilled again, all servers (preempted, or resumed in colocate_async)
 
 
 def replay_async(
@@ -266,6 +267,7 @@ def replay_async(
         sample_server=server_of,
         server_busy_s=np.array([s.busy_s for s in stats]),
         sync_s=float(sum(s.sync_s for s in stats)),
+        recomputed_tokens=int(sum(s.recomputed_tokens for s in stats)),
     )
 
 
