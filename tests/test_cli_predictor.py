@@ -120,6 +120,27 @@ def test_eval_history_columns_can_be_named(data_and_model, tmp_path):
     assert result.exit_code == 0, result.output
 
 
+def test_predict_and_eval_warn_of_a_history_of_other_prompts(data_and_model, tmp_path):
+    """A history whose ids match none of the prompts changes nothing, and says so, as `asp schedule` does:
+    `asp predictor predict` and `eval` printed "0 from history" without a word (a hostile-input round)."""
+    _, data, model, _ = data_and_model
+    prompts, _ = make_data(n_prompts=15)
+    prompt_file = tmp_path / "prompts.jsonl"
+    prompts.rename({"prompt_text": "prompt", "prompt_id": "id"}).select("id", "prompt").write_ndjson(prompt_file)
+    strangers = tmp_path / "other.jsonl"
+    strangers.write_text('{"prompt_id": "zz0", "response_tokens": 50}\n{"prompt_id": "zz1", "response_tokens": 60}\n')
+    words = "none of the 2 prompt ids in --history is among the prompts, so every length comes from the model"
+    result = runner.invoke(app, ["predictor", "predict", str(prompt_file), "--model", str(model), "-o",
+                                 str(tmp_path / "p.parquet"), "--history", str(strangers), "--json"])
+    assert result.exit_code == 0, result.output
+    assert f"Warning: {words}" in result.stderr and words in json.loads(result.stdout)["warnings"][0]
+    result = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--history", str(strangers)])
+    assert result.exit_code == 0 and f"Warning: {words}" in result.stderr, result.output
+    plain = runner.invoke(app, ["predictor", "predict", str(prompt_file), "--model", str(model), "-o",
+                                str(tmp_path / "q.parquet"), "--json"])
+    assert json.loads(plain.stdout)["warnings"] == []
+
+
 @pytest.mark.parametrize("command, args, words", [
     ("fit", ["--max-response-tokens", "0"], "--max-response-tokens must be a whole number from 1 to 2147483647"),
     ("fit", ["--seed", "-1"], "--seed must be a whole number from 0 to 4294967295"),  # was exit 70

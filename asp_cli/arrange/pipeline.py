@@ -614,16 +614,9 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
             f"--max-tokens-per-minibatch {int(STATIC_HEADROOM * cache):,} (half the cache, the default there); asp "
             "simulate counts the padded batches over the cache")
     if history is not None and history.height:
-        ids = history[C.PROMPT_ID].unique()
-        unknown = int((~ids.is_in(prompts[C.PROMPT_ID].implode())).sum())
-        if unknown == ids.len():
-            warnings.append(
-                f"none of the {ids.len():,} prompt ids in --history is among the prompts, so every length comes "
-                "from the model; check --history-id-key, or that the history is of this dataset"
-            )
-        elif unknown:
-            warnings.append(f"{unknown:,} of the {ids.len():,} prompt ids in --history are not among the prompts "
-                            "(their samples are ignored)")
+        from asp_cli.reading.history_ids import unmatched_warnings
+
+        warnings.extend(unmatched_warnings(prompts[C.PROMPT_ID], history))
         over = int((history[C.RESPONSE_TOKENS] > settings.max_response_tokens).sum())
         if over:
             warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "

@@ -161,11 +161,14 @@ def predict_command(
                 f"{info.prompts_from_model:,} from the model"
                 + (", corrected by the history)" if info.prompts_from_history else ")"))
             _say_calibration(info.details.get("history"))
+            for warning in result.warnings:
+                say(f"Warning: {warning}")
         if json_output:
             emit_json({"output": str(output), "prompts": result.table.height, "predictor": info.predictor_name,
                        "predictor_fingerprint": info.predictor_fingerprint,
                        "prompts_from_history": info.prompts_from_history,
-                       "prompts_from_model": info.prompts_from_model, "details": info.details})
+                       "prompts_from_model": info.prompts_from_model, "details": info.details,
+                       "warnings": result.warnings})
 
 
 def _predict_on_ray(inputs, output, *, model, history, read, ray, ray_address, workers, samples_per_prompt,

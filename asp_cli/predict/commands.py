@@ -148,7 +148,9 @@ def evaluate_predictor(
     result = evaluate(data.prompts, data.lengths, predictor=model, history=past,
                       max_response_tokens=max_response_tokens, tokenizer=read.tokenizer)
     result["model"] = str(model) if model is not None else "default"
-    result["warnings"] = data.warnings
+    from asp_cli.reading.history_ids import unmatched_warnings
+
+    result["warnings"] = data.warnings + unmatched_warnings(data.prompts[C.PROMPT_ID], past)
     return result
 
 
@@ -159,6 +161,7 @@ class PredictResult:
     table: pl.DataFrame
     info: PredictionInfo
     output: Path | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 def predict_file(
@@ -204,7 +207,9 @@ def predict_file(
         history_fingerprint=file_fingerprint(history) if history else None, samples_per_prompt=samples_per_prompt,
         max_response_tokens=max_response_tokens, plan_with=plan_with, with_distribution=True)
     table = prediction_table(prompts[C.PROMPT_ID], frame, distribution[0], distribution[1], max_response_tokens)
-    result = PredictResult(table, info)
+    from asp_cli.reading.history_ids import unmatched_warnings
+
+    result = PredictResult(table, info, warnings=unmatched_warnings(prompts[C.PROMPT_ID], past))
     if output is not None:
         with atomic_path(Path(output), replace=force) as tmp:
             table.write_parquet(tmp, compression="zstd", statistics=False)

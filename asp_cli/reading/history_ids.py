@@ -105,3 +105,23 @@ def id_warnings(history: list[Path], fingerprints: dict[str, str], columns_used:
                     f"{path}: its lengths name prompts by the column {theirs} (of {names}, as observed), and these "
                     f"prompts' ids are row numbers: the ids name other prompts; pass --id-key {theirs}")
     return warnings
+
+
+def unmatched_warnings(prompt_ids: Any, history: Any, flag: str = "--history-id-key") -> list[str]:
+    """What a history (a length frame with ``prompt_id``) holds for no prompt of ``prompt_ids`` (a Polars Series):
+    every id (its lengths change nothing), or some (their samples ignored). One rule for `asp schedule`, `asp
+    predictor predict` and `asp predictor eval` (the two were silent: a history of another dataset read "0 from
+    history" without a word)."""
+    import polars as pl
+
+    if history is None or not history.height:
+        return []
+    ids = history["prompt_id"].unique()
+    unknown = int((~ids.is_in(pl.Series(prompt_ids).implode())).sum())
+    if unknown == ids.len():
+        return [f"none of the {ids.len():,} prompt ids in --history is among the prompts, so every length comes from "
+                f"the model; check {flag}, or that the history is of this dataset"]
+    if unknown:
+        return [f"{unknown:,} of the {ids.len():,} prompt ids in --history are not among the prompts (their samples "
+                "are ignored)"]
+    return []
