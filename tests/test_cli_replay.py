@@ -278,9 +278,13 @@ def test_in_process_replays_minibatches_through_the_offline_api(small, tmp_path,
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, sig):  # noqa: F811
+@pytest.mark.parametrize("sig, existing", [("SIGINT", False), ("SIGTERM", False), ("SIGINT", True)])
+def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, sig, existing):  # noqa: F811
+    """Interrupted, a replay keeps what it measured; over a timeline already there (--force) it keeps that one and
+    writes the partial beside it (it replaced a complete timeline of 400 requests by 72: a hostile-input round)."""
     out = tmp_path / "t.parquet"
+    if existing:
+        out.write_bytes(b"a complete timeline of an earlier run")
     schedule = pl.read_parquet(small["schedule"])
     # Hold the first request of instance 0's third minibatch: by then its first two have finished.
     third = schedule.filter(pl.col("instance") == 0).group_by("minibatch").agg(pl.col("seq").min()).sort("seq")
@@ -291,7 +295,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, si
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         proc = subprocess.Popen(
             [sys.executable, "-m", "asp_cli", "replay", str(small["schedule"]), str(small["prompts"]), "--lengths",
-             str(small["lengths"]), "--servers", f"{a.url},{b.url}", "-o", str(out), "--warmup", "0"],
+             str(small["lengths"]), "--servers", f"{a.url},{b.url}", "-o", str(out), "--warmup", "0",
+             *(["--force"] if existing else [])],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         try:
             assert hold.held.wait(60), "the held request never arrived"
@@ -305,11 +310,40 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, si
     started, line = stderr.strip().split("\n")
     assert started.startswith("replaying asp: ") and line.startswith("Interrupted; wrote the ")
     assert stdout == ""
+    partial = tmp_path / "t.partial.parquet"
+    if existing:
+        assert out.read_bytes() == b"a complete timeline of an earlier run"
+        assert line.endswith(f"so far to {partial} ({out}, which was there before, is as it was).")
+        out = partial
     timeline = read_timeline(out)
     assert timeline.metadata["complete"] is False and timeline.metadata["interrupted"] is True
     mine = timeline.frame.filter(pl.col("instance") == 0)
     assert mine.height >= before and not mine.filter((pl.col("seq") == seq) & (pl.col("sample") == 0)).height
-    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet", *(["t.partial.parquet"] if existing else [])]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
+def test_ctrl_c_before_any_request_finished_writes_nothing(small, tmp_path):  # noqa: F811
+    """An empty timeline was written, which then stood in the way of the next run (exit 7 without --force)."""
+    out = tmp_path / "t.parquet"
+    hold = Faults(hold=lambda rid: True)
+    with FakeServer(time_scale=0.02, faults=hold) as a, FakeServer(time_scale=0.02, faults=hold) as b:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "asp_cli", "replay", str(small["schedule"]), str(small["prompts"]), "--lengths",
+             str(small["lengths"]), "--servers", f"{a.url},{b.url}", "-o", str(out), "--warmup", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert hold.held.wait(60), "no request arrived"
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            hold.release.set()
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().split("\n")[-1] == "Interrupted before any request finished; nothing was written."
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_schedule_planned_for_a_streaming_engine_replays_streaming(small, tmp_path, monkeypatch):  # noqa: F811

@@ -136,12 +136,16 @@ def replay_command(
         finally:
             bar.close()
         done = report.timeline.height if report.timeline is not None else 0
+        kept = (f" ({output}, which was there before, is as it was)"
+                if report.written is not None and report.written != output else "")
         if report.error is not None:
             if done:
-                raise ServerError(f"{report.error}; the {done} requests measured before it are in {output}")
+                raise ServerError(f"{report.error}; the {done} requests measured before it are in "
+                                  f"{report.written}{kept}")
             raise report.error
         if report.interrupted:
-            say(f"Interrupted; wrote the {done} requests measured so far to {output}.")
+            say(f"Interrupted; wrote the {done} requests measured so far to {report.written}{kept}." if done else
+                "Interrupted before any request finished; nothing was written.")
             from asp_cli.cli import interrupts
 
             interrupts.said()

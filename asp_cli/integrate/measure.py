@@ -46,6 +46,8 @@ class ReplayReport:
     interrupted: bool = False
     error: ServerError | None = None
     warnings: list[str] = field(default_factory=list)
+    # Where the timeline went: the output, or beside it (`partial_path`) for a run cut short over an existing file.
+    written: Path | None = None
 
 
 # `asp replay` names the id and length columns of its --lengths files so.
@@ -223,9 +225,22 @@ def replay_schedule(
         warnings.append(f"{mismatched} requests came back with another length than forced; check that the server "
                         "honours ignore_eos and min_tokens (vLLM and SGLang do) and its --max-model-len")
     document["warnings"] = warnings
-    if output is not None and (timeline.height or outcome.error is None):  # a failed start leaves no file
-        write_timeline(timeline, {**document, "retries": live.retries if live else 0}, Path(output), replace=force)
-    return ReplayReport(document, timeline, outcome.interrupted, outcome.error, warnings)
+    written = None
+    cut_short = outcome.interrupted or outcome.error is not None
+    # A failed start, or a run interrupted before any request finished, leaves no file (an empty timeline then
+    # stood in the way of the next run). A run cut short where a timeline already was (--force) keeps that one:
+    # what it measured goes beside it (it replaced a complete timeline of 400 requests by 72: a hostile-input round).
+    if output is not None and (timeline.height or not cut_short):
+        written = partial_path(Path(output)) if cut_short and Path(output).exists() else Path(output)
+        write_timeline(timeline, {**document, "retries": live.retries if live else 0}, written,
+                       replace=force or written != Path(output))
+    return ReplayReport(document, timeline, outcome.interrupted, outcome.error, warnings, written)
+
+
+def partial_path(output: Path) -> Path:
+    """Where a replay cut short (Ctrl-C, a failing server) writes what it measured when ``output`` already holds a
+    timeline, which it leaves as it was: ``t.partial.parquet`` beside ``t.parquet``."""
+    return output.with_name(f"{output.stem}.partial{output.suffix}")
 
 
 def timeline_frame(plans: list[RequestPlan], records: list, simulated: list[Simulated],
