@@ -154,6 +154,24 @@ def test_observed_lengths_equal_to_the_prediction_score_perfectly(made, tmp_path
     assert "Observed lengths" in text and "Spearman 1.000" in text
 
 
+def test_more_samples_of_a_prompt_than_a_group_holds_are_cut_to_the_first_n(made, tmp_path):
+    """A log of two epochs (or a file given twice) pooled 16 samples a prompt into one group maximum, silently,
+    where asp simulate replays the first 8 (a hostile-input round): the first N are compared, and it is said."""
+    folder, result = made
+    first = result.frame.filter(pl.col("epoch") == 0)
+    one = first.select("prompt_id", pl.lit(100).alias("response_tokens"))
+    lengths = tmp_path / "twice.csv"
+    pl.concat([one] * 8 + [one.with_columns(pl.lit(9000).alias("response_tokens"))] * 8).write_csv(lengths)
+    done = report_schedule(folder / "s.parquet", lengths=[lengths])
+    assert any("300 prompts have more than the schedule's 8 samples per prompt in --lengths" in w
+               for w in done.warnings)
+    assert done.report["observed"]["prompts_matched"] == 300
+    cut = tmp_path / "once.csv"
+    pl.concat([one] * 8).write_csv(cut)
+    assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[cut]).report["observed"],
+                                       "files": ["twice.csv"]}
+
+
 def test_compare_with_itself_changes_nothing(report):
     comparison = compare_reports(report, report)
     assert comparison["facts"]

@@ -104,14 +104,25 @@ def report_schedule(
 
 
 def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) -> pl.DataFrame:
-    """Warn about observed lengths of other prompts or above the schedule's cap; mark samples at the cap truncated
-    where the file does not say (docs/predictor.md: a sample that reached the cap was cut there)."""
+    """Warn about observed lengths of other prompts or above the schedule's cap, and keep the first N samples of a
+    prompt that has more; mark samples at the cap truncated where the file does not say (docs/predictor.md: a sample
+    that reached the cap was cut there)."""
     scheduled = schedule.frame["prompt_id"].unique()
     ids = samples["prompt_id"].unique(maintain_order=True)
     strays = ids.filter(~ids.is_in(scheduled.implode()))
     if strays.len():  # none at all was refused before (sim.lengths.refuse_unmatched)
         warnings.append(f"{strays.len():,} of the {ids.len():,} prompt ids of --lengths are not in the schedule (e.g. "
                         f"{shown_id(strays[0])}); their samples are left out of the comparison with the predictions")
+    n = (schedule.settings or {}).get("samples_per_prompt")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        # More samples of a prompt than a group holds (a log of two epochs, a file given twice): the first N of each,
+        # in the files' order, as `asp simulate` replays them; they were pooled, a group maximum over 16 samples.
+        extra = int(samples.group_by("prompt_id").len().filter(pl.col("len") > n).height)
+        if extra:
+            samples = samples.filter(pl.int_range(pl.len()).over("prompt_id") < n)
+            warnings.append(f"{extra:,} prompts have more than the schedule's {n} samples per prompt in --lengths "
+                            "(several epochs, or a file given twice?); the first "
+                            f"{n} of each are compared, as asp simulate replays them")
     cap = (schedule.settings or {}).get("max_response_tokens")
     if isinstance(cap, int) and not isinstance(cap, bool):
         over = int((samples["response_tokens"] > cap).sum())
