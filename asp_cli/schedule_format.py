@@ -425,7 +425,8 @@ def read_schedule(path: Path) -> Schedule:
     path = Path(path)
     if not path.is_file():
         # A missing file is a bad input (exit 3) whatever it was meant to hold, as for every other input.
-        what = "is a directory, not a schedule file" if path.is_dir() else "no such file"
+        what = ("is a directory, not a schedule file" if path.is_dir() else
+                "is not a regular file (a pipe or a device)" if path.exists() else "no such file")
         raise InputError(f"{path}: {what}; give the schedule `asp schedule -o` wrote")
     try:
         with open(path, "rb") as handle:

@@ -813,6 +813,16 @@ def test_a_pipe_is_refused_before_any_read(tmp_path):
     os.mkfifo(pipe)
     with pytest.raises(InputError, match=r"f\.jsonl: is not a regular file \(a pipe or a device\); write it to a file"):
         read_prompts([pipe])
+    # a schedule or a timeline too: "no such file" sent people looking for a typo (a hostile-input round)
+    from pathlib import Path
+
+    from asp_cli.integrate.timings import read_timeline
+    from asp_cli.schedule_format import read_schedule
+
+    for read in (read_schedule, read_timeline):
+        for path in (pipe, Path(os.devnull)):
+            with pytest.raises(InputError, match=r": is not a regular file \(a pipe or a device\); give the"):
+                read(path)
 
 
 def test_a_json_array_element_that_is_no_object_is_named_in_jsons_words_counting_from_1(tmp_path):

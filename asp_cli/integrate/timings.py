@@ -92,7 +92,8 @@ def read_timeline(path: Path) -> Timeline:
 
     path = Path(path)
     if not path.is_file():  # a folder was "no such timeline file", which sent people looking for a typo
-        what = "is a folder, not a timeline file" if path.is_dir() else "no such timeline file"
+        what = ("is a folder, not a timeline file" if path.is_dir() else
+                "is not a regular file (a pipe or a device)" if path.exists() else "no such timeline file")
         raise InputError(f"{path}: {what}; give the file `asp replay -o` wrote")
     try:
         schema = pq.read_schema(path)
