@@ -239,6 +239,7 @@ def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
     write_timeline(frame, metadata(frame), plain)
     result = invoke("calibrate", plain, "-o", tmp_path / "p.json")
     assert result.exit_code == ExitCode.BAD_INPUT and "replay with streaming" in result.stderr
+    assert result.stderr.startswith(f"Error: {plain}: the timeline has fewer than")  # named, as every input error
     other = tmp_path / "other.parquet"
     pl.DataFrame({"a": [1]}).write_parquet(other)
     result = invoke("calibrate", other, "-o", tmp_path / "p.json")
@@ -248,6 +249,8 @@ def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
     assert result.stderr == f"Error: {tmp_path}: is a folder, not a timeline file; give the file `asp replay -o` wrote\n"
     result = invoke("calibrate", plain, "-o", tmp_path / "p.json", "--servers", "http://127.0.0.1:9/v1")
     assert result.exit_code == ExitCode.BAD_SETTINGS and "not both" in result.stderr
+    neither = invoke("calibrate", "-o", tmp_path / "p.json")  # it said "(not both)" of neither
+    assert neither.exit_code == ExitCode.BAD_SETTINGS and neither.stderr.strip().endswith("to measure a probe run")
     assert not (tmp_path / "p.json").exists()
 
 

@@ -120,6 +120,16 @@ def test_eval_history_columns_can_be_named(data_and_model, tmp_path):
     assert result.exit_code == 0, result.output
 
 
+def test_fit_on_too_few_prompts_names_its_files(tmp_path):
+    """"only 1 prompts have observed lengths" did not say of which files (a hostile-input round)."""
+    prompts, lengths = make_data(n_prompts=3)
+    data = tmp_path / "three.jsonl"
+    write_jsonl(data, prompts, lengths)
+    result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(tmp_path / "m.skops")])
+    assert result.exit_code == 3
+    assert result.stderr.startswith("Error: three.jsonl: only 3 prompts have observed lengths"), result.stderr
+
+
 def test_predict_and_eval_warn_of_a_history_of_other_prompts(data_and_model, tmp_path):
     """A history whose ids match none of the prompts changes nothing, and says so, as `asp schedule` does:
     `asp predictor predict` and `eval` printed "0 from history" without a word (a hostile-input round)."""

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.costmodel import DEFAULT_PRESET, PRESETS, HardwarePreset, load_preset, preset_from_document
-from asp_cli.errors import CheckFailedError, ServerError, SettingsError
+from asp_cli.errors import CheckFailedError, InputError, ServerError, SettingsError
 from asp_cli.integrate.costfit import Fit, fit_timeline, fit_train_steps, preset_document
 from asp_cli.integrate.live import LiveSettings, Progress
 from asp_cli.integrate.replay_plan import RequestPlan, simulate_plan
@@ -92,7 +92,8 @@ def calibrate(
     check_count("--kv-cache-tokens", kv_cache_tokens, minimum=1, optional=True)
     check_count("--max-num-seqs", max_num_seqs, minimum=1, optional=True)
     if (timeline is None) == (live is None):
-        raise SettingsError("give a TIMELINE from asp replay, or --servers to measure a probe run (not both)")
+        raise SettingsError("give a TIMELINE from asp replay, or --servers to measure a probe run"
+                            + (", not both" if timeline is not None else ""))
     if live is not None:
         frame, metadata = _probe(live, base or DEFAULT_PRESET, probe_max_batch, probe_response_tokens, progress)
         if probe_timeline is not None:
@@ -104,7 +105,10 @@ def calibrate(
         source = str(timeline)
     base_name = base or _recorded_base(metadata)
     base_preset, base_document = _base(base_name)
-    fit = fit_timeline(frame, base_preset)
+    try:
+        fit = fit_timeline(frame, base_preset)
+    except InputError as exc:  # "the timeline has ...": named, as every input error names its file
+        raise InputError(f"{source}: {exc}") from None
     if metadata.get("complete") is False:
         fit.notes.append(f"the timeline is of an interrupted replay ({frame.height:,} requests measured before it "
                          "stopped): the fit uses them, but no arrangement can be checked whole")

@@ -17,7 +17,7 @@ from asp_cli import columns as C
 from asp_cli.predict.observations import OBSERVATIONS_READ, read_observations
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
-from asp_cli.errors import SettingsError
+from asp_cli.errors import InputError, SettingsError
 from asp_cli.settings import check_count
 
 # The quantiles `predict_file` writes beside the group maximum and mean: (column, quantile of one sample).
@@ -76,8 +76,11 @@ def fit_predictor(
         check_output_name(Path(output), (".skops",), writer="asp predictor fit", what="a skops model file")
     started = time.perf_counter()
     data = join_lengths(inputs, history, read, history_read) if history else read_observations(inputs, read)
-    model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
-        data.prompts, data.lengths, cap=max_response_tokens, tokenizer=read.tokenizer)
+    try:
+        model = P.LengthPredictor(use_metadata=use_metadata, char_ngrams=char_ngrams, random_state=seed).fit(
+            data.prompts, data.lengths, cap=max_response_tokens, tokenizer=read.tokenizer)
+    except InputError as exc:  # "only 1 prompts have observed lengths": of which files
+        raise InputError(f"{', '.join(p.name for p in [*inputs, *history])}: {exc}") from None
     warnings = [*data.warnings, *_training_warnings([*inputs, *history], data.lengths, max_response_tokens)]
     if not model.vocabulary_:
         warnings.append("no word occurs in enough prompts to learn from (text without spaces between words, such as "
