@@ -97,6 +97,10 @@ def test_thresholds_need_check_and_check_needs_thresholds(schedules):
     assert run(schedules / "a.parquet", "--check").exit_code == 4
     result = run(schedules / "a.parquet", "--max-padding", "0.1")
     assert result.exit_code == 4 and "add --check" in result.stderr
+    # a fraction of a step is the library's one-line refusal, not Typer's parser text (exit 2: a hostile-input round)
+    result = run(schedules / "a.parquet", "--check", "--max-lag", "0.5")
+    assert result.exit_code == 4 and result.stderr == "Error: --max-lag must be a whole number of steps (got 0.5)\n"
+    assert run(schedules / "a.parquet", "--check", "--max-lag", "1000").exit_code == 0  # 1000.0 read as 1000
 
 
 @pytest.mark.parametrize("kind", ["text", "plain-parquet"])

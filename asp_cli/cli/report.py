@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ def report_command(
     max_instance_spread: Optional[float] = typer.Option(
         None, "--max-instance-spread", help="Most (max - min) / mean of per-instance busy time (tokens without timing)."
     ),
-    max_lag: Optional[int] = typer.Option(None, "--max-lag", help="Most expected policy lag, in training steps."),
+    max_lag: Optional[float] = typer.Option(None, "--max-lag", help="Most expected policy lag, in training steps."),
     max_step_skew: Optional[float] = typer.Option(
         None, "--max-step-skew", help="Most |step mean length / epoch mean - 1| over full training steps."
     ),
@@ -62,7 +63,10 @@ def report_command(
 
         read = dataclasses.replace(REPORT_READ, length_id_key=lengths_id_key, length_key=lengths_length_key,
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]
-        limits = CheckLimits(max_padding=max_padding, max_instance_spread=max_instance_spread, max_lag=max_lag,
+        # Read as a number and checked by the library (a whole number of steps), where Typer's own parser answered
+        # 0.5 with "Input should be a valid integer", exit 2.
+        whole = int(max_lag) if max_lag is not None and math.isfinite(max_lag) and max_lag.is_integer() else max_lag
+        limits = CheckLimits(max_padding=max_padding, max_instance_spread=max_instance_spread, max_lag=whole,
                              max_step_skew=max_step_skew, max_trainer_idle=max_trainer_idle)
         if check and not limits.any():
             raise SettingsError("--check needs at least one threshold, for example --max-padding 0.1")
