@@ -105,7 +105,8 @@ class Faults:
     The first ``fail_first`` completion requests answer 500; completion requests after the first
     ``drop_after`` have their connection closed unanswered; with ``close_idle`` the server closes each
     connection after answering without saying so (a keep-alive timeout); a request whose id ``hold`` accepts
-    waits until ``release``; the first ``gate`` requests wait until ``gate`` requests have arrived.
+    waits until ``release``; the first ``gate`` requests wait until ``gate`` requests have arrived; with ``no_usage``
+    no answer carries token counts.
     """
 
     fail_first: int = 0
@@ -116,6 +117,7 @@ class Faults:
     release: threading.Event = field(default_factory=threading.Event)
     gate: int = 0
     gate_open: threading.Event = field(default_factory=threading.Event)
+    no_usage: bool = False  # answers without token counts (a server that leaves `usage` out)
 
 
 class _Quiet(ThreadingHTTPServer):
@@ -228,8 +230,8 @@ def _handler(server: FakeServer):
                 faults.held.set()
                 faults.release.wait()
             job = server.engine.submit(prompt_tokens, length)
-            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": length,
-                     "total_tokens": prompt_tokens + length}
+            usage = None if faults.no_usage else {"prompt_tokens": prompt_tokens, "completion_tokens": length,
+                                                  "total_tokens": prompt_tokens + length}
             if not body.get("stream"):
                 with server.engine.cond:
                     server.engine.cond.wait_for(lambda: job.done)
@@ -254,7 +256,7 @@ def _handler(server: FakeServer):
                                  "choices": [{"index": 0, "text": " x", "logprobs": None,
                                               "finish_reason": "length" if last else None}]})
                 sent = now
-            if (body.get("stream_options") or {}).get("include_usage"):
+            if (body.get("stream_options") or {}).get("include_usage") and usage is not None:
                 self._chunk({"id": rid, "object": "text_completion", "model": server.name, "choices": [],
                              "usage": usage})
             self._raw(b"data: [DONE]\n\n")

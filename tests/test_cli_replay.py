@@ -192,6 +192,24 @@ def test_a_server_error_that_recovers_is_retried(small, tmp_path):  # noqa: F811
     assert (frame["completion_tokens"] == frame["forced_tokens"]).all()
 
 
+def test_answers_without_token_counts_are_said_to_be_unchecked(small, tmp_path):  # noqa: F811
+    """A server that leaves `usage` out: the forced lengths cannot be checked, which read as 0 mismatches without a
+    word (a hostile-input round); and -o naming a folder is said to be one (exit 7, not "name it .parquet")."""
+    out = tmp_path / "t.parquet"
+    with FakeServer(time_scale=0.02, faults=Faults(no_usage=True)) as a, FakeServer(time_scale=0.02) as b:
+        result = replay(small, [a, b], out, "--json")
+    assert result.exit_code == 0, result.output
+    frame = read_timeline(out).frame
+    unchecked = frame.filter(pl.col("instance") == 0).height
+    assert frame["completion_tokens"].null_count() == unchecked > 0
+    words = f"{unchecked} requests came back without a token count (no `usage` in the answer)"
+    assert f"Warning: {words}" in result.stderr
+    assert any(w.startswith(words) for w in json.loads(result.stdout)["warnings"])
+    with FakeServer() as c:
+        folder = invoke("replay", small["schedule"], small["prompts"], "-o", tmp_path, "--servers", f"{c.url},{c.url}")
+    assert folder.exit_code == ExitCode.OUTPUT, folder.output
+
+
 def test_a_server_that_keeps_dropping_is_a_clear_error_and_keeps_what_was_measured(small, tmp_path):  # noqa: F811
     out = tmp_path / "t.parquet"
     with FakeServer(time_scale=0.02, faults=Faults(drop_after=10)) as a, FakeServer(time_scale=0.02) as b:

@@ -106,9 +106,10 @@ def replay_command(
         if output is None and not dry_run:
             raise SettingsError("name the timeline to write with -o timeline.parquet (or pass --dry-run)")
         if output is not None:  # a dry run checks what the run would, writing nothing
+            # The path first: a folder is "is a directory" (exit 7), not "name it .parquet" (exit 4).
+            check_output_path(output, [schedule, *datasets, *lengths], force=force)
             if output.suffix.lower() != ".parquet":
                 raise SettingsError(f"-o {output}: the timeline is Parquet; name it .parquet")
-            check_output_path(output, [schedule, *datasets, *lengths], force=force)
         if servers is not None and in_process is not None:
             raise SettingsError("give --servers or --in-process, not both")
         from asp_cli.integrate.live import check_live_options

@@ -221,6 +221,11 @@ def replay_schedule(
     mismatched = int(timeline.filter(pl.col("completion_tokens").is_not_null()
                                      & (pl.col("completion_tokens") != pl.col("forced_tokens"))).height)
     document["length_mismatches"] = mismatched
+    uncounted = int(timeline.filter(pl.col("completion_tokens").is_null() & pl.col("finish_s").is_not_null()).height)
+    if uncounted:  # nothing to compare: the forced lengths cannot be checked (they read as 0 mismatches)
+        warnings.append(f"{uncounted} requests came back without a token count (no `usage` in the answer), so "
+                        "their lengths could not be checked against the forced ones; on vLLM and SGLang streaming "
+                        "answers carry it with stream_options include_usage, which asp asks for")
     if mismatched:
         warnings.append(f"{mismatched} requests came back with another length than forced; check that the server "
                         "honours ignore_eos and min_tokens (vLLM and SGLang do) and its --max-model-len")
