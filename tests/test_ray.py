@@ -145,6 +145,7 @@ def test_cli_without_ray_exits_4_with_the_install_hint(tmp_path, monkeypatch):
     assert result.exit_code == 4
     assert result.stderr == ("Error: --ray needs Ray Data, which is not installed here; pip install 'asp-cli[ray]' "
                              "(on every node of the cluster), or drop --ray\n")
+    assert not (tmp_path / "out").exists()  # the output folder was made and left empty (a hostile-input round)
 
 
 def test_a_folder_of_predictions_stands_for_its_files(tmp_path):

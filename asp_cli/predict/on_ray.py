@@ -104,11 +104,12 @@ def predict_with_ray(
     if output_dir.exists() and not output_dir.is_dir():
         raise SettingsError(f"{output_dir} is a file; with --ray, -o names a folder for the predictions files")
     files = [output_dir / SHARD_NAME.format(i) for i in range(len(inputs))]
+    # Ray and the model first: a run refused for either made the output folder and left it empty.
+    ray = import_ray()
+    loaded = load_predictor(model)  # checked here once (trusted types only), then shipped to the workers
     output_dir.mkdir(parents=True, exist_ok=True)
     for path in files:
         check_output_path(path, [*inputs, *([Path(model)] if model else [])], force=force)
-    loaded = load_predictor(model)  # checked here once (trusted types only), then shipped to the workers
-    ray = import_ray()
     if not ray.is_initialized():
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
