@@ -1031,3 +1031,20 @@ def test_a_chat_message_without_content_is_named_as_such(tmp_path):
         with pytest.raises(InputError, match=f"{where}: column 'prompt' holds a chat message whose 'content' is "
                                              r"empty \(null\); give every message its text"):
             read_prompts([tmp_path / name])
+
+
+def test_a_rollout_dump_of_text_given_as_lengths_points_to_observe(tmp_path):
+    """verl's, OpenRLHF's or slime's input/output dump (or verl's generation output) as --lengths was told to "name
+    the id column with --lengths-id-key", which it has none of (a hostile-input round): it says to observe it."""
+    from asp_cli.errors import InputError
+
+    dump = write_jsonl(tmp_path / "dump.jsonl", [{"input": "user: hi\nassistant:", "output": "hello", "score": 1.0}])
+    with pytest.raises(InputError, match=r"dump\.jsonl: holds response text without prompt ids .*asp observe "
+                                         r"dump\.jsonl --dataset PROMPTS -o history\.parquet"):
+        read_lengths([dump])
+    generated = write_jsonl(tmp_path / "gen.jsonl", [{"prompt": "hi", "responses": ["a", "bb"]}])
+    with pytest.raises(InputError, match="holds response text without prompt ids"):
+        read_lengths([generated])
+    # with an id column it is a length file like any other, whose length column is then looked for
+    keyed = write_jsonl(tmp_path / "keyed.jsonl", [{"id": "a", "input": "x", "output": "y", "response_tokens": 3}])
+    assert read_lengths([keyed])[0].height == 1

@@ -46,6 +46,14 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
         path = Path(path)
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
+        lowered = {c.lower() for c in frame.columns}
+        if options.length_id_key is None and not lowered & set(C.ID_KEYS) and (
+                {"input", "output"} <= lowered or "responses" in lowered):
+            # A rollout dump of text (verl's rollout_data_dir, OpenRLHF's and slime's input/output logs) or verl's
+            # generation output: no ids or counts to read, but `asp observe` matches its text to the prompts.
+            raise InputError(f"{path}: holds response text without prompt ids (a verl, OpenRLHF or slime rollout "
+                             "dump?); turn it into lengths first: asp observe "
+                             f"{path.name} --dataset PROMPTS -o history.parquet, then pass history.parquet")
         id_col = find_column(frame, C.ID_KEYS, options.length_id_key, what="prompt id", flag=options.length_id_flag,
                              path=path)
         length_col = find_column(frame, C.LENGTH_KEYS, options.length_key, what="response length",
