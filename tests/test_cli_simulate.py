@@ -142,6 +142,8 @@ def test_bench_max_lag_none_lifts_every_workloads_bound(monkeypatch):
         assert invoke("bench", "--workload", "gsm8k-k4-n8", "--max-lag", value, "--json").exit_code == 0
     assert invoke("bench", "--workload", "gsm8k-k4-n8", "--json").exit_code == 0
     assert asked == ["none", 3, None]
+    quiet = invoke("bench", "--workload", "gsm8k-k4-n8", "--json", "--quiet")  # as every other command has
+    assert quiet.exit_code == 0 and quiet.stderr == "" and json.loads(quiet.stdout) == {}
     monkeypatch.undo()
 
     class Seen(Exception):
@@ -157,7 +159,7 @@ def test_bench_max_lag_none_lifts_every_workloads_bound(monkeypatch):
             compare.run_benchmark(None, load_preset(), names=("gsm8k-k4-n8",), max_lag=asked_for)
         assert caught.value.args == (replayed,)
     monkeypatch.undo()
-    for value in ("nan", "inf", "-1"):  # NaN failed as a bug (exit 70); refused before any workload is built
+    for value in ("nan", "inf", "-1"):  # NaN failed as a bug (exit 70); refused before anything is said or built
         result = invoke("bench", "--workload", "gsm8k-k4-n8", "--max-lag", value)
         assert result.exit_code == 4 and "--max-lag must be a number of training steps" in result.stderr, value
         assert "building" not in result.stderr and "Traceback" not in result.stderr

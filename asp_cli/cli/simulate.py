@@ -183,6 +183,7 @@ def bench_command(
     markdown: Optional[Path] = output_option("--markdown", default=None, help="Write the tables as Markdown to this file."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --markdown file."),
     json_output: bool = typer.Option(False, "--json", help="Print every row as JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress, tables or warnings on stderr."),
 ) -> None:
     """Compare asp with today's arrangements and the lower bound on workloads built from real lengths."""
     with guarded():
@@ -200,19 +201,24 @@ def bench_command(
             check_output_name(markdown, (".md", ".markdown"), writer="--markdown", what="Markdown")
         check_data_folder(data)
         from asp_cli.bench.data import data_folder_warning
-
-        names = tuple(only) or None
-        unavailable = unavailable_workloads(WORKLOADS, names, data)
-        if data_folder_warning(data) and len(unavailable) < len(names or WORKLOADS):  # else the error says it
-            say(f"Warning: {data_folder_warning(data)}")
-        if unavailable and len(unavailable) < len(names or WORKLOADS):
-            say(f"Skipped: {unavailable_text(unavailable, data)}.")
+        from asp_cli.settings import check_lag
         from asp_cli.sim.options import check_engine
 
-        check_engine(mode, "free", None)  # the engine's one check, every replay's (the lag bound is checked below)
-        results = run_benchmark(data, load_preset(preset), names=names, mode=mode, max_lag=max_lag,
-                                progress=say)
-        for spec, _workload, rows in results:
+        # Every setting before anything is said or built (the engine, the preset and the lag bound were checked
+        # after "Skipped: ..." and "building ...": a hostile-input round).
+        check_engine(mode, "free", None)  # the engine's one check, every replay's
+        hardware = load_preset(preset)
+        if max_lag not in (None, NO_LAG_BOUND):
+            check_lag(max_lag)
+        names = tuple(only) or None
+        unavailable = unavailable_workloads(WORKLOADS, names, data)
+        if not quiet and data_folder_warning(data) and len(unavailable) < len(names or WORKLOADS):  # else the error
+            say(f"Warning: {data_folder_warning(data)}")
+        if not quiet and unavailable and len(unavailable) < len(names or WORKLOADS):
+            say(f"Skipped: {unavailable_text(unavailable, data)}.")
+        results = run_benchmark(data, hardware, names=names, mode=mode, max_lag=max_lag,
+                                progress=None if quiet else say)
+        for spec, _workload, rows in results if not quiet else ():
             say(f"\n{spec.name}: {spec.title}")
             say(format_table(rows, markdown=False))
         if markdown is not None:
