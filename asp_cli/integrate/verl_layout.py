@@ -46,7 +46,7 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
     out = raw.with_columns(_verl_prompt(raw, lowered, named).alias("prompt"))
     # The reader's tags (a non-text value in a column of mixed kinds) told chat rows from text; the rest is text.
     out = out.with_columns([untag(pl.col(c)) for c, t in out.schema.items() if t == pl.String])
-    if "messages" in lowered and lowered["messages"] != "prompt" and named in (None, lowered["messages"]):
+    if "messages" in lowered and lowered["messages"] != "prompt" and named in (None, "prompt", lowered["messages"]):
         out = out.drop(lowered["messages"])
     elif named is not None and named != "prompt" and isinstance(raw.schema[named], pl.List):
         out = out.drop(named)  # a chat list now under `prompt`: not written twice
