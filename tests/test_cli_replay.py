@@ -295,6 +295,27 @@ def test_in_process_replays_minibatches_through_the_offline_api(small, tmp_path,
         assert np.allclose(part["send_s"].to_numpy()[1:], part["finish_s"].to_numpy()[:-1])
 
 
+def _interrupted(small, out, hold, servers_hold, sig="SIGINT", *extra):  # noqa: F811
+    """`asp replay` in its own process, sent ``sig`` once a request ``hold`` accepts arrives: (code, stdout, stderr).
+    ``servers_hold``: whether the second server holds its requests too."""
+    with FakeServer(time_scale=0.02, faults=hold) as a, \
+            FakeServer(time_scale=0.02, faults=hold if servers_hold else None) as b:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "asp_cli", "replay", str(small["schedule"]), str(small["prompts"]), "--lengths",
+             str(small["lengths"]), "--servers", f"{a.url},{b.url}", "-o", str(out), "--warmup", "0", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert hold.held.wait(60), "the held request never arrived"
+            proc.send_signal(getattr(signal, sig))
+            stdout, stderr = proc.communicate(timeout=60)
+        finally:
+            hold.release.set()
+            if proc.poll() is None:
+                proc.kill()
+    return proc.returncode, stdout, stderr
+
+
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
 @pytest.mark.parametrize("sig, existing", [("SIGINT", False), ("SIGTERM", False), ("SIGINT", True)])
 def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, sig, existing):  # noqa: F811
@@ -309,22 +330,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, si
     seq = int(third["seq"][2])
     before = schedule.filter((pl.col("instance") == 0) & (pl.col("seq") < seq)).height * SAMPLES
     hold = Faults(hold=lambda rid: rid == f"asp-0-{seq}-0")
-    with FakeServer(time_scale=0.02, faults=hold) as a, FakeServer(time_scale=0.02) as b:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "asp_cli", "replay", str(small["schedule"]), str(small["prompts"]), "--lengths",
-             str(small["lengths"]), "--servers", f"{a.url},{b.url}", "-o", str(out), "--warmup", "0",
-             *(["--force"] if existing else [])],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
-            assert hold.held.wait(60), "the held request never arrived"
-            proc.send_signal(getattr(signal, sig))
-            stdout, stderr = proc.communicate(timeout=60)
-        finally:
-            hold.release.set()
-            if proc.poll() is None:
-                proc.kill()
-    assert proc.returncode == 130, stderr
+    code, stdout, stderr = _interrupted(small, out, hold, False, sig, *(["--force"] if existing else []))
+    assert code == 130, stderr
     started, line = stderr.strip().split("\n")
     assert started.startswith("replaying asp: ") and line.startswith("Interrupted; wrote the ")
     assert stdout == ""
@@ -344,22 +351,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, si
 def test_ctrl_c_before_any_request_finished_writes_nothing(small, tmp_path):  # noqa: F811
     """An empty timeline was written, which then stood in the way of the next run (exit 7 without --force)."""
     out = tmp_path / "t.parquet"
-    hold = Faults(hold=lambda rid: True)
-    with FakeServer(time_scale=0.02, faults=hold) as a, FakeServer(time_scale=0.02, faults=hold) as b:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "asp_cli", "replay", str(small["schedule"]), str(small["prompts"]), "--lengths",
-             str(small["lengths"]), "--servers", f"{a.url},{b.url}", "-o", str(out), "--warmup", "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
-            assert hold.held.wait(60), "no request arrived"
-            proc.send_signal(signal.SIGINT)
-            _, stderr = proc.communicate(timeout=60)
-        finally:
-            hold.release.set()
-            if proc.poll() is None:
-                proc.kill()
-    assert proc.returncode == 130, stderr
+    code, _, stderr = _interrupted(small, out, Faults(hold=lambda rid: True), True)
+    assert code == 130, stderr
     assert stderr.strip().split("\n")[-1] == "Interrupted before any request finished; nothing was written."
     assert list(tmp_path.iterdir()) == []
 
