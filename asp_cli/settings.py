@@ -73,6 +73,11 @@ STEP_RULES: tuple[str, ...] = ("any", "representative")
 # padded static engine counts neither way: every row keeps its cache, padded to the longest, until the longest
 # ends (`arrange.packing.PaddedTokens`); its schedules record "padded" (`KV_CUTS`).
 KV_BUDGETS: tuple[str, ...] = ("auto", "peak", "whole")
+# verl's trainers a plan for asynchronous training on servers can be timed for (`--verl-trainer`): its fully
+# asynchronous trainer (the rollouter's slots, `--prompts-per-server`), or main_ppo's v1 modes
+# (trainer.v1.trainer_mode), which submit a train batch a step after `--max-lag` of warm-up; colocate-async also
+# puts the servers to sleep while the trainer trains and resumes their requests after (`asp_cli.sim.verl_async`).
+VERL_PLANNED_TRAINERS: tuple[str, ...] = ("fully-async", "colocate-async", "separate-async")
 # How a schedule's minibatches were cut against the KV budget (its metadata's `arrangement.kv_budget`, and what
 # the baselines in its sizes are cut by): a group's share of the peak, whole groups, or padded (static).
 KV_CUTS: tuple[str, ...] = ("peak", "whole", "padded")
@@ -173,6 +178,9 @@ class ScheduleSettings:
     # slots hold (verl's v1 trainer, or a rollouter set that high). Only servers with asynchronous training
     # (--engine streaming, --max-lag other than 0) have it: auto times its candidates so.
     prompts_per_server: int | None = None
+    # `VERL_PLANNED_TRAINERS`: which of verl's asynchronous trainers auto times its candidates as (servers with a lag
+    # bound other than 0); None: the fully asynchronous one, with --trainer arrival.
+    verl_trainer: str | None = None
 
     def __post_init__(self) -> None:
         # A count above its own bound gets the message that says why (below), however far above (a newcomer's
@@ -196,6 +204,7 @@ class ScheduleSettings:
                                 "groups as they finish: with --trainer schedule asp times its plans in its own replay, "
                                 "which has no such limit; drop it, or use --trainer arrival")
         check_plan_with(self.plan_with)
+        self._check_verl_trainer()
         if self.engine not in ENGINES:
             raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
         if self.arrangement not in ARRANGEMENTS:
@@ -224,6 +233,30 @@ class ScheduleSettings:
             raise SettingsError(f"--samples-per-prompt {self.samples_per_prompt} is not a GRPO group; give at most "
                                 f"{MAX_SAMPLES_PER_PROMPT}")
 
+    def _check_verl_trainer(self) -> None:
+        """Refuse a `verl_trainer` that is not one of verl's asynchronous trainers, or that these settings do not
+        describe (each message names the fix)."""
+        mode = self.verl_trainer
+        if mode is None:
+            return
+        if mode not in VERL_PLANNED_TRAINERS:
+            raise SettingsError(f"--verl-trainer must be one of {', '.join(VERL_PLANNED_TRAINERS)} (got {mode!r}); "
+                                "verl's synchronous trainer is --max-lag 0")
+        if self.engine != "streaming" or self.max_lag == 0:
+            raise SettingsError(f"--verl-trainer {mode} is one of verl's asynchronous trainers, which run on servers: "
+                                "it needs --engine streaming and --max-lag other than 0; drop it, or set both")
+        if mode == "fully-async":
+            if self.trainer != "arrival":
+                raise SettingsError("--verl-trainer fully-async takes groups as they finish: use --trainer arrival, "
+                                    "or --verl-trainer colocate-async or separate-async for asp's replay buffer")
+            return
+        if self.prompts_per_server is not None:
+            raise SettingsError(f"--prompts-per-server is verl's fully asynchronous rollouter's limit; verl's {mode} "
+                                "trainer submits a whole train batch at a time: drop it")
+        if self.max_lag is None:
+            raise SettingsError(f"verl's {mode} trainer runs trainer.v1.{mode.replace('-', '_')}.num_warmup_batches "
+                                "train batches ahead (1 by default): give --max-lag equal to it")
+
     def resolved_kv_budget(self) -> str:
         """The KV accounting a named arrangement is cut with (`KV_CUTS`): padded on the static engine, peak for
         auto."""
@@ -238,8 +271,9 @@ class ScheduleSettings:
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
-        if document["prompts_per_server"] is None:  # schedules made without it read as before it existed
-            del document["prompts_per_server"]
+        for key in ("prompts_per_server", "verl_trainer"):
+            if document[key] is None:  # schedules made without it read as before it existed
+                del document[key]
         return document
 
     @classmethod

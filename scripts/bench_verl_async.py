@@ -53,8 +53,8 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
         prompts_per_server: int | None, rows_run: tuple = ROWS,
         v1_mode: str | None = None) -> dict[str, dict[str, list[float]]]:
     """Each row's end-to-end time over verl's default, per workload and seed; with ``v1_mode`` replayed as verl's
-    v1 trainer runs that asynchronous mode (`asp_cli.sim.verl_async.replay_async`), asp's plan still judged by auto
-    as the fully asynchronous trainer routes."""
+    v1 trainer runs that asynchronous mode (`asp_cli.sim.verl_async.replay_async`), asp's plan judged by auto in that
+    mode (`--verl-trainer`; before 2026-12-06 as the fully asynchronous trainer routes)."""
     import asp_cli.columns as C
     from asp_cli.bench.compare import WORKLOADS as SPECS
     from asp_cli.bench.compare import build_workload
@@ -71,7 +71,8 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
         for seed in range(seeds):
             # asp's plan is judged as verl routes with the same rollouter limit (`--prompts-per-server`).
             settings = dataclasses.replace(spec.settings(seed), engine="streaming", max_lag=max_lag,
-                                           prompts_per_server=prompts_per_server if max_lag != 0 else None)
+                                           prompts_per_server=prompts_per_server if max_lag != 0 else None,
+                                           verl_trainer=v1_mode.replace("_", "-") if v1_mode else None)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
             frames: dict[str, tuple] = {}
@@ -143,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 3
     names = tuple(n for n in args.workloads.split(",") if n)
+    if args.v1 and args.prompts_per_server is not None:
+        parser.error("--v1 replays verl's v1 trainer, which submits a train batch at a time: drop --prompts-per-server")
     if args.v1 and any(s in ("none", "0") for s in args.lags.split(",")):
         parser.error("--v1 needs lag bounds above 0 (verl's warm-up batches): give --lags 1 or 2")
     slots = ("the servers' slots" if args.prompts_per_server is None

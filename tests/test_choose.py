@@ -1146,6 +1146,50 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
         assert calls == [] and choice.to_dict().get("timed_as") != "verl-async"
 
 
+def test_verl_v1_modes_are_judged_as_verl_v1_runs_them(monkeypatch):
+    """--verl-trainer colocate-async or separate-async: every replay of auto's (the candidates', the other dispatch's
+    and the length-aware plug-in's) is verl's v1 trainer in that mode (a train batch a step, colocate_async's servers
+    asleep while it trains), following the schedule's steps with --trainer schedule (asp's replay buffer), which the
+    fully asynchronous trainer cannot; the record and the summary say which. fully-async is the default's timing."""
+    import asp_cli.sim.verl_async as verl_async
+    from asp_cli.arrange.choice_summary import arrangement_line
+
+    prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
+    settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
+                                max_lag=1)
+    real = verl_async.replay_async_frame
+    calls: list[tuple] = []
+
+    def counted(frame, lengths, preset, **kwargs):
+        calls.append((kwargs.get("v1_mode"), kwargs.get("follow_steps")))
+        return real(frame, lengths, preset, **kwargs)
+
+    monkeypatch.setattr(verl_async, "replay_async_frame", counted)
+    plain = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
+    assert set(calls) == {(None, False)}
+    fully = choose_arrangement(_arrange_named, prompts, preds,
+                               dataclasses.replace(settings, verl_trainer="fully-async"), PRESET)
+    assert fully.to_dict() == plain.to_dict()  # the default's timing, and nothing more recorded
+    assert "verl_trainer" not in plain.to_dict()
+    for mode, trainer in (("colocate-async", "arrival"), ("separate-async", "arrival"), ("colocate-async", "schedule")):
+        calls.clear()
+        choice = choose_arrangement(_arrange_named, prompts, preds,
+                                    dataclasses.replace(settings, verl_trainer=mode, trainer=trainer), PRESET)
+        assert calls and set(calls) == {(mode.replace("-", "_"), trainer == "schedule")}
+        record = choice.to_dict()
+        assert record["timed_as"] == "verl-async" and record["verl_trainer"] == mode
+        line = arrangement_line(record)
+        assert f"as verl's v1 trainer runs {mode.replace('-', '_')} (--verl-trainer" in line
+        assert ("the servers asleep while it trains" in line) == (mode == "colocate-async")
+    # Colocated, the servers stop while the trainer trains: the expected times are longer than separate's.
+    colocated = choose_arrangement(_arrange_named, prompts, preds,
+                                   dataclasses.replace(settings, verl_trainer="colocate-async"), PRESET)
+    separate = choose_arrangement(_arrange_named, prompts, preds,
+                                  dataclasses.replace(settings, verl_trainer="separate-async"), PRESET)
+    times = {c["name"]: c["expected_end_to_end_s"] for c in separate.candidates}
+    assert all(c["expected_end_to_end_s"] > times[c["name"]] for c in colocated.candidates)
+
+
 def test_a_miniatures_rollouter_limit_is_the_runs_per_instance_equivalent(monkeypatch):
     """Judged as a miniature (a sample of a large input), verl's rollouter limit (--prompts-per-server) is cut with
     the servers: the miniature's instances are slices of the run's, so a limit that fills the run's slots exactly

@@ -329,6 +329,36 @@ def test_verls_rollouter_limit_is_recorded_and_refused_where_it_cannot_apply(tmp
         assert not (tmp_path / "x.parquet").exists()
 
 
+def test_the_verl_trainer_planned_for_is_recorded_and_refused_where_it_cannot_apply(tmp_path):
+    """--verl-trainer colocate-async: auto times its candidates as verl's v1 trainer runs that mode, recorded in the
+    settings and the choice and said in the summary. Refused (exit 4, nothing written, the message naming the fix)
+    off servers, without a lag bound for a v1 mode, beside --prompts-per-server for a v1 mode, with fully-async and
+    --trainer schedule, and for a name that is not one of verl's asynchronous trainers."""
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--engine", "streaming", "--max-lag", "1",
+                    "--verl-trainer", "colocate-async", "--json")
+    assert result.exit_code == 0, result.stderr
+    schedule = read_schedule(out)
+    assert schedule.settings["verl_trainer"] == "colocate-async"
+    assert schedule.recorded_settings.verl_trainer == "colocate-async"
+    choice = json.loads(result.stdout)["arrangement"]
+    assert choice["timed_as"] == "verl-async" and choice["verl_trainer"] == "colocate-async"
+    assert "as verl's v1 trainer runs colocate_async" in " ".join(result.stderr.split())
+    for bad, said in ((("--max-lag", "1"), "needs --engine streaming"),
+                      (("--engine", "streaming", "--max-lag", "0"), "needs --engine streaming"),
+                      (("--engine", "streaming"), "give --max-lag"),
+                      (("--engine", "streaming", "--max-lag", "1", "--prompts-per-server", "16"),
+                       "--prompts-per-server is verl's fully asynchronous rollouter's limit"),
+                      (("--engine", "streaming", "--max-lag", "1", "--trainer", "schedule", "--verl-trainer",
+                        "fully-async"), "use --trainer arrival"),
+                      (("--engine", "streaming", "--max-lag", "1", "--verl-trainer", "ppo"),
+                       "--verl-trainer must be one of fully-async, colocate-async, separate-async")):
+        args = bad if "--verl-trainer" in bad else (*bad, "--verl-trainer", "colocate-async")
+        refused = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "x.parquet", *args)
+        assert refused.exit_code == 4 and said in " ".join(refused.stderr.split()), (bad, refused.output)
+        assert not (tmp_path / "x.parquet").exists()
+
+
 def test_on_servers_the_summary_counts_request_batches(tmp_path):
     # A newcomer read "3,540 minibatches on 4 instances" for a shuffle on servers, one per prompt, as a mistake.
     result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "s.parquet", "--engine", "streaming",

@@ -173,6 +173,9 @@ CASES = [
     ("E80", ["probe", "{tmp}/images.parquet", "-o", "{tmp}/o.jsonl", "--prompts", "1"], 3,
      "images.parquet: column 'images' (images[].bytes) holds binary data (images or audio as bytes), which JSON "
      "lines cannot hold; write Parquet (an output ending .parquet, or --format parquet / verl)"),
+    ("E81", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--verl-trainer", "colocate-async"], 4,
+     "--verl-trainer colocate-async is one of verl's asynchronous trainers, which run on servers: it needs --engine "
+     "streaming and --max-lag other than 0; drop it, or set both"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

@@ -152,3 +152,25 @@ def test_the_asynchronous_modes_warm_up_by_the_lag_and_say_what_does_not_fit(tmp
         forced = export(out, [prompts], None, format="verl", verl_trainer="colocate-async")
         assert "trainer.v1.colocate_async.num_warmup_batches" not in forced.trainer_settings
         assert any(words in w for w in forced.warnings), forced.warnings
+
+
+def test_the_trainer_a_schedule_was_timed_for_is_the_exports_default_and_any_other_is_said(tmp_path):
+    """A schedule made with --verl-trainer separate-async exports for that mode by default, with no note on its
+    timing; exported for another of verl's trainers, or a schedule timed for the fully asynchronous trainer exported
+    for a v1 mode, a note names the --verl-trainer that times auto's candidates as that trainer runs them."""
+    out, prompts = _async(tmp_path, "separate", max_lag=1, verl_trainer="separate-async")
+    mine = export(out, [prompts], None, format="verl")
+    assert mine.summary["verl_trainer"] == "separate-async"
+    assert mine.trainer_settings["trainer.v1.trainer_mode"] == "separate_async"
+    assert not any("the schedule was timed for" in w for w in mine.warnings)
+    colocated = export(out, [prompts], None, format="verl", verl_trainer="colocate-async")
+    assert any("timed for verl's separate-async trainer: make it with asp schedule --verl-trainer colocate-async"
+               in w and "the servers asleep while the trainer trains" in w for w in colocated.warnings)
+    fully = export(out, [prompts], None, format="verl", verl_trainer="fully-async")
+    assert any("timed for verl's separate-async trainer" in w and "--verl-trainer fully-async" in w
+               for w in fully.warnings)
+    out, prompts = _async(tmp_path, "fully", max_lag=1)
+    v1 = export(out, [prompts], None, format="verl", verl_trainer="separate-async")
+    assert any("timed for verl's fully-async trainer: make it with asp schedule --verl-trainer separate-async" in w
+               for w in v1.warnings)
+    assert not any("timed for" in w for w in export(out, [prompts], None, format="verl").warnings)

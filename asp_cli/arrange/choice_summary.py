@@ -104,6 +104,10 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
     line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
             f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end"
             + (" as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
+               else f" as verl's v1 trainer runs {choice['verl_trainer'].replace('-', '_')} (--verl-trainer: a train "
+               "batch a step after --max-lag of warm-up, every sample routed at submission"
+               + (", the servers asleep while it trains)" if choice["verl_trainer"] == "colocate-async" else ")")
+               if choice.get("timed_as") == "verl-async" and choice.get("verl_trainer")
                else " as verl routes an asynchronous trainer (every sample at submission, "
                + (f"{choice['prompts_per_server']} prompts in flight per server)" if choice.get("prompts_per_server")
                   else "as many prompts in flight as the servers' slots hold; verl's rollouter keeps 16 per server by "

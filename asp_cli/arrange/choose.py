@@ -152,25 +152,16 @@ class ArrangementChoice:
     # With "verl-async": the prompts in flight per server it was timed with (`ScheduleSettings.prompts_per_server`);
     # 0 (and left out of the document): as many as the servers' slots hold.
     prompts_per_server: int = 0
+    # With "verl-async": the v1 mode of verl's main_ppo it was timed as (`ScheduleSettings.verl_trainer`,
+    # colocate-async or separate-async); "" (and left out of the document): the fully asynchronous trainer.
+    verl_trainer: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
-        if not document["timed_as"]:
-            del document["timed_as"]
-        if not document["prompts_per_server"]:
-            del document["prompts_per_server"]
-        if not document["step_deviation_bound"]:
-            del document["step_deviation_bound"]
-        if not document["representative_alternative"]:
-            del document["representative_alternative"]
-        if not document["sampled"]:
-            del document["sampled"]
-        if not document["refused"]:
-            del document["refused"]
-        if not document["run_prompt_epochs"]:
-            del document["run_prompt_epochs"]
-        if not document["bound_broken_on_input"]:
-            del document["bound_broken_on_input"]
+        for key in ("timed_as", "verl_trainer", "prompts_per_server", "step_deviation_bound",
+                    "representative_alternative", "sampled", "refused", "run_prompt_epochs", "bound_broken_on_input"):
+            if not document[key]:  # left out where empty: files read as before the key existed
+                del document[key]
         if not document["judged_instances"]:
             del document["judged_instances"], document["judged_train_batch_size"]
         mine = [c for c in self.candidates if _is(c, self.chosen, self.kv_budget)]
@@ -425,7 +416,12 @@ def choose_arrangement(
     # shuffle as verl routes, and asp lost to longest-first by 2.9% on mix-k8-n8-b256 with verl's default rollouter
     # limit (docs/benchmarks.md, "As verl routes an asynchronous trainer"). A trainer that follows the schedule
     # (`--trainer schedule`) is not modelled there and keeps the simulator's replay.
-    verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
+    # verl's v1 modes (`--verl-trainer`) are timed so too, following the schedule's steps with `--trainer schedule`
+    # (asp's replay buffer): as the fully asynchronous trainer, auto was 1.9% behind short-first in colocate_async on
+    # mix-k8-n8-b256 (docs/benchmarks.md, "As verl's v1 trainer runs its colocated mode").
+    v1 = settings.verl_trainer if settings.verl_trainer not in (None, "fully-async") else ""
+    verl_async = settings.engine == "streaming" and settings.max_lag != 0 and (settings.trainer == "arrival" or v1)
+    v1_replay = {"v1_mode": v1.replace("-", "_") or None, "follow_steps": bool(v1) and settings.trainer == "schedule"}
     # There the draws are heavy-tailed and repeated: see `SAMPLE_TAIL_DF`.
     repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if verl_async
                else 1)
@@ -487,7 +483,7 @@ def choose_arrangement(
         def as_verl_async(truth: np.ndarray, dispatch: str):
             return replay_async_frame(frame, truth, judged_preset, instances=trial.instances,
                                       train_batch_size=trial.train_batch_size, max_lag=sim.max_lag,
-                                      dispatch=dispatch, prompts_in_flight=in_flight, seed=settings.seed)
+                                      dispatch=dispatch, prompts_in_flight=in_flight, seed=settings.seed, **v1_replay)
         for truth in draws:
             if verl_async:
                 replay = as_verl_async(truth[index], sim.dispatch)
@@ -602,7 +598,7 @@ def choose_arrangement(
                 times.append(async_run_time(replay_async_frame(
                     frame, truth[index], judged_preset, instances=trial.instances,
                     train_batch_size=trial.train_batch_size, max_lag=sim.max_lag, prompts_in_flight=in_flight,
-                    seed=settings.seed, **how), scale))
+                    seed=settings.seed, **v1_replay, **how), scale))
             elif verl_routed:
                 times.append(scale * replay_frame(frame, truth[index], judged_preset, instances=trial.instances,
                                                   seed=settings.seed, train_batch_size=trial.train_batch_size,
@@ -632,7 +628,8 @@ def choose_arrangement(
                              refused=[n for n in candidates_for(settings.engine)
                                       if n not in {r["name"] for r in results}],
                              timed_as="verl" if verl_routed else "verl-async" if verl_async else "",
-                             prompts_per_server=settings.prompts_per_server or 0 if verl_async else 0)
+                             prompts_per_server=settings.prompts_per_server or 0 if verl_async else 0,
+                             verl_trainer=v1)
 
 
 def keep_the_shuffle(chosen: dict[str, Any], eligible: list[dict[str, Any]]) -> dict[str, Any]:

@@ -48,6 +48,7 @@ def schedule_command(
     steps: str = typer.Option(_DEFAULT.steps, "--steps", help="'any' lets --arrangement auto take the fastest candidate; 'representative' only those whose training steps are expected to be about as representative of the epoch as a shuffle's (in the --trainer order)."),
     arrangement: str = typer.Option(_DEFAULT.arrangement, "--arrangement", help="'auto' tries interleave, long-first, short-first, shuffle and per-step (a shuffle's train batches, each planned longest first), with --engine streaming also quick-start (the shuffle, opened by its shortest train batch) and bands (shortest first by train batch, each batch one band of lengths per instance, sent in request batches of --minibatch-size), in asp's simulator and keeps the fastest; or name one."),
     prompts_per_server: Optional[int] = typer.Option(_DEFAULT.prompts_per_server, "--prompts-per-server", help="With --engine streaming, a lag bound other than 0 and --trainer arrival (asynchronous training on servers, as verl runs it): the prompts verl's fully asynchronous rollouter keeps in flight per server (async_training.concurrent_samples_per_replica, 16 there by default). --arrangement auto times its candidates as verl routes with that many; default: as many as the servers' slots hold (verl's v1 trainer, or a rollouter set that high)."),
+    verl_trainer: Optional[str] = typer.Option(_DEFAULT.verl_trainer, "--verl-trainer", help="With --engine streaming and a lag bound other than 0: which of verl's asynchronous trainers --arrangement auto times its candidates as: 'fully-async' (its fully asynchronous trainer, the default: a prompt submitted whenever a rollouter slot frees), 'colocate-async' or 'separate-async' (main_ppo's trainer.v1.trainer_mode: --max-lag train batches of warm-up, then a train batch a step; colocate-async puts the servers to sleep while it trains and resumes their requests after). With --trainer schedule (asp's replay buffer) the v1 modes are timed following the schedule's steps. `asp export --format verl` prints that trainer's settings."),
     trainer: str = typer.Option(_DEFAULT.trainer, "--trainer", help="How the trainer takes groups: 'arrival' (the next train batch of finished groups) or 'schedule' (the groups train_step assigns: stratified by length; per-step keeps a shuffle's batches, a plain sort its arrival order)."),
     predictor: Optional[Path] = typer.Option(None, "--predictor", readable=False, help="A predictor file (.skops) from `asp predictor fit`; default: the bundled one."),
     predictions: list[Path] = typer.Option([], "--predictions", metavar="<path>", readable=False, help="Per-prompt predicted lengths made elsewhere (as `asp predictor predict` writes them; repeatable), instead of the predictor."),
@@ -92,6 +93,7 @@ def schedule_command(
             trainer=trainer,
             kv_budget=kv_budget,
             prompts_per_server=prompts_per_server,
+            verl_trainer=verl_trainer,
         )
         # Numbered over the stages this run has: history is read only when it is given.
         stages = _STAGES if history else _STAGES[1:]

@@ -38,12 +38,14 @@ def planned_for_async(recorded: Any) -> bool:
 
 
 def resolve_trainer(verl_trainer: str, recorded: Any) -> str:
-    """``auto``: the fully asynchronous trainer for a schedule planned for one (`planned_for_async`); the v1 trainer's
-    ``colocate_async`` mode for a schedule on servers with a lag bound above 0 whose steps the trainer follows
-    (``--trainer schedule``: asp's replay buffer, docs/integrations.md, Option C); verl's default synchronous
-    trainer otherwise."""
+    """``auto``: the trainer the schedule was timed for (``asp schedule --verl-trainer``); else the fully
+    asynchronous trainer for a schedule planned for one (`planned_for_async`); the v1 trainer's ``colocate_async``
+    mode for a schedule on servers with a lag bound above 0 whose steps the trainer follows (``--trainer schedule``:
+    asp's replay buffer, docs/integrations.md, Option C); verl's default synchronous trainer otherwise."""
     if verl_trainer != "auto":
         return verl_trainer
+    if getattr(recorded, "verl_trainer", None):
+        return recorded.verl_trainer
     if planned_for_async(recorded):
         return "fully-async"
     if recorded.engine == "streaming" and recorded.max_lag and recorded.trainer == "schedule":
@@ -116,6 +118,10 @@ def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
                      f"async_training.concurrent_samples_per_replica={VERL_PROMPTS_PER_SERVER} by default: make the "
                      f"schedule with --prompts-per-server {VERL_PROMPTS_PER_SERVER} (or the value you set), or set "
                      "concurrent_samples_per_replica high enough that the servers' slots bind")
+    if getattr(recorded, "verl_trainer", None) not in (None, "fully-async"):
+        notes.append(f"the schedule was timed for verl's {recorded.verl_trainer} trainer (asp schedule --verl-trainer "
+                     f"{recorded.verl_trainer}): for the fully asynchronous trainer make it with --verl-trainer "
+                     "fully-async, for which auto's choice is made")
     if recorded.trainer == "schedule":
         notes.append("the schedule was made for a trainer that follows its steps (--trainer schedule), but verl's "
                      "fully asynchronous trainer takes groups as they finish: make it with --trainer arrival")

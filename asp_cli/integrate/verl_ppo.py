@@ -99,12 +99,15 @@ def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, sc
     (`asp_cli.integrate.verl_sampler.ScheduleReplayBuffer`, docs/integrations.md, Option C)."""
     mode = V1_ASYNC_MODES[trainer]
     added: dict[str, Any] = {"trainer.v1.trainer_mode": mode}
-    if mode == "colocate_async":
+    if settings.verl_trainer != trainer and settings.engine == "streaming" and settings.max_lag:
         # verl 0.9.1's colocated trainer aborts the requests in flight and puts the servers to sleep while it trains
-        # (trainer_colocate_async.py:44-50, on_sample_end), resuming them after: asp_cli.sim overlaps the two.
-        notes.append("verl's colocate_async trainer pauses the rollout while it trains (the servers share its GPUs) "
-                     "and resumes the requests after; asp's estimates let rollout run on while the trainer trains, as "
-                     "separate_async does: `asp simulate`'s 'verl v1 async' line replays the plan both ways")
+        # (trainer_colocate_async.py:44-50, on_sample_end), resuming them after: timed as another trainer, auto's
+        # candidates let rollout run on while it trains.
+        notes.append(f"the schedule was timed for verl's {settings.verl_trainer or 'fully-async'} trainer: make it "
+                     f"with asp schedule --verl-trainer {trainer} so that --arrangement auto times its candidates as "
+                     f"{mode} runs them" + (" (the servers asleep while the trainer trains, their requests resumed "
+                                            "after)" if mode == "colocate_async" else "")
+                     + "; `asp simulate`'s 'verl v1 async' line replays this plan that way")
     lag = settings.max_lag
     if lag is None:
         notes.append(f"the schedule has no lag bound, but verl's {mode} trainer runs at most "
