@@ -35,6 +35,7 @@ def setup_files(tmp: Path) -> None:
     (tmp / "latin1.jsonl").write_bytes('{"question": "café"}\n'.encode("latin-1"))
     (tmp / "surrogate.jsonl").write_text('{"question": "bad \\ud800 text"}\n{"question": "fine"}\n')
     (tmp / "dupkey.jsonl").write_text('{"id": "a", "question": "one", "question": "two"}\n')
+    (tmp / "zeros.jsonl").write_text('{"id": "a", "response_tokens": 0}\n{"id": "b", "response_tokens": 0}\n')
     pq.write_table(pa.table({"id": ["a", "b"], "question": ["q1", "q2"],
                              "images": [[{"bytes": b"\x89PNG", "path": None}]] * 2}), tmp / "images.parquet")
     (tmp / "fake.parquet").write_text('{"question": "a"}\n')
@@ -176,6 +177,9 @@ CASES = [
     ("E81", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--verl-trainer", "colocate-async"], 4,
      "--verl-trainer colocate-async is one of verl's asynchronous trainers, which run on servers: it needs --engine "
      "streaming and --max-lag other than 0; drop it, or set both"),
+    ("E82", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/zeros.jsonl"], 3,
+     "zeros.jsonl: every one of the 2 lengths (column 'response_tokens') is 0: the wrong column, or a rollout that "
+     "wrote nothing; give response lengths in tokens, naming their column with --history-length-key"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

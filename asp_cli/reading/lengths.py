@@ -73,6 +73,12 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
                              "the length files")
         raise InputError(f"{names}: the files hold no lengths (every row's list of lengths is empty); give at "
                          "least one length")
+    if frame[C.RESPONSE_TOKENS].max() == 0:  # an empty answer is a length; only empty answers, a wrong column
+        names = ", ".join(str(p) for p in paths)
+        used = sorted({c["length"] for c in report.columns_used.values()})
+        raise InputError(f"{names}: every one of the {frame.height:,} lengths (column {', '.join(map(repr, used))}) "
+                         f"is 0: the wrong column, or a rollout that wrote nothing; give response lengths in tokens, "
+                         f"naming their column with {options.length_flag}")
     report.settle()
     report.rows = frame.height
     return frame, report
