@@ -287,8 +287,16 @@ def test_a_timeline_of_an_interrupted_replay_is_said_so(tmp_path):
     write_timeline(frame, {**metadata(frame), "complete": False}, timeline)
     result = invoke("calibrate", timeline, "-o", tmp_path / "p.json")
     assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
     assert f"Note: the timeline is of an interrupted replay ({frame.height:,} requests measured before it stopped)" \
-        in result.stderr
+        in said
+    # Its arrangement was replayed whole before the stop: checked, and said so (it read "no arrangement" before).
+    assert "only the arrangement(s) replayed whole before it (probe) are checked" in said
+    cut = frame.head(frame.height - 1)  # the last request never finished: nothing to check whole
+    write_timeline(cut, {**metadata(frame), "complete": False}, tmp_path / "cut.parquet")
+    result = invoke("calibrate", tmp_path / "cut.parquet", "-o", tmp_path / "c.json")
+    assert result.exit_code == 0, result.output
+    assert "no arrangement can be checked whole" in " ".join(result.stderr.split())
     write_timeline(frame, metadata(frame), tmp_path / "whole.parquet")
     assert "interrupted" not in invoke("calibrate", tmp_path / "whole.parquet", "-o", tmp_path / "q.json").stderr
 

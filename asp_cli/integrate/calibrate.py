@@ -109,9 +109,6 @@ def calibrate(
         fit = fit_timeline(frame, base_preset)
     except InputError as exc:  # "the timeline has ...": named, as every input error names its file
         raise InputError(f"{source}: {exc}") from None
-    if metadata.get("complete") is False:
-        fit.notes.append(f"the timeline is of an interrupted replay ({frame.height:,} requests measured before it "
-                         "stopped): the fit uses them, but no arrangement can be checked whole")
     reported = [s.get("kv_cache_tokens") for s in metadata.get("servers", []) if isinstance(s, dict)]
     reported = [int(v) for v in reported if isinstance(v, int) and v > 0]
     capacity = kv_cache_tokens or (min(reported) if reported else None)
@@ -128,6 +125,14 @@ def calibrate(
     # Checked as `--preset` will read it before it is written: a fit that makes no valid preset (an option that
     # leaves no KV cache, a timeline's figures out of range) writes nothing.
     calibrated = preset_from_document(preset, f"the calibrated preset (not written to {output})")
+    check = _check(frame, metadata, base_preset, calibrated)
+    if metadata.get("complete") is False:
+        # An arrangement replayed whole before the stop is checked as any other (it said "no arrangement" before).
+        whole = [r["arrangement"] for r in check]
+        fit.notes.append(f"the timeline is of an interrupted replay ({frame.height:,} requests measured before it "
+                         "stopped): the fit uses them, but " + (
+                             f"only the arrangement(s) replayed whole before it ({', '.join(whole)}) are checked"
+                             if whole else "no arrangement can be checked whole"))
     document = {
         "output": str(output),
         "source": source,
@@ -140,7 +145,7 @@ def calibrate(
             "observed" if fit.max_num_seqs else "base")},
         "train": None if train is None else {"train_fixed_s": calibrated.train_fixed_s,
                                              "train_per_token_s": calibrated.train_per_token_s},
-        "check": _check(frame, metadata, base_preset, calibrated),
+        "check": check,
     }
     worse = [r for r in document["check"] if r["base_error"] is not None
              and abs(r["calibrated_error"]) > abs(r["base_error"]) + WORSE_MARGIN]
