@@ -199,7 +199,8 @@ class ScheduleSettings:
             raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit: it needs --engine "
                                 "streaming and --max-lag other than 0 (a synchronous step submits its whole batch); "
                                 "drop it, or set both")
-        if self.prompts_per_server is not None and self.trainer != "arrival":
+        if self.prompts_per_server is not None and self.trainer != "arrival" and self.verl_trainer in (None,
+                                                                                                   "fully-async"):
             raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit, whose trainer takes "
                                 "groups as they finish: with --trainer schedule asp times its plans in its own replay, "
                                 "which has no such limit; drop it, or use --trainer arrival")
@@ -240,22 +241,26 @@ class ScheduleSettings:
         if mode is None:
             return
         if mode not in VERL_PLANNED_TRAINERS:
-            raise SettingsError(f"--verl-trainer must be one of {', '.join(VERL_PLANNED_TRAINERS)} (got {mode!r}); "
-                                "verl's synchronous trainer is --max-lag 0")
-        if self.engine != "streaming" or self.max_lag == 0:
-            raise SettingsError(f"--verl-trainer {mode} is one of verl's asynchronous trainers, which run on servers: "
-                                "it needs --engine streaming and --max-lag other than 0; drop it, or set both")
-        if mode == "fully-async":
-            if self.trainer != "arrival":
-                raise SettingsError("--verl-trainer fully-async takes groups as they finish: use --trainer arrival, "
-                                    "or --verl-trainer colocate-async or separate-async for asp's replay buffer")
-            return
-        if self.prompts_per_server is not None:
+            spelled = str(mode).replace("_", "-")  # verl's own spelling, trainer.v1.trainer_mode=colocate_async
+            hint = (f"; did you mean {spelled}?" if spelled in VERL_PLANNED_TRAINERS else
+                    "; verl's synchronous trainer (ppo, sync) is --max-lag 0" if mode in ("ppo", "sync") else "")
+            raise SettingsError(f"--verl-trainer must be one of {', '.join(VERL_PLANNED_TRAINERS)} (got {mode!r})"
+                                + hint)
+        v1 = mode != "fully-async"
+        missing = [flag for flag, lacking in (
+            ("--engine streaming", self.engine != "streaming"),
+            ("--max-lag other than 0", self.max_lag == 0),
+            (f"--max-lag equal to trainer.v1.{mode.replace('-', '_')}.num_warmup_batches (1 by default)",
+             v1 and self.max_lag is None)) if lacking]
+        if missing:
+            raise SettingsError(f"--verl-trainer {mode} is one of verl's asynchronous trainers, which run on servers"
+                                + (" a warm-up ahead" if v1 else "") + f": add {' and '.join(missing)}, or drop it")
+        if not v1 and self.trainer != "arrival":
+            raise SettingsError("--verl-trainer fully-async takes groups as they finish: use --trainer arrival, "
+                                "or --verl-trainer colocate-async or separate-async for asp's replay buffer")
+        if v1 and self.prompts_per_server is not None:
             raise SettingsError(f"--prompts-per-server is verl's fully asynchronous rollouter's limit; verl's {mode} "
                                 "trainer submits a whole train batch at a time: drop it")
-        if self.max_lag is None:
-            raise SettingsError(f"verl's {mode} trainer runs trainer.v1.{mode.replace('-', '_')}.num_warmup_batches "
-                                "train batches ahead (1 by default): give --max-lag equal to it")
 
     def resolved_kv_budget(self) -> str:
         """The KV accounting a named arrangement is cut with (`KV_CUTS`): padded on the static engine, peak for

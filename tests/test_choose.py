@@ -342,7 +342,7 @@ def test_under_steps_any_the_summary_says_the_fastest_candidate_with_representat
         line = arrangement_line(any_steps.to_dict())
         assert (f"a step's mean length {mine['expected_step_deviation_p90']:.0%} off the epoch mean at the 90th "
                 f"percentile, where a random arrangement's are within about {held.step_deviation_bound:.0%}; of "
-                f"the candidates whose steps are about that, the fastest, {held.chosen}, is expected to take "
+                f"the candidates whose steps are about that, the fastest within the tie margin, {held.chosen}, is expected to take "
                 f"{other['expected_end_to_end_s']:,.0f} s") in line
         assert "--steps representative takes it" in line
         assert "less representative" not in arrangement_line(held.to_dict())
@@ -362,7 +362,7 @@ def test_the_summary_says_nothing_of_representative_steps_where_the_pick_has_the
         "name": "shuffle", "kv_budget": "peak", "step_deviation_bound": 0.15})
     assert ("its training steps are expected to be a length curriculum, so the order the policy trains on changes, "
             "not only the speed: a step's mean length 90% off the epoch mean at the 90th percentile, where a random "
-            "arrangement's are within about 15%; of the candidates whose steps are about that, the fastest, shuffle, is expected to take "
+            "arrangement's are within about 15%; of the candidates whose steps are about that, the fastest within the tie margin, shuffle, is expected to take "
             "100 s (1.0% faster)") in arrangement_line(choice)
     choice["candidates"][0]["expected_step_deviation_p90"] = 0.25  # within twice the bound: not a curriculum
     assert ("its training steps are expected less representative of the epoch than a random arrangement's: a step's "

@@ -298,7 +298,7 @@ def test_the_summary_says_when_autos_pick_trains_a_length_curriculum():
         "name": "shuffle", "kv_budget": "whole", "step_deviation_bound": 0.13}))
     assert ("its training steps are expected to be a length curriculum, so the order the policy trains on changes, "
             "not only the speed: a step's mean length 51% off the epoch mean at the 90th percentile, where a random "
-            "arrangement's are within about 13%; of the candidates whose steps are about that, the fastest, shuffle, is expected to take "
+            "arrangement's are within about 13%; of the candidates whose steps are about that, the fastest within the tie margin, shuffle, is expected to take "
             "100 s (11.1% slower): --steps representative takes it") in line
     assert line.count("its training steps") == 1
 
@@ -343,12 +343,20 @@ def test_the_verl_trainer_planned_for_is_recorded_and_refused_where_it_cannot_ap
     assert schedule.recorded_settings.verl_trainer == "colocate-async"
     choice = json.loads(result.stdout)["arrangement"]
     assert choice["timed_as"] == "verl-async" and choice["verl_trainer"] == "colocate-async"
-    assert "as verl's v1 trainer runs colocate_async" in " ".join(result.stderr.split())
-    for bad, said in ((("--max-lag", "1"), "needs --engine streaming"),
-                      (("--engine", "streaming", "--max-lag", "0"), "needs --engine streaming"),
-                      (("--engine", "streaming"), "give --max-lag"),
+    said = " ".join(result.stderr.split())
+    assert "as verl's v1 trainer runs colocate_async" in said
+    # The servers sleep while the trainer trains: nothing "binds", the two add (said instead).
+    assert "in colocate_async the servers sleep while the trainer trains" in said and "trainer binds" not in said
+    for bad, said in ((("--max-lag", "1"), "a warm-up ahead: add --engine streaming, or drop it"),
+                      (("--engine", "streaming", "--max-lag", "0"), "add --max-lag other than 0, or drop it"),
+                      ((), "add --engine streaming and --max-lag equal to trainer.v1.colocate_async.num_warmup_batches "
+                           "(1 by default), or drop it"),
                       (("--engine", "streaming", "--max-lag", "1", "--prompts-per-server", "16"),
                        "--prompts-per-server is verl's fully asynchronous rollouter's limit"),
+                      (("--engine", "streaming", "--max-lag", "1", "--trainer", "schedule", "--prompts-per-server",
+                        "16"), "--prompts-per-server is verl's fully asynchronous rollouter's limit"),
+                      (("--engine", "streaming", "--max-lag", "1", "--verl-trainer", "colocate_async"),
+                       "did you mean colocate-async?"),
                       (("--engine", "streaming", "--max-lag", "1", "--trainer", "schedule", "--verl-trainer",
                         "fully-async"), "use --trainer arrival"),
                       (("--engine", "streaming", "--max-lag", "1", "--verl-trainer", "ppo"),

@@ -175,8 +175,9 @@ CASES = [
      "images.parquet: column 'images' (images[].bytes) holds binary data (images or audio as bytes), which JSON "
      "lines cannot hold; write Parquet (an output ending .parquet, or --format parquet / verl)"),
     ("E81", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--verl-trainer", "colocate-async"], 4,
-     "--verl-trainer colocate-async is one of verl's asynchronous trainers, which run on servers: it needs --engine "
-     "streaming and --max-lag other than 0; drop it, or set both"),
+     "--verl-trainer colocate-async is one of verl's asynchronous trainers, which run on servers a warm-up ahead: "
+     "add --engine streaming and --max-lag equal to trainer.v1.colocate_async.num_warmup_batches (1 by default), or "
+     "drop it"),
     ("E82", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/zeros.jsonl"], 3,
      "zeros.jsonl: every one of the 2 lengths (column 'response_tokens') is 0: the wrong column, or a rollout that "
      "wrote nothing; give response lengths in tokens, naming their column with --history-length-key"),

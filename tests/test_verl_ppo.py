@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import pytest
 from _schedules import BATCH, EPOCHS, PROMPTS, built  # noqa: F401 - fixture
 
+from asp_cli.errors import SettingsError
 from asp_cli.integrate.export import export
 from asp_cli.integrate.verl_ppo import VERL_DEFAULT_PPO_MINI_BATCH, ppo_settings
 from asp_cli.settings import ScheduleSettings
@@ -174,3 +176,21 @@ def test_the_trainer_a_schedule_was_timed_for_is_the_exports_default_and_any_oth
     assert any("timed for verl's fully-async trainer: make it with asp schedule --verl-trainer separate-async" in w
                for w in v1.warnings)
     assert not any("timed for" in w for w in export(out, [prompts], None, format="verl").warnings)
+    # Made for a trainer that follows its steps without --verl-trainer: timed in asp's own replay, said so.
+    out, prompts = _async(tmp_path, "follows", max_lag=1, trainer="schedule")
+    assert any("timed in asp's own replay of a trainer that follows its steps: make it with asp schedule "
+               "--verl-trainer colocate-async" in w for w in export(out, [prompts], None, format="verl").warnings)
+    # Timed for a v1 mode, exported for the fully asynchronous trainer: no note on its rollouter slots.
+    out, prompts = _async(tmp_path, "colocated", max_lag=1, verl_trainer="colocate-async")
+    fully = export(out, [prompts], None, format="verl", verl_trainer="fully-async")
+    assert any("timed for verl's colocate-async trainer" in w for w in fully.warnings)
+    assert not any("as many prompts in flight as the servers' slots hold" in w for w in fully.warnings)
+
+
+def test_a_verl_trainer_without_verls_format_is_refused(tmp_path):
+    """--verl-trainer names the trainer whose settings --format verl prints: with another format it did nothing."""
+    out, prompts = _async(tmp_path, "plain", max_lag=1)
+    with pytest.raises(SettingsError, match="--verl-trainer ppo names the trainer whose settings --format verl "
+                                            r"prints \(got --format jsonl\): add --format verl, or drop it"):
+        export(out, [prompts], tmp_path / "x.jsonl", format="jsonl", verl_trainer="ppo")
+    assert not (tmp_path / "x.jsonl").exists()

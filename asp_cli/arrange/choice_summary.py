@@ -115,7 +115,9 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                if choice.get("timed_as") == "verl-async" else "")
             + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else "")
             + " "
-            f"{candidates}, over {choice['draws']} draws of lengths on {choice['evaluated_prompts']:,} prompts x "
+            f"{candidates}, over {choice['draws']} draws of lengths (the predictions' spread, every length also "
+            "scaled by one common factor below, at and above 1, which weighs a run longer than predicted: "
+            f"`asp simulate` draws without it, so replays shorter) on {choice['evaluated_prompts']:,} prompts x "
             f"{choice.get('evaluated_epochs') or 1} epoch(s)"
             + (f", judged as a miniature of the run ({_miniature_words(choice)}) and scaled up to its "
                f"{choice['run_prompt_epochs']:,} prompt-epochs" if choice.get("judged_instances") else
@@ -196,7 +198,7 @@ def _curriculum(choice: dict[str, Any], chosen: dict[str, Any]) -> str:
                 + ("to be a length curriculum, so the order the policy trains on changes, not only the speed"
                    if own > 2 * bound else "less representative of the epoch than a random arrangement's")
                 + f": a step's mean length {own:.0%} off the epoch mean at the 90th percentile, where a random "
-                f"arrangement's are within about {bound:.0%}; of the candidates whose steps are about that, the fastest, {other['name']}, "
+                f"arrangement's are within about {bound:.0%}; of the candidates whose steps are about that, the fastest within the tie margin, {other['name']}, "
                 f"is expected to take {other['expected_end_to_end_s']:,.0f} s ({abs(cost):.1%} "
                 f"{'slower' if cost >= 0 else 'faster'}): --steps representative takes it")
     # A newcomer's verl run took long-first (steps 3.9 times the epoch's mean at p90) and nothing said so.

@@ -24,7 +24,7 @@ def export_command(
     order: Optional[str] = typer.Option(None, "--order", help="'dispatch' (the schedule's seq) or 'train' (by training step, batches balanced across workers). Default: train for verl, dispatch otherwise."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Contiguous chunks per training batch for --order train (verl: actor_rollout_ref.rollout.agent.num_workers); default verl's 8 for --format verl, the schedule's instances otherwise."),
     verl_version: str = typer.Option("0.9", "--verl-version", help="How verl cuts a batch across workers: 0.9 (its default trainer: the prompts, TensorDict.chunk) or 0.7 (its trainer, and 0.9's trainer.use_v1=False: the n-times repeated batch)."),
-    verl_trainer: str = typer.Option("auto", "--verl-trainer", help="With --format verl: ppo (verl's default trainer, verl.trainer.main_ppo, synchronous), colocate-async or separate-async (the same trainer's asynchronous modes, trainer.v1.trainer_mode, running --max-lag batches ahead), fully-async (verl.experimental.fully_async_policy: the file in dispatch order, its own settings), or auto: fully-async for a schedule made with --engine streaming, a lag bound other than 0 and --trainer arrival; colocate-async for one made with --engine streaming, a lag bound above 0 and --trainer schedule; else ppo."),
+    verl_trainer: str = typer.Option("auto", "--verl-trainer", help="With --format verl: ppo (verl's default trainer, verl.trainer.main_ppo, synchronous), colocate-async or separate-async (the same trainer's asynchronous modes, trainer.v1.trainer_mode, running --max-lag batches ahead), fully-async (verl.experimental.fully_async_policy: the file in dispatch order, its own settings), or auto: the one the schedule was made for (asp schedule --verl-trainer); else fully-async for a schedule made with --engine streaming, a lag bound other than 0 and --trainer arrival; colocate-async for one made with --engine streaming, a lag bound above 0 and --trainer schedule; else ppo."),
     prefix: str = typer.Option("", "--prefix", help="Prefix for asp's added columns, e.g. asp_ when the dataset has its own 'epoch'."),
     route: str = typer.Option("none", "--route", help="none; planned: add a 'priority' column carrying each row's planned instance; length: its predicted response tokens per sample instead (each request to the server with the fewest predicted tokens in flight); both for verl 0.9's rollout router asp_cli.integrate.verl_router.ScheduleRouter (docs/integrations.md, Option D)."),
     metadata_key: Optional[str] = typer.Option(None, "--metadata-key", help="Put asp's columns and the schedule's prompt_id into this object field of each row (merged with the row's own), not beside the dataset's columns: slime keeps only the prompt, the label and its --metadata-key (default 'metadata') of a row. With --format jsonl or parquet."),
@@ -44,8 +44,10 @@ def export_command(
         if not quiet:
             summary = result.summary
             say(
-                f"Wrote {output}: {summary['rows']:,} rows ({format}, {result.order} order), epochs "
-                f"{', '.join(map(str, summary['epochs']))}; {summary['full_batches']:,} batches of "
+                f"Wrote {output}: {summary['rows']:,} rows ({format}, {result.order} order), "
+                + (f"epoch {summary['epochs'][0]} (numbered from 0)" if len(summary["epochs"]) == 1 else
+                   f"epochs {', '.join(map(str, summary['epochs']))}")
+                + f"; {summary['full_batches']:,} batches of "
                 f"{summary['train_batch_size']}" + (f" + {summary['trailing_rows']} rows" if summary["trailing_rows"] else "")
             )
             if "workers" in summary:

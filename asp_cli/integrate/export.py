@@ -155,9 +155,10 @@ def export(
         ``colocate-async`` or ``separate-async`` (that trainer's asynchronous modes, ``trainer.v1.trainer_mode``:
         `asp_cli.integrate.verl_ppo.v1_async_settings`), ``fully-async`` (its fully asynchronous trainer,
         `asp_cli.integrate.verl_fully_async`: the file in dispatch order, read one prompt at a time) or ``auto``:
-        ``fully-async`` for a schedule planned for an asynchronous trainer on servers taking groups as they finish
-        (``--engine streaming``, a lag bound other than 0, ``--trainer arrival``), ``colocate-async`` for one on
-        servers with a lag bound above 0 whose steps the trainer follows (``--trainer schedule``), else ``ppo``.
+        the one the schedule was made for (``asp schedule --verl-trainer``), else ``fully-async`` for a schedule
+        planned for an asynchronous trainer on servers taking groups as they finish (``--engine streaming``, a lag
+        bound other than 0, ``--trainer arrival``), ``colocate-async`` for one on servers with a lag bound above 0
+        whose steps the trainer follows (``--trainer schedule``), else ``ppo``. Refused with another format.
     metadata_key
         With ``jsonl`` or ``parquet``: put asp's columns, and the schedule's ``prompt_id``, into this object of each
         row (merged with the row's own object there) instead of beside the dataset's columns: slime keeps only the
@@ -180,6 +181,9 @@ def export(
         raise SettingsError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
     if verl_trainer not in VERL_TRAINERS:
         raise SettingsError(f"--verl-trainer must be one of {', '.join(VERL_TRAINERS)} (got {verl_trainer!r})")
+    if verl_trainer != "auto" and format != "verl":  # it names the trainer whose settings are printed: none are
+        raise SettingsError(f"--verl-trainer {verl_trainer} names the trainer whose settings --format verl prints "
+                            f"(got --format {format}): add --format verl, or drop it")
     replay = schedule if isinstance(schedule, Replay) else Replay.open(Path(schedule))
     verl_trainer = resolve_trainer(verl_trainer, replay.schedule.recorded_settings) if format == "verl" else "ppo"
     # verl's fully asynchronous rollouter reads one prompt at a time, in file order: the dispatch order.

@@ -113,12 +113,13 @@ def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
     elif recorded.max_lag == 0:
         notes.append("the schedule was made for a synchronous trainer (--max-lag 0); for verl's fully asynchronous "
                      "trainer make it with --max-lag equal to async_training.staleness_threshold")
-    if recorded.prompts_per_server is None and recorded.engine == "streaming":
+    timed_for_v1 = getattr(recorded, "verl_trainer", None) not in (None, "fully-async")
+    if recorded.prompts_per_server is None and recorded.engine == "streaming" and not timed_for_v1:
         notes.append(f"the schedule was timed with as many prompts in flight as the servers' slots hold; verl keeps "
                      f"async_training.concurrent_samples_per_replica={VERL_PROMPTS_PER_SERVER} by default: make the "
                      f"schedule with --prompts-per-server {VERL_PROMPTS_PER_SERVER} (or the value you set), or set "
                      "concurrent_samples_per_replica high enough that the servers' slots bind")
-    if getattr(recorded, "verl_trainer", None) not in (None, "fully-async"):
+    if timed_for_v1:
         notes.append(f"the schedule was timed for verl's {recorded.verl_trainer} trainer (asp schedule --verl-trainer "
                      f"{recorded.verl_trainer}): for the fully asynchronous trainer make it with --verl-trainer "
                      "fully-async, for which auto's choice is made")

@@ -103,7 +103,10 @@ def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, sc
         # verl 0.9.1's colocated trainer aborts the requests in flight and puts the servers to sleep while it trains
         # (trainer_colocate_async.py:44-50, on_sample_end), resuming them after: timed as another trainer, auto's
         # candidates let rollout run on while it trains.
-        notes.append(f"the schedule was timed for verl's {settings.verl_trainer or 'fully-async'} trainer: make it "
+        timed = (f"for verl's {settings.verl_trainer} trainer" if settings.verl_trainer else
+                 "in asp's own replay of a trainer that follows its steps" if settings.trainer == "schedule" else
+                 "for verl's fully-async trainer")
+        notes.append(f"the schedule was timed {timed}: make it "
                      f"with asp schedule --verl-trainer {trainer} so that --arrangement auto times its candidates as "
                      f"{mode} runs them" + (" (the servers asleep while the trainer trains, their requests resumed "
                                             "after)" if mode == "colocate_async" else "")
@@ -137,7 +140,9 @@ def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, sc
                      "it rolls out on GPUs of their own, and also needs "
                      "actor_rollout_ref.rollout.nnodes and n_gpus_per_node above 0 and a "
                      "rollout.checkpoint_engine.backend other than naive (it asserts them at startup): set them "
-                     "for your cluster")
+                     "for your cluster. With actor_rollout_ref.hybrid_engine=True (verl's default) the trainer's "
+                     "GPUs also serve rollout until a step begins (trainer_separate_async.py, switch_to_trainer), "
+                     "which asp's replay leaves out: it times the --instances servers alone")
     if settings.trainer == "schedule":
         # verl's own buffers train the oldest finished groups, not the schedule's steps (Option C). Measured with
         # `asp simulate`'s v1 replay on the sample data (docs/integrations.md, "Which trainer rule to plan for").
