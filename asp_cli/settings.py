@@ -262,6 +262,17 @@ class ScheduleSettings:
             raise SettingsError(f"--prompts-per-server is verl's fully asynchronous rollouter's limit; verl's {mode} "
                                 "trainer submits a whole train batch at a time: drop it")
 
+    def replayed_as(self, **changes: Any) -> ScheduleSettings:
+        """These settings with ``changes`` (another engine, lag bound or trainer rule to replay or compare under),
+        `verl_trainer` dropped where it no longer applies there, as none was given (a colocate-async schedule
+        compared at --max-lag 0 is verl's synchronous trainer)."""
+        try:
+            return dataclasses.replace(self, **changes)
+        except SettingsError:
+            if self.verl_trainer is None:
+                raise
+            return dataclasses.replace(self, **{**changes, "verl_trainer": None})
+
     def resolved_kv_budget(self) -> str:
         """The KV accounting a named arrangement is cut with (`KV_CUTS`): padded on the static engine, peak for
         auto."""

@@ -105,6 +105,25 @@ def test_simulate_max_lag_none_replays_without_the_schedules_bound(tmp_path):
     assert free["metrics"]["policy_lag_mean"] > bound["metrics"]["policy_lag_mean"]
 
 
+def test_a_schedule_timed_for_a_verl_v1_mode_compares_under_any_replay_setting(tmp_path):
+    """A schedule made with --verl-trainer colocate-async compared at --max-lag 0, on a blocking engine or with
+    --trainer schedule: the baselines are planned without that trainer where it cannot apply there (its settings
+    would refuse the combination), as a schedule made without it."""
+    from util import SAMPLE_PROMPTS
+
+    schedule = tmp_path / "s.parquet"
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", schedule, "--engine", "streaming", "--max-lag", "1",
+                  "--verl-trainer", "colocate-async", "--arrangement", "shuffle", "--quiet").exit_code == 0
+    for extra in (("--max-lag", "0"), ("--mode", "continuous"), ("--trainer", "schedule"), ()):
+        result = invoke("simulate", schedule, "--compare", "--json", "--quiet", *extra)
+        assert result.exit_code == 0, (extra, result.output)
+        assert json.loads(result.stdout)["comparison"]
+    said = invoke("simulate", schedule)
+    assert json.loads(invoke("simulate", schedule, "--json", "--quiet").stdout)["verl_trainer"] == "colocate-async"
+    assert ("the schedule was made for colocate_async (asp schedule --verl-trainer): its figure here is that run's"
+            in " ".join(said.stderr.split()))
+
+
 def test_compare_rows_are_dispatched_as_asp_and_a_plan_for_another_kind_of_engine_is_warned_about(built, tmp_path):  # noqa: F811
     # The audit of 2026-12-02: the true-lengths row and the random deal into asp's slots were replayed on planned
     # instances while asp's row had free dispatch (mix-k8-n8: the ceiling read 0.9% behind asp, 3.2% ahead
@@ -507,6 +526,10 @@ def test_a_schedule_that_recorded_verls_rollouter_limit_compares_where_it_cannot
         result = invoke("simulate", out, "--compare", "--json", "--quiet", *args)
         assert result.exit_code == 0, (args, result.output)
         assert json.loads(result.stdout)["comparison"]
+    said = invoke("simulate", schedule)
+    assert json.loads(invoke("simulate", schedule, "--json", "--quiet").stdout)["verl_trainer"] == "colocate-async"
+    assert ("the schedule was made for colocate_async (asp schedule --verl-trainer): its figure here is that run's"
+            in " ".join(said.stderr.split()))
 
 
 def test_a_comparison_on_servers_also_replays_every_row_as_verl_routes(built, monkeypatch):  # noqa: F811

@@ -102,7 +102,7 @@ def compare(
 
     # asp plans for the engine it is judged on, under the same lag bound (the static engine cuts padded, whatever
     # the settings' --kv-budget, which may be peak only where the engine is not static).
-    settings = dataclasses.replace(settings, engine=mode, max_lag=max_lag,
+    settings = settings.replayed_as(engine=mode, max_lag=max_lag,
                                    # verl's rollouter limit only where asp plans for asynchronous servers
                                    prompts_per_server=settings.prompts_per_server
                                    if mode == "streaming" and max_lag != 0 else None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +216,8 @@ def simulate_loaded(
         "train_batch_size": recorded.train_batch_size,
         "max_lag": lag,
         "trainer": trainer,
+        # The verl trainer the schedule was timed for (`ScheduleSettings.verl_trainer`), where it was given.
+        **({"verl_trainer": recorded.verl_trainer} if recorded.verl_trainer else {}),
         "lengths": {**info.to_dict(), "skipped_rows": skipped_rows},
         "warnings": info.warnings(recorded.max_response_tokens) + _dispatch_warnings(schedule, dispatch, k),
         "noise_model": None if info.prompts_sampled == 0 else {
@@ -237,8 +238,8 @@ def simulate_loaded(
         # refill cut no minibatches, so on a blocking --mode they are cut as asp would cut for that engine.
         # verl's rollouter limit only where this replay is asynchronous on servers (a schedule that recorded it,
         # compared at --max-lag 0 or on another engine, was refused for a --prompts-per-server not given).
-        recorded_k = dataclasses.replace(
-            recorded, instances=k, max_lag=lag, dispatch=dispatch, trainer=trainer,
+        recorded_k = recorded.replayed_as(
+            instances=k, max_lag=lag, dispatch=dispatch, trainer=trainer,
             max_tokens_per_minibatch=schedule.kv_tokens_per_minibatch or recorded.max_tokens_per_minibatch,
             prompts_per_server=(options.prompts_per_server or recorded.prompts_per_server)
             if mode == "streaming" and lag != 0 else None)

@@ -149,7 +149,9 @@ def _summary(document: dict) -> str:
            f"trainer.v1.trainer_mode: --max-lag warm-up batches, then a train batch a step, every sample routed at "
            f"submission; colocate_async stops the rollout while it trains, the resumed requests prefilled again; "
            + ("each step the groups the schedule assigns it, asp's replay buffer" if document.get("trainer") ==
-              "schedule" else "each step the oldest finished groups, verl's own buffer") + ")"]
+              "schedule" else "each step the oldest finished groups, verl's own buffer") + ")"
+           + (f"; the schedule was made for {document['verl_trainer'].replace('-', '_')} (asp schedule --verl-trainer): "
+              "its figure here is that run's" if document.get("verl_trainer") not in (None, "fully-async") else "")]
           if "verl_v1_colocate_async_end_to_end_s" in m else []),
     ])
 
