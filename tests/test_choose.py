@@ -1045,6 +1045,12 @@ def test_synchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch
     assert "expected end-to-end as verl routes" not in arrangement_line(bounded.to_dict())
 
 
+def _asynchronous_on_servers():
+    """A small input and settings for asynchronous training on servers (lag 1): auto times it as verl routes."""
+    return prompt_frame(120), make_predictions(120, seed=3), ScheduleSettings(
+        epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming", max_lag=1)
+
+
 def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatch):
     """--engine streaming with a lag bound (or none), groups taken in arrival order: every draw of every candidate is
     replayed as verl's asynchronous trainers route (asp_cli.sim.verl_async: each sample placed at submission), under
@@ -1055,9 +1061,7 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     from asp_cli.arrange.choice_summary import arrangement_line
     from asp_cli.arrange.choose import LENGTH_AWARE_FALLBACKS, SCALE_NODES
 
-    prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
-    settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
-                                max_lag=1)
+    prompts, preds, settings = _asynchronous_on_servers()
     real = verl_async.replay_async_frame
     calls: list[tuple] = []
 
@@ -1154,9 +1158,7 @@ def test_verl_v1_modes_are_judged_as_verl_v1_runs_them(monkeypatch):
     import asp_cli.sim.verl_async as verl_async
     from asp_cli.arrange.choice_summary import arrangement_line
 
-    prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
-    settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
-                                max_lag=1)
+    prompts, preds, settings = _asynchronous_on_servers()
     real = verl_async.replay_async_frame
     calls: list[tuple] = []
 
