@@ -118,7 +118,13 @@ def test_a_schedule_timed_for_a_verl_v1_mode_compares_under_any_replay_setting(t
         result = invoke("simulate", schedule, "--compare", "--json", "--quiet", *extra)
         assert result.exit_code == 0, (extra, result.output)
         assert json.loads(result.stdout)["comparison"]
-    said = invoke("simulate", schedule)
+    # At the schedule's own settings, the "as verl" column is the mode's replay: asp's row is the main replay's.
+    document = json.loads(result.stdout)
+    mine = next(r for r in document["comparison"] if r["arrangement"] == "asp")
+    assert mine["verl_routed_end_to_end_s"] == pytest.approx(document["metrics"]["verl_v1_colocate_async_end_to_end_s"])
+    said = invoke("simulate", schedule, "--compare")
+    assert "(as verl s: each row as verl's v1 trainer runs colocate_async, the mode the schedule was made for)" \
+        in said.stderr
     assert json.loads(invoke("simulate", schedule, "--json", "--quiet").stdout)["verl_trainer"] == "colocate-async"
     assert ("the schedule was made for colocate_async (asp schedule --verl-trainer): its figure here is that run's"
             in " ".join(said.stderr.split()))

@@ -197,7 +197,9 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
     """A row on servers, replayed as verl 0.9 routes (`asp_cli.sim.submit_all` at lag 0, `asp_cli.sim.verl_async`
     otherwise, with the settings' `prompts_per_server`): the length-aware rows through asp's length-aware plug-in,
     the rows kept to their instances (the round-robin deal, asp's planned row) through its router plug-in, the rest
-    through verl's balancer. The simulator's own replay routes each group whole to whichever server frees first."""
+    through verl's balancer; where the settings name one of verl's v1 modes (`ScheduleSettings.verl_trainer`), as
+    that mode runs (following the schedule's steps with ``--trainer schedule``). The simulator's own replay routes
+    each group whole to whichever server frees first."""
     routing = "length-aware" if "length-aware" in name else "planned" if dispatch == "planned" else "least-pending"
     if max_lag == 0:
         from asp_cli.sim.submit_all import replay_frame
@@ -209,11 +211,13 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
         from asp_cli.sim.verl_async import replay_async_frame
 
         per_server = settings.prompts_per_server
+        v1 = settings.verl_trainer not in (None, "fully-async")
         seconds = replay_async_frame(frame, lengths, preset, instances=settings.instances,
                                      train_batch_size=settings.train_batch_size, max_lag=max_lag, routing=routing,
                                      predicted_tokens=predicted_tokens, seed=settings.seed,
-                                     prompts_in_flight=None if per_server is None else per_server * settings.instances
-                                     ).end_to_end_s
+                                     prompts_in_flight=None if per_server is None else per_server * settings.instances,
+                                     v1_mode=settings.verl_trainer.replace("-", "_") if v1 else None,
+                                     follow_steps=v1 and settings.trainer == "schedule").end_to_end_s
     return {"verl_routed_end_to_end_s": seconds}
 
 

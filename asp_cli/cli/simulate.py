@@ -81,6 +81,11 @@ def simulate_command(
 
                 say("")
                 say(format_table(report.comparison, markdown=False))
+                document = report.document
+                if (document.get("verl_trainer") not in (None, "fully-async") and document["mode"] == "streaming"
+                        and document["max_lag"] not in (0, None)):  # `compare._as_verl_routes`
+                    say(f"  (as verl s: each row as verl's v1 trainer runs "
+                        f"{document['verl_trainer'].replace('-', '_')}, the mode the schedule was made for)")
         if json_output:
             emit_json(report.document)
 
