@@ -1153,8 +1153,9 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
 def test_verl_v1_modes_are_judged_as_verl_v1_runs_them(monkeypatch):
     """--verl-trainer colocate-async or separate-async: every replay of auto's (the candidates', the other dispatch's
     and the length-aware plug-in's) is verl's v1 trainer in that mode (a train batch a step, colocate_async's servers
-    asleep while it trains), following the schedule's steps with --trainer schedule (asp's replay buffer), which the
-    fully asynchronous trainer cannot; the record and the summary say which. fully-async is the default's timing."""
+    asleep while it trains); the record and the summary say which. fully-async is the default's timing. With
+    --trainer schedule (asp's replay buffer) the simulator's replay stays: timed following the schedule's steps,
+    auto took a sort that the buffer waited on, 5% slower on the sample data's emulated lengths."""
     import asp_cli.sim.verl_async as verl_async
     from asp_cli.arrange.choice_summary import arrangement_line
 
@@ -1163,7 +1164,7 @@ def test_verl_v1_modes_are_judged_as_verl_v1_runs_them(monkeypatch):
     calls: list[tuple] = []
 
     def counted(frame, lengths, preset, **kwargs):
-        calls.append((kwargs.get("v1_mode"), kwargs.get("follow_steps")))
+        calls.append((kwargs.get("v1_mode"), kwargs.get("follow_steps", False)))
         return real(frame, lengths, preset, **kwargs)
 
     monkeypatch.setattr(verl_async, "replay_async_frame", counted)
@@ -1173,11 +1174,16 @@ def test_verl_v1_modes_are_judged_as_verl_v1_runs_them(monkeypatch):
                                dataclasses.replace(settings, verl_trainer="fully-async"), PRESET)
     assert fully.to_dict() == plain.to_dict()  # the default's timing, and nothing more recorded
     assert "verl_trainer" not in plain.to_dict()
-    for mode, trainer in (("colocate-async", "arrival"), ("separate-async", "arrival"), ("colocate-async", "schedule")):
+    calls.clear()
+    following = choose_arrangement(_arrange_named, prompts, preds,
+                                   dataclasses.replace(settings, verl_trainer="colocate-async", trainer="schedule"),
+                                   PRESET)
+    assert calls == [] and "timed_as" not in following.to_dict() and "verl_trainer" not in following.to_dict()
+    for mode in ("colocate-async", "separate-async"):
         calls.clear()
-        choice = choose_arrangement(_arrange_named, prompts, preds,
-                                    dataclasses.replace(settings, verl_trainer=mode, trainer=trainer), PRESET)
-        assert calls and set(calls) == {(mode.replace("-", "_"), trainer == "schedule")}
+        choice = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, verl_trainer=mode),
+                                    PRESET)
+        assert calls and set(calls) == {(mode.replace("-", "_"), False)}
         record = choice.to_dict()
         assert record["timed_as"] == "verl-async" and record["verl_trainer"] == mode
         line = arrangement_line(record)

@@ -416,12 +416,15 @@ def choose_arrangement(
     # shuffle as verl routes, and asp lost to longest-first by 2.9% on mix-k8-n8-b256 with verl's default rollouter
     # limit (docs/benchmarks.md, "As verl routes an asynchronous trainer"). A trainer that follows the schedule
     # (`--trainer schedule`) is not modelled there and keeps the simulator's replay.
-    # verl's v1 modes (`--verl-trainer`) are timed so too, following the schedule's steps with `--trainer schedule`
-    # (asp's replay buffer): as the fully asynchronous trainer, auto was 1.9% behind short-first in colocate_async on
-    # mix-k8-n8-b256 (docs/benchmarks.md, "As verl's v1 trainer runs its colocated mode").
-    v1 = settings.verl_trainer if settings.verl_trainer not in (None, "fully-async") else ""
-    verl_async = settings.engine == "streaming" and settings.max_lag != 0 and (settings.trainer == "arrival" or v1)
-    v1_replay = {"v1_mode": v1.replace("-", "_") or None, "follow_steps": bool(v1) and settings.trainer == "schedule"}
+    # verl's v1 modes (`--verl-trainer`) are timed so too: as the fully asynchronous trainer, auto was 1.9% behind
+    # short-first in colocate_async on mix-k8-n8-b256 (docs/benchmarks.md, "As verl's v1 trainer runs its colocated
+    # mode"). Not with `--trainer schedule` (asp's replay buffer): timed following the schedule's steps, auto took
+    # `bands` on the sample data, 5% slower in colocate_async on the emulated lengths than the shuffle it keeps in
+    # the simulator's replay (a sort's steps are its estimated arrival order, which the buffer waits for).
+    v1 = (settings.verl_trainer if settings.verl_trainer not in (None, "fully-async") and settings.trainer == "arrival"
+          else "")
+    verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
+    v1_replay = {"v1_mode": v1.replace("-", "_") or None}
     # There the draws are heavy-tailed and repeated: see `SAMPLE_TAIL_DF`.
     repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if verl_async
                else 1)
