@@ -266,12 +266,13 @@ class ScheduleSettings:
         """These settings with ``changes`` (another engine, lag bound or trainer rule to replay or compare under),
         `verl_trainer` dropped where it no longer applies there, as none was given (a colocate-async schedule
         compared at --max-lag 0 is verl's synchronous trainer)."""
-        try:
+        if self.verl_trainer is None or "verl_trainer" in changes:
             return dataclasses.replace(self, **changes)
+        without = dataclasses.replace(self, **{**changes, "verl_trainer": None})  # any other refusal is raised here
+        try:
+            return dataclasses.replace(without, verl_trainer=self.verl_trainer)
         except SettingsError:
-            if self.verl_trainer is None:
-                raise
-            return dataclasses.replace(self, **{**changes, "verl_trainer": None})
+            return without
 
     def resolved_kv_budget(self) -> str:
         """The KV accounting a named arrangement is cut with (`KV_CUTS`): padded on the static engine, peak for

@@ -1048,3 +1048,18 @@ def test_a_rollout_dump_of_text_given_as_lengths_points_to_observe(tmp_path):
     # with an id column it is a length file like any other, whose length column is then looked for
     keyed = write_jsonl(tmp_path / "keyed.jsonl", [{"id": "a", "input": "x", "output": "y", "response_tokens": 3}])
     assert read_lengths([keyed])[0].height == 1
+
+
+def test_a_length_file_whose_every_length_is_zero_is_refused_even_beside_good_ones(tmp_path):
+    """Only zeros is the wrong column or an empty rollout (E82), said of that file; a zero among other lengths is
+    an empty answer, read as one."""
+    good, zeros = tmp_path / "good.jsonl", tmp_path / "zeros.jsonl"
+    write_jsonl(good, [{"id": "a", "response_tokens": 0}, {"id": "b", "response_tokens": 7}])
+    write_jsonl(zeros, [{"id": "a", "num_tokens": 0}, {"id": "b", "num_tokens": 0}])
+    frame, _ = read_lengths([good])
+    assert frame["response_tokens"].to_list() == [0, 7]
+    for paths in ([zeros], [good, zeros]):
+        with pytest.raises(InputError, match=re.escape(
+                f"{zeros}: every one of the 2 lengths (column 'num_tokens') is 0: the wrong column, or a rollout that "
+                "wrote nothing; give response lengths in tokens, naming their column with --history-length-key")):
+            read_lengths(paths)

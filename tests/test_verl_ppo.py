@@ -8,7 +8,7 @@ from _schedules import BATCH, EPOCHS, PROMPTS, built  # noqa: F401 - fixture
 
 from asp_cli.errors import SettingsError
 from asp_cli.integrate.export import export
-from asp_cli.integrate.verl_ppo import VERL_DEFAULT_PPO_MINI_BATCH, ppo_settings
+from asp_cli.integrate.verl_ppo import VERL_DEFAULT_PPO_MINI_BATCH, ppo_settings, v1_async_settings
 from asp_cli.settings import ScheduleSettings
 
 
@@ -176,10 +176,21 @@ def test_the_trainer_a_schedule_was_timed_for_is_the_exports_default_and_any_oth
     assert any("timed for verl's fully-async trainer: make it with asp schedule --verl-trainer separate-async" in w
                for w in v1.warnings)
     assert not any("timed for" in w for w in export(out, [prompts], None, format="verl").warnings)
-    # Made for a trainer that follows its steps without --verl-trainer: timed in asp's own replay, said so.
-    out, prompts = _async(tmp_path, "follows", max_lag=1, trainer="schedule")
-    assert any("timed in asp's own replay of a trainer that follows its steps: make it with asp schedule "
-               "--verl-trainer colocate-async" in w for w in export(out, [prompts], None, format="verl").warnings)
+    # Made for asp's buffer (a trainer that follows its steps), with or without --verl-trainer: auto kept asp's own
+    # replay, which lets rollout run on while the trainer trains; said, and no --verl-trainer offered as the fix.
+    for name, extra in (("follows", {}), ("follows-named", {"verl_trainer": "colocate-async"})):
+        out, prompts = _async(tmp_path, name, max_lag=1, trainer="schedule", **extra)
+        for how in ({}, {"verl_trainer": "colocate-async"}):
+            warnings = export(out, [prompts], None, format="verl", **how).warnings
+            assert any("asp's estimates for this schedule let rollout run on while the trainer trains" in w
+                       for w in warnings), (name, how)
+            assert not any("timed for" in w for w in warnings)
+    # A plan for blocking engines, or without a lag bound, exported for colocate_async: the pause is said.
+    for made in (ScheduleSettings(max_lag=2), ScheduleSettings(engine="streaming")):
+        notes: list[str] = []
+        v1_async_settings(made, 8, trainer="colocate-async", schedule_path=None, order="train", epoch=None,
+                          notes=notes)
+        assert any("colocate_async trainer pauses the rollout while it trains" in n for n in notes), made
     # Timed for a v1 mode, exported for the fully asynchronous trainer: no note on its rollouter slots.
     out, prompts = _async(tmp_path, "colocated", max_lag=1, verl_trainer="colocate-async")
     fully = export(out, [prompts], None, format="verl", verl_trainer="fully-async")

@@ -81,11 +81,10 @@ def simulate_command(
 
                 say("")
                 say(format_table(report.comparison, markdown=False))
-                document = report.document
-                if (document.get("verl_trainer") not in (None, "fully-async") and document["mode"] == "streaming"
-                        and document["max_lag"] not in (0, None)):  # `compare._as_verl_routes`
-                    say(f"  (as verl s: each row as verl's v1 trainer runs "
-                        f"{document['verl_trainer'].replace('-', '_')}, the mode the schedule was made for)")
+                compared = report.document.get("compared_as_verl_trainer")
+                if compared:  # `compare._as_verl_routes`
+                    say(f"  (as verl s: each row as verl's v1 trainer runs {compared.replace('-', '_')}, the mode the "
+                        "schedule was made for)")
         if json_output:
             emit_json(report.document)
 
@@ -155,8 +154,8 @@ def _summary(document: dict) -> str:
            f"submission; colocate_async stops the rollout while it trains, the resumed requests prefilled again; "
            + ("each step the groups the schedule assigns it, asp's replay buffer" if document.get("trainer") ==
               "schedule" else "each step the oldest finished groups, verl's own buffer") + ")"
-           + (f"; the schedule was made for {document['verl_trainer'].replace('-', '_')} (asp schedule --verl-trainer): "
-              "its figure here is that run's" if document.get("verl_trainer") not in (None, "fully-async") else "")]
+           + (f"; the schedule was made for {document['verl_trainer'].replace('-', '_')} (asp schedule --verl-trainer)"
+              if document.get("verl_trainer") not in (None, "fully-async") else "")]
           if "verl_v1_colocate_async_end_to_end_s" in m else []),
     ])
 

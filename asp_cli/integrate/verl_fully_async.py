@@ -113,7 +113,8 @@ def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
     elif recorded.max_lag == 0:
         notes.append("the schedule was made for a synchronous trainer (--max-lag 0); for verl's fully asynchronous "
                      "trainer make it with --max-lag equal to async_training.staleness_threshold")
-    timed_for_v1 = getattr(recorded, "verl_trainer", None) not in (None, "fully-async")
+    # Auto times a v1 mode only for verl's own buffer (`asp_cli.arrange.choose`).
+    timed_for_v1 = getattr(recorded, "verl_trainer", None) not in (None, "fully-async") and recorded.trainer == "arrival"
     if recorded.prompts_per_server is None and recorded.engine == "streaming" and not timed_for_v1:
         notes.append(f"the schedule was timed with as many prompts in flight as the servers' slots hold; verl keeps "
                      f"async_training.concurrent_samples_per_replica={VERL_PROMPTS_PER_SERVER} by default: make the "

@@ -99,18 +99,21 @@ def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, sc
     (`asp_cli.integrate.verl_sampler.ScheduleReplayBuffer`, docs/integrations.md, Option C)."""
     mode = V1_ASYNC_MODES[trainer]
     added: dict[str, Any] = {"trainer.v1.trainer_mode": mode}
-    if settings.verl_trainer != trainer and settings.engine == "streaming" and settings.max_lag:
-        # verl 0.9.1's colocated trainer aborts the requests in flight and puts the servers to sleep while it trains
-        # (trainer_colocate_async.py:44-50, on_sample_end), resuming them after: timed as another trainer, auto's
-        # candidates let rollout run on while it trains.
-        timed = (f"for verl's {settings.verl_trainer} trainer" if settings.verl_trainer else
-                 "in asp's own replay of a trainer that follows its steps" if settings.trainer == "schedule" else
-                 "for verl's fully-async trainer")
-        notes.append(f"the schedule was timed {timed}: make it "
-                     f"with asp schedule --verl-trainer {trainer} so that --arrangement auto times its candidates as "
-                     f"{mode} runs them" + (" (the servers asleep while the trainer trains, their requests resumed "
-                                            "after)" if mode == "colocate_async" else "")
+    # verl 0.9.1's colocated trainer aborts the requests in flight and puts the servers to sleep while it trains
+    # (trainer_colocate_async.py:44-50, on_sample_end), resuming them after. Auto times a v1 mode only for verl's own
+    # buffer (`--trainer arrival`, `asp_cli.arrange.choose`); timed otherwise, its candidates let rollout run on.
+    timed_v1 = settings.verl_trainer if settings.verl_trainer in V1_ASYNC_MODES and settings.trainer == "arrival" \
+        else None
+    if timed_v1 != trainer and settings.engine == "streaming" and settings.max_lag and settings.trainer == "arrival":
+        notes.append(f"the schedule was timed for verl's {timed_v1 or 'fully-async'} trainer: make it with asp "
+                     f"schedule --verl-trainer {trainer} so that --arrangement auto times its candidates as {mode} runs "
+                     "them" + (" (the servers asleep while the trainer trains, their requests resumed after)"
+                               if mode == "colocate_async" else "")
                      + "; `asp simulate`'s 'verl v1 async' line replays this plan that way")
+    elif timed_v1 != trainer and mode == "colocate_async":
+        notes.append("verl's colocate_async trainer pauses the rollout while it trains (the servers share its GPUs) "
+                     "and resumes the requests after; asp's estimates for this schedule let rollout run on while the "
+                     "trainer trains: `asp simulate`'s 'verl v1 async' line replays the plan that way")
     lag = settings.max_lag
     if lag is None:
         notes.append(f"the schedule has no lag bound, but verl's {mode} trainer runs at most "

@@ -63,6 +63,11 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
         report.columns_used[str(path)] = {"id": id_col, "length": length_col}
         parts.append(extract_lengths(frame, path, fmt, id_col, length_col, options.on_bad_row, report,
                                      id_flag=options.length_id_flag))
+        if parts[-1].height and parts[-1][C.RESPONSE_TOKENS].max() == 0:  # an empty answer is a length; only
+            # empty answers is the wrong column, or a rollout that wrote nothing (each file: one beside good ones)
+            raise InputError(f"{path}: every one of the {parts[-1].height:,} lengths (column {length_col!r}) is 0: "
+                             "the wrong column, or a rollout that wrote nothing; give response lengths in tokens, "
+                             f"naming their column with {options.length_flag}")
     if not parts:
         raise InputError("no length files given")
     frame = pl.concat(parts, how="vertical")
@@ -73,12 +78,6 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
                              "the length files")
         raise InputError(f"{names}: the files hold no lengths (every row's list of lengths is empty); give at "
                          "least one length")
-    if frame[C.RESPONSE_TOKENS].max() == 0:  # an empty answer is a length; only empty answers, a wrong column
-        names = ", ".join(str(p) for p in paths)
-        used = sorted({c["length"] for c in report.columns_used.values()})
-        raise InputError(f"{names}: every one of the {frame.height:,} lengths (column {', '.join(map(repr, used))}) "
-                         f"is 0: the wrong column, or a rollout that wrote nothing; give response lengths in tokens, "
-                         f"naming their column with {options.length_flag}")
     report.settle()
     report.rows = frame.height
     return frame, report
