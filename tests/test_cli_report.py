@@ -54,6 +54,17 @@ def test_the_report_says_which_arrangement_won_and_for_which_dispatch(tmp_path):
     assert f"({drawn:,.1f} s expected by auto's draws, " in replayed and "at the point predictions" in replayed
 
 
+def test_a_schedule_made_for_verls_colocated_mode_says_its_timeline_lets_rollout_run_on(tmp_path):
+    """verl's colocate_async sleeps the servers while the trainer trains; the report's queue timeline does not (a
+    newcomer read "0.0% idle" beside a mode where the two take turns). Said for such a schedule only."""
+    colocated, plain = tmp_path / "c.parquet", tmp_path / "p.parquet"
+    make_schedule(colocated, arrangement="shuffle", engine="streaming", max_lag=1, verl_trainer="colocate-async")
+    make_schedule(plain, arrangement="shuffle", engine="streaming", max_lag=1)
+    said = "made for verl's colocate_async, whose servers sleep while the trainer trains"
+    assert said in " ".join(run(colocated).stdout.split())
+    assert said not in " ".join(run(plain).stdout.split())
+
+
 def test_json_is_the_only_thing_on_stdout(schedules):
     result = run(schedules / "a.parquet", "--json")
     assert result.exit_code == 0

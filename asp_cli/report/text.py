@@ -221,6 +221,10 @@ def _render_queue(out: Any, report: dict[str, Any]) -> None:
         out(f"  trainer: steps run {queue['trainer_first_start_s']:,.1f}-{queue['trainer_end_s']:,.1f} s, "
             f"waiting for data {queue['trainer_idle_s']:,.1f} s in between "
             f"([bold]{_pct(queue['trainer_idle_fraction'])}[/bold] idle)")
+        if ((report["provenance"].get("settings") or {}).get("verl_trainer")) == "colocate-async":
+            # This timeline lets rollout run on while the trainer trains; verl's colocated mode does not.
+            out("  (made for verl's colocate_async, whose servers sleep while the trainer trains: this timeline "
+                "lets rollout run on; `asp simulate`'s 'verl v1 async' line replays it that way)")
     else:
         out(f"  groups finishing  {sparkline(arrived)}")
     out(f"  arrival rate variation (CV over 40 slices of rollout): {_num(queue['arrival_rate_cv'], 2)}")
