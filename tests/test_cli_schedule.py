@@ -389,3 +389,21 @@ def test_instances_out_of_range_name_the_same_bound_however_far_out(tmp_path, va
     result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "s.parquet", "--instances", value)
     assert result.exit_code == 4 and words in result.stderr, result.stderr
     assert not (tmp_path / "s.parquet").exists()
+
+
+def test_a_lag_past_the_bound_is_said_with_the_gate_that_holds(tmp_path):
+    """The lag rule holds back the groups started ahead; one that finishes late is trained past the bound, and a
+    pipeline gated on `asp report --check --max-lag L` stopped there (a newcomer, slime). The summary says so and
+    names the gate this schedule passes; the report's check agrees."""
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--engine", "streaming", "--max-lag", "1", "-k", "8",
+                    "--train-batch-size", "32", "--arrangement", "shuffle", "--json")
+    assert result.exit_code == 0, result.stderr
+    worst = json.loads(result.stdout)["expected_lag_max"]
+    assert worst > 1
+    said = " ".join(result.stderr.split())
+    assert ("a group that finishes late is trained past the bound (the rule holds back the groups started ahead, as "
+            f"AReaL's and verl's do), so `asp report --check --max-lag 1` fails on this schedule: gate on its "
+            f"expected max, --max-lag {worst}") in said
+    assert invoke("report", out, "--check", "--quiet", "--max-lag", "1").exit_code == 1
+    assert invoke("report", out, "--check", "--quiet", "--max-lag", str(worst)).exit_code == 0

@@ -129,7 +129,14 @@ def _lag_line(summary: dict) -> str:
         return (f"  expected policy lag under --max-lag 0 (synchronous training: a step's groups start once the step "
                 f"before has trained): {observed}")
     if lag is not None:
-        return f"  expected policy lag under --max-lag {lag} (an asynchronous trainer): {observed}"
+        line = f"  expected policy lag under --max-lag {lag} (an asynchronous trainer): {observed}"
+        if summary["expected_lag_max"] > lag:
+            # The rule bounds what starts ahead of the trainer (AReaL's and verl's count rule), not when a group
+            # ends: a newcomer's pipeline gated on `asp report --check --max-lag 1` stopped at epoch 2.
+            line += (f"; a group that finishes late is trained past the bound (the rule holds back the groups "
+                     f"started ahead, as AReaL's and verl's do), so `asp report --check --max-lag {lag}` fails on "
+                     f"this schedule: gate on its expected max, --max-lag {summary['expected_lag_max']}")
+        return line
     # Without a bound the lag is how far rollout runs ahead of the trainer, and at the point predictions rollout
     # runs 2-3x faster than with the tails the replays draw (105 s against 278 s on the sample data): the figure
     # is an upper end, which `asp simulate` replays (4.0 against 9.5 there; a newcomer's run, 2026-12-05).
