@@ -514,3 +514,17 @@ def test_an_export_given_as_the_dataset_gives_the_schedules_ids_not_its_row_numb
     result = observe([dump], None, dataset=[exported])
     by_id = dict(zip(result.added["prompt_id"].to_list(), result.added["response_tokens"].to_list(), strict=True))
     assert by_id == {str(100 + i): (4 * i + 4) // 4 for i in range(5)}  # 4 bytes a token, estimated
+
+
+def test_a_given_epoch_is_every_rows_and_a_log_column_that_says_otherwise_is_warned_about(tmp_path):
+    """asp export's metadata numbers the schedule's epochs (0 for every one-epoch schedule): a slime newcomer's
+    second epoch observed with --epoch 1 was recorded as epoch 0 without a word, and --history-epochs 1 then used
+    both. --epoch is every row's epoch; a log column that disagrees is said."""
+    log = _log(tmp_path / "e1.jsonl", ["p1", "p2"], epoch=0)
+    result = observe([log], tmp_path / "h.parquet", epoch=1)
+    assert result.history["epoch"].unique().to_list() == [1]
+    assert any(f"{log}: its epoch column says otherwise for {2 * SAMPLES:,} rows (e.g. 0); recorded as --epoch 1" in w
+               for w in result.warnings), result.warnings
+    # Without --epoch the log's own column stands; with the same epoch nothing is said.
+    assert observe([log], tmp_path / "o.parquet").history["epoch"].unique().to_list() == [0]
+    assert not any("epoch column" in w for w in observe([log], tmp_path / "s.parquet", epoch=0).warnings)

@@ -79,7 +79,7 @@ def observe_command(
     dataset: list[Path] = typer.Option([], "--dataset", metavar="<path>", readable=False, help="The prompt file(s): ids outside them are unknown (see --unknown-ids); needed for verl's rollout dumps (input/output text), not for its generation output (repeatable)."),
     append: bool = typer.Option(False, "--append", help="Add to an existing history (a log already in it is not added twice)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing history (without --append)."),
-    epoch: Optional[int] = typer.Option(None, "--epoch", help="Epoch to record for rows whose log has no 'epoch' column."),
+    epoch: Optional[int] = typer.Option(None, "--epoch", help="The epoch to record for every row (0-based; a log's own 'epoch' column that says another is overridden, with a warning); default: the log's 'epoch' column, else none."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The log's prompt id column, if not detected."),
     dataset_id_key: Optional[str] = typer.Option(None, "--dataset-id-key", help="The --dataset files' id column, as asp schedule --id-key named it (verl's extra_info.index), if not detected."),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The log's response token count column, if not detected."),

@@ -101,7 +101,8 @@ def observe(
     force
         Replace an existing output (without ``append``).
     epoch
-        The epoch to record for rows whose log has no ``epoch`` column.
+        The epoch to record for every row (default: the log's own ``epoch`` column, else none); where the log's
+        column says another, a warning.
     read
         The log's id and length columns when not detected (``length_id_key``, ``length_key``), the dataset's id
         column (``id_key``, `--dataset-id-key`: the ``--id-key`` the schedule was made with) and prompt column
@@ -196,8 +197,15 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         seen_prints.add(fingerprint)
         part, kind = _read_log(path, prompts, read, summary)
         summary["log_formats"][kind] = summary["log_formats"].get(kind, 0) + 1
+        if epoch is not None:
+            # Given, it is the log's epoch: a log's own column may number another run's epochs (asp export's
+            # metadata says the schedule's, 0 for every one-epoch schedule: a newcomer's two epochs both read 0).
+            differ = part.filter(pl.col("epoch").is_not_null() & (pl.col("epoch") != epoch)).height
+            if differ:
+                warnings.append(f"{path}: its epoch column says otherwise for {differ:,} rows (e.g. "
+                                f"{part.filter(pl.col('epoch') != epoch)['epoch'][0]}); recorded as --epoch {epoch}")
         part = part.with_columns(
-            pl.col("epoch").fill_null(pl.lit(epoch, dtype=pl.Int32)) if epoch is not None else pl.col("epoch"),
+            pl.lit(epoch, dtype=pl.Int32).alias("epoch") if epoch is not None else pl.col("epoch"),
             pl.lit(path.name).alias("log"),
         )
         parts.append(part)
