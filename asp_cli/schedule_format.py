@@ -445,7 +445,11 @@ def read_schedule(path: Path) -> Schedule:
         raise ScheduleFormatError(f"{path}: unreadable Parquet file ({first}); write the schedule again") from None
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
-        raise ScheduleFormatError(f"{path}: a Parquet file without asp schedule metadata; it is not an asp schedule")
+        names = set(schema.names)
+        kind = ("an asp observe history (observed lengths), not a schedule; a history goes to --history or "
+                "--lengths" if {"prompt_id", "response_tokens"} <= names else "it is not an asp schedule")
+        raise ScheduleFormatError(f"{path}: a Parquet file without asp schedule metadata: {kind}; give the schedule "
+                                  "`asp schedule -o` wrote")
     metadata = limits.loads(raw, f"{path}: asp schedule metadata", ScheduleFormatError,
                             fix=f"asp reads at most {limits.MAX_NESTING_DEPTH} levels; write the schedule again",
                             invalid=f"{path}: damaged asp schedule metadata; write the schedule again")

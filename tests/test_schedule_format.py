@@ -79,15 +79,19 @@ def test_a_schedule_of_asp_without_its_settings_or_with_a_preset_of_text_is_dama
         read_schedule(path)
 
 
-@pytest.mark.parametrize("kind", ["text", "plain-parquet"])
+@pytest.mark.parametrize("kind", ["text", "plain-parquet", "history"])
 def test_not_a_schedule(tmp_path, kind):
     path = tmp_path / "x.parquet"
     if kind == "text":
         path.write_text("hello")
         fragment = "not a Parquet file"
+    elif kind == "history":  # a newcomer gave `asp report` the history `asp observe` wrote: named as one
+        pl.DataFrame({"prompt_id": ["a"], "response_tokens": [3]}).write_parquet(path)
+        fragment = ("without asp schedule metadata: an asp observe history \\(observed lengths\\), not a schedule; a "
+                    "history goes to --history or --lengths; give the schedule `asp schedule -o` wrote")
     else:
         pl.DataFrame({"a": [1]}).write_parquet(path)
-        fragment = "without asp schedule metadata"
+        fragment = "without asp schedule metadata: it is not an asp schedule; give the schedule"
     with pytest.raises(ScheduleFormatError, match=fragment):
         read_schedule(path)
 
