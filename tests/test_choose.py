@@ -1082,7 +1082,8 @@ def test_asynchronous_plans_on_servers_are_judged_as_verl_routes_them(monkeypatc
     record = plain.to_dict()
     assert record["timed_as"] == "verl-async" and "prompts_per_server" not in record
     assert ("as verl routes an asynchronous trainer (every sample at submission, as many prompts in flight as the "
-            "servers' slots hold; verl's rollouter keeps 16 per server by default: --prompts-per-server 16)"
+            "servers' slots hold; if you run verl's fully asynchronous trainer, its rollouter keeps 16 per server by "
+            "default: --prompts-per-server 16)"
             in arrangement_line(record))
 
     # The plain pick made twice as slow as verl routes (every draw of its judging): another is chosen.

@@ -528,3 +528,18 @@ def test_a_given_epoch_is_every_rows_and_a_log_column_that_says_otherwise_is_war
     # Without --epoch the log's own column stands; with the same epoch nothing is said.
     assert observe([log], tmp_path / "o.parquet").history["epoch"].unique().to_list() == [0]
     assert not any("epoch column" in w for w in observe([log], tmp_path / "s.parquet", epoch=0).warnings)
+
+
+def test_a_dotted_id_key_reaches_into_a_logs_objects_and_the_columns_read_are_said(tmp_path):
+    """A slime sample dump holds its prompt id in `metadata` and a sample counter `index`: `--id-key
+    metadata.prompt_id` was refused ("no column"), and without it `index` was read as the id without a word."""
+    log = write_jsonl(tmp_path / "slime.jsonl", [
+        {"index": i, "response_length": 10 + i, "metadata": {"prompt_id": f"p{i // 2}"}} for i in range(4)])
+    nested = observe([log], tmp_path / "h.parquet", read=replace(OBSERVE_READ, length_id_key="metadata.prompt_id"))
+    assert sorted(nested.history["prompt_id"].unique().to_list()) == ["p0", "p1"]
+    assert nested.summary["columns_used"] == {"slime.jsonl": {"id": "metadata.prompt_id", "length": "response_length"}}
+    detected = observe([log], tmp_path / "d.parquet")
+    assert detected.summary["columns_used"] == {"slime.jsonl": {"id": "index", "length": "response_length"}}
+    # Lengths and histories read alike (asp schedule --history-id-key, asp report --lengths-id-key).
+    frame, _ = read_lengths([log], replace(OBSERVE_READ, length_id_key="metadata.prompt_id"))
+    assert frame["prompt_id"].to_list() == ["p0", "p0", "p1", "p1"]

@@ -110,8 +110,8 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                if choice.get("timed_as") == "verl-async" and choice.get("verl_trainer")
                else " as verl routes an asynchronous trainer (every sample at submission, "
                + (f"{choice['prompts_per_server']} prompts in flight per server)" if choice.get("prompts_per_server")
-                  else "as many prompts in flight as the servers' slots hold; verl's rollouter keeps 16 per server by "
-                  "default: --prompts-per-server 16)")
+                  else "as many prompts in flight as the servers' slots hold; if you run verl's fully asynchronous "
+                  "trainer, its rollouter keeps 16 per server by default: --prompts-per-server 16)")
                if choice.get("timed_as") == "verl-async" else "")
             + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else "")
             + " "

@@ -111,6 +111,13 @@ def observe_command(
             if summary["log_formats"]:
                 say("  read as: " + ", ".join(f"{count} {_LOG_NAMES[kind]}{'s' if count > 1 else ''}"
                                               for kind, count in sorted(summary["log_formats"].items())))
+            used = summary.get("columns_used") or {}
+            if used:
+                shown = list(used.items())[:3]
+                say("  columns: " + "; ".join(f"{name}: ids '{c.get('id')}', lengths '{c.get('length')}'"
+                                               for name, c in shown)
+                    + (f" (and {len(used) - 3} more logs)" if len(used) > 3 else "")
+                    + ("" if id_key and length_key else "; name others with --id-key and --length-key"))
             for warning in result.warnings:
                 say(f"Warning: {warning}")
         if json_output:

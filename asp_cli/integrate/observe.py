@@ -171,7 +171,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     warnings: list[str] = []
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
-                               "ambiguous_matches": 0, "log_formats": {}}
+                               "ambiguous_matches": 0, "log_formats": {}, "columns_used": {}}
     from asp_cli.reading.history_ids import ids_observed_against
     from asp_cli.schedule_format import read_schedule
 
@@ -356,6 +356,9 @@ def _read_log(
     if kind == "verl_generations":
         return _read_verl_generations(path, frame, _verl_responses_column(frame), read, summary), kind
     lengths, report = read_lengths([path], read)
+    # Which columns were read as the id and the length: detected ones are said (a sample counter, `index`, was
+    # taken for the id without a word).
+    summary["columns_used"][path.name] = report.columns_used.get(str(path), {})
     summary["bad_rows"] += report.skipped_rows
     summary["bad_row_examples"].extend(report.skipped_examples)
     return lengths.select(

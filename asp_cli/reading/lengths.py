@@ -15,7 +15,7 @@ from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.tables import (BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, jsonl_line_of_row,
-                                    read_table)
+                                    read_table, with_nested_key)
 
 # --------------------------------------------------------------------------------------------------------
 # Lengths: history, rollout logs, observed lengths
@@ -54,6 +54,8 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
             raise InputError(f"{path}: holds response text without prompt ids (a verl, OpenRLHF or slime rollout "
                              "dump?); turn it into lengths first: asp observe "
                              f"{path.name} --dataset PROMPTS -o history.parquet, then pass history.parquet")
+        # A dotted key reaches into objects (a slime sample dump's `metadata.prompt_id`), as the prompts' --id-key.
+        frame = with_nested_key(with_nested_key(frame, options.length_id_key), options.length_key)
         id_col = find_column(frame, C.ID_KEYS, options.length_id_key, what="prompt id", flag=options.length_id_flag,
                              path=path)
         length_col = find_column(frame, C.LENGTH_KEYS, options.length_key, what="response length",
