@@ -386,3 +386,19 @@ def test_a_gzip_bomb_is_refused_while_inflating(tmp_path):
     path.write_bytes(gzip.compress(b'{"question": "q"}\n' + b" " * (limits.GZIP_FREE_BYTES + (8 << 20)), 9, mtime=0))
     whole, batched = _errors([path], batch_bytes=1 << 20)
     assert batched == whole and "inflates to more than" in batched
+
+
+@pytest.mark.parametrize("batch_bytes", [128, 1 << 20])
+def test_a_source_nested_in_an_object_is_read_and_streams_alike(tmp_path, batch_bytes):
+    """slime keeps a row's data_source in `metadata` (verl in `extra_info`): it was missed ("the prompts carry no
+    data_source"), and the history's per-source correction fell back to one global term. A top-level source
+    column still wins; streamed batches read what the whole file reads."""
+    rows = [{"messages": [{"role": "user", "content": f"q{i}"}],
+             "metadata": {"uid": f"u{i}", "data_source": "aime" if i % 2 else "gsm8k"}} for i in range(12)]
+    nested = write_jsonl(tmp_path / "nested.jsonl", rows)
+    options = ReadOptions(id_key="metadata.uid")
+    whole, _ = read_prompts([nested], options)
+    assert whole[C.DATA_SOURCE].to_list() == ["gsm8k", "aime"] * 6
+    _assert_same([nested], options, batch_bytes=batch_bytes)
+    top = write_jsonl(tmp_path / "top.jsonl", [{**r, "data_source": "top"} for r in rows])
+    assert set(read_prompts([top], options)[0][C.DATA_SOURCE].to_list()) == {"top"}

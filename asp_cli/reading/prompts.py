@@ -269,7 +269,7 @@ def extract_prompts(
     frame = with_nested_key(frame, id_key)
     prompt_col = _choose_prompt_column(frame, prompt_key, path, prompt_flag)
     id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag=id_flag, path=path, required=False)
-    source_col = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
+    frame, source_col = source_column(frame, path)
     difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
                                  required=False)
     report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)"}
@@ -407,6 +407,26 @@ def id_problem_message(where: str, column: str, reason: str, *, flag: str = "--i
                 "or pass --on-bad-row skip to skip bad rows")
     return (f"{where}: column {column!r} (the id) {reason}; ids are text or integers: fix the row, name another "
             f"column with {flag}, or pass --on-bad-row skip to skip bad rows")
+
+
+# Where a dataset keeps its source inside an object instead of beside the prompt (slime's and OpenRLHF's
+# `metadata`, verl's `extra_info`): `source_column`'s fallback.
+NESTED_SOURCE_KEYS: tuple[str, ...] = tuple(f"{obj}.{key}" for obj in ("metadata", "extra_info")
+                                            for key in ("data_source", "source", "dataset"))
+
+
+def source_column(frame: pl.DataFrame, path: Path) -> tuple[pl.DataFrame, str | None]:
+    """``frame`` and its data source column: a top-level one (`columns.SOURCE_KEYS`), else the first of
+    `NESTED_SOURCE_KEYS` the rows hold (added as a column of that dotted name), else None. A slime newcomer's
+    `metadata.data_source` was missed: "the prompts carry no data_source", one global history correction."""
+    found = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
+    if found is not None:
+        return frame, found
+    for key in NESTED_SOURCE_KEYS:
+        nested = with_nested_key(frame, key)
+        if key in nested.columns:
+            return nested, key
+    return frame, None
 
 
 def _source_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:

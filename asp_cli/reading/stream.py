@@ -33,7 +33,7 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError
 from asp_cli.reading.json_records import escape_tag_lookalikes
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
-from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts
+from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts, source_column
 from asp_cli import limits
 from asp_cli.reading.csv_text import (check_no_header_repeats, check_unique_header, csv_bad_line, csv_separator,
                                       csv_text_schema, csv_without_extra_marks, csv_without_line_marks,
@@ -202,7 +202,7 @@ def _plan(frame: pl.DataFrame, options: ReadOptions, path: Path, chat: bool | No
     frame = with_nested_key(frame, options.id_key)
     prompt_col = _choose_prompt_column(frame, options.prompt_key, path)
     id_col = find_column(frame, C.ID_KEYS, options.id_key, what="id", flag="--id-key", path=path, required=False)
-    source_col = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
+    frame, source_col = source_column(frame, path)
     difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
                                  required=False)
     schema = frame.schema
