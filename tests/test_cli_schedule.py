@@ -347,6 +347,17 @@ def test_the_verl_trainer_planned_for_is_recorded_and_refused_where_it_cannot_ap
     assert "as verl's v1 trainer runs colocate_async" in said
     # The servers sleep while the trainer trains: nothing "binds", the two add (said instead).
     assert "in colocate_async the servers sleep while the trainer trains" in said and "trainer binds" not in said
+    assert "the expected end-to-end above counts that" in said
+    # A named arrangement (or asp's buffer) is not timed so: the pause is said all the same, and that the figures
+    # let rollout run on.
+    named = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "n.parquet", "--engine", "streaming", "--max-lag",
+                   "1", "--verl-trainer", "colocate-async", "--arrangement", "shuffle", "--json")
+    assert named.exit_code == 0, named.stderr
+    words = " ".join(named.stderr.split())
+    assert json.loads(named.stdout)["verl_trainer"] == "colocate-async"
+    assert ("in colocate_async the servers sleep while the trainer trains" in words and "the figures above let "
+            "rollout run on (`asp simulate`'s 'verl v1 async' line replays the plan that way)" in words)
+    assert "trainer binds" not in words
     for bad, said in ((("--max-lag", "1"), "a warm-up ahead: add --engine streaming, or drop it"),
                       (("--engine", "streaming", "--max-lag", "0"), "add --max-lag other than 0, or drop it"),
                       ((), "add --engine streaming and --max-lag equal to trainer.v1.colocate_async.num_warmup_batches "

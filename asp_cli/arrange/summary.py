@@ -76,6 +76,7 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
         **({"expected_rollout_s": replayed} if replayed is not None else {}),
         **({"arrangement": choice.to_dict()} if choice is not None else {}),
         "max_lag": settings.max_lag,
+        **({"verl_trainer": settings.verl_trainer} if settings.verl_trainer else {}),  # `--verl-trainer`
         "expected_lag_mean": round(float(frame["expected_lag"].mean()), 3),
         "expected_lag_max": int(frame["expected_lag"].max()),
         "prompts_from_history": int(frame.filter((pl.col("epoch") == 0) & (pl.col("prediction_source") == "history")).height),

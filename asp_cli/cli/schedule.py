@@ -216,14 +216,17 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         from asp_cli.arrange.choice_summary import arrangement_line
 
         lines.append("  " + arrangement_line(choice, summary.get("epochs")))
-    if (choice or {}).get("verl_trainer") == "colocate-async":
+    if summary.get("verl_trainer") == "colocate-async":
         # verl's colocated mode stops the servers while the trainer trains: nothing binds, the two add (a newcomer
-        # read "the trainer binds" beside a replay that paused rollout for every step).
+        # read "the trainer binds" beside a replay that paused rollout for every step). Auto's expected times count
+        # it only where it timed its candidates so (`--trainer arrival`, not a named arrangement).
+        counted = (choice or {}).get("verl_trainer") == "colocate-async"
         lines.append(
             f"  in colocate_async the servers sleep while the trainer trains (its steps about "
             f"{summary['predicted_trainer_busy_s']:,.0f} s in all): rollout and training take turns rather than "
-            "overlap; the expected end-to-end above counts that, the makespan and lag figures let rollout run on "
-            "(calibrate the trainer with --preset FILE)")
+            "overlap; " + ("the expected end-to-end above counts that, the makespan and lag figures let rollout run "
+                           "on" if counted else "the figures above let rollout run on (`asp simulate`'s 'verl v1 "
+                           "async' line replays the plan that way)") + " (calibrate the trainer with --preset FILE)")
     elif summary.get("trainer_bound") and summary.get("max_lag") != 0:
         lag = summary.get("max_lag")
         hold = (f"--max-lag {lag} holds rollout back so that no group is expected more than {lag} steps stale"
