@@ -262,6 +262,11 @@ class ScheduleSettings:
             raise SettingsError(f"--prompts-per-server is verl's fully asynchronous rollouter's limit; verl's {mode} "
                                 "trainer submits a whole train batch at a time: drop it")
 
+    @property
+    def verl_v1_mode(self) -> str | None:
+        """`verl_trainer` where it names one of verl's v1 modes (colocate-async, separate-async), else None."""
+        return self.verl_trainer if self.verl_trainer not in (None, "fully-async") else None
+
     def replayed_as(self, **changes: Any) -> ScheduleSettings:
         """These settings with ``changes`` (another engine, lag bound or trainer rule to replay or compare under),
         `verl_trainer` dropped where it no longer applies there, as none was given (a colocate-async schedule

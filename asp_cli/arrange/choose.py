@@ -421,8 +421,7 @@ def choose_arrangement(
     # mode"). Not with `--trainer schedule` (asp's replay buffer): timed following the schedule's steps, auto took
     # `bands` on the sample data, 5% slower in colocate_async on the emulated lengths than the shuffle it keeps in
     # the simulator's replay (a sort's steps are its estimated arrival order, which the buffer waits for).
-    v1 = (settings.verl_trainer if settings.verl_trainer not in (None, "fully-async") and settings.trainer == "arrival"
-          else "")
+    v1 = (settings.verl_v1_mode if settings.trainer == "arrival" else None) or ""
     verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
     v1_replay = {"v1_mode": v1.replace("-", "_") or None}
     # There the draws are heavy-tailed and repeated: see `SAMPLE_TAIL_DF`.

@@ -211,13 +211,13 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
         from asp_cli.sim.verl_async import replay_async_frame
 
         per_server = settings.prompts_per_server
-        v1 = settings.verl_trainer not in (None, "fully-async")
+        v1 = settings.verl_v1_mode
         seconds = replay_async_frame(frame, lengths, preset, instances=settings.instances,
                                      train_batch_size=settings.train_batch_size, max_lag=max_lag, routing=routing,
                                      predicted_tokens=predicted_tokens, seed=settings.seed,
                                      prompts_in_flight=None if per_server is None else per_server * settings.instances,
-                                     v1_mode=settings.verl_trainer.replace("-", "_") if v1 else None,
-                                     follow_steps=v1 and settings.trainer == "schedule").end_to_end_s
+                                     v1_mode=v1.replace("-", "_") if v1 else None,
+                                     follow_steps=bool(v1) and settings.trainer == "schedule").end_to_end_s
     return {"verl_routed_end_to_end_s": seconds}
 
 

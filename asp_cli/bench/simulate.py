@@ -247,8 +247,8 @@ def simulate_loaded(
             progress(STAGES[3])
         # The verl trainer the comparison's "as verl" column replays each row as (`compare._as_verl_routes`): the
         # schedule's v1 mode where it still applies to this replay (not beside --prompts-per-server, say).
-        compared = recorded_k.replayed_as(engine=mode).verl_trainer
-        if compared not in (None, "fully-async") and mode == "streaming":
+        compared = recorded_k.replayed_as(engine=mode).verl_v1_mode
+        if compared and mode == "streaming":
             document["compared_as_verl_trainer"] = compared
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
                                  asp_frame=frame, include=include, progress=progress, truth_by_epoch=by_epoch,

@@ -44,7 +44,7 @@ def resolve_trainer(verl_trainer: str, recorded: Any) -> str:
     asp's replay buffer, docs/integrations.md, Option C); verl's default synchronous trainer otherwise."""
     if verl_trainer != "auto":
         return verl_trainer
-    if getattr(recorded, "verl_trainer", None):
+    if recorded.verl_trainer:
         return recorded.verl_trainer
     if planned_for_async(recorded):
         return "fully-async"
@@ -114,7 +114,7 @@ def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
         notes.append("the schedule was made for a synchronous trainer (--max-lag 0); for verl's fully asynchronous "
                      "trainer make it with --max-lag equal to async_training.staleness_threshold")
     # Auto times a v1 mode only for verl's own buffer (`asp_cli.arrange.choose`).
-    timed_for_v1 = getattr(recorded, "verl_trainer", None) not in (None, "fully-async") and recorded.trainer == "arrival"
+    timed_for_v1 = recorded.verl_v1_mode is not None and recorded.trainer == "arrival"
     if recorded.prompts_per_server is None and recorded.engine == "streaming" and not timed_for_v1:
         notes.append(f"the schedule was timed with as many prompts in flight as the servers' slots hold; verl keeps "
                      f"async_training.concurrent_samples_per_replica={VERL_PROMPTS_PER_SERVER} by default: make the "
