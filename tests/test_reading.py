@@ -173,8 +173,27 @@ def test_prompt_that_is_not_text_is_named(tmp_path):
 
 def test_duplicate_ids(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [{"id": "x", "question": "a"}, {"id": "x", "question": "b"}])
-    with pytest.raises(InputError, match=r"duplicate prompt id 'x' \(.*p\.jsonl row 1, .*p\.jsonl row 2\); 1 id repeats\."):
+    with pytest.raises(InputError, match=r"duplicate prompt id 'x' \(.*p\.jsonl:1, .*p\.jsonl:2\); 1 id repeats\."):
         read_prompts([path])
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_duplicate_ids_name_lines_past_blank_and_skipped_lines(tmp_path, streamed):
+    """A newcomer's file with blank lines was told "row 3" of an id on line 6: rows were counted, not lines."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    read = read_prompts_streamed if streamed else read_prompts
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "a", "question": "x"}\n\n{"id": "b", "question": "y"}\n\n\n{"id": "a", "question": "z"}\n')
+    with pytest.raises(InputError, match=r"\(.*p\.jsonl:1, .*p\.jsonl:6\)"):
+        read([path])
+    path.write_text('{"id": "a", "question": "x"}\n{"id": "c",\n{"id": "b", "question": "y"}\n{"id": "a", "question": "z"}\n')
+    with pytest.raises(InputError, match=r"\(.*p\.jsonl:1, .*p\.jsonl:4\)"):
+        read([path], ReadOptions(on_bad_row="skip"))
+    parquet = tmp_path / "p.parquet"
+    pl.DataFrame({"id": ["a", "b", "a"], "question": ["x", "y", "z"]}).write_parquet(parquet)
+    with pytest.raises(InputError, match=r"\(.*p\.parquet row 1, .*p\.parquet row 3\)"):
+        read([parquet])
 
 
 def test_a_much_repeated_or_long_id_makes_a_short_message(tmp_path):
@@ -183,7 +202,7 @@ def test_a_much_repeated_or_long_id_makes_a_short_message(tmp_path):
 
     rows = [{"id": "x", "question": f"q{i}"} for i in range(5000)]
     path = write_jsonl(tmp_path / "p.jsonl", rows)
-    message = r"duplicate prompt id 'x' \(.*p\.jsonl row 1, .*p\.jsonl row 2, .*p\.jsonl row 3 and 4,997 more rows\)"
+    message = r"duplicate prompt id 'x' \(.*p\.jsonl:1, .*p\.jsonl:2, .*p\.jsonl:3 and 4,997 more\)"
     for read in (read_prompts, read_prompts_streamed):
         with pytest.raises(InputError, match=message) as caught:
             read([path])
@@ -198,7 +217,7 @@ def test_duplicate_ids_across_files_name_each_files_own_row(tmp_path):
     """Each file's own row, counted from 1 like its lines (the row over all inputs was once given instead)."""
     a = write_jsonl(tmp_path / "a.jsonl", [{"id": "x", "question": "a"}, {"id": "y", "question": "b"}])
     b = write_jsonl(tmp_path / "b.jsonl", [{"id": "z", "question": "c"}, {"id": "x", "question": "d"}])
-    with pytest.raises(InputError, match=r"duplicate prompt id 'x' \(.*a\.jsonl row 1, .*b\.jsonl row 2\)"):
+    with pytest.raises(InputError, match=r"duplicate prompt id 'x' \(.*a\.jsonl:1, .*b\.jsonl:2\)"):
         read_prompts([a, b])
     frame, _ = read_prompts([a, write_jsonl(tmp_path / "c.jsonl", [{"id": "w", "question": "e"}])])
     assert frame["row"].to_list() == [0, 1, 2] and not any(c.startswith("\x00") for c in frame.columns)

@@ -172,7 +172,7 @@ def test_duplicate_ids_across_batches_and_files(tmp_path):
     others[0]["id"] = rows[2]["id"]
     paths = [write_jsonl(tmp_path / "a.jsonl", rows), write_jsonl(tmp_path / "b.jsonl", others)]
     whole, batched = _errors(paths, batch_bytes=300)
-    assert batched == whole and "a.jsonl row 3, " in batched and "b.jsonl row 1" in batched
+    assert batched == whole and "a.jsonl:3, " in batched and "b.jsonl:1" in batched
 
 
 # --------------------------------------------------------------------------------------------------------

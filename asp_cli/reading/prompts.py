@@ -16,13 +16,16 @@ from asp_cli.reading.json_records import EXACT_FLOAT as _EXACT_FLOAT
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.tables import (
     BAD_ROW_FIX,
+    FILE_LINE,
     FILE_ROW,
+    LINE,
     ReadReport,
     each_file_once,
     file_format,
     find_column,
     read_table,
     release_arrow_memory,
+    place_in_file,
     row_location,
     with_nested_key,
 )
@@ -239,7 +242,7 @@ def read_prompts(
     except InputError:
         each_file_once(paths, "prompt file")  # a file named twice: say so, not "make ids unique"
         raise
-    frame = frame.drop(FILE_ROW)
+    frame = frame.drop(FILE_ROW, FILE_LINE)
     report.settle()
     report.rows = frame.height
     return frame, report
@@ -288,6 +291,7 @@ def extract_prompts(
         _difficulty_expr(frame, difficulty_col).alias(C.DIFFICULTY),
         pl.lit(str(path)).alias("source_file"),
         (pl.int_range(0, pl.len(), dtype=pl.Int64) + file_row_offset).alias(FILE_ROW),
+        (pl.col(LINE).cast(pl.Int64) if LINE in frame.columns else pl.lit(None, pl.Int64)).alias(FILE_LINE),
         (pl.lit(bad) | pl.lit(text).is_null()).alias("\x00bad"),
         id_problem.alias("\x00noid"),
     )
@@ -459,12 +463,13 @@ def _check_unique_ids(frame: pl.DataFrame, named: str | None = None) -> None:
     if duplicated.height:
         first = duplicated[C.PROMPT_ID][0]
         rows = duplicated.filter(pl.col(C.PROMPT_ID) == first)
-        # Rows are counted within each file (the global row of a second file's first row is not where it is),
-        # from 1, as an editor counts a JSON-lines file's lines.
+        # Each file's own place (the global row of a second file's first row is not where it is): a JSON line's
+        # line, blank lines and skipped bad lines counted (they were once not), else the row counted from 1.
         shown = rows.head(_PLACES_SHOWN)
-        places = ", ".join(f"{f} row {r + 1}" for f, r in zip(shown["source_file"], shown[FILE_ROW], strict=False))
+        places = ", ".join(place_in_file(f, r, n) for f, r, n in
+                           zip(shown["source_file"], shown[FILE_ROW], shown[FILE_LINE], strict=True))
         if rows.height > _PLACES_SHOWN:
-            places += f" and {rows.height - _PLACES_SHOWN:,} more rows"
+            places += f" and {rows.height - _PLACES_SHOWN:,} more"
         raise duplicate_id_error(first, places, duplicated[C.PROMPT_ID].n_unique(), named)
 
 

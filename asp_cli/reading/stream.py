@@ -39,6 +39,7 @@ from asp_cli.reading.csv_text import (check_no_header_repeats, check_unique_head
                                       csv_text_schema, csv_without_extra_marks, csv_without_line_marks,
                                       utf8_lines_only)
 from asp_cli.reading.tables import (
+    FILE_LINE,
     FILE_ROW,
     LINE,
     ReadReport,
@@ -161,7 +162,7 @@ def read_prompts_streamed(
     _check_unique(frame, paths, options.id_key)
     report.settle()
     report.rows = frame.height
-    return frame.drop(FILE_ROW, SOURCE_FILE_INDEX), report
+    return frame.drop(FILE_ROW, FILE_LINE, SOURCE_FILE_INDEX), report
 
 
 def _take(state: _FileState, frame: pl.DataFrame, locate: Callable[[int], str] | None, path: Path, fmt: str,
@@ -182,7 +183,7 @@ def _take(state: _FileState, frame: pl.DataFrame, locate: Callable[[int], str] |
             raise
         state.error = exc  # raised only if the whole file decides as this batch did (`_check_plans`)
         return
-    kept = prompts.select(C.ROW, C.PROMPT_ID, C.DATA_SOURCE, C.DIFFICULTY, FILE_ROW)
+    kept = prompts.select(C.ROW, C.PROMPT_ID, C.DATA_SOURCE, C.DIFFICULTY, FILE_ROW, FILE_LINE)
     if keep is not None:
         # A file read whole goes to ``keep`` in slices, so the predictor's working memory stays bounded.
         step = _WHOLE_KEEP_ROWS if whole else max(prompts.height, 1)

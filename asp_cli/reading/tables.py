@@ -41,6 +41,7 @@ _CSV_SUFFIXES = {".csv", ".tsv"}
 LINE = "\x00line"  # hidden column: the 1-based source line of a row read by the slow path
 BAD_ROW_FIX = "fix the row, or pass --on-bad-row skip to skip bad rows"
 FILE_ROW = "\x00file_row"  # hidden column: a prompt's 0-based row within its own file, for messages
+FILE_LINE = "\x00file_line"  # hidden column: a JSON line's 1-based line where the line-by-line parser read it, else null
 # CSV carries no types and Polars infers them, which would read the id `001` as the number 1 (and `01` beside
 # `1` as a duplicate): the columns that can hold an id or a prompt are read as text.
 
@@ -675,6 +676,17 @@ def row_location(path: Path, frame: pl.DataFrame, index: int, fmt: str) -> str:
     if fmt == "csv":
         return f"{path}: row {index + 1} (after the header)"
     return f"{path}: row {index + 1}"  # Parquet: counted from 1, as lines are
+
+
+def place_in_file(file: str, row: int, line: int | None) -> str:
+    """Where a prompt is in its file, for a message naming rows of several files: the line of a JSON line (blank
+    lines and skipped bad lines counted, as an editor counts them; error path only: it may reread the file), else
+    the row counted from 1."""
+    if line is not None:
+        return f"{file}:{line}"
+    if file_format(Path(file))[0] == "jsonl":
+        return f"{file}:{jsonl_line_of_row(Path(file), row)}"
+    return f"{file} row {row + 1}"
 
 
 def jsonl_line_of_row(path: Path, index: int) -> int:
