@@ -151,6 +151,24 @@ def test_overrides_and_missing_columns(tmp_path):
         read_prompts([path], ReadOptions(prompt_key="nope"))
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_half_written_last_line_is_said_as_cut_short(tmp_path, streamed):
+    """`asp observe` of a log still being written met its half-written last line, said as malformed JSON."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    read = read_prompts_streamed if streamed else read_prompts
+    path = tmp_path / "p.jsonl"
+    for tail in ('{"question": "b', '{"question": ', '{"question": "b"'):
+        path.write_text('{"question": "a"}\n' + tail)
+        with pytest.raises(InputError, match=r"p.jsonl:2: the file ends inside this line \(cut short"):
+            read([path])
+        assert read([path], ReadOptions(on_bad_row="skip"))[0].height == 1
+    for whole in ('{"question": "a"}\n{"question" "b"}', '{"question": "a"}\n{"question": "b\n'):
+        path.write_text(whole)  # a typo on an unfinished last line, or the last line ended: malformed as before
+        with pytest.raises(InputError, match=r"p.jsonl:2: malformed JSON"):
+            read([path])
+
+
 def test_malformed_line_is_named_and_can_be_skipped(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text('{"question": "a"}\n\n{"question": \n{"question": "c"}\n')

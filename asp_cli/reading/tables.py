@@ -526,6 +526,9 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
             problem = "not valid UTF-8; re-encode the file as UTF-8"
         except json.JSONDecodeError as exc:
             problem = f"malformed JSON at column {exc.colno} ({exc.msg})"
+            if _cut_short(data, raw, exc):
+                problem = ("the file ends inside this line (cut short: a log still being written, or a copy "
+                           "interrupted)")
         except DuplicateKey as exc:
             problem = exc.problem
         if problem is not None:
@@ -542,6 +545,14 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
             return pl.DataFrame()
         raise InputError(f"{path}: no readable rows; give a file with at least one JSON object per line")
     return records_to_frame(records)
+
+
+def _cut_short(data: bytes, raw: bytes, exc: json.JSONDecodeError) -> bool:
+    """Whether a malformed line is the unfinished end of the text: its last line, no newline after it, the parser
+    out of input (an observe of a log still being written met a half-written last line, said as malformed JSON)."""
+    if not data.endswith(raw) or data.endswith(b"\n"):
+        return False
+    return exc.msg.startswith("Unterminated") or exc.pos >= len(raw.decode("utf-8", "replace").rstrip())
 
 
 _NUL_ESCAPE = b"\\u0000"  # JSON's only spelling of a NUL character in text (a raw one is malformed JSON)
