@@ -73,7 +73,7 @@ def test_jsonl_export_nests_asps_columns_and_the_id_in_each_rows_object(tmp_path
         assert list(row["metadata"])[len(kept):] == NESTED
         assert row["metadata"]["prompt_id"] == row["id"]
         if "metadata" not in own:  # the rest of the row as the user wrote it
-            assert line.startswith(json.dumps(own)[:-1] + ',"metadata":{"prompt_id":')
+            assert line.startswith(json.dumps(own)[:-1] + ', "metadata": {"prompt_id": ')
     assert [w["metadata"]["seq"] for w in written] == flat["seq"].to_list()
     assert result.frame.schema["metadata"] == pl.Struct
     # Read as slime reads its --prompt-data: 0.2.2 and later (v0.3.1 `slime/utils/data.py:32-46,225`) one `json.loads`

@@ -501,7 +501,26 @@ def test_jsonl_export_writes_every_row_as_the_dataset_holds_it(tmp_path, layout)
     assert "\x00" not in out.read_text() and "\x00source_json" not in result.frame.columns
     if layout == "jsonl":  # a JSON line is written as the user wrote it, asp's columns after it
         lines = {json.loads(line)["id"]: line for line in out.read_text().splitlines()}
-        assert lines["c"].startswith(json.dumps(rows[2])[:-1] + ',"epoch":')
+        # spaced as the row is (json.dumps' default): the columns came compact after spaced fields
+        assert lines["c"].startswith(json.dumps(rows[2])[:-1] + ', "epoch": 0, "instance": ')
+
+
+def test_jsonl_export_writes_asps_columns_spaced_as_each_row_is(tmp_path):
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id":"a","prompt":"x","meta":{"k":1}}\n{"id": "b", "prompt": "y ü", "meta": {"k": 2}}\n')
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=2))
+    for key, compact, spaced in (
+            (None, ',"epoch":0,"instance":0,', ', "epoch": 0, "instance": 0, '),
+            ("meta", '"meta":{"k":1,"prompt_id":"a","epoch":0,', '"meta": {"k": 2, "prompt_id": "b", "epoch": 0, ')):
+        out = tmp_path / f"o{key}.jsonl"
+        export(sched, [data], out, format="jsonl", metadata_key=key)
+        lines = {json.loads(line)["id"]: line for line in out.read_text(encoding="utf-8").splitlines()}
+        assert compact in lines["a"] and ": " not in lines["a"], lines["a"]
+        assert spaced in lines["b"] and '"y ü"' in lines["b"] and '":' not in lines["b"].replace('": ', ""), lines["b"]
 
 
 def test_a_parquet_export_keeps_multi_part_contents_and_says_what_it_writes_as_text(tmp_path):

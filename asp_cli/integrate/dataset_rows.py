@@ -190,17 +190,28 @@ def _write_sourced_jsonl(frame: pl.DataFrame, path: Path, added: Sequence[str],
                 if source is None:
                     out.write(plain[i] + "\n")  # type: ignore[index]
                     continue
-                line = _into_object(source, nest[0], nested[i]) if nest and nested else source
+                spaced = _SPACED.match(source) is not None
+                line = (_into_object(source, nest[0], _spaced(nested[i]) if spaced else nested[i], spaced=spaced)
+                        if nest and nested else source)
                 if members is not None and members[i]:
                     body = line[:-1].rstrip()  # the object without its closing brace
-                    line = f"{body}{'' if body.endswith('{') else ','}{members[i]}}}"
+                    comma = "" if body.endswith("{") else ", " if spaced else ","
+                    line = f"{body}{comma}{_spaced(members[i]) if spaced else members[i]}}}"
                 out.write(line + "\n")
 
 
 _SPACE = re.compile(r"[ \t\n\r]*")
+# A row written as Python's json.dumps writes by default (`{"a": 1, "b": 2}`: a blank after the first key's colon):
+# the columns appended to it are written so too (they came compact after spaced fields: a newcomer round).
+_SPACED = re.compile(r'[ \t\r]*\ufeff?[ \t\r]*\{[ \t\r]*"(?:[^"\\]|\\.)*"[ \t\r]*: ')
 
 
-def _into_object(text: str, name: str, members: str) -> str:
+def _spaced(members: str) -> str:
+    """Compact JSON members (``"a":1,"b":[2,3]``) as ``"a": 1, "b": [2, 3]``, values unchanged."""
+    return json.dumps(json.loads(f"{{{members}}}"), ensure_ascii=False, separators=(", ", ": "))[1:-1]
+
+
+def _into_object(text: str, name: str, members: str, *, spaced: bool = False) -> str:
     """A JSON object's text with ``members`` (``"a":1,"b":2``) put at the end of its top-level object ``name`` (the
     last, as JSON readers take a repeated name), which is made where it is missing or null; the rest of the text
     as it was. The members of the top level are walked with the standard library's own scanner, each value
@@ -216,9 +227,10 @@ def _into_object(text: str, name: str, members: str) -> str:
             found = (i, end)
         i = _SPACE.match(text, end).end()
         i = _SPACE.match(text, i + 1).end() if text[i] == "," else i
+    comma, colon = (", ", ": ") if spaced else (",", ":")
     if found is None:
         body = text[:i].rstrip()
-        return f"{body}{'' if body.endswith('{') else ','}{json.dumps(name)}:{{{members}}}{text[i:]}"
+        return f"{body}{'' if body.endswith('{') else comma}{json.dumps(name)}{colon}{{{members}}}{text[i:]}"
     start, end = found
     value = text[start:end]
     if value == "null":
@@ -227,7 +239,7 @@ def _into_object(text: str, name: str, members: str) -> str:
         raise InputError(f"a row's {name!r} is not an object, so asp's columns cannot go into it; name another "
                          "field with --metadata-key")
     inner = value[:-1].rstrip()
-    return f"{text[:start]}{inner}{'' if inner.endswith('{') else ','}{members}}}{text[end:]}"
+    return f"{text[:start]}{inner}{'' if inner.endswith('{') else comma}{members}}}{text[end:]}"
 
 
 def _narrow(f: Any) -> Any:
