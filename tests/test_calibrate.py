@@ -118,10 +118,11 @@ def test_calibrate_writes_a_preset_that_schedule_and_simulate_take(tmp_path, sma
     document = json.loads(result.stdout)
     preset = load_preset(out)
     fit = document["fit"]
-    # The derived figures of the preset are the fitted ones; the KV capacity is the one the servers reported.
-    assert close(preset.weight_read_s, fit["weight_read_s"], 1e-9)
-    assert close(preset.kv_s_per_token, fit["kv_s_per_token"], 1e-9)
-    assert close(preset.compute_s_per_token, fit["compute_s_per_token"], 1e-9)
+    # The derived figures of the preset are the fitted ones (--json gives them to 6 significant digits, the file in
+    # full); the KV capacity is the one the servers reported.
+    assert close(preset.weight_read_s, fit["weight_read_s"], 1e-5)
+    assert close(preset.kv_s_per_token, fit["kv_s_per_token"], 1e-5)
+    assert close(preset.compute_s_per_token, fit["compute_s_per_token"], 1e-5)
     assert preset.kv_capacity_tokens == pytest.approx(KV_CACHE_TOKENS, abs=1)
     assert preset.step_overhead_s == fit["overhead_s"] and preset.params == BASE.params
     # The check: the same run simulated with each preset, against the measured wall time.

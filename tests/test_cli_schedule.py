@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from asp_cli.cli.main import app
 from asp_cli.schedule_format import read_schedule
 
-from util import SAMPLE_PROMPTS
+from util import SAMPLE_PROMPTS, write_jsonl
 
 runner = CliRunner()
 
@@ -91,6 +91,29 @@ def test_history_changes_the_plan(tmp_path):
     observed = frame.filter(pl.col("prediction_source") == "history")
     assert observed.height == 50
     assert "lengths from history for 50 prompts" in result.stderr
+
+
+def test_source_key_gives_the_history_a_correction_per_source(tmp_path):
+    """Sources kept under a name asp does not look for (`task`) got one global correction, with no way to name them."""
+    rows = [{"id": f"p{i}", "prompt": f"Question {i}: what is {i} + {i}?", "task": "long" if i % 2 else "short"}
+            for i in range(80)]
+    data = write_jsonl(tmp_path / "p.jsonl", rows)
+    history = tmp_path / "h.csv"
+    history.write_text("prompt_id,response_tokens\n" + "".join(f"p{i},{6000 if i % 2 else 60}\n" for i in range(20)))
+    plain = invoke("schedule", data, "-o", tmp_path / "a.parquet", "--history", history, "--json")
+    assert plain.exit_code == 0, plain.stderr
+    assert "carry no data_source: one global correction for every prompt (a source under another name: --source-key)" \
+        in plain.stderr
+    keyed = invoke("schedule", data, "-o", tmp_path / "b.parquet", "--history", history, "--source-key", "task")
+    assert keyed.exit_code == 0, keyed.stderr
+    assert "carry no data_source" not in keyed.stderr
+    unseen = pl.read_parquet(tmp_path / "b.parquet").filter(pl.col("prediction_source") != "history")
+    by_task = {row["prompt_id"]: row["predicted_tokens"] for row in unseen.iter_rows(named=True)}
+    long = [v for k, v in by_task.items() if int(k[1:]) % 2]
+    short = [v for k, v in by_task.items() if not int(k[1:]) % 2]
+    assert min(long) > 10 * max(short)  # each source corrected by its own observations
+    wrong = invoke("schedule", data, "-o", tmp_path / "c.parquet", "--source-key", "kind")
+    assert wrong.exit_code == 3 and "no column 'kind' (from --source-key)" in wrong.stderr
 
 
 def test_traceback_on_request(tmp_path):

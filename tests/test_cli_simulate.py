@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -28,6 +29,12 @@ def test_simulate_json_on_stdout_summary_on_stderr(built):  # noqa: F811
     assert m["groups"] == PROMPTS * 2 and m["sequences"] == PROMPTS * 2 * SAMPLES
     assert document["lengths"]["prompts_with_sampled_lengths"] == PROMPTS
     assert "end-to-end" in result.stderr and "lower bound" in result.stderr
+    # to 6 significant digits (it printed 316.1459198875969 beside the schedule's 348.938), the API's unrounded
+    floats = [float(t) for t in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", result.stdout)]
+    assert floats and all(len(f"{abs(v):e}".split("e")[0].replace(".", "").rstrip("0")) <= 6 for v in floats)
+    from asp_cli.bench.simulate import simulate_file
+    exact = simulate_file(built["schedule"]).document["metrics"]["end_to_end_s"]
+    assert m["end_to_end_s"] == float(f"{exact:.6g}")
 
 
 def test_simulate_with_observed_lengths_and_compare(built, tmp_path):  # noqa: F811

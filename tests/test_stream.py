@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import asp_cli.predict.streamed as streamed
 from asp_cli import columns as C
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, SettingsError
 from asp_cli.reading import read_prompts
 from asp_cli.reading.options import ReadOptions
 from asp_cli.reading.stream import read_prompts_streamed
@@ -402,3 +402,23 @@ def test_a_source_nested_in_an_object_is_read_and_streams_alike(tmp_path, batch_
     _assert_same([nested], options, batch_bytes=batch_bytes)
     top = write_jsonl(tmp_path / "top.jsonl", [{**r, "data_source": "top"} for r in rows])
     assert set(read_prompts([top], options)[0][C.DATA_SOURCE].to_list()) == {"top"}
+
+
+@pytest.mark.parametrize("batch_bytes", [128, 1 << 20])
+def test_source_key_names_a_source_under_another_name(tmp_path, batch_bytes):
+    """A newcomer's sources sat in `metadata.task` (or a `task` column), which no usual name finds: there was no way
+    to name it, so the history's correction was one global term. --source-key names it, over a usual name too."""
+    rows = [{"question": f"q{i}", "data_source": "all", "task": f"t{i % 3}",
+             "metadata": {"task": "aime" if i % 2 else "gsm8k"}} for i in range(12)]
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    for key, expected in (("metadata.task", ["gsm8k", "aime"] * 6), ("task", [f"t{i % 3}" for i in range(12)])):
+        options = ReadOptions(source_key=key)
+        whole, report = read_prompts([path], options)
+        assert whole[C.DATA_SOURCE].to_list() == expected
+        assert report.columns_used[str(path)]["source"] == key
+        _assert_same([path], options, batch_bytes=batch_bytes)
+    assert "source" not in read_prompts([path])[1].columns_used[str(path)]  # as before where none is named
+    with pytest.raises(InputError, match=r"p\.jsonl: no column 'kind' \(from --source-key\); columns are: question, "):
+        read_prompts([path], ReadOptions(source_key="kind"))
+    with pytest.raises(SettingsError, match="--source-key must name a column"):
+        ReadOptions(source_key="")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import signal
 import sys
@@ -64,9 +65,23 @@ def write_stdout(text: str) -> None:
                           "elsewhere") from None
 
 
+JSON_SIGNIFICANT_DIGITS = 6  # a --json number's precision: `asp simulate` printed 316.1459198875969 s beside 348.938
+
+
 def emit_json(document: Any) -> None:
-    """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs."""
-    write_stdout(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs, every number that is not
+    whole given to `JSON_SIGNIFICANT_DIGITS` significant digits (the library's own results keep theirs)."""
+    write_stdout(json.dumps(_short_floats(document), indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def _short_floats(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.{JSON_SIGNIFICANT_DIGITS}g}") + 0.0 if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {k: _short_floats(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_short_floats(v) for v in value]
+    return value
 
 
 def output_option(*names: str, default: Any = ..., help: str) -> Any:  # noqa: A002 - Typer's own name
@@ -101,6 +116,13 @@ def lag_bound(text: str) -> int | float | str:
     except ValueError:
         raise typer.BadParameter(f"give a number of training steps (0, 2, or a fraction such as verl's "
                                  f"staleness_threshold 0.1), or {NO_LAG_BOUND} for no bound (got {text!r})") from None
+
+
+def source_key_option() -> Any:
+    """``--source-key``: the prompts' data source column where it is not found by its usual names."""
+    return typer.Option(None, "--source-key", help="The data source column, if not detected (data_source, source, "
+                        "dataset, ... or data_source inside metadata or extra_info); a dotted path reaches into an "
+                        "object (metadata.task). The history's correction and the probe group prompts by it.")
 
 
 def lag_option(default: Any, help: str) -> Any:  # noqa: A002 - Typer's own name

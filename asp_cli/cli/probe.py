@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, output_option, say
+from asp_cli.cli.common import emit_json, guarded, output_option, say, source_key_option
 from asp_cli.errors import printable
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import ScheduleSettings
@@ -32,6 +32,7 @@ def probe_command(
     samples_per_prompt: int = typer.Option(_DEFAULT.samples_per_prompt, "--samples-per-prompt", "-n", help="The training run's group size N, for the cost in the summary."),
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
+    source_key: Optional[str] = source_key_option(),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json for prompt token counts."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
@@ -43,7 +44,8 @@ def probe_command(
         from asp_cli.integrate.probe import ProbeSettings, probe
         from asp_cli.reading.options import ReadOptions
 
-        read = ReadOptions(prompt_key=prompt_key, id_key=id_key, on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
+        read = ReadOptions(prompt_key=prompt_key, id_key=id_key, source_key=source_key, on_bad_row=on_bad_row,
+                           tokenizer=tokenizer)  # type: ignore[arg-type]
         settings = ProbeSettings(fraction=fraction, prompts=prompts, min_per_source=min_per_source, seed=seed)
         result = probe(inputs, output, settings=settings, predictor=predictor, format=format, read=read,
                        samples_per_prompt=samples_per_prompt, force=force)
@@ -63,7 +65,8 @@ def probe_command(
             keyed = (f" --dataset-id-key {shlex.quote(id_key)}" if id_key else "") + (
                 f" --dataset-prompt-key {shlex.quote(prompt_key)}" if prompt_key else "")
             read = (f" --id-key {shlex.quote(id_key)}" if id_key else "") + (
-                f" --prompt-key {shlex.quote(prompt_key)}" if prompt_key else "")
+                f" --prompt-key {shlex.quote(prompt_key)}" if prompt_key else "") + (
+                f" --source-key {shlex.quote(source_key)}" if source_key else "")
             say("  next: generate it with your policy at the training run's response cap (docs/probe.md), then `asp "
                 f"observe LOG -o history.parquet --dataset {dataset}{keyed}` and `asp schedule {dataset}"
                 f"{read} ... --history "

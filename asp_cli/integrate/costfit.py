@@ -495,7 +495,8 @@ def fit_train_steps(frame: pl.DataFrame, where: str) -> tuple[float, float]:
     # rather than fitted into a trainer cost (a fit to negative times came out as a plausible-looking preset).
     bad = ~(np.isfinite(tokens) & np.isfinite(step) & (tokens >= 0) & (step > 0))
     if bad.any():
-        from asp_cli.reading.tables import file_format, row_location
+        from asp_cli.reading.places import row_location
+        from asp_cli.reading.tables import file_format
 
         index = int(np.flatnonzero(bad)[0])
         try:

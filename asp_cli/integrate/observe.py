@@ -429,7 +429,8 @@ def _read_verl_dump(
     )
     bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
     if bad.any():
-        from asp_cli.reading.tables import BAD_ROW_FIX, file_format, row_location
+        from asp_cli.reading.places import row_location
+        from asp_cli.reading.tables import BAD_ROW_FIX, file_format
 
         rows = bad.arg_true().to_list()
         # Its line in the file (lines skipped as not JSON take no row of the frame, so a row is not a line), and
@@ -481,7 +482,8 @@ def _read_verl_generations(
                           schema={"prompt_id": pl.String, "response_tokens": pl.Int64})
     bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
     if bad.any():
-        from asp_cli.reading.tables import BAD_ROW_FIX, file_format, row_location
+        from asp_cli.reading.places import row_location
+        from asp_cli.reading.tables import BAD_ROW_FIX, file_format
 
         where = row_location(path, frame, int(samples["\x00row"][int(bad.arg_true()[0])]), file_format(path)[0])
         what = f"{int(bad.sum())} responses without an id or text (the first: {where})"

@@ -685,7 +685,8 @@ def _describe(groups: _Groups, source_code: np.ndarray, source_names: list[str |
         only = next(s.name or "(no source)" for s, has in zip(sources, groups.source_has_data) if has)
         notes.append(f"the history covers one data source ({only}): its correction applies to every source")
     elif n_sources == 1 and sources and sources[0].name is None:
-        notes.append("the prompts carry no data_source: one global correction for every prompt")
+        notes.append("the prompts carry no data_source: one global correction for every prompt (a source under "
+                     "another name: --source-key)")
     elif n_sources == 1:
         notes.append(f"all prompts are of one data source ({sources[0].name}): one global correction")
     return HistoryFit(

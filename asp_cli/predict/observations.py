@@ -60,7 +60,8 @@ def read_observations(
                                  flag=read.length_flag, path=path)
         assert length_col is not None
         # The same detection as `asp schedule`.
-        prompts = extract_prompts(frame, path, fmt, read.prompt_key, id_col, read.on_bad_row, report, offset)
+        prompts = extract_prompts(frame, path, fmt, read.prompt_key, id_col, read.on_bad_row, report, offset,
+                                  source_key=read.source_key)
         lengths = extract_lengths(frame, path, fmt, id_col, length_col, read.on_bad_row, report)
         offset += frame.height
         prompt_parts.append(prompts)

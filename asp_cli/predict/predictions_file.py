@@ -175,7 +175,7 @@ def _read_one(path: Path) -> pl.DataFrame:
 
 
 def _where(path: Path, fmt: str, index: int, frame: pl.DataFrame) -> str:
-    from asp_cli.reading.tables import row_location
+    from asp_cli.reading.places import row_location
 
     return row_location(path, frame, index, fmt)
 

@@ -13,8 +13,9 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
+from asp_cli.reading.places import jsonl_line_of_row
 from asp_cli.reading.prompts import id_column, id_problem_message
-from asp_cli.reading.tables import (BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, jsonl_line_of_row,
+from asp_cli.reading.tables import (BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column,
                                     read_table, with_nested_key)
 
 # --------------------------------------------------------------------------------------------------------

@@ -25,10 +25,9 @@ from asp_cli.reading.tables import (
     find_column,
     read_table,
     release_arrow_memory,
-    place_in_file,
-    row_location,
     with_nested_key,
 )
+from asp_cli.reading.places import place_in_file, row_location
 
 # --------------------------------------------------------------------------------------------------------
 # Prompts
@@ -227,7 +226,8 @@ def read_prompts(
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         part = extract_prompts(frame, path, fmt, options.prompt_key, options.id_key, options.on_bad_row, report,
-                               offset, id_flag=options.id_flag, prompt_flag=options.prompt_flag)
+                               offset, id_flag=options.id_flag, prompt_flag=options.prompt_flag,
+                               source_key=options.source_key)
         offset += frame.height
         parts.append(part)
         del frame
@@ -262,6 +262,7 @@ def extract_prompts(
     locate_row: Callable[[int], str] | None = None,
     id_flag: str = "--id-key",
     prompt_flag: str = "--prompt-key",
+    source_key: str | None = None,
 ) -> pl.DataFrame:
     """The prompt frame (`read_prompts`' columns, plus the hidden row within the file) of one file's table.
 
@@ -272,10 +273,11 @@ def extract_prompts(
     frame = with_nested_key(frame, id_key)
     prompt_col = _choose_prompt_column(frame, prompt_key, path, prompt_flag)
     id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag=id_flag, path=path, required=False)
-    frame, source_col = source_column(frame, path)
+    frame, source_col = source_column(frame, path, source_key)
     difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
                                  required=False)
-    report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)"}
+    report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)",
+                                      **({"source": source_col} if source_key else {})}
     text, messages, bad, deep, not_text = _prompt_text(frame, prompt_col, path)
     row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
     if id_col is None:
@@ -419,10 +421,20 @@ NESTED_SOURCE_KEYS: tuple[str, ...] = tuple(f"{obj}.{key}" for obj in ("metadata
                                             for key in ("data_source", "source", "dataset"))
 
 
-def source_column(frame: pl.DataFrame, path: Path) -> tuple[pl.DataFrame, str | None]:
-    """``frame`` and its data source column: a top-level one (`columns.SOURCE_KEYS`), else the first of
-    `NESTED_SOURCE_KEYS` the rows hold (added as a column of that dotted name), else None. A slime newcomer's
-    `metadata.data_source` was missed: "the prompts carry no data_source", one global history correction."""
+def source_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tuple[pl.DataFrame, str | None]:
+    """``frame`` and its data source column: ``key`` where named (``--source-key``; a dotted path into an object),
+    else a top-level one (`columns.SOURCE_KEYS`), else the first of `NESTED_SOURCE_KEYS` the rows hold (added as a
+    column of that dotted name), else None. A slime newcomer's `metadata.data_source` was missed: "the prompts carry
+    no data_source", one global history correction; a source under another name (``task``) could not be named.
+
+    Raises
+    ------
+    InputError
+        ``key`` names no column of ``frame``.
+    """
+    if key is not None:
+        frame = with_nested_key(frame, key)
+        return frame, find_column(frame, C.SOURCE_KEYS, key, what="source", flag="--source-key", path=path)
     found = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
     if found is not None:
         return frame, found

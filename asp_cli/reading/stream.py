@@ -177,7 +177,7 @@ def _take(state: _FileState, frame: pl.DataFrame, locate: Callable[[int], str] |
     try:
         state.plans.append(_plan(frame, options, path))
         prompts = extract_prompts(frame, path, fmt, options.prompt_key, options.id_key, options.on_bad_row, report,
-                                  offset, file_row_offset=state.rows, locate_row=locate)
+                                  offset, file_row_offset=state.rows, locate_row=locate, source_key=options.source_key)
     except InputError as exc:
         if whole:
             raise
@@ -203,7 +203,7 @@ def _plan(frame: pl.DataFrame, options: ReadOptions, path: Path, chat: bool | No
     frame = with_nested_key(frame, options.id_key)
     prompt_col = _choose_prompt_column(frame, options.prompt_key, path)
     id_col = find_column(frame, C.ID_KEYS, options.id_key, what="id", flag="--id-key", path=path, required=False)
-    frame, source_col = source_column(frame, path)
+    frame, source_col = source_column(frame, path, options.source_key)
     difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
                                  required=False)
     schema = frame.schema

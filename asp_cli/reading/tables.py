@@ -2,7 +2,7 @@
 
 The fast path hands the file to PyArrow's or Polars' native readers; when that fails, a slow line-by-line pass
 finds the exact line and column to name in the error, or skips bad rows when asked (``on_bad_row="skip"``).
-Also here: finding a column by its candidate names, and saying where a row is in its file.
+Also here: finding a column by its candidate names (where a row is in its file: `places`).
 """
 
 from __future__ import annotations
@@ -676,38 +676,3 @@ def find_column(
             f"{', '.join(present)}; {fix}"
         )
     return None
-
-
-def row_location(path: Path, frame: pl.DataFrame, index: int, fmt: str) -> str:
-    """Say where row ``index`` of ``frame`` is in its file: a line for text files, a row for Parquet."""
-    if "\x00line" in frame.columns:
-        return f"{path}:{frame[LINE][index]}"
-    if fmt == "jsonl":
-        return f"{path}:{jsonl_line_of_row(path, index)}"
-    if fmt == "csv":
-        return f"{path}: row {index + 1} (after the header)"
-    return f"{path}: row {index + 1}"  # Parquet: counted from 1, as lines are
-
-
-def place_in_file(file: str, row: int, line: int | None) -> str:
-    """Where a prompt is in its file, for a message naming rows of several files: the line of a JSON line (blank
-    lines and skipped bad lines counted, as an editor counts them; error path only: it may reread the file), else
-    the row counted from 1."""
-    if line is not None:
-        return f"{file}:{line}"
-    if file_format(Path(file))[0] == "jsonl":
-        return f"{file}:{jsonl_line_of_row(Path(file), row)}"
-    return f"{file} row {row + 1}"
-
-
-def jsonl_line_of_row(path: Path, index: int) -> int:
-    """The 1-based line of the ``index``-th non-blank line (error path only: it rereads the file)."""
-    data = _read_bytes(path, file_format(path)[1])
-    seen = -1
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if raw.strip():
-            seen += 1
-            if seen == index:
-                return number
-    return index + 1
-
