@@ -35,7 +35,8 @@ LENGTH_KEYS: tuple[str, ...] = (
 )
 
 # Optional metadata the predictor uses as categorical features.
-SOURCE_KEYS: tuple[str, ...] = ("data_source", "source", "dataset", "domain", "subject", "platform")
+# `datasource`: OpenRLHF's PromptDataset's name (a newcomer's OpenRLHF dataset got "(no source)" in its probe).
+SOURCE_KEYS: tuple[str, ...] = ("data_source", "source", "datasource", "dataset", "domain", "subject", "platform")
 DIFFICULTY_KEYS: tuple[str, ...] = ("difficulty", "level")
 
 # Columns of the prompt frame that `reading.read_prompts` returns.

@@ -422,3 +422,10 @@ def test_source_key_names_a_source_under_another_name(tmp_path, batch_bytes):
         read_prompts([path], ReadOptions(source_key="kind"))
     with pytest.raises(SettingsError, match="--source-key must name a column"):
         ReadOptions(source_key="")
+
+
+def test_openrlhfs_datasource_is_a_source(tmp_path):
+    """OpenRLHF's PromptDataset reads `datasource`: a newcomer's OpenRLHF dataset probed as "(no source)"."""
+    path = write_jsonl(tmp_path / "p.jsonl", [{"input": f"q{i}", "datasource": "lcb" if i % 2 else "gsm8k"}
+                                              for i in range(6)])
+    assert read_prompts([path])[0][C.DATA_SOURCE].to_list() == ["gsm8k", "lcb"] * 3

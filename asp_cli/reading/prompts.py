@@ -418,7 +418,7 @@ def id_problem_message(where: str, column: str, reason: str, *, flag: str = "--i
 # Where a dataset keeps its source inside an object instead of beside the prompt (slime's and OpenRLHF's
 # `metadata`, verl's `extra_info`): `source_column`'s fallback.
 NESTED_SOURCE_KEYS: tuple[str, ...] = tuple(f"{obj}.{key}" for obj in ("metadata", "extra_info")
-                                            for key in ("data_source", "source", "dataset"))
+                                            for key in ("data_source", "source", "datasource", "dataset"))
 
 
 def source_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tuple[pl.DataFrame, str | None]:
