@@ -208,6 +208,28 @@ def test_history_epochs_plans_from_the_last_epochs_only(tmp_path, prompts_file):
         schedule([prompts_file], None, history_epochs=1)
 
 
+def test_a_later_epochs_schedule_with_an_earlier_epochs_seed_is_warned_about(tmp_path, prompts_file):
+    """An OpenRLHF newcomer's epoch-by-epoch loop kept the default seed: every epoch the same train batches."""
+    rows = [{"prompt_id": "p1", "response_tokens": 100, "epoch": e} for e in range(2)]
+    history = write_jsonl(tmp_path / "h.jsonl", rows)
+    shuffle = ScheduleSettings(arrangement="shuffle")
+    again = schedule([prompts_file], None, history=[history], settings=shuffle)
+    message = ("the history holds epochs up to 1, and this schedule has --seed 0: a schedule made with an earlier "
+               "epoch's seed deals that epoch's shuffles again (the same train batches every epoch); give each "
+               "epoch its own seed, e.g. --seed 2 (the epoch's number)")
+    assert message in again.summary["warnings"]
+    def steps(result):
+        return result.frame.sort("prompt_id")["train_step"].to_list()
+
+    first = schedule([prompts_file], None, settings=shuffle)
+    assert steps(first) == steps(again)  # what it warns of
+    own = schedule([prompts_file], None, history=[history], settings=dataclasses.replace(shuffle, seed=2))
+    assert not any("--seed" in w for w in own.summary["warnings"])
+    assert steps(own) != steps(first)
+    probe = write_jsonl(tmp_path / "probe.jsonl", [{"prompt_id": "p1", "response_tokens": 100}])
+    assert not any("--seed" in w for w in schedule([prompts_file], None, history=[probe]).summary["warnings"])
+
+
 def test_history_calibrates_every_prompt_and_is_recorded(tmp_path, prompts_file):
     """History of a few prompts of source "a" at 20x the model's scale: every prompt is corrected, the fit is in
     the summary and the metadata, and the file is format 1.1 (a new optional key)."""

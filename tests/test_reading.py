@@ -1007,10 +1007,17 @@ def test_latest_epochs_keeps_the_historys_last_epochs_and_refuses_rows_without_o
     assert latest_epochs(frame, 9, [path]).height == 3
     with pytest.raises(SettingsError, match="--history-epochs must be at least 1"):
         latest_epochs(frame, 0, [path])
-    unmarked = write_jsonl(tmp_path / "u.jsonl", [*rows, {"prompt_id": "b", "response_tokens": 5}])
-    with pytest.raises(SettingsError, match=r"1 samples of .*u.jsonl say no epoch, so the latest cannot be told; "
+    # A probe observed before training (no epoch) beside the epochs' logs is epoch -1: an OpenRLHF newcomer's
+    # `--history-epochs 1` was refused there.
+    probed = write_jsonl(tmp_path / "u.jsonl", [*rows, {"prompt_id": "b", "response_tokens": 5}])
+    frame = read_lengths([probed])[0]
+    assert latest_epochs(frame, 1, [probed])["response_tokens"].to_list() == [300]
+    assert latest_epochs(frame, 3, [probed])["response_tokens"].to_list() == [100, 200, 300]
+    assert sorted(latest_epochs(frame, 4, [probed])["response_tokens"].to_list()) == [5, 100, 200, 300]
+    only = write_jsonl(tmp_path / "o.jsonl", [{"prompt_id": "b", "response_tokens": 5}])
+    with pytest.raises(SettingsError, match=r"no sample of .*o.jsonl says its epoch, so the latest cannot be told; "
                                             r"observe each log with --epoch E"):
-        latest_epochs(read_lengths([unmarked])[0], 1, [unmarked])
+        latest_epochs(read_lengths([only])[0], 1, [only])
 
 
 def test_a_twin_takes_one_path_as_well_as_a_list(tmp_path):

@@ -617,6 +617,13 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
         from asp_cli.reading.history_ids import unmatched_warnings
 
         warnings.extend(unmatched_warnings(prompts[C.PROMPT_ID], history))
+        latest = history[C.EPOCH].max() if C.EPOCH in history.columns else None
+        if latest is not None and settings.seed <= int(latest):  # type: ignore[arg-type]
+            # An OpenRLHF newcomer's epoch-by-epoch loop kept the default seed: every epoch the same train batches.
+            warnings.append(
+                f"the history holds epochs up to {int(latest)}, and this schedule has --seed {settings.seed}: a "  # type: ignore[arg-type]
+                "schedule made with an earlier epoch's seed deals that epoch's shuffles again (the same train batches "
+                f"every epoch); give each epoch its own seed, e.g. --seed {int(latest) + 1} (the epoch's number)")  # type: ignore[arg-type]
         over = int((history[C.RESPONSE_TOKENS] > settings.max_response_tokens).sum())
         if over:
             warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "

@@ -291,19 +291,21 @@ def latest_epochs(frame: pl.DataFrame, epochs: int, paths: Sequence[Path]) -> pl
     for a policy whose lengths move as training goes on (a newcomer's run whose lengths grew 1.4x an epoch had its
     third epoch predicted at 0.68x, every epoch of history weighed alike).
 
+    Samples without an epoch beside numbered ones count as epoch -1, before the first: a probe observed before
+    training (docs/probe.md), which an OpenRLHF newcomer's `--history-epochs 1` refused beside two epochs' logs.
+
     Raises
     ------
     SettingsError
-        ``epochs`` below 1, or history rows without an epoch (nothing says which epoch they are of).
+        ``epochs`` below 1, or no history row with an epoch (nothing says which epoch is the latest).
     """
     if epochs < 1:
         raise SettingsError(f"--history-epochs must be at least 1 (got {epochs}); leave it out to use every epoch")
-    missing = int(frame[C.EPOCH].null_count())
-    if missing:
-        names = ", ".join(str(p) for p in paths)
-        raise SettingsError(f"--history-epochs {epochs}: {missing:,} samples of {names} say no epoch, so the latest "
-                            "cannot be told; observe each log with --epoch E (asp observe), or leave --history-epochs out")
     if not frame.height:
         return frame
-    last = int(frame[C.EPOCH].max())
-    return frame.filter(pl.col(C.EPOCH) > last - epochs)
+    if frame[C.EPOCH].null_count() == frame.height:
+        names = ", ".join(str(p) for p in paths)
+        raise SettingsError(f"--history-epochs {epochs}: no sample of {names} says its epoch, so the latest cannot "
+                            "be told; observe each log with --epoch E (asp observe), or leave --history-epochs out")
+    last = int(frame[C.EPOCH].max())  # type: ignore[arg-type]
+    return frame.filter(pl.col(C.EPOCH).fill_null(-1) > last - epochs)
