@@ -122,6 +122,8 @@ CASES = [
     ("E66", ["observe", "{tmp}/log_nolength.jsonl", "-o", "{tmp}/h.parquet"], 3,
      "log_nolength.jsonl: no response length column found (looked for response_tokens, response_length, "
      "completion_tokens"),
+    ("E66", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/good.jsonl"], 3,
+     "good.jsonl: holds prompts but no response lengths (looked for response_tokens, "),
     ("E67", ["observe", "{tmp}/log_strangers.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
      "nothing to write: all 1 rows were left out because their prompt ids (1 ids, e.g. 'zz') are not in the "
      "dataset"),

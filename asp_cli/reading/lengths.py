@@ -55,6 +55,11 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
             raise InputError(f"{path}: holds response text without prompt ids (a verl, OpenRLHF or slime rollout "
                              "dump?); turn it into lengths first: asp observe "
                              f"{path.name} --dataset PROMPTS -o history.parquet, then pass history.parquet")
+        if options.length_key is None and not lowered & set(C.LENGTH_KEYS) and lowered & set(C.PROMPT_KEYS):
+            # A prompt file given as a history was told "no prompt id column found" (an OpenRLHF newcomer's).
+            raise InputError(f"{path}: holds prompts but no response lengths (looked for {', '.join(C.LENGTH_KEYS)}); "
+                             "give observed lengths, one row per sample: a rollout log (`asp observe` turns one into a "
+                             f"history), not the prompts (or name the length column with {options.length_flag})")
         # A dotted key reaches into objects (a slime sample dump's `metadata.prompt_id`), as the prompts' --id-key.
         frame = with_nested_key(with_nested_key(frame, options.length_id_key), options.length_key)
         id_col = find_column(frame, C.ID_KEYS, options.length_id_key, what="prompt id", flag=options.length_id_flag,
