@@ -56,6 +56,12 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
                     "--order", "train")
     assert result.exit_code == 0, result.output
     assert "contiguous chunks, one per rollout worker:" in result.stderr and "chunking)" not in result.stderr
+    # Each trainer's own settings, as verl's are printed (an OpenRLHF newcomer was sent to the docs for them).
+    from _schedules import BATCH
+
+    assert (f"slime --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES}, no --rollout-shuffle; OpenRLHF "
+            f"--rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES}, its dataloader's hard-coded "
+            "shuffle patched off") in " ".join(result.stderr.split())
 
 
 def test_export_json_is_the_only_stdout(built, tmp_path):  # noqa: F811

@@ -62,7 +62,11 @@ def export_command(
                 say(f"  set in verl {summary['verl_version']}{trainer_name}: "
                     + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
             elif format == "jsonl":
-                say("  read it in file order (slime: no --rollout-shuffle; OpenRLHF: see docs/integrations.md)"
+                g, n = summary["train_batch_size"], summary["samples_per_prompt"]
+                # An OpenRLHF newcomer was pointed at the docs for settings verl users are given here.
+                say(f"  read it in file order: slime --rollout-batch-size {g} --n-samples-per-prompt {n}, no "
+                    f"--rollout-shuffle; OpenRLHF --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its "
+                    "dataloader's hard-coded shuffle patched off or asp's ScheduleSampler (docs/integrations.md)"
                     + ("; a trainer that reads batches of consecutive rows wants --order train (dispatch order's "
                        "batches mix training steps)" if result.order == "dispatch" else ""))
             for warning in result.warnings:

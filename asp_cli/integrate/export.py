@@ -251,7 +251,9 @@ def export(
         picked = picked.with_columns(rows["prompt_id"].cast(pl.String).alias("prompt_id"))
         if "(row number)" in id_columns:
             warnings.append("the dataset has no id column, so the export adds `prompt_id` (the row-number id of the "
-                            "schedule); keep it in the rollout log so `asp observe` can match the samples")
+                            "schedule); keep it in the rollout log so `asp observe` can match the samples (where no "
+                            "field of the row reaches the log, as in OpenRLHF, log each sample's prompt and response "
+                            "text: `asp observe LOG --dataset` matches them by text)")
     asp = rows.select(([pl.col("prompt_id").cast(pl.String).alias(f"{prefix}prompt_id")] if metadata_key else [])
                       + [pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
     if route != "none":  # the planned instance or predicted length, ordered by position in the file (`verl_router`)
