@@ -178,8 +178,9 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         size = _lookup(data_config, "train_batch_size")
         if size is not None and int(size) != self.replay.train_batch_size:
             raise SettingsError(
-                f"data.train_batch_size={int(size)} but the schedule was made with --train-batch-size "
-                f"{self.replay.train_batch_size}; make them equal, or the batches will not line up"
+                f"train_batch_size={int(size)} (verl's data.train_batch_size, OpenRLHF's --rollout.batch_size) but "
+                f"the schedule was made with --train-batch-size {self.replay.train_batch_size}; make them equal, or "
+                "the batches will not line up"
             )
         self._check_dataset(data_source)
         self._orders: dict[int, list[int]] = {}
