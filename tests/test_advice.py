@@ -72,3 +72,22 @@ def dataclass_replace(settings, **changes):
     import dataclasses
 
     return dataclasses.replace(settings, **changes)
+
+
+def test_steps_of_a_single_data_source_are_warned_about_beyond_a_shuffles_chance():
+    """An OpenRLHF newcomer's GSM8K + code mix was trained math first, then code; the summary spoke of lengths."""
+    from asp_cli.arrange.advice import source_warnings
+
+    sources = pl.DataFrame({"row": list(range(16)), "data_source": ["gsm8k"] * 8 + ["lcb"] * 8})
+    sorted_steps = pl.DataFrame({"row": list(range(16)), "train_step": [r // 4 for r in range(16)]})
+    (warning,) = source_warnings(sorted_steps, sources)
+    assert warning.startswith("4 of 4 training steps hold a single data source (gsm8k: steps 0-1; lcb: steps 2-3), "
+                              "where a shuffle's would mix the epoch's 2: a curriculum by source")
+    mixed = sorted_steps.with_columns(pl.Series("train_step", [r % 4 for r in range(16)]))
+    assert source_warnings(mixed, sources) == []
+    # Steps of 2 groups of two even sources are single-source half the time by chance: not a curriculum.
+    pairs = pl.DataFrame({"row": list(range(16)), "train_step": [r // 2 for r in range(16)]})
+    assert source_warnings(pairs, sources) == []
+    one = sources.with_columns(pl.lit("gsm8k").alias("data_source"))
+    assert source_warnings(sorted_steps, one) == [] and source_warnings(sorted_steps, one.with_columns(
+        pl.lit(None, pl.String).alias("data_source"))) == []

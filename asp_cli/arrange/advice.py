@@ -1,8 +1,8 @@
 """What a finished plan means for the trainer that will read it: warnings `asp schedule` adds to its summary.
 
 Each is legal but probably not what the user meant: a step cut short at the end of every epoch (a trainer that
-reads fixed batches of consecutive rows, as verl's does, then cuts across the schedule's steps), and a
-synchronous plan whose steps cannot keep every instance busy.
+reads fixed batches of consecutive rows, as verl's does, then cuts across the schedule's steps), a
+synchronous plan whose steps cannot keep every instance busy, and steps that each hold one data source only.
 """
 
 from __future__ import annotations
@@ -68,3 +68,45 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
             f"minibatch{'' if minibatches == 1 else 'es'} in all): those instances would idle through the whole "
             "rollout; plan fewer --instances or smaller minibatches (--minibatch-size)")
     return warnings
+
+
+def source_warnings(frame: pl.DataFrame, sources: pl.DataFrame) -> list[str]:
+    """A warning where many of ``frame``'s training steps hold one data source only, far more than a shuffle's would
+    (``sources``: each input row's ``row`` and ``data_source``): an OpenRLHF newcomer's mix of GSM8K and code was
+    trained math first, then code, and the summary spoke only of a step's mean length."""
+    known = sources.drop_nulls("data_source")
+    shares = known["data_source"].value_counts(normalize=True)
+    if shares.height < 2 or not frame.height:
+        return []
+    steps = (frame.select("row", "train_step").join(known, on="row", how="inner")
+             .group_by("train_step").agg(pl.len().alias("groups"), pl.col("data_source").n_unique().alias("kinds"),
+                                         pl.col("data_source").first().alias("only")).sort("train_step"))
+    size = int(steps["groups"].median() or 0)
+    share = dict(zip(shares["data_source"].to_list(), shares["proportion"].to_list(), strict=True))
+    single = steps.filter((pl.col("kinds") == 1) & (pl.col("groups") >= 2))
+    # A shuffle's step of B groups holds one source with probability about sum_s p_s^B.
+    by_chance = sum(p ** size for p in share.values()) if size >= 2 else 1.0
+    fraction = single.height / steps.height
+    if fraction < 0.25 or fraction <= 3 * by_chance:
+        return []
+    runs = []
+    for name, part in single.group_by("only", maintain_order=True).agg(pl.col("train_step")).iter_rows():
+        runs.append((len(part), f"{name}: {_ranges(part)}"))
+    shown = "; ".join(text for _, text in sorted(runs, key=lambda r: -r[0])[:3]) + ("; ..." if len(runs) > 3 else "")
+    return [f"{single.height:,} of {steps.height:,} training steps hold a single data source ({shown}), where a "
+            f"shuffle's would mix the epoch's {len(share)}: a curriculum by source, not only by length; --steps "
+            "representative keeps steps about a shuffle's"]
+
+
+def _ranges(steps: list[int]) -> str:
+    """``steps 0-3, 7``: sorted step numbers as runs."""
+    parts: list[str] = []
+    start = prev = steps[0]
+    for step in [*steps[1:], None]:
+        if step is not None and step == prev + 1:
+            prev = step
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if step is not None:
+            start = prev = step
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(parts)

@@ -21,7 +21,7 @@ from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import LagBoundError, SettingsError, shown_id
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
-from asp_cli.arrange.advice import plan_warnings
+from asp_cli.arrange.advice import plan_warnings, source_warnings
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
 from asp_cli.arrange.interleaving import (
     balanced_assignment,
@@ -532,9 +532,13 @@ def schedule(
     )
     note("packing and interleaving")
     # The arrangement reads ids and rows only: drop the metadata columns (the calibration has used them).
+    sources = prompts.select(C.ROW, C.DATA_SOURCE) if C.DATA_SOURCE in prompts.columns else None
     prompts = prompts.select(C.ROW, C.PROMPT_ID)
     frame, choice = plan(prompts, predicted, settings, preset=preset)
     warnings = _input_warnings(prompts, history_frame, settings, preset) + plan_warnings(frame, settings)
+    if sources is not None:
+        warnings.extend(source_warnings(frame, sources))
+    del sources
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())
     unnamed = [Path(name).name for name, used in read_report.columns_used.items() if used.get("id") == "(row number)"]
