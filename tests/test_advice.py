@@ -91,3 +91,12 @@ def test_steps_of_a_single_data_source_are_warned_about_beyond_a_shuffles_chance
     one = sources.with_columns(pl.lit("gsm8k").alias("data_source"))
     assert source_warnings(sorted_steps, one) == [] and source_warnings(sorted_steps, one.with_columns(
         pl.lit(None, pl.String).alias("data_source"))) == []
+
+
+def test_a_prompt_without_a_source_mixes_its_step():
+    from asp_cli.arrange.advice import source_warnings
+
+    sources = pl.DataFrame({"row": list(range(16)), "data_source": ["gsm8k"] * 7 + [None] + ["lcb"] * 8})
+    steps = pl.DataFrame({"row": list(range(16)), "train_step": [r // 4 for r in range(16)]})
+    (warning,) = source_warnings(steps, sources)
+    assert warning.startswith("3 of 4 training steps hold a single data source (lcb: steps 2-3; gsm8k: step 0)")
