@@ -319,26 +319,49 @@ def _lock_path(output: Path) -> Path:
 def locked(output: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``output`` for a read-modify-write (see the module docstring).
 
-    The lock is a flock on ``.NAME.asp-lock`` beside the output, which stays there (removing it would let a
-    third run lock a new file while a second still holds the old one).
+    The lock is a flock on ``.NAME.asp-lock`` beside the output, removed by the holder before it lets go (a
+    newcomer found one left beside every history, in their git status). A waiter that then gets the lock of a
+    file no longer at that name (removed, or made anew by a third run) lets it go and locks the file there now:
+    the lock held is always the one on the name's current file (the usual unlink-safe lock file).
     """
     import fcntl
 
     path = _lock_path(output)
+    testhooks.pause("lock-wait")
+    while True:
+        try:
+            handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise cannot_write(path, exc) from None
+        try:
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    # Poll rather than block: a Ctrl-C the kernel hands to another thread would not interrupt a
+                    # blocking flock, and the command would wait for the other run before it could stop.
+                    time.sleep(_LOCK_POLL_S)
+            if not _still_named(handle, path):
+                os.close(handle)
+                continue
+        except BaseException:
+            os.close(handle)
+            raise
+        break
     try:
-        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise cannot_write(path, exc) from None
-    try:
-        testhooks.pause("lock-wait")
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                # Poll rather than block: a Ctrl-C the kernel hands to another thread would not interrupt a
-                # blocking flock, and the command would wait for the other run before it could stop.
-                time.sleep(_LOCK_POLL_S)
         yield
     finally:
+        with contextlib.suppress(OSError):  # left behind where it cannot be removed: harmless, as before
+            os.unlink(path)
         os.close(handle)  # closing the last descriptor releases the lock
+
+
+def _still_named(handle: int, path: Path) -> bool:
+    """Whether the open lock file ``handle`` is still the file at ``path``."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(handle)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

@@ -242,7 +242,7 @@ def test_lengths_errors_name_reports_own_options_and_skip_works(schedules, tmp_p
     prompts_only = tmp_path / "prompts.jsonl"
     prompts_only.write_text('{"id": "a", "prompt": "x"}\n')
     result = run(schedules / "a.parquet", "--lengths", prompts_only)
-    assert result.exit_code == 3 and "name the right one with --lengths-length-key" in result.stderr
+    assert result.exit_code == 3 and "holds prompts but no response lengths" in result.stderr and "--lengths-length-key" in result.stderr
     bad = tmp_path / "lengths.csv"
     bad.write_text("prompt_id,response_tokens\np0,120\np1,abc\n")
     result = run(schedules / "a.parquet", "--lengths", bad)

@@ -296,7 +296,7 @@ def test_simulate_lengths_errors_name_its_options_and_skip_bad_rows(built, tmp_p
     prompts_only = tmp_path / "prompts.jsonl"
     prompts_only.write_text('{"id": "a", "prompt": "x"}\n')
     result = invoke("simulate", built["schedule"], "--lengths", prompts_only, "-q")
-    assert result.exit_code == ExitCode.BAD_INPUT and "name the right one with --lengths-length-key" in result.stderr
+    assert result.exit_code == ExitCode.BAD_INPUT and "holds prompts but no response lengths" in result.stderr and "--lengths-length-key" in result.stderr
     ids = pl.read_parquet(built["schedule"])["prompt_id"].unique().sort().to_list()
     lengths = tmp_path / "lengths.jsonl"
     lengths.write_text("".join(json.dumps({"prompt_id": i, "response_tokens": 80}) + "\n" for i in ids)

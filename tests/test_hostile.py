@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 import signal
 import tracemalloc
 import zipfile
@@ -527,6 +528,41 @@ def test_two_appends_into_one_history_keep_both_logs(tmp_path):
     frame, ingested = read_history(history)
     assert sorted(frame["prompt_id"].to_list()) == ["p1"] * 3 + ["p2"] * 3 + ["s"]
     assert [entry["name"] for entry in ingested] == ["seed.jsonl", "log1.jsonl", "log2.jsonl"]
+    assert not list(tmp_path.glob(".*asp-lock"))  # the holder removes it (one was left beside every history)
+
+
+def test_a_lock_whose_file_was_removed_or_replaced_is_taken_again_on_the_files_new_lock(tmp_path):
+    """The waiter that gets the lock of a removed lock file must not run beside a third run that locked the file
+    made anew at that name: it lets go and locks the name's current file."""
+    import fcntl
+    import threading
+
+    from asp_cli import output
+
+    target = tmp_path / "h.parquet"
+    lock = output._lock_path(target)
+    first = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(first, fcntl.LOCK_EX)
+    order: list[str] = []
+
+    def waiter() -> None:
+        with output.locked(target):
+            order.append("waiter in")
+            order.append("waiter out")
+
+    thread = threading.Thread(target=waiter, daemon=True)  # a failed test must not hang the run
+    thread.start()
+    time.sleep(0.3)  # the waiter polls the first file's lock
+    os.unlink(lock)  # the holder removes the name, then a third run makes and locks a new file there
+    third = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(third, fcntl.LOCK_EX)
+    os.close(first)  # the old file's lock is free now: the waiter must see it is no longer the name's
+    time.sleep(0.3)
+    order.append("third still holds")
+    os.unlink(lock)
+    os.close(third)
+    thread.join(timeout=10)
+    assert order == ["third still holds", "waiter in", "waiter out"] and not lock.exists()
 
 
 def test_sigkill_before_and_after_publishing_leaves_old_or_new(tmp_path):
