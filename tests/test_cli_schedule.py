@@ -407,8 +407,11 @@ def test_on_servers_the_summary_counts_request_batches(tmp_path):
                     "--arrangement", "shuffle")
     assert result.exit_code == 0, result.stderr
     first = result.stderr.splitlines()[0]
-    assert "rows, 3,540 request batches (minibatches: each sent to the servers at once; a single prompt in an " \
-           "arrangement that sends prompts one by one) on 4 instances" in first
+    # (and an OpenRLHF newcomer could not parse the line that said so: requests, plainly)
+    assert "rows, 3,540 requests of one prompt each (its group of samples) on 4 instances" in first
+    bands = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "b.parquet", "--engine", "streaming",
+                   "--arrangement", "bands")
+    assert " request batches (a few prompts sent to the servers at once) on 4 instances" in bands.stderr
     blocking = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--arrangement", "shuffle")
     assert "request batches" not in blocking.stderr and " minibatches on 4 instances" in blocking.stderr
 

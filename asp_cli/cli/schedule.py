@@ -189,14 +189,22 @@ def _padding_note(summary: dict) -> str:
                                                           if choice.get("setting") == "auto" else ""))
 
 
+def _units(summary: dict) -> str:
+    """What the schedule sends: minibatches, or on engines that refill its requests (an OpenRLHF newcomer could not
+    parse "request batches (minibatches: each sent ...; a single prompt in an arrangement that sends ...)")."""
+    count = summary["minibatches"]
+    if (summary.get("arrangement") or {}).get("engine") != "streaming":
+        return f"{count:,} minibatches"
+    if count == summary["rows"]:
+        return f"{count:,} requests of one prompt each (its group of samples)"
+    return f"{count:,} request batches (a few prompts sent to the servers at once)"
+
+
 def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
         f"Wrote {output}: {summary['prompts']:,} prompts x {summary['epochs']} epoch(s) = {summary['rows']:,} rows, "
-        f"{summary['minibatches']:,} " + ("request batches (minibatches: each sent to the servers at once; a single "
-                                          "prompt in an arrangement that sends prompts one by one)"
-                                          if (summary.get("arrangement") or {}).get("engine") == "streaming"
-                                          else "minibatches")
+        + _units(summary)
         + f" on {summary['instances']} instances, {summary['train_steps']:,} train steps.",
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths" + _drawn_padding(summary) + "; `asp simulate` reports the empty "
