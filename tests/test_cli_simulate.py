@@ -606,3 +606,11 @@ def test_a_lag_past_the_bound_says_the_schedule_could_not_keep_it(built, tmp_pat
     assert _released({"lag_rule_released": 3}, {"max_lag": 0}).strip().startswith("3 minibatch(es) let go")
     assert _released({"lag_rule_released": 0}, {"max_lag": 0}) == ""
     assert _released({"lag_rule_released": 3}, {"max_lag": None}) == ""
+
+
+def test_json_numbers_keep_their_whole_part_and_whole_numbers():
+    """6 significant digits, but never of the whole part (85899345920.0 read 85899300000.0 in a review)."""
+    from asp_cli.cli.common import _short_floats
+
+    assert _short_floats({"a": [316.1459198875969, 1234567.891, 85899345920.0, 2.2013577928643653e-05, -0.5]}) == {
+        "a": [316.146, 1234568.0, 85899345920.0, 2.20136e-05, -0.5]}

@@ -158,15 +158,22 @@ def test_a_half_written_last_line_is_said_as_cut_short(tmp_path, streamed):
 
     read = read_prompts_streamed if streamed else read_prompts
     path = tmp_path / "p.jsonl"
-    for tail in ('{"question": "b', '{"question": ', '{"question": "b"'):
+    for tail in ('{"question": "b', '{"question": ', '{"question": "b"', '{"question": "b", "ok": tru',
+                 '{"question": "b", "n": 12.', '{"question": "b", "x": [1, 2'):
         path.write_text('{"question": "a"}\n' + tail)
         with pytest.raises(InputError, match=r"p.jsonl:2: the file ends inside this line \(cut short"):
             read([path])
         assert read([path], ReadOptions(on_bad_row="skip"))[0].height == 1
-    for whole in ('{"question": "a"}\n{"question" "b"}', '{"question": "a"}\n{"question": "b\n'):
+    for whole in ('{"question": "a"}\n{"question" "b"}', '{"question": "a"}\n{"question": "b\n',
+                  # an earlier bad line whose text is also the unfinished last one's (it was said as cut short)
+                  '{"question": "a"}\n{"question": \n{"question": "c"}\n{"question": '):
         path.write_text(whole)  # a typo on an unfinished last line, or the last line ended: malformed as before
         with pytest.raises(InputError, match=r"p.jsonl:2: malformed JSON"):
             read([path])
+    # Cut inside a character: it was told to re-encode the file (iconv), which would corrupt it.
+    path.write_bytes('{"question": "a"}\n{"question": "日本'.encode()[:-1])
+    with pytest.raises(InputError, match=r"p.jsonl:2: the file ends inside a character of this line \(cut short"):
+        read([path])
 
 
 def test_malformed_line_is_named_and_can_be_skipped(tmp_path):

@@ -420,6 +420,9 @@ def test_source_key_names_a_source_under_another_name(tmp_path, batch_bytes):
     assert "source" not in read_prompts([path])[1].columns_used[str(path)]  # as before where none is named
     with pytest.raises(InputError, match=r"p\.jsonl: no column 'kind' \(from --source-key\); columns are: question, "):
         read_prompts([path], ReadOptions(source_key="kind"))
+    with pytest.raises(InputError, match=r"column 'metadata' \(from --source-key\) holds objects, not a name; name a "
+                                         r"field inside them \(metadata.task\)"):
+        read_prompts([path], ReadOptions(source_key="metadata"))  # it was read as no source, without a word
     with pytest.raises(SettingsError, match="--source-key must name a column"):
         ReadOptions(source_key="")
 

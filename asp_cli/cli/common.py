@@ -70,13 +70,19 @@ JSON_SIGNIFICANT_DIGITS = 6  # a --json number's precision: `asp simulate` print
 
 def emit_json(document: Any) -> None:
     """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs, every number that is not
-    whole given to `JSON_SIGNIFICANT_DIGITS` significant digits (the library's own results keep theirs)."""
+    whole given to `JSON_SIGNIFICANT_DIGITS` significant digits, its whole part always whole (the library's own
+    results keep theirs)."""
     write_stdout(json.dumps(_short_floats(document), indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def _short_floats(value: Any) -> Any:
     if isinstance(value, float):
-        return float(f"{value:.{JSON_SIGNIFICANT_DIGITS}g}") + 0.0 if math.isfinite(value) else value
+        if not math.isfinite(value) or value.is_integer():
+            return value
+        whole = len(str(int(abs(value)))) if abs(value) >= 1 else 0
+        if whole:  # never the whole part: 1234567.891 is 1234568.0, not 1234570.0
+            return round(value, max(0, JSON_SIGNIFICANT_DIGITS - whole)) + 0.0
+        return float(f"{value:.{JSON_SIGNIFICANT_DIGITS}g}") + 0.0
     if isinstance(value, dict):
         return {k: _short_floats(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

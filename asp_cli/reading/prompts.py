@@ -434,7 +434,16 @@ def source_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tu
     """
     if key is not None:
         frame = with_nested_key(frame, key)
-        return frame, find_column(frame, C.SOURCE_KEYS, key, what="source", flag="--source-key", path=path)
+        found = find_column(frame, C.SOURCE_KEYS, key, what="source", flag="--source-key", path=path)
+        dtype = frame.schema[key]
+        if not (dtype == pl.String or dtype.is_numeric() or dtype == pl.Boolean or dtype == pl.Null):
+            # An object or a list named as the source was read as no source at all, without a word.
+            fields = ", ".join(f"{key}.{f.name}" for f in dtype.fields[:3]) + (
+                ", ..." if len(dtype.fields) > 3 else "") if isinstance(dtype, pl.Struct) and dtype.fields else ""
+            raise InputError(f"{path}: column {key!r} (from --source-key) holds "
+                             + (f"objects, not a name; name a field inside them ({fields})" if fields else
+                                "lists or objects, not a name; name a column of text"))
+        return frame, found
     found = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
     if found is not None:
         return frame, found

@@ -509,7 +509,10 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
     """
     records: list[dict[str, Any]] = []
     nul_names = _NUL_ESCAPE in data  # a key can start with NUL only written as this escape (JSON text has no raw NUL)
-    for number, raw in enumerate(data.split(b"\n"), start=first_line):
+    pieces = data.split(b"\n")
+    unfinished = len(pieces) - 1 if pieces[-1].strip() else -1  # the last line, where no newline ends it
+    for index, raw in enumerate(pieces):
+        number = first_line + index
         if not raw.strip():
             continue
         problem = None
@@ -526,7 +529,7 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
             problem = "not valid UTF-8; re-encode the file as UTF-8"
         except json.JSONDecodeError as exc:
             problem = f"malformed JSON at column {exc.colno} ({exc.msg})"
-            if _cut_short(data, raw, exc):
+            if index == unfinished and _ran_out(raw, exc):
                 problem = ("the file ends inside this line (cut short: a log still being written, or a copy "
                            "interrupted)")
         except DuplicateKey as exc:
@@ -547,12 +550,19 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
     return records_to_frame(records)
 
 
-def _cut_short(data: bytes, raw: bytes, exc: json.JSONDecodeError) -> bool:
-    """Whether a malformed line is the unfinished end of the text: its last line, no newline after it, the parser
-    out of input (an observe of a log still being written met a half-written last line, said as malformed JSON)."""
-    if not data.endswith(raw) or data.endswith(b"\n"):
-        return False
-    return exc.msg.startswith("Unterminated") or exc.pos >= len(raw.decode("utf-8", "replace").rstrip())
+_UNFINISHED_NUMBER = re.compile(r"-?[0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]*)?")
+
+
+def _ran_out(raw: bytes, exc: json.JSONDecodeError) -> bool:
+    """Whether the parser of an unfinished last line (no newline after it) ran out of text: in a string, at its end,
+    or with only the start of a literal or number left (`tru`, `12.`; an observe of a log still being written met a
+    half-written last line, said as malformed JSON)."""
+    text = raw.decode("utf-8", "replace").rstrip()
+    if exc.msg.startswith("Unterminated") or exc.pos >= len(text):
+        return True
+    tail = text[exc.pos:].strip()
+    return any(word.startswith(tail) for word in ("true", "false", "null")) or bool(
+        _UNFINISHED_NUMBER.fullmatch(tail))
 
 
 _NUL_ESCAPE = b"\\u0000"  # JSON's only spelling of a NUL character in text (a raw one is malformed JSON)

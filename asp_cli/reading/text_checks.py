@@ -38,6 +38,10 @@ def check_utf8(path: Path, data: bytes, first_line: int = 1) -> None:
         # The byte counted from 1 within its line, as an editor's column: the same whichever reader (whole file
         # or streamed batches) found it.
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        if exc.reason == "unexpected end of data" and exc.end == len(data):
+            # A log still being written, cut inside a character: re-encoding (the advice below) would corrupt it.
+            raise InputError(f"{path}:{line}: the file ends inside a character of this line (cut short: a log "
+                             "still being written, or a copy interrupted); read it once the writer has finished")
         raise InputError(
             f"{path}:{line}: not valid UTF-8 (byte {column} of the line); re-encode the file as UTF-8, "
             "for example with `iconv -f LATIN1 -t UTF-8`"
