@@ -328,3 +328,37 @@ def test_fit_on_text_without_spaces_and_an_infinite_difficulty(tmp_path):
                                  "-o", str(tmp_path / "p.parquet")])
     assert result.exit_code == 0, result.output
 
+
+
+def test_a_model_fitted_with_a_source_key_warns_where_the_prompts_carry_no_source(tmp_path):
+    """Fitted with --source-key and used without it, a model predicted without its per-source terms, silently."""
+    rng = np.random.default_rng(0)
+    words = ["solve", "find", "prove", "sum", "count", "list", "sort", "graph", "prime", "array"]
+    rows, prompts = [], []
+    for i in range(120):
+        task = "code" if i % 2 else "math"
+        text = " ".join(rng.choice(words, 8).tolist()) + f" item {i}"
+        prompts.append({"id": f"p{i}", "prompt": text, "task": task})
+        rows += [{"id": f"p{i}", "prompt": text, "task": task,
+                  "response_tokens": int((2000 if task == "code" else 200) * np.exp(rng.normal(0, 0.2)))}
+                 for _ in range(2)]
+    data, model, plain = tmp_path / "obs.jsonl", tmp_path / "m.skops", tmp_path / "p.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    plain.write_text("".join(json.dumps(r) + "\n" for r in prompts))
+    fitted = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(model), "--source-key", "task", "--json"])
+    assert fitted.exit_code == 0, fitted.output
+    assert json.loads(fitted.stdout)["data_sources"] == ["code", "math"]
+    said = ("m.skops learned a term per data source ('code', 'math'), but no prompt here carries one: it predicts "
+            "without them; name the source column with --source-key, as when it was fitted")
+    for command in (["predict", str(plain), "-o", str(tmp_path / "a.parquet")],
+                    ["eval", str(data), "--model", str(model)]):
+        bare = runner.invoke(app, ["predictor", *command, "--json", *(["--model", str(model)]
+                                                                     if command[0] == "predict" else [])])
+        assert bare.exit_code == 0, bare.output
+        assert said in json.loads(bare.stdout)["warnings"]
+    keyed = runner.invoke(app, ["predictor", "predict", str(plain), "-o", str(tmp_path / "b.parquet"), "--model",
+                                str(model), "--source-key", "task", "--json"])
+    assert keyed.exit_code == 0 and json.loads(keyed.stdout)["warnings"] == []
+    from asp_cli.arrange.pipeline import schedule
+
+    assert said in schedule([plain], None, predictor=model).summary["warnings"]

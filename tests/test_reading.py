@@ -215,6 +215,21 @@ def test_duplicate_ids_name_lines_past_blank_and_skipped_lines(tmp_path, streame
     path.write_text('{"id": "a", "question": "x"}\n{"id": "c",\n{"id": "b", "question": "y"}\n{"id": "a", "question": "z"}\n')
     with pytest.raises(InputError, match=r"\(.*p\.jsonl:1, .*p\.jsonl:4\)"):
         read([path], ReadOptions(on_bad_row="skip"))
+    # Read in batches, a bad line skipped in the first and the repeat in a later one read fast (it said line 22).
+    rows = ['{"id": "a", "question": "x"}', '{"id": "c",'] + [f'{{"id": "r{i}", "question": "q"}}' for i in range(20)]
+    path.write_text("\n".join([*rows, '{"id": "a", "question": "z"}']) + "\n")
+    if streamed:
+        import asp_cli.reading.stream as stream
+
+        before = stream._READ_BYTES
+        stream._READ_BYTES = 64
+        try:
+            with pytest.raises(InputError, match=r"\(.*p\.jsonl:1, .*p\.jsonl:23\)"):
+                read_prompts_streamed([path], ReadOptions(on_bad_row="skip"), batch_bytes=64)
+        finally:
+            stream._READ_BYTES = before
+    with pytest.raises(InputError, match=r"\(.*p\.jsonl:1, .*p\.jsonl:23\)"):
+        read([path], ReadOptions(on_bad_row="skip"))
     parquet = tmp_path / "p.parquet"
     pl.DataFrame({"id": ["a", "b", "a"], "question": ["x", "y", "z"]}).write_parquet(parquet)
     with pytest.raises(InputError, match=r"\(.*p\.parquet row 1, .*p\.parquet row 3\)"):

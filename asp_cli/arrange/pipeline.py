@@ -538,6 +538,10 @@ def schedule(
     warnings = _input_warnings(prompts, history_frame, settings, preset) + plan_warnings(frame, settings)
     if sources is not None:
         warnings.extend(source_warnings(frame, sources))
+        if not predictions:
+            from asp_cli.predict.prediction import lost_sources_warning
+
+            warnings.extend(lost_sources_warning(predictor, sources[C.DATA_SOURCE]))
     del sources
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())

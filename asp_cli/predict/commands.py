@@ -153,7 +153,10 @@ def evaluate_predictor(
     result["model"] = str(model) if model is not None else "default"
     from asp_cli.reading.history_ids import unmatched_warnings
 
-    result["warnings"] = data.warnings + unmatched_warnings(data.prompts[C.PROMPT_ID], past)
+    from asp_cli.predict.prediction import lost_sources_warning
+
+    result["warnings"] = (data.warnings + unmatched_warnings(data.prompts[C.PROMPT_ID], past)
+                          + lost_sources_warning(model, data.prompts[C.DATA_SOURCE]))
     return result
 
 
@@ -212,7 +215,10 @@ def predict_file(
     table = prediction_table(prompts[C.PROMPT_ID], frame, distribution[0], distribution[1], max_response_tokens)
     from asp_cli.reading.history_ids import unmatched_warnings
 
-    result = PredictResult(table, info, warnings=unmatched_warnings(prompts[C.PROMPT_ID], past))
+    from asp_cli.predict.prediction import lost_sources_warning
+
+    result = PredictResult(table, info, warnings=unmatched_warnings(prompts[C.PROMPT_ID], past)
+                           + lost_sources_warning(model, prompts[C.DATA_SOURCE]))
     if output is not None:
         with atomic_path(Path(output), replace=force) as tmp:
             table.write_parquet(tmp, compression="zstd", statistics=False)

@@ -36,6 +36,21 @@ class PredictionInfo:
     details: dict = field(default_factory=dict)
 
 
+def lost_sources_warning(path: Path | None, sources: pl.Series) -> list[str]:
+    """A warning where the user's own predictor (``path``; the bundled one knows sources few datasets name alike)
+    learned per-source terms but no prompt here carries a source (``sources``): a model fitted with --source-key
+    and used without it predicted without them, silently (a review's repro: 358 and 3,006 tokens became 1,036 and
+    1,039)."""
+    if path is None or sources.null_count() < len(sources):
+        return []
+    known = load_predictor(path).sources_
+    if not known:
+        return []
+    names = ", ".join(repr(s) for s in known[:3]) + (", ..." if len(known) > 3 else "")
+    return [f"{Path(path).name} learned a term per data source ({names}), but no prompt here carries one: it "
+            "predicts without them; name the source column with --source-key, as when it was fitted"]
+
+
 def load_predictor(path: Path | None = None):
     """Load a model file (the bundled default when ``path`` is None), cached by path, size and mtime.
 

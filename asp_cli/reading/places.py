@@ -21,15 +21,26 @@ def row_location(path: Path, frame: pl.DataFrame, index: int, fmt: str) -> str:
     return f"{path}: row {index + 1}"  # Parquet: counted from 1, as lines are
 
 
-def place_in_file(file: str, row: int, line: int | None) -> str:
+def place_in_file(file: str, row: int, line: int | None, lines: dict[str, pl.Series | None] | None = None) -> str:
     """Where a prompt is in its file, for a message naming rows of several files: the line of a JSON line (blank
-    lines and skipped bad lines counted, as an editor counts them; error path only: it may reread the file), else
-    the row counted from 1."""
+    lines and skipped bad lines counted, as an editor counts them), else the row counted from 1. Without the line
+    (a block read fast, where a batch before it may have skipped bad lines: a streamed read named line 22 for 23)
+    the file is read again as the reader read it, bad lines skipped (error path only; ``lines`` keeps each file's
+    line numbers, or None where every line was a row, for the next call)."""
     if line is not None:
         return f"{file}:{line}"
-    if file_format(Path(file))[0] == "jsonl":
-        return f"{file}:{jsonl_line_of_row(Path(file), row)}"
-    return f"{file} row {row + 1}"
+    if file_format(Path(file))[0] != "jsonl":
+        return f"{file} row {row + 1}"
+    cache = {} if lines is None else lines
+    if file not in cache:
+        from asp_cli.reading.tables import ReadReport, read_table
+
+        table = read_table(Path(file), on_bad_row="skip", report=ReadReport())
+        cache[file] = table[LINE] if LINE in table.columns else None
+    numbers = cache[file]
+    if numbers is not None and row < numbers.len():
+        return f"{file}:{numbers[row]}"
+    return f"{file}:{jsonl_line_of_row(Path(file), row)}"
 
 
 def jsonl_line_of_row(path: Path, index: int) -> int:

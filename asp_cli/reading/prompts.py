@@ -487,7 +487,8 @@ def _check_unique_ids(frame: pl.DataFrame, named: str | None = None) -> None:
         # Each file's own place (the global row of a second file's first row is not where it is): a JSON line's
         # line, blank lines and skipped bad lines counted (they were once not), else the row counted from 1.
         shown = rows.head(_PLACES_SHOWN)
-        places = ", ".join(place_in_file(f, r, n) for f, r, n in
+        lines: dict = {}
+        places = ", ".join(place_in_file(f, r, n, lines) for f, r, n in
                            zip(shown["source_file"], shown[FILE_ROW], shown[FILE_LINE], strict=True))
         if rows.height > _PLACES_SHOWN:
             places += f" and {rows.height - _PLACES_SHOWN:,} more"
