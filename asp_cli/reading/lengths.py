@@ -13,7 +13,7 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
-from asp_cli.reading.places import jsonl_line_of_row
+from asp_cli.reading.places import row_location
 from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.tables import (BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column,
                                     read_table, with_nested_key)
@@ -282,13 +282,10 @@ def _truncated_expr(dtype: pl.DataType) -> pl.Expr:
 
 
 def _length_location(path: Path, fmt: str, where: int, frame: pl.DataFrame) -> str:
+    """``where`` is the line itself where the line-by-line parser read the file, else the row."""
     if "\x00line" in frame.columns:
         return f"{path}:{where}"
-    if fmt == "jsonl":
-        return f"{path}:{jsonl_line_of_row(path, where)}"
-    if fmt == "csv":
-        return f"{path}: row {where + 1} (after the header)"
-    return f"{path}: row {where + 1}"  # Parquet: counted from 1, as lines are
+    return row_location(path, frame, where, fmt)
 
 
 def latest_epochs(frame: pl.DataFrame, epochs: int, paths: Sequence[Path]) -> pl.DataFrame:
