@@ -444,3 +444,20 @@ def test_a_lag_past_the_bound_is_said_with_the_gate_that_holds(tmp_path):
             f"expected max, --max-lag {worst}") in said
     assert invoke("report", out, "--check", "--quiet", "--max-lag", "1").exit_code == 1
     assert invoke("report", out, "--check", "--quiet", "--max-lag", str(worst)).exit_code == 0
+
+
+def test_quiet_keeps_warnings_and_the_summary_names_the_columns_read(tmp_path):
+    """A MindSpeed newcomer's CI ran `asp schedule --quiet` and kept no warning; their `task` column went unused
+    without a word until the second epoch's history said so."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"uid": f"u{i}", "problem": f"Problem {i}", "task": "a", "level": i % 3}
+                                              for i in range(20)])
+    quiet = invoke("schedule", data, "-o", tmp_path / "q.parquet", "--quiet")
+    assert quiet.exit_code == 0 and quiet.stderr.startswith(
+        "Warning: --train-batch-size 128 is larger than the 20 prompts of an epoch")
+    said = invoke("schedule", data, "-o", tmp_path / "s.parquet", "--json")
+    assert ("\n  columns: p.jsonl: prompt 'problem', id 'uid', no data source (--source-key names one), difficulty "
+            "'level'\n") in said.stderr
+    assert json.loads(said.stdout)["columns_used"] == {str(data): {"prompt": "problem", "id": "uid", "source": None,
+                                                                    "difficulty": "level"}}
+    keyed = invoke("schedule", data, "-o", tmp_path / "k.parquet", "--source-key", "task")
+    assert "id 'uid', data source 'task', difficulty 'level'" in keyed.stderr

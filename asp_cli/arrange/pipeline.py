@@ -71,6 +71,8 @@ class ScheduleResult:
     metadata: dict[str, Any]
     summary: dict[str, Any] = field(default_factory=dict)
     output: Path | None = None
+    # per input file, the columns read as what (prompt, id, source, difficulty; None: none found), for people
+    columns: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -597,7 +599,9 @@ def schedule(
         "summary": _finite(summary),
     }
     metadata["format_version"] = format_version_for(metadata, frame)
-    result = ScheduleResult(frame=frame, metadata=metadata, summary=summary)
+    columns = {name: {**used, **read_report.metadata_columns.get(name, {})}
+               for name, used in read_report.columns_used.items()}
+    result = ScheduleResult(frame=frame, metadata=metadata, summary=summary, columns=columns)
     if output is not None:
         note("writing schedule")
         write_schedule(frame, metadata, Path(output), force=force)

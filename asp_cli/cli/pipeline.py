@@ -32,7 +32,7 @@ def export_command(
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not the one the schedule recorded."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary or warnings on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (warnings still are)."),
 ) -> None:
     """Write the dataset's own rows in the schedule's order, with asp's columns, for a trainer to replay."""
     with guarded():
@@ -69,8 +69,8 @@ def export_command(
                     "dataloader's hard-coded shuffle patched off or asp's ScheduleSampler (docs/integrations.md)"
                     + ("; a trainer that reads batches of consecutive rows wants --order train (dispatch order's "
                        "batches mix training steps)" if result.order == "dispatch" else ""))
-            for warning in result.warnings:
-                say(f"Warning: {warning}")
+        for warning in result.warnings:  # under --quiet too (a CI log kept none)
+            say(f"Warning: {warning}")
         if json_output:
             emit_json({"output": str(output), **result.summary, "trainer_settings": result.trainer_settings,
                        "warnings": result.warnings})
@@ -92,7 +92,7 @@ def observe_command(
     unknown_ids: str = typer.Option("skip", "--unknown-ids", help="Rows whose id the schedule/dataset lacks: 'skip' (counted, left out), 'keep' (counted, kept) or 'error'."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json to count verl dump outputs exactly."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary or warnings on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (warnings still are)."),
 ) -> None:
     """Ingest rollout logs (observed response lengths) into a history file for `asp schedule --history`."""
     with guarded():
@@ -122,8 +122,8 @@ def observe_command(
                                                for name, c in shown)
                     + (f" (and {len(used) - 3} more logs)" if len(used) > 3 else "")
                     + ("" if id_key and length_key else "; name others with --id-key and --length-key"))
-            for warning in result.warnings:
-                say(f"Warning: {warning}")
+        for warning in result.warnings:  # under --quiet too (a CI log kept none)
+            say(f"Warning: {warning}")
         if json_output:
             emit_json({"output": str(output), **summary, "warnings": result.warnings})
 

@@ -164,8 +164,8 @@ def predict_command(
                 f"{info.prompts_from_model:,} from the model"
                 + (", corrected by the history)" if info.prompts_from_history else ")"))
             _say_calibration(info.details.get("history"))
-            for warning in result.warnings:
-                say(f"Warning: {warning}")
+        for warning in result.warnings:  # under --quiet too (a CI log kept none)
+            say(f"Warning: {warning}")
         if json_output:
             emit_json({"output": str(output), "prompts": result.table.height, "predictor": info.predictor_name,
                        "predictor_fingerprint": info.predictor_fingerprint,

@@ -63,7 +63,7 @@ def schedule_command(
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary on stderr (warnings still are)."),
     progress: bool = typer.Option(False, "--progress", help="Show each stage on stderr even when it is not a terminal (one line per stage)."),
 ) -> None:
     """Predict response lengths and write a rollout schedule (Parquet) for K instances."""
@@ -118,9 +118,12 @@ def schedule_command(
                 bar.close()
         summary = result.summary
         if not quiet:
-            say(_summary_text(summary, output, bundled=predictor is None and not predictions and not history))
+            say(_summary_text(summary, output, bundled=predictor is None and not predictions and not history)
+                + _columns_line(result.columns))
+        for warning in summary.get("warnings", []):  # under --quiet too: a CI log kept none (a newcomer's)
+            say(f"Warning: {warning}")
         if json_output:
-            emit_json({"output": str(output), **summary})
+            emit_json({"output": str(output), **summary, "columns_used": result.columns})
 
 
 def _lag_line(summary: dict) -> str:
@@ -273,7 +276,24 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
                      "it (`asp probe`, docs/probe.md)")
     if summary.get("skipped_rows"):
         lines.append(f"  skipped {summary['skipped_rows']} bad rows (--on-bad-row skip)")
-    lines.extend(f"Warning: {warning}" for warning in summary.get("warnings", []))
     return "\n".join(lines)
+
+
+def _columns_line(columns: dict[str, dict[str, str | None]]) -> str:
+    """``  columns: p.parquet: prompt 'problem', id 'uid', no data source (--source-key names one), ...``: what each
+    input was read by (a MindSpeed newcomer's `task` column went unused without a word until the second epoch)."""
+    def said(used: dict[str, str | None]) -> str:
+        source, difficulty = used.get("source"), used.get("difficulty")
+        return (f"prompt {used.get('prompt')!r}, id " + (repr(used["id"]) if used.get("id") != "(row number)" else
+                                                          "the row number")
+                + (f", data source {source!r}" if source else ", no data source (--source-key names one)")
+                + (f", difficulty {difficulty!r}" if difficulty else ""))
+
+    by_reading: dict[str, list[str]] = {}
+    for name, used in columns.items():
+        by_reading.setdefault(said(used), []).append(Path(name).name)
+    parts = [", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "") + f": {text}"
+             for text, names in by_reading.items()]
+    return "\n  columns: " + "; ".join(parts) if parts else ""
 
 

@@ -278,6 +278,7 @@ def extract_prompts(
                                  required=False)
     report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)",
                                       **({"source": source_col} if source_key else {})}
+    report.metadata_columns[str(path)] = {"source": source_col, "difficulty": difficulty_col}
     text, messages, bad, deep, not_text = _prompt_text(frame, prompt_col, path)
     row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
     if id_col is None:

@@ -56,6 +56,9 @@ class ReadReport:
     skipped_rows: int = 0
     skipped_examples: list[str] = field(default_factory=list)
     columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
+    # per file: the data source and difficulty columns found (None: none), said by `asp schedule`; not in the
+    # schedule's metadata, whose `columns_used` names them only where --source-key did
+    metadata_columns: dict[str, dict[str, str | None]] = field(default_factory=dict)
     file_rows: dict[str, int] = field(default_factory=dict)  # per file: the rows its parser gave (row numbers taken)
     empty_prompts: int = 0  # prompts without text (an empty chat list, empty contents): legal, but likely a mistake
     empty_examples: list[str] = field(default_factory=list)
