@@ -35,7 +35,7 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     (warning,) = [w for w in plan_warnings(frame, settings) if "short of" in w]
     assert warning.startswith("each epoch's 50 prompts end in a step of 18 groups, short of --train-batch-size 32")
     assert ("divides 50 (e.g. 25 or 50; a different batch size changes the number of steps, so compare with asp "
-            "simulate), or export one epoch at a time") in warning
+            "simulate; or keep 32 of the prompts, 1 batch of 32), or export one epoch at a time") in warning
     # One epoch: its short last step is the run's last, nothing is cut across; but a dataloader that drops a
     # partial last batch (verl's) leaves its prompts out, and that is said.
     one = dataclass_replace(settings, epochs=1)

@@ -331,7 +331,7 @@ def test_batches_shifted_by_an_epochs_partial_step_say_how_to_keep_them_aligned(
     assert shifted[0].endswith("an epoch's 50 prompts end in a partial step, which shifts every later batch: export "
                                "one epoch at a time (--epoch), or schedule with a --train-batch-size that divides 50 "
                                "(e.g. 25 or 50; a different batch size changes the number of steps, so compare with "
-                               "asp simulate)")
+                               "asp simulate; or keep 32 of the prompts, 1 batch of 32)")
     one = export(out, [prompts], None, format="verl", epoch=1)
     assert not any("end in a partial step" in w for w in one.warnings)
 

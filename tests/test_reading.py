@@ -194,6 +194,11 @@ def test_prompt_that_is_not_text_is_named(tmp_path):
     path.write_text('{"question": 5}\n{"question": 6}\n')
     with pytest.raises(InputError, match="not text or a chat-message list"):
         read_prompts([path])
+    pieces = tmp_path / "pieces.parquet"  # the prompt as a list of text: joining it is the fix, not --prompt-key
+    pl.DataFrame({"problem": [["a", "b"], ["c"]]}).write_parquet(pieces)
+    with pytest.raises(InputError, match=r"column 'problem' holds lists of text \(List\(String\)\), not one text per "
+                                         r"prompt; join each list into one text"):
+        read_prompts([pieces])
 
 
 def test_duplicate_ids(tmp_path):

@@ -34,8 +34,13 @@ def dividing_example(prompts: int, batch: int) -> str:
         kept = prompts - prompts % batch
         return (f" (none from {max(1, batch // 2)} to {min(prompts, 2 * batch)} does; or keep {kept:,} of the prompts, "
                 f"{kept // batch:,} batches of {batch}, as verl's dataloader would)" if kept else "")
+    kept = prompts - prompts % batch
+    # A batch size that divides the prompts may not divide the trainer's data-parallel ranks (a MindSpeed newcomer's
+    # 512 on 16 instances was offered 451): keeping whole batches is the other fix, said too.
+    whole = kept // batch
+    keep = f"; or keep {kept:,} of the prompts, {whole:,} batch{'' if whole == 1 else 'es'} of {batch}" if kept else ""
     return (f" (e.g. {' or '.join(str(d) for d in sizes)}; a different batch size changes the number of steps, so "
-            "compare with asp simulate)")
+            f"compare with asp simulate{keep})")
 
 
 def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:

@@ -605,6 +605,6 @@ def _coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings
     summary["scheduled_prompts_without_samples"] = missing.len()
     summary["prompts_with_fewer_samples_than_n"] = short
     if missing.len():
-        warnings.append(f"{missing.len()} scheduled prompts have no sample in the logs (e.g. {shown_id(missing[0])})")
+        warnings.append(f"{missing.len():,} scheduled prompts have no sample in the logs (e.g. {shown_id(missing[0])})")
     if short:
         warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")

@@ -92,6 +92,12 @@ def _prompt_text(frame: pl.DataFrame, column: str,
             return _chat_json_text(frame[column], chat_like_all=frame.select(chat_like.fill_null(False)).to_series())
         out = frame.select(untag(col).alias("t"), (col.is_null() | col.str.starts_with("\x00json:")).alias("b"))
         return out["t"], pl.Series("m", [1] * frame.height, dtype=pl.Int32), out["b"], None, None
+    if isinstance(dtype, (pl.List, pl.Array)) and dtype.inner == pl.String:
+        # The prompt itself as a list of text pieces: "name the prompt column" named the very column (a MindSpeed
+        # newcomer's `problem`).
+        raise InputError(f"{path}: column {column!r} holds lists of text ({dtype}), not one text per prompt; join "
+                         "each list into one text (or make it a chat-message list), or name another column with "
+                         "--prompt-key")
     raise InputError(
         f"{path}: column {column!r} holds {dtype}, not text or a chat-message list; "
         "name the prompt column with --prompt-key"
