@@ -162,6 +162,19 @@ def test_calibrate_fits_the_trainer_from_measured_steps(tmp_path):
     assert preset.train_fixed_s == pytest.approx(3.0) and preset.train_per_token_s == pytest.approx(2e-5)
     result = invoke("calibrate", timeline, "-o", tmp_path / "shown.json", "--train-steps", steps)
     assert "trainer (--train-steps): 3 s a step + 2e-05 s a token" in result.stderr
+    # Alone (a MindSpeed newcomer had step timings and no servers to replay on): the trainer only, the base's
+    # decoding kept, said so.
+    alone = tmp_path / "alone.json"
+    result = invoke("calibrate", "-o", alone, "--train-steps", steps, "--base", "ascend910b-qwen2.5-7b", "--json")
+    assert result.exit_code == 0, result.output
+    assert ("Fitted the trainer to " in result.stderr and "3 s a step + 2e-05 s a token (decoding as "
+            "ascend910b-qwen2.5-7b, not measured)" in result.stderr)
+    preset, base = load_preset(alone), load_preset("ascend910b-qwen2.5-7b")
+    assert preset.train_fixed_s == pytest.approx(3.0) and preset.train_per_token_s == pytest.approx(2e-5)
+    assert preset.eta_bandwidth == base.eta_bandwidth and preset.kv_capacity_tokens == base.kv_capacity_tokens
+    assert json.loads(result.stdout)["fit"] is None
+    refused = invoke("calibrate", "-o", tmp_path / "none.json")
+    assert refused.exit_code == 4 and "(or --train-steps alone to fit the trainer only)" in refused.stderr
 
 
 def test_calibrate_refuses_to_write_over_its_base_preset(tmp_path):
@@ -251,7 +264,7 @@ def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
     result = invoke("calibrate", plain, "-o", tmp_path / "p.json", "--servers", "http://127.0.0.1:9/v1")
     assert result.exit_code == ExitCode.BAD_SETTINGS and "not both" in result.stderr
     neither = invoke("calibrate", "-o", tmp_path / "p.json")  # it said "(not both)" of neither
-    assert neither.exit_code == ExitCode.BAD_SETTINGS and neither.stderr.strip().endswith("to measure a probe run")
+    assert neither.exit_code == ExitCode.BAD_SETTINGS and neither.stderr.strip().endswith("to measure a probe run (or --train-steps alone to fit the trainer only)")
     assert not (tmp_path / "p.json").exists()
 
 

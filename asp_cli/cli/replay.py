@@ -263,6 +263,12 @@ def calibrate_command(
 
 def _calibration_summary(document: dict) -> str:
     fit = document["fit"]
+    if fit is None:  # --train-steps alone: the trainer fitted, decoding kept as the base's
+        train = document["train"]
+        return (f"Fitted the trainer to {document['source']}: {train['train_fixed_s']:.4g} s a step + "
+                f"{train['train_per_token_s']:.4g} s a token (decoding as {document['base']}, not measured).\n"
+                f"Wrote {document['output']}.\n"
+                f"Use it: asp schedule ... --preset {document['output']}; asp simulate ... --preset {document['output']}")
     prefill = "" if fit["prefill_rel_rmse"] is None else (
         f"; prefill wait {fit['prefill_rel_rmse']:.1%} RMS over {fit['prefill_requests']:,} requests")
     lines = [f"Fitted {fit['decode_requests']:,} requests from {document['source']}: decode time error "

@@ -238,7 +238,7 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
             f"{summary['predicted_trainer_busy_s']:,.0f} s in all): rollout and training take turns rather than "
             "overlap; " + ("the expected end-to-end above counts that, the makespan and lag figures let rollout run "
                            "on" if counted else "the figures above let rollout run on (`asp simulate`'s 'verl v1 "
-                           "async' line replays the plan that way)") + " (calibrate the trainer with --preset FILE)")
+                           "async' line replays the plan that way)") + " (calibrate the trainer: asp calibrate --train-steps STEPS.csv -o P.json, then --preset P.json)")
     elif summary.get("trainer_bound") and summary.get("max_lag") != 0:
         lag = summary.get("max_lag")
         hold = (f"--max-lag {lag} holds rollout back so that no group is expected more than {lag} steps stale"
@@ -246,7 +246,7 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         lines.append(
             f"  the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:,.0f} s against "
             f"{summary.get('expected_rollout_s') or summary['predicted_rollout_makespan_s']:,.0f} s of rollout; "
-            f"{hold} (calibrate the trainer with --preset FILE)"
+            f"{hold} (calibrate the trainer: asp calibrate --train-steps STEPS.csv -o P.json, then --preset P.json)"
         )
     elif summary.get("max_lag") is not None and max(busy) < 0.8 * summary["predicted_rollout_makespan_s"]:
         # Under a lag bound the makespan includes the waits for the trainer's steps.
@@ -259,7 +259,7 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
              if summary["max_lag"] == 0 else
              f"  rollout waits for the trainer under --max-lag {summary['max_lag']}: the instances are busy at most "
              f"{max(busy):,.0f} s of its {summary['predicted_rollout_makespan_s']:,.0f} s; the trainer's steps need "
-             f"about {summary['predicted_trainer_busy_s']:,.0f} s") + " (calibrate the trainer with --preset FILE)")
+             f"about {summary['predicted_trainer_busy_s']:,.0f} s") + " (calibrate the trainer: asp calibrate --train-steps STEPS.csv -o P.json, then --preset P.json)")
     if summary.get("prompts_from_history"):
         rest = summary["prompts"] - summary["prompts_from_history"]
         lines.append(f"  lengths from history for {summary['prompts_from_history']:,} prompts" + (

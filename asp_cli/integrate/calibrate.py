@@ -36,7 +36,7 @@ class CalibrationReport:
     """What `calibrate` wrote and found."""
 
     preset: dict[str, Any]  # the JSON document written
-    fit: Fit
+    fit: Fit | None  # None where only the trainer was fitted (--train-steps alone)
     document: dict[str, Any]  # the summary (for --json)
 
 
@@ -91,9 +91,12 @@ def calibrate(
     # "the calibration file", which the user never wrote.
     check_count("--kv-cache-tokens", kv_cache_tokens, minimum=1, optional=True)
     check_count("--max-num-seqs", max_num_seqs, minimum=1, optional=True)
+    if timeline is None and live is None and train_steps is not None:
+        return _calibrate_trainer(train_steps, output, base=base, force=force)
     if (timeline is None) == (live is None):
         raise SettingsError("give a TIMELINE from asp replay, or --servers to measure a probe run"
-                            + (", not both" if timeline is not None else ""))
+                            + (", not both" if timeline is not None else "")
+                            + ("" if timeline is not None else " (or --train-steps alone to fit the trainer only)"))
     if live is not None:
         frame, metadata = _probe(live, base or DEFAULT_PRESET, probe_max_batch, probe_response_tokens, progress)
         if probe_timeline is not None:
@@ -162,6 +165,30 @@ def calibrate(
         document["fit"] = fit.to_dict()
     write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n", replace=force)
     return CalibrationReport(preset, fit, document)
+
+
+def _calibrate_trainer(train_steps: Path, output: Path, *, base: str | None, force: bool) -> CalibrationReport:
+    """The base preset with the trainer's cost fitted to measured steps, its decoding kept: a MindSpeed newcomer
+    had step timings but no servers to replay on, and no way to give them (a preset written by hand worked)."""
+    from asp_cli.output import write_text_atomic
+    from asp_cli.reading import read_table
+
+    base_preset, base_document = _base(base or DEFAULT_PRESET)
+    fixed, per_token = fit_train_steps(read_table(Path(train_steps)), str(train_steps))
+    preset = {**base_document, "name": f"{base_preset.name}+trainer",
+              "description": f"the trainer fitted by asp calibrate to {Path(train_steps).name}; decoding as "
+                             f"{base_preset.name}",
+              "train_fixed_s": max(fixed, 0.0), "train_per_token_s": max(per_token, 0.0)}
+    calibrated = preset_from_document(preset, f"the calibrated preset (not written to {output})")
+    document = {
+        "output": str(output), "source": str(train_steps), "base": base_preset.name, "fit": None,
+        "parameters": [{"parameter": name, "base": getattr(base_preset, name), "calibrated": getattr(calibrated, name)}
+                       for name in ("train_fixed_s", "train_per_token_s")],
+        "train": {"train_fixed_s": calibrated.train_fixed_s, "train_per_token_s": calibrated.train_per_token_s},
+        "check": [],
+    }
+    write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n", replace=force)
+    return CalibrationReport(preset, None, document)
 
 
 # How much further off than the base a calibrated preset may simulate a measured run before it counts as worse
