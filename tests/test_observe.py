@@ -76,6 +76,11 @@ def test_unknown_ids_are_counted_skipped_kept_or_refused(built, tmp_path):  # no
         observe([log], None, schedule=built["schedule"], unknown_ids="error")
     by_dataset = observe([log], None, dataset=[built["prompts"]])
     assert by_dataset.summary["unknown_ids"] == 2
+    assert not any("wrong id column" in w for w in skipped.warnings)  # half the log: strays, maybe
+    mostly = observe([_log(tmp_path / "m.jsonl", ["p1", "ghost", "ghost2", "ghost3"])], None,
+                     schedule=built["schedule"])
+    assert any(w.endswith("left out (--unknown-ids): 75% of the log, a wrong id column? (--id-key names it; "
+                          "--unknown-ids error fails the run instead)") for w in mostly.warnings), mostly.warnings
 
 
 def test_when_every_id_is_unknown_the_error_says_so_with_the_count_and_the_fix(built, tmp_path):  # noqa: F811
