@@ -558,7 +558,9 @@ def test_a_comparison_on_servers_also_replays_every_row_as_verl_routes(built, mo
         rows = {r["arrangement"]: r for r in json.loads(run.stdout)["comparison"]}
         assert all(r["verl_routed_end_to_end_s"] > 0 for name, r in rows.items() if name != "lower bound")
         assert rows["verl-default"]["verl_routed_ratio_to_verl_default"] == 1.0
-        assert "as verl s" in run.stderr and "vs verl, as verl" in run.stderr
+        assert "as verl s" in run.stderr and "vs verl, as verl" not in run.stderr  # --wide has it
+        wide = invoke("simulate", built["schedule"], "--compare", "--wide", "--mode", "streaming", "--max-lag", lag)
+        assert "vs verl, as verl" in wide.stderr and "queue CV" in wide.stderr and "--wide shows" not in wide.stderr
     blocking = invoke("simulate", built["schedule"], "--compare", "--json", "--mode", "continuous")
     assert not any("verl_routed_end_to_end_s" in r for r in json.loads(blocking.stdout)["comparison"])
     assert "as verl s" not in blocking.stderr

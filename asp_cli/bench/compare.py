@@ -301,14 +301,23 @@ TABLE_COLUMNS = (
 )
 
 
-def format_table(rows: list[dict], *, markdown: bool = True) -> str:
+# The columns `asp simulate --compare` shows without --wide: two newcomers found all seventeen (240 characters)
+# hard to read; the rest stay in --wide, --json and the benchmark's tables.
+COMPACT_COLUMNS = ("arrangement", "end_to_end_s", "prompts_per_call", "ratio_to_best_equal_footing",
+                   "ratio_to_verl_default", "verl_routed_end_to_end_s", "padding_fraction", "policy_lag_max",
+                   "step_length_deviation_p90")
+
+
+def format_table(rows: list[dict], *, markdown: bool = True, compact: bool = False) -> str:
     """The comparison as a Markdown (or plain) table; on the static engine with a column of the padded batches
-    over the KV cache, which HF generate could not run (it does not preempt)."""
+    over the KV cache, which HF generate could not run (it does not preempt). ``compact``: `COMPACT_COLUMNS` only."""
     columns = TABLE_COLUMNS + ((("static_batches_over_kv_capacity", "over cache", "{:,}"),)
                                if any(r.get("static_batches") for r in rows) else ())
     if any(r.get("verl_routed_end_to_end_s") for r in rows):  # on servers: each row as verl routes it, too
         columns = (*columns[:5], ("verl_routed_end_to_end_s", "as verl s", "{:,.0f}"),
                    ("verl_routed_ratio_to_verl_default", "vs verl, as verl", "{:.3f}"), *columns[5:])
+    if compact:
+        columns = tuple(c for c in columns if c[0] in COMPACT_COLUMNS or c[0] == "static_batches_over_kv_capacity")
     header = [h for _, h, _ in columns]
     lines = []
     body = []

@@ -35,6 +35,7 @@ def simulate_command(
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampled lengths; default: the schedule's."),
     prompts_per_server: Optional[int] = typer.Option(None, "--prompts-per-server", help="With --engine streaming and a lag bound other than 0: the prompts verl's fully asynchronous rollouter keeps in flight per server (async_training.concurrent_samples_per_replica, 16 there by default), for the 'as verl routes' line; default: the schedule's (asp schedule --prompts-per-server), else as many as the servers' slots hold."),
     compare: bool = typer.Option(False, "--compare", help="Also replay today's arrangements of the same prompts on the same lengths, and print one table."),
+    wide: bool = typer.Option(False, "--wide", help="With --compare: every column of the table (the default shows the main ones; --json has every figure)."),
     timeseries: Optional[Path] = output_option("--timeseries", default=None, help="Write a binned time series (.csv or .parquet) for plotting."),
     bins: int = typer.Option(400, "--bins", help="Time bins in --timeseries."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --timeseries file."),
@@ -52,6 +53,8 @@ def simulate_command(
         from asp_cli.cli.progress import stage_bar
         from asp_cli.sim.records import check_bins
 
+        if wide and not compare:  # it would do nothing, silently
+            raise SettingsError("--wide widens --compare's table: add --compare, or drop --wide")
         options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch,  # type: ignore[arg-type]
                                 max_lag=None if max_lag == NO_LAG_BOUND else max_lag,
                                 use_schedule_max_lag=max_lag != NO_LAG_BOUND, trainer=trainer,  # type: ignore[arg-type]
@@ -81,7 +84,14 @@ def simulate_command(
                 from asp_cli.bench.compare import format_table
 
                 say("")
-                say(format_table(report.comparison, markdown=False))
+                say(format_table(report.comparison, markdown=False, compact=not wide))
+                # What the rows are, for trainers other than verl too (an OpenRLHF and a MindSpeed newcomer could not
+                # tell which row was their own default).
+                say("  verl-default: a shuffle (the default order of verl, OpenRLHF and MindSpeed-RL) in verl's chunks of "
+                    "a train batch, each chunk kept to one instance; least-pending: a shuffle, each group to the "
+                    "least loaded instance (as OpenRLHF's engines and verl's servers route); vs: end-to-end time "
+                    "over the best equal-footing row and over verl-default"
+                    + ("" if wide else "; --wide shows every column, --json every figure"))
                 compared = report.document.get("compared_as_verl_trainer")
                 if compared:  # `compare._as_verl_routes`
                     say(f"  (as verl s: each row as verl's v1 trainer runs {compared.replace('-', '_')}, the mode the "
