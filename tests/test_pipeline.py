@@ -230,6 +230,24 @@ def test_a_later_epochs_schedule_with_an_earlier_epochs_seed_is_warned_about(tmp
     assert not any("--seed" in w for w in schedule([prompts_file], None, history=[probe]).summary["warnings"])
 
 
+def test_a_history_observed_against_a_schedule_of_the_same_seed_is_warned_about(tmp_path, prompts_file):
+    """A constant --seed 42 every epoch escaped the check by epoch numbers: observe --schedule records the seed."""
+    from asp_cli.integrate.observe import observe
+
+    made = tmp_path / "s.parquet"
+    first = schedule([prompts_file], made, settings=ScheduleSettings(seed=42))
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": i, "response_tokens": 100}
+                                               for i in first.frame["prompt_id"].to_list()[:10]])
+    history = tmp_path / "h.parquet"
+    observe([log], history, schedule=made)
+    said = (f"{history}: observed against a schedule made with --seed 42, as this one is: it deals that schedule's "
+            "shuffles again (the same train batches); give each epoch its own seed")
+    assert said in schedule([prompts_file], None, history=[history], settings=ScheduleSettings(seed=42)).summary[
+        "warnings"]
+    assert not any("--seed" in w for w in schedule([prompts_file], None, history=[history],
+                                                    settings=ScheduleSettings(seed=43)).summary["warnings"])
+
+
 def test_history_calibrates_every_prompt_and_is_recorded(tmp_path, prompts_file):
     """History of a few prompts of source "a" at 20x the model's scale: every prompt is corrected, the fit is in
     the summary and the metadata, and the file is format 1.1 (a new optional key)."""

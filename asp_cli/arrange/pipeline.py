@@ -492,7 +492,7 @@ def schedule(
     from asp_cli.output import check_output_path, check_parquet_name
     from asp_cli.predict.streamed import read_and_predict
     from asp_cli.reading import read_lengths
-    from asp_cli.reading.history_ids import id_warnings
+    from asp_cli.reading.history_ids import id_warnings, seed_warnings
     from asp_cli.reading.lengths import latest_epochs
 
     settings = settings or ScheduleSettings()
@@ -551,6 +551,8 @@ def schedule(
     if history:  # the ids the history's logs were observed by, against this input's (reading.history_ids)
         read_report.settle()
         warnings.extend(id_warnings(list(history), read_report.fingerprints, read_report.columns_used))
+        if not any("this schedule has --seed" in w for w in warnings):  # the epochs' check said it already
+            warnings.extend(seed_warnings(list(history), settings.seed))
     if unnamed and not info.prompts_from_history:  # a history that matched these ids already uses them
         # verl's parquet keeps its own index in extra_info, which asp does not read as an id.
         warnings.append(f"{', '.join(unnamed[:3])} {'has' if len(unnamed) == 1 else 'have'} no id column, so each "

@@ -47,9 +47,26 @@ def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths
         inputs = schedule_metadata.get("inputs")
         used = schedule_metadata.get("columns_used")
         if isinstance(inputs, list) and isinstance(used, dict):
-            return ids_of([i for i in inputs if isinstance(i, dict)],
-                          {k: v for k, v in used.items() if isinstance(v, dict)})
+            record = ids_of([i for i in inputs if isinstance(i, dict)],
+                            {k: v for k, v in used.items() if isinstance(v, dict)})
+            seed = (schedule_metadata.get("settings") or {}).get("seed")
+            if record and isinstance(seed, int) and not isinstance(seed, bool):
+                # The seed of the schedule the logs replayed: a later schedule made with it deals the same shuffles
+                # (`seed_warnings`), whatever the epochs are numbered.
+                record["schedule_seed"] = seed
+            return record
     return {}
+
+
+def seed_warnings(history: list[Path], seed: int) -> list[str]:
+    """Where a history was observed against a schedule made with ``seed`` (`asp observe --schedule` records it): a
+    schedule for a later epoch made with that seed deals the same shuffles, the same train batches (a constant
+    `--seed 42` every epoch escaped the check by epoch numbers)."""
+    for path in history:
+        if any(record.get("schedule_seed") == seed for record in recorded_ids(path)):
+            return [f"{path}: observed against a schedule made with --seed {seed}, as this one is: it deals that "
+                    "schedule's shuffles again (the same train batches); give each epoch its own seed"]
+    return []
 
 
 def recorded_ids(path: Path) -> list[dict[str, Any]]:
