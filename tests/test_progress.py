@@ -44,9 +44,9 @@ def test_schedule_progress_when_asked_and_the_same_file_either_way(tmp_path):
     shown = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "b.parquet"), "--progress", "--quiet",
                                 "--json"])
     assert shown.exit_code == 0, shown.stderr
-    assert shown.stderr.splitlines() == ["asp schedule: 1/3 reading prompts and predicting lengths",
-                                         "asp schedule: 2/3 packing and interleaving",
-                                         "asp schedule: 3/3 writing schedule"]
+    assert [line for line in shown.stderr.splitlines() if not line.startswith("Warning: ")] == [
+        "asp schedule: 1/3 reading prompts and predicting lengths", "asp schedule: 2/3 packing and interleaving",
+        "asp schedule: 3/3 writing schedule"]  # (--quiet keeps the warnings: 30 prompts make a train batch short)
     assert json.loads(shown.stdout)["prompts"] == 30
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()  # --progress not recorded
     history = write_jsonl(tmp_path / "h.jsonl", [{"id": f"p{i}", "response_tokens": 100 + i} for i in range(10)])
