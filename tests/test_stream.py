@@ -432,3 +432,15 @@ def test_openrlhfs_datasource_is_a_source(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [{"input": f"q{i}", "datasource": "lcb" if i % 2 else "gsm8k"}
                                               for i in range(6)])
     assert read_prompts([path])[0][C.DATA_SOURCE].to_list() == ["gsm8k", "lcb"] * 3
+
+
+@pytest.mark.parametrize("batch_bytes", [1 << 16, 1 << 22])
+def test_a_csv_column_whose_kind_changes_after_the_guessed_rows_is_read(tmp_path, batch_bytes):
+    """Numbers in a column for 10,000 rows, then text: a valid file was refused as unreadable (whole and streamed)."""
+    rows = ["id,question,src"] + [f"p{i},question {i},{i % 3}" for i in range(10_050)] + ["p10050,question,txt"]
+    path = tmp_path / "big.csv"
+    path.write_text("\n".join(rows) + "\n")
+    options = ReadOptions(source_key="src")
+    whole, _ = read_prompts([path], options)
+    assert whole.height == 10_051 and whole[C.DATA_SOURCE][-1] == "txt" and whole[C.DATA_SOURCE][4] == "1"
+    _assert_same([path], options, batch_bytes=batch_bytes)

@@ -152,9 +152,16 @@ def read_csv(path: Path, data: bytes, text_columns: Sequence[str] = (), on_bad_r
     separator = csv_separator(path, header)
     check_unique_header(path, header, separator)
     check_no_header_repeats(path, header, data[len(header) + 1:], 2)
+    overrides = csv_text_schema(header, separator, text_columns)
     try:
-        frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000,
-                            schema_overrides=csv_text_schema(header, separator, text_columns))
+        try:
+            frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=10000,
+                                schema_overrides=overrides)
+        except pl.exceptions.ComputeError:
+            # A column whose kind changes after the rows the types were guessed from (numbers, then text after row
+            # 10,000: a valid file was refused as unreadable): every row decides, at the cost of a second pass.
+            frame = pl.read_csv(io.BytesIO(data), separator=separator, infer_schema_length=None,
+                                schema_overrides=overrides)
     except pl.exceptions.PolarsError as exc:
         found = csv_bad_line(data, separator)
         if found is not None:

@@ -484,10 +484,20 @@ def _parse_csv(path: Path, header: bytes, records: bytes, separator: str, schema
     check_no_header_repeats(path, header, records, line)
     try:
         if not isinstance(schema, pl.Schema):
-            frame = pl.read_csv(io.BytesIO(header + records), separator=separator, infer_schema_length=_CSV_INFER_ROWS,
-                                schema_overrides=schema)
+            try:
+                frame = pl.read_csv(io.BytesIO(header + records), separator=separator,
+                                    infer_schema_length=_CSV_INFER_ROWS, schema_overrides=schema)
+            except pl.exceptions.ComputeError:  # a kind that changes after the rows guessed from (as below)
+                frame = pl.read_csv(io.BytesIO(header + records), separator=separator, infer_schema_length=None,
+                                    schema_overrides=schema)
         else:
-            frame = pl.read_csv(io.BytesIO(header + records), separator=separator, schema=schema)
+            try:
+                frame = pl.read_csv(io.BytesIO(header + records), separator=separator, schema=schema)
+            except pl.exceptions.ComputeError:
+                # A column whose kind changed after the first batch (numbers, then text): this batch's own types,
+                # the text columns kept; the batches then disagree, and the file is read whole (`_check_plans`).
+                frame = pl.read_csv(io.BytesIO(header + records), separator=separator, infer_schema_length=None,
+                                    schema_overrides={n: t for n, t in schema.items() if t == pl.String})
     except pl.exceptions.PolarsError as exc:
         found = csv_bad_line(header + records, separator)  # its line counted from this batch's header, 1
         if found is not None:
