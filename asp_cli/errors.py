@@ -107,6 +107,16 @@ def printable(text: object) -> str:
     return "".join(ch if ch == "\t" or ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
 
 
+_NAME_SHOWN = 60  # characters of a data source's name a line shows
+
+
+def shown_name(name: object) -> str:
+    """A name from a file (a data source) as a summary line shows it: `printable`, cut after 60 characters (a
+    hostile-input audit's source of 5,000 characters, or holding a newline, broke the one-line rule)."""
+    text = printable(name)
+    return text if len(text) <= _NAME_SHOWN else f"{text[:_NAME_SHOWN]}... ({len(str(name)):,} characters)"
+
+
 def shown_id(prompt_id: object) -> str:
     """An id as a message shows it: quoted, cut after 80 characters (a whole prompt used as its id; an id of
     200,000 characters made a message of 200 KB)."""

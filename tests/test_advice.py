@@ -100,3 +100,21 @@ def test_a_prompt_without_a_source_mixes_its_step():
     steps = pl.DataFrame({"row": list(range(16)), "train_step": [r // 4 for r in range(16)]})
     (warning,) = source_warnings(steps, sources)
     assert warning.startswith("3 of 4 training steps hold a single data source (lcb: steps 2-3; gsm8k: step 0)")
+
+
+def test_source_names_are_shown_on_one_short_line():
+    """A source holding a newline and an escape split a warning over two lines; 3,000 sources made a 98,000-character
+    calibration line (a hostile-input audit)."""
+    from asp_cli.arrange.advice import source_warnings
+    from asp_cli.predict.history import calibration_lines
+
+    odd = "math\n\x1b[2J" + "é" * 300
+    sources = pl.DataFrame({"row": list(range(16)), "data_source": [odd] * 8 + ["lcb"] * 8})
+    steps = pl.DataFrame({"row": list(range(16)), "train_step": [r // 4 for r in range(16)]})
+    (warning,) = source_warnings(steps, sources)
+    assert "\n" not in warning and "\x1b" not in warning and "math\\n\\x1b[2J" in warning
+    assert "... (306 characters)" in warning  # its own length, escapes not counted
+    many = {"prompts_seen": 3000, "samples_seen": 3000, "global": {"factor": 2.0},
+            "sources": [{"data_source": f"s{i}", "factor": 1.5, "prompts": 1, "fitted": "own"} for i in range(3000)]}
+    (_, per_source) = calibration_lines(many)
+    assert len(per_source) < 400 and per_source.endswith("and 2,988 more (--json has each)")

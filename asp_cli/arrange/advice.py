@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from asp_cli.errors import shown_name
 from asp_cli.settings import ScheduleSettings
 
 
@@ -107,7 +108,7 @@ def source_warnings(frame: pl.DataFrame, sources: pl.DataFrame) -> list[str]:
         return []
     runs = []
     for name, part in single.group_by("only", maintain_order=True).agg(pl.col("train_step")).iter_rows():
-        runs.append((len(part), f"{name}: {_ranges(part)}"))
+        runs.append((len(part), f"{shown_name(name)}: {_ranges(part)}"))
     shown = "; ".join(text for _, text in sorted(runs, key=lambda r: -r[0])[:3]) + ("; ..." if len(runs) > 3 else "")
     return [f"{single.height:,} of {steps.height:,} training steps hold a single data source ({shown}), where a "
             f"shuffle's would mix the epoch's {len(share)}: a curriculum by source, not only by length; --steps "

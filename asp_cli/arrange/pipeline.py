@@ -18,7 +18,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
-from asp_cli.errors import LagBoundError, SettingsError, shown_id
+from asp_cli.errors import LagBoundError, SettingsError, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.arrange.advice import plan_warnings, source_warnings
@@ -567,10 +567,11 @@ def schedule(
         summary["calibration"] = calibration
         unseen = [c for c in calibration.get("sources") or [] if c.get("fitted") == "global"]
         if unseen and len(unseen) < len(calibration.get("sources") or []):
-            names = ", ".join(repr(c["data_source"]) if c.get("data_source") else "no source" for c in unseen[:5])
+            names = ", ".join(repr(shown_name(c["data_source"])) if c.get("data_source") else "no source"
+                              for c in unseen[:5])
             more = f" and {len(unseen) - 5} more" if len(unseen) > 5 else ""
             warnings.append(
-                f"the history has no prompt of {len(unseen)} data source(s) ({names}{more}): their "
+                f"the history has no prompt of {len(unseen):,} data source(s) ({names}{more}): their "
                 f"{sum(c.get('prompts_corrected', 0) for c in unseen):,} prompts get the global correction "
                 f"(x{calibration['global']['factor']:.3g}), not their own; a probe of every source "
                 "(`asp probe`) learns each one's"

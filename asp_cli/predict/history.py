@@ -68,7 +68,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import printable
+from asp_cli.errors import shown_name
 from asp_cli.predict.targets import group_targets
 
 MIN_PROMPTS_FOR_PRIOR = 30
@@ -195,8 +195,9 @@ def calibration_lines(calibration: dict[str, Any]) -> list[str]:
     if spread.get("history") is not None:
         head += f"; spread {spread.get('model')} -> {spread.get('history')}"
     parts = []
-    for source in calibration.get("sources") or []:
-        name = printable(source.get("data_source") or "(no source)")  # a file's text, shown on a terminal
+    sources = calibration.get("sources") or []
+    for source in sources[:_SOURCES_SHOWN]:
+        name = shown_name(source.get("data_source") or "(no source)")  # a file's text, shown on a terminal
         text = f"{name} x{_factor(source.get('factor'))}"
         if source.get("fitted") == "global":
             text += " (global, no observations)"
@@ -211,10 +212,14 @@ def calibration_lines(calibration: dict[str, Any]) -> list[str]:
                 text += ", lower bound)" if source.get("lower_bound") else ")"
         parts.append(text)
     lines = [head]
-    if parts:
-        lines.append("per source: " + ", ".join(parts))
+    if parts:  # 3,000 sources made a line of 98,000 characters; the rest are in --json and the metadata
+        more = len(sources) - _SOURCES_SHOWN
+        lines.append("per source: " + ", ".join(parts) + (f" and {more:,} more (--json has each)" if more > 0 else ""))
     lines.extend(calibration.get("notes") or [])
     return lines
+
+
+_SOURCES_SHOWN = 12  # sources the summary's calibration line names
 
 
 def _factor(value: Any) -> str:
@@ -678,17 +683,17 @@ def _describe(groups: _Groups, source_code: np.ndarray, source_names: list[str |
                      "each correction is a lower bound: the policy writes at least this much more; raise the cap of "
                      "the probe or of the history's rollouts to measure it")
     elif groups.global_lower_bound or any(s.lower_bound for s in sources):
-        bounded = [s.name or "(no source)" for s in sources if s.lower_bound and s.fitted == "own"]
-        notes.append(f"every observed sample of {', '.join(bounded)} was cut off (truncated): its correction is a "
-                     "lower bound")
+        bounded = [shown_name(s.name or "(no source)") for s in sources if s.lower_bound and s.fitted == "own"]
+        listed = ", ".join(bounded[:5]) + (f" and {len(bounded) - 5:,} more" if len(bounded) > 5 else "")
+        notes.append(f"every observed sample of {listed} was cut off (truncated): its correction is a lower bound")
     if int(groups.source_has_data.sum()) == 1 and n_sources > 1:
-        only = next(s.name or "(no source)" for s, has in zip(sources, groups.source_has_data) if has)
+        only = shown_name(next(s.name or "(no source)" for s, has in zip(sources, groups.source_has_data) if has))
         notes.append(f"the history covers one data source ({only}): its correction applies to every source")
     elif n_sources == 1 and sources and sources[0].name is None:
         notes.append("the prompts carry no data_source: one global correction for every prompt (a source under "
                      "another name: --source-key)")
     elif n_sources == 1:
-        notes.append(f"all prompts are of one data source ({sources[0].name}): one global correction")
+        notes.append(f"all prompts are of one data source ({shown_name(sources[0].name)}): one global correction")
     return HistoryFit(
         prompts_seen=n_seen, samples_seen=n_samples, censored_samples=n_censored, prior_samples=k0,
         log_spread=pooled, model_log_spread=model_spread, spread_from_history=spread_from_history,
