@@ -202,8 +202,8 @@ def test_a_trainer_step_that_is_no_measurement_is_refused_with_its_row(tmp_path,
     steps = tmp_path / "steps.csv"
     steps.write_text(f"tokens,step_s\n1000,1.5\n2000,{value}\n3000,2.5\n")
     result = invoke("calibrate", timeline, "-o", tmp_path / "p.json", "--train-steps", steps)
-    assert result.exit_code == 3 and "steps.csv: row 2 (after the header): a trainer step needs 'tokens' of 0 or " \
-        "more and 'step_s' above 0 seconds" in result.stderr, result.output
+    assert result.exit_code == 3 and "steps.csv: row 2 (after the header): a trainer step needs 'tokens' from 0 " \
+        "to 1e+12 and 'step_s' from 0.001 to 1e+06 seconds" in result.stderr, result.output
     assert not (tmp_path / "p.json").exists()
 
 
@@ -424,3 +424,17 @@ def test_a_kv_term_that_did_not_show_keeps_the_models_bytes_and_an_impossible_we
     preset_document(BASE, {"base": BASE.name}, plain, kv_cache_tokens=KV_CACHE_TOKENS, max_num_seqs=None, train=None,
                     name="x", description="x")
     assert not any("faster than" in note for note in plain.notes)
+
+
+def test_trainer_steps_beyond_any_step_or_without_a_cost_per_token_are_refused(tmp_path):
+    """A hostile-input audit: 1e30 tokens or 1e-300 s wrote a preset of a trainer costing 0 s; steps that got shorter
+    with more tokens fitted "12 s + 0 s a token" without a word."""
+    steps = tmp_path / "steps.csv"
+    for rows, said in (("1e30,10\n200000,12\n", "a trainer step needs 'tokens' from 0 to 1e+12"),
+                       ("100000,1e-300\n200000,12\n", "'step_s' from 0.001 to 1e+06 seconds"),
+                       ("100,10\n200,5\n300,1\n", "the steps do not take longer with more tokens (fitted -0.045 s a "
+                                                     "token)")):
+        steps.write_text("tokens,step_s\n" + rows)
+        result = invoke("calibrate", "-o", tmp_path / "p.json", "--train-steps", steps)
+        assert result.exit_code == 3 and said in result.stderr, result.output
+        assert not (tmp_path / "p.json").exists()

@@ -175,7 +175,8 @@ def _calibrate_trainer(train_steps: Path, output: Path, *, base: str | None, for
 
     base_preset, base_document = _base(base or DEFAULT_PRESET)
     fixed, per_token = fit_train_steps(read_table(Path(train_steps)), str(train_steps))
-    preset = {**base_document, "name": f"{base_preset.name}+trainer",
+    name = base_preset.name if base_preset.name.endswith("+trainer") else f"{base_preset.name}+trainer"
+    preset = {**base_document, "name": name,
               "description": f"the trainer fitted by asp calibrate to {Path(train_steps).name}; decoding as "
                              f"{base_preset.name}",
               "train_fixed_s": max(fixed, 0.0), "train_per_token_s": max(per_token, 0.0)}

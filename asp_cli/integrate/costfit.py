@@ -493,7 +493,9 @@ def fit_train_steps(frame: pl.DataFrame, where: str) -> tuple[float, float]:
     step = frame[seconds].cast(pl.Float64, strict=False).to_numpy()
     # A step that took no time, or a negative or unreadable value, is a broken measurement: refused, named,
     # rather than fitted into a trainer cost (a fit to negative times came out as a plausible-looking preset).
-    bad = ~(np.isfinite(tokens) & np.isfinite(step) & (tokens >= 0) & (step > 0))
+    # Beyond any trainer step too (1e30 tokens, 1e-300 s: a hostile-input audit's preset of a trainer costing 0 s).
+    bad = ~(np.isfinite(tokens) & np.isfinite(step) & (tokens >= 0) & (tokens <= _MOST_STEP_TOKENS)
+            & (step >= _LEAST_STEP_S) & (step <= _MOST_STEP_S))
     if bad.any():
         from asp_cli.reading.places import row_location
         from asp_cli.reading.tables import file_format
@@ -504,11 +506,21 @@ def fit_train_steps(frame: pl.DataFrame, where: str) -> tuple[float, float]:
         except InputError:
             fmt = "parquet"
         raw = {name: frame[name][index] for name in ("tokens", seconds)}
-        raise InputError(f"{row_location(Path(where), frame, index, fmt)}: a trainer step needs 'tokens' of 0 or more "
-                         f"and '{seconds}' above 0 seconds (got tokens {raw['tokens']!r}, {seconds} "
+        raise InputError(f"{row_location(Path(where), frame, index, fmt)}: a trainer step needs 'tokens' from 0 to "
+                         f"{_MOST_STEP_TOKENS:.0e} and '{seconds}' from {_LEAST_STEP_S:g} to {_MOST_STEP_S:.0e} seconds "
+                         f"(got tokens {raw['tokens']!r}, {seconds} "
                          f"{raw[seconds]!r}); fix or drop the row ({int(bad.sum())} such rows)")
     if np.unique(tokens).size < 2:
         raise InputError(f"{where}: needs steps of at least two different token counts to fit fixed and per-token "
                          "cost")
     coef, *_ = np.linalg.lstsq(np.column_stack((np.ones(tokens.size), tokens)), step, rcond=None)
+    if not coef[1] > 0:
+        # Steps that got shorter with more tokens fitted "12 s + 0 s a token" without a word: no cost to plan with.
+        raise InputError(f"{where}: the steps do not take longer with more tokens (fitted {float(coef[1]):.3g} s a "
+                         "token): the trainer's cost cannot be told from them; give steps of several sizes, each "
+                         "measured alike (the same model and parallelism, the time of the update alone)")
     return float(coef[0]), float(coef[1])
+
+
+_MOST_STEP_TOKENS = 1e12  # tokens in one trainer step (a train batch of 1M prompts x 16 x 64k is 1e12)
+_LEAST_STEP_S, _MOST_STEP_S = 1e-3, 1e6  # seconds of one trainer step
