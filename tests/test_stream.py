@@ -156,6 +156,9 @@ def test_errors_name_the_file_and_line_of_the_whole_file_read(tmp_path):
     ("e.jsonl", gzip.compress(b'{"a": 1}\n', mtime=0), "looks like gzip data"),
     ("e.parquet", b'{"a": 1}\n', "the name says Parquet"),
     ("e.jsonl.gz", b"not gzip at all", "not a valid gzip file"),
+    # cut short (a log still being written): it was told to drop the .gz suffix
+    ("e.jsonl.gz", gzip.compress(b'{"question": "q"}\n' * 500, mtime=0)[:40], "the compressed file ends before its end "
+                                                                             "(cut short"),
     ("e.csv", b"question,id\n", "has a header but no rows"),
 ])
 def test_bad_files_get_the_whole_file_error(tmp_path, name, content, fragment):

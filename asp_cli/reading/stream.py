@@ -42,6 +42,7 @@ from asp_cli.reading.tables import (
     FILE_LINE,
     FILE_ROW,
     LINE,
+    bad_gzip,
     ReadReport,
     _check_encoding,
     _check_utf8,
@@ -362,7 +363,7 @@ class _ByteSource:
             if inflater is not None and not inflater.eof:
                 raise EOFError("compressed file ended before the end-of-stream marker was reached")
         except (zlib.error, EOFError) as exc:
-            raise InputError(f"{self.path}: not a valid gzip file ({exc}); drop the .gz suffix if it is plain") from None
+            raise bad_gzip(self.path, exc) from None
 
 
 def _line_blocks(pieces: Iterator[bytes], batch_bytes: int) -> Iterator[bytes]:

@@ -158,14 +158,22 @@ def input_file_errors(path: Path) -> Iterator[None]:
                          "or name a readable file") from None
 
 
+def bad_gzip(path: Path, exc: Exception) -> InputError:
+    """The error for a gzip file that does not inflate: cut short (a log still being written, a copy interrupted:
+    it was told to drop the .gz suffix), or not gzip at all."""
+    if isinstance(exc, EOFError):
+        return InputError(f"{path}: the compressed file ends before its end (cut short: a log still being written, "
+                          "or a copy interrupted); read it once the writer has finished")
+    return InputError(f"{path}: not a valid gzip file ({exc}); drop the .gz suffix if it is plain")
+
+
 def _read_bytes(path: Path, gzipped: bool, report: ReadReport | None = None) -> bytes:
     with input_file_errors(path):
         data = Path(path).read_bytes()
     if report is not None:
         report.pending[str(path)] = _in_background(bytes_fingerprint, data)
     if gzipped:
-        data = limits.gunzip(data, str(path), InputError, on_bad=lambda exc: InputError(
-            f"{path}: not a valid gzip file ({exc}); drop the .gz suffix if it is plain"))
+        data = limits.gunzip(data, str(path), InputError, on_bad=lambda exc: bad_gzip(path, exc))
     return data
 
 
