@@ -159,7 +159,7 @@ def test_a_half_written_last_line_is_said_as_cut_short(tmp_path, streamed):
     read = read_prompts_streamed if streamed else read_prompts
     path = tmp_path / "p.jsonl"
     for tail in ('{"question": "b', '{"question": ', '{"question": "b"', '{"question": "b", "ok": tru',
-                 '{"question": "b", "n": 12.', '{"question": "b", "x": [1, 2'):
+                 '{"question": "b", "n": 12.', '{"question": "b", "x": [1, 2', '{"question": "b\\u00'):
         path.write_text('{"question": "a"}\n' + tail)
         with pytest.raises(InputError, match=r"p.jsonl:2: the file ends inside this line \(cut short"):
             read([path])

@@ -571,6 +571,8 @@ def _ran_out(raw: bytes, exc: json.JSONDecodeError) -> bool:
     text = raw.decode("utf-8", "replace").rstrip()
     if exc.msg.startswith("Unterminated") or exc.pos >= len(text):
         return True
+    if exc.msg.startswith("Invalid \\uXXXX escape") and len(text) - exc.pos < 6:  # cut inside `\u00e9`
+        return True
     tail = text[exc.pos:].strip()
     return any(word.startswith(tail) for word in ("true", "false", "null")) or bool(
         _UNFINISHED_NUMBER.fullmatch(tail))
