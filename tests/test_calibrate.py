@@ -438,3 +438,14 @@ def test_trainer_steps_beyond_any_step_or_without_a_cost_per_token_are_refused(t
         result = invoke("calibrate", "-o", tmp_path / "p.json", "--train-steps", steps)
         assert result.exit_code == 3 and said in result.stderr, result.output
         assert not (tmp_path / "p.json").exists()
+
+
+def test_calibrates_messages_name_its_own_options(tmp_path):
+    """--base of a missing file said --preset; a bad --train-steps row said to pass --on-bad-row: neither is
+    asp calibrate's."""
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text('{"tokens": 1, "step_s": 2}\n{"tokens": 3, "step_s": \n{"tokens": 5, "step_s": 6}\n')
+    bad_row = invoke("calibrate", "-o", tmp_path / "p.json", "--train-steps", steps)
+    assert bad_row.exit_code == 3 and bad_row.stderr.strip().endswith("; fix the row or drop it"), bad_row.output
+    missing = invoke("calibrate", "-o", tmp_path / "p.json", "--train-steps", steps, "--base", tmp_path / "no.json")
+    assert missing.exit_code != 0 and "--base " in missing.stderr and "--preset" not in missing.stderr

@@ -117,9 +117,7 @@ def calibrate(
     capacity = kv_cache_tokens or (min(reported) if reported else None)
     train = None
     if train_steps is not None:
-        from asp_cli.reading import read_table
-
-        train = fit_train_steps(read_table(Path(train_steps)), str(train_steps))
+        train = fit_train_steps(_train_steps_table(train_steps), str(train_steps))
     preset = preset_document(
         base_preset, base_document, fit, kv_cache_tokens=capacity, max_num_seqs=max_num_seqs, train=train,
         name=f"{base_preset.name}+calibrated",
@@ -171,10 +169,9 @@ def _calibrate_trainer(train_steps: Path, output: Path, *, base: str | None, for
     """The base preset with the trainer's cost fitted to measured steps, its decoding kept: a MindSpeed newcomer
     had step timings but no servers to replay on, and no way to give them (a preset written by hand worked)."""
     from asp_cli.output import write_text_atomic
-    from asp_cli.reading import read_table
 
     base_preset, base_document = _base(base or DEFAULT_PRESET)
-    fixed, per_token = fit_train_steps(read_table(Path(train_steps)), str(train_steps))
+    fixed, per_token = fit_train_steps(_train_steps_table(train_steps), str(train_steps))
     name = base_preset.name if base_preset.name.endswith("+trainer") else f"{base_preset.name}+trainer"
     preset = {**base_document, "name": name,
               "description": f"the trainer fitted by asp calibrate to {Path(train_steps).name}; decoding as "
@@ -205,9 +202,24 @@ def _recorded_base(metadata: dict[str, Any]) -> str:
     return DEFAULT_PRESET
 
 
+def _train_steps_table(path: Path) -> Any:
+    """The --train-steps file's rows; a bad row's fix without `--on-bad-row`, which asp calibrate has not."""
+    from asp_cli.reading import read_table
+    from asp_cli.reading.tables import BAD_ROW_FIX
+
+    try:
+        return read_table(Path(path))
+    except InputError as exc:
+        raise InputError(str(exc).replace(BAD_ROW_FIX, "fix the row or drop it")) from None
+
+
 def _base(name: str) -> tuple[HardwarePreset, dict[str, Any]]:
-    """The base preset and the JSON fields the output starts from (a calibration file's own fields kept)."""
-    preset = load_preset(name)
+    """The base preset and the JSON fields the output starts from (a calibration file's own fields kept); its
+    errors name --base (they named --preset, which asp calibrate has not)."""
+    try:
+        preset = load_preset(name)
+    except (InputError, SettingsError) as exc:
+        raise type(exc)(str(exc).replace("--preset", "--base")) from None
     if name in PRESETS:
         return preset, {"base": name}
     document = json.loads(Path(name).read_text(encoding="utf-8"))
