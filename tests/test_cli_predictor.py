@@ -362,3 +362,13 @@ def test_a_model_fitted_with_a_source_key_warns_where_the_prompts_carry_no_sourc
     from asp_cli.arrange.pipeline import schedule
 
     assert said in schedule([plain], None, predictor=model).summary["warnings"]
+
+
+def test_predict_says_the_rows_it_skipped(tmp_path):
+    """`asp predictor predict --on-bad-row skip` wrote its predictions without a word of the lines it skipped."""
+    data = tmp_path / "p.jsonl"
+    data.write_text('{"question": "x"}\n{"question": "y"}\n{"question": ')
+    result = runner.invoke(app, ["predictor", "predict", str(data), "-o", str(tmp_path / "o.parquet"),
+                                 "--on-bad-row", "skip", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["warnings"] == [f"skipped 1 bad row (--on-bad-row skip), e.g. {data}:3"]

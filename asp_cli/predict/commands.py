@@ -155,9 +155,19 @@ def evaluate_predictor(
 
     from asp_cli.predict.prediction import lost_sources_warning
 
-    result["warnings"] = (data.warnings + unmatched_warnings(data.prompts[C.PROMPT_ID], past)
+    result["warnings"] = (_skipped(data.skipped_rows) + data.warnings
+                          + unmatched_warnings(data.prompts[C.PROMPT_ID], past)
                           + lost_sources_warning(model, data.prompts[C.DATA_SOURCE]))
     return result
+
+
+def _skipped(count: int, examples: Sequence[str] = ()) -> list[str]:
+    """The rows `--on-bad-row skip` left out, said (asp predictor predict and eval wrote their results without a
+    word of the lines they skipped: a hostile-input audit)."""
+    if not count:
+        return []
+    shown = f", e.g. {'; '.join(examples[:3])}" if examples else ""
+    return [f"skipped {count:,} bad row{'' if count == 1 else 's'} (--on-bad-row skip){shown}"]
 
 
 @dataclass
@@ -208,7 +218,7 @@ def predict_file(
         check_parquet_name(Path(output), writer="asp predictor predict")
     past = read_lengths(history, read)[0] if history else None
     # Read and predicted a batch at a time (the model is row-wise); the history correction runs once at the end.
-    prompts, frame, info, _, distribution = read_and_predict(
+    prompts, frame, info, report, distribution = read_and_predict(
         inputs, read, predictor=model, history=past,
         history_fingerprint=file_fingerprint(history) if history else None, samples_per_prompt=samples_per_prompt,
         max_response_tokens=max_response_tokens, plan_with=plan_with, with_distribution=True)
@@ -217,7 +227,8 @@ def predict_file(
 
     from asp_cli.predict.prediction import lost_sources_warning
 
-    result = PredictResult(table, info, warnings=unmatched_warnings(prompts[C.PROMPT_ID], past)
+    result = PredictResult(table, info, warnings=_skipped(report.skipped_rows, report.skipped_examples)
+                           + unmatched_warnings(prompts[C.PROMPT_ID], past)
                            + lost_sources_warning(model, prompts[C.DATA_SOURCE]))
     if output is not None:
         with atomic_path(Path(output), replace=force) as tmp:
