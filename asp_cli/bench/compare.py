@@ -325,6 +325,8 @@ def format_table(rows: list[dict], *, markdown: bool = True, compact: bool = Fal
         cells = []
         for key, _, fmt in columns:
             value = r.get(key)
+            if key == "end_to_end_s" and isinstance(value, float) and value < 100:
+                fmt = "{:.1f}"  # a small schedule's rows all read "32" in whole seconds (a hostile-input audit)
             cells.append("" if value is None else fmt.format(value))
         body.append(cells)
     if markdown:

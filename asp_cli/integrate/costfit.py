@@ -509,7 +509,8 @@ def fit_train_steps(frame: pl.DataFrame, where: str) -> tuple[float, float]:
         raise InputError(f"{row_location(Path(where), frame, index, fmt)}: a trainer step needs 'tokens' from 0 to "
                          f"{_MOST_STEP_TOKENS:.0e} and '{seconds}' from {_LEAST_STEP_S:g} to {_MOST_STEP_S:.0e} seconds "
                          f"(got tokens {raw['tokens']!r}, {seconds} "
-                         f"{raw[seconds]!r}); fix or drop the row ({int(bad.sum())} such rows)")
+                         f"{raw[seconds]!r}); fix or drop the row"
+                         + (f" ({int(bad.sum()):,} such rows)" if bad.sum() > 1 else ""))
     if np.unique(tokens).size < 2:
         raise InputError(f"{where}: needs steps of at least two different token counts to fit fixed and per-token "
                          "cost")
