@@ -441,7 +441,10 @@ def source_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tu
     """
     if key is not None:
         frame = with_nested_key(frame, key)
-        found = find_column(frame, C.SOURCE_KEYS, key, what="source", flag="--source-key", path=path)
+        try:
+            found = find_column(frame, C.SOURCE_KEYS, key, what="source", flag="--source-key", path=path)
+        except InputError as exc:  # one file of several without it: what to do was not said
+            raise InputError(f"{exc}; name a column every input holds (with its data source in it)") from None
         dtype = frame.schema[key]
         if not (dtype == pl.String or dtype.is_numeric() or dtype == pl.Boolean or dtype == pl.Null):
             # An object or a list named as the source was read as no source at all, without a word.
