@@ -561,6 +561,10 @@ def schedule(
     del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is summed up
     summary = summarize(frame, settings, preset, choice)
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
+    if summary["skipped_rows"]:  # a warning, so --quiet keeps it (a summary line, it went with the summary)
+        examples = [*read_report.skipped_examples, *(history_report.skipped_examples if history_report else [])][:3]
+        warnings.insert(0, f"skipped {summary['skipped_rows']:,} bad rows (--on-bad-row skip), e.g. "
+                        + "; ".join(examples))
     summary["warnings"] = warnings
     calibration = info.details.get("history")
     if calibration and calibration.get("prompts_seen"):

@@ -274,8 +274,6 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
                      "reasoning model writes 10-50 times more than a chat model on the same problem): the times "
                      "above are in its units; a probe of 2% of the prompts, generated once by your policy, calibrates "
                      "it (`asp probe`, docs/probe.md)")
-    if summary.get("skipped_rows"):
-        lines.append(f"  skipped {summary['skipped_rows']} bad rows (--on-bad-row skip)")
     return "\n".join(lines)
 
 
