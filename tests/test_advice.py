@@ -106,7 +106,7 @@ def test_source_names_are_shown_on_one_short_line():
     """A source holding a newline and an escape split a warning over two lines; 3,000 sources made a 98,000-character
     calibration line (a hostile-input audit)."""
     from asp_cli.arrange.advice import source_warnings
-    from asp_cli.predict.history import calibration_lines
+    from asp_cli.predict.calibration_text import calibration_lines
 
     odd = "math\n\x1b[2J" + "é" * 300
     sources = pl.DataFrame({"row": list(range(16)), "data_source": [odd] * 8 + ["lcb"] * 8})

@@ -8,7 +8,8 @@ import pytest
 
 from asp_cli import columns as C
 from asp_cli.predict.evaluate import kendall_tau
-from asp_cli.predict.history import calibration_lines, combine_with_history
+from asp_cli.predict.calibration_text import calibration_lines
+from asp_cli.predict.history import combine_with_history
 
 
 def _history(rows, truncated=None):

@@ -199,7 +199,7 @@ def _predict_on_ray(inputs, output, *, model, history, read, ray, ray_address, w
 
 
 def _say_calibration(calibration: dict | None) -> None:
-    from asp_cli.predict.history import calibration_lines
+    from asp_cli.predict.calibration_text import calibration_lines
 
     for line in calibration_lines(calibration or {}):
         say(f"  {line}")

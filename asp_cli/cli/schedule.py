@@ -265,7 +265,7 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         lines.append(f"  lengths from history for {summary['prompts_from_history']:,} prompts" + (
             f"; the other {rest:,} from the model, corrected by the history" if rest else " (all of them)"))
     if summary.get("calibration"):
-        from asp_cli.predict.history import calibration_lines
+        from asp_cli.predict.calibration_text import calibration_lines
 
         lines.extend(f"  {line}" for line in calibration_lines(summary["calibration"]))
     if bundled:

@@ -28,7 +28,8 @@ from asp_cli.reading.csv_text import read_csv
 from asp_cli.reading.json_records import (EXACT_FLOAT, DuplicateKey, element_holding_duplicate, escape_tag_lookalikes,
                                          field_of_tagged, records_to_frame, unique_keys)
 from asp_cli.reading.options import OnBadRow
-from asp_cli.reading.text_checks import LONE_SURROGATE, SURROGATE_ESCAPE, check_column_names, has_lone_surrogate
+from asp_cli.reading.text_checks import (LONE_SURROGATE, SURROGATE_ESCAPE, check_column_names, has_lone_surrogate,
+                                         ran_out_of_text)
 from asp_cli.reading.text_checks import check_utf8 as _check_utf8
 from asp_cli.reading.text_checks import first_error_line as _first_line
 from asp_cli.reading.text_checks import is_utf8 as _is_utf8
@@ -540,7 +541,7 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
             problem = "not valid UTF-8; re-encode the file as UTF-8"
         except json.JSONDecodeError as exc:
             problem = f"malformed JSON at column {exc.colno} ({exc.msg})"
-            if index == unfinished and _ran_out(raw, exc):
+            if index == unfinished and ran_out_of_text(raw, exc):
                 problem = ("the file ends inside this line (cut short: a log still being written, or a copy "
                            "interrupted)")
         except DuplicateKey as exc:
@@ -559,23 +560,6 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
             return pl.DataFrame()
         raise InputError(f"{path}: no readable rows; give a file with at least one JSON object per line")
     return records_to_frame(records)
-
-
-_UNFINISHED_NUMBER = re.compile(r"-?[0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]*)?")
-
-
-def _ran_out(raw: bytes, exc: json.JSONDecodeError) -> bool:
-    """Whether the parser of an unfinished last line (no newline after it) ran out of text: in a string, at its end,
-    or with only the start of a literal or number left (`tru`, `12.`; an observe of a log still being written met a
-    half-written last line, said as malformed JSON)."""
-    text = raw.decode("utf-8", "replace").rstrip()
-    if exc.msg.startswith("Unterminated") or exc.pos >= len(text):
-        return True
-    if exc.msg.startswith("Invalid \\uXXXX escape") and len(text) - exc.pos < 6:  # cut inside `\u00e9`
-        return True
-    tail = text[exc.pos:].strip()
-    return any(word.startswith(tail) for word in ("true", "false", "null")) or bool(
-        _UNFINISHED_NUMBER.fullmatch(tail))
 
 
 _NUL_ESCAPE = b"\\u0000"  # JSON's only spelling of a NUL character in text (a raw one is malformed JSON)

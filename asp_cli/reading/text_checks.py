@@ -83,3 +83,20 @@ def has_lone_surrogate(value: Any) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+_UNFINISHED_NUMBER = re.compile(r"-?[0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]*)?")
+
+
+def ran_out_of_text(raw: bytes, exc: json.JSONDecodeError) -> bool:
+    """Whether the parser of an unfinished last line (no newline after it) ran out of text: in a string, at its end,
+    or with only the start of a literal or number left (`tru`, `12.`; an observe of a log still being written met a
+    half-written last line, said as malformed JSON)."""
+    text = raw.decode("utf-8", "replace").rstrip()
+    if exc.msg.startswith("Unterminated") or exc.pos >= len(text):
+        return True
+    if exc.msg.startswith("Invalid \\uXXXX escape") and len(text) - exc.pos < 6:  # cut inside `\u00e9`
+        return True
+    tail = text[exc.pos:].strip()
+    return any(word.startswith(tail) for word in ("true", "false", "null")) or bool(
+        _UNFINISHED_NUMBER.fullmatch(tail))

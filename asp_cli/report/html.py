@@ -411,7 +411,7 @@ def _provenance(report: dict[str, Any]) -> str:
         rows.append(["predictor", f"{predictor.get('name')} {predictor.get('fingerprint')}"])
         if predictor.get("history_fingerprint"):
             rows.append(["history", predictor["history_fingerprint"]])
-        from asp_cli.predict.history import calibration_lines
+        from asp_cli.predict.calibration_text import calibration_lines
 
         for i, line in enumerate(calibration_lines(predictor.get("calibration") or {})):
             rows.append(["calibration" if i == 0 else "", line])

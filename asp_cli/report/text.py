@@ -141,7 +141,7 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
             text += (f"; lengths from history for {predictor.get('prompts_from_history')}, "
                      f"from the model for {predictor.get('prompts_from_model')} prompts")
         made.add_row("predictor", text)
-        from asp_cli.predict.history import calibration_lines
+        from asp_cli.predict.calibration_text import calibration_lines
 
         for i, line in enumerate(calibration_lines(predictor.get("calibration") or {})):
             made.add_row("calibration" if i == 0 else "", line)
