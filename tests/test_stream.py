@@ -447,3 +447,22 @@ def test_a_csv_column_whose_kind_changes_after_the_guessed_rows_is_read(tmp_path
     whole, _ = read_prompts([path], options)
     assert whole.height == 10_051 and whole[C.DATA_SOURCE][-1] == "txt" and whole[C.DATA_SOURCE][4] == "1"
     _assert_same([path], options, batch_bytes=batch_bytes)
+
+
+@pytest.mark.parametrize("batch_bytes", [128, 1 << 20])
+def test_difficulty_key_names_a_difficulty_under_another_name(tmp_path, batch_bytes):
+    """A team's `meta.rating` could not be named: the history's per-difficulty correction never saw it."""
+    rows = [{"question": f"q{i}", "level": 9, "meta": {"rating": f"Level {i % 4}", "x": 1}} for i in range(12)]
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    options = ReadOptions(difficulty_key="meta.rating")
+    whole, report = read_prompts([path], options)
+    assert whole[C.DIFFICULTY].to_list() == [float(i % 4) for i in range(12)]
+    assert report.columns_used[str(path)]["difficulty"] == "meta.rating"
+    _assert_same([path], options, batch_bytes=batch_bytes)
+    assert read_prompts([path])[0][C.DIFFICULTY].to_list() == [9.0] * 12  # the usual name, where none is named
+    with pytest.raises(InputError, match=r"column 'meta' \(from --difficulty-key\) holds Struct"):
+        read_prompts([path], ReadOptions(difficulty_key="meta"))
+    with pytest.raises(InputError, match=r"no column 'rank' \(from --difficulty-key\).*; name a column every input"):
+        read_prompts([path], ReadOptions(difficulty_key="rank"))
+    with pytest.raises(SettingsError, match="--difficulty-key must name a column"):
+        ReadOptions(difficulty_key="")

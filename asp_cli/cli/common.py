@@ -131,6 +131,13 @@ def source_key_option() -> Any:
                         "object (metadata.task). The history's correction and the probe group prompts by it.")
 
 
+def difficulty_key_option() -> Any:
+    """``--difficulty-key``: the prompts' difficulty column where it is not found by its usual names."""
+    return typer.Option(None, "--difficulty-key", help="The difficulty column, if not detected (difficulty, level); "
+                        "a dotted path reaches into an object. A number, or text holding one ('Level 5'): the "
+                        "history's correction is fitted per difficulty within a source where it tells them apart.")
+
+
 def lag_option(default: Any, help: str) -> Any:  # noqa: A002 - Typer's own name
     """A Typer option for ``--max-lag`` that also takes ``none`` (`lag_bound`)."""
     return typer.Option(default, "--max-lag", help=help, parser=lag_bound, metavar="<steps|none>")

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, output_option, say, source_key_option
+from asp_cli.cli.common import emit_json, guarded, difficulty_key_option, output_option, say, source_key_option
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.settings import ScheduleSettings
 
@@ -41,6 +41,7 @@ def fit_command(
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     source_key: Optional[str] = source_key_option(),
+    difficulty_key: Optional[str] = difficulty_key_option(),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
     history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
     history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The length column in history files."),
@@ -60,8 +61,8 @@ def fit_command(
     with guarded():
         from asp_cli.predict.commands import fit_predictor
 
-        read, history_read = _observation_reads(prompt_key, id_key, source_key, length_key, history_id_key,
-                                                history_length_key, on_bad_row, tokenizer)
+        read, history_read = _observation_reads(prompt_key, id_key, (source_key, difficulty_key), length_key,
+                                                history_id_key, history_length_key, on_bad_row, tokenizer)
         result = fit_predictor(inputs, output, history=history, read=read, history_read=history_read,
                                max_response_tokens=max_response_tokens, use_metadata=not no_metadata,
                                char_ngrams=char_ngrams, seed=seed, force=force)
@@ -88,6 +89,7 @@ def eval_command(
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     source_key: Optional[str] = source_key_option(),
+    difficulty_key: Optional[str] = difficulty_key_option(),
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The response length column, if not detected."),
     history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
     history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The length column in history files."),
@@ -103,8 +105,8 @@ def eval_command(
         from asp_cli.predict.commands import evaluate_predictor
         from asp_cli.predict.evaluate import format_report
 
-        read, history_read = _observation_reads(prompt_key, id_key, source_key, length_key, history_id_key,
-                                                history_length_key, on_bad_row, tokenizer)
+        read, history_read = _observation_reads(prompt_key, id_key, (source_key, difficulty_key), length_key,
+                                                history_id_key, history_length_key, on_bad_row, tokenizer)
         lengths_read = ReadOptions(length_id_key=lengths_id_key, length_key=lengths_length_key, on_bad_row=on_bad_row,
                                    length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")  # type: ignore[arg-type]
         result = evaluate_predictor(inputs, model=model, history=history, lengths=lengths, read=read,
@@ -132,6 +134,7 @@ def predict_command(
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     source_key: Optional[str] = source_key_option(),
+    difficulty_key: Optional[str] = difficulty_key_option(),
     history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
     history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The length column in history files."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json for prompt token counts."),
@@ -147,7 +150,8 @@ def predict_command(
     with guarded():
         from asp_cli.predict.commands import predict_file
 
-        read = ReadOptions(prompt_key=prompt_key, id_key=id_key, source_key=source_key, length_id_key=history_id_key,
+        read = ReadOptions(prompt_key=prompt_key, id_key=id_key, source_key=source_key, difficulty_key=difficulty_key,
+                           length_id_key=history_id_key,
                            length_key=history_length_key, on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
         if ray or ray_address is not None or workers is not None:
             _predict_on_ray(inputs, output, model=model, history=history, read=read, ray=ray,
@@ -232,13 +236,15 @@ def info_command(
             emit_json(card)
 
 
-def _observation_reads(prompt_key: str | None, id_key: str | None, source_key: str | None, length_key: str | None,
+def _observation_reads(prompt_key: str | None, id_key: str | None, metadata_keys: tuple[str | None, str | None],
+                       length_key: str | None,
                        history_id_key: str | None, history_length_key: str | None, on_bad_row: str,
                        tokenizer: Path | None) -> tuple[ReadOptions, ReadOptions]:
     """The reading options of `fit` and `eval`: for the prompt-and-length files, and for --history files."""
     from asp_cli.predict.observations import OBSERVATIONS_READ
 
-    read = dataclasses.replace(OBSERVATIONS_READ, prompt_key=prompt_key, id_key=id_key, source_key=source_key,
+    read = dataclasses.replace(OBSERVATIONS_READ, prompt_key=prompt_key, id_key=id_key, source_key=metadata_keys[0],
+                               difficulty_key=metadata_keys[1],
                                length_key=length_key,
                                on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
     history_read = ReadOptions(length_id_key=history_id_key, length_key=history_length_key,

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, output_option, say, source_key_option
+from asp_cli.cli.common import emit_json, guarded, difficulty_key_option, output_option, say, source_key_option
 from asp_cli.errors import printable
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import ScheduleSettings
@@ -33,6 +33,7 @@ def probe_command(
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     source_key: Optional[str] = source_key_option(),
+    difficulty_key: Optional[str] = difficulty_key_option(),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json for prompt token counts."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
@@ -44,7 +45,8 @@ def probe_command(
         from asp_cli.integrate.probe import ProbeSettings, probe
         from asp_cli.reading.options import ReadOptions
 
-        read = ReadOptions(prompt_key=prompt_key, id_key=id_key, source_key=source_key, on_bad_row=on_bad_row,
+        read = ReadOptions(prompt_key=prompt_key, id_key=id_key, source_key=source_key, difficulty_key=difficulty_key,
+                           on_bad_row=on_bad_row,
                            tokenizer=tokenizer)  # type: ignore[arg-type]
         settings = ProbeSettings(fraction=fraction, prompts=prompts, min_per_source=min_per_source, seed=seed)
         result = probe(inputs, output, settings=settings, predictor=predictor, format=format, read=read,

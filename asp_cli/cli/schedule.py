@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from asp_cli.cli.common import NO_LAG_BOUND, emit_json, guarded, lag_option, output_option, say, source_key_option
+from asp_cli.cli.common import NO_LAG_BOUND, emit_json, guarded, lag_option, difficulty_key_option, output_option, say, source_key_option
 from asp_cli.cli.progress import stage_bar
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import PRESET_NAMES, ScheduleSettings
@@ -57,6 +57,7 @@ def schedule_command(
     prompt_key: Optional[str] = typer.Option(None, "--prompt-key", help="The prompt column, if not detected."),
     id_key: Optional[str] = typer.Option(None, "--id-key", help="The prompt id column, if not detected."),
     source_key: Optional[str] = source_key_option(),
+    difficulty_key: Optional[str] = difficulty_key_option(),
     history_id_key: Optional[str] = typer.Option(None, "--history-id-key", help="The prompt id column in history files."),
     history_length_key: Optional[str] = typer.Option(None, "--history-length-key", help="The response length column in history files."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json for prompt token counts."),
@@ -71,7 +72,8 @@ def schedule_command(
         from asp_cli.arrange.pipeline import schedule
         from asp_cli.reading.options import ReadOptions
 
-        read = ReadOptions(prompt_key=prompt_key, id_key=id_key, source_key=source_key, length_id_key=history_id_key,
+        read = ReadOptions(prompt_key=prompt_key, id_key=id_key, source_key=source_key, difficulty_key=difficulty_key,
+                           length_id_key=history_id_key,
                            length_key=history_length_key, on_bad_row=on_bad_row, tokenizer=tokenizer)  # type: ignore[arg-type]
         settings = ScheduleSettings(
             instances=instances,

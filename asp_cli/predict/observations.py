@@ -61,7 +61,7 @@ def read_observations(
         assert length_col is not None
         # The same detection as `asp schedule`.
         prompts = extract_prompts(frame, path, fmt, read.prompt_key, id_col, read.on_bad_row, report, offset,
-                                  source_key=read.source_key)
+                                  source_key=read.source_key, difficulty_key=read.difficulty_key)
         lengths = extract_lengths(frame, path, fmt, id_col, length_col, read.on_bad_row, report)
         offset += frame.height
         prompt_parts.append(prompts)

@@ -18,7 +18,7 @@ class ReadOptions:
     """The reading options every command that reads prompt or length files takes.
 
     ``prompt_key`` and ``id_key`` override the prompt and id columns of prompt files, ``source_key`` their data
-    source column (a dotted path reaches into an object: ``metadata.task``); ``length_id_key`` and
+    source column (a dotted path reaches into an object: ``metadata.task``) and ``difficulty_key`` their difficulty; ``length_id_key`` and
     ``length_key`` the id and length columns of length files (history, observed lengths), which the calling
     command names ``length_id_flag`` and ``length_flag`` in its messages (and ``id_key`` as ``id_flag``,
     ``prompt_key`` as ``prompt_flag``).
@@ -33,6 +33,7 @@ class ReadOptions:
     prompt_key: str | None = None
     id_key: str | None = None
     source_key: str | None = None
+    difficulty_key: str | None = None
     length_id_key: str | None = None
     length_key: str | None = None
     on_bad_row: OnBadRow = "error"
@@ -48,7 +49,7 @@ class ReadOptions:
         # Named as the calling command names them: `asp schedule --history-id-key ''` was refused as
         # "--length-id-key", an option no command has.
         for value, flag in ((self.prompt_key, self.prompt_flag), (self.id_key, self.id_flag),
-                            (self.source_key, "--source-key"),
+                            (self.source_key, "--source-key"), (self.difficulty_key, "--difficulty-key"),
                             (self.length_id_key, self.length_id_flag), (self.length_key, self.length_flag)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise SettingsError(f"{flag} must name a column (got {value!r})")

@@ -233,7 +233,7 @@ def read_prompts(
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         part = extract_prompts(frame, path, fmt, options.prompt_key, options.id_key, options.on_bad_row, report,
                                offset, id_flag=options.id_flag, prompt_flag=options.prompt_flag,
-                               source_key=options.source_key)
+                               source_key=options.source_key, difficulty_key=options.difficulty_key)
         offset += frame.height
         parts.append(part)
         del frame
@@ -269,6 +269,7 @@ def extract_prompts(
     id_flag: str = "--id-key",
     prompt_flag: str = "--prompt-key",
     source_key: str | None = None,
+    difficulty_key: str | None = None,
 ) -> pl.DataFrame:
     """The prompt frame (`read_prompts`' columns, plus the hidden row within the file) of one file's table.
 
@@ -280,10 +281,10 @@ def extract_prompts(
     prompt_col = _choose_prompt_column(frame, prompt_key, path, prompt_flag)
     id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag=id_flag, path=path, required=False)
     frame, source_col = source_column(frame, path, source_key)
-    difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
-                                 required=False)
+    frame, difficulty_col = difficulty_column(frame, path, difficulty_key)
     report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)",
-                                      **({"source": source_col} if source_key else {})}
+                                      **({"source": source_col} if source_key else {}),
+                                      **({"difficulty": difficulty_col} if difficulty_key else {})}
     report.metadata_columns[str(path)] = {"source": source_col, "difficulty": difficulty_col}
     text, messages, bad, deep, not_text = _prompt_text(frame, prompt_col, path)
     row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
@@ -462,6 +463,31 @@ def source_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tu
         if key in nested.columns:
             return nested, key
     return frame, None
+
+
+def difficulty_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tuple[pl.DataFrame, str | None]:
+    """``frame`` and its difficulty column: ``key`` where named (``--difficulty-key``; a dotted path into an object),
+    else the first of `columns.DIFFICULTY_KEYS`, else None. A difficulty under another name (a team's `rating`)
+    could not be named (a MindSpeed newcomer's round).
+
+    Raises
+    ------
+    InputError
+        ``key`` names no column of ``frame``, or one of objects or lists.
+    """
+    if key is None:
+        return frame, find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
+                                  required=False)
+    frame = with_nested_key(frame, key)
+    try:
+        found = find_column(frame, C.DIFFICULTY_KEYS, key, what="difficulty", flag="--difficulty-key", path=path)
+    except InputError as exc:
+        raise InputError(f"{exc}; name a column every input holds") from None
+    dtype = frame.schema[key]
+    if not (dtype == pl.String or dtype.is_numeric() or dtype == pl.Null):
+        raise InputError(f"{path}: column {key!r} (from --difficulty-key) holds {dtype}, not a number (or text "
+                         "holding one, as 'Level 5'); name another column")
+    return frame, found
 
 
 def _source_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:

@@ -33,7 +33,8 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError
 from asp_cli.reading.json_records import escape_tag_lookalikes
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
-from asp_cli.reading.prompts import _check_unique_ids, _choose_prompt_column, extract_prompts, source_column
+from asp_cli.reading.prompts import (_check_unique_ids, _choose_prompt_column, difficulty_column, extract_prompts,
+                                     source_column)
 from asp_cli import limits
 from asp_cli.reading.csv_text import (check_no_header_repeats, check_unique_header, csv_bad_line, csv_separator,
                                       csv_text_schema, csv_without_extra_marks, csv_without_line_marks,
@@ -178,7 +179,8 @@ def _take(state: _FileState, frame: pl.DataFrame, locate: Callable[[int], str] |
     try:
         state.plans.append(_plan(frame, options, path))
         prompts = extract_prompts(frame, path, fmt, options.prompt_key, options.id_key, options.on_bad_row, report,
-                                  offset, file_row_offset=state.rows, locate_row=locate, source_key=options.source_key)
+                                  offset, file_row_offset=state.rows, locate_row=locate, source_key=options.source_key,
+                                  difficulty_key=options.difficulty_key)
     except InputError as exc:
         if whole:
             raise
@@ -205,8 +207,7 @@ def _plan(frame: pl.DataFrame, options: ReadOptions, path: Path, chat: bool | No
     prompt_col = _choose_prompt_column(frame, options.prompt_key, path)
     id_col = find_column(frame, C.ID_KEYS, options.id_key, what="id", flag="--id-key", path=path, required=False)
     frame, source_col = source_column(frame, path, options.source_key)
-    difficulty_col = find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
-                                 required=False)
+    frame, difficulty_col = difficulty_column(frame, path, options.difficulty_key)
     schema = frame.schema
     if schema[prompt_col] != pl.String or prompt_col.lower() == "messages":
         chat = None
