@@ -548,3 +548,15 @@ def test_a_dotted_id_key_reaches_into_a_logs_objects_and_the_columns_read_are_sa
     # Lengths and histories read alike (asp schedule --history-id-key, asp report --lengths-id-key).
     frame, _ = read_lengths([log], replace(OBSERVE_READ, length_id_key="metadata.prompt_id"))
     assert frame["prompt_id"].to_list() == ["p0", "p0", "p1", "p1"]
+
+
+def test_appending_numbered_samples_to_unnumbered_ones_says_how_they_count(tmp_path):
+    """A MindSpeed newcomer appended epoch 1 (numbered) to epoch 0 (observed without --epoch): --history-epochs 1
+    then kept epoch 1 alone, which nothing had said."""
+    history = tmp_path / "h.parquet"
+    observe([_log(tmp_path / "a.jsonl", ["p1", "p2"])], history)
+    appended = observe([_log(tmp_path / "b.jsonl", ["p1", "p3"])], history, append=True, epoch=1)
+    assert any(w.startswith("the history's samples so far have no epoch, these have: `asp schedule "
+                            "--history-epochs` counts those without one as before the first epoch") for w in appended.warnings)
+    again = observe([_log(tmp_path / "c.jsonl", ["p4"])], history, append=True, epoch=2)
+    assert not any("no epoch" in w for w in again.warnings)

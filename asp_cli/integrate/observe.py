@@ -284,6 +284,14 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         _coverage(sched, added, summary, warnings)
 
     history = added if existing is None else pl.concat([existing, added], how="vertical")
+    if existing is not None and existing.height and added.height:
+        before, now = existing["epoch"].null_count() == existing.height, added["epoch"].null_count() == added.height
+        if before != now:  # a MindSpeed newcomer's `--history-epochs 1` then kept one epoch, which nothing had said
+            warnings.append(
+                ("the history's samples so far have no epoch, these have" if before else
+                 "these samples have no epoch, the history's so far have") + ": `asp schedule --history-epochs` "
+                "counts those without one as before the first epoch (a probe's); observe with --epoch E to number "
+                "them")
     summary.update(
         rows_added=added.height,
         prompts_observed=added["prompt_id"].n_unique() if added.height else 0,
