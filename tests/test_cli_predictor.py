@@ -359,6 +359,10 @@ def test_a_model_fitted_with_a_source_key_warns_where_the_prompts_carry_no_sourc
     keyed = runner.invoke(app, ["predictor", "predict", str(plain), "-o", str(tmp_path / "b.parquet"), "--model",
                                 str(model), "--source-key", "task", "--json"])
     assert keyed.exit_code == 0 and json.loads(keyed.stdout)["warnings"] == []
+    other = runner.invoke(app, ["predictor", "predict", str(plain), "-o", str(tmp_path / "c.parquet"), "--model",
+                                str(model), "--source-key", "id", "--json"])  # a column of sources it never saw
+    assert ("m.skops learned a term per data source ('code', 'math'), and none of these prompts' sources ('p0', "
+            "'p1', 'p10', ...) is one of them") in json.loads(other.stdout)["warnings"][0]
     from asp_cli.arrange.pipeline import schedule
 
     assert said in schedule([plain], None, predictor=model).summary["warnings"]

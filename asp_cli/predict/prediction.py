@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import PredictorError, shown_id
+from asp_cli.errors import PredictorError, shown_id, shown_name
 from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count, check_plan_with
 
 DEFAULT_MODEL = Path(__file__).parent.parent / "models" / "default.skops"
@@ -41,14 +41,22 @@ def lost_sources_warning(path: Path | None, sources: pl.Series) -> list[str]:
     learned per-source terms but no prompt here carries a source (``sources``): a model fitted with --source-key
     and used without it predicted without them, silently (a review's repro: 358 and 3,006 tokens became 1,036 and
     1,039)."""
-    if path is None or sources.null_count() < len(sources):
+    if path is None:
         return []
     known = load_predictor(path).sources_
     if not known:
         return []
-    names = ", ".join(repr(s) for s in known[:3]) + (", ..." if len(known) > 3 else "")
-    return [f"{Path(path).name} learned a term per data source ({names}), but no prompt here carries one: it "
-            "predicts without them; name the source column with --source-key, as when it was fitted"]
+    names = ", ".join(repr(shown_name(s)) for s in known[:3]) + (", ..." if len(known) > 3 else "")
+    if sources.null_count() == len(sources):
+        return [f"{Path(path).name} learned a term per data source ({names}), but no prompt here carries one: it "
+                "predicts without them; name the source column with --source-key, as when it was fitted"]
+    here = sources.drop_nulls().unique()
+    if not here.is_in(list(known)).any():  # every source here is one it never saw (another column named?)
+        seen = ", ".join(repr(shown_name(s)) for s in here.sort().head(3).to_list()) + (", ..." if len(here) > 3 else "")
+        return [f"{Path(path).name} learned a term per data source ({names}), and none of these prompts' sources "
+                f"({seen}) is one of them: it predicts without them; name the column it was fitted with "
+                "(--source-key)"]
+    return []
 
 
 def load_predictor(path: Path | None = None):
