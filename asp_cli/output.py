@@ -331,6 +331,9 @@ def locked(output: Path) -> Iterator[None]:
     while True:
         try:
             handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except IsADirectoryError:  # "check the folder's permissions" did not say what was wrong
+            raise OutputError(f"{path} is a folder, where asp keeps the lock of {Path(output).name} while it "
+                              "appends; remove it (rmdir) and run again") from None
         except OSError as exc:
             raise cannot_write(path, exc) from None
         try:

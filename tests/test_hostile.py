@@ -951,3 +951,14 @@ def test_an_error_quoting_a_control_character_stays_one_line(tmp_path, name, con
     assert result.exit_code == 3, result.output
     assert result.stderr.count("\n") == 1 and shown in result.stderr
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+
+
+def test_a_lock_file_that_is_a_folder_is_named_as_one(tmp_path):
+    history = tmp_path / "h.parquet"
+    seed = write_jsonl(tmp_path / "seed.jsonl", [{"prompt_id": "s", "response_tokens": 1}])
+    assert runner.invoke(app, ["observe", str(seed), "-o", str(history)]).exit_code == 0
+    (tmp_path / ".h.parquet.asp-lock").mkdir()
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p", "response_tokens": 3}])
+    result = runner.invoke(app, ["observe", str(log), "-o", str(history), "--append"])
+    assert result.exit_code == 7 and (".h.parquet.asp-lock is a folder, where asp keeps the lock of h.parquet while "
+                                      "it appends; remove it (rmdir) and run again") in result.stderr
