@@ -376,3 +376,9 @@ def test_predict_says_the_rows_it_skipped(tmp_path):
                                  "--on-bad-row", "skip", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["warnings"] == [f"skipped 1 bad row (--on-bad-row skip), e.g. {data}:3"]
+
+
+def test_no_metadata_with_a_metadata_key_is_refused(tmp_path):
+    result = runner.invoke(app, ["predictor", "fit", str(tmp_path / "x.jsonl"), "-o", str(tmp_path / "m.skops"),
+                                 "--no-metadata", "--source-key", "task"])
+    assert result.exit_code == 4 and "--no-metadata leaves the data source and difficulty out" in result.stderr

@@ -59,7 +59,12 @@ def fit_command(
 ) -> None:
     """Train a length predictor on observed rollouts and write it as a skops file."""
     with guarded():
+        from asp_cli.errors import SettingsError
         from asp_cli.predict.commands import fit_predictor
+
+        if no_metadata and (source_key or difficulty_key):  # the key named a column the fit then ignored, silently
+            raise SettingsError("--no-metadata leaves the data source and difficulty out of the model: drop it, or "
+                                "drop --source-key and --difficulty-key")
 
         read, history_read = _observation_reads(prompt_key, id_key, (source_key, difficulty_key), length_key,
                                                 history_id_key, history_length_key, on_bad_row, tokenizer)
