@@ -68,7 +68,8 @@ def probe_command(
                 f" --dataset-prompt-key {shlex.quote(prompt_key)}" if prompt_key else "")
             read = (f" --id-key {shlex.quote(id_key)}" if id_key else "") + (
                 f" --prompt-key {shlex.quote(prompt_key)}" if prompt_key else "") + (
-                f" --source-key {shlex.quote(source_key)}" if source_key else "")
+                f" --source-key {shlex.quote(source_key)}" if source_key else "") + (
+                f" --difficulty-key {shlex.quote(difficulty_key)}" if difficulty_key else "")
             say("  next: generate it with your policy at the training run's response cap (docs/probe.md), then `asp "
                 f"observe LOG -o history.parquet --dataset {dataset}{keyed}` and `asp schedule {dataset}"
                 f"{read} ... --history "
