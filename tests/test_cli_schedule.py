@@ -444,6 +444,11 @@ def test_a_lag_past_the_bound_is_said_with_the_gate_that_holds(tmp_path):
             f"expected max, --max-lag {worst}") in said
     assert invoke("report", out, "--check", "--quiet", "--max-lag", "1").exit_code == 1
     assert invoke("report", out, "--check", "--quiet", "--max-lag", str(worst)).exit_code == 0
+    # A fraction (verl's count rule) is no gate `asp report` takes: it was named, and refused there.
+    fraction = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "f.parquet", "--engine", "streaming", "--max-lag",
+                      "0.1", "-k", "8", "--train-batch-size", "32", "--arrangement", "shuffle", "--json")
+    said = " ".join(fraction.stderr.split())
+    assert "--max-lag 0.1` fails" not in said and "so gate `asp report --check` on its expected max, --max-lag " in said
 
 
 def test_quiet_keeps_warnings_and_the_summary_names_the_columns_read(tmp_path):

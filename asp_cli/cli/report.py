@@ -43,7 +43,7 @@ def report_command(
     max_instance_spread: Optional[float] = typer.Option(
         None, "--max-instance-spread", help="Most (max - min) / mean of per-instance busy time (tokens without timing)."
     ),
-    max_lag: Optional[float] = typer.Option(None, "--max-lag", help="Most expected policy lag, in training steps."),
+    max_lag: Optional[float] = typer.Option(None, "--max-lag", metavar="<steps>", help="Most expected policy lag, in whole training steps."),
     max_step_skew: Optional[float] = typer.Option(
         None, "--max-step-skew", help="Most |step mean length / epoch mean - 1| over full training steps."
     ),

@@ -139,9 +139,13 @@ def _lag_line(summary: dict) -> str:
         if summary["expected_lag_max"] > lag:
             # The rule bounds what starts ahead of the trainer (AReaL's and verl's count rule), not when a group
             # ends: a newcomer's pipeline gated on `asp report --check --max-lag 1` stopped at epoch 2.
-            line += (f"; a group that finishes late is trained past the bound (the rule holds back the groups "
-                     f"started ahead, as AReaL's and verl's do), so `asp report --check --max-lag {lag}` fails on "
-                     f"this schedule: gate on its expected max, --max-lag {summary['expected_lag_max']}")
+            gate = f"--max-lag {summary['expected_lag_max']}"
+            line += ("; a group that finishes late is trained past the bound (the rule holds back the groups started "
+                     "ahead, as AReaL's and verl's do), so " + (
+                         f"`asp report --check --max-lag {lag}` fails on this schedule: gate on its expected max, "
+                         f"{gate}" if float(lag).is_integer() else
+                         # a fraction is verl's count rule, no step count a gate takes (it was named, and refused)
+                         f"gate `asp report --check` on its expected max, {gate}"))
         return line
     # Without a bound the lag is how far rollout runs ahead of the trainer, and at the point predictions rollout
     # runs 2-3x faster than with the tails the replays draw (105 s against 278 s on the sample data): the figure
