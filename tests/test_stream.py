@@ -430,6 +430,16 @@ def test_source_key_names_a_source_under_another_name(tmp_path, batch_bytes):
         ReadOptions(source_key="")
 
 
+def test_an_object_or_list_among_source_names_names_no_source(tmp_path):
+    """A source column of text with an object among it made a source named `{"x": 1}` (a hostile-input audit)."""
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"question": "a", "task": "x"}\n{"question": "b", "task": {"y": 1}}\n'
+                    '{"question": "c", "task": 5}\n{"question": "d", "task": [1]}\n')
+    options = ReadOptions(source_key="task")
+    assert read_prompts([path], options)[0][C.DATA_SOURCE].to_list() == ["x", None, "5", None]
+    assert read_prompts_streamed([path], options)[0][C.DATA_SOURCE].to_list() == ["x", None, "5", None]
+
+
 def test_openrlhfs_datasource_is_a_source(tmp_path):
     """OpenRLHF's PromptDataset reads `datasource`: a newcomer's OpenRLHF dataset probed as "(no source)"."""
     path = write_jsonl(tmp_path / "p.jsonl", [{"input": f"q{i}", "datasource": "lcb" if i % 2 else "gsm8k"}

@@ -496,8 +496,11 @@ def _source_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
     dtype = frame.schema[column]
     if dtype == pl.String:
         # As the file holds it: a number among text is its JSON text ("5", as a column of numbers gives it), not
-        # the reader's tag (which reached the summaries and the per-source calibration as "\x00json:5").
-        return untag(pl.col(column))
+        # the reader's tag (which reached the summaries and the per-source calibration as "\x00json:5"). An object
+        # or a list among them names no source (it became one named `{"x": 1}`: a hostile-input audit).
+        col = pl.col(column)
+        structured = col.str.starts_with(JSON_TAG + "{") | col.str.starts_with(JSON_TAG + "[")
+        return pl.when(structured).then(pl.lit(None, pl.String)).otherwise(untag(col))
     if dtype.is_numeric() or dtype == pl.Boolean:
         return pl.col(column).cast(pl.String)
     return pl.lit(None, dtype=pl.String)
