@@ -774,3 +774,22 @@ def test_a_schedule_for_an_asynchronous_trainer_exports_for_verls_fully_async_tr
     schedule([prompts], sync, settings=ScheduleSettings(instances=3, train_batch_size=10, samples_per_prompt=2,
                                                         engine="streaming", max_lag=0))
     assert export(sync, [prompts], None, format="verl").summary["verl_trainer"] == "ppo"
+
+
+def test_a_verl_export_fills_data_source_from_the_source_column_the_schedule_named(tmp_path):
+    """A schedule made with --source-key meta.task was exported with every data_source 'unknown' (verl routes its
+    reward function by it): a library user's round."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.reading.options import ReadOptions
+    from asp_cli.settings import ScheduleSettings
+
+    rows = [{"id": f"p{i}", "prompt": f"Question {i}?", "meta": {"task": "code" if i % 2 else "math"}} for i in range(8)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(instances=1, samples_per_prompt=2, train_batch_size=4),
+             read=ReadOptions(source_key="meta.task"))
+    result = export(sched, [data], tmp_path / "v.parquet", format="verl")
+    frame = pl.read_parquet(tmp_path / "v.parquet")
+    by_id = dict(zip(frame["id"].to_list(), frame["data_source"].to_list(), strict=True))
+    assert by_id == {r["id"]: r["meta"]["task"] for r in rows} and "meta.task" not in frame.columns
+    assert not any("no data_source" in w for w in result.warnings)

@@ -226,7 +226,8 @@ def export(
                                          .unique("\x00row", keep="first", maintain_order=True),
                                          on="\x00row", how="left", maintain_order="left")["prompt_id"]
         raw, verl_notes = to_verl(raw, ids, where=", ".join(str(d) for d in datasets),
-                                  prompt_column=prompt_key or recorded_keys(replay.schedule.metadata)[1])
+                                  prompt_column=prompt_key or recorded_keys(replay.schedule.metadata)[1],
+                                  source_column=recorded_source_key(replay.schedule.metadata))
         warnings.extend(verl_notes)
     # asp's columns: beside the dataset's, or with --metadata-key inside that object, the schedule's id with them.
     names = [f"{prefix}{c}" for c in (("prompt_id",) if metadata_key else ()) + ASP_COLUMNS]
@@ -436,6 +437,14 @@ def _without_skip_hint(exc: InputError) -> str:
     from asp_cli.reading.tables import BAD_ROW_FIX
 
     return str(exc).replace(f"; {BAD_ROW_FIX}", "")
+
+
+def recorded_source_key(metadata: dict[str, Any]) -> str | None:
+    """The data source column `asp schedule --source-key` named (first input), or None where none was named."""
+    used = metadata.get("columns_used") or {}
+    first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
+    value = first.get("source") if isinstance(first, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -253,7 +253,7 @@ def probe(
     if fmt == "verl":
         # extra_info.prompt_id: asp's id of each probed prompt
         rows, notes = to_verl(rows, rows["\x00id"], where=", ".join(str(p) for p in inputs),
-                              prompt_column=read.prompt_key)
+                              prompt_column=read.prompt_key, source_column=read.source_key)
         warnings.extend(notes)
     rows = rows.drop("\x00id")
     rows = rows.drop("\x00row")

@@ -19,7 +19,8 @@ _VERL_CHAT = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 
 
 def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
-            where: str = "the dataset", prompt_column: str | None = None) -> tuple[pl.DataFrame, list[str]]:
+            where: str = "the dataset", prompt_column: str | None = None,
+            source_column: str | None = None) -> tuple[pl.DataFrame, list[str]]:
     """Give a frame the five columns verl's RLHFDataset reads, keeping the user's values where present.
 
     ``prompt`` becomes a chat list (a chat list under ``prompt`` or ``messages`` is kept; text is wrapped as
@@ -33,6 +34,8 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
     ``reward_model`` or ``extra_info`` whose objects differ in kind from row to row is refused (`InputError`).
     ``prompt_column``: the prompt column the user named (``--prompt-key``) or the schedule was read with, which
     verl's ``prompt`` is made from (and then dropped, as ``messages`` is); without it, the columns above.
+    ``source_column``: the data source column the user named (``--source-key``, a dotted path into an object), which
+    fills ``data_source`` where the rows have none of their own (it was set to "unknown": a library user's round).
 
     Returns
     -------
@@ -53,7 +56,15 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
 
     source = next((lowered[k] for k in C.SOURCE_KEYS if k in lowered), None)
     if "data_source" not in out.columns or out.schema["data_source"] != pl.String:
-        value = pl.col(source).cast(pl.String) if source else pl.lit(None, pl.String)
+        named_source = None
+        if source_column is not None:
+            from asp_cli.reading.tables import with_nested_key
+
+            nested = with_nested_key(raw, source_column)
+            if source_column in nested.columns and nested.schema[source_column] != pl.Null:
+                named_source = untag(nested.get_column(source_column).cast(pl.String))
+        value = (named_source.alias("data_source") if named_source is not None else
+                 pl.col(source).cast(pl.String) if source else pl.lit(None, pl.String))
         out = out.with_columns(value.alias("data_source"))
     if out["data_source"].null_count():
         notes.append(
