@@ -19,7 +19,9 @@ Every command has a Python twin, re-exported here (loaded on first use, so ``imp
 ========================  =====================================================
 
 Settings and reading options: `ScheduleSettings`, `ReadOptions`, `ReplayOptions`; a schedule on disk:
-`read_schedule`, `open_schedule`. docs/architecture.md shows how the pieces fit together.
+`read_schedule`, `open_schedule`. Errors (`asp_cli.errors`, each with the ``exit_code`` the command line exits
+with): `AspError` and its kinds `InputError`, `SettingsError`, `PredictorError`, `ScheduleFormatError`,
+`OutputError`, `ServerError`, `CheckFailedError`. docs/architecture.md shows how the pieces fit together.
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy re-exports below (`__g
     from asp_cli.schedule_format import read_schedule as read_schedule
     from asp_cli.settings import ScheduleSettings as ScheduleSettings
     from asp_cli.sim.options import ReplayOptions as ReplayOptions
+    from asp_cli.errors import AspError as AspError
+    from asp_cli.errors import CheckFailedError as CheckFailedError
+    from asp_cli.errors import InputError as InputError
+    from asp_cli.errors import OutputError as OutputError
+    from asp_cli.errors import PredictorError as PredictorError
+    from asp_cli.errors import ScheduleFormatError as ScheduleFormatError
+    from asp_cli.errors import ServerError as ServerError
+    from asp_cli.errors import SettingsError as SettingsError
 
 _TWINS = {
     "schedule": "asp_cli.arrange.pipeline",
@@ -78,6 +88,14 @@ _TWINS = {
     "ReplayOptions": "asp_cli.sim.options",
     "read_schedule": "asp_cli.schedule_format",
     "open_schedule": "asp_cli.integrate.replay",
+    "AspError": "asp_cli.errors",
+    "CheckFailedError": "asp_cli.errors",
+    "InputError": "asp_cli.errors",
+    "OutputError": "asp_cli.errors",
+    "PredictorError": "asp_cli.errors",
+    "ScheduleFormatError": "asp_cli.errors",
+    "ServerError": "asp_cli.errors",
+    "SettingsError": "asp_cli.errors",
 }
 
 __all__ = ["__version__", *sorted(_TWINS)]

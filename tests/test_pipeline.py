@@ -507,3 +507,8 @@ def test_a_synchronous_summary_weighs_the_trainer_against_the_rollout_inside_its
     if count == 64:  # one step: 20 s of rollout, 12 s of training
         assert summary["predicted_rollout_makespan_s"] > summary["predicted_trainer_busy_s"]
         assert not summary["trainer_bound"]
+
+
+def test_settings_given_as_a_dict_are_refused_with_the_type_to_use(prompts_file):
+    with pytest.raises(SettingsError, match=r"settings must be a ScheduleSettings \(asp_cli.ScheduleSettings\("):
+        schedule([prompts_file], None, settings={"instances": 2})  # type: ignore[arg-type]

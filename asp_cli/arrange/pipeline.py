@@ -496,6 +496,9 @@ def schedule(
     from asp_cli.reading.lengths import latest_epochs
 
     settings = settings or ScheduleSettings()
+    if not isinstance(settings, ScheduleSettings):  # a dict of them raised "'dict' object has no attribute 'preset'"
+        raise SettingsError(f"settings must be a ScheduleSettings (asp_cli.ScheduleSettings(instances=8, ...)), not "
+                            f"{type(settings).__name__}")
     note = progress or (lambda _msg: None)
     inputs = paths_of(inputs)
     history = paths_of(history)
