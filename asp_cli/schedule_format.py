@@ -425,7 +425,7 @@ def check_epochs(frame: pl.DataFrame, settings: dict[str, Any], *, where: str) -
         )
 
 
-def read_schedule(path: Path) -> Schedule:
+def read_schedule(path: str | Path) -> Schedule:
     """Read and check a schedule file.
 
     Raises

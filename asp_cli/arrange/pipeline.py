@@ -462,13 +462,13 @@ def _assemble(
 
 
 def schedule(
-    inputs: Sequence[Path],
-    output: Path | None = None,
+    inputs: str | Path | Sequence[str | Path],
+    output: str | Path | None = None,
     *,
     settings: ScheduleSettings | None = None,
-    predictor: Path | None = None,
-    predictions: Sequence[Path] = (),
-    history: Sequence[Path] = (),
+    predictor: str | Path | None = None,
+    predictions: str | Path | Sequence[str | Path] = (),
+    history: str | Path | Sequence[str | Path] = (),
     read: ReadOptions = DEFAULT_READ,
     command_line: Sequence[str] | None = None,
     force: bool = False,

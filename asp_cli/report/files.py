@@ -40,11 +40,11 @@ class ReportResult:
 
 
 def report_schedule(
-    schedule: Path,
+    schedule: str | Path,
     *,
-    lengths: Sequence[Path] = (),
+    lengths: str | Path | Sequence[str | Path] = (),
     read: ReadOptions = REPORT_READ,
-    compare: Path | None = None,
+    compare: str | Path | None = None,
     limits: CheckLimits | None = None,
     simulate: bool = False,
 ) -> ReportResult:
