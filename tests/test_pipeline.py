@@ -356,6 +356,7 @@ def test_warnings_for_history_that_matches_nothing_and_an_oversized_train_batch(
     result = schedule([prompts], None, history=[stranger], settings=ScheduleSettings(train_batch_size=64))
     assert any("none of the 1 prompt ids in --history" in w for w in result.summary["warnings"])
     assert any("--train-batch-size 64 is larger than the 40 prompts" in w for w in result.summary["warnings"])
+    assert result.warnings == result.summary["warnings"]  # where every other result keeps them
     ids = [r["id"] for r in make_prompts(40)]
     partly = write_jsonl(tmp_path / "h2.jsonl", [{"id": ids[0], "response_tokens": 9}, {"id": "x", "response_tokens": 3}])
     result = schedule([prompts], None, history=[partly], settings=ScheduleSettings(train_batch_size=8))

@@ -74,6 +74,11 @@ class ScheduleResult:
     # per input file, the columns read as what (prompt, id, source, difficulty; None: none found), for people
     columns: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
+    @property
+    def warnings(self) -> list[str]:
+        """What is legal but probably a mistake (the summary's ``warnings``): where every other result keeps them."""
+        return self.summary.get("warnings", [])
+
 
 # --------------------------------------------------------------------------------------------------------
 # The core

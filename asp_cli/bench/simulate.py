@@ -29,6 +29,11 @@ class SimulationReport:
     result: SimulationResult
     comparison: list[dict] | None = None
 
+    @property
+    def warnings(self) -> list[str]:
+        """The document's ``warnings``: where every other result keeps them (a library user looked in four places)."""
+        return self.document.get("warnings", [])
+
 
 def schedule_prompts(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The prompts and predictions a schedule was made from (first occurrence of each row)."""
