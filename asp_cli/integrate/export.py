@@ -439,23 +439,25 @@ def _without_skip_hint(exc: InputError) -> str:
     return str(exc).replace(f"; {BAD_ROW_FIX}", "")
 
 
-def recorded_source_key(metadata: dict[str, Any]) -> str | None:
-    """The data source column `asp schedule --source-key` named (first input), or None where none was named."""
+def _recorded(metadata: dict[str, Any], what: str) -> str | None:
+    """The column `asp schedule` read as ``what`` (its first input's `columns_used`), or None (a damaged entry:
+    detect the columns again)."""
     used = metadata.get("columns_used") or {}
     first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
-    value = first.get("source") if isinstance(first, dict) else None
+    value = first.get(what) if isinstance(first, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def recorded_source_key(metadata: dict[str, Any]) -> str | None:
+    """The data source column `asp schedule --source-key` named, or None where none was named."""
+    return _recorded(metadata, "source")
 
 
 def recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
     """The id and prompt columns `asp schedule` used (first input), or None for row numbers / detection (`asp export`
     and `asp observe --schedule --dataset` read the dataset with them unless told otherwise)."""
-    used = metadata.get("columns_used") or {}
-    first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
-    first = first if isinstance(first, dict) else {}  # a damaged entry: detect the columns again
-    id_col, prompt_col = (value if isinstance(value, str) and value else None
-                          for value in (first.get("id"), first.get("prompt")))
-    return (None if id_col == "(row number)" else id_col), prompt_col
+    id_col = _recorded(metadata, "id")
+    return (None if id_col == "(row number)" else id_col), _recorded(metadata, "prompt")
 
 
 # --------------------------------------------------------------------------------------------------------

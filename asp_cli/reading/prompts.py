@@ -441,20 +441,7 @@ def source_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tu
         ``key`` names no column of ``frame``.
     """
     if key is not None:
-        frame = with_nested_key(frame, key)
-        try:
-            found = find_column(frame, C.SOURCE_KEYS, key, what="source", flag="--source-key", path=path)
-        except InputError as exc:  # one file of several without it: what to do was not said
-            raise InputError(f"{exc}; name a column every input holds (with its data source in it)") from None
-        dtype = frame.schema[key]
-        if not (dtype == pl.String or dtype.is_numeric() or dtype == pl.Boolean or dtype == pl.Null):
-            # An object or a list named as the source was read as no source at all, without a word.
-            fields = ", ".join(f"{key}.{f.name}" for f in dtype.fields[:3]) + (
-                ", ..." if len(dtype.fields) > 3 else "") if isinstance(dtype, pl.Struct) and dtype.fields else ""
-            raise InputError(f"{path}: column {key!r} (from --source-key) holds "
-                             + (f"objects, not a name; name a field inside them ({fields})" if fields else
-                                "lists or objects, not a name; name a column of text"))
-        return frame, found
+        return _named_column(frame, path, key, "--source-key", boolean=True)
     found = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
     if found is not None:
         return frame, found
@@ -478,16 +465,31 @@ def difficulty_column(frame: pl.DataFrame, path: Path, key: str | None = None) -
     if key is None:
         return frame, find_column(frame, C.DIFFICULTY_KEYS, None, what="difficulty", flag="", path=path,
                                   required=False)
+    return _named_column(frame, path, key, "--difficulty-key", boolean=False)
+
+
+def _named_column(frame: pl.DataFrame, path: Path, key: str, flag: str, *,
+                  boolean: bool) -> tuple[pl.DataFrame, str]:
+    """``frame`` (with ``key``'s nested field as a column) and ``key``: a metadata column the user named with
+    ``flag``, which must exist and hold scalars (text, numbers, and booleans where ``boolean``). An object or a list
+    so named was read as no value at all, without a word; one file of several without it was not told what to do.
+    """
     frame = with_nested_key(frame, key)
     try:
-        found = find_column(frame, C.DIFFICULTY_KEYS, key, what="difficulty", flag="--difficulty-key", path=path)
+        find_column(frame, (), key, what="", flag=flag, path=path)
     except InputError as exc:
         raise InputError(f"{exc}; name a column every input holds") from None
     dtype = frame.schema[key]
-    if not (dtype == pl.String or dtype.is_numeric() or dtype == pl.Null):
-        raise InputError(f"{path}: column {key!r} (from --difficulty-key) holds {dtype}, not a number (or text "
-                         "holding one, as 'Level 5'); name another column")
-    return frame, found
+    if dtype == pl.String or dtype.is_numeric() or dtype == pl.Null or (boolean and dtype == pl.Boolean):
+        return frame, key
+    if not boolean:  # a difficulty
+        raise InputError(f"{path}: column {key!r} (from {flag}) holds {dtype}, not a number (or text holding one, "
+                         "as 'Level 5'); name another column")
+    fields = ", ".join(f"{key}.{f.name}" for f in dtype.fields[:3]) + (
+        ", ..." if len(dtype.fields) > 3 else "") if isinstance(dtype, pl.Struct) and dtype.fields else ""
+    raise InputError(f"{path}: column {key!r} (from {flag}) holds "
+                     + (f"objects, not a name; name a field inside them ({fields})" if fields else
+                        "lists or objects, not a name; name a column of text"))
 
 
 def _source_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
