@@ -227,7 +227,7 @@ def export(
                                          on="\x00row", how="left", maintain_order="left")["prompt_id"]
         raw, verl_notes = to_verl(raw, ids, where=", ".join(str(d) for d in datasets),
                                   prompt_column=prompt_key or recorded_keys(replay.schedule.metadata)[1],
-                                  source_column=recorded_source_key(replay.schedule.metadata))
+                                  source_column=_recorded(replay.schedule.metadata, "source"))
         warnings.extend(verl_notes)
     # asp's columns: beside the dataset's, or with --metadata-key inside that object, the schedule's id with them.
     names = [f"{prefix}{c}" for c in (("prompt_id",) if metadata_key else ()) + ASP_COLUMNS]
@@ -446,11 +446,6 @@ def _recorded(metadata: dict[str, Any], what: str) -> str | None:
     first = next(iter(used.values()), {}) if isinstance(used, dict) else {}
     value = first.get(what) if isinstance(first, dict) else None
     return value if isinstance(value, str) and value else None
-
-
-def recorded_source_key(metadata: dict[str, Any]) -> str | None:
-    """The data source column `asp schedule --source-key` named, or None where none was named."""
-    return _recorded(metadata, "source")
 
 
 def recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
