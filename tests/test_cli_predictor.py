@@ -382,3 +382,24 @@ def test_no_metadata_with_a_metadata_key_is_refused(tmp_path):
     result = runner.invoke(app, ["predictor", "fit", str(tmp_path / "x.jsonl"), "-o", str(tmp_path / "m.skops"),
                                  "--no-metadata", "--source-key", "task"])
     assert result.exit_code == 4 and "--no-metadata leaves the data source and difficulty out" in result.stderr
+
+
+def test_a_model_fitted_with_a_source_key_says_how_many_prompts_carry_a_source_it_never_saw(tmp_path):
+    """An audit: where only some prompts carried an unknown source (a dataset added since the fit), predict said
+    nothing, and those prompts were predicted without a source term."""
+    rng = np.random.default_rng(1)
+    rows = [{"id": f"p{i}", "prompt": f"solve item {i} " + " ".join(rng.choice(["sum", "graph", "prime"], 6)),
+             "task": "code" if i % 2 else "math", "response_tokens": 2000 if i % 2 else 200} for i in range(80)]
+    data, model = tmp_path / "obs.jsonl", tmp_path / "m.skops"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert runner.invoke(app, ["predictor", "fit", str(data), "-o", str(model), "--source-key", "task"]).exit_code == 0
+    mixed = [{"id": f"q{i}", "prompt": f"find item {i}", **({"task": ["math", "chat", "chat"][i % 3]} if i < 9 else {})}
+             for i in range(12)]
+    plain = tmp_path / "p.jsonl"
+    plain.write_text("".join(json.dumps(r) + "\n" for r in mixed))
+    result = runner.invoke(app, ["predictor", "predict", str(plain), "-o", str(tmp_path / "a.parquet"), "--model",
+                                 str(model), "--source-key", "task", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["warnings"] == [
+        "9 of 12 prompts carry a source it never saw ('chat') or none: m.skops learned a term per data source "
+        "('code', 'math') and predicts those prompts without one"]

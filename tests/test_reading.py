@@ -1134,3 +1134,26 @@ def test_a_length_file_whose_every_length_is_zero_is_refused_even_beside_good_on
                 f"{zeros}: every one of the 2 lengths (column 'num_tokens') is 0: the wrong column, or a rollout that "
                 "wrote nothing; give response lengths in tokens, naming their column with --history-length-key")):
             read_lengths(paths)
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_a_dotted_key_naming_both_a_column_and_a_nested_field_is_refused(tmp_path, suffix):
+    """An audit: `extra_info.index` as a column of its own (a flattened file) beside the struct `extra_info` holding
+    `index`: the column won without a word. Read whole, streamed, and as a history's id."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    rows = [{"prompt": f"q {i}", "extra_info.index": i, "extra_info": {"index": 100 + i}, "response_tokens": 5}
+            for i in range(4)]
+    path = tmp_path / f"a.{suffix}"
+    if suffix == "jsonl":
+        write_jsonl(path, rows)
+    else:
+        pl.DataFrame(rows).write_parquet(path)
+    said = rf"a\.{suffix}: 'extra_info\.index' names both a column of that name and a field inside column " \
+           r"'extra_info'; rename one of them in the file"
+    with pytest.raises(InputError, match=said):
+        read_prompts([path], ReadOptions(id_key="extra_info.index"))
+    with pytest.raises(InputError, match=said):
+        read_prompts_streamed([path], ReadOptions(id_key="extra_info.index"), batch_bytes=64, parquet_batch_rows=2)
+    with pytest.raises(InputError, match=said):
+        read_lengths([path], ReadOptions(length_id_key="extra_info.index"))

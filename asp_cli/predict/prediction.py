@@ -40,7 +40,7 @@ def lost_sources_warning(path: Path | None, sources: pl.Series) -> list[str]:
     """A warning where the user's own predictor (``path``; the bundled one knows sources few datasets name alike)
     learned per-source terms but no prompt here carries a source (``sources``): a model fitted with --source-key
     and used without it predicted without them, silently (a review's repro: 358 and 3,006 tokens became 1,036 and
-    1,039)."""
+    1,039). Where only some prompts carry no source or one it never saw, it says how many."""
     if path is None:
         return []
     known = load_predictor(path).sources_
@@ -56,6 +56,16 @@ def lost_sources_warning(path: Path | None, sources: pl.Series) -> list[str]:
         return [f"{Path(path).name} learned a term per data source ({names}), and none of these prompts' sources "
                 f"({seen}) is one of them: it predicts without them; name the column it was fitted with "
                 "(--source-key)"]
+    unknown = sources.is_null() | ~sources.is_in(list(known))
+    n_unknown = int(unknown.sum())
+    if n_unknown:  # some prompts only: a source added since the fit, or a file without the column
+        strays = sources.filter(unknown).drop_nulls().unique().sort()
+        seen = ", ".join(repr(shown_name(s)) for s in strays.head(3).to_list()) + (", ..." if len(strays) > 3 else "")
+        what = f"a source it never saw ({seen})" if len(strays) else "no source"
+        if len(strays) and sources.null_count():
+            what += " or none"
+        return [f"{n_unknown:,} of {len(sources):,} prompts carry {what}: {Path(path).name} learned a term per data "
+                f"source ({names}) and predicts those prompts without one"]
     return []
 
 

@@ -61,7 +61,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
                              "give observed lengths, one row per sample: a rollout log (`asp observe` turns one into a "
                              f"history), not the prompts (or name the length column with {options.length_flag})")
         # A dotted key reaches into objects (a slime sample dump's `metadata.prompt_id`), as the prompts' --id-key.
-        frame = with_nested_key(with_nested_key(frame, options.length_id_key), options.length_key)
+        frame = with_nested_key(with_nested_key(frame, options.length_id_key, path), options.length_key, path)
         id_col = find_column(frame, C.ID_KEYS, options.length_id_key, what="prompt id", flag=options.length_id_flag,
                              path=path)
         length_col = find_column(frame, C.LENGTH_KEYS, options.length_key, what="response length",

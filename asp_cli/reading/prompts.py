@@ -277,7 +277,7 @@ def extract_prompts(
     and ``locate_row``, which says where its ``index``-th row is in the file, for messages.
     """
     locate = locate_row or (lambda index: row_location(path, frame, index, fmt))
-    frame = with_nested_key(frame, id_key)
+    frame = with_nested_key(frame, id_key, path)
     prompt_col = _choose_prompt_column(frame, prompt_key, path, prompt_flag)
     id_col = find_column(frame, C.ID_KEYS, id_key, what="id", flag=id_flag, path=path, required=False)
     frame, source_col = source_column(frame, path, source_key)
@@ -446,7 +446,7 @@ def source_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tu
     if found is not None:
         return frame, found
     for key in NESTED_SOURCE_KEYS:
-        nested = with_nested_key(frame, key)
+        nested = with_nested_key(frame, key, path)
         if key in nested.columns:
             return nested, key
     return frame, None
@@ -474,7 +474,7 @@ def _named_column(frame: pl.DataFrame, path: Path, key: str, flag: str, *,
     ``flag``, which must exist and hold scalars (text, numbers, and booleans where ``boolean``). An object or a list
     so named was read as no value at all, without a word; one file of several without it was not told what to do.
     """
-    frame = with_nested_key(frame, key)
+    frame = with_nested_key(frame, key, path)
     try:
         find_column(frame, (), key, what="", flag=flag, path=path)
     except InputError as exc:

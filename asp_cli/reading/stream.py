@@ -203,7 +203,7 @@ def _plan(frame: pl.DataFrame, options: ReadOptions, path: Path, chat: bool | No
 
     ``chat`` gives that last decision instead of computing it from the rows (for the whole file's columns).
     """
-    frame = with_nested_key(frame, options.id_key)
+    frame = with_nested_key(frame, options.id_key, path)
     prompt_col = _choose_prompt_column(frame, options.prompt_key, path)
     id_col = find_column(frame, C.ID_KEYS, options.id_key, what="id", flag="--id-key", path=path, required=False)
     frame, source_col = source_column(frame, path, options.source_key)

@@ -623,14 +623,26 @@ def release_arrow_memory() -> None:
 # Column detection
 
 
-def with_nested_key(frame: pl.DataFrame, key: str | None) -> pl.DataFrame:
+def with_nested_key(frame: pl.DataFrame, key: str | None, path: Path | None = None) -> pl.DataFrame:
     """``frame`` with a column named ``key`` when ``key`` is a dotted path into struct columns (``extra_info.index``:
     the field ``index`` of the struct column ``extra_info``) and no column of that name exists; else ``frame``.
 
     verl's own preprocessing keeps a dataset's index in ``extra_info`` only, so `--id-key extra_info.index` is
     the id a verl dataset has (a newcomer's was refused: "no column 'extra_info.index'").
+
+    Raises
+    ------
+    InputError
+        ``key`` names both a column of its own (a flattened file's ``extra_info.index``) and a field inside
+        another (``path``, for the message): the column won without a word.
     """
-    if key is None or "." not in key or key in frame.columns:
+    if key is None or "." not in key:
+        return frame
+    if key in frame.columns:
+        head = key.split(".")[0]
+        if head in frame.columns and key in with_nested_key(frame.drop(key), key).columns:
+            raise InputError(f"{path or 'the input'}: {key!r} names both a column of that name and a field inside "
+                             f"column {head!r}; rename one of them in the file")
         return frame
     head, *path = key.split(".")
     if head not in frame.columns:
