@@ -35,6 +35,7 @@ def setup_files(tmp: Path) -> None:
     (tmp / "latin1.jsonl").write_bytes('{"question": "café"}\n'.encode("latin-1"))
     (tmp / "surrogate.jsonl").write_text('{"question": "bad \\ud800 text"}\n{"question": "fine"}\n')
     (tmp / "dupkey.jsonl").write_text('{"id": "a", "question": "one", "question": "two"}\n')
+    write_jsonl(tmp / "flat.jsonl", [{"question": "q", "extra_info.index": 1, "extra_info": {"index": 2}}])
     (tmp / "zeros.jsonl").write_text('{"id": "a", "response_tokens": 0}\n{"id": "b", "response_tokens": 0}\n')
     pq.write_table(pa.table({"id": ["a", "b"], "question": ["q1", "q2"],
                              "images": [[{"bytes": b"\x89PNG", "path": None}]] * 2}), tmp / "images.parquet")
@@ -183,6 +184,9 @@ CASES = [
     ("E82", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/zeros.jsonl"], 3,
      "zeros.jsonl: every one of the 2 lengths (column 'response_tokens') is 0: the wrong column, or a rollout that "
      "wrote nothing; give response lengths in tokens, naming their column with --history-length-key"),
+    ("E83", ["schedule", "{tmp}/flat.jsonl", "-o", "{tmp}/o.parquet", "--id-key", "extra_info.index"], 3,
+     "flat.jsonl: 'extra_info.index' names both a column of that name and a field inside column 'extra_info'; "
+     "rename one of them in the file"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]
