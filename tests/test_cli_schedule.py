@@ -234,7 +234,8 @@ def test_an_input_without_an_id_column_is_warned_about(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["warnings"] == [
         "prompts.parquet has no id column, so each prompt's id is its row number; history must use the same ids "
-        "(`asp observe --schedule` and `asp probe` do), or name the id column with --id-key"]
+        "(`asp observe --schedule` and `asp probe` do), or name the id column with --id-key (e.g. --id-key "
+        "extra_info.index, which the rows hold)"]
     named = json.loads(invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--json", "--quiet").stdout)
     assert named["warnings"] == []
     # A history that matched these row-number ids already uses them: nothing to warn about (a newcomer's history
@@ -466,3 +467,24 @@ def test_quiet_keeps_warnings_and_the_summary_names_the_columns_read(tmp_path):
                                                                     "difficulty": "level"}}
     keyed = invoke("schedule", data, "-o", tmp_path / "k.parquet", "--source-key", "task")
     assert "id 'uid', data source 'task', difficulty 'level'" in keyed.stderr
+
+
+def test_a_history_matching_no_row_number_says_to_name_the_prompts_id_first(tmp_path):
+    """A slime newcomer's prompts keep their id in metadata.id (found: metadata.source); the epoch log, keyed by it,
+    matched no row number, and the first fix named was --history-id-key."""
+    rows = [{"prompt": [{"role": "user", "content": f"Solve {i} + {i}."}],
+             "metadata": {"source": "dapo", "id": f"dapo-{i:04d}"}} for i in range(40)]
+    data = tmp_path / "dapo.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps({"prompt_id": f"dapo-{i:04d}", "response_length": 300}) + "\n" for i in range(40)))
+    result = invoke("schedule", data, "-o", tmp_path / "s.parquet", "--history", log)
+    assert result.exit_code == 0, result.stderr
+    assert ("columns: dapo.jsonl: prompt 'prompt', id the row number (--id-key metadata.id names the rows' own), "
+            "data source 'metadata.source'") in result.stderr
+    assert ("Warning: none of the 40 prompt ids in --history is among the prompts, so every length comes from the "
+            "model: dapo.jsonl has no id column, so each prompt's id is its row number; name the prompts' id column "
+            "with --id-key (e.g. --id-key metadata.id, which the rows hold), or check --history-id-key") in result.stderr
+    named = invoke("schedule", data, "-o", tmp_path / "t.parquet", "--history", log, "--id-key", "metadata.id",
+                   "--json", "--quiet", "--seed", "1", "--train-batch-size", "8")
+    assert json.loads(named.stdout)["warnings"] == [], named.stdout

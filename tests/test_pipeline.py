@@ -513,3 +513,17 @@ def test_a_synchronous_summary_weighs_the_trainer_against_the_rollout_inside_its
 def test_settings_given_as_a_dict_are_refused_with_the_type_to_use(prompts_file):
     with pytest.raises(SettingsError, match=r"settings must be a ScheduleSettings \(asp_cli.ScheduleSettings\("):
         schedule([prompts_file], None, settings={"instances": 2})  # type: ignore[arg-type]
+
+
+def test_a_frameworks_own_log_of_most_prompts_at_the_default_seed_is_warned_about(tmp_path, prompts_file):
+    """A slime newcomer made epoch 2 from the raw epoch-1 log (no epoch column, no asp observe) at the default seed:
+    89% of the prompts trained in the same step again, without a word. A probe's few prompts are not warned of."""
+    ids = schedule([prompts_file], None).frame["prompt_id"].to_list()
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": i, "response_tokens": 100 + k} for k, i in enumerate(ids)])
+    said = ("--history numbers no epoch and records no schedule, and this schedule has the default --seed 0: if the "
+            "rollout it logged replayed a schedule made with --seed 0 too, this one deals its shuffles again")
+    assert any(w.startswith(said) for w in schedule([prompts_file], None, history=[log]).summary["warnings"])
+    seeded = schedule([prompts_file], None, history=[log], settings=ScheduleSettings(seed=1))
+    assert not any("--seed" in w for w in seeded.summary["warnings"])
+    few = write_jsonl(tmp_path / "few.jsonl", [{"prompt_id": i, "response_tokens": 100} for i in ids[:3]])
+    assert not any("--seed" in w for w in schedule([prompts_file], None, history=[few]).summary["warnings"])

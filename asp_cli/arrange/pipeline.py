@@ -20,6 +20,7 @@ from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import LagBoundError, SettingsError, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
+from asp_cli.reading.history_ids import ROW_NUMBER
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.arrange.advice import plan_warnings, source_warnings
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
@@ -545,7 +546,10 @@ def schedule(
     sources = prompts.select(C.ROW, C.DATA_SOURCE) if C.DATA_SOURCE in prompts.columns else None
     prompts = prompts.select(C.ROW, C.PROMPT_ID)
     frame, choice = plan(prompts, predicted, settings, preset=preset)
-    warnings = _input_warnings(prompts, history_frame, settings, preset) + plan_warnings(frame, settings)
+    unnamed = [Path(name).name for name, used in read_report.columns_used.items() if used.get("id") == ROW_NUMBER]
+    id_hint = next((c["id_hint"] for c in read_report.metadata_columns.values() if c.get("id_hint")), None)
+    warnings = (_input_warnings(prompts, history_frame, settings, preset, unnamed, id_hint)
+                + plan_warnings(frame, settings))
     if sources is not None:
         warnings.extend(source_warnings(frame, sources))
         if not predictions:
@@ -555,17 +559,22 @@ def schedule(
     del sources
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())
-    unnamed = [Path(name).name for name, used in read_report.columns_used.items() if used.get("id") == "(row number)"]
     if history:  # the ids the history's logs were observed by, against this input's (reading.history_ids)
         read_report.settle()
         warnings.extend(id_warnings(list(history), read_report.fingerprints, read_report.columns_used))
         if not any("this schedule has --seed" in w for w in warnings):  # the epochs' check said it already
-            warnings.extend(seed_warnings(list(history), settings.seed))
-    if unnamed and not info.prompts_from_history:  # a history that matched these ids already uses them
+            numbered = (history_frame is not None and C.EPOCH in history_frame.columns
+                        and history_frame[C.EPOCH].null_count() < history_frame.height)
+            warnings.extend(seed_warnings(list(history), settings.seed,
+                                          # most prompts: an epoch's log, not a probe's
+                                          unnumbered_run=not numbered and info.prompts_from_history
+                                          >= info.prompts_from_model))
+    if unnamed and not info.prompts_from_history and not history:  # with a history, `unmatched_warnings` says it
         # verl's parquet keeps its own index in extra_info, which asp does not read as an id.
         warnings.append(f"{', '.join(unnamed[:3])} {'has' if len(unnamed) == 1 else 'have'} no id column, so each "
                         "prompt's id is its row number; history must use the same ids (`asp observe --schedule` "
-                        "and `asp probe` do), or name the id column with --id-key")
+                        "and `asp probe` do), or name the id column with --id-key"
+                        + (f" (e.g. --id-key {id_hint}, which the rows hold)" if id_hint else ""))
     del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is summed up
     summary = summarize(frame, settings, preset, choice)
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
@@ -628,7 +637,7 @@ def schedule(
 
 
 def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, settings: ScheduleSettings,
-                    preset: HardwarePreset) -> list[str]:
+                    preset: HardwarePreset, unnamed: list[str], id_hint: str | None) -> list[str]:
     """What is legal but probably not what the user meant: history that matches no prompt, a KV budget an engine
     ignores, a static plan without headroom, or a train batch larger than an epoch."""
     warnings = []
@@ -643,7 +652,7 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
     if history is not None and history.height:
         from asp_cli.reading.history_ids import unmatched_warnings
 
-        warnings.extend(unmatched_warnings(prompts[C.PROMPT_ID], history))
+        warnings.extend(unmatched_warnings(prompts[C.PROMPT_ID], history, unnamed=unnamed, id_hint=id_hint))
         latest = history[C.EPOCH].max() if C.EPOCH in history.columns else None
         if latest is not None and settings.seed <= int(latest):  # type: ignore[arg-type]
             # An OpenRLHF newcomer's epoch-by-epoch loop kept the default seed: every epoch the same train batches.

@@ -289,7 +289,9 @@ def _columns_line(columns: dict[str, dict[str, str | None]]) -> str:
     def said(used: dict[str, str | None]) -> str:
         source, difficulty = used.get("source"), used.get("difficulty")
         return (f"prompt {used.get('prompt')!r}, id " + (repr(used["id"]) if used.get("id") != "(row number)" else
-                                                          "the row number")
+                                                          "the row number" + (f" (--id-key {used['id_hint']} names "
+                                                                              "the rows' own)" if used.get("id_hint")
+                                                                              else ""))
                 + (f", data source {source!r}" if source else ", no data source (--source-key names one)")
                 + (f", difficulty {difficulty!r}" if difficulty else ""))
 

@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from asp_cli.settings import ScheduleSettings
+
 # How `ReadReport.columns_used` names the id of a file without an id column.
 ROW_NUMBER = "(row number)"
 _HISTORY_METADATA_KEY = b"asp.history"
@@ -58,14 +60,26 @@ def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths
     return {}
 
 
-def seed_warnings(history: list[Path], seed: int) -> list[str]:
+def seed_warnings(history: list[Path], seed: int, unnumbered_run: bool = False) -> list[str]:
     """Where a history was observed against a schedule made with ``seed`` (`asp observe --schedule` records it): a
     schedule for a later epoch made with that seed deals the same shuffles, the same train batches (a constant
-    `--seed 42` every epoch escaped the check by epoch numbers)."""
+    `--seed 42` every epoch escaped the check by epoch numbers).
+
+    ``unnumbered_run``: the history numbers no epoch and matched most of these prompts (an epoch's log; a probe
+    covers a few). Where it has no record either (a
+    framework's own log, not `asp observe`'s) and ``seed`` is the default, nothing tells which seed its rollout's
+    schedule had: a slime newcomer's epoch 2, made from the raw epoch-1 log at the default seed, put 89% of the
+    prompts in the same train step again without a word."""
+    records = [record for path in history for record in recorded_ids(path)]
     for path in history:
         if any(record.get("schedule_seed") == seed for record in recorded_ids(path)):
             return [f"{path}: observed against a schedule made with --seed {seed}, as this one is: it deals that "
                     "schedule's shuffles again (the same train batches); give each epoch its own seed"]
+    if unnumbered_run and not records and seed == ScheduleSettings.seed:
+        return [f"--history numbers no epoch and records no schedule, and this schedule has the default --seed {seed}: "
+                f"if the rollout it logged replayed a schedule made with --seed {seed} too, this one deals its "
+                "shuffles again (the same train batches); give each epoch its own seed, e.g. --seed 1 (the epoch's "
+                "number; `asp observe --schedule` records the seed and checks it)"]
     return []
 
 
@@ -124,17 +138,28 @@ def id_warnings(history: list[Path], fingerprints: dict[str, str], columns_used:
     return warnings
 
 
-def unmatched_warnings(prompt_ids: Any, history: Any, flag: str = "--history-id-key") -> list[str]:
+def unmatched_warnings(prompt_ids: Any, history: Any, flag: str = "--history-id-key",
+                       unnamed: list[str] | None = None, id_hint: str | None = None) -> list[str]:
     """What a history (a length frame with ``prompt_id``) holds for no prompt of ``prompt_ids`` (a Polars Series):
     every id (its lengths change nothing), or some (their samples ignored). One rule for `asp schedule`, `asp
     predictor predict` and `asp predictor eval` (the two were silent: a history of another dataset read "0 from
-    history" without a word)."""
+    history" without a word).
+
+    ``unnamed``: the prompt files read without an id column (their ids are row numbers), with ``id_hint`` a field
+    their rows hold that looks like one (`reading.prompts.NESTED_ID_KEYS`): where no id matched, the likely fix
+    is the prompts' --id-key, and it is said first (a slime newcomer was told to check --history-id-key)."""
     import polars as pl
 
     if history is None or not history.height:
         return []
     ids = history["prompt_id"].unique()
     unknown = int((~ids.is_in(pl.Series(prompt_ids).implode())).sum())
+    if unknown == ids.len() and unnamed:
+        return [f"none of the {ids.len():,} prompt ids in --history is among the prompts, so every length comes from "
+                f"the model: {', '.join(unnamed[:3])} {'has' if len(unnamed) == 1 else 'have'} no id column, so "
+                "each prompt's id is its row number; name the prompts' id column with --id-key"
+                + (f" (e.g. --id-key {id_hint}, which the rows hold)" if id_hint else "")
+                + f", or check {flag}"]
     if unknown == ids.len():
         return [f"none of the {ids.len():,} prompt ids in --history is among the prompts, so every length comes from "
                 f"the model; check {flag}, or that the history is of this dataset"]

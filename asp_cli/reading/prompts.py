@@ -285,7 +285,8 @@ def extract_prompts(
     report.columns_used[str(path)] = {"prompt": prompt_col, "id": id_col or "(row number)",
                                       **({"source": source_col} if source_key else {}),
                                       **({"difficulty": difficulty_col} if difficulty_key else {})}
-    report.metadata_columns[str(path)] = {"source": source_col, "difficulty": difficulty_col}
+    report.metadata_columns[str(path)] = {"source": source_col, "difficulty": difficulty_col,
+                                          **({"id_hint": _nested_id(frame)} if id_col is None else {})}
     text, messages, bad, deep, not_text = _prompt_text(frame, prompt_col, path)
     row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
     if id_col is None:
@@ -427,6 +428,23 @@ def id_problem_message(where: str, column: str, reason: str, *, flag: str = "--i
 # `metadata`, verl's `extra_info`): `source_column`'s fallback.
 NESTED_SOURCE_KEYS: tuple[str, ...] = tuple(f"{obj}.{key}" for obj in ("metadata", "extra_info")
                                             for key in ("data_source", "source", "datasource", "dataset"))
+
+
+# Where datasets keep an id inside an object: slime's --metadata-key dict, verl's extra_info.
+NESTED_ID_KEYS: tuple[str, ...] = tuple(f"{obj}.{key}" for obj in ("metadata", "extra_info")
+                                        for key in C.ID_KEYS)
+
+
+def _nested_id(frame: pl.DataFrame) -> str | None:
+    """The first of `NESTED_ID_KEYS` the rows' objects hold, for the message of a file read without an id column: a
+    slime newcomer's `metadata.id` went unused while `metadata.source` was found, and a history keyed by it matched
+    nothing. Not read as the id (verl's extra_info.index repeats across the sources of a joined file)."""
+    for key in NESTED_ID_KEYS:
+        head, name = key.split(".")
+        dtype = frame.schema.get(head)
+        if isinstance(dtype, pl.Struct) and name in {f.name for f in dtype.fields}:
+            return key
+    return None
 
 
 def source_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tuple[pl.DataFrame, str | None]:
