@@ -42,7 +42,7 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     (warning,) = plan_warnings(arrange(prompt_frame(50), make_predictions(50), one), one)
     assert warning.startswith("the epoch's 50 prompts end in a step of 18 groups, short of --train-batch-size 32: a "
                               "trainer that reads batches of 32 consecutive rows and drops a partial last one (verl's "
-                              "dataloader) leaves those 18 prompts out; use a --train-batch-size that divides 50 (e.g.")
+                              "dataloader; slime with --num-epoch) leaves those 18 prompts out; use a --train-batch-size that divides 50 (e.g.")
     # A trainer that takes groups as they arrive does not read the schedule's steps: nothing to say.
     arrival = dataclass_replace(one, trainer="arrival")
     assert not plan_warnings(arrange(prompt_frame(50), make_predictions(50), arrival), arrival)

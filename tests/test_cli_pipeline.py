@@ -59,7 +59,12 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
     # Each trainer's own settings, as verl's are printed (an OpenRLHF newcomer was sent to the docs for them).
     from _schedules import BATCH
 
-    assert (f"slime --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES}, no --rollout-shuffle; OpenRLHF "
+    full, trailing = divmod(2 * PROMPTS, BATCH)
+    assert (f"slime --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
+            f"{BATCH * SAMPLES} --num-rollout {full}" + (f" (as --num-epoch 1: the last {trailing} rows are left out; "
+                                                         f"one rollout more would take {BATCH - trailing} rows from the "
+                                                         "file's start)" if trailing else "")
+            + ", no --rollout-shuffle; OpenRLHF "
             f"--rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES}, its dataloader's hard-coded "
             "shuffle patched off") in " ".join(result.stderr.split())
 

@@ -64,7 +64,7 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
         warnings.append(
             f"the epoch's {prompts:,} prompts end in a step of {prompts % size:,} groups, short of --train-batch-size "
             f"{size}: a trainer that reads batches of {size} consecutive rows and drops a partial last one (verl's "
-            f"dataloader) leaves those {prompts % size:,} prompts out; use a --train-batch-size that divides "
+            f"dataloader; slime with --num-epoch) leaves those {prompts % size:,} prompts out; use a --train-batch-size that divides "
             f"{prompts:,}" + dividing_example(prompts, size))
     used = frame["instance"].n_unique() if frame.height else 0
     if used < settings.instances:

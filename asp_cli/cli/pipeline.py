@@ -45,7 +45,7 @@ def export_command(
             summary = result.summary
             say(
                 f"Wrote {output}: {summary['rows']:,} rows ({format}, {result.order} order), "
-                + (f"epoch {summary['epochs'][0]} (numbered from 0)" if len(summary["epochs"]) == 1 else
+                + (f"the schedule's epoch {summary['epochs'][0]} (numbered from 0)" if len(summary["epochs"]) == 1 else
                    f"epochs {', '.join(map(str, summary['epochs']))}")
                 + f"; {summary['full_batches']:,} batches of "
                 f"{summary['train_batch_size']}" + (f" + {summary['trailing_rows']} rows" if summary["trailing_rows"] else "")
@@ -64,8 +64,14 @@ def export_command(
             elif format == "jsonl":
                 g, n = summary["train_batch_size"], summary["samples_per_prompt"]
                 # An OpenRLHF newcomer was pointed at the docs for settings verl users are given here.
-                say(f"  read it in file order: slime --rollout-batch-size {g} --n-samples-per-prompt {n}, no "
-                    f"--rollout-shuffle; OpenRLHF --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its "
+                full, trailing = summary["full_batches"], summary["trailing_rows"]
+                # slime wraps a short last batch into the file's start (slime/rollout/data_source.py, get_samples)
+                # and --num-epoch runs rows // batch rollouts (slime/ray/rollout.py, get_num_rollout_per_epoch).
+                say(f"  read it in file order: slime --rollout-batch-size {g} --n-samples-per-prompt {n} "
+                    f"--global-batch-size {g * n} --num-rollout {full:,}"
+                    + (f" (as --num-epoch 1: the last {trailing:,} rows are left out; one rollout more would take "
+                       f"{g - trailing:,} rows from the file's start)" if trailing else "")
+                    + f", no --rollout-shuffle; OpenRLHF --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its "
                     "dataloader's hard-coded shuffle patched off or asp's ScheduleSampler (docs/integrations.md)"
                     + ("; a trainer that reads batches of consecutive rows wants --order train (dispatch order's "
                        "batches mix training steps)" if result.order == "dispatch" else ""))

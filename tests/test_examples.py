@@ -1,0 +1,77 @@
+"""The examples a framework runs, against stand-ins of what they import from it (the framework is not on PyPI)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import importlib.util
+import json
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from asp_cli.cli.main import app
+
+from util import REPO, SAMPLE_PROMPTS
+
+
+class _Status(enum.Enum):  # slime/utils/types.py, Sample.Status (v0.3.1)
+    COMPLETED = "completed"
+    TRUNCATED = "truncated"
+
+
+@pytest.fixture
+def slime_log(tmp_path, monkeypatch):
+    """examples/slime_length_log.py with slime.rollout.rm_hub.async_rm standing in: v0.3.1's dispatch, which calls
+    ``--custom-rm-path`` first when it is set (it must not be, or the hook would call itself)."""
+    calls = []
+
+    async def async_rm(args, sample, **kwargs):
+        assert args.custom_rm_path is None
+        calls.append(sample)
+        return 1.0
+
+    for name in ("slime", "slime.rollout"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "slime.rollout.rm_hub", SimpleNamespace(async_rm=async_rm))
+    spec = importlib.util.spec_from_file_location("slime_length_log", REPO / "examples" / "slime_length_log.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setenv("ASP_LENGTH_LOG", str(tmp_path / "lengths.jsonl"))
+    return module, calls
+
+
+def test_the_slime_hook_logs_what_asp_observe_reads(slime_log, tmp_path):
+    module, calls = slime_log
+    runner = CliRunner()
+    made = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(tmp_path / "s.parquet"), "--quiet"])
+    assert made.exit_code == 0, made.output
+    exported = runner.invoke(app, ["export", str(tmp_path / "s.parquet"), str(SAMPLE_PROMPTS), "-o",
+                                   str(tmp_path / "o.jsonl"), "--format", "jsonl", "--metadata-key", "metadata",
+                                   "--quiet"])
+    assert exported.exit_code == 0, exported.output
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()[:5]]
+    args = SimpleNamespace(custom_rm_path="slime_length_log.reward_func", rm_type="dapo")
+    for k, row in enumerate(rows):  # a sample as slime's Dataset makes it: the row's metadata object kept
+        sample = SimpleNamespace(metadata=row["metadata"], response_length=100 + k,
+                                 status=_Status.TRUNCATED if k == 0 else _Status.COMPLETED)
+        assert asyncio.run(module.reward_func(args, sample)) == 1.0
+    eval_sample = SimpleNamespace(metadata={"rm_type": "math"}, response_length=7, status=_Status.COMPLETED)
+    assert asyncio.run(module.reward_func(args, eval_sample)) == 1.0 and len(calls) == 6
+    assert args.custom_rm_path == "slime_length_log.reward_func"  # the caller's args untouched
+    logged = [json.loads(line) for line in (tmp_path / "lengths.jsonl").read_text().splitlines()]
+    assert [(r["prompt_id"], r["response_tokens"], r["truncated"]) for r in logged] == [
+        (row["metadata"]["prompt_id"], 100 + k, k == 0) for k, row in enumerate(rows)]
+    # The history holds the truncation flag as logged.
+    observed = runner.invoke(app, ["observe", str(tmp_path / "lengths.jsonl"), "-o", str(tmp_path / "h.parquet"),
+                                   "--schedule", str(tmp_path / "s.parquet"), "--epoch", "0", "--json", "--quiet"])
+    assert observed.exit_code == 0, observed.output
+    document = json.loads(observed.stdout)
+    assert document["rows_added"] == 5 and document["unknown_ids"] == 0 and document["history_prompts"] == 5
+    import polars as pl
+
+    history = pl.read_parquet(tmp_path / "h.parquet")
+    assert history.filter(pl.col("truncated"))["prompt_id"].to_list() == [rows[0]["metadata"]["prompt_id"]]
