@@ -39,12 +39,12 @@ def main() -> None:
           "simulated wall vs measured: base preset / calibrated |")
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
-        for name, model, options in CASES:
+        for case, (name, model, options) in enumerate(CASES):
             frame = virtual_frame(model, **options)
-            timeline = Path(folder) / "t.parquet"
+            timeline = Path(folder) / f"t{case}.parquet"  # a file each: write_timeline does not replace
             engine = "streaming" if options.get("streaming") else "blocking"
             write_timeline(frame, metadata(frame, engine, options.get("streaming")), timeline)
-            report = calibrate(timeline, Path(folder) / f"{len(name)}.json", base=BASE.name)
+            report = calibrate(timeline, Path(folder) / f"{case}.json", base=BASE.name)
             fit = report.fit
             truth_knee = model.weight_read_s / model.compute_s_per_token
             knee = "none" if fit.knee_live is None else f"{fit.knee_live / truth_knee - 1:+.1%}"

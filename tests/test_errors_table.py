@@ -429,7 +429,7 @@ def test_error_rows_replay_and_calibrate(tmp_path, monkeypatch):
 
     dead = "http://127.0.0.1:9/v1"
     one_line(replay("--servers", f"{dead},{dead}", "--retries", "0"), 8,
-             f"server {dead}: GET /v1/models failed after 1 attempts (cannot connect")
+             f"server {dead}: GET /v1/models failed after 1 attempt (cannot connect")
     assert not out.exists()
     with FakeServer() as server:
         one_line(replay("--servers", f"{server.url},{server.url}", "--model", "other"), 8,
