@@ -1334,3 +1334,26 @@ def test_a_candidate_that_times_exactly_as_an_earlier_one_is_said_to_be_the_same
     line = arrangement_line(ArrangementChoice("auto", "bands", "streaming", candidates=candidates,
                                               evaluated_prompts=10, draws=3).to_dict())
     assert "bands 90 s, short-first 90 s (the same plan as bands), shuffle 100 s" in line
+
+
+def test_a_representative_alternative_within_the_tie_margin_and_faster_is_said_to_be_a_tie():
+    """A slime newcomer read 'per-step ... (0.2% faster): --steps representative takes it' and asked why auto kept
+    the slower one: the two are within the tie margin, which auto breaks by a fixed order."""
+    from asp_cli.arrange.choice_summary import arrangement_line
+
+    prompts, preds = prompt_frame(600), make_predictions(600, seed=3)
+    choice = choose_arrangement(_arrange_named, prompts, preds,
+                                ScheduleSettings(instances=4, train_batch_size=64), PRESET).to_dict()
+    chosen = next(c for c in choice["candidates"] if c["name"] == choice["chosen"])
+    other = next(c for c in choice["candidates"] if c["name"] != choice["chosen"])
+    chosen.update(expected_end_to_end_s=2691.0, expected_step_deviation_p90=0.9)
+    other["expected_end_to_end_s"] = 2688.0
+    choice["representative_alternative"] = {"name": other["name"], "kv_budget": other["kv_budget"],
+                                            "step_deviation_bound": 0.2}
+    line = arrangement_line(choice)
+    assert (f"{other['name']}, is expected to take 2,688 s (0.1% faster): --steps representative takes it (a "
+            "difference within the 0.5% auto counts as a tie, inside its draws' noise, which it breaks by a fixed "
+            "order of candidates: docs/algorithms.md)") in line, line
+    other["expected_end_to_end_s"] = 2800.0
+    assert "(4.1% slower): --steps representative takes it" in arrangement_line(choice)
+    assert "counts as a tie" not in arrangement_line(choice)

@@ -200,7 +200,9 @@ def _curriculum(choice: dict[str, Any], chosen: dict[str, Any]) -> str:
                 + f": a step's mean length {own:.0%} off the epoch mean at the 90th percentile, where a random "
                 f"arrangement's are within about {bound:.0%}; of the candidates whose steps are about that, the fastest within the tie margin, {other['name']}, "
                 f"is expected to take {other['expected_end_to_end_s']:,.0f} s ({abs(cost):.1%} "
-                f"{'slower' if cost >= 0 else 'faster'}): --steps representative takes it")
+                f"{'slower' if cost >= 0 else 'faster'}): --steps representative takes it"
+                + (f" (a difference within the {TIE_MARGIN:.1%} auto counts as a tie, inside its draws' noise, which "
+                   "it breaks by a fixed order of candidates: docs/algorithms.md)" if cost < 0 else ""))
     # A newcomer's verl run took long-first (steps 3.9 times the epoch's mean at p90) and nothing said so.
     references = [c["expected_step_deviation_p90"] for c in choice["candidates"]
                   if c["name"] in ("shuffle", "per-step") and "expected_step_deviation_p90" in c]
