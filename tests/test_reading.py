@@ -1157,3 +1157,11 @@ def test_a_dotted_key_naming_both_a_column_and_a_nested_field_is_refused(tmp_pat
         read_prompts_streamed([path], ReadOptions(id_key="extra_info.index"), batch_bytes=64, parquet_batch_rows=2)
     with pytest.raises(InputError, match=said):
         read_lengths([path], ReadOptions(length_id_key="extra_info.index"))
+
+
+def test_a_dotted_key_not_found_names_the_fields_of_its_object(tmp_path):
+    """A slime newcomer's `--id-key metadata.ID` (the field is `id`) listed the top-level columns only."""
+    path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q", "metadata": {"source": "dapo", "id": "d-1"}}])
+    with pytest.raises(InputError, match=r"d\.jsonl: no column 'metadata\.ID' \(from --id-key\); columns are: prompt, "
+                                         r"metadata; 'metadata' holds source, id$"):
+        read_prompts([path], ReadOptions(id_key="metadata.ID"))

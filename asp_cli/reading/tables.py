@@ -675,10 +675,11 @@ def find_column(
     """
     present = [c for c in frame.columns if not c.startswith("\x00")]
     if override is not None:
-        if override not in frame.columns:
-            raise InputError(
-                f"{path}: no column {override!r} (from {flag}); columns are: {', '.join(present)}"
-            )
+        if override not in frame.columns:  # a dotted path's object named: its fields said (`metadata.ID` for `.id`)
+            inside = frame.schema.get(override.split(".")[0]) if "." in override else None
+            fields = f"; {override.split('.')[0]!r} holds {', '.join(f.name for f in inside.fields)}" if isinstance(
+                inside, pl.Struct) else ""
+            raise InputError(f"{path}: no column {override!r} (from {flag}); columns are: {', '.join(present)}{fields}")
         return override
     lowered: dict[str, str] = {}
     for c in present:
