@@ -488,3 +488,7 @@ def test_a_history_matching_no_row_number_says_to_name_the_prompts_id_first(tmp_
     named = invoke("schedule", data, "-o", tmp_path / "t.parquet", "--history", log, "--id-key", "metadata.id",
                    "--json", "--quiet", "--seed", "1", "--train-batch-size", "8")
     assert json.loads(named.stdout)["warnings"] == [], named.stdout
+    predicted = invoke("predictor", "predict", data, "-o", tmp_path / "p.parquet", "--history", log, "--json", "--quiet")
+    assert json.loads(predicted.stdout)["warnings"][0].endswith(
+        "name the prompts' id column with --id-key (e.g. --id-key metadata.id, which the rows hold), or check "
+        "--history-id-key")

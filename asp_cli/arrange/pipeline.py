@@ -20,7 +20,7 @@ from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import LagBoundError, SettingsError, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
-from asp_cli.reading.history_ids import ROW_NUMBER
+from asp_cli.reading.history_ids import row_numbered
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.arrange.advice import plan_warnings, source_warnings
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
@@ -546,8 +546,7 @@ def schedule(
     sources = prompts.select(C.ROW, C.DATA_SOURCE) if C.DATA_SOURCE in prompts.columns else None
     prompts = prompts.select(C.ROW, C.PROMPT_ID)
     frame, choice = plan(prompts, predicted, settings, preset=preset)
-    unnamed = [Path(name).name for name, used in read_report.columns_used.items() if used.get("id") == ROW_NUMBER]
-    id_hint = next((c["id_hint"] for c in read_report.metadata_columns.values() if c.get("id_hint")), None)
+    unnamed, id_hint = row_numbered(read_report)
     warnings = (_input_warnings(prompts, history_frame, settings, preset, unnamed, id_hint)
                 + plan_warnings(frame, settings))
     if sources is not None:

@@ -223,12 +223,13 @@ def predict_file(
         history_fingerprint=file_fingerprint(history) if history else None, samples_per_prompt=samples_per_prompt,
         max_response_tokens=max_response_tokens, plan_with=plan_with, with_distribution=True)
     table = prediction_table(prompts[C.PROMPT_ID], frame, distribution[0], distribution[1], max_response_tokens)
-    from asp_cli.reading.history_ids import unmatched_warnings
+    from asp_cli.reading.history_ids import row_numbered, unmatched_warnings
 
     from asp_cli.predict.prediction import lost_sources_warning
 
+    unnamed, id_hint = row_numbered(report)
     result = PredictResult(table, info, warnings=_skipped(report.skipped_rows, report.skipped_examples)
-                           + unmatched_warnings(prompts[C.PROMPT_ID], past)
+                           + unmatched_warnings(prompts[C.PROMPT_ID], past, unnamed=unnamed, id_hint=id_hint)
                            + lost_sources_warning(model, prompts[C.DATA_SOURCE]))
     if output is not None:
         with atomic_path(Path(output), replace=force) as tmp:

@@ -138,6 +138,14 @@ def id_warnings(history: list[Path], fingerprints: dict[str, str], columns_used:
     return warnings
 
 
+def row_numbered(report: Any) -> tuple[list[str], str | None]:
+    """The prompt files a read (``report``: its `ReadReport`) numbered by row, having no id column, and the first
+    field their rows hold that looks like an id (`reading.prompts.NESTED_ID_KEYS`), for `unmatched_warnings`."""
+    names = [Path(name).name for name, used in report.columns_used.items() if used.get("id") == ROW_NUMBER]
+    hint = next((c["id_hint"] for c in report.metadata_columns.values() if c.get("id_hint")), None)
+    return names, hint
+
+
 def unmatched_warnings(prompt_ids: Any, history: Any, flag: str = "--history-id-key",
                        unnamed: list[str] | None = None, id_hint: str | None = None) -> list[str]:
     """What a history (a length frame with ``prompt_id``) holds for no prompt of ``prompt_ids`` (a Polars Series):
