@@ -118,3 +118,33 @@ def test_source_names_are_shown_on_one_short_line():
             "sources": [{"data_source": f"s{i}", "factor": 1.5, "prompts": 1, "fitted": "own"} for i in range(3000)]}
     (_, per_source) = calibration_lines(many)
     assert len(per_source) < 400 and per_source.endswith("and 2,988 more (--json has each)")
+
+
+def test_a_dropped_partial_batch_holding_one_source_is_warned_about():
+    """An AReaL newcomer's `bands` plan put AIME last; AReaL's dataloader drops the partial last batch, and a third
+    of AIME's prompts went untrained every epoch."""
+    from asp_cli.arrange.advice import dropped_tail_warnings
+
+    # 50 prompts, batches of 16: the last 2 rows dropped. AIME (rows 40-49) comes last in dispatch order.
+    sources = pl.DataFrame({"row": list(range(50)), "data_source": ["gsm8k"] * 40 + ["aime"] * 10})
+    frame = pl.DataFrame({"row": list(range(50)), "seq": list(range(50)), "epoch": [0] * 50,
+                          "train_step": [r // 16 for r in range(50)]})
+    arrival = ScheduleSettings(train_batch_size=16, epochs=1, trainer="arrival")
+    assert dropped_tail_warnings(frame, sources, arrival) == [
+        "a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) leaves out "
+        "the epoch's last 2 rows in file (dispatch) order: 2 of them are 'aime', 20% of that source's prompts, where "
+        "a shuffle's would leave out about 4% of each; use a --train-batch-size that divides 50 (e.g. 10 or 25; a "
+        "different batch size changes the number of steps, so compare with asp simulate; or keep 48 of the prompts, "
+        "3 batches of 16), or --steps representative"]
+    # A schedule-following trainer drops its last train step's groups: here gsm8k's first rows, 5% of it, no warning.
+    schedule = dataclass_replace(arrival, trainer="schedule")
+    reordered = frame.with_columns(pl.Series("train_step", [3 if r < 2 else 0 for r in range(50)]))
+    assert dropped_tail_warnings(reordered, sources, schedule) == []
+    ends = dropped_tail_warnings(frame.with_columns(pl.Series("seq", list(range(49, -1, -1)))), sources, schedule)
+    assert ends and ends[0].endswith("where a shuffle's would leave out about 4% of each; --steps representative, "
+                                     "or a --train-batch-size that divides the epoch (above)")
+    # Mixed tails, whole batches, one source: nothing to say.
+    mixed = frame.with_columns(pl.Series("seq", [(r * 7) % 50 for r in range(50)]))
+    assert dropped_tail_warnings(mixed, sources, arrival) == []
+    assert dropped_tail_warnings(frame, sources, dataclass_replace(arrival, train_batch_size=25)) == []
+    assert dropped_tail_warnings(frame, sources.with_columns(pl.lit("x").alias("data_source")), arrival) == []

@@ -59,14 +59,50 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
     # Each trainer's own settings, as verl's are printed (an OpenRLHF newcomer was sent to the docs for them).
     from _schedules import BATCH
 
-    full, trailing = divmod(2 * PROMPTS, BATCH)
-    assert (f"slime --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
-            f"{BATCH * SAMPLES} --num-rollout {full}" + (f" (as --num-epoch 1: the last {trailing} rows are left out; "
-                                                         f"one rollout more would take {BATCH - trailing} rows from the "
-                                                         "file's start)" if trailing else "")
-            + ", no --rollout-shuffle; OpenRLHF "
+    assert divmod(2 * PROMPTS, BATCH) == (15, 0)  # two epochs of 7 batches and 8 rows: whole batches in all
+    said = " ".join(result.stderr.split())
+    assert (f"slime: --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
+            f"{BATCH * SAMPLES} --num-rollout 15, no --rollout-shuffle OpenRLHF: "
             f"--rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES}, its dataloader's hard-coded "
-            "shuffle patched off") in " ".join(result.stderr.split())
+            f"shuffle patched off") in said
+    assert (f"AReaL: train_dataset.shuffle=false train_dataset.batch_size={BATCH} gconfig.n_samples={SAMPLES}"
+            in said)
+
+
+def test_export_for_slime_says_what_its_rollouts_do_with_a_short_last_batch(built, tmp_path):  # noqa: F811
+    """slime wraps a short last batch into the file's start; --num-rollout is a plain integer (slime's argparse int
+    refused '1,770'), and a file of less than one batch is not told --num-rollout 0 (which trains nothing)."""
+    from _schedules import BATCH
+
+    one = invoke("export", built["schedule"], built["prompts"], "-o", tmp_path / "o.jsonl", "-f", "jsonl", "--epoch", "0")
+    assert one.exit_code == 0, one.output
+    assert (f"--num-rollout 7 (as --num-epoch 1: the last 8 rows are left out; one rollout more would take "
+            f"{BATCH - 8} rows from the file's start), no --rollout-shuffle") in " ".join(one.stderr.split())
+    # Which order each trainer wants follows the schedule's trainer (an AReaL newcomer exported --order train).
+    from asp_cli.schedule_format import read_schedule
+
+    trainer = read_schedule(built["schedule"]).recorded_settings.trainer
+    wants_train = "slime and OpenRLHF train each batch of consecutive rows, which this schedule's steps are in --order train"
+    wants_dispatch = "AReaL, which submits rows in file order and trains them so, runs the dispatch order"
+    dispatch = " ".join(invoke("export", built["schedule"], built["prompts"], "-o", tmp_path / "d.jsonl", "-f",
+                               "jsonl").stderr.split())
+    assert (wants_train in dispatch) == (trainer == "schedule") and wants_dispatch not in dispatch
+    arrival = tmp_path / "arrival.parquet"
+    made = invoke("schedule", built["prompts"], "-o", arrival, "--engine", "streaming", "--max-lag", "2", "--quiet")
+    assert made.exit_code == 0, made.output
+    said = " ".join(invoke("export", arrival, built["prompts"], "-o", tmp_path / "a.jsonl", "-f", "jsonl", "--order",
+                           "train").stderr.split())
+    assert wants_dispatch in said and "rollout.max_head_offpolicyness=2" in said
+    small = write_jsonl(tmp_path / "small.jsonl", [{"id": f"p{i}", "question": f"q {i}"} for i in range(5)])
+    made = invoke("schedule", small, "-o", tmp_path / "s.parquet", "--train-batch-size", "8", "--quiet")
+    assert made.exit_code == 0, made.output
+    out = invoke("export", tmp_path / "s.parquet", small, "-o", tmp_path / "t.jsonl", "-f", "jsonl")
+    assert ("--num-rollout 1 (the file holds 5 rows, less than one batch: slime takes the other 3 from the file's "
+            "start again; --num-epoch 1 runs none)") in " ".join(out.stderr.split())
+    many = write_jsonl(tmp_path / "many.jsonl", [{"id": f"p{i}", "question": f"q {i}"} for i in range(2400)])
+    assert invoke("schedule", many, "-o", tmp_path / "m.parquet", "--train-batch-size", "2", "--quiet").exit_code == 0
+    out = invoke("export", tmp_path / "m.parquet", many, "-o", tmp_path / "m.jsonl", "-f", "jsonl")
+    assert "--num-rollout 1200, no --rollout-shuffle" in " ".join(out.stderr.split())
 
 
 def test_export_json_is_the_only_stdout(built, tmp_path):  # noqa: F811

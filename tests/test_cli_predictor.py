@@ -403,3 +403,18 @@ def test_a_model_fitted_with_a_source_key_says_how_many_prompts_carry_a_source_i
     assert json.loads(result.stdout)["warnings"] == [
         "9 of 12 prompts carry a source it never saw ('chat') or none: m.skops learned a term per data source "
         "('code', 'math') and predicts those prompts without one"]
+    # Prompts whose lengths come from history are not predicted by the model: not counted (a review's repro).
+    history = tmp_path / "h.jsonl"
+    history.write_text("".join(json.dumps({"prompt_id": r["id"], "response_tokens": 300}) + "\n"
+                               for r in mixed if r.get("task") != "math"))
+    covered = runner.invoke(app, ["predictor", "predict", str(plain), "-o", str(tmp_path / "b.parquet"), "--model",
+                                  str(model), "--source-key", "task", "--history", str(history), "--json"])
+    assert covered.exit_code == 0, covered.output
+    assert not any("learned a term per data source" in w for w in json.loads(covered.stdout)["warnings"])
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.reading.options import ReadOptions
+
+    planned = schedule([plain], None, predictor=model, history=[history], read=ReadOptions(source_key="task"))
+    assert not any("learned a term per data source" in w for w in planned.summary["warnings"])
+    partly = schedule([plain], None, predictor=model, read=ReadOptions(source_key="task"))
+    assert any(w.startswith("9 of 12 prompts carry a source it never saw") for w in partly.summary["warnings"])

@@ -234,8 +234,8 @@ def test_an_input_without_an_id_column_is_warned_about(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["warnings"] == [
         "prompts.parquet has no id column, so each prompt's id is its row number; history must use the same ids "
-        "(`asp observe --schedule` and `asp probe` do), or name the id column with --id-key (e.g. --id-key "
-        "extra_info.index, which the rows hold)"]
+        "(`asp observe --schedule` and `asp probe` do), or name the id column with --id-key"]  # extra_info.index
+    # repeats across the sample's sources: not named as an id
     named = json.loads(invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet", "--json", "--quiet").stdout)
     assert named["warnings"] == []
     # A history that matched these row-number ids already uses them: nothing to warn about (a newcomer's history

@@ -34,9 +34,14 @@ def slime_log(tmp_path, monkeypatch):
         calls.append(sample)
         return 1.0
 
+    async def batched_async_rm(args, samples, **kwargs):  # v0.3.1: custom_rm_path first, else async_rm per sample
+        assert args.custom_rm_path is None
+        return [await async_rm(args, one) for one in samples]
+
     for name in ("slime", "slime.rollout"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, "slime.rollout.rm_hub", SimpleNamespace(async_rm=async_rm))
+    monkeypatch.setitem(sys.modules, "slime.rollout.rm_hub",
+                        SimpleNamespace(async_rm=async_rm, batched_async_rm=batched_async_rm))
     spec = importlib.util.spec_from_file_location("slime_length_log", REPO / "examples" / "slime_length_log.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -75,3 +80,16 @@ def test_the_slime_hook_logs_what_asp_observe_reads(slime_log, tmp_path):
 
     history = pl.read_parquet(tmp_path / "h.parquet")
     assert history.filter(pl.col("truncated"))["prompt_id"].to_list() == [rows[0]["metadata"]["prompt_id"]]
+
+
+def test_the_slime_hook_takes_a_list_and_asps_prefixed_id(slime_log, tmp_path):
+    """A custom generate function returning several samples makes slime pass a list (batched_async_rm); and with
+    `asp export --prefix asp_` (the rows' own metadata has a prompt_id) asp's id is asp_prompt_id, which must win."""
+    module, calls = slime_log
+    args = SimpleNamespace(custom_rm_path="slime_length_log.reward_func")
+    samples = [SimpleNamespace(metadata={"prompt_id": "own-1", "asp_prompt_id": "7"}, response_length=40,
+                               status=_Status.COMPLETED),
+               SimpleNamespace(metadata=None, response_length=3, status=_Status.COMPLETED)]
+    assert asyncio.run(module.reward_func(args, samples)) == [1.0, 1.0] and len(calls) == 2
+    logged = [json.loads(line) for line in (tmp_path / "lengths.jsonl").read_text().splitlines()]
+    assert logged == [{"prompt_id": "7", "response_tokens": 40, "truncated": False}]

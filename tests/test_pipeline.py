@@ -520,7 +520,7 @@ def test_a_frameworks_own_log_of_most_prompts_at_the_default_seed_is_warned_abou
     89% of the prompts trained in the same step again, without a word. A probe's few prompts are not warned of."""
     ids = schedule([prompts_file], None).frame["prompt_id"].to_list()
     log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": i, "response_tokens": 100 + k} for k, i in enumerate(ids)])
-    said = ("--history numbers no epoch and records no schedule, and this schedule has the default --seed 0: if the "
+    said = ("--history numbers no epoch and records no schedule seed, and this schedule has the default --seed 0: if the "
             "rollout it logged replayed a schedule made with --seed 0 too, this one deals its shuffles again")
     assert any(w.startswith(said) for w in schedule([prompts_file], None, history=[log]).summary["warnings"])
     seeded = schedule([prompts_file], None, history=[log], settings=ScheduleSettings(seed=1))

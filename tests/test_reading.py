@@ -1165,3 +1165,36 @@ def test_a_dotted_key_not_found_names_the_fields_of_its_object(tmp_path):
     with pytest.raises(InputError, match=r"d\.jsonl: no column 'metadata\.ID' \(from --id-key\); columns are: prompt, "
                                          r"metadata; 'metadata' holds source, id$"):
         read_prompts([path], ReadOptions(id_key="metadata.ID"))
+
+
+def test_the_nested_id_hint_names_only_a_field_that_would_serve_as_an_id(tmp_path):
+    """A review: the hint named `metadata.id` where every value was null, an object, or repeated (verl's
+    extra_info.index in a joined file), each of which --id-key then refused."""
+    def hint(ids):
+        path = write_jsonl(tmp_path / "h.jsonl", [{"prompt": f"q {k}", "metadata": {"id": i, "source": "s"}}
+                                                  for k, i in enumerate(ids)])
+        return read_prompts([path])[1].metadata_columns[str(path)].get("id_hint")
+
+    assert hint(["a", "b", "c"]) == "metadata.id" and hint([3, 1, 2]) == "metadata.id"
+    assert hint([None, None]) is None and hint(["a", None]) is None
+    assert hint([{"x": 1}, {"x": 2}]) is None and hint(["a", "a", "b"]) is None and hint([0.5, 1.5]) is None
+
+
+def test_a_dotted_key_not_found_names_the_deepest_object_on_its_path(tmp_path):
+    from asp_cli.reading.nested import fields_on_path
+
+    frame = pl.DataFrame({"m": [{"sub": {"id": 1, "x": 2}, "k": 3}], "e": [{}], "t": ["text"]})
+    assert fields_on_path(frame, "m.sub.ID") == "; 'm.sub' holds id, x"
+    assert fields_on_path(frame, "m.ID") == "; 'm' holds sub, k"
+    assert fields_on_path(frame, "m.k.deeper") == "; 'm' holds sub, k"
+    assert fields_on_path(frame, "t.id") == "" and fields_on_path(frame, "zz.id") == "" and fields_on_path(frame, "m") == ""
+    wide = pl.DataFrame({"w": [{f"f{i}": i for i in range(12)}]})
+    assert fields_on_path(wide, "w.x") == "; 'w' holds f0, f1, f2, f3, f4, f5, f6, f7, ..."
+
+
+def test_a_source_column_literally_named_like_a_nested_one_is_read_as_before(tmp_path):
+    """A review: no key named, a column `metadata.source` beside `metadata: {source}` was refused (E83), which is
+    for keys the user names; it was read as the source before."""
+    path = write_jsonl(tmp_path / "s.jsonl", [{"prompt": "q", "id": "a", "metadata.source": "x",
+                                               "metadata": {"source": "y"}}])
+    assert read_prompts([path])[0]["data_source"].to_list() == ["x"]

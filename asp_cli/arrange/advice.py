@@ -115,6 +115,44 @@ def source_warnings(frame: pl.DataFrame, sources: pl.DataFrame) -> list[str]:
             "representative keeps steps about a shuffle's"]
 
 
+def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
+    """A warning where the rows a dataloader drops as a partial last batch (verl's and AReaL's by default) are mostly
+    one data source: an AReaL newcomer's `bands` plan put AIME last, and a third of AIME's prompts went untrained
+    every epoch. The rows dropped are the epoch's last in the exported order: training order (``train_step``)
+    for a trainer that takes the schedule's steps, dispatch order (``seq``, the file order a trainer that submits
+    rows as they come and trains them as they finish reads) otherwise. ``sources`` as `source_warnings`'."""
+    size = settings.train_batch_size
+    if not frame.height or sources["data_source"].drop_nulls().n_unique() < 2:
+        return []
+    epoch = frame.filter(pl.col("epoch") == frame["epoch"].min())
+    left = epoch.height % size
+    if not left or epoch.height <= size:
+        return []
+    order = ["train_step", "seq"] if settings.trainer == "schedule" else ["seq"]
+    kinds = epoch.select("row", *order).join(sources, on="row", how="left").sort(order)
+    tail = kinds.tail(left)["data_source"].drop_nulls().value_counts().rename({"count": "dropped"})
+    share = tail.join(kinds["data_source"].drop_nulls().value_counts(), on="data_source").with_columns(
+        (pl.col("dropped") / pl.col("count")).alias("fraction")).sort(["fraction", "data_source"],
+                                                                     descending=[True, False])
+    if not share.height:
+        return []
+    name, dropped, _, fraction = share.row(0)
+    if fraction < max(0.2, 2 * left / epoch.height):
+        return []
+    # `plan_warnings` gave the sizes that divide the epoch: for a schedule-following trainer, or a step cut short
+    steps = frame.group_by("train_step").len().sort("train_step")
+    said_above = settings.trainer == "schedule" or bool(
+        settings.epochs > 1 and steps.head(max(steps.height - 1, 0)).filter(pl.col("len") < size).height)
+    return [f"a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) "
+            f"leaves out the epoch's last {left:,} rows in "
+            + ("training order" if settings.trainer == "schedule" else "file (dispatch) order")
+            + f": {dropped:,} of them are {shown_name(name)!r}, {fraction:.0%} of that source's prompts, where a "
+            f"shuffle's would leave out about {left / epoch.height:.0%} of each; "
+            + ("--steps representative, or a --train-batch-size that divides the epoch (above)" if said_above else
+               f"use a --train-batch-size that divides {epoch.height:,}" + dividing_example(epoch.height, size)
+               + ", or --steps representative")]
+
+
 def _ranges(steps: list[int]) -> str:
     """``steps 0-3, 7``: sorted step numbers as runs."""
     parts: list[str] = []

@@ -22,7 +22,7 @@ from asp_cli.errors import LagBoundError, SettingsError, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.history_ids import row_numbered
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
-from asp_cli.arrange.advice import plan_warnings, source_warnings
+from asp_cli.arrange.advice import dropped_tail_warnings, plan_warnings, source_warnings
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
 from asp_cli.arrange.interleaving import (
     balanced_assignment,
@@ -550,11 +550,12 @@ def schedule(
     warnings = (_input_warnings(prompts, history_frame, settings, preset, unnamed, id_hint)
                 + plan_warnings(frame, settings))
     if sources is not None:
-        warnings.extend(source_warnings(frame, sources))
+        warnings.extend(source_warnings(frame, sources) + dropped_tail_warnings(frame, sources, settings))
         if not predictions:
             from asp_cli.predict.prediction import lost_sources_warning
 
-            warnings.extend(lost_sources_warning(predictor, sources[C.DATA_SOURCE]))
+            warnings.extend(lost_sources_warning(predictor, sources[C.DATA_SOURCE],
+                                                 predicted[C.PREDICTION_SOURCE] == "model"))
     del sources
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())

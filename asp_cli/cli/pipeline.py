@@ -62,24 +62,47 @@ def export_command(
                 say(f"  set in verl {summary['verl_version']}{trainer_name}: "
                     + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
             elif format == "jsonl":
-                g, n = summary["train_batch_size"], summary["samples_per_prompt"]
-                # An OpenRLHF newcomer was pointed at the docs for settings verl users are given here.
-                full, trailing = summary["full_batches"], summary["trailing_rows"]
-                # slime wraps a short last batch into the file's start (slime/rollout/data_source.py, get_samples)
-                # and --num-epoch runs rows // batch rollouts (slime/ray/rollout.py, get_num_rollout_per_epoch).
-                say(f"  read it in file order: slime --rollout-batch-size {g} --n-samples-per-prompt {n} "
-                    f"--global-batch-size {g * n} --num-rollout {full:,}"
-                    + (f" (as --num-epoch 1: the last {trailing:,} rows are left out; one rollout more would take "
-                       f"{g - trailing:,} rows from the file's start)" if trailing else "")
-                    + f", no --rollout-shuffle; OpenRLHF --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its "
-                    "dataloader's hard-coded shuffle patched off or asp's ScheduleSampler (docs/integrations.md)"
-                    + ("; a trainer that reads batches of consecutive rows wants --order train (dispatch order's "
-                       "batches mix training steps)" if result.order == "dispatch" else ""))
+                say(_file_order_settings(summary, result.order))
         for warning in result.warnings:  # under --quiet too (a CI log kept none)
             say(f"Warning: {warning}")
         if json_output:
             emit_json({"output": str(output), **result.summary, "trainer_settings": result.trainer_settings,
                        "warnings": result.warnings})
+
+
+def _file_order_settings(summary: dict, order: str) -> str:
+    """What slime, OpenRLHF and AReaL set to read a JSON-lines export in file order, and which order each wants: an
+    OpenRLHF newcomer was sent to the docs for what verl users are given here, and an AReaL newcomer exported the
+    training order that AReaL, which submits rows in file order and trains them as they finish, does not run."""
+    g, n = summary["train_batch_size"], summary["samples_per_prompt"]
+    full, trailing = summary["full_batches"], summary["trailing_rows"]
+    # slime wraps a short last batch into the file's start (slime/rollout/data_source.py, get_samples) and
+    # --num-epoch runs rows // batch rollouts (slime/ray/rollout.py, get_num_rollout_per_epoch).
+    rollouts = (f"--num-rollout {full}" + (f" (as --num-epoch 1: the last {trailing:,} rows are left out; one rollout "
+                                           f"more would take {g - trailing:,} rows from the file's start)"
+                                           if trailing else "")) if full else (
+        f"--num-rollout 1 (the file holds {trailing:,} rows, less than one batch: slime takes the other "
+        f"{g - trailing:,} from the file's start again; --num-epoch 1 runs none)")
+    lag = summary.get("schedule_max_lag")
+    steps = summary.get("schedule_trainer") == "schedule"  # a trainer that takes the schedule's own steps
+    lines = [
+        "  read it in file order, unshuffled:",
+        f"    slime: --rollout-batch-size {g} --n-samples-per-prompt {n} --global-batch-size {g * n} {rollouts}, no "
+        "--rollout-shuffle",
+        f"    OpenRLHF: --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its dataloader's hard-coded "
+        "shuffle patched off or asp's ScheduleSampler (docs/integrations.md)",
+        f"    AReaL: train_dataset.shuffle=false train_dataset.batch_size={g} gconfig.n_samples={n}"
+        + (f" rollout.max_head_offpolicyness={lag}" if isinstance(lag, int) else "")
+        + " (load the file in your script: docs/integrations.md)",
+    ]
+    if order == "dispatch" and steps:
+        lines.append("  slime and OpenRLHF train each batch of consecutive rows, which this schedule's steps are in "
+                     "--order train (dispatch order's batches mix training steps)")
+    elif order == "train" and not steps:
+        lines.append("  this schedule's trainer takes groups as they finish (--trainer arrival): AReaL, which "
+                     "submits rows in file order and trains them so, runs the dispatch order (leave out --order "
+                     "train)")
+    return "\n".join(lines)
 
 
 def observe_command(

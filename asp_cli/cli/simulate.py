@@ -89,7 +89,8 @@ def simulate_command(
                 # tell which row was their own default).
                 say("  verl-default: a shuffle (the default order of verl, OpenRLHF and MindSpeed-RL) in verl's chunks of "
                     "a train batch, each chunk kept to one instance; dataset-order: the same in the file's own order "
-                    "(slime's default, without --rollout-shuffle); least-pending: a shuffle, each group to the "
+                    "(slime's order without --rollout-shuffle; slime routes through its router, not in chunks); "
+                    "least-pending: a shuffle, each group to the "
                     "least loaded instance (as OpenRLHF's engines and verl's servers route); vs: end-to-end time "
                     "over the best equal-footing row and over verl-default"
                     + ("" if wide else "; --wide shows every column, --json every figure"))

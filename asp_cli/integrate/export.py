@@ -541,6 +541,8 @@ def _facts(
         "full_batches": full,
         "trailing_rows": trailing,
         "samples_per_prompt": n,
+        "schedule_trainer": replay.schedule.recorded_settings.trainer,  # which file order a trainer wants
+        "schedule_max_lag": replay.schedule.recorded_settings.max_lag,
     }
     trainer: dict[str, Any] = {}
     # What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans

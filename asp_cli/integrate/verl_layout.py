@@ -58,7 +58,7 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
     if "data_source" not in out.columns or out.schema["data_source"] != pl.String:
         named_source = None
         if source_column is not None:
-            from asp_cli.reading.tables import with_nested_key
+            from asp_cli.reading.nested import with_nested_key
 
             nested = with_nested_key(raw, source_column)
             if source_column in nested.columns and nested.schema[source_column] != pl.Null:

@@ -230,7 +230,8 @@ def predict_file(
     unnamed, id_hint = row_numbered(report)
     result = PredictResult(table, info, warnings=_skipped(report.skipped_rows, report.skipped_examples)
                            + unmatched_warnings(prompts[C.PROMPT_ID], past, unnamed=unnamed, id_hint=id_hint)
-                           + lost_sources_warning(model, prompts[C.DATA_SOURCE]))
+                           + lost_sources_warning(model, prompts[C.DATA_SOURCE],
+                                                  table[C.PREDICTION_SOURCE] == "model"))
     if output is not None:
         with atomic_path(Path(output), replace=force) as tmp:
             table.write_parquet(tmp, compression="zstd", statistics=False)

@@ -36,12 +36,15 @@ class PredictionInfo:
     details: dict = field(default_factory=dict)
 
 
-def lost_sources_warning(path: Path | None, sources: pl.Series) -> list[str]:
+def lost_sources_warning(path: Path | None, sources: pl.Series, by_model: pl.Series | None = None) -> list[str]:
     """A warning where the user's own predictor (``path``; the bundled one knows sources few datasets name alike)
     learned per-source terms but no prompt here carries a source (``sources``): a model fitted with --source-key
     and used without it predicted without them, silently (a review's repro: 358 and 3,006 tokens became 1,036 and
-    1,039). Where only some prompts carry no source or one it never saw, it says how many."""
-    if path is None:
+    1,039). Where only some prompts carry no source or one it never saw, it says how many. ``by_model`` (aligned
+    with ``sources``) marks the prompts the model predicted; the others took their lengths from history."""
+    if by_model is not None:
+        sources = sources.filter(by_model)
+    if path is None or not len(sources):
         return []
     known = load_predictor(path).sources_
     if not known:

@@ -66,8 +66,8 @@ def seed_warnings(history: list[Path], seed: int, unnumbered_run: bool = False) 
     `--seed 42` every epoch escaped the check by epoch numbers).
 
     ``unnumbered_run``: the history numbers no epoch and matched most of these prompts (an epoch's log; a probe
-    covers a few). Where it has no record either (a
-    framework's own log, not `asp observe`'s) and ``seed`` is the default, nothing tells which seed its rollout's
+    covers a few). Where no record names its schedule's seed (a framework's own log, or one observed with
+    --dataset) and ``seed`` is the default, nothing tells which seed its rollout's
     schedule had: a slime newcomer's epoch 2, made from the raw epoch-1 log at the default seed, put 89% of the
     prompts in the same train step again without a word."""
     records = [record for path in history for record in recorded_ids(path)]
@@ -75,8 +75,8 @@ def seed_warnings(history: list[Path], seed: int, unnumbered_run: bool = False) 
         if any(record.get("schedule_seed") == seed for record in recorded_ids(path)):
             return [f"{path}: observed against a schedule made with --seed {seed}, as this one is: it deals that "
                     "schedule's shuffles again (the same train batches); give each epoch its own seed"]
-    if unnumbered_run and not records and seed == ScheduleSettings.seed:
-        return [f"--history numbers no epoch and records no schedule, and this schedule has the default --seed {seed}: "
+    if unnumbered_run and seed == ScheduleSettings.seed and not any("schedule_seed" in r for r in records):
+        return [f"--history numbers no epoch and records no schedule seed, and this schedule has the default --seed {seed}: "
                 f"if the rollout it logged replayed a schedule made with --seed {seed} too, this one deals its "
                 "shuffles again (the same train batches); give each epoch its own seed, e.g. --seed 1 (the epoch's "
                 "number; `asp observe --schedule` records the seed and checks it)"]

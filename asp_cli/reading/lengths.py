@@ -15,8 +15,8 @@ from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.places import row_location
 from asp_cli.reading.prompts import id_column, id_problem_message
-from asp_cli.reading.tables import (BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column,
-                                    read_table, with_nested_key)
+from asp_cli.reading.nested import with_nested_key
+from asp_cli.reading.tables import BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, read_table
 
 # --------------------------------------------------------------------------------------------------------
 # Lengths: history, rollout logs, observed lengths

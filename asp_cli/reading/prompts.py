@@ -25,8 +25,8 @@ from asp_cli.reading.tables import (
     find_column,
     read_table,
     release_arrow_memory,
-    with_nested_key,
 )
+from asp_cli.reading.nested import with_nested_key
 from asp_cli.reading.places import place_in_file, row_location
 
 # --------------------------------------------------------------------------------------------------------
@@ -286,7 +286,8 @@ def extract_prompts(
                                       **({"source": source_col} if source_key else {}),
                                       **({"difficulty": difficulty_col} if difficulty_key else {})}
     report.metadata_columns[str(path)] = {"source": source_col, "difficulty": difficulty_col,
-                                          **({"id_hint": _nested_id(frame)} if id_col is None else {})}
+                                          **({"id_hint": hint} if id_col is None and (hint := _nested_id(frame))
+                                             else {})}
     text, messages, bad, deep, not_text = _prompt_text(frame, prompt_col, path)
     row = (pl.int_range(0, pl.len(), dtype=pl.Int64) + offset).alias(C.ROW)
     if id_col is None:
@@ -438,11 +439,16 @@ NESTED_ID_KEYS: tuple[str, ...] = tuple(f"{obj}.{key}" for obj in ("metadata", "
 def _nested_id(frame: pl.DataFrame) -> str | None:
     """The first of `NESTED_ID_KEYS` the rows' objects hold, for the message of a file read without an id column: a
     slime newcomer's `metadata.id` went unused while `metadata.source` was found, and a history keyed by it matched
-    nothing. Not read as the id (verl's extra_info.index repeats across the sources of a joined file)."""
+    nothing. Not read as the id (verl's extra_info.index repeats across the sources of a joined file), and named
+    only where it would serve as one here: text or whole numbers, none missing, none repeated (in this block)."""
     for key in NESTED_ID_KEYS:
         head, name = key.split(".")
         dtype = frame.schema.get(head)
-        if isinstance(dtype, pl.Struct) and name in {f.name for f in dtype.fields}:
+        if not isinstance(dtype, pl.Struct) or name not in {f.name for f in dtype.fields}:
+            continue
+        values = frame[head].struct.field(name)
+        if (values.dtype == pl.String or values.dtype.is_integer()) and not values.null_count() \
+                and values.n_unique() == len(values):
             return key
     return None
 
@@ -463,8 +469,8 @@ def source_column(frame: pl.DataFrame, path: Path, key: str | None = None) -> tu
     found = find_column(frame, C.SOURCE_KEYS, None, what="source", flag="", path=path, required=False)
     if found is not None:
         return frame, found
-    for key in NESTED_SOURCE_KEYS:
-        nested = with_nested_key(frame, key, path)
+    for key in NESTED_SOURCE_KEYS:  # a column of that very name is read as it was (not refused: no one named it)
+        nested = frame if key in frame.columns else with_nested_key(frame, key, path)
         if key in nested.columns:
             return nested, key
     return frame, None

@@ -32,6 +32,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.errors import InputError
 from asp_cli.reading.json_records import escape_tag_lookalikes
+from asp_cli.reading.nested import with_nested_key
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.reading.prompts import (_check_unique_ids, _choose_prompt_column, difficulty_column, extract_prompts,
                                      source_column)
@@ -61,7 +62,6 @@ from asp_cli.reading.tables import (
     parse_jsonl_block,
     read_table,
     release_arrow_memory,
-    with_nested_key,
 )
 
 BATCH_BYTES = 8 << 20  # text per batch: about 20,000 verl-style prompts (docs/benchmarks.md: peak memory by batch size)

@@ -26,7 +26,8 @@ from asp_cli.errors import InputError
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
 from asp_cli.reading.json_records import (EXACT_FLOAT, DuplicateKey, element_holding_duplicate, escape_tag_lookalikes,
-                                         field_of_tagged, records_to_frame, unique_keys)
+                                         records_to_frame, unique_keys)
+from asp_cli.reading.nested import fields_on_path
 from asp_cli.reading.options import OnBadRow
 from asp_cli.reading.text_checks import (LONE_SURROGATE, SURROGATE_ESCAPE, check_column_names, has_lone_surrogate,
                                          ran_out_of_text)
@@ -623,41 +624,6 @@ def release_arrow_memory() -> None:
 # Column detection
 
 
-def with_nested_key(frame: pl.DataFrame, key: str | None, path: Path | None = None) -> pl.DataFrame:
-    """``frame`` with a column named ``key`` when ``key`` is a dotted path into struct columns (``extra_info.index``:
-    the field ``index`` of the struct column ``extra_info``) and no column of that name exists; else ``frame``.
-
-    verl's own preprocessing keeps a dataset's index in ``extra_info`` only, so `--id-key extra_info.index` is
-    the id a verl dataset has (a newcomer's was refused: "no column 'extra_info.index'").
-
-    Raises
-    ------
-    InputError
-        ``key`` names both a column of its own (a flattened file's ``extra_info.index``) and a field inside
-        another (``path``, for the message): the column won without a word.
-    """
-    if key is None or "." not in key:
-        return frame
-    if key in frame.columns:
-        head = key.split(".")[0]
-        if head in frame.columns and key in with_nested_key(frame.drop(key), key).columns:
-            raise InputError(f"{path or 'the input'}: {key!r} names both a column of that name and a field inside "
-                             f"column {head!r}; rename one of them in the file")
-        return frame
-    head, *path = key.split(".")
-    if head not in frame.columns:
-        return frame
-    expr, dtype = pl.col(head), frame.schema[head]
-    if dtype == pl.String:  # a column of mixed kinds (`records_to_frame`): its objects are JSON text
-        values = field_of_tagged(frame[head].to_list(), path)
-        return frame if values is None else frame.with_columns(pl.Series(key, values, dtype=pl.String))
-    for name in path:
-        if not isinstance(dtype, pl.Struct) or name not in {f.name for f in dtype.fields}:
-            return frame  # not a path of this frame: `find_column` says which columns there are
-        expr, dtype = expr.struct.field(name), next(f.dtype for f in dtype.fields if f.name == name)
-    return escape_tag_lookalikes(frame.with_columns(expr.alias(key)), [key])
-
-
 def find_column(
     frame: pl.DataFrame,
     candidates: Sequence[str],
@@ -675,11 +641,9 @@ def find_column(
     """
     present = [c for c in frame.columns if not c.startswith("\x00")]
     if override is not None:
-        if override not in frame.columns:  # a dotted path's object named: its fields said (`metadata.ID` for `.id`)
-            inside = frame.schema.get(override.split(".")[0]) if "." in override else None
-            fields = f"; {override.split('.')[0]!r} holds {', '.join(f.name for f in inside.fields)}" if isinstance(
-                inside, pl.Struct) else ""
-            raise InputError(f"{path}: no column {override!r} (from {flag}); columns are: {', '.join(present)}{fields}")
+        if override not in frame.columns:
+            raise InputError(f"{path}: no column {override!r} (from {flag}); columns are: {', '.join(present)}"
+                             + fields_on_path(frame, override))
         return override
     lowered: dict[str, str] = {}
     for c in present:
