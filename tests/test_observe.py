@@ -558,5 +558,14 @@ def test_appending_numbered_samples_to_unnumbered_ones_says_how_they_count(tmp_p
     appended = observe([_log(tmp_path / "b.jsonl", ["p1", "p3"])], history, append=True, epoch=1)
     assert any(w.startswith("the history's samples so far have no epoch, these have: `asp schedule "
                             "--history-epochs` counts those without one as before the first epoch") for w in appended.warnings)
+    assert any(w.endswith("where they are an epoch's, observe their log again, with --epoch E, into a new history")
+               for w in appended.warnings)
     again = observe([_log(tmp_path / "c.jsonl", ["p4"])], history, append=True, epoch=2)
     assert not any("no epoch" in w for w in again.warnings)
+    # An existing history named without --append or --force: both are named (an AReaL newcomer was told of --force
+    # only, which dropped the probe's samples); nothing is written.
+    before = history.read_bytes()
+    with pytest.raises(OutputError, match=r"h\.parquet exists; pass --append to add these logs to it, or --force "
+                                          r"to replace it$"):
+        observe([_log(tmp_path / "d.jsonl", ["p5"])], history, epoch=3)
+    assert history.read_bytes() == before

@@ -61,7 +61,8 @@ def probe_command(
                 say(f"  {printable(source['data_source'] or '(no source)')}: {source['probe_prompts']:,} of {source['prompts']:,} "
                     f"prompts; predicted {low:,.0f}-{high:,.0f} tokens")
             say(f"  cost: each sample per probe prompt is {summary['epoch_cost_per_probe_sample']:.3%} of one epoch's "
-                f"rollout at {summary['samples_per_prompt']} samples per prompt")
+                f"rollout at {summary['samples_per_prompt']} samples per prompt (-n: your group size), counted in "
+                "samples; it holds the predicted long tail, so its share of tokens is larger")
             dataset = " ".join(shlex.quote(str(i)) for i in inputs)
             # The history's ids must be the ones the schedule reads (reading.history_ids warns otherwise).
             keyed = (f" --dataset-id-key {shlex.quote(id_key)}" if id_key else "") + (

@@ -32,7 +32,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, SettingsError, shown_id
+from asp_cli.errors import InputError, OutputError, SettingsError, shown_id
 from asp_cli.integrate.export import with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, history_schema, read_history, write_history,
@@ -145,7 +145,10 @@ def observe(
         check_parquet_name(out, writer="asp observe")
     if out is not None:
         inputs = [*logs, *dataset, *([Path(schedule)] if schedule else [])]
-        check_output_path(output, inputs, force=force or (append and out.exists()))
+        check_output_path(output, inputs, force=True)
+        if out.exists() and not (force or append):  # a history is added to more often than replaced (an AReaL
+            # newcomer was told only of --force, which dropped the probe's samples)
+            raise OutputError(f"{output} exists; pass --append to add these logs to it, or --force to replace it")
     if out is not None and (append or force and out.exists()):
         if append and out.exists():
             history_schema(out)  # a file that is not a history is refused before its lock file is made
@@ -290,8 +293,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             warnings.append(
                 ("the history's samples so far have no epoch, these have" if before else
                  "these samples have no epoch, the history's so far have") + ": `asp schedule --history-epochs` "
-                "counts those without one as before the first epoch (a probe's); observe with --epoch E to number "
-                "them")
+                "counts those without one as before the first epoch, right for a probe's; where they are an "
+                "epoch's, " + ("observe their log again, with --epoch E, into a new history" if before else
+                               "observe this log again with --epoch E"))
     summary.update(
         rows_added=added.height,
         prompts_observed=added["prompt_id"].n_unique() if added.height else 0,
