@@ -42,10 +42,16 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     (warning,) = plan_warnings(arrange(prompt_frame(50), make_predictions(50), one), one)
     assert warning.startswith("the epoch's 50 prompts end in a step of 18 groups, short of --train-batch-size 32: a "
                               "trainer that reads batches of 32 consecutive rows and drops a partial last one (verl's "
-                              "dataloader; slime with --num-epoch) leaves those 18 prompts out; use a --train-batch-size that divides 50 (e.g.")
-    # A trainer that takes groups as they arrive does not read the schedule's steps: nothing to say.
+                              "and AReaL's dataloaders; slime with --num-epoch) leaves those 18 prompts out; use a "
+                              "--train-batch-size that divides 50 (e.g.")
+    # A trainer that takes groups as they arrive does not read the schedule's steps, but its dataloader reads the
+    # file in batches all the same and drops the partial last one (AReaL's; an AReaL newcomer's 5,000 at 512).
     arrival = dataclass_replace(one, trainer="arrival")
-    assert not plan_warnings(arrange(prompt_frame(50), make_predictions(50), arrival), arrival)
+    (warning,) = plan_warnings(arrange(prompt_frame(50), make_predictions(50), arrival), arrival)
+    assert warning.startswith("the epoch's 50 prompts leave 18 rows past the last whole batch of 32: a trainer that "
+                              "reads its rows in batches and drops a partial last one (verl's and AReaL's dataloaders; "
+                              "slime with --num-epoch) leaves those 18 prompts out; use a --train-batch-size that "
+                              "divides 50 (e.g.")
 
 
 def test_a_synchronous_plan_gives_every_instance_a_minibatch_in_each_step():
@@ -129,7 +135,7 @@ def test_a_dropped_partial_batch_holding_one_source_is_warned_about():
     sources = pl.DataFrame({"row": list(range(50)), "data_source": ["gsm8k"] * 40 + ["aime"] * 10})
     frame = pl.DataFrame({"row": list(range(50)), "seq": list(range(50)), "epoch": [0] * 50,
                           "train_step": [r // 16 for r in range(50)]})
-    arrival = ScheduleSettings(train_batch_size=16, epochs=1, trainer="arrival")
+    arrival = ScheduleSettings(train_batch_size=16, epochs=2, trainer="arrival")  # one epoch's: `plan_warnings`
     assert dropped_tail_warnings(frame, sources, arrival) == [
         "a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) leaves out "
         "the epoch's last 2 rows in file (dispatch) order: 2 of them are 'aime', 20% of that source's prompts, where "
@@ -137,7 +143,7 @@ def test_a_dropped_partial_batch_holding_one_source_is_warned_about():
         "different batch size changes the number of steps, so compare with asp simulate; or keep 48 of the prompts, "
         "3 batches of 16), or --steps representative"]
     # A schedule-following trainer drops its last train step's groups: here gsm8k's first rows, 5% of it, no warning.
-    schedule = dataclass_replace(arrival, trainer="schedule")
+    schedule = dataclass_replace(arrival, trainer="schedule", epochs=1)
     reordered = frame.with_columns(pl.Series("train_step", [3 if r < 2 else 0 for r in range(50)]))
     assert dropped_tail_warnings(reordered, sources, schedule) == []
     ends = dropped_tail_warnings(frame.with_columns(pl.Series("seq", list(range(49, -1, -1)))), sources, schedule)

@@ -58,14 +58,18 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
             f"this schedule's steps from the second epoch on; use a --train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size) + ", or export one epoch at a time (asp export --epoch; verl then "
             "drops each epoch's short last batch)")
-    elif settings.epochs == 1 and settings.trainer == "schedule" and prompts > size and prompts % size:
+    elif settings.epochs == 1 and prompts > size and prompts % size:
         # One epoch: nothing is cut across, but a dataloader that drops its last partial batch leaves it out (an
-        # epoch smaller than one batch is warned about where the settings are read).
+        # epoch smaller than one batch is warned about where the settings are read). A trainer that takes groups
+        # as they finish reads the file in dispatch order all the same (AReaL, which drops it too).
         warnings.append(
-            f"the epoch's {prompts:,} prompts end in a step of {prompts % size:,} groups, short of --train-batch-size "
-            f"{size}: a trainer that reads batches of {size} consecutive rows and drops a partial last one (verl's "
-            f"dataloader; slime with --num-epoch) leaves those {prompts % size:,} prompts out; use a --train-batch-size that divides "
-            f"{prompts:,}" + dividing_example(prompts, size))
+            (f"the epoch's {prompts:,} prompts end in a step of {prompts % size:,} groups, short of --train-batch-size "
+             f"{size}: a trainer that reads batches of {size} consecutive rows" if settings.trainer == "schedule" else
+             f"the epoch's {prompts:,} prompts leave {prompts % size:,} rows past the last whole batch of {size}: a "
+             "trainer that reads its rows in batches")
+            + f" and drops a partial last one (verl's and AReaL's dataloaders; slime with --num-epoch) leaves those "
+            f"{prompts % size:,} prompts out; use a --train-batch-size that divides {prompts:,}"
+            + dividing_example(prompts, size))
     used = frame["instance"].n_unique() if frame.height else 0
     if used < settings.instances:
         minibatches = frame["minibatch"].n_unique() if frame.height else 0
@@ -139,10 +143,9 @@ def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame, settings: 
     name, dropped, _, fraction = share.row(0)
     if fraction < max(0.2, 2 * left / epoch.height):
         return []
-    # `plan_warnings` gave the sizes that divide the epoch: for a schedule-following trainer, or a step cut short
+    # `plan_warnings` gave the sizes that divide the epoch: for one epoch, or a step cut short
     steps = frame.group_by("train_step").len().sort("train_step")
-    said_above = settings.trainer == "schedule" or bool(
-        settings.epochs > 1 and steps.head(max(steps.height - 1, 0)).filter(pl.col("len") < size).height)
+    said_above = settings.epochs == 1 or bool(steps.head(max(steps.height - 1, 0)).filter(pl.col("len") < size).height)
     return [f"a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) "
             f"leaves out the epoch's last {left:,} rows in "
             + ("training order" if settings.trainer == "schedule" else "file (dispatch) order")
