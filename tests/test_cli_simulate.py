@@ -100,7 +100,10 @@ def test_simulate_free_dispatch_and_static(built):  # noqa: F811
     for extra in (["--dispatch", "free"], ["--mode", "static"], ["--max-lag", "0", "--preset", "a100-llama2-7b"]):
         result = invoke("simulate", built["schedule"], "--json", "--quiet", *extra)
         assert result.exit_code == 0, result.output
-        assert result.stderr == ""
+        assert result.stderr == ("" if "--max-lag" not in extra else
+                                 "Warning: replayed at --max-lag 0; the schedule was planned for --max-lag none: its "
+                                 "order and the candidate auto took were chosen for that bound; make the schedule with "
+                                 "--max-lag 0 to compare a plan made for this one\n")
 
 
 def test_simulate_max_lag_none_replays_without_the_schedules_bound(tmp_path):
@@ -112,6 +115,13 @@ def test_simulate_max_lag_none_replays_without_the_schedules_bound(tmp_path):
     free = json.loads(invoke("simulate", schedule, "--json", "--quiet", "--max-lag", "none").stdout)
     assert bound["max_lag"] == 1 and free["max_lag"] is None
     assert free["metrics"]["policy_lag_mean"] > bound["metrics"]["policy_lag_mean"]
+    # Another bound than the plan's is a what-if, and said so (an AReaL newcomer read a replay at 2 of a plan for 4).
+    assert not any("--max-lag" in w for w in bound["warnings"])
+    said = ("replayed at --max-lag none; the schedule was planned for --max-lag 1: its order and the candidate auto "
+            "took were chosen for that bound; make the schedule with --max-lag none to compare a plan made for this one")
+    assert said in free["warnings"]
+    same = json.loads(invoke("simulate", schedule, "--json", "--quiet", "--max-lag", "1").stdout)
+    assert not any("--max-lag" in w for w in same["warnings"])
 
 
 def test_a_schedule_timed_for_a_verl_v1_mode_compares_under_any_replay_setting(tmp_path):
@@ -155,7 +165,9 @@ def test_compare_rows_are_dispatched_as_asp_and_a_plan_for_another_kind_of_engin
                in w for w in document["warnings"]) == (document["max_lag"] is None)
     bounded = json.loads(invoke("simulate", built["schedule"], "--compare", "--json", "--quiet", "--max-lag", "0",
                                 "--trainer", "schedule").stdout)
-    assert bounded["warnings"] == []
+    assert bounded["warnings"] == [  # a what-if on a plan made without a bound: said as one
+        "replayed at --max-lag 0; the schedule was planned for --max-lag none: its order and the candidate auto took "
+        "were chosen for that bound; make the schedule with --max-lag 0 to compare a plan made for this one"]
     asked = json.loads(invoke("simulate", built["schedule"], "--compare", "--json", "--quiet", "--max-lag",
                               "none").stdout)  # no bound on purpose: an asynchronous trainer
     assert asked["warnings"] == []

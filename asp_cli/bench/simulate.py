@@ -127,6 +127,19 @@ def _dispatch_warnings(schedule: Schedule, dispatch: str, instances: int) -> lis
     return []
 
 
+def _lag_warnings(planned: int | float | None, lag: int | float | None, options: ReplayOptions) -> list[str]:
+    """A replay under another lag bound than the schedule was planned for: a what-if, said as one (an AReaL
+    newcomer replayed at --max-lag 2 a plan made for 4, read it faster, and nothing said the plan was not made so)."""
+    given = options.max_lag is not None or not options.use_schedule_max_lag
+    if not given or lag == planned:
+        return []
+    def said(value: int | float | None) -> str:
+        return "none" if value is None else f"{value:g}"
+    return [f"replayed at --max-lag {said(lag)}; the schedule was planned for --max-lag {said(planned)}: its order "
+            f"and the candidate auto took were chosen for that bound; make the schedule with --max-lag {said(lag)} "
+            "to compare a plan made for this one"]
+
+
 def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
                     dispatch: str, seed: int, max_lag: int | None,
                     prompts_per_server: int | None = None) -> dict[str, float]:
@@ -224,7 +237,8 @@ def simulate_loaded(
         # The verl trainer the schedule was timed for (`ScheduleSettings.verl_trainer`), where it was given.
         **({"verl_trainer": recorded.verl_trainer} if recorded.verl_trainer else {}),
         "lengths": {**info.to_dict(), "skipped_rows": skipped_rows},
-        "warnings": info.warnings(recorded.max_response_tokens) + _dispatch_warnings(schedule, dispatch, k),
+        "warnings": (info.warnings(recorded.max_response_tokens) + _dispatch_warnings(schedule, dispatch, k)
+                     + _lag_warnings(recorded.max_lag, lag, options)),
         "noise_model": None if info.prompts_sampled == 0 else {
             "prompt_sigma": PROMPT_SIGMA, "sample_sigma": SAMPLE_SIGMA, "seed": seed},
         "metrics": result.metrics,
