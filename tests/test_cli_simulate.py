@@ -630,3 +630,23 @@ def test_json_numbers_keep_their_whole_part_and_whole_numbers():
 
     assert _short_floats({"a": [316.1459198875969, 1234567.891, 85899345920.0, 2.2013577928643653e-05, -0.5]}) == {
         "a": [316.146, 1234568.0, 85899345920.0, 2.20136e-05, -0.5]}
+
+
+def test_compare_ends_with_one_line_saying_the_saving():
+    """A slime and an AReaL newcomer each asked which of the table's numbers was the saving."""
+    from asp_cli.cli.simulate import _verdict
+
+    rows = [{"arrangement": "verl-default", "end_to_end_s": 783.0, "prompts_per_call": 15.8, "equal_footing": False},
+            {"arrangement": "short-first (asp sizes)", "end_to_end_s": 409.0, "prompts_per_call": 31.9,
+             "equal_footing": True},
+            {"arrangement": "asp", "end_to_end_s": 401.0, "prompts_per_call": 31.9},
+            {"arrangement": "lower bound", "end_to_end_s": 399.0}]
+    assert _verdict(rows) == (
+        "  asp 401 s: 2.0% faster than short-first (asp sizes) (409 s), the fastest row on equal footing; 48.8% "
+        "faster than verl-default (783 s), beyond the first figure by calls larger than verl's chunks (concurrency, "
+        "not the order); the lower bound is 399 s")
+    rows[1]["end_to_end_s"] = 390.0
+    rows[0]["prompts_per_call"] = 31.9
+    assert _verdict(rows).startswith("  asp 401 s: 2.8% slower than short-first (asp sizes) (390 s), the fastest row "
+                                     "on equal footing; 48.8% faster than verl-default (783 s); the lower bound")
+    assert _verdict(rows[:1] + rows[2:]) == ""  # no equal-footing row: nothing to say

@@ -85,6 +85,9 @@ def simulate_command(
 
                 say("")
                 say(format_table(report.comparison, markdown=False, compact=not wide))
+                verdict = _verdict(report.comparison)
+                if verdict:
+                    say(verdict)
                 # What the rows are, for trainers other than verl too (an OpenRLHF and a MindSpeed newcomer could not
                 # tell which row was their own default).
                 say("  verl-default: a shuffle (the default order of verl, OpenRLHF and MindSpeed-RL) in verl's chunks of "
@@ -100,6 +103,34 @@ def simulate_command(
                         "schedule was made for)")
         if json_output:
             emit_json(report.document)
+
+
+def _verdict(rows: list[dict]) -> str:
+    """One line for the comparison's answer: asp against the fastest equal-footing row and against verl's default,
+    with the part of the latter that is bigger calls said apart (a slime and an AReaL newcomer each asked which of
+    the table's numbers was the saving)."""
+    from asp_cli.bench.compare import ASP, LOWER_BOUND, best_equal_footing
+
+    mine = next((r for r in rows if r["arrangement"] == ASP), None)
+    best = best_equal_footing(rows)
+    if mine is None or best is None:
+        return ""
+
+    def against(other: dict) -> str:
+        change = 1.0 - mine["end_to_end_s"] / other["end_to_end_s"]
+        return f"{abs(change):.1%} {'faster' if change >= 0 else 'slower'} than {other['arrangement']} " \
+               f"({other['end_to_end_s']:,.0f} s)"
+
+    line = f"  asp {mine['end_to_end_s']:,.0f} s: {against(best)}, the fastest row on equal footing"
+    verl = next((r for r in rows if r["arrangement"] == "verl-default"), None)
+    if verl is not None and verl is not best:
+        line += f"; {against(verl)}"
+        if verl["end_to_end_s"] > best["end_to_end_s"] and verl.get("prompts_per_call", 0) < mine["prompts_per_call"]:
+            line += ", beyond the first figure by calls larger than verl's chunks (concurrency, not the order)"
+    bound = next((r for r in rows if r["arrangement"] == LOWER_BOUND), None)
+    if bound is not None:
+        line += f"; the lower bound is {bound['end_to_end_s']:,.0f} s"
+    return line
 
 
 def _write_timeseries(series: dict, path: Path, *, replace: bool) -> None:
