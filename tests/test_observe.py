@@ -558,7 +558,8 @@ def test_appending_numbered_samples_to_unnumbered_ones_says_how_they_count(tmp_p
     appended = observe([_log(tmp_path / "b.jsonl", ["p1", "p3"])], history, append=True, epoch=1)
     assert any(w.startswith("the history's samples so far have no epoch, these have: `asp schedule "
                             "--history-epochs` counts those without one as before the first epoch") for w in appended.warnings)
-    assert any(w.endswith("where they are an epoch's, observe their log again, with --epoch E, into a new history")
+    assert any(w.endswith("where they are an epoch's, rebuild the history with every epoch's log numbered (the "
+                          "first with --epoch 0 --force, each later one with --append --epoch E)")
                for w in appended.warnings)
     again = observe([_log(tmp_path / "c.jsonl", ["p4"])], history, append=True, epoch=2)
     assert not any("no epoch" in w for w in again.warnings)

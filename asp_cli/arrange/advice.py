@@ -70,6 +70,18 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
             + f" and drops a partial last one (verl's and AReaL's dataloaders; slime with --num-epoch) leaves those "
             f"{prompts % size:,} prompts out; use a --train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size))
+    elif settings.epochs > 1 and prompts > size and prompts % size:
+        # Steps that run across the epochs (a trainer that takes groups as they finish): no step is short, but a
+        # file of every epoch ends in a partial batch, and one epoch exported at a time in its own (a review's).
+        whole = frame.height % size
+        warnings.append(
+            f"each epoch's {prompts:,} prompts leave {prompts % size:,} rows past its last whole batch of {size}, and "
+            f"a file of all {settings.epochs} epochs ({frame.height:,} rows) "
+            + (f"leaves {whole:,}" if whole else "fills whole batches only by a batch that spans two epochs")
+            + ": a trainer that reads its rows in batches and drops a partial last one (verl's and AReaL's "
+            "dataloaders; slime with --num-epoch) leaves those rows out, of each epoch exported alone (asp export "
+            f"--epoch) or of the file's last; use a --train-batch-size that divides {prompts:,}"
+            + dividing_example(prompts, size))
     used = frame["instance"].n_unique() if frame.height else 0
     if used < settings.instances:
         minibatches = frame["minibatch"].n_unique() if frame.height else 0
@@ -135,25 +147,24 @@ def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame, settings: 
     order = ["train_step", "seq"] if settings.trainer == "schedule" else ["seq"]
     kinds = epoch.select("row", *order).join(sources, on="row", how="left").sort(order)
     tail = kinds.tail(left)["data_source"].drop_nulls().value_counts().rename({"count": "dropped"})
+    rows, p = epoch.height, left / epoch.height
+    # A shuffle drops a hypergeometric count of each source: flag one dropped far beyond it (4 sd), in numbers that
+    # matter (10 prompts, a fifth of the source), not a 3-prompt source whose one row fell last by chance.
     share = tail.join(kinds["data_source"].drop_nulls().value_counts(), on="data_source").with_columns(
-        (pl.col("dropped") / pl.col("count")).alias("fraction")).sort(["fraction", "data_source"],
-                                                                     descending=[True, False])
+        (pl.col("dropped") / pl.col("count")).alias("fraction"),
+        (pl.col("count") * p + 4 * (pl.col("count") * p * (1 - p) * (rows - pl.col("count")) / max(rows - 1, 1)
+                                    ).sqrt()).alias("chance")
+    ).filter((pl.col("dropped") >= 10) & (pl.col("fraction") >= max(0.2, 2 * p)) & (pl.col("dropped") > pl.col("chance"))
+             ).sort(["fraction", "data_source"], descending=[True, False])
     if not share.height:
         return []
-    name, dropped, _, fraction = share.row(0)
-    if fraction < max(0.2, 2 * left / epoch.height):
-        return []
-    # `plan_warnings` gave the sizes that divide the epoch: for one epoch, or a step cut short
-    steps = frame.group_by("train_step").len().sort("train_step")
-    said_above = settings.epochs == 1 or bool(steps.head(max(steps.height - 1, 0)).filter(pl.col("len") < size).height)
+    name, dropped, _, fraction, _ = share.row(0)
     return [f"a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) "
             f"leaves out the epoch's last {left:,} rows in "
             + ("training order" if settings.trainer == "schedule" else "file (dispatch) order")
             + f": {dropped:,} of them are {shown_name(name)!r}, {fraction:.0%} of that source's prompts, where a "
-            f"shuffle's would leave out about {left / epoch.height:.0%} of each; "
-            + ("--steps representative, or a --train-batch-size that divides the epoch (above)" if said_above else
-               f"use a --train-batch-size that divides {epoch.height:,}" + dividing_example(epoch.height, size)
-               + ", or --steps representative")]
+            f"shuffle's would leave out about {p:.0%} of each; use a --train-batch-size that divides {rows:,}"
+            + (", or --steps representative" if settings.arrangement == "auto" else "")]
 
 
 def _ranges(steps: list[int]) -> str:

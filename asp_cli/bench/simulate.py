@@ -134,10 +134,10 @@ def _lag_warnings(planned: int | float | None, lag: int | float | None, options:
     if not given or lag == planned:
         return []
     def said(value: int | float | None) -> str:
-        return "none" if value is None else f"{value:g}"
+        return "none" if value is None else str(int(value)) if float(value).is_integer() else str(value)
     return [f"replayed at --max-lag {said(lag)}; the schedule was planned for --max-lag {said(planned)}: its order "
-            f"and the candidate auto took were chosen for that bound; make the schedule with --max-lag {said(lag)} "
-            "to compare a plan made for this one"]
+            f"was chosen for that bound; make the schedule with --max-lag {said(lag)} to compare a plan made for this "
+            "one"]
 
 
 def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,

@@ -92,7 +92,11 @@ def _file_order_settings(summary: dict, order: str) -> str:
         f"    OpenRLHF: --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its dataloader's hard-coded "
         "shuffle patched off or asp's ScheduleSampler (docs/integrations.md)",
         f"    AReaL: train_dataset.shuffle=false train_dataset.batch_size={g} gconfig.n_samples={n}"
-        + (f" rollout.max_head_offpolicyness={lag}" if isinstance(lag, int) else "")
+        + (f" rollout.max_head_offpolicyness={lag}" if isinstance(lag, int) else
+           " (the schedule has no lag bound; AReaL always has one, 0 by default: make the schedule with --max-lag "
+           "equal to rollout.max_head_offpolicyness)" if lag is None else
+           f" (the schedule's --max-lag {lag} is a fraction; AReaL's bound is a whole number of steps: make the "
+           "schedule with --max-lag equal to rollout.max_head_offpolicyness)")
         + " (load the file in your script: docs/integrations.md)",
     ]
     if order == "dispatch" and steps:

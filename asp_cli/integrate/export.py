@@ -690,7 +690,7 @@ def _facts(
             )
             if trainer:
                 trainer["data.max_prompt_length"] = needed
-    elif trailing and order == "train":
+    elif trailing:
         notes.append(
             f"the last batch has {trailing} rows, fewer than the train batch size {size}; a trainer with "
             "drop_last drops them"

@@ -294,8 +294,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                 ("the history's samples so far have no epoch, these have" if before else
                  "these samples have no epoch, the history's so far have") + ": `asp schedule --history-epochs` "
                 "counts those without one as before the first epoch, right for a probe's; where they are an "
-                "epoch's, " + ("observe their log again, with --epoch E, into a new history" if before else
-                               "observe this log again with --epoch E"))
+                "epoch's, rebuild the history with every epoch's log numbered (the first with --epoch 0 --force, "
+                "each later one with --append --epoch E)")
     summary.update(
         rows_added=added.height,
         prompts_observed=added["prompt_id"].n_unique() if added.height else 0,
