@@ -154,8 +154,8 @@ def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame, settings: 
         (pl.col("dropped") / pl.col("count")).alias("fraction"),
         (pl.col("count") * p + 4 * (pl.col("count") * p * (1 - p) * (rows - pl.col("count")) / max(rows - 1, 1)
                                     ).sqrt()).alias("chance")
-    ).filter((pl.col("dropped") >= 10) & (pl.col("fraction") >= max(0.2, 2 * p)) & (pl.col("dropped") > pl.col("chance"))
-             ).sort(["fraction", "data_source"], descending=[True, False])
+    ).filter((pl.col("dropped") >= 10) & (pl.col("fraction") >= max(0.2, 2 * p))
+             & (pl.col("dropped") > pl.col("chance"))).sort(["fraction", "data_source"], descending=[True, False])
     if not share.height:
         return []
     name, dropped, _, fraction, _ = share.row(0)

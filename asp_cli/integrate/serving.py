@@ -217,7 +217,8 @@ class ServerPool:
             except _Retry as exc:
                 if tries > self.retries:
                     raise ServerError(
-                        f"server {self.url}: {label} failed after {tries} attempt{'' if tries == 1 else 's'} ({exc}); check that the server "
+                        f"server {self.url}: {label} failed after {tries} attempt{'' if tries == 1 else 's'} ({exc}); "
+                        "check that the server "
                         f"is up and reachable (curl {self.scheme}://{_bracketed(self.host)}:{self.port}{self.api_path}/models) "
                         "and read its log"
                     ) from None

@@ -76,8 +76,8 @@ def seed_warnings(history: list[Path], seed: int, unnumbered_run: bool = False) 
             return [f"{path}: observed against a schedule made with --seed {seed}, as this one is: it deals that "
                     "schedule's shuffles again (the same train batches); give each epoch its own seed"]
     if unnumbered_run and seed == ScheduleSettings.seed and not any("schedule_seed" in r for r in records):
-        return [f"--history numbers no epoch and records no schedule seed, and this schedule has the default --seed {seed}: "
-                f"if the rollout it logged replayed a schedule made with --seed {seed} too, this one deals its "
+        return [f"--history numbers no epoch and records no schedule seed, and this schedule has the default "
+                f"--seed {seed}: if the rollout it logged replayed a schedule made with --seed {seed} too, this one deals its "
                 "shuffles again (the same train batches); give each epoch its own seed, e.g. --seed 1 (the epoch's "
                 "number; `asp observe --schedule` records the seed and checks it)"]
     return []
