@@ -85,7 +85,7 @@ def simulate_command(
 
                 say("")
                 say(format_table(report.comparison, markdown=False, compact=not wide))
-                verdict = _verdict(report.comparison)
+                verdict = _verdict(report.comparison, report.document.get("instances"))
                 if verdict:
                     say(verdict)
                 # What the rows are, for trainers other than verl too (an OpenRLHF and a MindSpeed newcomer could not
@@ -105,10 +105,11 @@ def simulate_command(
             emit_json(report.document)
 
 
-def _verdict(rows: list[dict]) -> str:
+def _verdict(rows: list[dict], instances: int | None = None) -> str:
     """One line for the comparison's answer: asp against the fastest equal-footing row and against verl's default,
     and where verl's calls are smaller, how much (concurrency, which the rows in asp's sizes are given: a slime and
-    an AReaL newcomer each asked which of the table's numbers was the saving)."""
+    an AReaL newcomer each asked which of the table's numbers was the saving, the latter in GPU hours: the
+    instance-hours of the difference, every instance held for the run, say that)."""
     from asp_cli.bench.compare import ASP, LOWER_BOUND, best_equal_footing
 
     mine = next((r for r in rows if r["arrangement"] == ASP), None)
@@ -122,6 +123,9 @@ def _verdict(rows: list[dict]) -> str:
                f"({other['end_to_end_s']:,.0f} s)"
 
     line = f"  asp {mine['end_to_end_s']:,.0f} s: {against(best)}, the fastest row on equal footing"
+    if instances:
+        hours = instances * (best["end_to_end_s"] - mine["end_to_end_s"]) / 3600.0
+        line += f" ({abs(hours):,.2f} instance-hours {'saved' if hours >= 0 else 'lost'} on {instances} instances)"
     verl = next((r for r in rows if r["arrangement"] == "verl-default"), None)
     if verl is not None and verl is not best:
         line += f"; {against(verl)}"
