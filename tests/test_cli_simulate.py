@@ -645,7 +645,9 @@ def test_compare_ends_with_one_line_saying_the_saving():
         "  asp 401 s: 2.0% faster than short-first (asp sizes) (409 s), the fastest row on equal footing; 48.8% "
         "faster than verl-default (783 s), whose calls hold 15.8 prompts against asp's 31.9; the lower bound is 399 s")
     assert _verdict(rows, 16).startswith("  asp 401 s: 2.0% faster than short-first (asp sizes) (409 s), the fastest "
-                                         "row on equal footing (0.04 instance-hours saved on 16 instances); 48.8%")
+                                         "row on equal footing (2.1 instance-minutes saved on 16 instances); 48.8%")
+    assert "(35.6 instance-hours saved on 16 instances)" in _verdict(
+        [{**r, "end_to_end_s": r["end_to_end_s"] * 1000} for r in rows], 16)
     rows[1]["end_to_end_s"] = 390.0
     rows[0]["prompts_per_call"] = 31.9
     assert _verdict(rows).startswith("  asp 401 s: 2.8% slower than short-first (asp sizes) (390 s), the fastest row "

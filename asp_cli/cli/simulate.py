@@ -125,7 +125,8 @@ def _verdict(rows: list[dict], instances: int | None = None) -> str:
     line = f"  asp {mine['end_to_end_s']:,.0f} s: {against(best)}, the fastest row on equal footing"
     if instances:
         hours = instances * (best["end_to_end_s"] - mine["end_to_end_s"]) / 3600.0
-        line += f" ({abs(hours):,.2f} instance-hours {'saved' if hours >= 0 else 'lost'} on {instances} instances)"
+        amount = f"{abs(hours):,.1f} instance-hours" if abs(hours) >= 1 else f"{abs(hours) * 60:,.1f} instance-minutes"
+        line += f" ({amount} {'saved' if hours >= 0 else 'lost'} on {instances} instances)"
     verl = next((r for r in rows if r["arrangement"] == "verl-default"), None)
     if verl is not None and verl is not best:
         line += f"; {against(verl)}"
