@@ -78,6 +78,11 @@ KV_BUDGETS: tuple[str, ...] = ("auto", "peak", "whole")
 # (trainer.v1.trainer_mode), which submit a train batch a step after `--max-lag` of warm-up; colocate-async also
 # puts the servers to sleep while the trainer trains and resumes their requests after (`asp_cli.sim.verl_async`).
 VERL_PLANNED_TRAINERS: tuple[str, ...] = ("fully-async", "colocate-async", "separate-async")
+# How the servers' router places requests, which auto times its candidates with on servers (`--router`):
+# "least-pending" (verl's balancer: each sample to the server with the fewest requests in flight, so a group's
+# samples spread over the servers) or "cache-aware" (sglang-router's default policy, slime's: a group's samples
+# share their prompt and follow the first to its server; `asp_cli.sim.submit_all.cache_aware_server`).
+ROUTERS: tuple[str, ...] = ("least-pending", "cache-aware")
 # How a schedule's minibatches were cut against the KV budget (its metadata's `arrangement.kv_budget`, and what
 # the baselines in its sizes are cut by): a group's share of the peak, whole groups, or padded (static).
 KV_CUTS: tuple[str, ...] = ("peak", "whole", "padded")
@@ -181,6 +186,8 @@ class ScheduleSettings:
     # `VERL_PLANNED_TRAINERS`: which of verl's asynchronous trainers auto times its candidates as (servers with a lag
     # bound other than 0); None: the fully asynchronous one, with --trainer arrival.
     verl_trainer: str | None = None
+    # `ROUTERS`: the servers' router (--engine streaming); None: verl's balancer, least-pending.
+    router: str | None = None
 
     def __post_init__(self) -> None:
         # A count above its own bound gets the message that says why (below), however far above (a newcomer's
@@ -206,6 +213,7 @@ class ScheduleSettings:
                                 "which has no such limit; drop it, or use --trainer arrival")
         check_plan_with(self.plan_with)
         self._check_verl_trainer()
+        self._check_router()
         if self.engine not in ENGINES:
             raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
         if self.arrangement not in ARRANGEMENTS:
@@ -262,6 +270,25 @@ class ScheduleSettings:
             raise SettingsError(f"--prompts-per-server is verl's fully asynchronous rollouter's limit; verl's {mode} "
                                 "trainer submits a whole train batch at a time: drop it")
 
+    def _check_router(self) -> None:
+        """Refuse a `router` that is not one of `ROUTERS`, or that these settings cannot use (naming the fix)."""
+        if self.router is None:
+            return
+        if self.router not in ROUTERS:
+            spelled = str(self.router).replace("_", "-")  # sglang-router's own spelling, --router-policy cache_aware
+            raise SettingsError(f"--router must be one of {', '.join(ROUTERS)} (got {self.router!r})"
+                                + (f"; did you mean {spelled}?" if spelled in ROUTERS else ""))
+        if self.engine != "streaming":
+            raise SettingsError(f"--router {self.router} is how servers that refill place requests: add --engine "
+                                "streaming, or drop it")
+        if self.router == "cache-aware" and self.dispatch == "planned":
+            raise SettingsError("--router cache-aware routes each group where sglang-router puts it, while --dispatch "
+                                "planned keeps it to its planned instance (asp's router plug-in for verl): drop one")
+        if self.router == "cache-aware" and self.verl_trainer is not None:
+            raise SettingsError(f"--verl-trainer {self.verl_trainer} is one of verl's trainers, which route through "
+                                "verl's balancer (--router least-pending): drop --router cache-aware, or "
+                                "--verl-trainer")
+
     @property
     def verl_v1_mode(self) -> str | None:
         """`verl_trainer` where it names one of verl's v1 modes (colocate-async, separate-async), else None."""
@@ -269,15 +296,20 @@ class ScheduleSettings:
 
     def replayed_as(self, **changes: Any) -> ScheduleSettings:
         """These settings with ``changes`` (another engine, lag bound or trainer rule to replay or compare under),
-        `verl_trainer` dropped where it no longer applies there, as none was given (a colocate-async schedule
-        compared at --max-lag 0 is verl's synchronous trainer)."""
-        if self.verl_trainer is None or "verl_trainer" in changes:
+        `verl_trainer` and `router` each dropped where it no longer applies there, as none was given (a colocate-async
+        schedule compared at --max-lag 0 is verl's synchronous trainer; a cache-aware one on a blocking engine has no
+        router)."""
+        kept = {key: getattr(self, key) for key in ("verl_trainer", "router")
+                if getattr(self, key) is not None and key not in changes}
+        if not kept:
             return dataclasses.replace(self, **changes)
-        without = dataclasses.replace(self, **{**changes, "verl_trainer": None})  # any other refusal is raised here
-        try:
-            return dataclasses.replace(without, verl_trainer=self.verl_trainer)
-        except SettingsError:
-            return without
+        without = dataclasses.replace(self, **{**changes, **dict.fromkeys(kept)})  # any other refusal is raised here
+        for key, value in kept.items():  # each kept where it still applies (the router on servers)
+            try:
+                without = dataclasses.replace(without, **{key: value})
+            except SettingsError:
+                pass
+        return without
 
     def resolved_kv_budget(self) -> str:
         """The KV accounting a named arrangement is cut with (`KV_CUTS`): padded on the static engine, peak for
@@ -293,7 +325,7 @@ class ScheduleSettings:
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
-        for key in ("prompts_per_server", "verl_trainer"):
+        for key in ("prompts_per_server", "verl_trainer", "router"):
             if document[key] is None:  # schedules made without it read as before it existed
                 del document[key]
         return document

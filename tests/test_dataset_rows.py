@@ -153,3 +153,62 @@ def test_nan_and_infinities_that_json_lines_cannot_hold_are_said(tmp_path):
                                        "written as null; write --format parquet to keep them"]
     assert non_finite_notes(frame.with_columns(pl.lit("{}").alias(SOURCE_JSON))) == []
     assert non_finite_notes(frame.with_columns(pl.lit(0.5).alias("score"))) == []
+
+
+def _two_files(tmp_path):
+    """Two Parquet files whose `reward_model.ground_truth` is text in one and an object in the other (an agent
+    newcomer's math and search-QA sets), and a schedule of both."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    math = pl.DataFrame({"id": [f"m{i}" for i in range(6)], "prompt": [f"What is {i}+{i}?" for i in range(6)],
+                         "reward_model": [{"style": "rule", "ground_truth": str(2 * i)} for i in range(6)]})
+    search = pl.DataFrame({"id": [f"s{i}" for i in range(6)], "prompt": [f"Who wrote book {i}?" for i in range(6)],
+                           "reward_model": [{"style": "rule", "ground_truth": {"target": [f"a{i}", f"b{i}"]}}
+                                            for i in range(6)]})
+    files = [tmp_path / "math.parquet", tmp_path / "search.parquet"]
+    math.write_parquet(files[0])
+    search.write_parquet(files[1])
+    sched = tmp_path / "s.parquet"
+    schedule(files, sched, settings=ScheduleSettings(instances=2, samples_per_prompt=2, train_batch_size=4))
+    own = {r["id"]: r["reward_model"] for frame in (math, search) for r in frame.to_dicts()}
+    return files, sched, own
+
+
+def test_files_whose_column_kinds_differ_keep_every_value_as_json_text_and_say_where(tmp_path):
+    """Concatenated as they were, the object became the text '{["a0", "b0"]}', its key lost, without a word (an agent
+    newcomer's round, 2026-12-06)."""
+    files, sched, own = _two_files(tmp_path)
+    result = export(sched, files, tmp_path / "o.parquet")
+    frame = pl.read_parquet(tmp_path / "o.parquet")
+    assert frame.schema["reward_model"] == pl.String
+    assert {i: json.loads(v) for i, v in zip(frame["id"], frame["reward_model"], strict=True)} == own
+    said = [w for w in result.warnings if w.startswith("reward_model.ground_truth")]
+    assert said == ["reward_model.ground_truth is text in math.parquet and an object in search.parquet: both are "
+                    "written as JSON text, which a trainer reading it as an object will not parse; give the files "
+                    "one kind there (verl refuses such a pair outright)"]
+    # JSON lines keep each row's own kinds, so nothing needs saying there.
+    lines = export(sched, files, tmp_path / "o.jsonl", format="jsonl")
+    written = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert {w["id"]: w["reward_model"] for w in written} == own
+    assert not [w for w in lines.warnings if "JSON text" in w or "JSON kinds" in w]
+    # verl's layout reads one kind a field: refused, naming the field and the way out.
+    with pytest.raises(InputError, match=r"'reward_model' holds objects whose field 'ground_truth' is text in some rows "
+                                         r"and an object in others.*--format jsonl"):
+        export(sched, files, tmp_path / "v.parquet", format="verl")
+    assert not (tmp_path / "v.parquet").exists()
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    (pl.Int32, pl.Float64, None),
+    (pl.Null, pl.Struct({"x": pl.String}), None),
+    (pl.Struct({"x": pl.Int64, "y": pl.String}), pl.Struct({"x": pl.Int8, "z": pl.List(pl.String)}), None),
+    (pl.List(pl.Int64), pl.List(pl.String), ("c[]", "a number", "text")),
+    (pl.Struct({"x": pl.Struct({"y": pl.Boolean})}), pl.Struct({"x": pl.Struct({"y": pl.String})}),
+     ("c.x.y", "a boolean", "text")),
+    (pl.String, pl.List(pl.String), ("c", "text", "a list")),
+])
+def test_a_kind_conflict_is_the_first_place_two_types_cannot_share(a, b, expected):
+    from asp_cli.integrate.dataset_rows import kind_conflict
+
+    assert kind_conflict(a, b, "c") == expected

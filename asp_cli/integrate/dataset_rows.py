@@ -22,7 +22,7 @@ from asp_cli.reading.tables import SOURCE_JSON
 
 def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None,
               heights: list[int] | None = None, mixed: list[str] | None = None, sources: bool = False,
-              untag: bool = True) -> pl.DataFrame:
+              untag: bool = True, differing: list[str] | None = None) -> pl.DataFrame:
     """The datasets' own rows, concatenated, with ``\x00row``: the 0-based row over all inputs, as
     `asp_cli.reading.read_prompts` numbers them (so ``row`` of a prompt frame or a schedule finds its row here).
 
@@ -33,6 +33,10 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
     for the non-text ones; with ``untag`` false still behind the reader's tag, for `verl_layout.to_verl`), and
     ``mixed``, given, gets its name. With ``sources``, the rows of JSON files also carry
     `reading.tables.SOURCE_JSON`, their own text, which `write_rows` writes to JSON lines as it is.
+    A column that two files hold as different kinds (an object in one, text in the other, at any depth) is one of
+    mixed kinds too (`kinds_across_files`), and ``differing``, given, gets a line naming the place and the files.
+    Concatenated as they were, an object became its values' text without its keys (an agent newcomer's
+    ``reward_model.ground_truth`` ``{"target": [...]}`` became ``{["..."]}``), in silence.
     """
     from asp_cli.reading import read_table
 
@@ -46,6 +50,8 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
         offset += part.height
         if heights is not None:
             heights.append(part.height)
+    if len(parts) > 1:
+        parts = kinds_across_files(parts, [Path(p).name for p in datasets], differing, sources=sources)
     frame = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
     # `reading.tables` tags a non-text value in a column of mixed kinds; the tag is the reader's, not the data's.
     # A user's text that starts as a tag does is escaped (`json_records.TEXT_TAG`): given back as it is.
@@ -61,6 +67,83 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
         mixed.extend(tagged)
     tagged = [c for c, hit in zip(texts, hits, strict=True) if hit["j"] or hit["t"]]
     return frame.with_columns([untagged(pl.col(c)) for c in tagged]) if tagged and untag else frame
+
+
+def _kind(dtype: pl.DataType) -> str:
+    """A column type as JSON names its kind."""
+    return ("an object" if isinstance(dtype, pl.Struct) else "a list" if isinstance(dtype, (pl.List, pl.Array))
+            else "text" if dtype == pl.String else "a boolean" if dtype == pl.Boolean
+            else "a number" if dtype.is_numeric() else str(dtype))
+
+
+def kind_conflict(a: pl.DataType, b: pl.DataType, path: str) -> tuple[str, str, str] | None:
+    """The first place (``path`` and below) where two files' types of one column cannot share a column without a
+    value changing (`pl.concat`'s relaxed supertype turns an object into text without its keys), with each side's
+    kind; None where they can: equal types, a column of nulls, numbers of two widths, objects whose common fields
+    can, lists whose elements can."""
+    if a == b or a == pl.Null or b == pl.Null or (a.is_numeric() and b.is_numeric()):
+        return None
+    if isinstance(a, pl.Struct) and isinstance(b, pl.Struct):
+        theirs = {f.name: f.dtype for f in b.fields}
+        for field in a.fields:
+            if field.name in theirs:
+                found = kind_conflict(field.dtype, theirs[field.name], f"{path}.{field.name}")
+                if found is not None:
+                    return found
+        return None
+    if isinstance(a, pl.List) and isinstance(b, pl.List):
+        return kind_conflict(a.inner, b.inner, f"{path}[]")
+    return path, _kind(a), _kind(b)
+
+
+def kinds_across_files(parts: list[pl.DataFrame], names: list[str], differing: list[str] | None = None, *,
+                       sources: bool = False) -> list[pl.DataFrame]:
+    """``parts`` (one frame per file, ``names`` the files') with each column that two of them hold as kinds that
+    cannot share a column (`kind_conflict`) made one of mixed kinds, as `reading.tables` makes one inside a file:
+    text stays text, every other value becomes its JSON text behind `json_records.JSON_TAG`. ``differing`` gets
+    one line per such column, naming the place and the first two files that disagree there. With ``sources``
+    (JSON lines out), a file's rows that carry no source text of their own (Parquet, CSV) get it, written from
+    their columns before the change, so that each row keeps its own kinds there."""
+    import json
+
+    from asp_cli.reading.json_records import JSON_TAG, untag
+
+    first: dict[str, tuple[pl.DataType, str]] = {}
+    conflicted: dict[str, str] = {}
+    for part, name in zip(parts, names, strict=True):
+        for column, dtype in part.schema.items():
+            if column.startswith("\x00") or column in conflicted:
+                continue
+            if column not in first:
+                first[column] = (dtype, name)
+                continue
+            found = kind_conflict(first[column][0], dtype, column)
+            if found is not None:
+                place, theirs, mine = found
+                conflicted[column] = (f"{place} is {theirs} in {first[column][1]} and {mine} in {name}: both are "
+                                      "written as JSON text, which a trainer reading it as "
+                                      f"{theirs if theirs != 'text' else mine} will not parse; give the files one "
+                                      "kind there (verl refuses such a pair outright)")
+    if not conflicted:
+        return parts
+    if differing is not None:
+        differing.extend(conflicted.values())
+
+    def as_json(value: Any) -> str | None:
+        return None if value is None else JSON_TAG + json.dumps(value, ensure_ascii=False, default=str)
+
+    def own_text(part: pl.DataFrame) -> pl.Series:
+        columns = [c for c in part.columns if not c.startswith("\x00")]
+        plain = part.select(untag(pl.col(c)) if part.schema[c] == pl.String else pl.col(c) for c in columns)
+        return pl.Series(SOURCE_JSON, plain.write_ndjson().splitlines() if plain.height else [], dtype=pl.String)
+
+    out = []
+    for part in parts:
+        if sources and SOURCE_JSON not in part.columns and any(c in part.columns for c in conflicted):
+            part = part.with_columns(own_text(part))
+        out.append(part.with_columns(pl.Series(c, [as_json(v) for v in part[c].to_list()], dtype=pl.String)
+                                     for c in conflicted if c in part.columns and part.schema[c] != pl.String))
+    return out
 
 
 def mixed_kinds_warning(columns: list[str]) -> str:

@@ -347,9 +347,11 @@ def _matched_dataset(
     unreadable = ReadReport()
     heights: list[int] = []
     mixed: list[str] = []
-    raw = read_rows(datasets, report=unreadable, heights=heights, mixed=mixed, sources=sources, untag=untag)
+    differing: list[str] = []
+    raw = read_rows(datasets, report=unreadable, heights=heights, mixed=mixed, sources=sources, untag=untag,
+                    differing=differing)
     if mixed and not sources:  # with the sources, JSON lines give every row's own values back
-        warnings.append(mixed_kinds_warning(mixed))
+        warnings.extend([*differing, mixed_kinds_warning(mixed)])
     starts = np.cumsum([0, *heights])
 
     def file_of(row: int) -> int:

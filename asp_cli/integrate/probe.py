@@ -237,11 +237,12 @@ def probe(
                         f"{'; '.join(report.skipped_examples[:3])}; they are not in the probe")
     picked = prompts[chosen]
     mixed: list[str] = []
+    differing: list[str] = []
     # JSON lines keep each probed row as the input holds it; verl's layout reads the reader's tags (`read_rows`).
     raw = read_rows(inputs, on_bad_row=read.on_bad_row, report=ReadReport(), mixed=mixed,  # skipped: read_prompts's
-                    sources=fmt == "jsonl", untag=fmt != "verl")
+                    sources=fmt == "jsonl", untag=fmt != "verl", differing=differing)
     if mixed and fmt != "jsonl":
-        warnings.append(mixed_kinds_warning(mixed))
+        warnings.extend([*differing, mixed_kinds_warning(mixed)])
     own_columns = set(raw.columns)
     rows = raw.join(picked.select(pl.col(C.ROW).alias("\x00row"), pl.col(C.PROMPT_ID).alias("\x00id")),
                     on="\x00row", how="inner", maintain_order="right")

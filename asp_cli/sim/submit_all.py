@@ -36,9 +36,16 @@ from asp_cli.sim.engine import Engine
 from asp_cli.sim.records import SimulationSettings, Stats
 
 # How a request finds its server: verl's own balancer (fewest requests in flight, chosen at submission), asp's
-# router plug-in (each group to its planned instance), or a plug-in that sends each request to the server with the
-# fewest predicted tokens routed to it so far.
-ROUTINGS = ("least-pending", "planned", "length-aware")
+# router plug-in (each group to its planned instance), a plug-in that sends each request to the server with the
+# fewest predicted tokens routed to it so far, or sglang-router's `cache_aware` policy, which slime launches by
+# default (each group's samples share their prompt, so they follow the first to its server: `route`).
+ROUTINGS = ("least-pending", "planned", "length-aware", "cache-aware")
+# sglang-router's cache_aware policy leaves its cache match for the least-loaded server only where the loads (requests
+# in flight) differ by more than this many AND the largest is above the smallest times `CACHE_AWARE_BALANCE_REL`: its
+# defaults (sglang-router's RouterArgs, `balance_abs_threshold` and `balance_rel_threshold`, which slime v0.3.1
+# passes through as --router-balance-abs-threshold and --router-balance-rel-threshold).
+CACHE_AWARE_BALANCE_ABS = 32
+CACHE_AWARE_BALANCE_REL = 1.0001
 # How a server orders its queue: arrival order (vLLM's default, fcfs) or the batch position (priority).
 SERVINGS = ("fcfs", "priority")
 # How a trainer cuts a batch across rollout workers (`chunk_capacities`): ``v1`` is verl 0.9's default trainer
@@ -124,14 +131,16 @@ def acquisition_order(prompts: int, samples_per_prompt: int, workers: int, rule:
 
 
 def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Generator,
-          planned: np.ndarray | None = None, predicted: np.ndarray | None = None) -> np.ndarray:
+          planned: np.ndarray | None = None, predicted: np.ndarray | None = None,
+          samples_per_prompt: int = 1) -> np.ndarray:
     """The server of each request, indexed by batch position; ``order`` is the acquisition order.
 
     ``least-pending``: nothing finishes while a step is submitted, so the fewest-in-flight choice with random ties
     gives every server one request of each round of ``instances`` in acquisition order, in a random permutation.
     ``planned``: ``planned[position]``. ``length-aware``: the server with the fewest ``predicted`` tokens routed so
     far (ties: the fewest requests, then the lowest index), as `asp_cli.integrate.verl_router.ScheduleRouter` routes
-    ``+data.asp_route=length``.
+    ``+data.asp_route=length``. ``cache-aware``: sglang-router's default policy (`cache_aware_server`), the
+    ``samples_per_prompt`` samples of a prompt (positions ``p*n .. p*n+n-1``) sharing its text.
     """
     server = np.empty(order.size, dtype=np.int64)
     if routing == "least-pending":
@@ -150,9 +159,35 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
             load, count, k = heapq.heappop(heap)
             server[p] = k
             heapq.heappush(heap, (load + float(predicted[p]), count + 1, k))
+    elif routing == "cache-aware":
+        loads = np.zeros(instances, dtype=np.int64)
+        cached: dict[int, int] = {}  # a prompt's server: the one its cache is on
+        for p in order.tolist():
+            k = cache_aware_server(loads, cached.get(p // samples_per_prompt), rng)
+            cached.setdefault(p // samples_per_prompt, k)
+            server[p] = k
+            loads[k] += 1
     else:
         raise SettingsError(f"routing must be one of {', '.join(ROUTINGS)} (got {routing!r})")
     return server
+
+
+def cache_aware_server(loads, cached: int | None, rng: np.random.Generator) -> int:
+    """The server sglang-router's ``cache_aware`` policy sends a request to, ``loads`` its servers' requests in flight
+    and ``cached`` the server that holds the request's prompt (an earlier sample of its group), or None.
+
+    Read from sglang-router's policy (sgl-router ``policies/cache_aware``; its idea, written here anew): where the
+    loads are out of balance (`CACHE_AWARE_BALANCE_ABS` and `CACHE_AWARE_BALANCE_REL`) the least-loaded server; else
+    the server whose cache matches more than half the request's text, which for a GRPO group is the server of its
+    first sample (modelled so: prompts are taken to share less than half their text with one another, which a long
+    common system prompt would break); else the least-loaded (ties at random; sglang-router before its gateway
+    took the server with the smallest cache, which with groups of one size deals them the same way).
+    """
+    low, high = min(loads), max(loads)
+    if cached is not None and not (high - low > CACHE_AWARE_BALANCE_ABS and high > low * CACHE_AWARE_BALANCE_REL):
+        return cached
+    ties = [k for k in range(len(loads)) if loads[k] == low]
+    return ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
 
 
 def replay_submit_all(
@@ -206,7 +241,8 @@ def replay_submit_all(
         order = acquisition_order(r1 - r0, n, workers, chunking)
         planned = None if row_instance is None else np.repeat(np.asarray(row_instance)[r0:r1], n)
         predicted = None if row_predicted_tokens is None else np.repeat(np.asarray(row_predicted_tokens)[r0:r1], n)
-        server = route(order, routing=routing, instances=instances, rng=rng, planned=planned, predicted=predicted)
+        server = route(order, routing=routing, instances=instances, rng=rng, planned=planned, predicted=predicted,
+                       samples_per_prompt=n)
         queue_order = order if serving == "fcfs" else np.arange(step_lengths.size, dtype=np.int64)
         finish = np.zeros(step_lengths.size, dtype=np.float64)
         admit = np.zeros(step_lengths.size, dtype=np.float64)

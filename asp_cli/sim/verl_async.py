@@ -38,7 +38,7 @@ from asp_cli.errors import SettingsError
 from asp_cli.sim.engine import Engine
 from asp_cli.sim.records import SimulationSettings, Stats
 from asp_cli.sim.run import load_newest
-from asp_cli.sim.submit_all import ROUTINGS
+from asp_cli.sim.submit_all import ROUTINGS, cache_aware_server
 from asp_cli.sim.trainer import Trainer
 
 # verl's async_training.concurrent_samples_per_replica default (fully_async_rollouter.py, 0.9.1): prompts in flight
@@ -88,7 +88,8 @@ def replay_async(
     ``routing`` (`asp_cli.sim.submit_all.ROUTINGS`): ``least-pending`` is verl's balancer (fewest requests in
     flight, random ties); ``planned`` keeps each row's samples to ``row_instance`` (asp's router plug-in);
     ``length-aware`` sends each request to the server with the fewest predicted tokens in flight
-    (``row_predicted_tokens``, per sample; the plug-in's ``+data.asp_route=length``), released when it finishes.
+    (``row_predicted_tokens``, per sample; the plug-in's ``+data.asp_route=length``), released when it finishes;
+    ``cache-aware`` is sglang-router's default policy, slime's (`asp_cli.sim.submit_all.cache_aware_server`).
     ``prompts_in_flight``: verl's ``max_concurrent_samples`` (None: as many as the servers' slots hold,
     ``instances * max_num_seqs // n``, so that the servers' own limits bind). Deterministic for a ``seed``.
 
@@ -158,8 +159,9 @@ def replay_async(
     def submit(r: int) -> list[int]:
         submitted[r] = now
         fed: dict[int, list[int]] = {}
+        k = -1
         for j in range(n):
-            k = pick(r)
+            k = cache_aware_server(in_flight, k if j else None, rng) if routing == "cache-aware" else pick(r)
             in_flight[k] += 1
             requests[k] += 1
             if predicted is not None:
