@@ -164,6 +164,13 @@ def test_a_synchronous_plan_trains_its_own_consecutive_batches_and_replays_withi
     position = np.concatenate([np.arange(160), np.arange(160)])
     assert frame["train_step"].to_list() == (position // 32 + np.repeat([0, 5], 160)).tolist()
     assert frame["expected_lag"].max() == 0
+    # Its expected times are synchronous too: every step's groups start after the step before has finished (and
+    # trained). They came from an unheld replay: step 1 from 0.65 s while step 0 ran to 42 s on the sample data,
+    # and `asp report` showed a queue of a whole epoch (an agent newcomer's round, 2026-12-06).
+    steps = frame.group_by("train_step").agg(pl.col("expected_start_s").min().alias("first"),
+                                             pl.col("expected_finish_s").max().alias("last")).sort("train_step")
+    assert (steps["first"].to_numpy()[1:] > steps["last"].to_numpy()[:-1]).all()
+    assert (frame["expected_policy_version"] == frame["train_step"]).all()
     lengths = np.tile(frame["predicted_max_tokens"].to_numpy()[:, None], (1, s.samples_per_prompt))
     sim = SimulationSettings(samples_per_prompt=s.samples_per_prompt, train_batch_size=32, mode="streaming",
                              dispatch="free", max_lag=0, trainer="schedule")

@@ -187,8 +187,10 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
                    + np.repeat(np.arange(settings.epochs) * per_epoch, p))
     # Under a lag bound, fixed steps are replayed with the trainer following them, so that the plan's times and
     # lags are the ones the replay holds rollout back to (per-step's were computed unheld: expected 4 steps behind
-    # under --max-lag 1, which the replay never let happen; a newcomer's verl colocate_async round).
-    held = fixed and not synchronous and bound is not None
+    # under --max-lag 1, which the replay never let happen; a newcomer's verl colocate_async round). Synchronous
+    # too (--max-lag 0): unheld, step 1's groups were expected to start at 0.65 s while step 0 ran to 42 s, and
+    # `asp report` showed a queue of a whole epoch (an agent newcomer's round, 2026-12-06).
+    held = fixed and bound is not None
     sim = SimulationSettings(samples_per_prompt=n, train_batch_size=settings.train_batch_size, mode="streaming",
                              dispatch="planned", max_lag=settings.max_lag,
                              trainer="schedule" if held else "arrival")
