@@ -8,6 +8,7 @@ baselines, every row replayed with the trainer following the schedule's steps at
     python scripts/bench_sync.py --seeds 4 --mode streaming   # servers that refill (verl), about 13 minutes
     python scripts/bench_sync.py --seeds 4 --mode verl   # the same, routed as verl 0.9.1 routes, about 15 minutes
     python scripts/bench_sync.py --seeds 4 --mode verl --verl-trainer legacy   # verl's legacy trainer's cut
+    python scripts/bench_sync.py --seeds 4 --mode slime   # as slime routes (sglang-router), about 20 minutes
 
 Prints a Markdown table (docs/benchmarks.md, "Synchronous training on blocking engines" and "... on engines that
 refill"): per workload, each row's end-to-end time over the engine's reference (blocking: a shuffle in asp's
@@ -71,6 +72,22 @@ VERL_ROWS = (("verl default", "least-pending", "least-pending", "fcfs"),
              ("asp (auto, --steps representative), length-aware plug-in", {"steps": "representative"},
               "length-aware", "fcfs"))
 
+# --mode slime: slime's synchronous rollout (a rollout's groups submitted in order, all at once) through
+# sglang-router's cache_aware policy, which slime launches by default: each group's samples on the server its first
+# went to (`asp_cli.sim.submit_all.cache_aware_server`). Every row is routed so; the frames as above, the reference a
+# shuffle (slime's --rollout-shuffle), and asp's plans timed as verl routes (auto's default) or as slime's router
+# does (`--router cache-aware`).
+SLIME_ROWS = (("shuffle", "least-pending", "cache-aware", "fcfs"),
+              ("file order", "dataset-order", "cache-aware", "fcfs"),
+              ("long-first sort", "long-first (least-pending)", "cache-aware", "fcfs"),
+              ("short-first sort", "short-first (least-pending)", "cache-aware", "fcfs"),
+              ("asp (auto)", {}, "cache-aware", "fcfs"),
+              ("asp (auto, --router cache-aware)", {"router": "cache-aware"}, "cache-aware", "fcfs"),
+              ("asp (auto, --steps representative)", {"steps": "representative"}, "cache-aware", "fcfs"),
+              ("asp (auto, --steps representative, --router cache-aware)",
+               {"steps": "representative", "router": "cache-aware"}, "cache-aware", "fcfs"),
+              ("asp per-step", {"arrangement": "per-step"}, "cache-aware", "fcfs"))
+
 
 def arranged(workload, settings, preset, kind: str | dict, cache: dict[str, tuple]) -> tuple:
     """A baseline's arrangement (``kind`` its name) or asp's plan with ``settings`` changed by ``kind`` (a dict),
@@ -93,10 +110,10 @@ def arranged(workload, settings, preset, kind: str | dict, cache: dict[str, tupl
     return cache[key][:2]
 
 
-def run_verl(names: tuple[str, ...], seeds: int, data: Path,
-             chunking: str = "v1") -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """Every plan of `VERL_ROWS` replayed as verl's synchronous trainer (``chunking``: `asp_cli.sim.submit_all.
-    CHUNKING`) rolls it out; ratios over verl's default."""
+def run_verl(names: tuple[str, ...], seeds: int, data: Path, chunking: str = "v1",
+             plans: tuple = VERL_ROWS) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Every plan of ``plans`` (`VERL_ROWS`, or `SLIME_ROWS`) replayed as verl's synchronous trainer (``chunking``:
+    `asp_cli.sim.submit_all.CHUNKING`) or slime's rolls it out; ratios over the first row."""
     import asp_cli.columns as C
     from asp_cli.bench.compare import WORKLOADS as SPECS
     from asp_cli.bench.compare import build_workload
@@ -114,7 +131,7 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path,
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
             frames: dict[str, tuple] = {}
             seconds = {}
-            for label, kind, routing, serving in VERL_ROWS:
+            for label, kind, routing, serving in plans:
                 frame, index = arranged(workload, settings, preset, kind, frames)
                 result = replay_frame(frame, workload.truth[index], preset, instances=settings.instances,
                                       train_batch_size=settings.train_batch_size, routing=routing, serving=serving,
@@ -123,7 +140,7 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path,
                 starts = np.flatnonzero(np.diff(frame["train_step"].to_numpy(), prepend=-1))
                 step_means = np.add.reduceat(means, starts) / np.diff(np.append(starts, means.size))
                 seconds[label] = (result.end_to_end_s, float(np.quantile(np.abs(step_means / means.mean() - 1), 0.9)))
-            reference = seconds[VERL_ROWS[0][0]][0]
+            reference = seconds[plans[0][0]][0]
             for label, (total, deviation) in seconds.items():
                 rows.setdefault(label, []).append((total / reference, deviation))
             print(f"{name} seed {seed} done", file=sys.stderr, flush=True)
@@ -131,9 +148,10 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path,
     return results
 
 
-def verl_table(results: dict[str, dict[str, list[tuple[float, float]]]]) -> str:
-    return _markdown(results, [r[0] for r in VERL_ROWS[1:]], VERL_ROWS[0][0], "asp (auto, --steps representative)",
-                     "verl default / representative")
+def verl_table(results: dict[str, dict[str, list[tuple[float, float]]]], plans: tuple = VERL_ROWS) -> str:
+    steady = ("asp (auto, --steps representative)" if plans is VERL_ROWS
+              else "asp (auto, --steps representative, --router cache-aware)")
+    return _markdown(results, [r[0] for r in plans[1:]], plans[0][0], steady, f"{plans[0][0]} / representative")
 
 
 def rows_for(mode: str) -> tuple[tuple[str, ...], tuple[tuple[str, str, str, str | None], ...]]:
@@ -216,10 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--mode", default="continuous", choices=("continuous", "static", "streaming", "verl"),
+    parser.add_argument("--mode", default="continuous", choices=("continuous", "static", "streaming", "verl", "slime"),
                         help="the engine: blocking continuous batching (vLLM offline generate()), padded (HF "
-                        "generate), servers that refill freed slots (vLLM/SGLang servers: verl 0.7-0.9), or those "
-                        "servers with each train batch routed as verl 0.9.1 routes it, at submission")
+                        "generate), servers that refill freed slots (vLLM/SGLang servers: verl 0.7-0.9), those "
+                        "servers with each train batch routed as verl 0.9.1 routes it, at submission, or as slime "
+                        "v0.3.1 routes a rollout through sglang-router's cache_aware policy")
     parser.add_argument("--verl-trainer", default="v1", choices=("v1", "legacy"),
                         help="with --mode verl: how verl cuts a batch across its agent-loop workers: the v1 trainer "
                         "(0.9's default: the prompts, each prompt's sessions started together) or the legacy one "
@@ -231,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.data}: no such folder; this benchmark reads ../shared/data (--data)", file=sys.stderr)
         return 3
     names = tuple(n for n in args.workloads.split(",") if n)
-    if args.mode == "verl":
-        print(verl_table(run_verl(names, args.seeds, args.data, args.verl_trainer)))
+    if args.mode in ("verl", "slime"):
+        plans = VERL_ROWS if args.mode == "verl" else SLIME_ROWS
+        print(verl_table(run_verl(names, args.seeds, args.data, args.verl_trainer, plans), plans))
     else:
         print(table(run(names, args.seeds, args.data, args.mode), args.mode))
     return 0

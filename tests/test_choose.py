@@ -1357,3 +1357,42 @@ def test_a_representative_alternative_within_the_tie_margin_and_faster_is_said_t
     other["expected_end_to_end_s"] = 2800.0
     assert "(4.1% slower): --steps representative takes it" in arrangement_line(choice)
     assert "counts as a tie" not in arrangement_line(choice)
+
+
+def test_with_sglang_routers_cache_aware_policy_every_candidate_is_timed_as_slime_routes(monkeypatch):
+    """--router cache-aware (slime's router): every replay of auto's, synchronous or not, routes each group's samples
+    to one server; asp's verl plug-ins (the other dispatch, the length-aware route) are not timed, and the record and
+    the summary say which router. Timed as verl's balancer routes, a plan was 4-8% slower as slime routes than the
+    plan auto picks timed so (docs/benchmarks.md, "As slime routes")."""
+    import asp_cli.sim.submit_all as submit_all
+    import asp_cli.sim.verl_async as verl_async
+    from asp_cli.arrange.choice_summary import arrangement_line
+
+    calls: list[str] = []
+    for module, name in ((submit_all, "replay_frame"), (verl_async, "replay_async_frame")):
+        real = getattr(module, name)
+
+        def counted(frame, lengths, preset, _real=real, **kwargs):
+            calls.append(kwargs.get("routing") or kwargs["dispatch"])
+            return _real(frame, lengths, preset, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
+    settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
+                                max_lag=0, trainer="schedule", router="cache-aware")
+    for timed_as, s in (("verl", settings), ("verl-async", dataclasses.replace(settings, max_lag=1, trainer="arrival"))):
+        calls.clear()
+        choice = choose_arrangement(_arrange_named, prompts, preds, s, PRESET)
+        assert calls and set(calls) == {"cache-aware"}
+        record = choice.to_dict()
+        assert record["timed_as"] == timed_as and record["router"] == "cache-aware"
+        assert not any("length_aware_route" in k or k.endswith("_dispatch") for c in choice.candidates for k in c)
+        line = arrangement_line(record)
+        assert "sglang-router's cache_aware policy" in line and "(--router cache-aware" in line
+        verl = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(s, router=None), PRESET)
+        assert "router" not in verl.to_dict() and "sglang" not in arrangement_line(verl.to_dict())
+    # The least-pending router is verl's balancer: the default, and nothing more recorded.
+    plain = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, router=None), PRESET)
+    named = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, router="least-pending"),
+                               PRESET)
+    assert named.to_dict() == plain.to_dict()

@@ -494,3 +494,32 @@ def test_a_history_matching_no_row_number_says_to_name_the_prompts_id_first(tmp_
     assert json.loads(predicted.stdout)["warnings"][0].endswith(
         "name the prompts' id column with --id-key (e.g. --id-key metadata.id, which the rows hold), or check "
         "--history-id-key")
+
+
+def test_the_router_timed_with_is_recorded_replayed_by_simulate_and_refused_where_it_cannot_apply(tmp_path):
+    """--router cache-aware (sglang-router's default policy, slime's): auto times its candidates with each group's
+    samples on one server, recorded in the settings and the choice, said in the summary; `asp simulate` replays the
+    schedule that way ("as sglang routes", and the comparison's "as sglang s" column). Refused (exit 4, nothing
+    written, naming the fix) off servers, beside --dispatch planned or --verl-trainer, and misspelled."""
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--engine", "streaming", "--max-lag", "0", "--trainer",
+                    "schedule", "--router", "cache-aware", "--json")
+    assert result.exit_code == 0, result.stderr
+    schedule = read_schedule(out)
+    assert schedule.settings["router"] == "cache-aware" and schedule.recorded_settings.router == "cache-aware"
+    assert json.loads(result.stdout)["arrangement"]["router"] == "cache-aware"
+    assert "through sglang-router's cache_aware policy (--router cache-aware" in " ".join(result.stderr.split())
+    plain = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "p.parquet", "--engine", "streaming")
+    assert "router" not in read_schedule(tmp_path / "p.parquet").settings and "sglang" not in plain.stderr
+    replayed = invoke("simulate", out, "--compare")
+    assert replayed.exit_code == 0, replayed.stderr
+    words = " ".join(replayed.output.split())
+    assert "as sglang routes" in words and "as sglang s" in words and "as verl s" not in words
+    for bad, said in ((("--router", "cache-aware"), "add --engine streaming, or drop it"),
+                      (("--engine", "streaming", "--router", "cache_aware"), "did you mean cache-aware?"),
+                      (("--engine", "streaming", "--router", "cache-aware", "--dispatch", "planned"), "drop one"),
+                      (("--engine", "streaming", "--max-lag", "1", "--router", "cache-aware", "--verl-trainer",
+                        "fully-async"), "drop --router cache-aware, or --verl-trainer")):
+        refused = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "x.parquet", *bad)
+        assert refused.exit_code == 4 and said in " ".join(refused.stderr.split()), (bad, refused.output)
+        assert not (tmp_path / "x.parquet").exists()

@@ -140,3 +140,45 @@ def test_a_frame_is_read_in_train_step_order_and_routed_by_its_dispatch():
     aware = replay_frame(frame, lengths, preset, routing="length-aware", predicted_tokens=np.arange(6) * 100.0,
                          **common)
     assert aware.requests_per_server.sum() == 24
+
+
+def test_cache_aware_keeps_a_group_on_the_server_its_first_sample_went_to():
+    """sglang-router's cache_aware policy (slime's default): a group's samples share their prompt, so each follows
+    the first, which goes to the least-loaded server; slime submits a rollout's groups in order from one loop."""
+    order = acquisition_order(6, 4, 1)
+    assert order.tolist() == list(range(24))
+    server = route(order, routing="cache-aware", instances=3, rng=np.random.default_rng(0), samples_per_prompt=4)
+    groups = server.reshape(6, 4)
+    assert (groups == groups[:, :1]).all()  # whole groups
+    assert sorted(np.bincount(groups[:, 0], minlength=3).tolist()) == [2, 2, 2]  # dealt by load, two each
+    assert sorted(groups[:3, 0].tolist()) == [0, 1, 2]  # each round of three on three servers
+
+
+def test_cache_aware_leaves_the_cache_for_the_least_loaded_server_only_when_far_out_of_balance():
+    from asp_cli.sim.submit_all import CACHE_AWARE_BALANCE_ABS, cache_aware_server
+
+    rng = np.random.default_rng(0)
+    assert cache_aware_server([CACHE_AWARE_BALANCE_ABS, 0], 0, rng) == 0  # within the threshold: the cache
+    assert cache_aware_server([CACHE_AWARE_BALANCE_ABS + 1, 0], 0, rng) == 1  # beyond it: the least loaded
+    assert cache_aware_server([5, 2, 2], None, np.random.default_rng(1)) in (1, 2)  # no cache: the least loaded
+    # Groups larger than the threshold spill over: 40 samples of one prompt on 2 servers.
+    spilled = route(acquisition_order(1, 40, 1), routing="cache-aware", instances=2, rng=rng, samples_per_prompt=40)
+    assert np.bincount(spilled, minlength=2).min() > 0
+
+
+def test_replaying_a_frame_as_slime_routes_keeps_groups_whole_and_differs_from_verls_spread():
+    from asp_cli.sim.submit_all import replay_frame
+    import polars as pl
+
+    preset = load_preset("h100-qwen2.5-7b")
+    rows = 64
+    frame = pl.DataFrame({"seq": np.arange(rows), "train_step": np.arange(rows) // 32,
+                          "instance": np.arange(rows) % 4, "prompt_tokens": np.full(rows, 100)})
+    lengths = np.tile(np.where(np.arange(rows) % 8 == 0, 4000, 200)[:, None], (1, 4))
+    slime = replay_frame(frame, lengths, preset, instances=4, train_batch_size=32, routing="cache-aware")
+    verl = replay_frame(frame, lengths, preset, instances=4, train_batch_size=32)
+    assert slime.requests_per_server.sum() == verl.requests_per_server.sum() == rows * 4
+    assert (slime.requests_per_server % 4 == 0).all()  # whole groups of 4
+    # Every eighth group is long: dealt whole, its four samples share one server, which then finishes last; verl's
+    # balancer spreads them over the four.
+    assert slime.end_to_end_s > verl.end_to_end_s

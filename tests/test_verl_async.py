@@ -51,6 +51,15 @@ def test_the_balancer_spreads_a_group_over_the_servers():
     assert all(sorted(row) == [0, 1, 2, 3] for row in spread.tolist())
 
 
+def test_sglang_routers_cache_aware_policy_keeps_each_group_on_one_server():
+    # slime's router: a group's samples share their prompt and follow the first, which takes the least-loaded server.
+    lengths, prompts = _workload(rows=8)
+    result = _replay(lengths, prompts, max_lag=None, routing="cache-aware")
+    whole = result.sample_server.reshape(8, 4)
+    assert (whole == whole[:, :1]).all()
+    assert np.bincount(whole[:, 0], minlength=4).tolist() == [2, 2, 2, 2]
+
+
 def test_planned_keeps_a_group_on_its_instance_and_length_aware_balances_predicted_tokens():
     lengths, prompts = _workload(rows=8)
     planned = _replay(lengths, prompts, routing="planned", row_instance=np.array([0, 1, 2, 3, 4, 5, 6, 7]))

@@ -103,7 +103,15 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                  f"most {choice.get('step_deviation_bound', 0):.2f}): the one with the most representative steps")
     line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
             f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end"
-            + (" as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
+            + (" as slime's rollout runs a synchronous step through sglang-router's cache_aware policy (--router "
+               "cache-aware: every sample at submission, a group's samples on one server)"
+               if choice.get("timed_as") == "verl" and choice.get("router") == "cache-aware" else
+               " as sglang-router's cache_aware policy routes an asynchronous trainer (--router cache-aware: a prompt "
+               "started as a slot frees, its samples on one server, "
+               + (f"{choice['prompts_per_server']} prompts in flight per server)" if choice.get("prompts_per_server")
+                  else "as many prompts in flight as the servers' slots hold)")
+               if choice.get("timed_as") == "verl-async" and choice.get("router") == "cache-aware" else
+               " as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
                else f" as verl's v1 trainer runs {choice['verl_trainer'].replace('-', '_')} (--verl-trainer: a train "
                "batch a step after --max-lag of warm-up, every sample routed at submission"
                + (", the servers asleep while it trains)" if choice["verl_trainer"] == "colocate-async" else ")")

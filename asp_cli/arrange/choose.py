@@ -155,10 +155,12 @@ class ArrangementChoice:
     # With "verl-async": the v1 mode of verl's main_ppo it was timed as (`ScheduleSettings.verl_trainer`,
     # colocate-async or separate-async); "" (and left out of the document): the fully asynchronous trainer.
     verl_trainer: str = ""
+    # "cache-aware": timed as sglang-router routes (`ScheduleSettings.router`); "" (left out): verl's balancer.
+    router: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
-        for key in ("timed_as", "verl_trainer", "prompts_per_server", "step_deviation_bound",
+        for key in ("timed_as", "verl_trainer", "router", "prompts_per_server", "step_deviation_bound",
                     "representative_alternative", "sampled", "refused", "run_prompt_epochs", "bound_broken_on_input"):
             if not document[key]:  # left out where empty: files read as before the key existed
                 del document[key]
@@ -411,19 +413,18 @@ def choose_arrangement(
     verl_routed = settings.engine == "streaming" and settings.max_lag == 0  # synchronous training on servers
     # Asynchronous training on servers, the trainer taking finished groups in arrival order: timed as verl's
     # asynchronous trainers route (`asp_cli.sim.verl_async`: every sample placed at submission by count, each group
-    # spread over the servers), not as the simulator routes (whole groups to whichever server frees first). Judged
-    # the simulator's way, auto picked `bands` (a sorted epoch) on mix-k16-n16-b512 at lag 2, 12.1% slower than a
-    # shuffle as verl routes, and asp lost to longest-first by 2.9% on mix-k8-n8-b256 with verl's default rollouter
-    # limit (docs/benchmarks.md, "As verl routes an asynchronous trainer"). A trainer that follows the schedule
-    # (`--trainer schedule`) is not modelled there and keeps the simulator's replay.
-    # verl's v1 modes (`--verl-trainer`) are timed so too: as the fully asynchronous trainer, auto was 1.9% behind
-    # short-first in colocate_async on mix-k8-n8-b256 (docs/benchmarks.md, "As verl's v1 trainer runs its colocated
-    # mode"). Not with `--trainer schedule` (asp's replay buffer): timed following the schedule's steps, auto took
-    # `bands` on the sample data, 5% slower in colocate_async on the emulated lengths than the shuffle it keeps in
-    # the simulator's replay (a sort's steps are its estimated arrival order, which the buffer waits for).
+    # spread over the servers), not as the simulator routes (whole groups to whichever server frees first), which
+    # had auto pick `bands` on mix-k16-n16-b512 at lag 2, 12.1% slower as verl routes (docs/benchmarks.md, "As verl
+    # routes an asynchronous trainer"). A trainer that follows the schedule (`--trainer schedule`) is not modelled
+    # there and keeps the simulator's replay. verl's v1 modes (`--verl-trainer`) are timed so too, not with asp's
+    # replay buffer (`--trainer schedule`: timed following the schedule's steps, auto took `bands` on the sample
+    # data, 5% slower in colocate_async than the shuffle it keeps: docs/benchmarks.md, "As verl's v1 trainer ...").
     v1 = (settings.verl_v1_mode if settings.trainer == "arrival" else None) or ""
     verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
     v1_replay = {"v1_mode": v1.replace("-", "_") or None}
+    # `--router cache-aware` (sglang-router, slime's) keeps a group's samples on one server, where verl's balancer
+    # (None) spreads them: timed so (docs/benchmarks.md, "As slime routes").
+    routing = "cache-aware" if settings.router == "cache-aware" else None
     # There the draws are heavy-tailed and repeated: see `SAMPLE_TAIL_DF`.
     repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if verl_async
                else 1)
@@ -480,12 +481,13 @@ def choose_arrangement(
             # With it the rollout alone, its steps' slowest servers (from the simulator's replay it could exceed
             # the end-to-end time it is part of: a newcomer read 692 s of rollout in 674 s).
             replay = replay_frame(frame, truth, judged_preset, instances=trial.instances, seed=settings.seed,
-                                  train_batch_size=trial.train_batch_size, dispatch=dispatch)
+                                  train_batch_size=trial.train_batch_size, dispatch=dispatch, routing=routing)
             return scale * replay.end_to_end_s, scale * float(replay.rollout_s.sum())
         def as_verl_async(truth: np.ndarray, dispatch: str):
             return replay_async_frame(frame, truth, judged_preset, instances=trial.instances,
                                       train_batch_size=trial.train_batch_size, max_lag=sim.max_lag,
-                                      dispatch=dispatch, prompts_in_flight=in_flight, seed=settings.seed, **v1_replay)
+                                      dispatch=dispatch, prompts_in_flight=in_flight, seed=settings.seed,
+                                      routing=routing, **v1_replay)
         for truth in draws:
             if verl_async:
                 replay = as_verl_async(truth[index], sim.dispatch)
@@ -612,7 +614,8 @@ def choose_arrangement(
 
     following = sorted((r for r in results if r is not chosen and r.get("representative_steps") is not False),
                        key=lambda r: r["expected_end_to_end_s"])
-    for r in [chosen, *following[:LENGTH_AWARE_FALLBACKS]]:
+    # Under sglang-router (`--router cache-aware`) neither of asp's verl plug-ins can run: nothing to say.
+    for r in [chosen, *following[:LENGTH_AWARE_FALLBACKS]] if routing is None else []:
         frame, index = judged_frames[(r["name"], r["kv_budget"])]
         r[f"expected_end_to_end_s_{other_sim.dispatch}_dispatch"] = expected(frame, index,
                                                                              dispatch=other_sim.dispatch)
@@ -631,18 +634,16 @@ def choose_arrangement(
                                       if n not in {r["name"] for r in results}],
                              timed_as="verl" if verl_routed else "verl-async" if verl_async else "",
                              prompts_per_server=settings.prompts_per_server or 0 if verl_async else 0,
-                             verl_trainer=v1)
+                             verl_trainer=v1, router=(routing or "") if verl_routed or verl_async else "")
 
 
 def keep_the_shuffle(chosen: dict[str, Any], eligible: list[dict[str, Any]]) -> dict[str, Any]:
     """The candidate `shuffle` (verl's own order) where it is eligible and ``chosen`` is not expected faster than it
     by more than the tie margin: an order that changes what the trainer sees (a length curriculum, most of them)
     for a saving the draws cannot tell from none is not worth it. Used where candidates are timed as verl routes an
-    asynchronous trainer: replayed on the records of `scripts/bench_choice_verl.py` (10 workloads, 4 seeds, lag 2 at
-    x1 and x0.25, no bound at x0.25), this rule matched or bettered the plain tie rule on every set (mean over
-    verl's default 0.989 -> 0.989, 0.987 -> 0.986, 0.999 -> 0.998; worst workload 1.002 -> 1.001, 1.007 -> 1.003,
-    1.010 -> 1.007), where keeping the shuffle within a 1% or 2% margin gave up more than it saved at x1
-    (docs/benchmarks.md, "How well auto chooses, as verl routes")."""
+    asynchronous trainer: on the records of `scripts/bench_choice_verl.py` it matched or bettered the plain tie rule
+    on every set, where a 1% or 2% margin gave up more than it saved (docs/benchmarks.md, "How well auto chooses, as
+    verl routes", has the figures)."""
     shuffle = next((r for r in eligible if r["name"] == "shuffle"), None)
     if shuffle is None or chosen is shuffle:
         return chosen

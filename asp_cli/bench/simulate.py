@@ -142,24 +142,29 @@ def _lag_warnings(planned: int | float | None, lag: int | float | None, options:
 
 def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
                     dispatch: str, seed: int, max_lag: int | None,
-                    prompts_per_server: int | None = None) -> dict[str, float]:
+                    prompts_per_server: int | None = None, router: str | None = None) -> dict[str, float]:
     """A plan on servers that refill, replayed as verl 0.9 routes it: at ``max_lag`` 0 as its synchronous trainer
     does (`asp_cli.sim.submit_all.replay_frame`: the rollout summed over the steps), otherwise as its fully
     asynchronous one does (`asp_cli.sim.verl_async.replay_async_frame`: the rollout's last finish), its rollouter
-    keeping ``prompts_per_server`` prompts per server in flight (None: as many as the servers' slots hold)."""
+    keeping ``prompts_per_server`` prompts per server in flight (None: as many as the servers' slots hold); with
+    ``router`` ``cache-aware`` (the schedule's `--router`), each request placed as sglang-router's cache_aware
+    policy places it (slime's), recorded as ``routed_by``."""
+    routing = router if router == "cache-aware" else None
+    said = {"routed_by": router} if routing else {}
     if max_lag == 0:
         from asp_cli.sim.submit_all import replay_frame
 
         verl = replay_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
-                            dispatch=dispatch, seed=seed)
-        return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": float(verl.rollout_s.sum())}
+                            dispatch=dispatch, seed=seed, routing=routing)
+        return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": float(verl.rollout_s.sum()),
+                **said}
     from asp_cli.sim.verl_async import replay_async_frame
 
     verl = replay_async_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
-                              max_lag=max_lag, dispatch=dispatch, seed=seed,
+                              max_lag=max_lag, dispatch=dispatch, seed=seed, routing=routing,
                               prompts_in_flight=None if prompts_per_server is None else prompts_per_server * instances)
     return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": verl.rollout_end_s,
-            **({"verl_prompts_per_server": prompts_per_server} if prompts_per_server is not None else {})}
+            **({"verl_prompts_per_server": prompts_per_server} if prompts_per_server is not None else {}), **said}
 
 
 def _as_verl_v1_async(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
@@ -220,8 +225,10 @@ def simulate_loaded(
                                 "--max-lag 0 (a synchronous step submits its whole batch); drop it, or give a "
                                 "--max-lag other than 0")
         result.metrics.update(_as_verl_routes(frame, lengths, hardware, k, recorded.train_batch_size, dispatch, seed,
-                                              lag, per_server if lag != 0 else None))
-        if lag:  # a bound above 0: verl's v1 trainer runs that many warm-up batches ahead in its asynchronous modes
+                                              lag, per_server if lag != 0 else None, router=recorded.router))
+        # A bound above 0: verl's v1 trainer runs that many warm-up batches ahead in its asynchronous modes (which
+        # route through verl's balancer: not for a schedule made for sglang-router).
+        if lag and recorded.router != "cache-aware":
             result.metrics.update(_as_verl_v1_async(frame, lengths, hardware, k, recorded.train_batch_size, dispatch,
                                                     seed, lag, follow_steps=trainer == "schedule"))
     document = {

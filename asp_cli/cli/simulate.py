@@ -181,23 +181,7 @@ def _summary(document: dict) -> str:
         f"  policy lag       mean {m['policy_lag_mean']:.2f}, max {m['policy_lag_max']}; step length vs mean "
         f"{m['step_length_ratio_min']:.2f}-{m['step_length_ratio_max']:.2f}" + _released(m, document),
         _kv_line(m),
-        *([f"  as verl routes   {m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
-           f"{m['verl_routed_rollout_s']:,.1f} s" + (" summed over its steps (the training between them left out)"
-                                                     if document.get("max_lag") == 0 else
-                                                     " to the last sample's finish") + " (" + ("verl 0.9's synchronous trainer: every sample a request, a "
-                                                       "train batch routed as it is submitted, "
-                                                       if document.get("max_lag") == 0 else
-                                                       "verl 0.9's fully asynchronous trainer: a prompt started as "
-                                                       "a slot frees ("
-                                                       + (f"{m['verl_prompts_per_server']} per server"
-                                                          if "verl_prompts_per_server" in m else
-                                                          "as many as the servers' slots hold")
-                                                       + "), each of its samples routed as it starts (the v1 "
-                                                       "trainer's asynchronous modes: the next line), ")
-           + ("each group kept to its planned instance by asp's router plug-in" if document["dispatch"] == "planned"
-              else "each group's samples spread over the servers")
-           + "; the lines above route each group whole to whichever server frees first: docs/simulation.md)"]
-          if "verl_routed_end_to_end_s" in m else []),
+        *([_routed_line(m, document)] if "verl_routed_end_to_end_s" in m else []),
         *([f"  verl v1 async    colocate_async {m['verl_v1_colocate_async_end_to_end_s']:,.1f} s, separate_async "
            f"{m['verl_v1_separate_async_end_to_end_s']:,.1f} s end-to-end (verl 0.9's main_ppo with "
            f"trainer.v1.trainer_mode: --max-lag warm-up batches, then a train batch a step, every sample routed at "
@@ -221,6 +205,33 @@ def _released(m: dict, document: dict) -> str:
     return (f"\n                   {m['lag_rule_released']:,} minibatch(es) let go past --max-lag "
             f"{document['max_lag']}: this schedule's order cannot keep that bound with a trainer that follows it "
             f"(make the schedule with --trainer schedule --max-lag {document['max_lag']}: docs/simulation.md)")
+
+
+def _routed_line(m: dict, document: dict) -> str:
+    """The replay as verl 0.9 routes it (or, for a schedule made with --router cache-aware, as sglang-router does:
+    slime's), in one line."""
+    synchronous = document.get("max_lag") == 0
+    slime = m.get("routed_by") == "cache-aware"
+    how = (("slime's synchronous rollout through sglang-router's cache_aware policy (the schedule's --router): every "
+            "sample a request, a rollout's groups submitted in order, " if synchronous else
+            "prompts started as slots free, as verl 0.9's fully asynchronous trainer starts them, each request routed "
+            "by sglang-router's cache_aware policy (the schedule's --router), ") if slime else
+           ("verl 0.9's synchronous trainer: every sample a request, a train batch routed as it is submitted, "
+            if synchronous else
+            "verl 0.9's fully asynchronous trainer: a prompt started as a slot frees ("
+            + (f"{m['verl_prompts_per_server']} per server" if "verl_prompts_per_server" in m else
+               "as many as the servers' slots hold")
+            + "), each of its samples routed as it starts (the v1 trainer's asynchronous modes: the next line), "))
+    where = ("each group's samples on the server its first went to" if slime else
+             "each group kept to its planned instance by asp's router plug-in" if document["dispatch"] == "planned"
+             else "each group's samples spread over the servers")
+    label = f"as {'sglang' if slime else 'verl'} routes"
+    return (f"  {label:<17}{m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
+            f"{m['verl_routed_rollout_s']:,.1f} s"
+            + (" summed over its steps (the training between them left out)" if synchronous
+               else " to the last sample's finish")
+            + f" ({how}{where}; the lines above route each group whole to whichever server frees first: "
+            "docs/simulation.md)")
 
 
 def _kv_line(m: dict) -> str:

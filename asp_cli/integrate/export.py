@@ -39,7 +39,7 @@ from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, 
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
 from asp_cli.integrate.verl_layout import to_verl
-from asp_cli.integrate.verl_router import ROUTES, route_priorities
+from asp_cli.integrate.verl_router import ROUTES, route_priorities, unrouted_agents_note
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.reading.tables import SOURCE_JSON
 
@@ -142,14 +142,12 @@ def export(
     prefix
         Put before asp's column names (``asp_`` when the dataset has its own ``epoch``, ``seq``...).
     prompt_key, id_key
-        The dataset's prompt and id columns when not those recorded in the schedule.
-    force
-        Replace an existing output.
+        The dataset's prompt and id columns when not those recorded in the schedule. ``force``: replace the output.
     route
-        ``none``, ``planned`` or ``length``: every row also carries its planned instance (or its predicted
-        response tokens per sample) in a ``priority`` column, which verl 0.9's agent loops pass to the rollout
-        router `asp_cli.integrate.verl_router.ScheduleRouter` (docs/integrations.md, Option D), ordered by the
-        row's position in the file.
+        ``none``, ``planned`` or ``length``: every row also carries its planned instance (or its predicted tokens
+        per sample) in a ``priority`` column, which verl 0.9's single-turn agent loop passes to the rollout router
+        `asp_cli.integrate.verl_router.ScheduleRouter` (docs/integrations.md, Option D; its tool agent loop does
+        not: said), ordered by the row's position in the file.
     verl_trainer
         With ``verl``: ``ppo`` (verl's default trainer, ``verl.trainer.main_ppo``, synchronous),
         ``colocate-async`` or ``separate-async`` (that trainer's asynchronous modes, ``trainer.v1.trainer_mode``:
@@ -160,9 +158,8 @@ def export(
         bound other than 0, ``--trainer arrival``), ``colocate-async`` for one on servers with a lag bound above 0
         whose steps the trainer follows (``--trainer schedule``), else ``ppo``. Refused with another format.
     metadata_key
-        With ``jsonl`` or ``parquet``: put asp's columns, and the schedule's ``prompt_id``, into this object of each
-        row (merged with the row's own object there) instead of beside the dataset's columns: slime keeps only the
-        prompt, the label and ``--metadata-key`` of a row, so that is how the ids reach its rollout records.
+        With ``jsonl`` or ``parquet``: put asp's columns and the schedule's ``prompt_id`` into this object of each
+        row (merged with its own) instead of beside the dataset's columns: how the ids reach slime's records.
 
     Raises
     ------
@@ -242,6 +239,8 @@ def export(
     if route != "none" and "priority" in raw.columns:
         raise InputError(f"the dataset already has a column 'priority', which --route {route} sets for verl's "
                          "router; rename or drop it")
+    warnings.extend(filter(None, [unrouted_agents_note(raw["agent_name"].to_list() if "agent_name" in raw.columns
+                                                       else None, route)]))
     picked = raw.select(pl.all().gather(rows["row"].to_numpy()))
     used = replay.schedule.metadata.get("columns_used")
     id_columns = {u.get("id") for u in used.values() if isinstance(u, dict)} if isinstance(used, dict) else set()

@@ -51,7 +51,7 @@ from asp_cli.errors import InputError, SettingsError
 from asp_cli.integrate.export import ASP_COLUMNS, ORDERS, check_dataset
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay
 from asp_cli.integrate.verl_config import trainer_setting
-from asp_cli.integrate.verl_router import ROUTES, route_priorities
+from asp_cli.integrate.verl_router import ROUTES, route_priorities, unrouted_agents_note
 
 _log = logging.getLogger("asp_cli.integrate.verl_dataset")
 
@@ -128,6 +128,10 @@ class ScheduleDataset(RLHFDataset):
         if route != "none" and "priority" in self.dataframe.column_names:
             raise SettingsError(f"the dataset already has a column 'priority', which +data.asp_route={route} sets "
                                 "for verl's router; rename or drop it")
+        agents = unrouted_agents_note(list(self.dataframe["agent_name"]) if "agent_name" in
+                                      self.dataframe.column_names else None, route, "+data.asp_route=")
+        if agents:
+            _log.warning("asp: %s", agents.replace("= ", "=", 1))
         if route != "none" and trainer_setting(config, "actor_rollout_ref.rollout.full_determinism"):
             raise SettingsError("actor_rollout_ref.rollout.full_determinism=True names each request after its "
                                 f"priority, which +data.asp_route={route} gives every sample of a group alike; turn "

@@ -91,6 +91,30 @@ def priority_column(values: list[int], route: str = "planned") -> list[int]:
     return [encode(position, int(value)) for position, value in enumerate(values)]
 
 
+# verl 0.9.1's agent loops that pass a sample's `priority` on to its requests (single_turn_agent_loop.py:79); its tool
+# agent loop takes it and sends none (tool_agent_loop.py:244-254), so asp's router sees those requests unplanned.
+PRIORITY_AGENT_LOOPS = ("single_turn_agent",)
+
+
+def unrouted_agents_note(agent_names: list | None, route: str, setting: str = "--route") -> str | None:
+    """What ``route`` (given as ``setting``) does for rows whose ``agent_name`` (the dataset's column; None: verl's
+    default, the single-turn loop) is an agent loop that does not pass `priority` on: nothing (an agent newcomer's
+    tool_agent rows)."""
+    if route == "none" or not agent_names:
+        return None
+    others: dict[str, int] = {}
+    for name in agent_names:
+        if name is not None and str(name) not in PRIORITY_AGENT_LOOPS:
+            others[str(name)] = others.get(str(name), 0) + 1
+    if not others:
+        return None
+    named = ", ".join(f"{name} {count:,}" for name, count in sorted(others.items(), key=lambda kv: -kv[1])[:3])
+    return (f"{setting} {route}: {sum(others.values()):,} of the {len(agent_names):,} rows name an agent loop that does "
+            f"not pass the row's priority on to its requests ({named}): verl 0.9.1's tool agent loop drops it "
+            "(tool_agent_loop.py:244-254), so asp's router places those requests as verl's balancer would; the route "
+            "applies to single_turn_agent rows only")
+
+
 def route_priorities(frame: Any, route: str) -> list[int]:
     """The ``priority`` column for a schedule's rows (a Polars frame in the file's row order) under ``route``:
     planned instances, or predicted tokens per sample (``predicted_mean_tokens``, else ``predicted_tokens``)."""

@@ -272,16 +272,21 @@ def replay_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, instance
     ``predicted_tokens`` their predicted tokens per sample, for length-aware routing) replayed as verl 0.9's
     synchronous trainer rolls it out: its rows read in the order verl reads an export (by ``train_step``), every
     sample routed at submission by verl's balancer (``dispatch`` free) or kept to its planned instance by asp's
-    router plug-in (``dispatch`` planned), unless ``routing`` names another (`ROUTINGS`)."""
+    router plug-in (``dispatch`` planned), unless ``routing`` names another (`ROUTINGS`; ``cache-aware``: as slime
+    submits a rollout, its groups in order, through sglang-router)."""
     from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 
     order = np.lexsort((frame["seq"].to_numpy(), frame["train_step"].to_numpy()))
     prompts = (frame["prompt_tokens"].fill_null(DEFAULT_PROMPT_TOKENS).to_numpy() if "prompt_tokens" in frame.columns
                else np.full(frame.height, DEFAULT_PROMPT_TOKENS))
+    routing = routing or ("planned" if dispatch == "planned" else "least-pending")
     return replay_submit_all(preset, instances=instances, train_batch_size=train_batch_size,
                              response_tokens=np.asarray(lengths)[order], prompt_tokens=prompts[order].astype(np.int64),
-                             routing=routing or ("planned" if dispatch == "planned" else "least-pending"),
-                             serving=serving, chunking=chunking, row_instance=frame["instance"].to_numpy()[order],
+                             routing=routing, serving=serving, chunking=chunking,
+                             # slime submits a rollout's groups in order from one loop (`generate_rollout_async`
+                             # of slime v0.3.1), not from verl's agent-loop workers.
+                             workers=1 if routing == "cache-aware" else VERL_AGENT_WORKERS,
+                             row_instance=frame["instance"].to_numpy()[order],
                              row_predicted_tokens=None if predicted_tokens is None
                              else np.asarray(predicted_tokens)[order],
                              row_step=frame["train_step"].to_numpy()[order], seed=seed)
