@@ -11,8 +11,13 @@
 #     asp report     predicted against observed lengths, as JSON for the record
 #
 # Usage: examples/pipeline.sh [WORKDIR]      (default: a fresh temporary folder, printed at the end)
-# Settings by environment: DATA (prompt file), EPOCHS (2), INSTANCES (4), SAMPLES (8), BATCH (64),
-# ASP (the asp command), PYTHON (the interpreter for the emulator).
+# Settings by environment: DATA (prompt file), EPOCHS (2), INSTANCES (4), SAMPLES (8), BATCH (60, which divides the
+# sample data's 3,540 prompts), ASP (the asp command), PYTHON (the interpreter for the emulator). The schedules are
+# for verl's default trainer (synchronous steps on servers that refill), which the export is for.
+#
+# Run again into the same WORKDIR (a retried job), it gives the same files: epoch 0 is planned without history
+# and starts the history afresh, each later epoch from the epochs before it; every JSON summary is written beside
+# its name and renamed, so a killed step leaves none half-written.
 #
 # stdout gets one line per epoch (tab-separated: epoch, schedule, predicted makespan, prompts from history,
 # simulated end-to-end seconds); everything for people goes to stderr. Any failing step stops the script with
@@ -26,7 +31,7 @@ data=${DATA:-$root/sample_data/prompts.jsonl}
 epochs=${EPOCHS:-2}
 instances=${INSTANCES:-4}
 samples=${SAMPLES:-8}
-batch=${BATCH:-64}
+batch=${BATCH:-60}
 asp=${ASP:-asp}
 python=${PYTHON:-python3}
 work=${1:-$(mktemp -d "${TMPDIR:-/tmp}/asp-pipeline.XXXXXX")}
@@ -34,6 +39,9 @@ mkdir -p "$work"
 history=$work/history.parquet
 
 log() { echo "pipeline: $*" >&2; }
+
+# Run a command whose stdout is a JSON summary into FILE atomically: beside it, then renamed.
+to_json() { local out=$1; shift; "$@" >"$out.tmp"; mv "$out.tmp" "$out"; }
 
 # Pull one value out of a JSON document on stdin (keys joined by dots); a missing key stops the script.
 json_get() { "$python" -c 'import json, sys
@@ -49,18 +57,23 @@ for ((epoch = 0; epoch < epochs; epoch++)); do
     schedule=$work/schedule.e$epoch.parquet
     rollouts=$work/rollouts.e$epoch.jsonl
     history_args=()
-    if [[ -f $history ]]; then
+    observe_mode=(--force)  # epoch 0 starts the history; a retry then rebuilds it instead of appending again
+    if ((epoch > 0)); then
         history_args=(--history "$history")
+        observe_mode=(--append)
     fi
 
     log "epoch $epoch: schedule${history_args[*]:+ with history}"
-    "$asp" schedule "$data" -o "$schedule" --force --quiet --json \
+    to_json "$work/schedule.e$epoch.json" "$asp" schedule "$data" -o "$schedule" --force --quiet --json \
+        --engine streaming --max-lag 0 --trainer schedule \
         --instances "$instances" --samples-per-prompt "$samples" --train-batch-size "$batch" --seed "$epoch" \
-        ${history_args[@]+"${history_args[@]}"} >"$work/schedule.e$epoch.json"
+        ${history_args[@]+"${history_args[@]}"}
 
     log "epoch $epoch: gate the schedule"
     status=0
-    "$asp" report "$schedule" --check --quiet --max-instance-spread 0.10 || status=$?
+    # On servers that route each request themselves the planned instances are advisory: gate on what the trainer
+    # sees, the expected lag of a synchronous plan (docs/pipelines.md, step 2).
+    "$asp" report "$schedule" --check --quiet --max-lag 0 || status=$?
     if ((status == 1)); then
         log "epoch $epoch: the schedule failed its checks; stopping"
         exit 1
@@ -76,15 +89,15 @@ for ((epoch = 0; epoch < epochs; epoch++)); do
         --truth-from "$work/schedule.e0.parquet"  # one truth for every epoch: the lines compare
 
     log "epoch $epoch: simulate with the observed lengths"
-    "$asp" simulate "$schedule" --lengths "$rollouts" --json --quiet >"$work/simulate.e$epoch.json"
+    to_json "$work/simulate.e$epoch.json" "$asp" simulate "$schedule" --lengths "$rollouts" --json --quiet
     simulated=$(json_get metrics.end_to_end_s <"$work/simulate.e$epoch.json")
 
     log "epoch $epoch: observe"
-    "$asp" observe "$rollouts" -o "$history" --append --schedule "$schedule" --epoch "$epoch" --quiet \
-        --json >"$work/observe.e$epoch.json"
+    to_json "$work/observe.e$epoch.json" "$asp" observe "$rollouts" -o "$history" "${observe_mode[@]}" \
+        --schedule "$schedule" --epoch "$epoch" --quiet --json
 
     log "epoch $epoch: report predicted against observed lengths"
-    "$asp" report "$schedule" --lengths "$rollouts" --json >"$work/report.e$epoch.json"
+    to_json "$work/report.e$epoch.json" "$asp" report "$schedule" --lengths "$rollouts" --json
 
     makespan=$(json_get predicted_rollout_makespan_s <"$work/schedule.e$epoch.json")
     from_history=$(json_get prompts_from_history <"$work/schedule.e$epoch.json")

@@ -570,3 +570,30 @@ def test_appending_numbered_samples_to_unnumbered_ones_says_how_they_count(tmp_p
                                           r"to replace it$"):
         observe([_log(tmp_path / "d.jsonl", ["p5"])], history, epoch=3)
     assert history.read_bytes() == before
+
+
+def test_appending_an_epoch_the_history_holds_again_says_its_samples_count_twice(built, tmp_path):  # noqa: F811
+    """A retried pipeline step regenerated epoch 0's log (other bytes) and appended it: every prompt then held 16
+    samples for a schedule of 8, without a word (a shell-pipeline newcomer's round). A log split by rank, each part
+    of the epoch's samples, stays within the schedule's samples per prompt and is not warned about."""
+    out = tmp_path / "h.parquet"
+    ids = [f"p{i}" for i in range(PROMPTS)]
+    observe([_log(tmp_path / "e0.jsonl", ids)], out, schedule=built["schedule"], epoch=0)
+    again = observe([_log(tmp_path / "e0-retry.jsonl", ids, tokens=150)], out, append=True,
+                    schedule=built["schedule"], epoch=0)
+    said = [w for w in again.warnings if w.startswith("epoch 0:")]
+    assert said == [f"epoch 0: {PROMPTS:,} prompts now hold more samples than the schedule's {SAMPLES} per prompt (up "
+                    f"to {2 * SAMPLES}): the history held this epoch's samples of them already, and these count "
+                    "again; if this log is that epoch's log regenerated (a retried step), rebuild the history "
+                    "without it (--force with the other logs)"]
+    later = observe([_log(tmp_path / "e1.jsonl", ids, tokens=150)], out, append=True, schedule=built["schedule"],
+                    epoch=1)
+    assert not [w for w in later.warnings if "more samples than" in w]
+    # By rank: each log half of every prompt's samples.
+    split = tmp_path / "split.parquet"
+    halves = [write_jsonl(tmp_path / f"rank{r}.jsonl", [{"prompt_id": i, "sample": s, "response_tokens": 100}
+                                                         for i in ids for s in range(SAMPLES) if s % 2 == r])
+              for r in (0, 1)]
+    observe([halves[0]], split, schedule=built["schedule"], epoch=0)
+    second = observe([halves[1]], split, append=True, schedule=built["schedule"], epoch=0)
+    assert not [w for w in second.warnings if "more samples than" in w]

@@ -44,6 +44,15 @@ def test_two_epochs_close_the_loop(tmp_path):
     assert all(float(line[2]) > 0 and float(line[4]) > 0 for line in lines)  # predicted makespan, simulated end
     for name in ("history.parquet", "train.e1.parquet", "rollouts.e1.jsonl", "report.e1.json"):
         assert (tmp_path / name).exists(), name
+    # Run again into the same folder (a retried job): the same files, byte for byte. Before, epoch 0 was planned
+    # from the last run's history and every log was appended again, the history doubled (a newcomer's round).
+    first = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    again = subprocess.run(["bash", str(SCRIPT), str(tmp_path)], env=_env(EPOCHS="2"), capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0 and again.stdout == result.stdout, again.stderr[-2000:]
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == first
+    # The export is for verl's default trainer, which the schedules are made for: nothing says otherwise.
+    assert "the schedule was planned for" not in result.stderr
 
 
 def test_a_failing_step_stops_with_its_exit_code(tmp_path):

@@ -287,6 +287,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         _coverage(sched, added, summary, warnings)
 
     history = added if existing is None else pl.concat([existing, added], how="vertical")
+    if sched is not None and existing is not None and existing.height and added.height:
+        warnings.extend(_epochs_overfull(history, added, sched.recorded_settings.samples_per_prompt))
     if existing is not None and existing.height and added.height:
         before, now = existing["epoch"].null_count() == existing.height, added["epoch"].null_count() == added.height
         if before != now:  # a MindSpeed newcomer's `--history-epochs 1` then kept one epoch, which nothing had said
@@ -307,6 +309,23 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             raise InputError(_nothing_to_write(summary, "schedule" if schedule else "dataset"))
         write_history(history, out, [*seen, *ingested], replace=force or existing is not None)
     return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
+
+
+def _epochs_overfull(history: pl.DataFrame, added: pl.DataFrame, n: int) -> list[str]:
+    """A warning per epoch that ``added`` numbers where prompts now hold more samples than the schedule's ``n``: the
+    history held that epoch's samples of them already, and a log with other bytes was appended again (a retried
+    pipeline step regenerated its log, and every sample counted twice without a word: a newcomer's round). Logs
+    split by rank, each a part of an epoch's samples, stay within ``n``."""
+    epochs = added["epoch"].drop_nulls().unique().sort().to_list()
+    if not epochs:
+        return []
+    counts = (history.filter(pl.col("epoch").is_in(epochs)).group_by("epoch", "prompt_id").len()
+              .filter(pl.col("len") > n).group_by("epoch").agg(pl.len().alias("prompts"), pl.col("len").max())
+              .sort("epoch"))
+    return [f"epoch {e}: {k:,} prompts now hold more samples than the schedule's {n} per prompt (up to {most}): the "
+            "history held this epoch's samples of them already, and these count again; if this log is that epoch's "
+            "log regenerated (a retried step), rebuild the history without it (--force with the other logs)"
+            for e, k, most in counts.iter_rows()]
 
 
 def _nothing_to_write(summary: dict[str, Any], against: str) -> str:
