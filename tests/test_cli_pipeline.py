@@ -111,6 +111,17 @@ def test_export_json_is_the_only_stdout(built, tmp_path):  # noqa: F811
     assert result.exit_code == 0 and result.stderr == ""
     document = json.loads(result.stdout)
     assert document["rows"] == 2 * PROMPTS and document["order"] == "dispatch"
+    assert "trainer_overrides" not in document  # no trainer's settings for JSON lines
+    # The format by the output's name, as `asp probe` takes it (a pipeline newcomer's `-o x.jsonl` was refused).
+    named = invoke("export", built["schedule"], built["prompts"], "-o", tmp_path / "n.jsonl", "--json", "-q")
+    assert named.exit_code == 0 and json.loads(named.stdout)["format"] == "jsonl", named.output
+    assert json.loads((tmp_path / "n.jsonl").read_text().splitlines()[0])
+    # verl's settings also as the command line's words, ready for a launcher.
+    verl = invoke("export", built["schedule"], built["prompts"], "-o", tmp_path / "v.parquet", "-f", "verl",
+                  "--json", "-q")
+    document = json.loads(verl.stdout)
+    assert document["trainer_overrides"].split()[0] == "data.shuffle=False"
+    assert len(document["trainer_overrides"].split()) == len(document["trainer_settings"])
 
 
 @pytest.mark.parametrize(

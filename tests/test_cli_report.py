@@ -349,3 +349,21 @@ def test_what_the_metadata_holds_is_printed_with_its_control_characters_escaped(
     assert "asp schedule \\x1b[2J\\x1b]0;TITLE\\x07 [red]x -o OUT" in result.stdout
     assert "in\\x1b[31mred\\nFAKE: line" in result.stdout
     assert not any(line.startswith("FAKE") for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize(("env", "expected"), [({}, True), ({"NO_COLOR": "1"}, False), ({"TERM": "dumb"}, False)])
+def test_the_report_is_styled_on_a_terminal_unless_no_color_or_a_dumb_terminal(monkeypatch, env, expected):
+    import io
+
+    from asp_cli.cli.report import styled
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert styled(Terminal()) is expected
+    assert styled(io.StringIO()) is False  # redirected: never

@@ -19,7 +19,7 @@ def export_command(
     schedule: Path = typer.Argument(..., metavar="SCHEDULE", readable=False, help="The schedule (.parquet) `asp schedule` wrote."),
     dataset: list[Path] = typer.Argument(..., metavar="DATASET", readable=False, help="The prompt file(s) the schedule was made from, in the same order."),
     output: Path = output_option("--output", "-o", help="The ordered dataset to write (.parquet or .jsonl)."),
-    format: str = typer.Option("parquet", "--format", "-f", help="parquet, jsonl, or verl (Parquet in verl's RLHFDataset layout)."),  # noqa: A002
+    format: Optional[str] = typer.Option(None, "--format", "-f", help="parquet or jsonl (default: by the output's name, .jsonl or .ndjson for jsonl), or verl (Parquet in verl's RLHFDataset layout)."),  # noqa: A002
     epoch: Optional[int] = typer.Option(None, "--epoch", help="Export one epoch (0-based); default all, one after the other."),
     order: Optional[str] = typer.Option(None, "--order", help="'dispatch' (the schedule's seq) or 'train' (by training step, batches balanced across workers). Default: train for verl, dispatch otherwise."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Contiguous chunks per training batch for --order train (verl: actor_rollout_ref.rollout.agent.num_workers); default verl's 8 for --format verl, the schedule's instances otherwise."),
@@ -38,6 +38,8 @@ def export_command(
     with guarded():
         from asp_cli.integrate.export import export
 
+        # By the output's name, as `asp probe` does (a newcomer's `-o x.jsonl` was refused for parquet).
+        format = format or ("jsonl" if output.suffix.lower() in (".jsonl", ".ndjson") else "parquet")  # noqa: A001
         result = export(schedule, dataset, output, format=format, epoch=epoch, order=order, workers=workers,
                         verl_version=verl_version, prefix=prefix, prompt_key=prompt_key, id_key=id_key, force=force,
                         route=route, verl_trainer=verl_trainer, metadata_key=metadata_key)
@@ -65,8 +67,11 @@ def export_command(
                 say(_file_order_settings(summary, result.order))
         for warning in result.warnings:  # under --quiet too (a CI log kept none)
             say(f"Warning: {warning}")
-        if json_output:
+        if json_output:  # the settings also as the command line's words, ready for a launcher (a pipeline's ask)
             emit_json({"output": str(output), **result.summary, "trainer_settings": result.trainer_settings,
+                       **({"trainer_overrides": " ".join(f"{k}={_hydra(v)}" for k, v in
+                                                         result.trainer_settings.items())}
+                          if result.trainer_settings else {}),
                        "warnings": result.warnings})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -93,8 +94,9 @@ def report_command(
         elif not quiet:
             from asp_cli.report.text import render_compare_text, render_text
 
-            color = sys.stdout.isatty()
-            width = min(shutil.get_terminal_size((100, 24)).columns, 120) if color else 100
+            terminal = sys.stdout.isatty()
+            color = styled(sys.stdout)
+            width = min(shutil.get_terminal_size((100, 24)).columns, 120) if terminal else 100
             text = render_text(result.report, checks=result.checks, width=width, color=color)
             if result.comparison is not None:
                 text += "\n" + render_compare_text(result.comparison, width=width, color=color)
@@ -102,3 +104,10 @@ def report_command(
         if result.checks is not None and not result.checks["passed"]:
             broken = [r["message"] for r in result.checks["results"] if not r["passed"]]
             raise CheckFailed(f"{len(broken)} check(s) broken: " + "; ".join(broken))
+
+
+def styled(stream) -> bool:
+    """Whether the report on ``stream`` gets styles: on a terminal, unless the user asks for none
+    (https://no-color.org) or the terminal cannot show them (bold and dim escapes reached a NO_COLOR terminal: a
+    pipeline newcomer's round)."""
+    return bool(stream.isatty()) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"

@@ -686,7 +686,7 @@ def _facts(
                 f"asp schedule had --tokenizer; math and code text run up to 30% more, before the chat template), "
                 f"near or past verl's default data.max_prompt_length={VERL_DEFAULT_MAX_PROMPT_TOKENS}, past which "
                 f"verl cuts the start of a prompt at rollout: set data.max_prompt_length to at least {needed:,} (in "
-                "the settings above); keep data.filter_overlong_prompts=False, which would drop those prompts and "
+                "the printed settings, --json's trainer_settings); keep data.filter_overlong_prompts=False, which would drop those prompts and "
                 "shift every later batch"
             )
             if trainer:

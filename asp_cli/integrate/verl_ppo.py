@@ -72,7 +72,7 @@ def _per_epoch_run(epoch: int, steps: int, epochs: int, notes: list[str]) -> dic
         notes.append(
             f"this is epoch {epoch}'s file of a run made one verl run per epoch: continue the run before it, with "
             f"trainer.resume_mode=resume_path trainer.resume_from_path=<its checkpoint dir>/global_step_{epoch * steps} "
-            "(the settings above count that run as this one's first epochs and end this one on a checkpoint)")
+            "(the printed settings count that run as this one's first epochs and end this one on a checkpoint)")
     # Every run's learning-rate schedule spans the whole run (verl sizes it by total_training_steps), and each
     # ends on a checkpoint: its last step is a multiple of save_freq.
     return {"trainer.total_training_steps": steps * epochs, "trainer.save_freq": steps}
