@@ -290,11 +290,12 @@ def test_error_row_predictor_files(tmp_path, case_id):
 
 
 def test_error_row_export_name_and_format(tmp_path):
-    """E34: an export named .jsonl with the default --format parquet, or any Parquet output named otherwise:
-    exit 4, nothing written."""
+    """E34: an export named .jsonl with --format parquet, or any Parquet output named otherwise: exit 4, nothing
+    written. (Without --format the name chooses: JSON lines for .jsonl.)"""
     setup_files(tmp_path)
     schedule = _schedule(tmp_path)
-    result = runner.invoke(app, ["export", str(schedule), str(SAMPLE_PROMPTS), "-o", str(tmp_path / "ordered.jsonl")])
+    result = runner.invoke(app, ["export", str(schedule), str(SAMPLE_PROMPTS), "-o", str(tmp_path / "ordered.jsonl"),
+                                 "--format", "parquet"])
     assert result.exit_code == 4, result.stderr
     assert "ordered.jsonl: --format parquet writes Parquet, but the name ends in '.jsonl'; name it .parquet or pass " \
            "--format jsonl" in result.stderr and result.stderr.count("\n") == 1

@@ -41,11 +41,12 @@ from asp_cli.sim.records import SimulationSettings, Stats
 # default (each group's samples share their prompt, so they follow the first to its server: `route`).
 ROUTINGS = ("least-pending", "planned", "length-aware", "cache-aware")
 # sglang-router's cache_aware policy leaves its cache match for the least-loaded server only where the loads (requests
-# in flight) differ by more than this many AND the largest is above the smallest times `CACHE_AWARE_BALANCE_REL`: its
-# defaults (sglang-router's RouterArgs, `balance_abs_threshold` and `balance_rel_threshold`, which slime v0.3.1
-# passes through as --router-balance-abs-threshold and --router-balance-rel-threshold).
-CACHE_AWARE_BALANCE_ABS = 32
-CACHE_AWARE_BALANCE_REL = 1.0001
+# in flight) differ by more than this many AND the largest is above the smallest times `CACHE_AWARE_BALANCE_REL`:
+# slime v0.3.1's defaults for them (--router-balance-abs-threshold 10 and --router-balance-rel-threshold 1.2,
+# `slime/backends/sglang_utils/arguments.py:43`; sglang-router's own are 32 and 1.0001). With these a group of 16
+# spills: its first 11 samples on one server, the rest spread.
+CACHE_AWARE_BALANCE_ABS = 10
+CACHE_AWARE_BALANCE_REL = 1.2
 # How a server orders its queue: arrival order (vLLM's default, fcfs) or the batch position (priority).
 SERVINGS = ("fcfs", "priority")
 # How a trainer cuts a batch across rollout workers (`chunk_capacities`): ``v1`` is verl 0.9's default trainer
