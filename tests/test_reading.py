@@ -1198,3 +1198,18 @@ def test_a_source_column_literally_named_like_a_nested_one_is_read_as_before(tmp
     path = write_jsonl(tmp_path / "s.jsonl", [{"prompt": "q", "id": "a", "metadata.source": "x",
                                                "metadata": {"source": "y"}}])
     assert read_prompts([path])[0]["data_source"].to_list() == ["x"]
+
+
+def test_the_nested_id_hint_is_given_for_one_file_only(tmp_path):
+    """An agent newcomer's two verl files, each numbering its own `extra_info.index` from 0: the hint named it,
+    unique in each file, and `--id-key extra_info.index` then refused the repeats across them (exit 3)."""
+    from asp_cli.reading.history_ids import id_hints, row_numbered
+
+    paths = [write_jsonl(tmp_path / f"{name}.jsonl", [{"prompt": f"{name} {k}", "extra_info": {"index": k}}
+                                                      for k in range(4)]) for name in ("math", "search")]
+    one = read_prompts(paths[:1])[1]
+    assert row_numbered(one) == (["math.jsonl"], "extra_info.index")
+    assert id_hints(one)[str(paths[0])]["id_hint"] == "extra_info.index"
+    both = read_prompts(paths)[1]
+    assert row_numbered(both) == (["math.jsonl", "search.jsonl"], None)
+    assert not any("id_hint" in used for used in id_hints(both).values())

@@ -476,3 +476,10 @@ def test_difficulty_key_names_a_difficulty_under_another_name(tmp_path, batch_by
         read_prompts([path], ReadOptions(difficulty_key="rank"))
     with pytest.raises(SettingsError, match="--difficulty-key must name a column"):
         ReadOptions(difficulty_key="")
+    # Text without a number anywhere names no level: refused, naming the way to correct each value apart (an agent
+    # newcomer's --difficulty-key agent_name was read as no difficulty at all, in silence).
+    agents = write_jsonl(tmp_path / "a.jsonl", [{"question": f"q{i}", "agent_name": ["tool_agent", None][i % 2]}
+                                                for i in range(6)])
+    with pytest.raises(InputError, match=r"a\.jsonl: column 'agent_name' \(from --difficulty-key\) holds text "
+                                         r"without a number \(e\.g\. 'tool_agent'\).*--source-key agent_name\)$"):
+        read_prompts([agents], ReadOptions(difficulty_key="agent_name"))

@@ -20,7 +20,7 @@ from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import LagBoundError, SettingsError, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
-from asp_cli.reading.history_ids import row_numbered
+from asp_cli.reading.history_ids import id_hints, row_numbered
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.arrange.advice import dropped_tail_warnings, plan_warnings, source_warnings
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
@@ -623,8 +623,8 @@ def schedule(
         "summary": _finite(summary),
     }
     metadata["format_version"] = format_version_for(metadata, frame)
-    columns = {name: {**used, **read_report.metadata_columns.get(name, {})}
-               for name, used in read_report.columns_used.items()}
+    hints = id_hints(read_report)
+    columns = {name: {**used, **hints.get(name, {})} for name, used in read_report.columns_used.items()}
     result = ScheduleResult(frame=frame, metadata=metadata, summary=summary, columns=columns)
     if output is not None:
         note("writing schedule")

@@ -140,10 +140,20 @@ def id_warnings(history: list[Path], fingerprints: dict[str, str], columns_used:
 
 def row_numbered(report: Any) -> tuple[list[str], str | None]:
     """The prompt files a read (``report``: its `ReadReport`) numbered by row, having no id column, and the first
-    field their rows hold that looks like an id (`reading.prompts.NESTED_ID_KEYS`), for `unmatched_warnings`."""
+    field their rows hold that looks like an id (`reading.prompts.NESTED_ID_KEYS`), for `unmatched_warnings`: of a
+    single file only (`id_hint`)."""
     names = [Path(name).name for name, used in report.columns_used.items() if used.get("id") == ROW_NUMBER]
-    hint = next((c["id_hint"] for c in report.metadata_columns.values() if c.get("id_hint")), None)
+    hint = next((c["id_hint"] for c in id_hints(report).values() if c.get("id_hint")), None)
     return names, hint
+
+
+def id_hints(report: Any) -> dict[str, dict[str, Any]]:
+    """``report.metadata_columns`` with its id hints kept only where one file was read: each is unique within its
+    file, and verl numbers each source's `extra_info.index` from 0, so over two files the hint named ids that
+    repeat, which `--id-key` then refused (an agent newcomer's round)."""
+    single = len(report.columns_used) == 1
+    return {name: {k: v for k, v in used.items() if k != "id_hint" or single}
+            for name, used in report.metadata_columns.items()}
 
 
 def unmatched_warnings(prompt_ids: Any, history: Any, flag: str = "--history-id-key",

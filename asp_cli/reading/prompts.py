@@ -504,6 +504,15 @@ def _named_column(frame: pl.DataFrame, path: Path, key: str, flag: str, *,
     except InputError as exc:
         raise InputError(f"{exc}; name a column every input holds") from None
     dtype = frame.schema[key]
+    if not boolean and dtype == pl.String:
+        # Text with no number in it anywhere names no level: read as no difficulty at all, in silence (an agent
+        # newcomer's --difficulty-key agent_name), where the user meant each value corrected apart.
+        values = frame[key].drop_nulls()
+        if values.len() and not values.str.contains(r"\d").any():
+            raise InputError(f"{path}: column {key!r} (from {flag}) holds text without a number (e.g. "
+                             f"{shown_id(values[0])}), from which no difficulty level can be read (a number, or text "
+                             "holding one, as 'Level 5'); to correct each of its values apart, make it the data "
+                             f"source (--source-key {key})")
     if dtype == pl.String or dtype.is_numeric() or dtype == pl.Null or (boolean and dtype == pl.Boolean):
         return frame, key
     if not boolean:  # a difficulty
