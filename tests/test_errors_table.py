@@ -619,3 +619,15 @@ def test_a_signal_at_exit_reaching_another_thread_is_counted_not_fatal():
         "sys.exit(0)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "False True\n" and done.stderr == "", (done.returncode, done.stderr)
+
+
+def test_the_help_lists_every_exit_code():
+    """`asp --help` names the exit codes (a pipeline newcomer looked there first), each of `ExitCode` once."""
+    import re
+
+    from asp_cli.errors import ExitCode
+
+    result = runner.invoke(app, ["--help"])
+    said = " ".join(result.output.split())
+    listed = [int(code) for code in re.findall(r"(?:Exit codes: |, )(\d+) ", said)]
+    assert listed == [int(code) for code in ExitCode]
