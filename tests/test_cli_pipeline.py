@@ -193,3 +193,17 @@ def test_integration_docs_cover_the_frameworks():
                  "filter_overlong_prompts", "ScheduleSampler"):
         assert name in docs, name
     assert Path(REPO / "examples" / "pipeline.sh").exists()
+
+
+def test_the_slime_line_asks_for_its_router_where_the_schedule_was_timed_for_verls(tmp_path):
+    """A schedule on servers timed as verl's balancer routes: the JSON-lines export's slime line says to make it
+    with --router cache-aware (slime's router keeps a group on one server); made so, or for a blocking engine, not."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": f"q {i}"} for i in range(64)])
+    hint = "make it with --router cache-aware"
+    for extra, said in ((["--engine", "streaming"], True), (["--engine", "streaming", "--router", "cache-aware"], False),
+                        ([], False)):
+        schedule = tmp_path / "s.parquet"
+        assert invoke("schedule", data, "-o", schedule, "--train-batch-size", "16", "--force", "-q",
+                      *extra).exit_code == 0
+        out = invoke("export", schedule, data, "-o", tmp_path / "o.jsonl", "--force")
+        assert out.exit_code == 0 and (hint in " ".join(out.stderr.split())) is said, (extra, out.stderr)

@@ -93,7 +93,9 @@ def _file_order_settings(summary: dict, order: str) -> str:
     lines = [
         "  read it in file order, unshuffled:",
         f"    slime: --rollout-batch-size {g} --n-samples-per-prompt {n} --global-batch-size {g * n} {rollouts}, no "
-        "--rollout-shuffle",
+        "--rollout-shuffle" + ("; the schedule was timed as verl's balancer routes, each group spread over the "
+                               "servers, where slime's router keeps it on one: make it with --router cache-aware"
+                               if summary.get("schedule_router") == "least-pending" else ""),
         f"    OpenRLHF: --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its dataloader's hard-coded "
         "shuffle patched off or asp's ScheduleSampler (docs/integrations.md)",
         f"    AReaL: train_dataset.shuffle=false train_dataset.batch_size={g} gconfig.n_samples={n}"

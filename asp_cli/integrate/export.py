@@ -544,7 +544,8 @@ def _facts(
         "samples_per_prompt": n,
         "schedule_trainer": replay.schedule.recorded_settings.trainer,  # which file order a trainer wants
         "schedule_max_lag": replay.schedule.recorded_settings.max_lag,
-    }
+        "schedule_router": replay.schedule.recorded_settings.router or (  # how auto timed it, for slime's line
+            "least-pending" if replay.schedule.recorded_settings.engine == "streaming" else None)}
     trainer: dict[str, Any] = {}
     # What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans
     # two epochs either), or the rows of a one-epoch file.
