@@ -81,8 +81,9 @@ VERL_PLANNED_TRAINERS: tuple[str, ...] = ("fully-async", "colocate-async", "sepa
 # How the servers' router places requests, which auto times its candidates with on servers (`--router`):
 # "least-pending" (verl's balancer: each sample to the server with the fewest requests in flight, so a group's
 # samples spread over the servers) or "cache-aware" (sglang-router's default policy, slime's: a group's samples
-# share their prompt and follow the first to its server; `asp_cli.sim.submit_all.cache_aware_server`).
-ROUTERS: tuple[str, ...] = ("least-pending", "cache-aware")
+# share their prompt and follow the first to its server; `asp_cli.sim.submit_all.cache_aware_server`) or
+# "round-robin" (AReaL's: each sample to the next server in turn, whatever its load).
+ROUTERS: tuple[str, ...] = ("least-pending", "cache-aware", "round-robin")
 # How a schedule's minibatches were cut against the KV budget (its metadata's `arrangement.kv_budget`, and what
 # the baselines in its sizes are cut by): a group's share of the peak, whole groups, or padded (static).
 KV_CUTS: tuple[str, ...] = ("peak", "whole", "padded")
@@ -281,12 +282,13 @@ class ScheduleSettings:
         if self.engine != "streaming":
             raise SettingsError(f"--router {self.router} is how servers that refill place requests: add --engine "
                                 "streaming, or drop it")
-        if self.router == "cache-aware" and self.dispatch == "planned":
-            raise SettingsError("--router cache-aware routes each group where sglang-router puts it, while --dispatch "
-                                "planned keeps it to its planned instance (asp's router plug-in for verl): drop one")
-        if self.router == "cache-aware" and self.verl_trainer is not None:
+        if self.router != "least-pending" and self.dispatch == "planned":
+            raise SettingsError(f"--router {self.router} places each request where that router puts it, while "
+                                "--dispatch planned keeps it to its planned instance (asp's router plug-in for verl): "
+                                "drop one")
+        if self.router != "least-pending" and self.verl_trainer is not None:
             raise SettingsError(f"--verl-trainer {self.verl_trainer} is one of verl's trainers, which route through "
-                                "verl's balancer (--router least-pending): drop --router cache-aware, or "
+                                f"verl's balancer (--router least-pending): drop --router {self.router}, or "
                                 "--verl-trainer")
 
     @property

@@ -1359,11 +1359,12 @@ def test_a_representative_alternative_within_the_tie_margin_and_faster_is_said_t
     assert "counts as a tie" not in arrangement_line(choice)
 
 
-def test_with_sglang_routers_cache_aware_policy_every_candidate_is_timed_as_slime_routes(monkeypatch):
-    """--router cache-aware (slime's router): every replay of auto's, synchronous or not, routes each group's samples
-    to one server; asp's verl plug-ins (the other dispatch, the length-aware route) are not timed, and the record and
-    the summary say which router. Timed as verl's balancer routes, a plan was 4-8% slower as slime routes than the
-    plan auto picks timed so (docs/benchmarks.md, "As slime routes")."""
+@pytest.mark.parametrize(("router", "said"), [("cache-aware", "sglang-router's cache_aware policy"),
+                                              ("round-robin", "AReaL's round-robin")])
+def test_with_another_router_every_candidate_is_timed_as_that_router_routes(monkeypatch, router, said):
+    """--router cache-aware (slime's router) or round-robin (AReaL's): every replay of auto's, synchronous or not,
+    routes each sample as that router does; asp's verl plug-ins (the other dispatch, the length-aware route) are not
+    timed, and the record and the summary say which router (docs/benchmarks.md, "As slime routes")."""
     import asp_cli.sim.submit_all as submit_all
     import asp_cli.sim.verl_async as verl_async
     from asp_cli.arrange.choice_summary import arrangement_line
@@ -1379,18 +1380,18 @@ def test_with_sglang_routers_cache_aware_policy_every_candidate_is_timed_as_slim
         monkeypatch.setattr(module, name, counted)
     prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
     settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
-                                max_lag=0, trainer="schedule", router="cache-aware")
+                                max_lag=0, trainer="schedule", router=router)
     for timed_as, s in (("verl", settings), ("verl-async", dataclasses.replace(settings, max_lag=1, trainer="arrival"))):
         calls.clear()
         choice = choose_arrangement(_arrange_named, prompts, preds, s, PRESET)
-        assert calls and set(calls) == {"cache-aware"}
+        assert calls and set(calls) == {router}
         record = choice.to_dict()
-        assert record["timed_as"] == timed_as and record["router"] == "cache-aware"
+        assert record["timed_as"] == timed_as and record["router"] == router
         assert not any("length_aware_route" in k or k.endswith("_dispatch") for c in choice.candidates for k in c)
         line = arrangement_line(record)
-        assert "sglang-router's cache_aware policy" in line and "(--router cache-aware" in line
+        assert said in line and f"(--router {router}" in line
         verl = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(s, router=None), PRESET)
-        assert "router" not in verl.to_dict() and "sglang" not in arrangement_line(verl.to_dict())
+        assert "router" not in verl.to_dict() and said not in arrangement_line(verl.to_dict())
     # The least-pending router is verl's balancer: the default, and nothing more recorded.
     plain = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, router=None), PRESET)
     named = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, router="least-pending"),

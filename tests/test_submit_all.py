@@ -182,3 +182,10 @@ def test_replaying_a_frame_as_slime_routes_keeps_groups_whole_and_differs_from_v
     # Every eighth group is long: dealt whole, its four samples share one server, which then finishes last; verl's
     # balancer spreads them over the four.
     assert slime.end_to_end_s > verl.end_to_end_s
+
+
+def test_round_robin_deals_each_request_to_the_next_server_in_turn():
+    """AReaL's default routing: every sample its own request id, to the next server whatever its load."""
+    order = acquisition_order(3, 4, 1)
+    server = route(order, routing="round-robin", instances=3, rng=np.random.default_rng(0), samples_per_prompt=4)
+    assert server.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2]

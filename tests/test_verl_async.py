@@ -60,6 +60,12 @@ def test_sglang_routers_cache_aware_policy_keeps_each_group_on_one_server():
     assert np.bincount(whole[:, 0], minlength=4).tolist() == [2, 2, 2, 2]
 
 
+def test_areals_round_robin_deals_every_sample_to_the_next_server_in_turn():
+    lengths, prompts = _workload(rows=8)
+    result = _replay(lengths, prompts, max_lag=None, routing="round-robin")
+    assert result.sample_server.tolist() == [k % 4 for k in range(32)]
+
+
 def test_planned_keeps_a_group_on_its_instance_and_length_aware_balances_predicted_tokens():
     lengths, prompts = _workload(rows=8)
     planned = _replay(lengths, prompts, routing="planned", row_instance=np.array([0, 1, 2, 3, 4, 5, 6, 7]))

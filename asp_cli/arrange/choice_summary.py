@@ -111,6 +111,12 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                + (f"{choice['prompts_per_server']} prompts in flight per server)" if choice.get("prompts_per_server")
                   else "as many prompts in flight as the servers' slots hold)")
                if choice.get("timed_as") == "verl-async" and choice.get("router") == "cache-aware" else
+               " as AReaL's round-robin routes " + ("a synchronous step (--router round-robin: every sample at "
+                                                    "submission, each to the next server in turn)"
+                                                    if choice.get("timed_as") == "verl" else
+                                                    "an asynchronous trainer (--router round-robin: a prompt started "
+                                                    "as a slot frees, each sample to the next server in turn)")
+               if choice.get("router") == "round-robin" else
                " as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
                else f" as verl's v1 trainer runs {choice['verl_trainer'].replace('-', '_')} (--verl-trainer: a train "
                "batch a step after --max-lag of warm-up, every sample routed at submission"

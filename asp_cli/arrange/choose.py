@@ -155,7 +155,7 @@ class ArrangementChoice:
     # With "verl-async": the v1 mode of verl's main_ppo it was timed as (`ScheduleSettings.verl_trainer`,
     # colocate-async or separate-async); "" (and left out of the document): the fully asynchronous trainer.
     verl_trainer: str = ""
-    # "cache-aware": timed as sglang-router routes (`ScheduleSettings.router`); "" (left out): verl's balancer.
+    # "cache-aware", "round-robin": timed as that router routes (`ScheduleSettings.router`); "": verl's balancer.
     router: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -422,9 +422,9 @@ def choose_arrangement(
     v1 = (settings.verl_v1_mode if settings.trainer == "arrival" else None) or ""
     verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
     v1_replay = {"v1_mode": v1.replace("-", "_") or None}
-    # `--router cache-aware` (sglang-router, slime's) keeps a group's samples on one server, where verl's balancer
-    # (None) spreads them: timed so (docs/benchmarks.md, "As slime routes").
-    routing = "cache-aware" if settings.router == "cache-aware" else None
+    # `--router` cache-aware (slime's) keeps a group's samples on one server, round-robin (AReaL's) deals them in
+    # turn, where verl's balancer (None) sends each to the least loaded: timed so (docs/benchmarks.md).
+    routing = settings.router if settings.router in ("cache-aware", "round-robin") else None
     # There the draws are heavy-tailed and repeated: see `SAMPLE_TAIL_DF`.
     repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if verl_async
                else 1)

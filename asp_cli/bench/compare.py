@@ -201,9 +201,9 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
     that mode runs (following the schedule's steps with ``--trainer schedule``). The simulator's own replay routes
     each group whole to whichever server frees first."""
     routing = "length-aware" if "length-aware" in name else "planned" if dispatch == "planned" else "least-pending"
-    # Made for sglang-router (`ScheduleSettings.router`): every row that verl's balancer would route, routed so.
-    slime = settings.router == "cache-aware" and routing == "least-pending"
-    routing = "cache-aware" if slime else routing
+    # Made for another router (`ScheduleSettings.router`): every row that verl's balancer would route, routed so.
+    other = settings.router in ("cache-aware", "round-robin") and routing == "least-pending"
+    routing = settings.router if other else routing
     if max_lag == 0:
         from asp_cli.sim.submit_all import replay_frame
 
@@ -221,7 +221,7 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
                                      prompts_in_flight=None if per_server is None else per_server * settings.instances,
                                      v1_mode=v1.replace("-", "_") if v1 else None,
                                      follow_steps=bool(v1) and settings.trainer == "schedule").end_to_end_s
-    return {"verl_routed_end_to_end_s": seconds, **({"routed_by": "cache-aware"} if slime else {})}
+    return {"verl_routed_end_to_end_s": seconds, **({"routed_by": routing} if other else {})}
 
 
 def _lengths_of(frame: pl.DataFrame, index: np.ndarray, truth: np.ndarray,
@@ -317,7 +317,8 @@ def format_table(rows: list[dict], *, markdown: bool = True, compact: bool = Fal
     columns = TABLE_COLUMNS + ((("static_batches_over_kv_capacity", "over cache", "{:,}"),)
                                if any(r.get("static_batches") for r in rows) else ())
     if any(r.get("verl_routed_end_to_end_s") for r in rows):  # on servers: each row as verl routes it, too
-        by = "sglang" if any(r.get("routed_by") == "cache-aware" for r in rows) else "verl"  # `--router`
+        routed = next((r["routed_by"] for r in rows if r.get("routed_by")), None)  # `--router`
+        by = {"cache-aware": "sglang", "round-robin": "AReaL"}.get(routed, "verl")
         columns = (*columns[:5], ("verl_routed_end_to_end_s", f"as {by} s", "{:,.0f}"),
                    ("verl_routed_ratio_to_verl_default", f"vs verl, as {by}", "{:.3f}"), *columns[5:])
     if compact:

@@ -147,9 +147,9 @@ def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instance
     does (`asp_cli.sim.submit_all.replay_frame`: the rollout summed over the steps), otherwise as its fully
     asynchronous one does (`asp_cli.sim.verl_async.replay_async_frame`: the rollout's last finish), its rollouter
     keeping ``prompts_per_server`` prompts per server in flight (None: as many as the servers' slots hold); with
-    ``router`` ``cache-aware`` (the schedule's `--router`), each request placed as sglang-router's cache_aware
-    policy places it (slime's), recorded as ``routed_by``."""
-    routing = router if router == "cache-aware" else None
+    ``router`` ``cache-aware`` or ``round-robin`` (the schedule's `--router`), each request placed as
+    sglang-router's cache_aware policy (slime's) or AReaL's round-robin places it, recorded as ``routed_by``."""
+    routing = router if router in ("cache-aware", "round-robin") else None
     said = {"routed_by": router} if routing else {}
     if max_lag == 0:
         from asp_cli.sim.submit_all import replay_frame
@@ -228,7 +228,7 @@ def simulate_loaded(
                                               lag, per_server if lag != 0 else None, router=recorded.router))
         # A bound above 0: verl's v1 trainer runs that many warm-up batches ahead in its asynchronous modes (which
         # route through verl's balancer: not for a schedule made for sglang-router).
-        if lag and recorded.router != "cache-aware":
+        if lag and recorded.router in (None, "least-pending"):
             result.metrics.update(_as_verl_v1_async(frame, lengths, hardware, k, recorded.train_batch_size, dispatch,
                                                     seed, lag, follow_steps=trainer == "schedule"))
     document = {

@@ -211,11 +211,14 @@ def _routed_line(m: dict, document: dict) -> str:
     """The replay as verl 0.9 routes it (or, for a schedule made with --router cache-aware, as sglang-router does:
     slime's), in one line."""
     synchronous = document.get("max_lag") == 0
-    slime = m.get("routed_by") == "cache-aware"
+    slime, areal = m.get("routed_by") == "cache-aware", m.get("routed_by") == "round-robin"
     how = (("slime's synchronous rollout through sglang-router's cache_aware policy (the schedule's --router): every "
             "sample a request, a rollout's groups submitted in order, " if synchronous else
             "prompts started as slots free, as verl 0.9's fully asynchronous trainer starts them, each request routed "
             "by sglang-router's cache_aware policy (the schedule's --router), ") if slime else
+           (("a synchronous step" if synchronous else "prompts started as slots free")
+            + ", every sample its own request to the next server in turn, as AReaL routes (the schedule's --router), ")
+           if areal else
            ("verl 0.9's synchronous trainer: every sample a request, a train batch routed as it is submitted, "
             if synchronous else
             "verl 0.9's fully asynchronous trainer: a prompt started as a slot frees ("
@@ -223,9 +226,10 @@ def _routed_line(m: dict, document: dict) -> str:
                "as many as the servers' slots hold")
             + "), each of its samples routed as it starts (the v1 trainer's asynchronous modes: the next line), "))
     where = ("each group's samples on the server its first went to" if slime else
+             "each group's samples dealt over the servers" if areal else
              "each group kept to its planned instance by asp's router plug-in" if document["dispatch"] == "planned"
              else "each group's samples spread over the servers")
-    label = f"as {'sglang' if slime else 'verl'} routes"
+    label = f"as {'sglang' if slime else 'AReaL' if areal else 'verl'} routes"
     return (f"  {label:<17}{m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
             f"{m['verl_routed_rollout_s']:,.1f} s"
             + (" summed over its steps (the training between them left out)" if synchronous

@@ -38,8 +38,9 @@ from asp_cli.sim.records import SimulationSettings, Stats
 # How a request finds its server: verl's own balancer (fewest requests in flight, chosen at submission), asp's
 # router plug-in (each group to its planned instance), a plug-in that sends each request to the server with the
 # fewest predicted tokens routed to it so far, or sglang-router's `cache_aware` policy, which slime launches by
-# default (each group's samples share their prompt, so they follow the first to its server: `route`).
-ROUTINGS = ("least-pending", "planned", "length-aware", "cache-aware")
+# default (each group's samples share their prompt, so they follow the first to its server: `route`), or AReaL's
+# round-robin (each sample its own request id, to the next server in turn, whatever its load).
+ROUTINGS = ("least-pending", "planned", "length-aware", "cache-aware", "round-robin")
 # sglang-router's cache_aware policy leaves its cache match for the least-loaded server only where the loads (requests
 # in flight) differ by more than this many AND the largest is above the smallest times `CACHE_AWARE_BALANCE_REL`:
 # slime v0.3.1's defaults for them (--router-balance-abs-threshold 10 and --router-balance-rel-threshold 1.2,
@@ -141,7 +142,8 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
     ``planned``: ``planned[position]``. ``length-aware``: the server with the fewest ``predicted`` tokens routed so
     far (ties: the fewest requests, then the lowest index), as `asp_cli.integrate.verl_router.ScheduleRouter` routes
     ``+data.asp_route=length``. ``cache-aware``: sglang-router's default policy (`cache_aware_server`), the
-    ``samples_per_prompt`` samples of a prompt (positions ``p*n .. p*n+n-1``) sharing its text.
+    ``samples_per_prompt`` samples of a prompt (positions ``p*n .. p*n+n-1``) sharing its text. ``round-robin``:
+    AReaL v1.0.4's default (`RemoteInfEngine.choose_server`, remote_inf_engine.py:700-715), the next server in turn.
     """
     server = np.empty(order.size, dtype=np.int64)
     if routing == "least-pending":
@@ -160,6 +162,8 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
             load, count, k = heapq.heappop(heap)
             server[p] = k
             heapq.heappush(heap, (load + float(predicted[p]), count + 1, k))
+    elif routing == "round-robin":
+        server[order] = np.arange(order.size, dtype=np.int64) % instances
     elif routing == "cache-aware":
         loads = np.zeros(instances, dtype=np.int64)
         cached: dict[int, int] = {}  # a prompt's server: the one its cache is on

@@ -89,7 +89,8 @@ def replay_async(
     flight, random ties); ``planned`` keeps each row's samples to ``row_instance`` (asp's router plug-in);
     ``length-aware`` sends each request to the server with the fewest predicted tokens in flight
     (``row_predicted_tokens``, per sample; the plug-in's ``+data.asp_route=length``), released when it finishes;
-    ``cache-aware`` is sglang-router's default policy, slime's (`asp_cli.sim.submit_all.cache_aware_server`).
+    ``cache-aware`` is sglang-router's default policy, slime's (`asp_cli.sim.submit_all.cache_aware_server`);
+    ``round-robin`` AReaL's, each sample to the next server in turn.
     ``prompts_in_flight``: verl's ``max_concurrent_samples`` (None: as many as the servers' slots hold,
     ``instances * max_num_seqs // n``, so that the servers' own limits bind). Deterministic for a ``seed``.
 
@@ -147,9 +148,14 @@ def replay_async(
     started = active = 0
     now = 0.0
 
+    turn = [0]  # AReaL's round-robin: the next server's turn
+
     def pick(r: int) -> int:
         if planned is not None:
             return planned[r]
+        if routing == "round-robin":
+            turn[0] += 1
+            return (turn[0] - 1) % instances
         if predicted is not None:  # the fewest predicted tokens; ties: the fewest requests, then the lowest index
             return min(range(instances), key=lambda i: (tokens_in_flight[i], in_flight[i], i))
         low = min(in_flight)
