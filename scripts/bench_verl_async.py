@@ -6,6 +6,7 @@ balancer (fewest requests in flight) or a router plug-in (`asp_cli.sim.verl_asyn
     python scripts/bench_verl_async.py --seeds 4                       # lag 2 and no bound, trainer x1 and x0.25
     python scripts/bench_verl_async.py --seeds 4 --prompts-per-server 16   # verl's default rollouter slots
     python scripts/bench_verl_async.py --seeds 4 --v1 colocate_async --lags 1   # main_ppo's asynchronous modes
+    python scripts/bench_verl_async.py --seeds 4 --areal --lags 1   # as AReaL routes (round-robin), about 30 min
 
 The streaming tables of docs/benchmarks.md (bench_simulate.py, bench_rollout_bound.py) route each group whole to
 whichever instance frees a slot first; this replays the same plans as verl routes them. Per workload (the three
@@ -47,6 +48,17 @@ ROWS = (("verl default", "least-pending", "least-pending"),
 # With --representative: asp's plan among the candidates whose steps are expected about as representative as a
 # shuffle's, as verl routes (`--steps representative`), and its step deviation.
 REPRESENTATIVE = ("asp (auto, --steps representative)", {"steps": "representative"}, "least-pending")
+# --areal: every row routed as AReaL v1.0.4 routes (each sample its own request, to the next server in turn:
+# `RemoteInfEngine.choose_server`), prompts started as the rollouter's slots free under the lag bound
+# (rollout.max_head_offpolicyness); asp's plan timed as verl routes (auto's default) or as AReaL does
+# (`--router round-robin`).
+AREAL_ROWS = (("shuffle", "least-pending", "round-robin"),
+              ("long-first sort", "long-first (least-pending)", "round-robin"),
+              ("short-first sort", "short-first (least-pending)", "round-robin"),
+              ("asp (auto)", {}, "round-robin"),
+              ("asp (auto, --router round-robin)", {"router": "round-robin"}, "round-robin"),
+              ("asp (auto, --steps representative, --router round-robin)",
+               {"steps": "representative", "router": "round-robin"}, "round-robin"))
 
 
 def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, trainer_scale: float,
@@ -90,7 +102,7 @@ def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, tra
                 deviation[label] = float(np.quantile(np.abs(step_means / means.mean() - 1), 0.9))
                 seconds[label] = result.end_to_end_s
             for label, total in seconds.items():
-                rows.setdefault(label, []).append(total / seconds[ROWS[0][0]])
+                rows.setdefault(label, []).append(total / seconds[rows_run[0][0]])
                 rows.setdefault(label + DEVIATION, []).append(deviation[label])
             choice = frames[repr([])][2]
             print(f"{name} lag {max_lag} x{trainer_scale:g} seed {seed} done: auto picked {choice.chosen}",
@@ -106,14 +118,15 @@ def table(results: dict[str, dict[str, list[float]]], rows_run: tuple = ROWS) ->
     from bench_sync import mean_sd
 
     labels = [r[0] for r in rows_run[1:]]
-    representative = REPRESENTATIVE in rows_run
-    lines = ["| workload | " + " | ".join(labels) + " | step dev p90: verl default / asp (auto)"
-             + (" / asp (auto, --steps representative)" if representative else "") + " |",
+    representative = next((r[0] for r in rows_run if "--steps representative" in r[0]), None)
+    reference = rows_run[0][0]
+    lines = ["| workload | " + " | ".join(labels) + f" | step dev p90: {reference} / asp (auto)"
+             + (f" / {representative}" if representative else "") + " |",
              "|---|" + "---:|" * (len(labels) + 1)]
     for name, rows in results.items():
         cells = [mean_sd(rows[label]) for label in labels]
-        cells.append(f"{np.mean(rows[ROWS[0][0] + DEVIATION]):.2f} / {np.mean(rows['asp (auto)' + DEVIATION]):.2f}"
-                     + (f" / {np.mean(rows[REPRESENTATIVE[0] + DEVIATION]):.2f}" if representative else ""))
+        cells.append(f"{np.mean(rows[reference + DEVIATION]):.2f} / {np.mean(rows['asp (auto)' + DEVIATION]):.2f}"
+                     + (f" / {np.mean(rows[representative + DEVIATION]):.2f}" if representative else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -134,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
                         "warm-up batches, then a train batch a step (needs a lag bound above 0)")
     parser.add_argument("--representative", action="store_true",
                         help="also asp's plan with --steps representative (its own column and step deviation)")
+    parser.add_argument("--areal", action="store_true",
+                        help="every row routed as AReaL routes (each sample to the next server in turn), over a "
+                        "shuffle so routed; asp's plan timed as verl routes and with --router round-robin")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -153,13 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     for scale in (float(s) for s in args.trainer_scales.split(",")):
         # A fraction is verl's staleness_threshold (its default 0.1: `asp_cli.settings.check_lag`).
         for lag in (None if s == "none" else check_lag(float(s)) for s in args.lags.split(",")):
-            rows_run = ROWS + ((REPRESENTATIVE,) if args.representative else ())
+            rows_run = AREAL_ROWS if args.areal else ROWS + ((REPRESENTATIVE,) if args.representative else ())
             results = run(names, args.seeds, args.data, lag, scale, args.prompts_per_server, rows_run, args.v1)
             print(f"Trainer step cost x{scale:g}, max_lag {lag if lag is not None else 'none'}, "
                   + (f"verl's v1 trainer in {args.v1} ({lag} warm-up batches, then a train batch a step)"
                      if args.v1 else f"rollouter slots: {slots}")
-                  + f"; {args.seeds} seeds; end-to-end over verl default (a shuffle through verl's balancer), "
-                  "mean +- sd.\n")
+                  + f"; {args.seeds} seeds; end-to-end over "
+                  + ("a shuffle, every row routed as AReaL routes" if args.areal else
+                     "verl default (a shuffle through verl's balancer)") + ", mean +- sd.\n")
             print(table(results, rows_run) + "\n", flush=True)
     return 0
 
