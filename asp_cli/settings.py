@@ -292,6 +292,16 @@ class ScheduleSettings:
                                 "--verl-trainer")
 
     @property
+    def timed_router(self) -> str | None:
+        """The router `--arrangement auto` timed its candidates with (`router`, else verl's balancer), or None where
+        it timed none: a named arrangement, a blocking engine, planned dispatch (asp's router plug-in), or a trainer
+        that follows the schedule under a lag bound (asp's own replay, each group whole to the first free server)."""
+        if (self.engine != "streaming" or self.arrangement != "auto" or self.dispatch != "free"
+                or (self.max_lag != 0 and self.trainer != "arrival")):
+            return None
+        return self.router or "least-pending"
+
+    @property
     def verl_v1_mode(self) -> str | None:
         """`verl_trainer` where it names one of verl's v1 modes (colocate-async, separate-async), else None."""
         return self.verl_trainer if self.verl_trainer not in (None, "fully-async") else None

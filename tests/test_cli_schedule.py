@@ -515,6 +515,11 @@ def test_the_router_timed_with_is_recorded_replayed_by_simulate_and_refused_wher
     assert replayed.exit_code == 0, replayed.stderr
     words = " ".join(replayed.output.split())
     assert "as sglang routes" in words and "as sglang s" in words and "as verl s" not in words
+    # Every row of the column routed by sglang-router, verl's default and the planned rows too (a review: they went
+    # through asp's verl plug-ins, which do not run behind it).
+    rows = json.loads(invoke("simulate", out, "--compare", "--json").stdout)["comparison"]
+    routed = [r for r in rows if r.get("verl_routed_end_to_end_s")]
+    assert len(routed) > 10 and all(r.get("routed_by") == "cache-aware" for r in routed)
     for bad, said in ((("--router", "cache-aware"), "add --engine streaming, or drop it"),
                       (("--engine", "streaming", "--router", "cache_aware"), "did you mean cache-aware?"),
                       (("--engine", "streaming", "--router", "cache-aware", "--dispatch", "planned"), "drop one"),

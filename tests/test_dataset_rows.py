@@ -184,6 +184,7 @@ def test_files_whose_column_kinds_differ_keep_every_value_as_json_text_and_say_w
     assert frame.schema["reward_model"] == pl.String
     assert {i: json.loads(v) for i, v in zip(frame["id"], frame["reward_model"], strict=True)} == own
     said = [w for w in result.warnings if w.startswith("reward_model.ground_truth")]
+    assert not [w for w in result.warnings if "mixes JSON kinds" in w]  # said once, by the line of its own
     assert said == ["reward_model.ground_truth is text in math.parquet and an object in search.parquet: both are "
                     "written as JSON text, which a trainer reading it as an object will not parse; give the files "
                     "one kind there (verl refuses such a pair outright)"]
@@ -197,6 +198,22 @@ def test_files_whose_column_kinds_differ_keep_every_value_as_json_text_and_say_w
                                          r"and an object in others.*--format jsonl"):
         export(sched, files, tmp_path / "v.parquet", format="verl")
     assert not (tmp_path / "v.parquet").exists()
+
+
+def test_a_kind_conflict_is_found_against_every_earlier_file_not_the_first_alone(tmp_path):
+    """A review: the first file's column all nulls, text in the second and an object in the third were compared
+    with the first only, and the object lost its keys in silence."""
+    from asp_cli.integrate.dataset_rows import read_rows
+
+    files = []
+    for name, values in (("a", [None, None]), ("b", ["x", "y"]), ("c", [{"t": ["p"]}, {"t": ["q"]}])):
+        files.append(tmp_path / f"{name}.parquet")
+        pl.DataFrame({"prompt": [f"{name}1", f"{name}2"], "gt": values}).write_parquet(files[-1])
+    differing: list[str] = []
+    rows = read_rows(files, differing=differing)
+    assert [line.split(":")[0] for line in differing] == ["gt is text in b.parquet and an object in c.parquet"]
+    assert [json.loads(v) if v and v.startswith("{") else v for v in rows["gt"].to_list()] == [
+        None, None, "x", "y", {"t": ["p"]}, {"t": ["q"]}]
 
 
 @pytest.mark.parametrize(("a", "b", "expected"), [

@@ -589,6 +589,10 @@ def test_appending_an_epoch_the_history_holds_again_says_its_samples_count_twice
     later = observe([_log(tmp_path / "e1.jsonl", ids, tokens=150)], out, append=True, schedule=built["schedule"],
                     epoch=1)
     assert not [w for w in later.warnings if "more samples than" in w]
+    # A new epoch logged with more samples than the schedule's is not one the history held (a review).
+    rows = [{"prompt_id": i, "sample": s, "response_tokens": 100} for i in ids for s in range(2 * SAMPLES)]
+    wide = observe([write_jsonl(tmp_path / "e2.jsonl", rows)], out, append=True, schedule=built["schedule"], epoch=2)
+    assert not [w for w in wide.warnings if "more samples than" in w]
     # By rank: each log half of every prompt's samples.
     split = tmp_path / "split.parquet"
     halves = [write_jsonl(tmp_path / f"rank{r}.jsonl", [{"prompt_id": i, "sample": s, "response_tokens": 100}

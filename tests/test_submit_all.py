@@ -154,16 +154,42 @@ def test_cache_aware_keeps_a_group_on_the_server_its_first_sample_went_to():
     assert sorted(groups[:3, 0].tolist()) == [0, 1, 2]  # each round of three on three servers
 
 
-def test_cache_aware_leaves_the_cache_for_the_least_loaded_server_only_when_far_out_of_balance():
-    from asp_cli.sim.submit_all import CACHE_AWARE_BALANCE_ABS, cache_aware_server
+def test_cache_aware_keeps_a_prompts_server_over_the_run_and_leaves_it_only_when_far_out_of_balance():
+    """sglang-router's tree is never cleared: a prompt of a later epoch goes back to the server that cached it; a
+    new prompt to the server whose tree holds the least text; the least-loaded whenever the loads part by more than
+    slime's thresholds (10 requests and 1.2 times)."""
+    from asp_cli.sim.submit_all import CACHE_AWARE_BALANCE_ABS, CacheAwareRouter
 
-    rng = np.random.default_rng(0)
-    assert cache_aware_server([CACHE_AWARE_BALANCE_ABS, 0], 0, rng) == 0  # within the threshold: the cache
-    assert cache_aware_server([CACHE_AWARE_BALANCE_ABS + 1, 0], 0, rng) == 1  # beyond it: the least loaded
-    assert cache_aware_server([5, 2, 2], None, np.random.default_rng(1)) in (1, 2)  # no cache: the least loaded
+    router = CacheAwareRouter(3, np.random.default_rng(0))
+    assert router.pick([0, 0, 0], 7, 500.0) in (0, 1, 2)
+    home = router.home[7]
+    assert router.pick([CACHE_AWARE_BALANCE_ABS if k == home else 0 for k in range(3)], 7, 500.0) == home  # within
+    beyond = [CACHE_AWARE_BALANCE_ABS + 1 if k == home else 0 for k in range(3)]
+    assert router.pick(beyond, 7, 500.0) != home  # beyond both thresholds: the least loaded
+    assert router.home[7] == home  # and the prompt's server stays the one that cached it first
+    # A new prompt: the server whose tree holds the least text, whatever the loads (within the thresholds).
+    other = router.pick([0, 0, 0], 8, 100.0)
+    assert other != home and router.pick([5, 5, 5], 9, 100.0) not in (home, other)
     # Groups larger than the threshold spill over: 40 samples of one prompt on 2 servers.
-    spilled = route(acquisition_order(1, 40, 1), routing="cache-aware", instances=2, rng=rng, samples_per_prompt=40)
+    spilled = route(acquisition_order(1, 40, 1), routing="cache-aware", instances=2, rng=np.random.default_rng(0),
+                    samples_per_prompt=40)
     assert np.bincount(spilled, minlength=2).min() > 0
+
+
+def test_a_prompt_returns_to_its_server_in_the_next_epoch_as_slime_routes():
+    """Two epochs of the same prompts in another order: the second deals each group to the server it went to in
+    the first (sglang-router's tree remembers it), loads allowing, not in rounds of the new order."""
+    from asp_cli.sim.submit_all import CacheAwareRouter
+
+    router = CacheAwareRouter(4, np.random.default_rng(0))
+    first_epoch = np.arange(8)
+    first = route(acquisition_order(8, 2, 1), routing="cache-aware", instances=4, rng=router.rng, samples_per_prompt=2,
+                  router=router, prompts=np.repeat(first_epoch, 2)).reshape(8, 2)[:, 0]
+    assert np.bincount(first, minlength=4).tolist() == [2, 2, 2, 2]  # dealt in rounds of the order
+    second_epoch = np.array([7, 3, 5, 1, 6, 2, 4, 0])
+    second = route(acquisition_order(8, 2, 1), routing="cache-aware", instances=4, rng=router.rng,
+                   samples_per_prompt=2, router=router, prompts=np.repeat(second_epoch, 2)).reshape(8, 2)[:, 0]
+    assert second.tolist() == first[second_epoch].tolist()  # each back to its server
 
 
 def test_replaying_a_frame_as_slime_routes_keeps_groups_whole_and_differs_from_verls_spread():

@@ -116,7 +116,11 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                                                     if choice.get("timed_as") == "verl" else
                                                     "an asynchronous trainer (--router round-robin: a prompt started "
                                                     "as a slot frees, each sample to the next server in turn)")
-               if choice.get("router") == "round-robin" else
+               if choice.get("router") == "round-robin" and choice.get("timed_as") else
+               " in asp's own replay, each group whole to whichever server frees first (--router "
+               f"{choice.get('router')} is modelled for synchronous steps and for a trainer that takes groups as "
+               "they finish; for one that follows the schedule under a lag bound this replay is the nearest)"
+               if choice.get("router") else
                " as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
                else f" as verl's v1 trainer runs {choice['verl_trainer'].replace('-', '_')} (--verl-trainer: a train "
                "batch a step after --max-lag of warm-up, every sample routed at submission"

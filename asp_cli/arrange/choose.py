@@ -634,7 +634,7 @@ def choose_arrangement(
                                       if n not in {r["name"] for r in results}],
                              timed_as="verl" if verl_routed else "verl-async" if verl_async else "",
                              prompts_per_server=settings.prompts_per_server or 0 if verl_async else 0,
-                             verl_trainer=v1, router=(routing or "") if verl_routed or verl_async else "")
+                             verl_trainer=v1, router=routing or "")
 
 
 def keep_the_shuffle(chosen: dict[str, Any], eligible: list[dict[str, Any]]) -> dict[str, Any]:

@@ -201,8 +201,10 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
     that mode runs (following the schedule's steps with ``--trainer schedule``). The simulator's own replay routes
     each group whole to whichever server frees first."""
     routing = "length-aware" if "length-aware" in name else "planned" if dispatch == "planned" else "least-pending"
-    # Made for another router (`ScheduleSettings.router`): every row that verl's balancer would route, routed so.
-    other = settings.router in ("cache-aware", "round-robin") and routing == "least-pending"
+    # Made for another router (`ScheduleSettings.router`): every row routed so, since asp's plug-ins for verl (the
+    # planned and length-aware routes) do not run behind sglang-router or AReaL (a review: the column said "as
+    # sglang" of rows, verl's default among them, routed by those plug-ins).
+    other = settings.router in ("cache-aware", "round-robin")
     routing = settings.router if other else routing
     if max_lag == 0:
         from asp_cli.sim.submit_all import replay_frame

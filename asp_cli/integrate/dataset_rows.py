@@ -50,8 +50,11 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
         offset += part.height
         if heights is not None:
             heights.append(part.height)
+    said: list[str] = []
     if len(parts) > 1:
-        parts = kinds_across_files(parts, [Path(p).name for p in datasets], differing, sources=sources)
+        parts = kinds_across_files(parts, [Path(p).name for p in datasets], said, sources=sources)
+        if differing is not None:
+            differing.extend(said)
     frame = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
     # `reading.tables` tags a non-text value in a column of mixed kinds; the tag is the reader's, not the data's.
     # A user's text that starts as a tag does is escaped (`json_records.TEXT_TAG`): given back as it is.
@@ -63,8 +66,8 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
                                   pl.col(c).str.starts_with(TEXT_TAG).any().alias("t")).alias(c)
                         for c in texts).row(0) if texts else ()
     tagged = [c for c, hit in zip(texts, hits, strict=True) if hit["j"]]
-    if mixed is not None:
-        mixed.extend(tagged)
+    if mixed is not None:  # a column the files differ in is said by its own line (`differing`), not twice
+        mixed.extend(c for c in tagged if not any(line.startswith((f"{c} ", f"{c}.", f"{c}[")) for line in said))
     tagged = [c for c, hit in zip(texts, hits, strict=True) if hit["j"] or hit["t"]]
     return frame.with_columns([untagged(pl.col(c)) for c in tagged]) if tagged and untag else frame
 
@@ -108,22 +111,24 @@ def kinds_across_files(parts: list[pl.DataFrame], names: list[str], differing: l
 
     from asp_cli.reading.json_records import JSON_TAG, untag
 
-    first: dict[str, tuple[pl.DataType, str]] = {}
+    # Every earlier file's type of a column, not the first's alone: a first file of nulls there (or of objects
+    # without the field) let text in the second and an object in the third through unseen (a review).
+    seen: dict[str, list[tuple[pl.DataType, str]]] = {}
     conflicted: dict[str, str] = {}
     for part, name in zip(parts, names, strict=True):
         for column, dtype in part.schema.items():
             if column.startswith("\x00") or column in conflicted:
                 continue
-            if column not in first:
-                first[column] = (dtype, name)
-                continue
-            found = kind_conflict(first[column][0], dtype, column)
-            if found is not None:
-                place, theirs, mine = found
-                conflicted[column] = (f"{place} is {theirs} in {first[column][1]} and {mine} in {name}: both are "
-                                      "written as JSON text, which a trainer reading it as "
-                                      f"{theirs if theirs != 'text' else mine} will not parse; give the files one "
-                                      "kind there (verl refuses such a pair outright)")
+            for earlier, where in seen.get(column, []):
+                found = kind_conflict(earlier, dtype, column)
+                if found is not None:
+                    place, theirs, mine = found
+                    conflicted[column] = (f"{place} is {theirs} in {where} and {mine} in {name}: both are written "
+                                          "as JSON text, which a trainer reading it as "
+                                          f"{theirs if theirs != 'text' else mine} will not parse; give the files "
+                                          "one kind there (verl refuses such a pair outright)")
+                    break
+            seen.setdefault(column, []).append((dtype, name))
     if not conflicted:
         return parts
     if differing is not None:

@@ -39,7 +39,7 @@ from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, 
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
 from asp_cli.integrate.verl_layout import to_verl
-from asp_cli.integrate.verl_router import ROUTES, route_priorities, unrouted_agents_note
+from asp_cli.integrate.verl_router import ROUTES, other_router_note, route_priorities, unrouted_agents_note
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.reading.tables import SOURCE_JSON
 
@@ -349,8 +349,8 @@ def _matched_dataset(
     differing: list[str] = []
     raw = read_rows(datasets, report=unreadable, heights=heights, mixed=mixed, sources=sources, untag=untag,
                     differing=differing)
-    if mixed and not sources:  # with the sources, JSON lines give every row's own values back
-        warnings.extend([*differing, mixed_kinds_warning(mixed)])
+    if not sources:  # with the sources, JSON lines give every row's own values back
+        warnings.extend([*differing, *([mixed_kinds_warning(mixed)] if mixed else [])])
     starts = np.cumsum([0, *heights])
 
     def file_of(row: int) -> int:
@@ -544,8 +544,7 @@ def _facts(
         "samples_per_prompt": n,
         "schedule_trainer": replay.schedule.recorded_settings.trainer,  # which file order a trainer wants
         "schedule_max_lag": replay.schedule.recorded_settings.max_lag,
-        "schedule_router": replay.schedule.recorded_settings.router or (  # how auto timed it, for slime's line
-            "least-pending" if replay.schedule.recorded_settings.engine == "streaming" else None)}
+        "schedule_router": replay.schedule.recorded_settings.timed_router}  # how auto timed it, for slime's line
     trainer: dict[str, Any] = {}
     # What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans
     # two epochs either), or the rows of a one-epoch file.
@@ -652,10 +651,8 @@ def _facts(
                          + ("; the schedule was planned for free dispatch, so its instance column was not planned to "
                             "be kept to: make it with --dispatch planned" if route == "planned"
                             and replay.schedule.recorded_settings.dispatch != "planned" else ""))
-        if route == "planned":
-            # verl's balancer spreads every group's samples over the servers as they are submitted, synchronous or
-            # asynchronous; one server per group was slower in asp's replays of both (docs/benchmarks.md, "As verl
-            # routes" and "As verl routes an asynchronous trainer").
+        notes.extend(filter(None, [other_router_note(replay.schedule.recorded_settings)]))
+        if route == "planned":  # one server per group was slower in asp's replays of verl's balancer, either trainer
             synchronous = replay.schedule.recorded_settings.max_lag == 0
             notes.append("--route planned keeps each group on one server, but verl's balancer spreads every group's "
                          "samples over the servers, which was " + ("1.9-4.1% faster in asp's replay of verl's "

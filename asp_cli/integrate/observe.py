@@ -288,7 +288,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
 
     history = added if existing is None else pl.concat([existing, added], how="vertical")
     if sched is not None and existing is not None and existing.height and added.height:
-        warnings.extend(_epochs_overfull(history, added, sched.recorded_settings.samples_per_prompt))
+        warnings.extend(_epochs_overfull(existing, added, sched.recorded_settings.samples_per_prompt))
     if existing is not None and existing.height and added.height:
         before, now = existing["epoch"].null_count() == existing.height, added["epoch"].null_count() == added.height
         if before != now:  # a MindSpeed newcomer's `--history-epochs 1` then kept one epoch, which nothing had said
@@ -311,15 +311,18 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
 
 
-def _epochs_overfull(history: pl.DataFrame, added: pl.DataFrame, n: int) -> list[str]:
-    """A warning per epoch that ``added`` numbers where prompts now hold more samples than the schedule's ``n``: the
-    history held that epoch's samples of them already, and a log with other bytes was appended again (a retried
-    pipeline step regenerated its log, and every sample counted twice without a word: a newcomer's round). Logs
-    split by rank, each a part of an epoch's samples, stay within ``n``."""
-    epochs = added["epoch"].drop_nulls().unique().sort().to_list()
-    if not epochs:
+def _epochs_overfull(existing: pl.DataFrame, added: pl.DataFrame, n: int) -> list[str]:
+    """A warning per epoch that ``added`` numbers where prompts the ``existing`` history held in that epoch now hold
+    more samples than the schedule's ``n``: a log with other bytes appended again (a retried pipeline step
+    regenerated its log, and every sample counted twice without a word: a newcomer's round). Logs split by rank,
+    each a part of an epoch's samples, stay within ``n``; a new epoch logged with more samples than ``n`` is not
+    one the history held (a review)."""
+    keys = ["epoch", "prompt_id"]
+    held = existing.filter(pl.col("epoch").is_not_null()).select(keys).unique()
+    if not held.height:
         return []
-    counts = (history.filter(pl.col("epoch").is_in(epochs)).group_by("epoch", "prompt_id").len()
+    counts = (pl.concat([existing.select(keys), added.select(keys)]).join(held, on=keys, how="semi")
+              .join(added.select(keys).unique(), on=keys, how="semi").group_by(keys).len()
               .filter(pl.col("len") > n).group_by("epoch").agg(pl.len().alias("prompts"), pl.col("len").max())
               .sort("epoch"))
     return [f"epoch {e}: {k:,} prompts now hold more samples than the schedule's {n} per prompt (up to {most}): the "

@@ -241,8 +241,8 @@ def probe(
     # JSON lines keep each probed row as the input holds it; verl's layout reads the reader's tags (`read_rows`).
     raw = read_rows(inputs, on_bad_row=read.on_bad_row, report=ReadReport(), mixed=mixed,  # skipped: read_prompts's
                     sources=fmt == "jsonl", untag=fmt != "verl", differing=differing)
-    if mixed and fmt != "jsonl":
-        warnings.extend([*differing, mixed_kinds_warning(mixed)])
+    if fmt != "jsonl":
+        warnings.extend([*differing, *([mixed_kinds_warning(mixed)] if mixed else [])])
     own_columns = set(raw.columns)
     rows = raw.join(picked.select(pl.col(C.ROW).alias("\x00row"), pl.col(C.PROMPT_ID).alias("\x00id")),
                     on="\x00row", how="inner", maintain_order="right")

@@ -115,6 +115,16 @@ def unrouted_agents_note(agent_names: list | None, route: str, setting: str = "-
             "applies to single_turn_agent rows only")
 
 
+def other_router_note(settings: Any) -> str | None:
+    """For a verl export: what a schedule timed for another router than verl's balancer (`--router`) means there."""
+    router = getattr(settings, "router", None)
+    if router in (None, "least-pending"):
+        return None
+    return (f"the schedule was timed for {'sglang-router' if router == 'cache-aware' else 'AReaL'}'s routing "
+            f"(--router {router}), but verl sends every sample through its own balancer, which spreads each group "
+            "over the servers: make the schedule without --router for verl")
+
+
 def route_priorities(frame: Any, route: str) -> list[int]:
     """The ``priority`` column for a schedule's rows (a Polars frame in the file's row order) under ``route``:
     planned instances, or predicted tokens per sample (``predicted_mean_tokens``, else ``predicted_tokens``)."""

@@ -41,11 +41,10 @@ from asp_cli.sim.records import SimulationSettings, Stats
 # default (each group's samples share their prompt, so they follow the first to its server: `route`), or AReaL's
 # round-robin (each sample its own request id, to the next server in turn, whatever its load).
 ROUTINGS = ("least-pending", "planned", "length-aware", "cache-aware", "round-robin")
-# sglang-router's cache_aware policy leaves its cache match for the least-loaded server only where the loads (requests
-# in flight) differ by more than this many AND the largest is above the smallest times `CACHE_AWARE_BALANCE_REL`:
-# slime v0.3.1's defaults for them (--router-balance-abs-threshold 10 and --router-balance-rel-threshold 1.2,
-# `slime/backends/sglang_utils/arguments.py:43`; sglang-router's own are 32 and 1.0001). With these a group of 16
-# spills: its first 11 samples on one server, the rest spread.
+# sglang-router's cache_aware policy leaves its cache for the least-loaded server only where the loads (requests in
+# flight) differ by more than this many AND the largest is above the smallest times `CACHE_AWARE_BALANCE_REL`:
+# slime v0.3.1's settings of them (--router-balance-abs-threshold 10 and --router-balance-rel-threshold 1.2,
+# `slime/backends/sglang_utils/arguments.py:43`; sglang-router 0.2-0.3's own defaults are 64 and 1.5).
 CACHE_AWARE_BALANCE_ABS = 10
 CACHE_AWARE_BALANCE_REL = 1.2
 # How a server orders its queue: arrival order (vLLM's default, fcfs) or the batch position (priority).
@@ -134,15 +133,18 @@ def acquisition_order(prompts: int, samples_per_prompt: int, workers: int, rule:
 
 def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Generator,
           planned: np.ndarray | None = None, predicted: np.ndarray | None = None,
-          samples_per_prompt: int = 1) -> np.ndarray:
+          samples_per_prompt: int = 1, router: CacheAwareRouter | None = None, prompts: np.ndarray | None = None,
+          prompt_tokens: np.ndarray | None = None) -> np.ndarray:
     """The server of each request, indexed by batch position; ``order`` is the acquisition order.
 
     ``least-pending``: nothing finishes while a step is submitted, so the fewest-in-flight choice with random ties
     gives every server one request of each round of ``instances`` in acquisition order, in a random permutation.
     ``planned``: ``planned[position]``. ``length-aware``: the server with the fewest ``predicted`` tokens routed so
     far (ties: the fewest requests, then the lowest index), as `asp_cli.integrate.verl_router.ScheduleRouter` routes
-    ``+data.asp_route=length``. ``cache-aware``: sglang-router's default policy (`cache_aware_server`), the
-    ``samples_per_prompt`` samples of a prompt (positions ``p*n .. p*n+n-1``) sharing its text. ``round-robin``:
+    ``+data.asp_route=length``. ``cache-aware``: sglang-router's default policy (``router``, a
+    `CacheAwareRouter` kept over the run; a new one where None), the ``samples_per_prompt`` samples of a prompt
+    (positions ``p*n .. p*n+n-1``) sharing its text, ``prompts`` naming each position's prompt over the run
+    (default: its group) and ``prompt_tokens`` its length (default 1). ``round-robin``:
     AReaL v1.0.4's default (`RemoteInfEngine.choose_server`, remote_inf_engine.py:700-715), the next server in turn.
     """
     server = np.empty(order.size, dtype=np.int64)
@@ -165,11 +167,11 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
     elif routing == "round-robin":
         server[order] = np.arange(order.size, dtype=np.int64) % instances
     elif routing == "cache-aware":
-        loads = np.zeros(instances, dtype=np.int64)
-        cached: dict[int, int] = {}  # a prompt's server: the one its cache is on
+        router = router if router is not None else CacheAwareRouter(instances, rng)
+        loads = [0] * instances  # nothing finishes while a step is submitted
         for p in order.tolist():
-            k = cache_aware_server(loads, cached.get(p // samples_per_prompt), rng)
-            cached.setdefault(p // samples_per_prompt, k)
+            k = router.pick(loads, int(prompts[p]) if prompts is not None else p // samples_per_prompt,
+                            float(prompt_tokens[p]) if prompt_tokens is not None else 1.0)
             server[p] = k
             loads[k] += 1
     else:
@@ -177,22 +179,39 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
     return server
 
 
-def cache_aware_server(loads, cached: int | None, rng: np.random.Generator) -> int:
-    """The server sglang-router's ``cache_aware`` policy sends a request to, ``loads`` its servers' requests in flight
-    and ``cached`` the server that holds the request's prompt (an earlier sample of its group), or None.
+class CacheAwareRouter:
+    """sglang-router's ``cache_aware`` policy over a whole run, as slime v0.3.1 launches it (the idea read from
+    sglang-router's source, `policies/cache_aware`, written here anew). A request goes to the server whose cache
+    tree matches more than its `cache_threshold` (0.3) of its text: for a GRPO group's later samples, and for a
+    prompt seen in an earlier step or epoch (the tree is never cleared: a run's prompts fit its size), the server
+    that cached the prompt first. A prompt it has not seen goes to the server whose tree holds the least text (its
+    "smallest tenant"; here the fewest prompt tokens cached). Either way, where the servers' loads are out of
+    balance (`CACHE_AWARE_BALANCE_ABS` and `CACHE_AWARE_BALANCE_REL`), the least-loaded server instead (ties at
+    random). Left out: prompts sharing 30% of their text (a long common system prompt), which the tree would match
+    to one server until the loads part, and the tree's eviction."""
 
-    Read from sglang-router's policy (sgl-router ``policies/cache_aware``; its idea, written here anew): where the
-    loads are out of balance (`CACHE_AWARE_BALANCE_ABS` and `CACHE_AWARE_BALANCE_REL`) the least-loaded server; else
-    the server whose cache matches more than half the request's text, which for a GRPO group is the server of its
-    first sample (modelled so: prompts are taken to share less than half their text with one another, which a long
-    common system prompt would break); else the least-loaded (ties at random; sglang-router before its gateway
-    took the server with the smallest cache, which with groups of one size deals them the same way).
-    """
-    low, high = min(loads), max(loads)
-    if cached is not None and not (high - low > CACHE_AWARE_BALANCE_ABS and high > low * CACHE_AWARE_BALANCE_REL):
-        return cached
-    ties = [k for k in range(len(loads)) if loads[k] == low]
-    return ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
+    def __init__(self, instances: int, rng: np.random.Generator) -> None:
+        self.home: dict[int, int] = {}  # a prompt's server: the one that cached it first
+        self.cached = np.zeros(instances, dtype=np.float64)  # prompt tokens in each server's tree
+        self.rng = rng
+
+    def _least(self, values) -> int:
+        low = min(values)
+        ties = [k for k in range(len(values)) if values[k] == low]
+        return ties[0] if len(ties) == 1 else ties[int(self.rng.integers(len(ties)))]
+
+    def pick(self, loads, prompt: int, prompt_tokens: float) -> int:
+        """The server for a request of ``prompt`` (a key that names it over the run), ``loads`` the servers'
+        requests in flight."""
+        low, high = min(loads), max(loads)
+        if high - low > CACHE_AWARE_BALANCE_ABS and high > low * CACHE_AWARE_BALANCE_REL:
+            k = self._least(loads)
+        else:
+            k = self.home[prompt] if prompt in self.home else self._least(self.cached.tolist())
+        if prompt not in self.home:
+            self.home[prompt] = k
+            self.cached[k] += prompt_tokens
+        return k
 
 
 def replay_submit_all(
@@ -207,6 +226,7 @@ def replay_submit_all(
     row_instance: np.ndarray | None = None,
     row_predicted_tokens: np.ndarray | None = None,
     row_step: np.ndarray | None = None,
+    row_prompt: np.ndarray | None = None,
     workers: int = VERL_AGENT_WORKERS,
     chunking: str = "v1",
     seed: int = 0,
@@ -215,7 +235,8 @@ def replay_submit_all(
     trainer generates them, one train batch of ``train_batch_size`` consecutive rows per step, or each run of equal
     ``row_step`` (non-decreasing: a schedule's ``train_step`` in ``seq`` order) where given.
 
-    ``row_instance`` (planned routing) and ``row_predicted_tokens`` (length-aware routing, per sample) are per row;
+    ``row_instance`` (planned routing), ``row_predicted_tokens`` (length-aware routing, per sample) and
+    ``row_prompt`` (cache-aware routing: which prompt a row is, over the run's epochs; default the row) are per row;
     ``chunking`` is verl's trainer (`CHUNKING`: ``v1``, 0.9's default, or ``legacy``).
     Deterministic for a given ``seed`` (the balancer's random ties).
     """
@@ -240,6 +261,8 @@ def replay_submit_all(
             raise SettingsError("row_step must give every row a step, non-decreasing in seq order")
         bounds = [0, *(np.flatnonzero(np.diff(steps)) + 1).tolist(), rows]
     rollout, train, busy, counts = [], [], [], []
+    router = CacheAwareRouter(instances, rng) if routing == "cache-aware" else None  # its cache lasts the run
+    keys = np.arange(rows) if row_prompt is None else np.asarray(row_prompt)
     for r0, r1 in zip(bounds[:-1], bounds[1:]):
         step_lengths = lengths[r0:r1].reshape(-1)  # batch position p is row r0 + p // n (adjacent copies)
         step_prompts = np.repeat(prompts[r0:r1], n)
@@ -247,7 +270,8 @@ def replay_submit_all(
         planned = None if row_instance is None else np.repeat(np.asarray(row_instance)[r0:r1], n)
         predicted = None if row_predicted_tokens is None else np.repeat(np.asarray(row_predicted_tokens)[r0:r1], n)
         server = route(order, routing=routing, instances=instances, rng=rng, planned=planned, predicted=predicted,
-                       samples_per_prompt=n)
+                       samples_per_prompt=n, router=router, prompts=np.repeat(keys[r0:r1], n),
+                       prompt_tokens=step_prompts)
         queue_order = order if serving == "fcfs" else np.arange(step_lengths.size, dtype=np.int64)
         finish = np.zeros(step_lengths.size, dtype=np.float64)
         admit = np.zeros(step_lengths.size, dtype=np.float64)
@@ -292,6 +316,7 @@ def replay_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, instance
                              # of slime v0.3.1), not from verl's agent-loop workers.
                              workers=1 if routing == "cache-aware" else VERL_AGENT_WORKERS,
                              row_instance=frame["instance"].to_numpy()[order],
+                             row_prompt=frame["row"].to_numpy()[order] if "row" in frame.columns else None,
                              row_predicted_tokens=None if predicted_tokens is None
                              else np.asarray(predicted_tokens)[order],
                              row_step=frame["train_step"].to_numpy()[order], seed=seed)

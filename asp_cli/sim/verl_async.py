@@ -38,7 +38,7 @@ from asp_cli.errors import SettingsError
 from asp_cli.sim.engine import Engine
 from asp_cli.sim.records import SimulationSettings, Stats
 from asp_cli.sim.run import load_newest
-from asp_cli.sim.submit_all import ROUTINGS, cache_aware_server
+from asp_cli.sim.submit_all import ROUTINGS, CacheAwareRouter
 from asp_cli.sim.trainer import Trainer
 
 # verl's async_training.concurrent_samples_per_replica default (fully_async_rollouter.py, 0.9.1): prompts in flight
@@ -81,6 +81,7 @@ def replay_async(
     seed: int = 0,
     colocated: bool = False,
     row_train_step: np.ndarray | None = None,
+    row_key: np.ndarray | None = None,
 ) -> AsyncResult:
     """Replay rows (in ``seq`` order, ``response_tokens`` ``(rows, samples per prompt)``) as verl's asynchronous
     trainer generates them.
@@ -89,8 +90,9 @@ def replay_async(
     flight, random ties); ``planned`` keeps each row's samples to ``row_instance`` (asp's router plug-in);
     ``length-aware`` sends each request to the server with the fewest predicted tokens in flight
     (``row_predicted_tokens``, per sample; the plug-in's ``+data.asp_route=length``), released when it finishes;
-    ``cache-aware`` is sglang-router's default policy, slime's (`asp_cli.sim.submit_all.cache_aware_server`);
-    ``round-robin`` AReaL's, each sample to the next server in turn.
+    ``cache-aware`` is sglang-router's default policy, slime's (`asp_cli.sim.submit_all.CacheAwareRouter`, which
+    knows a prompt by ``row_key``, the same over the run's epochs; default the row); ``round-robin`` AReaL's, each
+    sample to the next server in turn.
     ``prompts_in_flight``: verl's ``max_concurrent_samples`` (None: as many as the servers' slots hold,
     ``instances * max_num_seqs // n``, so that the servers' own limits bind). Deterministic for a ``seed``.
 
@@ -149,6 +151,9 @@ def replay_async(
     now = 0.0
 
     turn = [0]  # AReaL's round-robin: the next server's turn
+    # sglang-router's cache, over the run: a prompt of an earlier epoch goes back to its server, loads allowing.
+    router = CacheAwareRouter(instances, rng) if routing == "cache-aware" else None
+    keys = np.arange(rows) if row_key is None else np.asarray(row_key)
 
     def pick(r: int) -> int:
         if planned is not None:
@@ -165,9 +170,8 @@ def replay_async(
     def submit(r: int) -> list[int]:
         submitted[r] = now
         fed: dict[int, list[int]] = {}
-        k = -1
         for j in range(n):
-            k = cache_aware_server(in_flight, k if j else None, rng) if routing == "cache-aware" else pick(r)
+            k = router.pick(in_flight, int(keys[r]), float(row_prompt[r])) if router is not None else pick(r)
             in_flight[k] += 1
             requests[k] += 1
             if predicted is not None:
@@ -303,4 +307,5 @@ def replay_async_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, in
                         else np.asarray(predicted_tokens)[order],
                         prompts_in_flight=frame.height if v1_mode else prompts_in_flight, seed=seed,
                         colocated=v1_mode == "colocate_async",
+                        row_key=frame["row"].to_numpy()[order] if "row" in frame.columns else None,
                         row_train_step=frame["train_step"].to_numpy()[order] if follow_steps else None)
