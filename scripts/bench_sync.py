@@ -244,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(0.9's default: the prompts, each prompt's sessions started together) or the legacy one "
                         "(trainer.use_v1=False, and verl 0.7: the batch repeated n times)")
     args = parser.parse_args(argv)
+    if args.mode == "slime" and args.verl_trainer != "v1":
+        parser.error("--verl-trainer is how verl cuts a batch; slime submits a rollout's groups in order: drop it")
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
     if not args.data.is_dir():

@@ -396,10 +396,10 @@ def test_route_planned_adds_each_rows_planned_instance_for_verls_router(built, t
     agents = write_jsonl(tmp_path / "agents.jsonl", rows)
     said = [w for w in export(built["schedule"], [agents], None, route="planned").warnings if "agent loop" in w]
     tools = sum(1 for i in range(PROMPTS) if i % 3)  # of the dataset's rows
-    assert said == [f"--route planned: {tools:,} of the {PROMPTS:,} rows name an agent loop that does not "
-                    f"pass the row's priority on to its requests (tool_agent {tools:,}): verl 0.9.1's tool agent loop "
-                    "drops it (tool_agent_loop.py:244-254), so asp's router places those requests as verl's balancer "
-                    "would; the route applies to single_turn_agent rows only"]
+    assert said == [f"--route planned: {tools:,} of the {PROMPTS:,} rows name an agent loop other than verl's "
+                    "single-turn one, the only one of verl 0.9.1's that passes the row's priority on to its requests "
+                    f"(tool_agent {tools:,}; its tool agent loop drops it, tool_agent_loop.py:244-254): asp's router "
+                    "places those requests as verl's balancer would, unless your own loop passes priority on"]
     assert not [w for w in export(built["schedule"], [agents], None).warnings if "agent loop" in w]
 
 

@@ -16,7 +16,7 @@ app = typer.Typer(
     name="asp",
     help="Adaptive Scheduling Pipeline: offline rollout schedules for LLM RL training.",
     # Exit codes where a pipeline author looks first (a newcomer's round): `asp_cli.errors.ExitCode`.
-    epilog="Exit codes: 0 ok, 1 a --check broken, 2 bad command line, 3 bad input file, 4 bad settings, 5 predictor "
+    epilog="Exit codes: 0 ok, 1 a --check broken (or asp calibrate's fit worse than its base), 2 bad command line, 3 bad input file, 4 bad settings, 5 predictor "
            "file, 6 not an asp schedule, 7 output exists or cannot be written, 8 an inference server failed, 70 a bug, "
            "130 interrupted (docs/errors.md).",
     no_args_is_help=True,

@@ -109,10 +109,10 @@ def unrouted_agents_note(agent_names: list | None, route: str, setting: str = "-
     if not others:
         return None
     named = ", ".join(f"{name} {count:,}" for name, count in sorted(others.items(), key=lambda kv: -kv[1])[:3])
-    return (f"{setting} {route}: {sum(others.values()):,} of the {len(agent_names):,} rows name an agent loop that does "
-            f"not pass the row's priority on to its requests ({named}): verl 0.9.1's tool agent loop drops it "
-            "(tool_agent_loop.py:244-254), so asp's router places those requests as verl's balancer would; the route "
-            "applies to single_turn_agent rows only")
+    return (f"{setting} {route}: {sum(others.values()):,} of the {len(agent_names):,} rows name an agent loop other than "
+            f"verl's single-turn one, the only one of verl 0.9.1's that passes the row's priority on to its requests "
+            f"({named}; its tool agent loop drops it, tool_agent_loop.py:244-254): asp's router places those "
+            "requests as verl's balancer would, unless your own loop passes priority on")
 
 
 def other_router_note(settings: Any) -> str | None:
