@@ -129,9 +129,9 @@ class ScheduleDataset(RLHFDataset):
             raise SettingsError(f"the dataset already has a column 'priority', which +data.asp_route={route} sets "
                                 "for verl's router; rename or drop it")
         agents = unrouted_agents_note(list(self.dataframe["agent_name"]) if "agent_name" in
-                                      self.dataframe.column_names else None, route, "+data.asp_route=")
+                                      self.dataframe.column_names else None, route, f"+data.asp_route={route}")
         if agents:
-            _log.warning("asp: %s", agents.replace("= ", "=", 1))
+            _log.warning("asp: %s", agents)
         if route != "none" and trainer_setting(config, "actor_rollout_ref.rollout.full_determinism"):
             raise SettingsError("actor_rollout_ref.rollout.full_determinism=True names each request after its "
                                 f"priority, which +data.asp_route={route} gives every sample of a group alike; turn "

@@ -96,10 +96,10 @@ def priority_column(values: list[int], route: str = "planned") -> list[int]:
 PRIORITY_AGENT_LOOPS = ("single_turn_agent",)
 
 
-def unrouted_agents_note(agent_names: list | None, route: str, setting: str = "--route") -> str | None:
-    """What ``route`` (given as ``setting``) does for rows whose ``agent_name`` (the dataset's column; None: verl's
-    default, the single-turn loop) is an agent loop that does not pass `priority` on: nothing (an agent newcomer's
-    tool_agent rows)."""
+def unrouted_agents_note(agent_names: list | None, route: str, setting: str | None = None) -> str | None:
+    """What ``route`` (given as ``setting``, by default ``--route ROUTE``) does for rows whose ``agent_name`` (the
+    dataset's column; None: verl's default, the single-turn loop) is an agent loop that does not pass `priority`
+    on: nothing (an agent newcomer's tool_agent rows)."""
     if route == "none" or not agent_names:
         return None
     others: dict[str, int] = {}
@@ -109,7 +109,7 @@ def unrouted_agents_note(agent_names: list | None, route: str, setting: str = "-
     if not others:
         return None
     named = ", ".join(f"{name} {count:,}" for name, count in sorted(others.items(), key=lambda kv: -kv[1])[:3])
-    return (f"{setting} {route}: {sum(others.values()):,} of the {len(agent_names):,} rows name an agent loop other than "
+    return (f"{setting or f'--route {route}'}: {sum(others.values()):,} of the {len(agent_names):,} rows name an agent loop other than "
             f"verl's single-turn one, the only one of verl 0.9.1's that passes the row's priority on to its requests "
             f"({named}; its tool agent loop drops it, tool_agent_loop.py:244-254): asp's router places those "
             "requests as verl's balancer would, unless your own loop passes priority on")

@@ -227,7 +227,7 @@ def replay_submit_all(
     row_predicted_tokens: np.ndarray | None = None,
     row_step: np.ndarray | None = None,
     row_prompt: np.ndarray | None = None,
-    workers: int = VERL_AGENT_WORKERS,
+    workers: int | None = None,
     chunking: str = "v1",
     seed: int = 0,
 ) -> SubmitAllResult:
@@ -260,6 +260,9 @@ def replay_submit_all(
         if steps.shape != (rows,) or (np.diff(steps) < 0).any():
             raise SettingsError("row_step must give every row a step, non-decreasing in seq order")
         bounds = [0, *(np.flatnonzero(np.diff(steps)) + 1).tolist(), rows]
+    # slime submits a rollout's groups in order from one loop (`generate_rollout_async` of slime v0.3.1), verl from
+    # its agent-loop workers.
+    workers = workers if workers is not None else 1 if routing == "cache-aware" else VERL_AGENT_WORKERS
     rollout, train, busy, counts = [], [], [], []
     router = CacheAwareRouter(instances, rng) if routing == "cache-aware" else None  # its cache lasts the run
     keys = np.arange(rows) if row_prompt is None else np.asarray(row_prompt)
@@ -312,9 +315,6 @@ def replay_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, instance
     return replay_submit_all(preset, instances=instances, train_batch_size=train_batch_size,
                              response_tokens=np.asarray(lengths)[order], prompt_tokens=prompts[order].astype(np.int64),
                              routing=routing, serving=serving, chunking=chunking,
-                             # slime submits a rollout's groups in order from one loop (`generate_rollout_async`
-                             # of slime v0.3.1), not from verl's agent-loop workers.
-                             workers=1 if routing == "cache-aware" else VERL_AGENT_WORKERS,
                              row_instance=frame["instance"].to_numpy()[order],
                              row_prompt=frame["row"].to_numpy()[order] if "row" in frame.columns else None,
                              row_predicted_tokens=None if predicted_tokens is None
