@@ -71,6 +71,41 @@ def _same_plan(candidate: dict[str, Any], before: list[dict[str, Any]]) -> str:
     return f" (the same plan as {same})" if same else ""
 
 
+def _timed_words(choice: dict) -> str:
+    """How the candidates' expected times were replayed (`ArrangementChoice.timed_as`, `router`, `verl_trainer`,
+    `prompts_per_server`), as the summary's words after "expected end-to-end"."""
+    timed, router = choice.get("timed_as"), choice.get("router")
+    per_server = (f"{choice['prompts_per_server']} prompts in flight per server)" if choice.get("prompts_per_server")
+                  else "as many prompts in flight as the servers' slots hold)")
+    if router == "cache-aware" and timed == "verl":
+        return (" as slime's rollout runs a synchronous step through sglang-router's cache_aware policy (--router "
+                "cache-aware: every sample at submission, a group's samples on one server)")
+    if router == "cache-aware" and timed == "verl-async":
+        return (" as sglang-router's cache_aware policy routes an asynchronous trainer (--router cache-aware: a "
+                "prompt started as a slot frees, its samples on one server, " + per_server)
+    if router == "round-robin" and timed:
+        return (" as AReaL's round-robin routes " + ("a synchronous step (--router round-robin: every sample at "
+                                                    "submission, each to the next server in turn)" if timed == "verl"
+                                                    else "an asynchronous trainer (--router round-robin: a prompt "
+                                                    "started as a slot frees, each sample to the next server in turn)"))
+    if router:
+        return (f" in asp's own replay, each group whole to whichever server frees first (--router {router} is "
+                "modelled for synchronous steps and for a trainer that takes groups as they finish; for one that "
+                "follows the schedule under a lag bound this replay is the nearest)")
+    if timed == "verl":
+        return " as verl routes a synchronous step (every sample at submission)"
+    if timed == "verl-async" and choice.get("verl_trainer"):
+        return (f" as verl's v1 trainer runs {choice['verl_trainer'].replace('-', '_')} (--verl-trainer: a train "
+                "batch a step after --max-lag of warm-up, every sample routed at submission"
+                + (", the servers asleep while it trains)" if choice["verl_trainer"] == "colocate-async" else ")"))
+    if timed == "verl-async":
+        return (" as verl routes an asynchronous trainer (every sample at submission, "
+                + (per_server if choice.get("prompts_per_server") else
+                   "as many prompts in flight as the servers' slots hold; if you run verl's fully asynchronous "
+                   "trainer, its rollouter keeps 16 per server by default: --prompts-per-server 16)"))
+    return ""
+
+
 def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> str:
     """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
     when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`.
@@ -102,35 +137,7 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                  else f", none with steps about as representative as a random arrangement's (p90 step deviation at "
                  f"most {choice.get('step_deviation_bound', 0):.2f}): the one with the most representative steps")
     line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
-            f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end"
-            + (" as slime's rollout runs a synchronous step through sglang-router's cache_aware policy (--router "
-               "cache-aware: every sample at submission, a group's samples on one server)"
-               if choice.get("timed_as") == "verl" and choice.get("router") == "cache-aware" else
-               " as sglang-router's cache_aware policy routes an asynchronous trainer (--router cache-aware: a prompt "
-               "started as a slot frees, its samples on one server, "
-               + (f"{choice['prompts_per_server']} prompts in flight per server)" if choice.get("prompts_per_server")
-                  else "as many prompts in flight as the servers' slots hold)")
-               if choice.get("timed_as") == "verl-async" and choice.get("router") == "cache-aware" else
-               " as AReaL's round-robin routes " + ("a synchronous step (--router round-robin: every sample at "
-                                                    "submission, each to the next server in turn)"
-                                                    if choice.get("timed_as") == "verl" else
-                                                    "an asynchronous trainer (--router round-robin: a prompt started "
-                                                    "as a slot frees, each sample to the next server in turn)")
-               if choice.get("router") == "round-robin" and choice.get("timed_as") else
-               " in asp's own replay, each group whole to whichever server frees first (--router "
-               f"{choice.get('router')} is modelled for synchronous steps and for a trainer that takes groups as "
-               "they finish; for one that follows the schedule under a lag bound this replay is the nearest)"
-               if choice.get("router") else
-               " as verl routes a synchronous step (every sample at submission)" if choice.get("timed_as") == "verl"
-               else f" as verl's v1 trainer runs {choice['verl_trainer'].replace('-', '_')} (--verl-trainer: a train "
-               "batch a step after --max-lag of warm-up, every sample routed at submission"
-               + (", the servers asleep while it trains)" if choice["verl_trainer"] == "colocate-async" else ")")
-               if choice.get("timed_as") == "verl-async" and choice.get("verl_trainer")
-               else " as verl routes an asynchronous trainer (every sample at submission, "
-               + (f"{choice['prompts_per_server']} prompts in flight per server)" if choice.get("prompts_per_server")
-                  else "as many prompts in flight as the servers' slots hold; if you run verl's fully asynchronous "
-                  "trainer, its rollouter keeps 16 per server by default: --prompts-per-server 16)")
-               if choice.get("timed_as") == "verl-async" else "")
+            f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end" + _timed_words(choice)
             + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else "")
             + " "
             f"{candidates}, over {choice['draws']} draws of lengths (the predictions' spread, every length also "
