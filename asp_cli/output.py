@@ -122,6 +122,17 @@ def check_output_path(output: Path | str, inputs: Iterable[Path] = (), *, force:
         raise cannot_write(output, exc) from None
 
 
+def refuse_missing(inputs: Iterable[Path]) -> None:
+    """Raise `InputError` for the first of ``inputs`` that is not there: said before an existing output, since a
+    retried pipeline step was told to --force over its first try's output while its real fault was an input not
+    there (a newcomer's round). Predictor files keep their own error (exit 5)."""
+    missing = next((p for p in map(Path, inputs) if p.suffix != ".skops" and not os.path.lexists(p)), None)
+    if missing is not None:
+        from asp_cli.errors import InputError
+
+        raise InputError(f"{missing}: no such file")
+
+
 def _check_output(output: Path, inputs: Iterable[Path], force: bool) -> None:
     for path in inputs:
         path = Path(path)
@@ -133,6 +144,7 @@ def _check_output(output: Path, inputs: Iterable[Path], force: bool) -> None:
     if output.is_dir():
         raise OutputError(f"{output} is a directory; name a file")
     if output.exists() and not force:
+        refuse_missing(inputs)
         raise OutputError(f"{output} exists; pass --force to replace it")
     _check_regular(output)
     parent = output.parent if str(output.parent) else Path(".")

@@ -164,3 +164,22 @@ def test_a_path_through_a_file_or_a_symlink_loop_is_exit_3_not_a_bug(folder, arg
     result = runner.invoke(app, [bad if a == "BAD" else a.replace("{tmp}", str(folder)) for a in args])
     assert result.exit_code == 3, result.output
     assert result.stderr.startswith(f"Error: {bad}: {words}") and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [a for a in CASES if "-o" in a], ids=lambda a: " ".join(a).replace("{tmp}/", ""))
+def test_a_missing_input_is_said_before_an_existing_output(folder, args):
+    """A retried pipeline step: the output of its first try is there and an input is not. The input is the fault
+    (exit 3); before, the run was told to --force over the output (exit 7) and failed again on the input."""
+    from pathlib import Path
+
+    named = [a.replace("{tmp}", str(folder)) for a in args]
+    output = Path(named[named.index("-o") + 1])
+    existed = output.exists()
+    if not existed:
+        output.write_bytes(b"first try")
+    try:
+        result = runner.invoke(app, named)
+        assert result.exit_code == 3 and "no such" in result.stderr, result.stderr
+    finally:
+        if not existed:
+            output.unlink()

@@ -121,7 +121,7 @@ def observe(
     OutputError
         When the output exists without ``append`` or ``force``, or equals an input.
     """
-    from asp_cli.output import check_output_path, check_parquet_name, locked
+    from asp_cli.output import check_output_path, check_parquet_name, locked, refuse_missing
 
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
@@ -148,6 +148,7 @@ def observe(
         check_output_path(output, inputs, force=True)
         if out.exists() and not (force or append):  # a history is added to more often than replaced (an AReaL
             # newcomer was told only of --force, which dropped the probe's samples)
+            refuse_missing(inputs)
             raise OutputError(f"{output} exists; pass --append to add these logs to it, or --force to replace it")
     if out is not None and (append or force and out.exists()):
         if append and out.exists():
