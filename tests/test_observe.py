@@ -542,9 +542,12 @@ def test_a_dotted_id_key_reaches_into_a_logs_objects_and_the_columns_read_are_sa
         {"index": i, "response_length": 10 + i, "metadata": {"prompt_id": f"p{i // 2}"}} for i in range(4)])
     nested = observe([log], tmp_path / "h.parquet", read=replace(OBSERVE_READ, length_id_key="metadata.prompt_id"))
     assert sorted(nested.history["prompt_id"].unique().to_list()) == ["p0", "p1"]
-    assert nested.summary["columns_used"] == {"slime.jsonl": {"id": "metadata.prompt_id", "length": "response_length"}}
+    # What else the log holds is said as not read (an agent newcomer's `turns` went without a word).
+    assert nested.summary["columns_used"] == {"slime.jsonl": {"id": "metadata.prompt_id", "length": "response_length",
+                                                              "unread": ["index"]}}
     detected = observe([log], tmp_path / "d.parquet")
-    assert detected.summary["columns_used"] == {"slime.jsonl": {"id": "index", "length": "response_length"}}
+    assert detected.summary["columns_used"] == {"slime.jsonl": {"id": "index", "length": "response_length",
+                                                                "unread": ["metadata"]}}
     # Lengths and histories read alike (asp schedule --history-id-key, asp report --lengths-id-key).
     frame, _ = read_lengths([log], replace(OBSERVE_READ, length_id_key="metadata.prompt_id"))
     assert frame["prompt_id"].to_list() == ["p0", "p0", "p1", "p1"]

@@ -159,6 +159,9 @@ def observe_command(
             if used:
                 shown = list(used.items())[:3]
                 say("  columns: " + "; ".join(f"{name}: ids '{c.get('id')}', lengths '{c.get('length')}'"
+                                               + (f" (not read: {', '.join(c['unread'][:5])}"
+                                                  + (", ..." if len(c["unread"]) > 5 else "") + ")"
+                                                  if c.get("unread") else "")
                                                for name, c in shown)
                     + (f" (and {len(used) - 3} more logs)" if len(used) > 3 else "")
                     + ("" if id_key and length_key else "; name others with --id-key and --length-key"))

@@ -68,7 +68,10 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
                                  flag=options.length_flag,
                                  path=path)
         assert id_col is not None and length_col is not None
-        report.columns_used[str(path)] = {"id": id_col, "length": length_col}
+        # What else the file held is not read: said (an agent newcomer's `turns` went without a word).
+        read_heads = {id_col, length_col, id_col.split(".")[0], length_col.split(".")[0], C.EPOCH, C.TRUNCATED}
+        unread = [c for c in frame.columns if c not in read_heads and not c.startswith("\x00") and "." not in c]
+        report.columns_used[str(path)] = {"id": id_col, "length": length_col, **({"unread": unread} if unread else {})}
         parts.append(extract_lengths(frame, path, fmt, id_col, length_col, options.on_bad_row, report,
                                      id_flag=options.length_id_flag))
         if parts[-1].height and parts[-1][C.RESPONSE_TOKENS].max() == 0:  # an empty answer is a length; only
