@@ -61,8 +61,11 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
 
     assert divmod(2 * PROMPTS, BATCH) == (15, 0)  # two epochs of 7 batches and 8 rows: whole batches in all
     said = " ".join(result.stderr.split())
+    # slime's --input-key (its default is `input`) and the --num-steps-per-rollout its scripts set, which must agree
+    # with --global-batch-size (a slime newcomer's round).
     assert (f"slime: --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
-            f"{BATCH * SAMPLES} --num-rollout 15, no --rollout-shuffle OpenRLHF: "
+            f"{BATCH * SAMPLES} (or --num-steps-per-rollout 1, not both otherwise) --input-key question --num-rollout "
+            "15, no --rollout-shuffle OpenRLHF: "
             f"--rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES}, its dataloader's hard-coded "
             f"shuffle patched off") in said
     assert (f"AReaL: train_dataset.shuffle=false train_dataset.batch_size={BATCH} gconfig.n_samples={SAMPLES}"

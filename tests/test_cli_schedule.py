@@ -517,6 +517,11 @@ def test_the_router_timed_with_is_recorded_replayed_by_simulate_and_refused_wher
     assert "as sglang routes" in words and "as sglang s" in words and "as verl s" not in words
     # Every row of the column routed by sglang-router, verl's default and the planned rows too (a review: they went
     # through asp's verl plug-ins, which do not run behind it).
+    # The verdict judges asp as that router routes it too, and against the file's own order, slime's default.
+    assert "as sglang-router (slime) routes, asp" in words and "the fastest row so routed" in words
+    # Exported for slime, each batch keeps the simulated order (one chunk: slime submits a rollout in file order).
+    exported = invoke("export", out, SAMPLE_PROMPTS, "-o", tmp_path / "o.jsonl", "--order", "train")
+    assert exported.exit_code == 0 and "laid out for 1 contiguous chunk, one per" in exported.stderr
     rows = json.loads(invoke("simulate", out, "--compare", "--json").stdout)["comparison"]
     routed = [r for r in rows if r.get("verl_routed_end_to_end_s")]
     assert len(routed) > 10 and all(r.get("routed_by") == "cache-aware" for r in routed)

@@ -54,7 +54,8 @@ def export_command(
             )
             if "workers" in summary:
                 how = (f"{summary['workers']} workers ({summary['chunking']} chunking)" if format == "verl" else
-                       f"{summary['workers']} contiguous chunks, one per rollout worker")
+                       f"{summary['workers']} contiguous chunk{'s' if summary['workers'] != 1 else ''}, one per "
+                       "rollout worker")
                 say(f"  each batch laid out for {how}: {_per_worker(summary['worker_prompts'])}")
             if result.trainer_settings:
                 trainer_name = {"fully-async": " (fully asynchronous trainer)",
@@ -90,10 +91,15 @@ def _file_order_settings(summary: dict, order: str) -> str:
         f"{g - trailing:,} from the file's start again; --num-epoch 1 runs none)")
     lag = summary.get("schedule_max_lag")
     steps = summary.get("schedule_trainer") == "schedule"  # a trainer that takes the schedule's own steps
+    # slime's --input-key defaults to `input`, and --global-batch-size must equal rollout batch x n over
+    # --num-steps-per-rollout where both are set (slime v0.3.1 arguments.py:648, 1907-1915): a slime newcomer's run
+    # scripts set the latter.
+    keys = (f" --input-key {summary['prompt_column']}" if summary.get("prompt_column") else "") + (
+        f" --metadata-key {summary['metadata_key']}" if summary.get("metadata_key") else "")
     lines = [
         "  read it in file order, unshuffled:",
-        f"    slime: --rollout-batch-size {g} --n-samples-per-prompt {n} --global-batch-size {g * n} {rollouts}, no "
-        "--rollout-shuffle" + ("; the schedule was timed as verl's balancer routes, each group spread over the "
+        f"    slime: --rollout-batch-size {g} --n-samples-per-prompt {n} --global-batch-size {g * n} (or "
+        f"--num-steps-per-rollout 1, not both otherwise){keys} {rollouts}, no --rollout-shuffle" + ("; the schedule was timed as verl's balancer routes, each group spread over the "
                                "servers, where slime's router keeps it on one: make it with --router cache-aware"
                                if summary.get("schedule_router") == "least-pending" else ""),
         f"    OpenRLHF: --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its dataloader's hard-coded "

@@ -136,6 +136,33 @@ def _verdict(rows: list[dict], instances: int | None = None) -> str:
     bound = next((r for r in rows if r["arrangement"] == LOWER_BOUND), None)
     if bound is not None:
         line += f"; the lower bound is {bound['end_to_end_s']:,.0f} s"
+    return line + _routed_verdict(rows, mine)
+
+
+def _routed_verdict(rows: list[dict], mine: dict) -> str:
+    """For a schedule made for another router (`--router`): asp against the fastest row as that router routes, and
+    against the file's own order, slime's default (a slime newcomer's file order beat asp's plan there, which only
+    the table's `dataset-order` row showed, while the line above judged the simulator's routing)."""
+    from asp_cli.bench.compare import ASP, ASP_PINNED, ASP_TRUE, LOWER_BOUND
+
+    key = "verl_routed_end_to_end_s"
+    router = mine.get("routed_by")
+    others = [r for r in rows if r.get(key) and r["arrangement"] not in (ASP, ASP_PINNED, ASP_TRUE, LOWER_BOUND)]
+    if not router or not mine.get(key) or not others:
+        return ""
+    name = {"cache-aware": "sglang-router (slime)", "round-robin": "AReaL"}.get(router, router)
+
+    def against(other: dict) -> str:
+        change = 1.0 - mine[key] / other[key]
+        return (f"{abs(change):.1%} {'faster' if change >= 0 else 'slower'} than {other['arrangement']} "
+                f"({other[key]:,.0f} s)")
+
+    fastest = min(others, key=lambda r: r[key])
+    line = f"\n  as {name} routes, asp {mine[key]:,.0f} s: {against(fastest)}, the fastest row so routed"
+    own = next((r for r in others if r["arrangement"] == "dataset-order"), None)
+    if own is not None and own is not fastest:
+        line += f"; {against(own)}, the file's own order" + (" (slime's without --rollout-shuffle)"
+                                                             if router == "cache-aware" else "")
     return line
 
 

@@ -128,10 +128,8 @@ def export(
         Where to write (atomically); ``None`` only builds the frame.
     format
         ``parquet``, ``jsonl`` or ``verl``.
-    epoch
-        Export one epoch; default all, one after the other.
-    order
-        ``dispatch`` or ``train``; default ``train`` for verl, ``dispatch`` otherwise.
+    epoch, order
+        Export one epoch (default all, one after the other); ``dispatch`` or ``train`` (default for verl) order.
     workers
         Contiguous chunks per training batch for the ``train`` order (verl:
         ``actor_rollout_ref.rollout.agent.num_workers``); default verl's 8 for ``verl``, the schedule's
@@ -199,6 +197,8 @@ def export(
         check_workers(workers)  # with any --order: a 0 is a typo either way
     elif format == "verl":
         workers = VERL_AGENT_WORKERS
+    elif replay.schedule.recorded_settings.router == "cache-aware":  # slime submits a rollout's rows in file order
+        workers = 1  # (its order, as `asp simulate` replays it: a slime newcomer's --order train had 8 chunks)
     datasets = paths_of(datasets)
     if not datasets:
         raise InputError("no dataset given; name the prompt file(s) the schedule was made from")
@@ -241,8 +241,7 @@ def export(
                          "router; rename or drop it")
     warnings.extend(filter(None, [unrouted_agents_note(raw["agent_name"].to_list() if "agent_name" in raw.columns
                                                        else None, route)]))
-    picked = raw.select(pl.all().gather(rows["row"].to_numpy()))
-    used = replay.schedule.metadata.get("columns_used")
+    picked, used = raw.select(pl.all().gather(rows["row"].to_numpy())), replay.schedule.metadata.get("columns_used")
     id_columns = {u.get("id") for u in used.values() if isinstance(u, dict)} if isinstance(used, dict) else set()
     if format != "verl" and not metadata_key and "prompt_id" not in picked.columns and any(
             c == "(row number)" or (isinstance(c, str) and "." in c and c not in picked.columns) for c in id_columns):
@@ -263,6 +262,9 @@ def export(
 
     summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,
                                      verl_version=verl_version, route=route, verl_trainer=verl_trainer)
+    summary.update(prompt_column=prompt_key or next((u.get("prompt") for u in used.values() if isinstance(u, dict)),
+                                                    None) if isinstance(used, dict) else prompt_key,
+                   metadata_key=metadata_key)  # for slime's --input-key and --metadata-key
     warnings.extend(notes)
     if output is not None:
         document = {
