@@ -509,6 +509,7 @@ def test_the_router_timed_with_is_recorded_replayed_by_simulate_and_refused_wher
     assert schedule.settings["router"] == "cache-aware" and schedule.recorded_settings.router == "cache-aware"
     assert json.loads(result.stdout)["arrangement"]["router"] == "cache-aware"
     assert "through sglang-router's cache_aware policy (--router cache-aware" in " ".join(result.stderr.split())
+    assert "slime reads the file in its own order unless --rollout-shuffle" in " ".join(result.stderr.split())
     plain = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "p.parquet", "--engine", "streaming")
     assert "router" not in read_schedule(tmp_path / "p.parquet").settings and "sglang" not in plain.stderr
     replayed = invoke("simulate", out, "--compare")

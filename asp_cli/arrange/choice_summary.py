@@ -35,6 +35,9 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
     else:
         line = (f"\n  expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency ({by}): "
                 "the order matters little here")
+    if choice.get("router") == "cache-aware":  # slime's default is the file's own order (a slime newcomer's round)
+        line += ("\n  slime reads the file in its own order unless --rollout-shuffle: `asp simulate SCHEDULE --compare`"
+                 " judges asp against that order (its `dataset-order` row), as slime's router routes both")
     return line + _draws_disagree(chosen, shuffle)
 
 
