@@ -210,3 +210,16 @@ def test_the_slime_line_asks_for_its_router_where_the_schedule_was_timed_for_ver
                       *extra).exit_code == 0
         out = invoke("export", schedule, data, "-o", tmp_path / "o.jsonl", "--force")
         assert out.exit_code == 0 and (hint in " ".join(out.stderr.split())) is said, (extra, out.stderr)
+
+
+def test_the_slime_line_counts_a_resumed_runs_rollouts_for_a_later_epoch(tmp_path):
+    """One slime run per epoch, each resumed from the last one's checkpoint: slime counts --num-rollout from the
+    run's first rollout, so epoch 1's file alone is not the count (a slime newcomer's epoch 2 would run none)."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": f"q {i}"} for i in range(64)])
+    schedule = tmp_path / "s.parquet"
+    assert invoke("schedule", data, "-o", schedule, "--train-batch-size", "16", "--epochs", "2", "-q").exit_code == 0
+    later = " ".join(invoke("export", schedule, data, "-o", tmp_path / "e1.jsonl", "--epoch", "1").stderr.split())
+    assert ("--num-rollout 4 for this file alone; a run resumed from epoch 0's checkpoint counts from its first "
+            "rollout: --num-rollout 8") in later
+    first = " ".join(invoke("export", schedule, data, "-o", tmp_path / "e0.jsonl", "--epoch", "0").stderr.split())
+    assert "--num-rollout 4, no --rollout-shuffle" in first and "resumed" not in first

@@ -89,6 +89,11 @@ def _file_order_settings(summary: dict, order: str) -> str:
                                            if trailing else "")) if full else (
         f"--num-rollout 1 (the file holds {trailing:,} rows, less than one batch: slime takes the other "
         f"{g - trailing:,} from the file's start again; --num-epoch 1 runs none)")
+    epochs = summary.get("epochs") or []
+    if len(epochs) == 1 and epochs[0] > 0 and full:  # one run per epoch, resumed: slime counts from its first rollout
+        rollouts += (f" for this file alone; a run resumed from epoch {epochs[0] - 1}'s checkpoint counts from its first "
+                     f"rollout: --num-rollout {(epochs[0] + 1) * full}, with the checkpoint's dataset state moved aside "
+                     "(docs/integrations.md, slime, one run per epoch)")
     lag = summary.get("schedule_max_lag")
     steps = summary.get("schedule_trainer") == "schedule"  # a trainer that takes the schedule's own steps
     # slime's --input-key defaults to `input`, and --global-batch-size must equal rollout batch x n over
