@@ -1213,3 +1213,18 @@ def test_the_nested_id_hint_is_given_for_one_file_only(tmp_path):
     both = read_prompts(paths)[1]
     assert row_numbered(both) == (["math.jsonl", "search.jsonl"], None)
     assert not any("id_hint" in used for used in id_hints(both).values())
+
+
+def test_a_row_naming_its_prompt_under_another_key_is_told_so(tmp_path):
+    """A pipeline newcomer's file mixed `question` and `prompt` rows: the error called the row's prompt missing and
+    nothing more."""
+    path = write_jsonl(tmp_path / "mix.jsonl", [{"id": "a", "question": "q1"}, {"id": "b", "prompt": "q2"},
+                                                {"id": "c", "prompt": "q3"}])
+    with pytest.raises(InputError, match=r"mix\.jsonl:1: column 'prompt' is not text or a chat-message list \(or is "
+                                         r"missing\); this row has 'question' instead, as other rows have 'prompt': "
+                                         r"give every row one prompt key; fix the row"):
+        read_prompts([path])
+    broken = write_jsonl(tmp_path / "b.jsonl", [{"id": "a", "prompt": 5}, {"id": "b", "prompt": "q2"}])
+    with pytest.raises(InputError) as caught:
+        read_prompts([broken])
+    assert "instead" not in str(caught.value)

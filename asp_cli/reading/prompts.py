@@ -333,8 +333,14 @@ def extract_prompts(
             if _has_null_content(frame, prompt_col, index):
                 raise InputError(f"{where}: column {prompt_col!r} holds a chat message whose 'content' is empty "
                                  f"(null); give every message its text; {BAD_ROW_FIX}")
+            # The row names its prompt under another of the usual keys (a file mixing `question` and `prompt`
+            # rows): said, where the message called the row's prompt missing only (a pipeline newcomer's round).
+            other = next((c for c in frame.columns if c != prompt_col and c.lower() in C.PROMPT_KEYS
+                          and frame[c][index] is not None), None) if frame[prompt_col][index] is None else None
             raise InputError(
-                f"{where}: column {prompt_col!r} is not text or a chat-message list (or is missing); {BAD_ROW_FIX}"
+                f"{where}: column {prompt_col!r} is not text or a chat-message list (or is missing)"
+                + (f"; this row has {other!r} instead, as other rows have {prompt_col!r}: give every row one prompt "
+                   "key" if other else "") + f"; {BAD_ROW_FIX}"
             )
     return selected.drop("\x00bad", "\x00noid")
 
