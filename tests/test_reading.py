@@ -1228,3 +1228,18 @@ def test_a_row_naming_its_prompt_under_another_key_is_told_so(tmp_path):
     with pytest.raises(InputError) as caught:
         read_prompts([broken])
     assert "instead" not in str(caught.value)
+
+
+def test_an_id_repeated_by_a_file_without_ids_names_that_file(tmp_path):
+    """A pipeline newcomer joined a file with ids and one without: its row-number ids repeated the other's, and the
+    message's fix (--id-key) had no column to name in that file."""
+    from asp_cli.reading.stream import read_prompts_streamed
+
+    named = write_jsonl(tmp_path / "withid.jsonl", [{"id": "1", "prompt": "a"}, {"id": "2", "prompt": "b"}])
+    plain = write_jsonl(tmp_path / "noid.jsonl", [{"prompt": p} for p in "cde"])
+    said = (r"duplicate prompt id '2' \(\S*withid\.jsonl:2, \S*noid\.jsonl:1\): noid\.jsonl has no id column, so its "
+            r"ids are row numbers, and another file's ids repeat them; give it an id column")
+    with pytest.raises(InputError, match=said):
+        read_prompts([named, plain])
+    with pytest.raises(InputError, match=said):
+        read_prompts_streamed([named, plain])

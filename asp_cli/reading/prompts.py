@@ -244,7 +244,8 @@ def read_prompts(
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
     try:
-        _check_unique_ids(frame, named=options.id_key)
+        _check_unique_ids(frame, named=options.id_key, row_numbered=[
+            name for name, used in report.columns_used.items() if used.get("id") == "(row number)"])
     except InputError:
         each_file_once(paths, "prompt file")  # a file named twice: say so, not "make ids unique"
         raise
@@ -559,11 +560,16 @@ def _difficulty_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
     return pl.lit(None, dtype=pl.Float64)
 
 
-def _check_unique_ids(frame: pl.DataFrame, named: str | None = None) -> None:
+def _check_unique_ids(frame: pl.DataFrame, named: str | None = None, row_numbered: Sequence[str] = ()) -> None:
+    """Refuse repeated prompt ids (`duplicate_id_error`); ``row_numbered``: the files read without an id column,
+    whose ids are row numbers, named in the message where one of them repeats another file's id (a pipeline
+    newcomer was told to pass --id-key, which that file has none to give)."""
     duplicated = frame.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if duplicated.height:
         first = duplicated[C.PROMPT_ID][0]
         rows = duplicated.filter(pl.col(C.PROMPT_ID) == first)
+        files = set(rows["source_file"].to_list()) if "source_file" in rows.columns else set()
+        unnamed = sorted(f for f in files if f in row_numbered)
         # Each file's own place (the global row of a second file's first row is not where it is): a JSON line's
         # line, blank lines and skipped bad lines counted (they were once not), else the row counted from 1.
         shown = rows.head(_PLACES_SHOWN)
@@ -572,6 +578,10 @@ def _check_unique_ids(frame: pl.DataFrame, named: str | None = None) -> None:
                            zip(shown["source_file"], shown[FILE_ROW], shown[FILE_LINE], strict=True))
         if rows.height > _PLACES_SHOWN:
             places += f" and {rows.height - _PLACES_SHOWN:,} more"
+        if unnamed and len(files) > 1:
+            raise InputError(f"duplicate prompt id {shown_id(first)} ({places}): {Path(unnamed[0]).name} has no id "
+                             "column, so its ids are row numbers, and another file's ids repeat them; give it an id "
+                             "column (or read every file without one, so that rows are numbered over all of them)")
         raise duplicate_id_error(first, places, duplicated[C.PROMPT_ID].n_unique(), named)
 
 

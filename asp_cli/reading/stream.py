@@ -161,7 +161,8 @@ def read_prompts_streamed(
     frame = pl.concat(parts, how="vertical") if parts else pl.DataFrame()
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
-    _check_unique(frame, paths, options.id_key)
+    _check_unique(frame, paths, options.id_key, [name for name, used in report.columns_used.items()
+                                                 if used.get("id") == "(row number)"])
     report.settle()
     report.rows = frame.height
     return frame.drop(FILE_ROW, FILE_LINE, SOURCE_FILE_INDEX), report
@@ -262,13 +263,14 @@ def _no_rows(path: Path, fmt: str) -> str:
     return f"{path}: the file has no rows; give a file with at least one row"
 
 
-def _check_unique(frame: pl.DataFrame, paths: Sequence[Path], named: str | None = None) -> None:
+def _check_unique(frame: pl.DataFrame, paths: Sequence[Path], named: str | None = None,
+                  row_numbered: Sequence[str] = ()) -> None:
     duplicated = frame.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if duplicated.height:
         each_file_once(paths, "prompt file")  # a file named twice: say so, not "make ids unique"
         names = pl.Series([str(p) for p in paths], dtype=pl.String)
         _check_unique_ids(duplicated.with_columns(names.gather(duplicated[SOURCE_FILE_INDEX]).alias("source_file")),
-                          named)
+                          named, row_numbered)
 
 
 # --------------------------------------------------------------------------------------------------------
