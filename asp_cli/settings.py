@@ -292,6 +292,11 @@ class ScheduleSettings:
                                 "--verl-trainer")
 
     @property
+    def other_router(self) -> str | None:
+        """`router` where it is not verl's balancer (the replays' ``routing`` for it), else None."""
+        return self.router if self.router not in (None, "least-pending") else None
+
+    @property
     def timed_router(self) -> str | None:
         """The router `--arrangement auto` timed its candidates with (`router`, else verl's balancer), or None where
         it timed none: a named arrangement, a blocking engine, planned dispatch (asp's router plug-in), or a trainer

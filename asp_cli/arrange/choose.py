@@ -424,7 +424,7 @@ def choose_arrangement(
     v1_replay = {"v1_mode": v1.replace("-", "_") or None}
     # `--router` cache-aware (slime's) keeps a group's samples on one server, round-robin (AReaL's) deals them in
     # turn, where verl's balancer (None) sends each to the least loaded: timed so (docs/benchmarks.md).
-    routing = settings.router if settings.router in ("cache-aware", "round-robin") else None
+    routing = settings.other_router
     # There the draws are heavy-tailed and repeated: see `SAMPLE_TAIL_DF`.
     repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if verl_async
                else 1)

@@ -204,8 +204,8 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
     # Made for another router (`ScheduleSettings.router`): every row routed so, since asp's plug-ins for verl (the
     # planned and length-aware routes) do not run behind sglang-router or AReaL (a review: the column said "as
     # sglang" of rows, verl's default among them, routed by those plug-ins).
-    other = settings.router in ("cache-aware", "round-robin")
-    routing = settings.router if other else routing
+    other = settings.other_router is not None
+    routing = settings.other_router or routing
     if max_lag == 0:
         from asp_cli.sim.submit_all import replay_frame
 

@@ -149,7 +149,7 @@ def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instance
     keeping ``prompts_per_server`` prompts per server in flight (None: as many as the servers' slots hold); with
     ``router`` ``cache-aware`` or ``round-robin`` (the schedule's `--router`), each request placed as
     sglang-router's cache_aware policy (slime's) or AReaL's round-robin places it, recorded as ``routed_by``."""
-    routing = router if router in ("cache-aware", "round-robin") else None
+    routing = router if router not in (None, "least-pending") else None
     said = {"routed_by": router} if routing else {}
     if max_lag == 0:
         from asp_cli.sim.submit_all import replay_frame

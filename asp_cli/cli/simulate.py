@@ -118,9 +118,7 @@ def _verdict(rows: list[dict], instances: int | None = None) -> str:
         return ""
 
     def against(other: dict) -> str:
-        change = 1.0 - mine["end_to_end_s"] / other["end_to_end_s"]
-        return f"{abs(change):.1%} {'faster' if change >= 0 else 'slower'} than {other['arrangement']} " \
-               f"({other['end_to_end_s']:,.0f} s)"
+        return _against(mine, other, "end_to_end_s")
 
     line = f"  asp {mine['end_to_end_s']:,.0f} s: {against(best)}, the fastest row on equal footing"
     if instances:
@@ -139,6 +137,12 @@ def _verdict(rows: list[dict], instances: int | None = None) -> str:
     return line + _routed_verdict(rows, mine)
 
 
+def _against(mine: dict, other: dict, key: str) -> str:
+    """``N% faster than NAME (T s)``: asp's row against ``other`` by ``key``."""
+    change = 1.0 - mine[key] / other[key]
+    return f"{abs(change):.1%} {'faster' if change >= 0 else 'slower'} than {other['arrangement']} ({other[key]:,.0f} s)"
+
+
 def _routed_verdict(rows: list[dict], mine: dict) -> str:
     """For a schedule made for another router (`--router`): asp against the fastest row as that router routes, and
     against the file's own order, slime's default (a slime newcomer's file order beat asp's plan there, which only
@@ -153,9 +157,7 @@ def _routed_verdict(rows: list[dict], mine: dict) -> str:
     name = {"cache-aware": "sglang-router (slime)", "round-robin": "AReaL"}.get(router, router)
 
     def against(other: dict) -> str:
-        change = 1.0 - mine[key] / other[key]
-        return (f"{abs(change):.1%} {'faster' if change >= 0 else 'slower'} than {other['arrangement']} "
-                f"({other[key]:,.0f} s)")
+        return _against(mine, other, key)
 
     fastest = min(others, key=lambda r: r[key])
     line = f"\n  as {name} routes, asp {mine[key]:,.0f} s: {against(fastest)}, the fastest row so routed"
