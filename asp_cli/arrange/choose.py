@@ -268,68 +268,6 @@ def sample_deviations(rng: np.random.Generator, size: tuple[int, int], tailed: b
     return rng.standard_t(SAMPLE_TAIL_DF, size) * math.sqrt((SAMPLE_TAIL_DF - 2) / SAMPLE_TAIL_DF)
 
 
-@dataclass(frozen=True)
-class Miniature:
-    """A sample's run cut down with it: as many instance-equivalents and as large a train batch per prompt as
-    the whole run has (`miniature_of`)."""
-
-    instances: int
-    train_batch_size: int
-    preset: HardwarePreset  # one miniature instance: a slice of a real one (`instance_slice`)
-    # The miniature's rollout capacity and train batch over the run's: how many of the run's prompt-epochs one
-    # judged prompt stands for is the run's prompt-epochs times this over the sample's (`choose_arrangement`).
-    capacity_fraction: float
-
-
-def instance_slice(preset: HardwarePreset, fraction: float) -> HardwarePreset:
-    """A ``fraction`` of one instance: ``fraction`` of its sequence slots and KV cache, at the same decode step
-    time for the same share of its load.
-
-    A decode step costs ``t_o + max(t_w, c b) + kv sum(ctx)`` (`asp_cli.costmodel`). With ``b`` and the summed
-    context cut by ``fraction`` and ``c`` and ``kv`` (per sequence, per context token) raised by its inverse,
-    every step takes as long as the whole instance's; the weight read ``t_w`` and the overhead stay. Raising
-    the KV bytes per token cuts the cache's capacity in tokens by the same fraction; lowering the FLOP/s raises
-    the per-token prefill cost with it.
-    """
-    return dataclasses.replace(preset, kv_bytes_per_token=preset.kv_bytes_per_token / fraction,
-                               flops_per_s=preset.flops_per_s * fraction,
-                               max_num_seqs=max(1, round(preset.max_num_seqs * fraction)))
-
-
-def miniature_of(settings: ScheduleSettings, preset: HardwarePreset, sample_prompts: int, epoch_prompts: int,
-                 longest_request_tokens: int) -> Miniature:
-    """One epoch of the run cut down to ``sample_prompts``: the instances and the train batch cut by the sample's
-    share of an epoch's ``epoch_prompts``, so that its replay is loaded as the run is, phase by phase.
-
-    A sample replayed on the run's own instances and train batch is a short, lightly loaded run: an order that
-    ends on its long work (short-first) leaves its last phase to a few long groups on half-empty instances,
-    where the run, with many times the long groups, keeps them full; scaling that replay's middle up to the run
-    multiplied the empty phase, and put short-first 36% behind on a 31,632-prompt mix where replays of the whole
-    input put it ahead (docs/benchmarks.md, "Large inputs"). Cut down with the sample, the instances hold as
-    many prompts each and the trainer takes as many steps per epoch as in the run.
-
-    The share can fall below one instance: the miniature then runs on a slice of one (`instance_slice`), never
-    smaller than one that holds a whole group of the longest requests in its cache and its slots (below that a
-    group's samples queue one behind another as they never would in the run); where that floor binds, the
-    miniature is larger than the sample's share, and its times are scaled up by the rest (`run_time`). The
-    trainer takes as long per step as the run's: its per-token cost is raised by the run's train batch over
-    the miniature's.
-    """
-    n = settings.samples_per_prompt
-    share = sample_prompts / max(epoch_prompts, 1)
-    floor = min(1.0, max(n * longest_request_tokens / max(preset.kv_capacity_tokens, 1), n / preset.max_num_seqs))
-    capacity = max(share, floor / settings.instances)
-    batch = max(1, round(settings.train_batch_size * capacity),
-                math.ceil(settings.train_batch_size * floor / settings.instances))
-    capacity = min(batch / settings.train_batch_size, 1.0)
-    equivalents = settings.instances * capacity
-    # As many instances as the equivalents round to, but none a slice below the floor.
-    instances = max(1, min(round(equivalents), math.floor(equivalents / floor + 1e-9)))
-    small = instance_slice(preset, equivalents / instances)
-    small = dataclasses.replace(small, train_per_token_s=preset.train_per_token_s / capacity)
-    return Miniature(instances, batch, small, capacity)
-
-
 def candidates_for(engine: str) -> tuple[str, ...]:
     """The engine's candidates, in the order that breaks a tie (the earliest within `TIE_MARGIN` wins)."""
     return {"streaming": STREAMING_CANDIDATES, "static": STATIC_CANDIDATES}.get(engine, BLOCKING_CANDIDATES)
@@ -351,7 +289,7 @@ def choose_arrangement(
     minibatch KV budget (`pipeline.minibatch_token_budget`); given, each candidate is also judged under the
     other KV accounting where that can matter (`kv_budgets_to_try`).
     """
-    from asp_cli.arrange.scaling import async_rollout_s, async_run_time, run_rollout_s, run_time
+    from asp_cli.arrange.scaling import async_rollout_s, async_run_time, miniature_of, run_rollout_s, run_time
     from asp_cli.arrange.timeline import group_tokens
 
     from asp_cli.sim.metrics import minibatch_padding, random_step_deviation_p90, step_length_ratio
