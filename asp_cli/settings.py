@@ -144,6 +144,14 @@ def check_plan_with(value: object) -> None:
         raise SettingsError(f"--plan-with must be 'max' or 'mean' (got {value!r})")
 
 
+
+def one_step_off(router: str | None, max_lag: int | float | None, trainer: str) -> bool:
+    """Whether a replay with these settings is slime's `train_async.py` (slime v0.3.1, lines 32-70): rollout k+1
+    generated through sglang-router (``router`` cache-aware) while the trainer trains on rollout k (``max_lag`` 1,
+    each step's own groups: ``trainer`` schedule), the next rollout started once both are done and the weights
+    synced (`asp_cli.sim.submit_all.one_step_off_end_to_end_s`)."""
+    return router == "cache-aware" and max_lag == 1 and trainer == "schedule"
+
 @dataclass(frozen=True)
 class ScheduleSettings:
     """Everything that shapes a schedule besides the prompts and the predictions."""
@@ -302,9 +310,14 @@ class ScheduleSettings:
         it timed none: a named arrangement, a blocking engine, planned dispatch (asp's router plug-in), or a trainer
         that follows the schedule under a lag bound (asp's own replay, each group whole to the first free server)."""
         if (self.engine != "streaming" or self.arrangement != "auto" or self.dispatch != "free"
-                or (self.max_lag != 0 and self.trainer != "arrival")):
+                or (self.max_lag != 0 and self.trainer != "arrival" and not self.slime_async)):
             return None
         return self.router or "least-pending"
+
+    @property
+    def slime_async(self) -> bool:
+        """Whether these settings describe slime's `train_async.py` (`one_step_off`) on servers."""
+        return self.engine == "streaming" and one_step_off(self.router, self.max_lag, self.trainer)
 
     @property
     def verl_v1_mode(self) -> str | None:

@@ -9,6 +9,7 @@ baselines, every row replayed with the trainer following the schedule's steps at
     python scripts/bench_sync.py --seeds 4 --mode verl   # the same, routed as verl 0.9.1 routes, about 15 minutes
     python scripts/bench_sync.py --seeds 4 --mode verl --verl-trainer legacy   # verl's legacy trainer's cut
     python scripts/bench_sync.py --seeds 4 --mode slime   # as slime routes (sglang-router), about 20 minutes
+    python scripts/bench_sync.py --seeds 4 --mode slime-async [--trainer-scale 0.25]   # slime's train_async.py
 
 Prints a Markdown table (docs/benchmarks.md, "Synchronous training on blocking engines" and "... on engines that
 refill"): per workload, each row's end-to-end time over the engine's reference (blocking: a shuffle in asp's
@@ -19,6 +20,9 @@ reference and of `asp per-step`.
 request, a whole train batch (each plan's own steps, an epoch ending in a short one) submitted at once and routed
 as it is submitted (verl's balancer: fewest requests in flight, which deals them out evenly by count; or a router
 plug-in), each server refilling from its own queue; figures are over verl's default (a shuffle), mean +- sd.
+`--mode slime-async` replays as slime's `train_async.py` runs (one step off the policy: each rollout generated
+while the step before trains, `asp_cli.sim.submit_all.one_step_off_end_to_end_s`), asp's plans made with
+`--max-lag 1 --trainer schedule`; `--trainer-scale` multiplies the training step's cost (0.25: rollout-bound).
 asp cuts each synchronous step either way, whichever its predictions say ends sooner: dealt into minibatches of
 balanced work, or cut consecutively longest first (`asp_cli.arrange.packing.cut_per_step`). `per-step, cut
 longest first` is the per-step plan as it was before 2026-12-04 (every step cut), `per-step, always dealt` as
@@ -38,6 +42,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 WORKLOADS = ("gsm8k-k4-n8", "mix-k8-n8", "mix-k16-n16", "mix-k8-n8-b256", "mix-k16-n16-b512", "aime-k8-n8-b256")
 # Per engine: the baselines, the first the reference every figure is over (blocking: a shuffle in asp's slots;
@@ -87,6 +92,8 @@ SLIME_ROWS = (("shuffle", "least-pending", "cache-aware", "fcfs"),
               ("asp (auto, --steps representative, --router cache-aware)",
                {"steps": "representative", "router": "cache-aware"}, "cache-aware", "fcfs"),
               ("asp per-step", {"arrangement": "per-step"}, "cache-aware", "fcfs"))
+# --mode slime-async: the same rows (and the shuffle the reference), replayed as slime's train_async.py runs them.
+SLIME_ASYNC_ROWS = tuple(r for r in SLIME_ROWS if r[0] != "asp per-step")
 
 
 def arranged(workload, settings, preset, kind: str | dict, cache: dict[str, tuple]) -> tuple:
@@ -111,22 +118,28 @@ def arranged(workload, settings, preset, kind: str | dict, cache: dict[str, tupl
 
 
 def run_verl(names: tuple[str, ...], seeds: int, data: Path, chunking: str = "v1",
-             plans: tuple = VERL_ROWS) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """Every plan of ``plans`` (`VERL_ROWS`, or `SLIME_ROWS`) replayed as verl's synchronous trainer (``chunking``:
-    `asp_cli.sim.submit_all.CHUNKING`) or slime's rolls it out; ratios over the first row."""
+             plans: tuple = VERL_ROWS, one_step_off: bool = False,
+             trainer_scale: float = 1.0) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Every plan of ``plans`` (`VERL_ROWS`, `SLIME_ROWS` or `SLIME_ASYNC_ROWS`) replayed as verl's synchronous
+    trainer (``chunking``: `asp_cli.sim.submit_all.CHUNKING`) or slime's rolls it out, with ``one_step_off`` as
+    slime's train_async.py (asp's plans made for it: --max-lag 1); ratios over the first row. ``trainer_scale``
+    multiplies the training step's cost."""
     import asp_cli.columns as C
     from asp_cli.bench.compare import WORKLOADS as SPECS
     from asp_cli.bench.compare import build_workload
     from asp_cli.costmodel import load_preset
     from asp_cli.sim.submit_all import replay_frame
 
-    preset = load_preset("h100-qwen2.5-7b")
+    from bench_rollout_bound import scaled_preset
+
+    preset = scaled_preset(load_preset("h100-qwen2.5-7b"), trainer_scale)
     results: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for name in names:
         spec = SPECS[name]
         rows: dict[str, list[tuple[float, float]]] = {}
         for seed in range(seeds):
-            settings = dataclasses.replace(spec.settings(seed), trainer="schedule", engine="streaming", max_lag=0)
+            settings = dataclasses.replace(spec.settings(seed), trainer="schedule", engine="streaming",
+                                           max_lag=1 if one_step_off else 0)
             workload = build_workload(name, data, spec.sources, settings, seed=seed)
             predicted = workload.predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()
             frames: dict[str, tuple] = {}
@@ -135,7 +148,8 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path, chunking: str = "v1
                 frame, index = arranged(workload, settings, preset, kind, frames)
                 result = replay_frame(frame, workload.truth[index], preset, instances=settings.instances,
                                       train_batch_size=settings.train_batch_size, routing=routing, serving=serving,
-                                      chunking=chunking, predicted_tokens=predicted[index], seed=seed)
+                                      chunking=chunking, predicted_tokens=predicted[index], seed=seed,
+                                      one_step_off=one_step_off)
                 means = workload.truth[index].mean(axis=1)
                 starts = np.flatnonzero(np.diff(frame["train_step"].to_numpy(), prepend=-1))
                 step_means = np.add.reduceat(means, starts) / np.diff(np.append(starts, means.size))
@@ -234,27 +248,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--mode", default="continuous", choices=("continuous", "static", "streaming", "verl", "slime"),
+    parser.add_argument("--mode", default="continuous",
+                        choices=("continuous", "static", "streaming", "verl", "slime", "slime-async"),
                         help="the engine: blocking continuous batching (vLLM offline generate()), padded (HF "
                         "generate), servers that refill freed slots (vLLM/SGLang servers: verl 0.7-0.9), those "
                         "servers with each train batch routed as verl 0.9.1 routes it, at submission, or as slime "
-                        "v0.3.1 routes a rollout through sglang-router's cache_aware policy")
+                        "v0.3.1 routes a rollout through sglang-router's cache_aware policy, synchronously or as its "
+                        "train_async.py runs (each rollout while the step before trains)")
+    parser.add_argument("--trainer-scale", type=float, default=1.0,
+                        help="with --mode verl, slime or slime-async: the training step's cost multiplied by this "
+                        "(0.25: four times the trainer GPUs, rollout-bound)")
     parser.add_argument("--verl-trainer", default="v1", choices=("v1", "legacy"),
                         help="with --mode verl: how verl cuts a batch across its agent-loop workers: the v1 trainer "
                         "(0.9's default: the prompts, each prompt's sessions started together) or the legacy one "
                         "(trainer.use_v1=False, and verl 0.7: the batch repeated n times)")
     args = parser.parse_args(argv)
-    if args.mode == "slime" and args.verl_trainer != "v1":
+    if args.mode.startswith("slime") and args.verl_trainer != "v1":
         parser.error("--verl-trainer is how verl cuts a batch; slime submits a rollout's groups in order: drop it")
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    if args.trainer_scale != 1.0 and args.mode not in ("verl", "slime", "slime-async"):
+        parser.error("--trainer-scale is for --mode verl, slime or slime-async")
+    if not args.trainer_scale > 0:
+        parser.error("--trainer-scale must be above 0")
     if not args.data.is_dir():
         print(f"{args.data}: no such folder; this benchmark reads ../shared/data (--data)", file=sys.stderr)
         return 3
     names = tuple(n for n in args.workloads.split(",") if n)
-    if args.mode in ("verl", "slime"):
-        plans = VERL_ROWS if args.mode == "verl" else SLIME_ROWS
-        print(verl_table(run_verl(names, args.seeds, args.data, args.verl_trainer, plans), plans))
+    if args.mode in ("verl", "slime", "slime-async"):
+        plans = {"verl": VERL_ROWS, "slime": SLIME_ROWS}.get(args.mode, SLIME_ASYNC_ROWS)
+        print(verl_table(run_verl(names, args.seeds, args.data, args.verl_trainer, plans,
+                                  one_step_off=args.mode == "slime-async", trainer_scale=args.trainer_scale), plans))
     else:
         print(table(run(names, args.seeds, args.data, args.mode), args.mode))
     return 0

@@ -1351,6 +1351,19 @@ def test_with_another_router_every_candidate_is_timed_as_that_router_routes(monk
         assert said in line and f"(--router {router}" in line
         verl = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(s, router=None), PRESET)
         assert "router" not in verl.to_dict() and said not in arrangement_line(verl.to_dict())
+    # slime's train_async.py (--max-lag 1 --trainer schedule, through sglang-router): timed by rollout, each while
+    # the step before trains; with another router or lag bound there, asp's own replay, and the summary says so.
+    if router == "cache-aware":
+        calls.clear()
+        slime_async = dataclasses.replace(settings, max_lag=1)
+        record = choose_arrangement(_arrange_named, prompts, preds, slime_async, PRESET).to_dict()
+        assert calls and set(calls) == {router} and record["timed_as"] == "slime-async"
+        assert "as slime's train_async.py runs through sglang-router" in arrangement_line(record)
+    calls.clear()
+    own = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, max_lag=2), PRESET)
+    assert not calls and "timed_as" not in own.to_dict()
+    assert f"in asp's own replay, each group whole to whichever server frees first (--router {router}" in (
+        arrangement_line(own.to_dict()))
     # The least-pending router is verl's balancer: the default, and nothing more recorded.
     plain = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, router=None), PRESET)
     named = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, router="least-pending"),

@@ -526,6 +526,18 @@ def test_the_router_timed_with_is_recorded_replayed_by_simulate_and_refused_wher
     rows = json.loads(invoke("simulate", out, "--compare", "--json").stdout)["comparison"]
     routed = [r for r in rows if r.get("verl_routed_end_to_end_s")]
     assert len(routed) > 10 and all(r.get("routed_by") == "cache-aware" for r in routed)
+    # slime's train_async.py: made with --max-lag 1 and a trainer that follows the schedule, timed and replayed by
+    # rollout, each generated while the step before trains.
+    overlapped = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "a.parquet", "--engine", "streaming",
+                        "--max-lag", "1", "--trainer", "schedule", "--router", "cache-aware")
+    assert "as slime's train_async.py runs" in " ".join(overlapped.stderr.split()), overlapped.output
+    words = " ".join(invoke("simulate", tmp_path / "a.parquet").output.split())
+    assert "(slime's train_async.py through sglang-router's cache_aware policy" in words
+    assert "summed over its steps (the training beside them left out)" in words
+    said = invoke("export", tmp_path / "a.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "a.jsonl", "--order", "train")
+    assert "train_async.py, each rollout generated while the step before trains" in " ".join(said.stderr.split())
+    said = invoke("export", out, SAMPLE_PROMPTS, "-o", tmp_path / "s.jsonl", "--order", "train")
+    assert "train.py, synchronous steps, as the schedule was timed" in " ".join(said.stderr.split())
     for bad, said in ((("--router", "cache-aware"), "add --engine streaming, or drop it"),
                       (("--engine", "streaming", "--router", "cache_aware"), "did you mean cache-aware?"),
                       (("--engine", "streaming", "--router", "cache-aware", "--dispatch", "planned"), "drop one"),

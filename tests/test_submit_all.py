@@ -210,6 +210,37 @@ def test_replaying_a_frame_as_slime_routes_keeps_groups_whole_and_differs_from_v
     assert slime.end_to_end_s > verl.end_to_end_s
 
 
+def test_one_step_off_overlaps_each_rollout_with_the_training_of_the_step_before():
+    """slime's train_async.py: rollout 0 alone, then each step the longer of its training and the next rollout,
+    each followed by the weight sync; the last step's training alone at the end."""
+    from asp_cli.sim.submit_all import one_step_off_end_to_end_s
+
+    rollout, sync = np.array([10.0, 4.0, 9.0]), 1.0
+    train = np.array([6.0, 6.0, 6.0]) + sync  # as SubmitAllResult.train_s: the sync included
+    # 10 (rollout 0) + max(6, 4) + 1 + max(6, 9) + 1 + 6 + 1
+    assert one_step_off_end_to_end_s(rollout, train, sync) == pytest.approx(10 + 7 + 10 + 7)
+    assert one_step_off_end_to_end_s(rollout[:1], train[:1], sync) == pytest.approx(10 + 7)
+    assert one_step_off_end_to_end_s(np.array([]), np.array([]), sync) == 0.0
+
+
+def test_a_replay_one_step_off_hides_the_rollout_behind_training_but_never_below_either():
+    from asp_cli.sim.submit_all import replay_frame
+    import polars as pl
+
+    preset = load_preset("h100-qwen2.5-7b")
+    rows = 96
+    frame = pl.DataFrame({"seq": np.arange(rows), "train_step": np.arange(rows) // 32,
+                          "instance": np.arange(rows) % 4, "prompt_tokens": np.full(rows, 100)})
+    lengths = np.tile(np.where(np.arange(rows) % 8 == 0, 4000, 200)[:, None], (1, 4))
+    synchronous = replay_frame(frame, lengths, preset, instances=4, train_batch_size=32, routing="cache-aware")
+    overlapped = replay_frame(frame, lengths, preset, instances=4, train_batch_size=32, routing="cache-aware",
+                              one_step_off=True)
+    # The same rollouts (each starts on empty servers), only the time between them differs.
+    assert np.array_equal(synchronous.rollout_s, overlapped.rollout_s)
+    assert overlapped.end_to_end_s < synchronous.end_to_end_s
+    assert overlapped.end_to_end_s >= max(overlapped.rollout_s.sum(), overlapped.train_s.sum())
+
+
 def test_round_robin_deals_each_request_to_the_next_server_in_turn():
     """AReaL's default routing: every sample its own request id, to the next server whatever its load."""
     order = acquisition_order(3, 4, 1)

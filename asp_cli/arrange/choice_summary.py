@@ -83,6 +83,10 @@ def _timed_words(choice: dict) -> str:
     if router == "cache-aware" and timed == "verl":
         return (" as slime's rollout runs a synchronous step through sglang-router's cache_aware policy (--router "
                 "cache-aware: every sample at submission, a group's samples on one server)")
+    if timed == "slime-async":
+        return (" as slime's train_async.py runs through sglang-router's cache_aware policy (--router cache-aware "
+                "--max-lag 1 --trainer schedule: each rollout generated while the step before trains, a group's "
+                "samples on one server)")
     if router == "cache-aware" and timed == "verl-async":
         return (" as sglang-router's cache_aware policy routes an asynchronous trainer (--router cache-aware: a "
                 "prompt started as a slot frees, its samples on one server, " + per_server)
@@ -93,8 +97,9 @@ def _timed_words(choice: dict) -> str:
                                                     "started as a slot frees, each sample to the next server in turn)"))
     if router:
         return (f" in asp's own replay, each group whole to whichever server frees first (--router {router} is "
-                "modelled for synchronous steps and for a trainer that takes groups as they finish; for one that "
-                "follows the schedule under a lag bound this replay is the nearest)")
+                "modelled for synchronous steps, for a trainer that takes groups as they finish"
+                + (" and for slime's train_async.py (--max-lag 1)" if router == "cache-aware" else "")
+                + "; for one that follows the schedule under this lag bound this replay is the nearest)")
     if timed == "verl":
         return " as verl routes a synchronous step (every sample at submission)"
     if timed == "verl-async" and choice.get("verl_trainer"):
@@ -222,7 +227,7 @@ def _curriculum(choice: dict[str, Any], chosen: dict[str, Any]) -> str:
     if own is not None and other is not None and mine:
         bound = alternative["step_deviation_bound"]
         cost = other["expected_end_to_end_s"] / mine - 1.0
-        return (f"\n  its training steps are expected "
+        return ("\n  its training steps are expected "
                 + ("to be a length curriculum, so the order the policy trains on changes, not only the speed"
                    if own > 2 * bound else "less representative of the epoch than a random arrangement's")
                 + f": a step's mean length {own:.0%} off the epoch mean at the 90th percentile, where a random "

@@ -146,7 +146,8 @@ class ArrangementChoice:
     # empty (and left out of the document) otherwise.
     representative_alternative: dict[str, Any] = field(default_factory=dict)
     # How the candidates on servers were timed: "verl", a synchronous plan, as verl routes a step
-    # (`asp_cli.sim.submit_all`); "verl-async", as verl's asynchronous trainers route (`asp_cli.sim.verl_async`);
+    # (`asp_cli.sim.submit_all`); "slime-async", so with each step's rollout while the step before trains (slime's
+    # train_async.py); "verl-async", as verl's asynchronous trainers route (`asp_cli.sim.verl_async`);
     # "" (and left out of the document): the simulator's own replay.
     timed_as: str = ""
     # With "verl-async": the prompts in flight per server it was timed with (`ScheduleSettings.prompts_per_server`);
@@ -348,7 +349,8 @@ def choose_arrangement(
     # expected time then weighs a run much longer than predicted as a real possibility.
     scale_sigma = np.where(from_history, HISTORY_SCALE_SIGMA,
                            MODEL_SCALE_SIGMA if not from_history.any() else CALIBRATED_SCALE_SIGMA)
-    verl_routed = settings.engine == "streaming" and settings.max_lag == 0  # synchronous training on servers
+    # Synchronous training on servers, or slime's train_async.py (each rollout while the step before trains).
+    verl_routed = settings.engine == "streaming" and (settings.max_lag == 0 or settings.slime_async)
     # Asynchronous training on servers, the trainer taking finished groups in arrival order: timed as verl's
     # asynchronous trainers route (`asp_cli.sim.verl_async`: every sample placed at submission by count, each group
     # spread over the servers), not as the simulator routes (whole groups to whichever server frees first), which
@@ -419,7 +421,8 @@ def choose_arrangement(
             # With it the rollout alone, its steps' slowest servers (from the simulator's replay it could exceed
             # the end-to-end time it is part of: a newcomer read 692 s of rollout in 674 s).
             replay = replay_frame(frame, truth, judged_preset, instances=trial.instances, seed=settings.seed,
-                                  train_batch_size=trial.train_batch_size, dispatch=dispatch, routing=routing)
+                                  train_batch_size=trial.train_batch_size, dispatch=dispatch, routing=routing,
+                                  one_step_off=settings.slime_async)
             return scale * replay.end_to_end_s, scale * float(replay.rollout_s.sum())
         def as_verl_async(truth: np.ndarray, dispatch: str):
             return replay_async_frame(frame, truth, judged_preset, instances=trial.instances,
@@ -570,7 +573,8 @@ def choose_arrangement(
                              representative_alternative=alternative,
                              refused=[n for n in candidates_for(settings.engine)
                                       if n not in {r["name"] for r in results}],
-                             timed_as="verl" if verl_routed else "verl-async" if verl_async else "",
+                             timed_as=("slime-async" if settings.slime_async else "verl" if verl_routed
+                                       else "verl-async" if verl_async else ""),
                              prompts_per_server=settings.prompts_per_server or 0 if verl_async else 0,
                              verl_trainer=v1, router=routing or "")
 

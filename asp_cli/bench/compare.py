@@ -20,7 +20,7 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.predict.features import BYTES_PER_TOKEN
-from asp_cli.settings import ScheduleSettings, check_lag
+from asp_cli.settings import ScheduleSettings, check_lag, one_step_off
 from asp_cli.sim.records import SimulationSettings
 from asp_cli.sim.run import simulate_schedule
 
@@ -206,12 +206,14 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
     # sglang" of rows, verl's default among them, routed by those plug-ins).
     other = settings.other_router is not None
     routing = settings.other_router or routing
-    if max_lag == 0:
+    overlapped = one_step_off(settings.router, max_lag, settings.trainer)  # slime's train_async.py
+    if max_lag == 0 or overlapped:
         from asp_cli.sim.submit_all import replay_frame
 
         seconds = replay_frame(frame, lengths, preset, instances=settings.instances,
                                train_batch_size=settings.train_batch_size, routing=routing,
-                               predicted_tokens=predicted_tokens, seed=settings.seed).end_to_end_s
+                               predicted_tokens=predicted_tokens, seed=settings.seed,
+                               one_step_off=overlapped).end_to_end_s
     else:
         from asp_cli.sim.verl_async import replay_async_frame
 

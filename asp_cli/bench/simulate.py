@@ -142,22 +142,28 @@ def _lag_warnings(planned: int | float | None, lag: int | float | None, options:
 
 def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
                     dispatch: str, seed: int, max_lag: int | None,
-                    prompts_per_server: int | None = None, router: str | None = None) -> dict[str, float]:
+                    prompts_per_server: int | None = None, router: str | None = None,
+                    trainer: str = "arrival") -> dict[str, float]:
     """A plan on servers that refill, replayed as verl 0.9 routes it: at ``max_lag`` 0 as its synchronous trainer
     does (`asp_cli.sim.submit_all.replay_frame`: the rollout summed over the steps), otherwise as its fully
     asynchronous one does (`asp_cli.sim.verl_async.replay_async_frame`: the rollout's last finish), its rollouter
     keeping ``prompts_per_server`` prompts per server in flight (None: as many as the servers' slots hold); with
     ``router`` ``cache-aware`` or ``round-robin`` (the schedule's `--router`), each request placed as
-    sglang-router's cache_aware policy (slime's) or AReaL's round-robin places it, recorded as ``routed_by``."""
+    sglang-router's cache_aware policy (slime's) or AReaL's round-robin places it, recorded as ``routed_by``; at
+    ``max_lag`` 1 with cache-aware and a ``trainer`` that follows the schedule, as slime's train_async.py runs
+    (`asp_cli.settings.one_step_off`: each rollout while the step before trains), recorded as ``one_step_off``."""
+    from asp_cli.settings import one_step_off
+
     routing = router if router not in (None, "least-pending") else None
     said = {"routed_by": router} if routing else {}
-    if max_lag == 0:
+    overlapped = one_step_off(router, max_lag, trainer)
+    if max_lag == 0 or overlapped:
         from asp_cli.sim.submit_all import replay_frame
 
         verl = replay_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
-                            dispatch=dispatch, seed=seed, routing=routing)
+                            dispatch=dispatch, seed=seed, routing=routing, one_step_off=overlapped)
         return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": float(verl.rollout_s.sum()),
-                **said}
+                **said, **({"one_step_off": True} if overlapped else {})}
     from asp_cli.sim.verl_async import replay_async_frame
 
     verl = replay_async_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
@@ -225,7 +231,8 @@ def simulate_loaded(
                                 "--max-lag 0 (a synchronous step submits its whole batch); drop it, or give a "
                                 "--max-lag other than 0")
         result.metrics.update(_as_verl_routes(frame, lengths, hardware, k, recorded.train_batch_size, dispatch, seed,
-                                              lag, per_server if lag != 0 else None, router=recorded.router))
+                                              lag, per_server if lag != 0 else None, router=recorded.router,
+                                              trainer=trainer))
         # A bound above 0: verl's v1 trainer runs that many warm-up batches ahead in its asynchronous modes (which
         # route through verl's balancer: not for a schedule made for sglang-router).
         if lag and recorded.router in (None, "least-pending"):

@@ -106,7 +106,12 @@ def _file_order_settings(summary: dict, order: str) -> str:
         f"    slime: --rollout-batch-size {g} --n-samples-per-prompt {n} --global-batch-size {g * n} (or "
         f"--num-steps-per-rollout 1, not both otherwise){keys} {rollouts}, no --rollout-shuffle" + ("; the schedule was timed as verl's balancer routes, each group spread over the "
                                "servers, where slime's router keeps it on one: make it with --router cache-aware"
-                               if summary.get("schedule_router") == "least-pending" else ""),
+                               if summary.get("schedule_router") == "least-pending" else
+                               "; train.py, synchronous steps, as the schedule was timed"
+                               if summary.get("schedule_router") == "cache-aware" and lag == 0 else
+                               "; train_async.py, each rollout generated while the step before trains, as the schedule "
+                               "was timed" if summary.get("schedule_router") == "cache-aware" and lag == 1 and steps
+                               else ""),
         f"    OpenRLHF: --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its dataloader's hard-coded "
         "shuffle patched off or asp's ScheduleSampler (docs/integrations.md)",
         f"    AReaL: train_dataset.shuffle=false train_dataset.batch_size={g} gconfig.n_samples={n}"

@@ -239,9 +239,13 @@ def _released(m: dict, document: dict) -> str:
 def _routed_line(m: dict, document: dict) -> str:
     """The replay as verl 0.9 routes it (or, for a schedule made with --router cache-aware, as sglang-router does:
     slime's), in one line."""
-    synchronous = document.get("max_lag") == 0
+    overlapped = bool(m.get("one_step_off"))  # slime's train_async.py: by rollout, as a synchronous step
+    synchronous = document.get("max_lag") == 0 or overlapped
     slime, areal = m.get("routed_by") == "cache-aware", m.get("routed_by") == "round-robin"
-    how = (("slime's synchronous rollout through sglang-router's cache_aware policy (the schedule's --router): every "
+    how = (("slime's train_async.py through sglang-router's cache_aware policy (the schedule's --router, --max-lag 1 "
+            "and --trainer schedule): each rollout generated while the step before trains, every sample a request, "
+            "a rollout's groups submitted in order, " if overlapped else
+            "slime's synchronous rollout through sglang-router's cache_aware policy (the schedule's --router): every "
             "sample a request, a rollout's groups submitted in order, " if synchronous else
             "prompts started as slots free, as verl 0.9's fully asynchronous trainer starts them, each request routed "
             "by sglang-router's cache_aware policy (the schedule's --router), ") if slime else
@@ -261,7 +265,8 @@ def _routed_line(m: dict, document: dict) -> str:
     label = f"as {'sglang' if slime else 'AReaL' if areal else 'verl'} routes"
     return (f"  {label:<17}{m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
             f"{m['verl_routed_rollout_s']:,.1f} s"
-            + (" summed over its steps (the training between them left out)" if synchronous
+            + (" summed over its steps (the training " + ("beside" if overlapped else "between") + " them left out)"
+               if synchronous
                else " to the last sample's finish")
             + f" ({how}{where}; the lines above route each group whole to whichever server frees first: "
             "docs/simulation.md)")

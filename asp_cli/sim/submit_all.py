@@ -67,6 +67,19 @@ class SubmitAllResult:
     requests_per_server: np.ndarray  # (steps, servers)
 
 
+def one_step_off_end_to_end_s(rollout_s: np.ndarray, train_s: np.ndarray, weight_sync_s: float) -> float:
+    """The run's end-to-end time when each step's rollout is generated while the step before trains, as slime's
+    `train_async.py` runs (slime v0.3.1, lines 32-70, with its default ``--update-weights-interval 1``): rollout 0
+    alone; then, step by step, the trainer trains on rollout k while rollout k+1 runs on the servers, waits for
+    both, and syncs the weights before rollout k+2 starts. So each step after the first rollout takes the longer
+    of its training and the next rollout, plus the sync; each rollout still starts on empty servers (as
+    `replay_submit_all` replays it). ``train_s`` per step includes the sync, as `SubmitAllResult.train_s`."""
+    rollout, train = np.asarray(rollout_s, dtype=np.float64), np.asarray(train_s, dtype=np.float64) - weight_sync_s
+    if rollout.size == 0:
+        return 0.0
+    return float(rollout[0] + np.maximum(train[:-1], rollout[1:]).sum() + train[-1] + weight_sync_s * rollout.size)
+
+
 def chunk_capacities(prompts: int, samples_per_prompt: int, workers: int, *, rule: str = "v1") -> np.ndarray:
     """Prompts per worker when a batch of ``prompts`` groups is cut into contiguous chunks as verl cuts it.
 
@@ -230,6 +243,7 @@ def replay_submit_all(
     workers: int | None = None,
     chunking: str = "v1",
     seed: int = 0,
+    one_step_off: bool = False,
 ) -> SubmitAllResult:
     """Replay rows (in ``seq`` order; ``response_tokens`` is ``(rows, samples per prompt)``) as verl's synchronous
     trainer generates them, one train batch of ``train_batch_size`` consecutive rows per step, or each run of equal
@@ -237,8 +251,9 @@ def replay_submit_all(
 
     ``row_instance`` (planned routing), ``row_predicted_tokens`` (length-aware routing, per sample) and
     ``row_prompt`` (cache-aware routing: which prompt a row is, over the run's epochs; default the row) are per row;
-    ``chunking`` is verl's trainer (`CHUNKING`: ``v1``, 0.9's default, or ``legacy``).
-    Deterministic for a given ``seed`` (the balancer's random ties).
+    ``chunking`` is verl's trainer (`CHUNKING`: ``v1``, 0.9's default, or ``legacy``). ``one_step_off``: each
+    step's rollout overlaps the training of the step before (slime's `train_async.py`:
+    `one_step_off_end_to_end_s`), not run after it. Deterministic for a given ``seed`` (the balancer's random ties).
     """
     if chunking not in CHUNKING:
         raise SettingsError(f"chunking must be one of {', '.join(CHUNKING)} (got {chunking!r})")
@@ -293,19 +308,23 @@ def replay_submit_all(
         busy.append(ends)
         counts.append(np.bincount(server, minlength=instances))
     rollout_s, train_s = np.asarray(rollout), np.asarray(train)
-    return SubmitAllResult(end_to_end_s=float(rollout_s.sum() + train_s.sum()), rollout_s=rollout_s, train_s=train_s,
+    end_to_end_s = (one_step_off_end_to_end_s(rollout_s, train_s, preset.weight_sync_s) if one_step_off
+                    else float(rollout_s.sum() + train_s.sum()))
+    return SubmitAllResult(end_to_end_s=end_to_end_s, rollout_s=rollout_s, train_s=train_s,
                            server_busy_s=np.vstack(busy), requests_per_server=np.vstack(counts))
 
 
 def replay_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, instances: int, train_batch_size: int,
                  dispatch: str = "free", routing: str | None = None, serving: str = "fcfs", chunking: str = "v1",
-                 predicted_tokens: np.ndarray | None = None, seed: int = 0) -> SubmitAllResult:
+                 predicted_tokens: np.ndarray | None = None, seed: int = 0,
+                 one_step_off: bool = False) -> SubmitAllResult:
     """A schedule frame (sorted by ``seq``; ``lengths`` its rows' true lengths, ``(rows, n)``, and
     ``predicted_tokens`` their predicted tokens per sample, for length-aware routing) replayed as verl 0.9's
     synchronous trainer rolls it out: its rows read in the order verl reads an export (by ``train_step``), every
     sample routed at submission by verl's balancer (``dispatch`` free) or kept to its planned instance by asp's
     router plug-in (``dispatch`` planned), unless ``routing`` names another (`ROUTINGS`; ``cache-aware``: as slime
-    submits a rollout, its groups in order, through sglang-router)."""
+    submits a rollout, its groups in order, through sglang-router); ``one_step_off``: each step's rollout while the
+    step before trains (slime's `train_async.py`)."""
     from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 
     order = np.lexsort((frame["seq"].to_numpy(), frame["train_step"].to_numpy()))
@@ -319,4 +338,4 @@ def replay_frame(frame, lengths: np.ndarray, preset: HardwarePreset, *, instance
                              row_prompt=frame["row"].to_numpy()[order] if "row" in frame.columns else None,
                              row_predicted_tokens=None if predicted_tokens is None
                              else np.asarray(predicted_tokens)[order],
-                             row_step=frame["train_step"].to_numpy()[order], seed=seed)
+                             row_step=frame["train_step"].to_numpy()[order], seed=seed, one_step_off=one_step_off)
