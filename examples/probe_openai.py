@@ -20,8 +20,11 @@ The log has one JSON line per sample, sorted by prompt and sample: ``prompt_id``
 
 A request that still fails after ``--retries`` tries (an error answer, a refused or dropped connection, a
 timeout) is left out and counted; the script exits 1 when any was, after writing the rest, and the same
-command with ``--resume`` sends only the samples the log lacks. The API key, if the server needs one, comes
-from ``OPENAI_API_KEY``.
+command with ``--resume`` sends only the samples the log lacks. A timed-out request is a long sample: left
+out, it would calibrate the schedule too short, so the script says to raise ``--timeout`` (3600 s by
+default: a 32k-token reasoning sample on a loaded server takes many minutes). Each answer is also written as
+it comes to ``OUTPUT.partial``, so that a run stopped midway (Ctrl-C, a lost machine) loses nothing:
+``--resume`` reads it back. The API key, if the server needs one, comes from ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 # The columns asp looks for, in its order (asp_cli/columns.py).
@@ -144,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-key", default=None, help="the probe's prompt column, as asp probe --prompt-key "
                                                             "named it, if not detected")
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="seconds per request: the longest sample's time at the server's load, or it is lost")
     parser.add_argument("--retries", type=int, default=3)
     parser.add_argument("--completions", action="store_true",
                         help="send the prompt as text to /completions, with no chat template (a base-model run "
@@ -165,22 +169,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {args.probe} is Parquet; this script reads JSON lines: write the probe with "
               "`asp probe ... -o probe.jsonl`", file=sys.stderr)
         return 3
+    # The answers of a run stopped midway, written as they came (below): read back by --resume, else replaced.
+    journal = args.output.with_name(args.output.name + ".partial")
     done: list[dict] = []
-    if args.resume and args.output.exists():
-        for line, text in enumerate(args.output.read_text(encoding="utf-8").splitlines(), 1):
+    for log in (args.output, journal) if args.resume else ():
+        if not log.exists():
+            continue
+        for line, text in enumerate(log.read_text(encoding="utf-8").splitlines(), 1):
             if not text.strip():
                 continue
             try:
                 row = json.loads(text)
                 row["prompt_id"], row["sample"] = str(row["prompt_id"]), int(row["sample"])
             except (ValueError, KeyError, TypeError):
-                print(f"Error: {args.output}:{line}: not a line this script writes (prompt_id, sample, "
+                if log is journal:  # its last line cut off as the run stopped
+                    continue
+                print(f"Error: {log}:{line}: not a line this script writes (prompt_id, sample, "
                       "response_tokens, truncated), so --resume cannot tell what it holds; write to a new -o",
                       file=sys.stderr)
                 return 3
             done.append(row)
+    done = list({(r["prompt_id"], r["sample"]): r for r in done}.values())
     have = {(r["prompt_id"], r["sample"]) for r in done}
     jobs = []
+    first_line: dict[str, int] = {}
     with args.probe.open(encoding="utf-8") as handle:
         for line, text in enumerate(handle, 1):
             if not text.strip():
@@ -193,6 +205,15 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as exc:
                 print(f"Error: {args.probe}:{line}: {exc}", file=sys.stderr)
                 return 3
+            if prompt_id in first_line:
+                # Two prompts under one id would be logged as one, each sample then credited to whichever the
+                # dataset names so (a newcomer's --id-key extra_info.index repeats across verl's sources).
+                named = f"--id-key {args.id_key}" if args.id_key else "the id column found"
+                print(f"Error: {args.probe}:{line}: prompt id {prompt_id!r} ({named}) is line {first_line[prompt_id]}'s "
+                      "too: name the probe's unique id column (asp probe writes prompt_id where the dataset's ids "
+                      "repeat: --id-key prompt_id, or leave --id-key out)", file=sys.stderr)
+                return 3
+            first_line[prompt_id] = line
             jobs.extend((prompt_id, sample, messages) for sample in range(args.samples)
                         if (prompt_id, sample) not in have)
     api_key = os.environ.get("OPENAI_API_KEY")
@@ -214,11 +235,28 @@ def main(argv: list[str] | None = None) -> int:
         return prompt_id, sample, {"prompt_id": prompt_id, "sample": sample, "response_tokens": tokens,
                                    "truncated": reason == "length"}, None
 
-    with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
-        results = list(pool.map(run, jobs))
+    results = []
+    pool = ThreadPoolExecutor(max_workers=args.concurrency)
+    try:
+        with journal.open("w", encoding="utf-8") as written:
+            # Every answer so far first, then each as it comes: a run stopped at any point can be resumed.
+            written.writelines(json.dumps(r, sort_keys=True) + "\n" for r in done)
+            for future in as_completed([pool.submit(run, job) for job in jobs]):
+                results.append(future.result())
+                if results[-1][2] is not None:
+                    written.write(json.dumps(results[-1][2], sort_keys=True) + "\n")
+                    written.flush()
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        print(f"Interrupted: {sum(r[2] is not None for r in results) + len(done)} samples kept in {journal}; the "
+              "same command with --resume sends only the rest", file=sys.stderr)
+        os._exit(130)  # the requests in flight are not waited for
+    pool.shutdown()
     rows = done + [r[2] for r in results if r[2] is not None]
     failed = [r for r in results if r[2] is None]
-    order = {pid: i for i, pid in enumerate(dict.fromkeys([*(r["prompt_id"] for r in done), *(j[0] for j in jobs)]))}
+    # The probe's order (answers come in any order), after any the log held that the probe does not name.
+    order = {pid: i for i, pid in enumerate(dict.fromkeys([*(r["prompt_id"] for r in done if r["prompt_id"] not in
+                                                              first_line), *first_line]))}
     rows.sort(key=lambda r: (order[r["prompt_id"]], r["sample"]))
     refused = [r for r in failed if r[3].startswith("HTTP 4") and not r[3].startswith(("HTTP 408", "HTTP 429"))]
     if not rows:  # nothing answered: an empty log would only fail the next step (`asp observe`: "the file is empty")
@@ -227,17 +265,21 @@ def main(argv: list[str] | None = None) -> int:
         fix = ("the server refused them: check --model and --base-url" if len(refused) == len(failed)
                else "check that the server is up, then run the same command again")
         print(f"Error: all {len(failed)} requests failed; nothing written to {args.output}; {fix}", file=sys.stderr)
+        journal.unlink(missing_ok=True)
         return 1
-    partial = args.output.with_name(args.output.name + ".partial")
-    partial.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
-    partial.replace(args.output)  # atomic: a reader never sees half a log
+    # Sorted, then renamed over the output: a reader never sees half a log, and the journal is gone with it.
+    journal.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+    journal.replace(args.output)
     print(f"wrote {args.output}: {len(rows)} samples of {len({r['prompt_id'] for r in rows})} prompts "
           f"({sum(r['truncated'] for r in rows)} hit --max-tokens)", file=sys.stderr)
     for prompt_id, sample, _, error in failed[:5]:
         print(f"Warning: prompt {prompt_id!r} sample {sample}: {error}", file=sys.stderr)
     if failed:
+        timed_out = sum("timed out" in r[3] or r[3].startswith(("TimeoutError", "socket.timeout")) for r in failed)
         print(f"Error: {len(failed)} requests failed and are not in the log; "
               + ("the server refused some (HTTP 4xx): fix the request, then " if refused else "")
+              + (f"{timed_out} timed out after --timeout {args.timeout:g} s, the longest samples, which left out "
+                 "calibrate the schedule too short: raise --timeout and " if timed_out else "")
               + "run the same command with --resume to send only those", file=sys.stderr)
         return 1
     return 0

@@ -64,6 +64,26 @@ def test_append_adds_and_the_same_log_is_not_added_twice(built, tmp_path):  # no
     assert any("its rows are those of e0.jsonl" in w and "count twice" in w for w in crlf.warnings), crlf.warnings
 
 
+def test_a_log_that_grew_since_it_was_observed_replaces_its_earlier_samples(tmp_path):
+    """A probe run again with --resume rewrites its log whole, the samples it had and the ones it lacked; appended
+    again, its first samples counted twice without a word (a probe newcomer's round). Now they are replaced, said;
+    a log of the same name that does not hold them all (another epoch's, written over the last) is kept beside."""
+    out, log = tmp_path / "h.parquet", tmp_path / "probe_log.jsonl"
+    rows = [{"prompt_id": f"p{i}", "sample": 0, "response_tokens": 100 + i} for i in range(6)]
+    write_jsonl(log, rows[:4])
+    observe([log], out)
+    write_jsonl(log, rows)  # resumed: the two samples that had failed
+    grown = observe([log], out, append=True)
+    assert any(w.startswith(f"{log}: holds the 4 samples the history took from a log of this name before, and 2 "
+                            "more") and w.endswith("the earlier ones replaced, not counted twice") for w in grown.warnings)
+    history, logs = read_history(out)
+    assert history.height == 6 and [e["name"] for e in logs] == ["probe_log.jsonl"] and logs[0]["rows"] == 6
+    write_jsonl(log, [{**r, "response_tokens": 900} for r in rows] + rows[:1])  # another run's, under the same name
+    other = observe([log], out, append=True)
+    assert not any("replaced" in w for w in other.warnings)
+    assert read_history(out)[0].height == 13
+
+
 def test_unknown_ids_are_counted_skipped_kept_or_refused(built, tmp_path):  # noqa: F811
     log = _log(tmp_path / "r.jsonl", ["p1", "ghost", "p2", "ghost2"])
     skipped = observe([log], None, schedule=built["schedule"])

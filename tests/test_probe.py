@@ -429,3 +429,83 @@ def test_a_source_left_without_probe_prompts_is_warned_about(tmp_path):
         "--min-per-source"]
     assert not any("get no probe prompt" in w for w in probe([data], tmp_path / "p2.jsonl",
                                                                settings=ProbeSettings(prompts=6)).warnings)
+
+
+def test_the_openai_example_refuses_a_probe_whose_ids_repeat_under_the_key_it_was_given(tmp_path):
+    """verl's extra_info.index numbers each source from 0: named as the id, two probed prompts became one, each
+    sample credited to whichever prompt the dataset numbers so, exit 0 (a probe newcomer's round)."""
+    rows = [{"prompt_id": f"r{i}", "prompt": f"Problem {i}", "extra_info": {"index": i % 2}} for i in range(3)]
+    (tmp_path / "probe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "probe_openai.py"), str(tmp_path / "probe.jsonl"),
+                           "-o", str(tmp_path / "log.jsonl"), "--model", "m", "--max-tokens", "10", "--id-key",
+                           "extra_info.index"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3 and not (tmp_path / "log.jsonl").exists(), done.stderr
+    assert done.stderr.strip() == (f"Error: {tmp_path / 'probe.jsonl'}:3: prompt id '0' (--id-key extra_info.index) "
+                                   "is line 1's too: name the probe's unique id column (asp probe writes prompt_id "
+                                   "where the dataset's ids repeat: --id-key prompt_id, or leave --id-key out)")
+
+
+class _SlowOpenAI(_FakeOpenAI):
+    """Answers every prompt at once but those holding ``slow`` in their text, which wait ``delay_s`` (a long
+    reasoning sample on a loaded server)."""
+
+    slow = "Problem 0:"
+    delay_s = 3.0
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        length = int(self.headers["Content-Length"])
+        body = self.rfile.read(length)
+        if _SlowOpenAI.slow in json.loads(body)["messages"][-1]["content"]:
+            threading.Event().wait(_SlowOpenAI.delay_s)
+        self.rfile = io.BytesIO(body)
+        super().do_POST()
+
+
+def test_the_openai_example_says_a_timeout_loses_the_long_samples(tmp_path):
+    """A timed-out request was told to --resume, which timed out again; left out, the longest samples calibrate the
+    schedule too short (a probe newcomer's deepmath prompts)."""
+    rows = [{"id": f"q{i}", "prompt": f"Problem {i}: words"} for i in range(4)]
+    (tmp_path / "probe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = _run_example(tmp_path, _SlowOpenAI, "--timeout", "0.5", "--retries", "1")
+    assert done.returncode == 1
+    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 3
+    assert ("1 timed out after --timeout 0.5 s, the longest samples, which left out calibrate the schedule too "
+            "short: raise --timeout and run the same command with --resume") in done.stderr, done.stderr
+
+
+def test_the_openai_example_keeps_what_a_stopped_run_got_and_resumes_it(tmp_path):
+    """Written only at the end, a probe stopped midway (Ctrl-C, a lost machine) lost every answer: each is now
+    journalled as it comes, and --resume reads the journal back."""
+    import os
+    import signal
+    import time
+
+    rows = [{"id": f"q{i}", "prompt": f"Problem {i}: words"} for i in range(5)]
+    (tmp_path / "probe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _SlowOpenAI.delay_s = 60.0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowOpenAI)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    journal = tmp_path / "log.jsonl.partial"
+    command = [sys.executable, str(ROOT / "examples" / "probe_openai.py"), str(tmp_path / "probe.jsonl"), "-o",
+               str(tmp_path / "log.jsonl"), "--base-url", f"http://127.0.0.1:{server.server_address[1]}/v1",
+               "--model", "fake", "--max-tokens", "400", "--concurrency", "5"]
+    try:
+        running = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (journal.exists() and len(journal.read_text().splitlines()) == 4):
+            time.sleep(0.05)
+        os.kill(running.pid, signal.SIGINT)
+        _, stderr = running.communicate(timeout=60)
+    finally:
+        _SlowOpenAI.delay_s = 3.0
+        server.shutdown()
+        server.server_close()
+    assert running.returncode == 130 and not (tmp_path / "log.jsonl").exists(), stderr
+    assert f"Interrupted: 4 samples kept in {journal}; the same command with --resume sends only the rest" in stderr
+    _FakeOpenAI.calls = []
+    resumed = _run_example(tmp_path, _FakeOpenAI, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(_FakeOpenAI.calls) == 1 and not journal.exists()
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["prompt_id"] for r in log] == ["q0", "q1", "q2", "q3", "q4"]

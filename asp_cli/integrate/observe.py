@@ -212,6 +212,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             pl.lit(epoch, dtype=pl.Int32).alias("epoch") if epoch is not None else pl.col("epoch"),
             pl.lit(path.name).alias("log"),
         )
+        if existing is not None:
+            existing, seen, said = _grown_log(existing, seen, part, path)
+            warnings.extend(said)
         parts.append(part)
         # The same rows saved again (other line endings, keys in another order) have other bytes: said, not
         # dropped, since two real logs may hold the same rows (forced lengths replayed in two epochs).
@@ -310,6 +313,27 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             raise InputError(_nothing_to_write(summary, "schedule" if schedule else "dataset"))
         write_history(history, out, [*seen, *ingested], replace=force or existing is not None)
     return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
+
+
+def _grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataFrame,
+               path: Path) -> tuple[pl.DataFrame, list[dict[str, Any]], list[str]]:
+    """The history without the samples it took from an earlier log of ``path``'s name, where ``part`` (that log read
+    now) holds every one of them and more: the log grew since (a probe run again with --resume rewrites its log
+    whole; appended again, its first samples counted twice without a word: a probe newcomer's round). Any other
+    log of that name (another epoch's, written over the last) is kept beside it."""
+    keys = ["prompt_id", "response_tokens", "epoch"]
+    before = existing.filter(pl.col("log") == path.name)
+    if not before.height or part.height <= before.height:
+        return existing, seen, []
+    count = lambda frame: frame.with_columns(pl.col("epoch").fill_null(-1)).group_by(keys).len()  # noqa: E731
+    missing = count(before).join(count(part), on=keys, how="left").filter(
+        pl.col("len_right").fill_null(0) < pl.col("len"))
+    if missing.height:
+        return existing, seen, []
+    return (existing.filter(pl.col("log") != path.name), [e for e in seen if e.get("name") != path.name],
+            [f"{path}: holds the {before.height:,} samples the history took from a log of this name before, and "
+             f"{part.height - before.height:,} more (a log rewritten as it grew, as a probe run again with --resume "
+             "rewrites it): the earlier ones replaced, not counted twice"])
 
 
 def _epochs_overfull(existing: pl.DataFrame, added: pl.DataFrame, n: int) -> list[str]:
