@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Warning: prompt {prompt_id!r} sample {sample}: {error}", file=sys.stderr)
     if failed:
         timed_out = sum("timed out" in r[3] or r[3].startswith(("TimeoutError", "socket.timeout")) for r in failed)
-        print(f"Error: {len(failed)} requests failed and are not in the log; "
+        print(f"Error: {len(failed)} request{'s' if len(failed) > 1 else ''} failed and {'are' if len(failed) > 1 else 'is'} not in the log; "
               + ("the server refused some (HTTP 4xx): fix the request, then " if refused else "")
               + (f"{timed_out} timed out after --timeout {args.timeout:g} s, the longest samples, which left out "
                  "calibrate the schedule too short: raise --timeout and " if timed_out else "")

@@ -171,6 +171,13 @@ def test_observe_appends_and_reports(built, tmp_path):  # noqa: F811
     assert invoke("observe", log, "-o", out).exit_code == ExitCode.OUTPUT
     again = invoke("observe", log, "-o", out, "--append", "--json", "-q")
     assert again.exit_code == 0 and json.loads(again.stdout)["logs_already_observed"] == 1
+    # Samples cut off at the cap are counted in the summary line (a probe newcomer saw them in --json alone), and
+    # the columns it does not need are said as such (its `sample` read as something lost).
+    cut = write_jsonl(tmp_path / "c.jsonl", [{"prompt_id": "p1", "sample": s, "response_tokens": 9, "truncated": s == 0}
+                                             for s in range(SAMPLES)])
+    said = " ".join(invoke("observe", cut, "-o", tmp_path / "c.parquet").stderr.split())
+    assert "history now 4 samples of 1 prompts; 1 of the samples added were cut off at the response cap" in said, said
+    assert "(other columns, not needed: sample)" in said
 
 
 def test_observe_bad_row_exit_code(tmp_path):

@@ -167,6 +167,8 @@ def observe_command(
                 f"{'Appended to' if appended else 'Wrote'} {output}: {summary['rows_added']:,} samples of "
                 f"{summary['prompts_observed']:,} prompts from {summary['logs'] - summary['logs_already_observed']} "
                 f"log(s); history now {summary['history_rows']:,} samples of {summary['history_prompts']:,} prompts"
+                + (f"; {summary['truncated_samples']:,} of the samples added were cut off at the response cap (read "
+                   "as at least that long)" if summary.get("truncated_samples") else "")
             )
             if summary["log_formats"]:
                 say("  read as: " + ", ".join(f"{count} {_LOG_NAMES[kind]}{'s' if count > 1 else ''}"
@@ -175,7 +177,7 @@ def observe_command(
             if used:
                 shown = list(used.items())[:3]
                 say("  columns: " + "; ".join(f"{name}: ids '{c.get('id')}', lengths '{c.get('length')}'"
-                                               + (f" (not read: {', '.join(c['unread'][:5])}"
+                                               + (f" (other columns, not needed: {', '.join(c['unread'][:5])}"
                                                   + (", ..." if len(c["unread"]) > 5 else "") + ")"
                                                   if c.get("unread") else "")
                                                for name, c in shown)

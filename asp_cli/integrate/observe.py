@@ -304,6 +304,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                 "each later one with --append --epoch E)")
     summary.update(
         rows_added=added.height,
+        truncated_samples=int(added["truncated"].sum() or 0) if added.height else 0,
         prompts_observed=added["prompt_id"].n_unique() if added.height else 0,
         history_rows=history.height,
         history_prompts=history["prompt_id"].n_unique() if history.height else 0,
