@@ -58,11 +58,13 @@ def probe_command(
                 "and predicted length")
             for source in summary["sources"]:
                 low, high = source["predicted_tokens_range"]
+                picked = source.get("probe_predicted_tokens_range")
                 say(f"  {printable(source['data_source'] or '(no source)')}: {source['probe_prompts']:,} of {source['prompts']:,} "
-                    f"prompts; predicted {low:,.0f}-{high:,.0f} tokens")
-            say(f"  cost: each sample per probe prompt is {summary['epoch_cost_per_probe_sample']:.3%} of one epoch's "
-                f"rollout at {summary['samples_per_prompt']} samples per prompt (-n: your group size), counted in "
-                "samples; it holds the predicted long tail, so its share of tokens is larger")
+                    f"prompts; the model's median predicted {low:,.0f}-{high:,.0f} tokens over the source"
+                    + (f", {picked[0]:,.0f}-{picked[1]:,.0f} over those probed" if picked else ""))
+            say(f"  cost: one sample of every probed prompt is {summary['epoch_cost_per_probe_sample']:.3%} of one "
+                f"epoch's rollout at {summary['samples_per_prompt']} samples per prompt (-n: your group size), counted "
+                "in samples; it holds the predicted long tail, so its share of tokens is larger")
             dataset = " ".join(shlex.quote(str(i)) for i in inputs)
             # The history's ids must be the ones the schedule reads (reading.history_ids warns otherwise).
             keyed = (f" --dataset-id-key {shlex.quote(id_key)}" if id_key else "") + (
