@@ -194,6 +194,13 @@ def test_compare_says_which_is_better(report):
     comparison = compare_reports(report, other)
     assert comparison["predictions_differ"] is True
     assert "made with different predictions" in " ".join(render_compare_text(comparison, width=200).split())
+    # Then no fact of predicted lengths gets a verdict (a probe newcomer read "better b" of a schedule made without
+    # the probe's history: 105.8 s against 2,251 s, the predictor's units), and the reason is said once.
+    other["padding"]["fraction"] = report["padding"]["fraction"] + 0.1
+    row = next(r for r in compare_reports(report, other)["facts"] if r["fact"] == "padding.fraction")
+    assert row["better"] is None and row["note"].startswith("each under its own predictions")
+    text = " ".join(render_compare_text(compare_reports(report, other), width=200).split())
+    assert "no verdict; each under its own" not in text and "none but the observed ones gets a verdict" in text
     other["provenance"]["predictor"] = {**report["provenance"]["predictor"], "history_fingerprint": "sha256:" + "3" * 64}
     assert compare_reports(report, other)["predictions_differ"] is True
 

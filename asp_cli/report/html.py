@@ -474,7 +474,7 @@ def _checks_section(checks: dict[str, Any]) -> str:
 
 
 def _comparison_section(comparison: dict[str, Any]) -> str:
-    from asp_cli.report.checks import shown_change
+    from asp_cli.report.checks import PREDICTIONS_DIFFER_NOTE, shown_change
     from asp_cli.report.formats import change_text, fact_text, verdict_text
 
     rows = []
@@ -483,7 +483,11 @@ def _comparison_section(comparison: dict[str, Any]) -> str:
         rows.append([row["label"], fact_text(kind, row["a"]), fact_text(kind, row["b"]),
                      change_text(kind, shown_change(row["a"], row["b"], kind)), verdict_text(row)])
     notes = "".join(f"<p class=\"intro\">{_e(row['label'])}: no verdict; {_e(row['note'])}.</p>"
-                    for row in comparison["facts"] if row.get("note"))
+                    for row in comparison["facts"] if row.get("note") and row["note"] != PREDICTIONS_DIFFER_NOTE)
+    if comparison.get("predictions_differ"):
+        notes += ("<p class=\"intro\">The two schedules were made with different predictions (predictor or history): "
+                  "each fact is under its own, and none but the observed ones gets a verdict; replay both on the same "
+                  "lengths to compare plans (<code>asp simulate A --lengths L</code>, then B).</p>")
     return (f"<p>A = <code>{_e(comparison['a'])}</code>, B = <code>{_e(comparison['b'])}</code></p>"
             + _table(["", "A", "B", "B - A", "better"], rows, classes="num") + notes)
 

@@ -334,7 +334,7 @@ def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: 
     """Render `report.compare_reports` output as one side-by-side table, with the reasons for any missing verdict."""
     from rich.table import Table
 
-    from asp_cli.report.checks import shown_change
+    from asp_cli.report.checks import PREDICTIONS_DIFFER_NOTE, shown_change
     from asp_cli.report.formats import change_text, fact_text, verdict_text
 
     console = _console(width, color)
@@ -351,10 +351,11 @@ def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: 
                       change_text(kind, shown_change(row["a"], row["b"], kind)), verdict_text(row))
     console.print(table)
     for row in comparison["facts"]:
-        if row.get("note"):
+        if row.get("note") and row["note"] != PREDICTIONS_DIFFER_NOTE:
             console.print(f"{row['label']}: no verdict; {row['note']}")
     if comparison.get("predictions_differ"):
         console.print("The two schedules were made with different predictions (predictor or history): each fact is "
-                      "under its own, so a time can differ because one predictor expects shorter answers; replay "
-                      "both on the same lengths to compare plans (asp simulate A --lengths L, then B).")
+                      "under its own, so a time can differ because one predictor expects shorter answers, and none "
+                      "but the observed ones gets a verdict; replay both on the same lengths to compare plans (asp "
+                      "simulate A --lengths L, then B).")
     return _trimmed(console.file.getvalue())
