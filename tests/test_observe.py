@@ -624,3 +624,13 @@ def test_appending_an_epoch_the_history_holds_again_says_its_samples_count_twice
     observe([halves[0]], split, schedule=built["schedule"], epoch=0)
     second = observe([halves[1]], split, append=True, schedule=built["schedule"], epoch=0)
     assert not [w for w in second.warnings if "more samples than" in w]
+
+
+def test_a_history_given_as_a_log_is_refused(tmp_path):
+    """Taken as a rollout log, a history's samples were added again to another (55,000 became 110,000, exit 0)."""
+    history = tmp_path / "h.parquet"
+    observe([_log(tmp_path / "a.jsonl", ["p1", "p2"])], history)
+    with pytest.raises(InputError, match=r"h\.parquet: an asp history, not a rollout log; to plan with several "
+                                         r"histories give each to asp schedule --history"):
+        observe([history], tmp_path / "h2.parquet")
+    assert not (tmp_path / "h2.parquet").exists()

@@ -1243,3 +1243,30 @@ def test_an_id_repeated_by_a_file_without_ids_names_that_file(tmp_path):
         read_prompts([named, plain])
     with pytest.raises(InputError, match=said):
         read_prompts_streamed([named, plain])
+
+
+def test_a_log_in_two_histories_counts_once_and_a_copy_is_refused(tmp_path):
+    """A hostile-input round: histories A (logs 1, 2) and B (logs 2, 3) given together counted log 2's samples
+    twice, a byte-identical copy of a history or of a log counted every sample twice, in silence."""
+    import shutil
+
+    from asp_cli.integrate.observe import observe
+
+    logs = [write_jsonl(tmp_path / f"log{i}.jsonl", [{"prompt_id": f"p{i}{k}", "response_tokens": 100 * i + k}
+                                                      for k in range(3)]) for i in (1, 2, 3)]
+    observe(logs[:2], tmp_path / "a.parquet")
+    observe(logs[1:], tmp_path / "b.parquet")
+    frame, report = read_lengths([tmp_path / "a.parquet", tmp_path / "b.parquet"])
+    assert frame.height == 9 and sorted(frame["prompt_id"].to_list()) == sorted(f"p{i}{k}" for i in (1, 2, 3)
+                                                                                  for k in range(3))
+    assert report.notes == [f"{tmp_path / 'b.parquet'}: its samples of log2.jsonl are in {tmp_path / 'a.parquet'} "
+                            "already (the same log, observed into both histories); left out here, so that none "
+                            "counts twice"]
+    shutil.copy(tmp_path / "a.parquet", tmp_path / "a-copy.parquet")
+    with pytest.raises(InputError, match=r"a-copy\.parquet: holds the same samples as .*a\.parquet \(the same bytes\); "
+                                         r"give each once, or each sample counts twice"):
+        read_lengths([tmp_path / "a.parquet", tmp_path / "a-copy.parquet"])
+    with pytest.raises(InputError, match=r"log2\.jsonl: holds the same samples as .*a\.parquet \(a log that history "
+                                         r"lists\)"):
+        read_lengths([logs[1], tmp_path / "a.parquet"])
+    assert read_lengths([logs[2], tmp_path / "a.parquet"])[0].height == 9  # another log beside it: as before

@@ -560,6 +560,7 @@ def schedule(
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())
     if history:  # the ids the history's logs were observed by, against this input's (reading.history_ids)
+        warnings.extend(history_report.notes if history_report else [])
         read_report.settle()
         warnings.extend(id_warnings(list(history), read_report.fingerprints, read_report.columns_used))
         if not any("this schedule has --seed" in w for w in warnings):  # the epochs' check said it already

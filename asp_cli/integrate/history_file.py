@@ -17,6 +17,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli.errors import InputError, shown_id
+from asp_cli.reading.history_ids import HISTORY_METADATA_KEY
 
 HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "prompt_id": pl.String(),
@@ -25,7 +26,7 @@ HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "epoch": pl.Int32(),
     "log": pl.String(),
 }
-METADATA_KEY = b"asp.history"
+METADATA_KEY = HISTORY_METADATA_KEY
 HISTORY_FORMAT_VERSION = "1.0"
 
 

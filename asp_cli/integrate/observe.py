@@ -419,6 +419,12 @@ def _read_log(
         return _read_verl_dump(path, frame, dataset, read.tokenizer, summary, read.on_bad_row), kind
     if kind == "verl_generations":
         return _read_verl_generations(path, frame, _verl_responses_column(frame), read, summary), kind
+    from asp_cli.reading.history_ids import history_logs
+
+    if history_logs(path) is not None:  # taken as a log, its samples were added again without a word (a hostile-
+        # input round: 55,000 samples became 110,000), and the logs it lists were not kept from counting twice
+        raise InputError(f"{path}: an asp history, not a rollout log; to plan with several histories give each to "
+                         "asp schedule --history (a log both hold counts once), or observe the logs it was made from")
     lengths, report = read_lengths([path], read)
     # Which columns were read as the id and the length: detected ones are said (a sample counter, `index`, was
     # taken for the id without a word).

@@ -24,7 +24,7 @@ from asp_cli.settings import ScheduleSettings
 
 # How `ReadReport.columns_used` names the id of a file without an id column.
 ROW_NUMBER = "(row number)"
-_HISTORY_METADATA_KEY = b"asp.history"
+HISTORY_METADATA_KEY = b"asp.history"  # where an asp history lists its logs
 
 
 def ids_of(inputs: list[dict[str, Any]], columns_used: dict[str, dict[str, str]]) -> dict[str, Any]:
@@ -83,18 +83,25 @@ def seed_warnings(history: list[Path], seed: int, unnumbered_run: bool = False) 
     return []
 
 
-def recorded_ids(path: Path) -> list[dict[str, Any]]:
-    """The distinct records of an asp history's logs (`ids_of`, as `asp observe` wrote them), in their order;
-    none for a file that is not an asp history or whose logs have no record."""
+def history_logs(path: Path) -> list[dict[str, Any]] | None:
+    """The logs an asp history lists as observed (`asp observe`'s entries: name, fingerprint, rows, ...), or None for
+    a file that is not an asp history (not Parquet, or another tool's lengths)."""
     import pyarrow.parquet as pq
 
     try:
-        raw = (pq.read_schema(path).metadata or {}).get(_HISTORY_METADATA_KEY)
-        logs = json.loads(raw).get("logs", []) if raw else []
+        raw = (pq.read_schema(path).metadata or {}).get(HISTORY_METADATA_KEY)
+        logs = json.loads(raw).get("logs", []) if raw else None
     except Exception:  # noqa: BLE001 - not Parquet, or other metadata: a lengths file of another tool
-        return []
+        return None
+    return [e for e in logs if isinstance(e, dict)] if isinstance(logs, list) else None if logs is None else []
+
+
+def recorded_ids(path: Path) -> list[dict[str, Any]]:
+    """The distinct records of an asp history's logs (`ids_of`, as `asp observe` wrote them), in their order;
+    none for a file that is not an asp history or whose logs have no record."""
+    logs = history_logs(path) or []
     records: list[dict[str, Any]] = []
-    for entry in logs if isinstance(logs, list) else []:
+    for entry in logs:
         record = entry.get("ids") if isinstance(entry, dict) else None
         if isinstance(record, dict) and isinstance(record.get("inputs"), list) and record not in records:
             records.append(record)

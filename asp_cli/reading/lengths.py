@@ -40,13 +40,31 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
         A missing id or length column, lengths that are negative, missing, fractional or not numbers, or a file
         named twice.
     """
+    from asp_cli.reading.history_ids import history_logs
+
     report = ReadReport()
     parts = []
     each_file_once(paths, "length file")  # each sample would count twice (the history's spread, a report's counts)
+    listed: dict[str, Path] = {}  # each log an asp history lists, by its fingerprint: the history it came in first
     for path in paths:
         path = Path(path)
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
+        logs = history_logs(path) if fmt == "parquet" else None
+        if logs and "log" in frame.columns:
+            # Two histories observed from a shared log each hold its samples (a hostile-input round: histories A of
+            # logs 1 and 2 and B of 2 and 3 counted log 2 twice, in silence): the later one's are left out, said.
+            prints = [tuple(e.get(k) if isinstance(e.get(k), str) else None for k in ("name", "fingerprint"))
+                      for e in logs]  # a damaged entry's is no fingerprint (`read_history` refuses such a list)
+            again = {name for name, digest in prints if digest in listed}
+            if again:
+                firsts = sorted({str(listed[digest]) for _, digest in prints if digest in listed})
+                report.notes.append(f"{path}: its samples of {', '.join(sorted(map(str, again))[:3])} are in "
+                                    f"{', '.join(firsts)} already (the same log, observed into both histories); "
+                                    "left out here, so that none counts twice")
+                frame = frame.filter(~pl.col("log").is_in(list(again)))
+            for name, digest in prints:
+                listed.setdefault(digest or f"\x00{path}:{name}", path)
         lowered = {c.lower() for c in frame.columns}
         if options.length_id_key is None and not lowered & set(C.ID_KEYS) and (
                 {"input", "output"} <= lowered or "responses" in lowered):
@@ -81,6 +99,19 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
                              f"naming their column with {options.length_flag}")
     if not parts:
         raise InputError("no length files given")
+    report.settle()
+    # The same bytes under two names (a copy of a log, of a history, or a log an asp history given lists): every
+    # sample would count twice (a hostile-input round: refused by path only, a copy went unseen).
+    first: dict[str, Path] = {}
+    for path in map(Path, paths):
+        digest = report.fingerprints.get(str(path))
+        if not digest:
+            continue
+        copy, history = first.setdefault(digest, path), listed.get(digest)
+        if copy is not path or (history is not None and history != path):
+            raise InputError(f"{path}: holds the same samples as "
+                             + (f"{copy} (the same bytes)" if copy is not path else f"{history} (a log that history "
+                                "lists)") + "; give each once, or each sample counts twice")
     frame = pl.concat(parts, how="vertical")
     if frame.height == 0:
         names = ", ".join(str(p) for p in paths)

@@ -64,6 +64,7 @@ class ReadReport:
     file_rows: dict[str, int] = field(default_factory=dict)  # per file: the rows its parser gave (row numbers taken)
     empty_prompts: int = 0  # prompts without text (an empty chat list, empty contents): legal, but likely a mistake
     empty_examples: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the read left out and why, for the caller's warnings
 
     def settle(self) -> None:
         """Wait for the fingerprints still being computed."""
