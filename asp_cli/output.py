@@ -45,18 +45,43 @@ _live: set[Path] = set()  # temporary files being written now, removed if the pr
 _published: list[Path] = []  # outputs this command put in place
 
 
-def check_parquet_name(output: Path, *, writer: str, other: str = "") -> None:
-    """Refuse a Parquet output whose name says another format (docs/errors.md E34), for every command.
+def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: bytes | None = None) -> None:
+    """Refuse a Parquet output whose name says another format (docs/errors.md E34), for every command, and an
+    existing one of another asp kind (E86).
 
     A Parquet file named ``.csv`` or ``.jsonl`` is misread by whoever trusts the name, and asp's own readers
     refuse it later (E09). ``writer`` names what writes Parquet (``asp schedule``, ``--format verl``);
-    ``other`` adds another way out (" or pass --format jsonl").
+    ``other`` adds another way out (" or pass --format jsonl"). ``kind`` is the metadata key of what it writes
+    (`ASP_KINDS`; None: predictions, which carry none): ``--force`` does not replace a file another asp command
+    wrote (a hostile-input round: a schedule's ``-o`` over an accumulated history, exit 0).
     """
     suffix = Path(output).suffix
-    if suffix.lower() in PARQUET_SUFFIXES:
-        return
-    name = f"the name ends in {suffix!r}" if suffix else "the name has no extension"
-    raise SettingsError(f"{output}: {writer} writes Parquet, but {name}; name it .parquet{other}")
+    if suffix.lower() not in PARQUET_SUFFIXES:
+        name = f"the name ends in {suffix!r}" if suffix else "the name has no extension"
+        raise SettingsError(f"{output}: {writer} writes Parquet, but {name}; name it .parquet{other}")
+    existing = _asp_kind(Path(output))
+    if existing is not None and existing != kind:
+        raise OutputError(f"{output} is {ASP_KINDS.get(existing, 'an asp file')}, and {writer} writes "
+                          f"{ASP_KINDS[kind]}: --force replaces only a file of its own kind; name another output")
+
+
+# What each asp Parquet file holds, by its metadata key (None: predictions, which carry none).
+ASP_KINDS = {b"asp.schedule": "an asp schedule", b"asp.history": "an asp history", b"asp.export": "an asp export",
+             b"asp.probe": "an asp probe", b"asp.timeline": "an asp timeline", None: "predictions"}
+
+
+def _asp_kind(path: Path) -> bytes | None:
+    """The ``asp.*`` metadata key of an existing Parquet file (which asp command wrote it), or None: none there, or
+    not a Parquet file at all."""
+    if not path.is_file():
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        keys = (pq.read_schema(path).metadata or {}).keys()
+    except Exception:  # noqa: BLE001 - not Parquet, unreadable: not asp's, and the write says what is wrong
+        return None
+    return next((key for key in sorted(keys) if key.startswith(b"asp.")), None)
 
 
 def check_output_name(output: Path, suffixes: tuple[str, ...], *, writer: str, what: str) -> None:

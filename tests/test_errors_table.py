@@ -45,6 +45,8 @@ def setup_files(tmp: Path) -> None:
 
     pq.write_table(pa.table({"seq": [0], "prompt_id": ["a"]}).replace_schema_metadata({b"asp.schedule": b"{}"}),
                    tmp / "schedule.parquet")
+    pq.write_table(pa.table({"prompt_id": ["a"], "response_tokens": [5]}).replace_schema_metadata(
+        {b"asp.history": b'{"logs": []}'}), tmp / "hist.parquet")
     write_jsonl(tmp / "huge.jsonl", [{"id": "big", "question": "word " * 4000}])
     write_jsonl(tmp / "hist_negative.jsonl", [{"prompt_id": "a", "response_tokens": -5}])
     write_jsonl(tmp / "hist_missing.jsonl", [{"prompt_id": "a", "response_tokens": 5}, {"prompt_id": "b"}])
@@ -192,6 +194,9 @@ CASES = [
     ("E84", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/lens.jsonl", "--history",
              "{tmp}/lens-copy.jsonl"], 3,
      "/lens.jsonl (the same bytes); give each once, or each sample counts twice"),
+    ("E86", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/hist.parquet", "--force"], 7,
+     "hist.parquet is an asp history, and asp schedule writes an asp schedule: --force replaces only a file of its "
+     "own kind; name another output"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

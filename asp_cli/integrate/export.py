@@ -80,13 +80,14 @@ class ExportResult:
 _SUFFIXES = {"parquet": (".parquet", ".pq"), "verl": (".parquet", ".pq"), "jsonl": (".jsonl", ".ndjson")}
 
 
-def check_output_suffix(output: Path, format: str) -> None:  # noqa: A002 - the option's name
-    """A Parquet file named .jsonl (or .csv) is read wrongly by whoever trusts the name: refuse the mismatch."""
+def check_output_suffix(output: Path, format: str, kind: bytes = METADATA_KEY) -> None:  # noqa: A002 - the option's name
+    """A Parquet file named .jsonl (or .csv) is read wrongly by whoever trusts the name: refuse the mismatch, and a
+    Parquet output over a file another asp command wrote (``kind``: what this one writes, an export by default)."""
     from asp_cli.output import check_parquet_name
 
     if format != "jsonl":
         other = " or pass --format jsonl" if output.suffix.lower() in _SUFFIXES["jsonl"] else ""
-        check_parquet_name(output, writer=f"--format {format}", other=other)  # the rule of every Parquet output
+        check_parquet_name(output, writer=f"--format {format}", other=other, kind=kind)  # the rule of every Parquet output
         return
     if output.suffix.lower() in _SUFFIXES[format]:
         return

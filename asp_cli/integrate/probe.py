@@ -161,7 +161,7 @@ def _output_format(output: Path | None, format: str | None) -> str:  # noqa: A00
     if chosen is None:
         raise SettingsError(f"{output}: a probe is written as JSON lines (.jsonl) or Parquet (.parquet), chosen by "
                             f"the name; name it probe.jsonl or probe.parquet")
-    check_output_suffix(output, chosen)
+    check_output_suffix(output, chosen, kind=METADATA_KEY)
     return chosen
 
 
