@@ -29,6 +29,9 @@ import numpy as np
 from asp_cli.errors import AspError
 
 MAX_NESTING_DEPTH = 100
+# The largest difficulty asp reads (a level, a rating, a pass rate are far below): a feature of 1e12 fitted a model
+# file asp then refused as damaged, and 1e308 overflowed the fit (a hostile-input round).
+MAX_DIFFICULTY = 1e6
 MAX_ZIP_MEMBERS = 64
 MAX_ZIP_MEMBER_BYTES = 256 * 2**20  # the largest array asp writes is 2**24 float64s (128 MiB)
 MAX_ZIP_TOTAL_BYTES = 512 * 2**20

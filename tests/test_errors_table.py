@@ -71,6 +71,8 @@ def setup_files(tmp: Path) -> None:
     (tmp / "emptydir").mkdir()
     write_jsonl(tmp / "lens.jsonl", [{"prompt_id": "a", "response_tokens": 5}, {"prompt_id": "b", "response_tokens": 9}])
     (tmp / "lens-copy.jsonl").write_bytes((tmp / "lens.jsonl").read_bytes())
+    write_jsonl(tmp / "hard.jsonl", [{"id": "a", "question": "q", "difficulty": "Level 3"},
+                                     {"id": "b", "question": "r", "difficulty": 1e12}])
 
 
 def run(tmp: Path, *args: str):
@@ -197,6 +199,9 @@ CASES = [
     ("E86", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/hist.parquet", "--force"], 7,
      "hist.parquet is an asp history, and asp schedule writes an asp schedule: --force replaces only a file of its "
      "own kind; name another output"),
+    ("E87", ["schedule", "{tmp}/hard.jsonl", "-o", "{tmp}/o.parquet"], 3,
+     "hard.jsonl:2: difficulty 1e+12 (column 'difficulty') is beyond any level or rating (asp reads at most 1e+06 in "
+     "size); name another column with --difficulty-key, or fix the row, or pass --on-bad-row skip to skip bad rows"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

@@ -308,7 +308,8 @@ def extract_prompts(
         (pl.lit(bad) | pl.lit(text).is_null()).alias("\x00bad"),
         id_problem.alias("\x00noid"),
     )
-    problems = selected.select(pl.col("\x00bad") | pl.col("\x00noid").is_not_null()).to_series()
+    out_of_range = (selected[C.DIFFICULTY].abs() > limits.MAX_DIFFICULTY).fill_null(False)
+    problems = selected.select(pl.col("\x00bad") | pl.col("\x00noid").is_not_null()).to_series() | out_of_range
     empty = selected.select(pl.col(C.PROMPT_TEXT).str.strip_chars() == "").to_series().fill_null(False) & ~problems
     if empty.any():
         report.empty(int(empty.sum()), [locate(int(i)) for i in empty.arg_true().head(5)])
@@ -324,6 +325,10 @@ def extract_prompts(
             reason = selected["\x00noid"][index]
             if reason is not None:
                 raise InputError(id_problem_message(where, str(id_col), reason))
+            if out_of_range[index]:
+                raise InputError(f"{where}: difficulty {selected[C.DIFFICULTY][index]:g} (column {difficulty_col!r}) is "
+                                 f"beyond any level or rating (asp reads at most {limits.MAX_DIFFICULTY:g} in size); name "
+                                 f"another column with --difficulty-key, or {BAD_ROW_FIX}")
             if deep is not None and deep[index]:
                 raise InputError(f"{where}: column {prompt_col!r} holds JSON nested more than "
                                  f"{limits.MAX_NESTING_DEPTH} levels deep; asp reads at most {limits.MAX_NESTING_DEPTH} "
