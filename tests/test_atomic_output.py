@@ -179,3 +179,24 @@ def test_an_output_under_a_file_says_the_file_is_no_folder(tmp_path):
         check_output_path(tmp_path / "a.jsonl" / "x.parquet", [])
     with pytest.raises(OutputError, match=r"folder .*nowhere does not exist; create it first"):
         check_output_path(tmp_path / "nowhere" / "x.parquet", [])
+
+
+def test_a_later_write_removes_the_leftovers_of_killed_ones(tmp_path):
+    """SIGKILL leaves the temporary file (nothing can catch it); a hostile-input round found them staying forever
+    beside the output. The next write of that output removes this machine's whose process is gone, and another
+    machine's (a shared file system) only once a day has passed without a write to it."""
+    from asp_cli.output import _host_tag
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    out = tmp_path / "s.txt"
+    dead = tmp_path / f".s.txt{TMP_MARKER}{gone.pid}-0000.{_host_tag()}"
+    alive = tmp_path / f".s.txt{TMP_MARKER}{os.getpid()}-0001.{_host_tag()}"
+    foreign = tmp_path / f".s.txt{TMP_MARKER}{gone.pid}-0002.ffffffff"
+    old = tmp_path / f".s.txt{TMP_MARKER}{gone.pid}-0003"  # the name before the machine was in it
+    for path in (dead, alive, foreign, old):
+        path.write_bytes(b"half")
+    os.utime(old, (time.time() - 2 * 86400,) * 2)
+    write_text_atomic(out, "new", replace=False)
+    assert out.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir() if TMP_MARKER in p.name) == sorted([alive.name, foreign.name])

@@ -124,11 +124,15 @@ def test_traceback_on_request(tmp_path):
                            str(tmp_path / "o.parquet")], capture_output=True, text=True, env=env)
     assert proc.returncode == 3
     assert "Traceback" in proc.stderr and "Error: " in proc.stderr
-    env.pop("ASP_TRACEBACK")
-    proc = subprocess.run([sys.executable, "-m", "asp_cli", "schedule", str(tmp_path / "missing.jsonl"), "-o",
-                           str(tmp_path / "o.parquet")], capture_output=True, text=True, env=env)
-    assert proc.returncode == 3 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().count("\n") == 0
+    for off in (None, "0", "false", "No"):  # `false` and `no` turned it on (a hostile-input round)
+        if off is None:
+            env.pop("ASP_TRACEBACK")
+        else:
+            env["ASP_TRACEBACK"] = off
+        proc = subprocess.run([sys.executable, "-m", "asp_cli", "schedule", str(tmp_path / "missing.jsonl"), "-o",
+                               str(tmp_path / "o.parquet")], capture_output=True, text=True, env=env)
+        assert proc.returncode == 3 and "Traceback" not in proc.stderr, off
+        assert proc.stderr.strip().count("\n") == 0
 
 
 @pytest.mark.parametrize("flag", ["--help"])

@@ -634,3 +634,14 @@ def test_a_history_given_as_a_log_is_refused(tmp_path):
                                          r"histories give each to asp schedule --history"):
         observe([history], tmp_path / "h2.parquet")
     assert not (tmp_path / "h2.parquet").exists()
+
+
+def test_a_log_named_twice_and_an_id_check_with_nothing_to_check_against_are_refused(tmp_path):
+    """A hostile-input round: `asp observe log log` took the log once in silence (asp schedule refuses a file named
+    twice), and --unknown-ids error without --schedule or --dataset checked nothing."""
+    log = _log(tmp_path / "a.jsonl", ["p1"])
+    with pytest.raises(InputError, match=r"a\.jsonl: given twice; name each rollout log once"):
+        observe([log, log], tmp_path / "h.parquet")
+    with pytest.raises(SettingsError, match="--unknown-ids error checks the logs' ids against --schedule or --dataset"):
+        observe([log], tmp_path / "h.parquet", unknown_ids="error")
+    assert not (tmp_path / "h.parquet").exists()

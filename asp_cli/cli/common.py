@@ -31,7 +31,9 @@ def set_traceback(enabled: bool) -> None:
 
 
 def traceback_enabled() -> bool:
-    return _state["traceback"] or os.environ.get("ASP_TRACEBACK", "") not in ("", "0")
+    # ASP_TRACEBACK=false or no meant off, as 0 does (a hostile-input round found them turning it on).
+    return _state["traceback"] or os.environ.get("ASP_TRACEBACK", "").strip().lower() not in ("", "0", "false",
+                                                                                            "no", "off")
 
 
 def say(message: str) -> None:

@@ -131,6 +131,11 @@ def observe(
     dataset = paths_of(dataset)
     if not logs:
         raise InputError("no rollout log given; name at least one log file")
+    from asp_cli.reading.tables import each_file_once
+
+    each_file_once(logs, "rollout log")  # taken once in silence, where asp schedule refused it (a hostile round)
+    if unknown_ids == "error" and schedule is None and not dataset:  # nothing to hold the ids to: it did nothing
+        raise SettingsError("--unknown-ids error checks the logs' ids against --schedule or --dataset: give one")
     if read.id_key is not None and not dataset:  # it names a column of the dataset files: alone it did nothing
         raise SettingsError(f"{read.id_flag} names the id column of the --dataset files: give them with --dataset")
     if read.prompt_key is not None and not dataset:
