@@ -48,6 +48,7 @@ def setup_files(tmp: Path) -> None:
     pq.write_table(pa.table({"prompt_id": ["a"], "response_tokens": [5]}).replace_schema_metadata(
         {b"asp.history": b'{"logs": []}'}), tmp / "hist.parquet")
     write_jsonl(tmp / "huge.jsonl", [{"id": "big", "question": "word " * 4000}])
+    write_jsonl(tmp / "giant.jsonl", [{"id": "giant", "question": "word " * 400_000}, {"id": "b", "question": "r"}])
     write_jsonl(tmp / "hist_negative.jsonl", [{"prompt_id": "a", "response_tokens": -5}])
     write_jsonl(tmp / "hist_missing.jsonl", [{"prompt_id": "a", "response_tokens": 5}, {"prompt_id": "b"}])
     write_jsonl(tmp / "hist_fraction.jsonl", [{"prompt_id": "a", "response_tokens": 12.5}])
@@ -106,6 +107,8 @@ CASES = [
      "--instances must be a whole number from 1 to 100000"),
     ("E13", ["schedule", "{tmp}/huge.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens-per-minibatch", "1000"], 4,
      "is smaller than one prompt: prompt id 'big'"),
+    ("E13", ["schedule", "{tmp}/giant.jsonl", "-o", "{tmp}/o.parquet"], 4,  # raising the budget would not do
+     "engine's KV cache holds (955113 tokens): drop or shorten that prompt, or give a --preset whose cache holds it"),
     ("E14", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--on-bad-row", "maybe"], 4,
      "--on-bad-row must be 'error' or 'skip'"),
     ("E15", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--preset", "{tmp}/cal.json"], 4,

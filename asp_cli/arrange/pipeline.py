@@ -195,10 +195,17 @@ def plan(
                    "engine" if kv_budget == "padded" else
                    "(prompt + predicted mean response)" if kv_budget == "whole" else
                    f"(prompt + {ratio:.2f} x predicted mean response), its share of a minibatch's expected peak")
+        needs = (f"prompt id {prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
+                 f"{counted}")
+        if footprint[worst] > preset.kv_capacity_tokens:  # raising the budget past the engine's cache plans nothing
+            # it can run (a hostile-input round followed that advice to a 100M-token minibatch on one H100)
+            raise SettingsError(
+                f"{needs}, its prompt alone {int(prompt_tokens[worst])}), more than the {preset.name} engine's KV "
+                f"cache holds ({preset.kv_capacity_tokens} tokens): drop or shorten that prompt, or give a --preset "
+                "whose cache holds it")
         raise SettingsError(
-            f"--max-tokens-per-minibatch {budget} is smaller than one prompt: prompt id "
-            f"{prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
-            f"{counted}); raise it to at least {int(footprint[worst])}")
+            f"--max-tokens-per-minibatch {budget} is smaller than one prompt: {needs}); raise it to at least "
+            f"{int(footprint[worst])}")
     if settings.arrangement == "auto":
         choice = choose_arrangement(_arrange_named, prompts, predictions, settings, preset, budget_tokens=budget)
     else:
