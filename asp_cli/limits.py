@@ -358,6 +358,17 @@ def check_zip(archive, where: str, error: type[AspError], what: str = "an asp fi
                     f"it is not {what}")
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class TrailingGzipData(Exception):
+    """Whole gzip data followed by bytes that are not gzip (a hostile-input round was told such a file was not
+    gzip at all, and to drop the .gz suffix)."""
+
+    def __str__(self) -> str:
+        return "after its gzip data the file holds more bytes that are not gzip"
+
+
 def gunzip(data: bytes, where: str, error: type[AspError], *,
            on_bad: Callable[[Exception], AspError] | None = None) -> bytes:
     """Inflate gzip ``data`` (all members), refusing it once the output passes `GZIP_FREE_BYTES` plus
@@ -372,12 +383,14 @@ def gunzip(data: bytes, where: str, error: type[AspError], *,
     produced = 0
     view = memoryview(data)
     position = 0  # where the next member starts
+    member_start = -1  # where the member being inflated started, once a first one was whole
     try:
         while True:
             found = _NOT_NUL.search(data, position)  # members may be followed by NUL padding, as gzip allows
             if found is None:
                 break
             position = found.start()
+            member_start = position if parts or position else -1
             inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
             while not inflater.eof:
                 if position >= len(data):
@@ -397,6 +410,8 @@ def gunzip(data: bytes, where: str, error: type[AspError], *,
                     out = inflater.decompress(inflater.unconsumed_tail, 1 << 20)
             position -= len(inflater.unused_data)
     except (zlib.error, EOFError) as exc:
+        if member_start > 0 and isinstance(exc, zlib.error) and data[member_start:member_start + 2] != GZIP_MAGIC:
+            exc = TrailingGzipData()
         if on_bad is not None:
             raise on_bad(exc) from None
         raise error(f"{where}: not valid gzip data ({exc})") from None

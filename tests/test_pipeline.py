@@ -228,6 +228,11 @@ def test_a_later_epochs_schedule_with_an_earlier_epochs_seed_is_warned_about(tmp
     assert steps(own) != steps(first)
     probe = write_jsonl(tmp_path / "probe.jsonl", [{"prompt_id": "p1", "response_tokens": 100}])
     assert not any("--seed" in w for w in schedule([prompts_file], None, history=[probe]).summary["warnings"])
+    # An epoch at the seed's own bound is told of a seed it can take (a hostile-input round got --seed 2147483648).
+    last = write_jsonl(tmp_path / "last.jsonl", [{"prompt_id": "p1", "response_tokens": 100, "epoch": 2**31 - 1}])
+    said = [w for w in schedule([prompts_file], None, history=[last], settings=shuffle).summary["warnings"]
+            if "--seed 0" in w]
+    assert said and said[0].endswith("give each epoch its own seed, one no epoch of the history was made with")
 
 
 def test_a_history_observed_against_a_schedule_of_the_same_seed_is_warned_about(tmp_path, prompts_file):

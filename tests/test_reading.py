@@ -1270,3 +1270,23 @@ def test_a_log_in_two_histories_counts_once_and_a_copy_is_refused(tmp_path):
                                          r"lists\)"):
         read_lengths([logs[1], tmp_path / "a.parquet"])
     assert read_lengths([logs[2], tmp_path / "a.parquet"])[0].height == 9  # another log beside it: as before
+
+
+def test_gzip_data_followed_by_other_bytes_is_said_so(tmp_path):
+    """A hostile-input round: whole gzip data with a line appended was called not gzip at all, with advice to drop
+    the .gz suffix. Said so now, whether read a batch at a time (prompts) or whole (lengths)."""
+    from asp_cli.reading import read_prompts
+
+    prompts = tmp_path / "p.jsonl.gz"
+    prompts.write_bytes(gzip.compress(b'{"id": "a", "question": "q"}\n') + b"garbage\n")
+    lengths = tmp_path / "l.jsonl.gz"
+    lengths.write_bytes(gzip.compress(b'{"prompt_id": "a", "response_tokens": 5}\n') + b"garbage\n")
+    said = "after its gzip data the file holds more bytes that are not gzip (appended to it?); cut them off"
+    with pytest.raises(InputError, match=re.escape(f"{prompts}: {said}")):
+        read_prompts([prompts])
+    with pytest.raises(InputError, match=re.escape(f"{lengths}: {said}")):
+        read_lengths([lengths])
+    # Two whole members, NUL padding between, still read.
+    prompts.write_bytes(gzip.compress(b'{"id": "a", "question": "q"}\n') + b"\0" * 8
+                        + gzip.compress(b'{"id": "b", "question": "r"}\n'))
+    assert read_prompts([prompts])[0].height == 2

@@ -35,7 +35,7 @@ from asp_cli.arrange.packing import PaddedTokens, cut_minibatches, cut_per_step,
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.arrange.summary import summarize
 from asp_cli.schedule_format import format_version_for, recorded_command_line, write_schedule
-from asp_cli.settings import MAX_SCHEDULE_ROWS, SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size, lag_steps
+from asp_cli.settings import MAX_SCHEDULE_ROWS, MAX_SETTING, SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size, lag_steps
 from asp_cli.arrange.timeline import (
     group_kv_tokens,
     group_tokens,
@@ -667,7 +667,9 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
             warnings.append(
                 f"the history holds epochs up to {int(latest)}, and this schedule has --seed {settings.seed}: a "  # type: ignore[arg-type]
                 "schedule made with an earlier epoch's seed deals that epoch's shuffles again (the same train batches "
-                f"every epoch); give each epoch its own seed, e.g. --seed {int(latest) + 1} (the epoch's number)")  # type: ignore[arg-type]
+                "every epoch); give each epoch its own seed, "
+                + (f"e.g. --seed {int(latest) + 1} (the epoch's number)" if int(latest) < MAX_SETTING  # type: ignore[arg-type]
+                   else "one no epoch of the history was made with"))
         over = int((history[C.RESPONSE_TOKENS] > settings.max_response_tokens).sum())
         if over:
             warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "

@@ -335,6 +335,7 @@ class _ByteSource:
         step = 1 << 16
         inflater = None  # none while between members
         consumed = produced = 0
+        later = b""  # the first bytes of a member after the first: not gzip, they are trailing data
         try:
             for raw in raws:
                 data = raw
@@ -343,6 +344,7 @@ class _ByteSource:
                         data = data.lstrip(b"\x00")  # members may be followed by NUL padding, as gzip allows
                         if not data:
                             break
+                        later = data[:2] if inflater is not None else b""
                         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
                     piece, data = data[:step], data[step:]
                     consumed += len(piece)
@@ -366,7 +368,8 @@ class _ByteSource:
             if inflater is not None and not inflater.eof:
                 raise EOFError("compressed file ended before the end-of-stream marker was reached")
         except (zlib.error, EOFError) as exc:
-            raise bad_gzip(self.path, exc) from None
+            trailing = isinstance(exc, zlib.error) and later and not limits.GZIP_MAGIC.startswith(later)
+            raise bad_gzip(self.path, limits.TrailingGzipData() if trailing else exc) from None
 
 
 def _line_blocks(pieces: Iterator[bytes], batch_bytes: int) -> Iterator[bytes]:

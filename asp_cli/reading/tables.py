@@ -167,6 +167,8 @@ def bad_gzip(path: Path, exc: Exception) -> InputError:
     if isinstance(exc, EOFError):
         return InputError(f"{path}: the compressed file ends before its end (cut short: a log still being written, "
                           "or a copy interrupted); read it once the writer has finished")
+    if isinstance(exc, limits.TrailingGzipData):
+        return InputError(f"{path}: {exc} (appended to it?); cut them off, or compress the file again")
     return InputError(f"{path}: not a valid gzip file ({exc}); drop the .gz suffix if it is plain")
 
 
