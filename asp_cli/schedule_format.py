@@ -326,6 +326,9 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
                 f"{where}: column {name!r} has {bad} missing or non-finite values, the first at "
                 f"{_at(frame, broken.fill_null(True))}; drop the column or write the schedule again"
             )
+        if name.endswith("_s") and column.min() < 0:  # type: ignore[operator]  # a time before the run starts
+            raise ScheduleFormatError(f"{where}: column {name!r} holds {column.min()} at {_at(frame, column < 0)}, "
+                                      "a time before the run starts; drop the column or write the schedule again")
     seq = frame["seq"]
     if seq.null_count() or seq.min() != 0 or seq.max() != frame.height - 1 or seq.n_unique() != frame.height:
         outside = seq >= frame.height
@@ -414,8 +417,29 @@ def check_epochs(frame: pl.DataFrame, settings: dict[str, Any], *, where: str) -
                 f"but the schedule's settings have instances {instances} (0 to {instances - 1}); write the schedule "
                 "again"
             )
-    epochs = settings.get("epochs")
-    if not isinstance(epochs, int) or isinstance(epochs, bool):
+    def whole(key: str) -> int | None:
+        value = settings.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    # A hand-edited length past the cap, or a step of more groups than a train batch, was read as written (a
+    # hostile-input round: `asp report` showed a group of 1,000,000 tokens under a cap of 8,192, and export said
+    # "batches of 100" of a step holding 101).
+    cap = whole("max_response_tokens")
+    for name in ("predicted_tokens", "predicted_max_tokens", "predicted_mean_tokens") if cap else ():
+        if name in frame.columns and frame.schema[name] == pl.Int64 and frame[name].max() > cap:  # type: ignore[operator]
+            over = frame[name] > cap
+            raise ScheduleFormatError(f"{where}: column {name!r} holds {frame[name].filter(over)[0]} at "
+                                      f"{_at(frame, over)}, past the schedule's max_response_tokens {cap}; write the "
+                                      "schedule again")
+    batch = whole("train_batch_size")
+    if batch:
+        sizes = frame.group_by("train_step").len().filter(pl.col("len") > batch)
+        if sizes.height:
+            step = sizes.sort("train_step")["train_step"][0]
+            raise ScheduleFormatError(f"{where}: train step {step} holds {sizes.sort('train_step')['len'][0]} groups, "
+                                      f"more than the schedule's train_batch_size {batch}; write the schedule again")
+    epochs = whole("epochs")
+    if epochs is None:
         return
     outside = frame["epoch"] >= epochs
     if outside.any():

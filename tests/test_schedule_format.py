@@ -455,3 +455,31 @@ def test_step_numbers_past_the_rows_kept_are_no_damage(frame):
     shifted = frame.sort("seq").with_columns(pl.col("train_step") + frame.height)
     assert shifted["train_step"].max() >= shifted.height
     validate_frame(shifted, where="x")
+
+
+@pytest.mark.parametrize("column, value, words", [
+    ("predicted_tokens", 1_000_000, "column 'predicted_tokens' holds 1000000 at row 1 (seq 0, prompt_id"),
+    ("expected_finish_s", -5.0, "column 'expected_finish_s' holds -5.0 at row 1 (seq 0, prompt_id"),
+    ("train_step", 1, "train step 1 holds 9 groups, more than the schedule's train_batch_size 8"),
+])
+def test_hand_edits_past_the_recorded_settings_are_refused(tmp_path, column, value, words):
+    """A hostile-input round: a length past the cap (asp report showed a group of 1,000,000 tokens under a cap of
+    8,192), a time before the run, and a step of more groups than a train batch (export said "batches of 100" of a
+    step of 101) were read as written."""
+    import pyarrow as pa
+
+    settings = {"instances": 2, "epochs": 1, "max_response_tokens": 8192, "train_batch_size": 8}
+    frame = arrange(prompt_frame(20), make_predictions(20), ScheduleSettings(instances=2, train_batch_size=8))
+    path = tmp_path / "s.parquet"
+    write_schedule(frame, {"settings": settings}, path)
+    assert read_schedule(path).frame.height == 20
+    table = pq.read_table(path)
+    seq = table.column("seq").to_pylist()
+    first = seq.index(0) if column != "train_step" else table.column("train_step").to_pylist().index(0)
+    values = table.column(column).to_pylist()
+    values[first] = value
+    index = table.column_names.index(column)
+    pq.write_table(table.set_column(index, column, pa.array(values, table.schema.field(column).type))
+                   .replace_schema_metadata(table.schema.metadata), path)
+    with pytest.raises(ScheduleFormatError, match=re.escape(words)):
+        read_schedule(path)
