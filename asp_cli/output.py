@@ -57,8 +57,8 @@ def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: byte
     """
     suffix = Path(output).suffix
     if suffix.lower() not in PARQUET_SUFFIXES:
-        name = f"the name ends in {suffix!r}" if suffix else "the name has no extension"
-        raise SettingsError(f"{output}: {writer} writes Parquet, but {name}; name it .parquet{other}")
+        raise SettingsError(f"{output}: {writer} writes Parquet, but {_name_problem(Path(output))}; name it "
+                            f"{_named_like(Path(output), '.parquet')}{other}")
     existing = _asp_kind(Path(output))
     if existing is not None and existing != kind:
         raise OutputError(f"{output} is {ASP_KINDS.get(existing, 'an asp file')}, and {writer} writes "
@@ -93,8 +93,24 @@ def check_output_name(output: Path, suffixes: tuple[str, ...], *, writer: str, w
     suffix = Path(output).suffix
     if suffix.lower() in suffixes:
         return
-    name = f"the name ends in {suffix!r}" if suffix else "the name has no extension"
-    raise SettingsError(f"{output}: {writer} writes {what}, but {name}; name it {suffixes[0]}")
+    raise SettingsError(f"{output}: {writer} writes {what}, but {_name_problem(Path(output))}; name it "
+                        f"{_named_like(Path(output), suffixes[0])}")
+
+
+def _name_problem(output: Path) -> str:
+    """What is wrong with an output's name for its format: another extension, none, or (``-o .parquet``) nothing but
+    a dot and the extension, which names a hidden file with no extension (a hostile-input round was told "the name
+    has no extension" of it)."""
+    if output.suffix:
+        return f"the name ends in {output.suffix!r}"
+    if output.name.startswith(".") and len(output.name) > 1:
+        return f"the name {output.name!r} has nothing before its dot, so it names a hidden file with no extension"
+    return "the name has no extension"
+
+
+def _named_like(output: Path, suffix: str) -> str:
+    """The fix for `_name_problem`: the extension, or a whole name where the name was only one."""
+    return f"e.g. out{suffix}" if output.name.startswith(".") and not output.suffix else suffix
 
 
 class OutputPath(type(Path())):  # type: ignore[misc]

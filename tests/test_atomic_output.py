@@ -200,3 +200,17 @@ def test_a_later_write_removes_the_leftovers_of_killed_ones(tmp_path):
     write_text_atomic(out, "new", replace=False)
     assert out.read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir() if TMP_MARKER in p.name) == sorted([alive.name, foreign.name])
+
+
+def test_an_output_named_only_by_its_extension_is_told_to_take_a_name(tmp_path):
+    """`-o .parquet` was told "the name has no extension; name it .parquet" (a hostile-input round)."""
+    from asp_cli.errors import SettingsError
+    from asp_cli.output import check_output_name, check_parquet_name
+
+    with pytest.raises(SettingsError, match=r"the name '\.parquet' has nothing before its dot, so it names a hidden "
+                                            r"file with no extension; name it e\.g\. out\.parquet$"):
+        check_parquet_name(tmp_path / ".parquet", writer="asp schedule")
+    with pytest.raises(SettingsError, match=r"the name ends in '\.csv'; name it \.parquet$"):
+        check_parquet_name(tmp_path / "s.csv", writer="asp schedule")
+    with pytest.raises(SettingsError, match=r"the name has no extension; name it \.html$"):
+        check_output_name(tmp_path / "page", (".html",), writer="--html", what="an HTML page")
