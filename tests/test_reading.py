@@ -1290,3 +1290,13 @@ def test_gzip_data_followed_by_other_bytes_is_said_so(tmp_path):
     prompts.write_bytes(gzip.compress(b'{"id": "a", "question": "q"}\n') + b"\0" * 8
                         + gzip.compress(b'{"id": "b", "question": "r"}\n'))
     assert read_prompts([prompts])[0].height == 2
+
+
+def test_old_mac_line_endings_are_named(tmp_path):
+    """Lines ended by a carriage return alone were one line of "extra data" (a hostile-input round)."""
+    path = tmp_path / "cr.jsonl"
+    path.write_bytes(b'{"id": "a", "question": "q"}\r{"id": "b", "question": "r"}\r')
+    with pytest.raises(InputError, match=re.escape("cr.jsonl:1: malformed JSON at column 30 (Extra data); its lines "
+                                                   "end in a carriage return alone (old Mac line endings): convert "
+                                                   "them to newlines (tr '\\r' '\\n')")):
+        read_prompts([path])

@@ -545,6 +545,10 @@ def _read_jsonl_slow(path: Path, data: bytes, *, on_bad_row: OnBadRow, report: R
             problem = "not valid UTF-8; re-encode the file as UTF-8"
         except json.JSONDecodeError as exc:
             problem = f"malformed JSON at column {exc.colno} ({exc.msg})"
+            if exc.msg == "Extra data" and (b"\r" if isinstance(raw, bytes) else "\r") in raw.strip():  # a hostile-input round's old-Mac file was
+                # told of extra data only
+                problem += ("; its lines end in a carriage return alone (old Mac line endings): convert them to "
+                            "newlines (tr '\\r' '\\n')")
             if index == unfinished and ran_out_of_text(raw, exc):
                 problem = ("the file ends inside this line (cut short: a log still being written, or a copy "
                            "interrupted)")
