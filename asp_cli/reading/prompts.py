@@ -308,7 +308,8 @@ def extract_prompts(
         (pl.lit(bad) | pl.lit(text).is_null()).alias("\x00bad"),
         id_problem.alias("\x00noid"),
     )
-    out_of_range = (selected[C.DIFFICULTY].abs() > limits.MAX_DIFFICULTY).fill_null(False)
+    difficulty = selected[C.DIFFICULTY]  # NaN and infinities are read as no difficulty, as before
+    out_of_range = (difficulty.is_finite() & (difficulty.abs() > limits.MAX_DIFFICULTY)).fill_null(False)
     problems = selected.select(pl.col("\x00bad") | pl.col("\x00noid").is_not_null()).to_series() | out_of_range
     empty = selected.select(pl.col(C.PROMPT_TEXT).str.strip_chars() == "").to_series().fill_null(False) & ~problems
     if empty.any():
