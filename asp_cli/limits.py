@@ -384,13 +384,14 @@ def gunzip(data: bytes, where: str, error: type[AspError], *,
     view = memoryview(data)
     position = 0  # where the next member starts
     member_start = -1  # where the member being inflated started, once a first one was whole
+    members = 0  # members inflated whole
     try:
         while True:
             found = _NOT_NUL.search(data, position)  # members may be followed by NUL padding, as gzip allows
             if found is None:
                 break
             position = found.start()
-            member_start = position if parts or position else -1
+            member_start = position if members else -1
             inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
             while not inflater.eof:
                 if position >= len(data):
@@ -409,6 +410,7 @@ def gunzip(data: bytes, where: str, error: type[AspError], *,
                         break
                     out = inflater.decompress(inflater.unconsumed_tail, 1 << 20)
             position -= len(inflater.unused_data)
+            members += 1
     except (zlib.error, EOFError) as exc:
         if member_start > 0 and isinstance(exc, zlib.error) and data[member_start:member_start + 2] != GZIP_MAGIC:
             exc = TrailingGzipData()

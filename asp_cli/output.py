@@ -45,21 +45,23 @@ _live: set[Path] = set()  # temporary files being written now, removed if the pr
 _published: list[Path] = []  # outputs this command put in place
 
 
-def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: bytes | None = None) -> None:
+def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: bytes | None = None,
+                       replacing: bool = True) -> None:
     """Refuse a Parquet output whose name says another format (docs/errors.md E34), for every command, and an
-    existing one of another asp kind (E86).
+    existing one of another asp kind (E85).
 
     A Parquet file named ``.csv`` or ``.jsonl`` is misread by whoever trusts the name, and asp's own readers
     refuse it later (E09). ``writer`` names what writes Parquet (``asp schedule``, ``--format verl``);
     ``other`` adds another way out (" or pass --format jsonl"). ``kind`` is the metadata key of what it writes
     (`ASP_KINDS`; None: predictions, which carry none): ``--force`` does not replace a file another asp command
-    wrote (a hostile-input round: a schedule's ``-o`` over an accumulated history, exit 0).
+    wrote (a hostile-input round: a schedule's ``-o`` over an accumulated history, exit 0). ``replacing``: whether
+    an existing output would be replaced (without ``--force``, its own error says so first).
     """
     suffix = Path(output).suffix
     if suffix.lower() not in PARQUET_SUFFIXES:
         raise SettingsError(f"{output}: {writer} writes Parquet, but {_name_problem(Path(output))}; name it "
                             f"{_named_like(Path(output), '.parquet')}{other}")
-    existing = _asp_kind(Path(output))
+    existing = _asp_kind(Path(output)) if replacing else None
     if existing is not None and existing != kind:
         raise OutputError(f"{output} is {ASP_KINDS.get(existing, 'an asp file')}, and {writer} writes "
                           f"{ASP_KINDS[kind]}: --force replaces only a file of its own kind; name another output")
@@ -224,10 +226,16 @@ _FOREIGN_LEFTOVER_S = 24 * 3600
 
 
 def _host_tag() -> str:
+    """This machine and process-id namespace: two containers that share a host name do not share process ids (a
+    review: one's write removed the other's temporary file as a leftover)."""
     import hashlib
     import socket
 
-    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+    try:
+        space = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"; none off Linux
+    except OSError:
+        space = ""
+    return hashlib.sha256(f"{socket.gethostname()}\0{space}".encode("utf-8", "replace")).hexdigest()[:8]
 
 
 def _sweep_leftovers(target: Path) -> None:

@@ -74,6 +74,12 @@ def test_lengths_of_other_prompts_or_above_the_cap_are_warned_about(built, tmp_p
     # Worded as `asp report --lengths` words it: the option, and of how many ids.
     assert "Warning: 1 of the 3 prompt ids of --lengths are not in the schedule (e.g. 'ghost')" in result.stderr
     assert f"Warning: {over} observed samples are longer than the schedule's max_response_tokens" in result.stderr
+    # A copy of the same log given beside it is said (its samples count twice), by simulate and report alike.
+    (tmp_path / "copy.jsonl").write_bytes(lengths.read_bytes())
+    for command in ("simulate", "report"):
+        twice = invoke(command, built["schedule"], "--lengths", lengths, "--lengths", tmp_path / "copy.jsonl")
+        assert twice.exit_code == 0 and f"Warning: {tmp_path / 'copy.jsonl'}: holds the same bytes as {lengths}" in (
+            " ".join(twice.stderr.split())), (command, twice.output)
     (tmp_path / "ghosts.jsonl").write_text('{"prompt_id": "ghost", "response_tokens": 3}\n', encoding="utf-8")
     # None at all: every figure would be the predictions' (a pipeline with -q read them as its log's): exit 3.
     for command in ("simulate", "report"):

@@ -1245,9 +1245,10 @@ def test_an_id_repeated_by_a_file_without_ids_names_that_file(tmp_path):
         read_prompts_streamed([named, plain])
 
 
-def test_a_log_in_two_histories_counts_once_and_a_copy_is_refused(tmp_path):
+def test_a_log_in_two_histories_counts_once_and_a_copy_is_said(tmp_path):
     """A hostile-input round: histories A (logs 1, 2) and B (logs 2, 3) given together counted log 2's samples
-    twice, a byte-identical copy of a history or of a log counted every sample twice, in silence."""
+    twice, a byte-identical copy of a history or of a log counted every sample twice, in silence. A copy is said,
+    not refused: two logs can hold the same bytes (greedy decoding), and then both count (a review)."""
     import shutil
 
     from asp_cli.integrate.observe import observe
@@ -1263,13 +1264,36 @@ def test_a_log_in_two_histories_counts_once_and_a_copy_is_refused(tmp_path):
                             "already (the same log, observed into both histories); left out here, so that none "
                             "counts twice"]
     shutil.copy(tmp_path / "a.parquet", tmp_path / "a-copy.parquet")
-    with pytest.raises(InputError, match=r"a-copy\.parquet: holds the same samples as .*a\.parquet \(the same bytes\); "
-                                         r"give each once, or each sample counts twice"):
-        read_lengths([tmp_path / "a.parquet", tmp_path / "a-copy.parquet"])
-    with pytest.raises(InputError, match=r"log2\.jsonl: holds the same samples as .*a\.parquet \(a log that history "
-                                         r"lists\)"):
-        read_lengths([logs[1], tmp_path / "a.parquet"])
-    assert read_lengths([logs[2], tmp_path / "a.parquet"])[0].height == 9  # another log beside it: as before
+    frame, report = read_lengths([tmp_path / "a.parquet", tmp_path / "a-copy.parquet"])
+    assert frame.height == 6  # its logs are a's: left out
+    assert f"{tmp_path / 'a-copy.parquet'}: holds the same bytes as {tmp_path / 'a.parquet'}: if it is the same log " \
+           "given again, each of its samples counts twice; give it once" in report.notes
+    frame, report = read_lengths([logs[1], tmp_path / "a.parquet"])
+    assert frame.height == 9 and report.notes == [f"{logs[1]}: holds the same bytes as a log {tmp_path / 'a.parquet'} "
+                                                  "lists: if it is the same log given again, each of its samples "
+                                                  "counts twice; give it once"]
+    assert not read_lengths([logs[2], tmp_path / "a.parquet"])[1].notes  # another log beside it: as before
+
+
+def test_a_shared_log_whose_name_other_logs_share_is_kept_whole(tmp_path):
+    """A review: rows name their log by file name only, and each epoch's log may be gen.jsonl; leaving the shared
+    one out by name dropped another epoch's samples (16,000 read as 8,000)."""
+    from asp_cli.integrate.observe import observe
+
+    (tmp_path / "e0").mkdir()
+    (tmp_path / "e1").mkdir()
+    e0 = write_jsonl(tmp_path / "e0" / "gen.jsonl", [{"prompt_id": f"p{k}", "response_tokens": 10 + k} for k in range(4)])
+    e1 = write_jsonl(tmp_path / "e1" / "gen.jsonl", [{"prompt_id": f"p{k}", "response_tokens": 50 + k} for k in range(4)])
+    observe([e0], tmp_path / "a.parquet", epoch=0)
+    observe([e0], tmp_path / "b.parquet", epoch=0)
+    observe([e1], tmp_path / "b.parquet", epoch=1, append=True)
+    frame, report = read_lengths([tmp_path / "a.parquet", tmp_path / "b.parquet"])
+    assert frame.height == 12 and frame.filter(pl.col("epoch") == 1).height == 4
+    assert len(report.notes) == 1 and "under a name other logs of it share, so its samples count twice" in report.notes[0]
+    # The same log observed as another epoch is another observation: kept, unsaid.
+    observe([e0], tmp_path / "c.parquet", epoch=3)
+    frame, report = read_lengths([tmp_path / "a.parquet", tmp_path / "c.parquet"])
+    assert frame.height == 8 and not report.notes
 
 
 def test_gzip_data_followed_by_other_bytes_is_said_so(tmp_path):
@@ -1285,6 +1309,10 @@ def test_gzip_data_followed_by_other_bytes_is_said_so(tmp_path):
     with pytest.raises(InputError, match=re.escape(f"{prompts}: {said}")):
         read_prompts([prompts])
     with pytest.raises(InputError, match=re.escape(f"{lengths}: {said}")):
+        read_lengths([lengths])
+    # Not gzip at all, NUL bytes first: not gzip, as before (a review: told of bytes after its gzip data).
+    lengths.write_bytes(b"\0\0\0not gzip\n")
+    with pytest.raises(InputError, match=re.escape(f"{lengths}: not a valid gzip file")):
         read_lengths([lengths])
     # Two whole members, NUL padding between, still read.
     prompts.write_bytes(gzip.compress(b'{"id": "a", "question": "q"}\n') + b"\0" * 8

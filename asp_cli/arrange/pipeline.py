@@ -197,10 +197,12 @@ def plan(
                    f"(prompt + {ratio:.2f} x predicted mean response), its share of a minibatch's expected peak")
         needs = (f"prompt id {prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
                  f"{counted}")
-        if footprint[worst] > preset.kv_capacity_tokens:  # raising the budget past the engine's cache plans nothing
-            # it can run (a hostile-input round followed that advice to a 100M-token minibatch on one H100)
+        one = int(prompt_tokens[worst] + top[worst])  # a single sequence: what an engine must hold at once
+        if one > preset.kv_capacity_tokens:  # raising the budget plans what no engine runs (a hostile-input round
+            # followed that advice to a 100M-token minibatch on one H100); a group larger than the cache whose
+            # sequences each fit runs, preempted, and keeps the advice (a review)
             raise SettingsError(
-                f"{needs}, its prompt alone {int(prompt_tokens[worst])}), more than the {preset.name} engine's KV "
+                f"{needs}); one of its sequences alone, {one} tokens, is more than the {preset.name} engine's KV "
                 f"cache holds ({preset.kv_capacity_tokens} tokens): drop or shorten that prompt, or give a --preset "
                 "whose cache holds it")
         raise SettingsError(

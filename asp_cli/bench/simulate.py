@@ -95,8 +95,11 @@ def simulate_file(
         observed, report = read_lengths(lengths_paths, read)
         refuse_unmatched(observed, schedule.frame["prompt_id"], lengths_paths)
         skipped = report.skipped_rows
-    return simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,
-                           name=str(schedule_path), progress=progress)
+    result = simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,
+                             name=str(schedule_path), progress=progress)
+    if lengths_paths:  # what the read left out or counted twice (`ReadReport.notes`)
+        result.document["warnings"][:0] = report.notes
+    return result
 
 
 def _replayed_lengths_per_epoch(frame: pl.DataFrame, lengths: np.ndarray,

@@ -147,7 +147,7 @@ def evaluate_predictor(
                             "with --lengths, name that file's column with --lengths-length-key")
     inputs = paths_of(inputs)
     data = join_lengths(inputs, lengths, read, lengths_read) if lengths else read_observations(inputs, read)
-    past = read_lengths(paths_of(history), history_read)[0] if history else None
+    past, read_report = read_lengths(paths_of(history), history_read) if history else (None, None)
     result = evaluate(data.prompts, data.lengths, predictor=model, history=past,
                       max_response_tokens=max_response_tokens, tokenizer=read.tokenizer)
     result["model"] = str(model) if model is not None else "default"
@@ -155,7 +155,7 @@ def evaluate_predictor(
 
     from asp_cli.predict.prediction import lost_sources_warning
 
-    result["warnings"] = (_skipped(data.skipped_rows) + data.warnings
+    result["warnings"] = ((read_report.notes if read_report else []) + _skipped(data.skipped_rows) + data.warnings
                           + unmatched_warnings(data.prompts[C.PROMPT_ID], past)
                           + lost_sources_warning(model, data.prompts[C.DATA_SOURCE]))
     return result
@@ -216,7 +216,7 @@ def predict_file(
     if output is not None:
         check_output_path(output, [*inputs, *history, *([Path(model)] if model else [])], force=force)
         check_parquet_name(Path(output), writer="asp predictor predict")
-    past = read_lengths(history, read)[0] if history else None
+    past, history_report = read_lengths(history, read) if history else (None, None)
     # Read and predicted a batch at a time (the model is row-wise); the history correction runs once at the end.
     prompts, frame, info, report, distribution = read_and_predict(
         inputs, read, predictor=model, history=past,
@@ -228,7 +228,8 @@ def predict_file(
     from asp_cli.predict.prediction import lost_sources_warning
 
     unnamed, id_hint = row_numbered(report)
-    result = PredictResult(table, info, warnings=_skipped(report.skipped_rows, report.skipped_examples)
+    result = PredictResult(table, info, warnings=(history_report.notes if history_report else [])
+                           + _skipped(report.skipped_rows, report.skipped_examples)
                            + unmatched_warnings(prompts[C.PROMPT_ID], past, unnamed=unnamed, id_hint=id_hint)
                            + lost_sources_warning(model, prompts[C.DATA_SOURCE],
                                                   table[C.PREDICTION_SOURCE] == "model"))

@@ -45,26 +45,14 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     report = ReadReport()
     parts = []
     each_file_once(paths, "length file")  # each sample would count twice (the history's spread, a report's counts)
-    listed: dict[str, Path] = {}  # each log an asp history lists, by its fingerprint: the history it came in first
+    listed: dict[tuple, Path] = {}  # each log an asp history lists (`_without_shared_logs`): the history it came in first
     for path in paths:
         path = Path(path)
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         logs = history_logs(path) if fmt == "parquet" else None
         if logs and "log" in frame.columns:
-            # Two histories observed from a shared log each hold its samples (a hostile-input round: histories A of
-            # logs 1 and 2 and B of 2 and 3 counted log 2 twice, in silence): the later one's are left out, said.
-            prints = [tuple(e.get(k) if isinstance(e.get(k), str) else None for k in ("name", "fingerprint"))
-                      for e in logs]  # a damaged entry's is no fingerprint (`read_history` refuses such a list)
-            again = {name for name, digest in prints if digest in listed}
-            if again:
-                firsts = sorted({str(listed[digest]) for _, digest in prints if digest in listed})
-                report.notes.append(f"{path}: its samples of {', '.join(sorted(map(str, again))[:3])} are in "
-                                    f"{', '.join(firsts)} already (the same log, observed into both histories); "
-                                    "left out here, so that none counts twice")
-                frame = frame.filter(~pl.col("log").is_in(list(again)))
-            for name, digest in prints:
-                listed.setdefault(digest or f"\x00{path}:{name}", path)
+            frame = _without_shared_logs(path, frame, logs, listed, report)
         lowered = {c.lower() for c in frame.columns}
         if options.length_id_key is None and not lowered & set(C.ID_KEYS) and (
                 {"input", "output"} <= lowered or "responses" in lowered):
@@ -100,18 +88,20 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     if not parts:
         raise InputError("no length files given")
     report.settle()
-    # The same bytes under two names (a copy of a log, of a history, or a log an asp history given lists): every
-    # sample would count twice (a hostile-input round: refused by path only, a copy went unseen).
+    # The same bytes under two names (a copy of a log or of a history, or a log an asp history given lists): every
+    # sample counts twice if it is a copy, and once each if two logs happen to hold the same samples (greedy decoding,
+    # forced lengths): said, as `asp observe` says it, not refused (a hostile-input round found it silent).
     first: dict[str, Path] = {}
     for path in map(Path, paths):
         digest = report.fingerprints.get(str(path))
         if not digest:
             continue
-        copy, history = first.setdefault(digest, path), listed.get(digest)
+        copy = first.setdefault(digest, path)
+        history = next((where for (log_print, _), where in listed.items() if log_print == digest), None)
         if copy is not path or (history is not None and history != path):
-            raise InputError(f"{path}: holds the same samples as "
-                             + (f"{copy} (the same bytes)" if copy is not path else f"{history} (a log that history "
-                                "lists)") + "; give each once, or each sample counts twice")
+            report.notes.append(
+                f"{path}: holds the same bytes as " + (f"{copy}" if copy is not path else f"a log {history} lists")
+                + ": if it is the same log given again, each of its samples counts twice; give it once")
     frame = pl.concat(parts, how="vertical")
     if frame.height == 0:
         names = ", ".join(str(p) for p in paths)
@@ -123,6 +113,37 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     report.settle()
     report.rows = frame.height
     return frame, report
+
+
+def _without_shared_logs(path: Path, frame: pl.DataFrame, logs: list[dict], listed: dict[tuple, Path],
+                         report: ReadReport) -> pl.DataFrame:
+    """An asp history's rows less those of the logs an earlier history given holds too (the same file, read into
+    the same rows: its `fingerprint` and `rows_fingerprint`, epochs included), said in ``report.notes``; ``listed``
+    gathers every history's logs. Two histories observed from a shared log each hold its samples (a hostile-input
+    round: histories A of logs 1-2 and B of 2-3 counted log 2 twice, in silence). A history's rows name their log
+    by its file name only: a shared log whose name is another's too in this history (each epoch's `gen.jsonl`) is
+    kept whole and said, since leaving it out by name would drop the others' samples (a review)."""
+    from collections import Counter
+
+    entries = [tuple(e.get(k) if isinstance(e.get(k), str) else None for k in ("name", "fingerprint", "rows_fingerprint"))
+               for e in logs]  # a damaged entry's are None (`read_history` refuses such a list)
+    keys = [(digest, rows) if digest else (f"\x00{path}:{i}", None) for i, (_, digest, rows) in enumerate(entries)]
+    names = Counter(name for name, _, _ in entries)
+    shared = [(name, listed[key]) for (name, _, _), key in zip(entries, keys) if key in listed]
+    dropped = sorted({name for name, _ in shared if name and names[name] == 1})
+    kept = sorted({name for name, _ in shared if not name or names[name] > 1}, key=str)
+    if dropped:
+        firsts = sorted({str(where) for name, where in shared if name in dropped})
+        report.notes.append(f"{path}: its samples of {', '.join(dropped[:3])} are in {', '.join(firsts)} already (the "
+                            "same log, observed into both histories); left out here, so that none counts twice")
+        frame = frame.filter(~pl.col("log").is_in(dropped))
+    if kept:
+        report.notes.append(f"{path}: holds a log another history given holds too ({', '.join(map(str, kept[:3]))}), "
+                            "under a name other logs of it share, so its samples count twice; observe the histories' "
+                            "logs into one history instead")
+    for key in keys:
+        listed.setdefault(key, path)
+    return frame
 
 
 def extract_lengths(

@@ -74,6 +74,7 @@ def report_schedule(
     if lengths:
         samples, report = read_lengths(lengths, read)
         skipped = report.skipped_rows
+        warnings.extend(report.notes)
     # Two files of the same name (before/s.parquet, after/s.parquet) are told apart by their paths.
     same_name = compare is not None and Path(compare).name == Path(schedule).name
     loaded = read_schedule(Path(schedule))
