@@ -178,6 +178,24 @@ def test_a_synchronous_plan_trains_its_own_consecutive_batches_and_replays_withi
     assert metrics["policy_lag_max"] == 0 and metrics["lag_rule_released"] == 0
 
 
+@pytest.mark.parametrize("name", ["long-first", "interleave", "bands"])
+def test_a_plan_for_slimes_train_async_trains_its_own_consecutive_batches_one_step_ahead(name):
+    """slime's train_async.py trains each rollout as a step, the next generated whole meanwhile: each step one
+    order's own consecutive batch, as in synchronous training, at a lag of 1. Arranged as a lag bound of 1 lets
+    steps interleave, a rollout held every step's long groups (long-first 22% more rollout than the sort it is)."""
+    s = ScheduleSettings(engine="streaming", instances=4, train_batch_size=32, max_lag=1, trainer="schedule",
+                         router="cache-aware", arrangement=name, epochs=2)
+    frame, _ = plan(prompt_frame(160), make_predictions(160, seed=3), s, preset=PRESET)
+    frame = frame.sort("seq")
+    validate_frame(frame, where="the plan")
+    position = np.concatenate([np.arange(160), np.arange(160)])
+    assert frame["train_step"].to_list() == (position // 32 + np.repeat([0, 5], 160)).tolist()
+    assert frame["expected_lag"].max() <= 1
+    lagging = dataclasses.replace(s, router=None)  # under the bound alone, steps are not each one batch
+    other, _ = plan(prompt_frame(160), make_predictions(160, seed=3), lagging, preset=PRESET)
+    assert other.sort("seq")["train_step"].to_list() != frame["train_step"].to_list() or name == "bands"
+
+
 @pytest.mark.parametrize("name", ["shuffle", "quick-start", "per-step", "interleave", "long-first", "bands"])
 def test_an_asynchronous_plan_that_the_trainer_follows_keeps_its_lag_bound(name):
     """A newcomer's verl colocate_async setting (`--engine streaming --trainer schedule --max-lag 1`): per-step's
