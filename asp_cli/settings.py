@@ -84,6 +84,7 @@ VERL_PLANNED_TRAINERS: tuple[str, ...] = ("fully-async", "colocate-async", "sepa
 # share their prompt and follow the first to its server; `asp_cli.sim.submit_all.cache_aware_server`) or
 # "round-robin" (AReaL's: each sample to the next server in turn, whatever its load).
 ROUTERS: tuple[str, ...] = ("least-pending", "cache-aware", "round-robin")
+STEP_LAYOUTS: tuple[str, ...] = ("batches", "finish")  # `ScheduleSettings.step_layout`
 # How a schedule's minibatches were cut against the KV budget (its metadata's `arrangement.kv_budget`, and what
 # the baselines in its sizes are cut by): a group's share of the peak, whole groups, or padded (static).
 KV_CUTS: tuple[str, ...] = ("peak", "whole", "padded")
@@ -197,6 +198,11 @@ class ScheduleSettings:
     verl_trainer: str | None = None
     # `ROUTERS`: the servers' router (--engine streaming); None: verl's balancer, least-pending.
     router: str | None = None
+    # For slime's train_async.py (`slime_async`): what each rollout holds, `STEP_LAYOUTS` ("batches": each step one
+    # consecutive train batch of the order, as synchronous steps; "finish": the groups the plan expects to finish in
+    # that step under the lag bound of 1, long ones spread over the rollouts); None: auto judges both, a named
+    # arrangement takes "batches". Set by `--arrangement auto`, not on the command line.
+    step_layout: str | None = None
 
     def __post_init__(self) -> None:
         # A count above its own bound gets the message that says why (below), however far above (a newcomer's
@@ -223,6 +229,8 @@ class ScheduleSettings:
         check_plan_with(self.plan_with)
         self._check_verl_trainer()
         self._check_router()
+        if self.step_layout is not None and self.step_layout not in STEP_LAYOUTS:
+            raise SettingsError(f"step_layout must be one of {', '.join(STEP_LAYOUTS)} (got {self.step_layout!r})")
         if self.engine not in ENGINES:
             raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
         if self.arrangement not in ARRANGEMENTS:

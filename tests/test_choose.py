@@ -1359,6 +1359,10 @@ def test_with_another_router_every_candidate_is_timed_as_that_router_routes(monk
         record = choose_arrangement(_arrange_named, prompts, preds, slime_async, PRESET).to_dict()
         assert calls and set(calls) == {router} and record["timed_as"] == "slime-async"
         assert "as slime's train_async.py runs through sglang-router" in arrangement_line(record)
+        # Both layouts of its rollouts judged: the pick's recorded, the other's best said beside it.
+        assert record["step_layout"] in ("batches", "finish")
+        assert record["other_layout"]["step_layout"] == {"batches": "finish", "finish": "batches"}[record["step_layout"]]
+        assert f"its best, {record['other_layout']['name']}, " in arrangement_line(record)
     calls.clear()
     own = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, max_lag=2), PRESET)
     assert not calls and "timed_as" not in own.to_dict()

@@ -74,6 +74,12 @@ def _same_plan(candidate: dict[str, Any], before: list[dict[str, Any]]) -> str:
     return f" (the same plan as {same})" if same else ""
 
 
+# What each rollout holds in a plan for slime's train_async.py (`ArrangementChoice.step_layout`).
+_LAYOUT_WORDS = {"batches": "one consecutive train batch of the order",
+                 "finish": "the groups expected to finish in its step under the lag bound, long ones spread over "
+                           "the rollouts"}
+
+
 def _timed_words(choice: dict) -> str:
     """How the candidates' expected times were replayed (`ArrangementChoice.timed_as`, `router`, `verl_trainer`,
     `prompts_per_server`), as the summary's words after "expected end-to-end"."""
@@ -84,9 +90,13 @@ def _timed_words(choice: dict) -> str:
         return (" as slime's rollout runs a synchronous step through sglang-router's cache_aware policy (--router "
                 "cache-aware: every sample at submission, a group's samples on one server)")
     if timed == "slime-async":
+        other = choice.get("other_layout") or {}
         return (" as slime's train_async.py runs through sglang-router's cache_aware policy (--router cache-aware "
                 "--max-lag 1 --trainer schedule: each rollout generated while the step before trains, a group's "
-                "samples on one server)")
+                "samples on one server), each rollout " + _LAYOUT_WORDS.get(choice.get("step_layout"), "")
+                + (f" (laid out the other way, each rollout {_LAYOUT_WORDS[other['step_layout']]}, its best, "
+                   f"{other['name']}, {other['expected_end_to_end_s']:,.0f} s):" if other.get("step_layout") in
+                   _LAYOUT_WORDS and other.get("expected_end_to_end_s") else ":"))
     if router == "cache-aware" and timed == "verl-async":
         return (" as sglang-router's cache_aware policy routes an asynchronous trainer (--router cache-aware: a "
                 "prompt started as a slot frees, its samples on one server, " + per_server)

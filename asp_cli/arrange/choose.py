@@ -35,7 +35,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.errors import SettingsError
-from asp_cli.settings import ScheduleSettings
+from asp_cli.settings import STEP_LAYOUTS, ScheduleSettings
 
 BLOCKING_CANDIDATES: tuple[str, ...] = ("interleave", "long-first", "short-first", "shuffle", "per-step")
 # On engines that refill, `bands` (verl's chunks of a sorted epoch, the order users run there) comes first and wins a
@@ -158,10 +158,15 @@ class ArrangementChoice:
     verl_trainer: str = ""
     # "cache-aware", "round-robin": timed as that router routes (`ScheduleSettings.router`); "": verl's balancer.
     router: str = ""
+    # With "slime-async": what each rollout holds (`ScheduleSettings.step_layout`), and the pick of the other layout,
+    # judged too (`name`, `step_layout`, `expected_end_to_end_s`); "" and {} (left out of the document) otherwise.
+    step_layout: str = ""
+    other_layout: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
-        for key in ("timed_as", "verl_trainer", "router", "prompts_per_server", "step_deviation_bound",
+        for key in ("timed_as", "verl_trainer", "router", "step_layout", "other_layout", "prompts_per_server",
+                    "step_deviation_bound",
                     "representative_alternative", "sampled", "refused", "run_prompt_epochs", "bound_broken_on_input"):
             if not document[key]:  # left out where empty: files read as before the key existed
                 del document[key]
@@ -190,6 +195,11 @@ class ArrangementChoice:
             document["gain_over_shuffle_by_draw"] = {"min": round(min(gains), 4), "max": round(max(gains), 4)}
         return document
 
+
+    def expected_end_to_end_s(self) -> float | None:
+        """The chosen candidate's expected end-to-end time (None for a named arrangement)."""
+        mine = [c for c in self.candidates if _is(c, self.chosen, self.kv_budget)]
+        return mine[0]["expected_end_to_end_s"] if mine else None
 
     def expected_rollout_s(self) -> float | None:
         """The chosen candidate's rollout alone under the draws, scaled up to the whole run where a sample or
@@ -290,6 +300,18 @@ def choose_arrangement(
     minibatch KV budget (`pipeline.minibatch_token_budget`); given, each candidate is also judged under the
     other KV accounting where that can matter (`kv_budgets_to_try`).
     """
+    if settings.slime_async and settings.step_layout is None:
+        # slime's train_async.py: both layouts of its rollouts judged, each a whole choice, and the one whose pick
+        # is expected faster by more than the tie margin kept (else `batches`, each rollout one consecutive train
+        # batch: sorted batches won by 6-12% where rollout binds, the lag bound's layout by 12% on aime-k8-n8-b256
+        # where training takes about as long: docs/benchmarks.md, "As slime routes").
+        both = [choose_arrangement(arrange, prompts, predictions, dataclasses.replace(settings, step_layout=layout),
+                                   preset, budget_tokens=budget_tokens) for layout in STEP_LAYOUTS]
+        times = [c.expected_end_to_end_s() or math.inf for c in both]
+        kept, other = (1, 0) if times[1] < times[0] * (1.0 - TIE_MARGIN) else (0, 1)
+        return dataclasses.replace(both[kept], other_layout={
+            "name": both[other].chosen, "step_layout": both[other].step_layout,
+            "expected_end_to_end_s": both[other].expected_end_to_end_s()})
     from asp_cli.arrange.scaling import async_rollout_s, async_run_time, miniature_of, run_rollout_s, run_time
     from asp_cli.arrange.timeline import group_tokens
 
@@ -576,7 +598,7 @@ def choose_arrangement(
                              timed_as=("slime-async" if settings.slime_async else "verl" if verl_routed
                                        else "verl-async" if verl_async else ""),
                              prompts_per_server=settings.prompts_per_server or 0 if verl_async else 0,
-                             verl_trainer=v1, router=routing or "")
+                             verl_trainer=v1, router=routing or "", step_layout=settings.step_layout or "")
 
 
 def keep_the_shuffle(chosen: dict[str, Any], eligible: list[dict[str, Any]]) -> dict[str, Any]:
@@ -622,6 +644,7 @@ def arrange_chosen(
     from asp_cli.errors import LagBoundError
 
     try:
+        settings = dataclasses.replace(settings, step_layout=choice.step_layout or settings.step_layout)
         return arrange(prompts, predictions, dataclasses.replace(settings, arrangement=choice.chosen)
                        .with_kv_cut(choice.kv_budget), preset), choice
     except LagBoundError:
