@@ -1265,9 +1265,15 @@ def test_a_log_in_two_histories_counts_once_and_a_copy_is_said(tmp_path):
                             "counts twice"]
     shutil.copy(tmp_path / "a.parquet", tmp_path / "a-copy.parquet")
     frame, report = read_lengths([tmp_path / "a.parquet", tmp_path / "a-copy.parquet"])
-    assert frame.height == 6  # its logs are a's: left out
-    assert f"{tmp_path / 'a-copy.parquet'}: holds the same bytes as {tmp_path / 'a.parquet'}: if it is the same log " \
-           "given again, each of its samples counts twice; give it once" in report.notes
+    assert frame.height == 6  # its logs are a's: left out, said once
+    assert report.notes == [f"{tmp_path / 'a-copy.parquet'}: its samples of log1.jsonl, log2.jsonl are in "
+                            f"{tmp_path / 'a.parquet'} already (the same log, observed into both histories); left out "
+                            "here, so that none counts twice"]
+    (tmp_path / "copy.jsonl").write_bytes(logs[0].read_bytes())
+    frame, report = read_lengths([logs[0], tmp_path / "copy.jsonl"])
+    assert frame.height == 6 and report.notes == [f"{tmp_path / 'copy.jsonl'}: holds the same bytes as {logs[0]}: if "
+                                                  "it is the same log given again, each of its samples counts twice; "
+                                                  "give it once"]
     frame, report = read_lengths([logs[1], tmp_path / "a.parquet"])
     assert frame.height == 9 and report.notes == [f"{logs[1]}: holds the same bytes as a log {tmp_path / 'a.parquet'} "
                                                   "lists: if it is the same log given again, each of its samples "

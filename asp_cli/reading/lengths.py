@@ -46,6 +46,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     parts = []
     each_file_once(paths, "length file")  # each sample would count twice (the history's spread, a report's counts)
     listed: dict[tuple, Path] = {}  # each log an asp history lists (`_without_shared_logs`): the history it came in first
+    histories: set[Path] = set()  # the asp histories among ``paths``: a copy of one has its logs left out above
     for path in paths:
         path = Path(path)
         fmt, _ = file_format(path)
@@ -53,6 +54,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
         logs = history_logs(path) if fmt == "parquet" else None
         if logs and "log" in frame.columns:
             frame = _without_shared_logs(path, frame, logs, listed, report)
+            histories.add(path)
         lowered = {c.lower() for c in frame.columns}
         if options.length_id_key is None and not lowered & set(C.ID_KEYS) and (
                 {"input", "output"} <= lowered or "responses" in lowered):
@@ -94,7 +96,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     first: dict[str, Path] = {}
     for path in map(Path, paths):
         digest = report.fingerprints.get(str(path))
-        if not digest:
+        if not digest or path in histories:
             continue
         copy = first.setdefault(digest, path)
         history = next((where for (log_print, _), where in listed.items() if log_print == digest), None)
