@@ -363,7 +363,7 @@ class ScheduleSettings:
 
     def to_dict(self) -> dict[str, Any]:
         document = dataclasses.asdict(self)
-        for key in ("prompts_per_server", "verl_trainer", "router"):
+        for key in ("prompts_per_server", "verl_trainer", "router", "step_layout"):
             if document[key] is None:  # schedules made without it read as before it existed
                 del document[key]
         return document

@@ -35,7 +35,8 @@ from asp_cli.arrange.packing import PaddedTokens, cut_minibatches, cut_per_step,
 from asp_cli.arrange.streaming import plan_streaming
 from asp_cli.arrange.summary import summarize
 from asp_cli.schedule_format import format_version_for, recorded_command_line, write_schedule
-from asp_cli.settings import MAX_SCHEDULE_ROWS, MAX_SETTING, SHUFFLE_STREAM, SORTS, ScheduleSettings, check_replay_size, lag_steps
+from asp_cli.settings import (MAX_SCHEDULE_ROWS, MAX_SETTING, SHUFFLE_STREAM, SORTS, ScheduleSettings,
+                              check_replay_size, lag_steps)
 from asp_cli.arrange.timeline import (
     group_kv_tokens,
     group_tokens,
@@ -197,10 +198,8 @@ def plan(
                    f"(prompt + {ratio:.2f} x predicted mean response), its share of a minibatch's expected peak")
         needs = (f"prompt id {prompts[C.PROMPT_ID][worst]!r} needs {int(footprint[worst])} tokens ({n} samples x "
                  f"{counted}")
-        one = int(prompt_tokens[worst] + top[worst])  # a single sequence: what an engine must hold at once
-        if one > preset.kv_capacity_tokens:  # raising the budget plans what no engine runs (a hostile-input round
-            # followed that advice to a 100M-token minibatch on one H100); a group larger than the cache whose
-            # sequences each fit runs, preempted, and keeps the advice (a review)
+        one = int(prompt_tokens[worst] + top[worst])  # one sequence: what an engine must hold at once; a larger
+        if one > preset.kv_capacity_tokens:  # budget would plan what none runs (a hostile round's 100M tokens)
             raise SettingsError(
                 f"{needs}); one of its sequences alone, {one} tokens, is more than the {preset.name} engine's KV "
                 f"cache holds ({preset.kv_capacity_tokens} tokens): drop or shorten that prompt, or give a --preset "
@@ -669,9 +668,8 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
             warnings.append(
                 f"the history holds epochs up to {int(latest)}, and this schedule has --seed {settings.seed}: a "  # type: ignore[arg-type]
                 "schedule made with an earlier epoch's seed deals that epoch's shuffles again (the same train batches "
-                "every epoch); give each epoch its own seed, "
-                + (f"e.g. --seed {int(latest) + 1} (the epoch's number)" if int(latest) < MAX_SETTING  # type: ignore[arg-type]
-                   else "one no epoch of the history was made with"))
+                "every epoch); give each epoch its own seed, " + (f"e.g. --seed {int(latest) + 1} (the epoch's number)"
+                if int(latest) < MAX_SETTING else "one no epoch of the history was made with"))  # type: ignore[arg-type]
         over = int((history[C.RESPONSE_TOKENS] > settings.max_response_tokens).sum())
         if over:
             warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "
