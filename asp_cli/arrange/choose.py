@@ -303,8 +303,8 @@ def choose_arrangement(
     if settings.slime_async and settings.step_layout is None:
         # slime's train_async.py: both layouts of its rollouts judged, each a whole choice, and the one whose pick
         # is expected faster by more than the tie margin kept (else `batches`, each rollout one consecutive train
-        # batch: sorted batches won by 6-12% where rollout binds, the lag bound's layout by 12% on aime-k8-n8-b256
-        # where training takes about as long: docs/benchmarks.md, "As slime routes").
+        # batch: sorted batches won by 6-12% where rollout binds, the lag bound's layout by 11% on aime-k8-n8-b256
+        # where training takes about as long: docs/benchmarks.md, "As slime's asynchronous trainer runs").
         both = [choose_arrangement(arrange, prompts, predictions, dataclasses.replace(settings, step_layout=layout),
                                    preset, budget_tokens=budget_tokens) for layout in STEP_LAYOUTS]
         times = [c.expected_end_to_end_s() or math.inf for c in both]
