@@ -46,7 +46,7 @@ _published: list[Path] = []  # outputs this command put in place
 
 
 def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: bytes | None = None,
-                       replacing: bool = True) -> None:
+                       replacing: bool = True, writes: str | None = None) -> None:
     """Refuse a Parquet output whose name says another format (docs/errors.md E34), for every command, and an
     existing one of another asp kind (E85).
 
@@ -55,7 +55,8 @@ def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: byte
     ``other`` adds another way out (" or pass --format jsonl"). ``kind`` is the metadata key of what it writes
     (`ASP_KINDS`; None: predictions, which carry none): ``--force`` does not replace a file another asp command
     wrote (a hostile-input round: a schedule's ``-o`` over an accumulated history, exit 0). ``replacing``: whether
-    an existing output would be replaced (without ``--force``, its own error says so first).
+    an existing output would be replaced (without ``--force``, its own error says so first); ``writes``, what it
+    writes where that is no asp kind (default `ASP_KINDS`' words for ``kind``).
     """
     suffix = Path(output).suffix
     if suffix.lower() not in PARQUET_SUFFIXES:
@@ -64,7 +65,8 @@ def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: byte
     existing = _asp_kind(Path(output)) if replacing else None
     if existing is not None and existing != kind:
         raise OutputError(f"{output} is {ASP_KINDS.get(existing, 'an asp file')}, and {writer} writes "
-                          f"{ASP_KINDS[kind]}: --force replaces only a file of its own kind; name another output")
+                          f"{writes or ASP_KINDS[kind]}: --force replaces only a file of its own kind; name another "
+                          "output")
 
 
 # What each asp Parquet file holds, by its metadata key (None: predictions, which carry none).

@@ -197,6 +197,9 @@ CASES = [
     ("E85", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/hist.parquet", "--force"], 7,
      "hist.parquet is an asp history, and asp schedule writes an asp schedule: --force replaces only a file of its "
      "own kind; name another output"),
+    ("E85", ["simulate", "{tmp}/schedule.parquet", "--timeseries", "{tmp}/hist.parquet", "--force"], 7,
+     "hist.parquet is an asp history, and --timeseries writes a time series: --force replaces only a file of its own "
+     "kind; name another output"),
     ("E86", ["schedule", "{tmp}/hard.jsonl", "-o", "{tmp}/o.parquet"], 3,
      "hard.jsonl:2: difficulty 1e+12 (column 'difficulty') is beyond any level or rating (asp reads at most 1e+06 in "
      "size); name another column with --difficulty-key, or fix the row, or pass --on-bad-row skip to skip bad rows"),
@@ -321,6 +324,7 @@ def test_error_row_export_name_and_format(tmp_path):
         (["observe", str(log)], "history.jsonl", "asp observe"),
         (["predictor", "predict", str(tmp_path / "good.jsonl")], "p.csv", "asp predictor predict"),
         (["export", str(schedule), str(SAMPLE_PROMPTS), "--format", "verl"], "o.csv", "--format verl"),
+        (["replay", str(schedule), str(SAMPLE_PROMPTS), "--dry-run"], "t.csv", "asp replay"),
     ):
         result = runner.invoke(app, [*args, "-o", str(tmp_path / name)])
         assert result.exit_code == 4, (args, result.stderr)

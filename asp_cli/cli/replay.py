@@ -98,7 +98,7 @@ def replay_command(
 
         from asp_cli.errors import ServerError, SettingsError
         from asp_cli.integrate.measure import REPLAY_READ, InProcessSettings, replay_schedule
-        from asp_cli.output import check_output_path
+        from asp_cli.output import check_output_path, check_parquet_name
 
         read = dataclasses.replace(REPLAY_READ, prompt_key=prompt_key, id_key=id_key, length_id_key=lengths_id_key,
                                    length_key=lengths_length_key, on_bad_row=on_bad_row)  # type: ignore[arg-type]
@@ -108,8 +108,7 @@ def replay_command(
         if output is not None:  # a dry run checks what the run would, writing nothing
             # The path first: a folder is "is a directory" (exit 7), not "name it .parquet" (exit 4).
             check_output_path(output, [schedule, *datasets, *lengths], force=force)
-            if output.suffix.lower() != ".parquet":
-                raise SettingsError(f"-o {output}: the timeline is Parquet; name it .parquet")
+            check_parquet_name(output, writer="asp replay", kind=b"asp.timeline")  # a timeline, not a schedule
         if servers is not None and in_process is not None:
             raise SettingsError("give --servers or --in-process, not both")
         from asp_cli.integrate.live import check_live_options

@@ -48,7 +48,7 @@ def simulate_command(
         import dataclasses
 
         from asp_cli.errors import SettingsError
-        from asp_cli.output import check_output_path
+        from asp_cli.output import check_output_path, check_parquet_name
         from asp_cli.bench.simulate import SIMULATE_READ, simulate_file
         from asp_cli.cli.progress import stage_bar
         from asp_cli.sim.records import check_bins
@@ -66,6 +66,8 @@ def simulate_command(
             if timeseries.suffix.lower() not in (".csv", ".parquet", ".pq"):
                 raise SettingsError(f"--timeseries {timeseries}: give a .csv or .parquet file name")
             check_output_path(timeseries, [schedule, *lengths], force=force)
+            if timeseries.suffix.lower() != ".csv":  # not over a file another asp command wrote (E85)
+                check_parquet_name(timeseries, writer="--timeseries", writes="a time series")
         bar = stage_bar("asp simulate", quiet=quiet, progress=progress)  # unnumbered: --compare adds stages
         try:
             report = simulate_file(schedule, lengths, options=options, read=read, compare=compare,
