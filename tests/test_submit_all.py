@@ -192,15 +192,21 @@ def test_a_prompt_returns_to_its_server_in_the_next_epoch_as_slime_routes():
     assert second.tolist() == first[second_epoch].tolist()  # each back to its server
 
 
+def _steps_with_a_long_group_in_eight(rows: int):
+    """A frame of ``rows`` groups of 4 in train batches of 32, every eighth group long, and its lengths."""
+    import polars as pl
+
+    frame = pl.DataFrame({"seq": np.arange(rows), "train_step": np.arange(rows) // 32,
+                          "instance": np.arange(rows) % 4, "prompt_tokens": np.full(rows, 100)})
+    return frame, np.tile(np.where(np.arange(rows) % 8 == 0, 4000, 200)[:, None], (1, 4))
+
+
 def test_replaying_a_frame_as_slime_routes_keeps_groups_whole_and_differs_from_verls_spread():
     from asp_cli.sim.submit_all import replay_frame
-    import polars as pl
 
     preset = load_preset("h100-qwen2.5-7b")
     rows = 64
-    frame = pl.DataFrame({"seq": np.arange(rows), "train_step": np.arange(rows) // 32,
-                          "instance": np.arange(rows) % 4, "prompt_tokens": np.full(rows, 100)})
-    lengths = np.tile(np.where(np.arange(rows) % 8 == 0, 4000, 200)[:, None], (1, 4))
+    frame, lengths = _steps_with_a_long_group_in_eight(rows)
     slime = replay_frame(frame, lengths, preset, instances=4, train_batch_size=32, routing="cache-aware")
     verl = replay_frame(frame, lengths, preset, instances=4, train_batch_size=32)
     assert slime.requests_per_server.sum() == verl.requests_per_server.sum() == rows * 4
@@ -225,13 +231,9 @@ def test_one_step_off_overlaps_each_rollout_with_the_training_of_the_step_before
 
 def test_a_replay_one_step_off_hides_the_rollout_behind_training_but_never_below_either():
     from asp_cli.sim.submit_all import replay_frame
-    import polars as pl
 
     preset = load_preset("h100-qwen2.5-7b")
-    rows = 96
-    frame = pl.DataFrame({"seq": np.arange(rows), "train_step": np.arange(rows) // 32,
-                          "instance": np.arange(rows) % 4, "prompt_tokens": np.full(rows, 100)})
-    lengths = np.tile(np.where(np.arange(rows) % 8 == 0, 4000, 200)[:, None], (1, 4))
+    frame, lengths = _steps_with_a_long_group_in_eight(96)
     synchronous = replay_frame(frame, lengths, preset, instances=4, train_batch_size=32, routing="cache-aware")
     overlapped = replay_frame(frame, lengths, preset, instances=4, train_batch_size=32, routing="cache-aware",
                               one_step_off=True)
