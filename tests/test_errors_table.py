@@ -57,6 +57,7 @@ def setup_files(tmp: Path) -> None:
     write_jsonl(tmp / "hist_noid.jsonl", [{"who": "a", "response_tokens": 5}])
     write_jsonl(tmp / "log_nolength.jsonl", [{"prompt_id": "a", "foo": 5}])
     write_jsonl(tmp / "log_strangers.jsonl", [{"prompt_id": "zz", "response_tokens": 5}])
+    write_jsonl(tmp / "log_spaced.jsonl", [{"prompt_id": "a ", "response_tokens": 5}, {"prompt_id": " b", "response_tokens": 9}])
     (tmp / "notmodel.skops").write_text("not a model")
     (tmp / "cal.json").write_text('{"eta_bandwidth": "fast"}')
     (tmp / "exists.parquet").write_text("old")
@@ -203,6 +204,10 @@ CASES = [
     ("E86", ["schedule", "{tmp}/hard.jsonl", "-o", "{tmp}/o.parquet"], 3,
      "hard.jsonl:2: difficulty 1e+12 (column 'difficulty') is beyond any level or rating (asp reads at most 1e+06 in "
      "size); name another column with --difficulty-key, or fix the row, or pass --on-bad-row skip to skip bad rows"),
+    ("E87", ["observe", "{tmp}/log_spaced.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
+     "nothing to write: all 2 rows were left out because their prompt ids (2 ids, e.g. 'a ', ' b') are not in the "
+     "dataset; 2 of them differ from an id in the dataset only by spaces around it, e.g. 'a ' in the log and 'a' in "
+     "the dataset: write the ids alike in both files"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

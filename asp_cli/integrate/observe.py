@@ -38,6 +38,7 @@ from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, r
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, history_schema, read_history, write_history,
 )
 from asp_cli.integrate.prompt_match import PromptMatcher
+from asp_cli.reading.id_forms import near_misses
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
 
@@ -248,18 +249,21 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     summary["unknown_id_rows"] = 0
     summary["unknown_ids"] = 0
     summary["unknown_id_examples"] = []
+    summary["unknown_ids_written_otherwise"] = ""
     if known is not None and added.height:
         unknown = ~pl.col("prompt_id").is_in(list(known))
         strays = added.filter(unknown)
         if strays.height:
             distinct = strays["prompt_id"].unique(maintain_order=True)
-            summary.update(unknown_id_rows=strays.height, unknown_ids=distinct.len(),
-                           unknown_id_examples=distinct.head(5).to_list())
             against = "schedule" if schedule else "dataset"
+            near = near_misses(distinct, known)
+            alike = near.clause("in the log", f"in the {against}") if near else ""
+            summary.update(unknown_id_rows=strays.height, unknown_ids=distinct.len(),
+                           unknown_id_examples=distinct.head(5).to_list(), unknown_ids_written_otherwise=alike[2:])
             if unknown_ids == "error":
                 raise InputError(
                     f"{strays.height:,} rows ({distinct.len():,} ids, first {shown_id(distinct[0])}) name prompts the {against} "
-                    "does not hold; observe with the matching schedule, or pass --unknown-ids skip or keep"
+                    "does not hold" + (alike or "; observe with the matching schedule, or pass --unknown-ids skip or keep")
                 )
             verb = "left out" if unknown_ids == "skip" else "kept"
             # Most of a log unmatched is a wrong id column more often than strays (a MindSpeed newcomer's mangled
@@ -268,7 +272,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                     "--unknown-ids error fails the run instead)" if 2 * strays.height > added.height else "")
             warnings.append(
                 f"{strays.height:,} rows ({distinct.len():,} ids, e.g. {shown_id(distinct[0])}) name prompts the {against} "
-                f"does not hold; {verb} (--unknown-ids){most}"
+                f"does not hold; {verb} (--unknown-ids){most if not near else alike}"
             )
             if unknown_ids == "skip":
                 added = added.filter(~unknown)
@@ -371,7 +375,8 @@ def _nothing_to_write(summary: dict[str, Any], against: str) -> str:
         reason = (f"{rows} were left out because their prompt ids "
                   f"({summary['unknown_ids']:,} ids, e.g. {examples}) are not in the {against}"
                   + (f", and {bad:,} bad rows were skipped" if bad else ""))
-        fix = (f"observe with the {against} these rollouts were made from, name the log's id column with --id-key, "
+        fix = (summary["unknown_ids_written_otherwise"] or
+               f"observe with the {against} these rollouts were made from, name the log's id column with --id-key, "
                "or pass --unknown-ids keep")
     elif bad:
         reason = f"all {bad:,} rows were bad and skipped (--on-bad-row skip)"

@@ -15,6 +15,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.errors import InputError, shown_id
 from asp_cli.reading import ReadOptions, ReadReport, extract_lengths, extract_prompts, file_format, find_column, read_table
+from asp_cli.reading.id_forms import near_misses
 
 # `asp predictor fit` and `eval` name the length column --length-key.
 OBSERVATIONS_READ = ReadOptions(length_flag="--length-key")
@@ -105,20 +106,23 @@ def join_lengths(
     known = lengths[C.PROMPT_ID].is_in(prompts[C.PROMPT_ID].implode())
     matched = lengths.filter(known)
     names = ", ".join(p.name for p in lengths_paths)
+    strays = lengths.filter(~known)
+    near = near_misses(strays[C.PROMPT_ID], prompts[C.PROMPT_ID]) if strays.height else None
+    alike = near.clause(f"in {names}", "among the prompts") if near else ""
     if matched.height == 0:
         raise InputError(
             f"no prompt id of {names} is among the {prompts.height:,} prompts of "
             f"{', '.join(p.name for p in paths)}: its ids look like {shown_id(lengths[C.PROMPT_ID][0])} and the prompts' "
-            f"like {shown_id(prompts[C.PROMPT_ID][0])}; give the prompt files the rollouts were made from, or name the id "
-            f"columns with --id-key and {lengths_read.length_id_flag}"
+            f"like {shown_id(prompts[C.PROMPT_ID][0])}"
+            + (alike or f"; give the prompt files the rollouts were made from, or name the id columns with --id-key "
+               f"and {lengths_read.length_id_flag}")
         )
     observed_ids = matched[C.PROMPT_ID].unique()
     warnings = []
-    strays = lengths.filter(~known)
     if strays.height:
         warnings.append(
             f"{strays.height:,} rows of {names} ({strays[C.PROMPT_ID].n_unique():,} ids, e.g. "
-            f"{shown_id(strays[C.PROMPT_ID][0])}) name prompts the prompt files do not hold; left out"
+            f"{shown_id(strays[C.PROMPT_ID][0])}) name prompts the prompt files do not hold; left out" + alike
         )
     unobserved = prompts.height - observed_ids.len()
     if unobserved:

@@ -177,9 +177,16 @@ def unmatched_warnings(prompt_ids: Any, history: Any, flag: str = "--history-id-
 
     if history is None or not history.height:
         return []
-    ids = history["prompt_id"].unique()
-    unknown = int((~ids.is_in(pl.Series(prompt_ids).implode())).sum())
-    if unknown == ids.len() and unnamed:
+    from asp_cli.reading.id_forms import near_misses
+
+    ids = history["prompt_id"].unique(maintain_order=True)
+    prompt_ids = pl.Series(prompt_ids)
+    strays = ids.filter(~ids.is_in(prompt_ids.implode()))
+    unknown = strays.len()
+    # Ids written another way (spaces, a number's form) match nothing, and the fix is the files, not a flag.
+    near = near_misses(strays, prompt_ids) if unknown else None
+    alike = near.clause("in --history") if near else ""
+    if unknown == ids.len() and unnamed and not near:
         return [f"none of the {ids.len():,} prompt ids in --history is among the prompts, so every length comes from "
                 f"the model: {', '.join(unnamed[:3])} {'has' if len(unnamed) == 1 else 'have'} no id column, so "
                 "each prompt's id is its row number; name the prompts' id column with --id-key"
@@ -187,8 +194,8 @@ def unmatched_warnings(prompt_ids: Any, history: Any, flag: str = "--history-id-
                 + f", or check {flag}"]
     if unknown == ids.len():
         return [f"none of the {ids.len():,} prompt ids in --history is among the prompts, so every length comes from "
-                f"the model; check {flag}, or that the history is of this dataset"]
+                "the model" + (alike if near else f"; check {flag}, or that the history is of this dataset")]
     if unknown:
         return [f"{unknown:,} of the {ids.len():,} prompt ids in --history are not among the prompts (their samples "
-                "are ignored)"]
+                "are ignored)" + alike]
     return []

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asp_cli.errors import InputError, shown_id
+from asp_cli.reading.id_forms import near_misses
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -110,6 +111,7 @@ class LengthInfo:
     unknown_examples: tuple[str, ...] = ()
     samples_over_cap: int = 0  # observed samples replayed that are longer than max_response_tokens
     observed_ids: int = 0  # distinct ids of the observed lengths
+    written_otherwise: str = ""  # unknown ids that match the schedule's written alike (`reading.id_forms`)
 
     def to_dict(self) -> dict:
         return {
@@ -127,12 +129,13 @@ class LengthInfo:
         notes = []
         if self.unknown_ids and not self.prompts_observed:
             notes.append(f"none of the {self.unknown_ids:,} prompt ids of --lengths is in the schedule "
-                         f"(e.g. {shown_id(self.unknown_examples[0])}), so every length is sampled around the predictions; "
-                         "check --lengths-id-key, or that the lengths are of this schedule's prompts")
+                         f"(e.g. {shown_id(self.unknown_examples[0])}), so every length is sampled around the predictions"
+                         + (self.written_otherwise or "; check --lengths-id-key, or that the lengths are of this schedule's "
+                            "prompts"))
         elif self.unknown_ids:
             notes.append(f"{self.unknown_ids:,} of the {max(self.observed_ids, self.unknown_ids):,} prompt ids of "
                          f"--lengths are not in the schedule (e.g. {shown_id(self.unknown_examples[0])}); their samples "
-                         "are ignored")
+                         "are ignored" + self.written_otherwise)
         if self.samples_over_cap:
             notes.append(f"{self.samples_over_cap:,} observed samples are longer than the schedule's "
                          f"max_response_tokens ({max_response_tokens:,}); replayed as observed, though a server "
@@ -153,8 +156,10 @@ def refuse_unmatched(observed, schedule_ids, paths) -> None:
     if ids.is_in(pl.Series(schedule_ids).unique().implode()).any():
         return
     names = ", ".join(str(p) for p in paths) or "--lengths"
-    raise InputError(f"{names}: none of its {ids.len():,} prompt ids is in the schedule (e.g. {shown_id(ids[0])}); "
-                     "name the id column with --lengths-id-key, or give the lengths of this schedule's prompts")
+    near = near_misses(ids, pl.Series(schedule_ids))
+    raise InputError(f"{names}: none of its {ids.len():,} prompt ids is in the schedule (e.g. {shown_id(ids[0])})"
+                     + (near.clause("in --lengths", "in the schedule") if near else
+                        "; name the id column with --lengths-id-key, or give the lengths of this schedule's prompts"))
 
 
 def lengths_for_schedule(
@@ -183,11 +188,14 @@ def lengths_for_schedule(
     drawn_prompts = 0
     unknown: list[str] = []
     unknown_count = observed_ids = 0
+    written_otherwise = ""
     if observed is not None and observed.height:
         strays = observed["prompt_id"].unique(maintain_order=True)
         observed_ids = strays.len()
         strays = strays.filter(~strays.is_in(ids.unique().implode()))
         unknown_count, unknown = strays.len(), strays.head(3).to_list()
+        near = near_misses(strays, ids) if unknown_count else None
+        written_otherwise = near.clause("in --lengths", "in the schedule") if near else ""
         obs = observed.select("prompt_id", "response_tokens").with_columns(
             pl.int_range(0, pl.len()).over("prompt_id").alias("k")
         )
@@ -218,4 +226,4 @@ def lengths_for_schedule(
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
-                                          tuple(unknown), over_cap, observed_ids)
+                                          tuple(unknown), over_cap, observed_ids, written_otherwise)
