@@ -73,7 +73,10 @@ def one_step_off_end_to_end_s(rollout_s: np.ndarray, train_s: np.ndarray, weight
     alone; then, step by step, the trainer trains on rollout k while rollout k+1 runs on the servers, waits for
     both, and syncs the weights before rollout k+2 starts. So each step after the first rollout takes the longer
     of its training and the next rollout, plus the sync; each rollout still starts on empty servers (as
-    `replay_submit_all` replays it). ``train_s`` per step includes the sync, as `SubmitAllResult.train_s`."""
+    `replay_submit_all` replays it). ``train_s`` per step includes the sync, as `SubmitAllResult.train_s`.
+    A larger ``--update-weights-interval`` waits for rollout k+1 at the top of the next step instead of before a
+    sync, so rollout k+2 starts at the same moment less the sync: the same time as here, less ``weight_sync_s`` at
+    every step that skips it, alike for every arrangement."""
     rollout, train = np.asarray(rollout_s, dtype=np.float64), np.asarray(train_s, dtype=np.float64) - weight_sync_s
     if rollout.size == 0:
         return 0.0
