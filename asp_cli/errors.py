@@ -6,6 +6,10 @@ file, line or row, column or id, and the fix; they never echo prompt text.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import re
+from collections.abc import Iterable, Iterator
 from enum import IntEnum
 
 
@@ -52,9 +56,53 @@ class InputError(AspError):
 
 
 class SettingsError(AspError):
-    """A setting or a combination of settings makes no sense."""
+    """A setting or a combination of settings makes no sense.
+
+    Its messages name the command line's options (``--max-lag``). Raised outside a command (`asp_cli`'s functions
+    and settings classes called from Python), each option that is a keyword of the library's settings
+    (`python_names`) is said with its Python name too, once, at the end: a library user was told ``--max-lag``
+    and had no such flag (a newcomer round)."""
 
     exit_code = ExitCode.BAD_SETTINGS
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        if isinstance(message, str) and not _ON_THE_COMMAND_LINE.get():
+            said = _in_python(message)
+            message += "" if message.endswith(said) else said  # said once, also when unpickled (Ray)
+        super().__init__(message, *args)
+
+
+# Whether the code running is an `asp` command's (`asp_cli.cli.common.guarded` sets it), and the Python keyword of
+# each command-line option the library's settings take: the settings classes register their fields
+# (``max_lag`` for ``--max-lag``, `python_names`).
+_ON_THE_COMMAND_LINE: contextvars.ContextVar[bool] = contextvars.ContextVar("asp_on_the_command_line", default=False)
+_PYTHON_NAMES: dict[str, str] = {}
+_OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+
+
+def python_names(fields: Iterable[str]) -> None:
+    """Register keywords of the library's settings (dataclass fields) whose option is ``--`` and the name with
+    ``-`` for ``_``."""
+    for name in fields:
+        if not name.startswith("_"):
+            _PYTHON_NAMES["--" + name.replace("_", "-")] = name
+
+
+@contextlib.contextmanager
+def on_the_command_line() -> Iterator[None]:
+    """Within: messages name the command line's options only (an `asp` command runs)."""
+    token = _ON_THE_COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _ON_THE_COMMAND_LINE.reset(token)
+
+
+def _in_python(message: str) -> str:
+    named = [f"--{m}" for m in dict.fromkeys(_OPTION.findall(message)) if f"--{m}" in _PYTHON_NAMES]
+    if not named:
+        return ""
+    return " (in Python: " + ", ".join(f"{_PYTHON_NAMES[o]} for {o}" for o in named) + ")"
 
 
 class LagBoundError(SettingsError):

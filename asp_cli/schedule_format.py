@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import limits
-from asp_cli.errors import InputError, ScheduleFormatError, shown_id
+from asp_cli.errors import InputError, ScheduleFormatError, SettingsError, shown_id
 from asp_cli.output import atomic_path
 from asp_cli.settings import KV_CUTS, MAX_SCHEDULE_ROWS, MAX_SETTING
 
@@ -546,9 +546,14 @@ def recorded_command_line(argv: Sequence[str] | None) -> list[str] | None:
     """
     if argv is None:
         return None
+    # A string is a sequence of characters: "asp schedule p.jsonl" was recorded as 20 one-letter words.
+    words = list(argv) if isinstance(argv, (list, tuple)) else None
+    if words is None or not all(isinstance(arg, str) for arg in words):
+        raise SettingsError("command_line takes the command's words as a list of strings, as sys.argv holds them "
+                            f"(e.g. ['asp', 'schedule', 'p.jsonl', '-o', 'OUT']), or None (got {str(argv)[:80]!r})")
     recorded: list[str] = []
     skip_next = False
-    for arg in argv:
+    for arg in words:
         if skip_next:
             recorded.append("OUT")
             skip_next = False

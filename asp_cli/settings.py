@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from asp_cli.errors import SettingsError
+from asp_cli.errors import SettingsError, python_names
 
 PlanWith = Literal["max", "mean"]
 MAX_SETTING = 2**31 - 1  # the largest count or token budget a setting may hold (64-bit arithmetic downstream)
@@ -372,3 +372,7 @@ class ScheduleSettings:
     def from_dict(cls, values: dict[str, Any]) -> ScheduleSettings:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
+python_names(f.name for f in fields(ScheduleSettings))

@@ -576,7 +576,7 @@ def test_every_documented_row_is_tested():
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
         f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
-        "E56", "E59", "E65", "E69", "E70", "E73", "E76", "E77", "E78", "E84"}  # E56, E59 (Ray): tests/test_ray.py;
+        "E56", "E59", "E65", "E69", "E70", "E73", "E76", "E77", "E78", "E84", "E88"}  # E56, E59 (Ray): tests/test_ray.py; E88: below;
     # E69: tests/test_calibrate.py; E70: tests/test_reading.py; E76: tests/test_cli_simulate.py; E77:
     # tests/test_schedule_format.py; E78: tests/test_history_file.py; E84: tests/test_observe.py
     assert documented == tested
@@ -653,3 +653,18 @@ def test_the_help_lists_every_exit_code():
     said = " ".join(result.output.split())
     listed = [int(code) for code in re.findall(r"(?:Exit codes: |, )(\d+) ", said)]
     assert listed == [int(code) for code in ExitCode]
+
+
+def test_error_row_export_options_that_change_nothing(tmp_path):
+    """E88: `asp export --workers` with the dispatch order, and a --metadata-key that is a path."""
+    data = write_jsonl(tmp_path / "data.jsonl", GOOD)
+    sched = tmp_path / "s.parquet"
+    assert runner.invoke(app, ["schedule", str(data), "-o", str(sched), "-q"]).exit_code == 0
+    out = tmp_path / "o.jsonl"
+    result = runner.invoke(app, ["export", str(sched), str(data), "-o", str(out), "--workers", "3"])
+    assert result.exit_code == 4 and result.stderr.endswith(
+        "Error: --workers cuts each train batch into the chunks verl's workers take, which only --order train writes; "
+        "the dispatch order keeps the schedule's: add --order train, or leave --workers out\n")
+    result = runner.invoke(app, ["export", str(sched), str(data), "-o", str(out), "--metadata-key", "extra_info.index"])
+    assert result.exit_code == 4 and "not a path: 'extra_info.index' has a '.'" in result.stderr
+    assert not out.exists()

@@ -14,6 +14,7 @@ from util import make_prompts, write_jsonl
 from asp_cli.errors import InputError, OutputError, SettingsError
 from asp_cli.integrate.export import export
 from asp_cli.integrate.replay import open_schedule
+from asp_cli.settings import ScheduleSettings
 
 
 @pytest.mark.parametrize("name, fmt, words", [
@@ -612,6 +613,42 @@ def test_workers_are_checked_whatever_the_order(built, tmp_path):  # noqa: F811
     with pytest.raises(SettingsError, match="--workers must be at least 1"):
         export(built["schedule"], [built["prompts"]], tmp_path / "o.jsonl", format="jsonl", order="dispatch",
                workers=0)
+    # Read only by --order train: a count with the dispatch order changed nothing (a hostile-input round).
+    with pytest.raises(SettingsError, match="--workers cuts each train batch .* add --order train"):
+        export(built["schedule"], [built["prompts"]], tmp_path / "o.jsonl", format="jsonl", order="dispatch",
+               workers=3)
+    with pytest.raises(SettingsError, match="--verl-version says how verl cuts"):
+        export(built["schedule"], [built["prompts"]], tmp_path / "o.jsonl", format="jsonl", verl_version="0.7")
+    assert not (tmp_path / "o.jsonl").exists()
+    export(built["schedule"], [built["prompts"]], tmp_path / "o.jsonl", format="jsonl", order="train", workers=3,
+           verl_version="0.7")  # where they are read
+
+
+def test_metadata_key_keeps_a_dataset_column_named_as_asps_and_refuses_a_path_or_asps_own_name(tmp_path):
+    """A hostile-input round: a dataset with its own top-level `prompt_id` (or `epoch`, ...) and --metadata-key
+    crashed the export (exit 70, Polars' DuplicateError); a dotted key was written as a key of that name, which
+    asp's --id-key then refused; --metadata-key epoch was told the dataset's 'epoch' was no object."""
+    from asp_cli.arrange.pipeline import schedule
+
+    rows = [{"prompt_id": f"q{i}", "epoch": "spring", "question": f"What is {i} + {i}?"} for i in range(6)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    made = schedule([data], tmp_path / "s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=2))
+    for suffix in ("jsonl", "parquet"):
+        out = tmp_path / f"e.{suffix}"
+        result = export(made.output, [data], out, format=suffix, metadata_key="metadata")
+        written = pl.read_ndjson(out) if suffix == "jsonl" else pl.read_parquet(out)
+        assert written.columns == ["prompt_id", "epoch", "question", "metadata"] == result.frame.columns
+        assert written["epoch"].to_list() == ["spring"] * 6
+        assert written["metadata"].struct.field("prompt_id").to_list() == written["prompt_id"].to_list()
+        assert written["metadata"].struct.field("epoch").to_list() == [0] * 6
+    for key, words in [("extra_info.index", "not a path: 'extra_info.index' has a '.'; .* --metadata-key extra_info"),
+                       ("epoch", "--metadata-key epoch is one of the fields asp puts inside that object"),
+                       (5, "--metadata-key must be a field name")]:
+        with pytest.raises(SettingsError, match=words):
+            export(made.output, [data], tmp_path / "x.jsonl", format="jsonl", metadata_key=key)
+    with pytest.raises(SettingsError, match="--prefix must be text"):
+        export(made.output, [data], tmp_path / "x.jsonl", format="jsonl", prefix=None)
+    assert not (tmp_path / "x.jsonl").exists()
 
 
 def test_verl_extra_info_carries_the_ids_the_schedule_and_the_probe_gave(tmp_path):

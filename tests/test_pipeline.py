@@ -293,6 +293,15 @@ def test_history_matching_no_prompt_warns_and_keeps_the_model(tmp_path, prompts_
     assert "calibration" not in result.summary and "none of the 1 prompt ids" in result.summary["warnings"][0]
 
 
+@pytest.mark.parametrize("words", ["asp schedule in.jsonl", b"asp", ["asp", 3], 7, iter(["asp"])])
+def test_a_command_line_that_is_no_list_of_words_is_refused_before_any_work(tmp_path, words):
+    with pytest.raises(SettingsError, match="command_line takes the command's words as a list of strings"):
+        recorded_command_line(words)
+    with pytest.raises(SettingsError, match="command_line takes"):
+        schedule([tmp_path / "absent.jsonl"], tmp_path / "s.parquet", command_line=words)
+    assert not (tmp_path / "s.parquet").exists()
+
+
 def test_recorded_command_line_drops_output_placement():
     argv = ["asp", "schedule", "in.jsonl", "-o", "x.parquet", "--force", "--json", "--output=y", "--seed", "3"]
     assert recorded_command_line(argv) == ["asp", "schedule", "in.jsonl", "-o", "OUT", "--output=OUT", "--seed", "3"]

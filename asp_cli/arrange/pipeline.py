@@ -514,13 +514,13 @@ def schedule(
         raise SettingsError(f"settings must be a ScheduleSettings (asp_cli.ScheduleSettings(instances=8, ...)), not "
                             f"{type(settings).__name__}")
     note = progress or (lambda _msg: None)
+    recorded = recorded_command_line(command_line)  # checked before any work
     inputs = paths_of(inputs)
     history = paths_of(history)
     predictions = paths_of(predictions)
     read.check_length_keys_used(history, "--history")
     if predictions:
         from asp_cli.predict.predictions_file import expand_prediction_paths
-
         predictions = expand_prediction_paths(predictions)
     if history_epochs is not None and not history:
         raise SettingsError("--history-epochs keeps the last epochs of --history: give --history too, or leave it out")
@@ -628,7 +628,7 @@ def schedule(
         "arrangement": choice.to_dict(),
         "columns_used": read_report.columns_used,
         "skipped_rows": summary["skipped_rows"],
-        "command_line": recorded_command_line(command_line),
+        "command_line": recorded,
         "summary": _finite(summary),
     }
     metadata["format_version"] = format_version_for(metadata, frame)

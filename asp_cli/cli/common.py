@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from asp_cli.errors import AspError, ExitCode
+from asp_cli.errors import AspError, ExitCode, on_the_command_line
 from asp_cli.settings import NO_LAG_BOUND  # re-exported: the CLI modules import it from here
 
 _state = {"traceback": False}
@@ -162,6 +162,8 @@ def guarded() -> Iterator[None]:
 
     output.begin_command()
     interrupts.begin_command()
+    command_line = on_the_command_line()
+    command_line.__enter__()
     own = not interrupts.installed()
     previous = signal.getsignal(signal.SIGTERM)
     if own:
@@ -198,6 +200,7 @@ def guarded() -> Iterator[None]:
         )
         raise typer.Exit(int(ExitCode.INTERNAL)) from None
     finally:
+        command_line.__exit__(None, None, None)
         if own:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGTERM, previous)

@@ -172,12 +172,20 @@ def object_fields(frame: pl.DataFrame, name: str) -> list[str]:
     return [f.name for f in dtype.fields]
 
 
+# A dataset's column that waits under another name while asp's column of its name is nested (`nest_columns`).
+SHADOWED = "\x00shadowed:"
+
+
 def nest_columns(frame: pl.DataFrame, columns: Sequence[str], name: str) -> pl.DataFrame:
     """``frame`` with ``columns`` moved into the object column ``name``: each row's own object there (its fields
     first; a row without one, or with null, gets the moved fields alone), which keeps its place, or a new column
-    at the end. slime keeps only the prompt, the label and this object of each row (``--metadata-key``)."""
+    at the end. slime keeps only the prompt, the label and this object of each row (``--metadata-key``).
+
+    A column of the frame's own named as one moved in (a dataset's top-level ``prompt_id``) waits under its name
+    after `SHADOWED` and gets its name back once the moved one is inside the object."""
     own = [pl.col(name).struct.field(f) for f in object_fields(frame, name)]
-    return frame.with_columns(pl.struct([*own, *(pl.col(c) for c in columns)]).alias(name)).drop(columns)
+    nested = frame.with_columns(pl.struct([*own, *(pl.col(c) for c in columns)]).alias(name)).drop(columns)
+    return nested.rename({c: c[len(SHADOWED):] for c in nested.columns if c.startswith(SHADOWED)})
 
 
 def write_rows(frame: pl.DataFrame, output: Path, format: str, document: dict[str, Any],  # noqa: A002

@@ -33,7 +33,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
-from asp_cli.integrate.dataset_rows import (mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
+from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
@@ -108,7 +108,7 @@ def export(
     epoch: int | None = None,
     order: str | None = None,
     workers: int | None = None,
-    verl_version: str = "0.9",
+    verl_version: str | None = None,
     prefix: str = "",
     prompt_key: str | None = None,
     id_key: str | None = None,
@@ -186,16 +186,39 @@ def export(
     order = order or ("train" if format == "verl" and verl_trainer != "fully-async" else "dispatch")
     if order not in ORDERS:
         raise SettingsError(f"--order must be one of {', '.join(ORDERS)} (got {order!r})")
+    # Options that change nothing where they were given are refused, as --verl-trainer without --format verl is
+    # (a hostile-input round: --workers 3 with the dispatch order, --verl-version 0.7 on JSON lines, exit 0).
+    if verl_version is not None and format != "verl" and order == "dispatch":
+        raise SettingsError("--verl-version says how verl cuts a batch across its workers, which only --format verl "
+                            "or --order train uses: leave it out, or add one of them")
+    verl_version = "0.9" if verl_version is None else verl_version
     if verl_version not in VERL_CHUNKING:
         raise SettingsError(f"--verl-version must be one of {', '.join(VERL_CHUNKING)} (got {verl_version!r})")
+    if not isinstance(prefix, str):
+        raise SettingsError(f"--prefix must be text, '' for none (got {prefix!r})")
     if route not in ROUTES:
         raise SettingsError(f"--route must be one of {', '.join(ROUTES)} (got {route!r})")
+    if metadata_key is not None and not isinstance(metadata_key, str):
+        raise SettingsError(f"--metadata-key must be a field name, e.g. metadata (got {metadata_key!r})")
     if metadata_key is not None and (format == "verl" or not metadata_key.strip()):
         raise SettingsError("--metadata-key names an object field for --format jsonl or parquet (slime's "
                             "--metadata-key, e.g. metadata)" if metadata_key.strip() else
                             "--metadata-key needs a field name, e.g. metadata")
+    if metadata_key is not None and "." in metadata_key:
+        # slime's --metadata-key is one top-level key: a dotted one was written as a key of that name beside the
+        # dataset's object, which asp's own --id-key then refused (E83; a hostile-input round).
+        raise SettingsError(f"--metadata-key names one top-level object (slime's --metadata-key), not a path: "
+                            f"{metadata_key!r} has a '.'; name the object itself, e.g. "
+                            f"--metadata-key {metadata_key.split('.')[0] or 'metadata'}")
+    if metadata_key is not None and metadata_key in {f"{prefix}{c}" for c in ("prompt_id", *ASP_COLUMNS)}:
+        raise SettingsError(f"--metadata-key {metadata_key} is one of the fields asp puts inside that object; name "
+                            "another, e.g. metadata")
     if workers is not None:
         check_workers(workers)  # with any --order: a 0 is a typo either way
+        if order == "dispatch":
+            raise SettingsError("--workers cuts each train batch into the chunks verl's workers take, which only "
+                                "--order train writes; the dispatch order keeps the schedule's: add --order train, "
+                                "or leave --workers out")
     elif format == "verl":
         workers = VERL_AGENT_WORKERS
     elif replay.schedule.recorded_settings.router == "cache-aware":  # slime submits a rollout's rows in file order
@@ -258,8 +281,11 @@ def export(
                       + [pl.col(c).alias(f"{prefix}{c}") for c in ASP_COLUMNS])
     if route != "none":  # the planned instance or predicted length, ordered by position in the file (`verl_router`)
         asp = asp.with_columns(pl.Series("priority", route_priorities(rows, route), dtype=pl.Int64))
+    if metadata_key:  # the dataset's own top-level columns of those names stay, beside the object (`nest_columns`)
+        picked = picked.rename({c: f"{SHADOWED}{c}" for c in picked.columns if c in names})
     frame = pl.concat([picked.drop("\x00row"), asp], how="horizontal")
-    added = [c for c in frame.columns if c not in raw.columns]  # asp's columns, written after the user's own
+    # asp's columns, written after the user's own
+    added = [c for c in frame.columns if c not in raw.columns and not c.startswith(SHADOWED)]
 
     summary, trainer, notes = _facts(replay, rows, format=format, order=order, epoch=epoch, workers=workers,
                                      verl_version=verl_version, route=route, verl_trainer=verl_trainer)

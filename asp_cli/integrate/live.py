@@ -28,12 +28,12 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Protocol
 
 import numpy as np
 
-from asp_cli.errors import ServerError, SettingsError, shown_id
+from asp_cli.errors import ServerError, SettingsError, python_names, shown_id
 from asp_cli.integrate.replay_plan import RequestPlan, synthetic_prompt
 from asp_cli.integrate.serving import DEFAULT_BACKOFF_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_RETRIES, Completion, \
     ServerPool
@@ -403,3 +403,7 @@ def _catch_signals(stop: asyncio.Event) -> Callable[[], None]:
                 signal.signal(sig, handler)
 
     return restore
+
+
+# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
+python_names(f.name for f in fields(LiveSettings))

@@ -10,14 +10,14 @@ atomically, also when the run was interrupted or a server failed: what was measu
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from asp_cli.errors import ServerError, SettingsError
+from asp_cli.errors import ServerError, SettingsError, python_names
 from asp_cli.integrate.live import LiveSettings, Progress
 from asp_cli.integrate.replay_plan import ASP, RequestPlan, Simulated
 from asp_cli.integrate.timings import COLUMNS, figures_by_arrangement, rollout_figures, write_timeline
@@ -317,3 +317,7 @@ def _ranking(entries: list[dict]) -> dict[str, Any]:
     measured = [e["arrangement"] for e in sorted(complete, key=lambda e: e["measured"]["wall_s"])]
     simulated = [e["arrangement"] for e in sorted(complete, key=lambda e: e["simulated"]["wall_s"])]
     return {"measured": measured, "simulated": simulated, "same": measured == simulated}
+
+
+# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
+python_names(f.name for f in fields(InProcessSettings))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli import columns as C
-from asp_cli.errors import SettingsError
+from asp_cli.errors import SettingsError, python_names
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count
 
@@ -298,3 +298,7 @@ def probe(
     return ProbeResult(frame=rows.drop(SOURCE_JSON, strict=False), prompt_ids=picked[C.PROMPT_ID].to_list(),
                        output=out, format=fmt,
                        summary=summary, warnings=warnings)
+
+
+# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
+python_names(f.name for f in fields(ProbeSettings))

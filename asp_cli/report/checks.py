@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from asp_cli.errors import SettingsError
+from asp_cli.errors import SettingsError, python_names
 from asp_cli.report.facts import REPORT_VERSION, rounded
 
 
@@ -186,3 +186,7 @@ def check_report(report: dict[str, Any], limits: CheckLimits) -> dict[str, Any]:
         results.append({"check": name, "flag": flag, "fact": path, "limit": limit, "value": value,
                         "passed": passed, "message": message})
     return {"passed": all(r["passed"] for r in results), "results": results}
+
+
+# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
+python_names(f.name for f in fields(CheckLimits))

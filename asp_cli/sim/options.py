@@ -3,10 +3,10 @@ command line reads its defaults from them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
-from asp_cli.errors import SettingsError
+from asp_cli.errors import SettingsError, python_names
 from asp_cli.settings import DISPATCHES, MAX_INSTANCES, TRAINER_ORDERS, check_count, check_lag
 
 Mode = Literal["continuous", "static", "streaming"]
@@ -62,3 +62,7 @@ def check_engine(mode: str, dispatch: str, max_lag: int | float | None,
 
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
+python_names(f.name for f in fields(ReplayOptions))
