@@ -171,6 +171,11 @@ def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
     (["--retry-backoff", "1e308"], "--retry-backoff must be at most 600 seconds (got 1e+308)"),  # it hung
     (["--retries", "1100"], "--retries must be at most 100 (got 1100)"),  # 2 ** 1024 overflowed: exit 70
     (["-o", "SCHEDULE"], "is also an input"),
+    # Without --servers the run is in process: these were ignored, the plan blocking (a hostile-input round).
+    (["--engine", "streaming"], "--in-process replays blocking minibatches only; drop --engine or serve the model "
+                                "(a dry run plans for --servers too, sending nothing)"),
+    (["--max-in-flight", "2"], "--max-in-flight is the requests in flight per server of --servers; without them"),
+    (["--tensor-parallel-size", "4"], "--tensor-parallel-size is the in-process engine's (--in-process)"),
 ])
 def test_a_dry_run_checks_the_options_the_run_would(small, args, words):  # noqa: F811
     """A dry run, meant to check a plan before GPUs are spent, let through options the run then refused."""

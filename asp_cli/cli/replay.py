@@ -119,8 +119,18 @@ def replay_command(
         if servers is not None:
             live = _live_settings(servers, engine=engine, max_in_flight=max_in_flight, no_stream=no_stream, model=model,
                                   retries=retries, retry_backoff=retry_backoff, timeout=timeout, warmup=warmup)
-        elif engine not in (None, "blocking") and not dry_run:
-            raise SettingsError("--in-process replays blocking minibatches only; drop --engine or serve the model")
+        # A dry run plans what the same command would run: without --servers, the in-process engine (it ignored
+        # --engine streaming and --max-in-flight, and planned blocking minibatches: a hostile-input round).
+        elif engine not in (None, "blocking"):
+            raise SettingsError("--in-process replays blocking minibatches only; drop --engine or serve the model"
+                                + (" (a dry run plans for --servers too, sending nothing)" if dry_run else ""))
+        elif max_in_flight is not None:
+            raise SettingsError("--max-in-flight is the requests in flight per server of --servers; without them the "
+                                "replay runs in process: drop it, or give --servers"
+                                + (" (a dry run sends nothing)" if dry_run else ""))
+        if tensor_parallel_size != 1 and in_process is None:
+            raise SettingsError("--tensor-parallel-size is the in-process engine's (--in-process); for servers' GPU "
+                                "time give --gpus-per-instance")
         local = InProcessSettings(in_process, tensor_parallel_size) if in_process is not None else None
         if local is not None and not dry_run:
             from asp_cli.integrate.offline import load_vllm
