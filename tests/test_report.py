@@ -216,6 +216,20 @@ def test_report_schedule_names_same_named_files_by_path(made, tmp_path):
     assert document["checks"] is None
 
 
+def test_compare_says_when_the_other_schedule_is_for_another_run(made, tmp_path):
+    """A hostile-input round: 3 epochs on `static` against 1 streaming, B "better" on its last step's end without
+    a word. Settings of the arrangement (the seed, --arrangement) are what a comparison weighs: not said."""
+    folder, _ = made
+    make_schedule(tmp_path / "other.parquet", epochs=1, engine="streaming", max_lag=1)
+    make_schedule(tmp_path / "seed.parquet", seed=5, arrangement="long-first")
+    done = report_schedule(folder / "s.parquet", compare=tmp_path / "other.parquet")
+    said = [w for w in done.warnings if "made for another run" in w]
+    assert len(said) == 1 and ("(--epochs 2 here, 1 there; --engine continuous here, streaming there; --max-lag none "
+                               "here, 1 there)") in said[0]
+    assert not [w for w in report_schedule(folder / "s.parquet", compare=tmp_path / "seed.parquet").warnings
+                if "another run" in w]
+
+
 def test_checks_pass_and_fail_on_the_limits(report):
     padding = report["padding"]["fraction"]
     passed = check_report(report, CheckLimits(max_padding=padding, max_lag=report["lag"]["max"]))

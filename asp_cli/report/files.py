@@ -142,3 +142,26 @@ def _check_like_for_like(schedule: Any, other: Any, where: Path, warnings: list[
     if shared < max(mine.len(), theirs.len()):
         warnings.append(f"{where} schedules other prompts ({shared:,} in common; {mine.len():,} prompts here, "
                         f"{theirs.len():,} there): the comparison is not like for like")
+    # Settings of the run, not of the arrangement: two schedules apart in them differ for that reason too (a
+    # hostile-input round: 3 epochs on `static` against 1 streaming, B called "better" on its last step's end).
+    here, there = schedule.settings or {}, other.settings or {}
+    apart = [f"--{key.replace('_', '-')} {_shown_setting(here.get(key))} here, {_shown_setting(there.get(key))} there"
+             for key in _RUN_SETTINGS if here.get(key) != there.get(key)
+             and (key in here and key in there or key in _LEFT_OUT_WHEN_NONE)]
+    if apart:
+        warnings.append(f"{where} was made for another run ({'; '.join(apart)}): its facts differ for that reason "
+                        "too, not only by the arrangement; compare schedules made alike but for what you are "
+                        "weighing")
+
+
+# The settings that describe the run a schedule is for (the engine, the trainer, the sizes), as opposed to how it
+# is arranged (--arrangement, --seed, --steps, ...), which is what `asp report --compare` weighs.
+_RUN_SETTINGS = ("epochs", "engine", "instances", "samples_per_prompt", "train_batch_size", "max_lag", "trainer",
+                 "max_response_tokens", "preset", "router", "dispatch")
+
+
+_LEFT_OUT_WHEN_NONE = ("router",)  # `ScheduleSettings.to_dict` records it only when set
+
+
+def _shown_setting(value: Any) -> str:
+    return "none" if value is None else str(value)
