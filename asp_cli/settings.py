@@ -231,6 +231,10 @@ class ScheduleSettings:
         self._check_router()
         if self.step_layout is not None and self.step_layout not in STEP_LAYOUTS:
             raise SettingsError(f"step_layout must be one of {', '.join(STEP_LAYOUTS)} (got {self.step_layout!r})")
+        if self.step_layout is not None and not self.slime_async:  # recorded, and meant nothing (a hostile round)
+            raise SettingsError(f"step_layout lays out the rollouts of slime's train_async.py (--engine streaming "
+                                f"--router cache-aware --max-lag 1 --trainer schedule), which these settings are not "
+                                f"(got step_layout={self.step_layout!r}): leave it out")
         if self.engine not in ENGINES:
             raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
         if self.arrangement not in ARRANGEMENTS:
@@ -298,7 +302,7 @@ class ScheduleSettings:
         if self.engine != "streaming":
             raise SettingsError(f"--router {self.router} is how servers that refill place requests: add --engine "
                                 "streaming, or drop it")
-        if self.router != "least-pending" and self.dispatch == "planned":
+        if self.dispatch == "planned":  # least-pending too: the help said "not with --dispatch planned"
             raise SettingsError(f"--router {self.router} places each request where that router puts it, while "
                                 "--dispatch planned keeps it to its planned instance (asp's router plug-in for verl): "
                                 "drop one")
@@ -334,10 +338,10 @@ class ScheduleSettings:
 
     def replayed_as(self, **changes: Any) -> ScheduleSettings:
         """These settings with ``changes`` (another engine, lag bound or trainer rule to replay or compare under),
-        `verl_trainer` and `router` each dropped where it no longer applies there, as none was given (a colocate-async
+        `verl_trainer`, `router` and `step_layout` each dropped where it no longer applies there, as none was given (a colocate-async
         schedule compared at --max-lag 0 is verl's synchronous trainer; a cache-aware one on a blocking engine has no
         router)."""
-        kept = {key: getattr(self, key) for key in ("verl_trainer", "router")
+        kept = {key: getattr(self, key) for key in ("verl_trainer", "router", "step_layout")
                 if getattr(self, key) is not None and key not in changes}
         if not kept:
             return dataclasses.replace(self, **changes)

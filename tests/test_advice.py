@@ -157,3 +157,35 @@ def test_a_dropped_partial_batch_holding_one_source_is_warned_about():
     assert dropped_tail_warnings(frame, sources.with_columns(pl.lit("x").alias("data_source")), arrival) == []
     rare = sources.with_columns(pl.Series("data_source", ["gsm8k"] * 497 + ["rare"] * 3))
     assert dropped_tail_warnings(frame, rare, arrival) == []
+
+
+def test_options_that_change_nothing_in_the_plan_are_said():
+    """A hostile-input round: --max-tokens-per-minibatch on servers that refill and --steps representative with a
+    named arrangement made the same plan as without them, without a word."""
+    from asp_cli.arrange.advice import settings_warnings
+
+    assert settings_warnings(ScheduleSettings()) == []
+    said = settings_warnings(ScheduleSettings(engine="streaming", max_tokens_per_minibatch=5000))
+    assert len(said) == 1 and said[0].startswith("--max-tokens-per-minibatch does not change a plan for --engine "
+                                                 "streaming")
+    said = settings_warnings(ScheduleSettings(engine="streaming", max_tokens_per_minibatch=5000, kv_budget="whole"))
+    assert said[0].startswith("--kv-budget whole and --max-tokens-per-minibatch do not change a plan")
+    said = settings_warnings(ScheduleSettings(steps="representative", arrangement="long-first"))
+    assert said == ["--steps representative holds auto's pick to steps as representative as a shuffle's; with "
+                    "--arrangement long-first nothing is picked, and the steps are that arrangement's: use "
+                    "--arrangement auto, or leave --steps out"]
+    assert settings_warnings(ScheduleSettings(steps="representative")) == []
+
+
+def test_a_router_with_planned_dispatch_and_a_step_layout_outside_slimes_trainer_are_refused():
+    from asp_cli.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="--router least-pending places each request .* drop one"):
+        ScheduleSettings(engine="streaming", router="least-pending", dispatch="planned")
+    with pytest.raises(SettingsError, match="step_layout lays out the rollouts of slime's train_async.py"):
+        ScheduleSettings(step_layout="finish")
+    slime = ScheduleSettings(engine="streaming", router="cache-aware", max_lag=1, trainer="schedule",
+                             step_layout="finish")
+    # Replayed on another engine (asp simulate --mode static), the layout is dropped as the router is.
+    assert slime.replayed_as(engine="continuous").step_layout is None
+    assert slime.replayed_as(max_lag=2).router == "cache-aware" and slime.replayed_as(max_lag=2).step_layout is None

@@ -44,6 +44,27 @@ def dividing_example(prompts: int, batch: int) -> str:
             f"compare with asp simulate{keep})")
 
 
+def settings_warnings(settings: ScheduleSettings) -> list[str]:
+    """Options given that change nothing in a plan with these other settings (each is recorded all the same)."""
+    warnings = []
+    if settings.engine == "static" and settings.kv_budget == "whole":
+        warnings.append("--kv-budget whole does not change a plan for --engine static: its minibatches are counted "
+                        "padded, rows x (longest prompt + longest predicted group maximum)")
+    if settings.engine == "streaming":
+        given = [f"--kv-budget {settings.kv_budget}"] if settings.kv_budget != "auto" else []
+        given += (["--max-tokens-per-minibatch"] if settings.max_tokens_per_minibatch is not None else [])
+        if given:  # a hostile-input round: --max-tokens-per-minibatch 5000 made the same plan, unsaid
+            warnings.append(f"{' and '.join(given)} do{'es' if len(given) == 1 else ''} not change a plan for --engine "
+                            "streaming: servers that refill freed slots are given no minibatches to cut (recorded, "
+                            "it cuts only the baselines in asp's sizes of `asp simulate --compare` on a blocking "
+                            "--mode)")
+    if settings.steps == "representative" and settings.arrangement != "auto":
+        warnings.append(f"--steps representative holds auto's pick to steps as representative as a shuffle's; with "
+                        f"--arrangement {settings.arrangement} nothing is picked, and the steps are that "
+                        "arrangement's: use --arrangement auto, or leave --steps out")
+    return warnings
+
+
 def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
     """Warnings about ``frame`` (a schedule, all epochs) for the trainer ``settings`` describe."""
     warnings = []

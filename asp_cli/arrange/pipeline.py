@@ -22,7 +22,7 @@ from asp_cli.errors import LagBoundError, SettingsError, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.history_ids import id_hints, row_numbered
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
-from asp_cli.arrange.advice import dropped_tail_warnings, plan_warnings, source_warnings
+from asp_cli.arrange.advice import dropped_tail_warnings, plan_warnings, settings_warnings, source_warnings
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
 from asp_cli.arrange.interleaving import (
     balanced_assignment,
@@ -675,13 +675,7 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
             warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "
                             f"({settings.max_response_tokens:,}), which no generation under this schedule's cap "
                             "reaches; was the history made with a larger cap? Check --max-response-tokens")
-    if settings.engine == "static" and settings.kv_budget == "whole":
-        warnings.append("--kv-budget whole does not change a plan for --engine static: its minibatches are counted "
-                        "padded, rows x (longest prompt + longest predicted group maximum)")
-    if settings.engine == "streaming" and settings.kv_budget != "auto":
-        warnings.append(f"--kv-budget {settings.kv_budget} does not change a plan for --engine streaming: servers "
-                        "that refill freed slots are given no minibatches to cut (it is recorded, and cuts only the "
-                        "baselines in asp's sizes of `asp simulate --compare` on a blocking --mode)")
+    warnings.extend(settings_warnings(settings))
     if settings.train_batch_size > prompts.height:
         warnings.append(
             f"--train-batch-size {settings.train_batch_size} is larger than the {prompts.height:,} prompts of an "
