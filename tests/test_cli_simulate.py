@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
 from typer.testing import CliRunner
+from util import make_prompts, write_jsonl
 
 from asp_cli.cli.main import app
 from asp_cli.errors import ExitCode
@@ -388,8 +389,29 @@ def test_compare_on_fewer_instances_leaves_out_the_rows_kept_to_planned_instance
     assert any("fewer than the" in w and "left out of the comparison" in w for w in document["warnings"])
     planned = invoke("simulate", built["schedule"], "--instances", 1, "--dispatch", "planned")
     assert planned.exit_code == ExitCode.BAD_SETTINGS
-    assert "plans 3 instances (instance 0 to 2) but the simulation has 1" in planned.stderr
+    assert "the schedule was made for 3 instances (0 to 2) and the replay has 1" in planned.stderr
     assert "--instances 3, or --dispatch free" in planned.stderr
+
+
+def test_simulate_says_a_plan_for_another_engine_and_refuses_what_it_would_ignore(tmp_path):
+    """A hostile-input round: a plan for servers replayed on `static` said nothing without --compare; a limit of
+    verl's rollouter with a trainer following the schedule changed nothing; a schedule made for 8 instances whose
+    last got no minibatch was said to plan 7."""
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(40))
+    made = tmp_path / "s.parquet"
+    assert invoke("schedule", prompts, "-o", made, "-q", "--engine", "streaming", "--max-lag", 1, "--trainer",
+                  "schedule", "--train-batch-size", 8).exit_code == 0
+    result = invoke("simulate", made, "--mode", "static")
+    assert result.exit_code == 0 and ("the schedule was made for --engine streaming and is replayed on --engine "
+                                      "static: its groups were planned as requests") in result.stderr
+    refused = invoke("simulate", made, "--prompts-per-server", 4)
+    assert refused.exit_code == ExitCode.BAD_SETTINGS and "--prompts-per-server is verl's asynchronous rollouter's " \
+        "limit, whose trainer takes groups as they finish: this replay's trainer follows the schedule" in refused.stderr
+    few = tmp_path / "few.parquet"  # 8 instances, 2 minibatches: instances 2-7 get none
+    assert invoke("schedule", prompts, "-o", few, "-q", "-k", 8, "--minibatch-size", 32,
+                  "--dispatch", "planned").exit_code == 0
+    assert "the schedule was made for 8 instances (0 to 7) and the replay has 2" in invoke(
+        "simulate", few, "-k", 2).stderr
 
 
 def test_the_baselines_in_asps_sizes_are_cut_by_the_budget_asp_used_on_any_replay_preset(tmp_path):

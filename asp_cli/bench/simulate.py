@@ -120,9 +120,17 @@ def _replayed_lengths_per_epoch(frame: pl.DataFrame, lengths: np.ndarray,
     return first, by_epoch
 
 
+def _planned_instances(schedule: Schedule) -> int:
+    """The instances the schedule was made for (its settings'; a plan may leave the last ones without a minibatch,
+    and its instance column then names fewer: "plans 7 instances" was said of a schedule made for 8)."""
+    used = int(schedule.frame["instance"].max()) + 1
+    made = (schedule.settings or {}).get("instances")
+    return max(used, made) if isinstance(made, int) and not isinstance(made, bool) else used
+
+
 def _dispatch_warnings(schedule: Schedule, dispatch: str, instances: int) -> list[str]:
     """With planned dispatch each minibatch runs on its planned instance: more instances than planned stay idle."""
-    planned = int(schedule.frame["instance"].max()) + 1
+    planned = _planned_instances(schedule)
     if dispatch == "planned" and instances > planned:
         return [f"--instances {instances} with planned dispatch: the schedule plans {planned} instances, so "
                 f"{instances - planned} of them get no work; replay with --dispatch free, or make the schedule "
@@ -226,6 +234,15 @@ def simulate_loaded(
     if options.prompts_per_server is not None and mode != "streaming":
         raise SettingsError(f"--prompts-per-server is verl's asynchronous rollouter's limit: this replay's engine is "
                             f"{mode}; drop it, or give --engine streaming")
+    if options.prompts_per_server is not None and trainer == "schedule":  # asp schedule refuses the same
+        raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit, whose trainer takes groups "
+                            "as they finish: this replay's trainer follows the schedule (--trainer schedule), which "
+                            "has no such limit; drop it, or give --trainer arrival")
+    if dispatch == "planned" and k < _planned_instances(schedule):
+        planned = _planned_instances(schedule)
+        raise SettingsError(f"the schedule was made for {planned} instances (0 to {planned - 1}) and the replay has "
+                            f"{k}, and planned dispatch keeps each minibatch on its instance; pass --instances "
+                            f"{planned}, or --dispatch free")
     result = simulate_schedule(frame, lengths, hardware, settings, instances=k)
     if mode == "streaming":
         per_server = options.prompts_per_server or recorded.prompts_per_server
@@ -305,10 +322,18 @@ def simulate_loaded(
                 f"{mine['policy_lag_mean']:.1f} steps stale on average), as an asynchronous trainer does; verl's "
                 "default trainer is synchronous: compare with --max-lag 0 --trainer schedule (and make the "
                 "schedule so)")
-        planned = int(frame["instance"].max()) + 1
+        planned = int(frame["instance"].max()) + 1  # the rows left out where the instance column names more
         if k < planned:
             document["warnings"].append(
                 f"--instances {k} is fewer than the {planned} the schedule plans: the rows that keep to its planned "
                 "instances, 'asp, planned instances' (and, under planned dispatch, 'random (asp slots)') are left out "
                 "of the comparison")
+    if comparison is None and recorded.engine != mode and "streaming" in (recorded.engine, mode):  # as compared
+        document["warnings"].append(
+            f"the schedule was made for --engine {recorded.engine} and is replayed on --engine {mode}: "
+            + ("its groups were planned as requests to servers that refill, not as that engine's minibatches"
+               if recorded.engine == "streaming" else "its minibatches were planned for a blocking engine, not as "
+               "requests to servers that refill")
+            + f", so the figures are of a plan made for another engine; make the schedule with --engine {mode} to see "
+            "a plan for it")
     return SimulationReport(document, result, comparison)
