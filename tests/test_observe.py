@@ -293,9 +293,10 @@ def test_missing_columns_name_observes_own_options(tmp_path):
     assert observe([log], tmp_path / "h.parquet", read=replace(OBSERVE_READ, length_key="tokens")).summary["rows_added"] == 1
 
 
-@pytest.mark.parametrize("epoch", [-1, 2**31, 10**20])
+@pytest.mark.parametrize("epoch", [-1, 2**31, 10**20, True, "0", 1.0])
 def test_epoch_out_of_range_is_a_settings_error(tmp_path, epoch):
-    """--epoch -1 was recorded as is; a huge one was an internal error (exit 70)."""
+    """--epoch -1 was recorded as is; a huge one was an internal error (exit 70); from Python True was epoch 1 and
+    '0' a TypeError."""
     log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "response_tokens": 10}])
     with pytest.raises(SettingsError, match=r"--epoch must be a whole number from 0 to 2147483647"):
         observe([log], tmp_path / "h.parquet", epoch=epoch)

@@ -11,7 +11,8 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, output_option, say, write_stdout
+from asp_cli.cli.common import emit_json, guarded, lag_bound, output_option, say, write_stdout
+from asp_cli.settings import NO_LAG_BOUND
 from asp_cli.reading.options import DEFAULT_READ
 
 
@@ -44,7 +45,7 @@ def report_command(
     max_instance_spread: Optional[float] = typer.Option(
         None, "--max-instance-spread", help="Most (max - min) / mean of per-instance busy time (tokens without timing)."
     ),
-    max_lag: Optional[float] = typer.Option(None, "--max-lag", metavar="<steps>", help="Most expected policy lag, in whole training steps."),
+    max_lag: Optional[str] = typer.Option(None, "--max-lag", metavar="<steps|none>", parser=lag_bound, help="Most expected policy lag, in whole training steps; none: no limit (a gate fed the schedule's own --max-lag)."),
     max_step_skew: Optional[float] = typer.Option(
         None, "--max-step-skew", help="Most |step mean length / epoch mean - 1| over full training steps."
     ),
@@ -66,7 +67,9 @@ def report_command(
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]
         # Read as a number and checked by the library (a whole number of steps), where Typer's own parser answered
         # 0.5 with "Input should be a valid integer", exit 2.
-        whole = int(max_lag) if max_lag is not None and math.isfinite(max_lag) and max_lag.is_integer() else max_lag
+        max_lag = None if max_lag == NO_LAG_BOUND else max_lag  # type: ignore[assignment]
+        whole = (int(max_lag) if isinstance(max_lag, float) and math.isfinite(max_lag) and max_lag.is_integer()
+                 else max_lag)
         limits = CheckLimits(max_padding=max_padding, max_instance_spread=max_instance_spread, max_lag=whole,
                              max_step_skew=max_step_skew, max_trainer_idle=max_trainer_idle)
         if check and not limits.any():

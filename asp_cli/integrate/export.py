@@ -35,22 +35,16 @@ from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
-from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, check_workers, chunk_capacities
+from asp_cli.integrate.export_options import ASP_COLUMNS, FORMATS, VERL_CHUNKING, check_options
+from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
 from asp_cli.integrate.verl_layout import to_verl
-from asp_cli.integrate.verl_router import ROUTES, other_router_note, route_priorities, unrouted_agents_note
+from asp_cli.integrate.verl_router import other_router_note, route_priorities, unrouted_agents_note
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.reading.tables import SOURCE_JSON
 
-FORMATS = ("parquet", "jsonl", "verl")
-ORDERS = ("dispatch", "train")
-# Schedule columns copied onto every exported row (with the optional --prefix).
-ASP_COLUMNS = ("epoch", "instance", "minibatch", "seq", "train_step", "predicted_tokens")
 METADATA_KEY = b"asp.export"
-# The verl versions whose batch cutting export knows, and the rule each uses (`replay.chunk_capacities`):
-# 0.9's default trainer cuts the prompts; 0.7's trainer (also 0.9's trainer.use_v1=False) the repeated batch.
-VERL_CHUNKING = {"0.9": "v1", "0.7": "legacy"}
 # verl's default data.max_prompt_length (its trainer config; tests/verl/ checks the installed verl says so).
 VERL_DEFAULT_MAX_PROMPT_TOKENS = 512
 # How much longer a prompt may be than the schedule's count says (bytes / 4 against text at 3.1 characters a
@@ -184,45 +178,12 @@ def export(
     verl_trainer = resolve_trainer(verl_trainer, replay.schedule.recorded_settings) if format == "verl" else "ppo"
     # verl's fully asynchronous rollouter reads one prompt at a time, in file order: the dispatch order.
     order = order or ("train" if format == "verl" and verl_trainer != "fully-async" else "dispatch")
-    if order not in ORDERS:
-        raise SettingsError(f"--order must be one of {', '.join(ORDERS)} (got {order!r})")
-    # Options that change nothing where they were given are refused, as --verl-trainer without --format verl is
-    # (a hostile-input round: --workers 3 with the dispatch order, --verl-version 0.7 on JSON lines, exit 0).
-    if verl_version is not None and format != "verl" and order == "dispatch":
-        raise SettingsError("--verl-version says how verl cuts a batch across its workers, which only --format verl "
-                            "or --order train uses: leave it out, or add one of them")
-    verl_version = "0.9" if verl_version is None else verl_version
-    if verl_version not in VERL_CHUNKING:
-        raise SettingsError(f"--verl-version must be one of {', '.join(VERL_CHUNKING)} (got {verl_version!r})")
-    if not isinstance(prefix, str):
-        raise SettingsError(f"--prefix must be text, '' for none (got {prefix!r})")
-    if route not in ROUTES:
-        raise SettingsError(f"--route must be one of {', '.join(ROUTES)} (got {route!r})")
-    if metadata_key is not None and not isinstance(metadata_key, str):
-        raise SettingsError(f"--metadata-key must be a field name, e.g. metadata (got {metadata_key!r})")
-    if metadata_key is not None and (format == "verl" or not metadata_key.strip()):
-        raise SettingsError("--metadata-key names an object field for --format jsonl or parquet (slime's "
-                            "--metadata-key, e.g. metadata)" if metadata_key.strip() else
-                            "--metadata-key needs a field name, e.g. metadata")
-    if metadata_key is not None and "." in metadata_key:
-        # slime's --metadata-key is one top-level key: a dotted one was written as a key of that name beside the
-        # dataset's object, which asp's own --id-key then refused (E83; a hostile-input round).
-        raise SettingsError(f"--metadata-key names one top-level object (slime's --metadata-key), not a path: "
-                            f"{metadata_key!r} has a '.'; name the object itself, e.g. "
-                            f"--metadata-key {metadata_key.split('.')[0] or 'metadata'}")
-    if metadata_key is not None and metadata_key in {f"{prefix}{c}" for c in ("prompt_id", *ASP_COLUMNS)}:
-        raise SettingsError(f"--metadata-key {metadata_key} is one of the fields asp puts inside that object; name "
-                            "another, e.g. metadata")
-    if workers is not None:
-        check_workers(workers)  # with any --order: a 0 is a typo either way
-        if order == "dispatch":
-            raise SettingsError("--workers cuts each train batch into the chunks verl's workers take, which only "
-                                "--order train writes; the dispatch order keeps the schedule's: add --order train, "
-                                "or leave --workers out")
-    elif format == "verl":
+    verl_version = check_options(format, order, workers, verl_version, prefix, route, metadata_key)
+    if workers is None and format == "verl":
         workers = VERL_AGENT_WORKERS
-    elif replay.schedule.recorded_settings.router == "cache-aware":  # slime submits a rollout's rows in file order
-        workers = 1  # (its order, as `asp simulate` replays it: a slime newcomer's --order train had 8 chunks)
+    elif workers is None and replay.schedule.recorded_settings.router == "cache-aware":
+        workers = 1  # slime submits a rollout's rows in file order (its order, as `asp simulate` replays it: a slime
+        # newcomer's --order train had 8 chunks)
     datasets = paths_of(datasets)
     if not datasets:
         raise InputError("no dataset given; name the prompt file(s) the schedule was made from")

@@ -41,6 +41,7 @@ from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.id_forms import near_misses
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
+from asp_cli.settings import check_count
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
 OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key",
@@ -126,8 +127,8 @@ def observe(
 
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
-    if epoch is not None and not 0 <= epoch <= 2**31 - 1:  # stored as int32; epochs count from 0
-        raise SettingsError(f"--epoch must be a whole number from 0 to {2**31 - 1} (got {epoch})")
+    # Stored as int32; epochs count from 0. True was epoch 1 and '0' a TypeError (a hostile-input round).
+    check_count("--epoch", epoch, minimum=0, maximum=2**31 - 1, optional=True)
     logs = paths_of(logs)
     dataset = paths_of(dataset)
     if not logs:

@@ -48,7 +48,8 @@ except ModuleNotFoundError as exc:  # verl loads this module (data.custom_cls); 
                               "names); asp's other commands do not", name=exc.name) from None
 
 from asp_cli.errors import InputError, SettingsError
-from asp_cli.integrate.export import ASP_COLUMNS, ORDERS, check_dataset
+from asp_cli.integrate.export import check_dataset
+from asp_cli.integrate.export_options import ASP_COLUMNS, ORDERS
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay
 from asp_cli.integrate.verl_config import trainer_setting
 from asp_cli.integrate.verl_router import ROUTES, route_priorities, unrouted_agents_note

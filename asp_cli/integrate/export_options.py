@@ -1,0 +1,60 @@
+"""`asp export`'s options, each checked once, before the dataset is read: the ones that name nothing, and the ones
+that would change nothing where they were given (refused, as --verl-trainer without --format verl is: a hostile-input
+round's --workers 3 with the dispatch order and --verl-version 0.7 on JSON lines changed nothing, exit 0).
+"""
+
+from __future__ import annotations
+
+from asp_cli.errors import SettingsError
+from asp_cli.integrate.replay import check_workers
+from asp_cli.integrate.verl_router import ROUTES
+
+FORMATS = ("parquet", "jsonl", "verl")
+ORDERS = ("dispatch", "train")
+# Schedule columns copied onto every exported row (with the optional --prefix).
+ASP_COLUMNS = ("epoch", "instance", "minibatch", "seq", "train_step", "predicted_tokens")
+# The verl versions whose batch cutting export knows, and the rule each uses (`replay.chunk_capacities`):
+# 0.9's default trainer cuts the prompts; 0.7's trainer (also 0.9's trainer.use_v1=False) the repeated batch.
+VERL_CHUNKING = {"0.9": "v1", "0.7": "legacy"}
+
+
+def check_options(format: str, order: str, workers: int | None, verl_version: str | None, prefix: object,  # noqa: A002
+                  route: str, metadata_key: object) -> str:
+    """Refuse options that name nothing or change nothing with ``format`` and ``order`` (resolved); the verl
+    version to cut batches as (0.9 where none was given)."""
+    if order not in ORDERS:
+        raise SettingsError(f"--order must be one of {', '.join(ORDERS)} (got {order!r})")
+    # Options that change nothing where they were given are refused, as --verl-trainer without --format verl is
+    # (a hostile-input round: --workers 3 with the dispatch order, --verl-version 0.7 on JSON lines, exit 0).
+    if verl_version is not None and format != "verl" and order == "dispatch":
+        raise SettingsError("--verl-version says how verl cuts a batch across its workers, which only --format verl "
+                            "or --order train uses: leave it out, or add one of them")
+    verl_version = "0.9" if verl_version is None else verl_version
+    if verl_version not in VERL_CHUNKING:
+        raise SettingsError(f"--verl-version must be one of {', '.join(VERL_CHUNKING)} (got {verl_version!r})")
+    if not isinstance(prefix, str):
+        raise SettingsError(f"--prefix must be text, '' for none (got {prefix!r})")
+    if route not in ROUTES:
+        raise SettingsError(f"--route must be one of {', '.join(ROUTES)} (got {route!r})")
+    if metadata_key is not None and not isinstance(metadata_key, str):
+        raise SettingsError(f"--metadata-key must be a field name, e.g. metadata (got {metadata_key!r})")
+    if metadata_key is not None and (format == "verl" or not metadata_key.strip()):
+        raise SettingsError("--metadata-key names an object field for --format jsonl or parquet (slime's "
+                            "--metadata-key, e.g. metadata)" if metadata_key.strip() else
+                            "--metadata-key needs a field name, e.g. metadata")
+    if metadata_key is not None and "." in metadata_key:
+        # slime's --metadata-key is one top-level key: a dotted one was written as a key of that name beside the
+        # dataset's object, which asp's own --id-key then refused (E83; a hostile-input round).
+        raise SettingsError(f"--metadata-key names one top-level object (slime's --metadata-key), not a path: "
+                            f"{metadata_key!r} has a '.'; name the object itself, e.g. "
+                            f"--metadata-key {metadata_key.split('.')[0] or 'metadata'}")
+    if metadata_key is not None and metadata_key in {f"{prefix}{c}" for c in ("prompt_id", *ASP_COLUMNS)}:
+        raise SettingsError(f"--metadata-key {metadata_key} is one of the fields asp puts inside that object; name "
+                            "another, e.g. metadata")
+    if workers is not None:
+        check_workers(workers)  # with any --order: a 0 is a typo either way
+        if order == "dispatch":
+            raise SettingsError("--workers cuts each train batch into the chunks verl's workers take, which only "
+                                "--order train writes; the dispatch order keeps the schedule's: add --order train, "
+                                "or leave --workers out")
+    return verl_version
