@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from enum import IntEnum
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class ExitCode(IntEnum):
@@ -58,34 +62,52 @@ class InputError(AspError):
 class SettingsError(AspError):
     """A setting or a combination of settings makes no sense.
 
-    Its messages name the command line's options (``--max-lag``). Raised outside a command (`asp_cli`'s functions
-    and settings classes called from Python), each option that is a keyword of the library's settings
-    (`python_names`) is said with its Python name too, once, at the end: a library user was told ``--max-lag``
-    and had no such flag (a newcomer round)."""
+    Its messages name the command line's options (``--max-lag``). Raised by a settings class's checks outside a
+    command (`asp_cli.ScheduleSettings(...)` from Python), each option that is one of that class's keywords is said
+    with its Python name too, once, at the end (`named_in_python`): a library user was told ``--max-lag`` and had
+    no such flag (a newcomer round)."""
 
     exit_code = ExitCode.BAD_SETTINGS
 
     def __init__(self, message: object = "", *args: object) -> None:
-        if isinstance(message, str) and not _ON_THE_COMMAND_LINE.get():
-            said = _in_python(message)
-            message += "" if message.endswith(said) else said  # said once, also when unpickled (Ray)
+        names = _PYTHON_NAMES.get(_VALIDATING.get() or "", {})
+        if isinstance(message, str) and names and not _ON_THE_COMMAND_LINE.get():
+            message += _in_python(message, names)
         super().__init__(message, *args)
 
 
-# Whether the code running is an `asp` command's (`asp_cli.cli.common.guarded` sets it), and the Python keyword of
-# each command-line option the library's settings take: the settings classes register their fields
-# (``max_lag`` for ``--max-lag``, `python_names`).
+# Whether the code running is an `asp` command's (`asp_cli.cli.common.guarded` sets it); which settings class is
+# checking its values (`named_in_python`), and the Python keyword of each command-line option of each such class
+# (``max_lag`` for ``--max-lag``). An error raised elsewhere (a function's own check) says the options only: the
+# same option is another keyword in another function (`asp observe --id-key` is `ReadOptions.length_id_key`).
 _ON_THE_COMMAND_LINE: contextvars.ContextVar[bool] = contextvars.ContextVar("asp_on_the_command_line", default=False)
-_PYTHON_NAMES: dict[str, str] = {}
+_VALIDATING: contextvars.ContextVar[str | None] = contextvars.ContextVar("asp_validating", default=None)
+_PYTHON_NAMES: dict[str, dict[str, str]] = {}
 _OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
 
 
-def python_names(fields: Iterable[str]) -> None:
-    """Register keywords of the library's settings (dataclass fields) whose option is ``--`` and the name with
-    ``-`` for ``_``."""
-    for name in fields:
-        if not name.startswith("_"):
-            _PYTHON_NAMES["--" + name.replace("_", "-")] = name
+def named_in_python(also: dict[str, str] | None = None) -> Callable[[type[T]], type[T]]:
+    """A settings dataclass's decorator: the errors its checks raise (``__post_init__``) from Python name each of its
+    fields beside the option, ``--name-with-dashes`` for ``name_with_dashes`` (``also``: options named otherwise,
+    e.g. ``{"--engine": "mode"}``)."""
+    def decorate(cls: type[T]) -> type[T]:
+        import dataclasses
+
+        names = {"--" + f.name.replace("_", "-"): f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        _PYTHON_NAMES[cls.__name__] = {**names, **(also or {})}
+        checks = cls.__post_init__  # type: ignore[attr-defined]
+
+        @functools.wraps(checks)
+        def post_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            token = _VALIDATING.set(cls.__name__)
+            try:
+                checks(self, *args, **kwargs)
+            finally:
+                _VALIDATING.reset(token)
+
+        cls.__post_init__ = post_init  # type: ignore[attr-defined]
+        return cls
+    return decorate
 
 
 @contextlib.contextmanager
@@ -98,11 +120,12 @@ def on_the_command_line() -> Iterator[None]:
         _ON_THE_COMMAND_LINE.reset(token)
 
 
-def _in_python(message: str) -> str:
-    named = [f"--{m}" for m in dict.fromkeys(_OPTION.findall(message)) if f"--{m}" in _PYTHON_NAMES]
-    if not named:
-        return ""
-    return " (in Python: " + ", ".join(f"{_PYTHON_NAMES[o]} for {o}" for o in named) + ")"
+def _in_python(message: str, names: dict[str, str]) -> str:
+    named: dict[str, str] = {}  # keyword -> the first option said for it (--engine and --mode are both `mode`)
+    for option in (f"--{m}" for m in _OPTION.findall(message)):
+        if option in names:
+            named.setdefault(names[option], option)
+    return " (in Python: " + ", ".join(f"{k} for {o}" for k, o in named.items()) + ")" if named else ""
 
 
 class LagBoundError(SettingsError):

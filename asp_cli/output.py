@@ -159,6 +159,8 @@ def check_output_path(output: Path | str, inputs: Iterable[Path] = (), *, force:
         With the path and the fix.
     """
     text = getattr(output, "text", None) or (output if isinstance(output, str) else None)
+    if isinstance(output, str) and not output.strip():  # Path("") is ".": "is a directory" from Python (E72's CLI)
+        raise OutputError(f"the path is empty{' (only blanks)' if output else ''}; name the file to write")
     if text is not None and text.endswith(("/", os.sep)):
         raise OutputError(f"{text} ends with '/', so it names a folder; name the output file without the slash")
     try:

@@ -182,6 +182,9 @@ def test_a_router_with_planned_dispatch_and_a_step_layout_outside_slimes_trainer
 
     with pytest.raises(SettingsError, match="--router least-pending places each request .* drop one"):
         ScheduleSettings(engine="streaming", router="least-pending", dispatch="planned")
+    # A schedule made before the pair was refused still reads (the router changed nothing there).
+    old = {**ScheduleSettings(engine="streaming", dispatch="planned").to_dict(), "router": "least-pending"}
+    assert ScheduleSettings.from_dict(old) == ScheduleSettings(engine="streaming", dispatch="planned")
     with pytest.raises(SettingsError, match="step_layout lays out the rollouts of slime's train_async.py"):
         ScheduleSettings(step_layout="finish")
     slime = ScheduleSettings(engine="streaming", router="cache-aware", max_lag=1, trainer="schedule",

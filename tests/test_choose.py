@@ -223,13 +223,11 @@ def test_an_arrangement_that_cannot_keep_the_bound_is_an_error_and_auto_finds_on
         plan(prompts, preds, dataclasses.replace(tight, arrangement="interleave"), preset=PRESET)
     # In arrival order a bound of 0 is often out of reach; a synchronous trainer follows the schedule's steps.
     assert str(refused.value).endswith("a synchronous trainer (verl's default) trains the schedule's own steps: "
-                                       "give --trainer schedule (in Python: max_lag for --max-lag, train_batch_size "
-                                       "for --train-batch-size, instances for --instances, trainer for --trainer)")
+                                       "give --trainer schedule")
     with pytest.raises(SettingsError) as following:  # already following the schedule: per-step is the way
         plan(prompts, preds, dataclasses.replace(tight, arrangement="interleave", trainer="schedule"), preset=PRESET)
     assert str(following.value).endswith("for synchronous training --arrangement per-step (or auto) keeps each step's "
-                                         "groups together (in Python: max_lag for --max-lag, arrangement for "
-                                         "--arrangement)")
+                                         "groups together")
     # per-step never lets a minibatch cross a train step, so one-group steps keep lag 0.
     frame, choice = plan(prompts, preds, tight, preset=PRESET)
     assert choice.chosen == "per-step" and frame["expected_lag"].max() == 0

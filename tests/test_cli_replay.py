@@ -158,6 +158,15 @@ def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
     assert "Each is the rollout alone, as `asp replay` sends it: no trainer" in result.stderr
 
 
+def test_a_dry_run_without_servers_plans_the_engine_asked_for(small):  # noqa: F811
+    """A hostile-input round: without --servers, --engine streaming was ignored and the plan a blocking engine's."""
+    plans = {engine: json.loads(invoke("replay", small["schedule"], small["prompts"], "--dry-run", "--json", "-q",
+                                       *(["--engine", engine] if engine else [])).stdout)
+             for engine in (None, "streaming")}
+    assert plans[None]["engine"] == "blocking" and plans["streaming"]["engine"] == "streaming"
+    assert plans[None]["arrangements"][0]["simulated"] != plans["streaming"]["arrangements"][0]["simulated"]
+
+
 @pytest.mark.parametrize("args, words", [
     (["--engine", "foo"], "--engine must be one of"),
     (["--max-in-flight", "0"], "--max-in-flight must be a whole number from 1 to 2147483647 (got 0)"),
@@ -172,8 +181,6 @@ def test_dry_run_sends_nothing_and_prints_the_gpu_time(small):  # noqa: F811
     (["--retries", "1100"], "--retries must be at most 100 (got 1100)"),  # 2 ** 1024 overflowed: exit 70
     (["-o", "SCHEDULE"], "is also an input"),
     # Without --servers the run is in process: these were ignored, the plan blocking (a hostile-input round).
-    (["--engine", "streaming"], "--in-process replays blocking minibatches only; drop --engine or serve the model "
-                                "(a dry run plans for --servers too, sending nothing)"),
     (["--max-in-flight", "2"], "--max-in-flight is the requests in flight per server of --servers; without them"),
     (["--tensor-parallel-size", "4"], "--tensor-parallel-size is the in-process engine's (--in-process)"),
 ])

@@ -112,6 +112,11 @@ def test_thresholds_need_check_and_check_needs_thresholds(schedules):
     result = run(schedules / "a.parquet", "--check", "--max-lag", "0.5")
     assert result.exit_code == 4 and result.stderr == "Error: --max-lag must be a whole number of steps (got 0.5)\n"
     assert run(schedules / "a.parquet", "--check", "--max-lag", "1000").exit_code == 0  # 1000.0 read as 1000
+    # none: no limit, as asp schedule reads it (a gate fed a schedule's own bound; it was Typer's exit 2)
+    result = run(schedules / "a.parquet", "--check", "--max-lag", "none", "-q")
+    assert result.exit_code == 0 and "--max-lag none sets no limit, and no other threshold was given" in result.stderr
+    result = run(schedules / "b.parquet", "--check", "--max-lag", "none", "--max-padding", "0", "-q")
+    assert result.exit_code == 1 and "--max-lag" not in result.stderr.replace("--max-lag none", "")
 
 
 @pytest.mark.parametrize("kind", ["text", "plain-parquet"])

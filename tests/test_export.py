@@ -622,6 +622,10 @@ def test_workers_are_checked_whatever_the_order(built, tmp_path):  # noqa: F811
     assert not (tmp_path / "o.jsonl").exists()
     export(built["schedule"], [built["prompts"]], tmp_path / "o.jsonl", format="jsonl", order="train", workers=3,
            verl_version="0.7")  # where they are read
+    from asp_cli.integrate.export_options import check_options
+
+    with pytest.raises(SettingsError, match="fully asynchronous rollouter does not: .* leave --workers out$"):
+        check_options("verl", "dispatch", 4, None, "", "none", None, "fully-async")  # not "add --order train"
 
 
 def test_metadata_key_keeps_a_dataset_column_named_as_asps_and_refuses_a_path_or_asps_own_name(tmp_path):

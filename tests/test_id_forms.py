@@ -111,3 +111,33 @@ def test_simulated_lengths_say_the_near_misses_and_refuse_when_none_match(tmp_pa
     assert "2 of them differ" in warning and "'02' in --lengths and '2' in the schedule" in warning
     with pytest.raises(InputError, match="'q' in --lengths and 'q ' in the schedule: write the ids alike"):
         refuse_unmatched(pl.DataFrame({"prompt_id": ["q"]}), pl.Series(["q "]), ["l.jsonl"])
+
+
+def test_row_numbers_are_no_near_misses_of_another_column_and_the_id_key_advice_stays(tmp_path):
+    """A review: prompts without an id column are numbered 0..n-1, and a history keyed "001".."040" (another
+    column of those prompts) was told to write its ids "alike", which would give each prompt the next one's
+    lengths; the fix is --id-key, as before."""
+    assert near_misses(pl.Series(["001", "002"]), pl.Series([str(i) for i in range(40)])) is None
+    assert near_misses(pl.Series(["007"]), [7, 8]) is not None  # a plain list of ints, not 0..n-1
+    rows = make_prompts(24)
+    for i, row in enumerate(rows):
+        row["key_x"] = f"{i + 1:03d}"
+        del row["id"]
+    prompts = write_jsonl(tmp_path / "p.jsonl", rows)
+    history = _lengths(tmp_path / "h.jsonl", [f"{i + 1:03d}" for i in range(24)])
+    made = schedule([prompts], tmp_path / "s.parquet", settings=SETTINGS, history=history)
+    said = [w for w in made.summary["warnings"] if "--history" in w and "among the prompts" in w]
+    assert len(said) == 1 and "name the prompts' id column with --id-key" in said[0] and "alike" not in said[0]
+    with pytest.raises(InputError) as refused:
+        observe([history], tmp_path / "h.parquet", dataset=[prompts])
+    assert "alike" not in str(refused.value)
+
+
+def test_report_lengths_say_the_near_misses(tmp_path):
+    from asp_cli.report.files import report_schedule
+
+    prompts = _prompts_with_spaced_ids(tmp_path / "p.jsonl")
+    made = schedule([prompts], tmp_path / "s.parquet", settings=SETTINGS)
+    half = _lengths(tmp_path / "half.jsonl", [f"p{i} " for i in range(12)] + [f"p{i}" for i in range(12, 24)])
+    said = [w for w in report_schedule(made.output, lengths=[half]).warnings if "not in the schedule" in w]
+    assert len(said) == 1 and "'p12' in --lengths and 'p12 ' in the schedule: write the ids alike" in said[0]

@@ -385,14 +385,15 @@ def _assemble(
     if bound is not None and lag.max() > bound:
         worst = int(np.argmax(lag))
         shown, behind = shown_id(prompts[C.PROMPT_ID][int(row_prompt[worst])]), int(lag[worst])
+        steps = f"{behind} step{'' if behind == 1 else 's'}"
         if settings.max_lag == 0 and settings.trainer == "schedule" and settings.arrangement != "per-step":
             raise LagBoundError(  # synchronous training has no lag to raise: the minibatches mix training steps
                 f"--max-lag 0 (synchronous training) cannot be met by --arrangement {settings.arrangement}: its "
-                f"minibatches mix groups of different training steps (prompt id {shown} would train {behind} steps "
+                f"minibatches mix groups of different training steps (prompt id {shown} would train {steps} "
                 "after the policy that generated it); for synchronous training --arrangement per-step (or auto) "
                 "keeps each step's groups together")
         raise LagBoundError(
-            f"--max-lag {settings.max_lag} cannot be met: prompt id {shown} is expected {behind} steps behind even "
+            f"--max-lag {settings.max_lag} cannot be met: prompt id {shown} is expected {steps} behind even "
             "when rollout is held back; raise --max-lag, raise --train-batch-size, or give more --instances"
             + ("; a synchronous trainer (verl's default) trains the schedule's own steps: give --trainer schedule"
                if settings.trainer == "arrival" and settings.max_lag == 0 else ""))

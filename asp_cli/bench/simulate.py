@@ -238,7 +238,7 @@ def simulate_loaded(
         raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit, whose trainer takes groups "
                             "as they finish: this replay's trainer follows the schedule (--trainer schedule), which "
                             "has no such limit; drop it, or give --trainer arrival")
-    if dispatch == "planned" and k < _planned_instances(schedule):
+    if dispatch == "planned" and k <= int(frame["instance"].max()):  # a minibatch on an instance the replay lacks
         planned = _planned_instances(schedule)
         raise SettingsError(f"the schedule was made for {planned} instances (0 to {planned - 1}) and the replay has "
                             f"{k}, and planned dispatch keeps each minibatch on its instance; pass --instances "

@@ -119,11 +119,10 @@ def replay_command(
         if servers is not None:
             live = _live_settings(servers, engine=engine, max_in_flight=max_in_flight, no_stream=no_stream, model=model,
                                   retries=retries, retry_backoff=retry_backoff, timeout=timeout, warmup=warmup)
-        # A dry run plans what the same command would run: without --servers, the in-process engine (it ignored
-        # --engine streaming and --max-in-flight, and planned blocking minibatches: a hostile-input round).
-        elif engine not in (None, "blocking"):
-            raise SettingsError("--in-process replays blocking minibatches only; drop --engine or serve the model"
-                                + (" (a dry run plans for --servers too, sending nothing)" if dry_run else ""))
+        # A dry run plans the engine asked for (--engine; it was ignored without --servers: a hostile-input round);
+        # --max-in-flight is the servers' only, and was ignored without them.
+        elif engine not in (None, "blocking") and not dry_run:
+            raise SettingsError("--in-process replays blocking minibatches only; drop --engine or serve the model")
         elif max_in_flight is not None:
             raise SettingsError("--max-in-flight is the requests in flight per server of --servers; without them the "
                                 "replay runs in process: drop it, or give --servers"
@@ -142,7 +141,7 @@ def replay_command(
                 schedule, datasets, output=None if dry_run else output, live=live, in_process=local,
                 lengths=lengths, read=read, baselines=baseline, compare=compare, synthetic_prompts=synthetic_prompts,
                 preset=preset, seed=seed, dry_run=dry_run,
-                gpus_per_instance=gpus_per_instance, progress=bar, force=force)
+                gpus_per_instance=gpus_per_instance, progress=bar, force=force, engine=engine if dry_run else None)
         finally:
             bar.close()
         done = report.timeline.height if report.timeline is not None else 0

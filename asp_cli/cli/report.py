@@ -67,12 +67,13 @@ def report_command(
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]
         # Read as a number and checked by the library (a whole number of steps), where Typer's own parser answered
         # 0.5 with "Input should be a valid integer", exit 2.
-        max_lag = None if max_lag == NO_LAG_BOUND else max_lag  # type: ignore[assignment]
+        unbounded = max_lag == NO_LAG_BOUND  # no limit: a gate fed a schedule's own bound, which may be none
+        max_lag = None if unbounded else max_lag  # type: ignore[assignment]
         whole = (int(max_lag) if isinstance(max_lag, float) and math.isfinite(max_lag) and max_lag.is_integer()
                  else max_lag)
         limits = CheckLimits(max_padding=max_padding, max_instance_spread=max_instance_spread, max_lag=whole,
                              max_step_skew=max_step_skew, max_trainer_idle=max_trainer_idle)
-        if check and not limits.any():
+        if check and not limits.any() and not unbounded:
             raise SettingsError("--check needs at least one threshold, for example --max-padding 0.1")
         if limits.any() and not check:
             raise SettingsError("thresholds are only tested with --check; add --check")
@@ -83,6 +84,9 @@ def report_command(
                                  limits=limits if check else None, simulate=simulate)
         if result.skipped_rows:
             say(f"skipped {result.skipped_rows} bad rows of --lengths files (--on-bad-row skip)")
+        if check and unbounded and not limits.any():
+            result.warnings.append("--max-lag none sets no limit, and no other threshold was given: nothing was "
+                                   "checked")
         for warning in result.warnings:  # under --quiet too (a CI log kept none)
             say(f"Warning: {warning}")
         if html is not None:

@@ -178,7 +178,7 @@ def export(
     verl_trainer = resolve_trainer(verl_trainer, replay.schedule.recorded_settings) if format == "verl" else "ppo"
     # verl's fully asynchronous rollouter reads one prompt at a time, in file order: the dispatch order.
     order = order or ("train" if format == "verl" and verl_trainer != "fully-async" else "dispatch")
-    verl_version = check_options(format, order, workers, verl_version, prefix, route, metadata_key)
+    verl_version = check_options(format, order, workers, verl_version, prefix, route, metadata_key, verl_trainer)
     if workers is None and format == "verl":
         workers = VERL_AGENT_WORKERS
     elif workers is None and replay.schedule.recorded_settings.router == "cache-aware":

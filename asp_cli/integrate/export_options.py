@@ -19,9 +19,9 @@ VERL_CHUNKING = {"0.9": "v1", "0.7": "legacy"}
 
 
 def check_options(format: str, order: str, workers: int | None, verl_version: str | None, prefix: object,  # noqa: A002
-                  route: str, metadata_key: object) -> str:
+                  route: str, metadata_key: object, trainer: str = "ppo") -> str:
     """Refuse options that name nothing or change nothing with ``format`` and ``order`` (resolved); the verl
-    version to cut batches as (0.9 where none was given)."""
+    version to cut batches as (0.9 where none was given). ``trainer``: the verl trainer exported for (resolved)."""
     if order not in ORDERS:
         raise SettingsError(f"--order must be one of {', '.join(ORDERS)} (got {order!r})")
     # Options that change nothing where they were given are refused, as --verl-trainer without --format verl is
@@ -53,6 +53,10 @@ def check_options(format: str, order: str, workers: int | None, verl_version: st
                             "another, e.g. metadata")
     if workers is not None:
         check_workers(workers)  # with any --order: a 0 is a typo either way
+        if order == "dispatch" and trainer == "fully-async":  # whose rollouter reads the file in dispatch order
+            raise SettingsError("--workers cuts each train batch into the chunks verl's workers take, which verl's "
+                                "fully asynchronous rollouter does not: it reads the file one prompt at a time, in "
+                                "dispatch order; leave --workers out")
         if order == "dispatch":
             raise SettingsError("--workers cuts each train batch into the chunks verl's workers take, which only "
                                 "--order train writes; the dispatch order keeps the schedule's: add --order train, "

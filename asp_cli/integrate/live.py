@@ -28,12 +28,12 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
-from asp_cli.errors import ServerError, SettingsError, python_names, shown_id
+from asp_cli.errors import ServerError, SettingsError, named_in_python, shown_id
 from asp_cli.integrate.replay_plan import RequestPlan, synthetic_prompt
 from asp_cli.integrate.serving import DEFAULT_BACKOFF_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_RETRIES, Completion, \
     ServerPool
@@ -43,6 +43,7 @@ WARMUP_PROMPT_TOKENS = 64
 WARMUP_RESPONSE_TOKENS = 16
 
 
+@named_in_python()
 @dataclass(frozen=True)
 class LiveSettings:
     """How to talk to the servers (validated here, once)."""
@@ -95,13 +96,13 @@ def check_live_options(*, engine: str | None, max_in_flight: int | None, retries
     check_count("--warmup", warmup_requests, minimum=0)
     for flag, value in (("--retries", retries), ("--retry-backoff", backoff_s)):
         if not math.isfinite(value) or value < 0:
-            raise SettingsError(f"{flag} must be 0 or more (got {value})")
+            raise SettingsError(f"{flag} must be 0 or more (got {value!r})")
     if backoff_s > MAX_BACKOFF_S:  # 1e308 s waited forever, and hung the replay
         raise SettingsError(f"--retry-backoff must be at most {MAX_BACKOFF_S:g} seconds (got {backoff_s:g})")
     if retries > MAX_RETRIES:
-        raise SettingsError(f"--retries must be at most {MAX_RETRIES} (got {retries})")
+        raise SettingsError(f"--retries must be at most {MAX_RETRIES} (got {retries!r})")
     if not math.isfinite(idle_timeout_s) or idle_timeout_s <= 0:
-        raise SettingsError(f"--timeout must be a number of seconds above 0 (got {idle_timeout_s})")
+        raise SettingsError(f"--timeout must be a number of seconds above 0 (got {idle_timeout_s!r})")
 
 
 class Progress(Protocol):
@@ -403,7 +404,3 @@ def _catch_signals(stop: asyncio.Event) -> Callable[[], None]:
                 signal.signal(sig, handler)
 
     return restore
-
-
-# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
-python_names(f.name for f in fields(LiveSettings))

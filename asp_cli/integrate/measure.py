@@ -10,20 +10,21 @@ atomically, also when the run was interrupted or a server failed: what was measu
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from asp_cli.errors import ServerError, SettingsError, python_names
+from asp_cli.errors import ServerError, SettingsError, named_in_python
 from asp_cli.integrate.live import LiveSettings, Progress
 from asp_cli.integrate.replay_plan import ASP, RequestPlan, Simulated
 from asp_cli.integrate.timings import COLUMNS, figures_by_arrangement, rollout_figures, write_timeline
 from asp_cli.reading.options import ReadOptions, paths_of
 
 
+@named_in_python()
 @dataclass(frozen=True)
 class InProcessSettings:
     """Replay through vLLM's offline ``LLM`` in this process instead of servers (blocking engine only)."""
@@ -83,6 +84,7 @@ def replay_schedule(
     gpus_per_instance: int = 1,
     progress: Progress | None = None,
     force: bool = False,
+    engine: str | None = None,
 ) -> ReplayReport:
     """Replay a schedule's arrangements on real engines (or only plan it, with ``dry_run``).
 
@@ -106,6 +108,9 @@ def replay_schedule(
         The simulator's preset for the side-by-side prediction (default: the schedule's).
     force
         Replace an existing ``output``.
+    engine
+        A dry run's engine without ``live`` or ``in_process``: 'blocking' or 'streaming' (default: streaming for a
+        schedule planned for servers, else blocking), as ``live.engine`` is with servers.
 
     Raises
     ------
@@ -138,7 +143,10 @@ def replay_schedule(
         raise SettingsError(f"the schedule plans {k} instances but --servers names {len(live.servers)}; give one URL "
                             f"per instance, or make the schedule with --instances {len(live.servers)}")
     planned_for = getattr(recorded, "engine", "continuous")
-    engine = (live.engine if live is not None else None) or ("streaming" if planned_for == "streaming" else "blocking")
+    if engine not in (None, "blocking", "streaming"):
+        raise SettingsError(f"--engine must be one of blocking, streaming (got {engine!r})")
+    asked = live.engine if live is not None else engine if in_process is None else None
+    engine = asked or ("streaming" if planned_for == "streaming" else "blocking")
     if live is not None:
         live = dataclasses.replace(live, engine=engine)
     elif in_process is not None and engine != "blocking":
@@ -317,7 +325,3 @@ def _ranking(entries: list[dict]) -> dict[str, Any]:
     measured = [e["arrangement"] for e in sorted(complete, key=lambda e: e["measured"]["wall_s"])]
     simulated = [e["arrangement"] for e in sorted(complete, key=lambda e: e["simulated"]["wall_s"])]
     return {"measured": measured, "simulated": simulated, "same": measured == simulated}
-
-
-# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
-python_names(f.name for f in fields(InProcessSettings))

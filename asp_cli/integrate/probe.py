@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli import columns as C
-from asp_cli.errors import SettingsError, python_names
+from asp_cli.errors import SettingsError, named_in_python
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count
 
@@ -43,6 +43,7 @@ METADATA_KEY = b"asp.probe"
 _MAX_SEED = 2**32 - 1
 
 
+@named_in_python()
 @dataclass(frozen=True)
 class ProbeSettings:
     """How many prompts to probe and how to draw them; validated here, once.
@@ -72,7 +73,7 @@ class ProbeSettings:
         check_count("--min-per-source", self.min_per_source, minimum=0)
         check_count("--seed", self.seed, minimum=0)
         if self.seed > _MAX_SEED:
-            raise SettingsError(f"--seed must be a whole number from 0 to {_MAX_SEED} (got {self.seed})")
+            raise SettingsError(f"--seed must be a whole number from 0 to {_MAX_SEED} (got {self.seed!r})")
 
     def target(self, available: int) -> int:
         """The number of prompts asked for, out of ``available``.
@@ -298,7 +299,3 @@ def probe(
     return ProbeResult(frame=rows.drop(SOURCE_JSON, strict=False), prompt_ids=picked[C.PROMPT_ID].to_list(),
                        output=out, format=fmt,
                        summary=summary, warnings=warnings)
-
-
-# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
-python_names(f.name for f in fields(ProbeSettings))

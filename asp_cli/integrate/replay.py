@@ -230,7 +230,7 @@ class Replay:
         if chunking not in CHUNKING:
             raise SettingsError(f"the chunking rule must be one of {', '.join(CHUNKING)} (got {chunking!r})")
         if size < 1:
-            raise SettingsError(f"the train batch size must be at least 1 (got {size})")
+            raise SettingsError(f"the train batch size must be at least 1 (got {size!r})")
         frame = self.rows(epoch=epoch).sort(["train_step", "seq"])
         loads = frame["predicted_tokens"].to_numpy().astype(np.float64)
         n = frame.height
@@ -325,6 +325,6 @@ def check_workers(workers: int) -> None:
     """The rule for a rollout worker count (`--workers`): a whole number from 1 to `MAX_INSTANCES`, as
     ``--instances`` (a larger one is a typo, which would allocate per worker before failing)."""
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise SettingsError(f"--workers must be at least 1 (got {workers})")
+        raise SettingsError(f"--workers must be at least 1 (got {workers!r})")
     if workers > MAX_INSTANCES:
         raise SettingsError(f"--workers {workers} is not a rollout fleet; give at most {MAX_INSTANCES}")

@@ -171,7 +171,7 @@ def choose(
     Choice
     """
     if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1 (got {batch_size})")
+        raise ValueError(f"batch_size must be at least 1 (got {batch_size!r})")
     span = {g.key: global_step - g.submitted_step + 1 for g in finished}
     evict = [g.key for g in finished if bound is not None and bound.strategy == "drop" and span[g.key] > bound.max_span]
     gone = set(evict)

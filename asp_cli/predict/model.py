@@ -155,7 +155,7 @@ class LengthPredictor:
 
         check_count("--max-response-tokens", cap, minimum=1, optional=True)
         if not isinstance(self.random_state, int) or not 0 <= self.random_state <= MAX_RANDOM_STATE:
-            raise SettingsError(f"--seed must be a whole number from 0 to {MAX_RANDOM_STATE} (got {self.random_state})")
+            raise SettingsError(f"--seed must be a whole number from 0 to {MAX_RANDOM_STATE} (got {self.random_state!r})")
         targets = group_targets(lengths, cap=cap)
         data = prompts.join(targets, on=C.PROMPT_ID, how="inner", maintain_order="left")
         if data.height < 10:

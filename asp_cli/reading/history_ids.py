@@ -184,7 +184,7 @@ def unmatched_warnings(prompt_ids: Any, history: Any, flag: str = "--history-id-
     strays = ids.filter(~ids.is_in(prompt_ids.implode()))
     unknown = strays.len()
     # Ids written another way (spaces, a number's form) match nothing, and the fix is the files, not a flag.
-    near = near_misses(strays, prompt_ids) if unknown else None
+    near = near_misses(strays, prompt_ids) if unknown and not unnamed else None  # row numbers: --id-key's fix
     alike = near.clause("in --history") if near else ""
     if unknown == ids.len() and unnamed and not near:
         return [f"none of the {ids.len():,} prompt ids in --history is among the prompts, so every length comes from "

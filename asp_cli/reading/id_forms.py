@@ -41,10 +41,10 @@ def near_misses(unmatched: Any, known: Any) -> NearMisses | None:
     of ids) once spaces around them are removed and a number's form is made plain; None where none is."""
     import polars as pl
 
-    unmatched = pl.Series("prompt_id", unmatched, dtype=pl.String).drop_nulls().unique(maintain_order=True)
+    unmatched = _text(unmatched).drop_nulls().unique(maintain_order=True)
     if not unmatched.len():
         return None
-    known = pl.Series("prompt_id", list(known) if not isinstance(known, pl.Series) else known, dtype=pl.String)
+    known = _text(known)
     mine = pl.DataFrame({"ours": known}).drop_nulls().unique(maintain_order=True)
     mine = mine.with_columns(_plain(pl.col("ours")).alias("form")).unique("form", keep="first", maintain_order=True)
     theirs = pl.DataFrame({"theirs": unmatched}).with_columns(_plain(pl.col("theirs")).alias("form"))
@@ -53,7 +53,29 @@ def near_misses(unmatched: Any, known: Any) -> NearMisses | None:
         return None
     first = found.row(0, named=True)
     spaces = first["theirs"].strip() == first["ours"].strip()
+    if not spaces and _row_numbers(mine["ours"]):
+        # Ids 0..n-1 are what a file without an id column is numbered by: "001" against 1 is then the first prompt's
+        # id in another column against the second row, and "write them alike" would shift every length by one (a
+        # review). The fix there is the id column (--id-key), which the callers say.
+        return None
     return NearMisses(found.height, first["theirs"], first["ours"], "spaces" if spaces else "number")
+
+
+def _text(ids: Any) -> Any:
+    """Ids as a Polars Series of text, from a Series of any type or any iterable (a list of ints)."""
+    import polars as pl
+
+    series = ids if isinstance(ids, pl.Series) else pl.Series("prompt_id", list(ids))
+    return series.cast(pl.String) if series.dtype != pl.String else series
+
+
+def _row_numbers(ids: Any) -> bool:
+    """Whether ``ids`` (distinct text) are exactly 0, 1, ..., n-1: row numbers, or ids that look like them."""
+    import polars as pl
+
+    plain = ids.filter(ids.str.contains(r"^(0|[1-9][0-9]{0,17})$"))
+    return plain.len() == ids.len() and bool(plain.cast(pl.Int64).sort().equals(
+        pl.Series(range(ids.len()), dtype=pl.Int64), check_names=False))
 
 
 def _plain(col: Any) -> Any:

@@ -359,7 +359,7 @@ def latest_epochs(frame: pl.DataFrame, epochs: int, paths: Sequence[Path]) -> pl
         ``epochs`` below 1, or no history row with an epoch (nothing says which epoch is the latest).
     """
     if epochs < 1:
-        raise SettingsError(f"--history-epochs must be at least 1 (got {epochs}); leave it out to use every epoch")
+        raise SettingsError(f"--history-epochs must be at least 1 (got {epochs!r}); leave it out to use every epoch")
     if not frame.height:
         return frame
     if frame[C.EPOCH].null_count() == frame.height:

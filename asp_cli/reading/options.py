@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from asp_cli.errors import SettingsError, python_names
+from asp_cli.errors import SettingsError
 
 OnBadRow = Literal["error", "skip"]
 ON_BAD_ROW: tuple[str, ...] = ("error", "skip")
@@ -112,7 +112,3 @@ def paths_of(value: str | Path | Sequence[str | Path] | None) -> list[Path]:
         raise SettingsError(f"expected a path or a list of paths, got {type(value).__name__} "
                             f"{shown[:60] + ('...' if len(shown) > 60 else '')!r}")
     return [Path(p) for p in value]
-
-
-# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
-python_names(f.name for f in fields(ReadOptions))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from asp_cli.errors import SettingsError, python_names
+from asp_cli.errors import SettingsError, named_in_python
 from asp_cli.report.facts import REPORT_VERSION, rounded
 
 
@@ -115,6 +115,7 @@ def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "facts": facts, "predictions_differ": predictions_differ}
 
 
+@named_in_python()
 @dataclass(frozen=True)
 class CheckLimits:
     """Thresholds for `asp report --check`; None means not checked."""
@@ -133,12 +134,12 @@ class CheckLimits:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 # NaN too: no value would ever pass or break it
-                raise SettingsError(f"{flag} must be a number of at least 0 (got {value})")
+                raise SettingsError(f"{flag} must be a number of at least 0 (got {value!r})")
             if name == "max_lag" and not isinstance(value, int):
-                raise SettingsError(f"{flag} must be a whole number of steps (got {value})")
+                raise SettingsError(f"{flag} must be a whole number of steps (got {value!r})")
             if name in ("max_padding", "max_trainer_idle") and value > 1:
                 # A fraction: above 1 the check could never fail.
-                raise SettingsError(f"{flag} is a fraction from 0 to 1, e.g. 0.1 for 10% (got {value})")
+                raise SettingsError(f"{flag} is a fraction from 0 to 1, e.g. 0.1 for 10% (got {value!r})")
 
     def any(self) -> bool:
         return any(v is not None for v in (self.max_padding, self.max_instance_spread, self.max_lag,
@@ -186,7 +187,3 @@ def check_report(report: dict[str, Any], limits: CheckLimits) -> dict[str, Any]:
         results.append({"check": name, "flag": flag, "fact": path, "limit": limit, "value": value,
                         "passed": passed, "message": message})
     return {"passed": all(r["passed"] for r in results), "results": results}
-
-
-# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
-python_names(f.name for f in fields(CheckLimits))

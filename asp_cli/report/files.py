@@ -112,8 +112,12 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) ->
     ids = samples["prompt_id"].unique(maintain_order=True)
     strays = ids.filter(~ids.is_in(scheduled.implode()))
     if strays.len():  # none at all was refused before (sim.lengths.refuse_unmatched)
+        from asp_cli.reading.id_forms import near_misses
+
+        near = near_misses(strays, scheduled)
         warnings.append(f"{strays.len():,} of the {ids.len():,} prompt ids of --lengths are not in the schedule (e.g. "
-                        f"{shown_id(strays[0])}); their samples are left out of the comparison with the predictions")
+                        f"{shown_id(strays[0])}); their samples are left out of the comparison with the predictions"
+                        + (near.clause("in --lengths", "in the schedule") if near else ""))
     n = (schedule.settings or {}).get("samples_per_prompt")
     if isinstance(n, int) and not isinstance(n, bool) and n > 0:
         # More samples of a prompt than a group holds (a log of two epochs, a file given twice): the first N of each,

@@ -3,10 +3,10 @@ command line reads its defaults from them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Literal
 
-from asp_cli.errors import SettingsError, python_names
+from asp_cli.errors import SettingsError, named_in_python
 from asp_cli.settings import DISPATCHES, MAX_INSTANCES, TRAINER_ORDERS, check_count, check_lag
 
 Mode = Literal["continuous", "static", "streaming"]
@@ -16,6 +16,8 @@ MODES: tuple[str, ...] = ("continuous", "static", "streaming")
 # groups the schedule's `train_step` assigns to each step (a replay buffer that follows the schedule).
 TrainerOrder = Literal["arrival", "schedule"]
 
+
+@named_in_python({"--engine": "mode"})
 @dataclass(frozen=True)
 class ReplayOptions:
     """How `asp simulate` replays a schedule; None takes what the schedule recorded. Validated once, here.
@@ -40,7 +42,7 @@ class ReplayOptions:
         object.__setattr__(self, "max_lag", check_engine(self.mode or "continuous", self.dispatch or "planned",
                                                          self.max_lag, self.trainer or "arrival"))
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
-            raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances})")
+            raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances!r})")
         check_count("--seed", self.seed, minimum=0, optional=True)
         check_count("--prompts-per-server", self.prompts_per_server, minimum=1, optional=True)
         if self.prompts_per_server is not None and (self.mode not in (None, "streaming") or self.max_lag == 0):
@@ -62,7 +64,3 @@ def check_engine(mode: str, dispatch: str, max_lag: int | float | None,
 
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-# Errors raised from Python name this class's keywords beside its options (`asp_cli.errors.SettingsError`).
-python_names(f.name for f in fields(ReplayOptions))

@@ -80,7 +80,7 @@ MAX_BINS = 1_000_000  # time-series rows; more is memory, not resolution
 def check_bins(bins: int) -> None:
     """Refuse a time-series bin count outside 1..`MAX_BINS` (``--bins``)."""
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
-        raise SettingsError(f"--bins must be a whole number from 1 to {MAX_BINS} (got {bins})")
+        raise SettingsError(f"--bins must be a whole number from 1 to {MAX_BINS} (got {bins!r})")
 
 
 def _interval_area(start: np.ndarray, end: np.ndarray, points: np.ndarray) -> np.ndarray:

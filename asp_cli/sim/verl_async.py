@@ -110,7 +110,7 @@ def replay_async(
     if instances < 1 or train_batch_size < 1:
         raise SettingsError(f"need at least one instance and a train batch (got {instances} and {train_batch_size})")
     if not quantum_s > 0:
-        raise SettingsError(f"quantum_s must be above 0 (got {quantum_s})")
+        raise SettingsError(f"quantum_s must be above 0 (got {quantum_s!r})")
     lengths = np.maximum(np.asarray(response_tokens, dtype=np.int64), 1)
     if lengths.ndim != 2 or lengths.shape[0] == 0:
         raise SettingsError("response_tokens must be (rows, samples per prompt) with at least one row")
@@ -118,7 +118,7 @@ def replay_async(
     prompts = np.asarray(prompt_tokens, dtype=np.int64)
     cap = prompts_in_flight if prompts_in_flight is not None else max(1, instances * preset.max_num_seqs // n)
     if cap < 1:
-        raise SettingsError(f"prompts_in_flight must be at least 1 (got {cap})")
+        raise SettingsError(f"prompts_in_flight must be at least 1 (got {cap!r})")
     planned = None
     if routing == "planned":
         if row_instance is None:
