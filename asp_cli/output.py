@@ -158,6 +158,8 @@ def check_output_path(output: Path | str, inputs: Iterable[Path] = (), *, force:
     OutputError
         With the path and the fix.
     """
+    if not isinstance(force, bool):  # force="no" replaced the file (a hostile-input round)
+        raise SettingsError(f"force must be True or False (got {force!r})")
     text = getattr(output, "text", None) or (output if isinstance(output, str) else None)
     if isinstance(output, str) and not output.strip():  # Path("") is ".": "is a directory" from Python (E72's CLI)
         raise OutputError(f"the path is empty{' (only blanks)' if output else ''}; name the file to write")

@@ -682,3 +682,12 @@ def test_compare_ends_with_one_line_saying_the_saving():
     assert _verdict(rows).startswith("  asp 401 s: 2.8% slower than short-first (asp sizes) (390 s), the fastest row "
                                      "on equal footing; 48.8% faster than verl-default (783 s); the lower bound")
     assert _verdict(rows[:1] + rows[2:]) == ""  # no equal-footing row: nothing to say
+
+
+@pytest.mark.parametrize("value", [None, 5])
+def test_simulate_file_names_a_schedule_that_is_no_path(value):
+    from asp_cli.bench.simulate import simulate_file
+    from asp_cli.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="the schedule must be a path"):  # a TypeError from Path (hostile input)
+        simulate_file(value)

@@ -1,4 +1,5 @@
 import dataclasses
+import re
 
 import numpy as np
 import polars as pl
@@ -300,6 +301,21 @@ def test_a_command_line_that_is_no_list_of_words_is_refused_before_any_work(tmp_
     with pytest.raises(SettingsError, match="command_line takes"):
         schedule([tmp_path / "absent.jsonl"], tmp_path / "s.parquet", command_line=words)
     assert not (tmp_path / "s.parquet").exists()
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"read": None}, "read must be a ReadOptions"), ({"predictor": 5}, "predictor must be a path"),
+    ({"force": "no"}, "force must be True or False (got 'no')"),
+])
+def test_a_python_user_s_wrong_types_are_settings_errors_before_any_work(tmp_path, kwargs, words):
+    """A hostile-input round: read=None was an AttributeError, predictor=5 a TypeError, force='no' replaced the
+    file."""
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(8))
+    out = tmp_path / "s.parquet"
+    out.write_bytes(b"keep")
+    with pytest.raises(SettingsError, match=re.escape(words)):
+        schedule([prompts], out, **kwargs)
+    assert out.read_bytes() == b"keep"
 
 
 def test_recorded_command_line_drops_output_placement():

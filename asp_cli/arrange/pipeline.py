@@ -21,7 +21,7 @@ from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import LagBoundError, SettingsError, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.reading.history_ids import id_hints, row_numbered
-from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
+from asp_cli.reading.options import DEFAULT_READ, ReadOptions, one_path, paths_of
 from asp_cli.arrange.advice import dropped_tail_warnings, plan_warnings, settings_warnings, source_warnings
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
 from asp_cli.arrange.interleaving import (
@@ -516,6 +516,9 @@ def schedule(
                             f"{type(settings).__name__}")
     note = progress or (lambda _msg: None)
     recorded = recorded_command_line(command_line)  # checked before any work
+    if not isinstance(read, ReadOptions):  # None was an AttributeError (a hostile-input round)
+        raise SettingsError(f"read must be a ReadOptions (asp_cli.ReadOptions(...)), not {type(read).__name__}")
+    predictor = one_path(predictor, "predictor") if predictor is not None else None
     inputs = paths_of(inputs)
     history = paths_of(history)
     predictions = paths_of(predictions)

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.errors import SettingsError
-from asp_cli.reading.options import ReadOptions, paths_of
+from asp_cli.reading.options import ReadOptions, one_path, paths_of
 from asp_cli.schedule_format import Schedule
 from asp_cli.settings import check_replay_size
 from asp_cli.bench.compare import ASP, ASP_TRUE, compare_names
@@ -87,7 +87,7 @@ def simulate_file(
     read.check_length_keys_used(lengths_paths, "--lengths")
     note = progress or (lambda _stage: None)
     note(STAGES[0])
-    schedule = read_schedule(Path(schedule_path))
+    schedule = read_schedule(one_path(schedule_path, "the schedule"))
     observed = None
     skipped = 0
     if lengths_paths:

@@ -112,3 +112,14 @@ def paths_of(value: str | Path | Sequence[str | Path] | None) -> list[Path]:
         raise SettingsError(f"expected a path or a list of paths, got {type(value).__name__} "
                             f"{shown[:60] + ('...' if len(shown) > 60 else '')!r}")
     return [Path(p) for p in value]
+
+
+def one_path(value: object, what: str) -> Path:
+    """The one file a twin's argument ``what`` names (text or a `Path`); a Python user's None or number was a
+    TypeError from `Path` (a hostile-input round)."""
+    import os
+
+    if not isinstance(value, (str, os.PathLike)):
+        raise SettingsError(f"{what} must be a path (text or a pathlib.Path), got {type(value).__name__} "
+                            f"{str(value)[:60]!r}")
+    return Path(value)
