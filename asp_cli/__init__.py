@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy re-exports below (`__g
     from asp_cli.settings import ScheduleSettings as ScheduleSettings
     from asp_cli.sim.options import ReplayOptions as ReplayOptions
     from asp_cli.errors import AspError as AspError
+    from asp_cli.errors import CheckFailed as CheckFailed
     from asp_cli.errors import CheckFailedError as CheckFailedError
     from asp_cli.errors import InputError as InputError
     from asp_cli.errors import OutputError as OutputError
@@ -89,6 +90,7 @@ _TWINS = {
     "read_schedule": "asp_cli.schedule_format",
     "open_schedule": "asp_cli.integrate.replay",
     "AspError": "asp_cli.errors",
+    "CheckFailed": "asp_cli.errors",
     "CheckFailedError": "asp_cli.errors",
     "InputError": "asp_cli.errors",
     "OutputError": "asp_cli.errors",

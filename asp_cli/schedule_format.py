@@ -449,6 +449,30 @@ def check_epochs(frame: pl.DataFrame, settings: dict[str, Any], *, where: str) -
         )
 
 
+def schedule_of(value: object, what: str = "the schedule") -> Schedule:
+    """The schedule ``value`` names: a file (text or a `Path`, read with `read_schedule`), a `Schedule`, or one made in
+    memory (`asp_cli.schedule(..., None)`'s result: its rows and metadata, as a file of them would read). Each twin
+    that takes a schedule takes any of them: a schedule kept in memory was a TypeError in all of them but one (a
+    library newcomer's round).
+
+    Raises
+    ------
+    SettingsError
+        A value that is none of them (``what`` names the parameter).
+    """
+    import os
+
+    if isinstance(value, Schedule):
+        return value
+    frame, metadata = getattr(value, "frame", None), getattr(value, "metadata", None)
+    if isinstance(frame, pl.DataFrame) and isinstance(metadata, dict) and "settings" in metadata:
+        return Schedule(frame.sort("seq"), {"format": FORMAT_NAME, **metadata}, getattr(value, "output", None))
+    if not isinstance(value, (str, os.PathLike)):
+        raise SettingsError(f"{what} must be a schedule file's path, or a schedule made in memory (asp_cli.schedule's "
+                            f"result), not {type(value).__name__}")
+    return read_schedule(value)
+
+
 def read_schedule(path: str | Path) -> Schedule:
     """Read and check a schedule file.
 

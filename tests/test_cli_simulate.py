@@ -689,5 +689,5 @@ def test_simulate_file_names_a_schedule_that_is_no_path(value):
     from asp_cli.bench.simulate import simulate_file
     from asp_cli.errors import SettingsError
 
-    with pytest.raises(SettingsError, match="the schedule must be a path"):  # a TypeError from Path (hostile input)
+    with pytest.raises(SettingsError, match="the schedule must be a schedule file.s path"):  # a TypeError (hostile input)
         simulate_file(value)

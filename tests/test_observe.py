@@ -646,3 +646,13 @@ def test_a_log_named_twice_and_an_id_check_with_nothing_to_check_against_are_ref
     with pytest.raises(SettingsError, match="--unknown-ids error checks the logs' ids against --schedule or --dataset"):
         observe([log], tmp_path / "h.parquet", unknown_ids="error")
     assert not (tmp_path / "h.parquet").exists()
+
+
+def test_a_python_users_own_read_options_are_named_as_observe_names_them(tmp_path):
+    """A library newcomer's round: `ReadOptions(length_id_key="uid")` of their own made observe say
+    "--history-id-key", an option observe has not."""
+    from asp_cli.reading import ReadOptions
+
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "response_tokens": 10}])
+    with pytest.raises(InputError, match=r"no column 'uid' \(from --id-key\)"):
+        observe([log], None, read=ReadOptions(length_id_key="uid"))

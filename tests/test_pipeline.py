@@ -318,6 +318,27 @@ def test_a_python_user_s_wrong_types_are_settings_errors_before_any_work(tmp_pat
     assert out.read_bytes() == b"keep"
 
 
+def test_a_schedule_kept_in_memory_is_taken_by_every_twin_that_takes_a_schedule(tmp_path):
+    """A library newcomer's round: `schedule(..., None)` ("to keep it in memory") was a TypeError in open_schedule,
+    export and report_schedule, and simulate_file's message pasted the frame; only a file could go on."""
+    from asp_cli import export, open_schedule, report_schedule, simulate_file
+    from asp_cli.schedule_format import read_schedule, schedule_of
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(40))
+    settings = ScheduleSettings(instances=2, train_batch_size=8, minibatch_size=4)
+    kept = schedule([prompts], None, settings=settings)
+    written = read_schedule(schedule([prompts], tmp_path / "s.parquet", settings=settings).output)
+    taken = schedule_of(kept)
+    assert taken.frame.equals(written.frame) and taken.metadata == written.metadata and taken.path is None
+    assert [m.rows.to_dicts() for m in open_schedule(kept).minibatches()] == [
+        m.rows.to_dicts() for m in open_schedule(written.path).minibatches()]
+    assert export(kept, [prompts]).frame.equals(export(written.path, [prompts]).frame)
+    assert report_schedule(kept).report["schedule"]["name"] == "the schedule in memory"
+    assert simulate_file(kept).document["metrics"] == simulate_file(written.path).document["metrics"]
+    with pytest.raises(SettingsError, match="the schedule must be a schedule file's path, or a schedule made in memory"):
+        simulate_file(kept.frame)
+
+
 def test_recorded_command_line_drops_output_placement():
     argv = ["asp", "schedule", "in.jsonl", "-o", "x.parquet", "--force", "--json", "--output=y", "--seed", "3"]
     assert recorded_command_line(argv) == ["asp", "schedule", "in.jsonl", "-o", "OUT", "--output=OUT", "--seed", "3"]

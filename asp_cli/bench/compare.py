@@ -601,7 +601,7 @@ HELD_OUT: tuple[str, ...] = tuple(name for name, spec in WORKLOADS.items() if sp
 
 def run_benchmark(
     data: Path | None,
-    preset: HardwarePreset,
+    preset: HardwarePreset | str,
     *,
     names: tuple[str, ...] | None = None,
     mode: str = "continuous",
@@ -616,6 +616,10 @@ def run_benchmark(
     """
     from asp_cli.bench.data import check_data_folder, missing_folders, unavailable_text, unavailable_workloads
 
+    if isinstance(preset, str):  # a preset's name or calibration file, as every other twin takes it
+        from asp_cli.costmodel import load_preset
+
+        preset = load_preset(preset)
     check_data_folder(data)
     # Checked before any workload is built; a fraction is verl's staleness_threshold, kept as asp simulate keeps it
     # (it was cut to a whole number: 0.1 ran as a synchronous 0, and NaN failed as a bug, exit 70).

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.errors import SettingsError
-from asp_cli.reading.options import ReadOptions, one_path, paths_of
+from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.schedule_format import Schedule
 from asp_cli.settings import check_replay_size
 from asp_cli.bench.compare import ASP, ASP_TRUE, compare_names
@@ -80,14 +80,15 @@ def simulate_file(
     ScheduleFormatError, InputError, SettingsError
     """
     from asp_cli.reading import read_lengths
-    from asp_cli.schedule_format import read_schedule
+    from asp_cli.schedule_format import schedule_of
     from asp_cli.sim.lengths import refuse_unmatched
 
     lengths_paths = paths_of(lengths_paths)
+    read = read.named_as(SIMULATE_READ)
     read.check_length_keys_used(lengths_paths, "--lengths")
     note = progress or (lambda _stage: None)
     note(STAGES[0])
-    schedule = read_schedule(one_path(schedule_path, "the schedule"))
+    schedule = schedule_of(schedule_path)
     observed = None
     skipped = 0
     if lengths_paths:
@@ -96,7 +97,7 @@ def simulate_file(
         refuse_unmatched(observed, schedule.frame["prompt_id"], lengths_paths)
         skipped = report.skipped_rows
     result = simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,
-                             name=str(schedule_path), progress=progress)
+                             name=str(schedule.path or "the schedule in memory"), progress=progress)
     if lengths_paths:  # what the read left out or counted twice (`ReadReport.notes`)
         result.document["warnings"][:0] = report.notes
     return result

@@ -174,7 +174,7 @@ def export(
     if verl_trainer != "auto" and format != "verl":  # it names the trainer whose settings are printed: none are
         raise SettingsError(f"--verl-trainer {verl_trainer} names the trainer whose settings --format verl prints "
                             f"(got --format {format}): add --format verl, or drop it")
-    replay = schedule if isinstance(schedule, Replay) else Replay.open(Path(schedule))
+    replay = schedule if isinstance(schedule, Replay) else Replay.open(schedule)
     verl_trainer = resolve_trainer(verl_trainer, replay.schedule.recorded_settings) if format == "verl" else "ppo"
     # verl's fully asynchronous rollouter reads one prompt at a time, in file order: the dispatch order.
     order = order or ("train" if format == "verl" and verl_trainer != "fully-async" else "dispatch")

@@ -120,7 +120,7 @@ def replay_schedule(
     from asp_cli.integrate.replay_plan import arrangements, build_plans, dataset_prompts, prompt_lengths, \
         simulate_plan
     from asp_cli.reading import read_lengths
-    from asp_cli.schedule_format import read_schedule
+    from asp_cli.schedule_format import schedule_of
     from asp_cli.settings import ScheduleSettings, check_count, check_replay_size
     from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 
@@ -134,8 +134,9 @@ def replay_schedule(
     # --gpus-per-instance had no upper bound (a typo printed 9.8e19 GPU-minutes).
     check_count("--gpus-per-instance", gpus_per_instance, minimum=1)
     check_count("--seed", seed, minimum=0, optional=True)
+    read = read.named_as(REPLAY_READ)
     read.check_length_keys_used(lengths, "--lengths")
-    schedule = read_schedule(Path(schedule_path))
+    schedule = schedule_of(schedule_path)
     recorded = schedule.recorded_settings
     frame = schedule.frame.sort("seq")
     k = max(recorded.instances, int(frame["instance"].max()) + 1)
@@ -184,7 +185,7 @@ def replay_schedule(
     simulated = [simulate_plan(p, hardware, engine=engine, instances=k, max_in_flight=limit,
                                train_batch_size=recorded.train_batch_size) for p in plans]
     document: dict[str, Any] = {
-        "schedule": str(schedule_path),
+        "schedule": str(schedule.path or "the schedule in memory"),
         "instances": k,
         "samples_per_prompt": recorded.samples_per_prompt,
         "engine": engine,

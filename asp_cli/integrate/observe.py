@@ -125,6 +125,7 @@ def observe(
     """
     from asp_cli.output import check_output_path, check_parquet_name, locked, refuse_missing
 
+    read = read.named_as(OBSERVE_READ)  # the flags observe has, whoever built the options
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
     # Stored as int32; epochs count from 0. True was epoch 1 and '0' a TypeError (a hostile-input round).

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.errors import SettingsError, shown_id
-from asp_cli.schedule_format import Schedule, read_schedule
+from asp_cli.schedule_format import Schedule, schedule_of
 from asp_cli.settings import MAX_INSTANCES
 # How a trainer cuts a batch across rollout workers, and verl's default worker count: facts of verl that the
 # simulator's model of its rollout shares.
@@ -78,16 +78,17 @@ class Replay:
     Parameters
     ----------
     schedule
-        A schedule from `asp_cli.schedule_format.read_schedule` (or use `open_schedule`).
+        A schedule from `asp_cli.schedule_format.read_schedule`, or one made in memory (`asp_cli.schedule(...,
+        None)`'s result); `open_schedule` reads a file.
     """
 
     def __init__(self, schedule: Schedule) -> None:
-        self.schedule = schedule
+        self.schedule = schedule_of(schedule)
 
     @classmethod
     def open(cls, path: str | Path) -> Replay:
-        """Read and check a schedule file (raises `ScheduleFormatError`)."""
-        return cls(read_schedule(Path(path)))
+        """Read and check a schedule file, or take one made in memory (raises `ScheduleFormatError`)."""
+        return cls(schedule_of(path))
 
     # ----------------------------------------------------------------------------------------------------
     # Facts

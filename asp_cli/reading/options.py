@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -55,6 +56,15 @@ class ReadOptions:
                 raise SettingsError(f"{flag} must name a column (got {value!r})")
         if self.tokenizer is not None and not isinstance(self.tokenizer, Path):
             object.__setattr__(self, "tokenizer", Path(self.tokenizer))
+
+    def named_as(self, command: ReadOptions) -> ReadOptions:
+        """These options with the flag names of ``command``'s (its default `ReadOptions`): a Python user's own
+        `ReadOptions()` made `observe` name its log's id column "--history-id-key", an option it has not (a library
+        newcomer's round)."""
+        flags = ("length_id_flag", "length_flag", "id_flag", "prompt_flag")
+        if not isinstance(self, ReadOptions):
+            raise SettingsError(f"read must be a ReadOptions (asp_cli.ReadOptions(...)), not {type(self).__name__}")
+        return dataclasses.replace(self, **{f: getattr(command, f) for f in flags})
 
     def check_length_keys_used(self, files: Sequence[object], files_flag: str) -> None:
         """Refuse the length files' column options when no length file is given (``files_flag`` names them):

@@ -144,7 +144,7 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
     report: dict[str, Any] = {
         "report_version": REPORT_VERSION,
         "schedule": {
-            "name": name or (schedule.path.name if schedule.path else None),
+            "name": name or (schedule.path.name if schedule.path else "the schedule in memory"),
             "format_version": meta.get("format_version"),
             "timing_columns": timed,
         },

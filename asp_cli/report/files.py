@@ -62,10 +62,11 @@ def report_schedule(
         When a lengths file is unreadable.
     """
     from asp_cli.reading import read_lengths
-    from asp_cli.schedule_format import read_schedule
+    from asp_cli.schedule_format import schedule_of
     from asp_cli.sim.lengths import refuse_unmatched
 
     lengths = paths_of(lengths)
+    read = read.named_as(REPORT_READ)
     read.check_length_keys_used(lengths, "--lengths")
     observed = None
     samples = None
@@ -76,13 +77,15 @@ def report_schedule(
         skipped = report.skipped_rows
         warnings.extend(report.notes)
     # Two files of the same name (before/s.parquet, after/s.parquet) are told apart by their paths.
-    same_name = compare is not None and Path(compare).name == Path(schedule).name
-    loaded = read_schedule(Path(schedule))
+    loaded = schedule_of(schedule)
+    other = schedule_of(compare, "compare") if compare is not None else None
+    same_name = other is not None and loaded.path is not None and other.path is not None and \
+        loaded.path.name == other.path.name
     if samples is not None:
         refuse_unmatched(samples, loaded.frame["prompt_id"], lengths)
         samples = _check_samples(samples, loaded, warnings)
         observed = observed_from_samples(samples, lengths)
-    main = build_report(loaded, observed=observed, name=str(schedule) if same_name else None)
+    main = build_report(loaded, observed=observed, name=str(loaded.path) if same_name else None)
     overflow = padded_overflow(loaded)
     if overflow and overflow[0]:
         warnings.append(f"{overflow[0]:,} of {overflow[1]:,} minibatches hold more padded KV at the predicted lengths "
@@ -94,11 +97,10 @@ def report_schedule(
 
         main["simulated"] = simulated_section(loaded, samples, skipped_rows=skipped)
     result = ReportResult(report=main, skipped_rows=skipped, warnings=warnings)
-    if compare is not None:
-        other = read_schedule(Path(compare))
-        result.other = build_report(other, observed=observed, name=str(compare) if same_name else None)
+    if other is not None:
+        result.other = build_report(other, observed=observed, name=str(other.path) if same_name else None)
         result.comparison = compare_reports(main, result.other)
-        _check_like_for_like(loaded, other, Path(compare), warnings)
+        _check_like_for_like(loaded, other, other.path or "the schedule compared", warnings)
     if limits is not None and limits.any():
         result.checks = check_report(main, limits)
     return result
