@@ -260,6 +260,22 @@ def test_the_summary_says_when_free_dispatch_is_expected_to_be_faster():
     assert "instead of" not in arrangement_line(choice)
 
 
+def test_the_summary_says_why_a_candidate_a_little_faster_was_not_kept():
+    """A library newcomer read "bands 674 s ... long-first 671 s" and found no reason for the pick: the tie rule."""
+    from asp_cli.arrange.choice_summary import arrangement_line
+
+    def choice(other_s: float) -> dict:
+        return {"setting": "auto", "chosen": "bands", "engine": "streaming", "draws": 3, "evaluated_prompts": 10,
+                "candidates": [{"name": "bands", "expected_end_to_end_s": 674.0},
+                               {"name": "long-first", "expected_end_to_end_s": other_s},
+                               {"name": "shuffle", "expected_end_to_end_s": 746.0}]}
+
+    assert ("kept over long-first, expected 0.4% faster: within the 0.5% tie margin (the draws' noise), where auto "
+            "keeps the candidate first in its tie order") in arrangement_line(choice(671.0))
+    assert "kept over" not in arrangement_line(choice(680.0))  # slower: nothing to explain
+    assert "kept over" not in arrangement_line(choice(600.0))  # beyond the margin: another rule, said elsewhere
+
+
 def test_the_summary_says_what_representative_steps_cost_when_it_is_more_than_noise():
     from asp_cli.arrange.choice_summary import arrangement_line
 

@@ -201,8 +201,11 @@ def test_history_epochs_plans_from_the_last_epochs_only(tmp_path, prompts_file):
     history = write_jsonl(tmp_path / "h.jsonl", [{"prompt_id": "p1", "response_tokens": 1000 * (e + 1), "epoch": e}
                                                  for e in range(3) for _ in range(2)])
     every = schedule([prompts_file], None, history=[history]).frame.filter(pl.col("prompt_id") == "p1")
-    last = schedule([prompts_file], None, history=[history], history_epochs=1).frame.filter(
-        pl.col("prompt_id") == "p1")
+    kept = schedule([prompts_file], None, history=[history], history_epochs=1)
+    last = kept.frame.filter(pl.col("prompt_id") == "p1")
+    # Recorded (a library newcomer found nothing in the metadata said half the history was left out).
+    assert kept.metadata["predictor"]["history_epochs"] == 1
+    assert "history_epochs" not in schedule([prompts_file], None, history=[history]).metadata["predictor"]
     assert last["predicted_mean_tokens"][0] > 1.3 * every["predicted_mean_tokens"][0]
     assert 2500 <= last["predicted_mean_tokens"][0] <= 3500
     with pytest.raises(SettingsError, match="--history-epochs keeps the last epochs of --history"):

@@ -208,6 +208,15 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
         line += (f"\n  verl with asp's length-aware router plug-in (+data.asp_route=length: each request to the server "
                  f"with the fewest predicted tokens in flight) is expected to take {routed:,.0f} s instead of "
                  f"{mine:,.0f} s (docs/integrations.md, Option D)")
+    # The fastest other candidate the rule could have taken (under --steps representative, one within its bound).
+    eligible = [c for c in choice["candidates"] if c is not chosen and c.get("expected_end_to_end_s")
+                and (choice.get("steps") != "representative" or c.get("representative_steps") is not False)]
+    faster = min(eligible, key=lambda c: c["expected_end_to_end_s"], default=None) if mine else None
+    if faster is not None and mine * (1.0 - TIE_MARGIN) <= faster["expected_end_to_end_s"] < mine and not broken:
+        # A library newcomer read "bands 674 s ... long-first 671 s" and found no reason for the pick.
+        line += (f"\n  kept over {faster['name']}{'/' + faster['kv_budget'] if both else ''}, expected {1 - faster['expected_end_to_end_s'] / mine:.1%} faster: "
+                 f"within the {TIE_MARGIN:.1%} tie margin (the draws' noise), where auto keeps the candidate first in "
+                 "its tie order (docs/algorithms.md)")
     line += _against_the_shuffle(choice, chosen, kv_budget or "peak") + _curriculum(choice, chosen)
     if choice.get("steps") == "representative" and mine:
         # What `--steps representative` is expected to cost, said where the cost is more than the draws' noise.

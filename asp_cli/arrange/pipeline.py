@@ -628,6 +628,7 @@ def schedule(
             "prompts_from_history": info.prompts_from_history,
             "prompts_from_model": info.prompts_from_model,
             **({"calibration": calibration} if calibration else {}),
+            **({"history_epochs": history_epochs} if history and history_epochs is not None else {}),  # kept last
         },
         "arrangement": choice.to_dict(),
         "columns_used": read_report.columns_used,
