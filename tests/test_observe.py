@@ -285,6 +285,22 @@ def test_append_to_a_history_whose_log_list_is_damaged_is_refused(tmp_path, dama
     assert out.read_bytes() == before
 
 
+def test_append_to_a_history_saved_again_without_its_metadata_is_refused(tmp_path):
+    """A hostile-input round: a history saved again by Polars (its list of observed logs gone) took the same log a
+    second time, 40 samples counted twice, exit 0. A lengths file of another tool (no `log` column) still takes."""
+    out = tmp_path / "h.parquet"
+    first = _log(tmp_path / "e0.jsonl", ["p1", "p2"], epoch=0)
+    observe([first], out)
+    pl.read_parquet(out).write_parquet(out)  # the metadata is gone
+    before = out.read_bytes()
+    with pytest.raises(InputError, match="without its list of the logs already observed .* add a log twice"):
+        observe([first], out, append=True)
+    assert out.read_bytes() == before
+    other = tmp_path / "other.parquet"
+    pl.read_parquet(out).with_columns(pl.lit(None, pl.String).alias("log")).write_parquet(other)
+    assert observe([first], other, append=True).summary["rows_added"] == pl.read_ndjson(first).height
+
+
 def test_missing_columns_name_observes_own_options(tmp_path):
     """The error named --history-id-key / --history-length-key; `asp observe` calls them --id-key / --length-key."""
     log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "tokens": 10}])

@@ -112,6 +112,14 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
                              "appending could add a log twice; write a new history from the logs (asp observe "
                              "LOGS... -o new.parquet)")
         logs = listed
+    elif "log" in frame.columns and frame["log"].drop_nulls().len():
+        # Rows asp observed (each names its log) without the list that keeps a log from being added twice: the
+        # metadata was lost, as when a history is saved again by Polars or pandas (a hostile-input round appended a
+        # log it held a second time, exit 0).
+        raise InputError(f"{path}: an asp history's rows without its list of the logs already observed (its Parquet "
+                         "metadata is gone: saved again by another tool?), so appending could add a log twice; write "
+                         "a new history from the logs (asp observe LOGS... -o new.parquet), or give this one to "
+                         "--history as it is")
     return frame, logs
 
 
