@@ -139,6 +139,14 @@ def check_count(flag: str, value: object, *, minimum: int, optional: bool = Fals
                             + (f", or {also}" if also else "") + f" (got {value!r})")
 
 
+def check_flags(**flags: object) -> None:
+    """Refuse a flag that is not True or False: from Python, force="no" replaced a file and append="no" appended
+    (a hostile-input round). Named by its keyword, as a Python user wrote it."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise SettingsError(f"{name} must be True or False (got {value!r})")
+
+
 def check_plan_with(value: object) -> None:
     """Refuse a ``--plan-with`` other than ``max`` or ``mean``."""
     if not isinstance(value, str) or value not in PLAN_WITH:

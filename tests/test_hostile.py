@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import time
 import signal
 import tracemalloc
@@ -962,3 +963,26 @@ def test_a_lock_file_that_is_a_folder_is_named_as_one(tmp_path):
     result = runner.invoke(app, ["observe", str(log), "-o", str(history), "--append"])
     assert result.exit_code == 7 and (".h.parquet.asp-lock is a folder, where asp keeps the lock of h.parquet while "
                                       "it appends; remove it (rmdir) and run again") in result.stderr
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda t: __import__("asp_cli").calibrate(t / "tl.parquet", t / "keep.json", force="no"),
+     "force must be True or False (got 'no')"),
+    (lambda t: __import__("asp_cli").observe([t / "log.jsonl"], t / "keep.json", append="no"),
+     "append must be True or False (got 'no')"),
+    (lambda t: __import__("asp_cli").simulate_file(t / "s.parquet", compare="yes"), "compare must be True or False"),
+    (lambda t: __import__("asp_cli").fit_predictor([t / "log.jsonl"], use_metadata="no"),
+     "use_metadata must be True or False"),
+    (lambda t: __import__("asp_cli").predict_file([t / "log.jsonl"], model=3), "model must be a path"),
+    (lambda t: __import__("asp_cli").predictor_info(3), "model must be a path"),
+])
+def test_a_python_user_s_flags_and_paths_of_the_wrong_type_are_settings_errors(tmp_path, call, words):
+    """A hostile-input round: force="no" replaced the file, append="no" appended, model=3 was a TypeError."""
+    from asp_cli.errors import SettingsError
+
+    keep = tmp_path / "keep.json"
+    keep.write_text('{"mine": 1}')
+    (tmp_path / "log.jsonl").write_text('{"prompt_id": "a", "response_tokens": 5}\n')
+    with pytest.raises(SettingsError, match=re.escape(words)):
+        call(tmp_path)
+    assert keep.read_text() == '{"mine": 1}'

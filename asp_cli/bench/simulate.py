@@ -12,7 +12,7 @@ import polars as pl
 from asp_cli.errors import SettingsError
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.schedule_format import Schedule
-from asp_cli.settings import check_replay_size
+from asp_cli.settings import check_flags, check_replay_size
 from asp_cli.bench.compare import ASP, ASP_TRUE, compare_names
 from asp_cli.bench.compare import compare as run_compare
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, PROMPT_SIGMA, SAMPLE_SIGMA, lengths_for_schedule
@@ -83,6 +83,7 @@ def simulate_file(
     from asp_cli.schedule_format import schedule_of
     from asp_cli.sim.lengths import refuse_unmatched
 
+    check_flags(compare=compare)
     lengths_paths = paths_of(lengths_paths)
     read = read.named_as(SIMULATE_READ)
     read.check_length_keys_used(lengths_paths, "--lengths")

@@ -85,8 +85,9 @@ def calibrate(
         When the calibrated preset simulates every measured run worse than the base (without ``keep_worse``).
     """
     from asp_cli.output import write_text_atomic
-    from asp_cli.settings import check_count
+    from asp_cli.settings import check_count, check_flags
 
+    check_flags(force=force, keep_worse=keep_worse)
     # Checked here, not in the preset they end up in: --max-num-seqs 99999999999999 was refused as a bad field of
     # "the calibration file", which the user never wrote.
     check_count("--kv-cache-tokens", kv_cache_tokens, minimum=1, optional=True)

@@ -41,7 +41,7 @@ from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.id_forms import near_misses
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
-from asp_cli.settings import check_count
+from asp_cli.settings import check_count, check_flags
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
 OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key",
@@ -126,6 +126,7 @@ def observe(
     from asp_cli.output import check_output_path, check_parquet_name, locked, refuse_missing
 
     read = read.named_as(OBSERVE_READ)  # the flags observe has, whoever built the options
+    check_flags(append=append, force=force)
     if unknown_ids not in UNKNOWN_POLICIES:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
     # Stored as int32; epochs count from 0. True was epoch 1 and '0' a TypeError (a hostile-input round).

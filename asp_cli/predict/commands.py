@@ -16,9 +16,9 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.predict.observations import OBSERVATIONS_READ, read_observations
 from asp_cli.predict.prediction import PredictionInfo
-from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
+from asp_cli.reading.options import DEFAULT_READ, ReadOptions, one_path, paths_of
 from asp_cli.errors import InputError, SettingsError
-from asp_cli.settings import check_count
+from asp_cli.settings import check_count, check_flags
 
 # The quantiles `predict_file` writes beside the group maximum and mean: (column, quantile of one sample).
 QUANTILE_COLUMNS: tuple[tuple[str, float], ...] = (("predicted_p50_tokens", 0.5), ("predicted_p90_tokens", 0.9))
@@ -65,6 +65,7 @@ def fit_predictor(
     from asp_cli.predict import model as P
     from asp_cli.predict.observations import join_lengths
 
+    check_flags(use_metadata=use_metadata, char_ngrams=char_ngrams, force=force)
     inputs = paths_of(inputs)
     history = paths_of(history)
     history_read.check_length_keys_used(history, "--history")
@@ -140,6 +141,7 @@ def evaluate_predictor(
     from asp_cli.reading import read_lengths
 
     check_count("--max-response-tokens", max_response_tokens, minimum=1, optional=True)
+    history, lengths = paths_of(history), paths_of(lengths)  # one name, not its characters (a hostile-input round)
     history_read.check_length_keys_used(history, "--history")
     lengths_read.check_length_keys_used(lengths, "--lengths")
     if lengths and read.length_key is not None:
@@ -210,6 +212,7 @@ def predict_file(
     from asp_cli.reading import read_lengths
 
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
+    model = one_path(model, "model") if model is not None else None
     inputs = paths_of(inputs)
     history = paths_of(history)
     read.check_length_keys_used(history, "--history")
@@ -261,7 +264,7 @@ def predictor_info(model: Path | None = None) -> dict[str, Any]:
     from asp_cli.predict.model import load
     from asp_cli.predict.prediction import DEFAULT_MODEL
 
-    path = Path(model) if model is not None else DEFAULT_MODEL
+    path = one_path(model, "model") if model is not None else DEFAULT_MODEL
     card = load(path).card()
     card["file"] = str(path)
     card["file_fingerprint"] = file_fingerprint(path)
