@@ -285,11 +285,22 @@ def _mixed_lists_as_text(frame: pl.DataFrame, column: str) -> pl.DataFrame:
     if frame.schema[column] != pl.String:
         return frame
     col = pl.col(column)
-    if not frame.select((col.is_null() | col.str.starts_with(JSON_TAG + "[")).all() & col.is_not_null().any()).item():
+    lists = col.str.starts_with(JSON_TAG + "[")
+    if not frame.select(lists.any()).item():
         return frame
+    # Lists beside single values (one row a prompt's samples, another one sample): each single value is read as a
+    # list of one. Judged as one number a row, the lists were the bad rows: --on-bad-row skip kept 12 rows of 300
+    # and dropped the 288 lists, and without it the error named line 1, a good row (a hostile-input round).
+    # Flags are read so only where every one is a list, and lengths only where no flag column says otherwise (its
+    # flags one a row beside lists of lengths stay the bad rows they were).
+    if not frame.select((col.is_null() | lists).all()).item() and (column == C.TRUNCATED or C.TRUNCATED in frame.columns):
+        return frame
+
     def elements(raw: str | None) -> list[str | None] | None:
         if raw is None:
             return None
+        if not raw.startswith(JSON_TAG + "["):  # one value: one sample
+            return [raw[len(JSON_TAG):] if raw.startswith(JSON_TAG) else raw]
         return [v if v is None or isinstance(v, str) else json.dumps(v) for v in json.loads(raw[len(JSON_TAG):])]
 
     decoded = [elements(v) for v in frame[column].to_list()]
