@@ -221,6 +221,21 @@ def test_verl_generation_dump_is_matched_through_the_dataset(built, tmp_path):  
         observe([dump], None, dataset=[built["prompts"]])
 
 
+def test_a_dump_carrying_prompt_ids_and_token_counts_is_read_by_them(built, tmp_path):  # noqa: F811
+    """A hostile-input round: a verl dump with the prompt id and token count docs/integrations.md shows was read as
+    text, its lengths estimated and a sample of shared text given to the first such prompt. verl's own uid (its
+    group key) is no dataset id: such a dump is still matched by text."""
+    prompts = [json.loads(line) for line in built["prompts"].read_text().splitlines()][:3]
+    rows = [{"input": f"user\n{p['question']}\nassistant\n", "output": "x" * 40, "gts": "1", "score": 1.0, "step": 1,
+             "prompt_id": p["id"], "response_length": 999} for p in prompts]
+    result = observe([write_jsonl(tmp_path / "d.jsonl", rows)], None, dataset=[built["prompts"]])
+    assert result.added["response_tokens"].to_list() == [999] * 3 and result.summary["estimated_lengths"] == 0
+    assert result.added["prompt_id"].to_list() == [p["id"] for p in prompts]
+    grouped = [{**{k: v for k, v in r.items() if k != "prompt_id"}, "uid": f"u{i}"} for i, r in enumerate(rows)]
+    result = observe([write_jsonl(tmp_path / "g.jsonl", grouped)], None, dataset=[built["prompts"]])
+    assert result.added["prompt_id"].to_list() == [p["id"] for p in prompts] and result.summary["estimated_lengths"] == 3
+
+
 def test_a_dump_of_mixed_kinds_is_read_as_the_file_holds_it(tmp_path):
     """An audit: a dump whose outputs mix text and numbers (or text that starts as the reader's tags do) was cast to
     text with the reader's tag still on: the number 12345678 was counted as "\\x00json:12345678" (4 tokens, not 2).

@@ -464,21 +464,29 @@ def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
     from asp_cli.reading import find_column
 
     lowered = {c.lower(): c for c in frame.columns}
-    has_id = read.length_id_key is not None or find_column(
-        frame, C.ID_KEYS, None, what="prompt id", flag="--id-key", path=path, required=False) is not None
+    id_col = read.length_id_key or find_column(
+        frame, C.ID_KEYS, None, what="prompt id", flag="--id-key", path=path, required=False)
+    has_id = id_col is not None
+    has_length = read.length_key is not None or find_column(
+        frame, C.LENGTH_KEYS, None, what="response length", flag="--length-key", path=path,
+        required=False) is not None
+    uid = lowered.get("uid")
+    v1_uids = False
+    if uid is not None and frame.schema[uid] == pl.String:
+        values = frame[uid].drop_nulls()
+        v1_uids = bool(values.len() and values.str.contains(_V1_UID.pattern).all())
     if not set(_VERL_TEXT_COLUMNS) <= lowered.keys() or (not set(_VERL_DUMP_COLUMNS) <= lowered.keys() and has_id):
-        has_length = read.length_key is not None or find_column(
-            frame, C.LENGTH_KEYS, None, what="response length", flag="--length-key", path=path,
-            required=False) is not None
         if has_id and not has_length and _verl_responses_column(frame) is not None:
             return "verl_generations"
         return "rollout_log"
-    uid = lowered.get("uid")
-    if uid is not None and frame.schema[uid] == pl.String:
-        values = frame[uid].drop_nulls()
-        if values.len() and values.str.contains(_V1_UID.pattern).all():
-            return "verl_v1_dump"
-    return "verl_legacy_dump"
+    # verl's own columns, uid (its group key) and a reward extra's index, are no dataset id unless named.
+    exact_id = read.length_id_key is not None or (has_id and str(id_col).lower() not in ("uid", "index"))
+    if exact_id and has_length and not (v1_uids and id_col == uid):
+        # A dump that carries each sample's prompt id and token count (the layout docs/integrations.md shows):
+        # those exact counts, not the text's estimate (a hostile-input round: read as text, lengths were
+        # estimated and samples of shared text went to the first such prompt).
+        return "rollout_log"
+    return "verl_v1_dump" if v1_uids else "verl_legacy_dump"
 
 
 def _read_verl_dump(
