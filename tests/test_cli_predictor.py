@@ -283,6 +283,12 @@ def test_fit_warns_about_a_file_given_twice_and_lengths_that_say_nothing(data_an
     assert "every sample reached --max-response-tokens (10)" in result.stderr
     result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(tmp_path / "d.skops"), "-q"])
     assert result.stderr == ""
+    halved = tmp_path / "halved.jsonl"  # half the samples 0 tokens: failed requests pulled the model down, unsaid
+    halved.write_text("".join(json.dumps({**json.loads(line), "response_tokens": 0 if i % 2 else
+                                          json.loads(line)["response_tokens"]}) + "\n"
+                              for i, line in enumerate(data.read_text().splitlines())))
+    result = runner.invoke(app, ["predictor", "fit", str(halved), "-o", str(tmp_path / "e.skops"), "-q"])
+    assert result.exit_code == 0 and "samples are 0 tokens long, which a generation seldom is" in result.stderr
 
 
 def test_a_model_path_that_is_a_folder_or_a_dangling_link_says_so(tmp_path):

@@ -359,6 +359,45 @@ def test_a_model_whose_card_disagrees_with_its_arrays_is_refused(tmp_path, small
         P.load(path)
 
 
+@pytest.mark.parametrize("bounds", [[-5.0, -4.0], [30.0, 31.0]])
+def test_a_model_whose_log_mean_range_is_outside_what_it_saw_is_refused(tmp_path, small_model, bounds):
+    """A hostile-input round: a hand-edited range put every prompt at 1 token, or every one at the cap, exit 0."""
+    from asp_cli.predict import model as P
+
+    model, _ = small_model
+    path = tmp_path / "m.skops"
+    P.save(model, path)
+    with zipfile.ZipFile(path) as src:
+        members = {name: src.read(name) for name in src.namelist()}
+    card = json.loads(members[P.META_MEMBER])
+    card["training"]["log_mean_range"] = bounds
+    members[P.META_MEMBER] = json.dumps(card).encode()
+    with zipfile.ZipFile(path, "w") as dst:
+        for name, data in members.items():
+            dst.writestr(name, data)
+    with pytest.raises(PredictorError, match="log_mean_range"):
+        P.load(path)
+
+
+def test_predictor_info_escapes_a_model_file_s_own_text(tmp_path, small_model):
+    """A hostile-input round: the card's evaluation text, an OSC sequence, reached the terminal raw."""
+    from asp_cli.predict import model as P
+
+    model, _ = small_model
+    path = tmp_path / "m.skops"
+    P.save(model, path)
+    with zipfile.ZipFile(path) as src:
+        members = {name: src.read(name) for name in src.namelist()}
+    card = json.loads(members[P.META_MEMBER])
+    card["evaluation"] = {"x": "\x1b]0;title\x07"}
+    members[P.META_MEMBER] = json.dumps(card).encode()
+    with zipfile.ZipFile(path, "w") as dst:
+        for name, data in members.items():
+            dst.writestr(name, data)
+    result = runner.invoke(app, ["predictor", "info", str(path)])
+    assert result.exit_code == 0 and "\x1b" not in result.stderr and "evaluation: x \\x1b]0;title\\x07" in result.stderr
+
+
 PRESET_FIELDS = ["weights_bytes", "params", "kv_bytes_per_token", "bandwidth_bytes_per_s", "eta_bandwidth",
                  "flops_per_s", "eta_flops", "hbm_bytes", "gpu_memory_utilization", "activation_reserve_bytes",
                  "step_overhead_s", "max_num_seqs", "train_fixed_s", "train_per_token_s", "weight_sync_s"]

@@ -11,7 +11,8 @@ from typing import Optional
 
 import typer
 
-from asp_cli.cli.common import emit_json, guarded, difficulty_key_option, output_option, say, source_key_option
+from asp_cli.cli.common import (difficulty_key_option, emit_json, guarded, one_line, output_option, say,
+                                source_key_option)
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
 from asp_cli.settings import ScheduleSettings
 
@@ -234,9 +235,10 @@ def info_command(
                 + ")\n"
                 f"  trained on {training['prompts']:,} prompts, {training['samples']:,} samples (training data "
                 f"{training['fingerprint']})\n  file {card['file_fingerprint']} (what asp report shows as the predictor)\n"
-                f"  versions: " + ", ".join(f"{k} {v}" for k, v in card["versions"].items()))
-            if "evaluation" in card:
-                say("  evaluation: " + ", ".join(f"{k} {v}" for k, v in card["evaluation"].items()))
+                f"  versions: " + ", ".join(f"{one_line(str(k))} {one_line(str(v))}" for k, v in card["versions"].items()))
+            if "evaluation" in card:  # a file's own text, escaped: an OSC sequence there reached the terminal
+                say("  evaluation: " + ", ".join(f"{one_line(str(k))} {one_line(str(v))}"
+                                                 for k, v in card["evaluation"].items()))
         if json_output:
             emit_json(card)
 

@@ -114,6 +114,13 @@ def _training_warnings(files: list[Path], lengths: Any, cap: int | None) -> list
     elif cap is not None and bool((tokens >= cap).all()):
         warnings.append(f"every sample reached --max-response-tokens ({cap:,}): the model learns only that the "
                         "lengths are above it; raise the cap to the one the lengths were generated with")
+    zeros = int((tokens == 0).sum())
+    if zeros and 10 * zeros > tokens.len() and tokens.n_unique() > 1:
+        # Every length 0 is refused (E82); a share of them is a column that is something else for some rows, or
+        # failed generations, and pulled the model down (a hostile-input round: half the samples 0, median 44).
+        warnings.append(f"{zeros:,} of the {tokens.len():,} samples are 0 tokens long, which a generation seldom is: "
+                        "failed requests, or a column that is not the response length for those rows? They pull "
+                        "every prediction down; leave them out of the training file")
     return warnings
 
 

@@ -524,7 +524,10 @@ def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor
         bounds = training["log_mean_range"]
         if (not isinstance(bounds, list) or len(bounds) != 2
                 or any(isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b)
-                       or abs(b) > MAX_ABS_WEIGHT for b in bounds) or bounds[0] > bounds[1]):
+                       or abs(b) > MAX_ABS_WEIGHT for b in bounds) or bounds[0] > bounds[1]
+                # Log token counts the training saw: at least 0 (one token) and at most its longest sample's (a
+                # hand-edited [-5, -4] put every prompt at 1 token, [30, 31] every one at the cap: a hostile round).
+                or bounds[0] < -1e-6 or bounds[1] > math.log(max(model.max_observed_tokens_, 1)) + 1e-6):
             raise damaged(path, "the card's 'log_mean_range'")
         model.log_mean_range_ = (float(bounds[0]), float(bounds[1]))
     model.meta_ = {k: v for k, v in card.items() if k not in _CARD_KEYS}
