@@ -41,3 +41,7 @@ def test_a_timeline_round_trips_and_a_broken_one_is_refused(tmp_path):
         read_timeline(bad)
     with pytest.raises(InputError, match="no such timeline file"):
         read_timeline(tmp_path / "missing.parquet")
+    doubled = tmp_path / "doubled.parquet"  # every request twice: calibrate fitted twice the eta_flops, unsaid
+    write_timeline(pl.DataFrame([row, {**row, "sample": 1}, row], schema=COLUMNS), {}, doubled)
+    with pytest.raises(InputError, match=r"2 rows repeat a request \(run 0, seq 0, sample 0 is there more than once"):
+        read_timeline(doubled)

@@ -132,6 +132,12 @@ def read_timeline(path: Path) -> Timeline:
     if odd.height:
         raise InputError(f"{path}: {odd.height} rows have a first-token time that is not finite or not between "
                          "their send and finish times; give the file `asp replay -o` wrote")
+    twice = frame.filter(pl.struct("run", "seq", "sample").is_duplicated())
+    if twice.height:  # each request once: doubled rows doubled the fitted eta_flops, halved the KV bytes (a hostile round)
+        first = twice.row(0, named=True)
+        raise InputError(f"{path}: {twice.height} rows repeat a request (run {first['run']!r}, seq {first['seq']}, "
+                         f"sample {first['sample']} is there more than once): a timeline written twice into one file? "
+                         "give the file `asp replay -o` wrote")
     if frame.height and float(frame["finish_s"].max()) <= float(frame["send_s"].min()):  # type: ignore[arg-type]
         raise InputError(f"{path}: no time passes in it (every request finishes when the first is sent); give the "
                          "file `asp replay -o` wrote")
