@@ -341,20 +341,27 @@ def test_a_model_with_nan_weights_is_exit_5_naming_the_file(tmp_path, small_mode
     assert not (tmp_path / "p.parquet").exists() and not (tmp_path / "s.parquet").exists()
 
 
-def test_a_model_whose_card_disagrees_with_its_arrays_is_refused(tmp_path, small_model):
+def _with_card(tmp_path, model, edit):
+    """``model`` saved with its card (the model file's metadata member) changed by ``edit``, as a hand would."""
     from asp_cli.predict import model as P
 
-    model, _ = small_model
     path = tmp_path / "m.skops"
     P.save(model, path)
     with zipfile.ZipFile(path) as src:
         members = {name: src.read(name) for name in src.namelist()}
     card = json.loads(members[P.META_MEMBER])
-    card["vocabulary_size"] += 1
+    edit(card)
     members[P.META_MEMBER] = json.dumps(card).encode()
     with zipfile.ZipFile(path, "w") as dst:
         for name, data in members.items():
             dst.writestr(name, data)
+    return path
+
+
+def test_a_model_whose_card_disagrees_with_its_arrays_is_refused(tmp_path, small_model):
+    from asp_cli.predict import model as P
+
+    path = _with_card(tmp_path, small_model[0], lambda card: card.update(vocabulary_size=card["vocabulary_size"] + 1))
     with pytest.raises(PredictorError, match="vocabulary_size"):
         P.load(path)
 
@@ -364,36 +371,14 @@ def test_a_model_whose_log_mean_range_is_outside_what_it_saw_is_refused(tmp_path
     """A hostile-input round: a hand-edited range put every prompt at 1 token, or every one at the cap, exit 0."""
     from asp_cli.predict import model as P
 
-    model, _ = small_model
-    path = tmp_path / "m.skops"
-    P.save(model, path)
-    with zipfile.ZipFile(path) as src:
-        members = {name: src.read(name) for name in src.namelist()}
-    card = json.loads(members[P.META_MEMBER])
-    card["training"]["log_mean_range"] = bounds
-    members[P.META_MEMBER] = json.dumps(card).encode()
-    with zipfile.ZipFile(path, "w") as dst:
-        for name, data in members.items():
-            dst.writestr(name, data)
+    path = _with_card(tmp_path, small_model[0], lambda card: card["training"].update(log_mean_range=bounds))
     with pytest.raises(PredictorError, match="log_mean_range"):
         P.load(path)
 
 
 def test_predictor_info_escapes_a_model_file_s_own_text(tmp_path, small_model):
     """A hostile-input round: the card's evaluation text, an OSC sequence, reached the terminal raw."""
-    from asp_cli.predict import model as P
-
-    model, _ = small_model
-    path = tmp_path / "m.skops"
-    P.save(model, path)
-    with zipfile.ZipFile(path) as src:
-        members = {name: src.read(name) for name in src.namelist()}
-    card = json.loads(members[P.META_MEMBER])
-    card["evaluation"] = {"x": "\x1b]0;title\x07"}
-    members[P.META_MEMBER] = json.dumps(card).encode()
-    with zipfile.ZipFile(path, "w") as dst:
-        for name, data in members.items():
-            dst.writestr(name, data)
+    path = _with_card(tmp_path, small_model[0], lambda card: card.update(evaluation={"x": "\x1b]0;title\x07"}))
     result = runner.invoke(app, ["predictor", "info", str(path)])
     assert result.exit_code == 0 and "\x1b" not in result.stderr and "evaluation: x \\x1b]0;title\\x07" in result.stderr
 

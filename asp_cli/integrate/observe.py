@@ -466,10 +466,8 @@ def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
     lowered = {c.lower(): c for c in frame.columns}
     id_col = read.length_id_key or find_column(
         frame, C.ID_KEYS, None, what="prompt id", flag="--id-key", path=path, required=False)
-    has_id = id_col is not None
-    has_length = read.length_key is not None or find_column(
-        frame, C.LENGTH_KEYS, None, what="response length", flag="--length-key", path=path,
-        required=False) is not None
+    has_id, has_length = id_col is not None, read.length_key is not None or find_column(
+        frame, C.LENGTH_KEYS, None, what="response length", flag="--length-key", path=path, required=False) is not None
     uid = lowered.get("uid")
     v1_uids = False
     if uid is not None and frame.schema[uid] == pl.String:
