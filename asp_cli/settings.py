@@ -165,7 +165,12 @@ def one_step_off(router: str | None, max_lag: int | float | None, trainer: str) 
 @named_in_python()
 @dataclass(frozen=True)
 class ScheduleSettings:
-    """Everything that shapes a schedule besides the prompts and the predictions."""
+    """Everything that shapes a schedule besides the prompts and the predictions.
+
+    Each field is the `asp schedule` option of its name with dashes (``max_lag`` is ``--max-lag``; None where the
+    command line says ``none``), with the same default and meaning: `asp schedule --help` and the README's table
+    ("Make a schedule") say each one (a library newcomer found nothing here). Checked once, when made.
+    """
 
     instances: int = 4
     samples_per_prompt: int = 8

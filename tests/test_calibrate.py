@@ -177,6 +177,17 @@ def test_calibrate_fits_the_trainer_from_measured_steps(tmp_path):
     assert refused.exit_code == 4 and "(or --train-steps alone to fit the trainer only)" in refused.stderr
 
 
+def test_calibrate_refuses_probe_options_without_servers(tmp_path):
+    """A hostile-input round: --probe-max-batch 5000 and --probe-tokens 0 were accepted and ignored."""
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, metadata(frame), timeline)
+    for option in ("--probe-max-batch", "--probe-tokens"):
+        result = invoke("calibrate", timeline, "-o", tmp_path / "c.json", option, 5)
+        assert result.exit_code == 4 and "shape the probe sent to --servers" in result.stderr
+    assert not (tmp_path / "c.json").exists()
+
+
 def test_calibrate_refuses_to_write_over_its_base_preset(tmp_path):
     """-o cal.json --base cal.json --force replaced the base it read (exit 0), by any spelling of the path."""
     frame = virtual_frame(TRUTH)

@@ -46,6 +46,16 @@ def test_fit_refuses_to_overwrite_without_force(data_and_model):
     assert result.exit_code == 7 and "--force" in result.output
 
 
+def test_eval_says_a_file_given_twice_as_fit_does(data_and_model, tmp_path):
+    """A hostile-input round: the same bytes under two names were scored twice without a word."""
+    import shutil
+
+    _, data, model, _ = data_and_model
+    copy = shutil.copy(data, tmp_path / "copy.jsonl")
+    result = runner.invoke(app, ["predictor", "eval", str(data), str(copy), "--model", str(model)])
+    assert result.exit_code == 0 and f"{copy} has the same bytes as {data}: its samples are counted twice" in result.stderr
+
+
 def test_eval_json(data_and_model):
     _, data, model, _ = data_and_model
     result = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--json"])

@@ -229,8 +229,8 @@ def calibrate_command(
     servers: Optional[str] = typer.Option(None, "--servers", help="Measure a short probe run of your own on these servers (comma-separated base URLs) instead of a timeline."),
     model: Optional[str] = typer.Option(None, "--model", help="With --servers: the served model name (default: the first listed)."),
     probe_timeline: Optional[Path] = output_option("--probe-timeline", default=None, help="With --servers: also keep the probe's timeline here (.parquet)."),
-    probe_max_batch: int = typer.Option(256, "--probe-max-batch", help="With --servers: the largest probe minibatch (requests, at most 4,096)."),
-    probe_tokens: int = typer.Option(256, "--probe-tokens", help="With --servers: the longest probe response (tokens)."),
+    probe_max_batch: Optional[int] = typer.Option(None, "--probe-max-batch", help="With --servers: the largest probe minibatch (requests, at most 4,096; default 256)."),
+    probe_tokens: Optional[int] = typer.Option(None, "--probe-tokens", help="With --servers: the longest probe response (tokens; default 256)."),
     kv_cache_tokens: Optional[int] = typer.Option(None, "--kv-cache-tokens", help="The engine's KV cache in tokens (vLLM logs 'GPU KV cache size'); default: what the servers reported."),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="The engine's sequence limit (vllm serve --max-num-seqs); default: observed, else the base's."),
     train_steps: Optional[Path] = typer.Option(None, "--train-steps", readable=False, help="Measured trainer steps (columns tokens, step_s) to fit the trainer's cost too."),
@@ -241,6 +241,7 @@ def calibrate_command(
 ) -> None:
     """Fit the cost-model preset (decode step, prefill, KV capacity) to measured timings; write a preset JSON."""
     with guarded():
+        from asp_cli.errors import SettingsError
         from asp_cli.integrate.calibrate import calibrate
         from asp_cli.output import check_output_name, check_output_path
 
@@ -255,10 +256,14 @@ def calibrate_command(
         if servers is not None:
             live = _live_settings(servers, engine="blocking", max_in_flight=None, no_stream=False, model=model,
                                   retries=3, retry_backoff=0.5, timeout=600.0, warmup=8)
+        elif probe_max_batch is not None or probe_tokens is not None:  # ignored without servers (a hostile round)
+            raise SettingsError("--probe-max-batch and --probe-tokens shape the probe sent to --servers; without "
+                                "them nothing is probed: drop them, or give --servers")
         bar = _Bar(show_progress(quiet), lines=not quiet)
         try:
             report = calibrate(timeline, output, base=base, live=live, probe_timeline=probe_timeline,
-                               probe_max_batch=probe_max_batch, probe_response_tokens=probe_tokens,
+                               probe_max_batch=256 if probe_max_batch is None else probe_max_batch,
+                               probe_response_tokens=256 if probe_tokens is None else probe_tokens,
                                kv_cache_tokens=kv_cache_tokens, max_num_seqs=max_num_seqs, train_steps=train_steps,
                                progress=bar, force=force, keep_worse=keep_worse)
         finally:

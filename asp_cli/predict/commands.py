@@ -97,16 +97,7 @@ def fit_predictor(
 
 def _training_warnings(files: list[Path], lengths: Any, cap: int | None) -> list[str]:
     """What is legal in training data but probably not meant: a file given twice, lengths that say nothing."""
-    from asp_cli.fingerprint import file_fingerprint
-
-    warnings = []
-    seen: dict[str, Path] = {}
-    for path in files:
-        print_ = file_fingerprint([path])
-        if print_ in seen:
-            warnings.append(f"{path} has the same bytes as {seen[print_]}: its samples are counted twice; give each "
-                            "file once")
-        seen.setdefault(print_, path)
+    warnings = _same_bytes(files)
     tokens = lengths[C.RESPONSE_TOKENS]
     if tokens.n_unique() == 1:
         warnings.append(f"every sample is {tokens[0]:,} tokens long: the model learns no ranking and predicts that "
@@ -165,9 +156,25 @@ def evaluate_predictor(
     from asp_cli.predict.prediction import lost_sources_warning
 
     result["warnings"] = ((read_report.notes if read_report else []) + _skipped(data.skipped_rows) + data.warnings
+                          + _same_bytes([*inputs, *lengths])  # counted twice, said as fit says it (a hostile round)
                           + unmatched_warnings(data.prompts[C.PROMPT_ID], past)
                           + lost_sources_warning(model, data.prompts[C.DATA_SOURCE]))
     return result
+
+
+def _same_bytes(files: list[Path]) -> list[str]:
+    """A file given twice, under another name or as a copy: its samples count twice (`fit` and `eval`)."""
+    from asp_cli.fingerprint import file_fingerprint
+
+    warnings = []
+    seen: dict[str, Path] = {}
+    for path in files:
+        print_ = file_fingerprint([path])
+        if print_ in seen:
+            warnings.append(f"{path} has the same bytes as {seen[print_]}: its samples are counted twice; give each "
+                            "file once")
+        seen.setdefault(print_, path)
+    return warnings
 
 
 def _skipped(count: int, examples: Sequence[str] = ()) -> list[str]:
