@@ -847,3 +847,17 @@ def test_a_verl_export_fills_data_source_from_the_source_column_the_schedule_nam
     by_id = dict(zip(frame["id"].to_list(), frame["data_source"].to_list(), strict=True))
     assert by_id == {r["id"]: r["meta"]["task"] for r in rows} and "meta.task" not in frame.columns
     assert not any("no data_source" in w for w in result.warnings)
+
+
+def test_verl_layout_says_when_it_replaces_a_dataset_s_own_values(tmp_path):
+    """A hostile-input round: an extra_info of text and a reward_model of lists became asp's defaults, unsaid."""
+    from asp_cli.arrange.pipeline import schedule
+
+    rows = [{"id": f"q{i}", "question": f"What is {i} + 1?", "extra_info": "notadict", "reward_model": [1, 2]}
+            for i in range(6)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    made = schedule([data], tmp_path / "s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=2))
+    result = export(made.output, [data], tmp_path / "v.parquet", format="verl")
+    said = " ".join(result.warnings)
+    assert "column 'extra_info' holds 6 values that are not objects (String)" in said
+    assert "column 'reward_model' holds 6 values that are not objects" in said

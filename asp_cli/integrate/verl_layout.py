@@ -87,6 +87,7 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
                 "which verl's rule-based rewards need"
             )
         if "reward_model" in out.columns:
+            notes.extend(_replaced(out, "reward_model"))
             out = out.drop("reward_model")
         out = out.with_columns(pl.struct(pl.lit("rule").alias("style"), truth.alias("ground_truth")).alias("reward_model"))
 
@@ -96,6 +97,7 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
         prompt_id = (pl.lit(given) if given is not None else pl.col(id_col).cast(pl.String)
                      if id_col and _castable(out, id_col) else pl.lit(None, pl.String))
         if "extra_info" in out.columns:
+            notes.extend(_replaced(out, "extra_info"))
             out = out.drop("extra_info")
         out = out.with_columns(
             pl.struct(pl.col("\x00row").alias("index"), prompt_id.alias("prompt_id")).alias("extra_info")
@@ -131,6 +133,14 @@ def _check_objects_kept(raw: pl.DataFrame, where: str) -> None:
             f"its values would be replaced by defaults); give {which} one kind in every row, or write --format "
             "jsonl, which keeps every row as it is"
         )
+
+
+def _replaced(frame: pl.DataFrame, column: str) -> list[str]:
+    """Said where a dataset's own ``column`` holds values that are no objects, which verl's layout replaces (a
+    hostile-input round: "notadict" and [1, 2] became asp's defaults without a word)."""
+    held = int(frame[column].is_not_null().sum())
+    return [f"column {column!r} holds {held:,} values that are not objects ({frame.schema[column]}), which verl's "
+            f"{column} must be: they are replaced by asp's defaults; make them objects to keep them"] if held else []
 
 
 def _castable(frame: pl.DataFrame, column: str) -> bool:
