@@ -581,3 +581,22 @@ def test_a_frameworks_own_log_of_most_prompts_at_the_default_seed_is_warned_abou
     assert not any("--seed" in w for w in seeded.summary["warnings"])
     few = write_jsonl(tmp_path / "few.jsonl", [{"prompt_id": i, "response_tokens": 100} for i in ids[:3]])
     assert not any("--seed" in w for w in schedule([prompts_file], None, history=[few]).summary["warnings"])
+
+
+def test_the_texts_the_commands_print_are_the_results_own(tmp_path):
+    """A library newcomer found `asp simulate --compare`'s table and `asp report`'s text only in the commands' code."""
+    from typer.testing import CliRunner
+
+    from asp_cli import report_schedule, simulate_file
+    from asp_cli.cli.main import app
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(40))
+    made = schedule([prompts], tmp_path / "s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=8))
+    table = simulate_file(made.output, compare=True).table()
+    assert table.startswith("| arrangement") or "arrangement" in table.splitlines()[0]
+    printed = CliRunner().invoke(app, ["simulate", str(made.output), "--compare"])
+    assert printed.exit_code == 0 and table in printed.stderr
+    assert simulate_file(made.output).table() == ""
+    text = report_schedule(made.output, compare=made.output).text()
+    shown = CliRunner().invoke(app, ["report", str(made.output), "--compare", str(made.output)])
+    assert shown.exit_code == 0 and shown.stdout.rstrip("\n") == text.rstrip("\n")

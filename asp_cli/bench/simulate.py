@@ -34,6 +34,13 @@ class SimulationReport:
         """The document's ``warnings``: where every other result keeps them (a library user looked in four places)."""
         return self.document.get("warnings", [])
 
+    def table(self, *, markdown: bool = False, wide: bool = False) -> str:
+        """The comparison as `asp simulate --compare` prints it (``wide``: every column, as its ``--wide``; a
+        Markdown table with ``markdown``), or "" without one: a library user found it only in the command's code."""
+        from asp_cli.bench.compare import format_table
+
+        return format_table(self.comparison, markdown=markdown, compact=not wide) if self.comparison else ""
+
 
 def schedule_prompts(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The prompts and predictions a schedule was made from (first occurrence of each row)."""

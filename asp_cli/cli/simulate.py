@@ -83,10 +83,8 @@ def simulate_command(
             say(f"Warning: {warning}")
         if not quiet:
             if report.comparison:
-                from asp_cli.bench.compare import format_table
-
                 say("")
-                say(format_table(report.comparison, markdown=False, compact=not wide))
+                say(report.table(wide=wide))
                 verdict = _verdict(report.comparison, report.document.get("instances"))
                 if verdict:
                     say(verdict)

@@ -38,6 +38,13 @@ class ReportResult:
         comparison = None if self.comparison is None else {**self.comparison, "other": self.other}
         return {**self.report, "checks": self.checks, "comparison": comparison, "warnings": self.warnings}
 
+    def text(self, *, width: int = 100) -> str:
+        """The report as `asp report` prints it (the comparison after it, where there is one), without colour."""
+        from asp_cli.report.text import render_compare_text, render_text
+
+        text = render_text(self.report, checks=self.checks, width=width)
+        return text + ("\n" + render_compare_text(self.comparison, width=width) if self.comparison is not None else "")
+
 
 def report_schedule(
     schedule: str | Path,
