@@ -129,17 +129,9 @@ def _replayed_lengths_per_epoch(frame: pl.DataFrame, lengths: np.ndarray,
     return first, by_epoch
 
 
-def _planned_instances(schedule: Schedule) -> int:
-    """The instances the schedule was made for (its settings'; a plan may leave the last ones without a minibatch,
-    and its instance column then names fewer: "plans 7 instances" was said of a schedule made for 8)."""
-    used = int(schedule.frame["instance"].max()) + 1
-    made = (schedule.settings or {}).get("instances")
-    return max(used, made) if isinstance(made, int) and not isinstance(made, bool) else used
-
-
 def _dispatch_warnings(schedule: Schedule, dispatch: str, instances: int) -> list[str]:
     """With planned dispatch each minibatch runs on its planned instance: more instances than planned stay idle."""
-    planned = _planned_instances(schedule)
+    planned = schedule.instances
     if dispatch == "planned" and instances > planned:
         return [f"--instances {instances} with planned dispatch: the schedule plans {planned} instances, so "
                 f"{instances - planned} of them get no work; replay with --dispatch free, or make the schedule "
@@ -248,7 +240,7 @@ def simulate_loaded(
                             "as they finish: this replay's trainer follows the schedule (--trainer schedule), which "
                             "has no such limit; drop it, or give --trainer arrival")
     if dispatch == "planned" and k <= int(frame["instance"].max()):  # a minibatch on an instance the replay lacks
-        planned = _planned_instances(schedule)
+        planned = schedule.instances
         raise SettingsError(f"the schedule was made for {planned} instances (0 to {planned - 1}) and the replay has "
                             f"{k}, and planned dispatch keeps each minibatch on its instance; pass --instances "
                             f"{planned}, or --dispatch free")

@@ -65,7 +65,7 @@ def fit_predictor(
     from asp_cli.predict import model as P
     from asp_cli.predict.observations import join_lengths
 
-    check_flags(use_metadata=use_metadata, char_ngrams=char_ngrams, force=force)
+    check_flags(use_metadata=use_metadata, char_ngrams=char_ngrams)  # force: check_output_path
     inputs = paths_of(inputs)
     history = paths_of(history)
     history_read.check_length_keys_used(history, "--history")
