@@ -53,6 +53,9 @@ RESPONSE_TOKENS = "response_tokens"
 # sums over millions of such counts stay far inside int64.
 MAX_TOKEN_COUNT = 2**31 - 1
 TRUNCATED = "truncated"
+# A length file's column numbering each prompt's samples (0..n-1): asp's probe scripts and emulated rollouts
+# write `sample`; a row repeating a prompt id, epoch and sample is the same sample logged twice.
+SAMPLE_KEYS: tuple[str, ...] = ("sample", "sample_index", "sample_idx")
 EPOCH = "epoch"
 
 # Prediction columns (one row per prompt) that predictors and history produce.

@@ -57,6 +57,7 @@ def setup_files(tmp: Path) -> None:
     write_jsonl(tmp / "hist_noid.jsonl", [{"who": "a", "response_tokens": 5}])
     write_jsonl(tmp / "log_nolength.jsonl", [{"prompt_id": "a", "foo": 5}])
     write_jsonl(tmp / "log_strangers.jsonl", [{"prompt_id": "zz", "response_tokens": 5}])
+    write_jsonl(tmp / "log_twice.jsonl", [{"prompt_id": "a", "sample": 0, "response_tokens": 5}] * 2)
     write_jsonl(tmp / "log_spaced.jsonl", [{"prompt_id": "a ", "response_tokens": 5}, {"prompt_id": " b", "response_tokens": 9}])
     (tmp / "notmodel.skops").write_text("not a model")
     (tmp / "cal.json").write_text('{"eta_bandwidth": "fast"}')
@@ -208,6 +209,10 @@ CASES = [
      "nothing to write: all 2 rows were left out because their prompt ids (2 ids, e.g. 'a ', ' b') are not in the "
      "dataset; 2 of them differ from an id in the dataset only by spaces around it, e.g. 'a ' in the log and 'a' in "
      "the dataset: write the ids alike in both files"),
+    ("E89", ["observe", "{tmp}/log_twice.jsonl", "-o", "{tmp}/h.parquet"], 3,
+     "log_twice.jsonl:2: prompt id 'a' sample 0 again (column 'sample'; first at line 1), 1 such repeat in all: the "
+     "same samples logged twice would count twice; keep each once (each epoch's log apart, or with its epoch "
+     "column), or pass --on-bad-row skip to keep the first of each"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

@@ -78,7 +78,7 @@ def test_a_log_that_grew_since_it_was_observed_replaces_its_earlier_samples(tmp_
                             "more") and w.endswith("the earlier ones replaced, not counted twice") for w in grown.warnings)
     history, logs = read_history(out)
     assert history.height == 6 and [e["name"] for e in logs] == ["probe_log.jsonl"] and logs[0]["rows"] == 6
-    write_jsonl(log, [{**r, "response_tokens": 900} for r in rows] + rows[:1])  # another run's, under the same name
+    write_jsonl(log, [{**r, "response_tokens": 900} for r in rows] + [{**rows[0], "sample": 1}])  # another run's
     other = observe([log], out, append=True)
     assert not any("replaced" in w for w in other.warnings)
     assert read_history(out)[0].height == 13

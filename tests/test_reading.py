@@ -542,6 +542,40 @@ def test_an_epoch_that_is_no_epoch_number_is_a_bad_row(tmp_path, value, shown):
     assert report.skipped_rows == 1
 
 
+def test_a_sample_logged_twice_is_a_bad_row_named_with_its_first(tmp_path):
+    """A log written again onto its own end held every sample twice, and each counted twice in the history's spread
+    and a report's counts without a word (a hostile-input round). The sample number, where a log has one, says so;
+    other epochs, other prompts and other sample numbers are no repeats."""
+    rows = [{"prompt_id": "q1", "sample": 0, "epoch": 0, "response_tokens": 10},
+            {"prompt_id": "q1", "sample": 1, "epoch": 0, "response_tokens": 12},
+            {"prompt_id": "q1", "sample": 0, "epoch": 1, "response_tokens": 11},
+            {"prompt_id": "q2", "sample": 0, "epoch": 0, "response_tokens": 30}]
+    path = write_jsonl(tmp_path / "log.jsonl", rows + rows[:2])
+    with pytest.raises(InputError, match=re.escape(
+            "log.jsonl:5: prompt id 'q1' sample 0 of epoch 0 again (column 'sample'; first at line 1), 2 such repeats "
+            "in all: the same samples logged twice would count twice; keep each once (each epoch's log apart, or with "
+            "its epoch column), or pass --on-bad-row skip to keep the first of each")):
+        read_lengths([path])
+    frame, report = read_lengths([path], ReadOptions(on_bad_row="skip"))
+    assert frame["response_tokens"].to_list() == [10, 12, 11, 30] and report.skipped_rows == 2
+    assert report.skipped_examples[0].endswith("log.jsonl:5")
+    assert read_lengths([write_jsonl(tmp_path / "ok.jsonl", rows)])[0].height == 4
+
+
+@pytest.mark.parametrize("sample", ["the same text", None])
+def test_a_sample_column_that_numbers_nothing_is_not_read_as_repeats(tmp_path, sample):
+    """Greedy decoding repeats a response's text; a column of that name holding text, or nothing, numbers no sample."""
+    rows = [{"prompt_id": "q1", "sample": sample, "response_tokens": 5}] * 2
+    assert read_lengths([write_jsonl(tmp_path / "log.jsonl", rows)])[0].height == 2
+
+
+def test_a_sample_number_written_as_text_or_a_number_is_the_same_sample(tmp_path):
+    path = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "q1", "sample": "1", "response_tokens": 5},
+                                                {"prompt_id": "q1", "sample": 1, "response_tokens": 5}])
+    with pytest.raises(InputError, match=re.escape("log.jsonl:2: prompt id 'q1' sample 1 again")):
+        read_lengths([path])
+
+
 def test_length_files_of_empty_lists_say_so_naming_the_file(tmp_path):
     """It said "no usable lengths left after skipping bad rows" though no row was bad or skipped."""
     path = write_jsonl(tmp_path / "h.jsonl", [{"id": "a", "length": []}, {"id": "b", "length": []}])

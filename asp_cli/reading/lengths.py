@@ -77,7 +77,8 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
                                  path=path)
         assert id_col is not None and length_col is not None
         # What else the file held is not read: said (an agent newcomer's `turns` went without a word).
-        read_heads = {id_col, length_col, id_col.split(".")[0], length_col.split(".")[0], C.EPOCH, C.TRUNCATED}
+        read_heads = {id_col, length_col, id_col.split(".")[0], length_col.split(".")[0], C.EPOCH, C.TRUNCATED,
+                      sample_column(frame)}
         unread = [c for c in frame.columns if c not in read_heads and not c.startswith("\x00") and "." not in c]
         report.columns_used[str(path)] = {"id": id_col, "length": length_col, **({"unread": unread} if unread else {})}
         parts.append(extract_lengths(frame, path, fmt, id_col, length_col, options.on_bad_row, report,
@@ -175,6 +176,7 @@ def extract_lengths(
     unreadable = (pl.col(truncated_col).is_not_null() & flags.is_null()
                   if truncated_col and not flags_listed else pl.lit(False))
     ids, id_problem = id_column(frame, id_col)
+    sample_col = None if listed else sample_column(frame)
     base = frame.select(
         ids.alias(C.PROMPT_ID),
         id_problem.alias("\x00idproblem"),
@@ -185,6 +187,8 @@ def extract_lengths(
         bad_epoch.alias("\x00badepoch"),
         pl.col(C.EPOCH).alias("\x00rawepoch") if C.EPOCH in frame.columns else pl.lit(None).alias("\x00rawepoch"),
         line.alias("\x00where"),
+        (pl.col(sample_col).cast(pl.String).str.strip_prefix(JSON_TAG).str.strip_chars() if sample_col
+         else pl.lit(None, pl.String)).alias("\x00sample"),
     )
     if listed:
         if flags_listed:
@@ -270,12 +274,57 @@ def extract_lengths(
             # A row without an id is not "for prompt id 'None'", as it was said.
             subject = "" if first[C.PROMPT_ID] is None else f" for prompt id {shown_id(first[C.PROMPT_ID])}"
             raise InputError(f"{where}: {reason}{subject}; {BAD_ROW_FIX}")
+    if sample_col is not None:
+        flagged = _without_repeated_samples(flagged, path, fmt, frame, sample_col, on_bad_row, report)
     return flagged.select(
         C.PROMPT_ID,
         pl.col("\x00num").cast(pl.Int64).alias(C.RESPONSE_TOKENS),
         C.TRUNCATED,
         C.EPOCH,
     )
+
+
+def sample_column(frame: pl.DataFrame) -> str | None:
+    """The column numbering each prompt's samples (`C.SAMPLE_KEYS`, as asp's own probe and emulated rollouts write
+    it), or None."""
+    by_lower = {c.lower(): c for c in frame.columns}
+    name = next((by_lower[key] for key in C.SAMPLE_KEYS if key in by_lower), None)
+    if name is None or frame.schema[name].is_integer():
+        return name
+    # Numbers only: a column of that name holding each response's text repeats itself under greedy decoding.
+    values = pl.col(name).cast(pl.String).str.strip_prefix(JSON_TAG)
+    numbers = frame.select(values.is_null() | values.str.contains(r"^\s*\d+(\.0*)?\s*$")).to_series()
+    return name if frame.schema[name] in (pl.String, pl.Null) and numbers.all() else None
+
+
+def _without_repeated_samples(flagged: pl.DataFrame, path: Path, fmt: str, frame: pl.DataFrame, sample_col: str,
+                              on_bad_row: OnBadRow, report: ReadReport) -> pl.DataFrame:
+    """``flagged`` (good rows only) without a row that repeats the prompt id, epoch and sample number of an earlier
+    one: the same sample logged twice (a log written again onto its own end, a resumed run appending what it had
+    written before) would count twice in the history's spread and a report's counts, kept without a word (a
+    hostile-input round). A bad row: refused, or with ``--on-bad-row skip`` the first of each kept."""
+    keys = [C.PROMPT_ID, C.EPOCH, "\x00sample"]
+    numbered = pl.col("\x00sample").is_not_null()
+    repeated = flagged.filter(numbered & pl.struct(keys).is_duplicated() & ~pl.struct(keys).is_first_distinct())
+    if not repeated.height:
+        return flagged
+    if on_bad_row == "skip":
+        for where in repeated["\x00where"].to_list():
+            report.skip(_length_location(path, fmt, where, frame))
+        return flagged.filter(~numbered | pl.struct(keys).is_first_distinct())
+    row = repeated.row(0, named=True)
+    first = flagged.filter(pl.col(C.PROMPT_ID) == row[C.PROMPT_ID], pl.col("\x00sample") == row["\x00sample"],
+                           pl.col(C.EPOCH).eq_missing(row[C.EPOCH])).row(0, named=True)
+    where = _length_location(path, fmt, row["\x00where"], frame)
+    earlier = _length_location(path, fmt, first["\x00where"], frame)[len(str(path)):].lstrip(": ")
+    earlier = f"line {earlier}" if earlier.isdigit() else earlier
+    epoch = "" if row[C.EPOCH] is None else f" of epoch {row[C.EPOCH]}"
+    sample = untag_value(row["\x00sample"])
+    raise InputError(
+        f"{where}: prompt id {shown_id(row[C.PROMPT_ID])} sample {sample}{epoch} again (column {sample_col!r}; first "
+        f"at {earlier}), {repeated.height:,} such {'repeat' if repeated.height == 1 else 'repeats'} in all: the same samples logged twice would count twice; keep "
+        "each once (each epoch's log apart, or with its epoch column), or pass --on-bad-row skip to keep the first "
+        "of each")
 
 
 def _mixed_lists_as_text(frame: pl.DataFrame, column: str) -> pl.DataFrame:
