@@ -663,7 +663,7 @@ def test_json_numbers_keep_their_whole_part_and_whole_numbers():
 
 def test_compare_ends_with_one_line_saying_the_saving():
     """A slime and an AReaL newcomer each asked which of the table's numbers was the saving."""
-    from asp_cli.cli.simulate import _verdict
+    from asp_cli.bench.verdict import verdict as _verdict
 
     rows = [{"arrangement": "verl-default", "end_to_end_s": 783.0, "prompts_per_call": 15.8, "equal_footing": False},
             {"arrangement": "short-first (asp sizes)", "end_to_end_s": 409.0, "prompts_per_call": 31.9,

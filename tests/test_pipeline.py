@@ -592,11 +592,13 @@ def test_the_texts_the_commands_print_are_the_results_own(tmp_path):
 
     prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(40))
     made = schedule([prompts], tmp_path / "s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=8))
-    table = simulate_file(made.output, compare=True).table()
+    compared = simulate_file(made.output, compare=True)
+    table, verdict = compared.table(), compared.verdict()
     assert table.startswith("| arrangement") or "arrangement" in table.splitlines()[0]
+    assert verdict.startswith("  asp ") and "the fastest row on equal footing (" in verdict  # instance-hours too
     printed = CliRunner().invoke(app, ["simulate", str(made.output), "--compare"])
-    assert printed.exit_code == 0 and table in printed.stderr
-    assert simulate_file(made.output).table() == ""
+    assert printed.exit_code == 0 and table in printed.stderr and verdict in printed.stderr
+    assert simulate_file(made.output).table() == "" and simulate_file(made.output).verdict() == ""
     text = report_schedule(made.output, compare=made.output).text()
     shown = CliRunner().invoke(app, ["report", str(made.output), "--compare", str(made.output)])
     assert shown.exit_code == 0 and shown.stdout.rstrip("\n") == text.rstrip("\n")

@@ -41,6 +41,14 @@ class SimulationReport:
 
         return format_table(self.comparison, markdown=markdown, compact=not wide) if self.comparison else ""
 
+    def verdict(self) -> str:
+        """The comparison's answer as `asp simulate --compare` prints it under the table: asp against the fastest
+        row on equal footing (the instance-hours saved or lost) and against verl's default, or "" without a
+        comparison (a library user found it only in the command's code)."""
+        from asp_cli.bench.verdict import verdict
+
+        return verdict(self.comparison, self.document.get("instances")) if self.comparison else ""
+
 
 def schedule_prompts(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The prompts and predictions a schedule was made from (first occurrence of each row)."""

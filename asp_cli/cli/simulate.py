@@ -85,7 +85,7 @@ def simulate_command(
             if report.comparison:
                 say("")
                 say(report.table(wide=wide))
-                verdict = _verdict(report.comparison, report.document.get("instances"))
+                verdict = report.verdict()
                 if verdict:
                     say(verdict)
                 # What the rows are, for trainers other than verl too (an OpenRLHF and a MindSpeed newcomer could not
@@ -103,69 +103,6 @@ def simulate_command(
                         "schedule was made for)")
         if json_output:
             emit_json(report.document)
-
-
-def _verdict(rows: list[dict], instances: int | None = None) -> str:
-    """One line for the comparison's answer: asp against the fastest equal-footing row and against verl's default,
-    and where verl's calls are smaller, how much (concurrency, which the rows in asp's sizes are given: a slime and
-    an AReaL newcomer each asked which of the table's numbers was the saving, the latter in GPU hours: the
-    instance-hours of the difference, every instance held for the run, say that)."""
-    from asp_cli.bench.compare import ASP, LOWER_BOUND, best_equal_footing
-
-    mine = next((r for r in rows if r["arrangement"] == ASP), None)
-    best = best_equal_footing(rows)
-    if mine is None or best is None:
-        return ""
-
-    def against(other: dict) -> str:
-        return _against(mine, other, "end_to_end_s")
-
-    line = f"  asp {mine['end_to_end_s']:,.0f} s: {against(best)}, the fastest row on equal footing"
-    if instances:
-        hours = instances * (best["end_to_end_s"] - mine["end_to_end_s"]) / 3600.0
-        amount = f"{abs(hours):,.1f} instance-hours" if abs(hours) >= 1 else f"{abs(hours) * 60:,.1f} instance-minutes"
-        line += f" ({amount} {'saved' if hours >= 0 else 'lost'} on {instances} instances)"
-    verl = next((r for r in rows if r["arrangement"] == "verl-default"), None)
-    if verl is not None and verl is not best:
-        line += f"; {against(verl)}"
-        calls, own = verl.get("prompts_per_call", 0.0), mine["prompts_per_call"]
-        if calls < 0.95 * own:  # smaller calls: concurrency, which the rows in asp's sizes are given too
-            line += f", whose calls hold {calls:.1f} prompts against asp's {own:.1f}"
-    bound = next((r for r in rows if r["arrangement"] == LOWER_BOUND), None)
-    if bound is not None:
-        line += f"; the lower bound is {bound['end_to_end_s']:,.0f} s"
-    return line + _routed_verdict(rows, mine)
-
-
-def _against(mine: dict, other: dict, key: str) -> str:
-    """``N% faster than NAME (T s)``: asp's row against ``other`` by ``key``."""
-    change = 1.0 - mine[key] / other[key]
-    return f"{abs(change):.1%} {'faster' if change >= 0 else 'slower'} than {other['arrangement']} ({other[key]:,.0f} s)"
-
-
-def _routed_verdict(rows: list[dict], mine: dict) -> str:
-    """For a schedule made for another router (`--router`): asp against the fastest row as that router routes, and
-    against the file's own order, slime's default (a slime newcomer's file order beat asp's plan there, which only
-    the table's `dataset-order` row showed, while the line above judged the simulator's routing)."""
-    from asp_cli.bench.compare import ASP, ASP_PINNED, ASP_TRUE, LOWER_BOUND
-
-    key = "verl_routed_end_to_end_s"
-    router = mine.get("routed_by")
-    others = [r for r in rows if r.get(key) and r["arrangement"] not in (ASP, ASP_PINNED, ASP_TRUE, LOWER_BOUND)]
-    if not router or not mine.get(key) or not others:
-        return ""
-    name = {"cache-aware": "sglang-router (slime)", "round-robin": "AReaL"}.get(router, router)
-
-    def against(other: dict) -> str:
-        return _against(mine, other, key)
-
-    fastest = min(others, key=lambda r: r[key])
-    line = f"\n  as {name} routes, asp {mine[key]:,.0f} s: {against(fastest)}, the fastest row so routed"
-    own = next((r for r in others if r["arrangement"] == "dataset-order"), None)
-    if own is not None and own is not fastest:
-        line += f"; {against(own)}, the file's own order" + (" (slime's without --rollout-shuffle)"
-                                                             if router == "cache-aware" else "")
-    return line
 
 
 def _write_timeseries(series: dict, path: Path, *, replace: bool) -> None:
