@@ -51,3 +51,15 @@ def test_a_command_names_the_options_only(tmp_path):
     prompts.write_text('{"id": "a", "question": "What is 2+2?"}\n')
     result = CliRunner().invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s.parquet"), "--max-lag", "-1"])
     assert result.exit_code == 4 and "--max-lag must be" in result.output and "in Python" not in result.output
+
+
+@pytest.mark.parametrize("args, given", [(["schedule", "p.jsonl", "-o", "s.parquet", "--instances", "abc"], "'abc'"),
+                                         (["schedule", "p.jsonl", "-o", "s.parquet", "--seed", "1.5"], "'1.5'"),
+                                         (["probe", "p.jsonl", "-o", "probe.jsonl", "--fraction", "two"], "'two'")])
+def test_a_value_the_command_line_cannot_read_is_named(args, given):
+    """Typer reads numbers through Pydantic, whose message leaves the value out: "Input should be a valid integer,
+    unable to parse string as an integer" did not say which of two numbers it meant (a newcomer's round)."""
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"Error: Invalid value for '{args[-2]}'") and last.count(given) == 1, last

@@ -8,12 +8,32 @@ signal handlers before this module (Typer, every command group) imports.
 from __future__ import annotations
 
 import typer
+from typer.core import TyperGroup
 
 from asp_cli import __version__
 from asp_cli.cli.common import set_traceback
 
+
+class _Commands(TyperGroup):
+    """asp's commands: an option value Typer could not read is named in its message. Typer (0.16 on) reads numbers
+    through Pydantic, whose message leaves the value out ("Invalid value for '--instances' / '-k': Input should be
+    a valid integer, unable to parse string as an integer": a newcomer could not tell which of two numbers it
+    meant); the value is the Pydantic error's own ``input``."""
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as exc:
+            errors = getattr(exc.__cause__, "errors", None)
+            given = errors()[0].get("input") if callable(errors) and errors() else None
+            if isinstance(given, str) and repr(given) not in exc.message:
+                exc.message = f"{exc.message.rstrip('.')} (got {given!r})"
+            raise
+
+
 app = typer.Typer(
     name="asp",
+    cls=_Commands,
     help="Adaptive Scheduling Pipeline: offline rollout schedules for LLM RL training.",
     # Exit codes where a pipeline author looks first (a newcomer's round): `asp_cli.errors.ExitCode`.
     epilog="Exit codes: 0 ok, 1 a --check broken (or asp calibrate's fit worse than its base), 2 bad command line, 3 bad input file, 4 bad settings, 5 predictor "
