@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
@@ -70,6 +70,9 @@ class Schedule:
     frame: pl.DataFrame
     metadata: dict[str, Any]
     path: Path | None = None
+    # Whether `read_schedule` checked these very rows; a copy with other rows (`dataclasses.replace`) is checked
+    # again where a command takes it (`schedule_of`).
+    checked: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -463,14 +466,30 @@ def schedule_of(value: object, what: str = "the schedule") -> Schedule:
     import os
 
     if isinstance(value, Schedule):
+        if not value.checked:
+            _check_in_memory(value.frame, value.metadata, value.path)
         return value
     frame, metadata = getattr(value, "frame", None), getattr(value, "metadata", None)
     if isinstance(frame, pl.DataFrame) and isinstance(metadata, dict) and "settings" in metadata:
+        _check_in_memory(frame, metadata, getattr(value, "output", None))
         return Schedule(frame.sort("seq"), {"format": FORMAT_NAME, **metadata}, getattr(value, "output", None))
     if not isinstance(value, (str, os.PathLike)):
         raise SettingsError(f"{what} must be a schedule file's path, or a schedule made in memory (asp_cli.schedule's "
                             f"result), not {type(value).__name__}")
     return read_schedule(value)
+
+
+def _check_in_memory(frame: pl.DataFrame, metadata: dict[str, Any], path: Path | None) -> None:
+    """The checks a schedule file gets when it is read, for one a library user holds in memory (or changed after
+    reading it): a frame concatenated with itself was exported with every prompt twice, and a dropped column ended
+    in a Polars error (a hostile-input round)."""
+    from asp_cli.costmodel import check_recorded_preset
+
+    where = f"{path} (as changed in memory)" if path else "the schedule in memory"
+    _check_settings(metadata, where)  # type: ignore[arg-type]
+    validate_frame(frame, where=where)
+    check_epochs(frame, metadata.get("settings") or {}, where=where)
+    check_recorded_preset(metadata.get("preset"), where)
 
 
 def read_schedule(path: str | Path) -> Schedule:
@@ -555,7 +574,9 @@ def read_schedule(path: str | Path) -> Schedule:
     from asp_cli.costmodel import check_recorded_preset
 
     check_recorded_preset(metadata.get("preset"), str(path))
-    return Schedule(frame=frame.sort("seq"), metadata=metadata, path=path)
+    read = Schedule(frame=frame.sort("seq"), metadata=metadata, path=path)
+    object.__setattr__(read, "checked", True)  # frozen: set once, here
+    return read
 
 
 # The schedule's provenance: options that change where or how output goes, never the schedule, are not recorded.

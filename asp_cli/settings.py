@@ -82,8 +82,12 @@ VERL_PLANNED_TRAINERS: tuple[str, ...] = ("fully-async", "colocate-async", "sepa
 # "least-pending" (verl's balancer: each sample to the server with the fewest requests in flight, so a group's
 # samples spread over the servers) or "cache-aware" (sglang-router's default policy, slime's: a group's samples
 # share their prompt and follow the first to its server; `asp_cli.sim.submit_all.cache_aware_server`) or
-# "round-robin" (AReaL's: each sample to the next server in turn, whatever its load).
-ROUTERS: tuple[str, ...] = ("least-pending", "cache-aware", "round-robin")
+# "round-robin" (AReaL's: each sample to the next server in turn, whatever its load) or "group-round-robin"
+# (OpenRLHF's: each prompt's samples together, a rollout batch's prompts dealt to the engines in turn).
+ROUTERS: tuple[str, ...] = ("least-pending", "cache-aware", "round-robin", "group-round-robin")
+# The routers of trainers that train each rollout batch whole as one step and generate the next one while it trains
+# (`one_step_off`): slime's train_async.py behind sglang-router, and OpenRLHF's --train.async_enable.
+ONE_STEP_OFF_ROUTERS: tuple[str, ...] = ("cache-aware", "group-round-robin")
 STEP_LAYOUTS: tuple[str, ...] = ("batches", "finish")  # `ScheduleSettings.step_layout`
 # How a schedule's minibatches were cut against the KV budget (its metadata's `arrangement.kv_budget`, and what
 # the baselines in its sizes are cut by): a group's share of the peak, whole groups, or padded (static).
@@ -155,11 +159,14 @@ def check_plan_with(value: object) -> None:
 
 
 def one_step_off(router: str | None, max_lag: int | float | None, trainer: str) -> bool:
-    """Whether a replay with these settings is slime's `train_async.py` (slime v0.3.1, lines 32-70): rollout k+1
-    generated through sglang-router (``router`` cache-aware) while the trainer trains on rollout k (``max_lag`` 1,
-    each step's own groups: ``trainer`` schedule), the next rollout started once both are done and the weights
-    synced (`asp_cli.sim.submit_all.one_step_off_end_to_end_s`)."""
-    return router == "cache-aware" and max_lag == 1 and trainer == "schedule"
+    """Whether a replay with these settings is slime's `train_async.py` (slime v0.3.1, lines 32-70) or OpenRLHF's
+    asynchronous trainer (0.11.2, `--train.async_enable` with its default `--train.async_queue_size 1`:
+    `openrlhf/trainer/ppo_trainer_async.py`, a generator actor that takes a queue slot, generates a whole batch and
+    queues it, the trainer returning the slot as it takes a batch): rollout k+1 generated (through sglang-router,
+    ``router`` cache-aware, or OpenRLHF's deal, group-round-robin) while the trainer trains on rollout k
+    (``max_lag`` 1, each step's own groups: ``trainer`` schedule), the next rollout started once both are done
+    and the weights synced (`asp_cli.sim.submit_all.one_step_off_end_to_end_s`)."""
+    return router in ONE_STEP_OFF_ROUTERS and max_lag == 1 and trainer == "schedule"
 
 
 @named_in_python()
@@ -247,8 +254,9 @@ class ScheduleSettings:
         if self.step_layout is not None and self.step_layout not in STEP_LAYOUTS:
             raise SettingsError(f"step_layout must be one of {', '.join(STEP_LAYOUTS)} (got {self.step_layout!r})")
         if self.step_layout is not None and not self.slime_async:  # recorded, and meant nothing (a hostile round)
-            raise SettingsError(f"step_layout lays out the rollouts of slime's train_async.py (--engine streaming "
-                                f"--router cache-aware --max-lag 1 --trainer schedule), which these settings are not "
+            raise SettingsError(f"step_layout lays out the rollouts of slime's train_async.py or OpenRLHF's "
+                                f"asynchronous trainer (--engine streaming --router cache-aware or group-round-robin "
+                                f"--max-lag 1 --trainer schedule), which these settings are not "
                                 f"(got step_layout={self.step_layout!r}): leave it out")
         if self.engine not in ENGINES:
             raise SettingsError(f"--engine must be one of {', '.join(ENGINES)} (got {self.engine!r})")
@@ -322,6 +330,12 @@ class ScheduleSettings:
             raise SettingsError(f"--router {self.router} places each request where that router puts it, while "
                                 "--dispatch planned keeps it to its planned instance (asp's router plug-in for verl): "
                                 "drop one")
+        if self.router == "group-round-robin" and not (self.max_lag == 0 or self.slime_async):
+            raise SettingsError("--router group-round-robin is OpenRLHF's deal, whose trainer trains each rollout batch "
+                                "whole as one step: --max-lag 0 (synchronous, its default) or --max-lag 1 --trainer "
+                                "schedule (--train.async_enable with its default --train.async_queue_size 1); a "
+                                f"larger queue is not modelled (got --max-lag {self.max_lag}"
+                                + (f" --trainer {self.trainer}" if self.max_lag == 1 else "") + ")")
         if self.router != "least-pending" and self.verl_trainer is not None:
             raise SettingsError(f"--verl-trainer {self.verl_trainer} is one of verl's trainers, which route through "
                                 f"verl's balancer (--router least-pending): drop --router {self.router}, or "
@@ -344,7 +358,8 @@ class ScheduleSettings:
 
     @property
     def slime_async(self) -> bool:
-        """Whether these settings describe slime's `train_async.py` (`one_step_off`) on servers."""
+        """Whether these settings describe slime's `train_async.py` or OpenRLHF's asynchronous trainer
+        (`one_step_off`) on servers."""
         return self.engine == "streaming" and one_step_off(self.router, self.max_lag, self.trainer)
 
     @property

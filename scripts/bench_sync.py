@@ -10,6 +10,7 @@ baselines, every row replayed with the trainer following the schedule's steps at
     python scripts/bench_sync.py --seeds 4 --mode verl --verl-trainer legacy   # verl's legacy trainer's cut
     python scripts/bench_sync.py --seeds 4 --mode slime   # as slime routes (sglang-router), about 20 minutes
     python scripts/bench_sync.py --seeds 4 --mode slime-async [--trainer-scale 0.25]   # slime's train_async.py
+    python scripts/bench_sync.py --seeds 4 --mode openrlhf[-async] [--trainer-scale 0.25]   # OpenRLHF 0.11.2
 
 Prints a Markdown table (docs/benchmarks.md, "Synchronous training on blocking engines" and "... on engines that
 refill"): per workload, each row's end-to-end time over the engine's reference (blocking: a shuffle in asp's
@@ -23,6 +24,9 @@ plug-in), each server refilling from its own queue; figures are over verl's defa
 `--mode slime-async` replays as slime's `train_async.py` runs (one step off the policy: each rollout generated
 while the step before trains, `asp_cli.sim.submit_all.one_step_off_end_to_end_s`), asp's plans made with
 `--max-lag 1 --trainer schedule`; `--trainer-scale` multiplies the training step's cost (0.25: rollout-bound).
+`--mode openrlhf` replays as OpenRLHF 0.11.2 rolls out a batch (each prompt's samples together, the batch's prompts
+dealt to the engines in turn: `--router group-round-robin`), synchronously; `--mode openrlhf-async` as its
+`--train.async_enable` runs (queue size 1: one step off, as slime's train_async.py).
 asp cuts each synchronous step either way, whichever its predictions say ends sooner: dealt into minibatches of
 balanced work, or cut consecutively longest first (`asp_cli.arrange.packing.cut_per_step`). `per-step, cut
 longest first` is the per-step plan as it was before 2026-12-04 (every step cut), `per-step, always dealt` as
@@ -94,6 +98,24 @@ SLIME_ROWS = (("shuffle", "least-pending", "cache-aware", "fcfs"),
               ("asp per-step", {"arrangement": "per-step"}, "cache-aware", "fcfs"))
 # --mode slime-async: the same rows (and the shuffle the reference), replayed as slime's train_async.py runs them.
 SLIME_ASYNC_ROWS = tuple(r for r in SLIME_ROWS if r[0] != "asp per-step")
+# --mode openrlhf: OpenRLHF 0.11.2's rollout (`_dispatch_prompts_to_vllm`): a batch's prompts dealt to the engines in
+# turn, each prompt's samples together, the generator waiting for the whole batch. Its default is a shuffle (its
+# prompt dataloader's hard-coded shuffle=True); asp's plans timed as verl routes (auto's default) or as OpenRLHF
+# deals (`--router group-round-robin`). --mode openrlhf-async: the same, one step off (--train.async_enable).
+_DEAL = "group-round-robin"
+OPENRLHF_ROWS = (("shuffle", "least-pending", _DEAL, "fcfs"),
+                 ("long-first sort", "long-first (least-pending)", _DEAL, "fcfs"),
+                 ("short-first sort", "short-first (least-pending)", _DEAL, "fcfs"),
+                 ("asp (auto)", {}, _DEAL, "fcfs"),
+                 ("asp (auto, --router group-round-robin)", {"router": _DEAL}, _DEAL, "fcfs"),
+                 ("asp (auto, --steps representative)", {"steps": "representative"}, _DEAL, "fcfs"),
+                 ("asp (auto, --steps representative, --router group-round-robin)",
+                  {"steps": "representative", "router": _DEAL}, _DEAL, "fcfs"))
+# Each mode's rows (`run_verl`) and the row whose step deviation the table shows beside the reference's.
+ROUTED_PLANS = {"slime": SLIME_ROWS, "slime-async": SLIME_ASYNC_ROWS, "openrlhf": OPENRLHF_ROWS,
+                "openrlhf-async": OPENRLHF_ROWS}
+STEADY_ROW = {"slime": "asp (auto, --steps representative, --router cache-aware)",
+              "openrlhf": "asp (auto, --steps representative, --router group-round-robin)"}
 
 
 def arranged(workload, settings, preset, kind: str | dict, cache: dict[str, tuple]) -> tuple:
@@ -166,7 +188,7 @@ def run_verl(names: tuple[str, ...], seeds: int, data: Path, chunking: str = "v1
 
 def verl_table(results: dict[str, dict[str, list[tuple[float, float]]]], plans: tuple = VERL_ROWS) -> str:
     steady = ("asp (auto, --steps representative)" if plans is VERL_ROWS
-              else "asp (auto, --steps representative, --router cache-aware)")
+              else STEADY_ROW["openrlhf" if plans is OPENRLHF_ROWS else "slime"])
     return _markdown(results, [r[0] for r in plans[1:]], plans[0][0], steady, f"{plans[0][0]} / representative")
 
 
@@ -251,12 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--mode", default="continuous",
-                        choices=("continuous", "static", "streaming", "verl", "slime", "slime-async"),
+                        choices=("continuous", "static", "streaming", "verl", "slime", "slime-async", "openrlhf",
+                                 "openrlhf-async"),
                         help="the engine: blocking continuous batching (vLLM offline generate()), padded (HF "
                         "generate), servers that refill freed slots (vLLM/SGLang servers: verl 0.7-0.9), those "
                         "servers with each train batch routed as verl 0.9.1 routes it, at submission, or as slime "
                         "v0.3.1 routes a rollout through sglang-router's cache_aware policy, synchronously or as its "
-                        "train_async.py runs (each rollout while the step before trains)")
+                        "train_async.py runs (each rollout while the step before trains), or as OpenRLHF 0.11.2 "
+                        "deals a batch to its engines, synchronously or with --train.async_enable")
     parser.add_argument("--trainer-scale", type=float, default=1.0,
                         help="with --mode verl, slime or slime-async: the training step's cost multiplied by this "
                         "(0.25: four times the trainer GPUs, rollout-bound)")
@@ -265,22 +289,23 @@ def main(argv: list[str] | None = None) -> int:
                         "(0.9's default: the prompts, each prompt's sessions started together) or the legacy one "
                         "(trainer.use_v1=False, and verl 0.7: the batch repeated n times)")
     args = parser.parse_args(argv)
-    if args.mode.startswith("slime") and args.verl_trainer != "v1":
-        parser.error("--verl-trainer is how verl cuts a batch; slime submits a rollout's groups in order: drop it")
+    if args.mode.startswith(("slime", "openrlhf")) and args.verl_trainer != "v1":
+        parser.error("--verl-trainer is how verl cuts a batch; slime and OpenRLHF submit a rollout's groups in "
+                     "order: drop it")
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
-    if args.trainer_scale != 1.0 and args.mode not in ("verl", "slime", "slime-async"):
-        parser.error("--trainer-scale is for --mode verl, slime or slime-async")
+    if args.trainer_scale != 1.0 and args.mode not in ("verl", *ROUTED_PLANS):
+        parser.error("--trainer-scale is for --mode verl, slime, slime-async, openrlhf or openrlhf-async")
     if not args.trainer_scale > 0:
         parser.error("--trainer-scale must be above 0")
     if not args.data.is_dir():
         print(f"{args.data}: no such folder; this benchmark reads ../shared/data (--data)", file=sys.stderr)
         return 3
     names = tuple(n for n in args.workloads.split(",") if n)
-    if args.mode in ("verl", "slime", "slime-async"):
-        plans = {"verl": VERL_ROWS, "slime": SLIME_ROWS}.get(args.mode, SLIME_ASYNC_ROWS)
+    if args.mode in ("verl", *ROUTED_PLANS):
+        plans = ROUTED_PLANS.get(args.mode, VERL_ROWS)
         print(verl_table(run_verl(names, args.seeds, args.data, args.verl_trainer, plans,
-                                  one_step_off=args.mode == "slime-async", trainer_scale=args.trainer_scale), plans))
+                                  one_step_off=args.mode.endswith("-async"), trainer_scale=args.trainer_scale), plans))
     else:
         print(table(run(names, args.seeds, args.data, args.mode), args.mode))
     return 0

@@ -50,7 +50,8 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     (warning,) = plan_warnings(arrange(prompt_frame(50), make_predictions(50), arrival), arrival)
     assert warning.startswith("the epoch's 50 prompts leave 18 rows past the last whole batch of 32: a trainer that "
                               "reads its rows in batches and drops a partial last one (verl's and AReaL's dataloaders; "
-                              "slime with --num-epoch) leaves those 18 prompts out; use a --train-batch-size that "
+                              "slime with --num-epoch) leaves those 18 prompts out (OpenRLHF trains them as a short step); use a "
+                              "--train-batch-size that "
                               "divides 50 (e.g.")
 
 

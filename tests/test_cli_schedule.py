@@ -526,7 +526,7 @@ def test_the_router_timed_with_is_recorded_replayed_by_simulate_and_refused_wher
     assert "as sglang-router (slime) routes, asp" in words and "the fastest row so routed" in words
     # Exported for slime, each batch keeps the simulated order (one chunk: slime submits a rollout in file order).
     exported = invoke("export", out, SAMPLE_PROMPTS, "-o", tmp_path / "o.jsonl", "--order", "train")
-    assert exported.exit_code == 0 and "laid out for 1 contiguous chunk, one per" in exported.stderr
+    assert exported.exit_code == 0 and "each batch in the schedule's own order, as one loop submits it" in exported.stderr
     rows = json.loads(invoke("simulate", out, "--compare", "--json").stdout)["comparison"]
     routed = [r for r in rows if r.get("verl_routed_end_to_end_s")]
     assert len(routed) > 10 and all(r.get("routed_by") == "cache-aware" for r in routed)
@@ -550,3 +550,33 @@ def test_the_router_timed_with_is_recorded_replayed_by_simulate_and_refused_wher
         refused = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "x.parquet", *bad)
         assert refused.exit_code == 4 and said in " ".join(refused.stderr.split()), (bad, refused.output)
         assert not (tmp_path / "x.parquet").exists()
+
+
+def test_openrlhfs_deal_is_timed_replayed_exported_and_refused_where_openrlhf_does_not_run(tmp_path):
+    """--router group-round-robin (OpenRLHF 0.11.2: a prompt's samples together, a batch's prompts dealt to the
+    engines in turn, its generator waiting for the whole batch): an OpenRLHF newcomer found its routing described as
+    least-pending and its asynchronous mode timed as overlapping batches, which OpenRLHF does not run."""
+    sync = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "orl0.parquet",
+                  "--engine", "streaming", "--max-lag", "0", "--trainer", "schedule", "--router", "group-round-robin")
+    assert sync.exit_code == 0, sync.output
+    assert "as OpenRLHF's synchronous trainer rolls out a batch" in " ".join(sync.stderr.split())
+    overlapped = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "orl1.parquet", "--force", "--engine",
+                        "streaming", "--max-lag", "1", "--trainer", "schedule", "--router", "group-round-robin",
+                        "--json")
+    assert overlapped.exit_code == 0, overlapped.output
+    choice = json.loads(overlapped.stdout)["arrangement"]
+    assert choice["timed_as"] == "openrlhf-async" and choice["router"] == "group-round-robin"
+    assert "as OpenRLHF's asynchronous trainer runs" in " ".join(overlapped.stderr.split())
+    words = " ".join(invoke("simulate", tmp_path / "orl1.parquet").output.split())
+    assert "as OpenRLHF routes" in words and "OpenRLHF's asynchronous trainer" in words
+    assert "the batch's prompts dealt to the engines in turn" in words
+    said = " ".join(invoke("export", tmp_path / "orl1.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "orl1.jsonl",
+                           "--force", "--order", "train").stderr.split())
+    assert "--train.async_enable --train.async_queue_size 1" in said and "--data.input_key prompt" in said
+    assert "each batch in the schedule's own order, as one loop submits it" in said
+    assert "--train.async_enable" not in " ".join(invoke(
+        "export", tmp_path / "orl0.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "orl0.jsonl", "--force", "--order", "train").stderr.split())
+    for lag, trainer in (("2", "schedule"), ("1", "arrival"), ("none", "schedule")):
+        refused = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "x.parquet", "--engine", "streaming",
+                         "--max-lag", lag, "--trainer", trainer, "--router", "group-round-robin")
+        assert refused.exit_code == 4 and "--router group-round-robin is OpenRLHF's deal" in refused.stderr, refused.output

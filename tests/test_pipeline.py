@@ -342,6 +342,37 @@ def test_a_schedule_kept_in_memory_is_taken_by_every_twin_that_takes_a_schedule(
         simulate_file(kept.frame)
 
 
+def test_a_schedule_changed_in_memory_is_checked_as_a_file_is(tmp_path):
+    """A hostile-input round: a schedule made in memory, its frame concatenated with itself, was exported with every
+    prompt twice, and a copy of a schedule read from disk with an instance past the plan's or without its prompt_id
+    went on (or ended in a Polars error); the checks a file gets when it is read now apply to both."""
+    import dataclasses
+
+    import polars as pl
+
+    from asp_cli import export, report_schedule, simulate_file
+    from asp_cli.errors import ScheduleFormatError
+    from asp_cli.schedule_format import read_schedule
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(40))
+    settings = ScheduleSettings(instances=2, train_batch_size=8, minibatch_size=4)
+    kept = schedule([prompts], None, settings=settings)
+    kept.frame = pl.concat([kept.frame, kept.frame])
+    with pytest.raises(ScheduleFormatError, match=r"^the schedule in memory: column 'seq' is not a permutation"):
+        export(kept, [prompts], tmp_path / "o.jsonl")
+    assert not (tmp_path / "o.jsonl").exists()
+    read = read_schedule(schedule([prompts], tmp_path / "s.parquet", settings=settings).output)
+    assert simulate_file(read).document["metrics"]  # read from disk: taken as checked
+    where = re.escape(f"{tmp_path / 's.parquet'} (as changed in memory): ")
+    for edit, said in ((pl.col("instance") + 9, "column 'instance' holds 9"),
+                       (pl.col("prompt_id").cast(pl.Categorical), "column 'prompt_id' is Categorical")):
+        changed = dataclasses.replace(read, frame=read.frame.with_columns(edit))
+        with pytest.raises(ScheduleFormatError, match=where + said):
+            report_schedule(changed)
+    with pytest.raises(ScheduleFormatError, match=where + "required column 'prompt_id' is missing"):
+        simulate_file(dataclasses.replace(read, frame=read.frame.drop("prompt_id")))
+
+
 def test_recorded_command_line_drops_output_placement():
     argv = ["asp", "schedule", "in.jsonl", "-o", "x.parquet", "--force", "--json", "--output=y", "--seed", "3"]
     assert recorded_command_line(argv) == ["asp", "schedule", "in.jsonl", "-o", "OUT", "--output=OUT", "--seed", "3"]

@@ -315,3 +315,47 @@ def test_a_comparisons_change_is_the_difference_of_the_values_shown():
     assert change_text("percent", shown_change(a, b, "percent")) == "+0.2%"
     assert change_text("seconds", shown_change(10.04, 10.06, "seconds")) == "+0.1"
     assert shown_change(0.0204, 0.0196, "percent") == 0.0  # both shown as 2.0%: the same
+
+
+ARRANGEMENT = {"setting": "auto", "chosen": "interleave", "engine": "continuous", "draws": 3, "evaluated_prompts": 300,
+               "kv_budget": "peak", "candidates": [{"name": "interleave", "kv_budget": "peak",
+                                                    "expected_end_to_end_s": 100.0},
+                                                   {"name": "shuffle", "kv_budget": "peak",
+                                                    "expected_end_to_end_s": 120.0}]}
+
+
+@pytest.mark.parametrize("edit, record", [
+    (lambda m: m["arrangement"].pop("candidates"), "arrangement"),  # the bulky list stripped with jq
+    (lambda m: m["arrangement"].pop("chosen"), "arrangement"),
+    (lambda m: m["arrangement"].update(candidates=["a"]), "arrangement"),
+    (lambda m: m["arrangement"]["candidates"][0].update(expected_end_to_end_s=None), "arrangement"),
+    (lambda m: m.update(command_line=[1, 2]), "command_line"),
+    (lambda m: m.update(inputs="x"), "inputs"),
+    (lambda m: m.update(predictor="x"), "predictor"),
+    (lambda m: m["predictor"].update(calibration="x"), "predictor.calibration"),
+])
+def test_an_informational_record_edited_out_of_shape_is_left_out_and_said(made, tmp_path, edit, record):
+    """A hostile-input round: `asp report` ended in an internal error (exit 70) on a schedule whose arrangement record
+    had lost a key, or whose command line was a list of numbers; the rows and settings were fine."""
+    import pyarrow.parquet as pq
+
+    from asp_cli.schedule_format import METADATA_KEY
+
+    folder, _ = made
+    table = pq.read_table(folder / "s.parquet")
+    metadata = json.loads(table.schema.metadata[METADATA_KEY])
+    metadata["arrangement"] = json.loads(json.dumps(ARRANGEMENT))
+    intact = tmp_path / "intact.parquet"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata)}), intact)
+    assert report_schedule(intact).warnings == [] and "interleave" in report_schedule(intact).text()
+    edit(metadata)
+    edited = tmp_path / "edited.parquet"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata)}), edited)
+    result = report_schedule(edited)
+    assert result.warnings == [f"the schedule's metadata holds {record} not as asp wrote it (edited by hand?): left out "
+                               "of this report; its rows and settings are read as they are"]
+    assert result.report["provenance"]["damaged_metadata"] == [record]
+    assert result.text().startswith("asp report") and json.dumps(result.document)
+    from asp_cli.report.html import render_html
+
+    assert "<html" in render_html(result.report)

@@ -248,3 +248,21 @@ def test_round_robin_deals_each_request_to_the_next_server_in_turn():
     order = acquisition_order(3, 4, 1)
     server = route(order, routing="round-robin", instances=3, rng=np.random.default_rng(0), samples_per_prompt=4)
     assert server.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2]
+
+
+def test_group_round_robin_deals_each_prompt_whole_to_the_engines_in_turn():
+    """OpenRLHF 0.11.2's dispatch (`_dispatch_prompts_to_vllm`): one snapshot of unfinished requests, then each prompt
+    with its n samples to the least loaded engine counting what the batch gave it; every batch starts on idle
+    engines, so the j-th prompt goes to engine j mod k (not each sample in turn, as AReaL deals)."""
+    order = acquisition_order(5, 2, 1)
+    server = route(order, routing="group-round-robin", instances=3, rng=np.random.default_rng(0), samples_per_prompt=2)
+    assert server.tolist() == [0, 0, 1, 1, 2, 2, 0, 0, 1, 1]
+    preset = load_preset("h100-qwen2.5-7b")
+    lengths = np.array([[900, 900], [10, 10], [10, 10], [900, 900]])
+    # Dealt in turn, the two long prompts share engine 0 of 3 (positions 0 and 3): the step waits for them both.
+    dealt = replay_submit_all(preset, instances=3, train_batch_size=4, response_tokens=lengths,
+                              prompt_tokens=np.full(4, 50), routing="group-round-robin")
+    assert dealt.requests_per_server[0].tolist() == [4, 2, 2]
+    apart = replay_submit_all(preset, instances=3, train_batch_size=4, response_tokens=lengths[[0, 1, 3, 2]],
+                              prompt_tokens=np.full(4, 50), routing="group-round-robin")
+    assert apart.rollout_s[0] < dealt.rollout_s[0]  # the order in the batch places the work: asp's plan is its layout

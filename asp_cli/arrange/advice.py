@@ -89,7 +89,8 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
              f"the epoch's {prompts:,} prompts leave {prompts % size:,} rows past the last whole batch of {size}: a "
              "trainer that reads its rows in batches")
             + f" and drops a partial last one (verl's and AReaL's dataloaders; slime with --num-epoch) leaves those "
-            f"{prompts % size:,} prompts out; use a --train-batch-size that divides {prompts:,}"
+            f"{prompts % size:,} prompts out (OpenRLHF trains them as a short step); use a --train-batch-size that "
+            f"divides {prompts:,}"
             + dividing_example(prompts, size))
     elif settings.epochs > 1 and prompts > size and prompts % size:
         # Steps that run across the epochs (a trainer that takes groups as they finish): no step is short, but a

@@ -74,7 +74,8 @@ def _same_plan(candidate: dict[str, Any], before: list[dict[str, Any]]) -> str:
     return f" (the same plan as {same})" if same else ""
 
 
-# What each rollout holds in a plan for slime's train_async.py (`ArrangementChoice.step_layout`).
+# What each rollout holds in a plan for slime's train_async.py or OpenRLHF's asynchronous trainer
+# (`ArrangementChoice.step_layout`).
 _LAYOUT_WORDS = {"batches": "one consecutive train batch of the order",
                  "finish": "the groups expected to finish in its step under the lag bound, long ones spread over "
                            "the rollouts"}
@@ -89,11 +90,18 @@ def _timed_words(choice: dict) -> str:
     if router == "cache-aware" and timed == "verl":
         return (" as slime's rollout runs a synchronous step through sglang-router's cache_aware policy (--router "
                 "cache-aware: every sample at submission, a group's samples on one server)")
-    if timed == "slime-async":
+    if router == "group-round-robin" and timed == "verl":
+        return (" as OpenRLHF's synchronous trainer rolls out a batch (--router group-round-robin: a prompt's samples "
+                "together, the batch's prompts dealt to the engines in turn)")
+    if timed in ("slime-async", "openrlhf-async"):
         other = choice.get("other_layout") or {}
-        return (" as slime's train_async.py runs through sglang-router's cache_aware policy (--router cache-aware "
-                "--max-lag 1 --trainer schedule: each rollout generated while the step before trains, a group's "
-                "samples on one server), each rollout " + _LAYOUT_WORDS.get(choice.get("step_layout"), "")
+        how = ("slime's train_async.py runs through sglang-router's cache_aware policy (--router cache-aware "
+               "--max-lag 1 --trainer schedule: each rollout generated while the step before trains, a group's "
+               "samples on one server)" if timed == "slime-async" else
+               "OpenRLHF's asynchronous trainer runs (--router group-round-robin --max-lag 1 --trainer schedule: "
+               "--train.async_enable, each rollout batch generated while the step before trains, a prompt's samples "
+               "together, the batch's prompts dealt to the engines in turn)")
+        return (f" as {how}, each rollout " + _LAYOUT_WORDS.get(choice.get("step_layout"), "")
                 + (f" (laid out the other way, each rollout {_LAYOUT_WORDS[other['step_layout']]}, its best, "
                    f"{other['name']}, {other['expected_end_to_end_s']:,.0f} s):" if other.get("step_layout") in
                    _LAYOUT_WORDS and other.get("expected_end_to_end_s") else ":"))

@@ -147,7 +147,8 @@ class ArrangementChoice:
     representative_alternative: dict[str, Any] = field(default_factory=dict)
     # How the candidates on servers were timed: "verl", a synchronous plan, as verl routes a step
     # (`asp_cli.sim.submit_all`); "slime-async", so with each step's rollout while the step before trains (slime's
-    # train_async.py); "verl-async", as verl's asynchronous trainers route (`asp_cli.sim.verl_async`);
+    # train_async.py; "openrlhf-async" for OpenRLHF's asynchronous trainer); "verl-async", as verl's asynchronous
+    # trainers route (`asp_cli.sim.verl_async`);
     # "" (and left out of the document): the simulator's own replay.
     timed_as: str = ""
     # With "verl-async": the prompts in flight per server it was timed with (`ScheduleSettings.prompts_per_server`);
@@ -156,9 +157,10 @@ class ArrangementChoice:
     # With "verl-async": the v1 mode of verl's main_ppo it was timed as (`ScheduleSettings.verl_trainer`,
     # colocate-async or separate-async); "" (and left out of the document): the fully asynchronous trainer.
     verl_trainer: str = ""
-    # "cache-aware", "round-robin": timed as that router routes (`ScheduleSettings.router`); "": verl's balancer.
+    # "cache-aware", "round-robin", "group-round-robin": timed as that router routes (`ScheduleSettings.router`);
+    # "": verl's balancer.
     router: str = ""
-    # With "slime-async": what each rollout holds (`ScheduleSettings.step_layout`), and the pick of the other layout,
+    # With "slime-async" or "openrlhf-async": what each rollout holds (`ScheduleSettings.step_layout`), and the pick of the other layout,
     # judged too (`name`, `step_layout`, `expected_end_to_end_s`); "" and {} (left out of the document) otherwise.
     step_layout: str = ""
     other_layout: dict[str, Any] = field(default_factory=dict)
@@ -385,7 +387,8 @@ def choose_arrangement(
     verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
     v1_replay = {"v1_mode": v1.replace("-", "_") or None}
     # `--router` cache-aware (slime's) keeps a group's samples on one server, round-robin (AReaL's) deals them in
-    # turn, where verl's balancer (None) sends each to the least loaded: timed so (docs/benchmarks.md).
+    # turn, group-round-robin (OpenRLHF's) deals whole groups in turn, where verl's balancer (None) sends each to the
+    # least loaded: timed so (docs/benchmarks.md).
     routing = settings.other_router
     # There the draws are heavy-tailed and repeated: see `SAMPLE_TAIL_DF`.
     repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if verl_async
@@ -595,7 +598,8 @@ def choose_arrangement(
                              representative_alternative=alternative,
                              refused=[n for n in candidates_for(settings.engine)
                                       if n not in {r["name"] for r in results}],
-                             timed_as=("slime-async" if settings.slime_async else "verl" if verl_routed
+                             timed_as=(("openrlhf-async" if routing == "group-round-robin" else "slime-async")
+                                       if settings.slime_async else "verl" if verl_routed
                                        else "verl-async" if verl_async else ""),
                              prompts_per_server=settings.prompts_per_server or 0 if verl_async else 0,
                              verl_trainer=v1, router=routing or "", step_layout=settings.step_layout or "")

@@ -322,7 +322,7 @@ def format_table(rows: list[dict], *, markdown: bool = True, compact: bool = Fal
                                if any(r.get("static_batches") for r in rows) else ())
     if any(r.get("verl_routed_end_to_end_s") for r in rows):  # on servers: each row as verl routes it, too
         routed = next((r["routed_by"] for r in rows if r.get("routed_by")), None)  # `--router`
-        by = {"cache-aware": "sglang", "round-robin": "AReaL"}.get(routed, "verl")
+        by = {"cache-aware": "sglang", "round-robin": "AReaL", "group-round-robin": "OpenRLHF"}.get(routed, "verl")
         columns = (*columns[:5], ("verl_routed_end_to_end_s", f"as {by} s", "{:,.0f}"),
                    ("verl_routed_ratio_to_verl_default", f"vs verl, as {by}", "{:.3f}"), *columns[5:])
     if compact:

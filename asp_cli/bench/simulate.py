@@ -168,10 +168,11 @@ def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instance
     does (`asp_cli.sim.submit_all.replay_frame`: the rollout summed over the steps), otherwise as its fully
     asynchronous one does (`asp_cli.sim.verl_async.replay_async_frame`: the rollout's last finish), its rollouter
     keeping ``prompts_per_server`` prompts per server in flight (None: as many as the servers' slots hold); with
-    ``router`` ``cache-aware`` or ``round-robin`` (the schedule's `--router`), each request placed as
-    sglang-router's cache_aware policy (slime's) or AReaL's round-robin places it, recorded as ``routed_by``; at
-    ``max_lag`` 1 with cache-aware and a ``trainer`` that follows the schedule, as slime's train_async.py runs
-    (`asp_cli.settings.one_step_off`: each rollout while the step before trains), recorded as ``one_step_off``."""
+    ``router`` ``cache-aware``, ``round-robin`` or ``group-round-robin`` (the schedule's `--router`), each request
+    placed as sglang-router's cache_aware policy (slime's), AReaL's round-robin or OpenRLHF's deal places it, recorded
+    as ``routed_by``; at ``max_lag`` 1 with cache-aware or group-round-robin and a ``trainer`` that follows the
+    schedule, as slime's train_async.py or OpenRLHF's asynchronous trainer runs (`asp_cli.settings.one_step_off`:
+    each rollout while the step before trains), recorded as ``one_step_off``."""
     from asp_cli.settings import one_step_off
 
     routing = router if router not in (None, "least-pending") else None

@@ -51,7 +51,8 @@ def routed_verdict(rows: list[dict], mine: dict) -> str:
     others = [r for r in rows if r.get(key) and r["arrangement"] not in (ASP, ASP_PINNED, ASP_TRUE, LOWER_BOUND)]
     if not router or not mine.get(key) or not others:
         return ""
-    name = {"cache-aware": "sglang-router (slime)", "round-robin": "AReaL"}.get(router, router)
+    name = {"cache-aware": "sglang-router (slime)", "round-robin": "AReaL",
+            "group-round-robin": "OpenRLHF"}.get(router, router)
 
     def against(other: dict) -> str:
         return _against(mine, other, key)

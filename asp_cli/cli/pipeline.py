@@ -52,7 +52,10 @@ def export_command(
                 + f"; {summary['full_batches']:,} batches of "
                 f"{summary['train_batch_size']}" + (f" + {summary['trailing_rows']} rows" if summary["trailing_rows"] else "")
             )
-            if "workers" in summary:
+            if summary.get("workers") == 1 and format != "verl":  # slime and OpenRLHF submit a batch from one loop
+                say("  each batch in the schedule's own order, as one loop submits it (slime's rollout, OpenRLHF's "
+                    "deal to its engines in turn)")
+            elif "workers" in summary:
                 how = (f"{summary['workers']} workers ({summary['chunking']} chunking)" if format == "verl" else
                        f"{summary['workers']} contiguous chunk{'s' if summary['workers'] != 1 else ''}, one per "
                        "rollout worker")
@@ -65,7 +68,7 @@ def export_command(
                 say(f"  set in verl {summary['verl_version']}{trainer_name}: "
                     + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
             elif format == "jsonl":
-                say(_file_order_settings(summary, result.order))
+                say(_file_order_settings({**summary, "output": str(output)}, result.order))
         for warning in result.warnings:  # under --quiet too (a CI log kept none)
             say(f"Warning: {warning}")
         if json_output:  # the settings also as the command line's words, ready for a launcher (a pipeline's ask)
@@ -112,8 +115,16 @@ def _file_order_settings(summary: dict, order: str) -> str:
                                "; train_async.py, each rollout generated while the step before trains, as the schedule "
                                "was timed" if summary.get("schedule_router") == "cache-aware" and lag == 1 and steps
                                else ""),
-        f"    OpenRLHF: --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}, its dataloader's hard-coded "
-        "shuffle patched off or asp's ScheduleSampler (docs/integrations.md)",
+        f"    OpenRLHF: --data.prompt_dataset {summary.get('output', 'FILE')}"
+        + (f" --data.input_key {summary['prompt_column']}" if summary.get("prompt_column") else "")
+        + f" --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}"
+        + (" --train.async_enable --train.async_queue_size 1" if lag == 1 and steps else
+           " (synchronous, its default)" if lag == 0 else
+           " (the schedule's --max-lag is no lag OpenRLHF runs: it is synchronous, --max-lag 0, or with "
+           "--train.async_enable one batch ahead, --max-lag 1 --trainer schedule)")
+        + ", its dataloader's hard-coded shuffle patched off or asp's ScheduleSampler (docs/integrations.md)"
+        + ("; the schedule was timed for another router: make it with --router group-round-robin (OpenRLHF's deal)"
+           if summary.get("schedule_router") not in (None, "group-round-robin") else ""),
         f"    AReaL: train_dataset.shuffle=false train_dataset.batch_size={g} gconfig.n_samples={n}"
         + (f" rollout.max_head_offpolicyness={lag}" if isinstance(lag, int) else
            " (the schedule has no lag bound; AReaL always has one, 0 by default: make the schedule with --max-lag "

@@ -174,12 +174,17 @@ def _released(m: dict, document: dict) -> str:
 
 
 def _routed_line(m: dict, document: dict) -> str:
-    """The replay as verl 0.9 routes it (or, for a schedule made with --router cache-aware, as sglang-router does:
-    slime's), in one line."""
+    """The replay as verl 0.9 routes it (or, for a schedule made with another --router, as that router does: slime's
+    sglang-router, AReaL's round-robin, OpenRLHF's deal), in one line."""
     overlapped = bool(m.get("one_step_off"))  # slime's train_async.py: by rollout, as a synchronous step
     synchronous = document.get("max_lag") == 0 or overlapped
     slime, areal = m.get("routed_by") == "cache-aware", m.get("routed_by") == "round-robin"
-    how = (("slime's train_async.py through sglang-router's cache_aware policy (the schedule's --router, --max-lag 1 "
+    openrlhf = m.get("routed_by") == "group-round-robin"
+    how = (("OpenRLHF's asynchronous trainer (the schedule's --router, --max-lag 1 and --trainer schedule): each "
+            "rollout batch generated while the step before trains, " if overlapped else
+            "OpenRLHF's synchronous trainer (the schedule's --router): a rollout batch, then its training, ")
+           + "a prompt's samples together, the batch's prompts dealt to the engines in turn, " if openrlhf else
+           (("slime's train_async.py through sglang-router's cache_aware policy (the schedule's --router, --max-lag 1 "
             "and --trainer schedule): each rollout generated while the step before trains, every sample a request, "
             "a rollout's groups submitted in order, " if overlapped else
             "slime's synchronous rollout through sglang-router's cache_aware policy (the schedule's --router): every "
@@ -194,12 +199,13 @@ def _routed_line(m: dict, document: dict) -> str:
             "verl 0.9's fully asynchronous trainer: a prompt started as a slot frees ("
             + (f"{m['verl_prompts_per_server']} per server" if "verl_prompts_per_server" in m else
                "as many as the servers' slots hold")
-            + "), each of its samples routed as it starts (the v1 trainer's asynchronous modes: the next line), "))
-    where = ("each group's samples on the server its first went to" if slime else
+            + "), each of its samples routed as it starts (the v1 trainer's asynchronous modes: the next line), ")))
+    where = ("each group's samples on one engine" if openrlhf else
+             "each group's samples on the server its first went to" if slime else
              "each group's samples dealt over the servers" if areal else
              "each group kept to its planned instance by asp's router plug-in" if document["dispatch"] == "planned"
              else "each group's samples spread over the servers")
-    label = f"as {'sglang' if slime else 'AReaL' if areal else 'verl'} routes"
+    label = f"as {'sglang' if slime else 'AReaL' if areal else 'OpenRLHF' if openrlhf else 'verl'} routes"
     return (f"  {label:<17}{m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
             f"{m['verl_routed_rollout_s']:,.1f} s"
             + (" summed over its steps (the training " + ("beside" if overlapped else "between") + " them left out)"

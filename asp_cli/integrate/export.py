@@ -181,9 +181,9 @@ def export(
     verl_version = check_options(format, order, workers, verl_version, prefix, route, metadata_key, verl_trainer)
     if workers is None and format == "verl":
         workers = VERL_AGENT_WORKERS
-    elif workers is None and replay.schedule.recorded_settings.router == "cache-aware":
+    elif workers is None and replay.schedule.recorded_settings.router in ("cache-aware", "group-round-robin"):
         workers = 1  # slime submits a rollout's rows in file order (its order, as `asp simulate` replays it: a slime
-        # newcomer's --order train had 8 chunks)
+        # newcomer's --order train had 8 chunks), and OpenRLHF deals them to its engines in that order
     datasets = paths_of(datasets)
     if not datasets:
         raise InputError("no dataset given; name the prompt file(s) the schedule was made from")
@@ -588,8 +588,7 @@ def _facts(
         summary["verl_trainer"] = verl_trainer
         trainer = ppo_settings(replay.schedule.recorded_settings, size, workers if order == "train" else None,
                                route=route, epoch=epoch, steps=full, epochs=len(replay.epochs), notes=notes,
-                               from_history=bool(((replay.schedule.metadata.get("predictor") or {}).get("calibration")
-                                                  or {}).get("prompts_seen")),
+                               from_history=_calibrated_by_history(replay.schedule.metadata),
                                command_line=replay.schedule.metadata.get("command_line"),
                                mini_batch=size // sync_steps(size) if verl_trainer == "separate-async"
                                else None)
@@ -685,3 +684,12 @@ def _facts(
             "drop_last drops them"
         )
     return summary, trainer, notes
+
+
+def _calibrated_by_history(metadata: dict[str, Any]) -> bool:
+    """Whether the schedule's predictions were calibrated by observed lengths (its metadata's
+    ``predictor.calibration.prompts_seen``); a record edited out of shape says no (it ended in an internal error: a
+    hostile-input round)."""
+    predictor = metadata.get("predictor")
+    calibration = predictor.get("calibration") if isinstance(predictor, dict) else None
+    return isinstance(calibration, dict) and bool(calibration.get("prompts_seen"))

@@ -180,7 +180,7 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
 
 def _provenance(meta: dict[str, Any]) -> dict[str, Any]:
     preset = meta.get("preset") or {}
-    command = meta.get("command_line")
+    command, inputs, predictor, arrangement, damaged = _readable_records(meta)
     return {
         "asp_version": meta.get("asp_version"),
         "created_by": meta.get("created_by"),
@@ -188,11 +188,50 @@ def _provenance(meta: dict[str, Any]) -> dict[str, Any]:
         "settings": meta.get("settings", {}),
         "preset": {"name": preset.get("name"), "description": preset.get("description")} if preset else None,
         "max_tokens_per_minibatch_used": meta.get("max_tokens_per_minibatch_used"),
-        "inputs": meta.get("inputs", []),
+        "inputs": inputs,
         "input_fingerprint": meta.get("input_fingerprint"),
-        "predictor": meta.get("predictor"),
-        "arrangement": meta.get("arrangement"),
+        "predictor": predictor,
+        "arrangement": arrangement,
+        **({"damaged_metadata": damaged} if damaged else {}),
     }
+
+
+def _readable_records(meta: dict[str, Any]) -> tuple[Any, list, dict | None, dict | None, list[str]]:
+    """The schedule's informational records (its command line, inputs, predictor and arrangement) where they read as
+    asp wrote them, and the names of those that do not, left out: a hand edit (the bulky candidate list stripped with
+    jq, a list of numbers for the command line) ended `asp report` in an internal error (a hostile-input round). Each
+    is only said; the rows and the settings, which the report is of, were checked when the schedule was read."""
+    from asp_cli.arrange.choice_summary import arrangement_line
+    from asp_cli.predict.calibration_text import calibration_lines
+
+    damaged = []
+    command = meta.get("command_line")
+    if command is not None and not (isinstance(command, str) or (
+            isinstance(command, list) and all(isinstance(word, str) for word in command))):
+        command = damaged.append("command_line")
+    inputs = meta.get("inputs", [])
+    if not (isinstance(inputs, list) and all(isinstance(entry, dict) for entry in inputs)):
+        inputs = damaged.append("inputs") or []
+    predictor = meta.get("predictor")
+    if predictor is not None and not isinstance(predictor, dict):
+        predictor = damaged.append("predictor")
+    elif predictor and not _renders(calibration_lines, predictor.get("calibration") or {}):
+        damaged.append("predictor.calibration")
+        predictor = {key: value for key, value in predictor.items() if key != "calibration"}
+    arrangement = meta.get("arrangement")
+    if isinstance(arrangement, dict) and not _renders(arrangement_line, arrangement):
+        arrangement = damaged.append("arrangement")
+    return command, inputs, predictor, arrangement, damaged
+
+
+def _renders(line: Any, record: Any) -> bool:
+    """Whether ``line(record)`` renders an informational record; a record edited out of shape fails on the key or
+    type it lacks."""
+    try:
+        line(record)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return False
+    return True
 
 
 def _per_minibatch(frame: pl.DataFrame, timed: bool) -> pl.DataFrame:

@@ -93,6 +93,10 @@ def report_schedule(
         samples = _check_samples(samples, loaded, warnings)
         observed = observed_from_samples(samples, lengths)
     main = build_report(loaded, observed=observed, name=str(loaded.path) if same_name else None)
+    damaged = main["provenance"].get("damaged_metadata")
+    if damaged:
+        warnings.append(f"the schedule's metadata holds {', '.join(damaged)} not as asp wrote {'it' if len(damaged) == 1 else 'them'} "
+                        "(edited by hand?): left out of this report; its rows and settings are read as they are")
     overflow = padded_overflow(loaded)
     if overflow and overflow[0]:
         warnings.append(f"{overflow[0]:,} of {overflow[1]:,} minibatches hold more padded KV at the predicted lengths "

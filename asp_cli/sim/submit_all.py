@@ -40,7 +40,8 @@ from asp_cli.sim.records import SimulationSettings, Stats
 # fewest predicted tokens routed to it so far, or sglang-router's `cache_aware` policy, which slime launches by
 # default (each group's samples share their prompt, so they follow the first to its server: `route`), or AReaL's
 # round-robin (each sample its own request id, to the next server in turn, whatever its load).
-ROUTINGS = ("least-pending", "planned", "length-aware", "cache-aware", "round-robin")
+# group-round-robin (OpenRLHF 0.11.2's: a prompt's samples together, a batch's prompts dealt to the engines in turn).
+ROUTINGS = ("least-pending", "planned", "length-aware", "cache-aware", "round-robin", "group-round-robin")
 # sglang-router's cache_aware policy leaves its cache for the least-loaded server only where the loads (requests in
 # flight) differ by more than this many AND the largest is above the smallest times `CACHE_AWARE_BALANCE_REL`:
 # slime v0.3.1's settings of them (--router-balance-abs-threshold 10 and --router-balance-rel-threshold 1.2,
@@ -162,6 +163,11 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
     (positions ``p*n .. p*n+n-1``) sharing its text, ``prompts`` naming each position's prompt over the run
     (default: its group) and ``prompt_tokens`` its length (default 1). ``round-robin``:
     AReaL v1.0.4's default (`RemoteInfEngine.choose_server`, remote_inf_engine.py:700-715), the next server in turn.
+    ``group-round-robin``: OpenRLHF 0.11.2's (`SamplesGenerator._dispatch_prompts_to_vllm`,
+    openrlhf/trainer/ppo_utils/samples_generator.py:211-221): one snapshot of each engine's unfinished requests, then
+    the batch's prompts, each with its ``samples_per_prompt`` samples, to the least loaded engine by that count plus
+    what this batch gave it (ties: the lowest index); every rollout batch starts on idle engines (its generator waits
+    for the whole batch), so the j-th prompt of the batch goes to engine j mod ``instances``.
     """
     server = np.empty(order.size, dtype=np.int64)
     if routing == "least-pending":
@@ -182,6 +188,8 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
             heapq.heappush(heap, (load + float(predicted[p]), count + 1, k))
     elif routing == "round-robin":
         server[order] = np.arange(order.size, dtype=np.int64) % instances
+    elif routing == "group-round-robin":  # positions p*n .. p*n+n-1 are prompt p's samples
+        server[:] = (np.arange(order.size, dtype=np.int64) // max(samples_per_prompt, 1)) % instances
     elif routing == "cache-aware":
         router = router if router is not None else CacheAwareRouter(instances, rng)
         loads = [0] * instances  # nothing finishes while a step is submitted
@@ -280,7 +288,9 @@ def replay_submit_all(
         bounds = [0, *(np.flatnonzero(np.diff(steps)) + 1).tolist(), rows]
     # slime submits a rollout's groups in order from one loop (`generate_rollout_async` of slime v0.3.1), verl from
     # its agent-loop workers.
-    workers = workers if workers is not None else 1 if routing == "cache-aware" else VERL_AGENT_WORKERS
+    # OpenRLHF dispatches a batch from one loop too (`_dispatch_prompts_to_vllm`).
+    workers = workers if workers is not None else 1 if routing in ("cache-aware", "group-round-robin") \
+        else VERL_AGENT_WORKERS
     rollout, train, busy, counts = [], [], [], []
     router = CacheAwareRouter(instances, rng) if routing == "cache-aware" else None  # its cache lasts the run
     keys = np.arange(rows) if row_prompt is None else np.asarray(row_prompt)
