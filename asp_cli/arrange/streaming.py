@@ -14,9 +14,10 @@ the order and ``instance`` the queue. Orders (`STREAMING_ORDERS`):
 * ``shuffle``: a seeded shuffle (the equal-footing baselines' own permutation), each group to the instance
   with the least predicted work so far: replayed with free dispatch it is verl's least-pending router on a
   shuffled stream, with planned dispatch the length-aware router, row for row.
-* ``quick-start``: the shuffle, except that each epoch opens with its shortest train batch (shortest first):
-  rollout runs ahead of the trainer, which waits for its first full batch of groups before it can train at
-  all, so the pipeline fills sooner; every later step is the shuffle's, as representative. On the true lengths
+* ``quick-start``: a train batch of each epoch's shortest prompts first (shortest first), then the rest in the
+  shuffle's order: rollout runs ahead of the trainer, which waits for its first full batch of groups before it
+  can train at all, so the pipeline fills sooner; every later step is a shuffle of the rest, whose mean length
+  is above the epoch's by what the first batch took out (less representative than a shuffle's). On the true lengths
   it was the fastest candidate on the benchmark's realistic mixes under a lag bound (train batches of 256-512
   groups: 4 of 4 seeds on mix-k16-n16-b512, 3 of 4 on mix-k8-n8-b256), never on long reasoning alone, where
   the shortest batch is hardly shorter (docs/benchmarks.md, "How well auto chooses").
@@ -182,7 +183,7 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
     follows = settings.trainer == "schedule" and (name not in SORTS or synchronous)  # a sort: its arrival order
     # A shuffle's train batches (per-step), or in synchronous training any order's own consecutive batches: each
     # epoch's position // batch, fixed by the order alone. Under a lag bound a shuffle's own batches too (and
-    # quick-start's, a shuffle opened by its shortest batch): already representative, dispatched in step order;
+    # quick-start's, a batch of the shortest prompts, then the rest shuffled): about representative, dispatched in step order;
     # its steps stratified by predicted finish, or its predicted arrival order, made a trainer that follows them
     # wait for stragglers of lengths off their predictions (1.6-2.7x per-step's time in auto's draws, so the
     # summary's "faster than a shuffle" compared with no shuffle anyone runs).
