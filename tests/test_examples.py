@@ -93,3 +93,53 @@ def test_the_slime_hook_takes_a_list_and_asps_prefixed_id(slime_log, tmp_path):
     assert asyncio.run(module.reward_func(args, samples)) == [1.0, 1.0] and len(calls) == 2
     logged = [json.loads(line) for line in (tmp_path / "lengths.jsonl").read_text().splitlines()]
     assert logged == [{"prompt_id": "7", "response_tokens": 40, "truncated": False}]
+
+
+def test_the_openrlhf_hook_logs_each_response_and_returns_the_users_reward(tmp_path, monkeypatch):
+    """examples/openrlhf_length_log.py called as OpenRLHF 0.11.2 calls a reward function loaded from
+    ``--reward.remote_url``: in threads (``asyncio.to_thread``), with lists of one, the query decoded with its special
+    tokens. Its log, observed with a tokenizer that knows the end-of-sequence token, gives each response its exact
+    count, the end token included, with no note that it is one short (that is verl's dumps')."""
+    tokenizers = pytest.importorskip("tokenizers")
+    prompts = [{"id": f"q{i}", "prompt": f"question number {i} please"} for i in range(4)]
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    own = tmp_path / "my_reward.py"
+    own.write_text("def reward_func(queries, prompts, labels):\n"
+                   "    return {'rewards': [float(len(q)) for q in queries], 'scores': [1.0], 'extra_logs': {}}\n")
+    monkeypatch.setenv("ASP_REWARD_FUNC", str(own))
+    monkeypatch.setenv("ASP_LENGTH_LOG", str(tmp_path / "lengths.jsonl"))
+    spec = importlib.util.spec_from_file_location("reward_func", REPO / "examples" / "openrlhf_length_log.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # as OpenRLHF loads it (utils/agent.py:196-205)
+
+    async def rollout():
+        calls = []
+        for i, p in enumerate(prompts):  # the chat template applied, then the response with its end token
+            templated = f"<user> {p['prompt']} <assistant>"
+            for k in range(2):
+                query = templated + " word" * (i + 2 * k + 1) + (" </s>" if k == 0 else "")  # sample 1: at the cap
+                calls.append(asyncio.to_thread(module.reward_func, [query], [templated], [None]))
+        calls.append(asyncio.to_thread(module.reward_func, ["decoded otherwise"], ["<user> x"], [None]))
+        return await asyncio.gather(*calls)
+
+    results = asyncio.run(rollout())
+    assert results[0] == {"rewards": [float(len("<user> question number 0 please <assistant> word </s>"))],
+                          "scores": [1.0], "extra_logs": {}}
+    logged = [json.loads(line) for line in (tmp_path / "lengths.jsonl").read_text().splitlines()]
+    assert len(logged) == 8 and logged[0] == {"input": "<user> question number 0 please <assistant>",
+                                              "output": " word </s>"}
+    vocab = {"[UNK]": 0, "word": 1, "</s>": 2}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tokenizer.add_special_tokens(["</s>"])
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    observed = CliRunner().invoke(app, ["observe", str(tmp_path / "lengths.jsonl"), "-o", str(tmp_path / "h.parquet"),
+                                        "--dataset", str(dataset), "--tokenizer", str(tmp_path / "tokenizer.json"),
+                                        "--epoch", "0", "--json"])
+    assert observed.exit_code == 0, observed.output
+    assert json.loads(observed.stdout)["eos_short_lengths"] == 4  # the four cut at the cap hold no end token
+    import polars as pl
+
+    history = pl.read_parquet(tmp_path / "h.parquet").sort("prompt_id", "response_tokens")
+    assert history.rows() == [(f"q{i}", n, None, 0, "lengths.jsonl") for i in range(4) for n in (i + 2, i + 3)]

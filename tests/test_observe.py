@@ -687,3 +687,44 @@ def test_a_python_users_own_read_options_are_named_as_observe_names_them(tmp_pat
     log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p1", "response_tokens": 10}])
     with pytest.raises(InputError, match=r"no column 'uid' \(from --id-key\)"):
         observe([log], None, read=ReadOptions(length_id_key="uid"))
+
+
+def test_a_history_copied_joined_to_itself_or_cut_down_is_said_where_it_is_read(tmp_path):
+    """A hostile-input round: a history re-saved by Polars (asp's list of observed logs dropped) given beside itself,
+    one concatenated with itself (its metadata kept), and one cut to its first rows each planned without a word, the
+    first two with every sample counted twice; and `--append` into the cut one kept it cut ("already in the
+    history")."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    log, out = tmp_path / "gen.jsonl", tmp_path / "h.parquet"
+    write_jsonl(log, [{"prompt_id": f"p{i}", "response_tokens": 10 + i} for i in range(40)])
+    observe([log], out)
+    assert read_lengths([out])[1].notes == []
+    table = pq.read_table(out)
+    pl.read_parquet(out).write_parquet(tmp_path / "copy.parquet")
+    notes = read_lengths([out, tmp_path / "copy.parquet"])[1].notes
+    assert notes == [f"{tmp_path / 'copy.parquet'}: its rows name log gen.jsonl, as the rows of {out} do: if one is a "
+                     "copy of the other (a history re-saved by Polars or pandas, which drop asp's list of observed "
+                     "logs), each of those samples counts twice; give one of them"]
+    pq.write_table(pa.concat_tables([table, table]).replace_schema_metadata(table.schema.metadata), tmp_path / "2.parquet")
+    assert read_lengths([tmp_path / "2.parquet"])[1].notes == [
+        f"{tmp_path / '2.parquet'}: holds 80 samples of log gen.jsonl where its list of observed logs records 40: rows "
+        "repeated (the history joined to itself?) count twice; rebuild it with asp observe --force from the logs"]
+    cut = tmp_path / "cut.parquet"
+    pq.write_table(table.slice(0, 10).replace_schema_metadata(table.schema.metadata), cut)
+    assert "holds 10 samples of log gen.jsonl where its list of observed logs records 40: rows left out" in \
+        read_lengths([cut])[1].notes[0]
+    again = observe([log], cut, append=True)
+    assert again.warnings == [f"{log}: already in the history (same bytes); not added again, though the history holds "
+                              "10 of the 40 samples it took from it (cut down or filtered since?): rebuild the history "
+                              "with --force from every log"]
+
+
+def test_samples_left_out_as_unknown_ids_are_not_taken_for_a_cut_history(built, tmp_path):  # noqa: F811
+    """The list records the samples kept of each log (`rows_kept`), not those read: ids the schedule lacks, left out,
+    would otherwise read as a history cut down."""
+    log, out = _log(tmp_path / "r.jsonl", ["p1", "ghost"]), tmp_path / "h.parquet"
+    observe([log], out, schedule=built["schedule"])
+    assert read_history(out)[1][0]["rows"] == 2 * SAMPLES and read_history(out)[1][0]["rows_kept"] == SAMPLES
+    assert read_lengths([out])[1].notes == []

@@ -115,7 +115,7 @@ def test_a_filtered_or_different_dataset_is_refused(built):  # noqa: F811
     from asp_cli.integrate.sampler import ScheduleSampler
 
     config = {"asp_schedule": str(built["schedule"])}
-    with pytest.raises(InputError, match="filter_overlong_prompts"):
+    with pytest.raises(InputError, match=r"filter_overlong_prompts or data.train_max_samples, OpenRLHF.s --data.max_samples"):
         ScheduleSampler(Dataset(PROMPTS - 10), config)
     ids = [f"p{i}" for i in range(PROMPTS)]
     ScheduleSampler(Dataset(PROMPTS, ids), config)

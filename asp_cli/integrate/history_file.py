@@ -143,3 +143,17 @@ def write_history(frame: pl.DataFrame, output: Path, logs: list[dict[str, Any]],
     with atomic_path(output, replace=replace) as tmp:
         pq.write_table(table, tmp, compression="zstd", compression_level=3, write_statistics=True,
                        row_group_size=1 << 20)
+
+
+def already_observed(path: Path, fingerprint: str, history: pl.DataFrame | None, logs: list[dict[str, Any]]) -> str:
+    """What `asp observe --append` says of a log the history lists already (the same bytes): not added again, and where
+    the history holds fewer of its samples than it kept of them (``rows_kept``: cut down or filtered since), that
+    appending cannot restore them (a hostile-input round found a cut history kept as it was, in silence)."""
+    entry = next((e for e in logs if e.get("fingerprint") == fingerprint), {})
+    kept, name = entry.get("rows_kept"), entry.get("name")
+    held = history.filter(pl.col("log") == name).height if history is not None and name else None
+    said = f"{path}: already in the history (same bytes); not added again"
+    if isinstance(kept, int) and held is not None and held < kept and sum(e.get("name") == name for e in logs) == 1:
+        said += (f", though the history holds {held:,} of the {kept:,} samples it took from it (cut down or filtered "
+                 "since?): rebuild the history with --force from every log")
+    return said

@@ -35,7 +35,7 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, OutputError, SettingsError, shown_id
 from asp_cli.integrate.export import with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
-    HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, history_schema, read_history, write_history,
+    HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, history_schema, read_history, write_history,
 )
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.id_forms import near_misses
@@ -205,7 +205,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         fingerprint = file_fingerprint([path])
         if fingerprint in seen_prints:
             summary["logs_already_observed"] += 1
-            warnings.append(f"{path}: already in the history (same bytes); not added again")
+            warnings.append(already_observed(path, fingerprint, existing, seen))
             continue
         seen_prints.add(fingerprint)
         part, kind = _read_log(path, prompts, read, summary)
@@ -235,7 +235,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         seen_rows.setdefault(rows_print, path.name)
         ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height, "format": kind,
                          "rows_fingerprint": rows_print, **({"ids": ids_record} if ids_record else {})})
-    added = pl.concat(parts, how="vertical") if parts else _empty()
+    added = pl.concat(parts, how="vertical") if parts else pl.DataFrame(schema=HISTORY_SCHEMA)
     summary["rows_read"] = added.height + summary["bad_rows"]
     if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):
         warnings.append(f"--tokenizer {read.tokenizer} was not used: it counts the response text of verl dumps, and "
@@ -279,6 +279,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             )
             if unknown_ids == "skip":
                 added = added.filter(~unknown)
+    kept = dict(added.group_by("log").len().iter_rows()) if added.height else {}
+    for entry in ingested:  # what the history holds of each (`read_lengths` checks a history against it)
+        entry["rows_kept"] = kept.get(entry["name"], 0)
     if summary["bad_rows"]:
         warnings.append(f"skipped {summary['bad_rows']} bad rows (--on-bad-row skip), e.g. "
                         f"{'; '.join(summary['bad_row_examples'][:3])}")
@@ -405,10 +408,6 @@ def _rows_fingerprint(part: pl.DataFrame) -> str:
     return "sha256:" + hashlib.sha256(part.select(columns).write_csv().encode("utf-8")).hexdigest()
 
 
-def _empty() -> pl.DataFrame:
-    return pl.DataFrame(schema=HISTORY_SCHEMA)
-
-
 def _read_log(
     path: Path,
     dataset: _Dataset | None,
@@ -511,11 +510,11 @@ def _read_verl_dump(
     ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
     summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
                                         if i is not None and matcher.ambiguous(text))
-    counts = _count_tokens(outputs, tokenizer)
-    result = pl.DataFrame(
-        {"prompt_id": ids, "response_tokens": counts},
-        schema={"prompt_id": pl.String, "response_tokens": pl.Int64},
-    )
+    from asp_cli.predict.features import count_text_tokens
+
+    counts, whole = count_text_tokens(outputs, tokenizer, _BYTES_PER_TOKEN)
+    result = pl.DataFrame({"prompt_id": ids, "response_tokens": counts, "\x00whole": whole},
+                          schema={"prompt_id": pl.String, "response_tokens": pl.Int64, "\x00whole": pl.Boolean})
     bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
     if bad.any():
         from asp_cli.reading.places import row_location
@@ -533,8 +532,10 @@ def _read_verl_dump(
         summary["bad_rows"] += len(rows)
         summary["bad_row_examples"].extend(examples)
         result = result.filter(~bad)
-    summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += result.height
-    return result.with_columns(pl.lit(None, pl.Boolean).alias("truncated"), pl.lit(None, pl.Int32).alias("epoch"))
+    # A response that holds a special token was decoded with them (OpenRLHF's reward function's): counted whole.
+    summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += int((~result["\x00whole"]).sum())
+    return result.drop("\x00whole").with_columns(pl.lit(None, pl.Boolean).alias("truncated"),
+                                                  pl.lit(None, pl.Int32).alias("epoch"))
 
 
 def _verl_responses_column(frame: pl.DataFrame) -> str | None:
@@ -564,7 +565,9 @@ def _read_verl_generations(
     samples = frame.select(ids.alias("prompt_id"), pl.col(responses),
                            pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00row")).explode(responses)
     texts = samples[responses].to_list()
-    counts = _count_tokens(texts, read.tokenizer)
+    from asp_cli.predict.features import count_text_tokens
+
+    counts = count_text_tokens(texts, read.tokenizer, _BYTES_PER_TOKEN)[0]
     if read.tokenizer is None:
         summary["estimated_lengths"] += sum(1 for t in texts if t is not None)
     result = pl.DataFrame({"prompt_id": samples["prompt_id"], "response_tokens": counts},
@@ -658,17 +661,6 @@ def _counts_text(kind: str, read: ReadOptions) -> bool:
     if kind == "verl_generations":
         return True
     return kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None
-
-
-def _count_tokens(texts: list[str | None], tokenizer: str | Path | None) -> list[int | None]:
-    if tokenizer is None:
-        return [None if t is None else max(1, round(len(t.encode("utf-8")) / _BYTES_PER_TOKEN)) for t in texts]
-    from asp_cli.predict.features import load_tokenizer
-
-    loaded = load_tokenizer(tokenizer)
-    present = [t for t in texts if t is not None]
-    encoded = iter(loaded.encode_batch(present, add_special_tokens=False))
-    return [None if t is None else len(next(encoded).ids) for t in texts]
 
 
 def _known_ids(sched: Any, dataset: _Dataset | None) -> tuple[set[str] | None, int | None]:

@@ -193,9 +193,10 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         top = int(rows["row"].max())
         if top >= size:
             raise InputError(
-                f"the dataset has {size} rows but the schedule uses row {top}: did data.filter_overlong_prompts "
-                "or data.train_max_samples drop rows? Set filter_overlong_prompts=False and train on the "
-                "file(s) the schedule was made from"
+                f"the dataset has {size} rows but the schedule uses row {top}: did the trainer drop rows (verl's "
+                "data.filter_overlong_prompts or data.train_max_samples, OpenRLHF's --data.max_samples)? Keep every "
+                "row (filter_overlong_prompts=False, no sample limit below the file's rows) and train on the file(s) "
+                "the schedule was made from"
             )
         if size > rows.height:
             _log.warning("asp: %d dataset rows are not in the schedule and will not be sampled", size - rows.height)

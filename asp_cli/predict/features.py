@@ -338,3 +338,20 @@ def dense_features(
         pl.Series("log_words", np.log1p(words.counts.astype(np.float64))),
     )
     return frame.select(DENSE_FEATURES).to_numpy().astype(np.float64)
+
+
+def count_text_tokens(texts: list[str | None], tokenizer: str | Path | None,
+                      bytes_per_token: float) -> tuple[list[int | None], list[bool]]:
+    """Each text's token count (None for a missing one): by ``tokenizer`` (a local ``tokenizer.json``), else
+    estimated at ``bytes_per_token``; and whether it holds one of the tokenizer's special tokens (an end-of-sequence
+    token written out: a response decoded with its special tokens, as OpenRLHF hands one to its reward function,
+    counted whole; verl's dumps drop them, one short). Without a tokenizer none is said to hold one."""
+    if tokenizer is None:
+        return ([None if t is None else max(1, round(len(t.encode("utf-8")) / bytes_per_token)) for t in texts],
+                [False] * len(texts))
+    loaded = load_tokenizer(tokenizer)
+    special = {i for i, token in loaded.get_added_tokens_decoder().items() if token.special}
+    present = iter(loaded.encode_batch([t for t in texts if t is not None], add_special_tokens=False))
+    encoded = [None if t is None else next(present).ids for t in texts]
+    return ([None if ids is None else len(ids) for ids in encoded],
+            [ids is not None and any(i in special for i in ids) for ids in encoded])

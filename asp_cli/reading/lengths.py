@@ -47,14 +47,18 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     each_file_once(paths, "length file")  # each sample would count twice (the history's spread, a report's counts)
     listed: dict[tuple, Path] = {}  # each log an asp history lists (`_without_shared_logs`): the history it came in first
     histories: set[Path] = set()  # the asp histories among ``paths``: a copy of one has its logs left out above
+    named: dict[str, tuple[Path, bool]] = {}  # each log a history's rows name: the first file, and whether it lists logs
     for path in paths:
         path = Path(path)
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         logs = history_logs(path) if fmt == "parquet" else None
         if logs and "log" in frame.columns:
+            _logs_as_listed(path, frame, logs, report)
             frame = _without_shared_logs(path, frame, logs, listed, report)
             histories.add(path)
+        if "log" in frame.columns and frame.schema["log"] == pl.String:
+            _logs_named_elsewhere(path, frame, logs, named, report)
         lowered = {c.lower() for c in frame.columns}
         if options.length_id_key is None and not lowered & set(C.ID_KEYS) and (
                 {"input", "output"} <= lowered or "responses" in lowered):
@@ -147,6 +151,51 @@ def _without_shared_logs(path: Path, frame: pl.DataFrame, logs: list[dict], list
     for key in keys:
         listed.setdefault(key, path)
     return frame
+
+
+def _logs_as_listed(path: Path, frame: pl.DataFrame, logs: list[dict], report: ReadReport) -> None:
+    """Say where an asp history holds another count of a log's samples than its own list of observed logs records: a
+    history concatenated with itself (its metadata kept) counted every sample twice, and one cut to its first rows
+    planned with a part of them, both without a word (a hostile-input round)."""
+    from collections import Counter
+
+    names = Counter(e.get("name") for e in logs)
+    held = dict(frame.group_by("log").len().iter_rows())
+    for entry in logs:
+        # The samples kept of it (`rows_kept`, since 2026-12-06), else those read from it, which ids left out
+        # (--unknown-ids skip) made more than the history holds: there only a count above says something.
+        kept = entry.get("rows_kept")
+        name, rows = entry.get("name"), kept if kept is not None else entry.get("rows")
+        if not isinstance(name, str) or names[name] > 1 or not isinstance(rows, int) or isinstance(rows, bool):
+            continue
+        count = held.get(name, 0)
+        if count > rows or (count < rows and kept is not None):
+            report.notes.append(
+                f"{path}: holds {count:,} samples of log {name} where its list of observed logs records {rows:,}: "
+                + ("rows repeated (the history joined to itself?) count twice" if count > rows else
+                   "rows left out (the history cut down or filtered?) are missing from the plan")
+                + "; rebuild it with asp observe --force from the logs")
+
+
+def _logs_named_elsewhere(path: Path, frame: pl.DataFrame, logs: list[dict] | None,
+                          named: dict[str, tuple[Path, bool]], report: ReadReport) -> None:
+    """Say where a history's rows name a log another given file's rows name too, one of the two without asp's list of
+    observed logs: a history re-saved by Polars or pandas (which drop asp's metadata) given beside the history itself
+    counted every sample twice without a word (a hostile-input round). Two asp histories are told apart by their
+    lists (`_without_shared_logs`)."""
+    listing = bool(logs)
+    shared = []
+    for name in frame["log"].drop_nulls().unique(maintain_order=True).to_list():
+        first = named.setdefault(name, (path, listing))
+        if first[0] != path and not (first[1] and listing):
+            shared.append((name, first[0]))
+    if shared:
+        name, other = shared[0]
+        report.notes.append(
+            f"{path}: its rows name log {name}, as the rows of {other} do" + (f" (and {len(shared) - 1:,} more)"
+                                                                            if len(shared) > 1 else "")
+            + ": if one is a copy of the other (a history re-saved by Polars or pandas, which drop asp's list of "
+            "observed logs), each of those samples counts twice; give one of them")
 
 
 def extract_lengths(

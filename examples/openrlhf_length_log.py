@@ -1,0 +1,70 @@
+"""Log each OpenRLHF sample's prompt and response for `asp observe`, from OpenRLHF's reward function.
+
+    ASP_REWARD_FUNC=my_reward.py --reward.remote_url /path/to/openrlhf_length_log.py
+
+OpenRLHF (0.11.2) loads ``reward_func(queries, prompts, labels)`` from the Python file ``--reward.remote_url``
+names (``openrlhf/utils/agent.py:196-205``) and calls it once per sample, with lists of one (lines 286-290 and
+308-325): ``queries`` holds the prompt and the response decoded with their special tokens
+(``skip_special_tokens=False``), ``prompts`` the prompt as it was sent (the chat template applied), ``labels`` the
+row's label. No id reaches it (``PromptDataset`` keeps only the prompt, the label, ``datasource`` and the images),
+so this file appends each sample's prompt and response text to ``$ASP_LENGTH_LOG`` (``asp_lengths.jsonl`` by
+default), one JSON line each:
+
+    {"input": ..., "output": ...}
+
+and returns what your own ``reward_func`` returns: the one in the file ``$ASP_REWARD_FUNC`` names (the file you
+gave ``--reward.remote_url`` before). After the epoch, asp matches each input to the dataset prompt it contains
+and counts each output with the model's tokenizer:
+
+    asp observe asp_lengths.jsonl -o history.parquet --append --dataset prompts.jsonl --tokenizer tokenizer.json --epoch 0
+
+The response keeps its special tokens, so the end-of-sequence token of one that stopped by itself is counted,
+as the policy generated it (verl's dumps drop it, and asp says so for those). Prompts whose text another prompt
+of the dataset shares go to the first of them (`asp observe` counts them). Not run against OpenRLHF here (no
+GPU); tests/test_examples.py calls it as OpenRLHF's ``_fetch_rewards_via_func`` does, in threads, and observes
+its log. Each line is written with one ``write`` of an ``O_APPEND`` file, so concurrent samples do not
+interleave their lines.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+_OWN = None
+
+
+def reward_func(queries, prompts, labels):
+    """Your reward function's result for these samples, each sample's prompt and response logged."""
+    for query, prompt in zip(queries, prompts):
+        # The query is the prompt's tokens and the response's, decoded together: the response is what follows the
+        # prompt. A prompt that does not decode back to itself leaves no way to cut it off; that sample is not
+        # logged (`asp observe --schedule` names prompts with fewer samples than the schedule's).
+        if query.startswith(prompt):
+            _log({"input": prompt, "output": query[len(prompt):]})
+    return _own()(queries, prompts, labels)
+
+
+def _own():
+    """The reward function of ``$ASP_REWARD_FUNC``, loaded once as OpenRLHF loads one."""
+    global _OWN
+    if _OWN is None:
+        path = os.environ.get("ASP_REWARD_FUNC")
+        if not path:
+            raise RuntimeError("set ASP_REWARD_FUNC to the Python file of your reward_func (the one you gave "
+                               "--reward.remote_url before)")
+        spec = importlib.util.spec_from_file_location("asp_own_reward_func", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _OWN = module.reward_func
+    return _OWN
+
+
+def _log(line: dict) -> None:
+    path = os.environ.get("ASP_LENGTH_LOG", "asp_lengths.jsonl")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(line) + "\n").encode())
+    finally:
+        os.close(fd)
