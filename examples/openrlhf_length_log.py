@@ -19,8 +19,8 @@ and counts each output with the model's tokenizer:
     asp observe asp_lengths.jsonl -o history.parquet --append --dataset prompts.jsonl --tokenizer tokenizer.json --epoch 0
 
 The response keeps its special tokens, so the end-of-sequence token of one that stopped by itself is counted,
-as the policy generated it (verl's dumps drop it, and asp says so for those). Prompts whose text another prompt
-of the dataset shares go to the first of them (`asp observe` counts them). Not run against OpenRLHF here (no
+as the policy generated it (verl's dumps drop it, and asp says so for those). The samples of prompts whose text
+other prompts of the dataset share are spread over them in turn (`asp observe` counts them). Not run against OpenRLHF here (no
 GPU); tests/test_examples.py calls it as OpenRLHF's ``_fetch_rewards_via_func`` does, in threads, and observes
 its log. Each line is written with one ``write`` of an ``O_APPEND`` file, so concurrent samples do not
 interleave their lines.

@@ -414,11 +414,16 @@ def test_dump_text_with_changed_whitespace_still_matches(tmp_path):
         {"input": "user What is 2 plus 2 ? assistant", "output": "4", "score": 1, "step": 1},
         {"input": "user What is 2 plus 2 ? Think. assistant", "output": "4", "score": 1, "step": 1},
         {"input": "user\nSame text\nassistant\n", "output": "4", "score": 1, "step": 1},
+        {"input": "user\nSame text\nassistant\n", "output": "44", "score": 1, "step": 1},
+        {"input": "user\nSame text\nassistant\n", "output": "444", "score": 1, "step": 1},
     ])
     result = observe([dump], None, dataset=[data])
-    assert result.added["prompt_id"].to_list() == ["a", "b", "c"]
-    assert result.summary["ambiguous_matches"] == 1
-    assert any("several dataset ids share" in w for w in result.warnings)
+    # The samples of a text two ids share are spread over them in turn: all went to the first, the other left without
+    # one (an OpenRLHF newcomer's repeated prompts).
+    assert result.added["prompt_id"].to_list() == ["a", "b", "c", "d", "c"]
+    assert result.summary["ambiguous_matches"] == 3
+    assert ("3 dump samples match a prompt text that several dataset ids share; spread over those ids in turn (the "
+            "same text, the same policy's lengths)") in result.warnings
 
 
 def test_tokenizer_counts_of_a_dump_are_flagged_one_eos_short(built, tmp_path):  # noqa: F811
@@ -728,3 +733,20 @@ def test_samples_left_out_as_unknown_ids_are_not_taken_for_a_cut_history(built, 
     observe([log], out, schedule=built["schedule"])
     assert read_history(out)[1][0]["rows"] == 2 * SAMPLES and read_history(out)[1][0]["rows_kept"] == SAMPLES
     assert read_lengths([out])[1].notes == []
+
+
+def test_a_text_estimate_past_the_cap_is_taken_as_cut_at_it(built, tmp_path):  # noqa: F811
+    """Without a tokenizer a response's length is estimated at 4 bytes a token, and one past the schedule's cap (4,096
+    here) was said both "cut off at the response cap" and "longer than max_response_tokens; kept as observed", and
+    reported as a group maximum past the cap (an OpenRLHF newcomer's round): an estimate's error, taken as cut at it."""
+    prompts = [json.loads(line) for line in built["prompts"].read_text().splitlines()][:2]
+    rows = _dump_rows([p["question"] for p in prompts], uid=True)
+    rows[0]["output"] = "x" * 4 * 5000  # estimated at 5,000 tokens
+    dump = write_jsonl(tmp_path / "3.jsonl", rows)
+    result = observe([dump], None, dataset=[built["prompts"]], schedule=built["schedule"])
+    assert result.added["response_tokens"].max() == 4096 and result.summary["rows_over_max_response_tokens"] == 0
+    assert result.summary["truncated_samples"] == 1
+    assert ("4 response lengths are estimated from text at 4 bytes per token (1 estimated past the schedule's "
+            "max_response_tokens, 4,096, taken as cut at it); pass --tokenizer tokenizer.json for exact counts"
+            ) in result.warnings
+    assert not [w for w in result.warnings if "longer than the schedule's max_response_tokens" in w]

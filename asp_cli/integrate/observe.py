@@ -209,6 +209,11 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             continue
         seen_prints.add(fingerprint)
         part, kind = _read_log(path, prompts, read, summary)
+        if cap is not None and kind != "rollout_log" and read.tokenizer is None:  # estimated from text at 4 bytes a
+            # token: one past the cap is an estimate's error, not a sample (said both cut at the cap and longer)
+            over = int((part[C.RESPONSE_TOKENS] > cap).sum())
+            summary["estimates_over_cap"] = summary.get("estimates_over_cap", 0) + over
+            part = part.with_columns(pl.col(C.RESPONSE_TOKENS).clip(upper_bound=cap))
         summary["log_formats"][kind] = summary["log_formats"].get(kind, 0) + 1
         if epoch is not None:
             # Given, it is the log's epoch: a log's own column may number another run's epochs (asp export's
@@ -288,8 +293,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     if summary["estimated_lengths"]:
         warnings.append(
             f"{summary['estimated_lengths']} response lengths are estimated from text at {_BYTES_PER_TOKEN} bytes "
-            "per token; pass --tokenizer tokenizer.json for exact counts"
-        )
+            "per token" + (f" ({summary['estimates_over_cap']:,} estimated past the schedule's max_response_tokens, "
+                           f"{cap:,}, taken as cut at it)" if summary.get("estimates_over_cap") else "")
+            + "; pass --tokenizer tokenizer.json for exact counts")
     if summary["eos_short_lengths"]:
         warnings.append(
             f"{summary['eos_short_lengths']} response lengths are counted from verl's dumped text, which verl "
@@ -300,7 +306,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     if summary["ambiguous_matches"]:
         warnings.append(
             f"{summary['ambiguous_matches']} dump samples match a prompt text that several dataset ids share; "
-            "each went to the first such id in the dataset"
+            "spread over those ids in turn (the same text, the same policy's lengths)"
         )
     if schedule and added.height:
         _coverage(sched, added, summary, warnings)

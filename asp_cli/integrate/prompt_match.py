@@ -19,14 +19,17 @@ class PromptMatcher:
     First exactly, at the start or after a newline, ``>`` or ``:`` (where chat templates put content; verl
     decodes the prompt with ``skip_special_tokens=True``, which leaves the role words and newlines); then, for
     decoders that change whitespace (word-level ones join tokens by single spaces), with whitespace runs
-    collapsed on both sides, at any word start. The longest match wins; equal prompt texts under several ids
-    go to the first id in the dataset. Each distinct input is matched once (the n samples of a group share it).
+    collapsed on both sides, at any word start. The longest match wins. Samples of a prompt text that several
+    ids share are spread over those ids in turn, in dataset order: the same text, the same policy's lengths (all
+    went to the first id, the others left without a sample: an OpenRLHF newcomer's 300 repeated prompts). Each
+    distinct input is matched once (the n samples of a group share it).
     """
 
     def __init__(self, contents: list[tuple[str, str]]) -> None:
         self._exact = _Index(contents)
         self._loose = _Index([(_WHITESPACE.sub(" ", text), prompt_id) for text, prompt_id in contents])
-        self._seen: dict[str, tuple[str | None, bool]] = {}
+        self._seen: dict[str, tuple[str, ...]] = {}
+        self._turn: dict[tuple[str, ...], int] = {}  # each shared text's next id
 
     def match(self, text: str) -> str | None:
         if text not in self._seen:
@@ -34,35 +37,41 @@ class PromptMatcher:
             if found is None:
                 loose = _WHITESPACE.sub(" ", text)
                 found = self._loose.find(loose, _WORD_START.finditer(loose))
-            self._seen[text] = (found[0], found[1]) if found else (None, False)
-        return self._seen[text][0]
+            self._seen[text] = found or ()
+        ids = self._seen[text]
+        if len(ids) < 2:
+            return ids[0] if ids else None
+        turn = self._turn.get(ids, 0)
+        self._turn[ids] = turn + 1
+        return ids[turn % len(ids)]
 
     def ambiguous(self, text: str) -> bool:
         """Whether the text's match was a prompt text that several ids share."""
-        return self._seen.get(text, (None, False))[1]
+        return len(self._seen.get(text, ())) > 1
 
 
 class _Index:
     """Prompt texts keyed by their first `_MATCH_KEY_CHARS` characters (the whole text when shorter)."""
 
     def __init__(self, contents: list[tuple[str, str]]) -> None:
-        self.by_key: dict[str, list[tuple[str, str]]] = {}
-        counts: dict[str, int] = {}
+        self.by_key: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        ids: dict[str, list[str]] = {}  # each text's ids, in dataset order
         for content, prompt_id in contents:
             if content:
-                self.by_key.setdefault(content[:_MATCH_KEY_CHARS], []).append((content, prompt_id))
-                counts[content] = counts.get(content, 0) + 1
-        self.shared = {content for content, count in counts.items() if count > 1}
+                ids.setdefault(content, []).append(prompt_id)
+        for content, its in ids.items():
+            self.by_key.setdefault(content[:_MATCH_KEY_CHARS], []).append((content, tuple(its)))
         # Prompts shorter than the key are looked up by each such length.
         self.short = sorted({len(c) for c, _ in contents if 0 < len(c) < _MATCH_KEY_CHARS})
 
-    def find(self, text: str, starts: Iterable[re.Match[str]]) -> tuple[str, bool] | None:
-        """(id, shared text) of the longest prompt found in ``text`` at 0 or a match's end."""
-        best: tuple[int, str, bool] | None = None
+    def find(self, text: str, starts: Iterable[re.Match[str]]) -> tuple[str, ...] | None:
+        """The ids (several where prompts share the text) of the longest prompt found in ``text`` at 0 or a match's
+        end."""
+        best: tuple[int, tuple[str, ...]] | None = None
         for start in [0, *(m.end() for m in starts)]:
             keys = [text[start:start + _MATCH_KEY_CHARS], *(text[start:start + n] for n in self.short)]
             for key in keys:
-                for content, prompt_id in self.by_key.get(key, ()):
+                for content, ids in self.by_key.get(key, ()):
                     if text.startswith(content, start) and (best is None or len(content) > best[0]):
-                        best = (len(content), prompt_id, content in self.shared)
-        return (best[1], best[2]) if best else None
+                        best = (len(content), ids)
+        return best[1] if best else None
