@@ -97,6 +97,22 @@ class Schedule:
             from_rows["train_batch_size"] = int(self.frame.group_by("train_step").len()["len"].max())
         return ScheduleSettings.from_dict({**from_rows, **self.settings})
 
+    def rows_changed(self) -> str:
+        """A sentence where the rows are not the plan's as it was made (its metadata's ``summary.rows``, and the
+        settings' epochs): an epoch filtered out, rows dropped or two schedules joined keep the planned columns (the
+        times, the lag, the steps) of the plan they came from, which `asp report` took as the rows' own without a
+        word (a hostile-input round); "" where they are."""
+        summary = self.metadata.get("summary")
+        rows = summary.get("rows") if isinstance(summary, dict) else None
+        epochs, held = self.settings.get("epochs"), sorted(self.frame["epoch"].unique().to_list())
+        if isinstance(rows, int) and not isinstance(rows, bool) and rows != self.frame.height:
+            which = (f" (epoch{'s' if len(held) > 1 else ''} {', '.join(map(str, held))} of {epochs})"
+                     if isinstance(epochs, int) and len(held) < epochs else "")
+            return (f"holds {self.frame.height:,} rows{which} where the plan held {rows:,} when it was made: rows "
+                    f"were {'removed' if self.frame.height < rows else 'added'} since (by hand?), and its planned "
+                    "columns (times, lag, steps) are still the whole plan's")
+        return ""
+
     @property
     def samples_per_prompt(self) -> int:
         """Samples per prompt (the GRPO group size) it was made for (`recorded_settings`)."""
@@ -528,8 +544,13 @@ def read_schedule(path: str | Path) -> Schedule:
     if raw is None:
         names = set(schema.names)
         kind = ("an asp observe history (observed lengths), not a schedule; a history goes to --history or "
-                "--lengths" if {"prompt_id", "response_tokens"} <= names else "it is not an asp schedule")
-        raise ScheduleFormatError(f"{path}: a Parquet file without asp schedule metadata: {kind}; give the schedule "
+                "--lengths; give" if {"prompt_id", "response_tokens"} <= names else
+                # A schedule re-saved by Polars or pandas, which drop a file's metadata (a hostile-input round).
+                "it has a schedule's columns but not asp's metadata, which Polars and pandas drop when they write a "
+                "file: write edited rows with pyarrow, keeping the original's (table.replace_schema_metadata("
+                "pyarrow.parquet.read_schema(original).metadata)), or give" if set(REQUIRED_COLUMNS) <= names else
+                "it is not an asp schedule; give")
+        raise ScheduleFormatError(f"{path}: a Parquet file without asp schedule metadata: {kind} the schedule "
                                   "`asp schedule -o` wrote")
     metadata = limits.loads(raw, f"{path}: asp schedule metadata", ScheduleFormatError,
                             fix=f"asp reads at most {limits.MAX_NESTING_DEPTH} levels; write the schedule again",

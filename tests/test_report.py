@@ -359,3 +359,25 @@ def test_an_informational_record_edited_out_of_shape_is_left_out_and_said(made, 
     from asp_cli.report.html import render_html
 
     assert "<html" in render_html(result.report)
+
+
+def test_rows_removed_since_the_plan_was_made_are_said(tmp_path):
+    """A hostile-input round: one epoch of a two-epoch schedule filtered out and renumbered, its metadata kept, was
+    reported as 56 training steps with a lag max of 38 (the whole plan's planned columns), without a word."""
+    import pyarrow.parquet as pq
+
+    from asp_cli import schedule
+
+    from util import make_prompts, write_jsonl
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(40))
+    made = schedule([prompts], tmp_path / "s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=8,
+                                                                              epochs=2))
+    assert report_schedule(made.output).warnings == []
+    table = pq.read_table(made.output)
+    later = pl.from_arrow(table).filter(pl.col("epoch") == 1).with_columns(pl.col("seq") - pl.col("seq").min())
+    pq.write_table(later.to_arrow().replace_schema_metadata(table.schema.metadata), tmp_path / "e1.parquet")
+    assert report_schedule(tmp_path / "e1.parquet").warnings == [
+        f"{tmp_path / 'e1.parquet'} holds 40 rows (epoch 1 of 2) where the plan held 80 when it was made: rows were "
+        "removed since (by hand?), and its planned columns (times, lag, steps) are still the whole plan's: the "
+        "figures below read them as they are"]

@@ -9,7 +9,7 @@ import pytest
 
 from asp_cli.errors import ScheduleFormatError
 from asp_cli.arrange.pipeline import arrange
-from asp_cli.schedule_format import FORMAT_VERSION, METADATA_KEY, read_schedule, validate_frame, write_schedule
+from asp_cli.schedule_format import FORMAT_VERSION, METADATA_KEY, REQUIRED_COLUMNS, read_schedule, validate_frame, write_schedule
 from asp_cli.settings import ScheduleSettings
 
 from util import make_predictions, prompt_frame
@@ -79,10 +79,14 @@ def test_a_schedule_of_asp_without_its_settings_or_with_a_preset_of_text_is_dama
         read_schedule(path)
 
 
-@pytest.mark.parametrize("kind", ["text", "plain-parquet", "history"])
+@pytest.mark.parametrize("kind", ["text", "plain-parquet", "history", "resaved"])
 def test_not_a_schedule(tmp_path, kind):
     path = tmp_path / "x.parquet"
-    if kind == "text":
+    if kind == "resaved":  # a hostile-input round: re-saved by Polars, it was "not an asp schedule" with no more said
+        pl.DataFrame({name: pl.Series([], dtype=dtype) for name, dtype in REQUIRED_COLUMNS.items()}).write_parquet(path)
+        fragment = ("without asp schedule metadata: it has a schedule's columns but not asp's metadata, which Polars "
+                    "and pandas drop when they write a file: write edited rows with pyarrow")
+    elif kind == "text":
         path.write_text("hello")
         fragment = "not a Parquet file"
     elif kind == "history":  # a newcomer gave `asp report` the history `asp observe` wrote: named as one

@@ -398,8 +398,9 @@ def _matched_dataset(
                         f"{per_epoch['epoch'][int(per_epoch['len'].arg_max())]} holds {max(counts):,}: rows were "
                         "removed from the schedule (cut or edited); the missing ones are not exported")
     elif isinstance(epochs, int) and not isinstance(epochs, bool) and per_epoch.height < epochs:
-        warnings.append(f"the schedule's settings name {epochs} epochs but its rows hold {per_epoch.height}: it was cut "
-                        "to its first rows; only those are exported")
+        warnings.append(f"the schedule's settings name {epochs} epochs but its rows hold {per_epoch.height} (epoch"
+                        f"{'s' if per_epoch.height > 1 else ''} {', '.join(map(str, per_epoch['epoch'].to_list()))}): "
+                        "rows were removed from the schedule (cut or edited); only those are exported")
     scheduled = replay.frame["row"].n_unique()
     if raw.height > scheduled:
         warnings.append(

@@ -93,6 +93,9 @@ def report_schedule(
         samples = _check_samples(samples, loaded, warnings)
         observed = observed_from_samples(samples, lengths)
     main = build_report(loaded, observed=observed, name=str(loaded.path) if same_name else None)
+    changed = loaded.rows_changed()
+    if changed:
+        warnings.append(f"{loaded.path or 'the schedule'} {changed}: the figures below read them as they are")
     damaged = main["provenance"].get("damaged_metadata")
     if damaged:
         warnings.append(f"the schedule's metadata holds {', '.join(damaged)} not as asp wrote {'it' if len(damaged) == 1 else 'them'} "
