@@ -65,9 +65,10 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
     # with --global-batch-size (a slime newcomer's round).
     assert (f"slime: --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
             f"{BATCH * SAMPLES} (or --num-steps-per-rollout 1, not both otherwise) --input-key question --num-rollout "
-            "15, no --rollout-shuffle OpenRLHF: "
-            f"--rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES}, its dataloader's hard-coded "
-            f"shuffle patched off") in said
+            f"15, no --rollout-shuffle OpenRLHF: --data.prompt_dataset {tmp_path / 'o.jsonl'} --data.input_key question "
+            f"--rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES} (the schedule's --max-lag is no "
+            "lag OpenRLHF runs: it is synchronous, --max-lag 0, or with --train.async_enable one batch ahead, "
+            "--max-lag 1 --trainer schedule), its dataloader's hard-coded shuffle patched off") in said
     assert (f"AReaL: train_dataset.shuffle=false train_dataset.batch_size={BATCH} gconfig.n_samples={SAMPLES}"
             in said)
 
@@ -172,12 +173,12 @@ def test_observe_appends_and_reports(built, tmp_path):  # noqa: F811
     again = invoke("observe", log, "-o", out, "--append", "--json", "-q")
     assert again.exit_code == 0 and json.loads(again.stdout)["logs_already_observed"] == 1
     # Samples cut off at the cap are counted in the summary line (a probe newcomer saw them in --json alone), and
-    # the columns it does not need are said as such (its `sample` read as something lost).
+    # its `sample` column is read (it numbers the samples: one logged twice is refused), not said to be left unread.
     cut = write_jsonl(tmp_path / "c.jsonl", [{"prompt_id": "p1", "sample": s, "response_tokens": 9, "truncated": s == 0}
                                              for s in range(SAMPLES)])
     said = " ".join(invoke("observe", cut, "-o", tmp_path / "c.parquet").stderr.split())
     assert "history now 4 samples of 1 prompts; 1 of the samples added were cut off at the response cap" in said, said
-    assert "(other columns, not needed: sample)" in said
+    assert "not needed" not in said
 
 
 def test_observe_bad_row_exit_code(tmp_path):
