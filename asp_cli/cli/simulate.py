@@ -94,7 +94,8 @@ def simulate_command(
                     "a train batch, each chunk kept to one instance; dataset-order: the same in the file's own order "
                     "(slime's order without --rollout-shuffle; slime routes through its router, not in chunks); "
                     "least-pending: a shuffle, each group to the "
-                    "least loaded instance (as OpenRLHF's engines and verl's servers route); vs: end-to-end time "
+                    "least loaded instance (as verl's servers route; OpenRLHF deals a batch's prompts in turn: make its "
+                    "schedule with --router group-round-robin); vs: end-to-end time "
                     "over the best equal-footing row and over verl-default"
                     + ("" if wide else "; --wide shows every column, --json every figure"))
                 compared = report.document.get("compared_as_verl_trainer")
