@@ -289,8 +289,11 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
         if name not in frame.columns:
             raise ScheduleFormatError(f"{where}: required column {name!r} is missing; write the schedule again")
         if frame.schema[name] != dtype:
-            raise ScheduleFormatError(f"{where}: column {name!r} is {frame.schema[name]}, expected {dtype}; write the "
-                                      "schedule again")
+            # A round trip through CSV or pandas widens a column (Int32 to Int64): cast back, said (a hostile round).
+            cast = (f"cast it back to {dtype} (a CSV or pandas round trip widens it), or "
+                    if dtype.is_integer() and frame.schema[name].is_integer() else "")
+            raise ScheduleFormatError(f"{where}: column {name!r} is {frame.schema[name]}, expected {dtype}; {cast}"
+                                      "write the schedule again")
     if frame.height == 0:
         raise ScheduleFormatError(f"{where}: the schedule has no rows; write the schedule again")
     for name in REQUIRED_COLUMNS:

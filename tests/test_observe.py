@@ -278,6 +278,12 @@ def test_append_to_a_file_that_is_not_a_history(tmp_path):
     with pytest.raises(InputError, match="not an asp history"):
         observe([log], other, append=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.parquet", "r.jsonl"]  # no lock file left beside it
+    observe([log], tmp_path / "h.parquet")
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes((tmp_path / "h.parquet").read_bytes()[:200])  # a copy cut short: named as one, with the fix
+    with pytest.raises(InputError, match=r"not a Parquet history file \(damaged or cut short\?\); --append needs a "
+                                         r"history `asp observe` wrote: rebuild it with --force from every log"):
+        observe([log], cut, append=True)
 
 
 @pytest.mark.parametrize("damage", [lambda raw: raw[:-5], lambda raw: b'{"logs": "e0.jsonl"}',

@@ -86,6 +86,15 @@ def test_newer_format_and_foreign_files_are_refused(fitted, tmp_path):
             dst.writestr(item, data)
     with pytest.raises(PredictorError, match="newer"):
         P.load(newer)
+    texted = tmp_path / "texted.skops"  # a version written as text was said to be none (a hostile-input round)
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(texted, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == P.META_MEMBER:
+                data = json.dumps({**json.loads(data), "format_version": "1"}).encode()
+            dst.writestr(item, data)
+    with pytest.raises(PredictorError, match=r"has a format version that is no version \('1'\); refit it"):
+        P.load(texted)
     junk = tmp_path / "junk.skops"
     junk.write_bytes(b"not a zip")
     with pytest.raises(PredictorError, match="not an asp predictor"):

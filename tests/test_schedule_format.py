@@ -117,7 +117,8 @@ def test_a_missing_schedule_is_a_bad_input_not_a_bad_format(tmp_path):
         # These two, and an empty schedule, said what was wrong but not what to do.
         (lambda f: f.drop("train_step"), "required column 'train_step' is missing; write the schedule again$"),
         (lambda f: f.with_columns(pl.col("instance").cast(pl.Int64)),
-         "column 'instance' is Int64, expected Int32; write the schedule again$"),
+         "column 'instance' is Int64, expected Int32; cast it back to Int32 \\(a CSV or pandas round trip widens "
+         "it\\), or write the schedule again$"),
         (lambda f: f.head(0), "the schedule has no rows; write the schedule again$"),
         (lambda f: f.with_columns(pl.col("seq") * 2), "not a permutation"),
         (lambda f: f.with_columns(pl.when(pl.col("seq") == 0).then(99).otherwise(pl.col("instance")).cast(pl.Int32).alias("instance")),

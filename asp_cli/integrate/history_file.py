@@ -47,7 +47,8 @@ def history_schema(path: Path) -> Any:
     except Exception as exc:  # noqa: BLE001 - not Parquet, or damaged
         if limits.PARQUET_TOO_DEEP in str(exc):
             raise limits.parquet_depth_error(str(path), InputError) from None
-        raise InputError(f"{path}: not a Parquet history file; --append needs a history `asp observe` wrote") from None
+        raise InputError(f"{path}: not a Parquet history file (damaged or cut short?); --append needs a history `asp "
+                         "observe` wrote: rebuild it with --force from every log") from None
     missing = [c for c in ("prompt_id", "response_tokens") if c not in schema.names]
     if missing:
         raise InputError(f"{path}: not an asp history (no column {shown_id(missing[0])}); write to a new file instead")

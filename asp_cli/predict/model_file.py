@@ -175,7 +175,8 @@ def card_of(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
         raise PredictorError(f"{path}: not an asp predictor file (a skops archive from `asp predictor fit`)")
     version = card.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise PredictorError(f"{path}: the model file has no format version; refit it with `asp predictor fit`")
+        said = "has no format version" if version is None else f"has a format version that is no version ({version!r})"
+        raise PredictorError(f"{path}: the model file {said}; refit it with `asp predictor fit`")
     if version > FORMAT_VERSION:
         raise PredictorError(
             f"{path}: model format version {version} is newer than this asp reads ({FORMAT_VERSION}); upgrade asp"
@@ -210,7 +211,8 @@ def trusted_state(data: bytes, archive: zipfile.ZipFile, path: Path) -> Any:
         try:
             refused = sorted(set(sio.get_untrusted_types(data=data)) - set(TRUSTED_TYPES))
         except Exception as exc:  # noqa: BLE001 - skops raises many kinds for a bad file
-            raise PredictorError(f"{path}: unreadable model file ({type(exc).__name__}: {str(exc)[:200]})") from None
+            raise PredictorError(f"{path}: unreadable model file ({type(exc).__name__}: {str(exc)[:200]}); it is damaged: "
+                             "refit it with `asp predictor fit`, or copy it again") from None
     if refused:
         raise UnsafePredictorError(
             f"{path}: refused to load: the file asks for types asp does not trust ({', '.join(refused[:5])}); "
@@ -225,7 +227,8 @@ def trusted_state(data: bytes, archive: zipfile.ZipFile, path: Path) -> Any:
     try:
         return sio.loads(data, trusted=list(TRUSTED_TYPES))
     except Exception as exc:  # noqa: BLE001 - skops raises many kinds for a bad file
-        raise PredictorError(f"{path}: unreadable model file ({type(exc).__name__}: {str(exc)[:200]})") from None
+        raise PredictorError(f"{path}: unreadable model file ({type(exc).__name__}: {str(exc)[:200]}); it is damaged: "
+                             "refit it with `asp predictor fit`, or copy it again") from None
 
 
 def schema_types(node: Any) -> tuple[set[str], list[str]]:
