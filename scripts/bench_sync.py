@@ -106,11 +106,12 @@ _DEAL = "group-round-robin"
 OPENRLHF_ROWS = (("shuffle", "least-pending", _DEAL, "fcfs"),
                  ("long-first sort", "long-first (least-pending)", _DEAL, "fcfs"),
                  ("short-first sort", "short-first (least-pending)", _DEAL, "fcfs"),
-                 ("asp (auto)", {}, _DEAL, "fcfs"),
                  ("asp (auto, --router group-round-robin)", {"router": _DEAL}, _DEAL, "fcfs"),
-                 ("asp (auto, --steps representative)", {"steps": "representative"}, _DEAL, "fcfs"),
                  ("asp (auto, --steps representative, --router group-round-robin)",
-                  {"steps": "representative", "router": _DEAL}, _DEAL, "fcfs"))
+                  {"steps": "representative", "router": _DEAL}, _DEAL, "fcfs"),
+                 # A shuffle's train batches, each laid out for the deal (`streaming.dealt_in_turn`): the layout alone.
+                 ("asp per-step, --router group-round-robin", {"arrangement": "per-step", "router": _DEAL}, _DEAL,
+                  "fcfs"))
 # Each mode's rows (`run_verl`) and the row whose step deviation the table shows beside the reference's.
 ROUTED_PLANS = {"slime": SLIME_ROWS, "slime-async": SLIME_ASYNC_ROWS, "openrlhf": OPENRLHF_ROWS,
                 "openrlhf-async": OPENRLHF_ROWS}

@@ -229,3 +229,20 @@ def test_an_asynchronous_plan_that_the_trainer_follows_keeps_its_lag_bound(name)
                                  dispatch="free", max_lag=1, trainer="schedule")
         metrics = simulate_schedule(frame, lengths, PRESET, sim, instances=4).metrics
         assert metrics["policy_lag_max"] <= 1 and metrics["lag_rule_released"] == 0
+
+
+def test_a_batch_dealt_in_turn_is_laid_out_to_balance_the_engines():
+    """OpenRLHF deals a batch's j-th prompt to engine j mod k (`--router group-round-robin`): each batch keeps its
+    groups, and their positions give each engine about the same predicted work, longest first on its turns."""
+    from asp_cli.arrange.streaming import dealt_in_turn
+
+    work = np.array([100.0, 1, 1, 1, 90, 2, 2, 80, 50, 3])
+    order = np.arange(10)
+    laid, engine = dealt_in_turn(order, work, batch=8, instances=2)
+    assert sorted(laid[:8].tolist()) == list(range(8)) and sorted(laid[8:].tolist()) == [8, 9]  # batches kept
+    assert engine.tolist() == [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]  # position j of a batch: engine j mod 2
+    loads = [work[laid[:8][engine[:8] == e]].sum() for e in (0, 1)]
+    assert sorted(loads) == [105.0, 172.0]  # 4 turns each, longest first: as dealt unlaid, 193 and 84
+    for e in (0, 1):  # each engine's queue longest first
+        mine = work[laid[:8][engine[:8] == e]]
+        assert (np.diff(mine) <= 0).all()

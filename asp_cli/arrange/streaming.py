@@ -86,6 +86,34 @@ def band_order(by_length: np.ndarray, batch: int, instances: int, request_batch:
             np.concatenate(request) if request else empty)
 
 
+def dealt_in_turn(order: np.ndarray, work: np.ndarray, batch: int, instances: int) -> tuple[np.ndarray, np.ndarray]:
+    """``order`` laid out, train batch by train batch, for a router that deals a batch's prompts to the engines in
+    turn (OpenRLHF's: the j-th prompt of a batch to engine j mod ``instances``, `--router group-round-robin`): each
+    batch keeps its groups, dealt to the engines longest first, each to the engine with the least predicted
+    ``work`` that still has a turn left (engine e has the batch's positions e, e + instances, ...), and each
+    engine's groups laid out on its turns longest first (its queue, first come first served). A shuffle dealt in
+    turn left an engine 3-16% more predicted work than the mean on an OpenRLHF newcomer's batches, where a
+    synchronous step waits for its slowest engine. Returns the order and each position's engine."""
+    import heapq
+
+    laid = np.empty_like(order)
+    engine = np.empty(order.size, dtype=np.int64)
+    for start in range(0, order.size, max(batch, 1)):
+        chunk = order[start:start + batch]
+        turns = [len(range(e, chunk.size, instances)) for e in range(instances)]
+        heap = [(0.0, e) for e in range(instances) if turns[e]]
+        mine: list[list[int]] = [[] for _ in range(instances)]
+        for g in chunk[np.lexsort((np.arange(chunk.size), -work[chunk]))].tolist():
+            load, e = heapq.heappop(heap)
+            mine[e].append(g)
+            if len(mine[e]) < turns[e]:
+                heapq.heappush(heap, (load + float(work[g]), e))
+        for e in range(instances):
+            laid[start + e:start + chunk.size:instances] = mine[e]
+            engine[start + e:start + chunk.size:instances] = e
+    return laid, engine
+
+
 def streaming_order(name: str, top: np.ndarray, work: np.ndarray, instances: int, classes: int,
                     rng: np.random.Generator, batch: int = 1, request_batch: int = 1
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -153,6 +181,12 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
         order, instance, length_class, request = streaming_order(
             name, top, work, settings.instances, settings.length_classes, rng, settings.train_batch_size,
             settings.minibatch_size)
+        # Each step one consecutive batch of the order (synchronous, or one step off laid out by batches): the batch
+        # OpenRLHF deals. The shuffle stays OpenRLHF's own default, what auto's gain is against.
+        if settings.router == "group-round-robin" and name != "shuffle" and (
+                settings.max_lag == 0 or settings.step_layout != "finish"):
+            order, instance = dealt_in_turn(order, work, settings.train_batch_size, settings.instances)
+            request = np.arange(p, dtype=np.int64)  # OpenRLHF sends each prompt as its own request
         positions.append(order)
         instances.append(instance)
         classes.append(length_class[order])
