@@ -75,6 +75,14 @@ completed by draws instead of resampled, and the code of that day, the cap fix b
   with `asp_cli.bench.compare.compare` on the workload's true lengths). A wider per-prompt sigma for history
   prompts (0.5 for 0.25, `--history-sigma 0.5`, nearer the benchmark's own error: its ZeroEval truths are
   other models than its history) was worse on six of eight workloads at lag 2 (summed 3.6% -> 11.6%).
+- **A wider tie margin on `static`** (tried 2026-12-06, not adopted): on mix-k8-n8-b256, where long-first is the
+  true best on every seed and auto keeps `interleave`, the draws expected `interleave` 1-6% faster than long-first
+  where it was 1.5% slower (its time underestimated by 11%, long-first's by 4%). Keeping long-first, first in the
+  `static` order, whenever it is within 2%, 4% or 7% of the fastest (`--rank-by expected:0.02,...`) fixed that
+  workload (1.7% -> 1.1%, 0.4%, 0.0%) and cost others as much (mix-k16-n16-b512 0.0% -> 1.9% at 4%): regret
+  summed over the 8 workloads 6.0% -> 6.4%, 6.0% and 6.2%, and the picks' steps less representative (p90 step
+  deviation, mean over the workloads, 1.03 -> 1.08, 1.32 and 1.65) (`python scripts/bench_choice_regret.py --seeds 4
+  --modes static --rank-by expected,expected:0.02,expected:0.04,expected:0.07`).
 - On `continuous`, where the minibatch KV budget binds, the candidates are the five arrangements with groups
   counted whole, the winner at its wave's peak, and, where that was faster, all five at the peak
   (`--kv-budget auto`; "name/whole", "name/peak" above).
