@@ -213,9 +213,9 @@ CASES = [
      "Invalid value for '--instances' / '-k': Input should be a valid integer, unable to parse string as an integer "
      "(got 'abc')"),
     ("E89", ["observe", "{tmp}/log_twice.jsonl", "-o", "{tmp}/h.parquet"], 3,
-     "log_twice.jsonl:2: prompt id 'a' sample 0 again (column 'sample'; first at line 1), 1 such repeat in all: the "
-     "same samples logged twice would count twice; keep each once (each epoch's log apart, or with its epoch "
-     "column), or pass --on-bad-row skip to keep the first of each"),
+     "log_twice.jsonl:2: prompt id 'a' sample 0 again, of the same length (column 'sample'; first at line 1), 1 such "
+     "repeat in all: the same samples logged twice would count twice; keep each once, or pass --on-bad-row skip to "
+     "keep the first of each"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]

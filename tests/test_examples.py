@@ -138,7 +138,12 @@ def test_the_openrlhf_hook_logs_each_response_and_returns_the_users_reward(tmp_p
                                         "--dataset", str(dataset), "--tokenizer", str(tmp_path / "tokenizer.json"),
                                         "--epoch", "0", "--json"])
     assert observed.exit_code == 0, observed.output
-    assert json.loads(observed.stdout)["eos_short_lengths"] == 4  # the four cut at the cap hold no end token
+    document = json.loads(observed.stdout)
+    assert document["eos_short_lengths"] == 4 and document["whole_lengths"] == 4  # the four at the cap hold no end token
+    assert document["warnings"][0] == (  # not verl's "1 token short" (a review)
+        "4 response lengths counted from text hold no special token where 4 others do (decoded with them, as OpenRLHF "
+        "hands a response to its reward function, and counted whole): those without one were cut at the generation "
+        "cap, exact")
     import polars as pl
 
     history = pl.read_parquet(tmp_path / "h.parquet").sort("prompt_id", "response_tokens")

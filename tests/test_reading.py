@@ -552,14 +552,23 @@ def test_a_sample_logged_twice_is_a_bad_row_named_with_its_first(tmp_path):
             {"prompt_id": "q2", "sample": 0, "epoch": 0, "response_tokens": 30}]
     path = write_jsonl(tmp_path / "log.jsonl", rows + rows[:2])
     with pytest.raises(InputError, match=re.escape(
-            "log.jsonl:5: prompt id 'q1' sample 0 of epoch 0 again (column 'sample'; first at line 1), 2 such repeats "
-            "in all: the same samples logged twice would count twice; keep each once (each epoch's log apart, or with "
-            "its epoch column), or pass --on-bad-row skip to keep the first of each")):
+            "log.jsonl:5: prompt id 'q1' sample 0 of epoch 0 again, of the same length (column 'sample'; first at line "
+            "1), 2 such repeats in all: the same samples logged twice would count twice; keep each once, or pass "
+            "--on-bad-row skip to keep the first of each")):
         read_lengths([path])
     frame, report = read_lengths([path], ReadOptions(on_bad_row="skip"))
     assert frame["response_tokens"].to_list() == [10, 12, 11, 30] and report.skipped_rows == 2
     assert report.skipped_examples[0].endswith("log.jsonl:5")
     assert read_lengths([write_jsonl(tmp_path / "ok.jsonl", rows)])[0].height == 4
+    # A sample number again with another length is another sample: several epochs logged without an epoch column
+    # (a review: they were refused as "logged twice", and with --on-bad-row skip the later epochs dropped).
+    epochs = [{k: v for k, v in r.items() if k != "epoch"} for r in rows[:2]]
+    frame, report = read_lengths([write_jsonl(tmp_path / "epochs.jsonl", epochs + [{**r, "response_tokens": 99}
+                                                                                    for r in epochs])])
+    assert frame.height == 4 and report.notes == [
+        f"{tmp_path / 'epochs.jsonl'}: 4 rows share a prompt id and sample number (column 'sample') with other lengths: "
+        "read as samples of their own; if they are several epochs' (a log without an epoch column), observe each "
+        "epoch's log with --epoch"]
 
 
 @pytest.mark.parametrize("sample", ["the same text", None])

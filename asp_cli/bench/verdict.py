@@ -59,8 +59,12 @@ def routed_verdict(rows: list[dict], mine: dict) -> str:
 
     fastest = min(others, key=lambda r: r[key])
     line = f"\n  as {name} routes, asp {mine[key]:,.0f} s: {against(fastest)}, the fastest row so routed"
-    own = next((r for r in others if r["arrangement"] == "dataset-order"), None)
+    # The run's own default: OpenRLHF's dataloader shuffles (the `least-pending` row is that shuffle, here dealt as
+    # OpenRLHF deals it), slime reads the file in its order.
+    default = "least-pending" if router == "group-round-robin" else "dataset-order"
+    own = next((r for r in others if r["arrangement"] == default), None)
     if own is not None and own is not fastest:
-        line += f"; {against(own)}, the file's own order" + (" (slime's without --rollout-shuffle)"
-                                                             if router == "cache-aware" else "")
+        line += (f"; {against(own)}, " + ("a shuffle, OpenRLHF's default" if router == "group-round-robin" else
+                                          "the file's own order") + (" (slime's without --rollout-shuffle)"
+                                                                      if router == "cache-aware" else ""))
     return line

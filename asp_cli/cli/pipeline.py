@@ -52,9 +52,12 @@ def export_command(
                 + f"; {summary['full_batches']:,} batches of "
                 f"{summary['train_batch_size']}" + (f" + {summary['trailing_rows']} rows" if summary["trailing_rows"] else "")
             )
-            if summary.get("workers") == 1 and format != "verl":  # slime and OpenRLHF submit a batch from one loop
-                say("  each batch in the schedule's own order, as one loop submits it (slime's rollout, OpenRLHF's "
-                    "deal to its engines in turn)")
+            # slime and OpenRLHF submit a batch from one loop (a schedule for their routers is exported so)
+            if summary.get("workers") == 1 and format != "verl" and summary.get("router") in ("cache-aware",
+                                                                                           "group-round-robin"):
+                say("  each batch in the schedule's own order, as one loop submits it ("
+                    + ("OpenRLHF deals it to its engines in turn: the schedule's instance is each row's engine)"
+                       if summary["router"] == "group-round-robin" else "slime's rollout, through its router)"))
             elif "workers" in summary:
                 how = (f"{summary['workers']} workers ({summary['chunking']} chunking)" if format == "verl" else
                        f"{summary['workers']} contiguous chunk{'s' if summary['workers'] != 1 else ''}, one per "
@@ -117,6 +120,8 @@ def _file_order_settings(summary: dict, order: str) -> str:
                                else ""),
         f"    OpenRLHF: --data.prompt_dataset {summary.get('output', 'FILE')}"
         + (f" --data.input_key {summary['prompt_column']}" if summary.get("prompt_column") else "")
+        # chat messages go through the tokenizer's chat template only with it (prompts_dataset.py:26-39, 0.11.2)
+        + (" --data.apply_chat_template" if summary.get("prompt_is_chat") else "")
         + f" --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}"
         + (" --train.async_enable --train.async_queue_size 1" if lag == 1 and steps else
            " (synchronous, its default)" if lag == 0 else
@@ -124,7 +129,11 @@ def _file_order_settings(summary: dict, order: str) -> str:
            "--train.async_enable one batch ahead, --max-lag 1 --trainer schedule)")
         + ", its dataloader's hard-coded shuffle patched off or asp's ScheduleSampler (docs/integrations.md)"
         + ("; the schedule was timed for another router: make it with --router group-round-robin (OpenRLHF's deal)"
-           if summary.get("schedule_router") not in (None, "group-round-robin") else ""),
+           if summary.get("schedule_router") not in (None, "group-round-robin") else "")
+        # one episode over a file of several epochs: its batches straddle them where they do not divide an epoch
+        + (f"; the file's {len(epochs)} epochs of {summary['rows'] // len(epochs):,} rows do not divide into batches of "
+           f"{g}, so OpenRLHF's batches would straddle them: export one epoch at a time (--epoch E), one run each"
+           if len(epochs) > 1 and (summary["rows"] // len(epochs)) % g else ""),
         f"    AReaL: train_dataset.shuffle=false train_dataset.batch_size={g} gconfig.n_samples={n}"
         + (f" rollout.max_head_offpolicyness={lag}" if isinstance(lag, int) else
            " (the schedule has no lag bound; AReaL always has one, 0 by default: make the schedule with --max-lag "
@@ -133,7 +142,7 @@ def _file_order_settings(summary: dict, order: str) -> str:
            "schedule with --max-lag equal to rollout.max_head_offpolicyness)")
         + " (load the file in your script: docs/integrations.md)",
     ]
-    if order == "dispatch" and steps:
+    if order == "dispatch" and steps and not summary.get("steps_in_dispatch_order"):
         lines.append("  slime and OpenRLHF train each batch of consecutive rows, which this schedule's steps are in "
                      "--order train (dispatch order's batches mix training steps)")
     elif order == "train" and not steps:

@@ -94,8 +94,10 @@ def simulate_command(
                     "a train batch, each chunk kept to one instance; dataset-order: the same in the file's own order "
                     "(slime's order without --rollout-shuffle; slime routes through its router, not in chunks); "
                     "least-pending: a shuffle, each group to the "
-                    "least loaded instance (as verl's servers route; OpenRLHF deals a batch's prompts in turn: make its "
-                    "schedule with --router group-round-robin); vs: end-to-end time "
+                    "least loaded instance (as verl's servers route"
+                    + ("" if (report.document.get("metrics") or {}).get("routed_by") == "group-round-robin" else
+                       "; OpenRLHF deals a batch's prompts in turn: make its schedule with --router group-round-robin")
+                    + "); vs: end-to-end time "
                     "over the best equal-footing row and over verl-default"
                     + ("" if wide else "; --wide shows every column, --json every figure"))
                 compared = report.document.get("compared_as_verl_trainer")
@@ -207,7 +209,7 @@ def _routed_line(m: dict, document: dict) -> str:
              "each group kept to its planned instance by asp's router plug-in" if document["dispatch"] == "planned"
              else "each group's samples spread over the servers")
     label = f"as {'sglang' if slime else 'AReaL' if areal else 'OpenRLHF' if openrlhf else 'verl'} routes"
-    return (f"  {label:<17}{m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
+    return (f"  {label:<17} {m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
             f"{m['verl_routed_rollout_s']:,.1f} s"
             + (" summed over its steps (the training " + ("beside" if overlapped else "between") + " them left out)"
                if synchronous

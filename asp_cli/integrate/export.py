@@ -253,6 +253,8 @@ def export(
     summary.update(prompt_column=prompt_key or next((u.get("prompt") for u in used.values() if isinstance(u, dict)),
                                                     None) if isinstance(used, dict) else prompt_key,
                    metadata_key=metadata_key)  # for slime's --input-key and --metadata-key
+    column = summary["prompt_column"]  # chat messages want the trainer's chat template (OpenRLHF's is off by default)
+    summary["prompt_is_chat"] = column in frame.columns and isinstance(frame.schema[column], pl.List)
     warnings.extend(notes)
     if output is not None:
         document = {
@@ -524,18 +526,15 @@ def _facts(
     epochs = [epoch] if epoch is not None else replay.epochs
     workers = int(workers if workers is not None else replay.instances)
     notes: list[str] = []
+    recorded = replay.schedule.recorded_settings
+    steps = replay.frame.sort("seq")["train_step"]  # in dispatch order: whether batches of rows mix steps there
     summary: dict[str, Any] = {
-        "rows": n_rows,
-        "epochs": epochs,
-        "format": format,
-        "order": order,
-        "train_batch_size": size,
-        "full_batches": full,
-        "trailing_rows": trailing,
-        "samples_per_prompt": n,
-        "schedule_trainer": replay.schedule.recorded_settings.trainer,  # which file order a trainer wants
-        "schedule_max_lag": replay.schedule.recorded_settings.max_lag,
-        "schedule_router": replay.schedule.recorded_settings.timed_router}  # how auto timed it, for slime's line
+        "rows": n_rows, "epochs": epochs, "format": format, "order": order, "train_batch_size": size,
+        "full_batches": full, "trailing_rows": trailing, "samples_per_prompt": n,
+        "schedule_trainer": recorded.trainer,  # which file order a trainer wants
+        "schedule_max_lag": recorded.max_lag, "router": recorded.router,
+        "steps_in_dispatch_order": bool(steps.diff().drop_nulls().min() >= 0) if steps.len() > 1 else True,
+        "schedule_router": recorded.timed_router}  # how auto timed it, for slime's line
     trainer: dict[str, Any] = {}
     # What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans
     # two epochs either), or the rows of a one-epoch file.

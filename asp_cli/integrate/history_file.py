@@ -47,8 +47,12 @@ def history_schema(path: Path) -> Any:
     except Exception as exc:  # noqa: BLE001 - not Parquet, or damaged
         if limits.PARQUET_TOO_DEEP in str(exc):
             raise limits.parquet_depth_error(str(path), InputError) from None
-        raise InputError(f"{path}: not a Parquet history file (damaged or cut short?); --append needs a history `asp "
-                         "observe` wrote: rebuild it with --force from every log") from None
+        with open(path, "rb") as handle:  # Parquet's magic: a history cut short, not another file to keep
+            parquet = handle.read(4) == b"PAR1"
+        raise InputError(f"{path}: not a Parquet history file" + (" (damaged or cut short?)" if parquet else "")
+                         + "; --append needs a history `asp observe` wrote"
+                         + (": rebuild it with --force from every log" if parquet else
+                            ": name a new output, or that history")) from None
     missing = [c for c in ("prompt_id", "response_tokens") if c not in schema.names]
     if missing:
         raise InputError(f"{path}: not an asp history (no column {shown_id(missing[0])}); write to a new file instead")
@@ -158,3 +162,24 @@ def already_observed(path: Path, fingerprint: str, history: pl.DataFrame | None,
         said += (f", though the history holds {held:,} of the {kept:,} samples it took from it (cut down or filtered "
                  "since?): rebuild the history with --force from every log")
     return said
+
+
+def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataFrame,
+               path: Path) -> tuple[pl.DataFrame, list[dict[str, Any]], list[str]]:
+    """The history without the samples it took from an earlier log of ``path``'s name, where ``part`` (that log read
+    now) holds every one of them and more: the log grew since (a probe run again with --resume rewrites its log
+    whole; appended again, its first samples counted twice without a word: a probe newcomer's round). Any other
+    log of that name (another epoch's, written over the last) is kept beside it."""
+    keys = ["prompt_id", "response_tokens", "epoch"]
+    before = existing.filter(pl.col("log") == path.name)
+    if not before.height or part.height <= before.height:
+        return existing, seen, []
+    count = lambda frame: frame.with_columns(pl.col("epoch").fill_null(-1)).group_by(keys).len()  # noqa: E731
+    missing = count(before).join(count(part), on=keys, how="left").filter(
+        pl.col("len_right").fill_null(0) < pl.col("len"))
+    if missing.height:
+        return existing, seen, []
+    return (existing.filter(pl.col("log") != path.name), [e for e in seen if e.get("name") != path.name],
+            [f"{path}: holds the {before.height:,} samples the history took from a log of this name before, and "
+             f"{part.height - before.height:,} more (a log rewritten as it grew, as a probe run again with --resume "
+             "rewrites it): the earlier ones replaced, not counted twice"])

@@ -35,7 +35,8 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, OutputError, SettingsError, shown_id
 from asp_cli.integrate.export import with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
-    HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, history_schema, read_history, write_history,
+    HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
+    write_history,
 )
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.id_forms import near_misses
@@ -209,8 +210,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             continue
         seen_prints.add(fingerprint)
         part, kind = _read_log(path, prompts, read, summary)
-        if cap is not None and kind != "rollout_log" and read.tokenizer is None:  # estimated from text at 4 bytes a
-            # token: one past the cap is an estimate's error, not a sample (said both cut at the cap and longer)
+        if cap is not None and read.tokenizer is None and (kind == "verl_generations" or _counts_text(kind, read)):
+            # estimated from text at 4 bytes a token: one past the cap is an estimate's error (said cut and longer)
             over = int((part[C.RESPONSE_TOKENS] > cap).sum())
             summary["estimates_over_cap"] = summary.get("estimates_over_cap", 0) + over
             part = part.with_columns(pl.col(C.RESPONSE_TOKENS).clip(upper_bound=cap))
@@ -227,7 +228,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             pl.lit(path.name).alias("log"),
         )
         if existing is not None:
-            existing, seen, said = _grown_log(existing, seen, part, path)
+            existing, seen, said = grown_log(existing, seen, part, path)
             warnings.extend(said)
         parts.append(part)
         # The same rows saved again (other line endings, keys in another order) have other bytes: said, not
@@ -241,6 +242,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height, "format": kind,
                          "rows_fingerprint": rows_print, **({"ids": ids_record} if ids_record else {})})
     added = pl.concat(parts, how="vertical") if parts else pl.DataFrame(schema=HISTORY_SCHEMA)
+    warnings.extend(summary.pop("read_notes", []))
     summary["rows_read"] = added.height + summary["bad_rows"]
     if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):
         warnings.append(f"--tokenizer {read.tokenizer} was not used: it counts the response text of verl dumps, and "
@@ -296,7 +298,12 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             "per token" + (f" ({summary['estimates_over_cap']:,} estimated past the schedule's max_response_tokens, "
                            f"{cap:,}, taken as cut at it)" if summary.get("estimates_over_cap") else "")
             + "; pass --tokenizer tokenizer.json for exact counts")
-    if summary["eos_short_lengths"]:
+    if summary["eos_short_lengths"] and summary.get("whole_lengths"):  # text decoded with its special tokens
+        warnings.append(
+            f"{summary['eos_short_lengths']} response lengths counted from text hold no special token where "
+            f"{summary['whole_lengths']:,} others do (decoded with them, as OpenRLHF hands a response to its reward "
+            "function, and counted whole): those without one were cut at the generation cap, exact")
+    elif summary["eos_short_lengths"]:
         warnings.append(
             f"{summary['eos_short_lengths']} response lengths are counted from verl's dumped text, which verl "
             "decodes with skip_special_tokens=True: each is 1 token short (the end-of-sequence token) for a response "
@@ -335,27 +342,6 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             raise InputError(_nothing_to_write(summary, "schedule" if schedule else "dataset"))
         write_history(history, out, [*seen, *ingested], replace=force or existing is not None)
     return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
-
-
-def _grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataFrame,
-               path: Path) -> tuple[pl.DataFrame, list[dict[str, Any]], list[str]]:
-    """The history without the samples it took from an earlier log of ``path``'s name, where ``part`` (that log read
-    now) holds every one of them and more: the log grew since (a probe run again with --resume rewrites its log
-    whole; appended again, its first samples counted twice without a word: a probe newcomer's round). Any other
-    log of that name (another epoch's, written over the last) is kept beside it."""
-    keys = ["prompt_id", "response_tokens", "epoch"]
-    before = existing.filter(pl.col("log") == path.name)
-    if not before.height or part.height <= before.height:
-        return existing, seen, []
-    count = lambda frame: frame.with_columns(pl.col("epoch").fill_null(-1)).group_by(keys).len()  # noqa: E731
-    missing = count(before).join(count(part), on=keys, how="left").filter(
-        pl.col("len_right").fill_null(0) < pl.col("len"))
-    if missing.height:
-        return existing, seen, []
-    return (existing.filter(pl.col("log") != path.name), [e for e in seen if e.get("name") != path.name],
-            [f"{path}: holds the {before.height:,} samples the history took from a log of this name before, and "
-             f"{part.height - before.height:,} more (a log rewritten as it grew, as a probe run again with --resume "
-             "rewrites it): the earlier ones replaced, not counted twice"])
 
 
 def _epochs_overfull(existing: pl.DataFrame, added: pl.DataFrame, n: int) -> list[str]:
@@ -449,6 +435,7 @@ def _read_log(
     summary["columns_used"][path.name] = report.columns_used.get(str(path), {})
     summary["bad_rows"] += report.skipped_rows
     summary["bad_row_examples"].extend(report.skipped_examples)
+    summary["read_notes"] = summary.get("read_notes", []) + report.notes  # said with the warnings (`_observe`)
     return lengths.select(
         pl.col(C.PROMPT_ID).cast(pl.String),
         pl.col(C.RESPONSE_TOKENS).cast(pl.Int64),
@@ -540,6 +527,7 @@ def _read_verl_dump(
         result = result.filter(~bad)
     # A response that holds a special token was decoded with them (OpenRLHF's reward function's): counted whole.
     summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += int((~result["\x00whole"]).sum())
+    summary["whole_lengths"] = summary.get("whole_lengths", 0) + int(result["\x00whole"].sum())
     return result.drop("\x00whole").with_columns(pl.lit(None, pl.Boolean).alias("truncated"),
                                                   pl.lit(None, pl.Int32).alias("epoch"))
 

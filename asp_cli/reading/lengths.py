@@ -348,32 +348,42 @@ def sample_column(frame: pl.DataFrame) -> str | None:
 
 def _without_repeated_samples(flagged: pl.DataFrame, path: Path, fmt: str, frame: pl.DataFrame, sample_col: str,
                               on_bad_row: OnBadRow, report: ReadReport) -> pl.DataFrame:
-    """``flagged`` (good rows only) without a row that repeats the prompt id, epoch and sample number of an earlier
-    one: the same sample logged twice (a log written again onto its own end, a resumed run appending what it had
+    """``flagged`` (good rows only) without a row that repeats an earlier one's prompt id, epoch, sample number and
+    length: the same sample logged twice (a log written again onto its own end, a resumed run appending what it had
     written before) would count twice in the history's spread and a report's counts, kept without a word (a
-    hostile-input round). A bad row: refused, or with ``--on-bad-row skip`` the first of each kept."""
-    keys = [C.PROMPT_ID, C.EPOCH, "\x00sample"]
+    hostile-input round). A bad row: refused, or with ``--on-bad-row skip`` the first of each kept. A sample number
+    repeated with another length is another sample (several epochs logged without an epoch column, a review): kept,
+    and said."""
     numbered = pl.col("\x00sample").is_not_null()
-    repeated = flagged.filter(numbered & pl.struct(keys).is_duplicated() & ~pl.struct(keys).is_first_distinct())
-    if not repeated.height:
-        return flagged
-    if on_bad_row == "skip":
+    keys = [C.PROMPT_ID, C.EPOCH, "\x00sample"]
+    same = pl.struct([*keys, "\x00num", C.TRUNCATED])
+    repeated = flagged.filter(numbered & same.is_duplicated() & ~same.is_first_distinct())
+    if repeated.height and on_bad_row == "skip":
         for where in repeated["\x00where"].to_list():
             report.skip(_length_location(path, fmt, where, frame))
-        return flagged.filter(~numbered | pl.struct(keys).is_first_distinct())
-    row = repeated.row(0, named=True)
-    first = flagged.filter(pl.col(C.PROMPT_ID) == row[C.PROMPT_ID], pl.col("\x00sample") == row["\x00sample"],
-                           pl.col(C.EPOCH).eq_missing(row[C.EPOCH])).row(0, named=True)
-    where = _length_location(path, fmt, row["\x00where"], frame)
-    earlier = _length_location(path, fmt, first["\x00where"], frame)[len(str(path)):].lstrip(": ")
-    earlier = f"line {earlier}" if earlier.isdigit() else earlier
-    epoch = "" if row[C.EPOCH] is None else f" of epoch {row[C.EPOCH]}"
-    sample = untag_value(row["\x00sample"])
-    raise InputError(
-        f"{where}: prompt id {shown_id(row[C.PROMPT_ID])} sample {sample}{epoch} again (column {sample_col!r}; first "
-        f"at {earlier}), {repeated.height:,} such {'repeat' if repeated.height == 1 else 'repeats'} in all: the same samples logged twice would count twice; keep "
-        "each once (each epoch's log apart, or with its epoch column), or pass --on-bad-row skip to keep the first "
-        "of each")
+        flagged = flagged.filter(~numbered | same.is_first_distinct())
+    elif repeated.height:
+        row = repeated.row(0, named=True)
+        first = flagged.filter(pl.col(C.PROMPT_ID) == row[C.PROMPT_ID], pl.col("\x00sample") == row["\x00sample"],
+                               pl.col(C.EPOCH).eq_missing(row[C.EPOCH])).row(0, named=True)
+        where = _length_location(path, fmt, row["\x00where"], frame)
+        earlier = _length_location(path, fmt, first["\x00where"], frame)[len(str(path)):].lstrip(": ")
+        earlier = f"line {earlier}" if earlier.isdigit() else earlier
+        epoch = "" if row[C.EPOCH] is None else f" of epoch {row[C.EPOCH]}"
+        sample = untag_value(row["\x00sample"])
+        raise InputError(
+            f"{where}: prompt id {shown_id(row[C.PROMPT_ID])} sample {sample}{epoch} again, "
+            f"of the same length (column {sample_col!r}; first at {earlier}), {repeated.height:,} such "
+            f"{'repeat' if repeated.height == 1 else 'repeats'} in all: the same samples logged twice would count "
+            "twice; keep each once, or pass --on-bad-row skip to keep the first of each")
+    others = flagged.filter(numbered & pl.struct(keys).is_duplicated())
+    if others.height:
+        report.notes.append(
+            f"{path}: {others.height:,} rows share a prompt id and sample number (column {sample_col!r}) "
+            + ("" if others[C.EPOCH].null_count() else "and epoch ")
+            + "with other lengths: read as samples of their own; if they are several epochs' (a log without an epoch "
+            "column), observe each epoch's log with --epoch")
+    return flagged
 
 
 def _mixed_lists_as_text(frame: pl.DataFrame, column: str) -> pl.DataFrame:
