@@ -113,6 +113,8 @@ def _file_order_settings(summary: dict, order: str) -> str:
         f"--num-steps-per-rollout 1, not both otherwise){keys} {rollouts}, no --rollout-shuffle" + ("; the schedule was timed as verl's balancer routes, each group spread over the "
                                "servers, where slime's router keeps it on one: make it with --router cache-aware"
                                if summary.get("schedule_router") == "least-pending" else
+                               "; the schedule was timed for another router: make it with --router cache-aware "
+                               "(slime's)" if summary.get("schedule_router") not in (None, "cache-aware") else
                                "; train.py, synchronous steps, as the schedule was timed"
                                if summary.get("schedule_router") == "cache-aware" and lag == 0 else
                                "; train_async.py, each rollout generated while the step before trains, as the schedule "
