@@ -42,8 +42,8 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     (warning,) = plan_warnings(arrange(prompt_frame(50), make_predictions(50), one), one)
     assert warning.startswith("the epoch's 50 prompts end in a step of 18 groups, short of --train-batch-size 32: a "
                               "trainer that reads batches of 32 consecutive rows and drops a partial last one (verl's "
-                              "and AReaL's dataloaders; slime with --num-epoch) leaves those 18 prompts out; use a "
-                              "--train-batch-size that divides 50 (e.g.")
+                              "and AReaL's dataloaders; slime with --num-epoch) leaves those 18 prompts out "
+                              "(OpenRLHF trains them as a short step); use a --train-batch-size that divides 50 (e.g.")
     # A trainer that takes groups as they arrive does not read the schedule's steps, but its dataloader reads the
     # file in batches all the same and drops the partial last one (AReaL's; an AReaL newcomer's 5,000 at 512).
     arrival = dataclass_replace(one, trainer="arrival")
