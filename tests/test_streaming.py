@@ -246,3 +246,19 @@ def test_a_batch_dealt_in_turn_is_laid_out_to_balance_the_engines():
     for e in (0, 1):  # each engine's queue longest first
         mine = work[laid[:8][engine[:8] == e]]
         assert (np.diff(mine) <= 0).all()
+
+
+@pytest.mark.parametrize("name, lag, layout", [("per-step", 0, None), ("shuffle", 0, None), ("long-first", 1, "finish"),
+                                               ("bands", 1, "batches")])
+def test_under_openrlhfs_deal_the_instance_is_each_rows_engine(name, lag, layout):
+    """A review and a newcomer's round: the shuffle (left as OpenRLHF runs it) and a layout by finish kept instances
+    of their own, so 3,467 exported rows went to another engine than the schedule's `instance` said; each row's
+    instance is now its engine under the deal: its rank within its step (seq order) mod the engines."""
+    settings = ScheduleSettings(engine="streaming", router="group-round-robin", max_lag=lag, trainer="schedule",
+                                instances=3, samples_per_prompt=4, train_batch_size=16, arrangement=name,
+                                step_layout=layout)
+    frame, _ = plan(prompt_frame(70), make_predictions(70), settings, preset=load_preset(settings.preset))
+    frame = frame.sort("train_step", "seq")
+    rank = frame.with_columns(pl.int_range(pl.len()).over("train_step").alias("rank"))["rank"]
+    assert (frame["instance"].to_numpy() == rank.to_numpy() % 3).all()
+    validate_frame(frame, where="plan")

@@ -183,9 +183,11 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
             settings.minibatch_size)
         # Each step one consecutive batch of the order (synchronous, or one step off laid out by batches): the batch
         # OpenRLHF deals. The shuffle stays OpenRLHF's own default, what auto's gain is against.
-        if settings.router == "group-round-robin" and name != "shuffle" and (
-                settings.max_lag == 0 or settings.step_layout != "finish"):
-            order, instance = dealt_in_turn(order, work, settings.train_batch_size, settings.instances)
+        if settings.router == "group-round-robin":
+            if name != "shuffle" and (settings.max_lag == 0 or settings.step_layout != "finish"):
+                order, instance = dealt_in_turn(order, work, settings.train_batch_size, settings.instances)
+            else:  # the shuffle (and a layout by finish) as it lies: each consecutive batch's j-th row to engine j mod k
+                instance = np.arange(p, dtype=np.int64) % max(settings.train_batch_size, 1) % settings.instances
             request = np.arange(p, dtype=np.int64)  # OpenRLHF sends each prompt as its own request
         positions.append(order)
         instances.append(instance)
@@ -255,6 +257,12 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
         if bound is None or int((s_step - s_version).max(initial=0)) <= worst:
             train_step, version = s_step, s_version
     planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
+    if settings.router == "group-round-robin":  # each row's engine under OpenRLHF's deal, as its step is exported:
+        # the j-th row of a step (seq order) to engine j mod k (steps by finish are no consecutive batch of the order)
+        by_step = np.lexsort((np.arange(rows), train_step))
+        rank = np.empty(rows, dtype=np.int64)
+        rank[by_step] = np.arange(rows) - np.searchsorted(train_step[by_step], train_step[by_step])
+        row_instance = rank % settings.instances
     return pl.DataFrame(
         {
             "seq": np.arange(rows, dtype=np.int64),
