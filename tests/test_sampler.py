@@ -184,3 +184,23 @@ def test_the_verl_dataset_class_without_verl_says_it_needs_verl():
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("asp_cli.integrate.verl_dataset is a dataset class for verl (data.custom_cls) and "
                                  "needs verl installed (pip install verl==0.9.1")
+
+
+def test_a_schedule_for_openrlhfs_deal_is_sampled_in_its_own_order(tmp_path):
+    """An OpenRLHF newcomer's round: the sampler laid each batch out for verl's contiguous chunks, which put 3,479 of
+    4,000 prompts on other engines than planned under OpenRLHF's deal; a schedule made for it (`--router
+    group-round-robin`) is sampled as `asp export --order train` writes it, each step's rows in seq order."""
+    from asp_cli import ScheduleSettings, schedule
+    from asp_cli.integrate.sampler import ScheduleSampler
+
+    from util import make_prompts, write_jsonl
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(60))
+    settings = ScheduleSettings(engine="streaming", router="group-round-robin", max_lag=0, trainer="schedule",
+                                instances=3, samples_per_prompt=4, train_batch_size=12)
+    made = schedule([prompts], tmp_path / "s.parquet", settings=settings)
+    sampler = ScheduleSampler(Dataset(60), {"asp_schedule": str(made.output), "train_batch_size": 12})
+    frame = open_schedule(made.output).frame.sort("train_step", "seq")
+    assert sampler.workers == 1 and list(sampler) == frame["row"].to_list()
+    # each position's engine under the deal is the schedule's instance
+    assert [i % 12 % 3 for i in range(60)] == frame["instance"].to_list()

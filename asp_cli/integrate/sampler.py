@@ -21,7 +21,8 @@ Each pass over the sampler (each verl epoch) replays the next schedule epoch in 
 rows by training step, every batch of ``data.train_batch_size`` rows laid out so verl 0.7's contiguous split
 of the n-times repeated batch across its agent-loop workers is balanced (the ``legacy`` chunking).
 Optional keys (under ``data`` or ``data.sampler``): ``asp_workers`` (contiguous chunks per batch; default
-verl's ``actor_rollout_ref.rollout.agent.num_workers`` when given a verl config, else the schedule's
+verl's ``actor_rollout_ref.rollout.agent.num_workers`` when given a verl config, else one for a schedule made for
+slime's or OpenRLHF's router (``--router cache-aware`` or ``group-round-robin``: a batch in the schedule's order), else the schedule's
 instances), ``asp_first_epoch`` (the schedule epoch of the first pass, e.g. when resuming a checkpoint taken
 in epoch 2). Environment variables ``ASP_SCHEDULE``, ``ASP_WORKERS`` and ``ASP_FIRST_EPOCH`` stand in for
 missing keys.
@@ -171,7 +172,11 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         workers = _setting(data_config, "workers")
         if workers is None:
             workers = trainer_setting(data_config, "actor_rollout_ref.rollout.agent.num_workers")
-        self.workers = _count(workers, "asp_workers", 1) if workers is not None else self.replay.instances
+        # slime's and OpenRLHF's routers take a batch in the schedule's own order (OpenRLHF deals it to its engines
+        # in turn): one chunk, as `asp export` writes it (verl's chunks put 3,479 of 4,000 prompts on other engines
+        # than planned: an OpenRLHF newcomer's round).
+        own = self.replay.schedule.recorded_settings.router in ("cache-aware", "group-round-robin")
+        self.workers = _count(workers, "asp_workers", 1) if workers is not None else 1 if own else self.replay.instances
         first = _setting(data_config, "first_epoch")
         self.epoch = _count(first, "asp_first_epoch", 0) if first is not None else 0
         _refuse_unknown_keys(data_config)
