@@ -13,8 +13,11 @@ default), one JSON line each:
     {"input": ..., "output": ...}
 
 and returns what your own ``reward_func`` returns: the one in the file ``$ASP_REWARD_FUNC`` names (the file you
-gave ``--reward.remote_url`` before). After the epoch, asp matches each input to the dataset prompt it contains
-and counts each output with the model's tokenizer:
+gave ``--reward.remote_url`` before). Both run inside OpenRLHF's vLLM engine actors (Ray), so set both variables
+in their environment (``ray job submit --runtime-env-json '{"env_vars": {"ASP_REWARD_FUNC": ..., "ASP_LENGTH_LOG":
+...}}'``), as absolute paths; on several nodes put ``{host}`` in the log's name (each node writes its own). A
+missing ``ASP_REWARD_FUNC`` stops the run as the engines load this file. After the epoch, asp matches each input
+to the dataset prompt it contains and counts each output with the model's tokenizer:
 
     asp observe asp_lengths.jsonl -o history.parquet --append --dataset prompts.jsonl --tokenizer tokenizer.json --epoch 0
 
@@ -31,8 +34,27 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import socket
 
-_OWN = None
+
+def _own_reward_func():
+    """The reward function of the file ``$ASP_REWARD_FUNC`` names, loaded as OpenRLHF loads one. Loaded when this
+    file is (OpenRLHF loads it as the engines start): a missing setting stops the run there. Raised from inside
+    ``reward_func`` it would be caught by OpenRLHF, which logs it at INFO and trains with no reward
+    (``openrlhf/utils/agent.py:303-304``)."""
+    path = os.environ.get("ASP_REWARD_FUNC")
+    if not path:
+        raise RuntimeError("set ASP_REWARD_FUNC to the Python file of your reward_func (the one you gave "
+                           "--reward.remote_url before), in the environment of OpenRLHF's engines")
+    spec = importlib.util.spec_from_file_location("asp_own_reward_func", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"ASP_REWARD_FUNC={path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.reward_func
+
+
+_OWN = _own_reward_func()
 
 
 def reward_func(queries, prompts, labels):
@@ -43,26 +65,13 @@ def reward_func(queries, prompts, labels):
         # logged (`asp observe --schedule` names prompts with fewer samples than the schedule's).
         if query.startswith(prompt):
             _log({"input": prompt, "output": query[len(prompt):]})
-    return _own()(queries, prompts, labels)
-
-
-def _own():
-    """The reward function of ``$ASP_REWARD_FUNC``, loaded once as OpenRLHF loads one."""
-    global _OWN
-    if _OWN is None:
-        path = os.environ.get("ASP_REWARD_FUNC")
-        if not path:
-            raise RuntimeError("set ASP_REWARD_FUNC to the Python file of your reward_func (the one you gave "
-                               "--reward.remote_url before)")
-        spec = importlib.util.spec_from_file_location("asp_own_reward_func", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _OWN = module.reward_func
-    return _OWN
+    return _OWN(queries, prompts, labels)
 
 
 def _log(line: dict) -> None:
-    path = os.environ.get("ASP_LENGTH_LOG", "asp_lengths.jsonl")
+    # `{host}` in the name: each node writes its own log (appends from several machines to one shared file may
+    # interleave); give them all to `asp observe`.
+    path = os.environ.get("ASP_LENGTH_LOG", "asp_lengths.jsonl").replace("{host}", socket.gethostname())
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (json.dumps(line) + "\n").encode())

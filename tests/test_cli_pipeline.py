@@ -57,7 +57,7 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
     assert result.exit_code == 0, result.output
     assert "contiguous chunks, one per rollout worker:" in result.stderr and "chunking)" not in result.stderr
     # Each trainer's own settings, as verl's are printed (an OpenRLHF newcomer was sent to the docs for them).
-    from _schedules import BATCH
+    from _schedules import BATCH, INSTANCES
 
     assert divmod(2 * PROMPTS, BATCH) == (15, 0)  # two epochs of 7 batches and 8 rows: whole batches in all
     said = " ".join(result.stderr.split())
@@ -66,9 +66,12 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
     assert (f"slime: --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
             f"{BATCH * SAMPLES} (or --num-steps-per-rollout 1, not both otherwise) --input-key question --num-rollout "
             f"15, no --rollout-shuffle OpenRLHF: --data.prompt_dataset {tmp_path / 'o.jsonl'} --data.input_key question "
-            f"--rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES} (the schedule's --max-lag is no "
-            "lag OpenRLHF runs: it is synchronous, --max-lag 0, or with --train.async_enable one batch ahead, "
-            "--max-lag 1 --trainer schedule), its dataloader's hard-coded shuffle patched off") in said
+            f"--data.label_key LABEL --rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES} "
+            f"--vllm.num_engines {INSTANCES} (the schedule's --max-lag is no lag OpenRLHF runs: it is synchronous, --max-lag 0, "
+            "or with --train.async_enable one batch ahead, --max-lag 1 --trainer schedule) (LABEL your label column; "
+            "no --rollout.vllm_generate_batch_size, which deals several batches at once), its dataloader's hard-coded "
+            "shuffle patched off (or asp's ScheduleSampler on the original file, not this one") in said
+    assert "the schedule was not made for OpenRLHF's deal: make it with --engine streaming --router " in said
     assert (f"AReaL: train_dataset.shuffle=false train_dataset.batch_size={BATCH} gconfig.n_samples={SAMPLES}"
             in said)
 
@@ -76,7 +79,7 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
 def test_export_for_slime_says_what_its_rollouts_do_with_a_short_last_batch(built, tmp_path):  # noqa: F811
     """slime wraps a short last batch into the file's start; --num-rollout is a plain integer (slime's argparse int
     refused '1,770'), and a file of less than one batch is not told --num-rollout 0 (which trains nothing)."""
-    from _schedules import BATCH
+    from _schedules import BATCH, INSTANCES
 
     one = invoke("export", built["schedule"], built["prompts"], "-o", tmp_path / "o.jsonl", "-f", "jsonl", "--epoch", "0")
     assert one.exit_code == 0, one.output

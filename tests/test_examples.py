@@ -107,9 +107,15 @@ def test_the_openrlhf_hook_logs_each_response_and_returns_the_users_reward(tmp_p
     own = tmp_path / "my_reward.py"
     own.write_text("def reward_func(queries, prompts, labels):\n"
                    "    return {'rewards': [float(len(q)) for q in queries], 'scores': [1.0], 'extra_logs': {}}\n")
-    monkeypatch.setenv("ASP_REWARD_FUNC", str(own))
-    monkeypatch.setenv("ASP_LENGTH_LOG", str(tmp_path / "lengths.jsonl"))
     spec = importlib.util.spec_from_file_location("reward_func", REPO / "examples" / "openrlhf_length_log.py")
+    monkeypatch.delenv("ASP_REWARD_FUNC", raising=False)
+    # Without the user's reward function the run stops as OpenRLHF loads the file (a newcomer's round: raised from
+    # reward_func, OpenRLHF logs it at INFO and trains with no reward).
+    with pytest.raises(RuntimeError, match="set ASP_REWARD_FUNC"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    monkeypatch.setenv("ASP_REWARD_FUNC", str(own))
+    monkeypatch.setenv("ASP_LENGTH_LOG", str(tmp_path / "lengths{host}.jsonl"))
+    monkeypatch.setattr("socket.gethostname", lambda: "")  # {host}: each node its own log; one node here
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # as OpenRLHF loads it (utils/agent.py:196-205)
 

@@ -124,14 +124,17 @@ def _file_order_settings(summary: dict, order: str) -> str:
         + (f" --data.input_key {summary['prompt_column']}" if summary.get("prompt_column") else "")
         # chat messages go through the tokenizer's chat template only with it (prompts_dataset.py:26-39, 0.11.2)
         + (" --data.apply_chat_template" if summary.get("prompt_is_chat") else "")
-        + f" --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}"
+        + f" --data.label_key LABEL --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}"
+        + (f" --vllm.num_engines {summary['instances']}" if summary.get("instances") else "")
         + (" --train.async_enable --train.async_queue_size 1" if lag == 1 and steps else
            " (synchronous, its default)" if lag == 0 else
            " (the schedule's --max-lag is no lag OpenRLHF runs: it is synchronous, --max-lag 0, or with "
            "--train.async_enable one batch ahead, --max-lag 1 --trainer schedule)")
-        + ", its dataloader's hard-coded shuffle patched off or asp's ScheduleSampler (docs/integrations.md)"
-        + ("; the schedule was timed for another router: make it with --router group-round-robin (OpenRLHF's deal)"
-           if summary.get("schedule_router") not in (None, "group-round-robin") else "")
+        + " (LABEL your label column; no --rollout.vllm_generate_batch_size, which deals several batches at once), "
+        "its dataloader's hard-coded shuffle patched off (or asp's ScheduleSampler on the original file, not this one: "
+        "docs/integrations.md)"
+        + ("; the schedule was not made for OpenRLHF's deal: make it with --engine streaming --router "
+           "group-round-robin --trainer schedule" if summary.get("router") != "group-round-robin" else "")
         # one episode over a file of several epochs: its batches straddle them where they do not divide an epoch
         + (f"; the file's {len(epochs)} epochs of {summary['rows'] // len(epochs):,} rows do not divide into batches of "
            f"{g}, so OpenRLHF's batches would straddle them: export one epoch at a time (--epoch E), one run each"

@@ -532,7 +532,7 @@ def _facts(
         "rows": n_rows, "epochs": epochs, "format": format, "order": order, "train_batch_size": size,
         "full_batches": full, "trailing_rows": trailing, "samples_per_prompt": n,
         "schedule_trainer": recorded.trainer,  # which file order a trainer wants
-        "schedule_max_lag": recorded.max_lag, "router": recorded.router,
+        "schedule_max_lag": recorded.max_lag, "router": recorded.router, "instances": replay.instances,
         "steps_in_dispatch_order": bool(steps.diff().drop_nulls().min() >= 0) if steps.len() > 1 else True,
         "schedule_router": recorded.timed_router}  # how auto timed it, for slime's line
     trainer: dict[str, Any] = {}
