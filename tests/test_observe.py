@@ -756,3 +756,24 @@ def test_a_text_estimate_past_the_cap_is_taken_as_cut_at_it(built, tmp_path):  #
             "max_response_tokens, 4,096, taken as cut at it); pass --tokenizer tokenizer.json for exact counts"
             ) in result.warnings
     assert not [w for w in result.warnings if "longer than the schedule's max_response_tokens" in w]
+
+
+def test_a_history_observed_against_an_export_is_read_by_the_schedules_ids(tmp_path):
+    """An OpenRLHF newcomer observed the log against the exported file (its `prompt_id` the schedule's ids, here row
+    numbers of a file without an id column); the next `asp schedule --history` then said the ids named other prompts
+    and told them to pass --id-key prompt_id, which the prompt file lacks."""
+    from asp_cli import export, schedule
+    from asp_cli.settings import ScheduleSettings
+
+    from util import make_prompts
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{k: v for k, v in r.items() if k != "id"} for r in make_prompts(30)])
+    settings = ScheduleSettings(instances=2, train_batch_size=10)
+    made = schedule([prompts], tmp_path / "s.parquet", settings=settings)
+    export(made.output, [prompts], tmp_path / "ordered.jsonl", format="jsonl", order="train")
+    ids = made.frame["prompt_id"].to_list()
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": i, "response_tokens": 50} for i in ids])
+    observe([log], tmp_path / "h.parquet", dataset=[tmp_path / "ordered.jsonl"], schedule=made.output)
+    again = schedule([prompts], tmp_path / "s1.parquet", settings=replace(settings, seed=1),
+                     history=[tmp_path / "h.parquet"])
+    assert not [w for w in again.warnings if "name other prompts" in w], again.warnings

@@ -33,7 +33,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError, OutputError, SettingsError, shown_id
-from asp_cli.integrate.export import with_export_id_key
+from asp_cli.integrate.export import export_id_key, with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
     write_history,
@@ -193,8 +193,11 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, sched), dataset), warnings) \
         if dataset else None
     known, cap = _known_ids(sched, prompts)
-    ids_record = ids_observed_against(sched.metadata if sched is not None else None, dataset,
-                                      prompts.report if prompts is not None else None)
+    # An `asp export` as the dataset names prompts by the schedule's ids, not by a column of the original file: the
+    # record is the schedule's where given, else none (an OpenRLHF newcomer's history was said to name other prompts).
+    exported = bool(dataset) and read.id_key is None and all(export_id_key(p) for p in dataset)
+    ids_record = ids_observed_against(sched.metadata if sched is not None else None, [] if exported else dataset,
+                                      prompts.report if prompts is not None and not exported else None)
     seen_prints = {entry.get("fingerprint") for entry in seen}
     seen_rows = {entry["rows_fingerprint"]: entry.get("name") for entry in seen if entry.get("rows_fingerprint")}
     parts: list[pl.DataFrame] = []
