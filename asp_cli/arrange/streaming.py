@@ -91,9 +91,10 @@ def dealt_in_turn(order: np.ndarray, work: np.ndarray, batch: int, instances: in
     turn (OpenRLHF's: the j-th prompt of a batch to engine j mod ``instances``, `--router group-round-robin`): each
     batch keeps its groups, dealt to the engines longest first, each to the engine with the least predicted
     ``work`` that still has a turn left (engine e has the batch's positions e, e + instances, ...), and each
-    engine's groups laid out on its turns longest first (its queue, first come first served). A shuffle dealt in
-    turn left an engine 3-16% more predicted work than the mean on an OpenRLHF newcomer's batches, where a
-    synchronous step waits for its slowest engine. Returns the order and each position's engine."""
+    engine's groups laid out on its turns longest first (its queue, first come first served). A shuffle dealt as it
+    lies gives some engines more work than others, and a synchronous step waits for its slowest engine (on the true
+    lengths the same shuffle laid out so was 3.8-6.7% faster end to end on the benchmark's mixes and long reasoning:
+    docs/benchmarks.md, "As OpenRLHF deals"). Returns the order and each position's engine."""
     import heapq
 
     laid = np.empty_like(order)
