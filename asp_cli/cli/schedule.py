@@ -220,7 +220,7 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths" + _drawn_padding(summary) + "; `asp simulate` reports the empty "
         "slots of a replay, tail included)" + _padding_note(summary),
-        ("  predicted makespan of rollout and training alternating (synchronous steps): "
+        ("  predicted makespan of rollout and training alternating (synchronous steps; the last step trains after it): "
          if summary.get("max_lag") == 0 else "  predicted rollout makespan"
          + (" (waits for the trainer included)" if summary.get("max_lag") is not None else "") + ": ")
         + f"{summary['predicted_rollout_makespan_s']:,.1f} s at the point predictions"

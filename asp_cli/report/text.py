@@ -231,7 +231,7 @@ def _render_queue(out: Any, report: dict[str, Any]) -> None:
     batch = report.get("effective_batch")
     if batch:
         out(f"  live sequences    {sparkline(_resample(batch['live_sequences'], width))}  "
-            f"(peak {batch['peak_live_sequences']:,}; {batch['mean_live_sequences_per_instance']}/instance)")
+            f"(peak {batch['peak_live_sequences']:,}; mean {batch['mean_live_sequences_per_instance']} per instance)")
     out()
 
 
