@@ -97,7 +97,11 @@ def simulate_command(
                     "least loaded instance (as verl's servers route"
                     + ("" if (report.document.get("metrics") or {}).get("routed_by") == "group-round-robin" else
                        "; OpenRLHF deals a batch's prompts in turn: make its schedule with --router group-round-robin")
-                    + "); vs: end-to-end time "
+                    + ")"
+                    + ("; asp (true lengths): asp's own choice knowing every length, a yardstick, not a bound (it can be "
+                       "slower than asp: docs/simulation.md)"
+                       if any(r["arrangement"] == "asp (true lengths)" for r in report.comparison) else "")
+                    + "; vs: end-to-end time "
                     "over the best equal-footing row and over verl-default"
                     + ("" if wide else "; --wide shows every column, --json every figure"))
                 compared = report.document.get("compared_as_verl_trainer")
