@@ -425,6 +425,10 @@ def test_a_kv_term_that_did_not_show_keeps_the_models_bytes_and_an_impossible_we
     assert not any("did not pin the KV read" in note for note in kept.notes)
     [note] = kept.notes
     assert "are faster than the base's bandwidth allows" in note and "eta_bandwidth" in note
+    from asp_cli.cli.replay import _untrusted
+
+    # `asp calibrate` says it as a warning, under --quiet too, not a note among the figures (a hostile round)
+    assert _untrusted(note) and not _untrusted("no decode step was compute bound (too few live sequences)")
     path = tmp_path / "p.json"
     path.write_text(json.dumps(document))
     written = load_preset(path)

@@ -222,6 +222,12 @@ def _summary(document: dict, output: Optional[Path]) -> str:
     return "\n".join(lines)
 
 
+def _untrusted(note: str) -> bool:
+    """Whether a fit's note says the preset is not to be trusted (a fit the GPU cannot give, a poor one, or one worse
+    than its base): said as a warning, where a pipeline sees it, not a note among the figures."""
+    return "trust the preset less" in note or "worse than the base" in note
+
+
 def calibrate_command(
     timeline: Optional[Path] = typer.Argument(None, metavar="TIMELINE", readable=False, help="A timeline written by `asp replay -o` (or use --servers)."),
     output: Path = output_option("--output", "-o", help="The preset JSON to write (for --preset of asp schedule/simulate)."),
@@ -270,6 +276,9 @@ def calibrate_command(
             bar.close()
         if not quiet:
             say(_calibration_summary(report.document))
+        for note in (report.document.get("fit") or {}).get("notes", []):  # under --quiet too: a preset not to trust
+            if _untrusted(note):
+                say(f"Warning: {note}")
         if json_output:
             emit_json(report.document)
 
@@ -304,6 +313,7 @@ def _calibration_summary(document: dict) -> str:
                      f"{row['base_wall_s']:,.2f} s with the base ({row['base_error']:+.1%}), "
                      f"{row['calibrated_wall_s']:,.2f} s calibrated ({row['calibrated_error']:+.1%}).")
     for note in fit["notes"]:
-        lines.append(f"Note: {note}.")
+        if not _untrusted(note):  # those are warnings (`calibrate_command`)
+            lines.append(f"Note: {note}.")
     lines.append(f"Use it: asp schedule ... --preset {document['output']}; asp simulate ... --preset {document['output']}")
     return "\n".join(lines)
