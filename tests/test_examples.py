@@ -133,8 +133,8 @@ def test_the_openrlhf_hook_logs_each_response_and_returns_the_users_reward(tmp_p
     assert results[0] == {"rewards": [float(len("<user> question number 0 please <assistant> word </s>"))],
                           "scores": [1.0], "extra_logs": {}}
     logged = [json.loads(line) for line in (tmp_path / "lengths.jsonl").read_text().splitlines()]
-    assert len(logged) == 8 and logged[0] == {"input": "<user> question number 0 please <assistant>",
-                                              "output": " word </s>"}
+    # The threads append in whatever order they run: one line per sample, each whole.
+    assert len(logged) == 8 and {"input": "<user> question number 0 please <assistant>", "output": " word </s>"} in logged
     vocab = {"[UNK]": 0, "word": 1, "</s>": 2}
     tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
