@@ -133,7 +133,8 @@ OTHER_ENGINES = """\
 ### Other engines
 
 - **Engines that refill freed slots** (`streaming`: vLLM/SGLang servers, verl's agent loop, OpenRLHF's
-  engines, each prompt to the one with the fewest unfinished requests since 0.9.1, a contiguous share each before): the engine removes padding and tail bubbles itself, and every
+  engines, each batch's prompts dealt to them in turn since 0.9.1, a contiguous share each before: "As OpenRLHF
+  deals" below times that deal): the engine removes padding and tail bubbles itself, and every
   arrangement, asp's and the true-lengths ceiling included, lands within a few percent of least-pending
   routing. **Here asp wins little: with a lag bound, in the rerun of 2026-12-05 (4 seeds, the first table) with
   auto judging its candidates as verl routes, it is level with the best of thirteen baselines on five workloads,

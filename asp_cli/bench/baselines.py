@@ -33,8 +33,9 @@ minibatch cap, so these rows run ``min(minibatch_size, train batch / K)`` prompt
   fix), then split like verl, which puts the longest prompts of a batch on one worker.
 * ``count-balance``: verl's server manager sends each request to the server with the fewest pending requests,
   and OpenRLHF (0.9.1 and later; ``samples_generator.py`` ``_dispatch_prompts_to_vllm`` in 0.11.2) each prompt,
-  its samples together, to the engine with the fewest unfinished requests, blind to length; offline that is a round-robin deal, and the simulator replays it with
-  ``dispatch="free"`` (the next minibatch goes to whichever instance is free).
+  its samples together, to the engine with the fewest unfinished requests by one snapshot per batch (a deal in
+  turn: `asp_cli.sim.submit_all.route`'s ``group-round-robin``), blind to length; offline that is a round-robin
+  deal, and the simulator replays it with ``dispatch="free"`` (the next minibatch goes to whichever instance is free).
 * ``rollpacker-tail``: RollPacker's tail batching (Farrrrland/RollPacker, NSDI'26) defers long-tail prompts
   to dedicated long rounds: prompts predicted in the longest ``tail_fraction`` are held back and run together
   as soon as a full train batch of them is collected.
