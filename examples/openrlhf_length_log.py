@@ -23,9 +23,9 @@ to the dataset prompt it contains and counts each output with the model's tokeni
 
 The response keeps its special tokens, so the end-of-sequence token of one that stopped by itself is counted,
 as the policy generated it (verl's dumps drop it, and asp says so for those). The samples of prompts whose text
-other prompts of the dataset share are spread over them in turn (`asp observe` counts them). Not run against OpenRLHF here (no
-GPU); tests/test_examples.py calls it as OpenRLHF's ``_fetch_rewards_via_func`` does, in threads, and observes
-its log. Each line is written with one ``write`` of an ``O_APPEND`` file, so concurrent samples do not
+other prompts of the dataset share are spread over them in turn (`asp observe` counts them). Run through OpenRLHF 0.11.2's own
+``SingleTurnAgentExecutor`` by scripts/check_openrlhf_hook.py (pip-installed, no GPU); tests/test_examples.py calls
+it in threads, as OpenRLHF's ``_fetch_rewards_via_func`` does, and observes its log. Each line is written with one ``write`` of an ``O_APPEND`` file, so concurrent samples do not
 interleave their lines.
 """
 
