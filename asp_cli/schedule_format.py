@@ -313,11 +313,15 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
         if name not in frame.columns or frame.schema[name] != pl.Int64:
             continue
         column = frame[name]
-        odd = (column < 0) | (column > MAX_SETTING)
+        # A predicted response is a token at least (asp writes none shorter): a hand-edited 0 was planned and
+        # simulated as a response of no tokens (a hostile-input round).
+        least = 1 if name.startswith("predicted_") else 0
+        odd = (column < least) | (column > MAX_SETTING)
         if odd.any():
+            what = "a response length" if least else "a token count"
             raise ScheduleFormatError(
                 f"{where}: column {name!r} holds {column.filter(odd)[0]} at {_at(frame, odd.fill_null(False))}, not "
-                f"a token count (0 to {MAX_SETTING:,}); write the schedule again"
+                f"{what} ({least} to {MAX_SETTING:,}); write the schedule again"
             )
     for name in ("train_step", "minibatch"):
         # Each step and each minibatch holds a row at least, and no schedule has more than MAX_SCHEDULE_ROWS

@@ -189,6 +189,8 @@ def test_a_row_outside_the_schedules_epochs_is_refused(tmp_path):
     ("predicted_mean_tokens", -3, "column 'predicted_mean_tokens' holds -3 at row 1"),
     ("predicted_max_tokens", 2**62, f"column 'predicted_max_tokens' holds {2**62} at row 1"),
     ("instance", 99, "column 'instance' holds 99 at row 1"),
+    ("predicted_tokens", 0, "column 'predicted_tokens' holds 0 at row 1"),  # planned, and simulated, as no response
+    ("predicted_mean_tokens", 0, "not a response length (1 to"),
 ])
 def test_hand_edits_that_make_impossible_runs_are_refused(tmp_path, column, value, words):
     """A hostile-input audit: negative or astronomical token counts (a lower bound above the simulated time, a
