@@ -82,8 +82,9 @@ VERL_PLANNED_TRAINERS: tuple[str, ...] = ("fully-async", "colocate-async", "sepa
 # "least-pending" (verl's balancer: each sample to the server with the fewest requests in flight, so a group's
 # samples spread over the servers) or "cache-aware" (sglang-router's default policy, slime's: a group's samples
 # share their prompt and follow the first to its server; `asp_cli.sim.submit_all.cache_aware_server`) or
-# "round-robin" (AReaL's: each sample to the next server in turn, whatever its load) or "group-round-robin"
-# (OpenRLHF's: each prompt's samples together, a rollout batch's prompts dealt to the engines in turn).
+# "round-robin" (AReaL's in its SPMD mode: each sample to the next server in turn, whatever its load) or
+# "group-round-robin" (each prompt's samples together, dealt to the servers in turn: OpenRLHF's, a rollout batch at a
+# time, with --trainer schedule; AReaL's single controller, its default, with --trainer arrival).
 ROUTERS: tuple[str, ...] = ("least-pending", "cache-aware", "round-robin", "group-round-robin")
 # The routers of trainers that train each rollout batch whole as one step and generate the next one while it trains
 # (`one_step_off`): slime's train_async.py behind sglang-router, and OpenRLHF's --train.async_enable.
@@ -156,6 +157,15 @@ def check_plan_with(value: object) -> None:
     if not isinstance(value, str) or value not in PLAN_WITH:
         raise SettingsError(f"--plan-with must be 'max' or 'mean' (got {value!r})")
 
+
+
+def router_owner(router: str | None, trainer: str) -> str:
+    """Whose routing ``router`` is, as the replays' words name it: "sglang" (slime's router), "AReaL" (its SPMD mode's
+    round-robin, or its single controller's deal of whole groups with a trainer that takes finished groups),
+    "OpenRLHF" (the same deal, a rollout batch trained whole) or "verl" (its balancer)."""
+    if router == "group-round-robin":
+        return "AReaL" if trainer == "arrival" else "OpenRLHF"
+    return {"cache-aware": "sglang", "round-robin": "AReaL"}.get(router or "", "verl")
 
 
 def one_step_off(router: str | None, max_lag: int | float | None, trainer: str) -> bool:
@@ -330,14 +340,19 @@ class ScheduleSettings:
             raise SettingsError(f"--router {self.router} places each request where that router puts it, while "
                                 "--dispatch planned keeps it to its planned instance (asp's router plug-in for verl): "
                                 "drop one")
-        if self.router == "group-round-robin" and not (self.max_lag in (0, 1) and self.trainer == "schedule"):
-            # A trainer that takes groups as they finish (--trainer arrival) would train other batches than the ones
-            # the layout deals (a review: 2,206 of 3,540 rows exported onto another engine than planned).
+        if self.router == "group-round-robin" and (self.max_lag == 0) == (self.trainer == "arrival") \
+                and not (self.max_lag == 1 and self.trainer == "schedule"):
+            # OpenRLHF's trainer trains each rollout batch whole (--trainer schedule, lag 0 or 1); AReaL's single
+            # controller deals whole groups in turn as its staleness bound admits them and trains finished ones
+            # (--trainer arrival, a lag bound above 0 or none). At lag 0 both train each batch whole: the deal's
+            # batches are the steps only with --trainer schedule (a review: with --trainer arrival 2,206 of 3,540
+            # rows were exported onto another engine than planned).
             lag = NO_LAG_BOUND if self.max_lag is None else self.max_lag
-            raise SettingsError("--router group-round-robin is OpenRLHF's deal, whose trainer trains each rollout batch "
-                                "whole as one step: --max-lag 0 --trainer schedule (synchronous, its default) or "
-                                "--max-lag 1 --trainer schedule (--train.async_enable with its default "
-                                "--train.async_queue_size 1; a larger queue is not modelled) (got --max-lag "
+            raise SettingsError("--router group-round-robin deals a batch's groups to the servers in turn: with "
+                                "--trainer schedule it is OpenRLHF's, at --max-lag 0 (synchronous, its default) or 1 "
+                                "(--train.async_enable with its default --train.async_queue_size 1; a larger queue is "
+                                "not modelled); with --trainer arrival AReaL's, at a --max-lag above 0 "
+                                "(rollout.max_head_offpolicyness; at 0 use --trainer schedule) (got --max-lag "
                                 f"{lag} --trainer {self.trainer})")
         if self.router != "least-pending" and self.verl_trainer is not None:
             raise SettingsError(f"--verl-trainer {self.verl_trainer} is one of verl's trainers, which route through "

@@ -48,17 +48,30 @@ ROWS = (("verl default", "least-pending", "least-pending"),
 # With --representative: asp's plan among the candidates whose steps are expected about as representative as a
 # shuffle's, as verl routes (`--steps representative`), and its step deviation.
 REPRESENTATIVE = ("asp (auto, --steps representative)", {"steps": "representative"}, "least-pending")
-# --areal: every row routed as AReaL v1.0.4 routes (each sample its own request, to the next server in turn:
-# `RemoteInfEngine.choose_server`), prompts started as the rollouter's slots free under the lag bound
-# (rollout.max_head_offpolicyness); asp's plan timed as verl routes (auto's default) or as AReaL does
-# (`--router round-robin`).
-AREAL_ROWS = (("shuffle", "least-pending", "round-robin"),
-              ("long-first sort", "long-first (least-pending)", "round-robin"),
-              ("short-first sort", "short-first (least-pending)", "round-robin"),
-              ("asp (auto)", {}, "round-robin"),
-              ("asp (auto, --router round-robin)", {"router": "round-robin"}, "round-robin"),
-              ("asp (auto, --steps representative, --router round-robin)",
-               {"steps": "representative", "router": "round-robin"}, "round-robin"))
+# --areal: every row routed as AReaL v1.0.4's single controller (its default) deals it: each group whole to the next
+# worker's server in turn (`RolloutController._choose_worker`), prompts started in the file's order as the slots and
+# the lag bound (rollout.max_head_offpolicyness) allow; asp's plan timed as verl routes (auto's default) or as AReaL
+# deals (`--router group-round-robin`, laid out for the deal: `streaming.dealt_in_turn`).
+_GROUP_DEAL = "group-round-robin"
+AREAL_ROWS = (("shuffle", "least-pending", _GROUP_DEAL),
+              ("long-first sort", "long-first (least-pending)", _GROUP_DEAL),
+              ("short-first sort", "short-first (least-pending)", _GROUP_DEAL),
+              ("asp (auto)", {}, _GROUP_DEAL),
+              ("asp (auto, --router group-round-robin)", {"router": _GROUP_DEAL}, _GROUP_DEAL),
+              ("asp (auto, --steps representative, --router group-round-robin)",
+               {"steps": "representative", "router": _GROUP_DEAL}, _GROUP_DEAL),
+              # A shuffle's train batches, each laid out for the deal: what the layout alone does.
+              ("asp per-step, --router group-round-robin", {"arrangement": "per-step", "router": _GROUP_DEAL},
+               _GROUP_DEAL))
+# --areal-spmd: as AReaL routes with AREAL_SPMD_MODE=1 (each sample its own request, to the next server in turn:
+# `RemoteInfEngine.choose_server`); asp's plan timed as verl routes or with `--router round-robin`.
+AREAL_SPMD_ROWS = (("shuffle", "least-pending", "round-robin"),
+                   ("long-first sort", "long-first (least-pending)", "round-robin"),
+                   ("short-first sort", "short-first (least-pending)", "round-robin"),
+                   ("asp (auto)", {}, "round-robin"),
+                   ("asp (auto, --router round-robin)", {"router": "round-robin"}, "round-robin"),
+                   ("asp (auto, --steps representative, --router round-robin)",
+                    {"steps": "representative", "router": "round-robin"}, "round-robin"))
 
 
 def run(names: tuple[str, ...], seeds: int, data: Path, max_lag: int | None, trainer_scale: float,
@@ -148,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--representative", action="store_true",
                         help="also asp's plan with --steps representative (its own column and step deviation)")
     parser.add_argument("--areal", action="store_true",
-                        help="every row routed as AReaL routes (each sample to the next server in turn), over a "
-                        "shuffle so routed; asp's plan timed as verl routes and with --router round-robin")
+                        help="every row routed as AReaL's single controller deals it (each group whole to the next "
+                        "server in turn), over a shuffle so routed; asp's plan timed as verl routes and with --router "
+                        "group-round-robin")
+    parser.add_argument("--areal-spmd", action="store_true",
+                        help="every row routed as AReaL routes in its SPMD mode (each sample to the next server in "
+                        "turn); asp's plan timed as verl routes and with --router round-robin")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -169,13 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     for scale in (float(s) for s in args.trainer_scales.split(",")):
         # A fraction is verl's staleness_threshold (its default 0.1: `asp_cli.settings.check_lag`).
         for lag in (None if s == "none" else check_lag(float(s)) for s in args.lags.split(",")):
-            rows_run = AREAL_ROWS if args.areal else ROWS + ((REPRESENTATIVE,) if args.representative else ())
+            rows_run = (AREAL_ROWS if args.areal else AREAL_SPMD_ROWS if args.areal_spmd
+                        else ROWS + ((REPRESENTATIVE,) if args.representative else ()))
             results = run(names, args.seeds, args.data, lag, scale, args.prompts_per_server, rows_run, args.v1)
             print(f"Trainer step cost x{scale:g}, max_lag {lag if lag is not None else 'none'}, "
                   + (f"verl's v1 trainer in {args.v1} ({lag} warm-up batches, then a train batch a step)"
                      if args.v1 else f"rollouter slots: {slots}")
                   + f"; {args.seeds} seeds; end-to-end over "
-                  + ("a shuffle, every row routed as AReaL routes" if args.areal else
+                  + ("a shuffle, every row dealt as AReaL's controller deals it" if args.areal else
+                     "a shuffle, every row routed as AReaL's SPMD mode routes" if args.areal_spmd else
                      "verl default (a shuffle through verl's balancer)") + ", mean +- sd.\n")
             print(table(results, rows_run) + "\n", flush=True)
     return 0

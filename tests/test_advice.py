@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -142,8 +143,8 @@ def test_a_dropped_partial_batch_holding_one_source_is_warned_about():
     assert dropped_tail_warnings(frame, sources, arrival) == [
         "a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) leaves out "
         "the epoch's last 20 rows in file (dispatch) order: 20 of them are 'aime', 20% of that source's prompts, "
-        "where a shuffle's would leave out about 4% of each; use a --train-batch-size that divides 500, or --steps "
-        "representative"]
+        "where a shuffle's would leave out about 4% of each source, at about the epoch's mean length; use a "
+        "--train-batch-size that divides 500, or --steps representative"]
     named = dataclass_replace(arrival, arrangement="long-first")  # --steps constrains auto alone: not offered
     assert dropped_tail_warnings(frame, sources, named)[0].endswith("use a --train-batch-size that divides 500")
     # A schedule-following trainer drops its last train step's groups, here gsm8k's first rows: 5% of it, no warning.
@@ -158,6 +159,26 @@ def test_a_dropped_partial_batch_holding_one_source_is_warned_about():
     assert dropped_tail_warnings(frame, sources.with_columns(pl.lit("x").alias("data_source")), arrival) == []
     rare = sources.with_columns(pl.Series("data_source", ["gsm8k"] * 497 + ["rare"] * 3))
     assert dropped_tail_warnings(frame, rare, arrival) == []
+
+
+def test_a_dropped_partial_batch_of_the_longest_prompts_is_warned_about():
+    """An AReaL newcomer's length curriculum left the 212 longest prompts (831 predicted tokens against 401), of
+    mixed sources, out of every epoch without a word: the dropped rows' length is said, with or without sources."""
+    from asp_cli.arrange.advice import dropped_tail_warnings
+
+    tokens = [100 + r for r in range(500)]  # sorted shortest first: the last 20 rows are the longest
+    frame = pl.DataFrame({"row": list(range(500)), "seq": list(range(500)), "epoch": [0] * 500,
+                          "train_step": [r // 160 for r in range(500)], "predicted_tokens": tokens})
+    arrival = ScheduleSettings(train_batch_size=160, trainer="arrival")
+    (warning,) = dropped_tail_warnings(frame, None, arrival)
+    assert ("the epoch's last 20 rows in file (dispatch) order: their predicted responses average 590 tokens against "
+            "340 for the rows trained (the longest left out)") in warning
+    mixed = pl.DataFrame({"row": list(range(500)), "data_source": ["a", "b"] * 250})
+    assert dropped_tail_warnings(frame, mixed, arrival) == [warning]
+    # A shuffle's tail, or one near the mean, is not flagged.
+    shuffled = frame.with_columns(pl.Series("predicted_tokens", 100 + np.random.default_rng(0).permutation(500)))
+    assert dropped_tail_warnings(shuffled, mixed, arrival) == []
+    assert dropped_tail_warnings(frame.with_columns(pl.lit(400).alias("predicted_tokens")), None, arrival) == []
 
 
 def test_options_that_change_nothing_in_the_plan_are_said():

@@ -1335,7 +1335,7 @@ def test_a_representative_alternative_within_the_tie_margin_and_faster_is_said_t
 
 
 @pytest.mark.parametrize(("router", "said"), [("cache-aware", "sglang-router's cache_aware policy"),
-                                              ("round-robin", "AReaL's round-robin")])
+                                              ("round-robin", "AReaL's SPMD mode routes")])
 def test_with_another_router_every_candidate_is_timed_as_that_router_routes(monkeypatch, router, said):
     """--router cache-aware (slime's router) or round-robin (AReaL's): every replay of auto's, synchronous or not,
     routes each sample as that router does; asp's verl plug-ins (the other dispatch, the length-aware route) are not

@@ -72,8 +72,12 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
             "no --rollout.vllm_generate_batch_size, which deals several batches at once), its dataloader's hard-coded "
             "shuffle patched off (or asp's ScheduleSampler on the original file, not this one") in said
     assert "the schedule was not made for OpenRLHF's deal: make it with --engine streaming --router " in said
-    assert (f"AReaL: train_dataset.shuffle=false train_dataset.batch_size={BATCH} gconfig.n_samples={SAMPLES}"
-            in said)
+    # consumer_batch_size is the batch of AReaL's staleness rule (default 1), and a schedule timed otherwise than as
+    # its controller deals says so (an AReaL newcomer's round).
+    assert (f"AReaL: train_dataset.shuffle=false train_dataset.batch_size={BATCH} rollout.consumer_batch_size={BATCH} "
+            f"gconfig.n_samples={SAMPLES}" in said)
+    assert "total_train_epochs=1 (the file holds 2 epochs)" in said
+    assert "the schedule was not made for AReaL's controller" in said
 
 
 def test_export_for_slime_says_what_its_rollouts_do_with_a_short_last_batch(built, tmp_path):  # noqa: F811

@@ -576,11 +576,36 @@ def test_openrlhfs_deal_is_timed_replayed_exported_and_refused_where_openrlhf_do
     assert "each batch in the schedule's own order, as one loop submits it" in said
     assert "--train.async_enable" not in " ".join(invoke(
         "export", tmp_path / "orl0.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "orl0.jsonl", "--force", "--order", "train").stderr.split())
-    # A trainer that takes groups as they finish trains other batches than the deal's (a review: at --max-lag 0 with
-    # --trainer arrival 2,206 of 3,540 exported rows went to another engine than planned).
-    for lag, trainer in (("2", "schedule"), ("1", "arrival"), ("0", "arrival"), ("none", "schedule")):
+    # OpenRLHF's trainer trains each batch whole (lag 0 or 1); a trainer that takes groups as they finish is AReaL's
+    # (a lag bound above 0: at lag 0 it trained other batches than the deal's, a review: 2,206 of 3,540 exported rows
+    # on another engine than planned).
+    for lag, trainer in (("2", "schedule"), ("0", "arrival"), ("none", "schedule")):
         refused = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "x.parquet", "--engine", "streaming",
                          "--max-lag", lag, "--trainer", trainer, "--router", "group-round-robin")
         said = " ".join(refused.stderr.split())
-        assert refused.exit_code == 4 and "--router group-round-robin is OpenRLHF's deal" in said, refused.output
+        assert refused.exit_code == 4 and "--router group-round-robin deals a batch's groups" in said, refused.output
         assert said.endswith(f"(got --max-lag {lag} --trainer {trainer})"), said
+
+
+def test_areals_controller_deals_whole_groups_in_turn(tmp_path):
+    """AReaL v1.0.4's default single controller deals each group whole to the next worker's server in turn, in the
+    file's order (an AReaL newcomer's round: the docs modelled its SPMD mode's per-sample round-robin): `--router
+    group-round-robin --trainer arrival` times auto's candidates so, each row's instance is its turn, and simulate
+    and export say so."""
+    made = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "a.parquet", "--engine", "streaming", "--max-lag", "1",
+                  "--router", "group-round-robin", "--instances", "4", "--json")
+    assert made.exit_code == 0, made.output
+    choice = json.loads(made.stdout)["arrangement"]
+    assert choice["timed_as"] == "verl-async" and choice["router"] == "group-round-robin"
+    assert "as AReaL's controller deals an asynchronous trainer's rollouts" in " ".join(made.stderr.split())
+    frame = pl.read_parquet(tmp_path / "a.parquet").sort("seq")
+    assert frame["instance"].to_list() == [i % 4 for i in range(frame.height)]
+    words = " ".join(invoke("simulate", tmp_path / "a.parquet").output.split())
+    assert "as AReaL routes" in words and "as AReaL's single controller deals them" in words
+    said = " ".join(invoke("export", tmp_path / "a.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "a.jsonl").stderr.split())
+    assert "rollout.consumer_batch_size=128" in said and "rollout.max_head_offpolicyness=1" in said
+    assert "not made for AReaL's controller" not in said
+    assert invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "v.parquet", "--engine", "streaming", "--max-lag",
+                  "1", "--arrangement", "shuffle").exit_code == 0  # verl's balancer
+    assert "not made for AReaL's controller" in " ".join(invoke(
+        "export", tmp_path / "v.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "v.jsonl").stderr.split())

@@ -66,6 +66,16 @@ def test_areals_round_robin_deals_every_sample_to_the_next_server_in_turn():
     assert result.sample_server.tolist() == [k % 4 for k in range(32)]
 
 
+def test_areals_controller_deals_each_group_whole_to_the_next_server_in_turn():
+    # AReaL v1.0.4's default (its single controller): the i-th group submitted to worker i mod k, from worker 0,
+    # over the whole run and whatever the loads (an AReaL newcomer's round: per-sample dealing is its SPMD mode).
+    lengths, prompts = _workload(rows=10)
+    lengths[0] *= 50  # a long first group does not move the turn
+    for lag in (None, 1):
+        result = _replay(lengths, prompts, max_lag=lag, routing="group-round-robin", train_batch_size=4)
+        assert result.sample_server.reshape(10, 4).tolist() == [[r % 4] * 4 for r in range(10)]
+
+
 def test_planned_keeps_a_group_on_its_instance_and_length_aware_balances_predicted_tokens():
     lengths, prompts = _workload(rows=8)
     planned = _replay(lengths, prompts, routing="planned", row_instance=np.array([0, 1, 2, 3, 4, 5, 6, 7]))

@@ -153,39 +153,57 @@ def source_warnings(frame: pl.DataFrame, sources: pl.DataFrame) -> list[str]:
             "representative keeps steps about a shuffle's"]
 
 
-def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
+def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame | None, settings: ScheduleSettings) -> list[str]:
     """A warning where the rows a dataloader drops as a partial last batch (verl's and AReaL's by default) are mostly
-    one data source: an AReaL newcomer's `bands` plan put AIME last, and a third of AIME's prompts went untrained
-    every epoch. The rows dropped are the epoch's last in the exported order: training order (``train_step``)
-    for a trainer that takes the schedule's steps, dispatch order (``seq``, the file order a trainer that submits
-    rows as they come and trains them as they finish reads) otherwise. ``sources`` as `source_warnings`'."""
+    one data source, or far longer or shorter than the rest: an AReaL newcomer's `bands` plan put AIME last, and a
+    third of AIME's prompts went untrained every epoch; another's length curriculum left out the 212 longest prompts
+    (831 predicted tokens against 401), of mixed sources, without a word. The rows dropped are the epoch's last in
+    the exported order: training order (``train_step``) for a trainer that takes the schedule's steps, dispatch
+    order (``seq``, the file order a trainer that submits rows as they come and trains them as they finish reads)
+    otherwise. ``sources`` as `source_warnings`' (None: the input has no data source)."""
+    import numpy as np
+
     size = settings.train_batch_size
-    if not frame.height or sources["data_source"].drop_nulls().n_unique() < 2:
+    if not frame.height:
         return []
     epoch = frame.filter(pl.col("epoch") == frame["epoch"].min())
     left = epoch.height % size
     if not left or epoch.height <= size:
         return []
     order = ["train_step", "seq"] if settings.trainer == "schedule" else ["seq"]
-    kinds = epoch.select("row", *order).join(sources, on="row", how="left").sort(order)
-    tail = kinds.tail(left)["data_source"].drop_nulls().value_counts().rename({"count": "dropped"})
     rows, p = epoch.height, left / epoch.height
-    # A shuffle drops a hypergeometric count of each source: flag one dropped far beyond it (4 sd), in numbers that
-    # matter (10 prompts, a fifth of the source), not a 3-prompt source whose one row fell last by chance.
-    share = tail.join(kinds["data_source"].drop_nulls().value_counts(), on="data_source").with_columns(
-        (pl.col("dropped") / pl.col("count")).alias("fraction"),
-        (pl.col("count") * p + 4 * (pl.col("count") * p * (1 - p) * (rows - pl.col("count")) / max(rows - 1, 1)
-                                    ).sqrt()).alias("chance")
-    ).filter((pl.col("dropped") >= 10) & (pl.col("fraction") >= max(0.2, 2 * p))
-             & (pl.col("dropped") > pl.col("chance"))).sort(["fraction", "data_source"], descending=[True, False])
-    if not share.height:
+    said: list[str] = []
+    if sources is not None and sources["data_source"].drop_nulls().n_unique() >= 2:
+        kinds = epoch.select("row", *order).join(sources, on="row", how="left").sort(order)
+        tail = kinds.tail(left)["data_source"].drop_nulls().value_counts().rename({"count": "dropped"})
+        # A shuffle drops a hypergeometric count of each source: flag one dropped far beyond it (4 sd), in numbers
+        # that matter (10 prompts, a fifth of the source), not a 3-prompt source whose one row fell last by chance.
+        share = tail.join(kinds["data_source"].drop_nulls().value_counts(), on="data_source").with_columns(
+            (pl.col("dropped") / pl.col("count")).alias("fraction"),
+            (pl.col("count") * p + 4 * (pl.col("count") * p * (1 - p) * (rows - pl.col("count")) / max(rows - 1, 1)
+                                        ).sqrt()).alias("chance")
+        ).filter((pl.col("dropped") >= 10) & (pl.col("fraction") >= max(0.2, 2 * p))
+                 & (pl.col("dropped") > pl.col("chance"))).sort(["fraction", "data_source"], descending=[True, False])
+        if share.height:
+            name, dropped, _, fraction, _ = share.row(0)
+            said.append(f"{dropped:,} of them are {shown_name(name)!r}, {fraction:.0%} of that source's prompts")
+    if "predicted_tokens" in epoch.columns and left >= 10:
+        # Their mean predicted length against the rows trained: flagged beyond 4 sd of a shuffle's tail mean (a
+        # sample of `left` rows without replacement) and at least 1.5 times apart either way.
+        tokens = epoch.sort(order)["predicted_tokens"].to_numpy().astype(np.float64)
+        dropped_mean, kept_mean = float(tokens[-left:].mean()), float(tokens[:-left].mean())
+        sd = float(tokens.std()) * np.sqrt((1 - p) / left * rows / max(rows - 1, 1))
+        if (abs(dropped_mean - tokens.mean()) > 4 * sd and kept_mean > 0
+                and not 1 / 1.5 < dropped_mean / kept_mean < 1.5):
+            said.append(f"their predicted responses average {dropped_mean:,.0f} tokens against {kept_mean:,.0f} for the "
+                        f"rows trained ({'the longest' if dropped_mean > kept_mean else 'the shortest'} left out)")
+    if not said:
         return []
-    name, dropped, _, fraction, _ = share.row(0)
     return [f"a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) "
             f"leaves out the epoch's last {left:,} rows in "
             + ("training order" if settings.trainer == "schedule" else "file (dispatch) order")
-            + f": {dropped:,} of them are {shown_name(name)!r}, {fraction:.0%} of that source's prompts, where a "
-            f"shuffle's would leave out about {p:.0%} of each; use a --train-batch-size that divides {rows:,}"
+            + ": " + "; ".join(said) + f", where a shuffle's would leave out about {p:.0%} of each source, at "
+            f"about the epoch's mean length; use a --train-batch-size that divides {rows:,}"
             + (", or --steps representative" if settings.arrangement == "auto" else "")]
 
 

@@ -108,11 +108,15 @@ def _timed_words(choice: dict) -> str:
     if router == "cache-aware" and timed == "verl-async":
         return (" as sglang-router's cache_aware policy routes an asynchronous trainer (--router cache-aware: a "
                 "prompt started as a slot frees, its samples on one server, " + per_server)
+    if router == "group-round-robin" and timed == "verl-async":
+        return (" as AReaL's controller deals an asynchronous trainer's rollouts (--router group-round-robin --trainer "
+                "arrival: a prompt started as the staleness bound and a slot allow, its samples together, dealt to the "
+                "servers in turn in the file's order, " + per_server)
     if router == "round-robin" and timed:
-        return (" as AReaL's round-robin routes " + ("a synchronous step (--router round-robin: every sample at "
-                                                    "submission, each to the next server in turn)" if timed == "verl"
-                                                    else "an asynchronous trainer (--router round-robin: a prompt "
-                                                    "started as a slot frees, each sample to the next server in turn)"))
+        return (" as AReaL's SPMD mode routes " + ("a synchronous step (--router round-robin: every sample at "
+                                                  "submission, each to the next server in turn)" if timed == "verl"
+                                                  else "an asynchronous trainer (--router round-robin: a prompt "
+                                                  "started as a slot frees, each sample to the next server in turn)"))
     if router:
         return (f" in asp's own replay, each group whole to whichever server frees first (--router {router} is "
                 "modelled for synchronous steps, for a trainer that takes groups as they finish"

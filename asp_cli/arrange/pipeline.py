@@ -561,8 +561,9 @@ def schedule(
     unnamed, id_hint = row_numbered(read_report)
     warnings = (_input_warnings(prompts, history_frame, settings, preset, unnamed, id_hint)
                 + plan_warnings(frame, settings))
+    warnings.extend((source_warnings(frame, sources) if sources is not None else [])
+                    + dropped_tail_warnings(frame, sources, settings))
     if sources is not None:
-        warnings.extend(source_warnings(frame, sources) + dropped_tail_warnings(frame, sources, settings))
         if not predictions:
             from asp_cli.predict.prediction import lost_sources_warning
 

@@ -189,7 +189,9 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
                 order, instance = dealt_in_turn(order, work, settings.train_batch_size, settings.instances)
             else:  # the shuffle (and a layout by finish) as it lies: each consecutive batch's j-th row to engine j mod k
                 instance = np.arange(p, dtype=np.int64) % max(settings.train_batch_size, 1) % settings.instances
-            request = np.arange(p, dtype=np.int64)  # OpenRLHF sends each prompt as its own request
+            if settings.trainer == "arrival":  # AReaL's controller: one turn over the run, the first group to server 0
+                instance = (epoch * p + np.arange(p, dtype=np.int64)) % settings.instances
+            request = np.arange(p, dtype=np.int64)  # OpenRLHF and AReaL send each prompt as its own request
         positions.append(order)
         instances.append(instance)
         classes.append(length_class[order])
@@ -258,7 +260,8 @@ def plan_streaming(prompts: pl.DataFrame, predictions: pl.DataFrame, settings: S
         if bound is None or int((s_step - s_version).max(initial=0)) <= worst:
             train_step, version = s_step, s_version
     planned = predictions[C.PREDICTED_TOKENS].to_numpy().astype(np.int64)
-    if settings.router == "group-round-robin":  # each row's engine under OpenRLHF's deal, as its step is exported:
+    if settings.router == "group-round-robin" and settings.trainer != "arrival":  # each row's engine under
+        # OpenRLHF's deal, as its step is exported (AReaL's controller deals in the file's order: as above):
         # the j-th row of a step (seq order) to engine j mod k (steps by finish are no consecutive batch of the order)
         by_step = np.lexsort((np.arange(rows), train_step))
         rank = np.empty(rows, dtype=np.int64)

@@ -20,7 +20,7 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.predict.features import BYTES_PER_TOKEN
-from asp_cli.settings import ScheduleSettings, check_lag, one_step_off
+from asp_cli.settings import ScheduleSettings, check_lag, one_step_off, router_owner
 from asp_cli.sim.records import SimulationSettings
 from asp_cli.sim.run import simulate_schedule
 
@@ -225,7 +225,8 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
                                      prompts_in_flight=None if per_server is None else per_server * settings.instances,
                                      v1_mode=v1.replace("-", "_") if v1 else None,
                                      follow_steps=bool(v1) and settings.trainer == "schedule").end_to_end_s
-    return {"verl_routed_end_to_end_s": seconds, **({"routed_by": routing} if other else {})}
+    return {"verl_routed_end_to_end_s": seconds,
+            **({"routed_by": routing, "routed_as": router_owner(routing, settings.trainer)} if other else {})}
 
 
 def _lengths_of(frame: pl.DataFrame, index: np.ndarray, truth: np.ndarray,
@@ -321,8 +322,8 @@ def format_table(rows: list[dict], *, markdown: bool = True, compact: bool = Fal
     columns = TABLE_COLUMNS + ((("static_batches_over_kv_capacity", "over cache", "{:,}"),)
                                if any(r.get("static_batches") for r in rows) else ())
     if any(r.get("verl_routed_end_to_end_s") for r in rows):  # on servers: each row as verl routes it, too
-        routed = next((r["routed_by"] for r in rows if r.get("routed_by")), None)  # `--router`
-        by = {"cache-aware": "sglang", "round-robin": "AReaL", "group-round-robin": "OpenRLHF"}.get(routed, "verl")
+        by = next((r.get("routed_as") or router_owner(r["routed_by"], "schedule") for r in rows
+                   if r.get("routed_by")), "verl")  # `--router`
         columns = (*columns[:5], ("verl_routed_end_to_end_s", f"as {by} s", "{:,.0f}"),
                    ("verl_routed_ratio_to_verl_default", f"vs verl, as {by}", "{:.3f}"), *columns[5:])
     if compact:

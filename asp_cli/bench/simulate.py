@@ -173,10 +173,10 @@ def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instance
     as ``routed_by``; at ``max_lag`` 1 with cache-aware or group-round-robin and a ``trainer`` that follows the
     schedule, as slime's train_async.py or OpenRLHF's asynchronous trainer runs (`asp_cli.settings.one_step_off`:
     each rollout while the step before trains), recorded as ``one_step_off``."""
-    from asp_cli.settings import one_step_off
+    from asp_cli.settings import one_step_off, router_owner
 
     routing = router if router not in (None, "least-pending") else None
-    said = {"routed_by": router} if routing else {}
+    said = {"routed_by": router, "routed_as": router_owner(router, trainer)} if routing else {}
     overlapped = one_step_off(router, max_lag, trainer)
     if max_lag == 0 or overlapped:
         from asp_cli.sim.submit_all import replay_frame

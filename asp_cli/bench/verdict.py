@@ -4,6 +4,7 @@ footing and against verl's default, in seconds and instance-hours, and as the sc
 from __future__ import annotations
 
 from asp_cli.bench.compare import ASP, ASP_PINNED, ASP_TRUE, LOWER_BOUND, best_equal_footing
+from asp_cli.settings import router_owner
 
 
 def verdict(rows: list[dict], instances: int | None = None) -> str:
@@ -51,8 +52,8 @@ def routed_verdict(rows: list[dict], mine: dict) -> str:
     others = [r for r in rows if r.get(key) and r["arrangement"] not in (ASP, ASP_PINNED, ASP_TRUE, LOWER_BOUND)]
     if not router or not mine.get(key) or not others:
         return ""
-    name = {"cache-aware": "sglang-router (slime)", "round-robin": "AReaL",
-            "group-round-robin": "OpenRLHF"}.get(router, router)
+    owner = mine.get("routed_as") or router_owner(router, "schedule")
+    name = {"sglang": "sglang-router (slime)"}.get(owner, owner)
 
     def against(other: dict) -> str:
         return _against(mine, other, key)
@@ -61,10 +62,12 @@ def routed_verdict(rows: list[dict], mine: dict) -> str:
     line = f"\n  as {name} routes, asp {mine[key]:,.0f} s: {against(fastest)}, the fastest row so routed"
     # The run's own default: OpenRLHF's dataloader shuffles (the `least-pending` row is that shuffle, here dealt as
     # OpenRLHF deals it), slime reads the file in its order.
-    default = "least-pending" if router == "group-round-robin" else "dataset-order"
+    # AReaL's dataloader shuffles too (train_dataset.shuffle, true by default).
+    shuffled = router in ("group-round-robin", "round-robin")
+    default = "least-pending" if shuffled else "dataset-order"
     own = next((r for r in others if r["arrangement"] == default), None)
     if own is not None and own is not fastest:
-        line += (f"; {against(own)}, " + ("a shuffle, OpenRLHF's default" if router == "group-round-robin" else
+        line += (f"; {against(own)}, " + (f"a shuffle, {owner}'s default" if shuffled else
                                           "the file's own order") + (" (slime's without --rollout-shuffle)"
                                                                       if router == "cache-aware" else ""))
     return line

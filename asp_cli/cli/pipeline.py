@@ -139,13 +139,24 @@ def _file_order_settings(summary: dict, order: str) -> str:
         + (f"; the file's {len(epochs)} epochs of {summary['rows'] // len(epochs):,} rows do not divide into batches of "
            f"{g}, so OpenRLHF's batches would straddle them: export one epoch at a time (--epoch E), one run each"
            if len(epochs) > 1 and (summary["rows"] // len(epochs)) % g else ""),
-        f"    AReaL: train_dataset.shuffle=false train_dataset.batch_size={g} gconfig.n_samples={n}"
+        # consumer_batch_size is the batch of AReaL's staleness rule (default 1: cli_args.py:2030-2032 of v1.0.4), and
+        # max_concurrent_rollouts its groups in flight (default consumer_batch_size): an AReaL newcomer's round.
+        f"    AReaL: train_dataset.shuffle=false train_dataset.batch_size={g} rollout.consumer_batch_size={g} "
+        f"gconfig.n_samples={n}"
         + (f" rollout.max_head_offpolicyness={lag}" if isinstance(lag, int) else
            " (the schedule has no lag bound; AReaL always has one, 0 by default: make the schedule with --max-lag "
            "equal to rollout.max_head_offpolicyness)" if lag is None else
            f" (the schedule's --max-lag {lag} is a fraction; AReaL's bound is a whole number of steps: make the "
            "schedule with --max-lag equal to rollout.max_head_offpolicyness)")
-        + " (load the file in your script: docs/integrations.md)",
+        + (f" rollout.max_concurrent_rollouts={summary['prompts_per_server'] * summary['instances']}"
+           if summary.get("prompts_per_server") and summary.get("instances") else
+           " rollout.max_concurrent_rollouts as many groups as the servers' slots hold (as the schedule was timed; "
+           "or make it with --prompts-per-server that number over the servers)")
+        + (f" total_train_epochs=1 (the file holds {len(epochs)} epochs)" if len(epochs) > 1 else "")
+        + " (load the file in your script: docs/integrations.md)"
+        + ("" if summary.get("router") == "round-robin" or (summary.get("router") == "group-round-robin" and not steps)
+           else "; the schedule was not made for AReaL's controller, which deals each group whole to the next server "
+           "in turn: make it with --engine streaming --router group-round-robin --trainer arrival"),
     ]
     if order == "dispatch" and steps and not summary.get("steps_in_dispatch_order"):
         lines.append("  slime and OpenRLHF train each batch of consecutive rows, which this schedule's steps are in "

@@ -96,7 +96,8 @@ def simulate_command(
                     "least-pending: a shuffle, each group to the "
                     "least loaded instance (as verl's servers route"
                     + ("" if (report.document.get("metrics") or {}).get("routed_by") == "group-round-robin" else
-                       "; OpenRLHF deals a batch's prompts in turn: make its schedule with --router group-round-robin")
+                       "; OpenRLHF and AReaL deal prompts to the servers in turn: make their schedules with --router "
+                       "group-round-robin")
                     + ")"
                     + ("; asp (true lengths): asp's own choice knowing every length, a yardstick, not a bound (it can be "
                        "slower than asp: docs/simulation.md)"
@@ -186,7 +187,8 @@ def _routed_line(m: dict, document: dict) -> str:
     overlapped = bool(m.get("one_step_off"))  # slime's train_async.py: by rollout, as a synchronous step
     synchronous = document.get("max_lag") == 0 or overlapped
     slime, areal = m.get("routed_by") == "cache-aware", m.get("routed_by") == "round-robin"
-    openrlhf = m.get("routed_by") == "group-round-robin"
+    dealt = m.get("routed_by") == "group-round-robin"  # OpenRLHF's deal, or AReaL's controller's
+    openrlhf, areal_deal = dealt and m.get("routed_as") != "AReaL", dealt and m.get("routed_as") == "AReaL"
     how = (("OpenRLHF's asynchronous trainer (the schedule's --router, --max-lag 1 and --trainer schedule): each "
             "rollout batch generated while the step before trains, " if overlapped else
             "OpenRLHF's synchronous trainer (the schedule's --router): a rollout batch, then its training, ")
@@ -199,20 +201,23 @@ def _routed_line(m: dict, document: dict) -> str:
             "prompts started as slots free, as verl 0.9's fully asynchronous trainer starts them, each request routed "
             "by sglang-router's cache_aware policy (the schedule's --router), ") if slime else
            (("a synchronous step" if synchronous else "prompts started as slots free")
-            + ", every sample its own request to the next server in turn, as AReaL routes (the schedule's --router), ")
-           if areal else
+            + ", every sample its own request to the next server in turn, as AReaL's SPMD mode routes (the schedule's "
+              "--router), ") if areal else
+           ("prompts started in the file's order as slots and the lag bound allow, each whole to the next server in "
+            "turn, as AReaL's single controller deals them (the schedule's --router and --trainer arrival), ")
+           if areal_deal else
            ("verl 0.9's synchronous trainer: every sample a request, a train batch routed as it is submitted, "
             if synchronous else
             "verl 0.9's fully asynchronous trainer: a prompt started as a slot frees ("
             + (f"{m['verl_prompts_per_server']} per server" if "verl_prompts_per_server" in m else
                "as many as the servers' slots hold")
             + "), each of its samples routed as it starts (the v1 trainer's asynchronous modes: the next line), ")))
-    where = ("each group's samples on one engine" if openrlhf else
+    where = ("each group's samples on one engine" if openrlhf or areal_deal else
              "each group's samples on the server its first went to" if slime else
              "each group's samples dealt over the servers" if areal else
              "each group kept to its planned instance by asp's router plug-in" if document["dispatch"] == "planned"
              else "each group's samples spread over the servers")
-    label = f"as {'sglang' if slime else 'AReaL' if areal else 'OpenRLHF' if openrlhf else 'verl'} routes"
+    label = f"as {'sglang' if slime else 'AReaL' if areal or areal_deal else 'OpenRLHF' if openrlhf else 'verl'} routes"
     return (f"  {label:<17} {m['verl_routed_end_to_end_s']:,.1f} s end-to-end, rollout "
             f"{m['verl_routed_rollout_s']:,.1f} s"
             + (" summed over its steps (the training " + ("beside" if overlapped else "between") + " them left out)"

@@ -91,8 +91,10 @@ def replay_async(
     ``length-aware`` sends each request to the server with the fewest predicted tokens in flight
     (``row_predicted_tokens``, per sample; the plug-in's ``+data.asp_route=length``), released when it finishes;
     ``cache-aware`` is sglang-router's default policy, slime's (`asp_cli.sim.submit_all.CacheAwareRouter`, which
-    knows a prompt by ``row_key``, the same over the run's epochs; default the row); ``round-robin`` AReaL's, each
-    sample to the next server in turn.
+    knows a prompt by ``row_key``, the same over the run's epochs; default the row); ``round-robin`` AReaL's in its
+    SPMD mode, each sample to the next server in turn; ``group-round-robin`` AReaL's default (its single controller,
+    `RolloutController._choose_worker`, areal/infra/controller/rollout_controller.py:707-720 and 777-813 of v1.0.4):
+    each group whole to the next worker's server in turn, the first to server 0.
     ``prompts_in_flight``: verl's ``max_concurrent_samples`` (None: as many as the servers' slots hold,
     ``instances * max_num_seqs // n``, so that the servers' own limits bind). Deterministic for a ``seed``.
 
@@ -143,7 +145,7 @@ def replay_async(
     requests = [0] * instances
     loaded = [0] * instances
     remaining = np.full(rows, n, dtype=np.int64)
-    server_of = np.zeros(rows * n, dtype=np.int64)
+    server_of = np.full(rows * n, -1, dtype=np.int64)
     submitted = np.zeros(rows, dtype=np.float64)
     seq_lengths = lengths.reshape(-1).tolist()
     row_prompt = prompts.tolist()
@@ -158,6 +160,11 @@ def replay_async(
     def pick(r: int) -> int:
         if planned is not None:
             return planned[r]
+        if routing == "group-round-robin":  # a group's samples on one worker: its turn is taken once, by its first
+            if server_of[r * n] < 0:
+                server_of[r * n] = turn[0] % instances
+                turn[0] += 1
+            return int(server_of[r * n])
         if routing == "round-robin":
             turn[0] += 1
             return (turn[0] - 1) % instances
