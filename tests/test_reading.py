@@ -757,10 +757,13 @@ def test_a_prompt_file_named_twice_is_refused_as_such(tmp_path):
             read([path, path])
         with pytest.raises(InputError, match=r"alias.jsonl \(the same file as .*p.jsonl\): given twice"):
             read([path, tmp_path / "alias.jsonl"])
-    # Without an id column the ids are row numbers over all inputs, unique: a file named twice is read twice.
+    # Without an id column the ids are row numbers over all inputs, unique, and a file named twice was read twice
+    # in silence, every prompt trained twice (a hostile-input round): refused alike.
     plain = write_jsonl(tmp_path / "plain.jsonl", [{"question": "hi"}, {"question": "yo"}])
     for read in (read_prompts, read_prompts_streamed):
-        assert read([plain, plain])[0].height == 4
+        with pytest.raises(InputError, match=r"plain.jsonl: given twice; name each prompt file once"):
+            read([plain, plain])
+        assert read([plain, path])[0].height == 4  # two files, one without ids: read
 
 
 def test_a_csv_header_that_opens_with_a_bracket_is_still_csv(tmp_path):

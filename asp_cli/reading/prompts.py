@@ -224,6 +224,9 @@ def read_prompts(
         Missing, empty or malformed files, a missing prompt column, a prompt that is not text or a chat
         list, duplicate ids.
     """
+    # A file named twice, with an id column or without (whose ids are row numbers, so that its prompts were read
+    # twice in silence: a hostile-input round), before anything is read.
+    each_file_once(paths, "prompt file")
     report = ReadReport()
     parts: list[pl.DataFrame] = []
     offset = 0
@@ -243,12 +246,8 @@ def read_prompts(
     frame = pl.concat(parts, how="vertical")
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
-    try:
-        _check_unique_ids(frame, named=options.id_key, row_numbered=[
-            name for name, used in report.columns_used.items() if used.get("id") == "(row number)"])
-    except InputError:
-        each_file_once(paths, "prompt file")  # a file named twice: say so, not "make ids unique"
-        raise
+    _check_unique_ids(frame, named=options.id_key, row_numbered=[
+        name for name, used in report.columns_used.items() if used.get("id") == "(row number)"])
     frame = frame.drop(FILE_ROW, FILE_LINE)
     report.settle()
     report.rows = frame.height

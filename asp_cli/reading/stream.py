@@ -121,6 +121,7 @@ def read_prompts_streamed(
     InputError
         As `read_prompts`, naming the file and line.
     """
+    each_file_once(paths, "prompt file")  # with ids or without (row numbers: read twice in silence before)
     report = ReadReport()
     parts: list[pl.DataFrame] = []
     offset = 0
@@ -267,7 +268,6 @@ def _check_unique(frame: pl.DataFrame, paths: Sequence[Path], named: str | None 
                   row_numbered: Sequence[str] = ()) -> None:
     duplicated = frame.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if duplicated.height:
-        each_file_once(paths, "prompt file")  # a file named twice: say so, not "make ids unique"
         names = pl.Series([str(p) for p in paths], dtype=pl.String)
         _check_unique_ids(duplicated.with_columns(names.gather(duplicated[SOURCE_FILE_INDEX]).alias("source_file")),
                           named, row_numbered)
