@@ -130,6 +130,19 @@ def test_probe_parquet_and_verl_layouts(tmp_path):
         probe([data], tmp_path / "probe.csv")
 
 
+def test_verls_prompt_is_built_from_the_prompt_column_the_reader_took(tmp_path):
+    """A hostile-input round: chat lists under `question` went into verl's prompt as their JSON text (or, in every
+    row, were refused) where `asp export --format verl` took the column the reader had found."""
+    rows = [{"id": "a", "question": "plain"}, {"id": "b", "question": [{"role": "user", "content": "chat"}]}]
+    for name, data in (("mixed", rows), ("chat", [{**rows[1], "id": "c"}, rows[1]])):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in data))
+        probe([path], tmp_path / f"{name}.parquet", settings=ProbeSettings(fraction=1.0), format="verl")
+        prompts = pl.read_parquet(tmp_path / f"{name}.parquet")["prompt"].to_list()
+        expected = [[{"role": "user", "content": "plain" if r["question"] == "plain" else "chat"}] for r in data]
+        assert sorted(map(str, prompts)) == sorted(map(str, expected))
+
+
 def test_skipped_bad_lines_leave_the_probe_rows_in_place(tmp_path):
     """With --on-bad-row skip, a line that is not JSON raised anyway when the rows were read for writing."""
     from asp_cli.reading import ReadOptions

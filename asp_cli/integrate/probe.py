@@ -254,8 +254,12 @@ def probe(
                         "uses); keep it in the generation log so `asp observe` can match the samples")
     if fmt == "verl":
         # extra_info.prompt_id: asp's id of each probed prompt
+        # The prompt column the reader took (as export takes the schedule's): a chat list under `question` was sent
+        # as its JSON text, and one in every row refused (a hostile-input round).
+        taken = read.prompt_key or next((u.get("prompt") for u in report.columns_used.values()
+                                         if isinstance(u, dict) and u.get("prompt")), None)
         rows, notes = to_verl(rows, rows["\x00id"], where=", ".join(str(p) for p in inputs),
-                              prompt_column=read.prompt_key, source_column=read.source_key)
+                              prompt_column=taken, source_column=read.source_key)
         warnings.extend(notes)
     rows = rows.drop("\x00id")
     rows = rows.drop("\x00row")
