@@ -41,7 +41,7 @@ def report_command(
     ),
     compare: Optional[Path] = typer.Option(None, "--compare", readable=False, help="A second schedule to show side by side (B)."),
     check: bool = typer.Option(False, "--check", help="Exit with code 1 when a threshold below is broken."),
-    max_padding: Optional[float] = typer.Option(None, "--max-padding", help="Most predicted padding fraction (0-1)."),
+    max_padding: Optional[float] = typer.Option(None, "--max-padding", help="Most padding fraction (0-1): of the plan at its predicted lengths (a static batch of each minibatch; a floor, which a plan of sorted minibatches keeps low by construction), and with --lengths of the observed lengths too, the one to gate a run on."),
     max_instance_spread: Optional[float] = typer.Option(
         None, "--max-instance-spread", help="Most (max - min) / mean of per-instance busy time (tokens without timing)."
     ),
