@@ -682,6 +682,12 @@ def test_compare_ends_with_one_line_saying_the_saving():
     assert _verdict(rows).startswith("  asp 401 s: 2.8% slower than short-first (asp sizes) (390 s), the fastest row "
                                      "on equal footing; 48.8% faster than verl-default (783 s); the lower bound")
     assert _verdict(rows[:1] + rows[2:]) == ""  # no equal-footing row: nothing to say
+    # A lead by a length curriculum is said (a newcomer read "13.8% faster than verl-default" and nothing else).
+    rows[0]["step_length_deviation_p90"], rows[2]["step_length_deviation_p90"] = 0.10, 0.67
+    assert ("; asp's steps are a length curriculum (a step's mean length 67% off the epoch mean at the 90th "
+            "percentile, a shuffle's 10%): part of the lead is what each step trains on") in _verdict(rows)
+    rows[2]["step_length_deviation_p90"] = 0.2
+    assert "curriculum" not in _verdict(rows)
 
 
 @pytest.mark.parametrize("value", [None, 5])
