@@ -130,7 +130,10 @@ def test_compare_runs_asp_then_baselines_with_free_dispatch(small, tmp_path):  #
     document = json.loads(result.stdout)
     names = [e["arrangement"] for e in document["arrangements"]]
     assert names == ["asp", "count-balance", "verl-default"]
-    assert len(warmups) == 2  # one warm-up, before the first run only
+    # One warm-up, before the first run only, of as many requests at once as a run holds in flight on one server
+    # (asp's first run opened the connections the later ones reused, and measured slowest: a newcomer's round).
+    largest = pl.read_parquet(small["schedule"]).group_by("minibatch").len()["len"].max() * SAMPLES
+    assert len(warmups) == max(2, largest) and largest > 2
     frame = read_timeline(out).frame
     assert frame.group_by("arrangement").len().sort("arrangement")["len"].to_list() == [REQUESTS] * 3
     # Every arrangement replays the same lengths per prompt sample.

@@ -72,6 +72,7 @@ class LiveSettings:
                            warmup_requests=self.warmup_requests)
 
 
+MAX_WARMUP_IN_FLIGHT = 256  # warm-up requests at once per server, to open the connections a run holds
 MAX_BACKOFF_S = 600.0  # the first retry's wait (each later one doubles, up to serving.MAX_WAIT_S, the same)
 MAX_RETRIES = 100  # at 600 s a wait, 100 retries are most of a day: a server down that long is down
 
@@ -206,7 +207,14 @@ async def _measure(plans: list[RequestPlan], outcome: LiveOutcome, pools: list[S
     outcome.servers = list(await asyncio.gather(*(_server_info(p, settings.model) for p in pools)))
     models = [s["model"] for s in outcome.servers]
     if settings.warmup_requests:
-        await asyncio.gather(*(_warmup(p, m, settings) for p, m in zip(pools, models)))
+        # At least as many at once as a measured run holds in flight on one server: the first run measured (asp's)
+        # opened the connections every later one reused, and on a small server replayed slowest every time (a
+        # newcomer's round: its first 32 sends spread over 1 s, the others' over 0.01 s).
+        peak = (max((max((end - first for first, end, _ in plan.minibatches()), default=0) * plan.samples_per_prompt
+                     for plan in plans), default=0) if settings.engine == "blocking"
+                else settings.max_in_flight or default_in_flight)
+        count = max(settings.warmup_requests, min(peak, MAX_WARMUP_IN_FLIGHT))
+        await asyncio.gather(*(_warmup(p, m, settings, count) for p, m in zip(pools, models)))
     for plan, record in zip(plans, outcome.records):
         if progress is not None:
             progress.start(plan.name, plan.requests)
@@ -340,13 +348,13 @@ async def kv_cache_tokens(pool: ServerPool) -> int | None:
     return None
 
 
-async def _warmup(pool: ServerPool, model: str, settings: LiveSettings) -> None:
+async def _warmup(pool: ServerPool, model: str, settings: LiveSettings, count: int) -> None:
     body = {"model": model, "max_tokens": WARMUP_RESPONSE_TOKENS, "min_tokens": WARMUP_RESPONSE_TOKENS,
             "ignore_eos": True, "temperature": settings.temperature, "n": 1, "stream": False}
     await asyncio.gather(*(
         pool.complete({**body, "prompt": synthetic_prompt(str(i), WARMUP_PROMPT_TOKENS, "warmup")},
                       label=f"warm-up request {i}")
-        for i in range(settings.warmup_requests)))
+        for i in range(count)))
 
 
 # --------------------------------------------------------------------------------------------------------
