@@ -167,6 +167,8 @@ def test_bench_runs_what_ships_and_names_what_it_skips(tmp_path):
     names = [r["arrangement"] for r in rows["gsm8k-k4-n8"]]
     assert names[0] == "verl-default" and ASP in names and names[-1] == LOWER_BOUND
     assert "### gsm8k-k4-n8" in out.read_text(encoding="utf-8")
+    # The answer under each table, as simulate --compare gives it (a newcomer: asp lost to long-first unsaid).
+    assert "  asp " in result.stderr and "the fastest row on equal footing" in result.stderr
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not here (evaluation data, read at run time)")

@@ -278,9 +278,14 @@ def bench_command(
             say(f"Skipped: {unavailable_text(unavailable, data)}.")
         results = run_benchmark(data, hardware, names=names, mode=mode, max_lag=max_lag,
                                 progress=None if quiet else say)
+        from asp_cli.bench.verdict import verdict
+
         for spec, _workload, rows in results if not quiet else ():
             say(f"\n{spec.name}: {spec.title}")
             say(format_table(rows, markdown=False))
+            said = verdict(rows)  # the answer, as simulate --compare gives it (a newcomer: a loss went unsaid)
+            if said:
+                say(said)
         if markdown is not None:
             write_text_atomic(markdown, benchmark_markdown(results, command="asp bench" + (
                 f" --data {data}" if data is not None else "")), replace=force)
