@@ -127,3 +127,19 @@ def test_a_release_without_its_request_id_is_said_once(caplog):
         router.release_server("10.0.0.2:8000")
     assert len(caplog.records) == 1 and "without its request_id" in caplog.text
     assert router.get_total_inflight() == 0  # the counts of requests still go down
+
+
+def test_a_schedule_timed_for_another_router_names_whose_routing():
+    """For a verl export: a schedule made for slime's, OpenRLHF's or AReaL's routing says whose (OpenRLHF's deal was
+    called AReaL's)."""
+    from asp_cli.integrate.verl_router import other_router_note
+    from asp_cli.settings import ScheduleSettings
+
+    def note(**kw):
+        return other_router_note(ScheduleSettings(engine="streaming", **kw))
+
+    assert note() is None and note(router="least-pending") is None
+    assert "timed for sglang-router's routing (--router cache-aware)" in note(router="cache-aware")
+    assert "timed for AReaL's routing (--router round-robin)" in note(router="round-robin")
+    assert "timed for OpenRLHF's routing" in note(router="group-round-robin", max_lag=0, trainer="schedule")
+    assert "timed for AReaL's routing" in note(router="group-round-robin", max_lag=1, trainer="arrival")

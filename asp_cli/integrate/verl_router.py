@@ -120,7 +120,10 @@ def other_router_note(settings: Any) -> str | None:
     router = getattr(settings, "router", None)
     if router in (None, "least-pending"):
         return None
-    return (f"the schedule was timed for {'sglang-router' if router == 'cache-aware' else 'AReaL'}'s routing "
+    from asp_cli.settings import router_owner
+
+    owner = router_owner(router, getattr(settings, "trainer", "schedule"))
+    return (f"the schedule was timed for {'sglang-router' if owner == 'sglang' else owner}'s routing "
             f"(--router {router}), but verl sends every sample through its own balancer, which spreads each group "
             "over the servers: make the schedule without --router for verl")
 
