@@ -346,6 +346,26 @@ def test_fit_on_text_without_spaces_and_an_infinite_difficulty(tmp_path):
 
 
 
+def test_fit_clamps_a_spread_wider_than_a_model_file_holds_and_says_so(tmp_path):
+    """A hostile-input round: every prompt sampled at 1 and 10,000,000 tokens spreads 11.4 in log length; fit wrote
+    the model (exit 0) and `predictor predict` then refused it as damaged ('log_spread' outside [0, 10], exit 5)."""
+    data = tmp_path / "f.jsonl"
+    data.write_text("".join(json.dumps({"id": f"p{i}", "question": f"q {i} " * (i + 1),
+                                        "response_tokens": [1, 10_000_000]}) + "\n" for i in range(40)))
+    first, second = tmp_path / "m.skops", tmp_path / "m2.skops"
+    result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(first)])
+    assert result.exit_code == 0, result.output
+    assert ("Warning: a prompt's samples differ by 11.40 in log length (the pooled standard deviation; 0.3 is "
+            "typical), more than a model file holds: the model uses 10") in result.stderr
+    assert runner.invoke(app, ["predictor", "fit", str(data), "-o", str(second)]).exit_code == 0
+    assert first.read_bytes() == second.read_bytes()
+    result = runner.invoke(app, ["predictor", "predict", str(data), "--model", str(first),
+                                 "-o", str(tmp_path / "p.parquet")])
+    assert result.exit_code == 0, result.output
+    info = runner.invoke(app, ["predictor", "info", str(first), "--json"])
+    assert info.exit_code == 0 and json.loads(info.stdout)["log_spread"] == 10.0
+
+
 def test_a_model_fitted_with_a_source_key_warns_where_the_prompts_carry_no_source(tmp_path):
     """Fitted with --source-key and used without it, a model predicted without its per-source terms, silently."""
     rng = np.random.default_rng(0)

@@ -87,6 +87,11 @@ def fit_predictor(
         warnings.append("no word occurs in enough prompts to learn from (text without spaces between words, such as "
                         "Chinese or Japanese, reads as one word a prompt): the words add nothing to the prediction; "
                         + ("the character n-grams carry the text" if char_ngrams else "pass --char-ngrams"))
+    if model.unclamped_log_spread_ is not None:
+        warnings.append(f"a prompt's samples differ by {model.unclamped_log_spread_:.2f} in log length (the pooled "
+                        f"standard deviation; 0.3 is typical), more than a model file holds: the model uses "
+                        f"{P.MAX_LOG_SPREAD:g}, and predicts extreme group maxima; check the length column, or leave "
+                        "out failed or runaway generations")
     result = FitResult(model, model.card(), data.skipped_rows, time.perf_counter() - started, warnings=warnings)
     if output is not None:
         with atomic_path(Path(output), replace=force) as tmp:

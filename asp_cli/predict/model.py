@@ -154,6 +154,10 @@ class LengthPredictor:
         from sklearn.model_selection import KFold
 
         check_count("--max-response-tokens", cap, minimum=1, optional=True)
+        spread = self.log_spread
+        if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float))
+                                   or not 0.0 <= spread <= MAX_LOG_SPREAD):
+            raise SettingsError(f"log_spread must be a number from 0 to {MAX_LOG_SPREAD:g} (got {self.log_spread!r})")
         if not isinstance(self.random_state, int) or not 0 <= self.random_state <= MAX_RANDOM_STATE:
             raise SettingsError(f"--seed must be a whole number from 0 to {MAX_RANDOM_STATE} (got {self.random_state!r})")
         targets = group_targets(lengths, cap=cap)
@@ -207,12 +211,18 @@ class LengthPredictor:
         self.head_intercept_ = float(head.intercept_)
 
         multi = data.filter(pl.col("samples") >= 2)
+        self.unclamped_log_spread_: float | None = None
         if self.log_spread is not None:
             self.log_spread_ = float(self.log_spread)
         elif multi.height >= 5:
             dof = (multi["samples"] - 1).to_numpy().astype(np.float64)
             var = multi["log_sd"].fill_null(0.0).to_numpy() ** 2
             self.log_spread_ = float(math.sqrt(np.sum(dof * var) / np.sum(dof)))
+            if self.log_spread_ > MAX_LOG_SPREAD:
+                # Real but extreme data (samples of 1 and 10,000,000 tokens of one prompt): the model file holds
+                # at most MAX_LOG_SPREAD, which its reader checks, so fit never writes a file asp then refuses.
+                self.unclamped_log_spread_ = self.log_spread_
+                self.log_spread_ = MAX_LOG_SPREAD
         else:
             self.log_spread_ = DEFAULT_LOG_SPREAD
         residual = y - self._head(x)
