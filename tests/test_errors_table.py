@@ -37,6 +37,8 @@ def setup_files(tmp: Path) -> None:
     (tmp / "dupkey.jsonl").write_text('{"id": "a", "question": "one", "question": "two"}\n')
     write_jsonl(tmp / "flat.jsonl", [{"question": "q", "extra_info.index": 1, "extra_info": {"index": 2}}])
     (tmp / "zeros.jsonl").write_text('{"id": "a", "response_tokens": 0}\n{"id": "b", "response_tokens": 0}\n')
+    write_jsonl(tmp / "dump_empty.jsonl", [{"input": f"user\n{row['question']}\nassistant\n", "output": "",
+                                            "score": 1.0, "step": 1} for row in GOOD])
     pq.write_table(pa.table({"id": ["a", "b"], "question": ["q1", "q2"],
                              "images": [[{"bytes": b"\x89PNG", "path": None}]] * 2}), tmp / "images.parquet")
     (tmp / "fake.parquet").write_text('{"question": "a"}\n')
@@ -193,6 +195,9 @@ CASES = [
     ("E82", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/zeros.jsonl"], 3,
      "zeros.jsonl: every one of the 2 lengths (column 'response_tokens') is 0: the wrong column, or a rollout that "
      "wrote nothing; give response lengths in tokens, naming their column with --history-length-key"),
+    ("E82", ["observe", "{tmp}/dump_empty.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
+     "dump_empty.jsonl: every one of the 2 responses (column 'output') is empty: the wrong column, or a rollout that "
+     "wrote nothing; give the log of a rollout whose responses hold text"),
     ("E83", ["schedule", "{tmp}/flat.jsonl", "-o", "{tmp}/o.parquet", "--id-key", "extra_info.index"], 3,
      "flat.jsonl: 'extra_info.index' names both a column of that name and a field inside column 'extra_info'; "
      "rename one of them in the file"),

@@ -448,6 +448,60 @@ def test_tokenizer_counts_of_a_dump_are_flagged_one_eos_short(built, tmp_path): 
     assert not any("was not used" in w for w in result.warnings)
 
 
+def test_a_dump_whose_every_response_is_empty_is_refused_as_a_log_of_zeros_is(built, tmp_path):  # noqa: F811
+    """A hostile-input round: verl generation output whose `responses` are all `[""]`, or a dump whose `output` is
+    all "", wrote a history (exit 0, no warning: 1 token each estimated, 0 each counted) that `asp schedule --history`
+    then refused (E82). A rollout log of zeros was already refused at observe time: these are too."""
+    tokenizers = pytest.importorskip("tokenizers", reason="tokenizers is not installed (the [tokenizer] extra)")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "word": 1}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    prompts = [json.loads(line) for line in built["prompts"].read_text().splitlines()][:3]
+    dump = write_jsonl(tmp_path / "3.jsonl", [dict(r, output="") for r in _dump_rows([p["question"] for p in prompts],
+                                                                                   uid=True)])
+    generations = tmp_path / "gen.parquet"
+    pl.DataFrame({"id": [p["id"] for p in prompts], "question": [p["question"] for p in prompts],
+                  "responses": [[""]] * 3}).write_parquet(generations)
+    for tokenizer_file in (None, tmp_path / "tokenizer.json"):
+        read = replace(OBSERVE_READ, tokenizer=tokenizer_file)
+        with pytest.raises(InputError) as caught:
+            observe([dump], tmp_path / "h.parquet", dataset=[built["prompts"]], read=read)
+        assert str(caught.value) == (f"{dump}: every one of the 6 responses (column 'output') is empty: the wrong "
+                                     "column, or a rollout that wrote nothing; give the log of a rollout whose "
+                                     "responses hold text")
+        with pytest.raises(InputError, match=r"gen\.parquet: every one of the 3 responses \(column 'responses'\) is "
+                                             "empty: the wrong column, or a rollout that wrote nothing"):
+            observe([generations], tmp_path / "h.parquet", dataset=[built["prompts"]], read=read)
+    assert not (tmp_path / "h.parquet").exists()
+    # One empty response among others is a response (an immediate end of sequence), read as before.
+    pl.DataFrame({"id": [p["id"] for p in prompts], "question": [p["question"] for p in prompts],
+                  "responses": [[""], ["word word"], ["word"]]}).write_parquet(generations)
+    assert observe([generations], None).added["response_tokens"].to_list() == [1, 2, 1]
+
+
+def test_a_tokenizer_that_cannot_split_the_text_is_named(built, tmp_path):  # noqa: F811
+    """A hostile-input round: a WordLevel tokenizer without a pre-tokenizer reads each response whole, one unknown
+    word, so every response counted 1 token (an all-1 history, exit 0, no word)."""
+    tokenizers = pytest.importorskip("tokenizers", reason="tokenizers is not installed (the [tokenizer] extra)")
+    tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]")).save(
+        str(tmp_path / "wordlevel.json"))
+    prompts = [json.loads(line) for line in built["prompts"].read_text().splitlines()][:2]
+    dump = write_jsonl(tmp_path / "3.jsonl", _dump_rows([p["question"] for p in prompts], uid=True))
+    read = replace(OBSERVE_READ, tokenizer=tmp_path / "wordlevel.json")
+    result = observe([dump], None, dataset=[built["prompts"]], read=read)
+    assert result.added["response_tokens"].to_list() == [1, 1, 1, 1]
+    assert (f"{dump}: --tokenizer {tmp_path / 'wordlevel.json'} counts 4 of its 4 responses of several words as one "
+            "token each: it cannot split the text (a tokenizer without a pre-tokenizer?), so these lengths are wrong; "
+            "give the tokenizer.json of the model that generated them") in result.warnings
+    # One that splits them says nothing of it.
+    splitting = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    splitting.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    splitting.save(str(tmp_path / "split.json"))
+    result = observe([dump], None, dataset=[built["prompts"]], read=replace(read, tokenizer=tmp_path / "split.json"))
+    assert result.added["response_tokens"].to_list() == [10, 11, 10, 11]
+    assert not any("cannot split the text" in w for w in result.warnings)
+
+
 def test_a_tokenizer_no_log_needs_is_said_and_a_missing_one_is_refused_first(tmp_path):
     """`--tokenizer nope.json` was silently ignored when no log was a verl dump: a missing file is exit 3 (before any
     log is read, whatever the logs are), an existing one that counted nothing is a warning."""

@@ -506,9 +506,9 @@ def _read_verl_dump(
     ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
     summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
                                         if i is not None and matcher.ambiguous(text))
-    from asp_cli.predict.features import count_text_tokens
+    from asp_cli.integrate.response_text import count_responses
 
-    counts, whole = count_text_tokens(outputs, tokenizer, _BYTES_PER_TOKEN)
+    counts, whole = count_responses(path, columns["output"], outputs, tokenizer, _BYTES_PER_TOKEN, summary)
     result = pl.DataFrame({"prompt_id": ids, "response_tokens": counts, "\x00whole": whole},
                           schema={"prompt_id": pl.String, "response_tokens": pl.Int64, "\x00whole": pl.Boolean})
     bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
@@ -562,9 +562,9 @@ def _read_verl_generations(
     samples = frame.select(ids.alias("prompt_id"), pl.col(responses),
                            pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00row")).explode(responses)
     texts = samples[responses].to_list()
-    from asp_cli.predict.features import count_text_tokens
+    from asp_cli.integrate.response_text import count_responses
 
-    counts = count_text_tokens(texts, read.tokenizer, _BYTES_PER_TOKEN)[0]
+    counts = count_responses(path, responses, texts, read.tokenizer, _BYTES_PER_TOKEN, summary)[0]
     if read.tokenizer is None:
         summary["estimated_lengths"] += sum(1 for t in texts if t is not None)
     result = pl.DataFrame({"prompt_id": samples["prompt_id"], "response_tokens": counts},
