@@ -254,6 +254,43 @@ def test_eval_takes_prompts_and_observed_lengths_apart(data_and_model, prompts_a
     assert "--lengths-id-key" in wrong.stderr
 
 
+def test_eval_says_a_history_of_the_scored_lengths_and_history_ids_without_lengths(data_and_model, prompts_and_history,
+                                                                                   tmp_path):
+    """A hostile-input round: `eval --lengths lens --history copy_of_lens` scored the answers against themselves (tau
+    0.54 -> 0.75) without a word; and history ids of prompts the prompt file holds, without an observed length in
+    --lengths, were said to be "not among the prompts"."""
+    import polars as pl
+
+    _, _, model, _ = data_and_model
+    two = prompts_and_history
+    history = pl.read_parquet(two / "history.parquet")
+    ids = history["prompt_id"].unique(maintain_order=True)
+    lens = tmp_path / "lens.parquet"
+    history.filter(pl.col("prompt_id").is_in(ids[:50].implode())).write_parquet(lens)
+    copy = tmp_path / "copy.jsonl"
+    pl.read_parquet(lens).write_ndjson(copy)  # the same lengths in another file (other bytes)
+    base = ["predictor", "eval", str(two / "prompts.jsonl"), "--lengths", str(lens), "--model", str(model), "--json"]
+    scored = pl.read_parquet(lens).height
+    result = runner.invoke(app, [*base, "--history", str(copy)])
+    assert result.exit_code == 0, result.output
+    said = (f"--history holds {scored:,} of the {scored:,} lengths being scored (the same lengths of the same prompts): "
+            "the prediction is scored against answers it was given, so every figure flatters it; give a history of "
+            "earlier rollouts only (another epoch's log), or score without --history")
+    assert said in json.loads(result.stdout)["warnings"]
+    # Another epoch's lengths of 70 of the prompts (50 of them scored), and one id of no prompt.
+    other = tmp_path / "other.jsonl"
+    pl.concat([history.filter(pl.col("prompt_id").is_in(ids[:70].implode())).with_columns(
+        pl.col("response_tokens") + 7), pl.DataFrame({"prompt_id": ["zz"], "response_tokens": [5]})],
+        how="vertical_relaxed").write_ndjson(other)
+    result = runner.invoke(app, [*base, "--history", str(other)])
+    assert result.exit_code == 0, result.output
+    warnings = json.loads(result.stdout)["warnings"]
+    assert "1 of the 71 prompt ids in --history are not among the prompts (their samples are ignored)" in warnings
+    assert ("20 of the 71 prompt ids in --history are prompts with no observed length in lens.parquet, so nothing of "
+            "theirs is scored (their history changes no score)") in warnings
+    assert not any("lengths being scored" in w for w in warnings)
+
+
 def test_quiet_leaves_stderr_empty_and_the_json_whole(data_and_model, tmp_path):
     _, data, model, _ = data_and_model
     loud = runner.invoke(app, ["predictor", "eval", str(data), "--model", str(model), "--json"])

@@ -160,11 +160,46 @@ def evaluate_predictor(
 
     from asp_cli.predict.prediction import lost_sources_warning
 
+    # A history id of a prompt without an observed length is a prompt still: said as unscored, not as no prompt.
+    unscored = data.unobserved_ids if data.unobserved_ids is not None else pl.Series(C.PROMPT_ID, [], pl.String)
     result["warnings"] = ((read_report.notes if read_report else []) + _skipped(data.skipped_rows) + data.warnings
                           + _same_bytes([*inputs, *lengths])  # counted twice, said as fit says it (a hostile round)
-                          + unmatched_warnings(data.prompts[C.PROMPT_ID], past)
+                          + unmatched_warnings(pl.concat([data.prompts[C.PROMPT_ID], unscored]), past)
+                          + _unscored_history(unscored, past, lengths)
+                          + _history_of_the_answers(data.lengths, past)
                           + lost_sources_warning(model, data.prompts[C.DATA_SOURCE]))
     return result
+
+
+def _unscored_history(unscored: pl.Series, past: pl.DataFrame | None, lengths: list[Path]) -> list[str]:
+    """History ids of prompts that have no observed length to score: they change no score (a hostile-input round
+    was told they were not among the prompts, where the prompt file held them)."""
+    if past is None or not unscored.len():
+        return []
+    ids = past[C.PROMPT_ID].unique()
+    idle = int(ids.is_in(unscored.implode()).sum())
+    if not idle:
+        return []
+    names = ", ".join(p.name for p in lengths)
+    return [f"{idle:,} of the {ids.len():,} prompt ids in --history are prompts with no observed length in {names}, "
+            "so nothing of theirs is scored (their history changes no score)"]
+
+
+def _history_of_the_answers(scored: pl.DataFrame, past: pl.DataFrame | None) -> list[str]:
+    """The history holding the very lengths being scored (the same samples of the same prompts: the answer file
+    given again as --history, or a history observed from it): the prediction is scored against lengths it was
+    given, and every figure flatters it (a hostile-input round: tau 0.54 became 0.75 without a word)."""
+    if past is None or not past.height or not scored.height:
+        return []
+    keys = [C.PROMPT_ID, C.RESPONSE_TOKENS]
+    counts = [frame.group_by(keys).len() for frame in (scored.select(keys), past.select(keys))]
+    shared = counts[0].join(counts[1], on=keys).select(pl.min_horizontal("len", "len_right").sum()).item()
+    # Lengths of a few hundred tokens repeat by chance across epochs; most of the answers repeated is no chance.
+    if not shared or 2 * shared < scored.height:
+        return []
+    return [f"--history holds {shared:,} of the {scored.height:,} lengths being scored (the same lengths of the same "
+            "prompts): the prediction is scored against answers it was given, so every figure flatters it; give a "
+            "history of earlier rollouts only (another epoch's log), or score without --history"]
 
 
 def _same_bytes(files: list[Path]) -> list[str]:

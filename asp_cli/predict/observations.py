@@ -30,6 +30,8 @@ class Observations:
     skipped_rows: int = 0
     columns_used: dict[str, dict[str, str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # The prompt files' ids without an observed length (`join_lengths`): prompts, though not scored or learned from.
+    unobserved_ids: pl.Series | None = None
 
 
 def read_observations(
@@ -128,5 +130,6 @@ def join_lengths(
     if unobserved:
         warnings.append(f"{unobserved:,} of the {prompts.height:,} prompts have no observed length in {names}; "
                         f"used the other {observed_ids.len():,}")
-    return Observations(prompts.filter(pl.col(C.PROMPT_ID).is_in(observed_ids.implode())), matched,
-                        report.skipped_rows + length_report.skipped_rows, report.columns_used, warnings)
+    observed = pl.col(C.PROMPT_ID).is_in(observed_ids.implode())
+    return Observations(prompts.filter(observed), matched, report.skipped_rows + length_report.skipped_rows,
+                        report.columns_used, warnings, prompts.filter(~observed)[C.PROMPT_ID])
