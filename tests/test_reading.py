@@ -1385,3 +1385,23 @@ def test_old_mac_line_endings_are_named(tmp_path):
                                                    "end in a carriage return alone (old Mac line endings): convert "
                                                    "them to newlines (tr '\\r' '\\n')")):
         read_prompts([path])
+
+
+def test_old_mac_line_endings_of_a_csv_are_named(tmp_path):
+    """A CSV of lines ended by a carriage return alone read as a header and no rows: "the file has a header but no
+    rows" (a hostile-input round), where the JSON-lines reader names the line endings. A carriage return inside a
+    quoted value, and Windows line endings, are read as before."""
+    said = ("its lines end in a carriage return alone (old Mac line endings), so the whole file reads as one header "
+            "line: convert them to newlines (tr '\\r' '\\n')")
+    lengths = tmp_path / "cr.csv"
+    lengths.write_bytes(b"prompt_id,response_tokens\ra,5\r")
+    with pytest.raises(InputError, match=re.escape(f"{lengths}: {said}")):
+        read_lengths([lengths])
+    prompts = tmp_path / "crp.csv"
+    prompts.write_bytes(b"id,question\ra,What is 2+2?\rb,Why?\r")
+    for read in (read_prompts, read_table):
+        with pytest.raises(InputError, match=re.escape(said)):
+            read([prompts]) if read is read_prompts else read(prompts)
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_bytes(b'id,question\na,"What\ris 2+2?"\r\nb,Why?\r\n')
+    assert read_prompts([quoted])[0].height == 2

@@ -46,9 +46,15 @@ def csv_text_schema(header: bytes, separator: str, text_columns: Sequence[str] =
 
 def check_unique_header(path: Path, header: bytes, separator: str) -> None:
     """Refuse a CSV header that names a column twice: which of the two is the prompt (or the id) would be a guess
-    (Polars renames the second ``NAME_duplicated_0`` and the first silently wins)."""
+    (Polars renames the second ``NAME_duplicated_0`` and the first silently wins); and one that runs past a lone
+    carriage return (a file of old Mac line endings, one line to a CSV reader)."""
     import csv
 
+    if b"\r" in re.sub(rb'"(?:[^"]|"")*"', b"", header).rstrip(b"\r\n"):
+        # Lines ended by a carriage return alone make the whole file its header line: "the file has a header but
+        # no rows" (a hostile-input round), where a JSON-lines file was told of its line endings.
+        raise InputError(f"{path}: its lines end in a carriage return alone (old Mac line endings), so the whole "
+                         "file reads as one header line: convert them to newlines (tr '\\r' '\\n')")
     try:
         names = next(csv.reader([header.decode("utf-8-sig").rstrip("\r")], delimiter=separator), [])
     except (UnicodeDecodeError, csv.Error):
