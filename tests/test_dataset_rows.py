@@ -153,6 +153,16 @@ def test_nan_and_infinities_that_json_lines_cannot_hold_are_said(tmp_path):
                                        "written as null; write --format parquet to keep them"]
     assert non_finite_notes(frame.with_columns(pl.lit("{}").alias(SOURCE_JSON))) == []
     assert non_finite_notes(frame.with_columns(pl.lit(0.5).alias("score"))) == []
+    # Inside lists and objects too; a row from its own JSON text keeps its values, a row beside it without one not.
+    nested = pl.DataFrame({"runs": [[1.0, math.nan], [2.0]], "meta": [{"w": math.inf, "k": 1}, {"w": 0.5, "k": 2}]})
+    assert non_finite_notes(nested) == [
+        "column 'runs' (runs[]) holds 1 NaN or infinite values, which JSON cannot hold: written as null; write "
+        "--format parquet to keep them",
+        "column 'meta' (meta.w) holds 1 NaN or infinite values, which JSON cannot hold: written as null; write "
+        "--format parquet to keep them"]
+    assert non_finite_notes(frame.with_columns(pl.Series(SOURCE_JSON, ["{}", None, "{}"]))) == []
+    assert non_finite_notes(frame.with_columns(pl.Series(SOURCE_JSON, [None, "{}", "{}"])))[0].startswith(
+        "column 'score' holds 1 NaN")
 
 
 def _two_files(tmp_path):

@@ -113,6 +113,26 @@ def test_a_jsonl_probe_keeps_chat_lists_among_text_and_content_parts(tmp_path):
     assert sorted(kept) == sorted(["What is 1+1?", *(json.dumps(r["prompt"]) for r in rows[1:])])
 
 
+def test_a_jsonl_probe_says_the_nan_and_infinities_json_cannot_hold(tmp_path):
+    """A hostile-input round: a Parquet input's NaN and infinities, at the top and inside an object, were written as
+    null without a word, though the probe promises the input's own rows; `asp export --format jsonl` said so (of
+    top-level columns). Both say it now; Parquet keeps them and says nothing."""
+    import math
+
+    data = tmp_path / "d.parquet"
+    pl.DataFrame({"id": ["a", "b", "c"], "question": ["q1", "q2 long", "q3 x"], "score": [math.nan, math.inf, 1.0],
+                  "extra": [{"w": -math.inf}, {"w": 1.0}, {"w": 2.0}]}).write_parquet(data)
+    result = probe([data], tmp_path / "p.jsonl", settings=ProbeSettings(prompts=3))
+    assert result.warnings == [
+        "column 'score' holds 2 NaN or infinite values, which JSON cannot hold: written as null; write --format "
+        "parquet to keep them",
+        "column 'extra' (extra.w) holds 1 NaN or infinite values, which JSON cannot hold: written as null; write "
+        "--format parquet to keep them"]
+    kept = probe([data], tmp_path / "p.parquet", settings=ProbeSettings(prompts=3))
+    assert not any("NaN" in w for w in kept.warnings)
+    assert pl.read_parquet(tmp_path / "p.parquet")["score"].is_nan().sum() == 1
+
+
 def test_probe_parquet_and_verl_layouts(tmp_path):
     data = _dataset(tmp_path / "train.jsonl")
     probe([data], tmp_path / "probe.parquet", settings=ProbeSettings(prompts=10))

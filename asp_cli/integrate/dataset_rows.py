@@ -248,19 +248,33 @@ def binary_fields(frame: pl.DataFrame) -> list[str]:
 
 
 def non_finite_notes(frame: pl.DataFrame) -> list[str]:
-    """What JSON lines lose of ``frame``: NaN and infinities in its number columns, which JSON has no value for
-    and Polars writes as null (a Parquet dataset's NaN scores left `asp export --format jsonl` as nulls without a
-    word: a hostile-input audit). Rows written from their own JSON text keep theirs."""
+    """What JSON lines lose of ``frame``: NaN and infinities in its number columns and the number fields inside
+    them (lists, objects), which JSON has no value for and Polars writes as null (a Parquet dataset's NaN scores
+    left `asp export --format jsonl` as nulls without a word: a hostile-input audit; `asp probe -o *.jsonl` said
+    nothing either). Rows written from their own JSON text (`SOURCE_JSON`) keep theirs."""
     if SOURCE_JSON in frame.columns:
-        return []
-    notes = []
-    for name, dtype in frame.schema.items():
+        frame = frame.filter(pl.col(SOURCE_JSON).is_null()).drop(SOURCE_JSON)
+    found: list[tuple[str, str, pl.Expr]] = []
+
+    def visit(column: str, path: str, expr: pl.Expr, dtype: pl.DataType) -> None:
         if dtype.is_float():
-            count = int(frame.select((~pl.col(name).is_finite()).sum()).item() or 0)
-            if count:
-                notes.append(f"column {name!r} holds {count:,} NaN or infinite values, which JSON cannot hold: "
-                             "written as null; write --format parquet to keep them")
-    return notes
+            found.append((column, path, (~expr.is_finite()).sum()))
+        elif isinstance(dtype, pl.List):
+            visit(column, f"{path}[]", expr.list.explode(), dtype.inner)
+        elif isinstance(dtype, pl.Array):
+            visit(column, f"{path}[]", expr.arr.explode(), dtype.inner)
+        elif isinstance(dtype, pl.Struct):
+            for inner in dtype.fields:
+                visit(column, f"{path}.{inner.name}", expr.struct.field(inner.name), inner.dtype)
+
+    for name, dtype in frame.schema.items():
+        visit(name, name, pl.col(name), dtype)
+    if not found or not frame.height:
+        return []
+    counts = frame.select(expr.alias(str(i)) for i, (_, _, expr) in enumerate(found)).row(0)
+    return [f"column {column!r}" + (f" ({path})" if path != column else "")
+            + f" holds {int(count):,} NaN or infinite values, which JSON cannot hold: written as null; write "
+            "--format parquet to keep them" for (column, path, _), count in zip(found, counts, strict=True) if count]
 
 
 _JSONL_CHUNK_ROWS = 65_536  # rows turned into text at a time: an export's memory stays that of its frame

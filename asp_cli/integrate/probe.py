@@ -292,6 +292,10 @@ def probe(
     }
     if out is not None:
         from asp_cli.fingerprint import file_fingerprint
+        from asp_cli.integrate.dataset_rows import non_finite_notes
+
+        if fmt == "jsonl":  # as `asp export --format jsonl` says it (the probe wrote them as null without a word)
+            warnings.extend(non_finite_notes(rows))
 
         document = {"format": "asp.probe", "asp_version": __version__, "probe_format": fmt,
                     "settings": {"fraction": settings.fraction, "prompts": settings.prompts,
