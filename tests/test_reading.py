@@ -1377,6 +1377,22 @@ def test_gzip_data_followed_by_other_bytes_is_said_so(tmp_path):
     assert read_prompts([prompts])[0].height == 2
 
 
+def test_a_length_column_of_true_or_objects_names_its_first_row(tmp_path):
+    """A hostile-input round: a length column of true only, or of objects, was said as its Polars type ("holds
+    Boolean", "holds Struct({'n': Int64})") without a line, where one true among numbers names its line (E18)."""
+    flags = write_jsonl(tmp_path / "b.jsonl", [{"prompt_id": "a", "response_tokens": True},
+                                               {"prompt_id": "b", "response_tokens": True}])
+    with pytest.raises(InputError) as caught:
+        read_lengths([flags])
+    assert str(caught.value) == (f"{flags}:1: column 'response_tokens' holds true, not a token count for prompt id "
+                                 "'a'; every value of it is true or false: give response lengths in tokens, or name "
+                                 "the length column")
+    objects = write_jsonl(tmp_path / "o.jsonl", [{"prompt_id": "a", "response_tokens": {"n": 5}}])
+    with pytest.raises(InputError, match=re.escape(f"{objects}:1: column 'response_tokens' holds {{\"n\": 5}}, not a "
+                                                   "token count for prompt id 'a'; every value of it is an object")):
+        read_lengths([objects])
+
+
 def test_old_mac_line_endings_are_named(tmp_path):
     """Lines ended by a carriage return alone were one line of "extra data" (a hostile-input round)."""
     path = tmp_path / "cr.jsonl"

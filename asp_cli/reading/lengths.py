@@ -262,7 +262,7 @@ def extract_lengths(
     elif inner.is_numeric() or inner == pl.Null:
         numeric = pl.col("\x00len").cast(pl.Float64)
     else:
-        raise InputError(f"{path}: length column {length_col!r} holds {dtype}; give whole token counts")
+        raise _column_of_another_kind(base, path, fmt, frame, length_col, inner, dtype)
     base = base.with_columns(numeric.alias("\x00num"))
     bad = (
         pl.col(C.PROMPT_ID).is_null()
@@ -331,6 +331,23 @@ def extract_lengths(
         C.TRUNCATED,
         C.EPOCH,
     )
+
+
+def _column_of_another_kind(base: pl.DataFrame, path: Path, fmt: str, frame: pl.DataFrame, length_col: str,
+                            inner: pl.DataType, dtype: pl.DataType) -> InputError:
+    """A length column whose every value is of another kind (true/false, objects), named at its first row and value
+    as E18 names one such value among numbers (it was said as the Polars type, "holds Boolean", with no line)."""
+    present = base.filter(pl.col("\x00len").is_not_null())
+    if not present.height:
+        return InputError(f"{path}: length column {length_col!r} holds {dtype}; give whole token counts")
+    first = present.row(0, named=True)
+    raw = first["\x00len"]
+    shown = ("true" if raw else "false") if isinstance(raw, bool) else json.dumps(raw, default=str)[:40]
+    kind = "true or false" if inner == pl.Boolean else "an object" if isinstance(inner, pl.Struct) else str(inner)
+    subject = "" if first[C.PROMPT_ID] is None else f" for prompt id {shown_id(first[C.PROMPT_ID])}"
+    where = _length_location(path, fmt, first["\x00where"], frame)
+    return InputError(f"{where}: column {length_col!r} holds {shown}, not a token count{subject}; every value of it "
+                      f"is {kind}: give response lengths in tokens, or name the length column")
 
 
 def sample_column(frame: pl.DataFrame) -> str | None:
