@@ -82,6 +82,21 @@ def test_a_log_that_grew_since_it_was_observed_replaces_its_earlier_samples(tmp_
     other = observe([log], out, append=True)
     assert not any("replaced" in w for w in other.warnings)
     assert read_history(out)[0].height == 13
+    # The command says it appended, though the history now holds no more rows than this log gave (it said "Wrote").
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    write_jsonl(log, rows[:3])
+    runner = CliRunner()
+    assert runner.invoke(app, ["observe", str(log), "-o", str(out), "--force"]).exit_code == 0
+    write_jsonl(log, rows)
+    result = runner.invoke(app, ["observe", str(log), "-o", str(out), "--append"])
+    assert result.exit_code == 0 and result.stderr.startswith(f"Appended to {out}: 6 samples of 6 prompts from 1 "
+                                                              "log(s); history now 6 samples"), result.stderr
+    fresh = tmp_path / "new.parquet"
+    result = runner.invoke(app, ["observe", str(log), "-o", str(fresh), "--append"])
+    assert result.exit_code == 0 and result.stderr.startswith(f"Wrote {fresh}: 6 samples"), result.stderr
 
 
 def test_unknown_ids_are_counted_skipped_kept_or_refused(built, tmp_path):  # noqa: F811

@@ -198,7 +198,8 @@ def observe_command(
                          read=read, unknown_ids=unknown_ids)
         summary = result.summary
         if not quiet:
-            appended = append and summary["history_rows"] > summary["rows_added"]  # a new file is written, not added to
+            # A new file is written, not added to; a log that grew replaces its own samples (fewer rows than added).
+            appended = summary.get("appended", False)
             say(
                 f"{'Appended to' if appended else 'Wrote'} {output}: {summary['rows_added']:,} samples of "
                 f"{summary['prompts_observed']:,} prompts from {summary['logs'] - summary['logs_already_observed']} "

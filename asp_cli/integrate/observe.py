@@ -334,6 +334,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                 "epoch's, rebuild the history with every epoch's log numbered (the first with --epoch 0 --force, "
                 "each later one with --append --epoch E)")
     summary.update(
+        appended=existing is not None,  # to a history there before (a log that grew replaced its samples there)
         rows_added=added.height,
         truncated_samples=int(added["truncated"].sum() or 0) if added.height else 0,
         prompts_observed=added["prompt_id"].n_unique() if added.height else 0,
