@@ -464,3 +464,103 @@ def test_calibrates_messages_name_its_own_options(tmp_path):
     assert bad_row.exit_code == 3 and bad_row.stderr.strip().endswith("; fix the row or drop it"), bad_row.output
     missing = invoke("calibrate", "-o", tmp_path / "p.json", "--train-steps", steps, "--base", tmp_path / "no.json")
     assert missing.exit_code != 0 and "--base " in missing.stderr and "--preset" not in missing.stderr
+
+
+def _damaged(timeline, document=None, **columns):
+    """``timeline`` with its metadata document replaced (JSON text) or columns edited, as a hand or a disk left it."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(timeline)
+    frame = pl.from_arrow(table).with_columns(**columns)
+    meta = table.schema.metadata if document is None else {b"asp.timeline": document.encode()}
+    out = timeline.with_name("bad.parquet")
+    pq.write_table(frame.to_arrow().replace_schema_metadata(meta), out)
+    return out
+
+
+def test_a_damaged_timeline_is_refused_naming_file_and_field(tmp_path):
+    """A hostile-input round on `asp calibrate`: damaged metadata was exit 70 (AttributeError, ValueError, TypeError;
+    times of 1e300 s "SVD did not converge"); a send at -30 s, 2**62 completion tokens or max_in_flight 1.5 wrote a
+    preset or judged it on them; instance 99 of 2 was told to pass --instances, which calibrate has not."""
+    frame = virtual_frame(TRUTH, streaming=64)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, metadata(frame, engine="streaming", in_flight=64), timeline)
+    import pyarrow.parquet as pq
+
+    good = json.loads(pq.read_schema(timeline).metadata[b"asp.timeline"])
+    first = pl.int_range(pl.len()) == 0
+    cases = [({"document": "[]"}, "damaged asp timeline metadata (a list, where a JSON object"),
+             ({"document": "null"}, "damaged asp timeline metadata (null, where"),
+             ({"document": json.dumps({**good, "instances": "x"})}, "field 'instances' must be a whole number"),
+             ({"document": json.dumps({**good, "servers": 5})}, "field 'servers' must be a list of objects, not 5"),
+             ({"document": json.dumps({**good, "max_in_flight": 1.5})}, "field 'max_in_flight' must be a whole number"),
+             ({"document": json.dumps({**good, "max_in_flight": -3})}, "field 'max_in_flight' must be a whole number"),
+             ({"finish_s": pl.col("finish_s") * 1e300, "first_token_s": pl.col("first_token_s") * 1e300},
+              "row 1: column 'finish_s' is"),
+             ({"send_s": pl.when(first).then(-30.0).otherwise(pl.col("send_s"))}, "row 1: column 'send_s' is -30 "),
+             ({"completion_tokens": pl.when(first).then(2**62).otherwise(pl.col("completion_tokens"))},
+              "row 1: column 'completion_tokens' is 4,611,686,018,427,387,904"),
+             ({"instance": pl.lit(99, pl.Int32)}, "row 1: column 'instance' is 99"),
+             ({"instance": pl.lit(-1, pl.Int32)}, "row 1: column 'instance' is -1")]
+    for edit, words in cases:
+        bad = _damaged(timeline, **edit)
+        result = invoke("calibrate", bad, "-o", tmp_path / "p.json", "--quiet")
+        assert result.exit_code == ExitCode.BAD_INPUT, (edit, result.output)
+        assert result.stderr.startswith(f"Error: {bad}: ") and words in result.stderr, (edit, result.stderr)
+        assert result.stderr.strip().endswith("; record the timeline again with asp replay -o")
+        assert result.stderr.count("\n") == 1 and not (tmp_path / "p.json").exists()
+
+
+def test_a_recorded_preset_this_machine_cannot_load_is_refused_naming_base(tmp_path):
+    """A timeline whose preset was "nope" (or a calibration file gone) was fitted from h100-qwen2.5-7b's hardware
+    without a word."""
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, {**metadata(frame), "preset": "nope", "preset_source": str(tmp_path / "gone.json")},
+                   timeline)
+    result = invoke("calibrate", timeline, "-o", tmp_path / "p.json", "--quiet")
+    assert result.exit_code == ExitCode.BAD_SETTINGS, result.output
+    assert result.stderr == (f"Error: {timeline}: the replay simulated with preset 'nope' (from "
+                             f"'{tmp_path / 'gone.json'}'), which is neither a preset of this asp nor a file here; "
+                             "pass --base with its calibration file, or the preset to fit from (h100-qwen2.5-7b, "
+                             "h800-qwen2.5-7b, h200-qwen2.5-7b, a100-llama2-7b, ascend910b-qwen2.5-7b)\n")
+    assert not (tmp_path / "p.json").exists()
+    assert invoke("calibrate", timeline, "-o", tmp_path / "p.json", "--base", "a100-llama2-7b", "--quiet",
+                  "--keep-worse").exit_code == 0
+    unrecorded = tmp_path / "unrecorded.parquet"  # no record at all: the default, as before
+    write_timeline(frame, {k: v for k, v in metadata(frame).items() if k != "preset"}, unrecorded)
+    result = invoke("calibrate", unrecorded, "-o", tmp_path / "q.json", "--json", "--quiet")
+    assert result.exit_code == 0 and json.loads(result.stdout)["base"] == "h100-qwen2.5-7b", result.output
+
+
+def test_force_replaces_only_a_preset(tmp_path):
+    """`-o tokenizer.json --force` replaced a Hugging Face tokenizer with a preset (a hostile-input round)."""
+    from asp_cli import calibrate
+    from asp_cli.errors import OutputError
+
+    frame = virtual_frame(TRUTH)
+    timeline = tmp_path / "t.parquet"
+    write_timeline(frame, metadata(frame), timeline)
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text('{"version": "1.0", "added_tokens": [], "model": {"type": "BPE"}}')
+    (tmp_path / "notes.json").write_text("my notes")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "config.json").write_text('{"eta_bandwidth": 0.5, "hidden_size": 4096}')
+    for name, what in (("tokenizer.json", "a Hugging Face tokenizer: key 'added_tokens', which no preset has"),
+                       ("notes.json", "not JSON"), ("list.json", "a JSON value that is not an object"),
+                       ("config.json", "a JSON object with key 'hidden_size', which no preset has")):
+        before = (tmp_path / name).read_bytes()
+        result = invoke("calibrate", timeline, "-o", tmp_path / name, "--force", "--quiet")
+        assert result.exit_code == ExitCode.OUTPUT, result.output
+        assert result.stderr == (f"Error: {tmp_path / name} is not an asp cost preset ({what}), and asp calibrate "
+                                 "writes one: --force replaces only a preset; name another output\n")
+        assert (tmp_path / name).read_bytes() == before
+    with pytest.raises(OutputError, match="is not an asp cost preset"):  # the Python twin, before any work
+        calibrate(None, tokenizer, train_steps=tmp_path / "none.csv", force=True)
+    # A preset, hand-written or calibrated, and an empty file are replaced as before.
+    (tmp_path / "hand.json").write_text('{"base": "h100-qwen2.5-7b", "eta_bandwidth": 0.5}')
+    (tmp_path / "empty.json").write_text("")
+    for name in ("hand.json", "empty.json", "hand.json"):
+        result = invoke("calibrate", timeline, "-o", tmp_path / name, "--force", "--quiet")
+        assert result.exit_code == 0, result.output
+        assert load_preset(tmp_path / name).name == "h100-qwen2.5-7b+calibrated"

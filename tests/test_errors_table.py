@@ -588,7 +588,8 @@ def test_every_documented_row_is_tested():
     documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
         f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
-        "E56", "E59", "E65", "E69", "E70", "E73", "E76", "E77", "E78", "E84", "E88"}  # E56, E59 (Ray): tests/test_ray.py; E88: below;
+        "E56", "E59", "E65", "E69", "E70", "E73", "E76", "E77", "E78", "E84", "E88"} | {
+        "E91", "E92", "E93", "E94"}  # E56, E59 (Ray): tests/test_ray.py; E88, E91-E94: below;
     # E69: tests/test_calibrate.py; E70: tests/test_reading.py; E76: tests/test_cli_simulate.py; E77:
     # tests/test_schedule_format.py; E78: tests/test_history_file.py; E84: tests/test_observe.py
     assert documented == tested
@@ -680,3 +681,45 @@ def test_error_row_export_options_that_change_nothing(tmp_path):
     result = runner.invoke(app, ["export", str(sched), str(data), "-o", str(out), "--metadata-key", "extra_info.index"])
     assert result.exit_code == 4 and "not a path: 'extra_info.index' has a '.'" in result.stderr
     assert not out.exists()
+
+
+def test_error_rows_calibrate_damaged_timelines(tmp_path):
+    """E91: damaged timeline metadata; E92: a row out of range; E93: a recorded preset this machine cannot load;
+    E94: --force over a JSON file that is no asp preset."""
+    import polars as pl
+
+    from asp_cli.integrate.timings import COLUMNS, write_timeline
+
+    def timeline(name: str, metadata: dict, **changes) -> Path:
+        row = {column: None for column in COLUMNS}
+        row.update(arrangement="asp", run=0, seq=0, epoch=0, prompt_id="a", sample=0, instance=0, server="s",
+                   minibatch=0, forced_tokens=5, planned_prompt_tokens=3, send_s=0.0, first_token_s=0.1,
+                   finish_s=0.5, attempts=1)
+        path = tmp_path / name
+        write_timeline(pl.DataFrame([{**row, **changes}, {**row, "seq": 1}], schema=COLUMNS),
+                       {"instances": 1, **metadata}, path)
+        return path
+
+    cases = [
+        ("E91", timeline("inflight.parquet", {"max_in_flight": 1.5}), [], 3,
+         "inflight.parquet: damaged asp timeline metadata (field 'max_in_flight' must be a whole number from 1 to "
+         "2,147,483,647, not 1.5); record the timeline again with asp replay -o"),
+        ("E92", timeline("early.parquet", {}, send_s=-30.0), [], 3,
+         "early.parquet: row 1: column 'send_s' is -30 (run 0, seq 0, sample 0): times are seconds from 0 (the run's "
+         "start) to 1e+09; record the timeline again with asp replay -o"),
+        ("E93", timeline("nope.parquet", {"preset": "nope"}), [], 4,
+         "nope.parquet: the replay simulated with preset 'nope', which is neither a preset of this asp nor a file "
+         "here; pass --base with its calibration file, or the preset to fit from (h100-qwen2.5-7b,"),
+        ("E94", timeline("ok.parquet", {}), ["--force"], 7,
+         "tokenizer.json is not an asp cost preset (a Hugging Face tokenizer: key 'added_tokens', which no preset "
+         "has), and asp calibrate writes one: --force replaces only a preset; name another output"),
+    ]
+    (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "added_tokens": [], "model": {"type": "BPE"}}')
+    for case_id, path, extra, code, words in cases:
+        out = tmp_path / ("tokenizer.json" if extra else "p.json")
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+        result = runner.invoke(app, ["calibrate", str(path), "-o", str(out), *extra])
+        assert result.exit_code == code, (case_id, result.output)
+        assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, (case_id, result.stderr)
+        assert words in result.stderr and "Traceback" not in result.stderr, (case_id, result.stderr)
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before, case_id  # nothing written

@@ -45,3 +45,95 @@ def test_a_timeline_round_trips_and_a_broken_one_is_refused(tmp_path):
     write_timeline(pl.DataFrame([row, {**row, "sample": 1}, row], schema=COLUMNS), {}, doubled)
     with pytest.raises(InputError, match=r"2 rows repeat a request \(run 0, seq 0, sample 0 is there more than once"):
         read_timeline(doubled)
+
+
+def _row(**changes):
+    row = {name: None for name in COLUMNS}
+    row.update(arrangement="asp", run=0, seq=0, epoch=0, prompt_id="a", sample=0, instance=0, server="s",
+               minibatch=0, forced_tokens=5, planned_prompt_tokens=3, send_s=0.0, first_token_s=0.1, finish_s=0.5,
+               attempts=1)
+    return {**row, **changes}
+
+
+def _with_document(tmp_path, raw: bytes):
+    """A timeline of two good rows whose ``asp.timeline`` metadata is ``raw``, as a hand edit or a damaged disk left."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    write_timeline(pl.DataFrame([_row(), _row(seq=1, instance=1)], schema=COLUMNS), {"instances": 2}, path,
+                   replace=True)
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({b"asp.timeline": raw}), path)
+    return path
+
+
+GOOD_DOCUMENT = {"format_version": "1.0", "instances": 2, "engine": "streaming", "max_in_flight": 64,
+                 "preset": "h100-qwen2.5-7b", "servers": [{"url": "s0", "kv_cache_tokens": 400000}],
+                 "arrangements": [{"arrangement": "asp", "dispatch": "planned", "requests": 2}], "complete": True}
+
+
+@pytest.mark.parametrize("document, words", [
+    # A hostile-input round: each was an internal error (exit 70: AttributeError, ValueError, TypeError), or taken as
+    # given (1.5 in-flight requests), or refused as a preset field of no file (-3: "field 'max_num_seqs'").
+    ([], "(a list, where a JSON object of the run's settings belongs)"),
+    (None, "(null, where a JSON object of the run's settings belongs)"),
+    (5, "(a number, where a JSON object of the run's settings belongs)"),
+    ("x", "(text, where a JSON object of the run's settings belongs)"),
+    ({"instances": "x"}, "(field 'instances' must be a whole number from 1 to 100,000, not 'x')"),
+    ({"servers": 5}, "(field 'servers' must be a list of objects, not 5)"),
+    ({"servers": [{"kv_cache_tokens": -1}]}, "(servers[0].kv_cache_tokens must be a whole number from 0 to"),
+    ({"max_in_flight": "x"}, "(field 'max_in_flight' must be a whole number from 1 to 2,147,483,647, not 'x')"),
+    ({"max_in_flight": 1.5}, "(field 'max_in_flight' must be a whole number from 1 to 2,147,483,647, not 1.5)"),
+    ({"max_in_flight": -3}, "(field 'max_in_flight' must be a whole number from 1 to 2,147,483,647, not -3)"),
+    ({"max_in_flight": True}, "(field 'max_in_flight' must be a whole number from 1 to 2,147,483,647, not True)"),
+    ({"engine": "fast"}, "(field 'engine' must be 'blocking' or 'streaming', not 'fast')"),
+    ({"preset": 5}, "(field 'preset' must be text, not 5)"),
+    ({"complete": "yes"}, "(field 'complete' must be true or false, not 'yes')"),
+    ({"arrangements": [{"arrangement": "asp", "dispatch": "any"}]}, "(arrangements[0].dispatch must be 'planned' or"),
+    ({"arrangements": [{"arrangement": "asp", "requests": 2.5}]}, "(arrangements[0].requests must be a whole number"),
+])
+def test_damaged_timeline_metadata_is_refused_naming_the_field(tmp_path, document, words):
+    import json
+
+    raw = json.dumps({**GOOD_DOCUMENT, **document} if isinstance(document, dict) else document).encode()
+    path = _with_document(tmp_path, raw)
+    with pytest.raises(InputError) as caught:
+        read_timeline(path)
+    assert str(caught.value).startswith(f"{path}: damaged asp timeline metadata {words}"), str(caught.value)
+    assert str(caught.value).endswith("; record the timeline again with asp replay -o")
+
+
+def test_a_good_document_and_its_nulls_are_read(tmp_path):
+    import json
+
+    assert read_timeline(_with_document(tmp_path, json.dumps(GOOD_DOCUMENT).encode())).metadata["instances"] == 2
+    nulls = {key: None for key in GOOD_DOCUMENT if key != "format_version"}  # null: not recorded
+    assert read_timeline(_with_document(tmp_path, json.dumps(nulls).encode())).metadata["max_in_flight"] is None
+
+
+@pytest.mark.parametrize("changes, words", [
+    # A hostile-input round: a send at -30 s dropped 893 of 1,022 requests from the fit without a word, -1e9 wrote
+    # eta_bandwidth 4.5e6; 2**62 completion tokens wrote a preset; times of 1e300 s were "SVD did not converge" (exit
+    # 70); instance 99 of 2 was told to "pass --instances 100, or --dispatch free", options calibrate has not.
+    ({"send_s": -30.0}, "row 2: column 'send_s' is -30 (run 0, seq 1, sample 0): times are seconds from 0 (the "
+                        "run's start) to 1e+09"),
+    ({"send_s": -1e9}, "row 2: column 'send_s' is -1e+09"),
+    ({"first_token_s": 1e300, "finish_s": 1e300}, "row 2: column 'finish_s' is 1e+300"),
+    ({"completion_tokens": 2**62}, "row 2: column 'completion_tokens' is 4,611,686,018,427,387,904 (run 0, seq 1, "
+                                   "sample 0): token counts are whole numbers from 0 to 2,147,483,647"),
+    ({"prompt_tokens": -1}, "row 2: column 'prompt_tokens' is -1"),
+    ({"forced_tokens": None}, "row 2: column 'forced_tokens' is missing"),
+    ({"instance": 99}, "row 2: column 'instance' is 99 (run 0, seq 1, sample 0): the timeline's metadata records 2 "
+                       "instances, numbered 0 to 1"),
+    ({"instance": -1}, "row 2: column 'instance' is -1"),
+    ({"sample": None}, "row 2: column 'sample' is missing (run 0, seq 1, sample None): a request is numbered by its "
+                       "run and seq (from 0) and sample (0 to 4,095)"),
+    ({"arrangement": None}, "row 2: column 'arrangement' is missing"),
+])
+def test_a_row_out_of_range_is_refused_with_its_place(tmp_path, changes, words):
+    path = tmp_path / "t.parquet"
+    write_timeline(pl.DataFrame([_row(), _row(seq=1, **changes)], schema=COLUMNS), {"instances": 2}, path)
+    with pytest.raises(InputError) as caught:
+        read_timeline(path)
+    assert str(caught.value).startswith(f"{path}: {words}"), str(caught.value)
+    assert str(caught.value).endswith("; record the timeline again with asp replay -o")

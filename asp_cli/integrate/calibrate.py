@@ -88,6 +88,8 @@ def calibrate(
     from asp_cli.settings import check_count, check_flags
 
     check_flags(force=force, keep_worse=keep_worse)
+    if force:
+        _check_replaces_a_preset(Path(output), "asp calibrate")
     # Checked here, not in the preset they end up in: --max-num-seqs 99999999999999 was refused as a bad field of
     # "the calibration file", which the user never wrote.
     check_count("--kv-cache-tokens", kv_cache_tokens, minimum=1, optional=True)
@@ -107,14 +109,14 @@ def calibrate(
         read = read_timeline(Path(timeline))  # type: ignore[arg-type]
         frame, metadata = read.frame, read.metadata
         source = str(timeline)
-    base_name = base or _recorded_base(metadata)
+    base_name = base or _recorded_base(metadata, source)
     base_preset, base_document = _base(base_name)
     try:
         fit = fit_timeline(frame, base_preset)
     except InputError as exc:  # "the timeline has ...": named, as every input error names its file
         raise InputError(f"{source}: {exc}") from None
-    reported = [s.get("kv_cache_tokens") for s in metadata.get("servers", []) if isinstance(s, dict)]
-    reported = [int(v) for v in reported if isinstance(v, int) and v > 0]
+    # Each checked where the timeline is read (`timings.read_timeline`): null or a whole number; 0 said nothing.
+    reported = [s["kv_cache_tokens"] for s in metadata.get("servers") or [] if s.get("kv_cache_tokens")]
     capacity = kv_cache_tokens or (min(reported) if reported else None)
     train = None
     if train_steps is not None:
@@ -195,12 +197,70 @@ def _calibrate_trainer(train_steps: Path, output: Path, *, base: str | None, for
 WORSE_MARGIN = 0.01
 
 
-def _recorded_base(metadata: dict[str, Any]) -> str:
-    """The preset the replay simulated with, if this machine can still load it, else the default."""
-    for candidate in (metadata.get("preset_source"), metadata.get("preset")):
-        if isinstance(candidate, str) and (candidate in PRESETS or Path(candidate).is_file()):
+def _recorded_base(metadata: dict[str, Any], source: str) -> str:
+    """The preset the replay simulated with (the default where the timeline records none); one this machine cannot
+    load is refused, naming ``--base``, as a schedule's recorded preset that no longer loads is: the fit fell back
+    to the default's hardware without a word (a hostile-input round)."""
+    recorded = [c for c in (metadata.get("preset_source"), metadata.get("preset")) if c is not None]
+    for candidate in recorded:  # text, each (`timings.read_timeline`)
+        if candidate in PRESETS or _is_file(candidate):
             return candidate
-    return DEFAULT_PRESET
+    if not recorded:
+        return DEFAULT_PRESET
+    names = " (from " + repr(recorded[0]) + ")" if len(recorded) > 1 else ""
+    raise SettingsError(f"{source}: the replay simulated with preset {recorded[-1]!r}{names}, which is neither a "
+                        "preset of this asp nor a file here; pass --base with its calibration file, or the preset to "
+                        f"fit from ({', '.join(PRESETS)})")
+
+
+def _is_file(name: str) -> bool:
+    """Whether ``name`` is a file here (a name too long for the file system is none)."""
+    try:
+        return Path(name).is_file()
+    except OSError:
+        return False
+
+
+# The most bytes an asp preset file holds (one is about 1 kB): a larger file is something else, and is not read.
+_PRESET_MAX_BYTES = 1 << 20
+
+
+def _check_replaces_a_preset(output: Path, writer: str) -> None:
+    """Refuse ``--force`` over an existing file that is not an asp cost preset (a JSON object of preset fields and
+    ``base``), as `asp_cli.output.check_parquet_name` refuses one over another kind of asp Parquet file (E85):
+    ``-o tokenizer.json --force`` replaced a Hugging Face tokenizer with a preset (a hostile-input round)."""
+    from asp_cli.errors import OutputError
+
+    try:
+        size = output.stat().st_size if output.is_file() else 0
+        raw = output.read_bytes() if 0 < size <= _PRESET_MAX_BYTES else b""
+    except OSError:  # unreadable: the write says what is wrong
+        return
+    if not size:  # none there, or an empty file: nothing to lose
+        return
+    what = _not_a_preset(raw, str(output)) if raw else f"{size:,} bytes, where a preset is about a kilobyte"
+    if what is not None:
+        raise OutputError(f"{output} is not an asp cost preset ({what}), and {writer} writes one: --force replaces "
+                          "only a preset; name another output")
+
+
+def _not_a_preset(raw: bytes, where: str) -> str | None:
+    """What a file's bytes are, where they are not an asp cost preset; None where they are one."""
+    from asp_cli import limits
+    from asp_cli.costmodel import HardwarePreset
+    from asp_cli.errors import OutputError
+
+    try:
+        document = limits.loads(raw, where, OutputError)
+    except OutputError:
+        return "not JSON"
+    if not isinstance(document, dict):
+        return "a JSON value that is not an object"
+    foreign = sorted(set(document) - {f.name for f in dataclasses.fields(HardwarePreset)} - {"base"})
+    if not foreign:
+        return None
+    kind = "a Hugging Face tokenizer: " if {"model", "added_tokens"} <= set(document) else "a JSON object with "
+    return f"{kind}key {foreign[0]!r}, which no preset has"
 
 
 def _train_steps_table(path: Path) -> Any:
@@ -244,7 +304,8 @@ def _parameters(base: HardwarePreset, calibrated: HardwarePreset, fit: Fit) -> l
 
 def plans_from_timeline(frame: pl.DataFrame, metadata: dict[str, Any]) -> list[RequestPlan]:
     """Request plans rebuilt from a timeline's complete arrangements (every sample of every row measured)."""
-    entries = {e.get("arrangement"): e for e in metadata.get("arrangements", []) if isinstance(e, dict)}
+    # Each entry and field checked where the timeline is read (`timings.read_timeline`); null is "not recorded".
+    entries = {e.get("arrangement"): e for e in metadata.get("arrangements") or []}
     plans = []
     for name in frame.sort("run")["arrangement"].unique(maintain_order=True).to_list():
         part = frame.filter(pl.col("arrangement") == name).sort(["seq", "sample"])
@@ -253,7 +314,8 @@ def plans_from_timeline(frame: pl.DataFrame, metadata: dict[str, Any]) -> list[R
             pl.len().alias("samples"), pl.col("instance").first(), pl.col("minibatch").first(),
             pl.col("epoch").first(), pl.col("prompt_id").first(), pl.col("planned_prompt_tokens").first(),
             pl.col("forced_tokens"))
-        expected = entries.get(name, {}).get("requests", per_row.height * n)
+        expected = entries.get(name, {}).get("requests")
+        expected = per_row.height * n if expected is None else expected
         if (per_row["samples"] != n).any() or part.height != expected:
             continue  # an interrupted arrangement: its simulation would not be the same run
         ids = per_row["prompt_id"].to_list()
@@ -263,7 +325,7 @@ def plans_from_timeline(frame: pl.DataFrame, metadata: dict[str, Any]) -> list[R
             "minibatch": per_row["minibatch"], "epoch": per_row["epoch"],
             "row": np.array([order[p] for p in ids], dtype=np.int64), "prompt_id": ids})
         plans.append(RequestPlan(
-            name=name, dispatch=entries.get(name, {}).get("dispatch", "planned"), run=len(plans),
+            name=name, dispatch=entries.get(name, {}).get("dispatch") or "planned", run=len(plans),
             seq=per_row["seq"].to_numpy(), epoch=per_row["epoch"].to_numpy(), prompt_id=ids,
             minibatch=per_row["minibatch"].to_numpy(), instance=per_row["instance"].to_numpy(),
             prompt_tokens=per_row["planned_prompt_tokens"].to_numpy().astype(np.int64),
@@ -274,7 +336,7 @@ def plans_from_timeline(frame: pl.DataFrame, metadata: dict[str, Any]) -> list[R
 def _check(frame: pl.DataFrame, metadata: dict[str, Any], base: HardwarePreset,
            calibrated: HardwarePreset) -> list[dict[str, Any]]:
     """Measured wall time of every complete arrangement against the simulator's, with each preset."""
-    engine = metadata.get("engine", "blocking")
+    engine = metadata.get("engine") or "blocking"
     limit = metadata.get("max_in_flight")
     k = int(metadata.get("instances") or int(frame["instance"].max()) + 1)
     rows = []

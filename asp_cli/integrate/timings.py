@@ -45,7 +45,8 @@ COLUMNS: dict[str, pl.DataType] = {
     "simulated_send_s": pl.Float64(),  # the simulator's prediction for the same request
     "simulated_finish_s": pl.Float64(),
 }
-_REQUIRED = ("instance", "send_s", "finish_s", "forced_tokens", "planned_prompt_tokens")
+_REQUIRED = ("instance", "send_s", "finish_s", "forced_tokens", "planned_prompt_tokens", "arrangement", "run", "seq",
+             "sample")
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,9 @@ def read_timeline(path: Path) -> Timeline:
     Raises
     ------
     InputError
-        When the file is missing, not Parquet, or lacks the columns asp needs.
+        When the file is missing, not Parquet, or lacks the columns asp needs; when its metadata document is
+        damaged (a field asp reads of another kind or out of range, E91) or a row is (a time below 0 or past
+        `MAX_TIME_S`, a token count past `asp_cli.columns.MAX_TOKEN_COUNT`, an instance the run had not, E92).
     """
     import pyarrow.parquet as pq
 
@@ -105,17 +108,8 @@ def read_timeline(path: Path) -> Timeline:
     if missing:
         raise InputError(f"{path}: not an asp replay timeline (no column {missing[0]!r}); give the file "
                          "`asp replay -o` wrote")
-    metadata: dict[str, Any] = {}
     raw = (schema.metadata or {}).get(METADATA_KEY)
-    if raw is not None:
-        try:
-            metadata = json.loads(raw)
-        except ValueError:
-            raise InputError(f"{path}: damaged asp timeline metadata; replay again") from None
-        major = str(metadata.get("format_version", "1.0")).partition(".")[0]
-        if major != FORMAT_VERSION.partition(".")[0]:
-            raise InputError(f"{path}: timeline format {metadata.get('format_version')} is not the one this asp "
-                             f"reads ({FORMAT_VERSION}); use the asp that wrote it")
+    metadata = {} if raw is None else _checked_metadata(raw, path)
     for name, dtype in COLUMNS.items():
         if name not in frame.columns:
             frame = frame.with_columns(pl.lit(None, dtype).alias(name))
@@ -132,6 +126,7 @@ def read_timeline(path: Path) -> Timeline:
     if odd.height:
         raise InputError(f"{path}: {odd.height} rows have a first-token time that is not finite or not between "
                          "their send and finish times; give the file `asp replay -o` wrote")
+    _check_ranges(frame, path, metadata.get("instances"))
     twice = frame.filter(pl.struct("run", "seq", "sample").is_duplicated())
     if twice.height:  # each request once: doubled rows doubled the fitted eta_flops, halved the KV bytes (a hostile round)
         first = twice.row(0, named=True)
@@ -142,6 +137,112 @@ def read_timeline(path: Path) -> Timeline:
         raise InputError(f"{path}: no time passes in it (every request finishes when the first is sent); give the "
                          "file `asp replay -o` wrote")
     return Timeline(frame=frame, metadata=metadata, path=path)
+
+
+# The latest time a timeline may hold, in seconds from its run's start: 10^9 s is 31 years, past any replay. Times of
+# 1e300 s (a hostile-input round) overflowed the fit's squares: "SVD did not converge", exit 70.
+MAX_TIME_S = 1e9
+_AGAIN = "record the timeline again with asp replay -o"
+
+
+def _checked_metadata(raw: bytes, path: Path) -> dict[str, Any]:
+    """The ``asp.timeline`` document, each field asp reads from it checked here, once: its kind and range (a list
+    for the document, text for ``instances``, 1.5 for ``max_in_flight`` reached the fit and the simulator as
+    AttributeError, ValueError or TypeError, exit 70, or were taken as given: a hostile-input round)."""
+    from asp_cli import limits
+    from asp_cli.settings import DISPATCHES, MAX_INSTANCES, MAX_REPLAY_SEQUENCES, MAX_SETTING
+
+    def damaged(problem: str) -> InputError:
+        return InputError(f"{path}: damaged asp timeline metadata ({problem}); {_AGAIN}")
+
+    document = limits.loads(raw, str(path), InputError,
+                            invalid=f"{path}: damaged asp timeline metadata (not valid JSON); {_AGAIN}")
+    if not isinstance(document, dict):
+        raise damaged(f"{_kind(document)}, where a JSON object of the run's settings belongs")
+    major = str(document.get("format_version", "1.0")).partition(".")[0]
+    if major != FORMAT_VERSION.partition(".")[0]:
+        raise InputError(f"{path}: timeline format {document.get('format_version')} is not the one this asp "
+                         f"reads ({FORMAT_VERSION}); use the asp that wrote it")
+
+    def check(where: str, value: Any, ok: bool, what: str) -> None:
+        if value is not None and not ok:
+            raise damaged(f"{where} must be {what}, not {_shown(value)}")
+
+    def whole(where: str, value: Any, low: int, high: int) -> None:
+        check(where, value, isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
+              f"a whole number from {low:,} to {high:,}")
+
+    whole("field 'instances'", document.get("instances"), 1, MAX_INSTANCES)
+    whole("field 'max_in_flight'", document.get("max_in_flight"), 1, MAX_SETTING)
+    engine = document.get("engine")
+    check("field 'engine'", engine, engine in ("blocking", "streaming"), "'blocking' or 'streaming'")
+    for key in ("preset", "preset_source"):
+        check(f"field {key!r}", document.get(key), isinstance(document.get(key), str), "text")
+    check("field 'complete'", document.get("complete"), isinstance(document.get("complete"), bool), "true or false")
+    for key in ("servers", "arrangements"):
+        entries = document.get(key)
+        check(f"field {key!r}", entries, isinstance(entries, list), "a list of objects")
+        for i, entry in enumerate(entries or []):
+            check(f"{key}[{i}]", entry, isinstance(entry, dict), "an object")
+    for i, server in enumerate(document.get("servers") or []):
+        whole(f"servers[{i}].kv_cache_tokens", server.get("kv_cache_tokens"), 0, MAX_SETTING)
+    for i, entry in enumerate(document.get("arrangements") or []):
+        check(f"arrangements[{i}].arrangement", entry.get("arrangement"), isinstance(entry.get("arrangement"), str),
+              "text")
+        check(f"arrangements[{i}].dispatch", entry.get("dispatch"), entry.get("dispatch") in DISPATCHES,
+              " or ".join(repr(d) for d in DISPATCHES))
+        whole(f"arrangements[{i}].requests", entry.get("requests"), 0, MAX_REPLAY_SEQUENCES)
+    return document
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in words."""
+    return {dict: "an object", list: "a list", str: "text", bool: "true or false", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _shown(value: Any) -> str:
+    """A value as a message quotes it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_ranges(frame: pl.DataFrame, path: Path, instances: int | None) -> None:
+    """Refuse a time below 0 or past `MAX_TIME_S`, a token count past any response (`MAX_TOKEN_COUNT`), and an
+    instance outside those the run had: a send at -30 s dropped most requests from the fit without a word, a
+    completion of 2**62 tokens wrote a preset, instance 99 of 2 was told to pass --instances (a hostile-input
+    round)."""
+    from asp_cli.columns import MAX_TOKEN_COUNT
+    from asp_cli.settings import MAX_INSTANCES, MAX_SAMPLES_PER_PROMPT
+
+    times = f"times are seconds from 0 (the run's start) to {MAX_TIME_S:.0e}"
+    tokens = f"token counts are whole numbers from 0 to {MAX_TOKEN_COUNT:,}"
+    last = (instances or MAX_INSTANCES) - 1
+    numbered = (f"the timeline's metadata records {instances:,} instances, numbered 0 to {last:,}" if instances
+                else f"instances are numbered 0 to {last:,}")
+    numbers = f"a request is numbered by its run and seq (from 0) and sample (0 to {MAX_SAMPLES_PER_PROMPT - 1:,})"
+    rules: list[tuple[str, pl.Expr, str]] = [
+        (name, pl.col(name).is_null() | (pl.col(name) < 0), numbers) for name in ("run", "seq", "sample")] + [
+        ("sample", pl.col("sample") >= MAX_SAMPLES_PER_PROMPT, numbers),
+        ("arrangement", pl.col("arrangement").is_null(), "each request names the arrangement it was replayed in"),
+        ("send_s", pl.col("send_s") < 0, times), ("finish_s", pl.col("finish_s") > MAX_TIME_S, times),
+        ("instance", pl.col("instance").is_null() | (pl.col("instance") < 0) | (pl.col("instance") > last), numbered)]
+    for name in ("forced_tokens", "planned_prompt_tokens", "prompt_tokens", "completion_tokens"):
+        out = (pl.col(name) < 0) | (pl.col(name) > MAX_TOKEN_COUNT)
+        rules.append((name, out | pl.col(name).is_null() if name in _REQUIRED else out, tokens))
+    index = "\x00row"  # asp's own hidden column (a NUL first: no file's)
+    numbered_rows = frame.with_row_index(index, offset=1)  # counted from 1, as lines are
+    for name, bad, what in rules:
+        rows = numbered_rows.filter(bad.fill_null(False))
+        if rows.height:
+            first = rows.row(0, named=True)
+            value = first[name]
+            shown = ("missing" if value is None else f"{value:,}" if isinstance(value, int) else
+                     f"{value:g}" if isinstance(value, float) else repr(value))
+            raise InputError(f"{path}: row {first[index]:,}: column {name!r} is {shown} (run {first['run']!r}, "
+                             f"seq {first['seq']!r}, sample {first['sample']!r})"
+                             + (f", and {rows.height - 1:,} more rows like it" if rows.height > 1 else "")
+                             + f": {what}; {_AGAIN}")
 
 
 # --------------------------------------------------------------------------------------------------------
