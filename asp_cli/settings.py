@@ -354,6 +354,10 @@ class ScheduleSettings:
                                 "not modelled); with --trainer arrival AReaL's, at a --max-lag above 0 "
                                 "(rollout.max_head_offpolicyness; at 0 use --trainer schedule) (got --max-lag "
                                 f"{lag} --trainer {self.trainer})")
+        if self.router == "group-round-robin" and self.max_lag is not None and self.max_lag != int(self.max_lag):
+            raise SettingsError(f"--router group-round-robin --trainer arrival is AReaL's controller, whose bound "
+                                f"(rollout.max_head_offpolicyness) is a whole number of steps, not a fraction (got "
+                                f"--max-lag {self.max_lag}, verl's staleness_threshold): give a whole number")
         if self.router != "least-pending" and self.verl_trainer is not None:
             raise SettingsError(f"--verl-trainer {self.verl_trainer} is one of verl's trainers, which route through "
                                 f"verl's balancer (--router least-pending): drop --router {self.router}, or "

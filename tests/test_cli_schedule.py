@@ -600,6 +600,26 @@ def test_areals_controller_deals_whole_groups_in_turn(tmp_path):
     assert "as AReaL's controller deals an asynchronous trainer's rollouts" in " ".join(made.stderr.split())
     frame = pl.read_parquet(tmp_path / "a.parquet").sort("seq")
     assert frame["instance"].to_list() == [i % 4 for i in range(frame.height)]
+    # One turn over the run, not batch by batch: 101 prompts, batches of 16 and 3 servers divide nothing (a review).
+    odd = write_jsonl(tmp_path / "odd.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 37)} for i in range(101)])
+    assert invoke("schedule", odd, "-o", tmp_path / "odd.parquet", "--engine", "streaming", "--max-lag", "1",
+                  "--router", "group-round-robin", "--instances", "3", "--epochs", "2", "--train-batch-size", "16",
+                  "-q").exit_code == 0
+    frame = pl.read_parquet(tmp_path / "odd.parquet").sort("seq")
+    assert frame["instance"].to_list() == [i % 3 for i in range(202)]
+    # AReaL's bound is whole steps (a fraction is verl's staleness_threshold); at 0, the per-batch deal with
+    # --trainer schedule is AReaL's where the batch is a multiple of the servers, and the export says so.
+    fraction = invoke("schedule", odd, "-o", tmp_path / "f.parquet", "--engine", "streaming", "--max-lag", "0.5",
+                      "--router", "group-round-robin")
+    assert fraction.exit_code == 4 and "a whole number of steps, not a fraction" in fraction.stderr
+    for batch, note in (("48", False), ("16", True)):
+        assert invoke("schedule", odd, "-o", tmp_path / "z.parquet", "--engine", "streaming", "--max-lag", "0",
+                      "--trainer", "schedule", "--router", "group-round-robin", "--instances", "3",
+                      "--train-batch-size", batch, "--force", "-q").exit_code == 0
+        said = " ".join(invoke("export", tmp_path / "z.parquet", odd, "-o", tmp_path / "z.jsonl",
+                               "--force").stderr.split())
+        assert "not made for AReaL's controller" not in said and "max_concurrent_rollouts" not in said
+        assert ("where the train batch (16) is a multiple of the servers (3)" in said) is note
     words = " ".join(invoke("simulate", tmp_path / "a.parquet").output.split())
     assert "as AReaL routes" in words and "as AReaL's single controller deals them" in words
     said = " ".join(invoke("export", tmp_path / "a.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "a.jsonl").stderr.split())

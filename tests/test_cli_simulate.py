@@ -688,6 +688,8 @@ def test_compare_ends_with_one_line_saying_the_saving():
             "percentile, a shuffle's 10%): part of the lead is what each step trains on") in _verdict(rows)
     rows[2]["step_length_deviation_p90"] = 0.2
     assert "curriculum" not in _verdict(rows)
+    rows[2]["step_length_deviation_p90"], rows[2]["end_to_end_s"] = 0.67, 800.0  # slower: no lead to explain
+    assert "curriculum" not in _verdict(rows)
 
 
 @pytest.mark.parametrize("value", [None, 5])

@@ -74,6 +74,9 @@ def test_areals_controller_deals_each_group_whole_to_the_next_server_in_turn():
     for lag in (None, 1):
         result = _replay(lengths, prompts, max_lag=lag, routing="group-round-robin", train_batch_size=4)
         assert result.sample_server.reshape(10, 4).tolist() == [[r % 4] * 4 for r in range(10)]
+    # One turn over the run, across train batches that the servers do not divide.
+    result = _replay(lengths, prompts, max_lag=1, routing="group-round-robin", train_batch_size=4, instances=3)
+    assert result.sample_server.reshape(10, 4).tolist() == [[r % 3] * 4 for r in range(10)]
 
 
 def test_planned_keeps_a_group_on_its_instance_and_length_aware_balances_predicted_tokens():

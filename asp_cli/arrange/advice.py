@@ -199,11 +199,15 @@ def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame | None, set
                         f"rows trained ({'the longest' if dropped_mean > kept_mean else 'the shortest'} left out)")
     if not said:
         return []
+    sourced = sources is not None and sources["data_source"].drop_nulls().n_unique() >= 2
     return [f"a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) "
             f"leaves out the epoch's last {left:,} rows in "
             + ("training order" if settings.trainer == "schedule" else "file (dispatch) order")
-            + ": " + "; ".join(said) + f", where a shuffle's would leave out about {p:.0%} of each source, at "
-            f"about the epoch's mean length; use a --train-batch-size that divides {rows:,}"
+            + (" (each epoch exported alone; of a file of every epoch, its last partial batch)"
+               if settings.epochs > 1 else "")
+            + ": " + "; ".join(said) + f", where a shuffle's would leave out about {p:.0%} "
+            + ("of each source, at about the epoch's mean length" if sourced else "of the epoch, at about its mean length")
+            + f"; use a --train-batch-size that divides {rows:,}"
             + (", or --steps representative" if settings.arrangement == "auto" else "")]
 
 

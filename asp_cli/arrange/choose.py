@@ -386,9 +386,9 @@ def choose_arrangement(
     v1 = (settings.verl_v1_mode if settings.trainer == "arrival" else None) or ""
     verl_async = settings.engine == "streaming" and settings.max_lag != 0 and settings.trainer == "arrival"
     v1_replay = {"v1_mode": v1.replace("-", "_") or None}
-    # `--router` cache-aware (slime's) keeps a group's samples on one server, round-robin (AReaL's) deals them in
-    # turn, group-round-robin (OpenRLHF's) deals whole groups in turn, where verl's balancer (None) sends each to the
-    # least loaded: timed so (docs/benchmarks.md).
+    # `--router` cache-aware (slime's) keeps a group's samples on one server, round-robin (AReaL's SPMD mode) deals
+    # them in turn, group-round-robin (OpenRLHF's, and AReaL's controller's) deals whole groups in turn, where verl's
+    # balancer (None) sends each to the least loaded: timed so (docs/benchmarks.md).
     routing = settings.other_router
     # There the draws are heavy-tailed and repeated: see `SAMPLE_TAIL_DF`.
     repeats = (min(MAX_DRAW_REPEATS, max(1, SAMPLE_PROMPTS // max(prompts.height * trial.epochs, 1))) if verl_async

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -148,15 +148,14 @@ def _file_order_settings(summary: dict, order: str) -> str:
            "equal to rollout.max_head_offpolicyness)" if lag is None else
            f" (the schedule's --max-lag {lag} is a fraction; AReaL's bound is a whole number of steps: make the "
            "schedule with --max-lag equal to rollout.max_head_offpolicyness)")
-        + (f" rollout.max_concurrent_rollouts={summary['prompts_per_server'] * summary['instances']}"
+        + ("" if lag == 0 else  # at 0 the staleness rule admits one batch at a time, which the default allows
+           f" rollout.max_concurrent_rollouts={summary['prompts_per_server'] * summary['instances']}"
            if summary.get("prompts_per_server") and summary.get("instances") else
            " rollout.max_concurrent_rollouts as many groups as the servers' slots hold (as the schedule was timed; "
            "or make it with --prompts-per-server that number over the servers)")
         + (f" total_train_epochs=1 (the file holds {len(epochs)} epochs)" if len(epochs) > 1 else "")
         + " (load the file in your script: docs/integrations.md)"
-        + ("" if summary.get("router") == "round-robin" or (summary.get("router") == "group-round-robin" and not steps)
-           else "; the schedule was not made for AReaL's controller, which deals each group whole to the next server "
-           "in turn: make it with --engine streaming --router group-round-robin --trainer arrival"),
+        + _areal_deal_note(summary, lag, steps),
     ]
     if order == "dispatch" and steps and not summary.get("steps_in_dispatch_order"):
         lines.append("  slime and OpenRLHF train each batch of consecutive rows, which this schedule's steps are in "
@@ -166,6 +165,23 @@ def _file_order_settings(summary: dict, order: str) -> str:
                      "submits rows in file order and trains them so, runs the dispatch order (leave out --order "
                      "train)")
     return "\n".join(lines)
+
+
+def _areal_deal_note(summary: dict, lag: Any, steps: bool) -> str:
+    """Whether the schedule was made for AReaL's controller, which deals each group whole to the next server in
+    turn over the run: `--router group-round-robin` with `--trainer arrival`, or at lag 0 (each batch trained
+    whole) with `--trainer schedule`, whose per-batch deal is the controller's where the batch is a multiple of the
+    servers (a review: the lag-0 schedule the docs name was told to use a setting asp refuses there)."""
+    router, k, g = summary.get("router"), summary.get("instances") or 0, summary["train_batch_size"]
+    if router == "round-robin" or (router == "group-round-robin" and not steps):
+        return ""
+    if router == "group-round-robin" and lag == 0:
+        return ("" if not k or g % k == 0 else
+                f"; AReaL's controller deals over the run, not batch by batch: its servers match the schedule's only "
+                f"where the train batch ({g}) is a multiple of the servers ({k})")
+    return ("; the schedule was not made for AReaL's controller, which deals each group whole to the next server in "
+            "turn: make it with --engine streaming --router group-round-robin --trainer arrival (at "
+            "rollout.max_head_offpolicyness 0: --max-lag 0 --trainer schedule)")
 
 
 def observe_command(

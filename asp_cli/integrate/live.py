@@ -213,7 +213,7 @@ async def _measure(plans: list[RequestPlan], outcome: LiveOutcome, pools: list[S
         peak = (max((max((end - first for first, end, _ in plan.minibatches()), default=0) * plan.samples_per_prompt
                      for plan in plans), default=0) if settings.engine == "blocking"
                 else settings.max_in_flight or default_in_flight)
-        count = max(settings.warmup_requests, min(peak, MAX_WARMUP_IN_FLIGHT))
+        count = max(settings.warmup_requests, min(peak, settings.max_in_flight or peak, MAX_WARMUP_IN_FLIGHT))
         await asyncio.gather(*(_warmup(p, m, settings, count) for p, m in zip(pools, models)))
     for plan, record in zip(plans, outcome.records):
         if progress is not None:

@@ -39,8 +39,9 @@ from asp_cli.sim.records import SimulationSettings, Stats
 # router plug-in (each group to its planned instance), a plug-in that sends each request to the server with the
 # fewest predicted tokens routed to it so far, or sglang-router's `cache_aware` policy, which slime launches by
 # default (each group's samples share their prompt, so they follow the first to its server: `route`), or AReaL's
-# round-robin (each sample its own request id, to the next server in turn, whatever its load).
-# group-round-robin (OpenRLHF 0.11.2's: a prompt's samples together, a batch's prompts dealt to the engines in turn).
+# SPMD mode's round-robin (each sample its own request id, to the next server in turn, whatever its load), or
+# group-round-robin (OpenRLHF 0.11.2's: a prompt's samples together, a batch's prompts dealt to the engines in turn;
+# AReaL's default controller deals whole groups in turn too, over the run: `asp_cli.sim.verl_async`).
 ROUTINGS = ("least-pending", "planned", "length-aware", "cache-aware", "round-robin", "group-round-robin")
 # sglang-router's cache_aware policy leaves its cache for the least-loaded server only where the loads (requests in
 # flight) differ by more than this many AND the largest is above the smallest times `CACHE_AWARE_BALANCE_REL`:
@@ -162,7 +163,8 @@ def route(order: np.ndarray, *, routing: str, instances: int, rng: np.random.Gen
     `CacheAwareRouter` kept over the run; a new one where None), the ``samples_per_prompt`` samples of a prompt
     (positions ``p*n .. p*n+n-1``) sharing its text, ``prompts`` naming each position's prompt over the run
     (default: its group) and ``prompt_tokens`` its length (default 1). ``round-robin``:
-    AReaL v1.0.4's default (`RemoteInfEngine.choose_server`, remote_inf_engine.py:700-715), the next server in turn.
+    AReaL v1.0.4's in its SPMD mode (`RemoteInfEngine.choose_server`, remote_inf_engine.py:700-715), the next server
+    in turn.
     ``group-round-robin``: OpenRLHF 0.11.2's (`SamplesGenerator._dispatch_prompts_to_vllm`,
     openrlhf/trainer/ppo_utils/samples_generator.py:211-221): one snapshot of each engine's unfinished requests, then
     the batch's prompts, each with its ``samples_per_prompt`` samples, to the least loaded engine by that count plus
