@@ -6,7 +6,8 @@ balancer (fewest requests in flight) or a router plug-in (`asp_cli.sim.verl_asyn
     python scripts/bench_verl_async.py --seeds 4                       # lag 2 and no bound, trainer x1 and x0.25
     python scripts/bench_verl_async.py --seeds 4 --prompts-per-server 16   # verl's default rollouter slots
     python scripts/bench_verl_async.py --seeds 4 --v1 colocate_async --lags 1   # main_ppo's asynchronous modes
-    python scripts/bench_verl_async.py --seeds 4 --areal --lags 1   # as AReaL routes (round-robin), about 30 min
+    python scripts/bench_verl_async.py --seeds 4 --areal --lags 1   # as AReaL's controller deals, about 75 min
+    python scripts/bench_verl_async.py --seeds 4 --areal-spmd --lags 1   # as AReaL's SPMD mode routes (round-robin)
 
 The streaming tables of docs/benchmarks.md (bench_simulate.py, bench_rollout_bound.py) route each group whole to
 whichever instance frees a slot first; this replays the same plans as verl routes them. Per workload (the three
