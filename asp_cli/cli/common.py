@@ -142,7 +142,7 @@ def difficulty_key_option() -> Any:
 
 def lag_option(default: Any, help: str) -> Any:  # noqa: A002 - Typer's own name
     """A Typer option for ``--max-lag`` that also takes ``none`` (`lag_bound`)."""
-    return typer.Option(default, "--max-lag", help=help, parser=lag_bound, metavar="<steps|none>")
+    return typer.Option(default, "--max-lag", help=help, parser=lag_bound, metavar="<steps|fraction|none>")
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
