@@ -699,3 +699,16 @@ def test_simulate_file_names_a_schedule_that_is_no_path(value):
 
     with pytest.raises(SettingsError, match="the schedule must be a schedule file.s path"):  # a TypeError (hostile input)
         simulate_file(value)
+
+
+def test_the_legend_names_only_rows_the_table_holds(tmp_path):
+    """A newcomer read the legend of a `least-pending` row under a blocking engine's table, which has none: it is
+    said where the table holds it (engines that refill)."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 29)} for i in range(48)])
+    for engine, listed in (("continuous", False), ("streaming", True)):
+        out = tmp_path / f"{engine}.parquet"
+        assert invoke("schedule", data, "-o", out, "--engine", engine, "--train-batch-size", "16", "-q").exit_code == 0
+        result = invoke("simulate", out, "--compare")
+        assert result.exit_code == 0, result.output
+        words = " ".join(result.stderr.split())
+        assert "verl-default: a shuffle" in words and ("least-pending: a shuffle" in words) is listed

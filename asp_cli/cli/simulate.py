@@ -92,13 +92,14 @@ def simulate_command(
                 # tell which row was their own default).
                 say("  verl-default: a shuffle (the default order of verl, OpenRLHF and MindSpeed-RL) in verl's chunks of "
                     "a train batch, each chunk kept to one instance; dataset-order: the same in the file's own order "
-                    "(slime's order without --rollout-shuffle; slime routes through its router, not in chunks); "
-                    "least-pending: a shuffle, each group to the "
-                    "least loaded instance (as verl's servers route"
-                    + ("" if (report.document.get("metrics") or {}).get("routed_by") == "group-round-robin" else
-                       "; OpenRLHF and AReaL deal prompts to the servers in turn: make their schedules with --router "
-                       "group-round-robin")
-                    + ")"
+                    "(slime's order without --rollout-shuffle; slime routes through its router, not in chunks)"
+                    # The least-pending row is on engines that refill only (a newcomer read its legend under a
+                    # blocking engine's table, which has no such row).
+                    + ("; least-pending: a shuffle, each group to the least loaded instance (as verl's servers route"
+                       + ("" if (report.document.get("metrics") or {}).get("routed_by") == "group-round-robin" else
+                          "; OpenRLHF and AReaL deal prompts to the servers in turn: make their schedules with "
+                          "--router group-round-robin") + ")"
+                       if any(r["arrangement"] == "least-pending" for r in report.comparison) else "")
                     + ("; asp (true lengths): asp's own choice knowing every length, a yardstick, not a bound (it can be "
                        "slower than asp: docs/simulation.md)"
                        if any(r["arrangement"] == "asp (true lengths)" for r in report.comparison) else "")
