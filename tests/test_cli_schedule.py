@@ -1,6 +1,7 @@
 """`asp schedule` from the command line: outputs, streams and exit codes."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -624,6 +625,9 @@ def test_areals_controller_deals_whole_groups_in_turn(tmp_path):
     assert "as AReaL routes" in words and "as AReaL's single controller deals them" in words
     said = " ".join(invoke("export", tmp_path / "a.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "a.jsonl").stderr.split())
     assert "rollout.consumer_batch_size=128" in said and "rollout.max_head_offpolicyness=1" in said
+    # A value to paste (the servers' slots the schedule was timed with), and RLVRWorkflow's column (a newcomer's round).
+    assert re.search(r"rollout\.max_concurrent_rollouts=\d+ \(the servers' slots", said)
+    assert "rename 'prompt' to 'messages'" in said
     assert "not made for AReaL's controller" not in said
     assert invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "v.parquet", "--engine", "streaming", "--max-lag",
                   "1", "--arrangement", "shuffle").exit_code == 0  # verl's balancer

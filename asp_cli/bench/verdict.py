@@ -79,7 +79,7 @@ def routed_verdict(rows: list[dict], mine: dict) -> str:
     default = "least-pending" if shuffled else "dataset-order"
     own = next((r for r in others if r["arrangement"] == default), None)
     if own is not None and own is not fastest:
-        line += (f"; {against(own)}, " + (f"a shuffle, {owner}'s default" if shuffled else
+        line += (f"; {against(own)}, " + (f"the shuffle ({owner}'s default order) dealt as {owner} deals it" if shuffled else
                                           "the file's own order") + (" (slime's without --rollout-shuffle)"
                                                                       if router == "cache-aware" else ""))
     return line

@@ -151,8 +151,16 @@ def _file_order_settings(summary: dict, order: str) -> str:
         + ("" if lag == 0 else  # at 0 the staleness rule admits one batch at a time, which the default allows
            f" rollout.max_concurrent_rollouts={summary['prompts_per_server'] * summary['instances']}"
            if summary.get("prompts_per_server") and summary.get("instances") else
-           " rollout.max_concurrent_rollouts as many groups as the servers' slots hold (as the schedule was timed; "
-           "or make it with --prompts-per-server that number over the servers)")
+           f" rollout.max_concurrent_rollouts={summary['slot_groups']} (the servers' slots, as the schedule was "
+           f"timed; for another cap make the schedule with --prompts-per-server that cap over the "
+           f"{summary.get('instances') or 1} servers)" if summary.get("slot_groups") else "")
+        # RLVRWorkflow reads the chat list under `messages` and passes each row to the reward function by name, whose
+        # first parameter is `prompt` (rlvr.py:45-46, 152-157; an AReaL newcomer's round: KeyError, then "multiple
+        # values for argument 'prompt'").
+        + (f" (AReaL's RLVRWorkflow reads the chat list under 'messages' and passes each row's columns to the "
+           f"reward function by name, whose first parameter is 'prompt': rename {summary['prompt_column']!r} to "
+           "'messages', or read it in your own workflow)"
+           if summary.get("prompt_column") and summary["prompt_column"] != "messages" else "")
         + (f" total_train_epochs=1 (the file holds {len(epochs)} epochs)" if len(epochs) > 1 else "")
         + " (load the file in your script: docs/integrations.md)"
         + _areal_deal_note(summary, lag, steps),
