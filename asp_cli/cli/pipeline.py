@@ -154,11 +154,11 @@ def _file_order_settings(summary: dict, order: str) -> str:
            f" rollout.max_concurrent_rollouts={summary['slot_groups']} (the servers' slots, as the schedule was "
            f"timed; for another cap make the schedule with --prompts-per-server that cap over the "
            f"{summary.get('instances') or 1} servers)" if summary.get("slot_groups") else "")
-        # RLVRWorkflow reads the chat list under `messages` and passes each row to the reward function by name, whose
-        # first parameter is `prompt` (rlvr.py:45-46, 152-157; an AReaL newcomer's round: KeyError, then "multiple
-        # values for argument 'prompt'").
+        # RLVRWorkflow reads the chat list under `messages` and passes each row to the reward function by name, after
+        # the prompt text (rlvr.py:45-46, 101-107), where AReaL's example reward functions name it `prompt` (an AReaL
+        # newcomer's round: KeyError, then "multiple values for argument 'prompt'").
         + (f" (AReaL's RLVRWorkflow reads the chat list under 'messages' and passes each row's columns to the "
-           f"reward function by name, whose first parameter is 'prompt': rename {summary['prompt_column']!r} to "
+           f"reward function by name, whose first parameter AReaL's examples name 'prompt': rename {summary['prompt_column']!r} to "
            "'messages', or read it in your own workflow)"
            if summary.get("prompt_column") and summary["prompt_column"] != "messages" else "")
         + (f" total_train_epochs=1 (the file holds {len(epochs)} epochs)" if len(epochs) > 1 else "")
