@@ -296,6 +296,11 @@ def test_observed_lengths_first_n_then_drawn_then_noise_model():
     # prompts show (not copies of it: a group with no spread at all).
     assert lengths[1, 0] == 900 and len(set(lengths[1].tolist())) == 3
     assert info.prompts_observed == 2 and info.prompts_sampled == 1 and info.prompts_drawn == 1
+    # a's 5 samples, of a group of 3: its first 3 replayed, and said (a history of several epochs replayed its
+    # oldest without a word: a newcomer's round).
+    assert info.prompts_over_group == 1 and ("1 prompt has more observed samples than a group holds (3): the first 3"
+                                             in " ".join(info.warnings(1 << 30)))
+    assert lengths_for_schedule(frame, observed, samples_per_prompt=5, seed=1)[1].warnings(1 << 30) == []
     again, _ = lengths_for_schedule(frame, observed, samples_per_prompt=3, seed=1)
     np.testing.assert_array_equal(lengths, again)
 

@@ -166,6 +166,8 @@ def replay_schedule(
     if info.prompts_sampled:
         warnings.append(f"{info.prompts_sampled:,} prompts have no observed length and replay lengths sampled around "
                         "their predictions; give --lengths from an earlier epoch or a probe")
+    if info.prompts_over_group:
+        warnings.append(info.over_group_warning())
     if clipped:
         warnings.append(f"{clipped:,} observed lengths exceed the schedule's --max-response-tokens "
                         f"({recorded.max_response_tokens:,}) and were cut to it")

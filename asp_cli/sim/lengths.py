@@ -112,6 +112,8 @@ class LengthInfo:
     samples_over_cap: int = 0  # observed samples replayed that are longer than max_response_tokens
     observed_ids: int = 0  # distinct ids of the observed lengths
     written_otherwise: str = ""  # unknown ids that match the schedule's written alike (`reading.id_forms`)
+    prompts_over_group: int = 0  # prompts observed more often than a group holds: their first N replayed
+    group: int = 0  # N, the samples per prompt
 
     def to_dict(self) -> dict:
         return {
@@ -122,6 +124,16 @@ class LengthInfo:
             "unknown_id_examples": list(self.unknown_examples),
             "samples_over_max_response_tokens": self.samples_over_cap,
         }
+
+    def over_group_warning(self) -> str:
+        """Said where prompts were observed more often than a group holds: a history of several epochs given as
+        --lengths replayed its oldest epoch without a word (a newcomer's round); "" where none was."""
+        if not self.prompts_over_group:
+            return ""
+        many = self.prompts_over_group
+        return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds ({self.group}): "
+                f"the first {self.group} of each, in the file's order, are replayed (of a history of several epochs, "
+                "the oldest); give one epoch's lengths to replay that one")
 
     def warnings(self, max_response_tokens: int) -> list[str]:
         """What about the observed lengths is legal but probably not what the user meant (worded as `asp report` and
@@ -136,6 +148,8 @@ class LengthInfo:
             notes.append(f"{self.unknown_ids:,} of the {max(self.observed_ids, self.unknown_ids):,} prompt ids of "
                          f"--lengths are not in the schedule (e.g. {shown_id(self.unknown_examples[0])}); their samples "
                          "are ignored" + self.written_otherwise)
+        if self.prompts_over_group:
+            notes.append(self.over_group_warning())
         if self.samples_over_cap:
             notes.append(f"{self.samples_over_cap:,} observed samples are longer than the schedule's "
                          f"max_response_tokens ({max_response_tokens:,}); replayed as observed, though a server "
@@ -223,7 +237,8 @@ def lengths_for_schedule(
         mean = frame[col].fill_null(1).to_numpy()
         drawn = sample_lengths(mean, keys, n, seed=seed, max_response_tokens=max_response_tokens)
         out[~have] = drawn[~have]
+    over_group = int(ids.filter(pl.Series(count > n)).n_unique()) if observed is not None and observed.height else 0
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
-                                          tuple(unknown), over_cap, observed_ids, written_otherwise)
+                                          tuple(unknown), over_cap, observed_ids, written_otherwise, over_group, n)
