@@ -20,9 +20,10 @@ The log has one JSON line per sample, sorted by prompt and sample: ``prompt_id``
 
 A request that still fails after ``--retries`` tries (an error answer, a refused or dropped connection, a
 timeout) is left out and counted; the script exits 1 when any was, after writing the rest, and the same
-command with ``--resume`` sends only the samples the log lacks. A timed-out request is a long sample: left
-out, it would calibrate the schedule too short, so the script says to raise ``--timeout`` (3600 s by
-default: a 32k-token reasoning sample on a loaded server takes many minutes). Each answer is also written as
+command with ``--resume`` sends only the samples the log lacks. An existing log (or ``OUTPUT.partial``) is
+kept: without ``--resume`` or ``--force`` the script refuses it (exit 7), as asp refuses to replace an output.
+A timed-out request is a long sample: left out, it would calibrate the schedule too short, so the script says
+to raise ``--timeout`` (3600 s by default: a 32k-token reasoning sample on a loaded server takes many minutes). Each answer is also written as
 it comes to ``OUTPUT.partial``, so that a run stopped midway (Ctrl-C, a lost machine) loses nothing:
 ``--resume`` reads it back. The API key, if the server needs one, comes from ``OPENAI_API_KEY``.
 """
@@ -155,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                              "trained without one), instead of /chat/completions")
     parser.add_argument("--resume", action="store_true",
                         help="keep the samples already in --output and send only the ones it lacks")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing --output (and the answers a stopped run left in OUTPUT.partial)")
     args = parser.parse_args(argv)
     if args.samples < 1 or args.max_tokens < 1 or args.concurrency < 1 or args.retries < 1:
         parser.error("--samples, --max-tokens, --concurrency and --retries must be at least 1")
@@ -171,6 +174,17 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     # The answers of a run stopped midway, written as they came (below): read back by --resume, else replaced.
     journal = args.output.with_name(args.output.name + ".partial")
+    if args.resume and args.force:
+        parser.error("give --resume (keep the samples already written) or --force (replace them), not both")
+    if not args.resume and not args.force:
+        # A log (or a stopped run's answers) is generation time spent: replaced in silence by a rerun that forgot
+        # --resume, as asp's own commands refuse to replace their outputs.
+        for kept in (args.output, journal):
+            if kept.exists():
+                print(f"Error: {kept} exists ({'a stopped run' if kept is journal else 'an earlier run'}'s samples); "
+                      "pass --resume to keep them and send only the rest, or --force to replace them",
+                      file=sys.stderr)
+                return 7
     done: list[dict] = []
     for log in (args.output, journal) if args.resume else ():
         if not log.exists():

@@ -542,3 +542,32 @@ def test_the_openai_example_keeps_what_a_stopped_run_got_and_resumes_it(tmp_path
     assert len(_FakeOpenAI.calls) == 1 and not journal.exists()
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["prompt_id"] for r in log] == ["q0", "q1", "q2", "q3", "q4"]
+
+
+def test_the_openai_example_keeps_an_existing_log_unless_told_to_resume_or_replace_it(tmp_path):
+    """A newcomer's rerun without --resume (another --max-tokens, a forgotten flag) replaced a finished log, and a
+    stopped run's OUTPUT.partial, in silence: generation time spent, lost. asp's own commands refuse an existing
+    output (exit 7); the example now does too, before any request."""
+    rows = [{"id": f"q{i}", "prompt": f"Problem {i}: words"} for i in range(3)]
+    (tmp_path / "probe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept = '{"prompt_id": "q0", "response_tokens": 7, "sample": 0, "truncated": false}\n'
+
+    class Counted(_FakeOpenAI):  # its own list: another test's server may still append to _FakeOpenAI.calls
+        posts: list = []
+
+        def do_POST(self):  # noqa: N802 - http.server's name
+            Counted.posts.append(self.path)
+            super().do_POST()
+
+    for name, whose in (("log.jsonl", "an earlier run"), ("log.jsonl.partial", "a stopped run")):
+        (tmp_path / name).write_text(kept)
+        done = _run_example(tmp_path, Counted)
+        assert done.returncode == 7 and Counted.posts == [], done.stderr
+        assert done.stderr.strip() == (f"Error: {tmp_path / name} exists ({whose}'s samples); pass --resume to keep "
+                                       "them and send only the rest, or --force to replace them")
+        assert (tmp_path / name).read_text() == kept
+        (tmp_path / name).unlink()
+    (tmp_path / "log.jsonl").write_text(kept)
+    replaced = _run_example(tmp_path, Counted, "--force")
+    assert replaced.returncode == 0 and len(Counted.posts) == 3, replaced.stderr
+    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 3
