@@ -566,6 +566,19 @@ def test_a_verl_dump_takes_the_ids_the_schedule_was_made_with(tmp_path):
         observe([dump], None, read=replace(OBSERVE_READ, id_key="extra_info.index"))
 
 
+def test_a_dataset_whose_named_ids_repeat_is_told_to_change_the_flag_observe_takes(tmp_path):
+    """`asp observe LOG --dataset D --dataset-id-key extra_info.index` on a file joining sources, each numbered from
+    0, was told to "pass another --id-key", which in `asp observe` names the logs' id column, not the dataset's."""
+    dataset = write_jsonl(tmp_path / "train.jsonl", [
+        {"prompt": f"question {i}", "data_source": "ab"[i % 2], "extra_info": {"index": i // 2}} for i in range(4)])
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "0", "sample": 0, "response_tokens": 10}])
+    with pytest.raises(InputError) as caught:
+        observe([log], None, dataset=[dataset], read=replace(OBSERVE_READ, id_key="extra_info.index"))
+    assert str(caught.value).endswith(
+        "Make ids unique, or pass another --dataset-id-key than 'extra_info.index', or leave --dataset-id-key out to "
+        "number the rows (a file joining sources often repeats each source's own index)")
+
+
 def test_with_its_schedule_a_dataset_is_read_with_the_id_column_the_schedule_was_made_with(tmp_path):
     """`asp observe DUMP --schedule S --dataset D`: S was made with --id-key extra_info.index, so D's prompts take
     those ids without --dataset-id-key (as `asp export` reads D), and the samples count against S."""

@@ -247,7 +247,8 @@ def read_prompts(
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
     _check_unique_ids(frame, named=options.id_key, row_numbered=[
-        name for name, used in report.columns_used.items() if used.get("id") == "(row number)"])
+        name for name, used in report.columns_used.items() if used.get("id") == "(row number)"],
+        flag=options.id_flag)
     frame = frame.drop(FILE_ROW, FILE_LINE)
     report.settle()
     report.rows = frame.height
@@ -565,7 +566,8 @@ def _difficulty_expr(frame: pl.DataFrame, column: str | None) -> pl.Expr:
     return pl.lit(None, dtype=pl.Float64)
 
 
-def _check_unique_ids(frame: pl.DataFrame, named: str | None = None, row_numbered: Sequence[str] = ()) -> None:
+def _check_unique_ids(frame: pl.DataFrame, named: str | None = None, row_numbered: Sequence[str] = (),
+                      flag: str = "--id-key") -> None:
     """Refuse repeated prompt ids (`duplicate_id_error`); ``row_numbered``: the files read without an id column,
     whose ids are row numbers, named in the message where one of them repeats another file's id (a pipeline
     newcomer was told to pass --id-key, which that file has none to give)."""
@@ -587,16 +589,19 @@ def _check_unique_ids(frame: pl.DataFrame, named: str | None = None, row_numbere
             raise InputError(f"duplicate prompt id {shown_id(first)} ({places}): {Path(unnamed[0]).name} has no id "
                              "column, so its ids are row numbers, and another file's ids repeat them; give it an id "
                              "column (or read every file without one, so that rows are numbered over all of them)")
-        raise duplicate_id_error(first, places, duplicated[C.PROMPT_ID].n_unique(), named)
+        raise duplicate_id_error(first, places, duplicated[C.PROMPT_ID].n_unique(), named, flag)
 
 
 _PLACES_SHOWN = 3  # rows a duplicate-id message names: an id in 5,000 rows made a line of 25 KB
-def duplicate_id_error(first: str, places: str, ids: int, named: str | None = None) -> InputError:
+def duplicate_id_error(first: str, places: str, ids: int, named: str | None = None,
+                       flag: str = "--id-key") -> InputError:
     """The one error for repeated prompt ids (E07), wherever the inputs are read; ``named``, the id column the user
     named (a newcomer named verl's extra_info.index, as the README says, on a file joining sources, each with its
-    own index, and was told to pass --id-key)."""
+    own index, and was told to pass --id-key); ``flag``, how the command names that column (asp observe:
+    --dataset-id-key, whose newcomer was told to pass an --id-key that there names the logs' id column)."""
+    flag = flag.split(",")[0]  # "--dataset-id-key, here the id column the schedule was made with"
     repeating = "1 id repeats" if ids == 1 else f"{ids:,} ids repeat"
-    fix = ("--id-key to use another column" if named is None else
-           f"another --id-key than {named!r}, or leave --id-key out to number the rows (a file joining sources often "
+    fix = (f"{flag} to use another column" if named is None else
+           f"another {flag} than {named!r}, or leave {flag} out to number the rows (a file joining sources often "
            "repeats each source's own index)")
     return InputError(f"duplicate prompt id {shown_id(first)} ({places}); {repeating}. Make ids unique, or pass {fix}")

@@ -163,7 +163,7 @@ def read_prompts_streamed(
     if frame.height == 0:
         raise InputError("no usable prompts left after skipping bad rows; fix the input files")
     _check_unique(frame, paths, options.id_key, [name for name, used in report.columns_used.items()
-                                                 if used.get("id") == "(row number)"])
+                                                 if used.get("id") == "(row number)"], options.id_flag)
     report.settle()
     report.rows = frame.height
     return frame.drop(FILE_ROW, FILE_LINE, SOURCE_FILE_INDEX), report
@@ -265,12 +265,12 @@ def _no_rows(path: Path, fmt: str) -> str:
 
 
 def _check_unique(frame: pl.DataFrame, paths: Sequence[Path], named: str | None = None,
-                  row_numbered: Sequence[str] = ()) -> None:
+                  row_numbered: Sequence[str] = (), flag: str = "--id-key") -> None:
     duplicated = frame.filter(pl.col(C.PROMPT_ID).is_duplicated())
     if duplicated.height:
         names = pl.Series([str(p) for p in paths], dtype=pl.String)
         _check_unique_ids(duplicated.with_columns(names.gather(duplicated[SOURCE_FILE_INDEX]).alias("source_file")),
-                          named, row_numbered)
+                          named, row_numbered, flag)
 
 
 # --------------------------------------------------------------------------------------------------------
