@@ -223,9 +223,15 @@ def main(argv: list[str] | None = None) -> int:
                 # Two prompts under one id would be logged as one, each sample then credited to whichever the
                 # dataset names so (a newcomer's --id-key extra_info.index repeats across verl's sources).
                 named = f"--id-key {args.id_key}" if args.id_key else "the id column found"
+                # The column read without --id-key: the dataset's own id, or the prompt_id asp probe adds where the
+                # dataset has none (a probe of a file with an `id` has no prompt_id to name).
+                found = next((key for key in ID_KEYS if field(row, key) is not None), None)
+                fix = (f"leave --id-key out to read its {found!r}, or pass --id-key {found}"
+                       if args.id_key and found and found != args.id_key else
+                       "--id-key prompt_id (asp probe writes it where the dataset has no id column), or leave "
+                       "--id-key out")
                 print(f"Error: {args.probe}:{line}: prompt id {prompt_id!r} ({named}) is line {first_line[prompt_id]}'s "
-                      "too: name the probe's unique id column (asp probe writes prompt_id where the dataset's ids "
-                      "repeat: --id-key prompt_id, or leave --id-key out)", file=sys.stderr)
+                      f"too: name the probe's unique id column: {fix}", file=sys.stderr)
                 return 3
             first_line[prompt_id] = line
             jobs.extend((prompt_id, sample, messages) for sample in range(args.samples)

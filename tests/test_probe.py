@@ -474,8 +474,17 @@ def test_the_openai_example_refuses_a_probe_whose_ids_repeat_under_the_key_it_wa
                            "extra_info.index"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 3 and not (tmp_path / "log.jsonl").exists(), done.stderr
     assert done.stderr.strip() == (f"Error: {tmp_path / 'probe.jsonl'}:3: prompt id '0' (--id-key extra_info.index) "
-                                   "is line 1's too: name the probe's unique id column (asp probe writes prompt_id "
-                                   "where the dataset's ids repeat: --id-key prompt_id, or leave --id-key out)")
+                                   "is line 1's too: name the probe's unique id column: leave --id-key out to read "
+                                   "its 'prompt_id', or pass --id-key prompt_id")
+    # A probe of a dataset with its own `id` holds no prompt_id: the advice names the column it has (it said
+    # --id-key prompt_id, which then found no id at all).
+    rows = [{"id": f"q{i}", "prompt": f"Problem {i}", "extra_info": {"index": i % 2}} for i in range(3)]
+    (tmp_path / "probe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "probe_openai.py"), str(tmp_path / "probe.jsonl"),
+                           "-o", str(tmp_path / "log.jsonl"), "--model", "m", "--max-tokens", "10", "--id-key",
+                           "extra_info.index"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3 and done.stderr.strip().endswith(
+        "name the probe's unique id column: leave --id-key out to read its 'id', or pass --id-key id"), done.stderr
 
 
 class _SlowOpenAI(_FakeOpenAI):
