@@ -4,6 +4,8 @@ column, or the other way round)."""
 
 from __future__ import annotations
 
+import json
+
 from util import make_prompts, write_jsonl
 
 from asp_cli.arrange.pipeline import schedule
@@ -82,6 +84,28 @@ def test_row_numbers_read_against_an_id_column_and_the_reverse_are_warned(tmp_pa
     # Read as observed: nothing to say.
     assert _id_warnings(schedule([data], tmp_path / "s3.parquet", settings=SETTINGS, history=[by_index],
                                  read=ReadOptions(id_key="extra_info.index"))) == []
+
+
+def test_a_probe_log_observed_against_the_probe_instead_of_the_dataset_is_not_told_to_pass_a_missing_column(tmp_path):
+    """A newcomer observed the probe log with `--dataset probe.jsonl` (the file they generated from, not the
+    training file): the probe's added prompt_id is the dataset's row number, and `asp schedule train --history` said
+    "pass --id-key prompt_id", which the dataset, having no such column, refused."""
+    from asp_cli.integrate.probe import ProbeSettings, probe
+
+    data = write_jsonl(tmp_path / "train.jsonl", _without_ids(40))
+    probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=6))
+    ids = [json.loads(line)["prompt_id"] for line in (tmp_path / "probe.jsonl").read_text().splitlines()]
+    history = tmp_path / "h.parquet"
+    observe([_log(tmp_path / "log.jsonl", ids)], history, dataset=[tmp_path / "probe.jsonl"])
+    [warning] = _id_warnings(schedule([data], tmp_path / "s.parquet", settings=SETTINGS, history=[history]))
+    assert "--id-key" not in warning, warning
+    assert warning == (f"{history}: its lengths name prompts by the column prompt_id of other files (probe.jsonl, as "
+                       "observed), and these prompts' ids are row numbers, so nothing says the ids name these "
+                       "prompts; observe the log again with --dataset naming these prompts' own files (`asp probe`'s "
+                       "output is not the dataset: the prompt_id it adds is the dataset's row number)")
+    fixed = tmp_path / "fixed.parquet"
+    observe([_log(tmp_path / "log.jsonl", ids)], fixed, dataset=[data])
+    assert _id_warnings(schedule([data], tmp_path / "s2.parquet", settings=SETTINGS, history=[fixed])) == []
 
 
 def test_a_history_without_a_record_is_not_checked(tmp_path):

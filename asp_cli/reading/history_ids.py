@@ -138,10 +138,20 @@ def id_warnings(history: list[Path], fingerprints: dict[str, str], columns_used:
                     "and these prompts' ids are row numbers too: if rows were added, removed or reordered since, "
                     "each row after the change has another prompt's lengths; give the file an id column and name it "
                     "with --id-key, or observe by prompt text (asp observe LOG --dataset THIS-FILE)")
-            elif theirs not in (None, ROW_NUMBER) and numbered and not columns:
+            elif theirs not in (None, ROW_NUMBER) and numbered and not columns and same_files:
                 warnings.append(
                     f"{path}: its lengths name prompts by the column {theirs} (of {names}, as observed), and these "
                     f"prompts' ids are row numbers: the ids name other prompts; pass --id-key {theirs}")
+            elif theirs not in (None, ROW_NUMBER) and numbered and not columns:
+                # Other files: these prompts may not have that column (a newcomer observed the probe log against
+                # `asp probe`'s output, whose added prompt_id is the dataset's row number, and was told to pass
+                # --id-key prompt_id, which the dataset then refused).
+                warnings.append(
+                    f"{path}: its lengths name prompts by the column {theirs} of other files ({names}, as observed), "
+                    "and these prompts' ids are row numbers, so nothing says the ids name these prompts; observe the "
+                    "log again with --dataset naming these prompts' own files"
+                    + (" (`asp probe`'s output is not the dataset: the prompt_id it adds is the dataset's row number)"
+                       if theirs == "prompt_id" else f", or pass --id-key {theirs} where they hold that column"))
     return warnings
 
 
