@@ -23,9 +23,9 @@ timeout) is left out and counted; the script exits 1 when any was, after writing
 command with ``--resume`` sends only the samples the log lacks. An existing log (or ``OUTPUT.partial``) is
 kept: without ``--resume`` or ``--force`` the script refuses it (exit 7), as asp refuses to replace an output.
 A timed-out request is a long sample: left out, it would calibrate the schedule too short, so the script says
-to raise ``--timeout`` (3600 s by default: a 32k-token reasoning sample on a loaded server takes many minutes). Each answer is also written as
-it comes to ``OUTPUT.partial``, so that a run stopped midway (Ctrl-C, a lost machine) loses nothing:
-``--resume`` reads it back. The API key, if the server needs one, comes from ``OPENAI_API_KEY``.
+to raise ``--timeout`` (3600 s by default: a 32k-token reasoning sample on a loaded server takes many minutes).
+Each answer is also written as it comes to ``OUTPUT.partial``, so that a run stopped midway (Ctrl-C, a lost
+machine) loses nothing: ``--resume`` reads it back. The API key, if the server needs one, comes from ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ from asp_cli.settings import ScheduleSettings
     ("o.jsonl", "parquet", "name it .parquet or pass --format jsonl"),
     ("o.parquet", "jsonl", "--format jsonl writes JSON lines, but the name ends in '.parquet'"),
     ("o", "verl", "but the name has no extension"),
-    ("o", "jsonl", "--format jsonl writes JSON lines, but the name has no extension; name it .jsonl"),  # was: ends in '(no extension)'
+    # it said "ends in '(no extension)'"
+    ("o", "jsonl", "--format jsonl writes JSON lines, but the name has no extension; name it .jsonl"),
 ])
 def test_output_name_must_match_the_format(built, tmp_path, name, fmt, words):  # noqa: F811
     """`-o ordered.jsonl` without --format wrote Parquet bytes into a .jsonl file, silently."""
