@@ -633,3 +633,8 @@ def test_areals_controller_deals_whole_groups_in_turn(tmp_path):
                   "1", "--arrangement", "shuffle").exit_code == 0  # verl's balancer
     assert "not made for AReaL's controller" in " ".join(invoke(
         "export", tmp_path / "v.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "v.jsonl").stderr.split())
+    # In train order the one-loop line names AReaL's deal, not OpenRLHF's, and no longer says the instance is each
+    # row's server (AReaL deals the file's rows in turn: the dispatch order's).
+    said = " ".join(invoke("export", tmp_path / "a.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "t.jsonl", "--order",
+                           "train").stderr.split())
+    assert "OpenRLHF deals it" not in said and "AReaL's controller deals the file's rows" in said

@@ -55,8 +55,13 @@ def export_command(
             # slime and OpenRLHF submit a batch from one loop (a schedule for their routers is exported so)
             if summary.get("workers") == 1 and format != "verl" and summary.get("router") in ("cache-aware",
                                                                                            "group-round-robin"):
+                # group-round-robin with --trainer arrival is AReaL's controller, which deals the file's rows over
+                # the run: the instance is each row's server in the dispatch order only (router_owner).
+                areal = summary["router"] == "group-round-robin" and summary.get("schedule_trainer") == "arrival"
                 say("  each batch in the schedule's own order, as one loop submits it ("
-                    + ("OpenRLHF deals it to its engines in turn: the schedule's instance is each row's engine)"
+                    + ("AReaL's controller deals the file's rows to its servers in turn: the schedule's instance is "
+                       "each row's server in the dispatch order, not in this one)" if areal else
+                       "OpenRLHF deals it to its engines in turn: the schedule's instance is each row's engine)"
                        if summary["router"] == "group-round-robin" else "slime's rollout, through its router)"))
             elif "workers" in summary:
                 how = (f"{summary['workers']} workers ({summary['chunking']} chunking)" if format == "verl" else
