@@ -625,6 +625,27 @@ def test_a_comparison_on_servers_also_replays_every_row_as_verl_routes(built, mo
     assert seen == ["length-aware", "planned", "least-pending", "length-aware"]
 
 
+def test_a_deal_replayed_asynchronously_is_named_areals_whatever_the_trainer(monkeypatch):
+    """`asp simulate --max-lag 2` of a schedule made for OpenRLHF's deal (--trainer schedule, lag 0) is replayed as
+    AReaL's controller deals (`verl_async`, groups started as slots free): it was said as "OpenRLHF's synchronous
+    trainer"; one step off (lag 1, --trainer schedule) it stays OpenRLHF's."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import asp_cli.sim.submit_all as submit_all
+    import asp_cli.sim.verl_async as verl_async
+    from asp_cli.bench.simulate import _as_verl_routes
+
+    done = SimpleNamespace(end_to_end_s=2.0, rollout_end_s=1.0, rollout_s=np.array([1.0]))
+    monkeypatch.setattr(verl_async, "replay_async_frame", lambda *a, **k: done)
+    monkeypatch.setattr(submit_all, "replay_frame", lambda *a, **k: done)
+    for lag, trainer, owner in ((2, "schedule", "AReaL"), (None, "schedule", "AReaL"), (1, "arrival", "AReaL"),
+                                (1, "schedule", "OpenRLHF"), (0, "schedule", "OpenRLHF")):
+        said = _as_verl_routes(None, None, None, 4, 16, "free", 0, lag, router="group-round-robin", trainer=trainer)
+        assert said["routed_as"] == owner, (lag, trainer, said)
+
+
 def test_a_lag_past_the_bound_says_the_schedule_could_not_keep_it(built, tmp_path):  # noqa: F811
     """A trainer that follows a schedule made without `--max-lag 0`, replayed at 0: minibatches that would wait
     forever are let go past the bound, and the summary says how many and what to do, beside the lag it shows."""

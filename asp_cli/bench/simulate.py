@@ -176,8 +176,12 @@ def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instance
     from asp_cli.settings import one_step_off, router_owner
 
     routing = router if router not in (None, "least-pending") else None
-    said = {"routed_by": router, "routed_as": router_owner(router, trainer)} if routing else {}
     overlapped = one_step_off(router, max_lag, trainer)
+    # Replayed asynchronously (below), a deal of whole groups in turn is AReaL's controller's whatever the trainer:
+    # OpenRLHF's trainer is synchronous or one step off (a schedule for it replayed at --max-lag 2 was said as
+    # "OpenRLHF's synchronous trainer").
+    owner = router_owner(router, trainer if max_lag == 0 or overlapped else "arrival")
+    said = {"routed_by": router, "routed_as": owner} if routing else {}
     if max_lag == 0 or overlapped:
         from asp_cli.sim.submit_all import replay_frame
 
