@@ -352,7 +352,8 @@ class ScheduleSettings:
                                 "--trainer schedule it is OpenRLHF's, at --max-lag 0 (synchronous, its default) or 1 "
                                 "(--train.async_enable with its default --train.async_queue_size 1; a larger queue is "
                                 "not modelled); with --trainer arrival AReaL's, at a --max-lag above 0 "
-                                "(rollout.max_head_offpolicyness; at 0 use --trainer schedule) (got --max-lag "
+                                "(rollout.max_head_offpolicyness), or none for a bound larger than the run (at 0 use "
+                                "--trainer schedule) (got --max-lag "
                                 f"{lag} --trainer {self.trainer})")
         if self.router == "group-round-robin" and self.max_lag is not None and self.max_lag != int(self.max_lag):
             raise SettingsError(f"--router group-round-robin --trainer arrival is AReaL's controller, whose bound "

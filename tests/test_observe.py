@@ -576,7 +576,8 @@ def test_a_dataset_whose_named_ids_repeat_is_told_to_change_the_flag_observe_tak
         observe([log], None, dataset=[dataset], read=replace(OBSERVE_READ, id_key="extra_info.index"))
     assert str(caught.value).endswith(
         "Make ids unique, or pass another --dataset-id-key than 'extra_info.index', or leave --dataset-id-key out to "
-        "number the rows (a file joining sources often repeats each source's own index)")
+        "read an id column of a common name (id, prompt_id, uid, ...) where there is one, else "
+        "to number the rows (a file joining sources often repeats each source's own index)")
 
 
 def test_with_its_schedule_a_dataset_is_read_with_the_id_column_the_schedule_was_made_with(tmp_path):

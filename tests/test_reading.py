@@ -1061,7 +1061,8 @@ def test_ids_repeating_in_a_named_column_say_to_leave_the_column_out(tmp_path):
     path.write_text("".join(json.dumps({"prompt": f"q{s}{i}", "extra_info": {"index": i}}) + "\n"
                             for s in range(2) for i in range(3)))
     with pytest.raises(InputError, match=r"3 ids repeat\. Make ids unique, or pass another --id-key than "
-                                         r"'extra_info\.index', or leave --id-key out to number the rows"):
+                                         r"'extra_info\.index', or leave --id-key out to read an id column of a "
+                                         r"common name \(id, prompt_id, uid, \.\.\.\) where there is one, else to number the rows"):
         read_prompts([path], ReadOptions(id_key="extra_info.index"))
 
 

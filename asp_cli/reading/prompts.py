@@ -602,6 +602,6 @@ def duplicate_id_error(first: str, places: str, ids: int, named: str | None = No
     flag = flag.split(",")[0]  # "--dataset-id-key, here the id column the schedule was made with"
     repeating = "1 id repeats" if ids == 1 else f"{ids:,} ids repeat"
     fix = (f"{flag} to use another column" if named is None else
-           f"another {flag} than {named!r}, or leave {flag} out to number the rows (a file joining sources often "
-           "repeats each source's own index)")
+           f"another {flag} than {named!r}, or leave {flag} out to read an id column of a common name "
+           "(id, prompt_id, uid, ...) where there is one, else to number the rows (a file joining sources often repeats each source's own index)")
     return InputError(f"duplicate prompt id {shown_id(first)} ({places}); {repeating}. Make ids unique, or pass {fix}")
