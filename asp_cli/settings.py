@@ -168,6 +168,17 @@ def router_owner(router: str | None, trainer: str) -> str:
     return {"cache-aware": "sglang", "round-robin": "AReaL"}.get(router or "", "verl")
 
 
+def replayed_owner(router: str | None, max_lag: int | float | None, trainer: str) -> str:
+    """Whose routing a replay of ``router`` under ``max_lag`` and ``trainer`` is (`router_owner`), for the
+    combinations `asp schedule` refuses too, which `asp simulate`'s --max-lag and --trainer can make: a deal of whole
+    groups is OpenRLHF's only with a trainer that follows the schedule at a bound of 0 or 1 (synchronous, or one step
+    off); otherwise AReaL's controller's (at a bound of 0, a train batch at a time; above it, groups started as the
+    bound admits them)."""
+    if router == "group-round-robin":
+        return "OpenRLHF" if trainer == "schedule" and max_lag in (0, 1) else "AReaL"
+    return router_owner(router, trainer)
+
+
 def one_step_off(router: str | None, max_lag: int | float | None, trainer: str) -> bool:
     """Whether a replay with these settings is slime's `train_async.py` (slime v0.3.1, lines 32-70) or OpenRLHF's
     asynchronous trainer (0.11.2, `--train.async_enable` with its default `--train.async_queue_size 1`:

@@ -733,3 +733,35 @@ def test_the_legend_names_only_rows_the_table_holds(tmp_path):
         assert result.exit_code == 0, result.output
         words = " ".join(result.stderr.split())
         assert "verl-default: a shuffle" in words and ("least-pending: a shuffle" in words) is listed
+
+
+def _deal_schedules(tmp_path):
+    """Two small schedules dealt as whole groups (`--router group-round-robin`): AReaL's controller (--trainer
+    arrival, --max-lag 1) and OpenRLHF's synchronous deal (--trainer schedule, --max-lag 0)."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 37)} for i in range(96)])
+    made = {}
+    for name, lag, trainer in (("areal", "1", "arrival"), ("openrlhf", "0", "schedule")):
+        made[name] = tmp_path / f"{name}.parquet"
+        run = invoke("schedule", data, "-o", made[name], "--engine", "streaming", "--router", "group-round-robin",
+                     "--trainer", trainer, "--max-lag", lag, "--instances", "3", "--train-batch-size", "16", "-q")
+        assert run.exit_code == 0, run.output
+    return made
+
+
+def test_an_override_the_deal_refuses_routes_the_main_line_and_the_table_alike(tmp_path):
+    """`asp simulate --max-lag 0` of an AReaL-deal schedule (or --max-lag 2 of an OpenRLHF one) makes a combination
+    `asp schedule` refuses for the deal: the "as AReaL routes" line kept the deal while the table's column, headed
+    "as verl s", dropped it (a review). Both keep the schedule's router, named as the line names it."""
+    made = _deal_schedules(tmp_path)
+    for schedule, lag in ((made["areal"], "0"), (made["openrlhf"], "2")):
+        run = invoke("simulate", schedule, "--max-lag", lag, "--compare", "--json")
+        assert run.exit_code == 0, run.output
+        document = json.loads(run.stdout)
+        assert document["metrics"]["routed_by"] == "group-round-robin"
+        assert document["metrics"]["routed_as"] == "AReaL"
+        rows = [r for r in document["comparison"] if r["arrangement"] != "lower bound"]
+        assert all(r.get("routed_by") == "group-round-robin" and r.get("routed_as") == "AReaL" for r in rows), lag
+        words = " ".join(run.stderr.split())
+        assert "as AReaL routes" in words and "as AReaL s" in words and "as verl s" not in words
+        assert "as AReaL routes, asp" in words  # the verdict as that router routes
+

@@ -20,7 +20,7 @@ from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.predict.features import BYTES_PER_TOKEN
-from asp_cli.settings import ScheduleSettings, check_lag, one_step_off, router_owner
+from asp_cli.settings import ScheduleSettings, check_lag, one_step_off, replayed_owner, router_owner
 from asp_cli.sim.records import SimulationSettings
 from asp_cli.sim.run import simulate_schedule
 
@@ -82,6 +82,7 @@ def compare(
     progress=None,
     truth_by_epoch: dict[int, np.ndarray] | None = None,
     kv_cut: str | None = None,
+    router: str | None = None,
 ) -> list[dict]:
     """Simulate every arrangement on the same true lengths; one dict per row, the lower bound last.
 
@@ -95,7 +96,8 @@ def compare(
     ``generate()`` call on average (``prompts_per_call``). ``progress``, when given, is told
     "replaying i/n: NAME" before each replay. The baselines in asp's sizes are cut as asp's minibatches were:
     ``kv_cut`` (`settings.KV_CUTS`; with ``asp_frame``, the schedule's `Schedule.kv_budget`), else as asp's
-    own plan for ``mode`` chose.
+    own plan for ``mode`` chose. ``router`` routes every row on servers where ``settings`` lacks it (a schedule's
+    --router that this replay's lag bound or trainer dropped from them: `ScheduleSettings.replayed_as`).
     """
     from asp_cli.arrange.pipeline import arrange, plan
     from asp_cli.bench.baselines import BASELINES, RANDOM_IN_ASP_SLOTS, random_in_asp_slots
@@ -162,7 +164,7 @@ def compare(
         rows.append({"arrangement": name, "dispatch": dispatch, "equal_footing": equal,
                      "prompts_per_call": frame.height / max(calls, 1), **result.metrics,
                      **(_as_verl_routes(name, frame, lengths, preset, settings, dispatch, max_lag,
-                                        predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()[index])
+                                        predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()[index], router)
                         if mode == "streaming" else {})})
         bound = result.metrics
     if bound is not None:
@@ -193,7 +195,7 @@ def compare(
 
 def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset: HardwarePreset,
                     settings: ScheduleSettings, dispatch: str, max_lag: int | float | None,
-                    predicted_tokens: np.ndarray) -> dict[str, float]:
+                    predicted_tokens: np.ndarray, router: str | None = None) -> dict[str, float]:
     """A row on servers, replayed as verl 0.9 routes (`asp_cli.sim.submit_all` at lag 0, `asp_cli.sim.verl_async`
     otherwise, with the settings' `prompts_per_server`): the length-aware rows through asp's length-aware plug-in,
     the rows kept to their instances (the round-robin deal, asp's planned row) through its router plug-in, the rest
@@ -204,9 +206,9 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
     # Made for another router (`ScheduleSettings.router`): every row routed so, since asp's plug-ins for verl (the
     # planned and length-aware routes) do not run behind sglang-router or AReaL (a review: the column said "as
     # sglang" of rows, verl's default among them, routed by those plug-ins).
-    other = settings.other_router is not None
-    routing = settings.other_router or routing
-    overlapped = one_step_off(settings.router, max_lag, settings.trainer)  # slime's train_async.py
+    other_router = settings.other_router or (router if router not in (None, "least-pending") else None)
+    routing = other_router or routing
+    overlapped = one_step_off(other_router, max_lag, settings.trainer)  # slime's train_async.py
     if max_lag == 0 or overlapped:
         from asp_cli.sim.submit_all import replay_frame
 
@@ -226,7 +228,8 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
                                      v1_mode=v1.replace("-", "_") if v1 else None,
                                      follow_steps=bool(v1) and settings.trainer == "schedule").end_to_end_s
     return {"verl_routed_end_to_end_s": seconds,
-            **({"routed_by": routing, "routed_as": router_owner(routing, settings.trainer)} if other else {})}
+            **({"routed_by": routing, "routed_as": replayed_owner(routing, max_lag, settings.trainer)}
+               if other_router else {})}
 
 
 def _lengths_of(frame: pl.DataFrame, index: np.ndarray, truth: np.ndarray,

@@ -173,14 +173,14 @@ def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instance
     as ``routed_by``; at ``max_lag`` 1 with cache-aware or group-round-robin and a ``trainer`` that follows the
     schedule, as slime's train_async.py or OpenRLHF's asynchronous trainer runs (`asp_cli.settings.one_step_off`:
     each rollout while the step before trains), recorded as ``one_step_off``."""
-    from asp_cli.settings import one_step_off, router_owner
+    from asp_cli.settings import one_step_off, replayed_owner
 
     routing = router if router not in (None, "least-pending") else None
     overlapped = one_step_off(router, max_lag, trainer)
     # Replayed asynchronously (below), a deal of whole groups in turn is AReaL's controller's whatever the trainer:
     # OpenRLHF's trainer is synchronous or one step off (a schedule for it replayed at --max-lag 2 was said as
     # "OpenRLHF's synchronous trainer").
-    owner = router_owner(router, trainer if max_lag == 0 or overlapped else "arrival")
+    owner = replayed_owner(router, max_lag, trainer)
     said = {"routed_by": router, "routed_as": owner} if routing else {}
     if max_lag == 0 or overlapped:
         from asp_cli.sim.submit_all import replay_frame
@@ -317,9 +317,13 @@ def simulate_loaded(
         compared = recorded_k.replayed_as(engine=mode).verl_v1_mode
         if compared and mode == "streaming":
             document["compared_as_verl_trainer"] = compared
+        # Every row routed by the schedule's --router, as the main replay's line routes (`recorded_k` drops it where
+        # this replay's --max-lag or --trainer make a combination `asp schedule` refuses for it: the line said "as
+        # AReaL routes" over a table headed "as verl s", a review).
         comparison = run_compare(prompts, predictions, truth, recorded_k, hardware, mode=mode, max_lag=lag,
                                  asp_frame=frame, include=include, progress=progress, truth_by_epoch=by_epoch,
-                                 kv_cut=None if recorded.engine == "streaming" else schedule.kv_budget)
+                                 kv_cut=None if recorded.engine == "streaming" else schedule.kv_budget,
+                                 router=recorded.other_router if mode == "streaming" else None)
         document["comparison"] = comparison
         if recorded.engine != mode and "streaming" in (recorded.engine, mode):
             # A plan for engines that refill sends one group per request; a blocking engine runs each request as
