@@ -765,3 +765,22 @@ def test_an_override_the_deal_refuses_routes_the_main_line_and_the_table_alike(t
         assert "as AReaL routes" in words and "as AReaL s" in words and "as verl s" not in words
         assert "as AReaL routes, asp" in words  # the verdict as that router routes
 
+
+def test_a_trainer_that_follows_the_schedule_is_said_to_be_unmodelled_in_the_asynchronous_deal(tmp_path):
+    """`asp simulate --max-lag 2` of an OpenRLHF-deal schedule (--trainer schedule) replays the deal as AReaL's
+    controller runs it, whose trainer takes groups as they finish: it gave the same time with --trainer arrival as
+    without, and said nothing (a review). One warning says the trainer is not modelled there, and the line no
+    longer says the schedule's --trainer is arrival."""
+    made = _deal_schedules(tmp_path)
+    followed = invoke("simulate", made["openrlhf"], "--max-lag", "2", "--json")
+    arrival = invoke("simulate", made["openrlhf"], "--max-lag", "2", "--trainer", "arrival", "--json")
+    assert followed.exit_code == 0 and arrival.exit_code == 0, followed.output + arrival.output
+    warned = [w for w in json.loads(followed.stdout)["warnings"] if "--trainer schedule" in w]
+    assert len(warned) == 1 and "not modelled" in warned[0] and "as AReaL routes" in warned[0], warned
+    assert not [w for w in json.loads(arrival.stdout)["warnings"] if "not modelled" in w]
+    words = " ".join(followed.stderr.split())
+    assert "--trainer arrival)" not in words and "as AReaL's single controller deals them" in words
+    # One step off (--max-lag 1) the deal follows the steps: OpenRLHF's asynchronous trainer, no warning.
+    overlapped = invoke("simulate", made["openrlhf"], "--max-lag", "1", "--json")
+    assert not [w for w in json.loads(overlapped.stdout)["warnings"] if "not modelled" in w]
+

@@ -160,6 +160,20 @@ def _lag_warnings(planned: int | float | None, lag: int | float | None, options:
             "one"]
 
 
+def _trainer_warnings(metrics: dict, lag: int | float | None, trainer: str) -> list[str]:
+    """A trainer that follows the schedule, where the line replaying another router takes groups as they finish
+    (under a lag bound other than 0, not one step off: `replay_async_frame` as AReaL's controller or verl's fully
+    asynchronous trainer runs): said, since the figure is the same as with --trainer arrival (a review: `asp
+    simulate --max-lag 2` of an OpenRLHF-deal schedule ignored its --trainer schedule silently)."""
+    owner = metrics.get("routed_as")
+    if trainer != "schedule" or not metrics.get("routed_by") or lag == 0 or metrics.get("one_step_off"):
+        return []
+    whose = {"sglang": "verl 0.9's fully asynchronous trainer (as it starts prompts)"}.get(owner, f"{owner}'s trainer")
+    return [f"--trainer schedule is not modelled in the 'as {owner} routes' line (nor --compare's 'as {owner} s' "
+            f"column): it replays {whose}, which takes groups as they finish, as --trainer arrival does; the lines "
+            "above it follow the schedule's steps"]
+
+
 def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
                     dispatch: str, seed: int, max_lag: int | None,
                     prompts_per_server: int | None = None, router: str | None = None,
@@ -286,7 +300,7 @@ def simulate_loaded(
         **({"verl_trainer": recorded.verl_trainer} if recorded.verl_trainer else {}),
         "lengths": {**info.to_dict(), "skipped_rows": skipped_rows},
         "warnings": (info.warnings(recorded.max_response_tokens) + _dispatch_warnings(schedule, dispatch, k)
-                     + _lag_warnings(recorded.max_lag, lag, options)),
+                     + _lag_warnings(recorded.max_lag, lag, options) + _trainer_warnings(result.metrics, lag, trainer)),
         "noise_model": None if info.prompts_sampled == 0 else {
             "prompt_sigma": PROMPT_SIGMA, "sample_sigma": SAMPLE_SIGMA, "seed": seed},
         "metrics": result.metrics,

@@ -207,7 +207,9 @@ def _routed_line(m: dict, document: dict) -> str:
            (("a train batch at a time, each group whole to the next server in turn (AReaL's single controller at a "
              "bound of 0, where the batch is a multiple of the servers; the schedule's --router), ") if synchronous else
             "prompts started in the file's order as slots and the lag bound allow, each whole to the next server in "
-            "turn, as AReaL's single controller deals them (the schedule's --router and --trainer arrival), ")
+            "turn, as AReaL's single controller deals them (the schedule's --router" + (
+                " and --trainer arrival), " if document.get("trainer") == "arrival" else
+                "; its trainer takes groups as they finish: a warning below), "))
            if areal_deal else
            ("verl 0.9's synchronous trainer: every sample a request, a train batch routed as it is submitted, "
             if synchronous else
