@@ -784,3 +784,18 @@ def test_a_trainer_that_follows_the_schedule_is_said_to_be_unmodelled_in_the_asy
     overlapped = invoke("simulate", made["openrlhf"], "--max-lag", "1", "--json")
     assert not [w for w in json.loads(overlapped.stdout)["warnings"] if "not modelled" in w]
 
+
+def test_a_lag_past_the_bound_in_arrival_order_says_why_the_schedules_own_figure_is_lower():
+    """An AReaL-deal schedule at --max-lag 1: the summary and `asp report` said max 1 and `asp simulate` max 2 (a
+    review). Both count the steps between a group's start and its training; the schedule's at the point
+    predictions, the replay's on lengths drawn around them, where a group that finishes late is trained past the
+    bound (the rule holds back the groups started ahead). The summary says so, and how many groups."""
+    from asp_cli.cli.simulate import _released
+
+    over = {"lag_rule_released": 0, "policy_lag_max": 2, "policy_lag_histogram": {"0": 133, "1": 3402, "2": 5}}
+    said = " ".join(_released(over, {"max_lag": 1, "trainer": "arrival"}).split())
+    assert said.startswith("5 group(s) trained past --max-lag 1") and "finishes late" in said, said
+    assert "point predictions" in said
+    assert _released({**over, "policy_lag_max": 1}, {"max_lag": 1, "trainer": "arrival"}) == ""
+    assert _released(over, {"max_lag": None, "trainer": "arrival"}) == ""
+    assert _released(over, {"max_lag": 2, "trainer": "arrival"}) == ""

@@ -174,9 +174,22 @@ def _released(m: dict, document: dict) -> str:
     ahead of an earlier step's groups), the replay lets such minibatches go past it rather than wait forever: say
     how many, so that a lag above the bound is not read as the bound failing. The way out names the trainer too:
     a schedule made with the same ``--max-lag`` for a trainer in arrival order (the default) is held to the bound
-    in arrival order, and its order can still break it for a trainer that follows it."""
-    if not m.get("lag_rule_released") or document.get("max_lag") is None:
+    in arrival order, and its order can still break it for a trainer that follows it. Where nothing was let go and
+    a group still trained past the bound (a trainer in arrival order), say why and how many."""
+    if document.get("max_lag") is None:
         return ""
+    if not m.get("lag_rule_released"):
+        # In arrival order a group that finishes late is trained past the bound, which holds back the groups
+        # started ahead: an AReaL-deal schedule at --max-lag 1 said max 1 (its summary, asp report, at the point
+        # predictions) and this replay max 2 (a review).
+        bound = document["max_lag"]
+        late = sum(count for lag, count in (m.get("policy_lag_histogram") or {}).items() if float(lag) > bound)
+        if m.get("policy_lag_max", 0) <= bound or not late:
+            return ""
+        return (f"\n                   {late:,} group(s) trained past --max-lag {bound}: the bound holds back the groups "
+                "started ahead of the trainer (AReaL's and verl's count rule), not a group that finishes late, trained "
+                "in a later step; the schedule's expected lag (its summary, asp report) is figured at the point "
+                "predictions, this replay's on its lengths")
     return (f"\n                   {m['lag_rule_released']:,} minibatch(es) let go past --max-lag "
             f"{document['max_lag']}: this schedule's order cannot keep that bound with a trainer that follows it "
             f"(make the schedule with --trainer schedule --max-lag {document['max_lag']}: docs/simulation.md)")
