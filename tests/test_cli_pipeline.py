@@ -197,6 +197,28 @@ def test_observe_bad_row_exit_code(tmp_path):
     assert invoke("observe", log, "-o", tmp_path / "h.parquet", "--unknown-ids", "maybe").exit_code == ExitCode.BAD_SETTINGS
 
 
+def test_observe_refuses_a_log_most_of_whose_ids_the_dataset_lacks_unless_skip_is_named(tmp_path):
+    """`asp observe probe_log.jsonl --dataset gsm.jsonl` (a dataset holding a subset of the log's prompts) left out
+    most of the log with a warning and exit 0: a pipeline never stopped. By default it is refused (exit 3, one line
+    naming the log, the counts, an id and the fixes); `--unknown-ids skip`, named, keeps the matched rows."""
+    dataset = write_jsonl(tmp_path / "gsm.jsonl", [{"id": f"gsm-{i}", "question": f"q{i}"} for i in range(2)])
+    log = write_jsonl(tmp_path / "probe_log.jsonl", [{"prompt_id": p, "response_tokens": 10} for p in
+                                                     ("gsm-0", "gsm-1", "math-0", "math-1", "math-2", "aime-0")])
+    out = tmp_path / "h.parquet"
+    result = invoke("observe", log, "-o", out, "--dataset", dataset)
+    assert result.exit_code == ExitCode.BAD_INPUT and result.stdout == ""
+    assert result.stderr == (
+        f"Error: {log}: 4 of its 6 rows (4 ids, e.g. 'math-0') name no prompt of the dataset ({dataset}), so the "
+        "history would lack most of the log; observe it with the --dataset its rollouts were made from, name the "
+        "log's id column with --id-key, or pass --unknown-ids skip to keep only the 2 matched rows\n")
+    assert not out.exists()
+    kept = invoke("observe", log, "-o", out, "--dataset", dataset, "--unknown-ids", "skip", "--json", "-q")
+    assert kept.exit_code == 0, kept.output
+    assert json.loads(kept.stdout)["rows_added"] == 2 and "4 rows (4 ids, e.g. 'math-0')" in kept.stderr
+    help_text = " ".join(invoke("observe", "--help").stdout.split())
+    assert "match no prompt is refused (exit 3" in help_text, help_text
+
+
 @pytest.mark.parametrize("command", ["export", "observe"])
 def test_commands_have_help_and_a_docs_section(command):
     result = invoke(command, "--help")

@@ -59,6 +59,7 @@ def setup_files(tmp: Path) -> None:
     write_jsonl(tmp / "hist_noid.jsonl", [{"who": "a", "response_tokens": 5}])
     write_jsonl(tmp / "log_nolength.jsonl", [{"prompt_id": "a", "foo": 5}])
     write_jsonl(tmp / "log_strangers.jsonl", [{"prompt_id": "zz", "response_tokens": 5}])
+    write_jsonl(tmp / "log_mostly.jsonl", [{"prompt_id": p, "response_tokens": 5} for p in ("a", "zz", "zy")])
     write_jsonl(tmp / "log_twice.jsonl", [{"prompt_id": "a", "sample": 0, "response_tokens": 5}] * 2)
     write_jsonl(tmp / "log_spaced.jsonl", [{"prompt_id": "a ", "response_tokens": 5}, {"prompt_id": " b", "response_tokens": 9}])
     (tmp / "notmodel.skops").write_text("not a model")
@@ -139,6 +140,11 @@ CASES = [
     ("E67", ["observe", "{tmp}/log_strangers.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
      "nothing to write: all 1 rows were left out because their prompt ids (1 ids, e.g. 'zz') are not in the "
      "dataset"),
+    ("E95", ["observe", "{tmp}/log_mostly.jsonl", "-o", "{tmp}/o.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
+     "log_mostly.jsonl: 2 of its 3 rows (2 ids, e.g. 'zz') name no prompt of the dataset ("),
+    ("E95", ["observe", "{tmp}/log_mostly.jsonl", "-o", "{tmp}/o.parquet", "--dataset", "{tmp}/good.jsonl",
+             "--unknown-ids", "skip"], 0,
+     "2 rows (2 ids, e.g. 'zz') name prompts the dataset does not hold; left out (--unknown-ids): 67% of the log"),
     ("E19", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_noid.jsonl"], 3,
      "no prompt id column found"),
     ("E20", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/notmodel.skops"], 5,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import polars as pl
@@ -113,9 +114,59 @@ def test_unknown_ids_are_counted_skipped_kept_or_refused(built, tmp_path):  # no
     assert by_dataset.summary["unknown_ids"] == 2
     assert not any("wrong id column" in w for w in skipped.warnings)  # half the log: strays, maybe
     mostly = observe([_log(tmp_path / "m.jsonl", ["p1", "ghost", "ghost2", "ghost3"])], None,
-                     schedule=built["schedule"])
+                     schedule=built["schedule"], unknown_ids="skip")  # named: most of the log left out on purpose
     assert any(w.endswith("left out (--unknown-ids): 75% of the log, a wrong id column? (--id-key names it; "
                           "--unknown-ids error fails the run instead)") for w in mostly.warnings), mostly.warnings
+
+
+def test_a_log_mostly_of_other_prompts_is_refused_unless_skip_is_named(built, tmp_path):  # noqa: F811
+    """A wrong --dataset (one holding a subset of the log's prompts) left out 89% of a probe's log with a warning and
+    exit 0 under the default policy: a pipeline went on with a history lacking most of what was paid for. The
+    default (None) skips strays but refuses a log most of whose rows match nothing; `unknown_ids="skip"`, named,
+    keeps only the matched rows on purpose, as before."""
+    import inspect
+
+    assert inspect.signature(observe).parameters["unknown_ids"].default is None
+    log, out = _log(tmp_path / "m.jsonl", ["p1", "ghost", "ghost2", "ghost3"]), tmp_path / "h.parquet"
+    with pytest.raises(InputError) as caught:
+        observe([log], out, schedule=built["schedule"])
+    assert str(caught.value) == (
+        f"{log}: {3 * SAMPLES} of its {4 * SAMPLES} rows (3 ids, e.g. 'ghost') name no prompt of the schedule "
+        f"({built['schedule']}), so the history would lack most of the log; observe it with the --schedule its "
+        f"rollouts replayed, name the log's id column with --id-key, or pass --unknown-ids skip to keep only the "
+        f"{SAMPLES} matched rows")
+    assert not out.exists()
+    with pytest.raises(InputError, match=r"name no prompt of the dataset \(.*prompts\.jsonl\), .* with the --dataset "
+                                         "its rollouts were made from"):
+        observe([log], None, dataset=[built["prompts"]])  # without an output too: the frames would lack it
+    named = observe([log], out, schedule=built["schedule"], unknown_ids="skip")
+    assert named.summary["rows_added"] == SAMPLES and named.summary["unknown_id_rows"] == 3 * SAMPLES
+    assert any("75% of the log, a wrong id column?" in w for w in named.warnings)
+    assert observe([log], None, schedule=built["schedule"], unknown_ids="keep").added.height == 4 * SAMPLES
+    # Half a log is strays, maybe: skipped with a warning, as before.
+    half = observe([_log(tmp_path / "half.jsonl", ["p1", "ghost"])], None, schedule=built["schedule"])
+    assert half.added.height == SAMPLES and any("left out (--unknown-ids)" in w for w in half.warnings)
+    # Each log on its own: one of another dataset among good ones is named, though the run's total is mostly matched.
+    good = _log(tmp_path / "good.jsonl", [f"p{i}" for i in range(10)])
+    with pytest.raises(InputError, match=f"^{re.escape(str(log))}: {3 * SAMPLES} of its {4 * SAMPLES} rows"):
+        observe([good, log], None, schedule=built["schedule"])
+    with pytest.raises(SettingsError, match="--unknown-ids must be one of skip, keep, error"):
+        observe([log], None, schedule=built["schedule"], unknown_ids="maybe")
+    # Ids that differ from the schedule's only by spaces: that pair and its fix (E87's), then the named skip.
+    spaced = _log(tmp_path / "spaced.jsonl", ["p1", "p2 ", " p3"])
+    with pytest.raises(InputError, match=r"so the history would lack most of the log; 2 of them differ from an id in "
+                                         r"the schedule only by spaces around it, .*: write the ids alike in both "
+                                         r"files, or pass --unknown-ids skip to keep only the 4 matched rows$"):
+        observe([spaced], None, schedule=built["schedule"])
+
+
+def test_a_log_of_no_known_prompt_says_nothing_is_left_with_or_without_an_output(built, tmp_path):  # noqa: F811
+    """Every row unknown is E67's `nothing to write`, the same words without an output (the frames were returned
+    empty, with a warning, under the default policy)."""
+    log = _log(tmp_path / "r.jsonl", ["ghost", "ghost2"])
+    with pytest.raises(InputError, match=f"^nothing to write: all {2 * SAMPLES} rows were left out"):
+        observe([log], None, schedule=built["schedule"])
+    assert observe([log], None, schedule=built["schedule"], unknown_ids="skip").added.height == 0
 
 
 def test_when_every_id_is_unknown_the_error_says_so_with_the_count_and_the_fix(built, tmp_path):  # noqa: F811

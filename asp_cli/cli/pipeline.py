@@ -210,7 +210,7 @@ def observe_command(
     length_key: Optional[str] = typer.Option(None, "--length-key", help="The log's response token count column, if not detected."),
     dataset_prompt_key: Optional[str] = typer.Option(None, "--dataset-prompt-key", help="The --dataset files' prompt column, as asp schedule --prompt-key named it, if not detected (default: the schedule's)."),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
-    unknown_ids: str = typer.Option("skip", "--unknown-ids", help="Rows whose id the schedule/dataset lacks: 'skip' (counted, left out), 'keep' (counted, kept) or 'error'."),
+    unknown_ids: Optional[str] = typer.Option(None, "--unknown-ids", help="Rows whose id the schedule/dataset lacks: 'skip' (counted, left out), 'keep' (counted, kept) or 'error'. Default: skip, but a log more than half of whose rows match no prompt is refused (exit 3: a wrong --dataset or --schedule); name skip to keep only the matched rows."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json to count verl dump outputs exactly."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (warnings still are)."),

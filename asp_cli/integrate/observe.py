@@ -18,7 +18,7 @@ metadata lists the fingerprints of the logs already ingested, so observing the s
 It is what ``asp schedule --history`` and ``asp predictor fit`` read.
 
 Nothing is dropped silently: bad rows (``on_bad_row``) and ids the schedule or dataset do not know
-(``unknown_ids``) are counted in the result, with examples.
+(``unknown_ids``) are counted in the result, with examples; by default a log mostly of unknown ids is refused.
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, r
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
     write_history,
 )
+from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: the policies, named here before
+    UNKNOWN_POLICIES, check_unknown_policy, nothing_to_write, settle_unknown_ids,
+)
 from asp_cli.integrate.prompt_match import PromptMatcher
-from asp_cli.reading.id_forms import near_misses
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.settings import check_count, check_flags
@@ -47,8 +49,6 @@ from asp_cli.settings import check_count, check_flags
 # `asp observe` names a log's id and length columns --id-key and --length-key.
 OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key",
                            prompt_flag="--dataset-prompt-key")
-
-UNKNOWN_POLICIES = ("skip", "keep", "error")
 # verl's generation entry point (verl.trainer.main_generation_server, verl 0.9.1) writes the dataset's rows plus
 # this column: the n response texts of each prompt.
 _VERL_RESPONSES = "responses"
@@ -84,7 +84,7 @@ def observe(
     force: bool = False,
     epoch: int | None = None,
     read: ReadOptions = OBSERVE_READ,
-    unknown_ids: str = "skip",
+    unknown_ids: str | None = None,
 ) -> ObserveResult:
     """Read rollout logs, validate them, and write (or append to) a history file; the twin of `asp observe`.
 
@@ -114,12 +114,14 @@ def observe(
         local ``tokenizer.json`` to count verl dump outputs exactly.
     unknown_ids
         ``skip`` (count and leave out), ``keep`` (count and keep) or ``error`` for ids the schedule or dataset
-        do not hold.
+        do not hold; ``None`` (the default) skips them too, but refuses a log more than half of whose rows name
+        none of its prompts (a wrong dataset or schedule: ``skip`` keeps only the matched rows on purpose).
 
     Raises
     ------
     InputError
-        Malformed logs (with ``on_bad_row="error"``), unknown ids (with ``unknown_ids="error"``), a verl dump
+        Malformed logs (with ``on_bad_row="error"``), unknown ids (with ``unknown_ids="error"``; by default, a log
+        mostly of them, or one that leaves no row), a verl dump
         without a dataset, or an existing history that is not one.
     OutputError
         When the output exists without ``append`` or ``force``, or equals an input.
@@ -128,8 +130,7 @@ def observe(
 
     read = read.named_as(OBSERVE_READ)  # the flags observe has, whoever built the options
     check_flags(append=append, force=force)
-    if unknown_ids not in UNKNOWN_POLICIES:
-        raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
+    check_unknown_policy(unknown_ids)
     # Stored as int32; epochs count from 0. True was epoch 1 and '0' a TypeError (a hostile-input round).
     check_count("--epoch", epoch, minimum=0, maximum=2**31 - 1, optional=True)
     logs = paths_of(logs)
@@ -171,7 +172,7 @@ def observe(
 
 
 def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, dataset: list[Path], append: bool,
-             force: bool, epoch: int | None, read: ReadOptions, unknown_ids: str) -> ObserveResult:
+             force: bool, epoch: int | None, read: ReadOptions, unknown_ids: str | None) -> ObserveResult:
     from asp_cli import testhooks
 
     existing: pl.DataFrame | None = None
@@ -259,36 +260,11 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             warnings.append(
                 f"{over:,} samples are longer than the schedule's max_response_tokens ({cap:,}); kept as observed"
             )
-    summary["unknown_id_rows"] = 0
-    summary["unknown_ids"] = 0
-    summary["unknown_id_examples"] = []
-    summary["unknown_ids_written_otherwise"] = ""
-    if known is not None and added.height:
-        unknown = ~pl.col("prompt_id").is_in(list(known))
-        strays = added.filter(unknown)
-        if strays.height:
-            distinct = strays["prompt_id"].unique(maintain_order=True)
-            against = "schedule" if schedule else "dataset"
-            near = near_misses(distinct, known)
-            alike = near.clause("in the log", f"in the {against}") if near else ""
-            summary.update(unknown_id_rows=strays.height, unknown_ids=distinct.len(),
-                           unknown_id_examples=distinct.head(5).to_list(), unknown_ids_written_otherwise=alike[2:])
-            if unknown_ids == "error":
-                raise InputError(
-                    f"{strays.height:,} rows ({distinct.len():,} ids, first {shown_id(distinct[0])}) name prompts the {against} "
-                    "does not hold" + (alike or "; observe with the matching schedule, or pass --unknown-ids skip or keep")
-                )
-            verb = "left out" if unknown_ids == "skip" else "kept"
-            # Most of a log unmatched is a wrong id column more often than strays (a MindSpeed newcomer's mangled
-            # ids made a nearly empty history, exit 0): said, with the strict mode a pipeline can gate on.
-            most = (f": {strays.height / added.height:.0%} of the log, a wrong id column? (--id-key names it; "
-                    "--unknown-ids error fails the run instead)" if 2 * strays.height > added.height else "")
-            warnings.append(
-                f"{strays.height:,} rows ({distinct.len():,} ids, e.g. {shown_id(distinct[0])}) name prompts the {against} "
-                f"does not hold; {verb} (--unknown-ids){most if not near else alike}"
-            )
-            if unknown_ids == "skip":
-                added = added.filter(~unknown)
+    if known is not None:
+        against = {"word": "schedule" if schedule else "dataset", "files": [schedule] if schedule else dataset}
+        added = settle_unknown_ids(added, known, logs, against, unknown_ids, summary, warnings)
+    else:
+        summary.update(unknown_id_rows=0, unknown_ids=0, unknown_id_examples=[], unknown_ids_written_otherwise="")
     kept = dict(added.group_by("log").len().iter_rows()) if added.height else {}
     for entry in ingested:  # what the history holds of each (`read_lengths` checks a history against it)
         entry["rows_kept"] = kept.get(entry["name"], 0)
@@ -343,7 +319,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     )
     if out is not None:
         if history.height == 0:
-            raise InputError(_nothing_to_write(summary, "schedule" if schedule else "dataset"))
+            raise InputError(nothing_to_write(summary, "schedule" if schedule else "dataset"))
         write_history(history, out, [*seen, *ingested], replace=force or existing is not None)
     return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
 
@@ -366,30 +342,6 @@ def _epochs_overfull(existing: pl.DataFrame, added: pl.DataFrame, n: int) -> lis
             "history held this epoch's samples of them already, and these count again; if this log is that epoch's "
             "log regenerated (a retried step), rebuild the history without it (--force with the other logs)"
             for e, k, most in counts.iter_rows()]
-
-
-def _nothing_to_write(summary: dict[str, Any], against: str) -> str:
-    """Why no row of the logs is usable, with the counts, and what to do."""
-    read, bad, unknown = summary["rows_read"], summary["bad_rows"], summary["unknown_id_rows"]
-    if unknown:
-        rows = f"all {unknown:,} rows" if unknown == read - bad else f"{unknown:,} of the {read:,} rows"
-        examples = ", ".join(shown_id(i) for i in summary["unknown_id_examples"][:3])
-        reason = (f"{rows} were left out because their prompt ids "
-                  f"({summary['unknown_ids']:,} ids, e.g. {examples}) are not in the {against}"
-                  + (f", and {bad:,} bad rows were skipped" if bad else ""))
-        fix = (summary["unknown_ids_written_otherwise"] or
-               f"observe with the {against} these rollouts were made from, name the log's id column with --id-key, "
-               "or pass --unknown-ids keep")
-    elif bad:
-        reason = f"all {bad:,} rows were bad and skipped (--on-bad-row skip)"
-        fix = "fix the rows (the first ones are named with --on-bad-row error)"
-    elif summary["logs_already_observed"]:
-        reason = "every log is already in a history"
-        fix = "give the logs of new rollouts"
-    else:
-        reason = "the logs hold no rows"
-        fix = "give logs with one row per sample"
-    return f"nothing to write: {reason}; {fix}"
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -1,0 +1,118 @@
+"""`asp observe`'s ids the schedule or dataset do not hold (``--unknown-ids``).
+
+The policy for unknown ids is ``skip`` (counted, left out), ``keep`` (counted, kept) or ``error`` (refused). Left
+unnamed (None, the default) it is ``skip``, except that a log most of whose rows match no prompt is refused: a wrong
+``--dataset`` (one holding a subset of the log's prompts) left out 89% of a probe's log with a warning and exit 0,
+and a pipeline went on with a history lacking most of what was paid for. Naming ``skip`` keeps only the matched
+rows, on purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from asp_cli import columns as C
+from asp_cli.errors import InputError, SettingsError, shown_id
+from asp_cli.reading.id_forms import near_misses
+
+UNKNOWN_POLICIES = ("skip", "keep", "error")
+
+
+def check_unknown_policy(unknown_ids: str | None) -> None:
+    """Refuse a policy that is none of `UNKNOWN_POLICIES` (None, the default, is ``skip`` refusing a majority)."""
+    if unknown_ids is not None and unknown_ids not in UNKNOWN_POLICIES:
+        raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
+
+
+def settle_unknown_ids(added: pl.DataFrame, known: set[str], logs: Sequence[Path], against: dict[str, Any],
+                       unknown_ids: str | None, summary: dict[str, Any], warnings: list[str]) -> pl.DataFrame:
+    """The rows of ``added`` whose ids are ``known`` (and the others too under ``keep``), the counts in ``summary``.
+
+    ``against`` says what the ids were held to: ``word`` (``schedule`` or ``dataset``) and ``files`` (the
+    schedule's or the dataset's paths). Under the default policy (None) a log more than half of whose rows name no
+    known prompt is refused; where every row read is unknown, E67's ``nothing to write`` says so instead.
+
+    Raises
+    ------
+    InputError
+        An unknown id under ``error``; under the default, a log mostly of unknown ids, or nothing left.
+    """
+    summary.update(unknown_id_rows=0, unknown_ids=0, unknown_id_examples=[], unknown_ids_written_otherwise="")
+    if not added.height:
+        return added
+    unknown = ~pl.col(C.PROMPT_ID).is_in(list(known))
+    strays = added.filter(unknown)
+    if not strays.height:
+        return added
+    word = against["word"]
+    distinct = strays[C.PROMPT_ID].unique(maintain_order=True)
+    near = near_misses(distinct, known)
+    alike = near.clause("in the log", f"in the {word}") if near else ""
+    summary.update(unknown_id_rows=strays.height, unknown_ids=distinct.len(),
+                   unknown_id_examples=distinct.head(5).to_list(), unknown_ids_written_otherwise=alike[2:])
+    if unknown_ids == "error":
+        raise InputError(
+            f"{strays.height:,} rows ({distinct.len():,} ids, first {shown_id(distinct[0])}) name prompts the {word} "
+            "does not hold" + (alike or "; observe with the matching schedule, or pass --unknown-ids skip or keep"))
+    if unknown_ids is None:
+        if strays.height == added.height:  # nothing is left: E67's words, with or without an output
+            raise InputError(nothing_to_write(summary, word))
+        _refuse_a_log_mostly_unknown(added, strays, logs, against, alike)
+    verb = "kept" if unknown_ids == "keep" else "left out"
+    # Most of a log unmatched is a wrong id column more often than strays (a MindSpeed newcomer's mangled ids made a
+    # nearly empty history, exit 0): said, with the strict mode a pipeline can gate on.
+    most = (f": {strays.height / added.height:.0%} of the log, a wrong id column? (--id-key names it; "
+            "--unknown-ids error fails the run instead)" if 2 * strays.height > added.height else "")
+    warnings.append(
+        f"{strays.height:,} rows ({distinct.len():,} ids, e.g. {shown_id(distinct[0])}) name prompts the {word} "
+        f"does not hold; {verb} (--unknown-ids){most if not near else alike}")
+    return added if unknown_ids == "keep" else added.filter(~unknown)
+
+
+def _refuse_a_log_mostly_unknown(added: pl.DataFrame, strays: pl.DataFrame, logs: Sequence[Path],
+                                 against: dict[str, Any], alike: str) -> None:
+    """Refuse the first log (in the order given) more than half of whose rows ``strays`` holds: each log on its own,
+    so that one of another dataset among good ones is named too."""
+    rows = dict(added.group_by("log").len().iter_rows())
+    unmatched = dict(strays.group_by("log").len().iter_rows())
+    for path in logs:
+        name = path.name
+        if name not in unmatched or 2 * unmatched[name] <= rows[name]:
+            continue
+        ids = strays.filter(pl.col("log") == name)[C.PROMPT_ID].unique(maintain_order=True)
+        word, files = against["word"], [str(f) for f in against["files"]]
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        flag = "--schedule its rollouts replayed" if word == "schedule" else "--dataset its rollouts were made from"
+        raise InputError(
+            f"{path}: {unmatched[name]:,} of its {rows[name]:,} rows ({ids.len():,} ids, e.g. {shown_id(ids[0])}) "
+            f"name no prompt of the {word} ({shown}), so the history would lack most of the log"
+            + (f"{alike}, or" if alike else f"; observe it with the {flag}, name the log's id column with --id-key, or")
+            + f" pass --unknown-ids skip to keep only the {rows[name] - unmatched[name]:,} matched rows")
+
+
+def nothing_to_write(summary: dict[str, Any], against: str) -> str:
+    """Why no row of the logs is usable, with the counts, and what to do."""
+    read, bad, unknown = summary["rows_read"], summary["bad_rows"], summary["unknown_id_rows"]
+    if unknown:
+        rows = f"all {unknown:,} rows" if unknown == read - bad else f"{unknown:,} of the {read:,} rows"
+        examples = ", ".join(shown_id(i) for i in summary["unknown_id_examples"][:3])
+        reason = (f"{rows} were left out because their prompt ids "
+                  f"({summary['unknown_ids']:,} ids, e.g. {examples}) are not in the {against}"
+                  + (f", and {bad:,} bad rows were skipped" if bad else ""))
+        fix = (summary["unknown_ids_written_otherwise"] or
+               f"observe with the {against} these rollouts were made from, name the log's id column with --id-key, "
+               "or pass --unknown-ids keep")
+    elif bad:
+        reason = f"all {bad:,} rows were bad and skipped (--on-bad-row skip)"
+        fix = "fix the rows (the first ones are named with --on-bad-row error)"
+    elif summary["logs_already_observed"]:
+        reason = "every log is already in a history"
+        fix = "give the logs of new rollouts"
+    else:
+        reason = "the logs hold no rows"
+        fix = "give logs with one row per sample"
+    return f"nothing to write: {reason}; {fix}"
