@@ -219,6 +219,16 @@ def test_observe_refuses_a_log_most_of_whose_ids_the_dataset_lacks_unless_skip_i
     assert "match no prompt is refused (exit 3" in help_text, help_text
 
 
+def test_observe_of_the_probes_prompts_says_to_generate_them_first(tmp_path):
+    """The probe's prompt file given as the log was told of "a rollout log (`asp observe` turns one into a
+    history)", by asp observe itself."""
+    probe = write_jsonl(tmp_path / "probe.jsonl", [{"id": "a", "question": "2+2?"}, {"id": "b", "question": "3+3?"}])
+    result = invoke("observe", probe, "-o", tmp_path / "h.parquet", "--dataset", tmp_path / "probe.jsonl")
+    assert result.exit_code == ExitCode.BAD_INPUT and result.stderr.count("\n") == 1
+    assert "generate its responses first (docs/probe.md" in result.stderr
+    assert "`asp observe` turns" not in result.stderr
+
+
 @pytest.mark.parametrize("command", ["export", "observe"])
 def test_commands_have_help_and_a_docs_section(command):
     result = invoke(command, "--help")

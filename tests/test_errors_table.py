@@ -145,6 +145,8 @@ CASES = [
     ("E95", ["observe", "{tmp}/log_mostly.jsonl", "-o", "{tmp}/o.parquet", "--dataset", "{tmp}/good.jsonl",
              "--unknown-ids", "skip"], 0,
      "2 rows (2 ids, e.g. 'zz') name prompts the dataset does not hold; left out (--unknown-ids): 67% of the log"),
+    ("E66", ["observe", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet"], 3,
+     "good.jsonl: holds prompts but no response lengths (looked for response_tokens, "),
     ("E19", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_noid.jsonl"], 3,
      "no prompt id column found"),
     ("E20", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/notmodel.skops"], 5,

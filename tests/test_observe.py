@@ -169,6 +169,21 @@ def test_a_log_of_no_known_prompt_says_nothing_is_left_with_or_without_an_output
     assert observe([log], None, schedule=built["schedule"], unknown_ids="skip").added.height == 0
 
 
+def test_the_probes_prompts_given_as_its_log_are_sent_to_generate_them_first(tmp_path):
+    """`asp observe probe.jsonl` (the probe's prompts, not its generation log) was told to give "a rollout log
+    (`asp observe` turns one into a history)" while running asp observe: it says to generate the probe first."""
+    probe = write_jsonl(tmp_path / "probe.jsonl", [{"id": "a", "prompt": [{"role": "user", "content": "2+2?"}]},
+                                                   {"id": "b", "prompt": [{"role": "user", "content": "3+3?"}]}])
+    with pytest.raises(InputError) as caught:
+        observe([probe], tmp_path / "h.parquet")
+    message = str(caught.value)
+    assert message.startswith(f"{probe}: holds prompts but no response lengths (looked for response_tokens, ")
+    assert "`asp observe` turns" not in message
+    assert ("a prompt file (the probe's, as asp probe writes it?), not a generation log: generate its responses "
+            "first (docs/probe.md: examples/probe_openai.py, vLLM, or verl's generation) and observe the log that "
+            "writes (prompt ids and response token counts), or name the length column with --length-key") in message
+
+
 def test_when_every_id_is_unknown_the_error_says_so_with_the_count_and_the_fix(built, tmp_path):  # noqa: F811
     # It said only "no usable rows in the logs", though every row had been dropped as an unknown id.
     log = _log(tmp_path / "r.jsonl", ["ghost", "ghost2", "ghost3"])

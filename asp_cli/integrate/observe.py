@@ -39,7 +39,7 @@ from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, r
     write_history,
 )
 from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: the policies, named here before
-    UNKNOWN_POLICIES, check_unknown_policy, nothing_to_write, settle_unknown_ids,
+    UNKNOWN_POLICIES, check_unknown_policy, nothing_to_write, refuse_a_prompt_file, settle_unknown_ids,
 )
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.json_records import untag
@@ -121,7 +121,7 @@ def observe(
     ------
     InputError
         Malformed logs (with ``on_bad_row="error"``), unknown ids (with ``unknown_ids="error"``; by default, a log
-        mostly of them, or one that leaves no row), a verl dump
+        mostly of them, or one that leaves no row), a prompt file given as a log, a verl dump
         without a dataset, or an existing history that is not one.
     OutputError
         When the output exists without ``append`` or ``force``, or equals an input.
@@ -385,6 +385,7 @@ def _read_log(
         # input round: 55,000 samples became 110,000), and the logs it lists were not kept from counting twice
         raise InputError(f"{path}: an asp history, not a rollout log; to plan with several histories give each to "
                          "asp schedule --history (a log both hold counts once), or observe the logs it was made from")
+    refuse_a_prompt_file(path, frame, read)  # the probe's prompts, not the log of their generation
     lengths, report = read_lengths([path], read)
     # Which columns were read as the id and the length: detected ones are said (a sample counter, `index`, was
     # taken for the id without a word).

@@ -1,4 +1,5 @@
-"""`asp observe`'s ids the schedule or dataset do not hold (``--unknown-ids``).
+"""`asp observe`'s checks on what a log names: ids the schedule or dataset do not hold (``--unknown-ids``), and a
+prompt file given where the generation log goes.
 
 The policy for unknown ids is ``skip`` (counted, left out), ``keep`` (counted, kept) or ``error`` (refused). Left
 unnamed (None, the default) it is ``skip``, except that a log most of whose rows match no prompt is refused: a wrong
@@ -18,6 +19,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.reading.id_forms import near_misses
+from asp_cli.reading.options import ReadOptions
 
 UNKNOWN_POLICIES = ("skip", "keep", "error")
 
@@ -116,3 +118,17 @@ def nothing_to_write(summary: dict[str, Any], against: str) -> str:
         reason = "the logs hold no rows"
         fix = "give logs with one row per sample"
     return f"nothing to write: {reason}; {fix}"
+
+
+def refuse_a_prompt_file(path: Path, frame: pl.DataFrame, read: ReadOptions) -> None:
+    """Refuse a file of prompts without response lengths given as a log: most often the probe's prompts (`asp probe
+    -o`), given where the log of their generation goes. `read_lengths` says "a rollout log (`asp observe` turns one
+    into a history)", which sent a newcomer running asp observe to asp observe."""
+    lowered = {c.lower() for c in frame.columns}
+    if read.length_key is not None or lowered & set(C.LENGTH_KEYS) or not lowered & set(C.PROMPT_KEYS):
+        return
+    raise InputError(f"{path}: holds prompts but no response lengths (looked for {', '.join(C.LENGTH_KEYS)}): a "
+                     "prompt file (the probe's, as asp probe writes it?), not a generation log: generate its responses "
+                     "first (docs/probe.md: examples/probe_openai.py, vLLM, or verl's generation) and observe the log "
+                     "that writes (prompt ids and response token counts), or name the length column with "
+                     f"{read.length_flag}")
