@@ -118,6 +118,10 @@ class Faults:
     gate: int = 0
     gate_open: threading.Event = field(default_factory=threading.Event)
     no_usage: bool = False  # answers without token counts (a server that leaves `usage` out)
+    fail_status: int = 500  # the status of the first ``fail_first`` answers
+    retry_after: str | None = None  # sent with them as Retry-After
+    reported_tokens: object = None  # not None: the completion_tokens every answer reports (a broken server)
+    body: bytes | None = None  # not None: every plain completion answers 200 with this body
 
 
 class _Quiet(ThreadingHTTPServer):
@@ -174,10 +178,12 @@ def _handler(server: FakeServer):
         def log_message(self, *args: object) -> None:
             pass
 
-        def _json(self, status: int, document: object) -> None:
+        def _json(self, status: int, document: object, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(document).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -210,7 +216,8 @@ def _handler(server: FakeServer):
             if faults.close_idle:
                 self.close_connection = True
             if number <= faults.fail_first:
-                return self._json(500, {"object": "error", "message": "engine hiccup"})
+                return self._json(faults.fail_status, {"object": "error", "message": "engine hiccup"},
+                                  {"Retry-After": faults.retry_after} if faults.retry_after else None)
             if body.get("model") != server.name:
                 return self._json(404, {"object": "error", "message": f"model {body.get('model')!r} does not exist"})
             prompt = body.get("prompt")
@@ -232,10 +239,18 @@ def _handler(server: FakeServer):
             job = server.engine.submit(prompt_tokens, length)
             usage = None if faults.no_usage else {"prompt_tokens": prompt_tokens, "completion_tokens": length,
                                                   "total_tokens": prompt_tokens + length}
+            if usage is not None and faults.reported_tokens is not None:
+                usage["completion_tokens"] = faults.reported_tokens
             if not body.get("stream"):
                 with server.engine.cond:
                     server.engine.cond.wait_for(lambda: job.done)
                 self._finished(rid)
+                if faults.body is not None:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(faults.body)))
+                    self.end_headers()
+                    self.wfile.write(faults.body)
+                    return None
                 return self._json(200, {"id": rid, "object": "text_completion", "model": server.name,
                                         "choices": [{"index": 0, "text": " x" * length, "finish_reason": "length"}],
                                         "usage": usage})

@@ -217,12 +217,39 @@ def test_answers_without_token_counts_are_said_to_be_unchecked(small, tmp_path):
     frame = read_timeline(out).frame
     unchecked = frame.filter(pl.col("instance") == 0).height
     assert frame["completion_tokens"].null_count() == unchecked > 0
-    words = f"{unchecked} requests came back without a token count (no `usage` in the answer)"
+    words = f"{unchecked} requests came back without a token count asp could read (no `usage` in the answer"
     assert f"Warning: {words}" in result.stderr
     assert any(w.startswith(words) for w in json.loads(result.stdout)["warnings"])
     with FakeServer() as c:
         folder = invoke("replay", small["schedule"], small["prompts"], "-o", tmp_path, "--servers", f"{c.url},{c.url}")
     assert folder.exit_code == ExitCode.OUTPUT, folder.output
+
+
+@pytest.mark.parametrize("reported", [10**15, -5, "7"])
+def test_token_counts_no_timeline_holds_are_left_out_and_said(small, tmp_path, reported):  # noqa: F811
+    """A server reporting completion_tokens 10**15 had it written into the timeline, which asp calibrate then refused
+    (E92: "record the timeline again", which wrote the same); -5 and "7" were said to be no `usage` at all (a
+    hostile-input round). Such counts are left out, and the warning says the answer's count could not be read."""
+    out = tmp_path / "t.parquet"
+    with FakeServer(faults=Faults(reported_tokens=reported)) as a, FakeServer() as b:
+        result = replay(small, [a, b], out)
+    assert result.exit_code == 0, result.output
+    frame = read_timeline(out).frame  # readable by its own reader
+    unread = frame.filter(pl.col("instance") == 0).height
+    assert frame["completion_tokens"].null_count() == unread > 0
+    assert (f"Warning: {unread} requests came back without a token count asp could read (no `usage` in the answer, "
+            "or a count that is not a whole number from 0 to 2,147,483,647)") in result.stderr
+
+
+def test_a_refusal_names_the_request(small, tmp_path):  # noqa: F811
+    """A request a server refused (a 4xx: too long for its --max-model-len) was named by the server alone."""
+    out = tmp_path / "t.parquet"
+    with FakeServer(faults=Faults(fail_first=10**6, fail_status=400)) as a, FakeServer() as b:
+        result = replay(small, [a, b], out)
+    assert result.exit_code == ExitCode.SERVER, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"Error: server {a.url}: asp request seq "), line
+    assert "(prompt id '" in line and "was refused: HTTP 400 (engine hiccup)" in line
 
 
 def test_a_server_that_keeps_dropping_is_a_clear_error_and_keeps_what_was_measured(small, tmp_path):  # noqa: F811

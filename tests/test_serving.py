@@ -98,18 +98,88 @@ def test_a_dropped_connection_is_retried_then_named_in_one_clear_error():
     assert attempts == 3
 
 
-def test_a_refused_request_is_not_retried():
+def test_a_refused_request_is_not_retried_and_is_named():
+    """A 4xx refusal named the server alone, not the request or its prompt id (a hostile-input round)."""
     async def main(url):
         pool = ServerPool(url, backoff_s=0.001)
         try:
-            await pool.complete({**body(5), "model": "other"}, label="r")
+            await pool.complete({**body(5), "model": "other"}, label="asp request seq 3 sample 1 (prompt id 'p7')")
         finally:
             await pool.close()
 
     with FakeServer() as server:
-        with pytest.raises(ServerError, match="HTTP 404 .model 'other' does not exist"):
+        with pytest.raises(ServerError) as caught:
             run(main(server.url))
         assert server.completions == 1
+    assert str(caught.value).startswith(f"server {server.url}: asp request seq 3 sample 1 (prompt id 'p7') was "
+                                        "refused: HTTP 404 (model 'other' does not exist); fix the request settings")
+
+
+def _recorded_waits(monkeypatch) -> list[float]:
+    import asp_cli.integrate.serving as serving
+
+    waits: list[float] = []
+    real = asyncio.sleep
+
+    async def wait(seconds: float) -> None:
+        waits.append(seconds)
+        await real(0)
+
+    monkeypatch.setattr(serving, "_sleep", wait)
+    return waits
+
+
+@pytest.mark.parametrize("status, header, expected", [(429, "7", 7.0), (503, "7", 7.0), (429, "100000", 600.0),
+                                                      (429, "Wed, 21 Oct 2015 07:28:00 GMT", 0.001),
+                                                      (500, "7", 0.001)])
+def test_a_retry_waits_as_long_as_retry_after_says(monkeypatch, status, header, expected):
+    """A 429 (or 503) with Retry-After was retried after --retry-backoff alone (0.5 s, doubling): a server that asked
+    for 10 s failed the run after 3.5 s (a hostile-input round). Its seconds are waited, at most 600; a date, or the
+    header on another status, keeps the backoff."""
+    waits = _recorded_waits(monkeypatch)
+
+    async def main(url):
+        pool = ServerPool(url, backoff_s=0.001)
+        result = await pool.complete(body(5), label="r")
+        await pool.close()
+        return result
+
+    with FakeServer(faults=Faults(fail_first=1, fail_status=status, retry_after=header)) as server:
+        result = run(main(server.url))
+    assert result.attempts == 2 and waits == [expected]
+
+
+@pytest.mark.parametrize("answer", [b"[1, 2]", b'{"usage": {"prompt_tokens": 7, "completion_tokens": 5}}',
+                                    b'{"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 5}}', b'"x"'])
+def test_a_plain_answer_that_is_no_completion_is_not_taken_for_one(answer):
+    """A 200 answer of JSON that is no completion (a list, an object without choices) was measured as a finished
+    request (a hostile-input round): it is retried as an answer that is not JSON is, then named."""
+    async def main(url):
+        pool = ServerPool(url, retries=1, backoff_s=0.001)
+        try:
+            await pool.complete(body(5, stream=False), label="r")
+        finally:
+            await pool.close()
+
+    with FakeServer(faults=Faults(body=answer)) as server:
+        with pytest.raises(ServerError, match=r"r failed after 2 attempts \(the answer was not a completion"):
+            run(main(server.url))
+        assert server.completions == 2
+
+
+def test_a_server_that_sends_nothing_is_said_to_for_how_long():
+    """The idle timeout was said as "no answer within the idle timeout", without its seconds (600 by default, and four
+    attempts of it before a replay stops)."""
+    async def main(url):
+        pool = ServerPool(url, retries=0, idle_timeout_s=0.2)
+        try:
+            await pool.complete(body(5), label="r")
+        finally:
+            await pool.close()
+
+    with FakeServer(faults=Faults(hold=lambda rid: True)) as server:
+        with pytest.raises(ServerError, match=r"\(nothing came from the server for 0.2 s\)"):
+            run(main(server.url))
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_without_spending_an_attempt():
@@ -149,5 +219,6 @@ def test_a_token_count_no_timeline_can_hold_is_read_as_none():
     exit 70 with the measurements lost. Such a count, a negative one or a non-number, is no count."""
     from asp_cli.integrate.serving import _count
 
-    assert _count(12) == 12 and _count(0) == 0
-    assert [_count(v) for v in (10**30, -5, 3.5, "7", True, None)] == [None] * 6
+    assert _count(12) == 12 and _count(0) == 0 and _count(2**31 - 1) == 2**31 - 1
+    # 2**31 and more: the timeline's reader (asp calibrate) refuses them, E92; replay wrote them (a hostile round).
+    assert [_count(v) for v in (10**30, 2**31, 10**15, -5, 3.5, "7", True, None)] == [None] * 8

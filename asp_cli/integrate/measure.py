@@ -234,7 +234,8 @@ def replay_schedule(
     document["length_mismatches"] = mismatched
     uncounted = int(timeline.filter(pl.col("completion_tokens").is_null() & pl.col("finish_s").is_not_null()).height)
     if uncounted:  # nothing to compare: the forced lengths cannot be checked (they read as 0 mismatches)
-        warnings.append(f"{uncounted} requests came back without a token count (no `usage` in the answer), so "
+        warnings.append(f"{uncounted} requests came back without a token count asp could read (no `usage` in the "
+                        "answer, or a count that is not a whole number from 0 to 2,147,483,647), so "
                         "their lengths could not be checked against the forced ones; on vLLM and SGLang streaming "
                         "answers carry it with stream_options include_usage, which asp asks for")
     if mismatched:

@@ -55,7 +55,12 @@ class Completion:
 
 
 class _Retry(Exception):
-    """A failure worth another attempt: the connection broke, or the server answered 5xx or 429."""
+    """A failure worth another attempt: the connection broke, or the server answered 5xx or 429 (``wait_s``: the
+    seconds its Retry-After asked for, if any)."""
+
+    def __init__(self, reason: str = "", wait_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.wait_s = wait_s
 
 
 class _Stale(_Retry):
@@ -95,8 +100,9 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-# The longest wait between two tries of a request (the backoff doubles up to it).
+# The longest wait between two tries of a request (the backoff doubles up to it; a Retry-After is cut to it).
 MAX_WAIT_S = 600.0
+_sleep = asyncio.sleep  # the waits between tries (a test records them)
 
 
 class ServerPool:
@@ -160,7 +166,7 @@ class ServerPool:
             headers["X-Request-Id"] = request_id
         async with self._slots if self._slots is not None else contextlib.nullcontext():
             return await self._with_retries(
-                lambda: self._completion(payload, headers, stream), label=label)
+                lambda: self._completion(payload, headers, stream, label), label=label)
 
     async def get_json(self, path: str, *, root: bool = False) -> Any:
         """GET ``path`` under the API path (or under the server's root) and parse it as JSON.
@@ -188,7 +194,7 @@ class ServerPool:
         async def once() -> bytes:
             answer, _ = await self._exchange(self._head("GET", full, {}, 0), stream=False)
             if answer.status >= 500 or answer.status == 429:
-                raise _Retry(f"HTTP {answer.status}: {_error_message(answer.body)}")
+                raise _Retry(f"HTTP {answer.status}: {_error_message(answer.body)}", _retry_after(answer))
             if answer.status != 200:
                 raise ServerError(f"server {self.url}: GET {full} answered HTTP {answer.status} "
                                   f"({_error_message(answer.body)})")
@@ -222,8 +228,11 @@ class ServerPool:
                         f"is up and reachable (curl {self.scheme}://{_bracketed(self.host)}:{self.port}{self.api_path}/models) "
                         "and read its log"
                     ) from None
-                # Doubled each time, but never past MAX_WAIT_S (2 ** 1024 overflowed a float: exit 70).
-                await asyncio.sleep(min(self.backoff_s * 2.0 ** min(tries - 1, 64), MAX_WAIT_S))
+                # Doubled each time, but never past MAX_WAIT_S (2 ** 1024 overflowed a float: exit 70); a server that
+                # says how long to wait (Retry-After) is waited for, up to MAX_WAIT_S: retried after the backoff, a
+                # 429 asking for 10 s failed the run after 3.5 s (a hostile-input round).
+                wait = min(self.backoff_s * 2.0 ** min(tries - 1, 64), MAX_WAIT_S)
+                await _sleep(wait if exc.wait_s is None else max(wait, exc.wait_s))
 
     async def _fresh_on_stale(self, attempt: Callable[[], Any]) -> Any:
         # A stale pooled connection is replaced without spending an attempt; at most as many times as there
@@ -238,21 +247,27 @@ class ServerPool:
     # ----------------------------------------------------------------------------------------------------
     # One exchange
 
-    async def _completion(self, payload: bytes, headers: dict[str, str], stream: bool) -> Completion:
+    async def _completion(self, payload: bytes, headers: dict[str, str], stream: bool, label: str) -> Completion:
         head = self._head("POST", self.api_path + "/completions", headers, len(payload))
         answer, send_s = await self._exchange(head + payload, stream=stream)
         if answer.status != 200:
             message = _error_message(answer.body)
             if answer.status >= 500 or answer.status == 429:
-                raise _Retry(f"HTTP {answer.status}: {message}")
-            raise ServerError(f"server {self.url}: HTTP {answer.status} ({message}); fix the request settings (the "
-                              "model name, --max-response-tokens against the server's --max-model-len)")
+                raise _Retry(f"HTTP {answer.status}: {message}", _retry_after(answer))
+            # The request is named: the server alone left which prompt was too long to be found in its log.
+            raise ServerError(f"server {self.url}: {label} was refused: HTTP {answer.status} ({message}); fix the "
+                              "request settings (the model name, --max-response-tokens against the server's "
+                              "--max-model-len)")
         finish_s = answer.finished_at - self.origin_s
         if not stream:
             try:
                 document = json.loads(answer.body)
             except (ValueError, UnicodeDecodeError):
                 raise _Retry("the answer was not JSON") from None
+            # JSON that is no completion (a list, an object without choices: a proxy's page) was measured as one.
+            choices = document.get("choices") if isinstance(document, dict) else None
+            if not isinstance(choices, list) or not choices:
+                raise _Retry("the answer was not a completion: JSON without choices")
             return _completion_from(document, send_s, None, finish_s)
         document = _last_usage_event(answer.body)
         if document is None:
@@ -286,7 +301,7 @@ class ServerPool:
             raise _Retry(str(exc)) from None
         except TimeoutError:
             self._discard(connection)
-            raise _Retry("no answer within the idle timeout") from None
+            raise _Retry(f"nothing came from the server for {self.idle_timeout_s:g} s") from None
         except BaseException:  # cancelled (Ctrl-C): the connection is in an unknown state
             self._discard(connection)
             raise
@@ -375,8 +390,20 @@ def _completion_from(document: Any, send_s: float, first_s: float | None, finish
 
 def _count(value: Any) -> int | None:
     """A token count the server reported, or None where it reported none a timeline can hold (an audit's server
-    said 1e30 as an integer, which overflowed the timeline's int64 column: exit 70, the measurements lost)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62 else None
+    said 1e30 as an integer, which overflowed the timeline's int64 column: exit 70, the measurements lost; 10**15 was
+    written, and the timeline's reader refused it, E92)."""
+    from asp_cli.columns import MAX_TOKEN_COUNT
+
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT else None
+
+
+def _retry_after(answer: Answer) -> float | None:
+    """The seconds a 429 or 503 answer's ``Retry-After`` asks to wait (its HTTP-date form is not read), at most
+    `MAX_WAIT_S`."""
+    text = answer.headers.get("retry-after", "").strip()
+    if answer.status not in (429, 503) or not text.isdigit():
+        return None
+    return min(float(text), MAX_WAIT_S)
 
 
 def _error_message(raw: bytes) -> str:
