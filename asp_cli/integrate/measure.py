@@ -241,6 +241,12 @@ def replay_schedule(
     if mismatched:
         warnings.append(f"{mismatched} requests came back with another length than forced; check that the server "
                         "honours ignore_eos and min_tokens (vLLM and SGLang do) and its --max-model-len")
+    retried = [(e["arrangement"], e["retried"]) for e in document["arrangements"] if e.get("retried")]
+    if retried:  # the wall times hold the failed attempts and the backoff: not the engine's alone
+        warnings.append(f"{sum(n for _, n in retried)} requests were retried "
+                        f"({', '.join(f'{name}: {n}' for name, n in retried)}); the measured times include their "
+                        "failed attempts and the waits between them, so compare arrangements from a run without "
+                        "retries")
     document["warnings"] = warnings
     written = None
     cut_short = outcome.interrupted or outcome.error is not None
