@@ -118,7 +118,8 @@ def test_the_benchmark_scripts_prose_is_the_documents():
     sys.path.insert(0, str(REPO / "scripts"))  # the scripts import each other by name, as when run
     doc = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     for script, names in (("bench_simulate", ("INTRO", "FINDINGS", "OTHER_ENGINES")),
-                          ("bench_held_out", ("INTRO", "FINDINGS")), ("bench_choice_regret", ("FINDINGS",))):
+                          ("bench_held_out", ("INTRO", "FINDINGS")), ("bench_choice_regret", ("FINDINGS",)),
+                          ("bench_expectation", ("FINDINGS",))):
         spec = importlib.util.spec_from_file_location(script, REPO / "scripts" / f"{script}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

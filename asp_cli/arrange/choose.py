@@ -98,7 +98,9 @@ SPREAD_SIGMA = 0.0
 # 0.4%), and there a few samples far above their group's prediction, landing late, set the run's end: on the
 # held-out chat workload the draws expected long-first 12-26% faster than a shuffle where it was 2-19% slower.
 # Elsewhere the normal stays: on the blocking engines the t made picks worse (`static`: regret summed 6.0% -> 16.0%)
-# or changed nothing (`continuous`; docs/benchmarks.md, "How well auto chooses, as verl routes").
+# or changed nothing (`continuous`; docs/benchmarks.md, "How well auto chooses, as verl routes"), and for synchronous
+# steps on servers it understated the saving by 1.6-5.5 points where the normal overstates it by 1.1-5.0, picking
+# worse on held-out chat (docs/benchmarks.md, "How far the expected gain holds").
 SAMPLE_TAIL_DF = 4.0
 # Heavy tails make each draw noisier, so there an input judged whole draws the scale nodes up to this many
 # times (each repeat on its own random streams), as many as keep the judged prompt-epochs within one sample's.
