@@ -122,6 +122,9 @@ class Faults:
     retry_after: str | None = None  # sent with them as Retry-After
     reported_tokens: object = None  # not None: the completion_tokens every answer reports (a broken server)
     body: bytes | None = None  # not None: every plain completion answers 200 with this body
+    # Not None: every completion answers 200 and then sends a byte every ``trickle_s`` seconds for ever (a plain
+    # answer of Content-Length 100000; a stream of SSE keep-alive comments, as a proxy in front of a stuck engine)
+    trickle_s: float | None = None
 
 
 class _Quiet(ThreadingHTTPServer):
@@ -230,6 +233,8 @@ def _handler(server: FakeServer):
                 server.bodies[rid] = body
                 server.in_flight += 1
                 server.max_in_flight = max(server.max_in_flight, server.in_flight)
+            if faults.trickle_s is not None:
+                return self._trickle(bool(body.get("stream")), faults.trickle_s)
             if number >= faults.gate:
                 faults.gate_open.set()
             faults.gate_open.wait(30)
@@ -278,6 +283,23 @@ def _handler(server: FakeServer):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
             return None
+
+        def _trickle(self, stream: bool, every_s: float) -> None:
+            self.send_response(200)
+            if stream:
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", "100000")
+            self.end_headers()
+            while not server.engine.stopped:
+                if stream:
+                    self._raw(b": keep-alive\n\n")
+                else:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                time.sleep(every_s)
+            self.close_connection = True
 
         def _finished(self, rid: str) -> None:
             with server.lock:

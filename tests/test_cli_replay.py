@@ -271,6 +271,25 @@ def test_a_server_that_keeps_dropping_is_a_clear_error_and_keeps_what_was_measur
     assert 10 <= timeline.frame.height < REQUESTS and timeline.metadata["complete"] is False
 
 
+def test_a_server_that_keeps_sending_bytes_fails_by_the_request_deadline(small, tmp_path):  # noqa: F811
+    """A 200 answer trickling a byte at a time never went silent for --timeout: the replay ran on for ever (a
+    hostile-server round). Each attempt has a deadline (--request-timeout); past it the request is retried, then the
+    run stops with one line naming the server, the request and its prompt id (exit 8)."""
+    out = tmp_path / "t.parquet"
+    with FakeServer(faults=Faults(trickle_s=0.02)) as a, FakeServer() as b:
+        result = replay(small, [a, b], out, "--no-stream", "--timeout", "0.2", "--request-timeout", "0.3",
+                        "--retries", "1", "-q")
+    assert result.exit_code == ExitCode.SERVER, result.output
+    assert result.stderr.count("\n") == 1, result.stderr
+    line = result.stderr.strip()
+    assert line.startswith(f"Error: server {a.url}: asp request seq ") and "(prompt id '" in line, line
+    assert "failed after 2 attempts (the answer was not complete after 0.3 s" in line, line
+    refused = invoke("replay", small["schedule"], small["prompts"], "-o", tmp_path / "u.parquet", "--servers", f"{a.url},{b.url}",
+                     "--request-timeout", "0")
+    assert refused.exit_code == ExitCode.BAD_SETTINGS and "--request-timeout must be a number of seconds above 0" in \
+        refused.stderr
+
+
 def test_bad_settings_are_refused_before_anything_is_sent(small, tmp_path):  # noqa: F811
     out = tmp_path / "t.parquet"
     with FakeServer() as a:

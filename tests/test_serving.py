@@ -222,3 +222,51 @@ def test_a_token_count_no_timeline_can_hold_is_read_as_none():
     assert _count(12) == 12 and _count(0) == 0 and _count(2**31 - 1) == 2**31 - 1
     # 2**31 and more: the timeline's reader (asp calibrate) refuses them, E92; replay wrote them (a hostile round).
     assert [_count(v) for v in (10**30, 2**31, 10**15, -5, 3.5, "7", True, None)] == [None] * 8
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_server_that_keeps_sending_bytes_is_stopped_by_the_request_deadline(stream):
+    """A 200 answer trickling a byte every 0.3 s (a plain one of Content-Length 100000; a stream of SSE keep-alive
+    comments, a proxy in front of a stuck engine) never went silent for --timeout, so the request never failed: a
+    replay ran on for ever (a hostile-server round). Each attempt has a deadline for the whole answer too."""
+    import time
+
+    async def main(url):
+        pool = ServerPool(url, retries=1, backoff_s=0.001, idle_timeout_s=0.2, request_timeout_s=0.4)
+        try:
+            await pool.complete(body(5, stream=stream), label="asp request seq 3 sample 1 (prompt id 'p7')")
+        finally:
+            await pool.close()
+
+    with FakeServer(faults=Faults(trickle_s=0.02)) as server:
+        start = time.perf_counter()
+        with pytest.raises(ServerError) as caught:
+            run(main(server.url))
+        took = time.perf_counter() - start
+        assert server.completions == 2
+    assert took < 3.0
+    assert str(caught.value).startswith(
+        f"server {server.url}: asp request seq 3 sample 1 (prompt id 'p7') failed after 2 attempts (the answer was "
+        "not complete after 0.4 s")
+
+
+def test_the_default_request_deadline_grows_with_the_forced_length():
+    """Without --request-timeout an attempt may take --timeout plus 0.5 s per token asked for (a decode rate of 2
+    tokens a second, far below a loaded engine's)."""
+    from asp_cli.integrate.serving import SLOW_TOKEN_S, request_deadline_s
+
+    assert SLOW_TOKEN_S == 0.5
+    assert request_deadline_s({"max_tokens": 1000}, idle_timeout_s=600.0) == 1100.0
+    assert request_deadline_s({"max_tokens": 1000}, idle_timeout_s=600.0, request_timeout_s=30.0) == 30.0
+    assert request_deadline_s({}, idle_timeout_s=2.0) == 2.0 + SLOW_TOKEN_S * 16  # the servers' default max_tokens
+
+    async def main(url):
+        pool = ServerPool(url, retries=0, idle_timeout_s=0.1)
+        try:
+            await pool.complete(body(1, stream=False), label="r")
+        finally:
+            await pool.close()
+
+    with FakeServer(faults=Faults(trickle_s=0.02)) as server:
+        with pytest.raises(ServerError, match=r"r failed after 1 attempt \(the answer was not complete after 0.6 s"):
+            run(main(server.url))

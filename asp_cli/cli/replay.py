@@ -50,13 +50,14 @@ class _Bar:
 
 
 def _live_settings(servers: str, *, engine: str, max_in_flight: Optional[int], no_stream: bool, model: Optional[str],
-                   retries: int, retry_backoff: float, timeout: float, warmup: int):
+                   retries: int, retry_backoff: float, timeout: float, warmup: int,
+                   request_timeout: Optional[float] = None):
     from asp_cli.integrate.live import LiveSettings
 
     urls = tuple(u.strip() for u in servers.split(",") if u.strip())
     return LiveSettings(servers=urls, engine=engine, max_in_flight=max_in_flight, stream=not no_stream, model=model,
                         retries=retries, backoff_s=retry_backoff, idle_timeout_s=timeout, warmup_requests=warmup,
-                        api_key=os.environ.get(API_KEY_ENV) or None)
+                        request_timeout_s=request_timeout, api_key=os.environ.get(API_KEY_ENV) or None)
 
 
 def replay_command(
@@ -83,6 +84,7 @@ def replay_command(
     retries: int = typer.Option(3, "--retries", help="Retries of a request after a connection error, 5xx or 429 (at most 100)."),
     retry_backoff: float = typer.Option(0.5, "--retry-backoff", help="Seconds before the first retry (doubled each time, each wait at most 600 s; at most 600)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds without a byte from a server before a request counts as failed."),
+    request_timeout: Optional[float] = typer.Option(None, "--request-timeout", help="Seconds one attempt of a request may take in all, bytes coming or not, before it counts as failed; default --timeout + 0.5 s per token it asks for."),
     warmup: int = typer.Option(8, "--warmup", help="Unrecorded warm-up requests per server before the first run."),
     preset: Optional[str] = typer.Option(None, "--preset", help=f"Preset for the simulator's side of the comparison ({', '.join(PRESET_NAMES)}, or a JSON calibration file); default: the schedule's."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampled lengths; default: the schedule's."),
@@ -114,11 +116,12 @@ def replay_command(
         from asp_cli.integrate.live import check_live_options
 
         check_live_options(engine=engine, max_in_flight=max_in_flight, retries=retries, backoff_s=retry_backoff,
-                           idle_timeout_s=timeout, warmup_requests=warmup)
+                           idle_timeout_s=timeout, warmup_requests=warmup, request_timeout_s=request_timeout)
         live = None
         if servers is not None:
             live = _live_settings(servers, engine=engine, max_in_flight=max_in_flight, no_stream=no_stream, model=model,
-                                  retries=retries, retry_backoff=retry_backoff, timeout=timeout, warmup=warmup)
+                                  retries=retries, retry_backoff=retry_backoff, timeout=timeout, warmup=warmup,
+                                  request_timeout=request_timeout)
         # A dry run plans the engine asked for (--engine; it was ignored without --servers: a hostile-input round);
         # --max-in-flight is the servers' only, and was ignored without them.
         elif engine not in (None, "blocking") and not dry_run:

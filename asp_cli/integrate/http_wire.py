@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +32,10 @@ class Answer:
     first_token_at: float | None  # clock() at the first event with a generated choice (streamed 200 only)
     finished_at: float
     reusable: bool
+
+
+class DeadlinePassed(TimeoutError):
+    """The answer was not complete by the request's deadline, though bytes kept coming."""
 
 
 class ConnectionBroken(Exception):
@@ -60,9 +65,12 @@ class Connection(asyncio.Protocol):
         return not self.closed and self.future is None and self.transport is not None \
             and not self.transport.is_closing()
 
-    def exchange(self, request: bytes, *, stream: bool, idle_timeout_s: float) -> asyncio.Future:
-        """Write ``request``; the future resolves to its `Answer` (or fails with `ConnectionBroken` or
-        ``TimeoutError`` when nothing arrives for ``idle_timeout_s``)."""
+    def exchange(self, request: bytes, *, stream: bool, idle_timeout_s: float,
+                 deadline_s: float = math.inf) -> asyncio.Future:
+        """Write ``request``; the future resolves to its `Answer` (or fails with `ConnectionBroken`, with
+        ``TimeoutError()`` when nothing arrives for ``idle_timeout_s``, or with `DeadlinePassed` when the answer is
+        not complete ``deadline_s`` after the request was written: a server that keeps sending bytes, keep-alive
+        comments in front of a stuck engine, is never silent)."""
         loop = asyncio.get_running_loop()
         self.future = loop.create_future()
         self.stream = stream
@@ -77,7 +85,8 @@ class Connection(asyncio.Protocol):
         self.kept = 0
         self.last = loop.time()
         self.idle_timeout_s = idle_timeout_s
-        self._timer = loop.call_later(idle_timeout_s, self._check_idle)
+        self.deadline = self.last + deadline_s
+        self._timer = loop.call_later(min(idle_timeout_s, deadline_s), self._check_idle)
         assert self.transport is not None
         self.transport.write(request)
         return self.future
@@ -231,12 +240,13 @@ class Connection(asyncio.Protocol):
         future = self.future
         if future is None or future.done():
             return
-        left = self.last + self.idle_timeout_s - future.get_loop().time()
+        now = future.get_loop().time()
+        left = min(self.last + self.idle_timeout_s, self.deadline) - now
         if left > 0:
             self._timer = future.get_loop().call_later(left, self._check_idle)
             return
         self.future = None
-        future.set_exception(TimeoutError())
+        future.set_exception(DeadlinePassed() if now >= self.deadline else TimeoutError())
         self.close()
 
 

@@ -56,6 +56,7 @@ class LiveSettings:
     retries: int = DEFAULT_RETRIES
     backoff_s: float = DEFAULT_BACKOFF_S
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    request_timeout_s: float | None = None  # one attempt in all; None: the idle timeout + 0.5 s per token asked
     warmup_requests: int = 8  # per server, before the first measured run
     temperature: float = 1.0
     api_key: str | None = None
@@ -69,7 +70,7 @@ class LiveSettings:
             parse_server_url(url)
         check_live_options(engine=self.engine, max_in_flight=self.max_in_flight, retries=self.retries,
                            backoff_s=self.backoff_s, idle_timeout_s=self.idle_timeout_s,
-                           warmup_requests=self.warmup_requests)
+                           warmup_requests=self.warmup_requests, request_timeout_s=self.request_timeout_s)
 
 
 MAX_WARMUP_IN_FLIGHT = 256  # warm-up requests at once per server, to open the connections a run holds
@@ -78,7 +79,7 @@ MAX_RETRIES = 100  # at 600 s a wait, 100 retries are most of a day: a server do
 
 
 def check_live_options(*, engine: str | None, max_in_flight: int | None, retries: int, backoff_s: float,
-                       idle_timeout_s: float, warmup_requests: int) -> None:
+                       idle_timeout_s: float, warmup_requests: int, request_timeout_s: float | None = None) -> None:
     """The replay's own options, checked once, with or without servers (a dry run checks them too).
 
     Raises
@@ -104,6 +105,8 @@ def check_live_options(*, engine: str | None, max_in_flight: int | None, retries
         raise SettingsError(f"--retries must be at most {MAX_RETRIES} (got {retries!r})")
     if not math.isfinite(idle_timeout_s) or idle_timeout_s <= 0:
         raise SettingsError(f"--timeout must be a number of seconds above 0 (got {idle_timeout_s!r})")
+    if request_timeout_s is not None and (not math.isfinite(request_timeout_s) or request_timeout_s <= 0):
+        raise SettingsError(f"--request-timeout must be a number of seconds above 0 (got {request_timeout_s!r})")
 
 
 class Progress(Protocol):
@@ -171,7 +174,8 @@ async def _run_all(plans: list[RequestPlan], settings: LiveSettings, progress: P
     outcome = LiveOutcome([RunRecord(p.requests) for p in plans])
     pools = [ServerPool(url, max_in_flight=settings.max_in_flight if settings.engine == "blocking" else None,
                         retries=settings.retries, backoff_s=settings.backoff_s,
-                        idle_timeout_s=settings.idle_timeout_s, clock=clock, api_key=settings.api_key)
+                        idle_timeout_s=settings.idle_timeout_s, request_timeout_s=settings.request_timeout_s,
+                        clock=clock, api_key=settings.api_key)
              for url in settings.servers]
     stop = asyncio.Event()
     restore = _catch_signals(stop)

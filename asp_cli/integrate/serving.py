@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import ssl
 import time
 from collections.abc import Callable
@@ -31,11 +32,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from asp_cli.errors import ServerError, SettingsError
-from asp_cli.integrate.http_wire import Answer, Connection, ConnectionBroken, events
+from asp_cli.integrate.http_wire import Answer, Connection, ConnectionBroken, DeadlinePassed, events
 
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF_S = 0.5
 DEFAULT_IDLE_TIMEOUT_S = 600.0  # no byte for this long: the request has failed (long generations stream)
+# Without --request-timeout an attempt may take the idle timeout plus this per token asked for: a decode rate of 2 tokens
+# a second, 10 to 50 times below a loaded engine's, so that only a server that never finishes (a stuck engine behind a
+# proxy that keeps sending SSE keep-alive comments, an answer trickling a byte at a time) reaches it.
+SLOW_TOKEN_S = 0.5
+_DEFAULT_MAX_TOKENS = 16  # the OpenAI completions API's default max_tokens
 # Reuse an idle connection only if it has been idle for less than this: uvicorn closes at 5 s.
 KEEPALIVE_S = 4.0
 _ERROR_TEXT = 300  # characters of a server's error message quoted in ours
@@ -95,6 +101,16 @@ def parse_server_url(url: str) -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname, port, path
 
 
+def request_deadline_s(body: dict[str, Any], *, idle_timeout_s: float, request_timeout_s: float | None = None) -> float:
+    """The seconds one attempt of a completion request may take in all: ``request_timeout_s`` (--request-timeout)
+    where given, else the idle timeout plus `SLOW_TOKEN_S` per token the request asks for (``max_tokens``)."""
+    if request_timeout_s is not None:
+        return request_timeout_s
+    asked = body.get("max_tokens")
+    asked = asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else _DEFAULT_MAX_TOKENS
+    return idle_timeout_s + SLOW_TOKEN_S * asked
+
+
 def _bracketed(host: str) -> str:
     """A host as a URL writes it: an IPv6 address in brackets."""
     return f"[{host}]" if ":" in host else host
@@ -118,6 +134,9 @@ class ServerPool:
         Attempts after the first, and the wait before the first retry (doubled each time).
     idle_timeout_s
         Seconds without a byte from the server after which a request has failed (and is retried).
+    request_timeout_s
+        Seconds one attempt of a completion may take in all before it has failed (and is retried); None: the
+        idle timeout plus `SLOW_TOKEN_S` per token asked for (`request_deadline_s`).
     clock, origin_s
         Times are ``clock() - origin_s``.
     api_key
@@ -126,7 +145,7 @@ class ServerPool:
 
     def __init__(self, url: str, *, max_in_flight: int | None = None, retries: int = DEFAULT_RETRIES,
                  backoff_s: float = DEFAULT_BACKOFF_S, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-                 clock: Callable[[], float] = time.perf_counter, origin_s: float = 0.0,
+                 request_timeout_s: float | None = None, clock: Callable[[], float] = time.perf_counter, origin_s: float = 0.0,
                  api_key: str | None = None) -> None:
         self.url = url
         self.scheme, self.host, self.port, self.api_path = parse_server_url(url)
@@ -135,6 +154,7 @@ class ServerPool:
         self.retries = retries
         self.backoff_s = backoff_s
         self.idle_timeout_s = idle_timeout_s
+        self.request_timeout_s = request_timeout_s
         self.clock = clock
         self.origin_s = origin_s
         self.api_key = api_key
@@ -164,9 +184,11 @@ class ServerPool:
         headers = {"Accept": "text/event-stream" if stream else "application/json"}
         if request_id:
             headers["X-Request-Id"] = request_id
+        deadline_s = request_deadline_s(body, idle_timeout_s=self.idle_timeout_s,
+                                        request_timeout_s=self.request_timeout_s)
         async with self._slots if self._slots is not None else contextlib.nullcontext():
             return await self._with_retries(
-                lambda: self._completion(payload, headers, stream, label), label=label)
+                lambda: self._completion(payload, headers, stream, label, deadline_s), label=label)
 
     async def get_json(self, path: str, *, root: bool = False) -> Any:
         """GET ``path`` under the API path (or under the server's root) and parse it as JSON.
@@ -247,9 +269,10 @@ class ServerPool:
     # ----------------------------------------------------------------------------------------------------
     # One exchange
 
-    async def _completion(self, payload: bytes, headers: dict[str, str], stream: bool, label: str) -> Completion:
+    async def _completion(self, payload: bytes, headers: dict[str, str], stream: bool, label: str,
+                          deadline_s: float) -> Completion:
         head = self._head("POST", self.api_path + "/completions", headers, len(payload))
-        answer, send_s = await self._exchange(head + payload, stream=stream)
+        answer, send_s = await self._exchange(head + payload, stream=stream, deadline_s=deadline_s)
         if answer.status != 200:
             message = _error_message(answer.body)
             if answer.status >= 500 or answer.status == 429:
@@ -288,20 +311,26 @@ class ServerPool:
         lines.extend(f"{k}: {v}" for k, v in headers.items())
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-    async def _exchange(self, request: bytes, *, stream: bool) -> tuple[Answer, float]:
+    async def _exchange(self, request: bytes, *, stream: bool, idle_timeout_s: float | None = None,
+                        deadline_s: float = math.inf) -> tuple[Answer, float]:
         """Send one request on a pooled connection; return the answer and when the request went out."""
-        connection, reused = await self._connection()
+        idle = self.idle_timeout_s if idle_timeout_s is None else idle_timeout_s
+        connection, reused = await self._connection(idle)
         send_s = self.now()
         try:
-            answer = await connection.exchange(request, stream=stream, idle_timeout_s=self.idle_timeout_s)
+            answer = await connection.exchange(request, stream=stream, idle_timeout_s=idle, deadline_s=deadline_s)
         except ConnectionBroken as exc:
             self._discard(connection)
             if reused and not exc.answered:
                 raise _Stale() from None
             raise _Retry(str(exc)) from None
+        except DeadlinePassed:
+            self._discard(connection)
+            raise _Retry(f"the answer was not complete after {deadline_s:g} s, though the server kept sending bytes; "
+                         "a stuck engine behind a proxy? --request-timeout sets the limit") from None
         except TimeoutError:
             self._discard(connection)
-            raise _Retry(f"nothing came from the server for {self.idle_timeout_s:g} s") from None
+            raise _Retry(f"nothing came from the server for {idle:g} s") from None
         except BaseException:  # cancelled (Ctrl-C): the connection is in an unknown state
             self._discard(connection)
             raise
@@ -311,7 +340,7 @@ class ServerPool:
             self._discard(connection)
         return answer, send_s
 
-    async def _connection(self) -> tuple[Connection, bool]:
+    async def _connection(self, idle_timeout_s: float) -> tuple[Connection, bool]:
         now = self.clock()
         while self._idle:
             connection, since = self._idle.pop()
@@ -323,7 +352,7 @@ class ServerPool:
         try:
             _, connection = await asyncio.wait_for(
                 loop.create_connection(lambda: Connection(self.clock), self.host, self.port, ssl=context),
-                min(self.idle_timeout_s, 60.0))
+                min(idle_timeout_s, 60.0))
         except (OSError, TimeoutError, asyncio.TimeoutError) as exc:
             raise _Retry(f"cannot connect: {_describe(exc)}") from None
         self._open.add(connection)
