@@ -120,7 +120,8 @@ class Faults:
     no_usage: bool = False  # answers without token counts (a server that leaves `usage` out)
     fail_status: int = 500  # the status of the first ``fail_first`` answers
     retry_after: str | None = None  # sent with them as Retry-After
-    reported_tokens: object = None  # not None: the completion_tokens every answer reports (a broken server)
+    # not None: the completion_tokens every answer reports (a broken server); a callable: of the length asked
+    reported_tokens: object = None
     body: bytes | None = None  # not None: every plain completion answers 200 with this body
     # Not None: every completion answers 200 and then sends a byte every ``trickle_s`` seconds for ever (a plain
     # answer of Content-Length 100000; a stream of SSE keep-alive comments, as a proxy in front of a stuck engine)
@@ -245,7 +246,8 @@ def _handler(server: FakeServer):
             usage = None if faults.no_usage else {"prompt_tokens": prompt_tokens, "completion_tokens": length,
                                                   "total_tokens": prompt_tokens + length}
             if usage is not None and faults.reported_tokens is not None:
-                usage["completion_tokens"] = faults.reported_tokens
+                usage["completion_tokens"] = (faults.reported_tokens(length) if callable(faults.reported_tokens)
+                                              else faults.reported_tokens)
             if not body.get("stream"):
                 with server.engine.cond:
                     server.engine.cond.wait_for(lambda: job.done)

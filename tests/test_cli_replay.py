@@ -246,6 +246,39 @@ def test_token_counts_no_timeline_holds_are_left_out_and_said(small, tmp_path, r
             "or a count that is not a whole number from 0 to 2,147,483,647)") in result.stderr
 
 
+def test_a_server_that_does_not_generate_the_lengths_asked_fails_the_replay(small, tmp_path):  # noqa: F811
+    """A server that ignores min_tokens and ignore_eos (every completion 0 tokens) gave a table, a ranking and exit 0,
+    with one warning (a hostile-server round): no comparison holds when the lengths are not the ones asked. The run
+    stops after that arrangement (no baseline is sent), with one line naming the server, the count, an example and
+    the fix (exit 8); the timeline of what was measured is kept."""
+    out = tmp_path / "t.parquet"
+    with FakeServer(faults=Faults(reported_tokens=0)) as a, FakeServer() as b:
+        result = replay(small, [a, b], out, "--compare", "-q")
+    assert result.exit_code == ExitCode.SERVER, result.output
+    assert result.stderr.count("\n") == 1, result.stderr
+    line = result.stderr.strip()
+    timeline = read_timeline(out)
+    frame = timeline.frame
+    wrong = frame.filter(pl.col("instance") == 0)
+    assert set(frame["arrangement"].to_list()) == {"asp"} and frame.height == REQUESTS
+    assert timeline.metadata["complete"] is False
+    first = wrong.sort("seq", "sample").row(0, named=True)
+    assert line.startswith(
+        f"Error: server {a.url}: {wrong.height} of the {wrong.height} requests of asp it answered came back with "
+        f"another length than asked (e.g. asp request seq {first['seq']} sample {first['sample']} (prompt id "
+        f"'{first['prompt_id']}'): asked {first['forced_tokens']} tokens, got 0)"), line
+    assert "min_tokens and ignore_eos" in line and f"the {REQUESTS} requests measured are in {out}" in line, line
+
+
+def test_lengths_off_by_a_token_are_a_warning_not_a_failure(small, tmp_path):  # noqa: F811
+    out = tmp_path / "t.parquet"
+    with FakeServer(faults=Faults(reported_tokens=lambda n: n + 1)) as a, FakeServer() as b:
+        result = replay(small, [a, b], out)
+    assert result.exit_code == 0, result.output
+    off = read_timeline(out).frame.filter(pl.col("instance") == 0).height
+    assert f"Warning: {off} requests came back with another length than forced" in result.stderr
+
+
 def test_a_refusal_names_the_request(small, tmp_path):  # noqa: F811
     """A request a server refused (a 4xx: too long for its --max-model-len) was named by the server alone."""
     out = tmp_path / "t.parquet"

@@ -511,6 +511,30 @@ def test_error_rows_replay_and_calibrate(tmp_path, monkeypatch):
     assert pq.read_table(out).num_rows == 12
 
 
+def test_error_row_lengths_not_forced(tmp_path):
+    """E96: a server whose answers are not the lengths asked (it drops min_tokens and ignore_eos)."""
+    from fake_openai import FakeServer, Faults
+    from util import make_prompts
+
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(24, seed=3))
+    target = tmp_path / "s.parquet"
+    schedule([prompts], target, settings=ScheduleSettings(instances=2, samples_per_prompt=2, minibatch_size=4,
+                                                          train_batch_size=8, max_response_tokens=16))
+    out = tmp_path / "t.parquet"
+    with FakeServer(faults=Faults(reported_tokens=0)) as a, FakeServer() as b:
+        result = runner.invoke(app, ["replay", str(target), str(prompts), "-o", str(out), "--warmup", "0",
+                                     "--servers", f"{a.url},{b.url}", "-q"])
+    assert result.exit_code == 8, result.output
+    # Free dispatch (the schedule's default): how many each server answered depends on which asked first.
+    assert re.match(rf"Error: server {re.escape(a.url)}: (\d+) of the \1 requests of asp it answered came back with "
+                    r"another length than asked \(e\.g\. asp request seq ", result.stderr), result.stderr
+    assert result.stderr.count("\n") == 1 and f"the 48 requests measured are in {out}" in result.stderr
+    assert pq.read_table(out).num_rows == 48
+
+
 def test_error_row_poisoned_and_oversized_model_files(tmp_path):
     """E47: NaN weights (was exit 0 with -9.2e18 tokens); E48: a member that would inflate past the limit."""
     import struct
@@ -597,7 +621,7 @@ def test_every_documented_row_is_tested():
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
         f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
         "E56", "E59", "E65", "E69", "E70", "E73", "E76", "E77", "E78", "E84", "E88"} | {
-        "E91", "E92", "E93", "E94"}  # E56, E59 (Ray): tests/test_ray.py; E88, E91-E94: below;
+        "E91", "E92", "E93", "E94", "E96"}  # E56, E59 (Ray): tests/test_ray.py; E88, E91-E94: below;
     # E69: tests/test_calibrate.py; E70: tests/test_reading.py; E76: tests/test_cli_simulate.py; E77:
     # tests/test_schedule_format.py; E78: tests/test_history_file.py; E84: tests/test_observe.py
     assert documented == tested

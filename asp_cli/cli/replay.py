@@ -151,8 +151,11 @@ def replay_command(
         kept = (f" ({output}, which was there before, is as it was)"
                 if report.written is not None and report.written != output else "")
         if report.error is not None:
+            from asp_cli.integrate.live import LengthsNotForced
+
             if done:
-                raise ServerError(f"{report.error}; the {done} requests measured before it are in "
+                when = "" if isinstance(report.error, LengthsNotForced) else " before it"
+                raise ServerError(f"{report.error}; the {done} requests measured{when} are in "
                                   f"{report.written}{kept}")
             raise report.error
         if report.interrupted:

@@ -223,6 +223,9 @@ async def _measure(plans: list[RequestPlan], outcome: LiveOutcome, pools: list[S
         if progress is not None:
             progress.start(plan.name, plan.requests)
         await _run_plan(plan, record, pools, models, settings, progress, default_in_flight)
+        failure = lengths_not_forced(plan, record, [p.url for p in pools])
+        if failure is not None:  # before the next arrangement: its timings would not compare either
+            raise LengthsNotForced(failure)
 
 
 async def _run_plan(plan: RequestPlan, record: RunRecord, pools: list[ServerPool], models: list[str],
@@ -307,6 +310,44 @@ async def _run_plan(plan: RequestPlan, record: RunRecord, pools: list[ServerPool
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The lengths generated
+
+# A request is off when its reported length differs from the one asked by more than LENGTH_SLACK_TOKENS; an arrangement
+# with more than LENGTH_OFF_SHARE of its counted requests off stops the replay (fewer are a warning, `replay_schedule`).
+LENGTH_SLACK_TOKENS = 1
+LENGTH_OFF_SHARE = 0.01
+
+
+class LengthsNotForced(ServerError):
+    """A server did not generate the lengths asked (it ignores min_tokens and ignore_eos): no comparison holds."""
+
+
+def lengths_not_forced(plan: RequestPlan, record: RunRecord, urls: list[str]) -> str | None:
+    """The message naming the server (the one with the most) whose answers were off the asked lengths, where more
+    than `LENGTH_OFF_SHARE` of the arrangement's requests with a reported count were; None otherwise."""
+    asked = plan.lengths.reshape(-1).astype(np.int64)
+    got = record.completion_tokens
+    counted = record.done & (got >= 0)
+    off = counted & (np.abs(got - asked) > LENGTH_SLACK_TOKENS)
+    total = int(off.sum())
+    if total == 0 or total <= LENGTH_OFF_SHARE * int(counted.sum()):
+        return None
+    per = np.bincount(record.instance[off], minlength=len(urls))
+    k = int(per.argmax())
+    first = int(np.flatnonzero(off & (record.instance == k))[0])
+    row, sample = divmod(first, plan.samples_per_prompt)
+    answered = int((counted & (record.instance == k)).sum())
+    others = total - int(per[k])
+    elsewhere = f", and {others} on other servers" if others else ""
+    return (f"server {urls[k]}: {int(per[k])} of the {answered} requests of {plan.name} it answered came back with "
+            f"another length than asked (e.g. {plan.name} request seq {int(plan.seq[row])} sample {sample} (prompt id "
+            f"{shown_id(plan.prompt_id[row])}): asked {int(asked[first])} tokens, got {int(got[first])}){elsewhere}, "
+            "so its timings are not of the lengths replayed and no comparison holds; serve the model with vLLM (vllm "
+            "serve) or SGLang (python -m sglang.launch_server), whose OpenAI servers honour min_tokens and ignore_eos "
+            "as asp sends them, directly, not through a proxy or another server that drops them, and run again")
 
 
 # --------------------------------------------------------------------------------------------------------
