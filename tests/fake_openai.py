@@ -126,6 +126,7 @@ class Faults:
     # Not None: every completion answers 200 and then sends a byte every ``trickle_s`` seconds for ever (a plain
     # answer of Content-Length 100000; a stream of SSE keep-alive comments, as a proxy in front of a stuck engine)
     trickle_s: float | None = None
+    ignore_stream: bool = False  # answer a request for a stream with a plain JSON completion
 
 
 class _Quiet(ThreadingHTTPServer):
@@ -248,7 +249,7 @@ def _handler(server: FakeServer):
             if usage is not None and faults.reported_tokens is not None:
                 usage["completion_tokens"] = (faults.reported_tokens(length) if callable(faults.reported_tokens)
                                               else faults.reported_tokens)
-            if not body.get("stream"):
+            if not body.get("stream") or faults.ignore_stream:
                 with server.engine.cond:
                     server.engine.cond.wait_for(lambda: job.done)
                 self._finished(rid)

@@ -279,6 +279,16 @@ def test_lengths_off_by_a_token_are_a_warning_not_a_failure(small, tmp_path):  #
     assert f"Warning: {off} requests came back with another length than forced" in result.stderr
 
 
+def test_a_server_that_answers_json_to_a_stream_request_says_pass_no_stream(small, tmp_path):  # noqa: F811
+    out = tmp_path / "t.parquet"
+    with FakeServer(faults=Faults(ignore_stream=True)) as a, FakeServer(faults=Faults(ignore_stream=True)) as b:
+        result = replay(small, [a, b], out, "-q", "--retries", "3", "--retry-backoff", "5")  # no retry waited
+        tried = a.completions + b.completions
+    assert result.exit_code == ExitCode.SERVER, result.output
+    assert result.stderr.count("\n") == 1 and "was answered with plain JSON, not a stream" in result.stderr
+    assert "pass --no-stream" in result.stderr and tried <= 16  # the first minibatches (8 requests each), once
+
+
 def test_a_refusal_names_the_request(small, tmp_path):  # noqa: F811
     """A request a server refused (a 4xx: too long for its --max-model-len) was named by the server alone."""
     out = tmp_path / "t.parquet"

@@ -512,7 +512,8 @@ def test_error_rows_replay_and_calibrate(tmp_path, monkeypatch):
 
 
 def test_error_row_lengths_not_forced(tmp_path):
-    """E96: a server whose answers are not the lengths asked (it drops min_tokens and ignore_eos)."""
+    """E96: a server whose answers are not the lengths asked (it drops min_tokens and ignore_eos); E97: one that
+    answers a request for a stream with plain JSON."""
     from fake_openai import FakeServer, Faults
     from util import make_prompts
 
@@ -533,6 +534,14 @@ def test_error_row_lengths_not_forced(tmp_path):
                     r"another length than asked \(e\.g\. asp request seq ", result.stderr), result.stderr
     assert result.stderr.count("\n") == 1 and f"the 48 requests measured are in {out}" in result.stderr
     assert pq.read_table(out).num_rows == 48
+    # E97: a server that answers a stream request with plain JSON.
+    with FakeServer(faults=Faults(ignore_stream=True)) as a, FakeServer() as b:
+        result = runner.invoke(app, ["replay", str(target), str(prompts), "-o", str(tmp_path / "u.parquet"),
+                                     "--warmup", "0", "--servers", f"{a.url},{b.url}", "-q"])
+    assert result.exit_code == 8, result.output
+    assert re.match(rf"Error: server {re.escape(a.url)}: asp request seq \d+ sample \d \(prompt id '[^']+'\) was "
+                    r"answered with plain JSON, not a stream \(the server ignores \"stream\": true\); pass --no-stream",
+                    result.stderr), result.stderr
 
 
 def test_error_row_poisoned_and_oversized_model_files(tmp_path):
@@ -621,7 +630,7 @@ def test_every_documented_row_is_tested():
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
         f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
         "E56", "E59", "E65", "E69", "E70", "E73", "E76", "E77", "E78", "E84", "E88"} | {
-        "E91", "E92", "E93", "E94", "E96"}  # E56, E59 (Ray): tests/test_ray.py; E88, E91-E94: below;
+        "E91", "E92", "E93", "E94", "E96", "E97"}  # E56, E59 (Ray): tests/test_ray.py; E88, E91-E94: below;
     # E69: tests/test_calibrate.py; E70: tests/test_reading.py; E76: tests/test_cli_simulate.py; E77:
     # tests/test_schedule_format.py; E78: tests/test_history_file.py; E84: tests/test_observe.py
     assert documented == tested

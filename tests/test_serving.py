@@ -270,3 +270,23 @@ def test_the_default_request_deadline_grows_with_the_forced_length():
     with FakeServer(faults=Faults(trickle_s=0.02)) as server:
         with pytest.raises(ServerError, match=r"r failed after 1 attempt \(the answer was not complete after 0.6 s"):
             run(main(server.url))
+
+
+def test_a_server_that_answers_json_to_a_stream_request_fails_at_once():
+    """A server that ignores "stream": true and answers a plain completion failed after 4 pointless attempts with
+    "the stream failed: no token and no usage" (a hostile-server round). It is said at once, with the fix."""
+    async def main(url):
+        pool = ServerPool(url, backoff_s=0.001)
+        try:
+            await pool.complete(body(5), label="asp request seq 3 sample 1 (prompt id 'p7')")
+        finally:
+            await pool.close()
+
+    with FakeServer(faults=Faults(ignore_stream=True)) as server:
+        with pytest.raises(ServerError) as caught:
+            run(main(server.url))
+        assert server.completions == 1
+    assert str(caught.value) == (
+        f"server {server.url}: asp request seq 3 sample 1 (prompt id 'p7') was answered with plain JSON, not a "
+        "stream (the server ignores \"stream\": true); pass --no-stream (a replay without first-token times, which "
+        "asp calibrate needs), or serve the model with vLLM or SGLang, which stream")

@@ -295,6 +295,12 @@ class ServerPool:
         document = _last_usage_event(answer.body)
         if document is None:
             failure = _error_event(answer.body)
+            if failure is None and answer.first_token_at is None and _plain_json(answer):
+                # Retried, it failed 4 times alike ("no token and no usage"); read as a plain answer, it would have no
+                # first-token time in a run asked to stream (which asp calibrate needs): said at once, with the fix.
+                raise ServerError(f"server {self.url}: {label} was answered with plain JSON, not a stream (the server "
+                                  "ignores \"stream\": true); pass --no-stream (a replay without first-token times, "
+                                  "which asp calibrate needs), or serve the model with vLLM or SGLang, which stream")
             if failure is not None or answer.first_token_at is None:
                 raise _Retry(f"the stream failed: {failure or 'no token and no usage'}")
             document = {}  # a server that does not report usage in streams: counts unknown
@@ -391,6 +397,18 @@ def _last_usage_event(tail: bytes) -> dict | None:
             if isinstance(document, dict) and isinstance(document.get("usage"), dict):
                 return document
     return None
+
+
+def _plain_json(answer: Answer) -> bool:
+    """Whether a 200 answer to a request for a stream is a plain JSON document, no event stream: JSON by its
+    Content-Type, or an object that is no error (a stream's body holds ``data:`` events)."""
+    if events(answer.body):
+        return False
+    try:
+        document = json.loads(answer.body)
+    except (ValueError, UnicodeDecodeError):  # a long answer is kept cut to its end: its Content-Type says
+        return "json" in answer.headers.get("content-type", "").lower()
+    return isinstance(document, dict) and "error" not in document
 
 
 def _error_event(tail: bytes) -> str | None:
