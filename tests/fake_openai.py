@@ -127,6 +127,7 @@ class Faults:
     # answer of Content-Length 100000; a stream of SSE keep-alive comments, as a proxy in front of a stuck engine)
     trickle_s: float | None = None
     ignore_stream: bool = False  # answer a request for a stream with a plain JSON completion
+    hang_paths: tuple[str, ...] = ()  # GET paths (/v1/models, /metrics) answered never (until the server closes)
 
 
 class _Quiet(ThreadingHTTPServer):
@@ -194,6 +195,10 @@ def _handler(server: FakeServer):
             self.wfile.write(data)
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path in server.faults.hang_paths:
+                server.faults.release.wait()
+                self.close_connection = True
+                return
             if self.path == "/v1/models":
                 self._json(200, {"object": "list", "data": [{"id": server.name, "object": "model"}]})
             elif self.path == "/metrics" and server.kv_cache_tokens:

@@ -289,6 +289,33 @@ def test_a_server_that_answers_json_to_a_stream_request_says_pass_no_stream(smal
     assert "pass --no-stream" in result.stderr and tried <= 16  # the first minibatches (8 requests each), once
 
 
+def test_start_up_checks_say_what_they_wait_on_and_are_capped(small, tmp_path, monkeypatch):  # noqa: F811
+    """A server hanging on GET /v1/models printed nothing for up to 40 minutes (--timeout 600 s x 4 attempts; a
+    hostile-server round). The start-up checks wait at most STARTUP_TIMEOUT_S (30 s) an attempt, and a check still
+    unanswered after NOTE_AFTER_S says so in one line; the KV-cache lookup, too, and the run goes on without it."""
+    import asp_cli.integrate.live as live
+
+    assert (live.STARTUP_TIMEOUT_S, live.NOTE_AFTER_S) == (30.0, 5.0)
+    monkeypatch.setattr(live, "STARTUP_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(live, "NOTE_AFTER_S", 0.05)
+    out = tmp_path / "t.parquet"
+    with FakeServer(faults=Faults(hang_paths=("/v1/models",))) as a, FakeServer() as b:
+        result = replay(small, [a, b], out, "--timeout", "2", "--retries", "1")
+    assert result.exit_code == ExitCode.SERVER, result.output
+    note, line = result.stderr.strip().split("\n")
+    assert note == (f"waiting for {a.url} to answer GET /v1/models: no answer yet after 0.05 s (each try waits at "
+                    "most 0.3 s, 2 tries)")
+    assert line.startswith(f"Error: server {a.url}: GET /v1/models failed after 2 attempts (nothing came from the "
+                           "server for 0.3 s)"), line
+    with FakeServer(faults=Faults(hang_paths=("/metrics",))) as a, FakeServer() as b:
+        result = replay(small, [a, b], out, "--timeout", "2", "--json")
+    assert result.exit_code == 0, result.output
+    assert (f"waiting for {a.url} to answer GET /metrics (its KV-cache size): no answer yet after 0.05 s (one try of "
+            "at most 0.3 s, then the size goes unrecorded)") in result.stderr
+    servers = json.loads(result.stdout)["servers"]
+    assert [s["kv_cache_tokens"] for s in servers] == [None, 123_456 // 16 * 16]
+
+
 def test_a_refusal_names_the_request(small, tmp_path):  # noqa: F811
     """A request a server refused (a 4xx: too long for its --max-model-len) was named by the server alone."""
     out = tmp_path / "t.parquet"

@@ -43,6 +43,11 @@ class _Bar:
         if self.bar is not None:
             self.bar.update(count)
 
+    def note(self, text: str) -> None:
+        """One line on what the run waits on (a start-up check a server has not answered), unless --quiet."""
+        if self.enabled or self.lines:
+            say(text)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()

@@ -246,7 +246,8 @@ class Connection(asyncio.Protocol):
             self._timer = future.get_loop().call_later(left, self._check_idle)
             return
         self.future = None
-        future.set_exception(DeadlinePassed() if now >= self.deadline else TimeoutError())
+        silent = now >= self.last + self.idle_timeout_s  # silence is said as such, where both are due
+        future.set_exception(TimeoutError() if silent else DeadlinePassed())
         self.close()
 
 

@@ -27,9 +27,9 @@ import re
 import signal
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -39,6 +39,11 @@ from asp_cli.integrate.serving import DEFAULT_BACKOFF_S, DEFAULT_IDLE_TIMEOUT_S,
     ServerPool
 
 ENGINES = ("blocking", "streaming")
+# The start-up checks (GET /v1/models, the KV-cache size) wait at most this long a try (or --timeout where shorter): a
+# server answers them at once, and one hanging on them printed nothing for 4 x 600 s. One still unanswered after
+# NOTE_AFTER_S says so in one line.
+STARTUP_TIMEOUT_S = 30.0
+NOTE_AFTER_S = 5.0
 WARMUP_PROMPT_TOKENS = 64
 WARMUP_RESPONSE_TOKENS = 16
 
@@ -115,6 +120,8 @@ class Progress(Protocol):
     def start(self, name: str, total: int) -> None: ...
 
     def advance(self, count: int) -> None: ...
+
+    # Optional: ``note(text)`` says one line (a start-up check still waiting); a progress without it says nothing.
 
 
 class RunRecord:
@@ -208,7 +215,9 @@ async def _run_all(plans: list[RequestPlan], settings: LiveSettings, progress: P
 
 async def _measure(plans: list[RequestPlan], outcome: LiveOutcome, pools: list[ServerPool],
                    settings: LiveSettings, progress: Progress | None, default_in_flight: int) -> None:
-    outcome.servers = list(await asyncio.gather(*(_server_info(p, settings.model) for p in pools)))
+    note = getattr(progress, "note", None)
+    limit = min(settings.idle_timeout_s, STARTUP_TIMEOUT_S)
+    outcome.servers = list(await asyncio.gather(*(_server_info(p, settings.model, limit, note) for p in pools)))
     models = [s["model"] for s in outcome.servers]
     if settings.warmup_requests:
         # At least as many at once as a measured run holds in flight on one server: the first run measured (asp's)
@@ -354,8 +363,26 @@ def lengths_not_forced(plan: RequestPlan, record: RunRecord, urls: list[str]) ->
 # Before the measurement: which model, how much KV cache, a warm-up
 
 
-async def _server_info(pool: ServerPool, model: str | None) -> dict:
-    listed = await pool.get_json("/models")
+async def _noted(work: Awaitable[Any], note: Callable[[str], None] | None, what: str, limits: str) -> Any:
+    """Await ``work``; if it is not done within `NOTE_AFTER_S`, say so (one line: ``what`` it waits on, and its
+    ``limits``) through ``note``."""
+    task = asyncio.ensure_future(work)
+    try:
+        if note is not None:
+            done, _ = await asyncio.wait({task}, timeout=NOTE_AFTER_S)
+            if not done:
+                note(f"{what}: no answer yet after {NOTE_AFTER_S:g} s ({limits})")
+        return await task
+    finally:
+        task.cancel()
+
+
+async def _server_info(pool: ServerPool, model: str | None, limit_s: float = STARTUP_TIMEOUT_S,
+                       note: Callable[[str], None] | None = None) -> dict:
+    tries = pool.retries + 1
+    listed = await _noted(pool.get_json("/models", timeout_s=limit_s), note,
+                          f"waiting for {pool.url} to answer GET /v1/models",
+                          f"each try waits at most {limit_s:g} s, {tries} tr{'y' if tries == 1 else 'ies'}")
     names = [m.get("id") for m in listed.get("data", [])] if isinstance(listed, dict) else []
     names = [n for n in names if isinstance(n, str)]
     if model is None:
@@ -365,26 +392,32 @@ async def _server_info(pool: ServerPool, model: str | None) -> dict:
     elif names and model not in names:
         raise ServerError(f"server {pool.url} serves {', '.join(names)}, not {model!r}; pass --model "
                           f"{names[0]}")
-    return {"url": pool.url, "model": model, "kv_cache_tokens": await kv_cache_tokens(pool)}
+    return {"url": pool.url, "model": model, "kv_cache_tokens": await kv_cache_tokens(pool, limit_s, note)}
 
 
 _CACHE_INFO = re.compile(r"^vllm:cache_config_info\{([^}]*)\}", re.M)
 
 
-async def kv_cache_tokens(pool: ServerPool) -> int | None:
+async def kv_cache_tokens(pool: ServerPool, limit_s: float = STARTUP_TIMEOUT_S,
+                          note: Callable[[str], None] | None = None) -> int | None:
     """The server's KV-cache size in tokens, where it says: vLLM's ``/metrics`` (``cache_config_info``:
-    ``num_gpu_blocks`` x ``block_size``) or SGLang's ``/get_server_info`` (``max_total_num_tokens``)."""
+    ``num_gpu_blocks`` x ``block_size``) or SGLang's ``/get_server_info`` (``max_total_num_tokens``); one try of
+    each, of at most ``limit_s`` (a try still unanswered after `NOTE_AFTER_S` is said through ``note``)."""
     saved = pool.retries
     pool.retries = 0
+    limits = f"one try of at most {limit_s:g} s, then the size goes unrecorded"
     try:
         with contextlib.suppress(ServerError):
-            match = _CACHE_INFO.search((await pool.get_bytes("/metrics", root=True)).decode("utf-8", "replace"))
+            raw = await _noted(pool.get_bytes("/metrics", root=True, timeout_s=limit_s), note,
+                               f"waiting for {pool.url} to answer GET /metrics (its KV-cache size)", limits)
+            match = _CACHE_INFO.search(raw.decode("utf-8", "replace"))
             if match:
                 labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
                 with contextlib.suppress(KeyError, ValueError):
                     return int(labels["num_gpu_blocks"]) * int(labels["block_size"])
         with contextlib.suppress(ServerError):
-            info = await pool.get_json("/get_server_info", root=True)
+            info = await _noted(pool.get_json("/get_server_info", root=True, timeout_s=limit_s), note,
+                                f"waiting for {pool.url} to answer GET /get_server_info (its KV-cache size)", limits)
             value = info.get("max_total_num_tokens") if isinstance(info, dict) else None
             if isinstance(value, int) and value > 0:
                 return value

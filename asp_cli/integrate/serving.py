@@ -190,31 +190,34 @@ class ServerPool:
             return await self._with_retries(
                 lambda: self._completion(payload, headers, stream, label, deadline_s), label=label)
 
-    async def get_json(self, path: str, *, root: bool = False) -> Any:
+    async def get_json(self, path: str, *, root: bool = False, timeout_s: float | None = None) -> Any:
         """GET ``path`` under the API path (or under the server's root) and parse it as JSON.
 
         Raises
         ------
         ServerError
         """
-        raw = await self.get_bytes(path, root=root)
+        raw = await self.get_bytes(path, root=root, timeout_s=timeout_s)
         try:
             return json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             raise ServerError(f"server {self.url}: GET {path} did not answer JSON; is it an OpenAI-compatible "
                               "server?") from None
 
-    async def get_bytes(self, path: str, *, root: bool = False) -> bytes:
-        """GET ``path`` under the API path (or the server's root) and return the body.
+    async def get_bytes(self, path: str, *, root: bool = False, timeout_s: float | None = None) -> bytes:
+        """GET ``path`` under the API path (or the server's root) and return the body; each try must be answered
+        in full within ``timeout_s`` (default the idle timeout).
 
         Raises
         ------
         ServerError
         """
         full = (self.root_path if root else self.api_path) + path
+        limit = self.idle_timeout_s if timeout_s is None else timeout_s
 
         async def once() -> bytes:
-            answer, _ = await self._exchange(self._head("GET", full, {}, 0), stream=False)
+            answer, _ = await self._exchange(self._head("GET", full, {}, 0), stream=False, idle_timeout_s=limit,
+                                             deadline_s=limit)
             if answer.status >= 500 or answer.status == 429:
                 raise _Retry(f"HTTP {answer.status}: {_error_message(answer.body)}", _retry_after(answer))
             if answer.status != 200:
@@ -272,7 +275,8 @@ class ServerPool:
     async def _completion(self, payload: bytes, headers: dict[str, str], stream: bool, label: str,
                           deadline_s: float) -> Completion:
         head = self._head("POST", self.api_path + "/completions", headers, len(payload))
-        answer, send_s = await self._exchange(head + payload, stream=stream, deadline_s=deadline_s)
+        answer, send_s = await self._exchange(head + payload, stream=stream, deadline_s=deadline_s,
+                                              late="; a stuck engine behind a proxy? --request-timeout sets the limit")
         if answer.status != 200:
             message = _error_message(answer.body)
             if answer.status >= 500 or answer.status == 429:
@@ -318,8 +322,9 @@ class ServerPool:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     async def _exchange(self, request: bytes, *, stream: bool, idle_timeout_s: float | None = None,
-                        deadline_s: float = math.inf) -> tuple[Answer, float]:
-        """Send one request on a pooled connection; return the answer and when the request went out."""
+                        deadline_s: float = math.inf, late: str = "") -> tuple[Answer, float]:
+        """Send one request on a pooled connection; return the answer and when the request went out (``late``: what
+        the message of an answer not complete by ``deadline_s`` adds)."""
         idle = self.idle_timeout_s if idle_timeout_s is None else idle_timeout_s
         connection, reused = await self._connection(idle)
         send_s = self.now()
@@ -332,8 +337,8 @@ class ServerPool:
             raise _Retry(str(exc)) from None
         except DeadlinePassed:
             self._discard(connection)
-            raise _Retry(f"the answer was not complete after {deadline_s:g} s, though the server kept sending bytes; "
-                         "a stuck engine behind a proxy? --request-timeout sets the limit") from None
+            raise _Retry(f"the answer was not complete after {deadline_s:g} s, though the server kept sending bytes"
+                         f"{late}") from None
         except TimeoutError:
             self._discard(connection)
             raise _Retry(f"nothing came from the server for {idle:g} s") from None
