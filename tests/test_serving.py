@@ -290,3 +290,76 @@ def test_a_server_that_answers_json_to_a_stream_request_fails_at_once():
         f"server {server.url}: asp request seq 3 sample 1 (prompt id 'p7') was answered with plain JSON, not a "
         "stream (the server ignores \"stream\": true); pass --no-stream (a replay without first-token times, which "
         "asp calibrate needs), or serve the model with vLLM or SGLang, which stream")
+
+
+class _Transport:
+    """Enough of an asyncio transport for a `Connection` fed by hand."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_huge_chunk_is_parsed_as_it_arrives_not_buffered_whole(stream):
+    """A chunked answer announcing one chunk of 4 GiB was buffered whole before anything was read from it: the
+    streamed tail's limit (and a plain answer's size limit) applied only once the chunk was complete (read in a
+    hostile-server round). Its bytes are taken as they arrive."""
+    import json
+
+    from asp_cli.integrate.http_wire import _MAX_BODY, TAIL_BYTES, Connection, ConnectionBroken
+
+    async def main():
+        connection = Connection(lambda: 0.0)
+        connection.connection_made(_Transport())
+        future = connection.exchange(b"GET", stream=stream, idle_timeout_s=60)
+        connection.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n100000000\r\n")
+        event = b"data: " + json.dumps({"choices": [{"index": 0, "text": " x"}]}).encode() + b"\n\n"
+        piece = event * ((1 << 20) // len(event))
+        for _ in range(80):  # 80 MiB, past a plain answer's limit too
+            connection.data_received(piece)
+            if future.done():
+                break
+            assert len(connection.buffer) < 2 * len(piece)
+            assert connection.kept <= 2 * TAIL_BYTES + len(piece) or not stream
+        return connection, future
+
+    connection, future = run(main())
+    if stream:
+        assert not future.done() and connection.first_at == 0.0
+    else:
+        with pytest.raises(ConnectionBroken, match="the answer is too large"):
+            future.result()
+        assert connection.kept > _MAX_BODY
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+def test_the_first_token_is_found_after_keep_alive_comments_and_an_event_split_in_two(newline):
+    """Events before the first token are read once each (a stream of keep-alive comments was parsed whole on every
+    piece), and a token event split across reads is still found when it completes."""
+    from asp_cli.integrate.http_wire import Connection
+
+    ticks = iter(range(100))
+
+    async def main():
+        connection = Connection(lambda: float(next(ticks)))
+        connection.connection_made(_Transport())
+        connection.exchange(b"GET", stream=True, idle_timeout_s=60)
+        connection.data_received(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+        end = newline * 2
+        for piece in [b": keep-alive" + end] * 3 + [b'data: {"choices": [], "usage": {}}' + end, b'data: {"choi',
+                                                    b'ces": [{"index": 0, "text": " x"}]}' + newline]:
+            connection.data_received(piece)
+            assert connection.first_at is None
+        connection.data_received(newline)
+        return connection
+
+    connection = run(main())
+    skipped = 3 * len(b": keep-alive") + len(b'data: {"choices": [], "usage": {}}') + 4 * 2 * len(newline)
+    assert connection.first_at == 0.0 and connection.scanned == skipped
+    assert connection.parts[0].startswith(b": keep-alive")

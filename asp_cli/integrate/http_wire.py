@@ -81,6 +81,7 @@ class Connection(asyncio.Protocol):
         self.got_bytes = False
         self.first_at: float | None = None
         self.head_events = b""
+        self.scanned = 0  # of head_events, the bytes whose complete events held no token
         self.parts: list[bytes] = []
         self.kept = 0
         self.last = loop.time()
@@ -151,11 +152,19 @@ class Connection(asyncio.Protocol):
                 size = int(bytes(buffer[:end]).split(b";")[0].strip() or b"x", 16)
                 del buffer[: end + 2]
                 self.phase, self.left = ("trailer", 0) if size == 0 else ("chunk", size)
-            elif self.phase == "chunk":
-                if len(buffer) < self.left + 2:
+            elif self.phase == "chunk":  # taken as it arrives: a chunk may announce any size (4 GiB)
+                take = min(self.left, len(buffer))
+                if take:
+                    self._piece(bytes(buffer[:take]))
+                    del buffer[:take]
+                    self.left -= take
+                if self.left:
                     return
-                self._piece(bytes(buffer[: self.left]))
-                del buffer[: self.left + 2]
+                self.phase = "chunk-end"
+            elif self.phase == "chunk-end":  # the CRLF after a chunk's data
+                if len(buffer) < 2:
+                    return
+                del buffer[:2]
                 self.phase = "size"
             elif self.phase == "trailer":
                 end = buffer.find(b"\r\n")
@@ -201,10 +210,19 @@ class Connection(asyncio.Protocol):
         if self.stream and self.status == 200:
             if self.first_at is None:
                 self.head_events += piece
-                if has_token(self.head_events):
+                unread = self.head_events[self.scanned:]
+                if has_token(unread):
                     self.first_at = self.clock()
                     self.parts, self.kept = [self.head_events], len(self.head_events)
                     self.head_events = b""
+                    return
+                if len(self.head_events) > _MAX_BODY:  # a stream of megabytes and no token is not a completion
+                    raise ValueError("the answer is too large")
+                # The complete events read held no token: read only what follows them next time (a stream of
+                # keep-alive comments was parsed whole on every piece).
+                ends = [at + size for at, size in ((unread.rfind(b"\n\n"), 2), (unread.rfind(b"\r\n\r\n"), 4))
+                        if at >= 0]
+                self.scanned += max(ends, default=0)
                 return
             self.parts.append(piece)
             self.kept += len(piece)
