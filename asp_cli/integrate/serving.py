@@ -37,9 +37,9 @@ from asp_cli.integrate.http_wire import Answer, Connection, ConnectionBroken, De
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF_S = 0.5
 DEFAULT_IDLE_TIMEOUT_S = 600.0  # no byte for this long: the request has failed (long generations stream)
-# Without --request-timeout an attempt may take the idle timeout plus this per token asked for: a decode rate of 2 tokens
-# a second, 10 to 50 times below a loaded engine's, so that only a server that never finishes (a stuck engine behind a
-# proxy that keeps sending SSE keep-alive comments, an answer trickling a byte at a time) reaches it.
+# Without --request-timeout an attempt may take the idle timeout plus this per token asked for: a decode rate of 2
+# tokens a second, 10 to 50 times below a loaded engine's, so that only a server that never finishes (a stuck engine
+# behind a proxy that keeps sending SSE keep-alive comments, an answer trickling a byte at a time) reaches it.
 SLOW_TOKEN_S = 0.5
 _DEFAULT_MAX_TOKENS = 16  # the OpenAI completions API's default max_tokens
 # Reuse an idle connection only if it has been idle for less than this: uvicorn closes at 5 s.
@@ -145,7 +145,8 @@ class ServerPool:
 
     def __init__(self, url: str, *, max_in_flight: int | None = None, retries: int = DEFAULT_RETRIES,
                  backoff_s: float = DEFAULT_BACKOFF_S, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-                 request_timeout_s: float | None = None, clock: Callable[[], float] = time.perf_counter, origin_s: float = 0.0,
+                 request_timeout_s: float | None = None, clock: Callable[[], float] = time.perf_counter,
+                 origin_s: float = 0.0,
                  api_key: str | None = None) -> None:
         self.url = url
         self.scheme, self.host, self.port, self.api_path = parse_server_url(url)
