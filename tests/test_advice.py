@@ -45,6 +45,9 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
                               "trainer that reads batches of 32 consecutive rows and drops a partial last one (verl's "
                               "and AReaL's dataloaders; slime with --num-epoch) leaves those 18 prompts out "
                               "(OpenRLHF trains them as a short step); use a --train-batch-size that divides 50 (e.g.")
+    # Where `dropped_tail_warnings` says what the batch drops (its own warning, with the same fixes), this one is
+    # left out: the sample data's `asp schedule` printed both, the first thing a newcomer read.
+    assert plan_warnings(arrange(prompt_frame(50), make_predictions(50), one), one, partial_batch=False) == []
     # A trainer that takes groups as they arrive does not read the schedule's steps, but its dataloader reads the
     # file in batches all the same and drops the partial last one (AReaL's; an AReaL newcomer's 5,000 at 512).
     arrival = dataclass_replace(one, trainer="arrival")
@@ -143,10 +146,12 @@ def test_a_dropped_partial_batch_holding_one_source_is_warned_about():
     assert dropped_tail_warnings(frame, sources, arrival) == [
         "a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) leaves out "
         "the epoch's last 20 rows in file (dispatch) order: 20 of them are 'aime', 20% of that source's prompts, "
-        "where a shuffle's would leave out about 4% of each source, at about the epoch's mean length; use a "
-        "--train-batch-size that divides 500, or --steps representative"]
+        "where a shuffle's would leave out about 4% of each source, at about the epoch's mean length (OpenRLHF trains "
+        "them as a short step); use a --train-batch-size that divides 500 (e.g. 125 or 250; a different batch size "
+        "changes the number of steps, so compare with asp simulate; or keep 480 of the prompts, 3 batches of 160), or "
+        "--steps representative"]
     named = dataclass_replace(arrival, arrangement="long-first")  # --steps constrains auto alone: not offered
-    assert dropped_tail_warnings(frame, sources, named)[0].endswith("use a --train-batch-size that divides 500")
+    assert dropped_tail_warnings(frame, sources, named)[0].endswith("or keep 480 of the prompts, 3 batches of 160)")
     # A schedule-following trainer drops its last train step's groups, here gsm8k's first rows: 5% of it, no warning.
     schedule = dataclass_replace(arrival, trainer="schedule")
     reordered = frame.with_columns(pl.Series("train_step", [9 if r < 20 else 0 for r in range(500)]))

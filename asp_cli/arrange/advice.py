@@ -65,8 +65,10 @@ def settings_warnings(settings: ScheduleSettings) -> list[str]:
     return warnings
 
 
-def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
-    """Warnings about ``frame`` (a schedule, all epochs) for the trainer ``settings`` describe."""
+def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *, partial_batch: bool = True) -> list[str]:
+    """Warnings about ``frame`` (a schedule, all epochs) for the trainer ``settings`` describe; ``partial_batch``
+    False leaves out the one-epoch partial last batch's, where `dropped_tail_warnings` says it with what it drops
+    (the two said the same batch in two warnings, the first thing a newcomer's `asp schedule` printed)."""
     warnings = []
     size = settings.train_batch_size
     prompts = int(frame.filter(pl.col("epoch") == frame["epoch"].min()).height) if frame.height else 0
@@ -79,7 +81,7 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings) -> list[str]:
             f"this schedule's steps from the second epoch on; use a --train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size) + ", or export one epoch at a time (asp export --epoch; verl then "
             "drops each epoch's short last batch)")
-    elif settings.epochs == 1 and prompts > size and prompts % size:
+    elif settings.epochs == 1 and prompts > size and prompts % size and partial_batch:
         # One epoch: nothing is cut across, but a dataloader that drops its last partial batch leaves it out (an
         # epoch smaller than one batch is warned about where the settings are read). A trainer that takes groups
         # as they finish reads the file in dispatch order all the same (AReaL, which drops it too).
@@ -207,7 +209,9 @@ def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame | None, set
                if settings.epochs > 1 else "")
             + ": " + "; ".join(said) + f", where a shuffle's would leave out about {p:.0%} "
             + ("of each source, at about the epoch's mean length" if sourced else "of the epoch, at about its mean length")
+            + ("" if settings.epochs > 1 else " (OpenRLHF trains them as a short step)")
             + f"; use a --train-batch-size that divides {rows:,}"
+            + (dividing_example(rows, size) if settings.epochs == 1 else "")
             + (", or --steps representative" if settings.arrangement == "auto" else "")]
 
 

@@ -559,10 +559,10 @@ def schedule(
     prompts = prompts.select(C.ROW, C.PROMPT_ID)
     frame, choice = plan(prompts, predicted, settings, preset=preset)
     unnamed, id_hint = row_numbered(read_report)
+    dropped = dropped_tail_warnings(frame, sources, settings)
     warnings = (_input_warnings(prompts, history_frame, settings, preset, unnamed, id_hint)
-                + plan_warnings(frame, settings))
-    warnings.extend((source_warnings(frame, sources) if sources is not None else [])
-                    + dropped_tail_warnings(frame, sources, settings))
+                + plan_warnings(frame, settings, partial_batch=not dropped))
+    warnings.extend((source_warnings(frame, sources) if sources is not None else []) + dropped)
     if sources is not None:
         if not predictions:
             from asp_cli.predict.prediction import lost_sources_warning
