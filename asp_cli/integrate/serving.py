@@ -277,7 +277,8 @@ class ServerPool:
                           deadline_s: float) -> Completion:
         head = self._head("POST", self.api_path + "/completions", headers, len(payload))
         answer, send_s = await self._exchange(head + payload, stream=stream, deadline_s=deadline_s,
-                                              late="; a stuck engine behind a proxy? --request-timeout sets the limit")
+                                              late="; a stuck engine behind a proxy? asp replay's --request-timeout "
+                                                   "sets the limit")
         if answer.status != 200:
             message = _error_message(answer.body)
             if answer.status >= 500 or answer.status == 429:
