@@ -24,6 +24,18 @@ def body(length: int, *, stream: bool = True, forced: bool = True) -> dict:
 def run(coroutine):
     return asyncio.run(coroutine)
 
+def complete_once(url, request, label, **options):
+    """One request through a fresh pool of ``options``, closed after: what most tests here send."""
+    async def main():
+        pool = ServerPool(url, **options)
+        try:
+            return await pool.complete(request, label=label)
+        finally:
+            await pool.close()
+
+    return run(main())
+
+
 
 def test_parse_server_url():
     assert parse_server_url("http://h:8000") == ("http", "h", 8000, "/v1")
@@ -80,16 +92,12 @@ def test_5xx_answers_are_retried_until_the_server_recovers():
 
 
 def test_a_dropped_connection_is_retried_then_named_in_one_clear_error():
-    async def main(url):
-        pool = ServerPool(url, retries=2, backoff_s=0.001)
-        try:
-            await pool.complete(body(5), label="asp request seq 3 sample 1 (prompt id 'p7')")
-        finally:
-            await pool.close()
+    def main(url):
+        return complete_once(url, body(5), "asp request seq 3 sample 1 (prompt id 'p7')", retries=2, backoff_s=0.001)
 
     with FakeServer(faults=Faults(drop_after=0)) as server:
         with pytest.raises(ServerError) as caught:
-            run(main(server.url))
+            main(server.url)
         attempts = server.completions
     message = str(caught.value)
     assert message.startswith(f"server {server.url}: asp request seq 3 sample 1 (prompt id 'p7') failed after 3 "
@@ -154,32 +162,24 @@ def test_a_retry_waits_as_long_as_retry_after_says(monkeypatch, status, header, 
 def test_a_plain_answer_that_is_no_completion_is_not_taken_for_one(answer):
     """A 200 answer of JSON that is no completion (a list, an object without choices) was measured as a finished
     request (a hostile-input round): it is retried as an answer that is not JSON is, then named."""
-    async def main(url):
-        pool = ServerPool(url, retries=1, backoff_s=0.001)
-        try:
-            await pool.complete(body(5, stream=False), label="r")
-        finally:
-            await pool.close()
+    def main(url):
+        return complete_once(url, body(5, stream=False), "r", retries=1, backoff_s=0.001)
 
     with FakeServer(faults=Faults(body=answer)) as server:
         with pytest.raises(ServerError, match=r"r failed after 2 attempts \(the answer was not a completion"):
-            run(main(server.url))
+            main(server.url)
         assert server.completions == 2
 
 
 def test_a_server_that_sends_nothing_is_said_to_for_how_long():
     """The idle timeout was said as "no answer within the idle timeout", without its seconds (600 by default, and four
     attempts of it before a replay stops)."""
-    async def main(url):
-        pool = ServerPool(url, retries=0, idle_timeout_s=0.2)
-        try:
-            await pool.complete(body(5), label="r")
-        finally:
-            await pool.close()
+    def main(url):
+        return complete_once(url, body(5), "r", retries=0, idle_timeout_s=0.2)
 
     with FakeServer(faults=Faults(hold=lambda rid: True)) as server:
         with pytest.raises(ServerError, match=r"\(nothing came from the server for 0.2 s\)"):
-            run(main(server.url))
+            main(server.url)
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_without_spending_an_attempt():
@@ -231,17 +231,14 @@ def test_a_server_that_keeps_sending_bytes_is_stopped_by_the_request_deadline(st
     replay ran on for ever (a hostile-server round). Each attempt has a deadline for the whole answer too."""
     import time
 
-    async def main(url):
-        pool = ServerPool(url, retries=1, backoff_s=0.001, idle_timeout_s=0.2, request_timeout_s=0.4)
-        try:
-            await pool.complete(body(5, stream=stream), label="asp request seq 3 sample 1 (prompt id 'p7')")
-        finally:
-            await pool.close()
+    def main(url):
+        return complete_once(url, body(5, stream=stream), "asp request seq 3 sample 1 (prompt id 'p7')", retries=1,
+                             backoff_s=0.001, idle_timeout_s=0.2, request_timeout_s=0.4)
 
     with FakeServer(faults=Faults(trickle_s=0.02)) as server:
         start = time.perf_counter()
         with pytest.raises(ServerError) as caught:
-            run(main(server.url))
+            main(server.url)
         took = time.perf_counter() - start
         assert server.completions == 2
     assert took < 3.0
@@ -260,31 +257,23 @@ def test_the_default_request_deadline_grows_with_the_forced_length():
     assert request_deadline_s({"max_tokens": 1000}, idle_timeout_s=600.0, request_timeout_s=30.0) == 30.0
     assert request_deadline_s({}, idle_timeout_s=2.0) == 2.0 + SLOW_TOKEN_S * 16  # the servers' default max_tokens
 
-    async def main(url):
-        pool = ServerPool(url, retries=0, idle_timeout_s=0.1)
-        try:
-            await pool.complete(body(1, stream=False), label="r")
-        finally:
-            await pool.close()
+    def main(url):
+        return complete_once(url, body(1, stream=False), "r", retries=0, idle_timeout_s=0.1)
 
     with FakeServer(faults=Faults(trickle_s=0.02)) as server:
         with pytest.raises(ServerError, match=r"r failed after 1 attempt \(the answer was not complete after 0.6 s"):
-            run(main(server.url))
+            main(server.url)
 
 
 def test_a_server_that_answers_json_to_a_stream_request_fails_at_once():
     """A server that ignores "stream": true and answers a plain completion failed after 4 pointless attempts with
     "the stream failed: no token and no usage" (a hostile-server round). It is said at once, with the fix."""
-    async def main(url):
-        pool = ServerPool(url, backoff_s=0.001)
-        try:
-            await pool.complete(body(5), label="asp request seq 3 sample 1 (prompt id 'p7')")
-        finally:
-            await pool.close()
+    def main(url):
+        return complete_once(url, body(5), "asp request seq 3 sample 1 (prompt id 'p7')", backoff_s=0.001)
 
     with FakeServer(faults=Faults(ignore_stream=True)) as server:
         with pytest.raises(ServerError) as caught:
-            run(main(server.url))
+            main(server.url)
         assert server.completions == 1
     assert str(caught.value) == (
         f"server {server.url}: asp request seq 3 sample 1 (prompt id 'p7') was answered with plain JSON, not a "
