@@ -175,10 +175,10 @@ def test_a_server_that_sends_nothing_is_said_to_for_how_long():
     """The idle timeout was said as "no answer within the idle timeout", without its seconds (600 by default, and four
     attempts of it before a replay stops)."""
     def main(url):
-        return complete_once(url, body(5), "r", retries=0, idle_timeout_s=0.2)
+        return complete_once(url, body(5), "r", retries=0, idle_timeout_s=1.0)
 
     with FakeServer(faults=Faults(hold=lambda rid: True)) as server:
-        with pytest.raises(ServerError, match=r"\(nothing came from the server for 0.2 s\)"):
+        with pytest.raises(ServerError, match=r"\(nothing came from the server for 1 s\)"):
             main(server.url)
 
 
@@ -233,7 +233,7 @@ def test_a_server_that_keeps_sending_bytes_is_stopped_by_the_request_deadline(st
 
     def main(url):
         return complete_once(url, body(5, stream=stream), "asp request seq 3 sample 1 (prompt id 'p7')", retries=1,
-                             backoff_s=0.001, idle_timeout_s=0.2, request_timeout_s=0.4)
+                             backoff_s=0.001, idle_timeout_s=1.0, request_timeout_s=1.5)
 
     with FakeServer(faults=Faults(trickle_s=0.02)) as server:
         start = time.perf_counter()
@@ -241,10 +241,10 @@ def test_a_server_that_keeps_sending_bytes_is_stopped_by_the_request_deadline(st
             main(server.url)
         took = time.perf_counter() - start
         assert server.completions == 2
-    assert took < 3.0
+    assert took < 8.0  # two attempts of 1.5 s, not for ever (idle timeouts of a second: a loaded machine's jitter)
     assert str(caught.value).startswith(
         f"server {server.url}: asp request seq 3 sample 1 (prompt id 'p7') failed after 2 attempts (the answer was "
-        "not complete after 0.4 s")
+        "not complete after 1.5 s")
 
 
 def test_the_default_request_deadline_grows_with_the_forced_length():
@@ -258,10 +258,10 @@ def test_the_default_request_deadline_grows_with_the_forced_length():
     assert request_deadline_s({}, idle_timeout_s=2.0) == 2.0 + SLOW_TOKEN_S * 16  # the servers' default max_tokens
 
     def main(url):
-        return complete_once(url, body(1, stream=False), "r", retries=0, idle_timeout_s=0.1)
+        return complete_once(url, body(1, stream=False), "r", retries=0, idle_timeout_s=1.0)
 
     with FakeServer(faults=Faults(trickle_s=0.02)) as server:
-        with pytest.raises(ServerError, match=r"r failed after 1 attempt \(the answer was not complete after 0.6 s"):
+        with pytest.raises(ServerError, match=r"r failed after 1 attempt \(the answer was not complete after 1.5 s"):
             main(server.url)
 
 
@@ -352,3 +352,13 @@ def test_the_first_token_is_found_after_keep_alive_comments_and_an_event_split_i
     skipped = 3 * len(b": keep-alive") + len(b'data: {"choices": [], "usage": {}}') + 4 * 2 * len(newline)
     assert connection.first_at == 0.0 and connection.scanned == skipped
     assert connection.parts[0].startswith(b": keep-alive")
+
+
+def test_a_connection_not_made_in_time_is_said_with_its_seconds():
+    """A connect that timed out was said as "no answer within the idle timeout" (the phrase the idle timeout had
+    before it said its seconds): a loaded test machine's replay read that where it had waited 0.2 s."""
+    from asp_cli.integrate.serving import _describe
+
+    assert _describe(TimeoutError(), 60.0) == "no connection within 60 s"
+    assert _describe(TimeoutError(), 0.5) == "no connection within 0.5 s"
+    assert _describe(ConnectionRefusedError(111, "Connection refused"), 60.0) == "Connection refused"

@@ -367,7 +367,7 @@ class ServerPool:
                 loop.create_connection(lambda: Connection(self.clock), self.host, self.port, ssl=context),
                 min(idle_timeout_s, 60.0))
         except (OSError, TimeoutError, asyncio.TimeoutError) as exc:
-            raise _Retry(f"cannot connect: {_describe(exc)}") from None
+            raise _Retry(f"cannot connect: {_describe(exc, min(idle_timeout_s, 60.0))}") from None
         self._open.add(connection)
         return connection, False
 
@@ -475,7 +475,7 @@ def _error_message(raw: bytes) -> str:
     return text[:_ERROR_TEXT] or "no message"
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-        return "no answer within the idle timeout"
+def _describe(exc: BaseException, waited_s: float) -> str:
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):  # said with its seconds, as the idle timeout is
+        return f"no connection within {waited_s:g} s"
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
