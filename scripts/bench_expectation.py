@@ -60,11 +60,17 @@ What this shows (measured 2026-12-07, `h100-qwen2.5-7b`, the code of that day):
   its emulated GSM8K and MATH samples are each a different one of about 40 models' answers.
 """
 
-# (engine, lag bound or the workload's own, trainer, router, label)
-SETTINGS = (("continuous", "workload", "arrival", None, "blocking engine, the workload's lag bound"),
-            ("streaming", 0, "schedule", None, "verl's synchronous trainer on servers, as verl routes"),
-            ("streaming", 0, "schedule", "cache-aware", "slime's synchronous trainer, as sglang-router routes"),
-            ("streaming", 0, "schedule", "group-round-robin", "OpenRLHF's synchronous trainer, as it deals"))
+# name: (engine, lag bound or the workload's own, trainer, router, label)
+SETTINGS = {
+    "blocking": ("continuous", "workload", "arrival", None, "blocking engine, the workload's lag bound"),
+    "verl-sync": ("streaming", 0, "schedule", None, "verl's synchronous trainer on servers, as verl routes"),
+    "slime-sync": ("streaming", 0, "schedule", "cache-aware", "slime's synchronous trainer, as sglang-router routes"),
+    "openrlhf-sync": ("streaming", 0, "schedule", "group-round-robin", "OpenRLHF's synchronous trainer, as it deals"),
+    # Not in the table (`--settings verl-async`): verl's fully asynchronous trainer at the workload's lag bound,
+    # every sample placed by count as it is submitted (`asp_cli.sim.verl_async`), as auto times it.
+    "verl-async": ("streaming", "workload", "arrival", None, "verl's asynchronous trainer, as verl routes"),
+}
+TABLE_SETTINGS = ("blocking", "verl-sync", "slime-sync", "openrlhf-sync")
 
 
 def realized_s(row: dict, engine: str) -> float:
@@ -72,7 +78,8 @@ def realized_s(row: dict, engine: str) -> float:
     return float(row["verl_routed_end_to_end_s"] if engine == "streaming" else row["end_to_end_s"])
 
 
-def expectation_rows(data: Path, preset, seeds: int, names: tuple[str, ...] | None = None) -> list[dict]:
+def expectation_rows(data: Path, preset, seeds: int, names: tuple[str, ...] | None = None,
+                     settings_named: tuple[str, ...] = TABLE_SETTINGS) -> list[dict]:
     """One row per workload and setting: the summary's expected saving over the shuffle, the realized one."""
     from asp_cli.arrange.pipeline import plan
     from asp_cli.bench.compare import ASP, WORKLOADS, build_workload, compare
@@ -81,7 +88,7 @@ def expectation_rows(data: Path, preset, seeds: int, names: tuple[str, ...] | No
     for name, spec in WORKLOADS.items():
         if names is not None and name not in names:
             continue
-        for engine, lag_rule, trainer, router, label in SETTINGS:
+        for engine, lag_rule, trainer, router, label in (SETTINGS[n] for n in settings_named):
             expected, realized, inside, picks = [], [], 0, []
             for seed in range(seeds):
                 lag = spec.max_lag if lag_rule == "workload" else lag_rule
@@ -132,17 +139,24 @@ def main() -> None:
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--workloads", default=None, help="comma-separated workload names (default: all)")
+    parser.add_argument("--settings", default=",".join(TABLE_SETTINGS),
+                        help=f"comma-separated, of {', '.join(SETTINGS)} (default: the table's)")
     parser.add_argument("--write-docs", action="store_true", help="rewrite the section in --doc")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    chosen = tuple(args.settings.split(","))
+    if not chosen or any(n not in SETTINGS for n in chosen):
+        parser.error(f"--settings takes names of {', '.join(SETTINGS)} (got {args.settings!r})")
+    if args.write_docs and chosen != TABLE_SETTINGS:
+        parser.error("--settings other than the table's is a what-if; it does not rewrite the docs")
     if not args.data.is_dir():
         print(f"Skipped: {args.data} is not there (the real length data is read at run time).", file=sys.stderr)
         return
     from asp_cli.costmodel import load_preset
 
     names = tuple(args.workloads.split(",")) if args.workloads else None
-    rows = expectation_rows(args.data, load_preset("h100-qwen2.5-7b"), args.seeds, names)
+    rows = expectation_rows(args.data, load_preset("h100-qwen2.5-7b"), args.seeds, names, chosen)
     body = (f"{SECTION}\n\n`python scripts/bench_expectation.py --seeds {args.seeds}`: the summary's expected saving of auto's "
             "pick over a shuffle beside the saving replayed on the true lengths (mean over seeds).\n\n"
             + table(rows) + FINDINGS)
