@@ -270,3 +270,20 @@ def test_the_slime_line_counts_a_resumed_runs_rollouts_for_a_later_epoch(tmp_pat
             "rollout: --num-rollout 8") in later
     first = " ".join(invoke("export", schedule, data, "-o", tmp_path / "e0.jsonl", "--epoch", "0").stderr.split())
     assert "--num-rollout 4, no --rollout-shuffle" in first and "resumed" not in first
+
+
+def test_the_slime_line_asks_for_the_chat_template_for_chat_list_prompts(tmp_path):
+    """slime passes a chat-message list through as the list unless --apply-chat-template: the JSON-lines export's
+    OpenRLHF line said --data.apply_chat_template for the sample data's chat lists and its slime line did not (a
+    slime newcomer's round); text prompts are told neither."""
+    chat = write_jsonl(tmp_path / "chat.jsonl", [{"id": f"p{i}", "prompt": [{"role": "user", "content": f"q {i}"}]}
+                                                 for i in range(64)])
+    text = write_jsonl(tmp_path / "text.jsonl", [{"id": f"p{i}", "question": f"q {i}"} for i in range(64)])
+    for data, key, said in ((chat, "prompt", True), (text, "question", False)):
+        schedule = tmp_path / f"{key}.parquet"
+        assert invoke("schedule", data, "-o", schedule, "--train-batch-size", "16", "-q").exit_code == 0
+        out = invoke("export", schedule, data, "-o", tmp_path / f"{key}.jsonl", "--metadata-key", "metadata")
+        assert out.exit_code == 0, out.output
+        slime = next(line for line in out.stderr.splitlines() if line.strip().startswith("slime:"))
+        assert (f"--input-key {key} --apply-chat-template --metadata-key metadata" in slime) is said, slime
+        assert ("--apply-chat-template" in slime) is said and (f"--input-key {key} --metadata-key" in slime) is not said

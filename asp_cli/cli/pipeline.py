@@ -110,7 +110,10 @@ def _file_order_settings(summary: dict, order: str) -> str:
     # slime's --input-key defaults to `input`, and --global-batch-size must equal rollout batch x n over
     # --num-steps-per-rollout where both are set (slime v0.3.1 arguments.py:648, 1907-1915): a slime newcomer's run
     # scripts set the latter.
+    # A chat list reaches slime's prompt as the list itself unless --apply-chat-template (slime v0.3.1
+    # utils/data.py, Dataset): the OpenRLHF line said its flag and slime's did not (a slime newcomer's round).
     keys = (f" --input-key {summary['prompt_column']}" if summary.get("prompt_column") else "") + (
+        " --apply-chat-template" if summary.get("prompt_is_chat") else "") + (
         f" --metadata-key {summary['metadata_key']}" if summary.get("metadata_key") else "")
     lines = [
         "  read it in file order, unshuffled:",
