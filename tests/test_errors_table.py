@@ -228,6 +228,14 @@ CASES = [
      "log_twice.jsonl:2: prompt id 'a' sample 0 again, of the same length (column 'sample'; first at line 1), 1 such "
      "repeat in all: the same samples logged twice would count twice; keep each once, or pass --on-bad-row skip to "
      "keep the first of each"),
+    ("E98", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--router", "cache-aware"], 4,
+     "--router cache-aware is how servers that refill place requests: add --engine streaming, or drop it"),
+    ("E98", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--engine", "streaming", "--router",
+             "group-round-robin", "--max-lag", "2", "--trainer", "schedule"], 4,
+     "--router group-round-robin deals a batch's groups to the servers in turn: with --trainer schedule it is "
+     "OpenRLHF's, at --max-lag 0 (synchronous, its default) or 1"),
+    ("E98", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--engine", "streaming", "--router",
+             "cache_aware"], 4, "(got 'cache_aware'); did you mean cache-aware?"),
     ("E54", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet/"], 7,
      "o.parquet/ ends with '/', so it names a folder; name the output file without the slash"),
 ]
