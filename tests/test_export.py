@@ -863,3 +863,20 @@ def test_verl_layout_says_when_it_replaces_a_dataset_s_own_values(tmp_path):
     said = " ".join(result.warnings)
     assert "column 'extra_info' holds 6 values that are not objects (String)" in said
     assert "column 'reward_model' holds 6 values that are not objects" in said
+
+
+@pytest.mark.parametrize(("name", "told"), [
+    ("openrlhf", "OpenRLHF reads JSON lines: --format jsonl --order train (docs/integrations.md)"),
+    ("slime", "slime reads JSON lines: --format jsonl --order train --metadata-key metadata"),
+    ("AReaL", "AReaL reads JSON lines in dispatch order: --format jsonl"),
+    ("mindspeed-rl", "MindSpeed-RL reads Parquet: --format parquet --order train"),
+    ("csv", None),
+])
+def test_a_frameworks_name_as_the_format_is_told_which_format_it_reads(built, name, told):  # noqa: F811
+    """An OpenRLHF newcomer's first try was `--format openrlhf`: refused with the three formats alone, the format and
+    order docs/integrations.md gives that framework were a search away. Any other wrong name is told the list."""
+    with pytest.raises(SettingsError) as refused:
+        export(built["schedule"], [built["prompts"]], None, format=name)
+    message = str(refused.value)
+    assert message.startswith(f"--format must be one of parquet, jsonl, verl (got {name!r})"), message
+    assert (told in message) if told else message.endswith(f"(got {name!r})"), message

@@ -35,7 +35,7 @@ from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
-from asp_cli.integrate.export_options import ASP_COLUMNS, FORMATS, VERL_CHUNKING, check_options
+from asp_cli.integrate.export_options import ASP_COLUMNS, VERL_CHUNKING, check_format, check_options
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
@@ -167,8 +167,7 @@ def export(
     """
     from asp_cli.output import check_output_path
 
-    if format not in FORMATS:
-        raise SettingsError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
+    check_format(format)
     if verl_trainer not in VERL_TRAINERS:
         raise SettingsError(f"--verl-trainer must be one of {', '.join(VERL_TRAINERS)} (got {verl_trainer!r})")
     if verl_trainer != "auto" and format != "verl":  # it names the trainer whose settings are printed: none are

@@ -18,6 +18,22 @@ ASP_COLUMNS = ("epoch", "instance", "minibatch", "seq", "train_step", "predicted
 VERL_CHUNKING = {"0.9": "v1", "0.7": "legacy"}
 
 
+# A framework's name is a newcomer's first guess at --format (an OpenRLHF newcomer's `--format openrlhf`): the format
+# and order docs/integrations.md gives each.
+_FRAMEWORK_FORMATS = {"openrlhf": "OpenRLHF reads JSON lines: --format jsonl --order train",
+                      "slime": "slime reads JSON lines: --format jsonl --order train --metadata-key metadata",
+                      "areal": "AReaL reads JSON lines in dispatch order: --format jsonl",
+                      "mindspeedrl": "MindSpeed-RL reads Parquet: --format parquet --order train"}
+
+
+def check_format(format: str) -> None:  # noqa: A002
+    """Refuse a ``format`` that is not one of `FORMATS`, saying which one a framework's name wants."""
+    if format not in FORMATS:
+        hint = _FRAMEWORK_FORMATS.get(str(format).lower().replace("-", "").replace("_", ""))
+        raise SettingsError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})"
+                            + (f"; {hint} (docs/integrations.md)" if hint else ""))
+
+
 def check_options(format: str, order: str, workers: int | None, verl_version: str | None, prefix: object,  # noqa: A002
                   route: str, metadata_key: object, trainer: str = "ppo") -> str:
     """Refuse options that name nothing or change nothing with ``format`` and ``order`` (resolved); the verl
