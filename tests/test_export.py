@@ -880,3 +880,24 @@ def test_a_frameworks_name_as_the_format_is_told_which_format_it_reads(built, na
     message = str(refused.value)
     assert message.startswith(f"--format must be one of parquet, jsonl, verl (got {name!r})"), message
     assert (told in message) if told else message.endswith(f"(got {name!r})"), message
+
+
+def test_workers_on_a_schedule_for_openrlhfs_deal_or_slimes_router_is_warned_about(tmp_path):
+    """An OpenRLHF newcomer's `--workers 8` ("8 engines") laid each batch out for 8 contiguous chunks, where OpenRLHF
+    deals the batch in the file's order: most rows then reached other engines than the schedule's instance column,
+    in silence. It is warned about; left out (one chunk, the default for these routers) or 1, it is not."""
+    from asp_cli import ScheduleSettings, schedule
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(60))
+    for router, who in (("group-round-robin", "OpenRLHF deals it to its engines in turn"),
+                        ("cache-aware", "slime submits it through its router")):
+        settings = ScheduleSettings(engine="streaming", router=router, max_lag=0, trainer="schedule", instances=3,
+                                    samples_per_prompt=4, train_batch_size=12)
+        made = schedule([prompts], tmp_path / f"{router}.parquet", settings=settings)
+        warned = export(made.output, [prompts], None, format="jsonl", order="train", workers=3).warnings
+        note = next((w for w in warned if w.startswith("--workers 3 lays each batch out")), None)
+        assert note is not None and f"--router {router}, which takes each batch whole" in note and who in note, warned
+        assert note.endswith("leave --workers out (one chunk a batch)")
+        for workers, order in ((None, "train"), (1, "train"), (None, "dispatch")):
+            quiet = export(made.output, [prompts], None, format="jsonl", order=order, workers=workers).warnings
+            assert not any("lays each batch out" in w for w in quiet), (workers, order, quiet)

@@ -35,7 +35,8 @@ from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
-from asp_cli.integrate.export_options import ASP_COLUMNS, VERL_CHUNKING, check_format, check_options
+from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, check_format, check_options,
+                                              dealt_workers_note)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
@@ -127,8 +128,8 @@ def export(
         Export one epoch (default all, one after the other); ``dispatch`` or ``train`` (default for verl) order.
     workers
         Contiguous chunks per training batch for the ``train`` order (verl:
-        ``actor_rollout_ref.rollout.agent.num_workers``); default verl's 8 for ``verl``, the schedule's
-        instances otherwise.
+        ``actor_rollout_ref.rollout.agent.num_workers``); default verl's 8 for ``verl``, 1 for a schedule
+        made with ``--router cache-aware`` or ``group-round-robin``, the schedule's instances otherwise.
     verl_version
         ``0.9`` (its default trainer cuts the batch's prompts with ``TensorDict.chunk``) or ``0.7`` (its
         trainer, and 0.9's ``trainer.use_v1=False``, cut the n-times repeated batch with ``DataProto.chunk``).
@@ -178,6 +179,7 @@ def export(
     # verl's fully asynchronous rollouter reads one prompt at a time, in file order: the dispatch order.
     order = order or ("train" if format == "verl" and verl_trainer != "fully-async" else "dispatch")
     verl_version = check_options(format, order, workers, verl_version, prefix, route, metadata_key, verl_trainer)
+    dealt_note = dealt_workers_note(replay.schedule.recorded_settings.router, workers, order, format)
     if workers is None and format == "verl":
         workers = VERL_AGENT_WORKERS
     elif workers is None and replay.schedule.recorded_settings.router in ("cache-aware", "group-round-robin"):
@@ -254,7 +256,7 @@ def export(
                    metadata_key=metadata_key)  # for slime's --input-key and --metadata-key
     column = summary["prompt_column"]  # chat messages want the trainer's chat template (OpenRLHF's is off by default)
     summary["prompt_is_chat"] = column in frame.columns and isinstance(frame.schema[column], pl.List)
-    warnings.extend(notes)
+    warnings.extend([*notes, *([dealt_note] if dealt_note else [])])
     if output is not None:
         document = {
             "format": "asp.export",

@@ -78,3 +78,18 @@ def check_options(format: str, order: str, workers: int | None, verl_version: st
                                 "--order train writes; the dispatch order keeps the schedule's: add --order train, "
                                 "or leave --workers out")
     return verl_version
+
+
+def dealt_workers_note(router: str | None, workers: int | None, order: str, format: str) -> str | None:  # noqa: A002
+    """A warning where ``--workers`` re-lays the batches of a schedule made for slime's router or OpenRLHF's deal,
+    which take each batch whole in the file's order (one chunk, as asp timed it and exports it by default): an
+    OpenRLHF newcomer's --workers 8 ("8 engines") put 3,090 of the sample's 3,540 prompts on other engines than the
+    schedule's instance column, in silence."""
+    if order != "train" or format == "verl" or workers in (None, 1) or router not in ("cache-aware",
+                                                                                      "group-round-robin"):
+        return None
+    who = ("OpenRLHF deals it to its engines in turn, the schedule's instance each row's engine"
+           if router == "group-round-robin" else "slime submits it through its router")
+    return (f"--workers {workers} lays each batch out for {workers} contiguous chunks, but the schedule was made with "
+            f"--router {router}, which takes each batch whole in the file's order ({who}), as asp timed it: laid out "
+            "in chunks, rows reach other servers than planned; leave --workers out (one chunk a batch)")
