@@ -926,3 +926,29 @@ def test_a_history_observed_against_an_export_is_read_by_the_schedules_ids(tmp_p
     again = schedule([prompts], tmp_path / "s1.parquet", settings=replace(settings, seed=1),
                      history=[tmp_path / "h.parquet"])
     assert not [w for w in again.warnings if "name other prompts" in w], again.warnings
+
+
+def test_a_log_appended_over_several_epochs_adds_only_its_new_samples(tmp_path):
+    """slime_length_log.py and openrlhf_length_log.py append every epoch's samples to one log; observed after each
+    epoch with its --epoch, the grown log's earlier samples were added again under the new epoch (a slime newcomer's
+    epoch 1 held epoch 0's 28,320 samples twice, without a word). Now only the rows after them are added, said."""
+    out, log = tmp_path / "h.parquet", tmp_path / "asp_lengths.jsonl"
+    rows = [{"prompt_id": f"p{i}", "response_tokens": 100 + i} for i in range(10)]
+    write_jsonl(log, rows[:4])
+    observe([log], out, epoch=0)
+    write_jsonl(log, rows[:7])  # epoch 1 appended to the same file
+    one = observe([log], out, append=True, epoch=1)
+    assert one.summary["rows_added"] == 3
+    assert f"{log}: its first 4 samples are those the history took from a log of this name before (epoch 0), and 3 " \
+           "more, appended since (one log over several epochs): only those are added, not the earlier ones again" \
+           in one.warnings, one.warnings
+    write_jsonl(log, rows)
+    two = observe([log], out, append=True, epoch=2)
+    assert two.summary["rows_added"] == 3 and any("first 7 samples" in w and "(epochs 0, 1)" in w for w in two.warnings)
+    history, _ = read_history(out)
+    assert history.sort("response_tokens")["epoch"].to_list() == [0] * 4 + [1] * 3 + [2] * 3
+    # A log of that name whose first rows are not the earlier samples (another run's, written over the last) is
+    # added whole, as before.
+    write_jsonl(log, [{**r, "response_tokens": 900 + i} for i, r in enumerate(rows + rows)])
+    other = observe([log], out, append=True, epoch=3)
+    assert other.summary["rows_added"] == 20 and not any("appended since" in w for w in other.warnings)

@@ -165,21 +165,32 @@ def already_observed(path: Path, fingerprint: str, history: pl.DataFrame | None,
 
 
 def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataFrame,
-               path: Path) -> tuple[pl.DataFrame, list[dict[str, Any]], list[str]]:
-    """The history without the samples it took from an earlier log of ``path``'s name, where ``part`` (that log read
-    now) holds every one of them and more: the log grew since (a probe run again with --resume rewrites its log
-    whole; appended again, its first samples counted twice without a word: a probe newcomer's round). Any other
-    log of that name (another epoch's, written over the last) is kept beside it."""
+              path: Path) -> tuple[pl.DataFrame, list[dict[str, Any]], pl.DataFrame, list[str]]:
+    """The history and ``part`` (the log of ``path``'s name read now) where the history took samples from an earlier
+    log of that name, which ``part`` holds and more. Of the same epochs, the log grew since (a probe run again with
+    --resume rewrites its log whole; appended again, its first samples counted twice without a word: a probe
+    newcomer's round): the earlier samples are replaced. Where ``part``'s first rows are the earlier samples, in
+    order, under another epoch, the log was appended over several epochs (slime_length_log.py and
+    openrlhf_length_log.py append to one file; a slime newcomer's epoch 1 re-added epoch 0's 28,320 samples as epoch
+    1): only the rows after them are added. Any other log of that name (another epoch's, written over the last) is
+    kept beside it."""
     keys = ["prompt_id", "response_tokens", "epoch"]
     before = existing.filter(pl.col("log") == path.name)
     if not before.height or part.height <= before.height:
-        return existing, seen, []
+        return existing, seen, part, []
     count = lambda frame: frame.with_columns(pl.col("epoch").fill_null(-1)).group_by(keys).len()  # noqa: E731
     missing = count(before).join(count(part), on=keys, how="left").filter(
         pl.col("len_right").fill_null(0) < pl.col("len"))
     if missing.height:
-        return existing, seen, []
-    return (existing.filter(pl.col("log") != path.name), [e for e in seen if e.get("name") != path.name],
+        head = part.head(before.height).select(keys[:2])
+        if not head.equals(before.select(keys[:2])):
+            return existing, seen, part, []
+        epochs = [("none" if e is None else str(e)) for e in before["epoch"].unique(maintain_order=True).to_list()]
+        return existing, seen, part.slice(before.height), [
+            f"{path}: its first {before.height:,} samples are those the history took from a log of this name before "
+            f"(epoch{'s' if len(epochs) > 1 else ''} {', '.join(epochs)}), and {part.height - before.height:,} more, appended since (one log over several "
+            "epochs): only those are added, not the earlier ones again"]
+    return (existing.filter(pl.col("log") != path.name), [e for e in seen if e.get("name") != path.name], part,
             [f"{path}: holds the {before.height:,} samples the history took from a log of this name before, and "
              f"{part.height - before.height:,} more (a log rewritten as it grew, as a probe run again with --resume "
              "rewrites it): the earlier ones replaced, not counted twice"])
