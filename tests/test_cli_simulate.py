@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from _schedules import PROMPTS, SAMPLES, built  # noqa: F401 - fixture
 from typer.testing import CliRunner
-from util import make_prompts, write_jsonl
+from util import REPO, make_prompts, write_jsonl
 
 from asp_cli.cli.main import app
 from asp_cli.errors import ExitCode
@@ -799,3 +799,33 @@ def test_a_lag_past_the_bound_in_arrival_order_says_why_the_schedules_own_figure
     assert _released({**over, "policy_lag_max": 1}, {"max_lag": 1, "trainer": "arrival"}) == ""
     assert _released(over, {"max_lag": None, "trainer": "arrival"}) == ""
     assert _released(over, {"max_lag": 2, "trainer": "arrival"}) == ""
+
+
+def _documented(key: str, table: str) -> bool:
+    """Whether docs/simulation.md's metrics table names ``key``: in full, or as a row's `_suffix` after its first
+    name's stem (`policy_lag_mean`, `_max`), or as `..._terms_s` of a documented `..._s`."""
+    for row in table.splitlines():
+        names = re.findall(r"`([a-z_0-9.]+)`", row.split("|")[1] if row.count("|") > 2 else "")
+        full = [n for n in names if n[0].isalpha()]
+        if key in full or any(f.rsplit("_", 1)[0] + n == key for f in full for n in names if n.startswith("_")):
+            return True
+        if key.endswith("_terms_s") and key[: -len("_terms_s")] + "_s" in full:
+            return True
+    return False
+
+
+def test_every_metric_of_a_replay_through_slimes_or_openrlhfs_router_is_documented(tmp_path):
+    """`asp simulate --json` of a schedule made with --router cache-aware or group-round-robin puts the replay as
+    that router places the requests under verl_routed_end_to_end_s, with routed_by, routed_as and one_step_off,
+    which docs/simulation.md's metrics table did not name (a slime newcomer read the key as verl's balancer's)."""
+    doc = (REPO / "docs" / "simulation.md").read_text()
+    table = doc[doc.index("## Metrics"):doc.index("## Lower bound")]
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 37)} for i in range(96)])
+    for router in ("cache-aware", "group-round-robin"):
+        schedule = tmp_path / f"{router}.parquet"
+        assert invoke("schedule", data, "-o", schedule, "--engine", "streaming", "--router", router, "--trainer",
+                      "schedule", "--max-lag", "1", "--instances", "3", "--train-batch-size", "16", "-q").exit_code == 0
+        metrics = json.loads(invoke("simulate", schedule, "--json", "-q").stdout)["metrics"]
+        assert metrics["routed_by"] == router and metrics["one_step_off"] is True
+        assert metrics["routed_as"] == {"cache-aware": "sglang", "group-round-robin": "OpenRLHF"}[router]
+        assert [k for k in metrics if not _documented(k, table)] == [], router
