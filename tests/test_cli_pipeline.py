@@ -65,7 +65,8 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
     # with --global-batch-size (a slime newcomer's round).
     assert (f"slime: --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
             f"{BATCH * SAMPLES} (or --num-steps-per-rollout 1, not both otherwise) --input-key question --num-rollout "
-            f"15, no --rollout-shuffle OpenRLHF: --data.prompt_dataset {tmp_path / 'o.jsonl'} --data.input_key question "
+            f"15, no --rollout-shuffle; for its length log export with --metadata-key metadata (slime keeps a row's prompt, "
+            f"label and that object only: each sample then carries its prompt_id) OpenRLHF: --data.prompt_dataset {tmp_path / 'o.jsonl'} --data.input_key question "
             f"--data.label_key LABEL --rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES} "
             f"--vllm.num_engines {INSTANCES} (the schedule's --max-lag is no lag OpenRLHF runs: it is synchronous, --max-lag 0, "
             "or with --train.async_enable one batch ahead, --max-lag 1 --trainer schedule) (LABEL your label column; "
@@ -287,3 +288,11 @@ def test_the_slime_line_asks_for_the_chat_template_for_chat_list_prompts(tmp_pat
         slime = next(line for line in out.stderr.splitlines() if line.strip().startswith("slime:"))
         assert (f"--input-key {key} --apply-chat-template --metadata-key metadata" in slime) is said, slime
         assert ("--apply-chat-template" in slime) is said and (f"--input-key {key} --metadata-key" in slime) is not said
+        # exported with the object slime keeps, the line does not ask for it (below: without it, it does)
+        assert "export with --metadata-key metadata" not in slime
+    # slime keeps a row's prompt, label and --metadata-key object only: exported without one, no sample carries its
+    # prompt_id and examples/slime_length_log.py logs nothing (a slime newcomer exported as for OpenRLHF).
+    out = invoke("export", tmp_path / "prompt.parquet", chat, "-o", tmp_path / "plain.jsonl")
+    slime = next(line for line in out.stderr.splitlines() if line.strip().startswith("slime:"))
+    assert slime.endswith("; for its length log export with --metadata-key metadata (slime keeps a row's prompt, label "
+                          "and that object only: each sample then carries its prompt_id)"), slime

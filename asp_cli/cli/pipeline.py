@@ -127,7 +127,11 @@ def _file_order_settings(summary: dict, order: str) -> str:
                                if summary.get("schedule_router") == "cache-aware" and lag == 0 else
                                "; train_async.py, each rollout generated while the step before trains, as the schedule "
                                "was timed" if summary.get("schedule_router") == "cache-aware" and lag == 1 and steps
-                               else ""),
+                               else "")
+        # slime keeps only a row's prompt, label and --metadata-key object (slime v0.3.1 utils/data.py): exported
+        # without one, no sample carries its prompt_id, and examples/slime_length_log.py logs nothing, in silence.
+        + ("" if summary.get("metadata_key") else "; for its length log export with --metadata-key metadata (slime "
+           "keeps a row's prompt, label and that object only: each sample then carries its prompt_id)"),
         f"    OpenRLHF: --data.prompt_dataset {summary.get('output', 'FILE')}"
         + (f" --data.input_key {summary['prompt_column']}" if summary.get("prompt_column") else "")
         # chat messages go through the tokenizer's chat template only with it (prompts_dataset.py:26-39, 0.11.2)
