@@ -638,7 +638,7 @@ def test_every_documented_row_is_tested():
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
         f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
         "E56", "E59", "E65", "E69", "E70", "E73", "E76", "E77", "E78", "E84", "E88"} | {
-        "E91", "E92", "E93", "E94", "E96", "E97"}  # E56, E59 (Ray): tests/test_ray.py; E88, E91-E94: below;
+        "E91", "E92", "E93", "E94", "E96", "E97", "E99"}  # E56, E59 (Ray): tests/test_ray.py; E88, E91-E94: below;
     # E69: tests/test_calibrate.py; E70: tests/test_reading.py; E76: tests/test_cli_simulate.py; E77:
     # tests/test_schedule_format.py; E78: tests/test_history_file.py; E84: tests/test_observe.py
     assert documented == tested
@@ -772,3 +772,18 @@ def test_error_rows_calibrate_damaged_timelines(tmp_path):
         assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, (case_id, result.stderr)
         assert words in result.stderr and "Traceback" not in result.stderr, (case_id, result.stderr)
         assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before, case_id  # nothing written
+
+
+def test_error_row_export_of_an_epoch_the_schedule_lacks(tmp_path):
+    """E99: `asp export --epoch 1` of a one-epoch schedule said "it has epochs 0", not that epochs count from 0."""
+    setup_files(tmp_path)
+    made = run(tmp_path, "schedule", "{tmp}/good.jsonl", "-o", "{tmp}/s.parquet", "--train-batch-size", "2")
+    assert made.exit_code == 0, made.output
+    result = run(tmp_path, "export", "{tmp}/s.parquet", "{tmp}/good.jsonl", "-o", "{tmp}/o.jsonl", "--epoch", "1")
+    assert result.exit_code == 4 and not (tmp_path / "o.jsonl").exists()
+    assert result.stderr == "Error: the schedule has no epoch 1; it has epoch 0 (numbered from 0)\n", result.stderr
+    two = run(tmp_path, "schedule", "{tmp}/good.jsonl", "-o", "{tmp}/s2.parquet", "--train-batch-size", "2",
+              "--epochs", "2")
+    assert two.exit_code == 0, two.output
+    result = run(tmp_path, "export", "{tmp}/s2.parquet", "{tmp}/good.jsonl", "-o", "{tmp}/o.jsonl", "--epoch", "2")
+    assert result.stderr == "Error: the schedule has no epoch 2; it has epochs 0..1 (numbered from 0)\n", result.stderr

@@ -132,7 +132,8 @@ class Replay:
                 raise SettingsError(f"{name} must be an integer (got {type(value).__name__} {value!r})")
         if epoch is not None:
             if epoch not in self.epochs:
-                raise SettingsError(f"the schedule has no epoch {epoch}; it has epochs {_span(self.epochs)}")
+                raise SettingsError(f"the schedule has no epoch {epoch}; it has epoch{'s' if len(self.epochs) > 1 else ''} "
+                                    f"{_span(self.epochs)} (numbered from 0)")
             frame = frame.filter(pl.col("epoch") == epoch)
         if instance is not None:
             if not 0 <= instance < self.instances:
