@@ -490,3 +490,22 @@ def test_hand_edits_past_the_recorded_settings_are_refused(tmp_path, column, val
                    .replace_schema_metadata(table.schema.metadata), path)
     with pytest.raises(ScheduleFormatError, match=re.escape(words)):
         read_schedule(path)
+
+
+def test_every_timed_as_value_and_router_key_of_the_arrangement_is_documented():
+    """A schedule made with --router (slime's, OpenRLHF's) records `router`, `step_layout`, `other_layout` and the
+    timed_as values slime-async and openrlhf-async in its arrangement metadata, a public contract the format doc did
+    not name; and its `timed_as: verl` meant through that router, not verl's balancer (a slime newcomer's read)."""
+    import inspect
+    import re
+
+    from asp_cli.arrange import choose
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "schedule-format.md").read_text(encoding="utf-8")
+    row = next(line for line in doc.splitlines() if line.startswith("| `arrangement`"))
+    source = inspect.getsource(choose)
+    written = set(re.findall(r'"([a-z-]+)"', source[source.index("timed_as=("):source.index("prompts_per_server=")]))
+    assert {"verl", "verl-async", "slime-async", "openrlhf-async"} <= written, written
+    for name in (*written, "router", "step_layout", "other_layout", "batches", "finish"):
+        assert f"`{name}`" in row, name
+    assert "not through verl's balancer" in row
