@@ -204,3 +204,30 @@ def test_a_schedule_for_openrlhfs_deal_is_sampled_in_its_own_order(tmp_path):
     assert sampler.workers == 1 and list(sampler) == frame["row"].to_list()
     # each position's engine under the deal is the schedule's instance
     assert [i % 12 % 3 for i in range(60)] == frame["instance"].to_list()
+
+
+def test_asp_workers_on_a_schedule_for_openrlhfs_deal_is_warned_about(tmp_path, caplog):
+    """asp_workers above 1 lays each batch out for that many chunks where OpenRLHF deals the batch whole in the
+    sampler's order: rows then reach other engines than the schedule's instance, which `asp export --workers` warns
+    of and the sampler took in silence."""
+    import logging
+
+    from asp_cli import ScheduleSettings, schedule
+    from asp_cli.integrate.sampler import ScheduleSampler
+
+    from util import make_prompts, write_jsonl
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(60))
+    settings = ScheduleSettings(engine="streaming", router="group-round-robin", max_lag=0, trainer="schedule",
+                                instances=3, samples_per_prompt=4, train_batch_size=12)
+    made = schedule([prompts], tmp_path / "s.parquet", settings=settings)
+    with caplog.at_level(logging.WARNING, logger="asp_cli.integrate.sampler"):
+        ScheduleSampler(Dataset(60), {"asp_schedule": str(made.output), "asp_workers": 3})
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("asp: asp_workers=3 lays each batch out for 3 contiguous chunks, but the schedule was made "
+                            "with --router group-round-robin") and m.endswith("leave asp_workers out (one chunk a batch)")
+               for m in said), said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="asp_cli.integrate.sampler"):
+        ScheduleSampler(Dataset(60), {"asp_schedule": str(made.output)})
+    assert not caplog.records

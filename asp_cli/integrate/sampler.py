@@ -177,6 +177,11 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         # than planned: an OpenRLHF newcomer's round).
         own = self.replay.schedule.recorded_settings.router in ("cache-aware", "group-round-robin")
         self.workers = _count(workers, "asp_workers", 1) if workers is not None else 1 if own else self.replay.instances
+        if own and self.workers != 1:  # as `asp export --workers` warns (dealt_workers_note)
+            from asp_cli.integrate.export_options import dealt_workers_note
+
+            note = dealt_workers_note(self.replay.schedule.recorded_settings.router, self.workers, "train", "jsonl")
+            _log.warning("asp: %s", note.replace("--workers ", "asp_workers=", 1).replace("--workers", "asp_workers"))
         first = _setting(data_config, "first_epoch")
         self.epoch = _count(first, "asp_first_epoch", 0) if first is not None else 0
         _refuse_unknown_keys(data_config)
