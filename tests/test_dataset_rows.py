@@ -109,7 +109,8 @@ def test_the_metadata_key_is_checked_before_anything_is_written(tmp_path):
     with pytest.raises(InputError, match=r"field\(s\) 'seq' in its 'metadata' objects, which asp adds; pass --prefix"):
         export(sched, [clash], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata")
     text = write_jsonl(tmp_path / "text.jsonl", [{**r, "metadata": "x"} for r in ROWS])
-    with pytest.raises(InputError, match="'metadata' is not an object in every row"):
+    with pytest.raises(InputError, match=r"text.jsonl: row 1 \(counting from 1\): 'metadata' holds text, not an "
+                                          "object, so asp's columns cannot go into it; name another field"):
         export(sched, [text], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata")
     with pytest.raises(SettingsError, match="for --format jsonl or parquet"):
         export(sched, [data], tmp_path / "o.parquet", format="verl", metadata_key="metadata")
@@ -239,3 +240,29 @@ def test_a_kind_conflict_is_the_first_place_two_types_cannot_share(a, b, expecte
     from asp_cli.integrate.dataset_rows import kind_conflict
 
     assert kind_conflict(a, b, "c") == expected
+
+
+def test_metadata_objects_whose_fields_differ_in_kind_take_asps_columns_in_json_lines(tmp_path):
+    """A JSON dataset whose metadata objects hold a field as a number in one row and as text in another is read
+    with that column as the objects' JSON text: `asp export --metadata-key metadata` refused it as "not an object in
+    every row" (a slime newcomer's round), though JSON lines keep each row's own object. Now JSON lines nest asp's
+    columns into every row's own object; a Parquet output, one column, is refused naming the row and the way out;
+    a row whose metadata is no object is named with its kind."""
+    data, sched = _schedule(tmp_path, ROWS)
+    kinds = write_jsonl(tmp_path / "kinds.jsonl", [{**r, "metadata": {"a": 1 if i % 2 else "x"}}
+                                                   for i, r in enumerate(ROWS)])
+    out = export(sched, [kinds], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata")
+    written = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    by_id = {r["id"]: r["metadata"] for r in written}
+    for i, r in enumerate(ROWS):
+        assert by_id[r["id"]]["a"] == (1 if i % 2 else "x") and by_id[r["id"]]["prompt_id"] == r["id"]
+    assert out.frame.height == len(ROWS)
+    with pytest.raises(InputError, match=r"kinds.jsonl: row 1 \(counting from 1\): 'metadata' holds text, not an "
+                                          r"object, .*export them to JSON lines"):
+        export(sched, [kinds], tmp_path / "o.parquet", format="parquet", metadata_key="metadata")
+    number = write_jsonl(tmp_path / "number.jsonl", [{**r, "metadata": 5 if i == 2 else {"a": 1}}
+                                                     for i, r in enumerate(ROWS)])
+    with pytest.raises(InputError, match=r"number.jsonl: row 3 \(counting from 1\): 'metadata' holds a number, not "
+                                          "an object"):
+        export(sched, [number], tmp_path / "n.jsonl", format="jsonl", metadata_key="metadata")
+    assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "n.jsonl").exists()

@@ -160,16 +160,52 @@ def mixed_kinds_warning(columns: list[str]) -> str:
             "(--format jsonl) keep every row's own values")
 
 
-def object_fields(frame: pl.DataFrame, name: str) -> list[str]:
+def object_fields(frame: pl.DataFrame, name: str, where: str = "the dataset") -> list[str]:
     """The fields of the object column ``name`` (none where the rows have no such column, or only nulls there):
-    where `nest_columns` puts columns. Raises `InputError` where some row holds another kind of value there."""
+    where `nest_columns` puts columns. A JSON dataset's objects whose fields differ in kind from row to row
+    (``{"a": 1}`` beside ``{"a": "x"}``) are read as their JSON text: still objects where the rows carry their own
+    text (`SOURCE_JSON`, for JSON lines, which keep each row's own; they were refused as not objects: a slime
+    newcomer's round). Raises `InputError`, naming ``where`` and the first such row, where some row holds another
+    kind of value there, or such objects are to go into one Parquet column."""
     if name not in frame.columns or frame.schema[name] == pl.Null:
         return []
     dtype = frame.schema[name]
-    if not isinstance(dtype, pl.Struct):
-        raise InputError(f"the dataset's {name!r} is not an object in every row (it holds {dtype}), so asp's "
-                         "columns cannot go into it; name another field with --metadata-key")
-    return [f.name for f in dtype.fields]
+    if isinstance(dtype, pl.Struct):
+        return [f.name for f in dtype.fields]
+    sources = frame[SOURCE_JSON].to_list() if SOURCE_JSON in frame.columns else [None] * frame.height
+    fields: dict[str, None] = {}
+    for at, (value, source) in enumerate(zip(frame[name].to_list(), sources)):
+        if value is None:
+            continue
+        own = json.loads(source).get(name) if dtype == pl.String and source is not None else None
+        if not isinstance(own, dict):
+            row = int(frame["\x00row"][at] if "\x00row" in frame.columns else at) + 1
+            # a JSON file's objects that differ in kind are read as their text: without the row's own text (a
+            # Parquet output) they cannot be told from text, and one Parquet column cannot nest them
+            mixed = source is None and dtype == pl.String and _json_object(value) is not None
+            raise InputError(f"{where}: row {row} (counting from 1): {name!r} holds "
+                             f"{_kind(dtype) if source is None or dtype != pl.String else _value_kind(own)}, not an "
+                             "object, so asp's columns cannot go into it" + (
+                                 " (a JSON file's objects whose fields differ in kind from row to row are read as "
+                                 "their text: export them to JSON lines, an output ending .jsonl)" if mixed else "")
+                             + "; name another field with --metadata-key")
+        fields.update(dict.fromkeys(own))
+    return list(fields)
+
+
+def _value_kind(value: Any) -> str:
+    """A JSON value's kind, as `_kind` names a column's."""
+    return ("text" if isinstance(value, str) else "a boolean" if isinstance(value, bool) else "a number"
+            if isinstance(value, (int, float)) else "a list" if isinstance(value, list) else "null")
+
+
+def _json_object(text: str) -> dict | None:
+    """The object a JSON text holds, else None."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 # A dataset's column that waits under another name while asp's column of its name is nested (`nest_columns`).
@@ -183,8 +219,14 @@ def nest_columns(frame: pl.DataFrame, columns: Sequence[str], name: str) -> pl.D
 
     A column of the frame's own named as one moved in (a dataset's top-level ``prompt_id``) waits under its name
     after `SHADOWED` and gets its name back once the moved one is inside the object."""
-    own = [pl.col(name).struct.field(f) for f in object_fields(frame, name)]
-    nested = frame.with_columns(pl.struct([*own, *(pl.col(c) for c in columns)]).alias(name)).drop(columns)
+    if frame.schema.get(name) == pl.String:  # objects of differing kinds, as their JSON text (`object_fields`): so
+        # they stay, each with the moved fields inside (JSON lines write a row's own text; Parquet the text, warned)
+        merged = [json.dumps({**(json.loads(text) if text is not None else {}), **moved}, ensure_ascii=False)
+                  for text, moved in zip(frame[name].to_list(), frame.select(columns).to_dicts())]
+        nested = frame.with_columns(pl.Series(name, merged, dtype=pl.String)).drop(columns)
+    else:
+        own = [pl.col(name).struct.field(f) for f in object_fields(frame, name)]
+        nested = frame.with_columns(pl.struct([*own, *(pl.col(c) for c in columns)]).alias(name)).drop(columns)
     return nested.rename({c: c[len(SHADOWED):] for c in nested.columns if c.startswith(SHADOWED)})
 
 

@@ -214,7 +214,7 @@ def export(
         warnings.extend(verl_notes)
     # asp's columns: beside the dataset's, or with --metadata-key inside that object, the schedule's id with them.
     names = [f"{prefix}{c}" for c in (("prompt_id",) if metadata_key else ()) + ASP_COLUMNS]
-    taken = object_fields(raw, metadata_key) if metadata_key else raw.columns
+    taken = object_fields(raw, metadata_key, ", ".join(map(str, datasets))) if metadata_key else raw.columns
     clashes = [n for n in names if n in taken]
     if clashes:
         raise InputError(
