@@ -356,6 +356,52 @@ def test_what_the_metadata_holds_is_printed_with_its_control_characters_escaped(
     assert not any(line.startswith("FAKE") for line in result.stdout.splitlines())
 
 
+def test_every_metadata_field_the_report_prints_is_escaped_and_its_markup_not_applied(schedules, tmp_path):
+    """A schedule whose `created_by`, `asp_version`, chosen arrangement or predictor record held rich's closing tag
+    (`[/x]`) stopped `asp report` with an internal error (MarkupError, exit 70), and an escape sequence in
+    `created_by` reached the terminal (a hostile-input audit, 2026-12-07). Also the names of --lengths and
+    --compare files, which a glob can pick up."""
+    from util import make_prompts, write_jsonl
+
+    from asp_cli import ScheduleSettings, schedule
+
+    made = tmp_path / "auto.parquet"
+    schedule([write_jsonl(tmp_path / "p.jsonl", make_prompts(40, seed=4))], made,
+             settings=ScheduleSettings(instances=2, train_batch_size=16, minibatch_size=8))
+    table = pq.read_table(made)
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta["created_by"] = "[/x]\x1b]0;TITLE\x07"
+    chosen = meta["arrangement"]["chosen"]
+    meta["arrangement"]["chosen"] = "[/y]"
+    for candidate in meta["arrangement"]["candidates"]:
+        if candidate["name"] == chosen:
+            candidate["name"] = "[/y]"
+    meta["predictor"]["history_fingerprint"] = "[/z]\x1b[2J"
+    meta["predictor"]["prompts_from_history"] = "[/w]"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), tmp_path / "h.parquet")
+    result = run(tmp_path / "h.parquet")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "made by [/x]\\x1b]0;TITLE\\x07)" in result.stdout
+    assert "history [/z]\\x1b[2J" in result.stdout and "[/y]" in result.stdout and "[/w]" in result.stdout
+    meta.pop("created_by")
+    meta["asp_version"] = "[/v]"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), tmp_path / "v.parquet")
+    result = run(tmp_path / "v.parquet")
+    assert result.exit_code == 0, result.output
+    assert "made by asp [/v])" in result.stdout
+
+    odd = "\x1b[31m[red]"
+    schedule_ids = pq.read_table(made, columns=["prompt_id"]).column(0).to_pylist()
+    lengths = write_jsonl(tmp_path / f"{odd}.jsonl", [{"prompt_id": p, "response_tokens": 50} for p in schedule_ids])
+    other = tmp_path / f"{odd}.parquet"
+    other.write_bytes(made.read_bytes())
+    for args in (["--lengths", lengths, "--simulate"], ["--compare", other]):
+        result = run(made, *args)
+        assert result.exit_code == 0, result.output
+        assert "\x1b" not in result.stdout and "\\x1b[31m[red]" in result.stdout
+
+
 @pytest.mark.parametrize(("env", "expected"), [({}, True), ({"NO_COLOR": "1"}, False), ({"TERM": "dumb"}, False)])
 def test_the_report_is_styled_on_a_terminal_unless_no_color_or_a_dumb_terminal(monkeypatch, env, expected):
     import io

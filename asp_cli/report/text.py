@@ -119,7 +119,7 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     prov = report["provenance"]
     name = _shown(report["schedule"]["name"] or "schedule")
     out(f"[bold]asp report: {name}[/bold]  (schedule format {report['schedule']['format_version']}, "
-        f"made by {made_by_text(prov)})")
+        f"made by {_shown(made_by_text(prov))})")
 
     made = Table.grid(padding=(0, 2))
     made.add_column(style="dim")
@@ -134,22 +134,22 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
         made.add_row("input", _shown(f"{entry.get('name')}  {_short(entry.get('fingerprint'))}"))
     predictor = prov.get("predictor") or {}
     if predictor:
-        text = _shown(f"{predictor.get('name')}  {_short(predictor.get('fingerprint'))}")
+        text = f"{predictor.get('name')}  {_short(predictor.get('fingerprint'))}"
         if predictor.get("history_fingerprint"):
             text += f"; history {_short(predictor['history_fingerprint'])}"
         if predictor.get("prompts_from_history") is not None:
             text += (f"; lengths from history for {predictor.get('prompts_from_history')}, "
                      f"from the model for {predictor.get('prompts_from_model')} prompts")
-        made.add_row("predictor", text)
+        made.add_row("predictor", _shown(text))
         from asp_cli.predict.calibration_text import calibration_lines
 
         for i, line in enumerate(calibration_lines(predictor.get("calibration") or {})):
-            made.add_row("calibration" if i == 0 else "", line)
+            made.add_row("calibration" if i == 0 else "", _shown(line))
     if isinstance(prov.get("arrangement"), dict):
         from asp_cli.arrange.choice_summary import arrangement_line
 
         for i, line in enumerate(arrangement_line(prov["arrangement"]).removeprefix("arrangement: ").split("\n")):
-            made.add_row("arrangement" if i == 0 else "", line.strip())
+            made.add_row("arrangement" if i == 0 else "", _shown(line.strip()))
     out(made)
     out(f"{size['prompts']:,} prompts x {size['epochs']} epoch(s) = {size['rows']:,} groups of "
         f"{size['samples_per_prompt']}; {size['minibatches']:,} minibatches on {size['instances']} instances; "
@@ -265,7 +265,7 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
 
 
 def _render_observed(out: Any, observed: dict[str, Any]) -> None:
-    out(f"[bold]Observed lengths[/bold] ({', '.join(observed['files'])}): {observed['samples']:,} samples for "
+    out(f"[bold]Observed lengths[/bold] ({_shown(', '.join(observed['files']))}): {observed['samples']:,} samples for "
         f"{observed['prompts_observed']:,} prompts; {observed['prompts_matched']:,} scheduled prompts matched, "
         f"{observed['prompts_unmatched']:,} not observed, {observed['observed_not_in_schedule']:,} observed "
         "prompts not in the schedule")
@@ -297,7 +297,7 @@ def _render_simulated(out: Any, report: dict[str, Any]) -> None:
     queue = report.get("queue") or {}
     ends = simulated["instance_end_s"]
     out(f"[bold]Simulated replay[/bold] (--simulate: {source}; {simulated['mode']} engine, preset "
-        f"{simulated['preset']}, {simulated['dispatch']} dispatch)")
+        f"{_shown(simulated['preset'])}, {simulated['dispatch']} dispatch)")
     # The point predictions' estimates leave out every tail; auto's draws (the chosen candidate's replays, scaled
     # to the run) do not, and are the expectation to read a replay against where the schedule has them.
     drawn = _drawn_rollout_s(report["provenance"].get("arrangement"))
@@ -338,7 +338,7 @@ def render_compare_text(comparison: dict[str, Any], *, width: int = 100, color: 
     from asp_cli.report.formats import change_text, fact_text, verdict_text
 
     console = _console(width, color)
-    table = Table(title=f"A = {comparison['a']}   B = {comparison['b']}", title_justify="left", show_edge=False,
+    table = Table(title=f"A = {_shown(comparison['a'])}   B = {_shown(comparison['b'])}", title_justify="left", show_edge=False,
                   pad_edge=False)
     table.add_column("")
     table.add_column("A", justify="right")
