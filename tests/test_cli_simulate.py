@@ -829,3 +829,23 @@ def test_every_metric_of_a_replay_through_slimes_or_openrlhfs_router_is_document
         assert metrics["routed_by"] == router and metrics["one_step_off"] is True
         assert metrics["routed_as"] == {"cache-aware": "sglang", "group-round-robin": "OpenRLHF"}[router]
         assert [k for k in metrics if not _documented(k, table)] == [], router
+
+
+def test_a_preset_name_from_the_schedule_reaches_the_terminal_escaped(built, tmp_path):  # noqa: F811
+    """`asp simulate` printed the schedule's recorded preset name as it was: an escape sequence there (an OSC, which
+    Click does not strip from a pipe) reached the terminal (a hostile-input audit, 2026-12-07). Every summary line
+    goes through `say`, which writes control characters as escapes."""
+    import pyarrow.parquet as pq
+
+    from asp_cli.schedule_format import METADATA_KEY
+
+    table = pq.read_table(built["schedule"])
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta["preset"]["name"] = "\x1b]0;TITLE\x07\x1b[2J"
+    edited = tmp_path / "edited.parquet"
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, METADATA_KEY: json.dumps(meta).encode()}),
+                   edited)
+    result = invoke("simulate", edited)
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert "x \\x1b]0;TITLE\\x07\\x1b[2J (" in result.stderr

@@ -37,8 +37,12 @@ def traceback_enabled() -> bool:
 
 
 def say(message: str) -> None:
-    """A message for people: stderr, never stdout."""
-    typer.echo(message, err=True)
+    """A message for people: stderr, never stdout; each line's control characters written as escapes (tabs kept).
+    Summaries quote what files hold: `asp simulate` printed a schedule's recorded preset name, and an escape
+    sequence there reached the terminal as one (a hostile-input audit, 2026-12-07)."""
+    from asp_cli.errors import printable
+
+    typer.echo("\n".join(printable(line) for line in message.split("\n")), err=True)
 
 
 def one_line(message: str) -> str:
