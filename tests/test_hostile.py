@@ -383,6 +383,28 @@ def test_predictor_info_escapes_a_model_file_s_own_text(tmp_path, small_model):
     assert result.exit_code == 0 and "\x1b" not in result.stderr and "evaluation: x \\x1b]0;title\\x07" in result.stderr
 
 
+@pytest.mark.parametrize("features", [None, 5, "text_score"])
+def test_a_card_whose_features_are_not_a_list_is_a_damaged_model(tmp_path, small_model, features):
+    """A hostile-input round (2026-12-07): a card's `features` set to null was an internal error (TypeError, exit 70)
+    in every command that loads a model, though the state holds its own list."""
+    path = _with_card(tmp_path, small_model[0], lambda card: card.update(features=features))
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "question": "q"}])
+    result = runner.invoke(app, ["predictor", "predict", str(prompts), "-o", str(tmp_path / "o.parquet"),
+                                 "--model", str(path)])
+    assert result.exit_code == 5, result.output
+    assert result.stderr.startswith(f"Error: {path}: the model file is damaged") and "'features'" in result.stderr
+    assert not (tmp_path / "o.parquet").exists()
+
+
+@pytest.mark.parametrize("evaluation", ["\x1b[31m[/x]", [1, 2], 5])
+def test_predictor_info_shows_an_evaluation_that_is_not_an_object(tmp_path, small_model, evaluation):
+    """The card's evaluation hand-edited into text or a list: `asp predictor info` was exit 70 (AttributeError)."""
+    path = _with_card(tmp_path, small_model[0], lambda card: card.update(evaluation=evaluation))
+    result = runner.invoke(app, ["predictor", "info", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stderr and "  evaluation: " in result.stderr
+
+
 PRESET_FIELDS = ["weights_bytes", "params", "kv_bytes_per_token", "bandwidth_bytes_per_s", "eta_bandwidth",
                  "flops_per_s", "eta_flops", "hbm_bytes", "gpu_memory_utilization", "activation_reserve_bytes",
                  "step_overhead_s", "max_num_seqs", "train_fixed_s", "train_per_token_s", "weight_sync_s"]

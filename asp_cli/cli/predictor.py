@@ -236,9 +236,12 @@ def info_command(
                 f"  trained on {training['prompts']:,} prompts, {training['samples']:,} samples (training data "
                 f"{training['fingerprint']})\n  file {card['file_fingerprint']} (what asp report shows as the predictor)\n"
                 f"  versions: " + ", ".join(f"{one_line(str(k))} {one_line(str(v))}" for k, v in card["versions"].items()))
-            if "evaluation" in card:  # a file's own text, escaped: an OSC sequence there reached the terminal
+            evaluation = card.get("evaluation")
+            if isinstance(evaluation, dict):  # a file's own text, escaped: an OSC sequence there reached the terminal
                 say("  evaluation: " + ", ".join(f"{one_line(str(k))} {one_line(str(v))}"
-                                                 for k, v in card["evaluation"].items()))
+                                                 for k, v in evaluation.items()))
+            elif "evaluation" in card:  # hand-edited into text or a list: shown as it is (it was exit 70)
+                say(f"  evaluation: {one_line(str(evaluation))}")
         if json_output:
             emit_json(card)
 

@@ -473,7 +473,11 @@ def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor
         raise damaged(path, "'uses_difficulty' is not true or false")
     model.uses_difficulty_ = state["uses_difficulty"]
     # Files before asp-features-2 hold no feature list in the state; their card names the features.
-    names = state.get("features", [n for n in card.get("features", []) if n != "text_score"])
+    if "features" in state:
+        names = state["features"]
+    else:  # a card's features of another kind (null, a number) is a damaged file, not a TypeError (exit 70)
+        listed = card.get("features", [])
+        names = [n for n in listed if n != "text_score"] if isinstance(listed, list) else listed
     model.features_ = check_texts({"features": names}, "features", path, most=len(F.DENSE_FEATURES))
     feature_set = state.get("feature_set", card.get("feature_set", ""))
     if not isinstance(feature_set, str):
