@@ -1032,3 +1032,21 @@ def test_a_python_user_s_flags_and_paths_of_the_wrong_type_are_settings_errors(t
     with pytest.raises(SettingsError, match=re.escape(words)):
         call(tmp_path)
     assert keep.read_text() == '{"mine": 1}'
+
+
+@pytest.mark.parametrize("edit", [lambda card: card["training"].pop("train_rmse_log"),
+                                  lambda card: card.update(name=float("nan")),
+                                  lambda card: card.update(evaluation={"tau": float("inf")})])
+def test_predictor_info_json_of_a_card_without_a_finite_number_is_valid_json(tmp_path, small_model, edit):
+    """A card without train_rmse_log (read as NaN), or with a NaN or an infinity of its own: `asp predictor info
+    --json` was exit 70 (JSON has no NaN); they are null, and the model saved again loads."""
+    from asp_cli.predict import model as P
+
+    path = _with_card(tmp_path, small_model[0], edit)
+    result = runner.invoke(app, ["predictor", "info", str(path), "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.stdout)
+    assert None in (card["training"]["train_rmse_log"], card.get("name"), (card.get("evaluation") or {}).get("tau"))
+    again = tmp_path / "again.skops"
+    P.save(P.load(path), again)
+    json.dumps(P.load(again).card(), allow_nan=False)

@@ -330,7 +330,7 @@ class LengthPredictor:
                 "prompts": self.n_prompts_,
                 "samples": self.n_samples_,
                 "fingerprint": self.training_fingerprint_,
-                "train_rmse_log": round(self.train_rmse_log_, 4),
+                "train_rmse_log": round(self.train_rmse_log_, 4) if math.isfinite(self.train_rmse_log_) else None,
                 "max_observed_tokens": self.max_observed_tokens_,
                 **({"log_mean_range": list(self.log_mean_range_)}
                    if getattr(self, "log_mean_range_", None) is not None else {}),
@@ -347,7 +347,7 @@ class LengthPredictor:
             card["char_ngrams"] = {"sizes": list(self.char_ngram_sizes_), "hash_bits": self.char_hash_bits_,
                                    "hash": "ASCII lower-case; (little-endian window * M_n mod 2^32) >> (32 - bits)",
                                    "multipliers": {str(n): F.CHAR_HASH_MULTIPLIERS[n] for n in self.char_ngram_sizes_}}
-        card.update(self.meta_)
+        card.update(_finite(self.meta_))
         return card
 
     def _format_version(self) -> int:
@@ -528,7 +528,8 @@ def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor
     model.n_prompts_ = card_count(training, "prompts", path)
     model.n_samples_ = card_count(training, "samples", path)
     model.training_fingerprint_ = str(training.get("fingerprint", ""))
-    rmse = training.get("train_rmse_log", float("nan"))
+    rmse = training.get("train_rmse_log")
+    rmse = float("nan") if rmse is None else rmse  # not recorded: None in the card (JSON has no NaN)
     if isinstance(rmse, bool) or not isinstance(rmse, (int, float)) or (math.isfinite(rmse) and rmse < 0):
         raise damaged(path, "the card's 'train_rmse_log'")
     model.train_rmse_log_ = float(rmse)
@@ -546,6 +547,18 @@ def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor
         model.log_mean_range_ = (float(bounds[0]), float(bounds[1]))
     model.meta_ = {k: v for k, v in card.items() if k not in _CARD_KEYS}
     return model
+
+
+def _finite(value: Any) -> Any:
+    """A card's own fields with NaN and infinities as None: JSON has no value for them (`asp predictor info --json`
+    on a card holding one, or without a train_rmse_log, was exit 70)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _check_card(model: LengthPredictor, card: dict[str, Any], path: Path) -> None:
