@@ -115,3 +115,35 @@ def test_a_history_without_a_record_is_not_checked(tmp_path):
     observe([plain], observed)  # neither --schedule nor --dataset: nothing says what the ids name
     assert recorded_ids(plain) == [] and recorded_ids(observed) == []
     assert id_warnings([plain, observed], {"x": "sha256:0"}, {"x": {"id": ROW_NUMBER}}) == []
+
+
+def test_a_hand_edited_record_or_log_entry_of_another_kind_says_nothing_and_is_no_internal_error(tmp_path):
+    """A hostile-input round (2026-12-07): a history whose list of logs held a record's input that is no object
+    (`"inputs": [1]`), or a log's name that is a list or an object, stopped `asp schedule --history`, `asp report
+    --lengths`, `asp predictor eval --lengths` and `asp observe --append` with an internal error (exit 70)."""
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    data = write_jsonl(tmp_path / "train.jsonl", make_prompts(20))
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": row["id"], "response_tokens": 50 + 3 * i}
+                                               for i, row in enumerate(make_prompts(20))])
+    history = tmp_path / "h.parquet"
+    observe([log], history, dataset=[data])
+    table = pq.read_table(history)
+    document = json.loads(table.schema.metadata[b"asp.history"])
+    runner = CliRunner()
+    for n, edit in enumerate([lambda entry: entry["ids"].update(inputs=[1, None]),
+                              lambda entry: entry.update(name=["log.jsonl"]),
+                              lambda entry: entry.update(name={"a": 1})]):
+        edited = json.loads(json.dumps(document))
+        edit(edited["logs"][0])
+        path = tmp_path / f"edited{n}.parquet"
+        pq.write_table(table.replace_schema_metadata({b"asp.history": json.dumps(edited).encode()}), path)
+        assert recorded_ids(path) == ([] if n == 0 else recorded_ids(history))
+        result = runner.invoke(app, ["schedule", str(data), "-o", str(tmp_path / f"s{n}.parquet"), "--history",
+                                     str(path), "-q"])
+        assert result.exit_code == 0, result.output
+        result = runner.invoke(app, ["predictor", "eval", str(data), "--lengths", str(path), "-q", "--json"])
+        assert result.exit_code == 0, result.output

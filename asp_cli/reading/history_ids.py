@@ -103,7 +103,10 @@ def recorded_ids(path: Path) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for entry in logs:
         record = entry.get("ids") if isinstance(entry, dict) else None
-        if isinstance(record, dict) and isinstance(record.get("inputs"), list) and record not in records:
+        # Each input a record names is an object (name, fingerprint): a hand-edited `[1]` was an internal error
+        # (AttributeError, exit 70) in `asp schedule --history`; such a record says nothing, as none does.
+        if (isinstance(record, dict) and isinstance(record.get("inputs"), list)
+                and all(isinstance(i, dict) for i in record["inputs"]) and record not in records):
             records.append(record)
     return records
 

@@ -159,7 +159,8 @@ def _logs_as_listed(path: Path, frame: pl.DataFrame, logs: list[dict], report: R
     planned with a part of them, both without a word (a hostile-input round)."""
     from collections import Counter
 
-    names = Counter(e.get("name") for e in logs)
+    # A name of another kind (a list, an object: a hand edit) is none; it was unhashable, exit 70.
+    names = Counter(e.get("name") if isinstance(e.get("name"), str) else None for e in logs)
     held = dict(frame.group_by("log").len().iter_rows())
     for entry in logs:
         # The samples kept of it (`rows_kept`, since 2026-12-06), else those read from it, which ids left out
