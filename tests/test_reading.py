@@ -1422,3 +1422,26 @@ def test_old_mac_line_endings_of_a_csv_are_named(tmp_path):
     quoted = tmp_path / "quoted.csv"
     quoted.write_bytes(b'id,question\na,"What\ris 2+2?"\r\nb,Why?\r\n')
     assert read_prompts([quoted])[0].height == 2
+
+
+def test_a_numeric_truncated_flag_is_1_or_0_and_any_other_number_a_bad_row(tmp_path):
+    """A hostile-input round (2026-12-07): a `truncated` of 5, 1.5 or NaN (a float column from pandas) read as true,
+    a censored sample, where the text "5" was refused as not true or false."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "response_tokens": [3, 4, 5],
+                             "truncated": pa.array([1.0, 0.0, None])}), good)
+    frame, _ = read_lengths([good])
+    assert frame["truncated"].to_list() == [True, False, None]
+    for value in (5.0, 1.5, float("nan"), -1.0):
+        bad = tmp_path / "bad.parquet"
+        pq.write_table(pa.table({"id": ["a", "b"], "response_tokens": [3, 4], "truncated": pa.array([1.0, value])}),
+                       bad)
+        with pytest.raises(InputError, match=r"bad\.parquet: row 2: column 'truncated' is not true or false"):
+            read_lengths([bad])
+        frame, report = read_lengths([bad], ReadOptions(on_bad_row="skip"))
+        assert frame["truncated"].to_list() == [True] and report.skipped_rows == 1
+    listed = write_jsonl(tmp_path / "l.jsonl", [{"id": "a", "length": [1, 2], "truncated": [1, 0]}])
+    assert read_lengths([listed])[0]["truncated"].to_list() == [True, False]

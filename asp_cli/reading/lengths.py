@@ -461,7 +461,8 @@ def _check_truncated_dtype(dtype: pl.DataType, lengths_listed: bool, path: Path)
 
 
 def _truncated_expr(dtype: pl.DataType) -> pl.Expr:
-    """The ``truncated`` column as booleans (lists of them stay lists); text "true"/"false"/"1"/"0" counts."""
+    """The ``truncated`` column as booleans (lists of them stay lists); text "true"/"false"/"1"/"0" and the numbers
+    1 and 0 count; any other value is none (a scalar one is a bad row)."""
     listed = isinstance(dtype, pl.List)
     inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
     # A scalar true among text flags is the reader's tagged JSON text (a list's elements are the file's own).
@@ -470,8 +471,10 @@ def _truncated_expr(dtype: pl.DataType) -> pl.Expr:
         word = value.str.strip_chars().str.to_lowercase()
         flag = pl.when(word.is_in(["true", "1", "yes"])).then(True).when(word.is_in(["false", "0", "no"])).then(False)
         flag = flag.otherwise(None)
-    else:
+    elif inner == pl.Boolean or inner == pl.Null:
         flag = value.cast(pl.Boolean, strict=False)
+    else:  # a number is a flag as 1 or 0, as text is; 5, 1.5 and NaN read as true before (a hostile-input round)
+        flag = pl.when(value == 1).then(True).when(value == 0).then(False).otherwise(None)
     return pl.col(C.TRUNCATED).list.eval(flag) if listed else flag
 
 
