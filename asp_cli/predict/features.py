@@ -271,8 +271,19 @@ def prompt_token_counts(prompts: pl.DataFrame, tokenizer: Path | None = None) ->
         )
     loaded = load_tokenizer(tokenizer)
     texts = prompts[C.PROMPT_TEXT].to_list()
-    counts = [len(e.ids) for e in loaded.encode_batch(texts, add_special_tokens=False)]
+    counts = [len(e.ids) for e in encode_texts(loaded, texts, tokenizer)]
     return np.maximum(np.asarray(counts, dtype=np.int64), 1)
+
+
+def encode_texts(loaded: Any, texts: list[str], path: Path | str) -> list[Any]:
+    """``texts`` encoded by a loaded tokenizer. A tokenizer that loads but cannot encode (a WordLevel model whose
+    unknown token is not in its vocabulary) raised the tokenizers library's bare Exception: exit 70, a hostile-input
+    round; it is the file's fault, exit 3."""
+    try:
+        return loaded.encode_batch(texts, add_special_tokens=False)
+    except Exception as exc:  # noqa: BLE001 - the library raises Exception itself
+        raise InputError(f"{path}: the tokenizer cannot encode the text ({str(exc)[:200]}); give the tokenizer.json "
+                         "of the model you train") from None
 
 
 def load_tokenizer(path: Path | str) -> Any:
@@ -351,7 +362,7 @@ def count_text_tokens(texts: list[str | None], tokenizer: str | Path | None,
                 [False] * len(texts))
     loaded = load_tokenizer(tokenizer)
     special = {i for i, token in loaded.get_added_tokens_decoder().items() if token.special}
-    present = iter(loaded.encode_batch([t for t in texts if t is not None], add_special_tokens=False))
+    present = iter(encode_texts(loaded, [t for t in texts if t is not None], tokenizer))
     encoded = [None if t is None else next(present).ids for t in texts]
     return ([None if ids is None else len(ids) for ids in encoded],
             [ids is not None and any(i in special for i in ids) for ids in encoded])
