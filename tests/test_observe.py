@@ -302,6 +302,18 @@ def test_verl_generation_dump_is_matched_through_the_dataset(built, tmp_path):  
         observe([dump], None, dataset=[built["prompts"]])
 
 
+def test_a_dump_whose_input_or_output_is_a_list_or_an_object_is_refused_naming_the_column(built, tmp_path):  # noqa: F811
+    """A hostile-input round (2026-12-07): a verl dump whose every output was a list of texts was an internal error
+    (Polars cannot cast a list to text), exit 70."""
+    prompts = [json.loads(line) for line in built["prompts"].read_text().splitlines()]
+    for column, value in (("output", ["x" * 40]), ("input", {"text": "q"})):
+        rows = [{"input": f"user: {row['question']}\nassistant:", "output": "x" * 40, "score": 1.0, "step": 1}
+                for row in prompts[:2]]
+        dump = write_jsonl(tmp_path / f"{column}.jsonl", [{**row, column: value} for row in rows])
+        with pytest.raises(InputError, match=rf"{column}\.jsonl: column '{column}' holds .*, not text"):
+            observe([dump], None, dataset=[built["prompts"]])
+
+
 def test_a_dump_carrying_prompt_ids_and_token_counts_is_read_by_them(built, tmp_path):  # noqa: F811
     """A hostile-input round: a verl dump with the prompt id and token count docs/integrations.md shows was read as
     text, its lengths estimated and a sample of shared text given to the first such prompt. verl's own uid (its

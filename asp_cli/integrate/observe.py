@@ -455,6 +455,10 @@ def _read_verl_dump(
     # As the file holds each value, as the other readers give them (`json_records.untag`): in a column of mixed kinds
     # (an output that is a number among texts) the reader tags the other values, and escapes text that starts as a
     # tag does; the tags were counted as the output's tokens.
+    for c in ("input", "output"):  # a list or an object could not be cast to text: exit 70 (a hostile-input round)
+        if frame.schema[columns[c]].is_nested() or frame.schema[columns[c]] == pl.Binary:
+            raise InputError(f"{path}: column {columns[c]!r} holds {frame.schema[columns[c]]}, not text: a verl "
+                             "dump's input and output are the prompt's and the response's text, one each a row")
     texts = frame.select(untag(pl.col(columns[c]).cast(pl.String)).alias(c) for c in ("input", "output"))
     inputs, outputs = texts["input"].to_list(), texts["output"].to_list()
     ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
