@@ -578,6 +578,27 @@ def test_two_appends_into_one_history_keep_both_logs(tmp_path):
     assert not list(tmp_path.glob(".*asp-lock"))  # the holder removes it (one was left beside every history)
 
 
+def test_an_append_to_a_new_history_another_run_wrote_meanwhile_is_told_to_append_again(tmp_path):
+    """`asp observe --append` to a history not yet there, which a plain `asp observe` wrote while the appender read
+    its logs: the appender is refused (nothing lost), and was told to pass --force, which would replace the other
+    run's rows (a hostile-input round, 2026-12-07); it is told to append again."""
+    history = tmp_path / "h.parquet"
+    logs = [write_jsonl(tmp_path / f"log{i}.jsonl", [{"prompt_id": f"p{i}", "response_tokens": 10 + i}] * 3)
+            for i in (1, 2)]
+    appender = Paused(asp_command("observe", str(logs[0]), "-o", str(history), "--append", "--quiet"), "publish")
+    assert appender.reached
+    assert runner.invoke(app, ["observe", str(logs[1]), "-o", str(history), "-q"]).exit_code == 0
+    appender.resume()
+    code, _, stderr = appender.wait()
+    assert code == 7, stderr
+    assert stderr.strip().endswith("run this again with --append to add these logs to it (--force would replace "
+                                   "its rows)") and "pass --force" not in stderr
+    assert runner.invoke(app, ["observe", str(logs[0]), "-o", str(history), "--append", "-q"]).exit_code == 0
+    from asp_cli.integrate.observe import read_history
+
+    assert sorted(read_history(history)[0]["prompt_id"].to_list()) == ["p1"] * 3 + ["p2"] * 3
+
+
 def test_a_lock_whose_file_was_removed_or_replaced_is_taken_again_on_the_files_new_lock(tmp_path):
     """The waiter that gets the lock of a removed lock file must not run beside a third run that locked the file
     made anew at that name: it lets go and locks the name's current file."""

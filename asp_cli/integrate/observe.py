@@ -320,7 +320,13 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     if out is not None:
         if history.height == 0:
             raise InputError(nothing_to_write(summary, "schedule" if schedule else "dataset"))
-        write_history(history, out, [*seen, *ingested], replace=force or existing is not None)
+        try:
+            write_history(history, out, [*seen, *ingested], replace=force or existing is not None)
+        except OutputError as exc:  # --append to a new history, which another run wrote meanwhile: --force, as
+            if not append or "written while this ran" not in str(exc):  # it said, would replace that run's rows
+                raise
+            raise OutputError(f"{out} exists (another run wrote it while this one read the logs); run this again "
+                              "with --append to add these logs to it (--force would replace its rows)") from None
     return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
 
 
