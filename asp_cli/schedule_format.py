@@ -355,6 +355,14 @@ def validate_frame(frame: pl.DataFrame, *, where: str) -> None:
         if name.endswith("_s") and column.min() < 0:  # type: ignore[operator]  # a time before the run starts
             raise ScheduleFormatError(f"{where}: column {name!r} holds {column.min()} at {_at(frame, column < 0)}, "
                                       "a time before the run starts; drop the column or write the schedule again")
+        if dtype in (pl.Int32, pl.Int64) and name not in _TOKEN_COLUMNS:
+            # Steps, classes and positions count from 0, and none reaches a schedule's most rows: a hand-edited lag
+            # of 2**62 made `asp report --html` divide by zero, exit 70 (a hostile-input round, 2026-12-07).
+            odd = (column < 0) | (column >= MAX_SCHEDULE_ROWS)
+            if odd.any():
+                raise ScheduleFormatError(f"{where}: column {name!r} holds {column.filter(odd)[0]} at {_at(frame, odd)}, "
+                                          f"not a count from 0 to {MAX_SCHEDULE_ROWS - 1:,}; drop the column or write "
+                                          "the schedule again")
     seq = frame["seq"]
     if seq.null_count() or seq.min() != 0 or seq.max() != frame.height - 1 or seq.n_unique() != frame.height:
         outside = seq >= frame.height

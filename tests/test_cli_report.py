@@ -418,3 +418,28 @@ def test_the_report_is_styled_on_a_terminal_unless_no_color_or_a_dumb_terminal(m
         monkeypatch.setenv(key, value)
     assert styled(Terminal()) is expected
     assert styled(io.StringIO()) is False  # redirected: never
+
+
+def test_a_nan_in_the_metadata_s_records_is_no_internal_error_in_json(tmp_path):
+    """A hand-edited NaN in an arrangement candidate (Python reads JSON's NaN): `asp report --json` was exit 70 (JSON
+    has no NaN; a hostile-input round, 2026-12-07). The record is left out as damaged, as other edits are, and a
+    NaN elsewhere in what the report copies is null."""
+    from util import make_prompts, write_jsonl
+
+    from asp_cli import ScheduleSettings, schedule
+
+    made = tmp_path / "auto.parquet"
+    schedule([write_jsonl(tmp_path / "p.jsonl", make_prompts(40, seed=4))], made,
+             settings=ScheduleSettings(instances=2, train_batch_size=16, minibatch_size=8))
+    table = pq.read_table(made)
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta["arrangement"]["candidates"][0]["expected_end_to_end_s"] = float("nan")
+    meta["created_by"] = float("inf")
+    edited = tmp_path / "nan.parquet"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), edited)
+    result = run(edited, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["provenance"]["arrangement"] is None and document["provenance"]["created_by"] is None
+    assert "holds arrangement not as asp wrote it" in result.stderr
+    assert run(edited).exit_code == 0

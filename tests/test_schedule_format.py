@@ -191,6 +191,12 @@ def test_a_row_outside_the_schedules_epochs_is_refused(tmp_path):
     ("instance", 99, "column 'instance' holds 99 at row 1"),
     ("predicted_tokens", 0, "column 'predicted_tokens' holds 0 at row 1"),  # planned, and simulated, as no response
     ("predicted_mean_tokens", 0, "not a response length (1 to"),
+    # A lag of 2**62 steps made `asp report --html` divide by zero, exit 70 (a hostile-input round, 2026-12-07).
+    ("expected_lag", 2**62, f"column 'expected_lag' holds {2**62} at row 1"),
+    ("expected_lag", -5, "column 'expected_lag' holds -5 at row 1"),
+    ("expected_policy_version", -1, "not a count from 0 to 99,999,999"),
+    ("length_class", -1, "column 'length_class' holds -1 at row 1"),
+    ("position_in_minibatch", -1, "column 'position_in_minibatch' holds -1 at row 1"),
 ])
 def test_hand_edits_that_make_impossible_runs_are_refused(tmp_path, column, value, words):
     """A hostile-input audit: negative or astronomical token counts (a lower bound above the simulated time, a

@@ -179,6 +179,7 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
 
 
 def _provenance(meta: dict[str, Any]) -> dict[str, Any]:
+    meta = _finite_only(meta)
     preset = meta.get("preset") or {}
     command, inputs, predictor, arrangement, damaged = _readable_records(meta)
     return {
@@ -194,6 +195,19 @@ def _provenance(meta: dict[str, Any]) -> dict[str, Any]:
         "arrangement": arrangement,
         **({"damaged_metadata": damaged} if damaged else {}),
     }
+
+
+def _finite_only(value: Any) -> Any:
+    """A copy of what the metadata records with its NaN and infinities as None: a hand-edited NaN (the metadata is
+    JSON, which Python reads NaN in) in an arrangement candidate made `asp report --json` exit 70 (JSON has no NaN:
+    a hostile-input round, 2026-12-07)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_only(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_only(v) for v in value]
+    return value
 
 
 def _readable_records(meta: dict[str, Any]) -> tuple[Any, list, dict | None, dict | None, list[str]]:
