@@ -780,6 +780,29 @@ def test_damaged_columns_used_metadata_means_detecting_the_columns_again(tmp_pat
     assert dataset_prompts([prompts], {"columns_used": used}, prompt_key=None, id_key=None) == {"a": "x", "b": "y"}
 
 
+@pytest.mark.parametrize("recorded", [["x"], {"a": 1}, 5])
+def test_an_export_of_a_schedule_whose_recorded_id_column_is_no_text_detects_it_again(tmp_path, recorded):
+    """A hostile-input round (2026-12-07): `columns_used`'s id edited into a list made `asp export` itself (not only
+    `recorded_keys`) exit 70, unhashable type; `asp observe --schedule` recorded it as the text "['x']"."""
+    import pyarrow.parquet as pq
+
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.reading.history_ids import ids_of
+    from asp_cli.schedule_format import METADATA_KEY
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(20))
+    out = tmp_path / "s.parquet"
+    schedule([prompts], out, settings=ScheduleSettings(instances=2, train_batch_size=8))
+    table = pq.read_table(out)
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta["columns_used"] = {name: {**used, "id": recorded} for name, used in meta["columns_used"].items()}
+    edited = tmp_path / "edited.parquet"
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), edited)
+    result = export(edited, [prompts], tmp_path / "e.jsonl", format="jsonl")
+    assert result.frame.height == 20
+    assert ids_of([{"name": "p.jsonl", "fingerprint": "x"}], meta["columns_used"]) == {}
+
+
 def test_a_schedule_for_an_asynchronous_trainer_exports_for_verls_fully_async_trainer(tmp_path):
     """Streaming, a lag bound, groups in arrival order: verl's fully asynchronous trainer, whose rollouter refuses the
     default trainer's data.train_batch_size (a newcomer's run, 2026-12-05; its rollouter is built from these

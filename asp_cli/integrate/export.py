@@ -228,7 +228,9 @@ def export(
     warnings.extend(filter(None, [unrouted_agents_note(raw["agent_name"].to_list() if "agent_name" in raw.columns
                                                        else None, route)]))
     picked, used = raw.select(pl.all().gather(rows["row"].to_numpy())), replay.schedule.metadata.get("columns_used")
-    id_columns = {u.get("id") for u in used.values() if isinstance(u, dict)} if isinstance(used, dict) else set()
+    # Text only: a hand-edited list there was unhashable, exit 70 (a hostile-input round, 2026-12-07).
+    id_columns = ({u.get("id") for u in used.values() if isinstance(u, dict) and isinstance(u.get("id"), str)}
+                  if isinstance(used, dict) else set())
     if format != "verl" and not metadata_key and "prompt_id" not in picked.columns and any(
             c == "(row number)" or (isinstance(c, str) and "." in c and c not in picked.columns) for c in id_columns):
         # Row numbers are lost once the rows are reordered, and an id inside an object (verl's extra_info.index)

@@ -31,7 +31,7 @@ def ids_of(inputs: list[dict[str, Any]], columns_used: dict[str, dict[str, str]]
     """The record of what ids name: the files (``inputs``: name and fingerprint each) and their id column, the
     column's name or `ROW_NUMBER` (``columns_used``: per file path, as `ReadReport.columns_used` has it; a
     schedule's metadata keeps both). Empty where nothing says."""
-    ids = sorted({str(used.get("id")) for used in columns_used.values() if used.get("id")})
+    ids = sorted({used["id"] for used in columns_used.values() if isinstance(used.get("id"), str) and used["id"]})
     if not inputs or not ids:
         return {}
     return {"inputs": [{"name": str(i.get("name")), "fingerprint": str(i.get("fingerprint"))} for i in inputs],
