@@ -126,3 +126,13 @@ def test_the_benchmark_scripts_prose_is_the_documents():
         for name in names:
             assert getattr(module, name).strip() in doc, f"scripts/{script}.py's {name} differs from docs/benchmarks.md"
 
+
+
+def test_the_integrations_doc_says_how_to_follow_its_commands_on_the_sample_data():
+    """Its OpenRLHF and slime commands read `prompts.jsonl`, which the repository root does not hold: a newcomer
+    following them on the sample data got "prompts.jsonl: no such file" (docs/pipelines.md says to copy it; this doc
+    did not)."""
+    doc = (REPO / "docs" / "integrations.md").read_text(encoding="utf-8")
+    first_use = doc.index("asp schedule prompts.jsonl")
+    assert not (REPO / "prompts.jsonl").exists()
+    assert 0 <= doc.find("`cp sample_data/prompts.jsonl prompts.jsonl`") < first_use
