@@ -638,7 +638,9 @@ def test_error_row_format_version_not_major_minor(tmp_path):
 
 def test_every_documented_row_is_tested():
     table = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r"^\| (E\d\d) \|", table, flags=re.M))
+    # E\d+: E99 is the last id of two digits, and a row E100 went unchecked under E\d\d
+    documented = set(re.findall(r"^\| (E\d+) \|", table, flags=re.M))
+    assert "E99" in documented
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
         f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
         "E56", "E59", "E65", "E69", "E70", "E73", "E76", "E77", "E78", "E84", "E88"} | {
