@@ -59,7 +59,8 @@ What this shows (measured 2026-12-07, `h100-qwen2.5-7b`, the code of that day):
   then understated the saving on the six mixes by 1.6-5.5 points (mix-k8-n8 30.9% expected, 35.0% replayed;
   GSM8K by 3.6), and on held-out chat the picks replayed a 2.9% saving where the normal draws' picks replayed
   4.7% (the other workloads' picks within 0.6 points: GSM8K 0.6 better, mix-k16-n16 0.5 worse). Neither rule is right on all; the normal, which
-  chooses as well or better, stays, and the summary says its figure has come out a few points lower.
+  chooses as well or better, stays, and the summary says how far below its figure the replayed saving has
+  come out (up to 5 points, 9 on chat alone, more where each sample is another model's answer).
 - The sample data's history-planned schedule (README, "With that epoch's history") is the same effect, larger:
   its emulated GSM8K and MATH samples are each a different one of about 40 models' answers.
 """

@@ -69,8 +69,9 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
             f"label and that object only: each sample then carries its prompt_id) OpenRLHF: --data.prompt_dataset {tmp_path / 'o.jsonl'} --data.input_key question "
             f"--data.label_key LABEL --rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES} "
             f"--vllm.num_engines {INSTANCES} (the schedule's --max-lag is no lag OpenRLHF runs: it is synchronous, --max-lag 0, "
-            "or with --train.async_enable one batch ahead, --max-lag 1 --trainer schedule) (LABEL your label column; "
-            "no --rollout.vllm_generate_batch_size, which deals several batches at once), its dataloader's hard-coded "
+            "or with --train.async_enable one batch ahead, --max-lag 1 --trainer schedule) (LABEL your label column, a top-level one: "
+            "OpenRLHF reads data[LABEL], so a nested label such as verl's reward_model.ground_truth must be lifted "
+            "out first; no --rollout.vllm_generate_batch_size, which deals several batches at once), its dataloader's hard-coded "
             "shuffle patched off (or asp's ScheduleSampler on the original file, not this one") in said
     assert "the schedule was not made for OpenRLHF's deal: make it with --engine streaming --router " in said
     # consumer_batch_size is the batch of AReaL's staleness rule (default 1), and a schedule timed otherwise than as

@@ -99,8 +99,27 @@ def test_more_instances_than_planned_under_planned_dispatch_is_warned_about(buil
     assert json.loads(result.stdout)["warnings"] == [
         f"--instances {planned + 2} with planned dispatch: the schedule plans {planned} instances, so 2 of them get "
         f"no work; replay with --dispatch free, or make the schedule with --instances {planned + 2}"]
-    assert json.loads(invoke("simulate", built["schedule"], "--instances", planned + 2, "--json").stdout)[
+    # Free dispatch runs on any count, but the plan was made for its own: a what-if, said as one (an OpenRLHF
+    # newcomer replayed an 8-engine deal on 4 without a word, 2026-12-07).
+    for k in (planned + 2, planned - 1):
+        assert json.loads(invoke("simulate", built["schedule"], "--instances", k, "--json").stdout)["warnings"] == [
+            f"replayed on {k} instances; the schedule was planned for {planned}: its order was chosen for those; "
+            f"make the schedule with --instances {k} to compare a plan made for these"]
+    assert json.loads(invoke("simulate", built["schedule"], "--instances", planned, "--json").stdout)[
         "warnings"] == []
+
+
+def test_a_deal_replayed_on_other_engines_than_its_layout_is_warned_about(tmp_path):
+    """A schedule laid out for OpenRLHF's deal over 4 engines, replayed on 2: its layout was for 4."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 37)} for i in range(96)])
+    schedule = tmp_path / "deal.parquet"
+    assert invoke("schedule", data, "-o", schedule, "--engine", "streaming", "--router", "group-round-robin",
+                  "--trainer", "schedule", "--max-lag", "1", "--instances", "4", "--train-batch-size", "16",
+                  "-q").exit_code == 0
+    assert json.loads(invoke("simulate", schedule, "-k", "2", "--json", "-q").stdout)["warnings"] == [
+        "replayed on 2 instances; the schedule was planned for 4: its order was chosen for those, each train batch "
+        "laid out over 4 engines for its --router's deal; make the schedule with --instances 2 to compare a plan "
+        "made for these"]
 
 
 def test_simulate_free_dispatch_and_static(built):  # noqa: F811

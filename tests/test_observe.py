@@ -538,6 +538,9 @@ def test_tokenizer_counts_of_a_dump_are_flagged_one_eos_short(built, tmp_path): 
     assert result.added["response_tokens"].to_list() == [10, 11, 10, 11]
     assert result.summary["eos_short_lengths"] == 4 and result.summary["estimated_lengths"] == 0
     assert any("1 token short (the end-of-sequence token)" in w for w in result.warnings)
+    # Not only verl dumps text without special tokens: a log decoded with them (OpenRLHF's) holds none only where
+    # every response was cut at the cap, and the warning says so (an OpenRLHF newcomer's round, 2026-12-07).
+    assert any("(OpenRLHF's) holds an end token unless cut at the cap" in w for w in result.warnings)
     assert not any("was not used" in w for w in result.warnings)
 
 

@@ -138,12 +138,18 @@ def _replayed_lengths_per_epoch(frame: pl.DataFrame, lengths: np.ndarray,
 
 
 def _dispatch_warnings(schedule: Schedule, dispatch: str, instances: int) -> list[str]:
-    """With planned dispatch each minibatch runs on its planned instance: more instances than planned stay idle."""
+    """With planned dispatch each minibatch runs on its planned instance: more instances than planned stay idle.
+    Any other count than planned is a what-if: the plan was made for the schedule's own."""
     planned = schedule.instances
     if dispatch == "planned" and instances > planned:
         return [f"--instances {instances} with planned dispatch: the schedule plans {planned} instances, so "
                 f"{instances - planned} of them get no work; replay with --dispatch free, or make the schedule "
                 f"with --instances {instances}"]
+    if instances != planned:  # a what-if, said as one (an OpenRLHF newcomer replayed an 8-engine deal on 4)
+        laid = (f", each train batch laid out over {planned} engines for its --router's deal"
+                if schedule.recorded_settings.router in ("group-round-robin", "cache-aware") else "")
+        return [f"replayed on {instances} instances; the schedule was planned for {planned}: its order was chosen "
+                f"for those{laid}; make the schedule with --instances {instances} to compare a plan made for these"]
     return []
 
 

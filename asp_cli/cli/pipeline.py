@@ -142,7 +142,9 @@ def _file_order_settings(summary: dict, order: str) -> str:
            " (synchronous, its default)" if lag == 0 else
            " (the schedule's --max-lag is no lag OpenRLHF runs: it is synchronous, --max-lag 0, or with "
            "--train.async_enable one batch ahead, --max-lag 1 --trainer schedule)")
-        + " (LABEL your label column; no --rollout.vllm_generate_batch_size, which deals several batches at once), "
+        + " (LABEL your label column, a top-level one: OpenRLHF reads data[LABEL], so a nested label such as verl's "
+        "reward_model.ground_truth must be lifted out first; no --rollout.vllm_generate_batch_size, which deals "
+        "several batches at once), "
         "its dataloader's hard-coded shuffle patched off (or asp's ScheduleSampler on the original file, not this one: "
         "docs/integrations.md)"
         + ("; the schedule was not made for OpenRLHF's deal: make it with --engine streaming --router "

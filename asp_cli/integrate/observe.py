@@ -284,10 +284,11 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             "function, and counted whole): those without one were cut at the generation cap, exact")
     elif summary["eos_short_lengths"]:
         warnings.append(
-            f"{summary['eos_short_lengths']} response lengths are counted from verl's dumped text, which verl "
-            "decodes with skip_special_tokens=True: each is 1 token short (the end-of-sequence token) for a response "
-            "that stopped by itself, exact for one cut at the generation cap, and short by any other special "
-            "tokens (tool calls) in multi-turn responses"
+            f"{summary['eos_short_lengths']} response lengths are counted from text that holds no special token: "
+            "as verl dumps it (decoded with skip_special_tokens=True) each is 1 token short (the end-of-sequence "
+            "token) for a response that stopped by itself, exact for one cut at the generation cap, and short by "
+            "any other special tokens (tool calls) in multi-turn responses; text decoded with them (OpenRLHF's) "
+            "holds an end token unless cut at the cap, so there every one of these was cut at it"
         )
     if summary["ambiguous_matches"]:
         warnings.append(
