@@ -491,3 +491,21 @@ def test_a_model_fitted_with_a_source_key_says_how_many_prompts_carry_a_source_i
     assert not any("learned a term per data source" in w for w in planned.summary["warnings"])
     partly = schedule([plain], None, predictor=model, read=ReadOptions(source_key="task"))
     assert any(w.startswith("9 of 12 prompts carry a source it never saw") for w in partly.summary["warnings"])
+
+
+@pytest.mark.parametrize("command", ["fit", "eval"])
+def test_prompts_whose_every_length_is_0_are_refused_as_a_history_of_zeros_is(tmp_path, command):
+    """E82 for the lengths beside the prompts (`asp predictor fit` and `eval` without --history or --lengths): a
+    file of zeros was fitted (one warning) and scored (none), where the same lengths as --history were refused (a
+    hostile-input round, 2026-12-07)."""
+    from util import write_jsonl as write_rows
+
+    zeros = write_rows(tmp_path / "zeros.jsonl", [{"id": f"p{i}", "question": f"What is {i} + {i}?",
+                                                    "response_tokens": 0} for i in range(12)])
+    extra = ["-o", str(tmp_path / "m.skops")] if command == "fit" else []
+    result = runner.invoke(app, ["predictor", command, str(zeros), *extra])
+    assert result.exit_code == 3, result.output
+    assert result.stderr == (f"Error: {zeros}: every one of the 12 lengths (column 'response_tokens') is 0: the wrong "
+                             "column, or a rollout that wrote nothing; give response lengths in tokens, naming their "
+                             "column with --length-key\n")
+    assert not (tmp_path / "m.skops").exists()

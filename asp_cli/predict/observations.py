@@ -66,6 +66,11 @@ def read_observations(
         prompts = extract_prompts(frame, path, fmt, read.prompt_key, id_col, read.on_bad_row, report, offset,
                                   source_key=read.source_key, difficulty_key=read.difficulty_key)
         lengths = extract_lengths(frame, path, fmt, id_col, length_col, read.on_bad_row, report)
+        if lengths.height and lengths[C.RESPONSE_TOKENS].max() == 0:  # E82, as for a --history: `asp predictor fit`
+            # and `eval` read lengths beside their prompts here, and took a file of zeros (a hostile-input round)
+            raise InputError(f"{path}: every one of the {lengths.height:,} lengths (column {length_col!r}) is 0: the "
+                             "wrong column, or a rollout that wrote nothing; give response lengths in tokens, naming "
+                             f"their column with {read.length_flag}")
         offset += frame.height
         prompt_parts.append(prompts)
         length_parts.append(lengths)
