@@ -188,6 +188,18 @@ def shown_name(name: object) -> str:
     return text if len(text) <= _NAME_SHOWN else f"{text[:_NAME_SHOWN]}... ({len(str(name)):,} characters)"
 
 
+_COLUMNS_SHOWN = 30  # column names a message lists
+
+
+def shown_columns(names: object) -> str:
+    """A file's column names as a message lists them: the first 30, each cut as `shown_name` cuts, then how many
+    more. A file of 5,000 columns made a message of 44 KB, and one column named with 200,000 characters one of
+    200 KB (a hostile-input round, 2026-12-07)."""
+    names = [str(n) for n in names]  # type: ignore[union-attr]
+    shown = ", ".join(shown_name(n) for n in names[:_COLUMNS_SHOWN])
+    return shown + (f", ... and {len(names) - _COLUMNS_SHOWN:,} more" if len(names) > _COLUMNS_SHOWN else "")
+
+
 def shown_id(prompt_id: object) -> str:
     """An id as a message shows it: quoted, cut after 80 characters (a whole prompt used as its id; an id of
     200,000 characters made a message of 200 KB)."""

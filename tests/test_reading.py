@@ -1445,3 +1445,24 @@ def test_a_numeric_truncated_flag_is_1_or_0_and_any_other_number_a_bad_row(tmp_p
         assert frame["truncated"].to_list() == [True] and report.skipped_rows == 1
     listed = write_jsonl(tmp_path / "l.jsonl", [{"id": "a", "length": [1, 2], "truncated": [1, 0]}])
     assert read_lengths([listed])[0]["truncated"].to_list() == [True, False]
+
+
+def test_a_message_listing_the_columns_lists_30_each_cut_short(tmp_path):
+    """A hostile-input round (2026-12-07): a file of 5,000 columns made "no prompt column found" a line of 44 KB, a
+    column named with 200,000 characters one of 200 KB, and so did --prompt-key given as much."""
+    wide = tmp_path / "wide.jsonl"
+    wide.write_text(json.dumps({f"col{i}": i for i in range(5000)}) + "\n")
+    with pytest.raises(InputError) as caught:
+        read_prompts([wide])
+    message = str(caught.value)
+    assert "columns are: col0, col1," in message and "col29, ... and 4,970 more; name the right one" in message
+    assert len(message) < 500
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"k" * 200_000: 1, "other": 2}) + "\n")
+    with pytest.raises(InputError) as caught:
+        read_prompts([long])
+    assert "columns are: " + "k" * 60 + "... (200,000 characters), other;" in str(caught.value)
+    assert len(str(caught.value)) < 500
+    with pytest.raises(InputError) as caught:
+        read_prompts([long], ReadOptions(prompt_key="z" * 100_000))
+    assert len(str(caught.value)) < 500 and "(100,000 characters) (from --prompt-key)" in str(caught.value)

@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.costmodel import HardwarePreset
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, shown_columns
 
 ROUNDS = 4
 KNEE_ITERATIONS = 60
@@ -483,7 +483,7 @@ def fit_train_steps(frame: pl.DataFrame, where: str) -> tuple[float, float]:
     seconds = "step_s" if "step_s" in frame.columns else "seconds"
     if "tokens" not in frame.columns or seconds not in frame.columns:
         raise InputError(f"{where}: needs columns 'tokens' and 'step_s' (one row per trainer step); columns are: "
-                         f"{', '.join(frame.columns)}")
+                         f"{shown_columns(frame.columns)}")
     from asp_cli.reading.json_records import untag
 
     # As the file holds each value (`json_records.untag`): in a column of mixed kinds (a number beside text) the

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, shown_id
+from asp_cli.errors import InputError, shown_columns, shown_id
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading import file_format, find_column, read_table
 from asp_cli.reading.json_records import untag
@@ -144,7 +144,7 @@ def _read_one(path: Path) -> pl.DataFrame:
     if not present:
         raise InputError(
             f"{path}: no predicted length column (looked for {', '.join(LENGTH_COLUMNS)}); columns are: "
-            f"{', '.join(c for c in frame.columns if not c.startswith(chr(0)))}"
+            f"{shown_columns(c for c in frame.columns if not c.startswith(chr(0)))}"
         )
     keep = [*present, *([C.PROMPT_TOKENS] if C.PROMPT_TOKENS in frame.columns else [])]
     ids, id_problem = id_column(frame, id_col)

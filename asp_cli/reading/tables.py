@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import limits
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, shown_columns, shown_id
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
 from asp_cli.reading.json_records import (EXACT_FLOAT, DuplicateKey, element_holding_duplicate, escape_tag_lookalikes,
@@ -649,7 +649,7 @@ def find_column(
     present = [c for c in frame.columns if not c.startswith("\x00")]
     if override is not None:
         if override not in frame.columns:
-            raise InputError(f"{path}: no column {override!r} (from {flag}); columns are: {', '.join(present)}"
+            raise InputError(f"{path}: no column {shown_id(override)} (from {flag}); columns are: {shown_columns(present)}"
                              + fields_on_path(frame, override))
         return override
     lowered: dict[str, str] = {}
@@ -664,6 +664,6 @@ def find_column(
         fix = f"name the right one with {flag}" if flag else f"rename the right one to {candidates[0]}"
         raise InputError(
             f"{path}: no {what} column found (looked for {', '.join(candidates)}); columns are: "
-            f"{', '.join(present)}; {fix}"
+            f"{shown_columns(present)}; {fix}"
         )
     return None
