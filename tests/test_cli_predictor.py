@@ -509,3 +509,30 @@ def test_prompts_whose_every_length_is_0_are_refused_as_a_history_of_zeros_is(tm
                              "column, or a rollout that wrote nothing; give response lengths in tokens, naming their "
                              "column with --length-key\n")
     assert not (tmp_path / "m.skops").exists()
+
+
+def test_eval_and_fit_say_what_reading_the_lengths_noted(tmp_path):
+    """A history and its copy re-saved by Polars (asp's list of observed logs dropped) given together count every
+    sample twice: `asp schedule --history` and `asp report --lengths` said so, `asp predictor eval --lengths` and
+    `fit --history` dropped what reading them noted (a hostile-input round, 2026-12-07)."""
+    from util import make_prompts, write_jsonl as write_rows
+
+    rows = make_prompts(20)
+    prompts = write_rows(tmp_path / "p.jsonl", rows)
+    log = write_rows(tmp_path / "log.jsonl", [{"prompt_id": r["id"], "response_tokens": 40 + 7 * i}
+                                              for i, r in enumerate(rows)])
+    import polars as pl
+
+    from asp_cli.integrate.observe import observe
+
+    history = tmp_path / "h.parquet"
+    observe([log], history)
+    resaved = tmp_path / "resaved.parquet"
+    pl.read_parquet(history).write_parquet(resaved)
+    said = "its rows name log log.jsonl, as the rows of"
+    for command in (["eval", str(prompts), "--lengths", str(resaved), "--lengths", str(history), "-q", "--json"],
+                    ["fit", str(prompts), "--history", str(resaved), "--history", str(history), "-q",
+                     "-o", str(tmp_path / "m.skops")]):
+        result = runner.invoke(app, ["predictor", *command])
+        assert result.exit_code == 0, result.output
+        assert said in result.stderr, result.stderr

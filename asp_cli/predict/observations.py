@@ -125,7 +125,9 @@ def join_lengths(
                f"and {lengths_read.length_id_flag}")
         )
     observed_ids = matched[C.PROMPT_ID].unique()
-    warnings = []
+    # What reading the lengths noted (a history and its copy re-saved by Polars: every sample twice) is said, as
+    # `asp schedule --history` and `asp report --lengths` say it (eval and fit dropped it: a hostile-input round).
+    warnings = list(length_report.notes)
     if strays.height:
         warnings.append(
             f"{strays.height:,} rows of {names} ({strays[C.PROMPT_ID].n_unique():,} ids, e.g. "
