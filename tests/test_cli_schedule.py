@@ -196,6 +196,26 @@ def test_a_sampled_input_weighs_the_trainer_against_its_rollout_scaled_up_to_the
             "from their 1,000 prompts x 1 epoch(s) to the run)") in result.stderr
 
 
+def test_a_synchronous_makespan_line_says_what_autos_replays_expected(tmp_path):
+    """Synchronous, the line's makespan holds rollout and training alternating at the point predictions, which miss
+    every tail: the chosen candidate's expected end-to-end time is said beside it (an OpenRLHF newcomer read 334 s
+    beside an expected 482 s with nothing said of the gap, 2026-12-07); a named arrangement has none to say."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 37)} for i in range(96)])
+    result = invoke("schedule", data, "-o", tmp_path / "s.parquet", "--engine", "streaming", "--max-lag", "0",
+                    "--instances", "3", "--train-batch-size", "16", "--json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    choice = document["arrangement"]
+    mine = next(c for c in choice["candidates"] if c["name"] == choice["chosen"])
+    assert "expected_rollout_s" not in document
+    assert (f"{document['predicted_rollout_makespan_s']:,.1f} s at the point predictions "
+            f"({mine['expected_end_to_end_s']:,.0f} s in auto's replays, which draw lengths with the predictions' "
+            "spread); per-instance busy") in result.stderr
+    named = invoke("schedule", data, "-o", tmp_path / "n.parquet", "--engine", "streaming", "--max-lag", "0",
+                   "--instances", "3", "--train-batch-size", "16", "--arrangement", "long-first")
+    assert named.exit_code == 0 and "in auto's replays" not in named.stderr
+
+
 def test_kv_budget_is_recorded_and_a_bad_one_exits_4(tmp_path):
     out = tmp_path / "s.parquet"
     result = invoke("schedule", SAMPLE_PROMPTS, "-o", out, "--kv-budget", "whole", "--json")
