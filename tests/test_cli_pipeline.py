@@ -64,7 +64,7 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
     # slime's --input-key (its default is `input`) and the --num-steps-per-rollout its scripts set, which must agree
     # with --global-batch-size (a slime newcomer's round).
     assert (f"slime: --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
-            f"{BATCH * SAMPLES} (or --num-steps-per-rollout 1, not both otherwise) --input-key question --num-rollout "
+            f"{BATCH * SAMPLES} (or --num-steps-per-rollout 1 in its place) --input-key question --num-rollout "
             f"15, no --rollout-shuffle; for its length log export with --metadata-key metadata (slime keeps a row's prompt, "
             f"label and that object only: each sample then carries its prompt_id) OpenRLHF: --data.prompt_dataset {tmp_path / 'o.jsonl'} --data.input_key question "
             f"--data.label_key LABEL --rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES} "

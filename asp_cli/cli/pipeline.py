@@ -118,7 +118,7 @@ def _file_order_settings(summary: dict, order: str) -> str:
     lines = [
         "  read it in file order, unshuffled:",
         f"    slime: --rollout-batch-size {g} --n-samples-per-prompt {n} --global-batch-size {g * n} (or "
-        f"--num-steps-per-rollout 1, not both otherwise){keys} {rollouts}, no --rollout-shuffle" + ("; the schedule was timed as verl's balancer routes, each group spread over the "
+        f"--num-steps-per-rollout 1 in its place){keys} {rollouts}, no --rollout-shuffle" + ("; the schedule was timed as verl's balancer routes, each group spread over the "
                                "servers, where slime's router keeps it on one: make it with --router cache-aware"
                                if summary.get("schedule_router") == "least-pending" else
                                "; the schedule was timed for another router: make it with --router cache-aware "
