@@ -215,6 +215,41 @@ def test_a_mismatch_in_a_second_file_names_that_file_and_its_line(tmp_path):
     assert not (tmp_path / "o.parquet").exists()
 
 
+def test_the_schedules_ids_in_another_order_are_told_the_file_the_schedule_was_made_from(tmp_path):
+    """A dataset holding exactly the schedule's prompt ids in another order is the right prompts in the wrong order:
+    an earlier export (in the schedule's order) given back to export was told only that its rows differ (3,540 of
+    the sample's, a newcomer's round). The one-line error says so and names the file the schedule records; where
+    that file itself was reordered, it says so; a dataset of other ids keeps the plain error. Exit 3 as before."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    rows = make_prompts(40)
+    data = write_jsonl(tmp_path / "prompts.jsonl", rows)
+    schedule = tmp_path / "s.parquet"
+    done = CliRunner().invoke(app, ["schedule", str(data), "-o", str(schedule), "-q", "--train-batch-size", "8",
+                                    "--minibatch-size", "4"])
+    assert done.exit_code == 0, done.output
+    ordered = tmp_path / "ordered.jsonl"
+    export(schedule, [data], ordered, format="jsonl", order="train")
+    again = CliRunner().invoke(app, ["export", str(schedule), str(ordered), "-o", str(tmp_path / "re.jsonl"),
+                                     "--format", "jsonl", "--order", "train"])
+    assert again.exit_code == 3 and again.stderr.count("\n") == 1, again.stderr
+    assert re.fullmatch(
+        rf"Error: \S*ordered\.jsonl row \d+ has prompt id '\w+' but the schedule expects '\w+': the dataset holds the "
+        rf"schedule's 40 prompt ids in another order \(an earlier export\?\); export from {re.escape(str(data))}, "
+        r"the file the schedule was made from \(export writes the schedule's own order itself\)\n", again.stderr)
+    assert not (tmp_path / "re.jsonl").exists()
+    write_jsonl(data, rows[::-1])  # the original itself, reordered in place
+    with pytest.raises(InputError, match=rf"in another order; {re.escape(str(data))} was reordered after the "
+                                         r"schedule was made from it: restore its order, or make the schedule again"):
+        export(schedule, [data], None)
+    fewer = write_jsonl(tmp_path / "fewer.jsonl", rows[1:])
+    with pytest.raises(InputError, match=r"expects 'p0' \(39 rows differ\); export with the file\(s\) the schedule "
+                                         r"was made from, in the same order$"):
+        export(schedule, [fewer], None)
+
+
 def test_column_clash_needs_a_prefix(built, tmp_path):  # noqa: F811
     rows = make_prompts(PROMPTS)
     for row in rows:

@@ -35,6 +35,7 @@ from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
+from asp_cli.integrate.export_match import misplaced_id_error
 from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, check_format, check_options,
                                               dealt_workers_note)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
@@ -386,14 +387,11 @@ def _matched_dataset(
             f"({raw.height} readable rows) has no usable prompt there{reason}; export with the file(s) the schedule "
             "was made from"
         )
-    if wrong.height:
+    if wrong.height:  # the right ids in another order (an earlier export) are told the file the schedule records
         first = wrong.row(0, named=True)
-        raise InputError(
-            f"{place(first['row'])} has prompt id "
-            f"{first['dataset_id']!r} but the schedule expects "
-            f"{shown_id(first['prompt_id'])} ({wrong.height} rows differ); export with the file(s) the schedule was made "
-            "from, in the same order"
-        )
+        raise misplaced_id_error(place(first["row"]), first["dataset_id"], first["prompt_id"], wrong.height,
+                                 prompts["prompt_id"].to_list(), wanted["prompt_id"].to_list(), datasets,
+                                 replay.schedule.metadata)
     per_epoch = replay.frame.group_by("epoch").len().sort("epoch")
     counts = per_epoch["len"].to_list()
     epochs = replay.schedule.settings.get("epochs")
