@@ -60,8 +60,8 @@ def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: byte
     """
     suffix = Path(output).suffix
     if suffix.lower() not in PARQUET_SUFFIXES:
-        raise SettingsError(f"{output}: {writer} writes Parquet, but {_name_problem(Path(output))}; name it "
-                            f"{_named_like(Path(output), '.parquet')}{other}")
+        raise SettingsError(f"{output}: {writer} writes Parquet, but {_name_problem(Path(output))}; "
+                            f"{_name_fix(Path(output), '.parquet')}{other}")
     existing = _asp_kind(Path(output)) if replacing else None
     if existing is not None and existing != kind:
         raise OutputError(f"{output} is {ASP_KINDS.get(existing, 'an asp file')}, and {writer} writes "
@@ -97,14 +97,18 @@ def check_output_name(output: Path, suffixes: tuple[str, ...], *, writer: str, w
     suffix = Path(output).suffix
     if suffix.lower() in suffixes:
         return
-    raise SettingsError(f"{output}: {writer} writes {what}, but {_name_problem(Path(output))}; name it "
-                        f"{_named_like(Path(output), suffixes[0])}")
+    raise SettingsError(f"{output}: {writer} writes {what}, but {_name_problem(Path(output))}; "
+                        f"{_name_fix(Path(output), suffixes[0])}")
 
 
 def _name_problem(output: Path) -> str:
     """What is wrong with an output's name for its format: another extension, none, or (``-o .parquet``) nothing but
     a dot and the extension, which names a hidden file with no extension (a hostile-input round was told "the name
-    has no extension" of it)."""
+    has no extension" of it); ``-o -`` is no standard output: asp writes every output as a file, atomically (a
+    newcomer's ``asp export ... -o -`` was told to add an extension to ``-``)."""
+    if str(output) == "-":
+        return ("'-' is not standard output here: this output is written as a file, atomically (beside it, then "
+                "renamed into place), not to stdout")
     if output.suffix:
         return f"the name ends in {output.suffix!r}"
     if output.name.startswith(".") and len(output.name) > 1:
@@ -112,9 +116,11 @@ def _name_problem(output: Path) -> str:
     return "the name has no extension"
 
 
-def _named_like(output: Path, suffix: str) -> str:
-    """The fix for `_name_problem`: the extension, or a whole name where the name was only one."""
-    return f"e.g. out{suffix}" if output.name.startswith(".") and not output.suffix else suffix
+def _name_fix(output: Path, suffix: str) -> str:
+    """The fix for `_name_problem`: the extension, or a whole name where the name was only one (or ``-``)."""
+    if str(output) == "-":
+        return f"name a file, e.g. out{suffix}"
+    return f"name it {f'e.g. out{suffix}' if output.name.startswith('.') and not output.suffix else suffix}"
 
 
 class OutputPath(type(Path())):  # type: ignore[misc]

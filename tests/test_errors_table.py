@@ -342,7 +342,7 @@ def test_error_row_predictor_files(tmp_path, case_id):
     assert not (tmp_path / "o.parquet").exists()
 
 
-def test_error_row_export_name_and_format(tmp_path):
+def test_error_row_export_name_and_format(tmp_path, monkeypatch):
     """E34: an export named .jsonl with --format parquet, or any Parquet output named otherwise: exit 4, nothing
     written. (Without --format the name chooses: JSON lines for .jsonl.)"""
     setup_files(tmp_path)
@@ -387,6 +387,22 @@ def test_error_row_export_name_and_format(tmp_path):
         assert result.stderr == (f"Error: {target}: {writer} writes {what}, but the name ends in "
                                  f"{Path(name).suffix!r}; name it {fix}\n")
     assert other.read_bytes() == schedule.read_bytes() and not (tmp_path / "model.parquet").exists()
+    # `-o -` is no standard output: every output is a file, written atomically (a newcomer's `asp export ... -o -`
+    # was told "the name has no extension; name it .jsonl"); nothing named '-' is written.
+    monkeypatch.chdir(tmp_path)
+    for args, writer, what, suffix in (
+        (["export", str(schedule), str(SAMPLE_PROMPTS), "--format", "jsonl", "-o"], "--format jsonl", "JSON lines",
+         ".jsonl"),
+        (["export", str(schedule), str(SAMPLE_PROMPTS), "-o"], "--format parquet", "Parquet", ".parquet"),
+        (["schedule", str(tmp_path / "good.jsonl"), "-o"], "asp schedule", "Parquet", ".parquet"),
+        (["report", str(schedule), "--html"], "--html", "an HTML page", ".html"),
+    ):
+        result = runner.invoke(app, [*args, "-"])
+        assert result.exit_code == 4, (args, result.stderr)
+        assert result.stderr == (f"Error: -: {writer} writes {what}, but '-' is not standard output here: this output "
+                                 "is written as a file, atomically (beside it, then renamed into place), not to "
+                                 f"stdout; name a file, e.g. out{suffix}\n")
+    assert not (tmp_path / "-").exists()
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, where no file can be created")

@@ -24,11 +24,16 @@ from asp_cli.settings import ScheduleSettings
     ("o", "verl", "but the name has no extension"),
     # it said "ends in '(no extension)'"
     ("o", "jsonl", "--format jsonl writes JSON lines, but the name has no extension; name it .jsonl"),
+    (".jsonl", "jsonl", "names a hidden file with no extension; name it e.g. out.jsonl"),  # it said "name it .jsonl"
+    # `-o -` is no standard output (it said "the name has no extension")
+    ("-", "jsonl", "'-' is not standard output here: this output is written as a file, atomically (beside it, then "
+                   "renamed into place), not to stdout; name a file, e.g. out.jsonl"),
 ])
-def test_output_name_must_match_the_format(built, tmp_path, name, fmt, words):  # noqa: F811
+def test_output_name_must_match_the_format(built, tmp_path, monkeypatch, name, fmt, words):  # noqa: F811
     """`-o ordered.jsonl` without --format wrote Parquet bytes into a .jsonl file, silently."""
+    monkeypatch.chdir(tmp_path)  # the names as given on a command line (`-o -`)
     with pytest.raises(SettingsError, match=re.escape(words)):
-        export(built["schedule"], [built["prompts"]], tmp_path / name, format=fmt)
+        export(built["schedule"], [built["prompts"]], name, format=fmt)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -79,7 +79,7 @@ _SUFFIXES = {"parquet": (".parquet", ".pq"), "verl": (".parquet", ".pq"), "jsonl
 def check_output_suffix(output: Path, format: str, kind: bytes = METADATA_KEY) -> None:  # noqa: A002 - the option's name
     """A Parquet file named .jsonl (or .csv) is read wrongly by whoever trusts the name: refuse the mismatch, and a
     Parquet output over a file another asp command wrote (``kind``: what this one writes, an export by default)."""
-    from asp_cli.output import _name_problem, check_parquet_name
+    from asp_cli.output import _name_fix, _name_problem, check_parquet_name
 
     if format != "jsonl":
         other = " or pass --format jsonl" if output.suffix.lower() in _SUFFIXES["jsonl"] else ""
@@ -91,7 +91,7 @@ def check_output_suffix(output: Path, format: str, kind: bytes = METADATA_KEY) -
     other = " or pass --format parquet" if output.suffix.lower() in _SUFFIXES["parquet"] else ""
     raise SettingsError(
         f"{output}: --format {format} writes {writes}, but {_name_problem(Path(output))}; "
-        f"name it {_SUFFIXES[format][0]}{other}"
+        f"{_name_fix(Path(output), _SUFFIXES[format][0])}{other}"
     )
 
 
