@@ -266,3 +266,34 @@ def test_metadata_objects_whose_fields_differ_in_kind_take_asps_columns_in_json_
                                           "an object"):
         export(sched, [number], tmp_path / "n.jsonl", format="jsonl", metadata_key="metadata")
     assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "n.jsonl").exists()
+
+
+def test_only_objects_read_as_their_text_are_told_to_export_json_lines(tmp_path):
+    """The "export them to JSON lines" way out is for a JSON file's objects that asp's reader gave as their text (their
+    fields differ in kind from row to row, in one file or across files), which JSON lines keep as each row holds them.
+    A column holding JSON text in the file itself (a Parquet dataset's metadata as JSON text, or JSON strings in
+    JSON lines) was told it too, where JSON lines refuse it the same way (a newcomer's round): it is refused naming
+    the row and its kind alone, with either output."""
+    _, sched = _schedule(tmp_path, ROWS)
+    as_json = [{**r, "metadata": json.dumps({"n": i})} for i, r in enumerate(ROWS)]
+    parquet = tmp_path / "text.parquet"
+    pl.DataFrame(as_json).write_parquet(parquet)
+    strings = write_jsonl(tmp_path / "strings.jsonl", as_json)
+    for data in (parquet, strings):
+        for out in ("o.parquet", "o.jsonl"):
+            with pytest.raises(InputError) as refused:
+                export(sched, [data], tmp_path / out, metadata_key="metadata",
+                       format="jsonl" if out.endswith(".jsonl") else "parquet")
+            assert str(refused.value) == (f"{data}: row 1 (counting from 1): 'metadata' holds text, not an object, so "
+                                          "asp's columns cannot go into it; name another field with --metadata-key")
+    # objects whose kinds differ across two files (each file's own are of one kind): the way out is said, and works
+    first = write_jsonl(tmp_path / "a.jsonl", [{**r, "metadata": {"n": 1}} for r in ROWS[:6]])
+    second = write_jsonl(tmp_path / "b.jsonl", [{**r, "metadata": {"n": "x"}} for r in ROWS[6:]])
+    with pytest.raises(InputError, match=r"'metadata' holds text, not an object, .*\(a JSON file's objects whose "
+                                         r"fields differ in kind from row to row are read as their text: export them "
+                                         r"to JSON lines, an output ending \.jsonl\)"):
+        export(sched, [first, second], tmp_path / "o.parquet", metadata_key="metadata")
+    export(sched, [first, second], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata")
+    written = [json.loads(line)["metadata"] for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert sorted(m["prompt_id"] for m in written) == sorted(r["id"] for r in ROWS)
+    assert {m["n"] for m in written} == {1, "x"} and not (tmp_path / "o.parquet").exists()

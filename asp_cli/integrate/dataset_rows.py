@@ -22,7 +22,7 @@ from asp_cli.reading.tables import SOURCE_JSON
 
 def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None,
               heights: list[int] | None = None, mixed: list[str] | None = None, sources: bool = False,
-              untag: bool = True, differing: list[str] | None = None) -> pl.DataFrame:
+              untag: bool = True, differing: list[str] | None = None, as_text: list[str] | None = None) -> pl.DataFrame:
     """The datasets' own rows, concatenated, with ``\x00row``: the 0-based row over all inputs, as
     `asp_cli.reading.read_prompts` numbers them (so ``row`` of a prompt frame or a schedule finds its row here).
 
@@ -35,6 +35,9 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
     `reading.tables.SOURCE_JSON`, their own text, which `write_rows` writes to JSON lines as it is.
     A column that two files hold as different kinds (an object in one, text in the other, at any depth) is one of
     mixed kinds too (`kinds_across_files`), and ``differing``, given, gets a line naming the place and the files.
+    ``as_text``, given, gets every column some of whose values the reader gave as their JSON text (values of mixed
+    kinds, in one file or across files); a column that holds JSON text in the file itself (a Parquet dataset's
+    metadata as JSON text) is not one of them: `object_fields` tells the two apart by it.
     Concatenated as they were, an object became its values' text without its keys (an agent newcomer's
     ``reward_model.ground_truth`` ``{"target": [...]}`` became ``{["..."]}``), in silence.
     """
@@ -66,6 +69,8 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
                                   pl.col(c).str.starts_with(TEXT_TAG).any().alias("t")).alias(c)
                         for c in texts).row(0) if texts else ()
     tagged = [c for c, hit in zip(texts, hits, strict=True) if hit["j"]]
+    if as_text is not None:
+        as_text.extend(tagged)
     if mixed is not None:  # a column the files differ in is said by its own line (`differing`), not twice
         mixed.extend(c for c in tagged if not any(line.startswith((f"{c} ", f"{c}.", f"{c}[")) for line in said))
     tagged = [c for c, hit in zip(texts, hits, strict=True) if hit["j"] or hit["t"]]
@@ -160,13 +165,15 @@ def mixed_kinds_warning(columns: list[str]) -> str:
             "(--format jsonl) keep every row's own values")
 
 
-def object_fields(frame: pl.DataFrame, name: str, where: str = "the dataset") -> list[str]:
+def object_fields(frame: pl.DataFrame, name: str, where: str = "the dataset", as_text: Sequence[str] = ()) -> list[str]:
     """The fields of the object column ``name`` (none where the rows have no such column, or only nulls there):
     where `nest_columns` puts columns. A JSON dataset's objects whose fields differ in kind from row to row
     (``{"a": 1}`` beside ``{"a": "x"}``) are read as their JSON text: still objects where the rows carry their own
     text (`SOURCE_JSON`, for JSON lines, which keep each row's own; they were refused as not objects: a slime
     newcomer's round). Raises `InputError`, naming ``where`` and the first such row, where some row holds another
-    kind of value there, or such objects are to go into one Parquet column."""
+    kind of value there, or such objects are to go into one Parquet column: that one says to export JSON lines
+    where ``name`` is one of ``as_text`` (`read_rows`: objects the reader gave as their text), not of a column of
+    text that reads as JSON objects (a Parquet dataset's metadata as JSON text: JSON lines refuse it as well)."""
     if name not in frame.columns or frame.schema[name] == pl.Null:
         return []
     dtype = frame.schema[name]
@@ -182,7 +189,7 @@ def object_fields(frame: pl.DataFrame, name: str, where: str = "the dataset") ->
             row = int(frame["\x00row"][at] if "\x00row" in frame.columns else at) + 1
             # a JSON file's objects that differ in kind are read as their text: without the row's own text (a
             # Parquet output) they cannot be told from text, and one Parquet column cannot nest them
-            mixed = source is None and dtype == pl.String and _json_object(value) is not None
+            mixed = source is None and name in as_text and _json_object(value) is not None
             raise InputError(f"{where}: row {row} (counting from 1): {name!r} holds "
                              f"{_kind(dtype) if source is None or dtype != pl.String else _value_kind(own)}, not an "
                              "object, so asp's columns cannot go into it" + (

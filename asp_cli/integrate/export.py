@@ -201,8 +201,9 @@ def export(
         rows = replay.rows(epoch=epoch)
     # JSON lines keep every row as the dataset holds it (`read_rows`'s sources); verl's layout reads the
     # reader's tags to tell a chat list from text in a prompt column of mixed kinds (`to_verl`).
+    as_text: list[str] = []  # columns the reader gave as JSON text (objects of differing kinds: `object_fields`)
     raw, warnings = _matched_dataset(replay, datasets, rows, prompt_key=prompt_key, id_key=id_key,
-                                     sources=format == "jsonl", untag=format != "verl")
+                                     sources=format == "jsonl", untag=format != "verl", as_text=as_text)
     if format == "verl":
         # extra_info.prompt_id is the schedule's id of each dataset row, which the rollout logs fed back
         # (`asp observe`) must carry (docs/integrations.md, "Feeding the lengths back").
@@ -215,7 +216,7 @@ def export(
         warnings.extend(verl_notes)
     # asp's columns: beside the dataset's, or with --metadata-key inside that object, the schedule's id with them.
     names = [f"{prefix}{c}" for c in (("prompt_id",) if metadata_key else ()) + ASP_COLUMNS]
-    taken = object_fields(raw, metadata_key, ", ".join(map(str, datasets))) if metadata_key else raw.columns
+    taken = object_fields(raw, metadata_key, ", ".join(map(str, datasets)), as_text) if metadata_key else raw.columns
     clashes = [n for n in names if n in taken]
     if clashes:
         raise InputError(
@@ -319,9 +320,10 @@ def _matched_dataset(
     id_key: str | None,
     sources: bool,
     untag: bool,
+    as_text: list[str] | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """Read the dataset's raw rows and check that every scheduled (row, prompt_id) is where the schedule says
-    (``sources`` and ``untag`` as `read_rows` takes them)."""
+    (``sources``, ``untag`` and ``as_text`` as `read_rows` takes them)."""
     from asp_cli.fingerprint import file_fingerprint
     from asp_cli.reading import ReadOptions, ReadReport, read_prompts
 
@@ -344,7 +346,7 @@ def _matched_dataset(
     mixed: list[str] = []
     differing: list[str] = []
     raw = read_rows(datasets, report=unreadable, heights=heights, mixed=mixed, sources=sources, untag=untag,
-                    differing=differing)
+                    differing=differing, as_text=as_text)
     if not sources:  # with the sources, JSON lines give every row's own values back
         warnings.extend([*differing, *([mixed_kinds_warning(mixed)] if mixed else [])])
     starts = np.cumsum([0, *heights])
