@@ -7,7 +7,7 @@ The same equal-footing summaries as scripts/bench_simulate.py, on the held-out w
 mixed with GSM8K and AIME (data asp's defaults were never set on: the candidates, the predictive draws and the
 tie margin were fixed before these workloads existed, and are not tuned on them). AlpacaEval's lengths are
 CC BY-NC 4.0, evaluation only: read at run time from ``--data``, skipped with a message when absent. Rewrites
-only this section of the document. Takes about 5 minutes on two cores.
+only this section of the document. Takes about 5 minutes on two idle cores, 16 on one shared with other work (2026-12-07).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Held out: chat instructions"
 
 INTRO = """\
-Reproduce: `python scripts/bench_held_out.py` (about 5 minutes on 2 cores; reads AlpacaEval's output lengths
+Reproduce: `python scripts/bench_held_out.py` (about 5 minutes on 2 idle cores, 16 on one shared with other work; reads AlpacaEval's output lengths
 from `../shared/data/alpaca_eval_outputs`, CC BY-NC 4.0, evaluation only, never shipped). Does what the
 summaries above show hold on data that none of asp's defaults were set on? `chat-k8-n8` is AlpacaEval's 805
 chat instructions (no math; 8 instances, groups of 8, train batch 128, cap 4,096); `chat-mix-k8-n8-b256` mixes
