@@ -843,6 +843,20 @@ def test_a_history_given_as_a_log_is_refused(tmp_path):
     assert not (tmp_path / "h2.parquet").exists()
 
 
+def test_a_history_resaved_without_its_metadata_given_as_a_log_is_refused(tmp_path):
+    """A hostile-input round: a history saved again by Polars (its asp metadata dropped) appended to the history it
+    came from doubled it, exit 0 ("history now 80 samples of 40 prompts"); known by its columns, it is refused."""
+    history = tmp_path / "h.parquet"
+    observe([_log(tmp_path / "a.jsonl", ["p1", "p2"])], history)
+    resaved = tmp_path / "h_pl.parquet"
+    pl.read_parquet(history).write_parquet(resaved)
+    before = history.read_bytes()
+    with pytest.raises(InputError, match=r"h_pl\.parquet: an asp observe history \(its columns; its asp metadata is "
+                                         r"gone.*pass it as --history where it is read.*the rollout log it was made"):
+        observe([resaved], history, append=True)
+    assert history.read_bytes() == before
+
+
 def test_a_log_named_twice_and_an_id_check_with_nothing_to_check_against_are_refused(tmp_path):
     """A hostile-input round: `asp observe log log` took the log once in silence (asp schedule refuses a file named
     twice), and --unknown-ids error without --schedule or --dataset checked nothing."""
