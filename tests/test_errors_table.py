@@ -693,8 +693,8 @@ def test_error_row_damaged_history_log_list(tmp_path):
     pq.write_table(table.replace_schema_metadata({b"asp.history": table.schema.metadata[b"asp.history"][:-5]}), out)
     result = runner.invoke(app, ["observe", str(tmp_path / "log.jsonl"), "-o", str(out), "--append"])
     assert result.exit_code == 3
-    assert result.stderr == (f"Error: {out}: damaged asp history metadata (its list of the logs already observed), so "
-                             "appending could add a log twice; write a new history from the logs (asp observe LOGS... "
+    assert result.stderr == (f"Error: {out}: damaged asp history metadata (its list of the logs already observed: not "
+                             "JSON), so appending could add a log twice; write a new history from the logs (asp observe LOGS... "
                              "-o new.parquet)\n")
     # A fingerprint replaced by a list (an audit: exit 70, "unhashable type") is the same damage.
     assert runner.invoke(app, ["observe", str(tmp_path / "log.jsonl"), "-o", str(out), "--force"]).exit_code == 0

@@ -41,6 +41,11 @@ def _document(table) -> dict:
      r"holds columns an asp history does not \(reward\), which appending would drop"),
     (lambda t: (t, {METADATA_KEY: json.dumps({**_document(t), "format_version": "9.0"}).encode()}),
      "an asp history of format 9.0, newer than this asp's 1.0"),
+    # A hostile-input round: an entry with no fingerprint, and a format_version written as a number, were appended to.
+    (lambda t: (t, {METADATA_KEY: json.dumps({**_document(t), "logs": [{"path": 5}]}).encode()}),
+     r"damaged asp history metadata \(its list of the logs already observed: log entry 0 has no fingerprint"),
+    (lambda t: (t, {METADATA_KEY: json.dumps({**_document(t), "format_version": 1.0}).encode()}),
+     r"damaged asp history metadata \(its list of the logs already observed: format_version 1.0 is not a version"),
     # Without its list of logs, the same log was appended twice (2 rows became 4).
     (lambda t: (t, {METADATA_KEY: json.dumps({k: v for k, v in _document(t).items() if k != "logs"}).encode()}),
      r"damaged asp history metadata \(its list of the logs already observed\)"),

@@ -5,6 +5,7 @@ column, or the other way round)."""
 from __future__ import annotations
 
 import json
+import re
 
 from util import make_prompts, write_jsonl
 
@@ -147,3 +148,29 @@ def test_a_hand_edited_record_or_log_entry_of_another_kind_says_nothing_and_is_n
         assert result.exit_code == 0, result.output
         result = runner.invoke(app, ["predictor", "eval", str(data), "--lengths", str(path), "-q", "--json"])
         assert result.exit_code == 0, result.output
+
+
+def test_a_history_of_damaged_or_unknown_metadata_is_read_with_a_warning_that_the_double_count_checks_are_off(tmp_path):
+    """A hostile-input round: `asp schedule --history` with a history whose metadata was not JSON, or of format 9,
+    exited 0 in silence, its checks that keep a log from counting twice skipped."""
+    import pyarrow.parquet as pq
+
+    data = write_jsonl(tmp_path / "train.jsonl", make_prompts(20))
+    history = tmp_path / "h.parquet"
+    observe([_log(tmp_path / "log.jsonl", range(20))], history)
+    table = pq.read_table(history)
+    document = json.loads(table.schema.metadata[b"asp.history"])
+    for name, raw, said in [
+            ("bad", b"{not json", r"h_bad\.parquet: damaged asp history metadata \(not JSON\), so the checks that "
+                                  r"keep a log from counting twice are off for it"),
+            ("v9", json.dumps({**document, "format_version": "9"}).encode(),
+             r"h_v9\.parquet: an asp history of format 9, newer than this asp reads, so the checks that keep a log "
+             r"from counting twice are off"),
+            ("entry", json.dumps({**document, "logs": [{"path": 5}]}).encode(),
+             r"h_entry\.parquet: damaged asp history metadata \(log entry 0 has no fingerprint")]:
+        path = tmp_path / f"h_{name}.parquet"
+        pq.write_table(table.replace_schema_metadata({b"asp.history": raw}), path)
+        result = schedule([data], tmp_path / f"s_{name}.parquet", settings=SETTINGS, history=[path])
+        assert any(re.search(said, w) for w in result.summary["warnings"]), result.summary["warnings"]
+    result = schedule([data], tmp_path / "s.parquet", settings=SETTINGS, history=[history])
+    assert not [w for w in result.summary["warnings"] if "counting twice are off" in w]

@@ -17,7 +17,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli.errors import InputError, shown_id
-from asp_cli.reading.history_ids import HISTORY_METADATA_KEY
+from asp_cli.reading.history_ids import HISTORY_METADATA_KEY, metadata_problem
 
 HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "prompt_id": pl.String(),
@@ -99,23 +99,18 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
         # (read as empty, appending the logs already in it again doubled their samples without a word). A
         # history without the list (made by other tools) has none to keep.
         limits.check_json_depth(raw, f"{path}: asp history metadata", InputError)
-        try:
-            document = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            document = None
-        version = str(document.get("format_version", "")) if isinstance(document, dict) else ""
-        if version.split(".")[0].isdigit() and int(version.split(".")[0]) > int(HISTORY_FORMAT_VERSION.split(".")[0]):
-            raise InputError(f"{path}: an asp history of format {version}, newer than this asp's "
+        problem = metadata_problem(raw)
+        if problem and problem.startswith("newer: "):
+            raise InputError(f"{path}: an asp history of {problem.removeprefix('newer: ')}, newer than this asp's "
                              f"{HISTORY_FORMAT_VERSION}; append with the asp that wrote it, or observe into a new file")
-        listed = document.get("logs") if isinstance(document, dict) else None
-        # Each entry's fingerprints are text (a list there crashed the append: "unhashable type").
-        if not isinstance(listed, list) or not all(
-                isinstance(entry, dict) and all(isinstance(entry.get(key), (str, type(None)))
-                                                for key in ("fingerprint", "rows_fingerprint", "name"))
-                for entry in listed):
-            raise InputError(f"{path}: damaged asp history metadata (its list of the logs already observed), so "
-                             "appending could add a log twice; write a new history from the logs (asp observe "
+        # Each entry's fingerprint is text (a list there crashed the append: "unhashable type"; none at all, or a
+        # float format_version, was appended to as if sound: a hostile-input round).
+        if problem:
+            said = "" if problem.startswith("no list") else f": {problem}"
+            raise InputError(f"{path}: damaged asp history metadata (its list of the logs already observed{said}), "
+                             "so appending could add a log twice; write a new history from the logs (asp observe "
                              "LOGS... -o new.parquet)")
+        listed = json.loads(raw)["logs"]
         logs = listed
     elif "log" in frame.columns and frame["log"].drop_nulls().len():
         # Rows asp observed (each names its log) without the list that keeps a log from being added twice: the

@@ -96,6 +96,61 @@ def history_logs(path: Path) -> list[dict[str, Any]] | None:
     return [e for e in logs if isinstance(e, dict)] if isinstance(logs, list) else None if logs is None else []
 
 
+KNOWN_FORMAT_MAJOR = 1  # the history format this asp writes (`asp_cli.integrate.history_file.HISTORY_FORMAT_VERSION`)
+
+
+def metadata_problem(raw: bytes | None) -> str | None:
+    """What is wrong with an asp history's metadata (``raw``, the value of `HISTORY_METADATA_KEY`), or None where it
+    is sound or absent: not JSON, a ``format_version`` that is not a version text of this asp's format (``"1.0"``;
+    a float 1.0 is a hand edit; ``"9.0"`` names a newer format: "newer"), or a list of logs whose entries lack a
+    fingerprint (text) or hold a name or rows fingerprint that is not text. Its list of logs is what keeps a log
+    from counting twice (`asp observe --append` refuses it, E65/E78; `asp schedule --history` warns that the
+    double-count checks are off): a hand-edited ``[{"path": 5}]`` was appended to, exit 0 (a hostile-input round)."""
+    if not raw:
+        return None
+    try:
+        document = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return "not JSON"
+    if not isinstance(document, dict):
+        return "not a JSON object"
+    version = document.get("format_version", "1")  # none: read as this format, as before (hand-made metadata)
+    major = version.split(".")[0] if isinstance(version, str) else ""
+    if not (isinstance(version, str) and all(p.isdigit() and p.isascii() for p in version.split("."))):
+        return f"format_version {json.dumps(version)[:40]} is not a version text such as \"1.0\""
+    if int(major) > KNOWN_FORMAT_MAJOR:
+        return f"newer: format {version}"
+    if int(major) != KNOWN_FORMAT_MAJOR:
+        return f"format {version}, which no asp writes"
+    logs = document.get("logs")
+    if not isinstance(logs, list):
+        return "no list of the logs observed"
+    for i, entry in enumerate(logs):
+        if not (isinstance(entry, dict) and isinstance(entry.get("fingerprint"), str)
+                and all(isinstance(entry.get(key), (str, type(None))) for key in ("rows_fingerprint", "name"))):
+            return f"log entry {i} has no fingerprint (text) or a name that is not text: {json.dumps(entry)[:60]}"
+    return None
+
+
+def metadata_warning(path: Path) -> str | None:
+    """What a reader of lengths (`asp schedule --history`, `asp report --lengths`) says of an asp history whose
+    metadata is damaged or of an unknown format (`metadata_problem`): its rows are read, but the checks that keep a
+    log from counting twice, which need its list of logs, are off (before, they were skipped in silence)."""
+    import pyarrow.parquet as pq
+
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(HISTORY_METADATA_KEY)
+    except Exception:  # noqa: BLE001 - not Parquet: no asp history
+        return None
+    problem = metadata_problem(raw)
+    if problem is None:
+        return None
+    said = (f"an asp history of {problem.removeprefix('newer: ')}, newer than this asp reads" if
+            problem.startswith("newer: ") else f"damaged asp history metadata ({problem})")
+    return (f"{path}: {said}, so the checks that keep a log from counting twice are off for it; write the history "
+            "again from its logs (asp observe LOGS... -o new.parquet) if another file given may hold the same samples")
+
+
 def recorded_ids(path: Path) -> list[dict[str, Any]]:
     """The distinct records of an asp history's logs (`ids_of`, as `asp observe` wrote them), in their order;
     none for a file that is not an asp history or whose logs have no record."""

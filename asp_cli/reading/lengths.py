@@ -40,7 +40,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
         A missing id or length column, lengths that are negative, missing, fractional or not numbers, or a file
         named twice.
     """
-    from asp_cli.reading.history_ids import history_logs
+    from asp_cli.reading.history_ids import history_logs, metadata_warning
 
     report = ReadReport()
     parts = []
@@ -53,6 +53,9 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         logs = history_logs(path) if fmt == "parquet" else None
+        damaged = metadata_warning(path) if fmt == "parquet" else None
+        if damaged:
+            report.notes.append(damaged)
         if logs and "log" in frame.columns:
             _logs_as_listed(path, frame, logs, report)
             frame = _without_shared_logs(path, frame, logs, listed, report)
