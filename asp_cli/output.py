@@ -30,7 +30,7 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from asp_cli import testhooks
@@ -86,6 +86,25 @@ def _asp_kind(path: Path) -> bytes | None:
     except Exception:  # noqa: BLE001 - not Parquet, unreadable: not asp's, and the write says what is wrong
         return None
     return next((key for key in sorted(keys) if key.startswith(b"asp.")), None)
+
+
+def check_replaces_own_kind(output: Path, what_it_is: Callable[[Path], str | None], *, writer: str, kind: str,
+                            only: str) -> None:
+    """Refuse ``--force`` over an existing file that is not of the kind ``writer`` writes (``kind``: "an asp cost
+    preset"; ``only``, its short name: "a preset"), as `check_parquet_name` refuses one over another kind of asp
+    Parquet file (E85): ``-o tokenizer.json --force`` replaced a Hugging Face tokenizer with a preset (E94), ``-o
+    notmodel.skops --force`` any file with a model (E101; hostile-input rounds). ``what_it_is`` says what the file
+    is where it is not of the kind (None where it is); an empty file, and one that cannot be read (the write says
+    what is wrong), are replaced as before."""
+    try:
+        if not output.is_file() or not output.stat().st_size:
+            return
+        what = what_it_is(output)
+    except OSError:
+        return
+    if what is not None:
+        raise OutputError(f"{output} is not {kind} ({what}), and {writer} writes one: --force replaces only {only}; "
+                          "name another output")
 
 
 def check_output_name(output: Path, suffixes: tuple[str, ...], *, writer: str, what: str) -> None:

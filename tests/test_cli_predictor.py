@@ -46,6 +46,33 @@ def test_fit_refuses_to_overwrite_without_force(data_and_model):
     assert result.exit_code == 7 and "--force" in result.output
 
 
+def test_fit_force_replaces_a_model_but_not_a_file_that_is_no_asp_model(data_and_model, tmp_path):
+    """A hostile-input round: `--force` replaced any .skops file (`echo hello > notmodel.skops`), exit 0; it replaces
+    an asp model, and an empty file, as before (E101, the rule of E85 and E94)."""
+    import shutil
+    import zipfile
+
+    _, data, model, _ = data_and_model
+    text = tmp_path / "notmodel.skops"
+    text.write_text("hello\n")
+    archive = tmp_path / "other.skops"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.txt", "x")
+    for path, what in [(text, "not a skops archive, as a model file is"),
+                       (archive, "a zip archive without an asp model's card")]:
+        before = path.read_bytes()
+        result = runner.invoke(app, ["predictor", "fit", str(data), "-o", str(path), "--force"])
+        assert result.exit_code == 7 and result.stderr == (
+            f"Error: {path} is not an asp model ({what}), and asp predictor fit writes one: --force replaces only an "
+            "asp model; name another output\n"), result.output
+        assert path.read_bytes() == before
+    mine = shutil.copy(model, tmp_path / "mine.skops")
+    empty = tmp_path / "empty.skops"
+    empty.write_bytes(b"")
+    for path in (mine, empty):
+        assert runner.invoke(app, ["predictor", "fit", str(data), "-o", str(path), "--force", "-q"]).exit_code == 0
+
+
 def test_eval_says_a_file_given_twice_as_fit_does(data_and_model, tmp_path):
     """A hostile-input round: the same bytes under two names were scored twice without a word."""
     import shutil

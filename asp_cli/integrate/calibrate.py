@@ -227,21 +227,16 @@ _PRESET_MAX_BYTES = 1 << 20
 
 def _check_replaces_a_preset(output: Path, writer: str) -> None:
     """Refuse ``--force`` over an existing file that is not an asp cost preset (a JSON object of preset fields and
-    ``base``), as `asp_cli.output.check_parquet_name` refuses one over another kind of asp Parquet file (E85):
-    ``-o tokenizer.json --force`` replaced a Hugging Face tokenizer with a preset (a hostile-input round)."""
-    from asp_cli.errors import OutputError
+    ``base``; `asp_cli.output.check_replaces_own_kind`, E94)."""
+    from asp_cli.output import check_replaces_own_kind
 
-    try:
-        size = output.stat().st_size if output.is_file() else 0
-        raw = output.read_bytes() if 0 < size <= _PRESET_MAX_BYTES else b""
-    except OSError:  # unreadable: the write says what is wrong
-        return
-    if not size:  # none there, or an empty file: nothing to lose
-        return
-    what = _not_a_preset(raw, str(output)) if raw else f"{size:,} bytes, where a preset is about a kilobyte"
-    if what is not None:
-        raise OutputError(f"{output} is not an asp cost preset ({what}), and {writer} writes one: --force replaces "
-                          "only a preset; name another output")
+    def what_it_is(path: Path) -> str | None:
+        size = path.stat().st_size
+        if size > _PRESET_MAX_BYTES:
+            return f"{size:,} bytes, where a preset is about a kilobyte"
+        return _not_a_preset(path.read_bytes(), str(path))
+
+    check_replaces_own_kind(output, what_it_is, writer=writer, kind="an asp cost preset", only="a preset")
 
 
 def _not_a_preset(raw: bytes, where: str) -> str | None:

@@ -61,7 +61,7 @@ def fit_predictor(
     ------
     InputError, SettingsError, OutputError
     """
-    from asp_cli.output import atomic_path, check_output_name, check_output_path
+    from asp_cli.output import atomic_path, check_output_name, check_output_path, check_replaces_own_kind
     from asp_cli.predict import model as P
     from asp_cli.predict.observations import join_lengths
 
@@ -75,6 +75,11 @@ def fit_predictor(
     if output is not None:
         check_output_path(output, [*inputs, *history], force=force)
         check_output_name(Path(output), (".skops",), writer="asp predictor fit", what="a skops model file")
+        if force:  # not over a file that is no asp model (E101), as E85 and E94 for asp's Parquet files and presets
+            from asp_cli.predict.model_file import not_a_model
+
+            check_replaces_own_kind(Path(output), not_a_model, writer="asp predictor fit", kind="an asp model",
+                                    only="an asp model")
     started = time.perf_counter()
     data = join_lengths(inputs, history, read, history_read) if history else read_observations(inputs, read)
     try:

@@ -199,6 +199,20 @@ def read_card(path: Path) -> dict[str, Any]:
         return card_of(archive, path)
 
 
+def not_a_model(path: Path) -> str | None:
+    """What a file is where it is not an asp model file (`read_card` refuses it; `asp predictor fit --force` does not
+    replace it, E101), or None where it is one, of this asp's format or a newer one."""
+    try:
+        read_card(path)
+    except PredictorError as exc:
+        if "newer than this asp reads" in str(exc):
+            return None
+        with open(path, "rb") as handle:
+            zipped = handle.read(4) == b"PK\x03\x04"
+        return "a zip archive without an asp model's card" if zipped else "not a skops archive, as a model file is"
+    return None
+
+
 def trusted_state(data: bytes, archive: zipfile.ZipFile, path: Path) -> Any:
     """skops' trusted loading of an archive whose every schema node asks for a type in ``TRUSTED_TYPES``."""
     schema = limits.loads(member(archive, SCHEMA_MEMBER, path), f"{path}: {SCHEMA_MEMBER}", PredictorError,
