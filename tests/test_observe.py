@@ -341,9 +341,30 @@ def test_a_dump_of_mixed_kinds_is_read_as_the_file_holds_it(tmp_path):
         {"input": "user\nName a prime.\nassistant\n", "output": 12345678, "score": 1, "step": 1},
         {"input": "user\nSpell it.\nassistant\n", "output": "\x00json:abcdef", "score": 1, "step": 1},
     ])
+    # A number is no response text (a hostile-input round, 2026-12-07: `"output": 5` was counted as the text "5").
+    with pytest.raises(InputError, match=r"1\.jsonl:2: column 'output' holds 12345678, not text \(a verl dump's "
+                                         r"output is the response's text\); fix the row"):
+        observe([dump], None, dataset=[data])
+    lines = dump.read_text().splitlines()
+    dump.write_text("\n".join([lines[0], lines[1].replace("12345678", '"12345678"'), lines[2]]) + "\n")
     result = observe([dump], None, dataset=[data])
     assert result.added["prompt_id"].to_list() == ["a", "b", "c"]
     assert result.added["response_tokens"].to_list() == [10, 2, 3]
+    numbers = write_jsonl(tmp_path / "2.jsonl", [{**json.loads(line), "output": 5} for line in lines])
+    with pytest.raises(InputError, match=r"2\.jsonl:1: column 'output' holds 5, not text"):
+        observe([numbers], None, dataset=[data])
+
+
+def test_generation_output_whose_responses_are_not_texts_is_refused_naming_the_column_and_row(tmp_path):
+    """A hostile-input round: verl generation output whose `responses` list held a number (`["a", 5]`) was told it
+    "holds prompts but no response lengths ... a prompt file (the probe's?)"."""
+    for name, responses, said in [("mixed", [["a", "bb"], ["a", 5]], r"mixed\.jsonl:2: column 'responses' holds 5"),
+                                  ("numbers", [[1, 2], [3]], r"numbers\.jsonl:1: column 'responses' holds 1"),
+                                  ("text", ["abc", "x"], r"text\.jsonl:1: column 'responses' holds the text 'abc'")]:
+        log = write_jsonl(tmp_path / f"{name}.jsonl", [{"id": f"p{i}", "prompt": "q", "responses": r}
+                                                       for i, r in enumerate(responses)])
+        with pytest.raises(InputError, match=said + r", not a list of response texts \(verl's generation output"):
+            observe([log], None)
 
 
 def test_a_bad_dataset_row_follows_on_bad_row(tmp_path):

@@ -438,6 +438,8 @@ def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
     if not set(_VERL_TEXT_COLUMNS) <= lowered.keys() or (not set(_VERL_DUMP_COLUMNS) <= lowered.keys() and has_id):
         if has_id and not has_length and _verl_responses_column(frame) is not None:
             return "verl_generations"
+        if has_id and not has_length and _VERL_RESPONSES in lowered:  # not lists of texts: say which row
+            _refuse_not_text(path, frame, lowered[_VERL_RESPONSES], lists=True)
         return "rollout_log"
     # verl's own columns, uid (its group key) and a reward extra's index, are no dataset id unless named.
     exact_id = read.length_id_key is not None or (has_id and str(id_col).lower() not in ("uid", "index"))
@@ -472,6 +474,7 @@ def _read_verl_dump(
         if frame.schema[columns[c]].is_nested() or frame.schema[columns[c]] == pl.Binary:
             raise InputError(f"{path}: column {columns[c]!r} holds {frame.schema[columns[c]]}, not text: a verl "
                              "dump's input and output are the prompt's and the response's text, one each a row")
+        _refuse_not_text(path, frame, columns[c])  # an output of 5 was counted as the text "5"
     texts = frame.select(untag(pl.col(columns[c]).cast(pl.String)).alias(c) for c in ("input", "output"))
     inputs, outputs = texts["input"].to_list(), texts["output"].to_list()
     ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
@@ -504,6 +507,23 @@ def _read_verl_dump(
     summary["whole_lengths"] = summary.get("whole_lengths", 0) + int(result["\x00whole"].sum())
     return result.drop("\x00whole").with_columns(pl.lit(None, pl.Boolean).alias("truncated"),
                                                   pl.lit(None, pl.Int32).alias("epoch"))
+
+
+def _refuse_not_text(path: Path, frame: pl.DataFrame, column: str, *, lists: bool = False) -> None:
+    """Refuse a dump whose text ``column`` holds another value (``lists``: generation output's list of response
+    texts a row), naming the row (`response_text.first_not_text`)."""
+    from asp_cli.integrate.response_text import first_not_text
+
+    found = first_not_text(frame[column], lists=lists)
+    if found is not None:
+        from asp_cli.reading.places import row_location
+        from asp_cli.reading.tables import file_format
+
+        where = row_location(path, frame, found[0], file_format(path)[0])
+        raise InputError(f"{where}: column {column!r} holds {found[1]}, not " + (
+            "a list of response texts (verl's generation output: one text per response)" if lists else
+            f"text (a verl dump's {column} is the {'prompt' if column.lower() == 'input' else 'response'}'s text)")
+            + "; fix the row, or leave it out of the file")
 
 
 def _verl_responses_column(frame: pl.DataFrame) -> str | None:

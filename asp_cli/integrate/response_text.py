@@ -51,3 +51,41 @@ def count_responses(path: Path, column: str, texts: list[str | None], tokenizer:
             "one token each: it cannot split the text (a tokenizer without a pre-tokenizer?), so these lengths are "
             "wrong; give the tokenizer.json of the model that generated them")
     return counts, whole
+
+
+def first_not_text(column: Any, *, lists: bool = False) -> tuple[int, str] | None:
+    """The first row of a dump's text ``column`` (a Polars Series as `asp_cli.reading.read_table` gives it) whose value
+    is not text, and what it holds (``lists``: a list of texts each, verl's generation ``responses``), or None. In a
+    column of mixed kinds the reader tags the other values (`json_records.JSON_TAG`): an output of 5 was counted as
+    the text "5", and a list of responses holding a number made the file read as a prompt file (a hostile-input
+    round)."""
+    import json
+
+    import polars as pl
+
+    from asp_cli.reading.json_records import JSON_TAG, TEXT_TAG
+
+    dtype = column.dtype
+    if dtype == pl.Null or (lists and dtype == pl.List(pl.String)):
+        return None
+    for i, value in enumerate(column.to_list()):
+        if value is None:
+            continue
+        if dtype != pl.String:  # a column of numbers or true/false, or lists of them
+            held = value if not lists else next((v for v in value if v is not None), None)
+            if held is not None:
+                return i, json.dumps(held)[:60]
+            continue
+        if not lists:
+            if value.startswith(JSON_TAG):
+                return i, value[len(JSON_TAG):][:60]
+            continue
+        if not value.startswith(JSON_TAG) or value.startswith(TEXT_TAG):
+            return i, f"the text {value.removeprefix(TEXT_TAG)[:40]!r}"
+        parsed = json.loads(value[len(JSON_TAG):])
+        if not isinstance(parsed, list):
+            return i, json.dumps(parsed)[:60]
+        odd = next((v for v in parsed if not isinstance(v, str) and v is not None), None)
+        if odd is not None:
+            return i, json.dumps(odd)[:60]
+    return None
