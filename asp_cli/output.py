@@ -58,6 +58,7 @@ def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: byte
     an existing output would be replaced (without ``--force``, its own error says so first); ``writes``, what it
     writes where that is no asp kind (default `ASP_KINDS`' words for ``kind``).
     """
+    _refuse_folder_name(output)
     suffix = Path(output).suffix
     if suffix.lower() not in PARQUET_SUFFIXES:
         raise SettingsError(f"{output}: {writer} writes Parquet, but {_name_problem(Path(output))}; "
@@ -113,6 +114,7 @@ def check_output_name(output: Path, suffixes: tuple[str, ...], *, writer: str, w
     Besides misleading whoever trusts the name, it keeps ``--force`` from replacing a file of another kind (a
     schedule overwritten by ``--html s.parquet --force``).
     """
+    _refuse_folder_name(output)
     suffix = Path(output).suffix
     if suffix.lower() in suffixes:
         return
@@ -185,15 +187,21 @@ def check_output_path(output: Path | str, inputs: Iterable[Path] = (), *, force:
     """
     if not isinstance(force, bool):  # force="no" replaced the file (a hostile-input round)
         raise SettingsError(f"force must be True or False (got {force!r})")
-    text = getattr(output, "text", None) or (output if isinstance(output, str) else None)
     if isinstance(output, str) and not output.strip():  # Path("") is ".": "is a directory" from Python (E72's CLI)
         raise OutputError(f"the path is empty{' (only blanks)' if output else ''}; name the file to write")
-    if text is not None and text.endswith(("/", os.sep)):
-        raise OutputError(f"{text} ends with '/', so it names a folder; name the output file without the slash")
+    _refuse_folder_name(output)
     try:
         _check_output(Path(output), inputs, force)
     except OSError as exc:  # a name the file system refuses to look up (ENAMETOOLONG) was exit 70
         raise cannot_write(output, exc) from None
+
+
+def _refuse_folder_name(output: Path | str) -> None:
+    """E54: an output given as ``sub/`` names a folder, whatever its name says (`check_parquet_name` had said "the
+    name has no extension" of it, exit 4: a hostile-input round). Only an `OutputPath` or text keeps the slash."""
+    text = getattr(output, "text", None) or (output if isinstance(output, str) else None)
+    if text is not None and text.endswith(("/", os.sep)):
+        raise OutputError(f"{text} ends with '/', so it names a folder; name the output file without the slash")
 
 
 def refuse_missing(inputs: Iterable[Path]) -> None:

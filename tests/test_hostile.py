@@ -863,6 +863,22 @@ def test_a_trailing_slash_names_a_folder(tmp_path):
         schedule([SAMPLE_PROMPTS], f"{tmp_path}/out.parquet/")
 
 
+@pytest.mark.parametrize("command", [["observe", "{log}"], ["predictor", "fit", "{log}"],
+                                     ["predictor", "predict", str(SAMPLE_PROMPTS)]])
+@pytest.mark.parametrize("folder", ["sub", "new"])
+def test_a_trailing_slash_names_a_folder_before_the_name_is_checked_for_its_extension(tmp_path, command, folder):
+    """A hostile-input round: `asp observe log.jsonl -o sub/` (an existing folder or not) was told "the name has no
+    extension" (E34, exit 4), where E54 (exit 7) says what is wrong."""
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": f"p{i}", "prompt": f"q {i}", "response_tokens": 10 + i}
+                                               for i in range(20)])
+    (tmp_path / "sub").mkdir()
+    output = f"{tmp_path}/{folder}/"
+    result = runner.invoke(app, [*(a.format(log=log) for a in command), "-o", output])
+    assert result.exit_code == 7, result.output
+    assert result.stderr == f"Error: {output} ends with '/', so it names a folder; name the output file without the slash\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.jsonl", "sub"] and not any((tmp_path / "sub").iterdir())
+
+
 @pytest.mark.parametrize("version, accepted", [
     ("1.0", True), ("1.7", True), ("1.999", True), (1.999, False), (1, False), ("1", False), ("1.0.0", False),
     ("01.0", False), (" 1.0", False), ("1_0.0", False), ("1.-1", False), ("１.０", False), (None, False),

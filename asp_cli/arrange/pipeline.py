@@ -533,7 +533,7 @@ def schedule(
     if output is not None:
         check_output_path(output, [*inputs, *history, *predictions, *([predictor] if predictor else [])],
                           force=force)
-        check_parquet_name(Path(output), writer="asp schedule", kind=b"asp.schedule")
+        check_parquet_name(output, writer="asp schedule", kind=b"asp.schedule")
     preset = load_preset(settings.preset)
     history_frame = None
     history_print = None

@@ -153,7 +153,7 @@ def observe(
     out = Path(output) if output is not None else None
     if out is not None:
         # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.
-        check_parquet_name(out, writer="asp observe", kind=b"asp.history", replacing=force)
+        check_parquet_name(output, writer="asp observe", kind=b"asp.history", replacing=force)
     if out is not None:
         inputs = [*logs, *dataset, *([Path(schedule)] if schedule else [])]
         check_output_path(output, inputs, force=True)

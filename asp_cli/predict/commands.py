@@ -74,7 +74,7 @@ def fit_predictor(
                             "with --history, name the history's column with --history-length-key")
     if output is not None:
         check_output_path(output, [*inputs, *history], force=force)
-        check_output_name(Path(output), (".skops",), writer="asp predictor fit", what="a skops model file")
+        check_output_name(output, (".skops",), writer="asp predictor fit", what="a skops model file")
         if force:  # not over a file that is no asp model (E101), as E85 and E94 for asp's Parquet files and presets
             from asp_cli.predict.model_file import not_a_model
 
@@ -277,7 +277,7 @@ def predict_file(
     read.check_length_keys_used(history, "--history")
     if output is not None:
         check_output_path(output, [*inputs, *history, *([Path(model)] if model else [])], force=force)
-        check_parquet_name(Path(output), writer="asp predictor predict")
+        check_parquet_name(output, writer="asp predictor predict")
     past, history_report = read_lengths(history, read) if history else (None, None)
     # Read and predicted a batch at a time (the model is row-wise); the history correction runs once at the end.
     prompts, frame, info, report, distribution = read_and_predict(
