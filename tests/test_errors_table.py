@@ -797,6 +797,21 @@ def test_error_rows_calibrate_damaged_timelines(tmp_path):
         assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before, case_id  # nothing written
 
 
+def test_error_row_e34_says_what_a_name_of_neither_format_gets(tmp_path):
+    """A hostile-input round: E34 said `asp export` and `asp probe` write Parquet for a name other than .jsonl or
+    .ndjson ("else Parquet"), but both refuse it (exit 4); the row says so, in the probe's words."""
+    row = next(line for line in (REPO / "docs" / "errors.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| E34 |"))
+    assert "else Parquet" not in row
+    result = runner.invoke(app, ["probe", str(SAMPLE_PROMPTS), "-o", str(tmp_path / "o.txt")])
+    assert result.exit_code == 4 and not (tmp_path / "o.txt").exists()
+    said = result.stderr.removeprefix("Error: ").strip().replace(str(tmp_path / "o.txt"), "o.txt")
+    assert f"`{said}`" in row, said
+    schedule = _schedule(tmp_path)
+    result = runner.invoke(app, ["export", str(schedule), str(SAMPLE_PROMPTS), "-o", str(tmp_path / "o.txt")])
+    assert result.exit_code == 4 and not (tmp_path / "o.txt").exists()
+
+
 def test_error_row_export_of_an_epoch_the_schedule_lacks(tmp_path):
     """E99: `asp export --epoch 1` of a one-epoch schedule said "it has epochs 0", not that epochs count from 0."""
     setup_files(tmp_path)
