@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import secrets
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 from pathlib import Path
 
 from asp_cli import testhooks
@@ -43,6 +45,19 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 _LOCK_POLL_S = 0.02
 _live: set[Path] = set()  # temporary files being written now, removed if the process is forced to exit
 _published: list[Path] = []  # outputs this command put in place
+
+
+def json_finite(value: Any) -> Any:
+    """``value`` (a JSON document: dicts, lists, scalars) with NaN and infinities as None, which JSON has no value
+    for: what asp writes as JSON from records a user can edit (a schedule's metadata, a model card) or from
+    figures that can be infinite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_finite(v) for v in value]
+    return value
 
 
 def check_parquet_name(output: Path, *, writer: str, other: str = "", kind: bytes | None = None,

@@ -6,7 +6,6 @@ metadata. The CLI only parses options, calls `schedule` and renders its `Schedul
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.errors import LagBoundError, SettingsError, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
+from asp_cli.output import json_finite
 from asp_cli.reading.history_ids import id_hints, row_numbered
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, one_path, paths_of
 from asp_cli.arrange.advice import dropped_tail_warnings, plan_warnings, settings_warnings, source_warnings
@@ -635,7 +635,7 @@ def schedule(
         "columns_used": read_report.columns_used,
         "skipped_rows": summary["skipped_rows"],
         "command_line": recorded,
-        "summary": _finite(summary),
+        "summary": json_finite(summary),
     }
     metadata["format_version"] = format_version_for(metadata, frame)
     hints = id_hints(read_report)
@@ -688,13 +688,3 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
             "epoch: every training step is the epoch's only, partial batch"
         )
     return warnings
-
-
-def _finite(document: Any) -> Any:
-    if isinstance(document, float) and not math.isfinite(document):
-        return None
-    if isinstance(document, dict):
-        return {k: _finite(v) for k, v in document.items()}
-    if isinstance(document, list):
-        return [_finite(v) for v in document]
-    return document

@@ -42,6 +42,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.predict import features as F
 from asp_cli.errors import InputError, PredictorError, SettingsError
+from asp_cli.output import json_finite
 from asp_cli.predict.model_file import (  # noqa: F401 - the file format's names, re-exported here
     FORMAT_VERSION,
     MAX_ABS_FEATURE,
@@ -347,7 +348,7 @@ class LengthPredictor:
             card["char_ngrams"] = {"sizes": list(self.char_ngram_sizes_), "hash_bits": self.char_hash_bits_,
                                    "hash": "ASCII lower-case; (little-endian window * M_n mod 2^32) >> (32 - bits)",
                                    "multipliers": {str(n): F.CHAR_HASH_MULTIPLIERS[n] for n in self.char_ngram_sizes_}}
-        card.update(_finite(self.meta_))
+        card.update(json_finite(self.meta_))
         return card
 
     def _format_version(self) -> int:
@@ -547,18 +548,6 @@ def _from_state(state: Any, card: dict[str, Any], path: Path) -> LengthPredictor
         model.log_mean_range_ = (float(bounds[0]), float(bounds[1]))
     model.meta_ = {k: v for k, v in card.items() if k not in _CARD_KEYS}
     return model
-
-
-def _finite(value: Any) -> Any:
-    """A card's own fields with NaN and infinities as None: JSON has no value for them (`asp predictor info --json`
-    on a card holding one, or without a train_rmse_log, was exit 70)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _check_card(model: LengthPredictor, card: dict[str, Any], path: Path) -> None:

@@ -25,6 +25,7 @@ import polars as pl
 
 from asp_cli.arrange.timeline import busy_seconds, group_tokens, run_steps
 from asp_cli.costmodel import HardwarePreset, load_preset
+from asp_cli.output import json_finite
 from asp_cli.schedule_format import Schedule
 
 
@@ -179,7 +180,7 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
 
 
 def _provenance(meta: dict[str, Any]) -> dict[str, Any]:
-    meta = _finite_only(meta)
+    meta = json_finite(meta)
     preset = meta.get("preset") or {}
     command, inputs, predictor, arrangement, damaged = _readable_records(meta)
     return {
@@ -195,19 +196,6 @@ def _provenance(meta: dict[str, Any]) -> dict[str, Any]:
         "arrangement": arrangement,
         **({"damaged_metadata": damaged} if damaged else {}),
     }
-
-
-def _finite_only(value: Any) -> Any:
-    """A copy of what the metadata records with its NaN and infinities as None: a hand-edited NaN (the metadata is
-    JSON, which Python reads NaN in) in an arrangement candidate made `asp report --json` exit 70 (JSON has no NaN:
-    a hostile-input round, 2026-12-07)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite_only(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite_only(v) for v in value]
-    return value
 
 
 def _readable_records(meta: dict[str, Any]) -> tuple[Any, list, dict | None, dict | None, list[str]]:
