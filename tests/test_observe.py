@@ -876,6 +876,11 @@ def test_a_history_resaved_without_its_metadata_given_as_a_log_is_refused(tmp_pa
                                          r"gone.*pass it as --history where it is read.*the rollout log it was made"):
         observe([resaved], history, append=True)
     assert history.read_bytes() == before
+    as_lines = tmp_path / "h.jsonl"  # written out as JSON lines, it is known by its columns too
+    pl.read_parquet(history).write_ndjson(as_lines)
+    with pytest.raises(InputError, match=r"h\.jsonl: an asp observe history \(its columns"):
+        observe([as_lines], history, append=True)
+    assert history.read_bytes() == before
 
 
 def test_a_log_named_twice_and_an_id_check_with_nothing_to_check_against_are_refused(tmp_path):

@@ -392,7 +392,7 @@ def _read_log(
         # input round: 55,000 samples became 110,000), and the logs it lists were not kept from counting twice
         raise InputError(f"{path}: an asp history, not a rollout log; to plan with several histories give each to "
                          "asp schedule --history (a log both hold counts once), or observe the logs it was made from")
-    if {"prompt_id", "response_tokens", "log"} <= set(frame.columns) <= set(HISTORY_SCHEMA):
+    if {"prompt_id", "response_tokens", "log"} <= {c for c in frame.columns if c[:1] != "\x00"} <= set(HISTORY_SCHEMA):
         # The same without its metadata (saved again by Polars or pandas), known by its columns: appended to the
         # history it came from, every sample counted twice, exit 0 (a hostile-input round).
         raise InputError(f"{path}: an asp observe history (its columns; its asp metadata is gone, saved again by "
