@@ -810,6 +810,9 @@ def test_error_row_e34_says_what_a_name_of_neither_format_gets(tmp_path):
     schedule = _schedule(tmp_path)
     result = runner.invoke(app, ["export", str(schedule), str(SAMPLE_PROMPTS), "-o", str(tmp_path / "o.txt")])
     assert result.exit_code == 4 and not (tmp_path / "o.txt").exists()
+    # Without --format it was told "--format parquet writes Parquet", an option it did not pass.
+    said = result.stderr.removeprefix("Error: ").strip().replace(str(tmp_path / "o.txt"), "o.txt")
+    assert "--format" not in said and f"`{said}`" in row, said
 
 
 def test_error_row_export_of_an_epoch_the_schedule_lacks(tmp_path):

@@ -38,7 +38,13 @@ def export_command(
     with guarded():
         from asp_cli.integrate.export import export
 
-        # By the output's name, as `asp probe` does (a newcomer's `-o x.jsonl` was refused for parquet).
+        # By the output's name, as `asp probe` does (a newcomer's `-o x.jsonl` was refused for parquet); a name of
+        # neither kind was told "--format parquet writes Parquet" where no --format was given (a hostile round).
+        if format is None and output.suffix.lower() not in ("", ".jsonl", ".ndjson", ".parquet", ".pq"):
+            from asp_cli.errors import SettingsError
+
+            raise SettingsError(f"{output}: an export is written as JSON lines (.jsonl) or Parquet (.parquet), chosen "
+                                f"by the name; name it {output.stem}.jsonl or {output.stem}.parquet")
         format = format or ("jsonl" if output.suffix.lower() in (".jsonl", ".ndjson") else "parquet")  # noqa: A001
         result = export(schedule, dataset, output, format=format, epoch=epoch, order=order, workers=workers,
                         verl_version=verl_version, prefix=prefix, prompt_key=prompt_key, id_key=id_key, force=force,
