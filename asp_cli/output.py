@@ -32,8 +32,8 @@ import secrets
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from asp_cli import testhooks
 from asp_cli.errors import OutputError, SettingsError
