@@ -367,6 +367,45 @@ def test_generation_output_whose_responses_are_not_texts_is_refused_naming_the_c
             observe([log], None)
 
 
+def test_on_bad_row_skip_skips_and_counts_dump_rows_that_are_not_text(tmp_path):
+    """`--on-bad-row skip` skipped other bad rows but stopped at a verl dump row whose input or output is not text,
+    and at generation output whose responses are not lists of texts (a `responses` of 5 was exit 70 either way)."""
+    skip = replace(OBSERVE_READ, on_bad_row="skip")
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "What is 2+2?"},
+                                             {"id": "b", "question": "Name a prime."},
+                                             {"id": "c", "question": "Spell it."}])
+    dump = write_jsonl(tmp_path / "dump.jsonl", [
+        {"input": "user\nWhat is 2+2?\nassistant\n", "output": "x" * 40, "score": 1, "step": 1},
+        {"input": "user\nName a prime.\nassistant\n", "output": 5, "score": 1, "step": 1},
+        {"input": 7, "output": "abc", "score": 1, "step": 1},
+        {"input": "user\nSpell it.\nassistant\n", "output": "abcdefgh", "score": 1, "step": 1},
+    ])
+    with pytest.raises(InputError, match=r"dump\.jsonl:3: column 'input' holds 7, not text \(a verl dump's input "
+                                         r"is the prompt's text\); fix the row, or pass --on-bad-row skip"):
+        observe([dump], None, dataset=[data])
+    result = observe([dump], None, dataset=[data], read=skip)
+    assert result.added["prompt_id"].to_list() == ["a", "c"] and result.summary["bad_rows"] == 2
+    assert result.summary["bad_row_examples"] == ["dump.jsonl:2: column 'output' holds 5, not text".replace(
+        "dump", str(tmp_path / "dump"), 1), f"{tmp_path / 'dump.jsonl'}:3: column 'input' holds 7, not text"]
+    listed = write_jsonl(tmp_path / "listed.jsonl", [{"input": "user\nSpell it.\nassistant\n", "output": ["ab"],
+                                                      "score": 1, "step": 1}])
+    with pytest.raises(InputError, match=r"nothing to write: all 1 rows were bad and skipped"):
+        observe([listed], tmp_path / "h.parquet", dataset=[data], read=skip)
+    gen = write_jsonl(tmp_path / "gen.jsonl", [{"id": "a", "prompt": "q", "responses": ["aaaa", "bbbbbbbb"]},
+                                               {"id": "b", "prompt": "q", "responses": ["a", 5]},
+                                               {"id": "c", "prompt": "q", "responses": {"x": "t"}}])
+    result = observe([gen], None, read=skip)
+    assert result.added["prompt_id"].to_list() == ["a", "a"] and result.summary["bad_rows"] == 2
+    assert [e.split(": ", 1)[1] for e in result.summary["bad_row_examples"]] == [
+        "column 'responses' holds 5, not a list of response texts",
+        "column 'responses' holds {\"x\": \"t\"}, not a list of response texts"]
+    numbers = write_jsonl(tmp_path / "numbers.jsonl", [{"id": "a", "prompt": "q", "responses": 5}])
+    with pytest.raises(InputError, match=r"numbers\.jsonl:1: column 'responses' holds 5, not a list of response"):
+        observe([numbers], None)
+    with pytest.raises(InputError, match=r"nothing to write: all 1 rows were bad and skipped"):
+        observe([numbers], tmp_path / "h.parquet", read=skip)
+
+
 def test_a_bad_dataset_row_follows_on_bad_row(tmp_path):
     dataset = write_jsonl(tmp_path / "ds.jsonl", [{"id": "a", "prompt": "hello"}, {"id": "b", "prompt": 5},
                                                   {"id": "c", "prompt": "x"}])

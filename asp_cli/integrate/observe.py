@@ -385,7 +385,8 @@ def _read_log(
     if verl_dump:
         return _read_verl_dump(path, frame, dataset, read.tokenizer, summary, read.on_bad_row), kind
     if kind == "verl_generations":
-        return _read_verl_generations(path, frame, _verl_responses_column(frame), read, summary), kind
+        responses = _verl_responses_column(frame) or {c.lower(): c for c in frame.columns}[_VERL_RESPONSES]
+        return _read_verl_generations(path, frame, responses, read, summary), kind
     from asp_cli.reading.history_ids import history_logs
 
     if history_logs(path) is not None:  # taken as a log, its samples were added again without a word (a hostile-
@@ -438,8 +439,11 @@ def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
     if not set(_VERL_TEXT_COLUMNS) <= lowered.keys() or (not set(_VERL_DUMP_COLUMNS) <= lowered.keys() and has_id):
         if has_id and not has_length and _verl_responses_column(frame) is not None:
             return "verl_generations"
-        if has_id and not has_length and _VERL_RESPONSES in lowered:  # not lists of texts: say which row
-            _refuse_not_text(path, frame, lowered[_VERL_RESPONSES], lists=True)
+        if has_id and not has_length and _VERL_RESPONSES in lowered:  # not lists of texts: say which row (error)
+            from asp_cli.integrate.response_text import generation_lists
+
+            if generation_lists(path, frame, lowered[_VERL_RESPONSES], read.on_bad_row)[1]:
+                return "verl_generations"  # --on-bad-row skip: those rows are skipped and counted
         return "rollout_log"
     # verl's own columns, uid (its group key) and a reward extra's index, are no dataset id unless named.
     exact_id = read.length_id_key is not None or (has_id and str(id_col).lower() not in ("uid", "index"))
@@ -467,21 +471,13 @@ def _read_verl_dump(
         )
     columns = {c.lower(): c for c in frame.columns}
     matcher = PromptMatcher(_prompt_contents(dataset))
-    # As the file holds each value, as the other readers give them (`json_records.untag`): in a column of mixed kinds
-    # (an output that is a number among texts) the reader tags the other values, and escapes text that starts as a
-    # tag does; the tags were counted as the output's tokens.
-    for c in ("input", "output"):  # a list or an object could not be cast to text: exit 70 (a hostile-input round)
-        if frame.schema[columns[c]].is_nested() or frame.schema[columns[c]] == pl.Binary:
-            raise InputError(f"{path}: column {columns[c]!r} holds {frame.schema[columns[c]]}, not text: a verl "
-                             "dump's input and output are the prompt's and the response's text, one each a row")
-        _refuse_not_text(path, frame, columns[c])  # an output of 5 was counted as the text "5"
-    texts = frame.select(untag(pl.col(columns[c]).cast(pl.String)).alias(c) for c in ("input", "output"))
+    from asp_cli.integrate.response_text import count_responses, dump_texts
+
+    texts, odd = dump_texts(path, frame, columns, read_on_bad_row)  # an output of 5 was counted as the text "5"
     inputs, outputs = texts["input"].to_list(), texts["output"].to_list()
     ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
     summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
                                         if i is not None and matcher.ambiguous(text))
-    from asp_cli.integrate.response_text import count_responses
-
     counts, whole = count_responses(path, columns["output"], outputs, tokenizer, _BYTES_PER_TOKEN, summary)
     result = pl.DataFrame({"prompt_id": ids, "response_tokens": counts, "\x00whole": whole},
                           schema={"prompt_id": pl.String, "response_tokens": pl.Int64, "\x00whole": pl.Boolean})
@@ -494,8 +490,8 @@ def _read_verl_dump(
         # Its line in the file (lines skipped as not JSON take no row of the frame, so a row is not a line), and
         # why: an audit's dump row with no output was said to match no prompt.
         fmt = file_format(path)[0]
-        examples = [f"{row_location(path, frame, i, fmt)}: "
-                    + ("its output is missing" if ids[i] is not None else "its input matches no dataset prompt")
+        examples = [f"{row_location(path, frame, i, fmt)}: " + (odd.get(i) or (
+                    "its output is missing" if ids[i] is not None else "its input matches no dataset prompt"))
                     for i in rows[:5]]
         if read_on_bad_row == "error":
             raise InputError(f"{examples[0]}; {BAD_ROW_FIX}")
@@ -507,23 +503,6 @@ def _read_verl_dump(
     summary["whole_lengths"] = summary.get("whole_lengths", 0) + int(result["\x00whole"].sum())
     return result.drop("\x00whole").with_columns(pl.lit(None, pl.Boolean).alias("truncated"),
                                                   pl.lit(None, pl.Int32).alias("epoch"))
-
-
-def _refuse_not_text(path: Path, frame: pl.DataFrame, column: str, *, lists: bool = False) -> None:
-    """Refuse a dump whose text ``column`` holds another value (``lists``: generation output's list of response
-    texts a row), naming the row (`response_text.first_not_text`)."""
-    from asp_cli.integrate.response_text import first_not_text
-
-    found = first_not_text(frame[column], lists=lists)
-    if found is not None:
-        from asp_cli.reading.places import row_location
-        from asp_cli.reading.tables import file_format
-
-        where = row_location(path, frame, found[0], file_format(path)[0])
-        raise InputError(f"{where}: column {column!r} holds {found[1]}, not " + (
-            "a list of response texts (verl's generation output: one text per response)" if lists else
-            f"text (a verl dump's {column} is the {'prompt' if column.lower() == 'input' else 'response'}'s text)")
-            + "; fix the row, or leave it out of the file")
 
 
 def _verl_responses_column(frame: pl.DataFrame) -> str | None:
@@ -550,10 +529,20 @@ def _read_verl_generations(
     id_col = find_column(frame, C.ID_KEYS, read.length_id_key, what="prompt id", flag=read.length_id_flag, path=path)
     assert id_col is not None
     ids, _problem = id_column(frame, id_col)  # an id that is not text or an integer is left out, as a missing one
-    samples = frame.select(ids.alias("prompt_id"), pl.col(responses),
+    from asp_cli.integrate.response_text import count_responses, generation_lists
+
+    lists, odd = generation_lists(path, frame, responses, read.on_bad_row)  # rows of no list of texts: skipped
+    samples = frame.select(ids.alias("prompt_id"), pl.Series(responses, lists, dtype=pl.List(pl.String)),
                            pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00row")).explode(responses)
+    if odd:
+        from asp_cli.reading.places import row_location
+        from asp_cli.reading.tables import file_format
+
+        summary["bad_rows"] += len(odd)
+        summary["bad_row_examples"].extend(f"{row_location(path, frame, i, file_format(path)[0])}: {why}"
+                                           for i, why in list(odd.items())[:5])
+        samples = samples.filter(~pl.col("\x00row").is_in(list(odd)))
     texts = samples[responses].to_list()
-    from asp_cli.integrate.response_text import count_responses
 
     counts = count_responses(path, responses, texts, read.tokenizer, _BYTES_PER_TOKEN, summary)[0]
     if read.tokenizer is None:

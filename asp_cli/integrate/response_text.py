@@ -53,12 +53,98 @@ def count_responses(path: Path, column: str, texts: list[str | None], tokenizer:
     return counts, whole
 
 
-def first_not_text(column: Any, *, lists: bool = False) -> tuple[int, str] | None:
-    """The first row of a dump's text ``column`` (a Polars Series as `asp_cli.reading.read_table` gives it) whose value
-    is not text, and what it holds (``lists``: a list of texts each, verl's generation ``responses``), or None. In a
-    column of mixed kinds the reader tags the other values (`json_records.JSON_TAG`): an output of 5 was counted as
-    the text "5", and a list of responses holding a number made the file read as a prompt file (a hostile-input
-    round)."""
+def dump_texts(path: Path, frame: Any, columns: dict[str, str], on_bad_row: str) -> tuple[Any, dict[int, str]]:
+    """A verl dump's ``input`` and ``output`` as text (``columns``: each one's name in ``frame``), and the rows whose
+    either holds something else, with what (null in the texts: skipped and counted with ``on_bad_row="skip"``, as
+    the other bad rows are; before, they stopped the run whatever the option said).
+
+    Raises
+    ------
+    InputError
+        With ``on_bad_row="error"``, the first such row, or a column of lists or objects.
+    """
+    import polars as pl
+
+    from asp_cli.reading.json_records import untag
+
+    odd: dict[int, str] = {}
+    whole = {}
+    for c in ("input", "output"):
+        column = columns[c]
+        whole[c] = frame.schema[column].is_nested() or frame.schema[column] == pl.Binary
+        if whole[c] and on_bad_row == "error":  # a list or an object could not be cast to text: exit 70
+            raise InputError(f"{path}: column {column!r} holds {frame.schema[column]}, not text: a verl dump's input "
+                             "and output are the prompt's and the response's text, one each a row")
+        found = not_text_rows(frame[column])
+        if found and on_bad_row == "error":
+            held = f"text (a verl dump's {column} is the {'prompt' if c == 'input' else 'response'}'s text)"
+            raise InputError(_not_held(path, frame, found[0], column, held))
+        for i, value in found:
+            odd.setdefault(i, f"column {column!r} holds {value}, not text")
+    skipped = pl.Series("\x00odd", [i in odd for i in range(frame.height)], dtype=pl.Boolean)
+    # As the file holds each value, as the other readers give them (`json_records.untag`): in a column of mixed kinds
+    # (an output that is a number among texts) the reader tags the other values, and escapes text that starts as a
+    # tag does; the tags were counted as the output's tokens.
+    texts = frame.select(columns["input"], columns["output"]).with_columns(skipped).select(
+        (pl.lit(None, pl.String) if whole[c] else
+         pl.when(pl.col("\x00odd")).then(None).otherwise(untag(pl.col(columns[c]).cast(pl.String)))).alias(c)
+        for c in ("input", "output"))
+    return texts, odd
+
+
+def generation_lists(path: Path, frame: Any, column: str,
+                     on_bad_row: str) -> tuple[list[list[str | None] | None], dict[int, str]]:
+    """verl's generation output's ``responses`` (``column``): each row's list of response texts, and the rows that
+    hold something else, with what (None in the lists: skipped and counted with ``on_bad_row="skip"``).
+
+    Raises
+    ------
+    InputError
+        With ``on_bad_row="error"``, the first such row.
+    """
+    lists, found = response_lists(frame[column])
+    if found and on_bad_row == "error":
+        raise InputError(_not_held(path, frame, found[0], column,
+                                   "a list of response texts (verl's generation output: one text per response)"))
+    return lists, {i: f"column {column!r} holds {value}, not a list of response texts" for i, value in found}
+
+
+def _not_held(path: Path, frame: Any, found: tuple[int, str], column: str, wanted: str) -> str:
+    """The refusal of a dump row whose ``column`` holds ``found``, not what it should (``wanted``)."""
+    from asp_cli.reading.places import row_location
+    from asp_cli.reading.tables import BAD_ROW_FIX, file_format
+
+    where = row_location(path, frame, found[0], file_format(path)[0])
+    return f"{where}: column {column!r} holds {found[1]}, not {wanted}; {BAD_ROW_FIX}"
+
+
+def not_text_rows(column: Any) -> list[tuple[int, str]]:
+    """Every row of a dump's text ``column`` (a Polars Series as `asp_cli.reading.read_table` gives it) whose value
+    is not text, and what it holds. In a column of mixed kinds the reader tags the other values
+    (`json_records.JSON_TAG`): an output of 5 was counted as the text "5" (a hostile-input round)."""
+    import polars as pl
+
+    from asp_cli.reading.json_records import JSON_TAG
+
+    dtype = column.dtype
+    if dtype == pl.Null:
+        return []
+    found = []
+    for i, value in enumerate(column.to_list()):
+        if value is None:
+            continue
+        if dtype != pl.String:  # a column of numbers, true/false, lists or objects
+            found.append((i, _shown(value)))
+        elif value.startswith(JSON_TAG):
+            found.append((i, value[len(JSON_TAG):][:60]))
+    return found
+
+
+def response_lists(column: Any) -> tuple[list[list[str | None] | None], list[tuple[int, str]]]:
+    """verl's generation ``responses`` (a Polars Series): each row's list of response texts (None where it holds
+    none, or holds something else), and every row that holds something else with what it holds. A list of responses
+    holding a number made the file read as a prompt file, and a number instead of a list was exit 70 (hostile-input
+    rounds)."""
     import json
 
     import polars as pl
@@ -66,26 +152,31 @@ def first_not_text(column: Any, *, lists: bool = False) -> tuple[int, str] | Non
     from asp_cli.reading.json_records import JSON_TAG, TEXT_TAG
 
     dtype = column.dtype
-    if dtype == pl.Null or (lists and dtype == pl.List(pl.String)):
-        return None
-    for i, value in enumerate(column.to_list()):
+    values = column.to_list()
+    if dtype == pl.Null or dtype == pl.List(pl.String):
+        return values, []
+    lists: list[list[str | None] | None] = []
+    found = []
+    for i, value in enumerate(values):
+        if value is not None and dtype == pl.String:  # a column of mixed kinds: each value as the file holds it
+            if not value.startswith(JSON_TAG) or value.startswith(TEXT_TAG):
+                found.append((i, f"the text {value.removeprefix(TEXT_TAG)[:40]!r}"))
+                lists.append(None)
+                continue
+            value = json.loads(value[len(JSON_TAG):])
         if value is None:
+            lists.append(None)
             continue
-        if dtype != pl.String:  # a column of numbers or true/false, or lists of them
-            held = value if not lists else next((v for v in value if v is not None), None)
-            if held is not None:
-                return i, json.dumps(held)[:60]
-            continue
-        if not lists:
-            if value.startswith(JSON_TAG):
-                return i, value[len(JSON_TAG):][:60]
-            continue
-        if not value.startswith(JSON_TAG) or value.startswith(TEXT_TAG):
-            return i, f"the text {value.removeprefix(TEXT_TAG)[:40]!r}"
-        parsed = json.loads(value[len(JSON_TAG):])
-        if not isinstance(parsed, list):
-            return i, json.dumps(parsed)[:60]
-        odd = next((v for v in parsed if not isinstance(v, str) and v is not None), None)
+        odd = (value if not isinstance(value, list)
+               else next((v for v in value if not isinstance(v, str) and v is not None), None))
         if odd is not None:
-            return i, json.dumps(odd)[:60]
-    return None
+            found.append((i, _shown(odd)))
+        lists.append(None if odd is not None else value)
+    return lists, found
+
+
+def _shown(value: Any) -> str:
+    """A value that is not text as a message names it: as JSON, cut short."""
+    import json
+
+    return "bytes" if isinstance(value, bytes) else json.dumps(value, default=str)[:60]
