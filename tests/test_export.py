@@ -255,6 +255,34 @@ def test_the_schedules_ids_in_another_order_are_told_the_file_the_schedule_was_m
         export(schedule, [fewer], None)
 
 
+def test_an_export_of_several_epochs_given_back_is_told_the_file_the_schedule_was_made_from(tmp_path):
+    """A multi-epoch export given back to `asp export` as the dataset holds each prompt once an epoch: it was told
+    "duplicate prompt id ... pass --id-key" (E07), advice that cannot help. It is told, as a single epoch's export
+    is, to export from the file the schedule was made from; a dataset of its own repeated ids keeps E07."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    rows = make_prompts(40)
+    data = write_jsonl(tmp_path / "prompts.jsonl", rows)
+    schedule = tmp_path / "s.parquet"
+    done = CliRunner().invoke(app, ["schedule", str(data), "-o", str(schedule), "-q", "--epochs", "2",
+                                    "--train-batch-size", "8", "--minibatch-size", "4"])
+    assert done.exit_code == 0, done.output
+    for name, format in [("e.parquet", "parquet"), ("e.jsonl", "jsonl"), ("v.parquet", "verl")]:
+        exported = tmp_path / name
+        export(schedule, [data], exported, format=format)
+        again = CliRunner().invoke(app, ["export", str(schedule), str(exported), "-o", str(tmp_path / "re.parquet")])
+        assert again.exit_code == 3 and again.stderr.count("\n") == 1, again.stderr
+        assert again.stderr == (f"Error: {exported}: an asp export (its rows repeat each prompt, once an epoch), not "
+                                f"the prompt file(s) the schedule was made from; export from {data}, the file the "
+                                "schedule was made from (export writes the schedule's own order itself)\n")
+        assert not (tmp_path / "re.parquet").exists()
+    twice = write_jsonl(tmp_path / "twice.jsonl", rows + rows)
+    with pytest.raises(InputError, match=r"^duplicate prompt id 'p0' .*pass another --id-key"):
+        export(schedule, [twice], None)
+
+
 def test_column_clash_needs_a_prefix(built, tmp_path):  # noqa: F811
     rows = make_prompts(PROMPTS)
     for row in rows:

@@ -20,7 +20,6 @@ Nothing here prints; warnings and the trainer settings to use come back in the `
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
-from asp_cli.integrate.export_match import misplaced_id_error
+from asp_cli.integrate.export_match import METADATA_KEY, export_id_key, misplaced_id_error, reexport_error
 from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, check_format, check_options,
                                               dealt_workers_note)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
@@ -46,7 +45,6 @@ from asp_cli.integrate.verl_router import other_router_note, route_priorities, u
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.reading.tables import SOURCE_JSON
 
-METADATA_KEY = b"asp.export"
 # verl's default data.max_prompt_length (its trainer config; tests/verl/ checks the installed verl says so).
 VERL_DEFAULT_MAX_PROMPT_TOKENS = 512
 # How much longer a prompt may be than the schedule's count says (bytes / 4 against text at 3.1 characters a
@@ -335,6 +333,9 @@ def _matched_dataset(
     try:
         prompts, read_report = read_prompts(datasets, read)
     except InputError as exc:
+        reexport = reexport_error(datasets, replay.schedule.metadata) if str(exc).startswith("duplicate") else None
+        if reexport is not None:  # an export of several epochs: its ids repeat (it was told to pass --id-key)
+            raise reexport from exc
         for flag, origin in recorded.items():
             if origin in str(exc):  # say whose key it was, and how to name another
                 what = "prompt" if flag == "--prompt-key" else "id"
@@ -468,40 +469,6 @@ def with_export_id_key(read: ReadOptions, paths: list[Path]) -> ReadOptions:
     if len(keys) != 1 or None in keys:
         return read
     return dataclasses.replace(read, id_key=keys.pop(), id_flag="--dataset-id-key, here the id `asp export` wrote")
-
-
-def export_id_key(path: Path) -> str | None:
-    """The column of ``path`` holding the schedule's prompt id where it is an `asp export` that wrote one (Parquet:
-    its ``asp.export`` metadata; JSON lines: a first row carrying asp's ``seq`` and ``train_step``), else None."""
-    if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
-        try:
-            schema = pq.read_schema(path)
-        except Exception:  # noqa: BLE001 - not readable as Parquet: the read below says why
-            return None
-        if METADATA_KEY not in (schema.metadata or {}):
-            return None
-        document = json.loads(schema.metadata[METADATA_KEY])
-        fields = {f.name: f.type for f in schema}
-        nested = [k for k in ("extra_info", document.get("metadata_key")) if k in fields
-                  and getattr(fields[k], "num_fields", 0) and fields[k].get_field_index("prompt_id") >= 0]
-        return f"{nested[0]}.prompt_id" if nested else "prompt_id" if "prompt_id" in fields else None
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        try:
-            with open(path, encoding="utf-8") as lines:
-                first = json.loads(lines.readline() or "null")
-        except (OSError, ValueError):
-            return None
-        if not isinstance(first, dict):
-            return None
-        holders = [("", first), *((f"{k}.", v) for k, v in first.items() if isinstance(v, dict))]
-        marked = next((prefix for prefix, row in holders if "seq" in row and "train_step" in row), None)
-        if marked is None:
-            return None
-        ids = [prefix for prefix, row in holders if "prompt_id" in row]
-        return f"{ids[0]}prompt_id" if ids else None
-    return None
 
 
 def batches_repeating_a_prompt(rows: pl.DataFrame) -> list[int]:
