@@ -162,6 +162,16 @@ def parse_version(value: object) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def format_version_problem(value: object) -> str | None:
+    """What is wrong with a file's ``format_version`` (not `parse_version`'s text "MAJOR.MINOR"), as a message says
+    it, or None where it is version text: one rule for schedules and histories (a history's "1.0.0" was read)."""
+    if parse_version(value) is not None:
+        return None
+    shown = repr(value)
+    return (f"format_version {shown if len(shown) <= 40 else shown[:40] + '...'} is not text \"MAJOR.MINOR\" of two "
+            "whole numbers")
+
+
 def format_version_for(metadata: dict[str, Any], frame: pl.DataFrame | None = None) -> str:
     """The oldest format version whose keys and values cover ``metadata`` and whose column values cover ``frame``:
     "1.0"; "1.1" with ``predictor.calibration``, ``arrangement`` or a ``prediction_source`` of "file"; "1.2" with
@@ -574,10 +584,8 @@ def read_schedule(path: str | Path) -> Schedule:
         raise ScheduleFormatError(f"{path}: damaged asp schedule metadata; write the schedule again")
     version = parse_version(metadata.get("format_version"))
     if version is None:
-        raise ScheduleFormatError(
-            f"{path}: damaged asp schedule metadata (format_version {metadata.get('format_version')!r} is not text "
-            "\"MAJOR.MINOR\" of two whole numbers); write the schedule again"
-        )
+        raise ScheduleFormatError(f"{path}: damaged asp schedule metadata "
+                                  f"({format_version_problem(metadata.get('format_version'))}); write the schedule again")
     supported = parse_version(FORMAT_VERSION)
     assert supported is not None
     if version[0] > supported[0]:

@@ -45,7 +45,12 @@ def _document(table) -> dict:
     (lambda t: (t, {METADATA_KEY: json.dumps({**_document(t), "logs": [{"path": 5}]}).encode()}),
      r"damaged asp history metadata \(its list of the logs already observed: log entry 0 has no fingerprint"),
     (lambda t: (t, {METADATA_KEY: json.dumps({**_document(t), "format_version": 1.0}).encode()}),
-     r"damaged asp history metadata \(its list of the logs already observed: format_version 1.0 is not a version"),
+     r"damaged asp history metadata \(its list of the logs already observed: format_version 1.0 is not text "
+     r"\"MAJOR.MINOR\" of two whole numbers\)"),
+    # The schedule reader's rule: "1.0.0" was read as format 1 and appended to.
+    (lambda t: (t, {METADATA_KEY: json.dumps({**_document(t), "format_version": "1.0.0"}).encode()}),
+     r"damaged asp history metadata \(its list of the logs already observed: format_version '1.0.0' is not text "
+     r"\"MAJOR.MINOR\" of two whole numbers\), so appending could add a log twice"),
     # Without its list of logs, the same log was appended twice (2 rows became 4).
     (lambda t: (t, {METADATA_KEY: json.dumps({k: v for k, v in _document(t).items() if k != "logs"}).encode()}),
      r"damaged asp history metadata \(its list of the logs already observed\)"),

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from util import make_prompts, write_jsonl
 
 from asp_cli.arrange.pipeline import schedule
@@ -163,8 +165,8 @@ def test_a_history_of_damaged_or_unknown_metadata_is_read_with_a_warning_that_th
     for name, raw, said in [
             ("bad", b"{not json", r"h_bad\.parquet: damaged asp history metadata \(not JSON\), so the checks that "
                                   r"keep a log from counting twice are off for it"),
-            ("v9", json.dumps({**document, "format_version": "9"}).encode(),
-             r"h_v9\.parquet: an asp history of format 9, newer than this asp reads, so the checks that keep a log "
+            ("v9", json.dumps({**document, "format_version": "9.0"}).encode(),
+             r"h_v9\.parquet: an asp history of format 9\.0, newer than this asp reads, so the checks that keep a log "
              r"from counting twice are off"),
             ("entry", json.dumps({**document, "logs": [{"path": 5}]}).encode(),
              r"h_entry\.parquet: damaged asp history metadata \(log entry 0 has no fingerprint")]:
@@ -174,3 +176,18 @@ def test_a_history_of_damaged_or_unknown_metadata_is_read_with_a_warning_that_th
         assert any(re.search(said, w) for w in result.summary["warnings"]), result.summary["warnings"]
     result = schedule([data], tmp_path / "s.parquet", settings=SETTINGS, history=[history])
     assert not [w for w in result.summary["warnings"] if "counting twice are off" in w]
+
+
+@pytest.mark.parametrize("version", ["1.0.0", "1", "01.0", " 1.0", "1_0.0", 1.0, None])
+def test_a_history_format_version_is_major_minor_text_as_a_schedules_is(version):
+    """The schedule reader refuses a format_version that is not text "MAJOR.MINOR" (E55); the history reader took
+    "1.0.0", "1", "01.0" (and " 1.0", "1_0.0") as format 1. Both now read it with `parse_version` and say it alike."""
+    from asp_cli.reading.history_ids import metadata_problem
+    from asp_cli.schedule_format import format_version_problem
+
+    raw = json.dumps({"format_version": version, "logs": []}).encode()
+    assert metadata_problem(raw) == format_version_problem(version)
+    assert metadata_problem(raw) == f"format_version {version!r} is not text \"MAJOR.MINOR\" of two whole numbers"
+    assert metadata_problem(json.dumps({"format_version": "1.0", "logs": []}).encode()) is None
+    assert metadata_problem(json.dumps({"format_version": "1.999", "logs": []}).encode()) is None
+    assert metadata_problem(json.dumps({"logs": []}).encode()) is None  # none at all: read as this format

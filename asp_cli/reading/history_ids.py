@@ -101,8 +101,9 @@ KNOWN_FORMAT_MAJOR = 1  # the history format this asp writes (`asp_cli.integrate
 
 def metadata_problem(raw: bytes | None) -> str | None:
     """What is wrong with an asp history's metadata (``raw``, the value of `HISTORY_METADATA_KEY`), or None where it
-    is sound or absent: not JSON, a ``format_version`` that is not a version text of this asp's format (``"1.0"``;
-    a float 1.0 is a hand edit; ``"9.0"`` names a newer format: "newer"), or a list of logs whose entries lack a
+    is sound or absent: not JSON, a ``format_version`` that is not a version text of this asp's format (``"1.0"``,
+    ``"MAJOR.MINOR"`` as the schedule reader's `parse_version` reads it; a float 1.0 or ``"1.0.0"`` is a hand edit;
+    ``"9.0"`` names a newer format: "newer"), or a list of logs whose entries lack a
     fingerprint (text) or hold a name or rows fingerprint that is not text. Its list of logs is what keeps a log
     from counting twice (`asp observe --append` refuses it, E65/E78; `asp schedule --history` warns that the
     double-count checks are off): a hand-edited ``[{"path": 5}]`` was appended to, exit 0 (a hostile-input round)."""
@@ -114,14 +115,17 @@ def metadata_problem(raw: bytes | None) -> str | None:
         return "not JSON"
     if not isinstance(document, dict):
         return "not a JSON object"
-    version = document.get("format_version", "1")  # none: read as this format, as before (hand-made metadata)
-    major = version.split(".")[0] if isinstance(version, str) else ""
-    if not (isinstance(version, str) and all(p.isdigit() and p.isascii() for p in version.split("."))):
-        return f"format_version {json.dumps(version)[:40]} is not a version text such as \"1.0\""
-    if int(major) > KNOWN_FORMAT_MAJOR:
-        return f"newer: format {version}"
-    if int(major) != KNOWN_FORMAT_MAJOR:
-        return f"format {version}, which no asp writes"
+    if "format_version" in document:  # none: read as this format, as before (hand-made metadata)
+        from asp_cli.schedule_format import format_version_problem, parse_version
+
+        # The schedule reader's rule, "MAJOR.MINOR" (a "1.0.0" or "1" was read as format 1).
+        version, parsed = document["format_version"], parse_version(document["format_version"])
+        if parsed is None:
+            return format_version_problem(version)
+        if parsed[0] > KNOWN_FORMAT_MAJOR:
+            return f"newer: format {version}"
+        if parsed[0] != KNOWN_FORMAT_MAJOR:
+            return f"format {version}, which no asp writes"
     logs = document.get("logs")
     if not isinstance(logs, list):
         return "no list of the logs observed"
