@@ -658,3 +658,19 @@ def test_areals_controller_deals_whole_groups_in_turn(tmp_path):
     said = " ".join(invoke("export", tmp_path / "a.parquet", SAMPLE_PROMPTS, "-o", tmp_path / "t.jsonl", "--order",
                            "train").stderr.split())
     assert "OpenRLHF deals it" not in said and "AReaL's controller deals the file's rows" in said
+
+
+def test_an_export_of_several_epochs_given_as_the_prompt_file_is_named_as_one(tmp_path):
+    """`asp schedule` given an export of two epochs (each prompt twice) was told E07's "pass --id-key"; it is told
+    the file is an asp export and to give the prompt file the schedule was made from, on one line, exit 3."""
+    first = invoke("schedule", SAMPLE_PROMPTS, "--epochs", "2", "-o", tmp_path / "s.parquet", "-q")
+    assert first.exit_code == 0, first.stderr
+    exported = tmp_path / "e.jsonl"
+    done = invoke("export", tmp_path / "s.parquet", SAMPLE_PROMPTS, "-o", exported)
+    assert done.exit_code == 0, done.stderr
+    again = invoke("schedule", exported, "-o", tmp_path / "s2.parquet")
+    assert again.exit_code == 3, again.stderr
+    assert again.stderr == (f"Error: {exported}: an asp export (its rows repeat each prompt, once an epoch), not the "
+                            "prompt file(s) the schedule was made from; give that file instead (each prompt once, in "
+                            "its own order)\n")
+    assert not (tmp_path / "s2.parquet").exists()

@@ -808,6 +808,30 @@ def test_an_export_given_as_the_dataset_gives_the_schedules_ids_not_its_row_numb
     assert by_id == {str(100 + i): (4 * i + 4) // 4 for i in range(5)}  # 4 bytes a token, estimated
 
 
+def test_an_export_of_several_epochs_given_as_the_dataset_is_named_as_one(tmp_path):
+    """One epoch's export is read as --dataset by the schedule's ids; one of two epochs holds each id twice and was
+    told E07's "pass --dataset-id-key", which cannot help. It is named as an export, as `asp export` and
+    `asp schedule` name one, with the fix: the file the schedule was made from."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.export import export
+    from asp_cli.settings import ScheduleSettings
+
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"id": f"p{i}", "prompt": f"What is {i} + 1?"} for i in range(8)])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=4, minibatch_size=2, instances=2, epochs=2))
+    exported = tmp_path / "e.jsonl"
+    export(sched, [data], exported, format="jsonl")
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(json.dumps({"input": "user: What is 1 + 1?\nassistant:", "output": "zzzz", "score": 1.0,
+                                "step": 1}) + "\n")
+    with pytest.raises(InputError) as caught:
+        observe([dump], None, dataset=[exported])
+    assert str(caught.value) == (f"{exported}: an asp export (its rows repeat each prompt, once an epoch), not the "
+                                 "prompt file(s) the schedule was made from; give that file instead (each prompt "
+                                 "once, in its own order)")
+    assert observe([dump], None, dataset=[data]).added["prompt_id"].to_list() == ["p1"]
+
+
 def test_a_given_epoch_is_every_rows_and_a_log_column_that_says_otherwise_is_warned_about(tmp_path):
     """asp export's metadata numbers the schedule's epochs (0 for every one-epoch schedule): a slime newcomer's
     second epoch observed with --epoch 1 was recorded as epoch 0 without a word, and --history-epochs 1 then used

@@ -1466,3 +1466,34 @@ def test_a_message_listing_the_columns_lists_30_each_cut_short(tmp_path):
     with pytest.raises(InputError) as caught:
         read_prompts([long], ReadOptions(prompt_key="z" * 100_000))
     assert len(str(caught.value)) < 500 and "(100,000 characters) (from --prompt-key)" in str(caught.value)
+
+
+def test_an_asp_export_read_as_prompts_is_named_as_one_not_told_to_pass_id_key(tmp_path):
+    """An export of several epochs holds each prompt once an epoch: read as a prompt file (`asp schedule`,
+    `asp observe --dataset`) it was told E07's "make ids unique, or pass --id-key", which cannot help. It is named as
+    an export, as `asp export` names one given as its dataset; one epoch's export beside the file it was made from
+    likewise; a file of its own repeated ids keeps E07."""
+    from util import make_prompts
+
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.export import export
+    from asp_cli.settings import ScheduleSettings
+
+    data = write_jsonl(tmp_path / "prompts.jsonl", make_prompts(16))
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=4, minibatch_size=2, instances=2, epochs=2))
+    fix = "not the prompt file(s) the schedule was made from; give that file instead (each prompt once, in its own order)"
+    for name, fmt in [("e.jsonl", "jsonl"), ("e.parquet", "parquet"), ("v.parquet", "verl")]:
+        exported = tmp_path / name
+        export(sched, [data], exported, format=fmt)
+        with pytest.raises(InputError) as caught:
+            read_prompts([exported])
+        assert str(caught.value) == f"{exported}: an asp export (its rows repeat each prompt, once an epoch), {fix}"
+    one = tmp_path / "one.jsonl"
+    export(sched, [data], one, format="jsonl", epoch=0)
+    with pytest.raises(InputError) as caught:
+        read_prompts([data, one])
+    assert str(caught.value) == f"{one}: an asp export (its rows are another file's prompts, reordered), {fix}"
+    twice = write_jsonl(tmp_path / "twice.jsonl", make_prompts(4) * 2)
+    with pytest.raises(InputError, match=r"^duplicate prompt id 'p0' .*pass --id-key"):
+        read_prompts([twice])

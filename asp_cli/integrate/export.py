@@ -34,7 +34,7 @@ from asp_cli.arrange.advice import dividing_example
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
-from asp_cli.integrate.export_match import METADATA_KEY, export_id_key, misplaced_id_error, reexport_error
+from asp_cli.integrate.export_match import misplaced_id_error, reexport_error
 from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, check_format, check_options,
                                               dealt_workers_note)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
@@ -42,6 +42,7 @@ from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settin
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import other_router_note, route_priorities, unrouted_agents_note
+from asp_cli.reading.exported import EXPORT_REPEATS, METADATA_KEY, export_id_key
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.reading.tables import SOURCE_JSON
 
@@ -333,8 +334,9 @@ def _matched_dataset(
     try:
         prompts, read_report = read_prompts(datasets, read)
     except InputError as exc:
-        reexport = reexport_error(datasets, replay.schedule.metadata) if str(exc).startswith("duplicate") else None
-        if reexport is not None:  # an export of several epochs: its ids repeat (it was told to pass --id-key)
+        repeats = str(exc).startswith("duplicate") or EXPORT_REPEATS in str(exc)  # the reader's word, said here
+        reexport = reexport_error(datasets, replay.schedule.metadata) if repeats else None
+        if reexport is not None:  # an export of several epochs: its ids repeat (it names the schedule's own file)
             raise reexport from exc
         for flag, origin in recorded.items():
             if origin in str(exc):  # say whose key it was, and how to name another

@@ -27,6 +27,7 @@ from asp_cli.reading.tables import (
     release_arrow_memory,
 )
 from asp_cli.reading.nested import with_nested_key
+from asp_cli.reading.exported import repeated_export_error
 from asp_cli.reading.places import place_in_file, row_location
 
 # --------------------------------------------------------------------------------------------------------
@@ -577,6 +578,10 @@ def _check_unique_ids(frame: pl.DataFrame, named: str | None = None, row_numbere
         rows = duplicated.filter(pl.col(C.PROMPT_ID) == first)
         files = set(rows["source_file"].to_list()) if "source_file" in rows.columns else set()
         unnamed = sorted(f for f in files if f in row_numbered)
+        if files:  # an export of several epochs (or beside its dataset): --id-key cannot help
+            exported = repeated_export_error(dict(rows["source_file"].value_counts().iter_rows()))
+            if exported is not None:
+                raise exported
         # Each file's own place (the global row of a second file's first row is not where it is): a JSON line's
         # line, blank lines and skipped bad lines counted (they were once not), else the row counted from 1.
         shown = rows.head(_PLACES_SHOWN)

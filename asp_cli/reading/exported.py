@@ -1,0 +1,80 @@
+"""How an `asp export` is known where a prompt file is read, and what a reader of prompts says of one.
+
+An export holds the dataset's own rows in a schedule's order, with asp's columns added; one of several epochs holds
+each prompt once an epoch, so its ids repeat. Given where prompts are read (`asp schedule`, `asp observe --dataset`,
+`asp export`'s dataset) it was told E07's "make ids unique, or pass --id-key", which cannot help: the fix is the
+file the schedule was made from. `integrate.export_match` says more where the schedule is at hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from asp_cli.errors import InputError
+
+METADATA_KEY = b"asp.export"  # where an export's Parquet file records what wrote it
+EXPORT_REPEATS = "an asp export (its rows repeat each prompt, once an epoch)"  # how every reader names one
+
+
+def export_id_key(path: Path) -> str | None:
+    """The column of ``path`` holding the schedule's prompt id where it is an `asp export` that wrote one (Parquet:
+    its ``asp.export`` metadata; JSON lines: a first row carrying asp's ``seq`` and ``train_step``), else None."""
+    return export_marks(path)[1]
+
+
+def export_marks(path: Path) -> tuple[bool, str | None]:
+    """Whether ``path`` is an `asp export` (Parquet: its ``asp.export`` metadata; JSON lines: a first row carrying
+    asp's ``seq`` and ``train_step``, at its top or in an object field), and the column holding the schedule's
+    prompt id where it wrote one (`export_id_key`)."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        marked = _parquet_marks(path)
+        if marked is None:
+            return False, None
+        schema, document = marked
+        fields = {f.name: f.type for f in schema}
+        nested = [k for k in ("extra_info", document.get("metadata_key")) if k in fields
+                  and getattr(fields[k], "num_fields", 0) and fields[k].get_field_index("prompt_id") >= 0]
+        return True, f"{nested[0]}.prompt_id" if nested else "prompt_id" if "prompt_id" in fields else None
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        try:
+            with open(path, encoding="utf-8") as lines:
+                first = json.loads(lines.readline() or "null")
+        except (OSError, ValueError):
+            return False, None
+        if not isinstance(first, dict):
+            return False, None
+        holders = [("", first), *((f"{k}.", v) for k, v in first.items() if isinstance(v, dict))]
+        marked = next((prefix for prefix, row in holders if "seq" in row and "train_step" in row), None)
+        if marked is None:
+            return False, None
+        ids = [prefix for prefix, row in holders if "prompt_id" in row]
+        return True, f"{ids[0]}prompt_id" if ids else None
+    return False, None
+
+
+def _parquet_marks(path: Path) -> tuple[Any, dict[str, Any]] | None:
+    """The Arrow schema of a Parquet ``path`` and what its ``asp.export`` metadata records, where it has such
+    metadata (an object), else None."""
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+        document = json.loads((schema.metadata or {})[METADATA_KEY])
+    except Exception:  # noqa: BLE001 - not an export (or not readable as Parquet): the reader of the file says why
+        return None
+    return (schema, document) if isinstance(document, dict) else None
+
+
+def repeated_export_error(held: Mapping[str, int]) -> InputError | None:
+    """The refusal of prompt files whose ids repeat where one of the files holding a repeated id (``held``: each, with
+    how many of its rows hold it) is an `asp export`: one of several epochs repeats the id itself, one of a single
+    epoch beside its dataset repeats that file's. None where none is an export (the ids are the files' own: E07)."""
+    export = next((f for f in sorted(held) if export_marks(Path(f))[0]), None)
+    if export is None:
+        return None
+    what = EXPORT_REPEATS if held[export] > 1 else "an asp export (its rows are another file's prompts, reordered)"
+    return InputError(f"{export}: {what}, not the prompt file(s) the schedule was made from; give that file instead "
+                      "(each prompt once, in its own order)")
