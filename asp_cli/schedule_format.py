@@ -520,6 +520,15 @@ def schedule_of(value: object, what: str = "the schedule") -> Schedule:
     return read_schedule(value)
 
 
+def _refuse_export(path: Path) -> None:
+    """Name an `asp export` given as a schedule as one (it was told only that it is no asp schedule, E22)."""
+    from asp_cli.reading.exported import export_not_schedule
+
+    refused = export_not_schedule(path)
+    if refused is not None:
+        raise refused
+
+
 def _check_in_memory(frame: pl.DataFrame, metadata: dict[str, Any], path: Path | None) -> None:
     """The checks a schedule file gets when it is read, for one a library user holds in memory (or changed after
     reading it): a frame concatenated with itself was exported with every prompt twice, and a dropped column ended
@@ -557,6 +566,7 @@ def read_schedule(path: str | Path) -> Schedule:
         raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__}); check the file's "
                          "permissions, or give the schedule `asp schedule -o` wrote") from None
     if magic != b"PAR1":
+        _refuse_export(path)
         raise ScheduleFormatError(f"{path}: not a Parquet file, so not an asp schedule; give the file `asp schedule -o` wrote")
     try:
         schema = pq.read_schema(path)
@@ -567,6 +577,7 @@ def read_schedule(path: str | Path) -> Schedule:
         raise ScheduleFormatError(f"{path}: unreadable Parquet file ({first}); write the schedule again") from None
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
+        _refuse_export(path)
         names = set(schema.names)
         kind = ("an asp observe history (observed lengths), not a schedule; a history goes to --history or "
                 "--lengths; give" if {"prompt_id", "response_tokens"} <= names else

@@ -100,6 +100,32 @@ def test_not_a_schedule(tmp_path, kind):
         read_schedule(path)
 
 
+def test_an_export_given_as_the_schedule_is_named_as_one(tmp_path):
+    """`asp export e.parquet prompts.jsonl` (the export where the schedule goes) was told only that e.parquet is no
+    asp schedule (E22). It is named as an export, with the schedule it came from where its metadata records it;
+    still exit 6."""
+    from typer.testing import CliRunner
+    from util import make_prompts, write_jsonl
+
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.cli.main import app
+    from asp_cli.integrate.export import export
+
+    data = write_jsonl(tmp_path / "prompts.jsonl", make_prompts(8))
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=4, minibatch_size=2, instances=2))
+    for name, fmt in [("e.parquet", "parquet"), ("v.parquet", "verl"), ("e.jsonl", "jsonl")]:
+        exported = tmp_path / name
+        export(sched, [data], exported, format=fmt)
+        recorded = "" if fmt == "jsonl" else " ('s.parquet', as the export records)"
+        said = f"{exported}: an asp export, not a schedule; pass the schedule it was exported from{recorded}"
+        with pytest.raises(ScheduleFormatError) as caught:
+            read_schedule(exported)
+        assert str(caught.value) == said
+        refused = CliRunner().invoke(app, ["export", str(exported), str(data), "-o", str(tmp_path / "x.jsonl")])
+        assert refused.exit_code == 6 and refused.stderr == f"Error: {said}\n", refused.stderr
+
+
 def test_a_missing_schedule_is_a_bad_input_not_a_bad_format(tmp_path):
     # Exit 3 like every other missing input (docs/errors.md E11), not 6 ("not a schedule").
     from asp_cli.errors import InputError

@@ -3,7 +3,8 @@
 An export holds the dataset's own rows in a schedule's order, with asp's columns added; one of several epochs holds
 each prompt once an epoch, so its ids repeat. Given where prompts are read (`asp schedule`, `asp observe --dataset`,
 `asp export`'s dataset) it was told E07's "make ids unique, or pass --id-key", which cannot help: the fix is the
-file the schedule was made from. `integrate.export_match` says more where the schedule is at hand.
+file the schedule was made from. `integrate.export_match` says more where the schedule is at hand. Given where a
+schedule is read, it was told only that it is no schedule (E22): it is named, with the schedule it came from.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, ScheduleFormatError, shown_id
 
 METADATA_KEY = b"asp.export"  # where an export's Parquet file records what wrote it
 EXPORT_REPEATS = "an asp export (its rows repeat each prompt, once an epoch)"  # how every reader names one
@@ -66,6 +67,19 @@ def _parquet_marks(path: Path) -> tuple[Any, dict[str, Any]] | None:
     except Exception:  # noqa: BLE001 - not an export (or not readable as Parquet): the reader of the file says why
         return None
     return (schema, document) if isinstance(document, dict) else None
+
+
+def export_not_schedule(path: Path) -> ScheduleFormatError | None:
+    """The refusal of an `asp export` given where a schedule is read (`asp export`'s SCHEDULE, `asp report`,
+    `asp simulate`): it holds a dataset's rows in a schedule's order, not the schedule, which its Parquet metadata
+    names where it recorded one; None where ``path`` is no export (E22 says what it is)."""
+    if not export_marks(path)[0]:
+        return None
+    marked = _parquet_marks(path) if path.suffix.lower() in (".parquet", ".pq") else None
+    named = marked[1].get("schedule") if marked is not None else None
+    recorded = f" ({shown_id(named)}, as the export records)" if isinstance(named, str) and named else ""
+    return ScheduleFormatError(f"{path}: an asp export, not a schedule; pass the schedule it was exported from"
+                               f"{recorded}")
 
 
 def repeated_export_error(held: Mapping[str, int]) -> InputError | None:
