@@ -1447,6 +1447,30 @@ def test_a_numeric_truncated_flag_is_1_or_0_and_any_other_number_a_bad_row(tmp_p
     assert read_lengths([listed])[0]["truncated"].to_list() == [True, False]
 
 
+def test_a_flag_in_a_list_of_truncated_flags_follows_the_single_flags_rule(tmp_path):
+    """A list's `[5, 0]` read the 5 as "unknown" in silence, where a single flag of 5 is a bad row: each element is
+    now judged as a single flag is, a bad sample (refused, or skipped and counted with --on-bad-row skip), as an
+    unreadable length in a list of lengths is; a null element stays unknown."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"id": "a", "length": [1, 2], "truncated": [5, 0]}, {"id": "b", "length": [3, 4], "truncated": [1, None]}]
+    for path, said in [(write_jsonl(tmp_path / "h.jsonl", rows), "h.jsonl:1: column 'truncated' holds 5 in its"),
+                       (write_jsonl(tmp_path / "m.jsonl", [*rows, {"id": "c", "length": [5], "truncated": [True]}]),
+                        "m.jsonl:1: column 'truncated' holds 5 in its"),  # beside true: read as text
+                       (write_jsonl(tmp_path / "t.jsonl", [{**rows[0], "truncated": ["maybe", "no"]}, rows[1]]),
+                        "t.jsonl:1: column 'truncated' holds 'maybe' in its")]:
+        with pytest.raises(InputError, match=re.escape(said) + r" list of flags, not true or false for prompt id 'a'"):
+            read_lengths([path])
+        frame, report = read_lengths([path], ReadOptions(on_bad_row="skip"))
+        assert frame.filter(pl.col("prompt_id") != "c")["truncated"].to_list() == [False, True, None]
+        assert frame["response_tokens"].to_list()[:3] == [2, 3, 4] and report.skipped_rows == 1
+    table = tmp_path / "h.parquet"
+    pq.write_table(pa.table({"id": ["a"], "response_tokens": [[3, 4]], "truncated": pa.array([[1.0, 1.5]])}), table)
+    with pytest.raises(InputError, match=r"h\.parquet: row 1: column 'truncated' holds 1\.5 in its list of flags"):
+        read_lengths([table])
+
+
 def test_a_message_listing_the_columns_lists_30_each_cut_short(tmp_path):
     """A hostile-input round (2026-12-07): a file of 5,000 columns made "no prompt column found" a line of 44 KB, a
     column named with 200,000 characters one of 200 KB, and so did --prompt-key given as much."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -224,10 +225,8 @@ def extract_lengths(
         _check_truncated_dtype(frame.schema[truncated_col], listed, path)
     epoch, bad_epoch = _epoch_expr(frame)
     flags_listed = truncated_col is not None and isinstance(frame.schema[truncated_col], pl.List)
-    flags = _truncated_expr(frame.schema[truncated_col]) if truncated_col else pl.lit(None, pl.Boolean)
-    # A scalar flag that is there but reads as neither true nor false is a bad row, not a silent "unknown".
-    unreadable = (pl.col(truncated_col).is_not_null() & flags.is_null()
-                  if truncated_col and not flags_listed else pl.lit(False))
+    flags, unreadable = _truncated_expr(frame.schema[truncated_col]) if truncated_col else (pl.lit(None, pl.Boolean),
+                                                                                          pl.lit(False))
     ids, id_problem = id_column(frame, id_col)
     sample_col = None if listed else sample_column(frame)
     base = frame.select(
@@ -235,7 +234,10 @@ def extract_lengths(
         id_problem.alias("\x00idproblem"),
         pl.col(length_col).alias("\x00len"),
         flags.alias(C.TRUNCATED),
-        unreadable.alias("\x00badflags"),
+        (pl.lit(False) if flags_listed else unreadable).alias("\x00badflags"),
+        unreadable.alias("\x00badflag"),  # a list of them where the flags are listed: one a sample
+        (pl.col(C.TRUNCATED).list.eval(pl.element().cast(pl.String)) if flags_listed else pl.lit(None, pl.String))
+        .alias("\x00rawflag"),
         epoch.alias(C.EPOCH),
         bad_epoch.alias("\x00badepoch"),
         pl.col(C.EPOCH).alias("\x00rawepoch") if C.EPOCH in frame.columns else pl.lit(None).alias("\x00rawepoch"),
@@ -246,17 +248,18 @@ def extract_lengths(
     if listed:
         if flags_listed:
             # A row whose flags do not match its lengths one to one is a bad row (its flags are dropped). The
-            # exploded lists must have equal sizes: no lengths, no flags; missing flags become nulls.
+            # exploded lists must have equal sizes: no lengths, no flags; missing flags become nulls. An unreadable
+            # flag is its own sample's, as an unreadable length in the list is.
             flags, lengths = pl.col(C.TRUNCATED), pl.col("\x00len")
             mismatch = flags.is_not_null() & (flags.list.len() != lengths.list.len().fill_null(0))
             base = base.with_columns(
-                pl.when(lengths.is_null()).then(None)
-                .when(flags.is_null() | mismatch).then(lengths.list.eval(pl.lit(None, pl.Boolean)))
-                .otherwise(flags)
-                .alias(C.TRUNCATED),
+                *(pl.when(lengths.is_null()).then(None)
+                  .when(flags.is_null() | mismatch).then(lengths.list.eval(pl.lit(None, dtype)))
+                  .otherwise(pl.col(name)).alias(name)
+                  for name, dtype in ((C.TRUNCATED, pl.Boolean), ("\x00badflag", pl.Boolean), ("\x00rawflag", pl.String))),
                 mismatch.alias("\x00badflags"),
             )
-            base = base.explode(["\x00len", C.TRUNCATED])
+            base = base.explode(["\x00len", C.TRUNCATED, "\x00badflag", "\x00rawflag"])
         else:
             base = base.explode("\x00len")
     if inner == pl.String:
@@ -272,6 +275,7 @@ def extract_lengths(
         pl.col(C.PROMPT_ID).is_null()
         | pl.col("\x00idproblem").is_not_null()
         | pl.col("\x00badflags")
+        | pl.col("\x00badflag").fill_null(False)
         | pl.col("\x00badepoch")
         | pl.col("\x00num").is_null()
         | pl.col("\x00num").is_nan()
@@ -293,6 +297,11 @@ def extract_lengths(
                 raise InputError(id_problem_message(where, id_col, first["\x00idproblem"], flag=id_flag))
             if first[C.PROMPT_ID] is None:
                 reason = f"column {id_col!r} (the prompt id) is missing"
+            elif first["\x00badflag"] and flags_listed:
+                raw_flag = first["\x00rawflag"]
+                # A number among true/false is read as its JSON text (a column of mixed kinds): shown as a number.
+                shown_flag = raw_flag if re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", raw_flag) else repr(raw_flag[:40])
+                reason = f"column {C.TRUNCATED!r} holds {shown_flag} in its list of flags, not true or false"
             elif first["\x00badflags"] and flags_listed:
                 reason = f"column {C.TRUNCATED!r} does not hold one flag per length in {length_col!r}"
             elif first["\x00badflags"]:
@@ -463,9 +472,10 @@ def _check_truncated_dtype(dtype: pl.DataType, lengths_listed: bool, path: Path)
         raise InputError(f"{path}: column {C.TRUNCATED!r} holds {dtype}; give {shape} per row")
 
 
-def _truncated_expr(dtype: pl.DataType) -> pl.Expr:
-    """The ``truncated`` column as booleans (lists of them stay lists); text "true"/"false"/"1"/"0" and the numbers
-    1 and 0 count; any other value is none (a scalar one is a bad row)."""
+def _truncated_expr(dtype: pl.DataType) -> tuple[pl.Expr, pl.Expr]:
+    """The ``truncated`` column as booleans (lists of them stay lists), and whether a row's flag (each element of its
+    list) is there but unreadable, a bad row (sample): text "true"/"false"/"1"/"0" and the numbers 1 and 0 count; any
+    other value is none (a list's 5 was read as "unknown" in silence, where a single flag of 5 was a bad row)."""
     listed = isinstance(dtype, pl.List)
     inner = dtype.inner if listed else dtype  # type: ignore[union-attr]
     # A scalar true among text flags is the reader's tagged JSON text (a list's elements are the file's own).
@@ -478,7 +488,9 @@ def _truncated_expr(dtype: pl.DataType) -> pl.Expr:
         flag = value.cast(pl.Boolean, strict=False)
     else:  # a number is a flag as 1 or 0, as text is; 5, 1.5 and NaN read as true before (a hostile-input round)
         flag = pl.when(value == 1).then(True).when(value == 0).then(False).otherwise(None)
-    return pl.col(C.TRUNCATED).list.eval(flag) if listed else flag
+    if listed:
+        return pl.col(C.TRUNCATED).list.eval(flag), pl.col(C.TRUNCATED).list.eval(value.is_not_null() & flag.is_null())
+    return flag, pl.col(C.TRUNCATED).is_not_null() & flag.is_null()
 
 
 def _length_location(path: Path, fmt: str, where: int, frame: pl.DataFrame) -> str:
