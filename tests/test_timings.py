@@ -91,6 +91,13 @@ GOOD_DOCUMENT = {"format_version": "1.0", "instances": 2, "engine": "streaming",
     ({"complete": "yes"}, "(field 'complete' must be true or false, not 'yes')"),
     ({"arrangements": [{"arrangement": "asp", "dispatch": "any"}]}, "(arrangements[0].dispatch must be 'planned' or"),
     ({"arrangements": [{"arrangement": "asp", "requests": 2.5}]}, "(arrangements[0].requests must be a whole number"),
+    # Read loosely, by the part before the first dot: each was read as format 1. Now the schedule's rule and words.
+    ({"format_version": "1.0.0"}, "(format_version '1.0.0' is not text \"MAJOR.MINOR\" of two whole numbers)"),
+    ({"format_version": "1"}, "(format_version '1' is not text \"MAJOR.MINOR\" of two whole numbers)"),
+    ({"format_version": 1.0}, "(format_version 1.0 is not text \"MAJOR.MINOR\" of two whole numbers)"),
+    ({"format_version": "01.0"}, "(format_version '01.0' is not text \"MAJOR.MINOR\" of two whole numbers)"),
+    ({"format_version": "1.x"}, "(format_version '1.x' is not text \"MAJOR.MINOR\" of two whole numbers)"),
+    ({"format_version": None}, "(format_version None is not text \"MAJOR.MINOR\" of two whole numbers)"),
 ])
 def test_damaged_timeline_metadata_is_refused_naming_the_field(tmp_path, document, words):
     import json
@@ -101,6 +108,19 @@ def test_damaged_timeline_metadata_is_refused_naming_the_field(tmp_path, documen
         read_timeline(path)
     assert str(caught.value).startswith(f"{path}: damaged asp timeline metadata {words}"), str(caught.value)
     assert str(caught.value).endswith("; record the timeline again with asp replay -o")
+
+
+def test_a_timeline_of_another_major_format_is_refused_and_any_minor_of_its_own_read(tmp_path):
+    import json
+
+    for version in ("1.999", "1.0"):
+        path = _with_document(tmp_path, json.dumps({**GOOD_DOCUMENT, "format_version": version}).encode())
+        assert read_timeline(path).metadata["instances"] == 2
+    no_version = {k: v for k, v in GOOD_DOCUMENT.items() if k != "format_version"}  # hand-made: read as 1.0
+    assert read_timeline(_with_document(tmp_path, json.dumps(no_version).encode())).metadata["instances"] == 2
+    path = _with_document(tmp_path, json.dumps({**GOOD_DOCUMENT, "format_version": "2.0"}).encode())
+    with pytest.raises(InputError, match=r"timeline format 2\.0 is not the one this asp reads \(1\.0\); use the asp"):
+        read_timeline(path)
 
 
 def test_a_good_document_and_its_nulls_are_read(tmp_path):

@@ -159,8 +159,15 @@ def _checked_metadata(raw: bytes, path: Path) -> dict[str, Any]:
                             invalid=f"{path}: damaged asp timeline metadata (not valid JSON); {_AGAIN}")
     if not isinstance(document, dict):
         raise damaged(f"{_kind(document)}, where a JSON object of the run's settings belongs")
-    major = str(document.get("format_version", "1.0")).partition(".")[0]
-    if major != FORMAT_VERSION.partition(".")[0]:
+    from asp_cli.schedule_format import format_version_problem, parse_version
+
+    # The schedule and history readers' rule, "MAJOR.MINOR": "1.0.0", "1" or a number 1.0 was read as format 1 (the
+    # part before the first dot). None: read as 1.0, as before (hand-made metadata).
+    problem = format_version_problem(document["format_version"]) if "format_version" in document else None
+    if problem is not None:
+        raise damaged(problem)
+    version = parse_version(document.get("format_version", FORMAT_VERSION))
+    if version is None or version[0] != int(FORMAT_VERSION.partition(".")[0]):
         raise InputError(f"{path}: timeline format {document.get('format_version')} is not the one this asp "
                          f"reads ({FORMAT_VERSION}); use the asp that wrote it")
 
