@@ -1521,3 +1521,15 @@ def test_an_asp_export_read_as_prompts_is_named_as_one_not_told_to_pass_id_key(t
     twice = write_jsonl(tmp_path / "twice.jsonl", make_prompts(4) * 2)
     with pytest.raises(InputError, match=r"^duplicate prompt id 'p0' .*pass --id-key"):
         read_prompts([twice])
+    # A dataset without ids: verl's layout keeps the schedule's id in extra_info only, so the export's row numbers
+    # were its ids, none repeated, and every prompt was read once an epoch again without a word.
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"question": row["question"]} for row in make_prompts(16)])
+    sched = tmp_path / "bare.parquet"
+    schedule([bare], sched, settings=ScheduleSettings(train_batch_size=4, minibatch_size=2, instances=2, epochs=2))
+    exported = tmp_path / "vb.parquet"
+    export(sched, [bare], exported, format="verl")
+    with pytest.raises(InputError) as caught:
+        read_prompts([exported])
+    assert str(caught.value) == f"{exported}: an asp export (its rows repeat each prompt, once an epoch), {fix}"
+    export(sched, [bare], tmp_path / "v0.parquet", format="verl", epoch=0)  # one epoch: each prompt once
+    assert read_prompts([tmp_path / "v0.parquet"])[0].height == 16

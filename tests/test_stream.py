@@ -483,3 +483,26 @@ def test_difficulty_key_names_a_difficulty_under_another_name(tmp_path, batch_by
     with pytest.raises(InputError, match=r"a\.jsonl: column 'agent_name' \(from --difficulty-key\) holds text "
                                          r"without a number \(e\.g\. 'tool_agent'\).*--source-key agent_name\)$"):
         read_prompts([agents], ReadOptions(difficulty_key="agent_name"))
+
+
+def test_a_verl_export_of_several_epochs_without_ids_is_named_as_an_export(tmp_path):
+    """verl's layout keeps the schedule's id in extra_info only: an export of two epochs of a dataset without ids was
+    read with row numbers as ids, none repeated, and `asp schedule` planned every prompt once an epoch twice over,
+    exit 0. Its metadata says it holds every epoch: it is named as an export, as one whose ids repeat is."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.export import export
+    from asp_cli.settings import ScheduleSettings
+
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"question": row["question"]} for row in make_prompts(16)])
+    sched = tmp_path / "s.parquet"
+    schedule([bare], sched, settings=ScheduleSettings(train_batch_size=4, minibatch_size=2, instances=2, epochs=2))
+    both, first = tmp_path / "v.parquet", tmp_path / "v0.parquet"
+    export(sched, [bare], both, format="verl")
+    export(sched, [bare], first, format="verl", epoch=0)
+    said = (f"{both}: an asp export (its rows repeat each prompt, once an epoch), not the prompt file(s) the schedule "
+            "was made from; give that file instead (each prompt once, in its own order)")
+    for read in (read_prompts, read_prompts_streamed):
+        with pytest.raises(InputError) as caught:
+            read([both])
+        assert str(caught.value) == said
+        assert read([first])[0].height == 16  # one epoch's: each prompt once

@@ -10,7 +10,7 @@ schedule is read, it was told only that it is no schedule (E22): it is named, wi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,22 @@ def export_not_schedule(path: Path) -> ScheduleFormatError | None:
     recorded = f" ({shown_id(named)}, as the export records)" if isinstance(named, str) and named else ""
     return ScheduleFormatError(f"{path}: an asp export, not a schedule; pass the schedule it was exported from"
                                f"{recorded}")
+
+
+def refuse_exports_of_epochs(paths: Sequence[Path]) -> None:
+    """Refuse, before a prompt file is read, an `asp export` in Parquet of every epoch of a schedule of several, as
+    its metadata records it (``epoch`` null, ``schedule_settings.epochs`` above 1): read without an id column (verl's
+    layout keeps the schedule's id in ``extra_info`` only), its row numbers were new ids, none repeated, and each
+    prompt was read once an epoch again in silence. Exports that repeat an id read are said at the duplicate-id
+    check (`repeated_export_error`)."""
+    for path in paths:
+        marked = _parquet_marks(Path(path)) if Path(path).suffix.lower() in (".parquet", ".pq") else None
+        if marked is None:
+            continue
+        settings = marked[1].get("schedule_settings")
+        epochs = settings.get("epochs") if isinstance(settings, dict) else None
+        if marked[1].get("epoch") is None and isinstance(epochs, int) and not isinstance(epochs, bool) and epochs > 1:
+            raise repeated_export_error({str(path): epochs})
 
 
 def repeated_export_error(held: Mapping[str, int]) -> InputError | None:

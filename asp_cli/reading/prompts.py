@@ -27,7 +27,7 @@ from asp_cli.reading.tables import (
     release_arrow_memory,
 )
 from asp_cli.reading.nested import with_nested_key
-from asp_cli.reading.exported import repeated_export_error
+from asp_cli.reading.exported import refuse_exports_of_epochs, repeated_export_error
 from asp_cli.reading.places import place_in_file, row_location
 
 # --------------------------------------------------------------------------------------------------------
@@ -228,6 +228,7 @@ def read_prompts(
     # A file named twice, with an id column or without (whose ids are row numbers, so that its prompts were read
     # twice in silence: a hostile-input round), before anything is read.
     each_file_once(paths, "prompt file")
+    refuse_exports_of_epochs(paths)  # an export of several epochs without ids read: nothing repeats
     report = ReadReport()
     parts: list[pl.DataFrame] = []
     offset = 0

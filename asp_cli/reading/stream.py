@@ -31,6 +31,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError
+from asp_cli.reading.exported import refuse_exports_of_epochs
 from asp_cli.reading.json_records import escape_tag_lookalikes
 from asp_cli.reading.nested import with_nested_key
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions
@@ -122,6 +123,7 @@ def read_prompts_streamed(
         As `read_prompts`, naming the file and line.
     """
     each_file_once(paths, "prompt file")  # with ids or without (row numbers: read twice in silence before)
+    refuse_exports_of_epochs(paths)  # an export of several epochs without ids read: nothing repeats
     report = ReadReport()
     parts: list[pl.DataFrame] = []
     offset = 0
