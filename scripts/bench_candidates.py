@@ -6,7 +6,8 @@
 
 For one benchmark workload (`asp_cli.bench.compare.WORKLOADS`) and each seed: auto's pick; the reference
 arrangement of the engine (least-pending routing of a shuffle on `streaming`, a shuffle in asp's sizes on the
-blocking engines) and, on `streaming`, the round-robin deal and the length-aware router; then every candidate
+blocking engines) and, on `streaming`, the round-robin deal, the length-aware router and verl's chunks dealt whole
+(`count-balance`); then every candidate
 with its time under each of auto's draws over the shuffle's under the same draw, and its time replayed on
 the true lengths (forced with `--arrangement NAME`, the way bench_simulate.py replays asp: same engine, lag bound,
 free dispatch) over the reference. ``--trainer-scale`` prices the training step as bench_rollout_bound.py does.
@@ -29,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_rollout_bound import scaled_preset  # noqa: E402
 from bench_simulate import REFERENCE  # noqa: E402
 
-ROUTERS = ("round-robin", "length-aware")
+# The baselines shown beside the reference on `streaming`: the round-robin deal, the length-aware router, and
+# verl's chunks of a train batch each sent whole to the first free server (`count-balance`).
+ROUTERS = ("round-robin", "length-aware", "count-balance")
 
 
 def main() -> None:
@@ -61,6 +64,7 @@ def main() -> None:
     reference = REFERENCE[args.mode]
     true_over_reference: dict[str, list[float]] = {}
     picks = []
+    routed: dict[str, list[float]] = {}
     for seed in range(args.seeds):
         settings = dataclasses.replace(spec.settings(), seed=seed, trainer="arrival", max_lag=lag, engine=args.mode)
         workload = build_workload(args.workload, args.data, spec.sources, settings, seed=seed)
@@ -74,6 +78,9 @@ def main() -> None:
         _, choice = plan(workload.prompts, workload.predictions, judged, preset=preset)
         ref = baselines[reference]
         routers = "  ".join(f"{name} {baselines[name] / ref:.3f}" for name in ROUTERS if name in baselines)
+        for name in ROUTERS:
+            if name in baselines:
+                routed.setdefault(name, []).append(baselines[name] / ref)
         print(f"seed {seed}: auto picks {choice.chosen}/{choice.kv_budget}; over {reference}: {routers}")
         # Each draw over the shuffle's under the same draw (the first candidate's where no shuffle was judged).
         base = next((c for c in choice.candidates if c["name"] == "shuffle"), choice.candidates[0])
@@ -94,6 +101,9 @@ def main() -> None:
     for name, values in true_over_reference.items():
         print(f"  {name:22s} {np.mean(values):.3f}  ({', '.join(f'{v:.3f}' for v in values)})")
     print(f"  {'auto':22s} {np.mean(picks):.3f}  ({', '.join(f'{v:.3f}' for v in picks)})")
+    for name, values in routed.items():  # mean +- its standard error over the seeds
+        spread = np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
+        print(f"  {name + ' (baseline)':22s} {np.mean(values):.3f} +- {spread:.3f}")
 
 
 if __name__ == "__main__":

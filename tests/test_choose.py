@@ -1230,25 +1230,30 @@ def test_the_length_aware_hint_covers_the_fallbacks_arrange_chosen_tries_first(l
                        if (c["name"], c["kv_budget"]) in first)
 
 
-def test_timed_as_verl_routes_an_asynchronous_trainer_the_shuffle_wins_ties(monkeypatch):
+@pytest.mark.parametrize("max_lag", [1, 0])
+def test_timed_as_verl_routes_the_shuffle_wins_ties(monkeypatch, max_lag):
     """Where every candidate is expected as fast (within the tie margin), auto keeps the candidate `shuffle`,
     verl's own order, instead of the first in the tie order (`bands`, a sorted epoch): an order that changes what
-    the trainer sees is not taken for a saving the draws cannot tell from none. Expected faster by more than the
-    margin, the other candidate still wins."""
+    the trainer sees is not taken for a saving the draws cannot tell from none. So where the candidates are timed as
+    verl routes an asynchronous trainer (a lag bound above 0), and since 2026-12-07 a synchronous one (`--max-lag
+    0`, each step routed at submission). Expected faster by more than the margin, the other candidate still wins."""
+    import asp_cli.sim.submit_all as submit_all
     import asp_cli.sim.verl_async as verl_async
     from asp_cli.arrange.choose import TIE_MARGIN, keep_the_shuffle
 
-    real = verl_async.replay_async_frame
+    module, replay = (verl_async, "replay_async_frame") if max_lag else (submit_all, "replay_frame")
+    real = getattr(module, replay)
 
     def level(frame, lengths, preset, **kwargs):  # every candidate the same time on every draw
         return dataclasses.replace(real(frame, lengths, preset, **kwargs), end_to_end_s=100.0)
 
-    monkeypatch.setattr(verl_async, "replay_async_frame", level)
+    monkeypatch.setattr(module, replay, level)
     prompts, preds = prompt_frame(120), make_predictions(120, seed=3)
     settings = ScheduleSettings(epochs=2, train_batch_size=16, minibatch_size=8, instances=2, engine="streaming",
-                                max_lag=1)
+                                max_lag=max_lag)
     choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
     assert choice.candidates[0]["name"] == "bands" and choice.chosen == "shuffle"
+    assert choice.to_dict()["timed_as"] == ("verl-async" if max_lag else "verl")
     # the rule itself: within the margin the shuffle, beyond it the faster one
     shuffle, fast = {"name": "shuffle", "expected_end_to_end_s": 100.0}, {"name": "bands", "expected_end_to_end_s": 0.0}
     for expected, kept in ((100.0 * (1 - TIE_MARGIN / 2), "shuffle"), (100.0 * (1 - 2 * TIE_MARGIN), "bands")):

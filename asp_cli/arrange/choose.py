@@ -511,7 +511,7 @@ def choose_arrangement(
                 r["representative_steps"] = bool(r["expected_step_deviation_p90"] <= bound)
         fastest = min(r["expected_end_to_end_s"] for r in eligible)
         chosen = next(r for r in eligible if r["expected_end_to_end_s"] <= fastest * (1.0 + TIE_MARGIN))
-        return keep_the_shuffle(chosen, eligible) if verl_async else chosen
+        return keep_the_shuffle(chosen, eligible) if verl_async or verl_routed else chosen
 
     def first_judged(name: str) -> dict[str, Any] | None:
         # A candidate that cannot keep the bound counted whole may keep it at the peak (its long minibatches
@@ -613,7 +613,10 @@ def keep_the_shuffle(chosen: dict[str, Any], eligible: list[dict[str, Any]]) -> 
     for a saving the draws cannot tell from none is not worth it. Used where candidates are timed as verl routes an
     asynchronous trainer: on the records of `scripts/bench_choice_verl.py` it matched or bettered the plain tie rule
     on every set, where a 1% or 2% margin gave up more than it saved (docs/benchmarks.md, "How well auto chooses, as
-    verl routes", has the figures)."""
+    verl routes", has the figures). And since 2026-12-07 where they are timed as a synchronous step is routed on
+    servers (`--max-lag 0`, and slime's one-step-off trainer): `python scripts/bench_sync.py --mode verl` gave the
+    same means, AIME's pick now verl's shuffle on every seed (1.000 +- 0.000, before +- 0.003; docs/benchmarks.md,
+    "As verl routes: a train batch routed at submission")."""
     shuffle = next((r for r in eligible if r["name"] == "shuffle"), None)
     if shuffle is None or chosen is shuffle:
         return chosen
