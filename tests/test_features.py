@@ -88,3 +88,32 @@ def test_char_scores_match_the_sparse_matrix_and_chunks(monkeypatch):
     np.testing.assert_array_equal(F.char_scores(texts, coef), whole)
     counts = F.char_ngram_counts(F._text_bytes(texts)[1], (3, 4))
     assert counts.tolist() == [10 + 9, 0, 7 + 6, 0, 15 + 14, 0]
+
+
+def test_a_tokenizer_path_that_is_missing_or_a_folder_names_the_fix(tmp_path):
+    """`asp schedule --tokenizer MODEL_DIR` said `cannot read the tokenizer (Is a directory)`, a missing one
+    `(No such file or directory)`: both now say what --tokenizer takes, as asp observe's E11 line does, and a
+    folder holding a tokenizer.json (a model's own) names it."""
+    import pytest
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+    from asp_cli.errors import InputError
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "model" / "tokenizer.json").write_text("{}", encoding="utf-8")
+    assert F.tokenizer_path_problem(tmp_path / "model" / "tokenizer.json") is None
+    assert F.tokenizer_path_problem(tmp_path / "nope.json") == (
+        f"{tmp_path / 'nope.json'}: no such file; --tokenizer names a local tokenizer.json")
+    assert F.tokenizer_path_problem(tmp_path / "empty") == (
+        f"{tmp_path / 'empty'}: a folder; --tokenizer names a local tokenizer.json")
+    with pytest.raises(InputError, match="pass --tokenizer .*model/tokenizer.json$"):
+        F.load_tokenizer(tmp_path / "model")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"question": "hi"}\n', encoding="utf-8")
+    result = CliRunner().invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s.parquet"),
+                                      "--tokenizer", str(tmp_path / "model")])
+    assert result.exit_code == 3, result.output
+    assert result.stderr == (f"Error: {tmp_path / 'model'}: a folder; --tokenizer names the tokenizer.json file: "
+                             f"pass --tokenizer {tmp_path / 'model' / 'tokenizer.json'}\n")

@@ -671,6 +671,14 @@ def test_a_tokenizer_no_log_needs_is_said_and_a_missing_one_is_refused_first(tmp
     assert result.exit_code == 3, result.output
     assert result.stderr == f"Error: {tmp_path / 'nope.json'}: no such file; --tokenizer names a local tokenizer.json\n"
     assert not (tmp_path / "h.parquet").exists()
+    # The model's folder, a newcomer's likely --tokenizer, is named with the file inside it (was "is not a file").
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "tokenizer.json").write_text("{}", encoding="utf-8")
+    result = CliRunner().invoke(app, ["observe", str(log), "-o", str(tmp_path / "h.parquet"),
+                                      "--tokenizer", str(tmp_path / "model")])
+    assert result.exit_code == 3, result.output
+    assert result.stderr == (f"Error: {tmp_path / 'model'}: a folder; --tokenizer names the tokenizer.json file: "
+                             f"pass --tokenizer {tmp_path / 'model' / 'tokenizer.json'}\n")
     (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")  # never parsed: no log needs it
     result = observe([log], None, read=replace(OBSERVE_READ, tokenizer=tmp_path / "tokenizer.json"))
     assert result.warnings == [f"--tokenizer {tmp_path / 'tokenizer.json'} was not used: it counts the response text "

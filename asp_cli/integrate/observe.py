@@ -147,9 +147,11 @@ def observe(
     if read.prompt_key is not None and not dataset:
         raise SettingsError(f"{read.prompt_flag} names the prompt column of the --dataset files: give them with "
                             "--dataset")
-    if read.tokenizer is not None and not read.tokenizer.is_file():  # else missing went unsaid without a verl dump
-        what = "no such file" if not read.tokenizer.exists() else "is not a file"
-        raise InputError(f"{read.tokenizer}: {what}; --tokenizer names a local tokenizer.json")
+    if read.tokenizer is not None:  # checked first: else a missing one went unsaid without a verl dump
+        from asp_cli.predict.features import tokenizer_path_problem
+
+        if (problem := tokenizer_path_problem(read.tokenizer)) is not None:
+            raise InputError(problem)
     out = Path(output) if output is not None else None
     if out is not None:
         # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.

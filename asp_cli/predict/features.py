@@ -286,6 +286,20 @@ def encode_texts(loaded: Any, texts: list[str], path: Path | str) -> list[Any]:
                          "of the model you train") from None
 
 
+def tokenizer_path_problem(path: Path | str) -> str | None:
+    """What is wrong with ``--tokenizer PATH`` before it is read (E11), or None: a missing path, or a folder, which
+    a newcomer gives for the model's own (naming the ``tokenizer.json`` inside it where there is one)."""
+    path = Path(path)
+    if path.is_file():
+        return None
+    if not path.exists():
+        return f"{path}: no such file; --tokenizer names a local tokenizer.json"
+    inside = path / "tokenizer.json"
+    if path.is_dir() and inside.is_file():
+        return f"{path}: a folder; --tokenizer names the tokenizer.json file: pass --tokenizer {inside}"
+    return f"{path}: {'a folder' if path.is_dir() else 'not a file'}; --tokenizer names a local tokenizer.json"
+
+
 def load_tokenizer(path: Path | str) -> Any:
     """A local Hugging Face ``tokenizer.json``, its JSON checked for nesting (`asp_cli.limits`) before the
     tokenizers library parses it.
@@ -295,6 +309,8 @@ def load_tokenizer(path: Path | str) -> Any:
     InputError
         Without the `tokenizers` package, or when the file is missing, too deeply nested or not a tokenizer.
     """
+    if (problem := tokenizer_path_problem(path)) is not None:
+        raise InputError(problem)
     try:
         from tokenizers import Tokenizer  # optional dependency, imported only when asked for
     except ImportError:
