@@ -732,6 +732,32 @@ def test_compare_ends_with_one_line_saying_the_saving():
     assert "curriculum" not in _verdict(rows)
 
 
+def test_compare_on_servers_judges_asp_as_verl_routes_too():
+    """A verl newcomer, told by the README to read the `as verl s` column, got a line judging the simulator's
+    routing only (840 s against verl-default's 974 s, where verl's routing gave 809 s and 945 s)."""
+    from asp_cli.bench.verdict import verdict as _verdict
+
+    key = "verl_routed_end_to_end_s"
+    rows = [{"arrangement": "verl-default", "end_to_end_s": 974.0, key: 945.0, "prompts_per_call": 31.6,
+             "equal_footing": True},
+            {"arrangement": "dataset-order", "end_to_end_s": 764.0, key: 735.0, "prompts_per_call": 31.6,
+             "equal_footing": True},
+            {"arrangement": "asp", "end_to_end_s": 840.0, key: 809.0, "prompts_per_call": 31.6},
+            {"arrangement": "asp (true lengths)", "end_to_end_s": 480.0, key: 447.0, "prompts_per_call": 1.0},
+            {"arrangement": "lower bound", "end_to_end_s": 395.0}]
+    said = _verdict(rows, 4)
+    assert said.startswith("  asp 840 s: 9.9% slower than dataset-order (764 s), the fastest row on equal footing")
+    assert said.endswith("\n  as verl routes, asp 809 s: 10.1% slower than dataset-order (735 s), the fastest row so "
+                         "routed; 14.4% faster than verl-default (945 s), verl's shuffle (9.1 instance-minutes saved "
+                         "on 4 instances)")
+    rows[1][key] = 990.0  # verl's shuffle the fastest so routed: said once
+    assert _verdict(rows).endswith("\n  as verl routes, asp 809 s: 14.4% faster than verl-default (945 s), the "
+                                   "fastest row so routed")
+    for row in rows:
+        row.pop(key, None)
+    assert "as verl routes" not in _verdict(rows)  # a blocking engine's comparison: no such column
+
+
 @pytest.mark.parametrize("value", [None, 5])
 def test_simulate_file_names_a_schedule_that_is_no_path(value):
     from asp_cli.bench.simulate import simulate_file
