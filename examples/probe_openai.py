@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="seconds per request: the longest sample's time at the server's load, or it is lost")
-    parser.add_argument("--retries", type=int, default=3)
+    parser.add_argument("--retries", type=int, default=3,
+                        help="tries per request in all, the first included (at least 1), with backoff between them")
     parser.add_argument("--completions", action="store_true",
                         help="send the prompt as text to /completions, with no chat template (a base-model run "
                              "trained without one), instead of /chat/completions")

@@ -580,3 +580,14 @@ def test_the_openai_example_keeps_an_existing_log_unless_told_to_resume_or_repla
     replaced = _run_example(tmp_path, Counted, "--force")
     assert replaced.returncode == 0 and len(Counted.posts) == 3, replaced.stderr
     assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 3
+
+
+def test_the_openai_example_says_its_retries_are_tries_in_all():
+    """docs/probe.md said requests were "retried --retries times", as asp replay's are (tries = retries + 1), and the
+    script's --help said nothing: its --retries counts every try, the first included, so a newcomer's --retries 0
+    (no retry) was refused by a line that did not say why."""
+    shown = subprocess.run([sys.executable, str(ROOT / "examples" / "probe_openai.py"), "--help"],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "tries per request in all, the first included" in " ".join(shown.stdout.split())
+    doc = " ".join((ROOT / "docs" / "probe.md").read_text(encoding="utf-8").split())
+    assert "are tried `--retries` times in all (3: the first try and two retries;" in doc
