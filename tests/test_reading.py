@@ -1219,6 +1219,21 @@ def test_a_dotted_key_not_found_names_the_fields_of_its_object(tmp_path):
         read_prompts([path], ReadOptions(id_key="metadata.ID"))
 
 
+def test_a_dotted_prompt_key_whose_field_is_there_says_the_option_reads_columns_only(tmp_path):
+    """A verl newcomer's `--prompt-key extra_info.question` (verl's preprocessing keeps the question there) was told
+    "no column 'extra_info.question' ...; 'extra_info' holds question, index": the field it named was listed as
+    there, and nothing said that --prompt-key, unlike --id-key, does not read inside an object."""
+    path = write_jsonl(tmp_path / "v.jsonl", [{"prompt": [{"role": "user", "content": "q"}],
+                                               "extra_info": {"question": "q", "index": 0}}])
+    with pytest.raises(InputError, match=r"v\.jsonl: no column 'extra_info\.question' \(from --prompt-key\); columns "
+                                         r"are: prompt, extra_info; 'extra_info' holds question, index: --prompt-key "
+                                         r"names a column of its own, not a field inside one; give that field a column "
+                                         r"of its own first$"):
+        read_prompts([path], ReadOptions(prompt_key="extra_info.question"))
+    with pytest.raises(InputError, match=r"'extra_info' holds question, index$"):  # a field that is not there
+        read_prompts([path], ReadOptions(prompt_key="extra_info.text"))
+
+
 def test_the_nested_id_hint_names_only_a_field_that_would_serve_as_an_id(tmp_path):
     """A review: the hint named `metadata.id` where every value was null, an object, or repeated (verl's
     extra_info.index in a joined file), each of which --id-key then refused."""

@@ -65,3 +65,17 @@ def fields_on_path(frame: pl.DataFrame, key: str) -> str:
     if not names:
         return ""
     return f"; {reached!r} holds {', '.join(names[:FIELDS_SHOWN])}" + (", ..." if len(names) > FIELDS_SHOWN else "")
+
+
+def path_reaches_field(frame: pl.DataFrame, key: str) -> bool:
+    """Whether the dotted ``key`` names a field that is there, inside struct columns (``extra_info.question`` of a
+    verl dataset), where the option that named it reads top-level columns only (`--prompt-key`)."""
+    head, *rest = key.split(".")
+    dtype = frame.schema.get(head)
+    for name in rest:
+        if not isinstance(dtype, pl.Struct):
+            return False
+        dtype = next((f.dtype for f in dtype.fields if f.name == name), None)
+        if dtype is None:
+            return False
+    return bool(rest)

@@ -27,7 +27,7 @@ from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
 from asp_cli.reading.json_records import (EXACT_FLOAT, DuplicateKey, element_holding_duplicate, escape_tag_lookalikes,
                                          records_to_frame, unique_keys)
-from asp_cli.reading.nested import fields_on_path
+from asp_cli.reading.nested import fields_on_path, path_reaches_field
 from asp_cli.reading.options import OnBadRow
 from asp_cli.reading.text_checks import (LONE_SURROGATE, SURROGATE_ESCAPE, check_column_names, has_lone_surrogate,
                                          ran_out_of_text)
@@ -649,8 +649,10 @@ def find_column(
     present = [c for c in frame.columns if not c.startswith("\x00")]
     if override is not None:
         if override not in frame.columns:
+            inside = (f": {flag} names a column of its own, not a field inside one; give that field a column of its "
+                      "own first" if path_reaches_field(frame, override) else "")  # a dotted path it does not read
             raise InputError(f"{path}: no column {shown_id(override)} (from {flag}); columns are: {shown_columns(present)}"
-                             + fields_on_path(frame, override))
+                             + fields_on_path(frame, override) + inside)
         return override
     lowered: dict[str, str] = {}
     for c in present:
