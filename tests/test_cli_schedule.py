@@ -145,6 +145,13 @@ def test_every_command_has_help(flag):
         assert invoke(command, flag).exit_code == 0
 
 
+def test_the_max_lag_help_names_verls_synchronous_trainer():
+    """A verl newcomer reading `asp schedule --help` found --max-lag's steps, AReaL's and verl's asynchronous
+    bounds, and none: not the 0 (with --trainer schedule) that the README asks of verl's default trainer."""
+    shown = " ".join(invoke("schedule", "--help").stdout.split())
+    assert "0: synchronous training, verl's default trainer (give --trainer schedule with it)" in shown
+
+
 @pytest.mark.parametrize("flag", ["--train-batch-size", "--samples-per-prompt", "--max-tokens-per-minibatch",
                                   "--max-response-tokens", "--max-lag", "--epochs"])
 def test_huge_settings_are_refused_not_an_internal_error(tmp_path, flag):
