@@ -443,3 +443,42 @@ def test_a_nan_in_the_metadata_s_records_is_no_internal_error_in_json(tmp_path):
     assert document["provenance"]["arrangement"] is None and document["provenance"]["created_by"] is None
     assert "holds arrangement not as asp wrote it" in result.stderr
     assert run(edited).exit_code == 0
+
+
+def test_a_synchronous_replay_reads_each_figure_beside_its_like_and_says_how_verl_routes(tmp_path):
+    """A newcomer's synchronous plan on servers (`--max-lag 0`, timed as verl routes) read "rollout 826.7 s
+    (334.3 s expected by auto's draws, 442.5 s at the point predictions)": the replay's rollout ran to its last
+    arrival, training between steps included, the draws' was the rollout alone, and the point predictions' the
+    makespan with training. Now end-to-end sits beside end-to-end, the rollout alone beside the rollout alone,
+    and the replay says it routes as asp's simulator does, and which command gives it as verl routes."""
+    from util import make_prompts, write_jsonl
+
+    from asp_cli import ScheduleSettings, schedule
+
+    out = tmp_path / "verl.parquet"
+    schedule([write_jsonl(tmp_path / "p.jsonl", make_prompts(200, seed=4))], out,
+             settings=ScheduleSettings(instances=2, train_batch_size=32, minibatch_size=16, engine="streaming",
+                                       max_lag=0, trainer="schedule"))
+    lengths = tmp_path / "log.csv"
+    lengths.write_text("prompt_id,response_tokens\n" + "".join(f"p{i},{100 + 7 * i}\n" for i in range(200)))
+    document = json.loads(run(out, "--simulate", "--lengths", lengths, "--json").stdout)
+    choice, simulated, queue = document["provenance"]["arrangement"], document["simulated"], document["queue"]
+    assert choice["timed_as"] == "verl"
+    mine = next(c for c in choice["candidates"] if c["name"] == choice["chosen"] and c["kv_budget"] == choice["kv_budget"])
+    metrics = simulated["metrics"]
+    # The rollout alone: what the trainer waits, in the replay and at the point predictions.
+    assert simulated["rollout_alone_s"] == pytest.approx(metrics["end_to_end_s"] * metrics["trainer_idle_fraction"], abs=0.5)
+    assert queue["rollout_alone_s"] == pytest.approx(queue["trainer_first_start_s"] + queue["trainer_idle_s"], abs=0.01)
+    assert queue["rollout_alone_s"] < document["instances"]["makespan_s"]
+    text = " ".join(run(out, "--simulate", "--lengths", lengths).stdout.split())
+    assert (f"end-to-end {metrics['end_to_end_s']:,.1f} s ({mine['expected_end_to_end_s']:,.1f} s expected by auto's "
+            f"draws as verl routes, {queue['trainer_end_s']:,.1f} s at the point predictions)") in text
+    assert (f"rollout alone {simulated['rollout_alone_s']:,.1f} s (the steps' rollouts summed, the training between "
+            f"them left out; {mine['expected_rollout_s']:,.1f} s expected by auto's draws as verl routes, "
+            f"{queue['rollout_alone_s']:,.1f} s at the point predictions)") in text
+    assert f"{document['instances']['makespan_s']:,.1f} s at the point" not in text
+    assert ("this replay routes as asp's simulator does (each group whole to whichever server frees first)" in text
+            and "`asp simulate verl.parquet --compare --lengths log.csv` gives them as verl routes" in text)
+    # Replayed on drawn lengths, the command names no log.
+    plain = " ".join(run(tmp_path / "verl.parquet", "--simulate").stdout.split())
+    assert "`asp simulate verl.parquet --compare` gives them" in plain

@@ -391,6 +391,7 @@ def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
     step = frame["train_step"].to_numpy()
     groups_per_step = np.bincount(step)
     timing = _step_end_times(frame, meta, n)
+    synchronous = (meta.get("settings") or {}).get("max_lag") == 0
     horizon = float(arrival[-1]) if arrival.size else 0.0
     if timing is not None:
         horizon = max(horizon, float(timing[1][-1]))
@@ -406,6 +407,7 @@ def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
         "trainer_idle_s": None,
         "trainer_idle_fraction": None,
         "trainer_end_s": None,
+        "rollout_alone_s": None,
     }
     # How steady the flow is: coefficient of variation of groups arriving per 1/40 of the rollout span.
     bins = np.histogram(arrival, bins=40, range=(0.0, max(float(arrival[-1]), 1e-9)))[0] if arrival.size else []
@@ -426,6 +428,9 @@ def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
             trainer_idle_s=rounded(waits.sum(), 3),
             trainer_idle_fraction=rounded(waits.sum() / span if span > 0 else 0.0),
             trainer_end_s=rounded(end[-1], 3),
+            # Synchronous, rollout and training take turns: the rollout alone is what the trainer waits, before
+            # its first step and between steps (the summary's rollout share; a replay's `rollout_alone_s`).
+            rollout_alone_s=rounded(start[0] + waits.sum(), 3) if synchronous else None,
             step_start_s=[rounded(x, 3) for x in start],
             step_end_s=[rounded(x, 3) for x in end],
         )

@@ -12,7 +12,7 @@ import math
 from string import Template
 from typing import Any
 
-from asp_cli.report.simulated import lengths_source
+from asp_cli.report.simulated import as_verl_routes, lengths_source
 
 _WIDTH = 860
 # Colour-blind-safe palette (Okabe-Ito), then greys; series keep their colour on every plot.
@@ -507,7 +507,11 @@ def _simulated_section(report: dict[str, Any]) -> str:
 
     rows = [
         ["trainer's last step ends, s", _num(queue.get("trainer_end_s")), _num(metrics["end_to_end_s"])],
-        ["rollout makespan, s", _num(report["instances"].get("makespan_s")), _num(metrics["rollout_makespan_s"])],
+        ["rollout makespan (to the last group's arrival), s", _num(report["instances"].get("makespan_s")),
+         _num(metrics["rollout_makespan_s"])],
+        # Synchronous, the rollout makespan holds the training between steps: the rollout alone beside it.
+        *([["rollout alone (the steps' rollouts summed, training left out), s", _num(queue.get("rollout_alone_s")),
+            _num(simulated["rollout_alone_s"])]] if simulated.get("rollout_alone_s") is not None else []),
         ["instance finish spread", spread(expected_ends), spread(ends)],
         ["trainer idle (waiting for data)", _pct(queue.get("trainer_idle_fraction")),
          _pct(metrics["trainer_idle_fraction"])],
@@ -521,6 +525,9 @@ def _simulated_section(report: dict[str, Any]) -> str:
     note = (f"<p>Replayed with {_e(source)} on preset <code>{_e(simulated['preset'])}</code>, "
             f"{_e(simulated['mode'])} engine, {_e(simulated['dispatch'])} dispatch"
             + (f", max_lag {simulated['max_lag']}" if simulated["max_lag"] is not None else "") + ".</p>")
+    arrangement = report["provenance"].get("arrangement")
+    if isinstance(arrangement, dict) and arrangement.get("timed_as") == "verl":
+        note += f"<p>{_e(as_verl_routes(report))}.</p>"
     gantt = _gantt(report, simulated["minibatch_spans"]) if report["schedule"]["timing_columns"] else ""
     return note + table + gantt
 

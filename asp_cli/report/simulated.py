@@ -74,6 +74,13 @@ def simulated_section(
     lag = result.group_step - result.group_version
     values, counts = np.unique(lag, return_counts=True)
     stats = result.extras["stats"]
+    # Synchronous (max_lag 0), rollout and training take turns: the rollout alone is the time the trainer waits
+    # for it, the end-to-end time less the steps and weight syncs (what `trainer_idle_fraction` counts idle),
+    # like auto's draws timed as verl routes and the point predictions' `queue.rollout_alone_s`. Otherwise the
+    # two overlap and `rollout_makespan_s` (the last group's arrival) is the rollout's figure: null.
+    synchronous = document["max_lag"] == 0
+    rollout_alone = (float(metrics["end_to_end_s"]) * float(metrics["trainer_idle_fraction"]) if synchronous
+                     else None)
     return {
         "lengths": document["lengths"],
         "noise_model": document["noise_model"],
@@ -82,6 +89,7 @@ def simulated_section(
         "dispatch": document["dispatch"],
         "max_lag": document["max_lag"],
         "metrics": {k: (_r(metrics[k]) if isinstance(metrics.get(k), float) else metrics.get(k)) for k in _METRICS},
+        "rollout_alone_s": _r(rollout_alone, 3) if rollout_alone is not None else None,
         "instance_end_s": [_r(s.end_s, 3) for s in stats],
         "queue": {
             "grid_s": [_r(t, 3) for t in grid],
@@ -101,3 +109,16 @@ def lengths_source(simulated: dict[str, Any]) -> str:
     if not observed:
         return "lengths sampled around the predictions"
     return f"observed lengths for {observed:,} prompts" + (f", sampled for {sampled:,}" if sampled else "")
+
+
+def as_verl_routes(report: dict[str, Any]) -> str:
+    """For a plan auto timed as verl routes a synchronous step (`timed_as: verl`), in words for both renderers: the
+    replay routes otherwise, and which command replays it as verl routes."""
+    files = (report.get("observed") or {}).get("files") or []
+    observed = report["simulated"]["lengths"]["prompts_with_observed_lengths"]
+    lengths = "".join(f" --lengths {name}" for name in files) if observed else ""
+    return ("auto's draws timed this plan as verl routes a synchronous step (every sample a request, each group's "
+            "samples spread over the servers); this replay routes as asp's simulator does (each group whole to "
+            "whichever server frees first), so its times differ from those by routing too: "
+            f"`asp simulate {report['schedule']['name']} --compare{lengths}` gives them as verl routes (its "
+            "\"as verl routes\" line, and the \"as verl s\" column beside today's arrangements)")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from asp_cli.report.simulated import lengths_source
+from asp_cli.report.simulated import as_verl_routes, lengths_source
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
@@ -280,14 +280,21 @@ def _render_observed(out: Any, observed: dict[str, Any]) -> None:
     out()
 
 
-def _drawn_rollout_s(arrangement: Any) -> float | None:
-    """The rollout auto's draws expected of the chosen candidate (`ArrangementChoice.expected_rollout_s`), from the
-    schedule's `arrangement` metadata; None for a named arrangement or older records."""
+def _drawn(arrangement: Any, key: str) -> float | None:
+    """What auto's draws expected of the chosen candidate (``key``: `expected_end_to_end_s` or `expected_rollout_s`,
+    `ArrangementChoice`), from the schedule's `arrangement` metadata; None for a named arrangement or older records."""
     if not isinstance(arrangement, dict):
         return None
     chosen, cut = arrangement.get("chosen"), arrangement.get("kv_budget")
-    return next((c.get("expected_rollout_s") for c in arrangement.get("candidates") or []
+    return next((c.get(key) for c in arrangement.get("candidates") or []
                  if c.get("name") == chosen and c.get("kv_budget", cut) == cut), None)
+
+
+def _beside(drawn: float | None, point: Any, routed: str) -> str:
+    """A replayed figure's expectations: auto's draws (tails included) and the point predictions (none)."""
+    if drawn is None:
+        return f"{_num(point)} s at the point predictions, which leave out the tails"
+    return f"{_num(drawn)} s expected by auto's draws{routed}, {_num(point)} s at the point predictions"
 
 
 def _render_simulated(out: Any, report: dict[str, Any]) -> None:
@@ -298,15 +305,29 @@ def _render_simulated(out: Any, report: dict[str, Any]) -> None:
     ends = simulated["instance_end_s"]
     out(f"[bold]Simulated replay[/bold] (--simulate: {source}; {simulated['mode']} engine, preset "
         f"{_shown(simulated['preset'])}, {simulated['dispatch']} dispatch)")
-    # The point predictions' estimates leave out every tail; auto's draws (the chosen candidate's replays, scaled
-    # to the run) do not, and are the expectation to read a replay against where the schedule has them.
-    drawn = _drawn_rollout_s(report["provenance"].get("arrangement"))
-    point = _num(report['instances'].get('makespan_s'))
-    rollout_expected = (f"{_num(drawn)} s expected by auto's draws, {point} s at the point predictions"
-                        if drawn else f"{point} s at the point predictions, which leave out the tails")
-    out(f"  end-to-end {_num(metrics['end_to_end_s'])} s (at the point predictions {_num(queue.get('trainer_end_s'))} s); "
-        f"rollout {_num(metrics['rollout_makespan_s'])} s ({rollout_expected}); "
+    # Each replayed figure beside the same figure expected: end-to-end with end-to-end, rollout with rollout (a
+    # newcomer read a synchronous replay's rollout beside the point predictions' makespan, training included, and
+    # beside auto's rollout alone). The point predictions leave out every tail; auto's draws (the chosen
+    # candidate's replays, scaled to the run) do not, and are the expectation to read a replay against.
+    arrangement = report["provenance"].get("arrangement")
+    timed_as = arrangement.get("timed_as") if isinstance(arrangement, dict) else None
+    routed = " as verl routes" if timed_as == "verl" else ""
+    alone = simulated.get("rollout_alone_s")
+    if alone is not None:
+        # Synchronous: the rollout alone, each step's summed. Auto's draws have it only where they were timed as
+        # verl routes a step; from the simulator's replay theirs ran to the last arrival, training included.
+        drawn = _drawn(arrangement, "expected_rollout_s") if timed_as == "verl" else None
+        rollout = (f"rollout alone {_num(alone)} s (the steps' rollouts summed, the training between them left "
+                   f"out; {_beside(drawn, queue.get('rollout_alone_s'), routed)})")
+    else:
+        drawn = _drawn(arrangement, "expected_rollout_s")
+        rollout = (f"rollout to the last group's arrival {_num(metrics['rollout_makespan_s'])} s "
+                   f"({_beside(drawn, report['instances'].get('makespan_s'), routed)})")
+    end_to_end = _beside(_drawn(arrangement, "expected_end_to_end_s"), queue.get("trainer_end_s"), routed)
+    out(f"  end-to-end {_num(metrics['end_to_end_s'])} s ({end_to_end}); {rollout}; "
         f"{_num(metrics['ratio_to_lower_bound'], 3)}x the lower bound ({metrics['lower_bound_end_to_end_binding']})")
+    if timed_as == "verl":
+        out(f"  {as_verl_routes(report)}")
     out(f"  instance finish spread {max(ends) - min(ends):,.1f} s (expected "
         f"{_num(report['instances'].get('finish_spread_s'))} s); trainer idle "
         f"{_pct(metrics['trainer_idle_fraction'])} (expected {_pct(queue.get('trainer_idle_fraction'))}); "
