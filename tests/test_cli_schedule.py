@@ -199,7 +199,7 @@ def test_a_sampled_input_weighs_the_trainer_against_its_rollout_scaled_up_to_the
     mine = next(c for c in document["arrangement"]["candidates"] if c["name"] == document["arrangement"]["chosen"])
     assert rollout == mine["expected_rollout_s"] > 2 * document["predicted_rollout_makespan_s"]
     assert document["trainer_bound"] == (document["predicted_trainer_busy_s"] > rollout)
-    assert (f"({rollout:,.0f} s in auto's replays, which draw lengths with the predictions' spread, scaled up "
+    assert (f"({rollout:,.1f} s in auto's replays, which draw lengths with the predictions' spread, scaled up "
             "from their 1,000 prompts x 1 epoch(s) to the run)") in result.stderr
 
 
@@ -216,8 +216,8 @@ def test_a_synchronous_makespan_line_says_what_autos_replays_expected(tmp_path):
     mine = next(c for c in choice["candidates"] if c["name"] == choice["chosen"])
     assert "expected_rollout_s" not in document
     assert (f"{document['predicted_rollout_makespan_s']:,.1f} s at the point predictions "
-            f"({mine['expected_end_to_end_s']:,.0f} s in auto's replays, which draw lengths with the predictions' "
-            "spread); per-instance busy") in result.stderr
+            f"({mine['expected_end_to_end_s']:,.1f} s end-to-end, the last step's training included, in auto's "
+            "replays, which draw lengths with the predictions' spread); per-instance busy") in result.stderr
     named = invoke("schedule", data, "-o", tmp_path / "n.parquet", "--engine", "streaming", "--max-lag", "0",
                    "--instances", "3", "--train-batch-size", "16", "--arrangement", "long-first")
     assert named.exit_code == 0 and "in auto's replays" not in named.stderr
@@ -289,7 +289,14 @@ def test_under_a_lag_bound_the_summary_says_rollout_waits_for_the_trainer(tmp_pa
     assert "expected policy lag under --max-lag 0 (synchronous training" in result.stderr
     line = next(x for x in result.stderr.splitlines() if x.startswith("  synchronous steps:"))
     assert "each step's rollout lasts as long as its slowest instance; the instances are busy at most" in line
-    assert "makespan (training included)" in line
+    # The figure is named and rounded as on the makespan line above it (a newcomer read "predicted makespan of
+    # rollout and training alternating ...: 442.5 s" there and "the 443 s makespan (training included)" here).
+    document = read_schedule(tmp_path / "s.parquet").metadata["summary"]
+    makespan = f"{document['predicted_rollout_makespan_s']:,.1f} s"
+    assert f"the {makespan} predicted makespan (the training between steps included)" in line
+    assert f"  predicted makespan (synchronous steps: rollout and training alternate; it ends with the last step's " \
+           f"rollout, the training of every step before it included): {makespan} at the point predictions" in result.stderr
+    assert f"at most {max(document['predicted_instance_busy_s']):,.1f} s of" in line
     free = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet")
     assert "synchronous steps" not in free.stderr and "rollout waits for the trainer" not in free.stderr
 

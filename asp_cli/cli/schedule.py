@@ -234,12 +234,19 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths" + _drawn_padding(summary) + "; `asp simulate` reports the empty "
         "slots of a replay, tail included)" + _padding_note(summary),
-        ("  predicted makespan of rollout and training alternating (synchronous steps; the last step trains after it): "
+        # Synchronous, the figure is named and rounded alike here and in the "synchronous steps" line below, and
+        # auto's figure beside it named for what it is: its end-to-end time holds the last step's training, which
+        # the makespan does not (a newcomer read "makespan of rollout and training alternating ... 442.5 s" here
+        # and "the 443 s makespan (training included)" there).
+        ("  predicted makespan (synchronous steps: rollout and training alternate; it ends with the last step's "
+         "rollout, the training of every step before it included): "
          if summary.get("max_lag") == 0 else "  predicted rollout makespan"
          + (" (waits for the trainer included)" if summary.get("max_lag") is not None else "") + ": ")
         + f"{summary['predicted_rollout_makespan_s']:,.1f} s at the point predictions"
-        + (f" ({_replayed_s(summary):,.0f} s in auto's replays, which draw lengths with the predictions' "
-           f"spread{_scaled_from(summary)})" if _replayed_s(summary) else "")
+        + ((f" ({_replayed_s(summary):,.1f} s end-to-end, the last step's training included, in auto's replays, "
+            if summary.get("max_lag") == 0 and not summary.get("expected_rollout_s")
+            else f" ({_replayed_s(summary):,.1f} s in auto's replays, ")
+           + f"which draw lengths with the predictions' spread{_scaled_from(summary)})" if _replayed_s(summary) else "")
         + f"; per-instance busy {min(busy):,.1f}-{max(busy):,.1f} s (imbalance "
         f"{summary['predicted_instance_imbalance']:.3f}, finish spread "
         f"{summary['predicted_instance_finish_spread_s']:,.1f} s)",
@@ -274,14 +281,14 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         # Under a lag bound the makespan includes the waits for the trainer's steps.
         lines.append(
             (f"  synchronous steps: rollout and training alternate, and each step's rollout lasts as long as its "
-             f"slowest instance; the instances are busy at most {max(busy):,.0f} s of the "
-             f"{summary['predicted_rollout_makespan_s']:,.0f} s makespan (training included), the trainer's steps "
-             f"about {summary['predicted_trainer_busy_s']:,.0f} s"
-             + (" (the trainer takes the larger share)" if summary.get("trainer_bound") else "")
+             f"slowest instance; the instances are busy at most {max(busy):,.1f} s of the "
+             f"{summary['predicted_rollout_makespan_s']:,.1f} s predicted makespan (the training between steps "
+             f"included), the trainer's steps about {summary['predicted_trainer_busy_s']:,.1f} s (the last one after "
+             "the makespan" + ("; the trainer takes the larger share)" if summary.get("trainer_bound") else ")")
              if summary["max_lag"] == 0 else
              f"  rollout waits for the trainer under --max-lag {summary['max_lag']}: the instances are busy at most "
-             f"{max(busy):,.0f} s of its {summary['predicted_rollout_makespan_s']:,.0f} s; the trainer's steps need "
-             f"about {summary['predicted_trainer_busy_s']:,.0f} s") + " (calibrate the trainer: asp calibrate --train-steps STEPS.csv -o P.json, then --preset P.json)")
+             f"{max(busy):,.1f} s of its {summary['predicted_rollout_makespan_s']:,.1f} s predicted makespan; the "
+             f"trainer's steps need about {summary['predicted_trainer_busy_s']:,.1f} s") + " (calibrate the trainer: asp calibrate --train-steps STEPS.csv -o P.json, then --preset P.json)")
     if summary.get("prompts_from_history"):
         rest = summary["prompts"] - summary["prompts_from_history"]
         lines.append(f"  lengths from history for {summary['prompts_from_history']:,} prompts" + (
