@@ -482,3 +482,17 @@ def test_a_synchronous_replay_reads_each_figure_beside_its_like_and_says_how_ver
     # Replayed on drawn lengths, the command names no log.
     plain = " ".join(run(tmp_path / "verl.parquet", "--simulate").stdout.split())
     assert "`asp simulate verl.parquet --compare` gives them" in plain
+
+
+def test_more_samples_per_prompt_than_the_group_names_both_causes(schedules, tmp_path):
+    """A log of 16 samples per prompt against a schedule of 8 (a newcomer's verl ran rollout.n=16) was told only of a
+    history of several epochs: the warning now names the other cause and its fix, with what was observed."""
+    lengths = tmp_path / "sixteen.csv"
+    lengths.write_text("prompt_id,response_tokens\n" + "".join(f"p{i},{100 + i + k}\n" for i in range(300) for k in range(16)))
+    n = json.loads(run(schedules / "a.parquet", "--json").stdout)["size"]["samples_per_prompt"]
+    assert n < 16
+    result = run(schedules / "a.parquet", "--lengths", lengths)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 0 and "several epochs" in said
+    assert (f"if the rollout ran more samples per prompt than the schedule's {n} (verl's rollout.n), remake the "
+            "schedule with --samples-per-prompt 16 (every prompt here has 16)") in said

@@ -301,6 +301,14 @@ def test_observed_lengths_first_n_then_drawn_then_noise_model():
     assert info.prompts_over_group == 1 and ("1 prompt has more observed samples than a group holds (3): the first 3"
                                              in " ".join(info.warnings(1 << 30)))
     assert lengths_for_schedule(frame, observed, samples_per_prompt=5, seed=1)[1].warnings(1 << 30) == []
+    # The other likely cause, and its fix: the rollout ran more samples per prompt than the schedule's group (a
+    # newcomer's verl ran rollout.n=16 on a schedule of 8), named where every prompt has as many.
+    assert ("if the rollout ran more samples per prompt than the schedule's 3 (verl's rollout.n), remake the schedule "
+            "with --samples-per-prompt N (N the samples per prompt it ran)") in info.over_group_warning()
+    every = pl.DataFrame({"prompt_id": [p for p in "abc" for _ in range(6)], "response_tokens": list(range(1, 19))})
+    _, uniform = lengths_for_schedule(frame, every, samples_per_prompt=3, seed=1)
+    assert uniform.prompts_over_group == 3 and uniform.over_group_warning().endswith(
+        "remake the schedule with --samples-per-prompt 6 (every prompt here has 6)")
     again, _ = lengths_for_schedule(frame, observed, samples_per_prompt=3, seed=1)
     np.testing.assert_array_equal(lengths, again)
 

@@ -138,12 +138,17 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) ->
     if isinstance(n, int) and not isinstance(n, bool) and n > 0:
         # More samples of a prompt than a group holds (a log of two epochs, a file given twice): the first N of each,
         # in the files' order, as `asp simulate` replays them; they were pooled, a group maximum over 16 samples.
-        extra = int(samples.group_by("prompt_id").len().filter(pl.col("len") > n).height)
+        per_prompt = samples.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id").len()["len"]
+        extra = int((per_prompt > n).sum())
         if extra:
+            from asp_cli.sim.lengths import more_samples_fix
+
             samples = samples.filter(pl.int_range(pl.len()).over("prompt_id") < n)
+            each = per_prompt.unique()
             warnings.append(f"{extra:,} prompts have more than the schedule's {n} samples per prompt in --lengths "
                             "(several epochs, or a file given twice?); the first "
-                            f"{n} of each are compared, as asp simulate replays them")
+                            f"{n} of each are compared, as asp simulate replays them; give one epoch's lengths"
+                            + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))
     cap = (schedule.settings or {}).get("max_response_tokens")
     if isinstance(cap, int) and not isinstance(cap, bool):
         over = int((samples["response_tokens"] > cap).sum())

@@ -100,6 +100,17 @@ def complete_groups(tokens: np.ndarray, offset: np.ndarray, count: np.ndarray, s
     return out
 
 
+def more_samples_fix(group: int, observed_each: int = 0) -> str:
+    """The other likely cause of more observed samples of a prompt than the schedule's group holds, and its fix: the
+    rollout ran more samples per prompt (a newcomer's verl ran rollout.n=16 on a schedule of 8, and was told only of
+    a history of several epochs). ``observed_each``: the samples every prompt has, where all have as many; else 0."""
+    n = str(observed_each) if observed_each else "N"
+    what = (f"every prompt here has {observed_each}" if observed_each
+            else "N the samples per prompt it ran")
+    return (f"; or, if the rollout ran more samples per prompt than the schedule's {group} (verl's rollout.n), remake "
+            f"the schedule with --samples-per-prompt {n} ({what})")
+
+
 @dataclass(frozen=True)
 class LengthInfo:
     """Where the simulated lengths came from."""
@@ -114,6 +125,7 @@ class LengthInfo:
     written_otherwise: str = ""  # unknown ids that match the schedule's written alike (`reading.id_forms`)
     prompts_over_group: int = 0  # prompts observed more often than a group holds: their first N replayed
     group: int = 0  # N, the samples per prompt
+    observed_each: int = 0  # the samples observed of every matched prompt, where all have as many; else 0
 
     def to_dict(self) -> dict:
         return {
@@ -133,7 +145,7 @@ class LengthInfo:
         many = self.prompts_over_group
         return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds ({self.group}): "
                 f"the first {self.group} of each, in the file's order, are replayed (of a history of several epochs, "
-                "the oldest); give one epoch's lengths to replay that one")
+                "the oldest); give one epoch's lengths to replay that one" + more_samples_fix(self.group, self.observed_each))
 
     def warnings(self, max_response_tokens: int) -> list[str]:
         """What about the observed lengths is legal but probably not what the user meant (worded as `asp report` and
@@ -238,7 +250,10 @@ def lengths_for_schedule(
         drawn = sample_lengths(mean, keys, n, seed=seed, max_response_tokens=max_response_tokens)
         out[~have] = drawn[~have]
     over_group = int(ids.filter(pl.Series(count > n)).n_unique()) if observed is not None and observed.height else 0
+    seen = np.unique(count[have]) if over_group else np.zeros(0, dtype=np.int64)
+    observed_each = int(seen[0]) if seen.size == 1 else 0
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
-                                          tuple(unknown), over_cap, observed_ids, written_otherwise, over_group, n)
+                                          tuple(unknown), over_cap, observed_ids, written_otherwise, over_group, n,
+                                          observed_each)
