@@ -135,4 +135,55 @@ def test_the_integrations_doc_says_how_to_follow_its_commands_on_the_sample_data
     doc = (REPO / "docs" / "integrations.md").read_text(encoding="utf-8")
     first_use = doc.index("asp schedule prompts.jsonl")
     assert not (REPO / "prompts.jsonl").exists()
-    assert 0 <= doc.find("`cp sample_data/prompts.jsonl prompts.jsonl`") < first_use
+    assert 0 <= doc.find("cp sample_data/prompts.jsonl prompts.jsonl") < first_use
+
+
+def _shell_commands(doc: str) -> list[str]:
+    """The commands of a page's shell blocks, in order, continuation lines joined and trailing comments cut."""
+    import re
+
+    commands, lines, fence, shell = [], doc.splitlines(), False, False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):
+            fence = not fence
+            shell = fence and line.strip() in ("```bash", "```sh", "```")
+        elif shell:
+            while line.rstrip().endswith("\\") and not lines[i + 1].startswith("```"):
+                i += 1
+                line = line.rstrip()[:-1] + " " + lines[i].strip()
+            commands.append(line if line.startswith("python -c") else re.sub(r"\s+#.*$", "", line))
+        i += 1
+    return commands
+
+
+def test_the_integrations_docs_commands_read_only_files_made_before_them():
+    """Run in order from the repository root, every asp command of docs/integrations.md reads files the page made
+    before it (or the sample data), and one that writes a file an earlier command made says --force: Option A
+    exported `schedule.parquet prompts.parquet`, neither of which the page had made (a newcomer got "no such file"),
+    and the later sections' schedules stopped on the earlier ones' (exit 7). Checked by running them too (2026-12-07)."""
+    import re
+    import shlex
+
+    commands = _shell_commands((REPO / "docs" / "integrations.md").read_text(encoding="utf-8"))
+    made: set[str] = set()
+    checked = 0
+    for command in commands:
+        if re.search(r"/abs/path|DIR/|tokenizer\.json| K ", command):
+            continue  # a placeholder the reader replaces
+        if command.startswith("cp "):
+            made.add(shlex.split(command)[-1])
+        elif command.startswith("python -c"):
+            made.update(re.findall(r"write_\w+\('([^']+)'\)", command))
+        elif command.startswith("asp "):
+            words = shlex.split(command)
+            out = words[words.index("-o") + 1] if "-o" in words else None
+            reads = [w for k, w in enumerate(words) if re.search(r"\.(parquet|jsonl)$", w) and words[k - 1] != "-o"]
+            for path in reads:
+                assert path.startswith("sample_data/") or path in made, f"{command!r} reads {path}, not made before it"
+            if out is not None:
+                assert out not in made or "--force" in words, f"{command!r} replaces {out} without --force"
+                made.add(out)
+            checked += 1
+    assert checked >= 15
