@@ -1078,3 +1078,20 @@ def test_a_log_appended_over_several_epochs_adds_only_its_new_samples(tmp_path):
     write_jsonl(log, [{**r, "response_tokens": 900 + i} for i, r in enumerate(rows + rows)])
     other = observe([log], out, append=True, epoch=3)
     assert other.summary["rows_added"] == 20 and not any("appended since" in w for w in other.warnings)
+
+
+def test_more_samples_per_prompt_than_the_schedules_group_names_both_causes(built, tmp_path):  # noqa: F811
+    """A log of twice the schedule's samples per prompt in one epoch (a newcomer's verl ran rollout.n=16 on a
+    schedule of 8) was taken without a word: said, with the fix, and the history keeps every sample. One epoch's
+    log within the group, or two epochs' logs each within it, are not."""
+    ids = [f"p{i}" for i in range(PROMPTS)]
+    double = write_jsonl(tmp_path / "double.jsonl", [{"prompt_id": p, "response_tokens": 100 + k, "epoch": 0}
+                                                     for p in ids for k in range(2 * SAMPLES)])
+    result = observe([double], None, schedule=built["schedule"])
+    assert result.summary["rows_added"] == 2 * PROMPTS * SAMPLES
+    said = [w for w in result.warnings if f"more than samples_per_prompt={SAMPLES} samples in an epoch" in w]
+    assert len(said) == 1 and said[0].startswith(f"{PROMPTS:,} prompts have") and said[0].endswith(
+        f"remake the schedule with --samples-per-prompt {2 * SAMPLES} (every prompt here has {2 * SAMPLES})")
+    epochs = observe([_log(tmp_path / "e0.jsonl", ids, epoch=0), _log(tmp_path / "e1.jsonl", ids, epoch=1)], None,
+                     schedule=built["schedule"])
+    assert not any("more than samples_per_prompt" in w for w in epochs.warnings)

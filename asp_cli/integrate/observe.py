@@ -668,3 +668,14 @@ def _coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings
         warnings.append(f"{missing.len():,} scheduled prompts have no sample in the logs (e.g. {shown_id(missing[0])})")
     if short:
         warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")
+    # More than n in an epoch: several epochs without an epoch column, or a rollout of more samples per prompt than
+    # the schedule's (a newcomer's verl ran rollout.n=16 on a schedule of 8, and nothing here said so).
+    per_epoch = added.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id", "epoch").len()["len"]
+    if (over := int((per_epoch > n).sum())):
+        from asp_cli.sim.lengths import more_samples_fix
+
+        each = per_epoch.unique()
+        warnings.append(f"{over:,} prompts have more than samples_per_prompt={n} samples in an epoch of the logs (a log "
+                        "without an epoch column counts as one): the history keeps them all; if they are several "
+                        "epochs', observe each epoch's log with its --epoch"
+                        + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))
