@@ -83,6 +83,13 @@ completed by draws instead of resampled, and the code of that day, the cap fix b
   summed over the 8 workloads 6.0% -> 6.4%, 6.0% and 6.2%, and the picks' steps less representative (p90 step
   deviation, mean over the workloads, 1.03 -> 1.08, 1.32 and 1.65) (`python scripts/bench_choice_regret.py --seeds 4
   --modes static --rank-by expected,expected:0.02,expected:0.04,expected:0.07`).
+- **Heavy-tailed, repeated draws on `static`** (tried 2026-12-07, not adopted): the draws auto uses where it times
+  verl's asynchronous trainers (each sample's deviation a Student t of 4 degrees of freedom, `SAMPLE_TAIL_DF`), drawn
+  eight times over at each scale node, given to `static` too. On mix-k8-n8-b256 the picks spread over long-first,
+  interleave and per-step (regret 1.7% -> 0.9%), but the draws' own scatter, as large as the candidates' 1-2%
+  differences, cost the others more: regret summed over the 8 workloads 6.0% -> 14.5% (mix-k8-n8 0.0% -> 5.1%,
+  mix-k16-n16 0.1% -> 1.9%, mix-k16-n16-b512 0.0% -> 1.4%, GSM8K 3.2% -> 4.2%; `python scripts/bench_choice_regret.py
+  --seeds 4 --modes static` with the two settings patched into `choose_arrangement`, a one-off not kept in the code).
 - On `continuous`, where the minibatch KV budget binds, the candidates are the five arrangements with groups
   counted whole, the winner at its wave's peak, and, where that was faster, all five at the peak
   (`--kv-budget auto`; "name/whole", "name/peak" above).
