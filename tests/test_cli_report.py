@@ -477,6 +477,14 @@ def test_a_synchronous_replay_reads_each_figure_beside_its_like_and_says_how_ver
             f"them left out; {mine['expected_rollout_s']:,.1f} s expected by auto's draws as verl routes, "
             f"{queue['rollout_alone_s']:,.1f} s at the point predictions)") in text
     assert f"{document['instances']['makespan_s']:,.1f} s at the point" not in text
+    # Trainer idle likewise: the replay's share of the whole run beside the point predictions' (a newcomer read
+    # 62.8% beside 30.9%, the latter only the waits between steps).
+    of_run = queue["trainer_idle_of_run_fraction"]
+    assert of_run == pytest.approx((queue["trainer_first_start_s"] + queue["trainer_idle_s"]) / queue["trainer_end_s"],
+                                   abs=1e-4)
+    assert of_run > queue["trainer_idle_fraction"]  # the wait before the first step counts here
+    assert (f"trainer idle {metrics['trainer_idle_fraction']:.1%} of the run (expected {of_run:.1%}, the wait "
+            "before its first step included)") in text
     assert ("this replay routes as asp's simulator does (each group whole to whichever server frees first)" in text
             and "`asp simulate verl.parquet --compare --lengths log.csv` gives them as verl routes" in text)
     # Replayed on drawn lengths, the command names no log.

@@ -406,6 +406,7 @@ def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
         "trainer_first_start_s": None,
         "trainer_idle_s": None,
         "trainer_idle_fraction": None,
+        "trainer_idle_of_run_fraction": None,
         "trainer_end_s": None,
         "rollout_alone_s": None,
     }
@@ -427,6 +428,9 @@ def _queue(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> dict[str, Any]:
             trainer_first_start_s=rounded(start[0], 3),
             trainer_idle_s=rounded(waits.sum(), 3),
             trainer_idle_fraction=rounded(waits.sum() / span if span > 0 else 0.0),
+            # As a replay counts it (`asp_cli.sim.metrics`): the share of the whole run, from 0 to the last step's
+            # end, that the trainer is not training, the wait before its first step included.
+            trainer_idle_of_run_fraction=rounded((start[0] + waits.sum()) / end[-1] if end[-1] > 0 else 0.0),
             trainer_end_s=rounded(end[-1], 3),
             # Synchronous, rollout and training take turns: the rollout alone is what the trainer waits, before
             # its first step and between steps (the summary's rollout share; a replay's `rollout_alone_s`).

@@ -513,7 +513,7 @@ def _simulated_section(report: dict[str, Any]) -> str:
         *([["rollout alone (the steps' rollouts summed, training left out), s", _num(queue.get("rollout_alone_s")),
             _num(simulated["rollout_alone_s"])]] if simulated.get("rollout_alone_s") is not None else []),
         ["instance finish spread", spread(expected_ends), spread(ends)],
-        ["trainer idle (waiting for data)", _pct(queue.get("trainer_idle_fraction")),
+        ["trainer idle (waiting for data), share of the run", _pct(queue.get("trainer_idle_of_run_fraction")),
          _pct(metrics["trainer_idle_fraction"])],
         ["policy lag: mean / max", f"{_num(lag.get('mean'), 2)} / {lag.get('max', '-')}",
          f"{_num(metrics['policy_lag_mean'], 2)} / {metrics['policy_lag_max']}"],

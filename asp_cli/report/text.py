@@ -330,7 +330,8 @@ def _render_simulated(out: Any, report: dict[str, Any]) -> None:
         out(f"  {as_verl_routes(report)}")
     out(f"  instance finish spread {max(ends) - min(ends):,.1f} s (expected "
         f"{_num(report['instances'].get('finish_spread_s'))} s); trainer idle "
-        f"{_pct(metrics['trainer_idle_fraction'])} (expected {_pct(queue.get('trainer_idle_fraction'))}); "
+        f"{_pct(metrics['trainer_idle_fraction'])} of the run (expected "
+        f"{_pct(queue.get('trainer_idle_of_run_fraction'))}, the wait before its first step included); "
         f"padding {_pct(metrics['padding_fraction'])}; lag mean {_num(metrics['policy_lag_mean'], 2)}, "
         f"max {metrics['policy_lag_max']}")
     if queue.get("grid_s"):
