@@ -299,6 +299,10 @@ def test_under_a_lag_bound_the_summary_says_rollout_waits_for_the_trainer(tmp_pa
     assert f"at most {max(document['predicted_instance_busy_s']):,.1f} s of" in line
     free = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "t.parquet")
     assert "synchronous steps" not in free.stderr and "rollout waits for the trainer" not in free.stderr
+    # Without a bound the summary names the options a synchronous trainer is planned with (a verl newcomer left
+    # out --max-lag 0 and only `asp export --format verl` told them).
+    assert "a synchronous trainer has none, and is planned with --max-lag 0 --trainer schedule" in " ".join(
+        free.stderr.split())
 
 
 def test_synchronous_training_over_many_steps_is_scheduled(tmp_path):

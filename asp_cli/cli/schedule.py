@@ -154,7 +154,8 @@ def _lag_line(summary: dict) -> str:
     # is an upper end, which `asp simulate` replays (4.0 against 9.5 there; a newcomer's run, 2026-12-05).
     return (f"  expected policy lag if an asynchronous trainer lets rollout run ahead (no --max-lag): {observed} at "
             "the point predictions, whose rollout leaves out the tails and so runs further ahead than a replay's "
-            "(`asp simulate` replays it); a synchronous trainer (verl's default) has none; bound it with --max-lag N")
+            "(`asp simulate` replays it); a synchronous trainer has none, and is planned with --max-lag 0 --trainer "
+            "schedule (verl's, OpenRLHF's and slime's default trainers); bound an asynchronous one with --max-lag N")
 
 
 def _replayed_s(summary: dict) -> float | None:
