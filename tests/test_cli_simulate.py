@@ -894,3 +894,14 @@ def test_a_preset_name_from_the_schedule_reaches_the_terminal_escaped(built, tmp
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
     assert "x \\x1b]0;TITLE\\x07\\x1b[2J (" in result.stderr
+
+
+def test_the_legend_says_what_padding_counts_where_rows_are_cut_into_calls_of_different_sizes():
+    """A verl newcomer read 0.88 padding for verl's chunks beside 0.10 for per-group rows on the same lengths: each
+    counts empty slots against its own call's sequences. Said where the calls' sizes differ, not where they agree."""
+    from asp_cli.cli.simulate import _padding_legend
+
+    rows = [{"arrangement": "verl-default", "prompts_per_call": 31.6}, {"arrangement": "asp", "prompts_per_call": 1.0}]
+    assert "padding: empty slots against each call's own sequences" in _padding_legend(rows)
+    assert _padding_legend([{**r, "prompts_per_call": 16.0} for r in rows]) == ""
+    assert _padding_legend([{"arrangement": "lower bound"}]) == ""

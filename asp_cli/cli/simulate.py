@@ -105,6 +105,7 @@ def simulate_command(
                        if any(r["arrangement"] == "asp (true lengths)" for r in report.comparison) else "")
                     + "; vs: end-to-end time "
                     "over the best equal-footing row and over verl-default"
+                    + _padding_legend(report.comparison)
                     + ("" if wide else "; --wide shows every column, --json every figure"))
                 compared = report.document.get("compared_as_verl_trainer")
                 if compared:  # `compare._as_verl_routes`
@@ -125,6 +126,17 @@ def _write_timeseries(series: dict, path: Path, *, replace: bool) -> None:
             frame.write_csv(tmp)
         else:
             frame.write_parquet(tmp)
+
+
+def _padding_legend(rows: list[dict]) -> str:
+    """Where the rows are cut into calls of different sizes, what their padding counts: each request's empty slots
+    against its own sequences, so a chunk of a train batch and one group differ on it by their cut, not only their
+    order (a verl newcomer read 0.88 for verl's chunks beside 0.10 for per-group rows on the same lengths)."""
+    calls = [r["prompts_per_call"] for r in rows if r.get("prompts_per_call")]
+    if not calls or max(calls) < 1.5 * min(calls):
+        return ""
+    return ("; padding: empty slots against each call's own sequences, so rows of different prompts/call differ on "
+            "it by how they are cut, not only by their order: compare their end-to-end times")
 
 
 def _summary(document: dict) -> str:
