@@ -329,13 +329,18 @@ def test_a_dump_carrying_prompt_ids_and_token_counts_is_read_by_them(built, tmp_
     assert result.added["prompt_id"].to_list() == [p["id"] for p in prompts] and result.summary["estimated_lengths"] == 3
 
 
+def _three_questions(tmp_path):
+    """A dataset of three questions, ids a, b and c, for the dump tests."""
+    return write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "What is 2+2?"},
+                                              {"id": "b", "question": "Name a prime."},
+                                              {"id": "c", "question": "Spell it."}])
+
+
 def test_a_dump_of_mixed_kinds_is_read_as_the_file_holds_it(tmp_path):
     """An audit: a dump whose outputs mix text and numbers (or text that starts as the reader's tags do) was cast to
     text with the reader's tag still on: the number 12345678 was counted as "\\x00json:12345678" (4 tokens, not 2).
     Each value is now as the file holds it (`json_records.untag`), as the other readers give them."""
-    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "What is 2+2?"},
-                                             {"id": "b", "question": "Name a prime."},
-                                             {"id": "c", "question": "Spell it."}])
+    data = _three_questions(tmp_path)
     dump = write_jsonl(tmp_path / "1.jsonl", [
         {"input": "user\nWhat is 2+2?\nassistant\n", "output": "x" * 40, "score": 1, "step": 1},
         {"input": "user\nName a prime.\nassistant\n", "output": 12345678, "score": 1, "step": 1},
@@ -371,9 +376,7 @@ def test_on_bad_row_skip_skips_and_counts_dump_rows_that_are_not_text(tmp_path):
     """`--on-bad-row skip` skipped other bad rows but stopped at a verl dump row whose input or output is not text,
     and at generation output whose responses are not lists of texts (a `responses` of 5 was exit 70 either way)."""
     skip = replace(OBSERVE_READ, on_bad_row="skip")
-    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "What is 2+2?"},
-                                             {"id": "b", "question": "Name a prime."},
-                                             {"id": "c", "question": "Spell it."}])
+    data = _three_questions(tmp_path)
     dump = write_jsonl(tmp_path / "dump.jsonl", [
         {"input": "user\nWhat is 2+2?\nassistant\n", "output": "x" * 40, "score": 1, "step": 1},
         {"input": "user\nName a prime.\nassistant\n", "output": 5, "score": 1, "step": 1},
