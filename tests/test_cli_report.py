@@ -486,10 +486,18 @@ def test_a_synchronous_replay_reads_each_figure_beside_its_like_and_says_how_ver
     assert (f"trainer idle {metrics['trainer_idle_fraction']:.1%} of the run (expected {of_run:.1%}, the wait "
             "before its first step included)") in text
     assert ("this replay routes as asp's simulator does (each group whole to whichever server frees first)" in text
-            and "`asp simulate verl.parquet --compare --lengths log.csv` gives them as verl routes" in text)
+            and "`asp simulate verl.parquet --compare --lengths log.csv` sets verl's own arrangements beside it" in text)
+    # The same lengths as verl routes them, the figure auto's draws timed the plan by: as `asp simulate` gives it
+    # (a newcomer was pointed to that command for it).
+    routed, alone = simulated["verl_routed_end_to_end_s"], simulated["verl_routed_rollout_s"]
+    assert 0 < alone < routed
+    assert f"replayed on the same lengths as verl routes, end-to-end {routed:,.1f} s (rollout alone {alone:,.1f} s)" \
+        in text
+    simulate = CliRunner().invoke(app, ["simulate", str(out), "--lengths", str(lengths), "--json", "--quiet"])
+    assert json.loads(simulate.stdout)["metrics"]["verl_routed_end_to_end_s"] == pytest.approx(routed, abs=1e-3)
     # Replayed on drawn lengths, the command names no log.
     plain = " ".join(run(tmp_path / "verl.parquet", "--simulate").stdout.split())
-    assert "`asp simulate verl.parquet --compare` gives them" in plain
+    assert "`asp simulate verl.parquet --compare` sets" in plain
 
 
 def test_more_samples_per_prompt_than_the_group_names_both_causes(schedules, tmp_path):

@@ -90,6 +90,13 @@ def simulated_section(
         "max_lag": document["max_lag"],
         "metrics": {k: (_r(metrics[k]) if isinstance(metrics.get(k), float) else metrics.get(k)) for k in _METRICS},
         "rollout_alone_s": _r(rollout_alone, 3) if rollout_alone is not None else None,
+        # On servers that refill, the same lengths replayed as verl routes them (`bench.simulate._as_verl_routes`,
+        # as `asp simulate` gives them): what auto's draws timed a plan made with --max-lag 0 against. Since
+        # 2026-12-07 (a newcomer was pointed to another command for it).
+        "verl_routed_end_to_end_s": (_r(metrics["verl_routed_end_to_end_s"], 3)
+                                     if metrics.get("verl_routed_end_to_end_s") is not None else None),
+        "verl_routed_rollout_s": (_r(metrics["verl_routed_rollout_s"], 3)
+                                  if metrics.get("verl_routed_rollout_s") is not None else None),
         "instance_end_s": [_r(s.end_s, 3) for s in stats],
         "queue": {
             "grid_s": [_r(t, 3) for t in grid],
@@ -117,8 +124,12 @@ def as_verl_routes(report: dict[str, Any]) -> str:
     files = (report.get("observed") or {}).get("files") or []
     observed = report["simulated"]["lengths"]["prompts_with_observed_lengths"]
     lengths = "".join(f" --lengths {name}" for name in files) if observed else ""
+    simulated = report["simulated"]
+    routed = simulated.get("verl_routed_end_to_end_s")
+    same = (f"; replayed on the same lengths as verl routes, end-to-end {routed:,.1f} s (rollout alone "
+            f"{simulated['verl_routed_rollout_s']:,.1f} s)" if routed is not None else "")
     return ("auto's draws timed this plan as verl routes a synchronous step (every sample a request, each group's "
             "samples spread over the servers); this replay routes as asp's simulator does (each group whole to "
-            "whichever server frees first), so its times differ from those by routing too: "
-            f"`asp simulate {report['schedule']['name']} --compare{lengths}` gives them as verl routes (its "
-            "\"as verl routes\" line, and the \"as verl s\" column beside today's arrangements)")
+            f"whichever server frees first), so its times differ from those by routing too{same}: "
+            f"`asp simulate {report['schedule']['name']} --compare{lengths}` sets verl's own arrangements beside it "
+            "(its \"as verl routes\" line, and the \"as verl s\" column)")
