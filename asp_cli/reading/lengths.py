@@ -256,7 +256,8 @@ def extract_lengths(
                 *(pl.when(lengths.is_null()).then(None)
                   .when(flags.is_null() | mismatch).then(lengths.list.eval(pl.lit(None, dtype)))
                   .otherwise(pl.col(name)).alias(name)
-                  for name, dtype in ((C.TRUNCATED, pl.Boolean), ("\x00badflag", pl.Boolean), ("\x00rawflag", pl.String))),
+                  for name, dtype in ((C.TRUNCATED, pl.Boolean), ("\x00badflag", pl.Boolean),
+                                      ("\x00rawflag", pl.String))),
                 mismatch.alias("\x00badflags"),
             )
             base = base.explode(["\x00len", C.TRUNCATED, "\x00badflag", "\x00rawflag"])
@@ -300,7 +301,8 @@ def extract_lengths(
             elif first["\x00badflag"] and flags_listed:
                 raw_flag = first["\x00rawflag"]
                 # A number among true/false is read as its JSON text (a column of mixed kinds): shown as a number.
-                shown_flag = raw_flag if re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", raw_flag) else repr(raw_flag[:40])
+                numeric = re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", raw_flag)
+                shown_flag = raw_flag if numeric else repr(raw_flag[:40])
                 reason = f"column {C.TRUNCATED!r} holds {shown_flag} in its list of flags, not true or false"
             elif first["\x00badflags"] and flags_listed:
                 reason = f"column {C.TRUNCATED!r} does not hold one flag per length in {length_col!r}"
