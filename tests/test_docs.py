@@ -187,3 +187,19 @@ def test_the_integrations_docs_commands_read_only_files_made_before_them():
                 made.add(out)
             checked += 1
     assert checked >= 15
+
+
+def test_the_benchmarks_headline_matrix_is_its_tables():
+    """docs/benchmarks.md leads with a matrix of asp's gain per engine and workload (issue 17: lead with the gain at
+    equal footing, per engine and workload, beside the true-lengths ceiling). It is rendered from the tables under
+    it by scripts/headline_matrix.py; a table rerun without rewriting the matrix would leave the lead stale."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("headline_matrix", REPO / "scripts" / "headline_matrix.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    doc = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    rendered = module.matrices(doc)
+    assert rendered in doc, "docs/benchmarks.md's headline matrix differs from its tables: run python scripts/headline_matrix.py --write"
+    assert doc.index(rendered) < doc.index(module.SECTION)  # it leads the page
+    assert rendered.count("\n| mix-k8-n8-b256 |") == 2 and "+20.1% +- 1.0% (short-first)" in rendered
