@@ -98,13 +98,15 @@ class HardwarePreset:
             _check_field(name, getattr(self, name))
         if not isinstance(self.name, str) or not isinstance(self.description, str):
             raise SettingsError("fields 'name' and 'description' must be text")
-        costs = {"weight_read_s": self.weight_read_s, "compute_s_per_token": self.compute_s_per_token,
-                 "kv_s_per_token": self.kv_s_per_token}
-        for name, cost in costs.items():
+        costs = {"weight_read_s": (self.weight_read_s, ("weights_bytes", "bandwidth_bytes_per_s", "eta_bandwidth")),
+                 "compute_s_per_token": (self.compute_s_per_token, ("params", "flops_per_s", "eta_flops")),
+                 "kv_s_per_token": (self.kv_s_per_token, ("kv_bytes_per_token", "bandwidth_bytes_per_s",
+                                                          "eta_bandwidth"))}
+        for name, (cost, fields) in costs.items():
             if not (math.isfinite(cost) and 0 <= cost <= MAX_STEP_COST_S):
-                raise SettingsError(
-                    f"the fields give a decode cost {name} of {cost!r} s, not a finite number of seconds up to "
-                    f"{MAX_STEP_COST_S:g}; check the bandwidth, FLOP/s and efficiency fields"
+                raise SettingsError(  # the fields it is made of named, so a one-field slip is found at once
+                    f"the fields give a decode cost {name} of {cost:.4g} s, not a finite number of seconds up to "
+                    f"{MAX_STEP_COST_S:g}; check fields {', '.join(map(repr, fields))}"
                 )
         if self.kv_capacity_tokens < 1:
             raise SettingsError(
