@@ -692,3 +692,32 @@ def test_an_export_of_several_epochs_given_as_the_prompt_file_is_named_as_one(tm
                             "prompt file(s) the schedule was made from; give that file instead (each prompt once, in "
                             "its own order)\n")
     assert not (tmp_path / "s2.parquet").exists()
+
+
+def _bare_schedule(tmp_path, *args):
+    """A dataset without ids (a `prompt` column only) and its schedule, made with the options ``args``."""
+    with open(SAMPLE_PROMPTS, encoding="utf-8") as lines:
+        texts = [json.loads(next(lines))["prompt"] for _ in range(16)]
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"prompt": text} for text in texts])
+    made = invoke("schedule", bare, "-o", tmp_path / "s.parquet", "--instances", "2", "--train-batch-size", "4",
+                  "--minibatch-size", "2", "-q", *args)
+    assert made.exit_code == 0, made.stderr
+    return bare, tmp_path / "s.parquet"
+
+
+def test_an_export_of_several_epochs_under_a_metadata_key_given_as_prompts_is_named_as_one(tmp_path):
+    """A JSON-lines export of two epochs of a dataset without ids, written with --metadata-key (slime's layout, its
+    schedule's ids in that object), was read with row numbers as ids, none repeated, and `asp schedule` planned
+    every prompt once an epoch twice over, exit 0. It is named as an export, as its Parquet twin is, exit 3."""
+    bare, sched = _bare_schedule(tmp_path, "--epochs", "2")
+    for name in ("e.jsonl", "e.parquet"):
+        exported = tmp_path / name
+        done = invoke("export", sched, bare, "--metadata-key", "asp_meta", "-o", exported)
+        assert done.exit_code == 0, done.stderr
+        again = invoke("schedule", exported, "-o", tmp_path / "s2.parquet")
+        assert again.exit_code == 3, again.stderr
+        assert again.stderr == (f"Error: {exported}: an asp export (its rows repeat each prompt, once an epoch), not "
+                                "the prompt file(s) the schedule was made from; give that file instead (each prompt "
+                                "once, in its own order)\n")
+        assert not (tmp_path / "s2.parquet").exists()
+

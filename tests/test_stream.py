@@ -506,3 +506,35 @@ def test_a_verl_export_of_several_epochs_without_ids_is_named_as_an_export(tmp_p
             read([both])
         assert str(caught.value) == said
         assert read([first])[0].height == 16  # one epoch's: each prompt once
+
+
+def test_an_export_of_several_epochs_under_a_metadata_key_without_ids_is_named_as_an_export(tmp_path):
+    """--metadata-key keeps the schedule's id in that object: a JSON-lines export of two epochs of a dataset without
+    ids was read with row numbers as ids, none repeated, and `asp schedule` planned every prompt once an epoch twice
+    over, exit 0. JSON lines keep no metadata: its first row's epoch is not its last's. It is named as an export, as
+    the Parquet one is (its metadata says it holds every epoch); one epoch's export is still read (`asp observe
+    --dataset` reads the file the trainer was given)."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.export import export
+    from asp_cli.settings import ScheduleSettings
+
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"prompt": row["question"]} for row in make_prompts(16)])
+    sched = tmp_path / "s.parquet"
+    schedule([bare], sched, settings=ScheduleSettings(train_batch_size=4, minibatch_size=2, instances=2, epochs=2))
+    for name, fmt in (("e.jsonl", "jsonl"), ("e.parquet", "parquet")):
+        both, first = tmp_path / name, tmp_path / f"one.{name}"
+        export(sched, [bare], both, format=fmt, metadata_key="asp_meta")
+        export(sched, [bare], first, format=fmt, metadata_key="asp_meta", epoch=0)
+        said = (f"{both}: an asp export (its rows repeat each prompt, once an epoch), not the prompt file(s) the "
+                "schedule was made from; give that file instead (each prompt once, in its own order)")
+        for read in (read_prompts, read_prompts_streamed):
+            with pytest.raises(InputError) as caught:
+                read([both])
+            assert str(caught.value) == said
+            assert read([first])[0].height == 16  # one epoch's: each prompt once
+    # Training order ends in the last epoch too; a trailing blank line is no row.
+    ordered = tmp_path / "train.jsonl"
+    export(sched, [bare], ordered, format="jsonl", metadata_key="asp_meta", order="train")
+    ordered.write_text(ordered.read_text() + "\n\n")
+    with pytest.raises(InputError, match="its rows repeat each prompt, once an epoch"):
+        read_prompts_streamed([ordered])

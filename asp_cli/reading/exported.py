@@ -30,6 +30,8 @@ def export_marks(path: Path) -> tuple[bool, str | None]:
     """Whether ``path`` is an `asp export` (Parquet: its ``asp.export`` metadata; JSON lines: a first row carrying
     asp's ``seq`` and ``train_step``, at its top or in an object field), and the column holding the schedule's
     prompt id where it wrote one (`export_id_key`)."""
+    if not path.is_file():  # a pipe blocks the first read (its reader refuses it), a missing file is its reader's
+        return False, None
     if path.suffix.lower() in (".parquet", ".pq"):
         marked = _parquet_marks(path)
         if marked is None:
@@ -43,17 +45,51 @@ def export_marks(path: Path) -> tuple[bool, str | None]:
         try:
             with open(path, encoding="utf-8") as lines:
                 first = json.loads(lines.readline() or "null")
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # not an export: the reader of the file says what it is
             return False, None
-        if not isinstance(first, dict):
+        if _asp_fields(first) is None:
             return False, None
         holders = [("", first), *((f"{k}.", v) for k, v in first.items() if isinstance(v, dict))]
-        marked = next((prefix for prefix, row in holders if "seq" in row and "train_step" in row), None)
-        if marked is None:
-            return False, None
         ids = [prefix for prefix, row in holders if "prompt_id" in row]
         return True, f"{ids[0]}prompt_id" if ids else None
     return False, None
+
+
+def _asp_fields(row: object) -> dict[str, Any] | None:
+    """The object of a JSON-lines export's ``row`` holding asp's ``seq`` and ``train_step`` (the row itself, or its
+    --metadata-key field), else None."""
+    if not isinstance(row, dict):
+        return None
+    holders = [row, *(v for v in row.values() if isinstance(v, dict))]
+    return next((held for held in holders if "seq" in held and "train_step" in held), None)
+
+
+def _jsonl_spans_epochs(path: Path) -> bool:
+    """Whether a JSON-lines export's first and last rows are of different epochs: its rows are in dispatch order
+    (``seq``) or training order (``train_step``), both of which start in its first epoch and end in its last, and
+    JSON lines keep no metadata saying which epochs a file holds."""
+    try:
+        with open(path, "rb") as lines:
+            first = _asp_fields(json.loads(lines.readline() or b"null"))
+            last = _asp_fields(json.loads(_last_line(lines) or b"null")) if first is not None else None
+    except (OSError, ValueError, RecursionError):  # a row nested too deep: the reader of the file says so
+        return False
+    return first is not None and last is not None and first.get("epoch") != last.get("epoch")
+
+
+def _last_line(lines: Any, block: int = 1 << 16) -> bytes:
+    """The last line of a binary file that is not blank, read back from its end a ``block`` at a time."""
+    end = lines.seek(0, 2)
+    tail = b""
+    while end > 0:
+        start = max(0, end - block)
+        lines.seek(start)
+        tail = lines.read(end - start) + tail
+        end = start
+        text = tail.rstrip()
+        if b"\n" in text or start == 0:
+            return text.rsplit(b"\n", 1)[-1]
+    return b""
 
 
 def _parquet_marks(path: Path) -> tuple[Any, dict[str, Any]] | None:
@@ -83,12 +119,17 @@ def export_not_schedule(path: Path) -> ScheduleFormatError | None:
 
 
 def refuse_exports_of_epochs(paths: Sequence[Path]) -> None:
-    """Refuse, before a prompt file is read, an `asp export` in Parquet of every epoch of a schedule of several, as
-    its metadata records it (``epoch`` null, ``schedule_settings.epochs`` above 1): read without an id column (verl's
-    layout keeps the schedule's id in ``extra_info`` only), its row numbers were new ids, none repeated, and each
-    prompt was read once an epoch again in silence. Exports that repeat an id read are said at the duplicate-id
+    """Refuse, before a prompt file is read, an `asp export` of every epoch of a schedule of several: in Parquet as
+    its metadata records it (``epoch`` null, ``schedule_settings.epochs`` above 1), in JSON lines where its first and
+    last rows are of different epochs. Read without an id column (verl's layout keeps the schedule's id in
+    ``extra_info`` only; --metadata-key keeps it in that object), its row numbers were new ids, none repeated, and
+    each prompt was read once an epoch again in silence. Exports that repeat an id read are said at the duplicate-id
     check (`repeated_export_error`)."""
     for path in paths:
+        if not Path(path).is_file():  # a pipe blocks the first read (its reader refuses it)
+            continue
+        if Path(path).suffix.lower() in (".jsonl", ".ndjson") and _jsonl_spans_epochs(Path(path)):
+            raise repeated_export_error({str(path): 2})  # the first row's epoch is not the last's: several
         marked = _parquet_marks(Path(path)) if Path(path).suffix.lower() in (".parquet", ".pq") else None
         if marked is None:
             continue
