@@ -721,3 +721,31 @@ def test_an_export_of_several_epochs_under_a_metadata_key_given_as_prompts_is_na
                                 "once, in its own order)\n")
         assert not (tmp_path / "s2.parquet").exists()
 
+
+def test_an_export_of_one_epoch_given_as_prompts_is_named_as_one(tmp_path):
+    """One epoch's export holds each prompt once, with asp's seq and train_step: `asp schedule` planned it as the
+    dataset, exit 0, a schedule of asp's own output whose row numbers (the ids of a dataset without them) are not the
+    dataset's. It is named as an export, as one of several epochs is, exit 3, nothing written; alone, beside its
+    dataset, in every layout, and from the Python twin. `asp observe --dataset` still reads one (the file the
+    trainer was given)."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.errors import InputError
+    from asp_cli.reading import read_prompts
+
+    bare, sched = _bare_schedule(tmp_path)
+    said = ("an asp export (its rows are a dataset's prompts in a schedule's order, with asp's columns added), not the "
+            "prompt file(s) the schedule was made from; give that file instead (each prompt once, in its own order)")
+    for name, extra in (("e.jsonl", ()), ("m.jsonl", ("--metadata-key", "asp_meta")), ("e.parquet", ()),
+                        ("v.parquet", ("--format", "verl")), ("one.jsonl", ("--epoch", "0"))):
+        exported = tmp_path / name
+        done = invoke("export", sched, bare, "-o", exported, *extra)
+        assert done.exit_code == 0, done.stderr
+        for inputs in ([exported], [bare, exported]):
+            again = invoke("schedule", *inputs, "-o", tmp_path / "s2.parquet")
+            assert again.exit_code == 3, again.stderr
+            assert again.stderr == f"Error: {exported}: {said}\n"
+            assert not (tmp_path / "s2.parquet").exists()
+        with pytest.raises(InputError, match=re.escape(said)):
+            schedule([exported], tmp_path / "s2.parquet")
+        assert read_prompts([exported])[0].height == 16  # a reader of prompts reads it (observe's dataset)
+

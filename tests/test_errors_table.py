@@ -32,6 +32,8 @@ def setup_files(tmp: Path) -> None:
     write_jsonl(tmp / "nocolumn.jsonl", [{"text": "hi", "label": 1}])
     write_jsonl(tmp / "notext.jsonl", [{"question": "a"}, {"question": {"x": 1}}])
     write_jsonl(tmp / "dupes.jsonl", [{"id": "x", "question": "a"}, {"id": "x", "question": "b"}])
+    write_jsonl(tmp / "exported.jsonl", [{"question": "a", "asp_meta": {"prompt_id": "0", "epoch": 0, "instance": 0,
+                                                                 "minibatch": 0, "seq": 0, "train_step": 0}}])
     (tmp / "latin1.jsonl").write_bytes('{"question": "café"}\n'.encode("latin-1"))
     (tmp / "surrogate.jsonl").write_text('{"question": "bad \\ud800 text"}\n{"question": "fine"}\n')
     (tmp / "dupkey.jsonl").write_text('{"id": "a", "question": "one", "question": "two"}\n')
@@ -104,6 +106,10 @@ CASES = [
     ("E10", ["schedule", "{tmp}/prompts.txt", "-o", "{tmp}/o.parquet"], 3, "unknown file type '.txt'"),
     ("E11", ["schedule", "{tmp}/missing.jsonl", "-o", "{tmp}/o.parquet"], 3, "no such file"),
     ("E63", ["schedule", "{tmp}/prompts_dir", "-o", "{tmp}/o.parquet"], 3, "prompts_dir: is a folder; name the files in it"),
+    ("E102", ["schedule", "{tmp}/exported.jsonl", "-o", "{tmp}/o.parquet"], 3,
+     "exported.jsonl: an asp export (its rows are a dataset's prompts in a schedule's order, with asp's columns "
+     "added), not the prompt file(s) the schedule was made from; give that file instead (each prompt once, in its own "
+     "order)"),
     ("E64", ["schedule", "{tmp}/schedule.parquet", "-o", "{tmp}/o.parquet"], 3,
      "schedule.parquet: this is an asp schedule, not a file of prompts or lengths"),
     ("E12", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--instances", "0"], 4,

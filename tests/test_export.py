@@ -283,6 +283,27 @@ def test_an_export_of_several_epochs_given_back_is_told_the_file_the_schedule_wa
         export(schedule, [twice], None)
 
 
+
+def test_an_export_of_one_epoch_without_ids_given_back_is_named_as_an_export(tmp_path):
+    """One epoch's export of a dataset without ids, written with --metadata-key (its schedule's ids in that object),
+    given back to `asp export` as the dataset is read by row numbers: it was told to "give the file it was made from,
+    or schedule this one", and scheduling it is refused (E102). It is named as an export, with the file the schedule
+    was made from, as one of several epochs is."""
+    from asp_cli.arrange.pipeline import schedule
+
+    data = write_jsonl(tmp_path / "bare.jsonl", [{"prompt": row["question"]} for row in make_prompts(16)])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=4, minibatch_size=2, instances=2))
+    exported = tmp_path / "e.jsonl"
+    export(sched, [data], exported, format="jsonl", metadata_key="asp_meta")
+    with pytest.raises(InputError) as caught:
+        export(sched, [exported], None, format="jsonl")
+    assert str(caught.value) == (f"{exported}: an asp export (its rows are a dataset's prompts in a schedule's order, "
+                                 "with asp's columns added), not the prompt file(s) the schedule was made from; export "
+                                 f"from {data}, the file the schedule was made from (export writes the schedule's own "
+                                 "order itself)")
+
+
 def test_column_clash_needs_a_prefix(built, tmp_path):  # noqa: F811
     rows = make_prompts(PROMPTS)
     for row in rows:

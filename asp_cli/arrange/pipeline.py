@@ -507,6 +507,7 @@ def schedule(
     from asp_cli.output import check_output_path, check_parquet_name
     from asp_cli.predict.streamed import read_and_predict
     from asp_cli.reading import read_lengths
+    from asp_cli.reading.exported import refuse_exports_as_prompts
     from asp_cli.reading.history_ids import id_warnings, seed_warnings
     from asp_cli.reading.lengths import latest_epochs
 
@@ -534,6 +535,7 @@ def schedule(
         check_output_path(output, [*inputs, *history, *predictions, *([predictor] if predictor else [])],
                           force=force)
         check_parquet_name(output, writer="asp schedule", kind=b"asp.schedule")
+    refuse_exports_as_prompts(inputs)  # asp's own output (one epoch's too): planned as prompts, exit 0, before
     preset = load_preset(settings.preset)
     history_frame = None
     history_print = None

@@ -419,7 +419,11 @@ def _matched_dataset(
     numbered = any(used.get("id") == "(row number)" for used in read_report.columns_used.values())
     if recorded and recorded != file_fingerprint(datasets) and numbered:
         # Row-number ids match any file of as many rows: they prove nothing (a shuffled copy was exported with
-        # the schedule applied to the wrong prompts, exit 0).
+        # the schedule applied to the wrong prompts, exit 0). An earlier export of one epoch is named (scheduling
+        # it, as said below, is refused: E102).
+        exported = reexport_error(datasets, replay.schedule.metadata, repeats=False)
+        if exported is not None:
+            raise exported
         raise InputError(
             f"{', '.join(map(str, datasets))}: not the file(s) the schedule was made from (their bytes differ), and "
             "the schedule's ids are row numbers, which match any file of as many rows; give the file it was made "

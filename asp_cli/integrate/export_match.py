@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from asp_cli.errors import InputError, shown_id
-from asp_cli.reading.exported import EXPORT_REPEATS, export_marks
+from asp_cli.reading.exported import EXPORT_ONE_EPOCH, EXPORT_REPEATS, export_marks
 
 _WHY = "export writes the schedule's own order itself"
 
@@ -51,14 +51,16 @@ def misplaced_id_error(where: str, found: object, expected: object, differ: int,
     return InputError(f"{head} (an earlier export?); export from {_named(original)} ({_WHY})")
 
 
-def reexport_error(datasets: Sequence[Path], metadata: dict[str, Any]) -> InputError | None:
+def reexport_error(datasets: Sequence[Path], metadata: dict[str, Any], *, repeats: bool = True) -> InputError | None:
     """The refusal of an `asp export` given as the dataset where its prompt ids repeat (an export of several epochs
     holds each prompt once an epoch), naming the file(s) the schedule was made from; None where no dataset file is an
-    export (the duplicate ids are the dataset's own)."""
+    export (the duplicate ids are the dataset's own). Not ``repeats``: one epoch's, read by row numbers (its ids are
+    then no help), where E102's wording names it."""
     export = next((d for d in datasets if export_marks(d)[0]), None)
     if export is None:
         return None
-    head = f"{export}: {EXPORT_REPEATS}, not the prompt file(s) the schedule was made from"
+    what = EXPORT_REPEATS if repeats else EXPORT_ONE_EPOCH
+    head = f"{export}: {what}, not the prompt file(s) the schedule was made from"
     original = recorded_datasets(metadata)
     if original and original == [str(d) for d in datasets]:  # the same names: an export written over that file
         return InputError(f"{head}, whose name it has: the export was written over it? Restore that file, or make "

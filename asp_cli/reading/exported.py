@@ -5,6 +5,8 @@ each prompt once an epoch, so its ids repeat. Given where prompts are read (`asp
 `asp export`'s dataset) it was told E07's "make ids unique, or pass --id-key", which cannot help: the fix is the
 file the schedule was made from. `integrate.export_match` says more where the schedule is at hand. Given where a
 schedule is read, it was told only that it is no schedule (E22): it is named, with the schedule it came from.
+`asp schedule` refuses one of a single epoch too (E102): planned as prompts, it made a schedule of asp's own output;
+`asp observe --dataset` reads one on purpose (the file the trainer was given).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from asp_cli.errors import InputError, ScheduleFormatError, shown_id
 
 METADATA_KEY = b"asp.export"  # where an export's Parquet file records what wrote it
 EXPORT_REPEATS = "an asp export (its rows repeat each prompt, once an epoch)"  # how every reader names one
+EXPORT_ONE_EPOCH = "an asp export (its rows are a dataset's prompts in a schedule's order, with asp's columns added)"
 
 
 def export_id_key(path: Path) -> str | None:
@@ -137,6 +140,18 @@ def refuse_exports_of_epochs(paths: Sequence[Path]) -> None:
         epochs = settings.get("epochs") if isinstance(settings, dict) else None
         if marked[1].get("epoch") is None and isinstance(epochs, int) and not isinstance(epochs, bool) and epochs > 1:
             raise repeated_export_error({str(path): epochs})
+
+
+def refuse_exports_as_prompts(paths: Sequence[Path]) -> None:
+    """Refuse an `asp export` among `asp schedule`'s prompt files, of several epochs (`refuse_exports_of_epochs`) or
+    of one: its rows are a dataset's in a schedule's order, with asp's ``seq`` and ``train_step`` added, so a schedule
+    of it plans asp's own output, its row numbers (the ids of a dataset without ids) not the dataset's. `asp observe
+    --dataset` reads one on purpose (the file the trainer was given), by the schedule's ids it wrote."""
+    refuse_exports_of_epochs(paths)
+    export = next((path for path in paths if export_marks(Path(path))[0]), None)
+    if export is not None:
+        raise InputError(f"{export}: {EXPORT_ONE_EPOCH}, not the prompt file(s) the schedule was made from; give that "
+                         "file instead (each prompt once, in its own order)")
 
 
 def repeated_export_error(held: Mapping[str, int]) -> InputError | None:
