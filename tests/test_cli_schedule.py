@@ -749,3 +749,22 @@ def test_an_export_of_one_epoch_given_as_prompts_is_named_as_one(tmp_path):
             schedule([exported], tmp_path / "s2.parquet")
         assert read_prompts([exported])[0].height == 16  # a reader of prompts reads it (observe's dataset)
 
+
+def test_the_trainer_binds_line_gives_short_runs_their_seconds(tmp_path):
+    """The trainer-binds line gave whole seconds: a short run read "about 3 s against 0 s of rollout" beside a
+    makespan of 0.4 s. It gives them as the summary's other lines do, to one decimal, the same rollout alike."""
+    from asp_cli.cli.schedule import _seconds
+
+    assert [_seconds(s) for s in (0, 0.043, 0.4, 3.14, 1234.56)] == ["0.0", "0.043", "0.4", "3.1", "1,234.6"]
+    with open(SAMPLE_PROMPTS, encoding="utf-8") as lines:
+        tiny = write_jsonl(tmp_path / "tiny.jsonl", [json.loads(next(lines)) for _ in range(4)])
+    result = invoke("schedule", tiny, "-o", tmp_path / "s.parquet", "--max-lag", "1", "--samples-per-prompt", "1",
+                    "--max-response-tokens", "64", "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    said = " ".join(result.stderr.split())
+    rollout = summary.get("expected_rollout_s") or summary["predicted_rollout_makespan_s"]
+    assert 0 < rollout < 1 and summary["predicted_trainer_busy_s"] > rollout
+    assert (f"the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:,.1f} s against "
+            f"{rollout:,.1f} s of rollout" in said)
+    assert " against 0 s " not in said

@@ -226,6 +226,13 @@ def _units(summary: dict) -> str:
     return f"{count:,} request batches (a few prompts sent to the servers at once)"
 
 
+def _seconds(value: float) -> str:
+    """Seconds as the summary's other lines give them, to one decimal (the same rollout reads the same on the
+    makespan line), with two significant digits below 0.1 s: whole seconds read "about 3 s against 0 s of rollout"
+    on a short run, and one decimal reads 0.0."""
+    return f"{value:,.1f}" if value == 0 or abs(value) >= 0.095 else f"{value:.2g}"
+
+
 def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
@@ -265,7 +272,7 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         counted = (choice or {}).get("verl_trainer") == "colocate-async"
         lines.append(
             f"  in colocate_async the servers sleep while the trainer trains (its steps about "
-            f"{summary['predicted_trainer_busy_s']:,.0f} s in all): rollout and training take turns rather than "
+            f"{_seconds(summary['predicted_trainer_busy_s'])} s in all): rollout and training take turns rather than "
             "overlap; " + ("the expected end-to-end above counts that, the makespan and lag figures let rollout run "
                            "on" if counted else "the figures above let rollout run on (`asp simulate`'s 'verl v1 "
                            "async' line replays the plan that way)") + " (calibrate the trainer: asp calibrate --train-steps STEPS.csv -o P.json, then --preset P.json)")
@@ -274,8 +281,8 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         hold = (f"--max-lag {lag} holds rollout back so that no group is expected more than {lag} steps stale"
                 if lag is not None else "with --max-lag none, groups queue and the lag grows")
         lines.append(
-            f"  the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:,.0f} s against "
-            f"{summary.get('expected_rollout_s') or summary['predicted_rollout_makespan_s']:,.0f} s of rollout; "
+            f"  the trainer binds: its steps need about {_seconds(summary['predicted_trainer_busy_s'])} s against "
+            f"{_seconds(summary.get('expected_rollout_s') or summary['predicted_rollout_makespan_s'])} s of rollout; "
             f"{hold} (calibrate the trainer: asp calibrate --train-steps STEPS.csv -o P.json, then --preset P.json)"
         )
     elif summary.get("max_lag") is not None and max(busy) < 0.8 * summary["predicted_rollout_makespan_s"]:
