@@ -103,8 +103,10 @@ def matrices(doc: str) -> str:
     return "\n".join([
         BEGIN, "",
         "**asp (`--arrangement auto`, the default) against the best equal-footing baseline** (the fastest of every "
-        "baseline its table holds, picked after the fact; its name in brackets, the sorts and the shuffle cut into "
-        "asp's own minibatch sizes on blocking engines): mean gain over the seeds +- its paired standard error; "
+        "baseline its table holds, picked after the fact; its name in brackets, as docs/simulation.md's `--compare` "
+        "names it: on blocking engines the sorts and the shuffle cut into asp's own minibatch sizes; on servers a "
+        "sort with a router in brackets is fed one group at a time through it, a bare sort is verl's chunks of the "
+        "sorted epoch, each kept to one server): mean gain over the seeds +- its paired standard error; "
         "negative where asp loses; within two standard errors of zero is the seeds' noise. Simulated, on real "
         "lengths, in-sample (auto's constants were set on these workloads). An empty cell: the table does not run "
         "that workload.",
