@@ -768,3 +768,45 @@ def test_the_trainer_binds_line_gives_short_runs_their_seconds(tmp_path):
     assert (f"the trainer binds: its steps need about {summary['predicted_trainer_busy_s']:,.1f} s against "
             f"{rollout:,.1f} s of rollout" in said)
     assert " against 0 s " not in said
+
+
+def test_an_export_written_with_a_prefix_given_as_prompts_is_named_as_one(tmp_path):
+    """`asp export --prefix asp_` names asp's columns asp_seq, asp_train_step, ... (and, under --metadata-key, the
+    schedule's id asp_prompt_id): a JSON-lines export so written was known by the exact names seq and train_step
+    only, and `asp schedule` planned it as the dataset, exit 0 (one epoch's) or planned each prompt once an epoch
+    twice over (two epochs', under --metadata-key). Named as an export, exit 3, as unprefixed ones are. A dataset's
+    own prefixed pair (run_seq, run_train_step) is no export: asp's five prefixed columns are asked for."""
+    from asp_cli.reading.exported import export_id_key
+
+    one = ("an asp export (its rows are a dataset's prompts in a schedule's order, with asp's columns added), not the "
+           "prompt file(s) the schedule was made from; give that file instead (each prompt once, in its own order)")
+    repeats = ("an asp export (its rows repeat each prompt, once an epoch), not the prompt file(s) the schedule was "
+               "made from; give that file instead (each prompt once, in its own order)")
+    for epochs, said in ((1, one), (2, repeats)):
+        where = tmp_path / f"epochs{epochs}"
+        where.mkdir()
+        bare, sched = _bare_schedule(where, "--epochs", str(epochs))
+        for name, extra, id_key in (("e.jsonl", (), "prompt_id"), ("m.jsonl", ("--metadata-key", "meta"),
+                                                                     "meta.asp_prompt_id"),
+                                    ("m.parquet", ("--metadata-key", "meta"), "meta.asp_prompt_id")):
+            exported = where / name
+            done = invoke("export", sched, bare, "-o", exported, "--prefix", "asp_", *extra)
+            assert done.exit_code == 0, done.stderr
+            assert export_id_key(exported) == id_key  # observe --dataset reads it by the schedule's ids
+            again = invoke("schedule", exported, "-o", where / "s2.parquet")
+            assert again.exit_code == 3, again.stderr
+            assert again.stderr == f"Error: {exported}: {said}\n"
+            assert not (where / "s2.parquet").exists()
+    import pyarrow.parquet as pq  # an export written before its metadata recorded the prefix: read off the names
+
+    table = pq.read_table(tmp_path / "epochs1" / "m.parquet")
+    document = json.loads(table.schema.metadata[b"asp.export"])
+    assert document.pop("prefix") == "asp_"
+    older = tmp_path / "older.parquet"
+    pq.write_table(table.replace_schema_metadata({b"asp.export": json.dumps(document).encode()}), older)
+    assert export_id_key(older) == "meta.asp_prompt_id"
+    own = write_jsonl(tmp_path / "own.jsonl", [{"id": f"p{i}", "prompt": f"What is {i} + 1?", "run_seq": i,
+                                                "run_train_step": i // 2} for i in range(8)])
+    assert export_id_key(own) is None
+    made = invoke("schedule", own, "-o", tmp_path / "own.parquet", "-q")
+    assert made.exit_code == 0, made.stderr

@@ -790,11 +790,16 @@ def test_a_dataset_whose_prompt_column_is_named_takes_it_from_the_flag_or_the_sc
 
 @pytest.mark.parametrize("fmt, name, extra", [("verl", "train.parquet", {}), ("jsonl", "train.jsonl", {}),
                                                ("jsonl", "meta.jsonl", {"metadata_key": "metadata"}),
-                                               ("parquet", "flat.parquet", {"metadata_key": "info"})])
+                                               ("parquet", "flat.parquet", {"metadata_key": "info"}),
+                                               ("jsonl", "pre.jsonl", {"metadata_key": "metadata", "prefix": "asp_"}),
+                                               ("parquet", "pre.parquet", {"metadata_key": "info", "prefix": "asp_"}),
+                                               ("verl", "pre_verl.parquet", {"prefix": "asp_"})])
 def test_an_export_given_as_the_dataset_gives_the_schedules_ids_not_its_row_numbers(tmp_path, fmt, name, extra):
     """A newcomer passed the file verl was given (`asp export`'s, in the schedule's order) as --dataset, without
     --schedule: its row numbers became the ids, 45 of 256 right, and the next epoch was planned on other prompts'
-    lengths, without a word. An export carries the schedule's id; observe takes it."""
+    lengths, without a word. An export carries the schedule's id; observe takes it. Written with --prefix asp_ and
+    --metadata-key, the id is that object's asp_prompt_id: JSON lines so written were not known as an export, and
+    Parquet's id was looked for as prompt_id, so both were read by row numbers again."""
     from asp_cli.integrate.export import export
 
     questions = [f"What is {i} times {i + 3}?" for i in range(12)]

@@ -272,6 +272,7 @@ def export(
             "verl_trainer": verl_trainer if format == "verl" else None,
             "route": route,
             "metadata_key": metadata_key,
+            "prefix": prefix,  # before asp's column names: the id's real name under --metadata-key (reading.exported)
             "schedule": replay.schedule.path.name if replay.schedule.path else None,
             "schedule_settings": replay.settings,
             "trainer_settings": trainer,
@@ -466,7 +467,7 @@ def recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
 def with_export_id_key(read: ReadOptions, paths: list[Path]) -> ReadOptions:
     """``read`` with the schedule's own id column of an `asp export` where the ``--dataset`` files are exports (the
     file verl was given) and no id column was named: ``extra_info.prompt_id`` in verl's layout, ``prompt_id`` or
-    ``<metadata-key>.prompt_id`` where the export added it. An export is in the schedule's order, so its row numbers
+    ``<metadata-key>.<prefix>prompt_id`` where the export added it. An export is in the schedule's order, so its row numbers
     are not the dataset's: a newcomer's history took them as ids and planned the next epoch on other prompts'
     lengths (45 of 256 right)."""
     if read.id_key is not None:

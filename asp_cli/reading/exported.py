@@ -6,13 +6,14 @@ each prompt once an epoch, so its ids repeat. Given where prompts are read (`asp
 file the schedule was made from. `integrate.export_match` says more where the schedule is at hand. Given where a
 schedule is read, it was told only that it is no schedule (E22): it is named, with the schedule it came from.
 `asp schedule` refuses one of a single epoch too (E102): planned as prompts, it made a schedule of asp's own output;
-`asp observe --dataset` reads one on purpose (the file the trainer was given).
+`asp observe --dataset` reads one on purpose (the file the trainer was given). An export written with
+`asp export --prefix P` names asp's columns ``Pseq``, ``Ptrain_step``, ... and is known by them too (`_asp_prefix`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +26,15 @@ EXPORT_ONE_EPOCH = "an asp export (its rows are a dataset's prompts in a schedul
 
 def export_id_key(path: Path) -> str | None:
     """The column of ``path`` holding the schedule's prompt id where it is an `asp export` that wrote one (Parquet:
-    its ``asp.export`` metadata; JSON lines: a first row carrying asp's ``seq`` and ``train_step``), else None."""
+    its ``asp.export`` metadata; JSON lines: a first row carrying asp's columns, `_asp_prefix`), else None."""
     return export_marks(path)[1]
 
 
 def export_marks(path: Path) -> tuple[bool, str | None]:
     """Whether ``path`` is an `asp export` (Parquet: its ``asp.export`` metadata; JSON lines: a first row carrying
-    asp's ``seq`` and ``train_step``, at its top or in an object field), and the column holding the schedule's
-    prompt id where it wrote one (`export_id_key`)."""
+    asp's columns, at its top or in an object field, under `asp export --prefix` or not: `_asp_prefix`), and the
+    column holding the schedule's prompt id where it wrote one (`export_id_key`): ``prompt_id`` beside the dataset's
+    columns (unprefixed), ``extra_info.prompt_id`` in verl's layout, ``<metadata-key>.<prefix>prompt_id``."""
     if not path.is_file():  # a pipe blocks the first read (its reader refuses it), a missing file is its reader's
         return False, None
     if path.suffix.lower() in (".parquet", ".pq"):
@@ -41,30 +43,67 @@ def export_marks(path: Path) -> tuple[bool, str | None]:
             return False, None
         schema, document = marked
         fields = {f.name: f.type for f in schema}
-        nested = [k for k in ("extra_info", document.get("metadata_key")) if k in fields
-                  and getattr(fields[k], "num_fields", 0) and fields[k].get_field_index("prompt_id") >= 0]
-        return True, f"{nested[0]}.prompt_id" if nested else "prompt_id" if "prompt_id" in fields else None
+        structs = {k: [fields[k].field(i).name for i in range(fields[k].num_fields)]
+                   for k in ("extra_info", document.get("metadata_key")) if k in fields
+                   and getattr(fields[k], "num_fields", 0)}
+        held = document.get("metadata_key") if document.get("metadata_key") in structs else None
+        prefix = document.get("prefix")  # recorded since 2026-12-07; inferred from the names for an older export
+        if not isinstance(prefix, str):
+            prefix = _asp_prefix(structs[held] if held is not None else fields) or ""
+        holders = [*((f"{k}.", names) for k, names in structs.items()), ("", list(fields))]
+        return True, _id_name(holders, f"{held}." if held is not None else "", prefix)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         try:
             with open(path, encoding="utf-8") as lines:
                 first = json.loads(lines.readline() or "null")
         except (OSError, ValueError, RecursionError):  # not an export: the reader of the file says what it is
             return False, None
-        if _asp_fields(first) is None:
+        found = _asp_fields(first)
+        if found is None:
             return False, None
         holders = [("", first), *((f"{k}.", v) for k, v in first.items() if isinstance(v, dict))]
-        ids = [prefix for prefix, row in holders if "prompt_id" in row]
-        return True, f"{ids[0]}prompt_id" if ids else None
+        held = next(where for where, row in holders if row is found[0])
+        return True, _id_name(holders, held, found[1])
     return False, None
 
 
-def _asp_fields(row: object) -> dict[str, Any] | None:
-    """The object of a JSON-lines export's ``row`` holding asp's ``seq`` and ``train_step`` (the row itself, or its
-    --metadata-key field), else None."""
+def _id_name(holders: Sequence[tuple[str, Any]], held: str, prefix: str) -> str | None:
+    """The first of ``holders`` (each: where its names are, ``""`` or ``"<field>."``, and its names) holding the
+    schedule's prompt id: ``<prefix>prompt_id`` in the one holding asp's columns (``held``: --metadata-key's object,
+    where `asp export` puts the id with them), else ``prompt_id`` (beside the dataset's columns and in verl's
+    ``extra_info`` the id is never prefixed)."""
+    for where, names in holders:
+        for name in dict.fromkeys((f"{prefix}prompt_id", "prompt_id") if where == held else ("prompt_id",)):
+            if name in names:
+                return f"{where}{name}"
+    return None
+
+
+# Written by every `asp export` beside its predicted_tokens (which may be null), under its --prefix: asp's columns.
+_PREFIXED_MARKS = ("epoch", "instance", "minibatch", "seq", "train_step")
+
+
+def _asp_prefix(names: Collection[str]) -> str | None:
+    """The `asp export --prefix` of asp's columns among ``names`` (a JSON row's keys, a Parquet schema's or struct's
+    field names), else None: P where ``P`` + each of epoch, instance, minibatch, seq and train_step is there (a
+    prefix is any text, so the pair ``Pseq``, ``Ptrain_step`` alone is weaker evidence than asp's bare names, and a
+    dataset's own ``x_seq`` and ``x_train_step`` are not taken for an export: all five that asp always writes are
+    asked for); else ``""`` where ``seq`` and ``train_step`` are (asp's own pair, as it was known before). A prefixed
+    set wins over the bare pair: --prefix is what `asp export` asks for where the dataset has its own ``seq``."""
+    for prefix in sorted({n[:-3] for n in names if isinstance(n, str) and n.endswith("seq") and n != "seq"},
+                         key=lambda p: (-len(p), p)):
+        if all(f"{prefix}{c}" in names for c in _PREFIXED_MARKS):
+            return prefix
+    return "" if "seq" in names and "train_step" in names else None
+
+
+def _asp_fields(row: object) -> tuple[dict[str, Any], str] | None:
+    """The object of a JSON-lines export's ``row`` holding asp's columns (the row itself, or its --metadata-key
+    field), with their --prefix (`_asp_prefix`), else None."""
     if not isinstance(row, dict):
         return None
     holders = [row, *(v for v in row.values() if isinstance(v, dict))]
-    return next((held for held in holders if "seq" in held and "train_step" in held), None)
+    return next(((held, prefix) for held in holders if (prefix := _asp_prefix(held)) is not None), None)
 
 
 def _jsonl_spans_epochs(path: Path) -> bool:
@@ -77,7 +116,8 @@ def _jsonl_spans_epochs(path: Path) -> bool:
             last = _asp_fields(json.loads(_last_line(lines) or b"null")) if first is not None else None
     except (OSError, ValueError, RecursionError):  # a row nested too deep: the reader of the file says so
         return False
-    return first is not None and last is not None and first.get("epoch") != last.get("epoch")
+    return (first is not None and last is not None
+            and first[0].get(f"{first[1]}epoch") != last[0].get(f"{last[1]}epoch"))
 
 
 def _last_line(lines: Any, block: int = 1 << 16) -> bytes:
