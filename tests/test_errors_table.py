@@ -110,6 +110,10 @@ CASES = [
      "exported.jsonl: an asp export (its rows are a dataset's prompts in a schedule's order, with asp's columns "
      "added), not the prompt file(s) the schedule was made from; give that file instead (each prompt once, in its own "
      "order)"),
+    ("E102", ["probe", "{tmp}/exported.jsonl", "-o", "{tmp}/p.jsonl"], 3,
+     "exported.jsonl: an asp export (its rows are a dataset's prompts in a schedule's order, with asp's columns "
+     "added), not the prompt file(s) the schedule was made from; give that file instead (each prompt once, in its own "
+     "order)"),
     ("E64", ["schedule", "{tmp}/schedule.parquet", "-o", "{tmp}/o.parquet"], 3,
      "schedule.parquet: this is an asp schedule, not a file of prompts or lengths"),
     ("E12", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--instances", "0"], 4,

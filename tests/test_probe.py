@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -591,3 +592,34 @@ def test_the_openai_example_says_its_retries_are_tries_in_all():
     assert shown.returncode == 0 and "tries per request in all, the first included" in " ".join(shown.stdout.split())
     doc = " ".join((ROOT / "docs" / "probe.md").read_text(encoding="utf-8").split())
     assert "are tried `--retries` times in all (3: the first try and two retries;" in doc
+
+
+def test_an_asp_export_given_as_the_input_is_refused_as_asp_schedule_refuses_it(tmp_path):
+    """`asp probe` of an `asp export` (one epoch's, the file the trainer was given) picked its rows, asp's seq and
+    train_step with them, and wrote them as a probe, exit 0: asp's own output again, whose ids (row numbers of a
+    dataset without ids) are not the dataset's. Refused as `asp schedule` refuses it (E102, exit 3), nothing
+    written; in each layout, prefixed or not, alone or beside its dataset, from the CLI and the Python twin."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.errors import InputError
+    from asp_cli.integrate.export import export
+    from asp_cli.settings import ScheduleSettings
+
+    data = _dataset(tmp_path / "train.jsonl", n=40, with_id=False)
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=8, minibatch_size=4, instances=2))
+    said = ("an asp export (its rows are a dataset's prompts in a schedule's order, with asp's columns added), not the "
+            "prompt file(s) the schedule was made from; give that file instead (each prompt once, in its own order)")
+    for name, extra in (("e.jsonl", {"format": "jsonl"}), ("m.jsonl", {"format": "jsonl", "metadata_key": "meta"}),
+                        ("p.jsonl", {"format": "jsonl", "prefix": "asp_"}), ("e.parquet", {}),
+                        ("v.parquet", {"format": "verl"})):
+        exported = tmp_path / name
+        export(sched, [data], exported, **extra)
+        for inputs in ([exported], [data, exported]):
+            out = tmp_path / "probe.jsonl"
+            refused = CliRunner().invoke(app, ["probe", *map(str, inputs), "-o", str(out), "--prompts", "4"])
+            assert refused.exit_code == 3, refused.output
+            assert refused.stderr == f"Error: {exported}: {said}\n"
+            assert not out.exists()
+        with pytest.raises(InputError, match=re.escape(said)):
+            probe([exported], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=4))
+    assert probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=8)).summary["probe_prompts"] == 8

@@ -204,6 +204,7 @@ def probe(
     from asp_cli.output import check_output_path
     from asp_cli.predict.prediction import predict_distribution
     from asp_cli.reading import ReadReport, read_prompts
+    from asp_cli.reading.exported import refuse_exports_as_prompts
 
     settings = settings or ProbeSettings()
     check_count("--samples-per-prompt", samples_per_prompt, minimum=1, maximum=MAX_SAMPLES_PER_PROMPT)
@@ -212,6 +213,7 @@ def probe(
     fmt = _output_format(out, format)
     if out is not None:
         check_output_path(output, [*inputs, *([Path(predictor)] if predictor else [])], force=force)
+    refuse_exports_as_prompts(inputs)  # a probe of asp's own output: its rows with asp's columns, written again (E102)
     prompts, report = read_prompts(inputs, read)
     count = settings.target(prompts.height)
     mu, _sigma, _tokens, _seen, _model, _fit = predict_distribution(prompts, predictor=predictor,

@@ -5,9 +5,10 @@ each prompt once an epoch, so its ids repeat. Given where prompts are read (`asp
 `asp export`'s dataset) it was told E07's "make ids unique, or pass --id-key", which cannot help: the fix is the
 file the schedule was made from. `integrate.export_match` says more where the schedule is at hand. Given where a
 schedule is read, it was told only that it is no schedule (E22): it is named, with the schedule it came from.
-`asp schedule` refuses one of a single epoch too (E102): planned as prompts, it made a schedule of asp's own output;
-`asp observe --dataset` reads one on purpose (the file the trainer was given). An export written with
-`asp export --prefix P` names asp's columns ``Pseq``, ``Ptrain_step``, ... and is known by them too (`_asp_prefix`).
+`asp schedule` and `asp probe` refuse one of a single epoch too (E102): planned as prompts, it made a schedule of
+asp's own output, and a probe of its rows; `asp observe --dataset` reads one on purpose (the file the trainer was
+given). An export written with `asp export --prefix P` names asp's columns ``Pseq``, ``Ptrain_step``, ... and is known
+by them too (`_asp_prefix`).
 """
 
 from __future__ import annotations
@@ -183,10 +184,12 @@ def refuse_exports_of_epochs(paths: Sequence[Path]) -> None:
 
 
 def refuse_exports_as_prompts(paths: Sequence[Path]) -> None:
-    """Refuse an `asp export` among `asp schedule`'s prompt files, of several epochs (`refuse_exports_of_epochs`) or
-    of one: its rows are a dataset's in a schedule's order, with asp's ``seq`` and ``train_step`` added, so a schedule
-    of it plans asp's own output, its row numbers (the ids of a dataset without ids) not the dataset's. `asp observe
-    --dataset` reads one on purpose (the file the trainer was given), by the schedule's ids it wrote."""
+    """Refuse an `asp export` among `asp schedule`'s or `asp probe`'s prompt files, of several epochs
+    (`refuse_exports_of_epochs`) or of one: its rows are a dataset's in a schedule's order, with asp's ``seq`` and
+    ``train_step`` added, so a schedule of it plans asp's own output, its row numbers (the ids of a dataset without
+    ids) not the dataset's, and a probe of it writes rows carrying asp's columns, asp's output again. `asp observe
+    --dataset` reads one on purpose (the file the trainer was given), by the schedule's ids it wrote; so do the
+    predictor's commands, which join prompts to lengths by id (the rows the trainer saw)."""
     refuse_exports_of_epochs(paths)
     export = next((path for path in paths if export_marks(Path(path))[0]), None)
     if export is not None:
