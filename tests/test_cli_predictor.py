@@ -563,3 +563,37 @@ def test_eval_and_fit_say_what_reading_the_lengths_noted(tmp_path):
         result = runner.invoke(app, ["predictor", *command])
         assert result.exit_code == 0, result.output
         assert said in result.stderr, result.stderr
+
+
+def test_an_asp_export_given_as_prompts_is_read_by_the_schedules_ids(tmp_path):
+    """The predictor's commands read an `asp export` (the file the trainer was given) on purpose: they join prompts
+    to lengths by id, the rows the trainer saw. One of a dataset without ids, written with --metadata-key (slime's
+    layout) or in verl's, holds the schedule's ids in an object only: it was read by its row numbers, in the
+    schedule's order, and `asp predictor eval --lengths` scored each prompt against another's lengths (`predict`
+    keyed its predictions so too), without a word. It is read by the schedule's ids it wrote, as `asp observe
+    --dataset` reads it: the same answers as the dataset itself gives."""
+    import polars as pl
+
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.export import export
+    from asp_cli.predict.commands import evaluate_predictor, predict_file
+    from asp_cli.settings import ScheduleSettings
+
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps({"prompt": f"Problem {i}: " + "word " * (5 + i * 37 % 90)}) + "\n"
+                            for i in range(40)))
+    log = tmp_path / "log.jsonl"  # the trainer's log: the schedule's ids (the dataset's row numbers)
+    log.write_text("".join(json.dumps({"prompt_id": str(i), "response_tokens": 40 + (i * 53) % 700 + s}) + "\n"
+                           for i in range(40) for s in range(4)))
+    sched = tmp_path / "s.parquet"
+    schedule([bare], sched, settings=ScheduleSettings(train_batch_size=8, minibatch_size=4, instances=2))
+    scored = evaluate_predictor([bare], lengths=[log])["overall"]
+    predicted = predict_file([bare]).table.sort("prompt_id")
+    for name, extra in (("m.jsonl", {"format": "jsonl", "metadata_key": "meta"}),
+                        ("p.jsonl", {"format": "jsonl", "metadata_key": "meta", "prefix": "asp_"}),
+                        ("v.parquet", {"format": "verl"})):
+        exported = tmp_path / name
+        export(sched, [bare], exported, **extra)
+        assert evaluate_predictor([exported], lengths=[log])["overall"] == scored, name
+        again = predict_file([exported]).table.sort("prompt_id")
+        assert again.equals(predicted), name

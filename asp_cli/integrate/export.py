@@ -42,8 +42,8 @@ from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settin
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import other_router_note, route_priorities, unrouted_agents_note
-from asp_cli.reading.exported import EXPORT_REPEATS, METADATA_KEY, export_id_key
-from asp_cli.reading.options import ReadOptions, paths_of
+from asp_cli.reading.exported import EXPORT_REPEATS, METADATA_KEY
+from asp_cli.reading.options import paths_of
 from asp_cli.reading.tables import SOURCE_JSON
 
 # verl's default data.max_prompt_length (its trainer config; tests/verl/ checks the installed verl says so).
@@ -462,20 +462,6 @@ def recorded_keys(metadata: dict[str, Any]) -> tuple[str | None, str | None]:
 
 # --------------------------------------------------------------------------------------------------------
 # Facts, warnings and trainer settings
-
-
-def with_export_id_key(read: ReadOptions, paths: list[Path]) -> ReadOptions:
-    """``read`` with the schedule's own id column of an `asp export` where the ``--dataset`` files are exports (the
-    file verl was given) and no id column was named: ``extra_info.prompt_id`` in verl's layout, ``prompt_id`` or
-    ``<metadata-key>.<prefix>prompt_id`` where the export added it. An export is in the schedule's order, so its row numbers
-    are not the dataset's: a newcomer's history took them as ids and planned the next epoch on other prompts'
-    lengths (45 of 256 right)."""
-    if read.id_key is not None:
-        return read
-    keys = {export_id_key(path) for path in paths}
-    if len(keys) != 1 or None in keys:
-        return read
-    return dataclasses.replace(read, id_key=keys.pop(), id_flag="--dataset-id-key, here the id `asp export` wrote")
 
 
 def batches_repeating_a_prompt(rows: pl.DataFrame) -> list[int]:

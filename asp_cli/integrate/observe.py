@@ -33,7 +33,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError, OutputError, SettingsError, shown_id
-from asp_cli.integrate.export import export_id_key, with_export_id_key
+from asp_cli.reading.exported import export_id_key, with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
     write_history,

@@ -269,6 +269,7 @@ def predict_file(
     from asp_cli.predict.prediction import _check_settings
     from asp_cli.predict.streamed import read_and_predict
     from asp_cli.reading import read_lengths
+    from asp_cli.reading.exported import with_export_id_key
 
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
     model = one_path(model, "model") if model is not None else None
@@ -279,6 +280,7 @@ def predict_file(
         check_output_path(output, [*inputs, *history, *([Path(model)] if model else [])], force=force)
         check_parquet_name(output, writer="asp predictor predict")
     past, history_report = read_lengths(history, read) if history else (None, None)
+    read = with_export_id_key(read, inputs)  # an `asp export`: its schedule's ids, which `asp schedule` reads
     # Read and predicted a batch at a time (the model is row-wise); the history correction runs once at the end.
     prompts, frame, info, report, distribution = read_and_predict(
         inputs, read, predictor=model, history=past,

@@ -106,9 +106,11 @@ def join_lengths(
         Unreadable files, or lengths whose ids match none of the prompts.
     """
     from asp_cli.reading import read_lengths, read_prompts
+    from asp_cli.reading.exported import with_export_id_key
 
     paths, lengths_paths = [Path(p) for p in paths], [Path(p) for p in lengths_paths]
-    prompts, report = read_prompts(paths, read)
+    # The file the trainer was given (an `asp export`) is read by the schedule's ids it wrote, the logs' ids.
+    prompts, report = read_prompts(paths, with_export_id_key(read, paths))
     lengths, length_report = read_lengths(lengths_paths, lengths_read)
     known = lengths[C.PROMPT_ID].is_in(prompts[C.PROMPT_ID].implode())
     matched = lengths.filter(known)

@@ -13,12 +13,14 @@ by them too (`_asp_prefix`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from asp_cli.errors import InputError, ScheduleFormatError, shown_id
+from asp_cli.reading.options import ReadOptions
 
 METADATA_KEY = b"asp.export"  # where an export's Parquet file records what wrote it
 EXPORT_REPEATS = "an asp export (its rows repeat each prompt, once an epoch)"  # how every reader names one
@@ -29,6 +31,21 @@ def export_id_key(path: Path) -> str | None:
     """The column of ``path`` holding the schedule's prompt id where it is an `asp export` that wrote one (Parquet:
     its ``asp.export`` metadata; JSON lines: a first row carrying asp's columns, `_asp_prefix`), else None."""
     return export_marks(path)[1]
+
+
+def with_export_id_key(read: ReadOptions, paths: Sequence[Path]) -> ReadOptions:
+    """``read`` with the schedule's own id column of an `asp export` where the prompt files ``paths`` are exports (the
+    file the trainer was given: `asp observe --dataset`, the predictor's prompt files) and no id column was named:
+    ``extra_info.prompt_id`` in verl's layout, ``prompt_id`` or ``<metadata-key>.<prefix>prompt_id`` where the export
+    added it. An export is in the schedule's order, so its row numbers are not the dataset's: a newcomer's history
+    took them as ids and planned the next epoch on other prompts' lengths (45 of 256 right), and `asp predictor
+    eval` scored each prompt against another's lengths. Messages name the column as the command's ``id_flag``."""
+    if read.id_key is not None:
+        return read
+    keys = {export_id_key(Path(path)) for path in paths}
+    if len(keys) != 1 or None in keys:
+        return read
+    return dataclasses.replace(read, id_key=keys.pop(), id_flag=f"{read.id_flag}, here the id `asp export` wrote")
 
 
 def export_marks(path: Path) -> tuple[bool, str | None]:
@@ -189,7 +206,7 @@ def refuse_exports_as_prompts(paths: Sequence[Path]) -> None:
     ``train_step`` added, so a schedule of it plans asp's own output, its row numbers (the ids of a dataset without
     ids) not the dataset's, and a probe of it writes rows carrying asp's columns, asp's output again. `asp observe
     --dataset` reads one on purpose (the file the trainer was given), by the schedule's ids it wrote; so do the
-    predictor's commands, which join prompts to lengths by id (the rows the trainer saw)."""
+    predictor's commands, which join prompts to lengths by id (the rows the trainer saw: `with_export_id_key`)."""
     refuse_exports_of_epochs(paths)
     export = next((path for path in paths if export_marks(Path(path))[0]), None)
     if export is not None:
