@@ -92,6 +92,9 @@ CASES = [
      "skipped 1 bad rows"),
     ("E03", ["schedule", "{tmp}/empty.jsonl", "-o", "{tmp}/o.parquet"], 3, "the file is empty"),
     ("E04", ["schedule", "{tmp}/nocolumn.jsonl", "-o", "{tmp}/o.parquet"], 3, "columns are: text, label"),
+    ("E04", ["schedule", "{tmp}/good.jsonl", "{tmp}/hist.parquet", "-o", "{tmp}/o.parquet"], 3,  # --history forgotten
+     "hist.parquet: holds response lengths ('response_tokens') but no prompt column (looked for prompt, messages, "
+     "question, problem, instruction, input): a rollout log or history, not prompts; give it with --history"),
     ("E05", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--prompt-key", "body"], 3,
      "no column 'body' (from --prompt-key)"),
     ("E06", ["schedule", "{tmp}/notext.jsonl", "-o", "{tmp}/o.parquet"], 3,

@@ -200,6 +200,12 @@ def _choose_prompt_column(frame: pl.DataFrame, override: str | None, path: Path,
     lowered = {c.lower(): c for c in frame.columns}
     if "messages" in lowered:
         return lowered["messages"]
+    lengths = [lowered[k] for k in C.LENGTH_KEYS if k in lowered]
+    if lengths and any(k in lowered for k in C.ID_KEYS) and not any(k in lowered for k in C.PROMPT_KEYS):  # a history given as the prompts (`asp schedule
+        # train.parquet history.parquet`, --history forgotten) was told to name its prompt column with --prompt-key
+        raise InputError(f"{path}: holds response lengths ({shown_id(lengths[0])}) but no prompt column (looked for "
+                         f"{', '.join(C.PROMPT_KEYS)}): a rollout log or history, not prompts; give it with --history "
+                         f"(asp schedule) or to asp observe, and the prompt file here (or name its column with {flag})")
     return find_column(frame, C.PROMPT_KEYS, None, what="prompt", flag=flag, path=path)  # type: ignore[return-value]
 
 
