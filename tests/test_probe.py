@@ -623,3 +623,45 @@ def test_an_asp_export_given_as_the_input_is_refused_as_asp_schedule_refuses_it(
         with pytest.raises(InputError, match=re.escape(said)):
             probe([exported], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=4))
     assert probe([data], tmp_path / "probe.jsonl", settings=ProbeSettings(prompts=8)).summary["probe_prompts"] == 8
+
+
+def test_the_vllm_example_reads_the_prompt_column_of_a_messages_dataset(tmp_path, monkeypatch):
+    """docs/probe.md's vLLM snippet read `row["prompt"]`: on a Hugging Face dataset whose chat list is `messages`
+    (no id column) it stopped with KeyError: 'prompt' after loading the model (an OpenRLHF newcomer's). Run with a
+    stand-in for vLLM and the two settings the snippet asks for set to that dataset's columns, its log feeds
+    `asp observe`."""
+    import re
+    import types
+
+    rows = [{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"What is {i}+{i}?"}],
+             "data_source": "gsm" if i % 2 else "math", "answer": str(2 * i)} for i in range(40)]
+    pl.DataFrame(rows).write_parquet(tmp_path / "train.parquet")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["probe", "train.parquet", "-o", "probe.jsonl", "--prompts", "4"])
+    assert result.exit_code == 0, result.output
+
+    class LLM:
+        def __init__(self, model):
+            self.model = model
+
+        def chat(self, conversations, params):
+            assert all(isinstance(c, list) and c[-1]["role"] == "user" for c in conversations)
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=[0] * (10 + k),
+                                                                         finish_reason="stop")
+                                                   for k in range(params.n)]) for _ in conversations]
+
+    class SamplingParams:
+        def __init__(self, n=1, **settings):
+            self.n = n
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    doc = (ROOT / "docs" / "probe.md").read_text(encoding="utf-8")
+    snippet = doc.split("### vLLM offline", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    snippet = re.sub(r'^ID = .*$', 'ID = "prompt_id"', snippet, flags=re.M)  # the probe adds it: no id column
+    snippet = re.sub(r'^PROMPT = .*$', 'PROMPT = "messages"', snippet, flags=re.M)
+    exec(compile(snippet, "docs/probe.md", "exec"), {})
+    result = CliRunner().invoke(app, ["observe", "probe_log.jsonl", "-o", "history.parquet", "--dataset",
+                                      "train.parquet"])
+    assert result.exit_code == 0, result.output
+    probed = len((tmp_path / "probe.jsonl").read_text().splitlines())
+    assert pl.read_parquet(tmp_path / "history.parquet").height == 2 * probed  # n=2 samples of each probed prompt
