@@ -1013,3 +1013,24 @@ def test_workers_on_a_schedule_for_openrlhfs_deal_or_slimes_router_is_warned_abo
         for workers, order in ((None, "train"), (1, "train"), (None, "dispatch")):
             quiet = export(made.output, [prompts], None, format="jsonl", order=order, workers=workers).warnings
             assert not any("lays each batch out" in w for w in quiet), (workers, order, quiet)
+
+
+def test_the_areal_section_names_the_columns_an_export_adds(tmp_path):
+    """docs/integrations.md's AReaL section said the export holds the input's columns, asp's `prompt_id` added only
+    with --metadata-key: an AReaL newcomer's dataset without an id column (a `messages` list, `data_source`) got
+    `prompt_id` and asp's six columns too, each passed to the reward function by name."""
+    from pathlib import Path
+
+    from asp_cli.arrange.pipeline import schedule
+
+    rows = [{"messages": [{"role": "user", "content": f"What is {i} + {i}?"}], "data_source": "gsm",
+             "answer": str(2 * i)} for i in range(12)]
+    prompts = write_jsonl(tmp_path / "p.jsonl", rows)
+    out = tmp_path / "s.parquet"
+    schedule([prompts], out, settings=ScheduleSettings(train_batch_size=4, minibatch_size=4))
+    export(out, [prompts], tmp_path / "o.jsonl", format="jsonl")
+    added = set(json.loads((tmp_path / "o.jsonl").read_text().splitlines()[0])) - set(rows[0])
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "integrations.md").read_text(encoding="utf-8")
+    areal = " ".join(doc.split("\n## AReaL\n", 1)[1].split("\n## ", 1)[0].split())
+    assert "prompt_id" in added and not [c for c in added if f"`{c}`" not in areal]
+    assert "added only with `--metadata-key`" not in areal
