@@ -60,6 +60,8 @@ def setup_files(tmp: Path) -> None:
                                            {"prompt_id": "b", "response_tokens": 5, "epoch": -1}])
     write_jsonl(tmp / "hist_noid.jsonl", [{"who": "a", "response_tokens": 5}])
     write_jsonl(tmp / "log_nolength.jsonl", [{"prompt_id": "a", "foo": 5}])
+    write_jsonl(tmp / "text_log.jsonl", [{"input": f"<|im_start|>user\n{row['question']}<|im_end|>\n", "output": "4"}
+                                         for row in GOOD])  # examples/openrlhf_length_log.py's
     write_jsonl(tmp / "log_strangers.jsonl", [{"prompt_id": "zz", "response_tokens": 5}])
     write_jsonl(tmp / "log_mostly.jsonl", [{"prompt_id": p, "response_tokens": 5} for p in ("a", "zz", "zy")])
     write_jsonl(tmp / "log_twice.jsonl", [{"prompt_id": "a", "sample": 0, "response_tokens": 5}] * 2)
@@ -164,6 +166,12 @@ CASES = [
      "2 rows (2 ids, e.g. 'zz') name prompts the dataset does not hold; left out (--unknown-ids): 67% of the log"),
     ("E66", ["observe", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet"], 3,
      "good.jsonl: holds prompts but no response lengths (looked for response_tokens, "),
+    ("E103", ["observe", "{tmp}/text_log.jsonl", "-o", "{tmp}/h.parquet"], 3,  # it said "a verl generation dump"
+     "text_log.jsonl: input/output text without prompt ids (verl's rollout dump, OpenRLHF's or slime's length log); "
+     "pass --dataset with the prompt file(s) the rollouts read, so asp can match inputs to prompts"),
+    ("E103", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/text_log.jsonl"], 3,
+     "text_log.jsonl: holds response text without prompt ids (a verl, OpenRLHF or slime rollout dump?); turn it into "
+     "lengths first: asp observe text_log.jsonl --dataset PROMPTS -o history.parquet"),
     ("E19", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_noid.jsonl"], 3,
      "no prompt id column found"),
     ("E20", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/notmodel.skops"], 5,

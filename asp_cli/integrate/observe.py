@@ -468,8 +468,9 @@ def _read_verl_dump(
     """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens."""
     if dataset is None:
         raise InputError(
-            f"{path}: a verl generation dump (input/output text, no prompt id); pass --dataset with the prompt "
-            "file(s) so asp can match inputs to prompt ids, or log prompt ids and token counts instead"
+            f"{path}: input/output text without prompt ids (verl's rollout dump, OpenRLHF's or slime's length log); pass "
+            "--dataset with the prompt file(s) the rollouts read, so asp can match inputs to prompts, or log prompt ids"
+            " and token counts instead"
         )
     columns = {c.lower(): c for c in frame.columns}
     matcher = PromptMatcher(_prompt_contents(dataset))
