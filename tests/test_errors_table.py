@@ -121,6 +121,8 @@ CASES = [
      "order)"),
     ("E64", ["schedule", "{tmp}/schedule.parquet", "-o", "{tmp}/o.parquet"], 3,
      "schedule.parquet: this is an asp schedule, not a file of prompts or lengths"),
+    ("E22", ["export", "{tmp}/good.jsonl", "{tmp}/schedule.parquet", "-o", "{tmp}/o.jsonl"], 6,  # in the wrong order
+     "schedule.parquet is one: the files are in the wrong order; give the schedule first: asp export "),
     ("E12", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--instances", "0"], 4,
      "--instances must be a whole number from 1 to 100000"),
     ("E13", ["schedule", "{tmp}/huge.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens-per-minibatch", "1000"], 4,

@@ -15,6 +15,30 @@ def register(app: typer.Typer) -> None:
     app.command("observe", no_args_is_help=True)(observe_command)
 
 
+def _refuse_swapped_files(schedule: Path, dataset: list[Path], output: Path) -> None:
+    """`asp export train.parquet schedule.parquet -o ...` (the files in the wrong order) was told only that the
+    prompt file is no asp schedule (E22): say which file is the schedule and the order the command takes."""
+    import pyarrow.parquet as pq
+
+    from asp_cli.errors import ScheduleFormatError
+    from asp_cli.schedule_format import METADATA_KEY
+
+    def is_schedule(path: Path) -> bool:
+        try:
+            return path.is_file() and METADATA_KEY in (pq.read_schema(path).metadata or {})
+        except Exception:  # noqa: BLE001 - not Parquet, or not readable: export's own checks say what it is
+            return False
+
+    swapped = next((p for p in dataset if is_schedule(p)), None)
+    if swapped is not None and not is_schedule(schedule):
+        import shlex
+
+        files = " ".join(shlex.quote(str(p)) for p in [swapped, schedule, *(p for p in dataset if p != swapped)])
+        raise ScheduleFormatError(f"{schedule}: not an asp schedule, and {swapped} is one: the files are in the wrong "
+                                  f"order; give the schedule first: asp export {files} -o {shlex.quote(str(output))}, "
+                                  "with the same options")
+
+
 def export_command(
     schedule: Path = typer.Argument(..., metavar="SCHEDULE", readable=False, help="The schedule (.parquet) `asp schedule` wrote."),
     dataset: list[Path] = typer.Argument(..., metavar="DATASET", readable=False, help="The prompt file(s) the schedule was made from, in the same order."),
@@ -46,6 +70,7 @@ def export_command(
             raise SettingsError(f"{output}: an export is written as JSON lines (.jsonl) or Parquet (.parquet), chosen "
                                 f"by the name; name it {output.stem}.jsonl or {output.stem}.parquet")
         format = format or ("jsonl" if output.suffix.lower() in (".jsonl", ".ndjson") else "parquet")  # noqa: A001
+        _refuse_swapped_files(schedule, dataset, output)
         result = export(schedule, dataset, output, format=format, epoch=epoch, order=order, workers=workers,
                         verl_version=verl_version, prefix=prefix, prompt_key=prompt_key, id_key=id_key, force=force,
                         route=route, verl_trainer=verl_trainer, metadata_key=metadata_key)
