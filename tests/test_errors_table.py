@@ -44,6 +44,9 @@ def setup_files(tmp: Path) -> None:
     pq.write_table(pa.table({"id": ["a", "b"], "question": ["q1", "q2"],
                              "images": [[{"bytes": b"\x89PNG", "path": None}]] * 2}), tmp / "images.parquet")
     (tmp / "fake.parquet").write_text('{"question": "a"}\n')
+    import gzip
+
+    (tmp / "gzipped.jsonl").write_bytes(gzip.compress(b'{"prompt_id": "a", "response_tokens": 5}\n', mtime=0))
     (tmp / "prompts.txt").write_text("hello\n")
     (tmp / "prompts_dir").mkdir()
 
@@ -107,7 +110,10 @@ CASES = [
      "surrogate.jsonl:1: holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), which is no "
      "character; fix the row, or pass --on-bad-row skip"),
     ("E09", ["schedule", "{tmp}/fake.parquet", "-o", "{tmp}/o.parquet"], 3,
-     "the name says Parquet but the file looks like JSON lines"),
+     "the name says Parquet but the file looks like JSON lines; rename it to match its content (fake.jsonl)"),
+    ("E09", ["observe", "{tmp}/gzipped.jsonl", "-o", "{tmp}/h.parquet"], 3,  # the name to give it: it named none
+     "gzipped.jsonl: the name says JSON lines but the file looks like gzip data; rename it to match its content "
+     "(gzipped.jsonl.gz)"),
     ("E10", ["schedule", "{tmp}/prompts.txt", "-o", "{tmp}/o.parquet"], 3, "unknown file type '.txt'"),
     ("E11", ["schedule", "{tmp}/missing.jsonl", "-o", "{tmp}/o.parquet"], 3, "no such file"),
     ("E63", ["schedule", "{tmp}/prompts_dir", "-o", "{tmp}/o.parquet"], 3, "prompts_dir: is a folder; name the files in it"),

@@ -229,12 +229,16 @@ def mislabelled(declared: str, data: bytes) -> bool:
         return False
 
 
+_SUFFIXES = {"parquet": ".parquet", "json": ".json", "jsonl": ".jsonl", "csv": ".csv"}  # each kind's name (E09)
+
+
 def _mismatch(path: Path, declared: str, data: bytes) -> InputError:
     actual = _sniff(data)
     described = {"parquet": "a Parquet file", "json": "a JSON array", "jsonl": "JSON lines", "gzip": "gzip data",
                  "csv": "text (CSV?)", "zstd": "zstd data", "bzip2": "bzip2 data", "xz": "xz data"}[actual]
     fix = (f"decompress it ({'unzstd' if actual == 'zstd' else 'bunzip2' if actual == 'bzip2' else 'unxz'}); "
-           "asp reads plain files and .gz" if actual in ("zstd", "bzip2", "xz") else "rename it to match its content")
+           "asp reads plain files and .gz" if actual in ("zstd", "bzip2", "xz") else "rename it to match its content"
+           + (f" ({path.name}.gz)" if actual == "gzip" else f" ({Path(path.name.removesuffix('.gz')).stem}{_SUFFIXES[actual]})"))
     return InputError(f"{path}: the name says {declared} but the file looks like {described}; {fix}")
 
 
