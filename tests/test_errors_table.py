@@ -180,6 +180,10 @@ CASES = [
     ("E103", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/text_log.jsonl"], 3,
      "text_log.jsonl: holds response text without prompt ids (a verl, OpenRLHF or slime rollout dump?); turn it into "
      "lengths first: asp observe text_log.jsonl --dataset PROMPTS -o history.parquet"),
+    ("E66", ["observe", "{tmp}/log_mostly.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl",
+             "{tmp}/dupes.jsonl"], 3,  # a second prompt file after one --dataset (a shell glob) is read as a log
+     "dupes.jsonl: a prompt file among the rollout logs (prompts, no response lengths): --dataset takes one file, and "
+     "the files after it are read as logs; repeat it for each prompt file"),
     ("E19", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/hist_noid.jsonl"], 3,
      "no prompt id column found"),
     ("E20", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "{tmp}/notmodel.skops"], 5,

@@ -1103,3 +1103,33 @@ def test_more_samples_per_prompt_than_the_schedules_group_names_both_causes(buil
     epochs = observe([_log(tmp_path / "e0.jsonl", ids, epoch=0), _log(tmp_path / "e1.jsonl", ids, epoch=1)], None,
                      schedule=built["schedule"])
     assert not any("more than samples_per_prompt" in w for w in epochs.warnings)
+
+
+def test_a_datasets_shards_after_one_dataset_option_are_refused_as_logs_naming_the_fix(tmp_path):
+    """A Hugging Face dataset in Parquet shards, given as `--dataset train-*.parquet`: the shell gives --dataset the
+    first shard only and the others became logs, and an OpenRLHF newcomer's text log was told "its input matches no
+    dataset prompt" (a log of ids, that the shard was a probe to generate first). Each shard with its own --dataset
+    is read."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    rows = [{"messages": [{"role": "user", "content": f"What is {i} times {i + 3}?"}], "data_source": "gsm"}
+            for i in range(8)]
+    shards = [tmp_path / "train-00000-of-00002.parquet", tmp_path / "train-00001-of-00002.parquet"]
+    pl.DataFrame(rows[:4]).write_parquet(shards[0])
+    pl.DataFrame(rows[4:]).write_parquet(shards[1])
+    log = write_jsonl(tmp_path / "asp_lengths.jsonl", [  # examples/openrlhf_length_log.py's lines
+        {"input": f"<|im_start|>user\n{row['messages'][0]['content']}<|im_end|>\n<|im_start|>assistant\n",
+         "output": "word " * (10 + i)} for i, row in enumerate(reversed(rows))])
+    out = tmp_path / "h.parquet"
+    result = CliRunner().invoke(app, ["observe", str(log), "-o", str(out), "--dataset", *map(str, shards)])
+    assert result.exit_code == 3 and not out.exists()
+    assert result.stderr == (
+        f"Error: {shards[1]}: a prompt file among the rollout logs (prompts, no response lengths): --dataset takes one "
+        f"file, and the files after it are read as logs; repeat it for each prompt file (--dataset {shards[0]} "
+        f"--dataset {shards[1]}: a shell glob after --dataset gives it only the first)\n")
+    result = CliRunner().invoke(app, ["observe", str(log), "-o", str(out), "--dataset", str(shards[0]),
+                                      "--dataset", str(shards[1])])
+    assert result.exit_code == 0, result.output
+    assert sorted(read_history(out)[0]["prompt_id"].to_list()) == [str(i) for i in range(8)]

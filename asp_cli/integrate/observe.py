@@ -39,7 +39,8 @@ from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, r
     write_history,
 )
 from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: the policies, named here before
-    UNKNOWN_POLICIES, check_unknown_policy, nothing_to_write, refuse_a_prompt_file, settle_unknown_ids,
+    UNKNOWN_POLICIES, check_unknown_policy, nothing_to_write, refuse_a_prompt_file, refuse_datasets_among_logs,
+    settle_unknown_ids,
 )
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.json_records import untag
@@ -140,6 +141,7 @@ def observe(
     from asp_cli.reading.tables import each_file_once
 
     each_file_once(logs, "rollout log")  # taken once in silence, where asp schedule refused it (a hostile round)
+    refuse_datasets_among_logs(logs, dataset)  # `--dataset shard0 shard1`: shard1 was read as a log
     if unknown_ids == "error" and schedule is None and not dataset:  # nothing to hold the ids to: it did nothing
         raise SettingsError("--unknown-ids error checks the logs' ids against --schedule or --dataset: give one")
     if read.id_key is not None and not dataset:  # it names a column of the dataset files: alone it did nothing
@@ -468,9 +470,9 @@ def _read_verl_dump(
     """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens."""
     if dataset is None:
         raise InputError(
-            f"{path}: input/output text without prompt ids (verl's rollout dump, OpenRLHF's or slime's length log); pass "
-            "--dataset with the prompt file(s) the rollouts read, so asp can match inputs to prompts, or log prompt ids"
-            " and token counts instead"
+            f"{path}: input/output text without prompt ids (verl's rollout dump, OpenRLHF's or slime's length log); "
+            "pass --dataset with the prompt file(s) the rollouts read, so asp can match inputs to prompts, or log "
+            "prompt ids and token counts instead"
         )
     columns = {c.lower(): c for c in frame.columns}
     matcher = PromptMatcher(_prompt_contents(dataset))

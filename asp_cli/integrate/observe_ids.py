@@ -132,3 +132,47 @@ def refuse_a_prompt_file(path: Path, frame: pl.DataFrame, read: ReadOptions) -> 
                      "first (docs/probe.md: examples/probe_openai.py, vLLM, or verl's generation) and observe the log "
                      "that writes (prompt ids and response token counts), or name the length column with "
                      f"{read.length_flag}")
+
+
+def _column_names(path: Path) -> set[str]:
+    """A file's column names, lower-cased, from its header alone (a Parquet footer, a JSON line's first object, a
+    CSV header); empty where they cannot be read so cheaply."""
+    import gzip
+    import json
+
+    name = path.name.lower().removesuffix(".gz")
+    try:
+        if name.endswith((".parquet", ".pq")):
+            import pyarrow.parquet as pq
+
+            return {c.lower() for c in pq.read_schema(path).names}
+        with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as handle:
+            first = handle.readline(1 << 24).decode("utf-8-sig").strip()
+        if name.endswith((".jsonl", ".ndjson")):
+            row = json.loads(first)
+            return {str(c).lower() for c in row} if isinstance(row, dict) else set()
+        if name.endswith(".csv"):
+            import csv
+
+            return {c.strip().lower() for c in next(csv.reader([first]), [])}
+    except Exception:  # noqa: BLE001 - unreadable here: the log's own reading says why
+        return set()
+    return set()
+
+
+def refuse_datasets_among_logs(logs: Sequence[Path], dataset: Sequence[Path]) -> None:
+    """Refuse prompt files among several logs given with ``--dataset``: `--dataset a.parquet b.parquet` (a shell glob
+    of a Hugging Face dataset's shards) gives --dataset the first file only, and the others are read as logs, which
+    was told only that a log's text "matches no dataset prompt", or that the shard is a probe to generate first."""
+    if not dataset or len(logs) < 2:
+        return
+    heads = {path: _column_names(path) for path in logs}
+    if not any(set(C.LENGTH_KEYS) & names or {"input", "output"} <= names for names in heads.values()):
+        return  # no log among them: the reading of each says what it is
+    for path, names in heads.items():
+        if names & set(C.PROMPT_KEYS) and not names & set(C.LENGTH_KEYS) and not names & {"output", "responses"}:
+            raise InputError(f"{path}: a prompt file among the rollout logs (prompts, no response lengths): "
+                             "--dataset takes one file, and the files after it are read as logs; repeat it for each "
+                             "prompt file "
+                             f"(--dataset {dataset[0]} --dataset {path}: a shell glob after --dataset gives it only the "
+                             "first)")
