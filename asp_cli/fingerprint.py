@@ -52,3 +52,17 @@ def combine_fingerprints(prints: Sequence[str]) -> str:
     if len(prints) == 1:
         return prints[0]
     return "sha256:" + hashlib.sha256("\n".join(prints).encode()).hexdigest()
+
+
+def recorded_order(inputs: object, paths: Sequence[Path | str]) -> list[Path] | None:
+    """``paths`` in the order a schedule's metadata ``inputs`` (each ``{"name", "fingerprint"}``) records them, where
+    they are those files given in another order (a Hugging Face dataset's shards, listed the other way round), else
+    None."""
+    if not isinstance(inputs, list) or len(inputs) != len(paths) or len(paths) < 2:
+        return None
+    recorded = [entry.get("fingerprint") if isinstance(entry, dict) else None for entry in inputs]
+    given = {file_fingerprint(path): Path(path) for path in paths}
+    if len(given) != len(paths) or set(given) != set(recorded):
+        return None
+    ordered = [given[fingerprint] for fingerprint in recorded]  # type: ignore[index]
+    return None if ordered == [Path(p) for p in paths] else ordered

@@ -1034,3 +1034,24 @@ def test_the_areal_section_names_the_columns_an_export_adds(tmp_path):
     areal = " ".join(doc.split("\n## AReaL\n", 1)[1].split("\n## ", 1)[0].split())
     assert "prompt_id" in added and not [c for c in added if f"`{c}`" not in areal]
     assert "added only with `--metadata-key`" not in areal
+
+
+def test_a_datasets_shards_in_another_order_are_told_the_order_the_schedule_was_made_from(tmp_path):
+    """A Hugging Face dataset in two Parquet shards without an id column, scheduled in one order and exported in the
+    other: it was told the files' "bytes differ" from the schedule's, which sent a newcomer comparing files that were
+    the same; the schedule records each file's fingerprint, so it names the order to give them in."""
+    from asp_cli.arrange.pipeline import schedule
+
+    rows = [{"messages": [{"role": "user", "content": f"question {i} " * (i % 5 + 1)}], "data_source": "gsm"}
+            for i in range(16)]
+    shards = [tmp_path / "train-00000-of-00002.parquet", tmp_path / "train-00001-of-00002.parquet"]
+    pl.DataFrame(rows[:8]).write_parquet(shards[0])
+    pl.DataFrame(rows[8:]).write_parquet(shards[1])
+    sched = tmp_path / "s.parquet"
+    schedule(shards, sched)
+    with pytest.raises(InputError) as refused:
+        export(sched, shards[::-1], None, format="jsonl")
+    assert str(refused.value) == (
+        f"{shards[1]}, {shards[0]}: the files the schedule was made from, in another order; give them in the order "
+        f"the schedule was made from: {shards[0]} {shards[1]}")
+    assert export(sched, shards, None, format="jsonl").summary["rows"] == 16

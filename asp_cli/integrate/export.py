@@ -324,7 +324,7 @@ def _matched_dataset(
 ) -> tuple[pl.DataFrame, list[str]]:
     """Read the dataset's raw rows and check that every scheduled (row, prompt_id) is where the schedule says
     (``sources``, ``untag`` and ``as_text`` as `read_rows` takes them)."""
-    from asp_cli.fingerprint import file_fingerprint
+    from asp_cli.fingerprint import file_fingerprint, recorded_order
     from asp_cli.reading import ReadOptions, ReadReport, read_prompts
 
     warnings: list[str] = []
@@ -425,6 +425,10 @@ def _matched_dataset(
         exported = reexport_error(datasets, replay.schedule.metadata, repeats=False)
         if exported is not None:
             raise exported
+        ordered = recorded_order(replay.schedule.metadata.get("inputs"), datasets)
+        if ordered is not None:  # the same files, listed in another order: it said their bytes differ
+            raise InputError(f"{', '.join(map(str, datasets))}: the files the schedule was made from, in another order; "
+                             f"give them in the order the schedule was made from: {' '.join(map(str, ordered))}")
         raise InputError(
             f"{', '.join(map(str, datasets))}: not the file(s) the schedule was made from (their bytes differ), and "
             "the schedule's ids are row numbers, which match any file of as many rows; give the file it was made "
