@@ -59,6 +59,22 @@ def test_row_number_ids_of_a_changed_file_are_warned_and_of_the_same_file_not(tm
     assert "--id-key" in warning and "--dataset" in warning
 
 
+def test_row_numbers_of_the_same_files_in_another_order_are_warned(tmp_path):
+    """A Hugging Face dataset's two shards, observed with --dataset in one order and scheduled in the other: every
+    row number named another prompt, and the check by the files' fingerprints, a set, said nothing."""
+    rows = _without_ids(40)
+    shards = [write_jsonl(tmp_path / "train-00000.jsonl", rows[:20]), write_jsonl(tmp_path / "train-00001.jsonl",
+                                                                                   rows[20:])]
+    history = tmp_path / "h.parquet"
+    observe([_log(tmp_path / "log.jsonl", range(40))], history, dataset=shards[::-1])
+    assert _id_warnings(schedule(shards[::-1], tmp_path / "s0.parquet", settings=SETTINGS, history=[history])) == []
+    [warning] = _id_warnings(schedule(shards, tmp_path / "s1.parquet", settings=SETTINGS, history=[history]))
+    assert warning == (
+        f"{history}: its lengths name prompts by row number of the same files in another order (train-00001.jsonl, "
+        "train-00000.jsonl, as observed; here train-00000.jsonl, train-00001.jsonl): the numbers name other prompts; "
+        "give the files in the order observed, or observe the log again with --dataset in this order")
+
+
 def test_row_numbers_read_against_an_id_column_and_the_reverse_are_warned(tmp_path):
     data = write_jsonl(tmp_path / "train.jsonl", _without_ids(40, index_from=50))
     by_row = tmp_path / "by_row.parquet"

@@ -200,6 +200,14 @@ def id_warnings(history: list[Path], fingerprints: dict[str, str], columns_used:
                     "and these prompts' ids are row numbers too: if rows were added, removed or reordered since, "
                     "each row after the change has another prompt's lengths; give the file an id column and name it "
                     "with --id-key, or observe by prompt text (asp observe LOG --dataset THIS-FILE)")
+            elif theirs == ROW_NUMBER and numbered and [str(i.get("fingerprint")) for i in record["inputs"]] != [
+                    str(f) for f in fingerprints.values()]:  # the same files listed in another order (a dataset's
+                # shards given the other way round): numbered on, every row of the later files had another's lengths
+                warnings.append(
+                    f"{path}: its lengths name prompts by row number of the same files in another order "
+                    f"({', '.join(str(i.get('name')) for i in record['inputs'])}, as observed; here "
+                    f"{', '.join(Path(name).name for name in fingerprints)}): the numbers name other prompts; give the "
+                    "files in the order observed, or observe the log again with --dataset in this order")
             elif theirs not in (None, ROW_NUMBER) and numbered and not columns and same_files:
                 warnings.append(
                     f"{path}: its lengths name prompts by the column {theirs} (of {names}, as observed), and these "
