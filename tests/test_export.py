@@ -1055,3 +1055,29 @@ def test_a_datasets_shards_in_another_order_are_told_the_order_the_schedule_was_
         f"{shards[1]}, {shards[0]}: the files the schedule was made from, in another order; give them in the order "
         f"the schedule was made from: {shards[0]} {shards[1]}")
     assert export(sched, shards, None, format="jsonl").summary["rows"] == 16
+
+
+def test_chat_lists_held_as_json_text_are_warned_about_for_the_trainers_that_read_them_as_text(tmp_path):
+    """A CSV of a Hugging Face dataset keeps its `messages` lists as JSON text: asp schedules them as chat lists, but
+    OpenRLHF, slime and AReaL take the column as it is, and the export printed their settings without a chat template
+    and without a word, so the policy would be prompted with the JSON text itself."""
+    import csv
+
+    from asp_cli.arrange.pipeline import schedule
+
+    messages = [[{"role": "user", "content": f"What is {i} + {i}?"}] for i in range(12)]
+    data = tmp_path / "train.csv"
+    with open(data, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["messages", "data_source", "answer"])
+        writer.writerows([json.dumps(m), "gsm", str(2 * i)] for i, m in enumerate(messages))
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched)
+    result = export(sched, [data], tmp_path / "o.jsonl", format="jsonl")
+    assert not result.summary["prompt_is_chat"]
+    [note] = [w for w in result.warnings if "JSON text" in w]
+    assert note.startswith("column 'messages' holds chat lists as JSON text (asp read them as chat lists): OpenRLHF, "
+                           "slime and AReaL take it as the text it is")
+    listed = write_jsonl(tmp_path / "listed.jsonl", [{"messages": m, "data_source": "gsm"} for m in messages])
+    schedule([listed], tmp_path / "l.parquet")
+    assert not [w for w in export(tmp_path / "l.parquet", [listed], None, format="jsonl").warnings if "JSON text" in w]

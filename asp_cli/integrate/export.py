@@ -35,8 +35,8 @@ from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
 from asp_cli.integrate.export_match import misplaced_id_error, reexport_error
-from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, check_format, check_options,
-                                              dealt_workers_note)
+from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, chat_text_note, check_format,
+                                              check_options, dealt_workers_note)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
@@ -259,6 +259,8 @@ def export(
                    metadata_key=metadata_key)  # for slime's --input-key and --metadata-key
     column = summary["prompt_column"]  # chat messages want the trainer's chat template (OpenRLHF's is off by default)
     summary["prompt_is_chat"] = column in frame.columns and isinstance(frame.schema[column], pl.List)
+    if column in frame.columns and frame.schema[column] == pl.String:
+        warnings.extend(filter(None, [chat_text_note(column, frame[column].head(20).to_list(), format)]))
     warnings.extend([*notes, *([dealt_note] if dealt_note else [])])
     if output is not None:
         document = {

@@ -93,3 +93,24 @@ def dealt_workers_note(router: str | None, workers: int | None, order: str, form
     return (f"--workers {workers} lays each batch out for {workers} contiguous chunks, but the schedule was made with "
             f"--router {router}, which takes each batch whole in the file's order ({who}), as asp timed it: laid out "
             "in chunks, rows reach other servers than planned; leave --workers out (one chunk a batch)")
+
+
+def chat_text_note(column: str | None, values: list[object], format: str) -> str | None:  # noqa: A002
+    """A warning where the prompt column holds chat lists as JSON text (a CSV's, or a dataset that stored them so),
+    which asp reads as chat lists but a trainer takes as the text it is: OpenRLHF, slime and AReaL then prompt the
+    policy with the JSON itself, and the settings printed for them named no chat template (a newcomer's CSV)."""
+    import json
+
+    if format == "verl" or column is None:
+        return None
+    first = next((v for v in values if isinstance(v, str) and v.strip()), None)
+    try:
+        parsed = json.loads(first) if first is not None and first.lstrip().startswith("[") else None
+    except ValueError:
+        return None
+    if not (isinstance(parsed, list) and parsed and all(isinstance(m, dict) and "content" in m for m in parsed)):
+        return None
+    return (f"column '{column}' holds chat lists as JSON text (asp read them as chat lists): OpenRLHF, slime and "
+            "AReaL take it as the text it is, so the policy would be prompted with that JSON; store the column as a "
+            "list of messages first (json.loads of each value, written as JSON lines or Parquet: a CSV cannot hold "
+            "lists)")
