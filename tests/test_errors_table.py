@@ -48,6 +48,8 @@ def setup_files(tmp: Path) -> None:
 
     (tmp / "gzipped.jsonl").write_bytes(gzip.compress(b'{"prompt_id": "a", "response_tokens": 5}\n', mtime=0))
     (tmp / "prompts.txt").write_text("hello\n")
+    (tmp / "data.arrow").write_bytes(b"ARROW1\x00\x00")
+    (tmp / "arrow.parquet").write_bytes(b"\xff\xff\xff\xff\x10\x00\x00\x00ARROW stream")
     (tmp / "prompts_dir").mkdir()
 
     pq.write_table(pa.table({"seq": [0], "prompt_id": ["a"]}).replace_schema_metadata({b"asp.schedule": b"{}"}),
@@ -115,6 +117,11 @@ CASES = [
      "gzipped.jsonl: the name says JSON lines but the file looks like gzip data; rename it to match its content "
      "(gzipped.jsonl.gz)"),
     ("E10", ["schedule", "{tmp}/prompts.txt", "-o", "{tmp}/o.parquet"], 3, "unknown file type '.txt'"),
+    ("E10", ["schedule", "{tmp}/data.arrow", "-o", "{tmp}/o.parquet"], 3,  # a Hugging Face datasets file
+     "data.arrow: unknown file type '.arrow'; asp reads no Arrow files: write it as Parquet first "
+     "(datasets.Dataset.from_file('data.arrow').to_parquet('train.parquet'))"),
+    ("E09", ["schedule", "{tmp}/arrow.parquet", "-o", "{tmp}/o.parquet"], 3,  # no name guessed for what it is not
+     "arrow.parquet: the name says Parquet but the file looks like text (CSV?); rename it to match its content\n"),
     ("E11", ["schedule", "{tmp}/missing.jsonl", "-o", "{tmp}/o.parquet"], 3, "no such file"),
     ("E63", ["schedule", "{tmp}/prompts_dir", "-o", "{tmp}/o.parquet"], 3, "prompts_dir: is a folder; name the files in it"),
     ("E102", ["schedule", "{tmp}/exported.jsonl", "-o", "{tmp}/o.parquet"], 3,

@@ -141,10 +141,12 @@ def file_format(path: Path) -> tuple[str, bool]:
         return "parquet", gzipped
     if ext in _CSV_SUFFIXES:
         return "csv", gzipped
+    arrow = ext in (".arrow", ".feather", ".ipc")  # Hugging Face datasets' save_to_disk, which OpenRLHF reads
     raise InputError(
         f"{path}: unknown file type {ext or '(no extension)'!r}; "
-        "name it .jsonl, .json, .parquet or .csv (optionally .gz)"
-    )
+        + (f"asp reads no Arrow files: write it as Parquet first (datasets.Dataset.from_file({path.name!r})"
+           ".to_parquet('train.parquet'))" if arrow else
+           "name it .jsonl, .json, .parquet or .csv (optionally .gz)"))
 
 
 @contextlib.contextmanager
@@ -229,7 +231,7 @@ def mislabelled(declared: str, data: bytes) -> bool:
         return False
 
 
-_SUFFIXES = {"parquet": ".parquet", "json": ".json", "jsonl": ".jsonl", "csv": ".csv"}  # each kind's name (E09)
+_SUFFIXES = {"parquet": ".parquet", "json": ".json", "jsonl": ".jsonl"}  # each kind's name (E09); "csv" is only a guess
 
 
 def _mismatch(path: Path, declared: str, data: bytes) -> InputError:
@@ -238,7 +240,8 @@ def _mismatch(path: Path, declared: str, data: bytes) -> InputError:
                  "csv": "text (CSV?)", "zstd": "zstd data", "bzip2": "bzip2 data", "xz": "xz data"}[actual]
     fix = (f"decompress it ({'unzstd' if actual == 'zstd' else 'bunzip2' if actual == 'bzip2' else 'unxz'}); "
            "asp reads plain files and .gz" if actual in ("zstd", "bzip2", "xz") else "rename it to match its content"
-           + (f" ({path.name}.gz)" if actual == "gzip" else f" ({Path(path.name.removesuffix('.gz')).stem}{_SUFFIXES[actual]})"))
+           + (f" ({path.name}.gz)" if actual == "gzip" else f" ({Path(path.name.removesuffix('.gz')).stem}"
+              f"{_SUFFIXES[actual]})" if actual in _SUFFIXES else ""))
     return InputError(f"{path}: the name says {declared} but the file looks like {described}; {fix}")
 
 
