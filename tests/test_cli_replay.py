@@ -170,6 +170,19 @@ def test_a_dry_run_without_servers_plans_the_engine_asked_for(small):  # noqa: F
     assert plans[None]["arrangements"][0]["simulated"] != plans["streaming"]["arrangements"][0]["simulated"]
 
 
+def test_the_python_twin_takes_one_dataset_path_and_one_baseline_name(small):  # noqa: F811
+    """A Python user's `replay_schedule(s, "prompts.jsonl", dry_run=True)` read the files "p", "r", ... ("r: given
+    twice"), and `baselines="verl-default"` the baselines "v", "e", ... ("'v': no such baseline")."""
+    from asp_cli import replay_schedule
+
+    one = replay_schedule(str(small["schedule"]), str(small["prompts"]), lengths=str(small["lengths"]),
+                          baselines="verl-default", dry_run=True)
+    listed = replay_schedule(small["schedule"], [small["prompts"]], lengths=[small["lengths"]],
+                             baselines=["verl-default"], dry_run=True)
+    assert one.document == listed.document
+    assert [a["arrangement"] for a in one.document["arrangements"]] == ["verl-default"]
+
+
 @pytest.mark.parametrize("args, words", [
     (["--engine", "foo"], "--engine must be one of"),
     (["--max-in-flight", "0"], "--max-in-flight must be a whole number from 1 to 2147483647 (got 0)"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -67,15 +68,15 @@ def arrangement_names(baselines: list[str], compare: bool, engine: str = "blocki
 
 
 def replay_schedule(
-    schedule_path: Path,
-    datasets: list[Path] = (),  # type: ignore[assignment]
+    schedule_path: str | Path,
+    datasets: str | Path | Sequence[str | Path] = (),
     *,
     output: Path | None = None,
     live: LiveSettings | None = None,
     in_process: InProcessSettings | None = None,
-    lengths: list[Path] = (),  # type: ignore[assignment]
+    lengths: str | Path | Sequence[str | Path] = (),
     read: ReadOptions = REPLAY_READ,
-    baselines: list[str] = (),  # type: ignore[assignment]
+    baselines: str | Sequence[str] = (),
     compare: bool = False,
     synthetic_prompts: bool = False,
     preset: str | None = None,
@@ -91,19 +92,20 @@ def replay_schedule(
     Parameters
     ----------
     schedule_path, datasets
-        The schedule, and the prompt file(s) it was made from (or none, with ``synthetic_prompts``).
+        The schedule (a file, or one made in memory: `asp_cli.schedule`'s result), and the prompt file(s) it was
+        made from (a path or a list of them; or none, with ``synthetic_prompts``).
     output
         Where the timeline goes (not written on a dry run).
     live, in_process
         Servers to send to, or an in-process vLLM engine; one of them unless ``dry_run``.
     lengths
-        Observed response lengths (`asp_cli.reading.read_lengths` formats); prompts without any are sampled
+        Observed response lengths, a path or a list of them (`asp_cli.reading.read_lengths` formats); prompts without any are sampled
         around their predictions, as in ``asp simulate``.
     read
         Which columns of the length files and the dataset to read (default: found by name, or as the
         schedule recorded), and what to do with a bad row of a length file.
     baselines, compare
-        Which arrangements to run (`arrangement_names`).
+        Which arrangements to run (`arrangement_names`): a baseline's name or a list of them.
     preset
         The simulator's preset for the side-by-side prediction (default: the schedule's).
     force
@@ -126,6 +128,9 @@ def replay_schedule(
 
     if not dry_run and (live is None) == (in_process is None):
         raise SettingsError("give --servers (one URL per instance) or --in-process MODEL")
+    # One path or name as well as a list: a Python user's "prompts.jsonl" was read as the files "p", "r", ...
+    datasets, lengths = paths_of(datasets), paths_of(lengths)
+    baselines = [baselines] if isinstance(baselines, str) else list(baselines)
     if dry_run and not datasets:
         synthetic_prompts = True  # a plan needs no prompt text
     if bool(datasets) == bool(synthetic_prompts):
@@ -158,7 +163,7 @@ def replay_schedule(
     observed = None
     warnings: list[str] = []
     if lengths:
-        observed, _ = read_lengths(paths_of(lengths), read)
+        observed, _ = read_lengths(lengths, read)
     check_replay_size(frame.height, recorded.samples_per_prompt, "asp replay")
     rows, truth, info, clipped = prompt_lengths(frame, observed, samples_per_prompt=recorded.samples_per_prompt,
                                                 seed=recorded.seed if seed is None else seed,
