@@ -10,9 +10,9 @@ atomically, also when the run was interrupted or a server failed: what was measu
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -99,8 +99,8 @@ def replay_schedule(
     live, in_process
         Servers to send to, or an in-process vLLM engine; one of them unless ``dry_run``.
     lengths
-        Observed response lengths, a path or a list of them (`asp_cli.reading.read_lengths` formats); prompts without any are sampled
-        around their predictions, as in ``asp simulate``.
+        Observed response lengths, a path or a list of them (`asp_cli.reading.read_lengths` formats); prompts
+        without any are sampled around their predictions, as in ``asp simulate``.
     read
         Which columns of the length files and the dataset to read (default: found by name, or as the
         schedule recorded), and what to do with a bad row of a length file.
