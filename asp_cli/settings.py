@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -130,6 +131,15 @@ def lag_steps(max_lag: int | float | None) -> int | None:
     return None if max_lag is None else math.ceil(max_lag)
 
 
+def whole(value: object) -> object:
+    """An integer of another type than `int` (NumPy's ``np.int64``, a frame's cell) as a Python `int`; anything else,
+    ``bool`` and ``np.bool_`` too, as it is, for the checks to judge. ``ScheduleSettings(instances=np.int64(8))`` was
+    refused as not "a whole number from 1 to 100000" (a library newcomer's round)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
+
+
 def check_count(flag: str, value: object, *, minimum: int, optional: bool = False,
                 maximum: int = MAX_SETTING, also: str = "") -> None:
     """Refuse a count or token budget that is not a whole number in ``minimum..maximum`` (None when optional;
@@ -248,6 +258,10 @@ class ScheduleSettings:
     step_layout: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
+                     "max_tokens_per_minibatch", "max_response_tokens", "max_lag", "seed", "length_classes",
+                     "prompts_per_server"):  # NumPy's integers as ints: recorded as JSON, compared as ints
+            object.__setattr__(self, name, whole(getattr(self, name)))
         # A count above its own bound gets the message that says why (below), however far above (a newcomer's
         # --instances 99999999999999999999 read "from 1 to 2147483647" where -1 read "from 1 to 100000"); one
         # below 1 or not a whole number is told the real range, not the generic one.
