@@ -699,6 +699,16 @@ def test_a_schedule_with_rows_removed_is_exported_with_a_warning(tmp_path):
     assert any("settings name 2 epochs but its rows hold 1" in w for w in result.warnings), result.warnings
 
 
+def test_numpy_integers_serve_as_epoch_and_workers_and_the_summary_stays_json(built):  # noqa: F811
+    """A library newcomer's `workers=np.int64(4)` was refused: "--workers must be at least 1 (got np.int64(4))"."""
+    import numpy as np
+
+    given = export(built["schedule"], [built["prompts"]], None, format="verl", epoch=np.int64(1), workers=np.int64(2))
+    plain = export(built["schedule"], [built["prompts"]], None, format="verl", epoch=1, workers=2)
+    assert given.frame.equals(plain.frame) and given.summary == plain.summary
+    json.dumps([given.summary, given.trainer_settings])
+
+
 def test_workers_are_checked_whatever_the_order(built, tmp_path):  # noqa: F811
     """`--workers 0` with the dispatch order was accepted silently (it is read only by --order train)."""
     with pytest.raises(SettingsError, match="--workers must be at least 1"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
@@ -64,6 +66,37 @@ def test_lookup_by_prompt_id_and_seq(replay):
         next(replay.minibatches(instance="0"))
     with pytest.raises(KeyError, match="prompt id '5' is not in the schedule"):
         replay.lookup(5)  # an integer is its decimal text (row-number ids); this schedule's ids are p0, p1, ...
+
+
+def test_numpy_integers_serve_as_epochs_instances_seqs_ids_and_sizes(replay):
+    """A library newcomer's values read back from a frame (`frame["epoch"].to_numpy()`) were refused: "epoch must be
+    an integer (got int64 np.int64(1))", "--workers must be at least 1 (got np.int64(4))"; `lookup(np.int64(5))`
+    said "'numpy.int64' object is not iterable"."""
+    assert [len(m) for m in replay.minibatches(epoch=np.int64(1), instance=np.int32(2))] == \
+        [len(m) for m in replay.minibatches(epoch=1, instance=2)]
+    assert replay.at_seq(np.int64(3)) == replay.at_seq(3)
+    assert replay.lookup(np.array(["p7", "p8"])).equals(replay.lookup(["p7", "p8"]))
+    with pytest.raises(KeyError, match="prompt id '5' is not in the schedule"):
+        replay.lookup(np.int64(5))
+    assert replay.trainer_order(epoch=np.int64(0), workers=np.int64(2), train_batch_size=np.int64(8)).equals(
+        replay.trainer_order(epoch=0, workers=2, train_batch_size=8))
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda r: r.trainer_order(train_batch_size="8"), "train_batch_size must be a whole number from 1 to 2147483647 "
+                                                      "(got '8')"),
+    (lambda r: r.trainer_order(train_batch_size=2.5), "train_batch_size must be a whole number from 1 to 2147483647 "
+                                                      "(got 2.5)"),
+    (lambda r: r.dataset_indices(train_batch_size=0), "train_batch_size must be a whole number from 1 to 2147483647 "
+                                                      "(got 0)"),
+    (lambda r: r.lookup(None), "prompt_ids must be a prompt id or a list of them (got None)"),
+    (lambda r: r.lookup([None]), "prompt_ids must be a prompt id or a list of them (got [None])"),
+])
+def test_a_wrong_type_of_size_or_id_is_a_settings_error(replay, call, words):
+    """A train batch size of "8" or 2.5 was a TypeError ("'<' not supported", "'float' object cannot be interpreted
+    as an integer"), a None id a TypeError from inside the lookup."""
+    with pytest.raises(SettingsError, match=re.escape(words)):
+        call(replay)
 
 
 def test_unknown_epoch_or_instance_is_a_settings_error(replay):

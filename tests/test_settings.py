@@ -14,9 +14,9 @@ from util import make_prompts, write_jsonl
 def test_numpy_integers_are_whole_numbers_kept_as_python_ints(tmp_path):
     """A library newcomer's `ScheduleSettings(instances=np.int64(8))` (a count read from a config array or a frame)
     was refused: "--instances must be a whole number from 1 to 100000 (got np.int64(8))", which it is."""
-    given = dict(instances=np.int64(3), samples_per_prompt=np.int32(4), epochs=np.uint8(2), train_batch_size=np.int64(16),
-                 minibatch_size=np.int16(8), max_response_tokens=np.int64(4096), seed=np.int64(7),
-                 max_tokens_per_minibatch=np.int64(200_000), max_lag=np.int64(1), length_classes=np.int64(4))
+    given = dict(instances=np.int64(3), samples_per_prompt=np.int32(4), epochs=np.uint8(2),
+                 train_batch_size=np.int64(16), minibatch_size=np.int16(8), max_response_tokens=np.int64(4096),
+                 seed=np.int64(7), max_tokens_per_minibatch=np.int64(200_000), max_lag=np.int64(1), length_classes=np.int64(4))
     made = ScheduleSettings(**given)
     plain = ScheduleSettings(**{k: int(v) for k, v in given.items()})
     assert made == plain and made.to_dict() == plain.to_dict()

@@ -45,6 +45,7 @@ from asp_cli.integrate.verl_router import other_router_note, route_priorities, u
 from asp_cli.reading.exported import EXPORT_REPEATS, METADATA_KEY
 from asp_cli.reading.options import paths_of
 from asp_cli.reading.tables import SOURCE_JSON
+from asp_cli.settings import whole
 
 # verl's default data.max_prompt_length (its trainer config; tests/verl/ checks the installed verl says so).
 VERL_DEFAULT_MAX_PROMPT_TOKENS = 512
@@ -169,6 +170,7 @@ def export(
     from asp_cli.output import check_output_path
 
     check_format(format)
+    epoch, workers = whole(epoch), whole(workers)  # NumPy's integers as ints: they reach the JSON summary
     if verl_trainer not in VERL_TRAINERS:
         raise SettingsError(f"--verl-trainer must be one of {', '.join(VERL_TRAINERS)} (got {verl_trainer!r})")
     if verl_trainer != "auto" and format != "verl":  # it names the trainer whose settings are printed: none are

@@ -29,7 +29,7 @@ import polars as pl
 
 from asp_cli.errors import SettingsError, shown_id
 from asp_cli.schedule_format import Schedule, schedule_of
-from asp_cli.settings import MAX_INSTANCES
+from asp_cli.settings import MAX_INSTANCES, MAX_SETTING, check_count, whole
 # How a trainer cuts a batch across rollout workers, and verl's default worker count: facts of verl that the
 # simulator's model of its rollout shares.
 from asp_cli.sim.submit_all import CHUNKING, VERL_AGENT_WORKERS, chunk_capacities  # noqa: F401
@@ -127,6 +127,7 @@ class Replay:
             For an epoch or instance the schedule does not have.
         """
         frame = self.frame
+        epoch, instance = whole(epoch), whole(instance)  # NumPy's integers too (a value read back from a frame)
         for name, value in (("epoch", epoch), ("instance", instance)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise SettingsError(f"{name} must be an integer (got {type(value).__name__} {value!r})")
@@ -166,15 +167,23 @@ class Replay:
 
     def lookup(self, prompt_ids: str | int | Iterable[str | int], *, epoch: int | None = None) -> pl.DataFrame:
         """The schedule rows of one or more prompt ids (one row per epoch), in ``seq`` order. An id is its text;
-        an integer is taken as its decimal text (row-number ids: ``lookup(5)`` was a TypeError).
+        an integer (NumPy's too) is taken as its decimal text (row-number ids: ``lookup(5)`` was a TypeError).
 
         Raises
         ------
         KeyError
             Naming the first id the schedule does not hold.
+        SettingsError
+            For something that is not an id or a list of them (None, a float).
         """
-        wanted = ([str(prompt_ids)] if isinstance(prompt_ids, (str, int)) and not isinstance(prompt_ids, bool)
-                  else [str(p) for p in prompt_ids])
+        one = whole(prompt_ids)
+        listed = ([one] if isinstance(one, (str, int)) else list(prompt_ids) if isinstance(prompt_ids, Iterable)
+                  else None)
+        listed = None if listed is None else [whole(p) for p in listed]
+        if listed is None or not all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in listed):
+            shown = repr(prompt_ids) if listed is None else repr(listed)
+            raise SettingsError(f"prompt_ids must be a prompt id or a list of them (got {shown[:80]})")
+        wanted = [str(p) for p in listed]
         frame = self.rows(epoch=epoch).filter(pl.col("prompt_id").is_in(wanted))
         found = set(frame["prompt_id"].to_list())
         for prompt_id in wanted:
@@ -183,7 +192,16 @@ class Replay:
         return frame
 
     def at_seq(self, seq: int) -> dict[str, Any]:
-        """The row dispatched at position ``seq`` (0-based), as a dict."""
+        """The row dispatched at position ``seq`` (0-based), as a dict.
+
+        Raises
+        ------
+        TypeError
+            For a ``seq`` that is not an integer (NumPy's are).
+        IndexError
+            For one outside the schedule.
+        """
+        seq = whole(seq)
         if not isinstance(seq, int) or isinstance(seq, bool):  # at_seq("3") was a TypeError about '<='
             raise TypeError(f"seq must be an integer (got {type(seq).__name__} {seq!r})")
         if not 0 <= seq < self.frame.height:
@@ -226,13 +244,13 @@ class Replay:
         pl.DataFrame
             The schedule rows plus ``trainer_position`` (0-based), ``trainer_batch`` and ``trainer_worker``.
         """
-        workers = self.instances if workers is None else workers
-        size = self.train_batch_size if train_batch_size is None else train_batch_size
+        workers = self.instances if workers is None else whole(workers)
+        size = self.train_batch_size if train_batch_size is None else whole(train_batch_size)
         check_workers(workers)
         if chunking not in CHUNKING:
             raise SettingsError(f"the chunking rule must be one of {', '.join(CHUNKING)} (got {chunking!r})")
-        if size < 1:
-            raise SettingsError(f"the train batch size must be at least 1 (got {size!r})")
+        # "8" and 2.5 were TypeErrors from the comparison and the range below
+        check_count("train_batch_size", size, minimum=1, maximum=MAX_SETTING)
         frame = self.rows(epoch=epoch).sort(["train_step", "seq"])
         loads = frame["predicted_tokens"].to_numpy().astype(np.float64)
         n = frame.height
@@ -325,7 +343,8 @@ def _span(values: list[int]) -> str:
 
 def check_workers(workers: int) -> None:
     """The rule for a rollout worker count (`--workers`): a whole number from 1 to `MAX_INSTANCES`, as
-    ``--instances`` (a larger one is a typo, which would allocate per worker before failing)."""
+    ``--instances`` (a larger one is a typo, which would allocate per worker before failing); NumPy's integers too."""
+    workers = whole(workers)
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise SettingsError(f"--workers must be at least 1 (got {workers!r})")
     if workers > MAX_INSTANCES:
