@@ -111,6 +111,39 @@ def test_missing_schedule_and_wrong_batch_size(built, monkeypatch):  # noqa: F81
                                               "asp_route": "length"}).workers == 2
 
 
+def test_a_python_user_s_schedule_dataset_and_counts(built, monkeypatch):  # noqa: F811
+    """A library newcomer's round: `schedule=` a schedule kept in memory was a TypeError from os.fspath; the path
+    passed as the config (`ScheduleSampler(dataset, "s.parquet")`) was told to set verl's +data.asp_schedule;
+    `asp_workers` of np.int64(2) was "must be a whole number of at least 1"; a train_batch_size of "abc", a
+    set_epoch("x") and a dataset of None were ValueErrors and a TypeError from inside."""
+    import numpy as np
+
+    from asp_cli import read_schedule
+    from asp_cli.integrate.sampler import ScheduleSampler
+
+    monkeypatch.delenv("ASP_SCHEDULE", raising=False)
+    path = built["schedule"]
+    expected = open_schedule(path).dataset_indices(epoch=0, chunking="legacy")
+    assert list(ScheduleSampler(Dataset(PROMPTS), schedule=read_schedule(path))) == expected
+    with pytest.raises(SettingsError, match=re.escape(
+            "data_config is a data config (a mapping, such as verl's config.data or {'asp_schedule': path}), not "
+            "the schedule: pass ScheduleSampler(dataset, schedule=")):
+        ScheduleSampler(Dataset(PROMPTS), str(path))
+    counted = ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(path), "asp_workers": np.int64(2),
+                                                 "train_batch_size": np.int64(BATCH), "asp_first_epoch": np.int32(1)})
+    assert (counted.workers, counted.epoch) == (2, 1) and type(counted.workers) is int
+    with pytest.raises(SettingsError, match=re.escape("train_batch_size must be a whole number of at least 1 (got "
+                                                      "'abc')")):
+        ScheduleSampler(Dataset(PROMPTS), {"asp_schedule": str(path), "train_batch_size": "abc"})
+    with pytest.raises(SettingsError, match=re.escape("epoch must be a whole number of at least 0 (got 'x')")):
+        counted.set_epoch("x")
+    counted.set_epoch(np.int64(0))
+    assert list(counted) == open_schedule(path).dataset_indices(epoch=0, workers=2, chunking="legacy")
+    with pytest.raises(SettingsError, match=re.escape("data_source must be the dataset (anything with a length, "
+                                                      "e.g. verl's RLHFDataset or a list of rows), not None")):
+        ScheduleSampler(None, {"asp_schedule": str(path)})
+
+
 def test_a_filtered_or_different_dataset_is_refused(built):  # noqa: F811
     from asp_cli.integrate.sampler import ScheduleSampler
 

@@ -102,10 +102,12 @@ def _setting(config: Any, name: str) -> Any:
 
 
 def _count(value: Any, key: str, least: int) -> int:
-    """An ``asp_*`` count (an integer, or its text from the environment), checked when the sampler is built: 0
-    workers failed only on iteration, and a first epoch of -1 was taken as given."""
+    """An ``asp_*`` count (an integer, NumPy's too, or its text from the environment), checked when the sampler is
+    built: 0 workers failed only on iteration, and a first epoch of -1 was taken as given."""
     from asp_cli.errors import SettingsError
+    from asp_cli.settings import whole
 
+    value = whole(value)
     text = str(value).strip()
     number = (value if isinstance(value, int) and not isinstance(value, bool)
               else int(text) if isinstance(value, str) and text.lstrip("-").isdigit() else None)
@@ -143,12 +145,14 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         verl's ``config.data`` (or any mapping) holding ``asp_schedule`` and optionally ``asp_workers``,
         ``asp_first_epoch`` and ``train_batch_size``.
     schedule
-        A schedule path, overriding the config (for use outside verl).
+        A schedule path, or a schedule kept in memory (`asp_cli.schedule(..., None)`'s result, `read_schedule`'s),
+        overriding the config (for use outside verl).
 
     Raises
     ------
     SettingsError
-        When no schedule is named, ``train_batch_size`` differs from the schedule's, or ``data_config`` is a
+        When no schedule is named, ``data_config`` is a path rather than a config, ``data_source`` has no length,
+        a count is not a whole number, ``train_batch_size`` differs from the schedule's, or ``data_config`` is a
         verl config while verl 0.8 or later (which has no sampler hook) is installed.
     InputError
         When the dataset does not match the schedule (filtered, truncated or another file).
@@ -156,19 +160,27 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         When the file is not an asp schedule.
     """
 
-    def __init__(self, data_source: Sized, data_config: Any = None, *, schedule: str | os.PathLike | None = None):
+    def __init__(self, data_source: Sized, data_config: Any = None, *, schedule: Any = None):
         from asp_cli.errors import SettingsError
         from asp_cli.integrate.replay import Replay
         from asp_cli.integrate.verl_config import trainer_setting
 
+        if isinstance(data_config, (str, bytes, os.PathLike)):  # was told to set verl's +data.asp_schedule
+            raise SettingsError(f"data_config is a data config (a mapping, such as verl's config.data or "
+                                f"{{'asp_schedule': path}}), not the schedule: pass ScheduleSampler(dataset, "
+                                f"schedule={os.fsdecode(data_config)!r})")
+        if not isinstance(data_source, Sized):  # len(None) was a TypeError from inside
+            raise SettingsError(f"data_source must be the dataset (anything with a length, e.g. verl's RLHFDataset or "
+                                f"a list of rows), not {data_source!r:.60}")
         _refuse_verl_without_the_hook(data_config)
-        path = schedule or _setting(data_config, "schedule")
-        if not path:
+        path = schedule if schedule is not None else _setting(data_config, "schedule")
+        if path is None or path == "":
             raise SettingsError(
                 "ScheduleSampler needs a schedule: set +data.asp_schedule=/path/schedule.parquet "
                 "(or the ASP_SCHEDULE environment variable)"
             )
-        self.replay = Replay.open(os.fspath(path))
+        # A path (text, a Path) or a schedule kept in memory: os.fspath refused the latter with a TypeError.
+        self.replay = Replay.open(os.fspath(path) if isinstance(path, os.PathLike) else path)
         workers = _setting(data_config, "workers")
         if workers is None:
             workers = trainer_setting(data_config, "actor_rollout_ref.rollout.agent.num_workers")
@@ -186,9 +198,10 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         self.epoch = _count(first, "asp_first_epoch", 0) if first is not None else 0
         _refuse_unknown_keys(data_config)
         size = _lookup(data_config, "train_batch_size")
-        if size is not None and int(size) != self.replay.train_batch_size:
+        size = None if size is None else _count(size, "train_batch_size", 1)  # "abc" was a ValueError from int()
+        if size is not None and size != self.replay.train_batch_size:
             raise SettingsError(
-                f"train_batch_size={int(size)} (verl's data.train_batch_size, OpenRLHF's --rollout.batch_size) but "
+                f"train_batch_size={size} (verl's data.train_batch_size, OpenRLHF's --rollout.batch_size) but "
                 f"the schedule was made with --train-batch-size {self.replay.train_batch_size}; make them equal, or "
                 "the batches will not line up"
             )
@@ -237,8 +250,9 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
         return self._orders[key]
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next pass replay schedule epoch ``epoch`` (as DistributedSampler.set_epoch does)."""
-        self.epoch = int(epoch)
+        """Make the next pass replay schedule epoch ``epoch`` (as DistributedSampler.set_epoch does; a whole number
+        from 0, past the schedule's last epoch counting round again)."""
+        self.epoch = _count(epoch, "epoch", 0)
         self._pass_length = None
 
     def __iter__(self) -> Iterator[int]:
