@@ -150,8 +150,11 @@ def check_count(flag: str, value: object, *, minimum: int, optional: bool = Fals
     if value is None and optional:
         return
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        # A NumPy integer where the caller does not convert (`whole`): in range, it is told what to do.
+        numpy = whole(value) is not value and minimum <= whole(value) <= maximum
         raise SettingsError(f"{flag} must be a whole number from {minimum} to {maximum}"
-                            + (f", or {also}" if also else "") + f" (got {value!r})")
+                            + (f", or {also}" if also else "") + f" (got {value!r}"
+                            + (", a NumPy integer: pass int(value))" if numpy else ")"))
 
 
 def check_flags(**flags: object) -> None:

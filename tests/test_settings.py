@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -35,3 +36,49 @@ def test_numpy_integers_are_whole_numbers_kept_as_python_ints(tmp_path):
 def test_what_is_not_a_whole_number_is_still_refused(value):
     with pytest.raises(SettingsError, match=r"--instances must be a whole number from 1 to 100000 \(got "):
         ScheduleSettings(instances=value)
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: __import__("asp_cli").ReplayOptions(instances=n, seed=n, max_lag=n),
+    lambda n: __import__("asp_cli").ReplayOptions(mode="streaming", max_lag=n, prompts_per_server=n),
+    lambda n: __import__("asp_cli").ProbeSettings(prompts=n, min_per_source=n, seed=n),
+    lambda n: __import__("asp_cli").CheckLimits(max_lag=n, max_padding=n // 2),
+])
+def test_every_settings_class_takes_numpy_integers_as_ints(make):
+    """ReplayOptions(instances=np.int64(2)) was "--instances must be a whole number from 1 to 100000 (got
+    np.int64(2))", ProbeSettings and CheckLimits alike (a library newcomer's round)."""
+    import dataclasses
+
+    made = make(np.int64(2))
+    assert made == make(2) and not [v for v in dataclasses.asdict(made).values() if isinstance(v, np.generic)]
+
+
+def test_the_twins_take_numpy_integers(tmp_path):
+    import asp_cli
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(30))
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": f"p{i}", "response_tokens": 10 + i} for i in range(30)])
+    two = np.int64(2)
+    assert asp_cli.observe(log, epoch=two).history.equals(asp_cli.observe(log, epoch=2).history)
+    assert asp_cli.predict_file(prompts, samples_per_prompt=two, max_response_tokens=np.int64(4096)).table.equals(
+        asp_cli.predict_file(prompts, samples_per_prompt=2, max_response_tokens=4096).table)
+    assert asp_cli.probe(prompts, samples_per_prompt=two).frame.equals(asp_cli.probe(prompts, samples_per_prompt=2).frame)
+    made = asp_cli.schedule(prompts, None)
+    plan = asp_cli.replay_schedule(made, dry_run=True, seed=two, gpus_per_instance=two)
+    assert plan.document == asp_cli.replay_schedule(made, dry_run=True, seed=2, gpus_per_instance=2).document
+    json.dumps(plan.document)
+    fitted = asp_cli.fit_predictor(prompts, history=log, seed=two, max_response_tokens=np.int64(64))
+    assert fitted.card == asp_cli.fit_predictor(prompts, history=log, seed=2, max_response_tokens=64).card
+    json.dumps(fitted.card)
+
+
+def test_a_numpy_integer_left_unconverted_is_told_to_pass_int():
+    """Where a NumPy integer is not taken (a count checked deep inside), the refusal says what to do, rather than
+    that np.int64(5) is not a whole number from 1."""
+    from asp_cli.settings import check_count
+
+    with pytest.raises(SettingsError, match=re.escape("--x must be a whole number from 1 to 9 (got np.int64(5), a "
+                                                      "NumPy integer: pass int(value))")):
+        check_count("--x", np.int64(5), minimum=1, maximum=9)
+    with pytest.raises(SettingsError, match=re.escape("(got np.int64(50))")):  # out of range: as any other
+        check_count("--x", np.int64(50), minimum=1, maximum=9)

@@ -123,7 +123,7 @@ def replay_schedule(
         simulate_plan
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import schedule_of
-    from asp_cli.settings import ScheduleSettings, check_count, check_replay_size
+    from asp_cli.settings import ScheduleSettings, check_count, check_replay_size, whole
     from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 
     if not dry_run and (live is None) == (in_process is None):
@@ -131,6 +131,7 @@ def replay_schedule(
     # One path or name as well as a list: a Python user's "prompts.jsonl" was read as the files "p", "r", ...
     datasets, lengths = paths_of(datasets), paths_of(lengths)
     baselines = [baselines] if isinstance(baselines, str) else list(baselines)
+    seed, gpus_per_instance = whole(seed), whole(gpus_per_instance)  # NumPy's integers too
     if dry_run and not datasets:
         synthetic_prompts = True  # a plan needs no prompt text
     if bool(datasets) == bool(synthetic_prompts):

@@ -45,7 +45,7 @@ from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: th
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
-from asp_cli.settings import check_count, check_flags
+from asp_cli.settings import check_count, check_flags, whole
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
 OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key",
@@ -133,6 +133,7 @@ def observe(
     check_flags(append=append, force=force)
     check_unknown_policy(unknown_ids)
     # Stored as int32; epochs count from 0. True was epoch 1 and '0' a TypeError (a hostile-input round).
+    epoch = whole(epoch)  # NumPy's integers too
     check_count("--epoch", epoch, minimum=0, maximum=2**31 - 1, optional=True)
     logs = paths_of(logs)
     dataset = paths_of(dataset)

@@ -34,7 +34,7 @@ from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import SettingsError, named_in_python
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
-from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count
+from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count, whole
 
 DEFAULT_FRACTION = 0.02
 DEFAULT_MIN_PER_SOURCE = 4
@@ -63,6 +63,8 @@ class ProbeSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("fraction", "prompts", "min_per_source", "seed"):  # NumPy's integers as ints
+            object.__setattr__(self, name, whole(getattr(self, name)))
         if self.fraction is not None and self.prompts is not None:
             raise SettingsError("give --fraction or --prompts, not both")
         if self.fraction is not None:
@@ -207,6 +209,7 @@ def probe(
     from asp_cli.reading.exported import refuse_exports_as_prompts
 
     settings = settings or ProbeSettings()
+    samples_per_prompt = whole(samples_per_prompt)
     check_count("--samples-per-prompt", samples_per_prompt, minimum=1, maximum=MAX_SAMPLES_PER_PROMPT)
     inputs = paths_of(inputs)
     out = Path(output) if output is not None else None

@@ -18,7 +18,7 @@ from asp_cli.predict.observations import OBSERVATIONS_READ, read_observations
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, one_path, paths_of
 from asp_cli.errors import InputError, SettingsError
-from asp_cli.settings import check_count, check_flags
+from asp_cli.settings import check_count, check_flags, whole
 
 # The quantiles `predict_file` writes beside the group maximum and mean: (column, quantile of one sample).
 QUANTILE_COLUMNS: tuple[tuple[str, float], ...] = (("predicted_p50_tokens", 0.5), ("predicted_p90_tokens", 0.9))
@@ -66,6 +66,7 @@ def fit_predictor(
     from asp_cli.predict.observations import join_lengths
 
     check_flags(use_metadata=use_metadata, char_ngrams=char_ngrams)  # force: check_output_path
+    seed, max_response_tokens = whole(seed), whole(max_response_tokens)  # NumPy's integers too: the card is JSON
     inputs = paths_of(inputs)
     history = paths_of(history)
     history_read.check_length_keys_used(history, "--history")
@@ -148,6 +149,7 @@ def evaluate_predictor(
     from asp_cli.predict.observations import join_lengths
     from asp_cli.reading import read_lengths
 
+    max_response_tokens = whole(max_response_tokens)  # NumPy's integers too
     check_count("--max-response-tokens", max_response_tokens, minimum=1, optional=True)
     history, lengths = paths_of(history), paths_of(lengths)  # one name, not its characters (a hostile-input round)
     history_read.check_length_keys_used(history, "--history")
@@ -271,6 +273,7 @@ def predict_file(
     from asp_cli.reading import read_lengths
     from asp_cli.reading.exported import with_export_id_key
 
+    samples_per_prompt, max_response_tokens = whole(samples_per_prompt), whole(max_response_tokens)  # NumPy's too
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
     model = one_path(model, "model") if model is not None else None
     inputs = paths_of(inputs)

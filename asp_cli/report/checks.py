@@ -7,6 +7,7 @@ from typing import Any
 
 from asp_cli.errors import SettingsError, named_in_python
 from asp_cli.report.facts import REPORT_VERSION, rounded
+from asp_cli.settings import whole
 
 
 # (key path, label, which way is better, kind) of the facts shown side by side by `--compare`. The kind says how
@@ -128,6 +129,7 @@ class CheckLimits:
 
     def __post_init__(self) -> None:
         for name in ("max_padding", "max_instance_spread", "max_lag", "max_step_skew", "max_trainer_idle"):
+            object.__setattr__(self, name, whole(getattr(self, name)))  # NumPy's integers as ints
             value = getattr(self, name)
             flag = _CHECKS[name][0]
             if value is None:
