@@ -8,7 +8,7 @@ import pytest
 from asp_cli.errors import InputError
 from asp_cli.reading import ReadOptions, read_lengths, read_prompts, read_table
 
-from util import write_jsonl
+from util import make_prompts, write_jsonl
 
 CHAT = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "what is 2+2?"}]
 
@@ -1118,6 +1118,28 @@ def test_a_twin_takes_one_path_as_well_as_a_list(tmp_path):
     with pytest.raises(SettingsError, match=r"got a DataFrame; asp reads prompt files: write the frame") as caught:
         asp_cli.schedule(pl.DataFrame({"question": ["a", "b"]}), None)
     assert "\n" not in str(caught.value)
+
+
+def test_a_twin_takes_any_ordered_iterable_of_paths_and_says_how_to_pass_rows(tmp_path):
+    """A library newcomer's round: `schedule(Path("data").glob("*.jsonl"))` (a generator) was refused as not "a path
+    or a list of paths"; `schedule([{"id": ..., "prompt": ...}, ...])` was told the same, without what to do; a set of
+    paths, whose order would change the schedule from run to run, is refused saying so."""
+    import asp_cli
+    from asp_cli.errors import SettingsError
+    from asp_cli.reading.options import paths_of
+
+    rows = make_prompts(5)
+    a, b = write_jsonl(tmp_path / "a.jsonl", rows[:3]), write_jsonl(tmp_path / "b.jsonl", rows[3:])
+    assert paths_of(p for p in (a, b)) == [a, b] == paths_of(iter([str(a), b]))
+    assert asp_cli.schedule(sorted(tmp_path.glob("*.jsonl")), None).frame.equals(asp_cli.schedule([a, b], None).frame)
+    rows = [{"id": "q1", "prompt": "what is 2+2?"}]
+    with pytest.raises(SettingsError, match=re.escape(
+            "expected a path or a list of paths, got a list of 1 rows; asp reads files: write the rows to one first "
+            "(a JSONL file, one json.dumps(row) a line) and pass its path")):
+        asp_cli.schedule(rows, None)
+    with pytest.raises(SettingsError, match=re.escape("got a set, whose order changes from run to run (and would "
+                                                      "change the schedule): pass a list, e.g. sorted(paths)")):
+        paths_of({a, b})
 
 
 def test_a_list_inside_a_list_of_lengths_is_named_as_such(tmp_path):

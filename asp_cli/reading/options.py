@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,15 +96,17 @@ class ReadOptions:
 DEFAULT_READ = ReadOptions()
 
 
-def paths_of(value: str | Path | Sequence[str | Path] | None) -> list[Path]:
-    """The files a twin's argument names: one path (text or a `Path`) or a sequence of them. A Python user's
+def paths_of(value: str | Path | Iterable[str | Path] | None) -> list[Path]:
+    """The files a twin's argument names: one path (text or a `Path`) or an ordered collection of them (a list, a
+    tuple, a generator such as ``sorted(folder.glob("*.jsonl"))`` or ``folder.glob(...)``). A Python user's
     `schedule("p.jsonl")` was read as the files "p", ".", "j"... ("s: unknown file type"), and `schedule(Path(...))`
     was a TypeError.
 
     Raises
     ------
     SettingsError
-        A value that is neither: a number, a mapping, a sequence holding something other than paths.
+        A value that is neither: a number, a mapping, a frame or a list of rows (asp reads files), a set (its order
+        changes from run to run), a collection holding something other than paths.
     """
     import os
 
@@ -112,16 +114,25 @@ def paths_of(value: str | Path | Sequence[str | Path] | None) -> list[Path]:
         return []
     if isinstance(value, (str, os.PathLike)):
         return [Path(value)]
-    if isinstance(value, (bytes, dict)) or not isinstance(value, (list, tuple, Sequence)) or not all(
-            isinstance(p, (str, os.PathLike)) for p in value):
-        if hasattr(value, "write_parquet") or hasattr(value, "to_parquet"):  # a Polars or pandas frame
-            raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__}; asp reads prompt "
-                                "files: write the frame to one first (frame.write_parquet('prompts.parquet'), pandas' "
-                                "to_parquet) and pass its path")
-        shown = str(value).replace("\n", " ")  # one line, whatever its repr
-        raise SettingsError(f"expected a path or a list of paths, got {type(value).__name__} "
-                            f"{shown[:60] + ('...' if len(shown) > 60 else '')!r}")
-    return [Path(p) for p in value]
+    if hasattr(value, "write_parquet") or hasattr(value, "to_parquet"):  # a Polars or pandas frame
+        raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__}; asp reads prompt "
+                            "files: write the frame to one first (frame.write_parquet('prompts.parquet'), pandas' "
+                            "to_parquet) and pass its path")
+    if isinstance(value, (set, frozenset)):  # the files' order is the rows' order, and a set's is the hash seed's
+        raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__}, whose order changes "
+                            "from run to run (and would change the schedule): pass a list, e.g. sorted(paths)")
+    items = value
+    if not isinstance(value, (bytes, Mapping)) and isinstance(value, Iterable):
+        items = list(value)  # a generator too (a newcomer's folder.glob("*.jsonl") was refused), read once
+        if all(isinstance(p, (str, os.PathLike)) for p in items):
+            return [Path(p) for p in items]
+        if items and all(isinstance(p, Mapping) for p in items):  # rows built in Python: said what to do
+            raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__} of {len(items):,} "
+                                "rows; asp reads files: write the rows to one first (a JSONL file, one "
+                                "json.dumps(row) a line) and pass its path")
+    shown = str(items).replace("\n", " ")  # one line, whatever its repr
+    raise SettingsError(f"expected a path or a list of paths, got {type(value).__name__} "
+                        f"{shown[:60] + ('...' if len(shown) > 60 else '')!r}")
 
 
 def one_path(value: object, what: str) -> Path:
