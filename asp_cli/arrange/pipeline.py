@@ -24,6 +24,7 @@ from asp_cli.reading.history_ids import id_hints, row_numbered
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, one_path, paths_of
 from asp_cli.arrange.advice import dropped_tail_warnings, plan_warnings, settings_warnings, source_warnings
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
+from asp_cli.arrange.inputs import check_frames
 from asp_cli.arrange.interleaving import (
     balanced_assignment,
     dispatch_order,
@@ -128,7 +129,9 @@ def arrange(
     *,
     preset: HardwarePreset | None = None,
 ) -> pl.DataFrame:
-    """Arrange prompts into a schedule frame (all epochs), sorted by ``seq``: `plan` without its choice."""
+    """Arrange prompts into a schedule frame (all epochs), sorted by ``seq``: `plan` without its choice; a Python
+    user's frames checked first (`asp_cli.arrange.inputs.check_frames`: raises `InputError`, `SettingsError`)."""
+    check_frames(prompts, predictions, settings)
     return plan(prompts, predictions, settings, preset=preset)[0]
 
 
