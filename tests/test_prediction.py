@@ -52,3 +52,25 @@ def test_bad_settings_and_missing_model(tmp_path):
         predict_lengths(prompts, samples_per_prompt=0)
     with pytest.raises(PredictorError):
         predict_lengths(prompts, predictor=tmp_path / "none.skops")
+
+
+@pytest.mark.parametrize("prompts, error, words", [
+    (lambda: pl.DataFrame({"prompt_id": ["a"], "question": ["what is 2+2?"]}), "InputError",
+     "prompts has no column 'prompt_text' (it needs prompt_id, prompt_text: each prompt's id and its text, as "
+     "asp_cli.reading.read_prompts reads them)"),
+    (lambda: pl.DataFrame({"prompt_id": ["a", "b"], "prompt_text": ["what is 2+2?", None]}), "InputError",
+     "prompts: column 'prompt_text' is not text in row 1 (prompt id 'b'); give every prompt its text"),
+    (lambda: pl.DataFrame({"prompt_id": ["a"], "prompt_text": [5]}), "InputError",
+     "prompts: column 'prompt_text' holds Int64, not text"),
+    (lambda: {"prompt_id": ["a"], "prompt_text": ["hi"]}, "SettingsError",
+     "prompts must be a Polars DataFrame, not dict"),
+])
+def test_a_python_user_s_prompt_frame_is_checked(prompts, error, words):
+    """A library newcomer's round: a frame without `prompt_text` was a ColumnNotFoundError from inside, a null text
+    an InvalidOperationError about casting NaN after NumPy's RuntimeWarnings, a dict an AttributeError."""
+    import re
+
+    import asp_cli
+
+    with pytest.raises(getattr(asp_cli, error), match=re.escape(words)):
+        predict_lengths(prompts())

@@ -233,11 +233,14 @@ def predict_lengths(
     Raises
     ------
     SettingsError
-        Bad N, cap or plan_with.
+        Bad N, cap or plan_with, or ``prompts`` not a Polars frame.
+    InputError
+        ``prompts`` without an id or text column, or with a prompt whose text is missing.
     PredictorError, UnsafePredictorError
         The model file cannot be used.
     """
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
+    _check_prompts(prompts)
     distribution = predict_distribution(
         prompts, predictor=predictor, history=history, max_response_tokens=max_response_tokens,
         tokenizer=tokenizer,
@@ -245,6 +248,28 @@ def predict_lengths(
     return lengths_from_distribution(distribution, predictor=predictor, history_fingerprint=history_fingerprint,
                                      samples_per_prompt=samples_per_prompt, max_response_tokens=max_response_tokens,
                                      plan_with=plan_with)
+
+
+def _check_prompts(prompts: object) -> None:
+    """A Python user's own prompt frame, which no reader has checked: one without ``prompt_text`` was a
+    ColumnNotFoundError from inside, a null text an InvalidOperationError about NaN (a library newcomer's round)."""
+    from asp_cli.errors import InputError, SettingsError
+
+    if not isinstance(prompts, pl.DataFrame):
+        raise SettingsError(f"prompts must be a Polars DataFrame, not {type(prompts).__name__}"
+                            + (": polars.from_pandas(frame) converts a pandas one" if hasattr(prompts, "to_parquet")
+                               else ""))
+    for column in (C.PROMPT_ID, C.PROMPT_TEXT):
+        if column not in prompts.columns:
+            raise InputError(f"prompts has no column {column!r} (it needs {C.PROMPT_ID}, {C.PROMPT_TEXT}: each "
+                             "prompt's id and its text, as asp_cli.reading.read_prompts reads them)")
+    text = prompts[C.PROMPT_TEXT]
+    if text.dtype not in (pl.String, pl.Null):
+        raise InputError(f"prompts: column {C.PROMPT_TEXT!r} holds {text.dtype}, not text")
+    if text.null_count():
+        index = int(text.is_null().arg_true()[0])
+        raise InputError(f"prompts: column {C.PROMPT_TEXT!r} is not text in row {index} (prompt id "
+                         f"{shown_id(prompts[C.PROMPT_ID][index])}); give every prompt its text")
 
 
 def lengths_from_distribution(
