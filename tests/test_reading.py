@@ -1115,7 +1115,7 @@ def test_a_twin_takes_one_path_as_well_as_a_list(tmp_path):
     # a frame (a newcomer's schedule(df)): said in one line, with what to do, not the frame's multi-line repr
     import polars as pl
 
-    with pytest.raises(SettingsError, match=r"got a DataFrame; asp reads prompt files: write the frame") as caught:
+    with pytest.raises(SettingsError, match=r"got a DataFrame; asp reads files: write the frame") as caught:
         asp_cli.schedule(pl.DataFrame({"question": ["a", "b"]}), None)
     assert "\n" not in str(caught.value)
 
@@ -1140,6 +1140,26 @@ def test_a_twin_takes_any_ordered_iterable_of_paths_and_says_how_to_pass_rows(tm
     with pytest.raises(SettingsError, match=re.escape("got a set, whose order changes from run to run (and would "
                                                       "change the schedule): pass a list, e.g. sorted(paths)")):
         paths_of({a, b})
+
+
+def test_a_history_kept_in_memory_is_told_to_be_written_as_a_history_not_as_prompts(tmp_path):
+    """A library newcomer's round: `schedule(p, history=observe(log).history)` was told "asp reads prompt files:
+    write the frame to one first (frame.write_parquet('prompts.parquet')...)", and `history=observe(log)` got the
+    result's multi-line repr cut at 60 characters."""
+    import asp_cli
+    from asp_cli.errors import SettingsError
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(3))
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p0", "response_tokens": 5}])
+    observed = asp_cli.observe(log)
+    with pytest.raises(SettingsError, match=re.escape(
+            "expected a path or a list of paths, got a DataFrame; asp reads files: write the frame to one first "
+            "(frame.write_parquet(PATH), pandas' to_parquet) and pass its path")):
+        asp_cli.schedule(prompts, None, history=observed.history)
+    with pytest.raises(SettingsError, match=re.escape(
+            "expected a path or a list of paths, got an ObserveResult (a result kept in memory); asp reads files: give "
+            "the file it wrote (made with an output path; its .output names it)")):
+        asp_cli.schedule(prompts, None, history=observed)
 
 
 def test_a_list_inside_a_list_of_lengths_is_named_as_such(tmp_path):

@@ -115,9 +115,15 @@ def paths_of(value: str | Path | Iterable[str | Path] | None) -> list[Path]:
     if isinstance(value, (str, os.PathLike)):
         return [Path(value)]
     if hasattr(value, "write_parquet") or hasattr(value, "to_parquet"):  # a Polars or pandas frame
-        raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__}; asp reads prompt "
-                            "files: write the frame to one first (frame.write_parquet('prompts.parquet'), pandas' "
-                            "to_parquet) and pass its path")
+        # Prompts, a history or lengths alike: "prompt files ... 'prompts.parquet'" misled a history's newcomer.
+        raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__}; asp reads files: "
+                            "write the frame to one first (frame.write_parquet(PATH), pandas' to_parquet) and pass "
+                            "its path")
+    if dataclasses.is_dataclass(value) and hasattr(value, "output"):  # a twin's result (observe's), not its file
+        name = type(value).__name__
+        raise SettingsError(f"expected a path or a list of paths, got {'an' if name[0] in 'AEIOU' else 'a'} {name} (a "
+                            "result kept in memory); asp reads files: give the file it wrote (made with an output "
+                            "path; its .output names it)")
     if isinstance(value, (set, frozenset)):  # the files' order is the rows' order, and a set's is the hash seed's
         raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__}, whose order changes "
                             "from run to run (and would change the schedule): pass a list, e.g. sorted(paths)")
