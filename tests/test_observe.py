@@ -119,6 +119,23 @@ def test_unknown_ids_are_counted_skipped_kept_or_refused(built, tmp_path):  # no
                           "--unknown-ids error fails the run instead)") for w in mostly.warnings), mostly.warnings
 
 
+def test_a_schedule_kept_in_memory_is_taken_as_its_file_is(built, tmp_path):  # noqa: F811
+    """A library newcomer's round: `observe(log, schedule=asp_cli.schedule(..., None))` (or `read_schedule`'s) was
+    a TypeError from Path(); every other twin that takes a schedule takes one kept in memory."""
+    from asp_cli import read_schedule
+
+    log = _log(tmp_path / "r.jsonl", ["p1", "ghost", "p2"])
+    on_disk = observe([log], None, schedule=built["schedule"])
+    in_memory = observe([log], None, schedule=read_schedule(built["schedule"]))
+    assert in_memory.added.equals(on_disk.added) and in_memory.summary == on_disk.summary
+    with pytest.raises(InputError, match=re.escape("'ghost'")) as raised:
+        observe([log], None, schedule=read_schedule(built["schedule"]), unknown_ids="error")
+    assert "Schedule(" not in str(raised.value)
+    with pytest.raises(SettingsError, match="the schedule must be a schedule file's path, or a schedule made in "
+                                            "memory"):
+        observe([log], None, schedule=3)
+
+
 def test_a_log_mostly_of_other_prompts_is_refused_unless_skip_is_named(built, tmp_path):  # noqa: F811
     """A wrong --dataset (one holding a subset of the log's prompts) left out 89% of a probe's log with a warning and
     exit 0 under the default policy: a pipeline went on with a history lacking most of what was paid for. The

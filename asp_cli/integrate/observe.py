@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: th
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
+from asp_cli.schedule_format import schedule_of
 from asp_cli.settings import check_count, check_flags, whole
 
 # `asp observe` names a log's id and length columns --id-key and --length-key.
@@ -96,8 +98,8 @@ def observe(
     output
         The history Parquet file; ``None`` only builds the frames.
     schedule
-        The schedule the rollouts replayed: ids outside it are unknown, and its ``max_response_tokens``
-        marks capped samples as truncated when the log does not say.
+        The schedule the rollouts replayed (a file, or one kept in memory): ids outside it are unknown, and its
+        ``max_response_tokens`` marks capped samples as truncated when the log does not say.
     dataset
         The prompt file(s): ids outside them are unknown; needed to match verl dumps to prompt ids.
     append
@@ -137,6 +139,8 @@ def observe(
     check_count("--epoch", epoch, minimum=0, maximum=2**31 - 1, optional=True)
     logs = paths_of(logs)
     dataset = paths_of(dataset)
+    if schedule is not None and not isinstance(schedule, (str, PathLike)):  # kept in memory: was a TypeError
+        schedule = schedule_of(schedule)
     if not logs:
         raise InputError("no rollout log given; name at least one log file")
     from asp_cli.reading.tables import each_file_once
@@ -160,7 +164,7 @@ def observe(
         # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.
         check_parquet_name(output, writer="asp observe", kind=b"asp.history", replacing=force)
     if out is not None:
-        inputs = [*logs, *dataset, *([Path(schedule)] if schedule else [])]
+        inputs = [*logs, *dataset, *([Path(schedule)] if isinstance(schedule, (str, PathLike)) and schedule else [])]
         check_output_path(output, inputs, force=True)
         if out.exists() and not (force or append):  # a history is added to more often than replaced (an AReaL
             # newcomer was told only of --force, which dropped the probe's samples)
@@ -193,9 +197,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
                                "ambiguous_matches": 0, "log_formats": {}, "columns_used": {}}
     from asp_cli.reading.history_ids import ids_observed_against
-    from asp_cli.schedule_format import read_schedule
-
-    sched = read_schedule(Path(schedule)) if schedule else None  # read once: ids, cap, coverage and the record
+    sched = schedule_of(schedule) if schedule else None  # read once: ids, cap, coverage and the record
     prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, sched), dataset), warnings) \
         if dataset else None
     known, cap = _known_ids(sched, prompts)
@@ -266,7 +268,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                 f"{over:,} samples are longer than the schedule's max_response_tokens ({cap:,}); kept as observed"
             )
     if known is not None:
-        against = {"word": "schedule" if schedule else "dataset", "files": [schedule] if schedule else dataset}
+        against = {"word": "schedule" if schedule else "dataset",
+                   "files": [sched.path or "the schedule in memory"] if sched is not None else dataset}
         added = settle_unknown_ids(added, known, logs, against, unknown_ids, summary, warnings)
     else:
         summary.update(unknown_id_rows=0, unknown_ids=0, unknown_id_examples=[], unknown_ids_written_otherwise="")
