@@ -1093,6 +1093,25 @@ def test_latest_epochs_keeps_the_historys_last_epochs_and_refuses_rows_without_o
         latest_epochs(read_lengths([only])[0], 1, [only])
 
 
+def test_history_epochs_from_python_is_a_whole_number_checked_before_the_history_is_read(tmp_path):
+    """A library newcomer's round: `schedule(..., history_epochs="1")` was a TypeError from a comparison deep in the
+    history's reading, True was taken as 1, and np.int64(1) worked only by chance."""
+    import numpy as np
+
+    import asp_cli
+    from asp_cli.errors import SettingsError
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(4))
+    history = write_jsonl(tmp_path / "h.jsonl", [{"prompt_id": f"p{i}", "response_tokens": 10 * (e + 1), "epoch": e}
+                                                 for i in range(4) for e in range(2)])
+    for value in ("1", True, 1.5):
+        with pytest.raises(SettingsError, match=re.escape(f"--history-epochs must be a whole number of epochs, at "
+                                                          f"least 1 (got {value!r}); leave it out to use every epoch")):
+            asp_cli.schedule(prompts, None, history=tmp_path / "not-read-yet.jsonl", history_epochs=value)
+    made = asp_cli.schedule(prompts, None, history=history, history_epochs=np.int64(1))
+    assert made.metadata == asp_cli.schedule(prompts, None, history=history, history_epochs=1).metadata
+
+
 def test_a_twin_takes_one_path_as_well_as_a_list(tmp_path):
     """`asp_cli.reading.options.paths_of`: A Python user's `schedule("p.jsonl")` read the files "p", ".", "j"... and `schedule(Path(...))` was a TypeError;
     `simulate_file(s, "log.jsonl")` said "l: given twice"."""

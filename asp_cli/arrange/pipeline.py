@@ -512,7 +512,7 @@ def schedule(
     from asp_cli.reading import read_lengths
     from asp_cli.reading.exported import refuse_exports_as_prompts
     from asp_cli.reading.history_ids import id_warnings, seed_warnings
-    from asp_cli.reading.lengths import latest_epochs
+    from asp_cli.reading.lengths import check_history_epochs, latest_epochs
 
     settings = settings or ScheduleSettings()
     if not isinstance(settings, ScheduleSettings):  # a dict of them raised "'dict' object has no attribute 'preset'"
@@ -530,6 +530,7 @@ def schedule(
     if predictions:
         from asp_cli.predict.predictions_file import expand_prediction_paths
         predictions = expand_prediction_paths(predictions)
+    history_epochs = check_history_epochs(history_epochs)  # "1" was a TypeError after the history was read
     if history_epochs is not None and not history:
         raise SettingsError("--history-epochs keeps the last epochs of --history: give --history too, or leave it out")
     if predictions and (predictor is not None or history):

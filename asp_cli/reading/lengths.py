@@ -18,6 +18,7 @@ from asp_cli.reading.places import row_location
 from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.nested import with_nested_key
 from asp_cli.reading.tables import BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, read_table
+from asp_cli.settings import whole
 
 # --------------------------------------------------------------------------------------------------------
 # Lengths: history, rollout logs, observed lengths
@@ -502,6 +503,18 @@ def _length_location(path: Path, fmt: str, where: int, frame: pl.DataFrame) -> s
     return row_location(path, frame, where, fmt)
 
 
+def check_history_epochs(epochs: object) -> int | None:
+    """``--history-epochs``: None, or a whole number of at least 1, NumPy's too (from Python "1" was a TypeError from
+    a comparison deep in the history's reading, and True was taken as 1)."""
+    epochs = whole(epochs)
+    if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool)):
+        raise SettingsError(f"--history-epochs must be a whole number of epochs, at least 1 (got {epochs!r}); leave "
+                            "it out to use every epoch")
+    if epochs is not None and epochs < 1:
+        raise SettingsError(f"--history-epochs must be at least 1 (got {epochs!r}); leave it out to use every epoch")
+    return epochs
+
+
 def latest_epochs(frame: pl.DataFrame, epochs: int, paths: Sequence[Path]) -> pl.DataFrame:
     """The samples of the history's last ``epochs`` epochs (by its ``epoch`` column): `asp schedule --history-epochs`,
     for a policy whose lengths move as training goes on (a newcomer's run whose lengths grew 1.4x an epoch had its
@@ -515,8 +528,7 @@ def latest_epochs(frame: pl.DataFrame, epochs: int, paths: Sequence[Path]) -> pl
     SettingsError
         ``epochs`` below 1, or no history row with an epoch (nothing says which epoch is the latest).
     """
-    if epochs < 1:
-        raise SettingsError(f"--history-epochs must be at least 1 (got {epochs!r}); leave it out to use every epoch")
+    epochs = check_history_epochs(epochs)
     if not frame.height:
         return frame
     if frame[C.EPOCH].null_count() == frame.height:
