@@ -1112,6 +1112,17 @@ def test_history_epochs_from_python_is_a_whole_number_checked_before_the_history
     assert made.metadata == asp_cli.schedule(prompts, None, history=history, history_epochs=1).metadata
 
 
+def test_a_tokenizer_that_is_not_a_path_is_a_settings_error():
+    """`ReadOptions(tokenizer=5)` was a TypeError from pathlib (a library newcomer's round)."""
+    from pathlib import Path
+
+    from asp_cli.errors import SettingsError
+
+    with pytest.raises(SettingsError, match=re.escape("tokenizer must be a path (text or a pathlib.Path), got int '5'")):
+        ReadOptions(tokenizer=5)
+    assert ReadOptions(tokenizer="t.json").tokenizer == Path("t.json")
+
+
 def test_a_twin_takes_one_path_as_well_as_a_list(tmp_path):
     """`asp_cli.reading.options.paths_of`: A Python user's `schedule("p.jsonl")` read the files "p", ".", "j"... and `schedule(Path(...))` was a TypeError;
     `simulate_file(s, "log.jsonl")` said "l: given twice"."""

@@ -54,8 +54,8 @@ class ReadOptions:
                             (self.length_id_key, self.length_id_flag), (self.length_key, self.length_flag)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise SettingsError(f"{flag} must name a column (got {value!r})")
-        if self.tokenizer is not None and not isinstance(self.tokenizer, Path):
-            object.__setattr__(self, "tokenizer", Path(self.tokenizer))
+        if self.tokenizer is not None and not isinstance(self.tokenizer, Path):  # 5 was a TypeError from Path()
+            object.__setattr__(self, "tokenizer", one_path(self.tokenizer, "tokenizer"))
 
     def named_as(self, command: ReadOptions) -> ReadOptions:
         """These options with the flag names of ``command``'s (its default `ReadOptions`): a Python user's own
