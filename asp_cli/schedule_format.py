@@ -547,6 +547,8 @@ def read_schedule(path: str | Path) -> Schedule:
 
     Raises
     ------
+    InputError
+        When there is no such file (or it is a folder).
     ScheduleFormatError
         When the file is not Parquet, not an asp schedule, of a newer major format version, or breaks the
         format's invariants.

@@ -106,6 +106,22 @@ def test_unknown_epoch_or_instance_is_a_settings_error(replay):
         replay.rows(instance=9)
 
 
+def test_open_schedule_raises_what_its_docstring_says(tmp_path):
+    """Its docstring named only ScheduleFormatError, where a missing file is an InputError and None a SettingsError
+    (a library newcomer's round); read_schedule's likewise."""
+    from asp_cli.errors import InputError
+    from asp_cli.schedule_format import read_schedule
+
+    for documented, call in ((InputError, lambda: open_schedule(tmp_path / "nope.parquet")),
+                             (SettingsError, lambda: open_schedule(None))):
+        with pytest.raises(documented):
+            call()
+        assert documented.__name__ in open_schedule.__doc__
+    with pytest.raises(InputError):
+        read_schedule(tmp_path / "nope.parquet")
+    assert "InputError" in read_schedule.__doc__
+
+
 def test_opening_a_non_schedule_fails_clearly(tmp_path):
     path = tmp_path / "x.parquet"
     pl.DataFrame({"a": [1]}).write_parquet(path)

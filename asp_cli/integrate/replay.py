@@ -286,7 +286,18 @@ class Replay:
 
 
 def open_schedule(path: str | Path) -> Replay:
-    """Open a schedule file for replay (raises `ScheduleFormatError` for a file that is not one)."""
+    """Open a schedule for replay: a file, read once (its rows are kept: open it again after it is rewritten), or
+    one kept in memory (`asp_cli.schedule(..., None)`'s result, `read_schedule`'s).
+
+    Raises
+    ------
+    InputError
+        When there is no such file.
+    ScheduleFormatError
+        When the file is not an asp schedule.
+    SettingsError
+        When ``path`` is neither a path nor a schedule (None, a frame).
+    """
     return Replay.open(path)
 
 
