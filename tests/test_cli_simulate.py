@@ -905,3 +905,15 @@ def test_the_legend_says_what_padding_counts_where_rows_are_cut_into_calls_of_di
     assert "padding: empty slots against each call's own sequences" in _padding_legend(rows)
     assert _padding_legend([{**r, "prompts_per_call": 16.0} for r in rows]) == ""
     assert _padding_legend([{"arrangement": "lower bound"}]) == ""
+
+
+def test_the_twin_refuses_options_that_are_not_replay_options(built):  # noqa: F811
+    """A library newcomer's round: `simulate_file(s, options={"instances": 2})` (or None) was an AttributeError
+    from inside ("'dict' object has no attribute 'instances'"), where `schedule(settings={...})` says what to give
+    and takes None as its defaults."""
+    from asp_cli import SettingsError, simulate_file
+
+    with pytest.raises(SettingsError, match=re.escape("options must be a ReplayOptions (asp_cli.ReplayOptions("
+                                                      "instances=8, ...)) or None, not dict")):
+        simulate_file(built["schedule"], options={"instances": 2})
+    assert simulate_file(built["schedule"], options=None).document == simulate_file(built["schedule"]).document

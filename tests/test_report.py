@@ -381,3 +381,14 @@ def test_rows_removed_since_the_plan_was_made_are_said(tmp_path):
         f"{tmp_path / 'e1.parquet'} holds 40 rows (epoch 1 of 2) where the plan held 80 when it was made: rows were "
         "removed since (by hand?), and its planned columns (times, lag, steps) are still the whole plan's: the "
         "figures below read them as they are"]
+
+
+def test_the_twin_refuses_limits_that_are_not_check_limits(made):
+    """A library newcomer's round: `report_schedule(s, limits={"max_padding": 0.1})` was an AttributeError from
+    inside ("'dict' object has no attribute 'any'")."""
+    from asp_cli.errors import SettingsError
+
+    folder, _ = made
+    with pytest.raises(SettingsError, match=r"limits must be a CheckLimits \(asp_cli.CheckLimits\(max_padding=0.1, "
+                                            r"\.\.\.\)\) or None, not dict"):
+        report_schedule(folder / "s.parquet", limits={"max_padding": 0.1})

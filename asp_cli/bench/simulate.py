@@ -79,7 +79,7 @@ def simulate_file(
     schedule_path: str | Path,
     lengths_paths: Sequence[str | Path] = (),
     *,
-    options: ReplayOptions = ReplayOptions(),
+    options: ReplayOptions | None = ReplayOptions(),
     read: ReadOptions = SIMULATE_READ,
     compare: bool = False,
     progress: Callable[[str], None] | None = None,
@@ -99,6 +99,10 @@ def simulate_file(
     from asp_cli.sim.lengths import refuse_unmatched
 
     check_flags(compare=compare)
+    options = ReplayOptions() if options is None else options
+    if not isinstance(options, ReplayOptions):  # a dict was an AttributeError from inside (a newcomer's round)
+        raise SettingsError(f"options must be a ReplayOptions (asp_cli.ReplayOptions(instances=8, ...)) or None, not "
+                            f"{type(options).__name__}")
     lengths_paths = paths_of(lengths_paths)
     read = read.named_as(SIMULATE_READ)
     read.check_length_keys_used(lengths_paths, "--lengths")

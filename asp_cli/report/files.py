@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from asp_cli.errors import shown_id
+from asp_cli.errors import SettingsError, shown_id
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.report.checks import CheckLimits, check_report, compare_reports
 from asp_cli.report.facts import build_report, observed_from_samples, padded_overflow
@@ -73,6 +73,9 @@ def report_schedule(
     from asp_cli.sim.lengths import refuse_unmatched
 
     lengths = paths_of(lengths)
+    if limits is not None and not isinstance(limits, CheckLimits):  # a dict was an AttributeError from inside
+        raise SettingsError(f"limits must be a CheckLimits (asp_cli.CheckLimits(max_padding=0.1, ...)) or None, not "
+                            f"{type(limits).__name__}")
     read = read.named_as(REPORT_READ)
     read.check_length_keys_used(lengths, "--lengths")
     observed = None
