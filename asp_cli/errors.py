@@ -128,6 +128,17 @@ def _in_python(message: str, names: dict[str, str]) -> str:
     return " (in Python: " + ", ".join(f"{k} for {o}" for k, o in named.items()) + ")" if named else ""
 
 
+def expect_kind(value: T, kind: type, name: str, example: str = "...", *, optional: bool = False) -> T:
+    """``value``, where it is a ``kind`` (or None, when ``optional``); else a `SettingsError` naming the class to give.
+    A twin's options given as a dict were an AttributeError from inside ("'dict' object has no attribute
+    'named_as'": a library newcomer's round)."""
+    if isinstance(value, kind) or (optional and value is None):
+        return value
+    article = "an" if kind.__name__[0] in "AEIOU" else "a"
+    raise SettingsError(f"{name} must be {article} {kind.__name__} (asp_cli.{kind.__name__}({example}))"
+                        + (" or None" if optional else "") + f", not {type(value).__name__}")
+
+
 class LagBoundError(SettingsError):
     """An arrangement cannot keep ``--max-lag`` (auto then tries its next candidate: `arrange.pipeline.plan`)."""
 

@@ -63,3 +63,36 @@ def test_a_value_the_command_line_cannot_read_is_named(args, given):
     assert result.exit_code == 2, result.output
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"Error: Invalid value for '{args[-2]}'") and last.count(given) == 1, last
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda a, t: a.observe(t / "log.jsonl", None, read={}), "read must be a ReadOptions"),
+    (lambda a, t: a.simulate_file(t / "s.parquet", read={}), "read must be a ReadOptions"),
+    (lambda a, t: a.report_schedule(t / "s.parquet", read={}), "read must be a ReadOptions"),
+    (lambda a, t: a.replay_schedule(t / "s.parquet", t / "p.jsonl", read={}, dry_run=True),
+     "read must be a ReadOptions"),
+    (lambda a, t: a.probe(t / "p.jsonl", read={}), "read must be a ReadOptions"),
+    (lambda a, t: a.probe(t / "p.jsonl", settings={"prompts": 5}), "settings must be a ProbeSettings"),
+    (lambda a, t: a.fit_predictor(t / "p.jsonl", read={}), "read must be a ReadOptions"),
+    (lambda a, t: a.fit_predictor(t / "p.jsonl", history_read={}), "history_read must be a ReadOptions"),
+    (lambda a, t: a.evaluate_predictor(t / "p.jsonl", lengths_read={}), "lengths_read must be a ReadOptions"),
+    (lambda a, t: a.predict_file(t / "p.jsonl", read={}), "read must be a ReadOptions"),
+    (lambda a, t: a.replay_schedule(t / "s.parquet", t / "p.jsonl", live={"servers": ["http://gpu0:8000/v1"]}),
+     "live must be a LiveSettings"),
+    (lambda a, t: a.replay_schedule(t / "s.parquet", t / "p.jsonl", in_process={"model": "m"}),
+     "in_process must be an InProcessSettings"),
+    (lambda a, t: a.calibrate(None, t / "c.json", live={"servers": []}), "live must be a LiveSettings"),
+])
+def test_a_twin_given_a_dict_for_its_options_names_the_class_to_give(tmp_path, call, words):
+    """A library newcomer's round: a dict where a twin takes `ReadOptions`, `ProbeSettings` or `LiveSettings` was an
+    AttributeError from inside ("'dict' object has no attribute 'named_as'", "... 'on_bad_row'", "... 'servers'")."""
+    import re
+
+    import asp_cli
+    from util import make_prompts, write_jsonl
+
+    write_jsonl(tmp_path / "p.jsonl", make_prompts(4))
+    write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p0", "response_tokens": 5}])
+    asp_cli.schedule(tmp_path / "p.jsonl", tmp_path / "s.parquet")
+    with pytest.raises(SettingsError, match=re.escape(words) + r" \(asp_cli\.\w+\(.*\)\)(?: or None)?, not dict$"):
+        call(asp_cli, tmp_path)

@@ -104,7 +104,7 @@ def simulate_file(
         raise SettingsError(f"options must be a ReplayOptions (asp_cli.ReplayOptions(instances=8, ...)) or None, not "
                             f"{type(options).__name__}")
     lengths_paths = paths_of(lengths_paths)
-    read = read.named_as(SIMULATE_READ)
+    read = ReadOptions.named_as(read, SIMULATE_READ)
     read.check_length_keys_used(lengths_paths, "--lengths")
     note = progress or (lambda _stage: None)
     note(STAGES[0])

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.costmodel import DEFAULT_PRESET, PRESETS, HardwarePreset, load_preset, preset_from_document
-from asp_cli.errors import CheckFailedError, InputError, ServerError, SettingsError
+from asp_cli.errors import CheckFailedError, InputError, ServerError, SettingsError, expect_kind
 from asp_cli.integrate.costfit import Fit, fit_timeline, fit_train_steps, preset_document
 from asp_cli.integrate.live import LiveSettings, Progress
 from asp_cli.integrate.replay_plan import RequestPlan, simulate_plan
@@ -88,6 +88,7 @@ def calibrate(
     from asp_cli.settings import check_count, check_flags
 
     check_flags(force=force, keep_worse=keep_worse)
+    expect_kind(live, LiveSettings, "live", "servers=[URL, ...]", optional=True)  # a dict: an AttributeError
     if force:
         _check_replaces_a_preset(Path(output), "asp calibrate")
     # Checked here, not in the preset they end up in: --max-num-seqs 99999999999999 was refused as a bad field of

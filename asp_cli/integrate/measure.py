@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from asp_cli.errors import ServerError, SettingsError, named_in_python
+from asp_cli.errors import ServerError, SettingsError, expect_kind, named_in_python
 from asp_cli.integrate.live import LiveSettings, Progress
 from asp_cli.integrate.replay_plan import ASP, RequestPlan, Simulated
 from asp_cli.integrate.timings import COLUMNS, figures_by_arrangement, rollout_figures, write_timeline
@@ -126,6 +126,8 @@ def replay_schedule(
     from asp_cli.settings import ScheduleSettings, check_count, check_replay_size, whole
     from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
 
+    expect_kind(live, LiveSettings, "live", "servers=[URL, ...]", optional=True)  # a dict: an AttributeError
+    expect_kind(in_process, InProcessSettings, "in_process", "model=PATH", optional=True)
     if not dry_run and (live is None) == (in_process is None):
         raise SettingsError("give --servers (one URL per instance) or --in-process MODEL")
     # One path or name as well as a list: a Python user's "prompts.jsonl" was read as the files "p", "r", ...
@@ -140,7 +142,7 @@ def replay_schedule(
     # --gpus-per-instance had no upper bound (a typo printed 9.8e19 GPU-minutes).
     check_count("--gpus-per-instance", gpus_per_instance, minimum=1)
     check_count("--seed", seed, minimum=0, optional=True)
-    read = read.named_as(REPLAY_READ)
+    read = ReadOptions.named_as(read, REPLAY_READ)
     read.check_length_keys_used(lengths, "--lengths")
     schedule = schedule_of(schedule_path)
     recorded = schedule.recorded_settings

@@ -131,7 +131,7 @@ def observe(
     """
     from asp_cli.output import check_output_path, check_parquet_name, locked, refuse_missing
 
-    read = read.named_as(OBSERVE_READ)  # the flags observe has, whoever built the options
+    read = ReadOptions.named_as(read, OBSERVE_READ)  # the flags observe has, whoever built the options
     check_flags(append=append, force=force)
     check_unknown_policy(unknown_ids)
     # Stored as int32; epochs count from 0. True was epoch 1 and '0' a TypeError (a hostile-input round).

@@ -32,7 +32,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli import columns as C
-from asp_cli.errors import SettingsError, named_in_python
+from asp_cli.errors import SettingsError, expect_kind, named_in_python
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count, whole
 
@@ -208,7 +208,8 @@ def probe(
     from asp_cli.reading import ReadReport, read_prompts
     from asp_cli.reading.exported import refuse_exports_as_prompts
 
-    settings = settings or ProbeSettings()
+    settings = expect_kind(settings, ProbeSettings, "settings", "fraction=0.02", optional=True) or ProbeSettings()
+    expect_kind(read, ReadOptions, "read")  # a dict was an AttributeError from inside
     samples_per_prompt = whole(samples_per_prompt)
     check_count("--samples-per-prompt", samples_per_prompt, minimum=1, maximum=MAX_SAMPLES_PER_PROMPT)
     inputs = paths_of(inputs)

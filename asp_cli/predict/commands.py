@@ -17,7 +17,7 @@ from asp_cli import columns as C
 from asp_cli.predict.observations import OBSERVATIONS_READ, read_observations
 from asp_cli.predict.prediction import PredictionInfo
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, one_path, paths_of
-from asp_cli.errors import InputError, SettingsError
+from asp_cli.errors import InputError, SettingsError, expect_kind
 from asp_cli.settings import check_count, check_flags, whole
 
 # The quantiles `predict_file` writes beside the group maximum and mean: (column, quantile of one sample).
@@ -66,6 +66,8 @@ def fit_predictor(
     from asp_cli.predict.observations import join_lengths
 
     check_flags(use_metadata=use_metadata, char_ngrams=char_ngrams)  # force: check_output_path
+    for name, given in (("read", read), ("history_read", history_read)):
+        expect_kind(given, ReadOptions, name)  # a dict was an AttributeError from inside
     seed, max_response_tokens = whole(seed), whole(max_response_tokens)  # NumPy's integers too: the card is JSON
     inputs = paths_of(inputs)
     history = paths_of(history)
@@ -150,6 +152,8 @@ def evaluate_predictor(
     from asp_cli.reading import read_lengths
 
     max_response_tokens = whole(max_response_tokens)  # NumPy's integers too
+    for name, given in (("read", read), ("history_read", history_read), ("lengths_read", lengths_read)):
+        expect_kind(given, ReadOptions, name)  # a dict was an AttributeError from inside
     check_count("--max-response-tokens", max_response_tokens, minimum=1, optional=True)
     history, lengths = paths_of(history), paths_of(lengths)  # one name, not its characters (a hostile-input round)
     history_read.check_length_keys_used(history, "--history")
@@ -274,6 +278,7 @@ def predict_file(
     from asp_cli.reading.exported import with_export_id_key
 
     samples_per_prompt, max_response_tokens = whole(samples_per_prompt), whole(max_response_tokens)  # NumPy's too
+    expect_kind(read, ReadOptions, "read")  # a dict was an AttributeError from inside
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
     model = one_path(model, "model") if model is not None else None
     inputs = paths_of(inputs)

@@ -76,7 +76,7 @@ def report_schedule(
     if limits is not None and not isinstance(limits, CheckLimits):  # a dict was an AttributeError from inside
         raise SettingsError(f"limits must be a CheckLimits (asp_cli.CheckLimits(max_padding=0.1, ...)) or None, not "
                             f"{type(limits).__name__}")
-    read = read.named_as(REPORT_READ)
+    read = ReadOptions.named_as(read, REPORT_READ)
     read.check_length_keys_used(lengths, "--lengths")
     observed = None
     samples = None
