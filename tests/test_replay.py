@@ -99,6 +99,21 @@ def test_a_wrong_type_of_size_or_id_is_a_settings_error(replay, call, words):
         call(replay)
 
 
+def test_every_refusal_of_the_replay_api_is_an_asp_error_and_still_the_builtin_it_was(replay):
+    """`lookup` of an unknown id raised a bare KeyError and `at_seq` a bare TypeError or IndexError, which a Python
+    user's `except asp_cli.AspError` (the README's errors) did not catch; each is now both."""
+    from asp_cli.errors import AspError, InputError
+
+    with pytest.raises(InputError, match="prompt id 'nope' is not in the schedule") as raised:
+        replay.lookup("nope")
+    assert isinstance(raised.value, KeyError) and str(raised.value) == "prompt id 'nope' is not in the schedule"
+    for call, builtin in ((lambda: replay.at_seq("3"), TypeError), (lambda: replay.at_seq(10**6), IndexError),
+                          (lambda: replay.at_seq(-1), IndexError)):
+        with pytest.raises(AspError) as raised:
+            call()
+        assert isinstance(raised.value, builtin) and isinstance(raised.value, SettingsError)
+
+
 def test_unknown_epoch_or_instance_is_a_settings_error(replay):
     with pytest.raises(SettingsError, match="no epoch 5"):
         list(replay.minibatches(epoch=5))

@@ -27,12 +27,27 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from asp_cli.errors import SettingsError, shown_id
+from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.schedule_format import Schedule, schedule_of
 from asp_cli.settings import MAX_INSTANCES, MAX_SETTING, check_count, whole
 # How a trainer cuts a batch across rollout workers, and verl's default worker count: facts of verl that the
 # simulator's model of its rollout shares.
 from asp_cli.sim.submit_all import CHUNKING, VERL_AGENT_WORKERS, chunk_capacities  # noqa: F401
+
+
+class UnknownPromptId(InputError, KeyError):
+    """A prompt id the schedule does not hold (`Replay.lookup`): an `InputError`, which ``except AspError`` catches,
+    and the `KeyError` it always was. Its text is the message, not KeyError's quoted repr of it."""
+
+    __str__ = Exception.__str__
+
+
+class SeqTypeError(SettingsError, TypeError):
+    """`Replay.at_seq` of a ``seq`` that is not an integer: a `SettingsError`, and the `TypeError` it was."""
+
+
+class SeqRangeError(SettingsError, IndexError):
+    """`Replay.at_seq` of a ``seq`` outside the schedule: a `SettingsError`, and the `IndexError` it was."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +187,7 @@ class Replay:
         Raises
         ------
         KeyError
-            Naming the first id the schedule does not hold.
+            Naming the first id the schedule does not hold (`UnknownPromptId`, an `InputError` too).
         SettingsError
             For something that is not an id or a list of them (None, a float).
         """
@@ -188,7 +203,7 @@ class Replay:
         found = set(frame["prompt_id"].to_list())
         for prompt_id in wanted:
             if prompt_id not in found:
-                raise KeyError(f"prompt id {shown_id(prompt_id)} is not in the schedule")
+                raise UnknownPromptId(f"prompt id {shown_id(prompt_id)} is not in the schedule")
         return frame
 
     def at_seq(self, seq: int) -> dict[str, Any]:
@@ -197,15 +212,15 @@ class Replay:
         Raises
         ------
         TypeError
-            For a ``seq`` that is not an integer (NumPy's are).
+            For a ``seq`` that is not an integer (NumPy's are): `SeqTypeError`, a `SettingsError` too.
         IndexError
-            For one outside the schedule.
+            For one outside the schedule: `SeqRangeError`, a `SettingsError` too.
         """
         seq = whole(seq)
         if not isinstance(seq, int) or isinstance(seq, bool):  # at_seq("3") was a TypeError about '<='
-            raise TypeError(f"seq must be an integer (got {type(seq).__name__} {seq!r})")
+            raise SeqTypeError(f"seq must be an integer (got {type(seq).__name__} {seq!r})")
         if not 0 <= seq < self.frame.height:
-            raise IndexError(f"seq {seq} is outside 0..{self.frame.height - 1}")
+            raise SeqRangeError(f"seq {seq} is outside 0..{self.frame.height - 1}")
         return self.frame.row(seq, named=True)
 
     # ----------------------------------------------------------------------------------------------------
