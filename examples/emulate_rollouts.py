@@ -167,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     log.write_ndjson(tmp)
     tmp.replace(args.output)
     ids = log["prompt_id"].unique()
+    epochs = pl.read_parquet(args.schedule, columns=["epoch"])["epoch"].n_unique()
+    if args.schedule_epoch is None and epochs > 1:  # the log as ever (figures replay such logs), but said
+        print(f"Note: the schedule holds {epochs} epochs, replayed here under one --epoch-label {args.epoch_label} "
+              "with the same draws each: asp observe refuses such a log as samples logged twice; pass "
+              "--schedule-epoch E (with --epoch-label) for one epoch's log", file=sys.stderr)
     matched = int(ids.is_in(list(real_lengths())).sum())
     print(f"Wrote {args.output}: {log.height:,} samples of {ids.len():,} prompts, {matched:,} of them with real "
           f"ZeroEval lengths (the others drawn around the schedule's predictions)", file=sys.stderr)

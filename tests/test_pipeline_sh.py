@@ -122,3 +122,29 @@ def test_the_emulated_truth_stays_put_when_the_plan_changes(tmp_path):
 
     assert lengths(second) != lengths(first)  # each schedule's own predictions: the truth moved
     assert lengths(second, truth_from=first) == lengths(first)
+
+
+def test_the_emulator_says_a_log_of_several_schedule_epochs_under_one_label_repeats_its_samples(tmp_path):
+    """A library newcomer's round: the README's Python schedule (epochs=2) emulated as the README says (no
+    --schedule-epoch) wrote each prompt's samples twice, the same draws under one --epoch-label, and `asp observe`
+    refused the log as "sample 0 of epoch 0 again, of the same length" without a word from the emulator. The log
+    stays as it was (the documented figures replay such logs); the emulator says so and what to pass."""
+    import subprocess
+    import sys
+
+    from asp_cli import ScheduleSettings, schedule
+    from util import make_prompts, write_jsonl
+
+    data = write_jsonl(tmp_path / "prompts.jsonl", make_prompts(12))
+    made = tmp_path / "s.parquet"
+    schedule(data, made, settings=ScheduleSettings(instances=2, train_batch_size=4, samples_per_prompt=2, epochs=2))
+
+    def emulate(*extra):
+        return subprocess.run([sys.executable, str(REPO / "examples" / "emulate_rollouts.py"), str(made), "-o",
+                               str(tmp_path / "r.jsonl"), *extra], capture_output=True, text=True, check=True).stderr
+
+    said = emulate()
+    assert ("the schedule holds 2 epochs, replayed here under one --epoch-label 0 with the same draws each: asp "
+            "observe refuses such a log as samples logged twice; pass --schedule-epoch E (with --epoch-label) for "
+            "one epoch's log") in said
+    assert "replayed here under one" not in emulate("--schedule-epoch", "1", "--epoch-label", "1")
