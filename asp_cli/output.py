@@ -202,6 +202,7 @@ def check_output_path(output: Path | str, inputs: Iterable[Path] = (), *, force:
     """
     if not isinstance(force, bool):  # force="no" replaced the file (a hostile-input round)
         raise SettingsError(f"force must be True or False (got {force!r})")
+    check_output_kind(output)
     if isinstance(output, str) and not output.strip():  # Path("") is ".": "is a directory" from Python (E72's CLI)
         raise OutputError(f"the path is empty{' (only blanks)' if output else ''}; name the file to write")
     _refuse_folder_name(output)
@@ -209,6 +210,14 @@ def check_output_path(output: Path | str, inputs: Iterable[Path] = (), *, force:
         _check_output(Path(output), inputs, force)
     except OSError as exc:  # a name the file system refuses to look up (ENAMETOOLONG) was exit 70
         raise cannot_write(output, exc) from None
+
+
+def check_output_kind(output: object) -> None:
+    """Refuse an output that is not a path: a Python user's `schedule("p.jsonl", ScheduleSettings(...))`, the settings
+    where the output goes, was a TypeError from pathlib (a library newcomer's round)."""
+    if output is not None and not isinstance(output, (str, os.PathLike)):
+        raise SettingsError(f"the output must be a path (text or a pathlib.Path), or None to keep the result in memory; "
+                            f"got {type(output).__name__} (the other arguments go by keyword: settings=..., read=...)")
 
 
 def _refuse_folder_name(output: Path | str) -> None:

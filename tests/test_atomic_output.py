@@ -214,3 +214,24 @@ def test_an_output_named_only_by_its_extension_is_told_to_take_a_name(tmp_path):
         check_parquet_name(tmp_path / "s.csv", writer="asp schedule")
     with pytest.raises(SettingsError, match=r"the name has no extension; name it \.html$"):
         check_output_name(tmp_path / "page", (".html",), writer="--html", what="an HTML page")
+
+
+def test_an_output_that_is_not_a_path_is_a_settings_error_naming_the_keywords(tmp_path):
+    """A library newcomer's round: `schedule("p.jsonl", ScheduleSettings(...))` (the settings given where the output
+    goes) and `observe(log, ReadOptions())` were TypeErrors from pathlib."""
+    import re
+
+    import asp_cli
+    from asp_cli.errors import SettingsError
+    from util import make_prompts, write_jsonl
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(4))
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": "p0", "response_tokens": 5}])
+    for call, kind in ((lambda: asp_cli.schedule(prompts, asp_cli.ScheduleSettings()), "ScheduleSettings"),
+                       (lambda: asp_cli.observe(log, asp_cli.ReadOptions()), "ReadOptions"),
+                       (lambda: asp_cli.schedule(prompts, 5), "int"), (lambda: asp_cli.probe(prompts, 5), "int"),
+                       (lambda: asp_cli.export(asp_cli.schedule(prompts), prompts, 5), "int")):
+        with pytest.raises(SettingsError, match=re.escape(
+                f"the output must be a path (text or a pathlib.Path), or None to keep the result in memory; got "
+                f"{kind} (the other arguments go by keyword: settings=..., read=...)")):
+            call()

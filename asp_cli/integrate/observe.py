@@ -129,7 +129,7 @@ def observe(
     OutputError
         When the output exists without ``append`` or ``force``, or equals an input.
     """
-    from asp_cli.output import check_output_path, check_parquet_name, locked, refuse_missing
+    from asp_cli.output import check_output_kind, check_output_path, check_parquet_name, locked, refuse_missing
 
     read = ReadOptions.named_as(read, OBSERVE_READ)  # the flags observe has, whoever built the options
     check_flags(append=append, force=force)
@@ -159,6 +159,7 @@ def observe(
 
         if (problem := tokenizer_path_problem(read.tokenizer)) is not None:
             raise InputError(problem)
+    check_output_kind(output)
     out = Path(output) if output is not None else None
     if out is not None:
         # A Parquet history named .jsonl was refused later, when `asp schedule --history` read it back.

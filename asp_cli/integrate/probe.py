@@ -203,7 +203,7 @@ def probe(
     from asp_cli.integrate.dataset_rows import mixed_kinds_warning, read_rows, write_rows
     from asp_cli.reading.tables import SOURCE_JSON
     from asp_cli.integrate.verl_layout import to_verl
-    from asp_cli.output import check_output_path
+    from asp_cli.output import check_output_kind, check_output_path
     from asp_cli.predict.prediction import predict_distribution
     from asp_cli.reading import ReadReport, read_prompts
     from asp_cli.reading.exported import refuse_exports_as_prompts
@@ -213,6 +213,7 @@ def probe(
     samples_per_prompt = whole(samples_per_prompt)
     check_count("--samples-per-prompt", samples_per_prompt, minimum=1, maximum=MAX_SAMPLES_PER_PROMPT)
     inputs = paths_of(inputs)
+    check_output_kind(output)  # 5 was a TypeError from pathlib
     out = Path(output) if output is not None else None
     fmt = _output_format(out, format)
     if out is not None:
