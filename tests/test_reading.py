@@ -1190,6 +1190,11 @@ def test_a_history_kept_in_memory_is_told_to_be_written_as_a_history_not_as_prom
             "expected a path or a list of paths, got an ObserveResult (a result kept in memory); asp reads files: give "
             "the file it wrote (made with an output path; its .output names it)")):
         asp_cli.schedule(prompts, None, history=observed)
+    # settings given where files go (simulate_file(s, ReplayOptions(...)), its second argument the lengths)
+    with pytest.raises(SettingsError, match=re.escape(
+            "expected a path or a list of paths, got a ReplayOptions: settings go by keyword (options=..., "
+            "settings=..., read=...)")):
+        asp_cli.simulate_file(asp_cli.schedule(prompts), asp_cli.ReplayOptions())
 
 
 def test_a_list_inside_a_list_of_lengths_is_named_as_such(tmp_path):

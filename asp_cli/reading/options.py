@@ -124,6 +124,9 @@ def paths_of(value: str | Path | Iterable[str | Path] | None) -> list[Path]:
         raise SettingsError(f"expected a path or a list of paths, got {'an' if name[0] in 'AEIOU' else 'a'} {name} (a "
                             "result kept in memory); asp reads files: give the file it wrote (made with an output "
                             "path; its .output names it)")
+    if dataclasses.is_dataclass(value):  # settings where files go: simulate_file(s, ReplayOptions()) showed its repr
+        raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__}: settings go by keyword "
+                            "(options=..., settings=..., read=...)")
     if isinstance(value, (set, frozenset)):  # the files' order is the rows' order, and a set's is the hash seed's
         raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__}, whose order changes "
                             "from run to run (and would change the schedule): pass a list, e.g. sorted(paths)")
