@@ -1164,7 +1164,7 @@ def test_a_twin_takes_any_ordered_iterable_of_paths_and_says_how_to_pass_rows(tm
     assert asp_cli.schedule(sorted(tmp_path.glob("*.jsonl")), None).frame.equals(asp_cli.schedule([a, b], None).frame)
     rows = [{"id": "q1", "prompt": "what is 2+2?"}]
     with pytest.raises(SettingsError, match=re.escape(
-            "expected a path or a list of paths, got a list of 1 rows; asp reads files: write the rows to one first "
+            "expected a path or a list of paths, got a list of 1 row; asp reads files: write the rows to one first "
             "(a JSONL file, one json.dumps(row) a line) and pass its path")):
         asp_cli.schedule(rows, None)
     with pytest.raises(SettingsError, match=re.escape("got a set, whose order changes from run to run (and would "

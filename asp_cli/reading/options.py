@@ -137,7 +137,7 @@ def paths_of(value: str | Path | Iterable[str | Path] | None) -> list[Path]:
             return [Path(p) for p in items]
         if items and all(isinstance(p, Mapping) for p in items):  # rows built in Python: said what to do
             raise SettingsError(f"expected a path or a list of paths, got a {type(value).__name__} of {len(items):,} "
-                                "rows; asp reads files: write the rows to one first (a JSONL file, one "
+                                f"row{'s' if len(items) > 1 else ''}; asp reads files: write the rows to one first (a JSONL file, one "
                                 "json.dumps(row) a line) and pass its path")
     shown = str(items).replace("\n", " ")  # one line, whatever its repr
     raise SettingsError(f"expected a path or a list of paths, got {type(value).__name__} "
