@@ -38,6 +38,10 @@ LENGTH_KEYS: tuple[str, ...] = (
 # `datasource`: OpenRLHF's PromptDataset's name (a newcomer's OpenRLHF dataset got "(no source)" in its probe).
 SOURCE_KEYS: tuple[str, ...] = ("data_source", "source", "datasource", "dataset", "domain", "subject", "platform")
 DIFFICULTY_KEYS: tuple[str, ...] = ("difficulty", "level")
+# A prompt's reference answer, which OpenRLHF's --data.label_key and slime's --label-key hand the reward function
+# (a top-level field: `data[label_key]`), in the order `asp export` names it in their settings; a nested one, as
+# verl's reward_model.ground_truth, is none of these (an OpenRLHF newcomer's `answer` was told LABEL).
+LABEL_KEYS: tuple[str, ...] = ("answer", "ground_truth", "label", "solution")
 
 # Columns of the prompt frame that `reading.read_prompts` returns.
 ROW = "row"

@@ -64,22 +64,67 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
     # slime's --input-key (its default is `input`) and the --num-steps-per-rollout its scripts set, which must agree
     # with --global-batch-size (a slime newcomer's round).
     assert (f"slime: --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
-            f"{BATCH * SAMPLES} (or --num-steps-per-rollout 1 in its place) --input-key question --num-rollout "
+            f"{BATCH * SAMPLES} (or --num-steps-per-rollout 1 in its place) --input-key question --label-key answer --num-rollout "
             f"15, no --rollout-shuffle; for its length log export with --metadata-key metadata (slime keeps a row's prompt, "
             f"label and that object only: each sample then carries its prompt_id) OpenRLHF: --data.prompt_dataset {tmp_path / 'o.jsonl'} --data.input_key question "
-            f"--data.label_key LABEL --rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES} "
+            f"--data.label_key answer --rollout.batch_size {BATCH} --rollout.n_samples_per_prompt {SAMPLES} "
             f"--vllm.num_engines {INSTANCES} (the schedule's --max-lag is no lag OpenRLHF runs: it is synchronous, --max-lag 0, "
-            "or with --train.async_enable one batch ahead, --max-lag 1 --trainer schedule) (LABEL your label column, a top-level one: "
-            "OpenRLHF reads data[LABEL], so a nested label such as verl's reward_model.ground_truth must be lifted "
-            "out first; no --rollout.vllm_generate_batch_size, which deals several batches at once), its dataloader's hard-coded "
+            "or with --train.async_enable one batch ahead, --max-lag 1 --trainer schedule) (answer: the dataset's label "
+            "column, which OpenRLHF hands the reward function; name another if yours reads another; "
+            "no --rollout.vllm_generate_batch_size, which deals several batches at once), its dataloader's hard-coded "
             "shuffle patched off (or asp's ScheduleSampler on the original file, not this one") in said
     assert "the schedule was not made for OpenRLHF's deal: make it with --engine streaming --router " in said
+    # A schedule made for none of their deals (verl's balancer) keeps the three lines under one heading.
+    assert "read it in file order, unshuffled: slime:" in said and "whose deal the schedule was" not in said
     # consumer_batch_size is the batch of AReaL's staleness rule (default 1), and a schedule timed otherwise than as
     # its controller deals says so (an AReaL newcomer's round).
     assert (f"AReaL: train_dataset.shuffle=false train_dataset.batch_size={BATCH} rollout.consumer_batch_size={BATCH} "
             f"gconfig.n_samples={SAMPLES}" in said)
     assert "total_train_epochs=1 (the file holds 2 epochs)" in said
     assert "the schedule was not made for AReaL's controller" in said
+
+
+def test_export_names_the_label_column_and_puts_the_framework_the_schedule_was_made_for_first(tmp_path):
+    """An OpenRLHF newcomer's Parquet dataset (`messages`, `data_source`, `answer`, no id) was printed `--data.label_key
+    LABEL`, and slime's line first with "the schedule was timed for another router", for a schedule made for
+    OpenRLHF's deal."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def made(label: str) -> Path:
+        rows = make_prompts(64)
+        train = tmp_path / f"train_{label}.parquet"
+        pq.write_table(pa.table({"messages": [[{"role": "user", "content": r["question"]}] for r in rows],
+                                 "data_source": [r["data_source"] for r in rows],
+                                 label: [str(i) for i in range(len(rows))]}), train)
+        result = invoke("schedule", train, "-o", tmp_path / "s.parquet", "--engine", "streaming", "--router",
+                        "group-round-robin", "--trainer", "schedule", "--max-lag", "1", "--train-batch-size", 16,
+                        "--instances", 2, "--quiet", "--force")
+        assert result.exit_code == 0, result.output
+        return train
+
+    train = made("answer")
+    out = invoke("export", tmp_path / "s.parquet", train, "-o", tmp_path / "o.jsonl", "-f", "jsonl", "--order", "train",
+                 "--epoch", 0)
+    assert out.exit_code == 0, out.output
+    lines = out.stderr.splitlines()
+    heading = next(i for i, line in enumerate(lines) if "read it in file order" in line)
+    assert lines[heading] == ("  read it in file order, unshuffled, in OpenRLHF, whose deal the schedule was made for "
+                              "(--router group-round-robin --trainer schedule --max-lag 1):")
+    assert lines[heading + 1].startswith("    OpenRLHF: ") and "--data.label_key answer " in lines[heading + 1]
+    assert "LABEL" not in lines[heading + 1] and "--train.async_enable --train.async_queue_size 1" in lines[heading + 1]
+    assert lines[heading + 2].startswith("  in another framework, whose deal the schedule was not timed for")
+    assert {lines[heading + 3].split(":")[0], lines[heading + 4].split(":")[0]} == {"    slime", "    AReaL"}
+    assert "--input-key messages --label-key answer --apply-chat-template" in lines[heading + 3 if "slime" in
+                                                                                       lines[heading + 3] else heading + 4]
+    # Without a label column of a common name the placeholder stays, and says what to give.
+    train = made("reference")
+    out = invoke("export", tmp_path / "s.parquet", train, "-o", tmp_path / "p.jsonl", "-f", "jsonl", "--order", "train",
+                 "--epoch", 0)
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.stderr.split())
+    assert "--data.label_key LABEL " in said and "(LABEL your label column, a top-level one" in said
+    assert "--label-key" not in said
 
 
 def test_export_for_slime_says_what_its_rollouts_do_with_a_short_last_batch(built, tmp_path):  # noqa: F811

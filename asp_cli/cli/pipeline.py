@@ -143,11 +143,12 @@ def _file_order_settings(summary: dict, order: str) -> str:
     # scripts set the latter.
     # A chat list reaches slime's prompt as the list itself unless --apply-chat-template (slime v0.3.1
     # utils/data.py, Dataset): the OpenRLHF line said its flag and slime's did not (a slime newcomer's round).
+    label = summary.get("label_column")  # a top-level label column of a common name (`LABEL_KEYS`), else None
     keys = (f" --input-key {summary['prompt_column']}" if summary.get("prompt_column") else "") + (
+        f" --label-key {label}" if label else "") + (
         " --apply-chat-template" if summary.get("prompt_is_chat") else "") + (
         f" --metadata-key {summary['metadata_key']}" if summary.get("metadata_key") else "")
     lines = [
-        "  read it in file order, unshuffled:",
         f"    slime: --rollout-batch-size {g} --n-samples-per-prompt {n} --global-batch-size {g * n} (or "
         f"--num-steps-per-rollout 1 in its place){keys} {rollouts}, no --rollout-shuffle" + ("; the schedule was timed as verl's balancer routes, each group spread over the "
                                "servers, where slime's router keeps it on one: make it with --router cache-aware"
@@ -167,15 +168,17 @@ def _file_order_settings(summary: dict, order: str) -> str:
         + (f" --data.input_key {summary['prompt_column']}" if summary.get("prompt_column") else "")
         # chat messages go through the tokenizer's chat template only with it (prompts_dataset.py:26-39, 0.11.2)
         + (" --data.apply_chat_template" if summary.get("prompt_is_chat") else "")
-        + f" --data.label_key LABEL --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}"
+        + f" --data.label_key {label or 'LABEL'} --rollout.batch_size {g} --rollout.n_samples_per_prompt {n}"
         + (f" --vllm.num_engines {summary['instances']}" if summary.get("instances") else "")
         + (" --train.async_enable --train.async_queue_size 1" if lag == 1 and steps else
            " (synchronous, its default)" if lag == 0 else
            " (the schedule's --max-lag is no lag OpenRLHF runs: it is synchronous, --max-lag 0, or with "
            "--train.async_enable one batch ahead, --max-lag 1 --trainer schedule)")
-        + " (LABEL your label column, a top-level one: OpenRLHF reads data[LABEL], so a nested label such as verl's "
-        "reward_model.ground_truth must be lifted out first; no --rollout.vllm_generate_batch_size, which deals "
-        "several batches at once), "
+        + (f" ({label}: the dataset's label column, which OpenRLHF hands the reward function; name another if yours "
+           "reads another" if label else
+           " (LABEL your label column, a top-level one: OpenRLHF reads data[LABEL], so a nested label such as "
+           "verl's reward_model.ground_truth must be lifted out first")
+        + "; no --rollout.vllm_generate_batch_size, which deals several batches at once), "
         "its dataloader's hard-coded shuffle patched off (or asp's ScheduleSampler on the original file, not this one: "
         "docs/integrations.md)"
         + ("; the schedule was not made for OpenRLHF's deal: make it with --engine streaming --router "
@@ -210,6 +213,7 @@ def _file_order_settings(summary: dict, order: str) -> str:
         + " (load the file in your script: docs/integrations.md)"
         + _areal_deal_note(summary, lag, steps),
     ]
+    lines = _framework_first(lines, summary, lag, steps)
     if order == "dispatch" and steps and not summary.get("steps_in_dispatch_order"):
         lines.append("  slime and OpenRLHF train each batch of consecutive rows, which this schedule's steps are in "
                      "--order train (dispatch order's batches mix training steps)")
@@ -218,6 +222,27 @@ def _file_order_settings(summary: dict, order: str) -> str:
                      "submits rows in file order and trains them so, runs the dispatch order (leave out --order "
                      "train)")
     return "\n".join(lines)
+
+
+def _framework_first(lines: list[str], summary: dict, lag: Any, steps: bool) -> list[str]:
+    """slime's, OpenRLHF's and AReaL's lines (in that order), those of the framework(s) whose deal the schedule was
+    made for first, under a heading that says so, the others after it under one that says they were not timed: an
+    OpenRLHF newcomer's schedule (--router group-round-robin --trainer schedule) was printed slime's line first,
+    "the schedule was timed for another router", as if it applied. A schedule made for none of them (verl's
+    balancer, a named arrangement) keeps the three under one heading."""
+    router = summary.get("router")
+    made = (["slime"] if router == "cache-aware" else
+            (["OpenRLHF", "AReaL"] if lag == 0 else ["OpenRLHF"]) if router == "group-round-robin" and steps else
+            ["AReaL"] if router == "group-round-robin" else [])
+    if not made:
+        return ["  read it in file order, unshuffled:", *lines]
+    named = dict(zip(("slime", "OpenRLHF", "AReaL"), lines))
+    how = f"--router {router} --trainer {summary.get('schedule_trainer') or 'arrival'}" + (
+        f" --max-lag {lag}" if lag is not None else "")
+    return [f"  read it in file order, unshuffled, in {' or '.join(made)}, whose deal the schedule was made for "
+            f"({how}):", *(named[m] for m in made),
+            "  in another framework, whose deal the schedule was not timed for (its line says how to make one for it):",
+            *(line for name, line in named.items() if name not in made)]
 
 
 def _areal_deal_note(summary: dict, lag: Any, steps: bool) -> str:

@@ -31,6 +31,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli.arrange.advice import dividing_example
+from asp_cli.columns import LABEL_KEYS
 from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
@@ -261,6 +262,7 @@ def export(
                    metadata_key=metadata_key)  # for slime's --input-key and --metadata-key
     column = summary["prompt_column"]  # chat messages want the trainer's chat template (OpenRLHF's is off by default)
     summary["prompt_is_chat"] = column in frame.columns and isinstance(frame.schema[column], pl.List)
+    summary["label_column"] = next((c for c in LABEL_KEYS if c in raw.columns and c != column), None)
     if column in frame.columns and frame.schema[column] == pl.String:
         warnings.extend(filter(None, [chat_text_note(column, frame[column].head(20).to_list(), format)]))
     warnings.extend([*notes, *([dealt_note] if dealt_note else [])])
