@@ -626,6 +626,41 @@ def test_openrlhfs_deal_is_timed_replayed_exported_and_refused_where_openrlhf_do
         assert said.endswith(f"(got --max-lag {lag} --trainer {trainer})"), said
 
 
+@pytest.mark.parametrize(("options", "deal", "other"), [
+    ((), "made for AReaL's controller (--router group-round-robin --trainer arrival, no --max-lag: no bound)",
+     "for OpenRLHF, which trains each rollout batch whole, add --trainer schedule --max-lag 0"),
+    (("--max-lag", "2"), "made for AReaL's controller (--router group-round-robin --trainer arrival, --max-lag 2)",
+     "add --trainer schedule --max-lag 0 (synchronous, its default) or --max-lag 1 (--train.async_enable)"),
+    (("--trainer", "schedule", "--max-lag", "0"), "made for OpenRLHF's synchronous trainer (its default: --router "
+     "group-round-robin --trainer schedule --max-lag 0)", "for AReaL's asynchronous controller, --trainer arrival"),
+    (("--trainer", "schedule", "--max-lag", "1"), "made for OpenRLHF's --train.async_enable (--router "
+     "group-round-robin --trainer schedule --max-lag 1)", "for its synchronous default give --max-lag 0"),
+])
+def test_a_plan_for_a_shared_router_says_first_whose_deal_it_was_made_for(tmp_path, options, deal, other):
+    """`--router group-round-robin` without `--trainer schedule --max-lag 0` is AReaL's controller: an OpenRLHF
+    newcomer who left them out got AReaL's plan, exit 0, said only deep in the arrangement line."""
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"question": "word " * (i % 40 + 1), "answer": str(i)}
+                                                 for i in range(48)])
+    result = invoke("schedule", prompts, "-o", tmp_path / "s.parquet", "--engine", "streaming", "--router",
+                    "group-round-robin", "--train-batch-size", "16", "--instances", "2", *options)
+    assert result.exit_code == 0, result.output
+    second = result.stderr.splitlines()[1]
+    assert second.startswith(f"  {deal}") and other in second, second
+
+
+def test_a_plan_for_slimes_router_says_so_and_verls_balancer_adds_no_line(tmp_path):
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"question": "word " * (i % 40 + 1)} for i in range(48)])
+    common = ("schedule", prompts, "-o", tmp_path / "s.parquet", "--engine", "streaming", "--train-batch-size", "16",
+              "--instances", "2", "--force")
+    slime = invoke(*common, "--router", "cache-aware", "--trainer", "schedule", "--max-lag", "1")
+    assert slime.exit_code == 0, slime.output
+    assert slime.stderr.splitlines()[1] == ("  made for slime's router (--router cache-aware: sglang-router's "
+                                            "cache-aware policy) and train_async.py, each rollout generated while "
+                                            "the step before trains")
+    verl = invoke(*common)
+    assert verl.exit_code == 0 and verl.stderr.splitlines()[1].startswith("  predicted padding:"), verl.output
+
+
 def test_areals_controller_deals_whole_groups_in_turn(tmp_path):
     """AReaL v1.0.4's default single controller deals each group whole to the next worker's server in turn, in the
     file's order (an AReaL newcomer's round: the docs modelled its SPMD mode's per-sample round-robin): `--router

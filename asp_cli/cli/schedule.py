@@ -11,7 +11,7 @@ import typer
 from asp_cli.cli.common import NO_LAG_BOUND, emit_json, guarded, lag_option, difficulty_key_option, output_option, say, source_key_option
 from asp_cli.cli.progress import stage_bar
 from asp_cli.reading.options import DEFAULT_READ
-from asp_cli.settings import PRESET_NAMES, ScheduleSettings
+from asp_cli.settings import PRESET_NAMES, ScheduleSettings, one_step_off
 
 _DEFAULT = ScheduleSettings()  # the CLI's defaults are the library's
 
@@ -122,12 +122,47 @@ def schedule_command(
                 bar.close()
         summary = result.summary
         if not quiet:
-            say(_summary_text(summary, output, bundled=predictor is None and not predictions and not history)
-                + _columns_line(result.columns))
+            text = _summary_text(summary, output, bundled=predictor is None and not predictions and not history)
+            deal = _deal_line(settings)  # under the "Wrote" line: whose deal the plan was made for, and the others'
+            say((text.replace("\n", f"\n{deal}\n", 1) if deal else text) + _columns_line(result.columns))
         for warning in summary.get("warnings", []):  # under --quiet too: a CI log kept none (a newcomer's)
             say(f"Warning: {warning}")
         if json_output:
             emit_json({"output": str(output), **summary, "columns_used": result.columns})
+
+
+def _deal_line(settings: ScheduleSettings) -> str:
+    """Whose deal a plan for a framework's router was made for, and the options that make it for the other
+    framework that shares the router: `--router group-round-robin` is OpenRLHF's deal with `--trainer schedule` and
+    AReaL's controller with `--trainer arrival` (the default), and an OpenRLHF newcomer who left out `--trainer
+    schedule --max-lag 0` was given AReaL's plan, exit 0, said only deep in the arrangement line. Empty for
+    other routers (verl's balancer, AReaL's SPMD mode), whose lines already say whose they are."""
+    lag, trainer = settings.max_lag, settings.trainer
+    if settings.router == "group-round-robin" and trainer == "arrival":
+        bound = f"--max-lag {lag:g}" if lag is not None else "no --max-lag: no bound"
+        return (f"  made for AReaL's controller (--router group-round-robin --trainer arrival, {bound}): an "
+                "asynchronous trainer, each group dealt whole to the next server as the staleness bound admits it; "
+                "for OpenRLHF, which trains each rollout batch whole, add --trainer schedule --max-lag 0 "
+                "(synchronous, its default) or --max-lag 1 (--train.async_enable)")
+    if settings.router == "group-round-robin":
+        return ("  made for OpenRLHF's "
+                + ("synchronous trainer (its default: --router group-round-robin --trainer schedule --max-lag 0), "
+                   "each rollout batch dealt to the engines in turn and trained whole, as AReaL's controller runs at "
+                   "rollout.max_head_offpolicyness=0; for --train.async_enable give --max-lag 1"
+                   if lag == 0 else
+                   "--train.async_enable (--router group-round-robin --trainer schedule --max-lag 1), each rollout "
+                   "batch dealt to the engines in turn while the one before trains; for its synchronous default give "
+                   "--max-lag 0")
+                + "; for AReaL's asynchronous controller, --trainer arrival --max-lag N (its "
+                "rollout.max_head_offpolicyness)")
+    if settings.router == "cache-aware":
+        run = ("train.py's synchronous steps" if lag == 0 and trainer == "schedule" else
+               "train_async.py, each rollout generated while the step before trains" if one_step_off(
+                   settings.router, lag, trainer) else None)
+        return ("  made for slime's router (--router cache-aware: sglang-router's cache-aware policy)"
+                + (f" and {run}" if run else ", under a trainer slime does not run: its train.py is --max-lag 0 "
+                   "--trainer schedule, its train_async.py --max-lag 1 --trainer schedule"))
+    return ""
 
 
 def _lag_line(summary: dict) -> str:
