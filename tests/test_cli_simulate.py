@@ -758,6 +758,27 @@ def test_compare_on_servers_judges_asp_as_verl_routes_too():
     assert "as verl routes" not in _verdict(rows)  # a blocking engine's comparison: no such column
 
 
+def test_compare_names_the_shuffle_row_a_deal_judges_against_for_what_it_is():
+    """An OpenRLHF plan's line read "7.8% faster than least-pending (512 s), the shuffle (OpenRLHF's default order)
+    dealt as OpenRLHF deals it": the row named for verl's balancer, described as OpenRLHF's deal."""
+    from asp_cli.bench.verdict import verdict as _verdict
+
+    key = "verl_routed_end_to_end_s"
+    rows = [{"arrangement": "short-first", "end_to_end_s": 500.0, key: 460.0, "prompts_per_call": 1.0,
+             "equal_footing": True},
+            {"arrangement": "least-pending", "end_to_end_s": 540.0, key: 512.0, "prompts_per_call": 1.0,
+             "equal_footing": True},
+            {"arrangement": "asp", "end_to_end_s": 505.0, key: 472.0, "prompts_per_call": 1.0,
+             "routed_by": "group-round-robin", "routed_as": "OpenRLHF"}]
+    assert _verdict(rows).endswith(
+        "\n  as OpenRLHF routes, asp 472 s: 2.6% slower than short-first (460 s), the fastest row so routed; 7.8% "
+        "faster than a shuffle (OpenRLHF's default order) dealt as OpenRLHF deals it (512 s: the least-pending row, "
+        "a shuffle, in the 'as OpenRLHF s' column)")
+    rows[1]["arrangement"], rows[2]["routed_by"], rows[2]["routed_as"] = "dataset-order", "cache-aware", "sglang"
+    assert _verdict(rows).endswith("; 7.8% faster than dataset-order (512 s), the file's own order (slime's without "
+                                   "--rollout-shuffle)")  # slime's default, unchanged
+
+
 @pytest.mark.parametrize("value", [None, 5])
 def test_simulate_file_names_a_schedule_that_is_no_path(value):
     from asp_cli.bench.simulate import simulate_file
