@@ -276,6 +276,35 @@ def test_observe_of_the_probes_prompts_says_to_generate_them_first(tmp_path):
     assert "`asp observe` turns" not in result.stderr
 
 
+def test_observe_of_a_text_log_with_the_schedule_reads_the_file_it_was_made_from(tmp_path, monkeypatch):
+    """An OpenRLHF newcomer's `asp observe asp_lengths.jsonl -o x.parquet --schedule schedule.parquet` (a text log,
+    no ids) was asked for --dataset, though the schedule records the file it was made from and its bytes."""
+    rows = [{"question": f"what is {i} plus {i}?", "answer": str(2 * i)} for i in range(24)]
+    data = tmp_path / "data"
+    data.mkdir()
+    train = write_jsonl(data / "train.jsonl", rows)
+    made = invoke("schedule", train, "-o", data / "schedule.parquet", "--train-batch-size", 8, "--quiet")
+    assert made.exit_code == 0, made.output
+    log = write_jsonl(tmp_path / "asp_lengths.jsonl", [{"input": f"user: {r['question']}\nassistant:",
+                                                        "output": "x" * 40} for r in rows[:6]])
+    monkeypatch.chdir(tmp_path)  # the prompt file is beside the schedule, not here
+    result = invoke("observe", log, "-o", tmp_path / "h.parquet", "--schedule", data / "schedule.parquet")
+    assert result.exit_code == 0, result.output
+    assert (f"  matched to the prompts of {train}, the file the schedule was made from (found with the bytes it "
+            "recorded; --dataset names others)") in result.stderr.splitlines()
+    given = invoke("observe", log, "-o", tmp_path / "g.parquet", "--schedule", data / "schedule.parquet", "--dataset",
+                   train)
+    assert given.exit_code == 0 and "matched to the prompts of" not in given.stderr, given.output
+    import polars as pl
+
+    assert pl.read_parquet(tmp_path / "h.parquet").equals(pl.read_parquet(tmp_path / "g.parquet"))
+    write_jsonl(train, rows[::-1])  # edited since: other bytes, so the error names the file to give
+    refused = invoke("observe", log, "-o", tmp_path / "r.parquet", "--schedule", data / "schedule.parquet")
+    assert refused.exit_code == 3, refused.output
+    assert ("the schedule was made from train.jsonl, not found beside it or here with the bytes it recorded: pass "
+            "--dataset train.jsonl (where each is now)") in " ".join(refused.stderr.split())
+
+
 @pytest.mark.parametrize("command", ["export", "observe"])
 def test_commands_have_help_and_a_docs_section(command):
     result = invoke(command, "--help")

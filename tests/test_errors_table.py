@@ -346,6 +346,22 @@ def test_error_row_schedule_files(tmp_path, case_id):
     assert tried, "no command reads schedules"
 
 
+def test_error_row_text_log_with_a_schedule_whose_file_is_not_found(tmp_path):
+    """E103 with --schedule: the file the schedule was made from, named (since 2026-12-07; before, --dataset was
+    asked for without a word of which file; found with its bytes, it is read)."""
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"question": f"q {i}"} for i in range(8)])
+    assert runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s.parquet"), "--train-batch-size",
+                               "4", "--quiet"]).exit_code == 0
+    log = write_jsonl(tmp_path / "text_log.jsonl", [{"input": "user: q 1", "output": "four"}])
+    prompts.unlink()
+    result = runner.invoke(app, ["observe", str(log), "-o", str(tmp_path / "h.parquet"), "--schedule",
+                                 str(tmp_path / "s.parquet")])
+    assert result.exit_code == 3 and result.stderr.startswith("Error: ") and result.stderr.strip().count("\n") == 0
+    assert ("text_log.jsonl: input/output text without prompt ids (verl's rollout dump, OpenRLHF's or slime's length "
+            "log); the schedule was made from p.jsonl, not found beside it or here with the bytes it recorded: pass "
+            "--dataset p.jsonl (where each is now)") in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("case_id", ["E30", "E31"])
 def test_error_row_predictor_files(tmp_path, case_id):
     """E30: a predictor file of a newer format; E31: one that asks to load an untrusted type. Exit 5."""

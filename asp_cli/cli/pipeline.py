@@ -304,6 +304,10 @@ def observe_command(
             if summary["log_formats"]:
                 say("  read as: " + ", ".join(f"{count} {_LOG_NAMES[kind]}{'s' if count > 1 else ''}"
                                               for kind, count in sorted(summary["log_formats"].items())))
+            made_from = summary.get("dataset_from_schedule")
+            if made_from:  # a text log matched without --dataset: which prompts it was matched to
+                say(f"  matched to the prompts of {', '.join(made_from)}, the file{'s' if len(made_from) > 1 else ''} "
+                    "the schedule was made from (found with the bytes it recorded; --dataset names others)")
             used = summary.get("columns_used") or {}
             if used:
                 shown = list(used.items())[:3]

@@ -24,7 +24,7 @@ Nothing is dropped silently: bad rows (``on_bad_row``) and ids the schedule or d
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -44,6 +44,7 @@ from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: th
     settle_unknown_ids,
 )
 from asp_cli.integrate.prompt_match import PromptMatcher
+from asp_cli.integrate.recorded_dataset import DatasetFromSchedule
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.schedule_format import schedule_of
@@ -201,6 +202,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     sched = schedule_of(schedule) if schedule else None  # read once: ids, cap, coverage and the record
     prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, sched), dataset), warnings) \
         if dataset else None
+    # A text log without --dataset: the files the schedule was made from, where they are found with its bytes.
+    recorded = DatasetFromSchedule(Path(schedule), sched.metadata, lambda found: _read_dataset(  # type: ignore[arg-type]
+        found, _with_schedule_id_key(read, sched), warnings)) if sched is not None and not dataset else None
     known, cap = _known_ids(sched, prompts)
     # An `asp export` as the dataset names prompts by the schedule's ids, not by a column of the original file: the
     # record is the schedule's where given, else none (an OpenRLHF newcomer's history was said to name other prompts).
@@ -221,7 +225,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             warnings.append(already_observed(path, fingerprint, existing, seen))
             continue
         seen_prints.add(fingerprint)
-        part, kind = _read_log(path, prompts, read, summary)
+        part, kind = _read_log(path, prompts if prompts is not None else recorded, read, summary)
         if cap is not None and read.tokenizer is None and (kind == "verl_generations" or _counts_text(kind, read)):
             # estimated from text at 4 bytes a token: one past the cap is an estimate's error (said cut and longer)
             over = int((part[C.RESPONSE_TOKENS] > cap).sum())
@@ -254,6 +258,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height, "format": kind,
                          "rows_fingerprint": rows_print, **({"ids": ids_record} if ids_record else {})})
     added = pl.concat(parts, how="vertical") if parts else pl.DataFrame(schema=HISTORY_SCHEMA)
+    if recorded is not None and recorded.used:  # said under the summary (`asp observe`)
+        summary["dataset_from_schedule"] = [str(p) for p in recorded.used]
     warnings.extend(summary.pop("read_notes", []))
     summary["rows_read"] = added.height + summary["bad_rows"]
     if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):
@@ -374,7 +380,7 @@ def _rows_fingerprint(part: pl.DataFrame) -> str:
 
 def _read_log(
     path: Path,
-    dataset: _Dataset | None,
+    dataset: _Dataset | Callable[[Path], _Dataset] | None,  # called where the log needs it (`DatasetFromSchedule`)
     read: ReadOptions,
     summary: dict[str, Any],
 ) -> tuple[pl.DataFrame, str]:
@@ -392,7 +398,8 @@ def _read_log(
         summary["bad_rows"] += malformed.skipped_rows
         summary["bad_row_examples"].extend(f"{w}: not a JSON object" for w in malformed.skipped_examples)
     if verl_dump:
-        return _read_verl_dump(path, frame, dataset, read.tokenizer, summary, read.on_bad_row), kind
+        return _read_verl_dump(path, frame, dataset(path) if callable(dataset) else dataset, read.tokenizer, summary,
+                               read.on_bad_row), kind
     if kind == "verl_generations":
         responses = _verl_responses_column(frame) or {c.lower(): c for c in frame.columns}[_VERL_RESPONSES]
         return _read_verl_generations(path, frame, responses, read, summary), kind
