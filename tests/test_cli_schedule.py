@@ -721,6 +721,11 @@ def test_an_export_of_several_epochs_given_as_the_prompt_file_is_named_as_one(tm
     exported = tmp_path / "e.jsonl"
     done = invoke("export", tmp_path / "s.parquet", SAMPLE_PROMPTS, "-o", exported)
     assert done.exit_code == 0, done.stderr
+    _refused_as_an_export_of_epochs(tmp_path, exported)
+
+
+def _refused_as_an_export_of_epochs(tmp_path, exported):
+    """`asp schedule` of ``exported``, an export of several epochs: named as one, exit 3, nothing written."""
     again = invoke("schedule", exported, "-o", tmp_path / "s2.parquet")
     assert again.exit_code == 3, again.stderr
     assert again.stderr == (f"Error: {exported}: an asp export (its rows repeat each prompt, once an epoch), not the "
@@ -749,12 +754,7 @@ def test_an_export_of_several_epochs_under_a_metadata_key_given_as_prompts_is_na
         exported = tmp_path / name
         done = invoke("export", sched, bare, "--metadata-key", "asp_meta", "-o", exported)
         assert done.exit_code == 0, done.stderr
-        again = invoke("schedule", exported, "-o", tmp_path / "s2.parquet")
-        assert again.exit_code == 3, again.stderr
-        assert again.stderr == (f"Error: {exported}: an asp export (its rows repeat each prompt, once an epoch), not "
-                                "the prompt file(s) the schedule was made from; give that file instead (each prompt "
-                                "once, in its own order)\n")
-        assert not (tmp_path / "s2.parquet").exists()
+        _refused_as_an_export_of_epochs(tmp_path, exported)
 
 
 def test_an_export_of_one_epoch_given_as_prompts_is_named_as_one(tmp_path):

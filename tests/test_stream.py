@@ -499,13 +499,7 @@ def test_a_verl_export_of_several_epochs_without_ids_is_named_as_an_export(tmp_p
     both, first = tmp_path / "v.parquet", tmp_path / "v0.parquet"
     export(sched, [bare], both, format="verl")
     export(sched, [bare], first, format="verl", epoch=0)
-    said = (f"{both}: an asp export (its rows repeat each prompt, once an epoch), not the prompt file(s) the schedule "
-            "was made from; give that file instead (each prompt once, in its own order)")
-    for read in (read_prompts, read_prompts_streamed):
-        with pytest.raises(InputError) as caught:
-            read([both])
-        assert str(caught.value) == said
-        assert read([first])[0].height == 16  # one epoch's: each prompt once
+    _export_of_epochs_refused(both, first)
 
 
 def test_an_export_of_several_epochs_under_a_metadata_key_without_ids_is_named_as_an_export(tmp_path):
@@ -525,16 +519,21 @@ def test_an_export_of_several_epochs_under_a_metadata_key_without_ids_is_named_a
         both, first = tmp_path / name, tmp_path / f"one.{name}"
         export(sched, [bare], both, format=fmt, metadata_key="asp_meta")
         export(sched, [bare], first, format=fmt, metadata_key="asp_meta", epoch=0)
-        said = (f"{both}: an asp export (its rows repeat each prompt, once an epoch), not the prompt file(s) the "
-                "schedule was made from; give that file instead (each prompt once, in its own order)")
-        for read in (read_prompts, read_prompts_streamed):
-            with pytest.raises(InputError) as caught:
-                read([both])
-            assert str(caught.value) == said
-            assert read([first])[0].height == 16  # one epoch's: each prompt once
+        _export_of_epochs_refused(both, first)
     # Training order ends in the last epoch too; a trailing blank line is no row.
     ordered = tmp_path / "train.jsonl"
     export(sched, [bare], ordered, format="jsonl", metadata_key="asp_meta", order="train")
     ordered.write_text(ordered.read_text() + "\n\n")
     with pytest.raises(InputError, match="its rows repeat each prompt, once an epoch"):
         read_prompts_streamed([ordered])
+
+
+def _export_of_epochs_refused(both, first):
+    """Both prompt readers name ``both``, an export of several epochs, as one; ``first``, one epoch's, is read."""
+    said = (f"{both}: an asp export (its rows repeat each prompt, once an epoch), not the prompt file(s) the schedule "
+            "was made from; give that file instead (each prompt once, in its own order)")
+    for read in (read_prompts, read_prompts_streamed):
+        with pytest.raises(InputError) as caught:
+            read([both])
+        assert str(caught.value) == said
+        assert read([first])[0].height == 16  # one epoch's: each prompt once
