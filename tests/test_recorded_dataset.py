@@ -46,3 +46,15 @@ def test_each_of_several_files_must_be_found_and_the_error_names_them(tmp_path):
                                          r"made from a\.jsonl, b\.jsonl, not found beside it or here with the bytes it "
                                          r"recorded: pass --dataset a\.jsonl --dataset b\.jsonl \(where each is now\)"):
         DatasetFromSchedule(tmp_path / "s.parquet", metadata, lambda found: "prompts")(Path("log.jsonl"))
+
+
+def test_a_schedule_kept_in_memory_finds_its_recorded_files_here(tmp_path, monkeypatch):
+    """`observe(log, schedule=<a Schedule kept in memory>)` of a text log without --dataset: the schedule has no file
+    to look beside (its path None), so its recorded files are looked for here; it was a TypeError from Path()."""
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"prompt": "What is 1+1?"}\n', encoding="utf-8")
+    metadata = {"inputs": [{"name": "train.jsonl", "fingerprint": file_fingerprint(data)}]}
+    monkeypatch.chdir(tmp_path)
+    assert recorded_inputs(None, metadata) == ([Path("train.jsonl")], ["train.jsonl"])
+    monkeypatch.chdir(tmp_path.parent)
+    assert recorded_inputs(None, metadata) == (None, ["train.jsonl"])

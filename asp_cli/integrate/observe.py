@@ -203,7 +203,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, sched), dataset), warnings) \
         if dataset else None
     # A text log without --dataset: the files the schedule was made from, where they are found with its bytes.
-    recorded = DatasetFromSchedule(Path(schedule), sched.metadata, lambda found: _read_dataset(  # type: ignore[arg-type]
+    recorded = DatasetFromSchedule(sched.path, sched.metadata, lambda found: _read_dataset(  # its file, if any
         found, _with_schedule_id_key(read, sched), warnings)) if sched is not None and not dataset else None
     known, cap = _known_ids(sched, prompts)
     # An `asp export` as the dataset names prompts by the schedule's ids, not by a column of the original file: the

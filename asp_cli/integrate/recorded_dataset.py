@@ -17,9 +17,9 @@ from typing import Any
 from asp_cli.errors import InputError
 
 
-def recorded_inputs(schedule: Path, metadata: dict[str, Any]) -> tuple[list[Path] | None, list[str]]:
-    """The files ``schedule`` was made from, each found with its recorded fingerprint (None where any is not), and
-    their recorded names (empty where the schedule records none)."""
+def recorded_inputs(schedule: Path | None, metadata: dict[str, Any]) -> tuple[list[Path] | None, list[str]]:
+    """The files the schedule (its file ``schedule``, None for one kept in memory) was made from, each found with its
+    recorded fingerprint (None where any is not), and their recorded names (empty where the schedule records none)."""
     from asp_cli.fingerprint import file_fingerprint
 
     inputs = metadata.get("inputs")
@@ -32,7 +32,7 @@ def recorded_inputs(schedule: Path, metadata: dict[str, Any]) -> tuple[list[Path
     found: list[Path] = []
     for entry in entries:
         name = entry["name"]
-        places = [p for p in given if p.name == name] + [schedule.parent / name, Path(name)]
+        places = [p for p in given if p.name == name] + [*([schedule.parent / name] if schedule else []), Path(name)]
         for place in dict.fromkeys(places):  # each place once, in that order
             try:
                 if place.is_file() and file_fingerprint(place) == entry.get("fingerprint"):
@@ -49,7 +49,7 @@ class DatasetFromSchedule:
     """Called with a text log's path where it needs the prompt files and none were given: the files the schedule
     was made from, read once by ``read`` (``used`` then holds their paths), or an error naming them (E103)."""
 
-    def __init__(self, schedule: Path, metadata: dict[str, Any], read: Callable[[list[Path]], Any]) -> None:
+    def __init__(self, schedule: Path | None, metadata: dict[str, Any], read: Callable[[list[Path]], Any]) -> None:
         self.schedule, self.metadata, self.read = schedule, metadata, read
         self.used: list[Path] = []
         self._dataset: Any = None
