@@ -43,11 +43,30 @@ def _root(tmp_path: Path) -> Path:
 
 
 def test_the_python_example_runs_as_written(tmp_path, monkeypatch, capsys):
-    (code,) = _blocks("python")
+    code = _blocks("python")[0]
     monkeypatch.chdir(_root(tmp_path))
     exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own example
     assert (tmp_path / "from-python.parquet").is_file()
     assert 0 < float(capsys.readouterr().out) < 1  # it prints the predicted padding fraction
+
+
+def test_the_epoch_to_epoch_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """observe epoch 0's log, then schedule the next epoch with that history: on the files its text says it starts
+    from (epoch 0's schedule, and the log examples/emulate_rollouts.py writes for it)."""
+    blocks = _blocks("python")
+    assert len(blocks) == 2, "the README's Python blocks: the first example and the epoch-to-epoch one"
+    monkeypatch.chdir(_root(tmp_path))
+    from asp_cli import schedule
+
+    schedule(["sample_data/prompts.jsonl"], "epoch0.parquet")  # `asp schedule sample_data/prompts.jsonl -o ...`
+    emulate = [sys.executable, "examples/emulate_rollouts.py", "epoch0.parquet", "-o", "rollouts.jsonl"]
+    subprocess.run(emulate, check=True, capture_output=True, timeout=300)
+    exec(compile(blocks[1], "README.md", "exec"), {})  # noqa: S102 - the README's own example
+    assert (tmp_path / "history.parquet").is_file() and (tmp_path / "epoch1.parquet").is_file()
+    assert capsys.readouterr().out.strip() == "[0]"  # a later epoch's schedule numbers its epochs from 0 too
+    for command in ("asp schedule sample_data/prompts.jsonl -o epoch0.parquet",
+                    "python examples/emulate_rollouts.py\nepoch0.parquet -o rollouts.jsonl"):
+        assert command in README  # the commands the text names for the files it starts from
 
 
 def test_the_readme_names_commands_a_new_user_can_run():
