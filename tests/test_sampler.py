@@ -264,3 +264,33 @@ def test_asp_workers_on_a_schedule_for_openrlhfs_deal_is_warned_about(tmp_path, 
     with caplog.at_level(logging.WARNING, logger="asp_cli.integrate.sampler"):
         ScheduleSampler(Dataset(60), {"asp_schedule": str(made.output)})
     assert not caplog.records
+
+
+def test_the_documented_rank_shard_gives_each_process_its_share_of_every_step(built):  # noqa: F811
+    """ScheduleSampler reads no rank (every process gets every index); docs/integrations.md's RankShard recipe,
+    run as written with torch's DataLoader: the ranks' k-th batches together are the schedule's step k."""
+    pytest.importorskip("torch", reason="torch is not installed: pip install '.[torch]' (the [torch] extra)")
+    from util import REPO
+
+    from asp_cli.integrate.sampler import ScheduleSampler
+
+    doc = (REPO / "docs" / "integrations.md").read_text(encoding="utf-8")
+    section = doc.split("### ScheduleSampler in several processes", 1)[1]
+    recipe = section.split("```python\n", 1)[1].split("```", 1)[0]
+    space: dict = {}
+    exec(compile(recipe, "docs/integrations.md", "exec"), space)  # noqa: S102 - the doc's own recipe
+    alone = list(ScheduleSampler(Dataset(PROMPTS), schedule=built["schedule"]))
+    assert sorted(alone) == list(range(PROMPTS))  # unsharded: the whole epoch, whatever the process's rank
+    steps = PROMPTS // BATCH  # 7 whole train batches; the partial 8th is left out on every rank
+    for world in (2, 4):
+        loaders = [space["rank_loader"](Dataset(PROMPTS), built["schedule"], BATCH, rank, world) for rank in range(world)]
+        assert all(len(loader) == steps for loader in loaders)
+        for epoch in range(EPOCHS):
+            expected = ScheduleSampler(Dataset(PROMPTS), schedule=built["schedule"]).indices(epoch)
+            per_rank = [[b.tolist() for b in loader] for loader in loaders]
+            assert all(len(batches) == steps for batches in per_rank)
+            for k in range(steps):
+                step = expected[k * BATCH:(k + 1) * BATCH]
+                assert [batches[k] for batches in per_rank] == [step[rank::world] for rank in range(world)]
+    with pytest.raises(ValueError, match="does not split over 3 processes"):
+        space["rank_loader"](Dataset(PROMPTS), built["schedule"], BATCH, 0, 3)

@@ -136,6 +136,11 @@ def _refuse_unknown_keys(config: Any) -> None:
 class ScheduleSampler(_base_class()):  # type: ignore[misc]
     """Yield dataset indices in an asp schedule's order, one schedule epoch per pass.
 
+    It yields the whole order on every process that builds it: it reads no rank. In verl that is right (the single
+    controller, the driver, builds the one dataloader); under a data loader per process (``torch.distributed``,
+    one per rank) every rank would get every index: take ``order[r::world_size]`` of each train batch on rank
+    ``r``, as the ``RankShard`` wrapper in docs/integrations.md ("ScheduleSampler in several processes") does.
+
     Parameters
     ----------
     data_source
