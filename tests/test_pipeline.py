@@ -629,7 +629,10 @@ def test_the_texts_the_commands_print_are_the_results_own(tmp_path):
     assert verdict.startswith("  asp ") and "the fastest row on equal footing (" in verdict  # instance-hours too
     printed = CliRunner().invoke(app, ["simulate", str(made.output), "--compare"])
     assert printed.exit_code == 0 and table in printed.stderr and verdict in printed.stderr
-    assert simulate_file(made.output).table() == "" and simulate_file(made.output).verdict() == ""
+    alone = simulate_file(made.output)  # without compare=True: it said "" (a newcomer's round), as if nothing won
+    for method in (alone.table, alone.verdict):
+        with pytest.raises(SettingsError, match=r"make it with simulate_file\(\.\.\., compare=True\)"):
+            method()
     text = report_schedule(made.output, compare=made.output).text()
     shown = CliRunner().invoke(app, ["report", str(made.output), "--compare", str(made.output)])
     assert shown.exit_code == 0 and shown.stdout.rstrip("\n") == text.rstrip("\n")

@@ -36,18 +36,26 @@ class SimulationReport:
 
     def table(self, *, markdown: bool = False, wide: bool = False) -> str:
         """The comparison as `asp simulate --compare` prints it (``wide``: every column, as its ``--wide``; a
-        Markdown table with ``markdown``), or "" without one: a library user found it only in the command's code."""
+        Markdown table with ``markdown``): a library user found it only in the command's code. `SettingsError`
+        for a report made without ``compare=True`` (it was "", which read as a comparison that printed nothing)."""
         from asp_cli.bench.compare import format_table
 
+        self._compared("table")
         return format_table(self.comparison, markdown=markdown, compact=not wide) if self.comparison else ""
 
     def verdict(self) -> str:
         """The comparison's answer as `asp simulate --compare` prints it under the table: asp against the fastest
-        row on equal footing (the instance-hours saved or lost) and against verl's default, or "" without a
-        comparison (a library user found it only in the command's code)."""
+        row on equal footing (the instance-hours saved or lost) and against verl's default (a library user found
+        it only in the command's code). `SettingsError` for a report made without ``compare=True``."""
         from asp_cli.bench.verdict import verdict
 
+        self._compared("verdict")
         return verdict(self.comparison, self.document.get("instances")) if self.comparison else ""
+
+    def _compared(self, method: str) -> None:
+        if self.comparison is None:
+            raise SettingsError(f"{method}() shows the comparison with the baselines, which this report has not: "
+                                f"make it with simulate_file(..., compare=True) (asp simulate --compare)")
 
 
 def schedule_prompts(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
