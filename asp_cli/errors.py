@@ -139,6 +139,16 @@ def expect_kind(value: T, kind: type, name: str, example: str = "...", *, option
                         + (" or None" if optional else "") + f", not {type(value).__name__}")
 
 
+def expect_callable(value: T, name: str) -> T:
+    """``value``, where it is a function (anything callable) or None; else a `SettingsError` naming it.
+    ``schedule(P, None, progress=5)`` was a TypeError "'int' object is not callable" from inside the pipeline (a
+    library newcomer's round)."""
+    if value is None or callable(value):
+        return value
+    raise SettingsError(f"{name} must be a function taking one line of text (e.g. print) or None, not "
+                        f"{printable(repr(value))[:60]}")
+
+
 class LagBoundError(SettingsError):
     """An arrangement cannot keep ``--max-lag`` (auto then tries its next candidate: `arrange.pipeline.plan`)."""
 

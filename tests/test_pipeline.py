@@ -636,3 +636,19 @@ def test_the_texts_the_commands_print_are_the_results_own(tmp_path):
     text = report_schedule(made.output, compare=made.output).text()
     shown = CliRunner().invoke(app, ["report", str(made.output), "--compare", str(made.output)])
     assert shown.exit_code == 0 and shown.stdout.rstrip("\n") == text.rstrip("\n")
+
+
+def test_a_progress_that_is_no_function_is_a_settings_error_naming_it(tmp_path):
+    """`schedule(P, None, progress=5)` was "TypeError: 'int' object is not callable" from inside pipeline.py (a
+    library newcomer's round); simulate_file, whose ``progress`` is the same kind of function, says the same."""
+    from asp_cli import simulate_file
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(20))
+    said = r"progress must be a function taking one line of text \(e\.g\. print\) or None, not "
+    for value, shown in ((5, "5"), ("print", "'print'"), (0, "0")):
+        with pytest.raises(SettingsError, match=said + re.escape(shown) + "$"):
+            schedule([prompts], None, progress=value)
+    made = schedule([prompts], tmp_path / "s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=4),
+                    progress=[].append)  # any callable is taken
+    with pytest.raises(SettingsError, match=said + "5$"):
+        simulate_file(made.output, progress=5)

@@ -17,7 +17,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
-from asp_cli.errors import LagBoundError, SettingsError, shown_id, shown_name
+from asp_cli.errors import LagBoundError, SettingsError, expect_callable, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.output import json_finite
 from asp_cli.reading.history_ids import id_hints, row_numbered
@@ -518,7 +518,7 @@ def schedule(
     if not isinstance(settings, ScheduleSettings):  # a dict of them raised "'dict' object has no attribute 'preset'"
         raise SettingsError(f"settings must be a ScheduleSettings (asp_cli.ScheduleSettings(instances=8, ...)), not "
                             f"{type(settings).__name__}")
-    note = progress or (lambda _msg: None)
+    note = expect_callable(progress, "progress") or (lambda _msg: None)  # 5 was a TypeError from inside
     recorded = recorded_command_line(command_line)  # checked before any work
     if not isinstance(read, ReadOptions):  # None was an AttributeError (a hostile-input round)
         raise SettingsError(f"read must be a ReadOptions (asp_cli.ReadOptions(...)), not {type(read).__name__}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from asp_cli.errors import SettingsError
+from asp_cli.errors import SettingsError, expect_callable
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.schedule_format import Schedule
 from asp_cli.settings import check_flags, check_replay_size
@@ -114,7 +114,7 @@ def simulate_file(
     lengths_paths = paths_of(lengths_paths)
     read = ReadOptions.named_as(read, SIMULATE_READ)
     read.check_length_keys_used(lengths_paths, "--lengths")
-    note = progress or (lambda _stage: None)
+    note = expect_callable(progress, "progress") or (lambda _stage: None)
     note(STAGES[0])
     schedule = schedule_of(schedule_path)
     observed = None
