@@ -938,3 +938,25 @@ def test_the_twin_refuses_options_that_are_not_replay_options(built):  # noqa: F
                                                       "instances=8, ...)) or None, not dict")):
         simulate_file(built["schedule"], options={"instances": 2})
     assert simulate_file(built["schedule"], options=None).document == simulate_file(built["schedule"]).document
+
+
+def test_the_twin_names_its_lengths_as_the_other_twins_do(built, tmp_path):  # noqa: F811
+    """`report_schedule`, `replay_schedule` and `evaluate_predictor` take `lengths=`; simulate_file called it
+    `lengths_paths` (a library newcomer's round): `lengths=` now, the old name kept with a DeprecationWarning."""
+    import warnings
+
+    from asp_cli import SettingsError, read_schedule, simulate_file
+
+    ids = read_schedule(built["schedule"]).frame["prompt_id"].unique().to_list()
+    log = write_jsonl(tmp_path / "lengths.jsonl", [{"prompt_id": i, "response_tokens": 100 + 7 * n}
+                                                   for n, i in enumerate(ids)])
+    positional = simulate_file(built["schedule"], [log]).document
+    assert positional["lengths"]["prompts_with_observed_lengths"] == len(ids)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the documented name warns of nothing
+        assert simulate_file(built["schedule"], lengths=log).document == positional
+    with pytest.warns(DeprecationWarning, match=re.escape("simulate_file(lengths_paths=...) is now "
+                                                          "simulate_file(lengths=...)")):
+        assert simulate_file(built["schedule"], lengths_paths=[log]).document == positional
+    with pytest.raises(SettingsError, match="give the lengths files once: lengths="):
+        simulate_file(built["schedule"], lengths=[log], lengths_paths=[log])

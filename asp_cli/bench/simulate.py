@@ -85,18 +85,22 @@ STAGES = ("reading the schedule", "reading lengths", "replaying the schedule", "
 
 def simulate_file(
     schedule_path: str | Path,
-    lengths_paths: Sequence[str | Path] = (),
+    lengths: str | Path | Sequence[str | Path] = (),
     *,
     options: ReplayOptions | None = ReplayOptions(),
     read: ReadOptions = SIMULATE_READ,
     compare: bool = False,
     progress: Callable[[str], None] | None = None,
+    lengths_paths: str | Path | Sequence[str | Path] | None = None,
 ) -> SimulationReport:
     """Read a schedule (and observed lengths), replay it, and optionally compare it with the baselines.
 
-    This is what `asp simulate` runs. Settings the schedule recorded (instances, N, train batch size, cap,
-    preset, max_lag, seed) are used unless ``options`` gives them. ``progress`` is told each stage as it
-    starts (`STAGES`, then one "replaying i/n: NAME" per compared arrangement).
+    This is what `asp simulate` runs. ``lengths`` are its ``--lengths`` files (a path or a list; second
+    argument or ``lengths=``, as `report_schedule`, `replay_schedule` and `evaluate_predictor` name them;
+    ``lengths_paths=``, its former name, still works with a `DeprecationWarning`). Settings the schedule recorded
+    (instances, N, train batch size, cap, preset, max_lag, seed) are used unless ``options`` gives them.
+    ``progress`` is told each stage as it starts (`STAGES`, then one "replaying i/n: NAME" per compared
+    arrangement).
 
     Raises
     ------
@@ -111,22 +115,30 @@ def simulate_file(
     if not isinstance(options, ReplayOptions):  # a dict was an AttributeError from inside (a newcomer's round)
         raise SettingsError(f"options must be a ReplayOptions (asp_cli.ReplayOptions(instances=8, ...)) or None, not "
                             f"{type(options).__name__}")
-    lengths_paths = paths_of(lengths_paths)
+    if lengths_paths is not None:  # the name before 2026-12-07 (every other twin says lengths=)
+        if lengths:
+            raise SettingsError("give the lengths files once: lengths= (lengths_paths= is its former name)")
+        import warnings
+
+        warnings.warn("simulate_file(lengths_paths=...) is now simulate_file(lengths=...), as the other twins name "
+                      "it", DeprecationWarning, stacklevel=2)
+        lengths = lengths_paths
+    length_files = paths_of(lengths)
     read = ReadOptions.named_as(read, SIMULATE_READ)
-    read.check_length_keys_used(lengths_paths, "--lengths")
+    read.check_length_keys_used(length_files, "--lengths")
     note = expect_callable(progress, "progress") or (lambda _stage: None)
     note(STAGES[0])
     schedule = schedule_of(schedule_path)
     observed = None
     skipped = 0
-    if lengths_paths:
+    if length_files:
         note(STAGES[1])
-        observed, report = read_lengths(lengths_paths, read)
-        refuse_unmatched(observed, schedule.frame["prompt_id"], lengths_paths)
+        observed, report = read_lengths(length_files, read)
+        refuse_unmatched(observed, schedule.frame["prompt_id"], length_files)
         skipped = report.skipped_rows
     result = simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,
                              name=str(schedule.path or "the schedule in memory"), progress=progress)
-    if lengths_paths:  # what the read left out or counted twice (`ReadReport.notes`)
+    if length_files:  # what the read left out or counted twice (`ReadReport.notes`)
         result.document["warnings"][:0] = report.notes
     return result
 
