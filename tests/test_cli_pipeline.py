@@ -63,7 +63,7 @@ def test_export_for_other_trainers_does_not_speak_of_verls_chunking(built, tmp_p
     said = " ".join(result.stderr.split())
     # slime's --input-key (its default is `input`) and the --num-steps-per-rollout its scripts set, which must agree
     # with --global-batch-size (a slime newcomer's round).
-    assert (f"slime: --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
+    assert (f"slime: --prompt-data {tmp_path / 'o.jsonl'} --rollout-batch-size {BATCH} --n-samples-per-prompt {SAMPLES} --global-batch-size "
             f"{BATCH * SAMPLES} (or --num-steps-per-rollout 1 in its place) --input-key question --label-key answer --num-rollout "
             f"15, no --rollout-shuffle; for its length log export with --metadata-key metadata (slime keeps a row's prompt, "
             f"label and that object only: each sample then carries its prompt_id) OpenRLHF: --data.prompt_dataset {tmp_path / 'o.jsonl'} --data.input_key question "
@@ -371,3 +371,18 @@ def test_the_slime_line_asks_for_the_chat_template_for_chat_list_prompts(tmp_pat
     slime = next(line for line in out.stderr.splitlines() if line.strip().startswith("slime:"))
     assert slime.endswith("; for its length log export with --metadata-key metadata (slime keeps a row's prompt, label "
                           "and that object only: each sample then carries its prompt_id)"), slime
+
+
+def test_the_slime_line_names_the_exported_file_as_prompt_data(tmp_path):
+    """The OpenRLHF line named the file (--data.prompt_dataset) and slime's did not: a slime newcomer who pasted the
+    line kept the --prompt-data of the original, unordered file, and trained in its order (a slime newcomer's round)."""
+    data = write_jsonl(tmp_path / "train.jsonl", [{"prompt": [{"role": "user", "content": f"q {i}"}], "label": str(i),
+                                                   "metadata": {"source": "s"}} for i in range(64)])
+    schedule = tmp_path / "s.parquet"
+    assert invoke("schedule", data, "-o", schedule, "--engine", "streaming", "--max-lag", "0", "--trainer", "schedule",
+                  "--router", "cache-aware", "--train-batch-size", "16", "-q").exit_code == 0
+    out = invoke("export", schedule, data, "-o", tmp_path / "ordered.jsonl", "--order", "train",
+                 "--metadata-key", "metadata")
+    assert out.exit_code == 0, out.output
+    slime = next(line for line in out.stderr.splitlines() if line.strip().startswith("slime:"))
+    assert slime.strip().startswith(f"slime: --prompt-data {tmp_path / 'ordered.jsonl'} --rollout-batch-size 16 "), slime

@@ -149,7 +149,8 @@ def _file_order_settings(summary: dict, order: str) -> str:
         " --apply-chat-template" if summary.get("prompt_is_chat") else "") + (
         f" --metadata-key {summary['metadata_key']}" if summary.get("metadata_key") else "")
     lines = [
-        f"    slime: --rollout-batch-size {g} --n-samples-per-prompt {n} --global-batch-size {g * n} (or "
+        # the file itself, as OpenRLHF's line names it: a slime newcomer kept the original file's --prompt-data
+        f"    slime: --prompt-data {summary.get('output', 'FILE')} --rollout-batch-size {g} --n-samples-per-prompt {n} --global-batch-size {g * n} (or "
         f"--num-steps-per-rollout 1 in its place){keys} {rollouts}, no --rollout-shuffle" + ("; the schedule was timed as verl's balancer routes, each group spread over the "
                                "servers, where slime's router keeps it on one: make it with --router cache-aware"
                                if summary.get("schedule_router") == "least-pending" else
