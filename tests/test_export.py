@@ -1091,3 +1091,32 @@ def test_chat_lists_held_as_json_text_are_warned_about_for_the_trainers_that_rea
     listed = write_jsonl(tmp_path / "listed.jsonl", [{"messages": m, "data_source": "gsm"} for m in messages])
     schedule([listed], tmp_path / "l.parquet")
     assert not [w for w in export(tmp_path / "l.parquet", [listed], None, format="jsonl").warnings if "JSON text" in w]
+
+
+@pytest.mark.parametrize("first", ["chat", "text"])
+def test_a_prompt_column_of_chat_lists_and_text_asks_for_the_chat_template(tmp_path, first):
+    """slime and OpenRLHF template chat lists, and wrap a text prompt as one user message, only with their chat
+    template: a dataset whose `prompt` was a chat list in some rows and text in others was printed no
+    --apply-chat-template, and where its first exported row was a list it was told to store its lists as lists, the
+    warning for a CSV's JSON text (a slime newcomer's round)."""
+    from asp_cli.arrange.pipeline import schedule
+
+    rows = [{"prompt": [{"role": "user", "content": f"q {i}"}] if (i % 2 == 0) == (first == "chat") else f"q {i}",
+             "label": str(i)} for i in range(16)]
+    data = write_jsonl(tmp_path / "mixed.jsonl", rows)
+    schedule([data], tmp_path / "s.parquet", settings=ScheduleSettings(instances=1, train_batch_size=4,
+                                                                       arrangement="shuffle"))
+    result = export(tmp_path / "s.parquet", [data], tmp_path / "o.jsonl", format="jsonl", order="train",
+                    metadata_key="metadata")
+    assert result.summary["prompt_is_chat"]
+    assert not [w for w in result.warnings if "JSON text" in w], result.warnings
+    [note] = [w for w in result.warnings if "chat lists in" in w]
+    assert note.startswith("column 'prompt' holds chat lists in 8 rows and text in 8: slime's --apply-chat-template "
+                           "and OpenRLHF's --data.apply_chat_template")
+    # every prompt a chat list, or every one text: no such note
+    for kind in ("chat", "text"):
+        same = write_jsonl(tmp_path / f"{kind}.jsonl", [{**r, "prompt": [{"role": "user", "content": f"q {i}"}]
+                                                         if kind == "chat" else f"q {i}"} for i, r in enumerate(rows)])
+        schedule([same], tmp_path / f"{kind}.parquet", settings=ScheduleSettings(instances=1, train_batch_size=4))
+        plain = export(tmp_path / f"{kind}.parquet", [same], None, format="jsonl", order="train")
+        assert plain.summary["prompt_is_chat"] is (kind == "chat") and not [w for w in plain.warnings if "chat" in w]

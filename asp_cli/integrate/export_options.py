@@ -114,3 +114,29 @@ def chat_text_note(column: str | None, values: list[object], format: str) -> str
             "AReaL take it as the text it is, so the policy would be prompted with that JSON; store the column as a "
             "list of messages first (json.loads of each value, written as JSON lines or Parquet: a CSV cannot hold "
             "lists)")
+
+
+def mixed_chat_note(column: str | None, values: list[object], format: str) -> tuple[bool, str | None]:  # noqa: A002
+    """Whether a prompt column of mixed kinds (``values``: as the reader gives it, the lists as their JSON text) holds
+    chat lists, and a warning where it holds them in some rows and text in others, which slime and OpenRLHF read only with
+    their chat template: the lists are templated and each text wrapped as one user message first (slime v0.3.1
+    utils/data.py `_build_messages`, OpenRLHF `preprocess_data`). The settings printed named no chat template, and the
+    warning for a CSV's JSON text told a newcomer whose file holds real lists to store them as lists (a slime
+    newcomer's round)."""
+    import json
+
+    if format == "verl" or column is None:
+        return False, None
+    chats = 0
+    for value in values:
+        try:
+            parsed = json.loads(value) if isinstance(value, str) and value.lstrip().startswith("[") else None
+        except ValueError:
+            continue
+        chats += isinstance(parsed, list) and all(isinstance(m, dict) and "content" in m for m in parsed) and bool(parsed)
+    if not chats or chats == len(values):  # all lists: their contents' kinds differ (text parts and images)
+        return bool(chats), None
+    return True, (f"column '{column}' holds chat lists in {chats:,} rows and text in {len(values) - chats:,}: slime's "
+            "--apply-chat-template and OpenRLHF's --data.apply_chat_template (in the settings printed) template the lists and "
+            "wrap each text as one user message first; without them the lists reach the policy as lists. Where the "
+            "texts are already templated, make every prompt a chat list (or all text) first")
