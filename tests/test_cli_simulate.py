@@ -801,6 +801,22 @@ def test_the_legend_names_only_rows_the_table_holds(tmp_path):
         assert "verl-default: a shuffle" in words and ("least-pending: a shuffle" in words) is listed
 
 
+def test_the_legend_tells_each_framework_its_router_but_the_one_the_schedule_was_made_for(tmp_path):
+    """A slime newcomer who left out --router cache-aware read, under the table, how OpenRLHF and AReaL make their
+    schedules and nothing of slime's router, whose schedule is made with --router cache-aware."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 29)} for i in range(48)])
+    slime, openrlhf = "make its schedule with --router cache-aware", "make their schedules with --router group-round-robin"
+    for router, said in ((None, (slime, openrlhf)), ("cache-aware", (openrlhf,)), ("group-round-robin", (slime,))):
+        out = tmp_path / f"{router}.parquet"
+        options = ("--router", router, "--trainer", "schedule", "--max-lag", "0") if router else ()
+        assert invoke("schedule", data, "-o", out, "--engine", "streaming", "--train-batch-size", "16", *options,
+                      "-q").exit_code == 0
+        result = invoke("simulate", out, "--compare")
+        assert result.exit_code == 0, result.output
+        words = " ".join(result.stderr.split())
+        assert [s for s in (slime, openrlhf) if s in words] == list(said), (router, words[-600:])
+
+
 def _deal_schedules(tmp_path):
     """Two small schedules dealt as whole groups (`--router group-round-robin`): AReaL's controller (--trainer
     arrival, --max-lag 1) and OpenRLHF's synchronous deal (--trainer schedule, --max-lag 0)."""

@@ -88,6 +88,7 @@ def simulate_command(
                 verdict = report.verdict()
                 if verdict:
                     say(verdict)
+                routed = (report.document.get("metrics") or {}).get("routed_by")
                 # What the rows are, for trainers other than verl too (an OpenRLHF and a MindSpeed newcomer could not
                 # tell which row was their own default).
                 say("  verl-default: a shuffle (the default order of verl, OpenRLHF and MindSpeed-RL) in verl's chunks of "
@@ -96,9 +97,12 @@ def simulate_command(
                     # The least-pending row is on engines that refill only (a newcomer read its legend under a
                     # blocking engine's table, which has no such row).
                     + ("; least-pending: a shuffle, each group to the least loaded instance (as verl's servers route"
-                       + ("" if (report.document.get("metrics") or {}).get("routed_by") == "group-round-robin" else
+                       + ("" if routed == "group-round-robin" else
                           "; OpenRLHF and AReaL deal prompts to the servers in turn: make their schedules with "
-                          "--router group-round-robin") + ")"
+                          "--router group-round-robin")
+                       # a slime newcomer who left out --router cache-aware read only the other frameworks' fix here
+                       + ("" if routed == "cache-aware" else "; slime's sglang-router keeps each group on one "
+                          "server: make its schedule with --router cache-aware") + ")"
                        if any(r["arrangement"] == "least-pending" for r in report.comparison) else "")
                     + ("; asp (true lengths): asp's own choice knowing every length, a yardstick, not a bound (it can be "
                        "slower than asp: docs/simulation.md)"
