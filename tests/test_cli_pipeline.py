@@ -124,7 +124,8 @@ def test_export_names_the_label_column_and_puts_the_framework_the_schedule_was_m
     assert out.exit_code == 0, out.output
     said = " ".join(out.stderr.split())
     assert "--data.label_key LABEL " in said and "(LABEL your label column, a top-level one" in said
-    assert "--label-key" not in said
+    # slime's too: its --label-key defaults to none, every sample's label None (left out, it was said nowhere)
+    assert "--label-key LABEL " in said and "LABEL your label column, a top-level one: slime reads data[LABEL]" in said
 
 
 def test_export_for_slime_says_what_its_rollouts_do_with_a_short_last_batch(built, tmp_path):  # noqa: F811
@@ -361,8 +362,9 @@ def test_the_slime_line_asks_for_the_chat_template_for_chat_list_prompts(tmp_pat
         out = invoke("export", schedule, data, "-o", tmp_path / f"{key}.jsonl", "--metadata-key", "metadata")
         assert out.exit_code == 0, out.output
         slime = next(line for line in out.stderr.splitlines() if line.strip().startswith("slime:"))
-        assert (f"--input-key {key} --apply-chat-template --metadata-key metadata" in slime) is said, slime
-        assert ("--apply-chat-template" in slime) is said and (f"--input-key {key} --metadata-key" in slime) is not said
+        assert (f"--input-key {key} --label-key LABEL --apply-chat-template --metadata-key metadata" in slime) is said
+        assert ("--apply-chat-template" in slime) is said
+        assert (f"--input-key {key} --label-key LABEL --metadata-key" in slime) is not said, slime
         # exported with the object slime keeps, the line does not ask for it (below: without it, it does)
         assert "export with --metadata-key metadata" not in slime
     # slime keeps a row's prompt, label and --metadata-key object only: exported without one, no sample carries its
@@ -386,3 +388,20 @@ def test_the_slime_line_names_the_exported_file_as_prompt_data(tmp_path):
     assert out.exit_code == 0, out.output
     slime = next(line for line in out.stderr.splitlines() if line.strip().startswith("slime:"))
     assert slime.strip().startswith(f"slime: --prompt-data {tmp_path / 'ordered.jsonl'} --rollout-batch-size 16 "), slime
+
+
+def test_the_slime_line_asks_for_a_top_level_label_where_it_finds_none(tmp_path):
+    """slime's --label-key defaults to none, and each sample's label is then None: the line left the flag out, in
+    silence, for the sample data's nested reward_model.ground_truth, where the OpenRLHF line said LABEL and what to
+    give (a slime newcomer's round)."""
+    for label, row in (("answer", {"answer": "4"}), (None, {"reward_model": {"ground_truth": "4"}})):
+        data = write_jsonl(tmp_path / f"{label}.jsonl", [{"id": f"p{i}", "question": f"q {i}", **row}
+                                                         for i in range(32)])
+        schedule = tmp_path / f"{label}.parquet"
+        assert invoke("schedule", data, "-o", schedule, "--train-batch-size", "16", "-q").exit_code == 0
+        out = invoke("export", schedule, data, "-o", tmp_path / f"{label}.out.jsonl", "--metadata-key", "metadata")
+        assert out.exit_code == 0, out.output
+        slime = next(line for line in out.stderr.splitlines() if line.strip().startswith("slime:"))
+        assert f"--input-key question --label-key {label or 'LABEL'} --metadata-key metadata" in slime, slime
+        assert ("LABEL your label column, a top-level one: slime reads data[LABEL] (without --label-key every "
+                "sample's label is None)" in slime) is (label is None), slime

@@ -145,7 +145,7 @@ def _file_order_settings(summary: dict, order: str) -> str:
     # utils/data.py, Dataset): the OpenRLHF line said its flag and slime's did not (a slime newcomer's round).
     label = summary.get("label_column")  # a top-level label column of a common name (`LABEL_KEYS`), else None
     keys = (f" --input-key {summary['prompt_column']}" if summary.get("prompt_column") else "") + (
-        f" --label-key {label}" if label else "") + (
+        f" --label-key {label or 'LABEL'}") + (
         " --apply-chat-template" if summary.get("prompt_is_chat") else "") + (
         f" --metadata-key {summary['metadata_key']}" if summary.get("metadata_key") else "")
     lines = [
@@ -161,6 +161,11 @@ def _file_order_settings(summary: dict, order: str) -> str:
                                "; train_async.py, each rollout generated while the step before trains, as the schedule "
                                "was timed" if summary.get("schedule_router") == "cache-aware" and lag == 1 and steps
                                else "")
+        # slime's --label-key defaults to none, and every sample's label is then None (slime v0.3.1 utils/data.py,
+        # Dataset): the line left it out in silence where the label was nested (a slime newcomer's round).
+        + ("" if label else "; LABEL your label column, a top-level one: slime reads data[LABEL] (without "
+           "--label-key every sample's label is None), so a nested label such as verl's reward_model.ground_truth "
+           "must be lifted out first")
         # slime keeps only a row's prompt, label and --metadata-key object (slime v0.3.1 utils/data.py): exported
         # without one, no sample carries its prompt_id, and examples/slime_length_log.py logs nothing, in silence.
         + ("" if summary.get("metadata_key") else "; for its length log export with --metadata-key metadata (slime "
