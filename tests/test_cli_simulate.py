@@ -779,6 +779,31 @@ def test_compare_names_the_shuffle_row_a_deal_judges_against_for_what_it_is():
                                    "--rollout-shuffle)")  # slime's default, unchanged
 
 
+def test_compare_says_the_row_that_beats_asps_representative_steps_is_a_length_curriculum():
+    """A slime newcomer's schedule, made with --steps representative, read "30.2% slower than long-first (519 s), the
+    fastest row so routed" and nothing of what long-first trains on, which the table's step deviation alone said."""
+    from asp_cli.bench.verdict import verdict as _verdict
+
+    key, dev = "verl_routed_end_to_end_s", "step_length_deviation_p90"
+    rows = [{"arrangement": "verl-default", "end_to_end_s": 682.0, key: 690.0, "prompts_per_call": 1.0, dev: 0.08,
+             "equal_footing": True},
+            {"arrangement": "dataset-order", "end_to_end_s": 690.0, key: 692.0, "prompts_per_call": 1.0, dev: 0.12,
+             "equal_footing": True},
+            {"arrangement": "long-first", "end_to_end_s": 523.0, key: 519.0, "prompts_per_call": 1.0, dev: 0.80,
+             "equal_footing": True},
+            {"arrangement": "asp", "end_to_end_s": 690.0, key: 676.0, "prompts_per_call": 1.0, dev: 0.10,
+             "routed_by": "cache-aware", "routed_as": "sglang"}]
+    note = ("(its steps a length curriculum: a step's mean length 80% off the epoch mean at the 90th percentile, asp's "
+            "10%, about a shuffle's: its lead changes what the policy trains on)")
+    said = _verdict(rows)
+    assert f"the fastest row on equal footing {note}; 1.2% slower than verl-default" in said, said
+    assert f"30.3% slower than long-first (519 s), the fastest row so routed {note}; 2.3% faster than dataset-order" in said
+    rows[3][dev] = 0.75  # asp's steps a curriculum too: the line above says so where it leads, not this
+    assert "its steps a length curriculum" not in _verdict(rows)
+    rows[3][dev], rows[2][dev] = 0.10, 0.12  # the fastest row's steps about a shuffle's: nothing to say
+    assert "curriculum" not in _verdict(rows)
+
+
 @pytest.mark.parametrize("value", [None, 5])
 def test_simulate_file_names_a_schedule_that_is_no_path(value):
     from asp_cli.bench.simulate import simulate_file

@@ -23,7 +23,7 @@ def verdict(rows: list[dict], instances: int | None = None) -> str:
         return _against(mine, other, "end_to_end_s")
 
     line = f"  asp {mine['end_to_end_s']:,.0f} s: {against(best)}, the fastest row on equal footing"
-    line += _held(mine, best, "end_to_end_s", instances)
+    line += _held(mine, best, "end_to_end_s", instances) + _its_curriculum(rows, mine, best, "end_to_end_s")
     verl = next((r for r in rows if r["arrangement"] == "verl-default"), None)
     if verl is not None and verl is not best:
         line += f"; {against(verl)}"
@@ -44,6 +44,25 @@ def verdict(rows: list[dict], instances: int | None = None) -> str:
     if bound is not None:
         line += f"; the lower bound is {bound['end_to_end_s']:,.0f} s"
     return line + routed_verdict(rows, mine, instances)
+
+
+def _curriculum(rows: list[dict], row: dict) -> bool:
+    """Whether ``row``'s steps are a length curriculum: its step deviation well past a shuffle's."""
+    shuffle = next((r for r in rows if r["arrangement"] in ("random (asp sizes)", "verl-default")
+                    and r.get(DEVIATION) is not None), None)
+    dev, shuffle_dev = row.get(DEVIATION), (shuffle or {}).get(DEVIATION)
+    return dev is not None and shuffle_dev is not None and dev > max(2 * shuffle_dev, shuffle_dev + 0.15)
+
+
+def _its_curriculum(rows: list[dict], mine: dict, fastest: dict, key: str) -> str:
+    """`` (its steps a length curriculum ...)`` where the row that beats asp does so by training one band of lengths
+    a step and asp's steps are about a shuffle's (`--steps representative`): a slime newcomer read "30.2% slower than
+    long-first" as asp losing, where the table's step deviation alone said what long-first trains on."""
+    if fastest is mine or fastest[key] >= mine[key] or not _curriculum(rows, fastest) or _curriculum(rows, mine):
+        return ""
+    return (f" (its steps a length curriculum: a step's mean length {fastest[DEVIATION]:.0%} off the epoch mean at the "
+            f"90th percentile, asp's {mine[DEVIATION]:.0%}, about a shuffle's: its lead changes what the policy trains "
+            "on)")
 
 
 def _held(mine: dict, other: dict, key: str, instances: int | None) -> str:
@@ -75,7 +94,8 @@ def routed_verdict(rows: list[dict], mine: dict, instances: int | None = None) -
     if not router:  # verl's own balancer: the `as verl s` column, which the README has a verl user read (a verl
         # newcomer's line above judged the simulator's routing, 840 s against 974 s, where verl's gave 809 s and 945 s)
         fastest = min(others, key=lambda r: r[key])
-        line = f"\n  as verl routes, asp {mine[key]:,.0f} s: {_against(mine, fastest, key)}, the fastest row so routed"
+        line = (f"\n  as verl routes, asp {mine[key]:,.0f} s: {_against(mine, fastest, key)}, the fastest row so "
+                f"routed{_its_curriculum(rows, mine, fastest, key)}")
         own = next((r for r in others if r["arrangement"] == "verl-default"), None)
         if own is not None and own is not fastest:
             line += f"; {_against(mine, own, key)}, verl's shuffle{_held(mine, own, key, instances)}"
@@ -87,7 +107,8 @@ def routed_verdict(rows: list[dict], mine: dict, instances: int | None = None) -
         return _against(mine, other, key)
 
     fastest = min(others, key=lambda r: r[key])
-    line = f"\n  as {name} routes, asp {mine[key]:,.0f} s: {against(fastest)}, the fastest row so routed"
+    line = (f"\n  as {name} routes, asp {mine[key]:,.0f} s: {against(fastest)}, the fastest row so routed"
+            + _its_curriculum(rows, mine, fastest, key))
     # The run's own default: OpenRLHF's dataloader shuffles (the `least-pending` row is that shuffle, here dealt as
     # OpenRLHF deals it), slime reads the file in its order.
     # AReaL's dataloader shuffles too (train_dataset.shuffle, true by default).
