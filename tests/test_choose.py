@@ -1399,3 +1399,15 @@ def test_with_another_router_every_candidate_is_timed_as_that_router_routes(monk
     named = choose_arrangement(_arrange_named, prompts, preds, dataclasses.replace(settings, router="least-pending"),
                                PRESET)
     assert named.to_dict() == plain.to_dict()
+
+
+def test_auto_keeping_a_shuffle_for_slimes_router_says_what_that_is_against_slimes_default():
+    """auto's pick a shuffle for slime's router: the line against slime's default, its file order, was left out with
+    the gain over a shuffle (none), and a slime newcomer read only "arrangement: shuffle"."""
+    from asp_cli.arrange.choice_summary import _against_the_shuffle
+
+    kept = _against_the_shuffle({"router": "cache-aware", "candidates": []}, {"name": "shuffle"}, "peak")
+    assert kept == ("\n  auto kept a shuffle: no saving is expected over slime's --rollout-shuffle\n  slime reads the "
+                    "file in its own order unless --rollout-shuffle: `asp simulate SCHEDULE --compare` judges asp "
+                    "against that order (its `dataset-order` row), as slime's router routes both")
+    assert _against_the_shuffle({"candidates": []}, {"name": "shuffle"}, "peak") == ""  # verl's: unchanged

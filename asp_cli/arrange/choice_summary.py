@@ -13,6 +13,12 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
     same concurrency: what a user would run anyway), or, within `ORDER_MATTERS_LITTLE` of it either way, that the
     order matters little. Empty where the pick is the shuffle, or there is no shuffle that keeps the lag bound
     to compare with."""
+    slime = ("\n  slime reads the file in its own order unless --rollout-shuffle: `asp simulate SCHEDULE --compare`"
+             " judges asp against that order (its `dataset-order` row), as slime's router routes both")
+    if chosen.get("name") == "shuffle" and choice.get("router") == "cache-aware":
+        # nothing over slime's --rollout-shuffle, and its default, the file's own order, was said nowhere (a slime
+        # newcomer's round read only "arrangement: shuffle")
+        return "\n  auto kept a shuffle: no saving is expected over slime's --rollout-shuffle" + slime
     if chosen.get("name") == "shuffle" or "shuffle" in (choice.get("bound_broken_on_input") or []):
         return ""
     shuffle = next((c for c in choice["candidates"] if _is(c, "shuffle", kv_budget)), None)
@@ -38,8 +44,7 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
         line = (f"\n  expected within {ORDER_MATTERS_LITTLE:.0%} of a shuffle at the same concurrency ({by}): "
                 "the order matters little here")
     if choice.get("router") == "cache-aware":  # slime's default is the file's own order (a slime newcomer's round)
-        line += ("\n  slime reads the file in its own order unless --rollout-shuffle: `asp simulate SCHEDULE --compare`"
-                 " judges asp against that order (its `dataset-order` row), as slime's router routes both")
+        line += slime
     return line + _draws_disagree(chosen, shuffle)
 
 
