@@ -203,3 +203,12 @@ def test_the_benchmarks_headline_matrix_is_its_tables():
     assert rendered in doc, "docs/benchmarks.md's headline matrix differs from its tables: run python scripts/headline_matrix.py --write"
     assert doc.index(rendered) < doc.index(module.SECTION)  # it leads the page
     assert rendered.count("\n| mix-k8-n8-b256 |") == 2 and "+20.1% +- 1.0% (short-first)" in rendered
+
+
+def test_the_docs_name_no_slime_flag_that_slime_does_not_have():
+    """A slime newcomer looked for `--use-critic` among slime v0.3.1's flags: there is none (its critic comes with
+    `--advantage-estimator ppo`, `slime/utils/arguments.py:1847`, and its critic-only steps with
+    `--num-critic-only-steps`), and the docs said what was not modelled by that name."""
+    for name in ("README.md", "docs/integrations.md", "docs/benchmarks.md"):
+        text = (REPO / name).read_text(encoding="utf-8")
+        assert "--use-critic" not in text, name
