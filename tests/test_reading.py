@@ -1296,6 +1296,20 @@ def test_a_dotted_key_not_found_names_the_fields_of_its_object(tmp_path):
         read_prompts([path], ReadOptions(id_key="metadata.ID"))
 
 
+def test_a_source_key_that_is_a_field_of_an_object_names_the_path_to_give(tmp_path):
+    """A slime newcomer's `--source-key source`, where slime keeps the source in each row's `metadata` object, was
+    listed the top-level columns only (and `--difficulty-key level` likewise)."""
+    path = write_jsonl(tmp_path / "s.jsonl", [{"prompt": "q", "metadata": {"source": "dapo", "level": 3}}])
+    with pytest.raises(InputError, match=r"s\.jsonl: no column 'source' \(from --source-key\); columns are: prompt, "
+                                         r"metadata; 'metadata' holds a field 'source': give --source-key "
+                                         r"metadata\.source; name a column every input holds$"):
+        read_prompts([path], ReadOptions(source_key="source"))
+    with pytest.raises(InputError, match=r"'metadata' holds a field 'level': give --difficulty-key metadata\.level;"):
+        read_prompts([path], ReadOptions(difficulty_key="level"))
+    with pytest.raises(InputError, match=r"columns are: prompt, metadata; name a column every input holds$"):
+        read_prompts([path], ReadOptions(source_key="domain"))  # no such field anywhere: nothing more to say
+
+
 def test_a_dotted_prompt_key_whose_field_is_there_says_the_option_reads_columns_only(tmp_path):
     """A verl newcomer's `--prompt-key extra_info.question` (verl's preprocessing keeps the question there) was told
     "no column 'extra_info.question' ...; 'extra_info' holds question, index": the field it named was listed as

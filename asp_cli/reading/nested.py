@@ -79,3 +79,14 @@ def path_reaches_field(frame: pl.DataFrame, key: str) -> bool:
         if dtype is None:
             return False
     return bool(rest)
+
+
+def field_inside(frame: pl.DataFrame, key: str, flag: str) -> str:
+    """``; 'metadata' holds a field 'source': --source-key metadata.source``: for an undotted ``key`` that names no
+    column but a field of an object column (a slime newcomer's `--source-key source`, where slime keeps the source
+    in its `metadata` object, was listed the top-level columns only); empty where no object holds such a field."""
+    if "." in key:
+        return ""
+    holders = [c for c, dtype in frame.schema.items() if not c.startswith("\x00") and isinstance(dtype, pl.Struct)
+               and key in {f.name for f in dtype.fields}]
+    return f"; {holders[0]!r} holds a field {key!r}: give {flag} {holders[0]}.{key}" if holders else ""

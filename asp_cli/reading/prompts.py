@@ -26,7 +26,7 @@ from asp_cli.reading.tables import (
     read_table,
     release_arrow_memory,
 )
-from asp_cli.reading.nested import with_nested_key
+from asp_cli.reading.nested import field_inside, with_nested_key
 from asp_cli.reading.exported import refuse_exports_of_epochs, repeated_export_error
 from asp_cli.reading.places import place_in_file, row_location
 
@@ -523,7 +523,7 @@ def _named_column(frame: pl.DataFrame, path: Path, key: str, flag: str, *,
     try:
         find_column(frame, (), key, what="", flag=flag, path=path)
     except InputError as exc:
-        raise InputError(f"{exc}; name a column every input holds") from None
+        raise InputError(f"{exc}{field_inside(frame, key, flag)}; name a column every input holds") from None
     dtype = frame.schema[key]
     if not boolean and dtype == pl.String:
         # Text with no number in it anywhere names no level: read as no difficulty at all, in silence (an agent
