@@ -1120,3 +1120,21 @@ def test_a_prompt_column_of_chat_lists_and_text_asks_for_the_chat_template(tmp_p
         schedule([same], tmp_path / f"{kind}.parquet", settings=ScheduleSettings(instances=1, train_batch_size=4))
         plain = export(tmp_path / f"{kind}.parquet", [same], None, format="jsonl", order="train")
         assert plain.summary["prompt_is_chat"] is (kind == "chat") and not [w for w in plain.warnings if "chat" in w]
+
+
+def test_a_label_column_of_objects_is_warned_about_for_the_reward_rules_that_take_text(tmp_path):
+    """slime hands the reward function data[--label-key] as it is, and its built-in --rm-type rules take text or a
+    number: a slime newcomer's label {"answer": ..., "style": ...} was printed `--label-key label` as ready."""
+    from asp_cli.arrange.pipeline import schedule
+
+    for kind, value in (("object", {"answer": "4", "style": "rule"}), ("list", ["4", "four"]), ("text", "4"),
+                        ("mixed", None)):
+        rows = [{"id": f"p{i}", "question": f"q {i}", "label": value if kind != "mixed" else ("4" if i % 2 else
+                                                                                               {"answer": "4"})}
+                for i in range(8)]
+        data = write_jsonl(tmp_path / f"{kind}.jsonl", rows)
+        schedule([data], tmp_path / f"{kind}.parquet", settings=ScheduleSettings(instances=1, train_batch_size=4))
+        result = export(tmp_path / f"{kind}.parquet", [data], None, format="jsonl", order="train")
+        said = [w for w in result.warnings if w.startswith("label column 'label' holds objects or lists")]
+        assert len(said) == (kind != "text"), (kind, result.warnings)
+        assert result.summary["label_column"] == "label"

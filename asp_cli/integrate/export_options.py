@@ -140,3 +140,12 @@ def mixed_chat_note(column: str | None, values: list[object], format: str) -> tu
             "--apply-chat-template and OpenRLHF's --data.apply_chat_template (in the settings printed) template the lists and "
             "wrap each text as one user message first; without them the lists reach the policy as lists. Where the "
             "texts are already templated, make every prompt a chat list (or all text) first")
+
+
+def object_label_note(label: str) -> str:
+    """A warning where the label column the settings name holds objects or lists: slime hands the reward function
+    `data[--label-key]` as it is, and its built-in `--rm-type` rules take text or a number (slime v0.3.1
+    rm_hub/deepscaler.py asserts it), so a slime newcomer's dict label was printed `--label-key label` as ready."""
+    return (f"label column '{label}' holds objects or lists, which slime (--label-key) and OpenRLHF (--data.label_key) "
+            "hand the reward function as they are: slime's built-in --rm-type rules take text or a number, so give "
+            "a --custom-rm-path (OpenRLHF: a reward function) that reads them, or make the label a text column first")
