@@ -1310,6 +1310,21 @@ def test_a_source_key_that_is_a_field_of_an_object_names_the_path_to_give(tmp_pa
         read_prompts([path], ReadOptions(source_key="domain"))  # no such field anywhere: nothing more to say
 
 
+def test_an_id_found_only_inside_an_object_names_the_path_to_give(tmp_path):
+    """A slime newcomer's length log kept each sample's id in its `metadata` object, as slime's samples carry it: the
+    error listed the top-level columns and asked for --id-key, without saying which path."""
+    log = write_jsonl(tmp_path / "log.jsonl", [{"metadata": {"prompt_id": "7"}, "response_length": 120}])
+    with pytest.raises(InputError, match=r"log\.jsonl: no prompt id column found \(looked for .*\); columns are: "
+                                         r"metadata, response_length; 'metadata' holds a field 'prompt_id': give "
+                                         r"--history-id-key metadata\.prompt_id$"):  # `asp observe`: --id-key
+        read_lengths([log])
+    assert read_lengths([log], ReadOptions(length_id_key="metadata.prompt_id"))[0].height == 1
+    # --prompt-key reads top-level columns only: no path offered there
+    data = write_jsonl(tmp_path / "d.jsonl", [{"metadata": {"question": "q"}}])
+    with pytest.raises(InputError, match=r"columns are: metadata; name the right one with --prompt-key$"):
+        read_prompts([data])
+
+
 def test_a_dotted_prompt_key_whose_field_is_there_says_the_option_reads_columns_only(tmp_path):
     """A verl newcomer's `--prompt-key extra_info.question` (verl's preprocessing keeps the question there) was told
     "no column 'extra_info.question' ...; 'extra_info' holds question, index": the field it named was listed as

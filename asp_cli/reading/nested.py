@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -90,3 +91,17 @@ def field_inside(frame: pl.DataFrame, key: str, flag: str) -> str:
     holders = [c for c, dtype in frame.schema.items() if not c.startswith("\x00") and isinstance(dtype, pl.Struct)
                and key in {f.name for f in dtype.fields}]
     return f"; {holders[0]!r} holds a field {key!r}: give {flag} {holders[0]}.{key}" if holders else ""
+
+
+def candidates_inside(frame: pl.DataFrame, candidates: Sequence[str], flag: str | None) -> str:
+    """``; 'metadata' holds a field 'prompt_id': give --id-key metadata.prompt_id``: where no column has one of
+    ``candidates``' names but an object column holds a field of one (a slime newcomer's length log kept the id in
+    each sample's `metadata`, and was told only the top-level columns); empty for an option that reads top-level
+    columns only (`--prompt-key`), or where no object holds one."""
+    if not flag or "prompt" in flag:
+        return ""
+    for name in candidates:
+        hint = field_inside(frame, name, flag)
+        if hint:
+            return hint
+    return ""

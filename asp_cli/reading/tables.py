@@ -27,7 +27,7 @@ from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
 from asp_cli.reading.json_records import (EXACT_FLOAT, DuplicateKey, element_holding_duplicate, escape_tag_lookalikes,
                                          records_to_frame, unique_keys)
-from asp_cli.reading.nested import fields_on_path, path_reaches_field
+from asp_cli.reading.nested import candidates_inside, fields_on_path, path_reaches_field
 from asp_cli.reading.options import OnBadRow
 from asp_cli.reading.text_checks import (LONE_SURROGATE, SURROGATE_ESCAPE, check_column_names, has_lone_surrogate,
                                          ran_out_of_text)
@@ -673,6 +673,6 @@ def find_column(
         fix = f"name the right one with {flag}" if flag else f"rename the right one to {candidates[0]}"
         raise InputError(
             f"{path}: no {what} column found (looked for {', '.join(candidates)}); columns are: "
-            f"{shown_columns(present)}; {fix}"
+            f"{shown_columns(present)}; {candidates_inside(frame, candidates, flag)[2:] or fix}"
         )
     return None
