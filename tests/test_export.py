@@ -939,6 +939,11 @@ def test_a_schedule_for_an_asynchronous_trainer_exports_for_verls_fully_async_tr
     with pytest.raises(SettingsError, match="--verl-trainer must be one of auto, ppo, colocate-async, "
                                             "separate-async, fully-async"):
         export(out, [prompts], None, format="verl", verl_trainer="async")
+    # verl's own spelling (trainer.v1.trainer_mode=colocate_async) is asked about, as asp schedule asks (E81).
+    with pytest.raises(SettingsError, match=r"\(got 'colocate_async'\); did you mean colocate-async\?"):
+        export(out, [prompts], None, format="verl", verl_trainer="colocate_async")
+    with pytest.raises(SettingsError, match=r"\(got 'sync'\); verl's synchronous trainer is --verl-trainer ppo"):
+        export(out, [prompts], None, format="verl", verl_trainer="sync")
     # The rollouter's limit planned with is the one set; a batch of 10 syncs every 2 steps of 5.
     limited = tmp_path / "limited.parquet"
     schedule([prompts], limited, settings=ScheduleSettings(instances=3, train_batch_size=10, samples_per_prompt=2,

@@ -174,7 +174,10 @@ def export(
     check_format(format)
     epoch, workers = whole(epoch), whole(workers)  # NumPy's integers as ints: they reach the JSON summary
     if verl_trainer not in VERL_TRAINERS:
-        raise SettingsError(f"--verl-trainer must be one of {', '.join(VERL_TRAINERS)} (got {verl_trainer!r})")
+        spelled = str(verl_trainer).replace("_", "-")  # verl's own spelling, trainer.v1.trainer_mode=colocate_async
+        hint = (f"; did you mean {spelled}?" if spelled in VERL_TRAINERS else
+                "; verl's synchronous trainer is --verl-trainer ppo" if verl_trainer == "sync" else "")
+        raise SettingsError(f"--verl-trainer must be one of {', '.join(VERL_TRAINERS)} (got {verl_trainer!r})" + hint)
     if verl_trainer != "auto" and format != "verl":  # it names the trainer whose settings are printed: none are
         raise SettingsError(f"--verl-trainer {verl_trainer} names the trainer whose settings --format verl prints "
                             f"(got --format {format}): add --format verl, or drop it")
