@@ -1248,6 +1248,12 @@ def test_a_rollout_dump_of_text_given_as_lengths_points_to_observe(tmp_path):
     # with an id column it is a length file like any other, whose length column is then looked for
     keyed = write_jsonl(tmp_path / "keyed.jsonl", [{"id": "a", "input": "x", "output": "y", "response_tokens": 3}])
     assert read_lengths([keyed])[0].height == 1
+    # verl's v1 trainer dump (input, output, gts, score, step, uid): its uid is a trajectory key, no prompt id, and
+    # the dump was told "holds prompts but no response lengths" (a verl newcomer's --history DIR/1.jsonl)
+    v1 = write_jsonl(tmp_path / "1.jsonl", [{"input": "user: hi\nassistant:", "output": "hello", "gts": "1",
+                                             "score": 1.0, "step": 1, "uid": "0b8e9c1e-1f2a_0_3"}])
+    with pytest.raises(InputError, match=r"1\.jsonl: holds response text without prompt ids .*asp observe 1\.jsonl"):
+        read_lengths([v1])
 
 
 def test_a_length_file_whose_every_length_is_zero_is_refused_even_beside_good_ones(tmp_path):

@@ -65,8 +65,9 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
         if "log" in frame.columns and frame.schema["log"] == pl.String:
             _logs_named_elsewhere(path, frame, logs, named, report)
         lowered = {c.lower() for c in frame.columns}
-        if options.length_id_key is None and not lowered & set(C.ID_KEYS) and (
-                {"input", "output"} <= lowered or "responses" in lowered):
+        ids = lowered & set(C.ID_KEYS)  # verl's own uid (a trajectory key) and index are no prompt id by themselves
+        if options.length_id_key is None and (not ids or ids <= {"uid", "index"} and not lowered & set(C.LENGTH_KEYS)) \
+                and ({"input", "output"} <= lowered or "responses" in lowered):
             # A rollout dump of text (verl's rollout_data_dir, OpenRLHF's and slime's input/output logs) or verl's
             # generation output: no ids or counts to read, but `asp observe` matches its text to the prompts.
             raise InputError(f"{path}: holds response text without prompt ids (a verl, OpenRLHF or slime rollout "
