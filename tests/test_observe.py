@@ -1150,3 +1150,16 @@ def test_a_datasets_shards_after_one_dataset_option_are_refused_as_logs_naming_t
                                       "--dataset", str(shards[1])])
     assert result.exit_code == 0, result.output
     assert sorted(read_history(out)[0]["prompt_id"].to_list()) == [str(i) for i in range(8)]
+
+
+def test_a_verl_dump_with_the_datasets_id_as_id_key_is_sent_to_dataset_id_key(tmp_path):
+    """`asp observe DIR/*.jsonl --dataset train.parquet --id-key extra_info.index` (the dataset's id, given as the
+    log's) was told the verl dump was "a prompt file (the probe's ...)": it says --dataset-id-key names it."""
+    dump = write_jsonl(tmp_path / "1.jsonl", [{"input": "user: 2+2?\nassistant:", "output": "4", "gts": "4",
+                                               "score": 1.0, "step": 1, "uid": "0b8e9c1e_0_0"}])
+    with pytest.raises(InputError) as caught:
+        observe([dump], tmp_path / "h.parquet", read=replace(OBSERVE_READ, length_id_key="extra_info.index"))
+    message = str(caught.value)
+    assert message.startswith(f"{dump}: input/output text without a column 'extra_info', which --id-key "
+                              "extra_info.index names")
+    assert "--dataset-id-key extra_info.index" in message and "prompt file" not in message
