@@ -12,6 +12,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator
 from enum import IntEnum
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -147,6 +148,15 @@ def expect_callable(value: T, name: str) -> T:
         return value
     raise SettingsError(f"{name} must be a function taking one line of text (e.g. print) or None, not "
                         f"{printable(repr(value))[:60]}")
+
+
+def no_such_file(path: object) -> InputError:
+    """The one-line error of an input ``path`` that is not there; a name holding a shell pattern (``*``, ``?``, ``[``)
+    says that asp reads named files: a quoted glob (``--history 'dump/*.jsonl'``) was "no such file" without a word
+    (a verl newcomer's)."""
+    pattern = any(mark in Path(str(path)).name for mark in "*?[")
+    return InputError(f"{path}: no such file" + ("; it is a pattern, and asp reads files by name: leave out the quotes "
+                                                 "so that the shell expands it, or name each file" if pattern else ""))
 
 
 class LagBoundError(SettingsError):

@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, no_such_file
 
 _CHUNK_BYTES = 1 << 22
 
@@ -37,7 +37,7 @@ def file_fingerprint(paths: Path | str | Sequence[Path | str]) -> str:
                 for chunk in iter(lambda: handle.read(_CHUNK_BYTES), b""):
                     digest.update(chunk)
         except FileNotFoundError:
-            raise InputError(f"{path}: no such file") from None
+            raise no_such_file(path) from None
         except IsADirectoryError:
             raise InputError(f"{path}: is a directory; name a file") from None
         except OSError as exc:

@@ -234,9 +234,9 @@ def refuse_missing(inputs: Iterable[Path]) -> None:
     there (a newcomer's round). Predictor files keep their own error (exit 5)."""
     missing = next((p for p in map(Path, inputs) if p.suffix != ".skops" and not os.path.lexists(p)), None)
     if missing is not None:
-        from asp_cli.errors import InputError
+        from asp_cli.errors import no_such_file
 
-        raise InputError(f"{missing}: no such file")
+        raise no_such_file(missing)
 
 
 def _check_output(output: Path, inputs: Iterable[Path], force: bool) -> None:

@@ -96,3 +96,20 @@ def test_a_twin_given_a_dict_for_its_options_names_the_class_to_give(tmp_path, c
     asp_cli.schedule(tmp_path / "p.jsonl", tmp_path / "s.parquet")
     with pytest.raises(SettingsError, match=re.escape(words) + r" \(asp_cli\.\w+\(.*\)\)(?: or None)?, not dict$"):
         call(asp_cli, tmp_path)
+
+
+def test_a_quoted_glob_is_told_to_let_the_shell_expand_it(tmp_path):
+    """`asp schedule p.jsonl --history 'dump/*.jsonl'` (the glob quoted, so no shell expanded it) was "no such file"
+    without a word; a name holding a pattern says asp reads files by name. A plain missing name reads as before."""
+    (tmp_path / "dump").mkdir()
+    (tmp_path / "dump" / "1.jsonl").write_text('{"prompt_id": "p0", "response_tokens": 5}\n', encoding="utf-8")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "p0", "prompt": "What is 1+1?"}\n', encoding="utf-8")
+    for history, said in ((tmp_path / "dump" / "*.jsonl", "; it is a pattern, and asp reads files by name: leave out "
+                           "the quotes so that the shell expands it, or name each file"),
+                          (tmp_path / "dump" / "2.jsonl", "")):
+        result = CliRunner().invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s.parquet"),
+                                          "--history", str(history)])
+        assert result.exit_code == 3, result.output
+        assert result.stderr == f"Error: {history}: no such file{said}\n"
+        assert not (tmp_path / "s.parquet").exists()

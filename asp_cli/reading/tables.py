@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import limits
-from asp_cli.errors import InputError, shown_columns, shown_id
+from asp_cli.errors import InputError, no_such_file, shown_columns, shown_id
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
 from asp_cli.reading.json_records import (EXACT_FLOAT, DuplicateKey, element_holding_duplicate, escape_tag_lookalikes,
@@ -155,7 +155,7 @@ def input_file_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except (FileNotFoundError, NotADirectoryError):  # NotADirectoryError: a path through a file (a.jsonl/b.jsonl)
-        raise InputError(f"{path}: no such file") from None
+        raise no_such_file(path) from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory; name a file") from None
     except OSError as exc:  # no permission; a symlink loop (ELOOP), an I/O error: exit 70 before
