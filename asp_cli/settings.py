@@ -140,6 +140,13 @@ def whole(value: object) -> object:
     return value
 
 
+def whole_fields(instance: object, names: tuple[str, ...]) -> None:
+    """Set each named field of a frozen dataclass to `whole` of itself (NumPy's integers as ints): the one loop
+    every settings class runs first in its ``__post_init__``."""
+    for name in names:
+        object.__setattr__(instance, name, whole(getattr(instance, name)))
+
+
 def check_count(flag: str, value: object, *, minimum: int, optional: bool = False,
                 maximum: int = MAX_SETTING, also: str = "") -> None:
     """Refuse a count or token budget that is not a whole number in ``minimum..maximum`` (None when optional;
@@ -261,10 +268,9 @@ class ScheduleSettings:
     step_layout: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
-                     "max_tokens_per_minibatch", "max_response_tokens", "max_lag", "seed", "length_classes",
-                     "prompts_per_server"):  # NumPy's integers as ints: recorded as JSON, compared as ints
-            object.__setattr__(self, name, whole(getattr(self, name)))
+        whole_fields(self, ("instances", "samples_per_prompt", "epochs", "train_batch_size", "minibatch_size",
+                            "max_tokens_per_minibatch", "max_response_tokens", "max_lag", "seed", "length_classes",
+                            "prompts_per_server"))  # NumPy's integers as ints: recorded as JSON, compared as ints
         # A count above its own bound gets the message that says why (below), however far above (a newcomer's
         # --instances 99999999999999999999 read "from 1 to 2147483647" where -1 read "from 1 to 100000"); one
         # below 1 or not a whole number is told the real range, not the generic one.

@@ -34,7 +34,7 @@ from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.errors import SettingsError, expect_kind, named_in_python
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
-from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count, whole
+from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count, whole, whole_fields
 
 DEFAULT_FRACTION = 0.02
 DEFAULT_MIN_PER_SOURCE = 4
@@ -63,8 +63,7 @@ class ProbeSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("fraction", "prompts", "min_per_source", "seed"):  # NumPy's integers as ints
-            object.__setattr__(self, name, whole(getattr(self, name)))
+        whole_fields(self, ("fraction", "prompts", "min_per_source", "seed"))  # NumPy's integers as ints
         if self.fraction is not None and self.prompts is not None:
             raise SettingsError("give --fraction or --prompts, not both")
         if self.fraction is not None:

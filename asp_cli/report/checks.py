@@ -7,7 +7,7 @@ from typing import Any
 
 from asp_cli.errors import SettingsError, named_in_python
 from asp_cli.report.facts import REPORT_VERSION, rounded
-from asp_cli.settings import whole
+from asp_cli.settings import whole_fields
 
 
 # (key path, label, which way is better, kind) of the facts shown side by side by `--compare`. The kind says how
@@ -128,8 +128,9 @@ class CheckLimits:
     max_trainer_idle: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_padding", "max_instance_spread", "max_lag", "max_step_skew", "max_trainer_idle"):
-            object.__setattr__(self, name, whole(getattr(self, name)))  # NumPy's integers as ints
+        names = ("max_padding", "max_instance_spread", "max_lag", "max_step_skew", "max_trainer_idle")
+        whole_fields(self, names)  # NumPy's integers as ints
+        for name in names:
             value = getattr(self, name)
             flag = _CHECKS[name][0]
             if value is None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from asp_cli.errors import SettingsError, named_in_python
-from asp_cli.settings import DISPATCHES, MAX_INSTANCES, TRAINER_ORDERS, check_count, check_lag, whole
+from asp_cli.settings import DISPATCHES, MAX_INSTANCES, TRAINER_ORDERS, check_count, check_lag, whole_fields
 
 Mode = Literal["continuous", "static", "streaming"]
 Dispatch = Literal["planned", "free"]
@@ -39,8 +39,7 @@ class ReplayOptions:
     prompts_per_server: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_lag", "instances", "seed", "prompts_per_server"):  # NumPy's integers as ints
-            object.__setattr__(self, name, whole(getattr(self, name)))
+        whole_fields(self, ("max_lag", "instances", "seed", "prompts_per_server"))  # NumPy's integers as ints
         object.__setattr__(self, "max_lag", check_engine(self.mode or "continuous", self.dispatch or "planned",
                                                          self.max_lag, self.trainer or "arrival"))
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
