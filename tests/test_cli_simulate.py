@@ -1001,3 +1001,78 @@ def test_the_twin_names_its_lengths_as_the_other_twins_do(built, tmp_path):  # n
         assert simulate_file(built["schedule"], lengths_paths=[log]).document == positional
     with pytest.raises(SettingsError, match="give the lengths files once: lengths="):
         simulate_file(built["schedule"], lengths=[log], lengths_paths=[log])
+
+
+def _probed_history(built, tmp_path):  # noqa: F811
+    """A history as `asp observe` writes it of a probe (one sample a prompt, no epoch) and then epochs 0 and 1
+    (a group each), the probe's rows first, each part's lengths unlike the others'; and each part alone."""
+    from asp_cli.integrate.history_file import write_history
+
+    ids = sorted(pl.read_parquet(built["schedule"])["prompt_id"].unique().to_list())
+    parts = {"probe": [(i, 3000 + 11 * k, None) for k, i in enumerate(ids)]}
+    for epoch in (0, 1):
+        parts[epoch] = [(i, 40 + 500 * epoch + 7 * k + s, epoch) for k, i in enumerate(ids) for s in range(SAMPLES)]
+    frame = lambda rows: pl.DataFrame({"prompt_id": [r[0] for r in rows], "response_tokens": [r[1] for r in rows],
+                                       "truncated": [False] * len(rows), "epoch": [r[2] for r in rows],
+                                       "log": ["probe.jsonl" if r[2] is None else f"e{r[2]}.jsonl" for r in rows]},
+                                      schema_overrides={"epoch": pl.Int32})  # noqa: E731
+    history = tmp_path / "history.parquet"
+    write_history(frame(parts["probe"] + parts[0] + parts[1]), history, [])
+    alone = {}
+    for name, rows in parts.items():
+        alone[name] = tmp_path / f"{name}.parquet"
+        write_history(frame(rows), alone[name], [])
+    return history, alone
+
+
+def test_a_probe_in_the_history_is_not_replayed_before_the_epochs_and_lengths_epoch_picks_one(built, tmp_path):  # noqa: F811
+    """A history of a probe and epochs replayed each prompt's probe sample first, then N - 1 of epoch 0's (said as
+    "more observed samples than a group holds"), and no option picked an epoch. By default a prompt's probe
+    samples are left out where the history holds an epoch's of it; --lengths-epoch E replays epoch E's alone (-1:
+    the probe's)."""
+    history, alone = _probed_history(built, tmp_path)
+
+    def metrics(*args):
+        result = invoke("simulate", built["schedule"], "--json", "-q", *args)
+        assert result.exit_code == 0, result.output
+        document = json.loads(result.stdout)
+        return document["metrics"]["end_to_end_s"], document["warnings"], document["lengths"]
+
+    default, warned, lengths = metrics("--lengths", history)
+    assert lengths["prompts_with_drawn_samples"] == 0 and lengths["prompts_with_observed_lengths"] == PROMPTS
+    # Epochs 0 and 1 replayed as a history of them alone would be (the oldest, said), the probe's sample unused.
+    both = tmp_path / "both.parquet"
+    pl.concat([pl.read_parquet(alone[0]), pl.read_parquet(alone[1])]).write_parquet(both)
+    assert (default, warned) == metrics("--lengths", both)[:2]
+    assert any("more observed samples than a group holds" in w and "--lengths-epoch E" in w for w in warned)
+    for epoch, part in ((0, 0), (1, 1), (-1, "probe")):
+        picked, picked_warnings, _ = metrics("--lengths", history, "--lengths-epoch", epoch)
+        assert picked == metrics("--lengths", alone[part])[0], epoch
+        assert not any("more observed samples" in w for w in picked_warnings)
+    assert metrics("--lengths", history, "--lengths-epoch", 1)[0] != default
+    # A prompt probed but in no epoch keeps its probe sample (the rest of its group drawn around it).
+    ids = sorted(pl.read_parquet(built["schedule"])["prompt_id"].unique().to_list())
+    cut = tmp_path / "cut.parquet"
+    pl.read_parquet(history).filter(pl.col("epoch").is_null() | (pl.col("prompt_id") != ids[0])).write_parquet(cut)
+    assert metrics("--lengths", cut)[2]["prompts_with_drawn_samples"] == 1
+
+
+def test_lengths_epoch_is_checked_against_the_epochs_the_lengths_hold(built, tmp_path):  # noqa: F811
+    """E110: an epoch the lengths do not hold is refused, naming those they do; without --lengths, or of lengths
+    that hold no epoch, it is told what to do; not a whole number from -1 up, told so."""
+    history, _alone = _probed_history(built, tmp_path)
+    result = invoke("simulate", built["schedule"], "--lengths", history, "--lengths-epoch", 2)
+    assert result.exit_code == 4 and result.stderr == (
+        f"Error: --lengths-epoch 2: {history} holds epochs 0 and 1, and samples without an epoch (a probe's: "
+        "--lengths-epoch -1); give one of those, or leave --lengths-epoch out\n")
+    some_id = pl.read_parquet(built["schedule"])["prompt_id"][0]
+    plain = write_jsonl(tmp_path / "plain.jsonl", [{"prompt_id": some_id, "response_tokens": 5}])
+    result = invoke("simulate", built["schedule"], "--lengths", plain, "--lengths-epoch", 0)
+    assert result.exit_code == 4 and result.stderr == (
+        f"Error: --lengths-epoch 0: no sample of {plain} says its epoch; observe each epoch's log with --epoch E "
+        "(asp observe), or leave --lengths-epoch out\n")
+    result = invoke("simulate", built["schedule"], "--lengths-epoch", 0)
+    assert result.exit_code == 4 and result.stderr == (
+        "Error: --lengths-epoch picks an epoch of the --lengths files: give --lengths too, or leave it out\n")
+    result = invoke("simulate", built["schedule"], "--lengths", history, "--lengths-epoch", -2)
+    assert result.exit_code == 4 and "--lengths-epoch must be a whole number from -1" in result.stderr

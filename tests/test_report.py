@@ -172,6 +172,23 @@ def test_more_samples_of_a_prompt_than_a_group_holds_are_cut_to_the_first_n(made
                                        "files": ["twice.csv"]}
 
 
+
+def test_a_probe_before_the_epochs_of_a_history_is_left_out_as_asp_simulate_leaves_it_out(made, tmp_path):
+    """A history of a probe (no epoch) and then epoch 0 counted each prompt's probe sample with its group, 9 of 8,
+    and compared the probe's sample and 7 of the epoch's, where asp simulate replays the epoch's 8."""
+    folder, result = made
+    one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
+    probe = one.with_columns(pl.lit(9000).alias("response_tokens"), pl.lit(None, pl.Int32).alias("epoch"))
+    epoch = one.with_columns(pl.lit(100).alias("response_tokens"), pl.lit(0, pl.Int32).alias("epoch"))
+    history = tmp_path / "history.parquet"
+    pl.concat([probe] + [epoch] * 8).write_parquet(history)
+    done = report_schedule(folder / "s.parquet", lengths=[history])
+    assert not any("more than the schedule's 8 samples" in w for w in done.warnings), done.warnings
+    alone = tmp_path / "epoch.parquet"
+    pl.concat([epoch] * 8).write_parquet(alone)
+    assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[alone]).report["observed"],
+                                       "files": ["history.parquet"]}
+
 def test_compare_with_itself_changes_nothing(report):
     comparison = compare_reports(report, report)
     assert comparison["facts"]

@@ -137,7 +137,8 @@ def simulate_file(
         refuse_unmatched(observed, schedule.frame["prompt_id"], length_files)
         skipped = report.skipped_rows
     result = simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,
-                             name=str(schedule.path or "the schedule in memory"), progress=progress)
+                             name=str(schedule.path or "the schedule in memory"), progress=progress,
+                             sources=length_files)
     if length_files:  # what the read left out or counted twice (`ReadReport.notes`)
         result.document["warnings"][:0] = report.notes
     return result
@@ -265,9 +266,12 @@ def simulate_loaded(
     skipped_rows: int = 0,
     name: str | None = None,
     progress: Callable[[str], None] | None = None,
+    sources: Sequence[str | Path] = (),
 ) -> SimulationReport:
     """`simulate_file` on a schedule and observed lengths already read (one row per sample, as
-    `asp_cli.reading.read_lengths` returns them)."""
+    `asp_cli.reading.read_lengths` returns them; ``sources``: the files they came from, named in the errors)."""
+    from asp_cli.sim.lengths import epoch_samples
+
     recorded = schedule.recorded_settings
     n = recorded.samples_per_prompt
     k = options.instances if options.instances is not None else max(
@@ -278,6 +282,7 @@ def simulate_loaded(
     hardware = schedule.cost_preset(options.preset)
     frame = schedule.frame.sort("seq")
     check_replay_size(frame.height, n, "asp simulate")
+    observed = epoch_samples(observed, options.lengths_epoch, sources)
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=n, seed=seed,
                                          max_response_tokens=recorded.max_response_tokens)
     trainer = options.trainer or recorded.trainer

@@ -25,6 +25,7 @@ def simulate_command(
     lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", readable=False, help="Observed response lengths (same formats and columns as --history; repeatable). Without them lengths are sampled around the predictions."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
+    lengths_epoch: Optional[int] = typer.Option(None, "--lengths-epoch", metavar="E", help="Replay only epoch E's samples of --lengths (by its epoch column, as asp observe --epoch numbered them; -1: the samples without an epoch, a probe's). Default: each prompt's first N samples in the files' order, a probe's left out of the prompts an epoch holds (docs/replay.md)."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
     preset: Optional[str] = typer.Option(None, "--preset", help=f"Hardware/model preset ({', '.join(PRESET_NAMES)}) or JSON calibration file; default: the one the schedule was made with (every field it recorded, wherever its calibration file is now)."),
     mode: Optional[str] = typer.Option(None, "--mode", "--engine", help="Engine (--engine is the same option, as asp schedule names it): 'continuous' (blocking generate() calls, vLLM offline), 'static' (HF generate, padded) or 'streaming' (servers that refill freed slots); default: the engine the schedule was planned for (asp schedule --engine)."),
@@ -58,7 +59,8 @@ def simulate_command(
         options = ReplayOptions(preset=preset, mode=mode, dispatch=dispatch,  # type: ignore[arg-type]
                                 max_lag=None if max_lag == NO_LAG_BOUND else max_lag,
                                 use_schedule_max_lag=max_lag != NO_LAG_BOUND, trainer=trainer,  # type: ignore[arg-type]
-                                instances=instances, seed=seed, prompts_per_server=prompts_per_server)
+                                instances=instances, seed=seed, prompts_per_server=prompts_per_server,
+                                lengths_epoch=lengths_epoch)
         read = dataclasses.replace(SIMULATE_READ, length_id_key=lengths_id_key, length_key=lengths_length_key,
                                    on_bad_row=on_bad_row)  # type: ignore[arg-type]
         check_bins(bins)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asp_cli.errors import InputError, shown_id
+from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.reading.id_forms import near_misses
 
 
@@ -145,7 +145,8 @@ class LengthInfo:
         many = self.prompts_over_group
         return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds ({self.group}): "
                 f"the first {self.group} of each, in the file's order, are replayed (of a history of several epochs, "
-                "the oldest); give one epoch's lengths to replay that one" + more_samples_fix(self.group, self.observed_each))
+                "the oldest); give one epoch's lengths to replay that one (asp simulate picks one with --lengths-epoch "
+                "E)" + more_samples_fix(self.group, self.observed_each))
 
     def warnings(self, max_response_tokens: int) -> list[str]:
         """What about the observed lengths is legal but probably not what the user meant (worded as `asp report` and
@@ -188,6 +189,66 @@ def refuse_unmatched(observed, schedule_ids, paths) -> None:
                         "; name the id column with --lengths-id-key, or give the lengths of this schedule's prompts"))
 
 
+def without_probe_samples(observed):
+    """``observed`` (a frame with ``prompt_id`` and ``epoch``) without the samples that have no epoch (a probe's,
+    observed before training: docs/probe.md) of the prompts it holds an epoch's samples of, and how many prompts' were
+    left out. A probe's sample, of the policy before training and often at another cap, stood first in such a
+    history and was replayed as the first of the prompt's group, beside N - 1 of epoch 0's (a probe newcomer's
+    round); a prompt probed but in no epoch keeps its probe samples, better than the predictions."""
+    import polars as pl
+
+    if observed is None or "epoch" not in observed.columns:
+        return observed, 0
+    missing = observed["epoch"].null_count()
+    if missing in (0, observed.height):
+        return observed, 0
+    in_epochs = observed.filter(pl.col("epoch").is_not_null())["prompt_id"].unique().implode()
+    probe = pl.col("epoch").is_null() & pl.col("prompt_id").is_in(in_epochs)
+    left_out = observed.filter(probe)["prompt_id"].n_unique()
+    return (observed.filter(~probe), left_out) if left_out else (observed, 0)
+
+
+def _epochs_text(epochs: list[int]) -> str:
+    """0 and 1; 0, 1 and 3; 0 to 9 (a run of more than three)."""
+    if len(epochs) > 3 and epochs[-1] - epochs[0] == len(epochs) - 1:
+        return f"epochs {epochs[0]} to {epochs[-1]}"
+    if len(epochs) > 8:
+        epochs = epochs[:6] + ["..."] + epochs[-1:]  # type: ignore[list-item]
+    words = [str(e) for e in epochs]
+    return ("epoch " if len(words) == 1 else "epochs ") + (
+        words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1])
+
+
+def epoch_samples(observed, epoch: int | None, paths=()):
+    """The samples of ``observed`` (as `asp_cli.reading.read_lengths` returns them) of one ``epoch``
+    (`ReplayOptions.lengths_epoch`, `asp simulate --lengths-epoch`; -1: those without an epoch, a probe's); all of
+    them where ``epoch`` is None. ``paths``: the files they were read from, named in the errors.
+
+    Raises
+    ------
+    SettingsError
+        ``epoch`` given without lengths, or one the lengths do not hold (the message names those they do).
+    """
+    import polars as pl
+
+    if epoch is None:
+        return observed
+    if observed is None:
+        raise SettingsError("--lengths-epoch picks an epoch of the --lengths files: give --lengths too, or leave it out")
+    names = ", ".join(str(p) for p in paths) or "--lengths"
+    column = observed["epoch"] if "epoch" in observed.columns else pl.Series("epoch", [None] * observed.height)
+    held = sorted(int(e) for e in column.drop_nulls().unique().to_list())
+    probe = column.null_count() > 0
+    if epoch in held or (epoch == -1 and probe):
+        return observed.filter(pl.Series(column).fill_null(-1) == epoch)
+    if not held:
+        raise SettingsError(f"--lengths-epoch {epoch}: no sample of {names} says its epoch; observe each epoch's log "
+                            "with --epoch E (asp observe), or leave --lengths-epoch out")
+    raise SettingsError(f"--lengths-epoch {epoch}: {names} hold{'s' if len(paths) <= 1 else ''} {_epochs_text(held)}"
+                        + (", and samples without an epoch (a probe's: --lengths-epoch -1)" if probe else "")
+                        + "; give one of those, or leave --lengths-epoch out")
+
+
 def lengths_for_schedule(
     frame,  # pl.DataFrame: the schedule rows in seq order
     observed=None,  # pl.DataFrame | None: prompt_id, response_tokens (one row per sample, file order)
@@ -198,13 +259,15 @@ def lengths_for_schedule(
 ) -> tuple[np.ndarray, LengthInfo]:
     """True lengths per schedule row: observed where given, otherwise the noise model.
 
-    A prompt with at least N observed samples uses its first N; one with fewer keeps them and gets the rest
+    A prompt with at least N observed samples uses its first N (its samples without an epoch, a probe's, left out
+    where it has an epoch's: `without_probe_samples`); one with fewer keeps them and gets the rest
     drawn around them (`complete_groups`, deterministically from ``seed``; the spread pooled per
     ``data_source`` where the schedule has one); a prompt absent from ``observed`` is sampled around its
     prediction.
     """
     import polars as pl
 
+    observed = without_probe_samples(observed)[0]
     n = samples_per_prompt
     ids = frame["prompt_id"]
     keys = ids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)

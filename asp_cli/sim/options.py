@@ -37,15 +37,19 @@ class ReplayOptions:
     # verl's asynchronous rollouter's prompts in flight per server, for the "as verl routes" line (None: the
     # schedule's `ScheduleSettings.prompts_per_server`).
     prompts_per_server: int | None = None
+    # The epoch of the observed lengths to replay (`asp_cli.sim.lengths.epoch_samples`; -1: the samples without an
+    # epoch, a probe's); None: every sample, a probe's left out of the prompts an epoch holds.
+    lengths_epoch: int | None = None
 
     def __post_init__(self) -> None:
-        whole_fields(self, ("max_lag", "instances", "seed", "prompts_per_server"))  # NumPy's integers as ints
+        whole_fields(self, ("max_lag", "instances", "seed", "prompts_per_server", "lengths_epoch"))  # NumPy's integers as ints
         object.__setattr__(self, "max_lag", check_engine(self.mode or "continuous", self.dispatch or "planned",
                                                          self.max_lag, self.trainer or "arrival"))
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
             raise SettingsError(f"--instances must be a whole number from 1 to {MAX_INSTANCES} (got {self.instances!r})")
         check_count("--seed", self.seed, minimum=0, optional=True)
         check_count("--prompts-per-server", self.prompts_per_server, minimum=1, optional=True)
+        check_count("--lengths-epoch", self.lengths_epoch, minimum=-1, maximum=2**31 - 1, optional=True)
         if self.prompts_per_server is not None and (self.mode not in (None, "streaming") or self.max_lag == 0):
             raise SettingsError("--prompts-per-server is verl's asynchronous rollouter's limit: it applies to "
                                 "--engine streaming with a --max-lag other than 0; drop it")
