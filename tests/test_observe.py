@@ -1163,3 +1163,43 @@ def test_a_verl_dump_with_the_datasets_id_as_id_key_is_sent_to_dataset_id_key(tm
     assert message.startswith(f"{dump}: input/output text without a column 'extra_info', which --id-key "
                               "extra_info.index names")
     assert "--dataset-id-key extra_info.index" in message and "prompt file" not in message
+
+
+def test_shortfalls_made_by_spreading_a_shared_text_are_told_apart_from_real_ones(tmp_path):
+    """A dump whose prompt text two dataset ids share, of one group of it (the epoch's rollout reached one of them):
+    asp spread its 4 samples over both ids, 2 each, and then warned that 2 prompts had fewer than samples_per_prompt
+    samples, a shortfall of its own making (the warning before said the samples were spread). Texts whose samples
+    make whole groups are said as spread; a group cut short (of a shared text or not) is still a shortfall."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "Same text"},
+                                             {"id": "b", "question": "Same text"},
+                                             {"id": "c", "question": "Other text"},
+                                             {"id": "d", "question": "Third text"},
+                                             {"id": "e", "question": "Shared again"},
+                                             {"id": "f", "question": "Shared again"}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=2, instances=1, samples_per_prompt=4))
+
+    def dump(groups):
+        return write_jsonl(tmp_path / "1.jsonl", [{"input": f"user\n{text}\nassistant\n", "output": "w " * (5 + k),
+                                                   "score": 1, "step": 1}
+                                                  for text, samples in groups for k in range(samples)])
+
+    # One group of the shared text, a whole one of c and d: nothing is short.
+    result = observe([dump([("Same text", 4), ("Other text", 4), ("Third text", 4)])], None, schedule=sched,
+                     dataset=[data])
+    assert sorted(result.added.group_by("prompt_id").len().rows()) == [("a", 2), ("b", 2), ("c", 4), ("d", 4)]
+    assert result.summary["prompts_with_fewer_samples_than_n"] == 0
+    assert result.summary["prompts_short_by_spread_samples"] == 2
+    assert not any("prompts have fewer than samples_per_prompt" in w for w in result.warnings), result.warnings
+    assert ("2 prompts hold fewer than samples_per_prompt=4 samples only as their text's samples were spread over "
+            "the ids that share it (whole groups of it: 1 group over 2 ids); no group was cut short") in result.warnings
+    # A group of c cut short, and one of a shared text (3 samples over e and f): both are real shortfalls.
+    result = observe([dump([("Same text", 8), ("Other text", 3), ("Third text", 4), ("Shared again", 3)])], None,
+                     schedule=sched, dataset=[data])
+    assert result.summary["prompts_with_fewer_samples_than_n"] == 3
+    assert result.summary["prompts_short_by_spread_samples"] == 0
+    assert "3 prompts have fewer than samples_per_prompt=4 samples in the logs" in result.warnings
+    assert not any("were spread over the ids" in w for w in result.warnings)

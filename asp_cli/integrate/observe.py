@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, OutputError, SettingsError, shown_id
+from asp_cli.errors import InputError, OutputError, SettingsError
 from asp_cli.reading.exported import export_id_key, with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
@@ -43,6 +43,7 @@ from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: th
     UNKNOWN_POLICIES, check_unknown_policy, nothing_to_write, refuse_a_prompt_file, refuse_datasets_among_logs,
     settle_unknown_ids,
 )
+from asp_cli.integrate.observe_coverage import coverage
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.integrate.recorded_dataset import DatasetFromSchedule
 from asp_cli.reading.json_records import untag
@@ -195,6 +196,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     from asp_cli.fingerprint import file_fingerprint
 
     warnings: list[str] = []
+    shared: set[tuple[str, ...]] = set()  # the ids of shared prompt texts whose samples were spread (`coverage`)
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
                                "ambiguous_matches": 0, "log_formats": {}, "columns_used": {}}
@@ -225,7 +227,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             warnings.append(already_observed(path, fingerprint, existing, seen))
             continue
         seen_prints.add(fingerprint)
-        part, kind = _read_log(path, prompts if prompts is not None else recorded, read, summary)
+        part, kind = _read_log(path, prompts if prompts is not None else recorded, read, summary, shared)
         if cap is not None and read.tokenizer is None and (kind == "verl_generations" or _counts_text(kind, read)):
             # estimated from text at 4 bytes a token: one past the cap is an estimate's error (said cut and longer)
             over = int((part[C.RESPONSE_TOKENS] > cap).sum())
@@ -311,7 +313,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             "spread over those ids in turn (the same text, the same policy's lengths)"
         )
     if schedule and added.height:
-        _coverage(sched, added, summary, warnings)
+        coverage(sched, added, summary, warnings, shared)
 
     history = added if existing is None else pl.concat([existing, added], how="vertical")
     if sched is not None and existing is not None and existing.height and added.height:
@@ -383,8 +385,10 @@ def _read_log(
     dataset: _Dataset | Callable[[Path], _Dataset] | None,  # called where the log needs it (`DatasetFromSchedule`)
     read: ReadOptions,
     summary: dict[str, Any],
+    shared: set[tuple[str, ...]],
 ) -> tuple[pl.DataFrame, str]:
-    """One log's samples and its kind (`LOG_FORMATS`)."""
+    """One log's samples and its kind (`LOG_FORMATS`); ``shared`` is told the ids of each prompt text several share
+    whose samples a dump's were spread over (`asp_cli.integrate.observe_coverage`)."""
     from asp_cli.reading import ReadReport, read_lengths, read_table
 
     # With --on-bad-row skip, lines that are not JSON (a crashed run's half-written last line) are skipped here
@@ -399,7 +403,7 @@ def _read_log(
         summary["bad_row_examples"].extend(f"{w}: not a JSON object" for w in malformed.skipped_examples)
     if verl_dump:
         return _read_verl_dump(path, frame, dataset(path) if callable(dataset) else dataset, read.tokenizer, summary,
-                               read.on_bad_row), kind
+                               read.on_bad_row, shared), kind
     if kind == "verl_generations":
         responses = _verl_responses_column(frame) or {c.lower(): c for c in frame.columns}[_VERL_RESPONSES]
         return _read_verl_generations(path, frame, responses, read, summary), kind
@@ -478,6 +482,7 @@ def _read_verl_dump(
     tokenizer: str | Path | None,
     summary: dict[str, Any],
     read_on_bad_row: str = "error",
+    shared: set[tuple[str, ...]] | None = None,
 ) -> pl.DataFrame:
     """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens."""
     if dataset is None:
@@ -495,6 +500,8 @@ def _read_verl_dump(
     ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
     summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
                                         if i is not None and matcher.ambiguous(text))
+    if shared is not None:
+        shared.update(matcher.shared_ids())
     counts, whole = count_responses(path, columns["output"], outputs, tokenizer, _BYTES_PER_TOKEN, summary)
     result = pl.DataFrame({"prompt_id": ids, "response_tokens": counts, "\x00whole": whole},
                           schema={"prompt_id": pl.String, "response_tokens": pl.Int64, "\x00whole": pl.Boolean})
@@ -668,29 +675,3 @@ def _known_ids(sched: Any, dataset: _Dataset | None) -> tuple[set[str] | None, i
         ids = set(dataset.prompts[C.PROMPT_ID].to_list())
         known = ids if known is None else known & ids
     return known, (int(cap) if cap is not None else None)
-
-
-def _coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings: list[str]) -> None:
-    """How much of the schedule the logs cover: prompts without samples, groups with fewer than n."""
-    n = sched.samples_per_prompt
-    scheduled = sched.frame["prompt_id"].unique()
-    counts = added.group_by("prompt_id").len()
-    missing = scheduled.filter(~scheduled.is_in(counts["prompt_id"].implode()))
-    short = counts.filter(pl.col("len") < n).height
-    summary["scheduled_prompts_without_samples"] = missing.len()
-    summary["prompts_with_fewer_samples_than_n"] = short
-    if missing.len():
-        warnings.append(f"{missing.len():,} scheduled prompts have no sample in the logs (e.g. {shown_id(missing[0])})")
-    if short:
-        warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")
-    # More than n in an epoch: several epochs without an epoch column, or a rollout of more samples per prompt than
-    # the schedule's (a newcomer's verl ran rollout.n=16 on a schedule of 8, and nothing here said so).
-    per_epoch = added.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id", "epoch").len()["len"]
-    if (over := int((per_epoch > n).sum())):
-        from asp_cli.sim.lengths import more_samples_fix
-
-        each = per_epoch.unique()
-        warnings.append(f"{over:,} prompts have more than samples_per_prompt={n} samples in an epoch of the logs (a log "
-                        "without an epoch column counts as one): the history keeps them all; if they are several "
-                        "epochs', observe each epoch's log with its --epoch"
-                        + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))

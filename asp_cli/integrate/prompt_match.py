@@ -45,6 +45,10 @@ class PromptMatcher:
         self._turn[ids] = turn + 1
         return ids[turn % len(ids)]
 
+    def shared_ids(self) -> list[tuple[str, ...]]:
+        """The ids of each prompt text several ids share that samples were spread over so far."""
+        return list(self._turn)
+
     def ambiguous(self, text: str) -> bool:
         """Whether the text's match was a prompt text that several ids share."""
         return len(self._seen.get(text, ())) > 1

@@ -1,0 +1,70 @@
+"""`asp observe --schedule`'s count of how much of the schedule the logs cover: prompts without a sample, groups
+with fewer samples than the schedule's N, and prompts with more than N in an epoch.
+
+A dump without prompt ids is matched to the dataset by its text, and the samples of a text that several ids share
+are spread over those ids in turn (`asp_cli.integrate.prompt_match`): one group of such a text, where the rollout
+reached one of its ids, leaves each id with part of a group. That shortfall is of asp's own making: where a shared
+text's samples make whole groups it is said so, apart from the groups a rollout really cut short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import polars as pl
+
+from asp_cli.errors import shown_id
+
+
+def spread_shortfalls(counts: pl.DataFrame, n: int, shared: Iterable[tuple[str, ...]]) -> tuple[set[str], int, int]:
+    """The prompts short of ``n`` samples (``counts``: ``prompt_id``, ``len``) only because their text's samples were
+    spread over the ids in ``shared`` (each a tuple of the ids that share one text), with the groups and ids of those
+    texts: a text whose ids hold a whole number of groups between them (4 samples over 2 ids at n = 4, 2 each) had
+    no group cut short. A text whose samples make no whole number of groups keeps its ids' shortfalls."""
+    held = dict(counts.select("prompt_id", "len").iter_rows())
+    short: set[str] = set()
+    groups = ids = 0
+    for text_ids in sorted(set(shared)):
+        total = sum(held.get(i, 0) for i in text_ids)
+        under = [i for i in text_ids if 0 < held.get(i, 0) < n]
+        if under and total % n == 0:
+            short.update(under)
+            groups += total // n
+            ids += len(text_ids)
+    return short, groups, ids
+
+
+def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings: list[str],
+             shared: Iterable[tuple[str, ...]] = ()) -> None:
+    """How much of the schedule the logs cover: prompts without samples, groups with fewer than n (``shared``: the ids
+    of each prompt text several ids share, whose samples were spread over them: `spread_shortfalls`)."""
+    n = sched.samples_per_prompt
+    scheduled = sched.frame["prompt_id"].unique()
+    counts = added.group_by("prompt_id").len()
+    missing = scheduled.filter(~scheduled.is_in(counts["prompt_id"].implode()))
+    spread, groups, ids = spread_shortfalls(counts, n, shared)
+    short = counts.filter((pl.col("len") < n) & ~pl.col("prompt_id").is_in(sorted(spread))).height
+    summary["scheduled_prompts_without_samples"] = missing.len()
+    summary["prompts_with_fewer_samples_than_n"] = short
+    summary["prompts_short_by_spread_samples"] = len(spread)
+    if missing.len():
+        warnings.append(f"{missing.len():,} scheduled prompts have no sample in the logs (e.g. {shown_id(missing[0])})")
+    if short:
+        warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")
+    if spread:
+        warnings.append(f"{len(spread):,} prompt{'s hold' if len(spread) != 1 else ' holds'} fewer than "
+                        f"samples_per_prompt={n} samples only as their text's samples were spread over the ids that "
+                        f"share it (whole groups of it: {groups:,} group{'s' if groups != 1 else ''} over {ids:,} ids); "
+                        "no group was cut short")
+    # More than n in an epoch: several epochs without an epoch column, or a rollout of more samples per prompt than
+    # the schedule's (a newcomer's verl ran rollout.n=16 on a schedule of 8, and nothing here said so).
+    per_epoch = added.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id", "epoch").len()["len"]
+    if (over := int((per_epoch > n).sum())):
+        from asp_cli.sim.lengths import more_samples_fix
+
+        each = per_epoch.unique()
+        warnings.append(f"{over:,} prompts have more than samples_per_prompt={n} samples in an epoch of the logs (a log "
+                        "without an epoch column counts as one): the history keeps them all; if they are several "
+                        "epochs', observe each epoch's log with its --epoch"
+                        + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))
