@@ -597,3 +597,34 @@ def test_the_dry_run_table_of_docs_replay_is_what_the_command_prints(tmp_path):
         assert float(documented.group(3)) == round(row["simulated"]["wall_s"], 1), row["arrangement"]
     total = re.search(r"^\| all five \| \| \| \| ([\d.]+) \|$", text, re.M)
     assert total and float(total.group(1)) == round(document["simulated_gpu_minutes_total"], 1)
+
+
+def test_a_dry_run_replays_the_epochs_not_the_probe_and_lengths_epoch_picks_one(small, tmp_path):  # noqa: F811
+    """A history of a probe (no epoch) and two epochs forced each prompt's probe sample first; by default a probe's
+    samples are left out of the prompts an epoch holds, and --lengths-epoch E forces epoch E's alone (as in asp
+    simulate); an epoch the lengths lack is refused before anything is planned (E110)."""
+    ids = pl.read_ndjson(small["lengths"])["prompt_id"].unique(maintain_order=True).to_list()
+    parts = {"probe": [{"prompt_id": i, "response_tokens": 60, "epoch": None} for i in ids]}
+    for epoch in (0, 1):
+        parts[epoch] = [{"prompt_id": i, "response_tokens": 5 + 20 * epoch + k % 7 + s, "epoch": epoch}
+                        for k, i in enumerate(ids) for s in range(SAMPLES)]
+    from util import write_jsonl
+
+    history = write_jsonl(tmp_path / "history.jsonl", parts["probe"] + parts[0] + parts[1])
+    alone = {name: write_jsonl(tmp_path / f"{name}.jsonl", rows) for name, rows in parts.items()}
+
+    def minutes(lengths, *extra):
+        result = invoke("replay", small["schedule"], small["prompts"], "--lengths", lengths, "--dry-run", "--json",
+                        "-q", *extra)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["simulated_gpu_minutes_total"]
+
+    both = write_jsonl(tmp_path / "both.jsonl", parts[0] + parts[1])
+    assert minutes(history) == minutes(both)
+    assert minutes(history, "--lengths-epoch", 1) == minutes(alone[1]) != minutes(alone[0])
+    assert minutes(history, "--lengths-epoch", -1) == minutes(alone["probe"])
+    result = invoke("replay", small["schedule"], small["prompts"], "--lengths", history, "--dry-run",
+                    "--lengths-epoch", 3)
+    assert result.exit_code == 4 and result.stderr == (
+        f"Error: --lengths-epoch 3: {history} holds epochs 0 and 1, and samples without an epoch (a probe's: "
+        "--lengths-epoch -1); give one of those, or leave --lengths-epoch out\n")

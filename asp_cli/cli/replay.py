@@ -69,6 +69,7 @@ def replay_command(
     schedule: Path = typer.Argument(..., metavar="SCHEDULE", readable=False, help="A schedule written by `asp schedule` (.parquet)."),
     datasets: list[Path] = typer.Argument(None, metavar="DATASETS", readable=False, help="The prompt file(s) the schedule was made from (or --synthetic-prompts)."),
     lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", readable=False, help="Observed response lengths to force (same formats and columns as --history; repeatable). Prompts without any replay lengths sampled around their predictions."),
+    lengths_epoch: Optional[int] = typer.Option(None, "--lengths-epoch", metavar="E", help="Force only epoch E's samples of --lengths (by its epoch column, as asp observe --epoch numbered them; -1: the samples without an epoch, a probe's). Default: each prompt's first N samples in the files' order, a probe's left out of the prompts an epoch holds (docs/replay.md)."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
@@ -149,7 +150,8 @@ def replay_command(
                 schedule, datasets, output=None if dry_run else output, live=live, in_process=local,
                 lengths=lengths, read=read, baselines=baseline, compare=compare, synthetic_prompts=synthetic_prompts,
                 preset=preset, seed=seed, dry_run=dry_run,
-                gpus_per_instance=gpus_per_instance, progress=bar, force=force, engine=engine if dry_run else None)
+                gpus_per_instance=gpus_per_instance, progress=bar, force=force, engine=engine if dry_run else None,
+                lengths_epoch=lengths_epoch)
         finally:
             bar.close()
         done = report.timeline.height if report.timeline is not None else 0

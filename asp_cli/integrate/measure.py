@@ -86,6 +86,7 @@ def replay_schedule(
     progress: Progress | None = None,
     force: bool = False,
     engine: str | None = None,
+    lengths_epoch: int | None = None,
 ) -> ReplayReport:
     """Replay a schedule's arrangements on real engines (or only plan it, with ``dry_run``).
 
@@ -113,6 +114,9 @@ def replay_schedule(
     engine
         A dry run's engine without ``live`` or ``in_process``: 'blocking' or 'streaming' (default: streaming for a
         schedule planned for servers, else blocking), as ``live.engine`` is with servers.
+    lengths_epoch
+        Force only that epoch's samples of ``lengths`` (their ``epoch`` column; -1: those without one, a probe's),
+        as `asp simulate --lengths-epoch` replays them (`asp_cli.sim.lengths.epoch_samples`).
 
     Raises
     ------
@@ -124,7 +128,7 @@ def replay_schedule(
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import schedule_of
     from asp_cli.settings import ScheduleSettings, check_count, check_replay_size, whole
-    from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS
+    from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, epoch_samples
 
     expect_kind(live, LiveSettings, "live", "servers=[URL, ...]", optional=True)  # a dict: an AttributeError
     expect_kind(in_process, InProcessSettings, "in_process", "model=PATH", optional=True)
@@ -133,7 +137,8 @@ def replay_schedule(
     # One path or name as well as a list: a Python user's "prompts.jsonl" was read as the files "p", "r", ...
     datasets, lengths = paths_of(datasets), paths_of(lengths)
     baselines = [baselines] if isinstance(baselines, str) else list(baselines)
-    seed, gpus_per_instance = whole(seed), whole(gpus_per_instance)  # NumPy's integers too
+    # NumPy's integers too
+    seed, gpus_per_instance, lengths_epoch = whole(seed), whole(gpus_per_instance), whole(lengths_epoch)
     if dry_run and not datasets:
         synthetic_prompts = True  # a plan needs no prompt text
     if bool(datasets) == bool(synthetic_prompts):
@@ -142,6 +147,7 @@ def replay_schedule(
     # --gpus-per-instance had no upper bound (a typo printed 9.8e19 GPU-minutes).
     check_count("--gpus-per-instance", gpus_per_instance, minimum=1)
     check_count("--seed", seed, minimum=0, optional=True)
+    check_count("--lengths-epoch", lengths_epoch, minimum=-1, maximum=2**31 - 1, optional=True)
     read = ReadOptions.named_as(read, REPLAY_READ)
     read.check_length_keys_used(lengths, "--lengths")
     schedule = schedule_of(schedule_path)
@@ -167,6 +173,7 @@ def replay_schedule(
     warnings: list[str] = []
     if lengths:
         observed, _ = read_lengths(lengths, read)
+    observed = epoch_samples(observed, lengths_epoch, lengths)
     check_replay_size(frame.height, recorded.samples_per_prompt, "asp replay")
     rows, truth, info, clipped = prompt_lengths(frame, observed, samples_per_prompt=recorded.samples_per_prompt,
                                                 seed=recorded.seed if seed is None else seed,

@@ -145,8 +145,8 @@ class LengthInfo:
         many = self.prompts_over_group
         return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds ({self.group}): "
                 f"the first {self.group} of each, in the file's order, are replayed (of a history of several epochs, "
-                "the oldest); give one epoch's lengths to replay that one (asp simulate picks one with --lengths-epoch "
-                "E)" + more_samples_fix(self.group, self.observed_each))
+                "the oldest); give one epoch's lengths to replay that one (or pick it with --lengths-epoch E)"
+                + more_samples_fix(self.group, self.observed_each))
 
     def warnings(self, max_response_tokens: int) -> list[str]:
         """What about the observed lengths is legal but probably not what the user meant (worded as `asp report` and
@@ -221,7 +221,8 @@ def _epochs_text(epochs: list[int]) -> str:
 
 def epoch_samples(observed, epoch: int | None, paths=()):
     """The samples of ``observed`` (as `asp_cli.reading.read_lengths` returns them) of one ``epoch``
-    (`ReplayOptions.lengths_epoch`, `asp simulate --lengths-epoch`; -1: those without an epoch, a probe's); all of
+    (`ReplayOptions.lengths_epoch`, `asp simulate` and `asp replay --lengths-epoch`; -1: those without an epoch, a
+    probe's); all of
     them where ``epoch`` is None. ``paths``: the files they were read from, named in the errors.
 
     Raises
