@@ -313,6 +313,32 @@ def test_observed_lengths_first_n_then_drawn_then_noise_model():
     np.testing.assert_array_equal(lengths, again)
 
 
+
+def test_a_probe_is_left_out_of_the_prompts_an_epoch_holds_and_an_epoch_is_picked_by_its_number():
+    """`without_probe_samples`: a prompt's samples without an epoch (a probe's) go where it has an epoch's, and stay
+    where it has none; all-numbered or all-unnumbered lengths are as they were. `epoch_samples` names what it holds."""
+    from asp_cli.sim.lengths import epoch_samples, without_probe_samples
+
+    observed = pl.DataFrame({"prompt_id": ["a", "b", "a", "a", "a"], "response_tokens": [900, 800, 1, 2, 3],
+                             "epoch": [None, None, 0, 0, 1]}, schema_overrides={"epoch": pl.Int32})
+    kept, left_out = without_probe_samples(observed)
+    assert left_out == 1 and kept["response_tokens"].to_list() == [800, 1, 2, 3]
+    lengths, info = lengths_for_schedule(_frame(["a", "b"]), observed, samples_per_prompt=2, seed=1)
+    assert lengths[0].tolist() == [1, 2] and lengths[1, 0] == 800 and info.prompts_over_group == 1
+    for whole in (observed.filter(pl.col("epoch").is_not_null()), observed.filter(pl.col("epoch").is_null())):
+        assert without_probe_samples(whole) == (whole, 0)
+    assert epoch_samples(observed, None) is observed
+    assert epoch_samples(observed, 0)["response_tokens"].to_list() == [1, 2]
+    assert epoch_samples(observed, -1)["response_tokens"].to_list() == [900, 800]
+    with pytest.raises(SettingsError, match=r"^--lengths-epoch 2: h.parquet holds epochs 0 and 1, and samples without "
+                                            r"an epoch \(a probe's: --lengths-epoch -1\); give one of those"):
+        epoch_samples(observed, 2, ["h.parquet"])
+    many = pl.DataFrame({"prompt_id": ["a"] * 10, "response_tokens": [1] * 10, "epoch": list(range(10))})
+    with pytest.raises(SettingsError, match=r"^--lengths-epoch 10: a.jsonl, b.jsonl hold epochs 0 to 9; give"):
+        epoch_samples(many, 10, ["a.jsonl", "b.jsonl"])
+    with pytest.raises(SettingsError, match=r"^--lengths-epoch -1: --lengths holds epoch 3; give"):
+        epoch_samples(many.head(1).with_columns(pl.lit(3).alias("epoch")), -1)
+
 def test_noise_model_is_centred_and_seeded():
     mean = np.full(20_000, 400)
     drawn = sample_lengths(mean, np.arange(20_000), 4, seed=0, max_response_tokens=100_000)

@@ -241,7 +241,7 @@ def epoch_samples(observed, epoch: int | None, paths=()):
     held = sorted(int(e) for e in column.drop_nulls().unique().to_list())
     probe = column.null_count() > 0
     if epoch in held or (epoch == -1 and probe):
-        return observed.filter(pl.Series(column).fill_null(-1) == epoch)
+        return observed.filter(column.fill_null(-1) == epoch)
     if not held:
         raise SettingsError(f"--lengths-epoch {epoch}: no sample of {names} says its epoch; observe each epoch's log "
                             "with --epoch E (asp observe), or leave --lengths-epoch out")
