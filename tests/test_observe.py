@@ -1192,7 +1192,7 @@ def test_shortfalls_made_by_spreading_a_shared_text_are_told_apart_from_real_one
                      dataset=[data])
     assert sorted(result.added.group_by("prompt_id").len().rows()) == [("a", 2), ("b", 2), ("c", 4), ("d", 4)]
     assert result.summary["prompts_with_fewer_samples_than_n"] == 0
-    assert result.summary["prompts_short_by_spread_samples"] == 2
+    assert result.summary["prompts_uneven_by_spreading"] == 2
     assert not any("prompts have fewer than samples_per_prompt" in w for w in result.warnings), result.warnings
     assert ("2 prompts hold fewer than samples_per_prompt=4 samples only as their text's samples were spread over "
             "the ids that share it (whole groups of it: 1 group over 2 ids); no group was cut short") in result.warnings
@@ -1200,6 +1200,28 @@ def test_shortfalls_made_by_spreading_a_shared_text_are_told_apart_from_real_one
     result = observe([dump([("Same text", 8), ("Other text", 3), ("Third text", 4), ("Shared again", 3)])], None,
                      schedule=sched, dataset=[data])
     assert result.summary["prompts_with_fewer_samples_than_n"] == 3
-    assert result.summary["prompts_short_by_spread_samples"] == 0
+    assert result.summary["prompts_uneven_by_spreading"] == 0
     assert "3 prompts have fewer than samples_per_prompt=4 samples in the logs" in result.warnings
     assert not any("were spread over the ids" in w for w in result.warnings)
+
+
+def test_spreading_over_several_dumps_at_an_odd_group_size_is_not_a_shortfall_or_an_excess(tmp_path):
+    """Each dump spreads a shared text's samples from its first id: at n = 3, a group of it in each of two step dumps
+    left a with 4 and b with 2, warned as one prompt short and one with more than n, both of asp's making."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "Same text"},
+                                             {"id": "b", "question": "Same text"}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=1, instances=1, samples_per_prompt=3))
+    dumps = [write_jsonl(tmp_path / f"{step}.jsonl", [{"input": "user\nSame text\nassistant\n", "output": "w " * (5 + step),
+                                                       "score": 1, "step": step}] * 3) for step in (1, 2)]
+    result = observe(dumps, None, schedule=sched, dataset=[data])
+    assert sorted(result.added.group_by("prompt_id").len().rows()) == [("a", 4), ("b", 2)]
+    assert result.summary["prompts_with_fewer_samples_than_n"] == 0
+    assert result.summary["prompts_uneven_by_spreading"] == 2
+    assert not any("prompts have more than" in w or "prompts have fewer" in w for w in result.warnings), result.warnings
+    assert ("2 prompts hold fewer or more than samples_per_prompt=3 samples only as their text's samples were spread "
+            "over the ids that share it (whole groups of it: 2 groups over 2 ids); no group was cut short"
+            ) in result.warnings

@@ -3,8 +3,9 @@ with fewer samples than the schedule's N, and prompts with more than N in an epo
 
 A dump without prompt ids is matched to the dataset by its text, and the samples of a text that several ids share
 are spread over those ids in turn (`asp_cli.integrate.prompt_match`): one group of such a text, where the rollout
-reached one of its ids, leaves each id with part of a group. That shortfall is of asp's own making: where a shared
-text's samples make whole groups it is said so, apart from the groups a rollout really cut short.
+reached one of its ids, leaves each id with part of a group (and dumps spread each from the first id, so at an odd
+N the first gets more). That shortfall is of asp's own making: where a shared text's samples make whole groups it is
+said so, apart from the groups a rollout really cut short or ran more samples of.
 """
 
 from __future__ import annotations
@@ -18,21 +19,22 @@ from asp_cli.errors import shown_id
 
 
 def spread_shortfalls(counts: pl.DataFrame, n: int, shared: Iterable[tuple[str, ...]]) -> tuple[set[str], int, int]:
-    """The prompts short of ``n`` samples (``counts``: ``prompt_id``, ``len``) only because their text's samples were
-    spread over the ids in ``shared`` (each a tuple of the ids that share one text), with the groups and ids of those
-    texts: a text whose ids hold a whole number of groups between them (4 samples over 2 ids at n = 4, 2 each) had
-    no group cut short. A text whose samples make no whole number of groups keeps its ids' shortfalls."""
+    """The prompts holding other than ``n`` samples (``counts``: ``prompt_id``, ``len``) only because their text's
+    samples were spread over the ids in ``shared`` (each a tuple of the ids that share one text), with the groups and
+    ids of those texts: a text whose ids hold a whole number of groups between them (4 samples over 2 ids at n = 4,
+    2 each; or at n = 3 two groups in two dumps, each spread from the first id, 4 and 2) had no group cut short. A
+    text whose samples make no whole number of groups keeps its ids' shortfalls."""
     held = dict(counts.select("prompt_id", "len").iter_rows())
-    short: set[str] = set()
+    off: set[str] = set()
     groups = ids = 0
     for text_ids in sorted(set(shared)):
         total = sum(held.get(i, 0) for i in text_ids)
-        under = [i for i in text_ids if 0 < held.get(i, 0) < n]
-        if under and total % n == 0:
-            short.update(under)
+        uneven = [i for i in text_ids if held.get(i, 0) and held[i] != n]
+        if uneven and total % n == 0:
+            off.update(uneven)
             groups += total // n
             ids += len(text_ids)
-    return short, groups, ids
+    return off, groups, ids
 
 
 def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings: list[str],
@@ -47,19 +49,22 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
     short = counts.filter((pl.col("len") < n) & ~pl.col("prompt_id").is_in(sorted(spread))).height
     summary["scheduled_prompts_without_samples"] = missing.len()
     summary["prompts_with_fewer_samples_than_n"] = short
-    summary["prompts_short_by_spread_samples"] = len(spread)
+    summary["prompts_uneven_by_spreading"] = len(spread)
     if missing.len():
         warnings.append(f"{missing.len():,} scheduled prompts have no sample in the logs (e.g. {shown_id(missing[0])})")
     if short:
         warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")
     if spread:
-        warnings.append(f"{len(spread):,} prompt{'s hold' if len(spread) != 1 else ' holds'} fewer than "
+        held = counts.filter(pl.col("prompt_id").is_in(sorted(spread)))["len"]
+        than = "fewer or more" if held.min() < n < held.max() else "fewer" if held.max() < n else "more"
+        warnings.append(f"{len(spread):,} prompt{'s hold' if len(spread) != 1 else ' holds'} {than} than "
                         f"samples_per_prompt={n} samples only as their text's samples were spread over the ids that "
                         f"share it (whole groups of it: {groups:,} group{'s' if groups != 1 else ''} over {ids:,} ids); "
                         "no group was cut short")
     # More than n in an epoch: several epochs without an epoch column, or a rollout of more samples per prompt than
     # the schedule's (a newcomer's verl ran rollout.n=16 on a schedule of 8, and nothing here said so).
-    per_epoch = added.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id", "epoch").len()["len"]
+    counted = pl.col("prompt_id").is_in(scheduled.implode()) & ~pl.col("prompt_id").is_in(sorted(spread))
+    per_epoch = added.filter(counted).group_by("prompt_id", "epoch").len()["len"]
     if (over := int((per_epoch > n).sum())):
         from asp_cli.sim.lengths import more_samples_fix
 
