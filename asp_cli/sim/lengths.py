@@ -193,8 +193,8 @@ def without_probe_samples(observed):
     """``observed`` (a frame with ``prompt_id`` and ``epoch``) without the samples that have no epoch (a probe's,
     observed before training: docs/probe.md) of the prompts it holds an epoch's samples of, and how many prompts' were
     left out. A probe's sample, of the policy before training and often at another cap, stood first in such a
-    history and was replayed as the first of the prompt's group, beside N - 1 of epoch 0's (a probe newcomer's
-    round); a prompt probed but in no epoch keeps its probe samples, better than the predictions."""
+    history and was replayed as the first of the prompt's group, beside N - 1 of epoch 0's (a known gap, closed
+    2026-12-07); a prompt probed but in no epoch keeps its probe samples, better than the predictions."""
     import polars as pl
 
     if observed is None or "epoch" not in observed.columns:
