@@ -42,7 +42,7 @@ class ReplayOptions:
     lengths_epoch: int | None = None
 
     def __post_init__(self) -> None:
-        whole_fields(self, ("max_lag", "instances", "seed", "prompts_per_server", "lengths_epoch"))  # NumPy's integers as ints
+        whole_fields(self, ("max_lag", "instances", "seed", "prompts_per_server", "lengths_epoch"))  # NumPy's ints
         object.__setattr__(self, "max_lag", check_engine(self.mode or "continuous", self.dispatch or "planned",
                                                          self.max_lag, self.trainer or "arrival"))
         if self.instances is not None and not (_whole(self.instances) and 1 <= self.instances <= MAX_INSTANCES):
