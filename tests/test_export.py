@@ -997,6 +997,7 @@ def test_verl_layout_says_when_it_replaces_a_dataset_s_own_values(tmp_path):
     ("slime", "slime reads JSON lines: --format jsonl --order train --metadata-key metadata"),
     ("AReaL", "AReaL reads JSON lines in dispatch order: --format jsonl"),
     ("mindspeed-rl", "MindSpeed-RL reads Parquet: --format parquet --order train"),
+    ("mindspeed", "MindSpeed-RL reads Parquet: --format parquet --order train"),
     ("csv", None),
 ])
 def test_a_frameworks_name_as_the_format_is_told_which_format_it_reads(built, name, told):  # noqa: F811

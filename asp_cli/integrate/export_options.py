@@ -24,6 +24,9 @@ _FRAMEWORK_FORMATS = {"openrlhf": "OpenRLHF reads JSON lines: --format jsonl --o
                       "slime": "slime reads JSON lines: --format jsonl --order train --metadata-key metadata",
                       "areal": "AReaL reads JSON lines in dispatch order: --format jsonl",
                       "mindspeedrl": "MindSpeed-RL reads Parquet: --format parquet --order train"}
+# A MindSpeed-RL newcomer's `--format mindspeed` (its package is mindspeed_rl, its Megatron backend MindSpeed) was
+# told the three formats alone.
+_FRAMEWORK_FORMATS["mindspeed"] = _FRAMEWORK_FORMATS["mindspeedrl"]
 
 
 def check_format(format: str) -> None:  # noqa: A002
