@@ -201,6 +201,14 @@ CASES = [
     ("E25", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/good.jsonl", "--force"], 7, "is also an input"),
     ("E26", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/nowhere/o.parquet"], 7, "does not exist; create it first"),
     ("E27", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--no-such-flag"], 2, "No such option"),
+    # A MindSpeed-RL newcomer's megatron_training.global_batch_size was offered --minibatch-size first.
+    ("E115", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--global-batch-size", "32"], 2,
+     "No such option: --global-batch-size; prompts (groups) per training step are --train-batch-size: MindSpeed-RL's "
+     "and Megatron's global_batch_size; slime's --global-batch-size counts samples, its --rollout-batch-size prompts"),
+    ("E115", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens", "2048"], 2,
+     "No such option: --max-tokens; the generation cap is --max-response-tokens: vLLM's max_tokens"),
+    ("E115", ["export", "{tmp}/good.jsonl", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens", "2048"], 2,
+     "No such option: --max-tokens\n"),
     ("E72", ["schedule", "{tmp}/good.jsonl", "-o", ""], 2,
      "Error: Invalid value for '--output' / '-o': the path is empty; name the file to write"),
     ("E36", ["probe", "{tmp}/good.jsonl", "-o", "{tmp}/o.jsonl", "--fraction", "0"], 4,

@@ -14,6 +14,23 @@ from asp_cli import __version__
 from asp_cli.cli.common import set_traceback
 
 
+# Frameworks' own names for asp's settings, where Click's guess misleads (each: asp's option, what to say): a
+# MindSpeed-RL newcomer's `--global-batch-size` (megatron_training.global_batch_size) was offered --minibatch-size
+# first, which is not it. Said only by a command that has asp's option.
+_THEIR_NAMES = {
+    "--global-batch-size": ("--train-batch-size", "prompts (groups) per training step are --train-batch-size: "
+                            "MindSpeed-RL's and Megatron's global_batch_size; slime's --global-batch-size counts "
+                            "samples, its --rollout-batch-size prompts"),
+    "--rollout-batch-size": ("--train-batch-size", "prompts (groups) per training step are --train-batch-size: "
+                             "slime's --rollout-batch-size, OpenRLHF's --rollout.batch_size"),
+    "--max-tokens": ("--max-response-tokens", "the generation cap is --max-response-tokens: vLLM's max_tokens "
+                     "(MindSpeed-RL's generate_config.sampling_config.max_tokens)"),
+}
+
+# Typer's own Click (it vendors one) raises the usage errors; BadParameter is one, and its base the class of all.
+_USAGE_ERROR = typer.BadParameter.__mro__[1]
+
+
 class _Commands(TyperGroup):
     """asp's commands: an option value Typer could not read is named in its message. Typer (0.16 on) reads numbers
     through Pydantic, whose message leaves the value out ("Invalid value for '--instances' / '-k': Input should be
@@ -29,6 +46,12 @@ class _Commands(TyperGroup):
             if isinstance(given, str) and repr(given) not in exc.message:
                 exc.message = f"{exc.message.rstrip('.')} (got {given!r})"
             raise
+        except _USAGE_ERROR as exc:  # Click's NoSuchOption: a framework's own name says asp's
+            name = getattr(exc, "option_name", None)
+            ours, hint = _THEIR_NAMES.get(name, (None, None)) if type(exc).__name__ == "NoSuchOption" else (None, None)
+            if hint is None or exc.ctx is None or not any(ours in p.opts for p in exc.ctx.command.params):
+                raise  # not one of those names, or a command without the option that is asp's for it
+            raise type(exc)(name, f"No such option: {name}; {hint}", ctx=exc.ctx) from None
 
 
 app = typer.Typer(
