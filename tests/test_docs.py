@@ -212,3 +212,37 @@ def test_the_docs_name_no_slime_flag_that_slime_does_not_have():
     for name in ("README.md", "docs/integrations.md", "docs/benchmarks.md"):
         text = (REPO / name).read_text(encoding="utf-8")
         assert "--use-critic" not in text, name
+
+
+# MindSpeed-RL v2.3.0's configuration keys the docs may name, each read from its source: MegatronConfig
+# (mindspeed_rl/config_cls/megatron_config.py), RLConfig (rl_config.py), GenerateConfig (generate_config.py).
+_MINDSPEED_RL_KEYS = {
+    "megatron_training": {"no_shuffle", "train_iters", "global_batch_size", "data_path", "split", "seed", "finetune",
+                          "full_shuffle_instruction_dataset", "seq_length"},
+    "rl_config": {"guarantee_order", "max_prompt_length", "n_samples_per_prompt", "actor_rollout_dispatch_size",
+                  "partial_rollout_max_split", "actor_resource"},
+    "generate_config": {"data_parallel_size", "infer_tensor_parallel_size", "infer_pipeline_parallel_size",
+                        "sampling_config"},
+}
+
+
+def test_the_mindspeed_rl_section_names_the_settings_that_keep_the_schedule_and_no_others():
+    """A MindSpeed-RL newcomer found the section short of what keeps the export's order in MindSpeed-RL v2.3.0:
+    without rl_config.guarantee_order its replicas take a batch's groups at random (transfer_dock.py:857-874), so
+    asp's layout of each batch across them was lost; rl_config.max_prompt_length drops long prompts as training
+    loads them (build_dataset.py:115-117), shifting every later row; train_iters past the file's whole batches
+    reads it again from its start; and the command left --minibatch-size (actor_rollout_dispatch_size) and
+    --max-response-tokens (sampling_config.max_tokens) unsaid. Every key it names is one of MindSpeed-RL's."""
+    import re
+
+    doc = (REPO / "docs" / "integrations.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## MindSpeed-RL\n"):doc.index("## Anything else\n")]
+    for needed in ("`rl_config.guarantee_order: true`", "`megatron_training.no_shuffle: true`",
+                   "`rl_config.max_prompt_length`", "`megatron_training.train_iters`",
+                   "`rl_config.actor_rollout_dispatch_size`", "`generate_config.sampling_config.max_tokens`",
+                   "--minibatch-size", "--max-response-tokens", "consumed_train_samples"):
+        assert needed in section, needed
+    named = re.findall(r"(megatron_training|rl_config|generate_config)\.(?!py\b)(\w+)", section)  # not rl_config.py
+    assert len(named) >= 10
+    for group, key in named:
+        assert key in _MINDSPEED_RL_KEYS[group], f"{group}.{key} is not a MindSpeed-RL v2.3.0 key"
