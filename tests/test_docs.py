@@ -222,7 +222,7 @@ _MINDSPEED_RL_KEYS = {
     "rl_config": {"guarantee_order", "max_prompt_length", "n_samples_per_prompt", "actor_rollout_dispatch_size",
                   "partial_rollout_max_split", "actor_resource"},
     "generate_config": {"data_parallel_size", "infer_tensor_parallel_size", "infer_pipeline_parallel_size",
-                        "sampling_config"},
+                        "sampling_config", "gpu_memory_utilization"},
 }
 
 
@@ -240,7 +240,9 @@ def test_the_mindspeed_rl_section_names_the_settings_that_keep_the_schedule_and_
     for needed in ("`rl_config.guarantee_order: true`", "`megatron_training.no_shuffle: true`",
                    "`rl_config.max_prompt_length`", "`megatron_training.train_iters`",
                    "`rl_config.actor_rollout_dispatch_size`", "`generate_config.sampling_config.max_tokens`",
-                   "--minibatch-size", "--max-response-tokens", "consumed_train_samples"):
+                   "--minibatch-size", "--max-response-tokens", "consumed_train_samples",
+                   # Its vLLM keeps 0.4 of the memory beside the trainer: a KV cache a fifth of asp's preset's.
+                   "`generate_config.gpu_memory_utilization:", '"gpu_memory_utilization": 0.4'):
         assert needed in section, needed
     named = re.findall(r"(megatron_training|rl_config|generate_config)\.(?!py\b)(\w+)", section)  # not rl_config.py
     assert len(named) >= 10
