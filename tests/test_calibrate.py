@@ -174,7 +174,31 @@ def test_calibrate_fits_the_trainer_from_measured_steps(tmp_path):
     assert preset.eta_bandwidth == base.eta_bandwidth and preset.kv_capacity_tokens == base.kv_capacity_tokens
     assert json.loads(result.stdout)["fit"] is None
     refused = invoke("calibrate", "-o", tmp_path / "none.json")
-    assert refused.exit_code == 4 and "(or --train-steps alone to fit the trainer only)" in refused.stderr
+    assert refused.exit_code == 4 and "(or --train-steps alone to fit the trainer only, " in refused.stderr
+
+
+def test_calibrate_without_servers_keeps_the_engine_limits_it_is_given(tmp_path):
+    """A MindSpeed-RL newcomer's vLLM runs beside the trainer (gpu_memory_utilization 0.4, max_num_seqs 1024): they
+    gave its logged KV cache size and max_num_seqs with --train-steps, and the preset written kept the base's (704,000
+    tokens, 256 sequences) without a word; alone, without --train-steps, the two were refused."""
+    steps = tmp_path / "steps.csv"
+    steps.write_text("tokens,step_s\n" + "".join(f"{t},{3.0 + 2e-5 * t}\n" for t in (100_000, 250_000, 400_000)))
+    both = tmp_path / "both.json"
+    result = invoke("calibrate", "-o", both, "--train-steps", steps, "--base", "ascend910b-qwen2.5-7b",
+                    "--kv-cache-tokens", 146_000, "--max-num-seqs", 1024)
+    assert result.exit_code == 0, result.output
+    preset = load_preset(both)
+    assert (preset.kv_capacity_tokens, preset.max_num_seqs) == (146_000, 1024)
+    assert preset.train_fixed_s == pytest.approx(3.0) and preset.eta_bandwidth == load_preset("ascend910b-qwen2.5-7b").eta_bandwidth
+    assert "KV capacity 146,000 tokens (given); max_num_seqs 1,024 (given)" in result.stderr
+    alone = tmp_path / "alone.json"
+    result = invoke("calibrate", "-o", alone, "--base", "ascend910b-qwen2.5-7b", "--kv-cache-tokens", 146_000, "--json")
+    assert result.exit_code == 0, result.output
+    preset = load_preset(alone)
+    assert (preset.kv_capacity_tokens, preset.max_num_seqs, preset.train_fixed_s) == (
+        146_000, 256, load_preset("ascend910b-qwen2.5-7b").train_fixed_s)
+    assert json.loads(result.stdout)["kv_capacity_tokens"] == {"value": 146_000, "source": "given"}
+    assert "max_num_seqs 256 (base) (decoding as ascend910b-qwen2.5-7b, not measured)" in result.stderr
 
 
 def test_calibrate_refuses_probe_options_without_servers(tmp_path):
@@ -275,7 +299,9 @@ def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
     result = invoke("calibrate", plain, "-o", tmp_path / "p.json", "--servers", "http://127.0.0.1:9/v1")
     assert result.exit_code == ExitCode.BAD_SETTINGS and "not both" in result.stderr
     neither = invoke("calibrate", "-o", tmp_path / "p.json")  # it said "(not both)" of neither
-    assert neither.exit_code == ExitCode.BAD_SETTINGS and neither.stderr.strip().endswith("to measure a probe run (or --train-steps alone to fit the trainer only)")
+    assert neither.exit_code == ExitCode.BAD_SETTINGS and neither.stderr.strip().endswith(
+        "to measure a probe run (or --train-steps alone to fit the trainer only, --kv-cache-tokens and --max-num-seqs "
+        "alone to give the engine's limits)")
     assert not (tmp_path / "p.json").exists()
 
 

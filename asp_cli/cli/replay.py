@@ -298,10 +298,13 @@ def calibrate_command(
 
 def _calibration_summary(document: dict) -> str:
     fit = document["fit"]
-    if fit is None:  # --train-steps alone: the trainer fitted, decoding kept as the base's
-        train = document["train"]
-        return (f"Fitted the trainer to {document['source']}: {train['train_fixed_s']:.4g} s a step + "
-                f"{train['train_per_token_s']:.4g} s a token (decoding as {document['base']}, not measured).\n"
+    if fit is None:  # no timeline: the trainer fitted and the engine's limits as given, decoding kept as the base's
+        train, kv, seqs = document["train"], document["kv_capacity_tokens"], document["max_num_seqs"]
+        said = ([f"Fitted the trainer to {document['source']}: {train['train_fixed_s']:.4g} s a step + "
+                 f"{train['train_per_token_s']:.4g} s a token"] if train else []) + [
+            f"KV capacity {kv['value']:,} tokens ({kv['source']}); max_num_seqs {seqs['value']:,} ({seqs['source']})"
+        ] * (not train or "given" in (kv["source"], seqs["source"]))
+        return (f"{'; '.join(said)} (decoding as {document['base']}, not measured).\n"
                 f"Wrote {document['output']}.\n"
                 f"Use it: asp schedule ... --preset {document['output']}; asp simulate ... --preset {document['output']}")
     prefill = "" if fit["prefill_rel_rmse"] is None else (

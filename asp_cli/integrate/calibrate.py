@@ -36,7 +36,7 @@ class CalibrationReport:
     """What `calibrate` wrote and found."""
 
     preset: dict[str, Any]  # the JSON document written
-    fit: Fit | None  # None where only the trainer was fitted (--train-steps alone)
+    fit: Fit | None  # None where no timeline was fitted (--train-steps, --kv-cache-tokens, --max-num-seqs alone)
     document: dict[str, Any]  # the summary (for --json)
 
 
@@ -95,12 +95,14 @@ def calibrate(
     # "the calibration file", which the user never wrote.
     check_count("--kv-cache-tokens", kv_cache_tokens, minimum=1, optional=True)
     check_count("--max-num-seqs", max_num_seqs, minimum=1, optional=True)
-    if timeline is None and live is None and train_steps is not None:
-        return _calibrate_trainer(train_steps, output, base=base, force=force)
+    if timeline is None and live is None and (train_steps is not None or kv_cache_tokens or max_num_seqs):
+        return _calibrate_offline(train_steps, output, base=base, kv_cache_tokens=kv_cache_tokens,
+                                  max_num_seqs=max_num_seqs, force=force)
     if (timeline is None) == (live is None):
         raise SettingsError("give a TIMELINE from asp replay, or --servers to measure a probe run"
                             + (", not both" if timeline is not None else "")
-                            + ("" if timeline is not None else " (or --train-steps alone to fit the trainer only)"))
+                            + ("" if timeline is not None else " (or --train-steps alone to fit the trainer only, "
+                               "--kv-cache-tokens and --max-num-seqs alone to give the engine's limits)"))
     if live is not None:
         frame, metadata = _probe(live, base or DEFAULT_PRESET, probe_max_batch, probe_response_tokens, progress)
         if probe_timeline is not None:
@@ -169,24 +171,45 @@ def calibrate(
     return CalibrationReport(preset, fit, document)
 
 
-def _calibrate_trainer(train_steps: Path, output: Path, *, base: str | None, force: bool) -> CalibrationReport:
-    """The base preset with the trainer's cost fitted to measured steps, its decoding kept: a MindSpeed newcomer
-    had step timings but no servers to replay on, and no way to give them (a preset written by hand worked)."""
+def _calibrate_offline(train_steps: Path | None, output: Path, *, base: str | None, kv_cache_tokens: int | None,
+                       max_num_seqs: int | None, force: bool) -> CalibrationReport:
+    """The base preset with what was measured without servers: the trainer's cost fitted to measured steps, and the
+    engine's limits as given (its log's KV cache size, its max_num_seqs); its decoding kept. A MindSpeed newcomer had
+    step timings but no servers to replay on (a preset written by hand worked); another gave the KV cache of their
+    vLLM (gpu_memory_utilization 0.4 beside the trainer) with --train-steps, and it was dropped without a word."""
     from asp_cli.output import write_text_atomic
 
     base_preset, base_document = _base(base or DEFAULT_PRESET)
-    fixed, per_token = fit_train_steps(_train_steps_table(train_steps), str(train_steps))
-    name = base_preset.name if base_preset.name.endswith("+trainer") else f"{base_preset.name}+trainer"
-    preset = {**base_document, "name": name,
-              "description": f"the trainer fitted by asp calibrate to {Path(train_steps).name}; decoding as "
-                             f"{base_preset.name}",
-              "train_fixed_s": max(fixed, 0.0), "train_per_token_s": max(per_token, 0.0)}
+    preset = dict(base_document)
+    if train_steps is not None:
+        fixed, per_token = fit_train_steps(_train_steps_table(train_steps), str(train_steps))
+        preset.update(train_fixed_s=max(fixed, 0.0), train_per_token_s=max(per_token, 0.0))
+    if kv_cache_tokens:  # the memory that holds that many tokens beside the weights, as a fitted preset keeps it
+        preset["hbm_bytes"] = ((kv_cache_tokens + 0.5) * base_preset.kv_bytes_per_token + base_preset.weights_bytes
+                               + base_preset.activation_reserve_bytes) / base_preset.gpu_memory_utilization
+    if max_num_seqs:
+        preset["max_num_seqs"] = int(max_num_seqs)
+    given = [what for what, there in (("trainer", train_steps is not None), ("engine", kv_cache_tokens or max_num_seqs))
+             if there]
+    name = base_preset.name
+    for what in given:
+        name = name if name.endswith(f"+{what}") else f"{name}+{what}"
+    source = str(train_steps) if train_steps is not None else "the engine limits given"
+    limits = [what for what, value in (("KV cache", kv_cache_tokens), ("max_num_seqs", max_num_seqs)) if value]
+    said = ([f"the trainer fitted by asp calibrate to {Path(train_steps).name}"] if train_steps is not None else []) + (
+        [f"engine limits given to asp calibrate ({', '.join(limits)})"] if limits else [])
+    preset.update(name=name, description=f"{'; '.join(said)}; decoding as {base_preset.name}")
     calibrated = preset_from_document(preset, f"the calibrated preset (not written to {output})")
+    fields = (["train_fixed_s", "train_per_token_s"] if train_steps is not None else []) + (
+        ["kv_capacity_tokens"] if kv_cache_tokens else []) + (["max_num_seqs"] if max_num_seqs else [])
     document = {
-        "output": str(output), "source": str(train_steps), "base": base_preset.name, "fit": None,
+        "output": str(output), "source": source, "base": base_preset.name, "fit": None,
         "parameters": [{"parameter": name, "base": getattr(base_preset, name), "calibrated": getattr(calibrated, name)}
-                       for name in ("train_fixed_s", "train_per_token_s")],
-        "train": {"train_fixed_s": calibrated.train_fixed_s, "train_per_token_s": calibrated.train_per_token_s},
+                       for name in fields],
+        "train": None if train_steps is None else {"train_fixed_s": calibrated.train_fixed_s,
+                                                   "train_per_token_s": calibrated.train_per_token_s},
+        "kv_capacity_tokens": {"value": calibrated.kv_capacity_tokens, "source": "given" if kv_cache_tokens else "base"},
+        "max_num_seqs": {"value": calibrated.max_num_seqs, "source": "given" if max_num_seqs else "base"},
         "check": [],
     }
     write_text_atomic(output, json.dumps(preset, indent=2, sort_keys=True) + "\n", replace=force)
