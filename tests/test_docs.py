@@ -242,7 +242,9 @@ def test_the_mindspeed_rl_section_names_the_settings_that_keep_the_schedule_and_
                    "`rl_config.actor_rollout_dispatch_size`", "`generate_config.sampling_config.max_tokens`",
                    "--minibatch-size", "--max-response-tokens", "consumed_train_samples",
                    # Its vLLM keeps 0.4 of the memory beside the trainer: a KV cache a fifth of asp's preset's.
-                   "`generate_config.gpu_memory_utilization:", '"gpu_memory_utilization": 0.4'):
+                   "`generate_config.gpu_memory_utilization:", '"gpu_memory_utilization": 0.4',
+                   # The trainer's steps for asp calibrate --train-steps, from the metrics it logs each iteration.
+                   "`timing/all` - `timing/rollout`"):
         assert needed in section, needed
     named = re.findall(r"(megatron_training|rl_config|generate_config)\.(?!py\b)(\w+)", section)  # not rl_config.py
     assert len(named) >= 10
