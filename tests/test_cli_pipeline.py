@@ -405,3 +405,46 @@ def test_the_slime_line_asks_for_a_top_level_label_where_it_finds_none(tmp_path)
         assert f"--input-key question --label-key {label or 'LABEL'} --metadata-key metadata" in slime, slime
         assert ("LABEL your label column, a top-level one: slime reads data[LABEL] (without --label-key every "
                 "sample's label is None)" in slime) is (label is None), slime
+
+
+def test_a_parquet_export_prints_mindspeed_rls_settings(tmp_path):
+    """A MindSpeed-RL newcomer's Parquet export (the format docs/integrations.md gives MindSpeed-RL) printed no
+    settings, where verl's and the JSON-lines frameworks' exports print theirs: MindSpeed-RL's example configs
+    shuffle (no_shuffle: false) and hand each replica a batch's groups at random (guarantee_order: false), its
+    train_iters past the file's whole batches reads the file again from its start, and max_prompt_length drops long
+    prompts as training loads them. Keys as MindSpeed-RL v2.3.0's config classes name them."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"problem": f"What is {i} + {i}?", "answer": str(2 * i)}
+                                              for i in range(72)])
+
+    def export(schedule_args, *export_args):
+        made = invoke("schedule", data, "-o", tmp_path / "s.parquet", "--samples-per-prompt", 8, "--quiet", "--force",
+                      *schedule_args)
+        assert made.exit_code == 0, made.output
+        result = invoke("export", tmp_path / "s.parquet", data, "-o", tmp_path / "o.parquet", "--force", *export_args)
+        assert result.exit_code == 0, result.output
+        return next(line for line in result.stderr.splitlines() if line.startswith("  MindSpeed-RL: "))
+
+    synchronous = ["--max-lag", 0, "--trainer", "schedule", "--train-batch-size", 16, "--instances", 2,
+                   "--max-response-tokens", 2048]
+    line = export([*synchronous, "--minibatch-size", 4], "--order", "train")
+    assert line == (
+        f"  MindSpeed-RL: preprocess {tmp_path / 'o.parquet'} (its data config's input, your handler and map_keys), "
+        "then megatron_training: no_shuffle: true, global_batch_size: 16, train_iters: 4 (the last 8 rows left out; "
+        "one step more would fill it from the file's start); rl_config: n_samples_per_prompt: 8, guarantee_order: "
+        "true (each of its 2 rollout replicas then takes its own chunk of a batch, as laid out here; "
+        "actor_resource.num_npus / generate_config.infer_tensor_parallel_size = 2) actor_rollout_dispatch_size: 32 "
+        "(--minibatch-size 4 groups a vLLM call, where its default is a replica's whole share, 8), max_prompt_length "
+        "above your longest prompt in tokens (longer ones are dropped as training loads them, which shifts every "
+        "later row); generate_config.sampling_config.max_tokens: 2048 (the schedule's --max-response-tokens)")
+    # A schedule of asp's defaults (an asynchronous trainer) is told how to make one for MindSpeed-RL's; a batch its
+    # replicas do not divide is refused by MindSpeed-RL (validate_config.py:135-138), and said so.
+    line = export(["--train-batch-size", 18, "--instances", 4], "--order", "train")
+    assert "global_batch_size 18 is not a multiple of the 4 replicas, which MindSpeed-RL refuses" in line
+    assert line.endswith("the schedule was not made for its synchronous trainer and blocking vLLM calls: make it "
+                         "with --engine continuous --max-lag 0 --trainer schedule")
+    # A later epoch's file, in a run resumed from the last checkpoint: MindSpeed-RL counts on and skips the batches
+    # it trained from the new file's start (cli/train_grpo.py:165), whole passes of it where the batch divides it.
+    line = export([*synchronous, "--epochs", 2, "--train-batch-size", 18], "--order", "train", "--epoch", 1)
+    assert "train_iters: 4 for this file alone; resumed from epoch 0's checkpoint it counts on, train_iters: 8, and " \
+           "skips the 4 batches it trained from this file's start, whole passes of it;" in line
+    assert "not a multiple" not in line and "not made for" not in line

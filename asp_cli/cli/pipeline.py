@@ -108,6 +108,8 @@ def export_command(
                     + " ".join(f"{k}={_hydra(v)}" for k, v in result.trainer_settings.items()))
             elif format == "jsonl":
                 say(_file_order_settings({**summary, "output": str(output)}, result.order))
+            elif format == "parquet":
+                say(_mindspeed_settings({**summary, "output": str(output)}, result.order))
         for warning in result.warnings:  # under --quiet too (a CI log kept none)
             say(f"Warning: {warning}")
         if json_output:  # the settings also as the command line's words, ready for a launcher (a pipeline's ask)
@@ -228,6 +230,49 @@ def _file_order_settings(summary: dict, order: str) -> str:
                      "submits rows in file order and trains them so, runs the dispatch order (leave out --order "
                      "train)")
     return "\n".join(lines)
+
+
+def _mindspeed_settings(summary: dict, order: str) -> str:
+    """What MindSpeed-RL (v2.3.0), which preprocesses a Parquet file into its own indexed dataset, sets to train it in
+    file order: a MindSpeed-RL newcomer's Parquet export printed nothing, where verl's and the JSON-lines frameworks'
+    print theirs, and its example configs shuffle (no_shuffle: false) and deal each batch to the rollout replicas at
+    random (guarantee_order: false). Keys as its config classes name them (docs/integrations.md, MindSpeed-RL)."""
+    g, n, k = summary["train_batch_size"], summary["samples_per_prompt"], summary.get("instances") or 1
+    full, trailing = summary["full_batches"], summary["trailing_rows"]
+    epochs = summary.get("epochs") or []
+    iters = (f"train_iters: {full}" + (f" (the last {trailing:,} rows left out; one step more would fill it from the "
+                                       "file's start)" if trailing else "")) if full else (
+        f"train_iters: 1 (the file holds {trailing:,} rows, less than one batch: MindSpeed-RL takes the other "
+        f"{g - trailing:,} from its start again)")
+    if len(epochs) == 1 and epochs[0] > 0 and full:  # resumed from the last epoch's checkpoint: it counts on
+        # and skips the batches it trained from the new file's start, going through it again (cli/train_grpo.py:165)
+        iters += (f" for this file alone; resumed from epoch {epochs[0] - 1}'s checkpoint it counts on, "
+                  f"train_iters: {(epochs[0] + 1) * full}, and skips the {epochs[0] * full} batches it trained from "
+                  "this file's start, " + (f"which with {trailing:,} rows over a batch lands mid-file, off the "
+                                           "schedule's steps: make it with a --train-batch-size that divides the "
+                                           "prompts" if trailing else "whole passes of it"))
+    share, minibatch = g // k, summary.get("schedule_minibatch_size") or g
+    dispatch = (f" actor_rollout_dispatch_size: {minibatch * n} (--minibatch-size {minibatch} groups a vLLM call, "
+                f"where its default is a replica's whole share, {share})"
+                if g % k == 0 and minibatch < share and share % minibatch == 0 else "")
+    made = ("" if summary.get("schedule_max_lag") == 0 and summary.get("schedule_trainer") == "schedule"
+            and summary.get("schedule_engine") in (None, "continuous") else
+            "; the schedule was not made for its synchronous trainer and blocking vLLM calls: make it with --engine "
+            "continuous --max-lag 0 --trainer schedule")
+    return ("  MindSpeed-RL: preprocess " + summary.get("output", "FILE") + " (its data config's input, your handler "
+            f"and map_keys), then megatron_training: no_shuffle: true, global_batch_size: {g}, {iters}; rl_config: "
+            f"n_samples_per_prompt: {n}, guarantee_order: true (each of its {k} rollout replicas then takes its own "
+            + ("chunk of a batch, as laid out here" if order == "train" else
+               "contiguous chunk of a batch, which --order train lays out for them")
+            + f"; actor_resource.num_npus / generate_config.infer_tensor_parallel_size = {k}){dispatch}, max_prompt_length above your longest prompt in tokens (longer ones are dropped as "
+            "training loads them, which shifts every later row); generate_config.sampling_config.max_tokens: "
+            f"{summary.get('schedule_max_response_tokens')} (the schedule's --max-response-tokens)"
+            + (f"; global_batch_size {g} is not a multiple of the {k} replicas, which MindSpeed-RL refuses: make the "
+               "schedule with a --train-batch-size that is" if g % k else "")
+            + ("; it trains batches of consecutive rows, which are this schedule's steps in --order train (dispatch "
+               "order's batches mix training steps)" if order == "dispatch" and not summary.get("steps_in_dispatch_order")
+               else "")
+            + made)
 
 
 def _framework_first(lines: list[str], summary: dict, lag: Any, steps: bool) -> list[str]:

@@ -516,6 +516,9 @@ def _facts(
         "schedule_max_lag": recorded.max_lag, "router": recorded.router, "instances": replay.instances,
         "steps_in_dispatch_order": bool(steps.diff().drop_nulls().min() >= 0) if steps.len() > 1 else True,
         "schedule_router": recorded.timed_router, "prompts_per_server": recorded.prompts_per_server,  # how auto timed it
+        # what a trainer's rollout settings must match (MindSpeed-RL's, printed for a Parquet export)
+        "schedule_engine": recorded.engine, "schedule_minibatch_size": recorded.minibatch_size,
+        "schedule_max_response_tokens": recorded.max_response_tokens,
         "slot_groups": replay.instances * replay.schedule.cost_preset().max_num_seqs // max(n, 1)}
     trainer: dict[str, Any] = {}
     # What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans
