@@ -220,7 +220,8 @@ _MINDSPEED_RL_KEYS = {
     "megatron_training": {"no_shuffle", "train_iters", "global_batch_size", "data_path", "split", "seed", "finetune",
                           "full_shuffle_instruction_dataset", "seq_length"},
     "rl_config": {"guarantee_order", "max_prompt_length", "n_samples_per_prompt", "actor_rollout_dispatch_size",
-                  "partial_rollout_max_split", "actor_resource"},
+                  "partial_rollout_max_split", "actor_resource", "filter_groups_enable", "filter_groups_train_batch_size",
+                  "filter_groups_max_batches"},
     "generate_config": {"data_parallel_size", "infer_tensor_parallel_size", "infer_pipeline_parallel_size",
                         "sampling_config", "gpu_memory_utilization"},
 }
@@ -244,7 +245,9 @@ def test_the_mindspeed_rl_section_names_the_settings_that_keep_the_schedule_and_
                    # Its vLLM keeps 0.4 of the memory beside the trainer: a KV cache a fifth of asp's preset's.
                    "`generate_config.gpu_memory_utilization:", '"gpu_memory_utilization": 0.4',
                    # The trainer's steps for asp calibrate --train-steps, from the metrics it logs each iteration.
-                   "`timing/all` - `timing/rollout`"):
+                   "`timing/all` - `timing/rollout`",
+                   # DAPO's dynamic sampling trains after one or several batches (dapo_trainer_hybrid.py:241-249).
+                   "`rl_config.filter_groups_enable:"):
         assert needed in section, needed
     named = re.findall(r"(megatron_training|rl_config|generate_config)\.(?!py\b)(\w+)", section)  # not rl_config.py
     assert len(named) >= 10
