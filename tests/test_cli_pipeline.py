@@ -445,6 +445,7 @@ def test_a_parquet_export_prints_mindspeed_rls_settings(tmp_path):
     # A later epoch's file, in a run resumed from the last checkpoint: MindSpeed-RL counts on and skips the batches
     # it trained from the new file's start (cli/train_grpo.py:165), whole passes of it where the batch divides it.
     line = export([*synchronous, "--epochs", 2, "--train-batch-size", 18], "--order", "train", "--epoch", 1)
-    assert "train_iters: 4 for this file alone; resumed from epoch 0's checkpoint it counts on, train_iters: 8, and " \
-           "skips the 4 batches it trained from this file's start, whole passes of it;" in line
+    assert "train_iters: 4 for this file alone (a run that loads epoch 0's checkpoint with finetune: true counts " \
+           "from 0); resumed from it (finetune: false) it counts on, train_iters: 8, and skips the 4 batches it " \
+           "trained from this file's start, whole passes of it;" in line
     assert "not a multiple" not in line and "not made for" not in line

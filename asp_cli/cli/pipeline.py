@@ -246,7 +246,8 @@ def _mindspeed_settings(summary: dict, order: str) -> str:
         f"{g - trailing:,} from its start again)")
     if len(epochs) == 1 and epochs[0] > 0 and full:  # resumed from the last epoch's checkpoint: it counts on
         # and skips the batches it trained from the new file's start, going through it again (cli/train_grpo.py:165)
-        iters += (f" for this file alone; resumed from epoch {epochs[0] - 1}'s checkpoint it counts on, "
+        iters += (f" for this file alone (a run that loads epoch {epochs[0] - 1}'s checkpoint with finetune: true "
+                  f"counts from 0); resumed from it (finetune: false) it counts on, "
                   f"train_iters: {(epochs[0] + 1) * full}, and skips the {epochs[0] * full} batches it trained from "
                   "this file's start, " + (f"which with {trailing:,} rows over a batch lands mid-file, off the "
                                            "schedule's steps: make it with a --train-batch-size that divides the "
