@@ -49,6 +49,7 @@ def setup_files(tmp: Path) -> None:
     (tmp / "gzipped.jsonl").write_bytes(gzip.compress(b'{"prompt_id": "a", "response_tokens": 5}\n', mtime=0))
     (tmp / "prompts.txt").write_text("hello\n")
     (tmp / "data.arrow").write_bytes(b"ARROW1\x00\x00")
+    (tmp / "data_packed_input_ids_document.bin").write_bytes(b"\x01\x00\x00\x00" * 4)
     (tmp / "arrow.parquet").write_bytes(b"\xff\xff\xff\xff\x10\x00\x00\x00ARROW stream")
     (tmp / "prompts_dir").mkdir()
 
@@ -117,6 +118,11 @@ CASES = [
      "gzipped.jsonl: the name says JSON lines but the file looks like gzip data; rename it to match its content "
      "(gzipped.jsonl.gz)"),
     ("E10", ["schedule", "{tmp}/prompts.txt", "-o", "{tmp}/o.parquet"], 3, "unknown file type '.txt'"),
+    # MindSpeed-RL's preprocessed data, given as prompts by a MindSpeed-RL newcomer, was told to rename it.
+    ("E10", ["schedule", "{tmp}/data_packed_input_ids_document.bin", "-o", "{tmp}/o.parquet"], 3,
+     "data_packed_input_ids_document.bin: unknown file type '.bin'; asp reads no Megatron indexed datasets (.bin/.idx, "
+     "what MindSpeed-RL's and Megatron's preprocessing write: token ids, not text): give the file they were made from "
+     "(the data config's input)"),
     ("E10", ["schedule", "{tmp}/data.arrow", "-o", "{tmp}/o.parquet"], 3,  # a Hugging Face datasets file
      "data.arrow: unknown file type '.arrow'; asp reads no Arrow files: write it as Parquet first "
      "(datasets.Dataset.from_file('data.arrow').to_parquet('train.parquet'))"),

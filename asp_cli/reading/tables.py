@@ -142,10 +142,15 @@ def file_format(path: Path) -> tuple[str, bool]:
     if ext in _CSV_SUFFIXES:
         return "csv", gzipped
     arrow = ext in (".arrow", ".feather", ".ipc")  # Hugging Face datasets' save_to_disk, which OpenRLHF reads
+    # A MindSpeed-RL newcomer gave its preprocessed data (`OUTPUT_PREFIX_packed_input_ids_document.bin`): token ids,
+    # no text, which no renaming makes readable.
+    indexed = ext in (".bin", ".idx")
     raise InputError(
         f"{path}: unknown file type {ext or '(no extension)'!r}; "
         + (f"asp reads no Arrow files: write it as Parquet first (datasets.Dataset.from_file({path.name!r})"
            ".to_parquet('train.parquet'))" if arrow else
+           "asp reads no Megatron indexed datasets (.bin/.idx, what MindSpeed-RL's and Megatron's preprocessing "
+           "write: token ids, not text): give the file they were made from (the data config's input)" if indexed else
            "name it .jsonl, .json, .parquet or .csv (optionally .gz)"))
 
 
