@@ -1144,3 +1144,27 @@ def test_a_label_column_of_objects_is_warned_about_for_the_reward_rules_that_tak
         said = [w for w in result.warnings if w.startswith("label column 'label' holds objects or lists")]
         assert len(said) == (kind != "text"), (kind, result.warnings)
         assert result.summary["label_column"] == "label"
+
+
+def test_a_parquet_export_whose_labels_are_not_text_warns_that_mindspeed_rl_drops_those_rows(tmp_path):
+    """A MindSpeed-RL newcomer's math set kept its answers as integers: MindSpeed-RL v2.3.0's Alpaca-style
+    preprocessing (map_keys' response: the answer) makes a response that is neither text nor a list into none and drops
+    the row (handler_utils.py:176), so every later row left the schedule's batches without a word. A Parquet export
+    (MindSpeed-RL's format) says so, for numbers and for empty labels; text labels, and JSON lines, say nothing."""
+    from asp_cli.arrange.pipeline import schedule
+
+    def exported(answers, name, fmt="parquet"):
+        data = write_jsonl(tmp_path / f"{name}.jsonl", [{"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": a}
+                                                        for i, a in enumerate(answers)])
+        made = schedule([data], tmp_path / f"{name}.s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=2))
+        return export(made.output, [data], tmp_path / f"{name}.o.{fmt}", format=fmt).warnings
+
+    said = " ".join(exported([2 * i for i in range(6)], "ints"))
+    assert ("label column 'answer' holds 6 values that are a number, not text: MindSpeed-RL's preprocessing (its "
+            "Alpaca-style handlers, with 'answer' as map_keys' response) drops such rows "
+            "(mindspeed_rl/datasets/handler_utils.py:176), which shifts every later row off the schedule's batches; "
+            "store the labels as text and schedule that file") in said
+    said = " ".join(exported(["2", None, "6", "8", "10", "12"], "gap"))
+    assert "label column 'answer' holds 1 value that is empty (null): MindSpeed-RL's preprocessing" in said
+    assert "MindSpeed-RL's preprocessing" not in " ".join(exported([str(2 * i) for i in range(6)], "text"))
+    assert "MindSpeed-RL's preprocessing" not in " ".join(exported([2 * i for i in range(6)], "lines", "jsonl"))

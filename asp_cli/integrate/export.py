@@ -37,8 +37,8 @@ from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_
                                              read_rows, write_rows)
 from asp_cli.integrate.export_match import misplaced_id_error, reexport_error
 from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, chat_text_note, check_format,
-                                              check_options, dealt_workers_note, mixed_chat_note,
-                                              object_label_note)
+                                              check_options, dealt_workers_note, mindspeed_label_note,
+                                              mixed_chat_note, object_label_note)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
@@ -270,6 +270,8 @@ def export(
     summary["label_column"] = label = next((c for c in LABEL_KEYS if c in raw.columns and c != column), None)
     if format != "verl" and label and (isinstance(raw.schema[label], (pl.Struct, pl.List)) or label in as_text):
         warnings.append(object_label_note(label))  # slime's --rm-type rules take text or a number
+    if format == "parquet" and label and label not in as_text:  # MindSpeed-RL's preprocessing drops a number's row
+        warnings.extend(filter(None, [mindspeed_label_note(label, raw[label])]))
     warnings.extend([mixed] if mixed else [])  # chat lists in some rows, text in others
     if column in frame.columns and frame.schema[column] == pl.String and column not in as_text:
         warnings.extend(filter(None, [chat_text_note(column, frame[column].head(20).to_list(), format)]))

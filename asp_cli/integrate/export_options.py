@@ -152,3 +152,24 @@ def object_label_note(label: str) -> str:
     return (f"label column '{label}' holds objects or lists, which slime (--label-key) and OpenRLHF (--data.label_key) "
             "hand the reward function as they are: slime's built-in --rm-type rules take text or a number, so give "
             "a --custom-rm-path (OpenRLHF: a reward function) that reads them, or make the label a text column first")
+
+
+def mindspeed_label_note(label: str, values: object) -> str | None:
+    """A warning for a Parquet export (MindSpeed-RL's format) whose label column holds values that are not text:
+    MindSpeed-RL v2.3.0's Alpaca-style preprocessing (its GRPO examples' handlers; the label is map_keys' response)
+    turns a response that is neither text nor a list into none and drops the row (`convert_alpaca_to_intermediate`,
+    `align_dataset`, mindspeed_rl/datasets/handler_utils.py:321-328, 176), shifting every later row off the
+    schedule's batches without a word (a MindSpeed-RL newcomer's integer answers). ``values``: the column (Polars)."""
+    kind = str(values.dtype)  # type: ignore[attr-defined]
+    if kind.startswith(("Struct", "Object")):
+        return None  # an object label: `object_label_note`
+    text = kind in ("String", "Utf8") or kind.startswith("List")
+    bad = values.null_count() if text else len(values)  # type: ignore[attr-defined, arg-type]
+    if not bad:
+        return None
+    what = "empty (null)" if text else "true/false" if kind == "Boolean" else "a number, not text"
+    return (f"label column '{label}' holds {bad:,} value{'s' if bad != 1 else ''} {'that are' if bad != 1 else 'that is'}"
+            f" {what}: MindSpeed-RL's preprocessing (its "
+            f"Alpaca-style handlers, with '{label}' as map_keys' response) drops such rows "
+            "(mindspeed_rl/datasets/handler_utils.py:176), which shifts every later row off the schedule's batches; "
+            "store the labels as text and schedule that file")
