@@ -249,7 +249,9 @@ def test_the_mindspeed_rl_section_names_the_settings_that_keep_the_schedule_and_
                    # DAPO's dynamic sampling trains after one or several batches (dapo_trainer_hybrid.py:241-249).
                    "`rl_config.filter_groups_enable:",
                    # Its preprocessing drops a row whose response (the label) is a number (handler_utils.py:176).
-                   "handler_utils.py:321-328, 176"):
+                   "handler_utils.py:321-328, 176",
+                   # Where a length log is written: its rule reward holds the text and the token counts.
+                   "`compute_verifier_score`", 'batch["response_length"]'):
         assert needed in section, needed
     named = re.findall(r"(megatron_training|rl_config|generate_config)\.(?!py\b)(\w+)", section)  # not rl_config.py
     assert len(named) >= 10

@@ -66,6 +66,7 @@ def setup_files(tmp: Path) -> None:
                                            {"prompt_id": "b", "response_tokens": 5, "epoch": -1}])
     write_jsonl(tmp / "hist_noid.jsonl", [{"who": "a", "response_tokens": 5}])
     write_jsonl(tmp / "log_nolength.jsonl", [{"prompt_id": "a", "foo": 5}])
+    write_jsonl(tmp / "input_lengths.jsonl", [{"input": "user\nWhat is 2 + 2?\nassistant\n", "response_length": 7}])
     write_jsonl(tmp / "text_log.jsonl", [{"input": f"<|im_start|>user\n{row['question']}<|im_end|>\n", "output": "4"}
                                          for row in GOOD])  # examples/openrlhf_length_log.py's
     write_jsonl(tmp / "log_strangers.jsonl", [{"prompt_id": "zz", "response_tokens": 5}])
@@ -190,6 +191,11 @@ CASES = [
     ("E103", ["observe", "{tmp}/text_log.jsonl", "-o", "{tmp}/h.parquet"], 3,  # it said "a verl generation dump"
      "text_log.jsonl: input/output text without prompt ids (verl's rollout dump, OpenRLHF's or slime's length log); "
      "pass --dataset with the prompt file(s) the rollouts read, so asp can match inputs to prompts"),
+    # A MindSpeed-RL newcomer's log of each sample's decoded prompt and token count was told to name an id column.
+    ("E116", ["observe", "{tmp}/input_lengths.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
+     "input_lengths.jsonl: prompt text ('input') and response lengths without prompt ids: asp matches a log's prompt "
+     "text to the --dataset prompts only in a dump of input/output text; log each sample's response text as 'output' "
+     "beside its input (asp observe --dataset counts it), or its prompt id beside its length"),
     ("E103", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/text_log.jsonl"], 3,
      "text_log.jsonl: holds response text without prompt ids (a verl, OpenRLHF or slime rollout dump?); turn it into "
      "lengths first: asp observe text_log.jsonl --dataset PROMPTS -o history.parquet"),
