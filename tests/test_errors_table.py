@@ -196,6 +196,9 @@ CASES = [
      "input_lengths.jsonl: prompt text ('input') and response lengths without prompt ids: asp matches a log's prompt "
      "text to the --dataset prompts only in a dump of input/output text; log each sample's response text as 'output' "
      "beside its input (asp observe --dataset counts it), or its prompt id beside its length"),
+    ("E116", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/input_lengths.jsonl"], 3,
+     "input_lengths.jsonl: prompt text ('input') and response lengths without prompt ids: asp matches a log's prompt "
+     "text to the --dataset prompts only in a dump of input/output text"),
     ("E103", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/text_log.jsonl"], 3,
      "text_log.jsonl: holds response text without prompt ids (a verl, OpenRLHF or slime rollout dump?); turn it into "
      "lengths first: asp observe text_log.jsonl --dataset PROMPTS -o history.parquet"),

@@ -132,16 +132,7 @@ def refuse_a_prompt_file(path: Path, frame: pl.DataFrame, read: ReadOptions) -> 
                          f"{read.length_id_flag} {key} names (it names the log's id column); a rollout dump of text is "
                          f"matched to the --dataset's prompts: name their id column with --dataset-id-key {key}, "
                          f"and drop {read.length_id_flag}")
-    lengths = read.length_key is not None or bool(lowered & set(C.LENGTH_KEYS))
-    if (lengths and "input" in lowered and "output" not in lowered and key is None
-            and not lowered & set(C.ID_KEYS)):
-        # A MindSpeed-RL newcomer logged each sample's decoded prompt and its token count (compute_verifier_score
-        # has both): told "no prompt id column found ... name the right one with --id-key", which it has none of.
-        raise InputError(f"{path}: prompt text ('input') and response lengths without prompt ids: asp matches a "
-                         "log's prompt text to the --dataset prompts only in a dump of input/output text; log each "
-                         "sample's response text as 'output' beside its input (asp observe --dataset counts it), or "
-                         "its prompt id beside its length")
-    if lengths or not lowered & set(C.PROMPT_KEYS):
+    if read.length_key is not None or lowered & set(C.LENGTH_KEYS) or not lowered & set(C.PROMPT_KEYS):
         return
     raise InputError(f"{path}: holds prompts but no response lengths (looked for {', '.join(C.LENGTH_KEYS)}): a "
                      "prompt file (the probe's, as asp probe writes it?), not a generation log: generate its responses "
