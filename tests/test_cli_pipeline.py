@@ -430,9 +430,9 @@ def test_a_parquet_export_prints_mindspeed_rls_settings(tmp_path):
     assert line == (
         f"  MindSpeed-RL: preprocess {tmp_path / 'o.parquet'} (its data config's input, your handler and map_keys), "
         "then megatron_training: no_shuffle: true, global_batch_size: 16, train_iters: 4 (the last 8 rows left out; "
-        "one step more would fill it from the file's start); rl_config: n_samples_per_prompt: 8, guarantee_order: "
-        "true (each of its 2 rollout replicas then takes its own chunk of a batch, as laid out here; "
-        "actor_resource.num_npus / generate_config.infer_tensor_parallel_size = 2) actor_rollout_dispatch_size: 32 "
+        "one step more would fill their batch from the file's start); rl_config: n_samples_per_prompt: 8, "
+        "guarantee_order: true (each of its 2 rollout replicas then takes its own chunk of a batch, as laid out here; "
+        "actor_resource.num_npus / generate_config.infer_tensor_parallel_size = 2), actor_rollout_dispatch_size: 32 "
         "(--minibatch-size 4 groups a vLLM call, where its default is a replica's whole share, 8), max_prompt_length "
         "above your longest prompt in tokens (longer ones are dropped as training loads them, which shifts every "
         "later row); generate_config.sampling_config.max_tokens: 2048 (the schedule's --max-response-tokens)")

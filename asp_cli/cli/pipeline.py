@@ -240,8 +240,8 @@ def _mindspeed_settings(summary: dict, order: str) -> str:
     g, n, k = summary["train_batch_size"], summary["samples_per_prompt"], summary.get("instances") or 1
     full, trailing = summary["full_batches"], summary["trailing_rows"]
     epochs = summary.get("epochs") or []
-    iters = (f"train_iters: {full}" + (f" (the last {trailing:,} rows left out; one step more would fill it from the "
-                                       "file's start)" if trailing else "")) if full else (
+    iters = (f"train_iters: {full}" + (f" (the last {trailing:,} rows left out; one step more would fill their batch "
+                                       "from the file's start)" if trailing else "")) if full else (
         f"train_iters: 1 (the file holds {trailing:,} rows, less than one batch: MindSpeed-RL takes the other "
         f"{g - trailing:,} from its start again)")
     if len(epochs) == 1 and epochs[0] > 0 and full:  # resumed from the last epoch's checkpoint: it counts on
@@ -253,7 +253,7 @@ def _mindspeed_settings(summary: dict, order: str) -> str:
                                            "schedule's steps: make it with a --train-batch-size that divides the "
                                            "prompts" if trailing else "whole passes of it"))
     share, minibatch = g // k, summary.get("schedule_minibatch_size") or g
-    dispatch = (f" actor_rollout_dispatch_size: {minibatch * n} (--minibatch-size {minibatch} groups a vLLM call, "
+    dispatch = (f", actor_rollout_dispatch_size: {minibatch * n} (--minibatch-size {minibatch} groups a vLLM call, "
                 f"where its default is a replica's whole share, {share})"
                 if g % k == 0 and minibatch < share and share % minibatch == 0 else "")
     made = ("" if summary.get("schedule_max_lag") == 0 and summary.get("schedule_trainer") == "schedule"
@@ -265,8 +265,9 @@ def _mindspeed_settings(summary: dict, order: str) -> str:
             f"n_samples_per_prompt: {n}, guarantee_order: true (each of its {k} rollout replicas then takes its own "
             + ("chunk of a batch, as laid out here" if order == "train" else
                "contiguous chunk of a batch, which --order train lays out for them")
-            + f"; actor_resource.num_npus / generate_config.infer_tensor_parallel_size = {k}){dispatch}, max_prompt_length above your longest prompt in tokens (longer ones are dropped as "
-            "training loads them, which shifts every later row); generate_config.sampling_config.max_tokens: "
+            + f"; actor_resource.num_npus / generate_config.infer_tensor_parallel_size = {k}){dispatch}, "
+            "max_prompt_length above your longest prompt in tokens (longer ones are dropped as training loads them, "
+            "which shifts every later row); generate_config.sampling_config.max_tokens: "
             f"{summary.get('schedule_max_response_tokens')} (the schedule's --max-response-tokens)"
             + (f"; global_batch_size {g} is not a multiple of the {k} replicas, which MindSpeed-RL refuses: make the "
                "schedule with a --train-batch-size that is" if g % k else "")
