@@ -131,6 +131,44 @@ def lag_steps(max_lag: int | float | None) -> int | None:
     return None if max_lag is None else math.ceil(max_lag)
 
 
+def warmup_prompts(max_lag: int | float, train_batch_size: int) -> int:
+    """The prompts verl 0.9.1's v1 trainer submits as the warm-up of ``trainer.v1.<mode>.num_warmup_batches`` =
+    ``max_lag`` in its asynchronous modes: the train batches it counts, rounded down to whole prompts (it forces
+    ``data.gen_batch_size=1`` there; trainer_base.py:624-650, :731)."""
+    return math.floor(max_lag * train_batch_size)
+
+
+def check_warmup(mode: str, max_lag: int | float | None, train_batch_size: int) -> None:
+    """Refuse a lag bound that verl's v1 ``mode`` (colocate-async, separate-async) would take as a warm-up of no
+    prompt (a fraction below one prompt of the train batch): verl then skips the warm-up and runs each step
+    synchronously, where the plan and the export say asynchronous (`warmup_prompts`)."""
+    if max_lag is None or max_lag == 0 or warmup_prompts(max_lag, train_batch_size) >= 1:
+        return
+    key = f"trainer.v1.{mode.replace('-', '_')}.num_warmup_batches"
+    raise SettingsError(f"--max-lag {max_lag:g} with --verl-trainer {mode} is {key}, a count of train batches that "
+                        f"verl rounds down to whole prompts: {max_lag:g} x {train_batch_size} is a warm-up of none, "
+                        "and every step runs synchronously; verl's staleness_threshold (0.1 by default) is its fully "
+                        "asynchronous trainer's knob (--verl-trainer fully-async --trainer arrival): make the schedule with "
+                        f"--max-lag 1 (verl's default warm-up) or at least 1/{train_batch_size} of a batch, or for "
+                        "verl's synchronous trainer with --max-lag 0 --trainer schedule (exported with --verl-trainer "
+                        "ppo)")
+
+
+def warmup_note(mode: str, max_lag: int | float | None, train_batch_size: int) -> str | None:
+    """What a lag bound below 1 means to verl's v1 ``mode``, said where it is legal (a warm-up of at least one
+    prompt: `check_warmup`): a fraction of a train batch of warm-up, not the fully asynchronous trainer's
+    staleness_threshold, for which such a fraction is usually meant."""
+    if max_lag is None or not 0 < max_lag < 1:
+        return None
+    key = f"trainer.v1.{mode.replace('-', '_')}.num_warmup_batches"
+    prompts = warmup_prompts(max_lag, train_batch_size)
+    return (f"--max-lag {max_lag:g} with verl's {mode.replace('-', '_')} trainer is {key}={max_lag:g}, a warm-up of "
+            f"{prompts:,} prompt{'' if prompts == 1 else 's'} (a fraction of a train batch of "
+            f"{train_batch_size}, rounded down): the rollout runs at most that far ahead; verl's staleness_threshold "
+            "(0.1 by default) is another knob, its fully asynchronous trainer's (--verl-trainer fully-async "
+            "--trainer arrival); for verl's default warm-up of one train batch give --max-lag 1")
+
+
 def whole(value: object) -> object:
     """An integer of another type than `int` (NumPy's ``np.int64``, a frame's cell) as a Python `int`; anything else,
     ``bool`` and ``np.bool_`` too, as it is, for the checks to judge. ``ScheduleSettings(instances=np.int64(8))`` was
@@ -352,6 +390,8 @@ class ScheduleSettings:
         if missing:
             raise SettingsError(f"--verl-trainer {mode} is one of verl's asynchronous trainers, which run on servers"
                                 + (" a warm-up ahead" if v1 else "") + f": add {' and '.join(missing)}, or drop it")
+        if v1:
+            check_warmup(mode, self.max_lag, self.train_batch_size)
         if not v1 and self.trainer != "arrival":
             raise SettingsError("--verl-trainer fully-async takes groups as they finish: use --trainer arrival, "
                                 "or --verl-trainer colocate-async or separate-async for asp's replay buffer")

@@ -221,3 +221,20 @@ def test_a_router_with_planned_dispatch_and_a_step_layout_outside_slimes_trainer
     # Replayed on another engine (asp simulate --mode static), the layout is dropped as the router is.
     assert slime.replayed_as(engine="continuous").step_layout is None
     assert slime.replayed_as(max_lag=2).router == "cache-aware" and slime.replayed_as(max_lag=2).step_layout is None
+
+
+def test_a_lag_below_one_for_verls_v1_modes_is_said_to_be_a_warm_up_not_the_staleness_threshold():
+    """A fraction below 1 given with --verl-trainer colocate-async is a warm-up of a few prompts (legal in verl),
+    most likely meant as the fully asynchronous trainer's staleness_threshold: warned, naming both."""
+    from asp_cli.arrange.advice import settings_warnings
+
+    said = settings_warnings(ScheduleSettings(engine="streaming", max_lag=0.1, verl_trainer="colocate-async"))
+    assert [w for w in said if "num_warmup_batches" in w] == [
+        "--max-lag 0.1 with verl's colocate_async trainer is trainer.v1.colocate_async.num_warmup_batches=0.1, a "
+        "warm-up of 12 prompts (a fraction of a train batch of 128, rounded down): the rollout runs at most that far "
+        "ahead; verl's staleness_threshold (0.1 by default) is another knob, its fully asynchronous trainer's "
+        "(--verl-trainer fully-async --trainer arrival); for verl's default warm-up of one train batch give "
+        "--max-lag 1"]
+    for lag, mode in ((1.5, "colocate-async"), (1, "separate-async"), (0.1, "fully-async")):
+        assert not any("num_warmup_batches" in w for w in settings_warnings(
+            ScheduleSettings(engine="streaming", max_lag=lag, verl_trainer=mode)))

@@ -267,6 +267,11 @@ CASES = [
      "--verl-trainer colocate-async is one of verl's asynchronous trainers, which run on servers a warm-up ahead: "
      "add --engine streaming and --max-lag equal to trainer.v1.colocate_async.num_warmup_batches (1 by default), or "
      "drop it"),
+    ("E81", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--engine", "streaming", "--max-lag", "0.1",
+             "--train-batch-size", "8", "--verl-trainer", "separate-async"], 4,
+     "--max-lag 0.1 with --verl-trainer separate-async is trainer.v1.separate_async.num_warmup_batches, a count of "
+     "train batches that verl rounds down to whole prompts: 0.1 x 8 is a warm-up of none, and every step runs "
+     "synchronously;"),
     ("E82", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/zeros.jsonl"], 3,
      "zeros.jsonl: every one of the 2 lengths (column 'response_tokens') is 0: the wrong column, or a rollout that "
      "wrote nothing; give response lengths in tokens, naming their column with --history-length-key"),

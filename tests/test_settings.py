@@ -82,3 +82,34 @@ def test_a_numpy_integer_left_unconverted_is_told_to_pass_int():
         check_count("--x", np.int64(5), minimum=1, maximum=9)
     with pytest.raises(SettingsError, match=re.escape("(got np.int64(50))")):  # out of range: as any other
         check_count("--x", np.int64(50), minimum=1, maximum=9)
+
+
+@pytest.mark.parametrize(("max_lag", "batch", "prompts"), [(0.1, 128, 12), (0.1, 10, 1), (1.5, 8, 12), (2, 8, 16)])
+def test_a_v1_warm_up_is_the_lag_in_train_batches_rounded_down_to_prompts(max_lag, batch, prompts):
+    """verl 0.9.1's v1 trainer submits floor(num_warmup_batches x train batch) prompts (gen_batch_size 1 in its
+    asynchronous modes, trainer_base.py:624-650), fractions included."""
+    from asp_cli.settings import warmup_prompts
+
+    assert warmup_prompts(max_lag, batch) == prompts
+    settings = ScheduleSettings(engine="streaming", max_lag=max_lag, train_batch_size=batch,
+                                verl_trainer="separate-async", trainer="schedule")
+    assert settings.max_lag == max_lag
+
+
+@pytest.mark.parametrize("mode", ["colocate-async", "separate-async"])
+def test_a_fractional_lag_that_is_no_prompt_of_warm_up_is_refused_for_verls_v1_modes(mode):
+    """`--max-lag 0.1` (verl's fully asynchronous staleness_threshold, given to a v1 mode) became
+    num_warmup_batches=0.1, which verl rounds down to no prompt at a train batch of 8: no warm-up, every step
+    synchronous, where the plan was timed asynchronous. Refused there, naming the count and the other knob; the
+    fully asynchronous trainer keeps the fraction (its staleness_threshold)."""
+    with pytest.raises(SettingsError) as refused:
+        ScheduleSettings(engine="streaming", max_lag=0.1, train_batch_size=8, verl_trainer=mode)
+    message = str(refused.value)
+    assert "\n" not in message and f"trainer.v1.{mode.replace('-', '_')}.num_warmup_batches, a count of train " \
+        "batches" in message
+    assert "0.1 x 8 is a warm-up of none" in message and "staleness_threshold" in message
+    assert "--max-lag 1" in message and "at least 1/8 of a batch" in message
+    assert ScheduleSettings(engine="streaming", max_lag=0.125, train_batch_size=8, verl_trainer=mode).max_lag == 0.125
+    assert ScheduleSettings(engine="streaming", max_lag=0.1, train_batch_size=8,
+                            verl_trainer="fully-async").max_lag == 0.1
+    assert ScheduleSettings(engine="streaming", max_lag=0.1, train_batch_size=8).max_lag == 0.1

@@ -141,6 +141,18 @@ def test_the_asynchronous_modes_warm_up_by_the_lag_and_say_what_does_not_fit(tmp
     result = export(out, [prompts], None, format="verl")
     assert result.trainer_settings["trainer.v1.colocate_async.num_warmup_batches"] == 1.5
     assert any("one dispatch of 12 prompts" in w and "does not hold (the order does)" in w for w in result.warnings)
+    # A fraction below 1 (verl's fully asynchronous staleness_threshold, given as the warm-up) is a warm-up of that
+    # share of a batch, said so; one that verl rounds down to no prompt is refused, not exported as a count.
+    out, prompts = _async(tmp_path, "tenth", max_lag=0.125, trainer="schedule")
+    result = export(out, [prompts], None, format="verl")
+    assert result.trainer_settings["trainer.v1.colocate_async.num_warmup_batches"] == 0.125
+    assert any("a warm-up of 1 prompt (" in w and "staleness_threshold" in w for w in result.warnings)
+    out, prompts = _async(tmp_path, "staleness", max_lag=0.1)  # the fully asynchronous trainer's, exported as v1
+    assert export(out, [prompts], None, format="verl").trainer_settings[
+        "async_training.staleness_threshold"] == 0.1
+    with pytest.raises(SettingsError, match=r"num_warmup_batches, a count of train batches .* 0\.1 x 8 is a "
+                                            r"warm-up of none"):
+        export(out, [prompts], None, format="verl", verl_trainer="separate-async")
     # Groups in arrival order with a bound: verl's own buffer (no Option C), on request; the default stays the
     # fully asynchronous trainer.
     out, prompts = _async(tmp_path, "arrival", max_lag=1)

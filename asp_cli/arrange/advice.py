@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from asp_cli.errors import shown_name
-from asp_cli.settings import ScheduleSettings
+from asp_cli.settings import ScheduleSettings, warmup_note
 
 
 def dividing_batch_size(prompts: int, batch: int) -> int | None:
@@ -58,6 +58,10 @@ def settings_warnings(settings: ScheduleSettings) -> list[str]:
                             "streaming: servers that refill freed slots are given no minibatches to cut (recorded, "
                             "it cuts only the baselines in asp's sizes of `asp simulate --compare` on a blocking "
                             "--mode)")
+    warmup = warmup_note(settings.verl_v1_mode, settings.max_lag, settings.train_batch_size) \
+        if settings.verl_v1_mode else None
+    if warmup:  # a fraction below 1, mistaken for verl's staleness_threshold (legal: a warm-up of a few prompts)
+        warnings.append(warmup)
     if settings.steps == "representative" and settings.arrangement != "auto":
         warnings.append(f"--steps representative holds auto's pick to steps as representative as a shuffle's; with "
                         f"--arrangement {settings.arrangement} nothing is picked, and the steps are that "

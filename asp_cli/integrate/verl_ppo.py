@@ -14,7 +14,7 @@ from typing import Any
 
 from asp_cli.integrate.replay import chunk_capacities
 from asp_cli.integrate.verl_fully_async import sync_steps
-from asp_cli.settings import ScheduleSettings
+from asp_cli.settings import ScheduleSettings, check_warmup, warmup_note
 
 
 def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, route: str, epoch: int | None,
@@ -124,7 +124,11 @@ def v1_async_settings(settings: ScheduleSettings, size: int, *, trainer: str, sc
                      f"runs trainer.v1.{mode}.num_warmup_batches train batches ahead: export with --verl-trainer ppo "
                      "(trainer_mode sync), or make the schedule with --max-lag equal to num_warmup_batches")
     else:
+        check_warmup(trainer, lag, size)  # a fraction verl rounds down to no prompt: refused, not exported
         added[f"trainer.v1.{mode}.num_warmup_batches"] = lag
+        note = warmup_note(trainer, lag, size)
+        if note:
+            notes.append(note)
         if order == "train" and (lag > 1 or not float(lag).is_integer()):
             notes.append(
                 f"verl submits its warm-up of {lag} train batches as one dispatch of {math.floor(lag * size)} "
