@@ -661,6 +661,35 @@ def test_a_plan_for_slimes_router_says_so_and_verls_balancer_adds_no_line(tmp_pa
     assert verl.exit_code == 0 and verl.stderr.splitlines()[1].startswith("  predicted padding:"), verl.output
 
 
+@pytest.mark.parametrize(("options", "routed"), [
+    ((), "verl's balancer (least-pending: a group's samples spread over the servers)"),
+    (("--router", "least-pending"), "verl's balancer (least-pending: a group's samples spread over the servers)"),
+    (("--dispatch", "planned"), "asp's router plug-in (--dispatch planned: each group to its planned server)"),
+])
+def test_synchronous_steps_behind_verls_router_say_they_are_verls_and_name_slimes_router(tmp_path, options, routed):
+    """`--engine streaming --max-lag 0 --trainer schedule` without `--router cache-aware` (a slime newcomer's slip:
+    slime's train.py runs behind sglang-router) passed in silence, timed as verl routes; `asp export` and the
+    `--compare` legend said it, the schedule's own summary did not. It says whose routing it assumed, and the
+    router each of the other frameworks that take the same steps needs (a note: verl's users make this plan)."""
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"question": "word " * (i % 40 + 1)} for i in range(48)])
+    result = invoke("schedule", prompts, "-o", tmp_path / "s.parquet", "--engine", "streaming", "--max-lag", "0",
+                    "--trainer", "schedule", "--train-batch-size", "16", "--instances", "2", *options)
+    assert result.exit_code == 0, result.output
+    second = result.stderr.splitlines()[1]
+    assert second == ("  made for verl's synchronous trainer (main_ppo's default: --engine streaming --max-lag 0 "
+                      f"--trainer schedule), each sample routed by {routed}; slime's train.py and OpenRLHF's "
+                      "synchronous trainer take the same steps behind their own routers: for slime add --router "
+                      "cache-aware (sglang-router keeps a group on one server), for OpenRLHF --router "
+                      "group-round-robin" + (", each with --dispatch free" if "planned" in options else ""))
+    assert not any("Warning" in line and "cache-aware" in line for line in result.stderr.splitlines())  # a note
+    # Other lags or trainers on verl's balancer, and blocking engines, add no line.
+    for other in (("--engine", "streaming", "--max-lag", "0"), ("--engine", "streaming", "--trainer", "schedule"),
+                  ("--max-lag", "0", "--trainer", "schedule")):
+        said = invoke("schedule", prompts, "-o", tmp_path / "o.parquet", "--train-batch-size", "16", "--instances",
+                      "2", "--force", *other)
+        assert said.exit_code == 0 and said.stderr.splitlines()[1].startswith("  predicted padding:"), said.output
+
+
 def test_areals_controller_deals_whole_groups_in_turn(tmp_path):
     """AReaL v1.0.4's default single controller deals each group whole to the next worker's server in turn, in the
     file's order (an AReaL newcomer's round: the docs modelled its SPMD mode's per-sample round-robin): `--router

@@ -135,8 +135,10 @@ def _deal_line(settings: ScheduleSettings) -> str:
     """Whose deal a plan for a framework's router was made for, and the options that make it for the other
     framework that shares the router: `--router group-round-robin` is OpenRLHF's deal with `--trainer schedule` and
     AReaL's controller with `--trainer arrival` (the default), and an OpenRLHF newcomer who left out `--trainer
-    schedule --max-lag 0` was given AReaL's plan, exit 0, said only deep in the arrangement line. Empty for
-    other routers (verl's balancer, AReaL's SPMD mode), whose lines already say whose they are."""
+    schedule --max-lag 0` was given AReaL's plan, exit 0, said only deep in the arrangement line. Synchronous steps
+    on servers (`--max-lag 0 --trainer schedule`) behind verl's balancer are verl's trainer's, and the line names
+    slime's and OpenRLHF's routers for theirs. Empty for other plans (verl's balancer under an asynchronous
+    trainer, AReaL's SPMD mode), whose lines already say whose they are."""
     lag, trainer = settings.max_lag, settings.trainer
     if settings.router == "group-round-robin" and trainer == "arrival":
         bound = f"--max-lag {lag:g}" if lag is not None else "no --max-lag: no bound"
@@ -162,6 +164,18 @@ def _deal_line(settings: ScheduleSettings) -> str:
         return ("  made for slime's router (--router cache-aware: sglang-router's cache-aware policy)"
                 + (f" and {run}" if run else ", under a trainer slime does not run: its train.py is --max-lag 0 "
                    "--trainer schedule, its train_async.py --max-lag 1 --trainer schedule"))
+    if settings.engine == "streaming" and settings.router in (None, "least-pending") and lag == 0 \
+            and trainer == "schedule":
+        # The synchronous steps slime's train.py and OpenRLHF's default take too, behind their own routers: a slime
+        # newcomer who left out --router cache-aware was given verl's routing in silence (export said it, later).
+        planned = settings.dispatch == "planned"
+        return ("  made for verl's synchronous trainer (main_ppo's default: --engine streaming --max-lag 0 --trainer "
+                "schedule), each sample routed by "
+                + ("asp's router plug-in (--dispatch planned: each group to its planned server)" if planned else
+                   "verl's balancer (least-pending: a group's samples spread over the servers)")
+                + "; slime's train.py and OpenRLHF's synchronous trainer take the same steps behind their own "
+                "routers: for slime add --router cache-aware (sglang-router keeps a group on one server), for "
+                "OpenRLHF --router group-round-robin" + (", each with --dispatch free" if planned else ""))
     return ""
 
 
