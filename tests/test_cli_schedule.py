@@ -690,6 +690,58 @@ def test_synchronous_steps_behind_verls_router_say_they_are_verls_and_name_slime
         assert said.exit_code == 0 and said.stderr.splitlines()[1].startswith("  predicted padding:"), said.output
 
 
+@pytest.mark.parametrize(("options", "made_for"), [
+    (("--router", "group-round-robin"),
+     {"framework": "AReaL", "trainer": "single controller",
+      "options": ["--router group-round-robin", "--trainer arrival", "--max-lag none"],
+      "alternatives": [{"framework": "OpenRLHF", "trainer": "synchronous", "options": ["--trainer schedule",
+                                                                                        "--max-lag 0"]},
+                       {"framework": "OpenRLHF", "trainer": "--train.async_enable",
+                        "options": ["--trainer schedule", "--max-lag 1"]}]}),
+    (("--router", "group-round-robin", "--trainer", "schedule", "--max-lag", "1"),
+     {"framework": "OpenRLHF", "trainer": "--train.async_enable",
+      "options": ["--router group-round-robin", "--trainer schedule", "--max-lag 1"],
+      "alternatives": [{"framework": "OpenRLHF", "trainer": "synchronous", "options": ["--max-lag 0"]},
+                       {"framework": "AReaL", "trainer": "single controller",
+                        "options": ["--trainer arrival", "--max-lag N"]}]}),
+    (("--router", "cache-aware", "--max-lag", "2"),
+     {"framework": "slime", "trainer": None, "options": ["--router cache-aware"],
+      "alternatives": [{"framework": "slime", "trainer": "train.py", "options": ["--max-lag 0", "--trainer schedule"]},
+                       {"framework": "slime", "trainer": "train_async.py",
+                        "options": ["--max-lag 1", "--trainer schedule"]}]}),
+    (("--router", "cache-aware", "--max-lag", "0", "--trainer", "schedule"),
+     {"framework": "slime", "trainer": "train.py",
+      "options": ["--router cache-aware", "--max-lag 0", "--trainer schedule"], "alternatives": []}),
+    (("--max-lag", "0", "--trainer", "schedule", "--dispatch", "planned"),
+     {"framework": "verl", "trainer": "synchronous",
+      "options": ["--engine streaming", "--max-lag 0", "--trainer schedule", "--dispatch planned"],
+      "alternatives": [{"framework": "slime", "trainer": "train.py",
+                        "options": ["--router cache-aware", "--dispatch free"]},
+                       {"framework": "OpenRLHF", "trainer": "synchronous",
+                        "options": ["--router group-round-robin", "--dispatch free"]}]}),
+    (("--max-lag", "1"), None),
+])
+def test_json_says_whose_deal_the_plan_was_made_for(tmp_path, options, made_for):
+    """`asp schedule --json` had no field for the "made for ..." line: a script could not tell an OpenRLHF plan
+    from AReaL's, or verl's synchronous one from slime's, without parsing stderr. `made_for` holds the framework,
+    its trainer, the options that make the deal and, for each other framework or trainer, the options that would
+    make it; the line says the same options; absent where the plan names no framework's deal."""
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"question": "word " * (i % 40 + 1)} for i in range(48)])
+    result = invoke("schedule", prompts, "-o", tmp_path / "s.parquet", "--engine", "streaming", "--train-batch-size",
+                    "16", "--instances", "2", "--json", *options)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document.get("made_for", "absent") == (made_for or "absent")  # absent where none, as in older files
+    line = result.stderr.splitlines()[1]
+    if made_for is None:
+        assert line.startswith("  predicted padding:"), line
+        return
+    assert line.startswith(f"  made for {made_for['framework']}'s"), line
+    for other in made_for["alternatives"]:
+        assert all(option in line for option in other["options"]), (other, line)
+    assert read_schedule(tmp_path / "s.parquet").metadata["summary"]["made_for"] == made_for  # the file's too
+
+
 def test_areals_controller_deals_whole_groups_in_turn(tmp_path):
     """AReaL v1.0.4's default single controller deals each group whole to the next worker's server in turn, in the
     file's order (an AReaL newcomer's round: the docs modelled its SPMD mode's per-sample round-robin): `--router

@@ -652,3 +652,19 @@ def test_a_progress_that_is_no_function_is_a_settings_error_naming_it(tmp_path):
                     progress=[].append)  # any callable is taken
     with pytest.raises(SettingsError, match=said + "5$"):
         simulate_file(made.output, progress=5)
+
+
+def test_made_for_names_a_framework_only_where_the_router_or_synchronous_steps_make_the_plan_one():
+    """`made_for` (the summary's "made for ..." line and `--json`'s field): verl's synchronous steps behind its
+    balancer, named or not; None on a blocking engine, or for verl's balancer under an asynchronous trainer."""
+    from asp_cli.arrange.summary import made_for
+
+    for router in (None, "least-pending"):
+        deal = made_for(ScheduleSettings(engine="streaming", max_lag=0, trainer="schedule", router=router))
+        assert deal["framework"] == "verl" and deal["trainer"] == "synchronous"
+        assert [other["options"] for other in deal["alternatives"]] == [["--router cache-aware"],
+                                                                        ["--router group-round-robin"]]
+    assert made_for(ScheduleSettings(max_lag=0, trainer="schedule")) is None  # blocking generate() calls
+    assert made_for(ScheduleSettings(engine="streaming", max_lag=0)) is None  # groups in arrival order
+    assert made_for(ScheduleSettings(engine="streaming", max_lag=1, trainer="schedule")) is None
+    assert made_for(ScheduleSettings(engine="streaming", router="round-robin")) is None  # AReaL's SPMD mode

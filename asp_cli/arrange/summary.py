@@ -11,7 +11,7 @@ import polars as pl
 from asp_cli.arrange.choose import ArrangementChoice
 from asp_cli.arrange.timeline import busy_seconds, group_tokens
 from asp_cli.costmodel import HardwarePreset
-from asp_cli.settings import ScheduleSettings
+from asp_cli.settings import ScheduleSettings, one_step_off
 from asp_cli.sim.metrics import minibatch_padding
 
 
@@ -51,6 +51,7 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
     # Under a lag bound the replays' rollout waits for the trainer: it says nothing of which one binds.
     replayed = (choice.expected_rollout_s() if choice is not None and settings.max_lag is None
                 else None)
+    deal = made_for(settings)
     return {
         "prompts": prompts,
         "epochs": settings.epochs,
@@ -77,7 +78,52 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
         **({"arrangement": choice.to_dict()} if choice is not None else {}),
         "max_lag": settings.max_lag,
         **({"verl_trainer": settings.verl_trainer} if settings.verl_trainer else {}),  # `--verl-trainer`
+        # whose deal the plan was made for, where it is one framework's: absent otherwise, as before it existed
+        **({"made_for": deal} if deal else {}),
         "expected_lag_mean": round(float(frame["expected_lag"].mean()), 3),
         "expected_lag_max": int(frame["expected_lag"].max()),
         "prompts_from_history": int(frame.filter((pl.col("epoch") == 0) & (pl.col("prediction_source") == "history")).height),
     }
+
+
+def _deal(framework: str, trainer: str | None, *options: str) -> dict[str, Any]:
+    return {"framework": framework, "trainer": trainer, "options": list(options)}
+
+
+def made_for(settings: ScheduleSettings) -> dict[str, Any] | None:
+    """Whose deal (router and trainer) a plan on servers was made for, where its router or trainer is one
+    framework's and another framework shares the rest: ``framework``, ``trainer`` (that framework's own name for
+    it; None for a router's plan under a trainer the framework does not run), the ``options`` that make it so, and
+    ``alternatives``, each the ``framework``, ``trainer`` and ``options`` (given beside this plan's, or in place of
+    its values) that make the plan for the other framework or trainer. None for a plan that names no such deal
+    (verl's balancer under an asynchronous trainer, AReaL's SPMD mode, a blocking engine), whose arrangement line
+    says whose routing it was timed with. `asp schedule` says it under its summary's first line."""
+    lag, trainer, router = settings.max_lag, settings.trainer, settings.router
+    if settings.engine != "streaming":
+        return None
+    if router == "group-round-robin" and trainer == "arrival":
+        return {**_deal("AReaL", "single controller", "--router group-round-robin", "--trainer arrival",
+                        "--max-lag none" if lag is None else f"--max-lag {lag:g}"),
+                "alternatives": [_deal("OpenRLHF", "synchronous", "--trainer schedule", "--max-lag 0"),
+                                 _deal("OpenRLHF", "--train.async_enable", "--trainer schedule", "--max-lag 1")]}
+    areal = _deal("AReaL", "single controller", "--trainer arrival", "--max-lag N")
+    if router == "group-round-robin":  # `--trainer schedule` at a lag of 0 or 1 (`ScheduleSettings` refuses others)
+        own, other = ("synchronous", "--train.async_enable") if lag == 0 else ("--train.async_enable", "synchronous")
+        return {**_deal("OpenRLHF", own, "--router group-round-robin", "--trainer schedule", f"--max-lag {lag:g}"),
+                "alternatives": [_deal("OpenRLHF", other, f"--max-lag {1 - lag:g}"), areal]}
+    if router == "cache-aware":
+        own = ("train.py" if lag == 0 and trainer == "schedule" else
+               "train_async.py" if one_step_off(router, lag, trainer) else None)
+        return {**_deal("slime", own, "--router cache-aware", *([f"--max-lag {lag:g}", "--trainer schedule"]
+                                                                if own else [])),
+                "alternatives": [] if own else [_deal("slime", "train.py", "--max-lag 0", "--trainer schedule"),
+                                                _deal("slime", "train_async.py", "--max-lag 1", "--trainer schedule")]}
+    if router in (None, "least-pending") and lag == 0 and trainer == "schedule":
+        # verl's synchronous trainer; slime's train.py and OpenRLHF's default take the same steps behind their own
+        # routers (a slime newcomer who left out --router cache-aware was given verl's routing in silence).
+        planned = ["--dispatch planned"] if settings.dispatch == "planned" else []
+        free = ["--dispatch free"] if planned else []  # a router places each request itself (`ScheduleSettings`)
+        return {**_deal("verl", "synchronous", "--engine streaming", "--max-lag 0", "--trainer schedule", *planned),
+                "alternatives": [_deal("slime", "train.py", "--router cache-aware", *free),
+                                 _deal("OpenRLHF", "synchronous", "--router group-round-robin", *free)]}
+    return None
