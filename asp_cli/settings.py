@@ -148,10 +148,10 @@ def check_warmup(mode: str, max_lag: int | float | None, train_batch_size: int) 
     raise SettingsError(f"--max-lag {max_lag:g} with --verl-trainer {mode} is {key}, a count of train batches that "
                         f"verl rounds down to whole prompts: {max_lag:g} x {train_batch_size} is a warm-up of none, "
                         "and every step runs synchronously; verl's staleness_threshold (0.1 by default) is its fully "
-                        "asynchronous trainer's knob (--verl-trainer fully-async --trainer arrival): make the schedule with "
-                        f"--max-lag 1 (verl's default warm-up) or at least 1/{train_batch_size} of a batch, or for "
-                        "verl's synchronous trainer with --max-lag 0 --trainer schedule (exported with --verl-trainer "
-                        "ppo)")
+                        "asynchronous trainer's knob (--verl-trainer fully-async --trainer arrival): make the schedule "
+                        f"with --max-lag 1 (verl's default warm-up) or at least 1/{train_batch_size} of a batch, or "
+                        "for verl's synchronous trainer with --max-lag 0 --trainer schedule (exported with "
+                        "--verl-trainer ppo)")
 
 
 def warmup_note(mode: str, max_lag: int | float | None, train_batch_size: int) -> str | None:
