@@ -189,6 +189,21 @@ def test_a_probe_before_the_epochs_of_a_history_is_left_out_as_asp_simulate_leav
     assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[alone]).report["observed"],
                                        "files": ["history.parquet"]}
 
+def test_epochs_out_of_order_compare_the_oldest_epochs_samples_as_asp_simulate_replays_them(made, tmp_path):
+    """A history of epoch 1 and then epoch 0 (its files given late one first) compared epoch 1's samples, the first
+    N in the file's order, where asp simulate replays the oldest epoch's."""
+    folder, result = made
+    one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
+    late = one.with_columns(pl.lit(9000).alias("response_tokens"), pl.lit(1, pl.Int32).alias("epoch"))
+    early = one.with_columns(pl.lit(100).alias("response_tokens"), pl.lit(0, pl.Int32).alias("epoch"))
+    history, alone = tmp_path / "history.parquet", tmp_path / "epoch.parquet"
+    pl.concat([late] * 8 + [early] * 8).write_parquet(history)
+    pl.concat([early] * 8).write_parquet(alone)
+    done = report_schedule(folder / "s.parquet", lengths=[history])
+    assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[alone]).report["observed"],
+                                       "files": ["history.parquet"]}
+
+
 def test_compare_with_itself_changes_nothing(report):
     comparison = compare_reports(report, report)
     assert comparison["facts"]

@@ -339,6 +339,18 @@ def test_a_probe_is_left_out_of_the_prompts_an_epoch_holds_and_an_epoch_is_picke
     with pytest.raises(SettingsError, match=r"^--lengths-epoch -1: --lengths holds epoch 3; give"):
         epoch_samples(many.head(1).with_columns(pl.lit(3).alias("epoch")), -1)
 
+def test_epochs_out_of_order_replay_the_oldest_as_the_warning_says():
+    """A history whose epochs stand out of order (`--lengths e1.jsonl --lengths e0.jsonl`) replayed epoch 1's
+    samples, where the warning said the oldest epoch's were: each prompt's samples are taken oldest epoch first."""
+    frame = _frame(["a", "b"])
+    late_first = pl.DataFrame({"prompt_id": ["a", "a", "b", "b", "a", "a", "b", "b"],
+                               "response_tokens": [500, 501, 600, 601, 5, 6, 7, 8],
+                               "epoch": [1, 1, 1, 1, 0, 0, 0, 0]}, schema_overrides={"epoch": pl.Int32})
+    lengths, info = lengths_for_schedule(frame, late_first, samples_per_prompt=2, seed=1)
+    assert lengths.tolist() == [[5, 6], [7, 8]]
+    assert "(of a history of several epochs, the oldest)" in info.over_group_warning()
+
+
 def test_noise_model_is_centred_and_seeded():
     mean = np.full(20_000, 400)
     drawn = sample_lengths(mean, np.arange(20_000), 4, seed=0, max_response_tokens=100_000)

@@ -69,7 +69,7 @@ def replay_command(
     schedule: Path = typer.Argument(..., metavar="SCHEDULE", readable=False, help="A schedule written by `asp schedule` (.parquet)."),
     datasets: list[Path] = typer.Argument(None, metavar="DATASETS", readable=False, help="The prompt file(s) the schedule was made from (or --synthetic-prompts)."),
     lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", readable=False, help="Observed response lengths to force (same formats and columns as --history; repeatable). Prompts without any replay lengths sampled around their predictions."),
-    lengths_epoch: Optional[int] = typer.Option(None, "--lengths-epoch", metavar="E", help="Force only epoch E's samples of --lengths (by its epoch column, as asp observe --epoch numbered them; -1: the samples without an epoch, a probe's). Default: each prompt's first N samples in the files' order, a probe's left out of the prompts an epoch holds (docs/replay.md)."),
+    lengths_epoch: Optional[int] = typer.Option(None, "--lengths-epoch", metavar="E", help="Force only epoch E's samples of --lengths (by its epoch column, as asp observe --epoch numbered them; -1: the samples without an epoch, a probe's). Default: each prompt's first N samples, oldest epoch first, a probe's left out of the prompts an epoch holds (docs/replay.md)."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),

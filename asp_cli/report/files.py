@@ -127,10 +127,10 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) ->
     """Warn about observed lengths of other prompts or above the schedule's cap, and keep the first N samples of a
     prompt that has more; mark samples at the cap truncated where the file does not say (docs/predictor.md: a sample
     that reached the cap was cut there). A probe's samples (no epoch) of prompts an epoch holds are left out, as
-    `asp simulate` leaves them out (`asp_cli.sim.lengths.without_probe_samples`)."""
-    from asp_cli.sim.lengths import without_probe_samples
+    `asp simulate` leaves them out, and each prompt's taken oldest epoch first (`asp_cli.sim.lengths.in_replay_order`)."""
+    from asp_cli.sim.lengths import in_replay_order
 
-    samples = without_probe_samples(samples)[0]
+    samples = in_replay_order(samples)
     scheduled = schedule.frame["prompt_id"].unique()
     ids = samples["prompt_id"].unique(maintain_order=True)
     strays = ids.filter(~ids.is_in(scheduled.implode()))

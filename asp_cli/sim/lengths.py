@@ -208,6 +208,20 @@ def without_probe_samples(observed):
     return (observed.filter(~probe), left_out) if left_out else (observed, 0)
 
 
+def in_replay_order(observed):
+    """``observed`` as a replay takes its first N samples of each prompt: `without_probe_samples`, and each prompt's
+    samples oldest epoch first (in the files' order within an epoch; the prompts in the order they first appear).
+    Epochs given out of order (`--lengths e1.jsonl --lengths e0.jsonl`) replayed the later one's, where the warning
+    said the oldest's (a hostile-input round, 2026-12-07)."""
+    import polars as pl
+
+    observed = without_probe_samples(observed)[0]
+    if observed is None or "epoch" not in observed.columns or observed["epoch"].null_count() == observed.height:
+        return observed
+    return observed.sort([pl.int_range(pl.len()).min().over("prompt_id"), pl.col("epoch").fill_null(-1)],
+                         maintain_order=True)
+
+
 def _epochs_text(epochs: list[int]) -> str:
     """0 and 1; 0, 1 and 3; 0 to 9 (a run of more than three)."""
     if len(epochs) > 3 and epochs[-1] - epochs[0] == len(epochs) - 1:
@@ -260,15 +274,15 @@ def lengths_for_schedule(
 ) -> tuple[np.ndarray, LengthInfo]:
     """True lengths per schedule row: observed where given, otherwise the noise model.
 
-    A prompt with at least N observed samples uses its first N (its samples without an epoch, a probe's, left out
-    where it has an epoch's: `without_probe_samples`); one with fewer keeps them and gets the rest
+    A prompt with at least N observed samples uses its first N, oldest epoch first (its samples without an epoch, a
+    probe's, left out where it has an epoch's: `in_replay_order`); one with fewer keeps them and gets the rest
     drawn around them (`complete_groups`, deterministically from ``seed``; the spread pooled per
     ``data_source`` where the schedule has one); a prompt absent from ``observed`` is sampled around its
     prediction.
     """
     import polars as pl
 
-    observed = without_probe_samples(observed)[0]
+    observed = in_replay_order(observed)
     n = samples_per_prompt
     ids = frame["prompt_id"]
     keys = ids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
