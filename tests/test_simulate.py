@@ -351,6 +351,21 @@ def test_epochs_out_of_order_replay_the_oldest_as_the_warning_says():
     assert "(of a history of several epochs, the oldest)" in info.over_group_warning()
 
 
+def test_more_samples_than_a_group_of_one_epoch_is_not_called_a_history_of_several():
+    """A prompt with more than N samples of one epoch (a log given twice, or a rollout of more samples per prompt;
+    what `--lengths-epoch E` leaves) was told to give one epoch's lengths or pick one with --lengths-epoch, which it
+    already is: it is told the epoch, and the fixes that fit."""
+    frame = _frame(["a", "b"])
+    twice = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"], "response_tokens": [5, 6, 7, 8], "epoch": [0] * 4},
+                         schema_overrides={"epoch": pl.Int32})
+    twice = pl.concat([twice, twice])
+    lengths, info = lengths_for_schedule(frame, twice, samples_per_prompt=2, seed=1)
+    warning = info.over_group_warning()
+    assert info.prompts_over_group == 2 and "epoch 0 alone" in warning
+    assert "several epochs" not in warning and "--lengths-epoch" not in warning
+    assert warning.endswith("remake the schedule with --samples-per-prompt 4 (every prompt here has 4)")
+
+
 def test_noise_model_is_centred_and_seeded():
     mean = np.full(20_000, 400)
     drawn = sample_lengths(mean, np.arange(20_000), 4, seed=0, max_response_tokens=100_000)

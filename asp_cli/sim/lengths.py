@@ -126,6 +126,7 @@ class LengthInfo:
     prompts_over_group: int = 0  # prompts observed more often than a group holds: their first N replayed
     group: int = 0  # N, the samples per prompt
     observed_each: int = 0  # the samples observed of every matched prompt, where all have as many; else 0
+    one_epoch: int | None = None  # the epoch every observed sample says it is of, where all say one; else None
 
     def to_dict(self) -> dict:
         return {
@@ -143,6 +144,15 @@ class LengthInfo:
         if not self.prompts_over_group:
             return ""
         many = self.prompts_over_group
+        if self.one_epoch is not None:  # not a history of several epochs (what --lengths-epoch E leaves, too)
+            n = str(self.observed_each) if self.observed_each else "N"
+            what = (f"every prompt here has {self.observed_each}" if self.observed_each
+                    else "N the samples per prompt it ran")
+            return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds "
+                    f"({self.group}): the first {self.group} of each, in the file's order, are replayed; they are of "
+                    f"epoch {self.one_epoch} alone: a log given twice (give each once), or a rollout of more samples "
+                    f"per prompt than the schedule's {self.group} (verl's rollout.n): remake the schedule with "
+                    f"--samples-per-prompt {n} ({what})")
         return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds ({self.group}): "
                 f"the first {self.group} of each, in the file's order, are replayed (of a history of several epochs, "
                 "the oldest); give one epoch's lengths to replay that one (or pick it with --lengths-epoch E)"
@@ -330,8 +340,11 @@ def lengths_for_schedule(
     over_group = int(ids.filter(pl.Series(count > n)).n_unique()) if observed is not None and observed.height else 0
     seen = np.unique(count[have]) if over_group else np.zeros(0, dtype=np.int64)
     observed_each = int(seen[0]) if seen.size == 1 else 0
+    epochs = observed["epoch"] if observed is not None and "epoch" in observed.columns else None
+    one_epoch = (int(epochs[0]) if over_group and epochs is not None and not epochs.null_count()
+                 and epochs.n_unique() == 1 else None)
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
                                           tuple(unknown), over_cap, observed_ids, written_otherwise, over_group, n,
-                                          observed_each)
+                                          observed_each, one_epoch)
