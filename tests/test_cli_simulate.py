@@ -1076,3 +1076,18 @@ def test_lengths_epoch_is_checked_against_the_epochs_the_lengths_hold(built, tmp
         "Error: --lengths-epoch picks an epoch of the --lengths files: give --lengths too, or leave it out\n")
     result = invoke("simulate", built["schedule"], "--lengths", history, "--lengths-epoch", -2)
     assert result.exit_code == 4 and "--lengths-epoch must be a whole number from -1" in result.stderr
+
+
+def test_an_epoch_picked_of_other_prompts_is_refused_as_lengths_of_other_prompts_are(built, tmp_path):  # noqa: F811
+    """A history whose probe is of the schedule's prompts but whose epoch 0 is of another dataset's passed the check
+    that the lengths' ids are the schedule's (on the whole file) and then replayed epoch 0 alone, none of it matched:
+    every length sampled around the predictions, exit 0 (a pipeline reading -q got the predictions' figures). The
+    epoch is picked before the ids are checked, so it is refused as lengths of other prompts are (E03's exit 3)."""
+    ids = pl.read_parquet(built["schedule"])["prompt_id"].unique().to_list()
+    rows = [{"prompt_id": i, "response_tokens": 300, "epoch": None} for i in ids]
+    rows += [{"prompt_id": f"other-{k}", "response_tokens": 40, "epoch": 0} for k in range(len(ids))]
+    history = write_jsonl(tmp_path / "history.jsonl", rows)
+    result = invoke("simulate", built["schedule"], "--lengths", history, "--lengths-epoch", 0, "-q")
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert result.stderr.startswith(f"Error: {history}: none of its {len(ids)} prompt ids is in the schedule (e.g. ")
+    assert invoke("simulate", built["schedule"], "--lengths", history, "--lengths-epoch", -1, "-q").exit_code == 0

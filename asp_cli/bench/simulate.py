@@ -108,7 +108,7 @@ def simulate_file(
     """
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import schedule_of
-    from asp_cli.sim.lengths import refuse_unmatched
+    from asp_cli.sim.lengths import epoch_samples, refuse_unmatched
 
     check_flags(compare=compare)
     options = ReplayOptions() if options is None else options
@@ -134,6 +134,9 @@ def simulate_file(
     if length_files:
         note(STAGES[1])
         observed, report = read_lengths(length_files, read)
+        # The epoch replayed is the one checked: a probe of these prompts beside another dataset's epochs passed
+        # on the whole file and replayed none of the epoch picked (`simulate_loaded` picks it again, as it was).
+        observed = epoch_samples(observed, options.lengths_epoch, length_files)
         refuse_unmatched(observed, schedule.frame["prompt_id"], length_files)
         skipped = report.skipped_rows
     result = simulate_loaded(schedule, observed, options=options, compare=compare, skipped_rows=skipped,
