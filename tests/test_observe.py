@@ -1205,6 +1205,36 @@ def test_shortfalls_made_by_spreading_a_shared_text_are_told_apart_from_real_one
     assert not any("were spread over the ids" in w for w in result.warnings)
 
 
+def test_a_group_of_a_shared_text_the_logs_lack_is_counted_as_a_scheduled_prompt_without_samples(tmp_path):
+    """Two scheduled ids of one text are two groups of it; a log of one (the rollout reached one id, or one step's
+    dump) was said as asp's spreading, "no group was cut short", and counted nowhere: no prompt without samples, none
+    short, where before 2026-12-07 both ids read short. The group the logs lack is a scheduled prompt without
+    samples, said of the shared text."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "Same text"},
+                                             {"id": "b", "question": "Same text"},
+                                             {"id": "c", "question": "Other text"}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=1, instances=1, samples_per_prompt=4))
+
+    def dump(groups):
+        return write_jsonl(tmp_path / "1.jsonl", [{"input": f"user\n{text}\nassistant\n", "output": "w " * (5 + k),
+                                                   "score": 1, "step": 1}
+                                                  for text, samples in groups for k in range(samples)])
+
+    result = observe([dump([("Same text", 4), ("Other text", 4)])], None, schedule=sched, dataset=[data])
+    assert result.summary["prompts_uneven_by_spreading"] == 2
+    assert result.summary["scheduled_prompts_without_samples"] == 1
+    assert ("1 scheduled prompt has no sample in the logs: of a prompt text 2 scheduled ids share, whose samples were "
+            "spread over them (1 group of it for 2 ids)") in result.warnings, result.warnings
+    # Both groups of it: nothing lacks.
+    result = observe([dump([("Same text", 8), ("Other text", 4)])], None, schedule=sched, dataset=[data])
+    assert result.summary["scheduled_prompts_without_samples"] == 0
+    assert not any("no sample in the logs" in w for w in result.warnings), result.warnings
+
+
 def test_spreading_over_several_dumps_at_an_odd_group_size_is_not_a_shortfall_or_an_excess(tmp_path):
     """Each dump spreads a shared text's samples from its first id: at n = 3, a group of it in each of two step dumps
     left a with 4 and b with 2, warned as one prompt short and one with more than n, both of asp's making."""
