@@ -1660,3 +1660,17 @@ def test_an_asp_export_read_as_prompts_is_named_as_one_not_told_to_pass_id_key(t
     assert str(caught.value) == f"{exported}: an asp export (its rows repeat each prompt, once an epoch), {fix}"
     export(sched, [bare], tmp_path / "v0.parquet", format="verl", epoch=0)  # one epoch: each prompt once
     assert read_prompts([tmp_path / "v0.parquet"])[0].height == 16
+
+
+@pytest.mark.parametrize("column", ["prompt", "question", "Input"])
+def test_prompt_text_and_lengths_without_ids_under_any_prompt_column_are_told_e116(tmp_path, column):
+    """E116 fired for a column named exactly 'input': the same log with its decoded prompt as 'prompt' or 'question'
+    was told E19's "name the right one with --id-key", a column it has none of; and 'Input' was quoted as 'input'."""
+    path = write_jsonl(tmp_path / "lens.jsonl", [{column: f"question {i}", "response_length": 10 + i} for i in range(3)])
+    with pytest.raises(InputError) as caught:
+        read_lengths([path])
+    message = str(caught.value)
+    assert message.startswith(f"{path}: prompt text ({column!r}) and response lengths without prompt ids: "), message
+    assert "--id-key" not in message
+    if column.lower() != "input":
+        assert f"log each sample's prompt text as 'input' (not {column!r}) and its response text as 'output'" in message

@@ -73,14 +73,17 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
             raise InputError(f"{path}: holds response text without prompt ids (a verl, OpenRLHF or slime rollout "
                              "dump?); turn it into lengths first: asp observe "
                              f"{path.name} --dataset PROMPTS -o history.parquet, then pass history.parquet")
-        if options.length_id_key is None and not ids and "input" in lowered and "output" not in lowered and (
+        text = next((c for k in C.PROMPT_KEYS for c in frame.columns if c.lower() == k), None)
+        if options.length_id_key is None and not ids and text and "output" not in lowered and (
                 options.length_key is not None or lowered & set(C.LENGTH_KEYS)):
             # A MindSpeed-RL newcomer logged each sample's decoded prompt and its token count (compute_verifier_score
-            # has both): told "no prompt id column found ... name the right one with --id-key", which it has none of.
-            raise InputError(f"{path}: prompt text ('input') and response lengths without prompt ids: asp matches a "
-                             "log's prompt text to the --dataset prompts only in a dump of input/output text; log each "
-                             "sample's response text as 'output' beside its input (asp observe --dataset counts it), "
-                             "or its prompt id beside its length")
+            # has both): told "no prompt id column found ... name the right one with --id-key", which it has none of
+            # (under 'prompt' or 'question' too, and its own column named: a hostile-input round, 2026-12-07).
+            fix = ("log each sample's response text as 'output' beside its input" if text.lower() == "input" else
+                   f"log each sample's prompt text as 'input' (not {text!r}) and its response text as 'output'")
+            raise InputError(f"{path}: prompt text ({text!r}) and response lengths without prompt ids: asp matches a "
+                             f"log's prompt text to the --dataset prompts only in a dump of input/output text; {fix} "
+                             "(asp observe --dataset counts it), or its prompt id beside its length")
         if options.length_key is None and not lowered & set(C.LENGTH_KEYS) and lowered & set(C.PROMPT_KEYS):
             # A prompt file given as a history was told "no prompt id column found" (an OpenRLHF newcomer's).
             raise InputError(f"{path}: holds prompts but no response lengths (looked for {', '.join(C.LENGTH_KEYS)}); "
