@@ -1168,3 +1168,21 @@ def test_a_parquet_export_whose_labels_are_not_text_warns_that_mindspeed_rl_drop
     assert "label column 'answer' holds 1 value that is empty (null): MindSpeed-RL's preprocessing" in said
     assert "MindSpeed-RL's preprocessing" not in " ".join(exported([str(2 * i) for i in range(6)], "text"))
     assert "MindSpeed-RL's preprocessing" not in " ".join(exported([2 * i for i in range(6)], "lines", "jsonl"))
+
+
+def test_a_parquet_export_whose_labels_are_all_empty_or_numbers_with_gaps_says_which(tmp_path):
+    """A label column with no value at all (JSON nulls throughout: Polars' Null type) was said to hold "values that
+    are a number, not text", and a number column with gaps counted its empty values as numbers."""
+    from asp_cli.arrange.pipeline import schedule
+
+    def exported(answers, name):
+        data = write_jsonl(tmp_path / f"{name}.jsonl", [{"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": a}
+                                                        for i, a in enumerate(answers)])
+        made = schedule([data], tmp_path / f"{name}.s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=2))
+        return " ".join(export(made.output, [data], tmp_path / f"{name}.o.parquet", format="parquet").warnings)
+
+    said = exported([None] * 6, "none")
+    assert "label column 'answer' holds 6 values that are empty (null): MindSpeed-RL's preprocessing" in said, said
+    said = exported([2, None, 6, None, 10, 12], "gaps")
+    assert ("label column 'answer' holds 4 values that are a number, not text, and 2 that are empty (null): "
+            "MindSpeed-RL's preprocessing") in said, said

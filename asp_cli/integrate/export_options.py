@@ -163,13 +163,16 @@ def mindspeed_label_note(label: str, values: object) -> str | None:
     kind = str(values.dtype)  # type: ignore[attr-defined]
     if kind.startswith(("Struct", "Object")):
         return None  # an object label: `object_label_note`
-    text = kind in ("String", "Utf8") or kind.startswith("List")
-    bad = values.null_count() if text else len(values)  # type: ignore[attr-defined, arg-type]
-    if not bad:
+    text = kind in ("String", "Utf8", "Null") or kind.startswith("List")  # Null: no value at all (JSON nulls)
+    empty = values.null_count()  # type: ignore[attr-defined]
+    other = 0 if text else len(values) - empty  # type: ignore[arg-type]
+    if not (empty or other):
         return None
-    what = "empty (null)" if text else "true/false" if kind == "Boolean" else "a number, not text"
-    return (f"label column '{label}' holds {bad:,} value{'s' if bad != 1 else ''} {'that are' if bad != 1 else 'that is'}"
-            f" {what}: MindSpeed-RL's preprocessing (its "
+    are = lambda count: "that are" if count != 1 else "that is"  # noqa: E731
+    first, what = (other, "true/false" if kind == "Boolean" else "a number, not text") if other else (empty, "empty (null)")
+    return (f"label column '{label}' holds {first:,} value{'s' if first != 1 else ''} {are(first)} {what}"
+            + (f", and {empty:,} {are(empty)} empty (null)" if other and empty else "")
+            + ": MindSpeed-RL's preprocessing (its "
             f"Alpaca-style handlers, with '{label}' as map_keys' response) drops such rows "
             "(mindspeed_rl/datasets/handler_utils.py:176), which shifts every later row off the schedule's batches; "
             "store the labels as text and schedule that file")
