@@ -623,6 +623,11 @@ def test_a_dry_run_replays_the_epochs_not_the_probe_and_lengths_epoch_picks_one(
     assert minutes(history) == minutes(both)
     assert minutes(history, "--lengths-epoch", 1) == minutes(alone[1]) != minutes(alone[0])
     assert minutes(history, "--lengths-epoch", -1) == minutes(alone["probe"])
+    # What was replayed is in the document: the epoch picked, and the prompts whose probe samples were left out.
+    said = lambda *extra: json.loads(invoke("replay", small["schedule"], small["prompts"], "--lengths", history,  # noqa: E731
+                                            "--dry-run", "--json", "-q", *extra).stdout)["lengths"]
+    assert said()["epoch"] is None and said()["prompts_with_probe_samples_left_out"] == len(ids)
+    assert said("--lengths-epoch", 1)["epoch"] == 1 and said("--lengths-epoch", 1)["prompts_with_probe_samples_left_out"] == 0
     result = invoke("replay", small["schedule"], small["prompts"], "--lengths", history, "--dry-run",
                     "--lengths-epoch", 3)
     assert result.exit_code == 4 and result.stderr == (

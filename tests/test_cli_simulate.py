@@ -1091,3 +1091,20 @@ def test_an_epoch_picked_of_other_prompts_is_refused_as_lengths_of_other_prompts
     assert result.exit_code == ExitCode.BAD_INPUT, result.output
     assert result.stderr.startswith(f"Error: {history}: none of its {len(ids)} prompt ids is in the schedule (e.g. ")
     assert invoke("simulate", built["schedule"], "--lengths", history, "--lengths-epoch", -1, "-q").exit_code == 0
+
+
+def test_the_json_says_which_epoch_was_replayed_and_how_many_prompts_probe_samples_were_left_out(built, tmp_path):  # noqa: F811
+    """A probe's samples left out of the prompts an epoch holds, and the epoch --lengths-epoch picked, went unsaid:
+    two runs' documents of one history could not be told apart by what they replayed."""
+    history, _alone = _probed_history(built, tmp_path)
+
+    def lengths(*args):
+        result = invoke("simulate", built["schedule"], "--json", "-q", "--lengths", history, *args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["lengths"]
+
+    default = lengths()
+    assert default["epoch"] is None and default["prompts_with_probe_samples_left_out"] == PROMPTS
+    picked = lengths("--lengths-epoch", 1)
+    assert picked["epoch"] == 1 and picked["prompts_with_probe_samples_left_out"] == 0
+    assert lengths("--lengths-epoch", -1)["epoch"] == -1

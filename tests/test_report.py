@@ -424,3 +424,16 @@ def test_the_twin_refuses_limits_that_are_not_check_limits(made):
     with pytest.raises(SettingsError, match=r"limits must be a CheckLimits \(asp_cli.CheckLimits\(max_padding=0.1, "
                                             r"\.\.\.\)\) or None, not dict"):
         report_schedule(folder / "s.parquet", limits={"max_padding": 0.1})
+
+
+def test_the_simulated_lengths_count_the_prompts_whose_probe_samples_were_left_out(made, tmp_path):
+    """`asp report --simulate` leaves a probe's samples out before it simulates, as `asp simulate` does; its
+    `simulated.lengths` said 0 prompts' were left out, where `asp simulate --json` of the same history counts them."""
+    folder, result = made
+    one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
+    probe = one.with_columns(pl.lit(9000).alias("response_tokens"), pl.lit(None, pl.Int32).alias("epoch"))
+    epoch = one.with_columns(pl.lit(100).alias("response_tokens"), pl.lit(0, pl.Int32).alias("epoch"))
+    history = tmp_path / "history.parquet"
+    pl.concat([probe] + [epoch] * 8).write_parquet(history)
+    done = report_schedule(folder / "s.parquet", lengths=[history], simulate=True)
+    assert done.report["simulated"]["lengths"]["prompts_with_probe_samples_left_out"] == one.height

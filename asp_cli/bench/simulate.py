@@ -336,7 +336,7 @@ def simulate_loaded(
         "trainer": trainer,
         # The verl trainer the schedule was timed for (`ScheduleSettings.verl_trainer`), where it was given.
         **({"verl_trainer": recorded.verl_trainer} if recorded.verl_trainer else {}),
-        "lengths": {**info.to_dict(), "skipped_rows": skipped_rows},
+        "lengths": {**info.to_dict(), "skipped_rows": skipped_rows, "epoch": options.lengths_epoch},
         "warnings": (info.warnings(recorded.max_response_tokens) + _dispatch_warnings(schedule, dispatch, k)
                      + _lag_warnings(recorded.max_lag, lag, options) + _trainer_warnings(result.metrics, lag, trainer)),
         "noise_model": None if info.prompts_sampled == 0 else {

@@ -169,7 +169,8 @@ def mindspeed_label_note(label: str, values: object) -> str | None:
     if not (empty or other):
         return None
     are = lambda count: "that are" if count != 1 else "that is"  # noqa: E731
-    first, what = (other, "true/false" if kind == "Boolean" else "a number, not text") if other else (empty, "empty (null)")
+    number = "true/false" if kind == "Boolean" else "a number, not text"
+    first, what = (other, number) if other else (empty, "empty (null)")
     return (f"label column '{label}' holds {first:,} value{'s' if first != 1 else ''} {are(first)} {what}"
             + (f", and {empty:,} {are(empty)} empty (null)" if other and empty else "")
             + ": MindSpeed-RL's preprocessing (its "

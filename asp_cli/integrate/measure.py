@@ -212,7 +212,7 @@ def replay_schedule(
         "preset": hardware.name,
         "preset_source": preset or recorded.preset,  # --preset, or the one the schedule recorded (its fields)
         "gpus_per_instance": gpus_per_instance,
-        "lengths": {**info.to_dict(), "clipped_to_max_response_tokens": clipped},
+        "lengths": {**info.to_dict(), "clipped_to_max_response_tokens": clipped, "epoch": lengths_epoch},
         "dry_run": dry_run,
     }
     if dry_run:

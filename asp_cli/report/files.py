@@ -91,8 +91,12 @@ def report_schedule(
     other = schedule_of(compare, "compare") if compare is not None else None
     same_name = other is not None and loaded.path is not None and other.path is not None and \
         loaded.path.name == other.path.name
+    probe_left_out = 0  # prompts whose probe samples `_check_samples` leaves out, said in `simulated.lengths`
     if samples is not None:
+        from asp_cli.sim.lengths import without_probe_samples
+
         refuse_unmatched(samples, loaded.frame["prompt_id"], lengths)
+        probe_left_out = without_probe_samples(samples)[1]
         samples = _check_samples(samples, loaded, warnings)
         observed = observed_from_samples(samples, lengths)
     main = build_report(loaded, observed=observed, name=str(loaded.path) if same_name else None)
@@ -113,6 +117,7 @@ def report_schedule(
         from asp_cli.report.simulated import simulated_section
 
         main["simulated"] = simulated_section(loaded, samples, skipped_rows=skipped)
+        main["simulated"]["lengths"]["prompts_with_probe_samples_left_out"] = probe_left_out
     result = ReportResult(report=main, skipped_rows=skipped, warnings=warnings)
     if other is not None:
         result.other = build_report(other, observed=observed, name=str(other.path) if same_name else None)
@@ -130,7 +135,7 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) ->
     `asp simulate` leaves them out, and each prompt's taken oldest epoch first (`asp_cli.sim.lengths.in_replay_order`)."""
     from asp_cli.sim.lengths import in_replay_order
 
-    samples = in_replay_order(samples)
+    samples = in_replay_order(samples)[0]
     scheduled = schedule.frame["prompt_id"].unique()
     ids = samples["prompt_id"].unique(maintain_order=True)
     strays = ids.filter(~ids.is_in(scheduled.implode()))

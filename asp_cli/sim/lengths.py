@@ -127,6 +127,7 @@ class LengthInfo:
     group: int = 0  # N, the samples per prompt
     observed_each: int = 0  # the samples observed of every matched prompt, where all have as many; else 0
     one_epoch: int | None = None  # the epoch every observed sample says it is of, where all say one; else None
+    probe_left_out: int = 0  # prompts whose samples without an epoch (a probe's) were left out
 
     def to_dict(self) -> dict:
         return {
@@ -136,6 +137,7 @@ class LengthInfo:
             "unknown_ids": self.unknown_ids,
             "unknown_id_examples": list(self.unknown_examples),
             "samples_over_max_response_tokens": self.samples_over_cap,
+            "prompts_with_probe_samples_left_out": self.probe_left_out,
         }
 
     def over_group_warning(self) -> str:
@@ -220,16 +222,16 @@ def without_probe_samples(observed):
 
 def in_replay_order(observed):
     """``observed`` as a replay takes its first N samples of each prompt: `without_probe_samples`, and each prompt's
-    samples oldest epoch first (in the files' order within an epoch; the prompts in the order they first appear).
-    Epochs given out of order (`--lengths e1.jsonl --lengths e0.jsonl`) replayed the later one's, where the warning
-    said the oldest's (a hostile-input round, 2026-12-07)."""
+    samples oldest epoch first (in the files' order within an epoch; the prompts in the order they first appear),
+    and the prompts whose probe samples were left out. Epochs given out of order (`--lengths e1.jsonl --lengths
+    e0.jsonl`) replayed the later one's, where the warning said the oldest's (a hostile-input round, 2026-12-07)."""
     import polars as pl
 
-    observed = without_probe_samples(observed)[0]
+    observed, left_out = without_probe_samples(observed)
     if observed is None or "epoch" not in observed.columns or observed["epoch"].null_count() == observed.height:
-        return observed
+        return observed, left_out
     return observed.sort([pl.int_range(pl.len()).min().over("prompt_id"), pl.col("epoch").fill_null(-1)],
-                         maintain_order=True)
+                         maintain_order=True), left_out
 
 
 def _epochs_text(epochs: list[int]) -> str:
@@ -292,7 +294,7 @@ def lengths_for_schedule(
     """
     import polars as pl
 
-    observed = in_replay_order(observed)
+    observed, probe_left_out = in_replay_order(observed)
     n = samples_per_prompt
     ids = frame["prompt_id"]
     keys = ids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
@@ -347,4 +349,4 @@ def lengths_for_schedule(
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
                                           tuple(unknown), over_cap, observed_ids, written_otherwise, over_group, n,
-                                          observed_each, one_epoch)
+                                          observed_each, one_epoch, probe_left_out)
