@@ -1235,6 +1235,30 @@ def test_a_group_of_a_shared_text_the_logs_lack_is_counted_as_a_scheduled_prompt
     assert not any("no sample in the logs" in w for w in result.warnings), result.warnings
 
 
+def test_more_groups_of_a_shared_text_than_its_scheduled_ids_are_an_excess_not_spreading(tmp_path):
+    """A rollout of 8 samples per prompt on a schedule of 4 (verl's rollout.n=16 on 8, a newcomer's): a text two ids
+    share got 16 samples, 8 each, a whole number of groups, so it was said as asp's spreading ("no group was cut
+    short") and left out of the more-than-n warning, which counted the other prompts alone. Four groups for two
+    scheduled ids is an excess of the rollout's making: warned as the others are."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "Same text"},
+                                             {"id": "b", "question": "Same text"},
+                                             {"id": "c", "question": "Other text"}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=1, instances=1, samples_per_prompt=4))
+    dump = write_jsonl(tmp_path / "1.jsonl", [{"input": f"user\n{text}\nassistant\n", "output": "w " * (5 + k),
+                                               "score": 1, "step": 1}
+                                              for text, samples in (("Same text", 16), ("Other text", 8))
+                                              for k in range(samples)])
+    result = observe([dump], None, schedule=sched, dataset=[data])
+    assert result.summary["prompts_uneven_by_spreading"] == 0
+    assert not any("were spread over the ids" in w for w in result.warnings), result.warnings
+    assert any(w.startswith("3 prompts have more than samples_per_prompt=4 samples in an epoch of the logs")
+               and w.endswith("(every prompt here has 8)") for w in result.warnings), result.warnings
+
+
 def test_spreading_over_several_dumps_at_an_odd_group_size_is_not_a_shortfall_or_an_excess(tmp_path):
     """Each dump spreads a shared text's samples from its first id: at n = 3, a group of it in each of two step dumps
     left a with 4 and b with 2, warned as one prompt short and one with more than n, both of asp's making."""

@@ -24,7 +24,8 @@ def spread_shortfalls(counts: pl.DataFrame, n: int, shared: Iterable[tuple[str, 
     samples were spread over the ids in ``shared`` (each a tuple of the ids that share one text), with the groups and
     ids of those texts: a text whose ids hold a whole number of groups between them (4 samples over 2 ids at n = 4,
     2 each; or at n = 3 two groups in two dumps, each spread from the first id, 4 and 2) had no group cut short. A
-    text whose samples make no whole number of groups keeps its ids' shortfalls. Last, of each such text with fewer
+    text whose samples make no whole number of groups, or more groups than the ``scheduled`` ids it has (a rollout of
+    more samples per prompt), keeps its ids' shortfalls and excesses. Last, of each such text with fewer
     groups than the ``scheduled`` ids it has (each a group of it the schedule holds), (those ids, its groups): one
     group of a text two scheduled ids share leaves a group of it out of the logs, which no id's count shows."""
     held = dict(counts.select("prompt_id", "len").iter_rows())
@@ -34,11 +35,13 @@ def spread_shortfalls(counts: pl.DataFrame, n: int, shared: Iterable[tuple[str, 
     for text_ids in sorted(set(shared)):
         total = sum(held.get(i, 0) for i in text_ids)
         uneven = [i for i in text_ids if held.get(i, 0) and held[i] != n]
-        if uneven and total % n == 0:
+        planned = len(text_ids) if scheduled is None else sum(i in scheduled for i in text_ids)
+        # More groups than the schedule has ids of the text are the rollout's (more samples per prompt, or several
+        # epochs in one log), not the spreading's: left to the more-than-n warning, as any prompt's are.
+        if uneven and total % n == 0 and (total // n <= planned or not planned):
             off.update(uneven)
             groups += total // n
             ids += len(text_ids)
-            planned = len(text_ids) if scheduled is None else sum(i in scheduled for i in text_ids)
             if total // n < planned:
                 lacking.append((planned, total // n))
     return off, groups, ids, lacking
