@@ -633,3 +633,21 @@ def test_a_dry_run_replays_the_epochs_not_the_probe_and_lengths_epoch_picks_one(
     assert result.exit_code == 4 and result.stderr == (
         f"Error: --lengths-epoch 3: {history} holds epochs 0 and 1, and samples without an epoch (a probe's: "
         "--lengths-epoch -1); give one of those, or leave --lengths-epoch out\n")
+
+
+def test_lengths_none_of_whose_ids_are_the_schedules_are_refused_as_asp_simulate_refuses_them(small, tmp_path):  # noqa: F811
+    """`asp replay --lengths` of another run's log (or, with --lengths-epoch, an epoch of other prompts beside a
+    probe of these) forced none of them and replayed every length around the predictions, exit 0 with a warning,
+    where asp simulate and asp report refuse such lengths (E76, exit 3)."""
+    from util import write_jsonl
+
+    ids = pl.read_ndjson(small["lengths"])["prompt_id"].unique(maintain_order=True).to_list()
+    other = write_jsonl(tmp_path / "other.jsonl", [{"prompt_id": f"other-{i}", "response_tokens": 50} for i in ids])
+    result = invoke("replay", small["schedule"], small["prompts"], "--lengths", other, "--dry-run", "-q")
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith(f"Error: {other}: none of its {len(ids)} prompt ids is in the schedule (e.g. ")
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"prompt_id": i, "response_tokens": 60, "epoch": None} for i in ids]
+                        + [{"prompt_id": f"other-{i}", "response_tokens": 50, "epoch": 0} for i in ids])
+    result = invoke("replay", small["schedule"], small["prompts"], "--lengths", mixed, "--dry-run", "-q",
+                    "--lengths-epoch", 0)
+    assert result.exit_code == 3 and "none of its" in result.stderr, result.output

@@ -128,7 +128,7 @@ def replay_schedule(
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import schedule_of
     from asp_cli.settings import ScheduleSettings, check_count, check_replay_size, whole
-    from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, epoch_samples
+    from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, epoch_samples, refuse_unmatched
 
     expect_kind(live, LiveSettings, "live", "servers=[URL, ...]", optional=True)  # a dict: an AttributeError
     expect_kind(in_process, InProcessSettings, "in_process", "model=PATH", optional=True)
@@ -174,6 +174,8 @@ def replay_schedule(
     if lengths:
         observed, _ = read_lengths(lengths, read)
     observed = epoch_samples(observed, lengths_epoch, lengths)
+    # None of their ids the schedule's: every length around the predictions, exit 0 (E76, as asp simulate's)
+    refuse_unmatched(observed, frame["prompt_id"], lengths)
     check_replay_size(frame.height, recorded.samples_per_prompt, "asp replay")
     rows, truth, info, clipped = prompt_lengths(frame, observed, samples_per_prompt=recorded.samples_per_prompt,
                                                 seed=recorded.seed if seed is None else seed,
