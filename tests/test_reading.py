@@ -1674,3 +1674,13 @@ def test_prompt_text_and_lengths_without_ids_under_any_prompt_column_are_told_e1
     assert "--id-key" not in message
     if column.lower() != "input":
         assert f"log each sample's prompt text as 'input' (not {column!r}) and its response text as 'output'" in message
+
+
+def test_a_prompt_text_log_whose_id_is_inside_an_object_is_told_the_path_not_e116(tmp_path):
+    """A slime sample dump holds the prompt text, the response length and the id in its `metadata` object: E116 (log
+    the response text, or the prompt id) hid E19's path to give, which it has."""
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt": "2 + 2?", "response_length": 120,
+                                                "metadata": {"prompt_id": "7"}}])
+    with pytest.raises(InputError, match=r"'metadata' holds a field 'prompt_id': give --history-id-key "
+                                         r"metadata\.prompt_id$"):
+        read_lengths([log])

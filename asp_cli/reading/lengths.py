@@ -16,7 +16,7 @@ from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.places import row_location
 from asp_cli.reading.prompts import id_column, id_problem_message
-from asp_cli.reading.nested import with_nested_key
+from asp_cli.reading.nested import candidates_inside, with_nested_key
 from asp_cli.reading.tables import BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, read_table
 from asp_cli.settings import whole
 
@@ -74,7 +74,9 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
                              "dump?); turn it into lengths first: asp observe "
                              f"{path.name} --dataset PROMPTS -o history.parquet, then pass history.parquet")
         text = next((c for k in C.PROMPT_KEYS for c in frame.columns if c.lower() == k), None)
-        if options.length_id_key is None and not ids and text and "output" not in lowered and (
+        # An id inside an object (a slime sample dump's metadata.prompt_id) is E19's path to give, not this.
+        nested_id = candidates_inside(frame, C.ID_KEYS, options.length_id_flag)
+        if options.length_id_key is None and not ids and text and "output" not in lowered and not nested_id and (
                 options.length_key is not None or lowered & set(C.LENGTH_KEYS)):
             # A MindSpeed-RL newcomer logged each sample's decoded prompt and its token count (compute_verifier_score
             # has both): told "no prompt id column found ... name the right one with --id-key", which it has none of
