@@ -1186,3 +1186,17 @@ def test_a_parquet_export_whose_labels_are_all_empty_or_numbers_with_gaps_says_w
     said = exported([2, None, 6, None, 10, 12], "gaps")
     assert ("label column 'answer' holds 4 values that are a number, not text, and 2 that are empty (null): "
             "MindSpeed-RL's preprocessing") in said, said
+
+
+def test_a_parquet_export_whose_labels_are_objects_says_mindspeed_rl_drops_them(tmp_path):
+    """A label column of objects exported to Parquet (MindSpeed-RL's format) was told slime's and OpenRLHF's reward
+    rules alone, and not that MindSpeed-RL's preprocessing drops every row whose label is neither text nor a list:
+    all of them here."""
+    from asp_cli.arrange.pipeline import schedule
+
+    data = write_jsonl(tmp_path / "o.jsonl", [{"id": f"q{i}", "problem": f"What is {i} + {i}?",
+                                               "answer": {"value": 2 * i}} for i in range(6)])
+    made = schedule([data], tmp_path / "o.s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=2))
+    warnings = export(made.output, [data], tmp_path / "o.o.parquet", format="parquet").warnings
+    assert any(w.startswith("label column 'answer' holds 6 values that are objects, not text: MindSpeed-RL's "
+                            "preprocessing") for w in warnings), warnings

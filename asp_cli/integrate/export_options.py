@@ -161,15 +161,14 @@ def mindspeed_label_note(label: str, values: object) -> str | None:
     `align_dataset`, mindspeed_rl/datasets/handler_utils.py:321-328, 176), shifting every later row off the
     schedule's batches without a word (a MindSpeed-RL newcomer's integer answers). ``values``: the column (Polars)."""
     kind = str(values.dtype)  # type: ignore[attr-defined]
-    if kind.startswith(("Struct", "Object")):
-        return None  # an object label: `object_label_note`
     text = kind in ("String", "Utf8", "Null") or kind.startswith("List")  # Null: no value at all (JSON nulls)
     empty = values.null_count()  # type: ignore[attr-defined]
     other = 0 if text else len(values) - empty  # type: ignore[arg-type]
     if not (empty or other):
         return None
     are = lambda count: "that are" if count != 1 else "that is"  # noqa: E731
-    number = "true/false" if kind == "Boolean" else "a number, not text"
+    number = ("true/false" if kind == "Boolean" else "a number, not text" if not kind.startswith(("Struct", "Object"))
+              else "objects, not text" if other != 1 else "an object, not text")
     first, what = (other, number) if other else (empty, "empty (null)")
     return (f"label column '{label}' holds {first:,} value{'s' if first != 1 else ''} {are(first)} {what}"
             + (f", and {empty:,} {are(empty)} empty (null)" if other and empty else "")
