@@ -590,3 +590,16 @@ def test_force_replaces_only_a_preset(tmp_path):
         result = invoke("calibrate", timeline, "-o", tmp_path / name, "--force", "--quiet")
         assert result.exit_code == 0, result.output
         assert load_preset(tmp_path / name).name == "h100-qwen2.5-7b+calibrated"
+
+
+def test_calibrating_a_calibrated_preset_again_names_each_part_once(tmp_path):
+    """A preset made with --train-steps and --kv-cache-tokens ('+trainer+engine'), calibrated again from its file with
+    either, grew its name each time ('+trainer+engine+trainer', then '+engine' more)."""
+    steps = tmp_path / "steps.csv"
+    steps.write_text("tokens,step_s\n" + "".join(f"{t},{3.0 + 2e-5 * t}\n" for t in (100_000, 250_000, 400_000)))
+    first, second, third = (tmp_path / f"{name}.json" for name in ("first", "second", "third"))
+    assert invoke("calibrate", "-o", first, "--train-steps", steps, "--kv-cache-tokens", 5000, "-q").exit_code == 0
+    assert invoke("calibrate", "-o", second, "--base", first, "--train-steps", steps, "-q").exit_code == 0
+    assert invoke("calibrate", "-o", third, "--base", second, "--kv-cache-tokens", 6000, "-q").exit_code == 0
+    names = [json.loads(path.read_text())["name"] for path in (first, second, third)]
+    assert names == ["h100-qwen2.5-7b+trainer+engine"] * 3, names

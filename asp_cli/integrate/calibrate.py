@@ -192,8 +192,8 @@ def _calibrate_offline(train_steps: Path | None, output: Path, *, base: str | No
     given = [what for what, there in (("trainer", train_steps is not None), ("engine", kv_cache_tokens or max_num_seqs))
              if there]
     name = base_preset.name
-    for what in given:
-        name = name if name.endswith(f"+{what}") else f"{name}+{what}"
+    for what in given:  # each part once, however often a preset is calibrated again from its file
+        name = name if what in name.split("+")[1:] else f"{name}+{what}"
     source = str(train_steps) if train_steps is not None else "the engine limits given"
     limits = [what for what, value in (("KV cache", kv_cache_tokens), ("max_num_seqs", max_num_seqs)) if value]
     said = ([f"the trainer fitted by asp calibrate to {Path(train_steps).name}"] if train_steps is not None else []) + (
