@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import os
 import re
 from collections.abc import Callable, Iterator
 from enum import IntEnum
@@ -150,11 +151,29 @@ def expect_callable(value: T, name: str) -> T:
                         f"{printable(repr(value))[:60]}")
 
 
+def quoted_home(path: object) -> str:
+    """``"; ..."`` for a name not found that starts with a ``~`` the shell left as it is (quoted, or read from a
+    config file), where no folder of that name is in the working directory; else ``""``. asp takes names as given:
+    ``--history "~/runs/h.parquet"`` was "no such file" of a file the user could see (a Slurm user's round, E125),
+    and ``-o "~/runs/s.parquet"`` was told to create a folder ~/runs, which made one named ~ (E126)."""
+    text = str(path)
+    head = text.split("/", 1)[0].split(os.sep, 1)[0]
+    if not head.startswith("~") or os.path.lexists(head):
+        return ""
+    expanded = os.path.expanduser(text)
+    fix = f"write {expanded}" if expanded != text else "write the full path"
+    return (f"; the shell expands ~ only outside quotes, and asp takes the name as given (a folder named {head}): "
+            f"{fix}, or leave the ~ outside the quotes")
+
+
 def no_such_file(path: object) -> InputError:
     """The one-line error of an input ``path`` that is not there; a name holding a shell pattern (``*``, ``?``, ``[``)
     says that asp reads named files: a quoted glob (``--history 'dump/*.jsonl'``) was "no such file" without a word
     (a verl newcomer's)."""
     pattern = any(mark in Path(str(path)).name for mark in "*?[")
+    home = quoted_home(path)
+    if home:
+        return InputError(f"{path}: no such file{home}")
     return InputError(f"{path}: no such file" + ("; it is a pattern, and asp reads files by name: leave out the quotes "
                                                  "so that the shell expands it, or name each file" if pattern else ""))
 

@@ -257,7 +257,9 @@ def _check_output(output: Path, inputs: Iterable[Path], force: bool) -> None:
     if not parent.is_dir():
         if parent.exists():  # `-o /dev/full/x.parquet` said the folder did not exist
             raise OutputError(f"{parent} is not a folder, so {output} cannot be written in it; name a path in a folder")
-        raise OutputError(f"folder {parent} does not exist; create it first")
+        from asp_cli.errors import quoted_home
+
+        raise OutputError(f"folder {parent} does not exist" + (quoted_home(output) or "; create it first"))
     _probe_writable(_target(output))
 
 

@@ -196,6 +196,13 @@ CASES = [
      "input_lengths.jsonl: prompt text ('input') and response lengths without prompt ids: asp matches a log's prompt "
      "text to the --dataset prompts only in a dump of input/output text; log each sample's response text as 'output' "
      "beside its input (asp observe --dataset counts it), or its prompt id beside its length"),
+    # A Slurm user's quoted ~ (the shell leaves it as it is) was "no such file" of a file that was there.
+    ("E125", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "~/asp-e125/h.parquet"], 3,
+     "~/asp-e125/h.parquet: no such file; the shell expands ~ only outside quotes, and asp takes the name as given (a "
+     "folder named ~): write "),
+    ("E126", ["schedule", "{tmp}/good.jsonl", "-o", "~/asp-e126/o.parquet"], 7,
+     "folder ~/asp-e126 does not exist; the shell expands ~ only outside quotes, and asp takes the name as given (a "
+     "folder named ~): write "),
     ("E116", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/input_lengths.jsonl"], 3,
      "input_lengths.jsonl: prompt text ('input') and response lengths without prompt ids: asp matches a log's prompt "
      "text to the --dataset prompts only in a dump of input/output text"),

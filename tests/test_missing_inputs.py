@@ -183,3 +183,33 @@ def test_a_missing_input_is_said_before_an_existing_output(folder, args):
     finally:
         if not existed:
             output.unlink()
+
+
+HOME_CASES = [[a.replace("{tmp}/missing", "~/missing") for a in args] for args in CASES if args[0] != "bench"]
+
+
+@pytest.mark.parametrize("args", HOME_CASES, ids=[" ".join(a).replace("{tmp}/", "") for a in HOME_CASES])
+def test_a_quoted_tilde_is_named_as_the_fault(folder, args, monkeypatch):
+    """A pipeline passes `--history "~/runs/h.parquet"` (a quoted ~, which the shell leaves as it is; or a path
+    from a config file): asp said `~/runs/h.parquet: no such file`, a file the user could see was there (a Slurm
+    user's round). The message names the quoted ~ and the path it meant (E125)."""
+    monkeypatch.setenv("HOME", str(folder))
+    monkeypatch.chdir(folder)  # no folder named ~ here
+    result = runner.invoke(app, [a.replace("{tmp}", str(folder)) for a in args])
+    assert result.exit_code == 3, result.stderr
+    assert result.stderr.startswith("Error: ~/missing.") and result.stderr.count("\n") == 1, result.stderr
+    assert "the shell expands ~ only outside quotes, and asp takes the name as given (a folder named ~)" in result.stderr
+    assert f"write {folder}/missing." in result.stderr
+
+
+def test_a_quoted_tilde_in_an_output_is_named_as_the_fault(folder, monkeypatch, tmp_path):
+    """`-o "~/runs/s.parquet"` said `folder ~/runs does not exist; create it first`, which made a folder named ~ in
+    the working directory (E126)."""
+    monkeypatch.setenv("HOME", str(folder))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["schedule", str(folder / "good.jsonl"), "-o", "~/runs/s.parquet", "--quiet"])
+    assert result.exit_code == 7, result.stderr
+    assert result.stderr == (f"Error: folder ~/runs does not exist; the shell expands ~ only outside quotes, and asp "
+                             f"takes the name as given (a folder named ~): write {folder}/runs/s.parquet, or leave the ~ "
+                             f"outside the quotes\n")
+    assert not list(tmp_path.iterdir())

@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, OutputError, SettingsError
+from asp_cli.errors import InputError, OutputError, SettingsError, quoted_home
 from asp_cli.reading.exported import export_id_key, with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
@@ -220,7 +220,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     for path in logs:
         if not path.is_file():
             what = "is a folder, not a rollout log" if path.is_dir() else "no such rollout log"
-            raise InputError(f"{path}: {what}; name a file of prompt ids and response lengths")
+            home = "" if path.exists() else quoted_home(path)
+            raise InputError(f"{path}: {what}" + (home or "; name a file of prompt ids and response lengths"))
         fingerprint = file_fingerprint([path])
         if fingerprint in seen_prints:
             summary["logs_already_observed"] += 1
