@@ -98,7 +98,7 @@ def _asp_kind(path: Path) -> bytes | None:
     try:
         import pyarrow.parquet as pq
 
-        keys = (pq.read_schema(path).metadata or {}).keys()
+        keys = (pq.read_schema(as_given(path)).metadata or {}).keys()
     except Exception:  # noqa: BLE001 - not Parquet, unreadable: not asp's, and the write says what is wrong
         return None
     return next((key for key in sorted(keys) if key.startswith(b"asp.")), None)
@@ -273,6 +273,13 @@ def _check_regular(output: Path) -> None:
         raise OutputError(f"{output} is not a regular file (a device, pipe or socket); name a file")
 
 
+def as_given(path: Path | str) -> Path:
+    """``path`` as a library opens it as given: Polars and PyArrow expand a leading ``~`` in a name they are
+    handed, so a relative name starting with one (a folder really named ~, asp taking names as given) is made
+    absolute; they read and wrote $HOME's file of that name instead (a Slurm user's round)."""
+    return Path.cwd() / path if str(path).startswith("~") else Path(path)
+
+
 def _target(output: Path) -> Path:
     """The file to replace: a symlink's target (the link stays a link), else ``output`` itself."""
     return Path(os.path.realpath(output)) if output.is_symlink() else output
@@ -280,8 +287,9 @@ def _target(output: Path) -> Path:
 
 def _tmp_path(output: Path) -> Path:
     """A temporary name beside ``output``: this process's id and this machine's (`_HOST_TAG`), so that a later run
-    can tell a leftover of a killed one (`_sweep_leftovers`) from another machine's write in progress."""
-    parent = output.parent if str(output.parent) else Path(".")
+    can tell a leftover of a killed one (`_sweep_leftovers`) from another machine's write in progress; `as_given`,
+    since Polars wrote a temporary name starting with ~ into $HOME and left it there."""
+    parent = as_given(output.parent if str(output.parent) else Path("."))
     return parent / f".{output.name}{TMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}.{_host_tag()}"
 
 

@@ -18,7 +18,7 @@ import polars as pl
 
 from asp_cli import limits
 from asp_cli.errors import InputError, ScheduleFormatError, SettingsError, quoted_home, shown_id
-from asp_cli.output import atomic_path
+from asp_cli.output import as_given, atomic_path
 from asp_cli.settings import KV_CUTS, MAX_SCHEDULE_ROWS, MAX_SETTING
 
 FORMAT_NAME = "asp.schedule"
@@ -572,7 +572,7 @@ def read_schedule(path: str | Path) -> Schedule:
         _refuse_export(path)
         raise ScheduleFormatError(f"{path}: not a Parquet file, so not an asp schedule; give the file `asp schedule -o` wrote")
     try:
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(as_given(path))
     except Exception as exc:  # noqa: BLE001 - a damaged file
         if limits.PARQUET_TOO_DEEP in str(exc):
             raise limits.parquet_depth_error(str(path), ScheduleFormatError) from None
@@ -622,7 +622,7 @@ def read_schedule(path: str | Path) -> Schedule:
     try:
         # PyArrow reads the pages: on damaged ones it raises where Polars' own reader can panic, printing a Rust
         # backtrace (and the panic, a BaseException, escaped as a traceback).
-        frame = pl.from_arrow(pq.read_table(path))
+        frame = pl.from_arrow(pq.read_table(as_given(path)))
         assert isinstance(frame, pl.DataFrame)
     except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - damaged pages: the file's fault
         first = _first_line(exc)

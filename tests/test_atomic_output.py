@@ -235,3 +235,32 @@ def test_an_output_that_is_not_a_path_is_a_settings_error_naming_the_keywords(tm
                 f"the output must be a path (text or a pathlib.Path), or None to keep the result in memory; got "
                 f"{kind} (the other arguments go by keyword: settings=..., read=...)")):
             call()
+
+
+def test_an_output_in_a_folder_named_tilde_is_written_there_not_in_home(tmp_path, monkeypatch):
+    """asp takes names as given, so `-o "~/s.parquet"` beside a folder really named ~ (one that a quoted ~ made, E126)
+    writes there; but Polars expands a ~ in the temporary name it is handed: the file went to $HOME under its
+    temporary name, left there, and the run failed with "nothing was written" (exit 7; a Slurm user's round)."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    runner = CliRunner()
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    (work / "~").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    write_jsonl(work / "~" / "p.jsonl", make_prompts(40))
+    write_jsonl(work / "~" / "r.jsonl", [{"prompt_id": f"p{i}", "response_tokens": 10 + i} for i in range(40)])
+    commands = [["schedule", "~/p.jsonl", "-o", "~/s.parquet"],
+                ["export", "~/s.parquet", "~/p.jsonl", "-o", "~/e.parquet"],
+                ["export", "~/s.parquet", "~/p.jsonl", "-o", "~/v.parquet", "--format", "verl"],
+                ["observe", "~/r.jsonl", "-o", "~/h.parquet", "--dataset", "~/p.jsonl"],
+                ["schedule", "~/p.jsonl", "-o", "~/s1.parquet", "--history", "~/h.parquet", "--seed", "1"],
+                ["simulate", "~/s.parquet", "--lengths", "~/h.parquet", "--timeseries", "~/t.parquet"]]
+    for args in commands:
+        result = runner.invoke(app, [*args, "--quiet"])
+        assert result.exit_code == 0, (args, result.stderr)
+        assert (work / args[-1 if "-o" not in args else args.index("-o") + 1]).is_file()
+    assert list(home.iterdir()) == []

@@ -8,6 +8,7 @@ from typing import Any, Optional
 import typer
 
 from asp_cli.cli.common import emit_json, guarded, output_option, say
+from asp_cli.output import as_given
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +26,7 @@ def _refuse_swapped_files(schedule: Path, dataset: list[Path], output: Path) -> 
 
     def is_schedule(path: Path) -> bool:
         try:
-            return path.is_file() and METADATA_KEY in (pq.read_schema(path).metadata or {})
+            return path.is_file() and METADATA_KEY in (pq.read_schema(as_given(path)).metadata or {})
         except Exception:  # noqa: BLE001 - not Parquet, or not readable: export's own checks say what it is
             return False
 

@@ -17,6 +17,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli.errors import InputError, shown_id
+from asp_cli.output import as_given
 from asp_cli.reading.history_ids import HISTORY_METADATA_KEY, metadata_problem
 
 HISTORY_SCHEMA: dict[str, pl.DataType] = {
@@ -43,7 +44,7 @@ def history_schema(path: Path) -> Any:
     from asp_cli import limits
 
     try:
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(as_given(path))
     except Exception as exc:  # noqa: BLE001 - not Parquet, or damaged
         if limits.PARQUET_TOO_DEEP in str(exc):
             raise limits.parquet_depth_error(str(path), InputError) from None
@@ -84,7 +85,7 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
         raise InputError(f"{path}: holds columns an asp history does not ({', '.join(extra[:3])}), which appending would "
                          "drop; observe the new logs into a history of their own and pass both to --history")
     try:
-        frame = pl.read_parquet(path)
+        frame = pl.read_parquet(as_given(path))
         for name, dtype in HISTORY_SCHEMA.items():
             if name not in frame.columns:
                 frame = frame.with_columns(pl.lit(None, dtype).alias(name))

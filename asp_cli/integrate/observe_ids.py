@@ -18,6 +18,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError, SettingsError, shown_id
+from asp_cli.output import as_given
 from asp_cli.reading.id_forms import near_misses
 from asp_cli.reading.options import ReadOptions
 
@@ -152,7 +153,7 @@ def _column_names(path: Path) -> set[str]:
         if name.endswith((".parquet", ".pq")):
             import pyarrow.parquet as pq
 
-            return {c.lower() for c in pq.read_schema(path).names}
+            return {c.lower() for c in pq.read_schema(as_given(path)).names}
         with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as handle:
             first = handle.readline(1 << 24).decode("utf-8-sig").strip()
         if name.endswith((".jsonl", ".ndjson")):

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.errors import InputError
-from asp_cli.output import atomic_path
+from asp_cli.output import as_given, atomic_path
 
 FORMAT_NAME = "asp.timeline"
 FORMAT_VERSION = "1.0"
@@ -99,8 +99,8 @@ def read_timeline(path: Path) -> Timeline:
                 "is not a regular file (a pipe or a device)" if path.exists() else "no such timeline file")
         raise InputError(f"{path}: {what}; give the file `asp replay -o` wrote")
     try:
-        schema = pq.read_schema(path)
-        frame = pl.read_parquet(path)
+        schema = pq.read_schema(as_given(path))
+        frame = pl.read_parquet(as_given(path))
     except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - any unreadable file (a panic too)
         raise InputError(f"{path}: not a readable Parquet timeline ({str(exc).splitlines()[0][:120]}); give the "
                          "file `asp replay -o` wrote") from None

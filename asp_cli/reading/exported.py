@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from asp_cli.errors import InputError, ScheduleFormatError, shown_id
+from asp_cli.output import as_given
 from asp_cli.reading.options import ReadOptions
 
 METADATA_KEY = b"asp.export"  # where an export's Parquet file records what wrote it
@@ -159,7 +160,7 @@ def _parquet_marks(path: Path) -> tuple[Any, dict[str, Any]] | None:
     import pyarrow.parquet as pq
 
     try:
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(as_given(path))
         document = json.loads((schema.metadata or {})[METADATA_KEY])
     except Exception:  # noqa: BLE001 - not an export (or not readable as Parquet): the reader of the file says why
         return None

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from asp_cli.output import as_given
 from asp_cli.settings import ScheduleSettings
 
 # How `ReadReport.columns_used` names the id of a file without an id column.
@@ -89,7 +90,7 @@ def history_logs(path: Path) -> list[dict[str, Any]] | None:
     import pyarrow.parquet as pq
 
     try:
-        raw = (pq.read_schema(path).metadata or {}).get(HISTORY_METADATA_KEY)
+        raw = (pq.read_schema(as_given(path)).metadata or {}).get(HISTORY_METADATA_KEY)
         logs = json.loads(raw).get("logs", []) if raw else None
     except Exception:  # noqa: BLE001 - not Parquet, or other metadata: a lengths file of another tool
         return None
@@ -143,7 +144,7 @@ def metadata_warning(path: Path) -> str | None:
     import pyarrow.parquet as pq
 
     try:
-        raw = (pq.read_schema(path).metadata or {}).get(HISTORY_METADATA_KEY)
+        raw = (pq.read_schema(as_given(path)).metadata or {}).get(HISTORY_METADATA_KEY)
     except Exception:  # noqa: BLE001 - not Parquet: no asp history
         return None
     problem = metadata_problem(raw)

@@ -31,6 +31,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError
+from asp_cli.output import as_given
 from asp_cli.reading.exported import refuse_exports_of_epochs
 from asp_cli.reading.json_records import escape_tag_lookalikes
 from asp_cli.reading.nested import with_nested_key
@@ -534,7 +535,7 @@ def _parquet_batches(path: Path, gzipped: bool, report: ReadReport,
         magic = data[:4]
     else:
         report.pending[str(path)] = _in_background(file_fingerprint, path)  # beside the parser, on the other core
-        where = path
+        where = as_given(path)
         if not magic:
             raise InputError(f"{path}: the file is empty; give a file with at least one row")
     if magic != b"PAR1":
