@@ -31,7 +31,7 @@ from asp_cli.cli.main import app
 from asp_cli.errors import InputError, OutputError, PredictorError, ScheduleFormatError, SettingsError
 from asp_cli.reading import ReadOptions, read_lengths, read_prompts
 
-from util import SAMPLE_PROMPTS, Paused, asp_command, write_jsonl
+from util import SAMPLE_PROMPTS, Paused, asp_command, make_prompts, write_jsonl
 
 runner = CliRunner()
 LIMIT = limits.MAX_NESTING_DEPTH
@@ -706,6 +706,40 @@ def test_a_full_stdout_is_exit_7(tmp_path):
         done = subprocess.run(asp_command("schedule", str(SAMPLE_PROMPTS), "-o", str(tmp_path / "t.parquet"), "--json",
                                           "-q"), stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
     assert done.returncode == 7 and f"({tmp_path / 't.parquet'} written in full)" in done.stderr, done.stderr
+
+
+def test_a_closed_standard_stream_is_not_a_bug(tmp_path):
+    """A job started with a standard stream closed (`>&-`, `2>&-`, `<&-`; a daemon or a scheduler's prolog): a
+    closed stderr made every command exit 70, 'internal error' (sys.stderr is None; a Slurm user's round), said
+    nowhere; a closed stdout made `--json` exit 70 too, where a stdout that cannot take the document is exit 7
+    (E52). The streams are opened on /dev/null, so that no output file takes their descriptors either."""
+    import subprocess
+
+    write_jsonl(tmp_path / "p.jsonl", make_prompts(30))
+    schedule = tmp_path / "s.parquet"
+    quiet = ("--instances", "1", "--train-batch-size", "10")  # no warning on stderr
+
+    def run(stream: int, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(asp_command(*args), stdout=subprocess.PIPE if stream != 1 else None,
+                              stderr=subprocess.PIPE if stream != 2 else None, text=True, timeout=300,
+                              preexec_fn=lambda: os.close(stream))
+
+    for stream in (0, 2):
+        schedule.unlink(missing_ok=True)
+        done = run(stream, "schedule", str(tmp_path / "p.jsonl"), "-o", str(schedule), "--json", *quiet)
+        assert done.returncode == 0, (stream, done.stderr)
+        assert json.loads(done.stdout)["prompts"] == 30 and schedule.is_file()
+    done = run(2, "report", str(schedule), "--check", "--max-padding", "0")
+    assert done.returncode == 1 and done.stdout.startswith("asp report: ")
+    done = run(1, "schedule", str(tmp_path / "p.jsonl"), "-o", str(schedule), "--force", "--quiet", *quiet)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    for args in (["report", str(schedule), "--json"], ["report", str(schedule)], ["--version"]):
+        done = run(1, *args)
+        assert done.returncode == 7, (args, done.stderr)
+        assert done.stderr == "Error: cannot write to stdout (it is closed); send it to a file or /dev/null\n"
+    done = run(1, "schedule", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "t.parquet"), "--json", "-q", *quiet)
+    assert done.returncode == 7 and done.stderr == (f"Error: cannot write to stdout (it is closed) ({tmp_path / 't.parquet'} "
+                                                    "written in full); send it to a file or /dev/null\n"), done.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not Path("/proc/mounts").exists(), reason="a real full disk needs root")

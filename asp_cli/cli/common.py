@@ -67,8 +67,14 @@ def write_stdout(text: str) -> None:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
         done = output.published()  # the command's files are in place: say so, so that nobody makes them again
         written = f" ({', '.join(str(p) for p in done)} written in full)" if done else ""
-        raise OutputError(f"cannot write to stdout ({reason}){written}; free space where it goes, or send it "
-                          "elsewhere") from None
+        raise OutputError(f"cannot write to stdout ({reason}){written}; {stdout_fix(exc)}") from None
+
+
+def stdout_fix(exc: BaseException) -> str:
+    """What to do about a stdout that refused data: one closed when asp started (`>&-`) has no space to free."""
+    if isinstance(exc, OSError) and exc.errno == errno.EBADF:
+        return "send it to a file or /dev/null"
+    return "free space where it goes, or send it elsewhere"
 
 
 JSON_SIGNIFICANT_DIGITS = 6  # a --json number's precision: `asp simulate` printed 316.1459198875969 s beside 348.938

@@ -15,6 +15,8 @@ can land in the interpreter's shutdown (where Python would die of it, -2, or pri
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import os
 import signal
 import sys
@@ -23,6 +25,40 @@ from asp_cli import testhooks
 from asp_cli.cli import interrupts
 from asp_cli.cli.allocators import lean_allocators
 from asp_cli.cli.interrupts import INTERRUPTED, SIGNALS, Interrupted, announce, install
+
+
+class ClosedStdout(io.TextIOBase):
+    """stdout where the process started with it closed (`>&-`): writing to it fails as a full one does (exit 7,
+    E52), where ``sys.stdout`` was None and the write an AttributeError, exit 70."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "it is closed")
+
+
+def _open_closed_streams() -> None:
+    """Open /dev/null on each standard stream the process started without (`<&-`, `>&-`, `2>&-`: a daemon, a
+    scheduler's prolog). Python leaves ``sys.stderr`` None there, and every command died of it (exit 70, said
+    nowhere); and the descriptor would go to the next file opened, an output's temporary file, for a library's
+    own messages to land in. stdin and stderr then read and write nothing; stdout refuses data (`ClosedStdout`)."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if fd == 1:
+            sys.stdout = ClosedStdout()
+        else:
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="backslashreplace",
+                                    closefd=False))
 
 
 def _exit_code(value: object) -> int:
@@ -44,11 +80,11 @@ def _run() -> int:
     except SystemExit as exc:
         return _exit_code(exc.code)
     except OSError as exc:  # Click's own output (--help, --version, usage) to a full disk or a closed pipe
+        from asp_cli.cli.common import stdout_fix
         from asp_cli.errors import ExitCode
 
         with contextlib.suppress(Exception):
-            sys.stderr.write(f"Error: cannot write to stdout ({exc.strerror or type(exc).__name__}); free space where "
-                             "it goes, or send it elsewhere\n")
+            sys.stderr.write(f"Error: cannot write to stdout ({exc.strerror or type(exc).__name__}); {stdout_fix(exc)}\n")
         return int(ExitCode.OUTPUT)
     return 0
 
@@ -86,6 +122,7 @@ def _flush() -> None:
 
 def main() -> None:
     """Console-script entry point (`asp`, `python -m asp_cli`)."""
+    _open_closed_streams()
     install()
     lean_allocators()
     try:
