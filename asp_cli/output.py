@@ -273,11 +273,24 @@ def _check_regular(output: Path) -> None:
         raise OutputError(f"{output} is not a regular file (a device, pipe or socket); name a file")
 
 
-def as_given(path: Path | str) -> Path:
+def as_given(path: Path | str, *, output: bool = False) -> Path:
     """``path`` as a library opens it as given: Polars and PyArrow expand a leading ``~`` in a name they are
     handed, so a relative name starting with one (a folder really named ~, asp taking names as given) is made
-    absolute; they read and wrote $HOME's file of that name instead (a Slurm user's round)."""
-    return Path.cwd() / path if str(path).startswith("~") else Path(path)
+    absolute; they read and wrote $HOME's file of that name instead (a Slurm user's round). A name that is not
+    UTF-8 (bytes a Latin-1 system wrote) is refused, `InputError` or with ``output`` `OutputError`: PyArrow cannot
+    take it, which was exit 70 after the work, or a whole schedule called unreadable (E127, E128)."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        from asp_cli.errors import InputError, printable
+
+        if output:
+            raise OutputError(f"{printable(text)}: the name is not valid UTF-8, which the Parquet library asp reads "
+                              "and writes with cannot take; give a UTF-8 name") from None
+        raise InputError(f"{printable(text)}: the name is not valid UTF-8, which the Parquet library asp reads and "
+                         "writes with cannot take; rename it, or link to it under a UTF-8 name (ln -s)") from None
+    return Path.cwd() / path if text.startswith("~") else Path(path)
 
 
 def _target(output: Path) -> Path:
@@ -289,7 +302,8 @@ def _tmp_path(output: Path) -> Path:
     """A temporary name beside ``output``: this process's id and this machine's (`_HOST_TAG`), so that a later run
     can tell a leftover of a killed one (`_sweep_leftovers`) from another machine's write in progress; `as_given`,
     since Polars wrote a temporary name starting with ~ into $HOME and left it there."""
-    parent = as_given(output.parent if str(output.parent) else Path("."))
+    as_given(output, output=True)
+    parent = as_given(output.parent if str(output.parent) else Path("."), output=True)
     return parent / f".{output.name}{TMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}.{_host_tag()}"
 
 

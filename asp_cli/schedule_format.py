@@ -571,8 +571,9 @@ def read_schedule(path: str | Path) -> Schedule:
     if magic != b"PAR1":
         _refuse_export(path)
         raise ScheduleFormatError(f"{path}: not a Parquet file, so not an asp schedule; give the file `asp schedule -o` wrote")
+    source = as_given(path)  # a name PyArrow cannot take is said as such (E127), not as a damaged file
     try:
-        schema = pq.read_schema(as_given(path))
+        schema = pq.read_schema(source)
     except Exception as exc:  # noqa: BLE001 - a damaged file
         if limits.PARQUET_TOO_DEEP in str(exc):
             raise limits.parquet_depth_error(str(path), ScheduleFormatError) from None
@@ -622,7 +623,7 @@ def read_schedule(path: str | Path) -> Schedule:
     try:
         # PyArrow reads the pages: on damaged ones it raises where Polars' own reader can panic, printing a Rust
         # backtrace (and the panic, a BaseException, escaped as a traceback).
-        frame = pl.from_arrow(pq.read_table(as_given(path)))
+        frame = pl.from_arrow(pq.read_table(source))
         assert isinstance(frame, pl.DataFrame)
     except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - damaged pages: the file's fault
         first = _first_line(exc)

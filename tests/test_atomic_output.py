@@ -264,3 +264,37 @@ def test_an_output_in_a_folder_named_tilde_is_written_there_not_in_home(tmp_path
         assert result.exit_code == 0, (args, result.stderr)
         assert (work / args[-1 if "-o" not in args else args.index("-o") + 1]).is_file()
     assert list(home.iterdir()) == []
+
+
+def test_a_name_that_is_not_utf8_is_one_line_not_a_bug(tmp_path, monkeypatch):
+    """A file name of bytes that are not UTF-8 (Linux allows any; a Latin-1 system's files): PyArrow cannot take
+    it, so `-o` such a name ended in exit 70 (a UnicodeEncodeError, 'a bug in asp') after all the work, and a
+    schedule so named was `unreadable Parquet file ...; write the schedule again` (exit 6) though it was whole (an
+    ops round). Both are refused, naming the file and the fix: E127 (an input, exit 3), E128 (an output, exit 7)."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    runner = CliRunner()
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "p.jsonl", make_prompts(30))
+    bad = os.fsdecode(b"s\xfe.parquet")
+    for args in (["schedule", "p.jsonl", "-o", bad], ["schedule", "p.jsonl", "-o", os.fsdecode(b"d\xfe") + "/s.parquet"],
+                 ["predictor", "predict", "p.jsonl", "-o", bad]):
+        Path(args[-1]).parent.mkdir(exist_ok=True)
+        result = runner.invoke(app, [*args, "--quiet"])
+        assert result.exit_code == 7, (args, result.stderr)
+        assert result.stderr == (f"Error: {args[-1].encode('utf-8', 'backslashreplace').decode()}: the name is not "
+                                 "valid UTF-8, which the Parquet library asp reads and writes with cannot take; give "
+                                 "a UTF-8 name\n"), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [os.fsdecode(b"d\xfe"), "p.jsonl"]
+    assert runner.invoke(app, ["schedule", "p.jsonl", "-o", "s.parquet", "--quiet"]).exit_code == 0
+    os.rename("s.parquet", bad)
+    write_jsonl(tmp_path / "r.jsonl", [{"prompt_id": "p0", "response_tokens": 5}])
+    for args in (["report", bad], ["simulate", bad], ["export", bad, "p.jsonl", "-o", "e.parquet"],
+                 ["observe", "r.jsonl", "-o", "h.parquet", "--schedule", bad]):
+        result = runner.invoke(app, [*args, "--quiet"] if args[0] != "report" else args)
+        assert result.exit_code == 3, (args, result.stderr)
+        assert result.stderr == ("Error: s\\udcfe.parquet: the name is not valid UTF-8, which the Parquet library asp "
+                                 "reads and writes with cannot take; rename it, or link to it under a UTF-8 name "
+                                 "(ln -s)\n"), result.stderr

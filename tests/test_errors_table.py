@@ -55,6 +55,7 @@ def setup_files(tmp: Path) -> None:
 
     pq.write_table(pa.table({"seq": [0], "prompt_id": ["a"]}).replace_schema_metadata({b"asp.schedule": b"{}"}),
                    tmp / "schedule.parquet")
+    (tmp / "s\udcfe.parquet").write_bytes((tmp / "schedule.parquet").read_bytes())  # a name that is not UTF-8
     pq.write_table(pa.table({"prompt_id": ["a"], "response_tokens": [5]}).replace_schema_metadata(
         {b"asp.history": b'{"logs": []}'}), tmp / "hist.parquet")
     write_jsonl(tmp / "huge.jsonl", [{"id": "big", "question": "word " * 4000}])
@@ -203,6 +204,13 @@ CASES = [
     ("E126", ["schedule", "{tmp}/good.jsonl", "-o", "~/asp-e126/o.parquet"], 7,
      "folder ~/asp-e126 does not exist; the shell expands ~ only outside quotes, and asp takes the name as given (a "
      "folder named ~): write "),
+    # A file name of bytes that are not UTF-8 (an ops round): a whole schedule was "unreadable", and an output exit 70.
+    ("E127", ["report", "{tmp}/s\udcfe.parquet"], 3,
+     "s\\udcfe.parquet: the name is not valid UTF-8, which the Parquet library asp reads and writes with cannot take; "
+     "rename it, or link to it under a UTF-8 name (ln -s)"),
+    ("E128", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o\udcfe.parquet"], 7,
+     "o\\udcfe.parquet: the name is not valid UTF-8, which the Parquet library asp reads and writes with cannot take; "
+     "give a UTF-8 name"),
     ("E116", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/input_lengths.jsonl"], 3,
      "input_lengths.jsonl: prompt text ('input') and response lengths without prompt ids: asp matches a log's prompt "
      "text to the --dataset prompts only in a dump of input/output text"),

@@ -43,8 +43,9 @@ def history_schema(path: Path) -> Any:
 
     from asp_cli import limits
 
+    source = as_given(path)  # a name PyArrow cannot take is said as such (E127), not as a damaged history
     try:
-        schema = pq.read_schema(as_given(path))
+        schema = pq.read_schema(source)
     except Exception as exc:  # noqa: BLE001 - not Parquet, or damaged
         if limits.PARQUET_TOO_DEEP in str(exc):
             raise limits.parquet_depth_error(str(path), InputError) from None
@@ -85,7 +86,7 @@ def read_history(path: str | Path) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
         raise InputError(f"{path}: holds columns an asp history does not ({', '.join(extra[:3])}), which appending would "
                          "drop; observe the new logs into a history of their own and pass both to --history")
     try:
-        frame = pl.read_parquet(as_given(path))
+        frame = pl.read_parquet(as_given(path))  # history_schema said what of the name PyArrow cannot take
         for name, dtype in HISTORY_SCHEMA.items():
             if name not in frame.columns:
                 frame = frame.with_columns(pl.lit(None, dtype).alias(name))

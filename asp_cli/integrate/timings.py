@@ -98,9 +98,10 @@ def read_timeline(path: Path) -> Timeline:
         what = ("is a folder, not a timeline file" if path.is_dir() else
                 "is not a regular file (a pipe or a device)" if path.exists() else "no such timeline file")
         raise InputError(f"{path}: {what}; give the file `asp replay -o` wrote")
+    source = as_given(path)  # a name PyArrow cannot take is said as such (E127), not as a damaged file
     try:
-        schema = pq.read_schema(as_given(path))
-        frame = pl.read_parquet(as_given(path))
+        schema = pq.read_schema(source)
+        frame = pl.read_parquet(source)
     except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - any unreadable file (a panic too)
         raise InputError(f"{path}: not a readable Parquet timeline ({str(exc).splitlines()[0][:120]}); give the "
                          "file `asp replay -o` wrote") from None
