@@ -498,8 +498,10 @@ def write_bytes_atomic(output: Path, data: bytes, *, replace: bool) -> None:
 
 
 def write_text_atomic(output: Path, text: str, *, replace: bool) -> None:
-    """Write ``text`` (UTF-8) to ``output`` atomically (``replace``: over an existing file)."""
-    write_bytes_atomic(output, text.encode("utf-8"), replace=replace)
+    """Write ``text`` (UTF-8) to ``output`` atomically (``replace``: over an existing file). A character UTF-8 has
+    none for (a file name of bytes that are not UTF-8, as Python reads it: ``\\udcff``) is written as its escape: a
+    schedule made from such a file named it in its command line, and `asp report --html` died of it (exit 70)."""
+    write_bytes_atomic(output, text.encode("utf-8", "backslashreplace"), replace=replace)
 
 
 def _lock_path(output: Path) -> Path:
