@@ -32,7 +32,7 @@ class ExitCode(IntEnum):
     OUTPUT = 7  # the output exists (no --force), equals an input, or cannot be written
     SERVER = 8  # `asp replay` / `asp calibrate`: an inference server refused a request or kept failing
     INTERNAL = 70  # a bug in asp: please report it with --traceback output
-    INTERRUPTED = 130  # Ctrl-C or SIGTERM; nothing was written
+    INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP; nothing was written
 
 
 class AspError(Exception):
@@ -211,7 +211,7 @@ class ServerError(AspError):
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM under the ``asp`` entry point (`asp_cli.cli.entry`): unwind, then exit with 130.
+    """SIGINT, SIGTERM or SIGHUP under the ``asp`` entry point (`asp_cli.cli.entry`): unwind, then exit with 130.
 
     A BaseException, like KeyboardInterrupt, so no ``except Exception`` swallows it; not a KeyboardInterrupt,
     so Click does not turn it into "Aborted!" and exit 1. Code that keeps partial work on Ctrl-C catches both.

@@ -473,12 +473,16 @@ def _raise_file_limit(connections: int, limit_option: str = "--max-in-flight") -
 
 
 def _catch_signals(stop: asyncio.Event) -> Callable[[], None]:
-    """Make SIGINT and SIGTERM set ``stop`` during the run; return what restores the previous handlers."""
+    """Make SIGINT, SIGTERM and SIGHUP (a closed session; one `nohup` ignores stays ignored) set ``stop`` during the
+    run; return what restores the previous handlers."""
     loop = asyncio.get_running_loop()
     previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)):
         try:
             previous[sig] = signal.getsignal(sig)
+            if sig == getattr(signal, "SIGHUP", None) and previous[sig] is signal.SIG_IGN:
+                del previous[sig]
+                continue
             loop.add_signal_handler(sig, stop.set)
         except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or not Unix
             previous.pop(sig, None)
