@@ -166,6 +166,18 @@ def quoted_home(path: object) -> str:
             f"{fix}, or leave the ~ outside the quotes")
 
 
+STDIN_NAMES = ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0")
+
+
+def stdin_named(path: object) -> InputError | None:
+    """The error of an input named as standard input (``cat p.jsonl | asp schedule - ...``: E129), else None. It
+    was told to name "-" .jsonl, or that no rollout log "-" exists (an ops round)."""
+    if str(path) not in STDIN_NAMES:
+        return None
+    return InputError(f"{path}: asp reads its inputs from files, not standard input (it reads each more than once); "
+                      "write it to a file first and name that")
+
+
 def no_such_file(path: object) -> InputError:
     """The one-line error of an input ``path`` that is not there; a name holding a shell pattern (``*``, ``?``, ``[``)
     says that asp reads named files: a quoted glob (``--history 'dump/*.jsonl'``) was "no such file" without a word

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import limits
-from asp_cli.errors import InputError, ScheduleFormatError, SettingsError, quoted_home, shown_id
+from asp_cli.errors import InputError, ScheduleFormatError, SettingsError, quoted_home, shown_id, stdin_named
 from asp_cli.output import as_given, atomic_path
 from asp_cli.settings import KV_CUTS, MAX_SCHEDULE_ROWS, MAX_SETTING
 
@@ -556,6 +556,8 @@ def read_schedule(path: str | Path) -> Schedule:
     import pyarrow.parquet as pq
 
     path = Path(path)
+    if stdin_named(path) is not None:
+        raise stdin_named(path)
     if not path.is_file():
         # A missing file is a bad input (exit 3) whatever it was meant to hold, as for every other input.
         what = ("is a directory, not a schedule file" if path.is_dir() else

@@ -211,6 +211,19 @@ CASES = [
     ("E128", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o\udcfe.parquet"], 7,
      "o\\udcfe.parquet: the name is not valid UTF-8, which the Parquet library asp reads and writes with cannot take; "
      "give a UTF-8 name"),
+    # `cat prompts.jsonl | asp schedule - ...` (an ops round) was told to name "-" .jsonl.
+    ("E129", ["schedule", "-", "-o", "{tmp}/o.parquet"], 3,
+     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
+     "first and name that"),
+    ("E129", ["report", "-"], 3,
+     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
+     "first and name that"),
+    ("E129", ["observe", "-", "-o", "{tmp}/h.parquet"], 3,
+     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
+     "first and name that"),
+    ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "/dev/stdin"], 3,
+     "/dev/stdin: asp reads its inputs from files, not standard input (it reads each more than once); write it to a "
+     "file first and name that"),
     ("E116", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/input_lengths.jsonl"], 3,
      "input_lengths.jsonl: prompt text ('input') and response lengths without prompt ids: asp matches a log's prompt "
      "text to the --dataset prompts only in a dump of input/output text"),

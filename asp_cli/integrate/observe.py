@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, OutputError, SettingsError, quoted_home
+from asp_cli.errors import InputError, OutputError, SettingsError, quoted_home, stdin_named
 from asp_cli.reading.exported import export_id_key, with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
@@ -218,6 +218,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     parts: list[pl.DataFrame] = []
     ingested: list[dict[str, Any]] = []
     for path in logs:
+        if stdin_named(path) is not None:
+            raise stdin_named(path)
         if not path.is_file():
             what = "is a folder, not a rollout log" if path.is_dir() else "no such rollout log"
             home = "" if path.exists() else quoted_home(path)

@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import limits
-from asp_cli.errors import InputError, no_such_file, shown_columns, shown_id
+from asp_cli.errors import InputError, no_such_file, shown_columns, shown_id, stdin_named
 from asp_cli.fingerprint import bytes_fingerprint
 from asp_cli.reading.csv_text import read_csv
 from asp_cli.reading.json_records import (EXACT_FLOAT, DuplicateKey, element_holding_duplicate, escape_tag_lookalikes,
@@ -127,6 +127,9 @@ def file_format(path: Path) -> tuple[str, bool]:
     if gzipped:
         suffixes = suffixes[:-1]
     ext = suffixes[-1] if suffixes else ""
+    stdin = stdin_named(path)
+    if stdin is not None:
+        raise stdin
     if Path(path).is_dir():
         raise InputError(f"{path}: is a folder; name the files in it (e.g. {Path(path) / '*.jsonl'})")
     if Path(path).exists() and not Path(path).is_file():
