@@ -213,3 +213,18 @@ def test_a_quoted_tilde_in_an_output_is_named_as_the_fault(folder, monkeypatch, 
                              f"takes the name as given (a folder named ~): write {folder}/runs/s.parquet, or leave the ~ "
                              f"outside the quotes\n")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("option, name, code", [("--preset", "~/cal.json", 4), ("--tokenizer", "~/tokenizer.json", 3),
+                                                ("--predictor", "~/m.skops", 5)])
+def test_a_quoted_tilde_in_an_option_file_is_named_as_the_fault(folder, monkeypatch, tmp_path, option, name, code):
+    """The same quoted ~ in the options that name a calibration, tokenizer or predictor file (E125's message; each
+    keeps its own exit code): they said only 'no such file'."""
+    monkeypatch.setenv("HOME", str(folder))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["schedule", str(folder / "good.jsonl"), "-o", "o.parquet", option, name])
+    assert result.exit_code == code, result.stderr
+    assert result.stderr.count("\n") == 1 and name in result.stderr, result.stderr
+    assert result.stderr.rstrip().endswith("; the shell expands ~ only outside quotes, and asp takes the name as given "
+                                           f"(a folder named ~): write {folder}/{name[2:]}, or leave the ~ outside the "
+                                           "quotes"), result.stderr
