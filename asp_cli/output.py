@@ -240,6 +240,12 @@ def refuse_missing(inputs: Iterable[Path]) -> None:
 
 
 def _check_output(output: Path, inputs: Iterable[Path], force: bool) -> None:
+    if not output.is_absolute():
+        try:
+            os.getcwd()
+        except FileNotFoundError:  # was "(No such file or directory); check the folder's permissions", of a folder there
+            raise OutputError(f"cannot write {output}: the working directory was removed after this shell entered it; "
+                              "cd into the folder again, or give the output's full path") from None
     for path in inputs:
         path = Path(path)
         # os.path.exists: an input whose name the file system refuses is not the output (its reader says so).

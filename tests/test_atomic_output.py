@@ -298,3 +298,24 @@ def test_a_name_that_is_not_utf8_is_one_line_not_a_bug(tmp_path, monkeypatch):
         assert result.stderr == ("Error: s\\udcfe.parquet: the name is not valid UTF-8, which the Parquet library asp "
                                  "reads and writes with cannot take; rename it, or link to it under a UTF-8 name "
                                  "(ln -s)\n"), result.stderr
+
+
+def test_an_output_in_a_working_directory_that_was_removed_says_so(tmp_path, monkeypatch):
+    """A job left in a folder that a cleanup removed (or removed and made again: `rm -rf run && mkdir run` from
+    another shell) writes a relative output: it was `cannot write s.parquet (No such file or directory); check the
+    folder's permissions and free space`, of a folder the user could list (an ops round). E26, exit 7."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    write_jsonl(tmp_path / "p.jsonl", make_prompts(20))
+    gone = tmp_path / "run"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    gone.mkdir()  # made again: the path is there, the process's working directory is not
+    result = CliRunner().invoke(app, ["schedule", str(tmp_path / "p.jsonl"), "-o", "s.parquet", "--quiet"])
+    assert result.exit_code == 7, result.stderr
+    assert result.stderr == ("Error: cannot write s.parquet: the working directory was removed after this shell entered "
+                             "it; cd into the folder again, or give the output's full path\n")
+    assert list(gone.iterdir()) == []
