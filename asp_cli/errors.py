@@ -32,7 +32,7 @@ class ExitCode(IntEnum):
     OUTPUT = 7  # the output exists (no --force), equals an input, or cannot be written
     SERVER = 8  # `asp replay` / `asp calibrate`: an inference server refused a request or kept failing
     INTERNAL = 70  # a bug in asp: please report it with --traceback output
-    INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP; nothing was written
+    INTERRUPTED = 130  # Ctrl-C, SIGTERM, SIGHUP, SIGUSR1 or SIGUSR2; nothing was written
 
 
 class AspError(Exception):
@@ -222,8 +222,14 @@ class ServerError(AspError):
     exit_code = ExitCode.SERVER
 
 
+# The signals that stop a command cleanly (exit 130, nothing half-written): Ctrl-C, SIGTERM, SIGHUP (the session
+# closed) and SIGUSR1/SIGUSR2 (Slurm's warning before a job's time limit, `sbatch --signal=USR1@60`); one the parent
+# ignores (`nohup`) stays ignored. `asp_cli.cli.interrupts` and `asp replay`'s measurement take them alike.
+INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
+
+
 class Interrupted(BaseException):
-    """SIGINT, SIGTERM or SIGHUP under the ``asp`` entry point (`asp_cli.cli.entry`): unwind, then exit with 130.
+    """One of `INTERRUPT_SIGNALS` under the ``asp`` entry point (`asp_cli.cli.entry`): unwind, then exit with 130.
 
     A BaseException, like KeyboardInterrupt, so no ``except Exception`` swallows it; not a KeyboardInterrupt,
     so Click does not turn it into "Aborted!" and exit 1. Code that keeps partial work on Ctrl-C catches both.

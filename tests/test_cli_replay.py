@@ -467,7 +467,8 @@ def _interrupted(small, out, hold, servers_hold, sig="SIGINT", *extra):  # noqa:
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
-@pytest.mark.parametrize("sig, existing", [("SIGINT", False), ("SIGTERM", False), ("SIGINT", True)])
+@pytest.mark.parametrize("sig, existing", [("SIGINT", False), ("SIGTERM", False), ("SIGINT", True),
+                                           ("SIGHUP", False), ("SIGUSR1", False)])  # a closed session; Slurm's warning
 def test_ctrl_c_stops_cleanly_and_keeps_the_partial_timeline(small, tmp_path, sig, existing):  # noqa: F811
     """Interrupted, a replay keeps what it measured; over a timeline already there (--force) it keeps that one and
     writes the partial beside it (it replaced a complete timeline of 400 requests by 72: a hostile-input round)."""

@@ -561,7 +561,8 @@ def test_a_rust_panic_is_reported_as_a_bug(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["entry", "callback", "publish", "published"])
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])  # SIGHUP: a closed session
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP,  # SIGHUP: a closed session
+                                 signal.SIGUSR1, signal.SIGUSR2])  # Slurm's warning before a time limit
 def test_error_row_interrupted(tmp_path, sig, point):
     """E29: Ctrl-C or SIGTERM: exit 130 and one line, the previous output intact (or the new one complete),
     no temporary file left. The child stops at a pause point (`asp_cli.testhooks`): before Typer and the

@@ -8,7 +8,7 @@ while the first is still unwinding exits at once, after removing any temporary o
 
 How: the handler raises `Interrupted` once (a BaseException that Click does not catch, so it does not
 print ``Aborted!`` and exit 1); `asp_cli.cli.common.guarded` and `main` turn it into 130. Before the
-process exits, SIGINT, SIGTERM and SIGHUP are blocked and any signal that arrived is still counted, so no signal
+process exits, the interrupt signals (`SIGNALS`) are blocked and any signal that arrived is still counted, so no signal
 can land in the interpreter's shutdown (where Python would die of it, -2, or print a traceback).
 """
 
@@ -90,7 +90,7 @@ def _run() -> int:
 
 
 def _block() -> bool:
-    """Block SIGINT, SIGTERM and SIGHUP, then ignore them; whether one arrived at any time (handled, or pending then).
+    """Block the interrupt signals (`SIGNALS`), then ignore them; whether one arrived at any time (handled, or pending then).
 
     Blocking covers the main thread only: a signal can still reach a thread of a library (Polars', Arrow's),
     and Python's own shutdown puts SIG_DFL back in place of a Python handler, so a Ctrl-C there killed the

@@ -1,9 +1,9 @@
 """The interrupt path shared by the entry point and `guarded`: one handler, one line, exit 130.
 
-`asp_cli.cli.entry` installs `handle` for SIGINT, SIGTERM and SIGHUP before anything else imports. The first signal
-raises `asp_cli.errors.Interrupted` in the main thread (a BaseException Click does not catch); `guarded` and
-the entry point turn it into `announce` (one line on stderr, once) and exit 130. A second signal while the
-first is still unwinding exits at once, after removing the temporary files being written.
+`asp_cli.cli.entry` installs `handle` for `SIGNALS` (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2) before anything else
+imports. The first signal raises `asp_cli.errors.Interrupted` in the main thread (a BaseException Click does not
+catch); `guarded` and the entry point turn it into `announce` (one line on stderr, once) and exit 130. A second
+signal while the first is still unwinding exits at once, after removing the temporary files being written.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import os
 import signal
 import sys
 
-from asp_cli.errors import Interrupted
+from asp_cli.errors import INTERRUPT_SIGNALS, Interrupted
 
 # SIGHUP: the session that started asp closed (an ssh connection dropped, a terminal shut): it killed asp on the
 # spot, its output's temporary file left beside it (an ops round). `nohup` ignores it, and then so does asp.
-SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+# SIGUSR1 and SIGUSR2: what Slurm sends before a job's time runs out; their default killed asp so too.
+SIGNALS = tuple(getattr(signal, name) for name in INTERRUPT_SIGNALS if hasattr(signal, name))
 INTERRUPTED = 130
 
 
@@ -41,7 +42,7 @@ def handle(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal han
 
 
 def install() -> None:
-    """Handle SIGINT, SIGTERM and SIGHUP from now on (a signal the parent ignores, as for background jobs, stays ignored)."""
+    """Handle `SIGNALS` from now on (a signal the parent ignores, as for background jobs, stays ignored)."""
     for signum in SIGNALS:
         with contextlib.suppress(ValueError, OSError):  # not the main thread: keep Python's defaults
             if signal.getsignal(signum) is not signal.SIG_IGN:

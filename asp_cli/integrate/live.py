@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from asp_cli.errors import ServerError, SettingsError, named_in_python, shown_id
+from asp_cli.errors import INTERRUPT_SIGNALS, ServerError, SettingsError, named_in_python, shown_id
 from asp_cli.integrate.replay_plan import RequestPlan, synthetic_prompt
 from asp_cli.integrate.serving import DEFAULT_BACKOFF_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_RETRIES, Completion, \
     ServerPool
@@ -473,14 +473,14 @@ def _raise_file_limit(connections: int, limit_option: str = "--max-in-flight") -
 
 
 def _catch_signals(stop: asyncio.Event) -> Callable[[], None]:
-    """Make SIGINT, SIGTERM and SIGHUP (a closed session; one `nohup` ignores stays ignored) set ``stop`` during the
-    run; return what restores the previous handlers."""
+    """Make `INTERRUPT_SIGNALS` (one the parent ignores, as `nohup` does SIGHUP, stays ignored) set ``stop``
+    during the run; return what restores the previous handlers."""
     loop = asyncio.get_running_loop()
     previous = {}
-    for sig in (getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)):
+    for sig in (getattr(signal, name) for name in INTERRUPT_SIGNALS if hasattr(signal, name)):
         try:
             previous[sig] = signal.getsignal(sig)
-            if sig == getattr(signal, "SIGHUP", None) and previous[sig] is signal.SIG_IGN:
+            if previous[sig] is signal.SIG_IGN:
                 del previous[sig]
                 continue
             loop.add_signal_handler(sig, stop.set)
