@@ -1165,6 +1165,13 @@ def test_a_verl_dump_with_the_datasets_id_as_id_key_is_sent_to_dataset_id_key(tm
     assert "--dataset-id-key extra_info.index" in message and "prompt file" not in message
 
 
+def _text_dump(tmp_path, groups):
+    """A verl-style text dump (input, output, score, step) of ``samples`` samples of each ``(text, samples)``."""
+    return write_jsonl(tmp_path / "1.jsonl", [{"input": f"user\n{text}\nassistant\n", "output": "w " * (5 + k),
+                                               "score": 1, "step": 1}
+                                              for text, samples in groups for k in range(samples)])
+
+
 def test_shortfalls_made_by_spreading_a_shared_text_are_told_apart_from_real_ones(tmp_path):
     """A dump whose prompt text two dataset ids share, of one group of it (the epoch's rollout reached one of them):
     asp spread its 4 samples over both ids, 2 each, and then warned that 2 prompts had fewer than samples_per_prompt
@@ -1183,9 +1190,7 @@ def test_shortfalls_made_by_spreading_a_shared_text_are_told_apart_from_real_one
     schedule([data], sched, settings=ScheduleSettings(train_batch_size=2, instances=1, samples_per_prompt=4))
 
     def dump(groups):
-        return write_jsonl(tmp_path / "1.jsonl", [{"input": f"user\n{text}\nassistant\n", "output": "w " * (5 + k),
-                                                   "score": 1, "step": 1}
-                                                  for text, samples in groups for k in range(samples)])
+        return _text_dump(tmp_path, groups)
 
     # One group of the shared text, a whole one of c and d: nothing is short.
     result = observe([dump([("Same text", 4), ("Other text", 4), ("Third text", 4)])], None, schedule=sched,
@@ -1220,9 +1225,7 @@ def test_a_group_of_a_shared_text_the_logs_lack_is_counted_as_a_scheduled_prompt
     schedule([data], sched, settings=ScheduleSettings(train_batch_size=1, instances=1, samples_per_prompt=4))
 
     def dump(groups):
-        return write_jsonl(tmp_path / "1.jsonl", [{"input": f"user\n{text}\nassistant\n", "output": "w " * (5 + k),
-                                                   "score": 1, "step": 1}
-                                                  for text, samples in groups for k in range(samples)])
+        return _text_dump(tmp_path, groups)
 
     result = observe([dump([("Same text", 4), ("Other text", 4)])], None, schedule=sched, dataset=[data])
     assert result.summary["prompts_uneven_by_spreading"] == 2

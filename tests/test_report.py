@@ -173,21 +173,28 @@ def test_more_samples_of_a_prompt_than_a_group_holds_are_cut_to_the_first_n(made
 
 
 
-def test_a_probe_before_the_epochs_of_a_history_is_left_out_as_asp_simulate_leaves_it_out(made, tmp_path):
-    """A history of a probe (no epoch) and then epoch 0 counted each prompt's probe sample with its group, 9 of 8,
-    and compared the probe's sample and 7 of the epoch's, where asp simulate replays the epoch's 8."""
-    folder, result = made
+def _probe_then_epoch(result, tmp_path):
+    """A history of one probe sample (no epoch, 9,000 tokens) and then epoch 0's 8 (100 tokens) per prompt."""
     one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
     probe = one.with_columns(pl.lit(9000).alias("response_tokens"), pl.lit(None, pl.Int32).alias("epoch"))
     epoch = one.with_columns(pl.lit(100).alias("response_tokens"), pl.lit(0, pl.Int32).alias("epoch"))
     history = tmp_path / "history.parquet"
     pl.concat([probe] + [epoch] * 8).write_parquet(history)
+    return one, epoch, history
+
+
+def test_a_probe_before_the_epochs_of_a_history_is_left_out_as_asp_simulate_leaves_it_out(made, tmp_path):
+    """A history of a probe (no epoch) and then epoch 0 counted each prompt's probe sample with its group, 9 of 8,
+    and compared the probe's sample and 7 of the epoch's, where asp simulate replays the epoch's 8."""
+    folder, result = made
+    one, epoch, history = _probe_then_epoch(result, tmp_path)
     done = report_schedule(folder / "s.parquet", lengths=[history])
     assert not any("more than the schedule's 8 samples" in w for w in done.warnings), done.warnings
     alone = tmp_path / "epoch.parquet"
     pl.concat([epoch] * 8).write_parquet(alone)
     assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[alone]).report["observed"],
                                        "files": ["history.parquet"]}
+
 
 def test_epochs_out_of_order_compare_the_oldest_epochs_samples_as_asp_simulate_replays_them(made, tmp_path):
     """A history of epoch 1 and then epoch 0 (its files given late one first) compared epoch 1's samples, the first
@@ -430,10 +437,6 @@ def test_the_simulated_lengths_count_the_prompts_whose_probe_samples_were_left_o
     """`asp report --simulate` leaves a probe's samples out before it simulates, as `asp simulate` does; its
     `simulated.lengths` said 0 prompts' were left out, where `asp simulate --json` of the same history counts them."""
     folder, result = made
-    one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
-    probe = one.with_columns(pl.lit(9000).alias("response_tokens"), pl.lit(None, pl.Int32).alias("epoch"))
-    epoch = one.with_columns(pl.lit(100).alias("response_tokens"), pl.lit(0, pl.Int32).alias("epoch"))
-    history = tmp_path / "history.parquet"
-    pl.concat([probe] + [epoch] * 8).write_parquet(history)
+    one, epoch, history = _probe_then_epoch(result, tmp_path)
     done = report_schedule(folder / "s.parquet", lengths=[history], simulate=True)
     assert done.report["simulated"]["lengths"]["prompts_with_probe_samples_left_out"] == one.height
