@@ -5,7 +5,8 @@
 
 The log has one JSON line per sample: ``prompt_id``, ``sample`` (0..n-1), ``response_tokens``,
 ``truncated``, ``epoch`` (the ``--epoch-label``: the training epoch this replay stands for), ``instance``,
-``minibatch``, ``seq`` and ``train_step`` (from the schedule). Rows follow the schedule's dispatch order.
+``minibatch``, ``seq`` and ``train_step`` (from the schedule). Rows follow the schedule's dispatch order. The log
+is written as asp writes its outputs: beside it, then renamed into place, so an interrupted run leaves no half log.
 Output is deterministic for a given schedule, ``--seed`` and ``--epoch-label``. ``--seed`` is the emulated
 world (each prompt's true mean comes from it): keep it for every epoch of a run, and vary ``--epoch-label``.
 
@@ -34,7 +35,10 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -132,6 +136,20 @@ def emulate(schedule: Path, *, epoch_label: int, seed: int, schedule_epoch: int 
     return pl.DataFrame(records)
 
 
+def write_atomically(output: Path, write: Callable[[Path], object]) -> None:
+    """Write ``output`` as asp writes its own: into a temporary file of its own name beside the target (a symlink's
+    target; the link stays a link), renamed into place, and removed if writing fails or is interrupted, so that a
+    reader never sees half a log and two runs never share a temporary file."""
+    target = Path(os.path.realpath(output)) if output.is_symlink() else output
+    tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("schedule", type=Path, nargs="?")
@@ -151,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_shipped_lengths:
         buffer = io.BytesIO()
         derive_lengths(SHARED_LENGTHS).write_csv(buffer)
-        SHIPPED_LENGTHS.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
+        write_atomically(SHIPPED_LENGTHS, lambda tmp: tmp.write_bytes(gzip.compress(buffer.getvalue(), mtime=0)))
         return 0
     if args.schedule is None or args.output is None:
         parser.error("give a schedule and -o OUTPUT")
@@ -163,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     log = emulate(args.schedule, epoch_label=args.epoch_label, seed=args.seed, schedule_epoch=args.schedule_epoch,
                   truth_from=args.truth_from)
-    tmp = args.output.with_name(f".{args.output.name}.tmp")
-    log.write_ndjson(tmp)
-    tmp.replace(args.output)
+    write_atomically(args.output, log.write_ndjson)
     ids = log["prompt_id"].unique()
     epochs = pl.read_parquet(args.schedule, columns=["epoch"])["epoch"].n_unique()
     if args.schedule_epoch is None and epochs > 1:  # the log as ever (figures replay such logs), but said

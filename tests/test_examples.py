@@ -154,3 +154,36 @@ def test_the_openrlhf_hook_logs_each_response_and_returns_the_users_reward(tmp_p
 
     history = pl.read_parquet(tmp_path / "h.parquet").sort("prompt_id", "response_tokens")
     assert history.rows() == [(f"q{i}", n, None, 0, "lengths.jsonl") for i in range(4) for n in (i + 2, i + 3)]
+
+
+def test_the_emulator_writes_its_log_atomically(tmp_path, monkeypatch):
+    """emulate_rollouts.py wrote a fixed ``.NAME.tmp`` that a failed or interrupted write left behind (and two runs
+    shared), and renamed it over a symlinked output, replacing the link; asp's own outputs do neither."""
+    import polars as pl
+
+    from asp_cli import ScheduleSettings, schedule
+    from util import make_prompts, write_jsonl
+
+    spec = importlib.util.spec_from_file_location("emulate_rollouts", REPO / "examples" / "emulate_rollouts.py")
+    emulator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(emulator)
+    data = write_jsonl(tmp_path / "prompts.jsonl", make_prompts(8))
+    made = tmp_path / "s.parquet"
+    schedule([data], made, settings=ScheduleSettings(instances=2, train_batch_size=4, samples_per_prompt=2))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "real.jsonl").write_text("old\n")
+    (out / "r.jsonl").symlink_to("real.jsonl")
+    assert emulator.main([str(made), "-o", str(out / "r.jsonl")]) == 0
+    assert (out / "r.jsonl").is_symlink() and pl.read_ndjson(out / "real.jsonl").height == 16
+    assert sorted(p.name for p in out.iterdir()) == ["r.jsonl", "real.jsonl"]
+
+    def half_written(self, path):
+        with open(path, "w") as handle:
+            handle.write('{"prompt_id": ')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pl.DataFrame, "write_ndjson", half_written)
+    with pytest.raises(KeyboardInterrupt):
+        emulator.main([str(made), "-o", str(out / "new.jsonl")])
+    assert sorted(p.name for p in out.iterdir()) == ["r.jsonl", "real.jsonl"]
