@@ -166,6 +166,25 @@ def quoted_home(path: object) -> str:
             f"{fix}, or leave the ~ outside the quotes")
 
 
+def removed_directory(path: object) -> str:
+    """``"; ..."`` for a relative name where the working directory was removed after the shell entered it (a cleanup,
+    or ``rm -rf run && mkdir run`` from another shell: the folder is there, the process's is not); else ``""``.
+    Inputs said only "no such file" of a file the user could list; outputs say it too (E26)."""
+    if Path(str(path)).is_absolute():
+        return ""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return ("; the working directory was removed after this shell entered it: cd into the folder again, or give "
+                "the file's full path")
+    return ""
+
+
+def missing_hint(path: object) -> str:
+    """What to add to "no such file" of an input ``path``: a quoted ``~`` (E125), a removed working directory (E11)."""
+    return quoted_home(path) or removed_directory(path)
+
+
 STDIN_NAMES = ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0")
 
 
@@ -183,7 +202,7 @@ def no_such_file(path: object) -> InputError:
     says that asp reads named files: a quoted glob (``--history 'dump/*.jsonl'``) was "no such file" without a word
     (a verl newcomer's)."""
     pattern = any(mark in Path(str(path)).name for mark in "*?[")
-    home = quoted_home(path)
+    home = missing_hint(path)
     if home:
         return InputError(f"{path}: no such file{home}")
     return InputError(f"{path}: no such file" + ("; it is a pattern, and asp reads files by name: leave out the quotes "

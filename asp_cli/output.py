@@ -207,7 +207,7 @@ def check_output_path(output: Path | str, inputs: Iterable[Path] = (), *, force:
         raise OutputError(f"the path is empty{' (only blanks)' if output else ''}; name the file to write")
     _refuse_folder_name(output)
     try:
-        _check_output(Path(output), inputs, force)
+        _check_output(Path(output), list(inputs), force)
     except OSError as exc:  # a name the file system refuses to look up (ENAMETOOLONG) was exit 70
         raise cannot_write(output, exc) from None
 
@@ -240,10 +240,11 @@ def refuse_missing(inputs: Iterable[Path]) -> None:
 
 
 def _check_output(output: Path, inputs: Iterable[Path], force: bool) -> None:
-    if not output.is_absolute():
-        try:
-            os.getcwd()
-        except FileNotFoundError:  # was "(No such file or directory); check the folder's permissions", of a folder there
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # was "(No such file or directory); check the folder's permissions", of a folder there
+        refuse_missing(inputs)  # a relative input first, as ever: "no such file" and why (E11)
+        if not output.is_absolute():
             raise OutputError(f"cannot write {output}: the working directory was removed after this shell entered it; "
                               "cd into the folder again, or give the output's full path") from None
     for path in inputs:

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import limits
-from asp_cli.errors import InputError, ScheduleFormatError, SettingsError, quoted_home, shown_id, stdin_named
+from asp_cli.errors import InputError, ScheduleFormatError, SettingsError, missing_hint, shown_id, stdin_named
 from asp_cli.output import as_given, atomic_path
 from asp_cli.settings import KV_CUTS, MAX_SCHEDULE_ROWS, MAX_SETTING
 
@@ -562,7 +562,7 @@ def read_schedule(path: str | Path) -> Schedule:
         # A missing file is a bad input (exit 3) whatever it was meant to hold, as for every other input.
         what = ("is a directory, not a schedule file" if path.is_dir() else
                 "is not a regular file (a pipe or a device)" if path.exists() else "no such file")
-        home = "" if path.exists() else quoted_home(path)
+        home = "" if path.exists() else missing_hint(path)
         raise InputError(f"{path}: {what}" + (home or "; give the schedule `asp schedule -o` wrote"))
     try:
         with open(path, "rb") as handle:

@@ -228,3 +228,24 @@ def test_a_quoted_tilde_in_an_option_file_is_named_as_the_fault(folder, monkeypa
     assert result.stderr.rstrip().endswith("; the shell expands ~ only outside quotes, and asp takes the name as given "
                                            f"(a folder named ~): write {folder}/{name[2:]}, or leave the ~ outside the "
                                            "quotes"), result.stderr
+
+
+GONE_CASES = [[a.replace("{tmp}/missing", "missing") for a in args] for args in CASES]
+
+
+@pytest.mark.parametrize("args", GONE_CASES, ids=[" ".join(a).replace("{tmp}/", "") for a in GONE_CASES])
+def test_a_relative_input_in_a_removed_working_directory_says_so(folder, args, monkeypatch, tmp_path):
+    """A shell left in a folder that was removed and made again (`rm -rf run && mkdir run` from another shell) names
+    a relative input: it said only `missing.jsonl: no such file`, of a file the user could list there; outputs
+    already said what happened (E26). E11, exit 3."""
+    gone = tmp_path / "run"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    gone.mkdir()
+    result = runner.invoke(app, [a.replace("{tmp}", str(folder)) for a in args])
+    assert result.exit_code == 3, result.stderr
+    assert result.stderr.startswith(("Error: missing", "Error: --data missing")), result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.rstrip().endswith(
+        "; the working directory was removed after this shell entered it: cd into the folder again, or give the "
+        "file's full path"), result.stderr

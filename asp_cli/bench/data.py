@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, missing_hint
 
 BUNDLED = Path(__file__).resolve().parent / "data"
 ZEROEVAL = "zeroeval_math_gsm_outputs"
@@ -32,9 +32,11 @@ WHY_NOT_SHIPPED: dict[str, str] = {AIME: "no license upstream", ALPACA: "CC BY-N
 def check_data_folder(data: Path | None) -> None:
     """A ``--data`` folder that was given must be there."""
     if data is not None and not Path(data).is_dir():
-        what = "is a file, not a folder" if Path(data).exists() else "no such folder"
-        raise InputError(f"--data {data}: {what}; name the folder of real length data (what it holds: "
-                         "docs/simulation.md, \"asp bench\"), or leave --data out to run what ships")
+        there = Path(data).exists()
+        what = "is a file, not a folder" if there else "no such folder"
+        raise InputError(f"--data {data}: {what}" + ((not there and missing_hint(data)) or "; name the folder of real "
+                         "length data (what it holds: docs/simulation.md, \"asp bench\"), or leave --data out to run "
+                         "what ships"))
 
 
 def data_folder_warning(data: Path | None) -> str | None:

@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, OutputError, SettingsError, quoted_home, stdin_named
+from asp_cli.errors import InputError, OutputError, SettingsError, missing_hint, stdin_named
 from asp_cli.reading.exported import export_id_key, with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
@@ -222,7 +222,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             raise stdin_named(path)
         if not path.is_file():
             what = "is a folder, not a rollout log" if path.is_dir() else "no such rollout log"
-            home = "" if path.exists() else quoted_home(path)
+            home = "" if path.exists() else missing_hint(path)
             raise InputError(f"{path}: {what}" + (home or "; name a file of prompt ids and response lengths"))
         fingerprint = file_fingerprint([path])
         if fingerprint in seen_prints:

@@ -30,7 +30,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli import limits
-from asp_cli.errors import InputError, quoted_home
+from asp_cli.errors import InputError, missing_hint
 
 FEATURE_SET = "asp-features-2"
 
@@ -293,7 +293,7 @@ def tokenizer_path_problem(path: Path | str) -> str | None:
     if path.is_file():
         return None
     if not path.exists():
-        return f"{path}: no such file" + (quoted_home(path) or "; --tokenizer names a local tokenizer.json")
+        return f"{path}: no such file" + (missing_hint(path) or "; --tokenizer names a local tokenizer.json")
     inside = path / "tokenizer.json"
     if path.is_dir() and inside.is_file():
         return f"{path}: a folder; --tokenizer names the tokenizer.json file: pass --tokenizer {inside}"

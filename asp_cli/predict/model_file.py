@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from asp_cli import limits
-from asp_cli.errors import PredictorError, UnsafePredictorError, quoted_home
+from asp_cli.errors import PredictorError, UnsafePredictorError, missing_hint
 
 FORMAT_VERSION = 2  # the newest format this asp reads
 MAX_RANDOM_STATE = 2**32 - 1  # scikit-learn's random_state range
@@ -134,7 +134,7 @@ def missing_model(path: Path) -> PredictorError:
         if exc.errno != errno.ENAMETOOLONG:
             raise
         what = "the name is too long for the file system, so no such model file exists"
-    home = quoted_home(path) if what == "no such model file" else ""
+    home = missing_hint(path) if what == "no such model file" else ""
     return PredictorError(f"{path}: {what}" + (home or "; give a file written by `asp predictor fit`"))
 
 

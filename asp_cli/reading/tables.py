@@ -287,7 +287,10 @@ def each_file_once(paths: Sequence[Path], what: str) -> None:
     given: dict[str, Path] = {}
     for path in paths:
         path = Path(path)
-        same = given.setdefault(os.path.realpath(path), path)  # Path.resolve raised on a symlink loop: exit 70
+        try:
+            same = given.setdefault(os.path.realpath(path), path)  # Path.resolve raised on a symlink loop: exit 70
+        except FileNotFoundError:  # a relative name where the working directory was removed: exit 70, "a bug"
+            raise no_such_file(path) from None
         if same is not path:
             shown = f"{path}" if str(same) == str(path) else f"{path} (the same file as {same})"
             raise InputError(f"{shown}: given twice; name each {what} once")
