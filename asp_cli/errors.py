@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ExitCode(IntEnum):
@@ -110,6 +111,25 @@ def named_in_python(also: dict[str, str] | None = None) -> Callable[[type[T]], t
         cls.__post_init__ = post_init  # type: ignore[attr-defined]
         return cls
     return decorate
+
+
+def arguments_named_in_python(function: F) -> F:
+    """`named_in_python` for a twin's own keyword arguments: the errors raised while it runs, from Python, name each
+    of its arguments beside the option (``lengths_epoch`` for ``--lengths-epoch``), as its settings classes' do."""
+    import inspect
+
+    owner = f"{function.__module__}.{function.__qualname__}"
+    _PYTHON_NAMES[owner] = {"--" + name.replace("_", "-"): name for name in inspect.signature(function).parameters}
+
+    @functools.wraps(function)
+    def named(*args: Any, **kwargs: Any) -> Any:
+        token = _VALIDATING.set(owner)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _VALIDATING.reset(token)
+
+    return named  # type: ignore[return-value]
 
 
 @contextlib.contextmanager

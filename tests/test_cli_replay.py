@@ -183,6 +183,26 @@ def test_the_python_twin_takes_one_dataset_path_and_one_baseline_name(small):  #
     assert [a["arrangement"] for a in one.document["arrangements"]] == ["verl-default"]
 
 
+@pytest.mark.parametrize("kwargs, named", [
+    ({"lengths_epoch": -2}, "(in Python: lengths_epoch for --lengths-epoch)"),
+    ({"seed": -1}, "(in Python: seed for --seed)"),
+    ({"gpus_per_instance": 0}, "(in Python: gpus_per_instance for --gpus-per-instance)"),
+    ({"engine": "foo"}, "(in Python: engine for --engine)"),
+])
+def test_the_python_twin_names_its_own_arguments(small, kwargs, named):  # noqa: F811
+    """`replay_schedule(..., lengths_epoch=-2)` was told of --lengths-epoch only, where `simulate_file`'s errors name
+    the keyword too; the command line still names the options only."""
+    from asp_cli import replay_schedule
+    from asp_cli.errors import SettingsError, on_the_command_line
+
+    with pytest.raises(SettingsError) as raised:
+        replay_schedule(small["schedule"], small["prompts"], dry_run=True, **kwargs)
+    assert str(raised.value).endswith(named) and str(raised.value).count("in Python") == 1, str(raised.value)
+    with on_the_command_line(), pytest.raises(SettingsError) as raised:
+        replay_schedule(small["schedule"], small["prompts"], dry_run=True, **kwargs)
+    assert "in Python" not in str(raised.value)
+
+
 @pytest.mark.parametrize("args, words", [
     (["--engine", "foo"], "--engine must be one of"),
     (["--max-in-flight", "0"], "--max-in-flight must be a whole number from 1 to 2147483647 (got 0)"),

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from asp_cli.errors import ServerError, SettingsError, expect_kind, named_in_python
+from asp_cli.errors import ServerError, SettingsError, arguments_named_in_python, expect_kind, named_in_python
 from asp_cli.integrate.live import LiveSettings, Progress
 from asp_cli.integrate.replay_plan import ASP, RequestPlan, Simulated
 from asp_cli.integrate.timings import COLUMNS, figures_by_arrangement, rollout_figures, write_timeline
@@ -67,6 +67,7 @@ def arrangement_names(baselines: list[str], compare: bool, engine: str = "blocki
     return named or [ASP]
 
 
+@arguments_named_in_python
 def replay_schedule(
     schedule_path: str | Path,
     datasets: str | Path | Sequence[str | Path] = (),
