@@ -12,7 +12,7 @@ import pytest
 from asp_cli.costmodel import load_preset
 from asp_cli.errors import SettingsError
 from asp_cli.sim.engine import Engine as _Engine
-from asp_cli.sim.lengths import lengths_for_schedule, sample_lengths
+from asp_cli.sim.lengths import epoch_samples, lengths_for_schedule, sample_lengths
 from asp_cli.sim.records import SimulationSettings, Stats as _Stats
 from asp_cli.sim.run import simulate_arrays, simulate_schedule
 
@@ -364,6 +364,25 @@ def test_more_samples_than_a_group_of_one_epoch_is_not_called_a_history_of_sever
     assert info.prompts_over_group == 2 and "epoch 0 alone" in warning
     assert "several epochs" not in warning and "--lengths-epoch" not in warning
     assert warning.endswith("remake the schedule with --samples-per-prompt 4 (every prompt here has 4)")
+
+
+@pytest.mark.parametrize("epochs", [None, [None] * 8])
+def test_more_samples_than_a_group_of_a_probe_is_not_called_a_history_of_several(epochs):
+    """`--lengths-epoch -1` (a probe's samples alone) with more probe samples per prompt than the group was told of
+    "a history of several epochs": it is told they are a probe's, and the fixes that fit (a file without an epoch
+    column too, whose samples --lengths-epoch -1 takes as a probe's)."""
+    frame = _frame(["a", "b"])
+    probe = pl.DataFrame({"prompt_id": ["a", "b"] * 4, "response_tokens": list(range(5, 13))})
+    if epochs is not None:
+        probe = probe.with_columns(pl.Series("epoch", epochs, dtype=pl.Int32))
+    lengths, info = lengths_for_schedule(frame, epoch_samples(probe, -1), samples_per_prompt=2, seed=1)
+    warning = info.over_group_warning()
+    assert lengths.tolist() == [[5, 7], [6, 8]] and info.prompts_over_group == 2
+    assert "several epochs" not in warning and "of epoch -1" not in warning, warning
+    assert ("the first 2 of each, in the file's order, are replayed; they are a probe's alone (samples without an "
+            "epoch, as --lengths-epoch -1 picks): a probe given twice (give each once), or one generated with more "
+            "samples per prompt than the schedule's 2: remake the schedule with --samples-per-prompt 4 (every prompt "
+            "here has 4)") in warning
 
 
 def test_noise_model_is_centred_and_seeded():

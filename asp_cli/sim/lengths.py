@@ -126,7 +126,8 @@ class LengthInfo:
     prompts_over_group: int = 0  # prompts observed more often than a group holds: their first N replayed
     group: int = 0  # N, the samples per prompt
     observed_each: int = 0  # the samples observed of every matched prompt, where all have as many; else 0
-    one_epoch: int | None = None  # the epoch every observed sample says it is of, where all say one; else None
+    one_epoch: int | None = None  # the epoch every observed sample says it is of, where all say one (-1: none
+    # says one, a probe's); else None
     probe_left_out: int = 0  # prompts whose samples without an epoch (a probe's) were left out
 
     def to_dict(self) -> dict:
@@ -150,11 +151,15 @@ class LengthInfo:
             n = str(self.observed_each) if self.observed_each else "N"
             what = (f"every prompt here has {self.observed_each}" if self.observed_each
                     else "N the samples per prompt it ran")
+            # -1: samples without an epoch alone (a probe's: what --lengths-epoch -1 leaves), of no epochs at all
+            of = (f"of epoch {self.one_epoch} alone: a log given twice (give each once), or a rollout of"
+                  if self.one_epoch >= 0 else "a probe's alone (samples without an epoch, as --lengths-epoch -1 "
+                  "picks): a probe given twice (give each once), or one generated with")
+            rollout_n = " (verl's rollout.n)" if self.one_epoch >= 0 else ""
             return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds "
-                    f"({self.group}): the first {self.group} of each, in the file's order, are replayed; they are of "
-                    f"epoch {self.one_epoch} alone: a log given twice (give each once), or a rollout of more samples "
-                    f"per prompt than the schedule's {self.group} (verl's rollout.n): remake the schedule with "
-                    f"--samples-per-prompt {n} ({what})")
+                    f"({self.group}): the first {self.group} of each, in the file's order, are replayed; they are {of} "
+                    f"more samples per prompt than the schedule's {self.group}{rollout_n}: remake the schedule "
+                    f"with --samples-per-prompt {n} ({what})")
         return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds ({self.group}): "
                 f"the first {self.group} of each, in the file's order, are replayed (of a history of several epochs, "
                 "the oldest); give one epoch's lengths to replay that one (or pick it with --lengths-epoch E)"
@@ -267,6 +272,8 @@ def epoch_samples(observed, epoch: int | None, paths=()):
     held = sorted(int(e) for e in column.drop_nulls().unique().to_list())
     probe = column.null_count() > 0
     if epoch in held or (epoch == -1 and probe):
+        if "epoch" not in observed.columns:  # kept, so that the replay's warnings say they are a probe's
+            observed = observed.with_columns(column.cast(pl.Int32))
         return observed.filter(column.fill_null(-1) == epoch)
     if not held:
         raise SettingsError(f"--lengths-epoch {epoch}: no sample of {names} says its epoch; observe each epoch's log "
@@ -344,7 +351,8 @@ def lengths_for_schedule(
     observed_each = int(seen[0]) if seen.size == 1 else 0
     epochs = observed["epoch"] if observed is not None and "epoch" in observed.columns else None
     one_epoch = (int(epochs[0]) if over_group and epochs is not None and not epochs.null_count()
-                 and epochs.n_unique() == 1 else None)
+                 and epochs.n_unique() == 1 else -1 if over_group and epochs is not None
+                 and epochs.null_count() == epochs.len() else None)
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
