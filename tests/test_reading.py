@@ -1676,6 +1676,23 @@ def test_prompt_text_and_lengths_without_ids_under_any_prompt_column_are_told_e1
         assert f"log each sample's prompt text as 'input' (not {column!r}) and its response text as 'output'" in message
 
 
+@pytest.mark.parametrize("key, value, why", [("uid", "3f2a9c1e-aaaa_0_{i}", "verl's uid keys a trajectory"),
+                                              ("index", "{i}", "an index numbers rows")])
+def test_prompt_text_and_lengths_whose_only_id_is_uid_or_index_are_told_e116(tmp_path, key, value, why):
+    """A log of prompt text and lengths whose only id-like column is verl's `uid` (a v1 trainer's trajectory key) or
+    an `index` read it as the prompt ids, matching none, where E103 takes neither for one: E116, naming the column
+    and how to read it as the ids where it is them (--history-id-key)."""
+    path = write_jsonl(tmp_path / "lens.jsonl", [{key: value.format(i=i), "prompt": f"question {i}",
+                                                  "response_length": 10 + i} for i in range(3)])
+    with pytest.raises(InputError) as caught:
+        read_lengths([path])
+    assert str(caught.value).startswith(
+        f"{path}: prompt text ('prompt') and response lengths without prompt ids ({key!r} is read as none: {why}; if "
+        f"it is the prompt id, name it with --history-id-key {key}): asp matches"), str(caught.value)
+    named = read_lengths([path], ReadOptions(length_id_key=key))[0]
+    assert named["prompt_id"].to_list() == [value.format(i=i) for i in range(3)]
+
+
 def test_a_prompt_text_log_whose_id_is_inside_an_object_is_told_the_path_not_e116(tmp_path):
     """A slime sample dump holds the prompt text, the response length and the id in its `metadata` object: E116 (log
     the response text, or the prompt id) hid E19's path to give, which it has."""

@@ -76,16 +76,21 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
         text = next((c for k in C.PROMPT_KEYS for c in frame.columns if c.lower() == k), None)
         # An id inside an object (a slime sample dump's metadata.prompt_id) is E19's path to give, not this.
         nested_id = candidates_inside(frame, C.ID_KEYS, options.length_id_flag)
-        if options.length_id_key is None and not ids and text and "output" not in lowered and not nested_id and (
-                options.length_key is not None or lowered & set(C.LENGTH_KEYS)):
+        # verl's uid (a v1 trainer's trajectory key) and index are no prompt id here either, as for E103 above.
+        if options.length_id_key is None and ids <= {"uid", "index"} and text and "output" not in lowered \
+                and not nested_id and (options.length_key is not None or lowered & set(C.LENGTH_KEYS)):
             # A MindSpeed-RL newcomer logged each sample's decoded prompt and its token count (compute_verifier_score
             # has both): told "no prompt id column found ... name the right one with --id-key", which it has none of
             # (under 'prompt' or 'question' too, and its own column named: a hostile-input round, 2026-12-07).
             fix = ("log each sample's response text as 'output' beside its input" if text.lower() == "input" else
                    f"log each sample's prompt text as 'input' (not {text!r}) and its response text as 'output'")
-            raise InputError(f"{path}: prompt text ({text!r}) and response lengths without prompt ids: asp matches a "
-                             f"log's prompt text to the --dataset prompts only in a dump of input/output text; {fix} "
-                             "(asp observe --dataset counts it), or its prompt id beside its length")
+            own = next((c for c in frame.columns if c.lower() in ids), None)
+            why = "verl's uid keys a trajectory" if own and own.lower() == "uid" else "an index numbers rows"
+            named = (f" ({own!r} is read as none: {why}; if it is the prompt id, name it with "
+                     f"{options.length_id_flag} {own})" if own else "")
+            raise InputError(f"{path}: prompt text ({text!r}) and response lengths without prompt ids{named}: asp "
+                             f"matches a log's prompt text to the --dataset prompts only in a dump of input/output text; "
+                             f"{fix} (asp observe --dataset counts it), or its prompt id beside its length")
         if options.length_key is None and not lowered & set(C.LENGTH_KEYS) and lowered & set(C.PROMPT_KEYS):
             # A prompt file given as a history was told "no prompt id column found" (an OpenRLHF newcomer's).
             raise InputError(f"{path}: holds prompts but no response lengths (looked for {', '.join(C.LENGTH_KEYS)}); "
