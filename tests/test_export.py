@@ -1146,6 +1146,28 @@ def test_a_label_column_of_objects_is_warned_about_for_the_reward_rules_that_tak
         assert result.summary["label_column"] == "label"
 
 
+@pytest.mark.parametrize("fmt, made", [
+    ("parquet", "Parquet holds one kind per column, so every value is written as text (a number as its digits): a "
+                "reward function that compares the label with a number finds text in every row"),
+    ("jsonl", "JSON lines keep each row's own, so slime (--label-key) and OpenRLHF (--data.label_key) hand the reward "
+              "function a number in some rows and text in others: one that compares them as one kind misjudges the rest"),
+])
+def test_a_label_column_of_numbers_and_text_says_the_kinds_and_rows_not_objects(tmp_path, fmt, made):
+    """A JSON-lines dataset whose answers were numbers in some rows and text in others was told its label column
+    "holds objects or lists" (slime's warning), of a column holding neither: the kinds, and which rows hold each."""
+    from asp_cli.arrange.pipeline import schedule
+
+    answers = ["0", 2, 4, "6", 8, 10, "12", 14]
+    data = write_jsonl(tmp_path / "m.jsonl", [{"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": a}
+                                              for i, a in enumerate(answers)])
+    made_schedule = schedule([data], tmp_path / "s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=2))
+    warnings = export(made_schedule.output, [data], tmp_path / f"e.{fmt}", format=fmt).warnings
+    assert not any("objects or lists" in w for w in warnings), warnings
+    assert (f"label column 'answer' mixes kinds: text in 3 rows (rows 1, 4 and 7) and numbers in 5 rows (rows 2, 3, 5 "
+            f"and 2 more) (counted from 1 over the dataset's rows); {made}; make the labels one kind (text) in the "
+            "dataset and schedule that file") in warnings, warnings
+
+
 def test_a_parquet_export_whose_labels_are_not_text_warns_that_mindspeed_rl_drops_those_rows(tmp_path):
     """A MindSpeed-RL newcomer's math set kept its answers as integers: MindSpeed-RL v2.3.0's Alpaca-style
     preprocessing (map_keys' response: the answer) makes a response that is neither text nor a list into none and drops

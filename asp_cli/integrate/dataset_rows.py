@@ -22,7 +22,8 @@ from asp_cli.reading.tables import SOURCE_JSON
 
 def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any = None,
               heights: list[int] | None = None, mixed: list[str] | None = None, sources: bool = False,
-              untag: bool = True, differing: list[str] | None = None, as_text: list[str] | None = None) -> pl.DataFrame:
+              untag: bool = True, differing: list[str] | None = None, as_text: list[str] | None = None,
+              kinds: dict[str, list[str | None]] | None = None) -> pl.DataFrame:
     """The datasets' own rows, concatenated, with ``\x00row``: the 0-based row over all inputs, as
     `asp_cli.reading.read_prompts` numbers them (so ``row`` of a prompt frame or a schedule finds its row here).
 
@@ -37,7 +38,8 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
     mixed kinds too (`kinds_across_files`), and ``differing``, given, gets a line naming the place and the files.
     ``as_text``, given, gets every column some of whose values the reader gave as their JSON text (values of mixed
     kinds, in one file or across files); a column that holds JSON text in the file itself (a Parquet dataset's
-    metadata as JSON text) is not one of them: `object_fields` tells the two apart by it.
+    metadata as JSON text) is not one of them: `object_fields` tells the two apart by it. ``kinds``, given, gets each
+    such column's kind of value in each row, in JSON's words (`json_kinds`), which the text no longer tells.
     Concatenated as they were, an object became its values' text without its keys (an agent newcomer's
     ``reward_model.ground_truth`` ``{"target": [...]}`` became ``{["..."]}``), in silence.
     """
@@ -71,10 +73,26 @@ def read_rows(datasets: Sequence[Path], *, on_bad_row: str = "skip", report: Any
     tagged = [c for c, hit in zip(texts, hits, strict=True) if hit["j"]]
     if as_text is not None:
         as_text.extend(tagged)
+    if kinds is not None:
+        kinds.update((c, json_kinds(frame[c].to_list())) for c in tagged)
     if mixed is not None:  # a column the files differ in is said by its own line (`differing`), not twice
         mixed.extend(c for c in tagged if not any(line.startswith((f"{c} ", f"{c}.", f"{c}[")) for line in said))
     tagged = [c for c, hit in zip(texts, hits, strict=True) if hit["j"] or hit["t"]]
     return frame.with_columns([untagged(pl.col(c)) for c in tagged]) if tagged and untag else frame
+
+
+def json_kinds(values: list[str | None]) -> list[str | None]:
+    """The kind of each value of a column of mixed kinds as the reader tags them: "text", "number", "true/false",
+    "object" or "list" (None for a null)."""
+    from asp_cli.reading.json_records import JSON_TAG
+
+    def kind(value: str | None) -> str | None:
+        if value is None or not value.startswith(JSON_TAG):
+            return None if value is None else "text"
+        first = value[len(JSON_TAG):len(JSON_TAG) + 1]
+        return {"{": "object", "[": "list", "t": "true/false", "f": "true/false", "n": None}.get(first, "number")
+
+    return [kind(v) for v in values]
 
 
 def _kind(dtype: pl.DataType) -> str:

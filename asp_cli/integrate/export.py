@@ -38,7 +38,7 @@ from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_
 from asp_cli.integrate.export_match import misplaced_id_error, reexport_error
 from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, chat_text_note, check_format,
                                               check_options, dealt_workers_note, mindspeed_label_note,
-                                              mixed_chat_note, object_label_note)
+                                              mixed_chat_note, mixed_label_note, object_label_note)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
@@ -208,8 +208,9 @@ def export(
     # JSON lines keep every row as the dataset holds it (`read_rows`'s sources); verl's layout reads the
     # reader's tags to tell a chat list from text in a prompt column of mixed kinds (`to_verl`).
     as_text: list[str] = []  # columns the reader gave as JSON text (objects of differing kinds: `object_fields`)
+    kinds: dict[str, list[str | None]] = {}  # their kind of value in each row (`read_rows`)
     raw, warnings = _matched_dataset(replay, datasets, rows, prompt_key=prompt_key, id_key=id_key,
-                                     sources=format == "jsonl", untag=format != "verl", as_text=as_text)
+                                     sources=format == "jsonl", untag=format != "verl", as_text=as_text, kinds=kinds)
     if format == "verl":
         # extra_info.prompt_id is the schedule's id of each dataset row, which the rollout logs fed back
         # (`asp observe`) must carry (docs/integrations.md, "Feeding the lengths back").
@@ -268,7 +269,10 @@ def export(
     chat, mixed = mixed_chat_note(column, frame[column].to_list(), format) if column in as_text else (False, None)
     summary["prompt_is_chat"] = column in frame.columns and (isinstance(frame.schema[column], pl.List) or chat)
     summary["label_column"] = label = next((c for c in LABEL_KEYS if c in raw.columns and c != column), None)
-    if format != "verl" and label and (isinstance(raw.schema[label], (pl.Struct, pl.List)) or label in as_text):
+    scalars = label in kinds and not {"object", "list"} & set(kinds[label])  # numbers beside text, say
+    if format != "verl" and label and scalars:
+        warnings.append(mixed_label_note(label, kinds[label], format))
+    elif format != "verl" and label and (isinstance(raw.schema[label], (pl.Struct, pl.List)) or label in as_text):
         warnings.append(object_label_note(label))  # slime's --rm-type rules take text or a number
     if format == "parquet" and label and label not in as_text:  # MindSpeed-RL's preprocessing drops a number's row
         warnings.extend(filter(None, [mindspeed_label_note(label, raw[label])]))
@@ -337,6 +341,7 @@ def _matched_dataset(
     sources: bool,
     untag: bool,
     as_text: list[str] | None = None,
+    kinds: dict[str, list[str | None]] | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """Read the dataset's raw rows and check that every scheduled (row, prompt_id) is where the schedule says
     (``sources``, ``untag`` and ``as_text`` as `read_rows` takes them)."""
@@ -366,7 +371,7 @@ def _matched_dataset(
     mixed: list[str] = []
     differing: list[str] = []
     raw = read_rows(datasets, report=unreadable, heights=heights, mixed=mixed, sources=sources, untag=untag,
-                    differing=differing, as_text=as_text)
+                    differing=differing, as_text=as_text, kinds=kinds)
     if not sources:  # with the sources, JSON lines give every row's own values back
         warnings.extend([*differing, *([mixed_kinds_warning(mixed)] if mixed else [])])
     starts = np.cumsum([0, *heights])
