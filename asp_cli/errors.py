@@ -196,7 +196,7 @@ def removed_directory(path: object) -> str:
         os.getcwd()
     except FileNotFoundError:
         return ("; the working directory was removed after this shell entered it: cd into the folder again, or give "
-                "the file's full path")
+                "its full path")
     return ""
 
 

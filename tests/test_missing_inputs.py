@@ -247,5 +247,5 @@ def test_a_relative_input_in_a_removed_working_directory_says_so(folder, args, m
     assert result.exit_code == 3, result.stderr
     assert result.stderr.startswith(("Error: missing", "Error: --data missing")), result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.rstrip().endswith(
-        "; the working directory was removed after this shell entered it: cd into the folder again, or give the "
-        "file's full path"), result.stderr
+        "; the working directory was removed after this shell entered it: cd into the folder again, or give its "
+        "full path"), result.stderr
