@@ -238,3 +238,26 @@ def test_a_lag_below_one_for_verls_v1_modes_is_said_to_be_a_warm_up_not_the_stal
     for lag, mode in ((1.5, "colocate-async"), (1, "separate-async"), (0.1, "fully-async")):
         assert not any("num_warmup_batches" in w for w in settings_warnings(
             ScheduleSettings(engine="streaming", max_lag=lag, verl_trainer=mode)))
+
+
+def test_a_lag_below_one_that_follows_the_schedule_on_verls_balancer_is_warned_of_at_schedule_time():
+    """Without --verl-trainer a --trainer schedule plan a lag below 1 ahead behind verl's balancer is exported for
+    colocate_async: its warm-up was said only at `asp export` (refused there where it rounds to no prompt, E81)."""
+    from asp_cli.arrange.advice import settings_warnings
+
+    def said(**options):
+        return [w for w in settings_warnings(ScheduleSettings(engine="streaming", trainer="schedule", **options))
+                if "warm-up" in w]
+
+    legal = said(max_lag=0.5)
+    assert len(legal) == 1 and "colocate_async.num_warmup_batches=0.5, a warm-up of 64 prompts" in legal[0]
+    assert legal[0].endswith("(`asp export --format verl` takes colocate_async for this schedule; name the mode "
+                             "with --verl-trainer)")
+    assert said(max_lag=0.001) == [
+        "--max-lag 0.001 --trainer schedule behind verl's balancer is verl's v1 trainer with asp's replay buffer, a "
+        "warm-up of 0.001 train batches, which verl rounds down to 0 prompts of a batch of 128: `asp export --format "
+        "verl` refuses it (E81); make it with --max-lag 1 (verl's default warm-up), or --max-lag 0 for verl's "
+        "synchronous trainer"]
+    # A whole lag, another router's trainer, or groups in arrival order (verl's own buffer): nothing to say.
+    assert said(max_lag=1) == said(max_lag=2) == said(max_lag=0.5, router="cache-aware") == []
+    assert not [w for w in settings_warnings(ScheduleSettings(engine="streaming", max_lag=0.5)) if "warm-up" in w]

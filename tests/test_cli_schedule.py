@@ -683,7 +683,8 @@ def test_synchronous_steps_behind_verls_router_say_they_are_verls_and_name_slime
                       "group-round-robin" + (", each with --dispatch free" if "planned" in options else ""))
     assert not any("Warning" in line and "cache-aware" in line for line in result.stderr.splitlines())  # a note
     # Other lags or trainers on verl's balancer, and blocking engines, add no line.
-    for other in (("--engine", "streaming", "--max-lag", "0"), ("--engine", "streaming", "--trainer", "schedule"),
+    for other in (("--engine", "streaming", "--max-lag", "0"), ("--engine", "streaming", "--max-lag", "none",
+                                                                 "--trainer", "schedule"),
                   ("--max-lag", "0", "--trainer", "schedule")):
         said = invoke("schedule", prompts, "-o", tmp_path / "o.parquet", "--train-batch-size", "16", "--instances",
                       "2", "--force", *other)
@@ -926,3 +927,31 @@ def test_an_export_written_with_a_prefix_given_as_prompts_is_named_as_one(tmp_pa
     assert export_id_key(own) is None
     made = invoke("schedule", own, "-o", tmp_path / "own.parquet", "-q")
     assert made.exit_code == 0, made.stderr
+
+
+def test_steps_a_rollout_ahead_behind_verls_balancer_say_they_are_verls_v1_trainer_and_name_the_others(tmp_path):
+    """`--engine streaming --max-lag 1 --trainer schedule` without a router (a slime newcomer's slip for
+    train_async.py, or OpenRLHF's --train.async_enable) said nothing of whose plan it made: verl's v1 trainer with
+    asp's replay buffer, which `asp export --format verl` takes for it. The line says so and names the others'
+    routers; at a lag of 2, which neither runs, it names none."""
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"question": "word " * (i % 40 + 1)} for i in range(48)])
+    common = ("schedule", prompts, "-o", tmp_path / "s.parquet", "--engine", "streaming", "--trainer", "schedule",
+              "--train-batch-size", "16", "--instances", "2", "--force")
+    one = invoke(*common, "--max-lag", "1")
+    assert one.exit_code == 0, one.output
+    assert one.stderr.splitlines()[1] == (
+        "  made for verl's v1 trainer (colocate_async) with asp's replay buffer: each step trains the groups the "
+        "schedule gives it, the rollout a warm-up of 1 train batch ahead "
+        "(trainer.v1.colocate_async.num_warmup_batches), each sample routed by verl's balancer (least-pending); for "
+        "separate_async add --verl-trainer separate-async; slime's train_async.py and OpenRLHF's "
+        "--train.async_enable take the same steps a rollout ahead behind their own routers: for slime add --router "
+        "cache-aware, for OpenRLHF --router group-round-robin")
+    two = invoke(*common, "--max-lag", "2", "--verl-trainer", "separate-async", "--json")
+    assert two.exit_code == 0, two.output
+    assert two.stderr.splitlines()[1] == (
+        "  made for verl's v1 trainer (separate_async) with asp's replay buffer: each step trains the groups the "
+        "schedule gives it, the rollout a warm-up of 2 train batches ahead "
+        "(trainer.v1.separate_async.num_warmup_batches), each sample routed by verl's balancer (least-pending)")
+    assert json.loads(two.stdout)["made_for"] == {
+        "framework": "verl", "trainer": "separate_async", "alternatives": [],
+        "options": ["--engine streaming", "--max-lag 2", "--trainer schedule", "--verl-trainer separate-async"]}

@@ -666,5 +666,14 @@ def test_made_for_names_a_framework_only_where_the_router_or_synchronous_steps_m
                                                                         ["--router group-round-robin"]]
     assert made_for(ScheduleSettings(max_lag=0, trainer="schedule")) is None  # blocking generate() calls
     assert made_for(ScheduleSettings(engine="streaming", max_lag=0)) is None  # groups in arrival order
-    assert made_for(ScheduleSettings(engine="streaming", max_lag=1, trainer="schedule")) is None
+    # A warm-up ahead with each step's own groups: verl's v1 trainer with asp's buffer (colocate_async unless
+    # named); at a lag of 1 slime's train_async.py and OpenRLHF's --train.async_enable behind their routers.
+    one = made_for(ScheduleSettings(engine="streaming", max_lag=1, trainer="schedule"))
+    assert (one["framework"], one["trainer"]) == ("verl", "colocate_async")
+    assert [(other["framework"], other["options"]) for other in one["alternatives"]] == [
+        ("slime", ["--router cache-aware"]), ("OpenRLHF", ["--router group-round-robin"])]
+    two = made_for(ScheduleSettings(engine="streaming", max_lag=2, trainer="schedule", verl_trainer="separate-async"))
+    assert two["trainer"] == "separate_async" and "--verl-trainer separate-async" in two["options"]
+    assert two["alternatives"] == []  # slime and OpenRLHF run a rollout ahead, not two
+    assert made_for(ScheduleSettings(engine="streaming", max_lag=1)) is None  # verl's own buffer: its line says it
     assert made_for(ScheduleSettings(engine="streaming", router="round-robin")) is None  # AReaL's SPMD mode

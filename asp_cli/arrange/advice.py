@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from asp_cli.errors import shown_name
-from asp_cli.settings import ScheduleSettings, warmup_note
+from asp_cli.settings import ScheduleSettings, warmup_note, warmup_prompts
 
 
 def dividing_batch_size(prompts: int, batch: int) -> int | None:
@@ -58,10 +58,21 @@ def settings_warnings(settings: ScheduleSettings) -> list[str]:
                             "streaming: servers that refill freed slots are given no minibatches to cut (recorded, "
                             "it cuts only the baselines in asp's sizes of `asp simulate --compare` on a blocking "
                             "--mode)")
-    warmup = warmup_note(settings.verl_v1_mode, settings.max_lag, settings.train_batch_size) \
-        if settings.verl_v1_mode else None
-    if warmup:  # a fraction below 1, mistaken for verl's staleness_threshold (legal: a warm-up of a few prompts)
-        warnings.append(warmup)
+    # verl's v1 mode, named or the one `asp export --format verl` takes for a plan whose trainer follows its steps
+    # a warm-up ahead behind verl's balancer (`made_for`): a fraction below 1 was said only at export (a review's).
+    exported = (settings.engine == "streaming" and settings.trainer == "schedule" and settings.max_lag
+                and settings.router in (None, "least-pending") and settings.verl_trainer is None)
+    mode = settings.verl_v1_mode or ("colocate-async" if exported else None)
+    warmup = warmup_note(mode, settings.max_lag, settings.train_batch_size) if mode else None
+    if warmup and exported and warmup_prompts(settings.max_lag, settings.train_batch_size) < 1:
+        warnings.append(f"--max-lag {settings.max_lag:g} --trainer schedule behind verl's balancer is verl's v1 "
+                        f"trainer with asp's replay buffer, a warm-up of {settings.max_lag:g} train batches, which "
+                        f"verl rounds down to 0 prompts of a batch of {settings.train_batch_size}: `asp export --format verl` "
+                        "refuses it (E81); make it with --max-lag 1 (verl's default warm-up), or --max-lag 0 for "
+                        "verl's synchronous trainer")
+    elif warmup:  # a fraction below 1, mistaken for verl's staleness_threshold (legal: a warm-up of a few prompts)
+        warnings.append(warmup + (" (`asp export --format verl` takes colocate_async for this schedule; name the "
+                                  "mode with --verl-trainer)" if exported else ""))
     if settings.steps == "representative" and settings.arrangement != "auto":
         warnings.append(f"--steps representative holds auto's pick to steps as representative as a shuffle's; with "
                         f"--arrangement {settings.arrangement} nothing is picked, and the steps are that "

@@ -96,8 +96,9 @@ def made_for(settings: ScheduleSettings) -> dict[str, Any] | None:
     it; None for a router's plan under a trainer the framework does not run), the ``options`` that make it so, and
     ``alternatives``, each the ``framework``, ``trainer`` and ``options`` (given beside this plan's, or in place of
     its values) that make the plan for the other framework or trainer. None for a plan that names no such deal
-    (verl's balancer under an asynchronous trainer, AReaL's SPMD mode, a blocking engine), whose arrangement line
-    says whose routing it was timed with. `asp schedule` says it under its summary's first line."""
+    (verl's balancer under an asynchronous trainer taking groups in arrival order, AReaL's SPMD mode, a blocking
+    engine), whose arrangement line says whose routing it was timed with. `asp schedule` says it under its
+    summary's first line."""
     lag, trainer, router = settings.max_lag, settings.trainer, settings.router
     if settings.engine != "streaming":
         return None
@@ -126,4 +127,18 @@ def made_for(settings: ScheduleSettings) -> dict[str, Any] | None:
         return {**_deal("verl", "synchronous", "--engine streaming", "--max-lag 0", "--trainer schedule", *planned),
                 "alternatives": [_deal("slime", "train.py", "--router cache-aware", *free),
                                  _deal("OpenRLHF", "synchronous", "--router group-round-robin", *free)]}
+    if router in (None, "least-pending") and lag is not None and lag > 0 and trainer == "schedule":
+        # Each step's own groups a warm-up ahead: verl's v1 trainer with asp's replay buffer, which `asp export
+        # --format verl` takes for it (`colocate-async` unless `--verl-trainer` names the mode). At a lag of 1 it
+        # is slime's train_async.py and OpenRLHF's --train.async_enable behind their own routers: a newcomer who
+        # left out the router was given verl's routing with no word of it (a review's).
+        planned = ["--dispatch planned"] if settings.dispatch == "planned" else []
+        free = ["--dispatch free"] if planned else []
+        mode = settings.verl_v1_mode or "colocate-async"
+        return {**_deal("verl", mode.replace("-", "_"), "--engine streaming", f"--max-lag {lag:g}",
+                        "--trainer schedule", *([f"--verl-trainer {mode}"] if settings.verl_v1_mode else []),
+                        *planned),
+                "alternatives": [] if lag != 1 else [
+                    _deal("slime", "train_async.py", "--router cache-aware", *free),
+                    _deal("OpenRLHF", "--train.async_enable", "--router group-round-robin", *free)]}
     return None

@@ -166,6 +166,18 @@ def _deal_line(made: dict | None) -> str:
         return ("  made for slime's router (--router cache-aware: sglang-router's cache-aware policy)"
                 + (f" and {run}" if run else ", under a trainer slime does not run: its train.py is --max-lag 0 "
                    "--trainer schedule, its train_async.py --max-lag 1 --trainer schedule"))
+    if framework == "verl" and trainer != "synchronous":  # verl's v1 trainer with asp's replay buffer
+        planned, lag = "--dispatch planned" in options, options[1].removeprefix("--max-lag ")
+        return (f"  made for verl's v1 trainer ({trainer}) with asp's replay buffer: each step trains the groups "
+                f"the schedule gives it, the rollout a warm-up of {lag} train batch{'' if lag == '1' else 'es'} "
+                f"ahead (trainer.v1.{trainer}.num_warmup_batches), each sample routed by "
+                + ("asp's router plug-in (--dispatch planned)" if planned else "verl's balancer (least-pending)")
+                + ("" if any(o.startswith("--verl-trainer") for o in options) else
+                   "; for separate_async add --verl-trainer separate-async")
+                + ("; slime's train_async.py and OpenRLHF's --train.async_enable take the same steps a rollout "
+                   "ahead behind their own routers: for slime add --router cache-aware, for OpenRLHF --router "
+                   "group-round-robin" + (", each with --dispatch free" if planned else "")
+                   if made["alternatives"] else ""))
     if framework == "verl":
         # The synchronous steps slime's train.py and OpenRLHF's default take too, behind their own routers: a slime
         # newcomer who left out --router cache-aware was given verl's routing in silence (export said it, later).
