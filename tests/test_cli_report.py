@@ -237,7 +237,7 @@ def test_simulate_replays_the_schedule_on_observed_or_sampled_lengths(schedules,
 def test_help_describes_every_option():
     result = runner.invoke(app, ["report", "--help"])
     assert result.exit_code == 0
-    for option in ("--json", "--html", "--force", "--lengths", "--simulate", "--compare", "--check", "--max-padding",
+    for option in ("--json", "--html", "--force", "--lengths", "--lengths-epoch", "--simulate", "--compare", "--check", "--max-padding",
                    "--max-instance-spread", "--max-lag", "--max-step-skew", "--max-trainer-idle"):
         assert option in result.stdout
 
@@ -512,3 +512,36 @@ def test_more_samples_per_prompt_than_the_group_names_both_causes(schedules, tmp
     assert result.exit_code == 0 and "several epochs" in said
     assert (f"if the rollout ran more samples per prompt than the schedule's {n} (verl's rollout.n), remake the "
             "schedule with --samples-per-prompt 16 (every prompt here has 16)") in said
+
+
+def test_lengths_epoch_picks_one_epoch_of_a_history_and_says_which(schedules, tmp_path):
+    """`asp report` had no --lengths-epoch (`asp simulate`'s and `asp replay`'s): a history of a probe and two
+    epochs was compared on its oldest epoch, with no way to pick another. It takes it now, says the epoch in the
+    summary, the page and the JSON, and refuses an epoch the lengths lack as simulate does (E110, exit 4)."""
+    rows = ([f"p{i},50,\n" for i in range(300)] + [f"p{i},{100 + i},0\n" for i in range(300) for _ in range(8)]
+            + [f"p{i},{200 + i},1\n" for i in range(300) for _ in range(8)])
+    history = tmp_path / "history.csv"
+    history.write_text("prompt_id,response_tokens,epoch\n" + "".join(rows))
+    text = run(schedules / "a.parquet", "--lengths", history, "--lengths-epoch", 1, "--simulate",
+               "--html", tmp_path / "r.html")
+    assert text.exit_code == 0, text.output
+    said = " ".join(text.stdout.split())
+    assert "Observed lengths (history.csv; epoch 1): 2,400 samples for 300 prompts" in said
+    assert "--simulate: observed lengths (epoch 1) for 300 prompts" in said
+    assert "<th>epoch (--lengths-epoch)</th><td>epoch 1</td>" in (tmp_path / "r.html").read_text()
+    document = json.loads(run(schedules / "a.parquet", "--lengths", history, "--lengths-epoch", -1, "--simulate",
+                              "--json").stdout)
+    assert document["observed"]["epoch"] == document["simulated"]["lengths"]["epoch"] == -1
+    assert document["observed"]["quantiles"]["p100"] == 50
+    plain = json.loads(run(schedules / "a.parquet", "--lengths", history, "--json").stdout)
+    assert plain["observed"]["epoch"] is None and plain["observed"]["quantiles"]["p100"] == 399  # epoch 0's
+    missing = run(schedules / "a.parquet", "--lengths", history, "--lengths-epoch", 2)
+    assert missing.exit_code == 4 and missing.stdout == ""
+    assert (f"Error: --lengths-epoch 2: {history} holds epochs 0 and 1, and samples without an epoch (a probe's: "
+            "--lengths-epoch -1); give one of those, or leave --lengths-epoch out") in missing.stderr
+    assert "in Python" not in missing.stderr
+    alone = run(schedules / "a.parquet", "--lengths-epoch", 0)
+    assert alone.exit_code == 4 and "give --lengths too, or leave it out" in alone.stderr
+    negative = run(schedules / "a.parquet", "--lengths", history, "--lengths-epoch", -2)
+    assert negative.exit_code == 4
+    assert "Error: --lengths-epoch must be a whole number from -1 to 2147483647 (got -2)\n" in negative.stderr

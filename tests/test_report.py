@@ -211,6 +211,50 @@ def test_epochs_out_of_order_compare_the_oldest_epochs_samples_as_asp_simulate_r
                                        "files": ["history.parquet"]}
 
 
+def test_lengths_epoch_compares_and_replays_one_epoch_as_asp_simulate_does(made, tmp_path):
+    """`asp report` left a probe's samples out as `asp simulate` does, but had no --lengths-epoch to pick one epoch of
+    a history (or the probe): it now takes simulate's, with its meaning, its checks and its messages (E110), and
+    says the epoch it kept in ``observed.epoch`` and, replayed, in ``simulated.lengths.epoch`` (simulate's key)."""
+    from asp_cli.bench.simulate import simulate_file
+    from asp_cli.errors import SettingsError
+    from asp_cli.sim.options import ReplayOptions
+
+    folder, result = made
+    one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
+    probe = one.with_columns(pl.lit(50).alias("response_tokens"), pl.lit(None, pl.Int32).alias("epoch"))
+    early = one.with_columns(pl.lit(100).alias("response_tokens"), pl.lit(0, pl.Int32).alias("epoch"))
+    late = one.with_columns(pl.lit(3000).alias("response_tokens"), pl.lit(1, pl.Int32).alias("epoch"))
+    history, alone = tmp_path / "history.parquet", tmp_path / "late.parquet"
+    pl.concat([probe] + [early] * 8 + [late] * 8).write_parquet(history)
+    pl.concat([late] * 8).write_parquet(alone)
+    schedule = folder / "s.parquet"
+    done = report_schedule(schedule, lengths=[history], lengths_epoch=1, simulate=True)
+    assert done.report["observed"] == {**report_schedule(schedule, lengths=[alone]).report["observed"],
+                                       "files": ["history.parquet"], "epoch": 1}
+    assert done.report["observed"]["quantiles"]["p50"] == 3000 and not done.warnings, done.warnings
+    replayed = simulate_file(schedule, [history], options=ReplayOptions(lengths_epoch=1)).document
+    simulated = done.report["simulated"]
+    assert simulated["lengths"]["epoch"] == replayed["lengths"]["epoch"] == 1
+    assert simulated["metrics"]["end_to_end_s"] == round(replayed["metrics"]["end_to_end_s"], 4)
+    assert "observed lengths (epoch 1) for 300 prompts" in " ".join(done.text().split())
+    assert report_schedule(schedule, lengths=[history]).report["observed"]["epoch"] is None
+    probed = report_schedule(schedule, lengths=[history], lengths_epoch=-1).report["observed"]
+    assert probed["epoch"] == -1 and probed["samples"] == 300 and probed["quantiles"]["p100"] == 50
+    said = {epoch: str(pytest.raises(SettingsError, report_schedule, schedule, lengths=lengths,
+                                     lengths_epoch=epoch).value)
+            for epoch, lengths in ((3, [history]), (0, []), (-2, [history]))}
+    assert said[3] == (f"--lengths-epoch 3: {history} holds epochs 0 and 1, and samples without an epoch (a "
+                       "probe's: --lengths-epoch -1); give one of those, or leave --lengths-epoch out")
+    assert said[0] == "--lengths-epoch picks an epoch of the --lengths files: give --lengths too, or leave it out"
+    assert said[-2].startswith("--lengths-epoch must be a whole number from -1 to 2147483647 (got -2)")
+    assert "(in Python: lengths_epoch for --lengths-epoch)" in said[-2]
+    # Two files of one epoch: more samples than a group holds, said as a file given twice (not several epochs).
+    copy = tmp_path / "copy.parquet"
+    copy.write_bytes(alone.read_bytes())
+    twice = report_schedule(schedule, lengths=[alone, copy], lengths_epoch=1).warnings
+    assert any("(of epoch 1 alone: a file given twice?)" in w and "give each file once" in w for w in twice), twice
+
+
 def test_compare_with_itself_changes_nothing(report):
     comparison = compare_reports(report, report)
     assert comparison["facts"]

@@ -91,13 +91,15 @@ class ObservedLengths:
 
     frame: pl.DataFrame
     files: tuple[str, ...] = ()
+    epoch: int | None = None  # the epoch of the files kept (`asp report --lengths-epoch`; -1: a probe's); None: all
 
 
-def observed_from_samples(samples: pl.DataFrame, files: Sequence[Path | str] = ()) -> ObservedLengths:
+def observed_from_samples(samples: pl.DataFrame, files: Sequence[Path | str] = (), *,
+                          epoch: int | None = None) -> ObservedLengths:
     """Aggregate per-sample lengths (as `reading.read_lengths` returns them) to one row per prompt.
 
     The group's maximum is the label that matters for a GRPO group (it ends the group), the mean is what
-    the trainer consumes.
+    the trainer consumes. ``epoch``: the epoch the samples were kept of (`asp report --lengths-epoch`), recorded.
     """
     truncated = pl.col("truncated").fill_null(False).cast(pl.Int64) if "truncated" in samples.columns else pl.lit(0)
     frame = (
@@ -110,7 +112,7 @@ def observed_from_samples(samples: pl.DataFrame, files: Sequence[Path | str] = (
         )
         .sort("prompt_id")
     )
-    return ObservedLengths(frame=frame, files=tuple(Path(f).name for f in files))
+    return ObservedLengths(frame=frame, files=tuple(Path(f).name for f in files), epoch=epoch)
 
 
 def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
@@ -554,6 +556,7 @@ def _observed(frame: pl.DataFrame, per_mb: pl.DataFrame, observed: ObservedLengt
     scheduled_ids = frame.filter(pl.col("epoch") == first_epoch)["prompt_id"]
     out: dict[str, Any] = {
         "files": list(observed.files),
+        "epoch": observed.epoch,
         "samples": int(obs["samples"].sum()),
         "prompts_observed": obs.height,
         "prompts_matched": int(scheduled_ids.is_in(obs["prompt_id"].implode()).sum()),

@@ -54,12 +54,16 @@ def report_schedule(
     compare: str | Path | None = None,
     limits: CheckLimits | None = None,
     simulate: bool = False,
+    lengths_epoch: int | None = None,
 ) -> ReportResult:
     """Read a schedule (and optionally observed lengths and a second schedule) and report on it.
 
     This is what `asp report` runs. With ``simulate``, the schedule is also replayed in the simulator (on the
     observed lengths when given) and the report's ``simulated`` section holds the replay
-    (`asp_cli.report.simulated.simulated_section`). Each file is read once.
+    (`asp_cli.report.simulated.simulated_section`). ``lengths_epoch`` (`asp report --lengths-epoch`) compares and
+    replays one epoch of the lengths only, as `asp simulate --lengths-epoch` replays it
+    (`asp_cli.sim.lengths.epoch_samples`; -1: the samples without an epoch, a probe's); None: every sample, a
+    probe's left out of the prompts an epoch holds. Each file is read once.
 
     Raises
     ------
@@ -67,12 +71,18 @@ def report_schedule(
         When a file is not an asp schedule or is of a newer format version.
     InputError
         When a lengths file is unreadable.
+    SettingsError
+        When ``lengths_epoch`` is not a whole number from -1 up, is given without lengths, or names an epoch the
+        lengths do not hold (E110, as `asp simulate`'s).
     """
     from asp_cli.reading import read_lengths
     from asp_cli.schedule_format import schedule_of
-    from asp_cli.sim.lengths import refuse_unmatched
+    from asp_cli.sim.lengths import epoch_samples, refuse_unmatched
+    from asp_cli.sim.options import ReplayOptions
 
     lengths = paths_of(lengths)
+    # Validated where `asp simulate` validates it, and replayed with it (`simulated_section`).
+    replay = ReplayOptions(lengths_epoch=lengths_epoch)
     if limits is not None and not isinstance(limits, CheckLimits):  # a dict was an AttributeError from inside
         raise SettingsError(f"limits must be a CheckLimits (asp_cli.CheckLimits(max_padding=0.1, ...)) or None, not "
                             f"{type(limits).__name__}")
@@ -86,6 +96,8 @@ def report_schedule(
         samples, report = read_lengths(lengths, read)
         skipped = report.skipped_rows
         warnings.extend(report.notes)
+    # The epoch compared is the one checked, as `asp simulate` picks it before it matches the ids.
+    samples = epoch_samples(samples, replay.lengths_epoch, lengths)
     # Two files of the same name (before/s.parquet, after/s.parquet) are told apart by their paths.
     loaded = schedule_of(schedule)
     other = schedule_of(compare, "compare") if compare is not None else None
@@ -97,8 +109,8 @@ def report_schedule(
 
         refuse_unmatched(samples, loaded.frame["prompt_id"], lengths)
         probe_left_out = without_probe_samples(samples)[1]
-        samples = _check_samples(samples, loaded, warnings)
-        observed = observed_from_samples(samples, lengths)
+        samples = _check_samples(samples, loaded, warnings, replay.lengths_epoch)
+        observed = observed_from_samples(samples, lengths, epoch=replay.lengths_epoch)
     main = build_report(loaded, observed=observed, name=str(loaded.path) if same_name else None)
     changed = loaded.rows_changed()
     if changed:
@@ -116,7 +128,7 @@ def report_schedule(
     if simulate:
         from asp_cli.report.simulated import simulated_section
 
-        main["simulated"] = simulated_section(loaded, samples, skipped_rows=skipped)
+        main["simulated"] = simulated_section(loaded, samples, skipped_rows=skipped, options=replay)
         main["simulated"]["lengths"]["prompts_with_probe_samples_left_out"] = probe_left_out
     result = ReportResult(report=main, skipped_rows=skipped, warnings=warnings)
     if other is not None:
@@ -128,11 +140,13 @@ def report_schedule(
     return result
 
 
-def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) -> pl.DataFrame:
+def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
+                   epoch: int | None = None) -> pl.DataFrame:
     """Warn about observed lengths of other prompts or above the schedule's cap, and keep the first N samples of a
     prompt that has more; mark samples at the cap truncated where the file does not say (docs/predictor.md: a sample
     that reached the cap was cut there). A probe's samples (no epoch) of prompts an epoch holds are left out, as
-    `asp simulate` leaves them out, and each prompt's taken oldest epoch first (`asp_cli.sim.lengths.in_replay_order`)."""
+    `asp simulate` leaves them out, and each prompt's taken oldest epoch first (`asp_cli.sim.lengths.in_replay_order`).
+    ``epoch``: the one `--lengths-epoch` kept, where it was given (more samples than N are then not several epochs')."""
     from asp_cli.sim.lengths import in_replay_order
 
     samples = in_replay_order(samples)[0]
@@ -157,9 +171,12 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str]) ->
 
             samples = samples.filter(pl.int_range(pl.len()).over("prompt_id") < n)
             each = per_prompt.unique()
+            from asp_cli.report.simulated import epoch_words
+
+            cause, fix = (("several epochs, or a file given twice?", "give one epoch's lengths") if epoch is None else
+                          (f"of {epoch_words(epoch)} alone: a file given twice?", "give each file once"))
             warnings.append(f"{extra:,} prompts have more than the schedule's {n} samples per prompt in --lengths "
-                            "(several epochs, or a file given twice?); the first "
-                            f"{n} of each are compared, as asp simulate replays them; give one epoch's lengths"
+                            f"({cause}); the first {n} of each are compared, as asp simulate replays them; {fix}"
                             + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))
     cap = (schedule.settings or {}).get("max_response_tokens")
     if isinstance(cap, int) and not isinstance(cap, bool):

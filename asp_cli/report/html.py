@@ -12,7 +12,7 @@ import math
 from string import Template
 from typing import Any
 
-from asp_cli.report.simulated import as_verl_routes, lengths_source
+from asp_cli.report.simulated import as_verl_routes, epoch_words, lengths_source
 
 _WIDTH = 860
 # Colour-blind-safe palette (Okabe-Ito), then greys; series keep their colour on every plot.
@@ -448,6 +448,7 @@ def _quantile_table(report: dict[str, Any]) -> str:
 def _observed_section(observed: dict[str, Any]) -> str:
     facts = [
         ["files", ", ".join(observed["files"])],
+        *([["epoch (--lengths-epoch)", epoch_words(observed["epoch"])]] if observed.get("epoch") is not None else []),
         ["samples / prompts observed", f"{observed['samples']:,} / {observed['prompts_observed']:,}"],
         ["scheduled prompts matched / not observed",
          f"{observed['prompts_matched']:,} / {observed['prompts_unmatched']:,}"],

@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from asp_cli.schedule_format import Schedule
+from asp_cli.sim.options import ReplayOptions
 
 # Points on the time grid of the simulated curves (as the expected ones in `report`).
 _GRID_POINTS = 160
@@ -32,10 +33,11 @@ def simulated_section(
     samples: pl.DataFrame | None = None,
     *,
     skipped_rows: int = 0,
+    options: ReplayOptions | None = None,
 ) -> dict[str, Any]:
     """Replay ``schedule`` with `asp_cli.bench.simulate.simulate_loaded` (the dispatch and the other settings the
     schedule was made for) on the observed ``samples`` (one row per sample; None samples lengths) and return the report's
-    ``simulated`` section.
+    ``simulated`` section. ``options``: the replay's (`asp report --lengths-epoch`'s epoch, in ``lengths.epoch``).
 
     Raises
     ------
@@ -44,7 +46,8 @@ def simulated_section(
     """
     from asp_cli.bench.simulate import simulate_loaded
 
-    replay = simulate_loaded(schedule, samples, skipped_rows=skipped_rows)
+    replay = simulate_loaded(schedule, samples, skipped_rows=skipped_rows,
+                             options=ReplayOptions() if options is None else options)
     document, result = replay.document, replay.result
     metrics = result.metrics
     n = int(document["samples_per_prompt"])
@@ -109,13 +112,22 @@ def simulated_section(
     }
 
 
+def epoch_words(epoch: int | None) -> str:
+    """The epoch of the observed lengths `--lengths-epoch` picked, in words for both renderers ("" without it)."""
+    if epoch is None:
+        return ""
+    return "epoch " + str(epoch) if epoch >= 0 else "the samples without an epoch (a probe's)"
+
+
 def lengths_source(simulated: dict[str, Any]) -> str:
     """What lengths the replay ran on, in words, for both renderers."""
     lengths = simulated["lengths"]
     observed, sampled = lengths["prompts_with_observed_lengths"], lengths["prompts_with_sampled_lengths"]
     if not observed:
         return "lengths sampled around the predictions"
-    return f"observed lengths for {observed:,} prompts" + (f", sampled for {sampled:,}" if sampled else "")
+    epoch = epoch_words(lengths.get("epoch"))
+    return (f"observed lengths{f' ({epoch})' if epoch else ''} for {observed:,} prompts"
+            + (f", sampled for {sampled:,}" if sampled else ""))
 
 
 def as_verl_routes(report: dict[str, Any]) -> str:

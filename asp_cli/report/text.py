@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from asp_cli.report.simulated import as_verl_routes, lengths_source
+from asp_cli.report.simulated import as_verl_routes, epoch_words, lengths_source
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
@@ -265,7 +265,9 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
 
 
 def _render_observed(out: Any, observed: dict[str, Any]) -> None:
-    out(f"[bold]Observed lengths[/bold] ({_shown(', '.join(observed['files']))}): {observed['samples']:,} samples for "
+    epoch = epoch_words(observed.get("epoch"))
+    out(f"[bold]Observed lengths[/bold] ({_shown(', '.join(observed['files']))}{'; ' + epoch if epoch else ''}): "
+        f"{observed['samples']:,} samples for "
         f"{observed['prompts_observed']:,} prompts; {observed['prompts_matched']:,} scheduled prompts matched, "
         f"{observed['prompts_unmatched']:,} not observed, {observed['observed_not_in_schedule']:,} observed "
         "prompts not in the schedule")
