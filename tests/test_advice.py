@@ -44,7 +44,9 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     assert warning.startswith("the epoch's 50 prompts end in a step of 18 groups, short of --train-batch-size 32: a "
                               "trainer that reads batches of 32 consecutive rows and drops a partial last one (verl's "
                               "and AReaL's dataloaders; slime with --num-epoch) leaves those 18 prompts out "
-                              "(OpenRLHF trains them as a short step); use a --train-batch-size that divides 50 (e.g.")
+                              "(OpenRLHF trains them as a short step; MindSpeed-RL leaves them out at train_iters of "
+                              "the whole batches, and one iteration more fills their batch from the file's start, "
+                              "training its first prompts twice); use a --train-batch-size that divides 50 (e.g.")
     # Where `dropped_tail_warnings` says what the batch drops (its own warning, with the same fixes), this one is
     # left out: the sample data's `asp schedule` printed both, the first thing a newcomer read.
     assert plan_warnings(arrange(prompt_frame(50), make_predictions(50), one), one, partial_batch=False) == []
@@ -54,9 +56,34 @@ def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     (warning,) = plan_warnings(arrange(prompt_frame(50), make_predictions(50), arrival), arrival)
     assert warning.startswith("the epoch's 50 prompts leave 18 rows past the last whole batch of 32: a trainer that "
                               "reads its rows in batches and drops a partial last one (verl's and AReaL's dataloaders; "
-                              "slime with --num-epoch) leaves those 18 prompts out (OpenRLHF trains them as a short step); use a "
+                              "slime with --num-epoch) leaves those 18 prompts out (OpenRLHF trains them as a short step; "
+                              "MindSpeed-RL leaves them out at train_iters of the whole batches, and one iteration "
+                              "more fills their batch from the file's start, training its first prompts twice); use a "
                               "--train-batch-size that "
                               "divides 50 (e.g.")
+
+
+def test_each_partial_batch_warning_says_what_mindspeed_rl_does_with_those_rows():
+    """The partial-last-batch warnings named verl, AReaL, slime and OpenRLHF but not MindSpeed-RL, which reads
+    train_iters x global_batch_size rows of the file (docs/integrations.md, MindSpeed-RL): at train_iters of the whole
+    batches it leaves them out, and one iteration more fills their batch from the file's start."""
+    from asp_cli.arrange.advice import dropped_tail_warnings
+
+    said = ("MindSpeed-RL leaves them out at train_iters of the whole batches, and one iteration more fills their "
+            "batch from the file's start, training its first prompts twice")
+    for epochs, trainer in ((1, "schedule"), (1, "arrival"), (2, "arrival")):
+        settings = ScheduleSettings(train_batch_size=32, minibatch_size=8, epochs=epochs, trainer=trainer,
+                                    instances=4, arrangement="per-step" if trainer == "schedule" else "auto")
+        frame = arrange(prompt_frame(50), make_predictions(50), settings)
+        (warning,) = [w for w in plan_warnings(frame, settings) if "partial last one" in w]
+        assert f"({said})" in warning or f"; {said})" in warning, (epochs, trainer, warning)
+    sources = pl.DataFrame({"row": list(range(500)), "data_source": ["gsm8k"] * 400 + ["aime"] * 100})
+    frame = pl.DataFrame({"row": list(range(500)), "seq": list(range(500)), "epoch": [0] * 500,
+                          "train_step": [r // 160 for r in range(500)]})
+    for epochs in (1, 2):
+        settings = ScheduleSettings(train_batch_size=160, trainer="arrival", epochs=epochs)
+        (warning,) = dropped_tail_warnings(frame, sources, settings)
+        assert (f"; {said});" if epochs == 1 else f"mean length ({said});") in warning, warning
 
 
 def test_a_synchronous_plan_gives_every_instance_a_minibatch_in_each_step():
@@ -147,7 +174,8 @@ def test_a_dropped_partial_batch_holding_one_source_is_warned_about():
         "a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) leaves out "
         "the epoch's last 20 rows in file (dispatch) order: 20 of them are 'aime', 20% of that source's prompts, "
         "where a shuffle's would leave out about 4% of each source, at about the epoch's mean length (OpenRLHF trains "
-        "them as a short step); use a --train-batch-size that divides 500 (e.g. 125 or 250; a different batch size "
+        "them as a short step; MindSpeed-RL leaves them out at train_iters of the whole batches, and one iteration "
+        "more fills their batch from the file's start, training its first prompts twice); use a --train-batch-size that divides 500 (e.g. 125 or 250; a different batch size "
         "changes the number of steps, so compare with asp simulate; or keep 480 of the prompts, 3 batches of 160), or "
         "--steps representative"]
     named = dataclass_replace(arrival, arrangement="long-first")  # --steps constrains auto alone: not offered

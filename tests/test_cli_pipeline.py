@@ -422,13 +422,13 @@ def test_a_parquet_export_prints_mindspeed_rls_settings(tmp_path):
         assert made.exit_code == 0, made.output
         result = invoke("export", tmp_path / "s.parquet", data, "-o", tmp_path / "o.parquet", "--force", *export_args)
         assert result.exit_code == 0, result.output
-        return next(line for line in result.stderr.splitlines() if line.startswith("  MindSpeed-RL: "))
+        return next(line for line in result.stderr.splitlines() if line.startswith("  if you train with MindSpeed-RL: "))
 
     synchronous = ["--max-lag", 0, "--trainer", "schedule", "--train-batch-size", 16, "--instances", 2,
                    "--max-response-tokens", 2048]
     line = export([*synchronous, "--minibatch-size", 4], "--order", "train")
     assert line == (
-        f"  MindSpeed-RL: preprocess {tmp_path / 'o.parquet'} (its data config's input, your handler and map_keys), "
+        f"  if you train with MindSpeed-RL: preprocess {tmp_path / 'o.parquet'} (its data config's input, your handler and map_keys), "
         "then megatron_training: no_shuffle: true, global_batch_size: 16, train_iters: 4 (the last 8 rows left out; "
         "one step more would fill their batch from the file's start); rl_config: n_samples_per_prompt: 8, "
         "guarantee_order: true (each of its 2 rollout replicas then takes its own chunk of a batch, as laid out here; "

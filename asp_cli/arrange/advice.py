@@ -80,6 +80,15 @@ def settings_warnings(settings: ScheduleSettings) -> list[str]:
     return warnings
 
 
+# What MindSpeed-RL (v2.3.0) does with the rows past a file's last whole batch (docs/integrations.md, MindSpeed-RL):
+# it reads train_iters x global_batch_size rows, going through the file again from its start for more
+# (mindspeed_rl/datasets/utils.py:128-139), so at train_iters of the whole batches (what `asp export` prints) it
+# leaves them out, and one iteration more fills their batch with the file's first rows, which it then trains twice.
+# The partial-batch warnings named verl, AReaL, slime and OpenRLHF only (a MindSpeed-RL newcomer's round).
+_MINDSPEED_PARTIAL = ("MindSpeed-RL leaves them out at train_iters of the whole batches, and one iteration more fills "
+                      "their batch from the file's start, training its first prompts twice")
+
+
 def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *, partial_batch: bool = True) -> list[str]:
     """Warnings about ``frame`` (a schedule, all epochs) for the trainer ``settings`` describe; ``partial_batch``
     False leaves out the one-epoch partial last batch's, where `dropped_tail_warnings` says it with what it drops
@@ -106,8 +115,8 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *, partial_ba
              f"the epoch's {prompts:,} prompts leave {prompts % size:,} rows past the last whole batch of {size}: a "
              "trainer that reads its rows in batches")
             + f" and drops a partial last one (verl's and AReaL's dataloaders; slime with --num-epoch) leaves those "
-            f"{prompts % size:,} prompts out (OpenRLHF trains them as a short step); use a --train-batch-size that "
-            f"divides {prompts:,}"
+            f"{prompts % size:,} prompts out (OpenRLHF trains them as a short step; {_MINDSPEED_PARTIAL}); use a "
+            f"--train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size))
     elif settings.epochs > 1 and prompts > size and prompts % size:
         # Steps that run across the epochs (a trainer that takes groups as they finish): no step is short, but a
@@ -119,7 +128,7 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *, partial_ba
             + (f"leaves {whole:,}" if whole else "fills whole batches only by a batch that spans two epochs")
             + ": a trainer that reads its rows in batches and drops a partial last one (verl's and AReaL's "
             "dataloaders; slime with --num-epoch) leaves those rows out, of each epoch exported alone (asp export "
-            f"--epoch) or of the file's last; use a --train-batch-size that divides {prompts:,}"
+            f"--epoch) or of the file's last ({_MINDSPEED_PARTIAL}); use a --train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size))
     used = frame["instance"].n_unique() if frame.height else 0
     if used < settings.instances:
@@ -224,7 +233,7 @@ def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame | None, set
                if settings.epochs > 1 else "")
             + ": " + "; ".join(said) + f", where a shuffle's would leave out about {p:.0%} "
             + ("of each source, at about the epoch's mean length" if sourced else "of the epoch, at about its mean length")
-            + ("" if settings.epochs > 1 else " (OpenRLHF trains them as a short step)")
+            + " (" + ("" if settings.epochs > 1 else "OpenRLHF trains them as a short step; ") + _MINDSPEED_PARTIAL + ")"
             + f"; use a --train-batch-size that divides {rows:,}"
             + (dividing_example(rows, size) if settings.epochs == 1 else "")
             + (", or --steps representative" if settings.arrangement == "auto" else "")]

@@ -261,7 +261,9 @@ def _mindspeed_settings(summary: dict, order: str) -> str:
             and summary.get("schedule_engine") in (None, "continuous") else
             "; the schedule was not made for its synchronous trainer and blocking vLLM calls: make it with --engine "
             "continuous --max-lag 0 --trainer schedule")
-    return ("  MindSpeed-RL: preprocess " + summary.get("output", "FILE") + " (its data config's input, your handler "
+    # Said as a condition: every Parquet export prints it, and a verl or AReaL user read "MindSpeed-RL: preprocess"
+    # as a step of their own.
+    return ("  if you train with MindSpeed-RL: preprocess " + summary.get("output", "FILE") + " (its data config's input, your handler "
             f"and map_keys), then megatron_training: no_shuffle: true, global_batch_size: {g}, {iters}; rl_config: "
             f"n_samples_per_prompt: {n}, guarantee_order: true (each of its {k} rollout replicas then takes its own "
             + ("chunk of a batch, as laid out here" if order == "train" else
