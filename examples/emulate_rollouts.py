@@ -4,7 +4,9 @@
     python examples/emulate_rollouts.py schedule.parquet -o rollouts.jsonl --epoch-label 0
 
 The log has one JSON line per sample: ``prompt_id``, ``sample`` (0..n-1), ``response_tokens``,
-``truncated``, ``epoch`` (the ``--epoch-label``: the training epoch this replay stands for), ``instance``,
+``truncated``, ``epoch`` (the ``--epoch-label``: the training epoch this replay stands for; of a schedule of several
+epochs replayed whole, each row's own, ``--epoch-label`` for its first and the next numbers for the others, each
+drawn afresh, so that ``asp observe`` reads the log as those epochs' samples), ``instance``,
 ``minibatch``, ``seq`` and ``train_step`` (from the schedule). Rows follow the schedule's dispatch order. The log
 is written as asp writes its outputs: beside it, then renamed into place, so an interrupted run leaves no half log.
 Output is deterministic for a given schedule, ``--seed`` and ``--epoch-label``. ``--seed`` is the emulated
@@ -96,6 +98,9 @@ def emulate(schedule: Path, *, epoch_label: int, seed: int, schedule_epoch: int 
     rows = pl.read_parquet(schedule).sort("seq")
     if schedule_epoch is not None:
         rows = rows.filter(pl.col("epoch") == schedule_epoch)
+    # Each schedule epoch its own label, counted from `epoch_label`: one label for every epoch logged each prompt's
+    # same draws once an epoch, which `asp observe` refuses as samples logged twice (a library newcomer's round).
+    first_epoch = int(rows["epoch"].min()) if rows.height else 0
     mean_col = "predicted_mean_tokens" if "predicted_mean_tokens" in rows.columns else "predicted_tokens"
     # The noise model's true means come from one schedule's predictions: a later epoch's schedule, planned with
     # history, predicts other means, and drawing its truth from them made the truth move with the plan (epoch 1
@@ -109,7 +114,8 @@ def emulate(schedule: Path, *, epoch_label: int, seed: int, schedule_epoch: int 
     records = []
     for row in rows.iter_rows(named=True):
         prompt_id = row["prompt_id"]
-        rng = np.random.default_rng(_stable_seed(seed, epoch_label, prompt_id))
+        label = epoch_label + int(row["epoch"]) - first_epoch
+        rng = np.random.default_rng(_stable_seed(seed, label, prompt_id))
         if prompt_id in real:
             lengths = rng.choice(real[prompt_id], size=n, replace=True)
         else:
@@ -126,7 +132,7 @@ def emulate(schedule: Path, *, epoch_label: int, seed: int, schedule_epoch: int 
                     "sample": sample,
                     "response_tokens": tokens,
                     "truncated": tokens >= cap,
-                    "epoch": epoch_label,
+                    "epoch": label,
                     "instance": row["instance"],
                     "minibatch": row["minibatch"],
                     "seq": row["seq"],
@@ -154,8 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("schedule", type=Path, nargs="?")
     parser.add_argument("-o", "--output", type=Path, help="The rollout log to write (.jsonl).")
-    parser.add_argument("--epoch-label", type=int, default=0, help="The training epoch to record in the log.")
-    parser.add_argument("--schedule-epoch", type=int, default=None, help="Replay one schedule epoch (default all).")
+    parser.add_argument("--epoch-label", type=int, default=0,
+                        help="The training epoch to record in the log (of a schedule of several epochs replayed "
+                             "whole, its first: each later epoch's rows get the next numbers).")
+    parser.add_argument("--schedule-epoch", type=int, default=None,
+                        help="Replay one schedule epoch, recorded as --epoch-label (default all, each its own).")
     parser.add_argument("--seed", type=int, default=0,
                         help="The emulated world: each prompt's true mean is drawn from it and its id. Keep it the "
                              "same for every epoch of one run (the samples already differ by --epoch-label); a new "
@@ -183,11 +192,12 @@ def main(argv: list[str] | None = None) -> int:
                   truth_from=args.truth_from)
     write_atomically(args.output, log.write_ndjson)
     ids = log["prompt_id"].unique()
-    epochs = pl.read_parquet(args.schedule, columns=["epoch"])["epoch"].n_unique()
-    if args.schedule_epoch is None and epochs > 1:  # the log as ever (figures replay such logs), but said
-        print(f"Note: the schedule holds {epochs} epochs, replayed here under one --epoch-label {args.epoch_label} "
-              "with the same draws each: asp observe refuses such a log as samples logged twice; pass "
-              "--schedule-epoch E (with --epoch-label) for one epoch's log", file=sys.stderr)
+    labels = log["epoch"].unique().sort().to_list() if log.height else []
+    if len(labels) > 1:  # each row its own epoch, said: a log of one label was what a user of --epoch-label expected
+        which = f"{labels[0]} and {labels[1]}" if len(labels) == 2 else f"{labels[0]} to {labels[-1]}"
+        print(f"Note: the schedule's {len(labels)} epochs are logged as epochs {which} (each row "
+              f"its own, counted from --epoch-label {args.epoch_label}); pass --schedule-epoch E for one epoch's log",
+              file=sys.stderr)
     matched = int(ids.is_in(list(real_lengths())).sum())
     print(f"Wrote {args.output}: {log.height:,} samples of {ids.len():,} prompts, {matched:,} of them with real "
           f"ZeroEval lengths (the others drawn around the schedule's predictions)", file=sys.stderr)

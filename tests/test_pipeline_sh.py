@@ -137,27 +137,42 @@ def test_the_emulated_truth_stays_put_when_the_plan_changes(tmp_path):
     assert lengths(second, truth_from=first) == lengths(first)
 
 
-def test_the_emulator_says_a_log_of_several_schedule_epochs_under_one_label_repeats_its_samples(tmp_path):
+def test_the_emulator_logs_each_schedule_epoch_as_its_own_epoch_which_asp_observe_reads(tmp_path):
     """A library newcomer's round: the README's Python schedule (epochs=2) emulated as the README says (no
     --schedule-epoch) wrote each prompt's samples twice, the same draws under one --epoch-label, and `asp observe`
-    refused the log as "sample 0 of epoch 0 again, of the same length" without a word from the emulator. The log
-    stays as it was (the documented figures replay such logs); the emulator says so and what to pass."""
+    refused the log as "sample 0 of epoch 0 again, of the same length"; the emulator then only printed a note. Each
+    row now carries its own epoch, counted from --epoch-label, drawn as that epoch replayed alone would be: `asp
+    observe` reads the log as those epochs' samples, and epoch 0's draws (the ones replays of such logs take, the
+    oldest epoch first) are the ones the log held before."""
     import subprocess
     import sys
 
-    from asp_cli import ScheduleSettings, schedule
+    import polars as pl
+
+    from asp_cli import ScheduleSettings, observe, schedule
     from util import make_prompts, write_jsonl
 
     data = write_jsonl(tmp_path / "prompts.jsonl", make_prompts(12))
     made = tmp_path / "s.parquet"
     schedule(data, made, settings=ScheduleSettings(instances=2, train_batch_size=4, samples_per_prompt=2, epochs=2))
 
-    def emulate(*extra):
-        return subprocess.run([sys.executable, str(REPO / "examples" / "emulate_rollouts.py"), str(made), "-o",
-                               str(tmp_path / "r.jsonl"), *extra], capture_output=True, text=True, check=True).stderr
+    def emulate(name, *extra):
+        said = subprocess.run([sys.executable, str(REPO / "examples" / "emulate_rollouts.py"), str(made), "-o",
+                               str(tmp_path / name), *extra], capture_output=True, text=True, check=True).stderr
+        return pl.read_ndjson(tmp_path / name), said
 
-    said = emulate()
-    assert ("the schedule holds 2 epochs, replayed here under one --epoch-label 0 with the same draws each: asp "
-            "observe refuses such a log as samples logged twice; pass --schedule-epoch E (with --epoch-label) for "
-            "one epoch's log") in said
-    assert "replayed here under one" not in emulate("--schedule-epoch", "1", "--epoch-label", "1")
+    whole, said = emulate("r.jsonl")
+    assert ("the schedule's 2 epochs are logged as epochs 0 and 1 (each row its own, counted from --epoch-label 0); "
+            "pass --schedule-epoch E for one epoch's log") in said
+    assert whole.group_by("epoch").len().sort("epoch").rows() == [(0, 24), (1, 24)]
+    for e in (0, 1):  # each epoch as that epoch replayed alone under its label
+        alone, note = emulate(f"e{e}.jsonl", "--schedule-epoch", str(e), "--epoch-label", str(e))
+        assert "Note:" not in note and alone["epoch"].unique().to_list() == [e]
+        key = ["prompt_id", "sample"]
+        assert whole.filter(pl.col("epoch") == e).sort(key).equals(alone.sort(key))
+    first, second = (whole.filter(pl.col("epoch") == e).sort("prompt_id", "sample")["response_tokens"] for e in (0, 1))
+    assert not first.equals(second)  # drawn afresh, not the same samples twice
+    history = observe([tmp_path / "r.jsonl"], tmp_path / "h.parquet", schedule=made).history
+    assert history.group_by("epoch").len().sort("epoch").rows() == [(0, 24), (1, 24)]
+    later, _ = emulate("later.jsonl", "--epoch-label", "3")
+    assert sorted(later["epoch"].unique().to_list()) == [3, 4]
