@@ -65,6 +65,29 @@ def test_a_schedule_made_for_verls_colocated_mode_says_its_timeline_lets_rollout
     assert said not in " ".join(run(plain).stdout.split())
 
 
+def test_the_report_says_whose_deal_the_plan_was_made_for_as_asp_schedule_did(tmp_path):
+    """`asp schedule` says under its first line whose framework's router and trainer a plan on servers was made
+    for; `asp report` (what a user opens later to see what a schedule does) did not. It says it in a "made for"
+    row and in --json's provenance.made_for, worked out from the settings (files made before the summary kept it
+    say it too), and not for a plan that names no framework's deal."""
+    slime, plain = tmp_path / "s.parquet", tmp_path / "p.parquet"
+    make_schedule(slime, arrangement="shuffle", engine="streaming", max_lag=1, trainer="schedule",
+                  router="cache-aware")
+    make_schedule(plain, arrangement="shuffle", engine="streaming", max_lag=1)
+    text = " ".join(run(slime).stdout.split())
+    assert ("made for slime's router (--router cache-aware: sglang-router's cache-aware policy) and "
+            "train_async.py, each rollout generated while the step before trains") in text
+    document = json.loads(run(slime, "--json").stdout)
+    assert document["provenance"]["made_for"] == {
+        "framework": "slime", "trainer": "train_async.py", "alternatives": [],
+        "options": ["--router cache-aware", "--max-lag 1", "--trainer schedule"]}
+    assert "made for" not in run(plain).stdout
+    assert "made_for" not in json.loads(run(plain, "--json").stdout)["provenance"]
+    html = tmp_path / "s.html"
+    assert run(slime, "--html", html).exit_code == 0
+    assert "<th>made for</th><td><code>slime&#x27;s router" in html.read_text()
+
+
 def test_json_is_the_only_thing_on_stdout(schedules):
     result = run(schedules / "a.parquet", "--json")
     assert result.exit_code == 0

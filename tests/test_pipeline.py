@@ -657,7 +657,7 @@ def test_a_progress_that_is_no_function_is_a_settings_error_naming_it(tmp_path):
 def test_made_for_names_a_framework_only_where_the_router_or_synchronous_steps_make_the_plan_one():
     """`made_for` (the summary's "made for ..." line and `--json`'s field): verl's synchronous steps behind its
     balancer, named or not; None on a blocking engine, or for verl's balancer under an asynchronous trainer."""
-    from asp_cli.arrange.summary import made_for
+    from asp_cli.arrange.made_for import made_for
 
     for router in (None, "least-pending"):
         deal = made_for(ScheduleSettings(engine="streaming", max_lag=0, trainer="schedule", router=router))

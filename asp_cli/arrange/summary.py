@@ -11,7 +11,8 @@ import polars as pl
 from asp_cli.arrange.choose import ArrangementChoice
 from asp_cli.arrange.timeline import busy_seconds, group_tokens
 from asp_cli.costmodel import HardwarePreset
-from asp_cli.settings import ScheduleSettings, one_step_off
+from asp_cli.arrange.made_for import made_for
+from asp_cli.settings import ScheduleSettings
 from asp_cli.sim.metrics import minibatch_padding
 
 
@@ -84,61 +85,3 @@ def summarize(frame: pl.DataFrame, settings: ScheduleSettings, preset: HardwareP
         "expected_lag_max": int(frame["expected_lag"].max()),
         "prompts_from_history": int(frame.filter((pl.col("epoch") == 0) & (pl.col("prediction_source") == "history")).height),
     }
-
-
-def _deal(framework: str, trainer: str | None, *options: str) -> dict[str, Any]:
-    return {"framework": framework, "trainer": trainer, "options": list(options)}
-
-
-def made_for(settings: ScheduleSettings) -> dict[str, Any] | None:
-    """Whose deal (router and trainer) a plan on servers was made for, where its router or trainer is one
-    framework's and another framework shares the rest: ``framework``, ``trainer`` (that framework's own name for
-    it; None for a router's plan under a trainer the framework does not run), the ``options`` that make it so, and
-    ``alternatives``, each the ``framework``, ``trainer`` and ``options`` (given beside this plan's, or in place of
-    its values) that make the plan for the other framework or trainer. None for a plan that names no such deal
-    (verl's balancer under an asynchronous trainer taking groups in arrival order, AReaL's SPMD mode, a blocking
-    engine), whose arrangement line says whose routing it was timed with. `asp schedule` says it under its
-    summary's first line."""
-    lag, trainer, router = settings.max_lag, settings.trainer, settings.router
-    if settings.engine != "streaming":
-        return None
-    if router == "group-round-robin" and trainer == "arrival":
-        return {**_deal("AReaL", "single controller", "--router group-round-robin", "--trainer arrival",
-                        "--max-lag none" if lag is None else f"--max-lag {lag:g}"),
-                "alternatives": [_deal("OpenRLHF", "synchronous", "--trainer schedule", "--max-lag 0"),
-                                 _deal("OpenRLHF", "--train.async_enable", "--trainer schedule", "--max-lag 1")]}
-    areal = _deal("AReaL", "single controller", "--trainer arrival", "--max-lag N")
-    if router == "group-round-robin":  # `--trainer schedule` at a lag of 0 or 1 (`ScheduleSettings` refuses others)
-        own, other = ("synchronous", "--train.async_enable") if lag == 0 else ("--train.async_enable", "synchronous")
-        return {**_deal("OpenRLHF", own, "--router group-round-robin", "--trainer schedule", f"--max-lag {lag:g}"),
-                "alternatives": [_deal("OpenRLHF", other, f"--max-lag {1 - lag:g}"), areal]}
-    if router == "cache-aware":
-        own = ("train.py" if lag == 0 and trainer == "schedule" else
-               "train_async.py" if one_step_off(router, lag, trainer) else None)
-        return {**_deal("slime", own, "--router cache-aware", *([f"--max-lag {lag:g}", "--trainer schedule"]
-                                                                if own else [])),
-                "alternatives": [] if own else [_deal("slime", "train.py", "--max-lag 0", "--trainer schedule"),
-                                                _deal("slime", "train_async.py", "--max-lag 1", "--trainer schedule")]}
-    if router in (None, "least-pending") and lag == 0 and trainer == "schedule":
-        # verl's synchronous trainer; slime's train.py and OpenRLHF's default take the same steps behind their own
-        # routers (a slime newcomer who left out --router cache-aware was given verl's routing in silence).
-        planned = ["--dispatch planned"] if settings.dispatch == "planned" else []
-        free = ["--dispatch free"] if planned else []  # a router places each request itself (`ScheduleSettings`)
-        return {**_deal("verl", "synchronous", "--engine streaming", "--max-lag 0", "--trainer schedule", *planned),
-                "alternatives": [_deal("slime", "train.py", "--router cache-aware", *free),
-                                 _deal("OpenRLHF", "synchronous", "--router group-round-robin", *free)]}
-    if router in (None, "least-pending") and lag is not None and lag > 0 and trainer == "schedule":
-        # Each step's own groups a warm-up ahead: verl's v1 trainer with asp's replay buffer, which `asp export
-        # --format verl` takes for it (`colocate-async` unless `--verl-trainer` names the mode). At a lag of 1 it
-        # is slime's train_async.py and OpenRLHF's --train.async_enable behind their own routers: a newcomer who
-        # left out the router was given verl's routing with no word of it (a review's).
-        planned = ["--dispatch planned"] if settings.dispatch == "planned" else []
-        free = ["--dispatch free"] if planned else []
-        mode = settings.verl_v1_mode or "colocate-async"
-        return {**_deal("verl", mode.replace("-", "_"), "--engine streaming", f"--max-lag {lag:g}",
-                        "--trainer schedule", *([f"--verl-trainer {mode}"] if settings.verl_v1_mode else []),
-                        *planned),
-                "alternatives": [] if lag != 1 else [
-                    _deal("slime", "train_async.py", "--router cache-aware", *free),
-                    _deal("OpenRLHF", "--train.async_enable", "--router group-round-robin", *free)]}
-    return None

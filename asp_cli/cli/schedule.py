@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 
 from asp_cli.cli.common import NO_LAG_BOUND, emit_json, guarded, lag_option, difficulty_key_option, output_option, say, source_key_option
+from asp_cli.arrange.made_for import made_for_line
 from asp_cli.cli.progress import stage_bar
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import PRESET_NAMES, ScheduleSettings
@@ -123,73 +124,12 @@ def schedule_command(
         summary = result.summary
         if not quiet:
             text = _summary_text(summary, output, bundled=predictor is None and not predictions and not history)
-            deal = _deal_line(summary.get("made_for"))  # under the "Wrote" line: whose deal, and the others'
+            deal = made_for_line(summary.get("made_for"))  # under the "Wrote" line: whose deal, and the others'
             say((text.replace("\n", f"\n{deal}\n", 1) if deal else text) + _columns_line(result.columns))
         for warning in summary.get("warnings", []):  # under --quiet too: a CI log kept none (a newcomer's)
             say(f"Warning: {warning}")
         if json_output:
             emit_json({"output": str(output), **summary, "columns_used": result.columns})
-
-
-def _deal_line(made: dict | None) -> str:
-    """Whose deal a plan for a framework's router was made for, and the options that make it for the other
-    framework that shares the router, said from its summary's ``made_for`` (`asp_cli.arrange.summary.made_for`):
-    `--router group-round-robin` is OpenRLHF's deal with `--trainer schedule` and AReaL's controller with
-    `--trainer arrival` (the default), and an OpenRLHF newcomer who left out `--trainer schedule --max-lag 0` was
-    given AReaL's plan, exit 0, said only deep in the arrangement line. Synchronous steps on servers (`--max-lag 0
-    --trainer schedule`) behind verl's balancer are verl's trainer's, and the line names slime's and OpenRLHF's
-    routers for theirs. Empty for other plans (verl's balancer under an asynchronous trainer, AReaL's SPMD mode),
-    whose lines already say whose they are."""
-    if not made:
-        return ""
-    framework, trainer, options = made["framework"], made["trainer"], made["options"]
-    if framework == "AReaL":
-        bound = "no --max-lag: no bound" if options[-1] == "--max-lag none" else options[-1]
-        return (f"  made for AReaL's controller (--router group-round-robin --trainer arrival, {bound}): an "
-                "asynchronous trainer, each group dealt whole to the next server as the staleness bound admits it; "
-                "for OpenRLHF, which trains each rollout batch whole, add --trainer schedule --max-lag 0 "
-                "(synchronous, its default) or --max-lag 1 (--train.async_enable)")
-    if framework == "OpenRLHF":
-        return ("  made for OpenRLHF's "
-                + ("synchronous trainer (its default: --router group-round-robin --trainer schedule --max-lag 0), "
-                   "each rollout batch dealt to the engines in turn and trained whole, as AReaL's controller runs at "
-                   "rollout.max_head_offpolicyness=0; for --train.async_enable give --max-lag 1"
-                   if trainer == "synchronous" else
-                   "--train.async_enable (--router group-round-robin --trainer schedule --max-lag 1), each rollout "
-                   "batch dealt to the engines in turn while the one before trains; for its synchronous default give "
-                   "--max-lag 0")
-                + "; for AReaL's asynchronous controller, --trainer arrival --max-lag N (its "
-                "rollout.max_head_offpolicyness)")
-    if framework == "slime":
-        run = {"train.py": "train.py's synchronous steps",
-               "train_async.py": "train_async.py, each rollout generated while the step before trains"}.get(trainer)
-        return ("  made for slime's router (--router cache-aware: sglang-router's cache-aware policy)"
-                + (f" and {run}" if run else ", under a trainer slime does not run: its train.py is --max-lag 0 "
-                   "--trainer schedule, its train_async.py --max-lag 1 --trainer schedule"))
-    if framework == "verl" and trainer != "synchronous":  # verl's v1 trainer with asp's replay buffer
-        planned, lag = "--dispatch planned" in options, options[1].removeprefix("--max-lag ")
-        return (f"  made for verl's v1 trainer ({trainer}) with asp's replay buffer: each step trains the groups "
-                f"the schedule gives it, the rollout a warm-up of {lag} train batch{'' if lag == '1' else 'es'} "
-                f"ahead (trainer.v1.{trainer}.num_warmup_batches), each sample routed by "
-                + ("asp's router plug-in (--dispatch planned)" if planned else "verl's balancer (least-pending)")
-                + ("" if any(o.startswith("--verl-trainer") for o in options) else
-                   "; for separate_async add --verl-trainer separate-async")
-                + ("; slime's train_async.py and OpenRLHF's --train.async_enable take the same steps a rollout "
-                   "ahead behind their own routers: for slime add --router cache-aware, for OpenRLHF --router "
-                   "group-round-robin" + (", each with --dispatch free" if planned else "")
-                   if made["alternatives"] else ""))
-    if framework == "verl":
-        # The synchronous steps slime's train.py and OpenRLHF's default take too, behind their own routers: a slime
-        # newcomer who left out --router cache-aware was given verl's routing in silence (export said it, later).
-        planned = "--dispatch planned" in options
-        return ("  made for verl's synchronous trainer (main_ppo's default: --engine streaming --max-lag 0 --trainer "
-                "schedule), each sample routed by "
-                + ("asp's router plug-in (--dispatch planned: each group to its planned server)" if planned else
-                   "verl's balancer (least-pending: a group's samples spread over the servers)")
-                + "; slime's train.py and OpenRLHF's synchronous trainer take the same steps behind their own "
-                "routers: for slime add --router cache-aware (sglang-router keeps a group on one server), for "
-                "OpenRLHF --router group-round-robin" + (", each with --dispatch free" if planned else ""))
-    return ""
 
 
 def _lag_line(summary: dict) -> str:

@@ -151,7 +151,9 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
             "format_version": meta.get("format_version"),
             "timing_columns": timed,
         },
-        "provenance": _provenance(meta),
+        # whose deal the plan was made for (the "made for ..." line `asp schedule` printed), from its settings, so
+        # that files made before the summary recorded it say it too; absent where it names no framework's deal
+        "provenance": {**_provenance(meta), **_made_for(schedule)},
         "size": {
             "prompts": int(frame.filter(pl.col("epoch") == frame["epoch"].min()).height),
             "epochs": int(frame["epoch"].n_unique()),
@@ -198,6 +200,13 @@ def _provenance(meta: dict[str, Any]) -> dict[str, Any]:
         "arrangement": arrangement,
         **({"damaged_metadata": damaged} if damaged else {}),
     }
+
+
+def _made_for(schedule: Schedule) -> dict[str, Any]:
+    from asp_cli.arrange.made_for import made_for
+
+    deal = made_for(schedule.recorded_settings)
+    return {"made_for": deal} if deal else {}
 
 
 def _readable_records(meta: dict[str, Any]) -> tuple[Any, list, dict | None, dict | None, list[str]]:

@@ -420,6 +420,10 @@ def _provenance(report: dict[str, Any]) -> str:
 
         for i, line in enumerate(arrangement_line(prov["arrangement"]).removeprefix("arrangement: ").split("\n")):
             rows.append(["arrangement" if i == 0 else "", line.strip()])
+    if prov.get("made_for"):
+        from asp_cli.arrange.made_for import made_for_line
+
+        rows.append(["made for", made_for_line(prov["made_for"]).strip().removeprefix("made for ")])
     body = "".join(f"<tr><th>{_e(k)}</th><td><code>{_e(v)}</code></td></tr>" for k, v in rows)
     return f'<table class="kv">{body}</table>'
 

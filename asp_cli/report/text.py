@@ -150,6 +150,10 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
 
         for i, line in enumerate(arrangement_line(prov["arrangement"]).removeprefix("arrangement: ").split("\n")):
             made.add_row("arrangement" if i == 0 else "", _shown(line.strip()))
+    if prov.get("made_for"):
+        from asp_cli.arrange.made_for import made_for_line
+
+        made.add_row("made for", _shown(made_for_line(prov["made_for"]).strip().removeprefix("made for ")))
     out(made)
     out(f"{size['prompts']:,} prompts x {size['epochs']} epoch(s) = {size['rows']:,} groups of "
         f"{size['samples_per_prompt']}; {size['minibatches']:,} minibatches on {size['instances']} instances; "
