@@ -758,6 +758,60 @@ def test_compare_on_servers_judges_asp_as_verl_routes_too():
     assert "as verl routes" not in _verdict(rows)  # a blocking engine's comparison: no such column
 
 
+def test_compare_as_verl_routes_names_the_plain_sort_a_curriculum_lead_is():
+    """A verl 0.9 newcomer read "14.4% faster than verl-default (945 s), verl's shuffle" under the table, where the
+    longest-first row, a plain sort of the dataset, was 1.4% faster than asp's curriculum in the same column."""
+    from asp_cli.bench.verdict import verdict as _verdict
+
+    key, dev = "verl_routed_end_to_end_s", "step_length_deviation_p90"
+    rows = [{"arrangement": "verl-default", "end_to_end_s": 974.0, key: 945.0, "prompts_per_call": 31.6, dev: 0.10,
+             "equal_footing": True},
+            {"arrangement": "dataset-order", "end_to_end_s": 764.0, key: 735.0, "prompts_per_call": 31.6, dev: 0.55,
+             "equal_footing": True},
+            {"arrangement": "long-first", "end_to_end_s": 827.0, key: 800.0, "prompts_per_call": 31.6, dev: 0.65,
+             "equal_footing": True},
+            {"arrangement": "long-first (least-pending)", "end_to_end_s": 828.0, key: 798.0, "prompts_per_call": 1.0,
+             dev: 0.65, "equal_footing": True},
+            {"arrangement": "short-first (length-aware)", "end_to_end_s": 800.0, key: 780.0, "prompts_per_call": 1.0,
+             dev: 0.65, "equal_footing": True},  # asp's router plug-in: not a sort a user makes without asp
+            {"arrangement": "asp", "end_to_end_s": 840.0, key: 809.0, "prompts_per_call": 31.6, dev: 0.67}]
+    said = _verdict(rows, 4)
+    assert said.endswith("14.4% faster than verl-default (945 s), verl's shuffle (9.1 instance-minutes saved on 4 "
+                         "instances); 1.4% slower than long-first (least-pending) (798 s), a plain length sort (the "
+                         "dataset sorted, data.shuffle=False), whose steps are a length curriculum as asp's are"), said
+    rows[-1][dev] = 0.12  # asp's steps about a shuffle's: no curriculum lead to explain
+    assert "a plain length sort" not in _verdict(rows, 4)
+    rows[-1][dev] = 0.67
+    rows[3][key] = 700.0  # the sort is the fastest row so routed: named once, as that
+    assert "a plain length sort" not in _verdict(rows, 4)
+
+
+def test_compare_on_a_blocking_engine_says_verl_no_longer_runs_its_verl_default():
+    """A verl 0.9 newcomer followed the README's first `--compare` (a schedule for the blocking engine) and read
+    "29.6% faster than verl-default": verl's shuffle as blocking calls, which verl 0.7 and later do not run."""
+    from asp_cli.bench.verdict import verdict as _verdict
+
+    rows = [{"arrangement": "verl-default", "end_to_end_s": 537.0, "prompts_per_call": 31.6, "equal_footing": True},
+            {"arrangement": "dataset-order", "end_to_end_s": 375.0, "prompts_per_call": 31.6, "equal_footing": True},
+            {"arrangement": "asp", "end_to_end_s": 378.0, "prompts_per_call": 31.9}]
+    note = "(verl's shuffle as blocking generate() calls, which verl 0.7 and later do not run"
+    for mode in ("continuous", "static"):
+        assert f"29.6% faster than verl-default (537 s) {note}" in _verdict(rows, 4, mode)
+    assert note not in _verdict(rows, 4, "streaming") and note not in _verdict(rows, 4)
+
+
+def test_the_no_lag_bound_warning_names_the_engine_verl_runs(tmp_path):
+    """The warning told a verl user to make the schedule with --max-lag 0 --trainer schedule, which on the default
+    blocking engine compares against a verl that no longer runs so; verl 0.7 and later need --engine streaming."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 29)} for i in range(96)])
+    for engine, named in (("continuous", True), ("streaming", False)):
+        out = tmp_path / f"{engine}.parquet"
+        assert invoke("schedule", data, "-o", out, "--engine", engine, "--train-batch-size", "8", "-q").exit_code == 0
+        words = " ".join(invoke("simulate", out, "--compare").stderr.split())
+        assert "Warning: no lag bound" in words, words
+        assert ("with --engine streaming: verl 0.7 and later generate on servers that refill" in words) is named
+
+
 def test_compare_names_the_shuffle_row_a_deal_judges_against_for_what_it_is():
     """An OpenRLHF plan's line read "7.8% faster than least-pending (512 s), the shuffle (OpenRLHF's default order)
     dealt as OpenRLHF deals it": the row named for verl's balancer, described as OpenRLHF's deal."""

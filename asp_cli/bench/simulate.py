@@ -50,7 +50,8 @@ class SimulationReport:
         from asp_cli.bench.verdict import verdict
 
         self._compared("verdict")
-        return verdict(self.comparison, self.document.get("instances")) if self.comparison else ""
+        return (verdict(self.comparison, self.document.get("instances"), self.document.get("mode"))
+                if self.comparison else "")
 
     def _compared(self, method: str) -> None:
         if self.comparison is None:
@@ -391,7 +392,8 @@ def simulate_loaded(
                 f"no lag bound: every row lets rollout run ahead of the trainer (asp's groups are "
                 f"{mine['policy_lag_mean']:.1f} steps stale on average), as an asynchronous trainer does; verl's "
                 "default trainer is synchronous: compare with --max-lag 0 --trainer schedule (and make the "
-                "schedule so)")
+                "schedule so" + ("" if recorded.engine == "streaming" else ", with --engine streaming: verl 0.7 and "
+                                 "later generate on servers that refill, not in blocking calls") + ")")
         planned = int(frame["instance"].max()) + 1  # the rows left out where the instance column names more
         if k < planned:
             document["warnings"].append(
