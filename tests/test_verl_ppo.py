@@ -52,8 +52,14 @@ def test_asps_defaults_and_verls_mini_batch_are_said_where_they_would_bite():
                  notes=notes)
     assert notes == ["actor_rollout_ref.rollout.n=8, data.max_response_length=8192 are asp schedule's defaults, "
                      "which the schedule was made with: if your run's differ, make the schedule with them "
-                     "(--train-batch-size, --samples-per-prompt, --max-response-tokens: they shape the plan) rather "
-                     "than change your run to these"]
+                     "(--samples-per-prompt, --max-response-tokens: they shape the plan) rather "
+                     "than change your run to these"]  # only the options of the values said
+    notes.clear()
+    ppo_settings(ScheduleSettings(train_batch_size=512, samples_per_prompt=16), 512, 8, route="none", epoch=None,
+                 steps=10, epochs=1, notes=notes)
+    assert notes == ["data.max_response_length=8192 is asp schedule's default, which the schedule was made with: if "
+                     "your run's differs, make the schedule with it (--max-response-tokens: it shapes the plan) "
+                     "rather than change your run to these"]
 
 
 def test_values_given_on_the_command_line_are_not_called_asps_defaults():

@@ -207,17 +207,23 @@ def _defaults_notes(settings: ScheduleSettings, size: int, given: frozenset[str]
     defaults (train batch 128, n 8, a cap of 8,192 tokens) as their run's, and verl refused the batch of 128 at
     startup against its default mini batch of 256. A value ``given`` on the command line is the user's own (another
     newcomer was told `rollout.n=8` was asp's default after passing --samples-per-prompt 8)."""
-    defaults = [f"{key}={value}" for key, value, default in (
-        ("data.train_batch_size", size, _ASP_DEFAULTS.train_batch_size),
-        ("actor_rollout_ref.rollout.n", settings.samples_per_prompt, _ASP_DEFAULTS.samples_per_prompt),
-        ("data.max_response_length", settings.max_response_tokens, _ASP_DEFAULTS.max_response_tokens))
+    # Only the options of the values said (a verl newcomer with --train-batch-size 512 was told to make the schedule
+    # with "--train-batch-size, --samples-per-prompt, --max-response-tokens" of one default cap).
+    found = [(f"{key}={value}", option) for key, option, value, default in (
+        ("data.train_batch_size", "--train-batch-size", size, _ASP_DEFAULTS.train_batch_size),
+        ("actor_rollout_ref.rollout.n", "--samples-per-prompt", settings.samples_per_prompt,
+         _ASP_DEFAULTS.samples_per_prompt),
+        ("data.max_response_length", "--max-response-tokens", settings.max_response_tokens,
+         _ASP_DEFAULTS.max_response_tokens))
         if value == default and key not in given]
     notes = []
-    if defaults:
-        notes.append(f"{', '.join(defaults)} {'is' if len(defaults) == 1 else 'are'} asp schedule's "
-                     f"default{'s' if len(defaults) > 1 else ''}, which the schedule was made with: if your run's "
-                     "differ, make the schedule with them (--train-batch-size, --samples-per-prompt, "
-                     "--max-response-tokens: they shape the plan) rather than change your run to these")
+    if found:
+        one = len(found) == 1
+        notes.append(f"{', '.join(d for d, _ in found)} {'is' if one else 'are'} asp schedule's "
+                     f"default{'' if one else 's'}, which the schedule was made with: if your run's "
+                     f"{'differs' if one else 'differ'}, make the schedule with {'it' if one else 'them'} "
+                     f"({', '.join(o for _, o in found)}: {'it shapes' if one else 'they shape'} the plan) rather "
+                     "than change your run to these")
     if size < VERL_DEFAULT_PPO_MINI_BATCH and not mini_batch_set:
         notes.append(f"verl refuses to start when actor_rollout_ref.actor.ppo_mini_batch_size (its default "
                      f"{VERL_DEFAULT_PPO_MINI_BATCH}) is larger than data.train_batch_size={size}: the settings set "
