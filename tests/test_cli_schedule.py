@@ -303,6 +303,12 @@ def test_under_a_lag_bound_the_summary_says_rollout_waits_for_the_trainer(tmp_pa
     # out --max-lag 0 and only `asp export --format verl` told them).
     assert "a synchronous trainer has none, and is planned with --max-lag 0 --trainer schedule" in " ".join(
         free.stderr.split())
+    # ... on servers that refill, which those trainers run (a verl newcomer followed it on the blocking engine).
+    assert "default trainers, whose servers refill freed slots: with --engine streaming too)" in " ".join(
+        free.stderr.split())
+    served = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "v.parquet", "--engine", "streaming")
+    assert "a synchronous trainer has none" in served.stderr and "with --engine streaming too" not in " ".join(
+        served.stderr.split())
 
 
 def test_synchronous_training_over_many_steps_is_scheduled(tmp_path):

@@ -154,10 +154,15 @@ def _lag_line(summary: dict) -> str:
     # Without a bound the lag is how far rollout runs ahead of the trainer, and at the point predictions rollout
     # runs 2-3x faster than with the tails the replays draw (105 s against 278 s on the sample data): the figure
     # is an upper end, which `asp simulate` replays (4.0 against 9.5 there; a newcomer's run, 2026-12-05).
+    # Their servers refill freed slots: a verl newcomer who followed this on the default blocking engine compared
+    # against a verl rollout that 0.7 and later no longer run.
+    blocking = (summary.get("arrangement") or {}).get("engine") not in (None, "streaming")
     return (f"  expected policy lag if an asynchronous trainer lets rollout run ahead (no --max-lag): {observed} at "
             "the point predictions, whose rollout leaves out the tails and so runs further ahead than a replay's "
             "(`asp simulate` replays it); a synchronous trainer has none, and is planned with --max-lag 0 --trainer "
-            "schedule (verl's, OpenRLHF's and slime's default trainers); bound an asynchronous one with --max-lag N")
+            "schedule (verl's, OpenRLHF's and slime's default trainers"
+            + (", whose servers refill freed slots: with --engine streaming too" if blocking else "")
+            + "); bound an asynchronous one with --max-lag N")
 
 
 def _replayed_s(summary: dict) -> float | None:
