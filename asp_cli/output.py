@@ -240,15 +240,19 @@ def refuse_missing(inputs: Iterable[Path]) -> None:
 
 
 def _check_output(output: Path, inputs: Iterable[Path], force: bool) -> None:
+    gone = False
     try:
         os.getcwd()
     except FileNotFoundError:  # was "(No such file or directory); check the folder's permissions", of a folder there
+        gone = True
         refuse_missing(inputs)  # a relative input first, as ever: "no such file" and why (E11)
         if not output.is_absolute():
             raise OutputError(f"cannot write {output}: the working directory was removed after this shell entered it; "
                               "cd into the folder again, or give the output's full path") from None
     for path in inputs:
         path = Path(path)
+        if gone and not path.is_absolute():  # not there (a predictor file, left to its reader: E21, exit 5), and
+            continue  # os.path.abspath raised: "cannot write OUT (No such file or directory)", exit 7
         # os.path.exists: an input whose name the file system refuses is not the output (its reader says so).
         if os.path.exists(path) and output.exists() and os.path.samefile(path, output):
             raise OutputError(f"output {output} is also an input; write the output somewhere else")

@@ -249,3 +249,21 @@ def test_a_relative_input_in_a_removed_working_directory_says_so(folder, args, m
     assert result.stderr.count("\n") == 1 and result.stderr.rstrip().endswith(
         "; the working directory was removed after this shell entered it: cd into the folder again, or give its "
         "full path"), result.stderr
+
+
+def test_a_relative_predictor_in_a_removed_working_directory_keeps_its_own_error(folder, monkeypatch, tmp_path):
+    """A relative --predictor where the working directory was removed, beside a full output path, was `cannot write
+    OUT (No such file or directory); check the folder's permissions and free space` (exit 7) of a folder that is
+    there: the output check compared the model file's absolute path, which cannot be told. It is E21's exit 5 with
+    the removed directory named, as a relative input of any other kind is (E11)."""
+    gone = tmp_path / "run"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    gone.mkdir()
+    result = runner.invoke(app, ["schedule", str(folder / "good.jsonl"), "-o", str(tmp_path / "o.parquet"),
+                                 "--predictor", "m.skops", "--quiet"])
+    assert result.exit_code == 5, result.stderr
+    assert result.stderr == ("Error: m.skops: no such model file; the working directory was removed after this shell "
+                             "entered it: cd into the folder again, or give its full path\n")
+    assert not (tmp_path / "o.parquet").exists()
