@@ -174,6 +174,26 @@ def test_the_asynchronous_modes_warm_up_by_the_lag_and_say_what_does_not_fit(tmp
         assert any(words in w for w in forced.warnings), forced.warnings
 
 
+def test_a_lag_verls_v1_modes_refuse_is_not_pointed_to_them(tmp_path):
+    """A schedule whose lag bound verl's v1 modes would round down to a warm-up of no prompt (0.1 at a batch of 8),
+    which `asp export --verl-trainer colocate-async` refuses (E81), was told by the --verl-trainer ppo export to
+    "export with --verl-trainer colocate-async (or separate-async)", and by the fully asynchronous export's note to
+    pass them for verl's asynchronous modes: each now points where the lag is taken (fully-async, its
+    staleness_threshold), and a lag a v1 mode takes still points there."""
+    out, prompts = _async(tmp_path, "staleness", max_lag=0.1)
+    ppo = export(out, [prompts], None, format="verl", verl_trainer="ppo").warnings
+    planned = next(w for w in ppo if w.startswith("the schedule was planned for an asynchronous trainer"))
+    assert "colocate-async" not in planned and planned.endswith(
+        ", or export with --verl-trainer fully-async (its staleness_threshold is such a fraction)"), planned
+    fully = export(out, [prompts], None, format="verl", verl_trainer="fully-async").warnings
+    assert not any("colocate-async" in w for w in fully), fully
+    out, prompts = _async(tmp_path, "whole", max_lag=1)
+    ppo = export(out, [prompts], None, format="verl", verl_trainer="ppo").warnings
+    assert any("or export with --verl-trainer colocate-async (or separate-async)" in w for w in ppo), ppo
+    fully = export(out, [prompts], None, format="verl", verl_trainer="fully-async").warnings
+    assert any("--verl-trainer colocate-async or separate-async" in w for w in fully), fully
+
+
 def test_the_trainer_a_schedule_was_timed_for_is_the_exports_default_and_any_other_is_said(tmp_path):
     """A schedule made with --verl-trainer separate-async exports for that mode by default, with no note on its
     timing; exported for another of verl's trainers, or a schedule timed for the fully asynchronous trainer exported

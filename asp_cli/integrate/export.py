@@ -40,7 +40,8 @@ from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, chat_t
                                               check_options, dealt_workers_note, mindspeed_label_note,
                                               mixed_chat_note, mixed_label_note, object_label_note)
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
-from asp_cli.integrate.verl_fully_async import VERL_TRAINERS, fully_async_settings, resolve_trainer, sync_steps
+from asp_cli.integrate.verl_fully_async import (VERL_TRAINERS, async_export_hint, fully_async_settings,
+                                                resolve_trainer, sync_steps)
 from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import other_router_note, route_priorities, unrouted_agents_note
@@ -623,8 +624,7 @@ def _facts(
                 f"{'none' if recorded.max_lag is None else recorded.max_lag}), but verl's default trainer "
                 "(verl.trainer.main_ppo, trainer.v1.trainer_mode=sync) generates and trains each batch in turn: make "
                 "the schedule with --max-lag 0 --trainer schedule, for which its steps and auto's choice are planned"
-                + (", or export with --verl-trainer colocate-async (or separate-async) for verl's asynchronous "
-                   "modes" if recorded.max_lag else ""))
+                + async_export_hint(recorded))  # not a v1 mode where it refuses the lag (E81)
         if route != "none":  # the column routes nothing until verl loads asp's router
             notes.append(f"--route {route}: verl routes by the priority column only through asp's router: set "
                          "actor_rollout_ref.rollout.router_config_path to a YAML holding router_class: "

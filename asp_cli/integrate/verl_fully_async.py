@@ -37,6 +37,27 @@ def planned_for_async(recorded: Any) -> bool:
     return recorded.engine == "streaming" and recorded.max_lag != 0 and recorded.trainer == "arrival"
 
 
+def v1_refuses(recorded: Any) -> bool:
+    """Whether verl's v1 modes (colocate-async, separate-async) would take the schedule's lag bound as a warm-up of no
+    prompt, which `asp export` refuses (E81, `asp_cli.settings.check_warmup`): so the notes that point elsewhere do
+    not point there."""
+    from asp_cli.settings import warmup_prompts
+
+    return bool(recorded.max_lag) and warmup_prompts(recorded.max_lag, recorded.train_batch_size) < 1
+
+
+def async_export_hint(recorded: Any) -> str:
+    """``, or export with ...``: the export for one of verl's asynchronous trainers of a schedule with a lag bound,
+    where one takes it: a v1 mode, or where it refuses the lag (`v1_refuses`) the fully asynchronous trainer's
+    staleness_threshold (under --trainer arrival, which it needs). Empty without a lag bound."""
+    if not recorded.max_lag:
+        return ""
+    if not v1_refuses(recorded):
+        return ", or export with --verl-trainer colocate-async (or separate-async) for verl's asynchronous modes"
+    return (", or export with --verl-trainer fully-async (its staleness_threshold is such a fraction)"
+            if recorded.trainer == "arrival" else "")
+
+
 def resolve_trainer(verl_trainer: str, recorded: Any) -> str:
     """``auto``: the trainer the schedule was timed for (``asp schedule --verl-trainer``); else the fully
     asynchronous trainer for a schedule planned for one (`planned_for_async`); the v1 trainer's ``colocate_async``
@@ -91,8 +112,9 @@ def fully_async_settings(recorded: Any, rows: int, samples_per_prompt: int, *,
              f"weights every async_training.trigger_parameter_sync_step steps: keep their product at the schedule's "
              f"--train-batch-size {size} (e.g. ppo_mini_batch_size={size // steps}, require_batches=1, "
              f"trigger_parameter_sync_step={steps}), or make the schedule with --train-batch-size equal to it; for "
-             f"verl's default trainer (verl.trainer.main_ppo) pass --verl-trainer ppo, and for its asynchronous "
-             f"modes (trainer.v1.trainer_mode) --verl-trainer colocate-async or separate-async"]
+             f"verl's default trainer (verl.trainer.main_ppo) pass --verl-trainer ppo"
+             + ("" if v1_refuses(recorded) else ", and for its asynchronous modes (trainer.v1.trainer_mode) "
+                "--verl-trainer colocate-async or separate-async")]
     # The trainer collects ppo_mini_batch_size x require_batches prompts a step until the queue ends; a step it
     # cannot fill is not trained, and a sync cut short is flushed at the end (fully_async_trainer.py:402-429,
     # :521-534, verl 0.9.1). (Before 2026-12-05 this said the whole last train batch went untrained.)
