@@ -1168,6 +1168,39 @@ def test_a_label_column_of_numbers_and_text_says_the_kinds_and_rows_not_objects(
             "dataset and schedule that file") in warnings, warnings
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_a_label_column_of_numbers_alone_given_as_text_is_no_mix_and_a_mix_with_gaps_says_them(tmp_path, fmt):
+    """Integers one of which is past 64 bits are all numbers, which the reader gives as text: the mixed-kinds warning
+    said "mixes kinds:  and numbers in 8 rows" and that JSON lines hand the reward function "a number in some rows and
+    text in others". JSON lines keep every number (nothing to say); Parquet writes them as text (said so). A mix of
+    true/false and numbers is not said to be text; a mix with an empty label, whose row MindSpeed-RL drops, says
+    that too (Parquet)."""
+    from asp_cli.arrange.pipeline import schedule
+
+    def warned(answers, name):
+        data = write_jsonl(tmp_path / f"{name}.jsonl", [{"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": a}
+                                                        for i, a in enumerate(answers)])
+        made = schedule([data], tmp_path / f"{name}.s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=2))
+        return [w for w in export(made.output, [data], tmp_path / f"{name}.o.{fmt}", format=fmt).warnings
+                if "label column" in w]
+
+    said = warned([2**70, 2, 4, 6, 8, 10, 12, 14], "big")
+    assert not any("mixes kinds" in w for w in said), said
+    if fmt == "jsonl":
+        assert said == []
+    else:
+        assert said == ["label column 'answer' holds numbers that Parquet cannot hold as one number type (an integer "
+                        "past 64 bits beside others), so every value is written as text (a number as its digits): a "
+                        "reward function that compares the label with a number finds text in every row; make the "
+                        "labels text in the dataset and schedule that file"], said
+    said = " ".join(warned([True, 2, 4, 6], "bools"))
+    assert "true/false in 1 row (row 1) and numbers in 3 rows (rows 2, 3 and 4)" in said, said
+    assert "text in others" not in said and (fmt == "parquet" or "each row's own kind (a number or true/false)" in said)
+    said = " ".join(warned(["0", 2, None, 6], "gaps"))
+    assert "mixes kinds: text in 1 row (row 1) and numbers in 2 rows (rows 2 and 4)" in said, said
+    assert ("holds 1 value that is empty (null)" in said) == (fmt == "parquet"), said
+
+
 def test_a_parquet_export_whose_labels_are_not_text_warns_that_mindspeed_rl_drops_those_rows(tmp_path):
     """A MindSpeed-RL newcomer's math set kept its answers as integers: MindSpeed-RL v2.3.0's Alpaca-style
     preprocessing (map_keys' response: the answer) makes a response that is neither text nor a list into none and drops

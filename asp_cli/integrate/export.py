@@ -272,10 +272,10 @@ def export(
     summary["label_column"] = label = next((c for c in LABEL_KEYS if c in raw.columns and c != column), None)
     scalars = label in kinds and not {"object", "list"} & set(kinds[label])  # numbers beside text, say
     if format != "verl" and label and scalars:
-        warnings.append(mixed_label_note(label, kinds[label], format))
+        warnings.extend(filter(None, [mixed_label_note(label, kinds[label], format)]))
     elif format != "verl" and label and (isinstance(raw.schema[label], (pl.Struct, pl.List)) or label in as_text):
         warnings.append(object_label_note(label))  # slime's --rm-type rules take text or a number
-    if format == "parquet" and label and label not in as_text:  # MindSpeed-RL's preprocessing drops a number's row
+    if format == "parquet" and label:  # MindSpeed-RL's preprocessing drops a number's row
         warnings.extend(filter(None, [mindspeed_label_note(label, raw[label])]))
     warnings.extend([mixed] if mixed else [])  # chat lists in some rows, text in others
     if column in frame.columns and frame.schema[column] == pl.String and column not in as_text:

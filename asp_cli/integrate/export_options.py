@@ -178,14 +178,23 @@ def mindspeed_label_note(label: str, values: object) -> str | None:
             "store the labels as text and schedule that file")
 
 
-def mixed_label_note(label: str, kinds: list[str | None], fmt: str) -> str:
+def mixed_label_note(label: str, kinds: list[str | None], fmt: str) -> str | None:
     """A warning where the label column mixes kinds of value that are each text or a number (numbers in some rows,
     text in others): which kinds, in which rows, and what the export's format makes of them. It was told it "holds
-    objects or lists", of a column holding none."""
+    objects or lists", of a column holding none. A column of numbers alone that the reader gave as text (an integer
+    past 64 bits beside others) is no mix: said for Parquet, which writes them all as text; None for JSON lines,
+    which keep each number."""
     rows: dict[str, list[int]] = {}
     for row, kind in enumerate(kinds):
         if kind is not None:
             rows.setdefault(kind, []).append(row + 1)
+    text = ("every value is written as text (a number as its digits): a reward function that compares the label with "
+            "a number finds text in every row")
+    if len(rows) < 2:  # " and numbers in 40 rows ...", and "a number in some rows and text in others" of numbers
+        return None if fmt != "parquet" or not rows else (
+            f"label column '{label}' holds numbers that Parquet cannot hold as one number type (an integer past 64 bits "
+            f"beside others), so {text}; make the labels text in the dataset and schedule that file")
+
     def said(kind: str) -> str:
         at = rows[kind]
         head, rest = (at[:3], f"{len(at) - 3:,} more") if len(at) > 3 else (at[:-1], str(at[-1]))
@@ -194,9 +203,10 @@ def mixed_label_note(label: str, kinds: list[str | None], fmt: str) -> str:
         return f"{name} in {len(at):,} row{'s' if len(at) != 1 else ''} ({'rows' if len(at) != 1 else 'row'} {shown})"
     parts = [said(k) for k in sorted(rows, key=lambda k: rows[k][0])]
     mix = ", ".join(parts[:-1]) + " and " + parts[-1]
-    made = ("Parquet holds one kind per column, so every value is written as text (a number as its digits): a reward "
-            "function that compares the label with a number finds text in every row" if fmt == "parquet" else
+    handed = ("a number in some rows and text in others" if set(rows) == {"number", "text"} else
+              "each row's own kind (" + " or ".join({"number": "a number"}.get(k, k) for k in sorted(rows)) + ")")
+    made = (f"Parquet holds one kind per column, so {text}" if fmt == "parquet" else
             "JSON lines keep each row's own, so slime (--label-key) and OpenRLHF (--data.label_key) hand the reward "
-            "function a number in some rows and text in others: one that compares them as one kind misjudges the rest")
+            f"function {handed}: one that compares them as one kind misjudges the rest")
     return (f"label column '{label}' mixes kinds: {mix} (counted from 1 over the dataset's rows); {made}; make the "
             "labels one kind (text) in the dataset and schedule that file")
