@@ -146,7 +146,9 @@ def write_atomically(output: Path, write: Callable[[Path], object]) -> None:
     """Write ``output`` as asp writes its own: into a temporary file of its own name beside the target (a symlink's
     target; the link stays a link), renamed into place, and removed if writing fails or is interrupted, so that a
     reader never sees half a log and two runs never share a temporary file."""
-    target = Path(os.path.realpath(output)) if output.is_symlink() else output
+    # Absolute: Polars expands a leading ~ in a name it is handed, so under a folder really named ~ the temporary
+    # file went to $HOME, was left there, and the rename failed (asp's outputs: `asp_cli.output.as_given`).
+    target = Path(os.path.realpath(output)) if output.is_symlink() else Path(os.path.abspath(output))
     tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
         write(tmp)
@@ -188,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.truth_from is not None and not args.truth_from.is_file():
         print(f"Error: {args.truth_from}: no such schedule (--truth-from)", file=sys.stderr)
         return 3
+    # Absolute, for Polars: a schedule under a folder named ~ was read from $HOME's of that name (as `write_atomically`).
+    args.schedule = Path(os.path.abspath(args.schedule))
+    args.truth_from = None if args.truth_from is None else Path(os.path.abspath(args.truth_from))
     log = emulate(args.schedule, epoch_label=args.epoch_label, seed=args.seed, schedule_epoch=args.schedule_epoch,
                   truth_from=args.truth_from)
     write_atomically(args.output, log.write_ndjson)

@@ -187,3 +187,28 @@ def test_the_emulator_writes_its_log_atomically(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         emulator.main([str(made), "-o", str(out / "new.jsonl")])
     assert sorted(p.name for p in out.iterdir()) == ["r.jsonl", "real.jsonl"]
+
+
+def test_the_emulator_reads_and_writes_under_a_folder_named_tilde_as_named(tmp_path, monkeypatch):
+    """Under a folder really named ~ (`-o '~/r.jsonl'`), Polars, handed the relative name, expanded its ~: the log's
+    temporary file was written into $HOME and left there, and the rename raised FileNotFoundError (a traceback); a
+    schedule so named was read from $HOME. Both are the working directory's, as asp's own are (E126)."""
+    from asp_cli import ScheduleSettings, schedule
+    from util import make_prompts, write_jsonl
+
+    spec = importlib.util.spec_from_file_location("emulate_rollouts", REPO / "examples" / "emulate_rollouts.py")
+    emulator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(emulator)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    work = tmp_path / "work"
+    (work / "~").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    data = write_jsonl(work / "prompts.jsonl", make_prompts(8))
+    schedule([data], work / "~" / "s.parquet", settings=ScheduleSettings(instances=2, train_batch_size=4,
+                                                                         samples_per_prompt=2))
+    assert emulator.main(["~/s.parquet", "-o", "~/r.jsonl"]) == 0
+    assert sorted(p.name for p in (work / "~").iterdir()) == ["r.jsonl", "s.parquet"]
+    assert not list(home.iterdir())
+
