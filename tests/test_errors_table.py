@@ -559,6 +559,26 @@ def test_a_rust_panic_is_reported_as_a_bug(monkeypatch, tmp_path):
                                      "report it.")
 
 
+@pytest.mark.parametrize("kind", ["asp_cli.errors.Interrupted", "KeyboardInterrupt"])
+def test_a_rust_panic_of_an_interrupt_is_the_interrupt_not_a_bug(monkeypatch, tmp_path, kind):
+    """E29, not E28: a signal that lands in Python code Rust called (Polars' import registers its startup
+    dependencies so: SIGTERM 0.5 s into `asp schedule`) raises there, and pyo3 makes it a panic. The run said
+    "internal error (PanicException: ... PyErr { type: <class 'asp_cli.errors.Interrupted'> ...); this is a bug in
+    asp" above its "Interrupted" line; it is the interrupt's line alone, exit 130."""
+    import asp_cli.arrange.pipeline
+
+    panic = type("PanicException", (BaseException,), {})
+
+    def interrupted(*args, **kwargs):
+        raise panic(f"called `Result::unwrap()` on an `Err` value: PyErr {{ type: <class '{kind}'>, value: "
+                    "Interrupted(), traceback: None }")
+
+    monkeypatch.setattr(asp_cli.arrange.pipeline, "schedule", interrupted)
+    result = runner.invoke(app, ["schedule", str(SAMPLE_PROMPTS), "-o", str(tmp_path / "o.parquet")])
+    assert result.exit_code == 130, result.stderr
+    assert result.stderr == "Interrupted; nothing was written.\n"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["entry", "callback", "publish", "published"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP,  # SIGHUP: a closed session

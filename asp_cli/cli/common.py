@@ -159,6 +159,15 @@ def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal 
     raise KeyboardInterrupt
 
 
+def _interrupt_in_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Rust panic (pyo3's PanicException) of an interrupt raised in Python code that Rust called:
+    a Ctrl-C or SIGTERM that landed while Polars imported (its startup registration calls Python's import) panicked
+    there, and the run said "internal error ...; this is a bug in asp" above its "Interrupted" line."""
+    text = str(exc)
+    return type(exc).__name__ == "PanicException" and any(
+        f"<class '{name}'>" in text for name in ("asp_cli.errors.Interrupted", "KeyboardInterrupt"))
+
+
 @contextlib.contextmanager
 def guarded() -> Iterator[None]:
     """Run a command body, mapping failures to one stderr line and a documented exit code.
@@ -197,6 +206,9 @@ def guarded() -> Iterator[None]:
         # Polars or PyArrow is a BaseException, pyo3's PanicException: it printed a traceback and exited 1)
         if traceback_enabled():
             traceback.print_exc()
+        if _interrupt_in_panic(exc):
+            interrupts.announce()
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG and exc.filename:
             # An input named past the file system's limit (255 bytes a part) cannot exist; every reader's
             # first look (Path.is_file, is_dir) raised it: exit 70, "a bug". Outputs are refused before
