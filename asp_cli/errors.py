@@ -178,12 +178,13 @@ def quoted_home(path: object) -> str:
     and ``-o "~/runs/s.parquet"`` was told to create a folder ~/runs, which made one named ~ (E126)."""
     text = str(path)
     head = text.split("/", 1)[0].split(os.sep, 1)[0]
-    if not head.startswith("~") or os.path.lexists(head):
-        return ""
+    if not head.startswith("~") or head == text or os.path.lexists(head):
+        return ""  # a file's own name starting with ~ (`~data.jsonl`) names no folder: no quoting to blame
     expanded = os.path.expanduser(text)
-    fix = f"write {expanded}" if expanded != text else "write the full path"
+    if expanded == text:  # ~nouser/...: the shell leaves it as it is too, so the quotes are not the fault
+        return ""
     return (f"; the shell expands ~ only outside quotes, and asp takes the name as given (a folder named {head}): "
-            f"{fix}, or leave the ~ outside the quotes")
+            f"write {expanded}, or leave the ~ outside the quotes")
 
 
 def removed_directory(path: object) -> str:

@@ -113,3 +113,22 @@ def test_a_quoted_glob_is_told_to_let_the_shell_expand_it(tmp_path):
         assert result.exit_code == 3, result.output
         assert result.stderr == f"Error: {history}: no such file{said}\n"
         assert not (tmp_path / "s.parquet").exists()
+
+
+@pytest.mark.parametrize("name, hinted", [("~/runs/h.jsonl", True), ("~data.jsonl", False), ("~", False),
+                                          ("~no-such-user-asp/h.jsonl", False)])
+def test_only_a_tilde_the_shell_would_have_expanded_is_blamed_on_quotes(tmp_path, monkeypatch, name, hinted):
+    """E125 told a missing `~data.jsonl` (a file's own name, say a backup's) that the shell expands ~ only outside
+    quotes, "(a folder named ~data.jsonl): write the full path", and `~nouser/h.jsonl`, which no shell expands, the
+    same: the hint is for a folder the quotes kept from expanding (~/, ~user/ of a user there) and no other name."""
+    from asp_cli.errors import missing_hint, no_such_file
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    said = str(no_such_file(name))
+    assert said.startswith(f"{name}: no such file")
+    assert ("the shell expands ~ only outside quotes" in said) == hinted, said
+    assert bool(missing_hint(name)) == hinted
+    if hinted:
+        assert said.endswith(f"(a folder named ~): write {tmp_path}/home/runs/h.jsonl, or leave the ~ outside the "
+                             "quotes"), said
