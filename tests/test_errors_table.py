@@ -249,7 +249,9 @@ CASES = [
      "No such option: --global-batch-size; prompts (groups) per training step are --train-batch-size: MindSpeed-RL's "
      "and Megatron's global_batch_size; slime's --global-batch-size counts samples, its --rollout-batch-size prompts"),
     ("E115", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens", "2048"], 2,
-     "No such option: --max-tokens; the generation cap is --max-response-tokens: vLLM's max_tokens"),
+     "No such option: --max-tokens; the generation cap is --max-response-tokens: vLLM's max_tokens "
+     "(MindSpeed-RL's generate_config.sampling_config.max_tokens); a minibatch's token budget is "
+     "--max-tokens-per-minibatch\n"),
     ("E115", ["export", "{tmp}/good.jsonl", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--max-tokens", "2048"], 2,
      "No such option: --max-tokens\n"),
     ("E72", ["schedule", "{tmp}/good.jsonl", "-o", ""], 2,

@@ -27,6 +27,10 @@ _THEIR_NAMES = {
                      "(MindSpeed-RL's generate_config.sampling_config.max_tokens)"),
 }
 
+# Said beside a name's hint where the command has the option too: asp's own `--max-tokens-per-minibatch` is what
+# `--max-tokens` shortens, and Click offered it, where the hint alone named --max-response-tokens.
+_ALSO_OURS = {"--max-tokens": ("--max-tokens-per-minibatch", "a minibatch's token budget is --max-tokens-per-minibatch")}
+
 # Typer's own Click (it vendors one) raises the usage errors; BadParameter is one, and its base the class of all.
 _USAGE_ERROR = typer.BadParameter.__mro__[1]
 
@@ -51,6 +55,9 @@ class _Commands(TyperGroup):
             ours, hint = _THEIR_NAMES.get(name, (None, None)) if type(exc).__name__ == "NoSuchOption" else (None, None)
             if hint is None or exc.ctx is None or not any(ours in p.opts for p in exc.ctx.command.params):
                 raise  # not one of those names, or a command without the option that is asp's for it
+            also, words = _ALSO_OURS.get(name, (None, ""))
+            if also and any(also in p.opts for p in exc.ctx.command.params):
+                hint = f"{hint}; {words}"
             raise type(exc)(name, f"No such option: {name}; {hint}", ctx=exc.ctx) from None
 
 
