@@ -312,10 +312,24 @@ def _target(output: Path) -> Path:
 def _tmp_path(output: Path) -> Path:
     """A temporary name beside ``output``: this process's id and this machine's (`_HOST_TAG`), so that a later run
     can tell a leftover of a killed one (`_sweep_leftovers`) from another machine's write in progress; `as_given`,
-    since Polars wrote a temporary name starting with ~ into $HOME and left it there."""
-    as_given(output, output=True)
+    since Polars wrote a temporary name starting with ~ into $HOME and left it there. A Parquet output whose name is
+    not UTF-8 is refused (E128: no Parquet reader opens it, E127); another is written under a UTF-8 temporary name
+    (`_tmp_stem`) and renamed to its own, where the refusal had taken HTML, JSON and JSON lines outputs, written
+    before, and said the Parquet library could not take them."""
+    if output.suffix.lower() in PARQUET_SUFFIXES:
+        as_given(output, output=True)
     parent = as_given(output.parent if str(output.parent) else Path("."), output=True)
-    return parent / f".{output.name}{TMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}.{_host_tag()}"
+    return parent / f".{_tmp_stem(output)}{TMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}.{_host_tag()}"
+
+
+def _tmp_stem(output: Path) -> str:
+    """``output``'s name as its temporary files start with it: the name, or where it is not UTF-8 (the writers, Polars
+    and PyArrow, cannot take it) its bytes in hex."""
+    try:
+        output.name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(output.name).hex()
+    return output.name
 
 
 # A temporary file of another machine (a shared file system), or of an asp before the machine was named in them, is
@@ -341,7 +355,7 @@ def _sweep_leftovers(target: Path) -> None:
     machine's whose process is gone, and any other untouched for `_FOREIGN_LEFTOVER_S`. A hostile-input round found
     them staying forever (4 MB a 200k-row schedule), hidden beside the output."""
     parent = target.parent if str(target.parent) else Path(".")
-    prefix = f".{target.name}{TMP_MARKER}"
+    prefix = f".{_tmp_stem(target)}{TMP_MARKER}"
     mine = _host_tag()
     try:
         names = [p for p in parent.iterdir() if p.name.startswith(prefix) and p not in _live]

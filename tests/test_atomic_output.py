@@ -319,3 +319,29 @@ def test_an_output_in_a_working_directory_that_was_removed_says_so(tmp_path, mon
     assert result.stderr == ("Error: cannot write s.parquet: the working directory was removed after this shell entered "
                              "it; cd into the folder again, or give the output's full path\n")
     assert list(gone.iterdir()) == []
+
+
+def test_an_output_not_parquet_whose_name_is_not_utf8_is_written(tmp_path, monkeypatch):
+    """E128 refused every output whose name is not UTF-8, saying the Parquet library could not take it: an HTML
+    report, a JSON-lines export and a probe's JSON lines, which asp wrote before (Python writes any name), were exit
+    7. They are written under a UTF-8 temporary name (the writers, Polars and PyArrow, cannot take the other) and
+    renamed to their own; nothing is left beside them. A Parquet output so named is still refused (no Parquet reader
+    opens it: E127)."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    runner = CliRunner()
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "p.jsonl", make_prompts(30))
+    assert runner.invoke(app, ["schedule", "p.jsonl", "-o", "s.parquet", "--quiet"]).exit_code == 0
+    names = {os.fsdecode(b"r\xfe.html"): ["report", "s.parquet", "--html"],
+             os.fsdecode(b"e\xfe.jsonl"): ["export", "s.parquet", "p.jsonl", "--format", "jsonl", "--quiet", "-o"],
+             os.fsdecode(b"pr\xfe.jsonl"): ["probe", "p.jsonl", "--quiet", "-o"]}
+    for name, args in names.items():
+        result = runner.invoke(app, [*args, name])
+        assert result.exit_code == 0, (name, result.stderr)
+        assert Path(name).stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["p.jsonl", "s.parquet", *names])
+    result = runner.invoke(app, ["export", "s.parquet", "p.jsonl", "-o", os.fsdecode(b"e\xfe.parquet"), "--quiet"])
+    assert result.exit_code == 7 and "not valid UTF-8" in result.stderr, result.stderr
