@@ -742,6 +742,28 @@ def test_a_closed_standard_stream_is_not_a_bug(tmp_path):
                                                     "written in full); send it to a file or /dev/null\n"), done.stderr
 
 
+def test_a_stdout_whose_reader_stopped_is_not_told_to_free_space(tmp_path):
+    """`asp report s.parquet --json | head -c 100`: the pipe's reader gone, writing failed with EPIPE, and E52 said
+    "cannot write to stdout (Broken pipe); free space where it goes", a disk's fix. It names the reader."""
+    import subprocess
+
+    write_jsonl(tmp_path / "p.jsonl", make_prompts(30))
+    schedule = tmp_path / "s.parquet"
+    made = subprocess.run(asp_command("schedule", str(tmp_path / "p.jsonl"), "-o", str(schedule), "--quiet"),
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(asp_command("report", str(schedule), "--json"), stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert done.returncode == 7, done.stderr
+    assert done.stderr == ("Error: cannot write to stdout (Broken pipe); the program it was piped to stopped reading "
+                           "before the end (head?): let it read all, or send it to a file\n"), done.stderr
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not Path("/proc/mounts").exists(), reason="a real full disk needs root")
 def test_a_real_full_disk_is_exit_7(tmp_path):
     """A 1 MiB tmpfs, really full (skipped where mounting is not allowed)."""

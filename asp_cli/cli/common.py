@@ -74,6 +74,8 @@ def stdout_fix(exc: BaseException) -> str:
     """What to do about a stdout that refused data: one closed when asp started (`>&-`) has no space to free."""
     if isinstance(exc, OSError) and exc.errno == errno.EBADF:
         return "send it to a file or /dev/null"
+    if isinstance(exc, OSError) and exc.errno == errno.EPIPE:  # `| head`: no space to free either
+        return "the program it was piped to stopped reading before the end (head?): let it read all, or send it to a file"
     return "free space where it goes, or send it elsewhere"
 
 
