@@ -222,6 +222,9 @@ def no_such_file(path: object) -> InputError:
     """The one-line error of an input ``path`` that is not there; a name holding a shell pattern (``*``, ``?``, ``[``)
     says that asp reads named files: a quoted glob (``--history 'dump/*.jsonl'``) was "no such file" without a word
     (a verl newcomer's)."""
+    stdin = stdin_named(path)  # `--predictions -` was "-: no such file", where prompts and logs say E129
+    if stdin is not None:
+        return stdin
     pattern = any(mark in Path(str(path)).name for mark in "*?[")
     home = missing_hint(path)
     if home:

@@ -221,6 +221,10 @@ CASES = [
     ("E129", ["observe", "-", "-o", "{tmp}/h.parquet"], 3,
      "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
      "first and name that"),
+    # --predictions - was "-: no such file" (the output check's look for missing inputs came first).
+    ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictions", "-"], 3,
+     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
+     "first and name that"),
     ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "/dev/stdin"], 3,
      "/dev/stdin: asp reads its inputs from files, not standard input (it reads each more than once); write it to a "
      "file first and name that"),
