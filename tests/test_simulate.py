@@ -385,6 +385,20 @@ def test_more_samples_than_a_group_of_a_probe_is_not_called_a_history_of_several
             "here has 4)") in warning
 
 
+def test_the_epochs_of_the_prompts_over_a_group_alone_say_what_the_excess_is():
+    """A probe of 4 samples of prompt b, which no epoch holds, beside epoch 0's 2 samples of a (N = 2): b alone is
+    over the group, all of it a probe's, yet the warning looked at every sample's epoch, said "of a history of
+    several epochs, the oldest" and told to pick one with --lengths-epoch, which leaves b's probe out altogether."""
+    frame = _frame(["a", "b"])
+    observed = pl.DataFrame({"prompt_id": ["b"] * 4 + ["a"] * 2, "response_tokens": [5, 6, 7, 8, 50, 60],
+                             "epoch": [None] * 4 + [0] * 2}, schema_overrides={"epoch": pl.Int32})
+    lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=2, seed=1)
+    warning = info.over_group_warning()
+    assert lengths.tolist() == [[50, 60], [5, 6]] and info.prompts_over_group == 1
+    assert "several epochs" not in warning and "pick it with --lengths-epoch" not in warning, warning
+    assert "they are a probe's alone (samples without an epoch" in warning, warning
+
+
 def test_noise_model_is_centred_and_seeded():
     mean = np.full(20_000, 400)
     drawn = sample_lengths(mean, np.arange(20_000), 4, seed=0, max_response_tokens=100_000)

@@ -349,7 +349,11 @@ def lengths_for_schedule(
     over_group = int(ids.filter(pl.Series(count > n)).n_unique()) if observed is not None and observed.height else 0
     seen = np.unique(count[have]) if over_group else np.zeros(0, dtype=np.int64)
     observed_each = int(seen[0]) if seen.size == 1 else 0
-    epochs = observed["epoch"] if observed is not None and "epoch" in observed.columns else None
+    # The epochs of the prompts over the group alone: a probe's 8 samples of prompts no epoch holds, beside another
+    # half's epoch 0, were said as "a history of several epochs" and told to pick one with --lengths-epoch.
+    over_ids = ids.filter(pl.Series(count > n)).unique().implode() if over_group else None
+    epochs = observed.filter(pl.col("prompt_id").is_in(over_ids))["epoch"] \
+        if over_group and "epoch" in observed.columns else None
     one_epoch = (int(epochs[0]) if over_group and epochs is not None and not epochs.null_count()
                  and epochs.n_unique() == 1 else -1 if over_group and epochs is not None
                  and epochs.null_count() == epochs.len() else None)
