@@ -1238,6 +1238,25 @@ def test_a_group_of_a_shared_text_the_logs_lack_is_counted_as_a_scheduled_prompt
     assert not any("no sample in the logs" in w for w in result.warnings), result.warnings
 
 
+def test_an_id_of_a_shared_text_without_samples_is_counted_once(tmp_path):
+    """One group of a text three scheduled ids share (n = 2) spreads over a and b, 1 each, and leaves c without a
+    sample: 2 groups of it lack. c was counted as a scheduled prompt without samples and again among the text's
+    lacking groups: "3 scheduled prompts have no sample in the logs (e.g. 'c'); 2 of them of a prompt text ..."."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": i, "question": "Same text"} for i in "abc"]
+                       + [{"id": "z", "question": "Other text"}, {"id": "y", "question": "Third text"}])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=1, instances=1, samples_per_prompt=2))
+    result = observe([_text_dump(tmp_path, [("Same text", 2), ("Other text", 2)])], None, schedule=sched,
+                     dataset=[data])
+    assert sorted(result.added.group_by("prompt_id").len().rows()) == [("a", 1), ("b", 1), ("z", 2)]
+    assert result.summary["scheduled_prompts_without_samples"] == 3  # y, and 2 groups of the shared text
+    assert ("3 scheduled prompts have no sample in the logs (e.g. 'y'); 2 of them of a prompt text 3 scheduled ids "
+            "share, whose samples were spread over them (1 group of it for 3 ids)") in result.warnings, result.warnings
+
+
 def test_more_groups_of_a_shared_text_than_its_scheduled_ids_are_an_excess_not_spreading(tmp_path):
     """A rollout of 8 samples per prompt on a schedule of 4 (verl's rollout.n=16 on 8, a newcomer's): a text two ids
     share got 16 samples, 8 each, a whole number of groups, so it was said as asp's spreading ("no group was cut

@@ -19,19 +19,20 @@ from asp_cli.errors import shown_id
 
 
 def spread_shortfalls(counts: pl.DataFrame, n: int, shared: Iterable[tuple[str, ...]],
-                      scheduled: set[str] | None = None) -> tuple[set[str], int, int, list[tuple[int, int]]]:
+                      scheduled: set[str] | None = None) -> tuple[set[str], int, int, list[tuple[int, int, tuple]]]:
     """The prompts holding other than ``n`` samples (``counts``: ``prompt_id``, ``len``) only because their text's
     samples were spread over the ids in ``shared`` (each a tuple of the ids that share one text), with the groups and
     ids of those texts: a text whose ids hold a whole number of groups between them (4 samples over 2 ids at n = 4,
     2 each; or at n = 3 two groups in two dumps, each spread from the first id, 4 and 2) had no group cut short. A
     text whose samples make no whole number of groups, or more groups than the ``scheduled`` ids it has (a rollout of
     more samples per prompt), keeps its ids' shortfalls and excesses. Last, of each such text with fewer
-    groups than the ``scheduled`` ids it has (each a group of it the schedule holds), (those ids, its groups): one
-    group of a text two scheduled ids share leaves a group of it out of the logs, which no id's count shows."""
+    groups than the ``scheduled`` ids it has (each a group of it the schedule holds), (the number of those ids, its
+    groups, its ids): one group of a text two scheduled ids share leaves a group of it out of the logs, which no id's
+    count shows."""
     held = dict(counts.select("prompt_id", "len").iter_rows())
     off: set[str] = set()
     groups = ids = 0
-    lacking: list[tuple[int, int]] = []
+    lacking: list[tuple[int, int, tuple]] = []
     for text_ids in sorted(set(shared)):
         total = sum(held.get(i, 0) for i in text_ids)
         uneven = [i for i in text_ids if held.get(i, 0) and held[i] != n]
@@ -43,7 +44,7 @@ def spread_shortfalls(counts: pl.DataFrame, n: int, shared: Iterable[tuple[str, 
             groups += total // n
             ids += len(text_ids)
             if total // n < planned:
-                lacking.append((planned, total // n))
+                lacking.append((planned, total // n, text_ids))
     return off, groups, ids, lacking
 
 
@@ -54,10 +55,13 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
     n = sched.samples_per_prompt
     scheduled = sched.frame["prompt_id"].unique()
     counts = added.group_by("prompt_id").len()
-    missing = scheduled.filter(~scheduled.is_in(counts["prompt_id"].implode()))
     spread, groups, ids, lacking = spread_shortfalls(counts, n, shared, set(scheduled.to_list()))
+    # An id of such a text without samples is one of the groups it lacks, counted there: 'c' of one group over a, b
+    # and c was counted twice (3 scheduled prompts without samples, where 2 groups lack).
+    in_lacking = sorted({i for *_, text_ids in lacking for i in text_ids})
+    missing = scheduled.filter(~scheduled.is_in(counts["prompt_id"].implode()) & ~scheduled.is_in(in_lacking))
     short = counts.filter((pl.col("len") < n) & ~pl.col("prompt_id").is_in(sorted(spread))).height
-    lacked = sum(planned - had for planned, had in lacking)  # groups of shared texts the logs lack
+    lacked = sum(planned - had for planned, had, _ in lacking)  # groups of shared texts the logs lack
     summary["scheduled_prompts_without_samples"] = missing.len() + lacked
     summary["prompts_with_fewer_samples_than_n"] = short
     summary["prompts_uneven_by_spreading"] = len(spread)
@@ -67,11 +71,11 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
         total = missing.len() + lacked
         texts = (f"a prompt text {lacking[0][0]:,} scheduled ids share" if len(lacking) == 1 else
                  f"{len(lacking):,} prompt texts that several scheduled ids share")
-        had = sum(h for _, h in lacking)
+        had = sum(h for _, h, _ in lacking)
         warnings.append(f"{total:,} scheduled prompt{'s have' if total != 1 else ' has'} no sample in the logs"
                         + (f" (e.g. {shown_id(missing[0])}); {lacked:,} of them" if missing.len() else ":")
                         + f" of {texts}, whose samples were spread over them ({had:,} group{'s' if had != 1 else ''} "
-                        f"of {'it' if len(lacking) == 1 else 'them'} for {sum(p for p, _ in lacking):,} ids)")
+                        f"of {'it' if len(lacking) == 1 else 'them'} for {sum(p for p, _, _ in lacking):,} ids)")
     if short:
         warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")
     if spread:
