@@ -39,6 +39,7 @@ import io
 import json
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -158,6 +159,20 @@ def write_atomically(output: Path, write: Callable[[Path], object]) -> None:
         raise
 
 
+def _interrupt(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal handler signature
+    raise KeyboardInterrupt
+
+
+def stop_on_signals() -> None:
+    """SIGTERM and SIGHUP (a job's time limit, a closed session) stop the script as Ctrl-C does, so that
+    `write_atomically` removes its temporary file: their default killed it on the spot and left the file beside the
+    log (asp's own commands take them so: docs/errors.md, E29). One the parent ignores (nohup) stays ignored."""
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("schedule", type=Path, nargs="?")
@@ -218,4 +233,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    stop_on_signals()
     sys.exit(main())

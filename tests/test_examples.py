@@ -212,3 +212,19 @@ def test_the_emulator_reads_and_writes_under_a_folder_named_tilde_as_named(tmp_p
     assert sorted(p.name for p in (work / "~").iterdir()) == ["r.jsonl", "s.parquet"]
     assert not list(home.iterdir())
 
+
+def test_the_emulator_stopped_by_sigterm_leaves_no_temporary_file(tmp_path):
+    """SIGTERM (a job's time limit; examples/pipeline.sh under Slurm) killed emulate_rollouts.py on the spot, its
+    log's temporary file left beside the log, where its docstring says an interrupted write removes it: SIGTERM and
+    SIGHUP now stop it as Ctrl-C does."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys, time; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import emulate_rollouts "
+            "as e; e.stop_on_signals(); e.write_atomically(Path(sys.argv[2]), lambda tmp: (tmp.write_text('{'), "
+            "os.kill(os.getpid(), 15), time.sleep(30)))")
+    done = subprocess.run([sys.executable, "-c", code, str(REPO / "examples"), str(tmp_path / "r.jsonl")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
