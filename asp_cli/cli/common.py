@@ -191,6 +191,8 @@ def guarded() -> Iterator[None]:
         with contextlib.suppress(ValueError):  # not in the main thread (tests): keep the default
             signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        if not own and "polars" not in sys.modules:  # a signal in its import panicked in Rust (`import_unbroken`)
+            interrupts.import_unbroken("polars")
         yield
     except AspError as exc:
         if traceback_enabled():

@@ -29,12 +29,17 @@ class _State:
     closing = False  # the process is exiting: a signal is counted, never raised
     received: list[int] = []
     announced = False
+    deferring = False  # an import Rust calls back into is running: the first signal waits for its end
+    deferred = False  # a signal waited so
     previous_hook = sys.unraisablehook
 
 
 def handle(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal handler signature
     _State.received.append(signum)
     if _State.closing:
+        return
+    if len(_State.received) == 1 and _State.deferring:  # raised once the import is done (`import_unbroken`)
+        _State.deferred = True
         return
     if len(_State.received) == 1:
         raise Interrupted
@@ -51,6 +56,24 @@ def install() -> None:
     if _State.installed and sys.unraisablehook is not _unraisable:
         _State.previous_hook = sys.unraisablehook
         sys.unraisablehook = _unraisable
+
+
+def import_unbroken(name: str) -> None:
+    """Import module ``name`` with the first interrupt held until it is done, then raise it (`Interrupted`) here, in
+    Python code. Polars' import runs Rust that calls back into Python's import: the handler's `Interrupted` raised
+    there became a Rust panic, its text and backtrace (100 lines) printed above the interrupt's one line. (A signal
+    mask would not hold it: the kernel hands a process's signal to any thread that does not block it, and Python
+    runs the handler in the main thread all the same.) A second signal still exits at once."""
+    import importlib
+
+    _State.deferring = True
+    try:
+        importlib.import_module(name)
+    finally:
+        _State.deferring = False
+    if _State.deferred:
+        _State.deferred = False
+        raise Interrupted
 
 
 def _unraisable(unraisable: object) -> None:

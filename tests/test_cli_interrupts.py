@@ -1,0 +1,51 @@
+"""asp_cli.cli.interrupts: the interrupt path's pieces on their own (the end-to-end runs are E29's rows in
+tests/test_errors_table.py)."""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import signal
+import sys
+
+import pytest
+
+from asp_cli.cli import interrupts
+from asp_cli.errors import Interrupted
+
+
+def test_a_signal_during_an_unbroken_import_is_raised_after_it(tmp_path, monkeypatch):
+    """Polars' import runs Rust that calls back into Python's import; the handler's `Interrupted` raised there (SIGTERM
+    0.5 s into `asp schedule`) became a Rust panic, a 100-line backtrace above the interrupt's line. `import_unbroken`
+    holds the first signal until the import is done and raises it then, in Python code; without it the handler
+    raised inside the module being imported."""
+    monkeypatch.setattr(interrupts._State, "received", [])
+    monkeypatch.setattr(interrupts._State, "closing", False)
+    monkeypatch.setattr(builtins, "asp_module_done", False, raising=False)
+    (tmp_path / "asp_slow_import.py").write_text(
+        "import builtins, os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "for _ in range(200):\n"
+        "    time.sleep(0.001)\n"
+        "builtins.asp_module_done = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "asp_slow_import", raising=False)
+    previous = signal.signal(signal.SIGUSR1, interrupts.handle)
+    try:
+        with pytest.raises(Interrupted):
+            interrupts.import_unbroken("asp_slow_import")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert builtins.asp_module_done and "asp_slow_import" in sys.modules
+    assert interrupts._State.received == [signal.SIGUSR1] and not interrupts._State.deferred
+    # The same import, not held: the handler raises inside the module, which never finishes.
+    monkeypatch.setattr(interrupts._State, "received", [])
+    monkeypatch.setattr(builtins, "asp_module_done", False)
+    del sys.modules["asp_slow_import"]
+    previous = signal.signal(signal.SIGUSR1, interrupts.handle)
+    try:
+        with pytest.raises(Interrupted):
+            importlib.import_module("asp_slow_import")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert not builtins.asp_module_done
