@@ -1181,3 +1181,43 @@ def test_the_json_says_which_epoch_was_replayed_and_how_many_prompts_probe_sampl
     picked = lengths("--lengths-epoch", 1)
     assert picked["epoch"] == 1 and picked["prompts_with_probe_samples_left_out"] == 0
     assert lengths("--lengths-epoch", -1)["epoch"] == -1
+
+
+def test_simulate_says_the_replay_runs_the_partial_batch_verl_drops(tmp_path):
+    """A verl newcomer's `bands` plan of 3,540 prompts at --train-batch-size 512 ended in a partial batch of its 468
+    longest prompts, which verl's dataloader drops (drop_last): `asp schedule` warned, `asp simulate --compare`
+    replayed them in every row, unsaid."""
+    def schedule(prompts, *options):
+        data = write_jsonl(tmp_path / f"p{prompts}.jsonl",
+                           [{"id": f"p{i}", "question": "q " * (1 + i % 29)} for i in range(prompts)])
+        out = tmp_path / f"s{prompts}-{options[1]}.parquet"
+        made = invoke("schedule", data, "-o", out, "--engine", "streaming", "--train-batch-size", "32",
+                      "--instances", "2", "-q", *options)
+        assert made.exit_code == 0, made.output
+        return out
+
+    synchronous = schedule(100, "--max-lag", "0", "--trainer", "schedule")
+    result = invoke("simulate", synchronous, "--compare", "--json")
+    assert result.exit_code == 0, result.output
+    words = " ".join(result.stderr.split())
+    lead = "Warning: this replay runs the epoch's last 4 rows, past its whole train batches of 32 (their step: "
+    assert lead in words, words
+    assert ("and --compare each row's own last 4: a sort's longest or shortest prompts, a shuffle's average ones "
+            "(that step is " in words)
+    assert "so the times are not those of a run that leaves them out: " in words
+    assert "(verl's and AReaL's" in words.split(lead)[1]  # the schedule's own warning follows, not a copy of it
+    document = json.loads(result.stdout)
+    said = [w for w in document["warnings"] if w.startswith("this replay runs the epoch's last 4 rows")]
+    assert len(said) == 1
+    rows = {r["arrangement"]: r for r in document["comparison"]}
+    step = rows["asp"]["partial_step_s"]
+    assert 0 < step < rows["asp"]["end_to_end_s"] and rows["verl-default"]["partial_step_s"] > 0
+    assert f"their step: {step:,.0f} s of the {rows['asp']['end_to_end_s']:,.0f} s end-to-end" in said[0]
+    plain = invoke("simulate", synchronous)  # without --compare: said too, without the rows
+    assert "this replay runs the epoch's last 4 rows" in plain.stderr and "--compare each" not in plain.stderr
+    # A trainer that takes groups as they finish: no step is the partial batch, so no time is given for it.
+    arrival = " ".join(invoke("simulate", schedule(100, "--max-lag", "1", "--trainer", "arrival")).stderr.split())
+    assert "this replay runs the epoch's last 4 rows, past its whole train batches of 32, so the times" in arrival
+    whole = invoke("simulate", schedule(96, "--max-lag", "0", "--trainer", "schedule"), "--compare", "--json")
+    assert "this replay runs" not in whole.stderr
+    assert all("partial_step_s" not in r for r in json.loads(whole.stdout)["comparison"])

@@ -93,6 +93,29 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *, partial_ba
     """Warnings about ``frame`` (a schedule, all epochs) for the trainer ``settings`` describe; ``partial_batch``
     False leaves out the one-epoch partial last batch's, where `dropped_tail_warnings` says it with what it drops
     (the two said the same batch in two warnings, the first thing a newcomer's `asp schedule` printed)."""
+    warnings = partial_batch_warnings(frame, settings, partial_batch=partial_batch)
+    used = frame["instance"].n_unique() if frame.height else 0
+    if used < settings.instances:
+        minibatches = frame["minibatch"].n_unique() if frame.height else 0
+        warnings.append(
+            f"{settings.instances - used} of the {settings.instances} instances get no minibatch ({minibatches:,} "
+            f"minibatch{'' if minibatches == 1 else 'es'} in all): those instances would idle through the whole "
+            "rollout; plan fewer --instances or smaller minibatches (--minibatch-size)")
+    return warnings
+
+
+def tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame | None, settings: ScheduleSettings) -> list[str]:
+    """`plan_warnings`' and `dropped_tail_warnings`' warnings about the rows past an epoch's last whole train batch,
+    as `asp schedule` says them (what a dataloader that drops a partial last batch leaves out); `asp simulate`
+    says them too, since its replay runs those rows (a verl newcomer compared a plan whose 468 longest prompts verl
+    never runs)."""
+    dropped = dropped_tail_warnings(frame, sources, settings)
+    return partial_batch_warnings(frame, settings, partial_batch=not dropped) + dropped
+
+
+def partial_batch_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *,
+                           partial_batch: bool = True) -> list[str]:
+    """`plan_warnings`' about an epoch that is no whole number of train batches (``partial_batch`` as there)."""
     warnings = []
     size = settings.train_batch_size
     prompts = int(frame.filter(pl.col("epoch") == frame["epoch"].min()).height) if frame.height else 0
@@ -130,13 +153,6 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *, partial_ba
             "dataloaders; slime with --num-epoch) leaves those rows out, of each epoch exported alone (asp export "
             f"--epoch) or of the file's last ({_MINDSPEED_PARTIAL}); use a --train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size))
-    used = frame["instance"].n_unique() if frame.height else 0
-    if used < settings.instances:
-        minibatches = frame["minibatch"].n_unique() if frame.height else 0
-        warnings.append(
-            f"{settings.instances - used} of the {settings.instances} instances get no minibatch ({minibatches:,} "
-            f"minibatch{'' if minibatches == 1 else 'es'} in all): those instances would idle through the whole "
-            "rollout; plan fewer --instances or smaller minibatches (--minibatch-size)")
     return warnings
 
 

@@ -21,7 +21,7 @@ from asp_cli.errors import InputError, SettingsError
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.predict.features import BYTES_PER_TOKEN
 from asp_cli.settings import ScheduleSettings, check_lag, one_step_off, replayed_owner, router_owner
-from asp_cli.sim.records import SimulationSettings
+from asp_cli.sim.records import SimulationResult, SimulationSettings
 from asp_cli.sim.run import simulate_schedule
 
 # ZeroEval stores characters; 3.12 characters per token is the ratio over all AIME R1-distill outputs
@@ -163,6 +163,7 @@ def compare(
         calls = frame.select(pl.col("epoch"), pl.col("minibatch")).n_unique()
         rows.append({"arrangement": name, "dispatch": dispatch, "equal_footing": equal,
                      "prompts_per_call": frame.height / max(calls, 1), **result.metrics,
+                     **partial_step(result, frame, settings.train_batch_size, max_lag, settings.trainer),
                      **(_as_verl_routes(name, frame, lengths, preset, settings, dispatch, max_lag,
                                         predictions[C.PREDICTED_MEAN_TOKENS].to_numpy()[index], router)
                         if mode == "streaming" else {})})
@@ -191,6 +192,19 @@ def compare(
         r["ratio_to_verl_default"] = r["end_to_end_s"] / reference if reference else None
         r["ratio_to_best_equal_footing"] = r["end_to_end_s"] / best["end_to_end_s"] if best else None
     return rows
+
+
+def partial_step(result: SimulationResult, frame: pl.DataFrame, train_batch_size: int, max_lag: int | float | None,
+                 trainer: str) -> dict[str, float]:
+    """``{"partial_step_s": T}``: what a one-epoch replay's last step, short of a train batch, adds to its end-to-end
+    time (end-to-end less the step before's end), where a synchronous trainer follows the steps (``max_lag`` 0,
+    ``trainer`` schedule), so that step is the rows a dataloader that drops a partial last batch (verl's) never runs;
+    nothing otherwise (a verl newcomer's comparison replayed a `bands` plan's 468 longest prompts, which verl drops)."""
+    steps = result.step_groups  # a row's own short steps (rollpacker-tail's long rounds) are not that batch
+    if (max_lag != 0 or trainer != "schedule" or len(steps) < 2 or steps[-1] != frame.height % train_batch_size
+            or frame["epoch"].n_unique() != 1):
+        return {}
+    return {"partial_step_s": float(result.metrics["end_to_end_s"] - result.step_end_s[-2])}
 
 
 def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset: HardwarePreset,

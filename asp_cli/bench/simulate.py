@@ -13,7 +13,7 @@ from asp_cli.errors import SettingsError, expect_callable
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.schedule_format import Schedule
 from asp_cli.settings import check_flags, check_replay_size
-from asp_cli.bench.compare import ASP, ASP_TRUE, compare_names
+from asp_cli.bench.compare import ASP, ASP_TRUE, compare_names, partial_step
 from asp_cli.bench.compare import compare as run_compare
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, PROMPT_SIGMA, SAMPLE_SIGMA, lengths_for_schedule
 from asp_cli.sim.options import ReplayOptions
@@ -207,6 +207,38 @@ def _trainer_warnings(metrics: dict, lag: int | float | None, trainer: str) -> l
     return [f"--trainer schedule is not modelled in the 'as {owner} routes' line (nor --compare's 'as {owner} s' "
             f"column): it replays {whose}, which takes groups as they finish, as --trainer arrival does; the lines "
             "above it follow the schedule's steps"]
+
+
+def _tail_warnings(schedule: Schedule, frame: pl.DataFrame, result: SimulationResult, comparison: list[dict] | None,
+                   lag: int | float | None, trainer: str) -> list[str]:
+    """`asp schedule`'s warnings about the rows past an epoch's last whole train batch (`advice.tail_warnings`), led
+    by what they are to this replay: it runs them, and --compare each row's own, which a dataloader that drops a
+    partial last batch (verl's) never does; with the time the partial step takes where a synchronous trainer
+    follows the steps (a verl newcomer's comparison of a `bands` plan included its 468 longest prompts, unsaid); for
+    a one-epoch replay."""
+    from asp_cli.arrange.advice import tail_warnings
+
+    recorded = schedule.recorded_settings
+    # Several epochs: a file of them all is read across the epochs' ends (`asp schedule` says what each epoch
+    # exported alone leaves out); the replay is of the file.
+    said = tail_warnings(frame, None, recorded) if frame["epoch"].n_unique() == 1 else []
+    if not said:
+        return []
+    size = recorded.train_batch_size
+    left = frame.height % size
+    step = partial_step(result, frame, size, lag, trainer).get("partial_step_s")
+    lead = (f"this replay runs the epoch's last {left:,} rows, past its whole train batches of {size}"
+            + (f" (their step: {step:,.0f} s of the {result.metrics['end_to_end_s']:,.0f} s end-to-end, for "
+               f"{left / frame.height:.0%} of the prompts)" if step is not None else ""))
+    if comparison:
+        shares = {r["arrangement"]: r["partial_step_s"] / r["end_to_end_s"] for r in comparison
+                  if r.get("partial_step_s") is not None and r["end_to_end_s"]}
+        lead += (f", and --compare each row's own last {left:,}: a sort's longest or shortest prompts, a "
+                 "shuffle's average ones"
+                 + (f" (that step is {shares[ASP]:.0%} of asp's end-to-end, {shares['verl-default']:.0%} of "
+                    "verl-default's, a shuffle's; each row's in --json: partial_step_s)"
+                    if ASP in shares and "verl-default" in shares else ""))
+    return [f"{lead}, so the times are not those of a run that leaves them out: {said[0]}", *said[1:]]
 
 
 def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instances: int, train_batch_size: int,
@@ -410,6 +442,7 @@ def simulate_loaded(
                 f"--instances {k} is fewer than the {planned} the schedule plans: the rows that keep to its planned "
                 "instances, 'asp, planned instances' (and, under planned dispatch, 'random (asp slots)') are left out "
                 "of the comparison")
+    document["warnings"].extend(_tail_warnings(schedule, frame, result, comparison, lag, trainer))
     if comparison is None and recorded.engine != mode and "streaming" in (recorded.engine, mode):  # as compared
         document["warnings"].append(
             f"the schedule was made for --engine {recorded.engine} and is replayed on --engine {mode}: "
