@@ -1221,3 +1221,29 @@ def test_simulate_says_the_replay_runs_the_partial_batch_verl_drops(tmp_path):
     whole = invoke("simulate", schedule(96, "--max-lag", "0", "--trainer", "schedule"), "--compare", "--json")
     assert "this replay runs" not in whole.stderr
     assert all("partial_step_s" not in r for r in json.loads(whole.stdout)["comparison"])
+
+
+def test_compare_on_servers_leaves_verl_default_to_the_line_as_verl_routes():
+    """A verl 0.9 newcomer's servers schedule (--engine streaming) read "6.5% faster than verl-default (372 s)"
+    first: the row's first column keeps each chunk of a train batch on one server, which verl 0.7 and later do not
+    run; only the second line judged verl's shuffle as verl routes it."""
+    from asp_cli.bench.verdict import verdict as _verdict
+
+    key = "verl_routed_end_to_end_s"
+    rows = [{"arrangement": "verl-default", "end_to_end_s": 974.0, key: 945.0, "prompts_per_call": 31.6,
+             "equal_footing": True},
+            {"arrangement": "dataset-order", "end_to_end_s": 764.0, key: 735.0, "prompts_per_call": 31.6,
+             "equal_footing": True},
+            {"arrangement": "asp", "end_to_end_s": 840.0, key: 809.0, "prompts_per_call": 31.6}]
+    first, second = _verdict(rows, 4, "streaming").split("\n")
+    assert "verl-default (974 s)" not in first and "faster than verl-default" not in first, first
+    assert first.endswith("; against verl's shuffle as verl routes it, the next line (the verl-default row's first "
+                          "column keeps each chunk of a train batch on one server, which verl 0.7 and later do not: "
+                          "they route every sample)"), first
+    assert "14.4% faster than verl-default (945 s), verl's shuffle" in second
+    rows[-1]["routed_by"] = "cache-aware"  # slime's router: its line judges slime's own default, not verl's
+    first = _verdict(rows, 4, "streaming").split("\n")[0]
+    assert "verl-default" not in first and "verl's shuffle" not in first, first
+    for row in rows:  # no line as a router routes: the first line keeps verl-default
+        row.pop(key)
+    assert "13.8% faster than verl-default (974 s)" in _verdict(rows, 4, "streaming")

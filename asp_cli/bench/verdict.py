@@ -20,7 +20,8 @@ def verdict(rows: list[dict], instances: int | None = None, mode: str | None = N
     an AReaL newcomer each asked which of the table's numbers was the saving, the latter in GPU hours: the
     instance-hours of the difference, every instance held for the run, say that). ``mode``, the engine compared on:
     on a blocking one, `verl-default` is verl's shuffle as blocking calls, which verl 0.7 and later do not run, and
-    the line says so (a verl 0.9 newcomer read the README's first `--compare` as 29.6% faster than verl)."""
+    the line says so (a verl 0.9 newcomer read the README's first `--compare` as 29.6% faster than verl); on servers
+    (``streaming``), where a line as the schedule's router routes follows, it is left to that line."""
     mine = next((r for r in rows if r["arrangement"] == ASP), None)
     best = best_equal_footing(rows)
     if mine is None or best is None:
@@ -32,7 +33,15 @@ def verdict(rows: list[dict], instances: int | None = None, mode: str | None = N
     line = f"  asp {mine['end_to_end_s']:,.0f} s: {against(best)}, the fastest row on equal footing"
     line += _held(mine, best, "end_to_end_s", instances) + _its_curriculum(rows, mine, best, "end_to_end_s")
     verl = next((r for r in rows if r["arrangement"] == "verl-default"), None)
-    if verl is not None and verl is not best:
+    routed = routed_verdict(rows, mine, instances)
+    if verl is not None and verl is not best and mode == "streaming" and routed:
+        # On servers the row's first column keeps each chunk of a train batch on one server, as verl's workers
+        # sent their chunks before 0.7: a verl 0.9 newcomer read the line's "6.5% faster than verl-default" first,
+        # where verl's own routing, the line below, judges its shuffle.
+        line += ("; against verl's shuffle as verl routes it, the next line (the verl-default row's first column "
+                 "keeps each chunk of a train batch on one server, which verl 0.7 and later do not: they route every "
+                 "sample)" if not mine.get("routed_by") else "")
+    elif verl is not None and verl is not best:
         line += f"; {against(verl)}"
         calls, own = verl.get("prompts_per_call", 0.0), mine["prompts_per_call"]
         if calls < 0.95 * own:  # smaller calls: concurrency, which the rows in asp's sizes are given too
@@ -54,7 +63,7 @@ def verdict(rows: list[dict], instances: int | None = None, mode: str | None = N
     bound = next((r for r in rows if r["arrangement"] == LOWER_BOUND), None)
     if bound is not None:
         line += f"; the lower bound is {bound['end_to_end_s']:,.0f} s"
-    return line + routed_verdict(rows, mine, instances)
+    return line + routed
 
 
 def _curriculum(rows: list[dict], row: dict) -> bool:
