@@ -1247,3 +1247,23 @@ def test_compare_on_servers_leaves_verl_default_to_the_line_as_verl_routes():
     for row in rows:  # no line as a router routes: the first line keeps verl-default
         row.pop(key)
     assert "13.8% faster than verl-default (974 s)" in _verdict(rows, 4, "streaming")
+
+
+def test_bench_verdict_says_the_engine_verl_default_ran_on(monkeypatch):
+    """`asp bench` judged asp against verl-default without the engine, so on a blocking one (its default) it left
+    out that verl-default was verl's shuffle as blocking generate() calls, which verl 0.7 and later do not run."""
+    import asp_cli.bench.compare as compare
+
+    rows = [{"arrangement": "verl-default", "end_to_end_s": 537.0, "prompts_per_call": 31.6, "equal_footing": True},
+            {"arrangement": "dataset-order", "end_to_end_s": 375.0, "prompts_per_call": 31.6, "equal_footing": True},
+            {"arrangement": "asp", "end_to_end_s": 378.0, "prompts_per_call": 31.9}]
+    spec = compare.WORKLOADS["gsm8k-k4-n8"]
+    monkeypatch.setattr(compare, "run_benchmark", lambda *a, **k: [(spec, None, rows)])
+    monkeypatch.setattr(compare, "format_table", lambda *a, **k: "(table)")
+    note = "(verl's shuffle as blocking generate() calls, which verl 0.7 and later do not run"
+    for mode, said in (("continuous", True), ("static", True), ("streaming", False)):
+        result = invoke("bench", "--workload", "gsm8k-k4-n8", "--mode", mode)
+        assert result.exit_code == 0, result.output
+        words = " ".join(result.stderr.split())
+        assert "29.6% faster than verl-default (537 s)" in words, words
+        assert (note in words) is said, mode

@@ -319,7 +319,9 @@ def bench_command(
         for spec, _workload, rows in results if not quiet else ():
             say(f"\n{spec.name}: {spec.title}")
             say(format_table(rows, markdown=False))
-            said = verdict(rows)  # the answer, as simulate --compare gives it (a newcomer: a loss went unsaid)
+            # The answer, as simulate --compare gives it (a newcomer: a loss went unsaid), with the engine (a blocking
+            # one's verl-default is verl's shuffle as calls verl 0.7 and later do not run).
+            said = verdict(rows, mode=mode)
             if said:
                 say(said)
         if markdown is not None:
