@@ -748,9 +748,12 @@ def test_compare_on_servers_judges_asp_as_verl_routes_too():
             {"arrangement": "lower bound", "end_to_end_s": 395.0}]
     said = _verdict(rows, 4)
     assert said.startswith("  asp 840 s: 9.9% slower than dataset-order (764 s), the fastest row on equal footing")
-    assert said.endswith("\n  as verl routes, asp 809 s: 10.1% slower than dataset-order (735 s), the fastest row so "
-                         "routed; 14.4% faster than verl-default (945 s), verl's shuffle (9.1 instance-minutes saved "
-                         "on 4 instances)")
+    order = ("(the file's own order, unshuffled: data.shuffle=False in verl, slime's default; where the file lists "
+             "its prompts by data source, as the sample data does, its steps are a curriculum by source, which "
+             "changes what the policy trains on, not only the speed)")
+    assert said.endswith(f"\n  as verl routes, asp 809 s: 10.1% slower than dataset-order (735 s), the fastest row so "
+                         f"routed {order}; 14.4% faster than verl-default (945 s), verl's shuffle (9.1 "
+                         "instance-minutes saved on 4 instances)")
     rows[1][key] = 990.0  # verl's shuffle the fastest so routed: said once
     assert _verdict(rows).endswith("\n  as verl routes, asp 809 s: 14.4% faster than verl-default (945 s), the "
                                    "fastest row so routed")
@@ -1267,3 +1270,29 @@ def test_bench_verdict_says_the_engine_verl_default_ran_on(monkeypatch):
         words = " ".join(result.stderr.split())
         assert "29.6% faster than verl-default (537 s)" in words, words
         assert (note in words) is said, mode
+
+
+def test_compare_says_what_a_dataset_order_lead_is_whatever_asps_steps():
+    """The file's own order beat asp on the sample data (GSM8K, then MATH: a sort by source), and the line said what
+    that row trains on only beside a representative plan: a verl newcomer could adopt a curriculum by source by
+    accident, or miss that their file's order already wins."""
+    from asp_cli.bench.verdict import verdict as _verdict
+
+    dev = "step_length_deviation_p90"
+    rows = [{"arrangement": "verl-default", "end_to_end_s": 537.0, "prompts_per_call": 31.6, dev: 0.13,
+             "equal_footing": True},
+            {"arrangement": "dataset-order", "end_to_end_s": 375.0, "prompts_per_call": 31.6, dev: 0.54,
+             "equal_footing": True},
+            {"arrangement": "asp", "end_to_end_s": 378.0, "prompts_per_call": 31.9, dev: 0.36}]
+    note = ("0.8% slower than dataset-order (375 s), the fastest row on equal footing (the file's own order, "
+            "unshuffled: data.shuffle=False in verl, slime's default; where the file lists its prompts by data source, "
+            "as the sample data does, its steps are a curriculum by source, which changes what the policy trains on, "
+            "not only the speed; a step's mean length 54% off the epoch mean at the 90th percentile, asp's 36%)")
+    assert note in _verdict(rows, mode="continuous")  # asp's steps a length curriculum too: it was left unsaid
+    rows[-1][dev] = 0.12  # asp representative: the file's order said as such, not only as a length curriculum
+    said = _verdict(rows)
+    assert "the file's own order, unshuffled" in said and "(its steps a length curriculum" not in said, said
+    rows[-1]["end_to_end_s"] = 370.0  # asp ahead of the file's order: nothing to say of it
+    assert "the file's own order, unshuffled" not in _verdict(rows)
+    rows[-1]["end_to_end_s"], rows[0]["end_to_end_s"] = 378.0, 360.0  # another row the fastest
+    assert "the file's own order, unshuffled" not in _verdict(rows)

@@ -77,12 +77,28 @@ def _curriculum(rows: list[dict], row: dict) -> bool:
 def _its_curriculum(rows: list[dict], mine: dict, fastest: dict, key: str) -> str:
     """`` (its steps a length curriculum ...)`` where the row that beats asp does so by training one band of lengths
     a step and asp's steps are about a shuffle's (`--steps representative`): a slime newcomer read "30.2% slower than
-    long-first" as asp losing, where the table's step deviation alone said what long-first trains on."""
-    if fastest is mine or fastest[key] >= mine[key] or not _curriculum(rows, fastest) or _curriculum(rows, mine):
+    long-first" as asp losing, where the table's step deviation alone said what long-first trains on; where that row
+    is `dataset-order`, what the file's own order is (`_file_order`), whatever asp's steps."""
+    if fastest is mine or fastest[key] >= mine[key]:
+        return ""
+    if fastest["arrangement"] == "dataset-order":
+        return _file_order(fastest, mine)
+    if not _curriculum(rows, fastest) or _curriculum(rows, mine):
         return ""
     return (f" (its steps a length curriculum: a step's mean length {fastest[DEVIATION]:.0%} off the epoch mean at the "
             f"90th percentile, asp's {mine[DEVIATION]:.0%}, about a shuffle's: its lead changes what the policy trains "
             "on)")
+
+
+def _file_order(row: dict, mine: dict) -> str:
+    """`` (the file's own order, unshuffled ...)``: what a `dataset-order` lead over asp is, said whatever asp's steps
+    (it was said only beside a representative plan, where its step deviation marked it: a verl newcomer could adopt
+    a curriculum by source unawares, or miss that their file's order already wins)."""
+    spread = (f"; a step's mean length {row[DEVIATION]:.0%} off the epoch mean at the 90th percentile, asp's "
+              f"{mine[DEVIATION]:.0%}" if row.get(DEVIATION) is not None and mine.get(DEVIATION) is not None else "")
+    return (" (the file's own order, unshuffled: data.shuffle=False in verl, slime's default; where the file lists "
+            "its prompts by data source, as the sample data does, its steps are a curriculum by source, which changes "
+            f"what the policy trains on, not only the speed{spread})")
 
 
 def _held(mine: dict, other: dict, key: str, instances: int | None) -> str:
