@@ -236,6 +236,19 @@ def test_observe_appends_and_reports(built, tmp_path):  # noqa: F811
     assert "not needed" not in said
 
 
+def test_observe_max_response_tokens_marks_samples_at_the_rollouts_cap(tmp_path):
+    """A verl newcomer's round (2026-12-07): without a schedule nothing said a log's cap, so samples cut at it were
+    recorded as whole lengths; --max-response-tokens is the run's cap (verl's data.max_response_length)."""
+    log = write_jsonl(tmp_path / "r.jsonl", [{"prompt_id": "p1", "sample": s, "response_tokens": 7 + s}
+                                             for s in range(3)])
+    result = invoke("observe", log, "-o", tmp_path / "h.parquet", "--max-response-tokens", "8", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["truncated_samples"] == 2
+    assert "Warning: 1 samples are longer than --max-response-tokens (8); kept as observed" in result.stderr
+    assert invoke("observe", log, "-o", tmp_path / "h2.parquet", "--max-response-tokens", "0").exit_code == \
+        ExitCode.BAD_SETTINGS
+
+
 def test_observe_bad_row_exit_code(tmp_path):
     log = tmp_path / "bad.csv"
     log.write_text("id,response_tokens\np1,ten\n")

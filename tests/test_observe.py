@@ -1301,3 +1301,55 @@ def test_spreading_over_several_dumps_at_an_odd_group_size_is_not_a_shortfall_or
     assert ("2 prompts hold fewer or more than samples_per_prompt=3 samples only as their text's samples were spread "
             "over the ids that share it (whole groups of it: 2 groups over 2 ids); no group was cut short"
             ) in result.warnings
+
+
+def _steps_dump(path, questions, step, words=10):
+    """A v1 dump of one step, as `_dump_rows`, its `step` and output length set."""
+    return write_jsonl(path, [dict(r, step=step, output="word " * (words + i % 2))
+                              for i, r in enumerate(_dump_rows(questions, uid=True))])
+
+
+def test_steps_two_dumps_hold_are_said_with_the_samples_counted_twice(built, tmp_path):  # noqa: F811
+    """A verl newcomer's round (2026-12-07): a run resumed from global_step_4 into another rollout_data_dir dumps
+    steps 5 and 6 again (the restored loader's same prompts); both folders observed together counted those
+    samples twice, without a word."""
+    questions = [json.loads(line)["question"] for line in built["prompts"].read_text().splitlines()][:2]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = [_steps_dump(tmp_path / "a" / f"{s}.jsonl", questions, s, words=s) for s in (4, 5, 6)]
+    resumed = [_steps_dump(tmp_path / "b" / f"{s}.jsonl", questions, s, words=20 + s) for s in (5, 6, 7)]
+    result = observe([*first, *resumed], None, dataset=[built["prompts"]])
+    assert result.summary["steps_dumped_twice"] == [5, 6]
+    assert (f"steps 5, 6 are in more than one dump (step 5: {first[1]} and {resumed[0]}), so 8 samples count twice: "
+            "a verl run resumed from a checkpoint into another trainer.rollout_data_dir dumps the steps after the "
+            "checkpoint again") in " ".join(result.warnings)
+    # Each step once: nothing said.
+    result = observe([first[0], *resumed], None, dataset=[built["prompts"]])
+    assert result.summary["steps_dumped_twice"] == [] and not any("more than one dump" in w for w in result.warnings)
+
+
+def test_the_rollouts_cap_marks_cut_dump_samples_and_gives_the_others_their_end_token(built, tmp_path):  # noqa: F811
+    """A verl newcomer's round (2026-12-07): responses cut at data.max_response_length were recorded as whole
+    lengths (truncated null) with nothing to say so, so a next run with a larger cap predicted them as lengths that
+    ended there; and every count stayed one short (the end token verl's decode drops), though the cap tells them
+    apart."""
+    tokenizers = pytest.importorskip("tokenizers", reason="tokenizers is not installed (the [tokenizer] extra)")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "word": 1}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    questions = [json.loads(line)["question"] for line in built["prompts"].read_text().splitlines()][:4]
+    dump = _steps_dump(tmp_path / "1.jsonl", questions, 1)  # 10 and 11 words: 11 is the cap
+    read = replace(OBSERVE_READ, tokenizer=tmp_path / "tokenizer.json")
+    unsaid = observe([dump], None, dataset=[built["prompts"]], read=read)
+    assert unsaid.added["response_tokens"].to_list() == [10, 11] * 4
+    assert unsaid.added["truncated"].null_count() == 8
+    assert ("4 of the 8 samples have the largest count, 11 tokens: responses cut at the rollout's cap (verl's "
+            "data.max_response_length)?") in " ".join(unsaid.warnings)
+    result = observe([dump], None, dataset=[built["prompts"]], read=read, max_response_tokens=11)
+    assert result.added["response_tokens"].to_list() == [11, 11] * 4
+    assert result.added["truncated"].to_list() == [False, True] * 4
+    assert result.summary["eos_added"] == 4 and result.summary["eos_short_lengths"] == 0
+    assert result.summary["truncated_samples"] == 4
+    assert not any("largest count" in w or "1 token short" in w for w in result.warnings)
+    with pytest.raises(SettingsError, match="--max-response-tokens"):
+        observe([dump], None, dataset=[built["prompts"]], read=read, max_response_tokens=0)

@@ -43,6 +43,7 @@ from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: th
     UNKNOWN_POLICIES, check_unknown_policy, nothing_to_write, refuse_a_prompt_file, refuse_datasets_among_logs,
     settle_unknown_ids,
 )
+from asp_cli.integrate.dump_steps import cut_at_cap, dump_notes, dump_steps
 from asp_cli.integrate.observe_coverage import coverage
 from asp_cli.integrate.prompt_match import PromptMatcher
 from asp_cli.integrate.recorded_dataset import DatasetFromSchedule
@@ -90,6 +91,7 @@ def observe(
     epoch: int | None = None,
     read: ReadOptions = OBSERVE_READ,
     unknown_ids: str | None = None,
+    max_response_tokens: int | None = None,
 ) -> ObserveResult:
     """Read rollout logs, validate them, and write (or append to) a history file; the twin of `asp observe`.
 
@@ -121,6 +123,9 @@ def observe(
         ``skip`` (count and leave out), ``keep`` (count and keep) or ``error`` for ids the schedule or dataset
         do not hold; ``None`` (the default) skips them too, but refuses a log more than half of whose rows name
         none of its prompts (a wrong dataset or schedule: ``skip`` keeps only the matched rows on purpose).
+    max_response_tokens
+        The rollout's generation cap (verl's ``data.max_response_length``; default: the schedule's): samples at it
+        are truncated, and a tokenizer's count of a verl dump's text below it gets back its end-of-sequence token.
 
     Raises
     ------
@@ -139,6 +144,7 @@ def observe(
     # Stored as int32; epochs count from 0. True was epoch 1 and '0' a TypeError (a hostile-input round).
     epoch = whole(epoch)  # NumPy's integers too
     check_count("--epoch", epoch, minimum=0, maximum=2**31 - 1, optional=True)
+    check_count("--max-response-tokens", max_response_tokens, minimum=1, optional=True)
     logs = paths_of(logs)
     dataset = paths_of(dataset)
     if schedule is not None and not isinstance(schedule, (str, PathLike)):  # kept in memory: was a TypeError
@@ -179,12 +185,13 @@ def observe(
         # Read, add and write under the output's lock: a second appender waits, then adds to this one's rows; a
         # --force that replaced the file while an appender worked was lost under the appender's write (an audit).
         with locked(out):
-            return _observe(logs, out, schedule, dataset, append, force, epoch, read, unknown_ids)
-    return _observe(logs, out, schedule, dataset, append, force, epoch, read, unknown_ids)
+            return _observe(logs, out, schedule, dataset, append, force, epoch, read, unknown_ids, max_response_tokens)
+    return _observe(logs, out, schedule, dataset, append, force, epoch, read, unknown_ids, max_response_tokens)
 
 
 def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, dataset: list[Path], append: bool,
-             force: bool, epoch: int | None, read: ReadOptions, unknown_ids: str | None) -> ObserveResult:
+             force: bool, epoch: int | None, read: ReadOptions, unknown_ids: str | None,
+             given_cap: int | None = None) -> ObserveResult:
     from asp_cli import testhooks
 
     existing: pl.DataFrame | None = None
@@ -208,6 +215,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     recorded = DatasetFromSchedule(sched.path, sched.metadata, lambda found: _read_dataset(  # its file, if any
         found, _with_schedule_id_key(read, sched), warnings)) if sched is not None and not dataset else None
     known, cap = _known_ids(sched, prompts)
+    cap = given_cap if given_cap is not None else cap  # the run's own (verl's data.max_response_length) first
     # An `asp export` as the dataset names prompts by the schedule's ids, not by a column of the original file: the
     # record is the schedule's where given, else none (an OpenRLHF newcomer's history was said to name other prompts).
     exported = bool(dataset) and read.id_key is None and all(export_id_key(p) for p in dataset)
@@ -230,7 +238,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             warnings.append(already_observed(path, fingerprint, existing, seen))
             continue
         seen_prints.add(fingerprint)
-        part, kind = _read_log(path, prompts if prompts is not None else recorded, read, summary, shared)
+        part, kind = _read_log(path, prompts if prompts is not None else recorded, read, summary, shared, given_cap)
         if cap is not None and read.tokenizer is None and (kind == "verl_generations" or _counts_text(kind, read)):
             # estimated from text at 4 bytes a token: one past the cap is an estimate's error (said cut and longer)
             over = int((part[C.RESPONSE_TOKENS] > cap).sum())
@@ -266,6 +274,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     if recorded is not None and recorded.used:  # said under the summary (`asp observe`)
         summary["dataset_from_schedule"] = [str(p) for p in recorded.used]
     warnings.extend(summary.pop("read_notes", []))
+    dump_notes(summary, warnings, cap is None)  # steps two dumps hold (a resumed run); counts cut at an unsaid cap
     summary["rows_read"] = added.height + summary["bad_rows"]
     if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):
         warnings.append(f"--tokenizer {read.tokenizer} was not used: it counts the response text of verl dumps, and "
@@ -276,9 +285,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         over = int((added["response_tokens"] > cap).sum())
         summary["rows_over_max_response_tokens"] = over
         if over:
-            warnings.append(
-                f"{over:,} samples are longer than the schedule's max_response_tokens ({cap:,}); kept as observed"
-            )
+            whose = "--max-response-tokens" if given_cap else "the schedule's max_response_tokens"
+            warnings.append(f"{over:,} samples are longer than {whose} ({cap:,}); kept as observed")
     if known is not None:
         against = {"word": "schedule" if schedule else "dataset",
                    "files": [sched.path or "the schedule in memory"] if sched is not None else dataset}
@@ -389,6 +397,7 @@ def _read_log(
     read: ReadOptions,
     summary: dict[str, Any],
     shared: set[tuple[str, ...]],
+    cap: int | None = None,
 ) -> tuple[pl.DataFrame, str]:
     """One log's samples and its kind (`LOG_FORMATS`); ``shared`` is told the ids of each prompt text several share
     whose samples a dump's were spread over (`asp_cli.integrate.observe_coverage`)."""
@@ -406,7 +415,7 @@ def _read_log(
         summary["bad_row_examples"].extend(f"{w}: not a JSON object" for w in malformed.skipped_examples)
     if verl_dump:
         return _read_verl_dump(path, frame, dataset(path) if callable(dataset) else dataset, read.tokenizer, summary,
-                               read.on_bad_row, shared), kind
+                               read.on_bad_row, shared, cap), kind
     if kind == "verl_generations":
         responses = _verl_responses_column(frame) or {c.lower(): c for c in frame.columns}[_VERL_RESPONSES]
         return _read_verl_generations(path, frame, responses, read, summary), kind
@@ -486,8 +495,10 @@ def _read_verl_dump(
     summary: dict[str, Any],
     read_on_bad_row: str = "error",
     shared: set[tuple[str, ...]] | None = None,
+    cap: int | None = None,
 ) -> pl.DataFrame:
-    """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens."""
+    """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens (with the
+    rollout's ``cap`` given, those at it cut and the others' end token given back: `dump_steps.cut_at_cap`)."""
     if dataset is None:
         raise InputError(
             f"{path}: input/output text without prompt ids (verl's rollout dump, OpenRLHF's or slime's length log); "
@@ -509,6 +520,7 @@ def _read_verl_dump(
     result = pl.DataFrame({"prompt_id": ids, "response_tokens": counts, "\x00whole": whole},
                           schema={"prompt_id": pl.String, "response_tokens": pl.Int64, "\x00whole": pl.Boolean})
     bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
+    summary.setdefault("\x00steps", []).append((path, dump_steps(frame, columns, ~bad)))  # `dump_notes`
     if bad.any():
         from asp_cli.reading.places import row_location
         from asp_cli.reading.tables import BAD_ROW_FIX, file_format
@@ -526,8 +538,12 @@ def _read_verl_dump(
         summary["bad_row_examples"].extend(examples)
         result = result.filter(~bad)
     # A response that holds a special token was decoded with them (OpenRLHF's reward function's): counted whole.
-    summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += int((~result["\x00whole"]).sum())
     summary["whole_lengths"] = summary.get("whole_lengths", 0) + int(result["\x00whole"].sum())
+    if tokenizer is not None:
+        summary.setdefault("\x00counted", []).append(result["response_tokens"])  # `dump_notes`: an unsaid cap
+        if cap is not None:
+            return cut_at_cap(result, cap, summary)
+    summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += int((~result["\x00whole"]).sum())
     return result.drop("\x00whole").with_columns(pl.lit(None, pl.Boolean).alias("truncated"),
                                                   pl.lit(None, pl.Int32).alias("epoch"))
 

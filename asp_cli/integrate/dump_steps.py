@@ -1,0 +1,94 @@
+"""What a verl rollout dump's ``step`` and its counts at the cap say: steps dumped twice, responses cut at the cap.
+
+verl writes one ``{global_steps}.jsonl`` a step under ``trainer.rollout_data_dir`` (``_write_generations`` of
+verl/trainer/ppo/ray_trainer.py:454 and verl/trainer/ppo/v1/trainer_base.py:1226, 0.9.1), ``step`` on each row
+being that global step: 1 for the first, counting on over epochs. A run resumed from ``global_step_K`` numbers its
+steps from K + 1 again, so dumps of the run before the resume and after it, kept in two folders, hold steps K + 1
+onward twice, whose prompts the restored data loader draws again. A response cut at ``data.max_response_length``
+is dumped whole (no end token to lose), so the cap is the largest count, held by many samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+# A cap is suspected where at least this share of the counted samples hold the largest count: a length
+# distribution without a cap has one sample there, a few with ties; the 2026-12-07 newcomer's run, 32%.
+_CAP_SHARE = 0.05
+_CAP_MIN_SAMPLES = 3
+
+
+def dump_steps(frame: pl.DataFrame, columns: dict[str, str], kept: pl.Series) -> dict[int, int]:
+    """The samples of each ``step`` among a dump's kept rows (none where the column is missing or not whole)."""
+    step = columns.get("step")
+    if step is None or not frame.schema[step].is_integer():
+        return {}
+    counts = frame.select(pl.col(step).alias("step")).filter(kept & pl.col("step").is_not_null())
+    return {int(s): int(n) for s, n in counts.group_by("step").len().sort("step").iter_rows()}
+
+
+def steps_dumped_twice(dumps: list[tuple[Path, dict[int, int]]], summary: dict[str, Any],
+                       warnings: list[str]) -> None:
+    """Say steps that two dumps of one ``asp observe`` both hold, and how many samples that adds."""
+    where: dict[int, list[tuple[Path, int]]] = {}
+    for path, steps in dumps:
+        for step, rows in steps.items():
+            where.setdefault(step, []).append((path, rows))
+    twice = sorted(step for step, held in where.items() if len(held) > 1)
+    summary["steps_dumped_twice"] = twice
+    if not twice:
+        return
+    # The samples beyond one dump's of each such step: the last file given is taken as the one kept.
+    extra = sum(sum(rows for _, rows in where[step][:-1]) for step in twice)
+    first = where[twice[0]]
+    named = " and ".join(str(path) for path, _ in first[:2]) + (f" and {len(first) - 2} more" if len(first) > 2 else "")
+    listed = ", ".join(map(str, twice[:8])) + (", ..." if len(twice) > 8 else "")
+    warnings.append(
+        f"step{'s' if len(twice) > 1 else ''} {listed} {'are' if len(twice) > 1 else 'is'} in more than one dump "
+        f"(step {twice[0]}: {named}), so {extra:,} samples count twice: a verl run resumed from a checkpoint "
+        "into another trainer.rollout_data_dir dumps the steps after the checkpoint again, the restored data "
+        "loader's same prompts drawn again; observe each step's dump once (the resumed run's, whose samples were "
+        "trained), or, where these are dumps of two runs, keep them: each run numbers its steps from 1")
+
+
+def cut_at_cap(part: pl.DataFrame, cap: int, summary: dict[str, Any]) -> pl.DataFrame:
+    """A tokenizer-counted dump's samples (``prompt_id``, ``response_tokens``, ``\\x00whole``: decoded with special
+    tokens) with the rollout's cap known, as history rows: those at the cap truncated (a cut response has no end
+    token to lose: exact), the others given back the end-of-sequence token verl's ``skip_special_tokens=True``
+    decode dropped (text decoded with its special tokens kept it)."""
+    short = (~part["\x00whole"]) & (part["response_tokens"] < cap)
+    summary["eos_added"] = summary.get("eos_added", 0) + int(short.sum())
+    return part.select(
+        "prompt_id",
+        pl.when(short).then(pl.col("response_tokens") + 1).otherwise(pl.col("response_tokens"))
+        .alias("response_tokens"),
+        (pl.col("response_tokens") >= cap).alias("truncated"),
+        pl.lit(None, pl.Int32).alias("epoch"))
+
+
+def dump_notes(summary: dict[str, Any], warnings: list[str], cap_unknown: bool) -> None:
+    """Take the dumps' private notes out of ``summary`` (`asp_cli.integrate.observe`) and say what they show."""
+    steps_dumped_twice(summary.pop("\x00steps", []), summary, warnings)
+    counted = summary.pop("\x00counted", [])
+    if cap_unknown and counted:
+        cap_unsaid(pl.concat(counted), warnings)
+
+
+def cap_unsaid(counts: pl.Series, warnings: list[str]) -> None:
+    """Warn where many tokenizer-counted dump samples share the largest count and no cap was given: responses cut
+    at the rollout's ``max_response_length``, which the history would otherwise hold as whole lengths."""
+    if not counts.len() or counts.null_count() == counts.len():
+        return
+    top = int(counts.max())  # type: ignore[arg-type]
+    at_top = int((counts == top).sum())
+    if at_top < max(_CAP_MIN_SAMPLES, _CAP_SHARE * counts.len()):
+        return
+    warnings.append(
+        f"{at_top:,} of the {counts.len():,} samples have the largest count, {top:,} tokens: responses cut at the "
+        f"rollout's cap (verl's data.max_response_length)? Without it they are recorded as whole lengths, not "
+        f"truncated, and an asp schedule --max-response-tokens above {top:,} predicts them as lengths that ended "
+        f"there; pass the run's cap, --max-response-tokens N (N = data.max_response_length), to record them as cut "
+        "(and give the other samples back the end token their decoded text lost)")
