@@ -52,6 +52,10 @@ def setup_files(tmp: Path) -> None:
     (tmp / "data_packed_input_ids_document.bin").write_bytes(b"\x01\x00\x00\x00" * 4)
     (tmp / "arrow.parquet").write_bytes(b"\xff\xff\xff\xff\x10\x00\x00\x00ARROW stream")
     (tmp / "prompts_dir").mkdir()
+    (tmp / "rollouts").mkdir()  # verl's trainer.rollout_data_dir: one {step}.jsonl a step
+    for step in (1, 2, 10):
+        write_jsonl(tmp / "rollouts" / f"{step}.jsonl", [{"input": "user\nWhat is 7 times 8?\nassistant\n",
+                                                         "output": "56", "score": 1.0, "step": step}])
 
     pq.write_table(pa.table({"seq": [0], "prompt_id": ["a"]}).replace_schema_metadata({b"asp.schedule": b"{}"}),
                    tmp / "schedule.parquet")
@@ -132,6 +136,14 @@ CASES = [
      "arrow.parquet: the name says Parquet but the file looks like text (CSV?); rename it to match its content\n"),
     ("E11", ["schedule", "{tmp}/missing.jsonl", "-o", "{tmp}/o.parquet"], 3, "no such file"),
     ("E63", ["schedule", "{tmp}/prompts_dir", "-o", "{tmp}/o.parquet"], 3, "prompts_dir: is a folder; name the files in it"),
+    ("E140", ["observe", "{tmp}/rollouts/1.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
+     "rollouts/1.jsonl:1: its input matches no dataset prompt (no row of its 1 matches any of the 2 prompts of "),
+    ("E141", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/rollouts"], 3,
+     "rollouts: is a folder of 3 verl rollout dumps (1.jsonl to 10.jsonl, one a step, as trainer.rollout_data_dir "
+     "holds them: input/output text, no prompt ids); turn them into lengths first: asp observe "),
+    ("E141", ["observe", "{tmp}/rollouts", "-o", "{tmp}/h.parquet"], 3,
+     "rollouts: is a folder of 3 verl rollout dumps (1.jsonl to 10.jsonl, one a step, as trainer.rollout_data_dir "
+     "holds them: input/output text, no prompt ids); name its files, not the folder: asp observe "),
     ("E102", ["schedule", "{tmp}/exported.jsonl", "-o", "{tmp}/o.parquet"], 3,
      "exported.jsonl: an asp export (its rows are a dataset's prompts in a schedule's order, with asp's columns "
      "added), not the prompt file(s) the schedule was made from; give that file instead (each prompt once, in its own "
@@ -233,7 +245,7 @@ CASES = [
      "text to the --dataset prompts only in a dump of input/output text"),
     ("E103", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/text_log.jsonl"], 3,
      "text_log.jsonl: holds response text without prompt ids (a verl, OpenRLHF or slime rollout dump?); turn it into "
-     "lengths first: asp observe text_log.jsonl --dataset PROMPTS -o history.parquet"),
+     "lengths first: asp observe "),
     ("E66", ["observe", "{tmp}/log_mostly.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl",
              "{tmp}/dupes.jsonl"], 3,  # a second prompt file after one --dataset (a shell glob) is read as a log
      "dupes.jsonl: a prompt file among the rollout logs (prompts, no response lengths): --dataset takes one file, and "

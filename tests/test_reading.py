@@ -1240,7 +1240,7 @@ def test_a_rollout_dump_of_text_given_as_lengths_points_to_observe(tmp_path):
 
     dump = write_jsonl(tmp_path / "dump.jsonl", [{"input": "user: hi\nassistant:", "output": "hello", "score": 1.0}])
     with pytest.raises(InputError, match=r"dump\.jsonl: holds response text without prompt ids .*asp observe "
-                                         r"dump\.jsonl --dataset PROMPTS -o history\.parquet"):
+                                         r".*/dump\.jsonl --dataset PROMPTS -o history\.parquet"):
         read_lengths([dump])
     generated = write_jsonl(tmp_path / "gen.jsonl", [{"prompt": "hi", "responses": ["a", "bb"]}])
     with pytest.raises(InputError, match="holds response text without prompt ids"):
@@ -1252,7 +1252,7 @@ def test_a_rollout_dump_of_text_given_as_lengths_points_to_observe(tmp_path):
     # the dump was told "holds prompts but no response lengths" (a verl newcomer's --history DIR/1.jsonl)
     v1 = write_jsonl(tmp_path / "1.jsonl", [{"input": "user: hi\nassistant:", "output": "hello", "gts": "1",
                                              "score": 1.0, "step": 1, "uid": "0b8e9c1e-1f2a_0_3"}])
-    with pytest.raises(InputError, match=r"1\.jsonl: holds response text without prompt ids .*asp observe 1\.jsonl"):
+    with pytest.raises(InputError, match=r"1\.jsonl: holds response text without prompt ids .*asp observe .*/1\.jsonl"):
         read_lengths([v1])
 
 
@@ -1701,3 +1701,25 @@ def test_a_prompt_text_log_whose_id_is_inside_an_object_is_told_the_path_not_e11
     with pytest.raises(InputError, match=r"'metadata' holds a field 'prompt_id': give --history-id-key "
                                          r"metadata\.prompt_id$"):
         read_lengths([log])
+
+
+def test_a_folder_of_verl_rollout_dumps_and_a_dump_in_one_say_the_command_to_run_on_them(tmp_path):
+    """A verl newcomer's round (2026-12-07): `--history rollouts` (verl's trainer.rollout_data_dir) was told to name
+    the files in it, whose every file was then refused as text to observe first; and that hint named the dump
+    without its folder (`asp observe 1.jsonl`), a command that did not run where it was given."""
+    (tmp_path / "rollouts").mkdir()
+    for step in (1, 2, 10):
+        write_jsonl(tmp_path / "rollouts" / f"{step}.jsonl", [{"input": "user\nq\nassistant\n", "output": "a",
+                                                               "score": 1.0, "step": step}])
+    with pytest.raises(InputError) as caught:
+        read_lengths([tmp_path / "rollouts"])
+    assert str(caught.value) == (
+        f"{tmp_path / 'rollouts'}: is a folder of 3 verl rollout dumps (1.jsonl to 10.jsonl, one a step, as "
+        "trainer.rollout_data_dir holds them: input/output text, no prompt ids); turn them into lengths first: "
+        f"asp observe {tmp_path / 'rollouts' / '*.jsonl'} --dataset PROMPTS -o history.parquet, then pass "
+        "history.parquet")
+    with pytest.raises(InputError, match=re.escape(f"asp observe {tmp_path / 'rollouts' / '2.jsonl'} --dataset")):
+        read_lengths([tmp_path / "rollouts" / "2.jsonl"])
+    (tmp_path / "other").mkdir()  # a folder of anything else: as before
+    with pytest.raises(InputError, match=r"other: is a folder; name the files in it \(e\.g\. .*other/\*\.jsonl\)"):
+        read_lengths([tmp_path / "other"])

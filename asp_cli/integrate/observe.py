@@ -34,6 +34,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli.errors import InputError, OutputError, SettingsError, missing_hint, stdin_named
+from asp_cli.reading.dump_folders import dump_folder_fix
 from asp_cli.reading.exported import export_id_key, with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
@@ -44,8 +45,8 @@ from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: th
     settle_unknown_ids,
 )
 from asp_cli.integrate.dump_steps import cut_at_cap, dump_notes, dump_steps
-from asp_cli.integrate.observe_coverage import coverage
-from asp_cli.integrate.prompt_match import PromptMatcher
+from asp_cli.integrate.observe_coverage import coverage, epochs_overfull
+from asp_cli.integrate.prompt_match import PromptMatcher, no_prompt_matched
 from asp_cli.integrate.recorded_dataset import DatasetFromSchedule
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
@@ -229,6 +230,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         if stdin_named(path) is not None:
             raise stdin_named(path)
         if not path.is_file():
+            if path.is_dir() and (dumps := dump_folder_fix(path, observing=True)):
+                raise InputError(dumps)  # verl's rollout_data_dir named whole (a verl newcomer's round, 2026-12-07)
             what = "is a folder, not a rollout log" if path.is_dir() else "no such rollout log"
             home = "" if path.exists() else missing_hint(path)
             raise InputError(f"{path}: {what}" + (home or "; name a file of prompt ids and response lengths"))
@@ -328,7 +331,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
 
     history = added if existing is None else pl.concat([existing, added], how="vertical")
     if sched is not None and existing is not None and existing.height and added.height:
-        warnings.extend(_epochs_overfull(existing, added, sched.recorded_settings.samples_per_prompt))
+        warnings.extend(epochs_overfull(existing, added, sched.recorded_settings.samples_per_prompt))
     if existing is not None and existing.height and added.height:
         before, now = existing["epoch"].null_count() == existing.height, added["epoch"].null_count() == added.height
         if before != now:  # a MindSpeed newcomer's `--history-epochs 1` then kept one epoch, which nothing had said
@@ -357,26 +360,6 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             raise OutputError(f"{out} exists (another run wrote it while this one read the logs); run this again "
                               "with --append to add these logs to it (--force would replace its rows)") from None
     return ObserveResult(added=added, history=history, output=out, summary=summary, warnings=warnings)
-
-
-def _epochs_overfull(existing: pl.DataFrame, added: pl.DataFrame, n: int) -> list[str]:
-    """A warning per epoch that ``added`` numbers where prompts the ``existing`` history held in that epoch now hold
-    more samples than the schedule's ``n``: a log with other bytes appended again (a retried pipeline step
-    regenerated its log, and every sample counted twice without a word: a newcomer's round). Logs split by rank,
-    each a part of an epoch's samples, stay within ``n``; a new epoch logged with more samples than ``n`` is not
-    one the history held (a review)."""
-    keys = ["epoch", "prompt_id"]
-    held = existing.filter(pl.col("epoch").is_not_null()).select(keys).unique()
-    if not held.height:
-        return []
-    counts = (pl.concat([existing.select(keys), added.select(keys)]).join(held, on=keys, how="semi")
-              .join(added.select(keys).unique(), on=keys, how="semi").group_by(keys).len()
-              .filter(pl.col("len") > n).group_by("epoch").agg(pl.len().alias("prompts"), pl.col("len").max())
-              .sort("epoch"))
-    return [f"epoch {e}: {k:,} prompts now hold more samples than the schedule's {n} per prompt (up to {most}): the "
-            "history held this epoch's samples of them already, and these count again; if this log is that epoch's "
-            "log regenerated (a retried step), rebuild the history without it (--force with the other logs)"
-            for e, k, most in counts.iter_rows()]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -532,6 +515,10 @@ def _read_verl_dump(
         examples = [f"{row_location(path, frame, i, fmt)}: " + (odd.get(i) or (
                     "its output is missing" if ids[i] is not None else "its input matches no dataset prompt"))
                     for i in rows[:5]]
+        unmatched = [i for i in rows if ids[i] is None and not odd.get(i)]  # `prompt_match.no_prompt_matched`
+        if read_on_bad_row == "error" and rows[0] in unmatched[:1]:  # the wrong --dataset, or edited prompts
+            raise InputError(no_prompt_matched(examples[0], len(unmatched), len(ids), dataset.prompts.height,
+                                               dataset.paths))
         if read_on_bad_row == "error":
             raise InputError(f"{examples[0]}; {BAD_ROW_FIX}")
         summary["bad_rows"] += len(rows)

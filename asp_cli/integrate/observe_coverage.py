@@ -97,3 +97,23 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
                         "without an epoch column counts as one): the history keeps them all; if they are several "
                         "epochs', observe each epoch's log with its --epoch"
                         + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))
+
+
+def epochs_overfull(existing: pl.DataFrame, added: pl.DataFrame, n: int) -> list[str]:
+    """A warning per epoch that ``added`` numbers where prompts the ``existing`` history held in that epoch now hold
+    more samples than the schedule's ``n``: a log with other bytes appended again (a retried pipeline step
+    regenerated its log, and every sample counted twice without a word: a newcomer's round). Logs split by rank,
+    each a part of an epoch's samples, stay within ``n``; a new epoch logged with more samples than ``n`` is not
+    one the history held (a review)."""
+    keys = ["epoch", "prompt_id"]
+    held = existing.filter(pl.col("epoch").is_not_null()).select(keys).unique()
+    if not held.height:
+        return []
+    counts = (pl.concat([existing.select(keys), added.select(keys)]).join(held, on=keys, how="semi")
+              .join(added.select(keys).unique(), on=keys, how="semi").group_by(keys).len()
+              .filter(pl.col("len") > n).group_by("epoch").agg(pl.len().alias("prompts"), pl.col("len").max())
+              .sort("epoch"))
+    return [f"epoch {e}: {k:,} prompts now hold more samples than the schedule's {n} per prompt (up to {most}): the "
+            "history held this epoch's samples of them already, and these count again; if this log is that epoch's "
+            "log regenerated (a retried step), rebuild the history without it (--force with the other logs)"
+            for e, k, most in counts.iter_rows()]

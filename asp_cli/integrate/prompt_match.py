@@ -79,3 +79,16 @@ class _Index:
                     if text.startswith(content, start) and (best is None or len(content) > best[0]):
                         best = (len(content), ids)
         return best[1] if best else None
+
+
+def no_prompt_matched(first: str, unmatched: int, rows: int, prompts: int, files: list) -> str:
+    """The message for a dump whose ``first`` bad row's input matches no prompt of ``files``: how many of its rows
+    match none, and the likely fix (the wrong --dataset where none does, prompts edited since where some do). A wrong
+    file was told to 'fix the row' (a verl newcomer's round, 2026-12-07)."""
+    named = ", ".join(str(f) for f in files)
+    how = (f"no row of its {rows:,} matches any of the {prompts:,} prompts of {named}: not the file the run read?"
+           if unmatched == rows else
+           f"{unmatched:,} of its {rows:,} rows match none of the {prompts:,} prompts of {named}: prompts edited or "
+           "removed since the run?")
+    return (f"{first} ({how}); give --dataset the prompt file(s) the run read (verl's data.train_files, as they were "
+            "when it ran), or pass --on-bad-row skip to leave such rows out (counted)")

@@ -72,7 +72,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
             # generation output: no ids or counts to read, but `asp observe` matches its text to the prompts.
             raise InputError(f"{path}: holds response text without prompt ids (a verl, OpenRLHF or slime rollout "
                              "dump?); turn it into lengths first: asp observe "
-                             f"{path.name} --dataset PROMPTS -o history.parquet, then pass history.parquet")
+                             f"{path} --dataset PROMPTS -o history.parquet, then pass history.parquet")
         text = next((c for k in C.PROMPT_KEYS for c in frame.columns if c.lower() == k), None)
         # An id inside an object (a slime sample dump's metadata.prompt_id) is E19's path to give, not this.
         nested_id = candidates_inside(frame, C.ID_KEYS, options.length_id_flag)
