@@ -333,7 +333,7 @@ def observe_command(
     on_bad_row: str = typer.Option("error", "--on-bad-row", help="'error' stops at the first bad row; 'skip' skips and counts them."),
     unknown_ids: Optional[str] = typer.Option(None, "--unknown-ids", help="Rows whose id the schedule/dataset lacks: 'skip' (counted, left out), 'keep' (counted, kept) or 'error'. Default: skip, but a log more than half of whose rows match no prompt is refused (exit 3: a wrong --dataset or --schedule); name skip to keep only the matched rows."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", readable=False, help="A local tokenizer.json to count verl dump outputs exactly."),
-    max_response_tokens: Optional[int] = typer.Option(None, "--max-response-tokens", help="The rollout's generation cap (verl's data.max_response_length; default: the --schedule's): samples at it are recorded as truncated, and --tokenizer counts of a verl dump's text below it get back the end-of-sequence token verl's decode dropped."),
+    max_response_tokens: Optional[int] = typer.Option(None, "--max-response-tokens", help="The rollout's generation cap (verl's data.max_response_length): samples at it are recorded as truncated (with --schedule, its cap does that by default), and --tokenizer counts of a verl dump's text below it get back the end-of-sequence token verl's decode dropped (given here only)."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr (warnings still are)."),
 ) -> None:

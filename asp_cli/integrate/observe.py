@@ -125,8 +125,9 @@ def observe(
         do not hold; ``None`` (the default) skips them too, but refuses a log more than half of whose rows name
         none of its prompts (a wrong dataset or schedule: ``skip`` keeps only the matched rows on purpose).
     max_response_tokens
-        The rollout's generation cap (verl's ``data.max_response_length``; default: the schedule's): samples at it
-        are truncated, and a tokenizer's count of a verl dump's text below it gets back its end-of-sequence token.
+        The rollout's generation cap (verl's ``data.max_response_length``): samples at it are truncated (the
+        schedule's cap, where none is given), and a tokenizer's count of a verl dump's text below it (this cap only)
+        gets back its end-of-sequence token.
 
     Raises
     ------
