@@ -170,6 +170,13 @@ def test_more_samples_of_a_prompt_than_a_group_holds_are_cut_to_the_first_n(made
     pl.concat([one] * 8).write_csv(cut)
     assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[cut]).report["observed"],
                                        "files": ["twice.csv"]}
+    # Two numbered epochs of a group each are not told of a larger rollout.n (a verl newcomer's round, 2026-12-07:
+    # "remake the schedule with --samples-per-prompt 16" for two epochs of 8).
+    epochs = tmp_path / "epochs.csv"
+    pl.concat([one.with_columns(pl.lit(e).alias("epoch")) for e in (0, 1) for _ in range(8)]).write_csv(epochs)
+    said = [w for w in report_schedule(folder / "s.parquet", lengths=[epochs]).warnings if "in --lengths" in w]
+    assert said and said[0].endswith("each of its 2 epochs holds at most 8 samples of a prompt, as the schedule's "
+                                     "groups do") and "--samples-per-prompt" not in said[0]
 
 
 

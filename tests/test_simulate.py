@@ -379,10 +379,31 @@ def test_more_samples_than_a_group_of_a_probe_is_not_called_a_history_of_several
     warning = info.over_group_warning()
     assert lengths.tolist() == [[5, 7], [6, 8]] and info.prompts_over_group == 2
     assert "several epochs" not in warning and "of epoch -1" not in warning, warning
-    assert ("the first 2 of each, in the file's order, are replayed; they are a probe's alone (samples without an "
-            "epoch, as --lengths-epoch -1 picks): a probe given twice (give each once), or one generated with more "
-            "samples per prompt than the schedule's 2: remake the schedule with --samples-per-prompt 4 (every prompt "
-            "here has 4)") in warning
+    # Nor a probe's alone: several epochs' logs observed without --epoch (a verl newcomer's two epochs of step
+    # dumps, observed at once, were told of a probe given twice, 2026-12-07).
+    assert ("the first 2 of each, in the file's order, are replayed; they are samples without an epoch alone (a "
+            "probe's, as --lengths-epoch -1 picks, or logs of more than one epoch observed without --epoch, as a verl "
+            "run's step dumps observed at once are: observe each epoch's with --epoch E): a log given twice (give "
+            "each once), or one generated with more samples per prompt than the schedule's 2: remake the schedule with "
+            "--samples-per-prompt 4 (every prompt here has 4)") in warning
+
+
+def test_several_epochs_each_within_a_group_are_not_told_of_a_larger_rollout_n(tmp_path):
+    """A verl newcomer's round (2026-12-07): a history of two epochs of 4 samples a prompt, replayed on a schedule of
+    groups of 4, was told to remake it with --samples-per-prompt 8 (every prompt has 8): each epoch's groups are the
+    schedule's, and the warning says so (asp report's too)."""
+    frame = _frame(["a", "b"])
+    history = pl.DataFrame({"prompt_id": ["a", "b"] * 4, "response_tokens": list(range(5, 13)),
+                            "epoch": [0, 0, 0, 0, 1, 1, 1, 1]}, schema_overrides={"epoch": pl.Int32})
+    _, info = lengths_for_schedule(frame, history, samples_per_prompt=2, seed=1)
+    warning = info.over_group_warning()
+    assert warning.endswith("(or pick it with --lengths-epoch E); each of its 2 epochs holds at most 2 samples of a "
+                            "prompt, as the schedule's groups do"), warning
+    assert "--samples-per-prompt" not in warning
+    # An epoch that holds more than a group is still told of rollout.n.
+    _, info = lengths_for_schedule(frame, history.with_columns(pl.lit(0, pl.Int32).alias("epoch")).vstack(
+        history.head(2).with_columns(pl.lit(1, pl.Int32).alias("epoch"))), samples_per_prompt=2, seed=1)
+    assert "--samples-per-prompt" in info.over_group_warning()
 
 
 def test_the_epochs_of_the_prompts_over_a_group_alone_say_what_the_excess_is():

@@ -167,8 +167,9 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
         per_prompt = samples.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id").len()["len"]
         extra = int((per_prompt > n).sum())
         if extra:
-            from asp_cli.sim.lengths import more_samples_fix
+            from asp_cli.sim.lengths import epochs_within, more_samples_fix
 
+            epochs = epochs_within(samples.filter(pl.col("prompt_id").is_in(scheduled.implode())), n)
             samples = samples.filter(pl.int_range(pl.len()).over("prompt_id") < n)
             each = per_prompt.unique()
             from asp_cli.report.simulated import epoch_words
@@ -177,7 +178,7 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
                           (f"of {epoch_words(epoch)} alone: a file given twice?", "give each file once"))
             warnings.append(f"{extra:,} prompts have more than the schedule's {n} samples per prompt in --lengths "
                             f"({cause}); the first {n} of each are compared, as asp simulate replays them; {fix}"
-                            + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))
+                            + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0, epochs))
     cap = (schedule.settings or {}).get("max_response_tokens")
     if isinstance(cap, int) and not isinstance(cap, bool):
         over = int((samples["response_tokens"] > cap).sum())

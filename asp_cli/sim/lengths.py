@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -100,10 +101,25 @@ def complete_groups(tokens: np.ndarray, offset: np.ndarray, count: np.ndarray, s
     return out
 
 
-def more_samples_fix(group: int, observed_each: int = 0) -> str:
+def epochs_within(observed: Any, group: int) -> int:
+    """The epochs of ``observed`` (a frame of ``prompt_id`` and ``epoch``) where every sample names one, there are
+    several, and none holds more than ``group`` samples of a prompt: several epochs' lengths, whose count per prompt
+    says nothing of rollout.n; else 0."""
+    if observed is None or "epoch" not in observed.columns or not observed.height or observed["epoch"].null_count():
+        return 0
+    epochs = observed["epoch"].n_unique()
+    most = observed.group_by("prompt_id", "epoch").len()["len"].max()
+    return int(epochs) if epochs > 1 and isinstance(most, int) and most <= group else 0
+
+
+def more_samples_fix(group: int, observed_each: int = 0, epochs: int = 0) -> str:
     """The other likely cause of more observed samples of a prompt than the schedule's group holds, and its fix: the
     rollout ran more samples per prompt (a newcomer's verl ran rollout.n=16 on a schedule of 8, and was told only of
-    a history of several epochs). ``observed_each``: the samples every prompt has, where all have as many; else 0."""
+    a history of several epochs). ``observed_each``: the samples every prompt has, where all have as many; else 0.
+    ``epochs``: the epochs of samples, each within a group (`epochs_within`), where that is so: then not that cause
+    (a verl newcomer's two epochs of 4 samples a prompt were told to remake a schedule of 4 with 8, 2026-12-07)."""
+    if epochs:
+        return f"; each of its {epochs} epochs holds at most {group} samples of a prompt, as the schedule's groups do"
     n = str(observed_each) if observed_each else "N"
     what = (f"every prompt here has {observed_each}" if observed_each
             else "N the samples per prompt it ran")
@@ -129,6 +145,7 @@ class LengthInfo:
     one_epoch: int | None = None  # the epoch every observed sample says it is of, where all say one (-1: none
     # says one, a probe's); else None
     probe_left_out: int = 0  # prompts whose samples without an epoch (a probe's) were left out
+    epochs_within: int = 0  # the epochs observed, where each holds at most a group of each prompt (`epochs_within`)
 
     def to_dict(self) -> dict:
         return {
@@ -153,8 +170,10 @@ class LengthInfo:
                     else "N the samples per prompt it ran")
             # -1: samples without an epoch alone (a probe's: what --lengths-epoch -1 leaves), of no epochs at all
             of = (f"of epoch {self.one_epoch} alone: a log given twice (give each once), or a rollout of"
-                  if self.one_epoch >= 0 else "a probe's alone (samples without an epoch, as --lengths-epoch -1 "
-                  "picks): a probe given twice (give each once), or one generated with")
+                  if self.one_epoch >= 0 else "samples without an epoch alone (a probe's, as --lengths-epoch -1 "
+                  "picks, or logs of more than one epoch observed without --epoch, as a verl run's step dumps observed "
+                  "at once are: observe each epoch's with --epoch E): a log given twice (give each once), or one "
+                  "generated with")
             rollout_n = " (verl's rollout.n)" if self.one_epoch >= 0 else ""
             return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds "
                     f"({self.group}): the first {self.group} of each, in the file's order, are replayed; they are {of} "
@@ -163,7 +182,7 @@ class LengthInfo:
         return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds ({self.group}): "
                 f"the first {self.group} of each, in the file's order, are replayed (of a history of several epochs, "
                 "the oldest); give one epoch's lengths to replay that one (or pick it with --lengths-epoch E)"
-                + more_samples_fix(self.group, self.observed_each))
+                + more_samples_fix(self.group, self.observed_each, self.epochs_within))
 
     def warnings(self, max_response_tokens: int) -> list[str]:
         """What about the observed lengths is legal but probably not what the user meant (worded as `asp report` and
@@ -361,4 +380,5 @@ def lengths_for_schedule(
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
                                           tuple(unknown), over_cap, observed_ids, written_otherwise, over_group, n,
-                                          observed_each, one_epoch, probe_left_out)
+                                          observed_each, one_epoch, probe_left_out,
+                                          epochs_within(observed, n) if over_group else 0)
