@@ -1356,3 +1356,21 @@ def test_the_rollouts_cap_marks_cut_dump_samples_and_gives_the_others_their_end_
     assert not any("largest count" in w or "1 token short" in w for w in result.warnings)
     with pytest.raises(SettingsError, match="--max-response-tokens"):
         observe([dump], None, dataset=[built["prompts"]], read=read, max_response_tokens=0)
+
+
+def test_prompts_at_several_steps_of_the_dumps_are_said_to_be_several_epochs(built, tmp_path):  # noqa: F811
+    """A verl newcomer's round (2026-12-07): two epochs of dumps (verl's step counts on over epochs) observed at once
+    were recorded without an epoch, without a word; asp simulate --lengths later called them a probe given twice."""
+    questions = [json.loads(line)["question"] for line in built["prompts"].read_text().splitlines()][:2]
+    dumps = [_steps_dump(tmp_path / f"{s}.jsonl", questions, s, words=s) for s in (1, 2)]
+    result = observe(dumps, None, dataset=[built["prompts"]])
+    assert result.summary["prompts_at_several_steps"] == 2
+    assert ("2 of the 2 prompts of these dumps are at more than one step (e.g. 'p0' at steps 1, 2): verl's step "
+            "counts on over epochs, so they hold several epochs' samples, recorded without an epoch") in \
+        " ".join(result.warnings)
+    told = observe(dumps, None, dataset=[built["prompts"]], epoch=0).warnings
+    assert any("several epochs' samples, recorded as epoch 0 (" in w for w in told)
+    # Each epoch's steps apart: nothing said.
+    one = observe(dumps[:1], None, dataset=[built["prompts"]], epoch=0)
+    assert one.summary["prompts_at_several_steps"] == 0 and not any("more than one step" in w for w in one.warnings)
+

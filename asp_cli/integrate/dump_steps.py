@@ -1,4 +1,5 @@
-"""What a verl rollout dump's ``step`` and its counts at the cap say: steps dumped twice, responses cut at the cap.
+"""What a verl rollout dump's ``step`` and its counts at the cap say: steps dumped twice, prompts at several steps
+(several epochs), responses cut at the cap.
 
 verl writes one ``{global_steps}.jsonl`` a step under ``trainer.rollout_data_dir`` (``_write_generations`` of
 verl/trainer/ppo/ray_trainer.py:454 and verl/trainer/ppo/v1/trainer_base.py:1226, 0.9.1), ``step`` on each row
@@ -21,22 +22,24 @@ _CAP_SHARE = 0.05
 _CAP_MIN_SAMPLES = 3
 
 
-def dump_steps(frame: pl.DataFrame, columns: dict[str, str], kept: pl.Series) -> dict[int, int]:
-    """The samples of each ``step`` among a dump's kept rows (none where the column is missing or not whole)."""
+def dump_steps(frame: pl.DataFrame, columns: dict[str, str], kept: pl.Series,
+               ids: list[str | None]) -> pl.DataFrame:
+    """The ``prompt_id`` (matched, ``ids``) and ``step`` of a dump's kept rows (none where the column is missing or
+    not whole)."""
     step = columns.get("step")
     if step is None or not frame.schema[step].is_integer():
-        return {}
-    counts = frame.select(pl.col(step).alias("step")).filter(kept & pl.col("step").is_not_null())
-    return {int(s): int(n) for s, n in counts.group_by("step").len().sort("step").iter_rows()}
+        return pl.DataFrame(schema={"prompt_id": pl.String, "step": pl.Int64})
+    return pl.DataFrame({"prompt_id": ids, "step": frame[step].cast(pl.Int64)},
+                        schema={"prompt_id": pl.String, "step": pl.Int64}).filter(kept & pl.col("step").is_not_null())
 
 
-def steps_dumped_twice(dumps: list[tuple[Path, dict[int, int]]], summary: dict[str, Any],
+def steps_dumped_twice(dumps: list[tuple[Path, pl.DataFrame]], summary: dict[str, Any],
                        warnings: list[str]) -> None:
     """Say steps that two dumps of one ``asp observe`` both hold, and how many samples that adds."""
     where: dict[int, list[tuple[Path, int]]] = {}
-    for path, steps in dumps:
-        for step, rows in steps.items():
-            where.setdefault(step, []).append((path, rows))
+    for path, rows_of in dumps:
+        for step, rows in rows_of.group_by("step").len().sort("step").iter_rows():
+            where.setdefault(int(step), []).append((path, int(rows)))
     twice = sorted(step for step, held in where.items() if len(held) > 1)
     summary["steps_dumped_twice"] = twice
     if not twice:
@@ -54,6 +57,30 @@ def steps_dumped_twice(dumps: list[tuple[Path, dict[int, int]]], summary: dict[s
         "trained), or, where these are dumps of two runs, keep them: each run numbers its steps from 1")
 
 
+def steps_of_epochs(dumps: list[tuple[Path, pl.DataFrame]], epoch: int | None, shared: set[str],
+                    summary: dict[str, Any], warnings: list[str]) -> None:
+    """Say prompts that these dumps hold at more than one step: verl's step counts on over epochs, so they are
+    several epochs' samples, recorded under one epoch or none (a verl newcomer's two epochs, observed at once, were
+    told later of a probe given twice). Ids of a text several share (``shared``) are left out: their samples were
+    spread over them from each of the text's steps."""
+    rows = pl.concat([frame for _, frame in dumps]) if dumps else None
+    if rows is None or not rows.height:
+        summary["prompts_at_several_steps"] = 0
+        return
+    steps = rows.filter(~pl.col("prompt_id").is_in(list(shared))).group_by("prompt_id").agg(
+        pl.col("step").unique().sort()).filter(pl.col("step").list.len() > 1).sort("prompt_id")
+    summary["prompts_at_several_steps"] = steps.height
+    if not steps.height:
+        return
+    example, at = steps.row(0)
+    warnings.append(
+        f"{steps.height:,} of the {rows['prompt_id'].n_unique():,} prompts of these dumps are at more than one step "
+        f"(e.g. {example!r} at steps {', '.join(map(str, at[:3]))}): verl's step counts on over epochs, so they "
+        f"hold several epochs' samples, recorded {'as epoch ' + str(epoch) if epoch is not None else 'without an epoch'}"
+        " (asp schedule --history-epochs and --lengths-epoch cannot tell them apart); observe each epoch's steps with "
+        "its --epoch E (docs/integrations.md, \"Feeding the lengths back\")")
+
+
 def cut_at_cap(part: pl.DataFrame, cap: int, summary: dict[str, Any]) -> pl.DataFrame:
     """A tokenizer-counted dump's samples (``prompt_id``, ``response_tokens``, ``\\x00whole``: decoded with special
     tokens) with the rollout's cap known, as history rows: those at the cap truncated (a cut response has no end
@@ -69,9 +96,12 @@ def cut_at_cap(part: pl.DataFrame, cap: int, summary: dict[str, Any]) -> pl.Data
         pl.lit(None, pl.Int32).alias("epoch"))
 
 
-def dump_notes(summary: dict[str, Any], warnings: list[str], cap_unknown: bool) -> None:
+def dump_notes(summary: dict[str, Any], warnings: list[str], cap_unknown: bool, epoch: int | None,
+               shared: set[tuple[str, ...]]) -> None:
     """Take the dumps' private notes out of ``summary`` (`asp_cli.integrate.observe`) and say what they show."""
-    steps_dumped_twice(summary.pop("\x00steps", []), summary, warnings)
+    dumps = summary.pop("\x00steps", [])
+    steps_dumped_twice(dumps, summary, warnings)
+    steps_of_epochs(dumps, epoch, {i for ids in shared for i in ids}, summary, warnings)
     counted = summary.pop("\x00counted", [])
     if cap_unknown and counted:
         cap_unsaid(pl.concat(counted), warnings)

@@ -278,7 +278,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     if recorded is not None and recorded.used:  # said under the summary (`asp observe`)
         summary["dataset_from_schedule"] = [str(p) for p in recorded.used]
     warnings.extend(summary.pop("read_notes", []))
-    dump_notes(summary, warnings, cap is None)  # steps two dumps hold (a resumed run); counts cut at an unsaid cap
+    dump_notes(summary, warnings, cap is None, epoch, shared)  # steps held twice, epochs at once, an unsaid cap
     summary["rows_read"] = added.height + summary["bad_rows"]
     if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):
         warnings.append(f"--tokenizer {read.tokenizer} was not used: it counts the response text of verl dumps, and "
@@ -504,7 +504,7 @@ def _read_verl_dump(
     result = pl.DataFrame({"prompt_id": ids, "response_tokens": counts, "\x00whole": whole},
                           schema={"prompt_id": pl.String, "response_tokens": pl.Int64, "\x00whole": pl.Boolean})
     bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
-    summary.setdefault("\x00steps", []).append((path, dump_steps(frame, columns, ~bad)))  # `dump_notes`
+    summary.setdefault("\x00steps", []).append((path, dump_steps(frame, columns, ~bad, ids)))  # `dump_notes`
     if bad.any():
         from asp_cli.reading.places import row_location
         from asp_cli.reading.tables import BAD_ROW_FIX, file_format
