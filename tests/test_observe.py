@@ -1356,6 +1356,12 @@ def test_the_rollouts_cap_marks_cut_dump_samples_and_gives_the_others_their_end_
     assert not any("largest count" in w or "1 token short" in w for w in result.warnings)
     with pytest.raises(SettingsError, match="--max-response-tokens"):
         observe([dump], None, dataset=[built["prompts"]], read=read, max_response_tokens=0)
+    # Observed before without the cap, a log is not read again: said, with the fix (rebuild with --force).
+    observe([dump], tmp_path / "h.parquet", dataset=[built["prompts"]], read=read)
+    again = observe([dump], tmp_path / "h.parquet", dataset=[built["prompts"]], read=read, append=True,
+                    max_response_tokens=11)
+    assert ("--max-response-tokens does not apply to the 1 log(s) already in the history, which were not read again; "
+            "to apply it, rebuild the history: observe every log again with --force") in again.warnings
 
 
 def test_prompts_at_several_steps_of_the_dumps_are_said_to_be_several_epochs(built, tmp_path):  # noqa: F811

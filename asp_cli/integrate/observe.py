@@ -283,6 +283,10 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):
         warnings.append(f"--tokenizer {read.tokenizer} was not used: it counts the response text of verl dumps, and "
                         "these logs give token counts; drop it")
+    if given_cap is not None and summary["logs_already_observed"]:  # re-observed to mark the cap: nothing changed
+        warnings.append(f"--max-response-tokens does not apply to the {summary['logs_already_observed']} log(s) "
+                        "already in the history, which were not read again; to apply it, rebuild the history: "
+                        "observe every log again with --force")
 
     if cap is not None:
         added = added.with_columns(pl.col("truncated").fill_null(pl.col("response_tokens") >= cap))
