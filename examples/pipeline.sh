@@ -41,8 +41,16 @@ history=$work/history.parquet
 
 log() { echo "pipeline: $*" >&2; }
 
-# Run a command whose stdout is a JSON summary into FILE atomically: beside it, then renamed.
-to_json() { local out=$1; shift; "$@" >"$out.tmp"; mv "$out.tmp" "$out"; }
+# Run a command whose stdout is a JSON summary into FILE atomically: beside it under a name of this run's own
+# (a fixed FILE.tmp was shared by two runs into one folder, and left behind by a failing step), then renamed; a
+# failing command's partial document is removed and its exit code kept.
+to_json() {
+    local out=$1 part status=0; shift
+    part=$(mktemp "$out.XXXXXX.tmp")
+    "$@" >"$part" || status=$?
+    if ((status != 0)); then rm -f "$part"; return "$status"; fi
+    mv "$part" "$out"
+}
 
 # Pull one value out of a JSON document on stdin (keys joined by dots); a missing key stops the script.
 json_get() { "$python" -c 'import json, sys

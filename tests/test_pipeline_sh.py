@@ -75,6 +75,8 @@ def test_a_failing_step_stops_with_its_exit_code(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 3
     assert "Error:" in result.stderr and result.stdout == ""
+    # The failing step's JSON summary is neither written nor left half-written under a temporary name.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
 
 
 def test_every_column_is_filled_on_a_small_dataset(tmp_path):
