@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from asp_cli import limits
-from asp_cli.errors import SettingsError, missing_hint
+from asp_cli.errors import SettingsError, missing_hint, stdin_said
 
 # The range of every number a preset holds: (lowest, highest, whether the lowest itself is allowed). Outside
 # them a value is a typo or a poisoned file, and its costs would be NaN, infinite or negative (zero bandwidth
@@ -229,6 +229,8 @@ def load_preset(name_or_path: str | Path = DEFAULT_PRESET, **overrides: float) -
         preset = PRESETS[text]
     else:
         path = Path(text)
+        if stdin_said(text):  # `--preset -` was an unknown preset '-' (E129)
+            raise SettingsError(f"--preset {stdin_said(text)}")
         if not os.path.isfile(path):  # False, not ENAMETOOLONG (exit 3), for a name too long for any file
             if path.suffix.lower() == ".json" or len(path.parts) > 1:  # meant as a file
                 raise SettingsError(f"--preset {text}: no such file" + (missing_hint(path) or (

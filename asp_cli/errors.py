@@ -209,13 +209,20 @@ def missing_hint(path: object) -> str:
 STDIN_NAMES = ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0")
 
 
+def stdin_said(path: object) -> str | None:
+    """What to say of an input named as standard input (E129), else None: `stdin_named`'s line, which a preset,
+    model, tokenizer or timeline file says under its own error class (exit code)."""
+    if str(path) not in STDIN_NAMES:
+        return None
+    return (f"{path}: asp reads its inputs from files, not standard input (it reads each more than once); write it "
+            "to a file first and name that")
+
+
 def stdin_named(path: object) -> InputError | None:
     """The error of an input named as standard input (``cat p.jsonl | asp schedule - ...``: E129), else None. It
     was told to name "-" .jsonl, or that no rollout log "-" exists (an ops round)."""
-    if str(path) not in STDIN_NAMES:
-        return None
-    return InputError(f"{path}: asp reads its inputs from files, not standard input (it reads each more than once); "
-                      "write it to a file first and name that")
+    said = stdin_said(path)
+    return InputError(said) if said else None
 
 
 def no_such_file(path: object) -> InputError:

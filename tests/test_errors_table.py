@@ -240,6 +240,20 @@ CASES = [
     ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "/dev/stdin"], 3,
      "/dev/stdin: asp reads its inputs from files, not standard input (it reads each more than once); write it to a "
      "file first and name that"),
+    # A preset, model, tokenizer or timeline file named so said "unknown hardware preset '-'" or "no such file": each
+    # says E129's line with its own exit code (a hostile round).
+    ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--preset", "-"], 4,
+     "--preset -: asp reads its inputs from files, not standard input (it reads each more than once); write it to a "
+     "file first and name that"),
+    ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "-"], 5,
+     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
+     "first and name that"),
+    ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--tokenizer", "/dev/stdin"], 3,
+     "--tokenizer /dev/stdin: asp reads its inputs from files, not standard input (it reads each more than once); "
+     "write it to a file first and name that"),
+    ("E129", ["calibrate", "-", "-o", "{tmp}/p.json"], 3,
+     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
+     "first and name that"),
     ("E116", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/input_lengths.jsonl"], 3,
      "input_lengths.jsonl: prompt text ('input') and response lengths without prompt ids: asp matches a log's prompt "
      "text to the --dataset prompts only in a dump of input/output text"),

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from asp_cli.errors import InputError
+from asp_cli.errors import InputError, stdin_said
 from asp_cli.output import as_given, atomic_path
 
 FORMAT_NAME = "asp.timeline"
@@ -94,6 +94,8 @@ def read_timeline(path: Path) -> Timeline:
     import pyarrow.parquet as pq
 
     path = Path(path)
+    if stdin_said(path):  # `asp calibrate -` was "no such timeline file" (E129)
+        raise InputError(stdin_said(path))
     if not path.is_file():  # a folder was "no such timeline file", which sent people looking for a typo
         what = ("is a folder, not a timeline file" if path.is_dir() else
                 "is not a regular file (a pipe or a device)" if path.exists() else "no such timeline file")

@@ -30,7 +30,7 @@ import polars as pl
 
 from asp_cli import columns as C
 from asp_cli import limits
-from asp_cli.errors import InputError, missing_hint
+from asp_cli.errors import InputError, missing_hint, stdin_said
 
 FEATURE_SET = "asp-features-2"
 
@@ -290,6 +290,8 @@ def tokenizer_path_problem(path: Path | str) -> str | None:
     """What is wrong with ``--tokenizer PATH`` before it is read (E11), or None: a missing path, or a folder, which
     a newcomer gives for the model's own (naming the ``tokenizer.json`` inside it where there is one)."""
     path = Path(path)
+    if stdin_said(path):  # `--tokenizer -` was "no such file" (E129)
+        return f"--tokenizer {stdin_said(path)}"
     if path.is_file():
         return None
     if not path.exists():

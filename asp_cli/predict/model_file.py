@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from asp_cli import limits
-from asp_cli.errors import PredictorError, UnsafePredictorError, missing_hint
+from asp_cli.errors import PredictorError, UnsafePredictorError, missing_hint, stdin_said
 
 FORMAT_VERSION = 2  # the newest format this asp reads
 MAX_RANDOM_STATE = 2**32 - 1  # scikit-learn's random_state range
@@ -121,6 +121,8 @@ def is_model_file(path: Path) -> bool:
 def missing_model(path: Path) -> PredictorError:
     """The error for a model path that holds no file: missing, a folder, a dangling link, a pipe, a name too long
     for the file system."""
+    if stdin_said(path):  # `--predictor -` was "no such model file" (E129)
+        return PredictorError(stdin_said(path))
     try:
         if path.is_dir():
             what = "is a folder, not a model file"
