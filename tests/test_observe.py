@@ -1125,6 +1125,21 @@ def test_more_samples_per_prompt_than_the_schedules_group_names_both_causes(buil
     assert not any("more than samples_per_prompt" in w for w in epochs.warnings)
 
 
+def test_fewer_samples_than_the_group_are_counted_per_epoch_of_the_scheduled_prompts(built, tmp_path):  # noqa: F811
+    """The "fewer than samples_per_prompt" count took every prompt of the logs over all their epochs: prompts the
+    schedule lacks (another dataset's, in the same log) were counted, and a prompt whole in one epoch and short in
+    the next was not. It counts the scheduled prompts short in an epoch."""
+    ids = [f"p{i}" for i in range(PROMPTS)]
+    rows = [{"prompt_id": p, "response_tokens": 100 + k, "epoch": 0} for p in ids for k in range(SAMPLES)]
+    rows += [{"prompt_id": p, "response_tokens": 100 + k, "epoch": 1} for p in ids[1:] for k in range(SAMPLES)]
+    rows += [{"prompt_id": ids[0], "response_tokens": 100 + k, "epoch": 1} for k in range(SAMPLES - 1)]  # short
+    rows += [{"prompt_id": other, "response_tokens": 50, "epoch": 0} for other in ("x1", "x2")]  # not scheduled
+    result = observe([write_jsonl(tmp_path / "log.jsonl", rows)], None, schedule=built["schedule"])
+    assert result.summary["prompts_with_fewer_samples_than_n"] == 1
+    assert (f"1 prompt has fewer than samples_per_prompt={SAMPLES} samples in an epoch of the logs (a log without an "
+            "epoch column counts as one)") in result.warnings
+
+
 def test_a_datasets_shards_after_one_dataset_option_are_refused_as_logs_naming_the_fix(tmp_path):
     """A Hugging Face dataset in Parquet shards, given as `--dataset train-*.parquet`: the shell gives --dataset the
     first shard only and the others became logs, and an OpenRLHF newcomer's text log was told "its input matches no
@@ -1201,7 +1216,7 @@ def test_shortfalls_made_by_spreading_a_shared_text_are_told_apart_from_real_one
     assert sorted(result.added.group_by("prompt_id").len().rows()) == [("a", 2), ("b", 2), ("c", 4), ("d", 4)]
     assert result.summary["prompts_with_fewer_samples_than_n"] == 0
     assert result.summary["prompts_uneven_by_spreading"] == 2
-    assert not any("prompts have fewer than samples_per_prompt" in w for w in result.warnings), result.warnings
+    assert not any("have fewer than samples_per_prompt" in w for w in result.warnings), result.warnings
     assert ("2 prompts hold fewer than samples_per_prompt=4 samples only as their text's samples were spread over "
             "the ids that share it (whole groups of it: 1 group over 2 ids); no group was cut short") in result.warnings
     # A group of c cut short, and one of a shared text (3 samples over e and f): both are real shortfalls.
@@ -1209,7 +1224,8 @@ def test_shortfalls_made_by_spreading_a_shared_text_are_told_apart_from_real_one
                      schedule=sched, dataset=[data])
     assert result.summary["prompts_with_fewer_samples_than_n"] == 3
     assert result.summary["prompts_uneven_by_spreading"] == 0
-    assert "3 prompts have fewer than samples_per_prompt=4 samples in the logs" in result.warnings
+    assert ("3 prompts have fewer than samples_per_prompt=4 samples in an epoch of the logs (a log without an epoch "
+            "column counts as one)") in result.warnings
     assert not any("were spread over the ids" in w for w in result.warnings)
 
 

@@ -60,7 +60,11 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
     # and c was counted twice (3 scheduled prompts without samples, where 2 groups lack).
     in_lacking = sorted({i for *_, text_ids in lacking for i in text_ids})
     missing = scheduled.filter(~scheduled.is_in(counts["prompt_id"].implode()) & ~scheduled.is_in(in_lacking))
-    short = counts.filter((pl.col("len") < n) & ~pl.col("prompt_id").is_in(sorted(spread))).height
+    # Short in an epoch, of the scheduled prompts: a prompt the schedule lacks (another dataset's, in the same log)
+    # was counted, and one epoch's 4 samples beside another's 8 were 12, not short (a hostile round).
+    counted = pl.col("prompt_id").is_in(scheduled.implode()) & ~pl.col("prompt_id").is_in(sorted(spread))
+    per_epoch = added.filter(counted).group_by("prompt_id", "epoch").len()
+    short = per_epoch.filter(pl.col("len") < n)["prompt_id"].n_unique()
     lacked = sum(planned - had for planned, had, _ in lacking)  # groups of shared texts the logs lack
     summary["scheduled_prompts_without_samples"] = missing.len() + lacked
     summary["prompts_with_fewer_samples_than_n"] = short
@@ -77,7 +81,8 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
                         + f" of {texts}, whose samples were spread over them ({had:,} group{'s' if had != 1 else ''} "
                         f"of {'it' if len(lacking) == 1 else 'them'} for {sum(p for p, _, _ in lacking):,} ids)")
     if short:
-        warnings.append(f"{short:,} prompts have fewer than samples_per_prompt={n} samples in the logs")
+        warnings.append(f"{short:,} prompt{'s have' if short != 1 else ' has'} fewer than samples_per_prompt={n} samples "
+                        "in an epoch of the logs (a log without an epoch column counts as one)")
     if spread:
         held = counts.filter(pl.col("prompt_id").is_in(sorted(spread)))["len"]
         than = "fewer or more" if held.min() < n < held.max() else "fewer" if held.max() < n else "more"
@@ -87,12 +92,10 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
                         "no group was cut short")
     # More than n in an epoch: several epochs without an epoch column, or a rollout of more samples per prompt than
     # the schedule's (a newcomer's verl ran rollout.n=16 on a schedule of 8, and nothing here said so).
-    counted = pl.col("prompt_id").is_in(scheduled.implode()) & ~pl.col("prompt_id").is_in(sorted(spread))
-    per_epoch = added.filter(counted).group_by("prompt_id", "epoch").len()["len"]
-    if (over := int((per_epoch > n).sum())):
+    if (over := int((per_epoch["len"] > n).sum())):
         from asp_cli.sim.lengths import more_samples_fix
 
-        each = per_epoch.unique()
+        each = per_epoch["len"].unique()
         warnings.append(f"{over:,} prompts have more than samples_per_prompt={n} samples in an epoch of the logs (a log "
                         "without an epoch column counts as one): the history keeps them all; if they are several "
                         "epochs', observe each epoch's log with its --epoch"
