@@ -417,7 +417,7 @@ def test_the_epochs_of_the_prompts_over_a_group_alone_say_what_the_excess_is():
     warning = info.over_group_warning()
     assert lengths.tolist() == [[50, 60], [5, 6]] and info.prompts_over_group == 1
     assert "several epochs" not in warning and "pick it with --lengths-epoch" not in warning, warning
-    assert "they are a probe's alone (samples without an epoch" in warning, warning
+    assert "they are samples without an epoch alone (a probe's" in warning, warning
 
 
 def test_noise_model_is_centred_and_seeded():
