@@ -97,7 +97,8 @@ FINDINGS = """\
   lower bound is within 5-7% of a shuffle, or the lengths within a source are hard to tell apart; asp is level
   with the best baseline or a little ahead (0-1.3%). The ASP paper's 10.9% is a rollout-bound figure.
 - **Planned instances lose where predictions are noisy.** Replayed with its planned `instance` column, the
-  same schedule is 2.5-11% slower than free dispatch on GSM8K and AIME (3-16% on `static`): a minibatch lasts as long as its longest
+  same schedule is 2.5-11% slower than free dispatch on GSM8K (11%), mix-k8-n8 (10.5%) and AIME (2.5%), within 2%
+  on four others and 1.4% faster on mix-k16-n16 (1.6-16% slower on `static`, on all eight): a minibatch lasts as long as its longest
   group, and an engine that keeps to the plan cannot absorb the error. So `asp schedule` plans for free
   dispatch by default; `--dispatch planned` plans for engines that keep to the column.
 - **Verl's chunking is a separate cost.** verl's default splits each train batch into one chunk per worker
