@@ -122,8 +122,9 @@ FINDINGS = """\
   length, about four groups of each per step) were tried: steps beat the shuffle (0.03-0.07) but each waits
   for its long groups, 20-29% slower on the 8-instance mixes, so they are not used.
 - **`--steps representative`** (the last three tables) keeps auto to candidates whose steps are expected to
-  be about a shuffle's. With a trainer that follows the schedule it changes nothing (auto already takes
-  `per-step` there); in synchronous streaming it takes `per-step`, or since 2026-12-07 the shuffle where no candidate is expected faster than it by more than the tie margin (0.6-2.0% over round-robin, rerun 2026-12-07, instead of 10-23% on the mixes).
+  be about a shuffle's. With a trainer that follows the schedule it changes nothing on the mixes (auto already
+  takes `per-step` there) and costs 4.1% +- 1.5% on GSM8K, where it takes `per-step` (steps 0.07 off the epoch
+  mean against the shuffle's 0.06) instead of the sort; in synchronous streaming it takes `per-step`, or since 2026-12-07 the shuffle where no candidate is expected faster than it by more than the tie margin (0.6-2.0% over round-robin, rerun 2026-12-07, instead of 10-23% on the mixes).
   In arrival order it is costly: mostly the shuffle is left (now the random baseline itself), level or
   ahead on the mixes of 256-512 and on GSM8K (-1.3% +- 2.8% in the rerun of 2026-12-07, -2.2% +- 2.5% on 2026-12-03, +0.5% before it: the seeds' noise) (judged over two epochs it takes the shuffle on mix-k8-n8-b256),
   0.2-1% behind on AIME, 2-16% behind the best sort on mix-k16-n16 and mix-k8-n8 (mix-k8-n8 16.4% +- 1.4% in the
