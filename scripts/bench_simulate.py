@@ -146,8 +146,11 @@ OTHER_ENGINES = """\
   0.2%, where it keeps verl's shuffle (12% faster there than the `bands` it picked before, as verl routes), and
   GSM8K by 1.5% +- 0.9%, to the file's order; without a bound (rerun the same day, 4 seeds) level or ahead on
   three and behind on five, by 2.3% +- 1.8% (mix-k8-n8-b256), 2.0% +- 1.7% (aime-k8-n8-b256), 1.9% +- 0.9%
-  (mix-k2-n4), 0.9% +- 0.5% (mix-k16-n16-b512) and 0.3% +- 0.2% (mix-k8-n8), mostly to shortest-first sorts.** What
-  follows describes the tables as measured with auto's earlier picks (the two reruns' tables replace theirs). Since an audit of 2026-12-02 these tables
+  (mix-k2-n4), 0.9% +- 0.5% (mix-k16-n16-b512) and 0.3% +- 0.2% (mix-k8-n8), mostly to shortest-first sorts;
+  planned for servers that keep to its plan (`--dispatch planned`, the second table, rerun 2026-12-06 the same
+  way) within 0.6% or ahead on five and behind on three, GSM8K by 2.4% +- 1.7%, mix-k16-n16-b512 by 2.2% +- 0.2%
+  and aime-k8-n8-b256 by 1.2% +- 0.8%.** What
+  follows describes the tables as measured with auto's earlier picks (the three reruns' tables replace theirs). Since an audit of 2026-12-02 these tables
   hold thirteen baselines: the three routers, the plain sorts behind least-pending and length-aware routing
   (the shortest-first ones were missing), and verl's chunked orders, each chunk kept to one server, which on
   these engines hold as much in flight as asp and so are on equal footing. With the lag bound (10 seeds, rerun 2026-12-03 with the `bands` candidate: the epoch sorted shortest first,
@@ -187,7 +190,7 @@ OTHER_ENGINES = """\
   (The table before these reruns read 8.4% +- 5.0% there, one bad seed of four.) The best row changes from workload to workload and is the fastest of thirteen
   noisy means picked after the fact, which flatters the baselines a little; no one baseline beats asp
   everywhere, and the gains asp has here are a few percent at most. Planned for
-  servers that keep to its `instance` column (`--dispatch planned`, the second table, 4 seeds; "best equal"
+  servers that keep to its `instance` column (`--dispatch planned`, the second table before its rerun of 2026-12-06, 4 seeds; "best equal"
   there among the rows that keep to their servers too), it is within 0.5% or ahead on five and behind on three
   (aime-k8-n8-b256 1.9% +- 0.3%, 1.6% +- 0.6% before the cap fix; GSM8K 0.8% +- 1.1%; aime-k8-n4 0.6% +- 0.6%;
   rerun 2026-12-03 with `bands` first in the tie order, and 2026-12-04 with the cap fix). mix-k16-n16-b512 went from 2.8% +- 0.5% behind to level (-0.0% +- 0.8%): the draws
