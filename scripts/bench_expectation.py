@@ -41,7 +41,8 @@ What this shows (measured 2026-12-07, `h100-qwen2.5-7b`, the code of that day):
   verl, sglang-router (slime) and OpenRLHF route a step: mix-k8-n8 40.0% expected as verl routes, 35.0% replayed;
   mix-k8-n8-b256 26.3% and 21.7%. On long reasoning it is within 0.4 points at train batches of 256, 1.7-1.9
   above at 4 a group. The saving itself is real and large there (the curriculum of a sort: "As verl routes");
-  only its size is overstated, by 7-30% of it.
+  only its size is overstated, by 7-21% of it, and by 44% on mix-k16-n16-b512 as verl routes (8.2% expected,
+  5.7% replayed).
 - **On the held-out chat workload alone it overstates most**: 14.0% expected, 4.7% +- 5.9% replayed (9.3-9.4
   points, every router); the chat + math + reasoning mix is 0.7-3.4 points above.
 - **For verl's fully asynchronous trainer it holds** (`--settings verl-async`, not in the table: each workload's
