@@ -1396,3 +1396,17 @@ def test_prompts_at_several_steps_of_the_dumps_are_said_to_be_several_epochs(bui
     one = observe(dumps[:1], None, dataset=[built["prompts"]], epoch=0)
     assert one.summary["prompts_at_several_steps"] == 0 and not any("more than one step" in w for w in one.warnings)
 
+
+
+def test_prompts_over_the_group_in_several_epochs_are_counted_once(built, tmp_path):  # noqa: F811
+    """The "more than samples_per_prompt" warning counted (prompt, epoch) pairs as prompts: each prompt over the group
+    in both epochs of a log was said twice ("2 x PROMPTS prompts have ..." of PROMPTS prompts)."""
+    ids = [f"p{i}" for i in range(PROMPTS)]
+    rows = [{"prompt_id": p, "response_tokens": 100 + k, "epoch": e} for e in (0, 1) for p in ids
+            for k in range(2 * SAMPLES)]
+    result = observe([write_jsonl(tmp_path / "log.jsonl", rows)], None, schedule=built["schedule"])
+    said = [w for w in result.warnings if f"more than samples_per_prompt={SAMPLES} samples in an epoch" in w]
+    assert len(said) == 1 and said[0].startswith(f"{PROMPTS:,} prompts have"), said
+    one = observe([write_jsonl(tmp_path / "one.jsonl", rows[:2 * SAMPLES])], None, schedule=built["schedule"])
+    assert any(w.startswith(f"1 prompt has more than samples_per_prompt={SAMPLES}") for w in one.warnings), \
+        one.warnings

@@ -92,11 +92,13 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
                         "no group was cut short")
     # More than n in an epoch: several epochs without an epoch column, or a rollout of more samples per prompt than
     # the schedule's (a newcomer's verl ran rollout.n=16 on a schedule of 8, and nothing here said so).
-    if (over := int((per_epoch["len"] > n).sum())):
+    # Prompts, not (prompt, epoch) pairs: a prompt over the group in two epochs was counted twice (a hostile review).
+    if (over := per_epoch.filter(pl.col("len") > n)["prompt_id"].n_unique()):
         from asp_cli.sim.lengths import more_samples_fix
 
         each = per_epoch["len"].unique()
-        warnings.append(f"{over:,} prompts have more than samples_per_prompt={n} samples in an epoch of the logs (a log "
+        warnings.append(f"{over:,} prompt{'s have' if over != 1 else ' has'} more than samples_per_prompt={n} samples "
+                        "in an epoch of the logs (a log "
                         "without an epoch column counts as one): the history keeps them all; if they are several "
                         "epochs', observe each epoch's log with its --epoch"
                         + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))
