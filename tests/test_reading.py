@@ -1723,3 +1723,17 @@ def test_a_folder_of_verl_rollout_dumps_and_a_dump_in_one_say_the_command_to_run
     (tmp_path / "other").mkdir()  # a folder of anything else: as before
     with pytest.raises(InputError, match=r"other: is a folder; name the files in it \(e\.g\. .*other/\*\.jsonl\)"):
         read_lengths([tmp_path / "other"])
+
+
+def test_the_commands_said_for_verl_dumps_quote_a_folder_a_shell_would_split(tmp_path):
+    """The E141 and E103 hints give a command to run; a folder named with a space (`my rollouts`) gave
+    `asp observe my rollouts/*.jsonl`, two arguments to a shell, neither of them the dumps."""
+    folder = tmp_path / "my rollouts"
+    folder.mkdir()
+    write_jsonl(folder / "1.jsonl", [{"input": "user\nq\nassistant\n", "output": "a", "score": 1.0, "step": 1}])
+    with pytest.raises(InputError) as caught:
+        read_lengths([folder])
+    assert f"asp observe '{folder}'/*.jsonl --dataset PROMPTS" in str(caught.value)
+    with pytest.raises(InputError) as caught:
+        read_lengths([folder / "1.jsonl"])
+    assert f"asp observe '{folder / '1.jsonl'}' --dataset PROMPTS" in str(caught.value)

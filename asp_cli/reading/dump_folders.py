@@ -8,6 +8,7 @@ and verl/trainer/ppo/v1/trainer_base.py:1226, 0.9.1): input and output text, no 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 _STEP_DUMP = re.compile(r"^\d+\.jsonl$")
@@ -23,6 +24,11 @@ def step_dumps(folder: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split(".")[0]))
 
 
+def shell_path(path: str | Path) -> str:
+    """``path`` as a shell reads it in a command asp says to run (quoted where it holds a space or a quote)."""
+    return shlex.quote(str(path))
+
+
 def dump_folder_fix(folder: str | Path, *, observing: bool) -> str | None:
     """The message for ``folder`` given as a file where it holds verl rollout dumps (None where it holds none): to
     `asp observe`, name its files; elsewhere (``--history``, ``--lengths``), turn them into a history first."""
@@ -32,7 +38,8 @@ def dump_folder_fix(folder: str | Path, *, observing: bool) -> str | None:
     span = dumps[0].name if len(dumps) == 1 else f"{dumps[0].name} to {dumps[-1].name}"
     what = (f"{folder}: is a folder of {len(dumps)} verl rollout dump{'s' if len(dumps) > 1 else ''} ({span}, one "
             "a step, as trainer.rollout_data_dir holds them: input/output text, no prompt ids)")
-    command = f"asp observe {Path(folder) / '*.jsonl'} --dataset PROMPTS -o history.parquet"
+    # Quoted for a shell, the glob outside the quotes: a folder named with a space gave a command that did not run.
+    command = f"asp observe {shell_path(folder)}/*.jsonl --dataset PROMPTS -o history.parquet"
     if observing:
         return f"{what}; name its files, not the folder: {command} (PROMPTS: the file(s) the run read)"
     return f"{what}; turn them into lengths first: {command}, then pass history.parquet"

@@ -15,6 +15,7 @@ from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.places import row_location
+from asp_cli.reading.dump_folders import shell_path
 from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.nested import candidates_inside, with_nested_key
 from asp_cli.reading.tables import BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, read_table
@@ -72,7 +73,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
             # generation output: no ids or counts to read, but `asp observe` matches its text to the prompts.
             raise InputError(f"{path}: holds response text without prompt ids (a verl, OpenRLHF or slime rollout "
                              "dump?); turn it into lengths first: asp observe "
-                             f"{path} --dataset PROMPTS -o history.parquet, then pass history.parquet")
+                             f"{shell_path(path)} --dataset PROMPTS -o history.parquet, then pass history.parquet")
         text = next((c for k in C.PROMPT_KEYS for c in frame.columns if c.lower() == k), None)
         # An id inside an object (a slime sample dump's metadata.prompt_id) is E19's path to give, not this.
         nested_id = candidates_inside(frame, C.ID_KEYS, options.length_id_flag)
