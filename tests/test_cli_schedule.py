@@ -961,3 +961,23 @@ def test_steps_a_rollout_ahead_behind_verls_balancer_say_they_are_verls_v1_train
     assert json.loads(two.stdout)["made_for"] == {
         "framework": "verl", "trainer": "separate_async", "alternatives": [],
         "options": ["--engine streaming", "--max-lag 2", "--trainer schedule", "--verl-trainer separate-async"]}
+
+
+def test_a_named_verl_v1_trainer_is_dropped_in_the_other_frameworks_options_the_line_gives(tmp_path):
+    """Steps a rollout ahead made with --verl-trainer separate-async: the "made for" line told a slime user to add
+    --router cache-aware, which `asp schedule` refuses beside --verl-trainer (verl's trainers route through its
+    balancer); it says to leave --verl-trainer out too, and the command it gives runs."""
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"question": "word " * (i % 40 + 1)} for i in range(48)])
+    common = ("schedule", prompts, "--engine", "streaming", "--max-lag", "1", "--trainer", "schedule",
+              "--train-batch-size", "16", "--instances", "2")
+    made = invoke(*common, "-o", tmp_path / "s.parquet", "--verl-trainer", "separate-async")
+    assert made.exit_code == 0, made.output
+    assert made.stderr.splitlines()[1].endswith(
+        "for slime add --router cache-aware, for OpenRLHF --router group-round-robin, each without --verl-trainer "
+        "separate-async"), made.stderr
+    slime = invoke(*common, "-o", tmp_path / "slime.parquet", "--router", "cache-aware")
+    assert slime.exit_code == 0, slime.output
+    planned = invoke(*common, "-o", tmp_path / "p.parquet", "--verl-trainer", "colocate-async", "--dispatch", "planned")
+    assert planned.exit_code == 0, planned.output
+    assert planned.stderr.splitlines()[1].endswith(
+        ", each with --dispatch free and without --verl-trainer colocate-async"), planned.stderr

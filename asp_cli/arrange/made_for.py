@@ -106,15 +106,16 @@ def made_for_line(made: dict[str, Any] | None) -> str:
                    "--trainer schedule, its train_async.py --max-lag 1 --trainer schedule"))
     if framework == "verl" and trainer != "synchronous":  # verl's v1 trainer with asp's replay buffer
         planned, lag = "--dispatch planned" in options, options[1].removeprefix("--max-lag ")
+        named = next((o for o in options if o.startswith("--verl-trainer")), None)
         return (f"  made for verl's v1 trainer ({trainer}) with asp's replay buffer: each step trains the groups "
                 f"the schedule gives it, the rollout a warm-up of {lag} train batch{'' if lag == '1' else 'es'} "
                 f"ahead (trainer.v1.{trainer}.num_warmup_batches), each sample routed by "
                 + ("asp's router plug-in (--dispatch planned)" if planned else "verl's balancer (least-pending)")
-                + ("" if any(o.startswith("--verl-trainer") for o in options) else
+                + ("" if named else
                    "; for separate_async add --verl-trainer separate-async")
                 + ("; slime's train_async.py and OpenRLHF's --train.async_enable take the same steps a rollout "
                    "ahead behind their own routers: for slime add --router cache-aware, for OpenRLHF --router "
-                   "group-round-robin" + (", each with --dispatch free" if planned else "")
+                   "group-round-robin" + _each(planned, named)
                    if made["alternatives"] else ""))
     if framework == "verl":
         # The synchronous steps slime's train.py and OpenRLHF's default take too, behind their own routers: a slime
@@ -128,3 +129,11 @@ def made_for_line(made: dict[str, Any] | None) -> str:
                 "routers: for slime add --router cache-aware (sglang-router keeps a group on one server), for "
                 "OpenRLHF --router group-round-robin" + (", each with --dispatch free" if planned else ""))
     return ""
+
+
+def _each(planned: bool, named: str | None) -> str:
+    """What the other frameworks' routers need besides themselves: free dispatch (a router places each request), and
+    no ``named`` verl trainer (``--verl-trainer`` is refused beside another router: the line said to add
+    --router cache-aware to a plan made with --verl-trainer separate-async, which `asp schedule` then refused)."""
+    needs = (["with --dispatch free"] if planned else []) + ([f"without {named}"] if named else [])
+    return f", each {' and '.join(needs)}" if needs else ""
