@@ -43,10 +43,12 @@ log() { echo "pipeline: $*" >&2; }
 
 # Run a command whose stdout is a JSON summary into FILE atomically: beside it under a name of this run's own
 # (a fixed FILE.tmp was shared by two runs into one folder, and left behind by a failing step), then renamed; a
-# failing command's partial document is removed and its exit code kept.
+# failing command's partial document is removed and its exit code kept. mktemp makes its file 0600: it gets the
+# mode a plain redirect gives (0666 less the umask), which the summaries had before (others on a shared run read them).
 to_json() {
     local out=$1 part status=0; shift
     part=$(mktemp "$out.XXXXXX.tmp")
+    chmod "$(printf '%o' $((0666 & ~$(umask))))" "$part"
     "$@" >"$part" || status=$?
     if ((status != 0)); then rm -f "$part"; return "$status"; fi
     mv "$part" "$out"

@@ -178,3 +178,16 @@ def test_the_emulator_logs_each_schedule_epoch_as_its_own_epoch_which_asp_observ
     assert history.group_by("epoch").len().sort("epoch").rows() == [(0, 24), (1, 24)]
     later, _ = emulate("later.jsonl", "--epoch-label", "3")
     assert sorted(later["epoch"].unique().to_list()) == [3, 4]
+
+
+def test_a_json_summary_gets_the_mode_a_redirect_gives(tmp_path):
+    """to_json wrote each summary under mktemp's name and renamed it, so every summary was 0600 where a plain
+    redirect (the script before) gave 0666 less the umask: others reading a shared run's folder were refused."""
+    body = SCRIPT.read_text(encoding="utf-8")
+    start = body.index("to_json() {")
+    end = body.index("\n}\n", start) + 3
+    probe = f"set -euo pipefail\numask 022\n{body[start:end]}\nto_json {tmp_path}/s.json echo '{{}}'\n"
+    subprocess.run(["bash", "-c", probe], check=True, timeout=60)
+    assert (tmp_path / "s.json").read_text() == "{}\n"
+    assert (tmp_path / "s.json").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
