@@ -1737,3 +1737,19 @@ def test_the_commands_said_for_verl_dumps_quote_a_folder_a_shell_would_split(tmp
     with pytest.raises(InputError) as caught:
         read_lengths([folder / "1.jsonl"])
     assert f"asp observe '{folder / '1.jsonl'}' --dataset PROMPTS" in str(caught.value)
+
+
+def test_a_folder_of_verl_dumps_given_as_prompts_is_not_told_to_pass_a_history_there(tmp_path):
+    """verl's rollout_data_dir given as the prompts (`asp schedule rollouts`, `asp observe --dataset rollouts`) was
+    told E141's lengths line, 'turn them into lengths first ..., then pass history.parquet', as if a history were
+    prompts: it says the dumps are the run's outputs and to give the prompt file(s) the run read."""
+    (tmp_path / "rollouts").mkdir()
+    write_jsonl(tmp_path / "rollouts" / "1.jsonl", [{"input": "user\nq\nassistant\n", "output": "a", "score": 1.0,
+                                                     "step": 1}])
+    with pytest.raises(InputError) as caught:
+        read_prompts([tmp_path / "rollouts"])
+    said = str(caught.value)
+    assert "then pass history.parquet" not in said
+    assert said.endswith("a run's outputs, not prompts; give the prompt file(s) the run read (verl's "
+                         "data.train_files), and to feed the dumps back as lengths: asp observe "
+                         f"{tmp_path / 'rollouts'}/*.jsonl --dataset PROMPTS -o history.parquet"), said

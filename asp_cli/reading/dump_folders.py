@@ -29,9 +29,11 @@ def shell_path(path: str | Path) -> str:
     return shlex.quote(str(path))
 
 
-def dump_folder_fix(folder: str | Path, *, observing: bool) -> str | None:
+def dump_folder_fix(folder: str | Path, *, observing: bool = False, lengths: bool = False) -> str | None:
     """The message for ``folder`` given as a file where it holds verl rollout dumps (None where it holds none): to
-    `asp observe`, name its files; elsewhere (``--history``, ``--lengths``), turn them into a history first."""
+    `asp observe`, name its files; where lengths are read (``lengths``: ``--history``, ``--lengths``), turn them into
+    a history first; elsewhere (prompts, `asp observe --dataset`), give the prompt file(s) the run read, the dumps
+    being its outputs (they were told to pass the history there, as lengths)."""
     dumps = step_dumps(folder)
     if not dumps:
         return None
@@ -42,4 +44,7 @@ def dump_folder_fix(folder: str | Path, *, observing: bool) -> str | None:
     command = f"asp observe {shell_path(folder)}/*.jsonl --dataset PROMPTS -o history.parquet"
     if observing:
         return f"{what}; name its files, not the folder: {command} (PROMPTS: the file(s) the run read)"
-    return f"{what}; turn them into lengths first: {command}, then pass history.parquet"
+    if lengths:
+        return f"{what}; turn them into lengths first: {command}, then pass history.parquet"
+    return (f"{what}: a run's outputs, not prompts; give the prompt file(s) the run read (verl's data.train_files), "
+            f"and to feed the dumps back as lengths: {command}")

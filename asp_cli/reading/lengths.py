@@ -15,7 +15,7 @@ from asp_cli.errors import InputError, SettingsError, shown_id
 from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.places import row_location
-from asp_cli.reading.dump_folders import shell_path
+from asp_cli.reading.dump_folders import dump_folder_fix, shell_path
 from asp_cli.reading.prompts import id_column, id_problem_message
 from asp_cli.reading.nested import candidates_inside, with_nested_key
 from asp_cli.reading.tables import BAD_ROW_FIX, ReadReport, each_file_once, file_format, find_column, read_table
@@ -53,6 +53,8 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     named: dict[str, tuple[Path, bool]] = {}  # each log a history's rows name: the first file, and whether it lists logs
     for path in paths:
         path = Path(path)
+        if path.is_dir() and (dumps := dump_folder_fix(path, lengths=True)):  # verl's rollout_data_dir as lengths
+            raise InputError(dumps)
         fmt, _ = file_format(path)
         frame = read_table(path, on_bad_row=options.on_bad_row, report=report, text_columns=options.text_keys)
         logs = history_logs(path) if fmt == "parquet" else None

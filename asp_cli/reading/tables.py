@@ -131,9 +131,9 @@ def file_format(path: Path) -> tuple[str, bool]:
     if stdin is not None:
         raise stdin
     if Path(path).is_dir():
-        from asp_cli.reading.dump_folders import dump_folder_fix  # verl's rollout_data_dir as --history (2026-12-07)
+        from asp_cli.reading.dump_folders import dump_folder_fix  # verl's rollout_data_dir (`read_lengths`: its own)
 
-        raise InputError(dump_folder_fix(path, observing=False)
+        raise InputError(dump_folder_fix(path)
                          or f"{path}: is a folder; name the files in it (e.g. {Path(path) / '*.jsonl'})")
     if Path(path).exists() and not Path(path).is_file():
         # A pipe (mkfifo) blocks every read until a writer comes, where Ctrl-C cannot reach it, and is read more
