@@ -491,3 +491,20 @@ def test_the_simulated_lengths_count_the_prompts_whose_probe_samples_were_left_o
     one, epoch, history = _probe_then_epoch(result, tmp_path)
     done = report_schedule(folder / "s.parquet", lengths=[history], simulate=True)
     assert done.report["simulated"]["lengths"]["prompts_with_probe_samples_left_out"] == one.height
+
+
+def test_a_probe_of_other_prompts_does_not_hide_that_each_epoch_holds_a_group(made, tmp_path):
+    """Two epochs of a group of each prompt but one, of which a probe holds one sample: the epochs were judged over
+    every sample, the probe's without an epoch among them, and the warning told to remake the schedule with
+    --samples-per-prompt 16 for two epochs of groups of 8 (`asp simulate` says the same since this review)."""
+    folder, result = made
+    one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
+    kept, probed = one.head(one.height - 1), one.tail(1)
+    rows = [kept.with_columns(pl.lit(100).alias("response_tokens"), pl.lit(e, pl.Int32).alias("epoch"))
+            for e in (0, 1) for _ in range(8)]
+    rows.append(probed.with_columns(pl.lit(50).alias("response_tokens"), pl.lit(None, pl.Int32).alias("epoch")))
+    history = tmp_path / "history.parquet"
+    pl.concat(rows).write_parquet(history)
+    said = [w for w in report_schedule(folder / "s.parquet", lengths=[history]).warnings if "in --lengths" in w]
+    assert said and said[0].endswith("each of its 2 epochs holds at most 8 samples of a prompt, as the schedule's "
+                                     "groups do") and "--samples-per-prompt" not in said[0], said

@@ -562,3 +562,18 @@ def test_random_arrangements_step_deviation_is_their_average_p90():
     ratio = tokens[:300][order].reshape(3, 100).mean(axis=1) / tokens[:300].mean()
     assert one == pytest.approx(np.quantile(np.abs(ratio - 1), 0.9))
 
+
+
+def test_a_probe_of_other_prompts_does_not_hide_that_each_epoch_holds_a_group():
+    """Two epochs of 2 samples of a and b (N = 2) beside one probe sample of c, which no epoch holds: a and b alone
+    are over the group, yet the epochs were judged over every sample, c's without an epoch among them, and the
+    warning told to remake the schedule with --samples-per-prompt 4 for two epochs of groups of 2."""
+    frame = _frame(["a", "b", "c"])
+    observed = pl.DataFrame({"prompt_id": ["a", "b"] * 4 + ["c"], "response_tokens": list(range(5, 14)),
+                             "epoch": [0, 0, 0, 0, 1, 1, 1, 1, None]}, schema_overrides={"epoch": pl.Int32})
+    _, info = lengths_for_schedule(frame, observed, samples_per_prompt=2, seed=1)
+    warning = info.over_group_warning()
+    assert info.prompts_over_group == 2
+    assert warning.endswith("each of its 2 epochs holds at most 2 samples of a prompt, as the schedule's groups do"), \
+        warning
+    assert "--samples-per-prompt" not in warning

@@ -164,12 +164,16 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
     if isinstance(n, int) and not isinstance(n, bool) and n > 0:
         # More samples of a prompt than a group holds (a log of two epochs, a file given twice): the first N of each,
         # in the files' order, as `asp simulate` replays them; they were pooled, a group maximum over 16 samples.
-        per_prompt = samples.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id").len()["len"]
+        counts = samples.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id").len()
+        per_prompt = counts["len"]
         extra = int((per_prompt > n).sum())
         if extra:
             from asp_cli.sim.lengths import epochs_within, more_samples_fix
 
-            epochs = epochs_within(samples.filter(pl.col("prompt_id").is_in(scheduled.implode())), n)
+            # The epochs of the prompts over the group alone, as `asp simulate` judges them: a probe of others hid
+            # that each epoch held a group, and rollout.n was blamed.
+            over = counts.filter(pl.col("len") > n)["prompt_id"].implode()
+            epochs = epochs_within(samples.filter(pl.col("prompt_id").is_in(over)), n)
             samples = samples.filter(pl.int_range(pl.len()).over("prompt_id") < n)
             each = per_prompt.unique()
             from asp_cli.report.simulated import epoch_words

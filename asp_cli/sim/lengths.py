@@ -381,4 +381,7 @@ def lengths_for_schedule(
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
                                           tuple(unknown), over_cap, observed_ids, written_otherwise, over_group, n,
                                           observed_each, one_epoch, probe_left_out,
-                                          epochs_within(observed, n) if over_group else 0)
+                                          # of the prompts over the group alone, as `one_epoch` (a probe of others
+                                          # hid that each epoch held a group, and rollout.n was blamed)
+                                          epochs_within(observed.filter(pl.col("prompt_id").is_in(over_ids)), n)
+                                          if over_group else 0)
