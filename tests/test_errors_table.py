@@ -141,6 +141,13 @@ CASES = [
     ("E141", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/rollouts"], 3,
      "rollouts: is a folder of 3 verl rollout dumps (1.jsonl to 10.jsonl, one a step, as trainer.rollout_data_dir "
      "holds them: input/output text, no prompt ids); turn them into lengths first: asp observe "),
+    ("E141", ["schedule", "{tmp}/rollouts", "-o", "{tmp}/o.parquet"], 3,  # as prompts: not told to pass a history
+     "holds them: input/output text, no prompt ids): a run's outputs, not prompts; give the prompt file(s) the run "
+     "read (verl's data.train_files), and to feed the dumps back as lengths: asp observe "),
+    ("E04", ["schedule", "{tmp}/rollouts/1.jsonl", "-o", "{tmp}/o.parquet"], 3,  # one dump: scheduled, unsaid
+     "rollouts/1.jsonl: holds a verl rollout dump's columns (input, output, score, step): a run's outputs, not "
+     "prompts; give the prompt file(s) the run read (verl's data.train_files), and to feed the dump back as lengths: "
+     "asp observe "),
     ("E141", ["observe", "{tmp}/rollouts", "-o", "{tmp}/h.parquet"], 3,
      "rollouts: is a folder of 3 verl rollout dumps (1.jsonl to 10.jsonl, one a step, as trainer.rollout_data_dir "
      "holds them: input/output text, no prompt ids); name its files, not the folder: asp observe "),

@@ -1753,3 +1753,16 @@ def test_a_folder_of_verl_dumps_given_as_prompts_is_not_told_to_pass_a_history_t
     assert said.endswith("a run's outputs, not prompts; give the prompt file(s) the run read (verl's "
                          "data.train_files), and to feed the dumps back as lengths: asp observe "
                          f"{tmp_path / 'rollouts'}/*.jsonl --dataset PROMPTS -o history.parquet"), said
+
+
+def test_a_verl_dump_given_as_prompts_is_refused_naming_what_it_is(tmp_path):
+    """One of verl's rollout dumps given as the prompts (`asp schedule rollouts/1.jsonl`) was scheduled without a word,
+    each sample's text a prompt (8 'prompts' of 2); it is named as the run's outputs, with the command that reads
+    it. Naming the prompt column keeps a file of such columns readable as prompts."""
+    dump = write_jsonl(tmp_path / "1.jsonl", [{"input": f"user\nq{i % 2}\nassistant\n", "output": "a", "score": 1.0,
+                                               "step": 1} for i in range(8)])
+    with pytest.raises(InputError) as caught:
+        read_prompts([dump])
+    assert str(caught.value).startswith(f"{dump}: holds a verl rollout dump's columns (input, output, score, step): a "
+                                        "run's outputs, not prompts; give the prompt file(s) the run read"), caught.value
+    assert read_prompts([dump], ReadOptions(prompt_key="input"))[0].height == 8

@@ -206,6 +206,13 @@ def _choose_prompt_column(frame: pl.DataFrame, override: str | None, path: Path,
         raise InputError(f"{path}: holds response lengths ({shown_id(lengths[0])}) but no prompt column (looked for "
                          f"{', '.join(C.PROMPT_KEYS)}): a rollout log or history, not prompts; give it with --history "
                          f"(asp schedule) or to asp observe, and the prompt file here (or name its column with {flag})")
+    if {"input", "output", "score", "step"} <= lowered.keys():  # one of verl's rollout dumps, scheduled as prompts
+        from asp_cli.reading.dump_folders import shell_path  # (its samples' texts) without a word (a hostile review)
+
+        raise InputError(f"{path}: holds a verl rollout dump's columns (input, output, score, step): a run's outputs, "
+                         "not prompts; give the prompt file(s) the run read (verl's data.train_files), and to feed the "
+                         f"dump back as lengths: asp observe {shell_path(path)} --dataset PROMPTS -o history.parquet "
+                         f"(prompts of such columns: name the prompt column with {flag})")
     return find_column(frame, C.PROMPT_KEYS, None, what="prompt", flag=flag, path=path)  # type: ignore[return-value]
 
 
