@@ -49,3 +49,27 @@ def test_a_signal_during_an_unbroken_import_is_raised_after_it(tmp_path, monkeyp
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert not builtins.asp_module_done
+
+
+def test_a_signal_held_through_an_import_that_fails_is_raised_not_left_held(tmp_path, monkeypatch):
+    """A signal held by `import_unbroken` through an import that then failed was neither raised nor cleared: the
+    import's error stood for the user's interrupt, and the held flag interrupted the next held import of the same
+    process, no signal sent."""
+    monkeypatch.setattr(interrupts._State, "received", [])
+    monkeypatch.setattr(interrupts._State, "closing", False)
+    monkeypatch.setattr(interrupts._State, "deferred", False)
+    (tmp_path / "asp_failing_import.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGUSR1)\nraise ImportError('broken')\n")
+    (tmp_path / "asp_fine_import.py").write_text("x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("asp_failing_import", "asp_fine_import"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    previous = signal.signal(signal.SIGUSR1, interrupts.handle)
+    try:
+        with pytest.raises(Interrupted):
+            interrupts.import_unbroken("asp_failing_import")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert not interrupts._State.deferred and not interrupts._State.deferring
+    monkeypatch.setattr(interrupts._State, "received", [])
+    interrupts.import_unbroken("asp_fine_import")  # nothing held: no interrupt

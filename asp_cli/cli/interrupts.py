@@ -69,6 +69,13 @@ def import_unbroken(name: str) -> None:
     _State.deferring = True
     try:
         importlib.import_module(name)
+    except BaseException:
+        # An import that fails after the signal came: the interrupt is what the user asked for, and a held signal
+        # left behind would interrupt the next such import in a process that goes on (a review's).
+        if _State.deferred:
+            _State.deferred = False
+            raise Interrupted from None
+        raise
     finally:
         _State.deferring = False
     if _State.deferred:
