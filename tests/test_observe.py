@@ -1410,3 +1410,21 @@ def test_prompts_over_the_group_in_several_epochs_are_counted_once(built, tmp_pa
     one = observe([write_jsonl(tmp_path / "one.jsonl", rows[:2 * SAMPLES])], None, schedule=built["schedule"])
     assert any(w.startswith(f"1 prompt has more than samples_per_prompt={SAMPLES}") for w in one.warnings), \
         one.warnings
+
+
+def test_prompts_at_several_steps_are_said_of_the_prompts_counted_with_a_short_id(tmp_path):
+    """The several-steps warning showed its example id whole (an id that is a whole prompt made a message of its
+    length) and said "N of the M prompts", M counting the ids of a shared text that N leaves out."""
+    long_id = "q" * 300
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": long_id, "question": "First text"},
+                                             {"id": "a", "question": "Same text"},
+                                             {"id": "b", "question": "Same text"}])
+    dumps = [write_jsonl(tmp_path / f"{step}.jsonl", [{"input": f"user\n{text}\nassistant\n", "output": "w " * 5,
+                                                        "score": 1, "step": step}
+                                                       for text in ("First text", "Same text") for _ in range(2)])
+             for step in (1, 2)]
+    result = observe(dumps, None, dataset=[data])
+    assert result.summary["prompts_at_several_steps"] == 1
+    said = next(w for w in result.warnings if "at more than one step" in w)
+    assert said.startswith(f"1 of the 1 prompts of these dumps are at more than one step (e.g. {'q' * 80!r}... "
+                           "(300 characters) at steps 1, 2)"), said

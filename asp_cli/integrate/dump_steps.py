@@ -16,6 +16,8 @@ from typing import Any
 
 import polars as pl
 
+from asp_cli.errors import shown_id
+
 # A cap is suspected where at least this share of the counted samples hold the largest count: a length
 # distribution without a cap has one sample there, a few with ties; the 2026-12-07 newcomer's run, 32%.
 _CAP_SHARE = 0.05
@@ -67,7 +69,9 @@ def steps_of_epochs(dumps: list[tuple[Path, pl.DataFrame]], epoch: int | None, s
     if rows is None or not rows.height:
         summary["prompts_at_several_steps"] = 0
         return
-    steps = rows.filter(~pl.col("prompt_id").is_in(list(shared))).group_by("prompt_id").agg(
+    # Of the prompts not of a shared text, both counts: the whole was said "of the N prompts", shared ids in N.
+    rows = rows.filter(~pl.col("prompt_id").is_in(sorted(shared)))
+    steps = rows.group_by("prompt_id").agg(
         pl.col("step").unique().sort()).filter(pl.col("step").list.len() > 1).sort("prompt_id")
     summary["prompts_at_several_steps"] = steps.height
     if not steps.height:
@@ -75,7 +79,7 @@ def steps_of_epochs(dumps: list[tuple[Path, pl.DataFrame]], epoch: int | None, s
     example, at = steps.row(0)
     warnings.append(
         f"{steps.height:,} of the {rows['prompt_id'].n_unique():,} prompts of these dumps are at more than one step "
-        f"(e.g. {example!r} at steps {', '.join(map(str, at[:3]))}): verl's step counts on over epochs, so they "
+        f"(e.g. {shown_id(example)} at steps {', '.join(map(str, at[:3]))}): verl's step counts on over epochs, so they "
         f"hold several epochs' samples, recorded {'as epoch ' + str(epoch) if epoch is not None else 'without an epoch'}"
         " (asp schedule --history-epochs and --lengths-epoch cannot tell them apart); observe each epoch's steps with "
         "its --epoch E (docs/integrations.md, \"Feeding the lengths back\")")
