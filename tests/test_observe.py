@@ -1428,3 +1428,28 @@ def test_prompts_at_several_steps_are_said_of_the_prompts_counted_with_a_short_i
     said = next(w for w in result.warnings if "at more than one step" in w)
     assert said.startswith(f"1 of the 1 prompts of these dumps are at more than one step (e.g. {'q' * 80!r}... "
                            "(300 characters) at steps 1, 2)"), said
+
+
+def test_a_spike_below_the_schedules_cap_is_said_as_a_cap_the_run_had(built, tmp_path):  # noqa: F811
+    """Observed against a schedule (asp's default cap, 8,192), tokenizer counts of a verl dump cut at the run's own
+    cap (here 11 tokens) were kept as whole lengths without a word: the schedule's cap made the warning of a spike
+    at the largest count stay silent, though it marked nothing. A spike at the schedule's cap is marked and unsaid."""
+    tokenizers = pytest.importorskip("tokenizers", reason="tokenizers is not installed (the [tokenizer] extra)")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "word": 1}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    questions = [json.loads(line)["question"] for line in built["prompts"].read_text().splitlines()][:4]
+    dump = _steps_dump(tmp_path / "1.jsonl", questions, 1)  # 10 and 11 words
+    read = replace(OBSERVE_READ, tokenizer=tmp_path / "tokenizer.json")
+    from asp_cli.schedule_format import read_schedule
+
+    cap = read_schedule(built["schedule"]).settings["max_response_tokens"]
+    assert cap > 11
+    result = observe([dump], None, schedule=built["schedule"], dataset=[built["prompts"]], read=read,
+                     unknown_ids="skip")
+    assert (f"4 of the 8 samples have the largest count, 11 tokens, below the schedule's max_response_tokens "
+            f"({cap:,}), which marks samples at it truncated: responses cut at the rollout's cap") in \
+        " ".join(result.warnings), result.warnings
+    given = observe([dump], None, schedule=built["schedule"], dataset=[built["prompts"]], read=read,
+                    unknown_ids="skip", max_response_tokens=11)
+    assert not any("largest count" in w for w in given.warnings)

@@ -101,28 +101,35 @@ def cut_at_cap(part: pl.DataFrame, cap: int, summary: dict[str, Any]) -> pl.Data
 
 
 def dump_notes(summary: dict[str, Any], warnings: list[str], cap_unknown: bool, epoch: int | None,
-               shared: set[tuple[str, ...]]) -> None:
-    """Take the dumps' private notes out of ``summary`` (`asp_cli.integrate.observe`) and say what they show."""
+               shared: set[tuple[str, ...]], schedule_cap: int | None = None) -> None:
+    """Take the dumps' private notes out of ``summary`` (`asp_cli.integrate.observe`) and say what they show;
+    ``cap_unknown``: no --max-response-tokens given (the ``schedule_cap``, where a schedule gives one, may not be the
+    run's)."""
     dumps = summary.pop("\x00steps", [])
     steps_dumped_twice(dumps, summary, warnings)
     steps_of_epochs(dumps, epoch, {i for ids in shared for i in ids}, summary, warnings)
     counted = summary.pop("\x00counted", [])
     if cap_unknown and counted:
-        cap_unsaid(pl.concat(counted), warnings)
+        cap_unsaid(pl.concat(counted), warnings, schedule_cap)
 
 
-def cap_unsaid(counts: pl.Series, warnings: list[str]) -> None:
+def cap_unsaid(counts: pl.Series, warnings: list[str], schedule_cap: int | None = None) -> None:
     """Warn where many tokenizer-counted dump samples share the largest count and no cap was given: responses cut
-    at the rollout's ``max_response_length``, which the history would otherwise hold as whole lengths."""
+    at the rollout's ``max_response_length``, which the history would otherwise hold as whole lengths. Under a
+    ``schedule_cap`` (`asp observe --schedule`) that count marks them truncated: said where it is below that cap (a
+    run with a cap of 1,024 observed against a schedule of asp's default 8,192 was said nothing, its cut samples
+    kept as whole lengths)."""
     if not counts.len() or counts.null_count() == counts.len():
         return
     top = int(counts.max())  # type: ignore[arg-type]
     at_top = int((counts == top).sum())
-    if at_top < max(_CAP_MIN_SAMPLES, _CAP_SHARE * counts.len()):
+    if at_top < max(_CAP_MIN_SAMPLES, _CAP_SHARE * counts.len()) or (schedule_cap is not None and top >= schedule_cap):
         return
+    whose = (f", below the schedule's max_response_tokens ({schedule_cap:,}), which marks samples at it truncated"
+             if schedule_cap is not None else "")
     warnings.append(
-        f"{at_top:,} of the {counts.len():,} samples have the largest count, {top:,} tokens: responses cut at the "
-        f"rollout's cap (verl's data.max_response_length)? Without it they are recorded as whole lengths, not "
+        f"{at_top:,} of the {counts.len():,} samples have the largest count, {top:,} tokens{whose}: responses cut at "
+        f"the rollout's cap (verl's data.max_response_length)? Without it they are recorded as whole lengths, not "
         f"truncated, and an asp schedule --max-response-tokens above {top:,} predicts them as lengths that ended "
         f"there; pass the run's cap, --max-response-tokens N (N = data.max_response_length), to record them as cut "
         "(and give the other samples back the end token their decoded text lost)")
