@@ -1453,3 +1453,23 @@ def test_a_spike_below_the_schedules_cap_is_said_as_a_cap_the_run_had(built, tmp
     given = observe([dump], None, schedule=built["schedule"], dataset=[built["prompts"]], read=read,
                     unknown_ids="skip", max_response_tokens=11)
     assert not any("largest count" in w for w in given.warnings)
+
+
+def test_steps_the_history_holds_from_a_dump_are_said_when_another_dump_of_them_is_appended(built, tmp_path):  # noqa: F811
+    """The resumed run's dumps (steps 5 to 7) appended to the history of the run before (steps 4 to 6) counted steps 5
+    and 6 twice without a word, where one `asp observe` of both folders said it; a next epoch's steps (7 on) are no
+    step held twice."""
+    questions = [json.loads(line)["question"] for line in built["prompts"].read_text().splitlines()][:2]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = [_steps_dump(tmp_path / "a" / f"{s}.jsonl", questions, s, words=s) for s in (4, 5, 6)]
+    resumed = [_steps_dump(tmp_path / "b" / f"{s}.jsonl", questions, s, words=20 + s) for s in (5, 6, 7)]
+    history = tmp_path / "h.parquet"
+    observe(first, history, dataset=[built["prompts"]])
+    result = observe(resumed, history, dataset=[built["prompts"]], append=True)
+    assert result.summary["steps_dumped_twice"] == [5, 6]
+    assert (f"steps 5, 6 are in more than one dump (step 5: the history's 5.jsonl and {resumed[0]}), so 8 samples "
+            "count twice") in " ".join(result.warnings), result.warnings
+    later = _steps_dump(tmp_path / "b" / "8.jsonl", questions, 8)
+    result = observe([later], history, dataset=[built["prompts"]], append=True)
+    assert result.summary["steps_dumped_twice"] == [] and not any("more than one dump" in w for w in result.warnings)

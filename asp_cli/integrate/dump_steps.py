@@ -11,6 +11,7 @@ is dumped whole (no end token to lose), so the cap is the largest count, held by
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from asp_cli.errors import shown_id
 # distribution without a cap has one sample there, a few with ties; the 2026-12-07 newcomer's run, 32%.
 _CAP_SHARE = 0.05
 _CAP_MIN_SAMPLES = 3
+_DUMP_FORMATS = ("verl_v1_dump", "verl_legacy_dump")
+_STEP_NAME = re.compile(r"^\d+\.jsonl$")  # as `asp_cli.reading.dump_folders` knows them
 
 
 def dump_steps(frame: pl.DataFrame, columns: dict[str, str], kept: pl.Series,
@@ -35,14 +38,33 @@ def dump_steps(frame: pl.DataFrame, columns: dict[str, str], kept: pl.Series,
                         schema={"prompt_id": pl.String, "step": pl.Int64}).filter(kept & pl.col("step").is_not_null())
 
 
+def history_dumps(existing: pl.DataFrame | None, logs: list[dict[str, Any]]) -> list[tuple[Path, pl.DataFrame]]:
+    """The verl dumps a history appended to took samples from, as `steps_dumped_twice` takes dumps: each by its
+    name's step (verl names them ``{global_steps}.jsonl``). The resumed run's dumps appended to the history of the run
+    before counted the steps both hold twice, unsaid (one `asp observe` of both said it)."""
+    found = []
+    names = sorted({str(log.get("name", "")) for log in logs if log.get("format") in _DUMP_FORMATS})
+    for name in names if existing is not None else []:  # two logs of a name: their rows, once
+        if _STEP_NAME.match(name):
+            rows = existing.filter(pl.col("log") == name).select(  # type: ignore[union-attr]
+                "prompt_id", pl.lit(int(name.split(".")[0]), pl.Int64).alias("step"))
+            found.append((Path(f"the history's {name}"), rows))
+    return found
+
+
 def steps_dumped_twice(dumps: list[tuple[Path, pl.DataFrame]], summary: dict[str, Any],
-                       warnings: list[str]) -> None:
-    """Say steps that two dumps of one ``asp observe`` both hold, and how many samples that adds."""
+                       warnings: list[str], held: int = 0) -> None:
+    """Say steps that two dumps of one ``asp observe`` both hold, and how many samples that adds; the first ``held``
+    dumps are the history's (`history_dumps`), a step of theirs said only where a dump read now holds it too (each
+    later append said again what the one that added it said)."""
     where: dict[int, list[tuple[Path, int]]] = {}
-    for path, rows_of in dumps:
+    new: set[int] = set()
+    for i, (path, rows_of) in enumerate(dumps):
         for step, rows in rows_of.group_by("step").len().sort("step").iter_rows():
             where.setdefault(int(step), []).append((path, int(rows)))
-    twice = sorted(step for step, held in where.items() if len(held) > 1)
+            if i >= held:
+                new.add(int(step))
+    twice = sorted(step for step, holders in where.items() if len(holders) > 1 and step in new)
     summary["steps_dumped_twice"] = twice
     if not twice:
         return
@@ -101,12 +123,14 @@ def cut_at_cap(part: pl.DataFrame, cap: int, summary: dict[str, Any]) -> pl.Data
 
 
 def dump_notes(summary: dict[str, Any], warnings: list[str], cap_unknown: bool, epoch: int | None,
-               shared: set[tuple[str, ...]], schedule_cap: int | None = None) -> None:
+               shared: set[tuple[str, ...]], schedule_cap: int | None = None,
+               history: tuple[pl.DataFrame | None, list[dict[str, Any]]] = (None, [])) -> None:
     """Take the dumps' private notes out of ``summary`` (`asp_cli.integrate.observe`) and say what they show;
     ``cap_unknown``: no --max-response-tokens given (the ``schedule_cap``, where a schedule gives one, may not be the
-    run's)."""
+    run's); ``history``: the rows and logs of the history appended to, whose dumps count among the steps held twice."""
     dumps = summary.pop("\x00steps", [])
-    steps_dumped_twice(dumps, summary, warnings)
+    held = history_dumps(*history)
+    steps_dumped_twice(held + dumps, summary, warnings, len(held))
     steps_of_epochs(dumps, epoch, {i for ids in shared for i in ids}, summary, warnings)
     counted = summary.pop("\x00counted", [])
     if cap_unknown and counted:

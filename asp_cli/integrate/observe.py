@@ -278,7 +278,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     if recorded is not None and recorded.used:  # said under the summary (`asp observe`)
         summary["dataset_from_schedule"] = [str(p) for p in recorded.used]
     warnings.extend(summary.pop("read_notes", []))
-    dump_notes(summary, warnings, given_cap is None, epoch, shared, cap)  # steps twice, epochs at once, an unsaid cap
+    dump_notes(summary, warnings, given_cap is None, epoch, shared, cap, (existing, seen))  # steps twice, epochs, cap
     summary["rows_read"] = added.height + summary["bad_rows"]
     if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):
         warnings.append(f"--tokenizer {read.tokenizer} was not used: it counts the response text of verl dumps, and "
