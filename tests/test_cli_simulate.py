@@ -718,6 +718,8 @@ def test_compare_ends_with_one_line_saying_the_saving():
                                          "row on equal footing (2.1 instance-minutes saved on 16 instances); 48.8%")
     assert "(35.6 instance-hours saved on 16 instances)" in _verdict(
         [{**r, "end_to_end_s": r["end_to_end_s"] * 1000} for r in rows], 16)
+    assert "(2.2 instance-hours saved on 1 instance)" in _verdict(  # "on 1 instances" (a hostile round)
+        [{**r, "end_to_end_s": r["end_to_end_s"] * 1000} for r in rows], 1)
     rows[1]["end_to_end_s"] = 390.0
     rows[0]["prompts_per_call"] = 31.9
     assert _verdict(rows).startswith("  asp 401 s: 2.8% slower than short-first (asp sizes) (390 s), the fastest row "

@@ -107,7 +107,7 @@ def _held(mine: dict, other: dict, key: str, instances: int | None) -> str:
         return ""
     hours = instances * (other[key] - mine[key]) / 3600.0
     amount = f"{abs(hours):,.1f} instance-hours" if abs(hours) >= 1 else f"{abs(hours) * 60:,.1f} instance-minutes"
-    return f" ({amount} {'saved' if hours >= 0 else 'lost'} on {instances} instances)"
+    return f" ({amount} {'saved' if hours >= 0 else 'lost'} on {instances} instance{'' if instances == 1 else 's'})"
 
 
 def _against(mine: dict, other: dict, key: str) -> str:
