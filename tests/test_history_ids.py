@@ -207,3 +207,51 @@ def test_a_history_format_version_is_major_minor_text_as_a_schedules_is(version)
     assert metadata_problem(json.dumps({"format_version": "1.0", "logs": []}).encode()) is None
     assert metadata_problem(json.dumps({"format_version": "1.999", "logs": []}).encode()) is None
     assert metadata_problem(json.dumps({"logs": []}).encode()) is None  # none at all: read as this format
+
+
+def _seed_said(result) -> list[str]:
+    return [w for w in result.summary["warnings"] if "--seed" in w]
+
+
+def test_verl_shuffled_epochs_are_not_taken_for_asp_schedules_seeds(tmp_path):
+    """verl's own rollout dumps observed against the dataset verl read, epoch by epoch: verl's sampler dealt the
+    epochs, no asp schedule of seed 0 or 1, so a schedule at --seed 0 is not told it deals epoch 0's shuffles again
+    (a false alarm before). The same epochs as a log of ids and counts (OpenRLHF's loop) may be asp schedules'
+    replays, and are still warned about; so is a dump counted against a schedule of the same seed."""
+    rows = make_prompts(16)
+    prompts = write_jsonl(tmp_path / "train.jsonl", rows)
+    history, ids = tmp_path / "h.parquet", tmp_path / "ids.parquet"
+    for epoch in range(2):
+        dump = write_jsonl(tmp_path / f"{epoch + 1}.jsonl", [
+            {"input": f"user: {row['question']}\nassistant:", "output": "x" * (40 + 8 * i + epoch), "score": 1.0,
+             "step": epoch + 1} for i, row in enumerate(rows) for _ in range(2)])
+        observe([dump], history, dataset=[prompts], epoch=epoch, append=epoch > 0)
+        log = write_jsonl(tmp_path / f"lengths{epoch}.jsonl", [{"prompt_id": row["id"], "response_tokens": 10 + i + epoch}
+                                                               for i, row in enumerate(rows) for _ in range(2)])
+        observe([log], ids, dataset=[prompts], epoch=epoch, append=epoch > 0)
+    _, logs = read_history(history)
+    assert [e["format"] for e in logs] == ["verl_legacy_dump"] * 2 and "schedule_seed" not in logs[0]["ids"]
+    assert _seed_said(schedule([prompts], None, settings=SETTINGS, history=[history])) == []
+    [said] = _seed_said(schedule([prompts], None, settings=SETTINGS, history=[ids]))
+    assert said.startswith("the history holds epochs up to 1, and this schedule has --seed 0")
+    # Observed without --epoch, the dumps number none: the default seed's check of an unnumbered run is off too.
+    unnumbered = tmp_path / "unnumbered.parquet"
+    observe([tmp_path / "1.jsonl", tmp_path / "2.jsonl"], unnumbered, dataset=[prompts])
+    assert _seed_said(schedule([prompts], None, settings=SETTINGS, history=[unnumbered])) == []
+    # Both given: the epochs of the log of ids count.
+    assert len(_seed_said(schedule([prompts], None, settings=SETTINGS, history=[history, ids]))) == 1
+
+    # A dump counted against a schedule (--schedule beside --dataset) replayed it: its seed is recorded and checked.
+    made = schedule([prompts], tmp_path / "s.parquet", settings=SETTINGS)
+    replayed = tmp_path / "replayed.parquet"
+    observe([tmp_path / "1.jsonl"], replayed, dataset=[prompts], schedule=made.output, epoch=0)
+    assert read_history(replayed)[1][0]["ids"]["schedule_seed"] == 0
+    [said] = _seed_said(schedule([prompts], None, settings=SETTINGS, history=[replayed]))
+    assert "the history holds epochs up to 0" in said  # epoch 0's seed, 0: the check by epoch numbers says it
+    assert _seed_said(schedule([prompts], None, settings=replace_seed(SETTINGS, 1), history=[replayed])) == []
+
+
+def replace_seed(settings: ScheduleSettings, seed: int) -> ScheduleSettings:
+    import dataclasses
+
+    return dataclasses.replace(settings, seed=seed)

@@ -566,7 +566,7 @@ def schedule(
     frame, choice = plan(prompts, predicted, settings, preset=preset)
     unnamed, id_hint = row_numbered(read_report)
     dropped = dropped_tail_warnings(frame, sources, settings)
-    warnings = (_input_warnings(prompts, history_frame, settings, preset, unnamed, id_hint)
+    warnings = (_input_warnings(prompts, history_frame, settings, preset, unnamed, id_hint, list(history))
                 + plan_warnings(frame, settings, partial_batch=not dropped))
     warnings.extend((source_warnings(frame, sources) if sources is not None else []) + dropped)
     if sources is not None:
@@ -658,7 +658,8 @@ def schedule(
 
 
 def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, settings: ScheduleSettings,
-                    preset: HardwarePreset, unnamed: list[str], id_hint: str | None) -> list[str]:
+                    preset: HardwarePreset, unnamed: list[str], id_hint: str | None,
+                    history_paths: list[Path]) -> list[str]:
     """What is legal but probably not what the user meant: history that matches no prompt, a KV budget an engine
     ignores, a static plan without headroom, or a train batch larger than an epoch."""
     warnings = []
@@ -671,17 +672,11 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
             f"--max-tokens-per-minibatch {int(STATIC_HEADROOM * cache):,} (half the cache, the default there); asp "
             "simulate counts the padded batches over the cache")
     if history is not None and history.height:
-        from asp_cli.reading.history_ids import unmatched_warnings
+        from asp_cli.reading.history_ids import epoch_seed_warnings, unmatched_warnings
 
         warnings.extend(unmatched_warnings(prompts[C.PROMPT_ID], history, unnamed=unnamed, id_hint=id_hint))
-        latest = history[C.EPOCH].max() if C.EPOCH in history.columns else None
-        if latest is not None and settings.seed <= int(latest):  # type: ignore[arg-type]
-            # An OpenRLHF newcomer's epoch-by-epoch loop kept the default seed: every epoch the same train batches.
-            warnings.append(
-                f"the history holds epochs up to {int(latest)}, and this schedule has --seed {settings.seed}: a "  # type: ignore[arg-type]
-                "schedule made with an earlier epoch's seed deals that epoch's shuffles again (the same train batches "
-                "every epoch); give each epoch its own seed, " + (f"e.g. --seed {int(latest) + 1} (the epoch's number)"
-                if int(latest) < MAX_SETTING else "one no epoch of the history was made with"))  # type: ignore[arg-type]
+        # An OpenRLHF newcomer's epoch-by-epoch loop kept the default seed: every epoch the same train batches.
+        warnings.extend(epoch_seed_warnings(history_paths, history, settings.seed, MAX_SETTING))
         over = int((history[C.RESPONSE_TOKENS] > settings.max_response_tokens).sum())
         if over:
             warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "

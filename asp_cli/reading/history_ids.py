@@ -42,18 +42,21 @@ def ids_of(inputs: list[dict[str, Any]], columns_used: dict[str, dict[str, str]]
 def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths: list[Path], dataset_report: Any) -> dict[str, Any]:
     """The record for logs observed against a dataset (``dataset_report``: its `ReadReport`; its ids are those the
     logs' rows were matched to) or else a schedule (its metadata's ``inputs`` and ``columns_used``)."""
+    seed = ((schedule_metadata or {}).get("settings") or {}).get("seed")
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
     if dataset_paths and dataset_report is not None:
         dataset_report.settle()
-        return ids_of([{"name": p.name, "fingerprint": dataset_report.fingerprints.get(str(p))} for p in dataset_paths],
-                      dataset_report.columns_used)
+        record = ids_of([{"name": p.name, "fingerprint": dataset_report.fingerprints.get(str(p))}
+                         for p in dataset_paths], dataset_report.columns_used)
+        # Counted against a schedule, the logs replayed it, whatever file matched their text (`framework_dealt`).
+        return {**record, "schedule_seed": seed} if record and seed is not None else record
     if schedule_metadata:
         inputs = schedule_metadata.get("inputs")
         used = schedule_metadata.get("columns_used")
         if isinstance(inputs, list) and isinstance(used, dict):
             record = ids_of([i for i in inputs if isinstance(i, dict)],
                             {k: v for k, v in used.items() if isinstance(v, dict)})
-            seed = (schedule_metadata.get("settings") or {}).get("seed")
-            if record and isinstance(seed, int) and not isinstance(seed, bool):
+            if record and seed is not None:
                 # The seed of the schedule the logs replayed: a later schedule made with it deals the same shuffles
                 # (`seed_warnings`), whatever the epochs are numbered.
                 record["schedule_seed"] = seed
@@ -70,18 +73,85 @@ def seed_warnings(history: list[Path], seed: int, unnumbered_run: bool = False) 
     covers a few). Where no record names its schedule's seed (a framework's own log, or one observed with
     --dataset) and ``seed`` is the default, nothing tells which seed its rollout's
     schedule had: a slime newcomer's epoch 2, made from the raw epoch-1 log at the default seed, put 89% of the
-    prompts in the same train step again without a word."""
+    prompts in the same train step again without a word. Not where every log is a framework's own dump its
+    framework dealt (`framework_dealt`: verl's shuffles, no asp schedule's)."""
     records = [record for path in history for record in recorded_ids(path)]
     for path in history:
         if any(record.get("schedule_seed") == seed for record in recorded_ids(path)):
             return [f"{path}: observed against a schedule made with --seed {seed}, as this one is: it deals that "
                     "schedule's shuffles again (the same train batches); give each epoch its own seed"]
+    logs = [history_logs(Path(path)) for path in history]
+    if all(logs) and all(framework_dealt(e) for listed in logs for e in listed or []):
+        return []
     if unnumbered_run and seed == ScheduleSettings.seed and not any("schedule_seed" in r for r in records):
         return [f"--history numbers no epoch and records no schedule seed, and this schedule has the default "
                 f"--seed {seed}: if the rollout it logged replayed a schedule made with --seed {seed} too, this one deals its "
                 "shuffles again (the same train batches); give each epoch its own seed, e.g. --seed 1 (the epoch's "
                 "number; `asp observe --schedule` records the seed and checks it)"]
     return []
+
+
+# The formats `asp observe` records for a framework's own rollout dumps (verl's `trainer.rollout_data_dir`: text,
+# no prompt id), as `asp_cli.integrate.observe.LOG_FORMATS` names them.
+FRAMEWORK_DUMP_FORMATS = ("verl_v1_dump", "verl_legacy_dump")
+
+
+def framework_dealt(entry: dict[str, Any]) -> bool:
+    """Whether a history's log (``entry``, as `asp observe` lists it) holds epochs its framework dealt, not an asp
+    schedule: a framework's own dump (`FRAMEWORK_DUMP_FORMATS`) observed against a --dataset that is not an asp
+    export, without --schedule (its record names the dataset's files and no schedule seed). verl then read that
+    dataset itself, and its sampler shuffled each epoch; a dump matched to an export (no record, or the schedule's)
+    or counted against a schedule (its seed recorded) may be an asp schedule's replay, and a log of ids and counts
+    (OpenRLHF's, slime's length logs) may be one whatever it was observed against."""
+    record = entry.get("ids")
+    return (entry.get("format") in FRAMEWORK_DUMP_FORMATS and isinstance(record, dict)
+            and bool(record.get("inputs")) and "schedule_seed" not in record)
+
+
+def schedule_epochs(history: list[Path], frame: Any) -> tuple[int | None, bool]:
+    """The latest epoch of the history an asp schedule may have dealt, for the check of ``--seed`` by epoch numbers
+    (`epoch_seed_warnings`), and whether every log the history lists is a framework's own (`framework_dealt`).
+
+    The rule: an epoch counts unless every log holding it is known to be a framework's own dump (verl's
+    ``rollout_data_dir`` observed with --dataset: the 2026-12-07 false alarm told a verl user whose epochs verl
+    shuffled that they were dealt by asp schedules of seeds 0..N). Only asp histories list their logs; where any
+    file given is not one (another tool's lengths, a log given as it is), nothing tells whose its epochs are, and
+    every epoch of ``frame`` (the history as read) counts, as before."""
+    import polars as pl
+
+    latest: int | None = None
+    every_framework = True
+    for path in history:
+        logs = history_logs(Path(path))
+        if not logs:
+            epochs = frame["epoch"].drop_nulls() if frame is not None and "epoch" in frame.columns else None
+            return (int(epochs.max()) if epochs is not None and epochs.len() else None), False
+        dealt = {str(e.get("name")) for e in logs if framework_dealt(e)} - {
+            str(e.get("name")) for e in logs if not framework_dealt(e)}  # a name two logs share: any not dealt
+        every_framework = every_framework and len(dealt) == len({str(e.get("name")) for e in logs})
+        rows = pl.read_parquet_schema(as_given(Path(path)))
+        if "epoch" not in rows:
+            continue  # no epoch numbered
+        rows = pl.read_parquet(as_given(Path(path)), columns=["epoch", *(["log"] if "log" in rows else [])])
+        if "log" in rows.columns:  # else no row says its log: every one counts
+            rows = rows.filter(~pl.col("log").is_in(sorted(dealt)))
+        epochs = rows["epoch"].drop_nulls()
+        if epochs.len():
+            latest = max(latest if latest is not None else -1, int(epochs.max()))  # type: ignore[arg-type]
+    return latest, every_framework
+
+
+def epoch_seed_warnings(history: list[Path], frame: Any, seed: int, max_seed: int) -> list[str]:
+    """Where a schedule's ``seed`` is at most the latest epoch an asp schedule may have dealt (`schedule_epochs`):
+    an OpenRLHF newcomer's epoch-by-epoch loop kept the default seed, every epoch the same train batches. Said
+    with a seed to take (the epoch's number, or any the history's epochs were not made with at ``max_seed``)."""
+    latest, _ = schedule_epochs(history, frame)
+    if latest is None or seed > latest:
+        return []
+    return [f"the history holds epochs up to {latest}, and this schedule has --seed {seed}: a schedule made with an "
+            "earlier epoch's seed deals that epoch's shuffles again (the same train batches every epoch); give each "
+            "epoch its own seed, " + (f"e.g. --seed {latest + 1} (the epoch's number)" if latest < max_seed
+                                      else "one no epoch of the history was made with")]
 
 
 def history_logs(path: Path) -> list[dict[str, Any]] | None:
