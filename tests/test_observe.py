@@ -65,6 +65,27 @@ def test_append_adds_and_the_same_log_is_not_added_twice(built, tmp_path):  # no
     assert any("its rows are those of e0.jsonl" in w and "count twice" in w for w in crlf.warnings), crlf.warnings
 
 
+def test_two_steps_dumps_of_the_same_rows_are_two_logs_and_a_copy_is_still_said(built, tmp_path):  # noqa: F811
+    """Answers of a fixed two tokens: verl's dumps of steps 1 and 2 hold the same ids and lengths, and were told
+    that the second might be the first saved again (its rows fingerprint left verl's step out)."""
+    prompts = [json.loads(line) for line in built["prompts"].read_text().splitlines()][:4]
+    dumps = [write_jsonl(tmp_path / f"{step}.jsonl", [
+        {"input": f"user: {row['question']}\nassistant:", "output": "42", "score": 1.0, "step": step}
+        for row in prompts for _ in range(2)]) for step in (1, 2)]
+    out = tmp_path / "h.parquet"
+    result = observe(dumps, out, dataset=[built["prompts"]])
+    assert result.summary["rows_added"] == 16
+    assert not any("its rows are those of" in w for w in result.warnings), result.warnings
+    _, logs = read_history(out)
+    assert logs[0]["rows_fingerprint"] != logs[1]["rows_fingerprint"]
+    # Step 1's dump saved again (other line endings) is still the same log's rows.
+    copy = tmp_path / "copy" / "1.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(dumps[0].read_bytes().replace(b"\n", b"\r\n"))
+    again = observe([copy], out, dataset=[built["prompts"]], append=True)
+    assert any("its rows are those of 1.jsonl" in w and "count twice" in w for w in again.warnings), again.warnings
+
+
 def test_a_log_that_grew_since_it_was_observed_replaces_its_earlier_samples(tmp_path):
     """A probe run again with --resume rewrites its log whole, the samples it had and the ones it lacked; appended
     again, its first samples counted twice without a word (a probe newcomer's round). Now they are replaced, said;

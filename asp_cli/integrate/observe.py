@@ -266,7 +266,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         parts.append(part)
         # The same rows saved again (other line endings, keys in another order) have other bytes: said, not
         # dropped, since two real logs may hold the same rows (forced lengths replayed in two epochs).
-        rows_print = _rows_fingerprint(part)
+        rows_print = _rows_fingerprint(part, next((s for p, s in summary.get("\x00steps", []) if p == path), None))
         if rows_print in seen_rows:
             warnings.append(f"{path}: its rows are those of {seen_rows[rows_print]}, already in the history, though "
                             "its bytes differ; if it is the same log saved again, its samples now count twice: "
@@ -371,12 +371,15 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
 # Reading logs
 
 
-def _rows_fingerprint(part: pl.DataFrame) -> str:
-    """A digest of a log's rows as read (ids, lengths, epochs, in order), whatever its bytes looked like."""
+def _rows_fingerprint(part: pl.DataFrame, steps: pl.DataFrame | None = None) -> str:
+    """A digest of a log's rows as read (ids, lengths, epochs, in order), whatever its bytes looked like, and of a
+    verl dump's steps (``steps``, `dump_steps`): two steps' dumps of the same ids and lengths (answers of a fixed
+    few tokens) were told they might be one log saved again."""
     import hashlib
 
     columns = [c for c in (C.PROMPT_ID, C.RESPONSE_TOKENS, "epoch") if c in part.columns]
-    return "sha256:" + hashlib.sha256(part.select(columns).write_csv().encode("utf-8")).hexdigest()
+    said = "".join(f"step {s}\n" for s in steps["step"].unique().sort()) if steps is not None else ""
+    return "sha256:" + hashlib.sha256((part.select(columns).write_csv() + said).encode("utf-8")).hexdigest()
 
 
 def _read_log(
