@@ -1368,6 +1368,23 @@ def test_steps_two_dumps_hold_are_said_with_the_samples_counted_twice(built, tmp
     assert result.summary["steps_dumped_twice"] == [] and not any("more than one dump" in w for w in result.warnings)
 
 
+def test_answers_of_a_token_or_two_are_not_taken_for_a_cap(built, tmp_path):  # noqa: F811
+    """Half the samples at the largest count, 2 tokens (answers of a token or two), were told they were cut at the
+    rollout's cap; below 8 tokens no count is taken for one, at 8 it is."""
+    tokenizers = pytest.importorskip("tokenizers", reason="tokenizers is not installed (the [tokenizer] extra)")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "word": 1}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    questions = [json.loads(line)["question"] for line in built["prompts"].read_text().splitlines()][:4]
+    read = replace(OBSERVE_READ, tokenizer=tmp_path / "tokenizer.json")
+    for words, said in ((1, False), (6, False), (7, True)):  # largest counts 2, 7 and 8
+        result = observe([_steps_dump(tmp_path / f"{words}.jsonl", questions, 1, words=words)], None,
+                         dataset=[built["prompts"]], read=read)
+        assert result.added["response_tokens"].max() == words + 1
+        assert any(f"4 of the 8 samples have the largest count, {words + 1} tokens" in w
+                   for w in result.warnings) is said, result.warnings
+
+
 def test_the_rollouts_cap_marks_cut_dump_samples_and_gives_the_others_their_end_token(built, tmp_path):  # noqa: F811
     """A verl newcomer's round (2026-12-07): responses cut at data.max_response_length were recorded as whole
     lengths (truncated null) with nothing to say so, so a next run with a larger cap predicted them as lengths that

@@ -23,6 +23,11 @@ from asp_cli.errors import shown_id
 # distribution without a cap has one sample there, a few with ties; the 2026-12-07 newcomer's run, 32%.
 _CAP_SHARE = 0.05
 _CAP_MIN_SAMPLES = 3
+# Nor where the largest count is below this: answers of a token or two (a letter, a number: "42") pile at their
+# largest count by themselves, and no rollout caps responses that short (verl 0.9.1's packaged configs set
+# data.max_response_length 512; the runs docs/integrations.md cites, 1,024 and 4,096; its toy run, 64). Not a rule relative to the lengths' spread: a run whose cap cuts most of its
+# responses has its median at the cap too, and is the one the warning matters most for.
+_CAP_MIN_TOKENS = 8
 _DUMP_FORMATS = ("verl_v1_dump", "verl_legacy_dump")
 _STEP_NAME = re.compile(r"^\d+\.jsonl$")  # as `asp_cli.reading.dump_folders` knows them
 
@@ -142,12 +147,14 @@ def cap_unsaid(counts: pl.Series, warnings: list[str], schedule_cap: int | None 
     at the rollout's ``max_response_length``, which the history would otherwise hold as whole lengths. Under a
     ``schedule_cap`` (`asp observe --schedule`) that count marks them truncated: said where it is below that cap (a
     run with a cap of 1,024 observed against a schedule of asp's default 8,192 was said nothing, its cut samples
-    kept as whole lengths)."""
+    kept as whole lengths). Not where the largest count is below `_CAP_MIN_TOKENS` (8): answers of a token or two
+    share it by themselves (a false alarm before, 2026-12-07)."""
     if not counts.len() or counts.null_count() == counts.len():
         return
     top = int(counts.max())  # type: ignore[arg-type]
     at_top = int((counts == top).sum())
-    if at_top < max(_CAP_MIN_SAMPLES, _CAP_SHARE * counts.len()) or (schedule_cap is not None and top >= schedule_cap):
+    if (at_top < max(_CAP_MIN_SAMPLES, _CAP_SHARE * counts.len()) or top < _CAP_MIN_TOKENS
+            or (schedule_cap is not None and top >= schedule_cap)):
         return
     whose = (f", below the schedule's max_response_tokens ({schedule_cap:,}), which marks samples at it truncated"
              if schedule_cap is not None else "")
