@@ -80,8 +80,7 @@ def seed_warnings(history: list[Path], seed: int, unnumbered_run: bool = False) 
         if any(record.get("schedule_seed") == seed for record in recorded_ids(path)):
             return [f"{path}: observed against a schedule made with --seed {seed}, as this one is: it deals that "
                     "schedule's shuffles again (the same train batches); give each epoch its own seed"]
-    logs = [history_logs(Path(path)) for path in history]
-    if all(logs) and all(framework_dealt(e) for listed in logs for e in listed or []):
+    if all_framework_dealt(history):
         return []
     if unnumbered_run and seed == ScheduleSettings.seed and not any("schedule_seed" in r for r in records):
         return [f"--history numbers no epoch and records no schedule seed, and this schedule has the default "
@@ -108,44 +107,48 @@ def framework_dealt(entry: dict[str, Any]) -> bool:
             and bool(record.get("inputs")) and "schedule_seed" not in record)
 
 
-def schedule_epochs(history: list[Path], frame: Any) -> tuple[int | None, bool]:
+def schedule_epochs(history: list[Path], frame: Any) -> int | None:
     """The latest epoch of the history an asp schedule may have dealt, for the check of ``--seed`` by epoch numbers
-    (`epoch_seed_warnings`), and whether every log the history lists is a framework's own (`framework_dealt`).
+    (`epoch_seed_warnings`); None where there is none.
 
-    The rule: an epoch counts unless every log holding it is known to be a framework's own dump (verl's
-    ``rollout_data_dir`` observed with --dataset: the 2026-12-07 false alarm told a verl user whose epochs verl
-    shuffled that they were dealt by asp schedules of seeds 0..N). Only asp histories list their logs; where any
-    file given is not one (another tool's lengths, a log given as it is), nothing tells whose its epochs are, and
-    every epoch of ``frame`` (the history as read) counts, as before."""
+    The rule: an epoch counts unless every log holding it is known to be a framework's own dump (`framework_dealt`:
+    verl's ``rollout_data_dir`` observed with --dataset; the 2026-12-07 false alarm told a verl user whose epochs
+    verl shuffled that they were dealt by asp schedules of seeds 0..N). Only asp histories list their logs; where
+    any file given is not one (another tool's lengths, a log given as it is), nothing tells whose its epochs are,
+    and every epoch of ``frame`` (the history as read) counts, as before."""
     import polars as pl
 
     latest: int | None = None
-    every_framework = True
     for path in history:
         logs = history_logs(Path(path))
         if not logs:
             epochs = frame["epoch"].drop_nulls() if frame is not None and "epoch" in frame.columns else None
-            return (int(epochs.max()) if epochs is not None and epochs.len() else None), False
+            return int(epochs.max()) if epochs is not None and epochs.len() else None  # type: ignore[arg-type]
         dealt = {str(e.get("name")) for e in logs if framework_dealt(e)} - {
             str(e.get("name")) for e in logs if not framework_dealt(e)}  # a name two logs share: any not dealt
-        every_framework = every_framework and len(dealt) == len({str(e.get("name")) for e in logs})
-        rows = pl.read_parquet_schema(as_given(Path(path)))
-        if "epoch" not in rows:
+        columns = pl.read_parquet_schema(as_given(Path(path)))
+        if "epoch" not in columns:
             continue  # no epoch numbered
-        rows = pl.read_parquet(as_given(Path(path)), columns=["epoch", *(["log"] if "log" in rows else [])])
+        rows = pl.read_parquet(as_given(Path(path)), columns=["epoch", *(["log"] if "log" in columns else [])])
         if "log" in rows.columns:  # else no row says its log: every one counts
             rows = rows.filter(~pl.col("log").is_in(sorted(dealt)))
         epochs = rows["epoch"].drop_nulls()
         if epochs.len():
             latest = max(latest if latest is not None else -1, int(epochs.max()))  # type: ignore[arg-type]
-    return latest, every_framework
+    return latest
+
+
+def all_framework_dealt(history: list[Path]) -> bool:
+    """Whether every file of ``history`` is an asp history whose every log is `framework_dealt`."""
+    listed = [history_logs(Path(path)) for path in history]
+    return bool(listed) and all(listed) and all(framework_dealt(e) for logs in listed for e in logs or [])
 
 
 def epoch_seed_warnings(history: list[Path], frame: Any, seed: int, max_seed: int) -> list[str]:
     """Where a schedule's ``seed`` is at most the latest epoch an asp schedule may have dealt (`schedule_epochs`):
     an OpenRLHF newcomer's epoch-by-epoch loop kept the default seed, every epoch the same train batches. Said
     with a seed to take (the epoch's number, or any the history's epochs were not made with at ``max_seed``)."""
-    latest, _ = schedule_epochs(history, frame)
+    latest = schedule_epochs(history, frame)
     if latest is None or seed > latest:
         return []
     return [f"the history holds epochs up to {latest}, and this schedule has --seed {seed}: a schedule made with an "
