@@ -226,8 +226,8 @@ def test_verl_shuffled_epochs_are_not_taken_for_asp_schedules_seeds(tmp_path):
             {"input": f"user: {row['question']}\nassistant:", "output": "x" * (40 + 8 * i + epoch), "score": 1.0,
              "step": epoch + 1} for i, row in enumerate(rows) for _ in range(2)])
         observe([dump], history, dataset=[prompts], epoch=epoch, append=epoch > 0)
-        log = write_jsonl(tmp_path / f"lengths{epoch}.jsonl", [{"prompt_id": row["id"], "response_tokens": 10 + i + epoch}
-                                                               for i, row in enumerate(rows) for _ in range(2)])
+        log = write_jsonl(tmp_path / f"lengths{epoch}.jsonl", [
+            {"prompt_id": row["id"], "response_tokens": 10 + i + epoch} for i, row in enumerate(rows) for _ in range(2)])
         observe([log], ids, dataset=[prompts], epoch=epoch, append=epoch > 0)
     _, logs = read_history(history)
     assert [e["format"] for e in logs] == ["verl_legacy_dump"] * 2 and "schedule_seed" not in logs[0]["ids"]

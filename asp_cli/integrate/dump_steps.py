@@ -25,8 +25,9 @@ _CAP_SHARE = 0.05
 _CAP_MIN_SAMPLES = 3
 # Nor where the largest count is below this: answers of a token or two (a letter, a number: "42") pile at their
 # largest count by themselves, and no rollout caps responses that short (verl 0.9.1's packaged configs set
-# data.max_response_length 512; the runs docs/integrations.md cites, 1,024 and 4,096; its toy run, 64). Not a rule relative to the lengths' spread: a run whose cap cuts most of its
-# responses has its median at the cap too, and is the one the warning matters most for.
+# data.max_response_length 512; the runs docs/integrations.md cites, 1,024 and 4,096; its toy run, 64). Not a
+# rule relative to the lengths' spread: a run whose cap cuts most of its responses has its median at the cap too,
+# and is the one the warning matters most for.
 _CAP_MIN_TOKENS = 8
 _DUMP_FORMATS = ("verl_v1_dump", "verl_legacy_dump")
 _STEP_NAME = re.compile(r"^\d+\.jsonl$")  # as `asp_cli.reading.dump_folders` knows them
