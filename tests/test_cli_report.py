@@ -92,7 +92,7 @@ def test_json_is_the_only_thing_on_stdout(schedules):
     result = run(schedules / "a.parquet", "--json")
     assert result.exit_code == 0
     document = json.loads(result.stdout)
-    assert document["report_version"] == "1.3"
+    assert document["report_version"] == "1.4"
     assert document["checks"] is None and document["comparison"] is None and document["simulated"] is None
     assert document["size"]["prompts"] == 300
 

@@ -701,21 +701,22 @@ def test_synchronous_steps_behind_verls_router_say_they_are_verls_and_name_slime
     (("--router", "group-round-robin"),
      {"framework": "AReaL", "trainer": "single controller",
       "options": ["--router group-round-robin", "--trainer arrival", "--max-lag none"],
-      "alternatives": [{"framework": "OpenRLHF", "trainer": "synchronous", "options": ["--trainer schedule",
-                                                                                        "--max-lag 0"]},
+      "alternatives": [{"framework": "OpenRLHF", "trainer": "synchronous",
+                        "options": ["--trainer schedule", "--max-lag 0"], "without": []},
                        {"framework": "OpenRLHF", "trainer": "--train.async_enable",
-                        "options": ["--trainer schedule", "--max-lag 1"]}]}),
+                        "options": ["--trainer schedule", "--max-lag 1"], "without": []}]}),
     (("--router", "group-round-robin", "--trainer", "schedule", "--max-lag", "1"),
      {"framework": "OpenRLHF", "trainer": "--train.async_enable",
       "options": ["--router group-round-robin", "--trainer schedule", "--max-lag 1"],
-      "alternatives": [{"framework": "OpenRLHF", "trainer": "synchronous", "options": ["--max-lag 0"]},
+      "alternatives": [{"framework": "OpenRLHF", "trainer": "synchronous", "options": ["--max-lag 0"], "without": []},
                        {"framework": "AReaL", "trainer": "single controller",
-                        "options": ["--trainer arrival", "--max-lag N"]}]}),
+                        "options": ["--trainer arrival", "--max-lag N"], "without": []}]}),
     (("--router", "cache-aware", "--max-lag", "2"),
      {"framework": "slime", "trainer": None, "options": ["--router cache-aware"],
-      "alternatives": [{"framework": "slime", "trainer": "train.py", "options": ["--max-lag 0", "--trainer schedule"]},
+      "alternatives": [{"framework": "slime", "trainer": "train.py",
+                        "options": ["--max-lag 0", "--trainer schedule"], "without": []},
                        {"framework": "slime", "trainer": "train_async.py",
-                        "options": ["--max-lag 1", "--trainer schedule"]}]}),
+                        "options": ["--max-lag 1", "--trainer schedule"], "without": []}]}),
     (("--router", "cache-aware", "--max-lag", "0", "--trainer", "schedule"),
      {"framework": "slime", "trainer": "train.py",
       "options": ["--router cache-aware", "--max-lag 0", "--trainer schedule"], "alternatives": []}),
@@ -723,9 +724,9 @@ def test_synchronous_steps_behind_verls_router_say_they_are_verls_and_name_slime
      {"framework": "verl", "trainer": "synchronous",
       "options": ["--engine streaming", "--max-lag 0", "--trainer schedule", "--dispatch planned"],
       "alternatives": [{"framework": "slime", "trainer": "train.py",
-                        "options": ["--router cache-aware", "--dispatch free"]},
+                        "options": ["--router cache-aware", "--dispatch free"], "without": []},
                        {"framework": "OpenRLHF", "trainer": "synchronous",
-                        "options": ["--router group-round-robin", "--dispatch free"]}]}),
+                        "options": ["--router group-round-robin", "--dispatch free"], "without": []}]}),
     (("--max-lag", "1"), None),
 ])
 def test_json_says_whose_deal_the_plan_was_made_for(tmp_path, options, made_for):
@@ -970,11 +971,16 @@ def test_a_named_verl_v1_trainer_is_dropped_in_the_other_frameworks_options_the_
     prompts = write_jsonl(tmp_path / "p.jsonl", [{"question": "word " * (i % 40 + 1)} for i in range(48)])
     common = ("schedule", prompts, "--engine", "streaming", "--max-lag", "1", "--trainer", "schedule",
               "--train-batch-size", "16", "--instances", "2")
-    made = invoke(*common, "-o", tmp_path / "s.parquet", "--verl-trainer", "separate-async")
+    made = invoke(*common, "-o", tmp_path / "s.parquet", "--verl-trainer", "separate-async", "--json")
     assert made.exit_code == 0, made.output
     assert made.stderr.splitlines()[1].endswith(
         "for slime add --router cache-aware, for OpenRLHF --router group-round-robin, each without --verl-trainer "
         "separate-async"), made.stderr
+    # --json says it too (`without`: the plan's options to leave out), where its alternatives could only add options
+    assert [(other["framework"], other["options"], other["without"])
+            for other in json.loads(made.stdout)["made_for"]["alternatives"]] == [
+        ("slime", ["--router cache-aware"], ["--verl-trainer separate-async"]),
+        ("OpenRLHF", ["--router group-round-robin"], ["--verl-trainer separate-async"])]
     slime = invoke(*common, "-o", tmp_path / "slime.parquet", "--router", "cache-aware")
     assert slime.exit_code == 0, slime.output
     planned = invoke(*common, "-o", tmp_path / "p.parquet", "--verl-trainer", "colocate-async", "--dispatch", "planned")

@@ -675,5 +675,8 @@ def test_made_for_names_a_framework_only_where_the_router_or_synchronous_steps_m
     two = made_for(ScheduleSettings(engine="streaming", max_lag=2, trainer="schedule", verl_trainer="separate-async"))
     assert two["trainer"] == "separate_async" and "--verl-trainer separate-async" in two["options"]
     assert two["alternatives"] == []  # slime and OpenRLHF run a rollout ahead, not two
+    named = made_for(ScheduleSettings(engine="streaming", max_lag=1, trainer="schedule", verl_trainer="colocate-async"))
+    assert [other["without"] for other in one["alternatives"]] == [[], []]
+    assert [other["without"] for other in named["alternatives"]] == [["--verl-trainer colocate-async"]] * 2
     assert made_for(ScheduleSettings(engine="streaming", max_lag=1)) is None  # verl's own buffer: its line says it
     assert made_for(ScheduleSettings(engine="streaming", router="round-robin")) is None  # AReaL's SPMD mode

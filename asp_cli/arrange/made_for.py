@@ -15,12 +15,19 @@ def _deal(framework: str, trainer: str | None, *options: str) -> dict[str, Any]:
     return {"framework": framework, "trainer": trainer, "options": list(options)}
 
 
+def _other(framework: str, trainer: str | None, *options: str, without: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An alternative deal: `_deal` and ``without``, the plan's options to leave out, which no value replaces
+    (``--verl-trainer``, refused beside another framework's router: `--json` could not say it, only the line)."""
+    return {**_deal(framework, trainer, *options), "without": list(without)}
+
+
 def made_for(settings: ScheduleSettings) -> dict[str, Any] | None:
     """Whose deal (router and trainer) a plan on servers was made for, where its router or trainer is one
     framework's and another framework shares the rest: ``framework``, ``trainer`` (that framework's own name for
     it; None for a router's plan under a trainer the framework does not run), the ``options`` that make it so, and
     ``alternatives``, each the ``framework``, ``trainer`` and ``options`` (given beside this plan's, or in place of
-    its values) that make the plan for the other framework or trainer. None for a plan that names no such deal
+    its values) and ``without`` (this plan's options to leave out, such as ``--verl-trainer separate-async``
+    beside another framework's router) that make the plan for the other framework or trainer. None for a plan that names no such deal
     (verl's balancer under an asynchronous trainer taking groups in arrival order, AReaL's SPMD mode, a blocking
     engine), whose arrangement line says whose routing it was timed with. `asp schedule` says it under its
     summary's first line."""
@@ -30,28 +37,28 @@ def made_for(settings: ScheduleSettings) -> dict[str, Any] | None:
     if router == "group-round-robin" and trainer == "arrival":
         return {**_deal("AReaL", "single controller", "--router group-round-robin", "--trainer arrival",
                         "--max-lag none" if lag is None else f"--max-lag {lag:g}"),
-                "alternatives": [_deal("OpenRLHF", "synchronous", "--trainer schedule", "--max-lag 0"),
-                                 _deal("OpenRLHF", "--train.async_enable", "--trainer schedule", "--max-lag 1")]}
-    areal = _deal("AReaL", "single controller", "--trainer arrival", "--max-lag N")
+                "alternatives": [_other("OpenRLHF", "synchronous", "--trainer schedule", "--max-lag 0"),
+                                 _other("OpenRLHF", "--train.async_enable", "--trainer schedule", "--max-lag 1")]}
+    areal = _other("AReaL", "single controller", "--trainer arrival", "--max-lag N")
     if router == "group-round-robin":  # `--trainer schedule` at a lag of 0 or 1 (`ScheduleSettings` refuses others)
         own, other = ("synchronous", "--train.async_enable") if lag == 0 else ("--train.async_enable", "synchronous")
         return {**_deal("OpenRLHF", own, "--router group-round-robin", "--trainer schedule", f"--max-lag {lag:g}"),
-                "alternatives": [_deal("OpenRLHF", other, f"--max-lag {1 - lag:g}"), areal]}
+                "alternatives": [_other("OpenRLHF", other, f"--max-lag {1 - lag:g}"), areal]}
     if router == "cache-aware":
         own = ("train.py" if lag == 0 and trainer == "schedule" else
                "train_async.py" if one_step_off(router, lag, trainer) else None)
         return {**_deal("slime", own, "--router cache-aware", *([f"--max-lag {lag:g}", "--trainer schedule"]
                                                                 if own else [])),
-                "alternatives": [] if own else [_deal("slime", "train.py", "--max-lag 0", "--trainer schedule"),
-                                                _deal("slime", "train_async.py", "--max-lag 1", "--trainer schedule")]}
+                "alternatives": [] if own else [_other("slime", "train.py", "--max-lag 0", "--trainer schedule"),
+                                                _other("slime", "train_async.py", "--max-lag 1", "--trainer schedule")]}
     if router in (None, "least-pending") and lag == 0 and trainer == "schedule":
         # verl's synchronous trainer; slime's train.py and OpenRLHF's default take the same steps behind their own
         # routers (a slime newcomer who left out --router cache-aware was given verl's routing in silence).
         planned = ["--dispatch planned"] if settings.dispatch == "planned" else []
         free = ["--dispatch free"] if planned else []  # a router places each request itself (`ScheduleSettings`)
         return {**_deal("verl", "synchronous", "--engine streaming", "--max-lag 0", "--trainer schedule", *planned),
-                "alternatives": [_deal("slime", "train.py", "--router cache-aware", *free),
-                                 _deal("OpenRLHF", "synchronous", "--router group-round-robin", *free)]}
+                "alternatives": [_other("slime", "train.py", "--router cache-aware", *free),
+                                 _other("OpenRLHF", "synchronous", "--router group-round-robin", *free)]}
     if router in (None, "least-pending") and lag is not None and lag > 0 and trainer == "schedule":
         # Each step's own groups a warm-up ahead: verl's v1 trainer with asp's replay buffer, which `asp export
         # --format verl` takes for it (`colocate-async` unless `--verl-trainer` names the mode). At a lag of 1 it
@@ -60,12 +67,13 @@ def made_for(settings: ScheduleSettings) -> dict[str, Any] | None:
         planned = ["--dispatch planned"] if settings.dispatch == "planned" else []
         free = ["--dispatch free"] if planned else []
         mode = settings.verl_v1_mode or "colocate-async"
+        # --verl-trainer is refused beside another router (verl's trainers route through its balancer)
+        named = (f"--verl-trainer {mode}",) if settings.verl_v1_mode else ()
         return {**_deal("verl", mode.replace("-", "_"), "--engine streaming", f"--max-lag {lag:g}",
-                        "--trainer schedule", *([f"--verl-trainer {mode}"] if settings.verl_v1_mode else []),
-                        *planned),
+                        "--trainer schedule", *named, *planned),
                 "alternatives": [] if lag != 1 else [
-                    _deal("slime", "train_async.py", "--router cache-aware", *free),
-                    _deal("OpenRLHF", "--train.async_enable", "--router group-round-robin", *free)]}
+                    _other("slime", "train_async.py", "--router cache-aware", *free, without=named),
+                    _other("OpenRLHF", "--train.async_enable", "--router group-round-robin", *free, without=named)]}
     return None
 
 
@@ -115,7 +123,7 @@ def made_for_line(made: dict[str, Any] | None) -> str:
                    "; for separate_async add --verl-trainer separate-async")
                 + ("; slime's train_async.py and OpenRLHF's --train.async_enable take the same steps a rollout "
                    "ahead behind their own routers: for slime add --router cache-aware, for OpenRLHF --router "
-                   "group-round-robin" + _each(planned, named)
+                   "group-round-robin" + _each(made["alternatives"][0])
                    if made["alternatives"] else ""))
     if framework == "verl":
         # The synchronous steps slime's train.py and OpenRLHF's default take too, behind their own routers: a slime
@@ -131,9 +139,11 @@ def made_for_line(made: dict[str, Any] | None) -> str:
     return ""
 
 
-def _each(planned: bool, named: str | None) -> str:
-    """What the other frameworks' routers need besides themselves: free dispatch (a router places each request), and
-    no ``named`` verl trainer (``--verl-trainer`` is refused beside another router: the line said to add
-    --router cache-aware to a plan made with --verl-trainer separate-async, which `asp schedule` then refused)."""
-    needs = (["with --dispatch free"] if planned else []) + ([f"without {named}"] if named else [])
+def _each(other: dict[str, Any]) -> str:
+    """What another framework's router needs besides itself, said from its alternative (`_other`): free dispatch (a
+    router places each request), and no verl trainer named (its ``without``: ``--verl-trainer`` is refused beside
+    another router: the line said to add --router cache-aware to a plan made with --verl-trainer separate-async,
+    which `asp schedule` then refused)."""
+    needs = (["with --dispatch free"] if "--dispatch free" in other["options"] else []) + [
+        f"without {option}" for option in other.get("without", [])]
     return f", each {' and '.join(needs)}" if needs else ""
