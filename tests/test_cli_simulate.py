@@ -1103,6 +1103,30 @@ def _probed_history(built, tmp_path):  # noqa: F811
     return history, alone
 
 
+def test_simulate_and_report_say_which_epoch_of_the_lengths_each_schedule_epoch_replayed(built, tmp_path):  # noqa: F811
+    """A two-epoch schedule replayed with a two-epoch history replayed epoch 0's samples in both, said only as more
+    samples than a group: each epoch replays its own, and the summary, --json and `asp report --simulate` say
+    which for which; an epoch the history does not number replays each prompt's oldest, said."""
+    _history, alone = _probed_history(built, tmp_path)
+    both = tmp_path / "both.parquet"
+    pl.concat([pl.read_parquet(alone[0]), pl.read_parquet(alone[1])]).write_parquet(both)
+    said = invoke("simulate", built["schedule"], "--lengths", both)
+    assert said.exit_code == 0, said.output
+    assert "(schedule epochs 0 and 1 replayed the lengths' own)." in " ".join(said.stderr.split()), said.stderr
+    one = invoke("simulate", built["schedule"], "--lengths", alone[0])
+    assert ("(schedule epoch 0 replayed the lengths' own; epoch 1, which the lengths do not number, each prompt's "
+            "oldest epoch's)") in " ".join(one.stderr.split()), one.stderr
+    report = invoke("report", built["schedule"], "--lengths", both, "--simulate", "--json")
+    assert report.exit_code == 0, report.output
+    lengths = json.loads(report.stdout)["simulated"]["lengths"]
+    assert [(r["schedule_epoch"], r["lengths_epoch"]) for r in lengths["epochs_replayed"]] == [(0, 0), (1, 1)]
+    simulated = json.loads(invoke("simulate", built["schedule"], "--lengths", both, "--json", "-q").stdout)
+    assert json.loads(report.stdout)["simulated"]["metrics"]["end_to_end_s"] == pytest.approx(
+        simulated["metrics"]["end_to_end_s"], rel=1e-6)  # the same replay as asp simulate's
+    text = invoke("report", built["schedule"], "--lengths", both, "--simulate")
+    assert "replayed the lengths' own" in " ".join(text.stdout.split()), text.stdout
+
+
 def test_a_probe_in_the_history_is_not_replayed_before_the_epochs_and_lengths_epoch_picks_one(built, tmp_path):  # noqa: F811
     """A history of a probe and epochs replayed each prompt's probe sample first, then N - 1 of epoch 0's (said as
     "more observed samples than a group holds"), and no option picked an epoch. By default a prompt's probe
@@ -1118,11 +1142,14 @@ def test_a_probe_in_the_history_is_not_replayed_before_the_epochs_and_lengths_ep
 
     default, warned, lengths = metrics("--lengths", history)
     assert lengths["prompts_with_drawn_samples"] == 0 and lengths["prompts_with_observed_lengths"] == PROMPTS
-    # Epochs 0 and 1 replayed as a history of them alone would be (the oldest, said), the probe's sample unused.
+    # Epochs 0 and 1 replayed as a history of them alone would be, the probe's sample unused: the schedule's two
+    # epochs each its own (since 2026-12-07; both replayed epoch 0's before, said as more samples than a group).
     both = tmp_path / "both.parquet"
     pl.concat([pl.read_parquet(alone[0]), pl.read_parquet(alone[1])]).write_parquet(both)
     assert (default, warned) == metrics("--lengths", both)[:2]
-    assert any("more observed samples than a group holds" in w and "--lengths-epoch E" in w for w in warned)
+    assert not any("more observed samples than a group holds" in w for w in warned)
+    assert lengths["epochs_replayed"] == [{"schedule_epoch": e, "lengths_epoch": e, "prompts_from_other_epochs": 0}
+                                          for e in (0, 1)]
     for epoch, part in ((0, 0), (1, 1), (-1, "probe")):
         picked, picked_warnings, _ = metrics("--lengths", history, "--lengths-epoch", epoch)
         assert picked == metrics("--lengths", alone[part])[0], epoch

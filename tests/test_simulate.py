@@ -420,6 +420,44 @@ def test_the_epochs_of_the_prompts_over_a_group_alone_say_what_the_excess_is():
     assert "they are samples without an epoch alone (a probe's" in warning, warning
 
 
+def test_each_epoch_of_a_schedule_of_several_replays_the_lengths_own_epoch_where_they_number_it():
+    """A 3-epoch schedule replayed with a 3-epoch history replayed epoch 0's samples in all three epochs (and warned
+    of more samples than a group): schedule epoch e takes the history's epoch e where it holds it; a prompt without
+    a sample of e takes its others, oldest first; an epoch the history does not number replays as before; a schedule
+    of one epoch is as it was."""
+    frame = _frame(["a", "b"], epochs=3)
+    history = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"] * 3,
+                            "response_tokens": [1, 2, 3, 4, 11, 12, 13, 14, 21, 22, 23, 24],
+                            "epoch": [0] * 4 + [1] * 4 + [2] * 4}, schema_overrides={"epoch": pl.Int32})
+    lengths, info = lengths_for_schedule(frame, history, samples_per_prompt=2, seed=1)
+    assert lengths.tolist() == [[1, 2], [3, 4], [11, 12], [13, 14], [21, 22], [23, 24]]
+    assert info.warnings(1 << 30) == [] and info.epochs_text() == "schedule epochs 0, 1 and 2 replayed the lengths' own"
+    assert info.to_dict()["epochs_replayed"][1] == {"schedule_epoch": 1, "lengths_epoch": 1,
+                                                    "prompts_from_other_epochs": 0}
+    # Epoch 2 not in the history: each prompt's oldest, said.
+    lengths, info = lengths_for_schedule(frame, history.filter(pl.col("epoch") < 2), samples_per_prompt=2, seed=1)
+    assert lengths.tolist()[4:] == [[1, 2], [3, 4]]
+    assert info.epochs_text() == ("schedule epochs 0 and 1 replayed the lengths' own; epoch 2, which the lengths do "
+                                  "not number, each prompt's oldest epoch's")
+    # b has no sample of epoch 1: its oldest (epoch 0's) there, counted.
+    gap = history.filter(~((pl.col("prompt_id") == "b") & (pl.col("epoch") == 1)))
+    lengths, info = lengths_for_schedule(frame, gap, samples_per_prompt=2, seed=1)
+    assert lengths.tolist()[2:4] == [[11, 12], [3, 4]]
+    assert info.to_dict()["epochs_replayed"][1]["prompts_from_other_epochs"] == 1
+    # An epoch with fewer than N of a prompt: the rest from its other epochs, oldest first, before any is drawn.
+    short = history.filter(~((pl.col("epoch") == 2) & pl.col("response_tokens").is_in([22, 24])))
+    assert lengths_for_schedule(frame, short, samples_per_prompt=2, seed=1)[0].tolist()[4:] == [[21, 1], [23, 3]]
+    # Numbered otherwise (a later run's epochs 5 to 7): the oldest everywhere, as before, and said.
+    lengths, info = lengths_for_schedule(frame, history.with_columns(pl.col("epoch") + 5), samples_per_prompt=2,
+                                         seed=1)
+    assert lengths.tolist() == [[1, 2], [3, 4]] * 3
+    assert "which the lengths do not number" in info.epochs_text()
+    # One epoch: as it was (its oldest, warned), nothing said of epochs replayed.
+    lengths, info = lengths_for_schedule(_frame(["a", "b"]), history, samples_per_prompt=2, seed=1)
+    assert lengths.tolist() == [[1, 2], [3, 4]] and info.prompts_over_group == 2 and info.epochs_text() == ""
+    assert info.to_dict()["epochs_replayed"] == []
+
+
 def test_noise_model_is_centred_and_seeded():
     mean = np.full(20_000, 400)
     drawn = sample_lengths(mean, np.arange(20_000), 4, seed=0, max_response_tokens=100_000)

@@ -25,7 +25,7 @@ def simulate_command(
     lengths: list[Path] = typer.Option([], "--lengths", metavar="<path>", readable=False, help="Observed response lengths (same formats and columns as --history; repeatable). Without them lengths are sampled around the predictions."),
     lengths_id_key: Optional[str] = typer.Option(None, "--lengths-id-key", help="The prompt id column in length files."),
     lengths_length_key: Optional[str] = typer.Option(None, "--lengths-length-key", help="The response length column in length files."),
-    lengths_epoch: Optional[int] = typer.Option(None, "--lengths-epoch", metavar="E", help="Replay only epoch E's samples of --lengths (by its epoch column, as asp observe --epoch numbered them; -1: the samples without an epoch, a probe's). Default: each prompt's first N samples, oldest epoch first, a probe's left out of the prompts an epoch holds (docs/replay.md)."),
+    lengths_epoch: Optional[int] = typer.Option(None, "--lengths-epoch", metavar="E", help="Replay only epoch E's samples of --lengths (by its epoch column, as asp observe --epoch numbered them; -1: the samples without an epoch, a probe's). Default: each schedule epoch replays the lengths' samples of its own epoch number where they hold it (a schedule of several epochs); else each prompt's first N samples, oldest epoch first; a probe's left out of the prompts an epoch holds (docs/replay.md)."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
     preset: Optional[str] = typer.Option(None, "--preset", help=f"Hardware/model preset ({', '.join(PRESET_NAMES)}) or JSON calibration file; default: the one the schedule was made with (every field it recorded, wherever its calibration file is now)."),
     mode: Optional[str] = typer.Option(None, "--mode", "--engine", help="Engine (--engine is the same option, as asp schedule names it): 'continuous' (blocking generate() calls, vLLM offline), 'static' (HF generate, padded) or 'streaming' (servers that refill freed slots); default: the engine the schedule was planned for (asp schedule --engine)."),
@@ -153,6 +153,10 @@ def _summary(document: dict) -> str:
         source += (f" ({lengths['prompts_with_drawn_samples']:,} observed fewer times than the group size: the rest "
                    "of each group drawn around their samples)")
     source += f", {lengths['prompts_with_sampled_lengths']:,} sampled around predictions"
+    if lengths.get("epochs_replayed"):  # a schedule of several epochs, lengths of numbered epochs
+        from asp_cli.sim.lengths import epochs_replayed_text
+
+        source += f" ({epochs_replayed_text(lengths['epochs_replayed'])})"
     if lengths.get("skipped_rows"):
         source += f" (skipped {lengths['skipped_rows']} bad rows, --on-bad-row skip)"
     return "\n".join([

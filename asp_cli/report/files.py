@@ -104,11 +104,15 @@ def report_schedule(
     same_name = other is not None and loaded.path is not None and other.path is not None and \
         loaded.path.name == other.path.name
     probe_left_out = 0  # prompts whose probe samples `_check_samples` leaves out, said in `simulated.lengths`
+    replayed = None
     if samples is not None:
         from asp_cli.sim.lengths import without_probe_samples
 
         refuse_unmatched(samples, loaded.frame["prompt_id"], lengths)
         probe_left_out = without_probe_samples(samples)[1]
+        # The replay takes them whole, as `asp simulate` does: a schedule of several epochs replays each epoch the
+        # lengths number with that epoch's samples, which the comparison's first N of each prompt left out.
+        replayed = samples
         samples = _check_samples(samples, loaded, warnings, replay.lengths_epoch)
         observed = observed_from_samples(samples, lengths, epoch=replay.lengths_epoch)
     main = build_report(loaded, observed=observed, name=str(loaded.path) if same_name else None)
@@ -128,7 +132,7 @@ def report_schedule(
     if simulate:
         from asp_cli.report.simulated import simulated_section
 
-        main["simulated"] = simulated_section(loaded, samples, skipped_rows=skipped, options=replay)
+        main["simulated"] = simulated_section(loaded, replayed, skipped_rows=skipped, options=replay)
         main["simulated"]["lengths"]["prompts_with_probe_samples_left_out"] = probe_left_out
     result = ReportResult(report=main, skipped_rows=skipped, warnings=warnings)
     if other is not None:
@@ -181,7 +185,7 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
             cause, fix = (("several epochs, or a file given twice?", "give one epoch's lengths") if epoch is None else
                           (f"of {epoch_words(epoch)} alone: a file given twice?", "give each file once"))
             warnings.append(f"{extra:,} prompts have more than the schedule's {n} samples per prompt in --lengths "
-                            f"({cause}); the first {n} of each are compared, as asp simulate replays them; {fix}"
+                            f"({cause}); the first {n} of each, oldest epoch first, are compared; {fix}"
                             + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0, epochs))
     cap = (schedule.settings or {}).get("max_response_tokens")
     if isinstance(cap, int) and not isinstance(cap, bool):

@@ -125,9 +125,12 @@ def lengths_source(simulated: dict[str, Any]) -> str:
     observed, sampled = lengths["prompts_with_observed_lengths"], lengths["prompts_with_sampled_lengths"]
     if not observed:
         return "lengths sampled around the predictions"
+    from asp_cli.sim.lengths import epochs_replayed_text
+
     epoch = epoch_words(lengths.get("epoch"))
+    replayed = epochs_replayed_text(lengths.get("epochs_replayed") or [])  # absent in reports of 1.3
     return (f"observed lengths{f' ({epoch})' if epoch else ''} for {observed:,} prompts"
-            + (f", sampled for {sampled:,}" if sampled else ""))
+            + (f", sampled for {sampled:,}" if sampled else "") + (f" ({replayed})" if replayed else ""))
 
 
 def as_verl_routes(report: dict[str, Any]) -> str:

@@ -127,6 +127,24 @@ def more_samples_fix(group: int, observed_each: int = 0, epochs: int = 0) -> str
             f"the schedule with --samples-per-prompt {n} ({what})")
 
 
+def epochs_replayed_text(replayed: list[dict]) -> str:
+    """`LengthInfo.epochs_text` from its ``epochs_replayed`` as `to_dict` writes it (`asp report` reads it so)."""
+    if not replayed:
+        return ""
+    own = [r["schedule_epoch"] for r in replayed if r["lengths_epoch"] is not None]
+    oldest = [r["schedule_epoch"] for r in replayed if r["lengths_epoch"] is None]
+    others = sum(r["prompts_from_other_epochs"] for r in replayed)
+    parts = []
+    if own:
+        parts.append(f"schedule {_epochs_text(own)} replayed the lengths' own"
+                     + (f" ({others:,} prompt{'s' if others != 1 else ''} without a sample of its epoch, its "
+                        "other epochs')" if others else ""))
+    if oldest:
+        parts.append(f"{'schedule ' if not own else ''}{_epochs_text(oldest)}, which the lengths do not number, each "
+                     "prompt's oldest epoch's")
+    return "; ".join(parts)
+
+
 @dataclass(frozen=True)
 class LengthInfo:
     """Where the simulated lengths came from."""
@@ -146,6 +164,9 @@ class LengthInfo:
     # says one, a probe's); else None
     probe_left_out: int = 0  # prompts whose samples without an epoch (a probe's) were left out
     epochs_within: int = 0  # the epochs observed, where each holds at most a group of each prompt (`epochs_within`)
+    # per schedule epoch of a schedule of several, where the lengths number epochs: (its epoch, the lengths' epoch it
+    # replayed or None for each prompt's oldest, its prompts without a sample of that epoch) (`_epochs_replayed`)
+    epochs_replayed: tuple[tuple[int, int | None, int], ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -156,7 +177,15 @@ class LengthInfo:
             "unknown_id_examples": list(self.unknown_examples),
             "samples_over_max_response_tokens": self.samples_over_cap,
             "prompts_with_probe_samples_left_out": self.probe_left_out,
+            "epochs_replayed": [{"schedule_epoch": e, "lengths_epoch": own, "prompts_from_other_epochs": others}
+                                for e, own, others in self.epochs_replayed],
         }
+
+    def epochs_text(self) -> str:
+        """Which epoch of the lengths each schedule epoch replayed, said where the schedule holds several and the
+        lengths number theirs ("" otherwise): the default replayed the oldest epoch in every one without a word."""
+        return epochs_replayed_text([{"schedule_epoch": e, "lengths_epoch": own, "prompts_from_other_epochs": others}
+                                     for e, own, others in self.epochs_replayed])
 
     def over_group_warning(self) -> str:
         """Said where prompts were observed more often than a group holds: a history of several epochs given as
@@ -321,6 +350,7 @@ def lengths_for_schedule(
     import polars as pl
 
     observed, probe_left_out = in_replay_order(observed)
+    schedule_epochs, matched = _matched_epochs(frame, observed)
     n = samples_per_prompt
     ids = frame["prompt_id"]
     keys = ids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
@@ -328,6 +358,8 @@ def lengths_for_schedule(
     out = np.zeros((rows, n), dtype=np.int64)
     have = np.zeros(rows, dtype=bool)
     drawn_prompts = 0
+    own = np.zeros(rows, dtype=bool)
+    count = np.zeros(rows, dtype=np.int64)
     unknown: list[str] = []
     unknown_count = observed_ids = 0
     written_otherwise = ""
@@ -338,17 +370,7 @@ def lengths_for_schedule(
         unknown_count, unknown = strays.len(), strays.head(3).to_list()
         near = near_misses(strays, ids) if unknown_count else None
         written_otherwise = near.clause("in --lengths", "in the schedule") if near else ""
-        obs = observed.select("prompt_id", "response_tokens").with_columns(
-            pl.int_range(0, pl.len()).over("prompt_id").alias("k")
-        )
-        counts = obs.group_by("prompt_id", maintain_order=True).agg(pl.len().alias("count"))
-        counts = counts.with_columns(
-            (pl.col("count").cum_sum() - pl.col("count")).alias("offset")
-        )
-        flat = obs.join(counts, on="prompt_id", how="left").sort(["offset", "k"])["response_tokens"].to_numpy()
-        joined = frame.select("prompt_id").join(counts, on="prompt_id", how="left", maintain_order="left")
-        count = joined["count"].fill_null(0).to_numpy().astype(np.int64)
-        offset = joined["offset"].fill_null(0).to_numpy().astype(np.int64)
+        flat, offset, count, own, own_count = _replay_segments(frame, observed, matched)
         have = count > 0
         pool = None
         if "data_source" in frame.columns:
@@ -365,12 +387,15 @@ def lengths_for_schedule(
         mean = frame[col].fill_null(1).to_numpy()
         drawn = sample_lengths(mean, keys, n, seed=seed, max_response_tokens=max_response_tokens)
         out[~have] = drawn[~have]
-    over_group = int(ids.filter(pl.Series(count > n)).n_unique()) if observed is not None and observed.height else 0
-    seen = np.unique(count[have]) if over_group else np.zeros(0, dtype=np.int64)
+    # A row replayed from its own epoch's samples is over the group where that epoch holds more than N of the
+    # prompt: its other epochs' samples stand behind them only to complete a group of fewer.
+    judged = np.where(own, own_count, count) if own.any() else count
+    over_group = int(ids.filter(pl.Series(judged > n)).n_unique()) if observed is not None and observed.height else 0
+    seen = np.unique(judged[have]) if over_group else np.zeros(0, dtype=np.int64)
     observed_each = int(seen[0]) if seen.size == 1 else 0
     # The epochs of the prompts over the group alone: a probe's 8 samples of prompts no epoch holds, beside another
     # half's epoch 0, were said as "a history of several epochs" and told to pick one with --lengths-epoch.
-    over_ids = ids.filter(pl.Series(count > n)).unique().implode() if over_group else None
+    over_ids = ids.filter(pl.Series(judged > n)).unique().implode() if over_group else None
     epochs = observed.filter(pl.col("prompt_id").is_in(over_ids))["epoch"] \
         if over_group and "epoch" in observed.columns else None
     one_epoch = (int(epochs[0]) if over_group and epochs is not None and not epochs.null_count()
@@ -384,4 +409,67 @@ def lengths_for_schedule(
                                           # of the prompts over the group alone, as `one_epoch` (a probe of others
                                           # hid that each epoch held a group, and rollout.n was blamed)
                                           epochs_within(observed.filter(pl.col("prompt_id").is_in(over_ids)), n)
-                                          if over_group else 0)
+                                          if over_group else 0,
+                                          _epochs_replayed(frame, schedule_epochs, matched, have & ~own))
+
+
+def _matched_epochs(frame, observed) -> tuple[list[int], list[int]]:
+    """(the schedule's epochs, those of them the lengths number) where the schedule holds several epochs and some
+    observed sample names its epoch; ([], []) otherwise (a schedule of one epoch replays as it always did)."""
+    if (observed is None or not observed.height or "epoch" not in frame.columns or "epoch" not in observed.columns
+            or observed["epoch"].null_count() == observed.height):
+        return [], []
+    schedule_epochs = sorted(int(e) for e in frame["epoch"].unique().to_list())
+    if len(schedule_epochs) < 2:
+        return [], []
+    held = {int(e) for e in observed["epoch"].drop_nulls().unique().to_list()}
+    return schedule_epochs, [e for e in schedule_epochs if e in held]
+
+
+# The segment key of a prompt's samples in replay order (`in_replay_order`), which any epoch's row without its own
+# epoch's samples takes; a segment of a matched epoch E is keyed E (epochs are numbered from 0, a probe's -1).
+_ANY_EPOCH = -2
+
+
+def _replay_segments(frame, observed, matched: list[int]):
+    """Every schedule row's observed samples, back to back as `complete_groups` takes them: (``flat``, ``offset``,
+    ``count``, ``own``, ``own_count``: its own epoch's samples). A row of an epoch in ``matched`` (`_matched_epochs`) whose prompt the lengths hold samples of
+    in that epoch takes those first, then the prompt's others in replay order (``own`` True); every other row takes
+    the prompt's samples in replay order, oldest epoch first. A 3-epoch schedule replayed with a 3-epoch history
+    replayed the oldest epoch's samples in all three (a review's, 2026-12-07)."""
+    import polars as pl
+
+    epoch = pl.col("epoch").fill_null(-1) if "epoch" in observed.columns else pl.lit(-1)
+    obs = observed.select("prompt_id", "response_tokens", epoch.cast(pl.Int64).alias("epoch")).with_row_index("pos")
+    parts = [obs.with_columns(pl.lit(_ANY_EPOCH, pl.Int64).alias("for_epoch"))]
+    for e in matched:
+        with_e = obs.filter(pl.col("epoch") == e)["prompt_id"].unique().implode()
+        parts.append(obs.filter(pl.col("prompt_id").is_in(with_e)).with_columns(pl.lit(e, pl.Int64).alias("for_epoch"))
+                     .sort([pl.col("epoch") != e, "pos"], maintain_order=True))
+    keys = ["prompt_id", "for_epoch"]
+    segments = pl.concat(parts).with_columns(pl.int_range(0, pl.len()).over(keys).alias("k"))
+    counts = segments.group_by(keys, maintain_order=True).agg(
+        pl.len().alias("count"), (pl.col("epoch") == pl.col("for_epoch")).sum().alias("own"))
+    counts = counts.with_columns((pl.col("count").cum_sum() - pl.col("count")).alias("offset"))
+    flat = segments.join(counts, on=keys, how="left").sort(["offset", "k"])["response_tokens"].to_numpy()
+    rows = frame.select("prompt_id", (pl.col("epoch").cast(pl.Int64) if matched and "epoch" in frame.columns
+                                      else pl.lit(_ANY_EPOCH, pl.Int64)).alias("for_epoch"))
+    mine = rows.join(counts, on=keys, how="left", maintain_order="left")
+    anyone = rows.select("prompt_id").join(counts.filter(pl.col("for_epoch") == _ANY_EPOCH).drop("for_epoch"),
+                                           on="prompt_id", how="left", maintain_order="left")
+    own = mine["count"].is_not_null().to_numpy() & (rows["for_epoch"] != _ANY_EPOCH).to_numpy()
+    count = np.where(own, mine["count"].fill_null(0).to_numpy(), anyone["count"].fill_null(0).to_numpy())
+    offset = np.where(own, mine["offset"].fill_null(0).to_numpy(), anyone["offset"].fill_null(0).to_numpy())
+    return flat, offset.astype(np.int64), count.astype(np.int64), own, mine["own"].fill_null(0).to_numpy()
+
+
+def _epochs_replayed(frame, schedule_epochs: list[int], matched: list[int],
+                     from_others: np.ndarray) -> tuple[tuple[int, int | None, int], ...]:
+    """Per schedule epoch (`_matched_epochs`): the lengths' epoch it replayed (itself, where the lengths number it;
+    None where each prompt replayed its first N samples, oldest epoch first), and how many of its prompts the lengths
+    hold no sample of in that epoch, which replayed their other epochs' samples (``from_others``: per row)."""
+    if not schedule_epochs:
+        return ()
+    epochs = frame["epoch"].to_numpy()
+    return tuple((e, e if e in matched else None, int(np.sum(from_others[epochs == e])) if e in matched else 0)
+                 for e in schedule_epochs)
