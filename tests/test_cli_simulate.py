@@ -660,9 +660,12 @@ def test_a_deal_replayed_asynchronously_is_named_areals_whatever_the_trainer(mon
     done = SimpleNamespace(end_to_end_s=2.0, rollout_end_s=1.0, rollout_s=np.array([1.0]))
     monkeypatch.setattr(verl_async, "replay_async_frame", lambda *a, **k: done)
     monkeypatch.setattr(submit_all, "replay_frame", lambda *a, **k: done)
+    # one train batch: no partial step to time (`asp_cli.bench.partial`), which reads the frame's steps
+    whole_batch, preset = pl.DataFrame({"epoch": [0] * 16, "train_step": [0] * 16}), SimpleNamespace(weight_sync_s=0.0)
     for lag, trainer, owner in ((2, "schedule", "AReaL"), (None, "schedule", "AReaL"), (1, "arrival", "AReaL"),
                                 (1, "schedule", "OpenRLHF"), (0, "schedule", "OpenRLHF")):
-        said = _as_verl_routes(None, None, None, 4, 16, "free", 0, lag, router="group-round-robin", trainer=trainer)
+        said = _as_verl_routes(whole_batch, None, preset, 4, 16, "free", 0, lag, router="group-round-robin",
+                               trainer=trainer)
         assert said["routed_as"] == owner, (lag, trainer, said)
 
 
@@ -1222,9 +1225,9 @@ def test_simulate_says_the_replay_runs_the_partial_batch_verl_drops(tmp_path):
     def schedule(prompts, *options):
         data = write_jsonl(tmp_path / f"p{prompts}.jsonl",
                            [{"id": f"p{i}", "question": "q " * (1 + i % 29)} for i in range(prompts)])
-        out = tmp_path / f"s{prompts}-{options[1]}.parquet"
+        out = tmp_path / f"s{prompts}-{'-'.join(options)}.parquet"
         made = invoke("schedule", data, "-o", out, "--engine", "streaming", "--train-batch-size", "32",
-                      "--instances", "2", "-q", *options)
+                      "--instances", "2", "-q", "--force", *options)
         assert made.exit_code == 0, made.output
         return out
 
@@ -1252,7 +1255,32 @@ def test_simulate_says_the_replay_runs_the_partial_batch_verl_drops(tmp_path):
     assert "this replay runs the epoch's last 4 rows, past its whole train batches of 32, so the times" in arrival
     whole = invoke("simulate", schedule(96, "--max-lag", "0", "--trainer", "schedule"), "--compare", "--json")
     assert "this replay runs" not in whole.stderr
-    assert all("partial_step_s" not in r for r in json.loads(whole.stdout)["comparison"])
+    assert all("partial_step_s" not in r and "verl_routed_partial_step_s" not in r
+               for r in json.loads(whole.stdout)["comparison"])
+    # As verl routes too (the line and the "as verl s" column had none), where that replay takes the steps in turn.
+    routed = document["metrics"]["verl_routed_partial_step_s"]
+    assert 0 < routed < document["metrics"]["verl_routed_end_to_end_s"]
+    assert f"; as verl routes {routed:,.0f} s of {document['metrics']['verl_routed_end_to_end_s']:,.0f} s)" in said[0]
+    assert 0 < rows["asp"]["verl_routed_partial_step_s"] < rows["asp"]["verl_routed_end_to_end_s"]
+    assert "verl_routed_partial_step_s" not in invoke("simulate", schedule(100, "--max-lag", "1", "--trainer", "arrival"),
+                                                      "--json", "-q").stdout  # groups taken as they finish
+    # slime's train_async.py (a rollout ahead, the steps kept): what the partial step adds as it routes.
+    slime = invoke("simulate", schedule(100, "--max-lag", "1", "--trainer", "schedule", "--router", "cache-aware"),
+                   "--json")
+    metrics = json.loads(slime.stdout)["metrics"]
+    assert 0 < metrics["verl_routed_partial_step_s"] < metrics["verl_routed_end_to_end_s"]
+    assert "(their step as sglang routes: " in " ".join(slime.stderr.split())
+    # Several epochs, each ending in a short step of its own (verl drops each, exported one epoch at a time): the
+    # replay's steps summed, said as each epoch's (one epoch alone before 2026-12-07).
+    epochs = invoke("simulate", schedule(100, "--max-lag", "0", "--trainer", "schedule", "--epochs", "2"),
+                    "--compare", "--json")
+    assert epochs.exit_code == 0, epochs.output
+    words = " ".join(epochs.stderr.split())
+    assert ("this replay runs each epoch's last 4 rows (8 over its 2 epochs), past its whole train batches of 32 "
+            "(their steps: ") in words, words
+    assert "--compare each row's own last 4 of each epoch" in words and "(those steps are " in words
+    two = {r["arrangement"]: r for r in json.loads(epochs.stdout)["comparison"]}
+    assert two["asp"]["partial_step_s"] > rows["asp"]["partial_step_s"] * 1.2  # two short steps, not the last alone
 
 
 def test_compare_on_servers_leaves_verl_default_to_the_line_as_verl_routes():

@@ -21,7 +21,8 @@ from asp_cli.errors import InputError, SettingsError
 from asp_cli.costmodel import HardwarePreset
 from asp_cli.predict.features import BYTES_PER_TOKEN
 from asp_cli.settings import ScheduleSettings, check_lag, one_step_off, replayed_owner, router_owner
-from asp_cli.sim.records import SimulationResult, SimulationSettings
+from asp_cli.bench.partial import partial_step, routed_partial_step
+from asp_cli.sim.records import SimulationSettings
 from asp_cli.sim.run import simulate_schedule
 
 # ZeroEval stores characters; 3.12 characters per token is the ratio over all AIME R1-distill outputs
@@ -194,19 +195,6 @@ def compare(
     return rows
 
 
-def partial_step(result: SimulationResult, frame: pl.DataFrame, train_batch_size: int, max_lag: int | float | None,
-                 trainer: str) -> dict[str, float]:
-    """``{"partial_step_s": T}``: what a one-epoch replay's last step, short of a train batch, adds to its end-to-end
-    time (end-to-end less the step before's end), where a synchronous trainer follows the steps (``max_lag`` 0,
-    ``trainer`` schedule), so that step is the rows a dataloader that drops a partial last batch (verl's) never runs;
-    nothing otherwise (a verl newcomer's comparison replayed a `bands` plan's 468 longest prompts, which verl drops)."""
-    steps = result.step_groups  # a row's own short steps (rollpacker-tail's long rounds) are not that batch
-    if (max_lag != 0 or trainer != "schedule" or len(steps) < 2 or steps[-1] != frame.height % train_batch_size
-            or frame["epoch"].n_unique() != 1):
-        return {}
-    return {"partial_step_s": float(result.metrics["end_to_end_s"] - result.step_end_s[-2])}
-
-
 def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset: HardwarePreset,
                     settings: ScheduleSettings, dispatch: str, max_lag: int | float | None,
                     predicted_tokens: np.ndarray, router: str | None = None) -> dict[str, float]:
@@ -226,14 +214,15 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
     if max_lag == 0 or overlapped:
         from asp_cli.sim.submit_all import replay_frame
 
-        seconds = replay_frame(frame, lengths, preset, instances=settings.instances,
-                               train_batch_size=settings.train_batch_size, routing=routing,
-                               predicted_tokens=predicted_tokens, seed=settings.seed,
-                               one_step_off=overlapped).end_to_end_s
+        verl = replay_frame(frame, lengths, preset, instances=settings.instances,
+                            train_batch_size=settings.train_batch_size, routing=routing,
+                            predicted_tokens=predicted_tokens, seed=settings.seed, one_step_off=overlapped)
+        seconds, partial = verl.end_to_end_s, routed_partial_step(verl, frame, settings.train_batch_size,
+                                                                  preset.weight_sync_s, overlapped)
     else:
         from asp_cli.sim.verl_async import replay_async_frame
 
-        per_server = settings.prompts_per_server
+        per_server, partial = settings.prompts_per_server, {}  # groups taken as they finish: no step of its own
         v1 = settings.verl_v1_mode
         seconds = replay_async_frame(frame, lengths, preset, instances=settings.instances,
                                      train_batch_size=settings.train_batch_size, max_lag=max_lag, routing=routing,
@@ -241,7 +230,7 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
                                      prompts_in_flight=None if per_server is None else per_server * settings.instances,
                                      v1_mode=v1.replace("-", "_") if v1 else None,
                                      follow_steps=bool(v1) and settings.trainer == "schedule").end_to_end_s
-    return {"verl_routed_end_to_end_s": seconds,
+    return {"verl_routed_end_to_end_s": seconds, **partial,
             **({"routed_by": routing, "routed_as": replayed_owner(routing, max_lag, settings.trainer)}
                if other_router else {})}
 

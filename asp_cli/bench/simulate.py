@@ -13,7 +13,8 @@ from asp_cli.errors import SettingsError, expect_callable
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.schedule_format import Schedule
 from asp_cli.settings import check_flags, check_replay_size
-from asp_cli.bench.compare import ASP, ASP_TRUE, compare_names, partial_step
+from asp_cli.bench.compare import ASP, ASP_TRUE, compare_names
+from asp_cli.bench.partial import partial_step, partial_steps, routed_partial_step
 from asp_cli.bench.compare import compare as run_compare
 from asp_cli.sim.lengths import DEFAULT_PROMPT_TOKENS, PROMPT_SIGMA, SAMPLE_SIGMA, lengths_for_schedule
 from asp_cli.sim.options import ReplayOptions
@@ -214,29 +215,44 @@ def _tail_warnings(schedule: Schedule, frame: pl.DataFrame, result: SimulationRe
     """`asp schedule`'s warnings about the rows past an epoch's last whole train batch (`advice.tail_warnings`), led
     by what they are to this replay: it runs them, and --compare each row's own, which a dataloader that drops a
     partial last batch (verl's) never does; with the time the partial step takes where a synchronous trainer
-    follows the steps (a verl newcomer's comparison of a `bands` plan included its 468 longest prompts, unsaid); for
-    a one-epoch replay."""
+    follows the steps (a verl newcomer's comparison of a `bands` plan included its 468 longest prompts, unsaid), and
+    as verl routes it where that replay takes the steps in turn; for a one-epoch replay, or one of several epochs each
+    ending in a short step of its own."""
     from asp_cli.arrange.advice import tail_warnings
 
     recorded = schedule.recorded_settings
+    size = recorded.train_batch_size
+    epochs = frame["epoch"].n_unique()
     # Several epochs: a file of them all is read across the epochs' ends (`asp schedule` says what each epoch
-    # exported alone leaves out); the replay is of the file.
-    said = tail_warnings(frame, None, recorded) if frame["epoch"].n_unique() == 1 else []
+    # exported alone leaves out); said where each epoch ends in a short step of its own, which verl drops from each
+    # epoch exported alone (asp export --epoch) and the replay runs (since 2026-12-07; one epoch alone before).
+    said = tail_warnings(frame, None, recorded) if epochs == 1 or partial_steps(frame, size).size else []
     if not said:
         return []
-    size = recorded.train_batch_size
-    left = frame.height % size
+    left = frame.filter(pl.col("epoch") == frame["epoch"].min()).height % size
+    m = result.metrics
     step = partial_step(result, frame, size, lag, trainer).get("partial_step_s")
-    lead = (f"this replay runs the epoch's last {left:,} rows, past its whole train batches of {size}"
-            + (f" (their step: {step:,.0f} s of the {result.metrics['end_to_end_s']:,.0f} s end-to-end, for "
-               f"{left / frame.height:.0%} of the prompts)" if step is not None else ""))
+    routed = m.get("verl_routed_partial_step_s")
+    whose = m.get("routed_as") or "verl"
+    lead = (f"this replay runs the epoch's last {left:,} rows" if epochs == 1 else
+            f"this replay runs each epoch's last {left:,} rows ({left * epochs:,} over its {epochs} epochs)")
+    lead += (f", past its whole train batches of {size}"
+             + (f" (their step{'s' if epochs > 1 else ''}: {step:,.0f} s of the {m['end_to_end_s']:,.0f} s "
+                f"end-to-end, for {left * epochs / frame.height:.0%} of the prompts"
+                + (f"; as {whose} routes {routed:,.0f} s of {m['verl_routed_end_to_end_s']:,.0f} s"
+                   if routed is not None else "") + ")" if step is not None else
+                f" (their step{'s' if epochs > 1 else ''} as {whose} routes: {routed:,.0f} s of the "
+                f"{m['verl_routed_end_to_end_s']:,.0f} s end-to-end, for {left * epochs / frame.height:.0%} of the "
+                "prompts)" if routed is not None else ""))
     if comparison:
         shares = {r["arrangement"]: r["partial_step_s"] / r["end_to_end_s"] for r in comparison
                   if r.get("partial_step_s") is not None and r["end_to_end_s"]}
-        lead += (f", and --compare each row's own last {left:,}: a sort's longest or shortest prompts, a "
-                 "shuffle's average ones"
-                 + (f" (that step is {shares[ASP]:.0%} of asp's end-to-end, {shares['verl-default']:.0%} of "
-                    "verl-default's, a shuffle's; each row's in --json: partial_step_s)"
+        lead += (f", and --compare each row's own last {left:,}{'' if epochs == 1 else ' of each epoch'}: a sort's "
+                 "longest or shortest prompts, a shuffle's average ones"
+                 + (f" ({'that step is' if epochs == 1 else 'those steps are'} {shares[ASP]:.0%} of asp's end-to-end, {shares['verl-default']:.0%} of "
+                    "verl-default's, a shuffle's; each row's in --json: partial_step_s"
+                    + (", and verl_routed_partial_step_s as verl routes"
+                       if any(r.get("verl_routed_partial_step_s") is not None for r in comparison) else "") + ")"
                     if ASP in shares and "verl-default" in shares else ""))
     return [f"{lead}, so the times are not those of a run that leaves them out: {said[0]}", *said[1:]]
 
@@ -269,6 +285,7 @@ def _as_verl_routes(frame: pl.DataFrame, lengths: np.ndarray, hardware, instance
         verl = replay_frame(frame, lengths, hardware, instances=instances, train_batch_size=train_batch_size,
                             dispatch=dispatch, seed=seed, routing=routing, one_step_off=overlapped)
         return {"verl_routed_end_to_end_s": verl.end_to_end_s, "verl_routed_rollout_s": float(verl.rollout_s.sum()),
+                **routed_partial_step(verl, frame, train_batch_size, hardware.weight_sync_s, overlapped),
                 **said, **({"one_step_off": True} if overlapped else {})}
     from asp_cli.sim.verl_async import replay_async_frame
 
