@@ -453,6 +453,22 @@ def test_the_verl_trainer_planned_for_is_recorded_and_refused_where_it_cannot_ap
         assert not (tmp_path / "x.parquet").exists()
 
 
+def test_the_summary_leads_with_the_arrangement_and_its_expected_gain(tmp_path):
+    """A newcomer's complaint: a wall of lines after a schedule is written, the arrangement chosen and what it is
+    expected to gain fifth and sixth, under the padding, makespan and lag figures. The headline follows the "Wrote"
+    line; then the figures at the point predictions; then the notes (the trainer, the lengths), then the columns."""
+    prompts = write_jsonl(tmp_path / "p.jsonl", [{"question": "word " * (i % 40 + 1)} for i in range(96)])
+    result = invoke("schedule", prompts, "-o", tmp_path / "s.parquet", "--train-batch-size", "16", "--instances", "2")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Wrote ") and lines[1].startswith("  arrangement: "), lines
+    starts = [line.split(":")[0].strip() for line in lines]
+    padding = starts.index("predicted padding")
+    assert any(line.startswith("  expected ") and "a shuffle" in line for line in lines[2:padding]), lines
+    assert [line for line in lines if not line.startswith("Warning: ")][-1].startswith("  columns: "), lines
+    assert any(line.startswith("  lengths from the bundled model") for line in lines[padding:])
+
+
 def test_on_servers_the_summary_counts_request_batches(tmp_path):
     # A newcomer read "3,540 minibatches on 4 instances" for a shuffle on servers, one per prompt, as a mistake.
     result = invoke("schedule", SAMPLE_PROMPTS, "-o", tmp_path / "s.parquet", "--engine", "streaming",
@@ -664,7 +680,8 @@ def test_a_plan_for_slimes_router_says_so_and_verls_balancer_adds_no_line(tmp_pa
                                             "cache-aware policy) and train_async.py, each rollout generated while "
                                             "the step before trains")
     verl = invoke(*common)
-    assert verl.exit_code == 0 and verl.stderr.splitlines()[1].startswith("  predicted padding:"), verl.output
+    # No "made for" line: the arrangement (the summary's headline) follows the "Wrote" line.
+    assert verl.exit_code == 0 and verl.stderr.splitlines()[1].startswith("  arrangement: "), verl.output
 
 
 @pytest.mark.parametrize(("options", "routed"), [
@@ -694,7 +711,7 @@ def test_synchronous_steps_behind_verls_router_say_they_are_verls_and_name_slime
                   ("--max-lag", "0", "--trainer", "schedule")):
         said = invoke("schedule", prompts, "-o", tmp_path / "o.parquet", "--train-batch-size", "16", "--instances",
                       "2", "--force", *other)
-        assert said.exit_code == 0 and said.stderr.splitlines()[1].startswith("  predicted padding:"), said.output
+        assert said.exit_code == 0 and said.stderr.splitlines()[1].startswith("  arrangement: "), said.output
 
 
 @pytest.mark.parametrize(("options", "made_for"), [
@@ -742,7 +759,7 @@ def test_json_says_whose_deal_the_plan_was_made_for(tmp_path, options, made_for)
     assert document.get("made_for", "absent") == (made_for or "absent")  # absent where none, as in older files
     line = result.stderr.splitlines()[1]
     if made_for is None:
-        assert line.startswith("  predicted padding:"), line
+        assert line.startswith("  arrangement: "), line
         return
     assert line.startswith(f"  made for {made_for['framework']}'s"), line
     for other in made_for["alternatives"]:
