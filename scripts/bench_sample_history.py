@@ -11,7 +11,7 @@ that refill (`--engine streaming --max-lag 0 --trainer schedule`):
 
 1. epoch 0: `asp schedule` with the bundled predictor (seed 0); its rollouts emulated
    (`emulate_rollouts.py S -o rollouts.jsonl --epoch-label 0`) and replayed with `asp simulate --compare`;
-2. the same epoch planned from per-source predictions: `asp predictor predict`'s columns replaced by each
+2. the same epoch planned from per-source predictions: `asp predictor predict`'s predicted columns replaced by each
    source's geometric mean (every prompt of a source alike), passed as `--predictions`, replayed on the same
    rollouts (the emulation's truth of the prompts without real lengths is the seed-0 schedule's predictions
    times noise, so every plan of the epoch is graded on one truth);
@@ -93,13 +93,16 @@ def _compare(schedule: Path, lengths: Path) -> dict[str, float]:
 
 
 def _per_source_predictions(work: Path) -> Path:
-    """`asp predictor predict`'s columns, each replaced by its source's geometric mean (every prompt alike)."""
+    """`asp predictor predict`'s predicted columns, each replaced by its source's geometric mean (every prompt of a
+    source alike); the prompts' own token counts kept."""
     predicted = work / "predictions.parquet"
     _asp("predictor", "predict", PROMPTS, "-o", predicted)
     frame = pl.read_parquet(predicted)
     sources = pl.read_ndjson(PROMPTS).select(pl.col("id").alias("prompt_id"), pl.col("data_source"))
     frame = frame.join(sources, on="prompt_id", how="left", validate="1:1")
-    numeric = [name for name, dtype in frame.schema.items() if dtype.is_numeric()]
+    # The predicted_* columns only: prompt_tokens is each prompt's own count, which the replay's prefill reads
+    # (averaged too, it gave the per-source schedule's replays, its baselines' included, other prompts).
+    numeric = [name for name, dtype in frame.schema.items() if dtype.is_numeric() and name.startswith("predicted_")]
     alike = frame.with_columns(
         pl.col(name).log().mean().over("data_source").exp().round(0).cast(frame.schema[name]) if
         frame.schema[name].is_integer() else pl.col(name).log().mean().over("data_source").exp()
