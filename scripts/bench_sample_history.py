@@ -18,7 +18,9 @@ that refill (`--engine streaming --max-lag 0 --trainer schedule`):
 3. epoch 1: `asp observe rollouts.jsonl --schedule S` into a history, `asp schedule --history --seed 1`, its
    rollouts emulated with `--epoch-label 1 --truth-from S` and replayed with `--compare`; the same with `--seed 0`
    (epoch 0's seed, the README's 782 s; `asp schedule` warns that it deals epoch 0's shuffles),
-   on the same lengths (the emulator draws each prompt's samples by its id, epoch label and `--seed`);
+   on the same lengths (the emulator draws each prompt's samples by its id, epoch label and `--seed`); and the
+   `--seed 1` schedule on rollouts emulated from its own predictions (no `--truth-from`: the noise model's truth
+   then follows the plan being graded, which flatters it);
 4. each prompt's history-planned mean length (the epoch-1 schedule's `predicted_mean_tokens`) against the mean
    of its epoch-1 samples: the Pearson correlation of their logs, per source and per pair of sources (pooled,
    the sources' different scales add to it). GSM8K and MATH level 5 have real lengths (each sample one of about
@@ -143,12 +145,16 @@ def run(work: Path) -> dict:
     expected["epoch 1, with history"] = _schedule(second, "--history", history, "--seed", "1")
     _emulate(second, following, 1, "--truth-from", first)
     epoch1 = _compare(second, following)
+    own = work / "next.own.jsonl"  # emulated from the history-planned schedule's own predictions (no --truth-from)
+    _emulate(second, own, 1)
+    expected["epoch 1, with history, on its own emulation"] = expected["epoch 1, with history"]
+    epoch1_own = _compare(second, own)
     same_seed, same_seed_rollouts = work / "next.seed0.parquet", work / "next.seed0.jsonl"
     expected["epoch 1, with history, seed 0"] = _schedule(same_seed, "--history", history, "--seed", "0")
     _emulate(same_seed, same_seed_rollouts, 1, "--truth-from", first)
     epoch1_seed0 = _compare(same_seed, same_seed_rollouts)
     return {"epoch 0": epoch0, "epoch 0, per-source predictions": epoch0_per_source, "epoch 1, with history": epoch1,
-            "epoch 1, with history, seed 0": epoch1_seed0,
+            "epoch 1, with history, seed 0": epoch1_seed0, "epoch 1, with history, on its own emulation": epoch1_own,
             "expected": expected, "log_correlations": _log_correlations(second, following)}
 
 
@@ -175,7 +181,9 @@ def render(result: dict) -> str:
                         "epoch 0, per-source predictions"),
                        ("epoch 1, with epoch 0's history (seed 1)", "epoch 1, with history"),
                        ("epoch 1, with epoch 0's history, seed 0 (epoch 0's own; asp warns)",
-                        "epoch 1, with history, seed 0")):
+                        "epoch 1, with history, seed 0"),
+                       ("epoch 1, with history (seed 1), on lengths emulated from its own predictions",
+                        "epoch 1, with history, on its own emulation")):
         times, expected = result[key], result["expected"][key]
         asp, shuffle, order = times["asp"], times["verl-default"], times["dataset-order"]
         lines.append(f"| {label} | `{expected['chosen']}` | {asp:,.0f} | {_seconds(expected['chosen_s'])} | "
