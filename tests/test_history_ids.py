@@ -247,8 +247,34 @@ def test_verl_shuffled_epochs_are_not_taken_for_asp_schedules_seeds(tmp_path):
     observe([tmp_path / "1.jsonl"], replayed, dataset=[prompts], schedule=made.output, epoch=0)
     assert read_history(replayed)[1][0]["ids"]["schedule_seed"] == 0
     [said] = _seed_said(schedule([prompts], None, settings=SETTINGS, history=[replayed]))
-    assert "the history holds epochs up to 0" in said  # epoch 0's seed, 0: the check by epoch numbers says it
+    assert said.startswith(f"{replayed}: observed against a schedule made with --seed 0")  # the exact check
     assert _seed_said(schedule([prompts], None, settings=replace_seed(SETTINGS, 1), history=[replayed])) == []
+
+
+def test_replays_that_record_their_schedules_seed_are_judged_by_that_seed_not_by_their_epoch_numbers(tmp_path):
+    """Schedules made with seeds 10, 11 and 12 for epochs 0-2, each replayed and observed with --schedule: a
+    schedule at --seed 1 deals none of their shuffles (each drawn from [seed, epoch]), and was told that the
+    history held epochs up to 2 and that it dealt an earlier epoch's shuffles again. It is not now; --seed 11 is
+    told, by the exact check of the seed recorded. A log of ids and counts observed without --schedule beside them
+    still counts its epochs."""
+    rows = make_prompts(16)
+    prompts = write_jsonl(tmp_path / "train.jsonl", rows)
+    history = tmp_path / "h.parquet"
+    for epoch, seed in enumerate([10, 11, 12]):
+        made = schedule([prompts], tmp_path / f"s{epoch}.parquet", settings=replace_seed(SETTINGS, seed))
+        log = write_jsonl(tmp_path / f"rollouts{epoch}.jsonl", [
+            {"prompt_id": row["id"], "response_tokens": 10 + i + epoch} for i, row in enumerate(rows) for _ in range(2)])
+        observe([log], history, schedule=made.output, epoch=epoch, append=epoch > 0)
+    assert [e["ids"]["schedule_seed"] for e in read_history(history)[1]] == [10, 11, 12]
+    for seed in (0, 1, 2, 3):
+        assert _seed_said(schedule([prompts], None, settings=replace_seed(SETTINGS, seed), history=[history])) == []
+    [said] = _seed_said(schedule([prompts], None, settings=replace_seed(SETTINGS, 11), history=[history]))
+    assert said.startswith(f"{history}: observed against a schedule made with --seed 11, as this one is")
+    # A log of no recorded seed, epoch 1, given beside them: its epoch counts, as before.
+    unknown = tmp_path / "unknown.parquet"
+    observe([tmp_path / "rollouts1.jsonl"], unknown, epoch=1)
+    [said] = _seed_said(schedule([prompts], None, settings=replace_seed(SETTINGS, 1), history=[history, unknown]))
+    assert said.startswith("the history holds epochs up to 1, and this schedule has --seed 1")
 
 
 def replace_seed(settings: ScheduleSettings, seed: int) -> ScheduleSettings:

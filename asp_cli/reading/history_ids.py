@@ -107,16 +107,30 @@ def framework_dealt(entry: dict[str, Any]) -> bool:
             and bool(record.get("inputs")) and "schedule_seed" not in record)
 
 
+def seed_recorded(entry: dict[str, Any]) -> bool:
+    """Whether a history's log (``entry``, as `asp observe` lists it) records the seed of the schedule it replayed
+    (`asp observe --schedule`: its record's ``schedule_seed``). Its shuffles were drawn from that seed
+    (``numpy.random.default_rng([seed, epoch])``), so only a schedule of the same seed deals them again, which the
+    exact check (`seed_warnings`) says, whatever the epochs are numbered."""
+    record = entry.get("ids")
+    return isinstance(record, dict) and isinstance(record.get("schedule_seed"), int)
+
+
 def schedule_epochs(history: list[Path], frame: Any) -> int | None:
-    """The latest epoch of the history an asp schedule may have dealt, for the check of ``--seed`` by epoch numbers
-    (`epoch_seed_warnings`); None where there is none.
+    """The latest epoch of the history an asp schedule of an unknown seed may have dealt, for the check of
+    ``--seed`` by epoch numbers (`epoch_seed_warnings`); None where there is none.
 
     The rule: an epoch counts unless every log holding it is known to be a framework's own dump (`framework_dealt`:
     verl's ``rollout_data_dir`` observed with --dataset; the 2026-12-07 false alarm told a verl user whose epochs
-    verl shuffled that they were dealt by asp schedules of seeds 0..N). Only asp histories list their logs; where
-    any file given is not one (another tool's lengths, a log given as it is), nothing tells whose its epochs are,
-    and every epoch of ``frame`` (the history as read) counts, as before."""
+    verl shuffled that they were dealt by asp schedules of seeds 0..N) or records the seed of the schedule it
+    replayed (`seed_recorded`: the exact check `seed_warnings` judges it; replays of seeds 10-12 over epochs 0-2
+    told --seed 1 that it dealt an earlier epoch's shuffles again). Only asp histories list their logs; where any
+    file given is not one (another tool's lengths, a log given as it is), nothing tells whose its epochs are, and
+    every epoch of ``frame`` (the history as read) counts, as before."""
     import polars as pl
+
+    def known(entry: dict[str, Any]) -> bool:
+        return framework_dealt(entry) or seed_recorded(entry)
 
     latest: int | None = None
     for path in history:
@@ -124,14 +138,14 @@ def schedule_epochs(history: list[Path], frame: Any) -> int | None:
         if not logs:
             epochs = frame["epoch"].drop_nulls() if frame is not None and "epoch" in frame.columns else None
             return int(epochs.max()) if epochs is not None and epochs.len() else None  # type: ignore[arg-type]
-        dealt = {str(e.get("name")) for e in logs if framework_dealt(e)} - {
-            str(e.get("name")) for e in logs if not framework_dealt(e)}  # a name two logs share: any not dealt
+        judged = {str(e.get("name")) for e in logs if known(e)} - {
+            str(e.get("name")) for e in logs if not known(e)}  # a name two logs share: any unknown counts
         columns = pl.read_parquet_schema(as_given(Path(path)))
         if "epoch" not in columns:
             continue  # no epoch numbered
         rows = pl.read_parquet(as_given(Path(path)), columns=["epoch", *(["log"] if "log" in columns else [])])
         if "log" in rows.columns:  # else no row says its log: every one counts
-            rows = rows.filter(~pl.col("log").is_in(sorted(dealt)))
+            rows = rows.filter(~pl.col("log").is_in(sorted(judged)))
         epochs = rows["epoch"].drop_nulls()
         if epochs.len():
             latest = max(latest if latest is not None else -1, int(epochs.max()))  # type: ignore[arg-type]
@@ -145,7 +159,8 @@ def all_framework_dealt(history: list[Path]) -> bool:
 
 
 def epoch_seed_warnings(history: list[Path], frame: Any, seed: int, max_seed: int) -> list[str]:
-    """Where a schedule's ``seed`` is at most the latest epoch an asp schedule may have dealt (`schedule_epochs`):
+    """Where a schedule's ``seed`` is at most the latest epoch an asp schedule of an unknown seed may have dealt
+    (`schedule_epochs`; logs that record their schedule's seed are `seed_warnings`' to judge):
     an OpenRLHF newcomer's epoch-by-epoch loop kept the default seed, every epoch the same train batches. Said
     with a seed to take (the epoch's number, or any the history's epochs were not made with at ``max_seed``)."""
     latest = schedule_epochs(history, frame)
