@@ -281,3 +281,45 @@ def replace_seed(settings: ScheduleSettings, seed: int) -> ScheduleSettings:
     import dataclasses
 
     return dataclasses.replace(settings, seed=seed)
+
+
+def test_an_epoch_counted_against_a_one_epoch_schedule_of_an_earlier_epochs_seed_is_warned_about(tmp_path):
+    """slime's hook appends every epoch to one log, observed after each epoch with `--schedule`: epoch 1's samples
+    counted against epoch 0's schedule again were taken without a word, and the record named seed 0 for epoch 1,
+    which `asp schedule --history` then checks --seed against. Said now, naming the epoch; not where the schedule
+    is epoch 1's own (seed 1), nor for one schedule of several epochs observed an epoch at a time."""
+    import dataclasses
+
+    rows = make_prompts(16)
+    prompts = write_jsonl(tmp_path / "train.jsonl", rows)
+    made = [schedule([prompts], tmp_path / f"s{seed}.parquet", settings=replace_seed(SETTINGS, seed)).output
+            for seed in (0, 1)]
+    lines = [{"prompt_id": row["id"], "response_tokens": 10 + i + epoch} for epoch in range(3)
+             for i, row in enumerate(rows) for _ in range(2)]
+    log = tmp_path / "asp_lengths.jsonl"
+
+    def grown(epochs: int):
+        return write_jsonl(log, lines[:len(rows) * 2 * epochs])
+
+    def said(result) -> list[str]:
+        return [w for w in result.warnings if "one-epoch schedule" in w]
+
+    history = tmp_path / "h.parquet"
+    assert said(observe([grown(1)], history, schedule=made[0], epoch=0)) == []
+    wrong = tmp_path / "wrong.parquet"
+    wrong.write_bytes(history.read_bytes())
+    [warning] = said(observe([grown(2)], wrong, schedule=made[0], epoch=1, append=True))
+    assert warning.startswith("these samples (epoch 1) are counted against a one-epoch schedule made with --seed 0, "
+                              "as the history's samples of epoch 0 were")
+    assert said(observe([grown(2)], history, schedule=made[1], epoch=1, append=True)) == []
+    # Epoch 2 against epoch 1's schedule: of the one log's two epochs, the one of that seed is named.
+    again = tmp_path / "again.parquet"
+    again.write_bytes(history.read_bytes())
+    [warning] = said(observe([grown(3)], again, schedule=made[1], epoch=2, append=True))
+    assert "--seed 1, as the history's samples of epoch 1 were" in warning
+
+    # One schedule of two epochs, each epoch observed against it: each epoch its own shuffle, nothing said.
+    both = schedule([prompts], tmp_path / "both.parquet", settings=dataclasses.replace(SETTINGS, epochs=2)).output
+    two = tmp_path / "two.parquet"
+    assert said(observe([grown(1)], two, schedule=both, epoch=0)) == []
+    assert said(observe([grown(2)], two, schedule=both, epoch=1, append=True)) == []

@@ -209,7 +209,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
                                "ambiguous_matches": 0, "log_formats": {}, "columns_used": {}}
-    from asp_cli.reading.history_ids import ids_observed_against
+    from asp_cli.reading.history_ids import ids_observed_against, reused_seed_warnings
     sched = schedule_of(schedule) if schedule else None  # read once: ids, cap, coverage and the record
     prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, sched), dataset), warnings) \
         if dataset else None
@@ -336,7 +336,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
 
     history = added if existing is None else pl.concat([existing, added], how="vertical")
     if sched is not None and existing is not None and existing.height and added.height:
-        warnings.extend(epochs_overfull(existing, added, sched.recorded_settings.samples_per_prompt))
+        warnings.extend(epochs_overfull(existing, added, sched.recorded_settings.samples_per_prompt)
+                        + reused_seed_warnings(existing, seen, ids_record, added, sched.recorded_settings.epochs))
     if existing is not None and existing.height and added.height:
         before, now = existing["epoch"].null_count() == existing.height, added["epoch"].null_count() == added.height
         if before != now:  # a MindSpeed newcomer's `--history-epochs 1` then kept one epoch, which nothing had said

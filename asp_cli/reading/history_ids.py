@@ -90,6 +90,48 @@ def seed_warnings(history: list[Path], seed: int, unnumbered_run: bool = False) 
     return []
 
 
+def reused_seed_warnings(existing: Any, seen: list[dict[str, Any]], record: dict[str, Any], added: Any,
+                         schedule_epochs_count: int) -> list[str]:
+    """Where logs added against a one-epoch schedule of seed S (``record``, as `ids_observed_against` made it;
+    ``schedule_epochs_count``: the schedule's ``--epochs``) are numbered other epochs than those the history
+    (``existing`` rows, ``seen`` logs, as `read_history` returns them) holds from logs observed against a schedule
+    of seed S. Such a schedule deals the shuffles of S's epoch 0 whatever the run's epoch, so either these samples
+    were counted against another schedule than the one their run replayed, and the record now names a wrong seed
+    (slime's hook appends every epoch to one log, observed with `--schedule` each time: given epoch 0's again, it
+    was taken without a word, and `asp schedule --history` then checked --seed against that seed), or the run
+    trained those epochs' batches again. A schedule of several epochs deals each its own ([S, epoch]): none said."""
+    import polars as pl
+
+    seed = record.get("schedule_seed") if isinstance(record, dict) else None
+    if (not isinstance(seed, int) or schedule_epochs_count != 1 or existing is None or not existing.height
+            or added is None or not added.height):
+        return []
+    new = sorted(int(e) for e in added["epoch"].drop_nulls().unique())
+    earlier: set[int] = set()
+    for name in sorted({str(e.get("name")) for e in seen}):
+        entries = [e for e in seen if str(e.get("name")) == name]
+        epochs = existing.filter(pl.col("log") == name)["epoch"]
+        kept = [e.get("rows_kept") for e in entries]
+        # A log appended over several epochs is listed once per append, its rows in that order: each its own share.
+        exact = all(isinstance(k, int) for k in kept) and sum(kept) == epochs.len()  # type: ignore[arg-type]
+        start = 0
+        for entry, count in zip(entries, kept):
+            rows = epochs.slice(start, count) if exact else epochs
+            start += count if exact else 0
+            if isinstance(entry.get("ids"), dict) and entry["ids"].get("schedule_seed") == seed:
+                earlier.update(int(e) for e in rows.drop_nulls().unique())
+    earlier -= set(new)
+    if not new or not earlier:
+        return []
+    shown = ", ".join(str(e) for e in sorted(earlier)[:5]) + (", ..." if len(earlier) > 5 else "")
+    return [f"these samples (epoch {', '.join(map(str, new))}) are counted against a one-epoch schedule made with "
+            f"--seed {seed}, as the history's samples of epoch {shown} were, and such a schedule deals the same train "
+            "batches every epoch: if their run replayed another schedule (the one its export was made from), observe "
+            "them against that one into the history as it was before this append (the seed recorded here is what "
+            "`asp schedule --history` checks --seed against); if not, that epoch trained an earlier one's batches "
+            "again: give each epoch's schedule its own --seed"]
+
+
 # The formats `asp observe` records for a framework's own rollout dumps (verl's `trainer.rollout_data_dir`: text,
 # no prompt id), as `asp_cli.integrate.observe.LOG_FORMATS` names them.
 FRAMEWORK_DUMP_FORMATS = ("verl_v1_dump", "verl_legacy_dump")
