@@ -362,6 +362,30 @@ def test_the_slime_line_counts_a_resumed_runs_rollouts_for_a_later_epoch(tmp_pat
     assert "--num-rollout 4, no --rollout-shuffle" in first and "resumed" not in first
 
 
+def test_the_slime_line_counts_a_resumed_runs_rollouts_for_a_schedule_per_epoch_planned_on_a_history(tmp_path):
+    """One asp schedule per epoch, each planned on the epochs before (--history): every such file is epoch 0 inside,
+    and its export told slime --num-rollout of that file alone, with which epoch 1's run, resumed from epoch 0's
+    checkpoint, trains nothing (a slime newcomer's walk). Now the count for epoch E's run is said; not for epoch 0's
+    schedule, planned without a history."""
+    from asp_cli.integrate.observe import observe
+
+    rows = [{"id": f"p{i}", "question": f"q {i}"} for i in range(64)]
+    data = write_jsonl(tmp_path / "p.jsonl", rows)
+    first, later = tmp_path / "s0.parquet", tmp_path / "s1.parquet"
+    assert invoke("schedule", data, "-o", first, "--train-batch-size", "16", "-q").exit_code == 0
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": row["id"], "response_tokens": 40 + i}
+                                               for i, row in enumerate(rows) for _ in range(4)])
+    observe([log], tmp_path / "h.parquet", schedule=first, epoch=0)
+    assert invoke("schedule", data, "-o", later, "--train-batch-size", "16", "--history", tmp_path / "h.parquet",
+                  "--seed", "1", "-q").exit_code == 0
+    said = " ".join(invoke("export", later, data, "-o", tmp_path / "e1.jsonl").stderr.split())
+    assert ("--num-rollout 4 for this file alone; a run resumed from an earlier epoch's checkpoint counts from its "
+            "first rollout: epoch E's run sets --num-rollout (E+1) x 4, with the checkpoint's dataset state moved "
+            "aside") in said
+    plain = " ".join(invoke("export", first, data, "-o", tmp_path / "e0.jsonl").stderr.split())
+    assert "--num-rollout 4, no --rollout-shuffle" in plain and "resumed" not in plain
+
+
 def test_the_slime_line_asks_for_the_chat_template_for_chat_list_prompts(tmp_path):
     """slime passes a chat-message list through as the list unless --apply-chat-template: the JSON-lines export's
     OpenRLHF line said --data.apply_chat_template for the sample data's chat lists and its slime line did not (a

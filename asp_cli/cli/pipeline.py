@@ -139,6 +139,11 @@ def _file_order_settings(summary: dict, order: str) -> str:
         rollouts += (f" for this file alone; a run resumed from epoch {epochs[0] - 1}'s checkpoint counts from its first "
                      f"rollout: --num-rollout {(epochs[0] + 1) * full}, with the checkpoint's dataset state moved aside "
                      "(docs/integrations.md, slime, one run per epoch)")
+    elif epochs == [0] and full and summary.get("planned_from_history"):  # one schedule per epoch: each file's is 0
+        # A slime newcomer's epoch-1 file, planned on epoch 0's history, was told --num-rollout of that file alone.
+        rollouts += (" for this file alone; a run resumed from an earlier epoch's checkpoint counts from its first "
+                     f"rollout: epoch E's run sets --num-rollout (E+1) x {full}, with the checkpoint's dataset state "
+                     "moved aside (docs/integrations.md, slime, one run per epoch)")
     lag = summary.get("schedule_max_lag")
     steps = summary.get("schedule_trainer") == "schedule"  # a trainer that takes the schedule's own steps
     # slime's --input-key defaults to `input`, and --global-batch-size must equal rollout batch x n over

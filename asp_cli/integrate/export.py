@@ -527,7 +527,8 @@ def _facts(
         # what a trainer's rollout settings must match (MindSpeed-RL's, printed for a Parquet export)
         "schedule_engine": recorded.engine, "schedule_minibatch_size": recorded.minibatch_size,
         "schedule_max_response_tokens": recorded.max_response_tokens,
-        "slot_groups": replay.instances * replay.schedule.cost_preset().max_num_seqs // max(n, 1)}
+        "slot_groups": replay.instances * replay.schedule.cost_preset().max_num_seqs // max(n, 1),
+        "planned_from_history": _calibrated_by_history(replay.schedule.metadata)}  # a later epoch's, likely
     trainer: dict[str, Any] = {}
     # What a train batch size must divide for every batch to be whole: an epoch's prompts (so that no batch spans
     # two epochs either), or the rows of a one-epoch file.
