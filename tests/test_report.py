@@ -177,6 +177,9 @@ def test_more_samples_of_a_prompt_than_a_group_holds_are_cut_to_the_first_n(made
     said = [w for w in report_schedule(folder / "s.parquet", lengths=[epochs]).warnings if "in --lengths" in w]
     assert said and said[0].endswith("each of its 2 epochs holds at most 8 samples of a prompt, as the schedule's "
                                      "groups do") and "--samples-per-prompt" not in said[0]
+    # It names the option that picks one epoch, as asp simulate's warning does (it said "give one epoch's lengths").
+    assert "give one epoch's lengths to compare that one (or pick it with --lengths-epoch E; of a history of " \
+           "several epochs, the oldest is compared)" in said[0]
 
 
 

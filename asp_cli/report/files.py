@@ -182,7 +182,10 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
             each = per_prompt.unique()
             from asp_cli.report.simulated import epoch_words
 
-            cause, fix = (("several epochs, or a file given twice?", "give one epoch's lengths") if epoch is None else
+            # --lengths-epoch named, as asp simulate's warning names it (a slime newcomer's history of 3 epochs).
+            cause, fix = (("several epochs, or a file given twice?", "give one epoch's lengths to compare that one (or "
+                           "pick it with --lengths-epoch E; of a history of several epochs, the oldest is compared)")
+                          if epoch is None else
                           (f"of {epoch_words(epoch)} alone: a file given twice?", "give each file once"))
             warnings.append(f"{extra:,} prompts have more than the schedule's {n} samples per prompt in --lengths "
                             f"({cause}); the first {n} of each, oldest epoch first, are compared; {fix}"
