@@ -263,7 +263,8 @@ def test_replays_that_record_their_schedules_seed_are_judged_by_that_seed_not_by
     for epoch, seed in enumerate([10, 11, 12]):
         made = schedule([prompts], tmp_path / f"s{epoch}.parquet", settings=replace_seed(SETTINGS, seed))
         log = write_jsonl(tmp_path / f"rollouts{epoch}.jsonl", [
-            {"prompt_id": row["id"], "response_tokens": 10 + i + epoch} for i, row in enumerate(rows) for _ in range(2)])
+            {"prompt_id": row["id"], "response_tokens": 10 + i + epoch}
+            for i, row in enumerate(rows) for _ in range(2)])
         observe([log], history, schedule=made.output, epoch=epoch, append=epoch > 0)
     assert [e["ids"]["schedule_seed"] for e in read_history(history)[1]] == [10, 11, 12]
     for seed in (0, 1, 2, 3):

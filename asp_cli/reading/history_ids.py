@@ -67,7 +67,8 @@ def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths
 def seed_warnings(history: list[Path], seed: int, unnumbered_run: bool = False) -> list[str]:
     """Where a history was observed against a schedule made with ``seed`` (`asp observe --schedule` records it): a
     schedule for a later epoch made with that seed deals the same shuffles, the same train batches (a constant
-    `--seed 42` every epoch escaped the check by epoch numbers).
+    `--seed 42` every epoch escaped the check by epoch numbers). Such logs are judged by this check alone: the check
+    by epoch numbers leaves them out (`schedule_epochs`), since another seed deals none of their shuffles.
 
     ``unnumbered_run``: the history numbers no epoch and matched most of these prompts (an epoch's log; a probe
     covers a few). Where no record names its schedule's seed (a framework's own log, or one observed with
