@@ -1130,6 +1130,24 @@ def test_simulate_and_report_say_which_epoch_of_the_lengths_each_schedule_epoch_
     assert "replayed the lengths' own" in " ".join(text.stdout.split()), text.stdout
 
 
+def test_lengths_epoch_replays_its_epoch_in_every_schedule_epoch_and_says_no_other(built, tmp_path):  # noqa: F811
+    """--lengths-epoch 1 of a two-epoch history replays epoch 1's samples in both schedule epochs; the summary said
+    "schedule epoch 1 replayed the lengths' own; epoch 0, which the lengths do not number, each prompt's oldest
+    epoch's" and --json's epochs_replayed gave schedule epoch 0 lengths_epoch null, though the lengths number epoch
+    0 and schedule epoch 0 replayed epoch 1's (a hostile review, 2026-12-07). The epoch picked is said once, as
+    lengths.epoch."""
+    history, _alone = _probed_history(built, tmp_path)
+    said = invoke("simulate", built["schedule"], "--lengths", history, "--lengths-epoch", "1")
+    assert said.exit_code == 0, said.output
+    assert "do not number" not in said.stderr and "replayed the lengths' own" not in said.stderr, said.stderr
+    lengths = json.loads(invoke("simulate", built["schedule"], "--lengths", history, "--lengths-epoch", "1", "--json",
+                                "-q").stdout)["lengths"]
+    assert lengths["epoch"] == 1 and lengths["epochs_replayed"] == []
+    report = invoke("report", built["schedule"], "--lengths", history, "--lengths-epoch", "1", "--simulate", "--json")
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.stdout)["simulated"]["lengths"]["epochs_replayed"] == []
+
+
 def test_a_probe_in_the_history_is_not_replayed_before_the_epochs_and_lengths_epoch_picks_one(built, tmp_path):  # noqa: F811
     """A history of a probe and epochs replayed each prompt's probe sample first, then N - 1 of epoch 0's (said as
     "more observed samples than a group holds"), and no option picked an epoch. By default a prompt's probe

@@ -337,7 +337,8 @@ def simulate_loaded(
     check_replay_size(frame.height, n, "asp simulate")
     observed = epoch_samples(observed, options.lengths_epoch, sources)
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=n, seed=seed,
-                                         max_response_tokens=recorded.max_response_tokens)
+                                         max_response_tokens=recorded.max_response_tokens,
+                                         per_epoch=options.lengths_epoch is None)
     trainer = options.trainer or recorded.trainer
     mode = options.mode or recorded.engine
     # Schedules written before the dispatch setting were planned for (and replayed with) their instance column.

@@ -338,6 +338,7 @@ def lengths_for_schedule(
     samples_per_prompt: int,
     seed: int = 0,
     max_response_tokens: int = 1 << 30,
+    per_epoch: bool = True,
 ) -> tuple[np.ndarray, LengthInfo]:
     """True lengths per schedule row: observed where given, otherwise the noise model.
 
@@ -345,12 +346,15 @@ def lengths_for_schedule(
     probe's, left out where it has an epoch's: `in_replay_order`); one with fewer keeps them and gets the rest
     drawn around them (`complete_groups`, deterministically from ``seed``; the spread pooled per
     ``data_source`` where the schedule has one); a prompt absent from ``observed`` is sampled around its
-    prediction.
+    prediction. Each epoch of a schedule of several replays the lengths' own epoch of its number first where they
+    hold it (`_replay_segments`), unless ``per_epoch`` is False: ``observed`` is one epoch picked for them all
+    (`asp simulate --lengths-epoch E`, which was said as "schedule epoch E replayed the lengths' own; the others,
+    which the lengths do not number, ...").
     """
     import polars as pl
 
     observed, probe_left_out = in_replay_order(observed)
-    schedule_epochs, matched = _matched_epochs(frame, observed)
+    schedule_epochs, matched = _matched_epochs(frame, observed) if per_epoch else ([], [])
     n = samples_per_prompt
     ids = frame["prompt_id"]
     keys = ids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
