@@ -1301,6 +1301,28 @@ def test_simulate_says_the_replay_runs_the_partial_batch_verl_drops(tmp_path):
     assert two["asp"]["partial_step_s"] > rows["asp"]["partial_step_s"] * 1.2  # two short steps, not the last alone
 
 
+def test_the_replays_own_partial_step_is_in_the_metrics_as_the_warning_says_it(tmp_path):
+    """The warning gave the replay's own partial step ("their step: 5 s of the 40 s end-to-end") and README said it
+    is `partial_step_s` in --json, but only the --compare rows held it; the metrics held the routed one alone
+    (`verl_routed_partial_step_s`, 4c9c822), and docs/simulation.md's table of metrics named neither (a hostile
+    review, 2026-12-07)."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 29)} for i in range(100)])
+    out = tmp_path / "s.parquet"
+    made = invoke("schedule", data, "-o", out, "--engine", "streaming", "--train-batch-size", "32", "--instances", "2",
+                  "-q", "--max-lag", "0", "--trainer", "schedule")
+    assert made.exit_code == 0, made.output
+    result = invoke("simulate", out, "--compare", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    metrics, asp = document["metrics"], {r["arrangement"]: r for r in document["comparison"]}["asp"]
+    assert metrics["partial_step_s"] == pytest.approx(asp["partial_step_s"], rel=1e-6)
+    assert f"(their step: {metrics['partial_step_s']:,.0f} s of the" in " ".join(result.stderr.split())
+    arrival = invoke("simulate", out, "--max-lag", "1", "--trainer", "arrival", "--json", "-q")
+    assert "partial_step_s" not in json.loads(arrival.stdout)["metrics"]  # no step of its own
+    table = (REPO / "docs" / "simulation.md").read_text().split("## Metrics (`--json` keys)")[1].split("\n## ")[0]
+    assert "| `partial_step_s`" in table and "`verl_routed_partial_step_s`" in table
+
+
 def test_compare_on_servers_leaves_verl_default_to_the_line_as_verl_routes():
     """A verl 0.9 newcomer's servers schedule (--engine streaming) read "6.5% faster than verl-default (372 s)"
     first: the row's first column keeps each chunk of a train batch on one server, which verl 0.7 and later do not

@@ -231,7 +231,7 @@ def _tail_warnings(schedule: Schedule, frame: pl.DataFrame, result: SimulationRe
         return []
     left = frame.filter(pl.col("epoch") == frame["epoch"].min()).height % size
     m = result.metrics
-    step = partial_step(result, frame, size, lag, trainer).get("partial_step_s")
+    step = result.metrics.get("partial_step_s")
     routed = m.get("verl_routed_partial_step_s")
     whose = m.get("routed_as") or "verl"
     lead = (f"this replay runs the epoch's last {left:,} rows" if epochs == 1 else
@@ -361,6 +361,8 @@ def simulate_loaded(
                             f"{k}, and planned dispatch keeps each minibatch on its instance; pass --instances "
                             f"{planned}, or --dispatch free")
     result = simulate_schedule(frame, lengths, hardware, settings, instances=k)
+    # The epochs' partial last steps, which the tail warning gives too (the metrics lacked it, 2026-12-07).
+    result.metrics.update(partial_step(result, frame, recorded.train_batch_size, lag, trainer))
     if mode == "streaming":
         per_server = options.prompts_per_server or recorded.prompts_per_server
         if options.prompts_per_server is not None and lag == 0:
