@@ -639,7 +639,7 @@ def test_each_schedule_epochs_replay_matches_a_row_by_row_reading_of_the_rule():
     ordered, _ = in_replay_order(observed)
     _, matched = _matched_epochs(frame, ordered)
     assert matched == [0, 2, 10**9]
-    flat, offset, count, own, own_count = _replay_segments(frame, ordered, matched)
+    flat, offset, count, own, own_count, _numbered = _replay_segments(frame, ordered, matched)
     listed = list(zip(ordered["prompt_id"], ordered["response_tokens"], ordered["epoch"]))
     for r, (i, e) in enumerate(zip(frame["prompt_id"], frame["epoch"])):
         samples = [(t, s_e) for s_i, t, s_e in listed if s_i == i]
@@ -647,3 +647,15 @@ def test_each_schedule_epochs_replay_matches_a_row_by_row_reading_of_the_rule():
         expected = (mine + [t for t, s_e in samples if s_e != e]) if mine else [t for t, _ in samples]
         assert flat[offset[r]:offset[r] + count[r]].tolist() == expected, (i, e)
         assert (bool(own[r]), int(own_count[r]) if own[r] else 0) == (bool(mine), len(mine)), (i, e)
+
+
+def test_a_prompt_of_a_probe_alone_is_not_counted_as_replaying_other_epochs():
+    """A prompt the lengths hold a probe's samples of (no epoch) and no epoch's replays those in every schedule
+    epoch, as before; `epochs_replayed` counted it among the prompts that replayed "their other epochs'" samples
+    (and the summary said so), though it has none (a hostile review, 2026-12-07)."""
+    frame = pl.DataFrame({"prompt_id": ["a", "b"] * 2, "epoch": [0, 0, 1, 1]})
+    observed = pl.DataFrame({"prompt_id": ["a", "a", "b", "a", "a", "c"], "response_tokens": [10, 11, 50, 20, 21, 5],
+                             "epoch": [0, 0, None, 1, 1, 2]}, schema_overrides={"epoch": pl.Int32})
+    lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=2, seed=1)
+    assert lengths[:, 0].tolist()[::2] == [10, 20] and lengths[1, 0] == lengths[3, 0] == 50
+    assert info.epochs_replayed == ((0, 0, 0), (1, 1, 0))

@@ -363,6 +363,7 @@ def lengths_for_schedule(
     have = np.zeros(rows, dtype=bool)
     drawn_prompts = 0
     own = np.zeros(rows, dtype=bool)
+    numbered = np.zeros(rows, dtype=bool)
     count = np.zeros(rows, dtype=np.int64)
     unknown: list[str] = []
     unknown_count = observed_ids = 0
@@ -374,7 +375,7 @@ def lengths_for_schedule(
         unknown_count, unknown = strays.len(), strays.head(3).to_list()
         near = near_misses(strays, ids) if unknown_count else None
         written_otherwise = near.clause("in --lengths", "in the schedule") if near else ""
-        flat, offset, count, own, own_count = _replay_segments(frame, observed, matched)
+        flat, offset, count, own, own_count, numbered = _replay_segments(frame, observed, matched)
         have = count > 0
         pool = None
         if "data_source" in frame.columns:
@@ -414,7 +415,7 @@ def lengths_for_schedule(
                                           # hid that each epoch held a group, and rollout.n was blamed)
                                           epochs_within(observed.filter(pl.col("prompt_id").is_in(over_ids)), n)
                                           if over_group else 0,
-                                          _epochs_replayed(frame, schedule_epochs, matched, have & ~own))
+                                          _epochs_replayed(frame, schedule_epochs, matched, have & ~own & numbered))
 
 
 def _matched_epochs(frame, observed) -> tuple[list[int], list[int]]:
@@ -432,7 +433,8 @@ def _matched_epochs(frame, observed) -> tuple[list[int], list[int]]:
 
 def _replay_segments(frame, observed, matched: list[int]):
     """Every schedule row's observed samples, back to back as `complete_groups` takes them: (``flat``, ``offset``,
-    ``count``, ``own``, ``own_count``: its own epoch's samples). A row of an epoch in ``matched``
+    ``count``, ``own``, ``own_count``: its own epoch's samples, ``numbered``: its prompt has a sample of some
+    epoch, not a probe's alone, which `_epochs_replayed` does not count as other epochs'). A row of an epoch in ``matched``
     (`_matched_epochs`) whose prompt the lengths hold samples of in that epoch takes those first, then the prompt's
     others in replay order (``own`` True); every other row takes the prompt's samples in replay order, oldest epoch
     first. A 3-epoch schedule replayed with a 3-epoch history replayed the oldest epoch's samples in all three (a
@@ -455,10 +457,12 @@ def _replay_segments(frame, observed, matched: list[int]):
     own = np.zeros(frame.height, dtype=bool)
     own_count = np.zeros(frame.height, dtype=np.int64)
     if not matched:
-        return flat, offset, count, own, own_count
+        return flat, offset, count, own, own_count, count > 0
     sample_epochs = laid["epoch"].to_numpy()
     sample_segment = np.repeat(np.arange(counts.height, dtype=np.int64), counts["count"].to_numpy())
     row_segment = joined["segment"].fill_null(0).to_numpy().astype(np.int64)
+    numbered = (count > 0) & (np.bincount(sample_segment, weights=sample_epochs != -1,
+                                          minlength=counts.height)[row_segment] > 0)
     row_epochs = frame["epoch"].cast(pl.Int64).to_numpy()
     parts = [flat]
     for i, e in enumerate(matched):
@@ -469,7 +473,7 @@ def _replay_segments(frame, observed, matched: list[int]):
         own |= rows
         own_count[rows] = held[row_segment[rows]]
         offset[rows] += (i + 1) * flat.size
-    return np.concatenate(parts), offset, count, own, own_count
+    return np.concatenate(parts), offset, count, own, own_count, numbered
 
 
 def _epochs_replayed(frame, schedule_epochs: list[int], matched: list[int],
