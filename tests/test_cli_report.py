@@ -92,7 +92,7 @@ def test_json_is_the_only_thing_on_stdout(schedules):
     result = run(schedules / "a.parquet", "--json")
     assert result.exit_code == 0
     document = json.loads(result.stdout)
-    assert document["report_version"] == "1.4"
+    assert document["report_version"] == "1.5"
     assert document["checks"] is None and document["comparison"] is None and document["simulated"] is None
     assert document["size"]["prompts"] == 300
 
@@ -518,6 +518,37 @@ def test_a_synchronous_replay_reads_each_figure_beside_its_like_and_says_how_ver
         in text
     simulate = CliRunner().invoke(app, ["simulate", str(out), "--lengths", str(lengths), "--json", "--quiet"])
     assert json.loads(simulate.stdout)["metrics"]["verl_routed_end_to_end_s"] == pytest.approx(routed, abs=1e-3)
+
+
+def test_the_page_reads_a_replay_beside_auto_draws_as_the_text_does(tmp_path):
+    """The page's replay table set the replay (839.8 s) beside the point predictions alone (456.9 s), where the
+    text said auto's draws expected 674.2 s: a team lead reading the page saw a plan 84% slower than promised.
+    The JSON carries the draws' figures (`simulated.expected_by_draws`, report 1.5), and both renderers read them."""
+    from util import make_prompts, write_jsonl
+
+    from asp_cli import ScheduleSettings, schedule
+
+    out = tmp_path / "verl.parquet"
+    schedule([write_jsonl(tmp_path / "p.jsonl", make_prompts(200, seed=4))], out,
+             settings=ScheduleSettings(instances=2, train_batch_size=32, minibatch_size=16, engine="streaming",
+                                       max_lag=0, trainer="schedule"))
+    document = json.loads(run(out, "--simulate", "--json").stdout)
+    choice, draws = document["provenance"]["arrangement"], document["simulated"]["expected_by_draws"]
+    mine = next(c for c in choice["candidates"] if c["name"] == choice["chosen"] and c["kv_budget"] == choice["kv_budget"])
+    assert draws == {"end_to_end_s": mine["expected_end_to_end_s"], "rollout_s": mine["expected_rollout_s"],
+                     "timed_as": "verl"}
+    page = tmp_path / "r.html"
+    assert run(out, "--simulate", "--html", page, "-q").exit_code == 0
+    html = page.read_text()
+    assert "expected by auto&#x27;s draws as verl routes (tails included)" in html
+    assert f"<td>{mine['expected_end_to_end_s']:,.1f}</td>" in html and f"<td>{mine['expected_rollout_s']:,.1f}</td>" in html
+    # A named arrangement has no draws: null figures, and the page leaves the column out.
+    named = tmp_path / "named.parquet"
+    make_schedule(named, arrangement="shuffle")
+    assert json.loads(run(named, "--simulate", "--json").stdout)["simulated"]["expected_by_draws"] == {
+        "end_to_end_s": None, "rollout_s": None, "timed_as": None}
+    assert run(named, "--simulate", "--html", tmp_path / "n.html", "-q").exit_code == 0
+    assert "expected by auto" not in (tmp_path / "n.html").read_text()
     # Replayed on drawn lengths, the command names no log.
     plain = " ".join(run(tmp_path / "verl.parquet", "--simulate").stdout.split())
     assert "`asp simulate verl.parquet --compare` sets" in plain

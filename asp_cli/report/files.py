@@ -130,10 +130,12 @@ def report_schedule(
                         "was cut before asp counted padded batches (format 1.1); HF generate would run out of memory "
                         "on them. Make the schedule again with this asp")
     if simulate:
-        from asp_cli.report.simulated import simulated_section
+        from asp_cli.report.simulated import expected_by_draws, simulated_section
 
         main["simulated"] = simulated_section(loaded, replayed, skipped_rows=skipped, options=replay)
         main["simulated"]["lengths"]["prompts_with_probe_samples_left_out"] = probe_left_out
+        main["simulated"]["expected_by_draws"] = expected_by_draws(
+            main["provenance"].get("arrangement"), synchronous=main["simulated"]["rollout_alone_s"] is not None)
     result = ReportResult(report=main, skipped_rows=skipped, warnings=warnings)
     if other is not None:
         result.other = build_report(other, observed=observed, name=str(other.path) if same_name else None)

@@ -112,6 +112,29 @@ def simulated_section(
     }
 
 
+def drawn(arrangement: Any, key: str) -> float | None:
+    """What auto's draws expected of the chosen candidate (``key``: `expected_end_to_end_s` or `expected_rollout_s`,
+    `ArrangementChoice`), from the schedule's `arrangement` metadata; None for a named arrangement or older records."""
+    if not isinstance(arrangement, dict):
+        return None
+    chosen, cut = arrangement.get("chosen"), arrangement.get("kv_budget")
+    return next((c.get(key) for c in arrangement.get("candidates") or []
+                 if c.get("name") == chosen and c.get("kv_budget", cut) == cut), None)
+
+
+def expected_by_draws(arrangement: Any, *, synchronous: bool) -> dict[str, Any]:
+    """The replay's figures as auto's draws expected them of the chosen candidate (tails included, unlike the point
+    predictions): ``end_to_end_s`` and ``rollout_s``, the rollout to read beside the replay's (a synchronous plan's
+    rollout alone, which the draws have only where they timed it as verl routes a step: from asp's simulator theirs
+    ran to the last arrival, training included; else the rollout to the last group's arrival), each None where the
+    schedule records no such figure; ``timed_as`` (`verl` or None). The text and the page both read it (a newcomer
+    read 456.9 s expected beside a replay's 839.8 s on the page, where the text said auto's draws expected 674.2 s)."""
+    timed_as = arrangement.get("timed_as") if isinstance(arrangement, dict) else None
+    rollout = (drawn(arrangement, "expected_rollout_s") if not synchronous or timed_as == "verl" else None)
+    return {"end_to_end_s": drawn(arrangement, "expected_end_to_end_s"), "rollout_s": rollout,
+            "timed_as": timed_as}
+
+
 def epoch_words(epoch: int | None) -> str:
     """The epoch of the observed lengths `--lengths-epoch` picked, in words for both renderers ("" without it)."""
     if epoch is None:

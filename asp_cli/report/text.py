@@ -286,16 +286,6 @@ def _render_observed(out: Any, observed: dict[str, Any]) -> None:
     out()
 
 
-def _drawn(arrangement: Any, key: str) -> float | None:
-    """What auto's draws expected of the chosen candidate (``key``: `expected_end_to_end_s` or `expected_rollout_s`,
-    `ArrangementChoice`), from the schedule's `arrangement` metadata; None for a named arrangement or older records."""
-    if not isinstance(arrangement, dict):
-        return None
-    chosen, cut = arrangement.get("chosen"), arrangement.get("kv_budget")
-    return next((c.get(key) for c in arrangement.get("candidates") or []
-                 if c.get("name") == chosen and c.get("kv_budget", cut) == cut), None)
-
-
 def _beside(drawn: float | None, point: Any, routed: str) -> str:
     """A replayed figure's expectations: auto's draws (tails included) and the point predictions (none)."""
     if drawn is None:
@@ -315,21 +305,18 @@ def _render_simulated(out: Any, report: dict[str, Any]) -> None:
     # newcomer read a synchronous replay's rollout beside the point predictions' makespan, training included, and
     # beside auto's rollout alone). The point predictions leave out every tail; auto's draws (the chosen
     # candidate's replays, scaled to the run) do not, and are the expectation to read a replay against.
-    arrangement = report["provenance"].get("arrangement")
-    timed_as = arrangement.get("timed_as") if isinstance(arrangement, dict) else None
+    draws = simulated.get("expected_by_draws") or {}  # absent in reports before 1.5
+    timed_as = draws.get("timed_as")
     routed = " as verl routes" if timed_as == "verl" else ""
     alone = simulated.get("rollout_alone_s")
     if alone is not None:
-        # Synchronous: the rollout alone, each step's summed. Auto's draws have it only where they were timed as
-        # verl routes a step; from the simulator's replay theirs ran to the last arrival, training included.
-        drawn = _drawn(arrangement, "expected_rollout_s") if timed_as == "verl" else None
+        # Synchronous: the rollout alone, each step's summed (auto's draws have it only where timed as verl routes).
         rollout = (f"rollout alone {_num(alone)} s (the steps' rollouts summed, the training between them left "
-                   f"out; {_beside(drawn, queue.get('rollout_alone_s'), routed)})")
+                   f"out; {_beside(draws.get('rollout_s'), queue.get('rollout_alone_s'), routed)})")
     else:
-        drawn = _drawn(arrangement, "expected_rollout_s")
         rollout = (f"rollout to the last group's arrival {_num(metrics['rollout_makespan_s'])} s "
-                   f"({_beside(drawn, report['instances'].get('makespan_s'), routed)})")
-    end_to_end = _beside(_drawn(arrangement, "expected_end_to_end_s"), queue.get("trainer_end_s"), routed)
+                   f"({_beside(draws.get('rollout_s'), report['instances'].get('makespan_s'), routed)})")
+    end_to_end = _beside(draws.get("end_to_end_s"), queue.get("trainer_end_s"), routed)
     out(f"  end-to-end {_num(metrics['end_to_end_s'])} s ({end_to_end}); {rollout}; "
         f"{_num(metrics['ratio_to_lower_bound'], 3)}x the lower bound ({metrics['lower_bound_end_to_end_binding']})")
     if timed_as == "verl":
