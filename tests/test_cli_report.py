@@ -599,3 +599,43 @@ def test_lengths_epoch_picks_one_epoch_of_a_history_and_says_which(schedules, tm
     negative = run(schedules / "a.parquet", "--lengths", history, "--lengths-epoch", -2)
     assert negative.exit_code == 4
     assert "Error: --lengths-epoch must be a whole number from -1 to 2147483647 (got -2)\n" in negative.stderr
+
+
+def test_the_predicted_padding_says_it_is_a_floor_and_auto_draws_figure_as_asp_schedule_does(tmp_path):
+    """`asp report` said "predicted padding 5.9%" bare, where `asp schedule`'s summary said beside it "a floor:
+    63.3% under auto's draws of lengths, a shuffle's 70.0%", and the observed lengths then said 74%: a team lead
+    read a plan that pads a twentieth against one that pads three quarters. On servers that refill freed slots
+    it says the static figure is not what they idle."""
+    from util import make_prompts, write_jsonl
+
+    from asp_cli import ScheduleSettings, schedule
+    from asp_cli.arrange.choice_summary import drawn_padding
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(200, seed=4))
+    out, streaming = tmp_path / "s.parquet", tmp_path / "v.parquet"
+    schedule([prompts], out, settings=ScheduleSettings(instances=3, train_batch_size=32, minibatch_size=16))
+    document = json.loads(run(out, "--json").stdout)
+    drawn, shuffle = drawn_padding(document["provenance"]["arrangement"])
+    assert drawn is not None and drawn >= document["padding"]["fraction"]
+    assert document["padding"]["drawn_fraction"] == drawn and document["padding"]["shuffle_drawn_fraction"] == shuffle
+    said = f"a floor: at the point predictions a minibatch's groups look alike; {drawn:.1%} under auto's draws"
+    assert said in " ".join(run(out).stdout.split())
+    page = tmp_path / "r.html"
+    assert run(out, "--html", page, "-q").exit_code == 0
+    assert said.replace("'", "&#x27;") in " ".join(page.read_text().split())
+    schedule([prompts], streaming, settings=ScheduleSettings(instances=2, train_batch_size=32, minibatch_size=16,
+                                                             engine="streaming", max_lag=0, trainer="schedule"))
+    document = json.loads(run(streaming, "--json").stdout)
+    assert document["padding"]["drawn_fraction"] is None and document["padding"]["shuffle_drawn_fraction"] is None
+    assert "give a freed slot the next request, so this static-batch figure is not what they idle" in " ".join(
+        run(streaming).stdout.split())
+    # A named arrangement has no draws: a floor all the same.
+    named = tmp_path / "named.parquet"
+    make_schedule(named, arrangement="shuffle")
+    assert "lengths that spread as real ones do pad more" in " ".join(run(named).stdout.split())
+    # Beside the observed lengths' padding, the predicted one.
+    lengths = tmp_path / "l.csv"
+    lengths.write_text("prompt_id,response_tokens\n" + "".join(f"p{i},{100 + 7 * i}\n" for i in range(200)))
+    text = " ".join(run(out, "--lengths", lengths).stdout.split())
+    predicted = json.loads(run(out, "--json").stdout)["padding"]["fraction"]
+    assert f"(predicted {predicted:.1%}), instance token spread" in text

@@ -195,21 +195,14 @@ _MIXING = {"per-step": "packs each of a shuffle's train batches, whose lengths a
 
 
 def _drawn_padding(summary: dict) -> str:
-    """The same padding under auto's draws of lengths, where they were made: at the point predictions every
-    minibatch's groups look alike, so that figure is a floor (a newcomer read 5.9% there and 74% on emulated real
-    lengths, a shuffle's 50% and 80%)."""
-    from asp_cli.arrange.choose import _is
+    """The same padding under auto's draws of lengths, where they were made (`choice_summary.drawn_padding`)."""
+    from asp_cli.arrange.choice_summary import drawn_padding
 
-    choice = summary.get("arrangement") or {}
-    kv_budget = choice.get("kv_budget", "peak")
-    mine = next((c for c in choice.get("candidates", []) if _is(c, choice.get("chosen", ""), kv_budget)), {})
-    drawn = mine.get("expected_padding_fraction") if choice.get("engine") != "streaming" else None  # slots refill
-    shuffle = next((c.get("expected_padding_fraction") for c in choice.get("candidates", [])
-                    if _is(c, "shuffle", kv_budget)), None)
+    drawn, shuffle = drawn_padding(summary.get("arrangement"))
     if drawn is None:
         return ""
     return (f", a floor: {drawn:.1%} under auto's draws of lengths, which spread them as the predictions do"
-            + (f", a shuffle's {shuffle:.1%}" if shuffle is not None and choice.get("chosen") != "shuffle" else ""))
+            + (f", a shuffle's {shuffle:.1%}" if shuffle is not None else ""))
 
 
 def _padding_note(summary: dict) -> str:

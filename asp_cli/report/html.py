@@ -449,7 +449,15 @@ def _quantile_table(report: dict[str, Any]) -> str:
     return _table(["", *QUANTILE_NAMES], rows, classes="num")
 
 
-def _observed_section(observed: dict[str, Any]) -> str:
+def _padding_line(report: dict[str, Any]) -> str:
+    """The predicted padding, what it means for this plan, as the text says it under the same table."""
+    from asp_cli.report.facts import padding_words
+
+    return (f"<p>Predicted padding (static-batch slot waste over all minibatches): "
+            f"<b>{_pct(report['padding']['fraction'])}</b> ({_e(padding_words(report))}).</p>")
+
+
+def _observed_section(observed: dict[str, Any], predicted_padding: float) -> str:
     facts = [
         ["files", ", ".join(observed["files"])],
         *([["epoch (--lengths-epoch)", epoch_words(observed["epoch"])]] if observed.get("epoch") is not None else []),
@@ -462,7 +470,7 @@ def _observed_section(observed: dict[str, Any]) -> str:
         ["median |log error|", _num(observed.get("median_abs_log_error"), 3)],
         ["recall of the longest 10%", _pct(observed.get("tail_recall"))],
         ["padding with observed lengths (predicted)",
-         f"{_pct(observed.get('padding_fraction'))}"],
+         f"{_pct(observed.get('padding_fraction'))} ({_pct(predicted_padding)})"],
         ["instance token spread with observed lengths", _pct(observed.get("instance_tokens_spread"))],
     ]
     body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
@@ -590,7 +598,7 @@ def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     if (report.get("observed") or {}).get("histogram"):
         intro += " Observed group maxima from <code>--lengths</code> are drawn beside them."
     sections.append(_section("lengths", "Predicted lengths", intro,
-                             _length_histogram(report) + _quantile_table(report)))
+                             _length_histogram(report) + _quantile_table(report) + _padding_line(report)))
     timed = report["schedule"]["timing_columns"]
     if timed:
         sections.append(_section(
@@ -616,7 +624,7 @@ def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
         "are steps that see mostly short or mostly long responses.", _steps_plot(report)))
     if report.get("observed"):
         sections.append(_section("observed", "Observed lengths", "Lengths from <code>--lengths</code>, matched "
-                                 "to the schedule by prompt id.", _observed_section(report["observed"])))
+                                 "to the schedule by prompt id.", _observed_section(report["observed"], report["padding"]["fraction"])))
     if report.get("simulated"):
         sections.append(_section(
             "simulated", "Simulated replay", "The schedule replayed in <code>asp simulate</code>'s engine model "

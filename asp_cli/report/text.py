@@ -189,14 +189,16 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     for label, quantiles, kind in length_quantile_rows(report):
         lengths.add_row(label, *[formats[kind](quantiles.get(q)) for q in QUANTILE_NAMES])
     out(lengths)
+    from asp_cli.report.facts import padding_words
+
     out(f"predicted padding (static-batch slot waste over all minibatches): [bold]{_pct(report['padding']['fraction'])}"
-        "[/bold]")
+        f"[/bold] ({padding_words(report)})")
     out()
 
     _render_queue(out, report)
     _render_lag_and_steps(out, report)
     if report.get("observed"):
-        _render_observed(out, report["observed"])
+        _render_observed(out, report["observed"], report["padding"]["fraction"])
     if report.get("simulated"):
         _render_simulated(out, report)
     if checks:
@@ -268,7 +270,7 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
     out()
 
 
-def _render_observed(out: Any, observed: dict[str, Any]) -> None:
+def _render_observed(out: Any, observed: dict[str, Any], predicted_padding: float) -> None:
     epoch = epoch_words(observed.get("epoch"))
     out(f"[bold]Observed lengths[/bold] ({_shown(', '.join(observed['files']))}{'; ' + epoch if epoch else ''}): "
         f"{observed['samples']:,} samples for "
@@ -281,7 +283,8 @@ def _render_observed(out: Any, observed: dict[str, Any]) -> None:
             f"p100 {_num(q['p100'])}; truncated samples {_pct(observed['truncated_fraction'])}")
         out(f"  prediction vs observed: Spearman {_num(observed['spearman'], 3)}, median |log error| "
             f"{_num(observed['median_abs_log_error'], 3)}, longest-10% recall {_pct(observed['tail_recall'])}")
-        out(f"  with observed lengths: padding {_pct(observed['padding_fraction'])}, instance token spread "
+        out(f"  with observed lengths: padding {_pct(observed['padding_fraction'])} (predicted "
+            f"{_pct(predicted_padding)}), instance token spread "
             f"{_pct(observed['instance_tokens_spread'])}")
     out()
 
