@@ -639,3 +639,29 @@ def test_the_predicted_padding_says_it_is_a_floor_and_auto_draws_figure_as_asp_s
     text = " ".join(run(out, "--lengths", lengths).stdout.split())
     predicted = json.loads(run(out, "--json").stdout)["padding"]["fraction"]
     assert f"(predicted {predicted:.1%}), instance token spread" in text
+
+
+def test_the_sizes_name_what_a_plan_on_servers_sends_as_asp_schedule_does(tmp_path):
+    """`asp schedule`'s summary said "112 request batches (a few prompts sent to the servers at once)" (or
+    "requests of one prompt each"), `asp report` "112 minibatches": a team lead could not tell that the two
+    counted the same thing. The report names it as the summary does and says the word it uses below."""
+    from util import make_prompts, write_jsonl
+
+    from asp_cli import ScheduleSettings, schedule
+    from asp_cli.cli.schedule import _units
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(200, seed=4))
+    for engine, extra in (("streaming", {"max_lag": 0, "trainer": "schedule"}), ("continuous", {})):
+        out = tmp_path / f"{engine}.parquet"
+        schedule([prompts], out, settings=ScheduleSettings(instances=2, train_batch_size=32, minibatch_size=16,
+                                                           engine=engine, **extra))
+        document = json.loads(run(out, "--json").stdout)
+        summary = pq.read_schema(out).metadata  # the summary the file keeps, as asp schedule printed it
+        said = _units(json.loads(summary[METADATA_KEY])["summary"])
+        text = " ".join(run(out).stdout.split())
+        assert f"= 200 groups of 8; {said}" in text
+        assert (", below called minibatches, on 2 instances" in text) == (engine == "streaming")
+        assert said.startswith(f"{document['size']['minibatches']:,} ")
+        page = tmp_path / f"{engine}.html"
+        assert run(out, "--html", page, "-q").exit_code == 0
+        assert ("(minibatches below) / instances" in page.read_text()) == (engine == "streaming")

@@ -216,14 +216,10 @@ def _padding_note(summary: dict) -> str:
 
 
 def _units(summary: dict) -> str:
-    """What the schedule sends: minibatches, or on engines that refill its requests (an OpenRLHF newcomer could not
-    parse "request batches (minibatches: each sent ...; a single prompt in an arrangement that sends ...)")."""
-    count = summary["minibatches"]
-    if (summary.get("arrangement") or {}).get("engine") != "streaming":
-        return f"{count:,} minibatches"
-    if count == summary["rows"]:
-        return f"{count:,} requests of one prompt each (its group of samples)"
-    return f"{count:,} request batches (a few prompts sent to the servers at once)"
+    """What the schedule sends (`asp_cli.report.formats.sent_units`, which `asp report` says too)."""
+    from asp_cli.report.formats import sent_units
+
+    return sent_units(summary["minibatches"], summary["rows"], (summary.get("arrangement") or {}).get("engine"))
 
 
 def _seconds(value: float) -> str:

@@ -52,3 +52,21 @@ def made_by_text(provenance: dict[str, Any]) -> str:
     if provenance.get("asp_version"):
         return f"asp {provenance['asp_version']}"
     return "an unknown asp version"
+
+
+def sent_units(count: int, rows: int, engine: str | None) -> str:
+    """What a schedule sends to its instances, counted, as `asp schedule`'s summary says it: minibatches, or on
+    engines that refill its requests (an OpenRLHF newcomer could not parse "request batches (minibatches: each
+    sent ...)"; a team lead read `asp report`'s "3,540 minibatches" of a schedule whose summary said requests)."""
+    if engine != "streaming":
+        return f"{count:,} minibatches"
+    if count == rows:
+        return f"{count:,} requests of one prompt each (its group of samples)"
+    return f"{count:,} request batches (a few prompts sent to the servers at once)"
+
+
+def sent_unit_name(count: int, rows: int, engine: str | None) -> str:
+    """The name of what `sent_units` counts, for a table's column or a card."""
+    if engine != "streaming":
+        return "minibatches"
+    return "requests" if count == rows else "request batches"

@@ -372,11 +372,20 @@ def _table(header: list[str], rows: list[list[Any]], *, classes: str = "") -> st
     return f'<table class="{classes}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _sent_name(report: dict[str, Any]) -> str:
+    """What the schedule sends, as `asp schedule`'s summary names it, with the page's own word beside it."""
+    from asp_cli.report.formats import sent_unit_name
+
+    engine = (report["provenance"].get("settings") or {}).get("engine")
+    name = sent_unit_name(report["size"]["minibatches"], report["size"]["rows"], engine)
+    return name if name == "minibatches" else f"{name} (minibatches below)"
+
+
 def _cards(report: dict[str, Any]) -> str:
     size, inst, queue, lag = report["size"], report["instances"], report.get("queue") or {}, report.get("lag") or {}
     cards = [
         ("prompts x epochs", f"{size['prompts']:,} x {size['epochs']}"),
-        ("minibatches / instances", f"{size['minibatches']:,} / {size['instances']}"),
+        (f"{_sent_name(report)} / instances", f"{size['minibatches']:,} / {size['instances']}"),
         ("training steps", f"{size['train_steps']:,}"),
         ("predicted padding", _pct(report["padding"]["fraction"])),
         ("instance busy spread", _pct(inst.get("busy_spread") if inst.get("busy_spread") is not None
