@@ -665,3 +665,26 @@ def test_the_sizes_name_what_a_plan_on_servers_sends_as_asp_schedule_does(tmp_pa
         page = tmp_path / f"{engine}.html"
         assert run(out, "--html", page, "-q").exit_code == 0
         assert ("(minibatches below) / instances" in page.read_text()) == (engine == "streaming")
+
+
+def test_a_synchronous_plans_trainer_idle_is_said_to_be_by_design(tmp_path):
+    """A synchronous plan (verl's default trainer) read "waiting for data 140.7 s in between (30.9% idle)" with no
+    word that rollout and training take turns there: a team lead took it for a fault. Said for --max-lag 0 alone,
+    with the rollout's own time, in the text and on the page."""
+    from util import make_prompts, write_jsonl
+
+    from asp_cli import ScheduleSettings, schedule
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(200, seed=4))
+    sync, free = tmp_path / "sync.parquet", tmp_path / "free.parquet"
+    schedule([prompts], sync, settings=ScheduleSettings(instances=2, train_batch_size=32, minibatch_size=16,
+                                                        engine="streaming", max_lag=0, trainer="schedule"))
+    make_schedule(free, arrangement="shuffle")
+    alone = json.loads(run(sync, "--json").stdout)["queue"]["rollout_alone_s"]
+    said = (f"synchronous (--max-lag 0): the trainer waits out each step's rollout, {alone:,.1f} s in all with the "
+            "wait before its first step, as the rollout waits out each training step: by design, not a fault")
+    assert said in " ".join(run(sync).stdout.split())
+    assert "by design, not a fault" not in run(free).stdout
+    page = tmp_path / "s.html"
+    assert run(sync, "--html", page, "-q").exit_code == 0
+    assert "Synchronous (--max-lag 0): the trainer waits out" in page.read_text()

@@ -398,6 +398,18 @@ def padding_words(report: dict[str, Any]) -> str:
             "predictions do" + (f", a shuffle's {shuffle:.1%}" if shuffle is not None else ""))
 
 
+def synchronous_idle_words(report: dict[str, Any]) -> str:
+    """Why a synchronous plan's trainer waits (`--max-lag 0`: rollout and training take turns, so the trainer waits
+    out each step's rollout by design), in words for both renderers; "" for any other plan or without timing (a
+    team lead read "30.9% idle" of verl's synchronous trainer as a fault to fix)."""
+    queue = report.get("queue") or {}
+    if (report.get("lag") or {}).get("bound") != 0 or queue.get("rollout_alone_s") is None:
+        return ""
+    return (f"synchronous (--max-lag 0): the trainer waits out each step's rollout, {queue['rollout_alone_s']:,.1f} s "
+            "in all with the wait before its first step, as the rollout waits out each training step: by design, "
+            "not a fault; an order shortens it by shortening the steps' rollouts (the arrangement line's figures)")
+
+
 def _step_end_times(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Each training step's start and end (after the weight sync), from the recorded preset's trainer cost."""
     trainer = _recorded_trainer(meta)

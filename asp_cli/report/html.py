@@ -381,6 +381,14 @@ def _sent_name(report: dict[str, Any]) -> str:
     return name if name == "minibatches" else f"{name} (minibatches below)"
 
 
+def _synchronous_note(report: dict[str, Any]) -> str:
+    """A synchronous plan's trainer waits by design: said under the queue's heading as the text says it."""
+    from asp_cli.report.facts import synchronous_idle_words
+
+    words = synchronous_idle_words(report)
+    return f" {_e(words[0].upper() + words[1:])}." if words else ""
+
+
 def _cards(report: dict[str, Any]) -> str:
     size, inst, queue, lag = report["size"], report["instances"], report.get("queue") or {}, report.get("lag") or {}
     cards = [
@@ -615,8 +623,8 @@ def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
             "and end. Hover a bar for its facts.", _gantt(report) + _instances_table(report)))
         sections.append(_section(
             "queue", "Training queue", "Finished groups reach the trainer's queue (blue); the trainer takes one "
-            "batch per step (red). A steady blue slope and a queue that never empties mean no sorting bubbles.",
-            _queue_plots(report)))
+            "batch per step (red). A steady blue slope and a queue that never empties mean no sorting bubbles."
+            + _synchronous_note(report), _queue_plots(report)))
         sections.append(_section(
             "batch", "Effective batch", "How many sequences the instances decode at once; a long thin tail "
             "is a skewness bubble.", _effective_batch(report)))

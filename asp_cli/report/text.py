@@ -233,6 +233,10 @@ def _render_queue(out: Any, report: dict[str, Any]) -> None:
         out(f"  trainer: steps run {queue['trainer_first_start_s']:,.1f}-{queue['trainer_end_s']:,.1f} s, "
             f"waiting for data {queue['trainer_idle_s']:,.1f} s in between "
             f"([bold]{_pct(queue['trainer_idle_fraction'])}[/bold] idle)")
+        from asp_cli.report.facts import synchronous_idle_words
+
+        if synchronous_idle_words(report):
+            out(f"  ({synchronous_idle_words(report)})")
         if ((report["provenance"].get("settings") or {}).get("verl_trainer")) == "colocate-async":
             # This timeline lets rollout run on while the trainer trains; verl's colocated mode does not.
             out("  (made for verl's colocate_async, whose servers sleep while the trainer trains: this timeline "
