@@ -688,3 +688,19 @@ def test_a_synchronous_plans_trainer_idle_is_said_to_be_by_design(tmp_path):
     page = tmp_path / "s.html"
     assert run(sync, "--html", page, "-q").exit_code == 0
     assert "Synchronous (--max-lag 0): the trainer waits out" in page.read_text()
+
+
+def test_an_unbounded_plans_lag_says_it_is_an_asynchronous_trainers(tmp_path):
+    """The default plan (no --max-lag) read "Expected policy lag: mean 9.49 steps, max 19" to a team lead running
+    verl's synchronous trainer, where `asp schedule`'s summary said the lag is an asynchronous trainer's and how a
+    synchronous one is planned. Said where the plan has no bound, not where it has one."""
+    free, bounded = tmp_path / "free.parquet", tmp_path / "bounded.parquet"
+    make_schedule(free, arrangement="shuffle")
+    make_schedule(bounded, arrangement="shuffle", engine="streaming", max_lag=1)
+    said = ("if an asynchronous trainer lets rollout run that far ahead; a synchronous trainer (verl's, OpenRLHF's "
+            "and slime's default) has none, and is planned with --max-lag 0 --trainer schedule")
+    assert said in " ".join(run(free).stdout.split())
+    assert said not in " ".join(run(bounded).stdout.split())
+    page = tmp_path / "f.html"
+    assert run(free, "--html", page, "-q").exit_code == 0
+    assert "Made without --max-lag: the lag expected if an asynchronous trainer" in page.read_text()

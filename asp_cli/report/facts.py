@@ -398,6 +398,13 @@ def padding_words(report: dict[str, Any]) -> str:
             "predictions do" + (f", a shuffle's {shuffle:.1%}" if shuffle is not None else ""))
 
 
+# A plan made without --max-lag expects the lag of an asynchronous trainer that lets rollout run ahead; `asp
+# schedule`'s summary says so beside the figure, and a team lead running verl's synchronous trainer read the
+# report's "max 19" bare.
+UNBOUNDED_LAG_WORDS = ("if an asynchronous trainer lets rollout run that far ahead; a synchronous trainer (verl's, "
+                       "OpenRLHF's and slime's default) has none, and is planned with --max-lag 0 --trainer schedule")
+
+
 def synchronous_idle_words(report: dict[str, Any]) -> str:
     """Why a synchronous plan's trainer waits (`--max-lag 0`: rollout and training take turns, so the trainer waits
     out each step's rollout by design), in words for both renderers; "" for any other plan or without timing (a

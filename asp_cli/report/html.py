@@ -389,6 +389,14 @@ def _synchronous_note(report: dict[str, Any]) -> str:
     return f" {_e(words[0].upper() + words[1:])}." if words else ""
 
 
+def _unbounded_lag_note(report: dict[str, Any]) -> str:
+    """A plan without --max-lag expects an asynchronous trainer's lag: said under the heading as the text says it."""
+    from asp_cli.report.facts import UNBOUNDED_LAG_WORDS
+
+    lag = report.get("lag") or {}
+    return f" Made without --max-lag: the lag expected {_e(UNBOUNDED_LAG_WORDS)}." if lag and lag["bound"] is None else ""
+
+
 def _cards(report: dict[str, Any]) -> str:
     size, inst, queue, lag = report["size"], report["instances"], report.get("queue") or {}, report.get("lag") or {}
     cards = [
@@ -635,7 +643,7 @@ def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     if report.get("lag"):
         sections.append(_section(
             "lag", "Policy lag", "Lag = the policy version a group is trained at minus the version it was "
-            "generated with.", _lag_plots(report)))
+            "generated with." + _unbounded_lag_note(report), _lag_plots(report)))
     sections.append(_section(
         "steps", "Training steps", "Each step's mean predicted length over its epoch's mean. Bars far from 1.0 "
         "are steps that see mostly short or mostly long responses.", _steps_plot(report)))

@@ -258,8 +258,10 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
         spread = _cut([f"{v}: {c:,}" for v, c in lag["histogram"]], _LIST_ITEMS, what="lags",
                       rest=lag["histogram"][_LIST_ITEMS:], unit="groups")
         # Unbounded, the lag is how far rollout runs ahead at the point predictions (no tails): an upper end.
-        upper = ("; at the point predictions, whose rollout runs further ahead than a replay's (--simulate)"
-                 if lag["bound"] is None else "")
+        from asp_cli.report.facts import UNBOUNDED_LAG_WORDS
+
+        upper = ("; at the point predictions, whose rollout runs further ahead than a replay's (--simulate), "
+                 + UNBOUNDED_LAG_WORDS if lag["bound"] is None else "")
         out(f"[bold]Expected policy lag[/bold]: mean {_num(lag['mean'], 2)} steps, max [bold]{lag['max']}[/bold] "
             f"(bound --max-lag {bound}{upper}); groups per lag: {spread}")
     else:
