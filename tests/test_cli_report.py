@@ -536,7 +536,7 @@ def test_the_page_reads_a_replay_beside_auto_draws_as_the_text_does(tmp_path):
     choice, draws = document["provenance"]["arrangement"], document["simulated"]["expected_by_draws"]
     mine = next(c for c in choice["candidates"] if c["name"] == choice["chosen"] and c["kv_budget"] == choice["kv_budget"])
     assert draws == {"end_to_end_s": mine["expected_end_to_end_s"], "rollout_s": mine["expected_rollout_s"],
-                     "timed_as": "verl"}
+                     "timed_as": "verl", "whole_run": True, "epochs_judged": 1}
     page = tmp_path / "r.html"
     assert run(out, "--simulate", "--html", page, "-q").exit_code == 0
     html = page.read_text()
@@ -546,7 +546,7 @@ def test_the_page_reads_a_replay_beside_auto_draws_as_the_text_does(tmp_path):
     named = tmp_path / "named.parquet"
     make_schedule(named, arrangement="shuffle")
     assert json.loads(run(named, "--simulate", "--json").stdout)["simulated"]["expected_by_draws"] == {
-        "end_to_end_s": None, "rollout_s": None, "timed_as": None}
+        "end_to_end_s": None, "rollout_s": None, "timed_as": None, "whole_run": None, "epochs_judged": None}
     assert run(named, "--simulate", "--html", tmp_path / "n.html", "-q").exit_code == 0
     assert "expected by auto" not in (tmp_path / "n.html").read_text()
     # Replayed on drawn lengths, the command names no log.

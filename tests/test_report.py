@@ -511,3 +511,29 @@ def test_a_probe_of_other_prompts_does_not_hide_that_each_epoch_holds_a_group(ma
     said = [w for w in report_schedule(folder / "s.parquet", lengths=[history]).warnings if "in --lengths" in w]
     assert said and said[0].endswith("each of its 2 epochs holds at most 8 samples of a prompt, as the schedule's "
                                      "groups do") and "--samples-per-prompt" not in said[0], said
+
+
+def test_auto_draws_of_fewer_epochs_than_the_run_are_said_not_to_be_the_run():
+    """A 3-epoch plan's auto judged 2 epochs and did not scale its times up (they rank the candidates): the report
+    read its 1,348 s as the expectation of a replay of all 3 (2,597 s). `expected_by_draws` says whether its times
+    are the run's, and the words say of what part they are."""
+    from asp_cli.report.simulated import draws_words, expected_by_draws
+
+    choice = {"chosen": "bands", "kv_budget": "peak", "timed_as": "verl", "evaluated_epochs": 2,
+              "candidates": [{"name": "bands", "kv_budget": "peak", "expected_end_to_end_s": 1348.1,
+                              "expected_rollout_s": 668.5}]}
+    draws = expected_by_draws(choice, synchronous=True, run_epochs=3)
+    assert draws == {"end_to_end_s": 1348.1, "rollout_s": 668.5, "timed_as": "verl", "whole_run": False,
+                     "epochs_judged": 2}
+    report = {"simulated": {"expected_by_draws": draws}, "size": {"epochs": 3}}
+    assert draws_words(report) == " as verl routes over the 2 of the run's 3 epochs judged, not the whole run"
+    assert expected_by_draws(choice, synchronous=True, run_epochs=2)["whole_run"] is True
+    assert expected_by_draws({**choice, "run_prompt_epochs": 10620}, synchronous=True, run_epochs=3)["whole_run"]
+    sampled = expected_by_draws({**choice, "sampled": True, "evaluated_epochs": 3}, synchronous=False, run_epochs=3)
+    assert sampled["whole_run"] is False and sampled["rollout_s"] == 668.5
+    assert draws_words({"simulated": {"expected_by_draws": sampled}, "size": {"epochs": 3}}).endswith(
+        " over the sample of prompts judged, not the whole run")
+    # Not timed as verl routes, a synchronous plan's draws have no rollout alone; a named arrangement no draws.
+    assert expected_by_draws({**choice, "timed_as": None}, synchronous=True, run_epochs=2)["rollout_s"] is None
+    assert expected_by_draws(None, synchronous=False, run_epochs=1) == {
+        "end_to_end_s": None, "rollout_s": None, "timed_as": None, "whole_run": None, "epochs_judged": None}

@@ -135,7 +135,8 @@ def report_schedule(
         main["simulated"] = simulated_section(loaded, replayed, skipped_rows=skipped, options=replay)
         main["simulated"]["lengths"]["prompts_with_probe_samples_left_out"] = probe_left_out
         main["simulated"]["expected_by_draws"] = expected_by_draws(
-            main["provenance"].get("arrangement"), synchronous=main["simulated"]["rollout_alone_s"] is not None)
+            main["provenance"].get("arrangement"), synchronous=main["simulated"]["rollout_alone_s"] is not None,
+            run_epochs=main["size"]["epochs"])
     result = ReportResult(report=main, skipped_rows=skipped, warnings=warnings)
     if other is not None:
         result.other = build_report(other, observed=observed, name=str(other.path) if same_name else None)

@@ -12,7 +12,7 @@ import math
 from string import Template
 from typing import Any
 
-from asp_cli.report.simulated import as_verl_routes, epoch_words, lengths_source
+from asp_cli.report.simulated import as_verl_routes, draws_words, epoch_words, lengths_source
 
 _WIDTH = 860
 # Colour-blind-safe palette (Okabe-Ito), then greys; series keep their colour on every plot.
@@ -443,7 +443,9 @@ def _provenance(report: dict[str, Any]) -> str:
     if isinstance(prov.get("arrangement"), dict):
         from asp_cli.arrange.choice_summary import arrangement_line
 
-        for i, line in enumerate(arrangement_line(prov["arrangement"]).removeprefix("arrangement: ").split("\n")):
+        # with the run's epochs: the line then says where auto judged fewer (as `asp schedule`'s summary says it)
+        lines = arrangement_line(prov["arrangement"], report["size"]["epochs"]).removeprefix("arrangement: ")
+        for i, line in enumerate(lines.split("\n")):
             rows.append(["arrangement" if i == 0 else "", line.strip()])
     if prov.get("made_for"):
         from asp_cli.arrange.made_for import made_for_line
@@ -565,7 +567,7 @@ def _simulated_section(report: dict[str, Any]) -> str:
     ]
     # Auto's draws (the chosen candidate's replays, tails included) are the expectation to read a replay against;
     # the point predictions leave every tail out. The column is left out where auto judged no candidates.
-    routed = " as verl routes" if draws.get("timed_as") == "verl" else ""
+    routed = draws_words(report)
     header = ["", f"expected by auto's draws{routed} (tails included)", "expected at the point predictions (no tails)",
               "simulated replay"]
     if draws.get("end_to_end_s") is None:

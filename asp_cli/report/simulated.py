@@ -122,17 +122,35 @@ def drawn(arrangement: Any, key: str) -> float | None:
                  if c.get("name") == chosen and c.get("kv_budget", cut) == cut), None)
 
 
-def expected_by_draws(arrangement: Any, *, synchronous: bool) -> dict[str, Any]:
+def expected_by_draws(arrangement: Any, *, synchronous: bool, run_epochs: int) -> dict[str, Any]:
     """The replay's figures as auto's draws expected them of the chosen candidate (tails included, unlike the point
     predictions): ``end_to_end_s`` and ``rollout_s``, the rollout to read beside the replay's (a synchronous plan's
     rollout alone, which the draws have only where they timed it as verl routes a step: from asp's simulator theirs
     ran to the last arrival, training included; else the rollout to the last group's arrival), each None where the
     schedule records no such figure; ``timed_as`` (`verl` or None). The text and the page both read it (a newcomer
-    read 456.9 s expected beside a replay's 839.8 s on the page, where the text said auto's draws expected 674.2 s)."""
-    timed_as = arrangement.get("timed_as") if isinstance(arrangement, dict) else None
+    read 456.9 s expected beside a replay's 839.8 s on the page, where the text said auto's draws expected 674.2 s).
+    ``whole_run``: whether those times are the run's; False where auto judged fewer epochs than ``run_epochs`` or a
+    sample of the prompts and did not scale its times up (they rank the candidates; a 3-epoch plan's 1,348 s were
+    of 2 epochs, read beside a replay of 3); ``epochs_judged``, the epochs auto judged."""
+    choice = arrangement if isinstance(arrangement, dict) else {}
+    timed_as = choice.get("timed_as")
     rollout = (drawn(arrangement, "expected_rollout_s") if not synchronous or timed_as == "verl" else None)
+    judged = int(choice.get("evaluated_epochs") or 1)
+    whole = bool(choice.get("run_prompt_epochs")) or (not choice.get("sampled") and judged >= run_epochs)
     return {"end_to_end_s": drawn(arrangement, "expected_end_to_end_s"), "rollout_s": rollout,
-            "timed_as": timed_as}
+            "timed_as": timed_as, "whole_run": whole if choice else None, "epochs_judged": judged if choice else None}
+
+
+def draws_words(report: dict[str, Any]) -> str:
+    """How auto's draws timed the plan, after "expected by auto's draws", for both renderers: as verl routes, and
+    where their times are not the run's, of what part ("" otherwise)."""
+    draws = report["simulated"].get("expected_by_draws") or {}
+    words = " as verl routes" if draws.get("timed_as") == "verl" else ""
+    if draws.get("whole_run") is False:  # their times rank the candidates; they do not predict the run
+        judged, run = draws.get("epochs_judged") or 1, report["size"]["epochs"]
+        words += (f" over the {judged} of the run's {run} epochs judged, not the whole run" if judged < run
+                  else " over the sample of prompts judged, not the whole run")
+    return words
 
 
 def epoch_words(epoch: int | None) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from asp_cli.report.simulated import as_verl_routes, epoch_words, lengths_source
+from asp_cli.report.simulated import as_verl_routes, draws_words, epoch_words, lengths_source
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
@@ -148,7 +148,9 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     if isinstance(prov.get("arrangement"), dict):
         from asp_cli.arrange.choice_summary import arrangement_line
 
-        for i, line in enumerate(arrangement_line(prov["arrangement"]).removeprefix("arrangement: ").split("\n")):
+        # with the run's epochs: the line then says where auto judged fewer (as `asp schedule`'s summary says it)
+        lines = arrangement_line(prov["arrangement"], report["size"]["epochs"]).removeprefix("arrangement: ")
+        for i, line in enumerate(lines.split("\n")):
             made.add_row("arrangement" if i == 0 else "", _shown(line.strip()))
     if prov.get("made_for"):
         from asp_cli.arrange.made_for import made_for_line
@@ -322,7 +324,7 @@ def _render_simulated(out: Any, report: dict[str, Any]) -> None:
     # candidate's replays, scaled to the run) do not, and are the expectation to read a replay against.
     draws = simulated.get("expected_by_draws") or {}  # absent in reports before 1.5
     timed_as = draws.get("timed_as")
-    routed = " as verl routes" if timed_as == "verl" else ""
+    routed = draws_words(report)
     alone = simulated.get("rollout_alone_s")
     if alone is not None:
         # Synchronous: the rollout alone, each step's summed (auto's draws have it only where timed as verl routes).
