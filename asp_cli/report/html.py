@@ -394,7 +394,9 @@ def _unbounded_lag_note(report: dict[str, Any]) -> str:
     from asp_cli.report.facts import UNBOUNDED_LAG_WORDS
 
     lag = report.get("lag") or {}
-    return f" Made without --max-lag: the lag expected {_e(UNBOUNDED_LAG_WORDS)}." if lag and lag["bound"] is None else ""
+    if not lag or lag["bound"] is not None:
+        return ""
+    return f" Made without --max-lag: the lag expected {_e(UNBOUNDED_LAG_WORDS)}."
 
 
 def _cards(report: dict[str, Any]) -> str:
@@ -651,7 +653,8 @@ def render_html(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
         "are steps that see mostly short or mostly long responses.", _steps_plot(report)))
     if report.get("observed"):
         sections.append(_section("observed", "Observed lengths", "Lengths from <code>--lengths</code>, matched "
-                                 "to the schedule by prompt id.", _observed_section(report["observed"], report["padding"]["fraction"])))
+                                 "to the schedule by prompt id.",
+                                 _observed_section(report["observed"], report["padding"]["fraction"])))
     if report.get("simulated"):
         sections.append(_section(
             "simulated", "Simulated replay", "The schedule replayed in <code>asp simulate</code>'s engine model "

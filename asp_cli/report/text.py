@@ -164,7 +164,8 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     # On servers the report's "minibatch" rows and plots count what the summary calls requests: said once, here.
     sent += ", below called minibatches," if engine == "streaming" else ""
     out(f"{size['prompts']:,} prompts x {size['epochs']} epoch(s) = {size['rows']:,} groups of "
-        f"{size['samples_per_prompt']}; {sent} on {size['instances']} instances (rollout engine replicas, --instances); "
+        f"{size['samples_per_prompt']}; {sent} on {size['instances']} instances (rollout engine replicas, "
+        "--instances); "
         f"{size['train_steps']:,} training steps of {'up to ' if size.get('short_steps') else ''}"
         f"{size.get('train_batch_size') or '?'} groups")
     out()
