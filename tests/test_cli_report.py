@@ -704,3 +704,11 @@ def test_an_unbounded_plans_lag_says_it_is_an_asynchronous_trainers(tmp_path):
     page = tmp_path / "f.html"
     assert run(free, "--html", page, "-q").exit_code == 0
     assert "Made without --max-lag: the lag expected if an asynchronous trainer" in page.read_text()
+
+
+def test_the_trainer_lines_idle_share_says_it_is_of_the_steps_span(schedules):
+    """The text's "(30.9% idle)" did not say of what; the page's replay table gives another share, of the run."""
+    report = json.loads(run(schedules / "b.parquet", "--json").stdout)
+    result = run(schedules / "b.parquet")
+    text = " ".join(result.stdout.split())
+    assert f"({report['queue']['trainer_idle_fraction']:.1%} of the steps' span idle)" in text

@@ -278,3 +278,13 @@ def test_a_schedule_of_an_input_whose_name_is_not_utf8_renders(tmp_path, monkeyp
     result = runner.invoke(app, ["report", "s.parquet", "--html", "r.html"])
     assert result.exit_code == 0, result.stderr
     assert "p\\udcff.jsonl" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+def test_the_two_trainer_idle_figures_say_which_is_which(page_parts, page):
+    """The card and the replay table both read "trainer idle" with different figures (the waits between steps over
+    the steps' span, and the share of the whole run): each now says which."""
+    report, _, _ = page_parts
+    between = report["queue"]["trainer_idle_fraction"]
+    assert f"<b>{between:.1%}</b><span>trainer idle between steps (of the steps&#x27; span)</span>" in page
+    assert "share of the whole run (the wait before the first step included)" in page
+    assert ">trainer idle<" not in page

@@ -409,7 +409,9 @@ def _cards(report: dict[str, Any]) -> str:
         ("instance busy spread", _pct(inst.get("busy_spread") if inst.get("busy_spread") is not None
                                       else inst.get("tokens_spread"))),
         ("last rollout ends", f"{_num(inst.get('makespan_s'))} s"),
-        ("trainer idle", _pct(queue.get("trainer_idle_fraction"))),
+        # the waits between steps over the steps' span (--max-trainer-idle's figure), not the share of the whole run
+        # that the Simulated replay table gives: the card says which
+        ("trainer idle between steps (of the steps' span)", _pct(queue.get("trainer_idle_fraction"))),
         ("lag mean / max", f"{_num(lag.get('mean'), 2)} / {_num(lag.get('max'))}"),
         ("worst step skew", _pct(report["steps"]["max_skew"])),
     ]
@@ -559,7 +561,7 @@ def _simulated_section(report: dict[str, Any]) -> str:
         *([["rollout alone (the steps' rollouts summed, training left out), s", _num(rollout_drawn),
             _num(queue.get("rollout_alone_s")), _num(simulated["rollout_alone_s"])]] if synchronous else []),
         ["instance finish spread", "-", spread(expected_ends), spread(ends)],
-        ["trainer idle (waiting for data), share of the run", "-", _pct(queue.get("trainer_idle_of_run_fraction")),
+        ["trainer idle (waiting for data), share of the whole run (the wait before the first step included)", "-", _pct(queue.get("trainer_idle_of_run_fraction")),
          _pct(metrics["trainer_idle_fraction"])],
         ["policy lag: mean / max", "-", f"{_num(lag.get('mean'), 2)} / {lag.get('max', '-')}",
          f"{_num(metrics['policy_lag_mean'], 2)} / {metrics['policy_lag_max']}"],

@@ -235,7 +235,7 @@ def _render_queue(out: Any, report: dict[str, Any]) -> None:
         out(f"  {'':16}  0 s{'':{max(width - 10, 1)}}{horizon:,.0f} s")
         out(f"  trainer: steps run {queue['trainer_first_start_s']:,.1f}-{queue['trainer_end_s']:,.1f} s, "
             f"waiting for data {queue['trainer_idle_s']:,.1f} s in between "
-            f"([bold]{_pct(queue['trainer_idle_fraction'])}[/bold] idle)")
+            f"([bold]{_pct(queue['trainer_idle_fraction'])}[/bold] of the steps' span idle)")
         from asp_cli.report.facts import synchronous_idle_words
 
         if synchronous_idle_words(report):
