@@ -712,3 +712,14 @@ def test_the_trainer_lines_idle_share_says_it_is_of_the_steps_span(schedules):
     result = run(schedules / "b.parquet")
     text = " ".join(result.stdout.split())
     assert f"({report['queue']['trainer_idle_fraction']:.1%} of the steps' span idle)" in text
+
+
+def test_the_report_says_which_instance_count_the_schedule_was_made_for(schedules, tmp_path):
+    """A team lead with 8 servers read a schedule of 4 with nothing to say that its times were of 4 (text, page)."""
+    words = "planned for 4 instances: its times, the arrangement chosen and each minibatch's instance are for that many"
+    assert words in " ".join(run(schedules / "b.parquet").stdout.split())
+    assert "asp schedule --instances N" in " ".join(run(schedules / "b.parquet").stdout.split())
+    assert json.loads(run(schedules / "b.parquet", "--json").stdout)["size"]["instances"] == 4
+    assert run(schedules / "b.parquet", "--html", tmp_path / "p.html").exit_code == 0
+    page = (tmp_path / "p.html").read_text()
+    assert "Planned for 4 instances: its times, the arrangement chosen and each minibatch&#x27;s instance" in page

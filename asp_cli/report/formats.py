@@ -70,3 +70,10 @@ def sent_unit_name(count: int, rows: int, engine: str | None) -> str:
     if engine != "streaming":
         return "minibatches"
     return "requests" if count == rows else "request batches"
+
+
+def instances_words(instances: int) -> str:
+    """Which server count a schedule was made for, and that another needs a new schedule: a team lead with 8
+    servers read a schedule of the default 4 with nothing to say its times and its choices were of 4."""
+    return (f"planned for {instances} instances: its times, the arrangement chosen and each minibatch's instance are "
+            f"for that many; on another count of servers, make a new schedule with `asp schedule --instances N`")

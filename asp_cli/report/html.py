@@ -415,8 +415,11 @@ def _cards(report: dict[str, Any]) -> str:
         ("lag mean / max", f"{_num(lag.get('mean'), 2)} / {_num(lag.get('max'))}"),
         ("worst step skew", _pct(report["steps"]["max_skew"])),
     ]
+    from asp_cli.report.formats import instances_words
+
     return '<div class="cards">' + "".join(
-        f'<div class="card"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for k, v in cards) + "</div>"
+        f'<div class="card"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for k, v in cards) + "</div>" + (
+        f'<p class="intro">P{_e(instances_words(size["instances"])[1:])}.</p>')
 
 
 def _provenance(report: dict[str, Any]) -> str:

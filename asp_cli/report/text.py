@@ -168,6 +168,9 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
         "--instances); "
         f"{size['train_steps']:,} training steps of {'up to ' if size.get('short_steps') else ''}"
         f"{size.get('train_batch_size') or '?'} groups")
+    from asp_cli.report.formats import instances_words
+
+    out(instances_words(size["instances"]))
     out()
 
     inst = report["instances"]
