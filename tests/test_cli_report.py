@@ -723,3 +723,29 @@ def test_the_report_says_which_instance_count_the_schedule_was_made_for(schedule
     assert run(schedules / "b.parquet", "--html", tmp_path / "p.html").exit_code == 0
     page = (tmp_path / "p.html").read_text()
     assert "Planned for 4 instances: its times, the arrangement chosen and each minibatch&#x27;s instance" in page
+
+
+def test_the_page_leads_with_the_expected_end_to_end_time_and_gain_over_a_shuffle(schedules, tmp_path):
+    """The run's expected time and its gain over a shuffle, the two figures a team lead decides on, were on the page
+    only inside the provenance table's arrangement row; two headline cards now give them as the summary does."""
+    from util import make_prompts, write_jsonl
+
+    from asp_cli import ScheduleSettings, schedule
+    from asp_cli.report.simulated import drawn
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_prompts(200, seed=4))
+    out = tmp_path / "s.parquet"
+    schedule([prompts], out, settings=ScheduleSettings(instances=3, train_batch_size=32, minibatch_size=16))
+    choice = json.loads(run(out, "--json").stdout)["provenance"]["arrangement"]
+    assert run(out, "--html", tmp_path / "p.html").exit_code == 0
+    page = (tmp_path / "p.html").read_text()
+    cards = page[page.index('<div class="cards">'):]
+    assert (f"<b>{drawn(choice, 'expected_end_to_end_s'):,.1f} s</b><span>expected end-to-end, by auto&#x27;s "
+            "draws (tails included)</span>") in cards
+    gain = choice["expected_gain_over_shuffle"]
+    shown = f"{abs(gain):.1%} {'faster' if gain >= 0 else 'slower'}"
+    assert f"{shown}</b><span>expected over a shuffle, in auto&#x27;s draws" in cards
+    assert cards.index("expected end-to-end") < cards.index("prompts x epochs")
+    # a named arrangement records no auto choice: no headline cards
+    assert run(schedules / "a.parquet", "--html", tmp_path / "a.html").exit_code == 0
+    assert "expected end-to-end" not in (tmp_path / "a.html").read_text()

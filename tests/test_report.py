@@ -537,3 +537,19 @@ def test_auto_draws_of_fewer_epochs_than_the_run_are_said_not_to_be_the_run():
     assert expected_by_draws({**choice, "timed_as": None}, synchronous=True, run_epochs=2)["rollout_s"] is None
     assert expected_by_draws(None, synchronous=False, run_epochs=1) == {
         "end_to_end_s": None, "rollout_s": None, "timed_as": None, "whole_run": None, "epochs_judged": None}
+
+
+def test_headline_cards_say_what_part_auto_judged_and_when_the_order_matters_little():
+    from asp_cli.report.simulated import headline_cards
+
+    choice = {"chosen": "interleave", "kv_budget": "peak", "evaluated_epochs": 2, "expected_gain_over_shuffle": 0.012,
+              "candidates": [{"name": "interleave", "kv_budget": "peak", "expected_end_to_end_s": 1348.1}]}
+    report = {"provenance": {"arrangement": choice}, "size": {"epochs": 3}}
+    (time_label, time_value), (gain_label, gain_value) = headline_cards(report)
+    assert time_value == "1,348.1 s" and "over the 2 of the run's 3 epochs judged, not the whole run" in time_label
+    assert gain_value == "within 2% (1.2% faster)" and "in the miniature" not in gain_label
+    assert "in the miniature judged" in headline_cards({**report, "provenance": {"arrangement": {
+        **choice, "judged_instances": 4}}})[1][0]
+    kept = {**choice, "chosen": "shuffle", "candidates": [{**choice["candidates"][0], "name": "shuffle"}]}
+    assert [value for _, value in headline_cards({**report, "provenance": {"arrangement": kept}})] == ["1,348.1 s"]
+    assert headline_cards({**report, "provenance": {"arrangement": "long-first"}}) == []

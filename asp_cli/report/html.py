@@ -401,7 +401,10 @@ def _unbounded_lag_note(report: dict[str, Any]) -> str:
 
 def _cards(report: dict[str, Any]) -> str:
     size, inst, queue, lag = report["size"], report["instances"], report.get("queue") or {}, report.get("lag") or {}
+    from asp_cli.report.simulated import headline_cards
+
     cards = [
+        *headline_cards(report),
         ("prompts x epochs", f"{size['prompts']:,} x {size['epochs']}"),
         (f"{_sent_name(report)} / instances", f"{size['minibatches']:,} / {size['instances']}"),
         ("training steps", f"{size['train_steps']:,}"),
@@ -564,8 +567,8 @@ def _simulated_section(report: dict[str, Any]) -> str:
         *([["rollout alone (the steps' rollouts summed, training left out), s", _num(rollout_drawn),
             _num(queue.get("rollout_alone_s")), _num(simulated["rollout_alone_s"])]] if synchronous else []),
         ["instance finish spread", "-", spread(expected_ends), spread(ends)],
-        ["trainer idle (waiting for data), share of the whole run (the wait before the first step included)", "-", _pct(queue.get("trainer_idle_of_run_fraction")),
-         _pct(metrics["trainer_idle_fraction"])],
+        ["trainer idle (waiting for data), share of the whole run (the wait before the first step included)", "-",
+         _pct(queue.get("trainer_idle_of_run_fraction")), _pct(metrics["trainer_idle_fraction"])],
         ["policy lag: mean / max", "-", f"{_num(lag.get('mean'), 2)} / {lag.get('max', '-')}",
          f"{_num(metrics['policy_lag_mean'], 2)} / {metrics['policy_lag_max']}"],
         ["padding (idle slot-steps)", "-", "-", _pct(metrics["padding_fraction"])],
