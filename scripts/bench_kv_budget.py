@@ -2,6 +2,7 @@
 (docs/benchmarks.md, "The KV budget").
 
     python scripts/bench_kv_budget.py --workloads [--seeds 4] [--data ../shared/data]
+    python scripts/bench_kv_budget.py --probe [--seeds 4]
     python scripts/bench_kv_budget.py [--seed 0]
 
 With ``--workloads``: every blocking benchmark workload (continuous engine, its own lag bound, free dispatch),
@@ -10,7 +11,10 @@ counted at N x (prompt + mean), as before the peak accounting): end-to-end time,
 prompts per call, and asp against the best equal-footing baseline under each (the baselines in asp's sizes are
 cut with the accounting asp used). About 15 minutes on two cores at 4 seeds.
 
-Without it: on mix-k8-n8 with the true lengths, the whole footprint scaled by each factor, and the peak
+With ``--probe``: the probe workload's true-lengths schedule (`bench_probe.py`'s "the true lengths" row, the
+same policy, sizes and replay) made with each of `--kv-budget whole`, `peak` and `auto`, per seed. About 30 s.
+
+Without either: on mix-k8-n8 with the true lengths, the whole footprint scaled by each factor, and the peak
 accounting; a table of long-class minibatches (group maximum above 8,000 tokens) and their size, instance
 finish spread, preemptions and end-to-end time. Both read the evaluation-only AIME lengths from
 ../shared/data at run time.
@@ -81,18 +85,50 @@ def workload_table(data: Path, seeds: int) -> str:
     return "\n".join(lines)
 
 
+def probe_table(data: Path, seeds: int) -> str:
+    """The probe workload's true-lengths schedule (`bench_probe.py`'s last row: its policy, sizes and replay) cut
+    under each KV accounting, per seed and on average."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_probe as B
+    from asp_cli.arrange.pipeline import arrange
+    from asp_cli.settings import ScheduleSettings
+
+    world = B.build(data, "meta-llama/Meta-Llama-3.1-8B-Instruct")
+    budgets = ("whole", "peak", "auto")
+    times: dict[str, list[float]] = {b: [] for b in budgets}
+    for seed in range(seeds):
+        truth = B.draw(world, seed, False)["truth"]
+        for budget in budgets:
+            settings = ScheduleSettings(instances=4, samples_per_prompt=B.N, train_batch_size=64, minibatch_size=32,
+                                        max_response_tokens=B.CAP, seed=seed, kv_budget=budget)
+            preset = load_preset(settings.preset)
+            frame = arrange(world["prompts"], true_predictions(truth, world["prompt_tokens"]), settings, preset=preset)
+            times[budget].append(B.simulate(world, frame, truth, settings, preset))
+    lines = ["| --kv-budget | " + " | ".join(f"seed {s}, s" for s in range(seeds)) + " | mean, s |",
+             "|---|" + "---:|" * (seeds + 1)]
+    for budget in budgets:
+        lines.append(f"| {budget} | " + " | ".join(f"{t:,.0f}" for t in times[budget])
+                     + f" | {np.mean(times[budget]):,.0f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workloads", action="store_true", help="the comparison on every blocking workload")
-    parser.add_argument("--seeds", type=int, default=4, help="with --workloads: seeds per workload")
+    parser.add_argument("--seeds", type=int, default=4, help="with --workloads or --probe: seeds")
+    parser.add_argument("--probe", action="store_true", help="the probe workload's true-lengths schedule "
+                        "(bench_probe.py's last row) under each --kv-budget")
     args = parser.parse_args()
     if not (args.data / "aime_r1distill1.5b_lengths").is_dir():
         print(f"Skipped: {args.data} has no AIME lengths (evaluation-only data, read at run time).", file=sys.stderr)
         return
     if args.workloads:
         print(workload_table(args.data, args.seeds))
+        return
+    if args.probe:
+        print(probe_table(args.data, args.seeds))
         return
     preset = load_preset("h100-qwen2.5-7b")
     spec = WORKLOADS["mix-k8-n8"]
