@@ -1307,6 +1307,28 @@ def test_the_document_says_the_gain_over_the_shuffle_and_its_range_over_the_draw
     assert alone["expected_gain_over_shuffle"] is None
 
 
+def test_the_summary_line_formats_the_gain_the_document_keeps():
+    """One saving, one figure: the line formats `expected_gain_over_shuffle` (four places) and the draws' range
+    `gain_over_shuffle_by_draw`, where it formatted the unrounded ratio: 1 - 903.51 / 1000 read 9.6% on the line
+    and 9.7% from `--json`'s 0.0965 (bench_sample_history.py's epoch-0 row, 2026-12-07)."""
+    from asp_cli.arrange.choice_summary import arrangement_line
+
+    candidates = [{"name": "bands", "kv_budget": "peak", "expected_end_to_end_s": 903.51,
+                   "end_to_end_s_by_draw": [876.46, 903.51, 1030.54]},
+                  {"name": "shuffle", "kv_budget": "peak", "expected_end_to_end_s": 1000.0,
+                   "end_to_end_s_by_draw": [1000.0, 1000.0, 1000.0]}]
+    document = ArrangementChoice("auto", "bands", "streaming", candidates=candidates, evaluated_prompts=10,
+                                 draws=3, kv_budget="peak").to_dict()
+    assert document["expected_gain_over_shuffle"] == 0.0965
+    assert document["gain_over_shuffle_by_draw"] == {"min": -0.0305, "max": 0.1235}
+    line = arrangement_line(document)
+    assert f"expected {document['expected_gain_over_shuffle']:.1%} faster than a shuffle" in line
+    assert "expected 9.7% faster than a shuffle" in line
+    # Unrounded, 1 - 876.46 / 1000 read 12.4% and 1030.54 / 1000 - 1 read 3.1%; the document's 0.1235 and -0.0305
+    # format as 12.3% and 3.0%, and so does the line.
+    assert "disagree: from 12.3% faster than the shuffle to 3.0% slower" in line
+
+
 def test_a_candidate_that_times_exactly_as_an_earlier_one_is_said_to_be_the_same_plan():
     from asp_cli.arrange.choice_summary import arrangement_line
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE, REPRESENTATIVE_COST_SHOWN, TIE_MARGIN, _is
+from asp_cli.arrange.choose import (ORDER_MATTERS_LITTLE, REPRESENTATIVE_COST_SHOWN, TIE_MARGIN, _is, gain_over,
+                                    gains_by_draw)
 
 
 def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budget: str) -> str:
@@ -25,7 +26,7 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
     mine = chosen.get("expected_end_to_end_s")
     if shuffle is None or not mine or not shuffle.get("expected_end_to_end_s"):
         return ""
-    gain = 1.0 - mine / shuffle["expected_end_to_end_s"]
+    gain = gain_over(mine, shuffle["expected_end_to_end_s"])  # the `expected_gain_over_shuffle` of --json
     by = f"{abs(gain):.1%} {'faster' if gain >= 0 else 'slower'}"
     # Judged as a miniature of a large run (`miniature_of`), the gain is the miniature's: a newcomer's 60k-prompt,
     # 8-instance run read "within 2% ... the order matters little" where `asp simulate --compare` replayed the whole
@@ -54,14 +55,11 @@ def _draws_disagree(chosen: dict[str, Any], shuffle: dict[str, Any]) -> str:
     on lengths nobody knows in advance (on engines that refill, with long reasoning and a trainer that keeps up,
     the same plan's replays scatter by 5-10% on the true lengths: docs/benchmarks.md, "With a trainer that does
     not bind"). Empty where the draws agree, or the schedule predates `end_to_end_s_by_draw`."""
-    mine, theirs = chosen.get("end_to_end_s_by_draw"), shuffle.get("end_to_end_s_by_draw")
-    if not mine or not theirs or len(mine) != len(theirs):
+    gains = gains_by_draw(chosen, shuffle)  # --json's gain_over_shuffle_by_draw
+    if not gains or max(gains) < ORDER_MATTERS_LITTLE or min(gains) > -ORDER_MATTERS_LITTLE:
         return ""
-    ratios = [m / t for m, t in zip(mine, theirs) if t > 0]
-    if not ratios or min(ratios) > 1.0 - ORDER_MATTERS_LITTLE or max(ratios) < 1.0 + ORDER_MATTERS_LITTLE:
-        return ""
-    return (f"\n  but its {len(ratios)} draws of lengths disagree: from {1.0 - min(ratios):.1%} faster than the "
-            f"shuffle to {max(ratios) - 1.0:.1%} slower, so the expected gain is a bet on lengths not known "
+    return (f"\n  but its {len(gains)} draws of lengths disagree: from {max(gains):.1%} faster than the "
+            f"shuffle to {-min(gains):.1%} slower, so the expected gain is a bet on lengths not known "
             "in advance")
 
 

@@ -190,13 +190,11 @@ class ArrangementChoice:
         shuffle = next((c for c in self.candidates if _is(c, "shuffle", self.kv_budget)), None)
         usable = bool(shuffle and chosen and shuffle["expected_end_to_end_s"]
                       and "shuffle" not in self.bound_broken_on_input)
-        document["expected_gain_over_shuffle"] = (round(1.0 - chosen / shuffle["expected_end_to_end_s"], 4)
+        document["expected_gain_over_shuffle"] = (gain_over(chosen, shuffle["expected_end_to_end_s"])
                                                   if usable else None)
-        mine_by_draw = mine[0].get("end_to_end_s_by_draw") if mine else None
-        theirs = shuffle.get("end_to_end_s_by_draw") if usable else None
-        if mine_by_draw and theirs and len(mine_by_draw) == len(theirs) and all(theirs):
-            gains = [1.0 - m / t for m, t in zip(mine_by_draw, theirs)]
-            document["gain_over_shuffle_by_draw"] = {"min": round(min(gains), 4), "max": round(max(gains), 4)}
+        gains = gains_by_draw(mine[0], shuffle) if mine and usable else []
+        if gains:
+            document["gain_over_shuffle_by_draw"] = {"min": min(gains), "max": max(gains)}
         return document
 
 
@@ -213,6 +211,23 @@ class ArrangementChoice:
         the replays' rollout waits for the trainer)."""
         mine = [c for c in self.candidates if _is(c, self.chosen, self.kv_budget)]
         return mine[0].get("expected_rollout_s") if mine else None
+
+
+def gain_over(mine_s: float, theirs_s: float) -> float:
+    """How much faster ``mine_s`` is than ``theirs_s`` (1 - mine / theirs; negative where slower), to four
+    places: the figure `--json` and the schedule's metadata keep, and the one the summary line formats, so that
+    the two never read 9.7% and 9.6% for one saving (`asp_cli.arrange.choice_summary`)."""
+    return round(1.0 - mine_s / theirs_s, 4)
+
+
+def gains_by_draw(mine: dict[str, Any], theirs: dict[str, Any]) -> list[float]:
+    """`gain_over` of candidate ``mine`` over candidate ``theirs`` under each draw of lengths, in draw order;
+    empty where either lacks `end_to_end_s_by_draw` (schedules before it), their draws differ in number, or
+    one of ``theirs``' times is zero."""
+    mine_s, theirs_s = mine.get("end_to_end_s_by_draw"), theirs.get("end_to_end_s_by_draw")
+    if not mine_s or not theirs_s or len(mine_s) != len(theirs_s) or not all(theirs_s):
+        return []
+    return [gain_over(m, t) for m, t in zip(mine_s, theirs_s)]
 
 
 def _is(candidate: dict[str, Any], name: str, kv_budget: str) -> bool:
