@@ -114,3 +114,39 @@ def test_lengths_that_mix_numbers_and_text_are_read_as_numbers(tmp_path, prompts
     plain = write_jsonl(tmp_path / "plain.jsonl", [{"id": f"q{i}", "predicted_tokens": 100 + i} for i in range(40)])
     same = schedule([prompts], None, predictions=[plain]).frame
     assert schedule([prompts], None, predictions=[mixed]).frame.equals(same)
+
+
+def test_prompt_tokens_far_from_the_text_are_said_once(tmp_path, prompts):
+    """A file's `prompt_tokens` replace the prompts' own counts in the schedule, which every replay's prefill reads
+    (`asp simulate --compare`'s baselines too): a review's per-source predictions put each source's mean in every
+    row, and nothing said so. Counts near the text's estimate (a tokenizer's, a chat template added) are not
+    said; counts over 2x and 64 tokens from it are, once, with how many and the one furthest off."""
+    estimate = [-(-2 * (i + 1) // 4) for i in range(40)]  # "x " * (i + 1): bytes / 4, rounded up
+
+    def predicted(name: str, tokens: list[int]):
+        return write_jsonl(tmp_path / name, [{"id": f"q{i}", "predicted_tokens": 100, "prompt_tokens": t}
+                                             for i, t in enumerate(tokens)])
+
+    templated = predicted("templated.jsonl", [e + 60 for e in estimate])  # within 64 tokens of the text
+    made = schedule([prompts], None, predictions=[templated])
+    assert not [w for w in made.warnings if "prompt_tokens" in w]
+    assert made.frame.sort("row")["prompt_tokens"].to_list() == [e + 60 for e in estimate]  # the file's, kept
+
+    meaned = predicted("meaned.jsonl", [e if i < 37 else 9_000 + i for i, e in enumerate(estimate)])
+    said = [w for w in schedule([prompts], None, predictions=[meaned]).warnings if "prompt_tokens" in w]
+    assert said == [f"3 of 40 prompts' prompt_tokens in the predictions file are over 2x and 64 tokens from their "
+                    f"text's estimate (bytes / 4), e.g. prompt id 'q39' in {meaned}: 9,039 against 20; the schedule "
+                    "keeps the file's counts, which every replay's prefill reads (`asp simulate --compare`'s "
+                    "baselines too): give each prompt's own count (a tokenizer's, chat template included), or drop "
+                    "the column to count from the text"]
+    # Several files: the one holding the prompt furthest off is named; the CLI says it once, on stderr.
+    head = write_jsonl(tmp_path / "head.jsonl", [{"id": f"q{i}", "predicted_tokens": 100, "prompt_tokens": estimate[i]}
+                                                 for i in range(20)])
+    tail = write_jsonl(tmp_path / "tail.jsonl", [{"id": f"q{i}", "predicted_tokens": 100, "prompt_tokens": 500 + i}
+                                                 for i in range(20, 40)])
+    result = runner.invoke(app, ["schedule", str(prompts), "-o", str(tmp_path / "s.parquet"), "--predictions",
+                                 str(head), "--predictions", str(tail), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("prompt_tokens in the predictions files are over 2x") == 1
+    assert f"20 of 40 prompts' prompt_tokens" in result.stderr
+    assert f"e.g. prompt id 'q39' in {tail}: 539 against 20;" in result.stderr

@@ -569,12 +569,12 @@ def schedule(
     warnings = (_input_warnings(prompts, history_frame, settings, preset, unnamed, id_hint, list(history))
                 + plan_warnings(frame, settings, partial_batch=not dropped))
     warnings.extend((source_warnings(frame, sources) if sources is not None else []) + dropped)
-    if sources is not None:
-        if not predictions:
-            from asp_cli.predict.prediction import lost_sources_warning
+    if sources is not None and not predictions:
+        from asp_cli.predict.prediction import lost_sources_warning
 
-            warnings.extend(lost_sources_warning(predictor, sources[C.DATA_SOURCE],
-                                                 predicted[C.PREDICTION_SOURCE] == "model"))
+        warnings.extend(lost_sources_warning(predictor, sources[C.DATA_SOURCE],
+                                             predicted[C.PREDICTION_SOURCE] == "model"))
+    warnings.extend(info.warnings)  # a predictions file's prompt_tokens far from the text's (predict.predictions_file)
     del sources
     if read_report.empty_warning():
         warnings.insert(0, read_report.empty_warning())

@@ -34,6 +34,9 @@ class PredictionInfo:
     prompts_from_history: int = 0
     prompts_from_model: int = 0
     details: dict = field(default_factory=dict)
+    # What is legal but probably a mistake in how the lengths were given (the schedule summary's warnings):
+    # a predictions file's `prompt_tokens` far from the prompts' text (`predictions_file.prompt_tokens_warning`).
+    warnings: list[str] = field(default_factory=list)
 
 
 def lost_sources_warning(path: Path | None, sources: pl.Series, by_model: pl.Series | None = None) -> list[str]:

@@ -68,8 +68,9 @@ def predictions_from_files(
 
     A file with both ``predicted_max_tokens`` and ``predicted_mean_tokens`` gives both; a file with one of
     them, or only ``predicted_tokens``, plans with that one length as both the group maximum and the mean.
-    Lengths are capped at ``max_response_tokens``; ``prompt_tokens`` comes from the file when present, else
-    from the prompt text (bytes / 4).
+    Lengths are capped at ``max_response_tokens``; ``prompt_tokens`` comes from the file when present (and
+    ``info.warnings`` says where it is far from the text: `prompt_tokens_warning`), else from the prompt text
+    (bytes / 4).
 
     Returns
     -------
@@ -96,7 +97,6 @@ def predictions_from_files(
         files = [str(paths[i]) for i in sorted(set(repeated.filter(pl.col(C.PROMPT_ID) == first)["\x00file"].to_list()))]
         raise InputError(f"{', '.join(files)}: prompt id {shown_id(first)} has more than one prediction; keep one "
                          "row per prompt")
-    table = table.drop("\x00file")
     if TEXT_TOKENS not in prompts.columns:
         prompts = prompts.with_columns(text_tokens(pl.col(C.PROMPT_TEXT)).alias(TEXT_TOKENS))
     joined = prompts.select(C.PROMPT_ID, TEXT_TOKENS).join(table, on=C.PROMPT_ID, how="left",
@@ -113,8 +113,10 @@ def predictions_from_files(
     mean = _first_present(joined, (C.PREDICTED_MEAN_TOKENS, C.PREDICTED_TOKENS, C.PREDICTED_MAX_TOKENS))
     top = np.clip(top, 1, cap)
     mean = np.minimum(np.clip(mean, 1, cap), top)
+    warnings: list[str] = []
     if C.PROMPT_TOKENS in joined.columns and joined[C.PROMPT_TOKENS].null_count() == 0:
         prompt_tokens = joined[C.PROMPT_TOKENS].to_numpy().astype(np.int64)
+        warnings = prompt_tokens_warning(joined, paths)
     else:
         prompt_tokens = joined[TEXT_TOKENS].to_numpy()
     planned = top if plan_with == "max" else mean
@@ -132,8 +134,40 @@ def predictions_from_files(
         predictor_fingerprint=fingerprint,
         prompts_from_model=0,
         details={"plan_with": plan_with, "source": "predictions file"},
+        warnings=warnings,
     )
     return frame, info
+
+
+# How far a predictions file's `prompt_tokens` may stray from the text's estimate (bytes / 4) before asp says so:
+# a tokenizer's count stays within 2x of it on English, code and CJK text, and a chat template adds tens of tokens
+# to a short prompt, so only counts more than `FAR_FACTOR` apart and `FAR_TOKENS` apart are said (a column of
+# characters, of response lengths, a mean put in every row, another dataset's rows).
+FAR_FACTOR = 2.0
+FAR_TOKENS = 64
+
+
+def prompt_tokens_warning(joined: pl.DataFrame, paths: Sequence[Path]) -> list[str]:
+    """One warning where the files' ``prompt_tokens`` of some prompts are far from their text's estimate
+    (`FAR_FACTOR` and `FAR_TOKENS` apart): how many, and the one furthest off by its id, file and both counts.
+
+    They replace the prompts' own counts in the schedule (its ``prompt_tokens`` column), which every later replay's
+    prefill and the KV budget read, `asp simulate --compare`'s baselines included; said once, whatever the count.
+    """
+    given = joined[C.PROMPT_TOKENS].to_numpy().astype(np.int64)
+    estimate = joined[TEXT_TOKENS].to_numpy().astype(np.int64)
+    apart = np.abs(given - estimate)
+    far = ((given > FAR_FACTOR * estimate) | (FAR_FACTOR * given < estimate)) & (apart > FAR_TOKENS)
+    if not far.any():
+        return []
+    worst = int(np.flatnonzero(far)[np.argmax(apart[far])])  # the first of equals: rows in input order
+    where = paths[int(joined["\x00file"][worst])]
+    return [f"{int(far.sum()):,} of {joined.height:,} prompts' prompt_tokens in the predictions file"
+            f"{'s' if len(paths) > 1 else ''} are over {FAR_FACTOR:.0f}x and {FAR_TOKENS} tokens from their text's "
+            f"estimate (bytes / 4), e.g. prompt id {shown_id(joined[C.PROMPT_ID][worst])} in {where}: "
+            f"{int(given[worst]):,} against {int(estimate[worst]):,}; the schedule keeps the file's counts, which "
+            "every replay's prefill reads (`asp simulate --compare`'s baselines too): give each prompt's own count "
+            "(a tokenizer's, chat template included), or drop the column to count from the text"]
 
 
 def _read_one(path: Path) -> pl.DataFrame:
