@@ -1393,3 +1393,18 @@ def test_compare_says_what_a_dataset_order_lead_is_whatever_asps_steps():
     assert "the file's own order, unshuffled" not in _verdict(rows)
     rows[-1]["end_to_end_s"], rows[0]["end_to_end_s"] = 378.0, 360.0  # another row the fastest
     assert "the file's own order, unshuffled" not in _verdict(rows)
+
+
+def test_a_train_batch_larger_than_the_epoch_is_not_said_to_have_whole_batches(tmp_path):
+    """At --train-batch-size 8 over 4 prompts x 2 epochs the warning said 'this replay runs each epoch's last 4 rows
+    (8 over its 2 epochs), past its whole train batches of 8', where the epochs hold none (a round's own report)."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i)} for i in range(4)])
+    out = tmp_path / "s.parquet"
+    made = invoke("schedule", data, "-o", out, "--engine", "streaming", "--train-batch-size", "8", "--instances", "2",
+                  "-q", "--max-lag", "0", "--trainer", "schedule", "--epochs", "2")
+    assert made.exit_code == 0, made.output
+    words = " ".join(invoke("simulate", out).stderr.split())
+    assert "whole train batches" not in words, words
+    assert ("this replay runs each epoch's 4 rows (8 over its 2 epochs), which fill no whole train batch of 8 "
+            "(their steps: ") in words, words
+

@@ -234,9 +234,14 @@ def _tail_warnings(schedule: Schedule, frame: pl.DataFrame, result: SimulationRe
     step = result.metrics.get("partial_step_s")
     routed = m.get("verl_routed_partial_step_s")
     whose = m.get("routed_as") or "verl"
-    lead = (f"this replay runs the epoch's last {left:,} rows" if epochs == 1 else
-            f"this replay runs each epoch's last {left:,} rows ({left * epochs:,} over its {epochs} epochs)")
-    lead += (f", past its whole train batches of {size}"
+    # An epoch smaller than one train batch holds no whole batch for its rows to be past ("past its whole train
+    # batches of 8" of 4 prompts, a round's own report): all its rows are the short step's.
+    whole = left < frame.filter(pl.col("epoch") == frame["epoch"].min()).height
+    last = "last " if whole else ""
+    lead = (f"this replay runs the epoch's {last}{left:,} row{'' if left == 1 else 's'}" if epochs == 1 else
+            f"this replay runs each epoch's {last}{left:,} row{'' if left == 1 else 's'} ({left * epochs:,} over its "
+            f"{epochs} epochs)")
+    lead += ((f", past its whole train batches of {size}" if whole else f", which fill no whole train batch of {size}")
              + (f" (their step{'s' if epochs > 1 else ''}: {step:,.0f} s of the {m['end_to_end_s']:,.0f} s "
                 f"end-to-end, for {left * epochs / frame.height:.0%} of the prompts"
                 + (f"; as {whose} routes {routed:,.0f} s of {m['verl_routed_end_to_end_s']:,.0f} s"
