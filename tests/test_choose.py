@@ -90,7 +90,7 @@ def test_auto_judges_on_a_sample_of_large_inputs_scaled_up_to_the_run(monkeypatc
     assert unscaled.run_prompt_epochs == 0 and unscaled.sampled  # the sample's own times rank blocking plans
     from asp_cli.arrange.choice_summary import arrangement_line as line
 
-    assert "on 200 prompts x 1 epoch(s): the sample's own times, which rank the candidates" in line(unscaled.to_dict())
+    assert "on 200 prompts x 1 epoch: the sample's own times, which rank the candidates" in line(unscaled.to_dict())
     settings = dataclasses.replace(blocking, engine="streaming")
     choice = choose_arrangement(_arrange_named, prompts, preds, settings, PRESET)
     assert choice.evaluated_prompts == 200 and choice.evaluated_epochs == 1 and choice.run_prompt_epochs == 2700
@@ -99,7 +99,7 @@ def test_auto_judges_on_a_sample_of_large_inputs_scaled_up_to_the_run(monkeypatc
     document = choice.to_dict()
     # Judged as a miniature of the run: the sample's share of its instances and train batch.
     assert document["judged_instances"] == 1 and 1 <= document["judged_train_batch_size"] < 16
-    assert ("on 200 prompts x 1 epoch(s), judged as a miniature of the run (1 instance, train batch "
+    assert ("on 200 prompts x 1 epoch, judged as a miniature of the run (1 instance, train batch "
             f"{document['judged_train_batch_size']}) and scaled up to its 2,700 prompt-epochs)") in arrangement_line(
         document)
     assert "judged_instances" not in unscaled.to_dict()
@@ -175,7 +175,7 @@ def test_a_winner_that_breaks_the_lag_bound_on_the_whole_input_gives_way_to_the_
     check_invariants(frame, settings, 300)
     document = choice.to_dict()
     assert document["bound_broken_on_input"] == [unbroken.chosen]
-    assert (f"{unbroken.chosen} kept the lag bound on the 300 prompts x 1 epoch(s) judged but not on the whole run: "
+    assert (f"{unbroken.chosen} kept the lag bound on the 300 prompts x 1 epoch judged but not on the whole run: "
             f"{choice.chosen} is the fastest other candidate that keeps it") in arrangement_line(document)
     # The expected gain is over the candidates that can run, not over the one that broke the bound.
     assert document["expected_gain_over_next"] >= 0
@@ -930,9 +930,9 @@ def test_the_summary_says_when_the_candidates_times_are_of_fewer_epochs_than_the
     _, choice = plan(prompts, preds, ScheduleSettings(instances=4, train_batch_size=100, epochs=3), preset=PRESET)
     assert choice.evaluated_epochs == 2
     first = (lambda *args: arrangement_line(*args).split("\n")[0])  # noqa: E731 - the line of the candidates
-    assert first(choice.to_dict(), 3).endswith("x 2 epoch(s): those epochs' own times, which rank the candidates; "
+    assert first(choice.to_dict(), 3).endswith("x 2 epochs: those epochs' own times, which rank the candidates; "
                                                "the run's 3 take longer, as `asp simulate` says)")
-    assert first(choice.to_dict(), 2).endswith("x 2 epoch(s))") and first(choice.to_dict()).endswith("x 2 epoch(s))")
+    assert first(choice.to_dict(), 2).endswith("x 2 epochs)") and first(choice.to_dict()).endswith("x 2 epochs)")
 
 
 def test_representative_steps_are_held_to_random_arrangements_where_neither_shuffle_nor_per_step_is_judged(

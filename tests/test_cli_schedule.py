@@ -200,7 +200,7 @@ def test_a_sampled_input_weighs_the_trainer_against_its_rollout_scaled_up_to_the
     assert rollout == mine["expected_rollout_s"] > 2 * document["predicted_rollout_makespan_s"]
     assert document["trainer_bound"] == (document["predicted_trainer_busy_s"] > rollout)
     assert (f"({rollout:,.1f} s in auto's replays, which draw lengths with the predictions' spread, scaled up "
-            "from their 1,000 prompts x 1 epoch(s) to the run)") in result.stderr
+            "from their 1,000 prompts x 1 epoch to the run)") in result.stderr
 
 
 def test_a_synchronous_makespan_line_says_what_autos_replays_expected(tmp_path):
@@ -1004,3 +1004,20 @@ def test_a_named_verl_v1_trainer_is_dropped_in_the_other_frameworks_options_the_
     assert planned.exit_code == 0, planned.output
     assert planned.stderr.splitlines()[1].endswith(
         ", each with --dispatch free and without --verl-trainer colocate-async"), planned.stderr
+
+
+def test_the_summary_counts_one_in_the_singular(tmp_path):
+    """'Wrote s.parquet: 1 prompts x 1 epoch(s) = 1 rows, 1 minibatches on 1 instances, 1 train steps.' (as the
+    verdict's 'on 1 instances', 4ad828e); auto's line read 'on 1 prompts x 1 epoch(s)'."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": "p0", "question": "q q"}])
+    out = tmp_path / "s.parquet"
+    result = invoke("schedule", data, "-o", out, "--train-batch-size", "1", "--instances", "1",
+                    "--samples-per-prompt", "1")
+    assert result.exit_code == 0, result.output
+    words = " ".join(result.stderr.split())
+    assert f"Wrote {out}: 1 prompt x 1 epoch = 1 row, 1 minibatch on 1 instance, 1 train step." in words, words
+    assert " on 1 prompt x 1 epoch)" in words, words
+    two = invoke("schedule", data, "-o", tmp_path / "t.parquet", "--train-batch-size", "1", "--instances", "2",
+                 "--samples-per-prompt", "1", "--epochs", "2")
+    assert " = 2 rows, 2 minibatches on 2 instances, 2 train steps." in " ".join(two.stderr.split()), two.output
+    assert "1 prompt x 2 epochs" in " ".join(two.stderr.split())

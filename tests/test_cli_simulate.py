@@ -347,7 +347,7 @@ def test_simulate_lengths_errors_name_its_options_and_skip_bad_rows(built, tmp_p
     result = invoke("simulate", built["schedule"], "--lengths", lengths, "--on-bad-row", "skip", "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["lengths"]["skipped_rows"] == 1
-    assert "skipped 1 bad rows, --on-bad-row skip" in result.stderr
+    assert "skipped 1 bad row, --on-bad-row skip" in result.stderr
 
 
 @pytest.mark.parametrize("args, words", [
@@ -1408,3 +1408,19 @@ def test_a_train_batch_larger_than_the_epoch_is_not_said_to_have_whole_batches(t
     assert ("this replay runs each epoch's 4 rows (8 over its 2 epochs), which fill no whole train batch of 8 "
             "(their steps: ") in words, words
 
+
+def test_the_summary_counts_one_in_the_singular(tmp_path):
+    """A schedule of one prompt replayed with its observed lengths read '1 prompts with observed lengths', '1
+    sequences (1 groups)', 'over 1 steps' (as the verdict's 'on 1 instances', 4ad828e)."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": "p0", "question": "q q"}])
+    lengths = write_jsonl(tmp_path / "l.jsonl", [{"id": "p0", "response_tokens": 100}])
+    out = tmp_path / "s.parquet"
+    made = invoke("schedule", data, "-o", out, "--train-batch-size", "1", "--instances", "1", "--samples-per-prompt",
+                  "1", "-q")
+    assert made.exit_code == 0, made.output
+    result = invoke("simulate", out, "--lengths", lengths)
+    assert result.exit_code == 0, result.output
+    words = " ".join(result.stderr.split())
+    assert "Simulated 1 sequence (1 group) on 1 x " in words, words
+    assert "; 1 prompt with observed lengths, 0 sampled around predictions." in words, words
+    assert " over 1 step (mean iteration " in words, words

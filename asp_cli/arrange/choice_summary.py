@@ -141,6 +141,12 @@ def _timed_words(choice: dict) -> str:
     return ""
 
 
+def _judged(choice: dict[str, Any]) -> str:
+    """The prompts and epochs auto judged on, singular for 1 (it read 'on 1 prompts x 1 epoch(s)')."""
+    prompts, epochs = choice["evaluated_prompts"], choice.get("evaluated_epochs") or 1
+    return f"{prompts:,} prompt{'' if prompts == 1 else 's'} x {epochs} epoch{'' if epochs == 1 else 's'}"
+
+
 def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> str:
     """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
     when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`.
@@ -177,8 +183,7 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
             + " "
             f"{candidates}, over {choice['draws']} draws of lengths (the predictions' spread, every length also "
             "scaled by one common factor below, at and above 1, which weighs a run longer than predicted: "
-            f"`asp simulate` draws without it, so replays shorter) on {choice['evaluated_prompts']:,} prompts x "
-            f"{choice.get('evaluated_epochs') or 1} epoch(s)"
+            f"`asp simulate` draws without it, so replays shorter) on {_judged(choice)}"
             + (f", judged as a miniature of the run ({_miniature_words(choice)}) and scaled up to its "
                f"{choice['run_prompt_epochs']:,} prompt-epochs" if choice.get("judged_instances") else
                f", scaled up to the run's {choice['run_prompt_epochs']:,} prompt-epochs" if choice.get(
@@ -193,8 +198,8 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                  + ("was not a candidate" if len(skipped) == 1 else "were not candidates"))
     broken = choice.get("bound_broken_on_input") or []
     if broken:
-        line += (f"\n  {', '.join(broken)} kept the lag bound on the {choice['evaluated_prompts']:,} prompts x "
-                 f"{choice.get('evaluated_epochs') or 1} epoch(s) judged but not on the whole run: "
+        line += (f"\n  {', '.join(broken)} kept the lag bound on the {_judged(choice)} judged but not on the whole "
+                 "run: "
                  f"{choice['chosen']} is the fastest other candidate that keeps it")
     chosen = next((c for c in choice["candidates"] if _is(c, choice["chosen"], kv_budget or "peak")), {})
     dispatch = choice.get("dispatch", "planned")

@@ -185,7 +185,7 @@ def _scaled_from(summary: dict) -> str:
     prompts, epochs = choice.get("evaluated_prompts", 0), choice.get("evaluated_epochs") or 1
     if not prompts or prompts * epochs >= summary["prompts"] * summary["epochs"]:
         return ""
-    return f", scaled up from their {prompts:,} prompts x {epochs} epoch(s) to the run"
+    return f", scaled up from their {_counted(prompts, 'prompt')} x {_counted(epochs, 'epoch')} to the run"
 
 
 # Above this predicted padding the summary says which arrangement mixes lengths in its minibatches, and why.
@@ -222,6 +222,13 @@ def _units(summary: dict) -> str:
     return sent_units(summary["minibatches"], summary["rows"], (summary.get("arrangement") or {}).get("engine"))
 
 
+def _counted(count: int, word: str, words: str | None = None) -> str:
+    """`asp_cli.report.formats.counted`: a count and its noun, singular for 1."""
+    from asp_cli.report.formats import counted
+
+    return counted(count, word, words)
+
+
 def _seconds(value: float) -> str:
     """Seconds as the summary's other lines give them, to one decimal (the same rollout reads the same on the
     makespan line), with two significant digits below 0.1 s: whole seconds read "about 3 s against 0 s of rollout"
@@ -232,9 +239,9 @@ def _seconds(value: float) -> str:
 def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
-        f"Wrote {output}: {summary['prompts']:,} prompts x {summary['epochs']} epoch(s) = {summary['rows']:,} rows, "
-        + _units(summary)
-        + f" on {summary['instances']} instances, {summary['train_steps']:,} train steps.",
+        f"Wrote {output}: {_counted(summary['prompts'], 'prompt')} x {_counted(summary['epochs'], 'epoch')} = "
+        f"{_counted(summary['rows'], 'row')}, " + _units(summary)
+        + f" on {_counted(summary['instances'], 'instance')}, {_counted(summary['train_steps'], 'train step')}.",
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths" + _drawn_padding(summary) + "; `asp simulate` reports the empty "
         "slots of a replay, tail included)" + _padding_note(summary),

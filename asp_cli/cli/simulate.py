@@ -148,7 +148,8 @@ def _padding_legend(rows: list[dict]) -> str:
 def _summary(document: dict) -> str:
     m = document["metrics"]
     lengths = document["lengths"]
-    source = f"{lengths['prompts_with_observed_lengths']:,} prompts with observed lengths"
+    observed = lengths["prompts_with_observed_lengths"]
+    source = f"{observed:,} prompt{'' if observed == 1 else 's'} with observed lengths"
     if lengths.get("prompts_with_drawn_samples"):
         source += (f" ({lengths['prompts_with_drawn_samples']:,} observed fewer times than the group size: the rest "
                    "of each group drawn around their samples)")
@@ -158,11 +159,14 @@ def _summary(document: dict) -> str:
 
         source += f" ({epochs_replayed_text(lengths['epochs_replayed'])})"
     if lengths.get("skipped_rows"):
-        source += f" (skipped {lengths['skipped_rows']} bad rows, --on-bad-row skip)"
+        source += (f" (skipped {lengths['skipped_rows']} bad row{'' if lengths['skipped_rows'] == 1 else 's'}, "
+                   "--on-bad-row skip)")
     return "\n".join([
-        f"Simulated {m['sequences']:,} sequences ({m['groups']:,} groups) on {document['instances']} x "
+        f"Simulated {m['sequences']:,} sequence{'' if m['sequences'] == 1 else 's'} ({m['groups']:,} "
+        f"group{'' if m['groups'] == 1 else 's'}) on {document['instances']} x "
         f"{document['preset']} ({document['mode']}, {document['dispatch']} dispatch); {source}.",
-        f"  end-to-end       {m['end_to_end_s']:,.1f} s over {m['train_steps']} steps "
+        f"  end-to-end       {m['end_to_end_s']:,.1f} s over {m['train_steps']} "
+        f"step{'' if m['train_steps'] == 1 else 's'} "
         f"(mean iteration {m['mean_iteration_s']:,.1f} s)",
         f"  lower bound      {m['lower_bound_end_to_end_s']:,.1f} s (ratio {m['ratio_to_lower_bound']:.3f}; "
         f"binds: {m['lower_bound_end_to_end_binding']})",
@@ -269,9 +273,11 @@ def _routed_line(m: dict, document: dict) -> str:
 
 def _kv_line(m: dict) -> str:
     if m.get("static_batches"):  # padded batches are not preempted: over the cache, HF generate runs out of memory
-        return (f"  KV cache         {m['static_batches_over_kv_capacity']:,} of {m['static_batches']:,} padded batches "
-                f"over the cache (they would run out of memory), peak {m['peak_kv_utilization']:.0%}")
-    return f"  KV cache         {m['preemptions']:,} preemptions, peak {m['peak_kv_utilization']:.0%}"
+        return (f"  KV cache         {m['static_batches_over_kv_capacity']:,} of {m['static_batches']:,} padded "
+                f"batch{'' if m['static_batches'] == 1 else 'es'} over the cache (they would run out of memory), peak "
+                f"{m['peak_kv_utilization']:.0%}")
+    return (f"  KV cache         {m['preemptions']:,} preemption{'' if m['preemptions'] == 1 else 's'}, peak "
+            f"{m['peak_kv_utilization']:.0%}")
 
 
 def bench_command(

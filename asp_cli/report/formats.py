@@ -59,10 +59,17 @@ def sent_units(count: int, rows: int, engine: str | None) -> str:
     engines that refill its requests (an OpenRLHF newcomer could not parse "request batches (minibatches: each
     sent ...)"; a team lead read `asp report`'s "3,540 minibatches" of a schedule whose summary said requests)."""
     if engine != "streaming":
-        return f"{count:,} minibatches"
+        return counted(count, "minibatch", "minibatches")
     if count == rows:
-        return f"{count:,} requests of one prompt each (its group of samples)"
-    return f"{count:,} request batches (a few prompts sent to the servers at once)"
+        return f"{counted(count, 'request')} of one prompt " + ("(its group of samples)" if count == 1 else
+                                                                 "each (its group of samples)")
+    return f"{counted(count, 'request batch', 'request batches')} (a few prompts sent to the servers at once)"
+
+
+def counted(count: int, word: str, words: str | None = None) -> str:
+    """A count and its noun, singular for 1 ('1 prompts x 1 epoch(s) = 1 rows' read so, as did the verdict's 'on 1
+    instances' before 4ad828e)."""
+    return f"{count:,} {word if count == 1 else words or word + 's'}"
 
 
 def sent_unit_name(count: int, rows: int, engine: str | None) -> str:

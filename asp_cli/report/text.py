@@ -157,16 +157,16 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
 
         made.add_row("made for", _shown(made_for_line(prov["made_for"]).strip().removeprefix("made for ")))
     out(made)
-    from asp_cli.report.formats import sent_units
+    from asp_cli.report.formats import counted, sent_units
 
     engine = (prov.get("settings") or {}).get("engine")
     sent = sent_units(size["minibatches"], size["rows"], engine)
     # On servers the report's "minibatch" rows and plots count what the summary calls requests: said once, here.
     sent += ", below called minibatches," if engine == "streaming" else ""
-    out(f"{size['prompts']:,} prompts x {size['epochs']} epoch(s) = {size['rows']:,} groups of "
-        f"{size['samples_per_prompt']}; {sent} on {size['instances']} instances (rollout engine replicas, "
-        "--instances); "
-        f"{size['train_steps']:,} training steps of {'up to ' if size.get('short_steps') else ''}"
+    out(f"{counted(size['prompts'], 'prompt')} x {counted(size['epochs'], 'epoch')} = "
+        f"{counted(size['rows'], 'group')} of {size['samples_per_prompt']}; {sent} on "
+        f"{counted(size['instances'], 'instance')} (rollout engine replicas, --instances); "
+        f"{counted(size['train_steps'], 'training step')} of {'up to ' if size.get('short_steps') else ''}"
         f"{size.get('train_batch_size') or '?'} groups")
     from asp_cli.report.formats import instances_words
 
