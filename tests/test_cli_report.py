@@ -749,3 +749,14 @@ def test_the_page_leads_with_the_expected_end_to_end_time_and_gain_over_a_shuffl
     # a named arrangement records no auto choice: no headline cards
     assert run(schedules / "a.parquet", "--html", tmp_path / "a.html").exit_code == 0
     assert "expected end-to-end" not in (tmp_path / "a.html").read_text()
+
+
+def test_the_sizes_line_counts_one_in_the_singular(tmp_path):
+    """'1 prompts x 1 epoch(s) = 1 groups ... on 1 instances' read so, as asp schedule's 'Wrote' line did."""
+    make_schedule(tmp_path / "one.parquet", count=1, instances=1, epochs=1, train_batch_size=1, minibatch_size=1)
+    text = " ".join(run(tmp_path / "one.parquet").stdout.split())
+    assert "1 prompt x 1 epoch = 1 group of" in text and "on 1 instance (rollout" in text, text
+    assert "1 training step of" in text and "epoch(s)" not in text
+    make_schedule(tmp_path / "many.parquet", count=40, instances=2, epochs=2, train_batch_size=8, minibatch_size=4)
+    several = " ".join(run(tmp_path / "many.parquet").stdout.split())
+    assert "40 prompts x 2 epochs = 80 groups of" in several and "on 2 instances (rollout" in several, several
