@@ -14,6 +14,16 @@ from asp_cli.cli import interrupts
 from asp_cli.errors import Interrupted
 
 
+def _interrupted_by_sigusr1(load, name: str) -> None:
+    """``load(name)`` with asp's handler on SIGUSR1, which the module sends itself: it must raise `Interrupted`."""
+    previous = signal.signal(signal.SIGUSR1, interrupts.handle)
+    try:
+        with pytest.raises(Interrupted):
+            load(name)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
 def test_a_signal_during_an_unbroken_import_is_raised_after_it(tmp_path, monkeypatch):
     """Polars' import runs Rust that calls back into Python's import; the handler's `Interrupted` raised there (SIGTERM
     0.5 s into `asp schedule`) became a Rust panic, a 100-line backtrace above the interrupt's line. `import_unbroken`
@@ -30,24 +40,14 @@ def test_a_signal_during_an_unbroken_import_is_raised_after_it(tmp_path, monkeyp
         "builtins.asp_module_done = True\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "asp_slow_import", raising=False)
-    previous = signal.signal(signal.SIGUSR1, interrupts.handle)
-    try:
-        with pytest.raises(Interrupted):
-            interrupts.import_unbroken("asp_slow_import")
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+    _interrupted_by_sigusr1(interrupts.import_unbroken, "asp_slow_import")
     assert builtins.asp_module_done and "asp_slow_import" in sys.modules
     assert interrupts._State.received == [signal.SIGUSR1] and not interrupts._State.deferred
     # The same import, not held: the handler raises inside the module, which never finishes.
     monkeypatch.setattr(interrupts._State, "received", [])
     monkeypatch.setattr(builtins, "asp_module_done", False)
     del sys.modules["asp_slow_import"]
-    previous = signal.signal(signal.SIGUSR1, interrupts.handle)
-    try:
-        with pytest.raises(Interrupted):
-            importlib.import_module("asp_slow_import")
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+    _interrupted_by_sigusr1(importlib.import_module, "asp_slow_import")
     assert not builtins.asp_module_done
 
 
@@ -64,12 +64,7 @@ def test_a_signal_held_through_an_import_that_fails_is_raised_not_left_held(tmp_
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in ("asp_failing_import", "asp_fine_import"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    previous = signal.signal(signal.SIGUSR1, interrupts.handle)
-    try:
-        with pytest.raises(Interrupted):
-            interrupts.import_unbroken("asp_failing_import")
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+    _interrupted_by_sigusr1(interrupts.import_unbroken, "asp_failing_import")
     assert not interrupts._State.deferred and not interrupts._State.deferring
     monkeypatch.setattr(interrupts._State, "received", [])
     interrupts.import_unbroken("asp_fine_import")  # nothing held: no interrupt

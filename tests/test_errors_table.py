@@ -100,6 +100,10 @@ def run(tmp: Path, *args: str):
 
 
 # id, command arguments, exit code, words the message must contain.
+# E129's words, said alike of every input named "-" or /dev/stdin.
+FROM_STDIN = ("asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
+              "first and name that")
+
 CASES = [
     ("E01", ["schedule", "{tmp}/malformed.jsonl", "-o", "{tmp}/o.parquet"], 3, "malformed.jsonl:2: malformed JSON"),
     ("E02", ["schedule", "{tmp}/malformed.jsonl", "-o", "{tmp}/o.parquet", "--on-bad-row", "skip"], 0,
@@ -232,35 +236,26 @@ CASES = [
      "give a UTF-8 name"),
     # `cat prompts.jsonl | asp schedule - ...` (an ops round) was told to name "-" .jsonl.
     ("E129", ["schedule", "-", "-o", "{tmp}/o.parquet"], 3,
-     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
-     "first and name that"),
+     f"-: {FROM_STDIN}"),
     ("E129", ["report", "-"], 3,
-     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
-     "first and name that"),
+     f"-: {FROM_STDIN}"),
     ("E129", ["observe", "-", "-o", "{tmp}/h.parquet"], 3,
-     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
-     "first and name that"),
+     f"-: {FROM_STDIN}"),
     # --predictions - was "-: no such file" (the output check's look for missing inputs came first).
     ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictions", "-"], 3,
-     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
-     "first and name that"),
+     f"-: {FROM_STDIN}"),
     ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "/dev/stdin"], 3,
-     "/dev/stdin: asp reads its inputs from files, not standard input (it reads each more than once); write it to a "
-     "file first and name that"),
+     f"/dev/stdin: {FROM_STDIN}"),
     # A preset, model, tokenizer or timeline file named so said "unknown hardware preset '-'" or "no such file": each
     # says E129's line with its own exit code (a hostile round).
     ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--preset", "-"], 4,
-     "--preset -: asp reads its inputs from files, not standard input (it reads each more than once); write it to a "
-     "file first and name that"),
+     f"--preset -: {FROM_STDIN}"),
     ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--predictor", "-"], 5,
-     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
-     "first and name that"),
+     f"-: {FROM_STDIN}"),
     ("E129", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--tokenizer", "/dev/stdin"], 3,
-     "--tokenizer /dev/stdin: asp reads its inputs from files, not standard input (it reads each more than once); "
-     "write it to a file first and name that"),
+     f"--tokenizer /dev/stdin: {FROM_STDIN}"),
     ("E129", ["calibrate", "-", "-o", "{tmp}/p.json"], 3,
-     "-: asp reads its inputs from files, not standard input (it reads each more than once); write it to a file "
-     "first and name that"),
+     f"-: {FROM_STDIN}"),
     ("E116", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/input_lengths.jsonl"], 3,
      "input_lengths.jsonl: prompt text ('input') and response lengths without prompt ids: asp matches a log's prompt "
      "text to the --dataset prompts only in a dump of input/output text"),
