@@ -148,5 +148,35 @@ def test_prompt_tokens_far_from_the_text_are_said_once(tmp_path, prompts):
                                  str(head), "--predictions", str(tail), "--quiet"])
     assert result.exit_code == 0, result.output
     assert result.stderr.count("prompt_tokens in the predictions files are over 2x") == 1
-    assert f"20 of 40 prompts' prompt_tokens" in result.stderr
+    assert "20 of 40 prompts' prompt_tokens" in result.stderr
     assert f"e.g. prompt id 'q39' in {tail}: 539 against 20;" in result.stderr
+
+
+def test_prompts_without_a_count_in_the_file_are_counted_by_the_tokenizer(tmp_path):
+    """`--predictions` beside `--tokenizer`: the prompts the file gives no `prompt_tokens` are counted by the
+    tokenizer, as the predictor's path counts them (before 2026-12-08 at bytes / 4 whatever --tokenizer said, which
+    every replay's prefill and the KV budget then read); a file's own counts are checked against the tokenizer's."""
+    tokenizers = pytest.importorskip("tokenizers", reason="the optional `tokenizers` package is not installed")
+    from asp_cli.reading.options import ReadOptions
+
+    words = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "x": 1}, unk_token="[UNK]"))
+    words.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer = tmp_path / "tokenizer.json"
+    words.save(str(tokenizer))
+    source = write_jsonl(tmp_path / "p.jsonl", [{"id": f"q{i}", "question": "x " * (40 * i + 1)} for i in range(4)])
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"id": f"q{i}", "predicted_tokens": 100} for i in range(4)])
+    counted = schedule([source], None, predictions=[bare], read=ReadOptions(tokenizer=tokenizer)).frame.sort("row")
+    assert counted["prompt_tokens"].to_list() == [1, 41, 81, 121]  # one token a word
+    assert schedule([source], None, predictions=[bare]).frame.sort("row")["prompt_tokens"].to_list() == [1, 21, 41, 61]
+    # A file's counts are judged against the tokenizer's: 200 for q0 is far from its 1 token, not from bytes / 4.
+    given = write_jsonl(tmp_path / "given.jsonl", [{"id": f"q{i}", "predicted_tokens": 100, "prompt_tokens": t}
+                                                  for i, t in enumerate([200, 41, 81, 121])])
+    said = [w for w in schedule([source], None, predictions=[given], read=ReadOptions(tokenizer=tokenizer)).warnings
+            if "prompt_tokens" in w]
+    assert len(said) == 1 and "1 of 4 prompts' prompt_tokens" in said[0]
+    assert "64 tokens from the tokenizer's count, e.g. prompt id 'q0'" in said[0] and ": 200 against 1;" in said[0]
+    result = runner.invoke(app, ["schedule", str(source), "-o", str(tmp_path / "s.parquet"), "--predictions",
+                                 str(bare), "--tokenizer", str(tokenizer), "--quiet"])
+    assert result.exit_code == 0, result.output
+    import polars as pl
+    assert pl.read_parquet(tmp_path / "s.parquet").sort("row")["prompt_tokens"].to_list() == [1, 41, 81, 121]

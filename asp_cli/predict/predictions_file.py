@@ -23,8 +23,8 @@ from asp_cli.reading.prompts import id_column
 from asp_cli.reading.tables import each_file_once
 
 LENGTH_COLUMNS = (C.PREDICTED_MAX_TOKENS, C.PREDICTED_MEAN_TOKENS, C.PREDICTED_TOKENS)
-# Prompt tokens estimated from the text (bytes / 4), for prediction files without ``prompt_tokens``; a streamed
-# read keeps this column instead of the text.
+# The prompts' own token counts (the --tokenizer's, else bytes / 4), for prediction files without ``prompt_tokens``
+# and to check the counts of those with one; a streamed read keeps this column instead of the text.
 TEXT_TOKENS = "\x00text_tokens"
 
 
@@ -63,14 +63,16 @@ def predictions_from_files(
     fingerprint: str,
     max_response_tokens: int,
     plan_with: str = "max",
+    counted_by: str = "their text's estimate (bytes / 4)",
 ) -> tuple[pl.DataFrame, PredictionInfo]:
     """Look up every prompt's predicted lengths in prediction files.
 
     A file with both ``predicted_max_tokens`` and ``predicted_mean_tokens`` gives both; a file with one of
     them, or only ``predicted_tokens``, plans with that one length as both the group maximum and the mean.
     Lengths are capped at ``max_response_tokens``; ``prompt_tokens`` comes from the file when present (and
-    ``info.warnings`` says where it is far from the text: `prompt_tokens_warning`), else from the prompt text
-    (bytes / 4).
+    ``info.warnings`` says where it is far from the prompts' own: `prompt_tokens_warning`), else the prompts' own
+    counts (their ``TEXT_TOKENS`` column where ``prompts`` has one, as `streamed` counts it with a --tokenizer, said
+    by ``counted_by``; else bytes / 4).
 
     Returns
     -------
@@ -116,7 +118,7 @@ def predictions_from_files(
     warnings: list[str] = []
     if C.PROMPT_TOKENS in joined.columns and joined[C.PROMPT_TOKENS].null_count() == 0:
         prompt_tokens = joined[C.PROMPT_TOKENS].to_numpy().astype(np.int64)
-        warnings = prompt_tokens_warning(joined, paths)
+        warnings = prompt_tokens_warning(joined, paths, counted_by)
     else:
         prompt_tokens = joined[TEXT_TOKENS].to_numpy()
     planned = top if plan_with == "max" else mean
@@ -147,9 +149,11 @@ FAR_FACTOR = 2.0
 FAR_TOKENS = 64
 
 
-def prompt_tokens_warning(joined: pl.DataFrame, paths: Sequence[Path]) -> list[str]:
-    """One warning where the files' ``prompt_tokens`` of some prompts are far from their text's estimate
-    (`FAR_FACTOR` and `FAR_TOKENS` apart): how many, and the one furthest off by its id, file and both counts.
+def prompt_tokens_warning(joined: pl.DataFrame, paths: Sequence[Path],
+                          counted_by: str = "their text's estimate (bytes / 4)") -> list[str]:
+    """One warning where the files' ``prompt_tokens`` of some prompts are far from the prompts' own counts
+    (``counted_by`` says how they were counted: bytes / 4, or the --tokenizer's) (`FAR_FACTOR` and `FAR_TOKENS`
+    apart): how many, and the one furthest off by its id, file and both counts.
 
     They replace the prompts' own counts in the schedule (its ``prompt_tokens`` column), which every later replay's
     prefill and the KV budget read, `asp simulate --compare`'s baselines included; said once, whatever the count.
@@ -163,8 +167,8 @@ def prompt_tokens_warning(joined: pl.DataFrame, paths: Sequence[Path]) -> list[s
     worst = int(np.flatnonzero(far)[np.argmax(apart[far])])  # the first of equals: rows in input order
     where = paths[int(joined["\x00file"][worst])]
     return [f"{int(far.sum()):,} of {joined.height:,} prompts' prompt_tokens in the predictions file"
-            f"{'s' if len(paths) > 1 else ''} are over {FAR_FACTOR:.0f}x and {FAR_TOKENS} tokens from their text's "
-            f"estimate (bytes / 4), e.g. prompt id {shown_id(joined[C.PROMPT_ID][worst])} in {where}: "
+            f"{'s' if len(paths) > 1 else ''} are over {FAR_FACTOR:.0f}x and {FAR_TOKENS} tokens from "
+            f"{counted_by}, e.g. prompt id {shown_id(joined[C.PROMPT_ID][worst])} in {where}: "
             f"{int(given[worst]):,} against {int(estimate[worst]):,}; the schedule keeps the file's counts, which "
             "every replay's prefill reads (`asp simulate --compare`'s baselines too): give each prompt's own count "
             "(a tokenizer's, chat template included), or drop the column to count from the text"]

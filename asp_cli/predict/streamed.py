@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from asp_cli import columns as C
 from asp_cli.predict.prediction import (
     _check_settings,
     lengths_from_distribution,
@@ -59,14 +58,21 @@ def read_and_predict(
 
     size = {"batch_bytes": batch_bytes or BATCH_BYTES}
     if predictions:
-        from asp_cli.predict.predictions_file import TEXT_TOKENS, predictions_from_files, text_tokens
+        from asp_cli.predict.features import prompt_token_counts
+        from asp_cli.predict.predictions_file import TEXT_TOKENS, predictions_from_files
 
-        prompts, report = read_prompts_streamed(
-            inputs, read, keep=lambda batch: batch.select(text_tokens(pl.col(C.PROMPT_TEXT)).alias(TEXT_TOKENS)),
-            **size)
+        def counted(batch: pl.DataFrame) -> pl.DataFrame:
+            # The prompts' own counts where the file has none: the --tokenizer's, as the predictor's path counts
+            # them (before 2026-12-08 a predictions file without `prompt_tokens` was counted at bytes / 4 whatever
+            # --tokenizer said), else bytes / 4.
+            return pl.DataFrame({TEXT_TOKENS: prompt_token_counts(batch, read.tokenizer)},
+                                schema={TEXT_TOKENS: pl.Int64})
+
+        prompts, report = read_prompts_streamed(inputs, read, keep=counted, **size)
         predicted, info = predictions_from_files(
             prompts, predictions, fingerprint=predictions_fingerprint or "",
-            max_response_tokens=max_response_tokens, plan_with=plan_with)
+            max_response_tokens=max_response_tokens, plan_with=plan_with,
+            counted_by="the tokenizer's count" if read.tokenizer is not None else "their text's estimate (bytes / 4)")
         return prompts.drop(TEXT_TOKENS), predicted, info, report
     _check_settings(samples_per_prompt, max_response_tokens, plan_with)
     model = load_predictor(predictor)
