@@ -236,6 +236,37 @@ def test_observe_appends_and_reports(built, tmp_path):  # noqa: F811
     assert "not needed" not in said
 
 
+def test_observe_append_of_a_grown_log_without_epoch_numbers_the_next_epoch(tmp_path):
+    """slime's loop, `asp observe LOG -o h --epoch 0` after epoch 0 and `asp observe LOG --append -o h` after epoch 1
+    with --epoch forgotten: the new samples are epoch 1 (they had no epoch), said on stderr in one line; with --epoch
+    they take it; a log changed before its end is added whole, said; the same log again adds nothing."""
+    rows = [{"prompt_id": f"p{i}", "response_tokens": 50 + i} for i in range(9)]
+    log, out = tmp_path / "asp_lengths.jsonl", tmp_path / "h.parquet"
+    write_jsonl(log, rows[:3])
+    assert invoke("observe", log, "-o", out, "--epoch", "0").exit_code == 0
+    write_jsonl(log, rows[:6])
+    grown = invoke("observe", log, "-o", out, "--append", "--json")
+    assert grown.exit_code == 0 and json.loads(grown.stdout)["rows_added"] == 3
+    assert f"Warning: {log} grew by 3 samples since it was observed, after the 3 samples (epoch 0) the history took " \
+           "from a log of this name: recorded them as epoch 1; pass --epoch to number them yourself\n" in grown.stderr
+    unchanged = invoke("observe", log, "-o", out, "--append", "--json", "-q")
+    assert unchanged.exit_code == 0 and json.loads(unchanged.stdout)["rows_added"] == 0
+    write_jsonl(log, rows)
+    given = invoke("observe", log, "-o", out, "--append", "--epoch", "7", "-q")
+    assert given.exit_code == 0 and given.stderr == (
+        f"Warning: {log} grew by 3 samples since it was observed, after the 6 samples (epochs 0, 1) the history took "
+        "from a log of this name: only those are added, as --epoch 7\n")
+    import polars as pl
+
+    history = pl.read_parquet(out)
+    assert history["epoch"].to_list() == [0] * 3 + [1] * 3 + [7] * 3
+    write_jsonl(log, [{**rows[0], "response_tokens": 1}, *rows[1:]])
+    changed = invoke("observe", log, "-o", out, "--append", "--json")
+    assert changed.exit_code == 0 and json.loads(changed.stdout)["rows_added"] == 9
+    assert f"Warning: {log}: its rows do not begin with the 9 samples (epochs 0, 1, 7) the history took from a log " \
+           "of this name" in changed.stderr
+
+
 def test_observe_max_response_tokens_marks_samples_at_the_rollouts_cap(tmp_path):
     """A verl newcomer's round (2026-12-07): without a schedule nothing said a log's cap, so samples cut at it were
     recorded as whole lengths; --max-response-tokens is the run's cap (verl's data.max_response_length)."""

@@ -324,3 +324,30 @@ def test_an_epoch_counted_against_a_one_epoch_schedule_of_an_earlier_epochs_seed
     two = tmp_path / "two.parquet"
     assert said(observe([grown(1)], two, schedule=both, epoch=0)) == []
     assert said(observe([grown(2)], two, schedule=both, epoch=1, append=True)) == []
+
+
+@pytest.mark.parametrize("first_epoch", [0, None])
+def test_a_grown_log_appended_without_epoch_keeps_each_epochs_seed_record(tmp_path, first_epoch):
+    """slime's hook log observed after epoch 0 against epoch 0's schedule (seed 0), then, grown, after epoch 1 against
+    epoch 1's (seed 1) with --epoch forgotten: where epoch 0 had no --epoch either, the grown log replaced epoch 0's
+    entry, and the history no longer recorded seed 0, so `asp schedule --history` let a schedule of seed 0 deal epoch
+    0's shuffles again without a word. Each append keeps its own entry and seed record now (numbered the next epoch
+    where the first had one)."""
+    from asp_cli.reading.history_ids import seed_warnings
+
+    rows = make_prompts(16)
+    prompts = write_jsonl(tmp_path / "train.jsonl", rows)
+    made = [schedule([prompts], tmp_path / f"s{seed}.parquet", settings=replace_seed(SETTINGS, seed)).output
+            for seed in (0, 1)]
+    lines = [{"prompt_id": row["id"], "response_tokens": 10 + i + 5 * epoch} for epoch in range(2)
+             for i, row in enumerate(rows) for _ in range(2)]
+    log, history = tmp_path / "asp_lengths.jsonl", tmp_path / "h.parquet"
+    write_jsonl(log, lines[:32])
+    observe([log], history, schedule=made[0], epoch=first_epoch)
+    write_jsonl(log, lines)
+    added = observe([log], history, schedule=made[1], append=True)
+    assert added.summary["rows_added"] == 32 and not any("more than samples_per_prompt" in w for w in added.warnings)
+    frame, logs = read_history(history)
+    assert [(e["rows_kept"], e["ids"]["schedule_seed"]) for e in logs] == [(32, 0), (32, 1)]
+    assert frame["epoch"].to_list() == ([None] * 64 if first_epoch is None else [0] * 32 + [1] * 32)
+    assert seed_warnings([history], 0)[0].startswith(f"{history}: observed against a schedule made with --seed 0")

@@ -86,24 +86,40 @@ def test_two_steps_dumps_of_the_same_rows_are_two_logs_and_a_copy_is_still_said(
     assert any("its rows are those of 1.jsonl" in w and "count twice" in w for w in again.warnings), again.warnings
 
 
-def test_a_log_that_grew_since_it_was_observed_replaces_its_earlier_samples(tmp_path):
-    """A probe run again with --resume rewrites its log whole, the samples it had and the ones it lacked; appended
-    again, its first samples counted twice without a word (a probe newcomer's round). Now they are replaced, said;
-    a log of the same name that does not hold them all (another epoch's, written over the last) is kept beside."""
+def test_a_log_that_grew_since_it_was_observed_adds_its_new_samples_or_replaces_its_earlier_ones(tmp_path):
+    """A probe run again with --resume writes the samples it lacked; appended again, its first samples counted twice
+    without a word (a probe newcomer's round). Where its first rows are the earlier samples only the new ones are
+    added (a log entry of their own); where it was rewritten whole in another order the earlier samples are
+    replaced, said; a log of the same name that does not hold them (another run's, written over the last) is added
+    beside them, said too (it was silent)."""
     out, log = tmp_path / "h.parquet", tmp_path / "probe_log.jsonl"
-    rows = [{"prompt_id": f"p{i}", "sample": 0, "response_tokens": 100 + i} for i in range(6)]
+    rows = [{"prompt_id": f"p{i}", "sample": 0, "response_tokens": 100 + i} for i in range(7)]
     write_jsonl(log, rows[:4])
     observe([log], out)
-    write_jsonl(log, rows)  # resumed: the two samples that had failed
+    write_jsonl(log, rows[:6])  # resumed: the two samples that had failed, after the others
     grown = observe([log], out, append=True)
-    assert any(w.startswith(f"{log}: holds the 4 samples the history took from a log of this name before, and 2 "
-                            "more") and w.endswith("the earlier ones replaced, not counted twice") for w in grown.warnings)
+    assert grown.warnings == [
+        f"{log} grew by 2 samples since it was observed, after the 4 samples (no epoch) the history took from a log of "
+        "this name: only those are added, without an epoch as the earlier ones; if they are a later epoch's, pass "
+        "--epoch E to each append (--epoch 0 where a log is first observed)"]
     history, logs = read_history(out)
-    assert history.height == 6 and [e["name"] for e in logs] == ["probe_log.jsonl"] and logs[0]["rows"] == 6
-    write_jsonl(log, [{**r, "response_tokens": 900} for r in rows] + [{**rows[0], "sample": 1}])  # another run's
+    assert history["response_tokens"].to_list() == list(range(100, 106)) and history["epoch"].null_count() == 6
+    assert [(e["name"], e["rows"], e["rows_kept"]) for e in logs] == [("probe_log.jsonl", 4, 4), ("probe_log.jsonl", 2, 2)]
+    write_jsonl(log, rows[::-1])  # rewritten whole, in another order, with one more
+    rewritten = observe([log], out, append=True)
+    assert rewritten.warnings == [
+        f"{log}: holds the 6 samples (no epoch) the history took from a log of this name and 1 more, in another order "
+        "(a log rewritten as it grew, as a probe run again with --resume rewrites it): the earlier ones replaced, not "
+        "counted twice"]
+    history, logs = read_history(out)
+    assert history.height == 7 and [e["name"] for e in logs] == ["probe_log.jsonl"] and logs[0]["rows"] == 7
+    write_jsonl(log, [{**r, "response_tokens": 900} for r in rows[:6]] + [{**rows[0], "sample": 1}])  # another run's
     other = observe([log], out, append=True)
-    assert not any("replaced" in w for w in other.warnings)
-    assert read_history(out)[0].height == 13
+    assert other.warnings == [
+        f"{log}: its rows do not begin with the 7 samples (no epoch) the history took from a log of this name (a log "
+        "written over, or changed?): all 7 samples added beside those, none replaced; if it is that log rewritten, "
+        "rebuild the history with --force from every log, or give each epoch's log its own --epoch"]
+    assert read_history(out)[0].height == 14
     # The command says it appended, though the history now holds no more rows than this log gave (it said "Wrote").
     from typer.testing import CliRunner
 
@@ -112,7 +128,7 @@ def test_a_log_that_grew_since_it_was_observed_replaces_its_earlier_samples(tmp_
     write_jsonl(log, rows[:3])
     runner = CliRunner()
     assert runner.invoke(app, ["observe", str(log), "-o", str(out), "--force"]).exit_code == 0
-    write_jsonl(log, rows)
+    write_jsonl(log, rows[5::-1])  # rewritten whole as it grew: the earlier samples replaced
     result = runner.invoke(app, ["observe", str(log), "-o", str(out), "--append"])
     assert result.exit_code == 0 and result.stderr.startswith(f"Appended to {out}: 6 samples of 6 prompts from 1 "
                                                               "log(s); history now 6 samples"), result.stderr
@@ -1114,19 +1130,76 @@ def test_a_log_appended_over_several_epochs_adds_only_its_new_samples(tmp_path):
     write_jsonl(log, rows[:7])  # epoch 1 appended to the same file
     one = observe([log], out, append=True, epoch=1)
     assert one.summary["rows_added"] == 3
-    assert f"{log}: its first 4 samples are those the history took from a log of this name before (epoch 0), and 3 " \
-           "more, appended since (one log over several epochs): only those are added, not the earlier ones again" \
-           in one.warnings, one.warnings
+    assert one.warnings == [f"{log} grew by 3 samples since it was observed, after the 4 samples (epoch 0) the history "
+                            "took from a log of this name: only those are added, as --epoch 1"]
     write_jsonl(log, rows)
     two = observe([log], out, append=True, epoch=2)
-    assert two.summary["rows_added"] == 3 and any("first 7 samples" in w and "(epochs 0, 1)" in w for w in two.warnings)
+    assert two.summary["rows_added"] == 3 and any("after the 7 samples (epochs 0, 1)" in w for w in two.warnings)
     history, _ = read_history(out)
-    assert history.sort("response_tokens")["epoch"].to_list() == [0] * 4 + [1] * 3 + [2] * 3
-    # A log of that name whose first rows are not the earlier samples (another run's, written over the last) is
-    # added whole, as before.
+    assert history["epoch"].to_list() == [0] * 4 + [1] * 3 + [2] * 3
+    # A log of that name whose first rows are not the earlier samples (another run's, written over the last) and
+    # numbered as another epoch is added whole, as before, without a word.
     write_jsonl(log, [{**r, "response_tokens": 900 + i} for i, r in enumerate(rows + rows)])
     other = observe([log], out, append=True, epoch=3)
-    assert other.summary["rows_added"] == 20 and not any("appended since" in w for w in other.warnings)
+    assert other.summary["rows_added"] == 20 and other.warnings == []
+
+
+def test_a_grown_log_appended_without_epoch_numbers_its_new_samples_the_next_epoch(tmp_path):
+    """slime's hook appends every epoch to one log; observed with --epoch 0 after epoch 0, then appended after epoch 1
+    without --epoch, its new samples were taken without an epoch (where none of the log's samples had one, the log
+    counted as rewritten: its earlier samples and their entry replaced). The new samples are the next epoch now,
+    said in one line; the earlier ones keep their epoch and entry."""
+    out, log = tmp_path / "h.parquet", tmp_path / "asp_lengths.jsonl"
+    rows = [{"prompt_id": f"p{i}", "response_tokens": 100 + i} for i in range(10)]
+    write_jsonl(log, rows[:4])
+    observe([log], out, epoch=0)
+    write_jsonl(log, rows[:7])
+    one = observe([log], out, append=True)
+    assert one.warnings == [f"{log} grew by 3 samples since it was observed, after the 4 samples (epoch 0) the history "
+                            "took from a log of this name: recorded them as epoch 1; pass --epoch to number them "
+                            "yourself"]
+    assert one.summary["rows_added"] == 3 and one.added["epoch"].to_list() == [1] * 3
+    write_jsonl(log, rows)
+    two = observe([log], out, append=True)
+    assert any("after the 7 samples (epochs 0, 1)" in w and "recorded them as epoch 2;" in w for w in two.warnings)
+    history, logs = read_history(out)
+    assert history["epoch"].to_list() == [0] * 4 + [1] * 3 + [2] * 3
+    assert history["response_tokens"].to_list() == list(range(100, 110))
+    assert [(e["rows"], e["rows_kept"]) for e in logs] == [(4, 4), (3, 3), (3, 3)]
+    # Observed twice unchanged: nothing added, as before.
+    again = observe([log], out, append=True)
+    assert again.summary["rows_added"] == 0 and again.summary["logs_already_observed"] == 1
+    assert read_history(out)[0].equals(history)
+    # The same rows saved again (other bytes): said, as for a log observed in one piece.
+    log.write_bytes(log.read_bytes().replace(b"\n", b"\r\n"))
+    saved = observe([log], out, append=True)
+    assert saved.warnings[0] == (f"{log}: its rows are those of asp_lengths.jsonl, already in the history, though its "
+                                 "bytes differ; if it is the same log saved again, its samples now count twice: observe "
+                                 "again without it")
+    # A log whose own epoch column numbers its rows keeps its numbers.
+    numbered, history2 = tmp_path / "numbered.jsonl", tmp_path / "h2.parquet"
+    write_jsonl(numbered, [{**r, "epoch": 0} for r in rows[:4]])
+    observe([numbered], history2)
+    write_jsonl(numbered, [{**r, "epoch": 0 if i < 4 else 5} for i, r in enumerate(rows[:6])])
+    own = observe([numbered], history2, append=True)
+    assert own.added["epoch"].to_list() == [5, 5] and own.warnings[0].endswith("only those are added, with the log's "
+                                                                               "own epochs")
+
+
+def test_a_changed_log_of_a_name_observed_before_is_added_whole_and_said(tmp_path):
+    """A log of a name the history holds whose first rows are not the samples taken from it (rewritten by another
+    run, or edited) was added beside them without a word where it numbered the same epochs (or none)."""
+    out, log = tmp_path / "h.parquet", tmp_path / "asp_lengths.jsonl"
+    rows = [{"prompt_id": f"p{i}", "response_tokens": 100 + i} for i in range(6)]
+    write_jsonl(log, rows[:4])
+    observe([log], out, epoch=0)
+    write_jsonl(log, [{**rows[0], "response_tokens": 7}, *rows[1:]])  # its first sample changed
+    changed = observe([log], out, append=True)
+    assert changed.warnings[0] == (
+        f"{log}: its rows do not begin with the 4 samples (epoch 0) the history took from a log of this name (a log "
+        "written over, or changed?): all 6 samples added beside those, none replaced; if it is that log rewritten, "
+        "rebuild the history with --force from every log, or give each epoch's log its own --epoch")
+    assert changed.summary["rows_added"] == 6 and read_history(out)[0].height == 10
 
 
 def test_more_samples_per_prompt_than_the_schedules_group_names_both_causes(built, tmp_path):  # noqa: F811

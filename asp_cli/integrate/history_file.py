@@ -161,33 +161,68 @@ def already_observed(path: Path, fingerprint: str, history: pl.DataFrame | None,
     return said
 
 
-def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataFrame,
-              path: Path) -> tuple[pl.DataFrame, list[dict[str, Any]], pl.DataFrame, list[str]]:
-    """The history and ``part`` (the log of ``path``'s name read now) where the history took samples from an earlier
-    log of that name, which ``part`` holds and more. Of the same epochs, the log grew since (a probe run again with
-    --resume rewrites its log whole; appended again, its first samples counted twice without a word: a probe
-    newcomer's round): the earlier samples are replaced. Where ``part``'s first rows are the earlier samples, in
-    order, under another epoch, the log was appended over several epochs (slime_length_log.py and
-    openrlhf_length_log.py append to one file; a slime newcomer's epoch 1 re-added epoch 0's 28,320 samples as epoch
-    1): only the rows after them are added. Any other log of that name (another epoch's, written over the last) is
-    kept beside it."""
+def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataFrame, path: Path,
+              epoch_given: bool = False) -> tuple[pl.DataFrame, list[dict[str, Any]], pl.DataFrame, list[str]]:
+    """The history and ``part`` (the log of ``path``'s name read now, its epochs set) where the history took samples
+    from an earlier log of that name, with what to say of it.
+
+    Where ``part``'s first rows are those samples, in order (prompt ids and lengths), the log was appended to since:
+    slime_length_log.py and openrlhf_length_log.py append every epoch to one file (a slime newcomer's epoch 1 re-added
+    epoch 0's 28,320 samples), and a probe resumed writes its new samples after the old. Only the rows after them
+    are added, as a log entry of their own beside the earlier ones (whose record names the schedule seed their epoch
+    replayed). Without --epoch (``epoch_given``) and an epoch column of the log's own, where the earlier samples carry
+    an epoch, the new rows are the next epoch, said: an append that forgot --epoch took them without one, and
+    where no earlier sample had an epoch either the log counted as rewritten, its earlier samples and their
+    schedule's seed record replaced by the grown log's (a review, 2026-12-07).
+
+    Where ``part`` holds every earlier sample of the same epochs and more in another order (a log rewritten whole as
+    it grew), the earlier samples and their log entries are replaced, said. Any other log of that name (another
+    epoch's or run's, written over the last; or the log changed) is added whole beside them, said unless it numbers
+    only epochs the earlier samples do not have (another epoch's log, as --epoch says)."""
     keys = ["prompt_id", "response_tokens", "epoch"]
     before = existing.filter(pl.col("log") == path.name)
-    if not before.height or part.height <= before.height:
+    if not before.height:
         return existing, seen, part, []
+    had = before["epoch"].unique(maintain_order=True).to_list()
+    numbers = [str(e) for e in had if e is not None]
+    epochs = (f"epoch{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}" if numbers else "no epoch") + (
+        ", some without one" if numbers and None in had else "")
+    taken = f"{_samples(before.height)} ({epochs}) the history took from a log of this name"
+    if part.height > before.height and part.head(before.height).select(keys[:2]).equals(before.select(keys[:2])):
+        new = part.slice(before.height)
+        grew = f"{path} grew by {_samples(new.height)} since it was observed, after the {taken}"
+        numbered = before["epoch"].drop_nulls()
+        if epoch_given or new["epoch"].null_count() < new.height:
+            how = "as --epoch " + str(new["epoch"][0]) if epoch_given else "with the log's own epochs"
+            return existing, seen, new, [f"{grew}: only those are added, {how}"]
+        if numbered.len():
+            following = int(numbered.max()) + 1  # type: ignore[arg-type]
+            return existing, seen, new.with_columns(pl.lit(following, pl.Int32).alias("epoch")), [
+                f"{grew}: recorded them as epoch {following}; pass --epoch to number them yourself"]
+        return existing, seen, new, [f"{grew}: only those are added, without an epoch as the earlier ones; if they "
+                                     "are a later epoch's, pass --epoch E to each append (--epoch 0 where a log is "
+                                     "first observed)"]
     count = lambda frame: frame.with_columns(pl.col("epoch").fill_null(-1)).group_by(keys).len()  # noqa: E731
     missing = count(before).join(count(part), on=keys, how="left").filter(
         pl.col("len_right").fill_null(0) < pl.col("len"))
-    if missing.height:
-        head = part.head(before.height).select(keys[:2])
-        if not head.equals(before.select(keys[:2])):
-            return existing, seen, part, []
-        epochs = [("none" if e is None else str(e)) for e in before["epoch"].unique(maintain_order=True).to_list()]
-        return existing, seen, part.slice(before.height), [
-            f"{path}: its first {before.height:,} samples are those the history took from a log of this name before "
-            f"(epoch{'s' if len(epochs) > 1 else ''} {', '.join(epochs)}), and {part.height - before.height:,} more, appended since (one log over several "
-            "epochs): only those are added, not the earlier ones again"]
-    return (existing.filter(pl.col("log") != path.name), [e for e in seen if e.get("name") != path.name], part,
-            [f"{path}: holds the {before.height:,} samples the history took from a log of this name before, and "
-             f"{part.height - before.height:,} more (a log rewritten as it grew, as a probe run again with --resume "
-             "rewrites it): the earlier ones replaced, not counted twice"])
+    if part.height > before.height and not missing.height:
+        return (existing.filter(pl.col("log") != path.name), [e for e in seen if e.get("name") != path.name], part,
+                [f"{path}: holds the {taken} and {part.height - before.height:,} more, in another order (a log "
+                 "rewritten as it grew, as a probe run again with --resume rewrites it): the earlier ones replaced, "
+                 "not counted twice"])
+    if part.height == before.height and part.select(keys[:2]).equals(before.select(keys[:2])):
+        return existing, seen, part, [f"{path}: its rows are those of {path.name}, already in the history, though its "
+                                      "bytes differ; if it is the same log saved again, its samples now count twice: "
+                                      "observe again without it"]
+    now = set(part["epoch"].to_list())
+    if None not in now and not now & set(had):
+        return existing, seen, part, []  # another epoch's log of the same name, numbered as one
+    return existing, seen, part, [
+        f"{path}: its rows do not begin with the {taken} (a log written over, or changed?): all {_samples(part.height)} "
+        "added beside those, none replaced; if it is that log rewritten, rebuild the history with --force from "
+        "every log, or give each epoch's log its own --epoch"]
+
+
+def _samples(count: int) -> str:
+    """``count`` samples, a count of 1 in the singular."""
+    return f"{count:,} sample{'' if count == 1 else 's'}"

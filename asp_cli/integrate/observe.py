@@ -261,13 +261,13 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             pl.lit(path.name).alias("log"),
         )
         if existing is not None:
-            existing, seen, part, said = grown_log(existing, seen, part, path)
+            existing, seen, part, said = grown_log(existing, seen, part, path, epoch is not None)
             warnings.extend(said)
         parts.append(part)
         # The same rows saved again (other line endings, keys in another order) have other bytes: said, not
         # dropped, since two real logs may hold the same rows (forced lengths replayed in two epochs).
         rows_print = _rows_fingerprint(part, next((s for p, s in summary.get("\x00steps", []) if p == path), None))
-        if rows_print in seen_rows:
+        if rows_print in seen_rows and not (existing is not None and said):  # else `grown_log` said what it is
             warnings.append(f"{path}: its rows are those of {seen_rows[rows_print]}, already in the history, though "
                             "its bytes differ; if it is the same log saved again, its samples now count twice: "
                             "observe again without it")
