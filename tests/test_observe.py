@@ -1186,6 +1186,28 @@ def test_a_grown_log_appended_without_epoch_numbers_its_new_samples_the_next_epo
                                                                                "own epochs")
 
 
+def test_a_grown_log_whose_unknown_ids_were_left_out_adds_only_its_new_samples(built, tmp_path):  # noqa: F811
+    """The history keeps fewer of a log's rows than it read where ids the schedule lacks were left out: the grown log's
+    first rows were then not the history's, and its earlier samples were added again (under the new epoch) beside
+    them. The rows the history read of it (its entries' ``rows``) are its first rows, less those of ids it holds none
+    of."""
+    out, log = tmp_path / "h.parquet", tmp_path / "asp_lengths.jsonl"
+    epochs = [[{"prompt_id": "ghost", "response_tokens": 5 + e}]  # first: the history's rows are not the log's first
+              + [{"prompt_id": f"p{i}", "response_tokens": 100 * (e + 1) + i} for i in range(PROMPTS)] for e in range(2)]
+    write_jsonl(log, epochs[0])
+    first = observe([log], out, schedule=built["schedule"], epoch=0)
+    assert first.summary["unknown_id_rows"] == 1 and first.summary["rows_added"] == PROMPTS
+    write_jsonl(log, epochs[0] + epochs[1])
+    grown = observe([log], out, schedule=built["schedule"], append=True)
+    assert grown.summary["rows_added"] == PROMPTS and grown.summary["unknown_id_rows"] == 1
+    assert f"{log} grew by {PROMPTS + 1} samples since it was observed, after the {PROMPTS} samples (epoch 0) the " \
+           "history took from a log of this name: recorded them as epoch 1; pass --epoch to number them yourself" \
+           in grown.warnings, grown.warnings
+    history, logs = read_history(out)
+    assert history["epoch"].to_list() == [0] * PROMPTS + [1] * PROMPTS
+    assert [(e["rows"], e["rows_kept"]) for e in logs] == [(PROMPTS + 1, PROMPTS)] * 2
+
+
 def test_a_changed_log_of_a_name_observed_before_is_added_whole_and_said(tmp_path):
     """A log of a name the history holds whose first rows are not the samples taken from it (rewritten by another
     run, or edited) was added beside them without a word where it numbered the same epochs (or none)."""

@@ -188,8 +188,16 @@ def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataF
     epochs = (f"epoch{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}" if numbers else "no epoch") + (
         ", some without one" if numbers and None in had else "")
     taken = f"{_samples(before.height)} ({epochs}) the history took from a log of this name"
-    if part.height > before.height and part.head(before.height).select(keys[:2]).equals(before.select(keys[:2])):
-        new = part.slice(before.height)
+    # The log's rows read before: those the history keeps of it and those it left out, of ids the schedule or dataset
+    # lacks (the entries' rows count them, rows_kept does not): compared with the history's rows alone, a grown log
+    # whose first rows held such an id was added whole, its earlier samples counted again (a review, 2026-12-07).
+    listed = [e.get("rows") for e in seen if e.get("name") == path.name]
+    read = sum(listed) if all(type(n) is int for n in listed) and sum(listed) >= before.height else before.height
+    head = part.head(read)
+    if read > before.height:  # the rows left out were those of ids the history holds no row of
+        head = head.filter(pl.col("prompt_id").is_in(before["prompt_id"].unique().implode()))
+    if part.height > read and head.select(keys[:2]).equals(before.select(keys[:2])):
+        new = part.slice(read)
         grew = f"{path} grew by {_samples(new.height)} since it was observed, after the {taken}"
         numbered = before["epoch"].drop_nulls()
         if epoch_given or new["epoch"].null_count() < new.height:
@@ -210,7 +218,7 @@ def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataF
                 [f"{path}: holds the {taken} and {part.height - before.height:,} more, in another order (a log "
                  "rewritten as it grew, as a probe run again with --resume rewrites it): the earlier ones replaced, "
                  "not counted twice"])
-    if part.height == before.height and part.select(keys[:2]).equals(before.select(keys[:2])):
+    if part.height == read and head.select(keys[:2]).equals(before.select(keys[:2])):
         return existing, seen, part, [f"{path}: its rows are those of {path.name}, already in the history, though its "
                                       "bytes differ; if it is the same log saved again, its samples now count twice: "
                                       "observe again without it"]
