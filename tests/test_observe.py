@@ -1603,6 +1603,7 @@ def test_steps_the_history_holds_from_a_dump_are_said_when_another_dump_of_them_
     assert result.summary["steps_dumped_twice"] == [5, 6]
     assert (f"steps 5, 6 are in more than one dump (step 5: the history's 5.jsonl and {resumed[0]}), so 8 samples "
             "count twice") in " ".join(result.warnings), result.warnings
+    assert not any("do not begin with" in w for w in result.warnings)  # said once, by step, not again by name
     later = _steps_dump(tmp_path / "b" / "8.jsonl", questions, 8)
     result = observe([later], history, dataset=[built["prompts"]], append=True)
     assert result.summary["steps_dumped_twice"] == [] and not any("more than one dump" in w for w in result.warnings)

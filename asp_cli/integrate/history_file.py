@@ -18,7 +18,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli.errors import InputError, shown_id
 from asp_cli.output import as_given
-from asp_cli.reading.history_ids import HISTORY_METADATA_KEY, metadata_problem
+from asp_cli.reading.history_ids import FRAMEWORK_DUMP_FORMATS, HISTORY_METADATA_KEY, metadata_problem
 
 HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "prompt_id": pl.String(),
@@ -162,7 +162,8 @@ def already_observed(path: Path, fingerprint: str, history: pl.DataFrame | None,
 
 
 def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataFrame, path: Path,
-              epoch_given: bool = False) -> tuple[pl.DataFrame, list[dict[str, Any]], pl.DataFrame, list[str]]:
+              epoch_given: bool = False, kind: str = "rollout_log",
+              ) -> tuple[pl.DataFrame, list[dict[str, Any]], pl.DataFrame, list[str]]:
     """The history and ``part`` (the log of ``path``'s name read now, its epochs set) where the history took samples
     from an earlier log of that name, with what to say of it.
 
@@ -178,7 +179,8 @@ def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataF
     Where ``part`` holds every earlier sample of the same epochs and more in another order (a log rewritten whole as
     it grew), the earlier samples and their log entries are replaced, said. Any other log of that name (another
     epoch's or run's, written over the last; or the log changed) is added whole beside them, said unless it numbers
-    only epochs the earlier samples do not have (another epoch's log, as --epoch says)."""
+    only epochs the earlier samples do not have (another epoch's log, as --epoch says) or is a verl rollout dump
+    (``kind``, `FRAMEWORK_DUMP_FORMATS`: named by its step, it is that step's, which `dump_steps` says is held twice)."""
     keys = ["prompt_id", "response_tokens", "epoch"]
     before = existing.filter(pl.col("log") == path.name)
     if not before.height:
@@ -223,8 +225,8 @@ def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataF
                                       "bytes differ; if it is the same log saved again, its samples now count twice: "
                                       "observe again without it"]
     now = set(part["epoch"].to_list())
-    if None not in now and not now & set(had):
-        return existing, seen, part, []  # another epoch's log of the same name, numbered as one
+    if None not in now and not now & set(had) or kind in FRAMEWORK_DUMP_FORMATS:
+        return existing, seen, part, []  # another epoch's log of the same name, numbered as one; a step's dump
     return existing, seen, part, [
         f"{path}: its rows do not begin with the {taken} (a log written over, or changed?): all {_samples(part.height)} "
         "added beside those, none replaced; if it is that log rewritten, rebuild the history with --force from "

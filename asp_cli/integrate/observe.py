@@ -261,7 +261,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             pl.lit(path.name).alias("log"),
         )
         if existing is not None:
-            existing, seen, part, said = grown_log(existing, seen, part, path, epoch is not None)
+            existing, seen, part, said = grown_log(existing, seen, part, path, epoch is not None, kind)
             warnings.extend(said)
         parts.append(part)
         # The same rows saved again (other line endings, keys in another order) have other bytes: said, not
