@@ -247,10 +247,12 @@ def test_observe_append_of_a_grown_log_without_epoch_numbers_the_next_epoch(tmp_
     write_jsonl(log, rows[:6])
     grown = invoke("observe", log, "-o", out, "--append", "--json")
     assert grown.exit_code == 0 and json.loads(grown.stdout)["rows_added"] == 3
+    assert json.loads(grown.stdout)["epochs_added"] == [1]  # for a script, as the warning says
     assert f"Warning: {log} grew by 3 samples since it was observed, after the 3 samples (epoch 0) the history took " \
            "from a log of this name: recorded them as epoch 1; pass --epoch to number them yourself\n" in grown.stderr
     unchanged = invoke("observe", log, "-o", out, "--append", "--json", "-q")
     assert unchanged.exit_code == 0 and json.loads(unchanged.stdout)["rows_added"] == 0
+    assert json.loads(unchanged.stdout)["epochs_added"] == []
     write_jsonl(log, rows)
     given = invoke("observe", log, "-o", out, "--append", "--epoch", "7", "-q")
     assert given.exit_code == 0 and given.stderr == (

@@ -1159,6 +1159,7 @@ def test_a_grown_log_appended_without_epoch_numbers_its_new_samples_the_next_epo
                             "took from a log of this name: recorded them as epoch 1; pass --epoch to number them "
                             "yourself"]
     assert one.summary["rows_added"] == 3 and one.added["epoch"].to_list() == [1] * 3
+    assert one.summary["epochs_added"] == [1]
     write_jsonl(log, rows)
     two = observe([log], out, append=True)
     assert any("after the 7 samples (epochs 0, 1)" in w and "recorded them as epoch 2;" in w for w in two.warnings)
@@ -1607,3 +1608,14 @@ def test_steps_the_history_holds_from_a_dump_are_said_when_another_dump_of_them_
     later = _steps_dump(tmp_path / "b" / "8.jsonl", questions, 8)
     result = observe([later], history, dataset=[built["prompts"]], append=True)
     assert result.summary["steps_dumped_twice"] == [] and not any("more than one dump" in w for w in result.warnings)
+
+
+def test_the_summary_lists_the_epochs_the_added_rows_were_recorded_as(tmp_path):
+    """`epochs_added` (--json): the epochs of the rows added, null for those without one (a probe's), after the
+    numbered ones; none where nothing was added."""
+    log = write_jsonl(tmp_path / "l.jsonl", [{"prompt_id": "a", "response_tokens": 5, "epoch": 2},
+                                             {"prompt_id": "b", "response_tokens": 6},
+                                             {"prompt_id": "c", "response_tokens": 7, "epoch": 0}])
+    assert observe([log], tmp_path / "h.parquet").summary["epochs_added"] == [0, 2, None]
+    assert observe([log], tmp_path / "h.parquet", epoch=4, force=True).summary["epochs_added"] == [4]
+    assert observe([log], tmp_path / "h.parquet", append=True).summary["epochs_added"] == []

@@ -350,6 +350,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     summary.update(
         appended=existing is not None,  # to a history there before (a log that grew replaced its samples there)
         rows_added=added.height,
+        # The epochs the added rows were recorded as (a grown log's next one where --epoch was left out), null last.
+        epochs_added=sorted(added["epoch"].unique().to_list(), key=lambda e: (e is None, e or 0)) if added.height else [],
         truncated_samples=int(added["truncated"].sum() or 0) if added.height else 0,
         prompts_observed=added["prompt_id"].n_unique() if added.height else 0,
         history_rows=history.height,
