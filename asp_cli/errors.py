@@ -325,3 +325,10 @@ def shown_id(prompt_id: object) -> str:
     if len(prompt_id) <= _ID_SHOWN:
         return repr(prompt_id)
     return f"{prompt_id[:_ID_SHOWN]!r}... ({len(prompt_id):,} characters)"
+
+
+def counted(count: int, word: str, words: str | None = None) -> str:
+    """A count and its noun, singular for 1: "1 bad row", "3 bad rows" ("skipped 1 bad rows", "the schedule's 1
+    epoch(s)" read so). Here, below every stage, so that the readers and the integrations say counts as the report
+    does (`asp_cli.report.formats` uses this one)."""
+    return f"{count:,} {word if count == 1 else words or word + 's'}"

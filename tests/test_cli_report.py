@@ -278,7 +278,7 @@ def test_lengths_errors_name_reports_own_options_and_skip_works(schedules, tmp_p
     assert "--on-bad-row skip" in result.stderr
     result = run(schedules / "a.parquet", "--lengths", bad, "--on-bad-row", "skip", "--json")
     assert result.exit_code == 0, result.stderr
-    assert "skipped 1 bad rows of --lengths files (--on-bad-row skip)" in result.stderr
+    assert "skipped 1 bad row of --lengths files (--on-bad-row skip)" in result.stderr
     json.loads(result.stdout)
     result = run(schedules / "a.parquet", "--lengths", bad, "--on-bad-row", "maybe")
     assert result.exit_code == 4 and "--on-bad-row must be 'error' or 'skip'" in result.stderr

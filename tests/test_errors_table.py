@@ -107,7 +107,7 @@ FROM_STDIN = ("asp reads its inputs from files, not standard input (it reads eac
 CASES = [
     ("E01", ["schedule", "{tmp}/malformed.jsonl", "-o", "{tmp}/o.parquet"], 3, "malformed.jsonl:2: malformed JSON"),
     ("E02", ["schedule", "{tmp}/malformed.jsonl", "-o", "{tmp}/o.parquet", "--on-bad-row", "skip"], 0,
-     "skipped 1 bad rows"),
+     "skipped 1 bad row (--on-bad-row skip)"),
     ("E03", ["schedule", "{tmp}/empty.jsonl", "-o", "{tmp}/o.parquet"], 3, "the file is empty"),
     ("E04", ["schedule", "{tmp}/nocolumn.jsonl", "-o", "{tmp}/o.parquet"], 3, "columns are: text, label"),
     ("E04", ["schedule", "{tmp}/good.jsonl", "{tmp}/hist.parquet", "-o", "{tmp}/o.parquet"], 3,  # --history forgotten

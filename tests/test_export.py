@@ -161,7 +161,7 @@ def test_a_dataset_line_that_is_not_json_is_skipped_as_scheduling_skipped_it(tmp
     exported = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(row["id"] for row in exported) == sorted(row["id"] for row in rows)
     assert {row["id"]: row["question"] for row in exported} == {row["id"]: row["question"] for row in rows}
-    assert any("skipped 1 unreadable lines of the dataset, e.g." in w and "p.jsonl:6" in w for w in result.warnings)
+    assert any("skipped 1 unreadable line of the dataset, e.g." in w and "p.jsonl:6" in w for w in result.warnings)
 
 
 def test_jsonl_export_and_one_epoch(built, tmp_path):  # noqa: F811

@@ -259,7 +259,7 @@ def test_bad_rows_stop_or_are_counted(tmp_path):
     assert not (tmp_path / "h.parquet").exists()
     result = observe([log], tmp_path / "h.parquet", read=replace(OBSERVE_READ, on_bad_row="skip"))
     assert result.summary["bad_rows"] == 1 and result.summary["rows_added"] == 2
-    assert any("skipped 1 bad rows" in w for w in result.warnings)
+    assert any("skipped 1 bad row (--on-bad-row skip)" in w for w in result.warnings)
 
 
 def test_a_true_in_a_list_of_lengths_is_a_bad_row(tmp_path):
@@ -475,7 +475,7 @@ def test_a_bad_dataset_row_follows_on_bad_row(tmp_path):
     result = observe([log], None, dataset=[dataset], read=replace(OBSERVE_READ, on_bad_row="skip"))
     assert result.added["prompt_id"].to_list() == ["a"]  # b's row is bad in the dataset, so b is unknown
     assert result.summary["unknown_ids"] == 1
-    assert any("skipped 1 bad rows of the dataset" in w and "ds.jsonl:2" in w for w in result.warnings)
+    assert any("skipped 1 bad row of the dataset" in w and "ds.jsonl:2" in w for w in result.warnings)
 
 
 def test_a_folder_given_as_a_log_is_called_a_folder(tmp_path):

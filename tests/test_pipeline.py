@@ -481,7 +481,7 @@ def test_prompts_without_text_are_scheduled_with_a_warning_naming_their_lines(tm
     result = schedule([path], None, settings=ScheduleSettings(train_batch_size=8), read=ReadOptions(on_bad_row="skip"))
     assert result.frame.height == 29
     skipped, empty = result.summary["warnings"][:2]
-    assert skipped.startswith("skipped 1 bad rows (--on-bad-row skip), e.g. ") and skipped.endswith("p.jsonl:13")
+    assert skipped.startswith("skipped 1 bad row (--on-bad-row skip), e.g. ") and skipped.endswith("p.jsonl:13")
     assert empty.startswith("2 prompts have no text (an empty chat list, or empty contents), e.g. ") and \
         "p.jsonl:5, " in empty and "p.jsonl:10;" in empty
     _, report = read_prompts_streamed([path], ReadOptions(on_bad_row="skip"), batch_bytes=200)

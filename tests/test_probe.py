@@ -178,7 +178,7 @@ def test_skipped_bad_lines_leave_the_probe_rows_in_place(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "probe.jsonl").read_text().splitlines()]
     assert [row["uid"] for row in rows] == result.prompt_ids and all(row == source[row["uid"]] for row in rows)
     assert result.summary["skipped_rows"] == 1
-    assert any("skipped 1 bad rows" in w and "train.jsonl:8" in w for w in result.warnings)
+    assert any("skipped 1 bad row (--on-bad-row skip)" in w and "train.jsonl:8" in w for w in result.warnings)
 
 
 def test_a_dataset_without_ids_gets_the_row_number_id(tmp_path):

@@ -593,6 +593,14 @@ def test_length_files_of_empty_lists_say_so_naming_the_file(tmp_path):
         read_lengths([path])
 
 
+def test_length_files_left_empty_by_skipping_count_the_rows_skipped_in_the_singular(tmp_path):
+    """"after skipping 1 bad rows" read so; the count says its noun as every other count does."""
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"id": "a", "length": -3}\n')
+    with pytest.raises(InputError, match=re.escape("h.jsonl: no usable lengths left after skipping 1 bad row; fix")):
+        read_lengths([path], ReadOptions(on_bad_row="skip"))
+
+
 def test_csv_ids_stay_text_with_their_leading_zeros(tmp_path):
     from asp_cli.reading.stream import read_prompts_streamed
 

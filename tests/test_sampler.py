@@ -78,6 +78,15 @@ def test_each_pass_replays_the_next_epoch(built, monkeypatch):  # noqa: F811
         finally:
             logging.getLogger("asp_cli.integrate.sampler").removeHandler(handler)
     assert not [r for r in records if "past the schedule" in r.getMessage()]
+    # A pass past the last epoch counts round again, and says so with the epochs counted (it said "epoch(s)").
+    sampler.set_epoch(EPOCHS)
+    logging.getLogger("asp_cli.integrate.sampler").addHandler(handler)
+    try:
+        assert list(sampler) == replay.dataset_indices(epoch=0, chunking="legacy")
+    finally:
+        logging.getLogger("asp_cli.integrate.sampler").removeHandler(handler)
+    assert [r.getMessage() for r in records if "past the schedule" in r.getMessage()] == [
+        "asp: pass 2 is past the schedule's 2 epochs; replaying them again"]
 
 
 def test_settings_from_nested_key_and_environment(built, monkeypatch):  # noqa: F811

@@ -17,7 +17,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli import columns as C
 from asp_cli.costmodel import HardwarePreset, load_preset
-from asp_cli.errors import LagBoundError, SettingsError, expect_callable, shown_id, shown_name
+from asp_cli.errors import LagBoundError, SettingsError, counted, expect_callable, shown_id, shown_name
 from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.output import json_finite
 from asp_cli.reading.history_ids import id_hints, row_numbered
@@ -600,7 +600,7 @@ def schedule(
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
     if summary["skipped_rows"]:  # a warning, so --quiet keeps it (a summary line, it went with the summary)
         examples = [*read_report.skipped_examples, *(history_report.skipped_examples if history_report else [])][:3]
-        warnings.insert(0, f"skipped {summary['skipped_rows']:,} bad rows (--on-bad-row skip), e.g. "
+        warnings.insert(0, f"skipped {counted(summary['skipped_rows'], 'bad row')} (--on-bad-row skip), e.g. "
                         + "; ".join(examples))
     summary["warnings"] = warnings
     calibration = info.details.get("history")

@@ -74,7 +74,9 @@ def fit_command(
                                char_ngrams=char_ngrams, seed=seed, force=force)
         card = result.card
         if result.skipped_rows:
-            say(f"skipped {result.skipped_rows:,} bad rows")
+            from asp_cli.errors import counted
+
+            say(f"skipped {counted(result.skipped_rows, 'bad row')}")
         if not quiet:
             say(f"fitted on {card['training']['prompts']:,} prompts ({card['training']['samples']:,} samples) in "
                 f"{result.seconds:.1f} s; wrote {output}")

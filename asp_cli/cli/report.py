@@ -84,7 +84,9 @@ def report_command(
         result = report_schedule(schedule, lengths=lengths, read=read, compare=compare,
                                  limits=limits if check else None, simulate=simulate, lengths_epoch=lengths_epoch)
         if result.skipped_rows:
-            say(f"skipped {result.skipped_rows} bad rows of --lengths files (--on-bad-row skip)")
+            from asp_cli.errors import counted
+
+            say(f"skipped {counted(result.skipped_rows, 'bad row')} of --lengths files (--on-bad-row skip)")
         if check and unbounded and not limits.any():
             result.warnings.append("--max-lag none sets no limit, and no other threshold was given: nothing was "
                                    "checked")

@@ -223,8 +223,8 @@ def _units(summary: dict) -> str:
 
 
 def _counted(count: int, word: str, words: str | None = None) -> str:
-    """`asp_cli.report.formats.counted`: a count and its noun, singular for 1."""
-    from asp_cli.report.formats import counted
+    """`asp_cli.errors.counted`: a count and its noun, singular for 1."""
+    from asp_cli.errors import counted
 
     return counted(count, word, words)
 

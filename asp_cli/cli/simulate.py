@@ -159,8 +159,9 @@ def _summary(document: dict) -> str:
 
         source += f" ({epochs_replayed_text(lengths['epochs_replayed'])})"
     if lengths.get("skipped_rows"):
-        source += (f" (skipped {lengths['skipped_rows']} bad row{'' if lengths['skipped_rows'] == 1 else 's'}, "
-                   "--on-bad-row skip)")
+        from asp_cli.errors import counted
+
+        source += f" (skipped {counted(lengths['skipped_rows'], 'bad row')}, --on-bad-row skip)"
     return "\n".join([
         f"Simulated {m['sequences']:,} sequence{'' if m['sequences'] == 1 else 's'} ({m['groups']:,} "
         f"group{'' if m['groups'] == 1 else 's'}) on {document['instances']} x "

@@ -32,7 +32,7 @@ import polars as pl
 from asp_cli import __version__
 from asp_cli.arrange.advice import dividing_example
 from asp_cli.columns import LABEL_KEYS
-from asp_cli.errors import InputError, SettingsError, shown_id
+from asp_cli.errors import InputError, SettingsError, counted, shown_id
 from asp_cli.integrate.dataset_rows import (SHADOWED, mixed_kinds_warning, nest_columns, non_finite_notes, object_fields,
                                              read_rows, write_rows)
 from asp_cli.integrate.export_match import misplaced_id_error, reexport_error
@@ -390,7 +390,7 @@ def _matched_dataset(
     if unreadable.skipped_rows:
         # Lines that are not JSON objects take no row number (as in `asp schedule --on-bad-row skip`), so the
         # rows after them still line up with the schedule's.
-        warnings.append(f"skipped {unreadable.skipped_rows} unreadable lines of the dataset, e.g. "
+        warnings.append(f"skipped {counted(unreadable.skipped_rows, 'unreadable line')} of the dataset, e.g. "
                         f"{'; '.join(unreadable.skipped_examples[:3])}; they are not exported")
 
     wanted = rows.select("row", "prompt_id").unique("row").sort("row")

@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, OutputError, SettingsError, missing_hint, stdin_named
+from asp_cli.errors import InputError, OutputError, SettingsError, counted, missing_hint, stdin_named
 from asp_cli.reading.dump_folders import dump_folder_fix
 from asp_cli.reading.exported import export_id_key, with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
@@ -305,7 +305,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     for entry in ingested:  # what the history holds of each (`read_lengths` checks a history against it)
         entry["rows_kept"] = kept.get(entry["name"], 0)
     if summary["bad_rows"]:
-        warnings.append(f"skipped {summary['bad_rows']} bad rows (--on-bad-row skip), e.g. "
+        warnings.append(f"skipped {counted(summary['bad_rows'], 'bad row')} (--on-bad-row skip), e.g. "
                         f"{'; '.join(summary['bad_row_examples'][:3])}")
     if summary["estimated_lengths"]:
         warnings.append(
@@ -645,7 +645,7 @@ def _read_dataset(paths: list[Path], read: ReadOptions, warnings: list[str]) -> 
     prompts, report = read_prompts(paths, ReadOptions(on_bad_row=on_bad_row, id_key=read.id_key, id_flag=read.id_flag,
                                                       prompt_key=read.prompt_key, prompt_flag=read.prompt_flag))
     if report.skipped_rows:
-        warnings.append(f"skipped {report.skipped_rows} bad rows of the dataset (--on-bad-row skip), e.g. "
+        warnings.append(f"skipped {counted(report.skipped_rows, 'bad row')} of the dataset (--on-bad-row skip), e.g. "
                         f"{'; '.join(report.skipped_examples[:3])}; log rows naming their ids count as unknown")
     return _Dataset(paths, prompts, report, on_bad_row)
 

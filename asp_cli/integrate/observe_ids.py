@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, SettingsError, shown_id
+from asp_cli.errors import InputError, SettingsError, counted, shown_id
 from asp_cli.output import as_given
 from asp_cli.reading.id_forms import near_misses
 from asp_cli.reading.options import ReadOptions
@@ -105,7 +105,7 @@ def nothing_to_write(summary: dict[str, Any], against: str) -> str:
         examples = ", ".join(shown_id(i) for i in summary["unknown_id_examples"][:3])
         reason = (f"{rows} were left out because their prompt ids "
                   f"({summary['unknown_ids']:,} ids, e.g. {examples}) are not in the {against}"
-                  + (f", and {bad:,} bad rows were skipped" if bad else ""))
+                  + (f", and {counted(bad, 'bad row')} {'was' if bad == 1 else 'were'} skipped" if bad else ""))
         fix = (summary["unknown_ids_written_otherwise"] or
                f"observe with the {against} these rollouts were made from, name the log's id column with --id-key, "
                "or pass --unknown-ids keep")

@@ -32,7 +32,7 @@ import polars as pl
 
 from asp_cli import __version__
 from asp_cli import columns as C
-from asp_cli.errors import SettingsError, expect_kind, named_in_python
+from asp_cli.errors import SettingsError, counted, expect_kind, named_in_python
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, paths_of
 from asp_cli.settings import MAX_SAMPLES_PER_PROMPT, check_count, whole, whole_fields
 
@@ -240,7 +240,7 @@ def probe(
         warnings.append(f"{len(unprobed)} data sources get no probe prompt ({', '.join(unprobed[:3])}): their "
                         "lengths stay the model's guess; raise --prompts or --min-per-source")
     if report.skipped_rows:
-        warnings.append(f"skipped {report.skipped_rows} bad rows (--on-bad-row skip), e.g. "
+        warnings.append(f"skipped {counted(report.skipped_rows, 'bad row')} (--on-bad-row skip), e.g. "
                         f"{'; '.join(report.skipped_examples[:3])}; they are not in the probe")
     picked = prompts[chosen]
     mixed: list[str] = []

@@ -244,7 +244,11 @@ class ScheduleSampler(_base_class()):  # type: ignore[misc]
     def _schedule_epoch(self, epoch: int) -> int:
         epochs = self.replay.epochs
         if epoch >= len(epochs):
-            _log.warning("asp: pass %d is past the schedule's %d epoch(s); replaying them again", epoch, len(epochs))
+            from asp_cli.errors import counted
+
+            # "the schedule's 1 epoch(s)" read so: the count says its noun, and one epoch is replayed as "it"
+            _log.warning("asp: pass %d is past the schedule's %s; replaying %s again", epoch,
+                         counted(len(epochs), "epoch"), "it" if len(epochs) == 1 else "them")
         return epochs[epoch % len(epochs)]
 
     def indices(self, epoch: int) -> list[int]:

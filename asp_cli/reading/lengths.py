@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, SettingsError, shown_id
+from asp_cli.errors import InputError, SettingsError, counted, shown_id
 from asp_cli.reading.json_records import JSON_TAG, untag, untag_value
 from asp_cli.reading.options import DEFAULT_READ, OnBadRow, ReadOptions
 from asp_cli.reading.places import row_location
@@ -140,7 +140,7 @@ def read_lengths(paths: Sequence[Path], options: ReadOptions = DEFAULT_READ) -> 
     if frame.height == 0:
         names = ", ".join(str(p) for p in paths)
         if report.skipped_rows:
-            raise InputError(f"{names}: no usable lengths left after skipping {report.skipped_rows} bad rows; fix "
+            raise InputError(f"{names}: no usable lengths left after skipping {counted(report.skipped_rows, 'bad row')}; fix "
                              "the length files")
         raise InputError(f"{names}: the files hold no lengths (every row's list of lengths is empty); give at "
                          "least one length")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from asp_cli.errors import counted  # also `asp schedule`'s summary's (`cli/schedule.py`)
 from asp_cli.report.checks import FACT_DIGITS
 
 
@@ -64,12 +65,6 @@ def sent_units(count: int, rows: int, engine: str | None) -> str:
         return f"{counted(count, 'request')} of one prompt " + ("(its group of samples)" if count == 1 else
                                                                  "each (its group of samples)")
     return f"{counted(count, 'request batch', 'request batches')} (a few prompts sent to the servers at once)"
-
-
-def counted(count: int, word: str, words: str | None = None) -> str:
-    """A count and its noun, singular for 1 ('1 prompts x 1 epoch(s) = 1 rows' read so, as did the verdict's 'on 1
-    instances' before 4ad828e)."""
-    return f"{count:,} {word if count == 1 else words or word + 's'}"
 
 
 def sent_unit_name(count: int, rows: int, engine: str | None) -> str:
