@@ -46,6 +46,15 @@ def test_the_report_says_which_arrangement_won_and_for_which_dispatch(tmp_path):
     assert choice["chosen"] in {c["name"] for c in choice["candidates"]} and choice["dispatch"] == "free"
     text = " ".join(run(out).stdout.split())
     assert f"arrangement {choice['chosen']} (auto, for the continuous engine with free dispatch" in text
+    # The headline, first in the text as on the page's cards, and in --json (report 1.6) as the summary gives it.
+    mine = next(c for c in choice["candidates"] if c["name"] == choice["chosen"] and c["kv_budget"] == choice["kv_budget"])
+    gain = choice["expected_gain_over_shuffle"]
+    assert document["headline"] == {"expected_end_to_end_s": round(mine["expected_end_to_end_s"], 3),
+                                    "whole_run": True, "epochs_judged": 1,
+                                    "expected_gain_over_shuffle": round(gain, 4), "order_matters_little": abs(gain) < 0.02,
+                                    "judged_in_miniature": False}
+    assert run(out).stdout.splitlines()[1] == (f"expected end-to-end, by auto's draws (tails included): "
+                                              f"{mine['expected_end_to_end_s']:,.1f} s")
     # A replay is read against what auto's draws expected of the chosen candidate (tails included), not only
     # against the point predictions' makespan, which leaves every tail out (a newcomer read 366 s against 106 s).
     drawn = next(c["expected_rollout_s"] for c in choice["candidates"]
@@ -92,7 +101,7 @@ def test_json_is_the_only_thing_on_stdout(schedules):
     result = run(schedules / "a.parquet", "--json")
     assert result.exit_code == 0
     document = json.loads(result.stdout)
-    assert document["report_version"] == "1.5"
+    assert document["report_version"] == "1.6"
     assert document["checks"] is None and document["comparison"] is None and document["simulated"] is None
     assert document["size"]["prompts"] == 300
 

@@ -17,7 +17,7 @@ from asp_cli.settings import ScheduleSettings
 
 from util import make_predictions, prompt_frame
 
-TOP_KEYS = {"report_version", "schedule", "provenance", "size", "instances", "predicted_lengths", "minibatches",
+TOP_KEYS = {"report_version", "schedule", "provenance", "headline", "size", "instances", "predicted_lengths", "minibatches",
             "padding", "queue", "effective_batch", "lag", "steps", "observed", "simulated", "minibatch_table"}
 
 
@@ -539,17 +539,50 @@ def test_auto_draws_of_fewer_epochs_than_the_run_are_said_not_to_be_the_run():
         "end_to_end_s": None, "rollout_s": None, "timed_as": None, "whole_run": None, "epochs_judged": None}
 
 
+def _with_headline(choice, epochs):
+    from asp_cli.report.headline import headline_facts
+
+    return {"provenance": {"arrangement": choice}, "size": {"epochs": epochs}, "headline": headline_facts(choice, epochs)}
+
+
 def test_headline_cards_say_what_part_auto_judged_and_when_the_order_matters_little():
-    from asp_cli.report.simulated import headline_cards
+    from asp_cli.report.headline import headline_cards
 
     choice = {"chosen": "interleave", "kv_budget": "peak", "evaluated_epochs": 2, "expected_gain_over_shuffle": 0.012,
               "candidates": [{"name": "interleave", "kv_budget": "peak", "expected_end_to_end_s": 1348.1}]}
-    report = {"provenance": {"arrangement": choice}, "size": {"epochs": 3}}
+    report = _with_headline(choice, 3)
+    assert report["headline"] == {"expected_end_to_end_s": 1348.1, "whole_run": False, "epochs_judged": 2,
+                                  "expected_gain_over_shuffle": 0.012, "order_matters_little": True,
+                                  "judged_in_miniature": False}
     (time_label, time_value), (gain_label, gain_value) = headline_cards(report)
     assert time_value == "1,348.1 s" and "over the 2 of the run's 3 epochs judged, not the whole run" in time_label
     assert gain_value == "within 2% (1.2% faster)" and "in the miniature" not in gain_label
-    assert "in the miniature judged" in headline_cards({**report, "provenance": {"arrangement": {
-        **choice, "judged_instances": 4}}})[1][0]
+    assert "in the miniature judged" in headline_cards(_with_headline({**choice, "judged_instances": 4}, 3))[1][0]
     kept = {**choice, "chosen": "shuffle", "candidates": [{**choice["candidates"][0], "name": "shuffle"}]}
-    assert [value for _, value in headline_cards({**report, "provenance": {"arrangement": kept}})] == ["1,348.1 s"]
-    assert headline_cards({**report, "provenance": {"arrangement": "long-first"}}) == []
+    assert [value for _, value in headline_cards(_with_headline(kept, 3))] == ["1,348.1 s"]
+    assert _with_headline(kept, 3)["headline"]["expected_gain_over_shuffle"] is None
+    assert _with_headline("long-first", 3)["headline"] is None and headline_cards(_with_headline("long-first", 3)) == []
+    # An edited record's figure that is not a number is left out, not shown as text or a crash.
+    edited = {**choice, "expected_gain_over_shuffle": "12%"}
+    assert [value for _, value in headline_cards(_with_headline(edited, 3))] == ["1,348.1 s"]
+
+
+def test_the_text_opens_with_the_pages_headline_read_from_the_reports_facts(made):
+    """The page's headline cards (auto's expected end-to-end time and gain over a shuffle) had no line in the text
+    report. Both render the report's ``headline`` section (in --json too), computed once: a changed fact changes
+    both renderers' words."""
+    from asp_cli.report.html import render_html
+
+    folder, _ = made
+    report = build_report(read_schedule(folder / "s.parquet"))
+    assert report["headline"] is None  # a schedule without auto's record (made here by `arrange`)
+    assert render_text(report).splitlines()[1].startswith("command")
+    choice = {"chosen": "interleave", "kv_budget": "peak", "evaluated_epochs": 2, "expected_gain_over_shuffle": 0.0677,
+              "candidates": [{"name": "interleave", "kv_budget": "peak", "expected_end_to_end_s": 91.787}]}
+    report = {**report, "headline": _with_headline(choice, 2)["headline"]}
+    lines = render_text(report).splitlines()
+    assert lines[1:3] == ["expected end-to-end, by auto's draws (tails included): 91.8 s",
+                          "expected over a shuffle, in auto's draws (a replay on real lengths can save less): 6.8% faster"]
+    report["headline"] = {**report["headline"], "expected_end_to_end_s": 12.0}  # the facts are what both show
+    assert render_text(report).splitlines()[1].endswith(": 12.0 s")
+    assert "<b>12.0 s</b><span>expected end-to-end, by auto&#x27;s draws (tails included)</span>" in render_html(report)

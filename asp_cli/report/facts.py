@@ -30,7 +30,7 @@ from asp_cli.schedule_format import Schedule
 
 
 # Bump the major when a key is removed, renamed or changes meaning; the minor for added keys.
-REPORT_VERSION = "1.5"
+REPORT_VERSION = "1.6"
 
 # Points on the time grid of the queue and effective-batch curves: smooth enough for a plot, small in JSON.
 _GRID_POINTS = 160
@@ -132,8 +132,8 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
     -------
     dict
         JSON-ready, keys documented in docs/report.md: ``report_version``, ``schedule``, ``provenance``,
-        ``size``, ``instances``, ``predicted_lengths``, ``minibatches``, ``padding``, ``queue``,
-        ``effective_batch``, ``lag``, ``steps``, ``observed`` (null without observed lengths), ``simulated``
+        ``headline`` (null without auto's choice), ``size``, ``instances``, ``predicted_lengths``,
+        ``minibatches``, ``padding``, ``queue``, ``effective_batch``, ``lag``, ``steps``, ``observed`` (null without observed lengths), ``simulated``
         (null here; `report_schedule` fills it with ``simulate=True``) and ``minibatch_table`` (one entry per
         minibatch, for timelines).
     """
@@ -180,8 +180,12 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
         "simulated": None,  # filled by `report_schedule(..., simulate=True)` (report_simulated)
         "minibatch_table": _minibatch_table(per_mb, timed),
     }
-    # auto's draws' padding from the arrangement record as read (left out where it was edited out of shape)
+    # auto's draws' padding and the headline from the arrangement record as read (left out where it was edited out
+    # of shape)
     report["padding"].update(_drawn_padding(report["provenance"]["arrangement"]))
+    from asp_cli.report.headline import headline_facts
+
+    report["headline"] = headline_facts(report["provenance"]["arrangement"], report["size"]["epochs"])
     return report
 
 

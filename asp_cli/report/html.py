@@ -401,7 +401,7 @@ def _unbounded_lag_note(report: dict[str, Any]) -> str:
 
 def _cards(report: dict[str, Any]) -> str:
     size, inst, queue, lag = report["size"], report["instances"], report.get("queue") or {}, report.get("lag") or {}
-    from asp_cli.report.simulated import headline_cards
+    from asp_cli.report.headline import headline_cards
 
     cards = [
         *headline_cards(report),

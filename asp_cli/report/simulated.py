@@ -190,30 +190,3 @@ def as_verl_routes(report: dict[str, Any]) -> str:
             f"`asp simulate {report['schedule']['name']} --compare{lengths}` sets verl's own arrangements beside it "
             "(its \"as verl routes\" line, and the \"as verl s\" column)")
 
-
-def headline_cards(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """The page's headline: the run's expected end-to-end time by auto's draws of the chosen candidate (tails
-    included; of the part judged where that is not the whole run) and the expected gain over a shuffle, as
-    `asp schedule`'s summary says it ("expected", in auto's draws; within 2% "the order matters little"). A team
-    lead found neither on the page's cards, only in the provenance table's long arrangement row. Empty where the
-    schedule records no auto choice (a named arrangement, an older file)."""
-    from asp_cli.arrange.choose import ORDER_MATTERS_LITTLE
-
-    choice = report["provenance"].get("arrangement")
-    if not isinstance(choice, dict):
-        return []
-    draws = expected_by_draws(choice, synchronous=False, run_epochs=report["size"]["epochs"])
-    cards = []
-    if draws["end_to_end_s"] is not None:
-        judged, run = draws["epochs_judged"] or 1, report["size"]["epochs"]
-        part = ("" if draws["whole_run"] else f"; over the {judged} of the run's {run} epochs judged, not the whole run"
-                if judged < run else "; over the sample of prompts judged, not the whole run")
-        cards.append((f"expected end-to-end, by auto's draws (tails included{part})",
-                      f"{draws['end_to_end_s']:,.1f} s"))
-    gain = choice.get("expected_gain_over_shuffle")
-    if gain is not None and choice.get("chosen") != "shuffle":
-        small = ", in the miniature judged" if choice.get("judged_instances") else ""
-        by = f"{abs(gain):.1%} {'faster' if gain >= 0 else 'slower'}"
-        cards.append((f"expected over a shuffle, in auto's draws{small} (a replay on real lengths can save less)",
-                      by if abs(gain) >= ORDER_MATTERS_LITTLE else f"within {ORDER_MATTERS_LITTLE:.0%} ({by})"))
-    return cards

@@ -120,6 +120,11 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
     name = _shown(report["schedule"]["name"] or "schedule")
     out(f"[bold]asp report: {name}[/bold]  (schedule format {report['schedule']['format_version']}, "
         f"made by {_shown(made_by_text(prov))})")
+    from asp_cli.report.headline import headline_cards
+
+    # The page's headline cards, first here too: the two figures a reader opens the report for.
+    for label, value in headline_cards(report):
+        out(f"{label}: [bold]{value}[/bold]")
 
     made = Table.grid(padding=(0, 2))
     made.add_column(style="dim")
