@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 
 from asp_cli.report.checks import CheckLimits, check_report, compare_reports
-from asp_cli.report.facts import build_report, observed_from_samples
+from asp_cli.report.facts import build_report
+from asp_cli.report.observed import observed_from_samples
 from asp_cli.report.html import render_html
 from asp_cli.report.simulated import simulated_section
 from asp_cli.reading import read_lengths

@@ -14,10 +14,6 @@ busy time, the training-queue curves, the effective batch and lag. A section who
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +22,8 @@ import polars as pl
 from asp_cli.arrange.timeline import busy_seconds, group_tokens, run_steps
 from asp_cli.costmodel import HardwarePreset, load_preset
 from asp_cli.output import json_finite
+from asp_cli.report.numbers import TAIL_QUANTILE, histogram, log_edges, quantiles, rounded, spread
+from asp_cli.report.observed import ObservedLengths, observed_section
 from asp_cli.schedule_format import Schedule
 
 
@@ -34,85 +32,11 @@ REPORT_VERSION = "1.6"
 
 # Points on the time grid of the queue and effective-batch curves: smooth enough for a plot, small in JSON.
 _GRID_POINTS = 160
-# The "long tail": prompts above this quantile of predicted length in their epoch.
-_TAIL_QUANTILE = 0.9
-_QUANTILES = (0.0, 0.1, 0.5, 0.9, 1.0)
 _TIMING_COLUMNS = ("expected_start_s", "expected_finish_s", "expected_minibatch_end_s")
-
-
-def rounded(value: float | None, digits: int = 4) -> float | None:
-    """Round for output; non-finite values become None (JSON has no NaN)."""
-    if value is None:
-        return None
-    value = float(value)
-    if not math.isfinite(value):
-        return None
-    return round(value, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
-
-
-def _quantiles(values: np.ndarray, digits: int = 1) -> dict[str, float | None]:
-    """Named quantiles (p0, p10, p50, p90, p100) and the mean of ``values``."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.size == 0:
-        return {**{f"p{int(q * 100)}": None for q in _QUANTILES}, "mean": None}
-    out = {f"p{int(q * 100)}": rounded(np.quantile(values, q), digits) for q in _QUANTILES}
-    out["mean"] = rounded(values.mean(), digits)
-    return out
-
-
-def _spread(values: np.ndarray) -> float | None:
-    """(max - min) / mean: 0 for perfect balance; None when the mean is 0."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.size == 0 or values.mean() <= 0:
-        return None
-    return rounded((values.max() - values.min()) / values.mean())
-
-
-def _log_edges(low: float, high: float, bins: int = 24) -> np.ndarray:
-    """Histogram edges spaced evenly in log length (lengths are long-tailed)."""
-    low = max(float(low), 1.0)
-    high = max(float(high), low * 1.01)
-    return np.unique(np.round(np.geomspace(low, high * 1.0001, bins + 1)).astype(np.int64))
-
-
-def _histogram(values: np.ndarray, edges: np.ndarray) -> list[int]:
-    counts, _ = np.histogram(np.clip(values, edges[0], edges[-1]), bins=edges)
-    return [int(c) for c in counts]
 
 
 # --------------------------------------------------------------------------------------------------------
 # The report
-
-
-@dataclass(frozen=True)
-class ObservedLengths:
-    """Observed response lengths, one row per prompt: ``prompt_id``, ``observed_max_tokens``,
-    ``observed_mean_tokens``, ``samples``, ``truncated_samples`` (see `observed_from_samples`)."""
-
-    frame: pl.DataFrame
-    files: tuple[str, ...] = ()
-    epoch: int | None = None  # the epoch of the files kept (`asp report --lengths-epoch`; -1: a probe's); None: all
-
-
-def observed_from_samples(samples: pl.DataFrame, files: Sequence[Path | str] = (), *,
-                          epoch: int | None = None) -> ObservedLengths:
-    """Aggregate per-sample lengths (as `reading.read_lengths` returns them) to one row per prompt.
-
-    The group's maximum is the label that matters for a GRPO group (it ends the group), the mean is what
-    the trainer consumes. ``epoch``: the epoch the samples were kept of (`asp report --lengths-epoch`), recorded.
-    """
-    truncated = pl.col("truncated").fill_null(False).cast(pl.Int64) if "truncated" in samples.columns else pl.lit(0)
-    frame = (
-        samples.group_by("prompt_id")
-        .agg(
-            pl.col("response_tokens").max().alias("observed_max_tokens"),
-            pl.col("response_tokens").mean().alias("observed_mean_tokens"),
-            pl.len().alias("samples"),
-            truncated.sum().alias("truncated_samples"),
-        )
-        .sort("prompt_id")
-    )
-    return ObservedLengths(frame=frame, files=tuple(Path(f).name for f in files), epoch=epoch)
 
 
 def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
@@ -176,7 +100,7 @@ def build_report(schedule: Schedule, *, observed: ObservedLengths | None = None,
         "effective_batch": _effective_batch(frame, n, instances) if timed else None,
         "lag": _lag(frame, settings),
         "steps": _steps(frame),
-        "observed": _observed(frame, per_mb, observed, instances) if observed is not None else None,
+        "observed": observed_section(frame, per_mb, observed, instances) if observed is not None else None,
         "simulated": None,  # filled by `report_schedule(..., simulate=True)` (report_simulated)
         "minibatch_table": _minibatch_table(per_mb, timed),
     }
@@ -281,7 +205,7 @@ def _instances(per_mb: pl.DataFrame, instances: int, timed: bool) -> dict[str, A
     out: dict[str, Any] = {
         "minibatches": [int(x) for x in minibatches],
         "predicted_tokens": [int(x) for x in tokens],
-        "tokens_spread": _spread(tokens),
+        "tokens_spread": spread(tokens),
         "busy_s": None,
         "end_s": None,
         "busy_spread": None,
@@ -294,7 +218,7 @@ def _instances(per_mb: pl.DataFrame, instances: int, timed: bool) -> dict[str, A
         out.update(
             busy_s=[rounded(x, 3) for x in busy],
             end_s=[rounded(x, 3) for x in end],
-            busy_spread=_spread(busy),
+            busy_spread=spread(busy),
             finish_spread_s=rounded(end.max() - end.min(), 3),
             makespan_s=rounded(end.max(), 3),
         )
@@ -303,11 +227,11 @@ def _instances(per_mb: pl.DataFrame, instances: int, timed: bool) -> dict[str, A
 
 def _predicted_lengths(frame: pl.DataFrame) -> dict[str, Any]:
     values = frame["predicted_tokens"].to_numpy()
-    edges = _log_edges(values.min(), values.max())
+    edges = log_edges(values.min(), values.max())
     out: dict[str, Any] = {
         "column": "predicted_tokens",
-        "quantiles": _quantiles(values),
-        "histogram": {"edges": [int(e) for e in edges], "counts": _histogram(values, edges)},
+        "quantiles": quantiles(values),
+        "histogram": {"edges": [int(e) for e in edges], "counts": histogram(values, edges)},
         "sources": None,
     }
     if "prediction_source" in frame.columns:
@@ -320,11 +244,11 @@ def _minibatch_lengths(per_mb: pl.DataFrame) -> dict[str, Any]:
     longest = per_mb["longest"].to_numpy().astype(np.float64)
     shortest = per_mb["shortest"].to_numpy().astype(np.float64)
     return {
-        "prompts": _quantiles(per_mb["prompts"].to_numpy()),
-        "longest_predicted_tokens": _quantiles(longest),
-        "mean_predicted_tokens": _quantiles(per_mb["tokens"].to_numpy() / per_mb["prompts"].to_numpy()),
+        "prompts": quantiles(per_mb["prompts"].to_numpy()),
+        "longest_predicted_tokens": quantiles(longest),
+        "mean_predicted_tokens": quantiles(per_mb["tokens"].to_numpy() / per_mb["prompts"].to_numpy()),
         # How tight the packing is: shortest / longest predicted length inside a minibatch (1 = uniform).
-        "shortest_to_longest": _quantiles(shortest / np.maximum(longest, 1.0), 3),
+        "shortest_to_longest": quantiles(shortest / np.maximum(longest, 1.0), 3),
     }
 
 
@@ -339,7 +263,7 @@ def _kv_fill(schedule: Schedule, n: int) -> dict[str, Any] | None:
     if budget is None or schedule.settings.get("engine") == "streaming" or not all(c in frame.columns for c in needed):
         return None
     tokens = _minibatch_kv(frame, n, schedule.kv_budget)
-    return {"counted": schedule.kv_budget, "budget_tokens": budget, "quantiles": _quantiles(tokens / budget, 4)}
+    return {"counted": schedule.kv_budget, "budget_tokens": budget, "quantiles": quantiles(tokens / budget, 4)}
 
 
 def _minibatch_kv(frame: pl.DataFrame, n: int, cut: str) -> np.ndarray:
@@ -373,7 +297,7 @@ def _padding(per_mb: pl.DataFrame) -> dict[str, Any]:
     fraction = 1.0 - float(per_mb["tokens"].sum()) / slots if slots else 0.0
     return {
         "fraction": rounded(fraction),
-        "per_minibatch": _quantiles(per_mb["padding"].to_numpy(), 4),
+        "per_minibatch": quantiles(per_mb["padding"].to_numpy(), 4),
     }
 
 
@@ -545,7 +469,7 @@ def _steps(frame: pl.DataFrame) -> dict[str, Any]:
     length = pl.col(column).cast(pl.Float64)
     rows = frame.with_columns(
         length.mean().over("epoch").alias("epoch_mean"),
-        (length > length.quantile(_TAIL_QUANTILE, "nearest").over("epoch")).alias("tail"),
+        (length > length.quantile(TAIL_QUANTILE, "nearest").over("epoch")).alias("tail"),
     )
     aggs = [
         pl.len().alias("groups"),
@@ -573,10 +497,10 @@ def _steps(frame: pl.DataFrame) -> dict[str, Any]:
         })
     return {
         "length_column": column,
-        "ratio": _quantiles(ratio, 4),
+        "ratio": quantiles(ratio, 4),
         # The last step of a run may be a partial batch; skew counts full steps only when there are any.
         "max_skew": rounded(skew[full].max() if full.any() else skew.max()),
-        "tail_share_expected": rounded(1.0 - _TAIL_QUANTILE),
+        "tail_share_expected": rounded(1.0 - TAIL_QUANTILE),
         "table": table,
     }
 
@@ -599,71 +523,6 @@ def _minibatch_table(per_mb: pl.DataFrame, timed: bool) -> list[dict[str, Any]]:
         }
         table.append(entry)
     return table
-
-
-def _rank(values: np.ndarray) -> np.ndarray:
-    return pl.Series(values).rank("average").to_numpy().astype(np.float64)
-
-
-def _observed(frame: pl.DataFrame, per_mb: pl.DataFrame, observed: ObservedLengths,
-              instances: int) -> dict[str, Any]:
-    """Observed lengths next to the predictions: accuracy, and padding and balance replayed with them."""
-    obs = observed.frame
-    joined = frame.join(obs, on="prompt_id", how="left")
-    matched = joined.filter(pl.col("observed_max_tokens").is_not_null())
-    first_epoch = frame["epoch"].min()
-    scheduled_ids = frame.filter(pl.col("epoch") == first_epoch)["prompt_id"]
-    out: dict[str, Any] = {
-        "files": list(observed.files),
-        "epoch": observed.epoch,
-        "samples": int(obs["samples"].sum()),
-        "prompts_observed": obs.height,
-        "prompts_matched": int(scheduled_ids.is_in(obs["prompt_id"].implode()).sum()),
-        "prompts_unmatched": int((~scheduled_ids.is_in(obs["prompt_id"].implode())).sum()),
-        "observed_not_in_schedule": int((~obs["prompt_id"].is_in(scheduled_ids.implode())).sum()),
-        "truncated_fraction": rounded(obs["truncated_samples"].sum() / max(int(obs["samples"].sum()), 1)),
-    }
-    if matched.height == 0:
-        out.update(quantiles=None, histogram=None, spearman=None, median_abs_log_error=None, tail_recall=None,
-                   padding_fraction=None, instance_tokens=None, instance_tokens_spread=None, points=[])
-        return out
-    once = matched.filter(pl.col("epoch") == first_epoch)
-    predicted = once["predicted_tokens"].to_numpy().astype(np.float64)
-    actual = once["observed_max_tokens"].to_numpy().astype(np.float64)
-    values = frame["predicted_tokens"].to_numpy()
-    edges = _log_edges(min(values.min(), actual.min()), max(values.max(), actual.max()))
-    spearman = None
-    if once.height > 2 and np.std(predicted) > 0 and np.std(actual) > 0:
-        spearman = rounded(np.corrcoef(_rank(predicted), _rank(actual))[0, 1])
-    # Tail recall: of the prompts in the observed longest 10%, the share the prediction also put there.
-    k = max(int(round(once.height * (1.0 - _TAIL_QUANTILE))), 1)
-    top_actual = set(np.argsort(-actual, kind="stable")[:k].tolist())
-    top_predicted = set(np.argsort(-predicted, kind="stable")[:k].tolist())
-    mb = matched.group_by("minibatch").agg(
-        pl.col("instance").first(),
-        pl.len().alias("prompts"),
-        pl.col("observed_max_tokens").max().alias("longest"),
-        pl.col("observed_max_tokens").sum().alias("tokens"),
-        pl.col("observed_mean_tokens").sum().alias("mean_tokens"),
-    )
-    slots = float((mb["longest"] * mb["prompts"]).sum())
-    tokens = np.bincount(mb["instance"].to_numpy(), weights=mb["mean_tokens"].to_numpy(), minlength=instances)
-    # Predicted histogram edges are reused so the two distributions can be drawn on one axis.
-    points = once.select("predicted_tokens", "observed_max_tokens").sort("predicted_tokens", "observed_max_tokens")
-    step = max(points.height // 1500, 1)  # enough points for a scatter plot, a bounded JSON size
-    out.update(
-        quantiles=_quantiles(actual),
-        histogram={"edges": [int(e) for e in edges], "predicted_counts": _histogram(values, edges),
-                   "observed_counts": _histogram(actual, edges)},
-        spearman=spearman,
-        median_abs_log_error=rounded(np.median(np.abs(np.log(np.maximum(predicted, 1)) - np.log(np.maximum(actual, 1))))),
-        tail_recall=rounded(len(top_actual & top_predicted) / k),
-        padding_fraction=rounded(1.0 - float(mb["tokens"].sum()) / slots if slots else 0.0),
-        instance_tokens=[int(x) for x in tokens],
-        instance_tokens_spread=_spread(tokens),
-        points=[[int(p), int(a)] for p, a in points[::step].iter_rows()],
-    )
-    return out
 
 
 QUANTILE_NAMES = ("p0", "p10", "p50", "p90", "p100", "mean")

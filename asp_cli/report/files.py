@@ -12,7 +12,8 @@ import polars as pl
 from asp_cli.errors import SettingsError, shown_id
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.report.checks import CheckLimits, check_report, compare_reports
-from asp_cli.report.facts import build_report, observed_from_samples, padded_overflow
+from asp_cli.report.facts import build_report, padded_overflow
+from asp_cli.report.observed import observed_from_samples
 
 # `asp report` names the id and length columns of its --lengths files so.
 REPORT_READ = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")
