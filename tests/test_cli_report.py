@@ -101,7 +101,7 @@ def test_json_is_the_only_thing_on_stdout(schedules):
     result = run(schedules / "a.parquet", "--json")
     assert result.exit_code == 0
     document = json.loads(result.stdout)
-    assert document["report_version"] == "1.6"
+    assert document["report_version"] == "1.7"
     assert document["checks"] is None and document["comparison"] is None and document["simulated"] is None
     assert document["size"]["prompts"] == 300
 
@@ -592,12 +592,18 @@ def test_lengths_epoch_picks_one_epoch_of_a_history_and_says_which(schedules, tm
     assert "Observed lengths (history.csv; epoch 1): 2,400 samples for 300 prompts" in said
     assert "--simulate: observed lengths (epoch 1) for 300 prompts" in said
     assert "<th>epoch (--lengths-epoch)</th><td>epoch 1</td>" in (tmp_path / "r.html").read_text()
+    assert ("<th>epochs compared</th><td>schedule epoch 0 with the lengths&#x27; epoch 1; epoch 1 left out (the same "
+            "lengths would stand for it again)</td>") in (tmp_path / "r.html").read_text()
+    assert "compared: schedule epoch 0 with the lengths' epoch 1; epoch 1 left out" in said
     document = json.loads(run(schedules / "a.parquet", "--lengths", history, "--lengths-epoch", -1, "--simulate",
                               "--json").stdout)
     assert document["observed"]["epoch"] == document["simulated"]["lengths"]["epoch"] == -1
     assert document["observed"]["quantiles"]["p100"] == 50
     plain = json.loads(run(schedules / "a.parquet", "--lengths", history, "--json").stdout)
-    assert plain["observed"]["epoch"] is None and plain["observed"]["quantiles"]["p100"] == 399  # epoch 0's
+    # Without it, each schedule epoch is compared with the history's own, as --simulate replays it (before 1.7 the
+    # oldest alone: p100 399, epoch 0's)
+    assert plain["observed"]["epoch"] is None and plain["observed"]["quantiles"]["p100"] == 499  # epoch 1's
+    assert [(c["schedule_epoch"], c["lengths_epoch"]) for c in plain["observed"]["epochs_compared"]] == [(0, 0), (1, 1)]
     missing = run(schedules / "a.parquet", "--lengths", history, "--lengths-epoch", 2)
     assert missing.exit_code == 4 and missing.stdout == ""
     assert (f"Error: --lengths-epoch 2: {history} holds epochs 0 and 1, and samples without an epoch (a probe's: "

@@ -171,9 +171,12 @@ def test_more_samples_of_a_prompt_than_a_group_holds_are_cut_to_the_first_n(made
     assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[cut]).report["observed"],
                                        "files": ["twice.csv"]}
     # Two numbered epochs of a group each are not told of a larger rollout.n (a verl newcomer's round, 2026-12-07:
-    # "remake the schedule with --samples-per-prompt 16" for two epochs of 8).
+    # "remake the schedule with --samples-per-prompt 16" for two epochs of 8). The schedule's own two epochs are
+    # each compared with their own group, no more than N (report 1.7); two it does not number pool as before.
     epochs = tmp_path / "epochs.csv"
     pl.concat([one.with_columns(pl.lit(e).alias("epoch")) for e in (0, 1) for _ in range(8)]).write_csv(epochs)
+    assert not report_schedule(folder / "s.parquet", lengths=[epochs]).warnings
+    pl.concat([one.with_columns(pl.lit(e).alias("epoch")) for e in (2, 3) for _ in range(8)]).write_csv(epochs)
     said = [w for w in report_schedule(folder / "s.parquet", lengths=[epochs]).warnings if "in --lengths" in w]
     assert said and said[0].endswith("each of its 2 epochs holds at most 8 samples of a prompt, as the schedule's "
                                      "groups do") and "--samples-per-prompt" not in said[0]
@@ -206,19 +209,71 @@ def test_a_probe_before_the_epochs_of_a_history_is_left_out_as_asp_simulate_leav
                                        "files": ["history.parquet"]}
 
 
-def test_epochs_out_of_order_compare_the_oldest_epochs_samples_as_asp_simulate_replays_them(made, tmp_path):
+def test_epochs_out_of_order_compare_each_epochs_own_samples_as_asp_simulate_replays_them(made, tmp_path):
     """A history of epoch 1 and then epoch 0 (its files given late one first) compared epoch 1's samples, the first
-    N in the file's order, where asp simulate replays the oldest epoch's."""
+    N in the file's order, where asp simulate replays the oldest epoch's; since report 1.7 each schedule epoch is
+    compared with its own, whatever the files' order."""
     folder, result = made
     one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
     late = one.with_columns(pl.lit(9000).alias("response_tokens"), pl.lit(1, pl.Int32).alias("epoch"))
     early = one.with_columns(pl.lit(100).alias("response_tokens"), pl.lit(0, pl.Int32).alias("epoch"))
-    history, alone = tmp_path / "history.parquet", tmp_path / "epoch.parquet"
+    history, ordered = tmp_path / "history.parquet", tmp_path / "ordered.parquet"
     pl.concat([late] * 8 + [early] * 8).write_parquet(history)
-    pl.concat([early] * 8).write_parquet(alone)
+    pl.concat([early] * 8 + [late] * 8).write_parquet(ordered)
     done = report_schedule(folder / "s.parquet", lengths=[history])
-    assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[alone]).report["observed"],
+    assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[ordered]).report["observed"],
                                        "files": ["history.parquet"]}
+    assert done.report["observed"]["quantiles"]["p0"] == 100 and done.report["observed"]["quantiles"]["p100"] == 9000
+
+
+def test_a_log_of_two_epochs_compares_each_schedule_epoch_with_its_own_as_the_replay_matches_them(made, tmp_path):
+    """A two-epoch schedule and a log of two epochs of different lengths: --lengths compared the oldest epoch alone
+    (each prompt's first N samples, in every epoch), where --simulate replays each epoch with the log's own
+    (`simulated.lengths.epochs_replayed`). The comparison now takes each row's samples as the replay does, says which
+    epochs it compared, and counts the prompts of an epoch the log holds no sample of (they take their others')."""
+    from asp_cli.report.observed import observed_by_epoch
+    from asp_cli.sim.lengths import lengths_for_schedule
+
+    folder, result = made
+    one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id", "predicted_tokens")
+    rows = []
+    for k in range(8):  # epoch 0 at the predictions, epoch 1 half as long; each sample its own length
+        rows.append(one.select("prompt_id", (pl.col("predicted_tokens") - k).alias("response_tokens"),
+                               pl.lit(0, pl.Int32).alias("epoch")))
+        later = one.tail(one.height - (10 if k < 4 else 30))  # 10 prompts without epoch 1, 20 with 4 of its samples
+        rows.append(later.select("prompt_id", (pl.col("predicted_tokens") // 2 + k).alias("response_tokens"),
+                                 pl.lit(1, pl.Int32).alias("epoch")))
+    history = tmp_path / "two.parquet"
+    samples = pl.concat(rows)
+    samples.write_parquet(history)
+    done = report_schedule(folder / "s.parquet", lengths=[history], simulate=True)
+    observed = done.report["observed"]
+    assert observed["epochs_compared"] == [
+        {"schedule_epoch": 0, "lengths_epoch": 0, "prompts": 300, "prompts_from_other_epochs": 0},
+        {"schedule_epoch": 1, "lengths_epoch": 1, "prompts": 300, "prompts_from_other_epochs": 10}]
+    assert observed["epochs_left_out"] == [] and not done.warnings, done.warnings
+    replayed = done.report["simulated"]["lengths"]["epochs_replayed"]
+    assert [(e["schedule_epoch"], e["lengths_epoch"]) for e in replayed] == [(0, 0), (1, 1)]
+    # Each row's observed group max is the replay's: its own epoch's samples first, then its others', the first 8.
+    frame = result.frame.sort("seq")
+    lengths, _ = lengths_for_schedule(frame, samples, samples_per_prompt=8)
+    expected = frame.select("prompt_id", "epoch", pl.Series("top", lengths.max(axis=1)))
+    joined = expected.join(observed_by_epoch(samples, result.frame, 8).rows, on=["prompt_id", "epoch"])
+    assert joined.height == 600 and (joined["top"] == joined["observed_max_tokens"]).all()
+    # Epoch 1's halved lengths are compared: the oldest epoch's group maxima alone are the predictions.
+    assert observed["quantiles"]["p0"] < int(one["predicted_tokens"].min())
+    assert observed["samples"] == 300 * 8 * 2
+    text = " ".join(done.text().split())
+    assert ("compared: schedule epochs 0 and 1 with the lengths' own, as --simulate replays each (10 prompts "
+            "without a sample of its epoch with its other epochs')") in text
+    # A log of one epoch, unnumbered: the schedule's first epoch compared, and the other said left out.
+    plain = tmp_path / "plain.parquet"
+    samples.filter(pl.col("epoch") == 0).drop("epoch").write_parquet(plain)
+    alone = report_schedule(folder / "s.parquet", lengths=[plain])
+    assert alone.report["observed"]["epochs_compared"] == [
+        {"schedule_epoch": 0, "lengths_epoch": None, "prompts": 300, "prompts_from_other_epochs": 0}]
+    assert ("compared: schedule epoch 0 with each prompt's first samples, oldest epoch first; epoch 1 left out (the "
+            "same lengths would stand for it again)") in " ".join(alone.text().split())
 
 
 def test_lengths_epoch_compares_and_replays_one_epoch_as_asp_simulate_does(made, tmp_path):
@@ -239,8 +294,16 @@ def test_lengths_epoch_compares_and_replays_one_epoch_as_asp_simulate_does(made,
     pl.concat([late] * 8).write_parquet(alone)
     schedule = folder / "s.parquet"
     done = report_schedule(schedule, lengths=[history], lengths_epoch=1, simulate=True)
-    assert done.report["observed"] == {**report_schedule(schedule, lengths=[alone]).report["observed"],
-                                       "files": ["history.parquet"], "epoch": 1}
+    # The same lengths compared, said of another epoch: with --lengths-epoch 1, the schedule's first epoch with the
+    # lengths' epoch 1; the file of epoch 1 alone, the schedule's epoch 1 with its own.
+    apart = ("epochs_compared", "epochs_left_out")
+    assert {k: v for k, v in done.report["observed"].items() if k not in apart} == {
+        **{k: v for k, v in report_schedule(schedule, lengths=[alone]).report["observed"].items() if k not in apart},
+        "files": ["history.parquet"], "epoch": 1}
+    assert done.report["observed"]["epochs_compared"] == [
+        {"schedule_epoch": 0, "lengths_epoch": 1, "prompts": 300, "prompts_from_other_epochs": 0}]
+    assert "compared: schedule epoch 0 with the lengths' epoch 1; epoch 1 left out (the same lengths would stand " \
+           "for it again)" in " ".join(done.text().split())
     assert done.report["observed"]["quantiles"]["p50"] == 3000 and not done.warnings, done.warnings
     replayed = simulate_file(schedule, [history], options=ReplayOptions(lengths_epoch=1)).document
     simulated = done.report["simulated"]
@@ -504,7 +567,7 @@ def test_a_probe_of_other_prompts_does_not_hide_that_each_epoch_holds_a_group(ma
     one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
     kept, probed = one.head(one.height - 1), one.tail(1)
     rows = [kept.with_columns(pl.lit(100).alias("response_tokens"), pl.lit(e, pl.Int32).alias("epoch"))
-            for e in (0, 1) for _ in range(8)]
+            for e in (2, 3) for _ in range(8)]  # epochs the schedule does not number: pooled, over the group
     rows.append(probed.with_columns(pl.lit(50).alias("response_tokens"), pl.lit(None, pl.Int32).alias("epoch")))
     history = tmp_path / "history.parquet"
     pl.concat(rows).write_parquet(history)

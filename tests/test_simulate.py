@@ -623,7 +623,7 @@ def test_each_schedule_epochs_replay_matches_a_row_by_row_reading_of_the_rule():
     a schedule epoch the lengths number takes its prompt's samples of that epoch first, then the others in replay
     order; any other row the prompt's samples in replay order. Epochs 0 and 2 observed, not 1; a probe's samples
     (no epoch) of a prompt no epoch holds; a prompt missing from epoch 2; one never observed; a huge epoch number."""
-    from asp_cli.sim.lengths import _matched_epochs, _replay_segments, in_replay_order
+    from asp_cli.sim.lengths import matched_epochs, _replay_segments, in_replay_order
 
     rng = np.random.default_rng(3)
     ids = [f"p{i}" for i in range(7)]
@@ -637,7 +637,7 @@ def test_each_schedule_epochs_replay_matches_a_row_by_row_reading_of_the_rule():
     observed = pl.DataFrame({"prompt_id": [r[0] for r in rows], "response_tokens": [r[1] for r in rows],
                              "epoch": [r[2] for r in rows]}, schema_overrides={"epoch": pl.Int32})
     ordered, _ = in_replay_order(observed)
-    _, matched = _matched_epochs(frame, ordered)
+    _, matched = matched_epochs(frame, ordered)
     assert matched == [0, 2, 10**9]
     flat, offset, count, own, own_count, _numbered = _replay_segments(frame, ordered, matched)
     listed = list(zip(ordered["prompt_id"], ordered["response_tokens"], ordered["epoch"]))

@@ -33,7 +33,7 @@ def report_command(
     lengths_length_key: Optional[str] = typer.Option(
         None, "--lengths-length-key", help="The response length column in --lengths files."
     ),
-    lengths_epoch: Optional[int] = typer.Option(None, "--lengths-epoch", metavar="E", help="Compare (and with --simulate replay) only epoch E's samples of --lengths (by its epoch column, as asp observe --epoch numbered them; -1: the samples without an epoch, a probe's), as asp simulate --lengths-epoch does. Default: each prompt's first N samples, oldest epoch first (--simulate replays each epoch of a schedule of several with the lengths' own epoch of that number, where they hold it), a probe's left out of the prompts an epoch holds (docs/replay.md)."),
+    lengths_epoch: Optional[int] = typer.Option(None, "--lengths-epoch", metavar="E", help="Compare (and with --simulate replay) only epoch E's samples of --lengths (by its epoch column, as asp observe --epoch numbered them; -1: the samples without an epoch, a probe's), as asp simulate --lengths-epoch does. Default: each epoch of a schedule of several compared (and with --simulate replayed) with the lengths' own epoch of that number, where they hold it, else with each prompt's first N samples, oldest epoch first; a probe's left out of the prompts an epoch holds (docs/replay.md)."),
     on_bad_row: str = typer.Option(DEFAULT_READ.on_bad_row, "--on-bad-row", help="'error' or 'skip' bad rows of --lengths files."),
     simulate: bool = typer.Option(
         False, "--simulate",

@@ -28,7 +28,7 @@ from asp_cli.schedule_format import Schedule
 
 
 # Bump the major when a key is removed, renamed or changes meaning; the minor for added keys.
-REPORT_VERSION = "1.6"
+REPORT_VERSION = "1.7"
 
 # Points on the time grid of the queue and effective-batch curves: smooth enough for a plot, small in JSON.
 _GRID_POINTS = 160

@@ -13,7 +13,7 @@ from asp_cli.errors import SettingsError, shown_id
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.report.checks import CheckLimits, check_report, compare_reports
 from asp_cli.report.facts import build_report, padded_overflow
-from asp_cli.report.observed import observed_from_samples
+from asp_cli.report.observed import EpochRows, observed_by_epoch, observed_from_samples
 
 # `asp report` names the id and length columns of its --lengths files so.
 REPORT_READ = ReadOptions(length_id_flag="--lengths-id-key", length_flag="--lengths-length-key")
@@ -114,8 +114,8 @@ def report_schedule(
         # The replay takes them whole, as `asp simulate` does: a schedule of several epochs replays each epoch the
         # lengths number with that epoch's samples, which the comparison's first N of each prompt left out.
         replayed = samples
-        samples = _check_samples(samples, loaded, warnings, replay.lengths_epoch)
-        observed = observed_from_samples(samples, lengths, epoch=replay.lengths_epoch)
+        samples, by_epoch = _check_samples(samples, loaded, warnings, replay.lengths_epoch)
+        observed = observed_from_samples(samples, lengths, epoch=replay.lengths_epoch, by_epoch=by_epoch)
     main = build_report(loaded, observed=observed, name=str(loaded.path) if same_name else None)
     changed = loaded.rows_changed()
     if changed:
@@ -149,15 +149,24 @@ def report_schedule(
 
 
 def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
-                   epoch: int | None = None) -> pl.DataFrame:
+                   epoch: int | None = None) -> tuple[pl.DataFrame, EpochRows | None]:
     """Warn about observed lengths of other prompts or above the schedule's cap, and keep the first N samples of a
     prompt that has more; mark samples at the cap truncated where the file does not say (docs/predictor.md: a sample
     that reached the cap was cut there). A probe's samples (no epoch) of prompts an epoch holds are left out, as
     `asp simulate` leaves them out, and each prompt's taken oldest epoch first (`asp_cli.sim.lengths.in_replay_order`).
-    ``epoch``: the one `--lengths-epoch` kept, where it was given (more samples than N are then not several epochs')."""
+    ``epoch``: the one `--lengths-epoch` kept, where it was given (more samples than N are then not several epochs').
+    Where a schedule of several epochs meets lengths that number them (and no ``epoch`` was picked), each schedule
+    epoch's rows get their own epoch's samples as a replay matches them (`observed_by_epoch`, returned beside the
+    samples, which are then not cut: each row takes its first N), and a prompt is over the group where a row's are."""
     from asp_cli.sim.lengths import in_replay_order
 
     samples = in_replay_order(samples)[0]
+    n = (schedule.settings or {}).get("samples_per_prompt")
+    whole_n = isinstance(n, int) and not isinstance(n, bool) and n > 0
+    cap = (schedule.settings or {}).get("max_response_tokens")
+    if isinstance(cap, int) and not isinstance(cap, bool):
+        samples = samples.with_columns(pl.col("truncated").fill_null(pl.col("response_tokens") >= cap))
+    by_epoch = observed_by_epoch(samples, schedule.frame, n) if whole_n and epoch is None else None
     scheduled = schedule.frame["prompt_id"].unique()
     ids = samples["prompt_id"].unique(maintain_order=True)
     strays = ids.filter(~ids.is_in(scheduled.implode()))
@@ -168,11 +177,14 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
         warnings.append(f"{strays.len():,} of the {ids.len():,} prompt ids of --lengths are not in the schedule (e.g. "
                         f"{shown_id(strays[0])}); their samples are left out of the comparison with the predictions"
                         + (near.clause("in --lengths", "in the schedule") if near else ""))
-    n = (schedule.settings or {}).get("samples_per_prompt")
-    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+    if whole_n:
         # More samples of a prompt than a group holds (a log of two epochs, a file given twice): the first N of each,
         # in the files' order, as `asp simulate` replays them; they were pooled, a group maximum over 16 samples.
-        counts = samples.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id").len()
+        # Matched by epoch, the rows compared are judged by their own epoch's samples, as a replay judges them.
+        compared = [entry["schedule_epoch"] for entry in by_epoch.compared] if by_epoch else []
+        counts = (samples.filter(pl.col("prompt_id").is_in(scheduled.implode())).group_by("prompt_id").len()
+                  if by_epoch is None else by_epoch.rows.filter(pl.col("epoch").is_in(compared))
+                  .group_by("prompt_id").agg(pl.col("judged").max().alias("len")))
         per_prompt = counts["len"]
         extra = int((per_prompt > n).sum())
         if extra:
@@ -181,27 +193,28 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
             # The epochs of the prompts over the group alone, as `asp simulate` judges them: a probe of others hid
             # that each epoch held a group, and rollout.n was blamed.
             over = counts.filter(pl.col("len") > n)["prompt_id"].implode()
-            epochs = epochs_within(samples.filter(pl.col("prompt_id").is_in(over)), n)
-            samples = samples.filter(pl.int_range(pl.len()).over("prompt_id") < n)
+            epochs = epochs_within(samples.filter(pl.col("prompt_id").is_in(over)), n) if by_epoch is None else 0
+            if by_epoch is None:
+                samples = samples.filter(pl.int_range(pl.len()).over("prompt_id") < n)
             each = per_prompt.unique()
             from asp_cli.report.simulated import epoch_words
 
             # --lengths-epoch named, as asp simulate's warning names it (a slime newcomer's history of 3 epochs).
             cause, fix = (("several epochs, or a file given twice?", "give one epoch's lengths to compare that one (or "
                            "pick it with --lengths-epoch E; of a history of several epochs, the oldest is compared)")
-                          if epoch is None else
+                          if epoch is None and by_epoch is None else
+                          ("within one epoch: a file given twice?", "give each file once") if epoch is None else
                           (f"of {epoch_words(epoch)} alone: a file given twice?", "give each file once"))
+            taken = "of each epoch's, as --simulate replays them" if by_epoch else "of each, oldest epoch first"
             warnings.append(f"{extra:,} prompts have more than the schedule's {n} samples per prompt in --lengths "
-                            f"({cause}); the first {n} of each, oldest epoch first, are compared; {fix}"
+                            f"({cause}); the first {n} {taken}, are compared; {fix}"
                             + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0, epochs))
-    cap = (schedule.settings or {}).get("max_response_tokens")
     if isinstance(cap, int) and not isinstance(cap, bool):
         over = int((samples["response_tokens"] > cap).sum())
         if over:
             warnings.append(f"{over:,} samples of --lengths are longer than the schedule's max_response_tokens "
                             f"({cap:,}); were they generated with a larger cap?")
-        samples = samples.with_columns(pl.col("truncated").fill_null(pl.col("response_tokens") >= cap))
-    return samples
+    return samples, by_epoch
 
 
 def _check_like_for_like(schedule: Any, other: Any, where: Path, warnings: list[str]) -> None:

@@ -495,9 +495,13 @@ def _padding_line(report: dict[str, Any]) -> str:
 
 
 def _observed_section(observed: dict[str, Any], predicted_padding: float) -> str:
+    from asp_cli.report.observed import epochs_compared_words
+
     facts = [
         ["files", ", ".join(observed["files"])],
         *([["epoch (--lengths-epoch)", epoch_words(observed["epoch"])]] if observed.get("epoch") is not None else []),
+        *([["epochs compared", epochs_compared_words(observed).removeprefix("compared: ")]]
+          if epochs_compared_words(observed) else []),
         ["samples / prompts observed", f"{observed['samples']:,} / {observed['prompts_observed']:,}"],
         ["scheduled prompts matched / not observed",
          f"{observed['prompts_matched']:,} / {observed['prompts_unmatched']:,}"],

@@ -300,6 +300,10 @@ def _render_observed(out: Any, observed: dict[str, Any], predicted_padding: floa
         f"{observed['prompts_observed']:,} prompts; {observed['prompts_matched']:,} scheduled prompts matched, "
         f"{observed['prompts_unmatched']:,} not observed, {observed['observed_not_in_schedule']:,} observed "
         "prompts not in the schedule")
+    from asp_cli.report.observed import epochs_compared_words
+
+    if epochs_compared_words(observed):  # which schedule epoch took which lengths (a schedule of several)
+        out(f"  {epochs_compared_words(observed)}")
     if observed.get("quantiles"):
         q = observed["quantiles"]
         out(f"  observed group max: p10 {_num(q['p10'])}, p50 {_num(q['p50'])}, p90 {_num(q['p90'])}, "

@@ -136,11 +136,11 @@ def epochs_replayed_text(replayed: list[dict]) -> str:
     others = sum(r["prompts_from_other_epochs"] for r in replayed)
     parts = []
     if own:
-        parts.append(f"schedule {_epochs_text(own)} replayed the lengths' own"
+        parts.append(f"schedule {epochs_words(own)} replayed the lengths' own"
                      + (f" ({others:,} prompt{'s' if others != 1 else ''} without a sample of its epoch, its "
                         "other epochs')" if others else ""))
     if oldest:
-        parts.append(f"{'schedule ' if not own else ''}{_epochs_text(oldest)}, which the lengths do not number, each "
+        parts.append(f"{'schedule ' if not own else ''}{epochs_words(oldest)}, which the lengths do not number, each "
                      "prompt's oldest epoch's")
     return "; ".join(parts)
 
@@ -287,7 +287,7 @@ def in_replay_order(observed):
                          maintain_order=True), left_out
 
 
-def _epochs_text(epochs: list[int]) -> str:
+def epochs_words(epochs: list[int]) -> str:
     """0 and 1; 0, 1 and 3; 0 to 9 (a run of more than three)."""
     if len(epochs) > 3 and epochs[-1] - epochs[0] == len(epochs) - 1:
         return f"epochs {epochs[0]} to {epochs[-1]}"
@@ -326,7 +326,7 @@ def epoch_samples(observed, epoch: int | None, paths=()):
     if not held:
         raise SettingsError(f"--lengths-epoch {epoch}: no sample of {names} says its epoch; observe each epoch's log "
                             "with --epoch E (asp observe), or leave --lengths-epoch out")
-    raise SettingsError(f"--lengths-epoch {epoch}: {names} hold{'s' if len(paths) <= 1 else ''} {_epochs_text(held)}"
+    raise SettingsError(f"--lengths-epoch {epoch}: {names} hold{'s' if len(paths) <= 1 else ''} {epochs_words(held)}"
                         + (", and samples without an epoch (a probe's: --lengths-epoch -1)" if probe else "")
                         + "; give one of those, or leave --lengths-epoch out")
 
@@ -354,7 +354,7 @@ def lengths_for_schedule(
     import polars as pl
 
     observed, probe_left_out = in_replay_order(observed)
-    schedule_epochs, matched = _matched_epochs(frame, observed) if per_epoch else ([], [])
+    schedule_epochs, matched = matched_epochs(frame, observed) if per_epoch else ([], [])
     n = samples_per_prompt
     ids = frame["prompt_id"]
     keys = ids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
@@ -418,9 +418,10 @@ def lengths_for_schedule(
                                           _epochs_replayed(frame, schedule_epochs, matched, have & ~own & numbered))
 
 
-def _matched_epochs(frame, observed) -> tuple[list[int], list[int]]:
+def matched_epochs(frame, observed) -> tuple[list[int], list[int]]:
     """(the schedule's epochs, those of them the lengths number) where the schedule holds several epochs and some
-    observed sample names its epoch; ([], []) otherwise (a schedule of one epoch replays as it always did)."""
+    observed sample names its epoch; ([], []) otherwise (a schedule of one epoch replays as it always did). `asp
+    report --lengths` compares the epochs a replay matches so (`asp_cli.report.observed.observed_by_epoch`)."""
     if (observed is None or not observed.height or "epoch" not in frame.columns or "epoch" not in observed.columns
             or observed["epoch"].null_count() == observed.height):
         return [], []
@@ -435,7 +436,7 @@ def _replay_segments(frame, observed, matched: list[int]):
     """Every schedule row's observed samples, back to back as `complete_groups` takes them: (``flat``, ``offset``,
     ``count``, ``own``, ``own_count``: its own epoch's samples, ``numbered``: its prompt has a sample of some
     epoch, not a probe's alone, which `_epochs_replayed` does not count as other epochs'). A row of an epoch in ``matched``
-    (`_matched_epochs`) whose prompt the lengths hold samples of in that epoch takes those first, then the prompt's
+    (`matched_epochs`) whose prompt the lengths hold samples of in that epoch takes those first, then the prompt's
     others in replay order (``own`` True); every other row takes the prompt's samples in replay order, oldest epoch
     first. A 3-epoch schedule replayed with a 3-epoch history replayed the oldest epoch's samples in all three (a
     review's, 2026-12-07). Each matched epoch's layout is the prompts' samples in replay order, each prompt's
@@ -478,7 +479,7 @@ def _replay_segments(frame, observed, matched: list[int]):
 
 def _epochs_replayed(frame, schedule_epochs: list[int], matched: list[int],
                      from_others: np.ndarray) -> tuple[tuple[int, int | None, int], ...]:
-    """Per schedule epoch (`_matched_epochs`): the lengths' epoch it replayed (itself, where the lengths number it;
+    """Per schedule epoch (`matched_epochs`): the lengths' epoch it replayed (itself, where the lengths number it;
     None where each prompt replayed its first N samples, oldest epoch first), and how many of its prompts the lengths
     hold no sample of in that epoch, which replayed their other epochs' samples (``from_others``: per row)."""
     if not schedule_epochs:
