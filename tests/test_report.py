@@ -276,6 +276,21 @@ def test_a_log_of_two_epochs_compares_each_schedule_epoch_with_its_own_as_the_re
             "same lengths would stand for it again)") in " ".join(alone.text().split())
 
 
+def test_the_schedule_compared_matches_its_own_epochs_with_the_lengths(made, tmp_path):
+    """--compare B's observed facts used A's lengths per prompt; matched by epoch, B's rows are its own epochs'."""
+    folder, result = made
+    one = result.frame.filter(pl.col("epoch") == 0).select("prompt_id")
+    history = tmp_path / "two.parquet"
+    pl.concat([one.with_columns(pl.lit(100 * (e + 1) + k).alias("response_tokens"), pl.lit(e, pl.Int32).alias("epoch"))
+               for e in (0, 1) for k in range(8)]).write_parquet(history)
+    for epochs in (1, 2):
+        other = tmp_path / f"b{epochs}.parquet"
+        make_schedule(other, epochs=epochs, instances=4)
+        done = report_schedule(folder / "s.parquet", lengths=[history], compare=other)
+        assert done.other["observed"] == report_schedule(other, lengths=[history]).report["observed"]
+        assert len(done.other["observed"]["epochs_compared"]) == (2 if epochs == 2 else 0)
+
+
 def test_lengths_epoch_compares_and_replays_one_epoch_as_asp_simulate_does(made, tmp_path):
     """`asp report` left a probe's samples out as `asp simulate` does, but had no --lengths-epoch to pick one epoch of
     a history (or the probe): it now takes simulate's, with its meaning, its checks and its messages (E110), and

@@ -140,12 +140,34 @@ def report_schedule(
             run_epochs=main["size"]["epochs"])
     result = ReportResult(report=main, skipped_rows=skipped, warnings=warnings)
     if other is not None:
-        result.other = build_report(other, observed=observed, name=str(other.path) if same_name else None)
+        result.other = build_report(other, observed=_observed_of(other, replayed, observed),
+                                    name=str(other.path) if same_name else None)
         result.comparison = compare_reports(main, result.other)
         _check_like_for_like(loaded, other, other.path or "the schedule compared", warnings)
     if limits is not None and limits.any():
         result.checks = check_report(main, limits)
     return result
+
+
+def _observed_of(other: Any, samples: pl.DataFrame | None, observed: Any) -> Any:
+    """The observed lengths of the --compare schedule: its own epochs matched as `_check_samples` matches this one's,
+    where the lengths number them (each schedule's epochs are its own); else the same as this one's."""
+    from asp_cli.sim.lengths import in_replay_order
+
+    n = (other.settings or {}).get("samples_per_prompt")
+    if observed is None or samples is None or observed.epoch is not None or not (
+            isinstance(n, int) and not isinstance(n, bool) and n > 0):
+        return observed
+    ordered = in_replay_order(samples)[0]
+    cap = (other.settings or {}).get("max_response_tokens")
+    if isinstance(cap, int) and not isinstance(cap, bool):
+        ordered = ordered.with_columns(pl.col("truncated").fill_null(pl.col("response_tokens") >= cap))
+    by_epoch = observed_by_epoch(ordered, other.frame, n)
+    if by_epoch is None and observed.by_epoch is None:
+        return observed
+    if by_epoch is None:  # this one's were matched by epoch, uncut: the other's are each prompt's first N
+        ordered = ordered.filter(pl.int_range(pl.len()).over("prompt_id") < n)
+    return observed_from_samples(ordered, observed.files, by_epoch=by_epoch)
 
 
 def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
