@@ -343,6 +343,50 @@ def test_lengths_epoch_compares_and_replays_one_epoch_as_asp_simulate_does(made,
     assert any("(of epoch 1 alone: a file given twice?)" in w and "give each file once" in w for w in twice), twice
 
 
+def test_a_replays_padding_says_what_its_idle_slot_steps_are_for_the_plans_engine(tmp_path):
+    """A streaming plan's replay showed "padding (idle slot-steps)" on the page and a bare "padding 66.1%" in the
+    text: on servers that refill freed slots there is no static batch, and nothing said what was idle. Each says,
+    for the replay's engine, what it counts."""
+    from asp_cli.report.html import render_html
+
+    said = {}
+    for engine in ("streaming", "continuous"):
+        path = tmp_path / f"{engine}.parquet"
+        make_schedule(path, 120, arrangement="shuffle", engine=engine, max_lag=1)
+        done = report_schedule(path, simulate=True)
+        padding = done.report["simulated"]["metrics"]["padding_fraction"]
+        said[engine] = " ".join(done.text().split())
+        assert f"padding {padding:.1%} (idle slot-steps: each decode step's slots below " in said[engine]
+        assert "<td>padding (idle slot-steps: each decode step&#x27;s slots below " in render_html(done.report)
+    assert ("the sequences of the requests last sent to that server (at most its max_num_seqs), left empty because no "
+            "request waited to refill them, as a step's or the run's last requests drain or --max-lag holds the "
+            "server)") in said["streaming"]
+    assert ("its minibatch's sequences (at most max_num_seqs), left by sequences that ended before the minibatch's "
+            "longest)") in said["continuous"]
+
+
+def test_a_synchronous_plans_queue_depth_says_why_it_has_no_peak_to_read(tmp_path):
+    """A synchronous plan (--max-lag 0) showed "queue depth ... (peak 30 groups)", unexplained: its trainer takes
+    each step's groups at once, so the depth fills to about one train batch and empties every step. The peak is
+    left out there, and the reason said in its place (on the page, in the depth plot's legend)."""
+    from asp_cli.report.html import render_html
+
+    synchronous, bounded = tmp_path / "sync.parquet", tmp_path / "lag.parquet"
+    make_schedule(synchronous, 120, max_lag=0, trainer="schedule")
+    make_schedule(bounded, 120, max_lag=2)
+    sync_report = build_report(read_schedule(synchronous))
+    depth = next(line for line in render_text(sync_report, width=400).splitlines() if "queue depth" in line)
+    assert "peak" not in depth and depth.endswith(
+        "(synchronous (--max-lag 0): each step's groups wait here for its last, and the trainer takes them at once, "
+        "so the depth fills to one train batch (32 groups) and empties every step)")
+    assert "groups waiting in the queue (synchronous (--max-lag 0): each step&#x27;s groups wait here" in \
+        render_html(sync_report)
+    lag_report = build_report(read_schedule(bounded))
+    depth = next(line for line in render_text(lag_report, width=400).splitlines() if "queue depth" in line)
+    assert depth.endswith(f"(peak {max(lag_report['queue']['queue_groups']):,} groups)")
+    assert "groups waiting in the queue</span>" in render_html(lag_report)
+
+
 def test_compare_with_itself_changes_nothing(report):
     comparison = compare_reports(report, report)
     assert comparison["facts"]

@@ -345,6 +345,17 @@ def synchronous_idle_words(report: dict[str, Any]) -> str:
             "not a fault; an order shortens it by shortening the steps' rollouts (the arrangement line's figures)")
 
 
+def synchronous_queue_words(report: dict[str, Any]) -> str:
+    """Why a synchronous plan's queue depth has no peak worth reading (`--max-lag 0`: a step's groups wait there for
+    its last one, and the trainer takes them all at once, so the depth fills to about one train batch and empties
+    every step), for both renderers; "" for any other plan (a team lead read "peak 30 groups" of such a plan)."""
+    if ((report["provenance"].get("settings") or {}).get("max_lag")) != 0:
+        return ""
+    return (f"synchronous (--max-lag 0): each step's groups wait here for its last, and the trainer takes them at "
+            f"once, so the depth fills to one train batch ({report['size'].get('train_batch_size') or '?'} groups) "
+            "and empties every step")
+
+
 def _step_end_times(frame: pl.DataFrame, meta: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Each training step's start and end (after the weight sync), from the recorded preset's trainer cost."""
     trainer = _recorded_trainer(meta)

@@ -12,7 +12,7 @@ import math
 from string import Template
 from typing import Any
 
-from asp_cli.report.simulated import as_verl_routes, draws_words, epoch_words, lengths_source
+from asp_cli.report.simulated import as_verl_routes, draws_words, epoch_words, lengths_source, replay_padding_words
 
 _WIDTH = 860
 # Colour-blind-safe palette (Okabe-Ito), then greys; series keep their colour on every plot.
@@ -261,8 +261,12 @@ def _queue_plots(report: dict[str, Any]) -> str:
             y = small.py(batch)
             small.add(f'<line x1="{small.left}" x2="{small.width - small.right}" y1="{_f(y)}" y2="{_f(y)}" '
                       f'stroke="#555" stroke-dasharray="4 3"/>')
+        from asp_cli.report.facts import synchronous_queue_words
+
+        waiting = synchronous_queue_words(report)
         parts.append(small.svg("Training queue depth") + _legend(
-            (_QUEUE, "groups waiting in the queue"), ("#555", "one training batch (dashed)")))
+            (_QUEUE, "groups waiting in the queue" + (f" ({waiting})" if waiting else "")),
+            ("#555", "one training batch (dashed)")))
     return "".join(parts)
 
 
@@ -575,7 +579,7 @@ def _simulated_section(report: dict[str, Any]) -> str:
          _pct(queue.get("trainer_idle_of_run_fraction")), _pct(metrics["trainer_idle_fraction"])],
         ["policy lag: mean / max", "-", f"{_num(lag.get('mean'), 2)} / {lag.get('max', '-')}",
          f"{_num(metrics['policy_lag_mean'], 2)} / {metrics['policy_lag_max']}"],
-        ["padding (idle slot-steps)", "-", "-", _pct(metrics["padding_fraction"])],
+        [f"padding ({replay_padding_words(simulated)})", "-", "-", _pct(metrics["padding_fraction"])],
         ["end-to-end over the lower bound", "-", "-", f"{_num(metrics['ratio_to_lower_bound'], 3)} "
          f"(binds: {_e(metrics['lower_bound_end_to_end_binding'])})"],
     ]

@@ -190,3 +190,21 @@ def as_verl_routes(report: dict[str, Any]) -> str:
             f"`asp simulate {report['schedule']['name']} --compare{lengths}` sets verl's own arrangements beside it "
             "(its \"as verl routes\" line, and the \"as verl s\" column)")
 
+
+# What a replay's padding counts on each engine (`asp_cli.sim.metrics`: 1 - live / target slot-steps, docs/simulation.md),
+# said beside the figure: "padding (idle slot-steps)" of a plan on servers that refill freed slots read as a static
+# batch's waste, which those servers do not have (a review's, 2026-12-07).
+_REPLAY_PADDING = {
+    "streaming": ("idle slot-steps: each decode step's slots below the sequences of the requests last sent to that "
+                  "server (at most its max_num_seqs), left empty because no request waited to refill them, as a "
+                  "step's or the run's last requests drain or --max-lag holds the server"),
+    "continuous": ("idle slot-steps: each decode step's slots below its minibatch's sequences (at most max_num_seqs), "
+                   "left by sequences that ended before the minibatch's longest"),
+    "static": "idle slot-steps: padded rows, each row of a batch stepping until the batch's longest ends",
+}
+
+
+def replay_padding_words(simulated: dict[str, Any]) -> str:
+    """What the replay's ``padding_fraction`` counts, for its engine, in words for both renderers."""
+    return _REPLAY_PADDING.get(simulated.get("mode"), "idle slot-steps (docs/simulation.md)")
+

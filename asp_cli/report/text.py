@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from asp_cli.report.simulated import as_verl_routes, draws_words, epoch_words, lengths_source
+from asp_cli.report.simulated import (as_verl_routes, draws_words, epoch_words, lengths_source,
+                                      replay_padding_words)
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
@@ -238,8 +239,11 @@ def _render_queue(out: Any, report: dict[str, Any]) -> None:
         top = max(arrived.max(), consumed.max())
         out(f"  groups finishing  {sparkline(arrived, top)}")
         out(f"  groups trained    {sparkline(consumed, top)}")
-        out(f"  queue depth       {sparkline(_resample(queue['queue_groups'], width))}  "
-            f"(peak {max(queue['queue_groups']):,} groups)")
+        from asp_cli.report.facts import synchronous_queue_words
+
+        # A synchronous plan's depth fills to a batch and empties every step: no peak to read, the reason instead.
+        depth = synchronous_queue_words(report) or f"peak {max(queue['queue_groups']):,} groups"
+        out(f"  queue depth       {sparkline(_resample(queue['queue_groups'], width))}  ({depth})")
         out(f"  {'':16}  0 s{'':{max(width - 10, 1)}}{horizon:,.0f} s")
         out(f"  trainer: steps run {queue['trainer_first_start_s']:,.1f}-{queue['trainer_end_s']:,.1f} s, "
             f"waiting for data {queue['trainer_idle_s']:,.1f} s in between "
@@ -355,7 +359,7 @@ def _render_simulated(out: Any, report: dict[str, Any]) -> None:
         f"{_num(report['instances'].get('finish_spread_s'))} s); trainer idle "
         f"{_pct(metrics['trainer_idle_fraction'])} of the run (expected "
         f"{_pct(queue.get('trainer_idle_of_run_fraction'))}, the wait before its first step included); "
-        f"padding {_pct(metrics['padding_fraction'])}; lag mean {_num(metrics['policy_lag_mean'], 2)}, "
+        f"padding {_pct(metrics['padding_fraction'])} ({replay_padding_words(simulated)}); lag mean {_num(metrics['policy_lag_mean'], 2)}, "
         f"max {metrics['policy_lag_max']}")
     if queue.get("grid_s"):
         sim = simulated["queue"]
