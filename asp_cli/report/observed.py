@@ -87,21 +87,23 @@ def observed_by_epoch(samples: pl.DataFrame, frame: pl.DataFrame, samples_per_pr
     obs = samples.select("prompt_id", "response_tokens", truncated.alias("truncated"),
                          pl.col("epoch").fill_null(-1).cast(pl.Int64).alias("lengths_epoch"))
     obs = obs.with_columns(pl.int_range(pl.len()).over("prompt_id").alias("k"))  # replay order within the prompt
-    row = ["prompt_id", "epoch"]
-    pairs = frame.select("prompt_id", pl.col("epoch").cast(pl.Int64)).unique()
+    # Each schedule row (a prompt in an epoch) numbered, so that the sorts and groupings below run on integers.
+    pairs = frame.select("prompt_id", pl.col("epoch").cast(pl.Int64)).unique().sort("prompt_id", "epoch")
+    pairs = pairs.with_row_index("row")
     own = pl.col("epoch").is_in(matched) & (pl.col("lengths_epoch") == pl.col("epoch"))
-    laid = (pairs.join(obs, on="prompt_id", how="inner").with_columns(own.alias("own"))
-            .sort(["prompt_id", "epoch", "own", "k"], descending=[False, False, True, False]))
-    rows = (laid.filter(pl.int_range(pl.len()).over(row) < samples_per_prompt).group_by(row).agg(
-        pl.col("response_tokens").max().alias("observed_max_tokens"),
-        pl.col("response_tokens").mean().alias("observed_mean_tokens"),
-        pl.len().alias("samples"),
-        pl.col("truncated").cast(pl.Int64).sum().alias("truncated_samples"),
+    laid = (pairs.join(obs, on="prompt_id", how="inner").select("row", "epoch", "response_tokens", "truncated",
+                                                                 "lengths_epoch", "k", own.alias("own"))
+            .sort(["row", "own", "k"], descending=[False, True, False]))
+    per_row = laid.group_by("row").agg(
+        pl.col("response_tokens").head(samples_per_prompt).max().alias("observed_max_tokens"),
+        pl.col("response_tokens").head(samples_per_prompt).mean().alias("observed_mean_tokens"),
+        pl.len().clip(upper_bound=samples_per_prompt).alias("samples"),
+        pl.col("truncated").head(samples_per_prompt).cast(pl.Int64).sum().alias("truncated_samples"),
         pl.col("own").any().alias("own"),
-    ).join(laid.group_by(row).agg(
         pl.when(pl.col("own").any()).then(pl.col("own").sum()).otherwise(pl.len()).alias("judged"),
         (pl.col("lengths_epoch") >= 0).any().alias("numbered"),
-    ), on=row).sort(row))
+    )
+    rows = pairs.join(per_row, on="row", how="inner").sort("row").drop("row")
     compared = []
     for e in matched:
         mine = rows.filter(pl.col("epoch") == e)
