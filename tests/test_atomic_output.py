@@ -253,7 +253,7 @@ def test_an_output_in_a_folder_named_tilde_is_written_there_not_in_home(tmp_path
     monkeypatch.chdir(work)
     write_jsonl(work / "~" / "p.jsonl", make_prompts(40))
     write_jsonl(work / "~" / "r.jsonl", [{"prompt_id": f"p{i}", "response_tokens": 10 + i} for i in range(40)])
-    commands = [["schedule", "~/p.jsonl", "-o", "~/s.parquet"],
+    commands = [["schedule", "~/p.jsonl", "-o", "~/s.parquet", "--train-batch-size", "20"],  # verl: a whole batch
                 ["export", "~/s.parquet", "~/p.jsonl", "-o", "~/e.parquet"],
                 ["export", "~/s.parquet", "~/p.jsonl", "-o", "~/v.parquet", "--format", "verl"],
                 ["observe", "~/r.jsonl", "-o", "~/h.parquet", "--dataset", "~/p.jsonl"],

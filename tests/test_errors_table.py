@@ -827,7 +827,7 @@ def test_every_documented_row_is_tested():
     tested = {c[0] for c in CASES} | {"E22", "E23", "E28", "E29", "E30", "E31", "E33", "E34", "E35"} | {
         f"E{i}" for i in range(38, 45)} | {"E47", "E48", "E51", "E52", "E55"} | {
         "E56", "E59", "E65", "E69", "E70", "E73", "E76", "E77", "E78", "E84", "E88"} | {
-        "E91", "E92", "E93", "E94", "E96", "E97", "E99", "E101", "E104", "E110"}  # E56, E59 (Ray): tests/test_ray.py;
+        "E91", "E92", "E93", "E94", "E96", "E97", "E99", "E101", "E104", "E110", "E146"}  # E56, E59 (Ray): tests/test_ray.py;
     # E88, E91-E94: below; E101: tests/test_cli_predictor.py; E104: tests/test_export.py; E69:
     # tests/test_calibrate.py; E70: tests/test_reading.py; E76, E110: tests/test_cli_simulate.py; E77:
     # tests/test_schedule_format.py; E78: tests/test_history_file.py; E84: tests/test_observe.py
@@ -995,3 +995,19 @@ def test_error_row_export_of_an_epoch_the_schedule_lacks(tmp_path):
     assert two.exit_code == 0, two.output
     result = run(tmp_path, "export", "{tmp}/s2.parquet", "{tmp}/good.jsonl", "-o", "{tmp}/o.jsonl", "--epoch", "2")
     assert result.stderr == "Error: the schedule has no epoch 2; it has epochs 0..1 (numbered from 0)\n", result.stderr
+
+
+def test_error_row_verl_export_that_fills_no_train_batch(tmp_path):
+    """E146: `asp export --format verl` of a schedule whose rows fill no train batch: verl drops the short batch and
+    trains nothing (before, exit 0 and "0 batches of 128 + 2 rows")."""
+    setup_files(tmp_path)
+    made = run(tmp_path, "schedule", "{tmp}/good.jsonl", "-o", "{tmp}/s.parquet", "--engine", "streaming",
+               "--max-lag", "0", "--trainer", "schedule")
+    assert made.exit_code == 0, made.output
+    result = run(tmp_path, "export", "{tmp}/s.parquet", "{tmp}/good.jsonl", "-o", "{tmp}/v.parquet", "--format", "verl")
+    assert result.exit_code == 4 and not (tmp_path / "v.parquet").exists()
+    assert result.stderr == (
+        "Error: s.parquet: its 2 rows are fewer than one train batch of 128 (the schedule's --train-batch-size, verl's "
+        "data.train_batch_size), and verl's dataloader drops a partial batch (drop_last=True): the file would train no "
+        "step (verl stops with 'Train dataloader is empty!'); make the schedule with a --train-batch-size that divides "
+        "its 2 prompts (e.g. 2 or 1)\n"), result.stderr

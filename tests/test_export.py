@@ -766,7 +766,7 @@ def test_verl_extra_info_carries_the_ids_the_schedule_and_the_probe_gave(tmp_pat
     data = write_jsonl(tmp_path / "uid.jsonl", [{"id": f"row{i}", "uid": f"q{i}", "prompt": f"question {i} " * (i + 1)}
                                                 for i in range(12)])
     sched = tmp_path / "s.parquet"
-    schedule([data], sched, read=ReadOptions(id_key="uid"))
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=12), read=ReadOptions(id_key="uid"))
     ids = export(sched, [data], None, format="verl").frame
     assert sorted(r["extra_info"]["prompt_id"] for r in ids.iter_rows(named=True)) == sorted(f"q{i}" for i in range(12))
     probed = probe([data], tmp_path / "p.parquet", settings=ProbeSettings(prompts=4), read=ReadOptions(id_key="uid"),
@@ -774,7 +774,7 @@ def test_verl_extra_info_carries_the_ids_the_schedule_and_the_probe_gave(tmp_pat
     written = pl.read_parquet(tmp_path / "p.parquet")
     assert all(r["extra_info"]["prompt_id"] == r["uid"] for r in written.iter_rows(named=True)), probed
     numbers = write_jsonl(tmp_path / "n.jsonl", [{"id": 1.0, "prompt": "a b"}, {"id": 2, "prompt": "c d e"}])
-    schedule([numbers], tmp_path / "n.parquet")
+    schedule([numbers], tmp_path / "n.parquet", settings=ScheduleSettings(train_batch_size=2))
     frame = export(tmp_path / "n.parquet", [numbers], None, format="verl").frame
     assert sorted(r["extra_info"]["prompt_id"] for r in frame.iter_rows(named=True)) == ["1", "2"]
 
@@ -792,7 +792,7 @@ def test_verl_layout_builds_the_prompt_from_the_column_the_user_named(tmp_path):
              "body": f"text {i}", "label": str(i)} for i in range(12)]
     data = write_jsonl(tmp_path / "orl.jsonl", rows)
     sched = tmp_path / "s.parquet"
-    schedule([data], sched, read=ReadOptions(prompt_key="context_messages"))
+    schedule([data], sched, settings=ScheduleSettings(train_batch_size=12), read=ReadOptions(prompt_key="context_messages"))
     frame = export(sched, [data], None, format="verl").frame  # the schedule's --prompt-key
     chats = {r["extra_info"]["prompt_id"]: r["prompt"] for r in frame.iter_rows(named=True)}
     assert chats == {r["id"]: r["context_messages"] for r in rows}
@@ -1255,3 +1255,33 @@ def test_a_parquet_export_whose_labels_are_objects_says_mindspeed_rl_drops_them(
     warnings = export(made.output, [data], tmp_path / "o.o.parquet", format="parquet").warnings
     assert any(w.startswith("label column 'answer' holds 6 values that are objects, not text: MindSpeed-RL's "
                             "preprocessing") for w in warnings), warnings
+
+
+def test_verl_export_refuses_a_file_that_fills_no_train_batch(tmp_path):
+    """E146: a newcomer's 80-prompt verl dataset, scheduled at the default batch of 128, was exported with exit 0,
+    "0 batches of 128 + 80 rows" and settings to paste; verl's dataloader drops the short batch (drop_last) and
+    the run has no step. Refused, with batch sizes that fit; an epoch exported alone is judged by its own rows,
+    and the fully asynchronous trainer, which reads a prompt at a time, is not refused."""
+    from asp_cli.arrange.pipeline import schedule
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"q{i}", "question": f"question {i} " * (i + 1)} for i in range(12)])
+    sched = tmp_path / "s.parquet"
+    schedule([data], sched, settings=ScheduleSettings(epochs=2, train_batch_size=16))
+    with pytest.raises(SettingsError) as caught:
+        export(sched, [data], tmp_path / "v.parquet", format="verl", epoch=1)
+    assert str(caught.value) == (
+        "s.parquet: epoch 1's 12 rows are fewer than one train batch of 16 (the schedule's --train-batch-size, "
+        "verl's data.train_batch_size), and verl's dataloader drops a partial batch (drop_last=True): the file would "
+        "train no step (verl stops with 'Train dataloader is empty!'); make the schedule with a --train-batch-size "
+        "that divides its 12 prompts (e.g. 12, 6 or 4)") and caught.value.exit_code == 4
+    assert not (tmp_path / "v.parquet").exists()
+    whole = export(sched, [data], None, format="verl")  # both epochs: 24 rows, one batch of 16 (and 8 dropped)
+    assert whole.summary["full_batches"] == 1
+    assert export(sched, [data], None, format="jsonl").frame.height == 24  # other trainers' formats: not judged
+    small = tmp_path / "small.parquet"
+    schedule([data], small, settings=ScheduleSettings(train_batch_size=16))
+    with pytest.raises(SettingsError, match="its 12 rows are fewer than one train batch of 16"):
+        export(small, [data], None, format="verl")
+    streaming = tmp_path / "async.parquet"
+    schedule([data], streaming, settings=ScheduleSettings(engine="streaming", max_lag=1, train_batch_size=16))
+    assert export(streaming, [data], None, format="verl").summary["verl_trainer"] == "fully-async"

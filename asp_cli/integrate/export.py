@@ -42,7 +42,8 @@ from asp_cli.integrate.export_options import (ASP_COLUMNS, VERL_CHUNKING, chat_t
 from asp_cli.integrate.replay import VERL_AGENT_WORKERS, Replay, chunk_capacities
 from asp_cli.integrate.verl_fully_async import (VERL_TRAINERS, async_export_hint, fully_async_settings,
                                                 resolve_trainer, sync_steps)
-from asp_cli.integrate.verl_ppo import V1_ASYNC_MODES, chunking_notes, ppo_settings, v1_async_settings
+from asp_cli.integrate.verl_ppo import (V1_ASYNC_MODES, check_some_batch, chunking_notes, ppo_settings,
+                                       v1_async_settings)
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import other_router_note, route_priorities, unrouted_agents_note
 from asp_cli.reading.exported import EXPORT_REPEATS, METADATA_KEY
@@ -222,6 +223,9 @@ def export(
                                   prompt_column=prompt_key or recorded_keys(replay.schedule.metadata)[1],
                                   source_column=_recorded(replay.schedule.metadata, "source"))
         warnings.extend(verl_notes)
+        if verl_trainer != "fully-async":  # it reads one prompt at a time, no batches (E146)
+            check_some_batch(rows.height, 1 if epoch is not None else len(replay.epochs), replay.train_batch_size,
+                             epoch, replay.schedule.path.name if replay.schedule.path else "the schedule")
     # asp's columns: beside the dataset's, or with --metadata-key inside that object, the schedule's id with them.
     names = [f"{prefix}{c}" for c in (("prompt_id",) if metadata_key else ()) + ASP_COLUMNS]
     taken = object_fields(raw, metadata_key, ", ".join(map(str, datasets)), as_text) if metadata_key else raw.columns
