@@ -28,6 +28,27 @@ def test_an_epoch_with_no_dividing_size_near_the_batch_is_told_what_else_to_do()
     assert dividing_example(3540, 128).startswith(" (e.g. 118 or 177;")
 
 
+def test_a_train_batch_larger_than_the_epoch_says_a_dropping_trainer_trains_nothing(tmp_path):
+    """A verl newcomer's 80 prompts at the default batch of 128 were told only "every training step is the epoch's
+    only, partial batch", where verl (drop_last) trains no step at all: said, with the batch sizes that fit."""
+    from asp_cli.arrange.advice import largest_divisors, oversized_batch_warning
+
+    assert oversized_batch_warning(ScheduleSettings(train_batch_size=80), 80) is None
+    assert oversized_batch_warning(ScheduleSettings(), 80) == (
+        "--train-batch-size 128 is larger than the 80 prompts of an epoch: every training step is the epoch's only, "
+        "partial batch, which a trainer that drops a partial last batch (verl's and AReaL's dataloaders; slime with "
+        "--num-epoch) never trains: no step at all (`asp export --format verl` refuses such a file, E146; OpenRLHF "
+        "trains it as one short step); use a --train-batch-size that divides 80 (e.g. 80, 40 or 20)")
+    assert (largest_divisors(7), largest_divisors(1), largest_divisors(12)) == ("7 or 1", "1", "12, 6 or 4")
+    from asp_cli.arrange.pipeline import schedule
+    from util import make_prompts, write_jsonl
+
+    said = schedule([write_jsonl(tmp_path / "p.jsonl", make_prompts(20))], None,
+                    settings=ScheduleSettings(train_batch_size=32)).warnings
+    assert any(w.startswith("--train-batch-size 32 is larger than the 20 prompts of an epoch") and
+               w.endswith("divides 20 (e.g. 20, 10 or 5)") for w in said), said
+
+
 def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     # 50 prompts in steps of 32 with a schedule-following trainer: each epoch ends in a step of 18.
     settings = ScheduleSettings(train_batch_size=32, minibatch_size=8, epochs=2, trainer="schedule",

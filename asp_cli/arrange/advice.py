@@ -27,6 +27,26 @@ def dividing_batch_sizes(prompts: int, batch: int) -> list[int]:
     return ([below[-1]] if below else []) + ([above[0]] if above else [])
 
 
+def largest_divisors(prompts: int) -> str:
+    """``80, 40 or 20``: the largest train batch sizes that divide ``prompts`` (the fewest steps first), for an epoch
+    that a batch larger than it would leave with no whole batch."""
+    fits = [d for d in range(prompts, 0, -1) if prompts % d == 0][:3]
+    return ", ".join(map(str, fits[:-1])) + (" or " if len(fits) > 1 else "") + str(fits[-1])
+
+
+def oversized_batch_warning(settings: ScheduleSettings, prompts: int) -> str | None:
+    """Where ``--train-batch-size`` is larger than an epoch's ``prompts``: each epoch is one partial batch, which a
+    trainer dropping a short last batch never trains. It said only "every training step is the epoch's only,
+    partial batch" (a verl newcomer's 80 prompts at the default 128), where verl trains no step at all."""
+    if settings.train_batch_size <= prompts:
+        return None
+    return (f"--train-batch-size {settings.train_batch_size} is larger than the {prompts:,} prompts of an epoch: "
+            "every training step is the epoch's only, partial batch, which a trainer that drops a partial last "
+            "batch (verl's and AReaL's dataloaders; slime with --num-epoch) never trains: no step at all (`asp export "
+            "--format verl` refuses such a file, E146; OpenRLHF trains it as one short step); use a "
+            f"--train-batch-size that divides {prompts:,} (e.g. {largest_divisors(prompts)})")
+
+
 def dividing_example(prompts: int, batch: int) -> str:
     """`` (e.g. 118 or 177; ...)``: the dividing sizes to try, or nothing."""
     sizes = dividing_batch_sizes(prompts, batch)

@@ -22,7 +22,8 @@ from asp_cli.fingerprint import combine_fingerprints, file_fingerprint
 from asp_cli.output import json_finite
 from asp_cli.reading.history_ids import id_hints, row_numbered
 from asp_cli.reading.options import DEFAULT_READ, ReadOptions, one_path, paths_of
-from asp_cli.arrange.advice import dropped_tail_warnings, plan_warnings, settings_warnings, source_warnings
+from asp_cli.arrange.advice import (dropped_tail_warnings, oversized_batch_warning, plan_warnings, settings_warnings,
+                                    source_warnings)
 from asp_cli.arrange.choose import ArrangementChoice, arrange_chosen, choose_arrangement, sample_sigma
 from asp_cli.arrange.inputs import check_frames
 from asp_cli.arrange.interleaving import (
@@ -683,9 +684,5 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
                             f"({settings.max_response_tokens:,}), which no generation under this schedule's cap "
                             "reaches; was the history made with a larger cap? Check --max-response-tokens")
     warnings.extend(settings_warnings(settings))
-    if settings.train_batch_size > prompts.height:
-        warnings.append(
-            f"--train-batch-size {settings.train_batch_size} is larger than the {prompts.height:,} prompts of an "
-            "epoch: every training step is the epoch's only, partial batch"
-        )
+    warnings.extend(filter(None, [oversized_batch_warning(settings, prompts.height)]))
     return warnings

@@ -25,15 +25,16 @@ def check_some_batch(rows: int, epochs: int, size: int, epoch: int | None, sched
     default batch of 128 was exported with exit 0, "0 batches of 128 + 80 rows" and settings to paste."""
     if rows >= size:
         return
+    from asp_cli.arrange.advice import largest_divisors
+
     per_epoch = rows // max(1, epochs)
-    fits = [d for d in range(per_epoch, 0, -1) if per_epoch % d == 0][:3]  # the largest first: the fewest steps
     which = f"epoch {epoch}'s" if epoch is not None else "its"
     raise SettingsError(
         f"{schedule}: {which} {rows:,} rows are fewer than one train batch of {size} (the schedule's "
         "--train-batch-size, verl's data.train_batch_size), and verl's dataloader drops a partial batch "
         "(drop_last=True): the file would train no step (verl stops with 'Train dataloader is empty!'); make the "
         f"schedule with a --train-batch-size that divides {'an epoch' + chr(39) + 's ' if epochs > 1 else 'its '}"
-        f"{per_epoch:,} prompts (e.g. {', '.join(map(str, fits[:-1]))}{' or ' if len(fits) > 1 else ''}{fits[-1]})")
+        f"{per_epoch:,} prompts (e.g. {largest_divisors(per_epoch)})")
 
 
 def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, route: str, epoch: int | None,
