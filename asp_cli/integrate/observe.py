@@ -209,7 +209,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     summary: dict[str, Any] = {"logs": len(logs), "logs_already_observed": 0, "rows_read": 0, "bad_rows": 0,
                                "bad_row_examples": [], "estimated_lengths": 0, "eos_short_lengths": 0,
                                "ambiguous_matches": 0, "log_formats": {}, "columns_used": {}}
-    from asp_cli.reading.history_ids import ids_observed_against, reused_seed_warnings
+    from asp_cli.reading.history_ids import ids_observed_against, ids_of_log, reused_seed_warnings
     sched = schedule_of(schedule) if schedule else None  # read once: ids, cap, coverage and the record
     prompts = _read_dataset(dataset, with_export_id_key(_with_schedule_id_key(read, sched), dataset), warnings) \
         if dataset else None
@@ -272,8 +272,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                             "its bytes differ; if it is the same log saved again, its samples now count twice: "
                             "observe again without it")
         seen_rows.setdefault(rows_print, path.name)
+        record = ids_record or (ids_of_log(summary["columns_used"].get(path.name)) if kind == "verl_generations" else {})
         ingested.append({"name": path.name, "fingerprint": fingerprint, "rows": part.height, "format": kind,
-                         "rows_fingerprint": rows_print, **({"ids": ids_record} if ids_record else {})})
+                         "rows_fingerprint": rows_print, **({"ids": record} if record else {})})
     added = pl.concat(parts, how="vertical") if parts else pl.DataFrame(schema=HISTORY_SCHEMA)
     if recorded is not None and recorded.used:  # said under the summary (`asp observe`)
         summary["dataset_from_schedule"] = [str(p) for p in recorded.used]
@@ -569,6 +570,7 @@ def _read_verl_generations(
 
     id_col = find_column(frame, C.ID_KEYS, read.length_id_key, what="prompt id", flag=read.length_id_flag, path=path)
     assert id_col is not None
+    summary["columns_used"][path.name] = {"id": id_col}  # said, and recorded (`ids_of_log`)
     ids, _problem = id_column(frame, id_col)  # an id that is not text or an integer is left out, as a missing one
     from asp_cli.integrate.response_text import count_responses, generation_lists
 

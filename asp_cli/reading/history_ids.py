@@ -39,6 +39,16 @@ def ids_of(inputs: list[dict[str, Any]], columns_used: dict[str, dict[str, str]]
             "id": ROW_NUMBER if ROW_NUMBER in ids else ids[0]}
 
 
+def ids_of_log(used: dict[str, Any] | None) -> dict[str, Any]:
+    """The record of a log that names its prompts by a column of its own rows (``used``: its `columns_used`), read
+    without --dataset or --schedule: verl's generation output of a probe (`asp probe --format verl`), which keeps
+    the dataset's columns. Its id is that column, of no file asp can fingerprint (``of_log``). A verl newcomer's
+    probe without --id-key got asp probe's ``prompt_id`` (the dataset's row numbers) and a schedule with ``--id-key
+    extra_info.index`` then gave each probed length to another prompt, unwarned (`id_warnings`)."""
+    column = (used or {}).get("id")
+    return {"inputs": [], "id": column, "of_log": True} if isinstance(column, str) and column else {}
+
+
 def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths: list[Path], dataset_report: Any) -> dict[str, Any]:
     """The record for logs observed against a dataset (``dataset_report``: its `ReadReport`; its ids are those the
     logs' rows were matched to) or else a schedule (its metadata's ``inputs`` and ``columns_used``)."""
@@ -317,6 +327,18 @@ def id_warnings(history: list[Path], fingerprints: dict[str, str], columns_used:
         for record in recorded_ids(path):
             names = ", ".join(sorted({str(i.get("name")) for i in record["inputs"]})[:3])
             theirs = record.get("id")
+            if record.get("of_log"):  # a column of the log's own rows (`ids_of_log`): only its name is known
+                if columns and theirs not in columns:
+                    warnings.append(
+                        f"{path}: its lengths name prompts by the column {theirs} of the log itself (verl's generation "
+                        f"output of a probe, as observed), and these prompts' ids are the column {columns[0]}: the "
+                        "two name other prompts" + (
+                            " (asp probe adds prompt_id, the dataset's row number, where the dataset has no id "
+                            f"column): make the probe with asp probe --id-key {columns[0]} and generate and observe it "
+                            "again, or schedule without --id-key" if theirs == "prompt_id" else
+                            f": pass --id-key {theirs} where these prompts hold that column, or observe the log again "
+                            "with --dataset naming these prompts' own files"))
+                continue
             same_files = {str(i.get("fingerprint")) for i in record["inputs"]} == prints
             if theirs == ROW_NUMBER and not numbered:
                 warnings.append(
