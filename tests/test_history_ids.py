@@ -144,7 +144,7 @@ def test_a_verl_generation_of_a_probe_records_its_own_id_column_and_a_schedule_b
     history = tmp_path / "h.parquet"
     observed = observe([generated], history)
     assert observed.summary["log_formats"] == {"verl_generations": 1}
-    assert observed.summary["columns_used"] == {"probe_gen.parquet": {"id": "prompt_id"}}
+    assert observed.summary["columns_used"] == {"probe_gen.parquet": {"id": "prompt_id", "length": "responses"}}
     assert recorded_ids(history) == [{"inputs": [], "id": "prompt_id", "of_log": True}]
     [warning] = _id_warnings(schedule([data], tmp_path / "s.parquet", settings=SETTINGS, history=[history],
                                       read=ReadOptions(id_key="extra_info.index")))

@@ -1619,3 +1619,39 @@ def test_the_summary_lists_the_epochs_the_added_rows_were_recorded_as(tmp_path):
     assert observe([log], tmp_path / "h.parquet").summary["epochs_added"] == [0, 2, None]
     assert observe([log], tmp_path / "h.parquet", epoch=4, force=True).summary["epochs_added"] == [4]
     assert observe([log], tmp_path / "h.parquet", append=True).summary["epochs_added"] == []
+
+
+def test_verl_generation_of_a_probe_made_with_a_nested_id_key_is_read_by_asps_copy_of_the_id(tmp_path):
+    """docs/probe.md tells a verl user to name `--id-key extra_info.index` in every command; `asp probe --format
+    verl` then writes no id column of its own (the id is inside extra_info, and asp's copy in extra_info.prompt_id),
+    and verl's generation output of it was refused: without --id-key as "a prompt file ... generate its responses
+    first", and with --id-key extra_info.index as a field inside a column. It is read by extra_info.prompt_id now,
+    and the schedule by that --id-key takes every probed length for its own prompt."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.integrate.probe import ProbeSettings, probe
+    from asp_cli.reading.history_ids import recorded_ids
+    from asp_cli.reading.options import ReadOptions
+    from asp_cli.settings import ScheduleSettings
+
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} plus {i * 7}?" + " Think." * (i % 5)}],
+             "data_source": "gsm8k", "extra_info": {"index": 500 - i}} for i in range(40)]
+    data = tmp_path / "train.parquet"
+    pl.DataFrame(rows).write_parquet(data)
+    keyed = ReadOptions(id_key="extra_info.index")
+    probe([data], tmp_path / "probe.parquet", settings=ProbeSettings(prompts=6), format="verl", read=keyed)
+    probed = pl.read_parquet(tmp_path / "probe.parquet")
+    assert "prompt_id" not in probed.columns  # no id column of its own
+    generated = tmp_path / "probe_gen.parquet"
+    probed.with_columns(pl.Series("responses", [["word " * (10 + i)] for i in range(probed.height)])).write_parquet(
+        generated)
+    observed = observe([generated], tmp_path / "h.parquet")
+    assert observed.summary["log_formats"] == {"verl_generations": 1}
+    assert observed.summary["columns_used"] == {"probe_gen.parquet": {"id": "extra_info.prompt_id",
+                                                                      "length": "responses"}}
+    history = read_history(tmp_path / "h.parquet")[0]
+    assert sorted(history["prompt_id"]) == sorted(str(r["extra_info"]["index"]) for r in probed.iter_rows(named=True))
+    assert recorded_ids(tmp_path / "h.parquet") == []  # asp's copy of whichever id the probe read: nothing to check
+    made = schedule([data], None, settings=ScheduleSettings(train_batch_size=8), read=keyed,
+                    history=[tmp_path / "h.parquet"])
+    assert made.summary["prompts_from_history"] == probed.height
+    assert not [w for w in made.warnings if "name prompts by" in w or "prompt ids in --history" in w], made.warnings

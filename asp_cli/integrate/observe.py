@@ -451,6 +451,7 @@ def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
     as a legacy dump too (what verl 0.5 wrote, without ``gts``). Generation output has an id, a list of
     response texts under ``responses`` and no length column.
     """
+    from asp_cli.integrate.response_text import generation_ids
     from asp_cli.reading import find_column
 
     lowered = {c.lower(): c for c in frame.columns}
@@ -464,7 +465,7 @@ def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
         values = frame[uid].drop_nulls()
         v1_uids = bool(values.len() and values.str.contains(_V1_UID.pattern).all())
     if not set(_VERL_TEXT_COLUMNS) <= lowered.keys() or (not set(_VERL_DUMP_COLUMNS) <= lowered.keys() and has_id):
-        if has_id and not has_length and _verl_responses_column(frame) is not None:
+        if (has_id or generation_ids(frame) is not None) and not has_length and _verl_responses_column(frame) is not None:
             return "verl_generations"
         if has_id and not has_length and _VERL_RESPONSES in lowered:  # not lists of texts: say which row (error)
             from asp_cli.integrate.response_text import generation_lists
@@ -568,11 +569,13 @@ def _read_verl_generations(
     from asp_cli.reading import find_column
     from asp_cli.reading.prompts import id_column
 
-    id_col = find_column(frame, C.ID_KEYS, read.length_id_key, what="prompt id", flag=read.length_id_flag, path=path)
-    assert id_col is not None
-    summary["columns_used"][path.name] = {"id": id_col}  # said, and recorded (`ids_of_log`)
-    ids, _problem = id_column(frame, id_col)  # an id that is not text or an integer is left out, as a missing one
-    from asp_cli.integrate.response_text import count_responses, generation_lists
+    from asp_cli.integrate.response_text import ASP_ID_FIELD, count_responses, generation_ids, generation_lists
+
+    asp_ids = generation_ids(frame) if read.length_id_key is None else None  # no id column: asp's copy of the id
+    id_col = find_column(frame, C.ID_KEYS, read.length_id_key, what="prompt id", flag=read.length_id_flag, path=path,
+                         required=asp_ids is None)
+    summary["columns_used"][path.name] = {"id": id_col or ASP_ID_FIELD, "length": responses}  # `ids_of_log`
+    ids = id_column(frame, id_col)[0] if id_col is not None else asp_ids  # an id neither text nor integer: left out
 
     lists, odd = generation_lists(path, frame, responses, read.on_bad_row)  # rows of no list of texts: skipped
     samples = frame.select(ids.alias("prompt_id"), pl.Series(responses, lists, dtype=pl.List(pl.String)),

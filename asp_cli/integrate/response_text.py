@@ -92,6 +92,24 @@ def dump_texts(path: Path, frame: Any, columns: dict[str, str], on_bad_row: str)
     return texts, odd
 
 
+ASP_ID_FIELD = "extra_info.prompt_id"  # where asp's verl layout (`asp probe`, `asp export --format verl`) keeps the id
+
+
+def generation_ids(frame: Any) -> Any | None:
+    """The ids of verl's generation output whose rows have no id column of their own, or None: asp's copy of each
+    row's id in ``extra_info.prompt_id`` (`ASP_ID_FIELD`), which `asp probe --format verl` writes whatever
+    ``--id-key`` it read (a verl newcomer's probe made with ``--id-key extra_info.index``, as docs/probe.md says,
+    was refused as "a prompt file ... generate its responses first", and ``--id-key extra_info.index`` as a field
+    inside a column: no way to observe it)."""
+    import polars as pl
+
+    column = next((c for c in frame.columns if c.lower() == "extra_info"), None)
+    dtype = frame.schema[column] if column is not None else None
+    if not isinstance(dtype, pl.Struct) or "prompt_id" not in [f.name for f in dtype.fields]:
+        return None
+    return frame[column].struct.field("prompt_id").cast(pl.String).alias(ASP_ID_FIELD)
+
+
 def generation_lists(path: Path, frame: Any, column: str,
                      on_bad_row: str) -> tuple[list[list[str | None] | None], dict[int, str]]:
     """verl's generation output's ``responses`` (``column``): each row's list of response texts, and the rows that

@@ -46,7 +46,10 @@ def ids_of_log(used: dict[str, Any] | None) -> dict[str, Any]:
     probe without --id-key got asp probe's ``prompt_id`` (the dataset's row numbers) and a schedule with ``--id-key
     extra_info.index`` then gave each probed length to another prompt, unwarned (`id_warnings`)."""
     column = (used or {}).get("id")
-    return {"inputs": [], "id": column, "of_log": True} if isinstance(column, str) and column else {}
+    # extra_info.prompt_id is asp's copy of whichever id the probe read (`response_text.generation_ids`): no column
+    # of the prompts to compare.
+    return ({"inputs": [], "id": column, "of_log": True} if isinstance(column, str) and column
+            and column != "extra_info.prompt_id" else {})
 
 
 def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths: list[Path], dataset_report: Any) -> dict[str, Any]:
