@@ -76,6 +76,22 @@ def test_the_readme_names_commands_a_new_user_can_run():
     assert "torch==" not in README  # the [torch] extra is what users install
 
 
+def test_the_set_up_section_tells_a_verl_user_the_settings_of_verls_trainer():
+    """A verl newcomer's first schedule, the set-up command's, was for blocking generate() calls and an asynchronous
+    trainer; verl's settings came 450 lines later. The set-up section names them, and options asp schedule has."""
+    from typer.testing import CliRunner
+
+    from asp_cli.cli.main import app
+
+    setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    said = " ".join(setup.split())
+    assert "For verl's default trainer" in said and "add `--engine streaming --max-lag 0 --trainer schedule`" in said
+    options = CliRunner().invoke(app, ["schedule", "--help"], terminal_width=200).output
+    for option in ("--engine", "--max-lag", "--trainer", "--train-batch-size", "--samples-per-prompt",
+                   "--max-response-tokens"):
+        assert option in said and option in options, option
+
+
 def _needs_servers(commands: list[str]) -> set[str]:
     """The commands that say they need the user's own inference servers, and those that read what they write."""
     skipped, made = set(), set()
