@@ -641,8 +641,8 @@ def test_dump_text_with_changed_whitespace_still_matches(tmp_path):
     # one (an OpenRLHF newcomer's repeated prompts).
     assert result.added["prompt_id"].to_list() == ["a", "b", "c", "d", "c"]
     assert result.summary["ambiguous_matches"] == 3
-    assert ("3 dump samples match a prompt text that several dataset ids share; spread over those ids in turn (the "
-            "same text, the same policy's lengths)") in result.warnings
+    assert ("3 dump samples match a prompt text that several dataset ids share (1 such text, e.g. that of ids 'c', "
+            "'d'); spread over those ids in turn (the same text, the same policy's lengths)") in result.warnings
 
 
 def test_tokenizer_counts_of_a_dump_are_flagged_one_eos_short(built, tmp_path):  # noqa: F811

@@ -327,11 +327,13 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             "any other special tokens (tool calls) in multi-turn responses; text decoded with them (OpenRLHF's) "
             "holds an end token unless cut at the cap, so there every one of these was cut at it"
         )
-    if summary["ambiguous_matches"]:
+    if summary["ambiguous_matches"]:  # which ids, so the user can find the repeated text (a verl newcomer could not)
+        first = sorted(shared)[0] if shared else ()
         warnings.append(
-            f"{summary['ambiguous_matches']} dump samples match a prompt text that several dataset ids share; "
-            "spread over those ids in turn (the same text, the same policy's lengths)"
-        )
+            f"{summary['ambiguous_matches']} dump samples match a prompt text that several dataset ids share"
+            + (f" ({len(shared)} such text{'s' * (len(shared) > 1)}, e.g. that of ids {', '.join(map(repr, first[:4]))}"
+               + (", ..." if len(first) > 4 else "") + ")" if first else "")
+            + "; spread over those ids in turn (the same text, the same policy's lengths)")
     if schedule and added.height:
         coverage(sched, added, summary, warnings, shared)
 
