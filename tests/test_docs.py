@@ -257,3 +257,14 @@ def test_the_mindspeed_rl_section_names_the_settings_that_keep_the_schedule_and_
     assert len(named) >= 10
     for group, key in named:
         assert key in _MINDSPEED_RL_KEYS[group], f"{group}.{key} is not a MindSpeed-RL v2.3.0 key"
+
+
+def test_the_pipeline_steps_say_how_verl_run_once_per_epoch_takes_them_before_the_export_block():
+    """A verl newcomer pasted steps 1 and 3 (one-epoch schedules exported whole) for one verl run per epoch, which
+    trains no step once resumed; the recipe (--epochs K, export --epoch E) came after the blocks. Step 1 says it."""
+    text = (REPO / "docs" / "pipelines.md").read_text(encoding="utf-8")
+    step1 = " ".join(text.split("### 1.", 1)[1].split("### 2.", 1)[0].split())
+    assert "With verl run once per epoch" in step1 and "`--epochs K`" in step1 and "`--epoch E`" in step1
+    assert "trainer.total_epochs=1" in step1
+    step3 = text.split("### 3.", 1)[1].split("### 4.", 1)[0]
+    assert "This loop with verl, one verl run per epoch" in step3  # the section step 1 names
