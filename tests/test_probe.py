@@ -665,3 +665,31 @@ def test_the_vllm_example_reads_the_prompt_column_of_a_messages_dataset(tmp_path
     assert result.exit_code == 0, result.output
     probed = len((tmp_path / "probe.jsonl").read_text().splitlines())
     assert pl.read_parquet(tmp_path / "history.parquet").height == 2 * probed  # n=2 samples of each probed prompt
+
+
+def test_a_verl_probe_whose_chat_lists_differ_in_length_is_warned_that_verls_generation_stops(tmp_path):
+    """docs/probe.md says verl 0.9.1's main_generation_server stops (an inhomogeneous NumPy array) on a probe whose
+    prompts hold different numbers of messages; `asp probe --format verl` of a dataset where half the prompts carry a
+    system message wrote one without a word. Warned, naming the fix; a probe of alike lists, and JSON lines, are not."""
+    rows = [{"id": f"q{i}", "data_source": "math",
+             "prompt": ([{"role": "system", "content": "You are a math expert."}] if i % 2 else [])
+             + [{"role": "user", "content": f"What is {i} times {i + 3}?" + " Explain." * (i % 4)}]}
+            for i in range(40)]
+    data = tmp_path / "train.parquet"
+    pl.DataFrame(rows).write_parquet(data)
+    said = [w for w in probe([data], tmp_path / "p.parquet", settings=ProbeSettings(prompts=8), format="verl").warnings
+            if "main_generation_server" in w]
+    written = pl.read_parquet(tmp_path / "p.parquet")["prompt"].list.len()
+    fewest = int((written == 1).sum())
+    assert said == [
+        f"the probe's chat lists hold 1 to 2 messages ({fewest} of 8 prompts hold 1): verl 0.9.1's "
+        "main_generation_server makes one NumPy array of them and stops with 'ValueError: setting an array element "
+        "with a sequence. The requested array has an inhomogeneous shape' before any server starts (docs/probe.md); "
+        "generate this probe with vLLM offline or examples/probe_openai.py (asp probe ... -o probe.jsonl), or give "
+        "every prompt the same messages"] and 0 < fewest < 8
+    alike = tmp_path / "alike.parquet"
+    pl.DataFrame([dict(r, prompt=r["prompt"][-1:]) for r in rows]).write_parquet(alike)
+    assert not [w for w in probe([alike], tmp_path / "a.parquet", settings=ProbeSettings(prompts=8),
+                                 format="verl").warnings if "main_generation_server" in w]
+    assert not [w for w in probe([data], tmp_path / "p.jsonl", settings=ProbeSettings(prompts=8)).warnings
+                if "main_generation_server" in w]

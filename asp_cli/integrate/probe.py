@@ -201,7 +201,7 @@ def probe(
     """
     from asp_cli.integrate.dataset_rows import mixed_kinds_warning, read_rows, write_rows
     from asp_cli.reading.tables import SOURCE_JSON
-    from asp_cli.integrate.verl_layout import to_verl
+    from asp_cli.integrate.verl_layout import generation_server_note, to_verl
     from asp_cli.output import check_output_kind, check_output_path
     from asp_cli.predict.prediction import predict_distribution
     from asp_cli.reading import ReadReport, read_prompts
@@ -266,7 +266,7 @@ def probe(
                                          if isinstance(u, dict) and u.get("prompt")), None)
         rows, notes = to_verl(rows, rows["\x00id"], where=", ".join(str(p) for p in inputs),
                               prompt_column=taken, source_column=read.source_key)
-        warnings.extend(notes)
+        warnings.extend([*notes, *filter(None, [generation_server_note(rows["prompt"])])])
     rows = rows.drop("\x00id")
     rows = rows.drop("\x00row")
 

@@ -230,3 +230,21 @@ def _decoded_chats(raw: pl.DataFrame, column: str, values: pl.Series) -> pl.Seri
         "every message's content as text, or export --format jsonl, which keeps each row as it is"
     )
 
+
+
+def generation_server_note(prompts: pl.Series) -> str | None:
+    """Where a probe's chat lists (``prompts``, verl's ``prompt`` column) hold different numbers of messages: verl
+    0.9.1's ``main_generation_server`` makes one NumPy array of them (main_generation_server.py:159) and stops before
+    any server starts (docs/probe.md). A verl newcomer's probe of a dataset where half the prompts carry a system
+    message was written without a word; training reads such rows one by one and is not concerned."""
+    if not isinstance(prompts.dtype, pl.List):
+        return None
+    counts = prompts.list.len().drop_nulls()
+    if counts.len() < 2 or counts.min() == counts.max():
+        return None
+    fewest, most = int(counts.min()), int(counts.max())  # type: ignore[arg-type]
+    return (f"the probe's chat lists hold {fewest} to {most} messages ({int((counts == fewest).sum())} of "
+            f"{counts.len()} prompts hold {fewest}): verl 0.9.1's main_generation_server makes one NumPy array of "
+            "them and stops with 'ValueError: setting an array element with a sequence. The requested array has an "
+            "inhomogeneous shape' before any server starts (docs/probe.md); generate this probe with vLLM offline or "
+            "examples/probe_openai.py (asp probe ... -o probe.jsonl), or give every prompt the same messages")
