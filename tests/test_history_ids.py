@@ -167,6 +167,39 @@ def test_a_verl_generation_of_a_probe_records_its_own_id_column_and_a_schedule_b
     assert _id_warnings(schedule([keyed], tmp_path / "s4.parquet", settings=SETTINGS, history=[by_uid])) == []
 
 
+def test_dumps_observed_against_the_verl_export_alone_record_the_schedules_ids(tmp_path):
+    """A verl newcomer observed the run's dumps against the file verl read (`asp export --format verl`'s, as
+    docs/integrations.md allows) without --schedule: the history recorded nothing, and a schedule with --id-key
+    extra_info.index took its row-number ids for indexes, every prompt another's lengths, unwarned. The export
+    records what its schedule's ids name; the history takes that record."""
+    import polars as pl
+
+    from asp_cli.integrate.export import export
+    from asp_cli.reading.exported import export_ids
+
+    rows = _without_ids(24, index_from=100)
+    data = tmp_path / "train.parquet"
+    pl.DataFrame([{"prompt": [{"role": "user", "content": r["question"]}], "extra_info": r["extra_info"]}
+                  for r in rows]).write_parquet(data)
+    made = schedule([data], tmp_path / "s.parquet", settings=SETTINGS)
+    exported = tmp_path / "verl.parquet"
+    export(made.output, [data], exported, format="verl")
+    from asp_cli.fingerprint import file_fingerprint
+
+    assert export_ids([exported]) == {"id": ROW_NUMBER, "inputs": [{"name": "train.parquet",
+                                                                    "fingerprint": file_fingerprint([data])}]}
+    dump = write_jsonl(tmp_path / "1.jsonl", [{"input": f"user\n{r['question']}\nassistant\n", "output": "w " * (5 + i),
+                                               "score": 1.0, "step": 1} for i, r in enumerate(rows)])
+    history = tmp_path / "h.parquet"
+    observe([dump], history, dataset=[exported])
+    assert recorded_ids(history) == [export_ids([exported])]
+    [warning] = _id_warnings(schedule([data], tmp_path / "s1.parquet", settings=SETTINGS, history=[history],
+                                      read=ReadOptions(id_key="extra_info.index")))
+    assert warning.startswith(f"{history}: its lengths name prompts by row number (of train.parquet, as observed), "
+                              "and these prompts' ids are the column extra_info.index: the numbers name other prompts")
+    assert _id_warnings(schedule([data], tmp_path / "s2.parquet", settings=SETTINGS, history=[history])) == []
+
+
 def test_a_history_without_a_record_is_not_checked(tmp_path):
     data = write_jsonl(tmp_path / "train.jsonl", _without_ids(20))
     plain = _log(tmp_path / "lengths.jsonl", range(20))  # another tool's lengths file

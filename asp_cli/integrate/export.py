@@ -47,6 +47,7 @@ from asp_cli.integrate.verl_ppo import (V1_ASYNC_MODES, check_some_batch, chunki
 from asp_cli.integrate.verl_layout import to_verl
 from asp_cli.integrate.verl_router import other_router_note, route_priorities, unrouted_agents_note
 from asp_cli.reading.exported import EXPORT_REPEATS, METADATA_KEY
+from asp_cli.reading.history_ids import schedule_ids
 from asp_cli.reading.options import paths_of
 from asp_cli.reading.tables import SOURCE_JSON
 from asp_cli.settings import whole
@@ -300,6 +301,7 @@ def export(
             "prefix": prefix,  # before asp's column names: the id's real name under --metadata-key (reading.exported)
             "schedule": replay.schedule.path.name if replay.schedule.path else None,
             "schedule_settings": replay.settings,
+            "schedule_ids": schedule_ids(replay.schedule.metadata),  # what its ids name, for `asp observe --dataset`
             "trainer_settings": trainer,
         }
         if format == "jsonl":

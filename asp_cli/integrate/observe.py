@@ -35,7 +35,7 @@ import polars as pl
 from asp_cli import columns as C
 from asp_cli.errors import InputError, OutputError, SettingsError, counted, missing_hint, stdin_named
 from asp_cli.reading.dump_folders import dump_folder_fix
-from asp_cli.reading.exported import export_id_key, with_export_id_key
+from asp_cli.reading.exported import export_id_key, export_ids, with_export_id_key
 from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, read and written here
     HISTORY_FORMAT_VERSION, HISTORY_SCHEMA, METADATA_KEY, already_observed, grown_log, history_schema, read_history,
     write_history,
@@ -48,6 +48,7 @@ from asp_cli.integrate.dump_steps import cut_at_cap, dump_notes, dump_steps
 from asp_cli.integrate.observe_coverage import coverage, epochs_overfull
 from asp_cli.integrate.prompt_match import PromptMatcher, no_prompt_matched
 from asp_cli.integrate.recorded_dataset import DatasetFromSchedule
+from asp_cli.integrate.response_text import responses_column
 from asp_cli.reading.json_records import untag
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.schedule_format import schedule_of
@@ -222,7 +223,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     # record is the schedule's where given, else none (an OpenRLHF newcomer's history was said to name other prompts).
     exported = bool(dataset) and read.id_key is None and all(export_id_key(p) for p in dataset)
     ids_record = ids_observed_against(sched.metadata if sched is not None else None, [] if exported else dataset,
-                                      prompts.report if prompts is not None and not exported else None)
+                                      prompts.report if prompts is not None and not exported else None) or (
+        export_ids(dataset) if exported else {})  # the schedule's record, as the export wrote it
     seen_prints = {entry.get("fingerprint") for entry in seen}
     seen_rows = {entry["rows_fingerprint"]: entry.get("name") for entry in seen if entry.get("rows_fingerprint")}
     parts: list[pl.DataFrame] = []
@@ -414,7 +416,7 @@ def _read_log(
         return _read_verl_dump(path, frame, dataset(path) if callable(dataset) else dataset, read.tokenizer, summary,
                                read.on_bad_row, shared, cap), kind
     if kind == "verl_generations":
-        responses = _verl_responses_column(frame) or {c.lower(): c for c in frame.columns}[_VERL_RESPONSES]
+        responses = responses_column(frame) or {c.lower(): c for c in frame.columns}[_VERL_RESPONSES]
         return _read_verl_generations(path, frame, responses, read, summary), kind
     from asp_cli.reading.history_ids import history_logs
 
@@ -467,7 +469,7 @@ def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
         values = frame[uid].drop_nulls()
         v1_uids = bool(values.len() and values.str.contains(_V1_UID.pattern).all())
     if not set(_VERL_TEXT_COLUMNS) <= lowered.keys() or (not set(_VERL_DUMP_COLUMNS) <= lowered.keys() and has_id):
-        if (has_id or generation_ids(frame) is not None) and not has_length and _verl_responses_column(frame) is not None:
+        if (has_id or generation_ids(frame) is not None) and not has_length and responses_column(frame) is not None:
             return "verl_generations"
         if has_id and not has_length and _VERL_RESPONSES in lowered:  # not lists of texts: say which row (error)
             from asp_cli.integrate.response_text import generation_lists
@@ -548,15 +550,6 @@ def _read_verl_dump(
     summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += int((~result["\x00whole"]).sum())
     return result.drop("\x00whole").with_columns(pl.lit(None, pl.Boolean).alias("truncated"),
                                                   pl.lit(None, pl.Int32).alias("epoch"))
-
-
-def _verl_responses_column(frame: pl.DataFrame) -> str | None:
-    """The ``responses`` column of verl's generation output (a list of response texts per prompt), if any."""
-    for column in frame.columns:
-        dtype = frame.schema[column]
-        if column.lower() == _VERL_RESPONSES and isinstance(dtype, pl.List) and dtype.inner == pl.String:
-            return column
-    return None
 
 
 def _read_verl_generations(

@@ -110,6 +110,17 @@ def generation_ids(frame: Any) -> Any | None:
     return frame[column].struct.field("prompt_id").cast(pl.String).alias(ASP_ID_FIELD)
 
 
+def responses_column(frame: Any) -> str | None:
+    """The ``responses`` column of verl's generation output (a list of response texts per prompt), if any."""
+    import polars as pl
+
+    for column in frame.columns:
+        dtype = frame.schema[column]
+        if column.lower() == "responses" and isinstance(dtype, pl.List) and dtype.inner == pl.String:
+            return column
+    return None
+
+
 def generation_lists(path: Path, frame: Any, column: str,
                      on_bad_row: str) -> tuple[list[list[str | None] | None], dict[int, str]]:
     """verl's generation output's ``responses`` (``column``): each row's list of response texts, and the rows that

@@ -167,6 +167,17 @@ def _parquet_marks(path: Path) -> tuple[Any, dict[str, Any]] | None:
     return (schema, document) if isinstance(document, dict) else None
 
 
+def export_ids(paths: Sequence[Path]) -> dict[str, Any]:
+    """What the ids of Parquet exports (``paths``, one schedule's) name, as `asp export` recorded it from its schedule
+    (``schedule_ids``: `history_ids.schedule_ids`), or {} where they do not all record one and the same. Logs observed
+    against an export alone (verl's dumps of the file it was given) were recorded as naming nothing: a verl
+    newcomer's history by row numbers was taken by a schedule with --id-key extra_info.index, every prompt another's
+    lengths, without a word (`history_ids.id_warnings`)."""
+    records = [(_parquet_marks(Path(p)) or (None, {}))[1].get("schedule_ids") for p in paths]
+    first = records[0] if records else None
+    return first if isinstance(first, dict) and first and all(r == first for r in records) else {}
+
+
 def export_not_schedule(path: Path) -> ScheduleFormatError | None:
     """The refusal of an `asp export` given where a schedule is read (`asp export`'s SCHEDULE, `asp report`,
     `asp simulate`): it holds a dataset's rows in a schedule's order, not the schedule, which its Parquet metadata

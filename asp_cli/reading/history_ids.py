@@ -52,6 +52,16 @@ def ids_of_log(used: dict[str, Any] | None) -> dict[str, Any]:
             and column != "extra_info.prompt_id" else {})
 
 
+def schedule_ids(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The record of what a schedule's ids name (its metadata's ``inputs`` and ``columns_used``), or {}: what
+    `asp observe --schedule` records, and what `asp export` writes into its file's metadata (``schedule_ids``) for
+    logs observed against the export alone (`asp_cli.reading.exported.export_ids`)."""
+    inputs, used = metadata.get("inputs"), metadata.get("columns_used")
+    if not (isinstance(inputs, list) and isinstance(used, dict)):
+        return {}
+    return ids_of([i for i in inputs if isinstance(i, dict)], {k: v for k, v in used.items() if isinstance(v, dict)})
+
+
 def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths: list[Path], dataset_report: Any) -> dict[str, Any]:
     """The record for logs observed against a dataset (``dataset_report``: its `ReadReport`; its ids are those the
     logs' rows were matched to) or else a schedule (its metadata's ``inputs`` and ``columns_used``)."""
@@ -64,12 +74,9 @@ def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths
         # Counted against a schedule, the logs replayed it, whatever file matched their text (`framework_dealt`).
         return {**record, "schedule_seed": seed} if record and seed is not None else record
     if schedule_metadata:
-        inputs = schedule_metadata.get("inputs")
-        used = schedule_metadata.get("columns_used")
-        if isinstance(inputs, list) and isinstance(used, dict):
-            record = ids_of([i for i in inputs if isinstance(i, dict)],
-                            {k: v for k, v in used.items() if isinstance(v, dict)})
-            if record and seed is not None:
+        record = schedule_ids(schedule_metadata)
+        if record:
+            if seed is not None:
                 # The seed of the schedule the logs replayed: a later schedule made with it deals the same shuffles
                 # (`seed_warnings`), whatever the epochs are numbered.
                 record["schedule_seed"] = seed
