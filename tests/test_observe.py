@@ -1096,6 +1096,11 @@ def test_a_text_estimate_past_the_cap_is_taken_as_cut_at_it(built, tmp_path):  #
             "max_response_tokens, 4,096, taken as cut at it); pass --tokenizer tokenizer.json for exact counts"
             ) in result.warnings
     assert not [w for w in result.warnings if "longer than the schedule's max_response_tokens" in w]
+    # The run's cap given without a schedule (verl's data.max_response_length) is named as the option, not a
+    # schedule's (a verl newcomer's dumps were said past "the schedule's max_response_tokens" with no schedule).
+    given = observe([dump], None, dataset=[built["prompts"]], max_response_tokens=3000)
+    assert ("4 response lengths are estimated from text at 4 bytes per token (1 estimated past --max-response-tokens, "
+            "3,000, taken as cut at it); pass --tokenizer tokenizer.json for exact counts") in given.warnings
 
 
 def test_a_history_observed_against_an_export_is_read_by_the_schedules_ids(tmp_path):

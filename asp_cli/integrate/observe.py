@@ -313,8 +313,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     if summary["estimated_lengths"]:
         warnings.append(
             f"{summary['estimated_lengths']} response lengths are estimated from text at {_BYTES_PER_TOKEN} bytes "
-            "per token" + (f" ({summary['estimates_over_cap']:,} estimated past the schedule's max_response_tokens, "
-                           f"{cap:,}, taken as cut at it)" if summary.get("estimates_over_cap") else "")
+            "per token" + (f" ({summary['estimates_over_cap']:,} estimated past "
+                           + ("--max-response-tokens" if given_cap is not None else "the schedule's max_response_tokens")
+                           + f", {cap:,}, taken as cut at it)" if summary.get("estimates_over_cap") else "")
             + "; pass --tokenizer tokenizer.json for exact counts")
     if summary["eos_short_lengths"] and summary.get("whole_lengths"):  # text decoded with its special tokens
         warnings.append(
