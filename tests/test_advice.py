@@ -39,6 +39,8 @@ def test_a_train_batch_larger_than_the_epoch_says_a_dropping_trainer_trains_noth
         "partial batch, which a trainer that drops a partial last batch (verl's and AReaL's dataloaders; slime with "
         "--num-epoch) never trains: no step at all (`asp export --format verl` refuses such a file, E146; OpenRLHF "
         "trains it as one short step); use a --train-batch-size that divides 80 (e.g. 80, 40 or 20)")
+    assert "(`asp export --format verl --epoch E` refuses an epoch's file, E146, and one of every epoch cuts its " \
+           "batches across epochs; OpenRLHF" in oversized_batch_warning(ScheduleSettings(epochs=3), 80)
     assert (largest_divisors(7), largest_divisors(1), largest_divisors(12)) == ("7 or 1", "1", "12, 6 or 4")
     from asp_cli.arrange.pipeline import schedule
     from util import make_prompts, write_jsonl

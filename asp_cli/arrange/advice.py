@@ -40,11 +40,15 @@ def oversized_batch_warning(settings: ScheduleSettings, prompts: int) -> str | N
     partial batch" (a verl newcomer's 80 prompts at the default 128), where verl trains no step at all."""
     if settings.train_batch_size <= prompts:
         return None
+    refused = ("`asp export --format verl` refuses such a file, E146" if settings.epochs == 1 else
+               # every epoch in one file fills a batch or more, across epochs (a prompt twice in a batch: export says)
+               "`asp export --format verl --epoch E` refuses an epoch's file, E146, and one of every epoch cuts its "
+               "batches across epochs")
     return (f"--train-batch-size {settings.train_batch_size} is larger than the {prompts:,} prompts of an epoch: "
             "every training step is the epoch's only, partial batch, which a trainer that drops a partial last "
-            "batch (verl's and AReaL's dataloaders; slime with --num-epoch) never trains: no step at all (`asp export "
-            "--format verl` refuses such a file, E146; OpenRLHF trains it as one short step); use a "
-            f"--train-batch-size that divides {prompts:,} (e.g. {largest_divisors(prompts)})")
+            f"batch (verl's and AReaL's dataloaders; slime with --num-epoch) never trains: no step at all ({refused}; "
+            f"OpenRLHF trains it as one short step); use a --train-batch-size that divides {prompts:,} (e.g. "
+            f"{largest_divisors(prompts)})")
 
 
 def dividing_example(prompts: int, batch: int) -> str:
