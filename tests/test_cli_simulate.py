@@ -1236,6 +1236,25 @@ def test_the_json_says_which_epoch_was_replayed_and_how_many_prompts_probe_sampl
     assert lengths("--lengths-epoch", -1)["epoch"] == -1
 
 
+def test_simulate_says_an_epoch_smaller_than_one_train_batch_is_a_step_verl_never_runs(tmp_path):
+    """A verl newcomer's 80 prompts at the default batch of 128: `asp simulate` replayed the one partial step as the
+    run, unsaid, where verl's dataloader drops it and trains nothing (`asp schedule` warned, `asp export` refuses)."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "question": "q " * (1 + i % 29)} for i in range(20)])
+    made = invoke("schedule", data, "-o", tmp_path / "s.parquet", "--engine", "streaming", "--max-lag", "0",
+                  "--trainer", "schedule", "--train-batch-size", "32", "--instances", "2", "-q")
+    assert made.exit_code == 0, made.output
+    result = invoke("simulate", tmp_path / "s.parquet", "--json")
+    assert result.exit_code == 0, result.output
+    [said] = [w for w in json.loads(result.stdout)["warnings"] if w.startswith("this replay runs")]
+    assert said.startswith("this replay runs the epoch's 20 rows, which fill no whole train batch of 32")
+    assert said.endswith("so the times are not those of a run that leaves them out: --train-batch-size 32 is larger "
+                         "than the 20 prompts of an epoch: every training step is the epoch's only, partial batch, "
+                         "which a trainer that drops a partial last batch (verl's and AReaL's dataloaders; slime with "
+                         "--num-epoch) never trains: no step at all (`asp export --format verl` refuses such a file, "
+                         "E146; OpenRLHF trains it as one short step); use a --train-batch-size that divides 20 (e.g. "
+                         "20, 10 or 5)"), said
+
+
 def test_simulate_says_the_replay_runs_the_partial_batch_verl_drops(tmp_path):
     """A verl newcomer's `bands` plan of 3,540 prompts at --train-batch-size 512 ended in a partial batch of its 468
     longest prompts, which verl's dataloader drops (drop_last): `asp schedule` warned, `asp simulate --compare`
