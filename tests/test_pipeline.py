@@ -680,3 +680,24 @@ def test_made_for_names_a_framework_only_where_the_router_or_synchronous_steps_m
     assert [other["without"] for other in named["alternatives"]] == [["--verl-trainer colocate-async"]] * 2
     assert made_for(ScheduleSettings(engine="streaming", max_lag=1)) is None  # verl's own buffer: its line says it
     assert made_for(ScheduleSettings(engine="streaming", router="round-robin")) is None  # AReaL's SPMD mode
+
+
+def test_prompt_files_without_ids_read_together_are_told_their_own_index_is_no_id(tmp_path):
+    """A verl newcomer's gsm8k.parquet and math.parquet (each numbering extra_info.index from 0) were told to "name the
+    id column with --id-key", which of that index repeats (E07): the warning says what to do over several files."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+    from util import write_jsonl
+
+    files = [write_jsonl(tmp_path / f"{name}.jsonl", [{"question": f"{name} question {i}", "extra_info": {"index": i}}
+                                                     for i in range(8)]) for name in ("gsm8k", "math")]
+    said = [w for w in schedule(files, None, settings=ScheduleSettings(train_batch_size=8)).warnings
+            if "no id column" in w]
+    assert said == [
+        "gsm8k.jsonl, math.jsonl have no id column, so each prompt's id is its row number; history must use the same "
+        "ids (`asp observe --schedule` and `asp probe` do), or name the id column with --id-key; over several files an "
+        "index each numbers from 0 (verl's extra_info.index) repeats and is no id: keep these files in this order for "
+        "asp export and asp observe --dataset, or give each row an id of its own"]
+    one = [w for w in schedule(files[:1], None, settings=ScheduleSettings(train_batch_size=8)).warnings
+           if "no id column" in w]
+    assert one and one[0].endswith("(e.g. --id-key extra_info.index, which the rows hold)")

@@ -595,7 +595,11 @@ def schedule(
         warnings.append(f"{', '.join(unnamed[:3])} {'has' if len(unnamed) == 1 else 'have'} no id column, so each "
                         "prompt's id is its row number; history must use the same ids (`asp observe --schedule` "
                         "and `asp probe` do), or name the id column with --id-key"
-                        + (f" (e.g. --id-key {id_hint}, which the rows hold)" if id_hint else ""))
+                        + (f" (e.g. --id-key {id_hint}, which the rows hold)" if id_hint else
+                           # verl's files each number extra_info.index from 0: --id-key of it repeats (E07, README)
+                           "; over several files an index each numbers from 0 (verl's extra_info.index) repeats and "
+                           "is no id: keep these files in this order for asp export and asp observe --dataset, or "
+                           "give each row an id of its own" if len(unnamed) > 1 else ""))
     del prompts, predicted, history_frame  # every row is in the frame now: let them go before it is summed up
     summary = summarize(frame, settings, preset, choice)
     summary["skipped_rows"] = read_report.skipped_rows + (history_report.skipped_rows if history_report else 0)
