@@ -424,3 +424,30 @@ def test_a_grown_log_appended_without_epoch_keeps_each_epochs_seed_record(tmp_pa
     assert [(e["rows_kept"], e["ids"]["schedule_seed"]) for e in logs] == [(32, 0), (32, 1)]
     assert frame["epoch"].to_list() == ([None] * 64 if first_epoch is None else [0] * 32 + [1] * 32)
     assert seed_warnings([history], 0)[0].startswith(f"{history}: observed against a schedule made with --seed 0")
+
+
+def test_one_log_of_several_epochs_counted_against_a_one_epoch_schedule_is_warned_about(tmp_path):
+    """slime's hook log, grown over epochs 0-2 and observed once at the end against the last epoch's one-epoch schedule
+    (seed 2): the record named seed 2 for all three epochs, nothing was said, and `asp schedule --history` then let
+    --seed 0 and --seed 1 deal epochs 0's and 1's shuffles again without a word (a log observed without --schedule
+    warns of them by its epoch numbers). Said now at the observe; not for one epoch, nor against a schedule of
+    several epochs, which deals each its own."""
+    import dataclasses
+
+    rows = make_prompts(16)
+    prompts = write_jsonl(tmp_path / "train.jsonl", rows)
+    last = schedule([prompts], tmp_path / "s2.parquet", settings=replace_seed(SETTINGS, 2)).output
+    log = write_jsonl(tmp_path / "asp_lengths.jsonl", [
+        {"prompt_id": row["id"], "response_tokens": 10 + i + epoch, "epoch": epoch}
+        for epoch in range(3) for i, row in enumerate(rows) for _ in range(2)])
+
+    def said(result) -> list[str]:
+        return [w for w in result.warnings if "one-epoch schedule" in w]
+
+    [warning] = said(observe([log], tmp_path / "h.parquet", schedule=last))
+    assert warning.startswith("these samples hold epochs 0, 1 and 2, all counted against one one-epoch schedule made "
+                              "with --seed 2")
+    assert "observe each epoch's log against that one" in warning
+    assert said(observe([log], tmp_path / "one.parquet", schedule=last, epoch=2)) == []
+    three = schedule([prompts], tmp_path / "three.parquet", settings=dataclasses.replace(SETTINGS, epochs=3)).output
+    assert said(observe([log], tmp_path / "h3.parquet", schedule=three)) == []

@@ -342,8 +342,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
 
     history = added if existing is None else pl.concat([existing, added], how="vertical")
     if sched is not None and existing is not None and existing.height and added.height:
-        warnings.extend(epochs_overfull(existing, added, sched.recorded_settings.samples_per_prompt)
-                        + reused_seed_warnings(existing, seen, ids_record, added, sched.recorded_settings.epochs))
+        warnings.extend(epochs_overfull(existing, added, sched.recorded_settings.samples_per_prompt))
+    if sched is not None:  # a log of several epochs against one one-epoch schedule, a history or none before it
+        warnings.extend(reused_seed_warnings(existing, seen, ids_record, added, sched.recorded_settings.epochs))
     if existing is not None and existing.height and added.height:
         before, now = existing["epoch"].null_count() == existing.height, added["epoch"].null_count() == added.height
         if before != now:  # a MindSpeed newcomer's `--history-epochs 1` then kept one epoch, which nothing had said

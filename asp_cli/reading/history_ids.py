@@ -120,16 +120,17 @@ def reused_seed_warnings(existing: Any, seen: list[dict[str, Any]], record: dict
     were counted against another schedule than the one their run replayed, and the record now names a wrong seed
     (slime's hook appends every epoch to one log, observed with `--schedule` each time: given epoch 0's again, it
     was taken without a word, and `asp schedule --history` then checked --seed against that seed), or the run
-    trained those epochs' batches again. A schedule of several epochs deals each its own ([S, epoch]): none said."""
+    trained those epochs' batches again. Said too where the logs added hold several epochs themselves (``existing``
+    None or empty: a fresh history), of which the same is true. A schedule of several epochs deals each its own
+    ([S, epoch]): none said."""
     import polars as pl
 
     seed = record.get("schedule_seed") if isinstance(record, dict) else None
-    if (not isinstance(seed, int) or schedule_epochs_count != 1 or existing is None or not existing.height
-            or added is None or not added.height):
+    if not isinstance(seed, int) or schedule_epochs_count != 1 or added is None or not added.height:
         return []
     new = sorted(int(e) for e in added["epoch"].drop_nulls().unique())
     earlier: set[int] = set()
-    for name in sorted({str(e.get("name")) for e in seen}):
+    for name in sorted({str(e.get("name")) for e in seen} if existing is not None and existing.height else ()):
         entries = [e for e in seen if str(e.get("name")) == name]
         epochs = existing.filter(pl.col("log") == name)["epoch"]
         kept = [e.get("rows_kept") for e in entries]
@@ -142,6 +143,16 @@ def reused_seed_warnings(existing: Any, seen: list[dict[str, Any]], record: dict
             if isinstance(entry.get("ids"), dict) and entry["ids"].get("schedule_seed") == seed:
                 earlier.update(int(e) for e in rows.drop_nulls().unique())
     earlier -= set(new)
+    if len(new) > 1 and not earlier:
+        # One log of several epochs (slime's hook's, grown over the run, observed once at its end) counted against one
+        # one-epoch schedule: the record named that seed for every epoch, and `asp schedule --history` then let a
+        # schedule of an earlier epoch's seed deal its shuffles again without a word (a hostile review, 2026-12-07).
+        return [f"these samples hold epochs {', '.join(map(str, new[:-1]))} and {new[-1]}, all counted against one "
+                f"one-epoch schedule made with --seed {seed}, and such a schedule deals the same train batches every "
+                "epoch: if each epoch's run replayed its own schedule, observe each epoch's log against that one "
+                "(asp observe LOG --schedule ITS-SCHEDULE --epoch E) into a new history (the seed recorded here, for "
+                "every epoch, is what `asp schedule --history` checks --seed against); if not, those epochs trained "
+                "the same batches again: give each epoch's schedule its own --seed"]
     if not new or not earlier:
         return []
     shown = ", ".join(str(e) for e in sorted(earlier)[:5]) + (", ..." if len(earlier) > 5 else "")
