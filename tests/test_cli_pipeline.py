@@ -426,6 +426,10 @@ def test_the_slime_line_counts_a_resumed_runs_rollouts_for_a_schedule_per_epoch_
     assert ("a run resumed from epoch 0's checkpoint counts from its first rollout: --num-rollout 8, plus 4 for each "
             "epoch the run trained before this schedule's epoch 0 (it was planned on a history: after H of them, "
             "(H+2) x 4), with the checkpoint's dataset state moved aside") in said
+    # MindSpeed-RL's resumed run (finetune: false) counts on from the history's epochs too.
+    said = " ".join(invoke("export", both, data, "-o", tmp_path / "e2.parquet", "--epoch", "1").stderr.split())
+    assert ("train_iters: 8, and skips the 4 batches it trained from this file's start (each 4 more for each epoch "
+            "the run trained before this schedule's epoch 0: it was planned on a history), whole passes of it") in said
 
 
 def test_the_slime_line_asks_for_the_chat_template_for_chat_list_prompts(tmp_path):

@@ -260,7 +260,9 @@ def _mindspeed_settings(summary: dict, order: str) -> str:
         iters += (f" for this file alone (a run that loads epoch {epochs[0] - 1}'s checkpoint with finetune: true "
                   f"counts from 0); resumed from it (finetune: false) it counts on, "
                   f"train_iters: {(epochs[0] + 1) * full}, and skips the {epochs[0] * full} batches it trained from "
-                  "this file's start, " + (f"which with {trailing:,} rows over a batch lands mid-file, off the "
+                  "this file's start" + (f" (each {full} more for each epoch the run trained before this schedule's "
+                                         "epoch 0: it was planned on a history)"
+                                         if summary.get("planned_from_history") else "") + ", " + (f"which with {trailing:,} rows over a batch lands mid-file, off the "
                                            "schedule's steps: make it with a --train-batch-size that divides the "
                                            "prompts" if trailing else "whole passes of it"))
     share, minibatch = g // k, summary.get("schedule_minibatch_size") or g
