@@ -639,7 +639,9 @@ def test_each_schedule_epochs_replay_matches_a_row_by_row_reading_of_the_rule():
     ordered, _ = in_replay_order(observed)
     _, matched = matched_epochs(frame, ordered)
     assert matched == [0, 2, 10**9]
-    flat, offset, count, own, own_count, _numbered = _replay_segments(frame, ordered, matched)
+    flat, offset, count, own, own_count, _numbered, source = _replay_segments(frame, ordered, matched)
+    base = flat[:source.size // (len(matched) + 1)]
+    assert (base[source] == flat).all()  # each element's sample in the first layout
     listed = list(zip(ordered["prompt_id"], ordered["response_tokens"], ordered["epoch"]))
     for r, (i, e) in enumerate(zip(frame["prompt_id"], frame["epoch"])):
         samples = [(t, s_e) for s_i, t, s_e in listed if s_i == i]
@@ -659,3 +661,19 @@ def test_a_prompt_of_a_probe_alone_is_not_counted_as_replaying_other_epochs():
     lengths, info = lengths_for_schedule(frame, observed, samples_per_prompt=2, seed=1)
     assert lengths[:, 0].tolist()[::2] == [10, 20] and lengths[1, 0] == lengths[3, 0] == 50
     assert info.epochs_replayed == ((0, 0, 0), (1, 1, 0))
+
+
+def test_a_sample_over_the_cap_replayed_in_several_epochs_is_counted_once():
+    """An observed sample longer than the cap, replayed in every epoch of a 3-epoch schedule (a one-epoch log, or a
+    schedule epoch the lengths do not number replaying the oldest), was counted once per epoch: 1 sample was said as
+    "3 observed samples are longer than the schedule's max_response_tokens" (a hostile review, 2026-12-07)."""
+    frame = pl.DataFrame({"prompt_id": ["a", "b"] * 3, "epoch": [0, 0, 1, 1, 2, 2]})
+    one = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"], "response_tokens": [900, 10, 20, 30]})
+    _, info = lengths_for_schedule(frame, one, samples_per_prompt=2, max_response_tokens=100)
+    assert info.samples_over_cap == 1
+    assert info.warnings(100)[0].startswith("1 observed sample is longer than the schedule's max_response_tokens (100)")
+    # Epochs 0 and 1 observed: schedule epoch 1 replays its own, epochs 0 and 2 epoch 0's with the long one in it.
+    two = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"] * 2, "response_tokens": [900, 10, 20, 30, 40, 950, 60, 70],
+                        "epoch": [0] * 4 + [1] * 4}, schema_overrides={"epoch": pl.Int32})
+    lengths, info = lengths_for_schedule(frame, two, samples_per_prompt=2, max_response_tokens=100)
+    assert lengths[:, 0].tolist() == [900, 20, 40, 60, 900, 20] and info.samples_over_cap == 2

@@ -229,9 +229,10 @@ class LengthInfo:
         if self.prompts_over_group:
             notes.append(self.over_group_warning())
         if self.samples_over_cap:
-            notes.append(f"{self.samples_over_cap:,} observed samples are longer than the schedule's "
+            notes.append(f"{self.samples_over_cap:,} observed sample{'s are' if self.samples_over_cap != 1 else ' is'} "
+                         "longer than the schedule's "
                          f"max_response_tokens ({max_response_tokens:,}); replayed as observed, though a server "
-                         "with that cap would stop them there")
+                         f"with that cap would stop {'them' if self.samples_over_cap != 1 else 'it'} there")
         return notes
 
 
@@ -365,6 +366,7 @@ def lengths_for_schedule(
     own = np.zeros(rows, dtype=bool)
     numbered = np.zeros(rows, dtype=bool)
     count = np.zeros(rows, dtype=np.int64)
+    over_cap = 0
     unknown: list[str] = []
     unknown_count = observed_ids = 0
     written_otherwise = ""
@@ -375,7 +377,7 @@ def lengths_for_schedule(
         unknown_count, unknown = strays.len(), strays.head(3).to_list()
         near = near_misses(strays, ids) if unknown_count else None
         written_otherwise = near.clause("in --lengths", "in the schedule") if near else ""
-        flat, offset, count, own, own_count, numbered = _replay_segments(frame, observed, matched)
+        flat, offset, count, own, own_count, numbered, source = _replay_segments(frame, observed, matched)
         have = count > 0
         pool = None
         if "data_source" in frame.columns:
@@ -386,7 +388,10 @@ def lengths_for_schedule(
         out = complete_groups(flat, offset, count, n, np.random.default_rng([seed, 1]), pool=pool,
                               max_response_tokens=max_response_tokens)
         drawn_prompts = int(ids.filter(pl.Series(have & (count < n))).n_unique())
-    over_cap = int(np.sum(out[have] > max_response_tokens))
+        # Each observed sample over the cap once: a one-epoch log on a 3-epoch schedule replays it in every epoch,
+        # and was counted three times (a hostile review, 2026-12-07). Drawn ones are clipped to the cap.
+        real = (np.arange(n)[None, :] < count[:, None]) & (out > max_response_tokens)
+        over_cap = int(np.unique(source[(offset[:, None] + np.arange(n)[None, :])[real]]).size)
     if not have.all():
         col = "predicted_mean_tokens" if "predicted_mean_tokens" in frame.columns else "predicted_tokens"
         mean = frame[col].fill_null(1).to_numpy()
@@ -435,7 +440,8 @@ def matched_epochs(frame, observed) -> tuple[list[int], list[int]]:
 def _replay_segments(frame, observed, matched: list[int]):
     """Every schedule row's observed samples, back to back as `complete_groups` takes them: (``flat``, ``offset``,
     ``count``, ``own``, ``own_count``: its own epoch's samples, ``numbered``: its prompt has a sample of some
-    epoch, not a probe's alone, which `_epochs_replayed` does not count as other epochs'). A row of an epoch in ``matched``
+    epoch, not a probe's alone, which `_epochs_replayed` does not count as other epochs', ``source``: each element
+    of ``flat``'s sample, its index in the first layout, so that a sample replayed in several epochs counts once). A row of an epoch in ``matched``
     (`matched_epochs`) whose prompt the lengths hold samples of in that epoch takes those first, then the prompt's
     others in replay order (``own`` True); every other row takes the prompt's samples in replay order, oldest epoch
     first. A 3-epoch schedule replayed with a 3-epoch history replayed the oldest epoch's samples in all three (a
@@ -458,23 +464,24 @@ def _replay_segments(frame, observed, matched: list[int]):
     own = np.zeros(frame.height, dtype=bool)
     own_count = np.zeros(frame.height, dtype=np.int64)
     if not matched:
-        return flat, offset, count, own, own_count, count > 0
+        return flat, offset, count, own, own_count, count > 0, np.arange(flat.size)
     sample_epochs = laid["epoch"].to_numpy()
     sample_segment = np.repeat(np.arange(counts.height, dtype=np.int64), counts["count"].to_numpy())
     row_segment = joined["segment"].fill_null(0).to_numpy().astype(np.int64)
     numbered = (count > 0) & (np.bincount(sample_segment, weights=sample_epochs != -1,
                                           minlength=counts.height)[row_segment] > 0)
     row_epochs = frame["epoch"].cast(pl.Int64).to_numpy()
-    parts = [flat]
+    parts, sources = [flat], [np.arange(flat.size)]
     for i, e in enumerate(matched):
         mine = sample_epochs == e
         held = np.bincount(sample_segment, weights=mine, minlength=counts.height).astype(np.int64)
-        parts.append(flat[np.argsort(2 * sample_segment + ~mine, kind="stable")])
+        sources.append(np.argsort(2 * sample_segment + ~mine, kind="stable"))
+        parts.append(flat[sources[-1]])
         rows = (row_epochs == e) & (count > 0) & (held[row_segment] > 0)
         own |= rows
         own_count[rows] = held[row_segment[rows]]
         offset[rows] += (i + 1) * flat.size
-    return np.concatenate(parts), offset, count, own, own_count, numbered
+    return np.concatenate(parts), offset, count, own, own_count, numbered, np.concatenate(sources)
 
 
 def _epochs_replayed(frame, schedule_epochs: list[int], matched: list[int],
