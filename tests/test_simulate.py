@@ -677,3 +677,29 @@ def test_a_sample_over_the_cap_replayed_in_several_epochs_is_counted_once():
                         "epoch": [0] * 4 + [1] * 4}, schema_overrides={"epoch": pl.Int32})
     lengths, info = lengths_for_schedule(frame, two, samples_per_prompt=2, max_response_tokens=100)
     assert lengths[:, 0].tolist() == [900, 20, 40, 60, 900, 20] and info.samples_over_cap == 2
+
+
+def test_more_than_a_group_in_a_schedule_epochs_own_samples_is_said_of_that_epoch():
+    """Each schedule epoch replays the lengths' own epoch: where epoch 0 holds twice a group of each prompt (its log
+    given twice under two names), the warning said the oldest epoch of a history of several was replayed and to pick
+    one with --lengths-epoch, beside a summary saying each epoch replayed its own (a hostile review, 2026-12-07). It
+    names the epoch that holds too many now, and every such epoch where all do; a schedule epoch the lengths do not
+    number, which replays all epochs' samples, is said as before."""
+    frame = pl.DataFrame({"prompt_id": ["a", "b"] * 3, "epoch": [0, 0, 1, 1, 2, 2]})
+
+    def observed(copies: dict[int, int]) -> pl.DataFrame:
+        rows = [(i, 10 * e + k, e) for e, times in copies.items() for _ in range(times) for i in "ab" for k in (1, 2)]
+        return pl.DataFrame({"prompt_id": [r[0] for r in rows], "response_tokens": [r[1] for r in rows],
+                             "epoch": [r[2] for r in rows]}, schema_overrides={"epoch": pl.Int32})
+
+    lengths, info = lengths_for_schedule(frame, observed({0: 2, 1: 1, 2: 1}), samples_per_prompt=2)
+    assert lengths.tolist() == [[1, 2], [1, 2], [11, 12], [11, 12], [21, 22], [21, 22]]
+    warning = info.over_group_warning()
+    assert "they are of epoch 0 alone: a log given twice (give each once), or a rollout of more samples" in warning
+    assert "oldest" not in warning and "--lengths-epoch" not in warning
+    warning = lengths_for_schedule(frame, observed({0: 2, 1: 2, 2: 2}), samples_per_prompt=2)[1].over_group_warning()
+    assert ("they are of epochs 0, 1 and 2 each, every schedule epoch replaying its own: a log given twice (give each "
+            "once)") in warning and "--samples-per-prompt 4 (every prompt here has 4)" in warning
+    # Epoch 2 not observed: its rows replay each prompt's first samples of every epoch, the oldest first.
+    warning = lengths_for_schedule(frame, observed({0: 1, 1: 1}), samples_per_prompt=2)[1].over_group_warning()
+    assert "(of a history of several epochs, the oldest)" in warning

@@ -167,6 +167,9 @@ class LengthInfo:
     # per schedule epoch of a schedule of several, where the lengths number epochs: (its epoch, the lengths' epoch it
     # replayed or None for each prompt's oldest, its prompts without a sample of that epoch) (`_epochs_replayed`)
     epochs_replayed: tuple[tuple[int, int | None, int], ...] = ()
+    # the epochs whose own samples hold more than a group of a prompt, where every prompt over the group is so: each
+    # schedule epoch replayed its own epoch's, and several epochs' samples are not the cause (`over_group_warning`)
+    own_epochs_over: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -193,17 +196,22 @@ class LengthInfo:
         if not self.prompts_over_group:
             return ""
         many = self.prompts_over_group
-        if self.one_epoch is not None:  # not a history of several epochs (what --lengths-epoch E leaves, too)
+        # Each schedule epoch replayed its own, and two or more of them hold more than a group: not "the oldest" (a
+        # log of three epochs given twice under two names was told to pick one epoch, a hostile review 2026-12-07).
+        own = len(self.own_epochs_over) > 1
+        if self.one_epoch is not None or own:  # not a history of several epochs (what --lengths-epoch E leaves, too)
             n = str(self.observed_each) if self.observed_each else "N"
             what = (f"every prompt here has {self.observed_each}" if self.observed_each
                     else "N the samples per prompt it ran")
             # -1: samples without an epoch alone (a probe's: what --lengths-epoch -1 leaves), of no epochs at all
-            of = (f"of epoch {self.one_epoch} alone: a log given twice (give each once), or a rollout of"
+            of = (f"of {_epochs_text(list(self.own_epochs_over))} each, every schedule epoch replaying its own: a log "
+                  "given twice (give each once), or a rollout of" if own else
+                  f"of epoch {self.one_epoch} alone: a log given twice (give each once), or a rollout of"
                   if self.one_epoch >= 0 else "samples without an epoch alone (a probe's, as --lengths-epoch -1 "
                   "picks, or logs of more than one epoch observed without --epoch, as a verl run's step dumps observed "
                   "at once are: observe each epoch's with --epoch E): a log given twice (give each once), or one "
                   "generated with")
-            rollout_n = " (verl's rollout.n)" if self.one_epoch >= 0 else ""
+            rollout_n = " (verl's rollout.n)" if own or self.one_epoch >= 0 else ""
             return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds "
                     f"({self.group}): the first {self.group} of each, in the file's order, are replayed; they are {of} "
                     f"more samples per prompt than the schedule's {self.group}{rollout_n}: remake the schedule "
@@ -411,6 +419,12 @@ def lengths_for_schedule(
     one_epoch = (int(epochs[0]) if over_group and epochs is not None and not epochs.null_count()
                  and epochs.n_unique() == 1 else -1 if over_group and epochs is not None
                  and epochs.null_count() == epochs.len() else None)
+    # Every row over the group over it in its own epoch's samples: those epochs are what holds too many, not every
+    # epoch of the prompts (all of them, said as "a history of several epochs, the oldest" replayed).
+    over_rows = judged > n
+    own_over = sorted({int(e) for e in frame["epoch"].to_numpy()[over_rows & own]}) \
+        if over_group and own.any() and not (over_rows & ~own).any() else []
+    one_epoch = (own_over[0] if len(own_over) == 1 else None) if own_over else one_epoch
     observed_prompts = int(ids.filter(pl.Series(have)).n_unique())
     sampled_prompts = int(ids.filter(pl.Series(~have)).n_unique())
     return np.maximum(out, 1), LengthInfo(observed_prompts, sampled_prompts, drawn_prompts, unknown_count,
@@ -420,7 +434,8 @@ def lengths_for_schedule(
                                           # hid that each epoch held a group, and rollout.n was blamed)
                                           epochs_within(observed.filter(pl.col("prompt_id").is_in(over_ids)), n)
                                           if over_group else 0,
-                                          _epochs_replayed(frame, schedule_epochs, matched, have & ~own & numbered))
+                                          _epochs_replayed(frame, schedule_epochs, matched, have & ~own & numbered),
+                                          own_epochs_over=tuple(own_over))
 
 
 def matched_epochs(frame, observed) -> tuple[list[int], list[int]]:
