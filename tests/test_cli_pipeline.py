@@ -417,19 +417,6 @@ def test_the_slime_line_counts_a_resumed_runs_rollouts_for_a_schedule_per_epoch_
             "aside") in said
     plain = " ".join(invoke("export", first, data, "-o", tmp_path / "e0.jsonl").stderr.split())
     assert "--num-rollout 4, no --rollout-shuffle" in plain and "resumed" not in plain
-    # A schedule of two epochs planned on that history: its epoch 1 is the run's epoch 2 (at least), and was told
-    # --num-rollout 8 alone, with which the run resumed from epoch 1's checkpoint (8 rollouts done) trains nothing.
-    both = tmp_path / "s12.parquet"
-    assert invoke("schedule", data, "-o", both, "--train-batch-size", "16", "--history", tmp_path / "h.parquet",
-                  "--seed", "1", "--epochs", "2", "-q").exit_code == 0
-    said = " ".join(invoke("export", both, data, "-o", tmp_path / "e2.jsonl", "--epoch", "1").stderr.split())
-    assert ("a run resumed from epoch 0's checkpoint counts from its first rollout: --num-rollout 8, plus 4 for each "
-            "epoch the run trained before this schedule's epoch 0 (it was planned on a history: after H of them, "
-            "(H+2) x 4), with the checkpoint's dataset state moved aside") in said
-    # MindSpeed-RL's resumed run (finetune: false) counts on from the history's epochs too.
-    said = " ".join(invoke("export", both, data, "-o", tmp_path / "e2.parquet", "--epoch", "1").stderr.split())
-    assert ("train_iters: 8, and skips the 4 batches it trained from this file's start (each 4 more for each epoch "
-            "the run trained before this schedule's epoch 0: it was planned on a history), whole passes of it") in said
 
 
 def test_the_slime_line_asks_for_the_chat_template_for_chat_list_prompts(tmp_path):

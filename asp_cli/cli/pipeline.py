@@ -136,14 +136,9 @@ def _file_order_settings(summary: dict, order: str) -> str:
         f"{g - trailing:,} from the file's start again; --num-epoch 1 runs none)")
     epochs = summary.get("epochs") or []
     if len(epochs) == 1 and epochs[0] > 0 and full:  # one run per epoch, resumed: slime counts from its first rollout
-        # Planned on a history, the schedule's epoch 0 follows the epochs trained before it: a 2-epoch schedule after 3
-        # was told --num-rollout 2 x the file's for its epoch 1 (the run's 5th), which trains nothing (a review's).
-        before = (f", plus {full} for each epoch the run trained before this schedule's epoch 0 (it was planned on a "
-                  f"history: after H of them, (H+{epochs[0] + 1}) x {full})" if summary.get("planned_from_history")
-                  else "")
         rollouts += (f" for this file alone; a run resumed from epoch {epochs[0] - 1}'s checkpoint counts from its first "
-                     f"rollout: --num-rollout {(epochs[0] + 1) * full}{before}, with the checkpoint's dataset state "
-                     "moved aside (docs/integrations.md, slime, one run per epoch)")
+                     f"rollout: --num-rollout {(epochs[0] + 1) * full}, with the checkpoint's dataset state moved aside "
+                     "(docs/integrations.md, slime, one run per epoch)")
     elif epochs == [0] and full and summary.get("planned_from_history"):  # one schedule per epoch: each file's is 0
         # A slime newcomer's epoch-1 file, planned on epoch 0's history, was told --num-rollout of that file alone.
         rollouts += (" for this file alone; a run resumed from an earlier epoch's checkpoint counts from its first "
@@ -260,9 +255,7 @@ def _mindspeed_settings(summary: dict, order: str) -> str:
         iters += (f" for this file alone (a run that loads epoch {epochs[0] - 1}'s checkpoint with finetune: true "
                   f"counts from 0); resumed from it (finetune: false) it counts on, "
                   f"train_iters: {(epochs[0] + 1) * full}, and skips the {epochs[0] * full} batches it trained from "
-                  "this file's start" + (f" (each {full} more for each epoch the run trained before this schedule's "
-                                         "epoch 0: it was planned on a history)"
-                                         if summary.get("planned_from_history") else "") + ", " + (f"which with {trailing:,} rows over a batch lands mid-file, off the "
+                  "this file's start, " + (f"which with {trailing:,} rows over a batch lands mid-file, off the "
                                            "schedule's steps: make it with a --train-batch-size that divides the "
                                            "prompts" if trailing else "whole passes of it"))
     share, minibatch = g // k, summary.get("schedule_minibatch_size") or g
