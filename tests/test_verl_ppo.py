@@ -77,9 +77,10 @@ def test_values_given_on_the_command_line_are_not_called_asps_defaults():
 
 def test_a_one_epoch_schedule_made_with_a_history_and_exported_whole_says_how_to_continue_a_run():
     """A newcomer's loop exported each epoch's schedule (made with the last epoch's history) whole: verl, resumed
-    from the run before with trainer.total_epochs=1, trains no step."""
+    from the run before with trainer.total_epochs=1, trains no step. Exported with --epoch 0 (its one epoch, as the
+    docs' --epoch E reads), the note was left out (a hostile review, 2026-12-07)."""
     for from_history, epochs, epoch, said in ((True, 1, None, True), (False, 1, None, False), (True, 3, None, False),
-                                              (True, 3, 1, False)):
+                                              (True, 3, 1, False), (True, 1, 0, True), (False, 1, 0, False)):
         notes: list[str] = []
         ppo_settings(ScheduleSettings(train_batch_size=512), 512, 8, route="none", epoch=epoch, steps=10,
                      epochs=epochs, notes=notes, from_history=from_history)

@@ -69,7 +69,7 @@ def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, 
         trainer["actor_rollout_ref.actor.ppo_mini_batch_size"] = size
     if epoch is not None:
         trainer.update(_per_epoch_run(epoch, steps, epochs, notes))
-    elif from_history and epochs == 1:
+    if from_history and epochs == 1 and not epoch:  # --epoch 0 of it too, which dropped the note (a hostile review)
         # A newcomer's loop (schedule each epoch with the last one's history, export it whole) ran verl with
         # total_epochs=1 each time: resumed from the run before, such a run trains no step.
         notes.append("this schedule was made with lengths from earlier epochs: if it is the next epoch of a run made "
