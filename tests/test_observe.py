@@ -250,6 +250,28 @@ def test_when_every_id_is_unknown_the_error_says_so_with_the_count_and_the_fix(b
     assert not (tmp_path / "h.parquet").exists()
 
 
+def test_ids_the_schedule_holds_and_the_dataset_lacks_name_the_dataset(built, tmp_path):  # noqa: F811
+    """--schedule and --dataset together hold a log to the prompts both have: a dataset of other prompts beside the
+    right schedule was told the ids "are not in the schedule; observe with the schedule these rollouts were made
+    from" (a hostile review, 2026-12-07). The dataset is named now, in the error and in the warning; ids neither
+    holds still name the schedule."""
+    ids = pl.read_parquet(built["schedule"])["prompt_id"].unique().sort().to_list()
+    log = _log(tmp_path / "r.jsonl", ids[:4])
+    other = write_jsonl(tmp_path / "other.jsonl", [{"id": f"o{i}", "question": f"other {i}"} for i in range(8)])
+    with pytest.raises(InputError) as caught:
+        observe([log], tmp_path / "h.parquet", schedule=built["schedule"], dataset=[other])
+    assert re.search(r"are not in the dataset; observe with the dataset these rollouts were made from",
+                     str(caught.value)), caught.value
+    some = write_jsonl(tmp_path / "some.jsonl", [{"id": i, "question": f"p {i}"} for i in ids[:3]])
+    result = observe([log], tmp_path / "h2.parquet", schedule=built["schedule"], dataset=[some],
+                     unknown_ids="skip")
+    assert any(w.startswith(f"{SAMPLES} rows (1 ids, e.g. '{ids[3]}') name prompts the dataset does not hold")
+               for w in result.warnings), result.warnings
+    ghost = _log(tmp_path / "g.jsonl", ["ghost"])
+    with pytest.raises(InputError, match="are not in the schedule;"):
+        observe([ghost], tmp_path / "h3.parquet", schedule=built["schedule"], dataset=[other])
+
+
 def test_bad_rows_stop_or_are_counted(tmp_path):
     log = tmp_path / "bad.jsonl"
     log.write_text('{"prompt_id": "p1", "response_tokens": 10}\n{"prompt_id": "p2", "response_tokens": -4}\n'

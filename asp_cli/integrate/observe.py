@@ -41,8 +41,8 @@ from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, r
     write_history,
 )
 from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: the policies, named here before
-    UNKNOWN_POLICIES, check_unknown_policy, nothing_to_write, refuse_a_prompt_file, refuse_datasets_among_logs,
-    settle_unknown_ids,
+    UNKNOWN_POLICIES, check_unknown_policy, held_to, nothing_to_write, refuse_a_prompt_file,
+    refuse_datasets_among_logs, settle_unknown_ids,
 )
 from asp_cli.integrate.dump_steps import cut_at_cap, dump_notes, dump_steps
 from asp_cli.integrate.observe_coverage import coverage, epochs_overfull
@@ -299,9 +299,8 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             whose = "--max-response-tokens" if given_cap else "the schedule's max_response_tokens"
             warnings.append(f"{over:,} samples are longer than {whose} ({cap:,}); kept as observed")
     if known is not None:
-        against = {"word": "schedule" if schedule else "dataset",
-                   "files": [sched.path or "the schedule in memory"] if sched is not None else dataset}
-        added = settle_unknown_ids(added, known, logs, against, unknown_ids, summary, warnings)
+        added = settle_unknown_ids(added, known, logs, held_to(sched, dataset, added, known), unknown_ids, summary,
+                                   warnings)
     else:
         summary.update(unknown_id_rows=0, unknown_ids=0, unknown_id_examples=[], unknown_ids_written_otherwise="")
     kept = dict(added.group_by("log").len().iter_rows()) if added.height else {}

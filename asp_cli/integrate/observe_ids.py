@@ -31,6 +31,19 @@ def check_unknown_policy(unknown_ids: str | None) -> None:
         raise SettingsError(f"--unknown-ids must be one of {', '.join(UNKNOWN_POLICIES)} (got {unknown_ids!r})")
 
 
+def held_to(sched: Any, dataset: Sequence[Path] | None, added: pl.DataFrame, known: set[str]) -> dict[str, Any]:
+    """What a log's ids were held to, for `settle_unknown_ids`' ``against``: the schedule, else the dataset; where both
+    were given (the ids ``known`` are those both hold), the dataset where every unknown id is in the schedule: a
+    dataset of other prompts beside the right schedule was told its ids "are not in the schedule; observe with the
+    schedule these rollouts were made from" (a hostile review, 2026-12-07)."""
+    schedule = {"word": "schedule", "files": [sched.path or "the schedule in memory"]} if sched is not None else None
+    if schedule is None or not dataset:
+        return schedule or {"word": "dataset", "files": list(dataset or [])}
+    ids = added.filter(~pl.col(C.PROMPT_ID).is_in(list(known)))[C.PROMPT_ID]
+    in_schedule = ids.is_in(sched.frame[C.PROMPT_ID].unique().implode())
+    return {"word": "dataset", "files": list(dataset)} if ids.len() and in_schedule.all() else schedule
+
+
 def settle_unknown_ids(added: pl.DataFrame, known: set[str], logs: Sequence[Path], against: dict[str, Any],
                        unknown_ids: str | None, summary: dict[str, Any], warnings: list[str]) -> pl.DataFrame:
     """The rows of ``added`` whose ids are ``known`` (and the others too under ``keep``), the counts in ``summary``.
