@@ -1682,3 +1682,26 @@ def test_verl_generation_of_a_probe_made_with_a_nested_id_key_is_read_by_asps_co
                     history=[tmp_path / "h.parquet"])
     assert made.summary["prompts_from_history"] == probed.height
     assert not [w for w in made.warnings if "name prompts by" in w or "prompt ids in --history" in w], made.warnings
+
+
+def test_epochs_a_schedule_of_several_does_not_hold_are_said(built, tmp_path):  # noqa: F811
+    """A log of epoch 5 counted against a schedule of epochs 0 and 1 was taken without a word: its record named this
+    schedule's seed for an epoch it never dealt, and `asp simulate --lengths` matches no schedule epoch to it (a
+    hostile review, 2026-12-07). Said now; not for an epoch the schedule holds, nor against a one-epoch schedule,
+    which is any epoch's (one schedule per epoch, each epoch 0 inside)."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+
+    ids = pl.read_parquet(built["schedule"])["prompt_id"].unique().sort().to_list()
+    log = _log(tmp_path / "r.jsonl", ids)
+
+    def said(result) -> list[str]:
+        return [w for w in result.warnings if "which the schedule does not hold" in w]
+
+    [warning] = said(observe([log], tmp_path / "h.parquet", schedule=built["schedule"], epoch=5))
+    assert warning.startswith("these samples are numbered epoch 5, which the schedule does not hold (epochs 0 to 1)")
+    assert said(observe([log], tmp_path / "h1.parquet", schedule=built["schedule"], epoch=1)) == []
+    one = schedule([built["prompts"]], tmp_path / "one.parquet",
+                   settings=ScheduleSettings(instances=2, samples_per_prompt=SAMPLES, train_batch_size=8,
+                                             minibatch_size=8)).output
+    assert said(observe([log], tmp_path / "h2.parquet", schedule=one, epoch=5)) == []

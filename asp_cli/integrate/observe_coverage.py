@@ -102,6 +102,24 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
                         "without an epoch column counts as one): the history keeps them all; if they are several "
                         "epochs', observe each epoch's log with its --epoch"
                         + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))
+    warnings.extend(epochs_not_scheduled(sched, added))
+
+
+def epochs_not_scheduled(sched: Any, added: pl.DataFrame) -> list[str]:
+    """Where the samples counted against a schedule of several epochs number epochs it does not hold: such a schedule
+    numbers the run's epochs as its own (a schedule of the run's --epochs K, remade each epoch: docs/pipelines.md), so
+    epoch 5's log against epochs 0-2 replayed another schedule, or was numbered otherwise; taken without a word, its
+    record named this schedule's seed for it, and `asp simulate --lengths` replays a schedule epoch with the lengths'
+    own epoch of its number only (a hostile review, 2026-12-07). A one-epoch schedule is any epoch's (its own is 0)."""
+    held = sorted(int(e) for e in sched.frame["epoch"].unique().to_list())
+    past = sorted(int(e) for e in added["epoch"].drop_nulls().unique().to_list() if int(e) not in held)
+    if len(held) < 2 or not past:
+        return []
+    shown = ", ".join(map(str, past[:5])) + (", ..." if len(past) > 5 else "")
+    return [f"these samples are numbered epoch{'s' if len(past) > 1 else ''} {shown}, which the schedule does not hold "
+            f"(epochs {held[0]} to {held[-1]}): a schedule of several epochs numbers the run's, so their run replayed "
+            "another schedule, or they are numbered otherwise; observe them against the schedule their run replayed "
+            "(the one its export was made from), or with the schedule's epoch (--epoch E)"]
 
 
 def epochs_overfull(existing: pl.DataFrame, added: pl.DataFrame, n: int) -> list[str]:
