@@ -152,6 +152,25 @@ def test_simulate_max_lag_none_replays_without_the_schedules_bound(tmp_path):
     assert not any("--max-lag" in w for w in same["warnings"])
 
 
+def test_the_true_lengths_row_is_said_to_know_only_the_first_epochs_lengths(built, tmp_path):  # noqa: F811
+    """Each schedule epoch replays the lengths' own epoch (since 2026-12-07), but 'asp (true lengths)' plans every
+    epoch with the lengths of the first it runs in: on a history of two epochs its row stood as a ceiling that knew
+    none of epoch 1's lengths, without a word (a hostile review). Said now; not where every epoch replays the same
+    lengths (one epoch's, or --lengths-epoch E)."""
+    ids = pl.read_parquet(built["schedule"])["prompt_id"].unique().sort().to_list()
+    lengths = tmp_path / "two.jsonl"
+    lengths.write_text("".join(json.dumps({"prompt_id": i, "response_tokens": 50 + 7 * (k if e == 0 else -k % 9),
+                                           "epoch": e}) + "\n"
+                               for e in (0, 1) for k, i in enumerate(ids) for _ in range(SAMPLES)), encoding="utf-8")
+    said = "'asp (true lengths)' plans every epoch with each prompt's lengths of the first epoch it runs in, and epoch 1"
+    result = invoke("simulate", built["schedule"], "--lengths", lengths, "--compare", "--json")
+    assert result.exit_code == 0, result.output
+    assert any(w.startswith(said) for w in json.loads(result.stdout)["warnings"]), result.stdout
+    picked = invoke("simulate", built["schedule"], "--lengths", lengths, "--lengths-epoch", "1", "--compare", "--json")
+    assert picked.exit_code == 0, picked.output
+    assert not any("'asp (true lengths)' plans" in w for w in json.loads(picked.stdout)["warnings"])
+
+
 def test_a_schedule_timed_for_a_verl_v1_mode_compares_under_any_replay_setting(tmp_path):
     """A schedule made with --verl-trainer colocate-async compared at --max-lag 0, on a blocking engine or with
     --trainer schedule: the baselines are planned without that trainer where it cannot apply there (its settings

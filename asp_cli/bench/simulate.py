@@ -435,6 +435,16 @@ def simulate_loaded(
                                  kv_cut=None if recorded.engine == "streaming" else schedule.kv_budget,
                                  router=recorded.other_router if mode == "streaming" else None)
         document["comparison"] = comparison
+        # The ceiling plans with one length per prompt (`truth`: where it first runs): epochs replaying others (the
+        # lengths' own epoch since 2026-12-07, or a group's rest drawn afresh) are not known to it (a hostile review).
+        other = [e for e, per in sorted(by_epoch.items()) if not np.array_equal(per, truth)]
+        if other and any(r["arrangement"] == ASP_TRUE for r in comparison):
+            document["warnings"].append(
+                f"'{ASP_TRUE}' plans every epoch with each prompt's lengths of the first epoch it runs in, and epoch"
+                f"{'s' if len(other) > 1 else ''} {', '.join(map(str, other[:-1]))}{' and ' if len(other) > 1 else ''}"
+                f"{other[-1]} replay{'' if len(other) > 1 else 's'} "
+                "other lengths (the lengths' own epoch, or the rest of a group drawn afresh), which it does not know: "
+                "it is no ceiling there; for one, replay a single epoch's lengths in every epoch with --lengths-epoch E")
         if info.prompts_observed == 0:
             # Said: a verl newcomer, comparing before any rollout, read 7.3% over verl's shuffle where the same plan
             # on lengths emulated from real answers gave 5.5% (README: 6% against 1.7% for a representative plan).
