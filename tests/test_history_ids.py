@@ -449,5 +449,9 @@ def test_one_log_of_several_epochs_counted_against_a_one_epoch_schedule_is_warne
                               "with --seed 2")
     assert "observe each epoch's log against that one" in warning
     assert said(observe([log], tmp_path / "one.parquet", schedule=last, epoch=2)) == []
+    many = write_jsonl(tmp_path / "many.jsonl", [{"prompt_id": rows[0]["id"], "response_tokens": 10, "epoch": e}
+                                                 for e in range(12)])
+    [warning] = said(observe([many], tmp_path / "many.parquet", schedule=last, unknown_ids="skip"))
+    assert warning.startswith("these samples hold epochs 0 to 11, all counted")
     three = schedule([prompts], tmp_path / "three.parquet", settings=dataclasses.replace(SETTINGS, epochs=3)).output
     assert said(observe([log], tmp_path / "h3.parquet", schedule=three)) == []

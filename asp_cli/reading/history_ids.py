@@ -147,7 +147,9 @@ def reused_seed_warnings(existing: Any, seen: list[dict[str, Any]], record: dict
         # One log of several epochs (slime's hook's, grown over the run, observed once at its end) counted against one
         # one-epoch schedule: the record named that seed for every epoch, and `asp schedule --history` then let a
         # schedule of an earlier epoch's seed deal its shuffles again without a word (a hostile review, 2026-12-07).
-        return [f"these samples hold epochs {', '.join(map(str, new[:-1]))} and {new[-1]}, all counted against one "
+        held = (f"{new[0]} to {new[-1]}" if len(new) > 3 and new[-1] - new[0] == len(new) - 1 else
+                ", ".join(map(str, new[:5])) + ", ..." if len(new) > 6 else f"{', '.join(map(str, new[:-1]))} and {new[-1]}")
+        return [f"these samples hold epochs {held}, all counted against one "
                 f"one-epoch schedule made with --seed {seed}, and such a schedule deals the same train batches every "
                 "epoch: if each epoch's run replayed its own schedule, observe each epoch's log against that one "
                 "(asp observe LOG --schedule ITS-SCHEDULE --epoch E) into a new history (the seed recorded here, for "
