@@ -448,6 +448,12 @@ def test_one_log_of_several_epochs_counted_against_a_one_epoch_schedule_is_warne
     assert warning.startswith("these samples hold epochs 0, 1 and 2, all counted against one one-epoch schedule made "
                               "with --seed 2")
     assert "observe each epoch's log against that one" in warning
+    # The history so made: its seed record says nothing of epochs 0 and 1, which count by their numbers.
+    made = tmp_path / "h.parquet"
+    for seed in (0, 1):
+        [seen] = _seed_said(schedule([prompts], None, settings=replace_seed(SETTINGS, seed), history=[made]))
+        assert seen.startswith(f"the history holds epochs up to 2, and this schedule has --seed {seed}")
+    assert _seed_said(schedule([prompts], None, settings=replace_seed(SETTINGS, 3), history=[made])) == []
     assert said(observe([log], tmp_path / "one.parquet", schedule=last, epoch=2)) == []
     many = write_jsonl(tmp_path / "many.jsonl", [{"prompt_id": rows[0]["id"], "response_tokens": 10, "epoch": e}
                                                  for e in range(12)])

@@ -65,21 +65,25 @@ def schedule_ids(metadata: dict[str, Any]) -> dict[str, Any]:
 def ids_observed_against(schedule_metadata: dict[str, Any] | None, dataset_paths: list[Path], dataset_report: Any) -> dict[str, Any]:
     """The record for logs observed against a dataset (``dataset_report``: its `ReadReport`; its ids are those the
     logs' rows were matched to) or else a schedule (its metadata's ``inputs`` and ``columns_used``)."""
-    seed = ((schedule_metadata or {}).get("settings") or {}).get("seed")
+    settings = (schedule_metadata or {}).get("settings") or {}
+    seed, epochs = settings.get("seed"), settings.get("epochs")
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+    # The schedule's epoch count beside its seed: one epoch deals one, so a log of several numbered against it is
+    # others' too (`schedule_epochs` counts them)
+    dealt = {"schedule_epochs": epochs} if isinstance(epochs, int) and not isinstance(epochs, bool) else {}
     if dataset_paths and dataset_report is not None:
         dataset_report.settle()
         record = ids_of([{"name": p.name, "fingerprint": dataset_report.fingerprints.get(str(p))}
                          for p in dataset_paths], dataset_report.columns_used)
         # Counted against a schedule, the logs replayed it, whatever file matched their text (`framework_dealt`).
-        return {**record, "schedule_seed": seed} if record and seed is not None else record
+        return {**record, "schedule_seed": seed, **dealt} if record and seed is not None else record
     if schedule_metadata:
         record = schedule_ids(schedule_metadata)
         if record:
             if seed is not None:
                 # The seed of the schedule the logs replayed: a later schedule made with it deals the same shuffles
                 # (`seed_warnings`), whatever the epochs are numbered.
-                record["schedule_seed"] = seed
+                record.update(schedule_seed=seed, **dealt)
             return record
     return {}
 
@@ -148,7 +152,8 @@ def reused_seed_warnings(existing: Any, seen: list[dict[str, Any]], record: dict
         # one-epoch schedule: the record named that seed for every epoch, and `asp schedule --history` then let a
         # schedule of an earlier epoch's seed deal its shuffles again without a word (a hostile review, 2026-12-07).
         held = (f"{new[0]} to {new[-1]}" if len(new) > 3 and new[-1] - new[0] == len(new) - 1 else
-                ", ".join(map(str, new[:5])) + ", ..." if len(new) > 6 else f"{', '.join(map(str, new[:-1]))} and {new[-1]}")
+                ", ".join(map(str, new[:5])) + ", ..." if len(new) > 6
+                else f"{', '.join(map(str, new[:-1]))} and {new[-1]}")
         return [f"these samples hold epochs {held}, all counted against one "
                 f"one-epoch schedule made with --seed {seed}, and such a schedule deals the same train batches every "
                 "epoch: if each epoch's run replayed its own schedule, observe each epoch's log against that one "
@@ -221,11 +226,33 @@ def schedule_epochs(history: list[Path], frame: Any) -> int | None:
             continue  # no epoch numbered
         rows = pl.read_parquet(as_given(Path(path)), columns=["epoch", *(["log"] if "log" in columns else [])])
         if "log" in rows.columns:  # else no row says its log: every one counts
-            rows = rows.filter(~pl.col("log").is_in(sorted(judged)))
+            rows = pl.concat([rows.filter(~pl.col("log").is_in(sorted(judged))).select("epoch"),
+                              *(_several_against_one(rows, logs, name) for name in sorted(judged))])
         epochs = rows["epoch"].drop_nulls()
         if epochs.len():
             latest = max(latest if latest is not None else -1, int(epochs.max()))  # type: ignore[arg-type]
     return latest
+
+
+def _several_against_one(rows: Any, logs: list[dict[str, Any]], name: str) -> Any:
+    """The ``epoch`` rows of the log ``name`` (``rows``: the history's ``epoch`` and ``log``) that one append counted
+    against a one-epoch schedule while numbering several epochs (`reused_seed_warnings` says so at the observe): such
+    a schedule dealt one of them at most, so its seed record says nothing of the others (a log of epochs 0-2 against
+    seed 2's schedule let --seed 1 through, a hostile review 2026-12-07). Each append its own share by ``rows_kept``."""
+    import polars as pl
+
+    entries = [e for e in logs if str(e.get("name")) == name]
+    epochs = rows.filter(pl.col("log") == name).select("epoch")
+    kept = [e.get("rows_kept") for e in entries]
+    exact = all(isinstance(k, int) for k in kept) and sum(kept) == epochs.height  # type: ignore[arg-type]
+    parts, start = [], 0
+    for entry, count in zip(entries, kept):
+        share = epochs.slice(start, count) if exact else epochs
+        start += count if exact else 0
+        if (seed_recorded(entry) and entry["ids"].get("schedule_epochs") == 1
+                and share["epoch"].drop_nulls().n_unique() > 1):
+            parts.append(share)
+    return pl.concat(parts) if parts else epochs.clear()
 
 
 def all_framework_dealt(history: list[Path]) -> bool:

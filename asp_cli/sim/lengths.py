@@ -456,8 +456,9 @@ def _replay_segments(frame, observed, matched: list[int]):
     """Every schedule row's observed samples, back to back as `complete_groups` takes them: (``flat``, ``offset``,
     ``count``, ``own``, ``own_count``: its own epoch's samples, ``numbered``: its prompt has a sample of some
     epoch, not a probe's alone, which `_epochs_replayed` does not count as other epochs', ``source``: each element
-    of ``flat``'s sample, its index in the first layout, so that a sample replayed in several epochs counts once). A row of an epoch in ``matched``
-    (`matched_epochs`) whose prompt the lengths hold samples of in that epoch takes those first, then the prompt's
+    of ``flat``'s sample, its index in the first layout, so that a sample replayed in several epochs counts once). A
+    row of an epoch in ``matched`` (`matched_epochs`) whose prompt the lengths hold samples of in that epoch takes
+    those first, then the prompt's
     others in replay order (``own`` True); every other row takes the prompt's samples in replay order, oldest epoch
     first. A 3-epoch schedule replayed with a 3-epoch history replayed the oldest epoch's samples in all three (a
     review's, 2026-12-07). Each matched epoch's layout is the prompts' samples in replay order, each prompt's
