@@ -204,7 +204,7 @@ class LengthInfo:
             what = (f"every prompt here has {self.observed_each}" if self.observed_each
                     else "N the samples per prompt it ran")
             # -1: samples without an epoch alone (a probe's: what --lengths-epoch -1 leaves), of no epochs at all
-            of = (f"of {_epochs_text(list(self.own_epochs_over))} each, every schedule epoch replaying its own: a log "
+            of = (f"of {epochs_words(list(self.own_epochs_over))} each, every schedule epoch replaying its own: a log "
                   "given twice (give each once), or a rollout of" if own else
                   f"of epoch {self.one_epoch} alone: a log given twice (give each once), or a rollout of"
                   if self.one_epoch >= 0 else "samples without an epoch alone (a probe's, as --lengths-epoch -1 "
