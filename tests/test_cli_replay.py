@@ -672,3 +672,40 @@ def test_lengths_none_of_whose_ids_are_the_schedules_are_refused_as_asp_simulate
     result = invoke("replay", small["schedule"], small["prompts"], "--lengths", mixed, "--dry-run", "-q",
                     "--lengths-epoch", 0)
     assert result.exit_code == 3 and "none of its" in result.stderr, result.output
+
+
+def test_each_epoch_of_a_schedule_of_several_forces_the_lengths_own_epoch_as_asp_simulate_replays_it(small, tmp_path):  # noqa: F811
+    """A 2-epoch schedule replayed with a log of two epochs of different lengths forced each prompt's epoch-0 lengths
+    in both epochs (the prompts' first N samples, oldest epoch first), where `asp simulate --lengths` replays each
+    schedule epoch with the lengths' own; now replay forces each epoch's own and says so in simulate's words, and
+    --lengths-epoch E forces epoch E's in both, as in asp simulate."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.settings import ScheduleSettings
+    from util import write_jsonl
+
+    two = tmp_path / "two.parquet"
+    schedule([small["prompts"]], two, settings=ScheduleSettings(
+        instances=INSTANCES, samples_per_prompt=SAMPLES, train_batch_size=8, minibatch_size=4, max_response_tokens=64,
+        dispatch="planned", epochs=2))
+    ids = pl.read_ndjson(small["lengths"])["prompt_id"].unique(maintain_order=True).to_list()
+    log = write_jsonl(tmp_path / "log.jsonl", [{"prompt_id": i, "response_tokens": 10 + 20 * e, "epoch": e}
+                                               for e in (0, 1) for i in ids for _ in range(SAMPLES)])
+
+    def dry(*extra):
+        result = invoke("replay", two, small["prompts"], "--lengths", log, "--dry-run", "--json", *extra)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout), result.stderr
+
+    document, said = dry()
+    asp = next(a for a in document["arrangements"] if a["arrangement"] == "asp")
+    assert asp["response_tokens"] == PROMPTS * SAMPLES * (10 + 30)  # was PROMPTS * SAMPLES * 10 * 2
+    assert document["lengths"]["epochs_replayed"] == [
+        {"schedule_epoch": e, "lengths_epoch": e, "prompts_from_other_epochs": 0} for e in (0, 1)]
+    simulated = invoke("simulate", two, "--lengths", log)
+    assert simulated.exit_code == 0, simulated.output
+    words = "(schedule epochs 0 and 1 replayed the lengths' own)"
+    assert words in simulated.stdout + simulated.stderr
+    assert f"Forced lengths: {PROMPTS} prompts with observed lengths, 0 sampled around predictions {words}." in said
+    picked, said = dry("--lengths-epoch", 1)
+    assert picked["arrangements"][0]["response_tokens"] == PROMPTS * SAMPLES * 30 * 2
+    assert "Forced lengths" not in said

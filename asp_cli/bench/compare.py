@@ -159,7 +159,7 @@ def compare(
         frame = frame.sort("seq")
         index = np.fromiter((position_of_row[r] for r in frame[C.ROW].to_list()), dtype=np.int64,
                             count=frame.height)
-        lengths = _lengths_of(frame, index, truth, truth_by_epoch)
+        lengths = epoch_lengths(frame, index, truth, truth_by_epoch)
         result = simulate_schedule(frame, lengths, preset, sim, instances=settings.instances)
         calls = frame.select(pl.col("epoch"), pl.col("minibatch")).n_unique()
         rows.append({"arrangement": name, "dispatch": dispatch, "equal_footing": equal,
@@ -235,7 +235,7 @@ def _as_verl_routes(name: str, frame: pl.DataFrame, lengths: np.ndarray, preset:
                if other_router else {})}
 
 
-def _lengths_of(frame: pl.DataFrame, index: np.ndarray, truth: np.ndarray,
+def epoch_lengths(frame: pl.DataFrame, index: np.ndarray, truth: np.ndarray,
                 truth_by_epoch: dict[int, np.ndarray] | None) -> np.ndarray:
     """The true lengths of ``frame``'s rows (``index``: each row's position among the prompts)."""
     if not truth_by_epoch:

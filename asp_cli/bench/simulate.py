@@ -149,10 +149,11 @@ def simulate_file(
     return result
 
 
-def _replayed_lengths_per_epoch(frame: pl.DataFrame, lengths: np.ndarray,
-                                prompts: pl.DataFrame) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+def replayed_lengths_per_epoch(frame: pl.DataFrame, lengths: np.ndarray,
+                               prompts: pl.DataFrame) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """The main replay's lengths laid out for `asp_cli.bench.compare.compare`: aligned with ``prompts``, each
-    prompt's lengths where it first runs, and per epoch (so the asp row of ``--compare`` is the main replay)."""
+    prompt's lengths where it first runs, and per epoch (so the asp row of ``--compare`` is the main replay). `asp
+    replay` lays its forced lengths out so (`asp_cli.integrate.replay_plan.prompt_lengths`)."""
     position = dict(zip(prompts["row"].to_list(), range(prompts.height)))
     index = np.fromiter((position[r] for r in frame["row"].to_list()), dtype=np.int64, count=frame.height)
     first = np.empty((prompts.height, lengths.shape[1]), dtype=lengths.dtype)
@@ -404,7 +405,7 @@ def simulate_loaded(
     comparison = None
     if compare:
         prompts, predictions = schedule_prompts(frame)
-        truth, by_epoch = _replayed_lengths_per_epoch(frame, lengths, prompts)
+        truth, by_epoch = replayed_lengths_per_epoch(frame, lengths, prompts)
         # The true-lengths ceiling needs every prompt's lengths observed; with sampled ones it would be judged
         # on the very lengths it was arranged with.
         include = None if info.prompts_sampled == 0 else tuple(

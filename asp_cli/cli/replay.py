@@ -201,7 +201,17 @@ def _dry_run_summary(document: dict) -> str:
     lines.append("Each is the rollout alone, as `asp replay` sends it: no trainer and no step held for one (a "
                  "synchronous plan's steps are not waited on), so it ranks rollout throughput, not a training run; "
                  "`asp simulate S --compare` replays with the trainer and the schedule's lag bound.")
-    return "\n".join(lines)
+    return "\n".join(lines + _epochs_line(document))
+
+
+def _epochs_line(document: dict) -> list[str]:
+    """The lengths forced, in `asp simulate`'s words, where a schedule of several epochs was replayed with lengths
+    that number theirs: which epoch of them each schedule epoch forced (nothing said that before 2026-12-08)."""
+    if not document["lengths"].get("epochs_replayed"):
+        return []
+    from asp_cli.cli.simulate import lengths_words
+
+    return [f"Forced lengths: {lengths_words(document['lengths'])}."]
 
 
 def _pair(measured: float | None, simulated: float, fmt: str) -> str:
@@ -232,7 +242,7 @@ def _summary(document: dict, output: Optional[Path]) -> str:
     if len(ranking.get("measured", [])) > 1:
         same = "the same order" if ranking["same"] else " < ".join(ranking["simulated"])
         lines.append(f"Fastest first, measured: {' < '.join(ranking['measured'])}; simulated: {same}.")
-    return "\n".join(lines)
+    return "\n".join(lines + _epochs_line(document))
 
 
 def _untrusted(note: str) -> bool:

@@ -145,9 +145,10 @@ def _padding_legend(rows: list[dict]) -> str:
             "it by how they are cut, not only by their order: compare their end-to-end times")
 
 
-def _summary(document: dict) -> str:
-    m = document["metrics"]
-    lengths = document["lengths"]
+def lengths_words(lengths: dict) -> str:
+    """Where a replay's lengths came from, in the words `asp simulate` and `asp replay` print (their document's
+    ``lengths``): the prompts observed, drawn and sampled, and, on a schedule of several epochs, which epoch of the
+    lengths each schedule epoch replayed."""
     observed = lengths["prompts_with_observed_lengths"]
     source = f"{observed:,} prompt{'' if observed == 1 else 's'} with observed lengths"
     if lengths.get("prompts_with_drawn_samples"):
@@ -162,6 +163,12 @@ def _summary(document: dict) -> str:
         from asp_cli.errors import counted
 
         source += f" (skipped {counted(lengths['skipped_rows'], 'bad row')}, --on-bad-row skip)"
+    return source
+
+
+def _summary(document: dict) -> str:
+    m = document["metrics"]
+    source = lengths_words(document["lengths"])
     return "\n".join([
         f"Simulated {m['sequences']:,} sequence{'' if m['sequences'] == 1 else 's'} ({m['groups']:,} "
         f"group{'' if m['groups'] == 1 else 's'}) on {document['instances']} x "

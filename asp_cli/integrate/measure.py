@@ -178,9 +178,9 @@ def replay_schedule(
     # None of their ids the schedule's: every length around the predictions, exit 0 (E76, as asp simulate's)
     refuse_unmatched(observed, frame["prompt_id"], lengths)
     check_replay_size(frame.height, recorded.samples_per_prompt, "asp replay")
-    rows, truth, info, clipped = prompt_lengths(frame, observed, samples_per_prompt=recorded.samples_per_prompt,
-                                                seed=recorded.seed if seed is None else seed,
-                                                max_response_tokens=recorded.max_response_tokens)
+    rows, truth, by_epoch, info, clipped = prompt_lengths(
+        frame, observed, samples_per_prompt=recorded.samples_per_prompt, seed=recorded.seed if seed is None else seed,
+        max_response_tokens=recorded.max_response_tokens, per_epoch=lengths_epoch is None)
     if info.prompts_sampled:
         warnings.append(f"{info.prompts_sampled:,} prompts have no observed length and replay lengths sampled around "
                         "their predictions; give --lengths from an earlier epoch or a probe")
@@ -198,7 +198,7 @@ def replay_schedule(
         "max_tokens_per_minibatch": schedule.kv_tokens_per_minibatch or recorded.max_tokens_per_minibatch})
     plans = build_plans(arrangements(frame, settings, names, hardware, engine,
                                      kv_cut=None if recorded.engine == "streaming" else schedule.kv_budget), rows,
-                        truth, texts, DEFAULT_PROMPT_TOKENS)
+                        truth, texts, DEFAULT_PROMPT_TOKENS, by_epoch)
     limit = live.max_in_flight if live is not None else None
     if engine == "streaming" and limit is None:
         limit = int(hardware.max_num_seqs)

@@ -2,8 +2,8 @@
 lengths and prompts, and the simulator's prediction for the same run.
 
 Every arrangement (asp's schedule and the baselines rebuilt from its prompts and predictions) replays the
-same true lengths per prompt, like ``asp simulate --compare``: a prompt's N samples have the same lengths in
-every arrangement and every epoch. `arrangements` is the only function that knows
+same true lengths per prompt and epoch, like ``asp simulate --compare``: a prompt's N samples have the same
+lengths in every arrangement; each epoch of a schedule of several forces its own (`prompt_lengths`). `arrangements` is the only function that knows
 `asp_cli.bench.baselines`; `simulate_plan` the only one that runs the simulator.
 """
 
@@ -139,23 +139,34 @@ class RequestPlan:
 
 
 def prompt_lengths(frame: pl.DataFrame, observed: pl.DataFrame | None, *, samples_per_prompt: int, seed: int,
-                   max_response_tokens: int):
-    """True lengths per prompt, ``(prompts, N)`` aligned with the schedule's rows 0..P-1, and where they came from.
+                   max_response_tokens: int, per_epoch: bool = True):
+    """True lengths per prompt, ``(prompts, N)`` aligned with the schedule's rows 0..P-1, and per schedule epoch,
+    where they came from: `asp simulate`'s (`asp_cli.sim.lengths.lengths_for_schedule` on every row of every epoch),
+    so each epoch of a schedule of several forces the lengths' own epoch of its number where they hold it, and
+    draws its sampled lengths afresh. ``per_epoch`` False: ``observed`` is one epoch picked for all (`--lengths-epoch
+    E`). Each prompt replayed its oldest epoch's samples in every epoch before 2026-12-08, where `asp simulate`
+    replays each epoch's own (a 2-epoch schedule with a log of 2 epochs forced epoch 0's lengths in epoch 1).
 
     Returns
     -------
-    (row ids, lengths, info, clipped)
-        ``clipped`` counts samples above ``max_response_tokens`` that were cut to it.
+    (row ids, lengths, lengths by epoch, info, clipped)
+        ``lengths``: each prompt's in its first epoch; ``lengths by epoch``: each schedule epoch's, aligned the same
+        way (`asp_cli.bench.simulate.replayed_lengths_per_epoch`). ``clipped`` counts observed samples above
+        ``max_response_tokens`` that were cut to it, each once (`LengthInfo.samples_over_cap`).
     """
-    from asp_cli.bench.simulate import schedule_prompts
+    from asp_cli.bench.simulate import replayed_lengths_per_epoch, schedule_prompts
     from asp_cli.sim.lengths import lengths_for_schedule
 
     prompts, predictions = schedule_prompts(frame)
-    truth, info = lengths_for_schedule(pl.concat([prompts, predictions], how="horizontal"), observed,
+    # Every row of every epoch, epoch by epoch and each in row order (one epoch: the prompts' own order, so a
+    # one-epoch schedule's lengths are what they were), with the predictions of each prompt's first row.
+    every = frame.select("row", "epoch").sort(["epoch", "row"]).join(
+        pl.concat([prompts, predictions], how="horizontal"), on="row", how="left", maintain_order="left")
+    truth, info = lengths_for_schedule(every.select(*prompts.columns, *predictions.columns, "epoch"), observed,
                                        samples_per_prompt=samples_per_prompt, seed=seed,
-                                       max_response_tokens=max_response_tokens)
-    clipped = int(np.sum(truth > max_response_tokens))
-    return prompts["row"].to_numpy(), np.clip(truth, 1, max_response_tokens), info, clipped
+                                       max_response_tokens=max_response_tokens, per_epoch=per_epoch)
+    first, by_epoch = replayed_lengths_per_epoch(every, np.clip(truth, 1, max_response_tokens), prompts)
+    return prompts["row"].to_numpy(), first, by_epoch, info, info.samples_over_cap
 
 
 def dataset_prompts(datasets: list[Path], metadata: dict, *, prompt_key: str | None,
@@ -180,9 +191,12 @@ def synthetic_prompt(prompt_id: str, tokens: int, salt: str) -> list[int]:
 
 
 def build_plans(arranged: list[Arrangement], rows: np.ndarray, truth: np.ndarray,
-                texts: dict[str, str] | None, default_prompt_tokens: int) -> list[RequestPlan]:
-    """Flatten each arrangement into requests: forced lengths from ``truth`` (aligned with ``rows``), prompts
-    from ``texts`` (by prompt id) or synthetic token ids of the recorded prompt length.
+                texts: dict[str, str] | None, default_prompt_tokens: int,
+                truth_by_epoch: dict[int, np.ndarray] | None = None) -> list[RequestPlan]:
+    """Flatten each arrangement into requests: forced lengths from ``truth`` (aligned with ``rows``; each epoch's
+    from ``truth_by_epoch`` where it holds that epoch, as `asp simulate --compare` lays them:
+    `asp_cli.bench.compare.epoch_lengths`), prompts from ``texts`` (by prompt id) or synthetic token ids of the
+    recorded prompt length.
 
     Every (run, epoch) gets its own prompts (a salt: a tag before the text, or other token ids), so no run
     reuses another's prefix cache, as in training, where the cache is dropped when the weights change.
@@ -192,6 +206,8 @@ def build_plans(arranged: list[Arrangement], rows: np.ndarray, truth: np.ndarray
     InputError
         When the dataset lacks a scheduled prompt id.
     """
+    from asp_cli.bench.compare import epoch_lengths
+
     position = {int(r): i for i, r in enumerate(rows.tolist())}
     plans = []
     for run, arrangement in enumerate(arranged):
@@ -215,7 +231,7 @@ def build_plans(arranged: list[Arrangement], rows: np.ndarray, truth: np.ndarray
         plans.append(RequestPlan(
             name=arrangement.name, dispatch=arrangement.dispatch, run=run, seq=frame["seq"].to_numpy(),
             epoch=epochs, prompt_id=ids, minibatch=frame["minibatch"].to_numpy(),
-            instance=frame["instance"].to_numpy(), prompt_tokens=prompt_tokens, lengths=truth[index],
+            instance=frame["instance"].to_numpy(), prompt_tokens=prompt_tokens, lengths=epoch_lengths(frame, index, truth, truth_by_epoch),
             prompts=prompts, frame=frame))
     return plans
 
