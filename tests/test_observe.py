@@ -1705,3 +1705,39 @@ def test_epochs_a_schedule_of_several_does_not_hold_are_said(built, tmp_path):  
                    settings=ScheduleSettings(instances=2, samples_per_prompt=SAMPLES, train_batch_size=8,
                                              minibatch_size=8)).output
     assert said(observe([log], tmp_path / "h2.parquet", schedule=one, epoch=5)) == []
+
+
+def test_verl_generation_output_is_read_by_a_dotted_id_key_as_asp_schedule_reads_it(tmp_path):
+    """`asp observe --id-key extra_info.index` of verl's generation output of a verl dataset (its id inside
+    extra_info, no asp copy of it) was refused ("--id-key names a column of its own, not a field inside one") where
+    `asp schedule --id-key extra_info.index` reads that field, and a rollout log's dotted --id-key was read: each row's
+    field is now its id, by schedule's reader (`reading.nested.with_nested_key`), Parquet and JSON lines alike, and
+    the schedule by that --id-key takes every length for its own prompt; a path the rows lack is one line naming the
+    object's fields."""
+    from asp_cli.arrange.pipeline import schedule
+    from asp_cli.reading.options import ReadOptions
+    from asp_cli.settings import ScheduleSettings
+
+    rows = [{"prompt": f"What is {i} plus {i * 7}?", "data_source": "gsm8k",
+             "extra_info": {"index": 300 + i, "split": "train"}} for i in range(12)]
+    data = write_jsonl(tmp_path / "train.jsonl", rows)
+    generated = pl.DataFrame(rows).with_columns(
+        pl.Series("responses", [["word " * (10 + i), "word " * (20 + i)] for i in range(12)]))
+    keyed = replace(OBSERVE_READ, length_id_key="extra_info.index")
+    for log in (tmp_path / "gen.parquet", tmp_path / "gen.jsonl"):
+        if log.suffix == ".parquet":
+            generated.write_parquet(log)
+        else:
+            generated.write_ndjson(log)
+        observed = observe([log], tmp_path / f"h_{log.suffix[1:]}.parquet", read=keyed)
+        assert observed.summary["log_formats"] == {"verl_generations": 1}
+        assert observed.summary["columns_used"] == {log.name: {"id": "extra_info.index", "length": "responses"}}
+        assert observed.added["prompt_id"].to_list() == [str(300 + i) for i in range(12) for _ in range(2)]
+    made = schedule([data], None, settings=ScheduleSettings(train_batch_size=4, samples_per_prompt=2),
+                    read=ReadOptions(id_key="extra_info.index"), history=[tmp_path / "h_parquet.parquet"])
+    assert made.summary["prompts_from_history"] == 12
+    with pytest.raises(InputError) as refused:
+        observe([tmp_path / "gen.parquet"], tmp_path / "h_bad.parquet",
+                read=replace(OBSERVE_READ, length_id_key="extra_info.idx"))
+    assert str(refused.value) == (f"{tmp_path / 'gen.parquet'}: no column 'extra_info.idx' (from --id-key); columns "
+                                  "are: prompt, data_source, extra_info, responses; 'extra_info' holds index, split")

@@ -563,11 +563,13 @@ def _read_verl_generations(
     """verl's ``main_generation_server`` output: the dataset's rows (with their id) plus ``responses``, the n
     response texts of each prompt. Each text is one sample, counted with the tokenizer or estimated."""
     from asp_cli.reading import find_column
+    from asp_cli.reading.nested import with_nested_key
     from asp_cli.reading.prompts import id_column
 
     from asp_cli.integrate.response_text import ASP_ID_FIELD, count_responses, generation_ids, generation_lists
 
     asp_ids = generation_ids(frame) if read.length_id_key is None else None  # no id column: asp's copy of the id
+    frame = with_nested_key(frame, read.length_id_key, path)  # a dotted --id-key (extra_info.index), as schedule's
     id_col = find_column(frame, C.ID_KEYS, read.length_id_key, what="prompt id", flag=read.length_id_flag, path=path,
                          required=asp_ids is None)
     summary["columns_used"][path.name] = {"id": id_col or ASP_ID_FIELD, "length": responses}  # `ids_of_log`
