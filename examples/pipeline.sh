@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The epoch feedback loop on the sample data, as a user would run it (docs/pipelines.md explains each step):
 #
-#   for each epoch:
-#     asp schedule   prompts -> schedule (with --history from the epochs before, when there is one)
+#   for each epoch E:
+#     asp schedule   prompts -> a schedule of the run's EPOCHS epochs (with --history from the epochs before, when
+#                    there is one)
 #     asp report     gate the schedule (--check; exit 1 stops the pipeline)
-#     asp export     the dataset in schedule order, in verl's layout (what the trainer would read)
-#     rollouts       examples/emulate_rollouts.py stands in for the engine and writes a rollout log
-#     asp simulate   replay the schedule on the cost model with those lengths
+#     asp export     its epoch E alone (--epoch E), in verl's layout: what this epoch's verl run reads, one verl run
+#                    per epoch, each resuming the last one's checkpoint (docs/pipelines.md, step 3)
+#     rollouts       examples/emulate_rollouts.py stands in for the engine: it runs epoch E and writes a rollout log
+#     asp simulate   replay the schedule on the cost model with those lengths (its epoch E with epoch E's own)
 #     asp observe    append the log's observed lengths to the history
 #     asp report     predicted against observed lengths, as JSON for the record
 #
@@ -20,8 +22,12 @@
 # and starts the history afresh, each later epoch from the epochs before it; every JSON summary is written beside
 # its name and renamed, so a killed step leaves none half-written.
 #
+# Each epoch's schedule plans every epoch of the run, as one verl run per epoch needs it: a one-epoch schedule
+# exported whole says trainer.total_epochs=1, which the resumed run of epoch 1 counts as done, and trains no step
+# (asp export warned of it here). Its settings for --epoch E count the runs before and name the checkpoint to resume.
+#
 # stdout gets one line per epoch (tab-separated: epoch, schedule, predicted makespan, prompts from history,
-# simulated end-to-end seconds); everything for people goes to stderr. Any failing step stops the script with
+# simulated end-to-end seconds; both times of every epoch the schedule plans); everything for people goes to stderr. Any failing step stops the script with
 # that step's exit code (see docs/errors.md); a failed report gate exits with 1, and a JSON document without a
 # key the script reads (asp's output changed under it) with 70.
 set -euo pipefail
@@ -78,7 +84,7 @@ for ((epoch = 0; epoch < epochs; epoch++)); do
     to_json "$work/schedule.e$epoch.json" "$asp" schedule "$data" -o "$schedule" --force --quiet --json \
         --engine streaming --max-lag 0 --trainer schedule --steps representative \
         --instances "$instances" --samples-per-prompt "$samples" --train-batch-size "$batch" --seed "$epoch" \
-        ${history_args[@]+"${history_args[@]}"}
+        --epochs "$epochs" ${history_args[@]+"${history_args[@]}"}
 
     log "epoch $epoch: gate the schedule"
     status=0
@@ -92,11 +98,11 @@ for ((epoch = 0; epoch < epochs; epoch++)); do
         exit "$status"
     fi
 
-    log "epoch $epoch: export for the trainer"
-    "$asp" export "$schedule" "$data" -o "$work/train.e$epoch.parquet" --format verl --force --quiet
+    log "epoch $epoch: export its epoch for this epoch's verl run"
+    "$asp" export "$schedule" "$data" -o "$work/train.e$epoch.parquet" --format verl --epoch "$epoch" --force --quiet
 
     log "epoch $epoch: rollouts (emulated)"
-    "$python" "$here/emulate_rollouts.py" "$schedule" -o "$rollouts" --epoch-label "$epoch" \
+    "$python" "$here/emulate_rollouts.py" "$schedule" -o "$rollouts" --schedule-epoch "$epoch" --epoch-label "$epoch" \
         --truth-from "$work/schedule.e0.parquet"  # one truth for every epoch: the lines compare
 
     log "epoch $epoch: simulate with the observed lengths"

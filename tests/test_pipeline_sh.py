@@ -53,13 +53,26 @@ def test_two_epochs_close_the_loop(tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == first
     # The export is for verl's default trainer, which the schedules are made for: nothing says otherwise.
     assert "the schedule was planned for" not in result.stderr
+    # One verl run per epoch, as docs/pipelines.md step 3 recommends: each schedule plans the run's epochs and its
+    # own epoch alone is exported, whose settings resume the run before. Each one-epoch schedule exported whole said
+    # trainer.total_epochs=1, with which the resumed run of epoch 1 trains no step (its export warned so).
+    assert "trains no step" not in result.stderr
+    assert "this is epoch 1's file of a run made one verl run per epoch" in result.stderr
+    import polars as pl
+
+    for epoch in (0, 1):
+        assert pl.read_parquet(tmp_path / f"schedule.e{epoch}.parquet")["epoch"].unique().sort().to_list() == [0, 1]
+        exported = pl.read_parquet(tmp_path / f"train.e{epoch}.parquet")
+        assert exported["epoch"].unique().to_list() == [epoch] and exported.height == 3540
+        assert pl.read_ndjson(tmp_path / f"rollouts.e{epoch}.jsonl")["epoch"].unique().to_list() == [epoch]
     # docs/pipelines.md quotes this run's figures: they went stale as the simulator changed (1,531 s against a
     # 1,552 s run; an ops round that ran the script to check its numbers).
     import re
 
     page = " ".join((REPO / "docs" / "pipelines.md").read_text(encoding="utf-8").split())
-    quoted = re.search(r"epoch 1 is ([\d.]+)% (slower|faster) than epoch 0 \(([\d,]+) s and ([\d,]+) s simulated, "
-                       r"[^;]*; 59 steps of 60 prompts, rollout-bound: ([\d,]+) s of predicted rollout", page)
+    quoted = re.search(r"epoch 1's plan is ([\d.]+)% (slower|faster) than epoch 0's \(([\d,]+) s and ([\d,]+) s "
+                       r"simulated, [^;]*; 118 steps of 60 prompts, rollout-bound: ([\d,]+) s of predicted rollout",
+                       page)
     assert quoted, "docs/pipelines.md no longer quotes the script's figures where this test looks"
     first, second = (float(line[4]) for line in lines)
     assert [int(quoted[3].replace(",", "")), int(quoted[4].replace(",", ""))] == [round(first), round(second)]
