@@ -23,7 +23,6 @@ Nothing is dropped silently: bad rows (``on_bad_row``) and ids the schedule or d
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
@@ -44,9 +43,11 @@ from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: th
     UNKNOWN_POLICIES, check_unknown_policy, held_to, nothing_to_write, refuse_a_prompt_file,
     refuse_datasets_among_logs, settle_unknown_ids,
 )
-from asp_cli.integrate.dump_steps import cut_at_cap, dump_notes, dump_steps
+from asp_cli.integrate.dump_steps import dump_notes
 from asp_cli.integrate.observe_coverage import coverage, epochs_overfull
-from asp_cli.integrate.prompt_match import PromptMatcher, no_prompt_matched
+from asp_cli.integrate.observe_dumps import (
+    BYTES_PER_TOKEN, VERL_RESPONSES, Dataset, counts_text, log_format, read_verl_dump, read_verl_generations,
+)
 from asp_cli.integrate.recorded_dataset import DatasetFromSchedule
 from asp_cli.integrate.response_text import responses_column
 from asp_cli.reading.json_records import untag
@@ -57,18 +58,7 @@ from asp_cli.settings import check_count, check_flags, whole
 # `asp observe` names a log's id and length columns --id-key and --length-key.
 OBSERVE_READ = ReadOptions(length_id_flag="--id-key", length_flag="--length-key", id_flag="--dataset-id-key",
                            prompt_flag="--dataset-prompt-key")
-# verl's generation entry point (verl.trainer.main_generation_server, verl 0.9.1) writes the dataset's rows plus
-# this column: the n response texts of each prompt.
-_VERL_RESPONSES = "responses"
-# verl's rollout dumps (`_write_generations` of verl/trainer/ppo/ray_trainer.py and .../v1/trainer_base.py in
-# 0.9.1; `gts` since 0.6): decoded prompt and response text per sample, the score and the global step.
-_VERL_DUMP_COLUMNS = ("input", "output", "score", "step")
-_VERL_TEXT_COLUMNS = ("input", "output")
-# The v1 trainer's trajectory key, dumped as `uid`: {uuid4}_{session_id}_{output index} (agent_loop_tq.py).
-_V1_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}_\d+_\d+$")
 LOG_FORMATS = ("rollout_log", "verl_v1_dump", "verl_legacy_dump", "verl_generations")
-# Bytes per token when no tokenizer is given; the same rule predict/features.py uses for prompts.
-_BYTES_PER_TOKEN = 4
 
 
 @dataclass
@@ -245,7 +235,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             continue
         seen_prints.add(fingerprint)
         part, kind = _read_log(path, prompts if prompts is not None else recorded, read, summary, shared, given_cap)
-        if cap is not None and read.tokenizer is None and (kind == "verl_generations" or _counts_text(kind, read)):
+        if cap is not None and read.tokenizer is None and (kind == "verl_generations" or counts_text(kind, read)):
             # estimated from text at 4 bytes a token: one past the cap is an estimate's error (said cut and longer)
             over = int((part[C.RESPONSE_TOKENS] > cap).sum())
             summary["estimates_over_cap"] = summary.get("estimates_over_cap", 0) + over
@@ -283,7 +273,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     warnings.extend(summary.pop("read_notes", []))
     dump_notes(summary, warnings, given_cap is None, epoch, shared, cap, (existing, seen))  # steps twice, epochs, cap
     summary["rows_read"] = added.height + summary["bad_rows"]
-    if read.tokenizer is not None and parts and not any(_counts_text(e["format"], read) for e in ingested):
+    if read.tokenizer is not None and parts and not any(counts_text(e["format"], read) for e in ingested):
         warnings.append(f"--tokenizer {read.tokenizer} was not used: it counts the response text of verl dumps, and "
                         "these logs give token counts; drop it")
     if given_cap is not None and summary["logs_already_observed"]:  # re-observed to mark the cap: nothing changed
@@ -311,7 +301,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                         f"{'; '.join(summary['bad_row_examples'][:3])}")
     if summary["estimated_lengths"]:
         warnings.append(
-            f"{summary['estimated_lengths']} response lengths are estimated from text at {_BYTES_PER_TOKEN} bytes "
+            f"{summary['estimated_lengths']} response lengths are estimated from text at {BYTES_PER_TOKEN} bytes "
             "per token" + (f" ({summary['estimates_over_cap']:,} estimated past "
                            + ("--max-response-tokens" if given_cap is not None else "the schedule's max_response_tokens")
                            + f", {cap:,}, taken as cut at it)" if summary.get("estimates_over_cap") else "")
@@ -393,7 +383,7 @@ def _rows_fingerprint(part: pl.DataFrame, steps: pl.DataFrame | None = None) -> 
 
 def _read_log(
     path: Path,
-    dataset: _Dataset | Callable[[Path], _Dataset] | None,  # called where the log needs it (`DatasetFromSchedule`)
+    dataset: Dataset | Callable[[Path], Dataset] | None,  # called where the log needs it (`DatasetFromSchedule`)
     read: ReadOptions,
     summary: dict[str, Any],
     shared: set[tuple[str, ...]],
@@ -408,17 +398,17 @@ def _read_log(
     malformed = ReadReport()
     frame = read_table(path, on_bad_row=read.on_bad_row, report=malformed, text_columns=read.text_keys)
     malformed.settle()  # the report's fingerprint of the log (unused here) holds its bytes until it is done
-    kind = _log_format(path, frame, read)
-    verl_dump = kind != "verl_generations" and _counts_text(kind, read)
+    kind = log_format(path, frame, read)
+    verl_dump = kind != "verl_generations" and counts_text(kind, read)
     if verl_dump or kind == "verl_generations":
         summary["bad_rows"] += malformed.skipped_rows
         summary["bad_row_examples"].extend(f"{w}: not a JSON object" for w in malformed.skipped_examples)
     if verl_dump:
-        return _read_verl_dump(path, frame, dataset(path) if callable(dataset) else dataset, read.tokenizer, summary,
+        return read_verl_dump(path, frame, dataset(path) if callable(dataset) else dataset, read.tokenizer, summary,
                                read.on_bad_row, shared, cap), kind
     if kind == "verl_generations":
-        responses = responses_column(frame) or {c.lower(): c for c in frame.columns}[_VERL_RESPONSES]
-        return _read_verl_generations(path, frame, responses, read, summary), kind
+        responses = responses_column(frame) or {c.lower(): c for c in frame.columns}[VERL_RESPONSES]
+        return read_verl_generations(path, frame, responses, read, summary), kind
     from asp_cli.reading.history_ids import history_logs
 
     if history_logs(path) is not None:  # taken as a log, its samples were added again without a word (a hostile-
@@ -447,177 +437,6 @@ def _read_log(
     ), kind
 
 
-def _log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
-    """A verl dump by its columns (v1 when ``uid`` holds trajectory keys), verl's generation output, or a
-    rollout log.
-
-    A v1 dump's ``uid`` would otherwise pass for a prompt id, and a legacy dump's reward extras may hold an
-    ``index``; the dump's own columns decide. A file with ``input``/``output`` text and no id column is read
-    as a legacy dump too (what verl 0.5 wrote, without ``gts``). Generation output has an id, a list of
-    response texts under ``responses`` and no length column.
-    """
-    from asp_cli.integrate.response_text import generation_ids
-    from asp_cli.reading import find_column
-
-    lowered = {c.lower(): c for c in frame.columns}
-    id_col = read.length_id_key or find_column(
-        frame, C.ID_KEYS, None, what="prompt id", flag="--id-key", path=path, required=False)
-    has_id, has_length = id_col is not None, read.length_key is not None or find_column(
-        frame, C.LENGTH_KEYS, None, what="response length", flag="--length-key", path=path, required=False) is not None
-    uid = lowered.get("uid")
-    v1_uids = False
-    if uid is not None and frame.schema[uid] == pl.String:
-        values = frame[uid].drop_nulls()
-        v1_uids = bool(values.len() and values.str.contains(_V1_UID.pattern).all())
-    if not set(_VERL_TEXT_COLUMNS) <= lowered.keys() or (not set(_VERL_DUMP_COLUMNS) <= lowered.keys() and has_id):
-        if (has_id or generation_ids(frame) is not None) and not has_length and responses_column(frame) is not None:
-            return "verl_generations"
-        if has_id and not has_length and _VERL_RESPONSES in lowered:  # not lists of texts: say which row (error)
-            from asp_cli.integrate.response_text import generation_lists
-
-            if generation_lists(path, frame, lowered[_VERL_RESPONSES], read.on_bad_row)[1]:
-                return "verl_generations"  # --on-bad-row skip: those rows are skipped and counted
-        return "rollout_log"
-    # verl's own columns, uid (its group key) and a reward extra's index, are no dataset id unless named.
-    exact_id = read.length_id_key is not None or (has_id and str(id_col).lower() not in ("uid", "index"))
-    if exact_id and has_length and not (v1_uids and id_col == uid):
-        # A dump that carries each sample's prompt id and token count (the layout docs/integrations.md shows):
-        # those exact counts, not the text's estimate (a hostile-input round: read as text, lengths were
-        # estimated and samples of shared text went to the first such prompt).
-        return "rollout_log"
-    return "verl_v1_dump" if v1_uids else "verl_legacy_dump"
-
-
-def _read_verl_dump(
-    path: Path,
-    frame: pl.DataFrame,
-    dataset: _Dataset | None,
-    tokenizer: str | Path | None,
-    summary: dict[str, Any],
-    read_on_bad_row: str = "error",
-    shared: set[tuple[str, ...]] | None = None,
-    cap: int | None = None,
-) -> pl.DataFrame:
-    """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens (with the
-    rollout's ``cap`` given, those at it cut and the others' end token given back: `dump_steps.cut_at_cap`)."""
-    if dataset is None:
-        raise InputError(
-            f"{path}: input/output text without prompt ids (verl's rollout dump, OpenRLHF's or slime's length log); "
-            "pass --dataset with the prompt file(s) the rollouts read, so asp can match inputs to prompts, or log "
-            "prompt ids and token counts instead"
-        )
-    columns = {c.lower(): c for c in frame.columns}
-    matcher = PromptMatcher(_prompt_contents(dataset))
-    from asp_cli.integrate.response_text import count_responses, dump_texts
-
-    texts, odd = dump_texts(path, frame, columns, read_on_bad_row)  # an output of 5 was counted as the text "5"
-    inputs, outputs = texts["input"].to_list(), texts["output"].to_list()
-    ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
-    summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
-                                        if i is not None and matcher.ambiguous(text))
-    if shared is not None:
-        shared.update(matcher.shared_ids())
-    counts, whole = count_responses(path, columns["output"], outputs, tokenizer, _BYTES_PER_TOKEN, summary)
-    result = pl.DataFrame({"prompt_id": ids, "response_tokens": counts, "\x00whole": whole},
-                          schema={"prompt_id": pl.String, "response_tokens": pl.Int64, "\x00whole": pl.Boolean})
-    bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
-    summary.setdefault("\x00steps", []).append((path, dump_steps(frame, columns, ~bad, ids)))  # `dump_notes`
-    if bad.any():
-        from asp_cli.reading.places import row_location
-        from asp_cli.reading.tables import BAD_ROW_FIX, file_format
-
-        rows = bad.arg_true().to_list()
-        # Its line in the file (lines skipped as not JSON take no row of the frame, so a row is not a line), and
-        # why: an audit's dump row with no output was said to match no prompt.
-        fmt = file_format(path)[0]
-        examples = [f"{row_location(path, frame, i, fmt)}: " + (odd.get(i) or (
-                    "its output is missing" if ids[i] is not None else "its input matches no dataset prompt"))
-                    for i in rows[:5]]
-        unmatched = [i for i in rows if ids[i] is None and not odd.get(i)]  # `prompt_match.no_prompt_matched`
-        if read_on_bad_row == "error" and rows[0] in unmatched[:1]:  # the wrong --dataset, or edited prompts
-            raise InputError(no_prompt_matched(examples[0], len(unmatched), len(ids), dataset.prompts.height,
-                                               dataset.paths))
-        if read_on_bad_row == "error":
-            raise InputError(f"{examples[0]}; {BAD_ROW_FIX}")
-        summary["bad_rows"] += len(rows)
-        summary["bad_row_examples"].extend(examples)
-        result = result.filter(~bad)
-    # A response that holds a special token was decoded with them (OpenRLHF's reward function's): counted whole.
-    summary["whole_lengths"] = summary.get("whole_lengths", 0) + int(result["\x00whole"].sum())
-    if tokenizer is not None:
-        summary.setdefault("\x00counted", []).append(result["response_tokens"])  # `dump_notes`: an unsaid cap
-        if cap is not None:
-            return cut_at_cap(result, cap, summary)
-    summary["estimated_lengths" if tokenizer is None else "eos_short_lengths"] += int((~result["\x00whole"]).sum())
-    return result.drop("\x00whole").with_columns(pl.lit(None, pl.Boolean).alias("truncated"),
-                                                  pl.lit(None, pl.Int32).alias("epoch"))
-
-
-def _read_verl_generations(
-    path: Path,
-    frame: pl.DataFrame,
-    responses: str,
-    read: ReadOptions,
-    summary: dict[str, Any],
-) -> pl.DataFrame:
-    """verl's ``main_generation_server`` output: the dataset's rows (with their id) plus ``responses``, the n
-    response texts of each prompt. Each text is one sample, counted with the tokenizer or estimated."""
-    from asp_cli.reading import find_column
-    from asp_cli.reading.nested import with_nested_key
-    from asp_cli.reading.prompts import id_column
-
-    from asp_cli.integrate.response_text import ASP_ID_FIELD, count_responses, generation_ids, generation_lists
-
-    asp_ids = generation_ids(frame) if read.length_id_key is None else None  # no id column: asp's copy of the id
-    frame = with_nested_key(frame, read.length_id_key, path)  # a dotted --id-key (extra_info.index), as schedule's
-    id_col = find_column(frame, C.ID_KEYS, read.length_id_key, what="prompt id", flag=read.length_id_flag, path=path,
-                         required=asp_ids is None)
-    summary["columns_used"][path.name] = {"id": id_col or ASP_ID_FIELD, "length": responses}  # `ids_of_log`
-    ids = id_column(frame, id_col)[0] if id_col is not None else asp_ids  # an id neither text nor integer: left out
-
-    lists, odd = generation_lists(path, frame, responses, read.on_bad_row)  # rows of no list of texts: skipped
-    samples = frame.select(ids.alias("prompt_id"), pl.Series(responses, lists, dtype=pl.List(pl.String)),
-                           pl.int_range(0, pl.len(), dtype=pl.Int64).alias("\x00row")).explode(responses)
-    if odd:
-        from asp_cli.reading.places import row_location
-        from asp_cli.reading.tables import file_format
-
-        summary["bad_rows"] += len(odd)
-        summary["bad_row_examples"].extend(f"{row_location(path, frame, i, file_format(path)[0])}: {why}"
-                                           for i, why in list(odd.items())[:5])
-        samples = samples.filter(~pl.col("\x00row").is_in(list(odd)))
-    texts = samples[responses].to_list()
-
-    counts = count_responses(path, responses, texts, read.tokenizer, _BYTES_PER_TOKEN, summary)[0]
-    if read.tokenizer is None:
-        summary["estimated_lengths"] += sum(1 for t in texts if t is not None)
-    result = pl.DataFrame({"prompt_id": samples["prompt_id"], "response_tokens": counts},
-                          schema={"prompt_id": pl.String, "response_tokens": pl.Int64})
-    bad = result.select(pl.col("prompt_id").is_null() | pl.col("response_tokens").is_null()).to_series()
-    if bad.any():
-        from asp_cli.reading.places import row_location
-        from asp_cli.reading.tables import BAD_ROW_FIX, file_format
-
-        where = row_location(path, frame, int(samples["\x00row"][int(bad.arg_true()[0])]), file_format(path)[0])
-        what = f"{int(bad.sum())} responses without an id or text (the first: {where})"
-        if read.on_bad_row == "error":  # it skipped them with exit 0 whatever the option said
-            raise InputError(f"{path}: {what}; {BAD_ROW_FIX}")
-        summary["bad_rows"] += int(bad.sum())
-        summary["bad_row_examples"].append(f"{path}: {what}")
-        result = result.filter(~bad)
-    return result.with_columns(pl.lit(None, pl.Boolean).alias("truncated"), pl.lit(None, pl.Int32).alias("epoch"))
-
-
-@dataclass(frozen=True)
-class _Dataset:
-    """The ``--dataset`` prompt files, read once: their prompts and what the read found."""
-
-    paths: list[Path]
-    prompts: pl.DataFrame
-    report: Any  # reading.ReadReport
-    on_bad_row: str
-
-
 def _with_schedule_id_key(read: ReadOptions, schedule: Any) -> ReadOptions:
     """``read`` with the dataset's id and prompt columns the schedule (read, or None) was made with (`asp schedule
     --id-key` and `--prompt-key`, recorded in its metadata), where ``--dataset-id-key`` and
@@ -638,7 +457,7 @@ def _with_schedule_id_key(read: ReadOptions, schedule: Any) -> ReadOptions:
     return read
 
 
-def _read_dataset(paths: list[Path], read: ReadOptions, warnings: list[str]) -> _Dataset:
+def _read_dataset(paths: list[Path], read: ReadOptions, warnings: list[str]) -> Dataset:
     """The dataset's prompts, its ids from ``read.id_key`` where given (`--dataset-id-key`: the ``--id-key`` the
     schedule was made with, e.g. verl's ``extra_info.index``), its prompts from ``read.prompt_key`` likewise, its bad rows handled as ``--on-bad-row`` says (an
     error names the file and line)."""
@@ -650,41 +469,10 @@ def _read_dataset(paths: list[Path], read: ReadOptions, warnings: list[str]) -> 
     if report.skipped_rows:
         warnings.append(f"skipped {counted(report.skipped_rows, 'bad row')} of the dataset (--on-bad-row skip), e.g. "
                         f"{'; '.join(report.skipped_examples[:3])}; log rows naming their ids count as unknown")
-    return _Dataset(paths, prompts, report, on_bad_row)
+    return Dataset(paths, prompts, report, on_bad_row)
 
 
-def _prompt_contents(dataset: _Dataset) -> list[tuple[str, str]]:
-    """(text of the last message, prompt id) per dataset prompt: what a chat template wraps last."""
-    from asp_cli.reading import read_table
-
-    prompts, report = dataset.prompts, dataset.report
-    texts = prompts[C.PROMPT_TEXT].to_list()
-    multi = prompts.filter(pl.col(C.N_MESSAGES) > 1)
-    if multi.height:
-        # A chat list is joined by newlines in prompt_text; take its last message from the file instead.
-        last: dict[int, str] = {}
-        offset = 0
-        for path in dataset.paths:
-            raw = read_table(path, on_bad_row=dataset.on_bad_row)  # type: ignore[arg-type]
-            column = report.columns_used.get(str(path), {}).get("prompt")
-            dtype = raw.schema.get(column) if column else None
-            if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
-                contents = raw[column].list.last().struct.field("content").cast(pl.String).to_list()
-                last.update({offset + i: c for i, c in enumerate(contents) if c is not None})
-            offset += raw.height
-        rows = prompts[C.ROW].to_list()
-        texts = [last.get(row, text) for row, text in zip(rows, texts, strict=True)]
-    return [(text.strip(), prompt_id) for text, prompt_id in zip(texts, prompts[C.PROMPT_ID].to_list(), strict=True)]
-
-
-def _counts_text(kind: str, read: ReadOptions) -> bool:
-    """Whether a log of this kind is read as response text to count (a verl dump named by columns is not)."""
-    if kind == "verl_generations":
-        return True
-    return kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None
-
-
-def _known_ids(sched: Any, dataset: _Dataset | None) -> tuple[set[str] | None, int | None]:
+def _known_ids(sched: Any, dataset: Dataset | None) -> tuple[set[str] | None, int | None]:
     """Ids a row may name (None: any) and the schedule's generation cap."""
     known: set[str] | None = None
     cap = None
