@@ -519,3 +519,22 @@ def test_a_parquet_export_prints_mindspeed_rls_settings(tmp_path):
            "from 0); resumed from it (finetune: false) it counts on, train_iters: 8, and skips the 4 batches it " \
            "trained from this file's start, whole passes of it;" in line
     assert "not a multiple" not in line and "not made for" not in line
+
+
+def test_observe_reads_a_verl_dump_with_id_key_as_a_dump(tmp_path):
+    """`asp observe DUMP --id-key index` of a verl dump whose reward extras hold the prompt's index was refused as "a
+    prompt file (the probe's ...)"; now its ids come from that column and its lengths from the output text, and
+    --id-key step (verl's own column) is one line, exit 3."""
+    dump = write_jsonl(tmp_path / "1.jsonl", [{"input": f"user\nq{i}\nassistant\n", "output": "w " * 8, "gts": "1",
+                                               "score": 1.0, "step": 1, "index": i} for i in range(3)])
+    out = tmp_path / "h.parquet"
+    result = invoke("observe", dump, "-o", out, "--id-key", "index")
+    assert result.exit_code == 0, result.output
+    assert "read as: 1 input/output text dump" in result.stderr
+    assert "columns: 1.jsonl: ids 'index', lengths 'output'" in result.stderr
+    assert "3 response lengths are estimated from text at 4 bytes per token" in result.stderr
+    result = invoke("observe", dump, "-o", tmp_path / "s.parquet", "--id-key", "step")
+    assert result.exit_code == ExitCode.BAD_INPUT and result.stderr == (
+        f"Error: {dump}: --id-key step names 'step', the training step verl writes into every rollout dump, not a "
+        "prompt id; drop --id-key: a dump of text is matched to the --dataset's prompts (their id column: "
+        "--dataset-id-key)\n")

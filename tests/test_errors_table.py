@@ -142,6 +142,10 @@ CASES = [
     ("E63", ["schedule", "{tmp}/prompts_dir", "-o", "{tmp}/o.parquet"], 3, "prompts_dir: is a folder; name the files in it"),
     ("E140", ["observe", "{tmp}/rollouts/1.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
      "rollouts/1.jsonl:1: its input matches no dataset prompt (no row of its 1 matches any of the 2 prompts of "),
+    # A verl dump observed with --id-key was read as a rollout log and called "a prompt file" (before 2026-12-08).
+    ("E147", ["observe", "{tmp}/rollouts/1.jsonl", "-o", "{tmp}/h.parquet", "--id-key", "step"], 3,
+     "rollouts/1.jsonl: --id-key step names 'step', the training step verl writes into every rollout dump, not a "
+     "prompt id; drop --id-key: a dump of text is matched to the --dataset's prompts"),
     ("E141", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/rollouts"], 3,
      "rollouts: is a folder of 3 verl rollout dumps (1.jsonl to 10.jsonl, one a step, as trainer.rollout_data_dir "
      "holds them: input/output text, no prompt ids); turn them into lengths first: asp observe "),

@@ -1741,3 +1741,48 @@ def test_verl_generation_output_is_read_by_a_dotted_id_key_as_asp_schedule_reads
                 read=replace(OBSERVE_READ, length_id_key="extra_info.idx"))
     assert str(refused.value) == (f"{tmp_path / 'gen.parquet'}: no column 'extra_info.idx' (from --id-key); columns "
                                   "are: prompt, data_source, extra_info, responses; 'extra_info' holds index, split")
+
+
+def _keyed_dump(tmp_path, extra):
+    """A verl legacy dump of 4 prompts, each row with ``extra(i)`` added (a reward extra holding the prompt's id)."""
+    return write_jsonl(tmp_path / "keyed.jsonl", [
+        {"input": f"user\nWhat is {i}+{i}?\nassistant\n", "output": "w " * (5 + 3 * i), "gts": str(2 * i),
+         "score": 1.0, "step": 1, **extra(i)} for i in range(4)])
+
+
+def test_a_verl_dump_with_id_key_naming_a_column_it_holds_is_counted_from_its_text(tmp_path):
+    """A verl dump observed with --id-key (dotted or not) was read as a rollout log and called "a prompt file (the
+    probe's ...)": the text-counting path ran only without --id-key. The named column now gives each sample's id,
+    and its length is counted from the output text as without --id-key (no --dataset needed to match it)."""
+    dataset = write_jsonl(tmp_path / "train.jsonl", [{"question": f"What is {i}+{i}?"} for i in range(4)])
+    plain = observe([_keyed_dump(tmp_path, lambda i: {})], None, dataset=[dataset])
+    for extra, key in ((lambda i: {"index": i}, "index"), (lambda i: {"extra_info": {"index": i}}, "extra_info.index")):
+        result = observe([_keyed_dump(tmp_path, extra)], tmp_path / f"{key}.parquet",
+                         read=replace(OBSERVE_READ, length_id_key=key))
+        assert result.added.select("prompt_id", "response_tokens").rows() == \
+            plain.added.select("prompt_id", "response_tokens").rows() == [("0", 2), ("1", 4), ("2", 6), ("3", 7)]
+        assert result.summary["log_formats"] == {"verl_legacy_dump": 1}
+        assert result.summary["columns_used"]["keyed.jsonl"] == {"id": key, "length": "output"}
+        assert result.summary["estimated_lengths"] == 4
+    # An input/output log (OpenRLHF's) with an id column of its own, named: no dump columns needed either.
+    log = write_jsonl(tmp_path / "oai.jsonl", [{"input": "q", "output": "w " * 8, "prompt_id": "0"}])
+    assert observe([log], None, read=replace(OBSERVE_READ, length_id_key="prompt_id")).added.rows()[0][:2] == ("0", 4)
+
+
+def test_a_verl_dump_with_id_key_naming_verls_own_column_is_refused_in_one_line(tmp_path):
+    """--id-key uid (the v1 trainer's trajectory keys), step, input, ...: none is a prompt id, and each was told it
+    was "a prompt file"; a bad id in a named column is a bad row naming it."""
+    v1 = _keyed_dump(tmp_path, lambda i: {"uid": f"0b8e9c1e-1111-2222-3333-444455556666_{i}_0"})
+    for key, what in (("uid", "'uid', the v1 trainer's trajectory keys"), ("step", "'step', the training step")):
+        with pytest.raises(InputError) as caught:
+            observe([v1], None, read=replace(OBSERVE_READ, length_id_key=key))
+        assert str(caught.value) == (
+            f"{v1}: --id-key {key} names {what} verl writes into every rollout dump, not a prompt id; drop --id-key: "
+            "a dump of text is matched to the --dataset's prompts (their id column: --dataset-id-key)")
+    own_uid = _keyed_dump(tmp_path, lambda i: {"uid": f"p{i}"})  # not trajectory keys: a log's own prompt ids
+    assert observe([own_uid], None, read=replace(OBSERVE_READ, length_id_key="uid")).added["prompt_id"][0] == "p0"
+    holed = _keyed_dump(tmp_path, lambda i: {"index": None if i == 2 else i})
+    with pytest.raises(InputError, match=r"keyed\.jsonl:3: column 'index' \(the id\) is missing"):
+        observe([holed], None, read=replace(OBSERVE_READ, length_id_key="index"))
+    skipped = observe([holed], None, read=replace(OBSERVE_READ, length_id_key="index", on_bad_row="skip"))
+    assert skipped.added["prompt_id"].to_list() == ["0", "1", "3"] and skipped.summary["bad_rows"] == 1

@@ -7,7 +7,9 @@ the v1 trainer's (``input, output, gts, score, step, uid``, ``uid`` = ``{uuid4}_
 legacy trainer's (``input, output, gts, score, step`` plus its reward extras). They carry no row id and no
 token count: each ``input`` is matched to the dataset prompt whose text it contains, and the ``output`` is
 counted with a tokenizer (``--tokenizer``; verl strips special tokens from it, so the count is one token
-short, the end-of-sequence token, for a response that stopped by itself) or estimated at 4 bytes per token.
+short, the end-of-sequence token, for a response that stopped by itself) or estimated at 4 bytes per token; a
+dump whose rows carry their prompt's id in a column of their own is read with ``--id-key`` naming it, its outputs
+counted the same way (`asp_cli.integrate.observe_dumps`).
 verl's generation output (``verl.trainer.main_generation_server``: the dataset's rows, with their id, plus
 ``responses``, the n response texts of each prompt) is read as one sample per text. Which kind each log was
 is reported (``log_formats``).
@@ -404,8 +406,10 @@ def _read_log(
         summary["bad_rows"] += malformed.skipped_rows
         summary["bad_row_examples"].extend(f"{w}: not a JSON object" for w in malformed.skipped_examples)
     if verl_dump:
-        return read_verl_dump(path, frame, dataset(path) if callable(dataset) else dataset, read.tokenizer, summary,
-                               read.on_bad_row, shared, cap), kind
+        keyed = read.length_id_key is not None  # the dump's ids in a column of its own: no prompt text to match
+        return read_verl_dump(path, frame, None if keyed else dataset(path) if callable(dataset) else dataset,
+                              read.tokenizer, summary, read.on_bad_row, shared, cap, read.length_id_key,
+                              read.length_id_flag, kind == "verl_v1_dump"), kind
     if kind == "verl_generations":
         responses = responses_column(frame) or {c.lower(): c for c in frame.columns}[VERL_RESPONSES]
         return read_verl_generations(path, frame, responses, read, summary), kind

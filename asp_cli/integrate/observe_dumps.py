@@ -64,7 +64,11 @@ def log_format(path: Path, frame: pl.DataFrame, read: ReadOptions) -> str:
     if uid is not None and frame.schema[uid] == pl.String:
         values = frame[uid].drop_nulls()
         v1_uids = bool(values.len() and values.str.contains(_V1_UID.pattern).all())
-    if not set(_VERL_TEXT_COLUMNS) <= lowered.keys() or (not set(_VERL_DUMP_COLUMNS) <= lowered.keys() and has_id):
+    # A detected id beside text that is not verl's whole dump is a log's own; one named (--id-key) of text with no
+    # length column is read as a dump's ids, its lengths counted from the text (`dump_ids`).
+    named_text = read.length_id_key is not None and not has_length
+    if not set(_VERL_TEXT_COLUMNS) <= lowered.keys() or (not set(_VERL_DUMP_COLUMNS) <= lowered.keys() and has_id
+                                                         and not named_text):
         if (has_id or generation_ids(frame) is not None) and not has_length and responses_column(frame) is not None:
             return "verl_generations"
         if has_id and not has_length and VERL_RESPONSES in lowered:  # not lists of texts: say which row (error)
@@ -92,26 +96,38 @@ def read_verl_dump(
     read_on_bad_row: str = "error",
     shared: set[tuple[str, ...]] | None = None,
     cap: int | None = None,
+    id_key: str | None = None,
+    id_flag: str = "--id-key",
+    v1: bool = False,
 ) -> pl.DataFrame:
-    """A verl generation dump: match each input's text to a dataset prompt, count the output's tokens (with the
-    rollout's ``cap`` given, those at it cut and the others' end token given back: `dump_steps.cut_at_cap`)."""
-    if dataset is None:
+    """A verl generation dump: match each input's text to a dataset prompt (or, with ``id_key``, take each sample's
+    id from that column of the dump: `dump_ids`), count the output's tokens (with the rollout's ``cap`` given, those
+    at it cut and the others' end token given back: `dump_steps.cut_at_cap`); ``v1``: its ``uid`` holds the v1
+    trainer's trajectory keys."""
+    columns = {c.lower(): c for c in frame.columns}
+    if id_key is not None:
+        given, id_problems = dump_ids(path, frame, columns, id_key, id_flag, v1)
+        summary["columns_used"][path.name] = {"id": id_key, "length": columns["output"]}
+    elif dataset is None:
         raise InputError(
             f"{path}: input/output text without prompt ids (verl's rollout dump, OpenRLHF's or slime's length log); "
             "pass --dataset with the prompt file(s) the rollouts read, so asp can match inputs to prompts, or log "
             "prompt ids and token counts instead"
         )
-    columns = {c.lower(): c for c in frame.columns}
-    matcher = PromptMatcher(prompt_contents(dataset))
     from asp_cli.integrate.response_text import count_responses, dump_texts
 
     texts, odd = dump_texts(path, frame, columns, read_on_bad_row)  # an output of 5 was counted as the text "5"
     inputs, outputs = texts["input"].to_list(), texts["output"].to_list()
-    ids: list[str | None] = [matcher.match(text) if text else None for text in inputs]
-    summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
-                                        if i is not None and matcher.ambiguous(text))
-    if shared is not None:
-        shared.update(matcher.shared_ids())
+    if id_key is not None:
+        ids: list[str | None] = given
+        odd = {**id_problems, **odd}
+    else:
+        matcher = PromptMatcher(prompt_contents(dataset))
+        ids = [matcher.match(text) if text else None for text in inputs]
+        summary["ambiguous_matches"] += sum(1 for text, i in zip(inputs, ids, strict=True)
+                                            if i is not None and matcher.ambiguous(text))
+        if shared is not None:
+            shared.update(matcher.shared_ids())
     counts, whole = count_responses(path, columns["output"], outputs, tokenizer, BYTES_PER_TOKEN, summary)
     result = pl.DataFrame({"prompt_id": ids, "response_tokens": counts, "\x00whole": whole},
                           schema={"prompt_id": pl.String, "response_tokens": pl.Int64, "\x00whole": pl.Boolean})
@@ -231,4 +247,36 @@ def counts_text(kind: str, read: ReadOptions) -> bool:
     """Whether a log of this kind is read as response text to count (a verl dump named by columns is not)."""
     if kind == "verl_generations":
         return True
-    return kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_id_key is None and read.length_key is None
+    return kind in ("verl_v1_dump", "verl_legacy_dump") and read.length_key is None
+
+
+# What verl writes into every rollout dump, none of it a prompt id (`_write_generations`; the v1 trainer's `uid`
+# holds trajectory keys, `_V1_UID`).
+_VERL_OWN = {"input": "the prompt text", "output": "the response text", "gts": "the ground truth",
+             "score": "the reward", "step": "the training step", "uid": "the v1 trainer's trajectory keys"}
+
+
+def dump_ids(path: Path, frame: pl.DataFrame, columns: dict[str, str], key: str, flag: str,
+             v1: bool) -> tuple[list[str | None], dict[int, str]]:
+    """Each sample's prompt id from the dump's column ``key`` (``flag``, `asp observe --id-key`; a dotted key reads a
+    field of an object column), and why a row's id is unusable (by row). Refused in one line: a column the dump
+    lacks (the dataset's id, `--id-key extra_info.index`, was given as the log's) and one of verl's own."""
+    from asp_cli.reading import find_column
+    from asp_cli.reading.nested import with_nested_key
+    from asp_cli.reading.prompts import id_column
+
+    top = key.split(".")[0].lower()
+    if top not in columns:  # verl's dump with the dataset's id (`--id-key extra_info.index`) was told "a prompt file"
+        raise InputError(f"{path}: input/output text without a column {key.split('.')[0]!r}, which {flag} {key} "
+                         "names (it names the log's id column); a rollout dump of text is matched to the --dataset's "
+                         f"prompts: name their id column with --dataset-id-key {key}, and drop {flag}")
+    if top in _VERL_OWN and (top != "uid" or v1):  # read as a log, it was told "a prompt file (the probe's?)"
+        raise InputError(f"{path}: {flag} {key} names {columns[top]!r}, {_VERL_OWN[top]} verl writes into every "
+                         f"rollout dump, not a prompt id; drop {flag}: a dump of text is matched to the --dataset's "
+                         "prompts (their id column: --dataset-id-key)")
+    keyed = with_nested_key(frame, key, path)
+    column = find_column(keyed, C.ID_KEYS, key, what="prompt id", flag=flag, path=path)
+    value, problem = id_column(keyed, column)
+    read = keyed.select(value.alias("id"), problem.alias("problem"))
+    why = {i: f"column {column!r} (the id) {said}" for i, said in enumerate(read["problem"].to_list()) if said}
+    return [None if i in why else v for i, v in enumerate(read["id"].to_list())], why

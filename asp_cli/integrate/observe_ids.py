@@ -139,13 +139,6 @@ def refuse_a_prompt_file(path: Path, frame: pl.DataFrame, read: ReadOptions) -> 
     -o`), given where the log of their generation goes. `read_lengths` says "a rollout log (`asp observe` turns one
     into a history)", which sent a newcomer running asp observe to asp observe."""
     lowered = {c.lower() for c in frame.columns}
-    key = read.length_id_key
-    if key is not None and {"input", "output"} <= lowered and key.split(".")[0].lower() not in lowered:
-        # verl's dump with the dataset's id (`--id-key extra_info.index`) was told it was "a prompt file".
-        raise InputError(f"{path}: input/output text without a column {key.split('.')[0]!r}, which "
-                         f"{read.length_id_flag} {key} names (it names the log's id column); a rollout dump of text is "
-                         f"matched to the --dataset's prompts: name their id column with --dataset-id-key {key}, "
-                         f"and drop {read.length_id_flag}")
     if read.length_key is not None or lowered & set(C.LENGTH_KEYS) or not lowered & set(C.PROMPT_KEYS):
         return
     raise InputError(f"{path}: holds prompts but no response lengths (looked for {', '.join(C.LENGTH_KEYS)}): a "
