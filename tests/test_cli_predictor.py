@@ -478,6 +478,22 @@ def test_predict_says_the_rows_it_skipped(tmp_path):
     assert json.loads(result.stdout)["warnings"] == [f"skipped 1 bad row (--on-bad-row skip), e.g. {data}:3"]
 
 
+def test_fit_says_the_rows_it_skipped_once_and_predict_counts_one_in_the_singular(data_and_model, tmp_path):
+    """`asp predictor fit --on-bad-row skip` says 'skipped 1 bad row' once, as eval and predict do (their warning); and
+    predict wrote '1 predictions'."""
+    _, data, model, _ = data_and_model
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(data.read_text() + '{"id": "x", "prompt": "y", "response_tokens": "oops"}\n')
+    fit = runner.invoke(app, ["predictor", "fit", str(bad), "-o", str(tmp_path / "m.skops"), "--on-bad-row", "skip"])
+    assert fit.exit_code == 0, fit.output
+    assert fit.stderr.count("skipped 1 bad row") == 1 and "skipped 1 bad row (--on-bad-row skip)" in fit.stderr
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"id": "q1", "prompt": "prove that the sum"}\n')
+    predicted = runner.invoke(app, ["predictor", "predict", str(one), "-o", str(tmp_path / "o.parquet"), "--model",
+                                    str(model)])
+    assert predicted.exit_code == 0 and "wrote 1 prediction to " in predicted.stderr, predicted.output
+
+
 def test_no_metadata_with_a_metadata_key_is_refused(tmp_path):
     result = runner.invoke(app, ["predictor", "fit", str(tmp_path / "x.jsonl"), "-o", str(tmp_path / "m.skops"),
                                  "--no-metadata", "--source-key", "task"])

@@ -73,10 +73,10 @@ def fit_command(
                                max_response_tokens=max_response_tokens, use_metadata=not no_metadata,
                                char_ngrams=char_ngrams, seed=seed, force=force)
         card = result.card
-        if result.skipped_rows:
+        if result.skipped_rows:  # fit's only word of them: its result.warnings do not hold them (eval's and predict's do)
             from asp_cli.errors import counted
 
-            say(f"skipped {counted(result.skipped_rows, 'bad row')}")
+            say(f"skipped {counted(result.skipped_rows, 'bad row')} (--on-bad-row skip)")
         if not quiet:
             say(f"fitted on {card['training']['prompts']:,} prompts ({card['training']['samples']:,} samples) in "
                 f"{result.seconds:.1f} s; wrote {output}")
@@ -172,7 +172,9 @@ def predict_command(
                               plan_with=plan_with, force=force)
         info = result.info
         if not quiet:
-            say(f"wrote {result.table.height:,} predictions to {output} ({info.prompts_from_history:,} from history, "
+            from asp_cli.errors import counted
+
+            say(f"wrote {counted(result.table.height, 'prediction')} to {output} ({info.prompts_from_history:,} from history, "
                 f"{info.prompts_from_model:,} from the model"
                 + (", corrected by the history)" if info.prompts_from_history else ")"))
             _say_calibration(info.details.get("history"))
@@ -200,7 +202,9 @@ def _predict_on_ray(inputs, output, *, model, history, read, ray, ray_address, w
                               max_response_tokens=max_response_tokens, plan_with=plan_with, workers=workers,
                               address=ray_address, force=force)
     if not quiet:
-        say(f"wrote {result.prompts:,} predictions to {len(result.files)} file(s) in {output} "
+        from asp_cli.errors import counted
+
+        say(f"wrote {counted(result.prompts, 'prediction')} to {counted(len(result.files), 'file')} in {output} "
             f"({result.info.details['ray_workers']} Ray workers); plan from them with "
             f"asp schedule INPUTS --predictions {output}/predictions-*.parquet")
     if json_output:
