@@ -207,7 +207,7 @@ CASES = [
     ("E66", ["schedule", "{tmp}/good.jsonl", "-o", "{tmp}/o.parquet", "--history", "{tmp}/good.jsonl"], 3,
      "good.jsonl: holds prompts but no response lengths (looked for response_tokens, "),
     ("E67", ["observe", "{tmp}/log_strangers.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
-     "nothing to write: all 1 rows were left out because their prompt ids (1 ids, e.g. 'zz') are not in the "
+     "nothing to write: the one row was left out because its prompt id ('zz') is not in the "
      "dataset"),
     ("E95", ["observe", "{tmp}/log_mostly.jsonl", "-o", "{tmp}/o.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
      "log_mostly.jsonl: 2 of its 3 rows (2 ids, e.g. 'zz') name no prompt of the dataset ("),

@@ -471,7 +471,7 @@ def test_on_bad_row_skip_skips_and_counts_dump_rows_that_are_not_text(tmp_path):
         "dump", str(tmp_path / "dump"), 1), f"{tmp_path / 'dump.jsonl'}:3: column 'input' holds 7, not text"]
     listed = write_jsonl(tmp_path / "listed.jsonl", [{"input": "user\nSpell it.\nassistant\n", "output": ["ab"],
                                                       "score": 1, "step": 1}])
-    with pytest.raises(InputError, match=r"nothing to write: all 1 rows were bad and skipped"):
+    with pytest.raises(InputError, match=r"nothing to write: the one row was bad and skipped"):
         observe([listed], tmp_path / "h.parquet", dataset=[data], read=skip)
     gen = write_jsonl(tmp_path / "gen.jsonl", [{"id": "a", "prompt": "q", "responses": ["aaaa", "bbbbbbbb"]},
                                                {"id": "b", "prompt": "q", "responses": ["a", 5]},
@@ -484,7 +484,7 @@ def test_on_bad_row_skip_skips_and_counts_dump_rows_that_are_not_text(tmp_path):
     numbers = write_jsonl(tmp_path / "numbers.jsonl", [{"id": "a", "prompt": "q", "responses": 5}])
     with pytest.raises(InputError, match=r"numbers\.jsonl:1: column 'responses' holds 5, not a list of response"):
         observe([numbers], None)
-    with pytest.raises(InputError, match=r"nothing to write: all 1 rows were bad and skipped"):
+    with pytest.raises(InputError, match=r"nothing to write: the one row was bad and skipped"):
         observe([numbers], tmp_path / "h.parquet", read=skip)
 
 
@@ -1786,3 +1786,25 @@ def test_a_verl_dump_with_id_key_naming_verls_own_column_is_refused_in_one_line(
         observe([holed], None, read=replace(OBSERVE_READ, length_id_key="index"))
     skipped = observe([holed], None, read=replace(OBSERVE_READ, length_id_key="index", on_bad_row="skip"))
     assert skipped.added["prompt_id"].to_list() == ["0", "1", "3"] and skipped.summary["bad_rows"] == 1
+
+
+def test_one_unknown_row_is_said_in_the_singular(tmp_path):
+    """`asp observe`'s unknown-id warning, refusal and E67 said '1 rows (1 ids, ...) name prompts' and 'all 1 rows
+    were left out because their prompt ids (1 ids, ...) are'."""
+    dataset = write_jsonl(tmp_path / "ds.jsonl", [{"id": f"p{i}", "prompt": f"q{i}"} for i in range(3)])
+    log = write_jsonl(tmp_path / "log.jsonl", [{"id": "p0", "response_length": 5}, {"id": "p1", "response_length": 6},
+                                               {"id": "zz", "response_length": 7}])
+    result = observe([log], None, dataset=[dataset])
+    assert "1 row (1 id, e.g. 'zz') names a prompt the dataset does not hold; left out" in result.warnings[0]
+    with pytest.raises(InputError, match=r"^1 row \(1 id, first 'zz'\) names a prompt the dataset does not hold"):
+        observe([log], None, dataset=[dataset], unknown_ids="error")
+    lone = write_jsonl(tmp_path / "lone.jsonl", [{"id": "zz", "response_length": 7}])
+    with pytest.raises(InputError, match=r"^nothing to write: the one row was left out because its prompt id \('zz'\) "
+                                         r"is not in the dataset"):
+        observe([lone], tmp_path / "h.parquet", dataset=[dataset])
+    mostly = write_jsonl(tmp_path / "mostly.jsonl", [{"id": "p0", "response_length": 5},
+                                                     {"id": "zz", "response_length": 7},
+                                                     {"id": "zz", "response_length": 8}])
+    with pytest.raises(InputError, match=r"mostly\.jsonl: 2 of its 3 rows \(1 id, e\.g\. 'zz'\) name no prompt .* "
+                                         r"keep only the 1 matched row$"):
+        observe([mostly], None, dataset=[dataset])

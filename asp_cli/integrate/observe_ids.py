@@ -72,8 +72,8 @@ def settle_unknown_ids(added: pl.DataFrame, known: set[str], logs: Sequence[Path
                    unknown_id_examples=distinct.head(5).to_list(), unknown_ids_written_otherwise=alike[2:])
     if unknown_ids == "error":
         raise InputError(
-            f"{strays.height:,} rows ({distinct.len():,} ids, first {shown_id(distinct[0])}) name prompts the {word} "
-            "does not hold" + (alike or "; observe with the matching schedule, or pass --unknown-ids skip or keep"))
+            f"{_rows_name(strays.height, distinct.len())} first {shown_id(distinct[0])}) "
+            f"{_name_prompts(strays.height)} the {word} does not hold" + (alike or "; observe with the matching schedule, or pass --unknown-ids skip or keep"))
     if unknown_ids is None:
         if strays.height == added.height:  # nothing is left: E67's words, with or without an output
             raise InputError(nothing_to_write(summary, word))
@@ -84,9 +84,18 @@ def settle_unknown_ids(added: pl.DataFrame, known: set[str], logs: Sequence[Path
     most = (f": {strays.height / added.height:.0%} of the log, a wrong id column? (--id-key names it; "
             "--unknown-ids error fails the run instead)" if 2 * strays.height > added.height else "")
     warnings.append(
-        f"{strays.height:,} rows ({distinct.len():,} ids, e.g. {shown_id(distinct[0])}) name prompts the {word} "
-        f"does not hold; {verb} (--unknown-ids){most if not near else alike}")
+        f"{_rows_name(strays.height, distinct.len())} e.g. {shown_id(distinct[0])}) "
+        f"{_name_prompts(strays.height)} the {word} does not hold; {verb} (--unknown-ids){most if not near else alike}")
     return added if unknown_ids == "keep" else added.filter(~unknown)
+
+
+def _rows_name(rows: int, ids: int) -> str:
+    """'3 rows (2 ids,' or '1 row (1 id,': the opening of the unknown-ids warning and refusal."""
+    return f"{counted(rows, 'row')} ({counted(ids, 'id')},"
+
+
+def _name_prompts(rows: int) -> str:
+    return "names a prompt" if rows == 1 else "name prompts"
 
 
 def _refuse_a_log_mostly_unknown(added: pl.DataFrame, strays: pl.DataFrame, logs: Sequence[Path],
@@ -104,26 +113,30 @@ def _refuse_a_log_mostly_unknown(added: pl.DataFrame, strays: pl.DataFrame, logs
         shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
         flag = "--schedule its rollouts replayed" if word == "schedule" else "--dataset its rollouts were made from"
         raise InputError(
-            f"{path}: {unmatched[name]:,} of its {rows[name]:,} rows ({ids.len():,} ids, e.g. {shown_id(ids[0])}) "
-            f"name no prompt of the {word} ({shown}), so the history would lack most of the log"
+            f"{path}: {unmatched[name]:,} of its {counted(rows[name], 'row')} ({counted(ids.len(), 'id')}, e.g. "
+            f"{shown_id(ids[0])}) name{'s' if unmatched[name] == 1 else ''} no prompt of the {word} ({shown}), so the history would lack most of the log"
             + (f"{alike}, or" if alike else f"; observe it with the {flag}, name the log's id column with --id-key, or")
-            + f" pass --unknown-ids skip to keep only the {rows[name] - unmatched[name]:,} matched rows")
+            + f" pass --unknown-ids skip to keep only the {counted(rows[name] - unmatched[name], 'matched row')}")
 
 
 def nothing_to_write(summary: dict[str, Any], against: str) -> str:
     """Why no row of the logs is usable, with the counts, and what to do."""
     read, bad, unknown = summary["rows_read"], summary["bad_rows"], summary["unknown_id_rows"]
     if unknown:
-        rows = f"all {unknown:,} rows" if unknown == read - bad else f"{unknown:,} of the {read:,} rows"
+        rows = (("the one row" if unknown == 1 else f"all {unknown:,} rows") if unknown == read - bad
+                else f"{unknown:,} of the {counted(read, 'row')}")
         examples = ", ".join(shown_id(i) for i in summary["unknown_id_examples"][:3])
-        reason = (f"{rows} were left out because their prompt ids "
-                  f"({summary['unknown_ids']:,} ids, e.g. {examples}) are not in the {against}"
+        ids = (f"prompt id ({examples}) is" if summary["unknown_ids"] == 1
+               else f"prompt ids ({summary['unknown_ids']:,} ids, e.g. {examples}) are")
+        reason = (f"{rows} {'was' if unknown == 1 else 'were'} left out because {'its' if unknown == 1 else 'their'} "
+                  f"{ids} not in the {against}"
                   + (f", and {counted(bad, 'bad row')} {'was' if bad == 1 else 'were'} skipped" if bad else ""))
         fix = (summary["unknown_ids_written_otherwise"] or
                f"observe with the {against} these rollouts were made from, name the log's id column with --id-key, "
                "or pass --unknown-ids keep")
     elif bad:
-        reason = f"all {bad:,} rows were bad and skipped (--on-bad-row skip)"
+        reason = ("the one row was bad and skipped" if bad == 1 else f"all {bad:,} rows were bad and skipped") + (
+            " (--on-bad-row skip)")
         fix = "fix the rows (the first ones are named with --on-bad-row error)"
     elif summary["logs_already_observed"]:
         reason = "every log is already in a history"
