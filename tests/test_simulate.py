@@ -381,11 +381,19 @@ def test_more_samples_than_a_group_of_a_probe_is_not_called_a_history_of_several
     assert "several epochs" not in warning and "of epoch -1" not in warning, warning
     # Nor a probe's alone: several epochs' logs observed without --epoch (a verl newcomer's two epochs of step
     # dumps, observed at once, were told of a probe given twice, 2026-12-07).
-    assert ("the first 2 of each, in the file's order, are replayed; they are samples without an epoch alone (a "
-            "probe's, as --lengths-epoch -1 picks, or logs of more than one epoch observed without --epoch, as a verl "
-            "run's step dumps observed at once are: observe each epoch's with --epoch E): a log given twice (give "
-            "each once), or one generated with more samples per prompt than the schedule's 2: remake the schedule with "
-            "--samples-per-prompt 4 (every prompt here has 4)") in warning
+    # Every prompt 2 whole groups, none with an epoch: a slime newcomer's hook log of two epochs was told first to
+    # remake the schedule with --samples-per-prompt 4, the epochs' fix inside a parenthesis about verl (2026-12-07).
+    assert ("the first 2 of each, in the file's order, are replayed; every prompt here has 4, 2 x 2, and no sample "
+            "says its epoch: most often a log of 2 epochs (a rollout hook's log appended to every epoch, as "
+            "examples/slime_length_log.py's and openrlhf_length_log.py's are: its first samples are its first "
+            "epoch's), or a log given twice (give each once): observe each epoch's samples into a history with asp "
+            "observe --append --epoch E after that epoch, and replay one with --lengths-epoch E; where the rollout "
+            "ran 4 samples per prompt (or a probe did, as --lengths-epoch -1 picks), remake the schedule with "
+            "--samples-per-prompt 4") in warning, warning
+    # Not whole groups: the causes as before.
+    odd = pl.concat([probe, probe.head(2)])
+    _, info = lengths_for_schedule(frame, epoch_samples(odd, -1), samples_per_prompt=2, seed=1)
+    assert "they are samples without an epoch alone (a probe's" in info.over_group_warning()
 
 
 def test_several_epochs_each_within_a_group_are_not_told_of_a_larger_rollout_n(tmp_path):

@@ -196,6 +196,20 @@ class LengthInfo:
         if not self.prompts_over_group:
             return ""
         many = self.prompts_over_group
+        each, group = self.observed_each, self.group
+        if self.one_epoch == -1 and each and group and each % group == 0:
+            # Every prompt k whole groups, none with an epoch: most often a log appended to every epoch (the slime
+            # and OpenRLHF hooks' in examples/), which a slime newcomer's round was told to remake the schedule with
+            # --samples-per-prompt 2N for, the likeliest fix last and inside a parenthesis about verl (2026-12-07).
+            return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds "
+                    f"({group}): the first {group} of each, in the file's order, are replayed; every prompt here has "
+                    f"{each}, {each // group} x {group}, and no sample says its epoch: most often a log of "
+                    f"{each // group} epochs (a rollout hook's log appended to every epoch, as examples/"
+                    "slime_length_log.py's and openrlhf_length_log.py's are: its first samples are its first epoch's), "
+                    "or a log given twice (give each once): observe each epoch's samples into a history with asp "
+                    "observe --append --epoch E after that epoch, and replay one with --lengths-epoch E; where the "
+                    f"rollout ran {each} samples per prompt (or a probe did, as --lengths-epoch -1 picks), remake the "
+                    f"schedule with --samples-per-prompt {each}")
         # Each schedule epoch replayed its own, and two or more of them hold more than a group: not "the oldest" (a
         # log of three epochs given twice under two names was told to pick one epoch, a hostile review 2026-12-07).
         own = len(self.own_epochs_over) > 1
