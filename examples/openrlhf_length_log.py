@@ -19,7 +19,10 @@ in their environment (``ray job submit --runtime-env-json '{"env_vars": {"ASP_RE
 missing ``ASP_REWARD_FUNC`` stops the run as the engines load this file. After the epoch, asp matches each input
 to the dataset prompt it contains and counts each output with the model's tokenizer:
 
-    asp observe asp_lengths.jsonl -o history.parquet --append --dataset prompts.jsonl --tokenizer tokenizer.json --epoch 0
+    asp observe asp_lengths.jsonl -o history.parquet --append --schedule schedule.parquet --dataset prompts.jsonl \
+        --tokenizer tokenizer.json --epoch 0
+
+(``--schedule``: the schedule this epoch's export was made from, whose id column the history's ids must be.)
 
 The response keeps its special tokens, so the end-of-sequence token of one that stopped by itself is counted,
 as the policy generated it (verl's dumps drop it, and asp says so for those). The samples of prompts whose text

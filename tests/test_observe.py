@@ -1808,3 +1808,28 @@ def test_one_unknown_row_is_said_in_the_singular(tmp_path):
     with pytest.raises(InputError, match=r"mostly\.jsonl: 2 of its 3 rows \(1 id, e\.g\. 'zz'\) name no prompt .* "
                                          r"keep only the 1 matched row$"):
         observe([mostly], None, dataset=[dataset])
+
+
+def test_a_dataset_without_an_id_column_whose_rows_hold_one_is_said_where_no_schedule_names_it(tmp_path):
+    """An OpenRLHF newcomer's round (2026-12-07): a text log observed with --dataset (as the docs said) of a slime-
+    layout file whose ids are `metadata.uid` named its prompts by row number, and the schedule made with --id-key
+    metadata.uid (which asp schedule's warning offers) took none of it, without a word from observe."""
+    from asp_cli import ScheduleSettings, schedule
+    from asp_cli.reading.options import ReadOptions
+
+    rows = [{"prompt": f"question {i} " * (i + 1), "metadata": {"uid": f"u{i}"}} for i in range(4)]
+    dataset = write_jsonl(tmp_path / "ds.jsonl", rows)
+    log = write_jsonl(tmp_path / "log.jsonl", [{"input": f"<user> {r['prompt']} <assistant>", "output": "a b c d"}
+                                               for r in rows])
+    said = [w for w in observe([log], None, dataset=[dataset]).warnings if "has no id column" in w]
+    assert said == [f"ds.jsonl has no id column, so this history names its prompts by row number, as a schedule made "
+                    "without --id-key does; its rows hold metadata.uid: where the schedule was made with --id-key "
+                    "metadata.uid, observe with --dataset-id-key metadata.uid or with --schedule SCHEDULE (which reads "
+                    "the id column it was made with), else its asp schedule --history takes none of these lengths"]
+    keyed = observe([log], None, dataset=[dataset], read=replace(OBSERVE_READ, id_key="metadata.uid"))
+    assert not any("has no id column" in w for w in keyed.warnings) and keyed.added["prompt_id"][0] == "u0"
+    made = schedule([dataset], tmp_path / "s.parquet", read=ReadOptions(id_key="metadata.uid"),
+                    settings=ScheduleSettings(instances=1, train_batch_size=2, samples_per_prompt=1))
+    by_schedule = observe([log], None, dataset=[dataset], schedule=tmp_path / "s.parquet")
+    assert made.frame.height == 4 and not any("has no id column" in w for w in by_schedule.warnings)
+    assert sorted(by_schedule.added["prompt_id"].to_list()) == ["u0", "u1", "u2", "u3"]

@@ -43,7 +43,7 @@ from asp_cli.integrate.history_file import (  # noqa: F401 - the history file, r
 )
 from asp_cli.integrate.observe_ids import (  # noqa: F401 - UNKNOWN_POLICIES: the policies, named here before
     UNKNOWN_POLICIES, check_unknown_policy, held_to, nothing_to_write, refuse_a_prompt_file,
-    refuse_datasets_among_logs, settle_unknown_ids,
+    refuse_datasets_among_logs, row_number_ids_warning, settle_unknown_ids,
 )
 from asp_cli.integrate.dump_steps import dump_notes
 from asp_cli.integrate.observe_coverage import coverage, epochs_overfull
@@ -217,6 +217,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
     ids_record = ids_observed_against(sched.metadata if sched is not None else None, [] if exported else dataset,
                                       prompts.report if prompts is not None and not exported else None) or (
         export_ids(dataset) if exported else {})  # the schedule's record, as the export wrote it
+    warnings += row_number_ids_warning(prompts.report) if prompts is not None and sched is None and not exported else []
     seen_prints = {entry.get("fingerprint") for entry in seen}
     seen_rows = {entry["rows_fingerprint"]: entry.get("name") for entry in seen if entry.get("rows_fingerprint")}
     parts: list[pl.DataFrame] = []

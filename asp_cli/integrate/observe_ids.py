@@ -147,6 +147,23 @@ def nothing_to_write(summary: dict[str, Any], against: str) -> str:
     return f"nothing to write: {reason}; {fix}"
 
 
+def row_number_ids_warning(report: Any) -> list[str]:
+    """Said where ``--dataset`` (read, ``report`` its `ReadReport`) without ``--schedule`` has no id column but its
+    rows hold a field that looks like one (`reading.history_ids.row_numbered`): the history then names prompts by
+    row number, and a schedule made with ``--id-key`` that field (which asp schedule's own warning offers) takes
+    none of it. An OpenRLHF newcomer's round (2026-12-07): observed as the docs said, with --dataset, the next
+    epoch's schedule read every length from the model."""
+    from asp_cli.reading.history_ids import row_numbered
+
+    names, hint = row_numbered(report)
+    if not names or hint is None:
+        return []
+    return [f"{names[0]} has no id column, so this history names its prompts by row number, as a schedule made "
+            f"without --id-key does; its rows hold {hint}: where the schedule was made with --id-key {hint}, observe "
+            f"with --dataset-id-key {hint} or with --schedule SCHEDULE (which reads the id column it was made with), "
+            "else its asp schedule --history takes none of these lengths"]
+
+
 def refuse_a_prompt_file(path: Path, frame: pl.DataFrame, read: ReadOptions) -> None:
     """Refuse a file of prompts without response lengths given as a log: most often the probe's prompts (`asp probe
     -o`), given where the log of their generation goes. `read_lengths` says "a rollout log (`asp observe` turns one
