@@ -232,7 +232,7 @@ def test_observe_appends_and_reports(built, tmp_path):  # noqa: F811
     cut = write_jsonl(tmp_path / "c.jsonl", [{"prompt_id": "p1", "sample": s, "response_tokens": 9, "truncated": s == 0}
                                              for s in range(SAMPLES)])
     said = " ".join(invoke("observe", cut, "-o", tmp_path / "c.parquet").stderr.split())
-    assert "history now 4 samples of 1 prompts; 1 of the samples added were cut off at the response cap" in said, said
+    assert "history now 4 samples of 1 prompt; 1 of the samples added was cut off at the response cap" in said, said
     assert "not needed" not in said
 
 

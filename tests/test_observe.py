@@ -131,7 +131,7 @@ def test_a_log_that_grew_since_it_was_observed_adds_its_new_samples_or_replaces_
     write_jsonl(log, rows[5::-1])  # rewritten whole as it grew: the earlier samples replaced
     result = runner.invoke(app, ["observe", str(log), "-o", str(out), "--append"])
     assert result.exit_code == 0 and result.stderr.startswith(f"Appended to {out}: 6 samples of 6 prompts from 1 "
-                                                              "log(s); history now 6 samples"), result.stderr
+                                                              "log; history now 6 samples"), result.stderr
     fresh = tmp_path / "new.parquet"
     result = runner.invoke(app, ["observe", str(log), "-o", str(fresh), "--append"])
     assert result.exit_code == 0 and result.stderr.startswith(f"Wrote {fresh}: 6 samples"), result.stderr
@@ -1537,7 +1537,7 @@ def test_the_rollouts_cap_marks_cut_dump_samples_and_gives_the_others_their_end_
     observe([dump], tmp_path / "h.parquet", dataset=[built["prompts"]], read=read)
     again = observe([dump], tmp_path / "h.parquet", dataset=[built["prompts"]], read=read, append=True,
                     max_response_tokens=11)
-    assert ("--max-response-tokens does not apply to the 1 log(s) already in the history, which were not read again; "
+    assert ("--max-response-tokens does not apply to the 1 log already in the history, which was not read again; "
             "to apply it, rebuild the history: observe every log again with --force") in again.warnings
 
 

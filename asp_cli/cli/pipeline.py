@@ -346,6 +346,7 @@ def observe_command(
     with guarded():
         import dataclasses
 
+        from asp_cli.errors import counted
         from asp_cli.integrate.observe import OBSERVE_READ, observe
 
         read = dataclasses.replace(OBSERVE_READ, length_id_key=id_key, length_key=length_key, on_bad_row=on_bad_row,
@@ -357,10 +358,12 @@ def observe_command(
             # A new file is written, not added to; a log that grew replaces its own samples (fewer rows than added).
             appended = summary.get("appended", False)
             say(
-                f"{'Appended to' if appended else 'Wrote'} {output}: {summary['rows_added']:,} samples of "
-                f"{summary['prompts_observed']:,} prompts from {summary['logs'] - summary['logs_already_observed']} "
-                f"log(s); history now {summary['history_rows']:,} samples of {summary['history_prompts']:,} prompts"
-                + (f"; {summary['truncated_samples']:,} of the samples added were cut off at the response cap (read "
+                f"{'Appended to' if appended else 'Wrote'} {output}: {counted(summary['rows_added'], 'sample')} of "
+                f"{counted(summary['prompts_observed'], 'prompt')} from "
+                f"{counted(summary['logs'] - summary['logs_already_observed'], 'log')}; history now "
+                f"{counted(summary['history_rows'], 'sample')} of {counted(summary['history_prompts'], 'prompt')}"
+                + (f"; {summary['truncated_samples']:,} of the samples added "
+                   f"{'was' if summary['truncated_samples'] == 1 else 'were'} cut off at the response cap (read "
                    "as at least that long)" if summary.get("truncated_samples") else "")
             )
             if summary["log_formats"]:

@@ -280,8 +280,9 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         warnings.append(f"--tokenizer {read.tokenizer} was not used: it counts the response text of verl dumps, and "
                         "these logs give token counts; drop it")
     if given_cap is not None and summary["logs_already_observed"]:  # re-observed to mark the cap: nothing changed
-        warnings.append(f"--max-response-tokens does not apply to the {summary['logs_already_observed']} log(s) "
-                        "already in the history, which were not read again; to apply it, rebuild the history: "
+        one = summary["logs_already_observed"] == 1
+        warnings.append(f"--max-response-tokens does not apply to the {counted(summary['logs_already_observed'], 'log')} "
+                        f"already in the history, which {'was' if one else 'were'} not read again; to apply it, rebuild the history: "
                         "observe every log again with --force")
 
     if cap is not None:
