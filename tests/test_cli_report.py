@@ -125,13 +125,19 @@ def test_passing_checks_exit_0(schedules):
     assert result.stdout == ""
 
 
+def test_one_broken_check_is_said_in_the_singular(schedules):
+    """'Error: 1 check(s) broken: ...' (a slime newcomer's round gated on --max-instance-spread)."""
+    result = run(schedules / "b.parquet", "--check", "--max-padding", "0", "-q")
+    assert result.exit_code == 1 and "Error: 1 check broken: --max-padding 0.0" in result.stderr, result.stderr
+
+
 def test_broken_check_exits_1_and_names_each_threshold(schedules):
     result = run(schedules / "b.parquet", "--check", "--max-padding", "0", "--max-lag", "0",
                  "--max-instance-spread", "100", "--json")
     assert result.exit_code == 1
     assert "--max-padding 0.0" in result.stderr and "--max-lag 0" in result.stderr
     assert "--max-instance-spread" not in result.stderr  # it passed
-    assert "2 check(s) broken" in result.stderr
+    assert "2 checks broken: " in result.stderr
     document = json.loads(result.stdout)  # the report still comes out, for the pipeline's logs
     assert document["checks"]["passed"] is False
 

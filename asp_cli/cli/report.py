@@ -113,7 +113,9 @@ def report_command(
             write_stdout(text)
         if result.checks is not None and not result.checks["passed"]:
             broken = [r["message"] for r in result.checks["results"] if not r["passed"]]
-            raise CheckFailed(f"{len(broken)} check(s) broken: " + "; ".join(broken))
+            from asp_cli.errors import counted
+
+            raise CheckFailed(f"{counted(len(broken), 'check')} broken: " + "; ".join(broken))
 
 
 def styled(stream) -> bool:
