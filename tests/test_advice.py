@@ -51,6 +51,16 @@ def test_a_train_batch_larger_than_the_epoch_says_a_dropping_trainer_trains_noth
                w.endswith("divides 20 (e.g. 20, 10 or 5)") for w in said), said
 
 
+def test_one_prompt_past_the_last_batch_is_said_in_the_singular():
+    """'end in a step of 1 groups ... leaves those 1 prompts out (OpenRLHF trains them ...)' (a slime newcomer's 33
+    prompts in batches of 8)."""
+    one = ScheduleSettings(train_batch_size=8, minibatch_size=8, epochs=1, trainer="schedule", arrangement="per-step",
+                           instances=2)
+    (warning,) = plan_warnings(arrange(prompt_frame(33), make_predictions(33), one), one)
+    assert warning.startswith("the epoch's 33 prompts end in a step of 1 group, short of --train-batch-size 8: a ")
+    assert "leaves that prompt out (OpenRLHF trains it as a short step; " in warning, warning
+
+
 def test_a_step_cut_short_at_each_epochs_end_is_warned_about():
     # 50 prompts in steps of 32 with a schedule-following trainer: each epoch ends in a step of 18.
     settings = ScheduleSettings(train_batch_size=32, minibatch_size=8, epochs=2, trainer="schedule",

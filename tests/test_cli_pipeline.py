@@ -158,6 +158,17 @@ def test_export_for_slime_says_what_its_rollouts_do_with_a_short_last_batch(buil
     out = invoke("export", tmp_path / "s.parquet", small, "-o", tmp_path / "t.jsonl", "-f", "jsonl")
     assert ("--num-rollout 1 (the file holds 5 rows, less than one batch: slime takes the other 3 from the file's "
             "start again; --num-epoch 1 runs none)") in " ".join(out.stderr.split())
+    # One row past the last batch, said in the singular (a slime newcomer's 33 prompts in batches of 8 read 'the last
+    # 1 rows are left out', '1 batches of 8 + 1 rows' and 'the last batch has 1 rows ... drops them').
+    odd = write_jsonl(tmp_path / "odd.jsonl", [{"id": f"p{i}", "question": f"q {i}"} for i in range(9)])
+    made = invoke("schedule", odd, "-o", tmp_path / "odd.parquet", "--train-batch-size", "8", "--quiet")
+    assert made.exit_code == 0, made.output
+    out = " ".join(invoke("export", tmp_path / "odd.parquet", odd, "-o", tmp_path / "odd_out.jsonl", "-f", "jsonl",
+                          "--order", "train").stderr.split())
+    assert "; 1 batch of 8 + 1 row " in out, out
+    assert ("--num-rollout 1 (as --num-epoch 1: the last row is left out; one rollout more would take 7 rows from the "
+            "file's start)") in out and "the last batch has 1 row, fewer than the train batch size 8; a trainer with " \
+        "drop_last drops it" in out, out
     many = write_jsonl(tmp_path / "many.jsonl", [{"id": f"p{i}", "question": f"q {i}"} for i in range(2400)])
     assert invoke("schedule", many, "-o", tmp_path / "m.parquet", "--train-batch-size", "2", "--quiet").exit_code == 0
     out = invoke("export", tmp_path / "m.parquet", many, "-o", tmp_path / "m.jsonl", "-f", "jsonl")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from asp_cli.errors import shown_name
+from asp_cli.errors import counted, shown_name
 from asp_cli.settings import ScheduleSettings, warmup_note, warmup_prompts
 
 
@@ -151,7 +151,7 @@ def partial_batch_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *,
     short = steps.head(max(steps.height - 1, 0)).filter(pl.col("len") < size)
     if settings.epochs > 1 and short.height:
         warnings.append(
-            f"each epoch's {prompts:,} prompts end in a step of {int(short['len'][0]):,} groups, short of "
+            f"each epoch's {prompts:,} prompts end in a step of {counted(int(short['len'][0]), 'group')}, short of "
             f"--train-batch-size {size}: a trainer that reads batches of {size} consecutive rows (verl) cuts across "
             f"this schedule's steps from the second epoch on; use a --train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size) + ", or export one epoch at a time (asp export --epoch; verl then "
@@ -161,12 +161,13 @@ def partial_batch_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *,
         # epoch smaller than one batch is warned about where the settings are read). A trainer that takes groups
         # as they finish reads the file in dispatch order all the same (AReaL, which drops it too).
         warnings.append(
-            (f"the epoch's {prompts:,} prompts end in a step of {prompts % size:,} groups, short of --train-batch-size "
+            (f"the epoch's {prompts:,} prompts end in a step of {counted(prompts % size, 'group')}, short of --train-batch-size "
              f"{size}: a trainer that reads batches of {size} consecutive rows" if settings.trainer == "schedule" else
-             f"the epoch's {prompts:,} prompts leave {prompts % size:,} rows past the last whole batch of {size}: a "
+             f"the epoch's {prompts:,} prompts leave {counted(prompts % size, 'row')} past the last whole batch of {size}: a "
              "trainer that reads its rows in batches")
-            + f" and drops a partial last one (verl's and AReaL's dataloaders; slime with --num-epoch) leaves those "
-            f"{prompts % size:,} prompts out (OpenRLHF trains them as a short step; {_MINDSPEED_PARTIAL}); use a "
+            + " and drops a partial last one (verl's and AReaL's dataloaders; slime with --num-epoch) leaves "
+            + (f"those {prompts % size:,} prompts" if prompts % size > 1 else "that prompt")
+            + f" out (OpenRLHF trains {'them' if prompts % size > 1 else 'it'} as a short step; {_MINDSPEED_PARTIAL}); use a "
             f"--train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size))
     elif settings.epochs > 1 and prompts > size and prompts % size:

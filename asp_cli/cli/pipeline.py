@@ -8,6 +8,7 @@ from typing import Any, Optional
 import typer
 
 from asp_cli.cli.common import emit_json, guarded, output_option, say
+from asp_cli.errors import counted
 from asp_cli.output import as_given
 
 
@@ -81,8 +82,8 @@ def export_command(
                 f"Wrote {output}: {summary['rows']:,} rows ({format}, {result.order} order), "
                 + (f"the schedule's epoch {summary['epochs'][0]} (numbered from 0)" if len(summary["epochs"]) == 1 else
                    f"epochs {', '.join(map(str, summary['epochs']))}")
-                + f"; {summary['full_batches']:,} batches of "
-                f"{summary['train_batch_size']}" + (f" + {summary['trailing_rows']} rows" if summary["trailing_rows"] else "")
+                + f"; {counted(summary['full_batches'], 'batch', 'batches')} of "
+                f"{summary['train_batch_size']}" + (f" + {counted(summary['trailing_rows'], 'row')}" if summary["trailing_rows"] else "")
             )
             # slime and OpenRLHF submit a batch from one loop (a schedule for their routers is exported so)
             if summary.get("workers") == 1 and format != "verl" and summary.get("router") in ("cache-aware",
@@ -129,10 +130,11 @@ def _file_order_settings(summary: dict, order: str) -> str:
     full, trailing = summary["full_batches"], summary["trailing_rows"]
     # slime wraps a short last batch into the file's start (slime/rollout/data_source.py, get_samples) and
     # --num-epoch runs rows // batch rollouts (slime/ray/rollout.py, get_num_rollout_per_epoch).
-    rollouts = (f"--num-rollout {full}" + (f" (as --num-epoch 1: the last {trailing:,} rows are left out; one rollout "
-                                           f"more would take {g - trailing:,} rows from the file's start)"
+    last = f"the last {trailing:,} rows are" if trailing != 1 else "the last row is"
+    rollouts = (f"--num-rollout {full}" + (f" (as --num-epoch 1: {last} left out; one rollout "
+                                           f"more would take {counted(g - trailing, 'row')} from the file's start)"
                                            if trailing else "")) if full else (
-        f"--num-rollout 1 (the file holds {trailing:,} rows, less than one batch: slime takes the other "
+        f"--num-rollout 1 (the file holds {counted(trailing, 'row')}, less than one batch: slime takes the other "
         f"{g - trailing:,} from the file's start again; --num-epoch 1 runs none)")
     epochs = summary.get("epochs") or []
     if len(epochs) == 1 and epochs[0] > 0 and full:  # one run per epoch, resumed: slime counts from its first rollout
@@ -246,9 +248,10 @@ def _mindspeed_settings(summary: dict, order: str) -> str:
     g, n, k = summary["train_batch_size"], summary["samples_per_prompt"], summary.get("instances") or 1
     full, trailing = summary["full_batches"], summary["trailing_rows"]
     epochs = summary.get("epochs") or []
-    iters = (f"train_iters: {full}" + (f" (the last {trailing:,} rows left out; one step more would fill their batch "
+    iters = (f"train_iters: {full}" + (f" (the last {counted(trailing, 'row') if trailing != 1 else 'row'} left out; "
+                                       f"one step more would fill {'their' if trailing != 1 else 'its'} batch "
                                        "from the file's start)" if trailing else "")) if full else (
-        f"train_iters: 1 (the file holds {trailing:,} rows, less than one batch: MindSpeed-RL takes the other "
+        f"train_iters: 1 (the file holds {counted(trailing, 'row')}, less than one batch: MindSpeed-RL takes the other "
         f"{g - trailing:,} from its start again)")
     if len(epochs) == 1 and epochs[0] > 0 and full:  # resumed from the last epoch's checkpoint: it counts on
         # and skips the batches it trained from the new file's start, going through it again (cli/train_grpo.py:165)
@@ -346,7 +349,6 @@ def observe_command(
     with guarded():
         import dataclasses
 
-        from asp_cli.errors import counted
         from asp_cli.integrate.observe import OBSERVE_READ, observe
 
         read = dataclasses.replace(OBSERVE_READ, length_id_key=id_key, length_key=length_key, on_bad_row=on_bad_row,

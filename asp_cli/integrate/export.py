@@ -679,8 +679,8 @@ def _facts(
                 trainer["data.max_prompt_length"] = needed
     elif trailing:
         notes.append(
-            f"the last batch has {trailing} rows, fewer than the train batch size {size}; a trainer with "
-            "drop_last drops them"
+            f"the last batch has {counted(trailing, 'row')}, fewer than the train batch size {size}; a trainer with "
+            f"drop_last drops {'them' if trailing != 1 else 'it'}"
         )
     return summary, trainer, notes
 
