@@ -458,6 +458,28 @@ def test_checks_pass_and_fail_on_the_limits(report):
     assert not CheckLimits().any() and check_report(report, CheckLimits())["passed"]
 
 
+def test_a_broken_instance_spread_says_where_the_instances_are_advisory(report):
+    """A slime newcomer gated a --router cache-aware schedule on --max-instance-spread (pipelines.md step 2's
+    example) and read only 'broken': behind a router that places each request itself the instances are advisory."""
+    import copy
+
+    spread = report["instances"]["busy_spread"]
+    limits = CheckLimits(max_instance_spread=spread / 2)
+    own = check_report(report, limits)["results"][0]["message"]  # the fixture's engine keeps to its instances
+    assert report["provenance"]["settings"]["engine"] != "streaming" and "advisory" not in own
+    routed = copy.deepcopy(report)
+    routed["provenance"]["settings"].update(engine="streaming", dispatch="free", router="cache-aware")
+    said = check_report(routed, limits)["results"][0]["message"]
+    assert said.endswith("(broken); behind a router that places each request itself (this schedule's --router "
+                         "cache-aware) the planned instances are advisory: gate such a schedule on what its trainer "
+                         "sees instead (--max-padding, --max-lag, --max-step-skew; docs/pipelines.md, step 2)"), said
+    routed["provenance"]["settings"].update(router="group-round-robin")  # OpenRLHF's deal keeps the file's engines
+    assert "advisory" not in check_report(routed, limits)["results"][0]["message"]
+    routed["provenance"]["settings"].update(router=None, dispatch="planned")  # asp's router plug-in
+    assert "advisory" not in check_report(routed, limits)["results"][0]["message"]
+    assert check_report(routed, CheckLimits(max_instance_spread=spread))["passed"]
+
+
 def test_headline_and_fact_paths(report):
     assert fact(report, "padding.fraction") == report["padding"]["fraction"]
     assert fact(report, "observed.spearman") is None

@@ -187,6 +187,23 @@ def check_report(report: dict[str, Any], limits: CheckLimits) -> dict[str, Any]:
         else:
             verdict = "ok" if passed else "broken"
             message = f"{flag} {limit}: {what} is {value} ({verdict})"
+            if name == "max_instance_spread" and not passed:
+                message += _advisory_instances(report)
         results.append({"check": name, "flag": flag, "fact": path, "limit": limit, "value": value,
                         "passed": passed, "message": message})
     return {"passed": all(r["passed"] for r in results), "results": results}
+
+
+def _advisory_instances(report: dict[str, Any]) -> str:
+    """Why a broken instance spread may not matter: on servers behind a router that places each request itself
+    (slime's sglang-router, verl's balancer, a per-sample round-robin), the schedule's instances are advisory, and
+    docs/pipelines.md gates such a plan on what its trainer sees. A slime newcomer gated on the spread (pipelines.md
+    step 2's example) and read only 'broken'. "" where the engine keeps to them (blocking engines, asp's router plug-in
+    under --dispatch planned, OpenRLHF's and AReaL's deals in file order: --router group-round-robin)."""
+    settings = (report.get("provenance") or {}).get("settings") or {}
+    router = settings.get("router") or "least-pending"
+    if settings.get("engine") != "streaming" or settings.get("dispatch") == "planned" or router == "group-round-robin":
+        return ""
+    return (f"; behind a router that places each request itself (this schedule's --router {router}) the planned "
+            "instances are advisory: gate such a schedule on what its trainer sees instead (--max-padding, --max-lag, "
+            "--max-step-skew; docs/pipelines.md, step 2)")
