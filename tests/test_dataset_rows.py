@@ -106,8 +106,13 @@ def test_parquet_export_nests_into_a_struct_merged_with_the_rows_own(tmp_path):
 def test_the_metadata_key_is_checked_before_anything_is_written(tmp_path):
     data, sched = _schedule(tmp_path, ROWS)
     clash = write_jsonl(tmp_path / "clash.jsonl", [{**r, "metadata": {"seq": 1}} for r in ROWS])
-    with pytest.raises(InputError, match=r"field\(s\) 'seq' in its 'metadata' objects, which asp adds; pass --prefix"):
+    with pytest.raises(InputError, match=r"already has field 'seq' in its 'metadata' objects, which asp adds; pass "
+                                          "--prefix"):  # 'field(s)' (a slime newcomer's round)
         export(sched, [clash], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata")
+    (tmp_path / "two").mkdir()
+    two = write_jsonl(tmp_path / "two" / "two.jsonl", [{**r, "metadata": {"seq": 1, "epoch": 0}} for r in ROWS])
+    with pytest.raises(InputError, match=r"already has fields 'epoch', 'seq' in its 'metadata' objects"):
+        export(sched, [two], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata")
     text = write_jsonl(tmp_path / "text.jsonl", [{**r, "metadata": "x"} for r in ROWS])
     with pytest.raises(InputError, match=r"text.jsonl: row 1 \(counting from 1\): 'metadata' holds text, not an "
                                           "object, so asp's columns cannot go into it; name another field"):
@@ -116,7 +121,7 @@ def test_the_metadata_key_is_checked_before_anything_is_written(tmp_path):
         export(sched, [data], tmp_path / "o.parquet", format="verl", metadata_key="metadata")
     with pytest.raises(SettingsError, match="needs a field name"):
         export(sched, [data], tmp_path / "o.jsonl", format="jsonl", metadata_key=" ")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["clash.jsonl", "p.jsonl", "s.parquet", "text.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clash.jsonl", "p.jsonl", "s.parquet", "text.jsonl", "two"]
     # With a prefix the names inside the object are prefixed too, and clash no more.
     export(sched, [clash], tmp_path / "o.jsonl", format="jsonl", metadata_key="metadata", prefix="asp_")
     row = json.loads((tmp_path / "o.jsonl").read_text().splitlines()[0])

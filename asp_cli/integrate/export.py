@@ -233,7 +233,8 @@ def export(
     clashes = [n for n in names if n in taken]
     if clashes:
         raise InputError(
-            f"the dataset already has {'field' if metadata_key else 'column'}(s) {', '.join(map(repr, clashes))}"
+            f"the dataset already has {counted(len(clashes), 'field' if metadata_key else 'column')[2:]} "
+            f"{', '.join(map(repr, clashes))}"
             f"{f' in its {metadata_key!r} objects' if metadata_key else ''}, which asp adds; "
             + ("pass --prefix asp_ to name asp's columns asp_epoch, asp_seq, ..." if not prefix else
                f"pass another --prefix than {prefix!r} (asp's columns would be {prefix}epoch, {prefix}seq, ...)"))
