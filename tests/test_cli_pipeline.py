@@ -288,7 +288,7 @@ def test_observe_max_response_tokens_marks_samples_at_the_rollouts_cap(tmp_path)
     result = invoke("observe", log, "-o", tmp_path / "h.parquet", "--max-response-tokens", "8", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["truncated_samples"] == 2
-    assert "Warning: 1 samples are longer than --max-response-tokens (8); kept as observed" in result.stderr
+    assert "Warning: 1 sample is longer than --max-response-tokens (8); kept as observed" in result.stderr
     assert invoke("observe", log, "-o", tmp_path / "h2.parquet", "--max-response-tokens", "0").exit_code == \
         ExitCode.BAD_SETTINGS
 

@@ -1833,3 +1833,21 @@ def test_a_dataset_without_an_id_column_whose_rows_hold_one_is_said_where_no_sch
     by_schedule = observe([log], None, dataset=[dataset], schedule=tmp_path / "s.parquet")
     assert made.frame.height == 4 and not any("has no id column" in w for w in by_schedule.warnings)
     assert sorted(by_schedule.added["prompt_id"].to_list()) == ["u0", "u1", "u2", "u3"]
+
+
+def test_one_prompt_over_the_group_or_past_the_cap_is_said_in_the_singular(built, tmp_path):  # noqa: F811
+    """'epoch 0: 1 prompts now hold more samples ... of them' and '1 samples are longer than ...' (counts of one, a
+    slime newcomer's round)."""
+    ids = [f"p{i}" for i in range(PROMPTS)]
+    out = tmp_path / "h.parquet"
+    observe([_log(tmp_path / "e0.jsonl", ids)], out, schedule=built["schedule"], epoch=0)
+    again = observe([_log(tmp_path / "one.jsonl", ids[:1], tokens=150)], out, append=True,
+                    schedule=built["schedule"], epoch=0)
+    said = [w for w in again.warnings if w.startswith("epoch 0:")]
+    assert said and said[0].startswith(f"epoch 0: 1 prompt now holds more samples than the schedule's {SAMPLES} per "
+                                       f"prompt (up to {2 * SAMPLES}): the history held this epoch's samples of it "
+                                       "already"), said
+    long = write_jsonl(tmp_path / "long.jsonl", [{"prompt_id": "p0", "response_tokens": 10 ** 6}])
+    over = observe([long], None, schedule=built["schedule"], epoch=0)
+    assert any(w.startswith("1 sample is longer than the schedule's max_response_tokens (") for w in over.warnings), \
+        over.warnings

@@ -249,7 +249,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
             # metadata says the schedule's, 0 for every one-epoch schedule: a newcomer's two epochs both read 0).
             differ = part.filter(pl.col("epoch").is_not_null() & (pl.col("epoch") != epoch)).height
             if differ:
-                warnings.append(f"{path}: its epoch column says otherwise for {differ:,} rows (e.g. "
+                warnings.append(f"{path}: its epoch column says otherwise for {counted(differ, 'row')} (e.g. "
                                 f"{part.filter(pl.col('epoch') != epoch)['epoch'][0]}); recorded as --epoch {epoch}")
         part = part.with_columns(
             pl.lit(epoch, dtype=pl.Int32).alias("epoch") if epoch is not None else pl.col("epoch"),
@@ -291,7 +291,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         summary["rows_over_max_response_tokens"] = over
         if over:
             whose = "--max-response-tokens" if given_cap else "the schedule's max_response_tokens"
-            warnings.append(f"{over:,} samples are longer than {whose} ({cap:,}); kept as observed")
+            warnings.append(f"{counted(over, 'sample')} {'is' if over == 1 else 'are'} longer than {whose} ({cap:,}); kept as observed")
     if known is not None:
         added = settle_unknown_ids(added, known, logs, held_to(sched, dataset, added, known), unknown_ids, summary,
                                    warnings)

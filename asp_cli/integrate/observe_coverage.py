@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from asp_cli.errors import shown_id
+from asp_cli.errors import counted, shown_id
 
 
 def spread_shortfalls(counts: pl.DataFrame, n: int, shared: Iterable[tuple[str, ...]],
@@ -136,7 +136,8 @@ def epochs_overfull(existing: pl.DataFrame, added: pl.DataFrame, n: int) -> list
               .join(added.select(keys).unique(), on=keys, how="semi").group_by(keys).len()
               .filter(pl.col("len") > n).group_by("epoch").agg(pl.len().alias("prompts"), pl.col("len").max())
               .sort("epoch"))
-    return [f"epoch {e}: {k:,} prompts now hold more samples than the schedule's {n} per prompt (up to {most}): the "
-            "history held this epoch's samples of them already, and these count again; if this log is that epoch's "
+    return [f"epoch {e}: {counted(k, 'prompt')} now hold{'s' if k == 1 else ''} more samples than the schedule's {n} "
+            f"per prompt (up to {most}): the history held this epoch's samples of {'it' if k == 1 else 'them'} "
+            "already, and these count again; if this log is that epoch's "
             "log regenerated (a retried step), rebuild the history without it (--force with the other logs)"
             for e, k, most in counts.iter_rows()]
