@@ -1822,7 +1822,7 @@ def test_a_dataset_without_an_id_column_whose_rows_hold_one_is_said_where_no_sch
     log = write_jsonl(tmp_path / "log.jsonl", [{"input": f"<user> {r['prompt']} <assistant>", "output": "a b c d"}
                                                for r in rows])
     said = [w for w in observe([log], None, dataset=[dataset]).warnings if "has no id column" in w]
-    assert said == [f"ds.jsonl has no id column, so this history names its prompts by row number, as a schedule made "
+    assert said == ["ds.jsonl has no id column, so this history names its prompts by row number, as a schedule made "
                     "without --id-key does; its rows hold metadata.uid: where the schedule was made with --id-key "
                     "metadata.uid, observe with --dataset-id-key metadata.uid or with --schedule SCHEDULE (which reads "
                     "the id column it was made with), else its asp schedule --history takes none of these lengths"]
