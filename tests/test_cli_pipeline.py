@@ -549,3 +549,21 @@ def test_observe_reads_a_verl_dump_with_id_key_as_a_dump(tmp_path):
         f"Error: {dump}: --id-key step names 'step', the training step verl writes into every rollout dump, not a "
         "prompt id; drop --id-key: a dump of text is matched to the --dataset's prompts (their id column: "
         "--dataset-id-key)\n")
+
+
+def test_a_parquet_export_for_slime_prints_slimes_settings_too(tmp_path):
+    """slime, OpenRLHF and AReaL read Parquet as well as JSON lines: a slime newcomer's Parquet export of a schedule
+    made for slime's router printed MindSpeed-RL's settings alone, with no --prompt-data line for slime."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": f"p{i}", "prompt": [{"role": "user", "content": f"q {i}"}],
+                                              "label": str(i), "metadata": {"source": "math"}} for i in range(16)])
+    made = invoke("schedule", data, "-o", tmp_path / "s.parquet", "--engine", "streaming", "--max-lag", 0, "--trainer",
+                  "schedule", "--router", "cache-aware", "--train-batch-size", 8, "--instances", 2, "--quiet")
+    assert made.exit_code == 0, made.output
+    out = invoke("export", tmp_path / "s.parquet", data, "-o", tmp_path / "o.parquet", "-f", "parquet", "--order",
+                 "train", "--metadata-key", "metadata")
+    assert out.exit_code == 0, out.output
+    lines = out.stderr.splitlines()
+    slime = next((line for line in lines if line.startswith("    slime: ")), "")
+    assert slime.startswith(f"    slime: --prompt-data {tmp_path / 'o.parquet'} --rollout-batch-size 8 "
+                            "--n-samples-per-prompt 8 ") and "--metadata-key metadata --num-rollout 2" in slime, lines
+    assert any(line.startswith("  if you train with MindSpeed-RL: ") for line in lines)  # still said, after it

@@ -111,6 +111,9 @@ def export_command(
             elif format == "jsonl":
                 say(_file_order_settings({**summary, "output": str(output)}, result.order))
             elif format == "parquet":
+                # slime, OpenRLHF and AReaL read Parquet too: a slime newcomer's Parquet export, of a schedule made
+                # for slime's router, was given MindSpeed-RL's settings alone.
+                say(_file_order_settings({**summary, "output": str(output)}, result.order))
                 say(_mindspeed_settings({**summary, "output": str(output)}, result.order))
         for warning in result.warnings:  # under --quiet too (a CI log kept none)
             say(f"Warning: {warning}")
