@@ -14,7 +14,10 @@ samples), where it wants a list of rewards back. This one computes the rewards w
 ``prompt_id`` is the one `asp export --format jsonl --metadata-key metadata` wrote into each row's metadata
 (``asp_prompt_id`` with ``--prefix asp_``); ``response_tokens`` is slime's ``sample.response_length``;
 ``truncated`` is true where the sample stopped at the length cap (``Sample.Status.TRUNCATED``). Samples without
-that id (an evaluation set that is not an asp export) are not logged. Then, after the epoch:
+that id (an evaluation set that is not an asp export) are not logged. Where you had a reward function of your
+own in ``--custom-rm-path`` (not a ``--rm-type`` rule), name it in ``$ASP_CUSTOM_RM_PATH`` (``module.function``, as
+you gave it to slime, in the rollout's environment): slime's dispatch then calls yours, with the sample or the list
+as it would have, and this one logs. Then, after the epoch:
 
     asp observe asp_lengths.jsonl -o history.parquet --append --schedule schedule.parquet --epoch 0
 
@@ -35,7 +38,12 @@ async def reward_func(args, sample, **kwargs):
     from slime.rollout.rm_hub import async_rm, batched_async_rm  # slime's dispatch; told not to call back here
 
     own = copy.copy(args)
-    own.custom_rm_path = None
+    # Your own --custom-rm-path, which slime's dispatch calls where it is set (slime/rollout/rm_hub/__init__.py:
+    # async_rm and batched_async_rm): a slime newcomer with a reward function of their own had no way to keep it.
+    own.custom_rm_path = os.environ.get("ASP_CUSTOM_RM_PATH") or None
+    if own.custom_rm_path is not None and own.custom_rm_path.rsplit(".", 1)[0].endswith("slime_length_log"):
+        raise RuntimeError(f"ASP_CUSTOM_RM_PATH={own.custom_rm_path} names this hook: name your own reward function "
+                           "there (the --custom-rm-path you gave slime before), or unset it for slime's --rm-type rule")
     if isinstance(sample, list):
         rewards = await batched_async_rm(own, sample, **kwargs)
         for one in sample:

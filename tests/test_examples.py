@@ -228,3 +228,39 @@ def test_the_emulator_stopped_by_sigterm_leaves_no_temporary_file(tmp_path):
     assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []
 
+
+
+def test_the_slime_hook_calls_the_users_own_custom_rm_path(tmp_path, monkeypatch):
+    """A slime newcomer with a reward function of their own (`--custom-rm-path my_rm.reward`) could not keep it: the
+    hook took --custom-rm-path and computed slime's --rm-type rule. $ASP_CUSTOM_RM_PATH names theirs, which slime's
+    dispatch (v0.3.1 async_rm and batched_async_rm: custom_rm_path first) then calls; naming the hook itself is refused."""
+    seen = []
+
+    async def async_rm(args, sample, **kwargs):  # slime's dispatch: the custom path where set, else the rule
+        seen.append(args.custom_rm_path)
+        return 0.25 if args.custom_rm_path == "my_rm.reward" else 1.0
+
+    async def batched_async_rm(args, samples, **kwargs):
+        seen.append(args.custom_rm_path)
+        return [0.25 if args.custom_rm_path == "my_rm.reward" else 1.0 for _ in samples]
+
+    for name in ("slime", "slime.rollout"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "slime.rollout.rm_hub",
+                        SimpleNamespace(async_rm=async_rm, batched_async_rm=batched_async_rm))
+    spec = importlib.util.spec_from_file_location("slime_length_log", REPO / "examples" / "slime_length_log.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setenv("ASP_LENGTH_LOG", str(tmp_path / "lengths.jsonl"))
+    args = SimpleNamespace(custom_rm_path="slime_length_log.reward_func", rm_type=None)
+    sample = SimpleNamespace(metadata={"prompt_id": "3"}, response_length=12, status=_Status.COMPLETED)
+    monkeypatch.setenv("ASP_CUSTOM_RM_PATH", "my_rm.reward")
+    assert asyncio.run(module.reward_func(args, sample)) == 0.25
+    assert asyncio.run(module.reward_func(args, [sample, sample])) == [0.25, 0.25]
+    assert seen == ["my_rm.reward", "my_rm.reward"] and args.custom_rm_path == "slime_length_log.reward_func"
+    assert len((tmp_path / "lengths.jsonl").read_text().splitlines()) == 3
+    monkeypatch.setenv("ASP_CUSTOM_RM_PATH", "slime_length_log.reward_func")
+    with pytest.raises(RuntimeError, match="names this hook: name your own reward function there"):
+        asyncio.run(module.reward_func(args, sample))
+    monkeypatch.delenv("ASP_CUSTOM_RM_PATH")
+    assert asyncio.run(module.reward_func(args, sample)) == 1.0 and seen[-1] is None  # slime's rule, as before
