@@ -261,7 +261,13 @@ def test_fit_with_history_names_ids_that_do_not_match(prompts_and_history, tmp_p
     assert result.exit_code == 0, result.output
     assert "Warning: 2 rows of mixed.parquet (2 ids, e.g. 'x1') name prompts the prompt files do not hold; left out" \
         in result.stderr
-    assert "Warning: 1 of the 80 prompts have no observed length in mixed.parquet; used the other 79" in result.stderr
+    assert "Warning: 1 of the 80 prompts has no observed length in mixed.parquet; used the other 79" in result.stderr
+    one = pl.concat([pl.read_parquet(two / "history.parquet"), pl.read_parquet(tmp_path / "other.parquet").head(1)])
+    one.write_parquet(tmp_path / "one.parquet")  # one stray row: said in the singular ('1 rows (1 ids ...) name')
+    result = runner.invoke(app, ["predictor", "fit", str(two / "prompts.jsonl"), "--history", str(tmp_path / "one.parquet"),
+                                 "-o", str(tmp_path / "m1.skops")])
+    assert result.exit_code == 0 and ("Warning: 1 row of one.parquet (1 id, e.g. 'x1') names a prompt the prompt files "
+                                      "do not hold; left out") in result.stderr, result.output
     result = runner.invoke(app, ["predictor", "fit", str(two / "prompts.jsonl"), "--history",
                                  str(two / "history.parquet"), "--length-key", "n", "-o", str(tmp_path / "n.skops")])
     assert result.exit_code == 4 and "--history-length-key" in result.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from asp_cli import columns as C
-from asp_cli.errors import InputError, shown_id
+from asp_cli.errors import InputError, counted, shown_id
 from asp_cli.reading import ReadOptions, ReadReport, extract_lengths, extract_prompts, file_format, find_column, read_table
 from asp_cli.reading.id_forms import near_misses
 
@@ -132,12 +132,14 @@ def join_lengths(
     warnings = list(length_report.notes)
     if strays.height:
         warnings.append(
-            f"{strays.height:,} rows of {names} ({strays[C.PROMPT_ID].n_unique():,} ids, e.g. "
-            f"{shown_id(strays[C.PROMPT_ID][0])}) name prompts the prompt files do not hold; left out" + alike
+            f"{counted(strays.height, 'row')} of {names} ({counted(strays[C.PROMPT_ID].n_unique(), 'id')}, e.g. "
+            f"{shown_id(strays[C.PROMPT_ID][0])}) name{'s a prompt' if strays.height == 1 else ' prompts'} the prompt "
+            "files do not hold; left out" + alike
         )
     unobserved = prompts.height - observed_ids.len()
     if unobserved:
-        warnings.append(f"{unobserved:,} of the {prompts.height:,} prompts have no observed length in {names}; "
+        warnings.append(f"{unobserved:,} of the {prompts.height:,} prompts {'has' if unobserved == 1 else 'have'} no "
+                        f"observed length in {names}; "
                         f"used the other {observed_ids.len():,}")
     observed = pl.col(C.PROMPT_ID).is_in(observed_ids.implode())
     return Observations(prompts.filter(observed), matched, report.skipped_rows + length_report.skipped_rows,
