@@ -788,6 +788,24 @@ def test_compare_on_servers_judges_asp_as_verl_routes_too():
     assert "as verl routes" not in _verdict(rows)  # a blocking engine's comparison: no such column
 
 
+def test_compare_says_level_where_the_difference_rounds_to_nothing():
+    """An OpenRLHF newcomer's --compare read "0.0% slower than long-first (24 s)" and "0.0% slower than a shuffle":
+    a tie, said as a loss."""
+    from asp_cli.bench.verdict import verdict as _verdict
+
+    key = "verl_routed_end_to_end_s"
+    rows = [{"arrangement": "least-pending", "end_to_end_s": 25.0, key: 24.0002, "prompts_per_call": 1.0,
+             "equal_footing": True},
+            {"arrangement": "long-first", "end_to_end_s": 24.9, key: 23.9999, "prompts_per_call": 1.0,
+             "equal_footing": True},
+            {"arrangement": "asp", "end_to_end_s": 25.0, key: 24.0001, "prompts_per_call": 1.0,
+             "routed_by": "group-round-robin", "routed_as": "OpenRLHF"}]
+    said = _verdict(rows, 4)
+    assert "as OpenRLHF routes, asp 24 s: level with long-first (24 s), the fastest row so routed; level with a " \
+        "shuffle (OpenRLHF's default order) dealt as OpenRLHF deals it (24 s:" in said, said
+    assert "0.4% slower than long-first (25 s)" in said and "0.0%" not in said  # a real difference is still said
+
+
 def test_compare_as_verl_routes_names_the_plain_sort_a_curriculum_lead_is():
     """A verl 0.9 newcomer read "14.4% faster than verl-default (945 s), verl's shuffle" under the table, where the
     longest-first row, a plain sort of the dataset, was 1.4% faster than asp's curriculum in the same column."""

@@ -110,10 +110,17 @@ def _held(mine: dict, other: dict, key: str, instances: int | None) -> str:
     return f" ({amount} {'saved' if hours >= 0 else 'lost'} on {instances} instance{'' if instances == 1 else 's'})"
 
 
+def _by(change: float) -> str:
+    """``N% faster than`` or ``N% slower than``, or ``level with`` where N rounds to 0.0 (an OpenRLHF newcomer's
+    round read "0.0% slower than long-first" and "0.0% slower than a shuffle" as losses)."""
+    if round(abs(change), 3) == 0:
+        return "level with"
+    return f"{abs(change):.1%} {'faster' if change >= 0 else 'slower'} than"
+
+
 def _against(mine: dict, other: dict, key: str) -> str:
     """``N% faster than NAME (T s)``: asp's row against ``other`` by ``key``."""
-    change = 1.0 - mine[key] / other[key]
-    return f"{abs(change):.1%} {'faster' if change >= 0 else 'slower'} than {other['arrangement']} ({other[key]:,.0f} s)"
+    return f"{_by(1.0 - mine[key] / other[key])} {other['arrangement']} ({other[key]:,.0f} s)"
 
 
 def routed_verdict(rows: list[dict], mine: dict, instances: int | None = None) -> str:
@@ -162,7 +169,7 @@ def routed_verdict(rows: list[dict], mine: dict, instances: int | None = None) -
         # The row is named for verl's balancer, which its own column routes by: named so here, an OpenRLHF newcomer
         # read "faster than least-pending (512 s), the shuffle ... dealt as OpenRLHF deals it" as a contradiction.
         change = 1.0 - mine[key] / own[key]
-        line += (f"; {abs(change):.1%} {'faster' if change >= 0 else 'slower'} than a shuffle ({owner}'s default "
+        line += (f"; {_by(change)} a shuffle ({owner}'s default "
                  f"order) dealt as {owner} deals it ({own[key]:,.0f} s: the {default} row, a shuffle, in the "
                  f"'as {owner} s' column)")
     elif own is not None and own is not fastest:
