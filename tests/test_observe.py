@@ -265,10 +265,10 @@ def test_ids_the_schedule_holds_and_the_dataset_lacks_name_the_dataset(built, tm
     some = write_jsonl(tmp_path / "some.jsonl", [{"id": i, "question": f"p {i}"} for i in ids[:3]])
     result = observe([log], tmp_path / "h2.parquet", schedule=built["schedule"], dataset=[some],
                      unknown_ids="skip")
-    assert any(w.startswith(f"{SAMPLES} rows (1 ids, e.g. '{ids[3]}') name prompts the dataset does not hold")
+    assert any(w.startswith(f"{SAMPLES} rows (1 id, e.g. '{ids[3]}') name prompts the dataset does not hold")
                for w in result.warnings), result.warnings
     ghost = _log(tmp_path / "g.jsonl", ["ghost"])
-    with pytest.raises(InputError, match="are not in the schedule;"):
+    with pytest.raises(InputError, match="is not in the schedule;"):
         observe([ghost], tmp_path / "h3.parquet", schedule=built["schedule"], dataset=[other])
 
 
