@@ -1269,6 +1269,31 @@ def test_more_samples_per_prompt_than_the_schedules_group_names_both_causes(buil
     assert not any("more than samples_per_prompt" in w for w in epochs.warnings)
 
 
+def test_a_log_of_whole_groups_without_epochs_is_named_a_log_of_several_epochs_first(built, tmp_path):  # noqa: F811
+    """A hook's log appended to every epoch (every prompt 2 x the schedule's group, no epoch) was offered only the
+    verl rollout.n fix and a parenthesis of epochs: now the log of 2 epochs first, with its fix (--epoch per epoch),
+    and --samples-per-prompt last. A count that is no whole number of groups keeps the old words."""
+    ids = [f"p{i}" for i in range(PROMPTS)]
+    two = write_jsonl(tmp_path / "asp_lengths.jsonl", [{"prompt_id": p, "response_tokens": 100 + k}
+                                                       for e in (0, 1) for p in ids for k in range(SAMPLES)])
+    result = observe([two], None, schedule=built["schedule"])
+    said = [w for w in result.warnings if "more than samples_per_prompt" in w]
+    assert len(said) == 1 and said[0] == (
+        f"{PROMPTS:,} prompts have more than samples_per_prompt={SAMPLES} samples in an epoch of the logs (a log "
+        "without an epoch column counts as one): the history keeps them all; every prompt here has "
+        f"{2 * SAMPLES}, 2 x {SAMPLES}, and no sample says its epoch: most often a log of 2 epochs (a rollout hook's "
+        "log appended to every epoch, as examples/slime_length_log.py's and openrlhf_length_log.py's are: its first "
+        "samples are its first epoch's), or a log given twice (give each once): observe each epoch's samples into a "
+        "history with asp observe --append --epoch E after that epoch (this history holds them as one: rebuild it "
+        "with --force from each epoch's log, each with its --epoch); where the rollout ran "
+        f"{2 * SAMPLES} samples per prompt, remake the schedule with --samples-per-prompt {2 * SAMPLES}")
+    odd = write_jsonl(tmp_path / "odd.jsonl", [{"prompt_id": p, "response_tokens": 100 + k}
+                                               for p in ids for k in range(SAMPLES + 1)])
+    old = [w for w in observe([odd], None, schedule=built["schedule"]).warnings if "more than samples_per_prompt" in w]
+    assert len(old) == 1 and "a log of" not in old[0] and old[0].endswith(
+        f"remake the schedule with --samples-per-prompt {SAMPLES + 1} (every prompt here has {SAMPLES + 1})")
+
+
 def test_fewer_samples_than_the_group_are_counted_per_epoch_of_the_scheduled_prompts(built, tmp_path):  # noqa: F811
     """The "fewer than samples_per_prompt" count took every prompt of the logs over all their epochs: prompts the
     schedule lacks (another dataset's, in the same log) were counted, and a prompt whole in one epoch and short in

@@ -94,14 +94,22 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
     # the schedule's (a newcomer's verl ran rollout.n=16 on a schedule of 8, and nothing here said so).
     # Prompts, not (prompt, epoch) pairs: a prompt over the group in two epochs was counted twice (a hostile review).
     if (over := per_epoch.filter(pl.col("len") > n)["prompt_id"].n_unique()):
-        from asp_cli.sim.lengths import more_samples_fix
+        from asp_cli.sim.lengths import epochs_in_one_log, more_samples_fix
 
         each = per_epoch["len"].unique()
-        warnings.append(f"{over:,} prompt{'s have' if over != 1 else ' has'} more than samples_per_prompt={n} samples "
-                        "in an epoch of the logs (a log "
-                        "without an epoch column counts as one): the history keeps them all; if they are several "
-                        "epochs', observe each epoch's log with its --epoch"
-                        + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0))
+        alike = int(each[0]) if each.len() == 1 else 0
+        said = (f"{over:,} prompt{'s have' if over != 1 else ' has'} more than samples_per_prompt={n} samples in an "
+                "epoch of the logs (a log without an epoch column counts as one): the history keeps them all; ")
+        if alike and alike % n == 0 and added["epoch"].null_count() == added.height and not _dumps_of_one_step(summary):
+            # Every prompt k whole groups, none with an epoch: most often a hook's log appended to every epoch (the
+            # slime and OpenRLHF hooks' in examples/), which a slime newcomer was told to remake the schedule with
+            # --samples-per-prompt 2N for, the epochs' fix second (2026-12-07; as `asp simulate` says it, ed36ddf).
+            warnings.append(said + epochs_in_one_log(n, alike) + " (this history holds them as one: rebuild it with "
+                            "--force from each epoch's log, each with its --epoch); where the rollout ran "
+                            f"{alike} samples per prompt, remake the schedule with --samples-per-prompt {alike}")
+        else:
+            warnings.append(said + "if they are several epochs', observe each epoch's log with its --epoch"
+                            + more_samples_fix(n, alike))
     warnings.extend(epochs_not_scheduled(sched, added))
 
 
@@ -120,6 +128,13 @@ def epochs_not_scheduled(sched: Any, added: pl.DataFrame) -> list[str]:
             f"(epochs {held[0]} to {held[-1]}): a schedule of several epochs numbers the run's, so their run replayed "
             "another schedule, or they are numbered otherwise; observe them against the schedule their run replayed "
             "(the one its export was made from), or with the schedule's epoch (--epoch E)"]
+
+
+def _dumps_of_one_step(summary: dict[str, Any]) -> bool:
+    """Whether every log was a verl step dump and no prompt was at more than one step (`dump_steps.steps_of_epochs`):
+    each prompt's samples then are one step's, a rollout of more samples per prompt, not several epochs."""
+    kinds = summary.get("log_formats") or {}
+    return bool(kinds) and all(k.endswith("_dump") for k in kinds) and not summary.get("prompts_at_several_steps")
 
 
 def epochs_overfull(existing: pl.DataFrame, added: pl.DataFrame, n: int) -> list[str]:

@@ -127,6 +127,18 @@ def more_samples_fix(group: int, observed_each: int = 0, epochs: int = 0) -> str
             f"the schedule with --samples-per-prompt {n} ({what})")
 
 
+def epochs_in_one_log(group: int, each: int) -> str:
+    """Why every prompt holds ``each`` samples, a whole number of groups of ``group``, where no sample says its epoch,
+    likeliest first, and the epochs' fix: most often a rollout hook's log appended to every epoch (a slime newcomer's
+    after two epochs was told first to remake the schedule with --samples-per-prompt 2N, 2026-12-07). Said by
+    `asp simulate`/`asp report --lengths` (`LengthInfo.over_group_warning`) and `asp observe --schedule`."""
+    return (f"every prompt here has {each}, {each // group} x {group}, and no sample says its epoch: most often a log "
+            f"of {each // group} epochs (a rollout hook's log appended to every epoch, as examples/"
+            "slime_length_log.py's and openrlhf_length_log.py's are: its first samples are its first epoch's), "
+            "or a log given twice (give each once): observe each epoch's samples into a history with asp "
+            "observe --append --epoch E after that epoch")
+
+
 def epochs_replayed_text(replayed: list[dict]) -> str:
     """`LengthInfo.epochs_text` from its ``epochs_replayed`` as `to_dict` writes it (`asp report` reads it so)."""
     if not replayed:
@@ -202,12 +214,8 @@ class LengthInfo:
             # and OpenRLHF hooks' in examples/), which a slime newcomer's round was told to remake the schedule with
             # --samples-per-prompt 2N for, the likeliest fix last and inside a parenthesis about verl (2026-12-07).
             return (f"{many:,} prompt{'s have' if many != 1 else ' has'} more observed samples than a group holds "
-                    f"({group}): the first {group} of each, in the file's order, are replayed; every prompt here has "
-                    f"{each}, {each // group} x {group}, and no sample says its epoch: most often a log of "
-                    f"{each // group} epochs (a rollout hook's log appended to every epoch, as examples/"
-                    "slime_length_log.py's and openrlhf_length_log.py's are: its first samples are its first epoch's), "
-                    "or a log given twice (give each once): observe each epoch's samples into a history with asp "
-                    "observe --append --epoch E after that epoch, and replay one with --lengths-epoch E; where the "
+                    f"({group}): the first {group} of each, in the file's order, are replayed; "
+                    + epochs_in_one_log(group, each) + ", and replay one with --lengths-epoch E; where the "
                     f"rollout ran {each} samples per prompt (or a probe did, as --lengths-epoch -1 picks), remake the "
                     f"schedule with --samples-per-prompt {each}")
         # Each schedule epoch replayed its own, and two or more of them hold more than a group: not "the oldest" (a
