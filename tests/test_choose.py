@@ -1433,3 +1433,51 @@ def test_auto_keeping_a_shuffle_for_slimes_router_says_what_that_is_against_slim
                     "file in its own order unless --rollout-shuffle: `asp simulate SCHEDULE --compare` judges asp "
                     "against that order (its `dataset-order` row), as slime's router routes both")
     assert _against_the_shuffle({"candidates": []}, {"name": "shuffle"}, "peak") == ""  # verl's: unchanged
+
+
+def test_the_schedule_summary_lays_out_the_pick_its_gain_and_a_line_per_candidate():
+    """Two newcomers (verl, slime) found the arrangement line of `asp schedule` a wall: one line of ~900 characters,
+    the pick's gain lines below it. `arrangement_block` leads with the pick, its expected time and its gain over a
+    shuffle, then a short line per candidate (its time, its difference from the pick as the pick's gain over it,
+    its steps marked where not representative, the same plan said), and keeps every fact of `arrangement_line`."""
+    from asp_cli.arrange.choice_summary import arrangement_block, arrangement_line
+
+    candidates = [{"name": "interleave", "kv_budget": "peak", "expected_end_to_end_s": 349.4,
+                   "representative_steps": False},
+                  {"name": "bands", "kv_budget": "peak", "expected_end_to_end_s": 351.0,
+                   "end_to_end_s_by_draw": [340.0, 351.0, 362.0]},
+                  {"name": "short-first", "kv_budget": "peak", "expected_end_to_end_s": 351.0,
+                   "end_to_end_s_by_draw": [340.0, 351.0, 362.0], "representative_steps": False},
+                  {"name": "shuffle", "kv_budget": "peak", "expected_end_to_end_s": 363.0}]
+    record = {"setting": "auto", "chosen": "bands", "engine": "continuous", "dispatch": "free", "draws": 3,
+              "evaluated_prompts": 3540, "evaluated_epochs": 1, "kv_budget": "peak", "steps": "representative",
+              "step_deviation_bound": 0.16, "candidates": candidates}
+    block = arrangement_block(record)
+    lines = block.split("\n")
+    assert lines[:5] == [
+        "arrangement: bands (auto), expected 351 s end-to-end, 3.3% faster than a shuffle (363 s)",
+        "    interleave   349 s  -2 s (the pick 0.5% slower)  steps not representative",
+        "    bands        351 s  the pick",
+        "    short-first  351 s  +0 s (the pick 0.0% faster)  steps not representative (the same plan as bands)",
+        "    shuffle      363 s  +12 s (the pick 3.3% faster)"], lines
+    assert lines[5] == (
+        "  (auto, among those with steps about as representative as a random arrangement's (p90 step deviation at "
+        "most 0.16), for the continuous engine with free dispatch; expected end-to-end, over 3 draws of lengths (the "
+        "predictions' spread, every length also scaled by one common factor below, at and above 1, which weighs a "
+        "run longer than predicted: `asp simulate` draws without it, so replays shorter) on 3,540 prompts x 1 epoch)")
+    # The notes are the one line's, word for word, in its order; no line runs to the one line's length.
+    one = arrangement_line(record)
+    assert block.split("\n")[6:] == one.split("\n")[1:] and lines[6].startswith("  expected 3.3% faster than a shuffle")
+    assert max(map(len, lines[:5])) < 120 < len(one.split("\n")[0])
+    # Both KV cuts judged: each name carries its cut, as in the one line; a named arrangement reads as before.
+    both = {**record, "steps": "any", "candidates": [*candidates, {"name": "bands", "kv_budget": "whole",
+                                                                   "expected_end_to_end_s": 355.0}]}
+    assert arrangement_block(both).startswith("arrangement: bands/peak (auto), expected 351 s end-to-end")
+    assert "\n    bands/whole       355 s  +4 s (the pick 1.1% faster)" in arrangement_block(both)
+    named = {**record, "setting": "bands"}
+    assert arrangement_block(named) == arrangement_line(named) == (
+        "arrangement: bands (--arrangement bands, for the continuous engine, groups counted at their peak against "
+        "the KV budget)")
+    # Without a shuffle to compare with, the headline gives the pick's time alone.
+    alone = {**record, "candidates": candidates[:3]}
+    assert arrangement_block(alone).split("\n")[0] == "arrangement: bands (auto), expected 351 s end-to-end"

@@ -462,6 +462,12 @@ def test_the_summary_leads_with_the_arrangement_and_its_expected_gain(tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
     assert lines[0].startswith("Wrote ") and lines[1].startswith("  arrangement: "), lines
+    # The pick and its gain on the headline, then a short line per candidate, the pick's marked (the one line of
+    # every candidate's time ran to ~900 characters: two newcomers, verl and slime).
+    assert "(auto), expected " in lines[1] and "than a shuffle (" in lines[1], lines[1]
+    rows = [line for line in lines[2:] if line.startswith("    ")]
+    assert len(rows) >= 3 and lines[2:2 + len(rows)] == rows and max(map(len, rows)) < 100, rows
+    assert sum(row.endswith("  the pick") for row in rows) == 1 and lines[2 + len(rows)].startswith("  (auto, for the ")
     starts = [line.split(":")[0].strip() for line in lines]
     padding = starts.index("predicted padding")
     assert any(line.startswith("  expected ") and "a shuffle" in line for line in lines[2:padding]), lines

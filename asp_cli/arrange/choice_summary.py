@@ -20,13 +20,10 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
         # nothing over slime's --rollout-shuffle, and its default, the file's own order, was said nowhere (a slime
         # newcomer's round read only "arrangement: shuffle")
         return "\n  auto kept a shuffle: no saving is expected over slime's --rollout-shuffle" + slime
-    if chosen.get("name") == "shuffle" or "shuffle" in (choice.get("bound_broken_on_input") or []):
+    shuffle = _the_shuffle(choice, chosen, kv_budget)
+    if shuffle is None:
         return ""
-    shuffle = next((c for c in choice["candidates"] if _is(c, "shuffle", kv_budget)), None)
-    mine = chosen.get("expected_end_to_end_s")
-    if shuffle is None or not mine or not shuffle.get("expected_end_to_end_s"):
-        return ""
-    gain = gain_over(mine, shuffle["expected_end_to_end_s"])  # the `expected_gain_over_shuffle` of --json
+    gain = gain_over(chosen["expected_end_to_end_s"], shuffle["expected_end_to_end_s"])  # --json's figure
     by = f"{abs(gain):.1%} {'faster' if gain >= 0 else 'slower'}"
     # Judged as a miniature of a large run (`miniature_of`), the gain is the miniature's: a newcomer's 60k-prompt,
     # 8-instance run read "within 2% ... the order matters little" where `asp simulate --compare` replayed the whole
@@ -47,6 +44,17 @@ def _against_the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budg
     if choice.get("router") == "cache-aware":  # slime's default is the file's own order (a slime newcomer's round)
         line += slime
     return line + _draws_disagree(chosen, shuffle)
+
+
+def _the_shuffle(choice: dict[str, Any], chosen: dict[str, Any], kv_budget: str) -> dict[str, Any] | None:
+    """The candidate ``shuffle`` that auto's pick is measured against (its `expected_gain_over_shuffle`): None where
+    the pick is the shuffle, the shuffle cannot keep the lag bound on the whole run, or either has no time."""
+    if chosen.get("name") == "shuffle" or "shuffle" in (choice.get("bound_broken_on_input") or []):
+        return None
+    shuffle = next((c for c in choice["candidates"] if _is(c, "shuffle", kv_budget)), None)
+    if shuffle is None or not chosen.get("expected_end_to_end_s") or not shuffle.get("expected_end_to_end_s"):
+        return None
+    return shuffle
 
 
 def _draws_disagree(chosen: dict[str, Any], shuffle: dict[str, Any]) -> str:
@@ -147,10 +155,10 @@ def _judged(choice: dict[str, Any]) -> str:
     return f"{prompts:,} prompt{'' if prompts == 1 else 's'} x {epochs} epoch{'' if epochs == 1 else 's'}"
 
 
-def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> str:
-    """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, a second
-    when the other dispatch is expected to be clearly faster): the summary of `asp schedule` and `asp report`.
-    ``run_epochs``, the run's epochs where known, says when the candidates' times are of fewer epochs than it."""
+def _auto_parts(choice: dict[str, Any], run_epochs: int | None) -> dict[str, Any]:
+    """The pieces of auto's summary (`arrangement_line`, `arrangement_block`): ``both`` (both KV cuts judged),
+    ``budget_note``, ``among`` (the --steps representative words), ``how`` (how the times were replayed, the words
+    after "expected end-to-end") and ``over`` (the draws, the prompts judged and how the times scale)."""
     kv_budget = choice.get("kv_budget")
     # The KV cut is said where auto chose it (both cuts judged: the budget binds); elsewhere it shaped nothing
     # or was the user's, and the settings say it.
@@ -158,18 +166,6 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
     budget_note = f" and the {kv_budget} KV budget" if both else ""
     if both and kv_budget == "whole" and not choice.get("bound_broken_on_input"):
         budget_note += f" (kept unless the peak one is faster by more than the {TIE_MARGIN:.1%} tie margin)"
-    if choice["setting"] != "auto":
-        # How its groups counted against the minibatch KV budget (`--kv-budget`: auto cuts a named one at the peak).
-        counted = {"peak": ", groups counted at their peak against the KV budget",
-                   "whole": ", groups counted whole against the KV budget",
-                   "padded": ", minibatches counted padded against the KV budget"}
-        said = counted.get(kv_budget or "", "") if choice["engine"] != "streaming" else ""
-        return (f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} "
-                f"engine{said})")
-    candidates = ", ".join(f"{c['name']}{'/' + c['kv_budget'] if both else ''} {c['expected_end_to_end_s']:,.0f} s"
-                           + (" (steps not representative)" if c.get("representative_steps") is False else "")
-                           + _same_plan(c, choice["candidates"][:i])
-                           for i, c in enumerate(choice["candidates"]))
     among = ""
     if choice.get("steps") == "representative":
         mine = next((c for c in choice["candidates"] if _is(c, choice["chosen"], choice.get("kv_budget"))), {})
@@ -177,11 +173,9 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                  f"at most {choice.get('step_deviation_bound', 0):.2f})" if mine.get("representative_steps", True)
                  else f", none with steps about as representative as a random arrangement's (p90 step deviation at "
                  f"most {choice.get('step_deviation_bound', 0):.2f}): the one with the most representative steps")
-    line = (f"arrangement: {choice['chosen']} (auto{among}, for the {choice['engine']} engine with "
-            f"{choice.get('dispatch', 'planned')} dispatch{budget_note}; expected end-to-end" + _timed_words(choice)
-            + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else "")
-            + " "
-            f"{candidates}, over {choice['draws']} draws of lengths (the predictions' spread, every length also "
+    how = (_timed_words(choice)
+           + (" of the judged sample" if choice.get("sampled") and not choice.get("run_prompt_epochs") else ""))
+    over = (f"over {choice['draws']} draws of lengths (the predictions' spread, every length also "
             "scaled by one common factor below, at and above 1, which weighs a run longer than predicted: "
             f"`asp simulate` draws without it, so replays shorter) on {_judged(choice)}"
             + (f", judged as a miniature of the run ({_miniature_words(choice)}) and scaled up to its "
@@ -191,7 +185,89 @@ def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> s
                ": the sample's own times, which rank the candidates; the whole run takes longer, as `asp simulate` "
                "says" if choice.get("sampled") else
                f": those epochs' own times, which rank the candidates; the run's {run_epochs} take longer, as `asp "
-               "simulate` says" if run_epochs and run_epochs > (choice.get("evaluated_epochs") or 1) else "") + ")")
+               "simulate` says" if run_epochs and run_epochs > (choice.get("evaluated_epochs") or 1) else ""))
+    return {"both": both, "budget_note": budget_note, "among": among, "how": how, "over": over}
+
+
+def _named_line(choice: dict[str, Any]) -> str:
+    """The summary of a named arrangement: which, for which engine, and how its groups counted against the
+    minibatch KV budget (`--kv-budget`: auto cuts a named one at the peak)."""
+    counted = {"peak": ", groups counted at their peak against the KV budget",
+               "whole": ", groups counted whole against the KV budget",
+               "padded": ", minibatches counted padded against the KV budget"}
+    said = counted.get(choice.get("kv_budget") or "", "") if choice["engine"] != "streaming" else ""
+    return (f"arrangement: {choice['chosen']} (--arrangement {choice['chosen']}, for the {choice['engine']} "
+            f"engine{said})")
+
+
+def arrangement_line(choice: dict[str, Any], run_epochs: int | None = None) -> str:
+    """Which arrangement was used, and, for auto, what every candidate was expected to take (one line, then a line
+    per note): the summary of `asp report` (`asp schedule` prints `arrangement_block`, the same facts laid out to
+    scan). ``run_epochs``, the run's epochs where known, says when the candidates' times are of fewer epochs than
+    it."""
+    if choice["setting"] != "auto":
+        return _named_line(choice)
+    parts = _auto_parts(choice, run_epochs)
+    candidates = ", ".join(f"{c['name']}{'/' + c['kv_budget'] if parts['both'] else ''} "
+                           f"{c['expected_end_to_end_s']:,.0f} s"
+                           + (" (steps not representative)" if c.get("representative_steps") is False else "")
+                           + _same_plan(c, choice["candidates"][:i])
+                           for i, c in enumerate(choice["candidates"]))
+    line = (f"arrangement: {choice['chosen']} (auto{parts['among']}, for the {choice['engine']} engine with "
+            f"{choice.get('dispatch', 'planned')} dispatch{parts['budget_note']}; expected end-to-end{parts['how']} "
+            f"{candidates}, {parts['over']})")
+    return line + _notes(choice, parts["both"])
+
+
+def arrangement_block(choice: dict[str, Any], run_epochs: int | None = None) -> str:
+    """`arrangement_line`'s facts laid out to scan in a terminal (`asp schedule`'s summary): the pick, its expected
+    time and its gain over a shuffle first, then a short line per candidate (its expected time, its difference from
+    the pick, and where its steps are not representative), then how the times were replayed, then the notes. Two
+    newcomers (verl, slime) read the one line of about 900 characters as a wall, the pick's gain lines below it."""
+    if choice["setting"] != "auto":
+        return _named_line(choice)
+    parts = _auto_parts(choice, run_epochs)
+    kv_budget = choice.get("kv_budget") or "peak"
+    chosen = next((c for c in choice["candidates"] if _is(c, choice["chosen"], kv_budget)), {})
+    mine = chosen.get("expected_end_to_end_s")
+    head = f"arrangement: {choice['chosen']}{'/' + kv_budget if parts['both'] else ''} (auto)"
+    if mine:
+        head += f", expected {mine:,.0f} s end-to-end"
+        shuffle = _the_shuffle(choice, chosen, kv_budget)
+        if shuffle is not None:
+            gain = gain_over(mine, shuffle["expected_end_to_end_s"])
+            head += (f", {abs(gain):.1%} {'faster' if gain >= 0 else 'slower'} than a shuffle "
+                     f"({shuffle['expected_end_to_end_s']:,.0f} s)")
+    names = [f"{c['name']}{'/' + c['kv_budget'] if parts['both'] else ''}" for c in choice["candidates"]]
+    times = [f"{c['expected_end_to_end_s']:,.0f} s" for c in choice["candidates"]]
+    wide, long = max(map(len, names)), max(map(len, times))
+    rows = []
+    for i, (c, name, time) in enumerate(zip(choice["candidates"], names, times)):
+        if c is chosen:
+            against = "the pick"
+        elif mine:
+            # The pick's gain over it as the headline's over a shuffle (`gain_over`): the shuffle's row read 3.9%
+            # under a headline of 3.8% where the difference was a share of the pick's time.
+            diff, gain = c["expected_end_to_end_s"] - mine, gain_over(mine, c["expected_end_to_end_s"])
+            against = (f"{'+' if diff >= 0 else '-'}{abs(diff):,.0f} s (the pick {abs(gain):.1%} "
+                       f"{'faster' if gain >= 0 else 'slower'})")
+        else:
+            against = ""
+        marks = ("  steps not representative" if c.get("representative_steps") is False else "") + \
+            _same_plan(c, choice["candidates"][:i])
+        rows.append(f"\n    {name:<{wide}}  {time:>{long}}  {against}{marks}".rstrip())
+    timed = parts["how"].rstrip(":")
+    how = (f"\n  (auto{parts['among']}, for the {choice['engine']} engine with {choice.get('dispatch', 'planned')} "
+           f"dispatch{parts['budget_note']}; expected end-to-end{timed}, {parts['over']})")
+    return head + "".join(rows) + how + _notes(choice, parts["both"])
+
+
+def _notes(choice: dict[str, Any], both: bool) -> str:
+    """The lines under auto's summary, each "\\n  ...": candidates refused or broken on the whole run, the other
+    dispatch or router where clearly faster, a pick kept in a tie, the gain over a shuffle, a curriculum, and what
+    representative steps cost."""
+    kv_budget = choice.get("kv_budget")
+    line = ""
     skipped = choice.get("refused") or []
     if skipped:  # refused while judged: they cannot keep the lag bound (`choose_arrangement`)
         line += (f"\n  {', '.join(skipped)} cannot keep the lag bound here and "

@@ -265,12 +265,13 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
     ]
     choice = summary.get("arrangement")
     if choice:
-        from asp_cli.arrange.choice_summary import arrangement_line
+        from asp_cli.arrange.choice_summary import arrangement_block
 
         # The headline first: what was chosen and what it is expected to gain, under the "Wrote" line (and the
         # "made for" line `schedule` puts there), then the figures at the point predictions, then the notes; it stood
-        # fifth, under the padding, makespan and lag lines (a newcomer's "wall of lines", 2026-12-07).
-        lines.insert(1, "  " + arrangement_line(choice, summary.get("epochs")))
+        # fifth, under the padding, makespan and lag lines (a newcomer's "wall of lines", 2026-12-07). A line per
+        # candidate under it: the one line of every candidate's time ran to about 900 characters (two newcomers).
+        lines.insert(1, "  " + arrangement_block(choice, summary.get("epochs")))
     if summary.get("verl_trainer") == "colocate-async":
         # verl's colocated mode stops the servers while the trainer trains: nothing binds, the two add (a newcomer
         # read "the trainer binds" beside a replay that paused rollout for every step). Auto's expected times count
