@@ -730,3 +730,21 @@ def test_the_text_opens_with_the_pages_headline_read_from_the_reports_facts(made
     report["headline"] = {**report["headline"], "expected_end_to_end_s": 12.0}  # the facts are what both show
     assert render_text(report).splitlines()[1].endswith(": 12.0 s")
     assert "<b>12.0 s</b><span>expected end-to-end, by auto&#x27;s draws (tails included)</span>" in render_html(report)
+
+
+def _predictor_line(report, **predictor):
+    shown = {**report, "provenance": {**report["provenance"], "predictor": {
+        "name": "default", "fingerprint": "sha256:" + "1" * 64, **predictor}}}
+    return next(line for line in render_text(shown, width=200).splitlines() if line.startswith("predictor"))
+
+
+def test_the_predictor_line_splits_the_lengths_by_source_only_where_a_history_was_given(report):
+    # Without --history every length is the model's: "from history for 0" read as a history that matched nothing.
+    line = _predictor_line(report, history_fingerprint=None, prompts_from_history=0, prompts_from_model=3540)
+    assert "lengths from the model for 3540 prompts" in line and "history" not in line
+    line = _predictor_line(report, history_fingerprint="sha256:" + "2" * 64, prompts_from_history=0,
+                           prompts_from_model=3540)
+    assert "lengths from history for 0, from the model for 3540 prompts" in line
+    # a predictions file records no split (both 0): no lengths clause at all
+    line = _predictor_line(report, history_fingerprint=None, prompts_from_history=0, prompts_from_model=0)
+    assert "lengths" not in line

@@ -95,6 +95,19 @@ def _trimmed(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
+def lengths_source_text(predictor: dict) -> str:
+    """Where the schedule's planned lengths came from, as the header's predictor line ends: the split between
+    the history and the model only where the schedule was made with a ``--history`` (its recorded
+    ``history_fingerprint``); without one every length is the model's, and "from history for 0" read as if a
+    history had matched nothing. A predictions file records no split (both counts 0): nothing is said."""
+    from_history, from_model = predictor.get("prompts_from_history"), predictor.get("prompts_from_model")
+    if from_history is None:
+        return ""
+    if predictor.get("history_fingerprint"):
+        return f"; lengths from history for {from_history}, from the model for {from_model} prompts"
+    return f"; lengths from the model for {from_model} prompts" if from_model else ""
+
+
 def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None, width: int = 100,
                 color: bool = False) -> str:
     """Render one report (and optional check results) for a terminal.
@@ -143,9 +156,7 @@ def render_text(report: dict[str, Any], *, checks: dict[str, Any] | None = None,
         text = f"{predictor.get('name')}  {_short(predictor.get('fingerprint'))}"
         if predictor.get("history_fingerprint"):
             text += f"; history {_short(predictor['history_fingerprint'])}"
-        if predictor.get("prompts_from_history") is not None:
-            text += (f"; lengths from history for {predictor.get('prompts_from_history')}, "
-                     f"from the model for {predictor.get('prompts_from_model')} prompts")
+        text += lengths_source_text(predictor)
         made.add_row("predictor", _shown(text))
         from asp_cli.predict.calibration_text import calibration_lines
 
