@@ -748,3 +748,12 @@ def test_the_predictor_line_splits_the_lengths_by_source_only_where_a_history_wa
     # a predictions file records no split (both 0): no lengths clause at all
     line = _predictor_line(report, history_fingerprint=None, prompts_from_history=0, prompts_from_model=0)
     assert "lengths" not in line
+
+
+def test_an_epoch_smaller_than_one_train_batch_is_warned_about_as_asp_schedule_warns(made, tmp_path):
+    # 80 prompts at --train-batch-size 128: verl's dataloader trains no step; asp report said nothing of it.
+    make_schedule(tmp_path / "small.parquet", count=80, epochs=1, train_batch_size=128)
+    said = report_schedule(tmp_path / "small.parquet").warnings
+    assert any(w.startswith("--train-batch-size 128 is larger than the 80 prompts of an epoch") for w in said), said
+    folder, _ = made
+    assert not any("--train-batch-size" in w for w in report_schedule(folder / "s.parquet").warnings)

@@ -130,6 +130,7 @@ def report_schedule(
                         f"than the {loaded.kv_tokens_per_minibatch:,} tokens they were cut by: this static schedule "
                         "was cut before asp counted padded batches (format 1.1); HF generate would run out of memory "
                         "on them. Make the schedule again with this asp")
+    warnings.extend(_oversized_batch(loaded))
     if simulate:
         from asp_cli.report.simulated import expected_by_draws, simulated_section
 
@@ -147,6 +148,20 @@ def report_schedule(
     if limits is not None and limits.any():
         result.checks = check_report(main, limits)
     return result
+
+
+def _oversized_batch(schedule: Any) -> list[str]:
+    """`asp schedule`'s and `asp simulate`'s warning where the train batch is larger than an epoch's prompts
+    (`advice.oversized_batch_warning`): every step is the epoch's only, partial batch, which verl's dataloader never
+    trains. `asp report` of such a schedule (80 prompts at 128) showed its one step of "up to 128 groups" unsaid."""
+    from asp_cli.arrange.advice import oversized_batch_warning
+
+    frame = schedule.frame
+    if not frame.height:
+        return []
+    first = frame.filter(pl.col("epoch") == frame["epoch"].min()).height
+    said = oversized_batch_warning(schedule.recorded_settings, first)
+    return [said] if said else []
 
 
 def _observed_of(other: Any, samples: pl.DataFrame | None, observed: Any) -> Any:
