@@ -272,6 +272,25 @@ def test_ids_the_schedule_holds_and_the_dataset_lacks_name_the_dataset(built, tm
         observe([ghost], tmp_path / "h3.parquet", schedule=built["schedule"], dataset=[other])
 
 
+def test_scheduled_prompts_whose_samples_the_dataset_left_out_are_counted_apart(built, tmp_path):  # noqa: F811
+    """--schedule S --dataset D with D lacking some of S's ids: their samples are left out as unknown, and the
+    coverage warning counted them among the "scheduled prompts [that] have no sample in the logs", as if the
+    rollouts had never reached them. They are counted and said apart now."""
+    ids = pl.read_parquet(built["schedule"])["prompt_id"].unique().sort().to_list()
+    log = _log(tmp_path / "r.jsonl", ids[:4])
+    some = write_jsonl(tmp_path / "some.jsonl", [{"id": i, "question": f"p {i}"} for i in ids[:3]])
+    result = observe([log], None, schedule=built["schedule"], dataset=[some], unknown_ids="skip")
+    assert result.summary["scheduled_prompts_left_out_by_dataset"] == 1
+    assert result.summary["scheduled_prompts_without_samples"] == len(ids) - 4
+    assert f"1 scheduled prompt has samples in the logs but none in the history (e.g. '{ids[3]}'): the --dataset " \
+           "lacks its id, so its rows were left out with the unknown ids" in " ".join(result.warnings), result.warnings
+    assert any(w.startswith(f"{len(ids) - 4} scheduled prompts have no sample in the logs") for w in result.warnings)
+    # without --dataset nothing is left out: the count is there, 0
+    alone = observe([log], None, schedule=built["schedule"])
+    assert alone.summary["scheduled_prompts_left_out_by_dataset"] == 0
+    assert not any("but none in the history" in w for w in alone.warnings)
+
+
 def test_bad_rows_stop_or_are_counted(tmp_path):
     log = tmp_path / "bad.jsonl"
     log.write_text('{"prompt_id": "p1", "response_tokens": 10}\n{"prompt_id": "p2", "response_tokens": -4}\n'

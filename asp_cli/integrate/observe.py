@@ -292,6 +292,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
         if over:
             whose = "--max-response-tokens" if given_cap else "the schedule's max_response_tokens"
             warnings.append(f"{counted(over, 'sample')} {'is' if over == 1 else 'are'} longer than {whose} ({cap:,}); kept as observed")
+    read_ids = added["prompt_id"].unique() if known is not None and dataset else None  # `coverage`'s left out
     if known is not None:
         added = settle_unknown_ids(added, known, logs, held_to(sched, dataset, added, known), unknown_ids, summary,
                                    warnings)
@@ -331,7 +332,7 @@ def _observe(logs: list[Path], out: Path | None, schedule: str | Path | None, da
                + (", ..." if len(first) > 4 else "") + ")" if first else "")
             + "; spread over those ids in turn (the same text, the same policy's lengths)")
     if schedule and added.height:
-        coverage(sched, added, summary, warnings, shared)
+        coverage(sched, added, summary, warnings, shared, read_ids)
 
     history = added if existing is None else pl.concat([existing, added], how="vertical")
     if sched is not None and existing is not None and existing.height and added.height:

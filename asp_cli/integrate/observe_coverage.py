@@ -49,9 +49,11 @@ def spread_shortfalls(counts: pl.DataFrame, n: int, shared: Iterable[tuple[str, 
 
 
 def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings: list[str],
-             shared: Iterable[tuple[str, ...]] = ()) -> None:
+             shared: Iterable[tuple[str, ...]] = (), read_ids: pl.Series | None = None) -> None:
     """How much of the schedule the logs cover: prompts without samples, groups with fewer than n (``shared``: the ids
-    of each prompt text several ids share, whose samples were spread over them: `spread_shortfalls`)."""
+    of each prompt text several ids share, whose samples were spread over them: `spread_shortfalls`). ``read_ids``:
+    the ids the logs named before the rows of ids the ``--dataset`` lacks were left out (`settle_unknown_ids`):
+    scheduled prompts whose samples went so are counted apart (`left_out_by_dataset`)."""
     n = sched.samples_per_prompt
     scheduled = sched.frame["prompt_id"].unique()
     counts = added.group_by("prompt_id").len()
@@ -60,6 +62,10 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
     # and c was counted twice (3 scheduled prompts without samples, where 2 groups lack).
     in_lacking = sorted({i for *_, text_ids in lacking for i in text_ids})
     missing = scheduled.filter(~scheduled.is_in(counts["prompt_id"].implode()) & ~scheduled.is_in(in_lacking))
+    dropped = missing.filter(missing.is_in(read_ids.implode())) if read_ids is not None else missing.clear()
+    missing = missing.filter(~missing.is_in(dropped.implode()))
+    summary["scheduled_prompts_left_out_by_dataset"] = dropped.len()
+    warnings.extend(left_out_by_dataset(dropped))
     # Short in an epoch, of the scheduled prompts: a prompt the schedule lacks (another dataset's, in the same log)
     # was counted, and one epoch's 4 samples beside another's 8 were 12, not short (a hostile round).
     counted = pl.col("prompt_id").is_in(scheduled.implode()) & ~pl.col("prompt_id").is_in(sorted(spread))
@@ -111,6 +117,20 @@ def coverage(sched: Any, added: pl.DataFrame, summary: dict[str, Any], warnings:
             warnings.append(said + "if they are several epochs', observe each epoch's log with its --epoch"
                             + more_samples_fix(n, alike))
     warnings.extend(epochs_not_scheduled(sched, added))
+
+
+def left_out_by_dataset(dropped: pl.Series) -> list[str]:
+    """A warning where scheduled prompts had samples in the logs that were all left out as unknown ids, since the
+    ``--dataset`` given beside ``--schedule`` lacks their ids (the ids held to are those both hold): they were counted
+    as "scheduled prompts have no sample in the logs", as if the rollouts had never reached them (a round's own
+    `asp observe --schedule S --dataset D` with D of fewer prompts than S)."""
+    if not dropped.len():
+        return []
+    one = dropped.len() == 1
+    return [f"{counted(dropped.len(), 'scheduled prompt')} {'has' if one else 'have'} samples in the logs but none "
+            f"in the history (e.g. {shown_id(dropped.sort()[0])}): the --dataset lacks {'its id' if one else 'their ids'}, "
+            f"so {'its' if one else 'their'} rows were left out with the unknown ids; give the --dataset the "
+            "schedule was made from"]
 
 
 def epochs_not_scheduled(sched: Any, added: pl.DataFrame) -> list[str]:
