@@ -322,3 +322,20 @@ def test_a_lag_below_one_that_follows_the_schedule_on_verls_balancer_is_warned_o
     # A whole lag, another router's trainer, or groups in arrival order (verl's own buffer): nothing to say.
     assert said(max_lag=1) == said(max_lag=2) == said(max_lag=0.5, router="cache-aware") == []
     assert not [w for w in settings_warnings(ScheduleSettings(engine="streaming", max_lag=0.5)) if "warm-up" in w]
+
+
+def test_a_count_of_one_is_said_in_the_singular():
+    """'leave 1 rows past the last whole batch ... leaves those 1 prompts out', 'a step of 1 groups' and '1 of the 4
+    instances get no minibatch' read so where one row, group or instance was counted."""
+    one = ScheduleSettings(train_batch_size=32, minibatch_size=8, epochs=1, trainer="arrival", instances=4)
+    (warning,) = [w for w in plan_warnings(arrange(prompt_frame(33), make_predictions(33), one), one)
+                  if "partial last one" in w]
+    assert warning.startswith("the epoch's 33 prompts leave 1 row past the last whole batch of 32: ")
+    assert "leaves that prompt out (OpenRLHF trains it as a short step;" in warning
+    steps = dataclass_replace(one, trainer="schedule", arrangement="per-step")
+    (warning,) = [w for w in plan_warnings(arrange(prompt_frame(33), make_predictions(33), steps), steps)
+                  if "short of" in w]
+    assert warning.startswith("the epoch's 33 prompts end in a step of 1 group, short of --train-batch-size 32")
+    idle = dataclass_replace(one, train_batch_size=8, minibatch_size=8, instances=4, arrangement="long-first")
+    said = plan_warnings(arrange(prompt_frame(24), make_predictions(24), idle), idle)
+    assert any(w.startswith("1 of the 4 instances gets no minibatch (3 minibatches in all)") for w in said), said

@@ -1467,6 +1467,18 @@ def test_a_train_batch_larger_than_the_epoch_is_not_said_to_have_whole_batches(t
             "(their steps: ") in words, words
 
 
+def test_an_epoch_of_one_row_fills_no_batch_in_the_singular(tmp_path):
+    """One prompt at --train-batch-size 8 read "this replay runs the epoch's 1 row, which fill no whole train
+    batch of 8"."""
+    data = write_jsonl(tmp_path / "p.jsonl", [{"id": "p0", "question": "q q"}])
+    out = tmp_path / "s.parquet"
+    made = invoke("schedule", data, "-o", out, "--engine", "streaming", "--train-batch-size", "8", "--instances", "1",
+                  "-q", "--max-lag", "0", "--trainer", "schedule")
+    assert made.exit_code == 0, made.output
+    words = " ".join(invoke("simulate", out).stderr.split())
+    assert "this replay runs the epoch's 1 row, which fills no whole train batch of 8" in words, words
+
+
 def test_the_summary_counts_one_in_the_singular(tmp_path):
     """A schedule of one prompt replayed with its observed lengths read '1 prompts with observed lengths', '1
     sequences (1 groups)', 'over 1 steps' (as the verdict's 'on 1 instances', 4ad828e)."""

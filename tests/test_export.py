@@ -185,6 +185,9 @@ def test_mismatched_dataset_names_the_id(built, tmp_path):  # noqa: F811
     short = write_jsonl(tmp_path / "short.jsonl", make_prompts(50))
     with pytest.raises(InputError, match=r"short\.jsonl row 51: .*\(50 readable rows\)"):
         export(built["schedule"], [short], tmp_path / "o.parquet")
+    single = write_jsonl(tmp_path / "single.jsonl", make_prompts(1))  # it read "(1 readable rows)"
+    with pytest.raises(InputError, match=r"single\.jsonl row 2: .*\(1 readable row\) has no usable prompt"):
+        export(built["schedule"], [single], tmp_path / "o.parquet")
     assert not (tmp_path / "o.parquet").exists()
 
 

@@ -122,7 +122,7 @@ def plan_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *, partial_ba
     if used < settings.instances:
         minibatches = frame["minibatch"].n_unique() if frame.height else 0
         warnings.append(
-            f"{settings.instances - used} of the {settings.instances} instances get no minibatch ({minibatches:,} "
+            f"{settings.instances - used} of the {settings.instances} instances get{'s' if settings.instances - used == 1 else ''} no minibatch ({minibatches:,} "
             f"minibatch{'' if minibatches == 1 else 'es'} in all): those instances would idle through the whole "
             "rollout; plan fewer --instances or smaller minibatches (--minibatch-size)")
     return warnings
@@ -160,14 +160,15 @@ def partial_batch_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *,
         # One epoch: nothing is cut across, but a dataloader that drops its last partial batch leaves it out (an
         # epoch smaller than one batch is warned about where the settings are read). A trainer that takes groups
         # as they finish reads the file in dispatch order all the same (AReaL, which drops it too).
+        left = prompts % size
         warnings.append(
-            (f"the epoch's {prompts:,} prompts end in a step of {counted(prompts % size, 'group')}, short of --train-batch-size "
+            (f"the epoch's {prompts:,} prompts end in a step of {counted(left, 'group')}, short of --train-batch-size "
              f"{size}: a trainer that reads batches of {size} consecutive rows" if settings.trainer == "schedule" else
-             f"the epoch's {prompts:,} prompts leave {counted(prompts % size, 'row')} past the last whole batch of {size}: a "
+             f"the epoch's {prompts:,} prompts leave {counted(left, 'row')} past the last whole batch of {size}: a "
              "trainer that reads its rows in batches")
             + " and drops a partial last one (verl's and AReaL's dataloaders; slime with --num-epoch) leaves "
-            + (f"those {prompts % size:,} prompts" if prompts % size > 1 else "that prompt")
-            + f" out (OpenRLHF trains {'them' if prompts % size > 1 else 'it'} as a short step; {_MINDSPEED_PARTIAL}); use a "
+            + ("that prompt" if left == 1 else f"those {left:,} prompts")
+            + f" out (OpenRLHF trains {'it' if left == 1 else 'them'} as a short step; {_MINDSPEED_PARTIAL}); use a "
             f"--train-batch-size that divides {prompts:,}"
             + dividing_example(prompts, size))
     elif settings.epochs > 1 and prompts > size and prompts % size:
@@ -175,7 +176,7 @@ def partial_batch_warnings(frame: pl.DataFrame, settings: ScheduleSettings, *,
         # file of every epoch ends in a partial batch, and one epoch exported at a time in its own (a review's).
         whole = frame.height % size
         warnings.append(
-            f"each epoch's {prompts:,} prompts leave {prompts % size:,} rows past its last whole batch of {size}, and "
+            f"each epoch's {prompts:,} prompts leave {counted(prompts % size, 'row')} past its last whole batch of {size}, and "
             f"a file of all {settings.epochs} epochs ({frame.height:,} rows) "
             + (f"leaves {whole:,}" if whole else "fills whole batches only by a batch that spans two epochs")
             + ": a trainer that reads its rows in batches and drops a partial last one (verl's and AReaL's "
@@ -272,7 +273,7 @@ def dropped_tail_warnings(frame: pl.DataFrame, sources: pl.DataFrame | None, set
         return []
     sourced = sources is not None and sources["data_source"].drop_nulls().n_unique() >= 2
     return [f"a dataloader that drops a partial last batch (verl's and AReaL's by default; slime's --num-epoch) "
-            f"leaves out the epoch's last {left:,} rows in "
+            f"leaves out the epoch's last {counted(left, 'row')} in "
             + ("training order" if settings.trainer == "schedule" else "file (dispatch) order")
             + (" (each epoch exported alone; of a file of every epoch, its last partial batch)"
                if settings.epochs > 1 else "")

@@ -242,7 +242,8 @@ def _tail_warnings(schedule: Schedule, frame: pl.DataFrame, result: SimulationRe
     lead = (f"this replay runs the epoch's {last}{left:,} row{'' if left == 1 else 's'}" if epochs == 1 else
             f"this replay runs each epoch's {last}{left:,} row{'' if left == 1 else 's'} ({left * epochs:,} over its "
             f"{epochs} epochs)")
-    lead += ((f", past its whole train batches of {size}" if whole else f", which fill no whole train batch of {size}")
+    lead += ((f", past its whole train batches of {size}" if whole else
+              f", which fill{'s' if left == 1 else ''} no whole train batch of {size}")
              + (f" (their step{'s' if epochs > 1 else ''}: {step:,.0f} s of the {m['end_to_end_s']:,.0f} s "
                 f"end-to-end, for {left * epochs / frame.height:.0%} of the prompts"
                 + (f"; as {whose} routes {routed:,.0f} s of {m['verl_routed_end_to_end_s']:,.0f} s"

@@ -419,7 +419,7 @@ def _matched_dataset(
             reason = f" (that file's first unreadable line: {_without_skip_hint(exc)})"
         raise InputError(
             f"{where}: the schedule expects prompt id {shown_id(first['prompt_id'])} there, but the dataset "
-            f"({raw.height} readable rows) has no usable prompt there{reason}; export with the file(s) the schedule "
+            f"({counted(raw.height, 'readable row')}) has no usable prompt there{reason}; export with the file(s) the schedule "
             "was made from"
         )
     if wrong.height:  # the right ids in another order (an earlier export) are told the file the schedule records
