@@ -567,3 +567,22 @@ def test_a_parquet_export_for_slime_prints_slimes_settings_too(tmp_path):
     assert slime.startswith(f"    slime: --prompt-data {tmp_path / 'o.parquet'} --rollout-batch-size 8 "
                             "--n-samples-per-prompt 8 ") and "--metadata-key metadata --num-rollout 2" in slime, lines
     assert any(line.startswith("  if you train with MindSpeed-RL: ") for line in lines)  # still said, after it
+
+
+def test_export_says_one_row_past_the_batches_in_the_singular(tmp_path):
+    """'1 batches of 8 + 1 rows', 'the last 1 rows are left out' and 'the file holds 1 rows' read so where one row
+    (or batch) was counted."""
+    nine = write_jsonl(tmp_path / "nine.jsonl", [{"id": f"p{i}", "question": f"q {i}"} for i in range(9)])
+    made = invoke("schedule", nine, "-o", tmp_path / "s.parquet", "--train-batch-size", "8", "--quiet")
+    assert made.exit_code == 0, made.output
+    said = " ".join(invoke("export", tmp_path / "s.parquet", nine, "-o", tmp_path / "o.jsonl", "-f", "jsonl")
+                    .stderr.split())
+    assert "; 1 batch of 8 + 1 row" in said, said
+    assert ("--num-rollout 1 (as --num-epoch 1: the last row is left out; one rollout more would take 7 rows from "
+            "the file's start)") in said, said
+    one = write_jsonl(tmp_path / "one.jsonl", [{"id": "p0", "question": "q"}])
+    made = invoke("schedule", one, "-o", tmp_path / "one.parquet", "--train-batch-size", "8", "--quiet")
+    assert made.exit_code == 0, made.output
+    said = " ".join(invoke("export", tmp_path / "one.parquet", one, "-o", tmp_path / "one_out.jsonl", "-f", "jsonl")
+                    .stderr.split())
+    assert "Wrote" in said and ": 1 row (jsonl" in said and "the file holds 1 row, less than one batch" in said, said

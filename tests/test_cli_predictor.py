@@ -619,3 +619,13 @@ def test_an_asp_export_given_as_prompts_is_read_by_the_schedules_ids(tmp_path):
         assert evaluate_predictor([exported], lengths=[log])["overall"] == scored, name
         again = predict_file([exported]).table.sort("prompt_id")
         assert again.equals(predicted), name
+
+
+def test_one_id_of_two_texts_is_named_without_a_count_of_one(tmp_path):
+    # It read "prompt id 'a' has 2 different prompt texts (1 ids do)".
+    path = tmp_path / "two_texts.jsonl"
+    path.write_text(json.dumps({"id": "a", "question": "x", "response_tokens": 5}) + "\n"
+                    + json.dumps({"id": "a", "question": "y", "response_tokens": 6}) + "\n")
+    result = runner.invoke(app, ["predictor", "fit", str(path), "-o", str(tmp_path / "m.skops")])
+    assert result.exit_code == 3, result.output
+    assert "prompt id 'a' has 2 different prompt texts; give each prompt one id, or pass --id-key" in result.stderr

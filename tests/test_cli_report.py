@@ -328,9 +328,9 @@ def test_lengths_of_other_prompts_above_the_cap_and_a_compare_of_other_prompts_a
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["warnings"] == [
-        "1 of the 4 prompt ids of --lengths are not in the schedule (e.g. 'ghost'); their samples are left out of "
+        "1 of the 4 prompt ids of --lengths is not in the schedule ('ghost'); its samples are left out of "
         "the comparison with the predictions",
-        "1 samples of --lengths are longer than the schedule's max_response_tokens (8,192); were they generated "
+        "1 sample of --lengths is longer than the schedule's max_response_tokens (8,192); was it generated "
         "with a larger cap?"]
     assert all(f"Warning: {w}" in result.stderr for w in document["warnings"])
     # The sample at the cap and the one above it were cut there: truncated, though the file does not say.

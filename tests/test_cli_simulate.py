@@ -75,7 +75,8 @@ def test_lengths_of_other_prompts_or_above_the_cap_are_warned_about(built, tmp_p
     # the rest of its group, drawn, stop at the cap).
     assert over == 1
     # Worded as `asp report --lengths` words it: the option, and of how many ids.
-    assert "Warning: 1 of the 3 prompt ids of --lengths are not in the schedule (e.g. 'ghost')" in result.stderr
+    assert "Warning: 1 of the 3 prompt ids of --lengths is not in the schedule ('ghost'); its samples are ignored" \
+        in result.stderr
     assert "Warning: 1 observed sample is longer than the schedule's max_response_tokens" in result.stderr
     # A copy of the same log given beside it is said (its samples count twice), by simulate and report alike.
     (tmp_path / "copy.jsonl").write_bytes(lengths.read_bytes())

@@ -1288,3 +1288,11 @@ def test_verl_export_refuses_a_file_that_fills_no_train_batch(tmp_path):
     streaming = tmp_path / "async.parquet"
     schedule([data], streaming, settings=ScheduleSettings(engine="streaming", max_lag=1, train_batch_size=16))
     assert export(streaming, [data], None, format="verl").summary["verl_trainer"] == "fully-async"
+
+
+def test_one_dataset_row_the_schedule_lacks_is_said_in_the_singular(built, tmp_path):  # noqa: F811
+    # It read "1 dataset rows are not in the schedule ... and are not exported".
+    longer = write_jsonl(tmp_path / "longer.jsonl", make_prompts(PROMPTS + 1))
+    result = export(built["schedule"], [longer], tmp_path / "o.parquet")
+    assert any(w.startswith("1 dataset row is not in the schedule (skipped as bad rows when scheduling?) and is not "
+                            "exported") for w in result.warnings), result.warnings

@@ -464,7 +464,7 @@ def test_warnings_for_history_that_matches_nothing_and_an_oversized_train_batch(
     # (The history's 9,000 and 30 tokens set the two sources apart: most steps then hold one, which is said too.)
     assert any(w.startswith("4 of 5 training steps hold a single data source") for w in result.summary["warnings"])
     assert [w for w in result.summary["warnings"] if "the history has no prompt of" not in w
-            and "single data source" not in w] == ["1 samples in --history are longer than --max-response-tokens (8,192), which "
+            and "single data source" not in w] == ["1 sample in --history is longer than --max-response-tokens (8,192), which "
                                           "no generation under this schedule's cap reaches; was the history made with a "
                                           "larger cap? Check --max-response-tokens"]
 

@@ -684,9 +684,9 @@ def _input_warnings(prompts: pl.DataFrame, history: pl.DataFrame | None, setting
         warnings.extend(epoch_seed_warnings(history_paths, history, settings.seed, MAX_SETTING))
         over = int((history[C.RESPONSE_TOKENS] > settings.max_response_tokens).sum())
         if over:
-            warnings.append(f"{over:,} samples in --history are longer than --max-response-tokens "
-                            f"({settings.max_response_tokens:,}), which no generation under this schedule's cap "
-                            "reaches; was the history made with a larger cap? Check --max-response-tokens")
+            warnings.append(f"{counted(over, 'sample')} in --history {'is' if over == 1 else 'are'} longer than "
+                            f"--max-response-tokens ({settings.max_response_tokens:,}), which no generation under this "
+                            "schedule's cap reaches; was the history made with a larger cap? Check --max-response-tokens")
     warnings.extend(settings_warnings(settings))
     warnings.extend(filter(None, [oversized_batch_warning(settings, prompts.height)]))
     return warnings

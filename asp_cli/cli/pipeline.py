@@ -79,7 +79,7 @@ def export_command(
         if not quiet:
             summary = result.summary
             say(
-                f"Wrote {output}: {summary['rows']:,} rows ({format}, {result.order} order), "
+                f"Wrote {output}: {counted(summary['rows'], 'row')} ({format}, {result.order} order), "
                 + (f"the schedule's epoch {summary['epochs'][0]} (numbered from 0)" if len(summary["epochs"]) == 1 else
                    f"epochs {', '.join(map(str, summary['epochs']))}")
                 + f"; {counted(summary['full_batches'], 'batch', 'batches')} of "

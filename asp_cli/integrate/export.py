@@ -442,8 +442,9 @@ def _matched_dataset(
     scheduled = replay.frame["row"].n_unique()
     if raw.height > scheduled:
         warnings.append(
-            f"{raw.height - scheduled} dataset rows are not in the schedule (skipped as bad rows when scheduling?) "
-            "and are not exported"
+            f"{counted(raw.height - scheduled, 'dataset row')} {'is' if raw.height - scheduled == 1 else 'are'} not in "
+            "the schedule (skipped as bad rows when scheduling?) and "
+            + ("is" if raw.height - scheduled == 1 else "are") + " not exported"
         )
     recorded = replay.schedule.metadata.get("input_fingerprint")
     numbered = any(used.get("id") == "(row number)" for used in read_report.columns_used.values())

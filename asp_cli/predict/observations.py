@@ -81,7 +81,8 @@ def read_observations(
     if conflicting.height:
         raise InputError(
             f"prompt id {shown_id(conflicting[C.PROMPT_ID].sort()[0])} has {conflicting['n'].max()} different prompt "
-            f"texts ({conflicting.height} ids do); give each prompt one id, or pass --id-key"
+            f"texts{f' ({conflicting.height:,} ids do)' if conflicting.height > 1 else ''}; give each prompt one id, "
+            "or pass --id-key"
         )
     prompts = prompts.unique(C.PROMPT_ID, keep="first", maintain_order=True)
     lengths = pl.concat(length_parts, how="vertical")

@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from asp_cli.errors import SettingsError, shown_id
+from asp_cli.errors import SettingsError, counted, shown_id
 from asp_cli.reading.options import ReadOptions, paths_of
 from asp_cli.report.checks import CheckLimits, check_report, compare_reports
 from asp_cli.report.facts import build_report, padded_overflow
@@ -211,8 +211,11 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
         from asp_cli.reading.id_forms import near_misses
 
         near = near_misses(strays, scheduled)
-        warnings.append(f"{strays.len():,} of the {ids.len():,} prompt ids of --lengths are not in the schedule (e.g. "
-                        f"{shown_id(strays[0])}); their samples are left out of the comparison with the predictions"
+        one = strays.len() == 1
+        warnings.append(f"{strays.len():,} of the {counted(ids.len(), 'prompt id')} of --lengths "
+                        f"{'is' if one else 'are'} not in the schedule ({'' if one else 'e.g. '}"
+                        f"{shown_id(strays[0])}); {'its' if one else 'their'} samples are left out of the comparison "
+                        "with the predictions"
                         + (near.clause("in --lengths", "in the schedule") if near else ""))
     if whole_n:
         # More samples of a prompt than a group holds (a log of two epochs, a file given twice): the first N of each,
@@ -243,14 +246,16 @@ def _check_samples(samples: pl.DataFrame, schedule: Any, warnings: list[str],
                           ("within one epoch: a file given twice?", "give each file once") if epoch is None else
                           (f"of {epoch_words(epoch)} alone: a file given twice?", "give each file once"))
             taken = "of each epoch's, as --simulate replays them" if by_epoch else "of each, oldest epoch first"
-            warnings.append(f"{extra:,} prompts have more than the schedule's {n} samples per prompt in --lengths "
+            warnings.append(f"{counted(extra, 'prompt')} {'has' if extra == 1 else 'have'} more than the schedule's "
+                            f"{n} samples per prompt in --lengths "
                             f"({cause}); the first {n} {taken}, are compared; {fix}"
                             + more_samples_fix(n, int(each[0]) if each.len() == 1 else 0, epochs))
     if isinstance(cap, int) and not isinstance(cap, bool):
         over = int((samples["response_tokens"] > cap).sum())
         if over:
-            warnings.append(f"{over:,} samples of --lengths are longer than the schedule's max_response_tokens "
-                            f"({cap:,}); were they generated with a larger cap?")
+            warnings.append(f"{counted(over, 'sample')} of --lengths {'is' if over == 1 else 'are'} longer than the "
+                            f"schedule's max_response_tokens ({cap:,}); {'was it' if over == 1 else 'were they'} "
+                            "generated with a larger cap?")
     return samples, by_epoch
 
 

@@ -253,9 +253,11 @@ class LengthInfo:
                          + (self.written_otherwise or "; check --lengths-id-key, or that the lengths are of this schedule's "
                             "prompts"))
         elif self.unknown_ids:
+            one = self.unknown_ids == 1
             notes.append(f"{self.unknown_ids:,} of the {max(self.observed_ids, self.unknown_ids):,} prompt ids of "
-                         f"--lengths are not in the schedule (e.g. {shown_id(self.unknown_examples[0])}); their samples "
-                         "are ignored" + self.written_otherwise)
+                         f"--lengths {'is' if one else 'are'} not in the schedule ({'' if one else 'e.g. '}"
+                         f"{shown_id(self.unknown_examples[0])}); {'its' if one else 'their'} samples are ignored"
+                         + self.written_otherwise)
         if self.prompts_over_group:
             notes.append(self.over_group_warning())
         if self.samples_over_cap:
