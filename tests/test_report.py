@@ -166,6 +166,10 @@ def test_more_samples_of_a_prompt_than_a_group_holds_are_cut_to_the_first_n(made
     assert any("300 prompts have more than the schedule's 8 samples per prompt in --lengths" in w
                for w in done.warnings)
     assert done.report["observed"]["prompts_matched"] == 300
+    single = tmp_path / "one_over.csv"  # one prompt over: it read "1 prompts have more than"
+    pl.concat([one] * 8 + [one.head(1)]).write_csv(single)
+    assert any(w.startswith("1 prompt has more than the schedule's 8 samples per prompt in --lengths")
+               for w in report_schedule(folder / "s.parquet", lengths=[single]).warnings)
     cut = tmp_path / "once.csv"
     pl.concat([one] * 8).write_csv(cut)
     assert done.report["observed"] == {**report_schedule(folder / "s.parquet", lengths=[cut]).report["observed"],
