@@ -1296,3 +1296,11 @@ def test_one_dataset_row_the_schedule_lacks_is_said_in_the_singular(built, tmp_p
     result = export(built["schedule"], [longer], tmp_path / "o.parquet")
     assert any(w.startswith("1 dataset row is not in the schedule (skipped as bad rows when scheduling?) and is not "
                             "exported") for w in result.warnings), result.warnings
+
+
+def test_one_row_without_a_data_source_is_said_in_the_singular():
+    # It read "1 rows have no data_source; set to 'unknown'".
+    from asp_cli.integrate.verl_layout import to_verl
+
+    _, notes = to_verl(pl.DataFrame({"prompt": ["a?", "b?"], "data_source": ["gsm8k", None], "\x00row": [0, 1]}))
+    assert any(n.startswith("1 row has no data_source; set to 'unknown'. verl picks") for n in notes), notes

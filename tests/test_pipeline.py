@@ -486,6 +486,12 @@ def test_prompts_without_text_are_scheduled_with_a_warning_naming_their_lines(tm
         "p.jsonl:5, " in empty and "p.jsonl:10;" in empty
     _, report = read_prompts_streamed([path], ReadOptions(on_bad_row="skip"), batch_bytes=200)
     assert report.empty_prompts == 2 and report.skipped_rows == 1
+    # One such prompt read "1 prompts have no text ..., e.g. p.jsonl:5; they are scheduled as empty prompts".
+    rows[9]["prompt"] = [{"role": "user", "content": "question 9"}]
+    one = schedule([write_jsonl(tmp_path / "one.jsonl", rows)], None, settings=ScheduleSettings(train_batch_size=8),
+                   read=ReadOptions(on_bad_row="skip")).summary["warnings"][1]
+    assert one.startswith("1 prompt has no text (an empty chat list, or empty contents): ") and one.endswith(
+        "one.jsonl:5; it is scheduled as an empty prompt, which a server may refuse: fix or drop that row"), one
 
 
 def test_a_typo_sized_epoch_count_is_refused_before_any_work():

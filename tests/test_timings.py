@@ -37,7 +37,7 @@ def test_a_timeline_round_trips_and_a_broken_one_is_refused(tmp_path):
     assert timeline.metadata["format"] == "asp.timeline"
     bad = tmp_path / "bad.parquet"
     write_timeline(pl.DataFrame([{**row, "finish_s": -1.0}], schema=COLUMNS), {}, bad)
-    with pytest.raises(InputError, match="finish before they are sent"):
+    with pytest.raises(InputError, match="finishes before it is sent"):
         read_timeline(bad)
     with pytest.raises(InputError, match="no such timeline file"):
         read_timeline(tmp_path / "missing.parquet")
@@ -157,3 +157,17 @@ def test_a_row_out_of_range_is_refused_with_its_place(tmp_path, changes, words):
         read_timeline(path)
     assert str(caught.value).startswith(f"{path}: {words}"), str(caught.value)
     assert str(caught.value).endswith("; record the timeline again with asp replay -o")
+
+
+def test_one_broken_row_is_said_in_the_singular(tmp_path):
+    # It read "1 rows have a missing ... or finish before they are sent".
+    bad = tmp_path / "bad.parquet"
+    write_timeline(pl.DataFrame([_row(finish_s=-1.0)], schema=COLUMNS), {}, bad)
+    with pytest.raises(InputError, match=r"bad\.parquet: 1 row has a missing or non-finite \(NaN, infinite\) send or "
+                                         r"finish time, or finishes before it is sent; give the file"):
+        read_timeline(bad)
+    odd = tmp_path / "odd.parquet"
+    write_timeline(pl.DataFrame([_row(first_token_s=9.0)], schema=COLUMNS), {}, odd)
+    with pytest.raises(InputError, match=r"odd\.parquet: 1 row has a first-token time that is not finite or not "
+                                         r"between its send and finish times"):
+        read_timeline(odd)

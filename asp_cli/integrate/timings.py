@@ -121,14 +121,18 @@ def read_timeline(path: Path) -> Timeline:
                        | ~pl.col("send_s").is_finite() | ~pl.col("finish_s").is_finite()
                        | (pl.col("finish_s") < pl.col("send_s")))
     if bad.height:
-        raise InputError(f"{path}: {bad.height} rows have a missing or non-finite (NaN, infinite) send or finish "
-                         "time, or finish before they are sent; give the file `asp replay -o` wrote")
+        one = bad.height == 1
+        raise InputError(f"{path}: {bad.height:,} {'row has' if one else 'rows have'} a missing or non-finite (NaN, "
+                         f"infinite) send or finish time, or finish{'es' if one else ''} before {'it is' if one else 'they are'} "
+                         "sent; give the file `asp replay -o` wrote")
     odd = frame.filter(pl.col("first_token_s").is_not_null()
                        & (~pl.col("first_token_s").is_finite() | (pl.col("first_token_s") < pl.col("send_s"))
                           | (pl.col("first_token_s") > pl.col("finish_s"))))
     if odd.height:
-        raise InputError(f"{path}: {odd.height} rows have a first-token time that is not finite or not between "
-                         "their send and finish times; give the file `asp replay -o` wrote")
+        one = odd.height == 1
+        raise InputError(f"{path}: {odd.height:,} {'row has' if one else 'rows have'} a first-token time that is not "
+                         f"finite or not between {'its' if one else 'their'} send and finish times; give the file "
+                         "`asp replay -o` wrote")
     _check_ranges(frame, path, metadata.get("instances"))
     twice = frame.filter(pl.struct("run", "seq", "sample").is_duplicated())
     if twice.height:  # each request once: doubled rows doubled the fitted eta_flops, halved the KV bytes (a hostile round)

@@ -66,10 +66,10 @@ def to_verl(raw: pl.DataFrame, prompt_ids: pl.Series | None = None,
         value = (named_source.alias("data_source") if named_source is not None else
                  pl.col(source).cast(pl.String) if source else pl.lit(None, pl.String))
         out = out.with_columns(value.alias("data_source"))
-    if out["data_source"].null_count():
+    if (unsourced := out["data_source"].null_count()):
         notes.append(
-            f"{out['data_source'].null_count()} rows have no data_source; set to 'unknown'. verl picks the "
-            "reward function by data_source: set custom_reward_function.path, or add a data_source column"
+            f"{unsourced:,} {'row has' if unsourced == 1 else 'rows have'} no data_source; set to 'unknown'. verl "
+            "picks the reward function by data_source: set custom_reward_function.path, or add a data_source column"
         )
         out = out.with_columns(pl.col("data_source").fill_null("unknown"))
 

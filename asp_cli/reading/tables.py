@@ -92,9 +92,11 @@ class ReadReport:
         """The warning for prompts without text, if any."""
         if not self.empty_prompts:
             return None
-        return (f"{self.empty_prompts:,} prompts have no text (an empty chat list, or empty contents), e.g. "
-                f"{', '.join(self.empty_examples[:3])}; they are scheduled as empty prompts, which a server may "
-                "refuse: fix or drop those rows")
+        one = self.empty_prompts == 1
+        return (f"{self.empty_prompts:,} {'prompt has' if one else 'prompts have'} no text (an empty chat list, or "
+                f"empty contents){':' if one else ', e.g.'} {', '.join(self.empty_examples[:3])}; "
+                f"{'it is scheduled as an empty prompt' if one else 'they are scheduled as empty prompts'}, which a "
+                f"server may refuse: fix or drop {'that row' if one else 'those rows'}")
 
 
 def _in_background(function, *args) -> Future:
