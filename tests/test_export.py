@@ -180,7 +180,7 @@ def test_mismatched_dataset_names_the_id(built, tmp_path):  # noqa: F811
     rows[3]["id"] = "intruder"
     other = write_jsonl(tmp_path / "other.jsonl", rows)
     # The row is counted from 1 within its file, as its lines are (docs/errors.md, E07).
-    with pytest.raises(InputError, match=r"other\.jsonl row 4 has prompt id 'intruder'"):
+    with pytest.raises(InputError, match=r"other\.jsonl row 4 has prompt id 'intruder' .* \(1 row differs\)"):
         export(built["schedule"], [other], tmp_path / "o.parquet")
     short = write_jsonl(tmp_path / "short.jsonl", make_prompts(50))
     with pytest.raises(InputError, match=r"short\.jsonl row 51: .*\(50 readable rows\)"):

@@ -135,6 +135,11 @@ def test_a_log_that_grew_since_it_was_observed_adds_its_new_samples_or_replaces_
     fresh = tmp_path / "new.parquet"
     result = runner.invoke(app, ["observe", str(log), "-o", str(fresh), "--append"])
     assert result.exit_code == 0 and result.stderr.startswith(f"Wrote {fresh}: 6 samples"), result.stderr
+    write_jsonl(log, rows[:1])  # one sample of one prompt read "1 samples of 1 prompts"
+    result = runner.invoke(app, ["observe", str(log), "-o", str(tmp_path / "one.parquet")])
+    assert result.exit_code == 0 and result.stderr.startswith(f"Wrote {tmp_path / 'one.parquet'}: 1 sample of 1 prompt "
+                                                              "from 1 log(s); history now 1 sample of 1 prompt"), \
+        result.stderr
 
 
 def test_unknown_ids_are_counted_skipped_kept_or_refused(built, tmp_path):  # noqa: F811
@@ -1017,6 +1022,12 @@ def test_appending_an_epoch_the_history_holds_again_says_its_samples_count_twice
     later = observe([_log(tmp_path / "e1.jsonl", ids, tokens=150)], out, append=True, schedule=built["schedule"],
                     epoch=1)
     assert not [w for w in later.warnings if "more samples than" in w]
+    # One prompt logged again read "epoch 0: 1 prompts now hold more samples ... of them".
+    once = observe([_log(tmp_path / "e0-one.jsonl", ids[:1], tokens=170)], out, append=True,
+                   schedule=built["schedule"], epoch=0, unknown_ids="skip")
+    assert any(w.startswith(f"epoch 0: 1 prompt now holds more samples than the schedule's {SAMPLES} per prompt (up "
+                            f"to {3 * SAMPLES}): the history held this epoch's samples of it already") for w in
+               once.warnings), once.warnings
     # A new epoch logged with more samples than the schedule's is not one the history held (a review).
     rows = [{"prompt_id": i, "sample": s, "response_tokens": 100} for i in ids for s in range(2 * SAMPLES)]
     wide = observe([write_jsonl(tmp_path / "e2.jsonl", rows)], out, append=True, schedule=built["schedule"], epoch=2)

@@ -41,7 +41,8 @@ def misplaced_id_error(where: str, found: object, expected: object, differ: int,
     schedule was made from (`recorded_datasets`)."""
     head = f"{where} has prompt id {shown_id(found)} but the schedule expects {shown_id(expected)}"
     if len(dataset_ids) != len(scheduled_ids) or set(dataset_ids) != set(scheduled_ids):
-        return InputError(f"{head} ({differ} rows differ); export with the file(s) the schedule was made from, in "
+        return InputError(f"{head} ({differ:,} {'row differs' if differ == 1 else 'rows differ'}); export with the "
+                          "file(s) the schedule was made from, in "
                           "the same order")
     head += f": the dataset holds the schedule's {len(scheduled_ids):,} prompt ids in another order"
     original = recorded_datasets(metadata)
