@@ -141,7 +141,7 @@ CASES = [
     ("E11", ["schedule", "{tmp}/missing.jsonl", "-o", "{tmp}/o.parquet"], 3, "no such file"),
     ("E63", ["schedule", "{tmp}/prompts_dir", "-o", "{tmp}/o.parquet"], 3, "prompts_dir: is a folder; name the files in it"),
     ("E140", ["observe", "{tmp}/rollouts/1.jsonl", "-o", "{tmp}/h.parquet", "--dataset", "{tmp}/good.jsonl"], 3,
-     "rollouts/1.jsonl:1: its input matches no dataset prompt (no row of its 1 matches any of the 2 prompts of "),
+     "rollouts/1.jsonl:1: its input matches no dataset prompt (its one row does not match any of the 2 prompts of "),
     # A verl dump observed with --id-key was read as a rollout log and called "a prompt file" (before 2026-12-08).
     ("E147", ["observe", "{tmp}/rollouts/1.jsonl", "-o", "{tmp}/h.parquet", "--id-key", "step"], 3,
      "rollouts/1.jsonl: --id-key step names 'step', the training step verl writes into every rollout dump, not a "

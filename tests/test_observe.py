@@ -395,8 +395,8 @@ def test_verl_generation_dump_is_matched_through_the_dataset(built, tmp_path):  
     # were skipped with exit 0 whatever the option said, and a row without an output said to match no prompt).
     # A row whose input matches no prompt says how many do not, of which file (a verl newcomer's round, 2026-12-07:
     # "fix the row", where the file given was not the run's).
-    with pytest.raises(InputError, match=r"12\.jsonl:4: its input matches no dataset prompt \(1 of its 4 rows match "
-                                         r"none of the \d+ prompts of .*prompts\.jsonl: prompts edited or removed "
+    with pytest.raises(InputError, match=r"12\.jsonl:4: its input matches no dataset prompt \(1 of its 4 rows does not "
+                                         r"match any of the \d+ prompts of .*prompts\.jsonl: prompts edited or removed "
                                          r"since the run\?\); give --dataset the prompt file\(s\) the run read"):
         observe([dump], None, dataset=[built["prompts"]])
     rows[3] = {**rows[0], "output": None}

@@ -86,9 +86,13 @@ def no_prompt_matched(first: str, unmatched: int, rows: int, prompts: int, files
     match none, and the likely fix (the wrong --dataset where none does, prompts edited since where some do). A wrong
     file was told to 'fix the row' (a verl newcomer's round, 2026-12-07)."""
     named = ", ".join(str(f) for f in files)
-    how = (f"no row of its {rows:,} matches any of the {prompts:,} prompts of {named}: not the file the run read?"
-           if unmatched == rows else
-           f"{unmatched:,} of its {rows:,} rows match none of the {prompts:,} prompts of {named}: prompts edited or "
-           "removed since the run?")
+    # Counts of one read "no row of its 1 matches any of the 1 prompts": worded for them.
+    target = f"the prompt of {named}" if prompts == 1 else f"any of the {prompts:,} prompts of {named}"
+    how = ((f"its one row does not match {target}" if rows == 1 else f"no row of its {rows:,} matches {target}")
+           + ": not the file the run read?" if unmatched == rows else
+           f"{unmatched:,} of its {rows:,} rows "
+           + (f"match none of the {prompts:,} prompts of {named}" if unmatched > 1 and prompts > 1 else
+              f"{'does' if unmatched == 1 else 'do'} not match {target}")
+           + ": prompts edited or removed since the run?")
     return (f"{first} ({how}); give --dataset the prompt file(s) the run read (verl's data.train_files, as they were "
             "when it ran), or pass --on-bad-row skip to leave such rows out (counted)")
