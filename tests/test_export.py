@@ -1304,3 +1304,17 @@ def test_one_row_without_a_data_source_is_said_in_the_singular():
 
     _, notes = to_verl(pl.DataFrame({"prompt": ["a?", "b?"], "data_source": ["gsm8k", None], "\x00row": [0, 1]}))
     assert any(n.startswith("1 row has no data_source; set to 'unknown'. verl picks") for n in notes), notes
+
+
+def test_a_verl_export_of_one_row_is_refused_in_the_singular(tmp_path):
+    # It read "its 1 rows are fewer than one train batch of 16 ...; make the schedule with a --train-batch-size that
+    # divides its 1 prompts (e.g. 1)".
+    from asp_cli.arrange.pipeline import schedule
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q0", "question": "question 0"}])
+    schedule([data], tmp_path / "s.parquet", settings=ScheduleSettings(train_batch_size=16))
+    with pytest.raises(SettingsError) as caught:
+        export(tmp_path / "s.parquet", [data], None, format="verl")
+    said = str(caught.value)
+    assert said.startswith("s.parquet: its 1 row is fewer than one train batch of 16 (the schedule's"), said
+    assert said.endswith("make the schedule with --train-batch-size 1, or of more prompts"), said

@@ -30,11 +30,13 @@ def check_some_batch(rows: int, epochs: int, size: int, epoch: int | None, sched
     per_epoch = rows // max(1, epochs)
     which = f"epoch {epoch}'s" if epoch is not None else "its"
     raise SettingsError(
-        f"{schedule}: {which} {rows:,} rows are fewer than one train batch of {size} (the schedule's "
+        f"{schedule}: {which} {'1 row is' if rows == 1 else f'{rows:,} rows are'} fewer than one train batch of "
+        f"{size} (the schedule's "
         "--train-batch-size, verl's data.train_batch_size), and verl's dataloader drops a partial batch "
         "(drop_last=True): the file would train no step (verl stops with 'Train dataloader is empty!'); make the "
-        f"schedule with a --train-batch-size that divides {'an epoch' + chr(39) + 's ' if epochs > 1 else 'its '}"
-        f"{per_epoch:,} prompts (e.g. {largest_divisors(per_epoch)})")
+        + (f"schedule with a --train-batch-size that divides {'an epoch' + chr(39) + 's ' if epochs > 1 else 'its '}"
+           f"{per_epoch:,} prompts (e.g. {largest_divisors(per_epoch)})" if per_epoch > 1 else
+           "schedule with --train-batch-size 1, or of more prompts"))
 
 
 def ppo_settings(settings: ScheduleSettings, size: int, workers: int | None, *, route: str, epoch: int | None,
