@@ -761,3 +761,13 @@ def test_an_epoch_smaller_than_one_train_batch_is_warned_about_as_asp_schedule_w
     assert any(w.startswith("--train-batch-size 128 is larger than the 80 prompts of an epoch") for w in said), said
     folder, _ = made
     assert not any("--train-batch-size" in w for w in report_schedule(folder / "s.parquet").warnings)
+
+
+def test_observed_lengths_of_one_sample_are_counted_in_the_singular(made, tmp_path):
+    # It read "1 samples for 1 prompts; 1 scheduled prompts matched, ..., 0 observed prompts not in the schedule".
+    folder, result = made
+    one = tmp_path / "one.csv"
+    result.frame.head(1).select("prompt_id", pl.lit(100).alias("response_tokens")).write_csv(one)
+    text = render_text(report_schedule(folder / "s.parquet", lengths=[one]).report, width=200)
+    assert "1 sample for 1 prompt; 1 scheduled prompt matched, 299 not observed, 0 observed prompts not in the " \
+        "schedule" in " ".join(text.split()), text

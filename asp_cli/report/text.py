@@ -309,12 +309,15 @@ def _render_lag_and_steps(out: Any, report: dict[str, Any]) -> None:
 
 
 def _render_observed(out: Any, observed: dict[str, Any], predicted_padding: float) -> None:
+    from asp_cli.report.formats import counted
+
     epoch = epoch_words(observed.get("epoch"))
     out(f"[bold]Observed lengths[/bold] ({_shown(', '.join(observed['files']))}{'; ' + epoch if epoch else ''}): "
-        f"{observed['samples']:,} samples for "
-        f"{observed['prompts_observed']:,} prompts; {observed['prompts_matched']:,} scheduled prompts matched, "
-        f"{observed['prompts_unmatched']:,} not observed, {observed['observed_not_in_schedule']:,} observed "
-        "prompts not in the schedule")
+        f"{counted(observed['samples'], 'sample')} for "
+        f"{counted(observed['prompts_observed'], 'prompt')}; "
+        f"{counted(observed['prompts_matched'], 'scheduled prompt')} matched, "
+        f"{observed['prompts_unmatched']:,} not observed, "
+        f"{counted(observed['observed_not_in_schedule'], 'observed prompt')} not in the schedule")
     from asp_cli.report.observed import epochs_compared_words
 
     if epochs_compared_words(observed):  # which schedule epoch took which lengths (a schedule of several)
