@@ -138,7 +138,7 @@ def test_a_log_that_grew_since_it_was_observed_adds_its_new_samples_or_replaces_
     write_jsonl(log, rows[:1])  # one sample of one prompt read "1 samples of 1 prompts"
     result = runner.invoke(app, ["observe", str(log), "-o", str(tmp_path / "one.parquet")])
     assert result.exit_code == 0 and result.stderr.startswith(f"Wrote {tmp_path / 'one.parquet'}: 1 sample of 1 prompt "
-                                                              "from 1 log(s); history now 1 sample of 1 prompt"), \
+                                                              "from 1 log; history now 1 sample of 1 prompt"), \
         result.stderr
 
 
