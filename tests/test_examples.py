@@ -23,6 +23,20 @@ class _Status(enum.Enum):  # slime/utils/types.py, Sample.Status (v0.3.1)
     TRUNCATED = "truncated"
 
 
+def _slime_hook(monkeypatch, tmp_path, async_rm, batched_async_rm):
+    """examples/slime_length_log.py loaded with ``async_rm`` and ``batched_async_rm`` standing in for
+    slime.rollout.rm_hub's, logging to ``tmp_path``/lengths.jsonl."""
+    for name in ("slime", "slime.rollout"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "slime.rollout.rm_hub",
+                        SimpleNamespace(async_rm=async_rm, batched_async_rm=batched_async_rm))
+    spec = importlib.util.spec_from_file_location("slime_length_log", REPO / "examples" / "slime_length_log.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setenv("ASP_LENGTH_LOG", str(tmp_path / "lengths.jsonl"))
+    return module
+
+
 @pytest.fixture
 def slime_log(tmp_path, monkeypatch):
     """examples/slime_length_log.py with slime.rollout.rm_hub.async_rm standing in: v0.3.1's dispatch, which calls
@@ -38,14 +52,7 @@ def slime_log(tmp_path, monkeypatch):
         assert args.custom_rm_path is None
         return [await async_rm(args, one) for one in samples]
 
-    for name in ("slime", "slime.rollout"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, "slime.rollout.rm_hub",
-                        SimpleNamespace(async_rm=async_rm, batched_async_rm=batched_async_rm))
-    spec = importlib.util.spec_from_file_location("slime_length_log", REPO / "examples" / "slime_length_log.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setenv("ASP_LENGTH_LOG", str(tmp_path / "lengths.jsonl"))
+    module = _slime_hook(monkeypatch, tmp_path, async_rm, batched_async_rm)
     return module, calls
 
 
@@ -244,14 +251,7 @@ def test_the_slime_hook_calls_the_users_own_custom_rm_path(tmp_path, monkeypatch
         seen.append(args.custom_rm_path)
         return [0.25 if args.custom_rm_path == "my_rm.reward" else 1.0 for _ in samples]
 
-    for name in ("slime", "slime.rollout"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, "slime.rollout.rm_hub",
-                        SimpleNamespace(async_rm=async_rm, batched_async_rm=batched_async_rm))
-    spec = importlib.util.spec_from_file_location("slime_length_log", REPO / "examples" / "slime_length_log.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setenv("ASP_LENGTH_LOG", str(tmp_path / "lengths.jsonl"))
+    module = _slime_hook(monkeypatch, tmp_path, async_rm, batched_async_rm)
     args = SimpleNamespace(custom_rm_path="slime_length_log.reward_func", rm_type=None)
     sample = SimpleNamespace(metadata={"prompt_id": "3"}, response_length=12, status=_Status.COMPLETED)
     monkeypatch.setenv("ASP_CUSTOM_RM_PATH", "my_rm.reward")
