@@ -10,6 +10,7 @@ import typer
 
 from asp_cli.cli.common import NO_LAG_BOUND, emit_json, guarded, lag_option, difficulty_key_option, output_option, say, source_key_option
 from asp_cli.arrange.made_for import made_for_line
+from asp_cli.errors import counted
 from asp_cli.cli.progress import stage_bar
 from asp_cli.reading.options import DEFAULT_READ
 from asp_cli.settings import PRESET_NAMES, ScheduleSettings
@@ -185,7 +186,7 @@ def _scaled_from(summary: dict) -> str:
     prompts, epochs = choice.get("evaluated_prompts", 0), choice.get("evaluated_epochs") or 1
     if not prompts or prompts * epochs >= summary["prompts"] * summary["epochs"]:
         return ""
-    return f", scaled up from their {_counted(prompts, 'prompt')} x {_counted(epochs, 'epoch')} to the run"
+    return f", scaled up from their {counted(prompts, 'prompt')} x {counted(epochs, 'epoch')} to the run"
 
 
 # Above this predicted padding the summary says which arrangement mixes lengths in its minibatches, and why.
@@ -222,13 +223,6 @@ def _units(summary: dict) -> str:
     return sent_units(summary["minibatches"], summary["rows"], (summary.get("arrangement") or {}).get("engine"))
 
 
-def _counted(count: int, word: str, words: str | None = None) -> str:
-    """`asp_cli.errors.counted`: a count and its noun, singular for 1."""
-    from asp_cli.errors import counted
-
-    return counted(count, word, words)
-
-
 def _seconds(value: float) -> str:
     """Seconds as the summary's other lines give them, to one decimal (the same rollout reads the same on the
     makespan line), with two significant digits below 0.1 s: whole seconds read "about 3 s against 0 s of rollout"
@@ -239,9 +233,9 @@ def _seconds(value: float) -> str:
 def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
     busy = summary["predicted_instance_busy_s"]
     lines = [
-        f"Wrote {output}: {_counted(summary['prompts'], 'prompt')} x {_counted(summary['epochs'], 'epoch')} = "
-        f"{_counted(summary['rows'], 'row')}, " + _units(summary)
-        + f" on {_counted(summary['instances'], 'instance')}, {_counted(summary['train_steps'], 'train step')}.",
+        f"Wrote {output}: {counted(summary['prompts'], 'prompt')} x {counted(summary['epochs'], 'epoch')} = "
+        f"{counted(summary['rows'], 'row')}, " + _units(summary)
+        + f" on {counted(summary['instances'], 'instance')}, {counted(summary['train_steps'], 'train step')}.",
         f"  predicted padding: {summary['predicted_padding_fraction']:.1%} (slots a static batch of each minibatch would "
         "leave idle at the predicted group lengths" + _drawn_padding(summary) + "; `asp simulate` reports the empty "
         "slots of a replay, tail included)" + _padding_note(summary),
@@ -276,12 +270,12 @@ def _summary_text(summary: dict, output: Path, *, bundled: bool = False) -> str:
         # verl's colocated mode stops the servers while the trainer trains: nothing binds, the two add (a newcomer
         # read "the trainer binds" beside a replay that paused rollout for every step). Auto's expected times count
         # it only where it timed its candidates so (`--trainer arrival`, not a named arrangement).
-        counted = (choice or {}).get("verl_trainer") == "colocate-async"
+        timed_so = (choice or {}).get("verl_trainer") == "colocate-async"
         lines.append(
             f"  in colocate_async the servers sleep while the trainer trains (its steps about "
             f"{_seconds(summary['predicted_trainer_busy_s'])} s in all): rollout and training take turns rather than "
             "overlap; " + ("the expected end-to-end above counts that, the makespan and lag figures let rollout run "
-                           "on" if counted else "the figures above let rollout run on (`asp simulate`'s 'verl v1 "
+                           "on" if timed_so else "the figures above let rollout run on (`asp simulate`'s 'verl v1 "
                            "async' line replays the plan that way)") + " (calibrate the trainer: asp calibrate --train-steps STEPS.csv -o P.json, then --preset P.json)")
     elif summary.get("trainer_bound") and summary.get("max_lag") != 0:
         lag = summary.get("max_lag")

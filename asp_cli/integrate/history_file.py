@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from asp_cli import __version__
-from asp_cli.errors import InputError, shown_id
+from asp_cli.errors import InputError, counted, shown_id
 from asp_cli.output import as_given
 from asp_cli.reading.history_ids import FRAMEWORK_DUMP_FORMATS, HISTORY_METADATA_KEY, metadata_problem
 
@@ -189,7 +189,7 @@ def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataF
     numbers = [str(e) for e in had if e is not None]
     epochs = (f"epoch{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}" if numbers else "no epoch") + (
         ", some without one" if numbers and None in had else "")
-    taken = f"{_samples(before.height)} ({epochs}) the history took from a log of this name"
+    taken = f"{counted(before.height, 'sample')} ({epochs}) the history took from a log of this name"
     # The log's rows read before: those the history keeps of it and those it left out, of ids the schedule or dataset
     # lacks (the entries' rows count them, rows_kept does not): compared with the history's rows alone, a grown log
     # whose first rows held such an id was added whole, its earlier samples counted again (a review, 2026-12-07).
@@ -200,7 +200,7 @@ def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataF
         head = head.filter(pl.col("prompt_id").is_in(before["prompt_id"].unique().implode()))
     if part.height > read and head.select(keys[:2]).equals(before.select(keys[:2])):
         new = part.slice(read)
-        grew = f"{path} grew by {_samples(new.height)} since it was observed, after the {taken}"
+        grew = f"{path} grew by {counted(new.height, 'sample')} since it was observed, after the {taken}"
         numbered = before["epoch"].drop_nulls()
         if epoch_given or new["epoch"].null_count() < new.height:
             how = "as --epoch " + str(new["epoch"][0]) if epoch_given else "with the log's own epochs"
@@ -228,11 +228,6 @@ def grown_log(existing: pl.DataFrame, seen: list[dict[str, Any]], part: pl.DataF
     if None not in now and not now & set(had) or kind in FRAMEWORK_DUMP_FORMATS:
         return existing, seen, part, []  # another epoch's log of the same name, numbered as one; a step's dump
     return existing, seen, part, [
-        f"{path}: its rows do not begin with the {taken} (a log written over, or changed?): all {_samples(part.height)} "
+        f"{path}: its rows do not begin with the {taken} (a log written over, or changed?): all {counted(part.height, 'sample')} "
         "added beside those, none replaced; if it is that log rewritten, rebuild the history with --force from "
         "every log, or give each epoch's log its own --epoch"]
-
-
-def _samples(count: int) -> str:
-    """``count`` samples, a count of 1 in the singular."""
-    return f"{count:,} sample{'' if count == 1 else 's'}"

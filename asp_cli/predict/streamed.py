@@ -61,14 +61,14 @@ def read_and_predict(
         from asp_cli.predict.features import prompt_token_counts
         from asp_cli.predict.predictions_file import TEXT_TOKENS, predictions_from_files
 
-        def counted(batch: pl.DataFrame) -> pl.DataFrame:
+        def own_counts(batch: pl.DataFrame) -> pl.DataFrame:
             # The prompts' own counts where the file has none: the --tokenizer's, as the predictor's path counts
             # them (before 2026-12-08 a predictions file without `prompt_tokens` was counted at bytes / 4 whatever
             # --tokenizer said), else bytes / 4.
             return pl.DataFrame({TEXT_TOKENS: prompt_token_counts(batch, read.tokenizer)},
                                 schema={TEXT_TOKENS: pl.Int64})
 
-        prompts, report = read_prompts_streamed(inputs, read, keep=counted, **size)
+        prompts, report = read_prompts_streamed(inputs, read, keep=own_counts, **size)
         predicted, info = predictions_from_files(
             prompts, predictions, fingerprint=predictions_fingerprint or "",
             max_response_tokens=max_response_tokens, plan_with=plan_with,
